@@ -1,0 +1,3 @@
+module github.com/cepheus-cep/cepheus
+
+go 1.26

@@ -1,0 +1,568 @@
+package nfa
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// NFA is a compiled pattern. It is immutable and safe for concurrent use;
+// the per-key matching state lives in a [Run].
+type NFA struct {
+	states          []*state
+	start           int
+	windowTime      int64 // FIRST_AND_LAST window in ms, 0 = none
+	handleTimeout   bool
+	skip            SkipStrategy
+	stages          []string
+	stageContiguity []Contiguity
+	stageIndex      map[string]int
+	maxPartial      int
+}
+
+// Stages returns the stage names in pattern order, group stages replaced by
+// their inner stages (NOT stages included). Match and timeout events are
+// indexed by these positions. The caller must not modify the slice.
+func (n *NFA) Stages() []string { return n.stages }
+
+// StageIndex returns the position of a stage name in [NFA.Stages].
+func (n *NFA) StageIndex(name string) (int, bool) {
+	i, ok := n.stageIndex[name]
+	return i, ok
+}
+
+// IsNegative reports whether stage i is a notNext/notFollowedBy stage (it
+// never holds events in a match).
+func (n *NFA) IsNegative(i int) bool { return n.stageContiguity[i].isNot() }
+
+// Window returns the pattern window (first to last event) in ms; 0 = none.
+func (n *NFA) Window() int64 { return n.windowTime }
+
+// Skip returns the after-match skip strategy.
+func (n *NFA) Skip() SkipStrategy { return n.skip }
+
+func (n *NFA) numStages() int { return len(n.stages) }
+
+// NewRun returns an empty run: one start computation, nothing buffered.
+func (n *NFA) NewRun() *Run {
+	r := &Run{
+		nfa:    n,
+		nodes:  map[nodeKey]*node{},
+		events: map[uint64]*bufEvent{},
+		counts: map[event.Time]int32{},
+	}
+	r.partial.offer(n.startComputation(newDewey(1)))
+	return r
+}
+
+func (n *NFA) startComputation(v dewey) *computation {
+	return &computation{state: n.states[n.start], version: v, startTs: -1, prevTs: -1}
+}
+
+// Match is a complete match: the events of each stage (by [NFA.Stages]
+// position) in the order the stage took them. Stages that took nothing hold
+// nil.
+type Match struct {
+	Events [][]*event.Event
+}
+
+// Timeout is a partial match dropped because its window expired, with the
+// time Flink reports for it (start + window, or previous + gap window).
+type Timeout struct {
+	Match
+	At event.Time
+}
+
+// Result collects what one [Run.Process] or [Run.AdvanceTime] call released.
+// Callers reuse a Result across calls by calling Reset.
+type Result struct {
+	Matches  []Match
+	Timeouts []Timeout
+	// Dropped counts partial matches discarded because the run exceeded its
+	// partial-match limit ([WithMaxPartialMatches]).
+	Dropped int
+}
+
+// Reset empties r, keeping its storage.
+func (r *Result) Reset() {
+	clear(r.Matches)
+	clear(r.Timeouts)
+	r.Matches, r.Timeouts, r.Dropped = r.Matches[:0], r.Timeouts[:0], 0
+}
+
+// computation is one partial match (Flink's ComputationState): the NFA state
+// it waits in, its version and the buffer node of the last event it took.
+type computation struct {
+	state    *state
+	version  dewey
+	startTs  event.Time
+	prevTs   event.Time
+	prev     *node
+	startID  eventID
+	hasStart bool
+}
+
+func (c *computation) orderKey() (int64, int64) {
+	if !c.hasStart {
+		return math.MaxInt64, math.MaxInt32
+	}
+	return int64(c.startID.ts), int64(c.startID.id)
+}
+
+func (c *computation) isStart() bool { return c.state.typ == stStart }
+
+func (c *computation) equal(o *computation) bool {
+	return c.state == o.state && c.version.equal(o.version) && c.startTs == o.startTs &&
+		c.prevTs == o.prevTs && c.prev == o.prev && c.hasStart == o.hasStart && c.startID == o.startID
+}
+
+// Run is the matching state of one key: the partial matches, the completed
+// matches held back by a skip strategy, and the shared buffer. A Run is not
+// safe for concurrent use; the operator that owns a key owns its Run.
+//
+// After Process or AdvanceTime returns an error the Run is in an undefined
+// state and must be discarded (Flink fails the job at that point).
+type Run struct {
+	nfa       *NFA
+	partial   compQueue
+	completed compQueue
+	nodes     map[nodeKey]*node
+	events    map[uint64]*bufEvent
+	counts    map[event.Time]int32
+	nextKey   uint64
+
+	ctx          Context
+	spare        compQueue
+	potential    compQueue
+	next         []*computation
+	retain       []*computation
+	stack        []*state
+	edges        []*transition
+	releaseStack []releaseItem
+}
+
+// NFA returns the automaton the run belongs to.
+func (r *Run) NFA() *NFA { return r.nfa }
+
+// PartialMatches returns the number of partial matches (the start
+// computation excluded) and of completed matches held back by the skip
+// strategy.
+func (r *Run) PartialMatches() int {
+	n := r.completed.len()
+	for _, c := range r.partial.q {
+		if !c.isStart() {
+			n++
+		}
+	}
+	return n
+}
+
+// BufferedEvents returns the number of distinct events the shared buffer
+// holds.
+func (r *Run) BufferedEvents() int { return len(r.events) }
+
+// Empty reports whether the run holds nothing but its start computation, so
+// that its state can be dropped and recreated with [NFA.NewRun].
+func (r *Run) Empty() bool {
+	return r.completed.len() == 0 && len(r.nodes) == 0 && len(r.events) == 0 && r.PartialMatches() == 0
+}
+
+// NextDeadline returns the earliest time at which AdvanceTime would time out
+// or release a partial match; ok is false when no partial match has a window.
+func (r *Run) NextDeadline() (t event.Time, ok bool) {
+	t = event.MaxTime
+	for _, c := range r.partial.q {
+		if c.isStart() {
+			continue
+		}
+		if g := c.state.gap; g > 0 && c.prevTs+event.Time(g) < t {
+			t, ok = c.prevTs+event.Time(g), true
+		}
+		if w := r.nfa.windowTime; w > 0 && c.startTs+event.Time(w) < t {
+			t, ok = c.startTs+event.Time(w), true
+		}
+	}
+	return t, ok
+}
+
+// Process feeds one event with timestamp ts (Flink's NFA.process) and
+// appends the completed matches to res. Events must be fed in the order the
+// pattern should see them; the run does not sort.
+func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
+	w := wrapped{ev: ev, ts: ts}
+	newPartial := &r.spare
+	newPartial.reset()
+	potential := &r.potential
+	potential.reset()
+	var err error
+	for _, cs := range r.partial.q {
+		r.next, err = r.computeNextStates(cs, &w, r.next[:0])
+		if err != nil {
+			return err
+		}
+		discard := false
+		r.retain = r.retain[:0]
+		for _, nc := range r.next {
+			switch {
+			case nc.state.isFinal():
+				potential.offer(nc)
+			case nc.state.isStop():
+				discard = true
+				r.releaseNode(nc.prev, nc.version)
+			default:
+				r.retain = append(r.retain, nc)
+			}
+		}
+		if discard {
+			for _, nc := range r.retain {
+				r.releaseNode(nc.prev, nc.version)
+			}
+		} else {
+			for _, nc := range r.retain {
+				newPartial.offer(nc)
+			}
+		}
+	}
+	if err := r.processMatches(potential, newPartial, res); err != nil {
+		return err
+	}
+	r.partial, r.spare = r.spare, r.partial
+	if w.buf != nil {
+		r.releaseEvent(w.buf)
+	}
+	r.enforceLimit(res)
+	return nil
+}
+
+// AdvanceTime tells the run that no event before ts will come (Flink's
+// NFA.advanceTime): partial matches whose window has passed are dropped
+// (reported in res.Timeouts when the NFA was compiled [WithTimeouts]), and
+// matches that were waiting on time (notFollowedBy at the end of a pattern)
+// are released into res.Matches.
+func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
+	newPartial := &r.spare
+	newPartial.reset()
+	potential := &r.potential
+	potential.reset()
+	window := r.nfa.windowTime
+	for _, cs := range r.partial.q {
+		if cs.isStart() {
+			newPartial.offer(cs)
+			continue
+		}
+		gap := cs.state.gap
+		byPrev := gap > 0 && ts-cs.prevTs >= event.Time(gap)
+		byFirst := window > 0 && ts-cs.startTs >= event.Time(window)
+		if !byPrev && !byFirst {
+			newPartial.offer(cs)
+			continue
+		}
+		if cs.state.typ == stPending {
+			potential.offer(cs)
+			continue
+		}
+		if r.nfa.handleTimeout {
+			at := cs.startTs + event.Time(window)
+			if byPrev {
+				at = cs.prevTs + event.Time(gap)
+			}
+			res.Timeouts = append(res.Timeouts, Timeout{Match: r.materialize(r.extractOne(cs)), At: at})
+		}
+		r.releaseNode(cs.prev, cs.version)
+	}
+	if err := r.processMatches(potential, newPartial, res); err != nil {
+		return err
+	}
+	r.partial, r.spare = r.spare, r.partial
+	for t := range r.counts {
+		if t < ts {
+			delete(r.counts, t)
+		}
+	}
+	return nil
+}
+
+type wrapped struct {
+	ev  *event.Event
+	ts  event.Time
+	buf *bufEvent
+}
+
+func (r *Run) eventOf(w *wrapped) *bufEvent {
+	if w.buf == nil {
+		w.buf = r.registerEvent(w.ev, w.ts)
+	}
+	return w.buf
+}
+
+// errEpsilonCycle guards against patterns whose proceed edges form a cycle
+// (Flink would loop forever on them).
+var errEpsilonCycle = errors.New("nfa: pattern has a cycle of proceed transitions")
+
+func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context) (takes, ignores int, err error) {
+	r.edges = r.edges[:0]
+	r.stack = append(r.stack[:0], cs.state)
+	budget := 64 * (len(r.nfa.states) + 1)
+	for len(r.stack) > 0 {
+		if budget--; budget < 0 {
+			return 0, 0, errEpsilonCycle
+		}
+		s := r.stack[len(r.stack)-1]
+		r.stack = r.stack[:len(r.stack)-1]
+		for i := range s.trans {
+			t := &s.trans[i]
+			if t.cond != nil && !t.cond.Eval(ev, ctx) {
+				continue
+			}
+			switch t.act {
+			case actProceed:
+				r.stack = append(r.stack, t.dst)
+			case actIgnore:
+				r.edges = append(r.edges, t)
+				if t.dst != cs.state {
+					ignores++
+				}
+			case actTake:
+				r.edges = append(r.edges, t)
+				takes++
+			}
+		}
+	}
+	return takes, ignores, nil
+}
+
+func increaseSelf(ignores, takes int) int {
+	if takes == 0 && ignores == 0 {
+		return 0
+	}
+	return ignores + max(1, takes)
+}
+
+func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation) ([]*computation, error) {
+	ctx := &r.ctx
+	ctx.reset(r, cs, w.ts)
+	takes, ignores, err := r.decisionGraph(cs, w.ev, ctx)
+	if err != nil {
+		return out, err
+	}
+	takeToVisit := max(0, takes-1)
+	ignoreToVisit := ignores
+	takeToSkip := max(0, takes-1)
+	start := cs.isStart()
+	// r.edges may be reused by findFinalAfterProceed's condition calls only
+	// through r.stack, never r.edges, so iterating it here is safe.
+	for _, t := range r.edges {
+		switch t.act {
+		case actIgnore:
+			if start {
+				continue
+			}
+			var v dewey
+			if t.dst == cs.state {
+				v = cs.version.increase(increaseSelf(ignores, takes))
+			} else {
+				v = cs.version.increase(takeToSkip + ignoreToVisit).addStage()
+				ignoreToVisit--
+			}
+			out = r.addComputation(out, &computation{
+				state: t.dst, version: v, startTs: cs.startTs, prevTs: cs.prevTs,
+				prev: cs.prev, startID: cs.startID, hasStart: cs.hasStart,
+			})
+		case actTake:
+			cur := cs.version.increase(takeToVisit)
+			next := cur.addStage()
+			takeToVisit--
+			buf := r.eventOf(w)
+			entry := r.put(t.src.stage, buf, cs.prev, cur)
+			startTs, startID := cs.startTs, cs.startID
+			if start {
+				startTs, startID = w.ts, buf.id
+			}
+			out = r.addComputation(out, &computation{
+				state: t.dst, version: next, startTs: startTs, prevTs: w.ts,
+				prev: entry, startID: startID, hasStart: true,
+			})
+			fin, err := r.findFinalAfterProceed(ctx, t.dst, w.ev)
+			if err != nil {
+				return out, err
+			}
+			if fin != nil {
+				out = r.addComputation(out, &computation{
+					state: fin, version: next, startTs: startTs, prevTs: w.ts,
+					prev: entry, startID: startID, hasStart: true,
+				})
+			}
+		}
+	}
+	if start {
+		out = append(out, r.nfa.startComputation(cs.version.increase(increaseSelf(ignores, takes))))
+	}
+	if cs.prev != nil {
+		r.releaseNode(cs.prev, cs.version)
+	}
+	return out, nil
+}
+
+func (r *Run) addComputation(out []*computation, c *computation) []*computation {
+	r.lockNode(c.prev, c.version)
+	return append(out, c)
+}
+
+func (r *Run) findFinalAfterProceed(ctx *Context, s *state, ev *event.Event) (*state, error) {
+	stack := []*state{s}
+	budget := 64 * (len(r.nfa.states) + 1)
+	for len(stack) > 0 {
+		if budget--; budget < 0 {
+			return nil, errEpsilonCycle
+		}
+		cur := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for i := range cur.trans {
+			t := &cur.trans[i]
+			if t.act != actProceed || (t.cond != nil && !t.cond.Eval(ev, ctx)) {
+				continue
+			}
+			if t.dst.isFinal() {
+				return t.dst, nil
+			}
+			stack = append(stack, t.dst)
+		}
+	}
+	return nil, nil
+}
+
+// processMatches emits completed matches in start order. With a skip
+// strategy a match is held back while an earlier-starting partial match is
+// still alive, since that one may still complete and prune it.
+func (r *Run) processMatches(potential, partial *compQueue, res *Result) error {
+	for _, c := range potential.q {
+		r.completed.offer(c)
+	}
+	skip := r.nfa.skip.isSkip()
+	for {
+		earliest := r.completed.peek()
+		if earliest == nil {
+			break
+		}
+		if skip {
+			if ep := partial.peek(); ep != nil && compLess(earliest, ep) > 0 {
+				break
+			}
+		}
+		r.completed.poll()
+		paths := r.extract(earliest.prev, earliest.version)
+		if len(paths) == 0 {
+			r.releaseNode(earliest.prev, earliest.version)
+			continue
+		}
+		id, ok, err := r.pruningID(paths)
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.prune(partial, id)
+			r.prune(&r.completed, id)
+		}
+		res.Matches = append(res.Matches, r.materialize(paths[0]))
+		r.releaseNode(earliest.prev, earliest.version)
+	}
+	return nil
+}
+
+func (r *Run) prune(q *compQueue, pruning eventID) {
+	var discard []*computation
+	for _, c := range q.q {
+		if c.hasStart && r.shouldPrune(c.startID, pruning) {
+			r.releaseNode(c.prev, c.version)
+			discard = append(discard, c)
+		}
+	}
+	if len(discard) == 0 {
+		return
+	}
+	q.removeIf(func(x *computation) bool {
+		for _, d := range discard {
+			if x.equal(d) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// extractOne returns the single path of a computation (empty if it has taken
+// nothing).
+func (r *Run) extractOne(c *computation) path {
+	if c.prev == nil {
+		return nil
+	}
+	paths := r.extract(c.prev, c.version)
+	if len(paths) == 0 {
+		return nil
+	}
+	return paths[0]
+}
+
+func (r *Run) currentMatch(c *computation) [][]*event.Event {
+	return r.materialize(r.extractOne(c)).Events
+}
+
+func (r *Run) materialize(p path) Match {
+	m := Match{Events: make([][]*event.Event, r.nfa.numStages())}
+	for _, e := range p {
+		m.Events[e.stage] = append(m.Events[e.stage], e.ev.ev)
+	}
+	return m
+}
+
+// enforceLimit drops the partial matches that started latest while the run
+// holds more than its limit (see docs/decisions.md).
+func (r *Run) enforceLimit(res *Result) {
+	limit := r.nfa.maxPartial
+	if limit <= 0 {
+		return
+	}
+	n := r.PartialMatches()
+	if n <= limit {
+		return
+	}
+	var cands []*computation
+	for _, c := range r.partial.q {
+		if !c.isStart() {
+			cands = append(cands, c)
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return compLess(cands[i], cands[j]) > 0 })
+	excess := n - limit
+	if excess > len(cands) {
+		excess = len(cands)
+	}
+	dead := make(map[*computation]bool, excess)
+	for _, c := range cands[:excess] {
+		dead[c] = true
+		r.releaseNode(c.prev, c.version)
+	}
+	r.partial.removeIf(func(c *computation) bool { return dead[c] })
+	res.Dropped += excess
+}
+
+// String describes the automaton, one state per line, for debugging and
+// golden tests.
+func (n *NFA) String() string {
+	var s string
+	for _, st := range n.states {
+		kind := [...]string{"normal", "start", "final", "stop", "pending"}[st.typ]
+		s += fmt.Sprintf("%s (%s", st.name, kind)
+		if st.gap > 0 {
+			s += fmt.Sprintf(", gap %dms", st.gap)
+		}
+		s += ")\n"
+		for _, t := range st.trans {
+			s += fmt.Sprintf("  %s -> %s\n", t.act, t.dst.name)
+		}
+	}
+	return s
+}
