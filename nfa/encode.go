@@ -1,0 +1,296 @@
+package nfa
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// ErrCorruptRun is returned by [NFA.DecodeRun] for truncated or inconsistent
+// input.
+var ErrCorruptRun = errors.New("nfa: corrupt run state")
+
+const runEncodingVersion = 1
+
+// AppendBinary appends a compact, deterministic encoding of the run's state
+// to b: buffered events, buffer nodes and edges with their reference counts,
+// partial and completed matches in queue order. The encoding names states by
+// their index in the compiled NFA, so it can only be decoded by an NFA
+// compiled from the same pattern ([NFA.DecodeRun] checks the state count).
+func (r *Run) AppendBinary(b []byte) []byte {
+	b = append(b, runEncodingVersion)
+	b = binary.AppendUvarint(b, uint64(len(r.nfa.states)))
+	b = binary.AppendUvarint(b, r.nextKey)
+
+	evs := make([]*bufEvent, 0, len(r.events))
+	for _, e := range r.events {
+		evs = append(evs, e)
+	}
+	slices.SortFunc(evs, func(x, y *bufEvent) int { return cmpU64(x.key, y.key) })
+	b = binary.AppendUvarint(b, uint64(len(evs)))
+	for _, e := range evs {
+		b = binary.AppendUvarint(b, e.key)
+		b = binary.AppendVarint(b, int64(e.id.ts))
+		b = binary.AppendVarint(b, int64(e.id.id))
+		b = binary.AppendVarint(b, int64(e.refs))
+		b = e.ev.AppendBinary(b)
+	}
+
+	nodes := make([]*node, 0, len(r.nodes))
+	for _, n := range r.nodes {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(x, y *node) int {
+		if c := cmpU64(x.ev.key, y.ev.key); c != 0 {
+			return c
+		}
+		return x.stage - y.stage
+	})
+	index := make(map[*node]uint64, len(nodes))
+	for i, n := range nodes {
+		index[n] = uint64(i) + 1 // 0 encodes nil
+	}
+	b = binary.AppendUvarint(b, uint64(len(nodes)))
+	for _, n := range nodes {
+		b = binary.AppendUvarint(b, n.ev.key)
+		b = binary.AppendUvarint(b, uint64(n.stage))
+		b = binary.AppendVarint(b, int64(n.refs))
+		b = binary.AppendUvarint(b, uint64(len(n.edges)))
+		for _, e := range n.edges {
+			b = binary.AppendUvarint(b, index[e.target])
+			b = appendDewey(b, e.version)
+			b = binary.AppendVarint(b, int64(e.refs))
+		}
+	}
+
+	counts := make([]event.Time, 0, len(r.counts))
+	for t := range r.counts {
+		counts = append(counts, t)
+	}
+	slices.Sort(counts)
+	b = binary.AppendUvarint(b, uint64(len(counts)))
+	for _, t := range counts {
+		b = binary.AppendVarint(b, int64(t))
+		b = binary.AppendVarint(b, int64(r.counts[t]))
+	}
+
+	for _, q := range []*compQueue{&r.partial, &r.completed} {
+		b = binary.AppendUvarint(b, uint64(len(q.q)))
+		for _, c := range q.q {
+			b = binary.AppendUvarint(b, uint64(c.state.id))
+			b = appendDewey(b, c.version)
+			b = binary.AppendVarint(b, int64(c.startTs))
+			b = binary.AppendVarint(b, int64(c.prevTs))
+			b = binary.AppendUvarint(b, index[c.prev])
+			if c.hasStart {
+				b = append(b, 1)
+				b = binary.AppendVarint(b, int64(c.startID.ts))
+				b = binary.AppendVarint(b, int64(c.startID.id))
+			} else {
+				b = append(b, 0)
+			}
+		}
+	}
+	return b
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func appendDewey(b []byte, d dewey) []byte {
+	b = binary.AppendUvarint(b, uint64(len(d)))
+	for _, x := range d {
+		b = binary.AppendVarint(b, int64(x))
+	}
+	return b
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = ErrCorruptRun
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = ErrCorruptRun
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.err = ErrCorruptRun
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+// count reads a length and rejects one that cannot fit in the rest of the
+// input (each element takes at least one byte), so corrupt input cannot make
+// the decoder allocate without bound.
+func (d *decoder) count() int {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.err = ErrCorruptRun
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) dewey() dewey {
+	n := d.count()
+	if n == 0 {
+		if d.err == nil {
+			d.err = ErrCorruptRun
+		}
+		return nil
+	}
+	out := make(dewey, n)
+	for i := range out {
+		out[i] = int32(d.varint())
+	}
+	return out
+}
+
+// DecodeRun decodes a run encoded by [Run.AppendBinary] for this NFA and
+// returns the rest of b.
+func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
+	d := &decoder{b: b}
+	if v := d.byte(); d.err == nil && v != runEncodingVersion {
+		return nil, nil, fmt.Errorf("%w: unknown encoding version %d", ErrCorruptRun, v)
+	}
+	if ns := d.uvarint(); d.err == nil && ns != uint64(len(n.states)) {
+		return nil, nil, fmt.Errorf("%w: encoded for an NFA with %d states, this one has %d", ErrCorruptRun, ns, len(n.states))
+	}
+	r := &Run{nfa: n, nodes: map[nodeKey]*node{}, events: map[uint64]*bufEvent{}, counts: map[event.Time]int32{}}
+	r.nextKey = d.uvarint()
+
+	ne := d.count()
+	for i := 0; i < ne && d.err == nil; i++ {
+		e := &bufEvent{key: d.uvarint()}
+		e.id.ts = event.Time(d.varint())
+		e.id.id = int32(d.varint())
+		e.refs = int32(d.varint())
+		if d.err != nil {
+			break
+		}
+		ev, rest, err := event.DecodeEvent(d.b)
+		if err != nil {
+			d.err = fmt.Errorf("%w: %v", ErrCorruptRun, err)
+			break
+		}
+		d.b = rest
+		e.ev = ev
+		r.events[e.key] = e
+	}
+
+	nn := d.count()
+	nodes := make([]*node, nn)
+	for i := range nodes {
+		nodes[i] = &node{}
+	}
+	lookup := func(i uint64) *node {
+		if i == 0 {
+			return nil
+		}
+		if i > uint64(len(nodes)) {
+			d.err = ErrCorruptRun
+			return nil
+		}
+		return nodes[i-1]
+	}
+	for _, nd := range nodes {
+		if d.err != nil {
+			break
+		}
+		key := d.uvarint()
+		stage := d.uvarint()
+		nd.refs = int32(d.varint())
+		ev := r.events[key]
+		if d.err == nil && (ev == nil || stage >= uint64(len(n.stages))) {
+			d.err = ErrCorruptRun
+		}
+		nd.ev, nd.stage = ev, int(stage)
+		nedges := d.count()
+		for j := 0; j < nedges && d.err == nil; j++ {
+			e := &edge{target: lookup(d.uvarint())}
+			e.version = d.dewey()
+			e.refs = int32(d.varint())
+			nd.edges = append(nd.edges, e)
+		}
+		if d.err == nil {
+			r.nodes[nodeKey{ev: key, stage: int32(stage)}] = nd
+		}
+	}
+
+	nc := d.count()
+	for i := 0; i < nc && d.err == nil; i++ {
+		t := event.Time(d.varint())
+		r.counts[t] = int32(d.varint())
+	}
+
+	for _, q := range []*compQueue{&r.partial, &r.completed} {
+		nq := d.count()
+		for i := 0; i < nq && d.err == nil; i++ {
+			sid := d.uvarint()
+			if d.err == nil && sid >= uint64(len(n.states)) {
+				d.err = ErrCorruptRun
+				break
+			}
+			c := &computation{state: n.states[sid]}
+			c.version = d.dewey()
+			c.startTs = event.Time(d.varint())
+			c.prevTs = event.Time(d.varint())
+			c.prev = lookup(d.uvarint())
+			if d.byte() == 1 {
+				c.hasStart = true
+				c.startID.ts = event.Time(d.varint())
+				c.startID.id = int32(d.varint())
+			}
+			// Append in encoded (array) order: it was a valid heap and
+			// its iteration order is part of the semantics.
+			q.q = append(q.q, c)
+		}
+	}
+	if d.err != nil {
+		if errors.Is(d.err, ErrCorruptRun) {
+			return nil, nil, d.err
+		}
+		return nil, nil, fmt.Errorf("%w: %v", ErrCorruptRun, d.err)
+	}
+	return r, d.b, nil
+}
