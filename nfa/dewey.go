@@ -13,8 +13,12 @@ type dewey []int32
 
 func newDewey(start int32) dewey { return dewey{start} }
 
-// increase returns a copy with the last digit increased by n.
+// increase returns a copy with the last digit increased by n (d itself when
+// n is 0: dewey values are never modified in place).
 func (d dewey) increase(n int) dewey {
+	if n == 0 {
+		return d
+	}
 	out := make(dewey, len(d))
 	copy(out, d)
 	out[len(out)-1] += int32(n)

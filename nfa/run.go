@@ -352,6 +352,7 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 	ignoreToVisit := ignores
 	takeToSkip := max(0, takes-1)
 	start := cs.isStart()
+	reused := false
 	// r.edges may be reused by findFinalAfterProceed's condition calls only
 	// through r.stack, never r.edges, so iterating it here is safe.
 	for _, t := range r.edges {
@@ -362,7 +363,17 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 			}
 			var v dewey
 			if t.dst == cs.state {
-				v = cs.version.increase(increaseSelf(ignores, takes))
+				inc := increaseSelf(ignores, takes)
+				if inc == 0 && !reused {
+					// The computation stays as it is (a non-matching event
+					// under relaxed contiguity): keep it and its buffer
+					// locks instead of locking for a copy and releasing
+					// the original, which nets to the same counts.
+					reused = true
+					out = append(out, cs)
+					continue
+				}
+				v = cs.version.increase(inc)
 			} else {
 				v = cs.version.increase(takeToSkip + ignoreToVisit).addStage()
 				ignoreToVisit--
@@ -398,9 +409,13 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 		}
 	}
 	if start {
-		out = append(out, r.nfa.startComputation(cs.version.increase(increaseSelf(ignores, takes))))
+		if inc := increaseSelf(ignores, takes); inc == 0 {
+			out = append(out, cs)
+		} else {
+			out = append(out, r.nfa.startComputation(cs.version.increase(inc)))
+		}
 	}
-	if cs.prev != nil {
+	if cs.prev != nil && !reused {
 		r.releaseNode(cs.prev, cs.version)
 	}
 	return out, nil
