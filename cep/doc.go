@@ -1,0 +1,36 @@
+// Package cep is the CEP library of Cepheus on top of the runtime. Today it
+// owns the keyed CEP operator ([Operator]); later it also holds the public
+// facade (cep.New, Engine.Run) that wires rules, the runtime, state and
+// enrichment together.
+//
+// # The operator
+//
+// An [Operator] reproduces Flink's CepOperator for one subtask: it keys
+// each element, buffers it per key until the watermark passes it, then
+// feeds the key's elements to the key's [nfa.Run] in timestamp order (ties
+// by the configured comparator, else arrival order), advances the run's
+// time to the watermark so that within windows expire, and reports matches,
+// timed-out partial matches, late elements and overflowing elements in one
+// ordered [Output]. A processing-time mode stamps each element with the
+// operator's processing clock instead. [Operator.Snapshot] and
+// [RestoreOperator] carry the whole state across a restart.
+//
+// # Invariants
+//
+//   - An Operator is single-threaded: no goroutines, no locks, no clock.
+//     Time comes in only through ProcessElement's timestamp,
+//     ProcessWatermark and SetProcessingTime; the runtime hosts one
+//     operator per subtask and calls it from that subtask's goroutine.
+//   - A watermark never scans all keys: keys with buffered elements or a
+//     pending window deadline sit in one timer heap, ordered by due time.
+//   - A key whose run holds nothing and that has nothing buffered has no
+//     state at all (Flink clears finished keys), so state does not leak.
+//   - Output depends only on the inputs and their order: a snapshot and a
+//     restore in between change nothing, and Snapshot is deterministic.
+//
+// # Imports
+//
+// Package cep may import every package of ours except cmd and benchmarks
+// (internal/lint enforces the table of DESIGN.md). Today it imports event
+// and nfa.
+package cep
