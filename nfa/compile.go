@@ -166,6 +166,7 @@ func Compile(p *Pattern, opts ...Option) (*NFA, error) {
 	for _, o := range opts {
 		o(n)
 	}
+	n.fingerprint = graphFingerprint(n)
 	return n, nil
 }
 

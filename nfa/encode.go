@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -18,11 +19,12 @@ const runEncodingVersion = 1
 // AppendBinary appends a compact, deterministic encoding of the run's state
 // to b: buffered events, buffer nodes and edges with their reference counts,
 // partial and completed matches in queue order. The encoding names states by
-// their index in the compiled NFA, so it can only be decoded by an NFA
-// compiled from the same pattern ([NFA.DecodeRun] checks the state count).
+// their index in the compiled NFA, so it can only be decoded by an NFA with
+// the same state graph ([NFA.DecodeRun] checks a fingerprint of the graph;
+// conditions are not part of it).
 func (r *Run) AppendBinary(b []byte) []byte {
 	b = append(b, runEncodingVersion)
-	b = binary.AppendUvarint(b, uint64(len(r.nfa.states)))
+	b = binary.LittleEndian.AppendUint64(b, r.nfa.fingerprint)
 	b = binary.AppendUvarint(b, r.nextKey)
 
 	evs := make([]*bufEvent, 0, len(r.events))
@@ -193,9 +195,13 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 	if v := d.byte(); d.err == nil && v != runEncodingVersion {
 		return nil, nil, fmt.Errorf("%w: unknown encoding version %d", ErrCorruptRun, v)
 	}
-	if ns := d.uvarint(); d.err == nil && ns != uint64(len(n.states)) {
-		return nil, nil, fmt.Errorf("%w: encoded for an NFA with %d states, this one has %d", ErrCorruptRun, ns, len(n.states))
+	if len(d.b) < 8 {
+		return nil, nil, ErrCorruptRun
 	}
+	if fp := binary.LittleEndian.Uint64(d.b); d.err == nil && fp != n.fingerprint {
+		return nil, nil, fmt.Errorf("%w: encoded for another pattern (fingerprint %016x, this NFA has %016x)", ErrCorruptRun, fp, n.fingerprint)
+	}
+	d.b = d.b[8:]
 	r := &Run{nfa: n, nodes: map[nodeKey]*node{}, events: map[uint64]*bufEvent{}, counts: map[event.Time]int32{}}
 	r.nextKey = d.uvarint()
 
@@ -293,4 +299,19 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: %v", ErrCorruptRun, d.err)
 	}
 	return r, d.b, nil
+}
+
+// graphFingerprint hashes the shape of the state graph (names, types, gap
+// windows, transitions), the window and the skip strategy with FNV-1a.
+func graphFingerprint(n *NFA) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "w%d s%s t%v|", n.windowTime, n.skip, n.handleTimeout)
+	for _, s := range n.states {
+		fmt.Fprintf(h, "%s/%d/%d/%d:", s.name, s.typ, s.stage, s.gap)
+		for _, t := range s.trans {
+			fmt.Fprintf(h, "%d>%d,", t.act, t.dst.id)
+		}
+		h.Write([]byte{'\n'})
+	}
+	return h.Sum64()
 }

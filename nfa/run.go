@@ -21,6 +21,7 @@ type NFA struct {
 	stageContiguity []Contiguity
 	stageIndex      map[string]int
 	maxPartial      int
+	fingerprint     uint64 // of the state graph, checked by DecodeRun
 }
 
 // Stages returns the stage names in pattern order, group stages replaced by
