@@ -75,6 +75,9 @@ func (c *Context) Timestamp() event.Time { return c.ts }
 // match, in the order it accepted them; the event under evaluation is not
 // included. An unknown stage name yields nil.
 func (c *Context) Events(stage string) []*event.Event {
+	if c == nil || c.run == nil {
+		return nil
+	}
 	i, ok := c.run.nfa.stageIndex[stage]
 	if !ok {
 		return nil
