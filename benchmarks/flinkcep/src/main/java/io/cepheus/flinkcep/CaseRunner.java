@@ -1,0 +1,61 @@
+package io.cepheus.flinkcep;
+
+import io.cepheus.flinkcep.event.Event;
+import io.cepheus.flinkcep.flink.Events;
+import io.cepheus.flinkcep.flink.ExprConditions;
+import io.cepheus.flinkcep.flink.NfaHarnessDriver;
+import io.cepheus.flinkcep.flink.OperatorHarnessDriver;
+import io.cepheus.flinkcep.flink.PatternFactory;
+import io.cepheus.flinkcep.model.CaseSpec;
+import io.cepheus.flinkcep.results.CaseResult;
+
+import org.apache.flink.cep.pattern.Pattern;
+
+import java.util.List;
+
+/** Runs one case in isolation: anything thrown becomes the case's {@code error}. */
+public final class CaseRunner {
+    private CaseRunner() {}
+
+    public static CaseResult run(CaseSpec c) {
+        CaseResult result = new CaseResult();
+        ExprConditions.resetErrors();
+        try {
+            Pattern<Event, ?> pattern = PatternFactory.build(c.pattern());
+            List<Event> events = Events.fromSpecs(c.events());
+            List<String> stageOrder = PatternFactory.stageOrder(c.pattern().stages());
+            switch (c.driver()) {
+                case "nfa_harness":
+                    NfaHarnessDriver.run(c, pattern, events, stageOrder, result);
+                    break;
+                case "operator_harness":
+                    OperatorHarnessDriver.run(c, pattern, events, stageOrder, result);
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown driver: " + c.driver());
+            }
+        } catch (Throwable t) {
+            // Keep what was emitted before the failure; the error says processing failed.
+            result.error = describe(t);
+        }
+        long condErrors = ExprConditions.resetErrors();
+        if (condErrors > 0) {
+            System.err.printf("flinkcep: %s: %d condition evaluation error(s) counted as false, e.g. %s%n",
+                    c.id(), condErrors, ExprConditions.lastError());
+        }
+        return result;
+    }
+
+    /** The exception's class and message, plus the root cause when it differs. */
+    static String describe(Throwable t) {
+        String msg = t.getClass().getName() + ": " + t.getMessage();
+        Throwable root = t;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        if (root != t) {
+            msg += " (cause: " + root.getClass().getName() + ": " + root.getMessage() + ")";
+        }
+        return msg;
+    }
+}

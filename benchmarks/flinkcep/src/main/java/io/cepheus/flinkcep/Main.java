@@ -1,0 +1,163 @@
+package io.cepheus.flinkcep;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import io.cepheus.flinkcep.model.CaseParser;
+import io.cepheus.flinkcep.model.CaseSpec;
+import io.cepheus.flinkcep.results.CaseResult;
+import io.cepheus.flinkcep.results.ResultsWriter;
+
+import java.io.File;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * Command line: {@code cases --dir <dir|file.json> --out <results.json> [--case <id>]
+ * [--timeout-ms <n>]}.
+ *
+ * <p>Reads every {@code *.json} case file in the directory (sorted by name), runs each case
+ * through real Flink CEP and writes the results file (cepheus-conformance-results/v1). Logs go to
+ * stderr. Exit status: 0 when the results file was written (cases may still carry errors), 2 on
+ * bad usage, 1 when the input could not be read.
+ */
+public final class Main {
+    private Main() {}
+
+    public static void main(String[] args) {
+        System.exit(run(args));
+    }
+
+    static int run(String[] args) {
+        if (args.length == 0 || !args[0].equals("cases")) {
+            return usage("the only command is 'cases'");
+        }
+        String dir = null, out = null, only = null;
+        long timeoutMs = 120_000;
+        for (int i = 1; i < args.length; i++) {
+            String a = args[i];
+            if (i + 1 >= args.length) {
+                return usage("missing value for " + a);
+            }
+            switch (a) {
+                case "--dir" -> dir = args[++i];
+                case "--out" -> out = args[++i];
+                case "--case" -> only = args[++i];
+                case "--timeout-ms" -> timeoutMs = Long.parseLong(args[++i]);
+                default -> {
+                    return usage("unknown argument " + a);
+                }
+            }
+        }
+        if (dir == null || out == null) {
+            return usage("--dir and --out are required");
+        }
+        List<CaseSpec> cases;
+        try {
+            cases = load(new File(dir), only);
+        } catch (Exception e) {
+            System.err.println("flinkcep: cannot read cases: " + e);
+            return 1;
+        }
+        long start = System.nanoTime();
+        Map<String, CaseResult> results = new LinkedHashMap<>();
+        int errors = 0;
+        for (CaseSpec c : cases) {
+            CaseResult r = runWithTimeout(c, timeoutMs);
+            if (r.error != null) {
+                errors++;
+                System.err.println("flinkcep: " + c.id() + ": error: " + r.error);
+            }
+            results.put(c.id(), r);
+        }
+        try {
+            ResultsWriter.write(new File(out), results);
+        } catch (Exception e) {
+            System.err.println("flinkcep: cannot write " + out + ": " + e);
+            return 1;
+        }
+        System.err.printf("flinkcep: %d cases, %d with error, %.1fs -> %s%n",
+                results.size(), errors, (System.nanoTime() - start) / 1e9, out);
+        return 0;
+    }
+
+    /** Loads the cases of one file, or of every *.json file in a directory. */
+    static List<CaseSpec> load(File dirOrFile, String only) throws Exception {
+        File[] files;
+        if (dirOrFile.isDirectory()) {
+            files = dirOrFile.listFiles((d, name) -> name.endsWith(".json"));
+            if (files == null) {
+                throw new IllegalArgumentException("cannot list " + dirOrFile);
+            }
+            Arrays.sort(files);
+        } else if (dirOrFile.isFile()) {
+            files = new File[] {dirOrFile};
+        } else {
+            throw new IllegalArgumentException("no such directory: " + dirOrFile);
+        }
+        ObjectMapper mapper = new ObjectMapper();
+        List<CaseSpec> out = new ArrayList<>();
+        Map<String, File> seen = new LinkedHashMap<>();
+        for (File f : files) {
+            JsonNode root = mapper.readTree(f);
+            for (JsonNode c : root.path("cases")) {
+                CaseSpec spec = CaseParser.parseCase(c);
+                if (only != null && !spec.id().equals(only)) {
+                    continue;
+                }
+                if (seen.containsKey(spec.id())) {
+                    System.err.println("flinkcep: duplicate case id " + spec.id() + " in " + f
+                            + " (first in " + seen.get(spec.id()) + "); keeping the first");
+                    continue;
+                }
+                seen.put(spec.id(), f);
+                out.add(spec);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Runs a case on a worker thread so that a runaway case (generated patterns can explode
+     * combinatorially) is reported as an error instead of hanging the whole run.
+     */
+    @SuppressWarnings({"deprecation", "removal"})
+    static CaseResult runWithTimeout(CaseSpec c, long timeoutMs) {
+        AtomicReference<CaseResult> ref = new AtomicReference<>();
+        Thread t = new Thread(() -> ref.set(CaseRunner.run(c)), "case-" + c.id());
+        t.setDaemon(true);
+        t.start();
+        try {
+            t.join(timeoutMs);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (t.isAlive()) {
+            try {
+                t.stop(); // best effort: Java 17 still honours it; the thread is a daemon anyway
+            } catch (Throwable ignored) {
+                // UnsupportedOperationException on newer JDKs
+            }
+            CaseResult r = new CaseResult();
+            r.error = "timeout: case still running after " + timeoutMs + " ms";
+            return r;
+        }
+        CaseResult r = ref.get();
+        if (r == null) {
+            r = new CaseResult();
+            r.error = "case thread died without a result";
+        }
+        return r;
+    }
+
+    private static int usage(String why) {
+        System.err.println("flinkcep: " + why);
+        System.err.println("usage: java -jar flinkcep.jar cases --dir <dir|file.json> --out <results.json>"
+                + " [--case <id>] [--timeout-ms <n>]");
+        return 2;
+    }
+}

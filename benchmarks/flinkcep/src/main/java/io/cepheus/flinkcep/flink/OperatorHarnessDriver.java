@@ -1,0 +1,216 @@
+package io.cepheus.flinkcep.flink;
+
+import io.cepheus.flinkcep.event.Event;
+import io.cepheus.flinkcep.model.CaseSpec;
+import io.cepheus.flinkcep.model.Step;
+import io.cepheus.flinkcep.results.CaseResult;
+
+import org.apache.flink.api.common.typeinfo.BasicTypeInfo;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.cep.EventComparator;
+import org.apache.flink.cep.functions.PatternProcessFunction;
+import org.apache.flink.cep.functions.TimedOutPartialMatchHandler;
+import org.apache.flink.cep.nfa.compiler.NFACompiler;
+import org.apache.flink.cep.operator.CepOperator;
+import org.apache.flink.cep.pattern.Pattern;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.streaming.util.KeyedOneInputStreamOperatorTestHarness;
+import org.apache.flink.util.Collector;
+import org.apache.flink.util.OutputTag;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Queue;
+
+/**
+ * The {@code operator_harness} driver: Flink's {@link CepOperator} in a
+ * {@link KeyedOneInputStreamOperatorTestHarness} keyed by {@code Event.id} (heap state backend),
+ * as CEPOperatorTest runs it, driven by the case's {@code operator_steps}.
+ *
+ * <p>A late-data side output tag is always set, so that every late element is observed (without
+ * one Flink only counts them); it does not change the main output. With {@code timeout_handling}
+ * the process function implements {@link TimedOutPartialMatchHandler} (which is also what makes
+ * {@code CEP.pattern} compile the NFA with timeout handling) and writes timed-out partial matches
+ * to a side output.
+ *
+ * <p>After every step the harness's main and side outputs are drained into the result, so the
+ * output survives {@code snapshot_restore} (snapshot, close, new operator and harness,
+ * initializeState(snapshot), open), which is how CEPOperatorTest restores.
+ */
+public final class OperatorHarnessDriver {
+    private OperatorHarnessDriver() {}
+
+    private static final OutputTag<Event> LATE =
+            new OutputTag<>("late-data", TypeInformation.of(Event.class));
+    private static final OutputTag<MatchRecord> TIMED_OUT =
+            new OutputTag<>("timed-out", TypeInformation.of(MatchRecord.class));
+
+    public static void run(CaseSpec c, Pattern<Event, ?> pattern, List<Event> events, List<String> stageOrder,
+            CaseResult result) throws Exception {
+        if (c.keyBy() != null && !c.keyBy().equals("id")) {
+            throw new IllegalArgumentException("only key_by \"id\" is supported, not " + c.keyBy());
+        }
+        String tc = c.timeCharacteristic() == null ? "event_time" : c.timeCharacteristic();
+        if (!tc.equals("event_time") && !tc.equals("processing_time")) {
+            throw new IllegalArgumentException("unknown time_characteristic: " + tc);
+        }
+        if (c.operatorSteps() == null) {
+            throw new IllegalArgumentException("operator_harness case without operator_steps");
+        }
+        Map<Integer, Event> bySeq = new HashMap<>();
+        for (Event e : events) {
+            bySeq.put(e.seq, e);
+        }
+        OperatorFactory factory = new OperatorFactory(
+                pattern, tc.equals("processing_time"), EventComparators.of(c.eventComparator()), c.timeoutHandling());
+        Drain drain = new Drain(result, stageOrder);
+        result.output = new java.util.ArrayList<>();
+
+        KeyedOneInputStreamOperatorTestHarness<Integer, Event, MatchRecord> harness = factory.newHarness();
+        long checkpointId = 0;
+        try {
+            harness.open();
+            for (Step step : c.operatorSteps()) {
+                if (step.event() != null) {
+                    Event e = bySeq.get(step.event());
+                    if (e == null) {
+                        throw new IllegalArgumentException("operator step names unknown event seq " + step.event());
+                    }
+                    harness.processElement(Events.record(e));
+                    drain.from(harness, "event");
+                } else if (step.watermark() != null) {
+                    harness.processWatermark(step.watermark());
+                    drain.from(harness, "watermark");
+                } else if (step.processingTime() != null) {
+                    harness.setProcessingTime(step.processingTime());
+                    drain.from(harness, "time");
+                } else if (step.snapshotRestore()) {
+                    checkpointId++;
+                    OperatorSubtaskState snapshot = harness.snapshot(checkpointId, checkpointId);
+                    drain.from(harness, "time");
+                    harness.close();
+                    drain.from(harness, "time");
+                    harness = factory.newHarness();
+                    harness.setup();
+                    harness.initializeState(snapshot);
+                    harness.open();
+                    drain.from(harness, "time");
+                } else {
+                    throw new IllegalArgumentException("empty operator step");
+                }
+            }
+        } finally {
+            harness.close();
+        }
+    }
+
+    /** Builds a fresh operator and harness with the same configuration (for restores). */
+    private static final class OperatorFactory {
+        private final Pattern<Event, ?> pattern;
+        private final boolean processingTime;
+        private final EventComparator<Event> comparator;
+        private final boolean timeoutHandling;
+
+        OperatorFactory(Pattern<Event, ?> pattern, boolean processingTime, EventComparator<Event> comparator,
+                boolean timeoutHandling) {
+            this.pattern = pattern;
+            this.processingTime = processingTime;
+            this.comparator = comparator;
+            this.timeoutHandling = timeoutHandling;
+        }
+
+        KeyedOneInputStreamOperatorTestHarness<Integer, Event, MatchRecord> newHarness() throws Exception {
+            // CEP.pattern() compiles the NFA with timeout handling exactly when the function
+            // implements TimedOutPartialMatchHandler.
+            NFACompiler.NFAFactory<Event> nfaFactory = NFACompiler.compileFactory(pattern, timeoutHandling);
+            PatternProcessFunction<Event, MatchRecord> fn =
+                    timeoutHandling ? new EmitWithTimeouts(TIMED_OUT) : new Emit();
+            CepOperator<Event, Integer, MatchRecord> op = new CepOperator<>(
+                    Events.serializer(),
+                    processingTime,
+                    nfaFactory,
+                    comparator,
+                    pattern.getAfterMatchSkipStrategy(),
+                    fn,
+                    LATE);
+            return new KeyedOneInputStreamOperatorTestHarness<>(op, new IdKey(), BasicTypeInfo.INT_TYPE_INFO);
+        }
+    }
+
+    /** Moves what the harness emitted so far into the result. */
+    private static final class Drain {
+        private final CaseResult result;
+        private final List<String> stageOrder;
+
+        Drain(CaseResult result, List<String> stageOrder) {
+            this.result = result;
+            this.stageOrder = stageOrder;
+        }
+
+        void from(KeyedOneInputStreamOperatorTestHarness<Integer, Event, MatchRecord> h, String via) {
+            Queue<Object> out = h.getOutput();
+            Object o;
+            while ((o = out.poll()) != null) {
+                if (o instanceof Watermark w) {
+                    result.output.add(CaseResult.OutputItem.watermark(w.getTimestamp()));
+                } else if (o instanceof StreamRecord<?> r && r.getValue() instanceof MatchRecord m) {
+                    var stages = StageMaps.inStageOrder(m.toSeqs(), stageOrder);
+                    result.matches.add(new CaseResult.Match(via, stages));
+                    result.output.add(CaseResult.OutputItem.match(StageMaps.flatten(stages)));
+                } else {
+                    System.err.println("flinkcep: ignoring operator output item " + o);
+                }
+            }
+            Queue<StreamRecord<Event>> late = h.getSideOutput(LATE);
+            StreamRecord<Event> lr;
+            while (late != null && (lr = late.poll()) != null) {
+                result.late.add(lr.getValue().seq);
+            }
+            Queue<StreamRecord<MatchRecord>> timedOut = h.getSideOutput(TIMED_OUT);
+            StreamRecord<MatchRecord> tr;
+            while (timedOut != null && (tr = timedOut.poll()) != null) {
+                MatchRecord m = tr.getValue();
+                result.timeouts.add(new CaseResult.Timeout(StageMaps.inStageOrder(m.toSeqs(), stageOrder), m.timestamp));
+            }
+        }
+    }
+
+    /** Keys by Event.id, like CepOperatorTestUtilities.TestKeySelector. */
+    private static final class IdKey implements KeySelector<Event, Integer> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public Integer getKey(Event e) {
+            return e.id;
+        }
+    }
+
+    /** Emits every match on the main output. */
+    static class Emit extends PatternProcessFunction<Event, MatchRecord> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public void processMatch(Map<String, List<Event>> match, Context ctx, Collector<MatchRecord> out) {
+            out.collect(MatchRecord.of(match, ctx.timestamp()));
+        }
+    }
+
+    /** Also receives timed-out partial matches, with ctx.timestamp() as their timestamp. */
+    static final class EmitWithTimeouts extends Emit implements TimedOutPartialMatchHandler<Event> {
+        private static final long serialVersionUID = 1L;
+        private final OutputTag<MatchRecord> tag;
+
+        EmitWithTimeouts(OutputTag<MatchRecord> tag) {
+            this.tag = tag;
+        }
+
+        @Override
+        public void processTimedOutMatch(Map<String, List<Event>> match, Context ctx) {
+            ctx.output(tag, MatchRecord.of(match, ctx.timestamp()));
+        }
+    }
+}
