@@ -69,6 +69,10 @@ func release(refs *int32) bool {
 }
 
 func (r *Run) registerEvent(ev *event.Event, ts event.Time) *bufEvent {
+	if r.counts == nil {
+		r.counts = map[event.Time]int32{}
+		r.events = map[uint64]*bufEvent{}
+	}
 	id := r.counts[ts]
 	r.counts[ts] = id + 1
 	r.nextKey++
@@ -92,6 +96,9 @@ func (r *Run) put(stage int, ev *bufEvent, prev *node, version dewey) *node {
 		r.lockNode(prev, version)
 	}
 	k := nodeKey{ev: ev.key, stage: int32(stage)}
+	if r.nodes == nil {
+		r.nodes = map[nodeKey]*node{}
+	}
 	n := r.nodes[k]
 	if n == nil {
 		n = &node{ev: ev, stage: stage}

@@ -49,15 +49,16 @@ func (n *NFA) numStages() int { return len(n.stages) }
 
 // NewRun returns an empty run: one start computation, nothing buffered.
 func (n *NFA) NewRun() *Run {
-	r := &Run{
-		nfa:    n,
-		nodes:  map[nodeKey]*node{},
-		events: map[uint64]*bufEvent{},
-		counts: map[event.Time]int32{},
-	}
-	r.partial.offer(n.startComputation(newDewey(1)))
+	// The buffer maps are made on first use: most keys of a keyed stream
+	// never get past the start state.
+	r := &Run{nfa: n}
+	r.partial.offer(n.startComputation(startVersion))
 	return r
 }
+
+// startVersion is the version of a fresh run's start computation. dewey
+// values are never modified in place, so one shared value is safe.
+var startVersion = newDewey(1)
 
 func (n *NFA) startComputation(v dewey) *computation {
 	return &computation{state: n.states[n.start], version: v, startTs: -1, prevTs: -1}
