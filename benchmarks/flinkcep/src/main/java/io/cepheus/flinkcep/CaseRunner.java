@@ -38,10 +38,11 @@ public final class CaseRunner {
             // Keep what was emitted before the failure; the error says processing failed.
             result.error = describe(t);
         }
+        String lastCondError = ExprConditions.lastError();
         long condErrors = ExprConditions.resetErrors();
         if (condErrors > 0) {
             System.err.printf("flinkcep: %s: %d condition evaluation error(s) counted as false, e.g. %s%n",
-                    c.id(), condErrors, ExprConditions.lastError());
+                    c.id(), condErrors, lastCondError);
         }
         return result;
     }

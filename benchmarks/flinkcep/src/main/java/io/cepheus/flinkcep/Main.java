@@ -56,7 +56,7 @@ public final class Main {
         if (dir == null || out == null) {
             return usage("--dir and --out are required");
         }
-        List<CaseSpec> cases;
+        List<Loaded> cases;
         try {
             cases = load(new File(dir), only);
         } catch (Exception e) {
@@ -66,8 +66,14 @@ public final class Main {
         long start = System.nanoTime();
         Map<String, CaseResult> results = new LinkedHashMap<>();
         int errors = 0;
-        for (CaseSpec c : cases) {
-            CaseResult r = runWithTimeout(c, timeoutMs);
+        for (Loaded c : cases) {
+            CaseResult r;
+            if (c.spec() != null) {
+                r = runWithTimeout(c.spec(), timeoutMs);
+            } else {
+                r = new CaseResult();
+                r.error = "case could not be read: " + c.parseError();
+            }
             if (r.error != null) {
                 errors++;
                 System.err.println("flinkcep: " + c.id() + ": error: " + r.error);
@@ -85,8 +91,14 @@ public final class Main {
         return 0;
     }
 
-    /** Loads the cases of one file, or of every *.json file in a directory. */
-    static List<CaseSpec> load(File dirOrFile, String only) throws Exception {
+    /** A case as read: its spec, or why it could not be read (it then still gets a result). */
+    record Loaded(String id, CaseSpec spec, String parseError) {}
+
+    /**
+     * Loads the cases of one file, or of every *.json file in a directory. A file that is not
+     * JSON fails the whole run; a malformed case only fails that case.
+     */
+    static List<Loaded> load(File dirOrFile, String only) throws Exception {
         File[] files;
         if (dirOrFile.isDirectory()) {
             files = dirOrFile.listFiles((d, name) -> name.endsWith(".json"));
@@ -100,22 +112,28 @@ public final class Main {
             throw new IllegalArgumentException("no such directory: " + dirOrFile);
         }
         ObjectMapper mapper = new ObjectMapper();
-        List<CaseSpec> out = new ArrayList<>();
+        List<Loaded> out = new ArrayList<>();
         Map<String, File> seen = new LinkedHashMap<>();
         for (File f : files) {
             JsonNode root = mapper.readTree(f);
+            int index = 0;
             for (JsonNode c : root.path("cases")) {
-                CaseSpec spec = CaseParser.parseCase(c);
-                if (only != null && !spec.id().equals(only)) {
+                index++;
+                String id = c.path("id").isTextual() ? c.get("id").asText() : f.getName() + "#" + index;
+                if (only != null && !id.equals(only)) {
                     continue;
                 }
-                if (seen.containsKey(spec.id())) {
-                    System.err.println("flinkcep: duplicate case id " + spec.id() + " in " + f
-                            + " (first in " + seen.get(spec.id()) + "); keeping the first");
+                if (seen.containsKey(id)) {
+                    System.err.println("flinkcep: duplicate case id " + id + " in " + f
+                            + " (first in " + seen.get(id) + "); keeping the first");
                     continue;
                 }
-                seen.put(spec.id(), f);
-                out.add(spec);
+                seen.put(id, f);
+                try {
+                    out.add(new Loaded(id, CaseParser.parseCase(c), null));
+                } catch (RuntimeException e) {
+                    out.add(new Loaded(id, null, e.toString()));
+                }
             }
         }
         return out;

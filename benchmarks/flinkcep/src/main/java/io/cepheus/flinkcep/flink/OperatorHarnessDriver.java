@@ -68,7 +68,6 @@ public final class OperatorHarnessDriver {
         OperatorFactory factory = new OperatorFactory(
                 pattern, tc.equals("processing_time"), EventComparators.of(c.eventComparator()), c.timeoutHandling());
         Drain drain = new Drain(result, stageOrder);
-        result.output = new java.util.ArrayList<>();
 
         KeyedOneInputStreamOperatorTestHarness<Integer, Event, MatchRecord> harness = factory.newHarness();
         long checkpointId = 0;

@@ -25,8 +25,8 @@ public final class CaseResult {
 
     public final List<Match> matches = new ArrayList<>();
     public final List<Timeout> timeouts = new ArrayList<>();
-    /** Null for nfa_harness cases (no operator output). */
-    public List<OutputItem> output;
+    /** The operator's main output; always empty for nfa_harness cases, as in Cepheus's Go runner. */
+    public final List<OutputItem> output = new ArrayList<>();
     public final List<Integer> late = new ArrayList<>();
     public String error;
 }

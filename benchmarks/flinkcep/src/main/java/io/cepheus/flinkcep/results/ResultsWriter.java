@@ -57,20 +57,18 @@ public final class ResultsWriter {
             g.writeEndObject();
         }
         g.writeEndArray();
-        if (r.output != null) {
-            g.writeArrayFieldStart("output");
-            for (CaseResult.OutputItem item : r.output) {
-                g.writeStartObject();
-                if (item.watermark() != null) {
-                    g.writeNumberField("watermark", item.watermark());
-                } else {
-                    g.writeFieldName("match");
-                    writeInts(g, item.match());
-                }
-                g.writeEndObject();
+        g.writeArrayFieldStart("output");
+        for (CaseResult.OutputItem item : r.output) {
+            g.writeStartObject();
+            if (item.watermark() != null) {
+                g.writeNumberField("watermark", item.watermark());
+            } else {
+                g.writeFieldName("match");
+                writeInts(g, item.match());
             }
-            g.writeEndArray();
+            g.writeEndObject();
         }
+        g.writeEndArray();
         g.writeFieldName("late");
         writeInts(g, r.late);
         if (r.error == null) {
