@@ -1,34 +1,70 @@
-// Package runtime will be Cepheus's generic event-time dataflow. It knows
-// nothing of NFAs or rules: it hosts keyed operators (the CEP operator of
-// package cep is one) through an operator interface and moves events,
-// watermarks and checkpoint barriers between them.
+// Package runtime is Cepheus's generic event-time dataflow. It knows nothing
+// of NFAs or rules: it hosts keyed operators (the CEP operator of package
+// cep is one) through the [KeyedOperator] interface and moves events and
+// watermarks to them.
 //
-// This is a placeholder: the package has no code yet. Its code arrives with
-// later issues, and until then nothing here should be relied on.
+// # What exists today
+//
+// The minimal pieces a backtest needs, reached through package cep. Later
+// issues extend them rather than replace them.
+//
+//   - [FileSource] reads JSON lines from a file, a gzip file (detected by
+//     its magic bytes; a ".gz" name without them is an error) or standard
+//     input ("-"), through one large buffer. Each [Record] carries its
+//     1-based line number and byte offset; CRLF is tolerated, blank lines
+//     are skipped (but counted), and a line over the maximum length becomes
+//     a record with a reason instead of an error. [Source] is the interface
+//     a subtask reads; [ProgressSource] adds bytes read and total size.
+//   - [Decoder] turns one flat JSON object into an [event.Event] of a
+//     schema: a hand-written scanner that accepts exactly what
+//     encoding/json accepts, converts values by the declared field kinds,
+//     reads the event time and other time fields (RFC 3339 or epoch
+//     milliseconds, kept as ints of milliseconds), checks the required
+//     (key) fields, and optionally rejects unknown and repeated fields. It
+//     allocates once per event, for all of the event's strings together.
+//   - [WatermarkGenerator] is Flink's bounded-out-of-orderness generator:
+//     watermark = largest timestamp - bound - 1 ms, offered every N events
+//     and emitted only when it advanced; a bounded input ends with
+//     event.MaxTime.
+//   - [Subtask] runs one source through the decoder and the generator into
+//     one or more [KeyedOperator] values (one per rule, each keying by
+//     itself) on the calling goroutine: each element goes to every
+//     operator, then the watermark it advanced, then, at the end of the
+//     input, the final watermark. Bad records go to a [DeadLetter] sink,
+//     such as the JSON-lines [DeadLetterWriter].
 //
 // # What it will own
 //
-//   - the keyed-operator interface, sources and sinks;
-//   - watermark generation per source partition (bounded out-of-orderness,
-//     idleness) and the minimum over a subtask's inputs;
+//   - more sources (Kafka partitions, followed files) and sinks;
+//   - idleness and the minimum watermark over a subtask's inputs;
 //   - shards (key groups in embedded mode, partitions in Kafka mode) and the
-//     subtasks that run them;
+//     subtasks that run them, each on its own goroutine;
 //   - checkpoint barriers, their alignment and the checkpoint coordinator;
 //   - the async stage (bounded in flight, ordered or unordered within a
 //     watermark) and salted two-phase aggregation for skewed keys.
 //
 // # Invariants
 //
-//   - Watermarks, checkpoint barriers and ruleset changes travel in band, in
-//     the same channels as events.
-//   - Channels are bounded: a slow subtask slows its producers; nothing is
-//     dropped.
-//   - Each subtask goroutine is the single owner of its keyed state; there
-//     are no locks on the hot path.
-//   - A barrier never sits inside a batch: pending batches are flushed, then
-//     the barrier goes to every output.
-//   - Watermarks come from record timestamps, never from a wall-clock ticker,
-//     so a replay produces the same watermarks.
+//   - Watermarks come from record timestamps, never from a wall-clock
+//     ticker, so a replay produces the same watermarks. They only go
+//     forward, and an element always reaches the operators before the
+//     watermark it advanced.
+//   - An event handed to an operator is never modified or reused
+//     afterwards: operators keep events (the NFA holds matched ones), so
+//     the subtask decodes every record into a fresh event.
+//   - No record is dropped silently: it becomes an event, or a dead record
+//     with its line, offset and reason. (Late events are the operator's to
+//     count and emit.)
+//   - Each subtask goroutine is the single owner of its operators and
+//     their keyed state; there are no locks on the hot path.
+//   - Watermarks, checkpoint barriers and ruleset changes travel in band,
+//     in the same channels as events; channels are bounded, so a slow
+//     subtask slows its producers and nothing is dropped; a barrier never
+//     sits inside a batch. (For the multi-goroutine runtime to come.)
+//   - Sources that block (stdin in a live run, a followed file) read in
+//     their own goroutine, so that watermarks and barriers still flow while
+//     the input is quiet. A backtest's bounded file or stdin is read on the
+//     subtask's goroutine.
 //
 // # Imports
 //

@@ -1,0 +1,655 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// TimeFormat says how the event-time field of a JSON record is written.
+type TimeFormat uint8
+
+// The time formats. Epoch values are milliseconds only: a record in epoch
+// seconds would silently land in January 1970, so there is no seconds
+// format and no guessing from the magnitude.
+const (
+	// TimeAuto accepts both forms: a string is RFC 3339, a number is
+	// milliseconds since the Unix epoch.
+	TimeAuto TimeFormat = iota
+	// TimeRFC3339 accepts only an RFC 3339 string such as
+	// "2024-05-01T12:00:00.250Z" or "2024-05-01T14:00:00+02:00": a 'T'
+	// between date and time, seconds always present, an optional fraction
+	// after a '.', and 'Z' or a ±hh:mm offset. This is the grammar of Go's
+	// fast RFC 3339 parser; fractions beyond milliseconds are truncated
+	// (towards the past, as time.Time.UnixMilli does).
+	TimeRFC3339
+	// TimeEpochMillis accepts only a number of milliseconds since the Unix
+	// epoch. It must be a whole number in int64 range, by the same rule as a
+	// KindInt field (1714564800000, 1714564800000.0 and 1.7145648e12 are
+	// fine; 1.5 is an error).
+	TimeEpochMillis
+)
+
+var timeFormatNames = [...]string{"auto", "rfc3339", "epoch-ms"}
+
+func (f TimeFormat) String() string {
+	if int(f) < len(timeFormatNames) {
+		return timeFormatNames[f]
+	}
+	return fmt.Sprintf("TimeFormat(%d)", f)
+}
+
+// DecoderConfig configures a [Decoder].
+type DecoderConfig struct {
+	// Schema assigns the slots of the decoded events. Required.
+	Schema *event.Schema
+	// TimeField names the event-time field, which sets Event.Time and
+	// must be present and non-null in every record. Required. It need not
+	// be a field of Schema; when it is, it must be declared int or any
+	// (KindInt or KindNull), and its slot holds the event time as an int of
+	// epoch milliseconds, whatever form the record wrote it in.
+	TimeField string
+	// TimeFields lists other fields of Schema that hold times, decoded like
+	// TimeField into ints of epoch milliseconds (but they may be null or
+	// missing). They must be declared int or any.
+	TimeFields []string
+	// TimeFormat says how the time fields are written; default TimeAuto.
+	TimeFormat TimeFormat
+	// Required lists fields of Schema that every record must carry with a
+	// non-null value: the key fields of the rules. A record without one is
+	// rejected, so it goes to the dead letters rather than to a key made of
+	// nulls.
+	Required []string
+	// Strict rejects records with a field that is neither in Schema nor
+	// TimeField, and records that give a field twice. Without it, unknown
+	// fields are skipped and the last of duplicate keys wins.
+	Strict bool
+}
+
+// DecodeError is a record that [Decoder.Decode] rejected.
+type DecodeError struct {
+	// Column is the 1-based byte column of the offending byte in the record,
+	// or 0 when the problem has no single place (a missing field).
+	Column int
+	// Reason says what is wrong, e.g. `invalid character 'x' in number` or
+	// `field "amount": want int, got 3.5`.
+	Reason string
+}
+
+func (e *DecodeError) Error() string {
+	if e.Column > 0 {
+		return "column " + strconv.Itoa(e.Column) + ": " + e.Reason
+	}
+	return e.Reason
+}
+
+// maxDepth is the deepest nesting of arrays and objects the decoder skips,
+// counting the record's own object; encoding/json has the same limit.
+const maxDepth = 10000
+
+// maxOrder bounds the per-position field prediction (Decoder.order), so a
+// record with thousands of keys cannot grow it without bound.
+const maxOrder = 256
+
+// decField is one field name the decoder looks for.
+type decField struct {
+	name      string
+	slot      int // schema slot; -1 for the event-time field when it is not in the schema
+	kind      event.Kind
+	eventTime bool // the event-time field
+	isTime    bool // holds a time: the event-time field or one of TimeFields
+	required  bool
+}
+
+// span is a decoded string inside Decoder.arena.
+type span struct{ start, end int }
+
+// Decoder decodes flat JSON objects into [event.Event] values of one schema.
+// It is a hand-written single-pass scanner: no reflection, no maps of any,
+// no encoding/json.
+//
+// What it accepts is RFC 8259 JSON, exactly as encoding/json does: the same
+// syntax errors, escapes (\uXXXX with surrogate pairs; a lone surrogate
+// becomes U+FFFD), invalid UTF-8 in strings replaced by U+FFFD, nesting up
+// to 10000 levels. Duplicate keys resolve to the last one, but every
+// occurrence must be valid for its field (as when encoding/json decodes
+// into a struct). The record must be one object; fields that are not in
+// the schema are skipped whatever their value (nested objects and arrays
+// included, but still validated).
+//
+// Values convert by the declared [event.Field] kind:
+//
+//   - any (KindNull): a string, a bool, an int for a number written
+//     without '.' or exponent that fits int64, otherwise a float;
+//   - KindString, KindBool: only that JSON type;
+//   - KindInt: a number whose value, computed exactly in decimal, is a
+//     whole number in int64 range: 3, -3, 3.0, 3e2, 1.5e1; 3.5, 1e19 or
+//     an integer literal beyond int64 is an error;
+//   - KindFloat: any number (3 becomes 3.0); an out-of-range float
+//     (1e400) is an error;
+//   - time fields (TimeField, TimeFields): an RFC 3339 string or a number
+//     of epoch milliseconds, as TimeFormat allows, stored as an int of
+//     epoch milliseconds.
+//
+// null is accepted for every kind and gives the null value; fields the
+// record lacks are null too. A nested object or array in a schema field is
+// an error. Every error is a [*DecodeError].
+//
+// Strings are copied out of the input (the source reuses its buffer): all
+// strings of one event share a single allocation. A Decoder keeps scratch
+// buffers between calls, so it is not safe for concurrent use; use one per
+// goroutine.
+type Decoder struct {
+	fields  []decField
+	index   map[string]int
+	nSlots  int
+	timeIdx int   // index of the time field in fields
+	reqIdx  []int // indexes of the required fields in fields
+	format  TimeFormat
+	strict  bool
+
+	// order[p] is the field index found at key position p in the previous
+	// record (-1: not a field of ours). Records of one stream usually list
+	// their keys in the same order, so a byte comparison usually replaces
+	// the map lookup.
+	order []int
+
+	// Per-record scratch.
+	seen    []bool // per field index: present in this record
+	strs    []span // per slot: its string in arena, when isStr
+	isStr   []bool // per slot: the last value was a string
+	strList []int  // slots that were given a string, in order
+	arena   []byte // unescaped strings of the record
+	keyBuf  []byte // an unescaped key
+	timeVal event.Time
+}
+
+// NewDecoder returns a decoder for cfg.
+func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
+	if cfg.Schema == nil {
+		return nil, errors.New("runtime: decoder: no schema")
+	}
+	if cfg.TimeField == "" {
+		return nil, errors.New("runtime: decoder: no time field")
+	}
+	if cfg.TimeFormat > TimeEpochMillis {
+		return nil, fmt.Errorf("runtime: decoder: unknown time format %v", cfg.TimeFormat)
+	}
+	s := cfg.Schema
+	d := &Decoder{
+		nSlots: s.Len(),
+		format: cfg.TimeFormat,
+		strict: cfg.Strict,
+		index:  make(map[string]int, s.Len()+1),
+	}
+	for i := range s.Len() {
+		f := s.Field(i)
+		switch f.Kind {
+		case event.KindNull, event.KindBool, event.KindInt, event.KindFloat, event.KindString:
+		default:
+			return nil, fmt.Errorf("runtime: decoder: field %q has unknown kind %v", f.Name, f.Kind)
+		}
+		d.index[f.Name] = len(d.fields)
+		d.fields = append(d.fields, decField{name: f.Name, slot: i, kind: f.Kind})
+	}
+	ti, ok := d.index[cfg.TimeField]
+	if !ok {
+		ti = len(d.fields)
+		d.index[cfg.TimeField] = ti
+		d.fields = append(d.fields, decField{name: cfg.TimeField, slot: -1})
+	}
+	d.fields[ti].eventTime = true
+	d.timeIdx = ti
+	for _, name := range append([]string{cfg.TimeField}, cfg.TimeFields...) {
+		fi, ok := d.index[name]
+		if !ok || (d.fields[fi].slot < 0 && name != cfg.TimeField) {
+			return nil, fmt.Errorf("runtime: decoder: time field %q is not in the schema", name)
+		}
+		if k := d.fields[fi].kind; k != event.KindNull && k != event.KindInt {
+			return nil, fmt.Errorf("runtime: decoder: time field %q is declared %v, want int or any", name, k)
+		}
+		d.fields[fi].isTime = true
+	}
+	for _, name := range cfg.Required {
+		fi, ok := d.index[name]
+		if !ok || d.fields[fi].slot < 0 {
+			return nil, fmt.Errorf("runtime: decoder: required field %q is not in the schema", name)
+		}
+		if !d.fields[fi].required {
+			d.fields[fi].required = true
+			d.reqIdx = append(d.reqIdx, fi)
+		}
+	}
+	d.seen = make([]bool, len(d.fields))
+	d.strs = make([]span, d.nSlots)
+	d.isStr = make([]bool, d.nSlots)
+	return d, nil
+}
+
+// Decode decodes one JSON object from data into ev: ev.Time from the time
+// field and ev.Fields (resized to the schema, reusing its array when it is
+// large enough) from the fields. ev.Seq is left alone. On error ev holds
+// garbage and the error is a [*DecodeError].
+//
+// Decode keeps no reference to data. It overwrites ev, so ev must not be an
+// event already handed to an operator (operators keep the events they are
+// given); decode into a fresh event, or reuse one only after a failed
+// Decode.
+func (d *Decoder) Decode(data []byte, ev *event.Event) error {
+	if cap(ev.Fields) >= d.nSlots {
+		ev.Fields = ev.Fields[:d.nSlots]
+		clear(ev.Fields)
+	} else {
+		ev.Fields = make([]event.Value, d.nSlots)
+	}
+	clear(d.seen)
+	clear(d.isStr)
+	d.strList = d.strList[:0]
+	d.arena = d.arena[:0]
+
+	i := skipWS(data, 0)
+	if i >= len(data) {
+		return errAt(i, "empty record")
+	}
+	if data[i] != '{' {
+		return errAt(i, "want a JSON object, found "+describe(data, i))
+	}
+	i = skipWS(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for pos := 0; ; pos++ {
+			if i >= len(data) {
+				return errAt(i, "unexpected end of input, want an object key")
+			}
+			if data[i] != '"' {
+				return errAt(i, "invalid character "+quoteChar(data[i])+", want an object key")
+			}
+			keyAt := i
+			key, j, err := d.scanKey(data, i)
+			if err != nil {
+				return err
+			}
+			fi := d.lookup(key, pos)
+			if d.strict {
+				if fi < 0 {
+					return errAt(keyAt, "unknown field "+strconv.Quote(string(key))+" (not in the schema)")
+				}
+				if d.seen[fi] {
+					return errAt(keyAt, "field "+strconv.Quote(string(key))+" is given twice")
+				}
+			}
+			i = skipWS(data, j)
+			if i >= len(data) {
+				return errAt(i, "unexpected end of input after object key")
+			}
+			if data[i] != ':' {
+				return errAt(i, "invalid character "+quoteChar(data[i])+" after object key")
+			}
+			i = skipWS(data, i+1)
+			if fi < 0 {
+				i, err = skipValue(data, i, 2)
+			} else {
+				i, err = d.value(data, i, fi, ev)
+			}
+			if err != nil {
+				return err
+			}
+			i = skipWS(data, i)
+			if i >= len(data) {
+				return errAt(i, "unexpected end of input, want ',' or '}'")
+			}
+			if data[i] == ',' {
+				i = skipWS(data, i+1)
+				continue
+			}
+			if data[i] != '}' {
+				return errAt(i, "invalid character "+quoteChar(data[i])+" after object value, want ',' or '}'")
+			}
+			i++
+			break
+		}
+	}
+	if i = skipWS(data, i); i < len(data) {
+		return errAt(i, "invalid character "+quoteChar(data[i])+" after the object")
+	}
+
+	tf := &d.fields[d.timeIdx]
+	if !d.seen[d.timeIdx] {
+		return &DecodeError{Reason: "missing time field " + strconv.Quote(tf.name)}
+	}
+	ev.Time = d.timeVal
+	for _, fi := range d.reqIdx {
+		f := &d.fields[fi]
+		if !d.seen[fi] {
+			return &DecodeError{Reason: "missing required field " + strconv.Quote(f.name)}
+		}
+		if !d.isStr[f.slot] && ev.Fields[f.slot].IsNull() {
+			return &DecodeError{Reason: "required field " + strconv.Quote(f.name) + " is null"}
+		}
+	}
+	if len(d.strList) > 0 {
+		// One allocation for all the strings of the event.
+		all := string(d.arena)
+		for _, slot := range d.strList {
+			if d.isStr[slot] {
+				sp := d.strs[slot]
+				ev.Fields[slot] = event.String(all[sp.start:sp.end])
+			}
+		}
+	}
+	return nil
+}
+
+// lookup returns the index in d.fields of the key found at position pos,
+// or -1 when the key is not one of ours.
+func (d *Decoder) lookup(key []byte, pos int) int {
+	if pos < len(d.order) {
+		if fi := d.order[pos]; fi >= 0 && string(key) == d.fields[fi].name {
+			return fi
+		}
+	}
+	fi, ok := d.index[string(key)] // no allocation: the compiler special-cases m[string(b)]
+	if !ok {
+		fi = -1
+	}
+	if pos < len(d.order) {
+		d.order[pos] = fi
+	} else if pos == len(d.order) && pos < maxOrder {
+		d.order = append(d.order, fi)
+	}
+	return fi
+}
+
+// value decodes the value at data[i] into field fi and returns the index
+// after it.
+func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
+	f := &d.fields[fi]
+	d.seen[fi] = true
+	if i >= len(data) {
+		return i, errAt(i, "unexpected end of input, want a value")
+	}
+	if f.isTime {
+		return d.timeValue(data, i, f, ev)
+	}
+	switch c := data[i]; {
+	case c == '"':
+		if f.kind != event.KindNull && f.kind != event.KindString {
+			return i, d.kindErr(i, f, "a string")
+		}
+		start := len(d.arena)
+		var err error
+		d.arena, i, err = appendString(d.arena, data, i)
+		if err != nil {
+			return i, err
+		}
+		d.strs[f.slot] = span{start, len(d.arena)}
+		d.isStr[f.slot] = true
+		d.strList = append(d.strList, f.slot)
+		ev.Fields[f.slot] = event.Null
+		return i, nil
+
+	case c == '-' || ('0' <= c && c <= '9'):
+		return d.number(data, i, f, ev)
+
+	case c == 't' || c == 'f':
+		b, j, err := scanBool(data, i)
+		if err != nil {
+			return j, err
+		}
+		if f.kind != event.KindNull && f.kind != event.KindBool {
+			return i, d.kindErr(i, f, "a bool")
+		}
+		d.set(f.slot, event.Bool(b), ev)
+		return j, nil
+
+	case c == 'n':
+		j, err := scanLiteral(data, i, "null")
+		if err != nil {
+			return j, err
+		}
+		d.set(f.slot, event.Null, ev)
+		return j, nil
+
+	case c == '{' || c == '[':
+		return i, d.kindErr(i, f, compound(c))
+	}
+	return i, errAt(i, "invalid character "+quoteChar(data[i])+", want a value")
+}
+
+// timeValue decodes the value at data[i] of a time field: an RFC 3339
+// string or a number of epoch milliseconds (as d.format allows), stored as
+// an int of milliseconds.
+func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (int, error) {
+	var ms int64
+	var j int
+	switch c := data[i]; {
+	case c == '"':
+		start := len(d.arena)
+		var err error
+		if d.arena, j, err = appendString(d.arena, data, i); err != nil {
+			return j, err
+		}
+		s := d.arena[start:]
+		d.arena = d.arena[:start] // s stays readable until the next append
+		if d.format == TimeEpochMillis {
+			return i, timeErr(i, f, ": want epoch milliseconds, got a string")
+		}
+		t, ok := parseRFC3339Millis(s)
+		if !ok {
+			return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is not RFC 3339")
+		}
+		ms = int64(t)
+
+	case c == '-' || ('0' <= c && c <= '9'):
+		n, err := scanNumber(data, i)
+		if err != nil {
+			return n.end, err
+		}
+		j = n.end
+		if d.format == TimeRFC3339 {
+			return i, timeErr(i, f, ": want an RFC 3339 string, got a number")
+		}
+		v, ok := n.wholeInt(data[i:j])
+		if !ok {
+			return i, timeErr(i, f, ": "+string(data[i:j])+" is not whole epoch milliseconds")
+		}
+		ms = v
+
+	case c == 'n':
+		j, err := scanLiteral(data, i, "null")
+		if err != nil {
+			return j, err
+		}
+		if f.eventTime {
+			return i, timeErr(i, f, " is null")
+		}
+		d.set(f.slot, event.Null, ev)
+		return j, nil
+
+	case c == 't' || c == 'f':
+		if _, j, err := scanBool(data, i); err != nil {
+			return j, err
+		}
+		return i, timeErr(i, f, ": want a time, got a bool")
+
+	case c == '{' || c == '[':
+		return i, timeErr(i, f, ": want a time, got "+compound(c))
+
+	default:
+		return i, errAt(i, "invalid character "+quoteChar(c)+", want a value")
+	}
+	if f.eventTime {
+		d.timeVal = event.Time(ms)
+	}
+	d.set(f.slot, event.Int(ms), ev)
+	return j, nil
+}
+
+// timeErr reports a bad value of a time field.
+func timeErr(i int, f *decField, msg string) error {
+	what := "field "
+	if f.eventTime {
+		what = "time field "
+	}
+	return errAt(i, what+strconv.Quote(f.name)+msg)
+}
+
+func compound(c byte) string {
+	if c == '[' {
+		return "an array"
+	}
+	return "an object"
+}
+
+// set stores a non-string value in slot.
+func (d *Decoder) set(slot int, v event.Value, ev *event.Event) {
+	if slot < 0 {
+		return
+	}
+	d.isStr[slot] = false
+	ev.Fields[slot] = v
+}
+
+func (d *Decoder) kindErr(i int, f *decField, got string) error {
+	want := "a value"
+	if f.kind != event.KindNull {
+		want = f.kind.String()
+	}
+	return errAt(i, "field "+strconv.Quote(f.name)+": want "+want+", got "+got)
+}
+
+// number decodes the number at data[i] into field f.
+func (d *Decoder) number(data []byte, i int, f *decField, ev *event.Event) (int, error) {
+	n, err := scanNumber(data, i)
+	if err != nil {
+		return n.end, err
+	}
+	text := data[i:n.end]
+	switch f.kind {
+	case event.KindNull:
+		if n.isInt && !n.overflow {
+			d.set(f.slot, event.Int(n.intVal()), ev)
+			return n.end, nil
+		}
+		fl, err := parseFloat(text)
+		if err != nil {
+			return i, errAt(i, "field "+strconv.Quote(f.name)+": number "+string(text)+" is out of range")
+		}
+		d.set(f.slot, event.Float(fl), ev)
+	case event.KindInt:
+		v, ok := n.wholeInt(text)
+		if !ok {
+			return i, errAt(i, "field "+strconv.Quote(f.name)+": want int, got "+string(text))
+		}
+		d.set(f.slot, event.Int(v), ev)
+	case event.KindFloat:
+		fl, err := parseFloat(text)
+		if err != nil {
+			return i, errAt(i, "field "+strconv.Quote(f.name)+": number "+string(text)+" is out of range")
+		}
+		d.set(f.slot, event.Float(fl), ev)
+	default:
+		return i, d.kindErr(i, f, "a number")
+	}
+	return n.end, nil
+}
+
+// parseRFC3339Millis parses b as an RFC 3339 date-time in the grammar of
+// TimeRFC3339 and returns it in milliseconds since the epoch.
+func parseRFC3339Millis(b []byte) (event.Time, bool) {
+	const base = len("2006-01-02T15:04:05")
+	if len(b) < base+1 {
+		return 0, false
+	}
+	if b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return 0, false
+	}
+	year, ok1 := digits(b[0:4])
+	month, ok2 := digits(b[5:7])
+	day, ok3 := digits(b[8:10])
+	hour, ok4 := digits(b[11:13])
+	minute, ok5 := digits(b[14:16])
+	sec, ok6 := digits(b[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) ||
+		month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return 0, false
+	}
+	b = b[base:]
+	var ms int64
+	if len(b) >= 2 && b[0] == '.' && '0' <= b[1] && b[1] <= '9' {
+		k := 1
+		for ; k < len(b) && '0' <= b[k] && b[k] <= '9'; k++ {
+			if k <= 3 {
+				ms = ms*10 + int64(b[k]-'0')
+			}
+		}
+		for d := k; d <= 3; d++ {
+			ms *= 10
+		}
+		b = b[k:]
+	}
+	var offset int64
+	switch {
+	case len(b) == 1 && b[0] == 'Z':
+	case len(b) == 6 && (b[0] == '+' || b[0] == '-') && b[3] == ':':
+		oh, ok1 := digits(b[1:3])
+		om, ok2 := digits(b[4:6])
+		if !ok1 || !ok2 || oh > 23 || om > 59 {
+			return 0, false
+		}
+		offset = (oh*60 + om) * 60
+		if b[0] == '-' {
+			offset = -offset
+		}
+	default:
+		return 0, false
+	}
+	secs := daysFromCivil(year, month, day)*86400 + hour*3600 + minute*60 + sec - offset
+	return event.Time(secs*1000 + ms), true
+}
+
+// digits parses a short run of decimal digits.
+func digits(b []byte) (int64, bool) {
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
+}
+
+func daysIn(month, year int64) int64 {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysFromCivil returns the days since 1970-01-01 of a proleptic Gregorian
+// date (Howard Hinnant's algorithm). REQUIRES: year >= 0.
+func daysFromCivil(y, m, d int64) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 {
+		era = (y - 399) / 400
+	}
+	yoe := y - era*400
+	mp := (m + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
+}

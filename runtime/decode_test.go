@@ -1,0 +1,944 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// testSchema has one field of each kind, a required key and the time field
+// "ts" outside the schema.
+var testSchema = event.MustSchema(
+	event.Field{Name: "s", Kind: event.KindString},
+	event.Field{Name: "i", Kind: event.KindInt},
+	event.Field{Name: "f", Kind: event.KindFloat},
+	event.Field{Name: "b", Kind: event.KindBool},
+	event.Field{Name: "a"},
+	event.Field{Name: "k", Kind: event.KindString},
+)
+
+func testDecoder(t testing.TB, cfg DecoderConfig) *Decoder {
+	t.Helper()
+	if cfg.Schema == nil {
+		cfg.Schema = testSchema
+	}
+	if cfg.TimeField == "" {
+		cfg.TimeField = "ts"
+	}
+	d, err := NewDecoder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// fieldsString formats decoded fields as "name=value" for comparisons.
+func fieldsString(s *event.Schema, ev *event.Event) string {
+	var b strings.Builder
+	for i, v := range ev.Fields {
+		if v.IsNull() {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s:%v", s.Field(i).Name, v.Kind(), v)
+	}
+	return b.String()
+}
+
+func TestDecode(t *testing.T) {
+	const ts = `"ts":1000`
+	cases := []struct {
+		name   string
+		cfg    DecoderConfig
+		in     string
+		want   string     // fieldsString, when no error
+		time   event.Time // when no error; default 1000
+		err    string     // substring of the error
+		column int        // error column, when err is set
+	}{
+		{name: "all kinds", in: `{"s":"x","i":-3,"f":2.5,"b":true,"a":"y","k":"c1",` + ts + `}`,
+			want: `s=string:"x" i=int:-3 f=float:2.5 b=bool:true a=string:"y" k=string:"c1"`},
+		{name: "missing fields are null", in: `{` + ts + `}`, want: ``},
+		{name: "explicit nulls", in: `{"s":null,"i":null,"f":null,"b":null,"a":null,` + ts + `}`, want: ``},
+		{name: "unknown fields skipped", in: `{"x":{"y":[1,{"z":"w"},[],{}],"q":null},"s":"v","n":[true,false,-1.5e-3],` + ts + `}`,
+			want: `s=string:"v"`},
+		{name: "whitespace", in: " \t{ \"s\" :\n\"v\" ,\r\n\"ts\" : 1000 } \n", want: `s=string:"v"`},
+		{name: "empty strings", in: `{"s":"","k":"",` + ts + `}`, want: `s=string:"" k=string:""`},
+		{name: "escapes", in: `{"s":"a\"b\\c\/d\b\f\n\r\t\u00e9\uD83D\uDE00",` + ts + `}`,
+			want: `s=string:"a\"b\\c/d\b\f\n\r\té😀"`},
+		{name: "lone surrogates", in: `{"s":"\uD800x\uDC00\uD800\u0041",` + ts + `}`, want: "s=string:\"\ufffdx\ufffd\ufffdA\""},
+		{name: "invalid utf-8 replaced", in: "{\"s\":\"a\xffb\xe2\x82\",\"ts\":1000}", want: "s=string:\"a\ufffdb\ufffd\ufffd\""},
+		{name: "utf-8 kept", in: `{"s":"日本€",` + ts + `}`, want: `s=string:"日本€"`},
+		{name: "escaped key", in: `{"\u0073":"v",` + ts + `}`, want: `s=string:"v"`},
+		{name: "duplicate keys: last wins", in: `{"a":"x","a":1,"s":"p","s":"q",` + ts + `}`, want: `s=string:"q" a=int:1`},
+		{name: "duplicate keys: string last", in: `{"a":1,"a":"x",` + ts + `}`, want: `a=string:"x"`},
+
+		{name: "int from whole float", in: `{"i":3.0,` + ts + `}`, want: `i=int:3`},
+		{name: "int from exponent", in: `{"i":1.5e1,` + ts + `}`, want: `i=int:15`},
+		{name: "int from big exponent", in: `{"i":-9.223372036854775808e18,` + ts + `}`, want: `i=int:-9223372036854775808`},
+		{name: "int max", in: `{"i":9223372036854775807,` + ts + `}`, want: `i=int:9223372036854775807`},
+		{name: "int min", in: `{"i":-9223372036854775808,` + ts + `}`, want: `i=int:-9223372036854775808`},
+		{name: "int overflow", in: `{"i":9223372036854775808,` + ts + `}`, err: `field "i": want int, got 9223372036854775808`, column: 6},
+		{name: "int from fraction", in: `{"i":3.5,` + ts + `}`, err: `field "i": want int, got 3.5`, column: 6},
+		{name: "int from tiny fraction", in: `{"i":3.0000000000000000001,` + ts + `}`, err: `want int`, column: 6},
+		{name: "int from 1e19", in: `{"i":1e19,` + ts + `}`, err: `want int`, column: 6},
+		{name: "int from string", in: `{"i":"3",` + ts + `}`, err: `field "i": want int, got a string`, column: 6},
+		{name: "float from int", in: `{"f":3,` + ts + `}`, want: `f=float:3`},
+		{name: "float negative zero", in: `{"f":-0,` + ts + `}`, want: `f=float:-0`},
+		{name: "float out of range", in: `{"f":1e400,` + ts + `}`, err: `field "f": number 1e400 is out of range`, column: 6},
+		{name: "float from bool", in: `{"f":true,` + ts + `}`, err: `want float, got a bool`, column: 6},
+		{name: "any int", in: `{"a":-42,` + ts + `}`, want: `a=int:-42`},
+		{name: "any float", in: `{"a":4.2e1,` + ts + `}`, want: `a=float:42`},
+		{name: "any big int is float", in: `{"a":12345678901234567890,` + ts + `}`, want: `a=float:1.2345678901234567e+19`},
+		{name: "any bool", in: `{"a":false,` + ts + `}`, want: `a=bool:false`},
+		{name: "object in schema field", in: `{"s":{},` + ts + `}`, err: `field "s": want string, got an object`, column: 6},
+		{name: "array in any field", in: `{"a":[1],` + ts + `}`, err: `field "a": want a value, got an array`, column: 6},
+
+		{name: "rfc3339 Z", in: `{"ts":"1970-01-01T00:00:01Z"}`, time: 1000},
+		{name: "rfc3339 fraction", in: `{"ts":"1970-01-01T00:00:01.5Z"}`, time: 1500},
+		{name: "rfc3339 nanos truncated", in: `{"ts":"1970-01-01T00:00:01.123999999Z"}`, time: 1123},
+		{name: "rfc3339 offset", in: `{"ts":"2024-05-01T14:00:00.250+02:00"}`, time: 1714564800250},
+		{name: "rfc3339 negative offset", in: `{"ts":"2024-04-30T23:30:00-00:30"}`, time: 1714521600000},
+		{name: "rfc3339 before epoch", in: `{"ts":"1969-12-31T23:59:59.999Z"}`, time: -1},
+		{name: "rfc3339 leap day", in: `{"ts":"2000-02-29T00:00:00Z"}`, time: 951782400000},
+		{name: "rfc3339 bad day", in: `{"ts":"2023-02-29T00:00:00Z"}`, err: `time field "ts": "2023-02-29T00:00:00Z" is not RFC 3339`, column: 7},
+		{name: "rfc3339 lowercase t", in: `{"ts":"2023-02-01t00:00:00Z"}`, err: `is not RFC 3339`, column: 7},
+		{name: "rfc3339 no seconds", in: `{"ts":"2023-02-01T00:00Z"}`, err: `is not RFC 3339`, column: 7},
+		{name: "rfc3339 escaped", in: `{"ts":"1970-01-01T00:00:01\u005a"}`, time: 1000},
+		{name: "epoch ms", in: `{"ts":-5}`, time: -5},
+		{name: "epoch ms exponent", in: `{"ts":1.7145648e12}`, time: 1714564800000},
+		{name: "epoch ms fraction", in: `{"ts":1.5}`, err: `time field "ts": 1.5 is not whole epoch milliseconds`, column: 7},
+		{name: "missing time", in: `{"s":"x"}`, err: `missing time field "ts"`},
+		{name: "null time", in: `{"ts":null}`, err: `time field "ts" is null`, column: 7},
+		{name: "bool time", in: `{"ts":true}`, err: `time field "ts": want a time, got a bool`, column: 7},
+		{name: "strict rfc3339 rejects a number", cfg: DecoderConfig{TimeFormat: TimeRFC3339},
+			in: `{"ts":1}`, err: `want an RFC 3339 string, got a number`, column: 7},
+		{name: "strict epoch rejects a string", cfg: DecoderConfig{TimeFormat: TimeEpochMillis},
+			in: `{"ts":"1970-01-01T00:00:01Z"}`, err: `want epoch milliseconds, got a string`, column: 7},
+		{name: "time field in schema", cfg: DecoderConfig{Schema: event.MustSchema(event.Field{Name: "ts"})},
+			in: `{"ts":"1970-01-01T00:00:02Z"}`, time: 2000, want: `ts=int:2000`},
+		{name: "time field in schema, declared int", cfg: DecoderConfig{Schema: event.MustSchema(event.Field{Name: "ts", Kind: event.KindInt})},
+			in: `{"ts":2000.0}`, time: 2000, want: `ts=int:2000`},
+		{name: "other time fields", cfg: DecoderConfig{TimeFields: []string{"i", "a"}},
+			in: `{"i":"1970-01-01T00:00:03Z","a":4000,` + ts + `}`, want: `i=int:3000 a=int:4000`},
+		{name: "other time field null", cfg: DecoderConfig{TimeFields: []string{"i"}}, in: `{"i":null,` + ts + `}`, want: ``},
+		{name: "other time field bad", cfg: DecoderConfig{TimeFields: []string{"a"}},
+			in: `{"a":"soon",` + ts + `}`, err: `field "a": "soon" is not RFC 3339`, column: 6},
+		{name: "other time field bool", cfg: DecoderConfig{TimeFields: []string{"a"}},
+			in: `{"a":true,` + ts + `}`, err: `field "a": want a time, got a bool`, column: 6},
+		{name: "time field object", in: `{"ts":{}}`, err: `time field "ts": want a time, got an object`, column: 7},
+		{name: "time field bad literal", in: `{"ts":nul}`, err: `invalid character '}' in literal null`, column: 10},
+
+		{name: "strict", cfg: DecoderConfig{Strict: true}, in: `{"s":"x",` + ts + `}`, want: `s=string:"x"`},
+		{name: "strict unknown field", cfg: DecoderConfig{Strict: true},
+			in: `{"s":"x","x\u0079":1,` + ts + `}`, err: `unknown field "xy" (not in the schema)`, column: 10},
+		{name: "strict duplicate", cfg: DecoderConfig{Strict: true},
+			in: `{"s":"x",` + ts + `,"s":"y"}`, err: `field "s" is given twice`, column: 20},
+		{name: "strict duplicate time", cfg: DecoderConfig{Strict: true},
+			in: `{` + ts + `,` + ts + `}`, err: `field "ts" is given twice`, column: 12},
+
+		{name: "required present", cfg: DecoderConfig{Required: []string{"k"}}, in: `{"k":"c",` + ts + `}`, want: `k=string:"c"`},
+		{name: "required missing", cfg: DecoderConfig{Required: []string{"k"}}, in: `{` + ts + `}`, err: `missing required field "k"`},
+		{name: "required null", cfg: DecoderConfig{Required: []string{"k"}}, in: `{"k":null,` + ts + `}`, err: `required field "k" is null`},
+
+		{name: "not an object", in: `[1]`, err: `want a JSON object, found an array`, column: 1},
+		{name: "null record", in: ` null`, err: `want a JSON object, found null`, column: 2},
+		{name: "empty", in: ` `, err: `empty record`, column: 2},
+		{name: "trailing comma", in: `{"s":"x",}`, err: `invalid character '}', want an object key`, column: 10},
+		{name: "missing colon", in: `{"s" "x"}`, err: `invalid character '"' after object key`, column: 6},
+		{name: "leading zero", in: `{"i":01}`, err: `invalid character '1' after object value`, column: 7},
+		{name: "bare minus", in: `{"i":-}`, err: `invalid character '}' in number`, column: 7},
+		{name: "bad fraction", in: `{"i":1.}`, err: `invalid character '}' after decimal point in number`, column: 8},
+		{name: "bad exponent", in: `{"x":1e+}`, err: `invalid character '}' in exponent of number`, column: 9},
+		{name: "trailing data", in: `{"ts":1} {}`, err: `invalid character '{' after the object`, column: 10},
+		{name: "unterminated string", in: `{"s":"abc`, err: `unexpected end of input in string`, column: 10},
+		{name: "control char", in: "{\"s\":\"a\tb\"}", err: `invalid control character byte 0x09 in string`, column: 8},
+		{name: "bad escape", in: `{"s":"\x"}`, err: `invalid character 'x' in string escape`, column: 8},
+		{name: "bad unicode escape", in: `{"s":"\u12G4"}`, err: `invalid character 'G' in \u escape`, column: 11},
+		{name: "bad literal", in: `{"b":tru}`, err: `invalid character '}' in literal true`, column: 9},
+		{name: "bad nested", in: `{"x":[1,,2],"ts":1}`, err: `invalid character ',', want a value`, column: 9},
+		{name: "bad nested object", in: `{"x":{"a":1 "b":2},"ts":1}`, err: `after object value, want ',' or '}'`, column: 13},
+		{name: "truncated", in: `{"s":"x"`, err: `unexpected end of input, want ',' or '}'`, column: 9},
+		{name: "unquoted key", in: `{s:1}`, err: `invalid character 's', want an object key`, column: 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := testDecoder(t, c.cfg)
+			schema := c.cfg.Schema
+			if schema == nil {
+				schema = testSchema
+			}
+			var ev event.Event
+			err := d.Decode([]byte(c.in), &ev)
+			if c.err != "" {
+				var de *DecodeError
+				if !errors.As(err, &de) {
+					t.Fatalf("Decode(%s) = %v, want a *DecodeError %q", c.in, err, c.err)
+				}
+				if !strings.Contains(de.Reason, c.err) || de.Column != c.column {
+					t.Fatalf("Decode(%s) = %q (column %d), want %q at column %d", c.in, de.Reason, de.Column, c.err, c.column)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode(%s): %v", c.in, err)
+			}
+			want := c.time
+			if want == 0 {
+				want = 1000
+			}
+			if ev.Time != want {
+				t.Errorf("Time = %d, want %d", ev.Time, want)
+			}
+			if got := fieldsString(schema, &ev); got != c.want {
+				t.Errorf("fields:\n got %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestNewDecoderErrors(t *testing.T) {
+	cases := []struct {
+		cfg DecoderConfig
+		err string
+	}{
+		{DecoderConfig{TimeField: "ts"}, "no schema"},
+		{DecoderConfig{Schema: testSchema}, "no time field"},
+		{DecoderConfig{Schema: testSchema, TimeField: "ts", TimeFormat: 9}, "unknown time format"},
+		{DecoderConfig{Schema: testSchema, TimeField: "ts", Required: []string{"nope"}}, `required field "nope" is not in the schema`},
+		{DecoderConfig{Schema: testSchema, TimeField: "ts", Required: []string{"ts"}}, `required field "ts" is not in the schema`},
+		{DecoderConfig{Schema: testSchema, TimeField: "s"}, `time field "s" is declared string, want int or any`},
+		{DecoderConfig{Schema: testSchema, TimeField: "ts", TimeFields: []string{"f"}}, `time field "f" is declared float`},
+		{DecoderConfig{Schema: testSchema, TimeField: "ts", TimeFields: []string{"zz"}}, `time field "zz" is not in the schema`},
+	}
+	for _, c := range cases {
+		if _, err := NewDecoder(c.cfg); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("NewDecoder(%+v) = %v, want %q", c.cfg, err, c.err)
+		}
+	}
+}
+
+// TestDecodeReusesEvent checks that a reused event is fully overwritten.
+func TestDecodeReusesEvent(t *testing.T) {
+	d := testDecoder(t, DecoderConfig{})
+	var ev event.Event
+	if err := d.Decode([]byte(`{"s":"x","i":1,"a":true,"ts":5}`), &ev); err != nil {
+		t.Fatal(err)
+	}
+	first := ev.Fields
+	if err := d.Decode([]byte(`{"i":2,"ts":6}`), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if &first[0] != &ev.Fields[0] {
+		t.Error("Fields array not reused")
+	}
+	if got := fieldsString(testSchema, &ev); got != "i=int:2" || ev.Time != 6 {
+		t.Errorf("second decode: %s at %d", got, ev.Time)
+	}
+}
+
+// TestDecodeDepth checks the nesting limit against encoding/json's.
+func TestDecodeDepth(t *testing.T) {
+	d := testDecoder(t, DecoderConfig{})
+	for _, depth := range []int{maxDepth - 1, maxDepth, maxDepth + 1} {
+		// The record's object is depth 1; the value of x adds depth-1 more.
+		in := `{"ts":1,"x":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
+		var ev event.Event
+		got := d.Decode([]byte(in), &ev) == nil
+		var m map[string]any
+		want := json.Unmarshal([]byte(in), &m) == nil
+		if got != want {
+			t.Errorf("depth %d: decoded %v, encoding/json %v", depth, got, want)
+		}
+	}
+}
+
+func TestDecodeAllocs(t *testing.T) {
+	d := testDecoder(t, DecoderConfig{Schema: benchSchema, Required: []string{"card"}})
+	data := []byte(benchEvent)
+	ev := new(event.Event)
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := d.Decode(data, ev); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("Decode allocates %v times per event, want at most 1", allocs)
+	}
+}
+
+// benchSchema and benchEvent: a 15-field, ~200-byte payment event.
+var benchSchema = event.MustSchema(
+	event.Field{Name: "id", Kind: event.KindString},
+	event.Field{Name: "card", Kind: event.KindString},
+	event.Field{Name: "type", Kind: event.KindString},
+	event.Field{Name: "amount", Kind: event.KindFloat},
+	event.Field{Name: "cur", Kind: event.KindString},
+	event.Field{Name: "merchant", Kind: event.KindString},
+	event.Field{Name: "mcc", Kind: event.KindInt},
+	event.Field{Name: "country", Kind: event.KindString},
+	event.Field{Name: "channel", Kind: event.KindString},
+	event.Field{Name: "ip", Kind: event.KindString},
+	event.Field{Name: "device", Kind: event.KindString},
+	event.Field{Name: "ok", Kind: event.KindBool},
+	event.Field{Name: "risk", Kind: event.KindFloat},
+	event.Field{Name: "n"},
+)
+
+const benchEvent = `{"id":"t81723","ts":1714564800123,"card":"4000123412341234","type":"buy",` +
+	`"amount":123.45,"cur":"EUR","merchant":"m8812","mcc":5411,"country":"FR","channel":"web",` +
+	`"ip":"10.1.2.3","device":"d77aa","ok":true,"risk":0.42,"n":1}`
+
+// BenchmarkDecode decodes benchEvent: 15 fields (14 in the schema plus the
+// time field), about 200 bytes.
+func BenchmarkDecode(b *testing.B) {
+	d := testDecoder(b, DecoderConfig{Schema: benchSchema, Required: []string{"card"}})
+	data := []byte(benchEvent)
+	ev := new(event.Event)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(data, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeFreshEvent is BenchmarkDecode with a new event per record,
+// as the subtask does (operators keep events).
+func BenchmarkDecodeFreshEvent(b *testing.B) {
+	d := testDecoder(b, DecoderConfig{Schema: benchSchema, Required: []string{"card"}})
+	data := []byte(benchEvent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(data, new(event.Event)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeEncodingJSON is the reference: encoding/json into a struct
+// of the same fields.
+func BenchmarkDecodeEncodingJSON(b *testing.B) {
+	var v struct {
+		ID       string  `json:"id"`
+		TS       int64   `json:"ts"`
+		Card     string  `json:"card"`
+		Type     string  `json:"type"`
+		Amount   float64 `json:"amount"`
+		Cur      string  `json:"cur"`
+		Merchant string  `json:"merchant"`
+		MCC      int64   `json:"mcc"`
+		Country  string  `json:"country"`
+		Channel  string  `json:"channel"`
+		IP       string  `json:"ip"`
+		Device   string  `json:"device"`
+		OK       bool    `json:"ok"`
+		Risk     float64 `json:"risk"`
+		N        any     `json:"n"`
+	}
+	data := []byte(benchEvent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := json.Unmarshal(data, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// ---- differential testing against encoding/json ----
+
+// testSeeds returns the fixed seeds, or the one in CEPHEUS_SEED.
+func testSeeds(t *testing.T) []uint64 {
+	if s := os.Getenv("CEPHEUS_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CEPHEUS_SEED: %v", err)
+		}
+		return []uint64{seed}
+	}
+	return []uint64{1, 2, 3, 4, 5, 6, 7, 8, 42, 1234}
+}
+
+// oracleDecode computes what Decode must produce for data, from
+// encoding/json and the documented conversion rules. It returns an error
+// when Decode must fail; syntax reports whether that is a JSON syntax error.
+func oracleDecode(cfg DecoderConfig, data []byte) (t event.Time, fields []event.Value, syntax bool, err error) {
+	if !json.Valid(data) {
+		return 0, nil, true, errors.New("invalid JSON")
+	}
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return 0, nil, false, errors.New("not an object")
+	}
+	// Walk the members in order: every occurrence of a field must be valid
+	// for it, and the last one wins.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // '{'
+		return 0, nil, true, err
+	}
+	fields = make([]event.Value, cfg.Schema.Len())
+	present := map[string]any{}
+	haveTime := false
+	isTime := map[string]bool{cfg.TimeField: true}
+	for _, name := range cfg.TimeFields {
+		isTime[name] = true
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0, nil, true, err
+		}
+		name := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return 0, nil, true, err
+		}
+		vd := json.NewDecoder(bytes.NewReader(raw))
+		vd.UseNumber()
+		var v any
+		if err := vd.Decode(&v); err != nil {
+			return 0, nil, true, err
+		}
+		slot, inSchema := cfg.Schema.Slot(name)
+		if cfg.Strict {
+			if _, dup := present[name]; dup {
+				return 0, nil, false, errors.New("duplicate")
+			}
+			if !inSchema && name != cfg.TimeField {
+				return 0, nil, false, errors.New("unknown field")
+			}
+		}
+		present[name] = v
+		switch {
+		case isTime[name]:
+			var ms event.Time
+			if v != nil || name == cfg.TimeField {
+				if ms, err = oracleTime(cfg, v); err != nil {
+					return 0, nil, false, err
+				}
+			}
+			if name == cfg.TimeField {
+				t, haveTime = ms, true
+			}
+			if inSchema {
+				fields[slot] = event.Null
+				if v != nil {
+					fields[slot] = event.Int(int64(ms))
+				}
+			}
+		case inSchema:
+			fv, err := oracleValue(cfg.Schema.Field(slot).Kind, v)
+			if err != nil {
+				return 0, nil, false, fmt.Errorf("field %s: %w", name, err)
+			}
+			fields[slot] = fv
+		}
+	}
+	if !haveTime {
+		return 0, nil, false, errors.New("no time")
+	}
+	for _, name := range cfg.Required {
+		if v, ok := present[name]; !ok || v == nil {
+			return 0, nil, false, errors.New("required missing")
+		}
+	}
+	return t, fields, false, nil
+}
+
+func oracleTime(cfg DecoderConfig, raw any) (event.Time, error) {
+	switch x := raw.(type) {
+	case string:
+		if cfg.TimeFormat == TimeEpochMillis {
+			return 0, errors.New("string time")
+		}
+		tt, err := oracleRFC3339(x)
+		if err != nil {
+			return 0, err
+		}
+		return event.Time(tt.UnixMilli()), nil
+	case json.Number:
+		if cfg.TimeFormat == TimeRFC3339 {
+			return 0, errors.New("number time")
+		}
+		ms, ok := oracleWhole(string(x))
+		if !ok {
+			return 0, errors.New("time not whole")
+		}
+		return event.Time(ms), nil
+	}
+	return 0, errors.New("time of wrong type")
+}
+
+func oracleValue(kind event.Kind, raw any) (event.Value, error) {
+	switch x := raw.(type) {
+	case nil:
+		return event.Null, nil
+	case string:
+		if kind == event.KindNull || kind == event.KindString {
+			return event.String(x), nil
+		}
+	case bool:
+		if kind == event.KindNull || kind == event.KindBool {
+			return event.Bool(x), nil
+		}
+	case json.Number:
+		s := string(x)
+		switch kind {
+		case event.KindNull:
+			if !strings.ContainsAny(s, ".eE") {
+				if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+					return event.Int(i), nil
+				}
+			}
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return event.Null, err
+			}
+			return event.Float(f), nil
+		case event.KindInt:
+			if i, ok := oracleWhole(s); ok {
+				return event.Int(i), nil
+			}
+			return event.Null, errors.New("not whole")
+		case event.KindFloat:
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return event.Null, err
+			}
+			return event.Float(f), nil
+		}
+	}
+	return event.Null, fmt.Errorf("%T for %v", raw, kind)
+}
+
+// oracleWhole is the KindInt rule computed with math/big.
+func oracleWhole(s string) (int64, bool) {
+	if e := strings.IndexAny(s, "eE"); e >= 0 {
+		// Keep big.Rat away from absurd exponents.
+		if exp, err := strconv.Atoi(strings.TrimPrefix(s[e+1:], "+")); err != nil || exp > 400 || exp < -400 {
+			mant := strings.Trim(strings.NewReplacer("-", "", ".", "").Replace(s[:e]), "0")
+			if mant == "" {
+				return 0, true
+			}
+			return 0, false
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return 0, false
+	}
+	return r.Num().Int64(), true
+}
+
+var rfc3339Shape = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-](\d{2}):(\d{2}))$`)
+
+// oracleRFC3339 is time.Parse restricted to the documented grammar.
+func oracleRFC3339(s string) (time.Time, error) {
+	m := rfc3339Shape.FindStringSubmatch(s)
+	if m == nil {
+		return time.Time{}, errors.New("not the RFC 3339 shape")
+	}
+	if m[3] != "" && (m[3] > "23" || m[4] > "59") {
+		return time.Time{}, errors.New("offset out of range")
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+// checkAgainstOracle decodes data and compares with oracleDecode.
+func checkAgainstOracle(t *testing.T, d *Decoder, cfg DecoderConfig, data []byte) error {
+	var ev event.Event
+	err := d.Decode(data, &ev)
+	wt, wf, syntax, werr := oracleDecode(cfg, data)
+	switch {
+	case err != nil && werr != nil:
+		var de *DecodeError
+		if !errors.As(err, &de) {
+			return fmt.Errorf("error %v is not a *DecodeError", err)
+		}
+		if syntax && de.Column <= 0 {
+			return fmt.Errorf("syntax error %q without a column", de.Reason)
+		}
+		if de.Column > len(data)+1 {
+			return fmt.Errorf("error column %d beyond the input (%d bytes)", de.Column, len(data))
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("Decode failed (%v), encoding/json agrees on %v at %d", err, wf, wt)
+	case werr != nil:
+		return fmt.Errorf("Decode succeeded (%v at %d), want an error (%v)", ev.Fields, ev.Time, werr)
+	}
+	if ev.Time != wt {
+		return fmt.Errorf("time %d, want %d", ev.Time, wt)
+	}
+	if len(ev.Fields) != len(wf) {
+		return fmt.Errorf("%d fields, want %d", len(ev.Fields), len(wf))
+	}
+	for i := range wf {
+		g, w := ev.Fields[i], wf[i]
+		same := g.Kind() == w.Kind() && g.Equal(w)
+		if gf, ok := g.AsFloat(); ok && g.Kind() == event.KindFloat {
+			wf, _ := w.AsFloat()
+			same = same && math.Signbit(gf) == math.Signbit(wf)
+		}
+		if !same {
+			return fmt.Errorf("field %s = %v (%v), want %v (%v)", cfg.Schema.Field(i).Name, g, g.Kind(), w, w.Kind())
+		}
+	}
+	return nil
+}
+
+func TestDecodeDifferential(t *testing.T) {
+	n := 5000
+	if testing.Short() {
+		n = 1000
+	}
+	cfgs := []DecoderConfig{
+		{Schema: testSchema, TimeField: "ts", Required: []string{"k"}},
+		{Schema: testSchema, TimeField: "a", TimeFields: []string{"i"}}, // time fields inside the schema
+		{Schema: testSchema, TimeField: "a", TimeFormat: TimeEpochMillis},
+		{Schema: testSchema, TimeField: "ts", TimeFormat: TimeRFC3339},
+		{Schema: testSchema, TimeField: "ts", Strict: true},
+	}
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 0xdec0de))
+		// One decoder per configuration, reused across records as in
+		// production (its key-order prediction sees varying orders).
+		decs := make([]*Decoder, len(cfgs))
+		for i, cfg := range cfgs {
+			decs[i] = testDecoder(t, cfg)
+		}
+		failures := 0
+		for range n {
+			ci := rng.IntN(len(cfgs))
+			cfg, d := cfgs[ci], decs[ci]
+			data := genObject(rng, cfg.TimeField)
+			if err := checkAgainstOracle(t, d, cfg, data); err != nil {
+				t.Errorf("seed %d (CEPHEUS_SEED=%d), config %d, input %q:\n%v", seed, seed, ci, data, err)
+				if failures++; failures > 5 {
+					t.FailNow()
+				}
+			}
+		}
+	}
+}
+
+// genObject generates a random flat JSON object over testSchema's fields,
+// unknown fields with nested values, and sometimes a corruption.
+func genObject(rng *rand.Rand, timeField string) []byte {
+	var b []byte
+	ws := func() {
+		if rng.IntN(6) == 0 {
+			b = append(b, " \t\r\n"[rng.IntN(4)])
+		}
+	}
+	ws()
+	b = append(b, '{')
+	names := []string{"s", "i", "f", "b", "a", "k", "ts", "x", "nested", "S"}
+	nf := rng.IntN(9)
+	first := true
+	hasTime := false
+	field := func(name string) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		ws()
+		b = genString(rng, b, name, rng.IntN(8) == 0)
+		ws()
+		b = append(b, ':')
+		ws()
+		if name == timeField {
+			hasTime = true
+			b = genTime(rng, b)
+		} else {
+			b = genValue(rng, b, name, 0)
+		}
+		ws()
+	}
+	for range nf {
+		field(names[rng.IntN(len(names))])
+	}
+	if !hasTime && rng.IntN(10) != 0 {
+		field(timeField)
+	}
+	b = append(b, '}')
+	ws()
+	// Corrupt some inputs: drop, flip or insert a byte.
+	if rng.IntN(8) == 0 && len(b) > 1 {
+		p := rng.IntN(len(b))
+		switch rng.IntN(3) {
+		case 0:
+			b = append(b[:p], b[p+1:]...)
+		case 1:
+			b[p] = `{}[]",:.-+eE0 \tx\\u`[rng.IntN(20)]
+		default:
+			b = append(b[:p], append([]byte{"{}[]\",:0\\"[rng.IntN(9)]}, b[p:]...)...)
+		}
+	}
+	return b
+}
+
+// genValue writes a random value, mostly of the kind the field name
+// suggests.
+func genValue(rng *rand.Rand, b []byte, name string, depth int) []byte {
+	if rng.IntN(10) == 0 {
+		name = "?" // any kind
+	}
+	switch name {
+	case "s", "k":
+		return genString(rng, b, genText(rng), rng.IntN(3) == 0)
+	case "i":
+		return genNumber(rng, b, true)
+	case "f":
+		return genNumber(rng, b, rng.IntN(3) == 0)
+	case "b":
+		return strconv.AppendBool(b, rng.IntN(2) == 0)
+	case "a":
+		return genValue(rng, b, []string{"s", "i", "f", "b"}[rng.IntN(4)], depth)
+	case "x", "nested", "S":
+		if depth < 3 {
+			return genNested(rng, b, depth+1)
+		}
+	}
+	switch rng.IntN(7) {
+	case 0:
+		return append(b, "null"...)
+	case 1:
+		return strconv.AppendBool(b, rng.IntN(2) == 0)
+	case 2, 3:
+		return genNumber(rng, b, rng.IntN(2) == 0)
+	case 4:
+		if depth < 3 {
+			return genNested(rng, b, depth+1)
+		}
+	}
+	return genString(rng, b, genText(rng), rng.IntN(3) == 0)
+}
+
+func genNested(rng *rand.Rand, b []byte, depth int) []byte {
+	n := rng.IntN(4)
+	if rng.IntN(2) == 0 {
+		b = append(b, '[')
+		for i := range n {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = genValue(rng, b, "?", depth)
+		}
+		return append(b, ']')
+	}
+	b = append(b, '{')
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = genString(rng, b, genText(rng), false)
+		b = append(b, ':')
+		b = genValue(rng, b, "x", depth)
+	}
+	return append(b, '}')
+}
+
+// genText returns random text: ASCII, multi-byte UTF-8, control
+// characters and quotes, sometimes invalid UTF-8.
+func genText(rng *rand.Rand) string {
+	pool := []string{"a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\x01", "\x7f", "é", "日本", "€", "😀",
+		"\u2028", "\ufffd", "ab", "key", "\xff", "\xe2\x82", "\xed\xa0\x80"}
+	var s strings.Builder
+	for range rng.IntN(12) {
+		s.WriteString(pool[rng.IntN(len(pool))])
+	}
+	return s.String()
+}
+
+// genString writes s as a JSON string; with escape, it escapes every rune
+// it can (\uXXXX, surrogate pairs, short escapes), otherwise only what JSON
+// requires. It also writes lone surrogate escapes now and then.
+func genString(rng *rand.Rand, b []byte, s string, escape bool) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		raw := s[i : i+size]
+		i += size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, raw...) // invalid UTF-8 stays raw
+		case r == '"' || r == '\\' || r < 0x20 || (escape && rng.IntN(2) == 0):
+			switch {
+			case r == '"':
+				b = append(b, `\"`...)
+			case r == '\\':
+				b = append(b, `\\`...)
+			case r == '\n' && rng.IntN(2) == 0:
+				b = append(b, `\n`...)
+			case r == '/':
+				b = append(b, `\/`...)
+			case r > 0xffff:
+				r1, r2 := utf16Pair(r)
+				b = fmt.Appendf(b, `\u%04x\u%04X`, r1, r2)
+			default:
+				b = fmt.Appendf(b, `\u%04x`, r)
+			}
+		default:
+			b = append(b, raw...)
+		}
+	}
+	if escape && rng.IntN(10) == 0 {
+		b = append(b, []string{`\ud800`, `\udc00`, `\ud83d\u0041`, `\ud83d`}[rng.IntN(4)]...)
+	}
+	return append(b, '"')
+}
+
+func utf16Pair(r rune) (rune, rune) {
+	r -= 0x10000
+	return 0xD800 + r>>10, 0xDC00 + r&0x3ff
+}
+
+// genNumber writes a random JSON number: an integer literal, or a float in
+// one of several spellings.
+func genNumber(rng *rand.Rand, b []byte, integer bool) []byte {
+	if integer {
+		switch rng.IntN(6) {
+		case 0:
+			return strconv.AppendInt(b, rng.Int64(), 10)
+		case 1:
+			return append(b, []string{"9223372036854775807", "-9223372036854775808", "9223372036854775808",
+				"-9223372036854775809", "-0", "0", "18446744073709551616", "123456789012345678901234"}[rng.IntN(8)]...)
+		case 2:
+			return strconv.AppendInt(b, rng.Int64N(1<<53)-1<<52, 10)
+		}
+		return strconv.AppendInt(b, rng.Int64N(2000)-1000, 10)
+	}
+	switch rng.IntN(8) {
+	case 0:
+		return strconv.AppendFloat(b, rng.NormFloat64()*1e6, 'f', rng.IntN(5), 64)
+	case 1:
+		return strconv.AppendFloat(b, rng.NormFloat64()*math.Pow(10, float64(rng.IntN(600)-300)), 'e', -1, 64)
+	case 2:
+		return append(b, []string{"3.0", "1e3", "1.5e1", "1E+2", "-0.0", "0e99999", "1e400", "-1e-400", "2.50",
+			"1.0000000000000000001", "9.223372036854775807e18", "9.223372036854775808e18", "1e-2", "100e-2"}[rng.IntN(14)]...)
+	case 3:
+		return strconv.AppendFloat(b, float64(rng.Int64N(1e6)), 'f', 1, 64)
+	}
+	return strconv.AppendFloat(b, rng.Float64()*1000, 'g', -1, 64)
+}
+
+// genTime writes a random time value: RFC 3339 in several spellings, epoch
+// milliseconds, or something invalid.
+func genTime(rng *rand.Rand, b []byte) []byte {
+	ms := rng.Int64N(4e12) - 1e12
+	switch rng.IntN(8) {
+	case 0:
+		return strconv.AppendInt(b, ms, 10)
+	case 1:
+		return append(b, []string{"null", "true", `"yesterday"`, `"2024-02-30T00:00:00Z"`, `"2024-01-01T24:00:00Z"`,
+			`"2024-01-01T00:00:00+24:00"`, `"2024-01-01T00:00:00"`, `"2024-01-01 00:00:00Z"`, "1.5", `{}`,
+			`"0000-01-01T00:00:00Z"`, `"9999-12-31T23:59:59.999999999Z"`, `"2024-01-01T00:00:60Z"`}[rng.IntN(13)]...)
+	case 2:
+		return strconv.AppendFloat(b, float64(ms), 'e', -1, 64)
+	}
+	t := time.UnixMilli(ms).Add(time.Duration(rng.IntN(1e6)))
+	if rng.IntN(2) == 0 {
+		t = t.In(time.FixedZone("", (rng.IntN(48)-24)*1800))
+	}
+	layouts := []string{time.RFC3339, time.RFC3339Nano, "2006-01-02T15:04:05.000Z07:00", "2006-01-02T15:04:05.0Z07:00"}
+	return genString(rng, b, t.Format(layouts[rng.IntN(len(layouts))]), rng.IntN(10) == 0)
+}
+
+// TestParseRFC3339 compares the time parser with time.Parse on random
+// instants over the whole supported range.
+func TestParseRFC3339(t *testing.T) {
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 3339))
+		lo, hi := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
+		for range 5000 {
+			tt := time.Unix(lo+rng.Int64N(hi-lo), rng.Int64N(1e9)).UTC()
+			if rng.IntN(2) == 0 {
+				tt = tt.In(time.FixedZone("", (rng.IntN(48)-24)*1800+rng.IntN(2)*60*rng.IntN(30)))
+			}
+			s := tt.Format(time.RFC3339Nano)
+			want, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				continue // a year or offset time.Format cannot round-trip
+			}
+			got, ok := parseRFC3339Millis([]byte(s))
+			if !ok || got != event.Time(want.UnixMilli()) {
+				t.Fatalf("seed %d (CEPHEUS_SEED=%d): parse %s = %d, %v; want %d", seed, seed, s, got, ok, want.UnixMilli())
+			}
+		}
+	}
+}
+
+// FuzzDecode checks that Decode never panics and agrees with encoding/json
+// (under the documented conversion rules) on every input.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"s":"x","i":1,"f":2.5,"b":true,"a":null,"k":"c","ts":1000}`,
+		`{"ts":"2024-05-01T14:00:00.250+02:00","x":[{"y":[]}],"s":"\u00e9\ud83d\ude00"}`,
+		`{"ts":1.5e3,"i":3.0,"a":12345678901234567890}`,
+		`{"k":null,"ts":1}`,
+		"{\"s\":\"\xff\",\"ts\":1}",
+		`{"i":-9223372036854775808,"ts":-1}`,
+		`[]`, `{`, `{"ts":1,}`, `{"ts":01}`, ` {"ts" : 1 } `,
+	} {
+		f.Add([]byte(s))
+	}
+	cfgs := []DecoderConfig{
+		{Schema: testSchema, TimeField: "ts", Required: []string{"k"}},
+		{Schema: testSchema, TimeField: "a", TimeFields: []string{"i"}, Strict: true},
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for i, cfg := range cfgs {
+			d, err := NewDecoder(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkAgainstOracle(t, d, cfg, data); err != nil {
+				t.Fatalf("config %d, input %q: %v", i, data, err)
+			}
+		}
+	})
+}
+
+// TestParseFloat compares the fast float path with strconv.ParseFloat, bit
+// for bit, on numbers in many spellings.
+func TestParseFloat(t *testing.T) {
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 64))
+		for range 20000 {
+			var text []byte
+			switch rng.IntN(4) {
+			case 0:
+				text = strconv.AppendFloat(nil, rng.NormFloat64()*math.Pow(10, float64(rng.IntN(60)-30)), 'f', rng.IntN(12), 64)
+			case 1:
+				text = strconv.AppendFloat(nil, rng.NormFloat64()*math.Pow(10, float64(rng.IntN(80)-40)), 'e', rng.IntN(20)-1, 64)
+			case 2:
+				text = genNumber(rng, nil, rng.IntN(2) == 0)
+			default:
+				text = fmt.Appendf(nil, "%d.%0*de%d", rng.Int64N(1e12)-5e11, rng.IntN(8)+1, rng.Int64N(1e6), rng.IntN(50)-25)
+			}
+			want, werr := strconv.ParseFloat(string(text), 64)
+			got, err := parseFloat(text)
+			if (err != nil) != (werr != nil) || math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("seed %d (CEPHEUS_SEED=%d): parseFloat(%s) = %v, %v; strconv: %v, %v", seed, seed, text, got, err, want, werr)
+			}
+		}
+	}
+}

@@ -1,0 +1,612 @@
+package runtime
+
+// The lexical layer of the decoder: JSON numbers, strings, literals and
+// whitespace, validated exactly as encoding/json validates them, plus
+// skipping of whole values. Errors are *DecodeError with the byte column.
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// pow10 holds the powers of ten that float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// parseFloat converts a valid JSON number to the nearest float64, as
+// strconv.ParseFloat does. Most numbers of real records take Clinger's
+// fast path: with at most 2^53 as the decimal mantissa and a power of ten
+// up to 10^22, both exact in float64, one multiplication or division is
+// correctly rounded. The rest go to strconv.
+func parseFloat(text []byte) (float64, error) {
+	if f, ok := fastFloat(text); ok {
+		return f, nil
+	}
+	return strconv.ParseFloat(string(text), 64)
+}
+
+func fastFloat(text []byte) (float64, bool) {
+	i, neg := 0, false
+	if text[0] == '-' {
+		i, neg = 1, true
+	}
+	var mant uint64
+	nd, exp := 0, 0 // significant digits in mant; power of ten
+	for ; i < len(text) && text[i] >= '0' && text[i] <= '9'; i++ {
+		if mant == 0 && text[i] == '0' {
+			continue
+		}
+		if nd == 19 {
+			return 0, false
+		}
+		mant = mant*10 + uint64(text[i]-'0')
+		nd++
+	}
+	if i < len(text) && text[i] == '.' {
+		for i++; i < len(text) && text[i] >= '0' && text[i] <= '9'; i++ {
+			exp--
+			if mant == 0 && text[i] == '0' {
+				continue
+			}
+			if nd == 19 {
+				return 0, false
+			}
+			mant = mant*10 + uint64(text[i]-'0')
+			nd++
+		}
+	}
+	if i < len(text) { // 'e' or 'E'
+		i++
+		eneg := false
+		if text[i] == '+' || text[i] == '-' {
+			eneg = text[i] == '-'
+			i++
+		}
+		e := 0
+		for ; i < len(text); i++ {
+			if e > 1000 {
+				return 0, false
+			}
+			e = e*10 + int(text[i]-'0')
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	f := float64(mant)
+	switch {
+	case mant == 0:
+	case mant > 1<<53:
+		return 0, false
+	case exp == 0:
+	case exp > 0 && exp < len(pow10):
+		f *= pow10[exp]
+	case exp < 0 && -exp < len(pow10):
+		f /= pow10[-exp]
+	default:
+		return 0, false
+	}
+	if neg {
+		f = -f
+	}
+	return f, true
+}
+
+// num is a scanned JSON number.
+type num struct {
+	end      int    // index after the number
+	isInt    bool   // written without '.' and exponent
+	neg      bool   // leading '-'
+	mant     uint64 // the integer part's digits, when !overflow
+	digits   int    // digits in the integer part
+	overflow bool   // the integer part does not fit int64 (with its sign)
+	zeroFrac bool   // a fraction of zeros only and no exponent (3.00)
+}
+
+// intVal returns the integer part with its sign. REQUIRES: !overflow.
+func (n *num) intVal() int64 {
+	if n.neg {
+		return -int64(n.mant) // mant <= 1<<63 here; -(1<<63) wraps to MinInt64
+	}
+	return int64(n.mant)
+}
+
+// wholeInt returns the value of a number when it is a whole number exactly
+// representable in int64 (see the KindInt rule of Decoder).
+func (n *num) wholeInt(text []byte) (int64, bool) {
+	if n.isInt || n.zeroFrac {
+		return n.intVal(), !n.overflow
+	}
+	return exactInt(text)
+}
+
+// exactInt returns the value of the JSON number text (with a fraction or an
+// exponent) when it is exactly a whole number in int64 range, computed in
+// decimal: 1.5e1 is 15, 1.25e1 is not whole, 1e19 is out of range.
+func exactInt(text []byte) (int64, bool) {
+	neg := text[0] == '-'
+	if neg {
+		text = text[1:]
+	}
+	// Split into significant digits and a power of ten.
+	var mant []byte // digits of the integer and fraction parts
+	var buf [64]byte
+	mant = buf[:0]
+	i := 0
+	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+		mant = append(mant, text[i])
+		i++
+	}
+	exp := 0
+	if i < len(text) && text[i] == '.' {
+		i++
+		for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+			mant = append(mant, text[i])
+			exp--
+			i++
+		}
+	}
+	if i < len(text) { // 'e' or 'E'
+		i++
+		eneg := false
+		if text[i] == '+' || text[i] == '-' {
+			eneg = text[i] == '-'
+			i++
+		}
+		e := 0
+		for ; i < len(text); i++ {
+			if e < 1e6 {
+				e = e*10 + int(text[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	// Drop leading zeros; a zero mantissa is 0 whatever the exponent.
+	for len(mant) > 0 && mant[0] == '0' {
+		mant = mant[1:]
+	}
+	if len(mant) == 0 {
+		return 0, true
+	}
+	// Move trailing zeros into the exponent.
+	for len(mant) > 0 && mant[len(mant)-1] == '0' {
+		mant = mant[:len(mant)-1]
+		exp++
+	}
+	if exp < 0 || len(mant)+exp > 19 {
+		return 0, false // not whole, or at least 10^19
+	}
+	var u uint64
+	for _, c := range mant {
+		u = u*10 + uint64(c-'0')
+	}
+	for range exp {
+		u *= 10
+	}
+	switch {
+	case !neg && u <= math.MaxInt64:
+		return int64(u), true
+	case neg && u <= 1<<63:
+		return -int64(u), true
+	}
+	return 0, false
+}
+
+// scanNumber scans the JSON number at data[i], validating its syntax.
+func scanNumber(data []byte, i int) (num, error) {
+	n := num{isInt: true}
+	j := i
+	if data[j] == '-' {
+		n.neg = true
+		j++
+	}
+	if j >= len(data) {
+		return num{end: j}, errAt(j, "unexpected end of input in number")
+	}
+	switch c := data[j]; {
+	case c == '0':
+		j++
+		n.digits = 1
+	case '1' <= c && c <= '9':
+		var m uint64
+		start := j
+		for j < len(data) && '0' <= data[j] && data[j] <= '9' {
+			j++
+		}
+		n.digits = j - start
+		if n.digits <= 18 {
+			for _, c := range data[start:j] {
+				m = m*10 + uint64(c-'0')
+			}
+		} else {
+			for _, c := range data[start:j] {
+				if m > (math.MaxUint64-9)/10 {
+					n.overflow = true
+					break
+				}
+				m = m*10 + uint64(c-'0')
+			}
+			limit := uint64(math.MaxInt64)
+			if n.neg {
+				limit++
+			}
+			if m > limit {
+				n.overflow = true
+			}
+		}
+		n.mant = m
+	default:
+		return num{end: j}, errAt(j, "invalid character "+quoteChar(c)+" in number")
+	}
+	if j < len(data) && data[j] == '.' {
+		n.isInt = false
+		j++
+		start := j
+		zero := true
+		for j < len(data) && '0' <= data[j] && data[j] <= '9' {
+			if data[j] != '0' {
+				zero = false
+			}
+			j++
+		}
+		if j == start {
+			return num{end: j}, numErr(data, j, "after decimal point in number")
+		}
+		n.zeroFrac = zero
+	}
+	if j < len(data) && (data[j] == 'e' || data[j] == 'E') {
+		n.isInt = false
+		n.zeroFrac = false
+		j++
+		if j < len(data) && (data[j] == '+' || data[j] == '-') {
+			j++
+		}
+		start := j
+		for j < len(data) && '0' <= data[j] && data[j] <= '9' {
+			j++
+		}
+		if j == start {
+			return num{end: j}, numErr(data, j, "in exponent of number")
+		}
+	}
+	n.end = j
+	return n, nil
+}
+
+func numErr(data []byte, j int, where string) error {
+	if j >= len(data) {
+		return errAt(j, "unexpected end of input "+where)
+	}
+	return errAt(j, "invalid character "+quoteChar(data[j])+" "+where)
+}
+
+// scanKey scans the object key at data[i] (a '"'). The key is returned as a
+// slice of data when it has no escapes and is ASCII, otherwise unescaped
+// into d.keyBuf.
+func (d *Decoder) scanKey(data []byte, i int) ([]byte, int, error) {
+	j := i + 1
+	for j < len(data) && !strSpecial[data[j]] {
+		j++
+	}
+	if j < len(data) && data[j] == '"' {
+		return data[i+1 : j], j + 1, nil
+	}
+	var err error
+	d.keyBuf, j, err = appendString(d.keyBuf[:0], data, i)
+	return d.keyBuf, j, err
+}
+
+// strSpecial marks the bytes that end the fast path of a string scan: the
+// closing quote, a backslash, control characters and non-ASCII bytes.
+var strSpecial = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c == '"' || c == '\\' || c < 0x20 || c >= 0x80
+	}
+	return t
+}()
+
+// appendString unescapes the JSON string at data[i] (a '"') onto dst and
+// returns dst and the index after the closing quote. Invalid UTF-8 bytes
+// become U+FFFD, as in encoding/json.
+func appendString(dst, data []byte, i int) ([]byte, int, error) {
+	j := i + 1
+	for {
+		start := j
+		for j < len(data) && !strSpecial[data[j]] {
+			j++
+		}
+		dst = append(dst, data[start:j]...)
+		if j >= len(data) {
+			return dst, j, errAt(j, "unexpected end of input in string")
+		}
+		switch c := data[j]; {
+		case c == '"':
+			return dst, j + 1, nil
+		case c == '\\':
+			var err error
+			dst, j, err = appendEscape(dst, data, j)
+			if err != nil {
+				return dst, j, err
+			}
+		case c < 0x20:
+			return dst, j, errAt(j, "invalid control character "+quoteChar(c)+" in string")
+		default:
+			r, size := utf8.DecodeRune(data[j:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, "\uFFFD"...)
+			} else {
+				dst = append(dst, data[j:j+size]...)
+			}
+			j += size
+		}
+	}
+}
+
+// appendEscape decodes the escape sequence at data[j] (a '\\').
+func appendEscape(dst, data []byte, j int) ([]byte, int, error) {
+	if j+1 >= len(data) {
+		return dst, j + 1, errAt(j+1, "unexpected end of input in string escape")
+	}
+	switch c := data[j+1]; c {
+	case '"', '\\', '/':
+		return append(dst, c), j + 2, nil
+	case 'b':
+		return append(dst, '\b'), j + 2, nil
+	case 'f':
+		return append(dst, '\f'), j + 2, nil
+	case 'n':
+		return append(dst, '\n'), j + 2, nil
+	case 'r':
+		return append(dst, '\r'), j + 2, nil
+	case 't':
+		return append(dst, '\t'), j + 2, nil
+	case 'u':
+		r, err := hex4(data, j+2)
+		if err != nil {
+			return dst, j, err
+		}
+		j += 6
+		if 0xD800 <= r && r < 0xE000 {
+			// A surrogate: combine with a following \u low surrogate, else
+			// U+FFFD (and the next escape, if any, stands on its own).
+			if r < 0xDC00 && j+1 < len(data) && data[j] == '\\' && data[j+1] == 'u' {
+				if r2, err := hex4(data, j+2); err == nil && 0xDC00 <= r2 && r2 < 0xE000 {
+					return utf8.AppendRune(dst, 0x10000+(r-0xD800)<<10+(r2-0xDC00)), j + 6, nil
+				}
+			}
+			r = utf8.RuneError
+		}
+		return utf8.AppendRune(dst, r), j, nil
+	default:
+		return dst, j + 1, errAt(j+1, "invalid character "+quoteChar(c)+" in string escape")
+	}
+}
+
+// hex4 decodes the four hex digits at data[j:].
+func hex4(data []byte, j int) (rune, error) {
+	var r rune
+	for k := j; k < j+4; k++ {
+		if k >= len(data) {
+			return 0, errAt(k, "unexpected end of input in \\u escape")
+		}
+		c := data[k]
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, errAt(k, "invalid character "+quoteChar(c)+" in \\u escape")
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, nil
+}
+
+// skipString validates the JSON string at data[i] (a '"') without decoding
+// it and returns the index after it.
+func skipString(data []byte, i int) (int, error) {
+	j := i + 1
+	for j < len(data) {
+		c := data[j]
+		switch {
+		case c == '"':
+			return j + 1, nil
+		case c == '\\':
+			if j+1 >= len(data) {
+				return j + 1, errAt(j+1, "unexpected end of input in string escape")
+			}
+			switch e := data[j+1]; e {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if _, err := hex4(data, j+2); err != nil {
+					return j, err
+				}
+				j += 6
+			default:
+				return j + 1, errAt(j+1, "invalid character "+quoteChar(e)+" in string escape")
+			}
+		case c < 0x20:
+			return j, errAt(j, "invalid control character "+quoteChar(c)+" in string")
+		default:
+			j++
+		}
+	}
+	return j, errAt(j, "unexpected end of input in string")
+}
+
+// skipValue validates the JSON value at data[i] without decoding it and
+// returns the index after it. depth is the nesting depth the value would
+// open (the record's object is depth 1).
+func skipValue(data []byte, i, depth int) (int, error) {
+	if i >= len(data) {
+		return i, errAt(i, "unexpected end of input, want a value")
+	}
+	switch c := data[i]; {
+	case c == '"':
+		return skipString(data, i)
+	case c == '-' || ('0' <= c && c <= '9'):
+		n, err := scanNumber(data, i)
+		return n.end, err
+	case c == 't' || c == 'f':
+		_, j, err := scanBool(data, i)
+		return j, err
+	case c == 'n':
+		return scanLiteral(data, i, "null")
+	case c == '{' || c == '[':
+		if depth > maxDepth {
+			return i, errAt(i, "nesting deeper than "+strconv.Itoa(maxDepth))
+		}
+		if c == '{' {
+			return skipObject(data, i, depth)
+		}
+		return skipArray(data, i, depth)
+	default:
+		return i, errAt(i, "invalid character "+quoteChar(c)+", want a value")
+	}
+}
+
+func skipObject(data []byte, i, depth int) (int, error) {
+	i = skipWS(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(data) {
+			return i, errAt(i, "unexpected end of input, want an object key")
+		}
+		if data[i] != '"' {
+			return i, errAt(i, "invalid character "+quoteChar(data[i])+", want an object key")
+		}
+		j, err := skipString(data, i)
+		if err != nil {
+			return j, err
+		}
+		i = skipWS(data, j)
+		if i >= len(data) {
+			return i, errAt(i, "unexpected end of input after object key")
+		}
+		if data[i] != ':' {
+			return i, errAt(i, "invalid character "+quoteChar(data[i])+" after object key")
+		}
+		if i, err = skipValue(data, skipWS(data, i+1), depth+1); err != nil {
+			return i, err
+		}
+		i = skipWS(data, i)
+		if i >= len(data) {
+			return i, errAt(i, "unexpected end of input, want ',' or '}'")
+		}
+		switch data[i] {
+		case ',':
+			i = skipWS(data, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return i, errAt(i, "invalid character "+quoteChar(data[i])+" after object value, want ',' or '}'")
+		}
+	}
+}
+
+func skipArray(data []byte, i, depth int) (int, error) {
+	i = skipWS(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if i, err = skipValue(data, i, depth+1); err != nil {
+			return i, err
+		}
+		i = skipWS(data, i)
+		if i >= len(data) {
+			return i, errAt(i, "unexpected end of input, want ',' or ']'")
+		}
+		switch data[i] {
+		case ',':
+			i = skipWS(data, i+1)
+		case ']':
+			return i + 1, nil
+		default:
+			return i, errAt(i, "invalid character "+quoteChar(data[i])+" after array element, want ',' or ']'")
+		}
+	}
+}
+
+// scanBool scans true or false at data[i].
+func scanBool(data []byte, i int) (bool, int, error) {
+	if data[i] == 't' {
+		j, err := scanLiteral(data, i, "true")
+		return true, j, err
+	}
+	j, err := scanLiteral(data, i, "false")
+	return false, j, err
+}
+
+// scanLiteral checks that data[i:] starts with lit.
+func scanLiteral(data []byte, i int, lit string) (int, error) {
+	for k := 0; k < len(lit); k++ {
+		if i+k >= len(data) {
+			return i + k, errAt(i+k, "unexpected end of input in literal "+lit)
+		}
+		if data[i+k] != lit[k] {
+			return i + k, errAt(i+k, "invalid character "+quoteChar(data[i+k])+" in literal "+lit)
+		}
+	}
+	return i + len(lit), nil
+}
+
+// skipWS skips JSON whitespace.
+func skipWS(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func errAt(i int, reason string) error { return &DecodeError{Column: i + 1, Reason: reason} }
+
+// quoteChar formats a byte for an error message.
+func quoteChar(c byte) string {
+	switch {
+	case c == '\'':
+		return `'\''`
+	case c == '"':
+		return `'"'`
+	case c >= 0x20 && c < 0x7f:
+		return "'" + string(rune(c)) + "'"
+	}
+	return fmt.Sprintf("byte 0x%02x", c)
+}
+
+// describe names what starts at data[i], for "want an object" errors.
+func describe(data []byte, i int) string {
+	switch c := data[i]; {
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == '-' || ('0' <= c && c <= '9'):
+		return "a number"
+	case c == 't' || c == 'f' || c == 'n':
+		for _, lit := range []string{"true", "false", "null"} {
+			if _, err := scanLiteral(data, i, lit); err == nil {
+				return lit
+			}
+		}
+	}
+	return quoteChar(data[i])
+}
