@@ -14,7 +14,7 @@ import (
 // input.
 var ErrCorruptRun = errors.New("nfa: corrupt run state")
 
-const runEncodingVersion = 1
+const runEncodingVersion = 2
 
 // AppendBinary appends a compact, deterministic encoding of the run's state
 // to b: buffered events, buffer nodes and edges with their reference counts,
@@ -87,6 +87,7 @@ func (r *Run) AppendBinary(b []byte) []byte {
 			b = binary.AppendVarint(b, int64(c.startTs))
 			b = binary.AppendVarint(b, int64(c.prevTs))
 			b = binary.AppendUvarint(b, index[c.prev])
+			b = binary.AppendVarint(b, int64(c.doneAt))
 			if c.hasStart {
 				b = append(b, 1)
 				b = binary.AppendVarint(b, int64(c.startID.ts))
@@ -282,6 +283,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 			c.startTs = event.Time(d.varint())
 			c.prevTs = event.Time(d.varint())
 			c.prev = lookup(d.uvarint())
+			c.doneAt = event.Time(d.varint())
 			if d.byte() == 1 {
 				c.hasStart = true
 				c.startID.ts = event.Time(d.varint())

@@ -377,3 +377,32 @@ func TestDecodeRunRejectsCorruptInput(t *testing.T) {
 		t.Fatalf("decoding with another NFA: err = %v, want ErrCorruptRun", err)
 	}
 }
+
+func TestMatchAt(t *testing.T) {
+	var res Result
+	// Completed by an event: At is that event's timestamp.
+	n := mustCompile(t, Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")))
+	r := n.NewRun()
+	for i, e := range []*event.Event{ev(1, "a", 0, 3), ev(2, "b", 0, 9)} {
+		if err := r.Process(e, e.Time, &res); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	if len(res.Matches) != 1 || res.Matches[0].At != 9 {
+		t.Fatalf("matches %+v, want one at 9", res.Matches)
+	}
+	// Released by time: At is the end of the window, however late time
+	// advances.
+	n = mustCompile(t, Begin("a").Where(nameIs("a")).NotFollowedBy("b").Where(nameIs("b")).Within(5*time.Millisecond))
+	r = n.NewRun()
+	res.Reset()
+	if err := r.Process(ev(1, "a", 0, 2), 2, &res); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AdvanceTime(1000, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Matches) != 1 || res.Matches[0].At != 7 {
+		t.Fatalf("matches %+v, want one at 2+5", res.Matches)
+	}
+}

@@ -69,6 +69,12 @@ func (n *NFA) startComputation(v dewey) *computation {
 // nil.
 type Match struct {
 	Events [][]*event.Event
+	// At is the event time at which the match completed: the timestamp of
+	// the event that completed it, or, for a match released by time (a
+	// notFollowedBy at the end of the pattern), the end of its window. It
+	// does not depend on when the caller advanced time, so a backtest and
+	// a live run report the same value.
+	At event.Time
 }
 
 // Timeout is a partial match dropped because its window expired, with the
@@ -105,6 +111,10 @@ type computation struct {
 	prev     *node
 	startID  eventID
 	hasStart bool
+	// doneAt is, for a completed match, the event time it completed at:
+	// the timestamp of the event that completed it, or the deadline that
+	// released a pending (notFollowedBy at the end) match.
+	doneAt event.Time
 }
 
 func (c *computation) orderKey() (int64, int64) {
@@ -210,6 +220,7 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 		for _, nc := range r.next {
 			switch {
 			case nc.state.isFinal():
+				nc.doneAt = ts
 				potential.offer(nc)
 			case nc.state.isStop():
 				discard = true
@@ -263,6 +274,10 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 			continue
 		}
 		if cs.state.typ == stPending {
+			cs.doneAt = cs.startTs + event.Time(window)
+			if byPrev {
+				cs.doneAt = cs.prevTs + event.Time(gap)
+			}
 			potential.offer(cs)
 			continue
 		}
@@ -483,7 +498,9 @@ func (r *Run) processMatches(potential, partial *compQueue, res *Result) error {
 			r.prune(partial, id)
 			r.prune(&r.completed, id)
 		}
-		res.Matches = append(res.Matches, r.materialize(paths[0]))
+		m := r.materialize(paths[0])
+		m.At = earliest.doneAt
+		res.Matches = append(res.Matches, m)
 		r.releaseNode(earliest.prev, earliest.version)
 	}
 	return nil
