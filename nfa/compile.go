@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -72,6 +73,7 @@ type notStage struct {
 
 type compiler struct {
 	used       map[string]bool
+	nextSuffix map[string]int
 	stopStates map[string]*state
 	states     []*state
 	stageIndex map[string]int
@@ -112,6 +114,7 @@ func Compile(p *Pattern, opts ...Option) (*NFA, error) {
 	}
 	c := &compiler{
 		used:        map[string]bool{},
+		nextSuffix:  map[string]int{},
 		stopStates:  map[string]*state{},
 		firstOfLoop: map[*Pattern]bool{},
 		original:    map[string]*state{},
@@ -231,10 +234,22 @@ func (c *compiler) checkSkip(p *Pattern) error {
 	return nil
 }
 
+// uniqueName returns base, or base:i with the smallest i not yet used
+// (Flink's NFAStateNameHandler). Counters only grow and names are never
+// freed, so the search resumes where it last stopped for this base: without
+// that, times(n) would cost O(n²).
 func (c *compiler) uniqueName(base string) string {
 	cand := base
-	for i := 0; c.used[cand]; i++ {
-		cand = fmt.Sprintf("%s:%d", base, i)
+	if c.used[cand] {
+		i := c.nextSuffix[base]
+		for {
+			cand = base + ":" + strconv.Itoa(i)
+			i++
+			if !c.used[cand] {
+				break
+			}
+		}
+		c.nextSuffix[base] = i
 	}
 	c.used[cand] = true
 	return cand
