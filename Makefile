@@ -14,8 +14,17 @@ SHELL := bash
 CONFORMANCE_DIR ?= internal/conformance/testdata
 CONFORMANCE_OUT ?= build/conformance-results.json
 
+# The differential test against real Flink CEP (internal/difftest): N random
+# cases from SEED, minimal reproducing cases of the unexplained disagreements
+# written to DIFF_FLINK_OUT. The Flink runner's jar is built when missing
+# (scripts/flinkcep-jar.sh; needs java and mvn).
+N ?= 200
+SEED ?= 1
+DIFF_FLINK_OUT ?= build/diff-flink
+DIFF_FLINK_CORPUS ?= internal/difftest/testdata/corpus
+
 .DEFAULT_GOAL := help
-.PHONY: help build lint test conformance clean
+.PHONY: help build lint test conformance diff-flink diff-flink-small diff-flink-corpus clean
 
 help: ## List the targets.
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -38,6 +47,17 @@ test: lint ## Run lint, then every test (10 minute timeout).
 conformance: ## Run the Flink CEP conformance suite (CONFORMANCE_DIR, CONFORMANCE_OUT).
 	@mkdir -p "$$(dirname "$(CONFORMANCE_OUT)")"
 	$(GO) run ./internal/conformance/cmd/conformance -dir "$(CONFORMANCE_DIR)" -out "$(CONFORMANCE_OUT)"
+
+diff-flink: ## Differential test against Flink CEP: N random cases from SEED (make diff-flink N=5000 SEED=7).
+	$(GO) run ./internal/difftest/cmd/diffflink -n "$(N)" -seed "$(SEED)" -out "$(DIFF_FLINK_OUT)"
+
+diff-flink-small: ## The small differential run of make test: 200 cases, seed 1.
+	$(GO) run ./internal/difftest/cmd/diffflink -n 200 -seed 1 -out "$(DIFF_FLINK_OUT)"
+
+diff-flink-corpus: ## Rewrite the regression corpus (DIFF_FLINK_CORPUS) from 400 cases of seed 100.
+	rm -rf "$(DIFF_FLINK_CORPUS)"
+	$(GO) run ./internal/difftest/cmd/diffflink -n 400 -seed 100 -keep "$(DIFF_FLINK_CORPUS)" -out "$(DIFF_FLINK_OUT)" || true
+	@test -s "$(DIFF_FLINK_CORPUS)/cases.json"
 
 clean: ## Remove build outputs.
 	rm -rf build/ cepheus

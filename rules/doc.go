@@ -1,26 +1,45 @@
-// Package rules is the front end of Cepheus rules. The full rule language
-// (lexer, parser, checker and compiler to nfa patterns) arrives with its own
-// issue; today the package only compiles expr-lang conditions into
-// [nfa.Condition] values ([CompileCondition]).
+// Package rules is the front end of Cepheus rules: it reads ruleset files
+// (*.cep, the language of docs/rules.md) and compiles them to NFAs.
 //
-// # Conditions
+// # Pipeline
 //
-// A condition is an expr-lang boolean expression over the fields of one
-// event, named by an [event.Schema]. ctx("stage") is the list of events the
-// named stage has already accepted in the current partial match (Flink's
-// IterativeCondition.Context.getEventsForPattern); its elements expose the
-// same fields (ctx("a")[0].price, sum(map(ctx("m"), .price))). Builtins that
-// read the wall clock (now, date, duration) are disabled, so conditions
-// replay deterministically.
+// One file per stage, as in text/template/parse and expr:
+//
+//   - lex.go: a state-function lexer, run synchronously one token at a
+//     time. Expressions and JSON events are not tokenised: the parser asks
+//     for each as a raw span of source (ruleLexer.scanRaw).
+//   - parse.go: a recursive-descent parser with one token of lookahead,
+//     line oriented, that keeps going after an error; [ParseFile].
+//   - ast.go, print.go: the syntax tree, comments included; every node
+//     prints its canonical source (String), [Format] prints a file.
+//   - check.go: names, the event time field, the schema (declared, or
+//     inferred from the identifiers expressions read), the shape of
+//     patterns.
+//   - compile.go: conditions and emits through the expression compiler
+//     (exprapi.go), patterns through the nfa builder, errors of both mapped
+//     back into the file; [Compile], [Load].
+//   - filetests.go, decode.go: the tests written in a file, and the
+//     decoding of JSON events by a ruleset's schema.
+//   - pos.go, errors.go: positions, [Error] and [ErrorList].
+//
+// The expression compiler (exprapi.go and the cond*.go files) turns
+// expr-lang expressions into closures over the flat event record; the
+// front end calls only the contract in exprapi.go.
 //
 // # Invariants
 //
-//   - A compiled condition is immutable apart from its error counter and
-//     safe for concurrent use; per-evaluation scratch space (the expr VM and
-//     its environment) is pooled.
-//   - Evaluation never panics: a run-time error counts as false and is
-//     counted ([Cond.Errors]).
-//   - A null field value is expr's nil.
+//   - Every error of a file is an [*Error] at a position in the file
+//     (file:line:col), also the errors inside expressions; a file reports
+//     at most [MaxErrors] errors, sorted, one per line.
+//   - Parsing the canonical source of a tree gives the same tree
+//     (positions aside), and formatting is idempotent (FuzzParse).
+//   - The stages of a rule, as the front end orders them for the
+//     expressions' environment, are those of the compiled NFA in
+//     nfa.NFA.Stages order (checked at every compile).
+//   - A compiled [Ruleset] and its rules are immutable (apart from
+//     condition error counters) and safe for concurrent use.
+//   - Conditions never panic: a run-time error counts as false and is
+//     counted.
 //
 // # Imports
 //

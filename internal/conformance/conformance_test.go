@@ -11,9 +11,17 @@ import (
 	"testing"
 )
 
-// TestConformance runs every case of testdata, writes the results file,
-// judges the file and holds the outcome to testdata/known-failing.txt.
+// TestConformance runs every case of testdata in both modes (the pattern
+// as rule text compiled by package rules, and built with the nfa builder),
+// writes the results file, judges the file and holds the outcome to
+// testdata/known-failing.txt.
 func TestConformance(t *testing.T) {
+	for _, mode := range []Mode{ModeText, ModeBuilder} {
+		t.Run(string(mode), func(t *testing.T) { testConformance(t, mode) })
+	}
+}
+
+func testConformance(t *testing.T, mode Mode) {
 	cases, err := LoadDir("testdata")
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +31,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "results.json")
-	if err := Produce(context.Background(), Inputs(cases)).WriteFile(out); err != nil {
+	if err := ProduceMode(context.Background(), Inputs(cases), mode).WriteFile(out); err != nil {
 		t.Fatal(err)
 	}
 	written, err := ReadResults(out)
@@ -322,19 +330,24 @@ func TestParseKnownFailing(t *testing.T) {
 }
 
 // TestRunCaseBuildError checks that a case that cannot be built gets its
-// error set instead of failing the run.
+// error set instead of failing the run, in both modes.
 func TestRunCaseBuildError(t *testing.T) {
-	in := judgeCase(ModeMultiset).Input
-	in.Driver = DriverNFA
-	bad := "name =="
-	in.Pattern.Stages[1].Condition = &bad
-	r := RunCase(&in)
-	if r.Error == nil || !strings.Contains(*r.Error, "build") {
-		t.Errorf("Error = %v, want a build error", r.Error)
+	for _, mode := range []Mode{ModeText, ModeBuilder} {
+		in := judgeCase(ModeMultiset).Input
+		in.Driver = DriverNFA
+		bad := "name =="
+		in.Pattern.Stages[1].Condition = &bad
+		r := RunCaseMode(&in, mode)
+		if r.Error == nil || !strings.Contains(*r.Error, "build") {
+			t.Errorf("%s: Error = %v, want a build error", mode, r.Error)
+		}
+		in.Pattern.Stages[1].Condition = nil
+		in.Driver = "nope"
+		if r := RunCaseMode(&in, mode); r.Error == nil {
+			t.Errorf("%s: unknown driver: no error", mode)
+		}
 	}
-	in.Pattern.Stages[1].Condition = nil
-	in.Driver = "nope"
-	if r := RunCase(&in); r.Error == nil {
-		t.Errorf("unknown driver: no error")
+	if _, err := ParseMode("both"); err == nil {
+		t.Errorf("ParseMode accepted an unknown mode")
 	}
 }

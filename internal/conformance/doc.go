@@ -13,7 +13,11 @@
 //     the Java test asserts).
 //  2. [Produce] runs the inputs through the engine and returns [Results];
 //     [Results.WriteFile] writes them in the documented results format.
-//     Producing never sees an Expectation: it is given Inputs only.
+//     Producing never sees an Expectation: it is given Inputs only. Each
+//     case's pattern is written as rule-language source ([CaseSource]) and
+//     compiled by package rules, as a ruleset file would be ([ModeText],
+//     the default); [ProduceMode] with [ModeBuilder] builds it with the nfa
+//     Go builder instead. Both modes give the same results.
 //  3. [ReadResults] reads a results file back and [Judge] compares each
 //     case's result with its expectation, per the case's compare_mode.
 //

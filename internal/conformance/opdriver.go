@@ -12,8 +12,9 @@ import (
 // keyed CEP operator, driven by the case's operator_steps. Matches are
 // recorded both in Matches (via "event", "watermark" or "time" after the
 // call that released them) and in Output, with the forwarded watermarks.
-func runOperator(in *Input, n *nfa.NFA, r *Result) error {
-	cfg, err := operatorConfig(in, n)
+func runOperator(in *Input, c *compiled, r *Result) error {
+	n := c.nfa
+	cfg, err := operatorConfig(in, c)
 	if err != nil {
 		return err
 	}
@@ -92,9 +93,10 @@ func (s *Step) kind() (string, error) {
 }
 
 // operatorConfig is the operator configuration of a case: keyed by
-// key_by, in its time characteristic, with its comparator.
-func operatorConfig(in *Input, n *nfa.NFA) (cep.OperatorConfig, error) {
-	cfg := cep.OperatorConfig{NFA: n}
+// key_by (through c's key), in its time characteristic, with its
+// comparator.
+func operatorConfig(in *Input, c *compiled) (cep.OperatorConfig, error) {
+	cfg := cep.OperatorConfig{NFA: c.nfa, Key: c.key}
 	switch in.TimeCharacteristic {
 	case "", "event_time":
 		cfg.TimeMode = cep.EventTime
@@ -102,13 +104,6 @@ func operatorConfig(in *Input, n *nfa.NFA) (cep.OperatorConfig, error) {
 		cfg.TimeMode = cep.ProcessingTime
 	default:
 		return cfg, fmt.Errorf("unknown time_characteristic %q", in.TimeCharacteristic)
-	}
-	if in.KeyBy != "" {
-		slot, ok := Schema.Slot(in.KeyBy)
-		if !ok {
-			return cfg, fmt.Errorf("key_by: unknown field %q", in.KeyBy)
-		}
-		cfg.Key = func(e *event.Event) event.Key { return event.Key(e.Field(slot).String()) }
 	}
 	less, err := parseComparator(in.EventComparator)
 	if err != nil {

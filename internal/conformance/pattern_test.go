@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 func ptr[T any](v T) *T { return &v }
 
-// TestCompilePattern covers what the Flink cases do not: nested groups with
-// a per-loop window, a gap window, throw-on-miss and malformed stages.
+// TestCompilePattern covers what the Flink cases do not, in both modes:
+// nested groups with a per-loop window, a gap window, throw-on-miss and
+// malformed stages; and the rule text of such a case.
 func TestCompilePattern(t *testing.T) {
 	one := QuantifierSpec{Kind: "one", Min: 1, Max: ptr(1)}
 	in := Input{Pattern: PatternSpec{
@@ -27,15 +29,51 @@ func TestCompilePattern(t *testing.T) {
 		},
 		WithinMs: ptr(int64(10)), WithinType: "PREVIOUS_AND_CURRENT", Skip: "skipToLast:d", SkipThrowOnMiss: true,
 	}}
-	n, err := compilePattern(&in)
+	for _, mode := range []Mode{ModeBuilder, ModeText} {
+		c, err := compileCase(&in, mode)
+		if err != nil {
+			t.Fatalf("%s: compileCase: %v", mode, err)
+		}
+		n := c.nfa
+		if got, want := n.Stages(), []string{"a", "b", "c", "d"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Stages() = %v, want %v", mode, got, want)
+		}
+		if s := n.Skip(); s.Stage != "d" || !s.ThrowOnMiss {
+			t.Errorf("%s: Skip() = %v, want skipToLast:d with throw", mode, s)
+		}
+		if w := n.Window(); w != 0 {
+			t.Errorf("%s: Window() = %d, want 0 (the window is PREVIOUS_AND_CURRENT)", mode, w)
+		}
+	}
+	src, err := CaseSource(&in)
 	if err != nil {
-		t.Fatalf("compilePattern: %v", err)
+		t.Fatal(err)
 	}
-	if got, want := n.Stages(), []string{"a", "b", "c", "d"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Stages() = %v, want %v", got, want)
-	}
-	if s := n.Skip(); s.Stage != "d" || !s.ThrowOnMiss {
-		t.Errorf("Skip() = %v, want skipToLast:d with throw", s)
+	want := `ruleset conformance
+event time ts
+schema {
+  id: int
+  name: string
+  price: float
+  ts: time
+  type: string
+  volume: float
+}
+rule case {
+  pattern {
+    begin a where name == "a"
+    followedBy (
+      begin b where len(ctx("a")) == 1
+      next c oneOrMore within 3ms consecutive
+    ) times 0..2 within 5ms
+    followedByAny d
+      within 10ms of previous
+  }
+  skip toLast d orFail
+}
+`
+	if src != want {
+		t.Errorf("CaseSource =\n%s\nwant\n%s", src, want)
 	}
 
 	for _, tt := range []struct {
@@ -52,12 +90,14 @@ func TestCompilePattern(t *testing.T) {
 		{"unknown within type", func(in *Input) { in.Pattern.WithinType = "LAST" }, `unknown within_type "LAST"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			bad := in
-			bad.Pattern.Stages = append([]StageSpec(nil), in.Pattern.Stages...)
-			tt.mutate(&bad)
-			_, err := compilePattern(&bad)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("compilePattern error = %v, want one containing %q", err, tt.want)
+			for _, mode := range []Mode{ModeBuilder, ModeText} {
+				bad := in
+				bad.Pattern.Stages = append([]StageSpec(nil), in.Pattern.Stages...)
+				tt.mutate(&bad)
+				_, err := compileCase(&bad, mode)
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("%s: compileCase error = %v, want one containing %q", mode, err, tt.want)
+				}
 			}
 		})
 	}
@@ -95,6 +135,47 @@ func TestParseComparator(t *testing.T) {
 	for _, bad := range []string{`"by arrival"`, `{"field": "colour", "order": "asc"}`, `{"field": "price", "order": "up"}`, `{"field": "price", "order": "asc", "x": 1}`} {
 		if _, err := parseComparator(json.RawMessage(bad)); err == nil {
 			t.Errorf("parseComparator(%s) succeeded", bad)
+		}
+	}
+}
+
+// TestCaseSources checks the rule text of every shared case: it is
+// canonical up to formatting (formatting it twice changes nothing more),
+// and compiles to the stages the builder gives.
+func TestCaseSources(t *testing.T) {
+	cases, err := LoadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cases {
+		in := &cases[i].Input
+		src, err := CaseSource(in)
+		if err != nil {
+			t.Errorf("%s: %v", in.ID, err)
+			continue
+		}
+		f, err := rules.ParseFile(in.ID, []byte(src))
+		if err != nil {
+			t.Errorf("%s: %v\n%s", in.ID, err, src)
+			continue
+		}
+		out := rules.Format(f)
+		f2, err := rules.ParseFile(in.ID, out)
+		if err != nil {
+			t.Errorf("%s: canonical source: %v\n%s", in.ID, err, out)
+			continue
+		}
+		if again := rules.Format(f2); string(again) != string(out) {
+			t.Errorf("%s: Format not idempotent:\n%s\nthen\n%s", in.ID, out, again)
+		}
+		text, err1 := compileCase(in, ModeText)
+		built, err2 := compileCase(in, ModeBuilder)
+		if err1 != nil || err2 != nil {
+			t.Errorf("%s: text: %v, builder: %v", in.ID, err1, err2)
+			continue
+		}
+		if !reflect.DeepEqual(text.nfa.Stages(), built.nfa.Stages()) {
+			t.Errorf("%s: stages %q through text, %q through the builder", in.ID, text.nfa.Stages(), built.nfa.Stages())
 		}
 	}
 }

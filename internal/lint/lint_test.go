@@ -43,17 +43,27 @@ var importRules = map[string]importRule{
 	"cep": {imports: []string{
 		"event", "nfa", "rules", "runtime", "runtime/state", "runtime/kafka", "enrich",
 	}},
-	"cmd/cepheus":          {imports: []string{"cep", "event", "rules", "rulesets", "internal/gen"}},
+	"cmd/cepheus": {imports: []string{
+		"cep", "event", "rules", "rulesets", "internal/gen", "internal/rulestest",
+	}},
 	"internal/gen":         {imports: []string{"event"}},
 	"internal/conformance": {imports: []string{"event", "nfa", "rules", "cep"}},
+	// The runner of the tests written in ruleset files (cepheus test).
+	"internal/rulestest": {imports: []string{"event", "nfa", "rules", "cep"}},
 	// The runner's command (make conformance) is a thin main over the
 	// runner package.
 	"internal/conformance/cmd/conformance": {imports: []string{
 		"event", "nfa", "rules", "cep", "internal/conformance",
 	}},
+	// The differential tester against Flink and its command (make
+	// diff-flink) run cases through the conformance drivers.
+	"internal/difftest": {imports: []string{"event", "nfa", "rules", "cep", "internal/conformance"}},
+	"internal/difftest/cmd/diffflink": {imports: []string{
+		"event", "nfa", "rules", "cep", "internal/conformance", "internal/difftest",
+	}},
 	"internal/lint": {},
 	"benchmarks":    {imports: []string{"cep", "event", "internal/gen", "rulesets"}},
-	"rulesets":      {tests: []string{"cep", "event", "rules"}},
+	"rulesets":      {tests: []string{"cep", "event", "rules", "internal/rulestest"}},
 }
 
 // defaultRule applies to packages of ours that importRules does not list.

@@ -11,6 +11,9 @@
 //	                ($CONFORMANCE_OUT, else build/conformance-results.json)
 //	-known-failing  list of cases known to fail, only used to mark them in
 //	                the report (<dir>/known-failing.txt when it exists)
+//	-mode           text (default): each case's pattern is written as rule
+//	                text and compiled by package rules; builder: built with
+//	                the nfa Go builder
 package main
 
 import (
@@ -52,7 +55,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	out := fs.String("out", defaultOut, "results file to write (default $CONFORMANCE_OUT when set)")
 	knownPath := fs.String("known-failing", "", "list of cases known to fail, only to mark them in the report (default <dir>/known-failing.txt when it exists)")
+	modeName := fs.String("mode", "text", "how patterns are compiled: text (rule language) or builder (nfa Go builder)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	mode, err := conformance.ParseMode(*modeName)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -79,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	results := conformance.Produce(ctx, conformance.Inputs(cases))
+	results := conformance.ProduceMode(ctx, conformance.Inputs(cases), mode)
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		return fmt.Errorf("create the directory of %s: %w", *out, err)
 	}

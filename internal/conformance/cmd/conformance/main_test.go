@@ -34,17 +34,23 @@ func writeCase(t *testing.T, expected string) string {
 }
 
 func TestRun(t *testing.T) {
-	dir := writeCase(t, "[1, 2]")
-	out := filepath.Join(t.TempDir(), "nested", "results.json")
+	for _, mode := range []string{"text", "builder"} {
+		dir := writeCase(t, "[1, 2]")
+		out := filepath.Join(t.TempDir(), "nested", "results.json")
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), []string{"-dir", dir, "-out", out, "-mode", mode}, &stdout, &stderr); err != nil {
+			t.Fatalf("%s: run: %v\nstdout:\n%s\nstderr:\n%s", mode, err, &stdout, &stderr)
+		}
+		if got, want := stdout.String(), "conformance: 1 passed, 0 failed\n"; got != want {
+			t.Errorf("%s: stdout = %q, want %q", mode, got, want)
+		}
+		if _, err := os.Stat(out); err != nil {
+			t.Errorf("%s: results file: %v", mode, err)
+		}
+	}
 	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), []string{"-dir", dir, "-out", out}, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
-	}
-	if got, want := stdout.String(), "conformance: 1 passed, 0 failed\n"; got != want {
-		t.Errorf("stdout = %q, want %q", got, want)
-	}
-	if _, err := os.Stat(out); err != nil {
-		t.Errorf("results file: %v", err)
+	if err := run(context.Background(), []string{"-mode", "both"}, &stdout, &stderr); err == nil {
+		t.Errorf("run accepted -mode both")
 	}
 }
 

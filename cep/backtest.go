@@ -1,0 +1,480 @@
+package cep
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/rules"
+	"github.com/cepheus-cep/cepheus/runtime"
+)
+
+// BacktestConfig configures [Backtest]: a ruleset replayed over a bounded
+// input with the live operator and watermark strategy (docs/decisions.md,
+// "Backtest semantics").
+type BacktestConfig struct {
+	// Ruleset is the compiled ruleset; required.
+	Ruleset *rules.Ruleset
+	// Source yields the input records (JSON lines); required. See
+	// runtime.OpenFileSource.
+	Source runtime.Source
+	// OutOfOrderness is the bound of the watermark strategy: the watermark
+	// trails the largest timestamp seen by this much. Events further
+	// behind are late. Default (0): 0 (the input is taken as ordered);
+	// negative values are an error.
+	OutOfOrderness time.Duration
+	// LabelField names a field that marks labelled (fraudulent) events, a
+	// bool (or "true"/1). Empty: no label statistics. ScenarioField names
+	// the field that says which scenario a labelled event belongs to
+	// (default "scenario" when LabelField is set).
+	LabelField    string
+	ScenarioField string
+	// Alerts receives one JSON object per alert, one per line. nil
+	// discards them (the summary still counts them).
+	Alerts io.Writer
+	// Late receives the late events as JSON lines ({"line", "time",
+	// "data"}); nil only counts them.
+	Late io.Writer
+	// DeadLetter receives the records that could not be decoded (malformed
+	// JSON, a missing time or key field); nil only counts them.
+	DeadLetter runtime.DeadLetter
+	// Progress is called every ProgressEvery records (default 100,000) and
+	// at the end, on the backtest's goroutine.
+	Progress      func(BacktestProgress)
+	ProgressEvery int64
+	// MaxPartialMatches and MaxBufferedEvents are the per-key limits
+	// (docs/decisions.md); 0, the default for backtests, means unlimited.
+	MaxPartialMatches int
+	MaxBufferedEvents int
+}
+
+// BacktestProgress is what a progress callback sees.
+type BacktestProgress struct {
+	runtime.Stats
+	Alerts int64
+}
+
+// RuleSummary is the outcome of one rule in a backtest.
+type RuleSummary struct {
+	Rule            string
+	Severity        string
+	Alerts          int64
+	TruePositives   int64 // alerts with at least one labelled event
+	FalsePositives  int64
+	LabelledCaught  int64 // distinct labelled events inside this rule's alerts
+	ConditionErrors uint64
+	Late            int64
+	Overflow        int64 // events over MaxBufferedEvents
+	Dropped         int64 // partial matches dropped over MaxPartialMatches
+}
+
+// Precision is TruePositives / Alerts (NaN-free: 0 when there are no alerts).
+func (s RuleSummary) Precision() float64 { return ratio(s.TruePositives, s.Alerts) }
+
+// ScenarioSummary is the outcome for one labelled scenario.
+type ScenarioSummary struct {
+	Scenario string
+	Labelled int64 // labelled events of the scenario
+	Caught   int64 // of them, inside at least one alert
+	// ByRule counts, per rule, the scenario's events its alerts caught.
+	ByRule map[string]int64
+}
+
+// Recall is Caught / Labelled.
+func (s ScenarioSummary) Recall() float64 { return ratio(s.Caught, s.Labelled) }
+
+// Missed is Labelled - Caught.
+func (s ScenarioSummary) Missed() int64 { return s.Labelled - s.Caught }
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// BacktestSummary is the outcome of a backtest.
+type BacktestSummary struct {
+	Ruleset        string
+	RulesetVersion string
+	runtime.Stats
+	Late      int64
+	Alerts    int64
+	Rules     []RuleSummary
+	Labelled  int64 // labelled events in the input (0 without LabelField)
+	Caught    int64 // labelled events inside at least one alert
+	Scenarios []ScenarioSummary
+}
+
+// Recall is Caught / Labelled over all scenarios.
+func (s *BacktestSummary) Recall() float64 { return ratio(s.Caught, s.Labelled) }
+
+// Backtest runs every rule of cfg.Ruleset over cfg.Source, exactly as a live
+// run would: the keyed operator in event time, a bounded-out-of-orderness
+// watermark that advances with the record timestamps, and a final watermark
+// of +infinity at the end of the input that releases every pending absence
+// match. It writes alerts, late events and dead letters as they happen and
+// returns the summary. It runs on the calling goroutine; ctx cancels it.
+func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	rs := cfg.Ruleset
+	schema, labelSlot, scenarioSlot, err := backtestSchema(rs, cfg.LabelField, cfg.ScenarioField)
+	if err != nil {
+		return nil, err
+	}
+	var required []string
+	seen := map[string]bool{}
+	for _, r := range rs.Rules {
+		for _, f := range r.KeyFields {
+			if !seen[f] {
+				seen[f] = true
+				required = append(required, f)
+			}
+		}
+	}
+	dec, err := runtime.NewDecoder(runtime.DecoderConfig{
+		Schema:     schema,
+		TimeField:  rs.TimeField,
+		TimeFields: rs.TimeFields(),
+		Required:   required,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cep: backtest: %w", err)
+	}
+	wm, err := runtime.NewWatermarkGenerator(cfg.OutOfOrderness, 1)
+	if err != nil {
+		return nil, fmt.Errorf("cep: backtest: %w", err)
+	}
+
+	bt := &backtest{cfg: cfg, rs: rs, schema: schema, labelSlot: labelSlot, scenarioSlot: scenarioSlot}
+	if cfg.Alerts != nil {
+		bt.alerts = bufio.NewWriterSize(cfg.Alerts, 1<<16)
+	}
+	if cfg.Late != nil {
+		bt.late = bufio.NewWriterSize(cfg.Late, 1<<12)
+	}
+	ops := []runtime.KeyedOperator{bt.labels()}
+	for i, r := range rs.Rules {
+		var opts []nfa.Option
+		if cfg.MaxPartialMatches > 0 {
+			opts = append(opts, nfa.WithMaxPartialMatches(cfg.MaxPartialMatches))
+		}
+		n, err := nfa.Compile(r.Pattern, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("cep: backtest: rule %s: %w", r.Name, err)
+		}
+		op, err := NewOperator(OperatorConfig{NFA: n, Key: r.Key, MaxBufferedEvents: cfg.MaxBufferedEvents})
+		if err != nil {
+			return nil, fmt.Errorf("cep: backtest: rule %s: %w", r.Name, err)
+		}
+		ro := &ruleOperator{bt: bt, rule: r, index: i, op: op}
+		bt.rules = append(bt.rules, ro)
+		ops = append(ops, ro)
+	}
+	every := cfg.ProgressEvery
+	if every <= 0 {
+		every = 100_000
+	}
+	sub, err := runtime.NewSubtask(runtime.SubtaskConfig{
+		Source:        cfg.Source,
+		Decoder:       dec,
+		Watermarks:    wm,
+		Operators:     ops,
+		DeadLetter:    cfg.DeadLetter,
+		ProgressEvery: every,
+		Progress: func(s runtime.Stats) {
+			if cfg.Progress != nil {
+				cfg.Progress(BacktestProgress{Stats: s, Alerts: bt.alertCount})
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cep: backtest: %w", err)
+	}
+	runErr := sub.Run(ctx)
+	if err := bt.flush(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		var oe *runtime.OperatorError
+		if errors.As(runErr, &oe) && oe.Operator > 0 {
+			return nil, fmt.Errorf("cep: backtest: rule %s, line %d: %w", rs.Rules[oe.Operator-1].Name, oe.Line, oe.Err)
+		}
+		return nil, fmt.Errorf("cep: backtest: %w", runErr)
+	}
+	return bt.summary(sub.Stats()), nil
+}
+
+func (c *BacktestConfig) validate() error {
+	var errs []error
+	if c.Ruleset == nil {
+		errs = append(errs, errors.New("cep: backtest: Ruleset is required"))
+	}
+	if c.Source == nil {
+		errs = append(errs, errors.New("cep: backtest: Source is required"))
+	}
+	if c.OutOfOrderness < 0 {
+		errs = append(errs, fmt.Errorf("cep: backtest: OutOfOrderness %v is negative", c.OutOfOrderness))
+	}
+	if c.MaxPartialMatches < 0 || c.MaxBufferedEvents < 0 {
+		errs = append(errs, errors.New("cep: backtest: limits must be >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// backtestSchema is the ruleset's schema plus the label and scenario fields
+// when the rules do not read them, so that the decoder keeps them.
+func backtestSchema(rs *rules.Ruleset, label, scenario string) (*event.Schema, int, int, error) {
+	if label == "" {
+		return rs.Schema, -1, -1, nil
+	}
+	if scenario == "" {
+		scenario = "scenario"
+	}
+	fields := make([]event.Field, 0, rs.Schema.Len()+2)
+	for i := range rs.Schema.Len() {
+		fields = append(fields, rs.Schema.Field(i))
+	}
+	slotOf := func(name string) int {
+		if i, ok := rs.Schema.Slot(name); ok {
+			return i
+		}
+		fields = append(fields, event.Field{Name: name})
+		return len(fields) - 1
+	}
+	ls := slotOf(label)
+	ss := slotOf(scenario)
+	s, err := event.NewSchema(fields...)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("cep: backtest: %w", err)
+	}
+	return s, ls, ss, nil
+}
+
+// backtest is the state of one run: the rule operators, the label
+// bookkeeping and the writers.
+type backtest struct {
+	cfg                     BacktestConfig
+	rs                      *rules.Ruleset
+	schema                  *event.Schema
+	labelSlot, scenarioSlot int
+	rules                   []*ruleOperator
+
+	alerts, late *bufio.Writer
+	alertCount   int64
+	lateCount    int64
+	writeErr     error
+
+	labelled  map[uint64]string  // seq of each labelled event -> its scenario
+	caught    map[uint64]bool    // labelled events inside some alert
+	caughtBy  map[caughtKey]bool // (rule, labelled event) pairs seen in alerts
+	timeSlots map[int]bool       // slots printed as RFC 3339
+	buf       []byte
+}
+
+func (bt *backtest) fail(err error) {
+	if bt.writeErr == nil && err != nil {
+		bt.writeErr = err
+	}
+}
+
+func (bt *backtest) flush() error {
+	for _, w := range []*bufio.Writer{bt.alerts, bt.late} {
+		if w != nil {
+			bt.fail(w.Flush())
+		}
+	}
+	return bt.writeErr
+}
+
+// labels returns the operator that sees every event first and records the
+// labelled ones.
+func (bt *backtest) labels() runtime.KeyedOperator { return labelOperator{bt} }
+
+type labelOperator struct{ bt *backtest }
+
+func (l labelOperator) ProcessElement(ev *event.Event, _ event.Time) error {
+	bt := l.bt
+	if bt.labelSlot < 0 || !truthy(ev.Field(bt.labelSlot)) {
+		return nil
+	}
+	if bt.labelled == nil {
+		bt.labelled = map[uint64]string{}
+		bt.caught = map[uint64]bool{}
+	}
+	sc, _ := ev.Field(bt.scenarioSlot).AsString()
+	bt.labelled[ev.Seq] = sc
+	return nil
+}
+
+func (l labelOperator) ProcessWatermark(event.Watermark) error { return l.bt.writeErr }
+
+// truthy reports whether a label value marks an event: true, a non-zero
+// number, or the strings "true"/"1"/"yes".
+func truthy(v event.Value) bool {
+	if b, ok := v.AsBool(); ok {
+		return b
+	}
+	if f, ok := v.AsFloat(); ok {
+		return f != 0
+	}
+	if s, ok := v.AsString(); ok {
+		return s == "true" || s == "1" || s == "yes"
+	}
+	return false
+}
+
+// ruleOperator hosts one rule's keyed operator in the subtask.
+type ruleOperator struct {
+	bt    *backtest
+	rule  *rules.Rule
+	index int
+	op    *Operator
+	out   Output
+
+	alerts, tp, caught, overflow int64
+}
+
+func (r *ruleOperator) ProcessElement(ev *event.Event, ts event.Time) error {
+	if err := r.op.ProcessElement(ev, ts, &r.out); err != nil {
+		return err
+	}
+	return r.drain()
+}
+
+func (r *ruleOperator) ProcessWatermark(w event.Watermark) error {
+	if err := r.op.ProcessWatermark(w, &r.out); err != nil {
+		return err
+	}
+	return r.drain()
+}
+
+func (r *ruleOperator) drain() error {
+	bt := r.bt
+	for i := range r.out.Items {
+		it := &r.out.Items[i]
+		switch it.Kind {
+		case ItemMatch:
+			r.alert(it)
+		case ItemLate:
+			// Every rule sees the same watermark, so an event late for
+			// one is late for all: report it once.
+			if r.index == 0 {
+				bt.lateCount++
+				if bt.late != nil {
+					bt.buf = appendLate(bt.buf[:0], bt, it.Event)
+					_, err := bt.late.Write(bt.buf)
+					bt.fail(err)
+				}
+			}
+		case ItemOverflow:
+			r.overflow++
+		}
+	}
+	r.out.Reset()
+	return bt.writeErr
+}
+
+func (r *ruleOperator) alert(it *Item) {
+	bt := r.bt
+	r.alerts++
+	bt.alertCount++
+	if bt.labelled != nil {
+		hit := false
+		for _, evs := range it.Match.Events {
+			for _, e := range evs {
+				if _, ok := bt.labelled[e.Seq]; ok {
+					hit = true
+					bt.caught[e.Seq] = true
+					r.markCaught(e.Seq)
+				}
+			}
+		}
+		if hit {
+			r.tp++
+		}
+	}
+	if bt.alerts == nil {
+		return
+	}
+	bt.buf = appendAlert(bt.buf[:0], bt, r.rule, it)
+	_, err := bt.alerts.Write(bt.buf)
+	bt.fail(err)
+}
+
+// markCaught counts the labelled events this rule caught, each once.
+func (r *ruleOperator) markCaught(seq uint64) {
+	if r.bt.caughtBy == nil {
+		r.bt.caughtBy = map[caughtKey]bool{}
+	}
+	k := caughtKey{rule: r.index, seq: seq}
+	if !r.bt.caughtBy[k] {
+		r.bt.caughtBy[k] = true
+		r.caught++
+	}
+}
+
+type caughtKey struct {
+	rule int
+	seq  uint64
+}
+
+func (bt *backtest) summary(st runtime.Stats) *BacktestSummary {
+	s := &BacktestSummary{
+		Ruleset:        bt.rs.Name,
+		RulesetVersion: bt.rs.Hash,
+		Stats:          st,
+		Late:           bt.lateCount,
+		Alerts:         bt.alertCount,
+		Labelled:       int64(len(bt.labelled)),
+		Caught:         int64(len(bt.caught)),
+	}
+	for _, r := range bt.rules {
+		opStats := r.op.Stats()
+		s.Rules = append(s.Rules, RuleSummary{
+			Rule:            r.rule.Name,
+			Severity:        r.rule.Severity.String(),
+			Alerts:          r.alerts,
+			TruePositives:   r.tp,
+			FalsePositives:  r.alerts - r.tp,
+			LabelledCaught:  r.caught,
+			ConditionErrors: r.rule.ConditionErrors(),
+			Late:            int64(opStats.Late),
+			Overflow:        r.overflow,
+			Dropped:         int64(opStats.DroppedPartialMatches),
+		})
+	}
+	if bt.labelled == nil {
+		return s
+	}
+	byScenario := map[string]*ScenarioSummary{}
+	var order []string
+	for seq, sc := range bt.labelled {
+		ss := byScenario[sc]
+		if ss == nil {
+			ss = &ScenarioSummary{Scenario: sc, ByRule: map[string]int64{}}
+			byScenario[sc] = ss
+			order = append(order, sc)
+		}
+		ss.Labelled++
+		if bt.caught[seq] {
+			ss.Caught++
+		}
+	}
+	for k := range bt.caughtBy {
+		sc := bt.labelled[k.seq]
+		byScenario[sc].ByRule[bt.rules[k.rule].rule.Name]++
+	}
+	sortStrings(order)
+	for _, sc := range order {
+		s.Scenarios = append(s.Scenarios, *byScenario[sc])
+	}
+	return s
+}

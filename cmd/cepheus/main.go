@@ -1,0 +1,175 @@
+// Command cepheus is the command-line tool of Cepheus. Today it works on
+// ruleset files (*.cep, the rule language of docs/rules.md):
+//
+//	cepheus check [files or directories]   report every error, with file:line:col and a caret
+//	cepheus fmt [-w] [-d] [files]          print (or rewrite, or diff) the canonical source
+//	cepheus test [-run regexp] [-v] [files or directories]
+//	                                       run the tests written inside ruleset files
+//	cepheus version                        print the version
+//	cepheus help [command]                 explain a command
+//
+// A directory stands for the *.cep files directly in it. Exit status: 0
+// when all is well, 1 when errors were found (or a test failed), 2 for a
+// usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// errFound is returned when a command found errors (or failing tests) and
+// has already reported them: exit status 1.
+var errFound = errors.New("errors found")
+
+// usageError is a command line the tool does not understand: exit status
+// 2, with the message and a pointer to the help.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// exitCode maps the error of run to an exit status, printing what was not
+// printed yet.
+func exitCode(err error, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.Is(err, errFound):
+		return 1
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "cepheus: %s\nRun 'cepheus help' for usage.\n", ue.msg)
+		return 2
+	}
+	fmt.Fprintf(stderr, "cepheus: %v\n", err)
+	return 1
+}
+
+// command is a subcommand.
+type command struct {
+	name  string
+	usage string // the synopsis line
+	help  string // what it does, for -h and help
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []*command {
+	return []*command{checkCommand, fmtCommand, testCommand, versionCommand}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// run runs the command line args (without the program name).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		printUsage(stderr)
+		return &usageError{msg: "no command given"}
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return runHelp(rest, stdout)
+	}
+	c := lookup(name)
+	if c == nil {
+		return usagef("unknown command %q", name)
+	}
+	return c.run(ctx, rest, stdout, stderr)
+}
+
+func printUsage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("Cepheus is a complex event processing engine with Flink CEP semantics.\n\nUsage:\n\n")
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "\t%s\n", c.usage)
+	}
+	b.WriteString("\tcepheus help [command]\n\n")
+	b.WriteString("Ruleset files (*.cep) are described in docs/rules.md. A directory stands for\n")
+	b.WriteString("the *.cep files directly in it. Exit status: 0 when all is well, 1 when errors\n")
+	b.WriteString("were found or a test failed, 2 for a usage error.\n")
+	io.WriteString(w, b.String())
+}
+
+func runHelp(args []string, stdout io.Writer) error {
+	switch len(args) {
+	case 0:
+		printUsage(stdout)
+		return nil
+	case 1:
+		c := lookup(args[0])
+		if c == nil {
+			return usagef("unknown command %q", args[0])
+		}
+		fmt.Fprintf(stdout, "usage: %s\n\n%s", c.usage, c.help)
+		return nil
+	}
+	return usagef("help takes at most one command")
+}
+
+var versionCommand = &command{
+	name:  "version",
+	usage: "cepheus version",
+	help:  "Version prints the version of cepheus: the module version and, when built\nfrom a repository, the commit.\n",
+}
+
+func init() { versionCommand.run = runVersion }
+
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(versionCommand, stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("version takes no arguments")
+	}
+	_, err := fmt.Fprintln(stdout, "cepheus", version())
+	return err
+}
+
+// version returns the module version and the VCS revision, if known.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := info.Main.Version
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += " " + rev + modified
+	}
+	return v
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cepheus runs the command line and returns its exit status and outputs.
+func cepheus(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, &out, &errOut)
+	code = exitCode(err, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const goodSrc = `ruleset good
+event time ts
+rule r {
+  key k
+  pattern {
+    begin a where name == "a"
+    followedBy b where name == "b"
+  }
+}
+test "finds a then b" {
+  events {
+    {"ts": 1, "k": "x", "name": "a"}
+    {"ts": 2, "k": "x", "name": "b"}
+  }
+  expect {
+    r key "x" { a: [1], b: [2] }
+  }
+}
+`
+
+const badSrc = `ruleset bad
+event time ts
+rule r {
+  severity urgent
+  pattern {
+    begin a where name ==
+  }
+}
+`
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good.cep", goodSrc)
+	code, out, errOut := cepheus(t, "check", good)
+	if code != 0 || out != "" || errOut != "" {
+		t.Errorf("check good: %d, %q, %q; want 0 and no output", code, out, errOut)
+	}
+	writeFile(t, dir, "bad.cep", badSrc)
+	writeFile(t, dir, "notes.txt", "not a ruleset")
+	code, out, _ = cepheus(t, "check", dir)
+	if code != 1 {
+		t.Errorf("check dir: exit %d, want 1", code)
+	}
+	bad := filepath.Join(dir, "bad.cep")
+	for _, want := range []string{
+		bad + ":4:12: unknown severity urgent",
+		"      severity urgent\n               ^\n",
+		bad + ":6:", // in the condition
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output does not contain %q:\n%s", want, out)
+		}
+	}
+	_, out, _ = cepheus(t, "check", "-q", bad)
+	if strings.Contains(out, "^") || strings.Count(out, "\n") != 2 {
+		t.Errorf("check -q printed snippets or not two lines:\n%s", out)
+	}
+	if code, _, errOut := cepheus(t, "check"); code != 2 || !strings.Contains(errOut, "no files given") {
+		t.Errorf("check without files: %d, %q; want 2", code, errOut)
+	}
+	if code, _, errOut := cepheus(t, "check", filepath.Join(dir, "missing.cep")); code != 1 || !strings.Contains(errOut, "missing.cep") {
+		t.Errorf("check of a missing file: %d, %q; want 1", code, errOut)
+	}
+}
+
+func TestExamplesAreClean(t *testing.T) {
+	if code, out, errOut := cepheus(t, "check", "../../rulesets"); code != 0 {
+		t.Errorf("check rulesets: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := cepheus(t, "fmt", "-d", "../../rulesets"); code != 0 || out != "" {
+		t.Errorf("fmt -d rulesets: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := cepheus(t, "test", "../../rulesets"); code != 0 || !strings.HasPrefix(out, "ok\t") {
+		t.Errorf("test rulesets: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+func TestFmt(t *testing.T) {
+	dir := t.TempDir()
+	messy := "ruleset   m\n\n\n  event time ts # time\nrule r {\n pattern {\n begin a oneOrMore within 120s greedy\n }\n severity low\n}\n"
+	want := "ruleset m\n\nevent time ts # time\nrule r {\n  severity low\n  pattern {\n    begin a oneOrMore within 2m greedy\n  }\n}\n"
+	p := writeFile(t, dir, "m.cep", messy)
+	code, out, _ := cepheus(t, "fmt", p)
+	if code != 0 || out != want {
+		t.Errorf("fmt: exit %d\n%s\nwant\n%s", code, out, want)
+	}
+	code, out, _ = cepheus(t, "fmt", "-d", p)
+	if code != 0 || !strings.Contains(out, "--- "+p+"\n+++ "+p+" (formatted)\n") || !strings.Contains(out, "-  event time ts # time\n+event time ts # time\n") {
+		t.Errorf("fmt -d: exit %d\n%s", code, out)
+	}
+	if b, _ := os.ReadFile(p); string(b) != messy {
+		t.Errorf("fmt -d changed the file")
+	}
+	if code, out, _ := cepheus(t, "fmt", "-w", p); code != 0 || out != "" {
+		t.Errorf("fmt -w: exit %d, output %q", code, out)
+	}
+	if b, _ := os.ReadFile(p); string(b) != want {
+		t.Errorf("fmt -w wrote\n%s\nwant\n%s", b, want)
+	}
+	if code, out, _ := cepheus(t, "fmt", "-d", p); code != 0 || out != "" {
+		t.Errorf("fmt -d of a canonical file: exit %d, output %q", code, out)
+	}
+	bad := writeFile(t, dir, "bad.cep", "ruleset b\nrule r {\n  pattern {\n    begin (\n")
+	code, out, _ = cepheus(t, "fmt", bad)
+	if code != 1 || !strings.Contains(out, bad+":4:11: the group is not closed") {
+		t.Errorf("fmt of a bad file: exit %d\n%s", code, out)
+	}
+	if code, _, _ := cepheus(t, "fmt", "-w"); code != 2 {
+		t.Errorf("fmt -w without files: exit %d, want 2", code)
+	}
+}
+
+func TestTest(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good.cep", goodSrc)
+	code, out, _ := cepheus(t, "test", "-v", good)
+	if code != 0 || !strings.Contains(out, `--- PASS: `+good+`:10:1: "finds a then b"`) || !strings.Contains(out, "ok\t"+good+"\t1 tests\n") {
+		t.Errorf("test -v: exit %d\n%s", code, out)
+	}
+	failing := writeFile(t, dir, "failing.cep", strings.Replace(goodSrc, `r key "x"`, `r key "y"`, 1)+`test "other" {
+  expect none
+}
+`)
+	code, out, _ = cepheus(t, "test", failing)
+	for _, want := range []string{
+		`--- FAIL: ` + failing + `:10:1: "finds a then b"`,
+		"    missing (expected, not produced):\n      r key \"y\" { a: [1], b: [2] }\n",
+		"FAIL\t" + failing + "\t1 of 2 tests failed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("test output does not contain %q:\n%s", want, out)
+		}
+	}
+	if code != 1 {
+		t.Errorf("test of a failing file: exit %d, want 1", code)
+	}
+	if code, out, _ := cepheus(t, "test", "-run", "^other$", failing); code != 0 || !strings.Contains(out, "ok\t"+failing+"\t1 tests") {
+		t.Errorf("test -run: exit %d\n%s", code, out)
+	}
+	if code, out, _ := cepheus(t, "test", "-run", "nothing", failing); code != 0 || !strings.Contains(out, "[no tests to run]") {
+		t.Errorf("test -run with no test: exit %d\n%s", code, out)
+	}
+	bad := writeFile(t, dir, "bad.cep", badSrc)
+	if code, out, _ := cepheus(t, "test", bad); code != 1 || !strings.Contains(out, "FAIL\t"+bad+"\t(does not compile)") {
+		t.Errorf("test of a bad file: exit %d\n%s", code, out)
+	}
+	if code, _, _ := cepheus(t, "test", "-run", "(", good); code != 2 {
+		t.Errorf("test -run with a bad regexp: exit %d, want 2", code)
+	}
+}
+
+func TestHelpAndUsage(t *testing.T) {
+	code, out, _ := cepheus(t, "help")
+	if code != 0 || !strings.Contains(out, "cepheus check [-q] files or directories...") {
+		t.Errorf("help: exit %d\n%s", code, out)
+	}
+	for _, name := range []string{"check", "fmt", "test", "version"} {
+		code, out, _ := cepheus(t, "help", name)
+		if code != 0 || !strings.HasPrefix(out, "usage: cepheus "+name) {
+			t.Errorf("help %s: exit %d\n%s", name, code, out)
+		}
+		code, _, errOut := cepheus(t, name, "-h")
+		if code != 0 || !strings.HasPrefix(errOut, "usage: cepheus "+name) {
+			t.Errorf("%s -h: exit %d\n%s", name, code, errOut)
+		}
+	}
+	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}, {"check", "-x", "f"}, {"version", "extra"}} {
+		code, _, errOut := cepheus(t, args...)
+		if code != 2 || !strings.Contains(errOut, "Run 'cepheus help' for usage.") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a pointer to help", args, code, errOut)
+		}
+	}
+	code, out, _ = cepheus(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "cepheus ") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+	if code := exitCode(errors.New("boom"), &bytes.Buffer{}); code != 1 {
+		t.Errorf("exitCode(other error) = %d, want 1", code)
+	}
+}
+
+func TestUnifiedDiff(t *testing.T) {
+	a := "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"
+	b := "1\n2\nthree\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n"
+	want := `--- f
++++ f (formatted)
+@@ -1,6 +1,6 @@
+ 1
+ 2
+-3
++three
+ 4
+ 5
+ 6
+@@ -10,3 +10,4 @@
+ 10
+ 11
+ 12
++13
+`
+	if got := unifiedDiff("f", a, b); got != want {
+		t.Errorf("unifiedDiff =\n%s\nwant\n%s", got, want)
+	}
+	if got := unifiedDiff("f", a, a); got != "" {
+		t.Errorf("unifiedDiff of equal texts = %q", got)
+	}
+	if got := unifiedDiff("f", "a", "b\n"); got != "--- f\n+++ f (formatted)\n@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+b\n" {
+		t.Errorf("unifiedDiff without final newline =\n%s", got)
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/cepheus-cep/cepheus/internal/rulestest"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+var testCommand = &command{
+	name:  "test",
+	usage: "cepheus test [-run regexp] [-v] files or directories...",
+	help: `Test runs the tests written inside ruleset files (test "name" { ... }
+blocks; see docs/rules.md). Each test's events go through the keyed CEP
+operator, one per rule, in event time, followed by a final watermark that
+releases everything (a backtest over a bounded input). The matches that
+come out are compared with the test's expect block as a multiset of
+(rule, key, events of each stage); on a mismatch, the missing and
+unexpected matches are printed in the notation of an expect line.
+
+A file that does not compile is reported as check would report it. Test
+prints a line per file (ok or FAIL, with the number of tests) and exits
+with status 1 when a file does not compile or a test fails.
+`,
+}
+
+func init() { testCommand.run = runTest }
+
+func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(testCommand, stderr)
+	runRx := fs.String("run", "", "run only the tests whose name matches this regular expression")
+	verbose := fs.Bool("v", false, "print every test, also those that pass")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usagef("test: no files given")
+	}
+	var filter *regexp.Regexp
+	if *runRx != "" {
+		rx, err := regexp.Compile(*runRx)
+		if err != nil {
+			return usagef("test: -run: %v", err)
+		}
+		filter = rx
+	}
+	files, err := rulesetFiles(fs.Args())
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, name := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ok, err := testFile(name, filter, *verbose, stdout)
+		if err != nil {
+			return err
+		}
+		found = found || !ok
+	}
+	if found {
+		return errFound
+	}
+	return nil
+}
+
+// testFile runs the tests of one file and reports whether all passed.
+func testFile(name string, filter *regexp.Regexp, verbose bool, stdout io.Writer) (bool, error) {
+	src, err := os.ReadFile(name)
+	if err != nil {
+		return false, err
+	}
+	rs, err := rules.Load(name, src)
+	if err != nil {
+		if err := printErrors(stdout, err, true); err != nil {
+			return false, err
+		}
+		fmt.Fprintf(stdout, "FAIL\t%s\t(does not compile)\n", name)
+		return false, nil
+	}
+	var b strings.Builder
+	ran, failed := 0, 0
+	for _, t := range rs.Tests {
+		if filter != nil && !filter.MatchString(t.Name) {
+			continue
+		}
+		ran++
+		r := rulestest.Run(t)
+		if r.Pass() {
+			if verbose {
+				fmt.Fprintf(&b, "--- PASS: %s: %q\n", t.Pos, t.Name)
+			}
+			continue
+		}
+		failed++
+		fmt.Fprintf(&b, "--- FAIL: %s: %q\n", t.Pos, t.Name)
+		for line := range strings.Lines(r.Diff()) {
+			b.WriteString("    " + line)
+		}
+	}
+	switch {
+	case ran == 0:
+		fmt.Fprintf(&b, "?\t%s\t[no tests to run]\n", name)
+	case failed > 0:
+		fmt.Fprintf(&b, "FAIL\t%s\t%d of %d tests failed\n", name, failed, ran)
+	default:
+		fmt.Fprintf(&b, "ok\t%s\t%d tests\n", name, ran)
+	}
+	_, err = io.WriteString(stdout, b.String())
+	return failed == 0, err
+}

@@ -1,0 +1,389 @@
+package difftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/internal/conformance"
+)
+
+// Options configure a differential run.
+type Options struct {
+	// N is the number of cases to generate; Seed the seed of the run.
+	N    int
+	Seed uint64
+	// Jar is the Flink runner's jar (see [FindJar]).
+	Jar string
+	// Out is the directory of the minimal reproducing cases, one
+	// <case id>.json per unexplained disagreement. Created when needed.
+	Out string
+	// Keep, when set, is a directory to write the agreed cases to, with
+	// Flink's results: a regression corpus ([WriteCorpus]).
+	Keep string
+	// Work is a scratch directory for case and results files; a temporary
+	// directory (removed afterwards) when empty.
+	Work string
+	// Cases, when set, are run instead of N generated cases (for example
+	// minimal cases written by an earlier run).
+	Cases []conformance.Input
+	// NoShrink writes the unexplained disagreements as they are.
+	NoShrink bool
+	// Worker, when set, is an executable that serves as a Cepheus worker
+	// ([CepheusWorker], [MaybeServeWorker]): Cepheus then runs in child
+	// processes, and a case that crashes it is reported instead of ending
+	// the run. Empty runs Cepheus in this process.
+	Worker string
+	// Progress receives progress lines; nil discards them.
+	Progress io.Writer
+	// CaseTimeout bounds one case on either engine (default 10s).
+	CaseTimeout time.Duration
+	// ShrinkRounds bounds the delta-debugging rounds (default 60); each
+	// round runs Flink once on the candidates of every disagreement.
+	ShrinkRounds int
+	// MaxShrink bounds the number of disagreements shrunk (default 8): one
+	// per kind (see kindOf) first, in case id order. The others are written
+	// as generated, their notes naming the shrunk case of their kind.
+	MaxShrink int
+}
+
+// Summary is the outcome of a run.
+type Summary struct {
+	Agreed, Explained, Unexplained int
+	// ByExplanation counts the explained disagreements by explanation id.
+	ByExplanation map[string]int
+	// BothFailed counts the agreed cases where both engines reported an
+	// error (a pattern both reject, a throw-on-miss skip that both throw).
+	BothFailed int
+	// Findings are the unexplained disagreements, each shrunk to a minimal
+	// case, in case id order.
+	Findings []Finding
+}
+
+// Line is the summary line: "diff-flink: A agreed, E explained, U
+// unexplained".
+func (s *Summary) Line() string {
+	return fmt.Sprintf("diff-flink: %d agreed, %d explained, %d unexplained", s.Agreed, s.Explained, s.Unexplained)
+}
+
+// Finding is one unexplained disagreement.
+type Finding struct {
+	// Original is the generated case; Minimal the shrunk case, which still
+	// disagrees in the same aspect.
+	Original, Minimal conformance.Input
+	// Diffs are the differences of the original case; MinimalDiffs those of
+	// the minimal one.
+	Diffs, MinimalDiffs []Diff
+	// Flink is Flink's result on the minimal case; Cepheus Cepheus's.
+	Flink, Cepheus *conformance.Result
+	// Path is the minimal case file written.
+	Path string
+	// Shrunk is set when Minimal went through shrinking.
+	Shrunk bool
+	// SameKindAs names the finding of the same kind that was shrunk when
+	// this one was not (Options.MaxShrink).
+	SameKindAs string
+}
+
+// Run generates opt.N cases from opt.Seed, runs them through Flink and
+// Cepheus, compares the results, shrinks every unexplained disagreement to
+// a minimal case written under opt.Out, and returns the counts.
+func Run(ctx context.Context, opt Options) (*Summary, error) {
+	d, err := newDriver(opt)
+	if err != nil {
+		return nil, err
+	}
+	defer d.cleanup()
+
+	start := time.Now()
+	inputs := opt.Cases
+	if inputs == nil && opt.N < 1 {
+		return nil, fmt.Errorf("difftest: no cases to run")
+	}
+	if inputs == nil {
+		inputs = make([]conformance.Input, opt.N)
+		for i := range inputs {
+			inputs[i] = Generate(opt.Seed, i)
+		}
+		d.progressf("generated %d cases (seed %d) in %.1fs", opt.N, opt.Seed, time.Since(start).Seconds())
+	}
+
+	start = time.Now()
+	flink, cepheus, err := d.evaluate(ctx, "run", inputs)
+	if err != nil {
+		return nil, err
+	}
+	d.progressf("ran %d cases through Flink and Cepheus in %.1fs", len(inputs), time.Since(start).Seconds())
+
+	sum := &Summary{ByExplanation: map[string]int{}}
+	var agreed []conformance.Input
+	var disagreed []Finding
+	for i := range inputs {
+		in := &inputs[i]
+		f, c := flink.Cases[in.ID], cepheus.Cases[in.ID]
+		if f == nil {
+			return nil, fmt.Errorf("difftest: the Flink runner wrote no result for %s", in.ID)
+		}
+		diffs := Compare(f, c)
+		switch {
+		case len(diffs) == 0:
+			sum.Agreed++
+			if f.Error != nil {
+				sum.BothFailed++
+			}
+			agreed = append(agreed, *in)
+		case Explain(in, f, c) != nil:
+			id := Explain(in, f, c).ID
+			sum.Explained++
+			sum.ByExplanation[id]++
+			d.progressf("%s: explained by %s: %s", in.ID, id, diffSummary(diffs))
+		default:
+			sum.Unexplained++
+			disagreed = append(disagreed, Finding{Original: *in, Diffs: diffs, Flink: f, Cepheus: c})
+			d.progressf("%s: unexplained: %s", in.ID, diffSummary(diffs))
+		}
+	}
+	if opt.Keep != "" {
+		if err := WriteCorpus(opt.Keep, agreed, flink); err != nil {
+			return nil, err
+		}
+		d.progressf("kept %d agreed cases in %s", len(agreed), opt.Keep)
+	}
+	if len(disagreed) > 0 {
+		start = time.Now()
+		for i := range disagreed {
+			f := &disagreed[i]
+			f.Minimal, f.MinimalDiffs = f.Original, f.Diffs
+		}
+		if !opt.NoShrink {
+			pick := d.pickShrink(disagreed)
+			sub := make([]Finding, len(pick))
+			for j, i := range pick {
+				sub[j] = disagreed[i]
+			}
+			if err := d.shrink(ctx, sub); err != nil {
+				return nil, err
+			}
+			for j, i := range pick {
+				disagreed[i] = sub[j]
+			}
+		}
+		d.progressf("shrank %d disagreements in %.1fs", len(disagreed), time.Since(start).Seconds())
+		for i := range disagreed {
+			if err := writeFinding(opt.Out, &disagreed[i]); err != nil {
+				return nil, err
+			}
+			d.progressf("%s: minimal case %s: %s", disagreed[i].Original.ID, disagreed[i].Path, diffSummary(disagreed[i].MinimalDiffs))
+		}
+	}
+	sum.Findings = disagreed
+	return sum, nil
+}
+
+func diffSummary(diffs []Diff) string {
+	parts := make([]string, len(diffs))
+	for i, d := range diffs {
+		parts[i] = d.String()
+	}
+	s := strings.Join(parts, " | ")
+	if len(s) > 400 {
+		s = s[:400] + "..."
+	}
+	return s
+}
+
+// driver runs batches of cases through both engines.
+type driver struct {
+	opt     Options
+	work    string
+	tmp     bool
+	batches int
+}
+
+func newDriver(opt Options) (*driver, error) {
+	if opt.CaseTimeout <= 0 {
+		opt.CaseTimeout = 10 * time.Second
+	}
+	if opt.ShrinkRounds <= 0 {
+		opt.ShrinkRounds = 60
+	}
+	if opt.MaxShrink <= 0 {
+		opt.MaxShrink = 8
+	}
+	if opt.Out == "" {
+		opt.Out = filepath.Join("build", "diff-flink")
+	}
+	d := &driver{opt: opt, work: opt.Work}
+	if d.work == "" {
+		dir, err := os.MkdirTemp("", "diff-flink-")
+		if err != nil {
+			return nil, fmt.Errorf("difftest: %w", err)
+		}
+		d.work, d.tmp = dir, true
+	} else if err := os.MkdirAll(d.work, 0o755); err != nil {
+		return nil, fmt.Errorf("difftest: %w", err)
+	}
+	return d, nil
+}
+
+func (d *driver) cleanup() {
+	if d.tmp {
+		os.RemoveAll(d.work)
+	}
+}
+
+func (d *driver) progressf(format string, args ...any) {
+	if d.opt.Progress != nil {
+		fmt.Fprintf(d.opt.Progress, "diff-flink: "+format+"\n", args...)
+	}
+}
+
+// batchSize is the number of cases per case file.
+const batchSize = 500
+
+// evaluate runs inputs through Flink (one JVM) and Cepheus, at the same
+// time, and returns both results. name names the batch's directory.
+func (d *driver) evaluate(ctx context.Context, name string, inputs []conformance.Input) (flink, cepheus *conformance.Results, err error) {
+	return d.evaluateWith(ctx, name, inputs, d.opt.CaseTimeout)
+}
+
+// evaluateWith is evaluate with another per-case timeout.
+func (d *driver) evaluateWith(ctx context.Context, name string, inputs []conformance.Input, caseTimeout time.Duration) (flink, cepheus *conformance.Results, err error) {
+	d.batches++
+	dir := filepath.Join(d.work, fmt.Sprintf("%03d-%s", d.batches, name))
+	for i := 0; i < len(inputs); i += batchSize {
+		chunk := inputs[i:min(i+batchSize, len(inputs))]
+		fcs := make([]FileCase, len(chunk))
+		for j := range chunk {
+			fcs[j] = FileCase{Input: chunk[j], Source: caseSource}
+		}
+		path := filepath.Join(dir, fmt.Sprintf("cases-%04d.json", i/batchSize))
+		if err := WriteCaseFile(path, "generated by internal/difftest", fcs, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	var wg sync.WaitGroup
+	var ferr error
+	wg.Go(func() {
+		flink, ferr = Flink(ctx, d.opt.Jar, dir, caseTimeout, filepath.Join(d.work, "flink.log"))
+	})
+	var cerr error
+	if d.opt.Worker != "" {
+		cepheus, cerr = CepheusWorker(ctx, d.opt.Worker, dir, inputs, caseTimeout)
+	} else {
+		cepheus, cerr = Cepheus(ctx, inputs, caseTimeout)
+	}
+	wg.Wait()
+	if err := errors.Join(ferr, cerr); err != nil {
+		return nil, nil, err
+	}
+	return flink, cepheus, nil
+}
+
+// pickShrink chooses the findings to shrink: the first of each kind, then
+// more in id order, up to MaxShrink. The others get a note naming the
+// shrunk finding of their kind.
+func (d *driver) pickShrink(fs []Finding) []int {
+	var pick []int
+	first := map[string]int{}
+	for i := range fs {
+		k := kindOf(&fs[i])
+		if _, ok := first[k]; !ok && len(pick) < d.opt.MaxShrink {
+			first[k] = i
+			pick = append(pick, i)
+		}
+	}
+	for i := range fs {
+		if len(pick) >= d.opt.MaxShrink {
+			break
+		}
+		if !slices.Contains(pick, i) {
+			pick = append(pick, i)
+		}
+	}
+	for i := range fs {
+		if !slices.Contains(pick, i) {
+			if j, ok := first[kindOf(&fs[i])]; ok {
+				fs[i].SameKindAs = fs[j].Original.ID
+			}
+		}
+	}
+	slices.Sort(pick)
+	return pick
+}
+
+// kindOf is a rough classification of a disagreement, to spread shrinking
+// over different problems: the driver, the time characteristic, whether
+// the case restores a snapshot, and the aspects that differ.
+func kindOf(f *Finding) string {
+	in := &f.Original
+	k := in.Driver + "/" + in.TimeCharacteristic
+	if slices.ContainsFunc(in.OperatorSteps, func(s conformance.Step) bool { return s.SnapshotRestore != nil }) {
+		k += "/restore"
+	}
+	for _, df := range f.Diffs {
+		k += "/" + df.Aspect
+	}
+	return k
+}
+
+// writeFinding writes the minimal case of f to dir/<id>.json, with notes
+// saying what differs and Flink's result as its expectation.
+func writeFinding(dir string, f *Finding) error {
+	fc := FileCase{Input: f.Minimal, Source: caseSource}
+	fc.ID = f.Original.ID
+	var notes []string
+	if f.SameKindAs != "" {
+		notes = append(notes, fmt.Sprintf("The generated case %s, not shrunk: it disagrees like %s, which was.", f.Original.ID, f.SameKindAs))
+	} else if f.Shrunk {
+		notes = append(notes, fmt.Sprintf("Minimal reproducing case of the generated case %s (make diff-flink): Flink and Cepheus disagree.", f.Original.ID))
+	} else {
+		notes = append(notes, fmt.Sprintf("The case %s, not shrunk: Flink and Cepheus disagree.", f.Original.ID))
+	}
+	for _, df := range f.MinimalDiffs {
+		notes = append(notes, df.String())
+	}
+	notes = append(notes, "The expected_* fields are what Flink 2.3.0 produced.")
+	fc.Notes = strings.Join(notes, "\n")
+	setExpectations(&fc, f.Flink)
+	f.Path = filepath.Join(dir, fc.ID+".json")
+	return WriteCaseFile(f.Path, "a minimal case on which Cepheus and Flink CEP disagree (internal/difftest)", []FileCase{fc}, true)
+}
+
+// setExpectations records Flink's result r as the case's expectations in
+// the conformance format.
+func setExpectations(fc *FileCase, r *conformance.Result) {
+	if r.Error != nil {
+		fc.CompareMode = conformance.ModeExpectsError
+		fc.ExpectedError = *r.Error
+		return
+	}
+	if fc.Driver == conformance.DriverOperator {
+		fc.CompareMode = conformance.ModeOrdered
+		fc.ExpectedOutput = []conformance.ExpectedItem{}
+		for _, it := range r.Output {
+			fc.ExpectedOutput = append(fc.ExpectedOutput, conformance.ExpectedItem{Watermark: it.Watermark, MatchSeq: it.Match})
+		}
+		fc.ExpectedLateSeq = r.Late
+	} else {
+		fc.CompareMode = conformance.ModeMultiset
+	}
+	fc.ExpectedMatchesSeq = [][]uint64{}
+	for _, m := range r.Matches {
+		fc.ExpectedMatchesSeq = append(fc.ExpectedMatchesSeq, m.Stages.Flat())
+	}
+	if fc.TimeoutHandling {
+		fc.ExpectedTimeoutsSeq = [][]uint64{}
+		for _, t := range r.Timeouts {
+			fc.ExpectedTimeoutsSeq = append(fc.ExpectedTimeoutsSeq, t.Stages.Flat())
+			fc.ExpectedTimeoutTimes = append(fc.ExpectedTimeoutTimes, t.Timestamp)
+		}
+	}
+}

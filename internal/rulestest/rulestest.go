@@ -1,0 +1,203 @@
+// Package rulestest runs the tests written inside ruleset files (`test`
+// blocks; see docs/rules.md): each test's events go through the keyed CEP
+// operator of package cep, one operator per rule, as a backtest does, and
+// the matches that come out are compared with the test's expectation.
+//
+// # Semantics
+//
+// A test is a bounded input: every event is given to the operator in file
+// order with its event time, then one final watermark of [event.MaxTime]
+// releases everything (docs/decisions.md, "Backtest semantics"). Each
+// key's events therefore reach the NFA in timestamp order, ties in file
+// order. Matches are compared as a multiset of (rule, key values, events of
+// each stage); their order does not matter. Timed-out partial matches are
+// not compared.
+//
+// # Imports
+//
+// Package rulestest imports event, nfa, rules and cep.
+package rulestest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+// Result is the outcome of one test.
+type Result struct {
+	Test *rules.Test
+	// Err is set when a rule could not be run to the end (for example a
+	// skip strategy with orFail that missed); the test then fails.
+	Err error
+	// Got are the matches produced, Want those expected, each in the
+	// notation of an expect line, sorted.
+	Got, Want []string
+	// Missing are expected matches not produced; Unexpected produced
+	// matches not expected (with repeats, as multisets).
+	Missing, Unexpected []string
+}
+
+// Pass reports whether the test passed.
+func (r *Result) Pass() bool {
+	return r.Err == nil && len(r.Missing) == 0 && len(r.Unexpected) == 0
+}
+
+// Diff describes a failure: the run error, or the missing and unexpected
+// matches and everything that was produced. It is "" for a pass.
+func (r *Result) Diff() string {
+	if r.Pass() {
+		return ""
+	}
+	var b strings.Builder
+	if r.Err != nil {
+		fmt.Fprintf(&b, "run failed: %v\n", r.Err)
+	}
+	list := func(title string, ms []string) {
+		if len(ms) == 0 {
+			return
+		}
+		b.WriteString(title + ":\n")
+		for _, m := range ms {
+			b.WriteString("  " + m + "\n")
+		}
+	}
+	list("missing (expected, not produced)", r.Missing)
+	list("unexpected (produced, not expected)", r.Unexpected)
+	if len(r.Got) == 0 {
+		b.WriteString("produced: none\n")
+	} else {
+		list("produced", r.Got)
+	}
+	return b.String()
+}
+
+// RunAll runs every test of rs, in file order.
+func RunAll(rs *rules.Ruleset) []*Result {
+	out := make([]*Result, len(rs.Tests))
+	for i, t := range rs.Tests {
+		out[i] = Run(t)
+	}
+	return out
+}
+
+// Run runs one test.
+func Run(t *rules.Test) *Result {
+	r := &Result{Test: t}
+	for _, x := range t.Expect {
+		r.Want = append(r.Want, expectedString(&x))
+	}
+	// The emit fields a test compares, by rule (all expected matches of a
+	// rule give the same ones).
+	emits := map[*rules.Rule][]string{}
+	for _, x := range t.Expect {
+		if _, ok := emits[x.Rule]; !ok {
+			for _, e := range x.Emits {
+				emits[x.Rule] = append(emits[x.Rule], e.Name)
+			}
+		}
+	}
+	for _, rule := range t.Rules {
+		got, err := runRule(rule, t.Events, emits[rule])
+		r.Got = append(r.Got, got...)
+		if err != nil && r.Err == nil {
+			r.Err = fmt.Errorf("rule %s: %w", rule.Name, err)
+		}
+	}
+	slices.Sort(r.Got)
+	slices.Sort(r.Want)
+	r.Missing = surplus(r.Want, r.Got)
+	r.Unexpected = surplus(r.Got, r.Want)
+	return r
+}
+
+// runRule runs the events through one operator for rule and returns its
+// matches, with the values of the emit fields named in emits.
+func runRule(rule *rules.Rule, events []*event.Event, emits []string) ([]string, error) {
+	if rule.NFA == nil {
+		return nil, fmt.Errorf("not compiled")
+	}
+	op, err := cep.NewOperator(cep.OperatorConfig{NFA: rule.NFA, Key: rule.Key})
+	if err != nil {
+		return nil, err
+	}
+	var out cep.Output
+	var got []string
+	collect := func() {
+		for _, it := range out.Items {
+			if it.Kind == cep.ItemMatch {
+				got = append(got, matchString(rule, it.Match, emits))
+			}
+		}
+		out.Reset()
+	}
+	for _, ev := range events {
+		if err := op.ProcessElement(ev, ev.Time, &out); err != nil {
+			return got, err
+		}
+		collect()
+	}
+	if err := op.ProcessWatermark(event.MaxTime, &out); err != nil {
+		return got, err
+	}
+	collect()
+	return got, nil
+}
+
+// surplus returns the elements of a (sorted) not matched by an element of
+// b (sorted), counting repeats.
+func surplus(a, b []string) []string {
+	var out []string
+	i, j := 0, 0
+	for i < len(a) {
+		switch {
+		case j == len(b) || a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// matchString writes a match in the notation of an expect line:
+// rule key v1, v2 { stage: [1, 2], ... } emit { f: v }, stages in pattern
+// order, stages without events left out, and the emit fields named in
+// emits (an emit that fails is written as the string "error: ...").
+func matchString(rule *rules.Rule, m nfa.Match, emits []string) string {
+	var key []event.Value
+	stages := make([][]int, len(m.Events))
+	for i, evs := range m.Events {
+		for _, ev := range evs {
+			if key == nil {
+				key = rule.KeyValues(ev)
+			}
+			stages[i] = append(stages[i], int(ev.Seq))
+		}
+	}
+	var values []rules.NamedValue
+	for _, name := range emits {
+		for _, e := range rule.Emits {
+			if e.Name != name {
+				continue
+			}
+			v, err := e.Expr.Eval(m.Events)
+			if err != nil {
+				v = event.String("error: " + err.Error())
+			}
+			values = append(values, rules.NamedValue{Name: name, Value: v})
+		}
+	}
+	return rules.FormatMatch(rule, key, stages, values)
+}
+
+func expectedString(x *rules.ExpectedMatch) string { return x.String() }

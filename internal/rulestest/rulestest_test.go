@@ -1,0 +1,109 @@
+package rulestest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+const src = `ruleset t
+event time ts
+rule ab {
+  key k
+  pattern {
+    begin a where name == "a"
+    followedBy b where name == "b"
+  }
+}
+rule fail {
+  pattern {
+    begin a where name == "a"
+    next b optional where name == "b"
+    next c where name == "c"
+  }
+  skip toFirst b orFail
+}
+test "pass" {
+  rule ab
+  events {
+    {"ts": 2, "k": "x", "name": "b"}
+    {"ts": 1, "k": "x", "name": "a"}
+    {"ts": 3, "k": "y", "name": "a"}
+    {"ts": 4, "k": "x", "name": "b"}
+    {"ts": 5, "k": 7, "name": "a"}
+    {"ts": 6, "k": 7, "name": "b"}
+  }
+  expect {
+    ab key 7 { a: [5], b: [6] }
+    ab key "x" { a: [2], b: [1] }
+  }
+}
+test "mismatch" {
+  rule ab
+  events {
+    {"ts": 1, "k": "x", "name": "a"}
+    {"ts": 2, "k": "x", "name": "b"}
+    {"ts": 3, "k": "x", "name": "b"}
+  }
+  expect {
+    ab key "x" { a: [1], b: [3] }
+  }
+}
+test "none expected" {
+  events {
+    {"ts": 1, "k": "x", "name": "a"}
+    {"ts": 2, "k": "x", "name": "c"}
+  }
+  expect none
+}
+`
+
+func TestRun(t *testing.T) {
+	rs, err := rules.Load("t.cep", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := RunAll(rs)
+	if len(results) != 3 {
+		t.Fatalf("%d results, want 3", len(results))
+	}
+	pass, mismatch, fail := results[0], results[1], results[2]
+	if !pass.Pass() || pass.Diff() != "" {
+		t.Errorf("test pass fails:\n%s", pass.Diff())
+	}
+	// Events of a key reach the NFA in timestamp order: event 2 (ts 1)
+	// comes before event 1 (ts 2), which completes the match.
+	if want := []string{`ab key "x" { a: [2], b: [1] }`, `ab key 7 { a: [5], b: [6] }`}; strings.Join(pass.Got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Got = %q, want %q", pass.Got, want)
+	}
+
+	if mismatch.Pass() {
+		t.Fatalf("test mismatch passes")
+	}
+	for _, want := range []string{
+		"missing (expected, not produced):\n  ab key \"x\" { a: [1], b: [3] }\n",
+		"unexpected (produced, not expected):\n  ab key \"x\" { a: [1], b: [2] }\n",
+		"produced:\n  ab key \"x\" { a: [1], b: [2] }\n",
+	} {
+		if !strings.Contains(mismatch.Diff(), want) {
+			t.Errorf("Diff does not contain %q:\n%s", want, mismatch.Diff())
+		}
+	}
+
+	// Rule fail's skip target b is absent from the match a c: orFail makes
+	// the run fail, which fails the test although no match was expected.
+	if fail.Pass() || fail.Err == nil {
+		t.Fatalf("test none expected: Pass %v, Err %v; want a run error", fail.Pass(), fail.Err)
+	}
+	if d := fail.Diff(); !strings.Contains(d, "run failed: rule fail:") || !strings.Contains(d, "produced: none") {
+		t.Errorf("Diff =\n%s", d)
+	}
+}
+
+func TestSurplus(t *testing.T) {
+	got := surplus([]string{"a", "a", "b", "d"}, []string{"a", "c", "d", "d"})
+	if strings.Join(got, ",") != "a,b" {
+		t.Errorf("surplus = %q, want [a b]", got)
+	}
+}

@@ -1,0 +1,430 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// reservedStageNames are names the NFA uses for states of its own: the
+// final state, and the node of a group.
+var reservedStageNames = map[string]bool{"$endState$": true, "GroupPattern": true}
+
+// fieldTypes maps the type names of a schema to value kinds; time is an
+// int of epoch milliseconds (decoded from RFC 3339 or a number).
+var fieldTypes = map[string]event.Kind{
+	"string": event.KindString, "int": event.KindInt, "float": event.KindFloat,
+	"bool": event.KindBool, "time": event.KindInt,
+}
+
+// ruleChecker checks a parsed file for what the grammar cannot say (names
+// unique and defined, the event time field, the schema, the shape of
+// patterns, severities, quantifier counts) and works out the schema. The
+// rejections of Flink's Pattern API are left to the nfa builder, except
+// where the checker can point at the fault more precisely.
+type ruleChecker struct {
+	f    *File
+	errs *ErrorList
+
+	timeDecl   *EventTimeDecl
+	schemaDecl *SchemaDecl
+	rules      []*RuleDecl
+	tests      []*TestDecl
+
+	// The outcome.
+	schema    *event.Schema
+	timeSlot  int
+	timeSlots map[int]bool
+	// bad marks rules with errors the nfa builder must not see (it would
+	// report them again, less precisely).
+	bad map[*RuleDecl]bool
+}
+
+func (c *ruleChecker) errorf(p Pos, format string, args ...any) {
+	c.errs.add(c.f.src, p, fmt.Sprintf(format, args...))
+}
+
+// ruleErrorf reports an error in rule r and marks r as bad.
+func (c *ruleChecker) ruleErrorf(r *RuleDecl, p Pos, format string, args ...any) {
+	c.bad[r] = true
+	c.errorf(p, format, args...)
+}
+
+// check runs every check. The schema is set afterwards, also when there
+// were errors (it may then lack fields).
+func (c *ruleChecker) check() {
+	c.bad = map[*RuleDecl]bool{}
+	c.timeSlots = map[int]bool{}
+	c.timeSlot = -1
+	ruleNames := map[string]bool{}
+	testNames := map[string]bool{}
+	for _, d := range c.f.Decls {
+		switch d := d.(type) {
+		case *EventTimeDecl:
+			if c.timeDecl != nil {
+				c.errorf(d.Pos, "the event time field is given twice")
+				continue
+			}
+			c.timeDecl = d
+		case *SchemaDecl:
+			if c.schemaDecl != nil {
+				c.errorf(d.Pos, "the schema is given twice")
+				continue
+			}
+			c.schemaDecl = d
+		case *RuleDecl:
+			if ruleNames[d.Name.Value] {
+				c.errorf(d.Name.Pos, "rule %s is defined twice", d.Name)
+			}
+			ruleNames[d.Name.Value] = true
+			c.rules = append(c.rules, d)
+		case *TestDecl:
+			if testNames[d.Name] {
+				c.errorf(d.Pos, "test %q is defined twice", d.Name)
+			}
+			testNames[d.Name] = true
+			c.tests = append(c.tests, d)
+		}
+	}
+	if c.timeDecl == nil {
+		c.errorf(c.f.Pos, "the ruleset does not say which field carries event time: add 'event time FIELD'")
+	}
+	if c.schemaDecl != nil {
+		c.checkSchema()
+	}
+	for _, r := range c.rules {
+		c.checkRule(r)
+	}
+	if c.schemaDecl == nil {
+		c.inferSchema()
+	}
+	if c.timeDecl != nil {
+		if slot, ok := c.schema.Slot(c.timeDecl.Field.Value); ok {
+			c.timeSlot = slot
+			c.timeSlots[slot] = true
+		}
+	}
+}
+
+// checkSchema checks the declared schema and builds it.
+func (c *ruleChecker) checkSchema() {
+	var fields []event.Field
+	seen := map[string]bool{}
+	timeField := ""
+	if c.timeDecl != nil {
+		timeField = c.timeDecl.Field.Value
+	}
+	foundTime := false
+	for _, fd := range c.schemaDecl.Fields {
+		if seen[fd.Name.Value] {
+			c.errorf(fd.Name.Pos, "field %s is declared twice", fd.Name)
+			continue
+		}
+		seen[fd.Name.Value] = true
+		kind, ok := fieldTypes[fd.Type.Value]
+		if !ok {
+			c.errorf(fd.Type.Pos, "unknown type %s (want string, int, float, bool or time)", fd.Type)
+		}
+		if fd.Name.Value == timeField {
+			foundTime = true
+			if ok && fd.Type.Value != "time" {
+				c.errorf(fd.Type.Pos, "the event time field %s must have type time, not %s", fd.Name, fd.Type)
+			}
+		}
+		if fd.Type.Value == "time" {
+			c.timeSlots[len(fields)] = true
+		}
+		fields = append(fields, event.Field{Name: fd.Name.Value, Kind: kind})
+	}
+	if c.timeDecl != nil && !foundTime {
+		c.errorf(c.timeDecl.Field.Pos, "the event time field %s is not in the schema", c.timeDecl.Field)
+	}
+	c.schema = event.MustSchema(fields...)
+}
+
+// inferSchema builds the schema of a file that declares none: every field
+// an expression reads (identifiers that are not stage names of the rule),
+// the key fields and the event time field, sorted by name, untyped.
+func (c *ruleChecker) inferSchema() {
+	names := map[string]bool{}
+	if c.timeDecl != nil {
+		names[c.timeDecl.Field.Value] = true
+	}
+	for _, r := range c.rules {
+		stages := map[string]bool{}
+		for _, s := range leafStages(r) {
+			stages[s.Name.Value] = true
+		}
+		if r.Key != nil {
+			for _, k := range r.Key.Fields {
+				names[k.Value] = true
+			}
+		}
+		forEachExpr(r, func(x *Expr) {
+			ids, err := ExprIdentifiers(x.raw)
+			if err != nil {
+				return // the compiler reports it
+			}
+			for _, id := range ids {
+				if !stages[id] && id != "ctx" {
+					names[id] = true
+				}
+			}
+		})
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	fields := make([]event.Field, len(sorted))
+	for i, n := range sorted {
+		fields[i] = event.Field{Name: n}
+	}
+	c.schema = event.MustSchema(fields...)
+}
+
+// forEachExpr calls fn for every expression of r: conditions, then emits.
+func forEachExpr(r *RuleDecl, fn func(*Expr)) {
+	if r.Pattern != nil {
+		walkElems(r.Pattern.Elems, func(e PatternElem) {
+			for _, cl := range e.head().Clauses {
+				if cl.Expr != nil {
+					fn(cl.Expr)
+				}
+			}
+		})
+	}
+	if r.Emit != nil {
+		for _, f := range r.Emit.Fields {
+			fn(f.Expr)
+		}
+	}
+}
+
+// walkElems calls fn for every element, groups before their stages, in
+// pattern order.
+func walkElems(es []PatternElem, fn func(PatternElem)) {
+	for _, e := range es {
+		fn(e)
+		if g, ok := e.(*GroupNode); ok {
+			walkElems(g.Elems, fn)
+		}
+	}
+}
+
+// leafStages returns the stages of r in the order of nfa.NFA.Stages:
+// pattern order, groups replaced by their stages.
+func leafStages(r *RuleDecl) []*StageNode {
+	var out []*StageNode
+	if r.Pattern == nil {
+		return nil
+	}
+	walkElems(r.Pattern.Elems, func(e PatternElem) {
+		if s, ok := e.(*StageNode); ok {
+			out = append(out, s)
+		}
+	})
+	return out
+}
+
+func (c *ruleChecker) checkRule(r *RuleDecl) {
+	if r.Severity != nil {
+		if _, ok := parseSeverity(r.Severity.Name.Value); !ok {
+			c.errorf(r.Severity.Name.Pos, "unknown severity %s (want info, low, medium, high or critical)", r.Severity.Name)
+		}
+	}
+	if r.Key != nil {
+		seen := map[string]bool{}
+		for _, k := range r.Key.Fields {
+			if seen[k.Value] {
+				c.errorf(k.Pos, "key field %s is given twice", k)
+			}
+			seen[k.Value] = true
+			if c.schemaDecl != nil && !c.declared(k.Value) {
+				c.errorf(k.Pos, "unknown key field %s (not in the schema)", k)
+			}
+		}
+	}
+	if r.Pattern == nil {
+		c.ruleErrorf(r, r.Name.Pos, "rule %s has no pattern", r.Name)
+		return
+	}
+	c.checkElems(r, r.Pattern.Elems, r.Pattern.Pos, false)
+	if n := unrolledSize(r.Pattern.Elems); n > maxUnrolled {
+		c.ruleErrorf(r, r.Pattern.Pos, "the pattern is too large: its quantifiers unroll it to more than %d stages; use smaller counts, or a loop (oneOrMore, timesOrMore) with a condition", maxUnrolled)
+	}
+	stages := map[string]*StageNode{}
+	for _, s := range leafStages(r) {
+		n := s.Name
+		switch {
+		case stages[n.Value] != nil:
+			c.ruleErrorf(r, n.Pos, "stage %s is defined twice in rule %s (Flink: duplicate pattern name)", n, r.Name)
+			continue
+		case reservedStageNames[n.Value]:
+			c.ruleErrorf(r, n.Pos, "stage name %s is reserved", n)
+		case c.schemaDecl != nil && c.declared(n.Value):
+			c.ruleErrorf(r, n.Pos, "stage %s has the name of a schema field; rename one (in an expression the name would mean the stage)", n)
+		}
+		stages[n.Value] = s
+	}
+	if sk := r.Skip; sk != nil {
+		switch sk.Kind {
+		case SkipToFirst, SkipToLast:
+			top := slices.ContainsFunc(r.Pattern.Elems, func(e PatternElem) bool {
+				s, ok := e.(*StageNode)
+				return ok && s.Name.Value == sk.Stage.Value
+			})
+			switch {
+			case stages[sk.Stage.Value] == nil:
+				c.ruleErrorf(r, sk.Stage.Pos, "skip %s: rule %s has no stage %s", sk.Kind, r.Name, sk.Stage)
+			case !top:
+				c.ruleErrorf(r, sk.Stage.Pos, "skip %s: stage %s is inside a group, and Flink looks for the skip target among the stages outside groups only", sk.Kind, sk.Stage)
+			}
+		default:
+			if sk.OrFail.Set {
+				c.ruleErrorf(r, sk.OrFail.Pos, "orFail applies to toFirst and toLast only (Flink's throwExceptionOnMiss)")
+			}
+		}
+	}
+	if r.Emit != nil {
+		seen := map[string]bool{}
+		for _, f := range r.Emit.Fields {
+			if seen[f.Name.Value] {
+				c.errorf(f.Name.Pos, "emit field %s is given twice", f.Name)
+			}
+			seen[f.Name.Value] = true
+		}
+	}
+}
+
+func (c *ruleChecker) declared(field string) bool {
+	for _, fd := range c.schemaDecl.Fields {
+		if fd.Name.Value == field {
+			return true
+		}
+	}
+	return false
+}
+
+// checkElems checks the elements of a pattern (or, with inGroup, of the
+// group at pos).
+func (c *ruleChecker) checkElems(r *RuleDecl, es []PatternElem, pos Pos, inGroup bool) {
+	what := "a pattern"
+	if inGroup {
+		what = "a group"
+	}
+	if len(es) == 0 {
+		c.ruleErrorf(r, pos, "%s needs at least one stage", what)
+		return
+	}
+	for i, e := range es {
+		h := e.head()
+		ep := elemPos(e)
+		switch {
+		case i == 0 && h.Contiguity != ContBegin:
+			c.ruleErrorf(r, ep, "%s starts with begin, not %s", what, h.Contiguity)
+		case i > 0 && h.Contiguity == ContBegin:
+			c.ruleErrorf(r, ep, "begin starts %s; use next, followedBy or followedByAny", what)
+		}
+		c.checkQuant(r, &h.Quant)
+		var until, gap *Clause
+		for _, cl := range h.Clauses {
+			switch cl.Kind {
+			case ClauseUntil:
+				if until != nil {
+					c.ruleErrorf(r, cl.Pos, "until is given twice (Flink: only one until condition can be applied)")
+				}
+				until = cl
+			case ClauseGap:
+				if gap != nil {
+					c.ruleErrorf(r, cl.Pos, "within ... of previous is given twice")
+				}
+				gap = cl
+			}
+		}
+		g, ok := e.(*GroupNode)
+		if !ok {
+			continue
+		}
+		if h.Contiguity.IsNot() {
+			c.ruleErrorf(r, ep, "a group cannot be negated (Flink has no %s for a group)", h.Contiguity)
+		}
+		for _, cl := range h.Clauses {
+			if cl.Kind == ClauseWhere || cl.Kind == ClauseOr {
+				c.ruleErrorf(r, cl.Pos, "a group has no condition of its own; put %s on its stages (Flink: a group pattern does not support %s)", cl.Kind, cl.Kind)
+			}
+		}
+		if h.Quant.Greedy.Set {
+			c.ruleErrorf(r, h.Quant.Greedy.Pos, "greedy does not apply to a group (Flink: option not applicable to group pattern)")
+		}
+		c.checkElems(r, g.Elems, g.Pos, true)
+	}
+}
+
+// checkQuant checks the counts of a quantifier, as Flink's times and
+// timesOrMore do.
+func (c *ruleChecker) checkQuant(r *RuleDecl, q *Quantifier) {
+	switch q.Kind {
+	case QuantTimes:
+		switch {
+		case q.Min == q.Max && q.Min <= 0:
+			c.ruleErrorf(r, q.Pos, "times needs a positive number of events, got %d", q.Min)
+		case q.Min < 0:
+			c.ruleErrorf(r, q.Pos, "times %d..%d: the least number of events cannot be negative", q.Min, q.Max)
+		case q.Max < q.Min || q.Max < 1:
+			c.ruleErrorf(r, q.Pos, "times %d..%d: the largest number of events must be at least the least number and at least 1", q.Min, q.Max)
+		}
+	case QuantTimesOrMore:
+		if q.Min <= 0 {
+			c.ruleErrorf(r, q.Pos, "timesOrMore needs a positive number of events, got %d", q.Min)
+		}
+	}
+}
+
+func elemPos(e PatternElem) Pos {
+	switch e := e.(type) {
+	case *StageNode:
+		return e.Pos
+	case *GroupNode:
+		return e.Pos
+	}
+	return NoPos
+}
+
+// maxUnrolled bounds the size of a compiled pattern. The automaton has a
+// state (or two) for every event a quantifier counts (times 50 is fifty
+// copies of its stage, and a quantified group multiplies the stages inside
+// it), and building it takes time quadratic in that number: times 1000
+// compiles in a fraction of a second, times 10000 in seconds, nested
+// quantified groups in an exponential time.
+const maxUnrolled = 1000
+
+// unrolledSize estimates the number of stage copies the automaton of es
+// has (saturating at maxUnrolled+1).
+func unrolledSize(es []PatternElem) int {
+	total := 0
+	for _, e := range es {
+		h := e.head()
+		n := 1
+		if g, ok := e.(*GroupNode); ok {
+			n = unrolledSize(g.Elems)
+		}
+		// Factors are clamped, so that n stays below (maxUnrolled+1)^2.
+		switch q := h.Quant; q.Kind {
+		case QuantOneOrMore:
+			n *= 2
+		case QuantTimes:
+			n *= min(max(q.Max, 1), maxUnrolled+1)
+		case QuantTimesOrMore:
+			n *= min(max(q.Min, 0), maxUnrolled) + 1
+		}
+		total += n
+		if total > maxUnrolled {
+			return maxUnrolled + 1
+		}
+	}
+	return total
+}

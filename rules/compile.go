@@ -1,0 +1,416 @@
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/nfa"
+)
+
+// Compile checks a parsed file and compiles its rules (to NFAs, through the
+// nfa builder) and its tests. f must come from [ParseFile] without errors.
+// The error is an [ErrorList] of every problem found, each at its place in
+// the file: checker errors, expression errors (remapped from the
+// expression into the file), and the rejections of the nfa builder (Flink's
+// Pattern API), placed at the stage they name.
+func Compile(f *File) (*Ruleset, error) {
+	if f.src == nil {
+		return nil, errors.New("rules: Compile needs a File from ParseFile")
+	}
+	var errs ErrorList
+	c := &ruleChecker{f: f, errs: &errs}
+	c.check()
+	rs := &Ruleset{
+		Name:      f.Name.Value,
+		Schema:    c.schema,
+		Declared:  c.schemaDecl != nil,
+		TimeSlot:  c.timeSlot,
+		timeSlots: c.timeSlots,
+	}
+	if c.timeDecl != nil {
+		rs.TimeField = c.timeDecl.Field.Value
+	}
+	header := c.headerSource()
+	for _, rd := range c.rules {
+		rc := &ruleCompiler{c: c, rd: rd}
+		rs.Rules = append(rs.Rules, rc.compile(header))
+	}
+	c.compileTests(rs)
+	p := &printer{}
+	p.file(f)
+	rs.Hash = hashOf(p.b.String())
+	if err := errs.finish().Err(); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// headerSource is the canonical source, without comments, of what every
+// rule depends on besides its own text: the event time field and the
+// declared schema.
+func (c *ruleChecker) headerSource() string {
+	p := &printer{}
+	if c.timeDecl != nil {
+		p.eventTime(c.timeDecl)
+	}
+	if c.schemaDecl != nil {
+		p.schema(c.schemaDecl)
+	}
+	return p.b.String()
+}
+
+// ruleCompiler compiles one rule.
+type ruleCompiler struct {
+	c      *ruleChecker
+	rd     *RuleDecl
+	env    *ExprEnv
+	conds  map[*Clause]*BoolExpr
+	failed bool // an expression did not compile
+}
+
+func (rc *ruleCompiler) compile(header string) *Rule {
+	rd := rc.rd
+	p := &printer{}
+	p.rule(rd)
+	r := &Rule{
+		Name:     rd.Name.Value,
+		Severity: SeverityMedium,
+		Source:   p.b.String(),
+	}
+	r.Hash = hashOf(header + r.Source)
+	if rd.Description != nil {
+		r.Description = rd.Description.Value
+	}
+	if rd.Severity != nil {
+		if s, ok := parseSeverity(rd.Severity.Name.Value); ok {
+			r.Severity = s
+		}
+	}
+	if rd.Key != nil {
+		for _, k := range rd.Key.Fields {
+			slot, ok := rc.c.schema.Slot(k.Value)
+			if !ok {
+				continue // reported by the checker
+			}
+			r.KeyFields = append(r.KeyFields, k.Value)
+			r.KeySlots = append(r.KeySlots, slot)
+		}
+	}
+	leaves := leafStages(rd)
+	names := make([]string, len(leaves))
+	for i, s := range leaves {
+		names[i] = s.Name.Value
+	}
+	rc.env = &ExprEnv{Schema: rc.c.schema, Declared: rc.c.schemaDecl != nil, Stages: names}
+	rc.compileConditions()
+	if rd.Emit != nil {
+		for _, f := range rd.Emit.Fields {
+			v, err := CompileValueExpr(f.Expr.raw, rc.env)
+			if err != nil {
+				rc.exprError(f.Expr, err)
+				continue
+			}
+			r.Emits = append(r.Emits, Emit{Name: f.Name.Value, Expr: v})
+		}
+	}
+	if rc.c.bad[rd] || rd.Pattern == nil {
+		return r
+	}
+	for _, cl := range clausesOf(rd) {
+		if b := rc.conds[cl]; b != nil {
+			r.conds = append(r.conds, b)
+		}
+	}
+	last := rc.build(rd.Pattern.Elems)
+	if w := rd.Pattern.Within; w != nil {
+		last.Within(w.Dur.Value)
+	}
+	if sk := rd.Skip; sk != nil {
+		last.Skip(skipStrategy(sk))
+	}
+	n, err := nfa.Compile(last)
+	if err != nil {
+		rc.patternErrors(err)
+		return r
+	}
+	if got := n.Stages(); !slices.Equal(got, names) {
+		// The front end computes the stage order (for the conditions'
+		// environment) the way nfa does; a difference is a bug.
+		rc.c.errorf(rd.Name.Pos, "internal error: stage order %q, nfa says %q", names, got)
+		return r
+	}
+	r.Pattern, r.NFA = last, n
+	return r
+}
+
+// clausesOf returns the clauses of every element of r, in pattern order.
+func clausesOf(r *RuleDecl) []*Clause {
+	var out []*Clause
+	walkElems(r.Pattern.Elems, func(e PatternElem) { out = append(out, e.head().Clauses...) })
+	return out
+}
+
+// compileConditions compiles every where, or and until expression.
+func (rc *ruleCompiler) compileConditions() {
+	rc.conds = map[*Clause]*BoolExpr{}
+	if rc.rd.Pattern == nil {
+		return
+	}
+	for _, cl := range clausesOf(rc.rd) {
+		if cl.Expr == nil {
+			continue
+		}
+		b, err := CompileBoolExpr(cl.Expr.raw, rc.env)
+		if err != nil {
+			rc.exprError(cl.Expr, err)
+			continue
+		}
+		rc.conds[cl] = b
+	}
+}
+
+// cond returns the compiled condition of cl (true when it failed to
+// compile: the rule is then reported and not used).
+func (rc *ruleCompiler) cond(cl *Clause) nfa.Condition {
+	if b := rc.conds[cl]; b != nil {
+		return b.Condition()
+	}
+	return nfa.True
+}
+
+// trailingLocation is the "(line:col)" that expr appends to its messages.
+var trailingLocation = regexp.MustCompile(`\s*\(\d+:\d+\)$`)
+
+// exprError reports an error of the expression x at its place in the
+// file: the expression's position plus the offset the expression compiler
+// gives.
+func (rc *ruleCompiler) exprError(x *Expr, err error) {
+	rc.failed = true
+	off, msg := 0, err.Error()
+	var xe *ExprError
+	if errors.As(err, &xe) {
+		off, msg = min(max(xe.Offset, 0), len(x.raw)), xe.Msg
+	}
+	rc.c.errorf(x.Pos+Pos(off), "%s", cleanExprMsg(msg))
+}
+
+// cleanExprMsg keeps the first line of an expression compiler's message,
+// without the location expr adds (the error already points at the fault)
+// and without the condition's source.
+func cleanExprMsg(msg string) string {
+	msg, _, _ = strings.Cut(msg, "\n")
+	if rest, ok := strings.CutPrefix(msg, "rules: condition "); ok {
+		if i := strings.Index(rest, `": `); i >= 0 {
+			msg = rest[i+3:]
+		}
+	}
+	return trailingLocation.ReplaceAllString(msg, "")
+}
+
+// build builds the elements with the nfa builder and returns the last
+// element of the chain.
+func (rc *ruleCompiler) build(es []PatternElem) *nfa.Pattern {
+	var p *nfa.Pattern
+	for _, e := range es {
+		p = rc.elem(p, e)
+	}
+	return p
+}
+
+// elem appends e to prev (nil for the first element) and applies its
+// quantifier and clauses.
+func (rc *ruleCompiler) elem(prev *nfa.Pattern, e PatternElem) *nfa.Pattern {
+	h := e.head()
+	var p *nfa.Pattern
+	switch e := e.(type) {
+	case *StageNode:
+		name := e.Name.Value
+		switch {
+		case prev == nil:
+			p = nfa.Begin(name)
+		case h.Contiguity == ContNext:
+			p = prev.Next(name)
+		case h.Contiguity == ContFollowedByAny:
+			p = prev.FollowedByAny(name)
+		case h.Contiguity == ContNotNext:
+			p = prev.NotNext(name)
+		case h.Contiguity == ContNotFollowedBy:
+			p = prev.NotFollowedBy(name)
+		default:
+			p = prev.FollowedBy(name)
+		}
+	case *GroupNode:
+		inner := rc.build(e.Elems)
+		switch {
+		case prev == nil:
+			p = nfa.BeginGroup(inner)
+		case h.Contiguity == ContNext:
+			p = prev.NextGroup(inner)
+		case h.Contiguity == ContFollowedByAny:
+			p = prev.FollowedByAnyGroup(inner)
+		default:
+			p = prev.FollowedByGroup(inner)
+		}
+	}
+	applyQuantifier(p, &h.Quant)
+	for _, cl := range h.Clauses {
+		switch cl.Kind {
+		case ClauseWhere:
+			p.Where(rc.cond(cl))
+		case ClauseOr:
+			p.Or(rc.cond(cl))
+		case ClauseUntil:
+			p.Until(rc.cond(cl))
+		case ClauseGap:
+			p.WithinGap(cl.Dur.Value)
+		}
+	}
+	return p
+}
+
+// applyQuantifier applies q in its canonical order: count (with the loop
+// gap), consecutive or allowCombinations, optional, greedy. times 0..n is
+// Flink's times(0, n), which makes the stage optional itself.
+func applyQuantifier(p *nfa.Pattern, q *Quantifier) {
+	var gap []time.Duration
+	if q.Gap != nil {
+		gap = append(gap, q.Gap.Value)
+	}
+	switch q.Kind {
+	case QuantOneOrMore:
+		p.OneOrMore(gap...)
+	case QuantTimesOrMore:
+		p.TimesOrMore(q.Min, gap...)
+	case QuantTimes:
+		if q.Min == q.Max {
+			p.Times(q.Min, gap...)
+		} else {
+			p.TimesRange(q.Min, q.Max, gap...)
+		}
+	}
+	if q.Consecutive.Set {
+		p.Consecutive()
+	}
+	if q.AllowCombinations.Set {
+		p.AllowCombinations()
+	}
+	if q.Optional.Set {
+		p.Optional()
+	}
+	if q.Greedy.Set {
+		p.Greedy()
+	}
+}
+
+func skipStrategy(sk *SkipItem) nfa.SkipStrategy {
+	var s nfa.SkipStrategy
+	switch sk.Kind {
+	case SkipToNext:
+		s = nfa.SkipToNextEvent()
+	case SkipPastLastEvent:
+		s = nfa.SkipPastLast()
+	case SkipToFirst:
+		s = nfa.SkipToFirstOf(sk.Stage.Value)
+	case SkipToLast:
+		s = nfa.SkipToLastOf(sk.Stage.Value)
+	}
+	if sk.OrFail.Set {
+		s = s.OrThrow()
+	}
+	return s
+}
+
+// patternErrors reports the errors of nfa.Compile, each at the stage it
+// names. Errors of a group (the builder names every group GroupPattern)
+// are placed at the first top-level element whose addition to the pattern
+// made them appear.
+func (rc *ruleCompiler) patternErrors(err error) {
+	var groupAt func(msg string) Pos
+	for _, e := range flattenErrors(err) {
+		var pe *nfa.PatternError
+		if !errors.As(e, &pe) {
+			rc.c.errorf(rc.rd.Name.Pos, "%v", e)
+			continue
+		}
+		pos := rc.rd.Pattern.Pos
+		switch {
+		case pe.Stage == "":
+			if rc.rd.Skip != nil && strings.Contains(pe.Msg, "skip") {
+				pos = rc.rd.Skip.Pos
+			}
+		case pe.Stage == "GroupPattern":
+			if groupAt == nil {
+				groupAt = rc.groupErrorPositions()
+			}
+			pos = groupAt(pe.Msg)
+		default:
+			leaves := leafStages(rc.rd)
+			for i, s := range leaves {
+				if s.Name.Value != pe.Stage {
+					continue
+				}
+				pos = s.Pos
+				// The builder reports a NOT stage after an optional one on
+				// the optional stage; the fault is the NOT stage.
+				if strings.Contains(pe.Msg, "cannot follow an optional") && i+1 < len(leaves) {
+					pos = leaves[i+1].Pos
+				}
+				break
+			}
+		}
+		rc.c.errorf(pos, "%s", pe.Msg)
+	}
+}
+
+// groupErrorPositions builds the pattern one top-level element at a time
+// and returns a function that gives, for the message of a builder error,
+// the position of the element with which it first appeared.
+func (rc *ruleCompiler) groupErrorPositions() func(string) Pos {
+	first := map[string]Pos{}
+	es := rc.rd.Pattern.Elems
+	var p *nfa.Pattern
+	for _, e := range es {
+		p = rc.elem(p, e)
+		_, err := nfa.Compile(p)
+		for _, e2 := range flattenErrors(err) {
+			var pe *nfa.PatternError
+			if errors.As(e2, &pe) && pe.Stage == "GroupPattern" {
+				if _, seen := first[pe.Msg]; !seen {
+					first[pe.Msg] = elemPos(e)
+				}
+			}
+		}
+	}
+	return func(msg string) Pos {
+		if p, ok := first[msg]; ok {
+			return p
+		}
+		return rc.rd.Pattern.Pos
+	}
+}
+
+// flattenErrors returns the errors joined in err (err itself when it is
+// not a join).
+func flattenErrors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flattenErrors(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

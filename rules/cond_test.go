@@ -1,0 +1,685 @@
+package rules
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/nfa"
+)
+
+// condSchema is the schema of the unit tests: a declared kind per field,
+// and one untyped field.
+var condSchema = event.MustSchema(
+	event.Field{Name: "amount", Kind: event.KindFloat},
+	event.Field{Name: "country", Kind: event.KindString},
+	event.Field{Name: "n", Kind: event.KindInt},
+	event.Field{Name: "flag", Kind: event.KindBool},
+	event.Field{Name: "x"}, // untyped
+)
+
+var condEnv = &ExprEnv{Schema: condSchema, Declared: true}
+
+// condEv builds an event of condSchema from name=value pairs; the other
+// fields are null.
+func condEv(kv ...any) *event.Event {
+	e := &event.Event{Fields: make([]event.Value, condSchema.Len())}
+	for i := 0; i < len(kv); i += 2 {
+		slot, ok := condSchema.Slot(kv[i].(string))
+		if !ok {
+			panic(kv[i])
+		}
+		v, ok := event.FromAny(kv[i+1])
+		if !ok {
+			panic(kv[i+1])
+		}
+		e.Fields[slot] = v
+	}
+	return e
+}
+
+// outcome runs b on e and names the result: "true", "false" or "error".
+func outcome(b *BoolExpr, e *event.Event) string {
+	before := b.Errors()
+	v := b.Eval(e, nil)
+	if b.Errors() != before {
+		if v {
+			return "true with an error"
+		}
+		return "error"
+	}
+	if v {
+		return "true"
+	}
+	return "false"
+}
+
+func TestCondSemantics(t *testing.T) {
+	tests := []struct {
+		src  string
+		ev   *event.Event
+		want string // true, false or error
+	}{
+		// Null: == and != never fail, ordering and arithmetic do.
+		{`country == "FR"`, condEv(), "false"},
+		{`country != "FR"`, condEv(), "true"},
+		{`country == nil`, condEv(), "true"},
+		{`x == nil && n == nil`, condEv(), "true"},
+		{`amount > 5000`, condEv(), "error"},
+		{`5000 < amount`, condEv(), "error"},
+		{`amount + 1 > 2`, condEv(), "error"},
+		{`-amount < 0`, condEv(), "error"},
+		{`(amount ?? 0) > 5000`, condEv(), "false"},
+		{`country startsWith "F"`, condEv(), "false"},
+		{`country matches "^F"`, condEv(), "false"},
+		{`"F" in [country]`, condEv(), "false"},
+		{`country in ["FR", nil]`, condEv(), "true"},
+		{`len(country) > 0`, condEv(), "error"},
+		{`lower(country) == "fr"`, condEv(), "error"},
+		// A bool that is null: false at the top (expr's final cast), an
+		// error where an operator needs a bool.
+		{`flag`, condEv(), "false"},
+		{`flag && true`, condEv(), "false"}, // folded to flag
+		{`!flag`, condEv(), "error"},
+		{`flag && amount > 1`, condEv(), "error"},
+		{`amount > 1 || flag`, condEv("amount", 0.5), "false"},
+		{`flag ? true : false`, condEv(), "error"},
+		{`flag ?? true`, condEv(), "true"},
+		// Literal folding decides before the operand is evaluated.
+		{`false && amount > 1`, condEv(), "false"},
+		{`amount > 1 && false`, condEv(), "false"},
+		{`amount > 1 || true`, condEv(), "true"},
+		{`true && amount > 1`, condEv(), "error"},
+		// Numbers: int op int stays int, / makes a float, ints and floats
+		// compare as numbers.
+		{`n / 2 == 1.5`, condEv("n", 3), "true"},
+		{`7 / 2 == 3.5`, condEv(), "true"},
+		{`n % 2 == 1`, condEv("n", 3), "true"},
+		{`n % (n - 3) == 0`, condEv("n", 3), "error"},
+		{`n + 0.5 == 3.5`, condEv("n", 3), "true"},
+		{`n == 3.0`, condEv("n", 3), "true"},
+		{`amount > 5000`, condEv("amount", 6000), "true"}, // an int in a float field
+		{`amount > 5000`, condEv("amount", 5000.5), "true"},
+		{`n ** 2 == 9.0`, condEv("n", 3), "true"},
+		{`abs(n - 5) == 2`, condEv("n", 3), "true"},
+		{`int(amount) == 2`, condEv("amount", 2.9), "true"},
+		{`float("1.5") + 1 == 2.5`, condEv(), "true"},
+		{`int(country) > 0`, condEv("country", "FR"), "error"},
+		{`round(amount) == 3 && ceil(amount) == 3 && floor(amount) == 2`, condEv("amount", 2.5), "true"},
+		{`min(n, amount) == 3 && max(n, amount) == 4.5 && mean(n, amount) == 3.75`, condEv("n", 3, "amount", 4.5), "true"},
+		{`sum([n, amount]) == 7.5`, condEv("n", 3, "amount", 4.5), "true"},
+		{`n in [1, 2, 3.0]`, condEv("n", 3), "true"},
+		// Strings.
+		{`len("é") == 1`, condEv(), "true"},
+		{`country in ["FR", "DE"]`, condEv("country", "DE"), "true"},
+		{`country not in ["FR", "DE"]`, condEv("country", "US"), "true"},
+		{`country endsWith "R" and country contains "F"`, condEv("country", "FR"), "true"},
+		{`country matches "^[A-Z]{2}$"`, condEv("country", "FR"), "true"},
+		{`upper(trim(country)) == "FR"`, condEv("country", " fr "), "true"},
+		{`trimPrefix(country, "x") == "FR"`, condEv("country", "xFR"), "true"},
+		{`string(amount) == "1.5" && string(n) == "3"`, condEv("amount", 1.5, "n", 3), "true"},
+		{`country + "!" == "FR!"`, condEv("country", "FR"), "true"},
+		{`country < "GB"`, condEv("country", "FR"), "true"},
+		// Conditionals.
+		{`(n > 2 ? "big" : "small") == "big"`, condEv("n", 3), "true"},
+		{`if n > 2 { amount > 1 } else { false }`, condEv("n", 3, "amount", 2), "true"},
+		// An untyped field may hold anything; a wrong kind is an error.
+		{`x > 1`, condEv("x", 2), "true"},
+		{`x > 1`, condEv("x", "a"), "error"},
+		{`x == "a"`, condEv("x", 1), "false"},
+		{`x startsWith "a"`, condEv("x", 1), "error"},
+		{`x`, condEv("x", 1), "error"},
+		{`x + 1 == 2.5`, condEv("x", 1.5), "true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			b, err := CompileBoolExpr(tt.src, condEnv)
+			if err != nil {
+				t.Fatalf("CompileBoolExpr: %v", err)
+			}
+			if got := outcome(b, tt.ev); got != tt.want {
+				t.Errorf("on %v: %s, want %s (last error: %v)", tt.ev.Fields, got, tt.want, b.LastError())
+			}
+			if !b.Fast() {
+				t.Errorf("not compiled natively: %s", b.Fallback())
+			}
+			// The reference agrees, except where stage references or our
+			// own functions are involved (none here).
+			ref, err := CompileCondition(tt.src, condSchema, nil)
+			if err != nil {
+				t.Fatalf("CompileCondition: %v", err)
+			}
+			if got := outcome(&BoolExpr{prog: &condProgram{test: func(fr condFrame) (bool, *ExprError) {
+				before := ref.(*Cond).Errors()
+				v := ref.Eval(fr.ev, nil)
+				if ref.(*Cond).Errors() != before {
+					return false, &ExprError{Msg: ref.(*Cond).LastError().Error()}
+				}
+				return v, nil
+			}}}, tt.ev); got != tt.want {
+				t.Errorf("the reference says %s", got)
+			}
+		})
+	}
+}
+
+// stageMatch builds a match over the stages of stageEnv: a took prices 1, 2
+// and 4 (names a1, a2, a3), "b*" took nothing, c took one event with no
+// price.
+func stageMatch() condMatch {
+	mk := func(name string, price any) *event.Event { return condEv("country", name, "amount", price) }
+	return condMatch{
+		{mk("a1", 1), mk("a2", 2), mk("a3", 4)},
+		nil,
+		{mk("c1", nil)},
+	}
+}
+
+var stageEnv = &ExprEnv{Schema: condSchema, Declared: true, Stages: []string{"a", "b*", "c"}}
+
+func TestCondStageRefs(t *testing.T) {
+	tests := []struct {
+		src  string
+		want any // a Go value; error for a run-time error
+	}{
+		{`a.amount`, 4},
+		{`a.country`, "a3"},
+		{`c.amount`, nil},
+		{`stage("b*").amount`, nil},
+		{`count(a)`, 3},
+		{`len(a)`, 3},
+		{`count(stage("b*"))`, 0},
+		{`len(ctx("b*"))`, 0},
+		{`sum(a.amount)`, 7},
+		{`avg(a.amount)`, 7.0 / 3},
+		{`avg(stage("b*").amount)`, 0.0},
+		{`min(a.amount)`, 1},
+		{`max(a.amount)`, 4},
+		{`min(stage("b*").amount)`, nil},
+		{`first(a.country)`, "a1"},
+		{`last(a.country)`, "a3"},
+		{`first(stage("b*").country)`, nil},
+		{`sum(c.amount)`, errors.New("null")},
+		{`a[0].country`, "a1"},
+		{`a[-1].country`, "a3"},
+		{`a[3].country`, errors.New("out of range")},
+		{`first(a).country`, "a1"},
+		{`last(ctx("a")).amount`, 4},
+		{`first(stage("b*"))?.country`, nil},
+		{`first(stage("b*")).country`, errors.New("no event")},
+		{`sum(map(a, .amount * 2))`, 14},
+		{`sum(map(stage("a"), #.amount))`, 7},
+		{`map(a, .country)[1]`, "a2"},
+		{`any(a, .amount > 3)`, true},
+		{`all(a, .amount > 3)`, false},
+		{`none(a, .amount > 5)`, true},
+		{`one(a, .amount > 3)`, true},
+		{`count(a, .amount > 1)`, 2},
+		{`sum(a, .amount)`, 7},
+		{`count(a, .amount > 1) >= 2`, true},
+		{`a.amount + c.amount`, errors.New("null")},
+		{`count(c, .amount > 1)`, errors.New("null")},
+		{`len(stage("a")) + len(c) == 4`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			for _, force := range []bool{false, true} {
+				p, err := compileCond(tt.src, stageEnv, true, force)
+				if err != nil {
+					t.Fatalf("compile (VM %v): %v", force, err)
+				}
+				if !force && p.vm != nil {
+					t.Errorf("not compiled natively: %s", p.fallback)
+				}
+				got, gotErr := p.evalValue(condFrame{ev: &condNoEvent, stages: stageMatch()})
+				if want, isErr := tt.want.(error); isErr {
+					if gotErr == nil || !strings.Contains(gotErr.Msg, want.Error()) && !force {
+						t.Errorf("VM %v: = %v, %v; want an error with %q", force, got, gotErr, want)
+					}
+					continue
+				}
+				want, _ := event.FromAny(tt.want)
+				if gotErr != nil || !condEqual(got, want) || got.IsNull() != want.IsNull() {
+					t.Errorf("VM %v: = %v, %v; want %v", force, got, gotErr, want)
+				}
+			}
+		})
+	}
+}
+
+// TestCondStageRefsInRun runs conditions with stage references through the
+// nfa, whose Context gives the events of the partial match.
+func TestCondStageRefsInRun(t *testing.T) {
+	env := &ExprEnv{Schema: testSchema, Declared: true, Stages: []string{"start", "middle", "end"}}
+	cond := func(src string) nfa.Condition {
+		b, err := CompileBoolExpr(src, env)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if !b.Fast() {
+			t.Fatalf("%s: not compiled natively: %s", src, b.Fallback())
+		}
+		return b.Condition()
+	}
+	t.Run("running sum", func(t *testing.T) {
+		// The loop takes a middle event while the running total stays below
+		// 5; m3 would bring it to 6 and is skipped.
+		p := nfa.Begin("start").Where(cond(`name == "start"`)).
+			FollowedBy("middle").OneOrMore().
+			Where(cond(`name startsWith "m" && sum(middle.price) + price < 5.0`)).
+			FollowedBy("end").Where(cond(`name == "end" && count(middle) >= 1 && middle.price < 3 && start.id == 1`))
+		evs := []*event.Event{ev(1, "start", 0, -1), ev(2, "m1", 1, -1), ev(3, "m2", 2, -1), ev(4, "m3", 3, -1), ev(5, "end", 0, -1)}
+		got := matchSeqs(t, p, evs)
+		// {1, 2, 3, 5} ends with middle.price 2; {1, 2, 5} with 1.
+		if want := [][]uint64{{1, 2, 3, 5}, {1, 2, 5}}; !equalSeqs(sortedSeqs(got), want) {
+			t.Errorf("matches = %v, want %v", got, want)
+		}
+	})
+	t.Run("ctx alias and quoted names", func(t *testing.T) {
+		env := &ExprEnv{Schema: testSchema, Declared: true, Stages: []string{"a b", "c"}}
+		b, err := CompileBoolExpr(`name == "c" && ctx("a b")[0].price == price && len(stage("a b")) == 1`, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := CompileBoolExpr(`name == "a"`, env)
+		p := nfa.Begin("a b").Where(a.Condition()).FollowedBy("c").Where(b.Condition())
+		got := matchSeqs(t, p, []*event.Event{ev(1, "a", 1, -1), ev(2, "c", 2, -1), ev(3, "c", 1, -1)})
+		if want := [][]uint64{{1, 3}}; !equalSeqs(got, want) {
+			t.Errorf("matches = %v, want %v", got, want)
+		}
+	})
+}
+
+func sortedSeqs(s [][]uint64) [][]uint64 {
+	out := append([][]uint64(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if reflect.DeepEqual(out[j], out[i]) || lessSeq(out[j], out[i]) {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func lessSeq(a, b []uint64) bool {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return len(a) < len(b)
+}
+
+func TestCondEmit(t *testing.T) {
+	m := [][]*event.Event(stageMatch())
+	tests := []struct {
+		src  string
+		want event.Value
+		fast bool
+	}{
+		{`a.amount + first(a.amount)`, event.Int(5), true},
+		{`count(a) > 2 ? "many" : "few"`, event.String("many"), true},
+		{`a.country + "/" + c.country`, event.String("a3/c1"), true},
+		{`avg(a.amount)`, event.Float(7.0 / 3), true},
+		{`stage("b*").amount`, event.Null, true},
+		{`join(map(a, .country), ",")`, event.String("a1,a2,a3"), false},
+	}
+	for _, tt := range tests {
+		v, err := CompileValueExpr(tt.src, stageEnv)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.src, err)
+		}
+		if v.Fast() != tt.fast {
+			t.Errorf("%s: Fast() = %v (%s), want %v", tt.src, v.Fast(), v.Fallback(), tt.fast)
+		}
+		got, err := v.Eval(m)
+		if err != nil || !got.Equal(tt.want) {
+			t.Errorf("%s = %v, %v; want %v", tt.src, got, err, tt.want)
+		}
+	}
+	v, err := CompileValueExpr(`sum(c.amount)`, stageEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Eval(m); err == nil || v.Errors() != 1 || v.LastError() == nil {
+		t.Errorf("sum over a null: err %v, Errors() %d", err, v.Errors())
+	}
+	var ee *ExprError
+	if _, err := v.Eval(m); !errors.As(err, &ee) || ee.Offset != 0 {
+		t.Errorf("run-time error %#v, want an *ExprError at offset 0", err)
+	}
+}
+
+func TestCondErrors(t *testing.T) {
+	tests := []struct {
+		src      string
+		env      *ExprEnv
+		emit     bool
+		off, end int
+		msg      string
+	}{
+		{src: `amout > 5000`, off: 0, end: 5, msg: "unknown field amout (did you mean amount?)"},
+		{src: `amount > 5 && countyr == "FR"`, off: 14, end: 21, msg: "did you mean country?"},
+		{src: `country > 5000.0`, off: 8, end: 9, msg: "cannot compare string with float"},
+		{src: `country == 1`, off: 8, end: 10, msg: "cannot compare string with int"},
+		{src: `amount + "a" > 1`, off: 7, end: 8, msg: "cannot apply + to float and string"},
+		{src: `amount % 2 == 1`, off: 7, end: 8, msg: "% needs integers"},
+		{src: `!country`, off: 0, msg: "! needs a bool"},
+		{src: `amount`, off: 0, end: 6, msg: "a condition must be a bool, not a float"},
+		{src: `now() > 5`, off: 0, end: 3, msg: "now() is not allowed: it reads the wall clock and breaks replay"},
+		{src: `date("2024-01-01") != nil`, off: 0, msg: "date() is not allowed"},
+		{src: `duration("1h") != nil`, off: 0, msg: "duration() is not allowed"},
+		{src: `"é€" + country == amout`, off: 21, end: 26, msg: "unknown field amout"},
+		{src: `amount >`, off: 7, msg: "unexpected token"},
+		{src: `5 % 0 == 1`, off: 2, msg: "integer divide by zero"},
+		{src: `x in "abc"`, off: 5, msg: "in needs a list on its right, got string"},
+		{src: `country matches "["`, off: 16, msg: "bad regular expression"},
+		{src: `lenn(country) > 1`, off: 0, end: 4, msg: "unknown function lenn (did you mean len?)"},
+		{src: `amount(1) > 1`, off: 0, msg: "amount is a field, not a function"},
+		{src: `len(stage("d")) > 0`, env: stageEnv, off: 10, end: 13, msg: `unknown stage "d"`},
+		{src: `len(stage(country)) > 0`, env: stageEnv, off: 10, msg: "must be a string literal"},
+		{src: `a > 1`, env: stageEnv, off: 0, msg: "a is the list of events of a stage"},
+		{src: `a.amout > 1`, env: stageEnv, off: 2, msg: "unknown field amout (did you mean amount?)"},
+		{src: `sum(a) > 1`, env: stageEnv, off: 4, msg: "sum needs values, not events: write sum(a.field)"},
+		{src: `country == "x"`, env: &ExprEnv{Schema: condSchema, Declared: true, Stages: []string{"country"}}, off: 0, end: 7,
+			msg: "country is both a field and a stage: rename one"},
+		{src: `amount + a.amount`, env: stageEnv, emit: true, off: 0, end: 6,
+			msg: "amount is a field of one event, but an emit expression reads the whole match: read it from a stage (a.amount)"},
+		{src: `map(a, .amount)`, env: stageEnv, emit: true, off: 0, msg: "is a list, not a single value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			env := tt.env
+			if env == nil {
+				env = condEnv
+			}
+			var err error
+			if tt.emit {
+				_, err = CompileValueExpr(tt.src, env)
+			} else {
+				_, err = CompileBoolExpr(tt.src, env)
+			}
+			var ee *ExprError
+			if !errors.As(err, &ee) {
+				t.Fatalf("error %v (%T), want an *ExprError", err, err)
+			}
+			if ee.Offset != tt.off || tt.end != 0 && ee.End != tt.end || !strings.Contains(ee.Msg, tt.msg) {
+				t.Errorf("error at %d..%d %q, want at %d..%d %q", ee.Offset, ee.End, ee.Msg, tt.off, tt.end, tt.msg)
+			}
+		})
+	}
+}
+
+// TestCondUndeclared compiles without a declared schema: no type checks,
+// so mismatches surface at run time.
+func TestCondUndeclared(t *testing.T) {
+	env := &ExprEnv{Schema: condSchema}
+	b, err := CompileBoolExpr(`country > 5000`, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcome(b, condEv("country", "FR")); got != "error" {
+		t.Errorf("country > 5000 on a string: %s, want error", got)
+	}
+	if got := outcome(b, condEv("country", 6000)); got != "true" {
+		t.Errorf("country > 5000 on 6000: %s, want true", got)
+	}
+	if _, err := CompileBoolExpr(`amout > 1`, env); err == nil || !strings.Contains(err.Error(), "unknown name amout (did you mean amount?)") {
+		t.Errorf("unknown name: %v", err)
+	}
+}
+
+// TestCondFallback lists the constructs that run on expr's VM, and checks
+// they still work.
+func TestCondFallback(t *testing.T) {
+	tests := []struct {
+		src, why string
+		ev       *event.Event
+		want     string
+	}{
+		{`split(country, "-")[0] == "FR"`, "builtin split", condEv("country", "FR-75"), "true"},
+		{`let y = n * 2; y > 5`, "let", condEv("n", 3), "true"},
+		{`country[0:1] == "F"`, "slicing", condEv("country", "FR"), "true"},
+		{`{"a": n}.a == 3`, "a map literal", condEv("n", 3), "true"},
+		{`n in 1..5`, "range ..", condEv("n", 3), "true"},
+		{`any([n, 5], # > 4)`, "any over a list", condEv("n", 3), "true"},
+		{`filter([1, n], # > 2)[0] == 3`, "builtin filter", condEv("n", 3), "true"},
+		{`reduce([1, 2, n], #acc + #) == 6`, "builtin reduce", condEv("n", 3), "true"},
+		{`indexOf(country, "R") == 1`, "builtin indexOf", condEv("country", "FR"), "true"},
+		{`"a" in x`, "unknown type", condEv(), "false"},
+		{`amount > 5000 && len(split(country, "-")) == 2`, "builtin split", condEv("amount", 6000, "country", "a-b"), "true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			b, err := CompileBoolExpr(tt.src, condEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Fast() || !strings.Contains(b.Fallback(), tt.why) {
+				t.Errorf("Fast() = %v, Fallback() = %q, want a fallback for %q", b.Fast(), b.Fallback(), tt.why)
+			}
+			if got := outcome(b, tt.ev); got != tt.want {
+				t.Errorf("= %s, want %s (%v)", got, tt.want, b.LastError())
+			}
+		})
+	}
+	// Stage references are rewritten for the VM.
+	b, err := CompileBoolExpr(`len(split(a.country, "3")) == 2 && sum(a.amount) == 7 && count(a) == 3 && avg(map(a, .amount)) > 2`, stageEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Fast() {
+		t.Fatal("compiled natively")
+	}
+	if ok, err := b.prog.evalBool(condFrame{ev: &condNoEvent, stages: stageMatch()}); !ok || err != nil {
+		t.Errorf("stage references on the VM: %v, %v", ok, err)
+	}
+}
+
+// TestCondKnownDivergences pins the few places where the compiled
+// closures and the reference (expr's optimised VM program, fields typed
+// any) disagree, both because of expr: the closures follow expr's
+// documented semantics (== and in compare values) where its optimiser or
+// checker deviate. If an expr upgrade changes these, revisit them.
+func TestCondKnownDivergences(t *testing.T) {
+	tests := []struct {
+		src           string
+		ev            *event.Event
+		ours, theirs  string
+		theirsErrText string
+	}{
+		// expr turns a list of string literals into a Go map: a null needle
+		// is looked up as "", and a needle that is not a string fails.
+		{`country in ["", "FR"]`, condEv(), "false", "true", ""},
+		{`x in ["a", "b"]`, condEv("x", 1), "false", "error", "MapIndex"},
+		// The same with ints, when expr's checker believes the needle is an
+		// int (see below): null is looked up as 0.
+		{`(flag ? 1 : first([x])) in [0, 2]`, condEv("flag", false), "false", "true", ""},
+		// expr's checker types c ? 1 : f(x) as an int when f returns an
+		// interface, and compiles == for two ints, which fails when f(x) is
+		// a float.
+		{`(flag ? 1 : mean([x, 2.5])) == 2`, condEv("flag", false, "x", 1.5), "true", "error", "interface conversion"},
+		// The same for min, max and mean, typed by their first argument.
+		{`mean(len(country), 3) == 2`, condEv("country", "F"), "true", "error", "interface conversion"},
+		// count without a predicate: ours counts the elements, expr the
+		// true elements.
+		{`count([true, false, false]) == 3`, condEv(), "true", "false", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			b, err := CompileBoolExpr(tt.src, condEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outcome(b, tt.ev); got != tt.ours {
+				t.Errorf("compiled: %s, want %s", got, tt.ours)
+			}
+			ref, err := CompileCondition(tt.src, condSchema, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc := ref.(*Cond)
+			before := rc.Errors()
+			got := "false"
+			if rc.Eval(tt.ev, nil) {
+				got = "true"
+			}
+			if rc.Errors() != before {
+				got = "error"
+				if !strings.Contains(rc.LastError().Error(), tt.theirsErrText) {
+					t.Errorf("reference error %v, want one with %q", rc.LastError(), tt.theirsErrText)
+				}
+			}
+			if got != tt.theirs {
+				t.Errorf("reference: %s, want %s", got, tt.theirs)
+			}
+		})
+	}
+}
+
+func TestCondErrorsCounted(t *testing.T) {
+	b, err := CompileBoolExpr(`amount > 5000`, condEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := condEv()
+	for i := 1; i <= 3; i++ {
+		if b.Eval(e, nil) {
+			t.Fatal("Eval = true")
+		}
+		if b.Errors() != uint64(i) {
+			t.Fatalf("after %d failures Errors() = %d", i, b.Errors())
+		}
+	}
+	var ee *ExprError
+	if !errors.As(b.LastError(), &ee) || ee.Offset != 0 || ee.End != 6 || ee.Msg != "amount is null (in amount > 5000)" {
+		t.Errorf("LastError() = %#v", b.LastError())
+	}
+	if !b.Eval(condEv("amount", 6000.0), nil) || b.Errors() != 3 {
+		t.Errorf("a good event: Errors() = %d", b.Errors())
+	}
+	// A nil event has every field null.
+	if b.Eval(nil, nil) || b.Errors() != 4 {
+		t.Errorf("nil event: Errors() = %d", b.Errors())
+	}
+}
+
+// TestCondNoAllocs checks that natively compiled conditions do not
+// allocate, also when they fail with a fixed message.
+func TestCondNoAllocs(t *testing.T) {
+	for _, tt := range []struct {
+		src string
+		ev  *event.Event
+	}{
+		{`amount > 5000`, condEv("amount", 6000.0)},
+		{`amount > 5000`, condEv()}, // an error
+		// (lower allocates only when the string has upper-case letters.)
+		{`amount > 5000 && country != "US" && (lower(country) == "fr" || n * 2 < 10) && flag`, condEv("amount", 6000.0, "country", "fr", "n", 1, "flag", true)},
+		{`amount > 5000 && country != "US" && (lower(country) == "de" || n * 2 < 10) && flag`, condEv("amount", 6000.0, "country", "fr", "n", 1, "flag", true)},
+		{`country in ["FR", "DE", "IT"] && x ?? true`, condEv("country", "IT")},
+	} {
+		b, err := CompileBoolExpr(tt.src, condEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() { b.Eval(tt.ev, nil) }); n != 0 {
+			t.Errorf("%s: %v allocations per evaluation", tt.src, n)
+		}
+	}
+	s, err := CompileBoolExpr(`sum(a.amount) > 5 && any(a, .amount > 3) && count(a) == 3 && a[-1].amount == 4`, stageEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := condFrame{ev: condEv(), stages: stageMatch()}
+	if n := testing.AllocsPerRun(100, func() {
+		if ok, err := s.prog.evalBool(fr); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}); n != 0 {
+		t.Errorf("stage references: %v allocations per evaluation", n)
+	}
+}
+
+// TestBoolExprConcurrent evaluates a native and a VM condition from several
+// goroutines (run with -race).
+func TestBoolExprConcurrent(t *testing.T) {
+	fast, err := CompileBoolExpr(`amount > 1.0 && country == "FR"`, condEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := CompileBoolExpr(`amount > 1.0 && split(country, "R")[0] == "F"`, condEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				amount := float64((g + i) % 3)
+				e := condEv("amount", amount, "country", "FR")
+				for _, b := range []*BoolExpr{fast, slow} {
+					if got, want := b.Eval(e, nil), amount > 1; got != want {
+						t.Errorf("%s on %v = %v, want %v", b.Source(), amount, got, want)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if fast.Errors()+slow.Errors() != 0 {
+		t.Errorf("errors: %v, %v", fast.LastError(), slow.LastError())
+	}
+}
+
+func TestExprNames(t *testing.T) {
+	ids, err := ExprIdentifiers(`let y = amount; y > 5 && len(ctx("a")) == 2 && sum(map(xs, .price)) < amount && count(stage("b*")) > 0 && avg(b.f) > 1 && now() > 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"amount", "b", "xs"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("ExprIdentifiers = %q, want %q", ids, want)
+	}
+	members, err := ExprMemberNames(`a.amount > 1 && sum(map(xs, .price)) < 3 && first(b)?.country == "x" && x[0].n > 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"amount", "country", "n", "price"}; !reflect.DeepEqual(members, want) {
+		t.Errorf("ExprMemberNames = %q, want %q", members, want)
+	}
+	var ee *ExprError
+	if _, err := ExprIdentifiers(`"é" + amount >`); !errors.As(err, &ee) || ee.Offset != 14 {
+		t.Errorf("parse error %#v, want an *ExprError at byte 14 (the end)", err)
+	}
+}
+
+// FuzzCondCompile compiles arbitrary expressions as conditions and as
+// emit values and evaluates them: compiling may fail, evaluating may
+// fail, nothing may panic.
+func FuzzCondCompile(f *testing.F) {
+	for _, src := range []string{
+		`amount > 5000`, `country in ["FR", nil] && !flag`, `sum(a.amount) > 1 ? a[0].country : "x"`,
+		`any(a, .amount > 3) || count(c, .n > 1) >= 2`, `x ?? n % 2 == 1`, `lower(country) matches "^f"`,
+		`first(stage("b*"))?.amount == nil`, `max(a.amount) + min(1, 2.5) / 0 > 1`, `split(country, "")[1] == "R"`,
+		`let y = a.amount; y > 1`, `map(a, .country)[-1] endsWith "3"`, `mean(map(ctx("c"), .amount))`,
+	} {
+		f.Add(src)
+	}
+	events := []*event.Event{condEv(), condEv("amount", 6000.0, "country", "FR", "n", 3, "flag", true, "x", "s"), condEv("x", 1.5, "n", -1)}
+	f.Fuzz(func(t *testing.T, src string) {
+		if b, err := CompileBoolExpr(src, stageEnv); err == nil {
+			for _, e := range events {
+				b.Eval(e, nil)
+				b.prog.evalBool(condFrame{ev: e, stages: stageMatch()})
+			}
+		}
+		if v, err := CompileValueExpr(src, stageEnv); err == nil {
+			v.Eval(stageMatch())
+			v.Eval(nil)
+		}
+	})
+}

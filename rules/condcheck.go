@@ -1,0 +1,746 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// This file is the front half of the expression compiler: parsing with
+// expr's parser, expr's constant folding, name resolution (fields, stages,
+// functions) with suggestions, the refusal of wall-clock builtins, and the
+// scan that decides whether an expression compiles natively or falls back
+// to expr's VM. Errors are *ExprError with byte offsets into the source.
+
+// condCompiler holds the state of one compilation. It is discarded
+// afterwards: the closures it builds capture only what they need.
+type condCompiler struct {
+	condSource
+	env    *ExprEnv
+	emit   bool           // an emit expression: no event under test
+	stages map[string]int // stage name -> index
+	preds  int            // depth of predicates over stage events
+}
+
+func newCondCompiler(src string, env *ExprEnv, emit bool) *condCompiler {
+	c := &condCompiler{condSource: newCondSource(src), env: env, emit: emit, stages: make(map[string]int, len(env.Stages))}
+	for i, s := range env.Stages {
+		if _, dup := c.stages[s]; !dup {
+			c.stages[s] = i
+		}
+	}
+	return c
+}
+
+// condSource is the source of an expression, to convert expr's locations
+// (rune indexes) to byte offsets.
+type condSource struct {
+	src   string
+	runes []int // byte offset of each rune index; nil for ASCII
+}
+
+func newCondSource(src string) condSource {
+	s := condSource{src: src}
+	for i, r := range src {
+		if r >= utf8.RuneSelf && s.runes == nil {
+			s.runes = make([]int, 0, len(src))
+			for j := range src[:i] {
+				s.runes = append(s.runes, j)
+			}
+		}
+		if s.runes != nil {
+			s.runes = append(s.runes, i)
+		}
+	}
+	return s
+}
+
+// byteOffset converts a rune index of expr's locations to a byte offset.
+func (s *condSource) byteOffset(r int) int {
+	switch {
+	case r < 0:
+		return 0
+	case s.runes == nil:
+		return min(r, len(s.src))
+	case r >= len(s.runes):
+		return len(s.src)
+	}
+	return s.runes[r]
+}
+
+// condSite is the source range of a node whose evaluation can fail.
+type condSite struct{ off, end int }
+
+func (s condSite) fail(format string, args ...any) *ExprError {
+	return &ExprError{Offset: s.off, End: s.end, Msg: fmt.Sprintf(format, args...)}
+}
+
+// site is where errors about node n point: the operator of a binary
+// node, the whole node otherwise.
+func (c *condCompiler) site(n ast.Node) condSite {
+	loc := n.Location()
+	if _, ok := n.(*ast.BinaryNode); !ok {
+		loc = condSpan(n)
+	}
+	off, end := c.byteOffset(loc.From), c.byteOffset(loc.To)
+	if end < off {
+		end = 0
+	}
+	return condSite{off: off, end: end}
+}
+
+// condSpan is the range of runes covered by n and its children (without
+// enclosing parentheses, which have no node).
+func condSpan(n ast.Node) file.Location {
+	loc := n.Location()
+	for _, k := range condChildren(n) {
+		if k == nil {
+			continue
+		}
+		kl := condSpan(k)
+		if kl.To <= kl.From {
+			continue
+		}
+		if loc.To <= loc.From {
+			loc = kl
+			continue
+		}
+		loc.From, loc.To = min(loc.From, kl.From), max(loc.To, kl.To)
+	}
+	return loc
+}
+
+// text is the source of n for messages: the source text when it can be
+// cut out cleanly, expr's printing of the node otherwise.
+func (c *condCompiler) text(n ast.Node) string {
+	loc := condSpan(n)
+	off, end := c.byteOffset(loc.From), c.byteOffset(loc.To)
+	if off < end {
+		t := c.src[off:end]
+		depth := 0
+		for _, r := range t {
+			switch r {
+			case '(', '[', '{':
+				depth++
+			case ')', ']', '}':
+				depth--
+			}
+			if depth < 0 {
+				break
+			}
+		}
+		if depth == 0 {
+			return t
+		}
+	}
+	return n.String()
+}
+
+// errorf returns an error at node n. Run-time errors are made at compile
+// time with it where their text is fixed, so that failing evaluations do
+// not allocate.
+func (c *condCompiler) errorf(n ast.Node, format string, args ...any) *ExprError {
+	return c.site(n).fail(format, args...)
+}
+
+// fromFileError converts an error of expr (parser, checker, VM) to an
+// *ExprError.
+func (s *condSource) fromFileError(err error) *ExprError {
+	var fe *file.Error
+	if !errors.As(err, &fe) {
+		return &ExprError{Offset: 0, End: len(s.src), Msg: err.Error()}
+	}
+	site := condSite{off: s.byteOffset(fe.From), end: s.byteOffset(fe.To)}
+	if site.end < site.off {
+		site.end = 0
+	}
+	return site.fail("%s", fe.Message)
+}
+
+// parse parses the source with expr's parser and applies the rewrites of
+// expr's optimiser that change results: literal folding (x && false is
+// false without evaluating x), the combination of predicates and the
+// early end of count. The compiled closures then behave as expr's
+// optimised program, errors included.
+func (c *condCompiler) parse() (*parser.Tree, error) {
+	tree, err := parser.Parse(c.src)
+	if err != nil {
+		return nil, c.fromFileError(err)
+	}
+	f := &condFolder{c: c}
+	ast.Walk(&tree.Node, f)
+	if f.err != nil {
+		return nil, f.err
+	}
+	ast.Walk(&tree.Node, condCombinePredicates{})
+	ast.Walk(&tree.Node, condCountRewrites{})
+	return tree, nil
+}
+
+// condRef is what an identifier names: a field slot or a stage index (the
+// other is -1).
+type condRef struct{ slot, stage int }
+
+func (c *condCompiler) slot(name string) (int, bool) {
+	if c.env.Schema == nil {
+		return 0, false
+	}
+	return c.env.Schema.Slot(name)
+}
+
+// resolve resolves an identifier.
+func (c *condCompiler) resolve(n *ast.IdentifierNode) (condRef, error) {
+	slot, isField := c.slot(n.Value)
+	stage, isStage := c.stages[n.Value]
+	switch {
+	case isField && isStage:
+		return condRef{}, c.errorf(n, "%s is both a field and a stage: rename one", n.Value)
+	case isStage:
+		return condRef{slot: -1, stage: stage}, nil
+	case isField && c.emit:
+		return condRef{}, c.errorf(n, "%s is a field of one event, but an emit expression reads the whole match: read it from a stage (%s.%s)",
+			n.Value, c.someStage(), n.Value)
+	case isField:
+		return condRef{slot: slot, stage: -1}, nil
+	}
+	what := "name"
+	if c.env.Declared {
+		what = "field"
+	}
+	return condRef{}, c.errorf(n, "unknown %s %s%s", what, n.Value, condSuggest(n.Value, c.names()))
+}
+
+// someStage names a stage for the examples of error messages.
+func (c *condCompiler) someStage() string {
+	for _, s := range c.env.Stages {
+		if isExprIdent(s) {
+			return s
+		}
+	}
+	return "stage"
+}
+
+// names are the identifiers an expression may use, for suggestions.
+func (c *condCompiler) names() []string {
+	var out []string
+	if c.env.Schema != nil && !c.emit {
+		out = append(out, c.env.Schema.Names()...)
+	}
+	for _, s := range c.env.Stages {
+		if isExprIdent(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// field resolves the name of a field read through an event (x.f, .f).
+func (c *condCompiler) field(n ast.Node, name string) (int, error) {
+	if slot, ok := c.slot(name); ok {
+		return slot, nil
+	}
+	var names []string
+	if c.env.Schema != nil {
+		names = c.env.Schema.Names()
+	}
+	return 0, c.errorf(n, "unknown field %s%s", name, condSuggest(name, names))
+}
+
+// stageArg resolves the argument of stage("x") or ctx("x").
+func (c *condCompiler) stageArg(n *ast.CallNode) (int, error) {
+	callee := n.Callee.(*ast.IdentifierNode).Value
+	if len(n.Arguments) != 1 {
+		return 0, c.errorf(n, "%s takes one argument, a stage name", callee)
+	}
+	s, ok := n.Arguments[0].(*ast.StringNode)
+	if !ok {
+		return 0, c.errorf(n.Arguments[0], "the argument of %s must be a string literal naming a stage", callee)
+	}
+	stage, ok := c.stages[s.Value]
+	if !ok {
+		return 0, c.errorf(s, "unknown stage %q%s", s.Value, condSuggest(s.Value, c.env.Stages))
+	}
+	return stage, nil
+}
+
+// stageRef reports whether n names a stage (x, stage("x"), ctx("x")).
+func (c *condCompiler) stageRef(n ast.Node) (int, bool, error) {
+	switch n := n.(type) {
+	case *ast.IdentifierNode:
+		if _, isField := c.slot(n.Value); isField {
+			return 0, false, nil
+		}
+		stage, ok := c.stages[n.Value]
+		return stage, ok, nil
+	case *ast.CallNode:
+		if id, ok := n.Callee.(*ast.IdentifierNode); ok && (id.Value == "stage" || id.Value == "ctx") {
+			stage, err := c.stageArg(n)
+			return stage, err == nil, err
+		}
+	}
+	return 0, false, nil
+}
+
+// condRefused are the builtins that would make a condition depend on the
+// wall clock or on time values: a replay must give the same answers.
+var condRefused = map[string]string{
+	"now":      "now() is not allowed: it reads the wall clock and breaks replay",
+	"date":     "date() is not allowed: time values break replay; event times are numbers (milliseconds)",
+	"duration": "duration() is not allowed: time values break replay; durations are numbers (milliseconds)",
+}
+
+// refused returns the error for a refused builtin, nil for the others.
+func (c *condCompiler) refused(n ast.Node, name string) error {
+	if msg, ok := condRefused[name]; ok {
+		return c.errorf(n, "%s", msg)
+	}
+	return nil
+}
+
+// condFunctions are the function names an expression may call natively,
+// for suggestions.
+var condFunctions = func() []string {
+	out := []string{"stage", "ctx", "avg"}
+	for name := range condNativeBuiltins {
+		out = append(out, name)
+	}
+	for name := range condScalarFuncs {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}()
+
+func (c *condCompiler) unknownFunc(id *ast.IdentifierNode) error {
+	if err := c.refused(id, id.Value); err != nil {
+		return err
+	}
+	if _, isField := c.slot(id.Value); isField {
+		return c.errorf(id, "%s is a field, not a function", id.Value)
+	}
+	return c.errorf(id, "unknown function %s%s", id.Value, condSuggest(id.Value, condFunctions))
+}
+
+// scan checks the names of the whole tree (also in constructs the compiler
+// leaves to the VM) and reports the first construct that is not compiled
+// natively ("" when none). bound holds the names of enclosing let
+// declarations.
+func (c *condCompiler) scan(n ast.Node, bound map[string]bool) (string, error) {
+	if n == nil {
+		return "", nil
+	}
+	var fallback string
+	note := func(what string) {
+		if fallback == "" {
+			fallback = what
+		}
+	}
+	children := condChildren(n)
+	switch n := n.(type) {
+	case *ast.IdentifierNode:
+		if bound[n.Value] {
+			return "", nil
+		}
+		_, err := c.resolve(n)
+		return "", err
+	case *ast.CallNode:
+		id, ok := n.Callee.(*ast.IdentifierNode)
+		switch {
+		case !ok:
+			note("a call of " + n.Callee.String())
+		case id.Value == "stage" || id.Value == "ctx":
+			_, err := c.stageArg(n)
+			return "", err
+		case id.Value == "avg":
+			children = n.Arguments
+		default:
+			return "", c.unknownFunc(id)
+		}
+	case *ast.BuiltinNode:
+		if err := c.refused(n, n.Name); err != nil {
+			return "", err
+		}
+		if _, ok := condScalarFuncs[n.Name]; !ok && !condNativeBuiltins[n.Name] {
+			note("builtin " + n.Name)
+		}
+	case *ast.MemberNode:
+		if n.Method {
+			note("method call")
+		}
+		if s, ok := n.Property.(*ast.StringNode); ok {
+			_, isStage, err := c.stageRef(n.Node)
+			if err != nil {
+				return "", err
+			}
+			if isStage {
+				if _, err := c.field(n.Property, s.Value); err != nil {
+					return "", err
+				}
+			}
+		}
+	case *ast.VariableDeclaratorNode:
+		note("let")
+		fb, err := c.scan(n.Value, bound)
+		if err != nil {
+			return "", err
+		}
+		note(fb)
+		inner := map[string]bool{n.Name: true}
+		for k := range bound {
+			inner[k] = true
+		}
+		fb, err = c.scan(n.Expr, inner)
+		note(fb)
+		return fallback, err
+	case *ast.PointerNode:
+		if n.Name != "" {
+			note("#" + n.Name)
+		}
+	case *ast.BinaryNode:
+		if n.Operator == ".." {
+			note("range ..")
+		}
+	case *ast.SequenceNode:
+		note("a sequence (;)")
+	case *ast.MapNode, *ast.PairNode:
+		note("a map literal")
+	case *ast.SliceNode:
+		note("slicing")
+	case *ast.ConstantNode, *ast.BytesNode:
+		note(fmt.Sprintf("%T", n))
+	}
+	for _, k := range children {
+		fb, err := c.scan(k, bound)
+		if err != nil {
+			return "", err
+		}
+		note(fb)
+	}
+	return fallback, nil
+}
+
+// condChildren returns the children of n, in source order.
+func condChildren(n ast.Node) []ast.Node {
+	switch n := n.(type) {
+	case *ast.UnaryNode:
+		return []ast.Node{n.Node}
+	case *ast.BinaryNode:
+		return []ast.Node{n.Left, n.Right}
+	case *ast.ChainNode:
+		return []ast.Node{n.Node}
+	case *ast.MemberNode:
+		return []ast.Node{n.Node, n.Property}
+	case *ast.SliceNode:
+		return []ast.Node{n.Node, n.From, n.To}
+	case *ast.CallNode:
+		return append([]ast.Node{n.Callee}, n.Arguments...)
+	case *ast.BuiltinNode:
+		return n.Arguments
+	case *ast.PredicateNode:
+		return []ast.Node{n.Node}
+	case *ast.VariableDeclaratorNode:
+		return []ast.Node{n.Value, n.Expr}
+	case *ast.SequenceNode:
+		return n.Nodes
+	case *ast.ConditionalNode:
+		return []ast.Node{n.Cond, n.Exp1, n.Exp2}
+	case *ast.ArrayNode:
+		return n.Nodes
+	case *ast.MapNode:
+		return n.Pairs
+	case *ast.PairNode:
+		return []ast.Node{n.Key, n.Value}
+	}
+	return nil
+}
+
+// isExprIdent reports whether s can be written as an identifier in expr.
+func isExprIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r == '_' || r == '$' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || r >= utf8.RuneSelf {
+			continue
+		}
+		if i > 0 && '0' <= r && r <= '9' {
+			continue
+		}
+		return false
+	}
+	switch s {
+	case "true", "false", "nil", "not", "and", "or", "in", "matches", "contains", "startsWith", "endsWith", "let", "if", "else":
+		return false
+	}
+	return true
+}
+
+// condSuggest returns " (did you mean x?)" for the candidate closest to
+// name by edit distance, or "" when none is close.
+func condSuggest(name string, candidates []string) string {
+	best, bestD := "", -1
+	for _, cand := range candidates {
+		if cand == name {
+			continue
+		}
+		d := condEditDistance(strings.ToLower(name), strings.ToLower(cand))
+		if bestD < 0 || d < bestD {
+			best, bestD = cand, d
+		}
+	}
+	limit := min(3, (utf8.RuneCountInString(name)+1)/3)
+	if bestD < 0 || bestD > limit {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// condEditDistance is the Levenshtein distance between a and b, with a
+// transposition of two neighbours counting as one edit.
+func condEditDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	prev2 := make([]int, len(y)+1)
+	prev := make([]int, len(y)+1)
+	cur := make([]int, len(y)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		cur[0] = i
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(y)]
+}
+
+// condFolder applies expr's literal folding (expr's optimizer/fold.go) so
+// that compiled expressions give the answers of expr's optimised
+// programs: besides arithmetic on literals, x && false is false and
+// x && true is x without the check that x is a bool. The only error it
+// reports is an integer % by a literal zero, which expr refuses to compile.
+type condFolder struct {
+	c   *condCompiler
+	err error
+}
+
+// Visit implements ast.Visitor (children are visited first).
+func (f *condFolder) Visit(node *ast.Node) {
+	if f.err != nil {
+		return
+	}
+	replace := func(n ast.Node) {
+		n.SetLocation((*node).Location())
+		*node = n
+	}
+	switch n := (*node).(type) {
+	case *ast.UnaryNode:
+		switch x := n.Node.(type) {
+		case *ast.IntegerNode:
+			switch n.Operator {
+			case "-":
+				replace(&ast.IntegerNode{Value: -x.Value})
+			case "+":
+				replace(&ast.IntegerNode{Value: x.Value})
+			}
+		case *ast.FloatNode:
+			switch n.Operator {
+			case "-":
+				replace(&ast.FloatNode{Value: -x.Value})
+			case "+":
+				replace(&ast.FloatNode{Value: x.Value})
+			}
+		case *ast.BoolNode:
+			if n.Operator == "!" || n.Operator == "not" {
+				replace(&ast.BoolNode{Value: !x.Value})
+			}
+		}
+	case *ast.BinaryNode:
+		f.binary(n, replace, node)
+	}
+}
+
+func (f *condFolder) binary(n *ast.BinaryNode, replace func(ast.Node), node *ast.Node) {
+	li, lInt := n.Left.(*ast.IntegerNode)
+	ri, rInt := n.Right.(*ast.IntegerNode)
+	lf, lFloat := n.Left.(*ast.FloatNode)
+	rf, rFloat := n.Right.(*ast.FloatNode)
+	num := func(isInt bool, i *ast.IntegerNode, f *ast.FloatNode) float64 {
+		if isInt {
+			return float64(i.Value)
+		}
+		return f.Value
+	}
+	bothNum := (lInt || lFloat) && (rInt || rFloat)
+	switch n.Operator {
+	case "+", "-", "*":
+		op := condBinaryOps[n.Operator]
+		if lInt && rInt {
+			v, _ := condArith(op, event.Int(int64(li.Value)), event.Int(int64(ri.Value)))
+			i, _ := v.AsInt()
+			replace(&ast.IntegerNode{Value: int(i)})
+			return
+		}
+		if bothNum {
+			v, _ := condArith(op, event.Float(num(lInt, li, lf)), event.Float(num(rInt, ri, rf)))
+			x, _ := v.AsFloat()
+			replace(&ast.FloatNode{Value: x})
+			return
+		}
+		if n.Operator == "+" {
+			if ls, ok := n.Left.(*ast.StringNode); ok {
+				if rs, ok := n.Right.(*ast.StringNode); ok {
+					replace(&ast.StringNode{Value: ls.Value + rs.Value})
+				}
+			}
+		}
+	case "/":
+		if bothNum {
+			replace(&ast.FloatNode{Value: num(lInt, li, lf) / num(rInt, ri, rf)})
+		}
+	case "%":
+		if lInt && rInt {
+			if ri.Value == 0 {
+				f.err = f.c.errorf(n, "integer divide by zero")
+				return
+			}
+			replace(&ast.IntegerNode{Value: li.Value % ri.Value})
+		}
+	case "**", "^":
+		if bothNum {
+			x, y := num(lInt, li, lf), num(rInt, ri, rf)
+			replace(&ast.FloatNode{Value: math.Pow(x, y)})
+		}
+	case "and", "&&", "or", "||":
+		and := n.Operator == "and" || n.Operator == "&&"
+		lb, lBool := n.Left.(*ast.BoolNode)
+		rb, rBool := n.Right.(*ast.BoolNode)
+		switch {
+		case lBool && lb.Value == and: // true && x, false || x
+			*node = n.Right
+		case rBool && rb.Value == and: // x && true, x || false
+			*node = n.Left
+		case lBool || rBool: // false && x, x && false, true || x, x || true
+			replace(&ast.BoolNode{Value: !and})
+		}
+	case "==":
+		switch l := n.Left.(type) {
+		case *ast.IntegerNode:
+			if rInt {
+				replace(&ast.BoolNode{Value: l.Value == ri.Value})
+			}
+		case *ast.StringNode:
+			if r, ok := n.Right.(*ast.StringNode); ok {
+				replace(&ast.BoolNode{Value: l.Value == r.Value})
+			}
+		case *ast.BoolNode:
+			if r, ok := n.Right.(*ast.BoolNode); ok {
+				replace(&ast.BoolNode{Value: l.Value == r.Value})
+			}
+		}
+	}
+}
+
+// condCombinePredicates applies expr's optimizer/predicate_combination.go:
+// all(x, p) && all(x, q) is all(x, p && q), any(x, p) || any(x, q) is
+// any(x, p || q), none(x, p) && none(x, q) is none(x, p || q). The
+// combined form evaluates p and q element by element, which decides which
+// errors surface.
+type condCombinePredicates struct{}
+
+// Visit implements ast.Visitor.
+func (v condCombinePredicates) Visit(node *ast.Node) {
+	op, ok := (*node).(*ast.BinaryNode)
+	if !ok {
+		return
+	}
+	left, ok := op.Left.(*ast.BuiltinNode)
+	if !ok || len(left.Arguments) != 2 {
+		return
+	}
+	var combined string
+	switch and := op.Operator == "&&" || op.Operator == "and"; {
+	case left.Name == "all" && and, left.Name == "any" && !and && (op.Operator == "||" || op.Operator == "or"):
+		combined = op.Operator
+	case left.Name == "none" && and:
+		combined = map[string]string{"and": "or", "&&": "||"}[op.Operator]
+	default:
+		return
+	}
+	right, ok := op.Right.(*ast.BuiltinNode)
+	if !ok || right.Name != left.Name || len(right.Arguments) != 2 || left.Arguments[0].String() != right.Arguments[0].String() {
+		return
+	}
+	lp, ok1 := left.Arguments[1].(*ast.PredicateNode)
+	rp, ok2 := right.Arguments[1].(*ast.PredicateNode)
+	if !ok1 || !ok2 {
+		return
+	}
+	body := &ast.BinaryNode{Operator: combined, Left: lp.Node, Right: rp.Node}
+	body.SetLocation(op.Location())
+	pred := &ast.PredicateNode{Node: body}
+	pred.SetLocation(lp.Location())
+	v.Visit(&pred.Node)
+	merged := &ast.BuiltinNode{Name: left.Name, Arguments: []ast.Node{left.Arguments[0], pred}}
+	merged.SetLocation(left.Location())
+	*node = merged
+}
+
+// condCountRewrites applies expr's optimizer/count_any.go and
+// count_threshold.go: count(x, p) > 0 (or >= 1) is any(x, p), and
+// count(x, p) compared with a larger literal stops counting at the
+// threshold that decides the comparison.
+type condCountRewrites struct{}
+
+// Visit implements ast.Visitor.
+func (condCountRewrites) Visit(node *ast.Node) {
+	bin, ok := (*node).(*ast.BinaryNode)
+	if !ok {
+		return
+	}
+	count, ok := bin.Left.(*ast.BuiltinNode)
+	if !ok || count.Name != "count" || len(count.Arguments) != 2 {
+		return
+	}
+	k, ok := bin.Right.(*ast.IntegerNode)
+	if !ok {
+		return
+	}
+	if bin.Operator == ">" && k.Value == 0 || bin.Operator == ">=" && k.Value == 1 {
+		anyNode := &ast.BuiltinNode{Name: "any", Arguments: count.Arguments}
+		anyNode.SetLocation(count.Location())
+		*node = anyNode
+		return
+	}
+	if k.Value < 0 {
+		return
+	}
+	threshold := k.Value
+	switch bin.Operator {
+	case ">", "<=":
+		threshold++
+	case ">=", "<":
+	default:
+		return
+	}
+	if threshold > 1 {
+		count.Threshold = &threshold
+	}
+}

@@ -1,0 +1,350 @@
+package rules
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/types"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// This file is the slow path: an expression with a construct the native
+// compiler does not handle (see condUnsupported and condCompiler.scan) runs
+// on expr's VM, like [CompileCondition]. Stage references, which expr does
+// not know, are first rewritten into calls of helper functions that share
+// their code with the native path:
+//
+//	x, stage("x"), ctx("x")       -> _cepheus_events(i)        (rows: maps of field values)
+//	x.f                           -> _cepheus_last(i, slot)
+//	sum(x.f), avg(x.f), ...       -> _cepheus_agg(kind, i, slot)
+//	avg(list)                     -> mean(list)
+//	count(list)                   -> len(list)
+
+const (
+	condVMEvents = "_cepheus_events"
+	condVMLast   = "_cepheus_last"
+	condVMAgg    = "_cepheus_agg"
+)
+
+// condVM is an expression compiled for expr's VM. It is safe for
+// concurrent use: every evaluation borrows a VM and an environment from a
+// pool.
+type condVM struct {
+	condSource
+	program *vm.Program
+	env     []schemaField // the fields set in the environment (none in emit expressions)
+	all     []schemaField // every field, for the rows of stage events
+	pool    sync.Pool     // of *condVMState
+}
+
+// condVMState is the scratch space of one evaluation at a time.
+type condVMState struct {
+	vm  vm.VM
+	env map[string]any
+	all []schemaField
+	fr  condFrame // valid during an evaluation only
+}
+
+// newCondVM compiles the expression of c for expr's VM. When the ruleset
+// declares its schema, expr's checker first checks it against the declared
+// kinds; the program run is compiled with every field typed any, as
+// [CompileCondition] does, so that a null field is nil.
+func newCondVM(c *condCompiler) (*condVM, error) {
+	v := &condVM{condSource: c.condSource}
+	helper := types.TypeOf(func(...any) any { return nil })
+	typed, untyped := types.Map{}, types.Map{}
+	for _, name := range []string{condVMEvents, condVMLast, condVMAgg} {
+		typed[name], untyped[name] = helper, helper
+	}
+	if s := c.env.Schema; s != nil {
+		for i := range s.Len() {
+			f := s.Field(i)
+			if _, clash := typed[f.Name]; clash {
+				return nil, &ExprError{End: len(c.src), Msg: fmt.Sprintf("field %s hides a function of the expression compiler", f.Name)}
+			}
+			v.all = append(v.all, schemaField{name: f.Name, slot: i})
+			if c.emit {
+				continue
+			}
+			v.env = append(v.env, schemaField{name: f.Name, slot: i})
+			typed[f.Name], untyped[f.Name] = types.Any, types.Any
+			if c.env.Declared {
+				typed[f.Name] = kindType(f.Kind)
+			}
+		}
+	}
+	if c.env.Declared {
+		tree, err := c.vmTree()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := checker.Check(tree, c.vmConfig(typed)); err != nil {
+			return nil, c.fromFileError(err)
+		}
+	}
+	tree, err := c.vmTree()
+	if err != nil {
+		return nil, err
+	}
+	cfg := c.vmConfig(untyped)
+	if _, err := checker.Check(tree, cfg); err != nil {
+		return nil, c.fromFileError(err)
+	}
+	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
+		return nil, c.fromFileError(err)
+	}
+	if v.program, err = compiler.Compile(tree, cfg); err != nil {
+		return nil, c.fromFileError(err)
+	}
+	v.pool.New = v.newState
+	return v, nil
+}
+
+// vmConfig is expr's configuration for env: the wall-clock builtins
+// disabled, and a bool expected from a condition.
+func (c *condCompiler) vmConfig(env types.Map) *conf.Config {
+	cfg := conf.CreateNew()
+	cfg.WithEnv(env)
+	if !c.emit {
+		cfg.Expect, cfg.ExpectAny = reflect.Bool, true
+	}
+	for name := range condRefused {
+		cfg.Disabled[name] = true
+		delete(cfg.Builtins, name)
+	}
+	return cfg
+}
+
+// vmTree parses the source again and rewrites its stage references.
+func (c *condCompiler) vmTree() (*parser.Tree, error) {
+	tree, err := parser.Parse(c.src)
+	if err != nil {
+		return nil, c.fromFileError(err)
+	}
+	c.rewrite(&tree.Node)
+	return tree, nil
+}
+
+// rewrite replaces the stage references under node by helper calls.
+func (c *condCompiler) rewrite(node *ast.Node) {
+	at := (*node).Location()
+	call := func(name string, args ...int) ast.Node {
+		callee := &ast.IdentifierNode{Value: name}
+		callee.SetLocation(at)
+		nodes := make([]ast.Node, len(args))
+		for i, a := range args {
+			nodes[i] = &ast.IntegerNode{Value: a}
+			nodes[i].SetLocation(at)
+		}
+		n := &ast.CallNode{Callee: callee, Arguments: nodes}
+		n.SetLocation(at)
+		return n
+	}
+	switch n := (*node).(type) {
+	case *ast.IdentifierNode:
+		if stage, ok, _ := c.stageRef(n); ok {
+			*node = call(condVMEvents, stage)
+		}
+		return
+	case *ast.CallNode:
+		if stage, ok, _ := c.stageRef(n); ok {
+			*node = call(condVMEvents, stage)
+			return
+		}
+		if id, ok := n.Callee.(*ast.IdentifierNode); ok && id.Value == "avg" {
+			mean := &ast.BuiltinNode{Name: "mean", Arguments: n.Arguments}
+			mean.SetLocation(at)
+			*node = mean
+			c.rewrite(node)
+			return
+		}
+	case *ast.MemberNode:
+		if _, byName := n.Property.(*ast.StringNode); byName && !n.Method {
+			if stage, ok, _ := c.stageRef(n.Node); ok {
+				if slot, err := c.memberField(n); err == nil {
+					*node = call(condVMLast, stage, slot)
+					return
+				}
+			}
+		}
+	case *ast.BuiltinNode:
+		if kind, ok := condAggKinds[n.Name]; ok && len(n.Arguments) == 1 {
+			if stage, slot, ok, _ := c.stageField(n.Arguments[0]); ok {
+				*node = call(condVMAgg, int(kind), stage, slot)
+				return
+			}
+			if kind == condAggCount {
+				n.Name = "len"
+			}
+		}
+	}
+	for _, child := range condChildPtrs(*node) {
+		c.rewrite(child)
+	}
+}
+
+// condChildPtrs returns pointers to the children of n.
+func condChildPtrs(n ast.Node) []*ast.Node {
+	switch n := n.(type) {
+	case *ast.UnaryNode:
+		return []*ast.Node{&n.Node}
+	case *ast.BinaryNode:
+		return []*ast.Node{&n.Left, &n.Right}
+	case *ast.ChainNode:
+		return []*ast.Node{&n.Node}
+	case *ast.MemberNode:
+		return []*ast.Node{&n.Node, &n.Property}
+	case *ast.SliceNode:
+		out := []*ast.Node{&n.Node}
+		if n.From != nil {
+			out = append(out, &n.From)
+		}
+		if n.To != nil {
+			out = append(out, &n.To)
+		}
+		return out
+	case *ast.CallNode:
+		out := []*ast.Node{&n.Callee}
+		for i := range n.Arguments {
+			out = append(out, &n.Arguments[i])
+		}
+		return out
+	case *ast.BuiltinNode:
+		out := make([]*ast.Node, len(n.Arguments))
+		for i := range n.Arguments {
+			out[i] = &n.Arguments[i]
+		}
+		return out
+	case *ast.PredicateNode:
+		return []*ast.Node{&n.Node}
+	case *ast.VariableDeclaratorNode:
+		return []*ast.Node{&n.Value, &n.Expr}
+	case *ast.SequenceNode:
+		out := make([]*ast.Node, len(n.Nodes))
+		for i := range n.Nodes {
+			out[i] = &n.Nodes[i]
+		}
+		return out
+	case *ast.ConditionalNode:
+		return []*ast.Node{&n.Cond, &n.Exp1, &n.Exp2}
+	case *ast.ArrayNode:
+		out := make([]*ast.Node, len(n.Nodes))
+		for i := range n.Nodes {
+			out[i] = &n.Nodes[i]
+		}
+		return out
+	case *ast.MapNode:
+		out := make([]*ast.Node, len(n.Pairs))
+		for i := range n.Pairs {
+			out[i] = &n.Pairs[i]
+		}
+		return out
+	case *ast.PairNode:
+		return []*ast.Node{&n.Key, &n.Value}
+	}
+	return nil
+}
+
+// newState is the constructor of the pool. The helpers are bound to their
+// state once, so evaluations do not allocate closures.
+func (v *condVM) newState() any {
+	st := &condVMState{env: make(map[string]any, len(v.env)+3), all: v.all}
+	st.env[condVMEvents] = st.events
+	st.env[condVMLast] = st.last
+	st.env[condVMAgg] = st.agg
+	return st
+}
+
+// eval runs the program on fr. A panic that escapes the VM (which
+// recovers its own) is a bug in the helpers; it is reported as an error.
+func (v *condVM) eval(fr condFrame) (out any, fail *ExprError) {
+	st := v.pool.Get().(*condVMState)
+	defer func() {
+		if r := recover(); r != nil {
+			// The state may be half updated: leave it to the garbage collector.
+			out, fail = nil, &ExprError{End: len(v.src), Msg: fmt.Sprintf("expression panicked: %v", r)}
+		}
+	}()
+	for _, f := range v.env {
+		st.env[f.name] = exprValue(fr.ev.Field(f.slot))
+	}
+	st.fr = fr
+	out, err := st.vm.Run(v.program, st.env)
+	st.fr = condFrame{}
+	v.pool.Put(st)
+	if err != nil {
+		return nil, v.fromFileError(err)
+	}
+	return out, nil
+}
+
+// evalBool evaluates a condition (the program ends with expr's cast to
+// bool).
+func (v *condVM) evalBool(fr condFrame) (bool, *ExprError) {
+	out, err := v.eval(fr)
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.(bool)
+	if !ok {
+		return false, &ExprError{End: len(v.src), Msg: fmt.Sprintf("the condition yielded %T, not a bool", out)}
+	}
+	return b, nil
+}
+
+// evalValue evaluates an emit expression.
+func (v *condVM) evalValue(fr condFrame) (event.Value, *ExprError) {
+	out, err := v.eval(fr)
+	if err != nil {
+		return event.Null, err
+	}
+	val, ok := event.FromAny(out)
+	if !ok {
+		return event.Null, &ExprError{End: len(v.src), Msg: fmt.Sprintf("the value is a %T, not a single value", out)}
+	}
+	return val, nil
+}
+
+// events implements _cepheus_events(stage): the events of the stage as
+// maps from field name to value, as [CompileCondition]'s ctx gives them.
+func (st *condVMState) events(args ...any) any {
+	evs := st.fr.stages.EventsAt(args[0].(int))
+	rows := make([]any, len(evs))
+	for i, e := range evs {
+		row := make(map[string]any, len(st.all))
+		for _, f := range st.all {
+			row[f.name] = exprValue(e.Field(f.slot))
+		}
+		rows[i] = row
+	}
+	return rows
+}
+
+// last implements _cepheus_last(stage, slot).
+func (st *condVMState) last(args ...any) any {
+	evs := st.fr.stages.EventsAt(args[0].(int))
+	if len(evs) == 0 {
+		return nil
+	}
+	return exprValue(evs[len(evs)-1].Field(args[1].(int)))
+}
+
+// agg implements _cepheus_agg(kind, stage, slot). A value that does not fit
+// panics, which the VM reports as an error.
+func (st *condVMState) agg(args ...any) any {
+	kind := condAggKind(args[0].(int))
+	v, bad, ok := condAggEvents(kind, st.fr.stages.EventsAt(args[1].(int)), args[2].(int))
+	if !ok {
+		panic(fmt.Sprintf("invalid argument for %s (type %s)", condAggNames[kind], bad.Kind()))
+	}
+	return exprValue(v)
+}

@@ -1,0 +1,129 @@
+package rules
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// MaxErrors is the most errors reported for one file; an [ErrorList] that
+// had more ends with a "too many errors" entry.
+const MaxErrors = 20
+
+// Error is an error in a ruleset file, at a position. Error() is
+// "file:line:col: message"; [Error.Snippet] adds the source line and a caret
+// under the fault.
+type Error struct {
+	Pos Position
+	Msg string
+	// line is the source line of Pos, for the snippet.
+	line string
+}
+
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// Snippet returns the source line of the error with a caret under its
+// column, or "" when the position has no line.
+func (e *Error) Snippet() string {
+	if !e.Pos.IsValid() {
+		return ""
+	}
+	return caret(e.line, e.Pos.Column)
+}
+
+// ErrorList is a list of errors, sorted by position once complete. The
+// front end returns one as its error (see [ErrorList.Err]); find it with
+// errors.As.
+type ErrorList []*Error
+
+// add appends an error at p of f.
+func (l *ErrorList) add(f *srcFile, p Pos, msg string) {
+	pos := f.position(p)
+	*l = append(*l, &Error{Pos: pos, Msg: msg, line: f.lineText(pos.Line)})
+}
+
+func (l ErrorList) Len() int      { return len(l) }
+func (l ErrorList) Swap(i, j int) { l[i], l[j] = l[j], l[i] }
+
+// Less orders errors by file, line, column, then message.
+func (l ErrorList) Less(i, j int) bool {
+	a, b := l[i].Pos, l[j].Pos
+	if a.Filename != b.Filename {
+		return a.Filename < b.Filename
+	}
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	if a.Column != b.Column {
+		return a.Column < b.Column
+	}
+	return l[i].Msg < l[j].Msg
+}
+
+// Sort sorts the list by position (stable for equal positions).
+func (l ErrorList) Sort() { sort.Stable(l) }
+
+// finish sorts the list, keeps only the first error of each line (a second
+// error on a line is most often a consequence of the first) and caps the
+// list at [MaxErrors] per file.
+func (l ErrorList) finish() ErrorList {
+	l.Sort()
+	var out ErrorList
+	perFile := map[string]int{}
+	for i, e := range l {
+		if i > 0 {
+			prev := l[i-1].Pos
+			if prev.Filename == e.Pos.Filename && prev.Line == e.Pos.Line {
+				continue
+			}
+		}
+		n := perFile[e.Pos.Filename]
+		perFile[e.Pos.Filename] = n + 1
+		switch {
+		case n < MaxErrors:
+			out = append(out, e)
+		case n == MaxErrors:
+			out = append(out, &Error{Pos: e.Pos, Msg: "too many errors", line: e.line})
+		}
+	}
+	return out
+}
+
+// Err returns the list as an error, or nil when it is empty.
+func (l ErrorList) Err() error {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// Error returns the first error, and how many more there are.
+func (l ErrorList) Error() string {
+	switch len(l) {
+	case 0:
+		return "no errors"
+	case 1:
+		return l[0].Error()
+	}
+	return fmt.Sprintf("%s (and %d more errors)", l[0], len(l)-1)
+}
+
+// Print writes every error on its own line, each followed by its source
+// line and a caret when snippets is true.
+func (l ErrorList) Print(w io.Writer, snippets bool) error {
+	var b strings.Builder
+	for _, e := range l {
+		b.WriteString(e.Error())
+		b.WriteByte('\n')
+		if s := e.Snippet(); snippets && s != "" {
+			for line := range strings.Lines(s) {
+				b.WriteString("    ")
+				b.WriteString(line)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

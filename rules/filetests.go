@@ -1,0 +1,246 @@
+package rules
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// compileTests checks the tests of the file and adds them to rs: events
+// decoded by the ruleset's schema, expected matches resolved against the
+// rules' stages. rs.Rules holds one Rule per rule declaration, in order.
+func (c *ruleChecker) compileTests(rs *Ruleset) {
+	decls := map[string]*RuleDecl{}
+	rules := map[string]*Rule{}
+	for i, rd := range c.rules {
+		if _, dup := decls[rd.Name.Value]; !dup {
+			decls[rd.Name.Value], rules[rd.Name.Value] = rd, rs.Rules[i]
+		}
+	}
+	for _, td := range c.tests {
+		t := &Test{Name: td.Name, Pos: c.f.src.position(td.Pos), Rules: rs.Rules}
+		only := ""
+		if td.Rule != nil {
+			only = td.Rule.Name.Value
+			if r, ok := rules[only]; ok {
+				t.Rules = []*Rule{r}
+			} else {
+				c.errorf(td.Rule.Name.Pos, "unknown rule %s", td.Rule.Name)
+			}
+		}
+		if td.Events != nil {
+			for i, l := range td.Events.Lines {
+				ev, err := rs.decodeEvent([]byte(l.JSON.raw))
+				if err != nil {
+					off := 0
+					var de *decodeError
+					if errors.As(err, &de) {
+						off = min(max(de.off, 0), len(l.JSON.raw))
+					}
+					c.errorf(l.JSON.Pos+Pos(off), "event %d: %v", i+1, err)
+					continue
+				}
+				ev.Seq = uint64(i + 1)
+				t.Events = append(t.Events, ev)
+			}
+		}
+		nEvents := 0
+		if td.Events != nil {
+			nEvents = len(td.Events.Lines)
+		}
+		emitNames := map[*RuleDecl][]string{}
+		if td.Expect == nil {
+			c.errorf(td.Pos, "test %q has no expect (write 'expect none' when no match is expected)", td.Name)
+		} else {
+			for _, m := range td.Expect.Matches {
+				rd := decls[m.Rule.Value]
+				switch {
+				case rd == nil:
+					c.errorf(m.Rule.Pos, "unknown rule %s", m.Rule)
+					continue
+				case only != "" && m.Rule.Value != only:
+					c.errorf(m.Rule.Pos, "the test runs rule %s only", quoteName(only))
+					continue
+				}
+				x, ok := c.expectedMatch(rules[m.Rule.Value], rd, m, nEvents)
+				if !ok {
+					continue
+				}
+				names := make([]string, len(x.Emits))
+				for i, e := range x.Emits {
+					names[i] = e.Name
+				}
+				if prev, seen := emitNames[rd]; !seen {
+					emitNames[rd] = names
+				} else if !slices.Equal(prev, names) {
+					c.errorf(m.Rule.Pos, "the expected matches of rule %s in a test all give the same emit fields (%s), or none", m.Rule, strings.Join(prev, ", "))
+					continue
+				}
+				t.Expect = append(t.Expect, x)
+			}
+		}
+		rs.Tests = append(rs.Tests, t)
+	}
+}
+
+// expectedMatch resolves one expected match of rule r (declared by rd) in
+// a test with nEvents events.
+func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvents int) (ExpectedMatch, bool) {
+	pos := m.Rule.Pos
+	x := ExpectedMatch{Pos: c.f.src.position(pos), Rule: r}
+	ok := true
+	nKeys := 0
+	if rd.Key != nil {
+		nKeys = len(rd.Key.Fields)
+	}
+	if len(m.Key) != nKeys {
+		if nKeys == 0 {
+			c.errorf(pos, "rule %s has no key fields, so a match of it has no key", m.Rule)
+		} else {
+			c.errorf(pos, "rule %s has %d key fields, the match gives %d values", m.Rule, nKeys, len(m.Key))
+		}
+		ok = false
+	}
+	for _, k := range m.Key {
+		x.Key = append(x.Key, literalValue(k))
+	}
+	leaves := leafStages(rd)
+	x.Stages = make([][]int, len(leaves))
+	given := make([]bool, len(leaves))
+	used := map[int]bool{}
+	for _, se := range m.Stages {
+		i := -1
+		for j, s := range leaves {
+			if s.Name.Value == se.Stage.Value {
+				i = j
+			}
+		}
+		switch {
+		case i < 0:
+			c.errorf(se.Stage.Pos, "rule %s has no stage %s", m.Rule, se.Stage)
+			ok = false
+			continue
+		case given[i]:
+			c.errorf(se.Stage.Pos, "stage %s is given twice", se.Stage)
+			ok = false
+			continue
+		case leaves[i].Contiguity.IsNot():
+			c.errorf(se.Stage.Pos, "stage %s is a %s stage: it takes no events", se.Stage, leaves[i].Contiguity)
+			ok = false
+			continue
+		}
+		given[i] = true
+		for _, n := range se.Events {
+			switch {
+			case n.Value < 1 || n.Value > nEvents:
+				c.errorf(n.Pos, "event %d: the test has events 1 to %d", n.Value, nEvents)
+				ok = false
+			case used[n.Value]:
+				c.errorf(n.Pos, "event %d is given twice in the match", n.Value)
+				ok = false
+			}
+			used[n.Value] = true
+			x.Stages[i] = append(x.Stages[i], n.Value)
+		}
+	}
+	if len(m.Emits) > 0 {
+		given := map[string]Literal{}
+		for _, e := range m.Emits {
+			if _, dup := given[e.Name.Value]; dup {
+				c.errorf(e.Name.Pos, "emit field %s is given twice", e.Name)
+				ok = false
+			}
+			given[e.Name.Value] = e.Value
+			if rd.Emit == nil || !slices.ContainsFunc(rd.Emit.Fields, func(f *EmitField) bool { return f.Name.Value == e.Name.Value }) {
+				c.errorf(e.Name.Pos, "rule %s emits no field %s", m.Rule, e.Name)
+				ok = false
+			}
+		}
+		if rd.Emit != nil {
+			for _, f := range rd.Emit.Fields {
+				if v, ok := given[f.Name.Value]; ok {
+					x.Emits = append(x.Emits, NamedValue{Name: f.Name.Value, Value: literalValue(v)})
+				}
+			}
+		}
+	}
+	return x, ok
+}
+
+// literalValue is the value of a key literal.
+func literalValue(l Literal) event.Value {
+	switch l.Kind {
+	case LitString:
+		s, _ := strconv.Unquote(l.Text)
+		return event.String(s)
+	case LitInt:
+		i, _ := strconv.ParseInt(l.Text, 10, 64)
+		return event.Int(i)
+	case LitFloat:
+		f, _ := strconv.ParseFloat(l.Text, 64)
+		return event.Float(f)
+	case LitBool:
+		return event.Bool(l.Text == "true")
+	}
+	return event.Null
+}
+
+// FormatMatch writes a match of rule r in the notation of a test's expect
+// line: `r key v1, v2 { stage: [1, 2], ... } emit { f: v, ... }`, with
+// stages (indexed as r.NFA.Stages()) in pattern order, stages without
+// events left out, events by number (Event.Seq in a test), and the emit
+// part only when emits is not empty.
+func FormatMatch(r *Rule, key []event.Value, stages [][]int, emits []NamedValue) string {
+	var b strings.Builder
+	b.WriteString(quoteName(r.Name))
+	for i, k := range key {
+		if i == 0 {
+			b.WriteString(" key ")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(k.String())
+	}
+	b.WriteString(" {")
+	first := true
+	for i, evs := range stages {
+		if len(evs) == 0 {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		name := "#" + strconv.Itoa(i)
+		if r.NFA != nil && i < len(r.NFA.Stages()) {
+			name = r.NFA.Stages()[i]
+		}
+		b.WriteString(" " + quoteName(name) + ": [")
+		for j, n := range evs {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(strconv.Itoa(n))
+		}
+		b.WriteByte(']')
+	}
+	b.WriteString(" }")
+	for i, e := range emits {
+		if i == 0 {
+			b.WriteString(" emit {")
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(" " + quoteName(e.Name) + ": " + e.Value.String())
+	}
+	if len(emits) > 0 {
+		b.WriteString(" }")
+	}
+	return b.String()
+}
+
+// String writes the expected match as [FormatMatch] does.
+func (x *ExpectedMatch) String() string { return FormatMatch(x.Rule, x.Key, x.Stages, x.Emits) }

@@ -1,0 +1,1286 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ParseFile parses a ruleset file. name is used in positions (it need not
+// be a path). The returned tree holds every declaration that could be
+// parsed; the error, if any, is an [ErrorList] of every syntax error found
+// (sorted, one per line, at most [MaxErrors]).
+func ParseFile(name string, src []byte) (*File, error) {
+	p := newRuleParser(name, string(src))
+	f := p.parseFile()
+	return f, p.errs.finish().Err()
+}
+
+// ruleParser is a recursive-descent parser with one token of lookahead
+// (tok). The language is line oriented: every item ends at the end of its
+// line, so after an error the parser skips to the end of the line (and over
+// any block the line opened) and goes on, collecting errors.
+type ruleParser struct {
+	src  *srcFile
+	lex  *ruleLexer
+	tok  lexToken
+	errs ErrorList
+	// skipping suppresses the lexer's errors while skipping a bad line.
+	skipping bool
+}
+
+func newRuleParser(name, src string) *ruleParser {
+	p := &ruleParser{src: newSrcFile(name, src), lex: newRuleLexer(src)}
+	p.next()
+	return p
+}
+
+// next moves to the next token, reporting lexical errors on the way.
+func (p *ruleParser) next() {
+	for {
+		p.tok = p.lex.nextToken()
+		if p.tok.kind != tokError {
+			return
+		}
+		if !p.skipping {
+			p.errorAt(p.tok.pos, p.tok.val)
+		}
+	}
+}
+
+func (p *ruleParser) errorAt(off int, msg string) { p.errs.add(p.src, posAt(off), msg) }
+
+func (p *ruleParser) errorf(format string, args ...any) {
+	p.errorAt(p.tok.pos, fmt.Sprintf(format, args...))
+}
+
+// unexpected reports the current token where something else was expected.
+func (p *ruleParser) unexpected(want string) {
+	p.errorf("expected %s, found %s", want, p.tok.describe())
+}
+
+// isWord reports whether the current token is the identifier w (a keyword;
+// keywords are not reserved, their meaning depends on where they stand).
+func (p *ruleParser) isWord(w string) bool { return p.tok.kind == tokIdent && p.tok.val == w }
+
+// expect consumes a token of kind k, or reports an error and returns false.
+func (p *ruleParser) expect(k tokKind, what string) bool {
+	if p.tok.kind != k {
+		p.unexpected(what)
+		return false
+	}
+	p.next()
+	return true
+}
+
+// expectWord consumes the keyword w, or reports an error.
+func (p *ruleParser) expectWord(w string) bool {
+	if !p.isWord(w) {
+		p.unexpected(strconv.Quote(w))
+		return false
+	}
+	p.next()
+	return true
+}
+
+// endLine ends an item: an optional comment, then the end of the line (or
+// of the file). It returns the comment. Anything else is an error, and the
+// rest of the line is skipped.
+func (p *ruleParser) endLine() string {
+	var c string
+	if p.tok.kind == tokComment {
+		c = p.tok.val
+		p.next()
+	}
+	switch p.tok.kind {
+	case tokNewline:
+		p.next()
+	case tokEOF:
+	default:
+		p.errorf("unexpected %s at the end of the line", p.tok.describe())
+		p.skipLine()
+	}
+	return c
+}
+
+// skipLine skips to the start of the next line. When the skipped tokens
+// open more braces than they close, the lines up to the matching closing
+// brace are skipped too, so that the body of a block whose header was
+// malformed is not parsed as items of the enclosing block. A closing brace
+// that would close the enclosing block is left alone.
+func (p *ruleParser) skipLine() {
+	p.skipping = true
+	defer func() { p.skipping = false }()
+	depth := 0
+	for {
+		switch p.tok.kind {
+		case tokEOF:
+			return
+		case tokLBrace:
+			depth++
+		case tokRBrace:
+			if depth == 0 {
+				return
+			}
+			depth--
+		case tokNewline:
+			if depth == 0 {
+				p.next()
+				return
+			}
+		}
+		p.next()
+	}
+}
+
+// docLines consumes the blank and comment-only lines before an item, and
+// returns them as a Doc ("" for blank lines, runs collapsed to one).
+func (p *ruleParser) docLines() []string {
+	var doc []string
+	for {
+		switch p.tok.kind {
+		case tokNewline:
+			if len(doc) == 0 || doc[len(doc)-1] != "" {
+				doc = append(doc, "")
+			}
+			p.next()
+		case tokComment:
+			doc = append(doc, p.tok.val)
+			p.next()
+			if p.tok.kind == tokNewline {
+				p.next()
+			}
+		default:
+			return doc
+		}
+	}
+}
+
+// trimDoc drops the leading blank line of the Doc of a block's first item
+// (a block does not start with a blank line).
+func trimDoc(doc []string) []string {
+	if len(doc) > 0 && doc[0] == "" {
+		doc = doc[1:]
+	}
+	if len(doc) == 0 {
+		return nil
+	}
+	return doc
+}
+
+// trimEndDoc drops trailing blank lines of a block's end comments.
+func trimEndDoc(doc []string) []string {
+	for len(doc) > 0 && doc[len(doc)-1] == "" {
+		doc = doc[:len(doc)-1]
+	}
+	if len(doc) == 0 {
+		return nil
+	}
+	return doc
+}
+
+// closeBlock consumes the closing brace of a block opened at open, and the
+// end of its line; a comment after the brace joins the block's end
+// comments. It returns the end comments.
+func (p *ruleParser) closeBlock(open int, what string, endDoc []string) []string {
+	if p.tok.kind != tokRBrace {
+		p.errorAt(open, fmt.Sprintf("%s is not closed: expected '}', found %s", what, p.tok.describe()))
+		return trimEndDoc(endDoc)
+	}
+	p.next()
+	if c := p.endLine(); c != "" {
+		endDoc = append(endDoc, c)
+	}
+	return trimEndDoc(endDoc)
+}
+
+// openBlock consumes '{' and the end of its line, returning the comment on
+// that line; ok is false when there is no '{' (the line is then skipped).
+func (p *ruleParser) openBlock(what string) (comment string, ok bool) {
+	if p.tok.kind != tokLBrace {
+		p.unexpected("'{' to open " + what)
+		p.skipLine()
+		return "", false
+	}
+	p.next()
+	return p.endLine(), true
+}
+
+// parseName parses a name: an identifier or a string.
+func (p *ruleParser) parseName(what string) (Name, bool) {
+	n := Name{Pos: posAt(p.tok.pos)}
+	switch p.tok.kind {
+	case tokIdent:
+		n.Value = p.tok.val
+	case tokString:
+		s, ok := p.unquote()
+		if !ok {
+			return n, false
+		}
+		if s == "" {
+			p.errorf("%s is empty", what)
+			return n, false
+		}
+		n.Value = s
+	default:
+		p.unexpected(what)
+		return n, false
+	}
+	p.next()
+	return n, true
+}
+
+// parseIdent parses a name that must be an identifier.
+func (p *ruleParser) parseIdent(what string) (Name, bool) {
+	if p.tok.kind != tokIdent {
+		p.unexpected(what)
+		return Name{}, false
+	}
+	n := Name{Pos: posAt(p.tok.pos), Value: p.tok.val}
+	p.next()
+	return n, true
+}
+
+// unquote returns the value of the current string token.
+func (p *ruleParser) unquote() (string, bool) {
+	s, err := strconv.Unquote(p.tok.val)
+	if err != nil {
+		p.errorf("malformed string %s", p.tok.val)
+		return "", false
+	}
+	return s, true
+}
+
+func (p *ruleParser) parseString(what string) (string, bool) {
+	if p.tok.kind != tokString {
+		p.unexpected(what)
+		return "", false
+	}
+	s, ok := p.unquote()
+	if ok {
+		p.next()
+	}
+	return s, ok
+}
+
+func (p *ruleParser) parseInt(what string) (IntLit, bool) {
+	if p.tok.kind != tokInt {
+		p.unexpected(what)
+		return IntLit{}, false
+	}
+	v, err := strconv.Atoi(p.tok.val)
+	if err != nil {
+		p.errorf("integer %s out of range", p.tok.val)
+		return IntLit{}, false
+	}
+	n := IntLit{Pos: posAt(p.tok.pos), Value: v}
+	p.next()
+	return n, true
+}
+
+// maxDuration bounds durations: a year is far beyond any sensible window,
+// and keeps the millisecond arithmetic of the NFA far from overflow.
+const maxDuration = 366 * 24 * time.Hour
+
+func (p *ruleParser) parseDuration() (Duration, bool) {
+	d := Duration{Pos: posAt(p.tok.pos)}
+	if p.tok.kind != tokDuration {
+		if p.tok.kind == tokInt {
+			p.errorf("duration %s has no unit (ms, s, m, h or d)", p.tok.val)
+		} else {
+			p.unexpected("a duration (500ms, 30s, 10m, 2h, 1d)")
+		}
+		return d, false
+	}
+	v, err := parseDurationText(p.tok.val)
+	if err != nil {
+		p.errorf("%v", err)
+		return d, false
+	}
+	d.Value = v
+	p.next()
+	return d, true
+}
+
+// parseDurationText parses integer-unit pairs: 500ms, 30s, 10m, 2h, 1d,
+// 1h30m. The result is positive and at most maxDuration.
+func parseDurationText(s string) (time.Duration, error) {
+	units := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
+	text := s
+	var total time.Duration
+	for s != "" {
+		i := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		j := i
+		for j < len(s) && (s[j] < '0' || s[j] > '9') {
+			j++
+		}
+		if i == 0 {
+			return 0, fmt.Errorf("malformed duration %q", text)
+		}
+		unit, ok := units[s[i:j]]
+		if !ok {
+			return 0, fmt.Errorf("duration %q: unknown unit %q (use ms, s, m, h or d)", text, s[i:j])
+		}
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || time.Duration(n) > maxDuration/unit || total+time.Duration(n)*unit > maxDuration {
+			return 0, fmt.Errorf("duration %q is too long (at most %s)", text, formatDuration(maxDuration))
+		}
+		total += time.Duration(n) * unit
+		s = s[j:]
+	}
+	if total <= 0 {
+		return 0, fmt.Errorf("duration %q must be positive", text)
+	}
+	return total, nil
+}
+
+// parseExpr scans the expression that follows the current token (a
+// keyword or ':'), which must be the last token lexed, and moves past it.
+func (p *ruleParser) parseExpr(what string) (*Expr, bool) {
+	raw := p.lex.scanRaw()
+	p.next()
+	return p.exprFrom(raw, what)
+}
+
+// parseRawLine scans a raw span (a JSON event) from the start of the
+// current token and moves past it.
+func (p *ruleParser) parseRawLine(what string) (*Expr, bool) {
+	p.lex.pos, p.lex.start = p.tok.pos, p.tok.pos
+	raw := p.lex.scanRaw()
+	p.next()
+	return p.exprFrom(raw, what)
+}
+
+// exprFrom makes an expression of a raw span. On failure the caller skips
+// the rest of the line.
+func (p *ruleParser) exprFrom(raw lexToken, what string) (*Expr, bool) {
+	if raw.kind == tokError {
+		p.errorAt(raw.pos, raw.val)
+		return nil, false
+	}
+	if raw.val == "" {
+		p.errorAt(raw.pos, "expected "+what)
+		return nil, false
+	}
+	text, verbatim := exprText(p.src.src, raw.pos, raw.val)
+	return &Expr{Pos: posAt(raw.pos), Text: text, raw: raw.val, verbatim: verbatim}, true
+}
+
+// exprText returns the printed form of the raw span val that starts at
+// offset pos of src: continuation lines lose the indentation of the line
+// the span starts on, and trailing blanks. A span with a string or comment
+// that crosses a line break is returned verbatim.
+func exprText(src string, pos int, val string) (string, bool) {
+	if !strings.Contains(val, "\n") {
+		return val, false
+	}
+	for i := 0; i < len(val); i++ {
+		switch c := val[i]; {
+		case c == '"' || c == '\'' || c == '`':
+			end := skipQuoted(val, i)
+			if end < 0 || strings.Contains(val[i:end], "\n") {
+				return val, true
+			}
+			i = end - 1
+		case c == '/' && i+1 < len(val) && val[i+1] == '*':
+			end := strings.Index(val[i+2:], "*/")
+			if end < 0 || strings.Contains(val[i:i+2+end], "\n") {
+				return val, true
+			}
+			i += end + 3
+		case c == '/' && i+1 < len(val) && val[i+1] == '/':
+			for i < len(val) && val[i] != '\n' {
+				i++
+			}
+		}
+	}
+	lineStart := strings.LastIndexByte(src[:pos], '\n') + 1
+	base := src[lineStart:pos]
+	base = base[:len(base)-len(strings.TrimLeft(base, " \t"))]
+	lines := strings.Split(val, "\n")
+	for i, l := range lines {
+		l = strings.TrimRight(l, " \t\r")
+		if i > 0 {
+			if strings.HasPrefix(l, base) {
+				l = l[len(base):]
+			} else {
+				l = strings.TrimLeft(l, " \t")
+			}
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n"), false
+}
+
+// parseFile parses a whole file.
+func (p *ruleParser) parseFile() *File {
+	f := &File{Path: p.src.name, src: p.src}
+	f.Doc = trimDoc(p.docLines())
+	if p.isWord("ruleset") {
+		f.Pos = posAt(p.tok.pos)
+		p.next()
+		if n, ok := p.parseName("a ruleset name"); ok {
+			f.Name = n
+			f.Line = p.endLine()
+		} else {
+			p.skipLine()
+		}
+	} else {
+		p.errorf("a ruleset file starts with 'ruleset NAME', found %s", p.tok.describe())
+	}
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokEOF {
+			f.EndDoc = trimEndDoc(doc)
+			break
+		}
+		c := Comments{Doc: doc}
+		pos := p.tok.pos
+		switch {
+		case p.isWord("event"):
+			p.next()
+			if !p.expectWord("time") {
+				p.skipLine()
+				continue
+			}
+			field, ok := p.parseIdent("the name of the event time field")
+			if !ok {
+				p.skipLine()
+				continue
+			}
+			c.Line = p.endLine()
+			f.Decls = append(f.Decls, &EventTimeDecl{Comments: c, Pos: posAt(pos), Field: field})
+		case p.isWord("schema"):
+			p.next()
+			if d := p.parseSchema(c, pos); d != nil {
+				f.Decls = append(f.Decls, d)
+			}
+		case p.isWord("rule"):
+			p.next()
+			if d := p.parseRule(c, pos); d != nil {
+				f.Decls = append(f.Decls, d)
+			}
+		case p.isWord("test"):
+			p.next()
+			if d := p.parseTest(c, pos); d != nil {
+				f.Decls = append(f.Decls, d)
+			}
+		case p.isWord("ruleset"):
+			p.errorf("a file holds one ruleset")
+			p.skipLine()
+		case p.tok.kind == tokRBrace:
+			p.errorf("unexpected '}'")
+			p.next()
+			p.endLine()
+		default:
+			p.unexpected("event time, schema, rule or test")
+			p.skipLine()
+		}
+	}
+	return f
+}
+
+func (p *ruleParser) parseSchema(c Comments, pos int) *SchemaDecl {
+	line, ok := p.openBlock("the schema")
+	if !ok {
+		return nil
+	}
+	d := &SchemaDecl{Comments: c, Pos: posAt(pos)}
+	d.Line = line
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			d.EndDoc = p.closeBlock(pos, "schema", doc)
+			return d
+		}
+		if len(d.Fields) == 0 {
+			doc = trimDoc(doc)
+		}
+		name, ok := p.parseIdent("a field name")
+		if !ok || !p.expect(tokColon, "':' after the field name") {
+			p.skipLine()
+			continue
+		}
+		typ, ok := p.parseIdent("a type (string, int, float, bool or time)")
+		if !ok {
+			p.skipLine()
+			continue
+		}
+		fd := &FieldDecl{Comments: Comments{Doc: doc}, Name: name, Type: typ}
+		fd.Line = p.endLine()
+		d.Fields = append(d.Fields, fd)
+	}
+}
+
+func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
+	name, ok := p.parseName("a rule name")
+	if !ok {
+		p.skipLine()
+		return nil
+	}
+	line, ok := p.openBlock("the rule")
+	if !ok {
+		return nil
+	}
+	d := &RuleDecl{Comments: c, Pos: posAt(pos), Name: name}
+	d.Line = line
+	dup := func(what string, set bool) bool {
+		if set {
+			p.errorf("%s given twice", what)
+			p.skipLine()
+		}
+		return set
+	}
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			d.EndDoc = p.closeBlock(pos, "rule "+name.Value, doc)
+			break
+		}
+		ic := Comments{Doc: doc}
+		ipos := p.tok.pos
+		switch {
+		case p.isWord("description"):
+			if dup("description", d.Description != nil) {
+				continue
+			}
+			p.next()
+			s, ok := p.parseString("a description string")
+			if !ok {
+				p.skipLine()
+				continue
+			}
+			ic.Line = p.endLine()
+			d.Description = &StringItem{Comments: ic, Pos: posAt(ipos), Value: s}
+		case p.isWord("severity"):
+			if dup("severity", d.Severity != nil) {
+				continue
+			}
+			p.next()
+			n, ok := p.parseIdent("a severity (info, low, medium, high or critical)")
+			if !ok {
+				p.skipLine()
+				continue
+			}
+			ic.Line = p.endLine()
+			d.Severity = &NameItem{Comments: ic, Pos: posAt(ipos), Name: n}
+		case p.isWord("key"):
+			if dup("key", d.Key != nil) {
+				continue
+			}
+			p.next()
+			k := &KeyItem{Comments: ic, Pos: posAt(ipos)}
+			if p.tok.kind != tokIdent {
+				p.unexpected("key fields (leave out key for one global partition)")
+				p.skipLine()
+				continue
+			}
+			for {
+				n, ok := p.parseIdent("a key field")
+				if !ok {
+					break
+				}
+				k.Fields = append(k.Fields, n)
+				if p.tok.kind != tokComma {
+					break
+				}
+				p.next()
+			}
+			k.Line = p.endLine()
+			d.Key = k
+		case p.isWord("pattern"):
+			if dup("pattern", d.Pattern != nil) {
+				continue
+			}
+			p.next()
+			d.Pattern = p.parsePattern(ic, ipos)
+		case p.isWord("skip"):
+			if dup("skip", d.Skip != nil) {
+				continue
+			}
+			p.next()
+			if s := p.parseSkip(ic, ipos); s != nil {
+				d.Skip = s
+			}
+		case p.isWord("emit"):
+			if dup("emit", d.Emit != nil) {
+				continue
+			}
+			p.next()
+			d.Emit = p.parseEmit(ic, ipos)
+		default:
+			p.unexpected("description, severity, key, pattern, skip or emit")
+			p.skipLine()
+		}
+	}
+	// The first item printed does not start with a blank line.
+	for _, c := range []*Comments{
+		commentsOf(d.Description), commentsOf(d.Severity), commentsOf(d.Key),
+		commentsOf(d.Pattern), commentsOf(d.Skip), commentsOf(d.Emit),
+	} {
+		if c != nil {
+			c.Doc = trimDoc(c.Doc)
+			break
+		}
+	}
+	return d
+}
+
+// commentsOf returns the comments of a rule item, or nil for a nil item.
+func commentsOf[T any, PT interface {
+	*T
+	comments() *Comments
+}](it PT) *Comments {
+	if it == nil {
+		return nil
+	}
+	return it.comments()
+}
+
+func (c *Comments) comments() *Comments { return c }
+
+func (p *ruleParser) parseSkip(c Comments, pos int) *SkipItem {
+	s := &SkipItem{Comments: c, Pos: posAt(pos)}
+	if p.tok.kind != tokIdent {
+		p.unexpected("a skip strategy (noSkip, toNext, pastLastEvent, toFirst or toLast)")
+		p.skipLine()
+		return nil
+	}
+	found := false
+	for k, w := range skipWords {
+		if p.tok.val == w {
+			s.Kind, found = SkipKind(k), true
+		}
+	}
+	if !found {
+		p.unexpected("a skip strategy (noSkip, toNext, pastLastEvent, toFirst or toLast)")
+		p.skipLine()
+		return nil
+	}
+	p.next()
+	if s.Kind == SkipToFirst || s.Kind == SkipToLast {
+		n, ok := p.parseName("the stage to skip to")
+		if !ok {
+			p.skipLine()
+			return nil
+		}
+		s.Stage = n
+	}
+	if p.isWord("orFail") {
+		s.OrFail = Flag{Set: true, Pos: posAt(p.tok.pos)}
+		p.next()
+	}
+	s.Line = p.endLine()
+	return s
+}
+
+func (p *ruleParser) parseEmit(c Comments, pos int) *EmitBlock {
+	line, ok := p.openBlock("emit")
+	if !ok {
+		return nil
+	}
+	e := &EmitBlock{Comments: c, Pos: posAt(pos)}
+	e.Line = line
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			e.EndDoc = p.closeBlock(pos, "emit", doc)
+			return e
+		}
+		if len(e.Fields) == 0 {
+			doc = trimDoc(doc)
+		}
+		name, ok := p.parseIdent("an emit field name")
+		if !ok {
+			p.skipLine()
+			continue
+		}
+		if p.tok.kind != tokColon {
+			p.unexpected("':' after the emit field name")
+			p.skipLine()
+			continue
+		}
+		x, ok := p.parseExpr("an expression")
+		if !ok {
+			p.skipLine()
+			continue
+		}
+		f := &EmitField{Comments: Comments{Doc: doc}, Name: name, Expr: x}
+		f.Line = p.endLine()
+		e.Fields = append(e.Fields, f)
+	}
+}
+
+// contiguityOf returns the contiguity named by the current token.
+func (p *ruleParser) contiguityOf() (Contiguity, bool) {
+	if p.tok.kind != tokIdent {
+		return 0, false
+	}
+	for i, w := range contiguityWords {
+		if p.tok.val == w {
+			return Contiguity(i), true
+		}
+	}
+	return 0, false
+}
+
+func (p *ruleParser) parsePattern(c Comments, pos int) *PatternBlock {
+	line, ok := p.openBlock("the pattern")
+	if !ok {
+		return nil
+	}
+	b := &PatternBlock{Comments: c, Pos: posAt(pos)}
+	b.Line = line
+	var endDoc []string
+	b.Elems, endDoc = p.parseElems(false, &b.Within)
+	b.EndDoc = p.closeBlock(pos, "pattern", endDoc)
+	return b
+}
+
+// parseElems parses the lines of a pattern block (or, with inGroup, of a
+// group) up to its closing '}' (or ')'), which it leaves alone, and returns
+// the elements and the comments before the closing bracket. A pattern
+// window line sets *within.
+func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternElem, []string) {
+	var elems []PatternElem
+	first := true
+	for {
+		doc := p.docLines()
+		if first {
+			doc = trimDoc(doc)
+		}
+		switch {
+		case p.tok.kind == tokEOF, p.tok.kind == tokRBrace, inGroup && p.tok.kind == tokRParen:
+			return elems, doc
+		case p.tok.kind == tokRParen:
+			p.errorf("unexpected ')': no group is open")
+			p.skipLine()
+			continue
+		}
+		first = false
+		c := Comments{Doc: doc}
+		pos := p.tok.pos
+		if cont, ok := p.contiguityOf(); ok {
+			p.next()
+			if e := p.parseElem(c, pos, cont); e != nil {
+				elems = append(elems, e)
+			}
+			continue
+		}
+		if p.isWord("where") || p.isWord("or") || p.isWord("until") || p.isWord("within") {
+			var last *elemHead
+			if len(elems) > 0 {
+				last = elems[len(elems)-1].head()
+			}
+			if p.isWord("within") {
+				p.parseWithinLine(c, last, inGroup, within)
+				continue
+			}
+			if last == nil {
+				p.errorf("%s needs a stage before it", p.tok.val)
+				p.skipLine()
+				continue
+			}
+			if cl := p.parseClause(); cl != nil {
+				cl.Comments = c
+				cl.Line = p.endLine()
+				last.Clauses = append(last.Clauses, cl)
+			}
+			continue
+		}
+		p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)")
+		p.skipLine()
+	}
+}
+
+// parseWithinLine parses a line that starts with within: a clause of the
+// element before (within d of previous) or the pattern window.
+func (p *ruleParser) parseWithinLine(c Comments, last *elemHead, inGroup bool, within **WithinItem) {
+	pos := p.tok.pos
+	p.next()
+	d, ok := p.parseDuration()
+	if !ok {
+		p.skipLine()
+		return
+	}
+	if p.isWord("of") {
+		cl, ok := p.parseOfPrevious(pos, d)
+		if !ok {
+			return
+		}
+		if last == nil {
+			p.errorAt(pos, "within ... of previous needs a stage before it")
+			p.skipLine()
+			return
+		}
+		cl.Comments = c
+		cl.Line = p.endLine()
+		last.Clauses = append(last.Clauses, cl)
+		return
+	}
+	if inGroup {
+		p.errorAt(pos, "the pattern window (within d) belongs at the end of the pattern, not inside a group; write 'within d of previous' for the time since the previous event")
+		p.skipLine()
+		return
+	}
+	if *within != nil {
+		p.errorAt(pos, "the pattern window is given twice")
+		p.skipLine()
+		return
+	}
+	w := &WithinItem{Comments: c, Pos: posAt(pos), Dur: d}
+	w.Line = p.endLine()
+	*within = w
+}
+
+// parseOfPrevious parses "of previous" after `within d`.
+func (p *ruleParser) parseOfPrevious(pos int, d Duration) (*Clause, bool) {
+	p.next()
+	if !p.expectWord("previous") {
+		p.skipLine()
+		return nil, false
+	}
+	return &Clause{Pos: posAt(pos), Kind: ClauseGap, Dur: d}, true
+}
+
+// parseClause parses a where, or or until clause (the current token is
+// the keyword) up to the end of its expression.
+func (p *ruleParser) parseClause() *Clause {
+	cl := &Clause{Pos: posAt(p.tok.pos)}
+	switch p.tok.val {
+	case "where":
+		cl.Kind = ClauseWhere
+	case "or":
+		cl.Kind = ClauseOr
+	case "until":
+		cl.Kind = ClauseUntil
+	}
+	x, ok := p.parseExpr("a condition after " + cl.Kind.String())
+	if !ok {
+		p.skipLine()
+		return nil
+	}
+	cl.Expr = x
+	return cl
+}
+
+// parseElem parses a stage or group line after its contiguity keyword.
+func (p *ruleParser) parseElem(c Comments, pos int, cont Contiguity) PatternElem {
+	if p.tok.kind == tokLParen {
+		return p.parseGroup(c, pos, cont)
+	}
+	name, ok := p.parseName("a stage name")
+	if !ok {
+		p.skipLine()
+		return nil
+	}
+	s := &StageNode{Comments: c, Pos: posAt(pos), Name: name}
+	s.Contiguity = cont
+	if !p.parseHeadRest(&s.elemHead) {
+		return s
+	}
+	s.Line = p.endLine()
+	return s
+}
+
+func (p *ruleParser) parseGroup(c Comments, pos int, cont Contiguity) PatternElem {
+	open := p.tok.pos
+	p.next()
+	g := &GroupNode{Comments: c, Pos: posAt(pos)}
+	g.Contiguity = cont
+	g.Line = p.endLine()
+	g.Elems, g.EndDoc = p.parseElems(true, nil)
+	g.EndDoc = trimEndDoc(g.EndDoc)
+	if p.tok.kind != tokRParen {
+		p.errorAt(open, fmt.Sprintf("the group is not closed: expected ')', found %s", p.tok.describe()))
+		return g
+	}
+	g.Close = posAt(p.tok.pos)
+	p.next()
+	if !p.parseHeadRest(&g.elemHead) {
+		return g
+	}
+	g.CloseLine = p.endLine()
+	return g
+}
+
+// quantWords are the quantifier keywords.
+var quantWords = map[string]bool{
+	"oneOrMore": true, "times": true, "timesOrMore": true,
+	"consecutive": true, "allowCombinations": true, "optional": true, "greedy": true,
+}
+
+// parseHeadRest parses what follows a stage name (or a group's ')'):
+// quantifiers, then at most one clause. It returns false when it skipped
+// the rest of the line after an error.
+func (p *ruleParser) parseHeadRest(h *elemHead) bool {
+	q := &h.Quant
+	for p.tok.kind == tokIdent {
+		w, pos := p.tok.val, posAt(p.tok.pos)
+		switch {
+		case quantWords[w]:
+			p.next()
+			if !p.parseQuantWord(q, w, pos) {
+				p.skipLine()
+				return false
+			}
+		case w == "within":
+			p.next()
+			d, ok := p.parseDuration()
+			if !ok {
+				p.skipLine()
+				return false
+			}
+			if p.isWord("of") {
+				cl, ok := p.parseOfPrevious(pos.Offset(), d)
+				if !ok {
+					return false
+				}
+				h.Clauses, h.Inline = append(h.Clauses, cl), true
+				return true
+			}
+			switch {
+			case q.Kind == QuantOne:
+				p.errorAt(pos.Offset(), "a loop gap (within d) follows oneOrMore, times or timesOrMore; write 'within d of previous' for the time since the previous event, or put the pattern window on its own line at the end of the pattern")
+				p.skipLine()
+				return false
+			case q.Gap != nil:
+				p.errorAt(pos.Offset(), "the loop gap is given twice")
+				p.skipLine()
+				return false
+			}
+			q.Gap = &d
+		case w == "where" || w == "or" || w == "until":
+			cl := p.parseClause()
+			if cl == nil {
+				return false
+			}
+			h.Clauses, h.Inline = append(h.Clauses, cl), true
+			return true
+		default:
+			p.unexpected("a quantifier (oneOrMore, times, timesOrMore, optional, greedy, consecutive, allowCombinations) or a clause (where, or, until, within)")
+			p.skipLine()
+			return false
+		}
+	}
+	return true
+}
+
+// parseQuantWord applies the quantifier keyword w (already consumed).
+func (p *ruleParser) parseQuantWord(q *Quantifier, w string, pos Pos) bool {
+	flag := func(f *Flag) bool {
+		if f.Set {
+			p.errorAt(pos.Offset(), w+" is given twice")
+			return false
+		}
+		*f = Flag{Set: true, Pos: pos}
+		return true
+	}
+	switch w {
+	case "consecutive":
+		return flag(&q.Consecutive)
+	case "allowCombinations":
+		return flag(&q.AllowCombinations)
+	case "optional":
+		return flag(&q.Optional)
+	case "greedy":
+		return flag(&q.Greedy)
+	}
+	if q.Kind != QuantOne {
+		p.errorAt(pos.Offset(), "a stage takes one of oneOrMore, times and timesOrMore (Flink: already applied quantifier to this pattern)")
+		return false
+	}
+	q.Pos = pos
+	switch w {
+	case "oneOrMore":
+		q.Kind = QuantOneOrMore
+	case "timesOrMore":
+		n, ok := p.parseInt("the least number of events")
+		if !ok {
+			return false
+		}
+		q.Kind, q.Min = QuantTimesOrMore, n.Value
+	case "times":
+		n, ok := p.parseInt("a number of events")
+		if !ok {
+			return false
+		}
+		q.Kind, q.Min, q.Max = QuantTimes, n.Value, n.Value
+		if p.tok.kind == tokDotDot {
+			p.next()
+			m, ok := p.parseInt("the largest number of events")
+			if !ok {
+				return false
+			}
+			q.Max = m.Value
+		}
+	}
+	return true
+}
+
+func (p *ruleParser) parseTest(c Comments, pos int) *TestDecl {
+	name, ok := p.parseString("a test name string")
+	if !ok {
+		p.skipLine()
+		return nil
+	}
+	line, ok := p.openBlock("the test")
+	if !ok {
+		return nil
+	}
+	d := &TestDecl{Comments: c, Pos: posAt(pos), Name: name}
+	d.Line = line
+	first := true
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			d.EndDoc = p.closeBlock(pos, "test", doc)
+			return d
+		}
+		if first {
+			doc = trimDoc(doc)
+		}
+		ic := Comments{Doc: doc}
+		ipos := p.tok.pos
+		switch {
+		case p.isWord("rule"):
+			if d.Rule != nil || d.Events != nil || d.Expect != nil {
+				p.errorf("a test names its rule once, before events and expect")
+				p.skipLine()
+				continue
+			}
+			p.next()
+			n, ok := p.parseName("a rule name")
+			if !ok {
+				p.skipLine()
+				continue
+			}
+			ic.Line = p.endLine()
+			d.Rule = &NameItem{Comments: ic, Pos: posAt(ipos), Name: n}
+		case p.isWord("events"):
+			if d.Events != nil || d.Expect != nil {
+				p.errorf("a test has one events block, before expect")
+				p.skipLine()
+				continue
+			}
+			p.next()
+			d.Events = p.parseEvents(ic, ipos)
+		case p.isWord("expect"):
+			if d.Expect != nil {
+				p.errorf("expect given twice")
+				p.skipLine()
+				continue
+			}
+			p.next()
+			d.Expect = p.parseExpect(ic, ipos)
+		default:
+			p.unexpected("rule, events or expect")
+			p.skipLine()
+			continue
+		}
+		first = false
+	}
+}
+
+func (p *ruleParser) parseEvents(c Comments, pos int) *EventsBlock {
+	line, ok := p.openBlock("the events")
+	if !ok {
+		return nil
+	}
+	b := &EventsBlock{Comments: c, Pos: posAt(pos)}
+	b.Line = line
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			b.EndDoc = p.closeBlock(pos, "events", doc)
+			return b
+		}
+		if len(b.Lines) == 0 {
+			doc = trimDoc(doc)
+		}
+		if p.tok.kind != tokLBrace {
+			p.unexpected("an event (a JSON object)")
+			p.skipLine()
+			continue
+		}
+		x, ok := p.parseRawLine("an event")
+		if !ok {
+			p.skipLine()
+			continue
+		}
+		l := &EventLine{Comments: Comments{Doc: doc}, JSON: x}
+		l.Line = p.endLine()
+		b.Lines = append(b.Lines, l)
+	}
+}
+
+func (p *ruleParser) parseExpect(c Comments, pos int) *ExpectBlock {
+	b := &ExpectBlock{Comments: c, Pos: posAt(pos)}
+	if p.isWord("none") {
+		p.next()
+		b.Line = p.endLine()
+		return b
+	}
+	line, ok := p.openBlock("expect (or write 'expect none')")
+	if !ok {
+		return nil
+	}
+	b.Line = line
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			b.EndDoc = p.closeBlock(pos, "expect", doc)
+			return b
+		}
+		if len(b.Matches) == 0 {
+			doc = trimDoc(doc)
+		}
+		m := p.parseExpectedMatch()
+		if m == nil {
+			p.skipLine()
+			continue
+		}
+		m.Comments = Comments{Doc: doc}
+		m.Line = p.endLine()
+		b.Matches = append(b.Matches, m)
+	}
+}
+
+// parseExpectedMatch parses `rule [key v, ...] { stage: [n, ...], ... }`.
+func (p *ruleParser) parseExpectedMatch() *ExpectLine {
+	rule, ok := p.parseName("a rule name")
+	if !ok {
+		return nil
+	}
+	m := &ExpectLine{Rule: rule}
+	if p.isWord("key") {
+		p.next()
+		for {
+			lit, ok := p.parseLiteral()
+			if !ok {
+				return nil
+			}
+			m.Key = append(m.Key, lit)
+			if p.tok.kind != tokComma {
+				break
+			}
+			p.next()
+		}
+	}
+	if !p.expect(tokLBrace, "'{' and the events of each stage") {
+		return nil
+	}
+	for {
+		st, ok := p.parseName("a stage name")
+		if !ok {
+			return nil
+		}
+		if !p.expect(tokColon, "':' after the stage name") || !p.expect(tokLBrack, "'[' and event numbers") {
+			return nil
+		}
+		se := StageEvents{Stage: st}
+		for p.tok.kind != tokRBrack {
+			n, ok := p.parseInt("an event number")
+			if !ok {
+				return nil
+			}
+			se.Events = append(se.Events, n)
+			if p.tok.kind != tokComma {
+				break
+			}
+			p.next()
+		}
+		if !p.expect(tokRBrack, "']'") {
+			return nil
+		}
+		m.Stages = append(m.Stages, se)
+		if p.tok.kind != tokComma {
+			break
+		}
+		p.next()
+	}
+	if !p.expect(tokRBrace, "'}'") {
+		return nil
+	}
+	if p.isWord("emit") {
+		p.next()
+		if !p.expect(tokLBrace, "'{' and emitted values") {
+			return nil
+		}
+		for {
+			n, ok := p.parseIdent("an emit field name")
+			if !ok || !p.expect(tokColon, "':' after the emit field name") {
+				return nil
+			}
+			v, ok := p.parseLiteral()
+			if !ok {
+				return nil
+			}
+			m.Emits = append(m.Emits, EmitLit{Name: n, Value: v})
+			if p.tok.kind != tokComma {
+				break
+			}
+			p.next()
+		}
+		if !p.expect(tokRBrace, "'}'") {
+			return nil
+		}
+	}
+	return m
+}
+
+// parseLiteral parses a key or emitted value: a string, a number, true, false or
+// null. Its Text is canonical.
+func (p *ruleParser) parseLiteral() (Literal, bool) {
+	l := Literal{Pos: posAt(p.tok.pos)}
+	switch p.tok.kind {
+	case tokString:
+		s, ok := p.unquote()
+		if !ok {
+			return l, false
+		}
+		l.Kind, l.Text = LitString, strconv.Quote(s)
+	case tokInt:
+		n, err := strconv.ParseInt(p.tok.val, 10, 64)
+		if err != nil {
+			p.errorf("integer %s out of range", p.tok.val)
+			return l, false
+		}
+		l.Kind, l.Text = LitInt, strconv.FormatInt(n, 10)
+	case tokFloat:
+		f, err := strconv.ParseFloat(p.tok.val, 64)
+		if err != nil {
+			p.errorf("malformed number %s", p.tok.val)
+			return l, false
+		}
+		l.Kind, l.Text = LitFloat, formatFloat(f)
+	case tokIdent:
+		switch p.tok.val {
+		case "true", "false":
+			l.Kind, l.Text = LitBool, p.tok.val
+		case "null":
+			l.Kind, l.Text = LitNull, "null"
+		default:
+			p.unexpected("a value (a string, number, true, false or null)")
+			return l, false
+		}
+	default:
+		p.unexpected("a value (a string, number, true, false or null)")
+		return l, false
+	}
+	p.next()
+	return l, true
+}
+
+// formatFloat prints f so that it reads back as a float (1.0, not 1).
+func formatFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eEn") {
+		s += ".0"
+	}
+	return s
+}

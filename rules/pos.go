@@ -1,0 +1,127 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Pos is a position in a ruleset file: its byte offset plus one, so that
+// the zero Pos ([NoPos]) means "no position". Resolve it to a line and
+// column with [File.Position].
+type Pos int
+
+// NoPos is the zero Pos: no position.
+const NoPos Pos = 0
+
+// IsValid reports whether p is a position.
+func (p Pos) IsValid() bool { return p > 0 }
+
+// Offset returns the byte offset of p in its file (-1 for NoPos).
+func (p Pos) Offset() int { return int(p) - 1 }
+
+// posAt returns the Pos of byte offset off.
+func posAt(off int) Pos { return Pos(off + 1) }
+
+// Position is a resolved position: file name, byte offset, and 1-based line
+// and column. The column counts characters (runes), not bytes, so that a
+// caret printed under the source line lands on the fault.
+type Position struct {
+	Filename string
+	Offset   int
+	Line     int
+	Column   int
+}
+
+// IsValid reports whether the position has a line.
+func (p Position) IsValid() bool { return p.Line > 0 }
+
+// String formats the position as file:line:col (file may be empty; an
+// invalid position prints as the file name alone, or "-").
+func (p Position) String() string {
+	s := p.Filename
+	if p.IsValid() {
+		if s != "" {
+			s += ":"
+		}
+		s += fmt.Sprintf("%d:%d", p.Line, p.Column)
+	}
+	if s == "" {
+		s = "-"
+	}
+	return s
+}
+
+// srcFile is the text of one ruleset file with the offsets of its lines, to
+// turn a Pos into a line and column.
+type srcFile struct {
+	name  string
+	src   string
+	lines []int // byte offset of the first character of each line
+}
+
+func newSrcFile(name string, src string) *srcFile {
+	f := &srcFile{name: name, src: src, lines: []int{0}}
+	for i := 0; i < len(src); i++ {
+		if src[i] == '\n' {
+			f.lines = append(f.lines, i+1)
+		}
+	}
+	return f
+}
+
+// position resolves p. Offsets past the end of the file resolve to the end.
+func (f *srcFile) position(p Pos) Position {
+	if !p.IsValid() {
+		return Position{Filename: f.name}
+	}
+	off := min(p.Offset(), len(f.src))
+	line := sort.Search(len(f.lines), func(i int) bool { return f.lines[i] > off }) - 1
+	start := f.lines[line]
+	return Position{
+		Filename: f.name,
+		Offset:   off,
+		Line:     line + 1,
+		Column:   utf8.RuneCountInString(f.src[start:off]) + 1,
+	}
+}
+
+// lineText returns the text of the 1-based line, without its line break.
+func (f *srcFile) lineText(line int) string {
+	if line < 1 || line > len(f.lines) {
+		return ""
+	}
+	start := f.lines[line-1]
+	end := len(f.src)
+	if line < len(f.lines) {
+		end = f.lines[line] - 1
+	}
+	return strings.TrimSuffix(f.src[start:end], "\r")
+}
+
+// caret returns the source line of pos and, under it, a caret at the
+// column: "  where amout > 5\n        ^". Tabs before the column are kept so
+// that the caret lines up on a terminal.
+func caret(line string, column int) string {
+	var b strings.Builder
+	b.WriteString(line)
+	b.WriteByte('\n')
+	i := 1
+	for _, r := range line {
+		if i >= column {
+			break
+		}
+		if r == '\t' {
+			b.WriteByte('\t')
+		} else {
+			b.WriteByte(' ')
+		}
+		i++
+	}
+	for ; i < column; i++ {
+		b.WriteByte(' ')
+	}
+	b.WriteByte('^')
+	return b.String()
+}

@@ -1,0 +1,199 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/nfa"
+)
+
+// Ruleset is a compiled ruleset file. It is immutable and safe for
+// concurrent use (each rule's NFA is shared by the runs of all keys).
+type Ruleset struct {
+	// Name is the name after the ruleset keyword.
+	Name string
+	// TimeField is the field that carries event time; TimeSlot its slot.
+	TimeField string
+	TimeSlot  int
+	// Schema gives the fields in slot order: the declared schema, or, when
+	// the file declares none, every field an expression reads plus the key
+	// and time fields, sorted by name and untyped (KindNull).
+	Schema *event.Schema
+	// Declared reports whether the file declared its schema.
+	Declared bool
+	// Rules are the rules in file order.
+	Rules []*Rule
+	// Tests are the tests written in the file, in file order.
+	Tests []*Test
+	// Hash is the hex SHA-256 of the canonical source of the file without
+	// its comments: it changes when the rules change, not when the file is
+	// reformatted or its comments are edited.
+	Hash string
+
+	// timeSlots marks the fields declared with type time (decoded from
+	// RFC 3339 strings or epoch milliseconds).
+	timeSlots map[int]bool
+}
+
+// Rule returns the rule with the given name, or nil.
+func (rs *Ruleset) Rule(name string) *Rule {
+	for _, r := range rs.Rules {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// Severity is the severity of a rule's alerts.
+type Severity uint8
+
+// The severities, least severe first. A rule that gives no severity is
+// SeverityMedium.
+const (
+	SeverityInfo Severity = iota
+	SeverityLow
+	SeverityMedium
+	SeverityHigh
+	SeverityCritical
+)
+
+var severityNames = [...]string{"info", "low", "medium", "high", "critical"}
+
+func (s Severity) String() string {
+	if int(s) < len(severityNames) {
+		return severityNames[s]
+	}
+	return fmt.Sprintf("severity(%d)", s)
+}
+
+// parseSeverity returns the severity named s.
+func parseSeverity(s string) (Severity, bool) {
+	for i, n := range severityNames {
+		if n == s {
+			return Severity(i), true
+		}
+	}
+	return 0, false
+}
+
+// Rule is a compiled rule. It is immutable apart from the error counters of
+// its conditions, and safe for concurrent use.
+type Rule struct {
+	Name        string
+	Description string
+	// Severity is the declared severity (SeverityMedium when none is given).
+	Severity Severity
+	// KeyFields are the fields the rule partitions by, and KeySlots their
+	// slots in the ruleset's schema; none means one global partition.
+	KeyFields []string
+	KeySlots  []int
+	// Pattern is the pattern as built with the nfa builder, for callers that
+	// compile it with other options (nfa.WithTimeouts,
+	// nfa.WithMaxPartialMatches); NFA is it compiled without options.
+	Pattern *nfa.Pattern
+	NFA     *nfa.NFA
+	// Emits are the fields the rule's alerts carry, computed from a match.
+	Emits []Emit
+	// Source is the canonical source of the rule, without comments.
+	Source string
+	// Hash is the hex SHA-256 of the rule's content: the event time field,
+	// the declared schema and Source. Alert ids are derived from it.
+	Hash string
+
+	conds []*BoolExpr
+}
+
+// Emit is one emitted field of a rule: a name and the expression that
+// computes it from a complete match.
+type Emit struct {
+	Name string
+	Expr *ValueExpr
+}
+
+// Key returns the partition key of ev for this rule: the values of its key
+// fields as [event.Value.String] writes them (strings quoted), separated by
+// ", "; "" for a rule without key fields (the single global partition).
+// An int and a float of the same value give the same key.
+func (r *Rule) Key(ev *event.Event) event.Key {
+	switch len(r.KeySlots) {
+	case 0:
+		return ""
+	case 1:
+		return event.Key(ev.Field(r.KeySlots[0]).String())
+	}
+	var b strings.Builder
+	for i, s := range r.KeySlots {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(ev.Field(s).String())
+	}
+	return event.Key(b.String())
+}
+
+// KeyValues returns the values of ev's key fields, in KeyFields order.
+func (r *Rule) KeyValues(ev *event.Event) []event.Value {
+	out := make([]event.Value, len(r.KeySlots))
+	for i, s := range r.KeySlots {
+		out[i] = ev.Field(s)
+	}
+	return out
+}
+
+// ConditionErrors returns how many condition evaluations of the rule have
+// failed at run time (and counted as false) since it was compiled.
+func (r *Rule) ConditionErrors() uint64 {
+	var n uint64
+	for _, c := range r.conds {
+		n += c.Errors()
+	}
+	return n
+}
+
+// Test is a test written in a ruleset file: events in, expected matches
+// out. Package internal/rulestest runs it.
+type Test struct {
+	Name string
+	Pos  Position
+	// Rules are the rules the test runs: the one it names, or all.
+	Rules []*Rule
+	// Events are the test's events in file order; Seq is the 1-based
+	// number that expected matches refer to.
+	Events []*event.Event
+	// Expect are the expected matches (none when empty).
+	Expect []ExpectedMatch
+}
+
+// ExpectedMatch is one match a test expects.
+type ExpectedMatch struct {
+	Pos  Position
+	Rule *Rule
+	// Key holds the values of the rule's key fields.
+	Key []event.Value
+	// Stages holds, by stage index of Rule.NFA.Stages(), the numbers of the
+	// events the stage takes, in order (nil for a stage that takes none).
+	Stages [][]int
+	// Emits are the expected emitted values, in the order of the rule's
+	// emit block; nil when the test does not compare them. Within a test,
+	// the expected matches of one rule all give the same emit fields.
+	Emits []NamedValue
+}
+
+// NamedValue is a named value: an emitted field of a match.
+type NamedValue struct {
+	Name  string
+	Value event.Value
+}
+
+// Load parses and compiles a ruleset file. The error is an [ErrorList]:
+// the syntax errors if there are any, else every error the checker and
+// compiler found.
+func Load(name string, src []byte) (*Ruleset, error) {
+	f, err := ParseFile(name, src)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(f)
+}

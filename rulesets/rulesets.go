@@ -1,0 +1,8 @@
+package rulesets
+
+import "embed"
+
+// FS holds the example rulesets: the *.cep files of this directory.
+//
+//go:embed *.cep
+var FS embed.FS
