@@ -47,6 +47,13 @@ type BacktestConfig struct {
 	// at the end, on the backtest's goroutine.
 	Progress      func(BacktestProgress)
 	ProgressEvery int64
+	// WatermarkEvery is how many events pass between two watermarks
+	// (default 256). Watermarks come from record timestamps, never a clock,
+	// so a backtest is deterministic whatever the value; a coarser cadence
+	// processes each key's buffered events in larger batches. Which events
+	// are late depends on it only for input whose disorder exceeds
+	// OutOfOrderness (1 gives Flink's per-record watermarks).
+	WatermarkEvery int
 	// MaxPartialMatches and MaxBufferedEvents are the per-key limits
 	// (docs/decisions.md); 0, the default for backtests, means unlimited.
 	MaxPartialMatches int
@@ -148,7 +155,11 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 	if err != nil {
 		return nil, fmt.Errorf("cep: backtest: %w", err)
 	}
-	wm, err := runtime.NewWatermarkGenerator(cfg.OutOfOrderness, 1)
+	every := cfg.WatermarkEvery
+	if every <= 0 {
+		every = defaultWatermarkEvery
+	}
+	wm, err := runtime.NewWatermarkGenerator(cfg.OutOfOrderness, every)
 	if err != nil {
 		return nil, fmt.Errorf("cep: backtest: %w", err)
 	}
@@ -178,9 +189,9 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 		bt.rules = append(bt.rules, ro)
 		ops = append(ops, ro)
 	}
-	every := cfg.ProgressEvery
-	if every <= 0 {
-		every = 100_000
+	progressEvery := cfg.ProgressEvery
+	if progressEvery <= 0 {
+		progressEvery = 100_000
 	}
 	sub, err := runtime.NewSubtask(runtime.SubtaskConfig{
 		Source:        cfg.Source,
@@ -188,7 +199,7 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 		Watermarks:    wm,
 		Operators:     ops,
 		DeadLetter:    cfg.DeadLetter,
-		ProgressEvery: every,
+		ProgressEvery: progressEvery,
 		Progress: func(s runtime.Stats) {
 			if cfg.Progress != nil {
 				cfg.Progress(BacktestProgress{Stats: s, Alerts: bt.alertCount})
@@ -223,7 +234,7 @@ func (c *BacktestConfig) validate() error {
 	if c.OutOfOrderness < 0 {
 		errs = append(errs, fmt.Errorf("cep: backtest: OutOfOrderness %v is negative", c.OutOfOrderness))
 	}
-	if c.MaxPartialMatches < 0 || c.MaxBufferedEvents < 0 {
+	if c.MaxPartialMatches < 0 || c.MaxBufferedEvents < 0 || c.WatermarkEvery < 0 {
 		errs = append(errs, errors.New("cep: backtest: limits must be >= 0"))
 	}
 	return errors.Join(errs...)
@@ -478,3 +489,6 @@ func (bt *backtest) summary(st runtime.Stats) *BacktestSummary {
 	}
 	return s
 }
+
+// defaultWatermarkEvery is the default of BacktestConfig.WatermarkEvery.
+const defaultWatermarkEvery = 256

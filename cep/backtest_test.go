@@ -93,7 +93,7 @@ func TestBacktestAlertsLateDeadAndLabels(t *testing.T) {
 	var late bytes.Buffer
 	var dead bytes.Buffer
 	dl := runtime.NewDeadLetterWriter(&dead)
-	sum, alerts := runBacktest(t, BacktestConfig{Ruleset: rs, OutOfOrderness: 10 * time.Second, Late: &late, DeadLetter: dl, LabelField: "is_fraud"}, input)
+	sum, alerts := runBacktest(t, BacktestConfig{Ruleset: rs, OutOfOrderness: 10 * time.Second, WatermarkEvery: 1, Late: &late, DeadLetter: dl, LabelField: "is_fraud"}, input)
 	if err := dl.Close(); err != nil {
 		t.Fatal(err)
 	}

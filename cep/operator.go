@@ -196,6 +196,11 @@ type Operator struct {
 	err   error       // sticky: set by the first run error
 	res   nfa.Result  // scratch, reused across run calls
 	fired []*keyState // scratch for fireTimers
+
+	// Most keys hold state only for a moment (an event that starts no
+	// partial match): their records and runs are recycled, not reallocated.
+	freeKeys []*keyState
+	freeRuns []*nfa.Run
 }
 
 // keyState is everything the operator holds for one key.
@@ -341,7 +346,14 @@ func (o *Operator) SetProcessingTime(t event.Time, out *Output) error {
 func (o *Operator) keyState(k event.Key) *keyState {
 	ks := o.keys[k]
 	if ks == nil {
-		ks = &keyState{key: k, order: o.nextOrder}
+		if n := len(o.freeKeys); n > 0 {
+			ks = o.freeKeys[n-1]
+			o.freeKeys[n-1] = nil
+			o.freeKeys = o.freeKeys[:n-1]
+			ks.key, ks.order = k, o.nextOrder
+		} else {
+			ks = &keyState{key: k, order: o.nextOrder}
+		}
 		o.nextOrder++
 		o.keys[k] = ks
 	}
@@ -350,9 +362,35 @@ func (o *Operator) keyState(k event.Key) *keyState {
 
 func (o *Operator) runOf(ks *keyState) *nfa.Run {
 	if ks.run == nil {
-		ks.run = o.cfg.NFA.NewRun()
+		if n := len(o.freeRuns); n > 0 {
+			ks.run = o.freeRuns[n-1]
+			o.freeRuns[n-1] = nil
+			o.freeRuns = o.freeRuns[:n-1]
+		} else {
+			ks.run = o.cfg.NFA.NewRun()
+		}
 	}
 	return ks.run
+}
+
+// maxFree bounds the recycled key records and runs kept for reuse.
+const maxFree = 1024
+
+// release recycles the record and run of a key whose state was dropped.
+func (o *Operator) release(ks *keyState) {
+	if ks.run != nil && len(o.freeRuns) < maxFree {
+		ks.run.Reset()
+		o.freeRuns = append(o.freeRuns, ks.run)
+	}
+	if len(o.freeKeys) < maxFree {
+		clear(ks.buf)
+		// Stale heap entries may still point at ks: its timer generation
+		// must keep growing so that they never look live again.
+		gen := ks.timer.gen
+		*ks = keyState{buf: ks.buf[:0]}
+		ks.timer.gen = gen
+		o.freeKeys = append(o.freeKeys, ks)
+	}
 }
 
 // buffer stores ev under k at ts, or refuses it when k is full.
@@ -529,6 +567,7 @@ func (o *Operator) settle(ks *keyState) {
 	if ks.n == 0 && (ks.run == nil || ks.run.Empty()) {
 		o.timers.disarm(ks)
 		delete(o.keys, ks.key)
+		o.release(ks)
 		return
 	}
 	due, ok := o.dueOf(ks)

@@ -156,6 +156,19 @@ type Run struct {
 	releaseStack []releaseItem
 }
 
+// Reset empties r so that it can be used again as if made by
+// [NFA.NewRun], keeping its storage. The operator recycles the runs of keys
+// that went idle this way instead of allocating one per key and event.
+func (r *Run) Reset() {
+	r.partial.reset()
+	r.completed.reset()
+	clear(r.nodes)
+	clear(r.events)
+	clear(r.counts)
+	r.nextKey = 0
+	r.partial.offer(r.nfa.startComputation(startVersion))
+}
+
 // NFA returns the automaton the run belongs to.
 func (r *Run) NFA() *NFA { return r.nfa }
 

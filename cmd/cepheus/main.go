@@ -71,7 +71,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{checkCommand, fmtCommand, testCommand, versionCommand}
+	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, genCommand, versionCommand}
 }
 
 func lookup(name string) *command {
