@@ -90,8 +90,15 @@ rule g {
 	if got, want := rs.Schema.Names(), []string{"a", "b", "ts"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("schema %v, want %v", got, want)
 	}
-	if got, want := r.Key(ev), event.Key(`"x, y", 7`); got != want {
+	if got, want := r.Key(ev), event.Key("x, y\x1f\x007"); got != want {
 		t.Errorf("Key = %q, want %q", got, want)
+	}
+	// An int and a float of the same value share a partition; a string
+	// that prints the same does not.
+	asFloat := &event.Event{Fields: []event.Value{event.String("x, y"), event.Float(7), event.Int(1)}}
+	asString := &event.Event{Fields: []event.Value{event.String("x, y"), event.String("7"), event.Int(1)}}
+	if r.Key(asFloat) != r.Key(ev) || r.Key(asString) == r.Key(ev) {
+		t.Errorf("keys: int %q, float %q, string %q", r.Key(ev), r.Key(asFloat), r.Key(asString))
 	}
 	if got := r.KeyValues(ev); len(got) != 2 || !got[1].Equal(event.Int(7)) {
 		t.Errorf("KeyValues = %v", got)

@@ -309,7 +309,7 @@ func (c *condCompiler) refused(n ast.Node, name string) error {
 // condFunctions are the function names an expression may call natively,
 // for suggestions.
 var condFunctions = func() []string {
-	out := []string{"stage", "ctx", "avg"}
+	out := []string{"stage", "ctx", "avg", "distance_km"}
 	for name := range condNativeBuiltins {
 		out = append(out, name)
 	}
@@ -360,7 +360,7 @@ func (c *condCompiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 		case id.Value == "stage" || id.Value == "ctx":
 			_, err := c.stageArg(n)
 			return "", err
-		case id.Value == "avg":
+		case id.Value == "avg" || id.Value == "distance_km":
 			children = n.Arguments
 		default:
 			return "", c.unknownFunc(id)

@@ -227,6 +227,8 @@ func (c *condCompiler) call(n *ast.CallNode) (*condNode, error) {
 		return &condNode{src: n, typ: condTyEvents, stage: stage}, nil
 	case "avg":
 		return c.aggregate(n, condAggMean, "avg", n.Arguments)
+	case "distance_km":
+		return c.distanceKm(n)
 	}
 	return nil, c.unknownFunc(id)
 }

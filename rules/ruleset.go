@@ -112,23 +112,38 @@ type Emit struct {
 	Expr *ValueExpr
 }
 
-// Key returns the partition key of ev for this rule: the values of its key
-// fields as [event.Value.String] writes them (strings quoted), separated by
-// ", "; "" for a rule without key fields (the single global partition).
-// An int and a float of the same value give the same key.
+// Key returns the partition key of ev for this rule; "" for a rule without
+// key fields (the single global partition). A string value stands for
+// itself; other values are written as [event.Value.String] writes them,
+// behind a 0 byte (so an int and a float of the same value share a key, and
+// neither collides with a string). Several key fields are joined by the
+// byte 0x1f. Keys are for partitioning, not for display: alerts print the
+// key fields' values ([Rule.KeyValues]).
 func (r *Rule) Key(ev *event.Event) event.Key {
 	switch len(r.KeySlots) {
 	case 0:
 		return ""
 	case 1:
-		return event.Key(ev.Field(r.KeySlots[0]).String())
+		// The hot path: a single string key is the string itself, with no
+		// copy and no allocation.
+		v := ev.Field(r.KeySlots[0])
+		if s, ok := v.AsString(); ok {
+			return event.Key(s)
+		}
+		return event.Key("\x00" + v.String())
 	}
 	var b strings.Builder
 	for i, s := range r.KeySlots {
 		if i > 0 {
-			b.WriteString(", ")
+			b.WriteByte('\x1f')
 		}
-		b.WriteString(ev.Field(s).String())
+		v := ev.Field(s)
+		if str, ok := v.AsString(); ok {
+			b.WriteString(str)
+		} else {
+			b.WriteByte(0)
+			b.WriteString(v.String())
+		}
 	}
 	return event.Key(b.String())
 }
