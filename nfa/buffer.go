@@ -73,6 +73,9 @@ func (r *Run) registerEvent(ev *event.Event, ts event.Time) *bufEvent {
 		r.counts = map[event.Time]int32{}
 		r.events = map[uint64]*bufEvent{}
 	}
+	if len(r.counts) == 0 || ts < r.countsMin {
+		r.countsMin = ts
+	}
 	id := r.counts[ts]
 	r.counts[ts] = id + 1
 	r.nextKey++

@@ -268,6 +268,9 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 	for i := 0; i < nc && d.err == nil; i++ {
 		t := event.Time(d.varint())
 		r.counts[t] = int32(d.varint())
+		if i == 0 || t < r.countsMin {
+			r.countsMin = t
+		}
 	}
 
 	for _, q := range []*compQueue{&r.partial, &r.completed} {

@@ -144,6 +144,7 @@ type Run struct {
 	nodes     map[nodeKey]*node
 	events    map[uint64]*bufEvent
 	counts    map[event.Time]int32
+	countsMin event.Time // no key of counts is smaller (a lower bound)
 	nextKey   uint64
 
 	ctx          Context
@@ -307,9 +308,16 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 		return err
 	}
 	r.partial, r.spare = r.spare, r.partial
-	for t := range r.counts {
-		if t < ts {
-			delete(r.counts, t)
+	// Forget the per-timestamp event counters behind ts (Flink's
+	// SharedBuffer.advanceTime); countsMin saves the scan when none is.
+	if len(r.counts) > 0 && r.countsMin < ts {
+		r.countsMin = event.MaxTime
+		for t := range r.counts {
+			if t < ts {
+				delete(r.counts, t)
+			} else if t < r.countsMin {
+				r.countsMin = t
+			}
 		}
 	}
 	return nil
