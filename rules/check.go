@@ -172,6 +172,17 @@ func (c *ruleChecker) inferSchema() {
 					names[id] = true
 				}
 			}
+			// Fields read only through a stage (x.f) or a closure (.f)
+			// are fields too.
+			members, err := ExprMemberNames(x.raw)
+			if err != nil {
+				return
+			}
+			for _, m := range members {
+				if !stages[m] {
+					names[m] = true
+				}
+			}
 		})
 	}
 	sorted := make([]string, 0, len(names))

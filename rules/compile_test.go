@@ -223,3 +223,16 @@ rule r {
 		t.Errorf("Emits = %v", got)
 	}
 }
+
+// TestInferSchemaMemberOnlyField checks that a ruleset without a schema
+// picks up a field that is only read through a stage (a.limit).
+func TestInferSchemaMemberOnlyField(t *testing.T) {
+	src := "ruleset ns\nevent time ts\n\nrule r {\n  pattern {\n    begin a where kind == \"x\"\n    followedBy b where amount > a.limit\n  }\n}\n"
+	rs, err := Load("ns.cep", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rs.Schema.Slot("limit"); !ok {
+		t.Errorf("schema %v lacks limit", rs.Schema.Names())
+	}
+}

@@ -152,14 +152,15 @@ func TestCondSemantics(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CompileCondition: %v", err)
 			}
-			if got := outcome(&BoolExpr{prog: &condProgram{test: func(fr condFrame) (bool, *ExprError) {
+			refTest := func(fr condFrame) (bool, *ExprError) {
 				before := ref.(*Cond).Errors()
 				v := ref.Eval(fr.ev, nil)
 				if ref.(*Cond).Errors() != before {
 					return false, &ExprError{Msg: ref.(*Cond).LastError().Error()}
 				}
 				return v, nil
-			}}}, tt.ev); got != tt.want {
+			}
+			if got := outcome(&BoolExpr{test: refTest, prog: &condProgram{test: refTest}}, tt.ev); got != tt.want {
 				t.Errorf("the reference says %s", got)
 			}
 		})

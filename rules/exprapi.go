@@ -85,6 +85,7 @@ func (e *ExprError) Error() string { return fmt.Sprintf("offset %d: %s", e.Offse
 // immutable apart from its error counter and safe for concurrent use.
 type BoolExpr struct {
 	src     string
+	test    condBoolFn // prog.test, nil on the VM: called directly on the hot path
 	prog    *condProgram
 	errs    atomic.Uint64
 	lastErr atomic.Pointer[ExprError]
@@ -96,7 +97,7 @@ func CompileBoolExpr(src string, env *ExprEnv) (*BoolExpr, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BoolExpr{src: src, prog: p}, nil
+	return &BoolExpr{src: src, test: p.test, prog: p}, nil
 }
 
 // Condition returns the expression as an nfa.Condition. A run-time error
@@ -112,7 +113,14 @@ func (b *BoolExpr) Eval(ev *event.Event, ctx *nfa.Context) bool {
 	if ev == nil {
 		ev = &condNoEvent
 	}
-	ok, err := b.prog.evalBool(condFrame{ev: ev, stages: ctx})
+	fr := condFrame{ev: ev, stages: ctx}
+	var ok bool
+	var err *ExprError
+	if b.test != nil {
+		ok, err = b.test(fr)
+	} else {
+		ok, err = b.prog.vm.evalBool(fr)
+	}
 	if err != nil {
 		b.errs.Add(1)
 		b.lastErr.Store(err)
