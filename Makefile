@@ -23,14 +23,29 @@ SEED ?= 1
 DIFF_FLINK_OUT ?= build/diff-flink
 DIFF_FLINK_CORPUS ?= internal/difftest/testdata/corpus
 
+# make demo writes everything under DEMO_DIR.
+DEMO_DIR ?= build/demo
+
 .DEFAULT_GOAL := help
-.PHONY: help build lint test conformance diff-flink diff-flink-small diff-flink-corpus clean
+.PHONY: help build demo lint test conformance diff-flink diff-flink-small diff-flink-corpus clean
 
 help: ## List the targets.
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-build: ## Build every package.
+build: ## Build every package, and the cepheus command into build/cepheus.
 	$(GO) build ./...
+	$(GO) build -o build/cepheus ./cmd/cepheus
+
+demo: ## Generate 60 days of card history and a busy day, backtest rulesets/cards.cep, show the alerts.
+	@mkdir -p "$(DEMO_DIR)"
+	$(GO) build -o "$(DEMO_DIR)/cepheus" ./cmd/cepheus
+	"$(DEMO_DIR)/cepheus" gen -o "$(DEMO_DIR)/events.jsonl.gz"
+	"$(DEMO_DIR)/cepheus" backtest -rules rulesets/cards.cep -events "$(DEMO_DIR)/events.jsonl.gz" \
+		-label is_fraud -examples 1 -alerts "$(DEMO_DIR)/alerts.jsonl" \
+		-late "$(DEMO_DIR)/late.jsonl" -dead-letter "$(DEMO_DIR)/dead-letter.jsonl"
+	@echo
+	@echo "Alerts (one JSON object per line): $(DEMO_DIR)/alerts.jsonl"
+	@echo "The rules: rulesets/cards.cep (docs/rulesets/cards/ explains each one)."
 
 # The gofmt check skips testdata, vendor and hidden directories, like
 # internal/lint's TestGofmt.
