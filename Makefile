@@ -56,8 +56,9 @@ lint: ## Check formatting (gofmt), run go vet and the import rules (internal/lin
 	$(GO) vet ./...
 	$(GO) test ./internal/lint/
 
-test: lint ## Run lint, then every test (10 minute timeout).
+test: lint ## Run lint, then every test (10 minute timeout), then diff-flink-small.
 	$(GO) test -count=1 -timeout 10m ./...
+	@$(MAKE) --no-print-directory diff-flink-small
 
 conformance: ## Run the Flink CEP conformance suite (CONFORMANCE_DIR, CONFORMANCE_OUT).
 	@mkdir -p "$$(dirname "$(CONFORMANCE_OUT)")"
@@ -76,3 +77,15 @@ diff-flink-corpus: ## Rewrite the regression corpus (DIFF_FLINK_CORPUS) from 400
 
 clean: ## Remove build outputs.
 	rm -rf build/ cepheus
+
+# The side-by-side benchmark with Flink CEP (benchmarks/README.md): the
+# workloads of benchmarks/workloads on both engines, one core each, 3 rounds;
+# writes benchmarks/RESULTS.md and fails if the engines find different
+# matches. Needs java, mvn and taskset; about 15 minutes on 2 cores.
+.PHONY: bench-compare bench-cepheus
+
+bench-compare: ## Cepheus against Flink CEP on the benchmark workloads; writes benchmarks/RESULTS.md.
+	scripts/bench-compare.sh
+
+bench-cepheus: ## The Cepheus side of bench-compare alone: one round of each workload.
+	ROUNDS=1 ENGINES=cepheus scripts/bench-compare.sh

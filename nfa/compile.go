@@ -86,6 +86,8 @@ type compiler struct {
 	current      *Pattern
 	following    *Pattern
 	original     map[string]*state
+	copyDepth    int // recursion depth of copyWithoutTransitiveNots
+	copyBase     int // states when the outermost copy began
 }
 
 // Option configures [Compile].
@@ -392,6 +394,18 @@ func (c *compiler) copyWithoutTransitiveNots(sink *state) *state {
 	if len(nots) == 0 || !c.current.q.optional {
 		return sink
 	}
+	// The copy follows proceed transitions; a cycle of them (a looping
+	// group whose body can be skipped entirely) would recurse forever, as
+	// it does in Flink (StackOverflowError).
+	// Every level copies a state, so the bound is taken from the graph as
+	// it was when the outermost copy began.
+	if c.copyDepth == 0 {
+		c.copyBase = len(c.states)
+	}
+	if c.copyDepth++; c.copyDepth > c.copyBase+64 {
+		c.fail(c.current.name, "pattern has a cycle of proceed transitions (a looping group whose every stage is optional)")
+	}
+	defer func() { c.copyDepth-- }()
 	cp := c.newState(sink.name, sink.base, sink.typ)
 	cp.stage = sink.stage
 	for _, t := range sink.trans {

@@ -406,3 +406,15 @@ func TestMatchAt(t *testing.T) {
 		t.Fatalf("matches %+v, want one at 2+5", res.Matches)
 	}
 }
+
+// TestCompileRejectsProceedCycle: a looping group whose whole body can be
+// skipped, after a NOT stage, makes Flink's compiler recurse forever; ours
+// reports it.
+func TestCompileRejectsProceedCycle(t *testing.T) {
+	c := nameIs("x")
+	p := Begin("a").Where(c).NotFollowedBy("n").Where(c).FollowedBy("b").Where(c).OneOrMore().Optional().
+		FollowedByGroup(Begin("c").Where(c).Optional()).OneOrMore()
+	if _, err := Compile(p); err == nil || !strings.Contains(err.Error(), "cycle of proceed transitions") {
+		t.Fatalf("err = %v, want a proceed-cycle error", err)
+	}
+}

@@ -126,15 +126,17 @@ type Pattern struct {
 const groupName = "GroupPattern"
 
 // Begin starts a pattern with the stage name. Every event may start a new
-// partial match.
+// partial match. As in Flink, the first stage's own contiguity is strict: it
+// matters only when the pattern is a group nested at the head of another
+// group.
 func Begin(name string) *Pattern {
-	return &Pattern{b: &builder{}, name: name, q: quantifier{consuming: Relaxed, inner: Relaxed}}
+	return &Pattern{b: &builder{}, name: name, q: quantifier{consuming: Strict, inner: Relaxed}}
 }
 
 // BeginGroup starts a pattern with a group: a sub-pattern treated as one
 // stage, which may then be quantified.
 func BeginGroup(group *Pattern) *Pattern {
-	p := &Pattern{b: &builder{}, name: groupName, q: quantifier{consuming: Relaxed, inner: Relaxed}}
+	p := &Pattern{b: &builder{}, name: groupName, q: quantifier{consuming: Strict, inner: Relaxed}}
 	p.setGroup(group)
 	return p
 }

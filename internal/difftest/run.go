@@ -288,12 +288,18 @@ func (d *driver) evaluateWith(ctx context.Context, name string, inputs []conform
 }
 
 // pickShrink chooses the findings to shrink: the first of each kind, then
-// more in id order, up to MaxShrink. The others get a note naming the
-// shrunk finding of their kind.
+// more in id order, up to MaxShrink, leaving out the cases Flink did not
+// finish. The others get a note naming the shrunk finding of their kind.
 func (d *driver) pickShrink(fs []Finding) []int {
 	var pick []int
 	first := map[string]int{}
+	// A case on which Flink hung is not shrunk: most of its candidates
+	// would hang as well, each for the shrink timeout.
+	hung := func(i int) bool { return fs[i].Flink.Error != nil && strings.HasPrefix(*fs[i].Flink.Error, "timeout:") }
 	for i := range fs {
+		if hung(i) {
+			continue
+		}
 		k := kindOf(&fs[i])
 		if _, ok := first[k]; !ok && len(pick) < d.opt.MaxShrink {
 			first[k] = i
@@ -304,7 +310,7 @@ func (d *driver) pickShrink(fs []Finding) []int {
 		if len(pick) >= d.opt.MaxShrink {
 			break
 		}
-		if !slices.Contains(pick, i) {
+		if !hung(i) && !slices.Contains(pick, i) {
 			pick = append(pick, i)
 		}
 	}
@@ -340,7 +346,9 @@ func writeFinding(dir string, f *Finding) error {
 	fc := FileCase{Input: f.Minimal, Source: caseSource}
 	fc.ID = f.Original.ID
 	var notes []string
-	if f.SameKindAs != "" {
+	if f.SameKindAs == "" && !f.Shrunk && f.Flink.Error != nil && strings.HasPrefix(*f.Flink.Error, "timeout:") {
+		notes = append(notes, fmt.Sprintf("The generated case %s, not shrunk because Flink did not finish it.", f.Original.ID))
+	} else if f.SameKindAs != "" {
 		notes = append(notes, fmt.Sprintf("The generated case %s, not shrunk: it disagrees like %s, which was.", f.Original.ID, f.SameKindAs))
 	} else if f.Shrunk {
 		notes = append(notes, fmt.Sprintf("Minimal reproducing case of the generated case %s (make diff-flink): Flink and Cepheus disagree.", f.Original.ID))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -26,7 +27,7 @@ var ErrNoJava = errors.New("difftest: the Flink runner needs java (and mvn to bu
 // FindJar returns the Flink runner's jar, building it when no jar exists for
 // the current sources: it runs scripts/flinkcep-jar.sh of the repository at
 // root (see benchmarks/flinkcep/README.md). The script's log goes to logw.
-func FindJar(ctx context.Context, root string, logw *os.File) (string, error) {
+func FindJar(ctx context.Context, root string, logw io.Writer) (string, error) {
 	if _, err := exec.LookPath("java"); err != nil {
 		return "", fmt.Errorf("%w: java not found on PATH", ErrNoJava)
 	}
@@ -117,6 +118,10 @@ func Cepheus(ctx context.Context, inputs []conformance.Input, caseTimeout time.D
 // WorkerEnv is the environment variable that makes a command that calls
 // [MaybeServeWorker] first serve as a Cepheus worker.
 const WorkerEnv = "DIFFTEST_CEPHEUS_WORKER"
+
+// workerCrashEnv names a case on which a worker crashes on purpose: a test
+// hook for the crash handling of CepheusWorker.
+const workerCrashEnv = "DIFFTEST_WORKER_CRASH_ON"
 
 // workerStack bounds a worker's goroutine stacks, so that a runaway
 // recursion fails in a second rather than after growing to 1 GB.
@@ -227,6 +232,7 @@ func serveWorker(specJSON string) error {
 	}
 	defer f.Close()
 	enc := json.NewEncoder(f)
+	crashOn := os.Getenv(workerCrashEnv)
 	for i := range cases {
 		in := &cases[i].Input
 		if skip[in.ID] {
@@ -236,6 +242,10 @@ func serveWorker(specJSON string) error {
 		// that the parent knows which case a crash belongs to.
 		if err := enc.Encode(workerLine{Start: in.ID}); err != nil {
 			return err
+		}
+		if in.ID == crashOn {
+			// An unrecovered panic ends the process, as a fatal error would.
+			panic("difftest: crash requested by " + workerCrashEnv)
 		}
 		r := runWithTimeout(in, caseTimeout)
 		if err := enc.Encode(workerLine{ID: in.ID, Result: r}); err != nil {

@@ -63,7 +63,9 @@ var importRules = map[string]importRule{
 	}},
 	"internal/lint": {},
 	"benchmarks":    {imports: []string{"cep", "event", "internal/gen", "rulesets"}},
-	"rulesets":      {tests: []string{"cep", "event", "rules", "internal/rulestest"}},
+	// The Cepheus side of make bench-compare: a thin main over benchmarks.
+	"benchmarks/cmd/cepbench": {imports: []string{"benchmarks"}},
+	"rulesets":                {tests: []string{"cep", "event", "rules", "internal/rulestest"}},
 }
 
 // defaultRule applies to packages of ours that importRules does not list.
