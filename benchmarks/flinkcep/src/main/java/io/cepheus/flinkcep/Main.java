@@ -24,6 +24,10 @@ import java.util.concurrent.atomic.AtomicReference;
  * through real Flink CEP and writes the results file (cepheus-conformance-results/v1). Logs go to
  * stderr. Exit status: 0 when the results file was written (cases may still carry errors), 2 on
  * bad usage, 1 when the input could not be read.
+ *
+ * <p>{@code bench --workload <name> --data <file.csv> --warmup <n> --out-of-orderness-ms <ms>
+ * [--timeout-s <s>]} runs one benchmark workload as a Flink job instead ({@link
+ * io.cepheus.flinkcep.bench.BenchJob}; make bench-compare).
  */
 public final class Main {
     private Main() {}
@@ -33,8 +37,17 @@ public final class Main {
     }
 
     static int run(String[] args) {
+        if (args.length > 0 && args[0].equals("bench")) {
+            try {
+                return io.cepheus.flinkcep.bench.BenchJob.run(args);
+            } catch (Exception e) {
+                System.err.println("flinkcep bench: " + e);
+                e.printStackTrace();
+                return 1;
+            }
+        }
         if (args.length == 0 || !args[0].equals("cases")) {
-            return usage("the only command is 'cases'");
+            return usage("the commands are 'cases' and 'bench'");
         }
         String dir = null, out = null, only = null;
         long timeoutMs = 120_000;
@@ -176,6 +189,8 @@ public final class Main {
         System.err.println("flinkcep: " + why);
         System.err.println("usage: java -jar flinkcep.jar cases --dir <dir|file.json> --out <results.json>"
                 + " [--case <id>] [--timeout-ms <n>]");
+        System.err.println("       java -jar flinkcep.jar bench --workload <name> --data <file.csv> --warmup <n>"
+                + " --out-of-orderness-ms <ms> [--timeout-s <s>]");
         return 2;
     }
 }

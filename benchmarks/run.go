@@ -1,0 +1,273 @@
+package benchmarks
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// RunConfig says how [Run] drives the operator.
+type RunConfig struct {
+	// Warmup events are processed before the clock starts.
+	Warmup int
+	// OutOfOrderness is the watermark bound: every WatermarkEvery events
+	// (default [WatermarkEvery]) the watermark becomes the largest
+	// timestamp seen - OutOfOrderness - 1 ms, as Flink's
+	// forBoundedOutOfOrderness computes it.
+	OutOfOrderness time.Duration
+	WatermarkEvery int
+	// Timeout caps the run (warm-up included, loading excluded); 0: none.
+	// A run cut short reports Finished false and how far it got.
+	Timeout time.Duration
+}
+
+// Result is the outcome of one engine run of one workload. Both engines
+// print it as one JSON object per line (cepbench run; the Flink runner's
+// bench command), with these field names.
+type Result struct {
+	Engine   string `json:"engine"` // cepheus or flink
+	Workload string `json:"workload"`
+	Events   int    `json:"events"` // events in the input
+	Warmup   int    `json:"warmup"`
+	// Finished is false when the run hit its time cap; Processed is then
+	// how many events it had consumed.
+	Finished  bool  `json:"finished"`
+	Processed int64 `json:"processed"`
+	// Matches over the whole run (warm-up included) and the hash of their
+	// signatures (see [SignatureHash]).
+	Matches int64  `json:"matches"`
+	Hash    string `json:"hash"`
+	// Seconds, EventsPerSec and CPUSeconds cover the timed part: from the
+	// first event after the warm-up to the end of the final flush.
+	Seconds      float64 `json:"seconds"`
+	EventsPerSec float64 `json:"events_per_s"`
+	CPUSeconds   float64 `json:"cpu_s"`
+	// PeakRSSKiB is the process's VmHWM at the end (the input held in
+	// memory included); LoadedRSSKiB its VmRSS once the input was loaded,
+	// before the run.
+	PeakRSSKiB   int64 `json:"vmhwm_kib"`
+	LoadedRSSKiB int64 `json:"rss_loaded_kib"`
+	// Runtime names the engine's runtime (Go version; JVM and Flink
+	// versions).
+	Runtime string `json:"runtime"`
+	// Load1 is the machine's 1-minute load average when the run started
+	// (/proc/loadavg): other work on the machine shows in the figures.
+	Load1 float64 `json:"load1"`
+}
+
+// Run runs the events through a keyed operator for rule r, in event time:
+// each event goes to ProcessElement with its timestamp, a watermark
+// follows every cfg.WatermarkEvery events, and a final watermark of
+// event.MaxTime flushes everything (the end of a bounded input). It counts
+// the matches and hashes their signatures.
+func Run(workload string, r *cep.Rule, events []*event.Event, cfg RunConfig) (*Result, error) {
+	if cfg.Warmup < 0 || cfg.Warmup >= len(events) {
+		return nil, fmt.Errorf("warm-up %d: want 0 <= warm-up < %d events", cfg.Warmup, len(events))
+	}
+	every := cfg.WatermarkEvery
+	if every <= 0 {
+		every = WatermarkEvery
+	}
+	op, err := cep.NewOperator(cep.OperatorConfig{NFA: r.NFA, Key: r.Key})
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{
+		Engine: "cepheus", Workload: workload, Events: len(events), Warmup: cfg.Warmup,
+		Runtime: goruntime.Version(), LoadedRSSKiB: procStatus("VmRSS"), Load1: load1(),
+	}
+	var (
+		out     cep.Output
+		sigs    sigBuffer
+		late    int
+		bound   = event.Time(cfg.OutOfOrderness.Milliseconds())
+		maxTs   = event.MinTime
+		lastWm  = event.MinTime
+		begin   = time.Now()
+		t0      time.Time
+		cpu0    float64
+		stopErr error
+	)
+	consume := func() {
+		for i := range out.Items {
+			switch it := &out.Items[i]; it.Kind {
+			case cep.ItemMatch:
+				sigs.add(it.Match.Events)
+			case cep.ItemLate:
+				late++
+			}
+		}
+		out.Reset()
+	}
+	for i, ev := range events {
+		if i == cfg.Warmup {
+			t0, cpu0 = time.Now(), cpuSeconds()
+		}
+		if cfg.Timeout > 0 && i&1023 == 0 && time.Since(begin) > cfg.Timeout {
+			res.Processed = int64(i)
+			res.PeakRSSKiB = procStatus("VmHWM")
+			return res, nil
+		}
+		if err := op.ProcessElement(ev, ev.Time, &out); err != nil {
+			stopErr = err
+			break
+		}
+		if ev.Time > maxTs {
+			maxTs = ev.Time
+		}
+		if (i+1)%every == 0 && maxTs != event.MinTime {
+			if wm := maxTs - bound - 1; wm > lastWm {
+				lastWm = wm
+				if err := op.ProcessWatermark(wm, &out); err != nil {
+					stopErr = err
+					break
+				}
+			}
+		}
+		consume()
+	}
+	if stopErr == nil {
+		stopErr = op.ProcessWatermark(event.MaxTime, &out)
+	}
+	if stopErr != nil {
+		return nil, fmt.Errorf("run: %w", stopErr)
+	}
+	consume()
+	elapsed := time.Since(t0)
+	res.CPUSeconds = cpuSeconds() - cpu0
+	if late > 0 {
+		return nil, fmt.Errorf("run: %d late events: the data is more out of order than %v", late, cfg.OutOfOrderness)
+	}
+	res.Finished = true
+	res.Processed = int64(len(events))
+	res.Seconds = elapsed.Seconds()
+	res.EventsPerSec = float64(len(events)-cfg.Warmup) / res.Seconds
+	res.Matches = int64(sigs.n)
+	res.Hash = SignatureHash(sigs.strings(r.NFA.Stages()))
+	res.PeakRSSKiB = procStatus("VmHWM")
+	return res, nil
+}
+
+// sigBuffer records the matches compactly while the clock runs: per match,
+// per stage, the number of events and their Seq numbers.
+type sigBuffer struct {
+	n    int
+	data []uint64
+}
+
+func (b *sigBuffer) add(stages [][]*event.Event) {
+	b.n++
+	for _, evs := range stages {
+		b.data = append(b.data, uint64(len(evs)))
+		for _, e := range evs {
+			b.data = append(b.data, e.Seq)
+		}
+	}
+}
+
+// strings returns the signature of every match (see [SignatureHash]).
+func (b *sigBuffer) strings(stages []string) []string {
+	out := make([]string, 0, b.n)
+	var s []byte
+	d := b.data
+	for range b.n {
+		s = s[:0]
+		for _, name := range stages {
+			n := int(d[0])
+			d = d[1:]
+			if n == 0 {
+				continue
+			}
+			if len(s) > 0 {
+				s = append(s, ';')
+			}
+			s = append(s, name...)
+			s = append(s, '=')
+			for k := range n {
+				if k > 0 {
+					s = append(s, ',')
+				}
+				s = strconv.AppendUint(s, d[k], 10)
+			}
+			d = d[n:]
+		}
+		out = append(out, string(s))
+	}
+	return out
+}
+
+// SignatureHash is the hash both engines compute over their matches. The
+// signature of a match lists, in pattern stage order, each stage that took
+// events as name=seq,seq,... (seq: the event's 1-based row in the data
+// file, in the order the stage took them), joined by ';', e.g.
+// "login=12;large=40;foreign=77". The hash is the SHA-256 of the
+// signatures sorted bytewise, each followed by '\n', in hex, cut to 16
+// digits. A multiset of matches gives one hash whatever the emission
+// order.
+func SignatureHash(sigs []string) string {
+	slices.Sort(sigs)
+	h := sha256.New()
+	for _, s := range sigs {
+		h.Write([]byte(s))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// cpuSeconds is the CPU time (user + system) of the process so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// procStatus returns a kB field of /proc/self/status (VmHWM, VmRSS), or 0.
+func procStatus(field string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if rest, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
+			v, err := strconv.ParseInt(string(bytes.TrimSuffix(bytes.TrimSpace(rest), []byte(" kB"))), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// load1 is the 1-minute load average, or 0.
+func load1() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(data), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
+}
+
+// ErrMismatch marks a report whose engines disagree.
+var ErrMismatch = errors.New("the engines disagree")
