@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -45,6 +46,10 @@ summary goes to stderr at the end. -rules may name a directory: each of its
 
 func init() { backtestCommand.run = runBacktest }
 
+// backtestGCPercent is the garbage collector's target for backtests (the
+// Go default is 100).
+const backtestGCPercent = 400
+
 type backtestFlags struct {
 	rules, events, alerts, late, dead string
 	label, scenario                   string
@@ -77,6 +82,12 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if f.rules == "" || f.events == "" {
 		return usagef("backtest: -rules and -events are required")
+	}
+	// A backtest is a batch job whose heap is mostly short-lived events:
+	// collecting less often costs memory (about 1.7x the peak) and saves
+	// about a third of the CPU. GOGC in the environment still wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(backtestGCPercent)
 	}
 	files, err := rulesetFiles([]string{f.rules})
 	if err != nil {
