@@ -7,10 +7,10 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/rules"
+	"github.com/cepheus-cep/cepheus/runtime"
 )
 
 // AlertID returns the deterministic id of a match of rule under key
@@ -64,15 +64,15 @@ func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
 // Each matched event carries its input "line" and its fields.
 func appendAlert(b []byte, bt *backtest, r *rules.Rule, it *Item) []byte {
 	b = append(b, `{"alert_id":`...)
-	b = appendJSONString(b, AlertID(r, it.Key, it.Match.Events))
+	b = runtime.AppendJSONString(b, AlertID(r, it.Key, it.Match.Events))
 	b = append(b, `,"rule":`...)
-	b = appendJSONString(b, r.Name)
+	b = runtime.AppendJSONString(b, r.Name)
 	b = append(b, `,"ruleset":`...)
-	b = appendJSONString(b, bt.rs.Name)
+	b = runtime.AppendJSONString(b, bt.rs.Name)
 	b = append(b, `,"ruleset_version":`...)
-	b = appendJSONString(b, bt.rs.Hash)
+	b = runtime.AppendJSONString(b, bt.rs.Hash)
 	b = append(b, `,"severity":`...)
-	b = appendJSONString(b, r.Severity.String())
+	b = runtime.AppendJSONString(b, r.Severity.String())
 	b = append(b, `,"key":{`...)
 	var first *event.Event
 	for _, evs := range it.Match.Events {
@@ -85,7 +85,7 @@ func appendAlert(b []byte, bt *backtest, r *rules.Rule, it *Item) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, f)
+		b = runtime.AppendJSONString(b, f)
 		b = append(b, ':')
 		if first != nil {
 			b = appendValue(b, first.Field(r.KeySlots[i]))
@@ -94,7 +94,7 @@ func appendAlert(b []byte, bt *backtest, r *rules.Rule, it *Item) []byte {
 		}
 	}
 	b = append(b, `},"detected_at":`...)
-	b = appendJSONString(b, it.Match.At.String())
+	b = runtime.AppendJSONString(b, it.Match.At.String())
 	b = append(b, `,"matched":{`...)
 	stages := r.NFA.Stages()
 	sep := false
@@ -106,7 +106,7 @@ func appendAlert(b []byte, bt *backtest, r *rules.Rule, it *Item) []byte {
 			b = append(b, ',')
 		}
 		sep = true
-		b = appendJSONString(b, stages[si])
+		b = runtime.AppendJSONString(b, stages[si])
 		b = append(b, ":["...)
 		for j, e := range evs {
 			if j > 0 {
@@ -121,7 +121,7 @@ func appendAlert(b []byte, bt *backtest, r *rules.Rule, it *Item) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, em.Name)
+		b = runtime.AppendJSONString(b, em.Name)
 		b = append(b, ':')
 		v, err := em.Expr.Eval(it.Match.Events)
 		if err != nil {
@@ -140,12 +140,12 @@ func appendEventJSON(b []byte, bt *backtest, e *event.Event) []byte {
 	for i := range bt.schema.Len() {
 		name := bt.schema.Field(i).Name
 		b = append(b, ',')
-		b = appendJSONString(b, name)
+		b = runtime.AppendJSONString(b, name)
 		b = append(b, ':')
 		v := e.Field(i)
 		if bt.isTimeSlot(i) {
 			if t, ok := v.AsInt(); ok {
-				b = appendJSONString(b, event.Time(t).String())
+				b = runtime.AppendJSONString(b, event.Time(t).String())
 				continue
 			}
 		}
@@ -174,7 +174,7 @@ func appendLate(b []byte, bt *backtest, e *event.Event) []byte {
 	b = append(b, `{"line":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)
 	b = append(b, `,"time":`...)
-	b = appendJSONString(b, e.Time.String())
+	b = runtime.AppendJSONString(b, e.Time.String())
 	b = append(b, `,"event":`...)
 	b = appendEventJSON(b, bt, e)
 	return append(b, "}\n"...)
@@ -197,45 +197,9 @@ func appendValue(b []byte, v event.Value) []byte {
 		return strconv.AppendFloat(b, x, 'g', -1, 64)
 	case event.KindString:
 		s, _ := v.AsString()
-		return appendJSONString(b, s)
+		return runtime.AppendJSONString(b, s)
 	}
 	return append(b, "null"...)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
 }
 
 func sortStrings(s []string) { slices.Sort(s) }

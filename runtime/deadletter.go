@@ -67,9 +67,9 @@ func (d *DeadLetterWriter) DeadLetter(rec DeadRecord) error {
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, rec.Offset, 10)
 	b = append(b, `,"reason":`...)
-	b = appendJSONString(b, rec.Reason)
+	b = AppendJSONString(b, rec.Reason)
 	b = append(b, `,"data":`...)
-	b = appendJSONString(b, rec.Data)
+	b = AppendJSONString(b, rec.Data)
 	b = append(b, "}\n"...)
 	d.buf = b
 	if _, err := d.w.Write(b); err != nil {
@@ -103,9 +103,10 @@ func (d *DeadLetterWriter) Close() error {
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString appends s as a JSON string: quotes, backslashes and
-// control characters escaped, invalid UTF-8 replaced by U+FFFD.
-func appendJSONString[S string | []byte](b []byte, s S) []byte {
+// AppendJSONString appends s to b as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 replaced by U+FFFD. Shared by
+// every JSON-lines writer (dead letters, alerts).
+func AppendJSONString[S string | []byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
