@@ -30,7 +30,7 @@ DEMO_DIR ?= build/demo
 .PHONY: help build demo lint test conformance diff-flink diff-flink-small diff-flink-corpus clean
 
 help: ## List the targets.
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 build: ## Build every package, and the cepheus command into build/cepheus.
 	$(GO) build ./...

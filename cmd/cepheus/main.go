@@ -1,10 +1,13 @@
-// Command cepheus is the command-line tool of Cepheus. Today it works on
-// ruleset files (*.cep, the rule language of docs/rules.md):
+// Command cepheus is the command-line tool of Cepheus. It works on ruleset
+// files (*.cep, the rule language of docs/rules.md) and replays events
+// through them:
 //
 //	cepheus check [files or directories]   report every error, with file:line:col and a caret
 //	cepheus fmt [-w] [-d] [files]          print (or rewrite, or diff) the canonical source
 //	cepheus test [-run regexp] [-v] [files or directories]
 //	                                       run the tests written inside ruleset files
+//	cepheus backtest -rules R -events E    replay a file of events through a ruleset
+//	cepheus gen [-o file]                  write synthetic card events with labelled fraud
 //	cepheus version                        print the version
 //	cepheus help [command]                 explain a command
 //
