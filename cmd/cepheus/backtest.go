@@ -159,13 +159,19 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			closeAlerts()
 			deadWriter.Close()
+			dead.Close()
 			late.Close()
 			return err
 		}
 		sums = append(sums, sum)
 	}
 	err = closeAlerts()
+	// The dead-letter writer flushes into the lazy file, which then
+	// flushes and closes: both, in that order.
 	if cerr := deadWriter.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := dead.Close(); err == nil {
 		err = cerr
 	}
 	if cerr := late.Close(); err == nil {
