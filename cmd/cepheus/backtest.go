@@ -55,6 +55,7 @@ type backtestFlags struct {
 	label, scenario                   string
 	outOfOrder                        time.Duration
 	maxPartial, maxBuffered           int
+	watermarkEvery                    int
 	examples                          int
 	quiet                             bool
 }
@@ -70,6 +71,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud)")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
+	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks); lateness depends on it only for input more disordered than -out-of-orderness")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
 	fs.IntVar(&f.examples, "examples", 0, "print this many example alerts per rule in the summary")
@@ -150,6 +152,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			Late:              late,
 			DeadLetter:        deadWriter,
 			Progress:          prog.report,
+			WatermarkEvery:    f.watermarkEvery,
 			MaxPartialMatches: f.maxPartial,
 			MaxBufferedEvents: f.maxBuffered,
 		})

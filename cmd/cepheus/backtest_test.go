@@ -97,3 +97,30 @@ not json
 		t.Errorf("summary does not report the dead letters:\n%s", stderr)
 	}
 }
+
+// TestBacktestLateFile: an event further behind than -out-of-orderness goes
+// to the late file (with per-event watermarks), and is counted.
+func TestBacktestLateFile(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", `{"ts": 10000, "k": "x", "name": "a"}
+{"ts": 20000, "k": "x", "name": "c"}
+{"ts": 1000, "k": "x", "name": "b"}
+`)
+	late := filepath.Join(dir, "late.jsonl")
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-late", late,
+		"-out-of-orderness", "1s", "-watermark-every", "1")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.HasPrefix(got, `{"line":3,`) || strings.Count(got, "\n") != 1 {
+		t.Errorf("late file:\n%s\nwant line 3 only", got)
+	}
+	if !strings.Contains(stderr, "1 events were late") {
+		t.Errorf("summary does not report the late event:\n%s", stderr)
+	}
+}
