@@ -84,49 +84,49 @@ func RestoreOperator(cfg OperatorConfig, snapshot []byte) (*Operator, error) {
 }
 
 func (o *Operator) decode(b []byte) error {
-	d := decoder{b: b}
-	if v := d.byte(); d.err == nil && v != snapshotVersion {
+	d := decoder{event.Reader{B: b, Corrupt: ErrCorruptSnapshot}}
+	if v := d.Byte(); d.Err == nil && v != snapshotVersion {
 		return fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
 	}
-	o.watermark = event.Time(d.varint())
-	o.procTime = event.Time(d.varint())
+	o.watermark = event.Time(d.Varint())
+	o.procTime = event.Time(d.Varint())
 	for _, c := range [...]*uint64{&o.stats.late, &o.stats.overflow, &o.stats.dropped, &o.stats.matches, &o.stats.timeouts} {
-		*c = d.uvarint()
+		*c = d.Uvarint()
 	}
-	o.nextOrder = d.uvarint()
+	o.nextOrder = d.Uvarint()
 
-	nkeys := d.count()
+	nkeys := d.Count()
 	orders := make(map[uint64]bool, nkeys)
 	var prev *keyState
 	for range nkeys {
-		if d.err != nil {
-			return d.err
+		if d.Err != nil {
+			return d.Err
 		}
-		ks := &keyState{key: event.Key(d.bytes(d.count()))}
-		ks.order = d.uvarint()
-		if d.err == nil && (prev != nil && ks.key <= prev.key || ks.order >= o.nextOrder || orders[ks.order]) {
+		ks := &keyState{key: event.Key(d.Bytes(d.Count()))}
+		ks.order = d.Uvarint()
+		if d.Err == nil && (prev != nil && ks.key <= prev.key || ks.order >= o.nextOrder || orders[ks.order]) {
 			return fmt.Errorf("%w: key %q out of order or with a bad rank", ErrCorruptSnapshot, string(ks.key))
 		}
 		orders[ks.order] = true
 		if err := o.decodeBuffer(&d, ks); err != nil {
 			return err
 		}
-		switch d.byte() {
+		switch d.Byte() {
 		case 0:
 		case 1:
-			if d.err != nil {
-				return d.err
+			if d.Err != nil {
+				return d.Err
 			}
-			run, rest, err := o.cfg.NFA.DecodeRun(d.b)
+			run, rest, err := o.cfg.NFA.DecodeRun(d.B)
 			if err != nil {
 				return fmt.Errorf("%w: key %q: %w", ErrCorruptSnapshot, string(ks.key), err)
 			}
-			ks.run, d.b = run, rest
+			ks.run, d.B = run, rest
 		default:
-			d.fail()
+			d.Fail()
 		}
-		if d.err != nil {
-			return d.err
+		if d.Err != nil {
+			return d.Err
 		}
 		if ks.n == 0 && (ks.run == nil || ks.run.Empty()) {
 			return fmt.Errorf("%w: key %q holds no state", ErrCorruptSnapshot, string(ks.key))
@@ -135,11 +135,11 @@ func (o *Operator) decode(b []byte) error {
 		o.buffered += ks.n
 		prev = ks
 	}
-	if d.err != nil {
-		return d.err
+	if d.Err != nil {
+		return d.Err
 	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, len(d.b))
+	if len(d.B) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, len(d.B))
 	}
 	// The heap orders live timers by (due, rank), and ranks are unique, so
 	// the keys fire in the original operator's order whatever the order
@@ -153,100 +153,35 @@ func (o *Operator) decode(b []byte) error {
 }
 
 func (o *Operator) decodeBuffer(d *decoder, ks *keyState) error {
-	nb := d.count()
+	nb := d.Count()
 	if nb > 0 {
 		ks.buf = make([]bucket, 0, nb)
 	}
 	for range nb {
-		ts := event.Time(d.varint())
-		ne := d.count()
-		if d.err != nil {
-			return d.err
+		ts := event.Time(d.Varint())
+		ne := d.Count()
+		if d.Err != nil {
+			return d.Err
 		}
 		if ne == 0 || len(ks.buf) > 0 && ks.buf[len(ks.buf)-1].ts >= ts {
 			return fmt.Errorf("%w: key %q: bad buffer at %d", ErrCorruptSnapshot, string(ks.key), ts)
 		}
 		evs := make([]*event.Event, ne)
 		for i := range evs {
-			ev, rest, err := event.DecodeEvent(d.b)
+			ev, rest, err := event.DecodeEvent(d.B)
 			if err != nil {
 				return fmt.Errorf("%w: key %q: %w", ErrCorruptSnapshot, string(ks.key), err)
 			}
-			evs[i], d.b = ev, rest
+			evs[i], d.B = ev, rest
 		}
 		ks.buf = append(ks.buf, bucket{ts: ts, evs: evs})
 		ks.n += ne
 	}
-	return d.err
+	return d.Err
 }
 
 // decoder reads the snapshot encoding; the first error sticks and turns
 // every later read into a zero value.
 type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail() {
-	if d.err == nil {
-		d.err = ErrCorruptSnapshot
-	}
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil || len(d.b) == 0 {
-		d.fail()
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a length that cannot exceed the remaining input (every
-// element takes at least one byte), so a corrupt snapshot cannot make the
-// decoder allocate without bound.
-func (d *decoder) count() int {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.fail()
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) bytes(n int) []byte {
-	if d.err != nil || n > len(d.b) {
-		d.fail()
-		return nil
-	}
-	out := d.b[:n]
-	d.b = d.b[n:]
-	return out
+	event.Reader
 }

@@ -119,72 +119,20 @@ func appendDewey(b []byte, d dewey) []byte {
 }
 
 type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = ErrCorruptRun
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = ErrCorruptRun
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.err = ErrCorruptRun
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-// count reads a length and rejects one that cannot fit in the rest of the
-// input (each element takes at least one byte), so corrupt input cannot make
-// the decoder allocate without bound.
-func (d *decoder) count() int {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = ErrCorruptRun
-		return 0
-	}
-	return int(n)
+	event.Reader
 }
 
 func (d *decoder) dewey() dewey {
-	n := d.count()
+	n := d.Count()
 	if n == 0 {
-		if d.err == nil {
-			d.err = ErrCorruptRun
+		if d.Err == nil {
+			d.Err = ErrCorruptRun
 		}
 		return nil
 	}
 	out := make(dewey, n)
 	for i := range out {
-		out[i] = int32(d.varint())
+		out[i] = int32(d.Varint())
 	}
 	return out
 }
@@ -192,40 +140,40 @@ func (d *decoder) dewey() dewey {
 // DecodeRun decodes a run encoded by [Run.AppendBinary] for this NFA and
 // returns the rest of b.
 func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
-	d := &decoder{b: b}
-	if v := d.byte(); d.err == nil && v != runEncodingVersion {
+	d := &decoder{event.Reader{B: b, Corrupt: ErrCorruptRun}}
+	if v := d.Byte(); d.Err == nil && v != runEncodingVersion {
 		return nil, nil, fmt.Errorf("%w: unknown encoding version %d", ErrCorruptRun, v)
 	}
-	if len(d.b) < 8 {
+	if len(d.B) < 8 {
 		return nil, nil, ErrCorruptRun
 	}
-	if fp := binary.LittleEndian.Uint64(d.b); d.err == nil && fp != n.fingerprint {
+	if fp := binary.LittleEndian.Uint64(d.B); d.Err == nil && fp != n.fingerprint {
 		return nil, nil, fmt.Errorf("%w: encoded for another pattern (fingerprint %016x, this NFA has %016x)", ErrCorruptRun, fp, n.fingerprint)
 	}
-	d.b = d.b[8:]
+	d.B = d.B[8:]
 	r := &Run{nfa: n, nodes: map[nodeKey]*node{}, events: map[uint64]*bufEvent{}, counts: map[event.Time]int32{}}
-	r.nextKey = d.uvarint()
+	r.nextKey = d.Uvarint()
 
-	ne := d.count()
-	for i := 0; i < ne && d.err == nil; i++ {
-		e := &bufEvent{key: d.uvarint()}
-		e.id.ts = event.Time(d.varint())
-		e.id.id = int32(d.varint())
-		e.refs = int32(d.varint())
-		if d.err != nil {
+	ne := d.Count()
+	for i := 0; i < ne && d.Err == nil; i++ {
+		e := &bufEvent{key: d.Uvarint()}
+		e.id.ts = event.Time(d.Varint())
+		e.id.id = int32(d.Varint())
+		e.refs = int32(d.Varint())
+		if d.Err != nil {
 			break
 		}
-		ev, rest, err := event.DecodeEvent(d.b)
+		ev, rest, err := event.DecodeEvent(d.B)
 		if err != nil {
-			d.err = fmt.Errorf("%w: %v", ErrCorruptRun, err)
+			d.Err = fmt.Errorf("%w: %v", ErrCorruptRun, err)
 			break
 		}
-		d.b = rest
+		d.B = rest
 		e.ev = ev
 		r.events[e.key] = e
 	}
 
-	nn := d.count()
+	nn := d.Count()
 	nodes := make([]*node, nn)
 	for i := range nodes {
 		nodes[i] = &node{}
@@ -235,75 +183,75 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 			return nil
 		}
 		if i > uint64(len(nodes)) {
-			d.err = ErrCorruptRun
+			d.Err = ErrCorruptRun
 			return nil
 		}
 		return nodes[i-1]
 	}
 	for _, nd := range nodes {
-		if d.err != nil {
+		if d.Err != nil {
 			break
 		}
-		key := d.uvarint()
-		stage := d.uvarint()
-		nd.refs = int32(d.varint())
+		key := d.Uvarint()
+		stage := d.Uvarint()
+		nd.refs = int32(d.Varint())
 		ev := r.events[key]
-		if d.err == nil && (ev == nil || stage >= uint64(len(n.stages))) {
-			d.err = ErrCorruptRun
+		if d.Err == nil && (ev == nil || stage >= uint64(len(n.stages))) {
+			d.Err = ErrCorruptRun
 		}
 		nd.ev, nd.stage = ev, int(stage)
-		nedges := d.count()
-		for j := 0; j < nedges && d.err == nil; j++ {
-			e := &edge{target: lookup(d.uvarint())}
+		nedges := d.Count()
+		for j := 0; j < nedges && d.Err == nil; j++ {
+			e := &edge{target: lookup(d.Uvarint())}
 			e.version = d.dewey()
-			e.refs = int32(d.varint())
+			e.refs = int32(d.Varint())
 			nd.edges = append(nd.edges, e)
 		}
-		if d.err == nil {
+		if d.Err == nil {
 			r.nodes[nodeKey{ev: key, stage: int32(stage)}] = nd
 		}
 	}
 
-	nc := d.count()
-	for i := 0; i < nc && d.err == nil; i++ {
-		t := event.Time(d.varint())
-		r.counts[t] = int32(d.varint())
+	nc := d.Count()
+	for i := 0; i < nc && d.Err == nil; i++ {
+		t := event.Time(d.Varint())
+		r.counts[t] = int32(d.Varint())
 		if i == 0 || t < r.countsMin {
 			r.countsMin = t
 		}
 	}
 
 	for _, q := range []*compQueue{&r.partial, &r.completed} {
-		nq := d.count()
-		for i := 0; i < nq && d.err == nil; i++ {
-			sid := d.uvarint()
-			if d.err == nil && sid >= uint64(len(n.states)) {
-				d.err = ErrCorruptRun
+		nq := d.Count()
+		for i := 0; i < nq && d.Err == nil; i++ {
+			sid := d.Uvarint()
+			if d.Err == nil && sid >= uint64(len(n.states)) {
+				d.Err = ErrCorruptRun
 				break
 			}
 			c := &computation{state: n.states[sid]}
 			c.version = d.dewey()
-			c.startTs = event.Time(d.varint())
-			c.prevTs = event.Time(d.varint())
-			c.prev = lookup(d.uvarint())
-			c.doneAt = event.Time(d.varint())
-			if d.byte() == 1 {
+			c.startTs = event.Time(d.Varint())
+			c.prevTs = event.Time(d.Varint())
+			c.prev = lookup(d.Uvarint())
+			c.doneAt = event.Time(d.Varint())
+			if d.Byte() == 1 {
 				c.hasStart = true
-				c.startID.ts = event.Time(d.varint())
-				c.startID.id = int32(d.varint())
+				c.startID.ts = event.Time(d.Varint())
+				c.startID.id = int32(d.Varint())
 			}
 			// Append in encoded (array) order: it was a valid heap and
 			// its iteration order is part of the semantics.
 			q.q = append(q.q, c)
 		}
 	}
-	if d.err != nil {
-		if errors.Is(d.err, ErrCorruptRun) {
-			return nil, nil, d.err
+	if d.Err != nil {
+		if errors.Is(d.Err, ErrCorruptRun) {
+			return nil, nil, d.Err
 		}
-		return nil, nil, fmt.Errorf("%w: %v", ErrCorruptRun, d.err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrCorruptRun, d.Err)
 	}
-	return r, d.b, nil
+	return r, d.B, nil
 }
 
 // graphFingerprint hashes the shape of the state graph (names, types, gap
