@@ -120,6 +120,11 @@ type Item struct {
 	// for a timeout, the time the partial match expired; for a late or
 	// overflowing element, its timestamp; for a watermark, the watermark.
 	At event.Time
+	// Wake is, for a match or timeout released while the operator fired a
+	// key's timer (a watermark or a processing-time advance), the due time
+	// of that timer; zero (with Woken false) when an element released it.
+	Wake  event.Time
+	Woken bool
 	// Event is the late or overflowing element.
 	Event *event.Event
 	// Watermark is the forwarded watermark.
@@ -196,6 +201,10 @@ type Operator struct {
 	err   error       // sticky: set by the first run error
 	res   nfa.Result  // scratch, reused across run calls
 	fired []*keyState // scratch for fireTimers
+	// wake is the due time of the key fireTimers is firing (woken is set
+	// while it does): Item.Wake of what that releases.
+	wake  event.Time
+	woken bool
 
 	// Most keys hold state only for a moment (an event that starts no
 	// partial match): their records and runs are recycled, not reallocated.
@@ -462,12 +471,14 @@ func (o *Operator) fireTimers(t event.Time, out *Output) error {
 			break
 		}
 		o.fired = append(o.fired, ks)
+		o.wake, o.woken = ks.timer.due, true
 		var err error
 		if o.cfg.TimeMode == EventTime {
 			err = o.fireEventTime(ks, t, out)
 		} else {
 			err = o.fireProcessingTime(ks, t, out)
 		}
+		o.woken = false
 		if err != nil {
 			// The operator has failed; its runs are undefined now.
 			clear(o.fired)
@@ -550,10 +561,10 @@ func (o *Operator) advance(ks *keyState, t event.Time, out *Output) error {
 // processes timed-out sequences.
 func (o *Operator) emit(ks *keyState, at event.Time, out *Output) {
 	for _, m := range o.res.Matches {
-		out.Items = append(out.Items, Item{Kind: ItemMatch, Key: ks.key, Match: m, At: at})
+		out.Items = append(out.Items, Item{Kind: ItemMatch, Key: ks.key, Match: m, At: at, Wake: o.wake, Woken: o.woken})
 	}
 	for _, to := range o.res.Timeouts {
-		out.Items = append(out.Items, Item{Kind: ItemTimeout, Key: ks.key, Match: to.Match, At: to.At})
+		out.Items = append(out.Items, Item{Kind: ItemTimeout, Key: ks.key, Match: to.Match, At: to.At, Wake: o.wake, Woken: o.woken})
 	}
 	o.stats.matches += uint64(len(o.res.Matches))
 	o.stats.timeouts += uint64(len(o.res.Timeouts))

@@ -1,6 +1,9 @@
 package conformance
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Case is one conformance case: what to run and what the Java test asserts,
 // decoded separately from the same JSON object so that producing results
@@ -28,7 +31,12 @@ type Input struct {
 	ID      string      `json:"id"`
 	Driver  string      `json:"driver"`
 	Pattern PatternSpec `json:"pattern"`
-	Events  []EventSpec `json:"events"`
+	// Rules, when set, are several patterns evaluated over the same keyed
+	// stream (an extension for generated cases; Pattern is then unused).
+	// Each rule has its own result (Result.Rules); Flink runs one
+	// CepOperator per rule over the same input.
+	Rules  []PatternSpec `json:"rules,omitempty"`
+	Events []EventSpec   `json:"events"`
 	// TimeoutHandling compiles the NFA with timed-out partial matches
 	// reported (nfa.WithTimeouts).
 	TimeoutHandling bool `json:"timeout_handling"`
@@ -41,6 +49,17 @@ type Input struct {
 	KeyBy              string          `json:"key_by"`              // the field the operator is keyed by
 	EventComparator    json.RawMessage `json:"event_comparator"`    // prose or {"field", "order"}; see comparator.go
 	OperatorSteps      []Step          `json:"operator_steps"`
+}
+
+// Rule returns the input of rule k of a case with several rules: the
+// same events and steps, with Pattern set to Rules[k] and an id of
+// "<id>/<k>".
+func (in *Input) Rule(k int) Input {
+	r := *in
+	r.ID = fmt.Sprintf("%s/%d", in.ID, k)
+	r.Pattern = in.Rules[k]
+	r.Rules = nil
+	return r
 }
 
 // PatternSpec is the pattern of a case.

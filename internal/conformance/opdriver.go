@@ -32,14 +32,14 @@ func runOperator(in *Input, c *compiled, r *Result) error {
 		out.Reset()
 		kind, err := st.kind()
 		if err != nil {
-			return fmt.Errorf("step %d: %w", i, err)
+			return runError(i, fmt.Errorf("step %d: %w", i, err))
 		}
 		var via string
 		switch kind {
 		case stepEvent:
 			ev, ok := events[*st.Event]
 			if !ok {
-				return fmt.Errorf("step %d: no event with seq %d", i, *st.Event)
+				return runError(i, fmt.Errorf("step %d: no event with seq %d", i, *st.Event))
 			}
 			via, err = ViaEvent, op.ProcessElement(ev, ev.Time, &out)
 		case stepWatermark:
@@ -49,11 +49,13 @@ func runOperator(in *Input, c *compiled, r *Result) error {
 		case stepSnapshotRestore:
 			op, err = snapshotRestore(op, cfg)
 		}
-		if err != nil {
-			return fmt.Errorf("step %d: %w", i, err)
+		// What the call emitted before it failed is kept, as Flink's
+		// harness keeps what it emitted.
+		if cerr := r.collectOutput(n, &out, via, i); cerr != nil {
+			return runError(i, fmt.Errorf("step %d: %w", i, cerr))
 		}
-		if err := r.collectOutput(n, &out, via); err != nil {
-			return fmt.Errorf("step %d: %w", i, err)
+		if err != nil {
+			return runError(i, fmt.Errorf("step %d: %w", i, err))
 		}
 	}
 	return nil
@@ -127,16 +129,22 @@ func snapshotRestore(op *cep.Operator, cfg cep.OperatorConfig) (*cep.Operator, e
 	return restored, nil
 }
 
-// collectOutput records the items of one operator call.
-func (r *Result) collectOutput(n *nfa.NFA, out *cep.Output, via string) error {
+// collectOutput records the items of operator call step.
+func (r *Result) collectOutput(n *nfa.NFA, out *cep.Output, via string, step int) error {
 	for _, it := range out.Items {
+		var wake *int64
+		if it.Woken {
+			w := int64(it.Wake)
+			wake = &w
+		}
 		switch it.Kind {
 		case cep.ItemMatch:
 			st := stageSeqs(n, it.Match)
-			r.Matches = append(r.Matches, MatchResult{Via: via, Stages: st})
+			at := int64(it.At)
+			r.Matches = append(r.Matches, MatchResult{Via: via, Stages: st, Step: &step, Timestamp: &at, Wake: wake})
 			r.Output = append(r.Output, OutputItem{Match: nonNil(st.Flat())})
 		case cep.ItemTimeout:
-			r.Timeouts = append(r.Timeouts, TimeoutResult{Stages: stageSeqs(n, it.Match), Timestamp: int64(it.At)})
+			r.Timeouts = append(r.Timeouts, TimeoutResult{Stages: stageSeqs(n, it.Match), Timestamp: int64(it.At), Step: &step, Wake: wake})
 		case cep.ItemLate:
 			r.Late = append(r.Late, it.Event.Seq)
 		case cep.ItemWatermark:

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 
@@ -61,9 +62,12 @@ func RunCaseMode(in *Input, mode Mode) (r *Result) {
 }
 
 func runCase(in *Input, mode Mode, r *Result) error {
+	if len(in.Rules) > 0 {
+		return runRules(in, mode, r)
+	}
 	c, err := compileCase(in, mode)
 	if err != nil {
-		return fmt.Errorf("build: %w", err)
+		return &stepError{class: ErrorCompile, err: fmt.Errorf("build: %w", err)}
 	}
 	switch in.Driver {
 	case DriverNFA:
@@ -74,9 +78,43 @@ func runCase(in *Input, mode Mode, r *Result) error {
 	return fmt.Errorf("unknown driver %q", in.Driver)
 }
 
+// runRules runs a case with several rules: today one operator (or NFA)
+// per rule over the same input, each rule's result in r.Rules. The
+// engine-core issue replaces this by one operator for all rules of a key;
+// the results must not change.
+func runRules(in *Input, mode Mode, r *Result) error {
+	for k := range in.Rules {
+		sub := in.Rule(k)
+		r.Rules = append(r.Rules, RunCaseMode(&sub, mode))
+	}
+	return nil
+}
+
+// stepError is an error with its class and, for a run error, the step
+// whose call failed.
+type stepError struct {
+	class string
+	step  int
+	err   error
+}
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// runError is the error of step i.
+func runError(i int, err error) error { return &stepError{class: ErrorRun, step: i, err: err} }
+
 func errorResult(r *Result, err error) *Result {
 	msg := err.Error()
 	r.Error = &msg
+	r.ErrorClass = ErrorRun
+	var se *stepError
+	if errors.As(err, &se) {
+		r.ErrorClass = se.class
+		if se.class == ErrorRun {
+			r.ErrorStep = &se.step
+		}
+	}
 	return r
 }
 

@@ -32,7 +32,24 @@ type Result struct {
 	Late []uint64 `json:"late"`
 	// Error is set when the case could not be built or processing failed.
 	Error *string `json:"error"`
+	// ErrorClass says where Error arose: ErrorCompile (the pattern was
+	// rejected before any input) or ErrorRun (processing failed). Empty
+	// when there is no error, or in files that predate it.
+	ErrorClass string `json:"error_class,omitempty"`
+	// ErrorStep is the step (see MatchResult.Step) whose call failed, when
+	// processing failed.
+	ErrorStep *int `json:"error_step,omitempty"`
+	// Rules holds, for a case with several rules (Input.Rules), one result
+	// per rule in rule order; the other fields then stay empty, but for an
+	// Error that stopped the whole case.
+	Rules []*Result `json:"rules,omitempty"`
 }
+
+// The error classes of Result.ErrorClass.
+const (
+	ErrorCompile = "compile" // the pattern was rejected before any input was processed
+	ErrorRun     = "run"     // processing failed (a throw-on-miss skip that missed, a crash, ...)
+)
 
 // Via values: what released a match.
 const (
@@ -45,6 +62,18 @@ const (
 type MatchResult struct {
 	Via    string    `json:"via"`
 	Stages StageSeqs `json:"stages"`
+	// Step is the 0-based step whose call released the match: the index
+	// of the event in an nfa_harness case, of the operator step in an
+	// operator_harness case. Nil in files that predate it.
+	Step *int `json:"step,omitempty"`
+	// Timestamp is the operator's timestamp of the match (Flink's
+	// PatternProcessFunction.Context.timestamp(): the element's or the
+	// time advance's timestamp); nil in nfa_harness cases.
+	Timestamp *int64 `json:"timestamp,omitempty"`
+	// Wake is, for a match released while the operator fired a key's timer,
+	// the time of that timer (operator only; nil when an element released
+	// it directly).
+	Wake *int64 `json:"wake,omitempty"`
 }
 
 // TimeoutResult is one timed-out partial match and the timestamp reported
@@ -52,6 +81,11 @@ type MatchResult struct {
 type TimeoutResult struct {
 	Stages    StageSeqs `json:"stages"`
 	Timestamp int64     `json:"timestamp"`
+	// Step is the step whose call emitted the timeout (see
+	// MatchResult.Step); Wake the timer that woke the key (see
+	// MatchResult.Wake).
+	Step *int   `json:"step,omitempty"`
+	Wake *int64 `json:"wake,omitempty"`
 }
 
 // OutputItem is one item of an operator's main output: a watermark (when
@@ -183,6 +217,9 @@ func (r *Result) normalize() {
 	r.Timeouts = nonNil(r.Timeouts)
 	r.Output = nonNil(r.Output)
 	r.Late = nonNil(r.Late)
+	for _, sub := range r.Rules {
+		sub.normalize()
+	}
 }
 
 // WriteTo writes the results file: the format tag, then one case per line

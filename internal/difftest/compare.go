@@ -49,8 +49,14 @@ func Compare(flink, cepheus *conformance.Result) []Diff {
 	if crashed(cepheus) {
 		diffs = append(diffs, Diff{AspectCrash, fmt.Sprintf("cepheus: %s; flink: %s", errText(cepheus), errText(flink))})
 	}
-	if (flink.Error == nil) != (cepheus.Error == nil) {
+	if len(flink.Rules) > 0 || len(cepheus.Rules) > 0 {
+		return append(diffs, compareRules(flink, cepheus)...)
+	}
+	switch {
+	case (flink.Error == nil) != (cepheus.Error == nil):
 		diffs = append(diffs, Diff{AspectError, fmt.Sprintf("flink: %s; cepheus: %s", errText(flink), errText(cepheus))})
+	case flink.Error != nil && !crashed(cepheus) && !sameErrorClass(flink, cepheus):
+		diffs = append(diffs, Diff{AspectError, fmt.Sprintf("flink: %s; cepheus: %s", errClassText(flink), errClassText(cepheus))})
 	}
 	fm, cm := matchKeys(flink.Matches), matchKeys(cepheus.Matches)
 	diffs = appendListDiff(diffs, AspectMatches, AspectMatchOrder, fm, cm)
@@ -63,6 +69,43 @@ func Compare(flink, cepheus *conformance.Result) []Diff {
 		diffs = append(diffs, Diff{AspectLate, fmt.Sprintf("flink %v, cepheus %v", flink.Late, cepheus.Late)})
 	}
 	return diffs
+}
+
+// compareRules compares a case with several rules rule by rule; each
+// Diff's detail names its rule ("rule 2: ...").
+func compareRules(flink, cepheus *conformance.Result) []Diff {
+	var diffs []Diff
+	if (flink.Error == nil) != (cepheus.Error == nil) || len(flink.Rules) != len(cepheus.Rules) {
+		return append(diffs, Diff{AspectError, fmt.Sprintf("flink: %s, %d rules; cepheus: %s, %d rules",
+			errText(flink), len(flink.Rules), errText(cepheus), len(cepheus.Rules))})
+	}
+	for k := range flink.Rules {
+		for _, d := range Compare(flink.Rules[k], cepheus.Rules[k]) {
+			d.Detail = fmt.Sprintf("rule %d: %s", k, d.Detail)
+			diffs = append(diffs, d)
+		}
+	}
+	return diffs
+}
+
+// sameErrorClass says whether two failed results failed alike: both
+// rejected the pattern, or both failed while processing, at the same step.
+func sameErrorClass(a, b *conformance.Result) bool {
+	if a.ErrorClass != b.ErrorClass {
+		return false
+	}
+	if a.ErrorClass == conformance.ErrorRun && a.ErrorStep != nil && b.ErrorStep != nil {
+		return *a.ErrorStep == *b.ErrorStep
+	}
+	return true
+}
+
+func errClassText(r *conformance.Result) string {
+	s := r.ErrorClass + " error"
+	if r.ErrorStep != nil {
+		s += fmt.Sprintf(" at step %d", *r.ErrorStep)
+	}
+	return s + " " + errText(r)
 }
 
 // crashed says whether Cepheus's error is a panic (recovered by the
@@ -163,18 +206,32 @@ func seqsKey(seqs []uint64) string {
 	return "[" + strings.Join(parts, ",") + "]"
 }
 
+// matchKeys writes each match as via{stages}, then " step N" and " ts T"
+// when the result gives them: <via>{<stage>:[seqs] ...}[ step N][ ts T].
 func matchKeys(ms []conformance.MatchResult) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
-		out[i] = m.Via + stagesKey(m.Stages)
+		k := m.Via + stagesKey(m.Stages)
+		if m.Step != nil {
+			k += " step " + strconv.Itoa(*m.Step)
+		}
+		if m.Timestamp != nil {
+			k += " ts " + strconv.FormatInt(*m.Timestamp, 10)
+		}
+		out[i] = k
 	}
 	return out
 }
 
+// timeoutKeys writes each timeout as {stages}@timestamp[ step N].
 func timeoutKeys(ts []conformance.TimeoutResult) []string {
 	out := make([]string, len(ts))
 	for i, t := range ts {
-		out[i] = stagesKey(t.Stages) + "@" + strconv.FormatInt(t.Timestamp, 10)
+		k := stagesKey(t.Stages) + "@" + strconv.FormatInt(t.Timestamp, 10)
+		if t.Step != nil {
+			k += " step " + strconv.Itoa(*t.Step)
+		}
+		out[i] = k
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import io.cepheus.flinkcep.flink.PatternFactory;
 import io.cepheus.flinkcep.model.CaseSpec;
 import io.cepheus.flinkcep.results.CaseResult;
 
+import org.apache.flink.cep.nfa.compiler.NFACompiler;
 import org.apache.flink.cep.pattern.Pattern;
 
 import java.util.List;
@@ -18,12 +19,34 @@ public final class CaseRunner {
     private CaseRunner() {}
 
     public static CaseResult run(CaseSpec c) {
+        if (c.rules() != null) {
+            // One CepOperator (or NFA) per rule over the same input, as Flink users run several
+            // rules over one keyed stream.
+            CaseResult result = new CaseResult();
+            result.rules = new java.util.ArrayList<>();
+            for (var p : c.rules()) {
+                result.rules.add(run(c.withPattern(p)));
+            }
+            return result;
+        }
         CaseResult result = new CaseResult();
         ExprConditions.resetErrors();
+        Pattern<Event, ?> pattern;
+        List<Event> events;
+        List<String> stageOrder;
         try {
-            Pattern<Event, ?> pattern = PatternFactory.build(c.pattern());
-            List<Event> events = Events.fromSpecs(c.events());
-            List<String> stageOrder = PatternFactory.stageOrder(c.pattern().stages());
+            // Everything Flink rejects before it sees an event: building the pattern and
+            // compiling the NFA (which also checks the skip strategy's target).
+            pattern = PatternFactory.build(c.pattern());
+            NFACompiler.compileFactory(pattern, c.timeoutHandling());
+            events = Events.fromSpecs(c.events());
+            stageOrder = PatternFactory.stageOrder(c.pattern().stages());
+        } catch (Throwable t) {
+            result.error = describe(t);
+            result.errorClass = CaseResult.ERROR_COMPILE;
+            return result;
+        }
+        try {
             switch (c.driver()) {
                 case "nfa_harness":
                     NfaHarnessDriver.run(c, pattern, events, stageOrder, result);
@@ -37,6 +60,8 @@ public final class CaseRunner {
         } catch (Throwable t) {
             // Keep what was emitted before the failure; the error says processing failed.
             result.error = describe(t);
+            result.errorClass = CaseResult.ERROR_RUN;
+            result.errorStep = result.currentStep >= 0 ? result.currentStep : null;
         }
         String lastCondError = ExprConditions.lastError();
         long condErrors = ExprConditions.resetErrors();

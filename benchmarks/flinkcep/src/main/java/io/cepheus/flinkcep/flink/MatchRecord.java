@@ -19,6 +19,8 @@ public class MatchRecord implements Serializable {
     public String[] stages;
     public int[][] seqs;
     public long timestamp;
+    /** The timer that woke the key when this was emitted (null: an element released it). */
+    public Long wake;
 
     public MatchRecord() {}
 
@@ -33,6 +35,7 @@ public class MatchRecord implements Serializable {
             i++;
         }
         r.timestamp = timestamp;
+        r.wake = OperatorHarnessDriver.WakingCepOperator.WAKE.get();
         return r;
     }
 

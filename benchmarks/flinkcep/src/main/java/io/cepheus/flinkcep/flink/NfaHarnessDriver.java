@@ -45,7 +45,10 @@ public final class NfaHarnessDriver {
         TestTimerService timerService = new TestTimerService();
         AfterMatchSkipStrategy skip = pattern.getAfterMatchSkipStrategy();
 
+        int step = -1;
         for (Event e : events) {
+            step++;
+            result.currentStep = step;
             // A record without a timestamp reports Long.MIN_VALUE, like StreamRecord.getTimestamp().
             StreamRecord<Event> rec = Events.record(e);
             long ts = rec.getTimestamp();
@@ -53,17 +56,17 @@ public final class NfaHarnessDriver {
                 Tuple2<Collection<Map<String, List<Event>>>, Collection<Tuple2<Map<String, List<Event>>, Long>>> adv =
                         nfa.advanceTime(accessor, state, ts, skip);
                 for (Map<String, List<Event>> m : adv.f0) {
-                    result.matches.add(new CaseResult.Match("time", ordered(m, stageOrder)));
+                    result.matches.add(new CaseResult.Match("time", ordered(m, stageOrder), step, null, null));
                 }
                 if (c.timeoutHandling()) {
                     for (Tuple2<Map<String, List<Event>>, Long> t : adv.f1) {
-                        result.timeouts.add(new CaseResult.Timeout(ordered(t.f0, stageOrder), t.f1));
+                        result.timeouts.add(new CaseResult.Timeout(ordered(t.f0, stageOrder), t.f1, step, null));
                     }
                 }
                 Collection<Map<String, List<Event>>> matches =
                         nfa.process(accessor, state, rec.getValue(), ts, skip, timerService);
                 for (Map<String, List<Event>> m : matches) {
-                    result.matches.add(new CaseResult.Match("event", ordered(m, stageOrder)));
+                    result.matches.add(new CaseResult.Match("event", ordered(m, stageOrder), step, null, null));
                 }
             }
         }

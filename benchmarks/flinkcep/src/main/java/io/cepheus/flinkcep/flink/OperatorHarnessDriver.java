@@ -21,7 +21,14 @@ import org.apache.flink.streaming.util.KeyedOneInputStreamOperatorTestHarness;
 import org.apache.flink.util.Collector;
 import org.apache.flink.util.OutputTag;
 
+import org.apache.flink.runtime.state.VoidNamespace;
+import org.apache.flink.runtime.state.VoidNamespaceSerializer;
+import org.apache.flink.streaming.api.operators.InternalTimer;
+import org.apache.flink.streaming.api.operators.InternalTimerService;
+
 import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.Set;
 import java.util.List;
 import java.util.Map;
 import java.util.Queue;
@@ -65,50 +72,139 @@ public final class OperatorHarnessDriver {
         for (Event e : events) {
             bySeq.put(e.seq, e);
         }
+        boolean processingTime = tc.equals("processing_time");
         OperatorFactory factory = new OperatorFactory(
-                pattern, tc.equals("processing_time"), EventComparators.of(c.eventComparator()), c.timeoutHandling());
+                pattern, processingTime, EventComparators.of(c.eventComparator()), c.timeoutHandling());
         Drain drain = new Drain(result, stageOrder);
 
         KeyedOneInputStreamOperatorTestHarness<Integer, Event, MatchRecord> harness = factory.newHarness();
         long checkpointId = 0;
+        String via = "time";
         try {
             harness.open();
+            int index = -1;
             for (Step step : c.operatorSteps()) {
+                index++;
+                result.currentStep = index;
+                drain.step = index;
                 if (step.event() != null) {
                     Event e = bySeq.get(step.event());
                     if (e == null) {
                         throw new IllegalArgumentException("operator step names unknown event seq " + step.event());
                     }
+                    via = "event";
                     harness.processElement(Events.record(e));
-                    drain.from(harness, "event");
+                    drain.from(harness, via);
                 } else if (step.watermark() != null) {
+                    via = "watermark";
+                    if (c.wakeEveryKey() && !processingTime) {
+                        factory.current.wakeEveryKey(step.watermark(), false);
+                    }
                     harness.processWatermark(step.watermark());
-                    drain.from(harness, "watermark");
+                    drain.from(harness, via);
                 } else if (step.processingTime() != null) {
+                    via = "time";
+                    if (c.wakeEveryKey() && processingTime) {
+                        factory.current.wakeEveryKey(step.processingTime(), true);
+                    }
                     harness.setProcessingTime(step.processingTime());
-                    drain.from(harness, "time");
+                    drain.from(harness, via);
                 } else if (step.snapshotRestore()) {
+                    via = "time";
                     checkpointId++;
                     OperatorSubtaskState snapshot = harness.snapshot(checkpointId, checkpointId);
-                    drain.from(harness, "time");
+                    drain.from(harness, via);
                     harness.close();
-                    drain.from(harness, "time");
+                    drain.from(harness, via);
                     harness = factory.newHarness();
                     harness.setup();
                     harness.initializeState(snapshot);
                     harness.open();
-                    drain.from(harness, "time");
+                    drain.from(harness, via);
                 } else {
                     throw new IllegalArgumentException("empty operator step");
                 }
             }
+        } catch (Exception e) {
+            // What the failing call emitted before it threw is output too (Cepheus keeps it).
+            drain.from(harness, via);
+            throw e;
         } finally {
             harness.close();
         }
     }
 
+    /**
+     * Flink's CepOperator, observed: it records the timer that woke a key while the key fires
+     * (MatchRecord.wake), and, for the wake_every_key counterfactual, can set a timer for every
+     * key it has seen. Its matching is CepOperator's own.
+     */
+    static final class WakingCepOperator extends CepOperator<Event, Integer, MatchRecord> {
+        private static final long serialVersionUID = 1L;
+        /** The timer being fired on this thread, or null. */
+        static final ThreadLocal<Long> WAKE = new ThreadLocal<>();
+
+        private final Set<Integer> keys;
+        private transient InternalTimerService<VoidNamespace> timers;
+
+        WakingCepOperator(OperatorFactory f, PatternProcessFunction<Event, MatchRecord> fn, Set<Integer> keys) {
+            super(Events.serializer(), f.processingTime, NFACompiler.compileFactory(f.pattern, f.timeoutHandling),
+                    f.comparator, f.pattern.getAfterMatchSkipStrategy(), fn, LATE);
+            this.keys = keys;
+        }
+
+        @Override
+        public void open() throws Exception {
+            super.open();
+            // The same service CepOperator.open() made (services are kept by name).
+            timers = getInternalTimerService("watermark-callbacks", VoidNamespaceSerializer.INSTANCE, this);
+        }
+
+        @Override
+        public void processElement(StreamRecord<Event> element) throws Exception {
+            keys.add(element.getValue().id);
+            super.processElement(element);
+        }
+
+        @Override
+        public void onEventTime(InternalTimer<Integer, VoidNamespace> timer) throws Exception {
+            WAKE.set(timer.getTimestamp());
+            try {
+                super.onEventTime(timer);
+            } finally {
+                WAKE.remove();
+            }
+        }
+
+        @Override
+        public void onProcessingTime(InternalTimer<Integer, VoidNamespace> timer) throws Exception {
+            WAKE.set(timer.getTimestamp());
+            try {
+                super.onProcessingTime(timer);
+            } finally {
+                WAKE.remove();
+            }
+        }
+
+        /** Sets a timer at t for every key seen so far, in the order they were first seen. */
+        void wakeEveryKey(long t, boolean processingTime) {
+            for (Integer k : keys) {
+                setCurrentKey(k);
+                if (processingTime) {
+                    timers.registerProcessingTimeTimer(VoidNamespace.INSTANCE, t);
+                } else {
+                    timers.registerEventTimeTimer(VoidNamespace.INSTANCE, t);
+                }
+            }
+        }
+    }
+
     /** Builds a fresh operator and harness with the same configuration (for restores). */
     private static final class OperatorFactory {
+        /** Keys seen by this case's operators, across restores, in first-seen order. */
+        private final Set<Integer> keys = new LinkedHashSet<>();
+        /** The operator of the harness made last. */
+        WakingCepOperator current;
         private final Pattern<Event, ?> pattern;
         private final boolean processingTime;
         private final EventComparator<Event> comparator;
@@ -125,18 +221,10 @@ public final class OperatorHarnessDriver {
         KeyedOneInputStreamOperatorTestHarness<Integer, Event, MatchRecord> newHarness() throws Exception {
             // CEP.pattern() compiles the NFA with timeout handling exactly when the function
             // implements TimedOutPartialMatchHandler.
-            NFACompiler.NFAFactory<Event> nfaFactory = NFACompiler.compileFactory(pattern, timeoutHandling);
             PatternProcessFunction<Event, MatchRecord> fn =
                     timeoutHandling ? new EmitWithTimeouts(TIMED_OUT) : new Emit();
-            CepOperator<Event, Integer, MatchRecord> op = new CepOperator<>(
-                    Events.serializer(),
-                    processingTime,
-                    nfaFactory,
-                    comparator,
-                    pattern.getAfterMatchSkipStrategy(),
-                    fn,
-                    LATE);
-            return new KeyedOneInputStreamOperatorTestHarness<>(op, new IdKey(), BasicTypeInfo.INT_TYPE_INFO);
+            current = new WakingCepOperator(this, fn, keys);
+            return new KeyedOneInputStreamOperatorTestHarness<>(current, new IdKey(), BasicTypeInfo.INT_TYPE_INFO);
         }
     }
 
@@ -144,6 +232,8 @@ public final class OperatorHarnessDriver {
     private static final class Drain {
         private final CaseResult result;
         private final List<String> stageOrder;
+        /** The step being drained. */
+        int step;
 
         Drain(CaseResult result, List<String> stageOrder) {
             this.result = result;
@@ -158,7 +248,7 @@ public final class OperatorHarnessDriver {
                     result.output.add(CaseResult.OutputItem.watermark(w.getTimestamp()));
                 } else if (o instanceof StreamRecord<?> r && r.getValue() instanceof MatchRecord m) {
                     var stages = StageMaps.inStageOrder(m.toSeqs(), stageOrder);
-                    result.matches.add(new CaseResult.Match(via, stages));
+                    result.matches.add(new CaseResult.Match(via, stages, step, m.timestamp, m.wake));
                     result.output.add(CaseResult.OutputItem.match(StageMaps.flatten(stages)));
                 } else {
                     System.err.println("flinkcep: ignoring operator output item " + o);
@@ -173,7 +263,8 @@ public final class OperatorHarnessDriver {
             StreamRecord<MatchRecord> tr;
             while (timedOut != null && (tr = timedOut.poll()) != null) {
                 MatchRecord m = tr.getValue();
-                result.timeouts.add(new CaseResult.Timeout(StageMaps.inStageOrder(m.toSeqs(), stageOrder), m.timestamp));
+                result.timeouts.add(
+                        new CaseResult.Timeout(StageMaps.inStageOrder(m.toSeqs(), stageOrder), m.timestamp, step, m.wake));
             }
         }
     }

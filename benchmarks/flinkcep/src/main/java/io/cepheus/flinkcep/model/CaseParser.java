@@ -14,14 +14,18 @@ public final class CaseParser {
 
     public static CaseSpec parseCase(JsonNode c) {
         String id = text(c, "id");
-        JsonNode p = c.path("pattern");
-        PatternSpec pattern = new PatternSpec(
-                stages(p.path("stages")),
-                optLong(p, "within_ms"),
-                optText(p, "within_type"),
-                optText(p, "skip"),
-                // The flag is given inside the pattern and, in the transcribed cases, also at top level.
-                p.path("skip_throw_on_miss").asBoolean(false) || c.path("skip_throw_on_miss").asBoolean(false));
+        // A case with several rules (an extension for generated cases) has "rules" and no
+        // "pattern"; each rule runs in its own CepOperator over the same input.
+        List<PatternSpec> rules = null;
+        PatternSpec pattern = null;
+        if (c.hasNonNull("rules") && !c.get("rules").isEmpty()) {
+            rules = new ArrayList<>();
+            for (JsonNode r : c.get("rules")) {
+                rules.add(pattern(r, c));
+            }
+        } else {
+            pattern = pattern(c.path("pattern"), c);
+        }
         List<EventSpec> events = new ArrayList<>();
         for (JsonNode e : c.path("events")) {
             events.add(new EventSpec(
@@ -53,7 +57,19 @@ public final class CaseParser {
                 optText(c, "time_characteristic"),
                 optText(c, "key_by"),
                 c.hasNonNull("event_comparator") ? c.get("event_comparator") : null,
-                steps);
+                steps,
+                rules,
+                c.path("wake_every_key").asBoolean(false));
+    }
+
+    private static PatternSpec pattern(JsonNode p, JsonNode c) {
+        return new PatternSpec(
+                stages(p.path("stages")),
+                optLong(p, "within_ms"),
+                optText(p, "within_type"),
+                optText(p, "skip"),
+                // The flag is given inside the pattern and, in the transcribed cases, also at top level.
+                p.path("skip_throw_on_miss").asBoolean(false) || c.path("skip_throw_on_miss").asBoolean(false));
     }
 
     private static List<StageSpec> stages(JsonNode arr) {

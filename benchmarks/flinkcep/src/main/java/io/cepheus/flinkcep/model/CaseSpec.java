@@ -18,4 +18,19 @@ public record CaseSpec(
         String keyBy,
         /** Prose string or {"field", "order"} object; null when absent. */
         JsonNode eventComparator,
-        List<Step> operatorSteps) {}
+        List<Step> operatorSteps,
+        /** Several rules over the same input (null for a one-pattern case, whose pattern is set). */
+        List<PatternSpec> rules,
+        /**
+         * A counterfactual for the differential tester: before each watermark (or processing-time)
+         * step, a timer at that time for every key seen so far, so that Flink wakes every key at
+         * every time advance, as Cepheus wakes a key at every deadline.
+         */
+        boolean wakeEveryKey) {
+
+    /** The same case with another pattern (one rule of a case with several). */
+    public CaseSpec withPattern(PatternSpec p) {
+        return new CaseSpec(id, driver, p, events, timeoutHandling, timeCharacteristic, keyBy, eventComparator,
+                operatorSteps, null, wakeEveryKey);
+    }
+}

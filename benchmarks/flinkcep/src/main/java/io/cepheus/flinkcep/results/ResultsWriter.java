@@ -45,6 +45,13 @@ public final class ResultsWriter {
             g.writeStringField("via", m.via());
             g.writeFieldName("stages");
             writeStages(g, m.stages());
+            g.writeNumberField("step", m.step());
+            if (m.timestamp() != null) {
+                g.writeNumberField("timestamp", m.timestamp());
+            }
+            if (m.wake() != null) {
+                g.writeNumberField("wake", m.wake());
+            }
             g.writeEndObject();
         }
         g.writeEndArray();
@@ -54,6 +61,10 @@ public final class ResultsWriter {
             g.writeFieldName("stages");
             writeStages(g, t.stages());
             g.writeNumberField("timestamp", t.timestamp());
+            g.writeNumberField("step", t.step());
+            if (t.wake() != null) {
+                g.writeNumberField("wake", t.wake());
+            }
             g.writeEndObject();
         }
         g.writeEndArray();
@@ -75,6 +86,17 @@ public final class ResultsWriter {
             g.writeNullField("error");
         } else {
             g.writeStringField("error", r.error);
+            g.writeStringField("error_class", r.errorClass == null ? CaseResult.ERROR_RUN : r.errorClass);
+            if (r.errorStep != null) {
+                g.writeNumberField("error_step", r.errorStep);
+            }
+        }
+        if (r.rules != null) {
+            g.writeArrayFieldStart("rules");
+            for (CaseResult sub : r.rules) {
+                writeCase(g, sub);
+            }
+            g.writeEndArray();
         }
         g.writeEndObject();
     }
