@@ -49,6 +49,14 @@ type Input struct {
 	KeyBy              string          `json:"key_by"`              // the field the operator is keyed by
 	EventComparator    json.RawMessage `json:"event_comparator"`    // prose or {"field", "order"}; see comparator.go
 	OperatorSteps      []Step          `json:"operator_steps"`
+
+	// WakeEveryKey is a counterfactual for the Flink runner (difftest's
+	// window-timer explanation): before each watermark step, and each
+	// processing-time step that moves the clock past every earlier clock,
+	// Flink sets a timer at that time for every key it has seen, so that
+	// every key is woken whenever time advances. Cepheus ignores it: it
+	// wakes a key at every deadline anyway.
+	WakeEveryKey bool `json:"wake_every_key,omitempty"`
 }
 
 // Rule returns the input of rule k of a case with several rules: the
@@ -84,11 +92,31 @@ type StageSpec struct {
 	Contiguity string `json:"contiguity"`
 	// Condition is an expr-lang condition (see package rules); nil means the
 	// stage has no where.
-	Condition  *string        `json:"condition"`
-	Quantifier QuantifierSpec `json:"quantifier"`
-	Until      *string        `json:"until"`
+	Condition *string `json:"condition"`
+	// Chain are more conditions applied after Condition, in order, as
+	// Flink's .where(c).or(c2).where(c3): each where is ANDed with everything
+	// before it, each or ORed with everything before it (an extension for
+	// generated cases).
+	Chain      []ChainedCondition `json:"chain,omitempty"`
+	Quantifier QuantifierSpec     `json:"quantifier"`
+	Until      *string            `json:"until"`
+	// WithinMs is a window set on this stage itself, Flink's within(d,
+	// WithinType) called on it, with other stages possibly after it (an
+	// extension for generated cases); nil means none. WithinType is as in
+	// PatternSpec. Flink keeps the smallest FIRST_AND_LAST window of the
+	// top-level stages; a PREVIOUS_AND_CURRENT window bounds the time from
+	// the previously matched event to the event this stage takes.
+	WithinMs   *int64 `json:"within_ms,omitempty"`
+	WithinType string `json:"within_type,omitempty"`
 	// Group, when set, makes the stage a group of its inner stages.
 	Group *GroupSpec `json:"group"`
+}
+
+// ChainedCondition is one condition of StageSpec.Chain.
+type ChainedCondition struct {
+	// Op is "where" (AND) or "or" (OR).
+	Op   string `json:"op"`
+	Expr string `json:"expr"`
 }
 
 // GroupSpec is the inner pattern of a group stage.

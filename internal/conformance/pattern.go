@@ -21,14 +21,8 @@ func compilePattern(in *Input) (*nfa.NFA, error) {
 	if ps.WithinMs != nil {
 		// Flink's .within() at the end of the chain sets the window on the
 		// last stage.
-		d := millis(*ps.WithinMs)
-		switch ps.WithinType {
-		case "", "FIRST_AND_LAST":
-			last.Within(d)
-		case "PREVIOUS_AND_CURRENT":
-			last.WithinGap(d)
-		default:
-			return nil, fmt.Errorf("unknown within_type %q", ps.WithinType)
+		if err := applyWithin(last, *ps.WithinMs, ps.WithinType); err != nil {
+			return nil, err
 		}
 	}
 	skip, err := parseSkip(ps.Skip, ps.SkipThrowOnMiss || in.SkipThrowOnMiss)
@@ -78,15 +72,8 @@ func (b *patternBuilder) stage(prev *nfa.Pattern, s *StageSpec) (*nfa.Pattern, e
 	if err != nil {
 		return nil, err
 	}
-	if s.Condition != nil {
-		if s.Group != nil {
-			return nil, fmt.Errorf("a group stage has no condition")
-		}
-		c, err := rules.CompileCondition(*s.Condition, Schema, b.stages)
-		if err != nil {
-			return nil, err
-		}
-		p.Where(c)
+	if err := b.conditions(p, s); err != nil {
+		return nil, err
 	}
 	if err := applyQuantifier(p, &s.Quantifier); err != nil {
 		return nil, err
@@ -98,7 +85,56 @@ func (b *patternBuilder) stage(prev *nfa.Pattern, s *StageSpec) (*nfa.Pattern, e
 		}
 		p.Until(c)
 	}
+	if s.WithinMs != nil {
+		if err := applyWithin(p, *s.WithinMs, s.WithinType); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// conditions applies s's condition and then its chain, each where with
+// Where (AND) and each or with Or (OR), as Flink's where and or do.
+func (b *patternBuilder) conditions(p *nfa.Pattern, s *StageSpec) error {
+	if s.Group != nil && (s.Condition != nil || len(s.Chain) > 0) {
+		return fmt.Errorf("a group stage has no condition")
+	}
+	if s.Condition != nil {
+		c, err := rules.CompileCondition(*s.Condition, Schema, b.stages)
+		if err != nil {
+			return err
+		}
+		p.Where(c)
+	}
+	for i, cc := range s.Chain {
+		c, err := rules.CompileCondition(cc.Expr, Schema, b.stages)
+		if err != nil {
+			return fmt.Errorf("chain %d: %w", i, err)
+		}
+		switch cc.Op {
+		case "where":
+			p.Where(c)
+		case "or":
+			p.Or(c)
+		default:
+			return fmt.Errorf("chain %d: unknown op %q (want where or or)", i, cc.Op)
+		}
+	}
+	return nil
+}
+
+// applyWithin sets a window of type typ on p: Within for FIRST_AND_LAST
+// (the default), WithinGap for PREVIOUS_AND_CURRENT.
+func applyWithin(p *nfa.Pattern, ms int64, typ string) error {
+	switch typ {
+	case "", "FIRST_AND_LAST":
+		p.Within(millis(ms))
+	case "PREVIOUS_AND_CURRENT":
+		p.WithinGap(millis(ms))
+	default:
+		return fmt.Errorf("unknown within_type %q", typ)
+	}
+	return nil
 }
 
 // link creates the stage (or group) s after prev with s's contiguity.

@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -177,5 +179,114 @@ func TestCaseSources(t *testing.T) {
 		if !reflect.DeepEqual(text.nfa.Stages(), built.nfa.Stages()) {
 			t.Errorf("%s: stages %q through text, %q through the builder", in.ID, text.nfa.Stages(), built.nfa.Stages())
 		}
+	}
+}
+
+// TestChainedConditionsModes: a stage's chained where and or clauses mean
+// the same in builder and text mode, Flink's order of application (each
+// where ANDs with everything before it, each or ORs), and so does a within
+// set on a stage with stages after it. An or after a clause that fails at
+// run time (volume > 1.0 on a plain Event) still counts: the failure makes
+// that clause false only.
+func TestChainedConditionsModes(t *testing.T) {
+	ev := func(seq uint64, name string, price float64, ts int64, volume *float64) EventSpec {
+		e := EventSpec{Seq: seq, ID: 1, Name: name, Price: price, Ts: ptr(ts), Type: "Event"}
+		if volume != nil {
+			e.Type, e.Volume = "SubEvent", volume
+		}
+		return e
+	}
+	events := []EventSpec{
+		ev(1, "a", 1, 1, nil), ev(2, "b", 1, 2, nil), ev(3, "b", 2, 10, ptr(3.0)),
+		ev(4, "b", 3, 12, nil), ev(5, "c", 1, 13, ptr(0.5)),
+	}
+	one := QuantifierSpec{Kind: "one"}
+	single := func(chain ...ChainedCondition) []StageSpec {
+		return []StageSpec{{Name: "s", Contiguity: "begin", Condition: ptr(`name == "a"`), Chain: chain, Quantifier: one}}
+	}
+	for _, tt := range []struct {
+		name   string
+		stages []StageSpec
+		within *int64
+		want   []string
+	}{
+		{"or then where", single(ChainedCondition{"or", "price > 1.5"}, ChainedCondition{"where", "ts > 5"}),
+			nil, []string{"s:[3]", "s:[4]"}},
+		{"where then or", single(ChainedCondition{"where", "ts > 5"}, ChainedCondition{"or", "price > 2.5"}),
+			nil, []string{"s:[4]"}},
+		{"or after an erring clause", single(ChainedCondition{"where", "volume > 1.0"}, ChainedCondition{"or", `name == "c"`}),
+			nil, []string{"s:[5]"}},
+		{"true then or", []StageSpec{{Name: "s", Contiguity: "begin", Condition: ptr("true"),
+			Chain: []ChainedCondition{{"or", `name == "c"`}}, Quantifier: one}},
+			nil, []string{"s:[1]", "s:[2]", "s:[3]", "s:[4]", "s:[5]"}},
+		{"within on an earlier stage", []StageSpec{
+			{Name: "a", Contiguity: "begin", Condition: ptr(`name == "a"`), Quantifier: one, WithinMs: ptr(int64(3))},
+			{Name: "b", Contiguity: "followedByAny", Condition: ptr(`name == "b"`), Quantifier: one},
+		}, ptr(int64(50)), []string{"a:[1] b:[2]"}},
+		{"gap window on an earlier stage", []StageSpec{
+			{Name: "a", Contiguity: "begin", Condition: ptr(`name == "a"`), Quantifier: one},
+			{Name: "b", Contiguity: "followedByAny", Condition: ptr(`name == "b"`), Quantifier: one,
+				WithinMs: ptr(int64(9)), WithinType: "PREVIOUS_AND_CURRENT"},
+			{Name: "c", Contiguity: "followedBy", Condition: ptr(`name == "c"`), Quantifier: one},
+		}, nil, []string{"a:[1] b:[2] c:[5]"}},
+	} {
+		in := Input{ID: "chain", Driver: DriverNFA, Events: events,
+			Pattern: PatternSpec{Stages: tt.stages, WithinMs: tt.within, Skip: "noSkip"}}
+		for _, mode := range []Mode{ModeBuilder, ModeText} {
+			r := RunCaseMode(&in, mode)
+			if r.Error != nil {
+				t.Errorf("%s, %s mode: %s", tt.name, mode, *r.Error)
+				continue
+			}
+			var got []string
+			for _, m := range r.Matches {
+				got = append(got, matchString(m))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("%s, %s mode: matches %q, want %q", tt.name, mode, got, tt.want)
+			}
+		}
+	}
+}
+
+// matchString writes a match as "stage:[seqs] ...", in stage order.
+func matchString(m MatchResult) string {
+	var parts []string
+	for _, s := range m.Stages {
+		parts = append(parts, fmt.Sprintf("%s:%v", s.Stage, s.Seqs))
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestStageWindowSource: a FIRST_AND_LAST window on a stage joins the
+// pattern window (the smallest wins), a PREVIOUS_AND_CURRENT one becomes
+// the stage's "within ... of previous", and chained conditions become
+// where and or clause lines; the windows that the rule language cannot
+// write are refused.
+func TestStageWindowSource(t *testing.T) {
+	one := QuantifierSpec{Kind: "one"}
+	in := Input{Pattern: PatternSpec{Stages: []StageSpec{
+		{Name: "a", Contiguity: "begin", Condition: ptr(`name == "a"`), Quantifier: one, WithinMs: ptr(int64(7)),
+			Chain: []ChainedCondition{{"or", "price > 2.0"}, {"where", "ts > 1"}}},
+		{Name: "b", Contiguity: "next", Quantifier: one, WithinMs: ptr(int64(4)), WithinType: "PREVIOUS_AND_CURRENT"},
+		{Name: "c", Contiguity: "followedBy", Quantifier: one},
+	}, WithinMs: ptr(int64(20))}}
+	src, err := CaseSource(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"    begin a where name == \"a\"\n      or price > 2.0\n      where ts > 1\n",
+		"    next b\n      within 4ms of previous\n",
+		"    within 7ms\n  }",
+	} {
+		if !strings.Contains(src, want) {
+			t.Errorf("CaseSource has no %q:\n%s", want, src)
+		}
+	}
+	in.Pattern.Stages[2].Contiguity, in.Pattern.WithinMs = "notFollowedBy", nil
+	if _, err := CaseSource(&in); err == nil {
+		t.Errorf("CaseSource writes a window on an earlier stage of a pattern that ends in notFollowedBy")
 	}
 }

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -130,21 +131,20 @@ func CaseSource(in *Input) (string, error) {
 	}
 	w.line(1, "pattern {")
 	ps := &in.Pattern
-	if err := w.stages(2, ps.Stages); err != nil {
+	window, err := patternWindow(ps)
+	if err != nil {
 		return "", err
 	}
-	if ps.WithinMs != nil {
-		d := strconv.FormatInt(*ps.WithinMs, 10) + "ms"
-		switch ps.WithinType {
-		case "", "FIRST_AND_LAST":
-			w.line(2, "within "+d)
-		case "PREVIOUS_AND_CURRENT":
-			// Flink's within(d, PREVIOUS_AND_CURRENT) at the end of the
-			// chain sets the gap window of the last stage.
-			w.line(3, "within "+d+" of previous")
-		default:
-			return "", fmt.Errorf("unknown within_type %q", ps.WithinType)
-		}
+	if err := w.stages(2, textStages(ps)); err != nil {
+		return "", err
+	}
+	if ps.WithinMs != nil && ps.WithinType == "PREVIOUS_AND_CURRENT" {
+		// Flink's within(d, PREVIOUS_AND_CURRENT) at the end of the chain
+		// sets the gap window of the last stage.
+		w.line(3, "within "+strconv.FormatInt(*ps.WithinMs, 10)+"ms of previous")
+	}
+	if window != nil {
+		w.line(2, "within "+strconv.FormatInt(*window, 10)+"ms")
 	}
 	w.line(1, "}")
 	skip, err := skipSource(ps.Skip, ps.SkipThrowOnMiss || in.SkipThrowOnMiss)
@@ -156,6 +156,83 @@ func CaseSource(in *Input) (string, error) {
 	}
 	w.line(0, "}")
 	return w.b.String(), nil
+}
+
+// patternWindow returns the pattern window (FIRST_AND_LAST) of the rule
+// text: the smallest of the pattern's within and the FIRST_AND_LAST
+// windows of its top-level stages, as Flink's compiler keeps the smallest;
+// nil when there is none. The rule language has one pattern window, so a
+// FIRST_AND_LAST window inside a group cannot be written, nor one on an
+// earlier stage of a pattern that ends in notFollowedBy with no window of
+// its own: Flink's compiler has not seen that window yet when it compiles
+// the final notFollowedBy, which then never releases a match by time.
+func patternWindow(ps *PatternSpec) (*int64, error) {
+	var window *int64
+	keep := func(ms int64) {
+		if window == nil || ms < *window {
+			window = &ms
+		}
+	}
+	switch ps.WithinType {
+	case "", "FIRST_AND_LAST", "PREVIOUS_AND_CURRENT":
+	default:
+		return nil, fmt.Errorf("unknown within_type %q", ps.WithinType)
+	}
+	if ps.WithinMs != nil && ps.WithinType != "PREVIOUS_AND_CURRENT" {
+		keep(*ps.WithinMs)
+	}
+	lastOwn := window != nil || ps.WithinMs != nil
+	for i := range ps.Stages {
+		s := &ps.Stages[i]
+		if s.Group != nil && hasStageWindow(s.Group.Stages) {
+			return nil, fmt.Errorf("stage %d: a FIRST_AND_LAST window inside a group has no form in the rule language", i)
+		}
+		if s.WithinMs == nil || s.WithinType == "PREVIOUS_AND_CURRENT" {
+			continue
+		}
+		keep(*s.WithinMs)
+	}
+	if len(ps.Stages) == 0 {
+		return window, nil
+	}
+	last := &ps.Stages[len(ps.Stages)-1]
+	lastOwn = lastOwn || last.WithinMs != nil
+	if window != nil && last.Contiguity == "notFollowedBy" && !lastOwn {
+		return nil, fmt.Errorf("a window on an earlier stage of a pattern that ends in notFollowedBy has no form in the rule language")
+	}
+	return window, nil
+}
+
+// hasStageWindow says whether some stage of stages, or of a group inside
+// them, has a FIRST_AND_LAST window of its own.
+func hasStageWindow(stages []StageSpec) bool {
+	for i := range stages {
+		s := &stages[i]
+		if s.WithinMs != nil && s.WithinType != "PREVIOUS_AND_CURRENT" {
+			return true
+		}
+		if s.Group != nil && hasStageWindow(s.Group.Stages) {
+			return true
+		}
+	}
+	return false
+}
+
+// textStages returns the top-level stages as the rule text writes them:
+// when the pattern's within is PREVIOUS_AND_CURRENT, it replaces a gap
+// window of the last stage (Flink's later within call overwrites the
+// earlier), which the rule language would reject as given twice.
+func textStages(ps *PatternSpec) []StageSpec {
+	n := len(ps.Stages)
+	if n == 0 || ps.WithinMs == nil || ps.WithinType != "PREVIOUS_AND_CURRENT" {
+		return ps.Stages
+	}
+	if last := &ps.Stages[n-1]; last.WithinMs == nil || last.WithinType != "PREVIOUS_AND_CURRENT" {
+		return ps.Stages
+	}
+	out := slices.Clone(ps.Stages)
+	out[n-1].WithinMs, out[n-1].WithinType = nil, ""
+	return out
 }
 
 // name writes a name bare when it is an identifier, else quoted.
@@ -212,12 +289,45 @@ func (w *sourceWriter) stages(indent int, stages []StageSpec) error {
 			head += " where " + c
 		}
 		w.line(indent, head)
-		if s.Until != nil {
-			c, err := exprSource(*s.Until)
-			if err != nil {
-				return fmt.Errorf("stage %d (%s): until: %w", i, s.Name, err)
-			}
-			w.line(indent+1, "until "+c)
+		if err := w.clauses(indent+1, s); err != nil {
+			return fmt.Errorf("stage %d (%s): %w", i, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// clauses writes the clause lines of s after its head: the chained
+// conditions in order (the rule language applies where and or clauses as
+// Flink's where and or), until, and a gap window of the stage's own.
+func (w *sourceWriter) clauses(indent int, s *StageSpec) error {
+	if s.Group != nil && len(s.Chain) > 0 {
+		return fmt.Errorf("a group stage has no condition")
+	}
+	for k, cc := range s.Chain {
+		if cc.Op != "where" && cc.Op != "or" {
+			return fmt.Errorf("chain %d: unknown op %q (want where or or)", k, cc.Op)
+		}
+		c, err := exprSource(cc.Expr)
+		if err != nil {
+			return fmt.Errorf("chain %d: %w", k, err)
+		}
+		w.line(indent, cc.Op+" "+c)
+	}
+	if s.Until != nil {
+		c, err := exprSource(*s.Until)
+		if err != nil {
+			return fmt.Errorf("until: %w", err)
+		}
+		w.line(indent, "until "+c)
+	}
+	if s.WithinMs != nil {
+		switch s.WithinType {
+		case "", "FIRST_AND_LAST":
+			// Part of the pattern window (patternWindow).
+		case "PREVIOUS_AND_CURRENT":
+			w.line(indent, "within "+strconv.FormatInt(*s.WithinMs, 10)+"ms of previous")
+		default:
+			return fmt.Errorf("unknown within_type %q", s.WithinType)
 		}
 	}
 	return nil

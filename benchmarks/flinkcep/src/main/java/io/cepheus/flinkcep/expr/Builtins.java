@@ -14,7 +14,7 @@ final class Builtins {
 
     static final Set<String> NAMES = Set.of(
             "ctx", "len", "sum", "count", "all", "any", "none", "one", "filter", "map", "first",
-            "last", "abs", "min", "max", "mean", "lower", "upper");
+            "last", "abs", "min", "max", "mean", "avg", "lower", "upper");
 
     static Object call(String name, List<Node> args, Scope s) {
         switch (name) {
@@ -69,7 +69,8 @@ final class Builtins {
             case "min":
             case "max":
                 return minMax(name, spread(name, args, s));
-            case "mean": {
+            case "mean":
+            case "avg": {
                 List<?> xs = spread(name, args, s);
                 if (xs.isEmpty()) {
                     return 0.0;

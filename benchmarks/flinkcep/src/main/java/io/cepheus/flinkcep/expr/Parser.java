@@ -38,6 +38,8 @@ final class Parser {
             Map.entry("first", new int[] {1, 1}), Map.entry("last", new int[] {1, 1}),
             Map.entry("abs", new int[] {1, 1}), Map.entry("min", new int[] {1, -1}),
             Map.entry("max", new int[] {1, -1}), Map.entry("mean", new int[] {1, -1}),
+            // avg is Cepheus's name for mean (rules: "avg"), not an expr-lang builtin.
+            Map.entry("avg", new int[] {1, -1}),
             Map.entry("lower", new int[] {1, 1}), Map.entry("upper", new int[] {1, 1}));
 
     private final String src;

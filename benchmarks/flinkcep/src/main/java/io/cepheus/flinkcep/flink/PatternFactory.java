@@ -131,11 +131,21 @@ public final class PatternFactory {
         }
     }
 
-    /** Condition, then quantifier, optional, inner contiguity, greedy, until: Flink's usual order. */
+    /**
+     * Condition and its chain, then quantifier, optional, inner contiguity, greedy, until, and the
+     * stage's own window: Flink's usual order.
+     */
     private static Pattern<Event, Event> applyStage(Pattern<Event, Event> p, StageSpec st) {
-        if (st.condition() != null && !st.isGroup() && !st.condition().trim().equals("true")) {
-            // A bare "true" is how the cases write "no where() call"; leave the condition unset.
+        boolean chained = !st.chain().isEmpty();
+        if (st.condition() != null && !st.isGroup() && (chained || !st.condition().trim().equals("true"))) {
+            // A bare "true" is how the cases write "no where() call"; leave the condition unset,
+            // unless a chain follows: or(c) on a stage without a condition would make c the whole
+            // condition, where the case means true || c.
             p = p.where(ExprConditions.of(st.condition()));
+        }
+        for (var c : st.chain()) {
+            // On a group, where and or throw (GroupPattern supports neither): left to fire.
+            p = c.op().equals("or") ? p.or(ExprConditions.of(c.expr())) : p.where(ExprConditions.of(c.expr()));
         }
         QuantifierSpec q = st.quantifier();
         boolean alreadyOptional = applyQuantifier(p, q);
@@ -159,6 +169,12 @@ public final class PatternFactory {
         }
         if (st.until() != null) {
             p = p.until(ExprConditions.of(st.until()));
+        }
+        if (st.withinMs() != null) {
+            WithinType type = st.withinType() == null
+                    ? WithinType.FIRST_AND_LAST
+                    : WithinType.valueOf(st.withinType());
+            p = p.within(Duration.ofMillis(st.withinMs()), type);
         }
         return p;
     }

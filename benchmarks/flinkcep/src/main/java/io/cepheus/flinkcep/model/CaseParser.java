@@ -83,9 +83,31 @@ public final class CaseParser {
                     text(s, "name"),
                     text(s, "contiguity"),
                     optText(s, "condition"),
+                    chain(s.path("chain")),
                     quantifier(s.get("quantifier")),
                     optText(s, "until"),
+                    optLong(s, "within_ms"),
+                    optText(s, "within_type"),
                     group));
+        }
+        return out;
+    }
+
+    /** The chained conditions of a stage: {"op": "where" | "or", "expr": ...} in order. */
+    private static List<ChainedCondition> chain(JsonNode arr) {
+        List<ChainedCondition> out = new ArrayList<>();
+        if (arr.isMissingNode() || arr.isNull()) {
+            return out;
+        }
+        if (!arr.isArray()) {
+            throw new IllegalArgumentException("chain must be an array");
+        }
+        for (JsonNode c : arr) {
+            String op = text(c, "op");
+            if (!op.equals("where") && !op.equals("or")) {
+                throw new IllegalArgumentException("chain op must be where or or, not " + op);
+            }
+            out.add(new ChainedCondition(op, text(c, "expr")));
         }
         return out;
     }

@@ -158,6 +158,8 @@ class ExprTest {
         assertEquals(2.0, eval("max(map(ctx(\"middle\"), .price)) - 0.5", EV));
         assertEquals(1L, eval("min(3, 1, 2)", EV));
         assertEquals(2.0, eval("mean([1, 3])", EV));
+        assertEquals(2.0, eval("avg([1, 3])", EV));
+        assertEquals(1.75, eval("avg(map(ctx(\"middle\"), .price))", EV));
         assertEquals(2L, eval("abs(-2)", EV));
         assertEquals("START", eval("upper(name)", EV));
     }

@@ -103,4 +103,44 @@ class PatternFactoryTest {
         String err = CaseRunner.run(c).error;
         assertTrue(err != null && err.contains("MalformedPatternException"), err);
     }
+    /** A single stage over EVENTS whose condition is 'name == a' and the given chain. */
+    private static List<String> chained(String chain) throws Exception {
+        CaseSpec c = parse("{'id':'c','driver':'nfa_harness','pattern':{'skip':'noSkip','stages':["
+                + "{'name':'s','contiguity':'begin','condition':'name == \\'a\\'','chain':[" + chain + "],"
+                + "'quantifier':null,'until':null}]}," + EVENTS + "}");
+        CaseResult r = CaseRunner.run(c);
+        assertNull(r.error);
+        return stages(r);
+    }
+
+    @Test
+    void chainAppliesWhereAndOrInOrder() throws Exception {
+        // (name == a || price > 1.5) && ts > 5: only b@10 and b@12.
+        assertEquals(List.of("{s=[3]}", "{s=[4]}"),
+                chained("{'op':'or','expr':'price > 1.5'},{'op':'where','expr':'ts > 5'}"));
+        // ((name == a) && ts > 5) || price > 2.5: only b@12.
+        assertEquals(List.of("{s=[4]}"),
+                chained("{'op':'where','expr':'ts > 5'},{'op':'or','expr':'price > 2.5'}"));
+    }
+
+    @Test
+    void chainAfterTrueKeepsTheTrue() throws Exception {
+        // true || name == c: every event, not only the c.
+        CaseSpec c = parse("{'id':'t','driver':'nfa_harness','pattern':{'skip':'noSkip','stages':["
+                + "{'name':'s','contiguity':'begin','condition':'true','chain':[{'op':'or','expr':'name == \\'c\\''}],"
+                + "'quantifier':null,'until':null}]}," + EVENTS + "}");
+        assertEquals(5, CaseRunner.run(c).matches.size());
+    }
+
+    @Test
+    void stageWithinOnAnEarlierStage() throws Exception {
+        // within(3 ms) on a, with b after it: Flink keeps the smallest window of the chain.
+        CaseSpec c = parse("{'id':'w','driver':'nfa_harness','pattern':{'skip':'noSkip','stages':["
+                + "{'name':'a','contiguity':'begin','condition':'name == \\'a\\'','quantifier':null,'until':null,'within_ms':3},"
+                + "{'name':'b','contiguity':'followedByAny','condition':'name == \\'b\\'','quantifier':null,'until':null}]},"
+                + EVENTS + "}");
+        Pattern<Event, ?> p = PatternFactory.build(c.pattern());
+        assertEquals(Optional.of(Duration.ofMillis(3)), p.getPrevious().getWindowSize());
+        assertEquals(List.of("{a=[1], b=[2]}"), stages(CaseRunner.run(c)));
+    }
 }
