@@ -3,6 +3,9 @@ package cep
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -170,6 +173,56 @@ func TestBacktestDeterministic(t *testing.T) {
 			t.Errorf("duplicate alert id %v", a["alert_id"])
 		}
 		seen[a["alert_id"]] = true
+	}
+
+	// The id of big_then_foreign's alert, computed here from the formula of
+	// docs/decisions.md ("Alert id") and pinned, so that a change of the
+	// formula (or of the rule hash it covers) fails in any process. The
+	// inferred schema is amount, card, country, ts, type; amount and ts are
+	// ints.
+	const golden = "6a6a508410970709d2c6f647119439e0"
+	r := rs.Rule("big_then_foreign")
+	h := sha256.New()
+	h.Write([]byte(r.Hash))
+	h.Write([]byte{0})
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len("c1"))))
+	h.Write([]byte("c1"))
+	for _, ev := range []struct {
+		ts           int64
+		amount       int64
+		country, typ string
+	}{
+		{1767261600000, 500, "US", "auth"}, // 2026-01-01T10:00:00Z
+		{1767261720000, 20, "FR", "auth"},  // 2026-01-01T10:02:00Z
+	} {
+		const kindInt, kindString = 2, 4
+		str := func(b []byte, s string) []byte {
+			b = append(b, kindString)
+			b = binary.AppendUvarint(b, uint64(len(s)))
+			return append(b, s...)
+		}
+		var enc []byte
+		enc = binary.AppendVarint(append(enc, kindInt), ev.amount)
+		enc = str(enc, "c1")
+		enc = str(enc, ev.country)
+		enc = binary.AppendVarint(append(enc, kindInt), ev.ts)
+		enc = str(enc, ev.typ)
+		sum := sha256.Sum256(enc)
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(ev.ts)))
+		h.Write(sum[:])
+		h.Write(binary.LittleEndian.AppendUint32(nil, 0)) // first occurrence
+	}
+	if want := hex.EncodeToString(h.Sum(nil)[:16]); want != golden {
+		t.Errorf("the formula gives %s, the pinned id is %s", want, golden)
+	}
+	var got []any
+	for _, a := range a1 {
+		if a["rule"] == "big_then_foreign" {
+			got = append(got, a["alert_id"])
+		}
+	}
+	if len(got) != 1 || got[0] != golden {
+		t.Errorf("big_then_foreign alert ids %v, want [%s]", got, golden)
 	}
 }
 
