@@ -87,9 +87,10 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	// A backtest is a batch job whose heap is mostly short-lived events:
 	// collecting less often costs memory (about 1.7x the peak) and saves
-	// about a third of the CPU. GOGC in the environment still wins.
+	// about a third of the CPU. GOGC in the environment still wins. The
+	// setting is process-wide: restore it when the backtest ends.
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(backtestGCPercent)
+		defer debug.SetGCPercent(debug.SetGCPercent(backtestGCPercent))
 	}
 	files, err := rulesetFiles([]string{f.rules})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -122,5 +123,24 @@ func TestBacktestLateFile(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "1 events were late") {
 		t.Errorf("summary does not report the late event:\n%s", stderr)
+	}
+}
+
+// TestBacktestRestoresGCPercent: a backtest raises the process-wide GC
+// percent for its run and puts the caller's back when it returns.
+func TestBacktestRestoresGCPercent(t *testing.T) {
+	t.Setenv("GOGC", "")
+	const before = 137
+	defer debug.SetGCPercent(debug.SetGCPercent(before))
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", `{"ts": 1, "k": "x", "name": "a"}
+{"ts": 3, "k": "x", "name": "b"}
+`)
+	if code, _, stderr := cepheus(t, "backtest", "-q", "-rules", rules, "-events", events); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if got := debug.SetGCPercent(before); got != before {
+		t.Errorf("GC percent after the backtest %d, want %d (the caller's)", got, before)
 	}
 }
