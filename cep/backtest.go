@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
 	"github.com/cepheus-cep/cepheus/nfa"
 	"github.com/cepheus-cep/cepheus/rules"
 	"github.com/cepheus-cep/cepheus/runtime"
@@ -136,24 +137,9 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 	if err != nil {
 		return nil, err
 	}
-	var required []string
-	seen := map[string]bool{}
-	for _, r := range rs.Rules {
-		for _, f := range r.KeyFields {
-			if !seen[f] {
-				seen[f] = true
-				required = append(required, f)
-			}
-		}
-	}
-	dec, err := runtime.NewDecoder(runtime.DecoderConfig{
-		Schema:     schema,
-		TimeField:  rs.TimeField,
-		TimeFields: rs.TimeFields(),
-		Required:   required,
-	})
+	dec, err := backtestDecoder(rs, schema)
 	if err != nil {
-		return nil, fmt.Errorf("cep: backtest: %w", err)
+		return nil, err
 	}
 	every := cfg.WatermarkEvery
 	if every <= 0 {
@@ -164,7 +150,8 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 		return nil, fmt.Errorf("cep: backtest: %w", err)
 	}
 
-	bt := &backtest{cfg: cfg, rs: rs, schema: schema, labelSlot: labelSlot, scenarioSlot: scenarioSlot}
+	bt := &backtest{cfg: cfg, rs: rs, schema: schema, labelSlot: labelSlot, scenarioSlot: scenarioSlot,
+		encoder: jsonev.NewEncoder(schema, append([]string{rs.TimeField}, rs.TimeFields()...)...)}
 	if cfg.Alerts != nil {
 		bt.alerts = bufio.NewWriterSize(cfg.Alerts, 1<<16)
 	}
@@ -269,6 +256,19 @@ func backtestSchema(rs *rules.Ruleset, label, scenario string) (*event.Schema, i
 	return s, ls, ss, nil
 }
 
+// backtestDecoder returns the decoder of a backtest: the ruleset's own
+// (the one its in-file tests decode with, [rules.Ruleset.DecoderConfig]),
+// in lenient mode, over schema (the ruleset's plus the label fields).
+func backtestDecoder(rs *rules.Ruleset, schema *event.Schema) (*jsonev.Decoder, error) {
+	dc := rs.DecoderConfig(jsonev.Lenient)
+	dc.Schema = schema
+	dec, err := jsonev.NewDecoder(dc)
+	if err != nil {
+		return nil, fmt.Errorf("cep: backtest: %w", err)
+	}
+	return dec, nil
+}
+
 // backtest is the state of one run: the rule operators, the label
 // bookkeeping and the writers.
 type backtest struct {
@@ -283,11 +283,12 @@ type backtest struct {
 	lateCount    int64
 	writeErr     error
 
-	labelled  map[uint64]string  // seq of each labelled event -> its scenario
-	caught    map[uint64]bool    // labelled events inside some alert
-	caughtBy  map[caughtKey]bool // (rule, labelled event) pairs seen in alerts
-	timeSlots map[int]bool       // slots printed as RFC 3339
-	buf       []byte
+	labelled map[uint64]string  // seq of each labelled event -> its scenario
+	caught   map[uint64]bool    // labelled events inside some alert
+	caughtBy map[caughtKey]bool // (rule, labelled event) pairs seen in alerts
+	encoder  *jsonev.Encoder    // alerts and late events
+	alert    jsonev.Alert       // scratch for appendAlert
+	buf      []byte
 }
 
 func (bt *backtest) fail(err error) {
@@ -380,7 +381,7 @@ func (r *ruleOperator) drain() error {
 			if r.index == 0 {
 				bt.lateCount++
 				if bt.late != nil {
-					bt.buf = appendLate(bt.buf[:0], bt, it.Event)
+					bt.buf = bt.encoder.AppendLate(bt.buf[:0], it.Event)
 					_, err := bt.late.Write(bt.buf)
 					bt.fail(err)
 				}

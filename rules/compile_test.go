@@ -152,16 +152,19 @@ func TestDecodeEvent(t *testing.T) {
 		{declared, `{"ts": 5, "s": "x", "i": 3, "f": 2, "b": true, "at": "1970-01-01T00:00:01.5Z"}`, `[5 "x" 3 2 true 1500] @5`},
 		{declared, `{"ts": "2026-01-01T00:00:00+01:00"}`, `[1767222000000 null null null null null] @1767222000000`},
 		{declared, `{"ts": 1, "i": null, "f": 1.5e3}`, `[1 null null 1500 null null] @1`},
-		{declared, `{"ts": 1, "i": 2.5}`, `rules: field "i": want an int, got 2.5`},
-		{declared, `{"ts": 1, "s": 2}`, `rules: field "s": want string, got number 2`},
-		{declared, `{"ts": 1, "b": "yes"}`, `rules: field "b": want bool, got string "yes"`},
-		{declared, `{"ts": 1, "x": 2}`, `rules: unknown field "x" (not in the schema)`},
-		{declared, `{"ts": true}`, `rules: field "ts": want an RFC 3339 time or epoch milliseconds, got bool`},
-		{declared, `{"s": "x"}`, `rules: the event has no ts (its event time)`},
-		{declared, `[1]`, `rules: an event is a JSON object`},
-		{declared, `{"ts": 1`, `rules: malformed event: unexpected end`},
+		{declared, `{"ts": 1, "i": 3.0}`, `[1 null 3 null null null] @1`}, // docs/decisions.md, "JSON events"
+		{declared, `{"ts": 1, "i": 1, "i": 2}`, `rules: column 19: field "i" is given twice`},
+		{declared, `{"ts": 1, "i": 2.5}`, `rules: column 16: field "i": want int, got 2.5`},
+		{declared, `{"ts": 1, "s": 2}`, `rules: column 16: field "s": want string, got a number`},
+		{declared, `{"ts": 1, "b": "yes"}`, `rules: column 16: field "b": want bool, got a string`},
+		{declared, `{"ts": 1, "x": 2}`, `rules: column 11: unknown field "x" (not in the schema)`},
+		{declared, `{"ts": true}`, `rules: column 8: time field "ts": want a time, got a bool`},
+		{declared, `{"s": "x"}`, `rules: missing time field "ts"`},
+		{declared, `[1]`, `rules: column 1: want a JSON object, found an array`},
+		{declared, `{"ts": 1`, `rules: column 9: unexpected end of input, want ',' or '}'`},
 		{inferred, `{"ts": 1, "n": 2, "m": 2.0, "other": {"x": 1}}`, `[2 2 1] @1`},
 		{inferred, `{"ts": 1, "n": 99999999999999999999}`, `[null 1e+20 1] @1`},
+		{inferred, `{"ts": 1, "n": 1, "n": 2}`, `rules: column 19: field "n" is given twice`},
 	} {
 		ev, err := tt.rs.DecodeEvent([]byte(tt.in))
 		var got string

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
 )
 
 // compileTests checks the tests of the file and adds them to rs: events
@@ -31,15 +32,29 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 				c.errorf(td.Rule.Name.Pos, "unknown rule %s", td.Rule.Name)
 			}
 		}
-		if td.Events != nil {
+		if td.Events != nil && rs.TimeSlot >= 0 {
+			// Decoded as a backtest decodes them, in strict mode
+			// (Ruleset.DecoderConfig). Without an event time field
+			// (already an error) there is nothing to decode with.
+			dec, err := jsonev.NewDecoder(rs.DecoderConfig(jsonev.Strict))
+			if err != nil && len(*c.errs) == 0 {
+				// A bad schema (a time field of another type) is
+				// reported by the checker; anything else is a bug.
+				c.errorf(td.Pos, "internal error: %v", err)
+			}
 			for i, l := range td.Events.Lines {
-				ev, err := rs.decodeEvent([]byte(l.JSON.raw))
-				if err != nil {
-					off := 0
-					var de *decodeError
+				if dec == nil {
+					break
+				}
+				ev := new(event.Event)
+				if err := dec.Decode([]byte(l.JSON.raw), ev); err != nil {
+					// The error's position is the column's: leave
+					// the column out of the message.
+					var de *jsonev.DecodeError
 					if errors.As(err, &de) {
-						off = min(max(de.off, 0), len(l.JSON.raw))
+						err = errors.New(de.Reason)
 					}
+					off := min(decodeOffset(de), len(l.JSON.raw))
 					c.errorf(l.JSON.Pos+Pos(off), "event %d: %v", i+1, err)
 					continue
 				}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"unicode/utf8"
+
+	"github.com/cepheus-cep/cepheus/event/jsonev"
 )
 
 // DeadRecord is a record that could not become an event: unreadable (a line
@@ -24,14 +24,12 @@ type DeadLetter interface {
 	DeadLetter(rec DeadRecord) error
 }
 
-// DeadLetterWriter writes dead records as JSON lines, one object per record
-// with its fields in this order:
+// DeadLetterWriter writes dead records as JSON lines, one object per record,
+// encoded by [jsonev.AppendDeadLetter]:
 //
 //	{"line":12,"offset":3400,"reason":"missing time field \"ts\"","data":"{\"id\":1}"}
 //
-// data is the raw line as a JSON string; bytes that are not valid UTF-8
-// become U+FFFD there (the offset still locates the original). Output is
-// buffered: call Close (or Flush). A DeadLetterWriter is not safe for
+// Output is buffered: call Close (or Flush). A DeadLetterWriter is not safe for
 // concurrent use.
 type DeadLetterWriter struct {
 	w      *bufio.Writer
@@ -62,15 +60,9 @@ func (d *DeadLetterWriter) DeadLetter(rec DeadRecord) error {
 	if d.err != nil {
 		return d.err
 	}
-	b := append(d.buf[:0], `{"line":`...)
-	b = strconv.AppendInt(b, rec.Line, 10)
-	b = append(b, `,"offset":`...)
-	b = strconv.AppendInt(b, rec.Offset, 10)
-	b = append(b, `,"reason":`...)
-	b = AppendJSONString(b, rec.Reason)
-	b = append(b, `,"data":`...)
-	b = AppendJSONString(b, rec.Data)
-	b = append(b, "}\n"...)
+	b := jsonev.AppendDeadLetter(d.buf[:0], jsonev.DeadLetter{
+		Line: rec.Line, Offset: rec.Offset, Reason: rec.Reason, Data: rec.Data,
+	})
 	d.buf = b
 	if _, err := d.w.Write(b); err != nil {
 		d.err = fmt.Errorf("runtime: dead letters: %w", err)
@@ -99,50 +91,4 @@ func (d *DeadLetterWriter) Close() error {
 		d.closer = nil
 	}
 	return err
-}
-
-const hexDigits = "0123456789abcdef"
-
-// AppendJSONString appends s to b as a JSON string: quotes, backslashes and
-// control characters escaped, invalid UTF-8 replaced by U+FFFD. Shared by
-// every JSON-lines writer (dead letters, alerts).
-func AppendJSONString[S string | []byte](b []byte, s S) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRune([]byte(s[i:min(i+utf8.UTFMax, len(s))]))
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		i++
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -15,13 +15,10 @@
 //     are skipped (but counted), and a line over the maximum length becomes
 //     a record with a reason instead of an error. [Source] is the interface
 //     a subtask reads; [ProgressSource] adds bytes read and total size.
-//   - [Decoder] turns one flat JSON object into an [event.Event] of a
-//     schema: a hand-written scanner that accepts exactly what
-//     encoding/json accepts, converts values by the declared field kinds,
-//     reads the event time and other time fields (RFC 3339 or epoch
-//     milliseconds, kept as ints of milliseconds), checks the required
-//     (key) fields, and optionally rejects unknown and repeated fields. It
-//     allocates once per event, for all of the event's strings together.
+//   - The decoder of the records is [jsonev.Decoder] (package
+//     event/jsonev, the one JSON codec of the module, shared with the
+//     in-file tests of package rules), in lenient mode: fields outside the
+//     schema are skipped, the last of a repeated key wins.
 //   - [WatermarkGenerator] is Flink's bounded-out-of-orderness generator:
 //     watermark = largest timestamp - bound - 1 ms, offered every N events
 //     and emitted only when it advanced; a bounded input ends with
@@ -31,7 +28,8 @@
 //     itself) on the calling goroutine: each element goes to every
 //     operator, then the watermark it advanced, then, at the end of the
 //     input, the final watermark. Bad records go to a [DeadLetter] sink,
-//     such as the JSON-lines [DeadLetterWriter].
+//     such as the JSON-lines [DeadLetterWriter] (its lines encoded by
+//     [jsonev.AppendDeadLetter]).
 //
 // # What it will own
 //
@@ -68,7 +66,8 @@
 //
 // # Imports
 //
-// Package runtime may import, of ours, only event and runtime/state. The
+// Package runtime may import, of ours, only event, event/jsonev and
+// runtime/state. The
 // standard library's runtime package is always imported as goruntime, here
 // and everywhere else in the module. internal/lint enforces both rules.
 package runtime

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
 	"github.com/cepheus-cep/cepheus/runtime"
 )
 
@@ -38,7 +39,7 @@ func ExampleSubtask() {
 		event.Field{Name: "amount", Kind: event.KindFloat},
 	)
 	src, _ := runtime.NewFileSource(strings.NewReader(input), "example", runtime.SourceConfig{})
-	dec, _ := runtime.NewDecoder(runtime.DecoderConfig{Schema: schema, TimeField: "ts", Required: []string{"card"}})
+	dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: schema, TimeField: "ts", Required: []string{"card"}})
 	wm, _ := runtime.NewWatermarkGenerator(time.Second, 1)
 	dead := runtime.NewDeadLetterWriter(os.Stdout)
 	st, _ := runtime.NewSubtask(runtime.SubtaskConfig{

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
 )
 
 // KeyedOperator is an operator the runtime hosts on a keyed stream. It keys
@@ -59,7 +60,7 @@ type Stats struct {
 // SubtaskConfig configures a [Subtask].
 type SubtaskConfig struct {
 	Source     Source              // required
-	Decoder    *Decoder            // required
+	Decoder    *jsonev.Decoder     // required
 	Watermarks *WatermarkGenerator // required
 	Operators  []KeyedOperator     // at least one
 	// DeadLetter receives the records that cannot become events. When nil

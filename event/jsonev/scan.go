@@ -1,4 +1,4 @@
-package runtime
+package jsonev
 
 // The lexical layer of the decoder: JSON numbers, strings, literals and
 // whitespace, validated exactly as encoding/json validates them, plus

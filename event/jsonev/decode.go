@@ -1,4 +1,4 @@
-package runtime
+package jsonev
 
 import (
 	"errors"
@@ -41,8 +41,8 @@ func (f TimeFormat) String() string {
 	return fmt.Sprintf("TimeFormat(%d)", f)
 }
 
-// DecoderConfig configures a [Decoder].
-type DecoderConfig struct {
+// Config configures a [Decoder].
+type Config struct {
 	// Schema assigns the slots of the decoded events. Required.
 	Schema *event.Schema
 	// TimeField names the event-time field, which sets Event.Time and
@@ -62,10 +62,43 @@ type DecoderConfig struct {
 	// rejected, so it goes to the dead letters rather than to a key made of
 	// nulls.
 	Required []string
-	// Strict rejects records with a field that is neither in Schema nor
-	// TimeField, and records that give a field twice. Without it, unknown
-	// fields are skipped and the last of duplicate keys wins.
-	Strict bool
+	// Mode is Lenient (the default: streams and backtests) or Strict (the
+	// events written in a ruleset's tests). See [Mode].
+	Mode Mode
+	// Open says that Schema lists only the fields someone reads (a
+	// ruleset's inferred schema), not all the fields a record may carry:
+	// fields outside it are skipped in Strict mode too. Duplicate keys of
+	// schema fields are still errors then.
+	Open bool
+}
+
+// Mode says how a [Decoder] treats fields outside the schema and keys
+// given twice. Everything else (syntax, kinds, time fields, required
+// fields) is the same in both modes, so an event decodes to the same
+// [event.Event] in both, or fails in both with the same [DecodeError].
+type Mode uint8
+
+const (
+	// Lenient skips fields outside the schema, whatever their value
+	// (validated, not decoded, not allocated), and resolves a key given
+	// twice to its last occurrence; every occurrence must still be valid
+	// for its field. This is the mode of streams and backtests: producers
+	// add fields, and a record is not lost for a field no rule reads.
+	Lenient Mode = iota
+	// Strict rejects a record with a field outside the schema (the error
+	// names the field; unless Config.Open) and a record that gives a key
+	// twice. This is the mode of the events written in a ruleset's tests,
+	// where an unknown field is a typo.
+	Strict
+)
+
+var modeNames = [...]string{"lenient", "strict"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", m)
 }
 
 // DecodeError is a record that [Decoder.Decode] rejected.
@@ -113,11 +146,13 @@ type span struct{ start, end int }
 // What it accepts is RFC 8259 JSON, exactly as encoding/json does: the same
 // syntax errors, escapes (\uXXXX with surrogate pairs; a lone surrogate
 // becomes U+FFFD), invalid UTF-8 in strings replaced by U+FFFD, nesting up
-// to 10000 levels. Duplicate keys resolve to the last one, but every
-// occurrence must be valid for its field (as when encoding/json decodes
-// into a struct). The record must be one object; fields that are not in
-// the schema are skipped whatever their value (nested objects and arrays
-// included, but still validated).
+// to 10000 levels. The record must be one object. Fields outside the
+// schema and keys given twice are the business of the [Mode]: in Lenient
+// mode the former are skipped whatever their value (nested objects and
+// arrays included, validated but not decoded, and without allocating) and
+// the latter resolve to the last occurrence, every occurrence having to be
+// valid for its field (as when encoding/json decodes into a struct); in
+// Strict mode both are errors.
 //
 // Values convert by the declared [event.Field] kind:
 //
@@ -126,7 +161,9 @@ type span struct{ start, end int }
 //   - KindString, KindBool: only that JSON type;
 //   - KindInt: a number whose value, computed exactly in decimal, is a
 //     whole number in int64 range: 3, -3, 3.0, 3e2, 1.5e1; 3.5, 1e19 or
-//     an integer literal beyond int64 is an error;
+//     an integer literal beyond int64 is an error. JSON has one number
+//     type, and many encoders write a whole float as 3.0, so 3.0 is the
+//     int 3, in both modes (docs/decisions.md, "JSON events");
 //   - KindFloat: any number (3 becomes 3.0); an out-of-range float
 //     (1e400) is an error;
 //   - time fields (TimeField, TimeFields): an RFC 3339 string or a number
@@ -148,7 +185,8 @@ type Decoder struct {
 	timeIdx int   // index of the time field in fields
 	reqIdx  []int // indexes of the required fields in fields
 	format  TimeFormat
-	strict  bool
+	strict  bool // Strict mode
+	open    bool // Config.Open
 
 	// order[p] is the field index found at key position p in the previous
 	// record (-1: not a field of ours). Records of one stream usually list
@@ -167,21 +205,25 @@ type Decoder struct {
 }
 
 // NewDecoder returns a decoder for cfg.
-func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
+func NewDecoder(cfg Config) (*Decoder, error) {
 	if cfg.Schema == nil {
-		return nil, errors.New("runtime: decoder: no schema")
+		return nil, errors.New("jsonev: no schema")
 	}
 	if cfg.TimeField == "" {
-		return nil, errors.New("runtime: decoder: no time field")
+		return nil, errors.New("jsonev: no time field")
+	}
+	if cfg.Mode > Strict {
+		return nil, fmt.Errorf("jsonev: unknown mode %v", cfg.Mode)
 	}
 	if cfg.TimeFormat > TimeEpochMillis {
-		return nil, fmt.Errorf("runtime: decoder: unknown time format %v", cfg.TimeFormat)
+		return nil, fmt.Errorf("jsonev: unknown time format %v", cfg.TimeFormat)
 	}
 	s := cfg.Schema
 	d := &Decoder{
 		nSlots: s.Len(),
 		format: cfg.TimeFormat,
-		strict: cfg.Strict,
+		strict: cfg.Mode == Strict,
+		open:   cfg.Open,
 		index:  make(map[string]int, s.Len()+1),
 	}
 	for i := range s.Len() {
@@ -189,7 +231,7 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 		switch f.Kind {
 		case event.KindNull, event.KindBool, event.KindInt, event.KindFloat, event.KindString:
 		default:
-			return nil, fmt.Errorf("runtime: decoder: field %q has unknown kind %v", f.Name, f.Kind)
+			return nil, fmt.Errorf("jsonev: field %q has unknown kind %v", f.Name, f.Kind)
 		}
 		d.index[f.Name] = len(d.fields)
 		d.fields = append(d.fields, decField{name: f.Name, slot: i, kind: f.Kind})
@@ -205,17 +247,17 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	for _, name := range append([]string{cfg.TimeField}, cfg.TimeFields...) {
 		fi, ok := d.index[name]
 		if !ok || (d.fields[fi].slot < 0 && name != cfg.TimeField) {
-			return nil, fmt.Errorf("runtime: decoder: time field %q is not in the schema", name)
+			return nil, fmt.Errorf("jsonev: time field %q is not in the schema", name)
 		}
 		if k := d.fields[fi].kind; k != event.KindNull && k != event.KindInt {
-			return nil, fmt.Errorf("runtime: decoder: time field %q is declared %v, want int or any", name, k)
+			return nil, fmt.Errorf("jsonev: time field %q is declared %v, want int or any", name, k)
 		}
 		d.fields[fi].isTime = true
 	}
 	for _, name := range cfg.Required {
 		fi, ok := d.index[name]
 		if !ok || d.fields[fi].slot < 0 {
-			return nil, fmt.Errorf("runtime: decoder: required field %q is not in the schema", name)
+			return nil, fmt.Errorf("jsonev: required field %q is not in the schema", name)
 		}
 		if !d.fields[fi].required {
 			d.fields[fi].required = true
@@ -274,10 +316,10 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 			}
 			fi := d.lookup(key, pos)
 			if d.strict {
-				if fi < 0 {
+				if fi < 0 && !d.open {
 					return errAt(keyAt, "unknown field "+strconv.Quote(string(key))+" (not in the schema)")
 				}
-				if d.seen[fi] {
+				if fi >= 0 && d.seen[fi] {
 					return errAt(keyAt, "field "+strconv.Quote(string(key))+" is given twice")
 				}
 			}

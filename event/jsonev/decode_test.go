@@ -1,4 +1,4 @@
-package runtime
+package jsonev
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ var testSchema = event.MustSchema(
 	event.Field{Name: "k", Kind: event.KindString},
 )
 
-func testDecoder(t testing.TB, cfg DecoderConfig) *Decoder {
+func testDecoder(t testing.TB, cfg Config) *Decoder {
 	t.Helper()
 	if cfg.Schema == nil {
 		cfg.Schema = testSchema
@@ -64,7 +64,7 @@ func TestDecode(t *testing.T) {
 	const ts = `"ts":1000`
 	cases := []struct {
 		name   string
-		cfg    DecoderConfig
+		cfg    Config
 		in     string
 		want   string     // fieldsString, when no error
 		time   event.Time // when no error; default 1000
@@ -126,35 +126,35 @@ func TestDecode(t *testing.T) {
 		{name: "missing time", in: `{"s":"x"}`, err: `missing time field "ts"`},
 		{name: "null time", in: `{"ts":null}`, err: `time field "ts" is null`, column: 7},
 		{name: "bool time", in: `{"ts":true}`, err: `time field "ts": want a time, got a bool`, column: 7},
-		{name: "strict rfc3339 rejects a number", cfg: DecoderConfig{TimeFormat: TimeRFC3339},
+		{name: "strict rfc3339 rejects a number", cfg: Config{TimeFormat: TimeRFC3339},
 			in: `{"ts":1}`, err: `want an RFC 3339 string, got a number`, column: 7},
-		{name: "strict epoch rejects a string", cfg: DecoderConfig{TimeFormat: TimeEpochMillis},
+		{name: "strict epoch rejects a string", cfg: Config{TimeFormat: TimeEpochMillis},
 			in: `{"ts":"1970-01-01T00:00:01Z"}`, err: `want epoch milliseconds, got a string`, column: 7},
-		{name: "time field in schema", cfg: DecoderConfig{Schema: event.MustSchema(event.Field{Name: "ts"})},
+		{name: "time field in schema", cfg: Config{Schema: event.MustSchema(event.Field{Name: "ts"})},
 			in: `{"ts":"1970-01-01T00:00:02Z"}`, time: 2000, want: `ts=int:2000`},
-		{name: "time field in schema, declared int", cfg: DecoderConfig{Schema: event.MustSchema(event.Field{Name: "ts", Kind: event.KindInt})},
+		{name: "time field in schema, declared int", cfg: Config{Schema: event.MustSchema(event.Field{Name: "ts", Kind: event.KindInt})},
 			in: `{"ts":2000.0}`, time: 2000, want: `ts=int:2000`},
-		{name: "other time fields", cfg: DecoderConfig{TimeFields: []string{"i", "a"}},
+		{name: "other time fields", cfg: Config{TimeFields: []string{"i", "a"}},
 			in: `{"i":"1970-01-01T00:00:03Z","a":4000,` + ts + `}`, want: `i=int:3000 a=int:4000`},
-		{name: "other time field null", cfg: DecoderConfig{TimeFields: []string{"i"}}, in: `{"i":null,` + ts + `}`, want: ``},
-		{name: "other time field bad", cfg: DecoderConfig{TimeFields: []string{"a"}},
+		{name: "other time field null", cfg: Config{TimeFields: []string{"i"}}, in: `{"i":null,` + ts + `}`, want: ``},
+		{name: "other time field bad", cfg: Config{TimeFields: []string{"a"}},
 			in: `{"a":"soon",` + ts + `}`, err: `field "a": "soon" is not RFC 3339`, column: 6},
-		{name: "other time field bool", cfg: DecoderConfig{TimeFields: []string{"a"}},
+		{name: "other time field bool", cfg: Config{TimeFields: []string{"a"}},
 			in: `{"a":true,` + ts + `}`, err: `field "a": want a time, got a bool`, column: 6},
 		{name: "time field object", in: `{"ts":{}}`, err: `time field "ts": want a time, got an object`, column: 7},
 		{name: "time field bad literal", in: `{"ts":nul}`, err: `invalid character '}' in literal null`, column: 10},
 
-		{name: "strict", cfg: DecoderConfig{Strict: true}, in: `{"s":"x",` + ts + `}`, want: `s=string:"x"`},
-		{name: "strict unknown field", cfg: DecoderConfig{Strict: true},
+		{name: "strict", cfg: Config{Mode: Strict}, in: `{"s":"x",` + ts + `}`, want: `s=string:"x"`},
+		{name: "strict unknown field", cfg: Config{Mode: Strict},
 			in: `{"s":"x","x\u0079":1,` + ts + `}`, err: `unknown field "xy" (not in the schema)`, column: 10},
-		{name: "strict duplicate", cfg: DecoderConfig{Strict: true},
+		{name: "strict duplicate", cfg: Config{Mode: Strict},
 			in: `{"s":"x",` + ts + `,"s":"y"}`, err: `field "s" is given twice`, column: 20},
-		{name: "strict duplicate time", cfg: DecoderConfig{Strict: true},
+		{name: "strict duplicate time", cfg: Config{Mode: Strict},
 			in: `{` + ts + `,` + ts + `}`, err: `field "ts" is given twice`, column: 12},
 
-		{name: "required present", cfg: DecoderConfig{Required: []string{"k"}}, in: `{"k":"c",` + ts + `}`, want: `k=string:"c"`},
-		{name: "required missing", cfg: DecoderConfig{Required: []string{"k"}}, in: `{` + ts + `}`, err: `missing required field "k"`},
-		{name: "required null", cfg: DecoderConfig{Required: []string{"k"}}, in: `{"k":null,` + ts + `}`, err: `required field "k" is null`},
+		{name: "required present", cfg: Config{Required: []string{"k"}}, in: `{"k":"c",` + ts + `}`, want: `k=string:"c"`},
+		{name: "required missing", cfg: Config{Required: []string{"k"}}, in: `{` + ts + `}`, err: `missing required field "k"`},
+		{name: "required null", cfg: Config{Required: []string{"k"}}, in: `{"k":null,` + ts + `}`, err: `required field "k" is null`},
 
 		{name: "not an object", in: `[1]`, err: `want a JSON object, found an array`, column: 1},
 		{name: "null record", in: ` null`, err: `want a JSON object, found null`, column: 2},
@@ -214,17 +214,17 @@ func TestDecode(t *testing.T) {
 
 func TestNewDecoderErrors(t *testing.T) {
 	cases := []struct {
-		cfg DecoderConfig
+		cfg Config
 		err string
 	}{
-		{DecoderConfig{TimeField: "ts"}, "no schema"},
-		{DecoderConfig{Schema: testSchema}, "no time field"},
-		{DecoderConfig{Schema: testSchema, TimeField: "ts", TimeFormat: 9}, "unknown time format"},
-		{DecoderConfig{Schema: testSchema, TimeField: "ts", Required: []string{"nope"}}, `required field "nope" is not in the schema`},
-		{DecoderConfig{Schema: testSchema, TimeField: "ts", Required: []string{"ts"}}, `required field "ts" is not in the schema`},
-		{DecoderConfig{Schema: testSchema, TimeField: "s"}, `time field "s" is declared string, want int or any`},
-		{DecoderConfig{Schema: testSchema, TimeField: "ts", TimeFields: []string{"f"}}, `time field "f" is declared float`},
-		{DecoderConfig{Schema: testSchema, TimeField: "ts", TimeFields: []string{"zz"}}, `time field "zz" is not in the schema`},
+		{Config{TimeField: "ts"}, "no schema"},
+		{Config{Schema: testSchema}, "no time field"},
+		{Config{Schema: testSchema, TimeField: "ts", TimeFormat: 9}, "unknown time format"},
+		{Config{Schema: testSchema, TimeField: "ts", Required: []string{"nope"}}, `required field "nope" is not in the schema`},
+		{Config{Schema: testSchema, TimeField: "ts", Required: []string{"ts"}}, `required field "ts" is not in the schema`},
+		{Config{Schema: testSchema, TimeField: "s"}, `time field "s" is declared string, want int or any`},
+		{Config{Schema: testSchema, TimeField: "ts", TimeFields: []string{"f"}}, `time field "f" is declared float`},
+		{Config{Schema: testSchema, TimeField: "ts", TimeFields: []string{"zz"}}, `time field "zz" is not in the schema`},
 	}
 	for _, c := range cases {
 		if _, err := NewDecoder(c.cfg); err == nil || !strings.Contains(err.Error(), c.err) {
@@ -235,7 +235,7 @@ func TestNewDecoderErrors(t *testing.T) {
 
 // TestDecodeReusesEvent checks that a reused event is fully overwritten.
 func TestDecodeReusesEvent(t *testing.T) {
-	d := testDecoder(t, DecoderConfig{})
+	d := testDecoder(t, Config{})
 	var ev event.Event
 	if err := d.Decode([]byte(`{"s":"x","i":1,"a":true,"ts":5}`), &ev); err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestDecodeReusesEvent(t *testing.T) {
 
 // TestDecodeDepth checks the nesting limit against encoding/json's.
 func TestDecodeDepth(t *testing.T) {
-	d := testDecoder(t, DecoderConfig{})
+	d := testDecoder(t, Config{})
 	for _, depth := range []int{maxDepth - 1, maxDepth, maxDepth + 1} {
 		// The record's object is depth 1; the value of x adds depth-1 more.
 		in := `{"ts":1,"x":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
@@ -269,7 +269,7 @@ func TestDecodeDepth(t *testing.T) {
 }
 
 func TestDecodeAllocs(t *testing.T) {
-	d := testDecoder(t, DecoderConfig{Schema: benchSchema, Required: []string{"card"}})
+	d := testDecoder(t, Config{Schema: benchSchema, Required: []string{"card"}})
 	data := []byte(benchEvent)
 	ev := new(event.Event)
 	allocs := testing.AllocsPerRun(100, func() {
@@ -307,7 +307,7 @@ const benchEvent = `{"id":"t81723","ts":1714564800123,"card":"4000123412341234",
 // BenchmarkDecode decodes benchEvent: 15 fields (14 in the schema plus the
 // time field), about 200 bytes.
 func BenchmarkDecode(b *testing.B) {
-	d := testDecoder(b, DecoderConfig{Schema: benchSchema, Required: []string{"card"}})
+	d := testDecoder(b, Config{Schema: benchSchema, Required: []string{"card"}})
 	data := []byte(benchEvent)
 	ev := new(event.Event)
 	b.SetBytes(int64(len(data)))
@@ -322,7 +322,7 @@ func BenchmarkDecode(b *testing.B) {
 // BenchmarkDecodeFreshEvent is BenchmarkDecode with a new event per record,
 // as the subtask does (operators keep events).
 func BenchmarkDecodeFreshEvent(b *testing.B) {
-	d := testDecoder(b, DecoderConfig{Schema: benchSchema, Required: []string{"card"}})
+	d := testDecoder(b, Config{Schema: benchSchema, Required: []string{"card"}})
 	data := []byte(benchEvent)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
@@ -380,7 +380,7 @@ func testSeeds(t *testing.T) []uint64 {
 // oracleDecode computes what Decode must produce for data, from
 // encoding/json and the documented conversion rules. It returns an error
 // when Decode must fail; syntax reports whether that is a JSON syntax error.
-func oracleDecode(cfg DecoderConfig, data []byte) (t event.Time, fields []event.Value, syntax bool, err error) {
+func oracleDecode(cfg Config, data []byte) (t event.Time, fields []event.Value, syntax bool, err error) {
 	if !json.Valid(data) {
 		return 0, nil, true, errors.New("invalid JSON")
 	}
@@ -417,7 +417,7 @@ func oracleDecode(cfg DecoderConfig, data []byte) (t event.Time, fields []event.
 			return 0, nil, true, err
 		}
 		slot, inSchema := cfg.Schema.Slot(name)
-		if cfg.Strict {
+		if cfg.Mode == Strict {
 			if _, dup := present[name]; dup {
 				return 0, nil, false, errors.New("duplicate")
 			}
@@ -462,7 +462,7 @@ func oracleDecode(cfg DecoderConfig, data []byte) (t event.Time, fields []event.
 	return t, fields, false, nil
 }
 
-func oracleTime(cfg DecoderConfig, raw any) (event.Time, error) {
+func oracleTime(cfg Config, raw any) (event.Time, error) {
 	switch x := raw.(type) {
 	case string:
 		if cfg.TimeFormat == TimeEpochMillis {
@@ -562,7 +562,7 @@ func oracleRFC3339(s string) (time.Time, error) {
 }
 
 // checkAgainstOracle decodes data and compares with oracleDecode.
-func checkAgainstOracle(t *testing.T, d *Decoder, cfg DecoderConfig, data []byte) error {
+func checkAgainstOracle(t *testing.T, d *Decoder, cfg Config, data []byte) error {
 	var ev event.Event
 	err := d.Decode(data, &ev)
 	wt, wf, syntax, werr := oracleDecode(cfg, data)
@@ -609,12 +609,12 @@ func TestDecodeDifferential(t *testing.T) {
 	if testing.Short() {
 		n = 1000
 	}
-	cfgs := []DecoderConfig{
+	cfgs := []Config{
 		{Schema: testSchema, TimeField: "ts", Required: []string{"k"}},
 		{Schema: testSchema, TimeField: "a", TimeFields: []string{"i"}}, // time fields inside the schema
 		{Schema: testSchema, TimeField: "a", TimeFormat: TimeEpochMillis},
 		{Schema: testSchema, TimeField: "ts", TimeFormat: TimeRFC3339},
-		{Schema: testSchema, TimeField: "ts", Strict: true},
+		{Schema: testSchema, TimeField: "ts", Mode: Strict},
 	}
 	for _, seed := range testSeeds(t) {
 		rng := rand.New(rand.NewPCG(seed, 0xdec0de))
@@ -900,9 +900,9 @@ func FuzzDecode(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	cfgs := []DecoderConfig{
+	cfgs := []Config{
 		{Schema: testSchema, TimeField: "ts", Required: []string{"k"}},
-		{Schema: testSchema, TimeField: "a", TimeFields: []string{"i"}, Strict: true},
+		{Schema: testSchema, TimeField: "a", TimeFields: []string{"i"}, Mode: Strict},
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for i, cfg := range cfgs {
