@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules/internal/cond"
 )
 
 // reservedStageNames are names the NFA uses for states of its own: the
@@ -163,7 +164,7 @@ func (c *ruleChecker) inferSchema() {
 			}
 		}
 		forEachExpr(r, func(x *Expr) {
-			ids, err := ExprIdentifiers(x.raw)
+			ids, err := cond.Identifiers(x.raw)
 			if err != nil {
 				return // the compiler reports it
 			}
@@ -174,7 +175,7 @@ func (c *ruleChecker) inferSchema() {
 			}
 			// Fields read only through a stage (x.f) or a closure (.f)
 			// are fields too.
-			members, err := ExprMemberNames(x.raw)
+			members, err := cond.MemberNames(x.raw)
 			if err != nil {
 				return
 			}

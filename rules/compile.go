@@ -4,12 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/rules/internal/cond"
 )
 
 // Compile checks a parsed file and compiles its rules (to NFAs, through the
@@ -73,8 +73,8 @@ func (c *ruleChecker) headerSource() string {
 type ruleCompiler struct {
 	c      *ruleChecker
 	rd     *RuleDecl
-	env    *ExprEnv
-	conds  map[*Clause]*BoolExpr
+	env    *cond.Env
+	conds  map[*Clause]*cond.BoolExpr
 	failed bool // an expression did not compile
 }
 
@@ -111,16 +111,16 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	for i, s := range leaves {
 		names[i] = s.Name.Value
 	}
-	rc.env = &ExprEnv{Schema: rc.c.schema, Declared: rc.c.schemaDecl != nil, Stages: names}
+	rc.env = &cond.Env{Schema: rc.c.schema, Declared: rc.c.schemaDecl != nil, Stages: names}
 	rc.compileConditions()
 	if rd.Emit != nil {
 		for _, f := range rd.Emit.Fields {
-			v, err := CompileValueExpr(f.Expr.raw, rc.env)
+			v, err := cond.CompileValueExpr(f.Expr.raw, rc.env)
 			if err != nil {
 				rc.exprError(f.Expr, err)
 				continue
 			}
-			r.Emits = append(r.Emits, Emit{Name: f.Name.Value, Expr: v})
+			r.Emits = append(r.Emits, Emit{Name: f.Name.Value, Expr: &ValueExpr{v}})
 		}
 	}
 	if rc.c.bad[rd] || rd.Pattern == nil {
@@ -162,7 +162,7 @@ func clausesOf(r *RuleDecl) []*Clause {
 
 // compileConditions compiles every where, or and until expression.
 func (rc *ruleCompiler) compileConditions() {
-	rc.conds = map[*Clause]*BoolExpr{}
+	rc.conds = map[*Clause]*cond.BoolExpr{}
 	if rc.rd.Pattern == nil {
 		return
 	}
@@ -170,7 +170,7 @@ func (rc *ruleCompiler) compileConditions() {
 		if cl.Expr == nil {
 			continue
 		}
-		b, err := CompileBoolExpr(cl.Expr.raw, rc.env)
+		b, err := cond.CompileBoolExpr(cl.Expr.raw, rc.env)
 		if err != nil {
 			rc.exprError(cl.Expr, err)
 			continue
@@ -188,33 +188,19 @@ func (rc *ruleCompiler) cond(cl *Clause) nfa.Condition {
 	return nfa.True
 }
 
-// trailingLocation is the "(line:col)" that expr appends to its messages.
-var trailingLocation = regexp.MustCompile(`\s*\(\d+:\d+\)$`)
-
 // exprError reports an error of the expression x at its place in the
-// file: the expression's position plus the offset the expression compiler
-// gives.
+// file: the expression's position plus the byte offset the expression
+// compiler gives (its errors are *cond.Error, with a message of one line
+// that does not repeat the position).
 func (rc *ruleCompiler) exprError(x *Expr, err error) {
 	rc.failed = true
-	off, msg := 0, err.Error()
-	var xe *ExprError
-	if errors.As(err, &xe) {
-		off, msg = min(max(xe.Offset, 0), len(x.raw)), xe.Msg
+	var ce *cond.Error
+	if !errors.As(err, &ce) {
+		rc.c.errorf(x.Pos, "internal error: %v", err)
+		return
 	}
-	rc.c.errorf(x.Pos+Pos(off), "%s", cleanExprMsg(msg))
-}
-
-// cleanExprMsg keeps the first line of an expression compiler's message,
-// without the location expr adds (the error already points at the fault)
-// and without the condition's source.
-func cleanExprMsg(msg string) string {
-	msg, _, _ = strings.Cut(msg, "\n")
-	if rest, ok := strings.CutPrefix(msg, "rules: condition "); ok {
-		if i := strings.Index(rest, `": `); i >= 0 {
-			msg = rest[i+3:]
-		}
-	}
-	return trailingLocation.ReplaceAllString(msg, "")
+	off := min(max(ce.Offset, 0), len(x.raw))
+	rc.c.errorf(x.Pos+Pos(off), "%s", ce.Msg)
 }
 
 // build builds the elements with the nfa builder and returns the last

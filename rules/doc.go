@@ -16,15 +16,17 @@
 //     inferred from the identifiers expressions read), the shape of
 //     patterns.
 //   - compile.go: conditions and emits through the expression compiler
-//     (exprapi.go), patterns through the nfa builder, errors of both mapped
-//     back into the file; [Compile], [Load].
+//     (rules/internal/cond), patterns through the nfa builder, errors of
+//     both mapped back into the file; [Compile], [Load].
 //   - filetests.go, decode.go: the tests written in a file, and the
 //     decoding of JSON events by a ruleset's schema.
 //   - pos.go, errors.go: positions, [Error] and [ErrorList].
 //
-// The expression compiler (exprapi.go and the cond*.go files) turns
-// expr-lang expressions into closures over the flat event record; the
-// front end calls only the contract in exprapi.go.
+// The expression compiler, package rules/internal/cond, turns expr-lang
+// expressions into closures over the flat event record; the front end calls
+// only its API (cond's api.go), and places its errors (*cond.Error: an
+// offset into the expression and a message) in the file. expr.go holds
+// what package rules exports of it: [ValueExpr] and [CompileCondition].
 //
 // # Invariants
 //
@@ -43,5 +45,6 @@
 //
 // # Imports
 //
-// Package rules imports event, nfa and github.com/expr-lang/expr.
+// Package rules imports event, event/jsonev, nfa and rules/internal/cond,
+// which alone imports github.com/expr-lang/expr.
 package rules

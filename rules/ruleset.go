@@ -6,6 +6,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/rules/internal/cond"
 )
 
 // Ruleset is a compiled ruleset file. It is immutable and safe for
@@ -102,7 +103,7 @@ type Rule struct {
 	// the declared schema and Source. Alert ids are derived from it.
 	Hash string
 
-	conds []*BoolExpr
+	conds []*cond.BoolExpr
 }
 
 // Emit is one emitted field of a rule: a name and the expression that

@@ -36,13 +36,15 @@ var importRules = map[string]importRule{
 	"event": {},
 	// The one JSON codec of events, alerts, late events and dead letters:
 	// a leaf over event.
-	"event/jsonev":  {imports: []string{"event"}},
-	"nfa":           {imports: []string{"event"}},
-	"rules":         {imports: []string{"event", "event/jsonev", "nfa"}},
-	"runtime":       {imports: []string{"event", "event/jsonev", "runtime/state"}},
-	"runtime/state": {imports: []string{"event"}},
-	"runtime/kafka": {imports: []string{"event", "runtime", "runtime/state"}},
-	"enrich":        {imports: []string{"event"}},
+	"event/jsonev": {imports: []string{"event"}},
+	"nfa":          {imports: []string{"event"}},
+	"rules":        {imports: []string{"event", "event/jsonev", "nfa", "rules/internal/cond"}},
+	// The expression compiler of the rule language, behind rules.
+	"rules/internal/cond": {imports: []string{"event", "nfa"}},
+	"runtime":             {imports: []string{"event", "event/jsonev", "runtime/state"}},
+	"runtime/state":       {imports: []string{"event"}},
+	"runtime/kafka":       {imports: []string{"event", "runtime", "runtime/state"}},
+	"enrich":              {imports: []string{"event"}},
 	"cep": {imports: []string{
 		"event", "event/jsonev", "nfa", "rules", "runtime", "runtime/state", "runtime/kafka", "enrich",
 	}},
@@ -78,7 +80,7 @@ var defaultRule = importRule{imports: []string{"event"}}
 // (directories relative to the module root) that may import it or any
 // package below it, tests included.
 var heavyDeps = map[string][]string{
-	"github.com/expr-lang/expr":     {"rules"},
+	"github.com/expr-lang/expr":     {"rules/internal/cond"},
 	"github.com/cockroachdb/pebble": {"runtime/state"},
 	"github.com/redis/go-redis":     {"enrich"},
 	"github.com/twmb/franz-go":      {"runtime/kafka"},
@@ -362,7 +364,7 @@ func TestCheckFile(t *testing.T) {
 		},
 		{
 			name: "heavy dependencies in their own packages",
-			file: goFile{name: "rules/r_test.go", dir: "rules", test: true, imports: []goImport{
+			file: goFile{name: "rules/internal/cond/c_test.go", dir: "rules/internal/cond", test: true, imports: []goImport{
 				{path: "github.com/expr-lang/expr"}, {path: "github.com/expr-lang/expr/vm"},
 			}},
 		},

@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"fmt"
@@ -12,50 +12,11 @@ import (
 	"github.com/cepheus-cep/cepheus/nfa"
 )
 
-// This file is the contract between the rule-language front end (lexer,
-// parser, checker, compiler) and the expression compiler. The front end
-// calls only what is declared here.
-//
-// Expressions are expr-lang source (https://expr-lang.org). They compile
-// to Go closures over the flat event record: field names become slots and
-// stage names stage indexes when the rule compiles, and each node is
-// type-checked against the schema. The few constructs the compiler does
-// not handle natively (see [BoolExpr.Fast]) run on expr's VM instead,
-// with the same results. Evaluation follows expr's semantics with every
-// field typed any, so a null field is expr's nil: name == "a" is false when
-// name is null, and null > 1 or null + 1 is a run-time error.
-//
-// Inside a condition a stage name x means the events stage x has taken so
-// far in the partial match under test (not the event under test):
-//
-//	x.f                   field f of the last event of x; null when x took none
-//	count(x), len(x)      the number of events of x
-//	sum(x.f), avg(x.f), min(x.f), max(x.f), first(x.f), last(x.f)
-//	                      aggregates of field f over all events of x
-//	x                     the list of events (stage("x") and ctx("x") too, for any name)
-//	x[i].f, first(x).f    one event (a negative index counts from the end)
-//	map(x, .f), any(x, .f > 1), all, none, one, count(x, .f > 1), sum(x, .f)
-//
-// Aggregates follow expr's: sum adds with + from int 0 (a null or a string
-// is an error), avg (expr's mean) is 0.0 over no values, min and max are
-// null over no values. count(list) is the number of elements (expr's count
-// without a predicate counts the true elements; write count(list, #) for
-// that). In an emit expression the same forms read the complete match;
-// the fields of an event under test do not exist there, so a bare field
-// name is an error.
-//
-// The wall-clock and time builtins (now, date, duration) are refused.
-//
-// The compiled closures follow expr's optimised programs, including the
-// rewrites that decide results (x && false is false without evaluating x).
-// Where expr's optimiser or checker depart from expr's own semantics, the
-// closures keep the semantics (TestCondKnownDivergences lists the cases):
-// x in a list of literals compares with ==, where expr looks a null x up as
-// "" or 0, and == compares the values where expr's checker mistypes an
-// operand and fails.
+// This file is the package's API: what the rule-language front end
+// (package rules) calls.
 
-// ExprEnv is what an expression of a rule may reference.
-type ExprEnv struct {
+// Env is what an expression of a rule may reference.
+type Env struct {
 	// Schema gives the fields in slot order. A field of kind KindNull is
 	// untyped (any value).
 	Schema *event.Schema
@@ -68,31 +29,37 @@ type ExprEnv struct {
 	Stages []string
 }
 
-// ExprError is an error inside an expression: Offset is a byte offset into
-// the expression source (the front end adds the expression's position in the
-// file), End the byte offset just past the fault when known (0 otherwise).
-// Compile errors and run-time errors ([BoolExpr.LastError]) both have this
-// type.
-type ExprError struct {
+// Error is an error inside an expression. Compile errors and run-time
+// errors ([BoolExpr.LastError], [ValueExpr.Eval]) both have this type, and
+// every error of [CompileBoolExpr], [CompileValueExpr], [Identifiers] and
+// [MemberNames] is one, so a front end places it in its file from Offset
+// and prints Msg as it is.
+type Error struct {
+	// Offset is the byte offset of the fault in the expression source, in
+	// [0, len(src)] (the front end adds the expression's position).
 	Offset int
-	End    int
-	Msg    string
+	// End is the byte offset just past the fault when known, 0 otherwise.
+	End int
+	// Msg is the message: one line, without the position (neither the
+	// "(line:col)" nor the snippet that expr's own errors print).
+	Msg string
 }
 
-func (e *ExprError) Error() string { return fmt.Sprintf("offset %d: %s", e.Offset, e.Msg) }
+// Error returns "offset N: " and the message.
+func (e *Error) Error() string { return fmt.Sprintf("offset %d: %s", e.Offset, e.Msg) }
 
 // BoolExpr is a compiled condition; it implements [nfa.Condition]. It is
 // immutable apart from its error counter and safe for concurrent use.
 type BoolExpr struct {
 	src     string
-	test    condBoolFn // prog.test, nil on the VM: called directly on the hot path
-	prog    *condProgram
+	test    boolFn // prog.test, nil on the VM: called directly on the hot path
+	prog    *compiledProgram
 	errs    atomic.Uint64
-	lastErr atomic.Pointer[ExprError]
+	lastErr atomic.Pointer[Error]
 }
 
-// CompileBoolExpr compiles a condition. Errors are *ExprError.
-func CompileBoolExpr(src string, env *ExprEnv) (*BoolExpr, error) {
+// CompileBoolExpr compiles a condition. Errors are *Error.
+func CompileBoolExpr(src string, env *Env) (*BoolExpr, error) {
 	p, err := compileCond(src, env, false, false)
 	if err != nil {
 		return nil, err
@@ -111,11 +78,11 @@ func (b *BoolExpr) Condition() nfa.Condition { return b }
 // run-time error whose message depends on the values.
 func (b *BoolExpr) Eval(ev *event.Event, ctx *nfa.Context) bool {
 	if ev == nil {
-		ev = &condNoEvent
+		ev = &noEvent
 	}
-	fr := condFrame{ev: ev, stages: ctx}
+	fr := frame{ev: ev, stages: ctx}
 	var ok bool
-	var err *ExprError
+	var err *Error
 	if b.test != nil {
 		ok, err = b.test(fr)
 	} else {
@@ -132,7 +99,7 @@ func (b *BoolExpr) Eval(ev *event.Event, ctx *nfa.Context) bool {
 // Errors returns the number of evaluations that failed at run time.
 func (b *BoolExpr) Errors() uint64 { return b.errs.Load() }
 
-// LastError returns the most recent run-time error (an *ExprError), or
+// LastError returns the most recent run-time error (an *Error), or
 // nil.
 func (b *BoolExpr) LastError() error {
 	if e := b.lastErr.Load(); e != nil {
@@ -163,15 +130,15 @@ func (b *BoolExpr) Fallback() string { return b.prog.fallback }
 // It is immutable apart from its error counter and safe for concurrent use.
 type ValueExpr struct {
 	src     string
-	prog    *condProgram
+	prog    *compiledProgram
 	errs    atomic.Uint64
-	lastErr atomic.Pointer[ExprError]
+	lastErr atomic.Pointer[Error]
 }
 
 // CompileValueExpr compiles an emit expression. It reads stages only (a
 // bare field name is an error: there is no event under test) and yields a
-// single value (bool, int, float, string or null). Errors are *ExprError.
-func CompileValueExpr(src string, env *ExprEnv) (*ValueExpr, error) {
+// single value (bool, int, float, string or null). Errors are *Error.
+func CompileValueExpr(src string, env *Env) (*ValueExpr, error) {
 	p, err := compileCond(src, env, true, false)
 	if err != nil {
 		return nil, err
@@ -180,9 +147,9 @@ func CompileValueExpr(src string, env *ExprEnv) (*ValueExpr, error) {
 }
 
 // Eval evaluates the expression over a match (events by stage position).
-// A run-time error is returned as an *ExprError and counted by Errors.
+// A run-time error is returned as an *Error and counted by Errors.
 func (v *ValueExpr) Eval(match [][]*event.Event) (event.Value, error) {
-	val, err := v.prog.evalValue(condFrame{ev: &condNoEvent, stages: condMatch(match)})
+	val, err := v.prog.evalValue(frame{ev: &noEvent, stages: matchStages(match)})
 	if err != nil {
 		v.errs.Add(1)
 		v.lastErr.Store(err)
@@ -194,7 +161,7 @@ func (v *ValueExpr) Eval(match [][]*event.Event) (event.Value, error) {
 // Errors returns the number of evaluations that failed at run time.
 func (v *ValueExpr) Errors() uint64 { return v.errs.Load() }
 
-// LastError returns the most recent run-time error (an *ExprError), or
+// LastError returns the most recent run-time error (an *Error), or
 // nil.
 func (v *ValueExpr) LastError() error {
 	if e := v.lastErr.Load(); e != nil {
@@ -213,13 +180,13 @@ func (v *ValueExpr) Fast() bool { return v.prog.vm == nil }
 // is empty when Fast.
 func (v *ValueExpr) Fallback() string { return v.prog.fallback }
 
-// ExprIdentifiers returns the free identifiers an expression reads (field or
+// Identifiers returns the free identifiers an expression reads (field or
 // stage names), sorted and unique, so that the front end can build the
 // schema of a ruleset that declares none. Builtin function names, closure
 // members (.price in map(xs, .price)), the names of let declarations and
-// ctx/stage arguments are not identifiers. Errors are *ExprError.
-func ExprIdentifiers(src string) ([]string, error) {
-	tree, err := condParseNames(src)
+// ctx/stage arguments are not identifiers. Errors are *Error.
+func Identifiers(src string) ([]string, error) {
+	tree, err := parseNames(src)
 	if err != nil {
 		return nil, err
 	}
@@ -250,21 +217,21 @@ func ExprIdentifiers(src string) ([]string, error) {
 			walk(n.Expr, inner)
 			return
 		}
-		for _, k := range condChildren(n) {
+		for _, k := range childrenOf(n) {
 			walk(k, bound)
 		}
 	}
 	walk(tree.Node, nil)
-	return condSortedKeys(seen), nil
+	return sortedKeys(seen), nil
 }
 
-// ExprMemberNames returns the names an expression reads as members (f in
+// MemberNames returns the names an expression reads as members (f in
 // x.f, .f, x[0].f), sorted and unique. In the rule language these are
 // fields of stage events, so a front end that infers the schema of a
 // ruleset without one must add them to the identifiers of
-// [ExprIdentifiers] (minus the stage names). Errors are *ExprError.
-func ExprMemberNames(src string) ([]string, error) {
-	tree, err := condParseNames(src)
+// [Identifiers] (minus the stage names). Errors are *Error.
+func MemberNames(src string) ([]string, error) {
+	tree, err := parseNames(src)
 	if err != nil {
 		return nil, err
 	}
@@ -276,17 +243,17 @@ func ExprMemberNames(src string) ([]string, error) {
 				seen[s.Value] = true
 			}
 		}
-		for _, k := range condChildren(n) {
+		for _, k := range childrenOf(n) {
 			if k != nil {
 				walk(k)
 			}
 		}
 	}
 	walk(tree.Node)
-	return condSortedKeys(seen), nil
+	return sortedKeys(seen), nil
 }
 
-func condParseNames(src string) (*parser.Tree, error) {
+func parseNames(src string) (*parser.Tree, error) {
 	tree, err := parser.Parse(src)
 	if err != nil {
 		s := newCondSource(src)
@@ -295,7 +262,7 @@ func condParseNames(src string) (*parser.Tree, error) {
 	return tree, nil
 }
 
-func condSortedKeys(m map[string]bool) []string {
+func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"reflect"
@@ -6,15 +6,15 @@ import (
 )
 
 func TestExprIdentifiers(t *testing.T) {
-	got, err := ExprIdentifiers(`amount > 5 && len(ctx("a")) == 2 && sum(map(xs, .price)) < amount && upper(country) == "FR"`)
+	got, err := Identifiers(`amount > 5 && len(ctx("a")) == 2 && sum(map(xs, .price)) < amount && upper(country) == "FR"`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"amount", "country", "xs"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ExprIdentifiers = %q, want %q", got, want)
+		t.Errorf("Identifiers = %q, want %q", got, want)
 	}
-	if _, err := ExprIdentifiers(`amount >`); err == nil {
+	if _, err := Identifiers(`amount >`); err == nil {
 		t.Error("parse error not reported")
 	}
 }

@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"testing"
@@ -29,7 +29,7 @@ const (
 )
 
 func benchCompiled(b *testing.B, src string) {
-	c, err := CompileBoolExpr(src, &ExprEnv{Schema: benchSchema, Declared: true})
+	c, err := CompileBoolExpr(src, &Env{Schema: benchSchema, Declared: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func BenchmarkCondCompoundVM(b *testing.B) { benchVM(b, benchCompound) }
 // BenchmarkCondStageAggregate reads earlier stages: the sum of a field over
 // the events of a loop, compared with the event under test.
 func BenchmarkCondStageAggregate(b *testing.B) {
-	env := &ExprEnv{Schema: benchSchema, Declared: true, Stages: []string{"small", "big"}}
+	env := &Env{Schema: benchSchema, Declared: true, Stages: []string{"small", "big"}}
 	c, err := CompileBoolExpr(`amount > 3 * avg(small.amount) && count(small) >= 3`, env)
 	if err != nil {
 		b.Fatal(err)
@@ -78,7 +78,7 @@ func BenchmarkCondStageAggregate(b *testing.B) {
 		e.Fields[1] = event.Float(float64(10 + i))
 		small = append(small, e)
 	}
-	fr := condFrame{ev: benchEvent(), stages: condMatch{small, nil}}
+	fr := frame{ev: benchEvent(), stages: matchStages{small, nil}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if ok, err := c.prog.evalBool(fr); !ok || err != nil {

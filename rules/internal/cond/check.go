@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"errors"
@@ -19,20 +19,20 @@ import (
 // expr's parser, expr's constant folding, name resolution (fields, stages,
 // functions) with suggestions, the refusal of wall-clock builtins, and the
 // scan that decides whether an expression compiles natively or falls back
-// to expr's VM. Errors are *ExprError with byte offsets into the source.
+// to expr's VM. Errors are *Error with byte offsets into the source.
 
-// condCompiler holds the state of one compilation. It is discarded
+// compiler holds the state of one compilation. It is discarded
 // afterwards: the closures it builds capture only what they need.
-type condCompiler struct {
-	condSource
-	env    *ExprEnv
+type compiler struct {
+	source
+	env    *Env
 	emit   bool           // an emit expression: no event under test
 	stages map[string]int // stage name -> index
 	preds  int            // depth of predicates over stage events
 }
 
-func newCondCompiler(src string, env *ExprEnv, emit bool) *condCompiler {
-	c := &condCompiler{condSource: newCondSource(src), env: env, emit: emit, stages: make(map[string]int, len(env.Stages))}
+func newCondCompiler(src string, env *Env, emit bool) *compiler {
+	c := &compiler{source: newCondSource(src), env: env, emit: emit, stages: make(map[string]int, len(env.Stages))}
 	for i, s := range env.Stages {
 		if _, dup := c.stages[s]; !dup {
 			c.stages[s] = i
@@ -41,15 +41,15 @@ func newCondCompiler(src string, env *ExprEnv, emit bool) *condCompiler {
 	return c
 }
 
-// condSource is the source of an expression, to convert expr's locations
+// source is the source of an expression, to convert expr's locations
 // (rune indexes) to byte offsets.
-type condSource struct {
+type source struct {
 	src   string
 	runes []int // byte offset of each rune index; nil for ASCII
 }
 
-func newCondSource(src string) condSource {
-	s := condSource{src: src}
+func newCondSource(src string) source {
+	s := source{src: src}
 	for i, r := range src {
 		if r >= utf8.RuneSelf && s.runes == nil {
 			s.runes = make([]int, 0, len(src))
@@ -65,7 +65,7 @@ func newCondSource(src string) condSource {
 }
 
 // byteOffset converts a rune index of expr's locations to a byte offset.
-func (s *condSource) byteOffset(r int) int {
+func (s *source) byteOffset(r int) int {
 	switch {
 	case r < 0:
 		return 0
@@ -77,36 +77,36 @@ func (s *condSource) byteOffset(r int) int {
 	return s.runes[r]
 }
 
-// condSite is the source range of a node whose evaluation can fail.
-type condSite struct{ off, end int }
+// errSite is the source range of a node whose evaluation can fail.
+type errSite struct{ off, end int }
 
-func (s condSite) fail(format string, args ...any) *ExprError {
-	return &ExprError{Offset: s.off, End: s.end, Msg: fmt.Sprintf(format, args...)}
+func (s errSite) fail(format string, args ...any) *Error {
+	return &Error{Offset: s.off, End: s.end, Msg: fmt.Sprintf(format, args...)}
 }
 
 // site is where errors about node n point: the operator of a binary
 // node, the whole node otherwise.
-func (c *condCompiler) site(n ast.Node) condSite {
+func (c *compiler) site(n ast.Node) errSite {
 	loc := n.Location()
 	if _, ok := n.(*ast.BinaryNode); !ok {
-		loc = condSpan(n)
+		loc = span(n)
 	}
 	off, end := c.byteOffset(loc.From), c.byteOffset(loc.To)
 	if end < off {
 		end = 0
 	}
-	return condSite{off: off, end: end}
+	return errSite{off: off, end: end}
 }
 
-// condSpan is the range of runes covered by n and its children (without
+// span is the range of runes covered by n and its children (without
 // enclosing parentheses, which have no node).
-func condSpan(n ast.Node) file.Location {
+func span(n ast.Node) file.Location {
 	loc := n.Location()
-	for _, k := range condChildren(n) {
+	for _, k := range childrenOf(n) {
 		if k == nil {
 			continue
 		}
-		kl := condSpan(k)
+		kl := span(k)
 		if kl.To <= kl.From {
 			continue
 		}
@@ -121,8 +121,8 @@ func condSpan(n ast.Node) file.Location {
 
 // text is the source of n for messages: the source text when it can be
 // cut out cleanly, expr's printing of the node otherwise.
-func (c *condCompiler) text(n ast.Node) string {
-	loc := condSpan(n)
+func (c *compiler) text(n ast.Node) string {
+	loc := span(n)
 	off, end := c.byteOffset(loc.From), c.byteOffset(loc.To)
 	if off < end {
 		t := c.src[off:end]
@@ -148,22 +148,30 @@ func (c *condCompiler) text(n ast.Node) string {
 // errorf returns an error at node n. Run-time errors are made at compile
 // time with it where their text is fixed, so that failing evaluations do
 // not allocate.
-func (c *condCompiler) errorf(n ast.Node, format string, args ...any) *ExprError {
+func (c *compiler) errorf(n ast.Node, format string, args ...any) *Error {
 	return c.site(n).fail(format, args...)
 }
 
 // fromFileError converts an error of expr (parser, checker, VM) to an
-// *ExprError.
-func (s *condSource) fromFileError(err error) *ExprError {
+// *Error.
+func (s *source) fromFileError(err error) *Error {
 	var fe *file.Error
 	if !errors.As(err, &fe) {
-		return &ExprError{Offset: 0, End: len(s.src), Msg: err.Error()}
+		return &Error{Offset: 0, End: len(s.src), Msg: firstLine(err.Error())}
 	}
-	site := condSite{off: s.byteOffset(fe.From), end: s.byteOffset(fe.To)}
+	site := errSite{off: s.byteOffset(fe.From), end: s.byteOffset(fe.To)}
 	if site.end < site.off {
 		site.end = 0
 	}
-	return site.fail("%s", fe.Message)
+	// fe.Message is expr's message without the location and the snippet
+	// that fe.Error() adds: the offsets carry the position.
+	return site.fail("%s", firstLine(fe.Message))
+}
+
+// firstLine is s up to its first newline: an [Error]'s message is one line.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
 }
 
 // parse parses the source with expr's parser and applies the rewrites of
@@ -171,26 +179,26 @@ func (s *condSource) fromFileError(err error) *ExprError {
 // false without evaluating x), the combination of predicates and the
 // early end of count. The compiled closures then behave as expr's
 // optimised program, errors included.
-func (c *condCompiler) parse() (*parser.Tree, error) {
+func (c *compiler) parse() (*parser.Tree, error) {
 	tree, err := parser.Parse(c.src)
 	if err != nil {
 		return nil, c.fromFileError(err)
 	}
-	f := &condFolder{c: c}
+	f := &folder{c: c}
 	ast.Walk(&tree.Node, f)
 	if f.err != nil {
 		return nil, f.err
 	}
-	ast.Walk(&tree.Node, condCombinePredicates{})
-	ast.Walk(&tree.Node, condCountRewrites{})
+	ast.Walk(&tree.Node, combinePredicates{})
+	ast.Walk(&tree.Node, countRewrites{})
 	return tree, nil
 }
 
-// condRef is what an identifier names: a field slot or a stage index (the
+// nameRef is what an identifier names: a field slot or a stage index (the
 // other is -1).
-type condRef struct{ slot, stage int }
+type nameRef struct{ slot, stage int }
 
-func (c *condCompiler) slot(name string) (int, bool) {
+func (c *compiler) slot(name string) (int, bool) {
 	if c.env.Schema == nil {
 		return 0, false
 	}
@@ -198,29 +206,29 @@ func (c *condCompiler) slot(name string) (int, bool) {
 }
 
 // resolve resolves an identifier.
-func (c *condCompiler) resolve(n *ast.IdentifierNode) (condRef, error) {
+func (c *compiler) resolve(n *ast.IdentifierNode) (nameRef, error) {
 	slot, isField := c.slot(n.Value)
 	stage, isStage := c.stages[n.Value]
 	switch {
 	case isField && isStage:
-		return condRef{}, c.errorf(n, "%s is both a field and a stage: rename one", n.Value)
+		return nameRef{}, c.errorf(n, "%s is both a field and a stage: rename one", n.Value)
 	case isStage:
-		return condRef{slot: -1, stage: stage}, nil
+		return nameRef{slot: -1, stage: stage}, nil
 	case isField && c.emit:
-		return condRef{}, c.errorf(n, "%s is a field of one event, but an emit expression reads the whole match: read it from a stage (%s.%s)",
+		return nameRef{}, c.errorf(n, "%s is a field of one event, but an emit expression reads the whole match: read it from a stage (%s.%s)",
 			n.Value, c.someStage(), n.Value)
 	case isField:
-		return condRef{slot: slot, stage: -1}, nil
+		return nameRef{slot: slot, stage: -1}, nil
 	}
 	what := "name"
 	if c.env.Declared {
 		what = "field"
 	}
-	return condRef{}, c.errorf(n, "unknown %s %s%s", what, n.Value, condSuggest(n.Value, c.names()))
+	return nameRef{}, c.errorf(n, "unknown %s %s%s", what, n.Value, suggest(n.Value, c.names()))
 }
 
 // someStage names a stage for the examples of error messages.
-func (c *condCompiler) someStage() string {
+func (c *compiler) someStage() string {
 	for _, s := range c.env.Stages {
 		if isExprIdent(s) {
 			return s
@@ -230,7 +238,7 @@ func (c *condCompiler) someStage() string {
 }
 
 // names are the identifiers an expression may use, for suggestions.
-func (c *condCompiler) names() []string {
+func (c *compiler) names() []string {
 	var out []string
 	if c.env.Schema != nil && !c.emit {
 		out = append(out, c.env.Schema.Names()...)
@@ -244,7 +252,7 @@ func (c *condCompiler) names() []string {
 }
 
 // field resolves the name of a field read through an event (x.f, .f).
-func (c *condCompiler) field(n ast.Node, name string) (int, error) {
+func (c *compiler) field(n ast.Node, name string) (int, error) {
 	if slot, ok := c.slot(name); ok {
 		return slot, nil
 	}
@@ -252,11 +260,11 @@ func (c *condCompiler) field(n ast.Node, name string) (int, error) {
 	if c.env.Schema != nil {
 		names = c.env.Schema.Names()
 	}
-	return 0, c.errorf(n, "unknown field %s%s", name, condSuggest(name, names))
+	return 0, c.errorf(n, "unknown field %s%s", name, suggest(name, names))
 }
 
 // stageArg resolves the argument of stage("x") or ctx("x").
-func (c *condCompiler) stageArg(n *ast.CallNode) (int, error) {
+func (c *compiler) stageArg(n *ast.CallNode) (int, error) {
 	callee := n.Callee.(*ast.IdentifierNode).Value
 	if len(n.Arguments) != 1 {
 		return 0, c.errorf(n, "%s takes one argument, a stage name", callee)
@@ -267,13 +275,13 @@ func (c *condCompiler) stageArg(n *ast.CallNode) (int, error) {
 	}
 	stage, ok := c.stages[s.Value]
 	if !ok {
-		return 0, c.errorf(s, "unknown stage %q%s", s.Value, condSuggest(s.Value, c.env.Stages))
+		return 0, c.errorf(s, "unknown stage %q%s", s.Value, suggest(s.Value, c.env.Stages))
 	}
 	return stage, nil
 }
 
 // stageRef reports whether n names a stage (x, stage("x"), ctx("x")).
-func (c *condCompiler) stageRef(n ast.Node) (int, bool, error) {
+func (c *compiler) stageRef(n ast.Node) (int, bool, error) {
 	switch n := n.(type) {
 	case *ast.IdentifierNode:
 		if _, isField := c.slot(n.Value); isField {
@@ -290,51 +298,51 @@ func (c *condCompiler) stageRef(n ast.Node) (int, bool, error) {
 	return 0, false, nil
 }
 
-// condRefused are the builtins that would make a condition depend on the
+// refusedBuiltins are the builtins that would make a condition depend on the
 // wall clock or on time values: a replay must give the same answers.
-var condRefused = map[string]string{
+var refusedBuiltins = map[string]string{
 	"now":      "now() is not allowed: it reads the wall clock and breaks replay",
 	"date":     "date() is not allowed: time values break replay; event times are numbers (milliseconds)",
 	"duration": "duration() is not allowed: time values break replay; durations are numbers (milliseconds)",
 }
 
 // refused returns the error for a refused builtin, nil for the others.
-func (c *condCompiler) refused(n ast.Node, name string) error {
-	if msg, ok := condRefused[name]; ok {
+func (c *compiler) refused(n ast.Node, name string) error {
+	if msg, ok := refusedBuiltins[name]; ok {
 		return c.errorf(n, "%s", msg)
 	}
 	return nil
 }
 
-// condFunctions are the function names an expression may call natively,
+// functions are the function names an expression may call natively,
 // for suggestions.
-var condFunctions = func() []string {
+var functions = func() []string {
 	out := []string{"stage", "ctx", "avg", "distance_km"}
-	for name := range condNativeBuiltins {
+	for name := range nativeBuiltins {
 		out = append(out, name)
 	}
-	for name := range condScalarFuncs {
+	for name := range scalarFuncs {
 		out = append(out, name)
 	}
 	sort.Strings(out)
 	return out
 }()
 
-func (c *condCompiler) unknownFunc(id *ast.IdentifierNode) error {
+func (c *compiler) unknownFunc(id *ast.IdentifierNode) error {
 	if err := c.refused(id, id.Value); err != nil {
 		return err
 	}
 	if _, isField := c.slot(id.Value); isField {
 		return c.errorf(id, "%s is a field, not a function", id.Value)
 	}
-	return c.errorf(id, "unknown function %s%s", id.Value, condSuggest(id.Value, condFunctions))
+	return c.errorf(id, "unknown function %s%s", id.Value, suggest(id.Value, functions))
 }
 
 // scan checks the names of the whole tree (also in constructs the compiler
 // leaves to the VM) and reports the first construct that is not compiled
 // natively ("" when none). bound holds the names of enclosing let
 // declarations.
-func (c *condCompiler) scan(n ast.Node, bound map[string]bool) (string, error) {
+func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 	if n == nil {
 		return "", nil
 	}
@@ -344,7 +352,7 @@ func (c *condCompiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 			fallback = what
 		}
 	}
-	children := condChildren(n)
+	children := childrenOf(n)
 	switch n := n.(type) {
 	case *ast.IdentifierNode:
 		if bound[n.Value] {
@@ -369,7 +377,7 @@ func (c *condCompiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 		if err := c.refused(n, n.Name); err != nil {
 			return "", err
 		}
-		if _, ok := condScalarFuncs[n.Name]; !ok && !condNativeBuiltins[n.Name] {
+		if _, ok := scalarFuncs[n.Name]; !ok && !nativeBuiltins[n.Name] {
 			note("builtin " + n.Name)
 		}
 	case *ast.MemberNode:
@@ -428,8 +436,8 @@ func (c *condCompiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 	return fallback, nil
 }
 
-// condChildren returns the children of n, in source order.
-func condChildren(n ast.Node) []ast.Node {
+// childrenOf returns the children of n, in source order.
+func childrenOf(n ast.Node) []ast.Node {
 	switch n := n.(type) {
 	case *ast.UnaryNode:
 		return []ast.Node{n.Node}
@@ -484,15 +492,15 @@ func isExprIdent(s string) bool {
 	return true
 }
 
-// condSuggest returns " (did you mean x?)" for the candidate closest to
+// suggest returns " (did you mean x?)" for the candidate closest to
 // name by edit distance, or "" when none is close.
-func condSuggest(name string, candidates []string) string {
+func suggest(name string, candidates []string) string {
 	best, bestD := "", -1
 	for _, cand := range candidates {
 		if cand == name {
 			continue
 		}
-		d := condEditDistance(strings.ToLower(name), strings.ToLower(cand))
+		d := editDistance(strings.ToLower(name), strings.ToLower(cand))
 		if bestD < 0 || d < bestD {
 			best, bestD = cand, d
 		}
@@ -504,9 +512,9 @@ func condSuggest(name string, candidates []string) string {
 	return fmt.Sprintf(" (did you mean %s?)", best)
 }
 
-// condEditDistance is the Levenshtein distance between a and b, with a
+// editDistance is the Levenshtein distance between a and b, with a
 // transposition of two neighbours counting as one edit.
-func condEditDistance(a, b string) int {
+func editDistance(a, b string) int {
 	x, y := []rune(a), []rune(b)
 	prev2 := make([]int, len(y)+1)
 	prev := make([]int, len(y)+1)
@@ -531,18 +539,18 @@ func condEditDistance(a, b string) int {
 	return prev[len(y)]
 }
 
-// condFolder applies expr's literal folding (expr's optimizer/fold.go) so
+// folder applies expr's literal folding (expr's optimizer/fold.go) so
 // that compiled expressions give the answers of expr's optimised
 // programs: besides arithmetic on literals, x && false is false and
 // x && true is x without the check that x is a bool. The only error it
 // reports is an integer % by a literal zero, which expr refuses to compile.
-type condFolder struct {
-	c   *condCompiler
+type folder struct {
+	c   *compiler
 	err error
 }
 
 // Visit implements ast.Visitor (children are visited first).
-func (f *condFolder) Visit(node *ast.Node) {
+func (f *folder) Visit(node *ast.Node) {
 	if f.err != nil {
 		return
 	}
@@ -577,7 +585,7 @@ func (f *condFolder) Visit(node *ast.Node) {
 	}
 }
 
-func (f *condFolder) binary(n *ast.BinaryNode, replace func(ast.Node), node *ast.Node) {
+func (f *folder) binary(n *ast.BinaryNode, replace func(ast.Node), node *ast.Node) {
 	li, lInt := n.Left.(*ast.IntegerNode)
 	ri, rInt := n.Right.(*ast.IntegerNode)
 	lf, lFloat := n.Left.(*ast.FloatNode)
@@ -591,15 +599,15 @@ func (f *condFolder) binary(n *ast.BinaryNode, replace func(ast.Node), node *ast
 	bothNum := (lInt || lFloat) && (rInt || rFloat)
 	switch n.Operator {
 	case "+", "-", "*":
-		op := condBinaryOps[n.Operator]
+		op := binaryOps[n.Operator]
 		if lInt && rInt {
-			v, _ := condArith(op, event.Int(int64(li.Value)), event.Int(int64(ri.Value)))
+			v, _ := arithmetic(op, event.Int(int64(li.Value)), event.Int(int64(ri.Value)))
 			i, _ := v.AsInt()
 			replace(&ast.IntegerNode{Value: int(i)})
 			return
 		}
 		if bothNum {
-			v, _ := condArith(op, event.Float(num(lInt, li, lf)), event.Float(num(rInt, ri, rf)))
+			v, _ := arithmetic(op, event.Float(num(lInt, li, lf)), event.Float(num(rInt, ri, rf)))
 			x, _ := v.AsFloat()
 			replace(&ast.FloatNode{Value: x})
 			return
@@ -658,15 +666,15 @@ func (f *condFolder) binary(n *ast.BinaryNode, replace func(ast.Node), node *ast
 	}
 }
 
-// condCombinePredicates applies expr's optimizer/predicate_combination.go:
+// combinePredicates applies expr's optimizer/predicate_combination.go:
 // all(x, p) && all(x, q) is all(x, p && q), any(x, p) || any(x, q) is
 // any(x, p || q), none(x, p) && none(x, q) is none(x, p || q). The
 // combined form evaluates p and q element by element, which decides which
 // errors surface.
-type condCombinePredicates struct{}
+type combinePredicates struct{}
 
 // Visit implements ast.Visitor.
-func (v condCombinePredicates) Visit(node *ast.Node) {
+func (v combinePredicates) Visit(node *ast.Node) {
 	op, ok := (*node).(*ast.BinaryNode)
 	if !ok {
 		return
@@ -703,14 +711,14 @@ func (v condCombinePredicates) Visit(node *ast.Node) {
 	*node = merged
 }
 
-// condCountRewrites applies expr's optimizer/count_any.go and
+// countRewrites applies expr's optimizer/count_any.go and
 // count_threshold.go: count(x, p) > 0 (or >= 1) is any(x, p), and
 // count(x, p) compared with a larger literal stops counting at the
 // threshold that decides the comparison.
-type condCountRewrites struct{}
+type countRewrites struct{}
 
 // Visit implements ast.Visitor.
-func (condCountRewrites) Visit(node *ast.Node) {
+func (countRewrites) Visit(node *ast.Node) {
 	bin, ok := (*node).(*ast.BinaryNode)
 	if !ok {
 		return

@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"fmt"
@@ -11,170 +11,162 @@ import (
 )
 
 // This file compiles a parsed, folded and scanned expression (see
-// condcheck.go) into Go closures over a flat event record: field names are
+// check.go) into Go closures over a flat event record: field names are
 // slots, stage names are stage indexes, and each node is type-checked
 // against the schema as it is compiled. What the compiler does not handle
-// natively it reports as *condUnsupported, and the expression falls back to
-// expr's VM (condvm.go). This file holds the machinery and the operators;
-// condstages.go the stage references, lists and builtins.
-//
-// The files of the expression compiler:
-//
-//	exprapi.go    the contract with the front end, and the semantics
-//	cond.go       compile: native, else the VM
-//	condcheck.go  parsing, expr's rewrites, names, errors, the scan
-//	condcompile.go, condstages.go   closures
-//	condvalue.go  operations on values (expr's semantics)
-//	condvm.go     the slow path on expr's VM
+// natively it reports as *unsupportedError, and the expression falls back to
+// expr's VM (vm.go). This file holds the machinery and the operators;
+// stages.go the stage references, lists and builtins (the package doc
+// lists the files).
 
-// condFrame is what one evaluation reads: the event under test (an empty
+// frame is what one evaluation reads: the event under test (an empty
 // event in emit expressions), the events of the stages, and the element of
 // the innermost predicate over a stage (map(x, .f), any(x, ...)). It is
 // passed by value, so an evaluation allocates nothing.
-type condFrame struct {
+type frame struct {
 	ev     *event.Event
-	stages condStages
+	stages stageSource
 	elem   *event.Event
 }
 
-// condStages gives the events of a stage by index: *nfa.Context in a
-// condition, condMatch in an emit expression.
-type condStages interface {
+// stageSource gives the events of a stage by index: *nfa.Context in a
+// condition, matchStages in an emit expression.
+type stageSource interface {
 	EventsAt(stage int) []*event.Event
 }
 
-// condMatch is a complete match, as the stages of an emit expression.
-type condMatch [][]*event.Event
+// matchStages is a complete match, as the stages of an emit expression.
+type matchStages [][]*event.Event
 
-// EventsAt implements condStages.
-func (m condMatch) EventsAt(i int) []*event.Event {
+// EventsAt implements stageSource.
+func (m matchStages) EventsAt(i int) []*event.Event {
 	if i < 0 || i >= len(m) {
 		return nil
 	}
 	return m[i]
 }
 
-// condNoEvent stands for a missing event under test: every field is null.
-var condNoEvent event.Event
+// noEvent stands for a missing event under test: every field is null.
+var noEvent event.Event
 
 type (
-	condValueFn func(fr condFrame) (event.Value, *ExprError)
-	condBoolFn  func(fr condFrame) (bool, *ExprError)
-	condEventFn func(fr condFrame) (*event.Event, *ExprError) // nil: no event
+	valueFn func(fr frame) (event.Value, *Error)
+	boolFn  func(fr frame) (bool, *Error)
+	eventFn func(fr frame) (*event.Event, *Error) // nil: no event
 )
 
-// condType is the static type of a compiled node.
-type condType uint8
+// nodeType is the static type of a compiled node.
+type nodeType uint8
 
 const (
-	condTyAny condType = iota // a scalar whose kind is known only at run time
-	condTyNil                 // the nil literal
-	condTyBool
-	condTyInt
-	condTyFloat
-	condTyString
-	condTyList   // a list of scalars: an array literal, map(x, ...)
-	condTyEvents // the events of a stage
-	condTyEvent  // one event of a stage, or none
+	tyAny nodeType = iota // a scalar whose kind is known only at run time
+	tyNil                 // the nil literal
+	tyBool
+	tyInt
+	tyFloat
+	tyString
+	tyList   // a list of scalars: an array literal, map(x, ...)
+	tyEvents // the events of a stage
+	tyEvent  // one event of a stage, or none
 )
 
-var condTypeNames = [...]string{"any", "nil", "bool", "int", "float", "string", "list", "stage", "event"}
+var typeNames = [...]string{"any", "nil", "bool", "int", "float", "string", "list", "stage", "event"}
 
-func (t condType) String() string { return condTypeNames[t] }
+func (t nodeType) String() string { return typeNames[t] }
 
-func (t condType) scalar() bool  { return t <= condTyString }
-func (t condType) numeric() bool { return t == condTyInt || t == condTyFloat }
+func (t nodeType) scalar() bool  { return t <= tyString }
+func (t nodeType) numeric() bool { return t == tyInt || t == tyFloat }
 
 // numLike and strLike report whether a value of type t may be a number or
 // a string at run time.
-func (t condType) numLike() bool { return t.numeric() || t == condTyAny }
-func (t condType) strLike() bool { return t == condTyString || t == condTyAny }
+func (t nodeType) numLike() bool { return t.numeric() || t == tyAny }
+func (t nodeType) strLike() bool { return t == tyString || t == tyAny }
 
-// condKindType is the static type of a value of kind k.
-func condKindType(k event.Kind) condType {
+// typeOfKind is the static type of a value of kind k.
+func typeOfKind(k event.Kind) nodeType {
 	switch k {
 	case event.KindBool:
-		return condTyBool
+		return tyBool
 	case event.KindInt:
-		return condTyInt
+		return tyInt
 	case event.KindFloat:
-		return condTyFloat
+		return tyFloat
 	case event.KindString:
-		return condTyString
+		return tyString
 	}
-	return condTyNil
+	return tyNil
 }
 
-// condLeafKind says how a scalar node is read.
-type condLeafKind uint8
+// leafKind says how a scalar node is read.
+type leafKind uint8
 
 const (
-	condLeafFn    condLeafKind = iota // call fn
-	condLeafConst                     // the constant c
-	condLeafField                     // field slot of the event under test
-	condLeafElem                      // field slot of the predicate element
+	leafFn    leafKind = iota // call fn
+	leafConst                 // the constant c
+	leafField                 // field slot of the event under test
+	leafElem                  // field slot of the predicate element
 )
 
-// condLeaf reads a scalar. Constants and fields are read inline by the
+// leafNode reads a scalar. Constants and fields are read inline by the
 // parent node, without a call.
-type condLeaf struct {
-	kind condLeafKind
+type leafNode struct {
+	kind leafKind
 	slot int
 	c    event.Value
-	fn   condValueFn
+	fn   valueFn
 }
 
-func (l *condLeaf) get(fr condFrame) (event.Value, *ExprError) {
+func (l *leafNode) get(fr frame) (event.Value, *Error) {
 	switch l.kind {
-	case condLeafField:
+	case leafField:
 		return fr.ev.Field(l.slot), nil
-	case condLeafConst:
+	case leafConst:
 		return l.c, nil
-	case condLeafElem:
+	case leafElem:
 		return fr.elem.Field(l.slot), nil
 	}
 	return l.fn(fr)
 }
 
-// condNode is a compiled node.
-type condNode struct {
+// compiledNode is a compiled node.
+type compiledNode struct {
 	src ast.Node
-	typ condType
+	typ nodeType
 	// Scalars: how to read the value, and optionally a direct boolean form
 	// (comparisons and logic), built for the context it is used in.
-	leaf condLeaf
-	test func(nullOK bool) condBoolFn
-	// condTyEvents: the stage.
+	leaf leafNode
+	test func(nullOK bool) boolFn
+	// tyEvents: the stage.
 	stage int
-	// condTyEvent.
-	event condEventFn
-	// condTyList.
-	list *condList
+	// tyEvent.
+	event eventFn
+	// tyList.
+	list *scalarList
 	// chain is set on && and || nodes.
-	chain *condChain
+	chain *logicChain
 }
 
-func (n *condNode) isConst() bool { return n.leaf.kind == condLeafConst && n.typ.scalar() }
+func (n *compiledNode) isConst() bool { return n.leaf.kind == leafConst && n.typ.scalar() }
 
 // value returns a function that evaluates a scalar node.
-func (n *condNode) value() condValueFn {
+func (n *compiledNode) value() valueFn {
 	switch l := n.leaf; l.kind {
-	case condLeafConst:
-		return func(condFrame) (event.Value, *ExprError) { return l.c, nil }
-	case condLeafField:
-		return func(fr condFrame) (event.Value, *ExprError) { return fr.ev.Field(l.slot), nil }
-	case condLeafElem:
-		return func(fr condFrame) (event.Value, *ExprError) { return fr.elem.Field(l.slot), nil }
+	case leafConst:
+		return func(frame) (event.Value, *Error) { return l.c, nil }
+	case leafField:
+		return func(fr frame) (event.Value, *Error) { return fr.ev.Field(l.slot), nil }
+	case leafElem:
+		return func(fr frame) (event.Value, *Error) { return fr.elem.Field(l.slot), nil }
 	}
 	return n.leaf.fn
 }
 
-// condList is a list of scalars, read by index so that nothing is
+// scalarList is a list of scalars, read by index so that nothing is
 // materialised.
-type condList struct {
-	elem condType
-	n    func(fr condFrame) int
-	at   func(fr condFrame, i int) (event.Value, *ExprError)
+type scalarList struct {
+	elem nodeType
+	n    func(fr frame) int
+	at   func(fr frame, i int) (event.Value, *Error)
 	// pure lists never fail to produce an element; the others (map with a
 	// failing predicate, an array of failing expressions) are evaluated in
 	// full before one element is used, as expr does.
@@ -185,7 +177,7 @@ type condList struct {
 
 // check evaluates every element of an impure list and returns the first
 // error.
-func (l *condList) check(fr condFrame) *ExprError {
+func (l *scalarList) check(fr frame) *Error {
 	if l.pure {
 		return nil
 	}
@@ -197,46 +189,46 @@ func (l *condList) check(fr condFrame) *ExprError {
 	return nil
 }
 
-// condUnsupported is returned by the compiler for a construct it leaves
+// unsupportedError is returned by the compiler for a construct it leaves
 // to expr's VM.
-type condUnsupported struct{ what string }
+type unsupportedError struct{ what string }
 
-func (u *condUnsupported) Error() string { return "not compiled natively: " + u.what }
+func (u *unsupportedError) Error() string { return "not compiled natively: " + u.what }
 
 func unsupported(format string, args ...any) error {
-	return &condUnsupported{what: fmt.Sprintf(format, args...)}
+	return &unsupportedError{what: fmt.Sprintf(format, args...)}
 }
 
 // constant returns a constant node.
-func (c *condCompiler) constant(src ast.Node, v event.Value) *condNode {
-	return &condNode{src: src, typ: condKindType(v.Kind()), leaf: condLeaf{kind: condLeafConst, c: v}}
+func (c *compiler) constant(src ast.Node, v event.Value) *compiledNode {
+	return &compiledNode{src: src, typ: typeOfKind(v.Kind()), leaf: leafNode{kind: leafConst, c: v}}
 }
 
 // scalar returns a computed node of type typ. When it has operands and
 // every one is a constant, it evaluates fn once and returns the result as
 // a constant (unless that fails: the failure then happens at run time, as
 // in expr).
-func (c *condCompiler) scalar(src ast.Node, typ condType, fn condValueFn, operands ...*condNode) *condNode {
+func (c *compiler) scalar(src ast.Node, typ nodeType, fn valueFn, operands ...*compiledNode) *compiledNode {
 	folded := len(operands) > 0
 	for _, o := range operands {
 		folded = folded && o.isConst()
 	}
 	if folded {
-		if v, err := fn(condFrame{ev: &condNoEvent, stages: condMatch(nil)}); err == nil {
+		if v, err := fn(frame{ev: &noEvent, stages: matchStages(nil)}); err == nil {
 			return c.constant(src, v)
 		}
 	}
-	return &condNode{src: src, typ: typ, leaf: condLeaf{kind: condLeafFn, fn: fn}}
+	return &compiledNode{src: src, typ: typ, leaf: leafNode{kind: leafFn, fn: fn}}
 }
 
 // boolean returns a node of type bool with a direct boolean form.
-func (c *condCompiler) boolean(src ast.Node, t condBoolFn, operands ...*condNode) *condNode {
-	n := c.scalar(src, condTyBool, func(fr condFrame) (event.Value, *ExprError) {
+func (c *compiler) boolean(src ast.Node, t boolFn, operands ...*compiledNode) *compiledNode {
+	n := c.scalar(src, tyBool, func(fr frame) (event.Value, *Error) {
 		b, err := t(fr)
 		return event.Bool(b), err
 	}, operands...)
 	if !n.isConst() {
-		n.test = func(bool) condBoolFn { return t }
+		n.test = func(bool) boolFn { return t }
 	}
 	return n
 }
@@ -244,33 +236,33 @@ func (c *condCompiler) boolean(src ast.Node, t condBoolFn, operands ...*condNode
 // boolOf returns the boolean form of a scalar node. A value that is not a
 // bool is an error, except null when nullOK (at the top of a condition,
 // where expr's final cast turns nil into false).
-func (c *condCompiler) boolOf(n *condNode, nullOK bool) condBoolFn {
+func (c *compiler) boolOf(n *compiledNode, nullOK bool) boolFn {
 	if n.test != nil {
 		return n.test(nullOK)
 	}
 	errNull := c.errorf(n.src, "%s is null", c.text(n.src))
 	errNotBool := c.errorf(n.src, "%s is not a bool", c.text(n.src))
-	if n.leaf.kind == condLeafConst {
+	if n.leaf.kind == leafConst {
 		v := n.leaf.c
-		return func(condFrame) (bool, *ExprError) { return condAsBool(v, nullOK, errNull, errNotBool) }
+		return func(frame) (bool, *Error) { return asBool(v, nullOK, errNull, errNotBool) }
 	}
-	if n.leaf.kind == condLeafField {
+	if n.leaf.kind == leafField {
 		slot := n.leaf.slot
-		return func(fr condFrame) (bool, *ExprError) {
-			return condAsBool(fr.ev.Field(slot), nullOK, errNull, errNotBool)
+		return func(fr frame) (bool, *Error) {
+			return asBool(fr.ev.Field(slot), nullOK, errNull, errNotBool)
 		}
 	}
 	v := n.value()
-	return func(fr condFrame) (bool, *ExprError) {
+	return func(fr frame) (bool, *Error) {
 		x, err := v(fr)
 		if err != nil {
 			return false, err
 		}
-		return condAsBool(x, nullOK, errNull, errNotBool)
+		return asBool(x, nullOK, errNull, errNotBool)
 	}
 }
 
-func condAsBool(v event.Value, nullOK bool, errNull, errNotBool *ExprError) (bool, *ExprError) {
+func asBool(v event.Value, nullOK bool, errNull, errNotBool *Error) (bool, *Error) {
 	if b, ok := v.AsBool(); ok {
 		return b, nil
 	}
@@ -284,7 +276,7 @@ func condAsBool(v event.Value, nullOK bool, errNull, errNotBool *ExprError) (boo
 }
 
 // compile compiles one node.
-func (c *condCompiler) compile(n ast.Node) (*condNode, error) {
+func (c *compiler) compile(n ast.Node) (*compiledNode, error) {
 	switch n := n.(type) {
 	case *ast.NilNode:
 		return c.constant(n, event.Null), nil
@@ -321,59 +313,59 @@ func (c *condCompiler) compile(n ast.Node) (*condNode, error) {
 }
 
 // compileScalar compiles a node that must be a scalar.
-func (c *condCompiler) compileScalar(n ast.Node) (*condNode, error) {
+func (c *compiler) compileScalar(n ast.Node) (*compiledNode, error) {
 	x, err := c.compile(n)
 	if err != nil {
 		return nil, err
 	}
 	switch x.typ {
-	case condTyEvents:
+	case tyEvents:
 		t := c.text(n)
 		return nil, c.errorf(n, "%s is the list of events of a stage: read a field (%s.field), or count(%s)", t, t, t)
-	case condTyEvent:
+	case tyEvent:
 		t := c.text(n)
 		return nil, c.errorf(n, "%s is an event: read one of its fields (%s.field)", t, t)
-	case condTyList:
+	case tyList:
 		return nil, c.errorf(n, "%s is a list, not a single value", c.text(n))
 	}
 	return x, nil
 }
 
-func (c *condCompiler) ident(n *ast.IdentifierNode) (*condNode, error) {
+func (c *compiler) ident(n *ast.IdentifierNode) (*compiledNode, error) {
 	r, err := c.resolve(n)
 	if err != nil {
 		return nil, err
 	}
 	if r.stage >= 0 {
-		return &condNode{src: n, typ: condTyEvents, stage: r.stage}, nil
+		return &compiledNode{src: n, typ: tyEvents, stage: r.stage}, nil
 	}
-	return &condNode{src: n, typ: c.fieldType(r.slot), leaf: condLeaf{kind: condLeafField, slot: r.slot}}, nil
+	return &compiledNode{src: n, typ: c.fieldType(r.slot), leaf: leafNode{kind: leafField, slot: r.slot}}, nil
 }
 
 // fieldType is the static type of the field in slot: its declared kind,
 // or any when the ruleset declares no schema or the field no kind.
-func (c *condCompiler) fieldType(slot int) condType {
+func (c *compiler) fieldType(slot int) nodeType {
 	if !c.env.Declared {
-		return condTyAny
+		return tyAny
 	}
-	if t := condKindType(c.env.Schema.Field(slot).Kind); t != condTyNil {
+	if t := typeOfKind(c.env.Schema.Field(slot).Kind); t != tyNil {
 		return t
 	}
-	return condTyAny
+	return tyAny
 }
 
-func (c *condCompiler) unary(n *ast.UnaryNode) (*condNode, error) {
+func (c *compiler) unary(n *ast.UnaryNode) (*compiledNode, error) {
 	x, err := c.compileScalar(n.Node)
 	if err != nil {
 		return nil, err
 	}
 	switch n.Operator {
 	case "!", "not":
-		if x.typ != condTyBool && x.typ != condTyAny {
+		if x.typ != tyBool && x.typ != tyAny {
 			return nil, c.errorf(n, "%s needs a bool, got %s", n.Operator, x.typ)
 		}
 		t := c.boolOf(x, false)
-		return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+		return c.boolean(n, func(fr frame) (bool, *Error) {
 			b, err := t(fr)
 			return !b, err
 		}, x), nil
@@ -383,12 +375,12 @@ func (c *condCompiler) unary(n *ast.UnaryNode) (*condNode, error) {
 		}
 		l := x.leaf
 		site := c.site(n)
-		return c.scalar(n, x.typ, func(fr condFrame) (event.Value, *ExprError) {
+		return c.scalar(n, x.typ, func(fr frame) (event.Value, *Error) {
 			v, err := l.get(fr)
 			if err != nil {
 				return event.Null, err
 			}
-			if r, ok := condNegate(v); ok {
+			if r, ok := negate(v); ok {
 				return r, nil
 			}
 			return event.Null, site.fail("cannot negate %s", v.Kind())
@@ -403,7 +395,7 @@ func (c *condCompiler) unary(n *ast.UnaryNode) (*condNode, error) {
 	return nil, unsupported("unary %s", n.Operator)
 }
 
-func (c *condCompiler) binary(n *ast.BinaryNode) (*condNode, error) {
+func (c *compiler) binary(n *ast.BinaryNode) (*compiledNode, error) {
 	switch n.Operator {
 	case "&&", "and", "||", "or":
 		return c.logic(n)
@@ -414,7 +406,7 @@ func (c *condCompiler) binary(n *ast.BinaryNode) (*condNode, error) {
 	case "matches", "contains", "startsWith", "endsWith":
 		return c.stringOp(n)
 	}
-	op, ok := condBinaryOps[n.Operator]
+	op, ok := binaryOps[n.Operator]
 	if !ok {
 		return nil, unsupported("operator %s", n.Operator)
 	}
@@ -427,20 +419,20 @@ func (c *condCompiler) binary(n *ast.BinaryNode) (*condNode, error) {
 		return nil, err
 	}
 	switch op {
-	case condOpEq, condOpNe:
-		if !condComparable(l.typ, r.typ) {
+	case opEq, opNe:
+		if !comparable(l.typ, r.typ) {
 			return nil, c.errorf(n, "cannot compare %s with %s", l.typ, r.typ)
 		}
-		return c.equality(n, op == condOpNe, l, r), nil
-	case condOpLt, condOpLe, condOpGt, condOpGe:
+		return c.equality(n, op == opNe, l, r), nil
+	case opLt, opLe, opGt, opGe:
 		if !(l.typ.numLike() && r.typ.numLike() || l.typ.strLike() && r.typ.strLike()) {
 			return nil, c.errorf(n, "cannot compare %s with %s", l.typ, r.typ)
 		}
 		return c.order(n, op, l, r), nil
 	}
-	typ, ok := condArithType(op, l.typ, r.typ)
+	typ, ok := arithType(op, l.typ, r.typ)
 	if !ok {
-		if op == condOpMod {
+		if op == opMod {
 			return nil, c.errorf(n, "%% needs integers, got %s and %s", l.typ, r.typ)
 		}
 		return nil, c.errorf(n, "cannot apply %s to %s and %s", n.Operator, l.typ, r.typ)
@@ -448,65 +440,65 @@ func (c *condCompiler) binary(n *ast.BinaryNode) (*condNode, error) {
 	return c.arith(n, op, typ, l, r), nil
 }
 
-// condComparable reports whether == may compare values of types a and b
+// comparable reports whether == may compare values of types a and b
 // (expr's checker: numbers with numbers, equal types, or anything with
 // any or nil).
-func condComparable(a, b condType) bool {
-	if a == condTyAny || b == condTyAny || a == condTyNil || b == condTyNil {
+func comparable(a, b nodeType) bool {
+	if a == tyAny || b == tyAny || a == tyNil || b == tyNil {
 		return true
 	}
 	return a.numeric() && b.numeric() || a == b
 }
 
-// condArithType is the static type of an arithmetic operation, false when
+// arithType is the static type of an arithmetic operation, false when
 // the operand types cannot fit.
-func condArithType(op condOp, a, b condType) (condType, bool) {
+func arithType(op binOp, a, b nodeType) (nodeType, bool) {
 	switch op {
-	case condOpAdd, condOpSub, condOpMul:
+	case opAdd, opSub, opMul:
 		switch {
 		case a.numeric() && b.numeric():
-			if a == condTyInt && b == condTyInt {
-				return condTyInt, true
+			if a == tyInt && b == tyInt {
+				return tyInt, true
 			}
-			return condTyFloat, true
-		case op == condOpAdd && a == condTyString && b == condTyString:
-			return condTyString, true
-		case a == condTyAny && (b.numLike() || op == condOpAdd && b == condTyString),
-			b == condTyAny && (a.numLike() || op == condOpAdd && a == condTyString):
-			return condTyAny, true
+			return tyFloat, true
+		case op == opAdd && a == tyString && b == tyString:
+			return tyString, true
+		case a == tyAny && (b.numLike() || op == opAdd && b == tyString),
+			b == tyAny && (a.numLike() || op == opAdd && a == tyString):
+			return tyAny, true
 		}
-	case condOpDiv, condOpPow:
+	case opDiv, opPow:
 		if a.numLike() && b.numLike() {
-			return condTyFloat, true
+			return tyFloat, true
 		}
-	case condOpMod:
-		if (a == condTyInt || a == condTyAny) && (b == condTyInt || b == condTyAny) {
-			return condTyInt, true
+	case opMod:
+		if (a == tyInt || a == tyAny) && (b == tyInt || b == tyAny) {
+			return tyInt, true
 		}
 	}
-	return condTyAny, false
+	return tyAny, false
 }
 
 // equality compiles == and != (never an error: values of different kinds
 // are unequal). The common shape, a field against a constant, reads the
 // slot directly.
-func (c *condCompiler) equality(n ast.Node, neg bool, l, r *condNode) *condNode {
+func (c *compiler) equality(n ast.Node, neg bool, l, r *compiledNode) *compiledNode {
 	if l.isConst() && !r.isConst() {
 		l, r = r, l
 	}
-	if l.leaf.kind == condLeafField && r.isConst() {
+	if l.leaf.kind == leafField && r.isConst() {
 		slot, k := l.leaf.slot, r.leaf.c
 		switch k.Kind() {
 		case event.KindString:
 			s, _ := k.AsString()
-			return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+			return c.boolean(n, func(fr frame) (bool, *Error) {
 				x, ok := fr.ev.Field(slot).AsString()
 				return (ok && x == s) != neg, nil
 			})
 		case event.KindInt, event.KindFloat:
 			ci, isInt := k.AsInt()
 			cf, _ := k.AsFloat()
-			return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+			return c.boolean(n, func(fr frame) (bool, *Error) {
 				v := fr.ev.Field(slot)
 				switch v.Kind() {
 				case event.KindFloat:
@@ -524,7 +516,7 @@ func (c *condCompiler) equality(n ast.Node, neg bool, l, r *condNode) *condNode 
 		}
 	}
 	ll, rl := l.leaf, r.leaf
-	return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+	return c.boolean(n, func(fr frame) (bool, *Error) {
 		a, err := ll.get(fr)
 		if err != nil {
 			return false, err
@@ -533,21 +525,21 @@ func (c *condCompiler) equality(n ast.Node, neg bool, l, r *condNode) *condNode 
 		if err != nil {
 			return false, err
 		}
-		return condEqual(a, b) != neg, nil
+		return equal(a, b) != neg, nil
 	}, l, r)
 }
 
 // order compiles < <= > >=: two numbers or two strings, anything else
 // (null included) is a run-time error. A field against a numeric or string
 // constant, the commonest condition, gets its own closure.
-func (c *condCompiler) order(n ast.Node, op condOp, l, r *condNode) *condNode {
+func (c *compiler) order(n ast.Node, op binOp, l, r *compiledNode) *compiledNode {
 	if l.isConst() && !r.isConst() {
 		l, r, op = r, l, op.flip()
 	}
 	errL := c.errorf(l.src, "%s is null (in %s)", c.text(l.src), c.text(n))
 	errR := c.errorf(r.src, "%s is null (in %s)", c.text(r.src), c.text(n))
 	site := c.site(n)
-	mismatch := func(a, b event.Value) *ExprError {
+	mismatch := func(a, b event.Value) *Error {
 		switch {
 		case a.IsNull():
 			return errL
@@ -556,53 +548,53 @@ func (c *condCompiler) order(n ast.Node, op condOp, l, r *condNode) *condNode {
 		}
 		return site.fail("cannot compare %s with %s", a.Kind(), b.Kind())
 	}
-	if l.leaf.kind == condLeafField && r.isConst() {
+	if l.leaf.kind == leafField && r.isConst() {
 		slot, k := l.leaf.slot, r.leaf.c
 		switch k.Kind() {
 		case event.KindInt, event.KindFloat:
 			ci, isInt := k.AsInt()
 			cf, _ := k.AsFloat()
-			return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+			return c.boolean(n, func(fr frame) (bool, *Error) {
 				v := fr.ev.Field(slot)
 				switch v.Kind() {
 				case event.KindFloat:
 					x, _ := v.AsFloat()
-					return condCmpFloat(op, x, cf), nil
+					return cmpFloat(op, x, cf), nil
 				case event.KindInt:
 					x, _ := v.AsInt()
 					if isInt {
-						return condCmpInt(op, x, ci), nil
+						return cmpInt(op, x, ci), nil
 					}
-					return condCmpFloat(op, float64(x), cf), nil
+					return cmpFloat(op, float64(x), cf), nil
 				}
 				return false, mismatch(v, k)
 			})
 		case event.KindString:
 			s, _ := k.AsString()
-			return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+			return c.boolean(n, func(fr frame) (bool, *Error) {
 				v := fr.ev.Field(slot)
 				if x, ok := v.AsString(); ok {
-					return condCmpString(op, x, s), nil
+					return cmpString(op, x, s), nil
 				}
 				return false, mismatch(v, k)
 			})
 		}
 	}
 	ll, rl := l.leaf, r.leaf
-	if ll.kind == condLeafFn && rl.kind == condLeafConst { // f(x) < 10
+	if ll.kind == leafFn && rl.kind == leafConst { // f(x) < 10
 		lf, k := ll.fn, rl.c
-		return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+		return c.boolean(n, func(fr frame) (bool, *Error) {
 			a, err := lf(fr)
 			if err != nil {
 				return false, err
 			}
-			if res, ok := condOrder(op, a, k); ok {
+			if res, ok := compareOrder(op, a, k); ok {
 				return res, nil
 			}
 			return false, mismatch(a, k)
 		})
 	}
-	return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+	return c.boolean(n, func(fr frame) (bool, *Error) {
 		a, err := ll.get(fr)
 		if err != nil {
 			return false, err
@@ -611,21 +603,21 @@ func (c *condCompiler) order(n ast.Node, op condOp, l, r *condNode) *condNode {
 		if err != nil {
 			return false, err
 		}
-		if res, ok := condOrder(op, a, b); ok {
+		if res, ok := compareOrder(op, a, b); ok {
 			return res, nil
 		}
 		return false, mismatch(a, b)
 	}, l, r)
 }
 
-func (c *condCompiler) arith(n ast.Node, op condOp, typ condType, l, r *condNode) *condNode {
+func (c *compiler) arith(n ast.Node, op binOp, typ nodeType, l, r *compiledNode) *compiledNode {
 	errL := c.errorf(l.src, "%s is null (in %s)", c.text(l.src), c.text(n))
 	errR := c.errorf(r.src, "%s is null (in %s)", c.text(r.src), c.text(n))
 	errZero := c.errorf(n, "integer divide by zero (in %s)", c.text(n))
 	site := c.site(n)
-	fail := func(a, b event.Value, fault condFault) *ExprError {
+	fail := func(a, b event.Value, fault opFault) *Error {
 		switch {
-		case fault == condDivZero:
+		case fault == faultDivZero:
 			return errZero
 		case a.IsNull():
 			return errL
@@ -635,18 +627,18 @@ func (c *condCompiler) arith(n ast.Node, op condOp, typ condType, l, r *condNode
 		return site.fail("cannot apply %s to %s and %s", op, a.Kind(), b.Kind())
 	}
 	ll, rl := l.leaf, r.leaf
-	if ll.kind == condLeafField && rl.kind == condLeafConst { // amount * 2
+	if ll.kind == leafField && rl.kind == leafConst { // amount * 2
 		slot, k := ll.slot, rl.c
-		return c.scalar(n, typ, func(fr condFrame) (event.Value, *ExprError) {
+		return c.scalar(n, typ, func(fr frame) (event.Value, *Error) {
 			a := fr.ev.Field(slot)
-			v, fault := condArith(op, a, k)
-			if fault != condOK {
+			v, fault := arithmetic(op, a, k)
+			if fault != faultNone {
 				return event.Null, fail(a, k, fault)
 			}
 			return v, nil
 		})
 	}
-	return c.scalar(n, typ, func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(n, typ, func(fr frame) (event.Value, *Error) {
 		a, err := ll.get(fr)
 		if err != nil {
 			return event.Null, err
@@ -655,8 +647,8 @@ func (c *condCompiler) arith(n ast.Node, op condOp, typ condType, l, r *condNode
 		if err != nil {
 			return event.Null, err
 		}
-		v, fault := condArith(op, a, b)
-		if fault != condOK {
+		v, fault := arithmetic(op, a, b)
+		if fault != faultNone {
 			return event.Null, fail(a, b, fault)
 		}
 		return v, nil
@@ -667,7 +659,7 @@ func (c *condCompiler) arith(n ast.Node, op condOp, typ condType, l, r *condNode
 // error, as in expr's jump instructions); the right operand is the value of
 // the whole expression when the left one does not decide it, whatever its
 // kind: expr does not check it either.
-func (c *condCompiler) logic(n *ast.BinaryNode) (*condNode, error) {
+func (c *compiler) logic(n *ast.BinaryNode) (*compiledNode, error) {
 	and := n.Operator == "&&" || n.Operator == "and"
 	l, err := c.compileScalar(n.Left)
 	if err != nil {
@@ -677,12 +669,12 @@ func (c *condCompiler) logic(n *ast.BinaryNode) (*condNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !(l.typ == condTyBool || l.typ == condTyAny) || !(r.typ == condTyBool || r.typ == condTyAny) {
+	if !(l.typ == tyBool || l.typ == tyAny) || !(r.typ == tyBool || r.typ == tyAny) {
 		return nil, c.errorf(n, "%s needs bools, got %s and %s", n.Operator, l.typ, r.typ)
 	}
 	lt := c.boolOf(l, false)
 	rv := r.value()
-	out := c.scalar(n, condTyBool, func(fr condFrame) (event.Value, *ExprError) {
+	out := c.scalar(n, tyBool, func(fr frame) (event.Value, *Error) {
 		x, err := lt(fr)
 		if err != nil {
 			return event.Null, err
@@ -697,20 +689,20 @@ func (c *condCompiler) logic(n *ast.BinaryNode) (*condNode, error) {
 	}
 	// a && b && c is one closure over the operands: all but the last must
 	// be bools; the last one decides, in the context of the whole.
-	ops := []*condNode{l, r}
+	ops := []*compiledNode{l, r}
 	if l.chain != nil && l.chain.and == and {
-		ops = append(append([]*condNode(nil), l.chain.ops...), r)
+		ops = append(append([]*compiledNode(nil), l.chain.ops...), r)
 	}
-	out.chain = &condChain{and: and, ops: ops}
-	out.test = func(nullOK bool) condBoolFn {
-		ts := make([]condBoolFn, len(ops)-1)
+	out.chain = &logicChain{and: and, ops: ops}
+	out.test = func(nullOK bool) boolFn {
+		ts := make([]boolFn, len(ops)-1)
 		for i, o := range ops[:len(ops)-1] {
 			ts[i] = c.boolOf(o, false)
 		}
 		last := c.boolOf(ops[len(ops)-1], nullOK)
 		if len(ts) == 1 {
 			first := ts[0]
-			return func(fr condFrame) (bool, *ExprError) {
+			return func(fr frame) (bool, *Error) {
 				x, err := first(fr)
 				if err != nil || x != and {
 					return x, err
@@ -718,7 +710,7 @@ func (c *condCompiler) logic(n *ast.BinaryNode) (*condNode, error) {
 				return last(fr)
 			}
 		}
-		return func(fr condFrame) (bool, *ExprError) {
+		return func(fr frame) (bool, *Error) {
 			for _, t := range ts {
 				x, err := t(fr)
 				if err != nil || x != and {
@@ -731,14 +723,14 @@ func (c *condCompiler) logic(n *ast.BinaryNode) (*condNode, error) {
 	return out, nil
 }
 
-// condChain holds the operands of a chain of && (or of ||).
-type condChain struct {
+// logicChain holds the operands of a chain of && (or of ||).
+type logicChain struct {
 	and bool
-	ops []*condNode
+	ops []*compiledNode
 }
 
 // coalesce compiles a ?? b: a unless it is null, then b.
-func (c *condCompiler) coalesce(n *ast.BinaryNode) (*condNode, error) {
+func (c *compiler) coalesce(n *ast.BinaryNode) (*compiledNode, error) {
 	l, err := c.compileScalar(n.Left)
 	if err != nil {
 		return nil, err
@@ -747,15 +739,15 @@ func (c *condCompiler) coalesce(n *ast.BinaryNode) (*condNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	typ := condTyAny
+	typ := tyAny
 	switch {
-	case l.typ == condTyNil:
+	case l.typ == tyNil:
 		typ = r.typ
 	case l.typ == r.typ:
 		typ = l.typ
 	}
 	ll, rl := l.leaf, r.leaf
-	out := c.scalar(n, typ, func(fr condFrame) (event.Value, *ExprError) {
+	out := c.scalar(n, typ, func(fr frame) (event.Value, *Error) {
 		v, err := ll.get(fr)
 		if err != nil || !v.IsNull() {
 			return v, err
@@ -766,9 +758,9 @@ func (c *condCompiler) coalesce(n *ast.BinaryNode) (*condNode, error) {
 		return out, nil
 	}
 	errNotBool := c.errorf(l.src, "%s is not a bool", c.text(l.src))
-	out.test = func(nullOK bool) condBoolFn {
+	out.test = func(nullOK bool) boolFn {
 		rt := c.boolOf(r, nullOK)
-		return func(fr condFrame) (bool, *ExprError) {
+		return func(fr frame) (bool, *Error) {
 			v, err := ll.get(fr)
 			if err != nil {
 				return false, err
@@ -786,12 +778,12 @@ func (c *condCompiler) coalesce(n *ast.BinaryNode) (*condNode, error) {
 }
 
 // conditional compiles c ? a : b (and if c { a } else { b }).
-func (c *condCompiler) conditional(n *ast.ConditionalNode) (*condNode, error) {
+func (c *compiler) conditional(n *ast.ConditionalNode) (*compiledNode, error) {
 	cond, err := c.compileScalar(n.Cond)
 	if err != nil {
 		return nil, err
 	}
-	if cond.typ != condTyBool && cond.typ != condTyAny {
+	if cond.typ != tyBool && cond.typ != tyAny {
 		return nil, c.errorf(n.Cond, "the condition of ?: must be a bool, got %s", cond.typ)
 	}
 	a, err := c.compileScalar(n.Exp1)
@@ -802,13 +794,13 @@ func (c *condCompiler) conditional(n *ast.ConditionalNode) (*condNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	typ := condTyAny
+	typ := tyAny
 	if a.typ == b.typ {
 		typ = a.typ
 	}
 	ct := c.boolOf(cond, false)
 	al, bl := a.leaf, b.leaf
-	out := c.scalar(n, typ, func(fr condFrame) (event.Value, *ExprError) {
+	out := c.scalar(n, typ, func(fr frame) (event.Value, *Error) {
 		x, err := ct(fr)
 		switch {
 		case err != nil:
@@ -821,9 +813,9 @@ func (c *condCompiler) conditional(n *ast.ConditionalNode) (*condNode, error) {
 	if out.isConst() {
 		return out, nil
 	}
-	out.test = func(nullOK bool) condBoolFn {
+	out.test = func(nullOK bool) boolFn {
 		at, bt := c.boolOf(a, nullOK), c.boolOf(b, nullOK)
-		return func(fr condFrame) (bool, *ExprError) {
+		return func(fr frame) (bool, *Error) {
 			x, err := ct(fr)
 			switch {
 			case err != nil:
@@ -839,7 +831,7 @@ func (c *condCompiler) conditional(n *ast.ConditionalNode) (*condNode, error) {
 
 // stringOp compiles matches, contains, startsWith and endsWith: a null on
 // either side makes false, anything else but two strings is an error.
-func (c *condCompiler) stringOp(n *ast.BinaryNode) (*condNode, error) {
+func (c *compiler) stringOp(n *ast.BinaryNode) (*compiledNode, error) {
 	l, err := c.compileScalar(n.Left)
 	if err != nil {
 		return nil, err
@@ -852,14 +844,14 @@ func (c *condCompiler) stringOp(n *ast.BinaryNode) (*condNode, error) {
 		return nil, c.errorf(n, "%s needs strings, got %s and %s", n.Operator, l.typ, r.typ)
 	}
 	site := c.site(n)
-	var match func(s, pattern string) (bool, *ExprError)
+	var match func(s, pattern string) (bool, *Error)
 	switch n.Operator {
 	case "contains":
-		match = func(s, p string) (bool, *ExprError) { return strings.Contains(s, p), nil }
+		match = func(s, p string) (bool, *Error) { return strings.Contains(s, p), nil }
 	case "startsWith":
-		match = func(s, p string) (bool, *ExprError) { return strings.HasPrefix(s, p), nil }
+		match = func(s, p string) (bool, *Error) { return strings.HasPrefix(s, p), nil }
 	case "endsWith":
-		match = func(s, p string) (bool, *ExprError) { return strings.HasSuffix(s, p), nil }
+		match = func(s, p string) (bool, *Error) { return strings.HasSuffix(s, p), nil }
 	case "matches":
 		if r.isConst() {
 			p, _ := r.leaf.c.AsString()
@@ -867,10 +859,10 @@ func (c *condCompiler) stringOp(n *ast.BinaryNode) (*condNode, error) {
 			if err != nil {
 				return nil, c.errorf(n.Right, "bad regular expression: %v", err)
 			}
-			match = func(s, _ string) (bool, *ExprError) { return re.MatchString(s), nil }
+			match = func(s, _ string) (bool, *Error) { return re.MatchString(s), nil }
 			break
 		}
-		match = func(s, p string) (bool, *ExprError) {
+		match = func(s, p string) (bool, *Error) {
 			ok, err := regexp.MatchString(p, s)
 			if err != nil {
 				return false, site.fail("bad regular expression: %v", err)
@@ -878,13 +870,13 @@ func (c *condCompiler) stringOp(n *ast.BinaryNode) (*condNode, error) {
 			return ok, nil
 		}
 	}
-	mismatch := func(a, b event.Value) *ExprError {
+	mismatch := func(a, b event.Value) *Error {
 		return site.fail("%s needs strings, got %s and %s", n.Operator, a.Kind(), b.Kind())
 	}
-	if l.leaf.kind == condLeafField && r.isConst() {
+	if l.leaf.kind == leafField && r.isConst() {
 		slot, k := l.leaf.slot, r.leaf.c
 		p, _ := k.AsString()
-		return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+		return c.boolean(n, func(fr frame) (bool, *Error) {
 			v := fr.ev.Field(slot)
 			if s, ok := v.AsString(); ok {
 				return match(s, p)
@@ -896,7 +888,7 @@ func (c *condCompiler) stringOp(n *ast.BinaryNode) (*condNode, error) {
 		}), nil
 	}
 	ll, rl := l.leaf, r.leaf
-	return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+	return c.boolean(n, func(fr frame) (bool, *Error) {
 		a, err := ll.get(fr)
 		if err != nil {
 			return false, err
@@ -918,7 +910,7 @@ func (c *condCompiler) stringOp(n *ast.BinaryNode) (*condNode, error) {
 }
 
 // in compiles x in list: true when an element equals x (==).
-func (c *condCompiler) in(n *ast.BinaryNode) (*condNode, error) {
+func (c *compiler) in(n *ast.BinaryNode) (*compiledNode, error) {
 	l, err := c.compileScalar(n.Left)
 	if err != nil {
 		return nil, err
@@ -927,20 +919,20 @@ func (c *condCompiler) in(n *ast.BinaryNode) (*condNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.typ != condTyList {
-		if r.typ == condTyAny {
+	if r.typ != tyList {
+		if r.typ == tyAny {
 			return nil, unsupported("in on a value of unknown type")
 		}
 		return nil, c.errorf(n.Right, "in needs a list on its right, got %s", r.typ)
 	}
 	list := r.list
-	if !condComparable(l.typ, list.elem) {
+	if !comparable(l.typ, list.elem) {
 		return nil, c.errorf(n, "cannot look for a %s in a list of %s", l.typ, list.elem)
 	}
 	ll := l.leaf
 	if list.consts != nil {
 		set := newCondSet(list.consts)
-		return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+		return c.boolean(n, func(fr frame) (bool, *Error) {
 			v, err := ll.get(fr)
 			if err != nil {
 				return false, err
@@ -948,7 +940,7 @@ func (c *condCompiler) in(n *ast.BinaryNode) (*condNode, error) {
 			return set.has(v), nil
 		}, l), nil
 	}
-	return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+	return c.boolean(n, func(fr frame) (bool, *Error) {
 		v, err := ll.get(fr)
 		if err != nil {
 			return false, err
@@ -958,7 +950,7 @@ func (c *condCompiler) in(n *ast.BinaryNode) (*condNode, error) {
 		}
 		for i, k := 0, list.n(fr); i < k; i++ {
 			e, _ := list.at(fr, i)
-			if condEqual(v, e) {
+			if equal(v, e) {
 				return true, nil
 			}
 		}
@@ -966,15 +958,15 @@ func (c *condCompiler) in(n *ast.BinaryNode) (*condNode, error) {
 	}), nil
 }
 
-// condSet is a list of constants prepared for membership tests.
-type condSet struct {
+// constSet is a list of constants prepared for membership tests.
+type constSet struct {
 	strs  []string
 	index map[string]struct{} // strs as a set, for longer lists
 	other []event.Value
 }
 
-func newCondSet(vals []event.Value) *condSet {
-	s := &condSet{}
+func newCondSet(vals []event.Value) *constSet {
+	s := &constSet{}
 	for _, v := range vals {
 		if x, ok := v.AsString(); ok {
 			s.strs = append(s.strs, x)
@@ -991,7 +983,7 @@ func newCondSet(vals []event.Value) *condSet {
 	return s
 }
 
-func (s *condSet) has(v event.Value) bool {
+func (s *constSet) has(v event.Value) bool {
 	if x, ok := v.AsString(); ok {
 		if s.index != nil {
 			_, ok := s.index[x]
@@ -1005,7 +997,7 @@ func (s *condSet) has(v event.Value) bool {
 		return false
 	}
 	for _, o := range s.other {
-		if condEqual(v, o) {
+		if equal(v, o) {
 			return true
 		}
 	}

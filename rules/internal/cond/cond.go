@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"errors"
@@ -6,21 +6,21 @@ import (
 	"github.com/cepheus-cep/cepheus/event"
 )
 
-// condProgram is a compiled expression: native closures, or expr's VM
+// compiledProgram is a compiled expression: native closures, or expr's VM
 // when the expression uses a construct the compiler leaves to it.
-type condProgram struct {
-	test     condBoolFn  // a native condition
-	value    condValueFn // a native emit expression
-	vm       *condVM     // the slow path
-	fallback string      // why the slow path ("" when native)
+type compiledProgram struct {
+	test     boolFn  // a native condition
+	value    valueFn // a native emit expression
+	vm       *exprVM // the slow path
+	fallback string  // why the slow path ("" when native)
 }
 
 // compileCond compiles src for env: a condition, or an emit expression
 // when emit is set. forceVM compiles for expr's VM even when the native
 // compiler could (tests compare the two).
-func compileCond(src string, env *ExprEnv, emit, forceVM bool) (*condProgram, error) {
+func compileCond(src string, env *Env, emit, forceVM bool) (*compiledProgram, error) {
 	if env == nil {
-		env = &ExprEnv{}
+		env = &Env{}
 	}
 	c := newCondCompiler(src, env, emit)
 	tree, err := c.parse()
@@ -33,7 +33,7 @@ func compileCond(src string, env *ExprEnv, emit, forceVM bool) (*condProgram, er
 	}
 	if fallback == "" && !forceVM {
 		root, err := c.compileScalar(tree.Node)
-		var u *condUnsupported
+		var u *unsupportedError
 		switch {
 		case errors.As(err, &u):
 			fallback = u.what
@@ -50,24 +50,24 @@ func compileCond(src string, env *ExprEnv, emit, forceVM bool) (*condProgram, er
 	if err != nil {
 		return nil, err
 	}
-	return &condProgram{vm: v, fallback: fallback}, nil
+	return &compiledProgram{vm: v, fallback: fallback}, nil
 }
 
 // finish checks the type of the whole expression and returns its native
 // program.
-func (c *condCompiler) finish(root *condNode) (*condProgram, error) {
+func (c *compiler) finish(root *compiledNode) (*compiledProgram, error) {
 	if c.emit {
-		return &condProgram{value: root.value()}, nil
+		return &compiledProgram{value: root.value()}, nil
 	}
-	if root.typ != condTyBool && root.typ != condTyAny {
+	if root.typ != tyBool && root.typ != tyAny {
 		return nil, c.errorf(root.src, "a condition must be a bool, not a %s", root.typ)
 	}
 	// At the top, as after expr's final cast, null is false.
-	return &condProgram{test: c.boolOf(root, true)}, nil
+	return &compiledProgram{test: c.boolOf(root, true)}, nil
 }
 
 // evalBool evaluates a condition program.
-func (p *condProgram) evalBool(fr condFrame) (bool, *ExprError) {
+func (p *compiledProgram) evalBool(fr frame) (bool, *Error) {
 	if p.test != nil {
 		return p.test(fr)
 	}
@@ -75,7 +75,7 @@ func (p *condProgram) evalBool(fr condFrame) (bool, *ExprError) {
 }
 
 // evalValue evaluates an emit program.
-func (p *condProgram) evalValue(fr condFrame) (event.Value, *ExprError) {
+func (p *compiledProgram) evalValue(fr frame) (event.Value, *Error) {
 	if p.value != nil {
 		return p.value(fr)
 	}

@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 	"github.com/cepheus-cep/cepheus/nfa"
 )
 
-// condSchema is the schema of the unit tests: a declared kind per field,
+// unitSchema is the schema of the unit tests: a declared kind per field,
 // and one untyped field.
-var condSchema = event.MustSchema(
+var unitSchema = event.MustSchema(
 	event.Field{Name: "amount", Kind: event.KindFloat},
 	event.Field{Name: "country", Kind: event.KindString},
 	event.Field{Name: "n", Kind: event.KindInt},
@@ -21,14 +21,14 @@ var condSchema = event.MustSchema(
 	event.Field{Name: "x"}, // untyped
 )
 
-var condEnv = &ExprEnv{Schema: condSchema, Declared: true}
+var unitEnv = &Env{Schema: unitSchema, Declared: true}
 
-// condEv builds an event of condSchema from name=value pairs; the other
+// unitEvent builds an event of unitSchema from name=value pairs; the other
 // fields are null.
-func condEv(kv ...any) *event.Event {
-	e := &event.Event{Fields: make([]event.Value, condSchema.Len())}
+func unitEvent(kv ...any) *event.Event {
+	e := &event.Event{Fields: make([]event.Value, unitSchema.Len())}
 	for i := 0; i < len(kv); i += 2 {
-		slot, ok := condSchema.Slot(kv[i].(string))
+		slot, ok := unitSchema.Slot(kv[i].(string))
 		if !ok {
 			panic(kv[i])
 		}
@@ -64,79 +64,79 @@ func TestCondSemantics(t *testing.T) {
 		want string // true, false or error
 	}{
 		// Null: == and != never fail, ordering and arithmetic do.
-		{`country == "FR"`, condEv(), "false"},
-		{`country != "FR"`, condEv(), "true"},
-		{`country == nil`, condEv(), "true"},
-		{`x == nil && n == nil`, condEv(), "true"},
-		{`amount > 5000`, condEv(), "error"},
-		{`5000 < amount`, condEv(), "error"},
-		{`amount + 1 > 2`, condEv(), "error"},
-		{`-amount < 0`, condEv(), "error"},
-		{`(amount ?? 0) > 5000`, condEv(), "false"},
-		{`country startsWith "F"`, condEv(), "false"},
-		{`country matches "^F"`, condEv(), "false"},
-		{`"F" in [country]`, condEv(), "false"},
-		{`country in ["FR", nil]`, condEv(), "true"},
-		{`len(country) > 0`, condEv(), "error"},
-		{`lower(country) == "fr"`, condEv(), "error"},
+		{`country == "FR"`, unitEvent(), "false"},
+		{`country != "FR"`, unitEvent(), "true"},
+		{`country == nil`, unitEvent(), "true"},
+		{`x == nil && n == nil`, unitEvent(), "true"},
+		{`amount > 5000`, unitEvent(), "error"},
+		{`5000 < amount`, unitEvent(), "error"},
+		{`amount + 1 > 2`, unitEvent(), "error"},
+		{`-amount < 0`, unitEvent(), "error"},
+		{`(amount ?? 0) > 5000`, unitEvent(), "false"},
+		{`country startsWith "F"`, unitEvent(), "false"},
+		{`country matches "^F"`, unitEvent(), "false"},
+		{`"F" in [country]`, unitEvent(), "false"},
+		{`country in ["FR", nil]`, unitEvent(), "true"},
+		{`len(country) > 0`, unitEvent(), "error"},
+		{`lower(country) == "fr"`, unitEvent(), "error"},
 		// A bool that is null: false at the top (expr's final cast), an
 		// error where an operator needs a bool.
-		{`flag`, condEv(), "false"},
-		{`flag && true`, condEv(), "false"}, // folded to flag
-		{`!flag`, condEv(), "error"},
-		{`flag && amount > 1`, condEv(), "error"},
-		{`amount > 1 || flag`, condEv("amount", 0.5), "false"},
-		{`flag ? true : false`, condEv(), "error"},
-		{`flag ?? true`, condEv(), "true"},
+		{`flag`, unitEvent(), "false"},
+		{`flag && true`, unitEvent(), "false"}, // folded to flag
+		{`!flag`, unitEvent(), "error"},
+		{`flag && amount > 1`, unitEvent(), "error"},
+		{`amount > 1 || flag`, unitEvent("amount", 0.5), "false"},
+		{`flag ? true : false`, unitEvent(), "error"},
+		{`flag ?? true`, unitEvent(), "true"},
 		// Literal folding decides before the operand is evaluated.
-		{`false && amount > 1`, condEv(), "false"},
-		{`amount > 1 && false`, condEv(), "false"},
-		{`amount > 1 || true`, condEv(), "true"},
-		{`true && amount > 1`, condEv(), "error"},
+		{`false && amount > 1`, unitEvent(), "false"},
+		{`amount > 1 && false`, unitEvent(), "false"},
+		{`amount > 1 || true`, unitEvent(), "true"},
+		{`true && amount > 1`, unitEvent(), "error"},
 		// Numbers: int op int stays int, / makes a float, ints and floats
 		// compare as numbers.
-		{`n / 2 == 1.5`, condEv("n", 3), "true"},
-		{`7 / 2 == 3.5`, condEv(), "true"},
-		{`n % 2 == 1`, condEv("n", 3), "true"},
-		{`n % (n - 3) == 0`, condEv("n", 3), "error"},
-		{`n + 0.5 == 3.5`, condEv("n", 3), "true"},
-		{`n == 3.0`, condEv("n", 3), "true"},
-		{`amount > 5000`, condEv("amount", 6000), "true"}, // an int in a float field
-		{`amount > 5000`, condEv("amount", 5000.5), "true"},
-		{`n ** 2 == 9.0`, condEv("n", 3), "true"},
-		{`abs(n - 5) == 2`, condEv("n", 3), "true"},
-		{`int(amount) == 2`, condEv("amount", 2.9), "true"},
-		{`float("1.5") + 1 == 2.5`, condEv(), "true"},
-		{`int(country) > 0`, condEv("country", "FR"), "error"},
-		{`round(amount) == 3 && ceil(amount) == 3 && floor(amount) == 2`, condEv("amount", 2.5), "true"},
-		{`min(n, amount) == 3 && max(n, amount) == 4.5 && mean(n, amount) == 3.75`, condEv("n", 3, "amount", 4.5), "true"},
-		{`sum([n, amount]) == 7.5`, condEv("n", 3, "amount", 4.5), "true"},
-		{`n in [1, 2, 3.0]`, condEv("n", 3), "true"},
+		{`n / 2 == 1.5`, unitEvent("n", 3), "true"},
+		{`7 / 2 == 3.5`, unitEvent(), "true"},
+		{`n % 2 == 1`, unitEvent("n", 3), "true"},
+		{`n % (n - 3) == 0`, unitEvent("n", 3), "error"},
+		{`n + 0.5 == 3.5`, unitEvent("n", 3), "true"},
+		{`n == 3.0`, unitEvent("n", 3), "true"},
+		{`amount > 5000`, unitEvent("amount", 6000), "true"}, // an int in a float field
+		{`amount > 5000`, unitEvent("amount", 5000.5), "true"},
+		{`n ** 2 == 9.0`, unitEvent("n", 3), "true"},
+		{`abs(n - 5) == 2`, unitEvent("n", 3), "true"},
+		{`int(amount) == 2`, unitEvent("amount", 2.9), "true"},
+		{`float("1.5") + 1 == 2.5`, unitEvent(), "true"},
+		{`int(country) > 0`, unitEvent("country", "FR"), "error"},
+		{`round(amount) == 3 && ceil(amount) == 3 && floor(amount) == 2`, unitEvent("amount", 2.5), "true"},
+		{`min(n, amount) == 3 && max(n, amount) == 4.5 && mean(n, amount) == 3.75`, unitEvent("n", 3, "amount", 4.5), "true"},
+		{`sum([n, amount]) == 7.5`, unitEvent("n", 3, "amount", 4.5), "true"},
+		{`n in [1, 2, 3.0]`, unitEvent("n", 3), "true"},
 		// Strings.
-		{`len("é") == 1`, condEv(), "true"},
-		{`country in ["FR", "DE"]`, condEv("country", "DE"), "true"},
-		{`country not in ["FR", "DE"]`, condEv("country", "US"), "true"},
-		{`country endsWith "R" and country contains "F"`, condEv("country", "FR"), "true"},
-		{`country matches "^[A-Z]{2}$"`, condEv("country", "FR"), "true"},
-		{`upper(trim(country)) == "FR"`, condEv("country", " fr "), "true"},
-		{`trimPrefix(country, "x") == "FR"`, condEv("country", "xFR"), "true"},
-		{`string(amount) == "1.5" && string(n) == "3"`, condEv("amount", 1.5, "n", 3), "true"},
-		{`country + "!" == "FR!"`, condEv("country", "FR"), "true"},
-		{`country < "GB"`, condEv("country", "FR"), "true"},
+		{`len("é") == 1`, unitEvent(), "true"},
+		{`country in ["FR", "DE"]`, unitEvent("country", "DE"), "true"},
+		{`country not in ["FR", "DE"]`, unitEvent("country", "US"), "true"},
+		{`country endsWith "R" and country contains "F"`, unitEvent("country", "FR"), "true"},
+		{`country matches "^[A-Z]{2}$"`, unitEvent("country", "FR"), "true"},
+		{`upper(trim(country)) == "FR"`, unitEvent("country", " fr "), "true"},
+		{`trimPrefix(country, "x") == "FR"`, unitEvent("country", "xFR"), "true"},
+		{`string(amount) == "1.5" && string(n) == "3"`, unitEvent("amount", 1.5, "n", 3), "true"},
+		{`country + "!" == "FR!"`, unitEvent("country", "FR"), "true"},
+		{`country < "GB"`, unitEvent("country", "FR"), "true"},
 		// Conditionals.
-		{`(n > 2 ? "big" : "small") == "big"`, condEv("n", 3), "true"},
-		{`if n > 2 { amount > 1 } else { false }`, condEv("n", 3, "amount", 2), "true"},
+		{`(n > 2 ? "big" : "small") == "big"`, unitEvent("n", 3), "true"},
+		{`if n > 2 { amount > 1 } else { false }`, unitEvent("n", 3, "amount", 2), "true"},
 		// An untyped field may hold anything; a wrong kind is an error.
-		{`x > 1`, condEv("x", 2), "true"},
-		{`x > 1`, condEv("x", "a"), "error"},
-		{`x == "a"`, condEv("x", 1), "false"},
-		{`x startsWith "a"`, condEv("x", 1), "error"},
-		{`x`, condEv("x", 1), "error"},
-		{`x + 1 == 2.5`, condEv("x", 1.5), "true"},
+		{`x > 1`, unitEvent("x", 2), "true"},
+		{`x > 1`, unitEvent("x", "a"), "error"},
+		{`x == "a"`, unitEvent("x", 1), "false"},
+		{`x startsWith "a"`, unitEvent("x", 1), "error"},
+		{`x`, unitEvent("x", 1), "error"},
+		{`x + 1 == 2.5`, unitEvent("x", 1.5), "true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
-			b, err := CompileBoolExpr(tt.src, condEnv)
+			b, err := CompileBoolExpr(tt.src, unitEnv)
 			if err != nil {
 				t.Fatalf("CompileBoolExpr: %v", err)
 			}
@@ -148,19 +148,19 @@ func TestCondSemantics(t *testing.T) {
 			}
 			// The reference agrees, except where stage references or our
 			// own functions are involved (none here).
-			ref, err := CompileCondition(tt.src, condSchema, nil)
+			ref, err := CompileCondition(tt.src, unitSchema, nil)
 			if err != nil {
 				t.Fatalf("CompileCondition: %v", err)
 			}
-			refTest := func(fr condFrame) (bool, *ExprError) {
+			refTest := func(fr frame) (bool, *Error) {
 				before := ref.(*Cond).Errors()
 				v := ref.Eval(fr.ev, nil)
 				if ref.(*Cond).Errors() != before {
-					return false, &ExprError{Msg: ref.(*Cond).LastError().Error()}
+					return false, &Error{Msg: ref.(*Cond).LastError().Error()}
 				}
 				return v, nil
 			}
-			if got := outcome(&BoolExpr{test: refTest, prog: &condProgram{test: refTest}}, tt.ev); got != tt.want {
+			if got := outcome(&BoolExpr{test: refTest, prog: &compiledProgram{test: refTest}}, tt.ev); got != tt.want {
 				t.Errorf("the reference says %s", got)
 			}
 		})
@@ -170,16 +170,16 @@ func TestCondSemantics(t *testing.T) {
 // stageMatch builds a match over the stages of stageEnv: a took prices 1, 2
 // and 4 (names a1, a2, a3), "b*" took nothing, c took one event with no
 // price.
-func stageMatch() condMatch {
-	mk := func(name string, price any) *event.Event { return condEv("country", name, "amount", price) }
-	return condMatch{
+func stageMatch() matchStages {
+	mk := func(name string, price any) *event.Event { return unitEvent("country", name, "amount", price) }
+	return matchStages{
 		{mk("a1", 1), mk("a2", 2), mk("a3", 4)},
 		nil,
 		{mk("c1", nil)},
 	}
 }
 
-var stageEnv = &ExprEnv{Schema: condSchema, Declared: true, Stages: []string{"a", "b*", "c"}}
+var stageEnv = &Env{Schema: unitSchema, Declared: true, Stages: []string{"a", "b*", "c"}}
 
 func TestCondStageRefs(t *testing.T) {
 	tests := []struct {
@@ -235,7 +235,7 @@ func TestCondStageRefs(t *testing.T) {
 				if !force && p.vm != nil {
 					t.Errorf("not compiled natively: %s", p.fallback)
 				}
-				got, gotErr := p.evalValue(condFrame{ev: &condNoEvent, stages: stageMatch()})
+				got, gotErr := p.evalValue(frame{ev: &noEvent, stages: stageMatch()})
 				if want, isErr := tt.want.(error); isErr {
 					if gotErr == nil || !strings.Contains(gotErr.Msg, want.Error()) && !force {
 						t.Errorf("VM %v: = %v, %v; want an error with %q", force, got, gotErr, want)
@@ -243,7 +243,7 @@ func TestCondStageRefs(t *testing.T) {
 					continue
 				}
 				want, _ := event.FromAny(tt.want)
-				if gotErr != nil || !condEqual(got, want) || got.IsNull() != want.IsNull() {
+				if gotErr != nil || !equal(got, want) || got.IsNull() != want.IsNull() {
 					t.Errorf("VM %v: = %v, %v; want %v", force, got, gotErr, want)
 				}
 			}
@@ -254,7 +254,7 @@ func TestCondStageRefs(t *testing.T) {
 // TestCondStageRefsInRun runs conditions with stage references through the
 // nfa, whose Context gives the events of the partial match.
 func TestCondStageRefsInRun(t *testing.T) {
-	env := &ExprEnv{Schema: testSchema, Declared: true, Stages: []string{"start", "middle", "end"}}
+	env := &Env{Schema: testSchema, Declared: true, Stages: []string{"start", "middle", "end"}}
 	cond := func(src string) nfa.Condition {
 		b, err := CompileBoolExpr(src, env)
 		if err != nil {
@@ -280,7 +280,7 @@ func TestCondStageRefsInRun(t *testing.T) {
 		}
 	})
 	t.Run("ctx alias and quoted names", func(t *testing.T) {
-		env := &ExprEnv{Schema: testSchema, Declared: true, Stages: []string{"a b", "c"}}
+		env := &Env{Schema: testSchema, Declared: true, Stages: []string{"a b", "c"}}
 		b, err := CompileBoolExpr(`name == "c" && ctx("a b")[0].price == price && len(stage("a b")) == 1`, env)
 		if err != nil {
 			t.Fatal(err)
@@ -349,16 +349,16 @@ func TestCondEmit(t *testing.T) {
 	if _, err := v.Eval(m); err == nil || v.Errors() != 1 || v.LastError() == nil {
 		t.Errorf("sum over a null: err %v, Errors() %d", err, v.Errors())
 	}
-	var ee *ExprError
+	var ee *Error
 	if _, err := v.Eval(m); !errors.As(err, &ee) || ee.Offset != 0 {
-		t.Errorf("run-time error %#v, want an *ExprError at offset 0", err)
+		t.Errorf("run-time error %#v, want an *Error at offset 0", err)
 	}
 }
 
 func TestCondErrors(t *testing.T) {
 	tests := []struct {
 		src      string
-		env      *ExprEnv
+		env      *Env
 		emit     bool
 		off, end int
 		msg      string
@@ -386,7 +386,7 @@ func TestCondErrors(t *testing.T) {
 		{src: `a > 1`, env: stageEnv, off: 0, msg: "a is the list of events of a stage"},
 		{src: `a.amout > 1`, env: stageEnv, off: 2, msg: "unknown field amout (did you mean amount?)"},
 		{src: `sum(a) > 1`, env: stageEnv, off: 4, msg: "sum needs values, not events: write sum(a.field)"},
-		{src: `country == "x"`, env: &ExprEnv{Schema: condSchema, Declared: true, Stages: []string{"country"}}, off: 0, end: 7,
+		{src: `country == "x"`, env: &Env{Schema: unitSchema, Declared: true, Stages: []string{"country"}}, off: 0, end: 7,
 			msg: "country is both a field and a stage: rename one"},
 		{src: `amount + a.amount`, env: stageEnv, emit: true, off: 0, end: 6,
 			msg: "amount is a field of one event, but an emit expression reads the whole match: read it from a stage (a.amount)"},
@@ -396,7 +396,7 @@ func TestCondErrors(t *testing.T) {
 		t.Run(tt.src, func(t *testing.T) {
 			env := tt.env
 			if env == nil {
-				env = condEnv
+				env = unitEnv
 			}
 			var err error
 			if tt.emit {
@@ -404,9 +404,9 @@ func TestCondErrors(t *testing.T) {
 			} else {
 				_, err = CompileBoolExpr(tt.src, env)
 			}
-			var ee *ExprError
+			var ee *Error
 			if !errors.As(err, &ee) {
-				t.Fatalf("error %v (%T), want an *ExprError", err, err)
+				t.Fatalf("error %v (%T), want an *Error", err, err)
 			}
 			if ee.Offset != tt.off || tt.end != 0 && ee.End != tt.end || !strings.Contains(ee.Msg, tt.msg) {
 				t.Errorf("error at %d..%d %q, want at %d..%d %q", ee.Offset, ee.End, ee.Msg, tt.off, tt.end, tt.msg)
@@ -418,15 +418,15 @@ func TestCondErrors(t *testing.T) {
 // TestCondUndeclared compiles without a declared schema: no type checks,
 // so mismatches surface at run time.
 func TestCondUndeclared(t *testing.T) {
-	env := &ExprEnv{Schema: condSchema}
+	env := &Env{Schema: unitSchema}
 	b, err := CompileBoolExpr(`country > 5000`, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := outcome(b, condEv("country", "FR")); got != "error" {
+	if got := outcome(b, unitEvent("country", "FR")); got != "error" {
 		t.Errorf("country > 5000 on a string: %s, want error", got)
 	}
-	if got := outcome(b, condEv("country", 6000)); got != "true" {
+	if got := outcome(b, unitEvent("country", 6000)); got != "true" {
 		t.Errorf("country > 5000 on 6000: %s, want true", got)
 	}
 	if _, err := CompileBoolExpr(`amout > 1`, env); err == nil || !strings.Contains(err.Error(), "unknown name amout (did you mean amount?)") {
@@ -442,21 +442,21 @@ func TestCondFallback(t *testing.T) {
 		ev       *event.Event
 		want     string
 	}{
-		{`split(country, "-")[0] == "FR"`, "builtin split", condEv("country", "FR-75"), "true"},
-		{`let y = n * 2; y > 5`, "let", condEv("n", 3), "true"},
-		{`country[0:1] == "F"`, "slicing", condEv("country", "FR"), "true"},
-		{`{"a": n}.a == 3`, "a map literal", condEv("n", 3), "true"},
-		{`n in 1..5`, "range ..", condEv("n", 3), "true"},
-		{`any([n, 5], # > 4)`, "any over a list", condEv("n", 3), "true"},
-		{`filter([1, n], # > 2)[0] == 3`, "builtin filter", condEv("n", 3), "true"},
-		{`reduce([1, 2, n], #acc + #) == 6`, "builtin reduce", condEv("n", 3), "true"},
-		{`indexOf(country, "R") == 1`, "builtin indexOf", condEv("country", "FR"), "true"},
-		{`"a" in x`, "unknown type", condEv(), "false"},
-		{`amount > 5000 && len(split(country, "-")) == 2`, "builtin split", condEv("amount", 6000, "country", "a-b"), "true"},
+		{`split(country, "-")[0] == "FR"`, "builtin split", unitEvent("country", "FR-75"), "true"},
+		{`let y = n * 2; y > 5`, "let", unitEvent("n", 3), "true"},
+		{`country[0:1] == "F"`, "slicing", unitEvent("country", "FR"), "true"},
+		{`{"a": n}.a == 3`, "a map literal", unitEvent("n", 3), "true"},
+		{`n in 1..5`, "range ..", unitEvent("n", 3), "true"},
+		{`any([n, 5], # > 4)`, "any over a list", unitEvent("n", 3), "true"},
+		{`filter([1, n], # > 2)[0] == 3`, "builtin filter", unitEvent("n", 3), "true"},
+		{`reduce([1, 2, n], #acc + #) == 6`, "builtin reduce", unitEvent("n", 3), "true"},
+		{`indexOf(country, "R") == 1`, "builtin indexOf", unitEvent("country", "FR"), "true"},
+		{`"a" in x`, "unknown type", unitEvent(), "false"},
+		{`amount > 5000 && len(split(country, "-")) == 2`, "builtin split", unitEvent("amount", 6000, "country", "a-b"), "true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
-			b, err := CompileBoolExpr(tt.src, condEnv)
+			b, err := CompileBoolExpr(tt.src, unitEnv)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -476,7 +476,7 @@ func TestCondFallback(t *testing.T) {
 	if b.Fast() {
 		t.Fatal("compiled natively")
 	}
-	if ok, err := b.prog.evalBool(condFrame{ev: &condNoEvent, stages: stageMatch()}); !ok || err != nil {
+	if ok, err := b.prog.evalBool(frame{ev: &noEvent, stages: stageMatch()}); !ok || err != nil {
 		t.Errorf("stage references on the VM: %v, %v", ok, err)
 	}
 }
@@ -495,31 +495,31 @@ func TestCondKnownDivergences(t *testing.T) {
 	}{
 		// expr turns a list of string literals into a Go map: a null needle
 		// is looked up as "", and a needle that is not a string fails.
-		{`country in ["", "FR"]`, condEv(), "false", "true", ""},
-		{`x in ["a", "b"]`, condEv("x", 1), "false", "error", "MapIndex"},
+		{`country in ["", "FR"]`, unitEvent(), "false", "true", ""},
+		{`x in ["a", "b"]`, unitEvent("x", 1), "false", "error", "MapIndex"},
 		// The same with ints, when expr's checker believes the needle is an
 		// int (see below): null is looked up as 0.
-		{`(flag ? 1 : first([x])) in [0, 2]`, condEv("flag", false), "false", "true", ""},
+		{`(flag ? 1 : first([x])) in [0, 2]`, unitEvent("flag", false), "false", "true", ""},
 		// expr's checker types c ? 1 : f(x) as an int when f returns an
 		// interface, and compiles == for two ints, which fails when f(x) is
 		// a float.
-		{`(flag ? 1 : mean([x, 2.5])) == 2`, condEv("flag", false, "x", 1.5), "true", "error", "interface conversion"},
+		{`(flag ? 1 : mean([x, 2.5])) == 2`, unitEvent("flag", false, "x", 1.5), "true", "error", "interface conversion"},
 		// The same for min, max and mean, typed by their first argument.
-		{`mean(len(country), 3) == 2`, condEv("country", "F"), "true", "error", "interface conversion"},
+		{`mean(len(country), 3) == 2`, unitEvent("country", "F"), "true", "error", "interface conversion"},
 		// count without a predicate: ours counts the elements, expr the
 		// true elements.
-		{`count([true, false, false]) == 3`, condEv(), "true", "false", ""},
+		{`count([true, false, false]) == 3`, unitEvent(), "true", "false", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
-			b, err := CompileBoolExpr(tt.src, condEnv)
+			b, err := CompileBoolExpr(tt.src, unitEnv)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := outcome(b, tt.ev); got != tt.ours {
 				t.Errorf("compiled: %s, want %s", got, tt.ours)
 			}
-			ref, err := CompileCondition(tt.src, condSchema, nil)
+			ref, err := CompileCondition(tt.src, unitSchema, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -543,11 +543,11 @@ func TestCondKnownDivergences(t *testing.T) {
 }
 
 func TestCondErrorsCounted(t *testing.T) {
-	b, err := CompileBoolExpr(`amount > 5000`, condEnv)
+	b, err := CompileBoolExpr(`amount > 5000`, unitEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := condEv()
+	e := unitEvent()
 	for i := 1; i <= 3; i++ {
 		if b.Eval(e, nil) {
 			t.Fatal("Eval = true")
@@ -556,11 +556,11 @@ func TestCondErrorsCounted(t *testing.T) {
 			t.Fatalf("after %d failures Errors() = %d", i, b.Errors())
 		}
 	}
-	var ee *ExprError
+	var ee *Error
 	if !errors.As(b.LastError(), &ee) || ee.Offset != 0 || ee.End != 6 || ee.Msg != "amount is null (in amount > 5000)" {
 		t.Errorf("LastError() = %#v", b.LastError())
 	}
-	if !b.Eval(condEv("amount", 6000.0), nil) || b.Errors() != 3 {
+	if !b.Eval(unitEvent("amount", 6000.0), nil) || b.Errors() != 3 {
 		t.Errorf("a good event: Errors() = %d", b.Errors())
 	}
 	// A nil event has every field null.
@@ -576,14 +576,14 @@ func TestCondNoAllocs(t *testing.T) {
 		src string
 		ev  *event.Event
 	}{
-		{`amount > 5000`, condEv("amount", 6000.0)},
-		{`amount > 5000`, condEv()}, // an error
+		{`amount > 5000`, unitEvent("amount", 6000.0)},
+		{`amount > 5000`, unitEvent()}, // an error
 		// (lower allocates only when the string has upper-case letters.)
-		{`amount > 5000 && country != "US" && (lower(country) == "fr" || n * 2 < 10) && flag`, condEv("amount", 6000.0, "country", "fr", "n", 1, "flag", true)},
-		{`amount > 5000 && country != "US" && (lower(country) == "de" || n * 2 < 10) && flag`, condEv("amount", 6000.0, "country", "fr", "n", 1, "flag", true)},
-		{`country in ["FR", "DE", "IT"] && x ?? true`, condEv("country", "IT")},
+		{`amount > 5000 && country != "US" && (lower(country) == "fr" || n * 2 < 10) && flag`, unitEvent("amount", 6000.0, "country", "fr", "n", 1, "flag", true)},
+		{`amount > 5000 && country != "US" && (lower(country) == "de" || n * 2 < 10) && flag`, unitEvent("amount", 6000.0, "country", "fr", "n", 1, "flag", true)},
+		{`country in ["FR", "DE", "IT"] && x ?? true`, unitEvent("country", "IT")},
 	} {
-		b, err := CompileBoolExpr(tt.src, condEnv)
+		b, err := CompileBoolExpr(tt.src, unitEnv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -595,7 +595,7 @@ func TestCondNoAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr := condFrame{ev: condEv(), stages: stageMatch()}
+	fr := frame{ev: unitEvent(), stages: stageMatch()}
 	if n := testing.AllocsPerRun(100, func() {
 		if ok, err := s.prog.evalBool(fr); !ok || err != nil {
 			t.Fatal(ok, err)
@@ -608,11 +608,11 @@ func TestCondNoAllocs(t *testing.T) {
 // TestBoolExprConcurrent evaluates a native and a VM condition from several
 // goroutines (run with -race).
 func TestBoolExprConcurrent(t *testing.T) {
-	fast, err := CompileBoolExpr(`amount > 1.0 && country == "FR"`, condEnv)
+	fast, err := CompileBoolExpr(`amount > 1.0 && country == "FR"`, unitEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := CompileBoolExpr(`amount > 1.0 && split(country, "R")[0] == "F"`, condEnv)
+	slow, err := CompileBoolExpr(`amount > 1.0 && split(country, "R")[0] == "F"`, unitEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +621,7 @@ func TestBoolExprConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 200 {
 				amount := float64((g + i) % 3)
-				e := condEv("amount", amount, "country", "FR")
+				e := unitEvent("amount", amount, "country", "FR")
 				for _, b := range []*BoolExpr{fast, slow} {
 					if got, want := b.Eval(e, nil), amount > 1; got != want {
 						t.Errorf("%s on %v = %v, want %v", b.Source(), amount, got, want)
@@ -638,23 +638,23 @@ func TestBoolExprConcurrent(t *testing.T) {
 }
 
 func TestExprNames(t *testing.T) {
-	ids, err := ExprIdentifiers(`let y = amount; y > 5 && len(ctx("a")) == 2 && sum(map(xs, .price)) < amount && count(stage("b*")) > 0 && avg(b.f) > 1 && now() > 0`)
+	ids, err := Identifiers(`let y = amount; y > 5 && len(ctx("a")) == 2 && sum(map(xs, .price)) < amount && count(stage("b*")) > 0 && avg(b.f) > 1 && now() > 0`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"amount", "b", "xs"}; !reflect.DeepEqual(ids, want) {
-		t.Errorf("ExprIdentifiers = %q, want %q", ids, want)
+		t.Errorf("Identifiers = %q, want %q", ids, want)
 	}
-	members, err := ExprMemberNames(`a.amount > 1 && sum(map(xs, .price)) < 3 && first(b)?.country == "x" && x[0].n > 1`)
+	members, err := MemberNames(`a.amount > 1 && sum(map(xs, .price)) < 3 && first(b)?.country == "x" && x[0].n > 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"amount", "country", "n", "price"}; !reflect.DeepEqual(members, want) {
-		t.Errorf("ExprMemberNames = %q, want %q", members, want)
+		t.Errorf("MemberNames = %q, want %q", members, want)
 	}
-	var ee *ExprError
-	if _, err := ExprIdentifiers(`"é" + amount >`); !errors.As(err, &ee) || ee.Offset != 14 {
-		t.Errorf("parse error %#v, want an *ExprError at byte 14 (the end)", err)
+	var ee *Error
+	if _, err := Identifiers(`"é" + amount >`); !errors.As(err, &ee) || ee.Offset != 14 {
+		t.Errorf("parse error %#v, want an *Error at byte 14 (the end)", err)
 	}
 }
 
@@ -670,12 +670,12 @@ func FuzzCondCompile(f *testing.F) {
 	} {
 		f.Add(src)
 	}
-	events := []*event.Event{condEv(), condEv("amount", 6000.0, "country", "FR", "n", 3, "flag", true, "x", "s"), condEv("x", 1.5, "n", -1)}
+	events := []*event.Event{unitEvent(), unitEvent("amount", 6000.0, "country", "FR", "n", 3, "flag", true, "x", "s"), unitEvent("x", 1.5, "n", -1)}
 	f.Fuzz(func(t *testing.T, src string) {
 		if b, err := CompileBoolExpr(src, stageEnv); err == nil {
 			for _, e := range events {
 				b.Eval(e, nil)
-				b.prog.evalBool(condFrame{ev: e, stages: stageMatch()})
+				b.prog.evalBool(frame{ev: e, stages: stageMatch()})
 			}
 		}
 		if v, err := CompileValueExpr(src, stageEnv); err == nil {

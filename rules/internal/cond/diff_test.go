@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"errors"
@@ -315,9 +315,9 @@ func TestCondDifferential(t *testing.T) {
 	outcomes := map[string]int{}
 	for i := range exprs {
 		src := g.boolExpr(1 + g.r.IntN(4))
-		env := &ExprEnv{Schema: diffSchema, Declared: true}
+		env := &Env{Schema: diffSchema, Declared: true}
 		if i%4 == 3 {
-			env = &ExprEnv{Schema: undeclared}
+			env = &Env{Schema: undeclared}
 		}
 		ref, refErr := CompileCondition(src, env.Schema, nil)
 		got, gotErr := CompileBoolExpr(src, env)
@@ -386,8 +386,8 @@ func diffMistypedMsg(msg string) bool {
 var diffStages = []string{"a", "b", "c d"}
 
 // match returns random events for each stage (none to three).
-func (g *diffGen) match(seq *uint64) condMatch {
-	m := make(condMatch, len(diffStages))
+func (g *diffGen) match(seq *uint64) matchStages {
+	m := make(matchStages, len(diffStages))
 	for i := range m {
 		for range g.r.IntN(4) {
 			*seq++
@@ -399,16 +399,16 @@ func (g *diffGen) match(seq *uint64) condMatch {
 
 // TestCondStageDifferential compares, over random partial matches, the
 // compiled closures with the same expressions run on expr's VM through
-// the rewrite of stage references (condvm.go): the two paths share only
+// the rewrite of stage references (vm.go): the two paths share only
 // the aggregates of x.f.
 func TestCondStageDifferential(t *testing.T) {
 	seed := diffSeed(t)
 	g := &diffGen{r: rand.New(rand.NewPCG(seed, seed^0x51a9e)), stages: true}
-	env := &ExprEnv{Schema: diffSchema, Declared: true, Stages: diffStages}
+	env := &Env{Schema: diffSchema, Declared: true, Stages: diffStages}
 	var seq uint64
-	frames := make([]condFrame, 30)
+	frames := make([]frame, 30)
 	for i := range frames {
-		frames[i] = condFrame{ev: g.event(1000 + uint64(i)), stages: g.match(&seq)}
+		frames[i] = frame{ev: g.event(1000 + uint64(i)), stages: g.match(&seq)}
 	}
 	outcomes := map[string]int{}
 	failures := 0

@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"errors"

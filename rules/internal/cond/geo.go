@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"math"
@@ -15,25 +15,25 @@ const earthRadiusKm = 6371.0088
 // (haversine) distance in kilometres between two points given in degrees.
 // Impossible-travel rules need it. A null or non-numeric argument is a
 // run-time error (the condition is then false and counted).
-func (c *condCompiler) distanceKm(n *ast.CallNode) (*condNode, error) {
+func (c *compiler) distanceKm(n *ast.CallNode) (*compiledNode, error) {
 	if len(n.Arguments) != 4 {
 		return nil, c.errorf(n, "distance_km takes four numbers: lat1, lon1, lat2, lon2 (degrees)")
 	}
-	var leaves [4]condLeaf
-	operands := make([]*condNode, 4)
+	var leaves [4]leafNode
+	operands := make([]*compiledNode, 4)
 	for i, a := range n.Arguments {
 		x, err := c.compileScalar(a)
 		if err != nil {
 			return nil, err
 		}
-		if !x.typ.numLike() && x.typ != condTyNil {
+		if !x.typ.numLike() && x.typ != tyNil {
 			return nil, c.errorf(a, "invalid argument for distance_km (type %s): want a number of degrees", x.typ)
 		}
 		leaves[i] = x.leaf
 		operands[i] = x
 	}
 	site := c.site(n)
-	return c.scalar(n, condTyFloat, func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(n, tyFloat, func(fr frame) (event.Value, *Error) {
 		var deg [4]float64
 		for i := range leaves {
 			v, err := leaves[i].get(fr)

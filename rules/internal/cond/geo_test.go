@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"math"
@@ -25,18 +25,18 @@ func TestHaversineKm(t *testing.T) {
 }
 
 func TestDistanceKmCondition(t *testing.T) {
-	b, err := CompileBoolExpr(`distance_km(amount, 0, x, 0) > 1000`, condEnv)
+	b, err := CompileBoolExpr(`distance_km(amount, 0, x, 0) > 1000`, unitEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 10 degrees of latitude are about 1112 km.
-	if got := outcome(b, condEv("amount", 0.0, "x", 10.0)); got != "true" {
+	if got := outcome(b, unitEvent("amount", 0.0, "x", 10.0)); got != "true" {
 		t.Errorf("10 degrees apart: %s, want true", got)
 	}
-	if got := outcome(b, condEv("amount", 0.0, "x", 5)); got != "false" {
+	if got := outcome(b, unitEvent("amount", 0.0, "x", 5)); got != "false" {
 		t.Errorf("5 degrees apart: %s, want false", got)
 	}
-	if got := outcome(b, condEv("amount", 0.0)); got != "error" {
+	if got := outcome(b, unitEvent("amount", 0.0)); got != "error" {
 		t.Errorf("null argument: %s, want a counted error", got)
 	}
 	for src, want := range map[string]string{
@@ -44,7 +44,7 @@ func TestDistanceKmCondition(t *testing.T) {
 		`distance_km(country, 0, 1, 2) > 0`: "invalid argument for distance_km",
 		`distanse_km(amount, 0, 1, 2) > 0`:  "did you mean distance_km",
 	} {
-		if _, err := CompileBoolExpr(src, condEnv); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := CompileBoolExpr(src, unitEnv); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", src, err, want)
 		}
 	}

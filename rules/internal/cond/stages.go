@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"github.com/expr-lang/expr/ast"
@@ -9,12 +9,12 @@ import (
 // This file compiles what reads lists: stage references (x, x.f, x[i],
 // stage("x"), ctx("x")), array literals, and the builtins (aggregates,
 // predicates over the events of a stage, the scalar functions of
-// condvalue.go).
+// value.go).
 
 // array compiles a list literal of scalars.
-func (c *condCompiler) array(n *ast.ArrayNode) (*condNode, error) {
-	elems := make([]*condNode, len(n.Nodes))
-	leaves := make([]condLeaf, len(n.Nodes))
+func (c *compiler) array(n *ast.ArrayNode) (*compiledNode, error) {
+	elems := make([]*compiledNode, len(n.Nodes))
+	leaves := make([]leafNode, len(n.Nodes))
 	consts := make([]event.Value, 0, len(n.Nodes))
 	pure := true
 	for i, e := range n.Nodes {
@@ -29,33 +29,33 @@ func (c *condCompiler) array(n *ast.ArrayNode) (*condNode, error) {
 		if x.isConst() {
 			consts = append(consts, x.leaf.c)
 		}
-		pure = pure && (x.leaf.kind == condLeafConst || x.leaf.kind == condLeafField)
+		pure = pure && (x.leaf.kind == leafConst || x.leaf.kind == leafField)
 	}
-	list := &condList{
-		elem: condListElem(elems),
-		n:    func(condFrame) int { return len(leaves) },
-		at:   func(fr condFrame, i int) (event.Value, *ExprError) { return leaves[i].get(fr) },
+	list := &scalarList{
+		elem: listElem(elems),
+		n:    func(frame) int { return len(leaves) },
+		at:   func(fr frame, i int) (event.Value, *Error) { return leaves[i].get(fr) },
 		pure: pure,
 	}
 	if len(consts) == len(elems) {
 		list.consts = consts
 	}
-	return &condNode{src: n, typ: condTyList, list: list}, nil
+	return &compiledNode{src: n, typ: tyList, list: list}, nil
 }
 
-// condListElem is the element type of a list of the given nodes.
-func condListElem(elems []*condNode) condType {
+// listElem is the element type of a list of the given nodes.
+func listElem(elems []*compiledNode) nodeType {
 	if len(elems) == 0 {
-		return condTyAny
+		return tyAny
 	}
 	t := elems[0].typ
 	for _, e := range elems[1:] {
 		if e.typ != t {
-			return condTyAny
+			return tyAny
 		}
 	}
-	if t == condTyNil {
-		return condTyAny
+	if t == tyNil {
+		return tyAny
 	}
 	return t
 }
@@ -63,7 +63,7 @@ func condListElem(elems []*condNode) condType {
 // member compiles x.f (the last event of stage x), e.f (a field of one
 // event), .f in a predicate (a field of the element), and indexing of
 // lists.
-func (c *condCompiler) member(n *ast.MemberNode) (*condNode, error) {
+func (c *compiler) member(n *ast.MemberNode) (*compiledNode, error) {
 	if n.Method {
 		return nil, unsupported("method call")
 	}
@@ -75,7 +75,7 @@ func (c *condCompiler) member(n *ast.MemberNode) (*condNode, error) {
 		if c.preds == 0 {
 			return nil, unsupported("# outside a predicate over a stage")
 		}
-		return &condNode{src: n, typ: c.fieldType(slot), leaf: condLeaf{kind: condLeafElem, slot: slot}}, nil
+		return &compiledNode{src: n, typ: c.fieldType(slot), leaf: leafNode{kind: leafElem, slot: slot}}, nil
 	}
 	obj, err := c.compile(n.Node)
 	if err != nil {
@@ -83,27 +83,27 @@ func (c *condCompiler) member(n *ast.MemberNode) (*condNode, error) {
 	}
 	_, byName := n.Property.(*ast.StringNode)
 	switch {
-	case obj.typ == condTyEvents && byName:
+	case obj.typ == tyEvents && byName:
 		slot, err := c.memberField(n)
 		if err != nil {
 			return nil, err
 		}
 		stage := obj.stage
-		return c.scalar(n, c.fieldType(slot), func(fr condFrame) (event.Value, *ExprError) {
+		return c.scalar(n, c.fieldType(slot), func(fr frame) (event.Value, *Error) {
 			evs := fr.stages.EventsAt(stage)
 			if len(evs) == 0 {
 				return event.Null, nil
 			}
 			return evs[len(evs)-1].Field(slot), nil
 		}), nil
-	case obj.typ == condTyEvent && byName:
+	case obj.typ == tyEvent && byName:
 		slot, err := c.memberField(n)
 		if err != nil {
 			return nil, err
 		}
 		get, optional := obj.event, n.Optional
 		errNone := c.errorf(n, "cannot read %s: %s is no event", c.text(n), c.text(n.Node))
-		return c.scalar(n, c.fieldType(slot), func(fr condFrame) (event.Value, *ExprError) {
+		return c.scalar(n, c.fieldType(slot), func(fr frame) (event.Value, *Error) {
 			e, err := get(fr)
 			switch {
 			case err != nil:
@@ -115,18 +115,18 @@ func (c *condCompiler) member(n *ast.MemberNode) (*condNode, error) {
 			}
 			return event.Null, errNone
 		}), nil
-	case obj.typ == condTyEvents:
+	case obj.typ == tyEvents:
 		return c.indexEvents(n, obj)
-	case obj.typ == condTyList:
+	case obj.typ == tyList:
 		return c.indexList(n, obj)
-	case obj.typ == condTyAny:
+	case obj.typ == tyAny:
 		return nil, unsupported("member of a value of unknown type")
 	}
 	return nil, c.errorf(n, "cannot read %s: %s is a %s", c.text(n), c.text(n.Node), obj.typ)
 }
 
 // memberField resolves the property of a member node as a field name.
-func (c *condCompiler) memberField(n *ast.MemberNode) (int, error) {
+func (c *compiler) memberField(n *ast.MemberNode) (int, error) {
 	s, ok := n.Property.(*ast.StringNode)
 	if !ok {
 		return 0, unsupported("computed member")
@@ -140,7 +140,7 @@ func (c *condCompiler) memberField(n *ast.MemberNode) (int, error) {
 
 // index compiles the index of n and returns a function giving the
 // resolved position in a list of length size.
-func (c *condCompiler) index(n *ast.MemberNode) (func(fr condFrame, size int) (int, *ExprError), error) {
+func (c *compiler) index(n *ast.MemberNode) (func(fr frame, size int) (int, *Error), error) {
 	ix, err := c.compileScalar(n.Property)
 	if err != nil {
 		return nil, err
@@ -150,16 +150,16 @@ func (c *condCompiler) index(n *ast.MemberNode) (func(fr condFrame, size int) (i
 	}
 	site := c.site(n.Property)
 	l := ix.leaf
-	return func(fr condFrame, size int) (int, *ExprError) {
+	return func(fr frame, size int) (int, *Error) {
 		v, err := l.get(fr)
 		if err != nil {
 			return 0, err
 		}
-		i, ok := condToIndex(v)
+		i, ok := toIndex(v)
 		if !ok {
 			return 0, site.fail("an index must be a number, got %s", v.Kind())
 		}
-		j, ok := condResolveIndex(i, size)
+		j, ok := resolveIndex(i, size)
 		if !ok {
 			return 0, site.fail("index out of range: %d (length %d)", i, size)
 		}
@@ -167,13 +167,13 @@ func (c *condCompiler) index(n *ast.MemberNode) (func(fr condFrame, size int) (i
 	}, nil
 }
 
-func (c *condCompiler) indexEvents(n *ast.MemberNode, obj *condNode) (*condNode, error) {
+func (c *compiler) indexEvents(n *ast.MemberNode, obj *compiledNode) (*compiledNode, error) {
 	at, err := c.index(n)
 	if err != nil {
 		return nil, err
 	}
 	stage := obj.stage
-	return &condNode{src: n, typ: condTyEvent, event: func(fr condFrame) (*event.Event, *ExprError) {
+	return &compiledNode{src: n, typ: tyEvent, event: func(fr frame) (*event.Event, *Error) {
 		evs := fr.stages.EventsAt(stage)
 		i, err := at(fr, len(evs))
 		if err != nil {
@@ -183,13 +183,13 @@ func (c *condCompiler) indexEvents(n *ast.MemberNode, obj *condNode) (*condNode,
 	}}, nil
 }
 
-func (c *condCompiler) indexList(n *ast.MemberNode, obj *condNode) (*condNode, error) {
+func (c *compiler) indexList(n *ast.MemberNode, obj *compiledNode) (*compiledNode, error) {
 	at, err := c.index(n)
 	if err != nil {
 		return nil, err
 	}
 	list := obj.list
-	return c.scalar(n, list.elem, func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(n, list.elem, func(fr frame) (event.Value, *Error) {
 		if err := list.check(fr); err != nil {
 			return event.Null, err
 		}
@@ -202,18 +202,18 @@ func (c *condCompiler) indexList(n *ast.MemberNode, obj *condNode) (*condNode, e
 }
 
 // pointer compiles # in a predicate over a stage: the element event.
-func (c *condCompiler) pointer(n *ast.PointerNode) (*condNode, error) {
+func (c *compiler) pointer(n *ast.PointerNode) (*compiledNode, error) {
 	if n.Name != "" || c.preds == 0 {
 		return nil, unsupported("#%s", n.Name)
 	}
-	return &condNode{src: n, typ: condTyEvent, event: func(fr condFrame) (*event.Event, *ExprError) {
+	return &compiledNode{src: n, typ: tyEvent, event: func(fr frame) (*event.Event, *Error) {
 		return fr.elem, nil
 	}}, nil
 }
 
 // call compiles the functions that are not expr builtins: stage and its
 // alias ctx, and avg.
-func (c *condCompiler) call(n *ast.CallNode) (*condNode, error) {
+func (c *compiler) call(n *ast.CallNode) (*compiledNode, error) {
 	id, ok := n.Callee.(*ast.IdentifierNode)
 	if !ok {
 		return nil, unsupported("call of %s", n.Callee)
@@ -224,23 +224,23 @@ func (c *condCompiler) call(n *ast.CallNode) (*condNode, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &condNode{src: n, typ: condTyEvents, stage: stage}, nil
+		return &compiledNode{src: n, typ: tyEvents, stage: stage}, nil
 	case "avg":
-		return c.aggregate(n, condAggMean, "avg", n.Arguments)
+		return c.aggregate(n, aggMean, "avg", n.Arguments)
 	case "distance_km":
 		return c.distanceKm(n)
 	}
 	return nil, c.unknownFunc(id)
 }
 
-// condNativeBuiltins are the expr builtins the compiler handles itself
-// (besides condScalarFuncs).
-var condNativeBuiltins = map[string]bool{
+// nativeBuiltins are the expr builtins the compiler handles itself
+// (besides scalarFuncs).
+var nativeBuiltins = map[string]bool{
 	"len": true, "count": true, "sum": true, "mean": true, "min": true, "max": true,
 	"first": true, "last": true, "map": true, "all": true, "any": true, "none": true, "one": true,
 }
 
-func (c *condCompiler) builtin(n *ast.BuiltinNode) (*condNode, error) {
+func (c *compiler) builtin(n *ast.BuiltinNode) (*compiledNode, error) {
 	if err := c.refused(n, n.Name); err != nil {
 		return nil, err
 	}
@@ -252,10 +252,10 @@ func (c *condCompiler) builtin(n *ast.BuiltinNode) (*condNode, error) {
 	case "all", "any", "none", "one":
 		return c.quantifier(n)
 	}
-	if kind, ok := condAggKinds[n.Name]; ok {
+	if kind, ok := aggKinds[n.Name]; ok {
 		return c.aggregate(n, kind, n.Name, n.Arguments)
 	}
-	if f, ok := condScalarFuncs[n.Name]; ok {
+	if f, ok := scalarFuncs[n.Name]; ok {
 		return c.scalarFunc(n, f)
 	}
 	return nil, unsupported("builtin %s", n.Name)
@@ -263,9 +263,9 @@ func (c *condCompiler) builtin(n *ast.BuiltinNode) (*condNode, error) {
 
 // scalarFunc compiles a builtin of one scalar argument (plus the optional
 // string argument of the trim family).
-func (c *condCompiler) scalarFunc(n *ast.BuiltinNode, f condScalarFunc) (*condNode, error) {
+func (c *compiler) scalarFunc(n *ast.BuiltinNode, f scalarFn) (*compiledNode, error) {
 	maxArgs := 1
-	if condTakesArg[n.Name] {
+	if takesArg[n.Name] {
 		maxArgs = 2
 	}
 	if len(n.Arguments) < 1 || len(n.Arguments) > maxArgs {
@@ -275,12 +275,12 @@ func (c *condCompiler) scalarFunc(n *ast.BuiltinNode, f condScalarFunc) (*condNo
 	if err != nil {
 		return nil, err
 	}
-	typ, ok := condFuncType(n.Name, x.typ)
+	typ, ok := funcType(n.Name, x.typ)
 	if !ok {
 		return nil, c.errorf(n.Arguments[0], "invalid argument for %s (type %s)", n.Name, x.typ)
 	}
-	operands := []*condNode{x}
-	var arg condLeaf
+	operands := []*compiledNode{x}
+	var arg leafNode
 	hasArg := len(n.Arguments) == 2
 	if hasArg {
 		a, err := c.compileScalar(n.Arguments[1])
@@ -295,7 +295,7 @@ func (c *condCompiler) scalarFunc(n *ast.BuiltinNode, f condScalarFunc) (*condNo
 	}
 	site := c.site(n)
 	name, l := n.Name, x.leaf
-	return c.scalar(n, typ, func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(n, typ, func(fr frame) (event.Value, *Error) {
 		v, err := l.get(fr)
 		if err != nil {
 			return event.Null, err
@@ -322,32 +322,32 @@ func (c *condCompiler) scalarFunc(n *ast.BuiltinNode, f condScalarFunc) (*condNo
 	}, operands...), nil
 }
 
-// condFuncType is the result type of the scalar builtin name applied to a
+// funcType is the result type of the scalar builtin name applied to a
 // value of type t, false when expr's checker refuses t.
-func condFuncType(name string, t condType) (condType, bool) {
+func funcType(name string, t nodeType) (nodeType, bool) {
 	switch name {
 	case "len":
-		return condTyInt, t.strLike()
+		return tyInt, t.strLike()
 	case "abs":
 		if t.numeric() {
 			return t, true
 		}
-		return condTyAny, t == condTyAny
+		return tyAny, t == tyAny
 	case "ceil", "floor", "round":
-		return condTyFloat, t.numLike()
+		return tyFloat, t.numLike()
 	case "int":
-		return condTyInt, t.numLike() || t == condTyString
+		return tyInt, t.numLike() || t == tyString
 	case "float":
-		return condTyFloat, t.numLike() || t == condTyString
+		return tyFloat, t.numLike() || t == tyString
 	case "string":
-		return condTyString, true
+		return tyString, true
 	}
-	return condTyString, t.strLike() // the string functions
+	return tyString, t.strLike() // the string functions
 }
 
 // length compiles len: the runes of a string, the events of a stage, the
 // elements of a list.
-func (c *condCompiler) length(n *ast.BuiltinNode) (*condNode, error) {
+func (c *compiler) length(n *ast.BuiltinNode) (*compiledNode, error) {
 	if len(n.Arguments) != 1 {
 		return nil, c.errorf(n, "len takes one argument")
 	}
@@ -356,22 +356,22 @@ func (c *condCompiler) length(n *ast.BuiltinNode) (*condNode, error) {
 		return nil, err
 	}
 	switch x.typ {
-	case condTyEvents, condTyList:
+	case tyEvents, tyList:
 		return c.count(n, x), nil
 	}
-	return c.scalarFunc(n, condScalarFuncs["len"])
+	return c.scalarFunc(n, scalarFuncs["len"])
 }
 
 // count is the number of events of a stage or elements of a list.
-func (c *condCompiler) count(src ast.Node, x *condNode) *condNode {
-	if x.typ == condTyEvents {
+func (c *compiler) count(src ast.Node, x *compiledNode) *compiledNode {
+	if x.typ == tyEvents {
 		stage := x.stage
-		return c.scalar(src, condTyInt, func(fr condFrame) (event.Value, *ExprError) {
+		return c.scalar(src, tyInt, func(fr frame) (event.Value, *Error) {
 			return event.Int(int64(len(fr.stages.EventsAt(stage)))), nil
 		})
 	}
 	list := x.list
-	return c.scalar(src, condTyInt, func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(src, tyInt, func(fr frame) (event.Value, *Error) {
 		if err := list.check(fr); err != nil {
 			return event.Null, err
 		}
@@ -381,7 +381,7 @@ func (c *condCompiler) count(src ast.Node, x *condNode) *condNode {
 
 // stageField recognises x.f where x names a stage (x, stage("x") or
 // ctx("x")): in an aggregate it means the field over all events of x.
-func (c *condCompiler) stageField(n ast.Node) (stage, slot int, ok bool, err error) {
+func (c *compiler) stageField(n ast.Node) (stage, slot int, ok bool, err error) {
 	m, isMember := n.(*ast.MemberNode)
 	if !isMember || m.Method {
 		return 0, 0, false, nil
@@ -398,7 +398,7 @@ func (c *condCompiler) stageField(n ast.Node) (stage, slot int, ok bool, err err
 }
 
 // aggregate compiles sum, mean (avg), min, max, first, last and count.
-func (c *condCompiler) aggregate(src ast.Node, kind condAggKind, name string, args []ast.Node) (*condNode, error) {
+func (c *compiler) aggregate(src ast.Node, kind aggKind, name string, args []ast.Node) (*compiledNode, error) {
 	if len(args) == 0 {
 		return nil, c.errorf(src, "not enough arguments to call %s", name)
 	}
@@ -408,7 +408,7 @@ func (c *condCompiler) aggregate(src ast.Node, kind condAggKind, name string, ar
 		}
 	}
 	if len(args) > 1 {
-		if kind != condAggMin && kind != condAggMax && kind != condAggMean {
+		if kind != aggMin && kind != aggMax && kind != aggMean {
 			return nil, c.errorf(src, "wrong number of arguments to %s", name)
 		}
 		return c.aggregateScalars(src, kind, name, args)
@@ -418,7 +418,7 @@ func (c *condCompiler) aggregate(src ast.Node, kind condAggKind, name string, ar
 	} else if ok {
 		return c.aggregateStageField(src, kind, name, stage, slot), nil
 	}
-	if arr, ok := args[0].(*ast.ArrayNode); ok && kind == condAggSum && len(arr.Nodes) >= 2 && !condAllLiterals(arr.Nodes) {
+	if arr, ok := args[0].(*ast.ArrayNode); ok && kind == aggSum && len(arr.Nodes) >= 2 && !allLiterals(arr.Nodes) {
 		return c.sumArray(src, arr)
 	}
 	x, err := c.compile(args[0])
@@ -426,13 +426,13 @@ func (c *condCompiler) aggregate(src ast.Node, kind condAggKind, name string, ar
 		return nil, err
 	}
 	switch x.typ {
-	case condTyEvents:
+	case tyEvents:
 		switch kind {
-		case condAggCount:
+		case aggCount:
 			return c.count(src, x), nil
-		case condAggFirst, condAggLast:
-			stage, first := x.stage, kind == condAggFirst
-			return &condNode{src: src, typ: condTyEvent, event: func(fr condFrame) (*event.Event, *ExprError) {
+		case aggFirst, aggLast:
+			stage, first := x.stage, kind == aggFirst
+			return &compiledNode{src: src, typ: tyEvent, event: func(fr frame) (*event.Event, *Error) {
 				evs := fr.stages.EventsAt(stage)
 				switch {
 				case len(evs) == 0:
@@ -444,7 +444,7 @@ func (c *condCompiler) aggregate(src ast.Node, kind condAggKind, name string, ar
 			}}, nil
 		}
 		return nil, c.errorf(args[0], "%s needs values, not events: write %s(%s.field)", name, name, c.text(args[0]))
-	case condTyList:
+	case tyList:
 		return c.aggregateList(src, kind, name, x.list), nil
 	}
 	if !x.typ.scalar() {
@@ -453,9 +453,9 @@ func (c *condCompiler) aggregate(src ast.Node, kind condAggKind, name string, ar
 	return c.aggregateScalars(src, kind, name, args)
 }
 
-// condAllLiterals reports whether every node is a literal, which expr's
+// allLiterals reports whether every node is a literal, which expr's
 // optimizer folds into a constant array.
-func condAllLiterals(nodes []ast.Node) bool {
+func allLiterals(nodes []ast.Node) bool {
 	for _, n := range nodes {
 		switch n.(type) {
 		case *ast.IntegerNode, *ast.FloatNode, *ast.StringNode, *ast.BoolNode:
@@ -466,11 +466,11 @@ func condAllLiterals(nodes []ast.Node) bool {
 	return true
 }
 
-func (c *condCompiler) aggregateStageField(src ast.Node, kind condAggKind, name string, stage, slot int) *condNode {
+func (c *compiler) aggregateStageField(src ast.Node, kind aggKind, name string, stage, slot int) *compiledNode {
 	typ := c.aggType(kind, c.fieldType(slot))
 	site := c.site(src)
-	return c.scalar(src, typ, func(fr condFrame) (event.Value, *ExprError) {
-		v, bad, ok := condAggEvents(kind, fr.stages.EventsAt(stage), slot)
+	return c.scalar(src, typ, func(fr frame) (event.Value, *Error) {
+		v, bad, ok := aggEvents(kind, fr.stages.EventsAt(stage), slot)
 		if !ok {
 			return event.Null, site.fail("invalid argument for %s (type %s)", name, bad.Kind())
 		}
@@ -478,18 +478,18 @@ func (c *condCompiler) aggregateStageField(src ast.Node, kind condAggKind, name 
 	})
 }
 
-// condAggEvents aggregates field slot over evs; when a value does not fit
+// aggEvents aggregates field slot over evs; when a value does not fit
 // it returns that value and false.
-func condAggEvents(kind condAggKind, evs []*event.Event, slot int) (v, bad event.Value, ok bool) {
+func aggEvents(kind aggKind, evs []*event.Event, slot int) (v, bad event.Value, ok bool) {
 	switch kind {
-	case condAggCount:
+	case aggCount:
 		return event.Int(int64(len(evs))), event.Null, true
-	case condAggFirst:
+	case aggFirst:
 		if len(evs) == 0 {
 			return event.Null, event.Null, true
 		}
 		return evs[0].Field(slot), event.Null, true
-	case condAggLast:
+	case aggLast:
 		if len(evs) == 0 {
 			return event.Null, event.Null, true
 		}
@@ -505,29 +505,29 @@ func condAggEvents(kind condAggKind, evs []*event.Event, slot int) (v, bad event
 }
 
 // aggType is the static type of an aggregate of values of type elem.
-func (c *condCompiler) aggType(kind condAggKind, elem condType) condType {
+func (c *compiler) aggType(kind aggKind, elem nodeType) nodeType {
 	switch kind {
-	case condAggMean:
-		return condTyFloat
-	case condAggCount:
-		return condTyInt
-	case condAggSum:
-		if elem == condTyInt {
-			return condTyInt
+	case aggMean:
+		return tyFloat
+	case aggCount:
+		return tyInt
+	case aggSum:
+		if elem == tyInt {
+			return tyInt
 		}
-	case condAggFirst, condAggLast, condAggMin, condAggMax:
-		if elem.scalar() && elem != condTyNil {
+	case aggFirst, aggLast, aggMin, aggMax:
+		if elem.scalar() && elem != tyNil {
 			return elem
 		}
 	}
-	return condTyAny
+	return tyAny
 }
 
-func (c *condCompiler) aggregateList(src ast.Node, kind condAggKind, name string, list *condList) *condNode {
+func (c *compiler) aggregateList(src ast.Node, kind aggKind, name string, list *scalarList) *compiledNode {
 	site := c.site(src)
-	if list.pure && (kind == condAggFirst || kind == condAggLast) {
-		first := kind == condAggFirst
-		return c.scalar(src, list.elem, func(fr condFrame) (event.Value, *ExprError) {
+	if list.pure && (kind == aggFirst || kind == aggLast) {
+		first := kind == aggFirst
+		return c.scalar(src, list.elem, func(fr frame) (event.Value, *Error) {
 			n := list.n(fr)
 			switch {
 			case n == 0:
@@ -538,7 +538,7 @@ func (c *condCompiler) aggregateList(src ast.Node, kind condAggKind, name string
 			return list.at(fr, n-1)
 		})
 	}
-	return c.scalar(src, c.aggType(kind, list.elem), func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(src, c.aggType(kind, list.elem), func(fr frame) (event.Value, *Error) {
 		g := newCondAgg(kind)
 		for i, n := 0, list.n(fr); i < n; i++ {
 			v, err := list.at(fr, i)
@@ -555,12 +555,12 @@ func (c *condCompiler) aggregateList(src ast.Node, kind condAggKind, name string
 
 // aggregateScalars compiles min, max and mean over scalar arguments
 // (min(a, b)). With one argument, expr's min and max return it unchanged.
-func (c *condCompiler) aggregateScalars(src ast.Node, kind condAggKind, name string, args []ast.Node) (*condNode, error) {
-	if kind != condAggMin && kind != condAggMax && kind != condAggMean {
+func (c *compiler) aggregateScalars(src ast.Node, kind aggKind, name string, args []ast.Node) (*compiledNode, error) {
+	if kind != aggMin && kind != aggMax && kind != aggMean {
 		return nil, c.errorf(args[0], "%s needs a list", name)
 	}
-	xs := make([]*condNode, len(args))
-	leaves := make([]condLeaf, len(args))
+	xs := make([]*compiledNode, len(args))
+	leaves := make([]leafNode, len(args))
 	for i, a := range args {
 		x, err := c.compile(a)
 		if err != nil {
@@ -574,11 +574,11 @@ func (c *condCompiler) aggregateScalars(src ast.Node, kind condAggKind, name str
 		}
 		xs[i], leaves[i] = x, x.leaf
 	}
-	if len(xs) == 1 && kind != condAggMean {
+	if len(xs) == 1 && kind != aggMean {
 		return xs[0], nil
 	}
 	site := c.site(src)
-	return c.scalar(src, c.aggType(kind, condListElem(xs)), func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(src, c.aggType(kind, listElem(xs)), func(fr frame) (event.Value, *Error) {
 		g := newCondAgg(kind)
 		for i := range leaves {
 			v, err := leaves[i].get(fr)
@@ -595,10 +595,10 @@ func (c *condCompiler) aggregateScalars(src ast.Node, kind condAggKind, name str
 
 // sumArray compiles sum([a, b, ...]) of non-literal elements as expr's
 // optimizer rewrites it: a + (b + (...)).
-func (c *condCompiler) sumArray(src ast.Node, arr *ast.ArrayNode) (*condNode, error) {
-	xs := make([]*condNode, len(arr.Nodes))
-	leaves := make([]condLeaf, len(arr.Nodes))
-	typ := condTyAny
+func (c *compiler) sumArray(src ast.Node, arr *ast.ArrayNode) (*compiledNode, error) {
+	xs := make([]*compiledNode, len(arr.Nodes))
+	leaves := make([]leafNode, len(arr.Nodes))
+	typ := tyAny
 	for i, a := range arr.Nodes {
 		x, err := c.compileScalar(a)
 		if err != nil {
@@ -606,7 +606,7 @@ func (c *condCompiler) sumArray(src ast.Node, arr *ast.ArrayNode) (*condNode, er
 		}
 		if i == 0 {
 			typ = x.typ
-		} else if t, ok := condArithType(condOpAdd, x.typ, typ); ok {
+		} else if t, ok := arithType(opAdd, x.typ, typ); ok {
 			typ = t
 		} else {
 			return nil, c.errorf(a, "cannot apply + to %s and %s", x.typ, typ)
@@ -614,7 +614,7 @@ func (c *condCompiler) sumArray(src ast.Node, arr *ast.ArrayNode) (*condNode, er
 		xs[i], leaves[i] = x, x.leaf
 	}
 	site := c.site(src)
-	return c.scalar(src, typ, func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(src, typ, func(fr frame) (event.Value, *Error) {
 		var vals [8]event.Value
 		vs := vals[:0]
 		for i := range leaves {
@@ -626,8 +626,8 @@ func (c *condCompiler) sumArray(src ast.Node, arr *ast.ArrayNode) (*condNode, er
 		}
 		acc := vs[len(vs)-1]
 		for i := len(vs) - 2; i >= 0; i-- {
-			var fault condFault
-			if acc, fault = condArith(condOpAdd, vs[i], acc); fault != condOK {
+			var fault opFault
+			if acc, fault = arithmetic(opAdd, vs[i], acc); fault != faultNone {
 				return event.Null, site.fail("cannot apply + to %s and %s", vs[i].Kind(), acc.Kind())
 			}
 		}
@@ -636,7 +636,7 @@ func (c *condCompiler) sumArray(src ast.Node, arr *ast.ArrayNode) (*condNode, er
 }
 
 // predicate compiles the body of a predicate over the events of a stage.
-func (c *condCompiler) predicate(p *ast.PredicateNode) (*condNode, error) {
+func (c *compiler) predicate(p *ast.PredicateNode) (*compiledNode, error) {
 	c.preds++
 	defer func() { c.preds-- }()
 	return c.compileScalar(p.Node)
@@ -644,7 +644,7 @@ func (c *condCompiler) predicate(p *ast.PredicateNode) (*condNode, error) {
 
 // predicateArgs compiles the two arguments of a predicate builtin: a
 // stage and a predicate over its events.
-func (c *condCompiler) predicateArgs(name string, list ast.Node, p ast.Node) (int, *condNode, error) {
+func (c *compiler) predicateArgs(name string, list ast.Node, p ast.Node) (int, *compiledNode, error) {
 	x, err := c.compile(list)
 	if err != nil {
 		return 0, nil, err
@@ -653,7 +653,7 @@ func (c *condCompiler) predicateArgs(name string, list ast.Node, p ast.Node) (in
 	if !ok {
 		return 0, nil, unsupported("%s without a predicate", name)
 	}
-	if x.typ != condTyEvents {
+	if x.typ != tyEvents {
 		return 0, nil, unsupported("%s over a %s", name, x.typ)
 	}
 	body, err := c.predicate(pred)
@@ -664,7 +664,7 @@ func (c *condCompiler) predicateArgs(name string, list ast.Node, p ast.Node) (in
 }
 
 // mapEvents compiles map(x, predicate) over the events of a stage.
-func (c *condCompiler) mapEvents(n *ast.BuiltinNode) (*condNode, error) {
+func (c *compiler) mapEvents(n *ast.BuiltinNode) (*compiledNode, error) {
 	if len(n.Arguments) != 2 {
 		return nil, c.errorf(n, "map takes a list and a predicate")
 	}
@@ -672,21 +672,21 @@ func (c *condCompiler) mapEvents(n *ast.BuiltinNode) (*condNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	list := &condList{
+	list := &scalarList{
 		elem: body.typ,
-		n:    func(fr condFrame) int { return len(fr.stages.EventsAt(stage)) },
-		pure: body.leaf.kind == condLeafElem || body.isConst(),
+		n:    func(fr frame) int { return len(fr.stages.EventsAt(stage)) },
+		pure: body.leaf.kind == leafElem || body.isConst(),
 	}
 	l := body.leaf
-	list.at = func(fr condFrame, i int) (event.Value, *ExprError) {
+	list.at = func(fr frame, i int) (event.Value, *Error) {
 		fr.elem = fr.stages.EventsAt(stage)[i]
 		return l.get(fr)
 	}
-	return &condNode{src: n, typ: condTyList, list: list}, nil
+	return &compiledNode{src: n, typ: tyList, list: list}, nil
 }
 
 // quantifier compiles all, any, none and one over the events of a stage.
-func (c *condCompiler) quantifier(n *ast.BuiltinNode) (*condNode, error) {
+func (c *compiler) quantifier(n *ast.BuiltinNode) (*compiledNode, error) {
 	if len(n.Arguments) != 2 {
 		return nil, c.errorf(n, "%s takes a list and a predicate", n.Name)
 	}
@@ -694,7 +694,7 @@ func (c *condCompiler) quantifier(n *ast.BuiltinNode) (*condNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	if body.typ != condTyBool && body.typ != condTyAny {
+	if body.typ != tyBool && body.typ != tyAny {
 		return nil, c.errorf(n.Arguments[1], "the predicate of %s must be a bool, got %s", n.Name, body.typ)
 	}
 	t := c.boolOf(body, false)
@@ -709,12 +709,12 @@ func (c *condCompiler) quantifier(n *ast.BuiltinNode) (*condNode, error) {
 	case "none":
 		stop, result = true, false
 	case "one":
-		return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
-			k, err := condCountEvents(fr, stage, t, -1)
+		return c.boolean(n, func(fr frame) (bool, *Error) {
+			k, err := countEvents(fr, stage, t, -1)
 			return k == 1, err
 		}), nil
 	}
-	return c.boolean(n, func(fr condFrame) (bool, *ExprError) {
+	return c.boolean(n, func(fr frame) (bool, *Error) {
 		inner := fr
 		for _, e := range fr.stages.EventsAt(stage) {
 			inner.elem = e
@@ -730,9 +730,9 @@ func (c *condCompiler) quantifier(n *ast.BuiltinNode) (*condNode, error) {
 	}), nil
 }
 
-// condCountEvents counts the events of stage that satisfy t, stopping at
+// countEvents counts the events of stage that satisfy t, stopping at
 // limit when it is not negative (expr's count threshold).
-func condCountEvents(fr condFrame, stage int, t condBoolFn, limit int) (int, *ExprError) {
+func countEvents(fr frame, stage int, t boolFn, limit int) (int, *Error) {
 	k := 0
 	inner := fr
 	for _, e := range fr.stages.EventsAt(stage) {
@@ -751,16 +751,16 @@ func condCountEvents(fr condFrame, stage int, t condBoolFn, limit int) (int, *Ex
 }
 
 // aggregatePredicate compiles count(x, p) and sum(x, p) over a stage.
-func (c *condCompiler) aggregatePredicate(src ast.Node, kind condAggKind, name string, list ast.Node, p *ast.PredicateNode) (*condNode, error) {
-	if kind != condAggCount && kind != condAggSum {
+func (c *compiler) aggregatePredicate(src ast.Node, kind aggKind, name string, list ast.Node, p *ast.PredicateNode) (*compiledNode, error) {
+	if kind != aggCount && kind != aggSum {
 		return nil, c.errorf(src, "%s takes no predicate", name)
 	}
 	stage, body, err := c.predicateArgs(name, list, p)
 	if err != nil {
 		return nil, err
 	}
-	if kind == condAggCount {
-		if body.typ != condTyBool && body.typ != condTyAny {
+	if kind == aggCount {
+		if body.typ != tyBool && body.typ != tyAny {
 			return nil, c.errorf(p, "the predicate of count must be a bool, got %s", body.typ)
 		}
 		t := c.boolOf(body, false)
@@ -768,14 +768,14 @@ func (c *condCompiler) aggregatePredicate(src ast.Node, kind condAggKind, name s
 		if b, ok := src.(*ast.BuiltinNode); ok && b.Threshold != nil {
 			limit = *b.Threshold
 		}
-		return c.scalar(src, condTyInt, func(fr condFrame) (event.Value, *ExprError) {
-			k, err := condCountEvents(fr, stage, t, limit)
+		return c.scalar(src, tyInt, func(fr frame) (event.Value, *Error) {
+			k, err := countEvents(fr, stage, t, limit)
 			return event.Int(int64(k)), err
 		}), nil
 	}
 	l := body.leaf
 	site := c.site(src)
-	return c.scalar(src, c.aggType(kind, body.typ), func(fr condFrame) (event.Value, *ExprError) {
+	return c.scalar(src, c.aggType(kind, body.typ), func(fr frame) (event.Value, *Error) {
 		g := newCondAgg(kind)
 		inner := fr
 		for _, e := range fr.stages.EventsAt(stage) {

@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"fmt"
@@ -17,56 +17,56 @@ import (
 // compares against. Where expr has a Go type, read the matching kind: int
 // for int, float64 for float, nil for null.
 
-// condOp is a binary operator of the compiled form.
-type condOp uint8
+// binOp is a binary operator of the compiled form.
+type binOp uint8
 
 const (
-	condOpEq condOp = iota
-	condOpNe
-	condOpLt
-	condOpLe
-	condOpGt
-	condOpGe
-	condOpAdd
-	condOpSub
-	condOpMul
-	condOpDiv
-	condOpMod
-	condOpPow
+	opEq binOp = iota
+	opNe
+	opLt
+	opLe
+	opGt
+	opGe
+	opAdd
+	opSub
+	opMul
+	opDiv
+	opMod
+	opPow
 )
 
-var condOpNames = [...]string{"==", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "**"}
+var opNames = [...]string{"==", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "**"}
 
-func (op condOp) String() string { return condOpNames[op] }
+func (op binOp) String() string { return opNames[op] }
 
-// condBinaryOps maps expr's operator spelling to a condOp.
-var condBinaryOps = map[string]condOp{
-	"==": condOpEq, "!=": condOpNe, "<": condOpLt, "<=": condOpLe, ">": condOpGt, ">=": condOpGe,
-	"+": condOpAdd, "-": condOpSub, "*": condOpMul, "/": condOpDiv, "%": condOpMod, "**": condOpPow, "^": condOpPow,
+// binaryOps maps expr's operator spelling to a binOp.
+var binaryOps = map[string]binOp{
+	"==": opEq, "!=": opNe, "<": opLt, "<=": opLe, ">": opGt, ">=": opGe,
+	"+": opAdd, "-": opSub, "*": opMul, "/": opDiv, "%": opMod, "**": opPow, "^": opPow,
 }
 
 // flip returns the operator that gives the same answer with the operands
 // swapped (a < b is b > a).
-func (op condOp) flip() condOp {
+func (op binOp) flip() binOp {
 	switch op {
-	case condOpLt:
-		return condOpGt
-	case condOpLe:
-		return condOpGe
-	case condOpGt:
-		return condOpLt
-	case condOpGe:
-		return condOpLe
+	case opLt:
+		return opGt
+	case opLe:
+		return opGe
+	case opGt:
+		return opLt
+	case opGe:
+		return opLe
 	}
 	return op
 }
 
-func condIsNum(k event.Kind) bool { return k == event.KindInt || k == event.KindFloat }
+func isNum(k event.Kind) bool { return k == event.KindInt || k == event.KindFloat }
 
-// condEqual is expr's ==: an int and a float compare as numbers, null
+// equal is expr's ==: an int and a float compare as numbers, null
 // equals only null, and values of other different kinds are unequal (never
 // an error).
-func condEqual(a, b event.Value) bool {
+func equal(a, b event.Value) bool {
 	switch a.Kind() {
 	case event.KindInt:
 		x, _ := a.AsInt()
@@ -89,145 +89,145 @@ func condEqual(a, b event.Value) bool {
 	return a.Equal(b)
 }
 
-func condCmpInt(op condOp, x, y int64) bool {
+func cmpInt(op binOp, x, y int64) bool {
 	switch op {
-	case condOpLt:
+	case opLt:
 		return x < y
-	case condOpLe:
+	case opLe:
 		return x <= y
-	case condOpGt:
+	case opGt:
 		return x > y
-	case condOpGe:
+	case opGe:
 		return x >= y
-	case condOpEq:
+	case opEq:
 		return x == y
 	}
 	return x != y
 }
 
-func condCmpFloat(op condOp, x, y float64) bool {
+func cmpFloat(op binOp, x, y float64) bool {
 	switch op {
-	case condOpLt:
+	case opLt:
 		return x < y
-	case condOpLe:
+	case opLe:
 		return x <= y
-	case condOpGt:
+	case opGt:
 		return x > y
-	case condOpGe:
+	case opGe:
 		return x >= y
-	case condOpEq:
+	case opEq:
 		return x == y
 	}
 	return x != y
 }
 
-func condCmpString(op condOp, x, y string) bool {
+func cmpString(op binOp, x, y string) bool {
 	switch op {
-	case condOpLt:
+	case opLt:
 		return x < y
-	case condOpLe:
+	case opLe:
 		return x <= y
-	case condOpGt:
+	case opGt:
 		return x > y
-	case condOpGe:
+	case opGe:
 		return x >= y
-	case condOpEq:
+	case opEq:
 		return x == y
 	}
 	return x != y
 }
 
-// condOrder evaluates an ordering operator (< <= > >=). ok is false when
+// compareOrder evaluates an ordering operator (< <= > >=). ok is false when
 // expr refuses the pair: anything but two numbers or two strings, null
 // included.
-func condOrder(op condOp, a, b event.Value) (res, ok bool) {
+func compareOrder(op binOp, a, b event.Value) (res, ok bool) {
 	switch a.Kind() {
 	case event.KindInt:
 		x, _ := a.AsInt()
 		switch b.Kind() {
 		case event.KindInt:
 			y, _ := b.AsInt()
-			return condCmpInt(op, x, y), true
+			return cmpInt(op, x, y), true
 		case event.KindFloat:
 			y, _ := b.AsFloat()
-			return condCmpFloat(op, float64(x), y), true
+			return cmpFloat(op, float64(x), y), true
 		}
 	case event.KindFloat:
 		x, _ := a.AsFloat()
 		if y, ok := b.AsFloat(); ok {
-			return condCmpFloat(op, x, y), true
+			return cmpFloat(op, x, y), true
 		}
 	case event.KindString:
 		x, _ := a.AsString()
 		if y, ok := b.AsString(); ok {
-			return condCmpString(op, x, y), true
+			return cmpString(op, x, y), true
 		}
 	}
 	return false, false
 }
 
-// condFault is why an operation on values failed.
-type condFault uint8
+// opFault is why an operation on values failed.
+type opFault uint8
 
 const (
-	condOK       condFault = iota
-	condMismatch           // the operand kinds do not fit the operator
-	condDivZero            // integer % by zero
+	faultNone     opFault = iota
+	faultMismatch         // the operand kinds do not fit the operator
+	faultDivZero          // integer % by zero
 )
 
-// condArith evaluates an arithmetic operator: int op int stays int (with
+// arithmetic evaluates an arithmetic operator: int op int stays int (with
 // Go's wrap-around), a float on either side makes a float, / and ** always
 // make a float, % takes ints only, + also joins two strings.
-func condArith(op condOp, a, b event.Value) (event.Value, condFault) {
+func arithmetic(op binOp, a, b event.Value) (event.Value, opFault) {
 	ak, bk := a.Kind(), b.Kind()
 	if ak == event.KindInt && bk == event.KindInt {
 		x, _ := a.AsInt()
 		y, _ := b.AsInt()
 		switch op {
-		case condOpAdd:
-			return event.Int(x + y), condOK
-		case condOpSub:
-			return event.Int(x - y), condOK
-		case condOpMul:
-			return event.Int(x * y), condOK
-		case condOpDiv:
-			return event.Float(float64(x) / float64(y)), condOK
-		case condOpMod:
+		case opAdd:
+			return event.Int(x + y), faultNone
+		case opSub:
+			return event.Int(x - y), faultNone
+		case opMul:
+			return event.Int(x * y), faultNone
+		case opDiv:
+			return event.Float(float64(x) / float64(y)), faultNone
+		case opMod:
 			if y == 0 {
-				return event.Null, condDivZero
+				return event.Null, faultDivZero
 			}
-			return event.Int(x % y), condOK
-		case condOpPow:
-			return event.Float(math.Pow(float64(x), float64(y))), condOK
+			return event.Int(x % y), faultNone
+		case opPow:
+			return event.Float(math.Pow(float64(x), float64(y))), faultNone
 		}
 	}
-	if condIsNum(ak) && condIsNum(bk) {
+	if isNum(ak) && isNum(bk) {
 		x, _ := a.AsFloat()
 		y, _ := b.AsFloat()
 		switch op {
-		case condOpAdd:
-			return event.Float(x + y), condOK
-		case condOpSub:
-			return event.Float(x - y), condOK
-		case condOpMul:
-			return event.Float(x * y), condOK
-		case condOpDiv:
-			return event.Float(x / y), condOK
-		case condOpPow:
-			return event.Float(math.Pow(x, y)), condOK
+		case opAdd:
+			return event.Float(x + y), faultNone
+		case opSub:
+			return event.Float(x - y), faultNone
+		case opMul:
+			return event.Float(x * y), faultNone
+		case opDiv:
+			return event.Float(x / y), faultNone
+		case opPow:
+			return event.Float(math.Pow(x, y)), faultNone
 		}
-		return event.Null, condMismatch // % on a float
+		return event.Null, faultMismatch // % on a float
 	}
-	if op == condOpAdd && ak == event.KindString && bk == event.KindString {
+	if op == opAdd && ak == event.KindString && bk == event.KindString {
 		x, _ := a.AsString()
 		y, _ := b.AsString()
-		return event.String(x + y), condOK
+		return event.String(x + y), faultNone
 	}
-	return event.Null, condMismatch
+	return event.Null, faultMismatch
 }
 
-// condNegate is unary minus.
-func condNegate(v event.Value) (event.Value, bool) {
+// negate is unary minus.
+func negate(v event.Value) (event.Value, bool) {
 	switch v.Kind() {
 	case event.KindInt:
 		x, _ := v.AsInt()
@@ -239,8 +239,8 @@ func condNegate(v event.Value) (event.Value, bool) {
 	return event.Null, false
 }
 
-// condToIndex converts a list index the way expr does (floats truncate).
-func condToIndex(v event.Value) (int, bool) {
+// toIndex converts a list index the way expr does (floats truncate).
+func toIndex(v event.Value) (int, bool) {
 	switch v.Kind() {
 	case event.KindInt:
 		x, _ := v.AsInt()
@@ -252,23 +252,23 @@ func condToIndex(v event.Value) (int, bool) {
 	return 0, false
 }
 
-// condResolveIndex applies expr's indexing rule: a negative index counts
+// resolveIndex applies expr's indexing rule: a negative index counts
 // from the end; ok is false when the index is out of range.
-func condResolveIndex(i, n int) (int, bool) {
+func resolveIndex(i, n int) (int, bool) {
 	if i < 0 {
 		i += n
 	}
 	return i, i >= 0 && i < n
 }
 
-// condScalarFunc is a builtin of one scalar argument v, plus for the trim
+// scalarFn is a builtin of one scalar argument v, plus for the trim
 // family an optional string argument arg (hasArg). It reports false when v
 // does not fit.
-type condScalarFunc func(v event.Value, arg string, hasArg bool) (event.Value, bool)
+type scalarFn func(v event.Value, arg string, hasArg bool) (event.Value, bool)
 
-// condScalarFuncs are the builtins of one scalar argument the compiler
+// scalarFuncs are the builtins of one scalar argument the compiler
 // evaluates natively, by expr's name.
-var condScalarFuncs = map[string]condScalarFunc{
+var scalarFuncs = map[string]scalarFn{
 	"len": func(v event.Value, _ string, _ bool) (event.Value, bool) {
 		if s, ok := v.AsString(); ok {
 			return event.Int(int64(utf8.RuneCountInString(s))), true
@@ -290,9 +290,9 @@ var condScalarFuncs = map[string]condScalarFunc{
 		}
 		return event.Null, false
 	},
-	"ceil":  condRounder(math.Ceil),
-	"floor": condRounder(math.Floor),
-	"round": condRounder(math.Round),
+	"ceil":  rounder(math.Ceil),
+	"floor": rounder(math.Floor),
+	"round": rounder(math.Round),
 	"int": func(v event.Value, _ string, _ bool) (event.Value, bool) {
 		switch v.Kind() {
 		case event.KindInt:
@@ -328,21 +328,21 @@ var condScalarFuncs = map[string]condScalarFunc{
 	"string": func(v event.Value, _ string, _ bool) (event.Value, bool) {
 		return event.String(fmt.Sprintf("%v", v.Any())), true
 	},
-	"lower": condStringFunc(func(s, _ string, _ bool) string { return strings.ToLower(s) }),
-	"upper": condStringFunc(func(s, _ string, _ bool) string { return strings.ToUpper(s) }),
-	"trim": condStringFunc(func(s, cut string, hasCut bool) string {
+	"lower": stringFunc(func(s, _ string, _ bool) string { return strings.ToLower(s) }),
+	"upper": stringFunc(func(s, _ string, _ bool) string { return strings.ToUpper(s) }),
+	"trim": stringFunc(func(s, cut string, hasCut bool) string {
 		if hasCut {
 			return strings.Trim(s, cut)
 		}
 		return strings.TrimSpace(s)
 	}),
-	"trimPrefix": condStringFunc(func(s, prefix string, hasPrefix bool) string {
+	"trimPrefix": stringFunc(func(s, prefix string, hasPrefix bool) string {
 		if !hasPrefix {
 			prefix = " "
 		}
 		return strings.TrimPrefix(s, prefix)
 	}),
-	"trimSuffix": condStringFunc(func(s, suffix string, hasSuffix bool) string {
+	"trimSuffix": stringFunc(func(s, suffix string, hasSuffix bool) string {
 		if !hasSuffix {
 			suffix = " "
 		}
@@ -350,11 +350,11 @@ var condScalarFuncs = map[string]condScalarFunc{
 	}),
 }
 
-// condTakesArg are the builtins of condScalarFuncs that take an optional
+// takesArg are the builtins of scalarFuncs that take an optional
 // second (string) argument.
-var condTakesArg = map[string]bool{"trim": true, "trimPrefix": true, "trimSuffix": true}
+var takesArg = map[string]bool{"trim": true, "trimPrefix": true, "trimSuffix": true}
 
-func condRounder(f func(float64) float64) condScalarFunc {
+func rounder(f func(float64) float64) scalarFn {
 	return func(v event.Value, _ string, _ bool) (event.Value, bool) {
 		switch v.Kind() {
 		case event.KindInt:
@@ -368,7 +368,7 @@ func condRounder(f func(float64) float64) condScalarFunc {
 	}
 }
 
-func condStringFunc(f func(s, arg string, hasArg bool) string) condScalarFunc {
+func stringFunc(f func(s, arg string, hasArg bool) string) scalarFn {
 	return func(v event.Value, arg string, hasArg bool) (event.Value, bool) {
 		s, ok := v.AsString()
 		if !ok {
@@ -378,29 +378,29 @@ func condStringFunc(f func(s, arg string, hasArg bool) string) condScalarFunc {
 	}
 }
 
-// condAggKind is an aggregate over a list of values.
-type condAggKind uint8
+// aggKind is an aggregate over a list of values.
+type aggKind uint8
 
 const (
-	condAggSum condAggKind = iota
-	condAggMean
-	condAggMin
-	condAggMax
-	condAggFirst
-	condAggLast
-	condAggCount
+	aggSum aggKind = iota
+	aggMean
+	aggMin
+	aggMax
+	aggFirst
+	aggLast
+	aggCount
 )
 
-// condAggKinds maps the names of the aggregate builtins to their kind;
+// aggKinds maps the names of the aggregate builtins to their kind;
 // avg is our alias of expr's mean.
-var condAggKinds = map[string]condAggKind{
-	"sum": condAggSum, "mean": condAggMean, "avg": condAggMean, "min": condAggMin, "max": condAggMax,
-	"first": condAggFirst, "last": condAggLast, "count": condAggCount,
+var aggKinds = map[string]aggKind{
+	"sum": aggSum, "mean": aggMean, "avg": aggMean, "min": aggMin, "max": aggMax,
+	"first": aggFirst, "last": aggLast, "count": aggCount,
 }
 
-var condAggNames = [...]string{"sum", "mean", "min", "max", "first", "last", "count"}
+var aggNames = [...]string{"sum", "mean", "min", "max", "first", "last", "count"}
 
-// condAgg accumulates an aggregate, one value at a time; the zero value of
+// aggSpec accumulates an aggregate, one value at a time; the zero value of
 // a given kind is the aggregate of no values. It lives on the stack of
 // the evaluation (no allocation).
 //
@@ -409,70 +409,70 @@ var condAggNames = [...]string{"sum", "mean", "min", "max", "first", "last", "co
 // for no values) and needs numbers; min and max need numbers and yield
 // null for no values; first and last yield null for no values; count is
 // the number of values.
-type condAgg struct {
-	kind  condAggKind
+type aggSpec struct {
+	kind  aggKind
 	n     int
 	acc   event.Value
 	total float64
 }
 
-func newCondAgg(kind condAggKind) condAgg {
-	g := condAgg{kind: kind}
-	if kind == condAggSum {
+func newCondAgg(kind aggKind) aggSpec {
+	g := aggSpec{kind: kind}
+	if kind == aggSum {
 		g.acc = event.Int(0)
 	}
 	return g
 }
 
 // add folds v into the aggregate; it reports false when v does not fit.
-func (g *condAgg) add(v event.Value) bool {
+func (g *aggSpec) add(v event.Value) bool {
 	g.n++
 	switch g.kind {
-	case condAggSum:
+	case aggSum:
 		// expr adds the element to the accumulator (element on the left).
-		acc, fault := condArith(condOpAdd, v, g.acc)
-		if fault != condOK {
+		acc, fault := arithmetic(opAdd, v, g.acc)
+		if fault != faultNone {
 			return false
 		}
 		g.acc = acc
-	case condAggMean:
+	case aggMean:
 		f, ok := v.AsFloat()
 		if !ok {
 			return false
 		}
 		g.total += f
-	case condAggMin, condAggMax:
-		if !condIsNum(v.Kind()) {
+	case aggMin, aggMax:
+		if !isNum(v.Kind()) {
 			return false
 		}
-		op := condOpLt // max replaces the running value when it is less
-		if g.kind == condAggMin {
-			op = condOpGt
+		op := opLt // max replaces the running value when it is less
+		if g.kind == aggMin {
+			op = opGt
 		}
 		if g.n == 1 {
 			g.acc = v
-		} else if less, _ := condOrder(op, g.acc, v); less {
+		} else if less, _ := compareOrder(op, g.acc, v); less {
 			g.acc = v
 		}
-	case condAggFirst:
+	case aggFirst:
 		if g.n == 1 {
 			g.acc = v
 		}
-	case condAggLast:
+	case aggLast:
 		g.acc = v
 	}
 	return true
 }
 
 // result returns the aggregate of the values added so far.
-func (g *condAgg) result() event.Value {
+func (g *aggSpec) result() event.Value {
 	switch g.kind {
-	case condAggMean:
+	case aggMean:
 		if g.n == 0 {
 			return event.Float(0)
 		}
 		return event.Float(g.total / float64(g.n))
-	case condAggCount:
+	case aggCount:
 		return event.Int(int64(g.n))
 	}
 	return g.acc

@@ -1,4 +1,4 @@
-package rules
+package cond
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/checker"
-	"github.com/expr-lang/expr/compiler"
+	exprcompiler "github.com/expr-lang/expr/compiler"
 	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/parser"
@@ -18,7 +18,7 @@ import (
 )
 
 // This file is the slow path: an expression with a construct the native
-// compiler does not handle (see condUnsupported and condCompiler.scan) runs
+// compiler does not handle (see unsupportedError and compiler.scan) runs
 // on expr's VM, like [CompileCondition]. Stage references, which expr does
 // not know, are first rewritten into calls of helper functions that share
 // their code with the native path:
@@ -30,46 +30,46 @@ import (
 //	count(list)                   -> len(list)
 
 const (
-	condVMEvents = "_cepheus_events"
-	condVMLast   = "_cepheus_last"
-	condVMAgg    = "_cepheus_agg"
+	vmEvents = "_cepheus_events"
+	vmLast   = "_cepheus_last"
+	vmAgg    = "_cepheus_agg"
 )
 
-// condVM is an expression compiled for expr's VM. It is safe for
+// exprVM is an expression compiled for expr's VM. It is safe for
 // concurrent use: every evaluation borrows a VM and an environment from a
 // pool.
-type condVM struct {
-	condSource
+type exprVM struct {
+	source
 	program *vm.Program
 	env     []schemaField // the fields set in the environment (none in emit expressions)
 	all     []schemaField // every field, for the rows of stage events
-	pool    sync.Pool     // of *condVMState
+	pool    sync.Pool     // of *vmState
 }
 
-// condVMState is the scratch space of one evaluation at a time.
-type condVMState struct {
+// vmState is the scratch space of one evaluation at a time.
+type vmState struct {
 	vm  vm.VM
 	env map[string]any
 	all []schemaField
-	fr  condFrame // valid during an evaluation only
+	fr  frame // valid during an evaluation only
 }
 
 // newCondVM compiles the expression of c for expr's VM. When the ruleset
 // declares its schema, expr's checker first checks it against the declared
 // kinds; the program run is compiled with every field typed any, as
 // [CompileCondition] does, so that a null field is nil.
-func newCondVM(c *condCompiler) (*condVM, error) {
-	v := &condVM{condSource: c.condSource}
+func newCondVM(c *compiler) (*exprVM, error) {
+	v := &exprVM{source: c.source}
 	helper := types.TypeOf(func(...any) any { return nil })
 	typed, untyped := types.Map{}, types.Map{}
-	for _, name := range []string{condVMEvents, condVMLast, condVMAgg} {
+	for _, name := range []string{vmEvents, vmLast, vmAgg} {
 		typed[name], untyped[name] = helper, helper
 	}
 	if s := c.env.Schema; s != nil {
 		for i := range s.Len() {
 			f := s.Field(i)
 			if _, clash := typed[f.Name]; clash {
-				return nil, &ExprError{End: len(c.src), Msg: fmt.Sprintf("field %s hides a function of the expression compiler", f.Name)}
+				return nil, &Error{End: len(c.src), Msg: fmt.Sprintf("field %s hides a function of the expression compiler", f.Name)}
 			}
 			v.all = append(v.all, schemaField{name: f.Name, slot: i})
 			if c.emit {
@@ -102,7 +102,7 @@ func newCondVM(c *condCompiler) (*condVM, error) {
 	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
 		return nil, c.fromFileError(err)
 	}
-	if v.program, err = compiler.Compile(tree, cfg); err != nil {
+	if v.program, err = exprcompiler.Compile(tree, cfg); err != nil {
 		return nil, c.fromFileError(err)
 	}
 	v.pool.New = v.newState
@@ -111,13 +111,13 @@ func newCondVM(c *condCompiler) (*condVM, error) {
 
 // vmConfig is expr's configuration for env: the wall-clock builtins
 // disabled, and a bool expected from a condition.
-func (c *condCompiler) vmConfig(env types.Map) *conf.Config {
+func (c *compiler) vmConfig(env types.Map) *conf.Config {
 	cfg := conf.CreateNew()
 	cfg.WithEnv(env)
 	if !c.emit {
 		cfg.Expect, cfg.ExpectAny = reflect.Bool, true
 	}
-	for name := range condRefused {
+	for name := range refusedBuiltins {
 		cfg.Disabled[name] = true
 		delete(cfg.Builtins, name)
 	}
@@ -125,7 +125,7 @@ func (c *condCompiler) vmConfig(env types.Map) *conf.Config {
 }
 
 // vmTree parses the source again and rewrites its stage references.
-func (c *condCompiler) vmTree() (*parser.Tree, error) {
+func (c *compiler) vmTree() (*parser.Tree, error) {
 	tree, err := parser.Parse(c.src)
 	if err != nil {
 		return nil, c.fromFileError(err)
@@ -135,7 +135,7 @@ func (c *condCompiler) vmTree() (*parser.Tree, error) {
 }
 
 // rewrite replaces the stage references under node by helper calls.
-func (c *condCompiler) rewrite(node *ast.Node) {
+func (c *compiler) rewrite(node *ast.Node) {
 	at := (*node).Location()
 	call := func(name string, args ...int) ast.Node {
 		callee := &ast.IdentifierNode{Value: name}
@@ -152,12 +152,12 @@ func (c *condCompiler) rewrite(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.IdentifierNode:
 		if stage, ok, _ := c.stageRef(n); ok {
-			*node = call(condVMEvents, stage)
+			*node = call(vmEvents, stage)
 		}
 		return
 	case *ast.CallNode:
 		if stage, ok, _ := c.stageRef(n); ok {
-			*node = call(condVMEvents, stage)
+			*node = call(vmEvents, stage)
 			return
 		}
 		if id, ok := n.Callee.(*ast.IdentifierNode); ok && id.Value == "avg" {
@@ -171,29 +171,29 @@ func (c *condCompiler) rewrite(node *ast.Node) {
 		if _, byName := n.Property.(*ast.StringNode); byName && !n.Method {
 			if stage, ok, _ := c.stageRef(n.Node); ok {
 				if slot, err := c.memberField(n); err == nil {
-					*node = call(condVMLast, stage, slot)
+					*node = call(vmLast, stage, slot)
 					return
 				}
 			}
 		}
 	case *ast.BuiltinNode:
-		if kind, ok := condAggKinds[n.Name]; ok && len(n.Arguments) == 1 {
+		if kind, ok := aggKinds[n.Name]; ok && len(n.Arguments) == 1 {
 			if stage, slot, ok, _ := c.stageField(n.Arguments[0]); ok {
-				*node = call(condVMAgg, int(kind), stage, slot)
+				*node = call(vmAgg, int(kind), stage, slot)
 				return
 			}
-			if kind == condAggCount {
+			if kind == aggCount {
 				n.Name = "len"
 			}
 		}
 	}
-	for _, child := range condChildPtrs(*node) {
+	for _, child := range childPtrs(*node) {
 		c.rewrite(child)
 	}
 }
 
-// condChildPtrs returns pointers to the children of n.
-func condChildPtrs(n ast.Node) []*ast.Node {
+// childPtrs returns pointers to the children of n.
+func childPtrs(n ast.Node) []*ast.Node {
 	switch n := n.(type) {
 	case *ast.UnaryNode:
 		return []*ast.Node{&n.Node}
@@ -256,22 +256,22 @@ func condChildPtrs(n ast.Node) []*ast.Node {
 
 // newState is the constructor of the pool. The helpers are bound to their
 // state once, so evaluations do not allocate closures.
-func (v *condVM) newState() any {
-	st := &condVMState{env: make(map[string]any, len(v.env)+3), all: v.all}
-	st.env[condVMEvents] = st.events
-	st.env[condVMLast] = st.last
-	st.env[condVMAgg] = st.agg
+func (v *exprVM) newState() any {
+	st := &vmState{env: make(map[string]any, len(v.env)+3), all: v.all}
+	st.env[vmEvents] = st.events
+	st.env[vmLast] = st.last
+	st.env[vmAgg] = st.agg
 	return st
 }
 
 // eval runs the program on fr. A panic that escapes the VM (which
 // recovers its own) is a bug in the helpers; it is reported as an error.
-func (v *condVM) eval(fr condFrame) (out any, fail *ExprError) {
-	st := v.pool.Get().(*condVMState)
+func (v *exprVM) eval(fr frame) (out any, fail *Error) {
+	st := v.pool.Get().(*vmState)
 	defer func() {
 		if r := recover(); r != nil {
 			// The state may be half updated: leave it to the garbage collector.
-			out, fail = nil, &ExprError{End: len(v.src), Msg: fmt.Sprintf("expression panicked: %v", r)}
+			out, fail = nil, &Error{End: len(v.src), Msg: fmt.Sprintf("expression panicked: %v", r)}
 		}
 	}()
 	for _, f := range v.env {
@@ -279,7 +279,7 @@ func (v *condVM) eval(fr condFrame) (out any, fail *ExprError) {
 	}
 	st.fr = fr
 	out, err := st.vm.Run(v.program, st.env)
-	st.fr = condFrame{}
+	st.fr = frame{}
 	v.pool.Put(st)
 	if err != nil {
 		return nil, v.fromFileError(err)
@@ -289,34 +289,34 @@ func (v *condVM) eval(fr condFrame) (out any, fail *ExprError) {
 
 // evalBool evaluates a condition (the program ends with expr's cast to
 // bool).
-func (v *condVM) evalBool(fr condFrame) (bool, *ExprError) {
+func (v *exprVM) evalBool(fr frame) (bool, *Error) {
 	out, err := v.eval(fr)
 	if err != nil {
 		return false, err
 	}
 	b, ok := out.(bool)
 	if !ok {
-		return false, &ExprError{End: len(v.src), Msg: fmt.Sprintf("the condition yielded %T, not a bool", out)}
+		return false, &Error{End: len(v.src), Msg: fmt.Sprintf("the condition yielded %T, not a bool", out)}
 	}
 	return b, nil
 }
 
 // evalValue evaluates an emit expression.
-func (v *condVM) evalValue(fr condFrame) (event.Value, *ExprError) {
+func (v *exprVM) evalValue(fr frame) (event.Value, *Error) {
 	out, err := v.eval(fr)
 	if err != nil {
 		return event.Null, err
 	}
 	val, ok := event.FromAny(out)
 	if !ok {
-		return event.Null, &ExprError{End: len(v.src), Msg: fmt.Sprintf("the value is a %T, not a single value", out)}
+		return event.Null, &Error{End: len(v.src), Msg: fmt.Sprintf("the value is a %T, not a single value", out)}
 	}
 	return val, nil
 }
 
 // events implements _cepheus_events(stage): the events of the stage as
 // maps from field name to value, as [CompileCondition]'s ctx gives them.
-func (st *condVMState) events(args ...any) any {
+func (st *vmState) events(args ...any) any {
 	evs := st.fr.stages.EventsAt(args[0].(int))
 	rows := make([]any, len(evs))
 	for i, e := range evs {
@@ -330,7 +330,7 @@ func (st *condVMState) events(args ...any) any {
 }
 
 // last implements _cepheus_last(stage, slot).
-func (st *condVMState) last(args ...any) any {
+func (st *vmState) last(args ...any) any {
 	evs := st.fr.stages.EventsAt(args[0].(int))
 	if len(evs) == 0 {
 		return nil
@@ -340,11 +340,11 @@ func (st *condVMState) last(args ...any) any {
 
 // agg implements _cepheus_agg(kind, stage, slot). A value that does not fit
 // panics, which the VM reports as an error.
-func (st *condVMState) agg(args ...any) any {
-	kind := condAggKind(args[0].(int))
-	v, bad, ok := condAggEvents(kind, st.fr.stages.EventsAt(args[1].(int)), args[2].(int))
+func (st *vmState) agg(args ...any) any {
+	kind := aggKind(args[0].(int))
+	v, bad, ok := aggEvents(kind, st.fr.stages.EventsAt(args[1].(int)), args[2].(int))
 	if !ok {
-		panic(fmt.Sprintf("invalid argument for %s (type %s)", condAggNames[kind], bad.Kind()))
+		panic(fmt.Sprintf("invalid argument for %s (type %s)", aggNames[kind], bad.Kind()))
 	}
 	return exprValue(v)
 }
