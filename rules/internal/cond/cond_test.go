@@ -658,9 +658,14 @@ func TestExprNames(t *testing.T) {
 	}
 }
 
-// FuzzCondCompile compiles arbitrary expressions as conditions and as
-// emit values and evaluates them: compiling may fail, evaluating may
-// fail, nothing may panic.
+// FuzzCondCompile compiles arbitrary expressions as conditions, natively
+// and on expr's VM (through the rewrite of stage references, as
+// TestCondStageDifferential does), and evaluates both over events and
+// partial matches: what both accept must give the same outcome (false,
+// true or a run-time error), apart from expr's mistyped operands
+// (diffMistypedMsg); only the compiler may refuse more (it types stage
+// references, the VM does not). A compile error must be an *Error at an
+// offset in the source with a one-line message. Nothing may panic.
 func FuzzCondCompile(f *testing.F) {
 	for _, src := range []string{
 		`amount > 5000`, `country in ["FR", nil] && !flag`, `sum(a.amount) > 1 ? a[0].country : "x"`,
@@ -671,16 +676,55 @@ func FuzzCondCompile(f *testing.F) {
 		f.Add(src)
 	}
 	events := []*event.Event{unitEvent(), unitEvent("amount", 6000.0, "country", "FR", "n", 3, "flag", true, "x", "s"), unitEvent("x", 1.5, "n", -1)}
+	matches := []stageSource{stageMatch(), matchStages{nil, nil, nil}}
+	checkErr := func(t *testing.T, src string, err error) {
+		t.Helper()
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("%q: compile error %T (%v), want an *Error", src, err, err)
+		}
+		if ce.Offset < 0 || ce.Offset > len(src) || strings.Contains(ce.Msg, "\n") {
+			t.Fatalf("%q: compile error at offset %d (source of %d bytes), message %q", src, ce.Offset, len(src), ce.Msg)
+		}
+	}
 	f.Fuzz(func(t *testing.T, src string) {
-		if b, err := CompileBoolExpr(src, stageEnv); err == nil {
-			for _, e := range events {
-				b.Eval(e, nil)
-				b.prog.evalBool(frame{ev: e, stages: stageMatch()})
+		native, errN := compileCond(src, stageEnv, false, false)
+		slow, errS := compileCond(src, stageEnv, false, true)
+		if errN != nil && errS == nil {
+			// The compiler types stage references and the fields of stage
+			// events from the schema; the VM sees them as any and finds
+			// the fault only when it evaluates it (never, over an empty
+			// stage). Refusing more at compile time is by design; the
+			// other way round is a bug.
+			checkErr(t, src, errN)
+			return
+		}
+		if (errN == nil) != (errS == nil) {
+			t.Fatalf("%q: compile error %v, on the VM %v", src, errN, errS)
+		}
+		if errN != nil {
+			checkErr(t, src, errN)
+			return
+		}
+		for _, e := range events {
+			for _, m := range matches {
+				fr := frame{ev: e, stages: m}
+				a, errA := native.evalBool(fr)
+				b, errB := slow.evalBool(fr)
+				if errB != nil && errA == nil && diffMistypedMsg(errB.Msg) {
+					continue
+				}
+				if (errA != nil) != (errB != nil) || errA == nil && a != b {
+					t.Fatalf("%q on %v, stages %v: compiled %v (%v; fast %v), VM %v (%v)",
+						src, e.Fields, m, a, errA, native.vm == nil, b, errB)
+				}
 			}
 		}
 		if v, err := CompileValueExpr(src, stageEnv); err == nil {
 			v.Eval(stageMatch())
 			v.Eval(nil)
+		} else {
+			checkErr(t, src, err)
 		}
 	})
 }
