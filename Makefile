@@ -56,8 +56,15 @@ lint: ## Check formatting (gofmt), run go vet and the import rules (internal/lin
 	$(GO) vet ./...
 	$(GO) test ./internal/lint/
 
-test: lint ## Run lint, then every test (10 minute timeout), then diff-flink-small.
+# RACE_PKGS are the packages with concurrency, tested again under -race
+# (which needs cgo): compiled conditions evaluated from many goroutines
+# (rules/internal/cond), concurrent generator runs (internal/gen), the
+# differential tester's parallel runners (internal/difftest).
+RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/
+
+test: lint ## Run lint, then every test (10 minute timeout), then RACE_PKGS under -race, then diff-flink-small.
 	$(GO) test -count=1 -timeout 10m ./...
+	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	@$(MAKE) --no-print-directory diff-flink-small
 
 conformance: ## Run the Flink CEP conformance suite (CONFORMANCE_DIR, CONFORMANCE_OUT).
