@@ -12,10 +12,13 @@ import (
 // DeadRecord is a record that could not become an event: unreadable (a line
 // too long) or rejected by the decoder.
 type DeadRecord struct {
-	Line   int64  // 1-based line number
-	Offset int64  // byte offset of the line in the (decompressed) input
-	Reason string // why, e.g. "column 12: invalid character 'x' in number"
-	Data   []byte // the raw line (a prefix for a line too long); owned by the receiver
+	// Ruleset names the ruleset whose run rejected the record, when the
+	// caller runs one (a backtest); written as "ruleset" when set.
+	Ruleset string
+	Line    int64  // 1-based line number
+	Offset  int64  // byte offset of the line in the (decompressed) input
+	Reason  string // why, e.g. "column 12: invalid character 'x' in number"
+	Data    []byte // the raw line (a prefix for a line too long); owned by the receiver
 }
 
 // DeadLetter receives dead records. An error from DeadLetter stops the
@@ -61,7 +64,7 @@ func (d *DeadLetterWriter) DeadLetter(rec DeadRecord) error {
 		return d.err
 	}
 	b := jsonev.AppendDeadLetter(d.buf[:0], jsonev.DeadLetter{
-		Line: rec.Line, Offset: rec.Offset, Reason: rec.Reason, Data: rec.Data,
+		Ruleset: rec.Ruleset, Line: rec.Line, Offset: rec.Offset, Reason: rec.Reason, Data: rec.Data,
 	})
 	d.buf = b
 	if _, err := d.w.Write(b); err != nil {

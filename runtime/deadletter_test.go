@@ -96,3 +96,18 @@ func TestDeadLetterWriterError(t *testing.T) {
 		t.Fatal("Close after a write error = nil")
 	}
 }
+
+// TestDeadLetterRuleset: a record of a ruleset's run names it first.
+func TestDeadLetterRuleset(t *testing.T) {
+	var b strings.Builder
+	d := NewDeadLetterWriter(&b)
+	if err := d.DeadLetter(DeadRecord{Ruleset: "cards", Line: 2, Offset: 10, Reason: "bad", Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"ruleset":"cards","line":2,"offset":10,"reason":"bad","data":"x"}` + "\n"; b.String() != want {
+		t.Errorf("got %s want %s", b.String(), want)
+	}
+}

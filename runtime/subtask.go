@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
@@ -46,11 +47,16 @@ func (e *OperatorError) Unwrap() error { return e.Err }
 
 // Stats are the counters of a [Subtask].
 type Stats struct {
-	Records   int64           // records read (non-blank lines, dead ones included)
-	Decoded   int64           // records decoded into events and forwarded
-	Dead      int64           // records sent to the dead letters
-	Line      int64           // line number of the last record read
-	Watermark event.Watermark // last watermark forwarded (event.MinTime before the first)
+	Records int64 // records read (non-blank lines, dead ones included)
+	Decoded int64 // records decoded into events and forwarded
+	Dead    int64 // records sent to the dead letters
+	Ahead   int64 // of Dead, the events too far ahead of the stream (SubtaskConfig.MaxAhead)
+	// FirstDeadLine and FirstDeadReason are the line and reason of the first
+	// dead record (0 and "" when there is none).
+	FirstDeadLine   int64
+	FirstDeadReason string
+	Line            int64           // line number of the last record read
+	Watermark       event.Watermark // last watermark forwarded (event.MinTime before the first)
 	// BytesRead and TotalBytes come from a ProgressSource: bytes read from
 	// the input and its size; both -1 when the source cannot tell, and
 	// TotalBytes -1 when only the size is unknown.
@@ -74,7 +80,27 @@ type SubtaskConfig struct {
 	// ProgressEvery is the number of records between Progress calls.
 	// Default (0): 100000.
 	ProgressEvery int64
+	// MaxAhead, when positive, keeps a bad time from moving the watermark:
+	// an event more than MaxAhead after the stream's time (the largest
+	// event time forwarded so far) goes to the dead letters instead of the
+	// operators, unless the [AheadConfirm] events from it on are all that
+	// far ahead and within MaxAhead of it (the input has a gap: the stream
+	// did jump). The first AheadConfirm events of the input are held and
+	// judged in order, the stream's time starting at their lower median.
+	// At most AheadConfirm events are held at a time; their order is kept. Default (0): no check
+	// (conformance and differential runs, whose times are a few
+	// milliseconds from the epoch, never set it).
+	MaxAhead time.Duration
+	// GiveUpAfter, when positive, stops Run with [ErrNothingDecoded] once
+	// that many records were read and none of them became an event: a
+	// schema or time unit that matches nothing, not worth reading to the
+	// end. Default (0): read on.
+	GiveUpAfter int64
 }
+
+// ErrNothingDecoded is returned by [Subtask.Run] when SubtaskConfig.GiveUpAfter
+// records were read and none decoded.
+var ErrNothingDecoded = errors.New("runtime: no record decoded")
 
 // cancelCheckEvery is how often (in records) Run looks at its context; a
 // power of two.
@@ -93,6 +119,7 @@ type Subtask struct {
 	cfg   SubtaskConfig
 	stats Stats
 	ran   bool
+	guard *aheadGuard // nil without MaxAhead
 }
 
 // NewSubtask checks cfg and returns a subtask.
@@ -108,6 +135,8 @@ func NewSubtask(cfg SubtaskConfig) (*Subtask, error) {
 		return nil, errors.New("runtime: subtask: no operators")
 	case cfg.ProgressEvery < 0:
 		return nil, errors.New("runtime: subtask: negative progress interval")
+	case cfg.MaxAhead < 0 || cfg.GiveUpAfter < 0:
+		return nil, errors.New("runtime: subtask: negative MaxAhead or GiveUpAfter")
 	}
 	for i, op := range cfg.Operators {
 		if op == nil {
@@ -118,7 +147,11 @@ func NewSubtask(cfg SubtaskConfig) (*Subtask, error) {
 		cfg.ProgressEvery = 100000
 	}
 	cfg.Operators = append([]KeyedOperator(nil), cfg.Operators...)
-	return &Subtask{cfg: cfg, stats: Stats{Watermark: event.MinTime}}, nil
+	s := &Subtask{cfg: cfg, stats: Stats{Watermark: event.MinTime}}
+	if b := event.Millis(cfg.MaxAhead); b > 0 {
+		s.guard = &aheadGuard{bound: event.Time(b), boundD: cfg.MaxAhead}
+	}
+	return s, nil
 }
 
 // Stats returns the counters so far. Call it from Run's goroutine (from the
@@ -146,7 +179,6 @@ func (s *Subtask) Run(ctx context.Context) error {
 		src    = s.cfg.Source
 		dec    = s.cfg.Decoder
 		wm     = s.cfg.Watermarks
-		ops    = s.cfg.Operators
 		ev     *event.Event
 		nextPr = s.cfg.ProgressEvery
 	)
@@ -162,6 +194,10 @@ func (s *Subtask) Run(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+		}
+		if s.cfg.GiveUpAfter > 0 && s.stats.Records == s.cfg.GiveUpAfter && s.stats.Decoded == 0 &&
+			(s.guard == nil || len(s.guard.held) == 0) {
+			return ErrNothingDecoded
 		}
 		rec, err := src.Next()
 		if err == io.EOF {
@@ -190,18 +226,20 @@ func (s *Subtask) Run(ctx context.Context) error {
 			continue
 		}
 		ev.Seq = uint64(rec.Line)
-		s.stats.Decoded++
-		for i, op := range ops {
-			if err := op.ProcessElement(ev, ev.Time); err != nil {
-				return &OperatorError{Operator: i, Line: rec.Line, Err: err}
-			}
-		}
-		ts := ev.Time
+		e := ev
 		ev = nil
-		if w, ok := wm.OnEvent(ts); ok {
-			if err := s.watermark(w, rec.Line); err != nil {
-				return err
-			}
+		if s.guard != nil {
+			err = s.guard.offer(e, rec, guardOut{s})
+		} else {
+			err = s.pass(e, rec.Line)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if s.guard != nil {
+		if err := s.guard.end(guardOut{s}); err != nil {
+			return err
 		}
 	}
 	if err := s.watermark(wm.Final(), 0); err != nil {
@@ -211,6 +249,31 @@ func (s *Subtask) Run(ctx context.Context) error {
 		s.cfg.Progress(s.Stats())
 	}
 	return nil
+}
+
+// pass hands ev, decoded from line, to every operator, then the
+// watermark if it advanced.
+func (s *Subtask) pass(ev *event.Event, line int64) error {
+	s.stats.Decoded++
+	for i, op := range s.cfg.Operators {
+		if err := op.ProcessElement(ev, ev.Time); err != nil {
+			return &OperatorError{Operator: i, Line: line, Err: err}
+		}
+	}
+	if w, ok := s.cfg.Watermarks.OnEvent(ev.Time); ok {
+		return s.watermark(w, line)
+	}
+	return nil
+}
+
+// guardOut is the subtask as the ahead guard's sink.
+type guardOut struct{ s *Subtask }
+
+func (g guardOut) pass(ev *event.Event, line int64) error { return g.s.pass(ev, line) }
+
+func (g guardOut) reject(rec Record, reason string) error {
+	g.s.stats.Ahead++
+	return g.s.dead(rec, reason)
 }
 
 func (s *Subtask) watermark(w event.Watermark, line int64) error {
@@ -225,6 +288,9 @@ func (s *Subtask) watermark(w event.Watermark, line int64) error {
 
 func (s *Subtask) dead(rec Record, reason string) error {
 	s.stats.Dead++
+	if s.stats.FirstDeadLine == 0 {
+		s.stats.FirstDeadLine, s.stats.FirstDeadReason = rec.Line, reason
+	}
 	if s.cfg.DeadLetter == nil {
 		return nil
 	}

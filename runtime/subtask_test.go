@@ -169,6 +169,7 @@ func TestSubtaskForwarding(t *testing.T) {
 	}
 
 	wantStats := Stats{Records: 8, Decoded: 5, Dead: 3, Line: 9, Watermark: event.MaxTime,
+		FirstDeadLine: 6, FirstDeadReason: `missing required field "card"`,
 		BytesRead: int64(len(input)), TotalBytes: -1}
 	if got := st.Stats(); got != wantStats {
 		t.Errorf("Stats = %+v\nwant %+v", got, wantStats)

@@ -34,6 +34,37 @@ const (
 
 var timeFormatNames = [...]string{"auto", "rfc3339", "epoch-ms"}
 
+// TimeUnit is the unit of times written as numbers.
+type TimeUnit uint8
+
+// The time units.
+const (
+	// Millis: a number is milliseconds since the Unix epoch.
+	Millis TimeUnit = iota
+	// Seconds: a number is seconds since the Unix epoch, which may have a
+	// fraction (1714564800.25); finer than milliseconds is truncated towards
+	// the past, as for RFC 3339 strings.
+	Seconds
+)
+
+var timeUnitNames = [...]string{"ms", "s"}
+
+func (u TimeUnit) String() string {
+	if int(u) < len(timeUnitNames) {
+		return timeUnitNames[u]
+	}
+	return fmt.Sprintf("TimeUnit(%d)", u)
+}
+
+// The plausible window of [Config.CheckNumericTimes]: [PlausibleFrom,
+// PlausibleTo), 2000-01-01 to 2100-01-01 UTC. Epoch seconds read as
+// milliseconds land in January 1970; epoch micro- and nanoseconds read as
+// milliseconds land tens of thousands of years ahead.
+const (
+	PlausibleFrom event.Time = 946684800000  // 2000-01-01T00:00:00Z
+	PlausibleTo   event.Time = 4102444800000 // 2100-01-01T00:00:00Z
+)
+
 func (f TimeFormat) String() string {
 	if int(f) < len(timeFormatNames) {
 		return timeFormatNames[f]
@@ -57,6 +88,18 @@ type Config struct {
 	TimeFields []string
 	// TimeFormat says how the time fields are written; default TimeAuto.
 	TimeFormat TimeFormat
+	// TimeUnit is the unit of time fields written as numbers; default
+	// Millis.
+	TimeUnit TimeUnit
+	// CheckNumericTimes refuses a time field written as a number whose time
+	// in TimeUnit lies outside [PlausibleFrom, PlausibleTo): the error says
+	// what the number would be in the other usual units (epoch seconds,
+	// micro- and nanoseconds), so a stream in the wrong unit is refused
+	// line by line instead of read as times in 1970. Times written as RFC
+	// 3339 strings are not checked: they carry no unit. Off by default:
+	// in-file tests and conformance cases use times a few milliseconds
+	// from the epoch. Streams whose unit nobody stated turn it on.
+	CheckNumericTimes bool
 	// Required lists fields of Schema that every record must carry with a
 	// non-null value: the key fields of the rules. A record without one is
 	// rejected, so it goes to the dead letters rather than to a key made of
@@ -185,6 +228,8 @@ type Decoder struct {
 	timeIdx int   // index of the time field in fields
 	reqIdx  []int // indexes of the required fields in fields
 	format  TimeFormat
+	unit    TimeUnit
+	check   bool // Config.CheckNumericTimes
 	strict  bool // Strict mode
 	open    bool // Config.Open
 
@@ -218,10 +263,15 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 	if cfg.TimeFormat > TimeEpochMillis {
 		return nil, fmt.Errorf("jsonev: unknown time format %v", cfg.TimeFormat)
 	}
+	if cfg.TimeUnit > Seconds {
+		return nil, fmt.Errorf("jsonev: unknown time unit %v", cfg.TimeUnit)
+	}
 	s := cfg.Schema
 	d := &Decoder{
 		nSlots: s.Len(),
 		format: cfg.TimeFormat,
+		unit:   cfg.TimeUnit,
+		check:  cfg.CheckNumericTimes,
 		strict: cfg.Mode == Strict,
 		open:   cfg.Open,
 		index:  make(map[string]int, s.Len()+1),
@@ -494,11 +544,23 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (i
 		if d.format == TimeRFC3339 {
 			return i, timeErr(i, f, ": want an RFC 3339 string, got a number")
 		}
-		v, ok := n.wholeInt(data[i:j])
-		if !ok {
-			return i, timeErr(i, f, ": "+string(data[i:j])+" is not whole epoch milliseconds")
+		text := data[i:j]
+		if d.unit == Seconds {
+			v, ok := secondsMillis(text)
+			if !ok {
+				return i, timeErr(i, f, ": "+string(text)+" epoch seconds is out of range")
+			}
+			ms = v
+		} else {
+			v, ok := n.wholeInt(text)
+			if !ok {
+				return i, timeErr(i, f, ": "+string(text)+" is not whole epoch milliseconds")
+			}
+			ms = v
 		}
-		ms = v
+		if d.check && (event.Time(ms) < PlausibleFrom || event.Time(ms) >= PlausibleTo) {
+			return i, timeErr(i, f, ": "+implausible(text, ms, d.unit))
+		}
 
 	case c == 'n':
 		j, err := scanLiteral(data, i, "null")
@@ -528,6 +590,36 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (i
 	}
 	d.set(f.slot, event.Int(ms), ev)
 	return j, nil
+}
+
+// implausible explains a number that is no plausible time in unit (ms: its
+// value in milliseconds): what it is, and the usual units that would make
+// it plausible.
+func implausible(text []byte, ms int64, unit TimeUnit) string {
+	msg := string(text) + " as epoch " + unitWords[unit] + " is " + timeText(ms) + ", outside 2000..2100"
+	v, _ := parseFloat(text) // the number as written
+	for _, u := range []struct {
+		name  string
+		perMs float64 // counts of the unit per millisecond
+	}{{"seconds", 1e-3}, {"milliseconds", 1}, {"microseconds", 1e3}, {"nanoseconds", 1e6}} {
+		alt := v / u.perMs
+		if u.name != unitWords[unit] && alt >= float64(PlausibleFrom) && alt < float64(PlausibleTo) {
+			msg += "; as epoch " + u.name + " it is " + timeText(int64(alt))
+		}
+	}
+	return msg + " (say the time unit)"
+}
+
+var unitWords = [...]string{Millis: "milliseconds", Seconds: "seconds"}
+
+// timeText formats ms as RFC 3339, or as a count when it is beyond what
+// time.Time formats in four digits.
+func timeText(ms int64) string {
+	const year10000 = 253402300800000
+	if ms <= -62135596800000 || ms >= year10000 {
+		return "beyond year 9999"
+	}
+	return event.Time(ms).String()
 }
 
 // timeErr reports a bad value of a time field.

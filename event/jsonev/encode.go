@@ -39,10 +39,11 @@ type Alert struct {
 
 // DeadLetter is a record that could not become an event.
 type DeadLetter struct {
-	Line   int64  // 1-based line number
-	Offset int64  // byte offset of the line in the (decompressed) input
-	Reason string // why
-	Data   []byte // the raw line
+	Ruleset string // the ruleset whose run rejected it; "" leaves the field out
+	Line    int64  // 1-based line number
+	Offset  int64  // byte offset of the line in the (decompressed) input
+	Reason  string // why
+	Data    []byte // the raw line
 }
 
 // Encoder writes the events of one schema, and the alerts and late events
@@ -175,14 +176,20 @@ func (e *Encoder) AppendAlert(b []byte, a *Alert) []byte {
 }
 
 // AppendDeadLetter appends d as one JSON line (newline included), its
-// fields in this order:
+// fields in this order ("ruleset" only when d.Ruleset is set):
 //
-//	{"line":12,"offset":3400,"reason":"missing time field \"ts\"","data":"{\"id\":1}"}
+//	{"ruleset":"cards","line":12,"offset":3400,"reason":"missing time field \"ts\"","data":"{\"id\":1}"}
 //
 // data is the raw line as a JSON string; bytes that are not valid UTF-8
 // become U+FFFD there (the offset still locates the original).
 func AppendDeadLetter(b []byte, d DeadLetter) []byte {
-	b = append(b, `{"line":`...)
+	b = append(b, '{')
+	if d.Ruleset != "" {
+		b = append(b, `"ruleset":`...)
+		b = AppendString(b, d.Ruleset)
+		b = append(b, ',')
+	}
+	b = append(b, `"line":`...)
 	b = strconv.AppendInt(b, d.Line, 10)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, d.Offset, 10)

@@ -123,6 +123,100 @@ func (n *num) wholeInt(text []byte) (int64, bool) {
 	return exactInt(text)
 }
 
+// secondsMillis returns the milliseconds of the JSON number text read as
+// epoch seconds, exactly in decimal, truncated towards the past below the
+// millisecond (1.2345 is 1234, -1.2345 is -1235); false when out of int64
+// range.
+func secondsMillis(text []byte) (int64, bool) {
+	var buf [64]byte
+	neg, mant, exp := splitDecimal(text, buf[:0])
+	exp += 3
+	if len(mant) == 0 {
+		return 0, true
+	}
+	dropped := false
+	if exp < 0 {
+		cut := len(mant) + exp
+		if cut < 0 {
+			cut = 0
+		}
+		for _, c := range mant[cut:] {
+			dropped = dropped || c != '0'
+		}
+		mant, exp = mant[:cut], 0
+	}
+	if len(mant)+exp > 19 {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range mant {
+		u = u*10 + uint64(c-'0')
+	}
+	for range exp {
+		u *= 10
+	}
+	if neg && dropped {
+		u++ // towards the past
+	}
+	switch {
+	case !neg && u <= math.MaxInt64:
+		return int64(u), true
+	case neg && u <= 1<<63:
+		return -int64(u), true
+	}
+	return 0, false
+}
+
+// splitDecimal splits the JSON number text into its sign, its significant
+// digits (appended to buf; no leading or trailing zeros, empty for zero)
+// and a power of ten: the value is ±mant × 10^exp.
+func splitDecimal(text []byte, buf []byte) (neg bool, mant []byte, exp int) {
+	neg = text[0] == '-'
+	if neg {
+		text = text[1:]
+	}
+	mant = buf
+	i := 0
+	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+		mant = append(mant, text[i])
+		i++
+	}
+	if i < len(text) && text[i] == '.' {
+		i++
+		for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+			mant = append(mant, text[i])
+			exp--
+			i++
+		}
+	}
+	if i < len(text) { // 'e' or 'E'
+		i++
+		eneg := false
+		if text[i] == '+' || text[i] == '-' {
+			eneg = text[i] == '-'
+			i++
+		}
+		e := 0
+		for ; i < len(text); i++ {
+			if e < 1e6 {
+				e = e*10 + int(text[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	for len(mant) > 0 && mant[0] == '0' {
+		mant = mant[1:]
+	}
+	for len(mant) > 0 && mant[len(mant)-1] == '0' {
+		mant = mant[:len(mant)-1]
+		exp++
+	}
+	return neg, mant, exp
+}
+
 // exactInt returns the value of the JSON number text (with a fraction or an
 // exponent) when it is exactly a whole number in int64 range, computed in
 // decimal: 1.5e1 is 15, 1.25e1 is not whole, 1e19 is out of range.
