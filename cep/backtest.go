@@ -59,6 +59,10 @@ type BacktestConfig struct {
 	// (docs/decisions.md); 0, the default for backtests, means unlimited.
 	MaxPartialMatches int
 	MaxBufferedEvents int
+	// Input is what to do with bad input (far-ahead times, a wrong time
+	// unit, a run that decodes nearly nothing); the zero value checks
+	// nothing.
+	Input InputPolicy
 }
 
 // BacktestProgress is what a progress callback sees.
@@ -78,6 +82,7 @@ type RuleSummary struct {
 	ConditionErrors uint64
 	Late            int64
 	Overflow        int64 // events over MaxBufferedEvents
+	NoKey           int64 // events skipped for lacking one of the rule's key fields
 	Dropped         int64 // partial matches dropped over MaxPartialMatches
 }
 
@@ -128,6 +133,8 @@ func (s *BacktestSummary) Recall() float64 { return ratio(s.Caught, s.Labelled) 
 // of +infinity at the end of the input that releases every pending absence
 // match. It writes alerts, late events and dead letters as they happen and
 // returns the summary. It runs on the calling goroutine; ctx cancels it.
+// Once the run has started, the summary of what was read is returned with
+// any error (cancellation, a broken input, an [*InputError]).
 func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -137,7 +144,7 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 	if err != nil {
 		return nil, err
 	}
-	dec, err := backtestDecoder(rs, schema)
+	dec, err := backtestDecoder(rs, schema, cfg.Input)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +179,7 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 		if err != nil {
 			return nil, fmt.Errorf("cep: backtest: rule %s: %w", r.Name, err)
 		}
-		ro := &ruleOperator{bt: bt, rule: r, index: i, op: op}
+		ro := &ruleOperator{bt: bt, rule: r, index: i, op: op, keySlots: nullableKeys(r, rs)}
 		bt.rules = append(bt.rules, ro)
 		ops = append(ops, ro)
 	}
@@ -180,12 +187,18 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 	if progressEvery <= 0 {
 		progressEvery = 100_000
 	}
+	var dead runtime.DeadLetter
+	if cfg.DeadLetter != nil {
+		dead = namedDeadLetter{ruleset: rs.Name, d: cfg.DeadLetter}
+	}
 	sub, err := runtime.NewSubtask(runtime.SubtaskConfig{
 		Source:        cfg.Source,
 		Decoder:       dec,
 		Watermarks:    wm,
 		Operators:     ops,
-		DeadLetter:    cfg.DeadLetter,
+		DeadLetter:    dead,
+		MaxAhead:      cfg.Input.MaxAhead,
+		GiveUpAfter:   cfg.Input.GiveUpAfter,
 		ProgressEvery: progressEvery,
 		Progress: func(s runtime.Stats) {
 			if cfg.Progress != nil {
@@ -200,14 +213,18 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 	if err := bt.flush(); err != nil && runErr == nil {
 		runErr = err
 	}
+	sum := bt.summary(sub.Stats())
+	if err := cfg.Input.inputError(rs.Name, sum.Stats, runErr); err != nil {
+		return sum, err
+	}
 	if runErr != nil {
 		var oe *runtime.OperatorError
 		if errors.As(runErr, &oe) && oe.Operator > 0 {
-			return nil, fmt.Errorf("cep: backtest: rule %s, line %d: %w", rs.Rules[oe.Operator-1].Name, oe.Line, oe.Err)
+			return sum, fmt.Errorf("cep: backtest: rule %s, line %d: %w", rs.Rules[oe.Operator-1].Name, oe.Line, oe.Err)
 		}
-		return nil, fmt.Errorf("cep: backtest: %w", runErr)
+		return sum, fmt.Errorf("cep: backtest: %w", runErr)
 	}
-	return bt.summary(sub.Stats()), nil
+	return sum, nil
 }
 
 func (c *BacktestConfig) validate() error {
@@ -224,6 +241,7 @@ func (c *BacktestConfig) validate() error {
 	if c.MaxPartialMatches < 0 || c.MaxBufferedEvents < 0 || c.WatermarkEvery < 0 {
 		errs = append(errs, errors.New("cep: backtest: limits must be >= 0"))
 	}
+	errs = append(errs, c.Input.validate())
 	return errors.Join(errs...)
 }
 
@@ -259,9 +277,10 @@ func backtestSchema(rs *rules.Ruleset, label, scenario string) (*event.Schema, i
 // backtestDecoder returns the decoder of a backtest: the ruleset's own
 // (the one its in-file tests decode with, [rules.Ruleset.DecoderConfig]),
 // in lenient mode, over schema (the ruleset's plus the label fields).
-func backtestDecoder(rs *rules.Ruleset, schema *event.Schema) (*jsonev.Decoder, error) {
+func backtestDecoder(rs *rules.Ruleset, schema *event.Schema, p InputPolicy) (*jsonev.Decoder, error) {
 	dc := rs.DecoderConfig(jsonev.Lenient)
 	dc.Schema = schema
+	p.decoder(&dc)
 	dec, err := jsonev.NewDecoder(dc)
 	if err != nil {
 		return nil, fmt.Errorf("cep: backtest: %w", err)
@@ -350,11 +369,18 @@ type ruleOperator struct {
 	index int
 	op    *Operator
 	out   Output
+	// keySlots are the rule's key slots that an event may lack (null):
+	// such an event is skipped for this rule, never keyed by null.
+	keySlots []int
 
-	alerts, tp, caught, overflow int64
+	alerts, tp, caught, overflow, noKey int64
 }
 
 func (r *ruleOperator) ProcessElement(ev *event.Event, ts event.Time) error {
+	if hasNullKey(ev, r.keySlots) {
+		r.noKey++
+		return nil
+	}
 	if err := r.op.ProcessElement(ev, ts, &r.out); err != nil {
 		return err
 	}
@@ -460,6 +486,7 @@ func (bt *backtest) summary(st runtime.Stats) *BacktestSummary {
 			ConditionErrors: r.rule.ConditionErrors(),
 			Late:            int64(opStats.Late),
 			Overflow:        r.overflow,
+			NoKey:           r.noKey,
 			Dropped:         int64(opStats.DroppedPartialMatches),
 		})
 	}

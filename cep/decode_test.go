@@ -125,7 +125,7 @@ func TestDecodeParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lenient, err := backtestDecoder(base, base.Schema)
+	lenient, err := backtestDecoder(base, base.Schema, InputPolicy{})
 	if err != nil {
 		t.Fatal(err)
 	}

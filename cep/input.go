@@ -1,0 +1,144 @@
+package cep
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
+	"github.com/cepheus-cep/cepheus/rules"
+	"github.com/cepheus-cep/cepheus/runtime"
+)
+
+// TimeUnit is the unit of event times written in JSON as numbers.
+type TimeUnit uint8
+
+// The time units.
+const (
+	// Millis: milliseconds since the Unix epoch (the default).
+	Millis TimeUnit = iota
+	// Seconds: seconds since the Unix epoch, perhaps with a fraction.
+	Seconds
+)
+
+// InputPolicy is what a backtest does with input that would spoil a run
+// (docs/decisions.md, "Bad times"). The zero value checks nothing, as the
+// runs of conformance and differential tests need (their times are a few
+// milliseconds from the epoch); `cepheus backtest` turns every check on
+// unless told otherwise.
+type InputPolicy struct {
+	// TimeUnit is the unit of time fields written as numbers.
+	TimeUnit TimeUnit
+	// CheckNumericTimes refuses (sends to the dead letters, with a reason
+	// naming the likely unit) a time written as a number that is no time
+	// between 2000 and 2100 in TimeUnit: epoch seconds read as
+	// milliseconds land in January 1970. For inputs whose unit nobody
+	// stated.
+	CheckNumericTimes bool
+	// MaxAhead, when positive, sends to the dead letters an event whose
+	// time is more than MaxAhead after the stream's (the newest time let
+	// through so far), unless the next events confirm the jump (see
+	// runtime.SubtaskConfig.MaxAhead), so that one bad time cannot move
+	// the watermark and make the rest of the input late.
+	MaxAhead time.Duration
+	// MaxDeadFraction, when positive, fails a run in which more than this
+	// fraction of the records went to the dead letters, with an
+	// [*InputError] (the summary is still returned). 0: never.
+	MaxDeadFraction float64
+	// GiveUpAfter, when positive, stops a run once that many records were
+	// read and none became an event, with an [*InputError]. 0: read on.
+	GiveUpAfter int64
+}
+
+func (p InputPolicy) validate() error {
+	if p.TimeUnit > Seconds || p.MaxAhead < 0 || p.MaxDeadFraction < 0 || p.MaxDeadFraction > 1 || p.GiveUpAfter < 0 {
+		return fmt.Errorf("cep: backtest: invalid input policy %+v", p)
+	}
+	return nil
+}
+
+// decoder applies the policy to the decoder's configuration.
+func (p InputPolicy) decoder(dc *jsonev.Config) {
+	dc.TimeUnit = jsonev.Millis
+	if p.TimeUnit == Seconds {
+		dc.TimeUnit = jsonev.Seconds
+	}
+	dc.CheckNumericTimes = p.CheckNumericTimes
+}
+
+// InputError is a backtest whose input (nearly) all went to the dead
+// letters: a schema, a key field or a time unit that does not match the
+// events.
+type InputError struct {
+	Ruleset       string
+	Records, Dead int64
+	// FirstLine and FirstReason are the first dead record's line and why.
+	FirstLine   int64
+	FirstReason string
+	// GaveUp says the run stopped early: nothing decoded in the first
+	// Records records.
+	GaveUp bool
+}
+
+func (e *InputError) Error() string {
+	what := strconv.FormatInt(e.Dead, 10) + " of " + strconv.FormatInt(e.Records, 10) + " lines"
+	if e.GaveUp {
+		what = "none of the first " + strconv.FormatInt(e.Records, 10) + " lines"
+		return fmt.Sprintf("cep: backtest: ruleset %s: %s could be decoded, so the run stopped there (line %d: %s)",
+			e.Ruleset, what, e.FirstLine, e.FirstReason)
+	}
+	return fmt.Sprintf("cep: backtest: ruleset %s: %s could not be decoded (line %d: %s)",
+		e.Ruleset, what, e.FirstLine, e.FirstReason)
+}
+
+// inputError returns the *InputError of a finished run, or nil.
+func (p InputPolicy) inputError(rs string, st runtime.Stats, runErr error) error {
+	ie := &InputError{Ruleset: rs, Records: st.Records, Dead: st.Dead, FirstLine: st.FirstDeadLine, FirstReason: st.FirstDeadReason}
+	if errors.Is(runErr, runtime.ErrNothingDecoded) {
+		ie.GaveUp = true
+		return ie
+	}
+	if runErr == nil && p.MaxDeadFraction > 0 && st.Records > 0 && float64(st.Dead) > p.MaxDeadFraction*float64(st.Records) {
+		return ie
+	}
+	return nil
+}
+
+// namedDeadLetter stamps the ruleset's name on every dead record.
+type namedDeadLetter struct {
+	ruleset string
+	d       runtime.DeadLetter
+}
+
+func (n namedDeadLetter) DeadLetter(rec runtime.DeadRecord) error {
+	rec.Ruleset = n.ruleset
+	return n.d.DeadLetter(rec)
+}
+
+// hasNullKey reports whether ev lacks (holds null in) one of the key slots.
+// Such an event cannot be keyed by the rule: it is skipped for that rule.
+func hasNullKey(ev *event.Event, slots []int) bool {
+	for _, s := range slots {
+		if ev.Field(s).IsNull() {
+			return true
+		}
+	}
+	return false
+}
+
+// nullableKeys returns the key slots of r that the decoder does not
+// require, so that an event may hold null there (a key field of only some
+// rules of rs).
+func nullableKeys(r *rules.Rule, rs *rules.Ruleset) []int {
+	required := rs.DecoderConfig(jsonev.Lenient).Required
+	var out []int
+	for i, f := range r.KeyFields {
+		if !slices.Contains(required, f) {
+			out = append(out, r.KeySlots[i])
+		}
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+package cep
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cepheus-cep/cepheus/runtime"
+)
+
+// TestBacktestSkipsEventsWithoutTheKey: a key field that only one rule
+// uses may be missing (it is not required); that rule skips such events
+// and counts them, the other rule still sees them, and no alert is keyed
+// by null.
+func TestBacktestSkipsEventsWithoutTheKey(t *testing.T) {
+	rs := loadRules(t, `
+ruleset keys
+event time ts
+rule by_customer {
+  key customer
+  pattern {
+    begin a where kind == "login"
+    followedBy b where kind == "login"
+  }
+}
+rule by_card {
+  key customer, card
+  pattern {
+    begin a where kind == "login"
+    followedBy b where kind == "login"
+  }
+}
+`)
+	input := `{"ts":"2026-01-01T10:00:00Z","customer":"u1","kind":"login"}
+{"ts":"2026-01-01T10:00:01Z","customer":"u1","kind":"login"}
+{"ts":"2026-01-01T10:00:02Z","customer":"u1","card":null,"kind":"login"}
+`
+	sum, alerts := runBacktest(t, BacktestConfig{Ruleset: rs}, input)
+	if got := sum.Rules[1]; got.Rule != "by_card" || got.NoKey != 3 || got.Alerts != 0 {
+		t.Errorf("by_card: %+v, want 3 events without the key and no alert", got)
+	}
+	if got := sum.Rules[0]; got.NoKey != 0 || got.Alerts == 0 {
+		t.Errorf("by_customer: %+v, want alerts", got)
+	}
+	for _, a := range alerts {
+		if a["rule"] == "by_card" {
+			t.Errorf("alert keyed by null: %v", a)
+		}
+	}
+}
+
+// TestBacktestInputPolicy: the policy's checks reach the run: numbers in
+// seconds refused with a unit hint, then a run of dead letters failing with
+// an *InputError that names the ruleset and still comes with its summary;
+// dead letters name the ruleset; Seconds reads the same input.
+func TestBacktestInputPolicy(t *testing.T) {
+	rs := loadRules(t, backtestRules)
+	var in strings.Builder
+	for i := range 10 {
+		in.WriteString(`{"ts":` + strconv.Itoa(1714564800+10*i) + `,"card":"c1","type":"auth","amount":1,"country":"US"}` + "\n")
+	}
+	run := func(p InputPolicy) (*BacktestSummary, string, error) {
+		src, _ := runtime.NewFileSource(strings.NewReader(in.String()), "input", runtime.SourceConfig{})
+		var dead bytes.Buffer
+		dl := runtime.NewDeadLetterWriter(&dead)
+		sum, err := Backtest(context.Background(), BacktestConfig{Ruleset: rs, Source: src, DeadLetter: dl, Input: p})
+		dl.Close()
+		return sum, dead.String(), err
+	}
+	sum, dead, err := run(InputPolicy{CheckNumericTimes: true, MaxDeadFraction: 0.5})
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Ruleset != "bt" || ie.Dead != 10 || ie.FirstLine != 1 || ie.GaveUp {
+		t.Fatalf("err = %v, want an *InputError for ruleset bt, 10 dead from line 1", err)
+	}
+	if !strings.Contains(err.Error(), "10 of 10 lines could not be decoded") || !strings.Contains(err.Error(), "as epoch seconds it is") {
+		t.Errorf("message: %v", err)
+	}
+	if sum == nil || sum.Dead != 10 {
+		t.Errorf("summary %+v, want one with the 10 dead letters", sum)
+	}
+	if !strings.HasPrefix(dead, `{"ruleset":"bt","line":1,`) {
+		t.Errorf("dead letters do not name the ruleset:\n%s", dead)
+	}
+	_, _, err = run(InputPolicy{CheckNumericTimes: true, GiveUpAfter: 4})
+	if !errors.As(err, &ie) || !ie.GaveUp || ie.Records != 4 || !strings.Contains(err.Error(), "none of the first 4 lines") {
+		t.Errorf("give up: %v", err)
+	}
+	sum, _, err = run(InputPolicy{TimeUnit: Seconds, CheckNumericTimes: true, MaxDeadFraction: 0.5})
+	if err != nil || sum.Decoded != 10 {
+		t.Errorf("seconds: %v, %+v", err, sum)
+	}
+}
+
+// TestBacktestSummaryOnCancel: a cancelled backtest returns the summary of
+// what it read with the error.
+func TestBacktestSummaryOnCancel(t *testing.T) {
+	rs := loadRules(t, backtestRules)
+	src, _ := runtime.NewFileSource(strings.NewReader(`{"ts":1,"card":"c1","type":"auth","amount":1,"country":"US"}`+"\n"), "input", runtime.SourceConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sum, err := Backtest(ctx, BacktestConfig{Ruleset: rs, Source: src})
+	if !errors.Is(err, context.Canceled) || sum == nil || sum.Ruleset != "bt" {
+		t.Errorf("Backtest = %+v, %v; want a summary and context.Canceled", sum, err)
+	}
+}
