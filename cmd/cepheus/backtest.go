@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,9 +31,31 @@ Alerts are written as JSON lines (rule, ruleset and its version hash, key,
 matched events by stage, emitted fields, event time of detection, and a
 deterministic alert id) to -alerts, stdout by default. Events that arrive
 behind the watermark go to -late; lines that are not valid JSON, or lack
-the time field or a key field, go to -dead-letter with their line number
-and the reason. Both files are created only when there is something to
-write. Nothing stops the run but an I/O error.
+the time field or a key field, go to -dead-letter with the ruleset, their
+line number and the reason. Without -late and -dead-letter they are only
+counted: nothing is written into the working directory unless asked. The
+files are created only when there is something to write, but their paths
+are checked before the input is read. Output files only ever hold whole
+lines: each write ends at a line end, so even a killed run leaves whole
+JSON lines (a line without its newline can only be the tail of a write
+the kernel cut short; drop it).
+
+Bad input must not spoil a run (docs/decisions.md, "Bad times"):
+  - Times written as numbers are epoch milliseconds. Unless -time-unit is
+    given, a number that as milliseconds is no time between 2000 and 2100
+    is refused (epoch seconds would land in January 1970): the line goes
+    to the dead letters and the reason names the likely unit. -time-unit s
+    reads numbers as epoch seconds, -time-unit ms takes any number as
+    milliseconds.
+  - An event more than -max-ahead ahead of the stream (the newest time let
+    through so far) goes to the dead letters instead of moving the
+    watermark, unless the 5 events from it on are all that far ahead and
+    within -max-ahead of it (a gap in the input). 0 turns this off.
+  - A run in which more than -max-dead-fraction of the lines are dead
+    letters fails (exit 1) after its summary; one in which none of the
+    first 10,000 lines decodes stops there.
+Every exit prints the summary of what was read: at the end, on an error
+(a truncated gzip file), and on Ctrl-C (exit 130; a second Ctrl-C kills).
 
 With -label (for example -label is_fraud on the output of cepheus gen), the
 summary gives per-rule true and false positives and precision (an alert is
@@ -58,7 +82,14 @@ type backtestFlags struct {
 	watermarkEvery                    int
 	examples                          int
 	quiet                             bool
+	timeUnit                          string
+	maxAhead                          time.Duration
+	maxDeadFraction                   float64
 }
+
+// giveUpAfter is how many lines a backtest reads without decoding any
+// before it stops.
+const giveUpAfter = 10_000
 
 func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f backtestFlags
@@ -66,8 +97,11 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory of *.cep files (required)")
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (required)")
 	fs.StringVar(&f.alerts, "alerts", "-", "where alerts go: a file, or - for stdout")
-	fs.StringVar(&f.late, "late", "late.jsonl", "file for late events (created only if there are any)")
-	fs.StringVar(&f.dead, "dead-letter", "dead-letter.jsonl", "file for undecodable lines (created only if there are any)")
+	fs.StringVar(&f.late, "late", "", "file for late events (created only if there are any; default: only counted)")
+	fs.StringVar(&f.dead, "dead-letter", "", "file for undecodable lines (created only if there are any; default: only counted)")
+	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
+	fs.DurationVar(&f.maxAhead, "max-ahead", 24*time.Hour, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
+	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never)")
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud)")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
@@ -84,6 +118,22 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if f.rules == "" || f.events == "" {
 		return usagef("backtest: -rules and -events are required")
+	}
+	input := cep.InputPolicy{MaxAhead: f.maxAhead, MaxDeadFraction: f.maxDeadFraction, GiveUpAfter: giveUpAfter}
+	switch f.timeUnit {
+	case "":
+		input.CheckNumericTimes = true
+	case "ms":
+	case "s":
+		input.TimeUnit = cep.Seconds
+	default:
+		return usagef("backtest: -time-unit %q: want ms or s", f.timeUnit)
+	}
+	if f.maxAhead < 0 || f.maxDeadFraction < 0 || f.maxDeadFraction > 1 {
+		return usagef("backtest: -max-ahead must be >= 0 and -max-dead-fraction in 0..1")
+	}
+	if f.maxDeadFraction == 1 {
+		input.MaxDeadFraction = 0
 	}
 	// A backtest is a batch job whose heap is mostly short-lived events:
 	// collecting less often costs memory (about 1.7x the peak) and saves
@@ -121,7 +171,12 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errFound
 	}
 
-	alerts, closeAlerts, err := createOutput(f.alerts, stdout)
+	// Every output path is checked before the input is read: a run must
+	// not fail on its output after the whole input, nor overwrite it.
+	if err := checkOutputs(f); err != nil {
+		return err
+	}
+	alerts, closeAlerts, err := openAlerts(f.alerts, stdout)
 	if err != nil {
 		return err
 	}
@@ -133,42 +188,53 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	late := &lazyFile{path: f.late}
 	dead := &lazyFile{path: f.dead}
 	deadWriter := cep.NewDeadLetterWriter(dead)
+	// Without a file, late events and dead letters are only counted.
+	var lateOut io.Writer
+	if f.late != "" {
+		lateOut = late
+	}
 	var sums []*cep.BacktestSummary
 	var elapsed time.Duration
+	var runErr error
 	for _, rs := range sets {
 		src, err := cep.OpenEventSource(f.events)
 		if err != nil {
-			closeAlerts()
-			return err
+			runErr = err
+			break
 		}
 		began := time.Now()
 		prog := &progressPrinter{w: stderr, began: began, quiet: f.quiet, src: src}
-		sum, err := cep.Backtest(ctx, cep.BacktestConfig{
+		cfg := cep.BacktestConfig{
 			Ruleset:           rs,
 			Source:            src,
 			OutOfOrderness:    f.outOfOrder,
 			LabelField:        f.label,
 			ScenarioField:     f.scenario,
 			Alerts:            alerts,
-			Late:              late,
-			DeadLetter:        deadWriter,
+			Late:              lateOut,
 			Progress:          prog.report,
 			WatermarkEvery:    f.watermarkEvery,
 			MaxPartialMatches: f.maxPartial,
 			MaxBufferedEvents: f.maxBuffered,
-		})
+			Input:             input,
+		}
+		if f.dead != "" {
+			cfg.DeadLetter = deadWriter
+		}
+		sum, err := cep.Backtest(ctx, cfg)
 		src.Close()
 		prog.done()
 		elapsed += time.Since(began)
-		if err != nil {
-			closeAlerts()
-			deadWriter.Close()
-			dead.Close()
-			late.Close()
-			return err
+		if sum != nil {
+			sums = append(sums, sum)
 		}
-		sums = append(sums, sum)
+		if err != nil {
+			runErr = err
+			break
+		}
 	}
+	// Whatever ended the run, the outputs get their whole lines and the
+	// summary of what was read is printed.
 	err = closeAlerts()
 	// The dead-letter writer flushes into the lazy file, which then
 	// flushes and closes: both, in that order.
@@ -181,18 +247,162 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if cerr := late.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
-	}
 	if !f.quiet {
-		for _, s := range sums {
-			printSummary(stderr, s, elapsed, f, late, dead)
+		for i, s := range sums {
+			partial := i == len(sums)-1 && !ranToEnd(runErr)
+			printSummary(stderr, s, elapsed, f, late, dead, partial)
 			if tee != nil {
 				tee.print(stderr, s.Ruleset)
 			}
 		}
 	}
+	if runErr != nil {
+		return backtestError(ctx, runErr, sums, f)
+	}
+	return err
+}
+
+// ranToEnd reports whether a run that ended with err read all its input.
+func ranToEnd(err error) bool {
+	var ie *cep.InputError
+	return err == nil || errors.As(err, &ie) && !ie.GaveUp
+}
+
+// errInterrupted is a run stopped by Ctrl-C: exit status 130, as a shell
+// gives a process killed by SIGINT.
+type errInterrupted struct{ line int64 }
+
+func (e *errInterrupted) Error() string {
+	return fmt.Sprintf("backtest interrupted at line %d; the summary above is partial", e.line)
+}
+
+// backtestError explains the error that ended a run.
+func backtestError(ctx context.Context, err error, sums []*cep.BacktestSummary, f backtestFlags) error {
+	var line int64
+	if len(sums) > 0 {
+		line = sums[len(sums)-1].Line
+	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return &errInterrupted{line: line}
+	}
+	var ie *cep.InputError
+	if errors.As(err, &ie) {
+		return fmt.Errorf("%w\n  check the ruleset's schema, key fields and event time field against the input; "+
+			"for times written as numbers, -time-unit s or ms says the unit", err)
+	}
+	return err
+}
+
+// checkOutputs checks, before any input is read, that every output path
+// can be written and that none of them is the events file.
+func checkOutputs(f backtestFlags) error {
+	in, inErr := os.Stat(f.events)
+	for _, o := range []struct{ flag, path string }{{"-alerts", f.alerts}, {"-late", f.late}, {"-dead-letter", f.dead}} {
+		if o.path == "" || o.path == "-" {
+			continue
+		}
+		st, err := os.Stat(o.path)
+		if err == nil && inErr == nil && os.SameFile(in, st) {
+			return fmt.Errorf("backtest: %s %s is the events file", o.flag, o.path)
+		}
+		if err := probeWritable(o.path); err != nil {
+			return fmt.Errorf("backtest: %s: %w", o.flag, err)
+		}
+	}
 	return nil
+}
+
+// probeWritable checks that path can be created or written, leaving it as
+// it was: an existing file is opened for writing and closed, a missing one
+// created and removed.
+func probeWritable(path string) error {
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return fmt.Errorf("%s is a directory", path)
+		}
+		fh, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		return fh.Close()
+	}
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	fh.Close()
+	return os.Remove(path)
+}
+
+// openAlerts opens the alerts output: stdout for "-", else a file created
+// now. Either way through a [lineWriter].
+func openAlerts(path string, stdout io.Writer) (io.Writer, func() error, error) {
+	if path == "" || path == "-" {
+		lw := newLineWriter(stdout)
+		return lw, lw.Flush, nil
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	lw := newLineWriter(fh)
+	return lw, func() error {
+		err := lw.Flush()
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}, nil
+}
+
+// lineWriter buffers output and writes it only up to a line end, each time
+// with one Write call: whatever chunks it is given, the file it writes
+// holds whole lines after every write, so a process killed between two
+// writes leaves no torn JSON line. (A single write can still be cut short
+// by the kernel when the process is killed during it; then the file ends
+// in a line without its newline.) Flush writes everything, a last line
+// without newline included.
+type lineWriter struct {
+	w   io.Writer
+	buf []byte
+	err error
+}
+
+// lineWriterSize is how much a lineWriter gathers before it writes.
+const lineWriterSize = 64 << 10
+
+func newLineWriter(w io.Writer) *lineWriter {
+	return &lineWriter{w: w, buf: make([]byte, 0, lineWriterSize+4<<10)}
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	l.buf = append(l.buf, p...)
+	if len(l.buf) < lineWriterSize {
+		return len(p), nil
+	}
+	i := bytes.LastIndexByte(l.buf, '\n')
+	if i < 0 {
+		return len(p), nil // one long line so far: wait for its end
+	}
+	if _, err := l.w.Write(l.buf[:i+1]); err != nil {
+		l.err = err
+		return 0, err
+	}
+	l.buf = l.buf[:copy(l.buf, l.buf[i+1:])]
+	return len(p), nil
+}
+
+// Flush writes what is buffered.
+func (l *lineWriter) Flush() error {
+	if l.err != nil || len(l.buf) == 0 {
+		return l.err
+	}
+	_, l.err = l.w.Write(l.buf)
+	l.buf = l.buf[:0]
+	return l.err
 }
 
 // progressPrinter prints a progress line at most every two seconds, only
@@ -230,7 +440,7 @@ func (p *progressPrinter) done() {
 	}
 }
 
-func printSummary(w io.Writer, s *cep.BacktestSummary, elapsed time.Duration, f backtestFlags, late, dead *lazyFile) {
+func printSummary(w io.Writer, s *cep.BacktestSummary, elapsed time.Duration, f backtestFlags, late, dead *lazyFile, partial bool) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	version := s.RulesetVersion
@@ -238,13 +448,22 @@ func printSummary(w io.Writer, s *cep.BacktestSummary, elapsed time.Duration, f 
 		version = version[:12]
 	}
 	rate := float64(s.Records) / elapsed.Seconds()
-	fmt.Fprintf(bw, "\nRuleset %s (version %s): %s lines, %s events, %s alerts in %.2fs (%s events/s)\n",
-		s.Ruleset, version, humanInt(s.Records), humanInt(s.Decoded), humanInt(s.Alerts), elapsed.Seconds(), humanInt(int64(rate)))
+	what := "Ruleset"
+	if partial {
+		what = "Partial run of ruleset"
+	}
+	fmt.Fprintf(bw, "\n%s %s (version %s): %s lines, %s events, %s alerts in %.2fs (%s events/s)\n",
+		what, s.Ruleset, version, humanInt(s.Records), humanInt(s.Decoded), humanInt(s.Alerts), elapsed.Seconds(), humanInt(int64(rate)))
 	if s.Dead > 0 {
-		fmt.Fprintf(bw, "  %s lines could not be decoded: see %s\n", humanInt(s.Dead), dead.path)
+		fmt.Fprintf(bw, "  %s lines could not be decoded (first: line %d: %s): %s\n", humanInt(s.Dead),
+			s.FirstDeadLine, s.FirstDeadReason, seeFile(dead.path, "-dead-letter"))
+		if s.Ahead > 0 {
+			fmt.Fprintf(bw, "  of them, %s events were more than -max-ahead %v ahead of the stream\n", humanInt(s.Ahead), f.maxAhead)
+		}
 	}
 	if s.Late > 0 {
-		fmt.Fprintf(bw, "  %s events were late (behind the watermark, -out-of-orderness %v): see %s\n", humanInt(s.Late), f.outOfOrder, late.path)
+		fmt.Fprintf(bw, "  %s events were late (behind the watermark, -out-of-orderness %v): %s\n", humanInt(s.Late), f.outOfOrder,
+			seeFile(late.path, "-late"))
 	}
 	labels := f.label != ""
 	fmt.Fprintf(bw, "\n  %-22s %-9s %8s", "rule", "severity", "alerts")
@@ -270,6 +489,9 @@ func printSummary(w io.Writer, s *cep.BacktestSummary, elapsed time.Duration, f 
 		}
 		if r.Overflow > 0 {
 			notes = append(notes, fmt.Sprintf("%d events over the buffer limit", r.Overflow))
+		}
+		if r.NoKey > 0 {
+			notes = append(notes, fmt.Sprintf("%d events without its key skipped", r.NoKey))
 		}
 		if len(notes) > 0 {
 			fmt.Fprintf(bw, "  (%s)", strings.Join(notes, "; "))
@@ -401,21 +623,34 @@ func humanInt(n int64) string {
 	return b.String()
 }
 
+// seeFile points at the file that holds some records, or at the flag that
+// would keep them.
+func seeFile(path, flag string) string {
+	if path == "" {
+		return "only counted (" + flag + " FILE keeps them)"
+	}
+	return "see " + path
+}
+
 // lazyFile creates its file on the first write, so a run without late
-// events or dead letters leaves no empty files behind.
+// events or dead letters leaves no empty files behind. Without a path it
+// discards what it is given. It writes whole lines ([lineWriter]).
 type lazyFile struct {
 	path string
 	f    *os.File
-	bw   *bufio.Writer
+	bw   *lineWriter
 }
 
 func (l *lazyFile) Write(p []byte) (int, error) {
+	if l.path == "" {
+		return len(p), nil
+	}
 	if l.bw == nil {
 		f, err := os.Create(l.path)
 		if err != nil {
 			return 0, err
 		}
-		l.f, l.bw = f, bufio.NewWriterSize(f, 1<<16)
+		l.f, l.bw = f, newLineWriter(f)
 	}
 	return l.bw.Write(p)
 }

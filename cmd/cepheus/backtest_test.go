@@ -79,7 +79,7 @@ not json
 {"ts": 3, "k": "x", "name": "b"}
 `)
 	dead := filepath.Join(dir, "dead.jsonl")
-	code, stdout, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-dead-letter", dead)
+	code, stdout, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-dead-letter", dead, "-time-unit", "ms")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -110,7 +110,7 @@ func TestBacktestLateFile(t *testing.T) {
 `)
 	late := filepath.Join(dir, "late.jsonl")
 	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-late", late,
-		"-out-of-orderness", "1s", "-watermark-every", "1")
+		"-out-of-orderness", "1s", "-watermark-every", "1", "-time-unit", "ms")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -137,7 +137,7 @@ func TestBacktestRestoresGCPercent(t *testing.T) {
 	events := writeFile(t, dir, "e.jsonl", `{"ts": 1, "k": "x", "name": "a"}
 {"ts": 3, "k": "x", "name": "b"}
 `)
-	if code, _, stderr := cepheus(t, "backtest", "-q", "-rules", rules, "-events", events); code != 0 {
+	if code, _, stderr := cepheus(t, "backtest", "-q", "-rules", rules, "-events", events, "-time-unit", "ms"); code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	if got := debug.SetGCPercent(before); got != before {

@@ -29,6 +29,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	go func() {
+		// The first Ctrl-C cancels ctx (a backtest then ends with its
+		// summary); the next one kills, as without the handler.
+		<-ctx.Done()
+		stop()
+	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
@@ -52,11 +58,15 @@ func usagef(format string, args ...any) error {
 // printed yet.
 func exitCode(err error, stderr io.Writer) int {
 	var ue *usageError
+	var ie *errInterrupted
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.Is(err, errFound):
 		return 1
+	case errors.As(err, &ie):
+		fmt.Fprintf(stderr, "cepheus: %v\n", err)
+		return 130
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "cepheus: %s\nRun 'cepheus help' for usage.\n", ue.msg)
 		return 2

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// abEvents writes n events for key k alternating names a and b one second
+// apart from 2026-01-01, with line bad (1-based; 0 for none) replaced.
+func abEvents(n, bad int, badLine string) string {
+	var b strings.Builder
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 1; i <= n; i++ {
+		if i == bad {
+			b.WriteString(badLine + "\n")
+			continue
+		}
+		name := "a"
+		if i%2 == 0 {
+			name = "b"
+		}
+		fmt.Fprintf(&b, `{"ts":%q,"k":"x","name":%q}`+"\n", t0.Add(time.Duration(i)*time.Second).Format(time.RFC3339), name)
+	}
+	return b.String()
+}
+
+// TestBacktestFarFutureTime: one event in year 9999 goes to the dead
+// letters with its line and the reason; it does not move the watermark, so
+// no other event is late.
+func TestBacktestFarFutureTime(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(200, 100, `{"ts":"9999-12-31T23:59:59Z","k":"x","name":"a"}`))
+	dead := filepath.Join(dir, "dead.jsonl")
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-dead-letter", dead, "-alerts", filepath.Join(dir, "a.jsonl"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "events were late") {
+		t.Errorf("events were late:\n%s", stderr)
+	}
+	b, _ := os.ReadFile(dead)
+	if got := string(b); !strings.HasPrefix(got, `{"ruleset":"good","line":100,`) || !strings.Contains(got, "more than 24h0m0s ahead of the stream") || strings.Count(got, "\n") != 1 {
+		t.Errorf("dead letters:\n%s\nwant line 100, too far ahead", got)
+	}
+	if !strings.Contains(stderr, "1 events were more than -max-ahead 24h0m0s ahead") {
+		t.Errorf("summary:\n%s", stderr)
+	}
+	// -max-ahead 0 turns the check off: the old behaviour, the rest late.
+	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-max-ahead", "0", "-watermark-every", "1", "-alerts", filepath.Join(dir, "a.jsonl"))
+	if code != 0 || !strings.Contains(stderr, "100 events were late") {
+		t.Errorf("-max-ahead 0: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestBacktestEpochSeconds: times in epoch seconds are refused with a
+// message that says so and names -time-unit; -time-unit s reads them.
+func TestBacktestEpochSeconds(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	var in strings.Builder
+	for i := range 40 {
+		name := []string{"a", "b"}[i%2]
+		fmt.Fprintf(&in, `{"ts":%d,"k":"x","name":%q}`+"\n", 1767225600+i, name)
+	}
+	events := writeFile(t, dir, "e.jsonl", in.String())
+	code, stdout, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events)
+	if code != 1 || stdout != "" {
+		t.Errorf("exit %d, alerts %q; want 1 and none", code, stdout)
+	}
+	for _, want := range []string{"40 of 40 lines could not be decoded", "as epoch seconds it is 2026-01-01T00:00:00.000Z", "-time-unit s"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	code, stdout, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-time-unit", "s")
+	if code != 0 || strings.Count(stdout, "\n") != 20 || !strings.Contains(stdout, `"detected_at":"2026-01-01T00:00:01.000Z"`) {
+		t.Errorf("-time-unit s: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestBacktestNothingDecodes: a schema that matches nothing (a wrong key
+// field) fails loudly, and nothing is written into the working directory.
+func TestBacktestNothingDecodes(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	src := goodSrc[:strings.Index(goodSrc, "test ")]
+	rules := writeFile(t, dir, "r.cep", strings.Replace(src, "key k", "key card", 1))
+	events := writeFile(t, dir, "e.jsonl", abEvents(50, 0, ""))
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events)
+	if code != 1 || !strings.Contains(stderr, `50 of 50 lines could not be decoded (line 1: missing required field "card")`) {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "only counted (-dead-letter FILE keeps them)") {
+		t.Errorf("summary does not say where dead letters went:\n%s", stderr)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 {
+		t.Errorf("working directory holds %v, want only r.cep and e.jsonl", ents)
+	}
+	// Past 10,000 lines with nothing decoded the run stops there.
+	big := writeFile(t, dir, "big.jsonl", strings.Repeat(`{"ts":"2026-01-01T00:00:00Z","k":"x","name":"a"}`+"\n", 12000))
+	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", big)
+	if code != 1 || !strings.Contains(stderr, "none of the first 10000 lines could be decoded") || !strings.Contains(stderr, "Partial run") {
+		t.Errorf("give up: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestBacktestOutputsCheckedFirst: an output that cannot be written, or
+// that is the events file, fails the run before anything is read.
+func TestBacktestOutputsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	alerts := filepath.Join(dir, "alerts.jsonl")
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", alerts,
+		"-dead-letter", filepath.Join(dir, "no", "such", "dir", "dead.jsonl"))
+	if code != 1 || !strings.Contains(stderr, "-dead-letter") || strings.Contains(stderr, "Ruleset") {
+		t.Errorf("unwritable -dead-letter: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(alerts); !os.IsNotExist(err) {
+		t.Errorf("alerts file created before the check failed: %v", err)
+	}
+	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-late", events)
+	if code != 1 || !strings.Contains(stderr, "is the events file") {
+		t.Errorf("-late = -events: exit %d\n%s", code, stderr)
+	}
+	if b, _ := os.ReadFile(events); string(b) != abEvents(10, 0, "") {
+		t.Error("the events file was changed")
+	}
+}
+
+// TestBacktestTruncatedGzip: a gzip file cut short ends the run with an
+// error, after the summary of what was read.
+func TestBacktestTruncatedGzip(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte(abEvents(5000, 0, "")))
+	zw.Close()
+	events := filepath.Join(dir, "e.jsonl.gz")
+	if err := os.WriteFile(events, z.Bytes()[:z.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "a.jsonl"))
+	if code != 1 || !strings.Contains(stderr, "Partial run of ruleset good") || !strings.Contains(stderr, "unexpected EOF") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+}
+
+// buildCepheus builds the command into a temporary directory.
+func buildCepheus(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "cepheus")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// bigEvents writes an input that takes the binary a few seconds, with an
+// alert every two lines.
+func bigEvents(t *testing.T, dir string) (rules, events string) {
+	t.Helper()
+	rules = writeFile(t, dir, "r.cep", goodSrc)
+	f, err := os.Create(filepath.Join(dir, "big.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	for i := range 3_000_000 {
+		fmt.Fprintf(w, `{"ts":%d,"k":"k%d","name":"%c","pad":"%s"}`+"\n", t0+int64(i), i%1000, "ab"[i/1000%2], "0123456789abcdef0123456789abcdef")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return rules, f.Name()
+}
+
+// waitForSize waits until the file at path holds at least n bytes.
+func waitForSize(t *testing.T, path string, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if st, err := os.Stat(path); err == nil && st.Size() >= n {
+			return
+		}
+	}
+	t.Fatalf("%s never reached %d bytes", path, n)
+}
+
+// TestBacktestSignals runs the binary: Ctrl-C (SIGINT) ends the run with
+// the partial summary and exit 130, and the alerts file holds whole JSON
+// lines; after kill -9 it holds whole lines too.
+func TestBacktestSignals(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	rules, events := bigEvents(t, dir)
+
+	alerts := filepath.Join(dir, "int.jsonl")
+	cmd := exec.Command(bin, "backtest", "-rules", rules, "-events", events, "-alerts", alerts)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitForSize(t, alerts, 1<<20)
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("after SIGINT: %v, want exit 130\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"Partial run of ruleset good", "backtest interrupted at line"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	checkWholeLines(t, alerts, true)
+
+	for i := range 3 {
+		alerts := filepath.Join(dir, fmt.Sprintf("kill%d.jsonl", i))
+		cmd := exec.Command(bin, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", alerts)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitForSize(t, alerts, int64(1+i)<<20)
+		time.Sleep(time.Duration(i*37) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		checkWholeLines(t, alerts, false)
+	}
+}
+
+// checkWholeLines checks that the file is JSON lines, the last one ended
+// by its newline.
+func checkWholeLines(t *testing.T, path string, final bool) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		t.Fatalf("%s: %d bytes, the last line torn: %q", path, len(b), b[max(0, len(b)-80):])
+	}
+	n := 0
+	for line := range bytes.Lines(b) {
+		n++
+		if !json.Valid(line) {
+			t.Fatalf("%s: line %d is not JSON: %q", path, n, line)
+		}
+	}
+	t.Logf("%s: %d whole lines (final %v)", path, n, final)
+}
