@@ -109,6 +109,11 @@ func (k ItemKind) String() string {
 // Item is one output of the operator. Kind says which fields are set.
 type Item struct {
 	Kind ItemKind
+	// Rule is, in the output of a [SharedOperator], the id of the rule a
+	// match or timeout belongs to, and [AllRules] for the late,
+	// overflowing and watermark items, which concern every rule. An
+	// [Operator] hosts one rule and leaves it zero.
+	Rule int
 	// Key is the partition key the item belongs to (not set for
 	// ItemWatermark).
 	Key event.Key
@@ -220,6 +225,9 @@ type keyState struct {
 	buf   []bucket // buffered elements by ascending timestamp
 	n     int      // elements in buf
 	timer timerRef
+	// rules holds, in a SharedOperator, the state of each rule at this key
+	// (in the operator's rule order); nil in an Operator.
+	rules []ruleSlot
 }
 
 // bucket holds the elements buffered at one timestamp, in arrival order.
@@ -243,18 +251,25 @@ func newOperator(cfg OperatorConfig) *Operator {
 		keys:      map[event.Key]*keyState{},
 		watermark: event.MinTime,
 	}
-	if less := cfg.Less; less != nil {
-		o.less = func(a, b *event.Event) int {
-			switch {
-			case less(a, b):
-				return -1
-			case less(b, a):
-				return 1
-			}
-			return 0
-		}
-	}
+	o.less = compareFunc(cfg.Less)
 	return o
+}
+
+// compareFunc turns a Less into a comparison for a stable sort; nil stays
+// nil (arrival order).
+func compareFunc(less func(a, b *event.Event) bool) func(a, b *event.Event) int {
+	if less == nil {
+		return nil
+	}
+	return func(a, b *event.Event) int {
+		switch {
+		case less(a, b):
+			return -1
+		case less(b, a):
+			return 1
+		}
+		return 0
+	}
 }
 
 // Watermark returns the current watermark (event.MinTime before the first).
@@ -413,6 +428,16 @@ func (o *Operator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Outp
 	if ks == nil {
 		ks = o.keyState(k)
 	}
+	ks.insert(ev, ts)
+	o.buffered++
+	// The key's due time can only move earlier.
+	if due := o.bufferDue(ts); !ks.timer.armed || due < ks.timer.due {
+		o.timers.arm(ks, due)
+	}
+}
+
+// insert buffers ev at ts, after the elements already buffered at ts.
+func (ks *keyState) insert(ev *event.Event, ts event.Time) {
 	// Elements mostly arrive in timestamp order: look from the back.
 	i := len(ks.buf)
 	for i > 0 && ks.buf[i-1].ts > ts {
@@ -424,11 +449,6 @@ func (o *Operator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Outp
 		ks.buf = slices.Insert(ks.buf, i, bucket{ts: ts, evs: []*event.Event{ev}})
 	}
 	ks.n++
-	o.buffered++
-	// The key's due time can only move earlier.
-	if due := o.bufferDue(ts); !ks.timer.armed || due < ks.timer.due {
-		o.timers.arm(ks, due)
-	}
 }
 
 // bufferDue is the time of the timer of elements buffered at ts: the

@@ -45,14 +45,7 @@ func (o *Operator) Snapshot() ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(len(ks.key)))
 		b = append(b, ks.key...)
 		b = binary.AppendUvarint(b, ks.order)
-		b = binary.AppendUvarint(b, uint64(len(ks.buf)))
-		for _, bk := range ks.buf {
-			b = binary.AppendVarint(b, int64(bk.ts))
-			b = binary.AppendUvarint(b, uint64(len(bk.evs)))
-			for _, ev := range bk.evs {
-				b = ev.AppendBinary(b)
-			}
-		}
+		b = appendBuffer(b, ks)
 		if ks.run == nil {
 			b = append(b, 0)
 		} else {
@@ -108,7 +101,7 @@ func (o *Operator) decode(b []byte) error {
 			return fmt.Errorf("%w: key %q out of order or with a bad rank", ErrCorruptSnapshot, string(ks.key))
 		}
 		orders[ks.order] = true
-		if err := o.decodeBuffer(&d, ks); err != nil {
+		if err := decodeBuffer(&d, ks); err != nil {
 			return err
 		}
 		switch d.Byte() {
@@ -152,7 +145,21 @@ func (o *Operator) decode(b []byte) error {
 	return nil
 }
 
-func (o *Operator) decodeBuffer(d *decoder, ks *keyState) error {
+// appendBuffer encodes the elements ks buffers, by timestamp.
+func appendBuffer(b []byte, ks *keyState) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ks.buf)))
+	for _, bk := range ks.buf {
+		b = binary.AppendVarint(b, int64(bk.ts))
+		b = binary.AppendUvarint(b, uint64(len(bk.evs)))
+		for _, ev := range bk.evs {
+			b = ev.AppendBinary(b)
+		}
+	}
+	return b
+}
+
+// decodeBuffer reads what appendBuffer writes into ks.
+func decodeBuffer(d *decoder, ks *keyState) error {
 	nb := d.Count()
 	if nb > 0 {
 		ks.buf = make([]bucket, 0, nb)

@@ -1,0 +1,751 @@
+package cep
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/nfa"
+)
+
+// SharedConfig configures a [SharedOperator]: an [OperatorConfig] without
+// the pattern, which each rule brings ([SharedRule]). The same
+// configuration must be given to [RestoreSharedOperator].
+type SharedConfig struct {
+	// Key returns the partition key of an event, for every rule of the
+	// operator; nil puts every event in one global partition (key "").
+	Key func(*event.Event) event.Key
+	// TimeMode, Less and MaxBufferedEvents are as in [OperatorConfig].
+	// MaxBufferedEvents caps the key's buffer, which its rules share.
+	TimeMode          TimeMode
+	Less              func(a, b *event.Event) bool
+	MaxBufferedEvents int
+}
+
+func (c *SharedConfig) validate() error {
+	oc := OperatorConfig{NFA: &nfa.NFA{}, TimeMode: c.TimeMode, MaxBufferedEvents: c.MaxBufferedEvents}
+	return oc.validate()
+}
+
+// SharedRule is one rule of a [SharedOperator]: its compiled pattern and
+// the id its output items carry (Item.Rule).
+type SharedRule struct {
+	// ID names the rule in the operator: >= 0 and unique.
+	ID int
+	// NFA is the rule's compiled pattern; required. Per-key partial-match
+	// limits are set on it ([nfa.WithMaxPartialMatches]).
+	NFA *nfa.NFA
+}
+
+// AllRules is the Item.Rule of the items of a [SharedOperator] that
+// concern every rule: late, overflowing and watermark items.
+const AllRules = -1
+
+// RuleError is the error of one rule of a [SharedOperator]: the run of
+// rule Rule failed at a key (Err is a *[KeyError]).
+type RuleError struct {
+	Rule int
+	Err  error
+}
+
+func (e *RuleError) Error() string { return fmt.Sprintf("cep: rule %d: %v", e.Rule, e.Err) }
+
+// Unwrap returns the key's error.
+func (e *RuleError) Unwrap() error { return e.Err }
+
+// ErrUnknownRule marks the errors of [SharedOperator] methods given a rule
+// id it does not host.
+var ErrUnknownRule = errors.New("cep: unknown rule")
+
+// SharedOperator is the keyed CEP operator of several rules with the same
+// key: each element is keyed, buffered, sorted and timed once per key, then
+// offered to the run of every rule at that key in timestamp order. Per
+// rule, its output is item for item what an [Operator] of that rule alone
+// gives for the same calls (Flink runs one CepOperator per rule): the same
+// matches and timeouts with the same At and Wake (the rule's own due time
+// at the key), in the rule's own order of keys within a time advance (its
+// due time, then the order in which that rule's state of the key was
+// created), and the same late elements and forwarded watermarks, which
+// appear once with Rule set to [AllRules]. The items of different rules
+// interleave in no promised order.
+//
+// A rule whose run fails (a throw-on-miss skip that missed) fails alone,
+// as the CepOperator of that rule would in Flink: the call returns a
+// *[RuleError] for it (several, joined, when several rules fail in one
+// call), what the rule emitted before the failure stays in the output,
+// and the rule emits nothing afterwards while the other rules go on. The
+// call's forwarded watermark is still appended, for the other rules (an
+// Operator that fails does not append it). A failed rule's state is
+// undefined: Snapshot refuses while it is hosted; remove it or restore the
+// last snapshot. Whether a failed rule fails the whole job is the caller's
+// choice ([Backtest] stops at the first error).
+//
+// Rules can be added and removed between calls ([SharedOperator.AddRule],
+// [SharedOperator.RemoveRule]) without touching the state of the others.
+//
+// A SharedOperator is not safe for concurrent use; one goroutine owns it.
+type SharedOperator struct {
+	cfg   SharedConfig
+	less  func(a, b *event.Event) int
+	rules []*sharedRule
+
+	keys      map[event.Key]*keyState
+	timers    timerHeap // one timer per key: the earliest due time of its rules
+	nextOrder uint64    // rank of the next arrival that creates state
+
+	watermark      event.Time
+	procTime       event.Time
+	buffered       int
+	late, overflow uint64
+
+	res     nfa.Result
+	fired   []*keyState
+	groups  []ruleGroup // what each (key, rule) fired in one time advance emitted
+	fails   []ruleFail  // by rule position, during one time advance
+	scratch []Item
+	wake    event.Time
+	woken   bool
+
+	freeKeys []*keyState
+}
+
+// sharedRule is a rule of a SharedOperator.
+type sharedRule struct {
+	id                         int
+	nfa                        *nfa.NFA
+	err                        error // sticky: the rule's first run error (*KeyError)
+	dropped, matches, timeouts uint64
+	freeRuns                   []*nfa.Run
+}
+
+// ruleSlot is one rule's state at one key. present says whether the rule's
+// own operator would hold the key (it has elements buffered that it sees
+// or a run that is not empty); order is the rank at which that state was
+// created, which breaks ties between the rule's keys due at the same time.
+type ruleSlot struct {
+	run     *nfa.Run
+	order   uint64
+	present bool
+	// hidden are the buffered elements that arrived before the rule was
+	// added: the rule never sees them.
+	hidden []hiddenElem
+}
+
+type hiddenElem struct {
+	ts event.Time
+	ev *event.Event
+}
+
+func (sl *ruleSlot) hides(ev *event.Event) bool {
+	for _, h := range sl.hidden {
+		if h.ev == ev {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleGroup is the output of rule position rule at one key in one time
+// advance: out.Items[start:end], due at (due, order) in the rule's order.
+type ruleGroup struct {
+	rule       int
+	due        event.Time
+	order      uint64
+	start, end int
+}
+
+// ruleFail is the first failure of a rule in one time advance, in the
+// rule's own order of keys.
+type ruleFail struct {
+	failed bool
+	due    event.Time
+	order  uint64
+	err    *KeyError
+}
+
+func before(due event.Time, order uint64, f *ruleFail) bool {
+	return due < f.due || due == f.due && order < f.order
+}
+
+// NewSharedOperator returns an operator hosting rules, with no state: the
+// watermark at event.MinTime and the processing clock at 0.
+func NewSharedOperator(cfg SharedConfig, rules ...SharedRule) (*SharedOperator, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	o := newSharedOperator(cfg)
+	for _, r := range rules {
+		if err := o.AddRule(r); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+func newSharedOperator(cfg SharedConfig) *SharedOperator {
+	return &SharedOperator{
+		cfg:       cfg,
+		less:      compareFunc(cfg.Less),
+		keys:      map[event.Key]*keyState{},
+		watermark: event.MinTime,
+	}
+}
+
+// AddRule adds a rule with no state. From this point on it sees the
+// elements that arrive, as an [Operator] of the rule created now and given
+// the current watermark and processing clock would: elements buffered
+// before are not offered to it.
+func (o *SharedOperator) AddRule(r SharedRule) error {
+	switch {
+	case r.NFA == nil:
+		return fmt.Errorf("%w: rule %d: NFA is required", ErrInvalidConfig, r.ID)
+	case r.ID < 0:
+		return fmt.Errorf("%w: rule id %d, want >= 0", ErrInvalidConfig, r.ID)
+	case o.pos(r.ID) >= 0:
+		return fmt.Errorf("%w: rule %d is already hosted", ErrInvalidConfig, r.ID)
+	}
+	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA})
+	for _, ks := range o.keys {
+		var sl ruleSlot
+		for _, b := range ks.buf {
+			for _, ev := range b.evs {
+				sl.hidden = append(sl.hidden, hiddenElem{ts: b.ts, ev: ev})
+			}
+		}
+		ks.rules = append(ks.rules, sl)
+	}
+	return nil
+}
+
+// RemoveRule removes a rule and drops its state; the other rules keep
+// theirs. A failed rule can be removed too.
+func (o *SharedOperator) RemoveRule(id int) error {
+	i := o.pos(id)
+	if i < 0 {
+		return fmt.Errorf("%w: %d", ErrUnknownRule, id)
+	}
+	o.rules = slices.Delete(o.rules, i, i+1)
+	for _, ks := range o.keys {
+		ks.rules = slices.Delete(ks.rules, i, i+1)
+		o.settle(ks)
+	}
+	return nil
+}
+
+// Rules returns the ids of the hosted rules, in the order they were added.
+func (o *SharedOperator) Rules() []int {
+	ids := make([]int, len(o.rules))
+	for i, r := range o.rules {
+		ids[i] = r.id
+	}
+	return ids
+}
+
+// RuleErr returns the error of a failed rule (a *[RuleError]), nil for a
+// rule that has not failed.
+func (o *SharedOperator) RuleErr(id int) error {
+	i := o.pos(id)
+	if i < 0 {
+		return fmt.Errorf("%w: %d", ErrUnknownRule, id)
+	}
+	if r := o.rules[i]; r.err != nil {
+		return &RuleError{Rule: id, Err: r.err}
+	}
+	return nil
+}
+
+func (o *SharedOperator) pos(id int) int {
+	for i, r := range o.rules {
+		if r.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Watermark returns the current watermark (event.MinTime before the first).
+func (o *SharedOperator) Watermark() event.Time { return o.watermark }
+
+// ProcessingTime returns the processing clock (0 before the first
+// SetProcessingTime).
+func (o *SharedOperator) ProcessingTime() event.Time { return o.procTime }
+
+// Stats returns the counters and gauges of the operator: matches,
+// timeouts and dropped partial matches summed over the hosted rules.
+func (o *SharedOperator) Stats() Stats {
+	st := Stats{Late: o.late, Overflow: o.overflow, Keys: len(o.keys), BufferedEvents: o.buffered}
+	for _, r := range o.rules {
+		st.Matches += r.matches
+		st.Timeouts += r.timeouts
+		st.DroppedPartialMatches += r.dropped
+	}
+	return st
+}
+
+// RuleStats returns the Stats of one rule as its own [Operator] would give
+// them: the keys and buffered elements it holds, its matches, timeouts and
+// dropped partial matches, and the late and overflowing elements of the
+// operator. It scans every key.
+func (o *SharedOperator) RuleStats(id int) (Stats, error) {
+	i := o.pos(id)
+	if i < 0 {
+		return Stats{}, fmt.Errorf("%w: %d", ErrUnknownRule, id)
+	}
+	r := o.rules[i]
+	st := Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}
+	for _, ks := range o.keys {
+		if sl := &ks.rules[i]; sl.present {
+			st.Keys++
+			st.BufferedEvents += ks.n - len(sl.hidden)
+		}
+	}
+	return st, nil
+}
+
+// ProcessElement is [Operator.ProcessElement] for every rule: the element
+// is late, refused or buffered once, or, in processing time without Less,
+// fed at once to the run of every rule at its key.
+// REQUIRES: ev != nil, out != nil.
+func (o *SharedOperator) ProcessElement(ev *event.Event, ts event.Time, out *Output) error {
+	var k event.Key
+	if o.cfg.Key != nil {
+		k = o.cfg.Key(ev)
+	}
+	switch {
+	case o.cfg.TimeMode == ProcessingTime && o.less == nil:
+		return o.processNow(k, ev, out)
+	case o.cfg.TimeMode == ProcessingTime:
+		o.buffer(k, ev, o.procTime, out)
+	case ts > o.watermark:
+		o.buffer(k, ev, ts, out)
+	default:
+		o.late++
+		out.Items = append(out.Items, Item{Kind: ItemLate, Rule: AllRules, Key: k, At: ts, Event: ev})
+	}
+	return nil
+}
+
+// ProcessWatermark is [Operator.ProcessWatermark] for every rule. The
+// watermark item is appended last, also when a rule failed.
+// REQUIRES: out != nil.
+func (o *SharedOperator) ProcessWatermark(w event.Time, out *Output) error {
+	o.watermark = w
+	var err error
+	if o.cfg.TimeMode == EventTime {
+		err = o.fireTimers(w, out)
+	}
+	out.Items = append(out.Items, Item{Kind: ItemWatermark, Rule: AllRules, At: w, Watermark: w})
+	return err
+}
+
+// SetProcessingTime is [Operator.SetProcessingTime] for every rule.
+// REQUIRES: out != nil.
+func (o *SharedOperator) SetProcessingTime(t event.Time, out *Output) error {
+	o.procTime = t
+	if o.cfg.TimeMode == ProcessingTime {
+		return o.fireTimers(t, out)
+	}
+	return nil
+}
+
+// keyState returns k's state, creating it (with no rule present).
+func (o *SharedOperator) keyState(k event.Key) (*keyState, bool) {
+	if ks := o.keys[k]; ks != nil {
+		return ks, false
+	}
+	var ks *keyState
+	if n := len(o.freeKeys); n > 0 {
+		ks = o.freeKeys[n-1]
+		o.freeKeys[n-1] = nil
+		o.freeKeys = o.freeKeys[:n-1]
+	} else {
+		ks = &keyState{}
+	}
+	ks.key = k
+	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
+	o.keys[k] = ks
+	return ks, true
+}
+
+// arrive records that an element reached ks: every rule not present there
+// gets state now, ranked after all state created before.
+func (o *SharedOperator) arrive(ks *keyState, created bool) {
+	rank, used := o.nextOrder, created
+	if created {
+		ks.order = rank
+	}
+	for i, r := range o.rules {
+		if sl := &ks.rules[i]; r.err == nil && !sl.present {
+			sl.present, sl.order, used = true, rank, true
+		}
+	}
+	if used {
+		o.nextOrder++
+	}
+}
+
+func (o *SharedOperator) runOf(i int, ks *keyState) *nfa.Run {
+	sl := &ks.rules[i]
+	if sl.run == nil {
+		r := o.rules[i]
+		if n := len(r.freeRuns); n > 0 {
+			sl.run = r.freeRuns[n-1]
+			r.freeRuns[n-1] = nil
+			r.freeRuns = r.freeRuns[:n-1]
+		} else {
+			sl.run = r.nfa.NewRun()
+		}
+	}
+	return sl.run
+}
+
+func (o *SharedOperator) recycleRun(i int, sl *ruleSlot) {
+	if r := o.rules[i]; sl.run != nil && r.err == nil && len(r.freeRuns) < maxFree {
+		sl.run.Reset()
+		r.freeRuns = append(r.freeRuns, sl.run)
+	}
+	sl.run = nil
+}
+
+// release recycles the record of a key whose state was dropped.
+func (o *SharedOperator) release(ks *keyState) {
+	for i := range ks.rules {
+		o.recycleRun(i, &ks.rules[i])
+	}
+	if len(o.freeKeys) < maxFree {
+		clear(ks.buf)
+		clear(ks.rules)
+		gen := ks.timer.gen // see Operator.release
+		*ks = keyState{buf: ks.buf[:0], rules: ks.rules[:0]}
+		ks.timer.gen = gen
+		o.freeKeys = append(o.freeKeys, ks)
+	}
+}
+
+func (o *SharedOperator) bufferDue(ts event.Time) event.Time {
+	if o.cfg.TimeMode == ProcessingTime && ts < event.MaxTime {
+		return ts + 1
+	}
+	return ts
+}
+
+func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Output) {
+	if ks := o.keys[k]; ks != nil && o.cfg.MaxBufferedEvents > 0 && ks.n >= o.cfg.MaxBufferedEvents {
+		o.overflow++
+		out.Items = append(out.Items, Item{Kind: ItemOverflow, Rule: AllRules, Key: k, At: ts, Event: ev})
+		return
+	}
+	ks, created := o.keyState(k)
+	o.arrive(ks, created)
+	ks.insert(ev, ts)
+	o.buffered++
+	if due := o.bufferDue(ts); !ks.timer.armed || due < ks.timer.due {
+		o.timers.arm(ks, due)
+	}
+}
+
+// processNow feeds ev to the run of every rule at k at the processing
+// clock (processing time without a comparator).
+func (o *SharedOperator) processNow(k event.Key, ev *event.Event, out *Output) error {
+	ks, created := o.keyState(k)
+	o.arrive(ks, created)
+	t := o.procTime
+	var errs []error
+	for i, r := range o.rules {
+		if r.err != nil {
+			continue
+		}
+		run := o.runOf(i, ks)
+		err := run.AdvanceTime(t, &o.res)
+		if err == nil {
+			o.emit(i, ks, t, out)
+			err = run.Process(ev, t, &o.res)
+		}
+		if err != nil {
+			o.res.Reset()
+			r.err = &KeyError{Key: ks.key, Err: err}
+			errs = append(errs, &RuleError{Rule: r.id, Err: r.err})
+			continue
+		}
+		o.emit(i, ks, t, out)
+	}
+	o.settle(ks)
+	return errors.Join(errs...)
+}
+
+// fireTimers fires every key due at or before t. A key fires once, for
+// every rule due there; each rule's groups of items are then put in that
+// rule's own order of keys (they are computed independently, so only
+// their order in out depends on the order of firing).
+func (o *SharedOperator) fireTimers(t event.Time, out *Output) error {
+	base := len(out.Items)
+	o.fired, o.groups = o.fired[:0], o.groups[:0]
+	o.fails = slices.Grow(o.fails[:0], len(o.rules))[:len(o.rules)]
+	clear(o.fails)
+	for {
+		ks := o.timers.popDue(t)
+		if ks == nil {
+			break
+		}
+		o.fired = append(o.fired, ks)
+		o.fireKey(ks, t, out)
+	}
+	err := o.order(base, out)
+	for _, ks := range o.fired {
+		o.settle(ks)
+	}
+	clear(o.fired)
+	return err
+}
+
+// fireKey fires ks at t for every rule due there (Flink's onEventTime or
+// onProcessingTime of the rule's operator), then drops the elements it
+// released from the buffer.
+func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
+	n := 0
+	if o.cfg.TimeMode == EventTime {
+		for n < len(ks.buf) && ks.buf[n].ts <= t {
+			n++
+		}
+	} else if len(ks.buf) > 0 && o.bufferDue(ks.buf[0].ts) <= t {
+		// Every element is stamped before t then (see Operator).
+		n = len(ks.buf)
+	}
+	if o.less != nil {
+		for i := range n {
+			slices.SortStableFunc(ks.buf[i].evs, o.less)
+		}
+	}
+	for i, r := range o.rules {
+		if r.err != nil {
+			continue
+		}
+		sl := &ks.rules[i]
+		due, ok := o.slotDue(ks, sl)
+		f := &o.fails[i]
+		if !ok || due > t || f.failed && !before(due, sl.order, f) {
+			continue
+		}
+		start := len(out.Items)
+		o.wake, o.woken = due, true
+		err := o.fireRule(i, ks, n, t, out)
+		o.woken = false
+		o.groups = append(o.groups, ruleGroup{rule: i, due: due, order: sl.order, start: start, end: len(out.Items)})
+		if err != nil {
+			o.res.Reset()
+			*f = ruleFail{failed: true, due: due, order: sl.order, err: &KeyError{Key: ks.key, Err: err}}
+		}
+	}
+	for i := range n {
+		ks.n -= len(ks.buf[i].evs)
+		o.buffered -= len(ks.buf[i].evs)
+	}
+	rest := copy(ks.buf, ks.buf[n:])
+	clear(ks.buf[rest:])
+	ks.buf = ks.buf[:rest]
+	if n > 0 {
+		for i := range ks.rules {
+			sl := &ks.rules[i]
+			if len(sl.hidden) == 0 {
+				continue
+			}
+			// Bucket timestamps are unique and ascending: the released
+			// ones are those before the first left.
+			keep := sl.hidden[:0]
+			for _, h := range sl.hidden {
+				if rest > 0 && h.ts >= ks.buf[0].ts {
+					keep = append(keep, h)
+				}
+			}
+			clear(sl.hidden[len(keep):])
+			sl.hidden = keep
+		}
+	}
+}
+
+// fireRule feeds the first n buckets of ks, the elements rule i sees, to
+// its run, then advances the run to t.
+func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out *Output) error {
+	sl := &ks.rules[i]
+	run := o.runOf(i, ks)
+	for j := range n {
+		b := &ks.buf[j]
+		if len(sl.hidden) > 0 && !o.seesAny(sl, b) {
+			continue
+		}
+		if err := run.AdvanceTime(b.ts, &o.res); err != nil {
+			return err
+		}
+		o.emit(i, ks, b.ts, out)
+		for _, ev := range b.evs {
+			if len(sl.hidden) > 0 && sl.hides(ev) {
+				continue
+			}
+			if err := run.Process(ev, b.ts, &o.res); err != nil {
+				return err
+			}
+			o.emit(i, ks, b.ts, out)
+		}
+	}
+	if err := run.AdvanceTime(t, &o.res); err != nil {
+		return err
+	}
+	o.emit(i, ks, t, out)
+	return nil
+}
+
+func (o *SharedOperator) seesAny(sl *ruleSlot, b *bucket) bool {
+	for _, ev := range b.evs {
+		if !sl.hides(ev) {
+			return true
+		}
+	}
+	return false
+}
+
+// order puts the groups of items emitted from out.Items[base] on in each
+// rule's own order of keys, drops what a failed rule emitted after its
+// failure in that order, and marks the failed rules.
+func (o *SharedOperator) order(base int, out *Output) error {
+	last := make([]ruleFail, 0, 8) // per rule: the last group seen, to check the order
+	last = slices.Grow(last, len(o.rules))[:len(o.rules)]
+	sorted := true
+	for _, g := range o.groups {
+		l := &last[g.rule]
+		if l.failed && !before(l.due, l.order, &ruleFail{due: g.due, order: g.order}) {
+			sorted = false
+		}
+		*l = ruleFail{failed: true, due: g.due, order: g.order}
+	}
+	var errs []error
+	for i := range o.fails {
+		if f := &o.fails[i]; f.failed {
+			sorted = false
+			r := o.rules[i]
+			r.err = f.err
+			errs = append(errs, &RuleError{Rule: r.id, Err: f.err})
+		}
+	}
+	if sorted {
+		return nil
+	}
+	o.scratch = append(o.scratch[:0], out.Items[base:]...)
+	keep := o.groups[:0]
+	for _, g := range o.groups {
+		if f := &o.fails[g.rule]; f.failed && before(f.due, f.order, &ruleFail{due: g.due, order: g.order}) {
+			o.unemit(g.rule, o.scratch[g.start-base:g.end-base])
+			continue
+		}
+		keep = append(keep, g)
+	}
+	slices.SortStableFunc(keep, func(a, b ruleGroup) int {
+		switch {
+		case a.rule != b.rule:
+			return a.rule - b.rule
+		case a.due != b.due:
+			if a.due < b.due {
+				return -1
+			}
+			return 1
+		case a.order < b.order:
+			return -1
+		case a.order > b.order:
+			return 1
+		}
+		return 0
+	})
+	clear(out.Items[base:])
+	out.Items = out.Items[:base]
+	for _, g := range keep {
+		out.Items = append(out.Items, o.scratch[g.start-base:g.end-base]...)
+	}
+	clear(o.scratch)
+	return errors.Join(errs...)
+}
+
+// emit moves what the last run call of rule i released into out, as
+// [Operator] does.
+func (o *SharedOperator) emit(i int, ks *keyState, at event.Time, out *Output) {
+	r := o.rules[i]
+	for _, m := range o.res.Matches {
+		out.Items = append(out.Items, Item{Kind: ItemMatch, Rule: r.id, Key: ks.key, Match: m, At: at, Wake: o.wake, Woken: o.woken})
+	}
+	for _, to := range o.res.Timeouts {
+		out.Items = append(out.Items, Item{Kind: ItemTimeout, Rule: r.id, Key: ks.key, Match: to.Match, At: to.At, Wake: o.wake, Woken: o.woken})
+	}
+	r.matches += uint64(len(o.res.Matches))
+	r.timeouts += uint64(len(o.res.Timeouts))
+	r.dropped += uint64(o.res.Dropped)
+	o.res.Reset()
+}
+
+// unemit uncounts items of rule i dropped after its failure.
+func (o *SharedOperator) unemit(i int, items []Item) {
+	r := o.rules[i]
+	for _, it := range items {
+		switch it.Kind {
+		case ItemMatch:
+			r.matches--
+		case ItemTimeout:
+			r.timeouts--
+		}
+	}
+}
+
+// slotDue is the time at which the rule of sl must fire at ks next, as
+// its own operator computes it ([Operator.dueOf]) over the elements it
+// sees.
+func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot) (event.Time, bool) {
+	due, ok := event.MaxTime, false
+	for j := range ks.buf {
+		if len(sl.hidden) == 0 || o.seesAny(sl, &ks.buf[j]) {
+			due, ok = o.bufferDue(ks.buf[j].ts), true
+			break
+		}
+	}
+	if sl.run != nil {
+		if d, has := sl.run.NextDeadline(); has && d < due {
+			due, ok = d, true
+		}
+	}
+	return due, ok
+}
+
+// settle updates which rules hold state at ks, drops the key when none
+// does and nothing is buffered, or re-arms its timer for its earliest due
+// time (its first buffered element or a rule's window deadline).
+func (o *SharedOperator) settle(ks *keyState) {
+	keep := ks.n > 0
+	due, ok := event.MaxTime, false
+	if ks.n > 0 {
+		due, ok = o.bufferDue(ks.buf[0].ts), true
+	}
+	for i, r := range o.rules {
+		if r.err != nil {
+			continue
+		}
+		sl := &ks.rules[i]
+		sl.present = ks.n > len(sl.hidden) || sl.run != nil && !sl.run.Empty()
+		if !sl.present {
+			o.recycleRun(i, sl)
+			continue
+		}
+		keep = true
+		if sl.run != nil {
+			if d, has := sl.run.NextDeadline(); has && d < due {
+				due, ok = d, true
+			}
+		}
+	}
+	switch {
+	case !keep:
+		o.timers.disarm(ks)
+		delete(o.keys, ks.key)
+		o.release(ks)
+	case !ok:
+		o.timers.disarm(ks)
+	case !ks.timer.armed || ks.timer.due != due:
+		o.timers.arm(ks, due)
+	}
+}
