@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
@@ -155,4 +157,213 @@ func (r *Result) collectOutput(n *nfa.NFA, out *cep.Output, via string, step int
 		}
 	}
 	return nil
+}
+
+// RuleChange changes the rules of a case with several rules between two
+// of its operator steps, as a hot-load would: before step Step, the rules
+// Remove (indexes into Input.Rules) leave the operator with their state,
+// and the rules Add join it with none.
+type RuleChange struct {
+	Step   int
+	Remove []int
+	Add    []int
+}
+
+// RunCaseChanging runs an operator_harness case with several rules through
+// one shared operator, with its rules changed by changes: a rule that some
+// change adds is not hosted before it. Each rule's result holds what the
+// rule emitted while it was hosted. A panic is recovered and reported as
+// the case's error.
+func RunCaseChanging(in *Input, mode Mode, changes []RuleChange) (r *Result) {
+	r = &Result{}
+	defer func() {
+		if p := recover(); p != nil {
+			errorResult(r, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+		}
+	}()
+	if err := runShared(in, mode, changes, r); err != nil {
+		errorResult(r, err)
+	}
+	return r
+}
+
+// runShared is the operator_harness driver of a case with several rules:
+// one cep.SharedOperator hosts them all, and each rule's result is its
+// share of the output (its matches and timeouts, and the late elements and
+// watermarks of every rule), so that it is what runOperator gives for
+// that rule alone. A rule whose run fails gets its error and is removed;
+// the others go on, as Flink's one CepOperator per rule would.
+func runShared(in *Input, mode Mode, changes []RuleChange, r *Result) error {
+	r.Rules = make([]*Result, len(in.Rules))
+	nfas := make([]*nfa.NFA, len(in.Rules))
+	var cfg cep.SharedConfig
+	haveCfg := false
+	for k := range in.Rules {
+		r.Rules[k] = &Result{}
+		sub := in.Rule(k)
+		c, err := compileCase(&sub, mode)
+		if err != nil {
+			errorResult(r.Rules[k], &stepError{class: ErrorCompile, err: fmt.Errorf("build: %w", err)})
+			continue
+		}
+		oc, err := operatorConfig(&sub, c)
+		if err != nil {
+			errorResult(r.Rules[k], err)
+			continue
+		}
+		nfas[k] = c.nfa
+		if !haveCfg {
+			cfg = cep.SharedConfig{Key: oc.Key, TimeMode: oc.TimeMode, Less: oc.Less}
+			haveCfg = true
+		}
+	}
+	if !haveCfg {
+		return nil
+	}
+	hosted := make([]bool, len(in.Rules))
+	later := map[int]bool{}
+	for _, ch := range changes {
+		for _, k := range ch.Add {
+			later[k] = true
+		}
+	}
+	op, err := cep.NewSharedOperator(cfg)
+	if err != nil {
+		return fmt.Errorf("new operator: %w", err)
+	}
+	for k, n := range nfas {
+		if n != nil && !later[k] {
+			if err := op.AddRule(cep.SharedRule{ID: k, NFA: n}); err != nil {
+				return err
+			}
+			hosted[k] = true
+		}
+	}
+	// failAll gives every hosted rule the error of step i.
+	failAll := func(i int, err error) {
+		for k := range hosted {
+			if hosted[k] {
+				errorResult(r.Rules[k], runError(i, fmt.Errorf("step %d: %w", i, err)))
+			}
+		}
+	}
+	events := make(map[uint64]*event.Event, len(in.Events))
+	for i := range in.Events {
+		events[in.Events[i].Seq] = in.Events[i].toEvent()
+	}
+	var out, share cep.Output
+	for i, st := range in.OperatorSteps {
+		for _, ch := range changes {
+			if ch.Step != i {
+				continue
+			}
+			for _, k := range ch.Remove {
+				if hosted[k] {
+					if err := op.RemoveRule(k); err != nil {
+						return err
+					}
+					hosted[k] = false
+				}
+			}
+			for _, k := range ch.Add {
+				if nfas[k] != nil && !hosted[k] {
+					if err := op.AddRule(cep.SharedRule{ID: k, NFA: nfas[k]}); err != nil {
+						return err
+					}
+					hosted[k] = true
+				}
+			}
+		}
+		out.Reset()
+		kind, err := st.kind()
+		if err != nil {
+			failAll(i, err)
+			return nil
+		}
+		var via string
+		switch kind {
+		case stepEvent:
+			ev, ok := events[*st.Event]
+			if !ok {
+				failAll(i, fmt.Errorf("no event with seq %d", *st.Event))
+				return nil
+			}
+			via, err = ViaEvent, op.ProcessElement(ev, ev.Time, &out)
+		case stepWatermark:
+			via, err = ViaWatermark, op.ProcessWatermark(event.Time(*st.Watermark), &out)
+		case stepProcessingTime:
+			via, err = ViaTime, op.SetProcessingTime(event.Time(*st.ProcessingTime), &out)
+		case stepSnapshotRestore:
+			op, err = snapshotRestoreShared(op, cfg, nfas)
+			if err != nil {
+				failAll(i, err)
+				return nil
+			}
+		}
+		failed := map[int]error{}
+		for _, e := range ruleErrors(err) {
+			var re *cep.RuleError
+			if !errors.As(e, &re) {
+				failAll(i, err)
+				return nil
+			}
+			failed[re.Rule] = re.Err
+		}
+		for k := range hosted {
+			if !hosted[k] {
+				continue
+			}
+			share.Reset()
+			for _, it := range out.Items {
+				// A rule's own operator does not forward the watermark of
+				// the call it failed in.
+				if it.Rule == k || it.Rule == cep.AllRules && (it.Kind != cep.ItemWatermark || failed[k] == nil) {
+					share.Items = append(share.Items, it)
+				}
+			}
+			if cerr := r.Rules[k].collectOutput(nfas[k], &share, via, i); cerr != nil {
+				errorResult(r.Rules[k], runError(i, fmt.Errorf("step %d: %w", i, cerr)))
+				failed[k] = cerr
+				continue
+			}
+			if ferr := failed[k]; ferr != nil {
+				errorResult(r.Rules[k], runError(i, fmt.Errorf("step %d: %w", i, ferr)))
+			}
+		}
+		for k := range failed {
+			if err := op.RemoveRule(k); err != nil {
+				return err
+			}
+			hosted[k] = false
+		}
+	}
+	return nil
+}
+
+// ruleErrors splits the errors of a SharedOperator call.
+func ruleErrors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// snapshotRestoreShared is snapshotRestore for a shared operator.
+func snapshotRestoreShared(op *cep.SharedOperator, cfg cep.SharedConfig, nfas []*nfa.NFA) (*cep.SharedOperator, error) {
+	snap, err := op.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	var rules []cep.SharedRule
+	for _, id := range op.Rules() {
+		rules = append(rules, cep.SharedRule{ID: id, NFA: nfas[id]})
+	}
+	restored, err := cep.RestoreSharedOperator(cfg, rules, snap)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	return restored, nil
 }

@@ -78,11 +78,15 @@ func runCase(in *Input, mode Mode, r *Result) error {
 	return fmt.Errorf("unknown driver %q", in.Driver)
 }
 
-// runRules runs a case with several rules: today one operator (or NFA)
-// per rule over the same input, each rule's result in r.Rules. The
-// engine-core issue replaces this by one operator for all rules of a key;
-// the results must not change.
+// runRules runs a case with several rules, each rule's result in
+// r.Rules: an operator_harness case through one shared operator for all
+// its rules (runShared), whose per-rule output is what one operator per
+// rule gives (Flink runs one CepOperator per rule); an nfa_harness case
+// with one NFA per rule.
 func runRules(in *Input, mode Mode, r *Result) error {
+	if in.Driver == DriverOperator {
+		return runShared(in, mode, nil, r)
+	}
 	for k := range in.Rules {
 		sub := in.Rule(k)
 		r.Rules = append(r.Rules, RunCaseMode(&sub, mode))
