@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -165,7 +167,9 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 	if cfg.Late != nil {
 		bt.late = bufio.NewWriterSize(cfg.Late, 1<<12)
 	}
-	ops := []runtime.KeyedOperator{bt.labels()}
+	// One shared operator per key specification: the rules with the same
+	// key fields share the keying, buffering and timers of an event.
+	keyOps := map[string]*keyOperator{}
 	for i, r := range rs.Rules {
 		var opts []nfa.Option
 		if cfg.MaxPartialMatches > 0 {
@@ -175,14 +179,25 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 		if err != nil {
 			return nil, fmt.Errorf("cep: backtest: rule %s: %w", r.Name, err)
 		}
-		op, err := NewOperator(OperatorConfig{NFA: n, Key: r.Key, MaxBufferedEvents: cfg.MaxBufferedEvents})
-		if err != nil {
+		spec := strings.Join(r.KeyFields, "\x00")
+		ko := keyOps[spec]
+		if ko == nil {
+			op, err := NewSharedOperator(SharedConfig{Key: r.Key, MaxBufferedEvents: cfg.MaxBufferedEvents})
+			if err != nil {
+				return nil, fmt.Errorf("cep: backtest: rule %s: %w", r.Name, err)
+			}
+			ko = &keyOperator{bt: bt, op: op, keySlots: nullableKeys(r, rs)}
+			keyOps[spec] = ko
+			bt.keyOps = append(bt.keyOps, ko)
+		}
+		if err := ko.op.AddRule(SharedRule{ID: i, NFA: n}); err != nil {
 			return nil, fmt.Errorf("cep: backtest: rule %s: %w", r.Name, err)
 		}
-		ro := &ruleOperator{bt: bt, rule: r, index: i, op: op, keySlots: nullableKeys(r, rs)}
+		ro := &ruleOperator{bt: bt, rule: r, index: i, ko: ko}
+		ko.rules = append(ko.rules, ro)
 		bt.rules = append(bt.rules, ro)
-		ops = append(ops, ro)
 	}
+	ops := []runtime.KeyedOperator{bt.labels(), rulesOperator{bt}}
 	progressEvery := cfg.ProgressEvery
 	if progressEvery <= 0 {
 		progressEvery = 100_000
@@ -219,8 +234,9 @@ func Backtest(ctx context.Context, cfg BacktestConfig) (*BacktestSummary, error)
 	}
 	if runErr != nil {
 		var oe *runtime.OperatorError
-		if errors.As(runErr, &oe) && oe.Operator > 0 {
-			return sum, fmt.Errorf("cep: backtest: rule %s, line %d: %w", rs.Rules[oe.Operator-1].Name, oe.Line, oe.Err)
+		var re *RuleError
+		if errors.As(runErr, &oe) && errors.As(oe.Err, &re) {
+			return sum, fmt.Errorf("cep: backtest: rule %s, line %d: %w", rs.Rules[re.Rule].Name, oe.Line, re.Err)
 		}
 		return sum, fmt.Errorf("cep: backtest: %w", runErr)
 	}
@@ -296,6 +312,8 @@ type backtest struct {
 	schema                  *event.Schema
 	labelSlot, scenarioSlot int
 	rules                   []*ruleOperator
+	keyOps                  []*keyOperator // by first rule
+	out                     Output         // the matches of one call, for dispatch
 
 	alerts, late *bufio.Writer
 	alertCount   int64
@@ -362,49 +380,89 @@ func truthy(v event.Value) bool {
 	return false
 }
 
-// ruleOperator hosts one rule's keyed operator in the subtask.
-type ruleOperator struct {
-	bt    *backtest
-	rule  *rules.Rule
-	index int
-	op    *Operator
-	out   Output
-	// keySlots are the rule's key slots that an event may lack (null):
-	// such an event is skipped for this rule, never keyed by null.
-	keySlots []int
+// rulesOperator runs every keyOperator of the subtask on each element and
+// watermark, then hands the matches to their rules in rule order, as one
+// operator per rule called in rule order did.
+type rulesOperator struct{ bt *backtest }
 
-	alerts, tp, caught, overflow, noKey int64
+func (r rulesOperator) ProcessElement(ev *event.Event, ts event.Time) error {
+	var errs []error
+	for _, ko := range r.bt.keyOps {
+		errs = append(errs, ko.processElement(ev, ts))
+	}
+	return r.bt.dispatch(errors.Join(errs...))
 }
 
-func (r *ruleOperator) ProcessElement(ev *event.Event, ts event.Time) error {
-	if hasNullKey(ev, r.keySlots) {
-		r.noKey++
+func (r rulesOperator) ProcessWatermark(w event.Watermark) error {
+	var errs []error
+	for _, ko := range r.bt.keyOps {
+		errs = append(errs, ko.processWatermark(w))
+	}
+	return r.bt.dispatch(errors.Join(errs...))
+}
+
+// dispatch writes the matches gathered from the keyOperators in rule
+// order, then returns err or a write error.
+func (bt *backtest) dispatch(err error) error {
+	items := bt.out.Items
+	if !slices.IsSortedFunc(items, byRule) {
+		slices.SortStableFunc(items, byRule)
+	}
+	for i := range items {
+		bt.rules[items[i].Rule].alert(&items[i])
+	}
+	bt.out.Reset()
+	if err != nil {
+		return err
+	}
+	return bt.writeErr
+}
+
+func byRule(a, b Item) int { return a.Rule - b.Rule }
+
+// keyOperator hosts the shared operator of the rules with one key
+// specification.
+type keyOperator struct {
+	bt    *backtest
+	op    *SharedOperator
+	rules []*ruleOperator
+	out   Output
+	// keySlots are the key slots that an event may lack (null): such an
+	// event is skipped for these rules, never keyed by null.
+	keySlots []int
+}
+
+func (ko *keyOperator) processElement(ev *event.Event, ts event.Time) error {
+	if hasNullKey(ev, ko.keySlots) {
+		for _, r := range ko.rules {
+			r.noKey++
+		}
 		return nil
 	}
-	if err := r.op.ProcessElement(ev, ts, &r.out); err != nil {
-		return err
-	}
-	return r.drain()
+	err := ko.op.ProcessElement(ev, ts, &ko.out)
+	ko.drain()
+	return err
 }
 
-func (r *ruleOperator) ProcessWatermark(w event.Watermark) error {
-	if err := r.op.ProcessWatermark(w, &r.out); err != nil {
-		return err
-	}
-	return r.drain()
+func (ko *keyOperator) processWatermark(w event.Watermark) error {
+	err := ko.op.ProcessWatermark(w, &ko.out)
+	ko.drain()
+	return err
 }
 
-func (r *ruleOperator) drain() error {
-	bt := r.bt
-	for i := range r.out.Items {
-		it := &r.out.Items[i]
+// drain handles the late and overflowing elements and moves the matches
+// to the backtest's output, for dispatch.
+func (ko *keyOperator) drain() {
+	bt := ko.bt
+	for i := range ko.out.Items {
+		it := &ko.out.Items[i]
 		switch it.Kind {
 		case ItemMatch:
-			r.alert(it)
+			bt.out.Items = append(bt.out.Items, *it)
 		case ItemLate:
 			// Every rule sees the same watermark, so an event late for
 			// one is late for all: report it once.
-			if r.index == 0 {
+			if ko.rules[0].index == 0 {
 				bt.lateCount++
 				if bt.late != nil {
 					bt.buf = bt.encoder.AppendLate(bt.buf[:0], it.Event)
@@ -413,11 +471,22 @@ func (r *ruleOperator) drain() error {
 				}
 			}
 		case ItemOverflow:
-			r.overflow++
+			for _, r := range ko.rules {
+				r.overflow++
+			}
 		}
 	}
-	r.out.Reset()
-	return bt.writeErr
+	ko.out.Reset()
+}
+
+// ruleOperator is one rule of a backtest: its counters and alerts.
+type ruleOperator struct {
+	bt    *backtest
+	rule  *rules.Rule
+	index int
+	ko    *keyOperator
+
+	alerts, tp, caught, overflow, noKey int64
 }
 
 func (r *ruleOperator) alert(it *Item) {
@@ -475,7 +544,7 @@ func (bt *backtest) summary(st runtime.Stats) *BacktestSummary {
 		Caught:         int64(len(bt.caught)),
 	}
 	for _, r := range bt.rules {
-		opStats := r.op.Stats()
+		opStats, _ := r.ko.op.RuleStats(r.index)
 		s.Rules = append(s.Rules, RuleSummary{
 			Rule:            r.rule.Name,
 			Severity:        r.rule.Severity.String(),
