@@ -15,6 +15,23 @@
 // operator's processing clock instead. [Operator.Snapshot] and
 // [RestoreOperator] carry the whole state across a restart.
 //
+// A [SharedOperator] hosts several rules with the same key (Flink would run
+// one CepOperator per rule): each element is keyed, buffered, sorted and
+// timed once per key, then offered to the run of every rule at that key.
+// Per rule its output is item for item what an Operator of that rule
+// alone gives: matches and timeouts with the same At and Wake (the rule's
+// own due time at the key) and, within one time advance, the rule's own
+// order of keys. That order is (due time, rank of the rule's state at the
+// key), and each rule keeps its own ranks, because a key's state can be
+// dropped for one rule (its run emptied) and kept for another: the next
+// element then ranks the key last for the first rule only. Late,
+// overflowing and watermark items appear once, for every rule
+// ([AllRules]). A rule whose run fails fails alone: it emits nothing more,
+// and the call returns its [RuleError]. [SharedOperator.AddRule] and
+// [SharedOperator.RemoveRule] change the rules between calls without
+// touching the state of the others; an added rule sees only the elements
+// that arrive after it was added.
+//
 // # Invariants
 //
 //   - An Operator is single-threaded: no goroutines, no locks, no clock.

@@ -1,0 +1,185 @@
+package cep
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/nfa"
+)
+
+// The equivalence of SharedOperator with one Operator per rule is tested
+// over generated cases by internal/difftest (TestSharedOperatorEqualsOperatorPerRule,
+// TestSharedOperatorRuleChanges). These are its API's own cases.
+
+// TestSharedRuleOrder: key 1's state is dropped for rule 0 (its match
+// completed) and kept for rule 1 (a partial match); key 2 then gets
+// state. When key 1 gets state again, rule 0 ranks it after key 2, rule 1
+// before, as their own operators would: each rule's items follow its
+// order.
+func TestSharedRuleOrder(t *testing.T) {
+	ab := mustCompile(t, nfa.Begin("a").Where(nameIs("a")).Next("b").Where(nameIs("b")))
+	abc := seqPattern(t)
+	events := mkEvents(
+		tev{id: 1, name: "a", ts: 1}, tev{id: 1, name: "b", ts: 2}, // rule 0 matches; rule 1 holds a, b
+		tev{id: 2, name: "a", ts: 4}, tev{id: 2, name: "b", ts: 4},
+		tev{id: 1, name: "a", ts: 4}, tev{id: 1, name: "b", ts: 4},
+	)
+	op, err := NewSharedOperator(SharedConfig{Key: keyByID}, SharedRule{ID: 0, NFA: ab}, SharedRule{ID: 1, NFA: abc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	for _, ev := range events[:2] {
+		_ = op.ProcessElement(ev, ev.Time, &out)
+	}
+	_ = op.ProcessWatermark(3, &out)
+	out.Reset()
+	for _, ev := range events[2:] {
+		_ = op.ProcessElement(ev, ev.Time, &out)
+	}
+	if err := op.ProcessWatermark(5, &out); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range out.Items {
+		if it.Kind == ItemMatch {
+			got = append(got, string(rune('0'+it.Rule))+":"+string(it.Key))
+		}
+	}
+	// Rule 1 (a, b, c) matches nothing; rule 0 ranks key 2 first.
+	if want := []string{"0:2", "0:1"}; !slices.Equal(got, want) {
+		t.Errorf("matches %q, want %q", got, want)
+	}
+	// Rule 0's own operator agrees.
+	one, err := NewOperator(OperatorConfig{NFA: ab, Key: keyByID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oneOut Output
+	for _, ev := range events[:2] {
+		_ = one.ProcessElement(ev, ev.Time, &oneOut)
+	}
+	_ = one.ProcessWatermark(3, &oneOut)
+	oneOut.Reset()
+	for _, ev := range events[2:] {
+		_ = one.ProcessElement(ev, ev.Time, &oneOut)
+	}
+	_ = one.ProcessWatermark(5, &oneOut)
+	var keys []string
+	for _, it := range oneOut.Items {
+		if it.Kind == ItemMatch {
+			keys = append(keys, "0:"+string(it.Key))
+		}
+	}
+	if !slices.Equal(keys, got) {
+		t.Errorf("one operator of rule 0: %q, shared %q", keys, got)
+	}
+}
+
+// TestSharedRuleFailsAlone: a rule whose skip strategy throws fails with a
+// RuleError; the other rule goes on; Snapshot refuses until the failed
+// rule is removed.
+func TestSharedRuleFailsAlone(t *testing.T) {
+	throw := mustCompile(t, nfa.Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")).
+		Skip(nfa.SkipToFirstOf("a").OrThrow()))
+	ab := mustCompile(t, nfa.Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")))
+	op, err := NewSharedOperator(SharedConfig{Key: keyByID}, SharedRule{ID: 3, NFA: throw}, SharedRule{ID: 5, NFA: ab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	for _, ev := range mkEvents(tev{id: 7, name: "a", ts: 1}, tev{id: 7, name: "b", ts: 2}) {
+		_ = op.ProcessElement(ev, ev.Time, &out)
+	}
+	err = op.ProcessWatermark(5, &out)
+	var re *RuleError
+	if !errors.As(err, &re) || re.Rule != 3 || !errors.Is(err, nfa.ErrSkipMiss) {
+		t.Fatalf("err = %v, want a RuleError of rule 3 wrapping nfa.ErrSkipMiss", err)
+	}
+	if n := len(out.Items); n != 2 || out.Items[0].Rule != 5 || out.Items[1].Kind != ItemWatermark {
+		t.Errorf("output %+v, want rule 5's match and the watermark", out.Items)
+	}
+	if op.RuleErr(3) == nil || op.RuleErr(5) != nil {
+		t.Errorf("RuleErr: %v, %v", op.RuleErr(3), op.RuleErr(5))
+	}
+	if _, err := op.Snapshot(); !errors.As(err, &re) {
+		t.Errorf("snapshot with a failed rule: %v", err)
+	}
+	if err := op.RemoveRule(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.RemoveRule(3); !errors.Is(err, ErrUnknownRule) {
+		t.Errorf("removing a removed rule: %v", err)
+	}
+	if _, err := op.Snapshot(); err != nil {
+		t.Errorf("snapshot: %v", err)
+	}
+}
+
+// TestSharedSnapshot: a restored operator snapshots to the same bytes,
+// with the same stats; a snapshot does not restore with other rules nor
+// into an Operator.
+func TestSharedSnapshot(t *testing.T) {
+	ab := mustCompile(t, nfa.Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")).Within(10))
+	abc := seqPattern(t)
+	rules := []SharedRule{{ID: 0, NFA: ab}, {ID: 1, NFA: abc}}
+	cfg := SharedConfig{Key: keyByID}
+	op, err := NewSharedOperator(cfg, rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	evs := mkEvents(tev{id: 1, name: "a", ts: 1}, tev{id: 2, name: "a", ts: 2}, tev{id: 1, name: "b", ts: 8})
+	_ = op.ProcessElement(evs[0], 1, &out)
+	_ = op.ProcessElement(evs[1], 2, &out)
+	_ = op.ProcessWatermark(3, &out)
+	// Added now, rule 2 never sees the element buffered before.
+	if err := op.AddRule(SharedRule{ID: 2, NFA: ab}); err != nil {
+		t.Fatal(err)
+	}
+	_ = op.ProcessElement(evs[2], 8, &out)
+	rules = append(rules, SharedRule{ID: 2, NFA: ab})
+	snap, err := op.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, err := RestoreSharedOperator(cfg, rules, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := re.Snapshot()
+	if err != nil || !slices.Equal(snap, again) {
+		t.Fatalf("snapshot of the restored operator differs (%v)", err)
+	}
+	if re.Stats() != op.Stats() {
+		t.Errorf("stats %+v, want %+v", re.Stats(), op.Stats())
+	}
+	if _, err := RestoreSharedOperator(cfg, rules[:2], snap); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("restore with other rules: %v", err)
+	}
+	if _, err := RestoreOperator(OperatorConfig{NFA: ab, Key: keyByID}, snap); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Errorf("restore into an Operator: %v", err)
+	}
+	if _, err := RestoreSharedOperator(cfg, rules, snap[:len(snap)-1]); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Errorf("truncated snapshot: %v", err)
+	}
+	out.Reset()
+	if err := re.ProcessWatermark(event.MaxTime, &out); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, it := range out.Items {
+		if it.Kind == ItemMatch {
+			got = append(got, it.Rule)
+		}
+	}
+	// Rule 0 matches key 1 (a at 1, b at 8); rule 2 saw only b.
+	if !slices.Equal(got, []int{0}) {
+		t.Errorf("matches of rules %v, want [0]", got)
+	}
+	if err := op.AddRule(SharedRule{ID: 2, NFA: ab}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("adding rule 2 twice: %v", err)
+	}
+}
