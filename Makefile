@@ -15,11 +15,15 @@ CONFORMANCE_DIR ?= internal/conformance/testdata
 CONFORMANCE_OUT ?= build/conformance-results.json
 
 # The differential test against real Flink CEP (internal/difftest): N random
-# cases from SEED, minimal reproducing cases of the unexplained disagreements
-# written to DIFF_FLINK_OUT. The Flink runner's jar is built when missing
+# cases from SEED in generator PROFILE (narrow: small cases over the whole
+# feature space; wide: what users run, long inputs, many keys, several
+# rules), minimal reproducing cases of the unexplained disagreements written
+# to DIFF_FLINK_OUT. The Flink runner's jar is built when missing
 # (scripts/flinkcep-jar.sh; needs java and mvn).
 N ?= 200
 SEED ?= 1
+PROFILE ?= narrow
+DIFF_FLINK_EXPLAINED ?= internal/difftest/testdata/explained
 DIFF_FLINK_OUT ?= build/diff-flink
 DIFF_FLINK_CORPUS ?= internal/difftest/testdata/corpus
 
@@ -27,7 +31,7 @@ DIFF_FLINK_CORPUS ?= internal/difftest/testdata/corpus
 DEMO_DIR ?= build/demo
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo lint test conformance diff-flink diff-flink-small diff-flink-corpus clean
+.PHONY: help build demo lint test conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
 
 help: ## List the targets.
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -71,11 +75,22 @@ conformance: ## Run the Flink CEP conformance suite (CONFORMANCE_DIR, CONFORMANC
 	@mkdir -p "$$(dirname "$(CONFORMANCE_OUT)")"
 	$(GO) run ./internal/conformance/cmd/conformance -dir "$(CONFORMANCE_DIR)" -out "$(CONFORMANCE_OUT)"
 
-diff-flink: ## Differential test against Flink CEP: N random cases from SEED (make diff-flink N=5000 SEED=7).
-	$(GO) run ./internal/difftest/cmd/diffflink -n "$(N)" -seed "$(SEED)" -out "$(DIFF_FLINK_OUT)"
+diff-flink: ## Differential test against Flink CEP: N cases from SEED in PROFILE (make diff-flink N=5000 SEED=7 PROFILE=wide).
+	$(GO) run ./internal/difftest/cmd/diffflink -n "$(N)" -seed "$(SEED)" -profile "$(PROFILE)" -out "$(DIFF_FLINK_OUT)"
 
-diff-flink-small: ## The small differential run of make test: 200 cases, seed 1.
-	$(GO) run ./internal/difftest/cmd/diffflink -n 200 -seed 1 -out "$(DIFF_FLINK_OUT)"
+diff-flink-small: ## The small differential runs of make test: 200 narrow cases, 30 wide ones (seed 1), the documented minimal cases.
+	$(GO) run ./internal/difftest/cmd/diffflink -n 200 -seed 1 -profile narrow -out "$(DIFF_FLINK_OUT)"
+	$(GO) run ./internal/difftest/cmd/diffflink -n 30 -seed 1 -profile wide -out "$(DIFF_FLINK_OUT)"
+	$(GO) run ./internal/difftest/cmd/diffflink -cases internal/difftest/testdata/minimal -noshrink -out "$(DIFF_FLINK_OUT)"
+
+diff-flink-explained: ## Rewrite the explained corpus (DIFF_FLINK_EXPLAINED) of the fault-injection test: 20000 narrow and 2000 wide cases of seed 100, and picked cases.
+	rm -rf "$(DIFF_FLINK_EXPLAINED)"
+	$(GO) run ./internal/difftest/cmd/diffflink -n 20000 -seed 100 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/narrow" -out "$(DIFF_FLINK_OUT)" || true
+	@test -s "$(DIFF_FLINK_EXPLAINED)/narrow/cases.json"
+	$(GO) run ./internal/difftest/cmd/diffflink -n 2000 -seed 100 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/wide" -out "$(DIFF_FLINK_OUT)" || true
+	@test -s "$(DIFF_FLINK_EXPLAINED)/wide/cases.json"
+	$(GO) run ./internal/difftest/cmd/diffflink -seed 22 -index 4610 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow" -out "$(DIFF_FLINK_OUT)"
+	$(GO) run ./internal/difftest/cmd/diffflink -seed 1 -index 2098,4287 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-wide" -out "$(DIFF_FLINK_OUT)"
 
 diff-flink-corpus: ## Rewrite the regression corpus (DIFF_FLINK_CORPUS) from 400 cases of seed 100.
 	rm -rf "$(DIFF_FLINK_CORPUS)"

@@ -1,7 +1,9 @@
 package difftest
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/cepheus-cep/cepheus/internal/conformance"
@@ -77,4 +79,69 @@ func roundTrip(id string, r *conformance.Result) *conformance.Result {
 		return r
 	}
 	return back.Cases[id]
+}
+
+// The files of an explained corpus directory (see [WriteExplained]).
+const (
+	ExplainedCases   = "cases.json"         // the cases, a conformance case file
+	ExplainedResults = "flink-results.json" // Flink's results on them and on their counterfactuals
+	ExplainedIDs     = "explained.json"     // the explanations of each case, {"<case id>": ["<id>", ...]}
+)
+
+// WriteExplained writes explained disagreements to dir: the cases, Flink's
+// results on them and on their counterfactual cases, and the ids of the
+// explanations that accounted for each. TestExplanationsRejectFaults
+// re-checks the explanations against it without Java, and checks that each
+// rejects fabricated, dropped and altered items.
+func WriteExplained(dir string, cases []conformance.Input, flink *conformance.Results, cfs map[string]*conformance.Result, ids map[string][]string) error {
+	fcs := make([]FileCase, len(cases))
+	kept := &conformance.Results{Cases: map[string]*conformance.Result{}}
+	for i := range cases {
+		in := &cases[i]
+		fcs[i] = FileCase{Input: *in, Source: caseSource}
+		r := flink.Cases[in.ID]
+		if r == nil {
+			return fmt.Errorf("difftest: explained corpus: no Flink result for %s", in.ID)
+		}
+		kept.Cases[in.ID] = r
+		for id := range Counterfactuals(in) {
+			if cf := cfs[id]; cf != nil {
+				kept.Cases[id] = cf
+			}
+		}
+	}
+	desc := "explained disagreements between Cepheus and Flink CEP 2.3.0; " + ExplainedResults +
+		" holds Flink's results on them and on their counterfactual cases (internal/difftest)"
+	if err := WriteCaseFile(filepath.Join(dir, ExplainedCases), desc, fcs, false); err != nil {
+		return err
+	}
+	if err := kept.WriteFile(filepath.Join(dir, ExplainedResults)); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(ids, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ExplainedIDs), append(b, '\n'), 0o644)
+}
+
+// ReadExplained reads what WriteExplained wrote.
+func ReadExplained(dir string) ([]conformance.Input, *conformance.Results, map[string][]string, error) {
+	cases, err := conformance.LoadFile(filepath.Join(dir, ExplainedCases))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	flink, err := conformance.ReadResults(filepath.Join(dir, ExplainedResults))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ExplainedIDs))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var ids map[string][]string
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return nil, nil, nil, fmt.Errorf("difftest: %s: %w", ExplainedIDs, err)
+	}
+	return conformance.Inputs(cases), flink, ids, nil
 }

@@ -39,21 +39,37 @@
 //     drawn in 5% of the nfa_harness cases only (doc id
 //     event-id-collision).
 //   - Operator time mostly starts after 0 (doc id window-timer).
-//   - After a snapshot_restore in processing time the clock is set again to
-//     where it was: Flink's harness restores into a new harness whose clock
-//     starts at 0 again, which no real clock does.
+//   - After a snapshot_restore in processing time the clock is mostly set
+//     again to where it was: Flink's harness restores into a new harness
+//     whose clock starts again at 0, which no real clock does (doc id
+//     restored-processing-clock).
 //   - times(0, n) never comes with optional: Flink makes times(0, n)
 //     optional itself, and the case format cannot say whether a second
 //     optional() (which Flink rejects) was meant.
 //
+// # Profiles
+//
+// [Profiles] names the generators: "narrow" ([Generate], above) and
+// "wide" ([GenerateWide]: what users run, long inputs over many keys,
+// realistic timestamps and windows, several rules over one keyed stream).
+// make diff-flink PROFILE=wide selects it. The summary line names the
+// profile and the largest number of events, keys and rules of a case run.
+//
 // # Comparison
 //
-// [Compare] checks, per case: whether each side failed; the matches with
-// their via and stage-by-stage seqs, as a multiset and then in emission
-// order; the timed-out partial matches with their timestamps, the same
+// [Compare] checks, per case: whether each side failed and, when both did,
+// the class of the error (compile: the pattern was rejected; run:
+// processing failed) and the step that failed; the matches with their via,
+// stage-by-stage seqs, the step whose call released them and (operator)
+// Flink's Context.timestamp(), as a multiset and then in emission order;
+// the timed-out partial matches with their timestamps and steps, the same
 // way; the operator's main output (watermarks and matches) and the late
-// events in exact order. A Cepheus error that is a panic, a crash or a
-// timeout is a difference even when Flink fails too.
+// events in exact order. The step of a match also places it among
+// processing-time advances, which the output does not show. A Cepheus
+// error that is a panic, a crash or a timeout is a difference even when
+// Flink fails too. Cases with several rules (Input.Rules; Flink runs one
+// CepOperator per rule) are compared rule by rule. Error messages are not
+// compared.
 //
 // Cepheus runs in child processes of the command ([CepheusWorker],
 // [MaybeServeWorker]), so that a case that crashes it (a fatal stack
@@ -63,10 +79,20 @@
 // # Explanations
 //
 // A disagreement is explained only when an entry of [Explanations] applies:
-// an id of docs/flink-differences.md and a predicate on the case and both
-// results that must account for every difference. TestExplanationsDocumented
+// an id of docs/flink-differences.md and a check on the case and both
+// results that must account for every difference. Where the case can be
+// changed so that the difference cannot arise, the check is a
+// counterfactual: [Counterfactuals] builds the changed cases of every
+// disagreement, the run sends them all through Flink in one more JVM, and
+// Cepheus's result must equal Flink's result on the changed case exactly
+// (with the changes of several explanations applied together when several
+// act in one case). The other checks demand equality up to the first step
+// at which the difference can act. Results record the timer that woke a
+// key (Wake), which the key-order checks use. TestExplanationsDocumented
 // holds the registry and the page's "checked by code" column to the same
-// ids.
+// ids; TestExplanationsRejectFaults re-checks stored explained cases
+// (testdata/explained, make diff-flink-explained) and requires every
+// explanation to reject a fabricated, a dropped and an altered item.
 //
 // # Shrinking
 //
@@ -74,7 +100,8 @@
 // steps and stages, simpler quantifiers, conditions and options; all
 // candidates of all disagreements run in one batch per round, each
 // finding moving to its first candidate that still disagrees in the same
-// aspect). At most [Options.MaxShrink] are shrunk, one per kind first.
+// aspect, with the counterfactuals of the candidates that disagree rerun
+// so that an explained candidate is never taken). At most [Options.MaxShrink] are shrunk, one per kind first.
 // Each is written to <out>/<case id>.json with notes saying what differs
 // and Flink's result as expectations, so that make conformance
 // CONFORMANCE_DIR=<out> runs it.

@@ -1,7 +1,6 @@
 package difftest
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -12,15 +11,38 @@ import (
 // Explanation is a deliberate difference between Cepheus and Flink
 // (docs/flink-differences.md) together with the code that recognises it.
 // A disagreement counts as explained only when an explanation applies.
+//
+// An explanation is as narrow as the difference allows. Where the case can
+// be changed so that the difference cannot arise (a counterfactual: the
+// restored-late elements removed, every key woken at every time advance),
+// Flink is run again on the changed case and Cepheus's result must equal
+// that exactly. Where no counterfactual exists, Cepheus's result must equal
+// Flink's up to the first step at which the difference can act, and the
+// rest must be what the documented rule predicts.
 type Explanation struct {
 	// ID is the id of the entry in docs/flink-differences.md.
 	ID string
 	// Reason says why Cepheus differs, in one line.
 	Reason string
+	// Counterfactual, when set, returns the case changed so that the
+	// difference cannot arise, and for each step of the changed case (an
+	// operator step, or an event of an nfa_harness case) the step of in it
+	// stands for. ok is false when in cannot show the difference; the
+	// explanation then does not apply.
+	Counterfactual func(in *conformance.Input) (cf conformance.Input, steps []int, ok bool)
 	// Applies says whether the difference accounts for every way in which
-	// flink and cepheus, the results of in, differ. It must not accept
-	// anything else: an explanation that applies too widely hides bugs.
-	Applies func(in *conformance.Input, flink, cepheus *conformance.Result) bool
+	// the results of c differ. It must not accept anything else: an
+	// explanation that applies too widely hides bugs.
+	Applies func(c *Check) bool
+}
+
+// Check is what an explanation looks at.
+type Check struct {
+	In             *conformance.Input
+	Flink, Cepheus *conformance.Result
+	// CF is Flink's result on the explanation's counterfactual case, its
+	// steps translated to those of In; nil when the explanation has none.
+	CF *conformance.Result
 }
 
 // Explanations are the registered explanations. Every id has a row in
@@ -40,21 +62,36 @@ var Explanations = []Explanation{
 	},
 	{
 		ID: "cross-key-timer-order",
-		Reason: "keys that fire at the same time come out in the order of Flink's timer heap there, " +
-			"in (due time, key creation) order in Cepheus",
-		Applies: crossKeyTimerOrder,
+		Reason: "keys that fire in one time advance come out in the order of their earliest timers; Flink " +
+			"breaks ties in heap order and also fires stale window timers, Cepheus fires keys by (due time, key creation)",
+		Applies: func(c *Check) bool { return crossKeyTimerOrder(c.In, c.Flink, c.Cepheus) },
 	},
 	{
 		ID: "window-timer",
 		Reason: "Flink wakes a key only at its buffered elements' timers and at the within timer of a " +
 			"partial match that started after time 0; Cepheus wakes it at every deadline",
-		Applies: windowTimer,
+		Counterfactual: wakeEveryKey,
+		Applies:        windowTimer,
 	},
 	{
 		ID: "restored-watermark",
 		Reason: "a restored Cepheus operator keeps its watermark (checkpoints persist watermarks); a restored " +
 			"Flink CepOperator starts again at Long.MIN_VALUE, so elements at or behind the old watermark are not late there",
-		Applies: restoredWatermark,
+		Counterfactual: withoutRestoredLate,
+		Applies:        restoredWatermark,
+	},
+	{
+		ID: "restored-processing-clock",
+		Reason: "a restored Cepheus operator keeps its processing clock; Flink's test harness restores into a new " +
+			"harness whose clock starts again at 0, so an element arriving before the next clock advance gets no window timer",
+		Counterfactual: withClockRestored,
+		Applies:        restoredProcessingClock,
+	},
+	{
+		ID: "greedy-until-null-target",
+		Reason: "Flink's NFACompiler gives an optional greedy loop with until after a notFollowedBy a transition " +
+			"to a null state (NullPointerException when the until condition holds); Cepheus leaves that transition out",
+		Applies: greedyUntilNullTarget,
 	},
 	{
 		ID: "stop-without-entry",
@@ -64,21 +101,233 @@ var Explanations = []Explanation{
 	},
 }
 
-// Explain returns the first explanation that applies to the disagreement,
-// or nil.
-func Explain(in *conformance.Input, flink, cepheus *conformance.Result) *Explanation {
+// Explain returns the first explanation that applies to a disagreement of
+// a one-rule case, or nil. cfs holds Flink's results on the counterfactual
+// cases, by explanation id (see [Counterfactuals]); an explanation with a
+// counterfactual whose result is missing does not apply.
+func Explain(in *conformance.Input, flink, cepheus *conformance.Result, cfs map[string]*conformance.Result) *Explanation {
 	for i := range Explanations {
-		if Explanations[i].Applies(in, flink, cepheus) {
-			return &Explanations[i]
+		e := &Explanations[i]
+		c := &Check{In: in, Flink: flink, Cepheus: cepheus}
+		if e.Counterfactual != nil {
+			if c.CF = cfs[e.ID]; c.CF == nil {
+				continue
+			}
+		}
+		if e.Applies(c) {
+			return e
 		}
 	}
 	return nil
 }
 
-// epsilonCycle: Cepheus reports the cycle, Flink hit the runner's per-case
-// timeout.
-func epsilonCycle(_ *conformance.Input, flink, cepheus *conformance.Result) bool {
+// combinedID is the counterfactual id of several explanations at once.
+const combinedID = "combined"
+
+// explainOne explains a disagreement of a one-rule case: the ids of the
+// explanation that applies, or of the counterfactual explanations that
+// together account for it (their counterfactuals applied at once), or nil.
+func explainOne(in *conformance.Input, flink, cepheus *conformance.Result, cfs map[string]*conformance.Result) []string {
+	if e := Explain(in, flink, cepheus, cfs); e != nil {
+		ids := []string{e.ID}
+		if e.Counterfactual != nil {
+			// Name what accounts for the rest, when the counterfactual
+			// did not remove every difference.
+			cf := cfs[e.ID]
+			if e.ID == "restored-watermark" {
+				fixed := *cf
+				fixed.Late, _ = restoredLateList(in, cf.Late)
+				cf = &fixed
+			}
+			if r := residual(in, cf, cepheus); r != "" && r != "=" && r != e.ID {
+				ids = append(ids, r)
+			}
+		}
+		return ids
+	}
+	cf := cfs[combinedID]
+	if cf == nil {
+		return nil
+	}
+	_, _, ids := combine(in)
+	fixed := *cf
+	if slices.Contains(ids, "restored-watermark") {
+		late, ok := restoredLateList(in, cf.Late)
+		if !ok {
+			return nil
+		}
+		fixed.Late = late
+	}
+	if _, ok := keyOrderOnly(in, &fixed, cepheus); ok && slices.Contains(ids, "window-timer") {
+		return ids
+	}
+	switch r := residual(in, &fixed, cepheus); r {
+	case "":
+		return nil
+	case "=":
+		return ids
+	default:
+		return append(ids, r)
+	}
+}
+
+// combine applies every counterfactual that can apply to in, one after
+// the other, and returns the changed case, its step map and the ids of the
+// explanations whose counterfactuals it applied.
+func combine(in *conformance.Input) (conformance.Input, []int, []string) {
+	cur, steps := *in, identitySteps(stepCount(in))
+	var ids []string
+	for _, e := range Explanations {
+		if e.Counterfactual == nil {
+			continue
+		}
+		cf, st, ok := e.Counterfactual(&cur)
+		if !ok {
+			continue
+		}
+		next := make([]int, len(st))
+		for j, s := range st {
+			next[j] = steps[s]
+		}
+		cur, steps = cf, next
+		ids = append(ids, e.ID)
+	}
+	return cur, steps, ids
+}
+
+// stepCount is the number of steps of a case: operator steps, or events.
+func stepCount(in *conformance.Input) int {
+	if in.Driver == conformance.DriverOperator {
+		return len(in.OperatorSteps)
+	}
+	return len(in.Events)
+}
+
+// ExplainCase explains a disagreement of any case: for a case with several
+// rules, every rule that disagrees must be explained. It returns the ids of
+// the explanations used (one per disagreeing rule, without repeats), or
+// nil when some difference is unexplained. cfs is keyed by the
+// counterfactual case ids of [Counterfactuals].
+func ExplainCase(in *conformance.Input, flink, cepheus *conformance.Result, cfs map[string]*conformance.Result) []string {
+	if len(in.Rules) == 0 {
+		return explainOne(in, flink, cepheus, cfsOf(in.ID, cfs))
+	}
+	if flink.Error != nil || cepheus.Error != nil || len(flink.Rules) != len(in.Rules) || len(cepheus.Rules) != len(in.Rules) {
+		return nil
+	}
+	var ids []string
+	for k := range in.Rules {
+		f, c := flink.Rules[k], cepheus.Rules[k]
+		if len(Compare(f, c)) == 0 {
+			continue
+		}
+		sub := in.Rule(k)
+		got := explainOne(&sub, f, c, cfsOf(sub.ID, cfs))
+		if got == nil {
+			return nil
+		}
+		for _, id := range got {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// cfID is the id of the counterfactual case of explanation expl for the
+// (one-rule) case id.
+func cfID(id, expl string) string { return id + "~" + expl }
+
+// cfsOf picks the counterfactual results of case id, by explanation id.
+func cfsOf(id string, cfs map[string]*conformance.Result) map[string]*conformance.Result {
+	out := map[string]*conformance.Result{}
+	for _, e := range append(Explanations, Explanation{ID: combinedID}) {
+		if r := cfs[cfID(id, e.ID)]; r != nil {
+			out[e.ID] = r
+		}
+	}
+	return out
+}
+
+// Counterfactual is a counterfactual case to run through Flink: the case,
+// and the step of the original case each of its steps stands for.
+type Counterfactual struct {
+	Input conformance.Input
+	Steps []int
+}
+
+// Counterfactuals returns the counterfactual cases of every explanation
+// that has one and can apply to in (for a case with several rules, to each
+// rule), by id (see cfID).
+func Counterfactuals(in *conformance.Input) map[string]Counterfactual {
+	out := map[string]Counterfactual{}
+	add := func(one *conformance.Input) {
+		for _, e := range Explanations {
+			if e.Counterfactual == nil {
+				continue
+			}
+			if cf, steps, ok := e.Counterfactual(one); ok {
+				cf.ID = cfID(one.ID, e.ID)
+				out[cf.ID] = Counterfactual{Input: cf, Steps: steps}
+			}
+		}
+		// Several differences can act in one case: their counterfactuals
+		// applied at once.
+		if cf, steps, ids := combine(one); len(ids) > 1 {
+			cf.ID = cfID(one.ID, combinedID)
+			out[cf.ID] = Counterfactual{Input: cf, Steps: steps}
+		}
+	}
+	if len(in.Rules) == 0 {
+		add(in)
+		return out
+	}
+	for k := range in.Rules {
+		sub := in.Rule(k)
+		add(&sub)
+	}
+	return out
+}
+
+// TranslateSteps rewrites the steps of r, a result of a counterfactual
+// case, to the steps of the original case (steps[i] for step i). A step
+// out of range is left as it is: it then cannot match.
+func TranslateSteps(r *conformance.Result, steps []int) {
+	tr := func(p *int) *int {
+		if p == nil || *p < 0 || *p >= len(steps) {
+			return p
+		}
+		v := steps[*p]
+		return &v
+	}
+	for i := range r.Matches {
+		r.Matches[i].Step = tr(r.Matches[i].Step)
+	}
+	for i := range r.Timeouts {
+		r.Timeouts[i].Step = tr(r.Timeouts[i].Step)
+	}
+	r.ErrorStep = tr(r.ErrorStep)
+}
+
+// identitySteps returns 0, 1, ..., n-1.
+func identitySteps(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// agree says whether two results agree exactly (Compare finds nothing).
+func agree(a, b *conformance.Result) bool { return len(Compare(a, b)) == 0 }
+
+// epsilonCycle: Cepheus reports the cycle and released nothing, Flink hit
+// the runner's per-case timeout.
+func epsilonCycle(c *Check) bool {
+	flink, cepheus := c.Flink, c.Cepheus
 	return cepheus.Error != nil && strings.Contains(*cepheus.Error, "cycle of proceed transitions") &&
+		len(cepheus.Matches)+len(cepheus.Timeouts) == 0 &&
 		flink.Error != nil && strings.HasPrefix(*flink.Error, "timeout:")
 }
 
@@ -92,24 +341,44 @@ func epsilonCycle(_ *conformance.Input, flink, cepheus *conformance.Result) bool
 // shares its nodes, so Flink's matches show it in the earlier event's place
 // (even twice in one match), and reference counts go wrong until a lookup
 // fails (NullPointerException on Lockable.getElement, "Referring to non
-// existent event") or an extraction loops. Cepheus keeps the ids for ordering but stores every
-// event under its own key. The operator cannot reach this: it feeds each
-// key's NFA in timestamp order.
+// existent event") or an extraction loops. Cepheus keeps the ids for
+// ordering but stores every event under its own key. The operator cannot
+// reach this: it feeds each key's NFA in timestamp order.
 //
-// It applies when the case can collide and every differing match or
-// timeout on Flink's side involves an event that may have collided. When
-// Flink failed (with one of the symptoms above), the matches Cepheus found
-// after that point are not constrained.
-func eventIDCollision(in *conformance.Input, flink, cepheus *conformance.Result) bool {
+// No counterfactual exists (Flink cannot be fed the same stream without
+// the collision), so it applies when: both results are equal up to the
+// first event that collides (every item of an earlier step, in order);
+// from there on, every item found on one side only involves an event that
+// may have collided, each of Flink's pairs with a Cepheus item of the same
+// step and shape that differs only where colliding events are, and
+// Cepheus's others come out at such a step; and when Flink failed, it failed at or after that
+// event with a symptom of a corrupt buffer. What Cepheus emits from the
+// step at which Flink failed has no Flink answer to compare with.
+func eventIDCollision(c *Check) bool {
+	in, flink, cepheus := c.In, c.Flink, c.Cepheus
 	if in.Driver != conformance.DriverNFA || cepheus.Error != nil {
 		return false
 	}
-	coll := collidingSeqs(in.Events)
-	if len(coll) == 0 {
+	coll, first := collidingSeqs(in.Events), firstCollision(in.Events)
+	if len(coll) == 0 || first < 0 {
 		return false
 	}
-	flinkFailed := flink.Error != nil
-	if flinkFailed && !bufferCorruption(*flink.Error) {
+	end := math.MaxInt // the first step without a Flink answer
+	if flink.Error != nil {
+		if !bufferCorruption(*flink.Error) {
+			return false
+		}
+		if flink.ErrorStep != nil {
+			end = *flink.ErrorStep
+		}
+		if end < first {
+			return false
+		}
+	}
+	// The prefix before the first collision: equal, in order.
+	fm, cm := stepRange(flink.Matches, 0, first), stepRange(cepheus.Matches, 0, first)
+	ft, ct := stepRangeT(flink.Timeouts, 0, first), stepRangeT(cepheus.Timeouts, 0, first)
+	if !slices.Equal(matchKeys(fm), matchKeys(cm)) || !slices.Equal(timeoutKeys(ft), timeoutKeys(ct)) {
 		return false
 	}
 	involves := func(ms [][]uint64) bool {
@@ -120,21 +389,169 @@ func eventIDCollision(in *conformance.Input, flink, cepheus *conformance.Result)
 		}
 		return true
 	}
-	onlyF, onlyC := differing(matchKeys(flink.Matches), matchSeqs(flink.Matches),
-		matchKeys(cepheus.Matches), matchSeqs(cepheus.Matches))
-	onlyFT, onlyCT := differing(timeoutKeys(flink.Timeouts), timeoutSeqs(flink.Timeouts),
-		timeoutKeys(cepheus.Timeouts), timeoutSeqs(cepheus.Timeouts))
-	if !involves(onlyF) || !involves(onlyFT) {
+	fm, cm = stepRange(flink.Matches, first, end), stepRange(cepheus.Matches, first, end)
+	ft, ct = stepRangeT(flink.Timeouts, first, end), stepRangeT(cepheus.Timeouts, first, end)
+	onlyF, onlyC := differing(matchKeys(fm), matchSeqs(fm), matchKeys(cm), matchSeqs(cm))
+	onlyFT, onlyCT := differing(timeoutKeys(ft), timeoutSeqs(ft), timeoutKeys(ct), timeoutSeqs(ct))
+	// A collision changes which events an item holds, never when an item
+	// with the same events comes out: the same events released at another
+	// step (or via another release) on the other side is no collision.
+	if moved(onlyF, onlyC) || moved(onlyFT, onlyCT) {
 		return false
 	}
-	return flinkFailed || involves(onlyC) && involves(onlyCT)
+	if !involves(onlyF) || !involves(onlyC) || !involves(onlyFT) || !involves(onlyCT) {
+		return false
+	}
+	// Each item Flink got wrong stands for one Cepheus item of the same
+	// step and shape, which differs only where a colliding event is.
+	return pairsByCollision(fm, cm, coll) && pairsByCollisionT(ft, ct, coll)
+}
+
+// pairsByCollision says whether each match found in Flink's result only
+// (by matchKeys) pairs with its own Cepheus-only match of the same step,
+// via and stage sizes whose events differ only at positions where both
+// hold a colliding event, and the Cepheus-only matches left over come out
+// at such a step.
+func pairsByCollision(f, c []conformance.MatchResult, coll map[uint64]bool) bool {
+	fk, ck := matchKeys(f), matchKeys(c)
+	onlyF, onlyC := onlyItems(fk, ck), onlyItems(ck, fk)
+	used := make([]bool, len(onlyC))
+	steps := map[int]bool{}
+	for _, i := range onlyF {
+		found := false
+		for j, cj := range onlyC {
+			if !used[j] && f[i].Via == c[cj].Via && sameStep(f[i].Step, c[cj].Step) &&
+				collisionVariant(f[i].Stages, c[cj].Stages, coll) {
+				used[j], found = true, true
+				steps[*f[i].Step] = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return leftoversAt(onlyC, used, func(j int) *int { return c[j].Step }, steps)
+}
+
+// leftoversAt says whether every Cepheus item left unpaired comes out at a
+// step where a pair was found: a collision can also merge two of
+// Cepheus's matches into one of Flink's, the later event taking the
+// earlier one's place.
+func leftoversAt(only []int, used []bool, step func(int) *int, steps map[int]bool) bool {
+	for k, j := range only {
+		if !used[k] {
+			if st := step(j); st == nil || !steps[*st] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pairsByCollisionT is pairsByCollision for timeouts (same step and
+// timestamp).
+func pairsByCollisionT(f, c []conformance.TimeoutResult, coll map[uint64]bool) bool {
+	fk, ck := timeoutKeys(f), timeoutKeys(c)
+	onlyF, onlyC := onlyItems(fk, ck), onlyItems(ck, fk)
+	used := make([]bool, len(onlyC))
+	steps := map[int]bool{}
+	for _, i := range onlyF {
+		found := false
+		for j, cj := range onlyC {
+			if !used[j] && f[i].Timestamp == c[cj].Timestamp && sameStep(f[i].Step, c[cj].Step) &&
+				collisionVariant(f[i].Stages, c[cj].Stages, coll) {
+				used[j], found = true, true
+				steps[*f[i].Step] = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return leftoversAt(onlyC, used, func(j int) *int { return c[j].Step }, steps)
+}
+
+// onlyItems returns the indices of the items of a not matched by an item
+// of b (by key, as multisets).
+func onlyItems(a, b []string) []int {
+	left := map[string]int{}
+	for _, k := range b {
+		left[k]++
+	}
+	var out []int
+	for i, k := range a {
+		if left[k] > 0 {
+			left[k]--
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+func sameStep(a, b *int) bool { return a != nil && b != nil && *a == *b }
+
+// collisionVariant says whether two matches have the same stages and
+// sizes and differ only at positions where both events may have collided.
+func collisionVariant(a, b conformance.StageSeqs, coll map[uint64]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Stage != b[i].Stage || len(a[i].Seqs) != len(b[i].Seqs) {
+			return false
+		}
+		for j, x := range a[i].Seqs {
+			if y := b[i].Seqs[j]; x != y && !(coll[x] && coll[y]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// moved says whether an item of a, by its events, is also an item of b.
+func moved(a, b [][]uint64) bool {
+	for _, x := range a {
+		if slices.ContainsFunc(b, func(y []uint64) bool { return slices.Equal(x, y) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// stepRange returns the matches released at steps [from, to).
+func stepRange(ms []conformance.MatchResult, from, to int) []conformance.MatchResult {
+	var out []conformance.MatchResult
+	for _, m := range ms {
+		if m.Step != nil && *m.Step >= from && *m.Step < to {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// stepRangeT returns the timeouts emitted at steps [from, to).
+func stepRangeT(ts []conformance.TimeoutResult, from, to int) []conformance.TimeoutResult {
+	var out []conformance.TimeoutResult
+	for _, t := range ts {
+		if t.Step != nil && *t.Step >= from && *t.Step < to {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // bufferCorruption says whether a Flink error is a symptom of an
 // inconsistent shared buffer; a node whose edges lead back to itself also
-// makes Flink's extraction loop until the runner's timeout.
+// makes Flink's extraction loop until the runner's timeout, or until the
+// JVM runs out of memory.
 func bufferCorruption(msg string) bool {
 	return strings.HasPrefix(msg, "timeout:") ||
+		// An extraction that loops while it collects events.
+		strings.Contains(msg, "OutOfMemoryError") ||
 		strings.Contains(msg, "NullPointerException") ||
 		// "Referring to non existent event"; the checkState of
 		// NFA.extractCurrentMatches when a condition reads ctx.
@@ -149,21 +566,46 @@ func bufferCorruption(msg string) bool {
 func collidingSeqs(evs []conformance.EventSpec) map[uint64]bool {
 	out := map[uint64]bool{}
 	for j := range evs {
-		if evs[j].Ts == nil {
-			continue
-		}
-		t := *evs[j].Ts
-		for i := range j {
-			if evs[i].Ts == nil || *evs[i].Ts != t {
-				continue
-			}
-			passed := slices.ContainsFunc(evs[i+1:j], func(e conformance.EventSpec) bool { return e.Ts != nil && *e.Ts > t })
-			if passed {
-				out[evs[i].Seq], out[evs[j].Seq] = true, true
+		if i := collidesWith(evs, j); i >= 0 {
+			out[evs[j].Seq] = true
+			for i := range j {
+				if evs[i].Ts != nil && *evs[i].Ts == *evs[j].Ts {
+					out[evs[i].Seq] = true
+				}
 			}
 		}
 	}
 	return out
+}
+
+// firstCollision returns the index of the first event that may get the id
+// of an earlier one, or -1.
+func firstCollision(evs []conformance.EventSpec) int {
+	for j := range evs {
+		if collidesWith(evs, j) >= 0 {
+			return j
+		}
+	}
+	return -1
+}
+
+// collidesWith returns the index of an earlier event whose Flink EventId
+// event j may get (same timestamp, and a later event went past it before
+// j), or -1.
+func collidesWith(evs []conformance.EventSpec, j int) int {
+	if evs[j].Ts == nil {
+		return -1
+	}
+	t := *evs[j].Ts
+	for i := range j {
+		if evs[i].Ts == nil || *evs[i].Ts != t {
+			continue
+		}
+		if slices.ContainsFunc(evs[i+1:j], func(e conformance.EventSpec) bool { return e.Ts != nil && *e.Ts > t }) {
+			return i
+		}
+	}
+	return -1
 }
 
 // stopWithoutEntry recognises Flink 2.x's NullPointerException when a
@@ -176,18 +618,158 @@ func collidingSeqs(evs []conformance.EventSpec) map[uint64]bool {
 // SharedBuffer.getEntry passes it to its Guava cache, which throws. Flink
 // 1.x looked the null key up in a map, found nothing and dropped the
 // branch; Cepheus does the same. The job fails in Flink, so its results
-// stop there: what Flink produced must be a prefix of what Cepheus did.
-func stopWithoutEntry(in *conformance.Input, flink, cepheus *conformance.Result) bool {
-	if flink.Error == nil || cepheus.Error != nil || !strings.Contains(*flink.Error, "NullPointerException") {
+// stop there and no counterfactual exists: Cepheus must have emitted
+// exactly what Flink did at every step before the failing one, and at the
+// failing step what Flink emitted before it threw.
+func stopWithoutEntry(c *Check) bool {
+	in, flink, cepheus := c.In, c.Flink, c.Cepheus
+	if flink.Error == nil || cepheus.Error != nil || !strings.Contains(*flink.Error, "NullPointerException") ||
+		flink.ErrorClass != conformance.ErrorRun || flink.ErrorStep == nil {
 		return false
 	}
 	if !notReachableEmpty(in.Pattern.Stages, true) {
 		return false
 	}
-	return isPrefix(matchKeys(flink.Matches), matchKeys(cepheus.Matches)) &&
-		isPrefix(timeoutKeys(flink.Timeouts), timeoutKeys(cepheus.Timeouts)) &&
-		isPrefix(outputKeys(flink.Output), outputKeys(cepheus.Output)) &&
-		isPrefix(flink.Late, cepheus.Late)
+	return sameUntilFlinkFailed(in, flink, cepheus)
+}
+
+// sameUntilFlinkFailed says whether Cepheus, which did not fail, emitted
+// what Flink did before Flink failed at run time at step e: at the steps
+// before e the same matches and timeouts (exactly, or up to the order of
+// keys within a step as cross-key-timer-order accepts it); at step e, for
+// each key, Flink's items as a prefix of Cepheus's (Flink stopped part way
+// through the keys that step fired); nothing of Flink's after e; Flink's
+// forwarded watermarks as a prefix of Cepheus's; and the same late
+// elements among those that arrived up to e. What Cepheus emits from e on
+// has no Flink answer.
+func sameUntilFlinkFailed(in *conformance.Input, flink, cepheus *conformance.Result) bool {
+	if flink.Error == nil || cepheus.Error != nil || flink.ErrorClass != conformance.ErrorRun || flink.ErrorStep == nil {
+		return false
+	}
+	e := *flink.ErrorStep
+	if len(stepRange(flink.Matches, e+1, math.MaxInt))+len(stepRangeT(flink.Timeouts, e+1, math.MaxInt)) > 0 {
+		return false
+	}
+	// Before e.
+	before := func(r *conformance.Result) *conformance.Result {
+		return &conformance.Result{Matches: stepRange(r.Matches, 0, e), Timeouts: stepRangeT(r.Timeouts, 0, e),
+			Output: matchOutput(stepRange(r.Matches, 0, e)), Late: lateBefore(in, r.Late, e)}
+	}
+	fb, cb := before(flink), before(cepheus)
+	if !agree(fb, cb) && !(in.Driver == conformance.DriverOperator && crossKeyTimerOrder(in, fb, cb)) {
+		return false
+	}
+	// At e, per key.
+	if !prefixPerKey(in, matchKeys(stepRange(flink.Matches, e, e+1)), matchSeqs(stepRange(flink.Matches, e, e+1)),
+		matchKeys(stepRange(cepheus.Matches, e, e+1)), matchSeqs(stepRange(cepheus.Matches, e, e+1))) ||
+		!prefixPerKey(in, timeoutKeys(stepRangeT(flink.Timeouts, e, e+1)), timeoutSeqs(stepRangeT(flink.Timeouts, e, e+1)),
+			timeoutKeys(stepRangeT(cepheus.Timeouts, e, e+1)), timeoutSeqs(stepRangeT(cepheus.Timeouts, e, e+1))) {
+		return false
+	}
+	late := flink.Late
+	if in.Driver == conformance.DriverOperator {
+		late = lateBefore(in, cepheus.Late, e+1)
+	}
+	return isPrefix(watermarkItems(flink.Output), watermarkItems(cepheus.Output)) && slices.Equal(flink.Late, late)
+}
+
+// matchOutput is the main output that the matches ms make, without
+// watermarks (for comparing parts of operator results).
+func matchOutput(ms []conformance.MatchResult) []conformance.OutputItem {
+	out := make([]conformance.OutputItem, len(ms))
+	for i, m := range ms {
+		out[i] = conformance.OutputItem{Match: m.Stages.Flat()}
+	}
+	return out
+}
+
+// prefixPerKey says whether, for every key, the items of f (keys and their
+// seqs) are a prefix of those of c; an nfa_harness case has one key.
+func prefixPerKey(in *conformance.Input, fKeys []string, fSeqs [][]uint64, cKeys []string, cSeqs [][]uint64) bool {
+	ids := map[uint64]int64{}
+	if in.Driver == conformance.DriverOperator {
+		for _, e := range in.Events {
+			ids[e.Seq] = e.ID
+		}
+	}
+	group := func(keys []string, seqs [][]uint64) map[int64][]string {
+		out := map[int64][]string{}
+		for i, k := range keys {
+			var id int64
+			if len(seqs[i]) > 0 {
+				id = ids[seqs[i][0]]
+			}
+			out[id] = append(out[id], k)
+		}
+		return out
+	}
+	gc := group(cKeys, cSeqs)
+	for id, fs := range group(fKeys, fSeqs) {
+		if !isPrefix(fs, gc[id]) {
+			return false
+		}
+	}
+	return true
+}
+
+// greedyUntilNullTarget recognises a bug of Flink's NFACompiler: an
+// optional greedy loop with an until condition right after a
+// notFollowedBy stage. createSingletonState adds, for the loop's optional
+// first state, a proceed transition (taken when the until condition holds)
+// to originalStateMap.get(proceedState.getName()), the copy of the loop's
+// sink state that createLooping registered; after a notFollowedBy the
+// proceed state is the NOT stage's pending state, which has no copy, so
+// the transition's target is null and Flink fails with a
+// NullPointerException (StateTransition.getTargetState() is null) the
+// first time the until condition holds there. Cepheus's compiler leaves
+// that transition out. Flink's job fails, so no counterfactual exists:
+// Cepheus must have emitted exactly what Flink did before it failed
+// (sameUntilFlinkFailed).
+func greedyUntilNullTarget(c *Check) bool {
+	in, flink, cepheus := c.In, c.Flink, c.Cepheus
+	// The null target fails where a transition is followed
+	// (getTargetState() is null), or later, where a partial match that
+	// took it is stepped ("currentState" is null).
+	if flink.Error == nil || !strings.Contains(*flink.Error, "getTargetState()\" is null") &&
+		!strings.Contains(*flink.Error, "\"currentState\" is null") || !greedyUntilAfterNot(in.Pattern.Stages) {
+		return false
+	}
+	return sameUntilFlinkFailed(in, flink, cepheus)
+}
+
+// greedyUntilAfterNot says whether some optional greedy loop with an until
+// condition directly follows a notFollowedBy stage, at any group level.
+func greedyUntilAfterNot(stages []conformance.StageSpec) bool {
+	for i := range stages {
+		s := &stages[i]
+		if s.Group != nil && greedyUntilAfterNot(s.Group.Stages) {
+			return true
+		}
+		q := &s.Quantifier
+		loop := q.Kind == "oneOrMore" || q.Kind == "timesOrMore" || q.Kind == "times" && (q.Max == nil || *q.Max != q.Min)
+		if i > 0 && stages[i-1].Contiguity == "notFollowedBy" && s.Group == nil && loop && q.Optional && q.Greedy && s.Until != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// lateBefore returns the late elements of late that arrived at operator
+// steps before step end.
+func lateBefore(in *conformance.Input, late []uint64, end int) []uint64 {
+	arrived := map[uint64]bool{}
+	for i, st := range in.OperatorSteps {
+		if i < end && st.Event != nil {
+			arrived[*st.Event] = true
+		}
+	}
+	var out []uint64
+	for _, s := range late {
+		if arrived[s] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // notReachableEmpty says whether some NOT stage of stages can be reached
@@ -269,110 +851,235 @@ func differing(fKeys []string, fSeqs [][]uint64, cKeys []string, cSeqs [][]uint6
 	return minus(fKeys, fSeqs, cKeys), minus(cKeys, cSeqs, fKeys)
 }
 
-// keyed splits the operator outputs of a result by key (the id of the
-// events of each item; the operator keys by id): per key, the matches (with
-// their via), the timeouts, and the match items of the main output. The
-// watermark items of the output are returned apart, in order.
-type keyed struct {
-	matches, timeouts, output map[int64][]string
-	watermarks                []string
+// fired is one item of an operator result, for the key-order checks: the
+// key it belongs to, the step that emitted it, the timer that woke the key
+// (or none), and its comparison key.
+type fired struct {
+	key   int64
+	step  int
+	wake  int64
+	woken bool
+	item  string
 }
 
-func splitByKey(in *conformance.Input, r *conformance.Result) (*keyed, bool) {
+// firedItems returns the matches (and, apart, the timeouts) of r with
+// their keys; ok is false when an item has no step or no known key.
+func firedItems(in *conformance.Input, r *conformance.Result) (matches, timeouts []fired, ok bool) {
 	ids := map[uint64]int64{}
 	for _, e := range in.Events {
 		ids[e.Seq] = e.ID
 	}
-	k := &keyed{matches: map[int64][]string{}, timeouts: map[int64][]string{}, output: map[int64][]string{}}
-	keyOf := func(seqs []uint64) (int64, bool) {
-		if len(seqs) == 0 {
-			return 0, false
+	mk := func(seqs []uint64, step *int, wake *int64, item string) (fired, bool) {
+		if len(seqs) == 0 || step == nil {
+			return fired{}, false
 		}
 		id, ok := ids[seqs[0]]
-		return id, ok
-	}
-	for i, m := range r.Matches {
-		id, ok := keyOf(m.Stages.Flat())
-		if !ok {
-			return nil, false
+		f := fired{key: id, step: *step, item: item}
+		if wake != nil {
+			f.wake, f.woken = *wake, true
 		}
-		k.matches[id] = append(k.matches[id], matchKeys(r.Matches[i : i+1])[0])
+		return f, ok
+	}
+	mks, tks := matchKeys(r.Matches), timeoutKeys(r.Timeouts)
+	for i, m := range r.Matches {
+		f, ok := mk(m.Stages.Flat(), m.Step, m.Wake, mks[i])
+		if !ok {
+			return nil, nil, false
+		}
+		matches = append(matches, f)
 	}
 	for i, t := range r.Timeouts {
-		id, ok := keyOf(t.Stages.Flat())
+		f, ok := mk(t.Stages.Flat(), t.Step, t.Wake, tks[i])
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
-		k.timeouts[id] = append(k.timeouts[id], timeoutKeys(r.Timeouts[i : i+1])[0])
+		timeouts = append(timeouts, f)
 	}
-	for i, it := range r.Output {
-		key := outputKeys(r.Output[i : i+1])[0]
-		if it.Watermark != nil {
-			k.watermarks = append(k.watermarks, key)
-			continue
-		}
-		id, ok := keyOf(it.Match)
-		if !ok {
-			return nil, false
-		}
-		k.output[id] = append(k.output[id], key)
-	}
-	return k, true
+	return matches, timeouts, true
 }
 
-// operatorOnly says whether a disagreement is confined to the operator's
-// emissions: same error state (none), same late events.
-func operatorOnly(in *conformance.Input, flink, cepheus *conformance.Result) bool {
-	return in.Driver == conformance.DriverOperator && flink.Error == nil && cepheus.Error == nil &&
-		slices.Equal(flink.Late, cepheus.Late)
+// keyOrder is what keyOrderOnly found: per step, each side's keys in the
+// order they fired, and each key's wake time on each side.
+type keyOrder struct {
+	steps map[int]*stepOrder
 }
 
-// crossKeyTimerOrder recognises outputs that differ only in the order in
-// which different keys come out at the same time.
-//
-// Flink keeps one timer per (key, timestamp) in a binary heap; timers of
-// equal time fire in heap order, which depends on the history of
-// insertions and removals. Cepheus fires keys by (due time, the order in
-// which their state was created). So items of different keys released by
-// one watermark (or one processing-time advance) can come out in another
-// order. It applies when every key's own sequence of matches, timeouts and
-// output items is the same on both sides, the watermarks are forwarded
-// alike, and between two watermarks the output holds the same items.
-func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Result) bool {
-	if !operatorOnly(in, flink, cepheus) {
-		return false
+type stepOrder struct {
+	flink, cepheus []int64         // keys in firing order, each once
+	wakeF, wakeC   map[int64]int64 // the timer that woke each key
+}
+
+// keyOrderOnly says whether flink and cepheus, results of an operator
+// case, differ at most in the order in which different keys came out
+// within one step, as timers fire: no errors and the same late elements;
+// per key, the same matches and the same timeouts in the same order (with
+// via, step and timestamp); per step, the same items; in each step, each
+// key's items together (a key fires once per time advance) and, on each
+// side, the keys in the order of the timers that woke them; the same
+// watermarks, with the same match items between two of them. It returns
+// the keys' order per step for further checks.
+func keyOrderOnly(in *conformance.Input, flink, cepheus *conformance.Result) (*keyOrder, bool) {
+	if in.Driver != conformance.DriverOperator || flink.Error != nil || cepheus.Error != nil ||
+		!slices.Equal(flink.Late, cepheus.Late) {
+		return nil, false
 	}
-	f, okF := splitByKey(in, flink)
-	c, okC := splitByKey(in, cepheus)
-	if !okF || !okC || len(f.matches)+len(f.timeouts) == 0 {
-		return false
+	fm, ft, okF := firedItems(in, flink)
+	cm, ct, okC := firedItems(in, cepheus)
+	if !okF || !okC || len(fm)+len(ft) == 0 {
+		return nil, false
 	}
-	if !sameKeyed(f.matches, c.matches) || !sameKeyed(f.timeouts, c.timeouts) ||
-		!sameKeyed(f.output, c.output) || !slices.Equal(f.watermarks, c.watermarks) {
-		return false
+	for _, pair := range [][2][]fired{{fm, cm}, {ft, ct}} {
+		if !sameByKey(pair[0], pair[1]) || !sameByStep(pair[0], pair[1]) {
+			return nil, false
+		}
+	}
+	if !slices.Equal(watermarkItems(flink.Output), watermarkItems(cepheus.Output)) {
+		return nil, false
 	}
 	fs, cs := outputSegments(flink.Output), outputSegments(cepheus.Output)
 	if len(fs) != len(cs) {
-		return false
+		return nil, false
 	}
 	for i := range fs {
 		if len(multisetMinus(fs[i], cs[i])) > 0 || len(multisetMinus(cs[i], fs[i])) > 0 {
+			return nil, false
+		}
+	}
+	ko := &keyOrder{steps: map[int]*stepOrder{}}
+	for side, lists := range [2][2][]fired{{fm, ft}, {cm, ct}} {
+		for _, items := range lists {
+			if !ko.add(items, side == 0) {
+				return nil, false
+			}
+		}
+	}
+	return ko, true
+}
+
+// add records the firing order of items (one side's matches or timeouts)
+// and checks it: per step each key's items together, keys in the order of
+// their wake times, one wake time per key and step.
+func (ko *keyOrder) add(items []fired, flink bool) bool {
+	byStep := map[int][]fired{}
+	for _, f := range items {
+		byStep[f.step] = append(byStep[f.step], f)
+	}
+	for step, fs := range byStep {
+		so := ko.steps[step]
+		if so == nil {
+			so = &stepOrder{wakeF: map[int64]int64{}, wakeC: map[int64]int64{}}
+			ko.steps[step] = so
+		}
+		order, wakes := &so.cepheus, so.wakeC
+		if flink {
+			order, wakes = &so.flink, so.wakeF
+		}
+		var keys []int64
+		for i, f := range fs {
+			if i > 0 && f.key == fs[i-1].key {
+				continue
+			}
+			if slices.Contains(keys, f.key) {
+				return false // a key's items are split by another key's
+			}
+			keys = append(keys, f.key)
+		}
+		for _, f := range fs {
+			if !f.woken {
+				if len(keys) > 1 {
+					return false // an element releases one key's items only
+				}
+				continue
+			}
+			if w, ok := wakes[f.key]; ok && w != f.wake {
+				return false
+			}
+			wakes[f.key] = f.wake
+		}
+		for i := 1; i < len(keys); i++ {
+			if wakes[keys[i]] < wakes[keys[i-1]] {
+				return false // timers fire in time order
+			}
+		}
+		// Matches and timeouts of one step must agree on the key order.
+		if len(*order) == 0 {
+			*order = keys
+		} else if !sameRelativeOrder(*order, keys) {
 			return false
 		}
 	}
 	return true
 }
 
-func sameKeyed(a, b map[int64][]string) bool {
-	if len(a) != len(b) {
+// sameRelativeOrder says whether the keys common to a and b come in the
+// same order in both.
+func sameRelativeOrder(a, b []int64) bool {
+	var ab, ba []int64
+	for _, k := range a {
+		if slices.Contains(b, k) {
+			ab = append(ab, k)
+		}
+	}
+	for _, k := range b {
+		if slices.Contains(a, k) {
+			ba = append(ba, k)
+		}
+	}
+	return slices.Equal(ab, ba)
+}
+
+// sameByKey says whether both lists hold, per key, the same items in the
+// same order.
+func sameByKey(f, c []fired) bool {
+	group := func(fs []fired) map[int64][]string {
+		out := map[int64][]string{}
+		for _, x := range fs {
+			out[x.key] = append(out[x.key], x.item)
+		}
+		return out
+	}
+	gf, gc := group(f), group(c)
+	if len(gf) != len(gc) {
 		return false
 	}
-	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
+	for k, v := range gf {
+		if !slices.Equal(v, gc[k]) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameByStep says whether both lists hold, per step, the same multiset of
+// items.
+func sameByStep(f, c []fired) bool {
+	group := func(fs []fired) map[int][]string {
+		out := map[int][]string{}
+		for _, x := range fs {
+			out[x.step] = append(out[x.step], x.item)
+		}
+		return out
+	}
+	gf, gc := group(f), group(c)
+	if len(gf) != len(gc) {
+		return false
+	}
+	for s, v := range gf {
+		if len(multisetMinus(v, gc[s])) > 0 || len(multisetMinus(gc[s], v)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func watermarkItems(out []conformance.OutputItem) []int64 {
+	var ws []int64
+	for _, it := range out {
+		if it.Watermark != nil {
+			ws = append(ws, *it.Watermark)
+		}
+	}
+	return ws
 }
 
 // outputSegments splits an output at its watermark items.
@@ -388,6 +1095,138 @@ func outputSegments(out []conformance.OutputItem) [][]string {
 	return segs
 }
 
+// crossKeyTimerOrder recognises outputs that differ only in the order in
+// which different keys come out in one time advance.
+//
+// Both engines fire the keys due in a watermark (or a processing-time
+// advance) in the order of their earliest timers, and a fired key releases
+// everything it holds up to that time, so each key's items come out
+// together. Flink keeps one timer per (key, timestamp) in a binary heap:
+// timers of equal time fire in heap order, which depends on the history of
+// insertions and removals, where Cepheus fires keys by (due time, the order
+// in which their state was created). Flink also fires stale timers: the
+// start + within timer of a partial match that has already died still
+// wakes its key, earlier than that key's next real deadline, which Cepheus
+// fires it at.
+//
+// It applies when the results differ only in key order within a step
+// (keyOrderOnly), and every pair of keys whose order differs is a tie on
+// both sides (equal wake times in Flink and in Cepheus) or involves a key
+// that Flink woke through a stale window timer: a Flink wake time earlier
+// than Cepheus's for that key that is the start + within timer (in
+// processing time, start + within + 1) of one of that key's elements that
+// arrived before the step.
+func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Result) bool {
+	ko, ok := keyOrderOnly(in, flink, cepheus)
+	if !ok {
+		return false
+	}
+	differs := false
+	for step, so := range ko.steps {
+		if slices.Equal(so.flink, so.cepheus) {
+			continue
+		}
+		differs = true
+		stale := func(k int64) bool {
+			wf, okF := so.wakeF[k]
+			wc, okC := so.wakeC[k]
+			return okF && okC && wf < wc && staleTimer(in, k, wf, step)
+		}
+		for i, a := range so.flink {
+			for _, b := range so.flink[i+1:] {
+				if !inverted(so.cepheus, a, b) {
+					continue
+				}
+				tie := so.wakeF[a] == so.wakeF[b] && so.wakeC[a] == so.wakeC[b]
+				if !tie && !stale(a) && !stale(b) {
+					return false
+				}
+			}
+		}
+	}
+	return differs
+}
+
+// inverted says whether b comes before a in order (a, b both in it).
+func inverted(order []int64, a, b int64) bool {
+	ia, ib := slices.Index(order, a), slices.Index(order, b)
+	return ia >= 0 && ib >= 0 && ib < ia
+}
+
+// staleTimer says whether w can be a window timer of key k set before
+// step: a FIRST_AND_LAST window, and an element of k that arrived before
+// step whose start + within (event time: its timestamp, when > 0;
+// processing time: the clock when it arrived, + 1) is w.
+func staleTimer(in *conformance.Input, k, w int64, step int) bool {
+	within, ok := firstLastWindow(in.Pattern)
+	if !ok {
+		return false
+	}
+	byseq := map[uint64]*conformance.EventSpec{}
+	for i := range in.Events {
+		byseq[in.Events[i].Seq] = &in.Events[i]
+	}
+	procTime := in.TimeCharacteristic == "processing_time"
+	clock := int64(math.MinInt64)
+	for i, st := range in.OperatorSteps {
+		if i >= step {
+			break
+		}
+		switch {
+		case st.ProcessingTime != nil:
+			clock = *st.ProcessingTime
+		case st.Event != nil:
+			e := byseq[*st.Event]
+			if e == nil || e.ID != k {
+				continue
+			}
+			if procTime && clock+within+1 == w {
+				return true
+			}
+			if !procTime && e.Ts != nil && *e.Ts > 0 && *e.Ts+within == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wakeEveryKey is the counterfactual of window-timer: the same case, with
+// Flink told to set a timer for every key it has seen at every watermark
+// (in processing time, at every clock advance), so that every key is woken
+// whenever time advances, as Cepheus wakes a key at each of its deadlines.
+// Only operator cases whose pattern has a window can show the difference.
+func wakeEveryKey(in *conformance.Input) (conformance.Input, []int, bool) {
+	if in.Driver != conformance.DriverOperator || !hasWindow(in.Pattern) {
+		return conformance.Input{}, nil, false
+	}
+	cf := *in
+	cf.WakeEveryKey = true
+	return cf, identitySteps(len(in.OperatorSteps)), true
+}
+
+// hasWindow says whether the pattern has a window of any kind.
+func hasWindow(p conformance.PatternSpec) bool {
+	_, ok := firstLastWindow(p)
+	return ok || hasGapWindow(p)
+}
+
+// firstLastWindow returns the FIRST_AND_LAST window of a pattern: the
+// smallest of the pattern's and its top-level stages' (Flink keeps the
+// smallest).
+func firstLastWindow(p conformance.PatternSpec) (int64, bool) {
+	w, ok := int64(math.MaxInt64), false
+	if p.WithinMs != nil && p.WithinType != "PREVIOUS_AND_CURRENT" {
+		w, ok = *p.WithinMs, true
+	}
+	for _, s := range p.Stages {
+		if s.WithinMs != nil && s.WithinType != "PREVIOUS_AND_CURRENT" {
+			w, ok = min(w, *s.WithinMs), true
+		}
+	}
+	return w, ok
+}
+
 // windowTimer recognises outputs where Flink releases time-driven items
 // later than Cepheus, or never.
 //
@@ -400,102 +1239,55 @@ func outputSegments(out []conformance.OutputItem) [][]string {
 // (timeouts, pending notFollowedBy matches, matches held back behind an
 // earlier partial match) therefore comes out only when the key is woken
 // by a later element or timer, or never. Cepheus wakes a key at its next
-// deadline. The content is the same; Flink's is late or missing.
+// deadline. Released in another batch, the content can differ too: two
+// pending matches whose tie a skip strategy breaks come out the other way.
 //
-// It applies, when the pattern has such a window, if per key Flink's
-// matches, timeouts and output items are a prefix of Cepheus's (Cepheus's
-// extra items coming out at a watermark or a clock advance), the
-// watermarks are forwarded alike, and the keys whose items differ are
-// keys that can have a partial match without a timer: any key when the
-// pattern has a gap window, in processing time any key, else a key with
-// an event at time 0 or before. Cepheus may also have failed where Flink
-// did not, when what it released early was a match that a throw-on-miss
-// skip strategy rejects (skipMissOnTime); Flink's items after that point
-// are then not compared.
-func windowTimer(in *conformance.Input, flink, cepheus *conformance.Result) bool {
-	stopped := skipMissOnTime(in, flink, cepheus)
-	if !stopped && !operatorOnly(in, flink, cepheus) {
-		return false
-	}
-	gap := hasGapWindow(in.Pattern)
-	within := in.Pattern.WithinMs != nil && (in.Pattern.WithinType == "" || in.Pattern.WithinType == "FIRST_AND_LAST")
-	if !gap && !within {
-		return false
-	}
-	f, okF := splitByKey(in, flink)
-	c, okC := splitByKey(in, cepheus)
-	if !okF || !okC || !slices.Equal(f.watermarks, c.watermarks) {
-		return false
-	}
-	procTime := in.TimeCharacteristic == "processing_time"
-	early := keysAtTimeZero(in)
-	untimed := func(key int64) bool { return gap || procTime || early[key] }
-	for i, pair := range [][2]map[int64][]string{{f.matches, c.matches}, {f.timeouts, c.timeouts}, {f.output, c.output}} {
-		fk, ck := pair[0], pair[1]
-		same := func(f, c string) bool { return f == c }
-		if i == 0 {
-			same = laterVia
-		}
-		for key, fv := range fk {
-			cv := ck[key]
-			if stopped && len(cv) < len(fv) {
-				// Cepheus stopped at its error; Flink went on.
-				fv = fv[:len(cv)]
-			}
-			if len(fv) > len(cv) || !slices.EqualFunc(fv, cv[:len(fv)], same) {
-				return false
-			}
-		}
-		for key, cv := range ck {
-			fv := fk[key]
-			if len(cv) == len(fv) {
-				continue
-			}
-			if !untimed(key) {
-				return false
-			}
-			for _, item := range cv[len(fv):] {
-				if strings.HasPrefix(item, conformance.ViaEvent+"{") {
-					return false // a match released by an element would not be late in Flink
-				}
-			}
-		}
-	}
-	return true
-}
-
-// skipMissOnTime says whether Cepheus, and not Flink, failed with a
-// throw-on-miss skip strategy that missed, at a watermark or a clock
-// advance of the operator: what a deadline released there is a match whose
-// skip target is not in it, which Flink has not released (yet). The late
-// events must agree up to that step.
-func skipMissOnTime(in *conformance.Input, flink, cepheus *conformance.Result) bool {
-	if in.Driver != conformance.DriverOperator || flink.Error != nil || cepheus.Error == nil ||
-		!in.Pattern.SkipThrowOnMiss || !strings.Contains(*cepheus.Error, "skip target missing") {
-		return false
-	}
-	var step int
-	if _, err := fmt.Sscanf(*cepheus.Error, "step %d:", &step); err != nil || step < 0 || step >= len(in.OperatorSteps) {
-		return false
-	}
-	st := in.OperatorSteps[step]
-	return (st.Watermark != nil || st.ProcessingTime != nil) && isPrefix(cepheus.Late, flink.Late)
-}
-
-// laterVia says whether match keys f (Flink) and c (Cepheus) are the same
-// match, where Flink may have released by an element what Cepheus
-// released earlier by time.
-func laterVia(f, c string) bool {
-	if f == c {
+// The counterfactual (wakeEveryKey) makes Flink wake every key at every
+// time advance: Cepheus's result must then equal Flink's exactly, or up to
+// the order of keys within a step, each side firing its keys in the order
+// of their wake times (keyOrderOnly), or differ only as another
+// explanation without a counterfactual accounts for (see residual).
+func windowTimer(c *Check) bool {
+	if _, ok := keyOrderOnly(c.In, c.CF, c.Cepheus); ok {
 		return true
 	}
-	fVia, fStages, _ := strings.Cut(f, "{")
-	cVia, cStages, _ := strings.Cut(c, "{")
-	return fStages == cStages && fVia == conformance.ViaEvent && cVia != conformance.ViaEvent
+	return residual(c.In, c.CF, c.Cepheus) != ""
+}
+
+// residual explains what remains of a disagreement once a counterfactual
+// has removed one difference: it returns "=" when Cepheus's result equals
+// cf (Flink's result on the counterfactual case) exactly, the id of an
+// explanation without a counterfactual that accounts for every remaining
+// difference between them (cross-key-timer-order, stop-without-entry, ...),
+// or "" when neither holds.
+func residual(in *conformance.Input, cf, cepheus *conformance.Result) string {
+	if agree(cf, cepheus) {
+		return "="
+	}
+	c := &Check{In: in, Flink: cf, Cepheus: cepheus}
+	for _, e := range residualChecks {
+		if e.applies(c) {
+			return e.id
+		}
+	}
+	return ""
+}
+
+// residualChecks are the explanations without a counterfactual, in the
+// order of Explanations (listed apart: Explanations refers to residual).
+var residualChecks = []struct {
+	id      string
+	applies func(*Check) bool
+}{
+	{"epsilon-cycle", epsilonCycle},
+	{"event-id-collision", eventIDCollision},
+	{"cross-key-timer-order", func(c *Check) bool { return crossKeyTimerOrder(c.In, c.Flink, c.Cepheus) }},
+	{"greedy-until-null-target", greedyUntilNullTarget},
+	{"stop-without-entry", stopWithoutEntry},
 }
 
 // hasGapWindow says whether the pattern has a PREVIOUS_AND_CURRENT window
-// or a per-loop window.
+// (on the pattern or on a stage) or a per-loop window.
 func hasGapWindow(p conformance.PatternSpec) bool {
 	if p.WithinMs != nil && p.WithinType == "PREVIOUS_AND_CURRENT" {
 		return true
@@ -503,7 +1295,7 @@ func hasGapWindow(p conformance.PatternSpec) bool {
 	var walk func([]conformance.StageSpec) bool
 	walk = func(stages []conformance.StageSpec) bool {
 		for i := range stages {
-			if stages[i].Quantifier.WindowMs != nil {
+			if stages[i].Quantifier.WindowMs != nil || stages[i].WithinMs != nil && stages[i].WithinType == "PREVIOUS_AND_CURRENT" {
 				return true
 			}
 			if g := stages[i].Group; g != nil && walk(g.Stages) {
@@ -515,16 +1307,57 @@ func hasGapWindow(p conformance.PatternSpec) bool {
 	return walk(p.Stages)
 }
 
-// keysAtTimeZero returns the keys that have an event with a timestamp of 0
-// or less (event time).
-func keysAtTimeZero(in *conformance.Input) map[int64]bool {
-	out := map[int64]bool{}
+// restoredLate returns the elements of an event-time operator case that
+// are late for Cepheus only because it keeps its watermark across a
+// restore: an element that arrives after a snapshot_restore, before the
+// next watermark step, with a timestamp at or behind the watermark in
+// force before the restore. They are returned by step index.
+func restoredLate(in *conformance.Input) map[int]uint64 {
+	if in.Driver != conformance.DriverOperator || in.TimeCharacteristic == "processing_time" {
+		return nil
+	}
+	ts := map[uint64]*int64{}
 	for _, e := range in.Events {
-		if e.Ts == nil || *e.Ts <= 0 {
-			out[e.ID] = true
+		ts[e.Seq] = e.Ts
+	}
+	out := map[int]uint64{}
+	wm := int64(math.MinInt64)
+	restored := false
+	for i, st := range in.OperatorSteps {
+		switch {
+		case st.Watermark != nil:
+			wm = *st.Watermark
+			restored = false
+		case st.SnapshotRestore != nil && *st.SnapshotRestore:
+			restored = true
+		case st.Event != nil && restored:
+			if t := ts[*st.Event]; t != nil && *t <= wm {
+				out[i] = *st.Event
+			}
 		}
 	}
 	return out
+}
+
+// withoutRestoredLate is the counterfactual of restored-watermark: the case
+// without the elements restoredLate finds, which Cepheus only reports as
+// late. The other steps keep their original step numbers.
+func withoutRestoredLate(in *conformance.Input) (conformance.Input, []int, bool) {
+	extra := restoredLate(in)
+	if len(extra) == 0 {
+		return conformance.Input{}, nil, false
+	}
+	cf := *in
+	cf.OperatorSteps = nil
+	var steps []int
+	for i, st := range in.OperatorSteps {
+		if _, drop := extra[i]; drop {
+			continue
+		}
+		cf.OperatorSteps = append(cf.OperatorSteps, st)
+		steps = append(steps, i)
+	}
+	return cf, steps, true
 }
 
 // restoredWatermark recognises the consequences of Flink not restoring the
@@ -533,97 +1366,102 @@ func keysAtTimeZero(in *conformance.Input) map[int64]bool {
 // is late for Cepheus (whose snapshot keeps the watermark) but buffered by
 // Flink, whose timer service starts again at Long.MIN_VALUE. Flink then
 // feeds it to the NFA behind time it already passed, which changes what
-// follows (it may complete a notNext, break a strict contiguity, prune) or
-// breaks it (NullPointerException, timeouts).
+// follows or breaks it (NullPointerException, timeouts).
 //
-// It applies when such elements exist, Cepheus reports exactly them as late
-// on top of Flink's late elements, Cepheus did not fail, no Cepheus match
-// takes one of them, and both outputs are equal up to the first watermark
-// step after the first such element arrived: nothing emitted before that
-// element could reach the operators may differ.
-func restoredWatermark(in *conformance.Input, flink, cepheus *conformance.Result) bool {
-	if in.Driver != conformance.DriverOperator || cepheus.Error != nil {
+// The counterfactual (withoutRestoredLate) removes those elements: Flink's
+// result on it, with them added to its late elements, must equal
+// Cepheus's exactly, or differ only as another explanation without a
+// counterfactual accounts for (see residual).
+func restoredWatermark(c *Check) bool {
+	late, ok := restoredLateList(c.In, c.CF.Late)
+	if !ok {
 		return false
 	}
-	extra := map[uint64]bool{}
-	wm := int64(math.MinInt64)
-	restored := false
-	watermarks, before := 0, -1 // watermark steps; those before the first extra element
-	for _, st := range in.OperatorSteps {
-		switch {
-		case st.Watermark != nil:
-			wm = *st.Watermark
-			restored = false
-			watermarks++
-		case st.SnapshotRestore != nil && *st.SnapshotRestore:
-			restored = true
-		case st.Event != nil && restored:
-			for _, e := range in.Events {
-				if e.Seq == *st.Event && e.Ts != nil && *e.Ts <= wm {
-					extra[e.Seq] = true
-					if before < 0 {
-						before = watermarks
-					}
-				}
-			}
-		}
-	}
-	if len(extra) == 0 {
-		return false
-	}
-	want := append([]uint64(nil), flink.Late...)
-	for seq := range extra {
-		if slices.Contains(flink.Late, seq) {
-			return false
-		}
-		want = append(want, seq)
-	}
-	got := append([]uint64(nil), cepheus.Late...)
-	slices.Sort(want)
-	slices.Sort(got)
-	if !slices.Equal(want, got) {
-		return false
-	}
-	for _, m := range cepheus.Matches {
-		if slices.ContainsFunc(m.Stages.Flat(), func(s uint64) bool { return extra[s] }) {
-			return false
-		}
-	}
-	// The outputs up to (and including) the watermark that precedes the
-	// first extra element are what both engines emitted before it arrived.
-	prefix := func(out []conformance.OutputItem) []conformance.OutputItem {
-		n := 0
-		for i, it := range out {
-			if it.Watermark != nil {
-				n++
-				if n == before {
-					return out[:i+1]
-				}
-			}
-		}
-		if before == 0 {
-			return nil
-		}
-		return out
-	}
-	fp, cp := prefix(flink.Output), prefix(cepheus.Output)
-	if len(fp) != len(cp) {
-		return flink.Error != nil && len(fp) < len(cp)
-	}
-	for i := range fp {
-		if !sameItem(fp[i], cp[i]) {
-			return false
-		}
-	}
-	return true
+	cf := *c.CF
+	cf.Late = late
+	return residual(c.In, &cf, c.Cepheus) != ""
 }
 
-func sameItem(a, b conformance.OutputItem) bool {
-	if (a.Watermark == nil) != (b.Watermark == nil) {
-		return false
+// restoredLateList returns the late elements Cepheus should report, in
+// arrival order: cfLate, the late elements of the counterfactual without
+// the restored-late elements, and those. ok is false when cfLate holds an
+// element that did not arrive.
+func restoredLateList(in *conformance.Input, cfLate []uint64) ([]uint64, bool) {
+	extra := restoredLate(in)
+	inCF := map[uint64]bool{}
+	for _, s := range cfLate {
+		inCF[s] = true
 	}
-	if a.Watermark != nil {
-		return *a.Watermark == *b.Watermark
+	var late []uint64
+	for i, st := range in.OperatorSteps {
+		if st.Event == nil {
+			continue
+		}
+		if _, ok := extra[i]; ok || inCF[*st.Event] {
+			late = append(late, *st.Event)
+			delete(inCF, *st.Event)
+		}
 	}
-	return slices.Equal(a.Match, b.Match)
+	return late, len(inCF) == 0
 }
+
+// clockLost returns, for a processing-time operator case, the
+// snapshot_restore steps after which an element arrives before the next
+// clock advance, with the clock in force before each.
+func clockLost(in *conformance.Input) map[int]int64 {
+	if in.Driver != conformance.DriverOperator || in.TimeCharacteristic != "processing_time" {
+		return nil
+	}
+	out := map[int]int64{}
+	clock, restoredAt := int64(0), -1
+	for i, st := range in.OperatorSteps {
+		switch {
+		case st.ProcessingTime != nil:
+			clock, restoredAt = *st.ProcessingTime, -1
+		case st.SnapshotRestore != nil && *st.SnapshotRestore:
+			restoredAt = i
+		case st.Event != nil && restoredAt >= 0:
+			out[restoredAt] = clock
+		}
+	}
+	return out
+}
+
+// withClockRestored is the counterfactual of restored-processing-clock:
+// after each restore that clockLost finds, a processing_time step sets
+// Flink's new harness clock back to where it was; the inserted step stands
+// for the restore step.
+func withClockRestored(in *conformance.Input) (conformance.Input, []int, bool) {
+	lost := clockLost(in)
+	if len(lost) == 0 {
+		return conformance.Input{}, nil, false
+	}
+	cf := *in
+	cf.OperatorSteps = nil
+	var steps []int
+	for i, st := range in.OperatorSteps {
+		cf.OperatorSteps = append(cf.OperatorSteps, st)
+		steps = append(steps, i)
+		if clock, ok := lost[i]; ok {
+			cf.OperatorSteps = append(cf.OperatorSteps, conformance.Step{ProcessingTime: ptr(clock)})
+			steps = append(steps, i)
+		}
+	}
+	return cf, steps, true
+}
+
+// restoredProcessingClock recognises the consequences of Flink's harness
+// restarting its processing clock at a restore: an element that arrives
+// before the next clock advance is processed at time 0 (or buffered under
+// it), gets no window timer that will fire in time, and never times out,
+// where Cepheus, whose snapshot keeps the clock, times it out. The
+// counterfactual (withClockRestored) sets the clock back right after the
+// restore: Flink's result on it must equal Cepheus's exactly, or differ
+// only as another explanation without a counterfactual accounts for (see
+// residual).
+func restoredProcessingClock(c *Check) bool {
+	return residual(c.In, c.CF, c.Cepheus) != ""
+}
+
+// explainedBy formats the ids of ExplainCase for messages.
+func explainedBy(ids []string) string { return strings.Join(ids, "+") }

@@ -68,79 +68,67 @@ func TestExplanationsDocumented(t *testing.T) {
 	}
 }
 
-// TestExplanationsAreNarrow checks that each explanation accepts the kind
-// of disagreement it documents and not a plain wrong answer of the same
-// shape.
-func TestExplanationsAreNarrow(t *testing.T) {
+// TestCrossKeyTimerOrderIsNarrow checks that cross-key-timer-order
+// accepts a reorder of keys woken by timers of equal time, or by a stale
+// window timer, and rejects one that Flink's timer heap never produces.
+func TestCrossKeyTimerOrderIsNarrow(t *testing.T) {
 	ts := func(v int64) *int64 { return &v }
 	ev := func(seq uint64, id int64, t int64) conformance.EventSpec {
 		return conformance.EventSpec{Seq: seq, ID: id, Name: "a", Price: 1, Ts: ts(t), Type: "Event"}
 	}
-	match := func(via string, seqs ...uint64) conformance.MatchResult {
-		return conformance.MatchResult{Via: via, Stages: conformance.StageSeqs{{Stage: "s1", Seqs: seqs}}}
+	step := func(s int) *int { return &s }
+	match := func(seq uint64, wake int64) conformance.MatchResult {
+		return conformance.MatchResult{Via: "watermark", Stages: conformance.StageSeqs{{Stage: "s1", Seqs: []uint64{seq}}},
+			Step: step(2), Timestamp: ts(10), Wake: ts(wake)}
 	}
 	out := func(seqs ...uint64) conformance.OutputItem { return conformance.OutputItem{Match: seqs} }
 	wm := func(w int64) conformance.OutputItem { return conformance.OutputItem{Watermark: &w} }
-	oneStage := conformance.PatternSpec{Stages: []conformance.StageSpec{{Name: "s1", Contiguity: "begin"}}}
+	in := &conformance.Input{Driver: conformance.DriverOperator,
+		Pattern:       conformance.PatternSpec{Stages: []conformance.StageSpec{{Name: "s1", Contiguity: "begin"}}, WithinMs: ts(3)},
+		Events:        []conformance.EventSpec{ev(1, 1, 7), ev(2, 2, 7)},
+		OperatorSteps: []conformance.Step{{Event: ptr(uint64(1))}, {Event: ptr(uint64(2))}, {Watermark: ts(10)}}}
+	result := func(a, b conformance.MatchResult) *conformance.Result {
+		return &conformance.Result{Matches: []conformance.MatchResult{a, b},
+			Output: []conformance.OutputItem{out(a.Stages.Flat()...), out(b.Stages.Flat()...), wm(10)}}
+	}
+	for _, tc := range []struct {
+		name           string
+		flink, cepheus *conformance.Result
+		want           bool
+	}{
+		{"equal timers, other order", result(match(2, 7), match(1, 7)), result(match(1, 7), match(2, 7)), true},
+		{"same order", result(match(1, 7), match(2, 7)), result(match(1, 7), match(2, 7)), false},
+		{"due 7 before due 10 reversed in Flink", result(match(2, 10), match(1, 7)), result(match(1, 7), match(2, 10)), false},
+		{"due 7 before due 10 reversed in Cepheus", result(match(1, 7), match(2, 10)), result(match(2, 10), match(1, 7)), false},
+		// Key 2's Flink timer at 4 is no start + within of its element (7 + 3).
+		{"Flink earlier, not a window timer", result(match(2, 4), match(1, 7)), result(match(1, 7), match(2, 9)), false},
+		// Key 2 woken in Flink at 10 = 7 + 3, a stale start + within timer,
+		// though Cepheus's due time for it is 12.
+		{"stale window timer", result(match(2, 10), match(1, 11)), result(match(1, 11), match(2, 12)), true},
+	} {
+		if got := crossKeyTimerOrder(in, tc.flink, tc.cepheus); got != tc.want {
+			t.Errorf("%s: crossKeyTimerOrder = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
 
-	// Two keys released by one watermark, in another order.
-	twoKeys := &conformance.Input{Driver: conformance.DriverOperator, Pattern: oneStage,
-		Events: []conformance.EventSpec{ev(1, 1, 1), ev(2, 2, 1)}}
-	flink := &conformance.Result{Matches: []conformance.MatchResult{match("watermark", 2), match("watermark", 1)},
-		Output: []conformance.OutputItem{out(2), out(1), wm(5)}}
-	cepheus := &conformance.Result{Matches: []conformance.MatchResult{match("watermark", 1), match("watermark", 2)},
-		Output: []conformance.OutputItem{out(1), out(2), wm(5)}}
-	if got := Explain(twoKeys, flink, cepheus); got == nil || got.ID != "cross-key-timer-order" {
-		t.Errorf("two keys swapped at one watermark: explained by %v, want cross-key-timer-order", got)
+// TestEpsilonCycleIsNarrow: the cycle error, with Flink hung, and nothing
+// released by Cepheus.
+func TestEpsilonCycleIsNarrow(t *testing.T) {
+	cycle, hung := "process event 1: nfa: pattern has a cycle of proceed transitions", "timeout: case still running after 10s"
+	in := &conformance.Input{Driver: conformance.DriverNFA}
+	ok := &Check{In: in, Flink: &conformance.Result{Error: &hung}, Cepheus: &conformance.Result{Error: &cycle}}
+	if !epsilonCycle(ok) {
+		t.Errorf("epsilon-cycle does not apply to its own difference")
 	}
-	// The same keys, but one match moved past a watermark: not a timer
-	// order.
-	moved := &conformance.Result{Matches: cepheus.Matches, Output: []conformance.OutputItem{out(1), wm(5), out(2)}}
-	flink2 := &conformance.Result{Matches: flink.Matches, Output: []conformance.OutputItem{out(2), out(1), wm(5)}}
-	if got := Explain(twoKeys, flink2, moved); got != nil {
-		t.Errorf("a match moved past a watermark: explained by %s", got.ID)
+	fabricated := &Check{In: in, Flink: ok.Flink, Cepheus: &conformance.Result{Error: &cycle,
+		Matches: []conformance.MatchResult{{Via: "event", Stages: conformance.StageSeqs{{Stage: "s1", Seqs: []uint64{1}}}}}}}
+	if epsilonCycle(fabricated) {
+		t.Errorf("epsilon-cycle accepts a match released before the cycle error")
 	}
-	// One key: the order is the engine's, no explanation.
-	oneKey := &conformance.Input{Driver: conformance.DriverOperator, Pattern: oneStage,
-		Events: []conformance.EventSpec{ev(1, 1, 1), ev(2, 1, 1)}}
-	if got := Explain(oneKey, flink, cepheus); got != nil {
-		t.Errorf("one key, two matches swapped: explained by %s", got.ID)
-	}
-
-	// A timeout Flink never releases, with a gap window: window-timer;
-	// without any window: nothing.
-	gap := &conformance.Input{Driver: conformance.DriverOperator, Events: []conformance.EventSpec{ev(1, 1, 3)},
-		Pattern: conformance.PatternSpec{Stages: oneStage.Stages, WithinMs: ts(5), WithinType: "PREVIOUS_AND_CURRENT"}}
-	none := &conformance.Result{Output: []conformance.OutputItem{wm(9)}}
-	timedOut := &conformance.Result{Output: []conformance.OutputItem{wm(9)},
-		Timeouts: []conformance.TimeoutResult{{Stages: conformance.StageSeqs{{Stage: "s1", Seqs: []uint64{1}}}, Timestamp: 8}}}
-	if got := Explain(gap, none, timedOut); got == nil || got.ID != "window-timer" {
-		t.Errorf("gap-window timeout only in Cepheus: explained by %v, want window-timer", got)
-	}
-	noWindow := &conformance.Input{Driver: conformance.DriverOperator, Events: gap.Events, Pattern: oneStage}
-	if got := Explain(noWindow, none, timedOut); got != nil {
-		t.Errorf("timeout without a window: explained by %s", got.ID)
-	}
-	// A FIRST_AND_LAST window whose partial match starts after 0 in event
-	// time has a Flink timer: not explained.
-	within := &conformance.Input{Driver: conformance.DriverOperator, Events: gap.Events,
-		Pattern: conformance.PatternSpec{Stages: oneStage.Stages, WithinMs: ts(5)}}
-	if got := Explain(within, none, timedOut); got != nil {
-		t.Errorf("within timeout with a Flink timer: explained by %s", got.ID)
-	}
-
-	// Colliding event ids: 2, 3, 2 in an nfa_harness case.
-	coll := &conformance.Input{Driver: conformance.DriverNFA, Pattern: oneStage,
-		Events: []conformance.EventSpec{ev(1, 1, 2), ev(2, 1, 3), ev(3, 1, 2)}}
-	f3 := &conformance.Result{Matches: []conformance.MatchResult{match("event", 3, 2)}}
-	c3 := &conformance.Result{Matches: []conformance.MatchResult{match("event", 1, 2)}}
-	if got := Explain(coll, f3, c3); got == nil || got.ID != "event-id-collision" {
-		t.Errorf("colliding ids: explained by %v, want event-id-collision", got)
-	}
-	noColl := &conformance.Input{Driver: conformance.DriverNFA, Pattern: oneStage,
-		Events: []conformance.EventSpec{ev(1, 1, 2), ev(2, 1, 3), ev(3, 1, 4)}}
-	if got := Explain(noColl, f3, c3); got != nil {
-		t.Errorf("no colliding ids: explained by %s", got.ID)
+	other := "process event 1: boom"
+	if epsilonCycle(&Check{In: in, Flink: ok.Flink, Cepheus: &conformance.Result{Error: &other}}) {
+		t.Errorf("epsilon-cycle accepts another error")
 	}
 }
 
@@ -180,5 +168,22 @@ func TestCollidingSeqs(t *testing.T) {
 		if collide != (len(tc.want) > 0) {
 			t.Errorf("collides over %v = %v, want %v", tc.ts, collide, len(tc.want) > 0)
 		}
+	}
+}
+
+// TestResidualChecksAreTheExplanationsWithoutCounterfactual keeps the list
+// that residual uses equal to the registry's.
+func TestResidualChecksAreTheExplanationsWithoutCounterfactual(t *testing.T) {
+	var want, got []string
+	for _, e := range Explanations {
+		if e.Counterfactual == nil {
+			want = append(want, e.ID)
+		}
+	}
+	for _, e := range residualChecks {
+		got = append(got, e.id)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("residualChecks = %v, want the explanations without a counterfactual %v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/internal/conformance"
@@ -49,7 +50,112 @@ func GenerateWide(seed uint64, i int) conformance.Input {
 		g := &wideGen{generator: generator{r: r}}
 		in := g.input(WideCaseID(seed, i))
 		if !anyLoopsOverNothing(&in) {
+			capWindows(&in)
 			return in
+		}
+	}
+}
+
+// The most events one window of a pattern may span (per key), by the
+// pattern's cost: windows are drawn from the case's mean pace, but gaps
+// are drawn from an exponential distribution with pauses, so a burst can
+// put many more events into one window, and nested loops over a dozen
+// events take minutes in both engines.
+const (
+	maxWindowEventsExplosive = 6
+	maxWindowEventsExpanding = 40
+)
+
+// capWindows narrows the windows of every pattern of in (within, a
+// stage's within, per-loop windows) until no window spans more events of
+// one key than the pattern's cost allows.
+func capWindows(in *conformance.Input) {
+	byKey := map[int64][]int64{}
+	for _, e := range in.Events {
+		if e.Ts == nil {
+			continue
+		}
+		k := e.ID
+		if in.Driver == conformance.DriverNFA {
+			k = 0 // one NFA: every event in one stream
+		}
+		byKey[k] = append(byKey[k], *e.Ts)
+	}
+	for _, ts := range byKey {
+		slices.Sort(ts)
+	}
+	span := func(w int64) int { // the most events in a window of w
+		most := 0
+		for _, ts := range byKey {
+			j := 0
+			for i := range ts {
+				for ts[i]-ts[j] >= w {
+					j++
+				}
+				most = max(most, i-j+1)
+			}
+		}
+		return most
+	}
+	narrow := func(p *int64, limit int) {
+		if p == nil {
+			return
+		}
+		for *p > 1 && span(*p) > limit {
+			*p = max(1, *p*2/3)
+		}
+	}
+	patterns := []*conformance.PatternSpec{&in.Pattern}
+	for k := range in.Rules {
+		patterns = append(patterns, &in.Rules[k])
+	}
+	for _, p := range patterns {
+		limit := math.MaxInt
+		switch patternCost(p.Stages) {
+		case explosive:
+			limit = maxWindowEventsExplosive
+		case expanding:
+			limit = maxWindowEventsExpanding
+		}
+		if limit == math.MaxInt {
+			continue
+		}
+		narrow(p.WithinMs, limit)
+		walkStages(p.Stages, func(s *conformance.StageSpec) {
+			narrow(s.WithinMs, limit)
+			narrow(s.Quantifier.WindowMs, limit)
+		})
+	}
+}
+
+// patternCost classifies stages as the generator does: explosive with
+// allowCombinations, a looping group, or a loop next to followedByAny;
+// expanding with a loop or followedByAny; else cheap.
+func patternCost(stages []conformance.StageSpec) cost {
+	c := cheap
+	walkStages(stages, func(s *conformance.StageSpec) {
+		q := &s.Quantifier
+		loop := q.Kind == "oneOrMore" || q.Kind == "timesOrMore" || q.Kind == "times" && (q.Max == nil || *q.Max > 1)
+		switch {
+		case q.Inner == "allowCombinations", s.Group != nil && loop:
+			c = explosive
+		case loop || s.Contiguity == "followedByAny":
+			c = max(c, expanding)
+		}
+	})
+	if c == expanding && slices.ContainsFunc(stages, func(s conformance.StageSpec) bool { return s.Contiguity == "followedByAny" }) {
+		c = explosive
+	}
+	return c
+}
+
+// walkStages calls f on every stage, groups and their inner stages
+// included.
+func walkStages(stages []conformance.StageSpec, f func(*conformance.StageSpec)) {
+	for i := range stages {
+		f(&stages[i])
+		if g := stages[i].Group; g != nil {
+			walkStages(g.Stages, f)
 		}
 	}
 }
@@ -285,7 +391,10 @@ func (g *wideGen) window() int64 {
 	var events float64
 	switch g.cost {
 	case explosive:
-		events = 1 + 4*g.r.Float64()
+		// Gaps are drawn from an exponential distribution, so a window
+		// of a few paces can still hold a burst of a dozen events, on
+		// which nested loops take minutes in both engines.
+		events = 1 + 1.5*g.r.Float64()
 	case expanding:
 		events = 2 + 12*g.r.Float64()
 	default:

@@ -1,10 +1,12 @@
 package difftest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +22,12 @@ type Options struct {
 	// N is the number of cases to generate; Seed the seed of the run.
 	N    int
 	Seed uint64
+	// Profile names the generator (see [Profiles]); empty means
+	// "narrow".
+	Profile string
+	// Indices, when set, are the only case numbers generated (N is then
+	// ignored): to rerun cases of a seed by number.
+	Indices []int
 	// Jar is the Flink runner's jar (see [FindJar]).
 	Jar string
 	// Out is the directory of the minimal reproducing cases, one
@@ -28,6 +36,12 @@ type Options struct {
 	// Keep, when set, is a directory to write the agreed cases to, with
 	// Flink's results: a regression corpus ([WriteCorpus]).
 	Keep string
+	// KeepExplained, when set, is a directory to write the explained
+	// disagreements to, with Flink's results on them and on their
+	// counterfactuals ([WriteExplained]), at most KeepPerExplanation
+	// (default 12) per explanation.
+	KeepExplained      string
+	KeepPerExplanation int
 	// Work is a scratch directory for case and results files; a temporary
 	// directory (removed afterwards) when empty.
 	Work string
@@ -54,9 +68,25 @@ type Options struct {
 	MaxShrink int
 }
 
+// Profiles are the case generators by name: "narrow" ([Generate]: small
+// cases over the whole feature space) and "wide" ([GenerateWide]: what
+// users run, long inputs over many keys and several rules).
+var Profiles = map[string]func(seed uint64, i int) conformance.Input{
+	"narrow": Generate,
+	"wide":   GenerateWide,
+}
+
 // Summary is the outcome of a run.
 type Summary struct {
+	// Profile is the generator's name ("" when the cases were given).
+	Profile                        string
 	Agreed, Explained, Unexplained int
+	// Counterfactuals is the number of counterfactual cases run through
+	// Flink to check explanations.
+	Counterfactuals int
+	// MaxEvents, MaxKeys and MaxRules are the largest number of events,
+	// of keys and of rules of a case run (each over all cases).
+	MaxEvents, MaxKeys, MaxRules int
 	// ByExplanation counts the explained disagreements by explanation id.
 	ByExplanation map[string]int
 	// BothFailed counts the agreed cases where both engines reported an
@@ -68,9 +98,29 @@ type Summary struct {
 }
 
 // Line is the summary line: "diff-flink: A agreed, E explained, U
-// unexplained".
+// unexplained (profile P, max E events, K keys, R rules)", the maxima
+// taken over all cases, each on its own.
 func (s *Summary) Line() string {
-	return fmt.Sprintf("diff-flink: %d agreed, %d explained, %d unexplained", s.Agreed, s.Explained, s.Unexplained)
+	profile := s.Profile
+	if profile == "" {
+		profile = "given cases"
+	}
+	return fmt.Sprintf("diff-flink: %d agreed, %d explained, %d unexplained (profile %s, max %d events, %d keys, %d rules)",
+		s.Agreed, s.Explained, s.Unexplained, profile, s.MaxEvents, s.MaxKeys, s.MaxRules)
+}
+
+// measure records the size of in in the maxima of s.
+func (s *Summary) measure(in *conformance.Input) {
+	keys := map[int64]bool{}
+	for _, e := range in.Events {
+		keys[e.ID] = true
+	}
+	if in.Driver == conformance.DriverNFA {
+		keys = map[int64]bool{0: true} // one NFA, no keys
+	}
+	s.MaxEvents = max(s.MaxEvents, len(in.Events))
+	s.MaxKeys = max(s.MaxKeys, len(keys))
+	s.MaxRules = max(s.MaxRules, max(1, len(in.Rules)))
 }
 
 // Finding is one unexplained disagreement.
@@ -104,15 +154,28 @@ func Run(ctx context.Context, opt Options) (*Summary, error) {
 
 	start := time.Now()
 	inputs := opt.Cases
-	if inputs == nil && opt.N < 1 {
+	if inputs == nil && opt.N < 1 && len(opt.Indices) == 0 {
 		return nil, fmt.Errorf("difftest: no cases to run")
 	}
+	profile := ""
 	if inputs == nil {
-		inputs = make([]conformance.Input, opt.N)
-		for i := range inputs {
-			inputs[i] = Generate(opt.Seed, i)
+		profile = cmp.Or(opt.Profile, "narrow")
+		gen, ok := Profiles[profile]
+		if !ok {
+			return nil, fmt.Errorf("difftest: unknown profile %q", profile)
 		}
-		d.progressf("generated %d cases (seed %d) in %.1fs", opt.N, opt.Seed, time.Since(start).Seconds())
+		indices := opt.Indices
+		if len(indices) == 0 {
+			indices = make([]int, opt.N)
+			for i := range indices {
+				indices[i] = i
+			}
+		}
+		inputs = make([]conformance.Input, len(indices))
+		for j, i := range indices {
+			inputs[j] = gen(opt.Seed, i)
+		}
+		d.progressf("generated %d cases (profile %s, seed %d) in %.1fs", len(inputs), profile, opt.Seed, time.Since(start).Seconds())
 	}
 
 	start = time.Now()
@@ -122,16 +185,47 @@ func Run(ctx context.Context, opt Options) (*Summary, error) {
 	}
 	d.progressf("ran %d cases through Flink and Cepheus in %.1fs", len(inputs), time.Since(start).Seconds())
 
-	sum := &Summary{ByExplanation: map[string]int{}}
-	var agreed []conformance.Input
+	if err := d.rerunSlow(ctx, inputs, flink, cepheus); err != nil {
+		return nil, err
+	}
+
+	sum := &Summary{Profile: profile, ByExplanation: map[string]int{}}
+	var agreed, explained []conformance.Input
+	explainedIDs := map[string][]string{}
+	kept := map[string]int{}
 	var disagreed []Finding
+	allDiffs := make([][]Diff, len(inputs))
+	var differ []conformance.Input
 	for i := range inputs {
 		in := &inputs[i]
+		sum.measure(in)
 		f, c := flink.Cases[in.ID], cepheus.Cases[in.ID]
 		if f == nil {
 			return nil, fmt.Errorf("difftest: the Flink runner wrote no result for %s", in.ID)
 		}
-		diffs := Compare(f, c)
+		if allDiffs[i] = Compare(f, c); len(allDiffs[i]) > 0 {
+			differ = append(differ, *in)
+		}
+	}
+	cfs, n, err := d.counterfactuals(ctx, "counterfactuals", differ)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Without them the explanations that need them do not apply:
+		// the run goes on and reports those cases as unexplained.
+		d.progressf("COUNTERFACTUALS FAILED: %v", err)
+		cfs = map[string]*conformance.Result{}
+	}
+	sum.Counterfactuals = n
+	for i := range inputs {
+		in := &inputs[i]
+		f, c := flink.Cases[in.ID], cepheus.Cases[in.ID]
+		diffs := allDiffs[i]
+		var ids []string
+		if len(diffs) > 0 {
+			ids = ExplainCase(in, f, c, cfs)
+		}
 		switch {
 		case len(diffs) == 0:
 			sum.Agreed++
@@ -139,16 +233,32 @@ func Run(ctx context.Context, opt Options) (*Summary, error) {
 				sum.BothFailed++
 			}
 			agreed = append(agreed, *in)
-		case Explain(in, f, c) != nil:
-			id := Explain(in, f, c).ID
+		case ids != nil:
 			sum.Explained++
-			sum.ByExplanation[id]++
-			d.progressf("%s: explained by %s: %s", in.ID, id, diffSummary(diffs))
+			keep := false
+			for _, id := range ids {
+				sum.ByExplanation[id]++
+				keep = keep || kept[id] < cmp.Or(opt.KeepPerExplanation, 12)
+			}
+			if keep {
+				for _, id := range ids {
+					kept[id]++
+				}
+				explained = append(explained, *in)
+				explainedIDs[in.ID] = ids
+			}
+			d.progressf("%s: explained by %s: %s", in.ID, explainedBy(ids), diffSummary(diffs))
 		default:
 			sum.Unexplained++
 			disagreed = append(disagreed, Finding{Original: *in, Diffs: diffs, Flink: f, Cepheus: c})
 			d.progressf("%s: unexplained: %s", in.ID, diffSummary(diffs))
 		}
+	}
+	if opt.KeepExplained != "" {
+		if err := WriteExplained(opt.KeepExplained, explained, flink, cfs, explainedIDs); err != nil {
+			return nil, err
+		}
+		d.progressf("kept %d explained cases in %s", len(explained), opt.KeepExplained)
 	}
 	if opt.Keep != "" {
 		if err := WriteCorpus(opt.Keep, agreed, flink); err != nil {
@@ -285,6 +395,94 @@ func (d *driver) evaluateWith(ctx context.Context, name string, inputs []conform
 		return nil, nil, err
 	}
 	return flink, cepheus, nil
+}
+
+// slowFactor is how much longer a case that Flink did not finish in time
+// may take when it is run again.
+const slowFactor = 12
+
+// rerunSlow runs the cases that Flink did not finish in time, and that
+// Cepheus did finish, through Flink once more (one JVM) with slowFactor
+// times the case timeout, and puts the new results into flink. A pattern
+// can make Flink's shared buffer slow without making it wrong.
+func (d *driver) rerunSlow(ctx context.Context, inputs []conformance.Input, flink, cepheus *conformance.Results) error {
+	var slow []conformance.Input
+	for i := range inputs {
+		f, c := flink.Cases[inputs[i].ID], cepheus.Cases[inputs[i].ID]
+		if f != nil && f.Error != nil && strings.HasPrefix(*f.Error, "timeout:") && !crashed(c) {
+			slow = append(slow, inputs[i])
+		}
+	}
+	if len(slow) == 0 {
+		return nil
+	}
+	start := time.Now()
+	rs, err := d.flinkOnly(ctx, "slow", slow, slowFactor*d.opt.CaseTimeout)
+	if err != nil {
+		return err
+	}
+	for id, r := range rs.Cases {
+		flink.Cases[id] = r
+	}
+	d.progressf("ran %d cases Flink did not finish in %v again, with %v each, in %.1fs",
+		len(slow), d.opt.CaseTimeout, slowFactor*d.opt.CaseTimeout, time.Since(start).Seconds())
+	return nil
+}
+
+// counterfactuals runs the counterfactual cases of the inputs (see
+// [Counterfactuals]) through Flink, in one JVM, and returns Flink's
+// results by counterfactual case id, their steps translated to the
+// original cases' steps, and how many cases were run.
+func (d *driver) counterfactuals(ctx context.Context, name string, inputs []conformance.Input) (map[string]*conformance.Result, int, error) {
+	return d.counterfactualsWith(ctx, name, inputs, d.opt.CaseTimeout)
+}
+
+// counterfactualsWith is counterfactuals with another per-case timeout.
+func (d *driver) counterfactualsWith(ctx context.Context, name string, inputs []conformance.Input, caseTimeout time.Duration) (map[string]*conformance.Result, int, error) {
+	var cases []conformance.Input
+	steps := map[string][]int{}
+	for i := range inputs {
+		for _, id := range slices.Sorted(maps.Keys(Counterfactuals(&inputs[i]))) {
+			cf := Counterfactuals(&inputs[i])[id]
+			cases = append(cases, cf.Input)
+			steps[id] = cf.Steps
+		}
+	}
+	out := map[string]*conformance.Result{}
+	if len(cases) == 0 {
+		return out, 0, nil
+	}
+	start := time.Now()
+	rs, err := d.flinkOnly(ctx, name, cases, caseTimeout)
+	if err != nil {
+		return nil, 0, err
+	}
+	for id, r := range rs.Cases {
+		if st, ok := steps[id]; ok {
+			TranslateSteps(r, st)
+			out[id] = r
+		}
+	}
+	d.progressf("ran %d counterfactual cases through Flink in %.1fs", len(cases), time.Since(start).Seconds())
+	return out, len(cases), nil
+}
+
+// flinkOnly runs inputs through Flink alone (one JVM).
+func (d *driver) flinkOnly(ctx context.Context, name string, inputs []conformance.Input, caseTimeout time.Duration) (*conformance.Results, error) {
+	d.batches++
+	dir := filepath.Join(d.work, fmt.Sprintf("%03d-%s", d.batches, name))
+	for i := 0; i < len(inputs); i += batchSize {
+		chunk := inputs[i:min(i+batchSize, len(inputs))]
+		fcs := make([]FileCase, len(chunk))
+		for j := range chunk {
+			fcs[j] = FileCase{Input: chunk[j], Source: caseSource}
+		}
+		path := filepath.Join(dir, fmt.Sprintf("cases-%04d.json", i/batchSize))
+		if err := WriteCaseFile(path, "counterfactual cases generated by internal/difftest", fcs, false); err != nil {
+			return nil, err
+		}
+	}
+	return Flink(ctx, d.opt.Jar, dir, caseTimeout, filepath.Join(d.work, "flink.log"))
 }
 
 // pickShrink chooses the findings to shrink: the first of each kind, then

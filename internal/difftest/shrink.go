@@ -46,11 +46,25 @@ func (d *driver) shrink(ctx context.Context, fs []Finding) error {
 		}
 		flink, cepheus, err := d.evaluateWith(ctx, fmt.Sprintf("shrink-r%d", round), batch, shrinkCaseTimeout)
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			// A candidate can take the Flink runner down (a JVM out of
+			// memory): keep what is shrunk so far.
+			d.progressf("shrink round %d: %v; keeping the cases shrunk so far", round, err)
+			return nil
 		}
 		byID := map[string]*conformance.Input{}
 		for i := range batch {
 			byID[batch[i].ID] = &batch[i]
+		}
+		cfs, err := d.shrinkCounterfactuals(ctx, fmt.Sprintf("shrink-r%d-cf", round), batch, flink, cepheus)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			d.progressf("shrink round %d: counterfactuals: %v; keeping the cases shrunk so far", round, err)
+			return nil
 		}
 		var next []int
 		for _, fi := range active {
@@ -60,7 +74,7 @@ func (d *driver) shrink(ctx context.Context, fs []Finding) error {
 				if fr == nil || cr == nil {
 					continue
 				}
-				if diffs := Compare(fr, cr); persists(f.Diffs, diffs, byID[id], fr, cr) {
+				if diffs := Compare(fr, cr); persists(f, diffs, byID[id], fr, cr, cfs) {
 					f.Minimal, f.MinimalDiffs, f.Flink, f.Cepheus = *byID[id], diffs, fr, cr
 					next = append(next, fi)
 					break
@@ -80,18 +94,17 @@ func (d *driver) shrink(ctx context.Context, fs []Finding) error {
 		batch = append(batch, r)
 	}
 	flink, cepheus, err := d.evaluateWith(ctx, "shrink-renumber", batch, shrinkCaseTimeout)
-	if err != nil {
-		return err
+	if err == nil {
+		var cfs map[string]*conformance.Result
+		if cfs, err = d.shrinkCounterfactuals(ctx, "shrink-renumber-cf", batch, flink, cepheus); err == nil {
+			d.keepRenumbered(fs, batch, flink, cepheus, cfs)
+		}
 	}
-	for i := range fs {
-		in := &batch[i]
-		fr, cr := flink.Cases[in.ID], cepheus.Cases[in.ID]
-		if fr == nil || cr == nil {
-			continue
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
 		}
-		if diffs := Compare(fr, cr); persists(fs[i].Diffs, diffs, in, fr, cr) {
-			fs[i].Minimal, fs[i].MinimalDiffs, fs[i].Flink, fs[i].Cepheus = *in, diffs, fr, cr
-		}
+		d.progressf("shrink: renumbering: %v; the cases keep their numbers", err)
 	}
 	for i := range fs {
 		fs[i].Minimal.ID = fs[i].Original.ID
@@ -99,24 +112,65 @@ func (d *driver) shrink(ctx context.Context, fs []Finding) error {
 	return nil
 }
 
+// keepRenumbered moves each finding to its renumbered case when that still
+// disagrees in the same way.
+func (d *driver) keepRenumbered(fs []Finding, batch []conformance.Input, flink, cepheus *conformance.Results, cfs map[string]*conformance.Result) {
+	for i := range fs {
+		in := &batch[i]
+		fr, cr := flink.Cases[in.ID], cepheus.Cases[in.ID]
+		if fr == nil || cr == nil {
+			continue
+		}
+		if diffs := Compare(fr, cr); persists(&fs[i], diffs, in, fr, cr, cfs) {
+			fs[i].Minimal, fs[i].MinimalDiffs, fs[i].Flink, fs[i].Cepheus = *in, diffs, fr, cr
+		}
+	}
+}
+
+// shrinkCounterfactuals runs the counterfactual cases of the candidates
+// that disagree through Flink, so that a candidate that a counterfactual
+// explains is not taken for the original disagreement.
+func (d *driver) shrinkCounterfactuals(ctx context.Context, name string, batch []conformance.Input, flink, cepheus *conformance.Results) (map[string]*conformance.Result, error) {
+	var differ []conformance.Input
+	for i := range batch {
+		fr, cr := flink.Cases[batch[i].ID], cepheus.Cases[batch[i].ID]
+		if fr != nil && cr != nil && len(Compare(fr, cr)) > 0 {
+			differ = append(differ, batch[i])
+		}
+	}
+	cfs, _, err := d.counterfactualsWith(ctx, name, differ, shrinkCaseTimeout)
+	return cfs, err
+}
+
 // shrinkCaseTimeout bounds a candidate on either engine. Candidates that
 // run this long (Flink looping on a corrupt buffer) are not the reductions
 // a shrink wants, and each would hold up the whole round.
 const shrinkCaseTimeout = time.Second
 
-// persists says whether a candidate still shows the original disagreement:
-// it is unexplained, differs in the original's first aspect, and differs
-// in the error aspect exactly when the original did (so that a reduction
-// that breaks the pattern on one side only is not taken for the original
-// problem).
-func persists(orig, diffs []Diff, in *conformance.Input, flink, cepheus *conformance.Result) bool {
-	if len(diffs) == 0 || Explain(in, flink, cepheus) != nil {
+// persists says whether a candidate still shows the disagreement of
+// finding f: it is unexplained (counterfactuals included, from cfs),
+// differs in the original's first aspect, differs in the error aspect
+// exactly when the original did, and fails on the same engines.
+func persists(f *Finding, diffs []Diff, in *conformance.Input, flink, cepheus *conformance.Result, cfs map[string]*conformance.Result) bool {
+	orig := f.Diffs
+	if len(diffs) == 0 || ExplainCase(in, flink, cepheus, cfs) != nil {
+		return false
+	}
+	// The same engines fail, so that a reduction that makes the other
+	// engine reject the pattern is not taken for the original problem.
+	if failures(flink) != failures(f.Flink) || failures(cepheus) != failures(f.Cepheus) {
 		return false
 	}
 	has := func(ds []Diff, aspect string) bool {
 		return slices.ContainsFunc(ds, func(d Diff) bool { return d.Aspect == aspect })
 	}
 	return has(diffs, orig[0].Aspect) && has(diffs, AspectError) == has(orig, AspectError)
+}
+
+// failures says whether a result failed, as a whole or in one of its
+// rules.
+func failures(r *conformance.Result) bool {
+	return r.Error != nil || slices.ContainsFunc(r.Rules, func(x *conformance.Result) bool { return x.Error != nil })
 }
 
 // candidates returns the reductions of in to try, the larger ones first.
@@ -128,6 +182,22 @@ func candidates(in *conformance.Input) []conformance.Input {
 		// skipped, on which Flink hangs until the runner's timeout.
 		if f(&c) && !loopsOverNothing(c.Pattern.Stages) {
 			out = append(out, c)
+		}
+	}
+	// One rule of several: each rule alone (a one-rule case), then each
+	// rule left out.
+	for k := range in.Rules {
+		add(func(c *conformance.Input) bool {
+			c.Pattern, c.Rules = c.Rules[k], nil
+			return true
+		})
+	}
+	if len(in.Rules) > 2 {
+		for k := range in.Rules {
+			add(func(c *conformance.Input) bool {
+				c.Rules = slices.Delete(c.Rules, k, k+1)
+				return true
+			})
 		}
 	}
 	// Fewer events (with their steps), in chunks of halving size.

@@ -31,7 +31,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/internal/conformance"
@@ -73,9 +76,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	n := fs.Int("n", 200, "number of cases to generate")
 	seed := fs.Uint64("seed", 1, "seed of the run")
+	profile := fs.String("profile", "narrow", "generator profile: narrow (small cases over the whole feature space) or wide (long inputs, many keys, several rules)")
 	jar := fs.String("jar", "", "Flink runner jar (default: built or found by scripts/flinkcep-jar.sh)")
 	out := fs.String("out", "build/diff-flink", "directory of the minimal reproducing cases")
 	keep := fs.String("keep", "", "directory to keep the agreed cases and Flink's results in (a regression corpus)")
+	keepExplained := fs.String("keep-explained", "", "directory to keep explained disagreements in, with Flink's results and counterfactual results (testdata for the fault-injection test)")
+	index := fs.String("index", "", "comma-separated case numbers of the seed to run instead of the first N (e.g. 2098,4287)")
 	work := fs.String("work", "", "scratch directory, kept (default: a temporary directory, removed)")
 	casesPath := fs.String("cases", "", "run the cases of this case file or directory instead of generated ones")
 	noShrink := fs.Bool("noshrink", false, "write the disagreements without shrinking them")
@@ -87,6 +93,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *n < 1 {
 		return fmt.Errorf("-n must be at least 1")
+	}
+	var indices []int
+	if *index != "" {
+		for _, f := range strings.Split(*index, ",") {
+			i, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || i < 0 {
+				return fmt.Errorf("-index: %q is not a case number", f)
+			}
+			indices = append(indices, i)
+		}
 	}
 	start := time.Now()
 	if *jar == "" {
@@ -101,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	opt := difftest.Options{
-		N: *n, Seed: *seed, Jar: *jar, Out: *out, Keep: *keep, Work: *work, NoShrink: *noShrink,
+		N: *n, Seed: *seed, Profile: *profile, Indices: indices, Jar: *jar, Out: *out, Keep: *keep, KeepExplained: *keepExplained, Work: *work, NoShrink: *noShrink,
 		Worker: exe, Progress: stdout,
 	}
 	if *casesPath != "" {
@@ -112,7 +128,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opt.Cases = conformance.Inputs(cases)
 		fmt.Fprintf(stdout, "diff-flink: %d cases from %s, jar %s\n", len(cases), *casesPath, *jar)
 	} else {
-		fmt.Fprintf(stdout, "diff-flink: %d cases, seed %d, jar %s\n", *n, *seed, *jar)
+		fmt.Fprintf(stdout, "diff-flink: %d cases, profile %s, seed %d, jar %s\n", *n, *profile, *seed, *jar)
 	}
 	sum, err := difftest.Run(ctx, opt)
 	if err != nil {
@@ -123,9 +139,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	// Every explanation is listed, with 0 when it explained nothing, so
+	// that a jump from one run to the next shows.
+	for _, e := range difftest.Explanations {
+		if !slices.Contains(ids, e.ID) {
+			ids = append(ids, e.ID)
+		}
+	}
+	sort.Strings(ids)
 	for _, id := range ids {
 		fmt.Fprintf(stdout, "diff-flink: explained by %s: %d\n", id, sum.ByExplanation[id])
 	}
+	fmt.Fprintf(stdout, "diff-flink: %d counterfactual cases rerun through Flink\n", sum.Counterfactuals)
 	for _, f := range sum.Findings {
 		fmt.Fprintf(stdout, "diff-flink: UNEXPLAINED %s -> %s\n", f.Original.ID, f.Path)
 	}

@@ -19,17 +19,25 @@ public final class CaseRunner {
     private CaseRunner() {}
 
     public static CaseResult run(CaseSpec c) {
+        return run(c, new CaseResult());
+    }
+
+    /**
+     * Runs c into result, so that a caller that gives up on a case (the per-case timeout) still
+     * has what the case emitted so far and the step it was at.
+     */
+    public static CaseResult run(CaseSpec c, CaseResult result) {
         if (c.rules() != null) {
             // One CepOperator (or NFA) per rule over the same input, as Flink users run several
             // rules over one keyed stream.
-            CaseResult result = new CaseResult();
             result.rules = new java.util.ArrayList<>();
             for (var p : c.rules()) {
-                result.rules.add(run(c.withPattern(p)));
+                CaseResult sub = new CaseResult();
+                result.rules.add(sub);
+                run(c.withPattern(p), sub);
             }
             return result;
         }
-        CaseResult result = new CaseResult();
         ExprConditions.resetErrors();
         Pattern<Event, ?> pattern;
         List<Event> events;
@@ -61,6 +69,9 @@ public final class CaseRunner {
             // Keep what was emitted before the failure; the error says processing failed.
             result.error = describe(t);
             result.errorClass = CaseResult.ERROR_RUN;
+            if (System.getenv("FLINKCEP_TRACE") != null) {
+                t.printStackTrace(); // FLINKCEP_TRACE=1: the stack of every run error, on stderr
+            }
             result.errorStep = result.currentStep >= 0 ? result.currentStep : null;
         }
         String lastCondError = ExprConditions.lastError();

@@ -159,7 +159,8 @@ public final class Main {
     @SuppressWarnings({"deprecation", "removal"})
     static CaseResult runWithTimeout(CaseSpec c, long timeoutMs) {
         AtomicReference<CaseResult> ref = new AtomicReference<>();
-        Thread t = new Thread(() -> ref.set(CaseRunner.run(c)), "case-" + c.id());
+        CaseResult partial = new CaseResult();
+        Thread t = new Thread(() -> ref.set(CaseRunner.run(c, partial)), "case-" + c.id());
         t.setDaemon(true);
         t.start();
         try {
@@ -173,9 +174,14 @@ public final class Main {
             } catch (Throwable ignored) {
                 // UnsupportedOperationException on newer JDKs
             }
-            CaseResult r = new CaseResult();
-            r.error = "timeout: case still running after " + timeoutMs + " ms";
-            return r;
+            // What the case emitted before it was stopped is kept, with the step it was at
+            // (Cepheus's results of a case that hangs in Flink are compared up to there).
+            try {
+                t.join(5_000); // let the stopped thread's own error handling finish first
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return timedOut(partial, "timeout: case still running after " + timeoutMs + " ms");
         }
         CaseResult r = ref.get();
         if (r == null) {
@@ -183,6 +189,22 @@ public final class Main {
             r.error = "case thread died without a result";
         }
         return r;
+    }
+
+    /**
+     * Marks the result a timed-out case was filling as failed at the step it was at: the case's
+     * own result, or for a case with several rules the result of the rule being run (the rules
+     * not run yet have no result).
+     */
+    private static CaseResult timedOut(CaseResult partial, String error) {
+        CaseResult r = partial;
+        if (partial.rules != null && !partial.rules.isEmpty()) {
+            r = partial.rules.get(partial.rules.size() - 1);
+        }
+        r.error = error;
+        r.errorClass = CaseResult.ERROR_RUN;
+        r.errorStep = r.currentStep >= 0 ? r.currentStep : null;
+        return partial;
     }
 
     private static int usage(String why) {
