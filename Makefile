@@ -27,6 +27,12 @@ DIFF_FLINK_EXPLAINED ?= internal/difftest/testdata/explained
 DIFF_FLINK_OUT ?= build/diff-flink
 DIFF_FLINK_CORPUS ?= internal/difftest/testdata/corpus
 
+# VERSION is stamped into the cepheus binary of build and demo (cepheus
+# version prints it when the binary has no module or VCS information, as
+# with -buildvcs=false); empty outside a git checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+CEPHEUS_LDFLAGS := -X main.version=$(VERSION)
+
 # make demo writes everything under DEMO_DIR.
 DEMO_DIR ?= build/demo
 
@@ -38,11 +44,11 @@ help: ## List the targets.
 
 build: ## Build every package, and the cepheus command into build/cepheus.
 	$(GO) build ./...
-	$(GO) build -o build/cepheus ./cmd/cepheus
+	$(GO) build -ldflags "$(CEPHEUS_LDFLAGS)" -o build/cepheus ./cmd/cepheus
 
 demo: ## Generate 60 days of card history and a busy day, backtest rulesets/cards.cep, show the alerts.
 	@mkdir -p "$(DEMO_DIR)"
-	$(GO) build -o "$(DEMO_DIR)/cepheus" ./cmd/cepheus
+	$(GO) build -ldflags "$(CEPHEUS_LDFLAGS)" -o "$(DEMO_DIR)/cepheus" ./cmd/cepheus
 	"$(DEMO_DIR)/cepheus" gen -o "$(DEMO_DIR)/events.jsonl.gz"
 	"$(DEMO_DIR)/cepheus" backtest -rules rulesets/cards.cep -events "$(DEMO_DIR)/events.jsonl.gz" \
 		-label is_fraud -examples 1 -alerts "$(DEMO_DIR)/alerts.jsonl" \

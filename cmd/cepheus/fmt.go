@@ -11,7 +11,7 @@ import (
 
 var fmtCommand = &command{
 	name:  "fmt",
-	usage: "cepheus fmt [-w] [-d] [files or directories...]",
+	usage: "cepheus fmt [-w] [-d] [-l] [files or directories...]",
 	help: `Fmt prints the canonical source of ruleset files: two-space indentation,
 one item per line, rule items and quantifiers in their fixed order,
 durations and names in canonical form, runs of blank lines collapsed, and
@@ -20,8 +20,12 @@ syntax error is not formatted; its errors are printed and the exit status
 is 1.
 
 With -w, fmt rewrites each file that is not canonical instead of printing
-it. With -d, it prints a unified diff of the changes instead. With both,
-it prints the diff and rewrites the file.
+it. With -d, it prints a unified diff of the changes instead, and the exit
+status is 1 when there are changes (0 when every file is canonical), so a
+CI job can run fmt -d. With -l, it lists the files that are not canonical,
+one a line, instead (the exit status stays 0, as with gofmt -l). The flags
+combine: -d -w prints the diff and rewrites the file; -l -w lists and
+rewrites.
 `,
 }
 
@@ -30,7 +34,8 @@ func init() { fmtCommand.run = runFmt }
 func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(fmtCommand, stderr)
 	write := fs.Bool("w", false, "rewrite the files instead of printing them")
-	diff := fs.Bool("d", false, "print a diff of the changes instead of the files")
+	diff := fs.Bool("d", false, "print a diff of the changes instead of the files; exit 1 if there are changes")
+	list := fs.Bool("l", false, "list the files whose formatting differs instead of printing them")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -42,7 +47,11 @@ func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return formatOne("<stdin>", src, stdout, false, *diff)
+		changed, err := formatOne("<stdin>", src, stdout, fmtMode{diff: *diff, list: *list})
+		if err == nil && changed && *diff {
+			err = errFound
+		}
+		return err
 	}
 	files, err := rulesetFiles(fs.Args())
 	if err != nil {
@@ -54,9 +63,11 @@ func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := formatOne(name, src, stdout, *write, *diff); err == errFound {
+		changed, err := formatOne(name, src, stdout, fmtMode{write: *write, diff: *diff, list: *list})
+		switch {
+		case err == errFound, err == nil && changed && *diff:
 			found = true
-		} else if err != nil {
+		case err != nil:
 			return err
 		}
 	}
@@ -66,34 +77,45 @@ func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// formatOne formats one file's source and prints, diffs or writes it.
-func formatOne(name string, src []byte, stdout io.Writer, write, diff bool) error {
+// fmtMode is what fmt does with a file: print it (none set), or rewrite,
+// diff or list it.
+type fmtMode struct{ write, diff, list bool }
+
+// formatOne formats one file's source and prints, diffs, lists or writes
+// it; changed says whether the canonical source differs from src.
+func formatOne(name string, src []byte, stdout io.Writer, mode fmtMode) (changed bool, err error) {
 	f, err := rules.ParseFile(name, src)
 	if err != nil {
 		if err := printErrors(stdout, err, true); err != nil {
-			return err
+			return false, err
 		}
-		return errFound
+		return false, errFound
 	}
 	out := rules.Format(f)
-	if diff && !bytes.Equal(src, out) {
-		if _, err := io.WriteString(stdout, unifiedDiff(name, string(src), string(out))); err != nil {
-			return err
+	changed = !bytes.Equal(src, out)
+	if mode.list && changed {
+		if _, err := io.WriteString(stdout, name+"\n"); err != nil {
+			return changed, err
 		}
 	}
-	if write {
-		if bytes.Equal(src, out) {
-			return nil
+	if mode.diff && changed {
+		if _, err := io.WriteString(stdout, unifiedDiff(name, string(src), string(out))); err != nil {
+			return changed, err
+		}
+	}
+	if mode.write {
+		if !changed {
+			return false, nil
 		}
 		st, err := os.Stat(name)
 		if err != nil {
-			return err
+			return changed, err
 		}
-		return os.WriteFile(name, out, st.Mode().Perm())
+		return changed, os.WriteFile(name, out, st.Mode().Perm())
 	}
-	if !diff {
+	if !mode.diff && !mode.list {
 		_, err := stdout.Write(out)
-		return err
+		return changed, err
 	}
-	return nil
+	return changed, nil
 }

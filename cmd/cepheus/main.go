@@ -3,12 +3,12 @@
 // through them:
 //
 //	cepheus check [files or directories]   report every error, with file:line:col and a caret
-//	cepheus fmt [-w] [-d] [files]          print (or rewrite, or diff) the canonical source
+//	cepheus fmt [-w] [-d] [-l] [files]     print (or rewrite, diff or list) the canonical source
 //	cepheus test [-run regexp] [-v] [files or directories]
 //	                                       run the tests written inside ruleset files
 //	cepheus backtest -rules R -events E    replay a file of events through a ruleset
 //	cepheus gen [-o file]                  write synthetic card events with labelled fraud
-//	cepheus version                        print the version
+//	cepheus version                        print the version (also -version, --version)
 //	cepheus help [command]                 explain a command
 //
 // A directory stands for the *.cep files directly in it. Exit status: 0
@@ -106,6 +106,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return runHelp(rest, stdout)
+	case "-version", "--version":
+		return versionCommand.run(ctx, rest, stdout, stderr)
 	}
 	c := lookup(name)
 	if c == nil {
@@ -133,6 +135,11 @@ func runHelp(args []string, stdout io.Writer) error {
 		printUsage(stdout)
 		return nil
 	case 1:
+		switch args[0] {
+		case "-h", "-help", "--help":
+			printUsage(stdout)
+			return nil
+		}
 		c := lookup(args[0])
 		if c == nil {
 			return usagef("unknown command %q", args[0])
@@ -146,7 +153,11 @@ func runHelp(args []string, stdout io.Writer) error {
 var versionCommand = &command{
 	name:  "version",
 	usage: "cepheus version",
-	help:  "Version prints the version of cepheus: the module version and, when built\nfrom a repository, the commit.\n",
+	help: `Version prints the version of cepheus: the module version and, when built
+from a repository, the commit. A binary built without module or VCS
+information (go build -buildvcs=false) prints the version make build
+stamped into it, else (devel). cepheus -version and --version do the same.
+`,
 }
 
 func init() { versionCommand.run = runVersion }
@@ -159,26 +170,42 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usagef("version takes no arguments")
 	}
-	_, err := fmt.Fprintln(stdout, "cepheus", version())
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		info = nil
+	}
+	_, err := fmt.Fprintln(stdout, "cepheus", versionString(version, info))
 	return err
 }
 
-// version returns the module version and the VCS revision, if known.
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	v := info.Main.Version
-	var rev, modified string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "+dirty"
+// version is the version the Makefile stamps into the binary (go build
+// -ldflags "-X main.version=..."); empty in a plain go build.
+var version string
+
+// versionString returns the version to print: the module version of info
+// (else the stamped version, else (devel)), then its VCS revision if known.
+// info is nil when the binary has no build information.
+func versionString(stamped string, info *debug.BuildInfo) string {
+	v, rev, modified := "", "", ""
+	if info != nil {
+		v = info.Main.Version
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					modified = "+dirty"
+				}
 			}
+		}
+	}
+	if v == "" || v == "(devel)" {
+		// No module version: a build from a work tree without VCS
+		// information (go build -buildvcs=false, or outside a repository).
+		v = "(devel)"
+		if stamped != "" {
+			v = stamped
 		}
 	}
 	if rev != "" {

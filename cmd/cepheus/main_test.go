@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -115,11 +117,24 @@ func TestFmt(t *testing.T) {
 		t.Errorf("fmt: exit %d\n%s\nwant\n%s", code, out, want)
 	}
 	code, out, _ = cepheus(t, "fmt", "-d", p)
-	if code != 0 || !strings.Contains(out, "--- "+p+"\n+++ "+p+" (formatted)\n") || !strings.Contains(out, "-  event time ts # time\n+event time ts # time\n") {
+	if code != 1 || !strings.Contains(out, "--- "+p+"\n+++ "+p+" (formatted)\n") || !strings.Contains(out, "-  event time ts # time\n+event time ts # time\n") {
 		t.Errorf("fmt -d: exit %d\n%s", code, out)
 	}
 	if b, _ := os.ReadFile(p); string(b) != messy {
 		t.Errorf("fmt -d changed the file")
+	}
+	canonical := writeFile(t, dir, "c.cep", want)
+	if code, out, _ := cepheus(t, "fmt", "-l", p, canonical); code != 0 || out != p+"\n" {
+		t.Errorf("fmt -l: exit %d, output %q; want 0 and %q", code, out, p+"\n")
+	}
+	if code, out, _ := cepheus(t, "fmt", "-l", dir); code != 0 || out != p+"\n" {
+		t.Errorf("fmt -l dir: exit %d, output %q; want 0 and %q", code, out, p+"\n")
+	}
+	if code, out, _ := cepheus(t, "fmt", "-l", "-d", p); code != 1 || !strings.HasPrefix(out, p+"\n--- "+p+"\n") {
+		t.Errorf("fmt -l -d: exit %d, output %q", code, out)
+	}
+	if b, _ := os.ReadFile(p); string(b) != messy {
+		t.Errorf("fmt -l changed the file")
 	}
 	if code, out, _ := cepheus(t, "fmt", "-w", p); code != 0 || out != "" {
 		t.Errorf("fmt -w: exit %d, output %q", code, out)
@@ -129,6 +144,32 @@ func TestFmt(t *testing.T) {
 	}
 	if code, out, _ := cepheus(t, "fmt", "-d", p); code != 0 || out != "" {
 		t.Errorf("fmt -d of a canonical file: exit %d, output %q", code, out)
+	}
+	if code, out, _ := cepheus(t, "fmt", "-l", p); code != 0 || out != "" {
+		t.Errorf("fmt -l of a canonical file: exit %d, output %q", code, out)
+	}
+	// Standard input: -d exits 1 on a change, -l names it <stdin>.
+	for _, c := range []struct {
+		flag, src string
+		code      int
+		prefix    string
+	}{
+		{"-d", messy, 1, "--- <stdin>\n"},
+		{"-d", want, 0, ""},
+		{"-l", messy, 0, "<stdin>\n"},
+	} {
+		in, err := os.Open(writeFile(t, dir, "stdin.txt", c.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved := os.Stdin
+		os.Stdin = in
+		code, out, _ := cepheus(t, "fmt", c.flag)
+		os.Stdin = saved
+		in.Close()
+		if code != c.code || !strings.HasPrefix(out, c.prefix) || c.prefix == "" && out != "" {
+			t.Errorf("fmt %s of standard input: exit %d, output %q; want %d and %q...", c.flag, code, out, c.code, c.prefix)
+		}
 	}
 	bad := writeFile(t, dir, "bad.cep", "ruleset b\nrule r {\n  pattern {\n    begin (\n")
 	code, out, _ = cepheus(t, "fmt", bad)
@@ -204,8 +245,63 @@ func TestHelpAndUsage(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "cepheus ") {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
+	for _, flag := range []string{"-version", "--version"} {
+		code, out2, errOut := cepheus(t, flag)
+		if code != 0 || out2 != out || errOut != "" {
+			t.Errorf("%s: exit %d, %q, stderr %q; want 0 and %q", flag, code, out2, errOut, out)
+		}
+	}
+	for _, h := range []string{"-h", "-help", "--help"} {
+		code, out, errOut := cepheus(t, "help", h)
+		if code != 0 || !strings.Contains(out, "cepheus check [-q] files or directories...") || errOut != "" {
+			t.Errorf("help %s: exit %d\n%s%s", h, code, out, errOut)
+		}
+	}
 	if code := exitCode(errors.New("boom"), &bytes.Buffer{}); code != 1 {
 		t.Errorf("exitCode(other error) = %d, want 1", code)
+	}
+}
+
+func TestVersionString(t *testing.T) {
+	info := func(v string, settings ...debug.BuildSetting) *debug.BuildInfo {
+		return &debug.BuildInfo{Main: debug.Module{Path: "github.com/cepheus-cep/cepheus", Version: v}, Settings: settings}
+	}
+	rev := debug.BuildSetting{Key: "vcs.revision", Value: "abc123"}
+	dirty := debug.BuildSetting{Key: "vcs.modified", Value: "true"}
+	for _, c := range []struct {
+		stamped string
+		info    *debug.BuildInfo
+		want    string
+	}{
+		{"", nil, "(devel)"},
+		{"v1.2.3-stamped", nil, "v1.2.3-stamped"},
+		{"", info("(devel)"), "(devel)"},
+		{"e464821-dirty", info("(devel)"), "e464821-dirty"},
+		{"e464821", info(""), "e464821"},
+		{"e464821", info("v0.3.0"), "v0.3.0"},
+		{"", info("(devel)", rev, dirty), "(devel) abc123+dirty"},
+		{"", info("v0.0.0-20261201-abc123", rev), "v0.0.0-20261201-abc123 abc123"},
+	} {
+		if got := versionString(c.stamped, c.info); got != c.want {
+			t.Errorf("versionString(%q, %v) = %q, want %q", c.stamped, c.info != nil, got, c.want)
+		}
+	}
+}
+
+// TestVersionStamped builds the binary as make build does, without VCS
+// information: version prints the stamped version, not (devel).
+func TestVersionStamped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "cepheus")
+	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.version=v9.8.7-test", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || string(out) != "cepheus v9.8.7-test\n" {
+		t.Errorf("version of a stamped build: %v, %q; want %q", err, out, "cepheus v9.8.7-test\n")
 	}
 }
 
