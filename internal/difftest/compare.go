@@ -151,17 +151,9 @@ func appendListDiff(diffs []Diff, set, order string, f, c []string) []Diff {
 // multisetMinus returns the elements of a not matched by an element of b,
 // in a's order.
 func multisetMinus(a, b []string) []string {
-	left := map[string]int{}
-	for _, x := range b {
-		left[x]++
-	}
 	var out []string
-	for _, x := range a {
-		if left[x] > 0 {
-			left[x]--
-			continue
-		}
-		out = append(out, x)
+	for _, i := range onlyItems(a, b) {
+		out = append(out, a[i])
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package difftest
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/internal/conformance"
@@ -404,26 +405,64 @@ func eventIDCollision(c *Check) bool {
 	}
 	// Each item Flink got wrong stands for one Cepheus item of the same
 	// step and shape, which differs only where a colliding event is.
-	return pairsByCollision(fm, cm, coll) && pairsByCollisionT(ft, ct, coll)
+	return pairsByCollision(collidedMatches(fm), collidedMatches(cm), coll) &&
+		pairsByCollision(collidedTimeouts(ft), collidedTimeouts(ct), coll)
 }
 
-// pairsByCollision says whether each match found in Flink's result only
-// (by matchKeys) pairs with its own Cepheus-only match of the same step,
-// via and stage sizes whose events differ only at positions where both
-// hold a colliding event, and the Cepheus-only matches left over come out
-// at such a step.
-func pairsByCollision(f, c []conformance.MatchResult, coll map[uint64]bool) bool {
-	fk, ck := matchKeys(f), matchKeys(c)
+// collided is a match or timeout as pairsByCollision sees it: its key,
+// its step, what else must agree (via, or a timeout's timestamp) and its
+// events.
+type collided struct {
+	key    string
+	step   *int
+	tag    string
+	stages conformance.StageSeqs
+}
+
+func collidedMatches(ms []conformance.MatchResult) []collided {
+	keys := matchKeys(ms)
+	out := make([]collided, len(ms))
+	for i, m := range ms {
+		out[i] = collided{keys[i], m.Step, m.Via, m.Stages}
+	}
+	return out
+}
+
+func collidedTimeouts(ts []conformance.TimeoutResult) []collided {
+	keys := timeoutKeys(ts)
+	out := make([]collided, len(ts))
+	for i, t := range ts {
+		out[i] = collided{keys[i], t.Step, strconv.FormatInt(t.Timestamp, 10), t.Stages}
+	}
+	return out
+}
+
+// pairsByCollision says whether each item found in Flink's result only
+// (by key) pairs with its own Cepheus-only item of the same step, tag (via
+// or timestamp) and stage sizes whose events differ only at positions
+// where both hold a colliding event, and whether every Cepheus-only item
+// left over comes out at such a step: a collision can also merge two of
+// Cepheus's matches into one of Flink's, the later event taking the
+// earlier one's place.
+func pairsByCollision(f, c []collided, coll map[uint64]bool) bool {
+	keys := func(xs []collided) []string {
+		out := make([]string, len(xs))
+		for i, x := range xs {
+			out[i] = x.key
+		}
+		return out
+	}
+	fk, ck := keys(f), keys(c)
 	onlyF, onlyC := onlyItems(fk, ck), onlyItems(ck, fk)
 	used := make([]bool, len(onlyC))
 	steps := map[int]bool{}
 	for _, i := range onlyF {
 		found := false
 		for j, cj := range onlyC {
-			if !used[j] && f[i].Via == c[cj].Via && sameStep(f[i].Step, c[cj].Step) &&
-				collisionVariant(f[i].Stages, c[cj].Stages, coll) {
+			if !used[j] && f[i].tag == c[cj].tag && sameStep(f[i].step, c[cj].step) &&
+				collisionVariant(f[i].stages, c[cj].stages, coll) {
 				used[j], found = true, true
-				steps[*f[i].Step] = true
+				steps[*f[i].step] = true
 				break
 			}
 		}
@@ -431,46 +470,12 @@ func pairsByCollision(f, c []conformance.MatchResult, coll map[uint64]bool) bool
 			return false
 		}
 	}
-	return leftoversAt(onlyC, used, func(j int) *int { return c[j].Step }, steps)
-}
-
-// leftoversAt says whether every Cepheus item left unpaired comes out at a
-// step where a pair was found: a collision can also merge two of
-// Cepheus's matches into one of Flink's, the later event taking the
-// earlier one's place.
-func leftoversAt(only []int, used []bool, step func(int) *int, steps map[int]bool) bool {
-	for k, j := range only {
-		if !used[k] {
-			if st := step(j); st == nil || !steps[*st] {
-				return false
-			}
+	for k, j := range onlyC {
+		if st := c[j].step; !used[k] && (st == nil || !steps[*st]) {
+			return false
 		}
 	}
 	return true
-}
-
-// pairsByCollisionT is pairsByCollision for timeouts (same step and
-// timestamp).
-func pairsByCollisionT(f, c []conformance.TimeoutResult, coll map[uint64]bool) bool {
-	fk, ck := timeoutKeys(f), timeoutKeys(c)
-	onlyF, onlyC := onlyItems(fk, ck), onlyItems(ck, fk)
-	used := make([]bool, len(onlyC))
-	steps := map[int]bool{}
-	for _, i := range onlyF {
-		found := false
-		for j, cj := range onlyC {
-			if !used[j] && f[i].Timestamp == c[cj].Timestamp && sameStep(f[i].Step, c[cj].Step) &&
-				collisionVariant(f[i].Stages, c[cj].Stages, coll) {
-				used[j], found = true, true
-				steps[*f[i].Step] = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return leftoversAt(onlyC, used, func(j int) *int { return c[j].Step }, steps)
 }
 
 // onlyItems returns the indices of the items of a not matched by an item
@@ -833,22 +838,13 @@ func timeoutSeqs(ts []conformance.TimeoutResult) [][]uint64 {
 // the seqs of the items found only in the first list and only in the
 // second.
 func differing(fKeys []string, fSeqs [][]uint64, cKeys []string, cSeqs [][]uint64) (onlyF, onlyC [][]uint64) {
-	minus := func(aKeys []string, aSeqs [][]uint64, bKeys []string) [][]uint64 {
-		left := map[string]int{}
-		for _, k := range bKeys {
-			left[k]++
-		}
-		var out [][]uint64
-		for i, k := range aKeys {
-			if left[k] > 0 {
-				left[k]--
-				continue
-			}
-			out = append(out, aSeqs[i])
-		}
-		return out
+	for _, i := range onlyItems(fKeys, cKeys) {
+		onlyF = append(onlyF, fSeqs[i])
 	}
-	return minus(fKeys, fSeqs, cKeys), minus(cKeys, cSeqs, fKeys)
+	for _, i := range onlyItems(cKeys, fKeys) {
+		onlyC = append(onlyC, cSeqs[i])
+	}
+	return onlyF, onlyC
 }
 
 // fired is one item of an operator result, for the key-order checks: the
