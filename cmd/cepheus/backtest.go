@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -85,6 +86,7 @@ type backtestFlags struct {
 	timeUnit                          string
 	maxAhead                          time.Duration
 	maxDeadFraction                   float64
+	cpuProfile                        string
 }
 
 // giveUpAfter is how many lines a backtest reads without decoding any
@@ -110,6 +112,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
 	fs.IntVar(&f.examples, "examples", 0, "print this many example alerts per rule in the summary")
 	fs.BoolVar(&f.quiet, "q", false, "no progress line and no summary")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -192,6 +195,13 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var lateOut io.Writer
 	if f.late != "" {
 		lateOut = late
+	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	var sums []*cep.BacktestSummary
 	var elapsed time.Duration
@@ -665,4 +675,21 @@ func (l *lazyFile) Close() error {
 	}
 	l.bw = nil
 	return err
+}
+
+// startCPUProfile writes a CPU profile to path until the returned function
+// is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("backtest: -cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("backtest: -cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		out.Close()
+	}, nil
 }
