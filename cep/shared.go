@@ -117,6 +117,7 @@ type sharedRule struct {
 	err                        error // sticky: the rule's first run error (*KeyError)
 	dropped, matches, timeouts uint64
 	freeRuns                   []*nfa.Run
+	probe                      *nfa.Run // an idle run, to test elements at keys without one
 }
 
 // ruleSlot is one rule's state at one key. present says whether the rule's
@@ -205,7 +206,7 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	case o.pos(r.ID) >= 0:
 		return fmt.Errorf("%w: rule %d is already hosted", ErrInvalidConfig, r.ID)
 	}
-	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA})
+	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, probe: r.NFA.NewRun()})
 	for _, ks := range o.keys {
 		var sl ruleSlot
 		for _, b := range ks.buf {
@@ -565,22 +566,31 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 }
 
 // fireRule feeds the first n buckets of ks, the elements rule i sees, to
-// its run, then advances the run to t.
+// its run, then advances the run to t. While the run is idle (or not made
+// yet), an element it would only ignore ([nfa.Run.Inert]) is skipped, and
+// so is the time advance before it: both would change nothing. This is
+// the rule's relevance filter; it is exact because it only skips calls
+// that are no-ops (docs/decisions.md, "Relevance filter").
 func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out *Output) error {
 	sl := &ks.rules[i]
-	run := o.runOf(i, ks)
+	probe := o.rules[i].probe
 	for j := range n {
 		b := &ks.buf[j]
-		if len(sl.hidden) > 0 && !o.seesAny(sl, b) {
-			continue
-		}
-		if err := run.AdvanceTime(b.ts, &o.res); err != nil {
-			return err
-		}
-		o.emit(i, ks, b.ts, out)
+		advanced := false
 		for _, ev := range b.evs {
 			if len(sl.hidden) > 0 && sl.hides(ev) {
 				continue
+			}
+			if sl.run == nil && probe.Inert(ev, b.ts) || sl.run != nil && sl.run.Inert(ev, b.ts) {
+				continue
+			}
+			run := o.runOf(i, ks)
+			if !advanced {
+				advanced = true
+				if err := run.AdvanceTime(b.ts, &o.res); err != nil {
+					return err
+				}
+				o.emit(i, ks, b.ts, out)
 			}
 			if err := run.Process(ev, b.ts, &o.res); err != nil {
 				return err
@@ -588,7 +598,10 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 			o.emit(i, ks, b.ts, out)
 		}
 	}
-	if err := run.AdvanceTime(t, &o.res); err != nil {
+	if sl.run == nil {
+		return nil
+	}
+	if err := sl.run.AdvanceTime(t, &o.res); err != nil {
 		return err
 	}
 	o.emit(i, ks, t, out)

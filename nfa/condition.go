@@ -65,6 +65,9 @@ type Context struct {
 	ts    event.Time
 	ready bool
 	match [][]*event.Event // by stage index, materialised on first use
+	// store keeps match's storage across resets: conditions must not keep
+	// what EventsAt returns.
+	store [][]*event.Event
 }
 
 // Timestamp returns the timestamp of the event being evaluated (the record
@@ -93,7 +96,8 @@ func (c *Context) EventsAt(stage int) []*event.Event {
 	}
 	if !c.ready {
 		c.ready = true
-		c.match = c.run.currentMatch(c.comp)
+		c.store = c.run.currentMatchInto(c.store, c.comp)
+		c.match = c.store
 	}
 	if stage < 0 || stage >= len(c.match) {
 		return nil
@@ -103,4 +107,5 @@ func (c *Context) EventsAt(stage int) []*event.Event {
 
 func (c *Context) reset(r *Run, comp *computation, ts event.Time) {
 	c.run, c.comp, c.ts, c.ready, c.match = r, comp, ts, false, nil
+
 }

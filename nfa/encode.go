@@ -251,6 +251,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		}
 		return nil, nil, fmt.Errorf("%w: %v", ErrCorruptRun, d.Err)
 	}
+	r.summarize()
 	return r, d.B, nil
 }
 

@@ -53,6 +53,7 @@ func (n *NFA) NewRun() *Run {
 	// never get past the start state.
 	r := &Run{nfa: n}
 	r.partial.offer(n.startComputation(startVersion))
+	r.summarize()
 	return r
 }
 
@@ -155,6 +156,12 @@ type Run struct {
 	stack        []*state
 	edges        []*transition
 	releaseStack []releaseItem
+	walk         []*node
+
+	// Cached by summarize after every change of partial.
+	nonStart    int
+	deadline    event.Time
+	hasDeadline bool
 }
 
 // Reset empties r so that it can be used again as if made by
@@ -168,6 +175,27 @@ func (r *Run) Reset() {
 	clear(r.counts)
 	r.nextKey = 0
 	r.partial.offer(r.nfa.startComputation(startVersion))
+	r.summarize()
+}
+
+// summarize caches what the operator asks of a run after every call:
+// the partial matches that are not the start computation, and the
+// earliest deadline among them (see NextDeadline).
+func (r *Run) summarize() {
+	r.nonStart, r.deadline, r.hasDeadline = 0, event.MaxTime, false
+	window := r.nfa.windowTime
+	for _, c := range r.partial.q {
+		if c.isStart() {
+			continue
+		}
+		r.nonStart++
+		if g := c.state.gap; g > 0 && c.prevTs+event.Time(g) < r.deadline {
+			r.deadline, r.hasDeadline = c.prevTs+event.Time(g), true
+		}
+		if window > 0 && c.startTs+event.Time(window) < r.deadline {
+			r.deadline, r.hasDeadline = c.startTs+event.Time(window), true
+		}
+	}
 }
 
 // NFA returns the automaton the run belongs to.
@@ -176,15 +204,7 @@ func (r *Run) NFA() *NFA { return r.nfa }
 // PartialMatches returns the number of partial matches (the start
 // computation excluded) and of completed matches held back by the skip
 // strategy.
-func (r *Run) PartialMatches() int {
-	n := r.completed.len()
-	for _, c := range r.partial.q {
-		if !c.isStart() {
-			n++
-		}
-	}
-	return n
-}
+func (r *Run) PartialMatches() int { return r.completed.len() + r.nonStart }
 
 // BufferedEvents returns the number of distinct events the shared buffer
 // holds.
@@ -196,23 +216,33 @@ func (r *Run) Empty() bool {
 	return r.completed.len() == 0 && len(r.nodes) == 0 && len(r.events) == 0 && r.PartialMatches() == 0
 }
 
+// Idle reports whether the run holds nothing but its start computation:
+// no partial match and no completed match held back. An idle run's
+// AdvanceTime releases nothing.
+func (r *Run) Idle() bool {
+	return r.nonStart == 0 && r.completed.len() == 0 && len(r.partial.q) == 1
+}
+
+// Inert reports whether Process(ev, ts) would change nothing and release
+// nothing: the run is idle and, from its start state, no transition that
+// takes ev or branches on it (through proceed transitions) accepts it. The
+// start computation then stays as it is (Flink's version increase is 0
+// without takes and branches), ev is not buffered and no limit applies.
+// It evaluates the start state's conditions, as Process would, and nothing
+// more; the operator uses it to skip what an idle run would only ignore.
+func (r *Run) Inert(ev *event.Event, ts event.Time) bool {
+	if !r.Idle() {
+		return false
+	}
+	cs := r.partial.q[0]
+	r.ctx.reset(r, cs, ts)
+	takes, ignores, err := r.decisionGraph(cs, ev, &r.ctx)
+	return err == nil && takes == 0 && ignores == 0
+}
+
 // NextDeadline returns the earliest time at which AdvanceTime would time out
 // or release a partial match; ok is false when no partial match has a window.
-func (r *Run) NextDeadline() (t event.Time, ok bool) {
-	t = event.MaxTime
-	for _, c := range r.partial.q {
-		if c.isStart() {
-			continue
-		}
-		if g := c.state.gap; g > 0 && c.prevTs+event.Time(g) < t {
-			t, ok = c.prevTs+event.Time(g), true
-		}
-		if w := r.nfa.windowTime; w > 0 && c.startTs+event.Time(w) < t {
-			t, ok = c.startTs+event.Time(w), true
-		}
-	}
-	return t, ok
-}
+func (r *Run) NextDeadline() (t event.Time, ok bool) { return r.deadline, r.hasDeadline }
 
 // Process feeds one event with timestamp ts (Flink's NFA.process) and
 // appends the completed matches to res. Events must be fed in the order the
@@ -260,6 +290,7 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 	if w.buf != nil {
 		r.releaseEvent(w.buf)
 	}
+	r.summarize()
 	r.enforceLimit(res)
 	return nil
 }
@@ -270,6 +301,11 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 // matches that were waiting on time (notFollowedBy at the end of a pattern)
 // are released into res.Matches.
 func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
+	if r.Idle() && (len(r.counts) == 0 || r.countsMin >= ts) {
+		// Nothing can time out or be released, and no event counter is
+		// behind ts: the loop below would leave everything as it is.
+		return nil
+	}
 	newPartial := &r.spare
 	newPartial.reset()
 	potential := &r.potential
@@ -308,6 +344,7 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 		return err
 	}
 	r.partial, r.spare = r.spare, r.partial
+	r.summarize()
 	// Forget the per-timestamp event counters behind ts (Flink's
 	// SharedBuffer.advanceTime); countsMin saves the scan when none is.
 	if len(r.counts) > 0 && r.countsMin < ts {
@@ -561,8 +598,52 @@ func (r *Run) extractOne(c *computation) path {
 	return paths[0]
 }
 
-func (r *Run) currentMatch(c *computation) [][]*event.Event {
-	return r.materialize(r.extractOne(c)).Events
+// currentMatchInto is the events of c's partial match by stage, as
+// materialize(extractOne(c)) gives them, in dst's storage. It walks the
+// path extract would find first (the last compatible edge at each node)
+// and falls back to extract where that walk ends before the start.
+func (r *Run) currentMatchInto(dst [][]*event.Event, c *computation) [][]*event.Event {
+	n := r.nfa.numStages()
+	if cap(dst) < n {
+		dst = make([][]*event.Event, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		clear(dst[i])
+		dst[i] = dst[i][:0]
+	}
+	if c.prev == nil || c.prev.removed {
+		return dst
+	}
+	walk := r.walk[:0]
+	nd, v := c.prev, c.version
+	for nd != nil {
+		walk = append(walk, nd)
+		var next *edge
+		for i := len(nd.edges) - 1; i >= 0; i-- {
+			e := nd.edges[i]
+			if v.compatible(e.version) && (e.target == nil || !e.target.removed) {
+				next = e
+				break
+			}
+		}
+		if next == nil {
+			clear(walk)
+			r.walk = walk[:0]
+			for _, e := range r.extractOne(c) {
+				dst[e.stage] = append(dst[e.stage], e.ev.ev)
+			}
+			return dst
+		}
+		nd, v = next.target, next.version
+	}
+	for i := len(walk) - 1; i >= 0; i-- {
+		x := walk[i]
+		dst[x.stage] = append(dst[x.stage], x.ev.ev)
+	}
+	clear(walk)
+	r.walk = walk[:0]
+	return dst
 }
 
 func (r *Run) materialize(p path) Match {
@@ -601,6 +682,7 @@ func (r *Run) enforceLimit(res *Result) {
 		r.releaseNode(c.prev, c.version)
 	}
 	r.partial.removeIf(func(c *computation) bool { return dead[c] })
+	r.summarize()
 	res.Dropped += excess
 }
 
