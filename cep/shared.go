@@ -652,7 +652,9 @@ func (o *SharedOperator) order(base int, out *Output) error {
 		}
 		keep = append(keep, g)
 	}
-	slices.SortStableFunc(keep, func(a, b ruleGroup) int {
+	// (rule, order) is unique: a rule has one group per fired key and a
+	// distinct rank at each key.
+	slices.SortFunc(keep, func(a, b ruleGroup) int {
 		switch {
 		case a.rule != b.rule:
 			return a.rule - b.rule
