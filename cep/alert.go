@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"slices"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
@@ -52,16 +51,90 @@ func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// appendAlert appends one alert as a JSON line (jsonev.Encoder.AppendAlert):
-// the rule's key values from the match's first event, the emits evaluated
-// over the match.
-func appendAlert(b []byte, bt *backtest, r *rules.Rule, it *Item) []byte {
-	a := &bt.alert
-	*a = jsonev.Alert{
+// Alert is one alert: a match of a rule, with what the rule says about
+// it. Every sink writes it with the one encoder, [AlertEncoder]; observers
+// ([Observer]) see it as it is emitted.
+//
+// An Alert handed to an observer or a sink is valid only during the call:
+// the engine reuses it and its slices for the next alert. The matched
+// events themselves are never modified and may be kept.
+type Alert struct {
+	// ID is the deterministic alert id ([AlertID]).
+	ID string
+	// Rule, Ruleset, RulesetVersion (the full hex hash of the ruleset) and
+	// Severity name where the alert comes from.
+	Rule, Ruleset, RulesetVersion, Severity string
+	// KeyFields and Key are the rule's key fields and their values, from
+	// the match's first event (the same length; a missing value is null).
+	KeyFields []string
+	Key       []event.Value
+	// DetectedAt is the event time at which the match completed.
+	DetectedAt event.Time
+	// Stages names the rule's stages; Matched[i] are the events stage i
+	// took, in the order it took them (empty for a stage that took none).
+	Stages  []string
+	Matched [][]*event.Event
+	// EmitNames and Emit are the rule's emitted fields and their values
+	// over the match (the same length; a value whose expression failed is
+	// null).
+	EmitNames []string
+	Emit      []event.Value
+}
+
+// AlertEncoder writes alerts as JSON lines, the one alert format of every
+// sink. The fields, in this order (fields may be added, never renamed):
+//
+//	{"alert_id", "rule", "ruleset", "ruleset_version", "severity",
+//	 "key": {field: value}, "detected_at", "matched": {stage: [event...]},
+//	 "emit": {name: value}}
+//
+// Stages that took no event are left out; each matched event is an object
+// of its line number ("line") and the fields of the run's schema, time
+// fields as RFC 3339 strings. An AlertEncoder is immutable and safe for
+// concurrent use; [Engine.AlertEncoder] returns the one of an engine's
+// events.
+type AlertEncoder struct {
+	enc *jsonev.Encoder
+}
+
+// newAlertEncoder returns the encoder of alerts over events of schema, the
+// ruleset's time fields written as times.
+func newAlertEncoder(rs *rules.Ruleset, schema *event.Schema) *AlertEncoder {
+	return &AlertEncoder{enc: jsonev.NewEncoder(schema, append([]string{rs.TimeField}, rs.TimeFields()...)...)}
+}
+
+// AppendAlert appends a as one JSON line, newline included, to b.
+func (e *AlertEncoder) AppendAlert(b []byte, a *Alert) []byte {
+	ja := jsonev.Alert{
+		ID:             a.ID,
+		Rule:           a.Rule,
+		Ruleset:        a.Ruleset,
+		RulesetVersion: a.RulesetVersion,
+		Severity:       a.Severity,
+		KeyFields:      a.KeyFields,
+		Key:            a.Key,
+		DetectedAt:     a.DetectedAt,
+		Stages:         a.Stages,
+		Matched:        a.Matched,
+		EmitNames:      a.EmitNames,
+		Emit:           a.Emit,
+	}
+	return e.enc.AppendAlert(b, &ja)
+}
+
+// appendLate appends a late event as one JSON line ({"line", "time",
+// "event"}).
+func (e *AlertEncoder) appendLate(b []byte, ev *event.Event) []byte { return e.enc.AppendLate(b, ev) }
+
+// makeAlert fills a (reusing its slices) with the alert of a match of r:
+// the rule's key values from the match's first event, the emits
+// evaluated over the match.
+func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item) {
+	*a = Alert{
 		ID:             AlertID(r, it.Key, it.Match.Events),
 		Rule:           r.Name,
-		Ruleset:        bt.rs.Name,
-		RulesetVersion: bt.rs.Hash,
+		Ruleset:        rs.Name,
+		RulesetVersion: rs.Hash,
 		Severity:       r.Severity.String(),
 		KeyFields:      r.KeyFields,
 		Key:            a.Key[:0],
@@ -93,7 +166,4 @@ func appendAlert(b []byte, bt *backtest, r *rules.Rule, it *Item) []byte {
 		a.EmitNames = append(a.EmitNames, em.Name)
 		a.Emit = append(a.Emit, v)
 	}
-	return bt.encoder.AppendAlert(b, a)
 }
-
-func sortStrings(s []string) { slices.Sort(s) }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/rules"
-	"github.com/cepheus-cep/cepheus/runtime"
 )
 
 const backtestRules = `
@@ -54,18 +53,22 @@ func loadRules(t *testing.T, src string) *rules.Ruleset {
 	return rs
 }
 
-func runBacktest(t *testing.T, cfg BacktestConfig, input string) (*BacktestSummary, []map[string]any) {
+// runBacktest runs an engine of opts over input and returns its summary
+// and alerts.
+func runBacktest(t *testing.T, input string, opts ...Option) (*Summary, []map[string]any) {
 	t.Helper()
-	src, err := runtime.NewFileSource(strings.NewReader(input), "input", runtime.SourceConfig{})
+	src, err := NewEventSource(strings.NewReader(input), "input")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var alerts bytes.Buffer
-	cfg.Source = src
-	cfg.Alerts = &alerts
-	sum, err := Backtest(context.Background(), cfg)
+	e, err := New(append(opts, WithAlerts(&alerts))...)
 	if err != nil {
-		t.Fatalf("Backtest: %v", err)
+		t.Fatalf("New: %v", err)
+	}
+	sum, err := e.Run(context.Background(), src)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(alerts.String()), "\n") {
@@ -95,8 +98,11 @@ func TestBacktestAlertsLateDeadAndLabels(t *testing.T) {
 	}, "\n")
 	var late bytes.Buffer
 	var dead bytes.Buffer
-	dl := runtime.NewDeadLetterWriter(&dead)
-	sum, alerts := runBacktest(t, BacktestConfig{Ruleset: rs, OutOfOrderness: 10 * time.Second, WatermarkEvery: 1, Late: &late, DeadLetter: dl, LabelField: "is_fraud"}, input)
+	dl := NewDeadLetterWriter(&dead)
+	labels := NewLabels("is_fraud", "")
+	sum, alerts := runBacktest(t, input, WithRuleset(rs), WithOutOfOrderness(10*time.Second), WithWatermarkEvery(1),
+		WithLate(&late), WithDeadLetters(dl), WithObservers(labels))
+	ls := labels.Summary()
 	if err := dl.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,22 +137,26 @@ func TestBacktestAlertsLateDeadAndLabels(t *testing.T) {
 	if len(nc) != 1 || nc[0]["detected_at"] != "2026-01-01T10:32:00.000Z" {
 		t.Fatalf("not_captured alerts = %v, want one at 10:32", nc)
 	}
-	if sum.Labelled != 3 || sum.Caught != 2 {
-		t.Errorf("labelled %d caught %d, want 3 and 2", sum.Labelled, sum.Caught)
+	if ls.Labelled != 3 || ls.Caught != 2 {
+		t.Errorf("labelled %d caught %d, want 3 and 2", ls.Labelled, ls.Caught)
 	}
 	for _, r := range sum.Rules {
-		if r.Alerts != r.TruePositives+r.FalsePositives {
-			t.Errorf("%s: alerts %d != tp %d + fp %d", r.Rule, r.Alerts, r.TruePositives, r.FalsePositives)
+		l := ls.Rule(r.Rule)
+		if r.Alerts != l.Alerts || r.Alerts != l.TruePositives+l.FalsePositives {
+			t.Errorf("%s: alerts %d, labels %+v", r.Rule, r.Alerts, l)
 		}
 	}
+	if l := ls.Rule("big_then_foreign"); l.TruePositives != 1 || l.Caught != 2 || l.Precision() != 1 {
+		t.Errorf("big_then_foreign labels %+v, want 1 true positive catching 2 events", l)
+	}
 	var missed int64 = -1
-	for _, s := range sum.Scenarios {
+	for _, s := range ls.Scenarios {
 		if s.Scenario == "missed" {
 			missed = s.Missed()
 		}
 	}
 	if missed != 1 {
-		t.Errorf("scenarios = %+v, want one missed event in scenario 'missed'", sum.Scenarios)
+		t.Errorf("scenarios = %+v, want one missed event in scenario 'missed'", ls.Scenarios)
 	}
 }
 
@@ -156,8 +166,8 @@ func TestBacktestDeterministic(t *testing.T) {
 	rs := loadRules(t, backtestRules)
 	input := `{"ts":"2026-01-01T10:00:00Z","card":"c1","type":"auth","amount":500,"country":"US"}
 {"ts":"2026-01-01T10:02:00Z","card":"c1","type":"auth","amount":20,"country":"FR"}`
-	_, a1 := runBacktest(t, BacktestConfig{Ruleset: rs}, input)
-	_, a2 := runBacktest(t, BacktestConfig{Ruleset: rs}, input)
+	_, a1 := runBacktest(t, input, WithRuleset(rs))
+	_, a2 := runBacktest(t, input, WithRuleset(rs))
 	if len(a1) == 0 || len(a1) != len(a2) {
 		t.Fatalf("alerts %d vs %d", len(a1), len(a2))
 	}
@@ -226,9 +236,11 @@ func TestBacktestDeterministic(t *testing.T) {
 	}
 }
 
-func TestBacktestConfigErrors(t *testing.T) {
-	if _, err := Backtest(context.Background(), BacktestConfig{OutOfOrderness: -time.Second}); err == nil ||
-		!strings.Contains(err.Error(), "Ruleset is required") || !strings.Contains(err.Error(), "negative") {
-		t.Errorf("err = %v, want every problem reported", err)
+func TestNewErrors(t *testing.T) {
+	_, err := New(WithOutOfOrderness(-time.Second), WithLimits(-1, 0), WithObservers(nil))
+	for _, want := range []string{"WithRuleset is required", "negative", "limits", "observer 0 is nil"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want every problem reported (%q)", err, want)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
 	"github.com/cepheus-cep/cepheus/rules"
-	"github.com/cepheus-cep/cepheus/runtime"
 )
 
 // paritySource is a ruleset whose one rule matches every event, so that a
@@ -125,7 +124,11 @@ func TestDecodeParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lenient, err := backtestDecoder(base, base.Schema, InputPolicy{})
+	e, err := New(WithRuleset(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lenient, err := jsonev.NewDecoder(e.decoder) // the engine's decoder
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,13 +166,16 @@ func TestDecodeParity(t *testing.T) {
 	for _, ev := range rs.Tests[0].Events {
 		want = append(want, string(enc.AppendEvent(nil, ev))+fmt.Sprintf(" @%d", ev.Time))
 	}
-	src, err := runtime.NewFileSource(strings.NewReader(strings.Join(good, "\n")+"\n"), "input", runtime.SourceConfig{})
+	src, err := NewEventSource(strings.NewReader(strings.Join(good, "\n")+"\n"), "input")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var alerts bytes.Buffer
-	bt := BacktestConfig{Ruleset: rs, Source: src, Alerts: &alerts, OutOfOrderness: 1 << 62}
-	if _, err := Backtest(context.Background(), bt); err != nil {
+	e, err = New(WithRuleset(rs), WithAlerts(&alerts), WithOutOfOrderness(1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(alerts.String()), "\n")

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/cepheus-cep/cepheus/runtime"
 )
 
 // TestBacktestSkipsEventsWithoutTheKey: a key field that only one rule
@@ -38,7 +36,7 @@ rule by_card {
 {"ts":"2026-01-01T10:00:01Z","customer":"u1","kind":"login"}
 {"ts":"2026-01-01T10:00:02Z","customer":"u1","card":null,"kind":"login"}
 `
-	sum, alerts := runBacktest(t, BacktestConfig{Ruleset: rs}, input)
+	sum, alerts := runBacktest(t, input, WithRuleset(rs))
 	if got := sum.Rules[1]; got.Rule != "by_card" || got.NoKey != 3 || got.Alerts != 0 {
 		t.Errorf("by_card: %+v, want 3 events without the key and no alert", got)
 	}
@@ -62,11 +60,15 @@ func TestBacktestInputPolicy(t *testing.T) {
 	for i := range 10 {
 		in.WriteString(`{"ts":` + strconv.Itoa(1714564800+10*i) + `,"card":"c1","type":"auth","amount":1,"country":"US"}` + "\n")
 	}
-	run := func(p InputPolicy) (*BacktestSummary, string, error) {
-		src, _ := runtime.NewFileSource(strings.NewReader(in.String()), "input", runtime.SourceConfig{})
+	run := func(p InputPolicy) (*Summary, string, error) {
+		src, _ := NewEventSource(strings.NewReader(in.String()), "input")
 		var dead bytes.Buffer
-		dl := runtime.NewDeadLetterWriter(&dead)
-		sum, err := Backtest(context.Background(), BacktestConfig{Ruleset: rs, Source: src, DeadLetter: dl, Input: p})
+		dl := NewDeadLetterWriter(&dead)
+		e, err := New(WithRuleset(rs), WithDeadLetters(dl), WithInputPolicy(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := e.Run(context.Background(), src)
 		dl.Close()
 		return sum, dead.String(), err
 	}
@@ -98,10 +100,14 @@ func TestBacktestInputPolicy(t *testing.T) {
 // what it read with the error.
 func TestBacktestSummaryOnCancel(t *testing.T) {
 	rs := loadRules(t, backtestRules)
-	src, _ := runtime.NewFileSource(strings.NewReader(`{"ts":1,"card":"c1","type":"auth","amount":1,"country":"US"}`+"\n"), "input", runtime.SourceConfig{})
+	src, _ := NewEventSource(strings.NewReader(`{"ts":1,"card":"c1","type":"auth","amount":1,"country":"US"}`+"\n"), "input")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	sum, err := Backtest(ctx, BacktestConfig{Ruleset: rs, Source: src})
+	e, err := New(WithRuleset(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.Run(ctx, src)
 	if !errors.Is(err, context.Canceled) || sum == nil || sum.Ruleset != "bt" {
 		t.Errorf("Backtest = %+v, %v; want a summary and context.Canceled", sum, err)
 	}

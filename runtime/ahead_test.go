@@ -30,8 +30,8 @@ func runAhead(t *testing.T, times ...int64) (passed, dead []int64, wms []string)
 	var log []string
 	op := &recorder{name: "op", log: &log}
 	sink := &deadSink{}
-	st, err := NewSubtask(SubtaskConfig{Source: src, Decoder: dec, Watermarks: wm,
-		Operators: []KeyedOperator{op}, DeadLetter: sink, MaxAhead: time.Second})
+	st, err := NewSubtask(SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm,
+		Operators: []KeyedOperator[string]{op}, DeadLetter: sink, MaxAhead: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +110,8 @@ func TestSubtaskGiveUp(t *testing.T) {
 		dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: subtaskSchema, TimeField: "ts", Required: []string{"card"}})
 		wm, _ := NewWatermarkGenerator(0, 1)
 		var log []string
-		st, err := NewSubtask(SubtaskConfig{Source: src, Decoder: dec, Watermarks: wm,
-			Operators: []KeyedOperator{&recorder{name: "op", log: &log}}, GiveUpAfter: 3})
+		st, err := NewSubtask(SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm,
+			Operators: []KeyedOperator[string]{&recorder{name: "op", log: &log}}, GiveUpAfter: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

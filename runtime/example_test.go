@@ -10,19 +10,30 @@ import (
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
 	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
-// printer is a KeyedOperator that prints what it receives.
-type printer struct{}
+// describer is a KeyedOperator that emits a description of what it
+// receives, and has no state.
+type describer struct{}
 
-func (printer) ProcessElement(ev *event.Event, ts event.Time) error {
-	fmt.Printf("line %d: %v %v\n", ev.Seq, ev.Fields, ts)
-	return nil
+func (describer) ProcessElement(ev *event.Event, ts event.Time, out runtime.Collector[string]) error {
+	return out.Collect(fmt.Sprintf("line %d: %v %v", ev.Seq, ev.Fields, ts))
 }
 
-func (printer) ProcessWatermark(w event.Watermark) error {
-	fmt.Println("watermark", w)
-	return nil
+func (describer) ProcessWatermark(w event.Watermark, out runtime.Collector[string]) error {
+	return out.Collect(fmt.Sprint("watermark ", w))
+}
+
+func (describer) Snapshot(state.Writer) error { return nil }
+func (describer) Restore(state.Reader) error  { return nil }
+
+// printer is the collector: it prints the descriptions.
+type printer struct{}
+
+func (printer) Collect(s string) error {
+	_, err := fmt.Println(s)
+	return err
 }
 
 // A backtest in miniature: JSON lines in, events and watermarks out, bad
@@ -42,9 +53,10 @@ func ExampleSubtask() {
 	dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: schema, TimeField: "ts", Required: []string{"card"}})
 	wm, _ := runtime.NewWatermarkGenerator(time.Second, 1)
 	dead := runtime.NewDeadLetterWriter(os.Stdout)
-	st, _ := runtime.NewSubtask(runtime.SubtaskConfig{
+	st, _ := runtime.NewSubtask(runtime.SubtaskConfig[string]{
 		Source: src, Decoder: dec, Watermarks: wm,
-		Operators: []runtime.KeyedOperator{printer{}}, DeadLetter: dead,
+		Operators: []runtime.KeyedOperator[string]{describer{}}, Output: printer{},
+		DeadLetter: dead,
 	})
 	if err := st.Run(context.Background()); err != nil {
 		fmt.Println(err)

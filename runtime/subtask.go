@@ -11,21 +11,46 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
+// Collector receives the outputs of the keyed operators of a subtask
+// (Flink's Collector and side outputs in one): T is whatever the
+// operators emit, for package cep an alert or a late event. The subtask
+// hands its collector ([SubtaskConfig.Output]) to every operator call, on
+// its own goroutine.
+type Collector[T any] interface {
+	// Collect takes one output. The collector owns what it keeps of out
+	// only for the call unless T's documentation says otherwise. An error
+	// (a sink that cannot write) is returned by the operator, and stops
+	// the subtask.
+	Collect(out T) error
+}
+
 // KeyedOperator is an operator the runtime hosts on a keyed stream. It keys
-// the elements itself (each rule has its own key), holds its own state, and
-// delivers its outputs itself: the runtime only feeds it. Implementations
-// are single-threaded: the subtask calls them from its goroutine only.
-type KeyedOperator interface {
+// the elements itself (each rule has its own key) and holds its own state;
+// it emits its outputs into the collector of each call, and writes and
+// reads its state through the Snapshot and Restore hooks.
+// Implementations are single-threaded: the subtask calls them from its
+// goroutine only.
+type KeyedOperator[T any] interface {
 	// ProcessElement takes one element and its record timestamp. The
 	// operator may keep ev: the runtime never modifies an event after
 	// handing it over, and gives the same event to every operator of the
 	// subtask, so operators must not modify it either.
-	ProcessElement(ev *event.Event, ts event.Time) error
+	ProcessElement(ev *event.Event, ts event.Time, out Collector[T]) error
 	// ProcessWatermark advances event time to w. Watermarks only go
 	// forward; the last one of a bounded input is event.MaxTime.
-	ProcessWatermark(w event.Watermark) error
+	ProcessWatermark(w event.Watermark, out Collector[T]) error
+	// Snapshot writes the operator's state at a checkpoint, between two
+	// elements: the records (under the operator's own [state.OperatorID])
+	// that changed since its previous Snapshot, so that a [state.Reader]
+	// of the checkpoint restores it.
+	Snapshot(w state.Writer) error
+	// Restore sets the operator's state to that of a checkpoint, before
+	// its first element: then every later output is the same as if the
+	// operator that took the checkpoint had gone on.
+	Restore(r state.Reader) error
 }
 
 // OperatorError is an error returned by an operator of a subtask.
@@ -63,12 +88,16 @@ type Stats struct {
 	BytesRead, TotalBytes int64
 }
 
-// SubtaskConfig configures a [Subtask].
-type SubtaskConfig struct {
+// SubtaskConfig configures a [Subtask] whose operators emit values of type
+// T.
+type SubtaskConfig[T any] struct {
 	Source     Source              // required
 	Decoder    *jsonev.Decoder     // required
 	Watermarks *WatermarkGenerator // required
-	Operators  []KeyedOperator     // at least one
+	Operators  []KeyedOperator[T]  // at least one
+	// Output is the collector every operator call is given. Default
+	// (nil): the outputs are discarded.
+	Output Collector[T]
 	// DeadLetter receives the records that cannot become events. When nil
 	// they are only counted (Stats.Dead).
 	DeadLetter DeadLetter
@@ -96,6 +125,15 @@ type SubtaskConfig struct {
 	// schema or time unit that matches nothing, not worth reading to the
 	// end. Default (0): read on.
 	GiveUpAfter int64
+	// Checkpoint, when set, is called every CheckpointEvery records
+	// (counted from the start of the input, also across a restore), on
+	// Run's goroutine, between two records: everything read before has
+	// reached the operators, the watermark it advanced included, and
+	// nothing after. It may call [Subtask.Snapshot]. An error stops Run.
+	// (It stands in for the in-band checkpoint barriers of the streaming
+	// runtime to come.)
+	Checkpoint      func(Stats) error
+	CheckpointEvery int64
 }
 
 // ErrNothingDecoded is returned by [Subtask.Run] when SubtaskConfig.GiveUpAfter
@@ -115,15 +153,18 @@ const cancelCheckEvery = 4096
 //
 // Event.Seq of each event is its line number: increasing in arrival
 // order, and it points back into the input.
-type Subtask struct {
-	cfg   SubtaskConfig
+type Subtask[T any] struct {
+	cfg   SubtaskConfig[T]
 	stats Stats
 	ran   bool
 	guard *aheadGuard // nil without MaxAhead
+	// skipTo is the line of the checkpoint the subtask was restored from:
+	// Run skips the records up to it, which the checkpoint covers.
+	skipTo int64
 }
 
 // NewSubtask checks cfg and returns a subtask.
-func NewSubtask(cfg SubtaskConfig) (*Subtask, error) {
+func NewSubtask[T any](cfg SubtaskConfig[T]) (*Subtask[T], error) {
 	switch {
 	case cfg.Source == nil:
 		return nil, errors.New("runtime: subtask: no source")
@@ -137,6 +178,8 @@ func NewSubtask(cfg SubtaskConfig) (*Subtask, error) {
 		return nil, errors.New("runtime: subtask: negative progress interval")
 	case cfg.MaxAhead < 0 || cfg.GiveUpAfter < 0:
 		return nil, errors.New("runtime: subtask: negative MaxAhead or GiveUpAfter")
+	case cfg.Checkpoint != nil && cfg.CheckpointEvery <= 0:
+		return nil, errors.New("runtime: subtask: Checkpoint needs a positive CheckpointEvery")
 	}
 	for i, op := range cfg.Operators {
 		if op == nil {
@@ -146,8 +189,11 @@ func NewSubtask(cfg SubtaskConfig) (*Subtask, error) {
 	if cfg.ProgressEvery == 0 {
 		cfg.ProgressEvery = 100000
 	}
-	cfg.Operators = append([]KeyedOperator(nil), cfg.Operators...)
-	s := &Subtask{cfg: cfg, stats: Stats{Watermark: event.MinTime}}
+	cfg.Operators = append([]KeyedOperator[T](nil), cfg.Operators...)
+	if cfg.Output == nil {
+		cfg.Output = discard[T]{}
+	}
+	s := &Subtask[T]{cfg: cfg, stats: Stats{Watermark: event.MinTime}}
 	if b := event.Millis(cfg.MaxAhead); b > 0 {
 		s.guard = &aheadGuard{bound: event.Time(b), boundD: cfg.MaxAhead}
 	}
@@ -156,7 +202,7 @@ func NewSubtask(cfg SubtaskConfig) (*Subtask, error) {
 
 // Stats returns the counters so far. Call it from Run's goroutine (from the
 // progress callback) or after Run returned.
-func (s *Subtask) Stats() Stats {
+func (s *Subtask[T]) Stats() Stats {
 	st := s.stats
 	st.BytesRead, st.TotalBytes = -1, -1
 	if p, ok := s.cfg.Source.(ProgressSource); ok {
@@ -170,7 +216,7 @@ func (s *Subtask) Stats() Stats {
 // cancelled (looked at every few thousand records; no final watermark is
 // sent then), with the source's error, with a dead-letter sink's error, or
 // with an [*OperatorError]. A subtask runs once.
-func (s *Subtask) Run(ctx context.Context) error {
+func (s *Subtask[T]) Run(ctx context.Context) error {
 	if s.ran {
 		return errors.New("runtime: subtask: Run called twice")
 	}
@@ -180,14 +226,27 @@ func (s *Subtask) Run(ctx context.Context) error {
 		dec    = s.cfg.Decoder
 		wm     = s.cfg.Watermarks
 		ev     *event.Event
-		nextPr = s.cfg.ProgressEvery
+		nextPr = (s.stats.Records/s.cfg.ProgressEvery + 1) * s.cfg.ProgressEvery
+		nextCk = int64(-1)
+		// skipped is the line of the last record skipped (restored).
+		skipped int64
 	)
+	if every := s.cfg.CheckpointEvery; s.cfg.Checkpoint != nil {
+		nextCk = (s.stats.Records/every + 1) * every
+	}
 	for {
-		// The previous record is done: report, and look at ctx.
+		// The previous record is done: report, checkpoint, and look at
+		// ctx.
 		if s.stats.Records >= nextPr {
 			nextPr += s.cfg.ProgressEvery
 			if s.cfg.Progress != nil {
 				s.cfg.Progress(s.Stats())
+			}
+		}
+		if s.stats.Records == nextCk {
+			nextCk += s.cfg.CheckpointEvery
+			if err := s.cfg.Checkpoint(s.Stats()); err != nil {
+				return err
 			}
 		}
 		if s.stats.Records&(cancelCheckEvery-1) == 0 {
@@ -205,6 +264,10 @@ func (s *Subtask) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if rec.Line <= s.skipTo {
+			skipped = rec.Line
+			continue // covered by the checkpoint restored
 		}
 		s.stats.Records++
 		s.stats.Line = rec.Line
@@ -229,7 +292,7 @@ func (s *Subtask) Run(ctx context.Context) error {
 		e := ev
 		ev = nil
 		if s.guard != nil {
-			err = s.guard.offer(e, rec, guardOut{s})
+			err = s.guard.offer(e, rec, guardOut[T]{s})
 		} else {
 			err = s.pass(e, rec.Line)
 		}
@@ -237,8 +300,11 @@ func (s *Subtask) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.skipTo > 0 && skipped < s.skipTo && s.stats.Line == s.skipTo {
+		return fmt.Errorf("runtime: subtask: the input ends before line %d of the checkpoint restored", s.skipTo)
+	}
 	if s.guard != nil {
-		if err := s.guard.end(guardOut{s}); err != nil {
+		if err := s.guard.end(guardOut[T]{s}); err != nil {
 			return err
 		}
 	}
@@ -253,10 +319,10 @@ func (s *Subtask) Run(ctx context.Context) error {
 
 // pass hands ev, decoded from line, to every operator, then the
 // watermark if it advanced.
-func (s *Subtask) pass(ev *event.Event, line int64) error {
+func (s *Subtask[T]) pass(ev *event.Event, line int64) error {
 	s.stats.Decoded++
 	for i, op := range s.cfg.Operators {
-		if err := op.ProcessElement(ev, ev.Time); err != nil {
+		if err := op.ProcessElement(ev, ev.Time, s.cfg.Output); err != nil {
 			return &OperatorError{Operator: i, Line: line, Err: err}
 		}
 	}
@@ -267,26 +333,26 @@ func (s *Subtask) pass(ev *event.Event, line int64) error {
 }
 
 // guardOut is the subtask as the ahead guard's sink.
-type guardOut struct{ s *Subtask }
+type guardOut[T any] struct{ s *Subtask[T] }
 
-func (g guardOut) pass(ev *event.Event, line int64) error { return g.s.pass(ev, line) }
+func (g guardOut[T]) pass(ev *event.Event, line int64) error { return g.s.pass(ev, line) }
 
-func (g guardOut) reject(rec Record, reason string) error {
+func (g guardOut[T]) reject(rec Record, reason string) error {
 	g.s.stats.Ahead++
 	return g.s.dead(rec, reason)
 }
 
-func (s *Subtask) watermark(w event.Watermark, line int64) error {
+func (s *Subtask[T]) watermark(w event.Watermark, line int64) error {
 	s.stats.Watermark = w
 	for i, op := range s.cfg.Operators {
-		if err := op.ProcessWatermark(w); err != nil {
+		if err := op.ProcessWatermark(w, s.cfg.Output); err != nil {
 			return &OperatorError{Operator: i, Line: line, Err: err}
 		}
 	}
 	return nil
 }
 
-func (s *Subtask) dead(rec Record, reason string) error {
+func (s *Subtask[T]) dead(rec Record, reason string) error {
 	s.stats.Dead++
 	if s.stats.FirstDeadLine == 0 {
 		s.stats.FirstDeadLine, s.stats.FirstDeadReason = rec.Line, reason
@@ -298,3 +364,8 @@ func (s *Subtask) dead(rec Record, reason string) error {
 		Line: rec.Line, Offset: rec.Offset, Reason: reason, Data: bytes.Clone(rec.Data),
 	})
 }
+
+// discard is the collector of a subtask without SubtaskConfig.Output.
+type discard[T any] struct{}
+
+func (discard[T]) Collect(T) error { return nil }

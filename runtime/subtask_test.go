@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // recorder is a KeyedOperator that logs what it is given.
@@ -24,7 +26,7 @@ type recorder struct {
 	onElem func(*event.Event)
 }
 
-func (r *recorder) ProcessElement(ev *event.Event, ts event.Time) error {
+func (r *recorder) ProcessElement(ev *event.Event, ts event.Time, out Collector[string]) error {
 	*r.log = append(*r.log, fmt.Sprintf("%s el %d@%d", r.name, ev.Seq, ts))
 	r.events = append(r.events, ev)
 	if r.onElem != nil {
@@ -36,10 +38,31 @@ func (r *recorder) ProcessElement(ev *event.Event, ts event.Time) error {
 	return nil
 }
 
-func (r *recorder) ProcessWatermark(w event.Watermark) error {
+func (r *recorder) ProcessWatermark(w event.Watermark, out Collector[string]) error {
 	*r.log = append(*r.log, fmt.Sprintf("%s wm %v", r.name, wmString(w)))
 	if r.failWM != 0 && w == r.failWM {
 		return errBoom
+	}
+	return out.Collect(fmt.Sprintf("%s wm %v", r.name, wmString(w)))
+}
+
+// Snapshot writes the number of elements seen as the recorder's one
+// record.
+func (r *recorder) Snapshot(w state.Writer) error {
+	return w.Put(state.Key{Operator: state.OperatorID(r.name)}, strconv.AppendInt(nil, int64(len(r.events)), 10))
+}
+
+// Restore makes room for the elements of the checkpoint (nil events).
+func (r *recorder) Restore(rd state.Reader) error {
+	for rec, err := range rd.Records(state.OperatorID(r.name), state.AllKeyGroups) {
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(string(rec.Value))
+		if err != nil {
+			return err
+		}
+		r.events = make([]*event.Event, n)
 	}
 	return nil
 }
@@ -68,7 +91,7 @@ type subtaskSetup struct {
 	progN    int64
 }
 
-func newTestSubtask(t *testing.T, c subtaskSetup) (*Subtask, *FileSource) {
+func newTestSubtask(t *testing.T, c subtaskSetup) (*Subtask[string], *FileSource) {
 	t.Helper()
 	src, err := NewFileSource(strings.NewReader(c.input), "test", SourceConfig{MaxLineBytes: 64})
 	if err != nil {
@@ -82,11 +105,11 @@ func newTestSubtask(t *testing.T, c subtaskSetup) (*Subtask, *FileSource) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ops []KeyedOperator
+	var ops []KeyedOperator[string]
 	for _, op := range c.ops {
 		ops = append(ops, op)
 	}
-	st, err := NewSubtask(SubtaskConfig{
+	st, err := NewSubtask(SubtaskConfig[string]{
 		Source: src, Decoder: dec, Watermarks: wm, Operators: ops,
 		DeadLetter: c.dead, Progress: c.progress, ProgressEvery: c.progN,
 	})
@@ -260,9 +283,9 @@ func TestSubtaskCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(ctx context.Context, op *recorder) (*Subtask, error) {
+	run := func(ctx context.Context, op *recorder) (*Subtask[string], error) {
 		wm, _ := NewWatermarkGenerator(0, 0)
-		st, err := NewSubtask(SubtaskConfig{Source: &endless{}, Decoder: dec, Watermarks: wm, Operators: []KeyedOperator{op}})
+		st, err := NewSubtask(SubtaskConfig[string]{Source: &endless{}, Decoder: dec, Watermarks: wm, Operators: []KeyedOperator[string]{op}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,8 +332,8 @@ func TestSubtaskSourceError(t *testing.T) {
 	dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: subtaskSchema, TimeField: "ts"})
 	wm, _ := NewWatermarkGenerator(0, 0)
 	var log []string
-	st, err := NewSubtask(SubtaskConfig{Source: &errSource{}, Decoder: dec, Watermarks: wm,
-		Operators: []KeyedOperator{&recorder{name: "op", log: &log}}})
+	st, err := NewSubtask(SubtaskConfig[string]{Source: &errSource{}, Decoder: dec, Watermarks: wm,
+		Operators: []KeyedOperator[string]{&recorder{name: "op", log: &log}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,15 +354,15 @@ func TestNewSubtaskErrors(t *testing.T) {
 	src := &endless{}
 	op := &recorder{log: new([]string)}
 	cases := []struct {
-		cfg SubtaskConfig
+		cfg SubtaskConfig[string]
 		err string
 	}{
-		{SubtaskConfig{Decoder: dec, Watermarks: wm, Operators: []KeyedOperator{op}}, "no source"},
-		{SubtaskConfig{Source: src, Watermarks: wm, Operators: []KeyedOperator{op}}, "no decoder"},
-		{SubtaskConfig{Source: src, Decoder: dec, Operators: []KeyedOperator{op}}, "no watermark generator"},
-		{SubtaskConfig{Source: src, Decoder: dec, Watermarks: wm}, "no operators"},
-		{SubtaskConfig{Source: src, Decoder: dec, Watermarks: wm, Operators: []KeyedOperator{nil}}, "operator 0 is nil"},
-		{SubtaskConfig{Source: src, Decoder: dec, Watermarks: wm, Operators: []KeyedOperator{op}, ProgressEvery: -1}, "negative progress"},
+		{SubtaskConfig[string]{Decoder: dec, Watermarks: wm, Operators: []KeyedOperator[string]{op}}, "no source"},
+		{SubtaskConfig[string]{Source: src, Watermarks: wm, Operators: []KeyedOperator[string]{op}}, "no decoder"},
+		{SubtaskConfig[string]{Source: src, Decoder: dec, Operators: []KeyedOperator[string]{op}}, "no watermark generator"},
+		{SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm}, "no operators"},
+		{SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm, Operators: []KeyedOperator[string]{nil}}, "operator 0 is nil"},
+		{SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm, Operators: []KeyedOperator[string]{op}, ProgressEvery: -1}, "negative progress"},
 	}
 	for _, c := range cases {
 		if _, err := NewSubtask(c.cfg); err == nil || !strings.Contains(err.Error(), c.err) {
@@ -351,8 +374,13 @@ func TestNewSubtaskErrors(t *testing.T) {
 // nopOperator discards everything.
 type nopOperator struct{ n int }
 
-func (o *nopOperator) ProcessElement(*event.Event, event.Time) error { o.n++; return nil }
-func (o *nopOperator) ProcessWatermark(event.Watermark) error        { return nil }
+func (o *nopOperator) ProcessElement(*event.Event, event.Time, Collector[string]) error {
+	o.n++
+	return nil
+}
+func (o *nopOperator) ProcessWatermark(event.Watermark, Collector[string]) error { return nil }
+func (o *nopOperator) Snapshot(state.Writer) error                               { return nil }
+func (o *nopOperator) Restore(state.Reader) error                                { return nil }
 
 // benchSchema is the 14-field payment schema of jsonev's BenchmarkDecode.
 var benchSchema = event.MustSchema(
@@ -393,7 +421,7 @@ func BenchmarkSubtask(b *testing.B) {
 		src, _ := NewFileSource(bytes.NewReader(data), "bench", SourceConfig{})
 		wm, _ := NewWatermarkGenerator(time.Second, 1)
 		op := &nopOperator{}
-		st, err := NewSubtask(SubtaskConfig{Source: src, Decoder: dec, Watermarks: wm, Operators: []KeyedOperator{op}})
+		st, err := NewSubtask(SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm, Operators: []KeyedOperator[string]{op}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -138,13 +137,6 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if f.maxDeadFraction == 1 {
 		input.MaxDeadFraction = 0
 	}
-	// A backtest is a batch job whose heap is mostly short-lived events:
-	// collecting less often costs memory (about 1.7x the peak) and saves
-	// about a third of the CPU. GOGC in the environment still wins. The
-	// setting is process-wide: restore it when the backtest ends.
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(backtestGCPercent))
-	}
 	files, err := rulesetFiles([]string{f.rules})
 	if err != nil {
 		return err
@@ -203,7 +195,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		defer stop()
 	}
-	var sums []*cep.BacktestSummary
+	var sums []*cep.Summary
+	var labelSums []*cep.LabelSummary
 	var elapsed time.Duration
 	var runErr error
 	for _, rs := range sets {
@@ -214,29 +207,46 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		began := time.Now()
 		prog := &progressPrinter{w: stderr, began: began, quiet: f.quiet, src: src}
-		cfg := cep.BacktestConfig{
-			Ruleset:           rs,
-			Source:            src,
-			OutOfOrderness:    f.outOfOrder,
-			LabelField:        f.label,
-			ScenarioField:     f.scenario,
-			Alerts:            alerts,
-			Late:              lateOut,
-			Progress:          prog.report,
-			WatermarkEvery:    f.watermarkEvery,
-			MaxPartialMatches: f.maxPartial,
-			MaxBufferedEvents: f.maxBuffered,
-			Input:             input,
+		opts := []cep.Option{
+			cep.WithRuleset(rs),
+			cep.WithAlerts(alerts),
+			cep.WithLate(lateOut),
+			cep.WithOutOfOrderness(f.outOfOrder),
+			cep.WithWatermarkEvery(f.watermarkEvery),
+			cep.WithLimits(f.maxPartial, f.maxBuffered),
+			cep.WithInputPolicy(input),
+			cep.WithProgress(0, prog.report),
 		}
 		if f.dead != "" {
-			cfg.DeadLetter = deadWriter
+			opts = append(opts, cep.WithDeadLetters(deadWriter))
 		}
-		sum, err := cep.Backtest(ctx, cfg)
+		// A backtest is a batch job whose heap is mostly short-lived
+		// events: collecting less often costs memory (about 1.7x the
+		// peak) and saves about a third of the CPU. GOGC in the
+		// environment still wins.
+		if os.Getenv("GOGC") == "" {
+			opts = append(opts, cep.WithGCPercent(backtestGCPercent))
+		}
+		var labels *cep.Labels
+		if f.label != "" {
+			labels = cep.NewLabels(f.label, f.scenario)
+			opts = append(opts, cep.WithObservers(labels))
+		}
+		var sum *cep.Summary
+		engine, err := cep.New(opts...)
+		if err == nil {
+			sum, err = engine.Run(ctx, src)
+		}
 		src.Close()
 		prog.done()
 		elapsed += time.Since(began)
 		if sum != nil {
 			sums = append(sums, sum)
+			var ls *cep.LabelSummary
+			if labels != nil {
+				ls = labels.Summary()
+			}
+			labelSums = append(labelSums, ls)
 		}
 		if err != nil {
 			runErr = err
@@ -260,7 +270,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !f.quiet {
 		for i, s := range sums {
 			partial := i == len(sums)-1 && !ranToEnd(runErr)
-			printSummary(stderr, s, elapsed, f, late, dead, partial)
+			printSummary(stderr, s, labelSums[i], elapsed, f, late, dead, partial)
 			if tee != nil {
 				tee.print(stderr, s.Ruleset)
 			}
@@ -287,7 +297,7 @@ func (e *errInterrupted) Error() string {
 }
 
 // backtestError explains the error that ended a run.
-func backtestError(ctx context.Context, err error, sums []*cep.BacktestSummary, f backtestFlags) error {
+func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backtestFlags) error {
 	var line int64
 	if len(sums) > 0 {
 		line = sums[len(sums)-1].Line
@@ -426,7 +436,7 @@ type progressPrinter struct {
 	src     *cep.EventSource
 }
 
-func (p *progressPrinter) report(bp cep.BacktestProgress) {
+func (p *progressPrinter) report(bp cep.Progress) {
 	if p.quiet {
 		return
 	}
@@ -450,7 +460,9 @@ func (p *progressPrinter) done() {
 	}
 }
 
-func printSummary(w io.Writer, s *cep.BacktestSummary, elapsed time.Duration, f backtestFlags, late, dead *lazyFile, partial bool) {
+// printSummary prints the summary of one ruleset's run, with its label
+// statistics ls when -label is set.
+func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed time.Duration, f backtestFlags, late, dead *lazyFile, partial bool) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	version := s.RulesetVersion
@@ -475,7 +487,7 @@ func printSummary(w io.Writer, s *cep.BacktestSummary, elapsed time.Duration, f 
 		fmt.Fprintf(bw, "  %s events were late (behind the watermark, -out-of-orderness %v): %s\n", humanInt(s.Late), f.outOfOrder,
 			seeFile(late.path, "-late"))
 	}
-	labels := f.label != ""
+	labels := ls != nil
 	fmt.Fprintf(bw, "\n  %-22s %-9s %8s", "rule", "severity", "alerts")
 	if labels {
 		fmt.Fprintf(bw, " %7s %7s %9s %8s", "true", "false", "precision", "caught")
@@ -484,11 +496,12 @@ func printSummary(w io.Writer, s *cep.BacktestSummary, elapsed time.Duration, f 
 	for _, r := range s.Rules {
 		fmt.Fprintf(bw, "  %-22s %-9s %8s", r.Rule, r.Severity, humanInt(r.Alerts))
 		if labels {
+			l := ls.Rule(r.Rule)
 			prec := "-"
-			if r.Alerts > 0 {
-				prec = fmt.Sprintf("%.1f%%", 100*r.Precision())
+			if l.Alerts > 0 {
+				prec = fmt.Sprintf("%.1f%%", 100*l.Precision())
 			}
-			fmt.Fprintf(bw, " %7s %7s %9s %8s", humanInt(r.TruePositives), humanInt(r.FalsePositives), prec, humanInt(r.LabelledCaught))
+			fmt.Fprintf(bw, " %7s %7s %9s %8s", humanInt(l.TruePositives), humanInt(l.FalsePositives), prec, humanInt(l.Caught))
 		}
 		var notes []string
 		if r.ConditionErrors > 0 {
@@ -512,12 +525,12 @@ func printSummary(w io.Writer, s *cep.BacktestSummary, elapsed time.Duration, f 
 		return
 	}
 	fmt.Fprintf(bw, "\n  Labelled events (%s): %s, caught by some alert: %s, recall %.1f%%\n",
-		f.label, humanInt(s.Labelled), humanInt(s.Caught), 100*s.Recall())
-	if len(s.Scenarios) == 0 {
+		f.label, humanInt(ls.Labelled), humanInt(ls.Caught), 100*ls.Recall())
+	if len(ls.Scenarios) == 0 {
 		return
 	}
 	fmt.Fprintf(bw, "\n  %-22s %9s %8s %7s %7s  %s\n", "scenario", "labelled", "caught", "recall", "missed", "caught by")
-	for _, sc := range s.Scenarios {
+	for _, sc := range ls.Scenarios {
 		name := sc.Scenario
 		if name == "" {
 			name = "(no scenario)"

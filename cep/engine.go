@@ -1,0 +1,368 @@
+package cep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
+	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/rules"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
+)
+
+// Engine runs the rules of a ruleset over events: every rule's keyed CEP
+// operator in event time, with a bounded-out-of-orderness watermark that
+// advances with the record timestamps (docs/decisions.md, "Backtest
+// semantics"). Today it runs over bounded sources ([Engine.Run]); a
+// backtest is exactly that.
+//
+// An Engine is built once by [New] and may run several times, one run at
+// a time: each [Engine.Run] starts from empty state. It is not safe for
+// concurrent use.
+type Engine struct {
+	cfg     config
+	schema  *event.Schema // the ruleset's, plus the fields observers read
+	decoder jsonev.Config
+	encoder *AlertEncoder
+	// rules are the compiled rules, in ruleset order; specs the key
+	// specifications, in the order of their first rule.
+	rules []compiledRule
+	specs []keySpec
+}
+
+type compiledRule struct {
+	rule *rules.Rule
+	nfa  *nfa.NFA
+	spec int // index in Engine.specs
+}
+
+// keySpec is the key fields shared by some rules: one SharedOperator.
+type keySpec struct {
+	id    state.OperatorID
+	key   func(*event.Event) event.Key
+	slots []int // key slots an event may lack (hasNullKey)
+	rules []int // indexes in Engine.rules
+}
+
+// config is what the options set.
+type config struct {
+	ruleset        *rules.Ruleset
+	alerts, late   io.Writer
+	dead           *DeadLetterWriter
+	outOfOrderness time.Duration
+	watermarkEvery int
+	maxPartial     int
+	maxBuffered    int
+	input          InputPolicy
+	gcPercent      int
+	gcSet          bool
+	observers      []Observer
+	progress       func(Progress)
+	progressEvery  int64
+	// For the tests of checkpoints, until the streaming runtime makes
+	// checkpoints an option: see withCheckpoints and withRestore.
+	checkpointEvery int64
+	checkpoint      func(snapshot func(state.Writer) error) error
+	restore         state.Reader
+}
+
+// Option configures an [Engine]; see [New].
+type Option func(*config)
+
+// WithRuleset sets the ruleset whose rules the engine runs; required. An
+// engine runs one ruleset; run several with several engines.
+func WithRuleset(rs *Ruleset) Option { return func(c *config) { c.ruleset = rs } }
+
+// WithAlerts sets where alerts go: one JSON line per alert, encoded by the
+// engine's [AlertEncoder], through a 64 KiB buffer flushed when Run
+// returns (whole lines only). Default: none (the summary and the
+// observers still count them).
+func WithAlerts(w io.Writer) Option { return func(c *config) { c.alerts = w } }
+
+// WithLate sets where late events go (events at or behind the watermark
+// when they arrive): one JSON line each ({"line", "time", "event"}),
+// buffered like the alerts. Default: none, they are only counted.
+func WithLate(w io.Writer) Option { return func(c *config) { c.late = w } }
+
+// WithDeadLetters sets where the records that cannot become events go
+// (malformed JSON, a missing time or key field, a refused time), each
+// naming the ruleset. Run does not close d. Default: none, they are only
+// counted.
+func WithDeadLetters(d *DeadLetterWriter) Option { return func(c *config) { c.dead = d } }
+
+// WithOutOfOrderness sets the bound of the watermark strategy: the
+// watermark trails the largest timestamp seen by d (whole milliseconds),
+// and events further behind are late. Default: 0, the input is taken as
+// ordered. Negative values are an error.
+func WithOutOfOrderness(d time.Duration) Option { return func(c *config) { c.outOfOrderness = d } }
+
+// WithWatermarkEvery sets how many events pass between two watermarks.
+// Watermarks come from record timestamps, never a clock, so a run is
+// deterministic whatever the value; a coarser cadence processes each key's
+// buffered events in larger batches. Which events are late depends on it
+// only for input whose disorder exceeds the out-of-orderness bound (1
+// gives Flink's per-record watermarks). Default: 256. Negative values are
+// an error.
+func WithWatermarkEvery(n int) Option { return func(c *config) { c.watermarkEvery = n } }
+
+// WithLimits sets the per-key limits (docs/decisions.md): the partial
+// matches of one rule at one key (the oldest are dropped and counted), and
+// the events of one key waiting for the watermark (the overflow is
+// counted and not processed). 0, the default, means unlimited; negative
+// values are an error.
+func WithLimits(maxPartialMatches, maxBufferedEvents int) Option {
+	return func(c *config) { c.maxPartial, c.maxBuffered = maxPartialMatches, maxBufferedEvents }
+}
+
+// WithInputPolicy sets what to do with bad input (far-ahead times, a wrong
+// time unit, a run that decodes nearly nothing); see [InputPolicy].
+// Default: the zero policy, which checks nothing.
+func WithInputPolicy(p InputPolicy) Option { return func(c *config) { c.input = p } }
+
+// WithGCPercent sets the garbage collector's target percentage
+// ([debug.SetGCPercent]) while Run runs, and restores the previous one
+// when it returns. A run's heap is mostly short-lived events: collecting
+// less often (400, say) costs memory and saves CPU. The setting is
+// process-wide, so runs of engines with this option must not overlap.
+// Default: the process's setting is left alone.
+func WithGCPercent(p int) Option { return func(c *config) { c.gcPercent, c.gcSet = p, true } }
+
+// WithObservers adds observers of the alerts (and, for an
+// [EventObserver], of the events) of every run. Observers are called in
+// the order given, on Run's goroutine.
+func WithObservers(obs ...Observer) Option {
+	return func(c *config) { c.observers = append(c.observers, obs...) }
+}
+
+// WithProgress makes Run call fn every `every` records (0: every 100,000)
+// and once at the end, on Run's goroutine; fn must be quick. Default: no
+// progress calls.
+func WithProgress(every int64, fn func(Progress)) Option {
+	return func(c *config) { c.progress, c.progressEvery = fn, every }
+}
+
+// withCheckpoints makes Run call fn every n records, between two records,
+// once the outputs are flushed: snapshot writes the run's state (the
+// subtask's position and the operators') into a state writer. An error of
+// fn stops the run. Tests use it until the streaming runtime makes
+// checkpoints an option.
+func withCheckpoints(n int64, fn func(snapshot func(state.Writer) error) error) Option {
+	return func(c *config) { c.checkpointEvery, c.checkpoint = n, fn }
+}
+
+// withRestore makes Run start from the checkpoint r holds, taken by a run
+// of an engine with the same options over the same input.
+func withRestore(r state.Reader) Option { return func(c *config) { c.restore = r } }
+
+// defaultWatermarkEvery is the default of WithWatermarkEvery.
+const defaultWatermarkEvery = 256
+
+// New returns an engine configured by opts. It compiles every rule and
+// checks the options together: the error lists every problem.
+func New(opts ...Option) (*Engine, error) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if c.watermarkEvery == 0 {
+		c.watermarkEvery = defaultWatermarkEvery
+	}
+	if c.progressEvery == 0 {
+		c.progressEvery = 100_000
+	}
+	e := &Engine{cfg: c}
+	rs := c.ruleset
+	var err error
+	if e.schema, err = engineSchema(rs, c.observers); err != nil {
+		return nil, err
+	}
+	e.decoder = rs.DecoderConfig(jsonev.Lenient)
+	e.decoder.Schema = e.schema
+	c.input.decoder(&e.decoder)
+	if _, err := jsonev.NewDecoder(e.decoder); err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
+	e.encoder = newAlertEncoder(rs, e.schema)
+	// One shared operator per key specification: the rules with the same
+	// key fields share the keying, buffering and timers of an event.
+	specs := map[string]int{}
+	for i, r := range rs.Rules {
+		var nopts []nfa.Option
+		if c.maxPartial > 0 {
+			nopts = append(nopts, nfa.WithMaxPartialMatches(c.maxPartial))
+		}
+		n, err := nfa.Compile(r.Pattern, nopts...)
+		if err != nil {
+			return nil, fmt.Errorf("cep: rule %s: %w", r.Name, err)
+		}
+		name := strings.Join(r.KeyFields, "\x00")
+		si, ok := specs[name]
+		if !ok {
+			si = len(e.specs)
+			specs[name] = si
+			e.specs = append(e.specs, keySpec{
+				id:    state.OperatorID("cep/" + rs.Name + "/" + strings.Join(r.KeyFields, ",")),
+				key:   r.Key,
+				slots: nullableKeys(r, rs),
+			})
+		}
+		e.specs[si].rules = append(e.specs[si].rules, i)
+		e.rules = append(e.rules, compiledRule{rule: r, nfa: n, spec: si})
+	}
+	return e, nil
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if c.ruleset == nil {
+		errs = append(errs, errors.New("cep: WithRuleset is required"))
+	}
+	if c.outOfOrderness < 0 {
+		errs = append(errs, fmt.Errorf("cep: out-of-orderness %v is negative", c.outOfOrderness))
+	}
+	if c.maxPartial < 0 || c.maxBuffered < 0 || c.watermarkEvery < 0 || c.progressEvery < 0 {
+		errs = append(errs, errors.New("cep: limits and intervals must be >= 0"))
+	}
+	for i, o := range c.observers {
+		if o == nil {
+			errs = append(errs, fmt.Errorf("cep: observer %d is nil", i))
+		}
+	}
+	if c.checkpoint != nil && c.checkpointEvery <= 0 {
+		errs = append(errs, errors.New("cep: checkpoints need a positive interval"))
+	}
+	if err := c.input.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// engineSchema is the ruleset's schema plus the fields the event observers
+// read when the rules do not, so that the decoder keeps them.
+func engineSchema(rs *rules.Ruleset, obs []Observer) (*event.Schema, error) {
+	var extra []string
+	for _, o := range obs {
+		if eo, ok := o.(EventObserver); ok {
+			extra = append(extra, eo.Fields()...)
+		}
+	}
+	if len(extra) == 0 {
+		return rs.Schema, nil
+	}
+	fields := make([]event.Field, 0, rs.Schema.Len()+len(extra))
+	for i := range rs.Schema.Len() {
+		fields = append(fields, rs.Schema.Field(i))
+	}
+	seen := map[string]bool{}
+	for _, f := range extra {
+		if _, ok := rs.Schema.Slot(f); ok || seen[f] {
+			continue
+		}
+		seen[f] = true
+		fields = append(fields, event.Field{Name: f})
+	}
+	s, err := event.NewSchema(fields...)
+	if err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
+	return s, nil
+}
+
+// Schema returns the schema events are decoded into: the ruleset's, plus
+// the fields the event observers read.
+func (e *Engine) Schema() *event.Schema { return e.schema }
+
+// AlertEncoder returns the encoder of the engine's alerts, the one that
+// [WithAlerts] writes with.
+func (e *Engine) AlertEncoder() *AlertEncoder { return e.encoder }
+
+// Summary is the outcome of a run.
+type Summary struct {
+	Ruleset        string
+	RulesetVersion string
+	InputStats
+	Late   int64 // late events
+	Alerts int64
+	Rules  []RuleSummary // in ruleset order
+}
+
+// RuleSummary is the outcome of one rule in a run.
+type RuleSummary struct {
+	Rule            string
+	Severity        string
+	Alerts          int64
+	ConditionErrors uint64
+	Late            int64
+	Overflow        int64 // events over the MaxBufferedEvents limit
+	NoKey           int64 // events skipped for lacking one of the rule's key fields
+	Dropped         int64 // partial matches dropped over the MaxPartialMatches limit
+}
+
+// InputStats are the counters of the input of a run.
+type InputStats struct {
+	Records int64 // records read (non-blank lines, dead ones included)
+	Decoded int64 // records decoded into events
+	Dead    int64 // records sent to the dead letters
+	Ahead   int64 // of Dead, the events too far ahead of the stream (InputPolicy.MaxAhead)
+	// FirstDeadLine and FirstDeadReason are the line and reason of the
+	// first dead record (0 and "" when there is none).
+	FirstDeadLine   int64
+	FirstDeadReason string
+	Line            int64           // line number of the last record read
+	Watermark       event.Watermark // last watermark (event.MinTime before the first)
+	// BytesRead and TotalBytes are the bytes read from the input and its
+	// size; -1 when the source cannot tell (TotalBytes alone -1 when only
+	// the size is unknown).
+	BytesRead, TotalBytes int64
+}
+
+func inputStats(s runtime.Stats) InputStats {
+	return InputStats{
+		Records: s.Records, Decoded: s.Decoded, Dead: s.Dead, Ahead: s.Ahead,
+		FirstDeadLine: s.FirstDeadLine, FirstDeadReason: s.FirstDeadReason,
+		Line: s.Line, Watermark: s.Watermark, BytesRead: s.BytesRead, TotalBytes: s.TotalBytes,
+	}
+}
+
+// Progress is what a progress callback sees ([WithProgress]).
+type Progress struct {
+	InputStats
+	Alerts int64
+}
+
+// Run runs every rule over src, exactly as a live run would: the keyed
+// operators in event time, a bounded-out-of-orderness watermark that
+// advances with the record timestamps, and a final watermark of +infinity
+// at the end of the input that releases every pending absence match. It
+// writes alerts, late events and dead letters as they happen, calls the
+// observers, and returns the summary. It runs on the calling goroutine;
+// ctx cancels it. Once the run has started, the summary of what was read
+// is returned with any error (cancellation, a broken input, an
+// [*InputError], a rule's error with its line). Run does not close src.
+func (e *Engine) Run(ctx context.Context, src *EventSource) (*Summary, error) {
+	if src == nil {
+		return nil, errors.New("cep: Run: no source")
+	}
+	if e.cfg.gcSet {
+		defer debug.SetGCPercent(debug.SetGCPercent(e.cfg.gcPercent))
+	}
+	r, err := e.newRun(src.fs)
+	if err != nil {
+		return nil, err
+	}
+	runErr := r.sub.Run(ctx)
+	if err := r.sink.flush(); err != nil && runErr == nil {
+		runErr = err
+	}
+	return r.finish(runErr)
+}

@@ -1,0 +1,207 @@
+package cep
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// Labels scores a run's alerts against labelled events: an [EventObserver]
+// that records the events whose label field is true (a bool, a non-zero
+// number, or "true", "1", "yes") and the scenario each belongs to, then
+// counts, per rule, the alerts that hold a labelled event (true
+// positives) and the labelled events they caught, and per scenario the
+// labelled events some alert caught. It keeps one entry per labelled
+// event. Give each engine its own Labels; each run starts it afresh.
+// Labels are not part of a checkpoint: after a restore they cover the
+// events read since.
+type Labels struct {
+	field, scenario string
+	labelSlot       int
+	scenarioSlot    int
+
+	labelled map[uint64]string // seq of each labelled event -> its scenario
+	caught   map[uint64]bool   // labelled events inside some alert
+	rules    map[string]*RuleLabels
+	order    []string           // rules in the order of their first alert
+	caughtBy map[caughtKey]bool // (rule, labelled event) pairs seen in alerts
+}
+
+type caughtKey struct {
+	rule string
+	seq  uint64
+}
+
+// NewLabels returns the label statistics of the field that labels
+// (fraudulent) events, and of the field naming a labelled event's
+// scenario ("" means "scenario").
+func NewLabels(field, scenarioField string) *Labels {
+	if scenarioField == "" {
+		scenarioField = "scenario"
+	}
+	return &Labels{field: field, scenario: scenarioField}
+}
+
+// Fields returns the label and scenario fields.
+func (l *Labels) Fields() []string { return []string{l.field, l.scenario} }
+
+// Start resets the statistics and finds the fields in schema.
+func (l *Labels) Start(schema *event.Schema) error {
+	var ok1, ok2 bool
+	l.labelSlot, ok1 = schema.Slot(l.field)
+	l.scenarioSlot, ok2 = schema.Slot(l.scenario)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("cep: labels: fields %q and %q not in the schema", l.field, l.scenario)
+	}
+	l.labelled = map[uint64]string{}
+	l.caught = map[uint64]bool{}
+	l.rules = map[string]*RuleLabels{}
+	l.order = nil
+	l.caughtBy = map[caughtKey]bool{}
+	return nil
+}
+
+// OnEvent records ev when it is labelled.
+func (l *Labels) OnEvent(ev *event.Event) {
+	if !truthy(ev.Field(l.labelSlot)) {
+		return
+	}
+	sc, _ := ev.Field(l.scenarioSlot).AsString()
+	l.labelled[ev.Seq] = sc
+}
+
+// OnAlert scores a.
+func (l *Labels) OnAlert(a *Alert) {
+	r := l.rules[a.Rule]
+	if r == nil {
+		r = &RuleLabels{Rule: a.Rule}
+		l.rules[a.Rule] = r
+		l.order = append(l.order, a.Rule)
+	}
+	r.Alerts++
+	hit := false
+	for _, evs := range a.Matched {
+		for _, e := range evs {
+			if _, ok := l.labelled[e.Seq]; !ok {
+				continue
+			}
+			hit = true
+			l.caught[e.Seq] = true
+			k := caughtKey{rule: a.Rule, seq: e.Seq}
+			if !l.caughtBy[k] {
+				l.caughtBy[k] = true
+				r.Caught++
+			}
+		}
+	}
+	if hit {
+		r.TruePositives++
+	} else {
+		r.FalsePositives++
+	}
+}
+
+// truthy reports whether a label value marks an event: true, a non-zero
+// number, or the strings "true"/"1"/"yes".
+func truthy(v event.Value) bool {
+	if b, ok := v.AsBool(); ok {
+		return b
+	}
+	if f, ok := v.AsFloat(); ok {
+		return f != 0
+	}
+	if s, ok := v.AsString(); ok {
+		return s == "true" || s == "1" || s == "yes"
+	}
+	return false
+}
+
+// LabelSummary is what a [Labels] counted in a run.
+type LabelSummary struct {
+	Field    string // the label field
+	Labelled int64  // labelled events in the input
+	Caught   int64  // of them, inside at least one alert
+	// Rules are the rules that alerted, in the order of their first alert.
+	Rules     []RuleLabels
+	Scenarios []ScenarioSummary // by scenario name
+}
+
+// Rule returns the statistics of the rule named name (zero when it did
+// not alert).
+func (s *LabelSummary) Rule(name string) RuleLabels {
+	for _, r := range s.Rules {
+		if r.Rule == name {
+			return r
+		}
+	}
+	return RuleLabels{Rule: name}
+}
+
+// Recall is Caught / Labelled over all scenarios.
+func (s *LabelSummary) Recall() float64 { return ratio(s.Caught, s.Labelled) }
+
+// RuleLabels are the label statistics of one rule.
+type RuleLabels struct {
+	Rule           string
+	Alerts         int64
+	TruePositives  int64 // alerts with at least one labelled event
+	FalsePositives int64
+	Caught         int64 // distinct labelled events inside this rule's alerts
+}
+
+// Precision is TruePositives / Alerts (0 when there are no alerts).
+func (r RuleLabels) Precision() float64 { return ratio(r.TruePositives, r.Alerts) }
+
+// ScenarioSummary is the outcome for one labelled scenario.
+type ScenarioSummary struct {
+	Scenario string
+	Labelled int64 // labelled events of the scenario
+	Caught   int64 // of them, inside at least one alert
+	// ByRule counts, per rule, the scenario's events its alerts caught.
+	ByRule map[string]int64
+}
+
+// Recall is Caught / Labelled.
+func (s ScenarioSummary) Recall() float64 { return ratio(s.Caught, s.Labelled) }
+
+// Missed is Labelled - Caught.
+func (s ScenarioSummary) Missed() int64 { return s.Labelled - s.Caught }
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Summary returns the statistics of the run so far (of the last run, once
+// it returned).
+func (l *Labels) Summary() *LabelSummary {
+	s := &LabelSummary{Field: l.field, Labelled: int64(len(l.labelled)), Caught: int64(len(l.caught))}
+	for _, name := range l.order {
+		s.Rules = append(s.Rules, *l.rules[name])
+	}
+	byScenario := map[string]*ScenarioSummary{}
+	var order []string
+	for seq, sc := range l.labelled {
+		ss := byScenario[sc]
+		if ss == nil {
+			ss = &ScenarioSummary{Scenario: sc, ByRule: map[string]int64{}}
+			byScenario[sc] = ss
+			order = append(order, sc)
+		}
+		ss.Labelled++
+		if l.caught[seq] {
+			ss.Caught++
+		}
+	}
+	for k := range l.caughtBy {
+		byScenario[l.labelled[k.seq]].ByRule[k.rule]++
+	}
+	slices.Sort(order)
+	for _, sc := range order {
+		s.Scenarios = append(s.Scenarios, *byScenario[sc])
+	}
+	return s
+}

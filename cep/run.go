@@ -1,0 +1,427 @@
+package cep
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
+)
+
+// run is one [Engine.Run]: the runtime subtask, the operator it hosts and
+// the collector of the operator's outputs.
+type run struct {
+	e    *Engine
+	sub  *runtime.Subtask[emitted]
+	host *hostOperator
+	sink *sink
+}
+
+// emitted is one output of the engine's operator: an alert, or a late
+// event. The alert is the operator's scratch, valid during Collect only.
+type emitted struct {
+	alert *Alert
+	late  *event.Event
+}
+
+func (e *Engine) newRun(src runtime.Source) (*run, error) {
+	c := &e.cfg
+	dec, err := jsonev.NewDecoder(e.decoder)
+	if err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
+	wm, err := runtime.NewWatermarkGenerator(c.outOfOrderness, c.watermarkEvery)
+	if err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
+	for _, o := range c.observers {
+		if eo, ok := o.(EventObserver); ok {
+			if err := eo.Start(e.schema); err != nil {
+				return nil, fmt.Errorf("cep: observer: %w", err)
+			}
+		}
+	}
+	host, err := e.newHost()
+	if err != nil {
+		return nil, err
+	}
+	r := &run{e: e, host: host, sink: newSink(e)}
+	var dead runtime.DeadLetter
+	if c.dead != nil {
+		dead = namedDeadLetter{ruleset: c.ruleset.Name, d: c.dead.w}
+	}
+	sc := runtime.SubtaskConfig[emitted]{
+		Source:        src,
+		Decoder:       dec,
+		Watermarks:    wm,
+		Operators:     []runtime.KeyedOperator[emitted]{host},
+		Output:        r.sink,
+		DeadLetter:    dead,
+		MaxAhead:      c.input.MaxAhead,
+		GiveUpAfter:   c.input.GiveUpAfter,
+		ProgressEvery: c.progressEvery,
+	}
+	if c.progress != nil {
+		sc.Progress = func(s runtime.Stats) {
+			c.progress(Progress{InputStats: inputStats(s), Alerts: host.alerts})
+		}
+	}
+	if c.checkpoint != nil {
+		sc.CheckpointEvery = c.checkpointEvery
+		sc.Checkpoint = func(runtime.Stats) error {
+			// The outputs so far belong to the checkpoint: flush them
+			// first (a sink's pre-commit).
+			if err := r.sink.flush(); err != nil {
+				return err
+			}
+			return c.checkpoint(r.sub.Snapshot)
+		}
+	}
+	if r.sub, err = runtime.NewSubtask(sc); err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
+	if c.restore != nil {
+		if err := r.sub.Restore(c.restore); err != nil {
+			return nil, fmt.Errorf("cep: restore: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// finish returns the summary of the run and the error that ended it.
+func (r *run) finish(runErr error) (*Summary, error) {
+	e, rs := r.e, r.e.cfg.ruleset
+	st := r.sub.Stats()
+	s := &Summary{
+		Ruleset:        rs.Name,
+		RulesetVersion: rs.Hash,
+		InputStats:     inputStats(st),
+		Late:           r.host.late,
+		Alerts:         r.host.alerts,
+	}
+	for i, cr := range e.rules {
+		rr := &r.host.rules[i]
+		opStats, _ := r.host.keyOps[cr.spec].op.RuleStats(i)
+		s.Rules = append(s.Rules, RuleSummary{
+			Rule:            cr.rule.Name,
+			Severity:        cr.rule.Severity.String(),
+			Alerts:          rr.alerts,
+			ConditionErrors: cr.rule.ConditionErrors(),
+			Late:            int64(opStats.Late),
+			Overflow:        rr.overflow,
+			NoKey:           rr.noKey,
+			Dropped:         int64(opStats.DroppedPartialMatches),
+		})
+	}
+	if err := e.cfg.input.inputError(rs.Name, st, runErr); err != nil {
+		return s, err
+	}
+	if runErr != nil {
+		var oe *runtime.OperatorError
+		var re *RuleError
+		if errors.As(runErr, &oe) && errors.As(oe.Err, &re) {
+			return s, fmt.Errorf("cep: rule %s, line %d: %w", rs.Rules[re.Rule].Name, oe.Line, re.Err)
+		}
+		return s, fmt.Errorf("cep: %w", runErr)
+	}
+	return s, nil
+}
+
+// hostOperator is the runtime operator of an engine: it hosts one
+// SharedOperator per key specification, tells the event observers of
+// each event, and emits the matches as alerts in rule order, as one
+// operator per rule called in rule order did.
+type hostOperator struct {
+	e      *Engine
+	keyOps []keyOperator // by Engine.specs
+	rules  []ruleCounters
+	out    Output // the matches of one call, for dispatch
+	events []EventObserver
+	alert  Alert // scratch
+	// needAlerts says that someone reads the alerts (a writer or an
+	// observer): else they are only counted.
+	needAlerts    bool
+	alerts, late  int64
+	counterRecord state.Key
+}
+
+// keyOperator is the shared operator of the rules of one key
+// specification.
+type keyOperator struct {
+	spec *keySpec
+	op   *SharedOperator
+	out  Output
+}
+
+// ruleCounters are the engine's counters of one rule (the operator keeps
+// the others).
+type ruleCounters struct {
+	alerts, overflow, noKey int64
+}
+
+func (e *Engine) newHost() (*hostOperator, error) {
+	h := &hostOperator{
+		e:             e,
+		rules:         make([]ruleCounters, len(e.rules)),
+		needAlerts:    e.cfg.alerts != nil || len(e.cfg.observers) > 0,
+		counterRecord: state.Key{Operator: state.OperatorID("cep/" + e.cfg.ruleset.Name)},
+	}
+	for _, o := range e.cfg.observers {
+		if eo, ok := o.(EventObserver); ok {
+			h.events = append(h.events, eo)
+		}
+	}
+	for i := range e.specs {
+		op, err := NewSharedOperator(e.sharedConfig(i), e.sharedRules(i)...)
+		if err != nil {
+			return nil, fmt.Errorf("cep: rule %s: %w", e.rules[e.specs[i].rules[0]].rule.Name, err)
+		}
+		h.keyOps = append(h.keyOps, keyOperator{spec: &e.specs[i], op: op})
+	}
+	return h, nil
+}
+
+func (e *Engine) sharedConfig(spec int) SharedConfig {
+	return SharedConfig{Key: e.specs[spec].key, MaxBufferedEvents: e.cfg.maxBuffered}
+}
+
+func (e *Engine) sharedRules(spec int) []SharedRule {
+	var out []SharedRule
+	for _, i := range e.specs[spec].rules {
+		out = append(out, SharedRule{ID: i, NFA: e.rules[i].nfa})
+	}
+	return out
+}
+
+func (h *hostOperator) ProcessElement(ev *event.Event, ts event.Time, out runtime.Collector[emitted]) error {
+	for _, o := range h.events {
+		o.OnEvent(ev)
+	}
+	var errs []error
+	for i := range h.keyOps {
+		ko := &h.keyOps[i]
+		if hasNullKey(ev, ko.spec.slots) {
+			for _, r := range ko.spec.rules {
+				h.rules[r].noKey++
+			}
+			continue
+		}
+		err := ko.op.ProcessElement(ev, ts, &ko.out)
+		errs = append(errs, h.drain(ko, out), err)
+	}
+	return h.dispatch(errors.Join(errs...), out)
+}
+
+func (h *hostOperator) ProcessWatermark(w event.Watermark, out runtime.Collector[emitted]) error {
+	var errs []error
+	for i := range h.keyOps {
+		ko := &h.keyOps[i]
+		err := ko.op.ProcessWatermark(w, &ko.out)
+		errs = append(errs, h.drain(ko, out), err)
+	}
+	return h.dispatch(errors.Join(errs...), out)
+}
+
+// drain emits the late elements, counts the overflowing ones and moves
+// the matches to h.out, for dispatch.
+func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) error {
+	var err error
+	for i := range ko.out.Items {
+		it := &ko.out.Items[i]
+		switch it.Kind {
+		case ItemMatch:
+			h.out.Items = append(h.out.Items, *it)
+		case ItemLate:
+			// Every rule sees the same watermark, so an event late for
+			// one is late for all: report it once, for the first
+			// operator.
+			if ko.spec.rules[0] == 0 {
+				h.late++
+				if cerr := out.Collect(emitted{late: it.Event}); err == nil {
+					err = cerr
+				}
+			}
+		case ItemOverflow:
+			for _, r := range ko.spec.rules {
+				h.rules[r].overflow++
+			}
+		}
+	}
+	ko.out.Reset()
+	return err
+}
+
+// dispatch emits the matches gathered from the shared operators in rule
+// order, then returns err or the first error of the collector.
+func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error {
+	items := h.out.Items
+	if !slices.IsSortedFunc(items, byRule) {
+		slices.SortStableFunc(items, byRule)
+	}
+	var cerr error
+	for i := range items {
+		it := &items[i]
+		h.rules[it.Rule].alerts++
+		h.alerts++
+		if !h.needAlerts {
+			continue
+		}
+		makeAlert(&h.alert, h.e.cfg.ruleset, h.e.rules[it.Rule].rule, it)
+		if err := out.Collect(emitted{alert: &h.alert}); cerr == nil {
+			cerr = err
+		}
+	}
+	h.out.Reset()
+	if err != nil {
+		return err
+	}
+	return cerr
+}
+
+func byRule(a, b Item) int { return a.Rule - b.Rule }
+
+// counterStateVersion is the first byte of the counter record.
+const counterStateVersion = 1
+
+// Snapshot writes, for each shared operator, its whole snapshot as one
+// record (its operator id, key group 0, the empty key), and the engine's
+// counters as one more record.
+func (h *hostOperator) Snapshot(w state.Writer) error {
+	for i := range h.keyOps {
+		ko := &h.keyOps[i]
+		b, err := ko.op.Snapshot()
+		if err != nil {
+			return err
+		}
+		if err := w.Put(state.Key{Operator: ko.spec.id}, b); err != nil {
+			return err
+		}
+	}
+	b := []byte{counterStateVersion}
+	b = binary.AppendVarint(b, h.alerts)
+	b = binary.AppendVarint(b, h.late)
+	b = binary.AppendUvarint(b, uint64(len(h.rules)))
+	for _, r := range h.rules {
+		b = binary.AppendVarint(b, r.alerts)
+		b = binary.AppendVarint(b, r.overflow)
+		b = binary.AppendVarint(b, r.noKey)
+	}
+	return w.Put(h.counterRecord, b)
+}
+
+// Restore replaces each shared operator by the one its record restores,
+// and sets the engine's counters.
+func (h *hostOperator) Restore(r state.Reader) error {
+	for i := range h.keyOps {
+		ko := &h.keyOps[i]
+		b, err := oneRecord(r, state.Key{Operator: ko.spec.id})
+		if err != nil {
+			return err
+		}
+		op, err := RestoreSharedOperator(h.e.sharedConfig(i), h.e.sharedRules(i), b)
+		if err != nil {
+			return err
+		}
+		ko.op = op
+	}
+	b, err := oneRecord(r, h.counterRecord)
+	if err != nil {
+		return err
+	}
+	d := event.Reader{B: b, Corrupt: ErrCorruptSnapshot}
+	if d.Byte() != counterStateVersion {
+		d.Fail()
+	}
+	alerts, late := d.Varint(), d.Varint()
+	if d.Count() != len(h.rules) {
+		d.Fail()
+	}
+	rules := make([]ruleCounters, len(h.rules))
+	for i := range rules {
+		rules[i] = ruleCounters{alerts: d.Varint(), overflow: d.Varint(), noKey: d.Varint()}
+	}
+	if d.Err != nil || len(d.B) != 0 {
+		return fmt.Errorf("%w: the engine's counters", ErrCorruptSnapshot)
+	}
+	h.alerts, h.late, h.rules = alerts, late, rules
+	return nil
+}
+
+// oneRecord returns the value of the record k of r.
+func oneRecord(r state.Reader, k state.Key) ([]byte, error) {
+	groups := state.KeyGroupRange{First: k.KeyGroup, Last: k.KeyGroup}
+	for rec, err := range r.Records(k.Operator, groups) {
+		if err != nil {
+			return nil, err
+		}
+		if rec.Key == k {
+			return slices.Clone(rec.Value), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no record %v", ErrCorruptSnapshot, k)
+}
+
+// sink is the collector of a run: it writes alerts and late events as JSON
+// lines and tells the observers of each alert.
+type sink struct {
+	enc          *AlertEncoder
+	observers    []Observer
+	alerts, late *bufio.Writer
+	buf          []byte
+	err          error // the first write error, sticky
+}
+
+func newSink(e *Engine) *sink {
+	s := &sink{enc: e.encoder, observers: e.cfg.observers}
+	if e.cfg.alerts != nil {
+		s.alerts = bufio.NewWriterSize(e.cfg.alerts, 1<<16)
+	}
+	if e.cfg.late != nil {
+		s.late = bufio.NewWriterSize(e.cfg.late, 1<<12)
+	}
+	return s
+}
+
+func (s *sink) Collect(x emitted) error {
+	if s.err != nil {
+		return s.err
+	}
+	switch {
+	case x.alert != nil:
+		for _, o := range s.observers {
+			o.OnAlert(x.alert)
+		}
+		if s.alerts != nil {
+			s.buf = s.enc.AppendAlert(s.buf[:0], x.alert)
+			s.write(s.alerts)
+		}
+	case x.late != nil && s.late != nil:
+		s.buf = s.enc.appendLate(s.buf[:0], x.late)
+		s.write(s.late)
+	}
+	return s.err
+}
+
+func (s *sink) write(w io.Writer) {
+	if _, err := w.Write(s.buf); err != nil && s.err == nil {
+		s.err = fmt.Errorf("cep: %w", err)
+	}
+}
+
+// flush writes what the buffers hold.
+func (s *sink) flush() error {
+	for _, w := range []*bufio.Writer{s.alerts, s.late} {
+		if w != nil {
+			if err := w.Flush(); err != nil && s.err == nil {
+				s.err = fmt.Errorf("cep: %w", err)
+			}
+		}
+	}
+	return s.err
+}
