@@ -1,7 +1,26 @@
-// Package cep is the CEP library of Cepheus on top of the runtime. Today it
-// owns the keyed CEP operator ([Operator]); later it also holds the public
-// facade (cep.New, Engine.Run) that wires rules, the runtime, state and
-// enrichment together.
+// Package cep is the CEP library of Cepheus on top of the runtime: the
+// keyed CEP operator ([Operator], [SharedOperator]) and the public facade,
+// [Engine], that wires rules, the runtime and state together (enrichment
+// comes later).
+//
+// # The engine
+//
+// [New] builds an [Engine] from options ([WithRuleset], [WithAlerts],
+// [WithLate], [WithDeadLetters], [WithOutOfOrderness],
+// [WithWatermarkEvery], [WithLimits], [WithInputPolicy], [WithGCPercent],
+// [WithObservers], [WithProgress]), each documenting its default, and
+// checks them together. [Engine.Run] runs the ruleset over a bounded
+// [EventSource] and returns a [Summary]: a backtest is that run, the live
+// operator and watermark strategy over a bounded input. Every alert is an
+// [Alert] value, written by the one [AlertEncoder] and shown to the
+// observers ([Observer], [EventObserver]); the label statistics of a
+// backtest are such an observer, [Labels].
+//
+// Inside a run, one runtime subtask hosts one operator that holds a
+// SharedOperator per key specification and emits alerts (in rule order)
+// and late events into the subtask's collector. Its snapshot hook writes
+// each SharedOperator's snapshot as one record of runtime/state, and the
+// engine's counters as another.
 //
 // # The operator
 //
@@ -48,6 +67,6 @@
 // # Imports
 //
 // Package cep may import every package of ours except cmd and benchmarks
-// (internal/lint enforces the table of DESIGN.md). Today it imports event
-// and nfa.
+// (internal/lint enforces the table of DESIGN.md). Today it imports event,
+// event/jsonev, nfa, rules, runtime and runtime/state.
 package cep

@@ -24,12 +24,21 @@
 //     and emitted only when it advanced; a bounded input ends with
 //     event.MaxTime.
 //   - [Subtask] runs one source through the decoder and the generator into
-//     one or more [KeyedOperator] values (one per rule, each keying by
-//     itself) on the calling goroutine: each element goes to every
-//     operator, then the watermark it advanced, then, at the end of the
-//     input, the final watermark. Bad records go to a [DeadLetter] sink,
-//     such as the JSON-lines [DeadLetterWriter] (its lines encoded by
-//     [jsonev.AppendDeadLetter]).
+//     one or more [KeyedOperator] values (each keying by itself) on the
+//     calling goroutine: each element goes to every operator, then the
+//     watermark it advanced, then, at the end of the input, the final
+//     watermark. Operators emit into the [Collector] the subtask passes to
+//     every call (typed: a subtask's operators emit values of one type).
+//     Bad records go to a [DeadLetter] sink, such as the JSON-lines
+//     [DeadLetterWriter] (its lines encoded by [jsonev.AppendDeadLetter]).
+//   - Checkpoints: [Subtask.Snapshot] writes the subtask's own record (the
+//     line reached, its counters, the watermark generator and the
+//     far-ahead guard) and then each operator's, through the operator's
+//     Snapshot hook, into a [state.Writer]; [Subtask.Restore] reads them
+//     back through a [state.Reader], and Run then skips the lines the
+//     checkpoint covers. SubtaskConfig.Checkpoint is called every
+//     CheckpointEvery records, between two records, until in-band
+//     barriers exist.
 //
 // # What it will own
 //
