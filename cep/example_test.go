@@ -1,0 +1,58 @@
+package cep_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+)
+
+// A backtest: an engine over a bounded source, alerts as JSON lines, and
+// the label statistics as an observer.
+func ExampleNew() {
+	rs, err := cep.CompileRuleset("example.cep", []byte(`
+ruleset example
+event time ts
+rule big_then_foreign {
+  severity high
+  key card
+  pattern {
+    begin big where amount > 100
+    followedBy foreign where country != big.country
+    within 10m
+  }
+}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	labels := cep.NewLabels("is_fraud", "")
+	engine, err := cep.New(
+		cep.WithRuleset(rs),
+		cep.WithAlerts(os.Stdout),
+		cep.WithOutOfOrderness(5*time.Second),
+		cep.WithObservers(labels),
+	)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, _ := cep.NewEventSource(strings.NewReader(
+		`{"ts":"2026-01-01T10:00:00Z","card":"c1","amount":500,"country":"US","is_fraud":true,"scenario":"lf"}
+{"ts":"2026-01-01T10:02:00Z","card":"c1","amount":20,"country":"FR","is_fraud":true,"scenario":"lf"}
+`), "events")
+	sum, err := engine.Run(context.Background(), src)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ls := labels.Summary()
+	fmt.Printf("%d events, %d alerts; %d labelled events, recall %.0f%%\n", sum.Decoded, sum.Alerts, ls.Labelled, 100*ls.Recall())
+	// Output:
+	// {"alert_id":"87ceb00c5ae7b97c876f20ba754260e4","rule":"big_then_foreign","ruleset":"example","ruleset_version":"d43e523230c1a4a19c01b74a17acf1f844502d099432dc97409b384671a0c49b","severity":"high","key":{"card":"c1"},"detected_at":"2026-01-01T10:02:00.000Z","matched":{"big":[{"line":1,"amount":500,"card":"c1","country":"US","ts":"2026-01-01T10:00:00.000Z","is_fraud":true,"scenario":"lf"}],"foreign":[{"line":2,"amount":20,"card":"c1","country":"FR","ts":"2026-01-01T10:02:00.000Z","is_fraud":true,"scenario":"lf"}]},"emit":{}}
+	// 2 events, 1 alerts; 2 labelled events, recall 100%
+}
