@@ -197,14 +197,6 @@ func New(opts ...Option) (*Engine, error) {
 	// key fields share the keying, buffering and timers of an event.
 	specs := map[string]int{}
 	for i, r := range rs.Rules {
-		var nopts []nfa.Option
-		if c.maxPartial > 0 {
-			nopts = append(nopts, nfa.WithMaxPartialMatches(c.maxPartial))
-		}
-		n, err := nfa.Compile(r.Pattern, nopts...)
-		if err != nil {
-			return nil, fmt.Errorf("cep: rule %s: %w", r.Name, err)
-		}
 		name := strings.Join(r.KeyFields, "\x00")
 		si, ok := specs[name]
 		if !ok {
@@ -217,7 +209,7 @@ func New(opts ...Option) (*Engine, error) {
 			})
 		}
 		e.specs[si].rules = append(e.specs[si].rules, i)
-		e.rules = append(e.rules, compiledRule{rule: r, nfa: n, spec: si})
+		e.rules = append(e.rules, compiledRule{rule: r, nfa: r.NFA, spec: si})
 	}
 	return e, nil
 }

@@ -35,9 +35,14 @@ func (m TimeMode) String() string {
 // OperatorConfig configures an [Operator]. The same configuration (the same
 // compiled pattern in particular) must be given to [RestoreOperator].
 type OperatorConfig struct {
-	// NFA is the compiled pattern; required. Per-key partial-match limits
-	// are set on it ([nfa.WithMaxPartialMatches]).
+	// NFA is the compiled pattern; required.
 	NFA *nfa.NFA
+	// MaxPartialMatches caps the partial matches of one key's run
+	// ([nfa.Run.SetMaxPartialMatches]); 0 means unlimited. Over the cap the
+	// partial matches that started latest are dropped and counted in
+	// Stats.DroppedPartialMatches (docs/decisions.md, "Per-key limits"). It
+	// is configuration, not state: a restore may give another value.
+	MaxPartialMatches int
 	// Key returns the partition key of an event. nil puts every event in
 	// one global partition (key "").
 	Key func(*event.Event) event.Key
@@ -393,6 +398,7 @@ func (o *Operator) runOf(ks *keyState) *nfa.Run {
 		} else {
 			ks.run = o.cfg.NFA.NewRun()
 		}
+		ks.run.SetMaxPartialMatches(o.cfg.MaxPartialMatches)
 	}
 	return ks.run
 }

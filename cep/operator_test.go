@@ -632,7 +632,7 @@ func TestMaxBufferedEvents(t *testing.T) {
 
 func TestPartialMatchLimit(t *testing.T) {
 	p := nfa.Begin("a").Where(nameIs("a")).FollowedByAny("b").Where(nameIs("b"))
-	cfg := OperatorConfig{NFA: mustCompile(t, p, nfa.WithMaxPartialMatches(2)), Key: keyByID}
+	cfg := OperatorConfig{NFA: mustCompile(t, p), Key: keyByID, MaxPartialMatches: 2}
 	events := mkEvents(
 		tev{name: "a", ts: 1}, tev{name: "a", ts: 2}, tev{name: "a", ts: 3}, tev{name: "a", ts: 4},
 		tev{name: "b", ts: 5},
@@ -743,8 +743,8 @@ func randomConfigs(t *testing.T) map[string]OperatorConfig {
 	return map[string]OperatorConfig{
 		"flink": {NFA: flinkNFA(t, nfa.WithTimeouts()), Key: keyByID},
 		"flink comparator": {
-			NFA: flinkNFA(t, nfa.WithTimeouts(), nfa.WithMaxPartialMatches(6)), Key: keyByID,
-			Less: byPrice, MaxBufferedEvents: 8,
+			NFA: flinkNFA(t, nfa.WithTimeouts()), Key: keyByID,
+			Less: byPrice, MaxBufferedEvents: 8, MaxPartialMatches: 6,
 		},
 		"loop skip": {
 			NFA: mustCompile(t, loop.Skip(nfa.SkipPastLast()), nfa.WithTimeouts()), Key: keyByID,

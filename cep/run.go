@@ -194,7 +194,7 @@ func (e *Engine) sharedConfig(spec int) SharedConfig {
 func (e *Engine) sharedRules(spec int) []SharedRule {
 	var out []SharedRule
 	for _, i := range e.specs[spec].rules {
-		out = append(out, SharedRule{ID: i, NFA: e.rules[i].nfa})
+		out = append(out, SharedRule{ID: i, NFA: e.rules[i].nfa, MaxPartialMatches: e.cfg.maxPartial})
 	}
 	return out
 }

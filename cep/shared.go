@@ -33,9 +33,11 @@ func (c *SharedConfig) validate() error {
 type SharedRule struct {
 	// ID names the rule in the operator: >= 0 and unique.
 	ID int
-	// NFA is the rule's compiled pattern; required. Per-key partial-match
-	// limits are set on it ([nfa.WithMaxPartialMatches]).
+	// NFA is the rule's compiled pattern; required.
 	NFA *nfa.NFA
+	// MaxPartialMatches is the rule's per-key cap on partial matches, as
+	// in [OperatorConfig]; 0 means unlimited.
+	MaxPartialMatches int
 }
 
 // AllRules is the Item.Rule of the items of a [SharedOperator] that
@@ -118,6 +120,7 @@ type sharedRule struct {
 	dropped, matches, timeouts uint64
 	freeRuns                   []*nfa.Run
 	probe                      *nfa.Run // an idle run, to test elements at keys without one
+	maxPartial                 int
 }
 
 // ruleSlot is one rule's state at one key. present says whether the rule's
@@ -206,7 +209,7 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	case o.pos(r.ID) >= 0:
 		return fmt.Errorf("%w: rule %d is already hosted", ErrInvalidConfig, r.ID)
 	}
-	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, probe: r.NFA.NewRun()})
+	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, probe: r.NFA.NewRun(), maxPartial: r.MaxPartialMatches})
 	for _, ks := range o.keys {
 		var sl ruleSlot
 		for _, b := range ks.buf {
@@ -397,6 +400,7 @@ func (o *SharedOperator) runOf(i int, ks *keyState) *nfa.Run {
 		} else {
 			sl.run = r.nfa.NewRun()
 		}
+		sl.run.SetMaxPartialMatches(r.maxPartial)
 	}
 	return sl.run
 }

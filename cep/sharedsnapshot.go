@@ -190,6 +190,7 @@ func (o *SharedOperator) decodeSlot(d *decoder, ks *keyState, i int) error {
 		if err != nil {
 			return fmt.Errorf("%w: key %q, rule %d: %w", ErrCorruptSnapshot, string(ks.key), o.rules[i].id, err)
 		}
+		run.SetMaxPartialMatches(o.rules[i].maxPartial)
 		sl.run, d.B = run, rest
 	}
 	nh := d.Count()

@@ -114,6 +114,7 @@ func (o *Operator) decode(b []byte) error {
 			if err != nil {
 				return fmt.Errorf("%w: key %q: %w", ErrCorruptSnapshot, string(ks.key), err)
 			}
+			run.SetMaxPartialMatches(o.cfg.MaxPartialMatches)
 			ks.run, d.B = run, rest
 		default:
 			d.Fail()

@@ -98,11 +98,6 @@ type Option func(*NFA)
 // silently, which saves extracting them.
 func WithTimeouts() Option { return func(n *NFA) { n.handleTimeout = true } }
 
-// WithMaxPartialMatches caps the partial matches one run may hold; 0 (the
-// default) means unlimited. When a step leaves more, the partial matches
-// that started latest are dropped and counted (see [Result.Dropped]).
-func WithMaxPartialMatches(n int) Option { return func(x *NFA) { x.maxPartial = n } }
-
 // Compile checks p as Flink's Pattern API and NFACompiler do and builds the
 // automaton. Every problem found is reported, joined; each wraps
 // [ErrMalformedPattern]. The returned NFA is immutable and may be shared by

@@ -253,8 +253,9 @@ func TestSkipThrowOnMiss(t *testing.T) {
 
 func TestPartialMatchLimit(t *testing.T) {
 	p := Begin("a").Where(nameIs("a")).FollowedByAny("b").Where(nameIs("b"))
-	n := mustCompile(t, p, WithMaxPartialMatches(3))
+	n := mustCompile(t, p)
 	r := n.NewRun()
+	r.SetMaxPartialMatches(3)
 	var res Result
 	dropped := 0
 	for i := range 10 {

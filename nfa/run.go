@@ -20,7 +20,6 @@ type NFA struct {
 	stages          []string
 	stageContiguity []Contiguity
 	stageIndex      map[string]int
-	maxPartial      int
 	fingerprint     uint64 // of the state graph, checked by DecodeRun
 }
 
@@ -91,7 +90,7 @@ type Result struct {
 	Matches  []Match
 	Timeouts []Timeout
 	// Dropped counts partial matches discarded because the run exceeded its
-	// partial-match limit ([WithMaxPartialMatches]).
+	// partial-match limit ([Run.SetMaxPartialMatches]).
 	Dropped int
 }
 
@@ -158,6 +157,8 @@ type Run struct {
 	releaseStack []releaseItem
 	walk         []*node
 
+	maxPartial int // 0: unlimited
+
 	// Cached by summarize after every change of partial.
 	nonStart    int
 	deadline    event.Time
@@ -197,6 +198,14 @@ func (r *Run) summarize() {
 		}
 	}
 }
+
+// SetMaxPartialMatches caps the partial matches the run may hold; 0 (the
+// default) means unlimited. When a step leaves more, the partial matches
+// that started latest are dropped and counted (see [Result.Dropped]). The
+// limit is the run's configuration, not its state: it is not encoded, Reset
+// keeps it, and the operator sets it on every run it makes or restores, so
+// changing it needs no recompilation.
+func (r *Run) SetMaxPartialMatches(n int) { r.maxPartial = n }
 
 // NFA returns the automaton the run belongs to.
 func (r *Run) NFA() *NFA { return r.nfa }
@@ -657,7 +666,7 @@ func (r *Run) materialize(p path) Match {
 // enforceLimit drops the partial matches that started latest while the run
 // holds more than its limit (see docs/decisions.md).
 func (r *Run) enforceLimit(res *Result) {
-	limit := r.nfa.maxPartial
+	limit := r.maxPartial
 	if limit <= 0 {
 		return
 	}

@@ -91,8 +91,8 @@ type Rule struct {
 	KeyFields []string
 	KeySlots  []int
 	// Pattern is the pattern as built with the nfa builder, for callers that
-	// compile it with other options (nfa.WithTimeouts,
-	// nfa.WithMaxPartialMatches); NFA is it compiled without options.
+	// compile it with other options (nfa.WithTimeouts); NFA is it compiled
+	// without options.
 	Pattern *nfa.Pattern
 	NFA     *nfa.NFA
 	// Emits are the fields the rule's alerts carry, computed from a match.
