@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,9 +106,16 @@ func TestEngineSnapshotRestore(t *testing.T) {
 	}
 	for _, at := range []int64{1, 50, 97, 98, 299, 500, 606} {
 		t.Run(fmt.Sprint("after=", at), func(t *testing.T) {
+			// Checkpoints go into one store in turn, each writing what
+			// changed since the one before; the run crashes after the
+			// third (the first when the input holds fewer).
 			store := state.NewMem()
 			var snap *state.MemSnapshot
 			var cut engineRun
+			crashAt, taken := 3, 0
+			if 3*at > 600 {
+				crashAt = 1
+			}
 			src, _ := NewEventSource(strings.NewReader(input), "input")
 			var alerts, late bytes.Buffer
 			var ids []string
@@ -120,7 +128,10 @@ func TestEngineSnapshotRestore(t *testing.T) {
 					snap = store.Snapshot()
 					// The outputs were flushed before the snapshot: what
 					// is written now is what the checkpoint covers.
-					cut = engineRun{alerts: alerts.String(), late: late.String(), observed: ids}
+					cut = engineRun{alerts: alerts.String(), late: late.String(), observed: slices.Clone(ids)}
+					if taken++; taken < crashAt {
+						return nil
+					}
 					return errCrash
 				}))
 			if err != nil {
@@ -129,8 +140,26 @@ func TestEngineSnapshotRestore(t *testing.T) {
 			if _, err := e.Run(context.Background(), src); !errors.Is(err, errCrash) {
 				t.Fatalf("first run: %v", err)
 			}
-			if n := store.Len(); n != 4 { // subtask, two shared operators, counters
-				t.Errorf("%d records in the store, want 4", n)
+			// The subtask's record, the counters, and per shared operator a
+			// header and one record per key holding state, in its group.
+			headers, keyed := 0, 0
+			for _, spec := range e.specs {
+				for rec, err := range snap.Records(spec.id, state.AllKeyGroups) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					switch g := rec.Key.KeyGroup; {
+					case g == headerGroup && rec.Key.Key == "":
+						headers++
+					case g == state.GroupOf(rec.Key.Key, state.DefaultKeyGroups):
+						keyed++
+					default:
+						t.Errorf("record %v in the wrong key group", rec.Key)
+					}
+				}
+			}
+			if headers != 2 || keyed == 0 || snap.Len() != 2+headers+keyed {
+				t.Errorf("%d records: %d headers, %d keys; want 2 headers, keys, the subtask and the counters", snap.Len(), headers, keyed)
 			}
 			rest, err := runEngine(t, input, withRestore(snap))
 			if err != nil {

@@ -233,6 +233,7 @@ type keyState struct {
 	// rules holds, in a SharedOperator, the state of each rule at this key
 	// (in the operator's rule order); nil in an Operator.
 	rules []ruleSlot
+	dirty bool // in a SharedOperator: listed in its dirty keys
 }
 
 // bucket holds the elements buffered at one timestamp, in arrival order.

@@ -289,17 +289,14 @@ func byRule(a, b Item) int { return a.Rule - b.Rule }
 // counterStateVersion is the first byte of the counter record.
 const counterStateVersion = 1
 
-// Snapshot writes, for each shared operator, its whole snapshot as one
-// record (its operator id, key group 0, the empty key), and the engine's
-// counters as one more record.
+// Snapshot writes, for each shared operator, what changed since the last
+// checkpoint ([SharedOperator.SnapshotTo]: its header record and a record
+// per changed key, in the key's key group), and the engine's counters as
+// one more record. w is the store every checkpoint writes into.
 func (h *hostOperator) Snapshot(w state.Writer) error {
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
-		b, err := ko.op.Snapshot()
-		if err != nil {
-			return err
-		}
-		if err := w.Put(state.Key{Operator: ko.spec.id}, b); err != nil {
+		if err := ko.op.SnapshotTo(w, ko.spec.id); err != nil {
 			return err
 		}
 	}
@@ -315,16 +312,12 @@ func (h *hostOperator) Snapshot(w state.Writer) error {
 	return w.Put(h.counterRecord, b)
 }
 
-// Restore replaces each shared operator by the one its record restores,
+// Restore replaces each shared operator by the one its records restore,
 // and sets the engine's counters.
 func (h *hostOperator) Restore(r state.Reader) error {
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
-		b, err := oneRecord(r, state.Key{Operator: ko.spec.id})
-		if err != nil {
-			return err
-		}
-		op, err := RestoreSharedOperator(h.e.sharedConfig(i), h.e.sharedRules(i), b)
+		op, err := RestoreSharedOperatorFrom(h.e.sharedConfig(i), h.e.sharedRules(i), r, ko.spec.id)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // SharedConfig configures a [SharedOperator]: an [OperatorConfig] without
@@ -21,9 +22,17 @@ type SharedConfig struct {
 	TimeMode          TimeMode
 	Less              func(a, b *event.Event) bool
 	MaxBufferedEvents int
+	// KeyGroups is the number of key groups the keys' state records are
+	// split into ([SharedOperator.SnapshotTo]); 0 means
+	// state.DefaultKeyGroups. At most state.MaxKeyGroups; restore with the
+	// same value.
+	KeyGroups int
 }
 
 func (c *SharedConfig) validate() error {
+	if c.KeyGroups < 0 || c.KeyGroups > state.MaxKeyGroups {
+		return fmt.Errorf("%w: %d key groups, want 0..%d", ErrInvalidConfig, c.KeyGroups, state.MaxKeyGroups)
+	}
 	oc := OperatorConfig{NFA: &nfa.NFA{}, TimeMode: c.TimeMode, MaxBufferedEvents: c.MaxBufferedEvents}
 	return oc.validate()
 }
@@ -110,6 +119,13 @@ type SharedOperator struct {
 	woken   bool
 
 	freeKeys []*keyState
+
+	// dirty lists the keys whose state changed since the last SnapshotTo
+	// (dropped keys included) while tracking; allDirty says every key must
+	// be written (before the first SnapshotTo, after a rule change).
+	dirty    []event.Key
+	allDirty bool
+	tracking bool
 }
 
 // sharedRule is a rule of a SharedOperator.
@@ -193,6 +209,7 @@ func newSharedOperator(cfg SharedConfig) *SharedOperator {
 		less:      compareFunc(cfg.Less),
 		keys:      map[event.Key]*keyState{},
 		watermark: event.MinTime,
+		allDirty:  true,
 	}
 }
 
@@ -209,6 +226,7 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	case o.pos(r.ID) >= 0:
 		return fmt.Errorf("%w: rule %d is already hosted", ErrInvalidConfig, r.ID)
 	}
+	o.allDirty = true
 	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, probe: r.NFA.NewRun(), maxPartial: r.MaxPartialMatches})
 	for _, ks := range o.keys {
 		var sl ruleSlot
@@ -230,8 +248,10 @@ func (o *SharedOperator) RemoveRule(id int) error {
 		return fmt.Errorf("%w: %d", ErrUnknownRule, id)
 	}
 	o.rules = slices.Delete(o.rules, i, i+1)
+	o.allDirty = true
 	for _, ks := range o.keys {
 		ks.rules = slices.Delete(ks.rules, i, i+1)
+		o.touch(ks) // it may be dropped: its record must go
 		o.settle(ks)
 	}
 	return nil
@@ -443,6 +463,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 	}
 	ks, created := o.keyState(k)
 	o.arrive(ks, created)
+	o.touch(ks)
 	ks.insert(ev, ts)
 	o.buffered++
 	if due := o.bufferDue(ts); !ks.timer.armed || due < ks.timer.due {
@@ -455,6 +476,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 func (o *SharedOperator) processNow(k event.Key, ev *event.Event, out *Output) error {
 	ks, created := o.keyState(k)
 	o.arrive(ks, created)
+	o.touch(ks)
 	t := o.procTime
 	var errs []error
 	for i, r := range o.rules {
@@ -508,6 +530,7 @@ func (o *SharedOperator) fireTimers(t event.Time, out *Output) error {
 // onProcessingTime of the rule's operator), then drops the elements it
 // released from the buffer.
 func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
+	o.touch(ks)
 	n := 0
 	if o.cfg.TimeMode == EventTime {
 		for n < len(ks.buf) && ks.buf[n].ts <= t {

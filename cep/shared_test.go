@@ -7,6 +7,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // The equivalence of SharedOperator with one Operator per rule is tested
@@ -182,4 +183,104 @@ func TestSharedSnapshot(t *testing.T) {
 	if err := op.AddRule(SharedRule{ID: 2, NFA: ab}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("adding rule 2 twice: %v", err)
 	}
+}
+
+// countingWriter records the keys a SnapshotTo puts and deletes, and
+// passes them on.
+type countingWriter struct {
+	w          state.Writer
+	put, del   []string
+	headerPuts int
+}
+
+func (c *countingWriter) Put(k state.Key, v []byte) error {
+	if k.KeyGroup == headerGroup {
+		c.headerPuts++
+	} else {
+		c.put = append(c.put, string(k.Key))
+	}
+	return c.w.Put(k, v)
+}
+
+func (c *countingWriter) Delete(k state.Key) error {
+	c.del = append(c.del, string(k.Key))
+	return c.w.Delete(k)
+}
+
+// TestSharedSnapshotTo: checkpoints into one store write the header and
+// only the keys changed since the previous one (a deletion for a key
+// whose state went), and what the store holds then restores to the
+// operator's state (the same blob snapshot), across a rule change too.
+func TestSharedSnapshotTo(t *testing.T) {
+	ab := mustCompile(t, nfa.Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")).Within(10))
+	rules := []SharedRule{{ID: 0, NFA: ab}}
+	cfg := SharedConfig{Key: keyByID, KeyGroups: 8}
+	op, err := NewSharedOperator(cfg, rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := state.NewMem()
+	var out Output
+	feed := func(evs ...tev) {
+		t.Helper()
+		for _, ev := range mkEvents(evs...) {
+			if err := op.ProcessElement(ev, ev.Time, &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	checkpoint := func(wantPut, wantDel []string) {
+		t.Helper()
+		cw := &countingWriter{w: store}
+		if err := op.SnapshotTo(cw, "op"); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(cw.put)
+		if !slices.Equal(cw.put, wantPut) || !slices.Equal(cw.del, wantDel) || cw.headerPuts != 1 {
+			t.Errorf("put %q, deleted %q, %d headers; want put %q, deleted %q, 1 header", cw.put, cw.del, cw.headerPuts, wantPut, wantDel)
+		}
+		re, err := RestoreSharedOperatorFrom(cfg, rules, store.Snapshot(), "op")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err1 := op.Snapshot()
+		got, err2 := re.Snapshot()
+		if err1 != nil || err2 != nil || !slices.Equal(got, want) {
+			t.Errorf("the store restores another state (%v, %v)", err1, err2)
+		}
+	}
+	feed(tev{id: 1, name: "a", ts: 1}, tev{id: 2, name: "a", ts: 2}, tev{id: 3, name: "x", ts: 2})
+	checkpoint([]string{"1", "2", "3"}, nil) // the first writes every key
+	_ = op.ProcessWatermark(2, &out)         // keys 1 and 2 hold a partial match, key 3 goes
+	checkpoint([]string{"1", "2"}, []string{"3"})
+	feed(tev{id: 1, name: "b", ts: 5}) // only key 1 changes
+	checkpoint([]string{"1"}, nil)
+	checkpoint(nil, nil)
+	_ = op.ProcessWatermark(6, &out) // key 1 matches and goes
+	checkpoint(nil, []string{"1"})
+	if err := op.AddRule(SharedRule{ID: 1, NFA: ab}); err != nil {
+		t.Fatal(err)
+	}
+	rules = append(rules, SharedRule{ID: 1, NFA: ab})
+	checkpoint([]string{"2"}, nil) // every key again: their records hold every rule
+	// A store written with other key groups does not restore (key 2 is in
+	// another group among other's groups).
+	other := 2
+	for state.GroupOf("2", other) == state.GroupOf("2", 8) {
+		other++
+	}
+	if _, err := RestoreSharedOperatorFrom(SharedConfig{Key: keyByID, KeyGroups: other}, rules, store.Snapshot(), "op"); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Errorf("restore with other key groups: %v", err)
+	}
+	if _, err := RestoreSharedOperatorFrom(cfg, rules, store.Snapshot(), "other"); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Errorf("restore of an operator without records: %v", err)
+	}
+	// The restored operator tracks its changes against the store it came from.
+	re, err := RestoreSharedOperatorFrom(cfg, rules, store.Snapshot(), "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op = re
+	feed(tev{id: 4, name: "a", ts: 7})
+	checkpoint([]string{"4"}, nil)
 }

@@ -8,26 +8,130 @@ import (
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
+
+// The state of a SharedOperator has two parts: a header (the watermark,
+// the processing clock, the counters, the rule ids with their counters)
+// and one record per key (its rank, its buffered elements and, for each
+// rule, whether it holds state there, its rank and run, and which buffered
+// elements it does not see). Snapshot writes both as one blob; SnapshotTo
+// writes them as state records, the header under headerGroup and each key
+// in its key group, only the keys changed since the previous SnapshotTo.
 
 // sharedSnapshotVersion differs from snapshotVersion, so that neither
 // kind of operator restores the other's snapshot.
-const sharedSnapshotVersion = 2
+const sharedSnapshotVersion = 3
 
-// Snapshot encodes the operator's whole state: the watermark, the
-// processing clock, the counters, the rule ids with their counters and,
-// for every key in key order, its rank, its buffered elements and, for
-// each rule, whether it holds state there, its rank and run, and which
-// buffered elements it does not see. The bytes are deterministic. A
-// failed rule makes it return that rule's *[RuleError].
+// keyRecordVersion is the first byte of a key's state record.
+const keyRecordVersion = 1
+
+// headerGroup is the key group of an operator's header record: no key
+// belongs to it (SharedConfig.KeyGroups is at most state.MaxKeyGroups).
+const headerGroup = state.KeyGroup(state.MaxKeyGroups)
+
+// Snapshot encodes the operator's whole state: the header, then every key
+// in key order with its record. The bytes are deterministic. A failed rule
+// makes it return that rule's *[RuleError].
 func (o *SharedOperator) Snapshot() ([]byte, error) {
-	for _, r := range o.rules {
-		if r.err != nil {
-			return nil, &RuleError{Rule: r.id, Err: r.err}
-		}
+	if err := o.snapshottable(); err != nil {
+		return nil, err
 	}
 	b := make([]byte, 0, 64+32*len(o.keys)*(1+len(o.rules))+64*o.buffered)
 	b = append(b, sharedSnapshotVersion)
+	b = o.appendHeader(b)
+	keys := make([]*keyState, 0, len(o.keys))
+	for _, ks := range o.keys {
+		keys = append(keys, ks)
+	}
+	slices.SortFunc(keys, func(x, y *keyState) int { return strings.Compare(string(x.key), string(y.key)) })
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, ks := range keys {
+		b = binary.AppendUvarint(b, uint64(len(ks.key)))
+		b = append(b, ks.key...)
+		b = o.appendKey(b, ks)
+	}
+	return b, nil
+}
+
+func (o *SharedOperator) snapshottable() error {
+	for _, r := range o.rules {
+		if r.err != nil {
+			return &RuleError{Rule: r.id, Err: r.err}
+		}
+	}
+	return nil
+}
+
+// SnapshotTo writes the operator's state to w as records of operator op:
+// the header, a record for every key whose state changed since the
+// previous SnapshotTo (all keys the first time, and after a rule was added
+// or removed), and a deletion for every key dropped since. w must hold
+// the records of the previous SnapshotTo (a store the checkpoints write
+// into in turn, the one the operator was restored from included): what
+// it then holds restores with [RestoreSharedOperatorFrom]. A failed rule
+// makes it return that rule's *[RuleError] and write nothing.
+func (o *SharedOperator) SnapshotTo(w state.Writer, op state.OperatorID) error {
+	if err := o.snapshottable(); err != nil {
+		return err
+	}
+	groups := o.keyGroups()
+	var b []byte
+	put := func(k event.Key) error {
+		ks := o.keys[k]
+		rk := state.Key{Operator: op, KeyGroup: state.GroupOf(k, groups), Key: k}
+		if ks == nil {
+			return w.Delete(rk)
+		}
+		b = o.appendKey(append(b[:0], keyRecordVersion), ks)
+		return w.Put(rk, b)
+	}
+	if o.allDirty {
+		for k := range o.keys {
+			if err := put(k); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range o.dirty {
+		if o.allDirty && o.keys[k] != nil {
+			continue
+		}
+		if err := put(k); err != nil {
+			return err
+		}
+	}
+	b = o.appendHeader(append(b[:0], sharedSnapshotVersion))
+	if err := w.Put(state.Key{Operator: op, KeyGroup: headerGroup}, b); err != nil {
+		return err
+	}
+	for _, ks := range o.keys {
+		ks.dirty = false
+	}
+	clear(o.dirty)
+	o.dirty, o.allDirty, o.tracking = o.dirty[:0], false, true
+	return nil
+}
+
+// touch records that ks's state changed since the last SnapshotTo. Until
+// the operator's records are in a store (the first SnapshotTo, or a
+// restore from records) nothing is tracked: the first SnapshotTo writes
+// every key.
+func (o *SharedOperator) touch(ks *keyState) {
+	if o.tracking && !ks.dirty {
+		ks.dirty = true
+		o.dirty = append(o.dirty, ks.key)
+	}
+}
+
+func (o *SharedOperator) keyGroups() int {
+	if o.cfg.KeyGroups > 0 {
+		return o.cfg.KeyGroups
+	}
+	return state.DefaultKeyGroups
+}
+
+func (o *SharedOperator) appendHeader(b []byte) []byte {
 	b = binary.AppendVarint(b, int64(o.watermark))
 	b = binary.AppendVarint(b, int64(o.procTime))
 	b = binary.AppendUvarint(b, o.late)
@@ -40,42 +144,37 @@ func (o *SharedOperator) Snapshot() ([]byte, error) {
 		b = binary.AppendUvarint(b, r.matches)
 		b = binary.AppendUvarint(b, r.timeouts)
 	}
-	keys := make([]*keyState, 0, len(o.keys))
-	for _, ks := range o.keys {
-		keys = append(keys, ks)
-	}
-	slices.SortFunc(keys, func(x, y *keyState) int { return strings.Compare(string(x.key), string(y.key)) })
-	b = binary.AppendUvarint(b, uint64(len(keys)))
-	for _, ks := range keys {
-		b = binary.AppendUvarint(b, uint64(len(ks.key)))
-		b = append(b, ks.key...)
-		b = binary.AppendUvarint(b, ks.order)
-		b = appendBuffer(b, ks)
-		for i := range ks.rules {
-			sl := &ks.rules[i]
-			var flags byte
-			if sl.present {
-				flags |= 1
-			}
-			if sl.run != nil {
-				flags |= 2
-			}
-			b = append(b, flags)
-			if sl.present {
-				b = binary.AppendUvarint(b, sl.order)
-			}
-			if sl.run != nil {
-				b = sl.run.AppendBinary(b)
-			}
-			b = binary.AppendUvarint(b, uint64(len(sl.hidden)))
-			for _, h := range sl.hidden {
-				bi, _ := slices.BinarySearchFunc(ks.buf, h.ts, func(bk bucket, ts event.Time) int { return compareTime(bk.ts, ts) })
-				b = binary.AppendUvarint(b, uint64(bi))
-				b = binary.AppendUvarint(b, uint64(slices.Index(ks.buf[bi].evs, h.ev)))
-			}
+	return b
+}
+
+// appendKey appends the record of ks (without its version byte).
+func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
+	b = binary.AppendUvarint(b, ks.order)
+	b = appendBuffer(b, ks)
+	for i := range ks.rules {
+		sl := &ks.rules[i]
+		var flags byte
+		if sl.present {
+			flags |= 1
+		}
+		if sl.run != nil {
+			flags |= 2
+		}
+		b = append(b, flags)
+		if sl.present {
+			b = binary.AppendUvarint(b, sl.order)
+		}
+		if sl.run != nil {
+			b = sl.run.AppendBinary(b)
+		}
+		b = binary.AppendUvarint(b, uint64(len(sl.hidden)))
+		for _, h := range sl.hidden {
+			bi, _ := slices.BinarySearchFunc(ks.buf, h.ts, func(bk bucket, ts event.Time) int { return compareTime(bk.ts, ts) })
+			b = binary.AppendUvarint(b, uint64(bi))
+			b = binary.AppendUvarint(b, uint64(slices.Index(ks.buf[bi].evs, h.ev)))
 		}
 	}
-	return b, nil
+	return b
 }
 
 func compareTime(a, b event.Time) int {
@@ -100,12 +199,84 @@ func RestoreSharedOperator(cfg SharedConfig, rules []SharedRule, snapshot []byte
 		return nil, err
 	}
 	if err := o.decode(snapshot); err != nil {
-		if errors.Is(err, ErrCorruptSnapshot) || errors.Is(err, ErrInvalidConfig) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+		return nil, snapshotErr(err)
 	}
 	return o, nil
+}
+
+// RestoreSharedOperatorFrom is [RestoreSharedOperator] from the records
+// of operator op in r (what [SharedOperator.SnapshotTo] wrote): the
+// header and the keys of every key group. The operator's next SnapshotTo
+// writes only what changes after the restore, so it must write into the
+// store restored from.
+func RestoreSharedOperatorFrom(cfg SharedConfig, rules []SharedRule, r state.Reader, op state.OperatorID) (*SharedOperator, error) {
+	o, err := NewSharedOperator(cfg, rules...)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.restoreFrom(r, op); err != nil {
+		return nil, snapshotErr(err)
+	}
+	return o, nil
+}
+
+func snapshotErr(err error) error {
+	if errors.Is(err, ErrCorruptSnapshot) || errors.Is(err, ErrInvalidConfig) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+}
+
+func (o *SharedOperator) restoreFrom(r state.Reader, op state.OperatorID) error {
+	header := false
+	for rec, err := range r.Records(op, state.KeyGroupRange{First: headerGroup, Last: headerGroup}) {
+		if err != nil {
+			return err
+		}
+		if header || rec.Key.Key != "" {
+			return fmt.Errorf("%w: operator %s: unexpected header record %v", ErrCorruptSnapshot, op, rec.Key)
+		}
+		header = true
+		d := decoder{event.Reader{B: rec.Value, Corrupt: ErrCorruptSnapshot}}
+		if v := d.Byte(); d.Err == nil && v != sharedSnapshotVersion {
+			return fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
+		}
+		if err := o.decodeHeader(&d); err != nil {
+			return err
+		}
+		if err := d.end(); err != nil {
+			return err
+		}
+	}
+	if !header {
+		return fmt.Errorf("%w: operator %s has no header record", ErrCorruptSnapshot, op)
+	}
+	// Every key group but the header's: a record outside the operator's
+	// groups means the store was written with other KeyGroups.
+	groups := o.keyGroups()
+	keys := state.KeyGroupRange{First: 0, Last: headerGroup - 1}
+	for rec, err := range r.Records(op, keys) {
+		if err != nil {
+			return err
+		}
+		k := rec.Key.Key
+		if g := state.GroupOf(k, groups); g != rec.Key.KeyGroup {
+			return fmt.Errorf("%w: key %q in key group %d, want %d (another KeyGroups?)", ErrCorruptSnapshot, string(k), rec.Key.KeyGroup, g)
+		}
+		d := decoder{event.Reader{B: rec.Value, Corrupt: ErrCorruptSnapshot}}
+		if v := d.Byte(); d.Err == nil && v != keyRecordVersion {
+			return fmt.Errorf("%w: key %q: unknown version %d", ErrCorruptSnapshot, string(k), v)
+		}
+		if err := o.decodeKey(&d, k); err != nil {
+			return err
+		}
+		if err := d.end(); err != nil {
+			return err
+		}
+	}
+	o.rearm()
+	o.allDirty, o.tracking = false, true
+	return nil
 }
 
 func (o *SharedOperator) decode(b []byte) error {
@@ -113,6 +284,57 @@ func (o *SharedOperator) decode(b []byte) error {
 	if v := d.Byte(); d.Err == nil && v != sharedSnapshotVersion {
 		return fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
 	}
+	if err := o.decodeHeader(&d); err != nil {
+		return err
+	}
+	nkeys := d.Count()
+	var prev event.Key
+	for i := range nkeys {
+		if d.Err != nil {
+			return d.Err
+		}
+		k := event.Key(d.Bytes(d.Count()))
+		if d.Err == nil && i > 0 && k <= prev {
+			return fmt.Errorf("%w: key %q out of order", ErrCorruptSnapshot, string(k))
+		}
+		if err := o.decodeKey(&d, k); err != nil {
+			return err
+		}
+		prev = k
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	o.rearm()
+	return nil
+}
+
+// rearm arms the timers of the restored keys; the restored operator has
+// written nothing, so no key is dirty. The heap breaks ties by the keys'
+// ranks, which are unique, and each rule's order comes from its own
+// ranks: the order of arming is free.
+func (o *SharedOperator) rearm() {
+	for _, ks := range o.keys {
+		o.settle(ks)
+	}
+	for _, ks := range o.keys {
+		ks.dirty = false
+	}
+	clear(o.dirty)
+	o.dirty = o.dirty[:0]
+}
+
+func (d *decoder) end() error {
+	if d.Err != nil {
+		return d.Err
+	}
+	if len(d.B) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, len(d.B))
+	}
+	return nil
+}
+
+func (o *SharedOperator) decodeHeader(d *decoder) error {
 	o.watermark = event.Time(d.Varint())
 	o.procTime = event.Time(d.Varint())
 	o.late, o.overflow, o.nextOrder = d.Uvarint(), d.Uvarint(), d.Uvarint()
@@ -125,48 +347,37 @@ func (o *SharedOperator) decode(b []byte) error {
 		}
 		r.dropped, r.matches, r.timeouts = d.Uvarint(), d.Uvarint(), d.Uvarint()
 	}
-	nkeys := d.Count()
-	var prev *keyState
-	for range nkeys {
-		if d.Err != nil {
-			return d.Err
-		}
-		ks := &keyState{key: event.Key(d.Bytes(d.Count())), rules: make([]ruleSlot, len(o.rules))}
-		ks.order = d.Uvarint()
-		if d.Err == nil && (prev != nil && ks.key <= prev.key || ks.order >= o.nextOrder) {
-			return fmt.Errorf("%w: key %q out of order or with a bad rank", ErrCorruptSnapshot, string(ks.key))
-		}
-		if err := decodeBuffer(&d, ks); err != nil {
+	return d.Err
+}
+
+// decodeKey reads the record of key k and adds the key to o.
+func (o *SharedOperator) decodeKey(d *decoder, k event.Key) error {
+	if o.keys[k] != nil {
+		return fmt.Errorf("%w: key %q twice", ErrCorruptSnapshot, string(k))
+	}
+	ks := &keyState{key: k, rules: make([]ruleSlot, len(o.rules))}
+	ks.order = d.Uvarint()
+	if d.Err == nil && ks.order >= o.nextOrder {
+		return fmt.Errorf("%w: key %q with a bad rank", ErrCorruptSnapshot, string(k))
+	}
+	if err := decodeBuffer(d, ks); err != nil {
+		return err
+	}
+	held := ks.n > 0
+	for i := range ks.rules {
+		if err := o.decodeSlot(d, ks, i); err != nil {
 			return err
 		}
-		held := ks.n > 0
-		for i := range ks.rules {
-			if err := o.decodeSlot(&d, ks, i); err != nil {
-				return err
-			}
-			held = held || ks.rules[i].present
-		}
-		if d.Err != nil {
-			return d.Err
-		}
-		if !held {
-			return fmt.Errorf("%w: key %q holds no state", ErrCorruptSnapshot, string(ks.key))
-		}
-		o.keys[ks.key] = ks
-		o.buffered += ks.n
-		prev = ks
+		held = held || ks.rules[i].present
 	}
 	if d.Err != nil {
 		return d.Err
 	}
-	if len(d.B) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, len(d.B))
+	if !held {
+		return fmt.Errorf("%w: key %q holds no state", ErrCorruptSnapshot, string(k))
 	}
-	// The heap breaks ties by the keys' ranks, which are unique, and each
-	// rule's order comes from its own ranks: the order of arming is free.
-	for _, ks := range o.keys {
-		o.settle(ks)
-	}
+	o.keys[k] = ks
+	o.buffered += ks.n
 	return nil
 }
 

@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -165,5 +166,28 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestGroupOf(t *testing.T) {
+	// FNV-1a 64 of "" is its offset basis, of "a" a published value.
+	if got, want := GroupOf("", 1<<15), KeyGroup(14695981039346656037%(1<<15)); got != want {
+		t.Errorf("GroupOf(\"\") = %d, want %d", got, want)
+	}
+	if got, want := GroupOf("a", 1000), KeyGroup(0xaf63dc4c8601ec8c%1000); got != want {
+		t.Errorf("GroupOf(\"a\") = %d, want %d", got, want)
+	}
+	seen := map[KeyGroup]int{}
+	for i := range 10000 {
+		g := GroupOf(event.Key(fmt.Sprint("card-", i)), DefaultKeyGroups)
+		if int(g) >= DefaultKeyGroups {
+			t.Fatalf("group %d out of range", g)
+		}
+		seen[g]++
+	}
+	for g := range KeyGroup(DefaultKeyGroups) {
+		if n := seen[g]; n < 40 || n > 120 {
+			t.Errorf("group %d holds %d of 10000 keys: not spread", g, n)
+		}
 	}
 }

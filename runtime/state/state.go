@@ -21,6 +21,30 @@ type OperatorID string
 // Operators that do not shard their state yet write key group 0.
 type KeyGroup uint16
 
+// DefaultKeyGroups is the number of key groups keyed state is split into
+// unless an operator is configured otherwise (docs/decisions.md, "Shard
+// model").
+const DefaultKeyGroups = 128
+
+// MaxKeyGroups is the most key groups an operator may split its keys into:
+// key group MaxKeyGroups (the largest KeyGroup) is left for an operator's
+// records that belong to no key.
+const MaxKeyGroups = math.MaxUint16
+
+// GroupOf returns the key group of k among groups key groups: the FNV-1a
+// 64-bit hash of the key bytes, mod groups. It is the same in every
+// process (hash/maphash is seeded per process). REQUIRES: 0 < groups <=
+// MaxKeyGroups.
+func GroupOf(k event.Key, groups int) KeyGroup {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(k); i++ {
+		h ^= uint64(k[i])
+		h *= prime
+	}
+	return KeyGroup(h % uint64(groups))
+}
+
 // KeyGroupRange is the key groups from First to Last, both included.
 type KeyGroupRange struct {
 	First, Last KeyGroup
