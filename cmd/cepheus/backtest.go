@@ -20,7 +20,7 @@ import (
 
 var backtestCommand = &command{
 	name:  "backtest",
-	usage: "cepheus backtest --rules file|dir --events file.jsonl|file.jsonl.gz|- [flags]",
+	usage: "cepheus backtest -rules file|dir -events file.jsonl|file.jsonl.gz|- [flags]",
 	help: `Backtest replays a file of events through a ruleset exactly as a live run
 would: every rule's keyed CEP operator in event time, a watermark that
 trails the largest timestamp seen by -out-of-orderness, and, at the end of
@@ -94,7 +94,7 @@ const giveUpAfter = 10_000
 
 func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f backtestFlags
-	fs := newFlagSet(backtestCommand, stderr)
+	fs := newFlagSet(backtestCommand, stdout)
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory of *.cep files (required)")
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (required)")
 	fs.StringVar(&f.alerts, "alerts", "-", "where alerts go: a file, or - for stdout")
@@ -112,14 +112,14 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&f.examples, "examples", 0, "print this many example alerts per rule in the summary")
 	fs.BoolVar(&f.quiet, "q", false, "no progress line and no summary")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("backtest: unexpected arguments %q", fs.Args())
+		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
 	if f.rules == "" || f.events == "" {
-		return usagef("backtest: -rules and -events are required")
+		return fs.usagef("-rules and -events are required")
 	}
 	input := cep.InputPolicy{MaxAhead: f.maxAhead, MaxDeadFraction: f.maxDeadFraction, GiveUpAfter: giveUpAfter}
 	switch f.timeUnit {
@@ -129,10 +129,10 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case "s":
 		input.TimeUnit = cep.Seconds
 	default:
-		return usagef("backtest: -time-unit %q: want ms or s", f.timeUnit)
+		return fs.usagef("-time-unit %q: want ms or s", f.timeUnit)
 	}
 	if f.maxAhead < 0 || f.maxDeadFraction < 0 || f.maxDeadFraction > 1 {
-		return usagef("backtest: -max-ahead must be >= 0 and -max-dead-fraction in 0..1")
+		return fs.usagef("-max-ahead must be >= 0 and -max-dead-fraction in 0..1")
 	}
 	if f.maxDeadFraction == 1 {
 		input.MaxDeadFraction = 0
@@ -145,7 +145,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("backtest: no *.cep files in %s", f.rules)
 	}
 	if len(files) > 1 && f.events == "-" {
-		return usagef("backtest: several rulesets need an events file, not stdin")
+		return fs.usagef("several rulesets need an events file, not stdin")
 	}
 	var sets []*rules.Ruleset
 	bad := false
@@ -705,4 +705,13 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		out.Close()
 	}, nil
+}
+
+// plural returns n (with thousands separators) and the noun that goes with
+// it: "1 line", "2 lines".
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return humanInt(n) + " " + many
 }

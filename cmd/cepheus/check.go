@@ -22,21 +22,21 @@ the source line with a caret under the fault. At most 20 errors are
 reported per file; a second error on the same line is dropped. A directory
 stands for the *.cep files directly in it.
 
-Check prints nothing when every file is clean, and exits with status 0;
-with status 1 when it found an error.
+The errors go to stderr. Check prints nothing when every file is clean, and
+exits with status 0; with status 1 when it found an error.
 `,
 }
 
 func init() { checkCommand.run = runCheck }
 
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet(checkCommand, stderr)
+	fs := newFlagSet(checkCommand, stdout)
 	quiet := fs.Bool("q", false, "print only file:line:col: message, without the source line and caret")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return usagef("check: no files given")
+		return fs.usagef("no files given")
 	}
 	files, err := rulesetFiles(fs.Args())
 	if err != nil {
@@ -50,7 +50,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		if _, err := rules.Load(name, src); err != nil {
 			found = true
-			if err := printErrors(stdout, err, !*quiet); err != nil {
+			if err := printErrors(stderr, err, !*quiet); err != nil {
 				return err
 			}
 		}

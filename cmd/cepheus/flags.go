@@ -8,38 +8,109 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 )
 
 // errHelp is returned after -h printed a command's help: exit status 0.
 var errHelp = flag.ErrHelp
 
-// newFlagSet returns the flag set of c; -h prints c's help and flags.
-func newFlagSet(c *command, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s", c.usage, c.help)
-		hasFlags := false
-		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-		if hasFlags {
-			fmt.Fprintf(fs.Output(), "\nFlags:\n")
-			fs.PrintDefaults()
-		}
-	}
-	return fs
+// flagSet is the flag set of a command. Unlike a bare flag.FlagSet it takes
+// flags anywhere on the command line, also after the files (check f.cep
+// -q); "--" ends the flags. -h prints the command's help to stdout.
+type flagSet struct {
+	*flag.FlagSet
+	cmd    *command
+	stdout io.Writer
+	args   []string // the arguments that are not flags, in order
 }
 
-// parseFlags parses args; -h is not an error (the help was printed), a bad
-// flag is a usage error.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, flag.ErrHelp):
-		return errHelp
+// newFlagSet returns the flag set of c; its help goes to stdout.
+func newFlagSet(c *command, stdout io.Writer) *flagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	// The flag package prints its errors and the usage on every error;
+	// parse reports them itself, once.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, cmd: c, stdout: stdout}
+}
+
+// parse parses args. -h prints the help and returns errHelp (exit status
+// 0); a bad flag is a usage error of the command.
+func (fs *flagSet) parse(args []string) error {
+	for {
+		err := fs.FlagSet.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			fs.printHelp()
+			return errHelp
+		case err != nil:
+			return fs.usagef("%v", err)
+		}
+		rest := fs.FlagSet.Args()
+		if used := args[:len(args)-len(rest)]; len(used) > 0 && used[len(used)-1] == "--" {
+			fs.args = append(fs.args, rest...)
+			return nil
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		fs.args = append(fs.args, rest[0])
+		args = rest[1:]
 	}
-	return usagef("%s: %v", fs.Name(), err)
+}
+
+// Args returns the arguments that are not flags.
+func (fs *flagSet) Args() []string { return fs.args }
+
+// NArg returns the number of arguments that are not flags.
+func (fs *flagSet) NArg() int { return len(fs.args) }
+
+// usagef returns a usage error of the command.
+func (fs *flagSet) usagef(format string, args ...any) error {
+	return &usageError{cmd: fs.cmd.name, msg: fs.cmd.name + ": " + fmt.Sprintf(format, args...)}
+}
+
+// printHelp prints the command's synopsis, help and flags to stdout.
+func (fs *flagSet) printHelp() {
+	fmt.Fprintf(fs.stdout, "usage: %s\n\n%s", fs.cmd.usage, fs.cmd.help)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprintf(fs.stdout, "\nFlags:\n")
+		fs.SetOutput(fs.stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+}
+
+// isSet reports whether the flag name was given on the command line.
+func (fs *flagSet) isSet(name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// optionalFloat is a float flag that may stay unset; its help then shows
+// no default (the flag's usage says what unset means).
+type optionalFloat struct {
+	v   float64
+	set bool
+}
+
+func (f *optionalFloat) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return strconv.FormatFloat(f.v, 'g', -1, 64)
+}
+
+func (f *optionalFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errors.New("not a number")
+	}
+	f.v, f.set = v, true
+	return nil
 }
 
 // rulesetFiles expands the arguments: a file stands for itself, a

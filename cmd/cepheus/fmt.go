@@ -16,8 +16,8 @@ var fmtCommand = &command{
 one item per line, rule items and quantifiers in their fixed order,
 durations and names in canonical form, runs of blank lines collapsed, and
 every comment kept. With no file, it formats standard input. A file with a
-syntax error is not formatted; its errors are printed and the exit status
-is 1.
+syntax error is not formatted; its errors are printed to stderr and the
+exit status is 1.
 
 With -w, fmt rewrites each file that is not canonical instead of printing
 it. With -d, it prints a unified diff of the changes instead, and the exit
@@ -32,22 +32,22 @@ rewrites.
 func init() { fmtCommand.run = runFmt }
 
 func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet(fmtCommand, stderr)
+	fs := newFlagSet(fmtCommand, stdout)
 	write := fs.Bool("w", false, "rewrite the files instead of printing them")
 	diff := fs.Bool("d", false, "print a diff of the changes instead of the files; exit 1 if there are changes")
 	list := fs.Bool("l", false, "list the files whose formatting differs instead of printing them")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		if *write {
-			return usagef("fmt: -w needs files")
+			return fs.usagef("-w needs files")
 		}
 		src, err := io.ReadAll(os.Stdin)
 		if err != nil {
 			return err
 		}
-		changed, err := formatOne("<stdin>", src, stdout, fmtMode{diff: *diff, list: *list})
+		changed, err := formatOne("<stdin>", src, stdout, stderr, fmtMode{diff: *diff, list: *list})
 		if err == nil && changed && *diff {
 			err = errFound
 		}
@@ -63,7 +63,7 @@ func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		changed, err := formatOne(name, src, stdout, fmtMode{write: *write, diff: *diff, list: *list})
+		changed, err := formatOne(name, src, stdout, stderr, fmtMode{write: *write, diff: *diff, list: *list})
 		switch {
 		case err == errFound, err == nil && changed && *diff:
 			found = true
@@ -83,10 +83,10 @@ type fmtMode struct{ write, diff, list bool }
 
 // formatOne formats one file's source and prints, diffs, lists or writes
 // it; changed says whether the canonical source differs from src.
-func formatOne(name string, src []byte, stdout io.Writer, mode fmtMode) (changed bool, err error) {
+func formatOne(name string, src []byte, stdout, stderr io.Writer, mode fmtMode) (changed bool, err error) {
 	f, err := rules.ParseFile(name, src)
 	if err != nil {
-		if err := printErrors(stdout, err, true); err != nil {
+		if err := printErrors(stderr, err, true); err != nil {
 			return false, err
 		}
 		return false, errFound

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,7 +37,7 @@ func init() { genCommand.run = runGen }
 
 func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	d := gen.DefaultConfig()
-	fs := newFlagSet(genCommand, stderr)
+	fs := newFlagSet(genCommand, stdout)
 	seed := fs.Uint64("seed", d.Seed, "random seed: selects the data")
 	start := fs.String("start", d.Start.Format(time.RFC3339), "first possible event time (RFC 3339)")
 	history := fs.Int("history-days", d.HistoryDays, "days of sparse history before the dense days")
@@ -45,21 +46,22 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rate := fs.Int("events-per-day", d.EventsPerDay, "normal events per dense day")
 	customers := fs.Int("customers", d.Customers, "number of customers")
 	merchants := fs.Int("merchants", d.Merchants, "number of merchants")
-	fraud := fs.Float64("fraud-rate", -1, "instances of every scenario per 100,000 normal events (default: each scenario's default)")
+	var fraud optionalFloat
+	fs.Var(&fraud, "fraud-rate", "inject every scenario at this `rate`: instances per 100,000 normal events (default: each scenario's own rate, 10)")
 	scenarios := fs.String("scenarios", "", "comma-separated scenarios to inject (default: all)")
 	maxDelay := fs.Duration("max-delay", d.MaxDelay, "disorder bound: how far behind the newest event an event may come")
 	out := fs.String("o", "", "write to this file instead of stdout (.gz: gzip)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("gen: unexpected arguments %q", fs.Args())
+		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
 	cfg := d
 	cfg.Seed = *seed
 	t, err := time.Parse(time.RFC3339, *start)
 	if err != nil {
-		return usagef("gen: -start: %v", err)
+		return fs.usagef("-start: %v", err)
 	}
 	cfg.Start = t
 	cfg.HistoryDays, cfg.HistoryEventsPerDay = *history, *historyRate
@@ -73,7 +75,7 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		for name := range keep {
 			if _, ok := cfg.Scenarios[name]; !ok {
-				return usagef("gen: -scenarios: unknown scenario %q (known: %s)", name, strings.Join(gen.ScenarioNames(), ", "))
+				return fs.usagef("-scenarios: unknown scenario %q (known: %s)", name, strings.Join(gen.ScenarioNames(), ", "))
 			}
 		}
 		for name := range cfg.Scenarios {
@@ -82,16 +84,19 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		}
 	}
-	if *fraud >= 0 {
+	if fraud.set {
 		for name, r := range cfg.Scenarios {
 			if r > 0 {
-				cfg.Scenarios[name] = *fraud
+				cfg.Scenarios[name] = fraud.v
 			}
 		}
 	}
+	if fraud.set && !(fraud.v >= 0 && fraud.v <= gen.MaxRate) {
+		return fs.usagef("-fraud-rate %v is outside 0..%d (instances per 100,000 normal events)", fraud.v, gen.MaxRate)
+	}
 	g, err := gen.New(cfg)
 	if err != nil {
-		return err
+		return genConfigError(fs, err)
 	}
 	w, closeOut, err := createOutput(*out, stdout)
 	if err != nil {
@@ -119,7 +124,56 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for _, n := range names {
 		fmt.Fprintf(stderr, "  %-20s %4d instances %6d events\n", n, st.Instances[n], st.ByScenario[n])
 	}
+	// A scenario asked for that got no instance is a surprise: its rate
+	// is per 100,000 normal events, so small runs may get none.
+	var none []string
+	for _, n := range gen.ScenarioNames() {
+		if cfg.Scenarios[n] > 0 && st.Instances[n] == 0 {
+			none = append(none, n)
+		}
+	}
+	if len(none) > 0 {
+		normal := st.Events - st.Fraud
+		fmt.Fprintf(stderr, "gen: warning: no instance of %s was injected: a rate of %v per 100,000 normal events expects %.2g in %s; raise -fraud-rate or -events-per-day\n",
+			strings.Join(none, ", "), cfg.Scenarios[none[0]], cfg.Scenarios[none[0]]*float64(normal)/100_000, plural(int64(normal), "normal event", "normal events"))
+	}
 	return nil
+}
+
+// genFlags names the flag of each gen.Config field.
+var genFlags = map[string]string{
+	"Start":               "-start",
+	"HistoryDays":         "-history-days",
+	"HistoryEventsPerDay": "-history-events-per-day",
+	"Days":                "-days",
+	"EventsPerDay":        "-events-per-day",
+	"Customers":           "-customers",
+	"Merchants":           "-merchants",
+	"Scenarios":           "-scenarios",
+	"MaxDelay":            "-max-delay",
+}
+
+// genConfigError rewrites the problems of a gen.Config in terms of the
+// flags: a usage error.
+func genConfigError(fs *flagSet, err error) error {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var msgs []string
+	for _, e := range errs {
+		var ce *gen.ConfigError
+		if !errors.As(e, &ce) {
+			return err
+		}
+		msgs = append(msgs, ce.Message(func(field string) string {
+			if f, ok := genFlags[field]; ok {
+				return f
+			}
+			return field
+		}))
+	}
+	return fs.usagef("%s", strings.Join(msgs, "\ncepheus: gen: "))
 }
 
 // createOutput opens the output: stdout for "" or "-", else the file,

@@ -45,8 +45,8 @@ func main() {
 var errFound = errors.New("errors found")
 
 // usageError is a command line the tool does not understand: exit status
-// 2, with the message and a pointer to the help.
-type usageError struct{ msg string }
+// 2, with the message and a pointer to the help (of cmd, when set).
+type usageError struct{ cmd, msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -68,7 +68,11 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cepheus: %v\n", err)
 		return 130
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "cepheus: %s\nRun 'cepheus help' for usage.\n", ue.msg)
+		help := "cepheus help"
+		if ue.cmd != "" {
+			help += " " + ue.cmd
+		}
+		fmt.Fprintf(stderr, "cepheus: %s\nRun '%s' for usage.\n", ue.msg, help)
 		return 2
 	}
 	fmt.Fprintf(stderr, "cepheus: %v\n", err)
@@ -105,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	name, rest := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
-		return runHelp(rest, stdout)
+		return runHelp(ctx, rest, stdout, stderr)
 	case "-version", "--version":
 		return versionCommand.run(ctx, rest, stdout, stderr)
 	}
@@ -129,7 +133,9 @@ func printUsage(w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
-func runHelp(args []string, stdout io.Writer) error {
+// runHelp prints the usage, or the help of one command: what the
+// command's -h prints (its flags included), to stdout.
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch len(args) {
 	case 0:
 		printUsage(stdout)
@@ -144,8 +150,7 @@ func runHelp(args []string, stdout io.Writer) error {
 		if c == nil {
 			return usagef("unknown command %q", args[0])
 		}
-		fmt.Fprintf(stdout, "usage: %s\n\n%s", c.usage, c.help)
-		return nil
+		return c.run(ctx, []string{"-h"}, stdout, stderr)
 	}
 	return usagef("help takes at most one command")
 }
@@ -163,12 +168,12 @@ stamped into it, else (devel). cepheus -version and --version do the same.
 func init() { versionCommand.run = runVersion }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet(versionCommand, stderr)
-	if err := parseFlags(fs, args); err != nil {
+	fs := newFlagSet(versionCommand, stdout)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("version takes no arguments")
+		return fs.usagef("takes no arguments")
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -69,9 +70,10 @@ func TestCheck(t *testing.T) {
 	}
 	writeFile(t, dir, "bad.cep", badSrc)
 	writeFile(t, dir, "notes.txt", "not a ruleset")
-	code, out, _ = cepheus(t, "check", dir)
-	if code != 1 {
-		t.Errorf("check dir: exit %d, want 1", code)
+	// The diagnostics go to stderr; stdout stays empty.
+	code, out, errOut = cepheus(t, "check", dir)
+	if code != 1 || out != "" {
+		t.Errorf("check dir: exit %d, stdout %q; want 1 and nothing on stdout", code, out)
 	}
 	bad := filepath.Join(dir, "bad.cep")
 	for _, want := range []string{
@@ -79,13 +81,13 @@ func TestCheck(t *testing.T) {
 		"      severity urgent\n               ^\n",
 		bad + ":6:", // in the condition
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("check output does not contain %q:\n%s", want, out)
+		if !strings.Contains(errOut, want) {
+			t.Errorf("check output does not contain %q:\n%s", want, errOut)
 		}
 	}
-	_, out, _ = cepheus(t, "check", "-q", bad)
-	if strings.Contains(out, "^") || strings.Count(out, "\n") != 2 {
-		t.Errorf("check -q printed snippets or not two lines:\n%s", out)
+	_, out, errOut = cepheus(t, "check", "-q", bad)
+	if out != "" || strings.Contains(errOut, "^") || strings.Count(errOut, "\n") != 2 {
+		t.Errorf("check -q printed on stdout, or snippets, or not two lines:\n%s%s", out, errOut)
 	}
 	if code, _, errOut := cepheus(t, "check"); code != 2 || !strings.Contains(errOut, "no files given") {
 		t.Errorf("check without files: %d, %q; want 2", code, errOut)
@@ -172,9 +174,9 @@ func TestFmt(t *testing.T) {
 		}
 	}
 	bad := writeFile(t, dir, "bad.cep", "ruleset b\nrule r {\n  pattern {\n    begin (\n")
-	code, out, _ = cepheus(t, "fmt", bad)
-	if code != 1 || !strings.Contains(out, bad+":4:11: the group is not closed") {
-		t.Errorf("fmt of a bad file: exit %d\n%s", code, out)
+	code, out, errOut := cepheus(t, "fmt", bad)
+	if code != 1 || out != "" || !strings.Contains(errOut, bad+":4:11: the group is not closed") {
+		t.Errorf("fmt of a bad file: exit %d, stdout %q, stderr\n%s; want 1 and the error on stderr", code, out, errOut)
 	}
 	if code, _, _ := cepheus(t, "fmt", "-w"); code != 2 {
 		t.Errorf("fmt -w without files: exit %d, want 2", code)
@@ -225,20 +227,40 @@ func TestHelpAndUsage(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cepheus check [-q] files or directories...") {
 		t.Errorf("help: exit %d\n%s", code, out)
 	}
-	for _, name := range []string{"check", "fmt", "test", "version"} {
-		code, out, _ := cepheus(t, "help", name)
-		if code != 0 || !strings.HasPrefix(out, "usage: cepheus "+name) {
-			t.Errorf("help %s: exit %d\n%s", name, code, out)
+	// Help asked for goes to stdout, exit 0: help NAME and NAME -h print
+	// the same, flags included.
+	for _, c := range commands() {
+		name := c.name
+		code, out, errOut := cepheus(t, "help", name)
+		if code != 0 || !strings.HasPrefix(out, "usage: cepheus "+name) || errOut != "" {
+			t.Errorf("help %s: exit %d\n%s\nstderr %q", name, code, out, errOut)
 		}
-		code, _, errOut := cepheus(t, name, "-h")
-		if code != 0 || !strings.HasPrefix(errOut, "usage: cepheus "+name) {
-			t.Errorf("%s -h: exit %d\n%s", name, code, errOut)
+		code, out2, errOut := cepheus(t, name, "-h")
+		if code != 0 || out2 != out || errOut != "" {
+			t.Errorf("%s -h: exit %d, stdout\n%s\nstderr %q; want 0 and the output of help %s", name, code, out2, errOut, name)
+		}
+		if name != "version" && !strings.Contains(out, "\nFlags:\n") {
+			t.Errorf("help %s lists no flags:\n%s", name, out)
 		}
 	}
-	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}, {"check", "-x", "f"}, {"version", "extra"}} {
+	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}} {
 		code, _, errOut := cepheus(t, args...)
 		if code != 2 || !strings.Contains(errOut, "Run 'cepheus help' for usage.") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and a pointer to help", args, code, errOut)
+		}
+	}
+	// A bad command line of a command: the error once, and where its help is.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check", "-x", "f"}, "cepheus: check: flag provided but not defined: -x\nRun 'cepheus help check' for usage.\n"},
+		{[]string{"version", "extra"}, "cepheus: version: takes no arguments\nRun 'cepheus help version' for usage.\n"},
+		{[]string{"gen", "-days", "x"}, "cepheus: gen: invalid value \"x\" for flag -days: parse error\nRun 'cepheus help gen' for usage.\n"},
+	} {
+		code, out, errOut := cepheus(t, c.args...)
+		if code != 2 || out != "" || errOut != c.want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q", c.args, code, out, errOut, c.want)
 		}
 	}
 	code, out, _ = cepheus(t, "version")
@@ -259,6 +281,44 @@ func TestHelpAndUsage(t *testing.T) {
 	}
 	if code := exitCode(errors.New("boom"), &bytes.Buffer{}); code != 1 {
 		t.Errorf("exitCode(other error) = %d, want 1", code)
+	}
+}
+
+// TestHelpTexts checks the help of every command against its flags: the
+// synopsis spells flags as they are defined (-rules, not --rules), and no
+// flag states its default twice.
+func TestHelpTexts(t *testing.T) {
+	flagRx := regexp.MustCompile(`(^|[\s\[])(-+)([a-z][a-z-]*)`)
+	for _, c := range commands() {
+		_, help, _ := cepheus(t, "help", c.name)
+		for _, m := range flagRx.FindAllStringSubmatch(c.usage, -1) {
+			if m[2] != "-" {
+				t.Errorf("%s: synopsis %q spells flag %s%s; the flags take one dash", c.name, c.usage, m[2], m[3])
+			}
+			if !regexp.MustCompile(`\n  -` + m[3] + `[ \t\n]`).MatchString(help) {
+				t.Errorf("%s: synopsis %q names -%s, which is not among its flags", c.name, c.usage, m[3])
+			}
+		}
+		if regexp.MustCompile(`\(default: [^\n]*\) \(default `).MatchString(help) {
+			t.Errorf("help %s states a default twice:\n%s", c.name, help)
+		}
+	}
+}
+
+// TestFlagsAfterFiles: flags may follow the files; "--" ends the flags.
+func TestFlagsAfterFiles(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "bad.cep", badSrc)
+	_, _, want := cepheus(t, "check", "-q", bad)
+	if code, _, errOut := cepheus(t, "check", bad, "-q"); code != 1 || errOut != want {
+		t.Errorf("check FILE -q: exit %d, stderr\n%s\nwant 1 and\n%s", code, errOut, want)
+	}
+	good := writeFile(t, dir, "good.cep", goodSrc)
+	if code, out, _ := cepheus(t, "test", good, "-v"); code != 0 || !strings.Contains(out, "--- PASS") {
+		t.Errorf("test FILE -v: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := cepheus(t, "check", "--", "-q"); code != 1 || !strings.Contains(errOut, "-q: no such file") {
+		t.Errorf("check -- -q: exit %d, stderr %q; want -q taken as a file", code, errOut)
 	}
 }
 

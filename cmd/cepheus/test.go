@@ -32,20 +32,20 @@ with status 1 when a file does not compile or a test fails.
 func init() { testCommand.run = runTest }
 
 func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet(testCommand, stderr)
+	fs := newFlagSet(testCommand, stdout)
 	runRx := fs.String("run", "", "run only the tests whose name matches this regular expression")
 	verbose := fs.Bool("v", false, "print every test, also those that pass")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return usagef("test: no files given")
+		return fs.usagef("no files given")
 	}
 	var filter *regexp.Regexp
 	if *runRx != "" {
 		rx, err := regexp.Compile(*runRx)
 		if err != nil {
-			return usagef("test: -run: %v", err)
+			return fs.usagef("-run: %v", err)
 		}
 		filter = rx
 	}

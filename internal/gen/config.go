@@ -139,70 +139,125 @@ const (
 	maxEventsPerDay = 1 << 30
 	maxCustomers    = 10_000_000
 	maxMerchants    = 1_000_000
-	maxRate         = 100_000 // instances per 100,000 normal events
 )
 
-// Validate reports every problem of c, joined with [errors.Join], or nil.
+// MaxRate is the largest scenario rate of [Config.Scenarios]: instances
+// per 100,000 normal events.
+const MaxRate = 100_000
+
+// ConfigError is one problem of a [Config], as [Config.Validate] reports
+// it. Error names the Config fields ("gen: Days -1 is outside 0..3660");
+// [ConfigError.Message] lets a caller name them its own way, as a command
+// line names its flags.
+type ConfigError struct {
+	// Fields are the fields at fault, in the order the message names them.
+	Fields []string
+	msg    func(name func(field string) string) string
+}
+
+func (e *ConfigError) Error() string { return "gen: " + e.Message(nil) }
+
+// Message returns the problem without the "gen: " prefix, each field
+// written as name(field); a nil name writes the field names.
+func (e *ConfigError) Message(name func(field string) string) string {
+	if name == nil {
+		name = func(f string) string { return f }
+	}
+	return e.msg(name)
+}
+
+// Validate reports every problem of c, each a [*ConfigError], joined with
+// [errors.Join]; nil when there is none.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("gen: "+format, args...))
+	bad := func(fields []string, msg func(name func(string) string) string) {
+		errs = append(errs, &ConfigError{Fields: fields, msg: msg})
+	}
+	// outside reports a field whose value is outside lo..hi.
+	outside := func(field string, v, lo, hi any, why string) {
+		bad([]string{field}, func(name func(string) string) string {
+			return fmt.Sprintf("%s %v is outside %v..%v%s", name(field), v, lo, hi, why)
+		})
 	}
 	if c.Start.IsZero() {
-		bad("Start is not set")
+		bad([]string{"Start"}, func(name func(string) string) string { return name("Start") + " is not set" })
 	} else if y := c.Start.UTC().Year(); y < 1970 || y > 9000 {
-		bad("Start %s is outside the years 1970..9000", c.Start.UTC().Format(time.RFC3339))
+		bad([]string{"Start"}, func(name func(string) string) string {
+			return fmt.Sprintf("%s %s is outside the years 1970..9000", name("Start"), c.Start.UTC().Format(time.RFC3339))
+		})
 	}
 	if c.HistoryDays < 0 || c.HistoryDays > maxDays {
-		bad("HistoryDays %d is outside 0..%d", c.HistoryDays, maxDays)
+		outside("HistoryDays", c.HistoryDays, 0, maxDays, "")
 	}
 	if c.Days < 0 || c.Days > maxDays {
-		bad("Days %d is outside 0..%d", c.Days, maxDays)
+		outside("Days", c.Days, 0, maxDays, "")
 	}
 	days := c.HistoryDays + c.Days
 	daysOK := c.HistoryDays >= 0 && c.Days >= 0 // else already reported
 	if daysOK && days < 1 {
-		bad("HistoryDays+Days is 0, want at least 1")
+		bad([]string{"HistoryDays", "Days"}, func(name func(string) string) string {
+			return fmt.Sprintf("%s and %s add up to 0 days, want at least 1", name("HistoryDays"), name("Days"))
+		})
 	}
 	if c.HistoryEventsPerDay < 0 || c.HistoryEventsPerDay > maxEventsPerDay {
-		bad("HistoryEventsPerDay %d is outside 0..%d", c.HistoryEventsPerDay, maxEventsPerDay)
+		outside("HistoryEventsPerDay", c.HistoryEventsPerDay, 0, maxEventsPerDay, "")
 	}
 	if c.EventsPerDay < 0 || c.EventsPerDay > maxEventsPerDay {
-		bad("EventsPerDay %d is outside 0..%d", c.EventsPerDay, maxEventsPerDay)
+		outside("EventsPerDay", c.EventsPerDay, 0, maxEventsPerDay, "")
 	}
 	if c.Customers < 1 || c.Customers > maxCustomers {
-		bad("Customers %d is outside 1..%d", c.Customers, maxCustomers)
+		outside("Customers", c.Customers, 1, maxCustomers, "")
 	}
 	if c.Merchants < MinMerchants || c.Merchants > maxMerchants {
-		bad("Merchants %d is outside %d..%d (one shop per city and one online shop per country)",
-			c.Merchants, MinMerchants, maxMerchants)
+		outside("Merchants", c.Merchants, MinMerchants, maxMerchants, " (one shop per city and one online shop per country)")
 	}
 	names := make([]string, 0, len(c.Scenarios))
 	for name := range c.Scenarios {
 		names = append(names, name)
 	}
 	slices.Sort(names) // one message order for one config
-	for _, name := range names {
-		rate := c.Scenarios[name]
-		if scenarioIndex(name) < 0 {
-			bad("unknown scenario %q (known: %s)", name, strings.Join(scenarioNames[1:], ", "))
+	for _, sc := range names {
+		rate := c.Scenarios[sc]
+		if scenarioIndex(sc) < 0 {
+			bad([]string{"Scenarios"}, func(func(string) string) string {
+				return fmt.Sprintf("unknown scenario %q (known: %s)", sc, strings.Join(scenarioNames[1:], ", "))
+			})
 			continue
 		}
-		if math.IsNaN(rate) || rate < 0 || rate > maxRate {
-			bad("scenario %s: rate %v is outside 0..%d instances per 100,000 normal events", name, rate, maxRate)
+		if math.IsNaN(rate) || rate < 0 || rate > MaxRate {
+			bad([]string{"Scenarios"}, func(func(string) string) string {
+				return fmt.Sprintf("scenario %s: rate %v is outside 0..%d instances per 100,000 normal events", sc, rate, MaxRate)
+			})
 		}
 	}
 	if daysOK && days < minDormantDays && c.Scenarios[scenarioNames[scenDormantCard]] > 0 {
-		bad("scenario dormant_card needs at least %d days (HistoryDays+Days is %d); give it rate 0 or add days",
-			minDormantDays, days)
+		bad([]string{"HistoryDays", "Days", "Scenarios"}, func(name func(string) string) string {
+			return fmt.Sprintf("scenario dormant_card needs at least %d days (%s and %s add up to %d); leave it out of %s or add days",
+				minDormantDays, name("HistoryDays"), name("Days"), days, name("Scenarios"))
+		})
 	}
 	if c.MaxDelay < 0 || c.MaxDelay > time.Hour {
-		bad("MaxDelay %v is outside 0..1h", c.MaxDelay)
+		outside("MaxDelay", formatDuration(c.MaxDelay), 0, "1h", "")
 	}
 	if !(c.Skew > 1 && c.Skew <= 10) { // also refuses NaN
-		bad("Skew %v is outside (1, 10]", c.Skew)
+		bad([]string{"Skew"}, func(name func(string) string) string {
+			return fmt.Sprintf("%s %v is outside (1, 10]", name("Skew"), c.Skew)
+		})
 	}
 	return errors.Join(errs...)
+}
+
+// formatDuration writes d as it would be written: 2h, 1m30s, 500ms, -5s
+// (time.Duration's String without its zero units: 2h0m0s is 2h).
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // scenarioIndex returns the index of a scenario name, or -1.

@@ -563,21 +563,21 @@ func TestValidate(t *testing.T) {
 		want   []string
 	}{
 		{"zero", func(c *Config) { *c = Config{} }, []string{
-			"Start is not set", "HistoryDays+Days is 0", "Customers 0", "Merchants 0", "Skew 0",
+			"Start is not set", "HistoryDays and Days add up to 0 days", "Customers 0", "Merchants 0", "Skew 0",
 		}},
 		{"negatives", func(c *Config) {
 			c.HistoryDays, c.Days, c.EventsPerDay, c.HistoryEventsPerDay, c.MaxDelay = -1, -2, -3, -4, -time.Second
 		}, []string{"HistoryDays -1", "Days -2", "EventsPerDay -3", "HistoryEventsPerDay -4", "MaxDelay -1s"}},
 		{"no days", func(c *Config) {
 			c.HistoryDays, c.Days, c.Scenarios = 0, 0, nil
-		}, []string{"HistoryDays+Days is 0"}},
+		}, []string{"HistoryDays and Days add up to 0 days"}},
 		{"scenarios", func(c *Config) {
 			c.Scenarios = map[string]float64{"card_testin": 1, "velocity_burst": -1, "refund_abuse": math.NaN()}
 		}, []string{`unknown scenario "card_testin"`, "velocity_burst: rate -1", "refund_abuse: rate NaN"}},
 		{"dormant needs 61 days", func(c *Config) { c.HistoryDays = 59 }, []string{"dormant_card needs at least 61 days"}},
 		{"skew", func(c *Config) { c.Skew = 1 }, []string{"Skew 1 is outside"}},
 		{"merchants", func(c *Config) { c.Merchants = MinMerchants - 1 }, []string{"Merchants 44"}},
-		{"delay", func(c *Config) { c.MaxDelay = 2 * time.Hour }, []string{"MaxDelay 2h0m0s"}},
+		{"delay", func(c *Config) { c.MaxDelay = 2 * time.Hour }, []string{"MaxDelay 2h is outside 0..1h"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -608,6 +608,48 @@ func TestValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestConfigErrorMessage: each problem is a *ConfigError naming its fields,
+// and Message names them as the caller does (the command line: its flags).
+func TestConfigErrorMessage(t *testing.T) {
+	c := DefaultConfig()
+	c.Scenarios = maps.Clone(c.Scenarios)
+	c.HistoryDays, c.Days, c.MaxDelay = 0, -1, 90*time.Minute
+	flags := map[string]string{"HistoryDays": "-history-days", "Days": "-days", "MaxDelay": "-max-delay", "Scenarios": "-scenarios"}
+	name := func(f string) string { return flags[f] }
+	var got []string
+	for _, e := range flattenJoined(c.Validate()) {
+		var ce *ConfigError
+		if !errors.As(e, &ce) {
+			t.Fatalf("%v is not a *ConfigError", e)
+		}
+		got = append(got, ce.Message(name))
+	}
+	want := []string{"-days -1 is outside 0..3660", "-max-delay 1h30m is outside 0..1h"}
+	if !slices.Equal(got, want) {
+		t.Errorf("messages %q, want %q", got, want)
+	}
+	c.Days = 1
+	var ce *ConfigError
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Message(name) != "scenario dormant_card needs at least 61 days (-history-days and -days add up to 1); leave it out of -scenarios or add days" ||
+		!slices.Equal(ce.Fields, []string{"HistoryDays", "Days", "Scenarios"}) {
+		t.Errorf("dormant_card: %v (fields %v)", err, ce)
+	}
+	if got := formatDuration(-5 * time.Second); got != "-5s" {
+		t.Errorf("formatDuration(-5s) = %q", got)
+	}
+}
+
+// flattenJoined returns the errors joined in err.
+func flattenJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
 
 func TestCancel(t *testing.T) {
