@@ -41,9 +41,15 @@
 // alone gives: matches and timeouts with the same At and Wake (the rule's
 // own due time at the key) and, within one time advance, the rule's own
 // order of keys. That order is (due time, rank of the rule's state at the
-// key), and each rule keeps its own ranks, because a key's state can be
-// dropped for one rule (its run emptied) and kept for another: the next
-// element then ranks the key last for the first rule only. Late,
+// key, key bytes), where the rank is the Seq of the element whose arrival
+// created that state (docs/decisions.md, "Tie-break for equal
+// timestamps"), and each rule keeps its own ranks, because a key's state
+// can be dropped for one rule (its run emptied) and kept for another: the
+// next element then ranks the key last for the first rule only. An
+// element a rule's idle run would only ignore is not fed to it (the exact
+// relevance filter, docs/decisions.md). [SharedOperator.SnapshotTo] writes
+// the state as records, one per key changed since the previous checkpoint,
+// and [RestoreSharedOperatorFrom] reads them back. Late,
 // overflowing and watermark items appear once, for every rule
 // ([AllRules]). A rule whose run fails fails alone: it emits nothing more,
 // and the call returns its [RuleError]. [SharedOperator.AddRule] and

@@ -199,9 +199,8 @@ type Operator struct {
 	cfg  OperatorConfig
 	less func(a, b *event.Event) int // from cfg.Less; nil: arrival order
 
-	keys      map[event.Key]*keyState
-	timers    timerHeap
-	nextOrder uint64 // first-seen rank of the next new key
+	keys   map[event.Key]*keyState
+	timers timerHeap
 
 	watermark event.Time
 	procTime  event.Time
@@ -224,8 +223,11 @@ type Operator struct {
 
 // keyState is everything the operator holds for one key.
 type keyState struct {
-	key   event.Key
-	order uint64   // first-seen rank: breaks ties between equal due times
+	key event.Key
+	// order is the key's rank: the Seq of the element that created its
+	// state (its arrival position, docs/decisions.md). Keys due at the
+	// same time fire by rank, then by key bytes.
+	order uint64
 	run   *nfa.Run // nil until the key's first element reaches the NFA
 	buf   []bucket // buffered elements by ascending timestamp
 	n     int      // elements in buf
@@ -373,18 +375,19 @@ func (o *Operator) SetProcessingTime(t event.Time, out *Output) error {
 	return nil
 }
 
-func (o *Operator) keyState(k event.Key) *keyState {
+// keyState returns k's state, creating it ranked by rank (the Seq of the
+// element that creates it).
+func (o *Operator) keyState(k event.Key, rank uint64) *keyState {
 	ks := o.keys[k]
 	if ks == nil {
 		if n := len(o.freeKeys); n > 0 {
 			ks = o.freeKeys[n-1]
 			o.freeKeys[n-1] = nil
 			o.freeKeys = o.freeKeys[:n-1]
-			ks.key, ks.order = k, o.nextOrder
+			ks.key, ks.order = k, rank
 		} else {
-			ks = &keyState{key: k, order: o.nextOrder}
+			ks = &keyState{key: k, order: rank}
 		}
-		o.nextOrder++
 		o.keys[k] = ks
 	}
 	return ks
@@ -433,7 +436,7 @@ func (o *Operator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Outp
 		return
 	}
 	if ks == nil {
-		ks = o.keyState(k)
+		ks = o.keyState(k, ev.Seq)
 	}
 	ks.insert(ev, ts)
 	o.buffered++
@@ -471,7 +474,7 @@ func (o *Operator) bufferDue(ts event.Time) event.Time {
 // processNow feeds ev to k's run at the processing clock (processing time
 // without a comparator).
 func (o *Operator) processNow(k event.Key, ev *event.Event, out *Output) error {
-	ks := o.keyState(k)
+	ks := o.keyState(k, ev.Seq)
 	run := o.runOf(ks)
 	t := o.procTime
 	if err := run.AdvanceTime(t, &o.res); err != nil {

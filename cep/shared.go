@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
@@ -101,9 +102,8 @@ type SharedOperator struct {
 	less  func(a, b *event.Event) int
 	rules []*sharedRule
 
-	keys      map[event.Key]*keyState
-	timers    timerHeap // one timer per key: the earliest due time of its rules
-	nextOrder uint64    // rank of the next arrival that creates state
+	keys   map[event.Key]*keyState
+	timers timerHeap // one timer per key: the earliest due time of its rules
 
 	watermark      event.Time
 	procTime       event.Time
@@ -141,8 +141,9 @@ type sharedRule struct {
 
 // ruleSlot is one rule's state at one key. present says whether the rule's
 // own operator would hold the key (it has elements buffered that it sees
-// or a run that is not empty); order is the rank at which that state was
-// created, which breaks ties between the rule's keys due at the same time.
+// or a run that is not empty); order is its rank, the Seq of the element
+// whose arrival created that state, which with the key bytes breaks ties
+// between the rule's keys due at the same time.
 type ruleSlot struct {
 	run     *nfa.Run
 	order   uint64
@@ -166,12 +167,33 @@ func (sl *ruleSlot) hides(ev *event.Event) bool {
 	return false
 }
 
+// keyOrder is where a key comes in one rule's order of its keys within a
+// time advance: by due time, then by rank (the Seq of the element that
+// created the rule's state there), then by key bytes. It derives from the
+// keys and the events only, so it survives splitting the keys by key group.
+type keyOrder struct {
+	due  event.Time
+	rank uint64
+	key  event.Key
+}
+
+func (a keyOrder) cmp(b keyOrder) int {
+	switch {
+	case a.due != b.due:
+		return compareTime(a.due, b.due)
+	case a.rank < b.rank:
+		return -1
+	case a.rank > b.rank:
+		return 1
+	}
+	return strings.Compare(string(a.key), string(b.key))
+}
+
 // ruleGroup is the output of rule position rule at one key in one time
-// advance: out.Items[start:end], due at (due, order) in the rule's order.
+// advance: out.Items[start:end], at the key's place in the rule's order.
 type ruleGroup struct {
 	rule       int
-	due        event.Time
-	order      uint64
+	at         keyOrder
 	start, end int
 }
 
@@ -179,13 +201,8 @@ type ruleGroup struct {
 // rule's own order of keys.
 type ruleFail struct {
 	failed bool
-	due    event.Time
-	order  uint64
+	at     keyOrder
 	err    *KeyError
-}
-
-func before(due event.Time, order uint64, f *ruleFail) bool {
-	return due < f.due || due == f.due && order < f.order
 }
 
 // NewSharedOperator returns an operator hosting rules, with no state: the
@@ -392,20 +409,17 @@ func (o *SharedOperator) keyState(k event.Key) (*keyState, bool) {
 	return ks, true
 }
 
-// arrive records that an element reached ks: every rule not present there
-// gets state now, ranked after all state created before.
-func (o *SharedOperator) arrive(ks *keyState, created bool) {
-	rank, used := o.nextOrder, created
+// arrive records that element ev reached ks: every rule not present there
+// gets state now, ranked by ev.Seq (after all state created before, as
+// Seq follows arrival).
+func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 	if created {
-		ks.order = rank
+		ks.order = ev.Seq
 	}
 	for i, r := range o.rules {
 		if sl := &ks.rules[i]; r.err == nil && !sl.present {
-			sl.present, sl.order, used = true, rank, true
+			sl.present, sl.order = true, ev.Seq
 		}
-	}
-	if used {
-		o.nextOrder++
 	}
 }
 
@@ -462,7 +476,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 		return
 	}
 	ks, created := o.keyState(k)
-	o.arrive(ks, created)
+	o.arrive(ks, created, ev)
 	o.touch(ks)
 	ks.insert(ev, ts)
 	o.buffered++
@@ -475,7 +489,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 // clock (processing time without a comparator).
 func (o *SharedOperator) processNow(k event.Key, ev *event.Event, out *Output) error {
 	ks, created := o.keyState(k)
-	o.arrive(ks, created)
+	o.arrive(ks, created, ev)
 	o.touch(ks)
 	t := o.procTime
 	var errs []error
@@ -552,17 +566,18 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 		sl := &ks.rules[i]
 		due, ok := o.slotDue(ks, sl)
 		f := &o.fails[i]
-		if !ok || due > t || f.failed && !before(due, sl.order, f) {
+		at := keyOrder{due: due, rank: sl.order, key: ks.key}
+		if !ok || due > t || f.failed && at.cmp(f.at) >= 0 {
 			continue
 		}
 		start := len(out.Items)
 		o.wake, o.woken = due, true
 		err := o.fireRule(i, ks, n, t, out)
 		o.woken = false
-		o.groups = append(o.groups, ruleGroup{rule: i, due: due, order: sl.order, start: start, end: len(out.Items)})
+		o.groups = append(o.groups, ruleGroup{rule: i, at: at, start: start, end: len(out.Items)})
 		if err != nil {
 			o.res.Reset()
-			*f = ruleFail{failed: true, due: due, order: sl.order, err: &KeyError{Key: ks.key, Err: err}}
+			*f = ruleFail{failed: true, at: at, err: &KeyError{Key: ks.key, Err: err}}
 		}
 	}
 	for i := range n {
@@ -653,10 +668,10 @@ func (o *SharedOperator) order(base int, out *Output) error {
 	sorted := true
 	for _, g := range o.groups {
 		l := &last[g.rule]
-		if l.failed && !before(l.due, l.order, &ruleFail{due: g.due, order: g.order}) {
+		if l.failed && l.at.cmp(g.at) >= 0 {
 			sorted = false
 		}
-		*l = ruleFail{failed: true, due: g.due, order: g.order}
+		*l = ruleFail{failed: true, at: g.at}
 	}
 	var errs []error
 	for i := range o.fails {
@@ -673,29 +688,18 @@ func (o *SharedOperator) order(base int, out *Output) error {
 	o.scratch = append(o.scratch[:0], out.Items[base:]...)
 	keep := o.groups[:0]
 	for _, g := range o.groups {
-		if f := &o.fails[g.rule]; f.failed && before(f.due, f.order, &ruleFail{due: g.due, order: g.order}) {
+		if f := &o.fails[g.rule]; f.failed && f.at.cmp(g.at) < 0 {
 			o.unemit(g.rule, o.scratch[g.start-base:g.end-base])
 			continue
 		}
 		keep = append(keep, g)
 	}
-	// (rule, order) is unique: a rule has one group per fired key and a
-	// distinct rank at each key.
+	// (rule, key) is unique: a rule has one group per fired key.
 	slices.SortFunc(keep, func(a, b ruleGroup) int {
-		switch {
-		case a.rule != b.rule:
+		if a.rule != b.rule {
 			return a.rule - b.rule
-		case a.due != b.due:
-			if a.due < b.due {
-				return -1
-			}
-			return 1
-		case a.order < b.order:
-			return -1
-		case a.order > b.order:
-			return 1
 		}
-		return 0
+		return a.at.cmp(b.at)
 	})
 	clear(out.Items[base:])
 	out.Items = out.Items[:base]

@@ -21,7 +21,7 @@ import (
 
 // sharedSnapshotVersion differs from snapshotVersion, so that neither
 // kind of operator restores the other's snapshot.
-const sharedSnapshotVersion = 3
+const sharedSnapshotVersion = 4
 
 // keyRecordVersion is the first byte of a key's state record.
 const keyRecordVersion = 1
@@ -136,7 +136,6 @@ func (o *SharedOperator) appendHeader(b []byte) []byte {
 	b = binary.AppendVarint(b, int64(o.procTime))
 	b = binary.AppendUvarint(b, o.late)
 	b = binary.AppendUvarint(b, o.overflow)
-	b = binary.AppendUvarint(b, o.nextOrder)
 	b = binary.AppendUvarint(b, uint64(len(o.rules)))
 	for _, r := range o.rules {
 		b = binary.AppendUvarint(b, uint64(r.id))
@@ -311,8 +310,8 @@ func (o *SharedOperator) decode(b []byte) error {
 
 // rearm arms the timers of the restored keys; the restored operator has
 // written nothing, so no key is dirty. The heap breaks ties by the keys'
-// ranks, which are unique, and each rule's order comes from its own
-// ranks: the order of arming is free.
+// ranks and then the keys, a total order, and each rule's order comes from
+// its own ranks: the order of arming is free.
 func (o *SharedOperator) rearm() {
 	for _, ks := range o.keys {
 		o.settle(ks)
@@ -337,7 +336,7 @@ func (d *decoder) end() error {
 func (o *SharedOperator) decodeHeader(d *decoder) error {
 	o.watermark = event.Time(d.Varint())
 	o.procTime = event.Time(d.Varint())
-	o.late, o.overflow, o.nextOrder = d.Uvarint(), d.Uvarint(), d.Uvarint()
+	o.late, o.overflow = d.Uvarint(), d.Uvarint()
 	if n := d.Count(); d.Err == nil && n != len(o.rules) {
 		return fmt.Errorf("%w: the snapshot hosts %d rules, the config %d", ErrInvalidConfig, n, len(o.rules))
 	}
@@ -357,9 +356,6 @@ func (o *SharedOperator) decodeKey(d *decoder, k event.Key) error {
 	}
 	ks := &keyState{key: k, rules: make([]ruleSlot, len(o.rules))}
 	ks.order = d.Uvarint()
-	if d.Err == nil && ks.order >= o.nextOrder {
-		return fmt.Errorf("%w: key %q with a bad rank", ErrCorruptSnapshot, string(k))
-	}
 	if err := decodeBuffer(d, ks); err != nil {
 		return err
 	}
@@ -389,9 +385,6 @@ func (o *SharedOperator) decodeSlot(d *decoder, ks *keyState, i int) error {
 	}
 	if sl.present = flags&1 != 0; sl.present {
 		sl.order = d.Uvarint()
-		if d.Err == nil && sl.order >= o.nextOrder {
-			return fmt.Errorf("%w: key %q: bad rank of rule %d", ErrCorruptSnapshot, string(ks.key), o.rules[i].id)
-		}
 	}
 	if flags&2 != 0 {
 		if d.Err != nil {

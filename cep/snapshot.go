@@ -14,11 +14,11 @@ import (
 // malformed or inconsistent snapshot.
 var ErrCorruptSnapshot = errors.New("cep: corrupt operator snapshot")
 
-const snapshotVersion = 1
+const snapshotVersion = 5
 
 // Snapshot encodes the operator's whole state: the watermark, the
 // processing clock, the counters and, for every key in key order, its
-// first-seen rank, its buffered elements by timestamp (in arrival order)
+// rank, its buffered elements by timestamp (in arrival order)
 // and its run. The bytes are deterministic: the same state always encodes
 // the same way. Timers are not stored; RestoreOperator derives them.
 // A failed operator returns its error instead.
@@ -33,7 +33,6 @@ func (o *Operator) Snapshot() ([]byte, error) {
 	for _, c := range [...]uint64{o.stats.late, o.stats.overflow, o.stats.dropped, o.stats.matches, o.stats.timeouts} {
 		b = binary.AppendUvarint(b, c)
 	}
-	b = binary.AppendUvarint(b, o.nextOrder)
 
 	keys := make([]*keyState, 0, len(o.keys))
 	for _, ks := range o.keys {
@@ -86,10 +85,8 @@ func (o *Operator) decode(b []byte) error {
 	for _, c := range [...]*uint64{&o.stats.late, &o.stats.overflow, &o.stats.dropped, &o.stats.matches, &o.stats.timeouts} {
 		*c = d.Uvarint()
 	}
-	o.nextOrder = d.Uvarint()
 
 	nkeys := d.Count()
-	orders := make(map[uint64]bool, nkeys)
 	var prev *keyState
 	for range nkeys {
 		if d.Err != nil {
@@ -97,10 +94,9 @@ func (o *Operator) decode(b []byte) error {
 		}
 		ks := &keyState{key: event.Key(d.Bytes(d.Count()))}
 		ks.order = d.Uvarint()
-		if d.Err == nil && (prev != nil && ks.key <= prev.key || ks.order >= o.nextOrder || orders[ks.order]) {
-			return fmt.Errorf("%w: key %q out of order or with a bad rank", ErrCorruptSnapshot, string(ks.key))
+		if d.Err == nil && prev != nil && ks.key <= prev.key {
+			return fmt.Errorf("%w: key %q out of order", ErrCorruptSnapshot, string(ks.key))
 		}
-		orders[ks.order] = true
 		if err := decodeBuffer(&d, ks); err != nil {
 			return err
 		}
@@ -135,7 +131,7 @@ func (o *Operator) decode(b []byte) error {
 	if len(d.B) != 0 {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, len(d.B))
 	}
-	// The heap orders live timers by (due, rank), and ranks are unique, so
+	// The heap orders live timers by (due, rank, key), a total order, so
 	// the keys fire in the original operator's order whatever the order
 	// they are armed in here.
 	for _, ks := range o.keys {

@@ -4,8 +4,8 @@ import "github.com/cepheus-cep/cepheus/event"
 
 // The operator keeps one timer per key that has something to do later: its
 // earliest buffered element or its run's next window deadline. All timers
-// sit in one binary min-heap ordered by (due time, the key's first-seen
-// rank), so a watermark pops exactly the keys it concerns and never scans
+// sit in one binary min-heap ordered by (due time, the key's rank, the key
+// bytes), so a watermark pops exactly the keys it concerns and never scans
 // all keys (Flink keeps one timer per buffered timestamp in its timer
 // service; one per key is enough because firing a key drains everything
 // due).
@@ -21,9 +21,13 @@ type timerRef struct {
 	armed bool
 }
 
+// timerEntry copies the key's rank and key: a stale entry's ks may have
+// been recycled for another key, and the heap order must not change under
+// it.
 type timerEntry struct {
 	due   event.Time
 	order uint64
+	key   event.Key
 	gen   uint64
 	ks    *keyState
 }
@@ -34,7 +38,10 @@ func (e *timerEntry) less(b *timerEntry) bool {
 	if e.due != b.due {
 		return e.due < b.due
 	}
-	return e.order < b.order
+	if e.order != b.order {
+		return e.order < b.order
+	}
+	return e.key < b.key
 }
 
 type timerHeap struct {
@@ -49,7 +56,7 @@ func (t *timerHeap) arm(ks *keyState, due event.Time) {
 	}
 	ks.timer.gen++
 	ks.timer.due, ks.timer.armed = due, true
-	t.push(timerEntry{due: due, order: ks.order, gen: ks.timer.gen, ks: ks})
+	t.push(timerEntry{due: due, order: ks.order, key: ks.key, gen: ks.timer.gen, ks: ks})
 	t.maybeCompact()
 }
 
