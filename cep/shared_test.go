@@ -284,3 +284,43 @@ func TestSharedSnapshotTo(t *testing.T) {
 	feed(tev{id: 4, name: "a", ts: 7})
 	checkpoint([]string{"4"}, nil)
 }
+
+// TestKeyTieBreak: keys due at the same time fire by the Seq of the
+// element that created their state, then by key bytes, in an Operator and
+// in a SharedOperator alike, whatever the order of arrival.
+func TestKeyTieBreak(t *testing.T) {
+	a := mustCompile(t, nfa.Begin("a").Where(nameIs("a")))
+	evs := mkEvents(tev{id: 3, name: "a", ts: 1}, tev{id: 1, name: "a", ts: 1}, tev{id: 2, name: "a", ts: 1}, tev{id: 4, name: "a", ts: 1})
+	evs[0].Seq, evs[1].Seq, evs[2].Seq, evs[3].Seq = 20, 30, 10, 20 // keys 3 and 4 tie on Seq
+	want := []string{"2", "3", "4", "1"}
+	matchKeys := func(out *Output) []string {
+		var got []string
+		for _, it := range out.Items {
+			if it.Kind == ItemMatch {
+				got = append(got, string(it.Key))
+			}
+		}
+		return got
+	}
+	one, err := NewOperator(OperatorConfig{NFA: a, Key: keyByID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := NewSharedOperator(SharedConfig{Key: keyByID}, SharedRule{ID: 0, NFA: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out1, out2 Output
+	for _, ev := range evs {
+		_ = one.ProcessElement(ev, ev.Time, &out1)
+		_ = shared.ProcessElement(ev, ev.Time, &out2)
+	}
+	_ = one.ProcessWatermark(5, &out1)
+	_ = shared.ProcessWatermark(5, &out2)
+	if got := matchKeys(&out1); !slices.Equal(got, want) {
+		t.Errorf("Operator fires keys %q, want %q", got, want)
+	}
+	if got := matchKeys(&out2); !slices.Equal(got, want) {
+		t.Errorf("SharedOperator fires keys %q, want %q", got, want)
+	}
+}
