@@ -29,7 +29,10 @@ the input, a final watermark that releases everything still pending
 
 Alerts are written as JSON lines (rule, ruleset and its version hash, key,
 matched events by stage, emitted fields, event time of detection, and a
-deterministic alert id) to -alerts, stdout by default. Events that arrive
+deterministic alert id) to -alerts, stdout by default; when stdout is a
+terminal and -alerts is not given, they are not printed there (the summary
+shows an example alert of each rule and says how to keep them: -alerts
+FILE, a pipe, or -alerts - to print them after all). Events that arrive
 behind the watermark go to -late; lines that are not valid JSON, or lack
 the time field or a key field, go to -dead-letter with the ruleset, their
 line number and the reason. Without -late and -dead-letter they are only
@@ -62,8 +65,10 @@ summary gives per-rule true and false positives and precision (an alert is
 true when any of its events is labelled), and per scenario the labelled
 events caught, the recall and the events missed.
 
-A progress line goes to stderr every few seconds on long inputs; the
-summary goes to stderr at the end. -rules may name a directory: each of its
+A progress line goes to stderr every two seconds on long inputs: on a
+terminal one line rewritten in place, else (a log file, a CI job) a line
+of its own each time, starting with "backtest: ". The summary goes to
+stderr at the end. Flag values out of range are usage errors (exit 2). -rules may name a directory: each of its
 *.cep files is backtested in turn over the same events (not with stdin).
 `,
 }
@@ -97,7 +102,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet(backtestCommand, stdout)
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory of *.cep files (required)")
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (required)")
-	fs.StringVar(&f.alerts, "alerts", "-", "where alerts go: a file, or - for stdout")
+	fs.StringVar(&f.alerts, "alerts", "-", "where alerts go: a file, or - for stdout (left out: stdout, unless it is a terminal)")
 	fs.StringVar(&f.late, "late", "", "file for late events (created only if there are any; default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "file for undecodable lines (created only if there are any; default: only counted)")
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
@@ -131,8 +136,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return fs.usagef("-time-unit %q: want ms or s", f.timeUnit)
 	}
-	if f.maxAhead < 0 || f.maxDeadFraction < 0 || f.maxDeadFraction > 1 {
-		return fs.usagef("-max-ahead must be >= 0 and -max-dead-fraction in 0..1")
+	if err := f.check(fs); err != nil {
+		return err
 	}
 	if f.maxDeadFraction == 1 {
 		input.MaxDeadFraction = 0
@@ -156,7 +161,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		rs, err := rules.Load(name, src)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
+			if err := printErrors(stderr, err, true); err != nil {
+				return err
+			}
 			bad = true
 			continue
 		}
@@ -171,7 +178,18 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := checkOutputs(f); err != nil {
 		return err
 	}
-	alerts, closeAlerts, err := openAlerts(f.alerts, stdout)
+	// Alerts are JSON lines for a file or a pipe; on a terminal they
+	// would bury the summary. There, unless -alerts says otherwise, the
+	// summary shows examples instead and says where to send the alerts.
+	hideAlerts := f.alerts == "-" && !fs.isSet("alerts") && !f.quiet && isTerminal(stdout)
+	alertsOut := stdout
+	if hideAlerts {
+		alertsOut = io.Discard
+		if !fs.isSet("examples") {
+			f.examples = 1
+		}
+	}
+	alerts, closeAlerts, err := openAlerts(f.alerts, alertsOut)
 	if err != nil {
 		return err
 	}
@@ -206,7 +224,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			break
 		}
 		began := time.Now()
-		prog := &progressPrinter{w: stderr, began: began, quiet: f.quiet, src: src}
+		prog := &progressPrinter{w: stderr, tty: isTerminal(stderr), began: began, now: time.Now, quiet: f.quiet, src: src}
 		opts := []cep.Option{
 			cep.WithRuleset(rs),
 			cep.WithAlerts(alerts),
@@ -275,11 +293,57 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				tee.print(stderr, s.Ruleset)
 			}
 		}
+		if hideAlerts && len(sums) > 0 {
+			var n int64
+			for _, s := range sums {
+				n += s.Alerts
+			}
+			fmt.Fprintf(stderr, "\nThe %s not shown: stdout is a terminal. Write them to a file with -alerts FILE,\n"+
+				"or pipe them (cepheus backtest ... | jq); -alerts - prints them here.\n", plural(n, "alert is", "alerts are"))
+		}
 	}
 	if runErr != nil {
 		return backtestError(ctx, runErr, sums, f)
 	}
 	return err
+}
+
+// check reports the flags whose values are out of range, in terms of the
+// flags, as one usage error (the engine would refuse them too, in its own
+// terms).
+func (f *backtestFlags) check(fs *flagSet) error {
+	var msgs []string
+	negative := func(flag string, bad bool, v any) {
+		if bad {
+			msgs = append(msgs, fmt.Sprintf("%s %v is negative", flag, v))
+		}
+	}
+	negative("-out-of-orderness", f.outOfOrder < 0, formatDuration(f.outOfOrder))
+	negative("-max-ahead", f.maxAhead < 0, formatDuration(f.maxAhead))
+	negative("-watermark-every", f.watermarkEvery < 0, f.watermarkEvery)
+	negative("-max-partial-matches", f.maxPartial < 0, f.maxPartial)
+	negative("-max-buffered-events", f.maxBuffered < 0, f.maxBuffered)
+	negative("-examples", f.examples < 0, f.examples)
+	if !(f.maxDeadFraction >= 0 && f.maxDeadFraction <= 1) {
+		msgs = append(msgs, fmt.Sprintf("-max-dead-fraction %v is outside 0..1", f.maxDeadFraction))
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return fs.usagef("%s", strings.Join(msgs, "\ncepheus: backtest: "))
+}
+
+// formatDuration writes d as a flag would take it: 2h, 1m30s, -5s
+// (time.Duration's String without its zero units).
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // ranToEnd reports whether a run that ended with err read all its input.
@@ -307,10 +371,55 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 	}
 	var ie *cep.InputError
 	if errors.As(err, &ie) {
-		return fmt.Errorf("%w\n  check the ruleset's schema, key fields and event time field against the input; "+
-			"for times written as numbers, -time-unit s or ms says the unit", err)
+		what := fmt.Sprintf("%s of %s could not be decoded", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
+		if ie.GaveUp {
+			what = fmt.Sprintf("none of the first %s could be decoded, so the run stopped there", plural(ie.Records, "line", "lines"))
+		}
+		return &userError{err: err, msg: fmt.Sprintf("backtest: ruleset %s: %s (line %d: %s)\n"+
+			"  check the ruleset's schema, key fields and event time field against the input; "+
+			"for times written as numbers, -time-unit s or ms says the unit", ie.Ruleset, what, ie.FirstLine, ie.FirstReason)}
 	}
-	return err
+	msg := "backtest: " + stripPrefixes(err.Error())
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		msg += " (the input ends in the middle of a compressed block: a truncated .gz file?)"
+	}
+	return &userError{err: err, msg: msg}
+}
+
+// userError is an error with a message for the user in place of its
+// own: the engine's errors name the packages they pass through (cep:,
+// runtime: source:), which mean nothing on the command line.
+type userError struct {
+	err error
+	msg string
+}
+
+func (e *userError) Error() string { return e.msg }
+func (e *userError) Unwrap() error { return e.err }
+
+// internalPrefixes are the names of packages and components that the
+// engine's errors start their parts with.
+var internalPrefixes = map[string]bool{
+	"cep": true, "runtime": true, "backtest": true, "source": true, "subtask": true,
+	"dead letters": true, "state": true, "jsonev": true,
+}
+
+// stripPrefixes removes the engine's package prefixes from an error
+// message: "cep: runtime: source f.gz: line 2: unexpected EOF" becomes
+// "f.gz: line 2: unexpected EOF".
+func stripPrefixes(msg string) string {
+	parts := strings.Split(msg, ": ")
+	out := parts[:0]
+	for _, p := range parts {
+		switch {
+		case internalPrefixes[p]:
+			continue
+		case strings.HasPrefix(p, "source "):
+			p = strings.TrimPrefix(p, "source ")
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
 }
 
 // checkOutputs checks, before any input is read, that every output path
@@ -426,38 +535,62 @@ func (l *lineWriter) Flush() error {
 }
 
 // progressPrinter prints a progress line at most every two seconds, only
-// once the run has lasted two seconds (short runs stay quiet).
+// once the run has lasted two seconds (short runs stay quiet). On a
+// terminal the line is rewritten in place (\r); elsewhere (a log file, a
+// CI job) each report is a line of its own.
 type progressPrinter struct {
 	w       io.Writer
+	tty     bool // w is a terminal
 	began   time.Time
 	last    time.Time
+	now     func() time.Time
 	quiet   bool
 	printed bool
-	src     *cep.EventSource
+	src     interface{ Progress() (read, total int64) }
 }
 
 func (p *progressPrinter) report(bp cep.Progress) {
 	if p.quiet {
 		return
 	}
-	now := time.Now()
+	now := p.now()
 	if now.Sub(p.began) < 2*time.Second || now.Sub(p.last) < 2*time.Second {
 		return
 	}
 	p.last = now
-	rate := float64(bp.Records) / now.Sub(p.began).Seconds()
-	line := fmt.Sprintf("backtest: line %d, %s events/s, %d alerts", bp.Line, humanInt(int64(rate)), bp.Alerts)
+	rate := float64(bp.Decoded) / now.Sub(p.began).Seconds()
+	line := fmt.Sprintf("backtest: line %d, %s events/s, %s", bp.Line, humanInt(int64(rate)), plural(bp.Alerts, "alert", "alerts"))
 	if read, total := p.src.Progress(); total > 0 {
 		line += fmt.Sprintf(", %.0f%%", 100*float64(read)/float64(total))
 	}
-	fmt.Fprintf(p.w, "\r%-72s", line)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%-72s", line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
 	p.printed = true
 }
 
+// done ends the progress line on a terminal.
 func (p *progressPrinter) done() {
-	if p.printed {
+	if p.printed && p.tty {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// isTerminal reports whether w is a terminal: a character device other
+// than the null device. A variable for tests.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(st, null)
 }
 
 // printSummary prints the summary of one ruleset's run, with its label
@@ -469,22 +602,31 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	if len(version) > 12 {
 		version = version[:12]
 	}
-	rate := float64(s.Records) / elapsed.Seconds()
 	what := "Ruleset"
 	if partial {
 		what = "Partial run of ruleset"
 	}
-	fmt.Fprintf(bw, "\n%s %s (version %s): %s lines, %s events, %s alerts in %.2fs (%s events/s)\n",
-		what, s.Ruleset, version, humanInt(s.Records), humanInt(s.Decoded), humanInt(s.Alerts), elapsed.Seconds(), humanInt(int64(rate)))
+	lines := plural(s.Records, "line", "lines")
+	// Records counts the lines that are not blank; Line is the number of
+	// the last one read.
+	if blank := s.Line - s.Records; blank > 0 {
+		lines += fmt.Sprintf(" (not counting %s)", plural(blank, "blank line", "blank lines"))
+	}
+	rate := ""
+	if s.Decoded > 0 && elapsed > 0 {
+		rate = fmt.Sprintf(" (%s events/s)", humanInt(int64(float64(s.Decoded)/elapsed.Seconds())))
+	}
+	fmt.Fprintf(bw, "\n%s %s (version %s): %s, %s, %s in %.2fs%s\n",
+		what, s.Ruleset, version, lines, plural(s.Decoded, "event", "events"), plural(s.Alerts, "alert", "alerts"), elapsed.Seconds(), rate)
 	if s.Dead > 0 {
-		fmt.Fprintf(bw, "  %s lines could not be decoded (first: line %d: %s): %s\n", humanInt(s.Dead),
+		fmt.Fprintf(bw, "  %s not be decoded (first: line %d: %s): %s\n", plural(s.Dead, "line could", "lines could"),
 			s.FirstDeadLine, s.FirstDeadReason, seeFile(dead.path, "-dead-letter"))
 		if s.Ahead > 0 {
-			fmt.Fprintf(bw, "  of them, %s events were more than -max-ahead %v ahead of the stream\n", humanInt(s.Ahead), f.maxAhead)
+			fmt.Fprintf(bw, "  of them, %s more than -max-ahead %s ahead of the stream\n", plural(s.Ahead, "event was", "events were"), formatDuration(f.maxAhead))
 		}
 	}
 	if s.Late > 0 {
-		fmt.Fprintf(bw, "  %s events were late (behind the watermark, -out-of-orderness %v): %s\n", humanInt(s.Late), f.outOfOrder,
+		fmt.Fprintf(bw, "  %s late (behind the watermark, -out-of-orderness %s): %s\n", plural(s.Late, "event was", "events were"), formatDuration(f.outOfOrder),
 			seeFile(late.path, "-late"))
 	}
 	labels := ls != nil
@@ -505,16 +647,16 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		}
 		var notes []string
 		if r.ConditionErrors > 0 {
-			notes = append(notes, fmt.Sprintf("%d condition errors", r.ConditionErrors))
+			notes = append(notes, plural(int64(r.ConditionErrors), "condition error", "condition errors"))
 		}
 		if r.Dropped > 0 {
-			notes = append(notes, fmt.Sprintf("%d partial matches dropped (limit)", r.Dropped))
+			notes = append(notes, plural(r.Dropped, "partial match", "partial matches")+" dropped (limit)")
 		}
 		if r.Overflow > 0 {
-			notes = append(notes, fmt.Sprintf("%d events over the buffer limit", r.Overflow))
+			notes = append(notes, plural(r.Overflow, "event", "events")+" over the buffer limit")
 		}
 		if r.NoKey > 0 {
-			notes = append(notes, fmt.Sprintf("%d events without its key skipped", r.NoKey))
+			notes = append(notes, plural(r.NoKey, "event", "events")+" without its key skipped")
 		}
 		if len(notes) > 0 {
 			fmt.Fprintf(bw, "  (%s)", strings.Join(notes, "; "))
@@ -524,8 +666,12 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	if !labels {
 		return
 	}
-	fmt.Fprintf(bw, "\n  Labelled events (%s): %s, caught by some alert: %s, recall %.1f%%\n",
-		f.label, humanInt(ls.Labelled), humanInt(ls.Caught), 100*ls.Recall())
+	recall := "-" // no labelled event: no recall
+	if ls.Labelled > 0 {
+		recall = fmt.Sprintf("%.1f%%", 100*ls.Recall())
+	}
+	fmt.Fprintf(bw, "\n  Labelled events (%s): %s, caught by some alert: %s, recall %s\n",
+		f.label, humanInt(ls.Labelled), humanInt(ls.Caught), recall)
 	if len(ls.Scenarios) == 0 {
 		return
 	}
@@ -548,8 +694,12 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		for _, b := range by {
 			parts = append(parts, fmt.Sprintf("%s %s", b.rule, humanInt(b.n)))
 		}
-		fmt.Fprintf(bw, "  %-22s %9s %8s %6.1f%% %7s  %s\n", name, humanInt(sc.Labelled), humanInt(sc.Caught),
-			100*sc.Recall(), humanInt(sc.Missed()), strings.Join(parts, ", "))
+		recall := "-"
+		if sc.Labelled > 0 {
+			recall = fmt.Sprintf("%.1f%%", 100*sc.Recall())
+		}
+		fmt.Fprintf(bw, "  %-22s %9s %8s %7s %7s  %s\n", name, humanInt(sc.Labelled), humanInt(sc.Caught),
+			recall, humanInt(sc.Missed()), strings.Join(parts, ", "))
 	}
 }
 

@@ -121,7 +121,7 @@ func TestBacktestLateFile(t *testing.T) {
 	if got := string(b); !strings.HasPrefix(got, `{"line":3,`) || strings.Count(got, "\n") != 1 {
 		t.Errorf("late file:\n%s\nwant line 3 only", got)
 	}
-	if !strings.Contains(stderr, "1 events were late") {
+	if !strings.Contains(stderr, "  1 event was late (behind the watermark, -out-of-orderness 1s)") {
 		t.Errorf("summary does not report the late event:\n%s", stderr)
 	}
 }

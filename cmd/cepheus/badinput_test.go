@@ -46,14 +46,14 @@ func TestBacktestFarFutureTime(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if strings.Contains(stderr, "events were late") {
+	if strings.Contains(stderr, "late (behind the watermark") {
 		t.Errorf("events were late:\n%s", stderr)
 	}
 	b, _ := os.ReadFile(dead)
 	if got := string(b); !strings.HasPrefix(got, `{"ruleset":"good","line":100,`) || !strings.Contains(got, "more than 24h0m0s ahead of the stream") || strings.Count(got, "\n") != 1 {
 		t.Errorf("dead letters:\n%s\nwant line 100, too far ahead", got)
 	}
-	if !strings.Contains(stderr, "1 events were more than -max-ahead 24h0m0s ahead") {
+	if !strings.Contains(stderr, "1 event was more than -max-ahead 24h ahead") {
 		t.Errorf("summary:\n%s", stderr)
 	}
 	// -max-ahead 0 turns the check off: the old behaviour, the rest late.
@@ -111,7 +111,7 @@ func TestBacktestNothingDecodes(t *testing.T) {
 	// Past 10,000 lines with nothing decoded the run stops there.
 	big := writeFile(t, dir, "big.jsonl", strings.Repeat(`{"ts":"2026-01-01T00:00:00Z","k":"x","name":"a"}`+"\n", 12000))
 	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", big)
-	if code != 1 || !strings.Contains(stderr, "none of the first 10000 lines could be decoded") || !strings.Contains(stderr, "Partial run") {
+	if code != 1 || !strings.Contains(stderr, "none of the first 10,000 lines could be decoded") || !strings.Contains(stderr, "Partial run") {
 		t.Errorf("give up: exit %d\n%s", code, stderr)
 	}
 }

@@ -187,7 +187,7 @@ func TestTest(t *testing.T) {
 	dir := t.TempDir()
 	good := writeFile(t, dir, "good.cep", goodSrc)
 	code, out, _ := cepheus(t, "test", "-v", good)
-	if code != 0 || !strings.Contains(out, `--- PASS: `+good+`:10:1: "finds a then b"`) || !strings.Contains(out, "ok\t"+good+"\t1 tests\n") {
+	if code != 0 || !strings.Contains(out, `--- PASS: `+good+`:10:1: "finds a then b"`) || !strings.Contains(out, "ok\t"+good+"\t1 test\n") {
 		t.Errorf("test -v: exit %d\n%s", code, out)
 	}
 	failing := writeFile(t, dir, "failing.cep", strings.Replace(goodSrc, `r key "x"`, `r key "y"`, 1)+`test "other" {
@@ -207,7 +207,7 @@ func TestTest(t *testing.T) {
 	if code != 1 {
 		t.Errorf("test of a failing file: exit %d, want 1", code)
 	}
-	if code, out, _ := cepheus(t, "test", "-run", "^other$", failing); code != 0 || !strings.Contains(out, "ok\t"+failing+"\t1 tests") {
+	if code, out, _ := cepheus(t, "test", "-run", "^other$", failing); code != 0 || !strings.Contains(out, "ok\t"+failing+"\t1 test\n") {
 		t.Errorf("test -run: exit %d\n%s", code, out)
 	}
 	if code, out, _ := cepheus(t, "test", "-run", "nothing", failing); code != 0 || !strings.Contains(out, "[no tests to run]") {

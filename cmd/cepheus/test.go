@@ -108,9 +108,9 @@ func testFile(name string, filter *regexp.Regexp, verbose bool, stdout io.Writer
 	case ran == 0:
 		fmt.Fprintf(&b, "?\t%s\t[no tests to run]\n", name)
 	case failed > 0:
-		fmt.Fprintf(&b, "FAIL\t%s\t%d of %d tests failed\n", name, failed, ran)
+		fmt.Fprintf(&b, "FAIL\t%s\t%d of %s failed\n", name, failed, plural(int64(ran), "test", "tests"))
 	default:
-		fmt.Fprintf(&b, "ok\t%s\t%d tests\n", name, ran)
+		fmt.Fprintf(&b, "ok\t%s\t%s\n", name, plural(int64(ran), "test", "tests"))
 	}
 	_, err = io.WriteString(stdout, b.String())
 	return failed == 0, err

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+)
+
+// TestBacktestFlagValues: out-of-range flag values are usage errors (exit
+// 2) named by their flags, all of them, before anything is read.
+func TestBacktestFlagValues(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(4, 0, ""))
+	code, out, errOut := cepheus(t, "backtest", "-rules", rules, "-events", events,
+		"-out-of-orderness", "-5s", "-max-partial-matches", "-1", "-max-dead-fraction", "2")
+	want := "cepheus: backtest: -out-of-orderness -5s is negative\n" +
+		"cepheus: backtest: -max-partial-matches -1 is negative\n" +
+		"cepheus: backtest: -max-dead-fraction 2 is outside 0..1\n" +
+		"Run 'cepheus help backtest' for usage.\n"
+	if code != 2 || out != "" || errOut != want {
+		t.Errorf("exit %d, stderr\n%s\nwant 2 and\n%s", code, errOut, want)
+	}
+}
+
+// TestBacktestErrorsWithoutPackagePrefixes: the errors that end a run
+// speak of files and lines, not of the packages they passed through.
+func TestBacktestErrorsWithoutPackagePrefixes(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte(abEvents(5000, 0, "")))
+	zw.Close()
+	truncated := filepath.Join(dir, "e.jsonl.gz")
+	if err := os.WriteFile(truncated, z.Bytes()[:z.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	undecodable := writeFile(t, dir, "bad.jsonl", "not json\n")
+	missing := filepath.Join(dir, "missing.jsonl")
+	for _, c := range []struct {
+		events, want string
+	}{
+		{missing, "cepheus: backtest: open " + missing + ": no such file or directory\n"},
+		{truncated, "cepheus: backtest: " + truncated + ": line "},
+		{undecodable, "cepheus: backtest: ruleset good: 1 of 1 line could not be decoded (line 1: column 1: want a JSON object, found 'n')\n"},
+	} {
+		code, _, errOut := cepheus(t, "backtest", "-rules", rules, "-events", c.events, "-alerts", filepath.Join(dir, "a.jsonl"))
+		last := errOut[strings.LastIndex(errOut, "cepheus: "):]
+		if code != 1 || !strings.HasPrefix(last, c.want) {
+			t.Errorf("%s: exit %d, stderr\n%s\nwant 1 and an error starting %q", filepath.Base(c.events), code, errOut, c.want)
+		}
+		for _, prefix := range []string{"cep:", "runtime:", "source:", "backtest: backtest:"} {
+			if strings.Contains(errOut, prefix) {
+				t.Errorf("%s: the error names %q:\n%s", filepath.Base(c.events), prefix, errOut)
+			}
+		}
+	}
+}
+
+// TestBacktestSummaryWording: counts agree with their nouns, blank lines
+// are said to be left out of the line count, no rate is given for no
+// events, and an input without labelled events has no recall.
+func TestBacktestSummaryWording(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", "\n\nnot json\n")
+	_, _, errOut := cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "is_fraud", "-max-dead-fraction", "1")
+	for _, want := range []string{
+		"Ruleset good (version ", "): 1 line (not counting 2 blank lines), 0 events, 0 alerts in ",
+		"\n  1 line could not be decoded (first: line 3:",
+		"recall -\n",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("summary lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "events/s") || strings.Contains(errOut, "0.0%") {
+		t.Errorf("summary gives a rate or a recall for no events:\n%s", errOut)
+	}
+	events = writeFile(t, dir, "e2.jsonl", abEvents(2, 0, ""))
+	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events)
+	if !strings.Contains(errOut, "): 2 lines, 2 events, 1 alert in ") || !strings.Contains(errOut, "events/s)") {
+		t.Errorf("summary of 2 events:\n%s", errOut)
+	}
+}
+
+// TestProgressLines: on a terminal the progress line is rewritten in
+// place; elsewhere every report is a plain line starting with
+// "backtest: ", also without an input size (stdin).
+func TestProgressLines(t *testing.T) {
+	for _, c := range []struct {
+		tty   bool
+		total int64
+		want  string
+	}{
+		{false, -1, "backtest: line 100, 25 events/s, 1 alert\nbacktest: line 300, 50 events/s, 3 alerts\n"},
+		{false, 1000, "backtest: line 100, 25 events/s, 1 alert, 50%\nbacktest: line 300, 50 events/s, 3 alerts, 50%\n"},
+		{true, -1, fmt.Sprintf("\r%-72s\r%-72s\n", "backtest: line 100, 25 events/s, 1 alert", "backtest: line 300, 50 events/s, 3 alerts")},
+	} {
+		var w bytes.Buffer
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock := t0
+		p := &progressPrinter{w: &w, tty: c.tty, began: t0, now: func() time.Time { return clock }, src: fakeProgress{c.total}}
+		report := func(after time.Duration, line, alerts int64) {
+			clock = t0.Add(after)
+			var bp cep.Progress
+			bp.Line, bp.Decoded, bp.Alerts = line, line, alerts
+			p.report(bp)
+		}
+		report(time.Second, 10, 0) // too early
+		report(4*time.Second, 100, 1)
+		report(5*time.Second, 200, 2) // too soon after the last
+		report(6*time.Second, 300, 3)
+		p.done()
+		if got := w.String(); got != c.want {
+			t.Errorf("tty %v, total %d: progress\n%q\nwant\n%q", c.tty, c.total, got, c.want)
+		}
+	}
+}
+
+type fakeProgress struct{ total int64 }
+
+func (f fakeProgress) Progress() (read, total int64) { return 500, f.total }
+
+// TestBacktestAlertsOnTerminal: with stdout a terminal and no -alerts, the
+// alerts are not poured onto it: the summary shows an example of each
+// rule and says how to keep them. -alerts - still prints them there.
+func TestBacktestAlertsOnTerminal(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(6, 0, ""))
+	var stdout, stderr bytes.Buffer
+	saved := isTerminal
+	defer func() { isTerminal = saved }()
+	isTerminal = func(w io.Writer) bool { return w == &stdout }
+	backtest := func(args ...string) int {
+		stdout.Reset()
+		stderr.Reset()
+		return exitCode(run(context.Background(), append([]string{"backtest", "-rules", rules, "-events", events}, args...), &stdout, &stderr), &stderr)
+	}
+	if code := backtest(); code != 0 || stdout.Len() != 0 ||
+		!strings.Contains(stderr.String(), "Example alerts:\n    [medium] r ") ||
+		!strings.Contains(stderr.String(), "The 3 alerts are not shown: stdout is a terminal. Write them to a file with -alerts FILE") {
+		t.Errorf("terminal: exit %d, stdout %q, stderr\n%s", code, stdout.String(), stderr.String())
+	}
+	if code := backtest("-alerts", "-"); code != 0 || strings.Count(stdout.String(), "\n") != 3 || strings.Contains(stderr.String(), "not shown") {
+		t.Errorf("terminal, -alerts -: exit %d, stdout %q, stderr\n%s", code, stdout.String(), stderr.String())
+	}
+	if code := backtest("-q"); code != 0 || strings.Count(stdout.String(), "\n") != 3 {
+		t.Errorf("terminal, -q: exit %d, stdout %q; want the alerts", code, stdout.String())
+	}
+}
