@@ -623,7 +623,7 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 			if len(sl.hidden) > 0 && sl.hides(ev) {
 				continue
 			}
-			if sl.run == nil && probe.Inert(ev, b.ts) || sl.run != nil && sl.run.Inert(ev, b.ts) {
+			if sl.run == nil && probe.Inert(ev, b.ts, &o.res) || sl.run != nil && sl.run.Inert(ev, b.ts, &o.res) {
 				continue
 			}
 			run := o.runOf(i, ks)

@@ -69,27 +69,23 @@ func release(refs *int32) bool {
 }
 
 func (r *Run) registerEvent(ev *event.Event, ts event.Time) *bufEvent {
-	if r.counts == nil {
-		r.counts = map[event.Time]int32{}
-		r.events = map[uint64]*bufEvent{}
-	}
-	if len(r.counts) == 0 || ts < r.countsMin {
+	if r.counts.len() == 0 || ts < r.countsMin {
 		r.countsMin = ts
 	}
-	id := r.counts[ts]
-	r.counts[ts] = id + 1
+	id, _ := r.counts.get(ts)
+	r.counts.put(ts, id+1)
 	r.nextKey++
 	b := &bufEvent{ev: ev, id: eventID{ts: ts, id: id}, key: r.nextKey, refs: 1}
-	r.events[b.key] = b
+	r.events.put(b.key, b)
 	return b
 }
 
 func (r *Run) releaseEvent(b *bufEvent) {
-	if _, ok := r.events[b.key]; !ok {
+	if _, ok := r.events.get(b.key); !ok {
 		return
 	}
 	if release(&b.refs) {
-		delete(r.events, b.key)
+		r.events.del(b.key)
 	}
 }
 
@@ -99,13 +95,10 @@ func (r *Run) put(stage int, ev *bufEvent, prev *node, version dewey) *node {
 		r.lockNode(prev, version)
 	}
 	k := nodeKey{ev: ev.key, stage: int32(stage)}
-	if r.nodes == nil {
-		r.nodes = map[nodeKey]*node{}
-	}
-	n := r.nodes[k]
+	n, _ := r.nodes.get(k)
 	if n == nil {
 		n = &node{ev: ev, stage: stage}
-		r.nodes[k] = n
+		r.nodes.put(k, n)
 		ev.refs++
 	}
 	n.edges = append(n.edges, &edge{target: prev, version: version})
@@ -155,7 +148,7 @@ func (r *Run) releaseNode(n *node, version dewey) {
 		cur.edges = kept
 		if release(&cur.refs) {
 			cur.removed = true
-			delete(r.nodes, nodeKey{ev: cur.ev.key, stage: int32(cur.stage)})
+			r.nodes.del(nodeKey{ev: cur.ev.key, stage: int32(cur.stage)})
 			r.releaseEvent(cur.ev)
 		}
 	}

@@ -27,10 +27,8 @@ func (r *Run) AppendBinary(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, r.nfa.fingerprint)
 	b = binary.AppendUvarint(b, r.nextKey)
 
-	evs := make([]*bufEvent, 0, len(r.events))
-	for _, e := range r.events {
-		evs = append(evs, e)
-	}
+	evs := make([]*bufEvent, 0, r.events.len())
+	r.events.each(func(_ uint64, e *bufEvent) { evs = append(evs, e) })
 	slices.SortFunc(evs, func(x, y *bufEvent) int { return cmpU64(x.key, y.key) })
 	b = binary.AppendUvarint(b, uint64(len(evs)))
 	for _, e := range evs {
@@ -41,10 +39,8 @@ func (r *Run) AppendBinary(b []byte) []byte {
 		b = e.ev.AppendBinary(b)
 	}
 
-	nodes := make([]*node, 0, len(r.nodes))
-	for _, n := range r.nodes {
-		nodes = append(nodes, n)
-	}
+	nodes := make([]*node, 0, r.nodes.len())
+	r.nodes.each(func(_ nodeKey, n *node) { nodes = append(nodes, n) })
 	slices.SortFunc(nodes, func(x, y *node) int {
 		if c := cmpU64(x.ev.key, y.ev.key); c != 0 {
 			return c
@@ -68,15 +64,14 @@ func (r *Run) AppendBinary(b []byte) []byte {
 		}
 	}
 
-	counts := make([]event.Time, 0, len(r.counts))
-	for t := range r.counts {
-		counts = append(counts, t)
-	}
+	counts := make([]event.Time, 0, r.counts.len())
+	r.counts.each(func(t event.Time, _ int32) { counts = append(counts, t) })
 	slices.Sort(counts)
 	b = binary.AppendUvarint(b, uint64(len(counts)))
 	for _, t := range counts {
+		c, _ := r.counts.get(t)
 		b = binary.AppendVarint(b, int64(t))
-		b = binary.AppendVarint(b, int64(r.counts[t]))
+		b = binary.AppendVarint(b, int64(c))
 	}
 
 	for _, q := range []*compQueue{&r.partial, &r.completed} {
@@ -151,7 +146,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: encoded for another pattern (fingerprint %016x, this NFA has %016x)", ErrCorruptRun, fp, n.fingerprint)
 	}
 	d.B = d.B[8:]
-	r := &Run{nfa: n, nodes: map[nodeKey]*node{}, events: map[uint64]*bufEvent{}, counts: map[event.Time]int32{}}
+	r := &Run{nfa: n}
 	r.nextKey = d.Uvarint()
 
 	ne := d.Count()
@@ -170,7 +165,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		}
 		d.B = rest
 		e.ev = ev
-		r.events[e.key] = e
+		r.events.put(e.key, e)
 	}
 
 	nn := d.Count()
@@ -195,7 +190,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		key := d.Uvarint()
 		stage := d.Uvarint()
 		nd.refs = int32(d.Varint())
-		ev := r.events[key]
+		ev, _ := r.events.get(key)
 		if d.Err == nil && (ev == nil || stage >= uint64(len(n.stages))) {
 			d.Err = ErrCorruptRun
 		}
@@ -208,14 +203,14 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 			nd.edges = append(nd.edges, e)
 		}
 		if d.Err == nil {
-			r.nodes[nodeKey{ev: key, stage: int32(stage)}] = nd
+			r.nodes.put(nodeKey{ev: key, stage: int32(stage)}, nd)
 		}
 	}
 
 	nc := d.Count()
 	for i := 0; i < nc && d.Err == nil; i++ {
 		t := event.Time(d.Varint())
-		r.counts[t] = int32(d.Varint())
+		r.counts.put(t, int32(d.Varint()))
 		if i == 0 || t < r.countsMin {
 			r.countsMin = t
 		}

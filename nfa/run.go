@@ -92,7 +92,28 @@ type Result struct {
 	// Dropped counts partial matches discarded because the run exceeded its
 	// partial-match limit ([Run.SetMaxPartialMatches]).
 	Dropped int
+
+	// work is the working storage of the run calls given this Result:
+	// one Result serves every run of one goroutine.
+	work scratch
 }
+
+// scratch is the working storage of the run calls: per Result, not per
+// run, so that a key's run holds only its state.
+type scratch struct {
+	ctx          Context
+	spare        compQueue
+	potential    compQueue
+	next         []*computation
+	retain       []*computation
+	stack        []*state
+	edges        []*transition
+	releaseStack []releaseItem
+	walk         []*node
+}
+
+// use points r at res's working storage for the call in progress.
+func (r *Run) use(res *Result) { r.scratch = &res.work }
 
 // Reset empties r, keeping its storage.
 func (r *Result) Reset() {
@@ -141,21 +162,15 @@ type Run struct {
 	nfa       *NFA
 	partial   compQueue
 	completed compQueue
-	nodes     map[nodeKey]*node
-	events    map[uint64]*bufEvent
-	counts    map[event.Time]int32
+	nodes     table[nodeKey, *node]
+	events    table[uint64, *bufEvent]
+	counts    table[event.Time, int32]
 	countsMin event.Time // no key of counts is smaller (a lower bound)
 	nextKey   uint64
 
-	ctx          Context
-	spare        compQueue
-	potential    compQueue
-	next         []*computation
-	retain       []*computation
-	stack        []*state
-	edges        []*transition
-	releaseStack []releaseItem
-	walk         []*node
+	// *scratch is the working storage of the call in progress: the
+	// Result's, set by every call that takes one.
+	*scratch
 
 	maxPartial int // 0: unlimited
 
@@ -171,9 +186,9 @@ type Run struct {
 func (r *Run) Reset() {
 	r.partial.reset()
 	r.completed.reset()
-	clear(r.nodes)
-	clear(r.events)
-	clear(r.counts)
+	r.nodes.reset()
+	r.events.reset()
+	r.counts.reset()
 	r.nextKey = 0
 	r.partial.offer(r.nfa.startComputation(startVersion))
 	r.summarize()
@@ -217,12 +232,12 @@ func (r *Run) PartialMatches() int { return r.completed.len() + r.nonStart }
 
 // BufferedEvents returns the number of distinct events the shared buffer
 // holds.
-func (r *Run) BufferedEvents() int { return len(r.events) }
+func (r *Run) BufferedEvents() int { return r.events.len() }
 
 // Empty reports whether the run holds nothing but its start computation, so
 // that its state can be dropped and recreated with [NFA.NewRun].
 func (r *Run) Empty() bool {
-	return r.completed.len() == 0 && len(r.nodes) == 0 && len(r.events) == 0 && r.PartialMatches() == 0
+	return r.completed.len() == 0 && r.nodes.len() == 0 && r.events.len() == 0 && r.PartialMatches() == 0
 }
 
 // Idle reports whether the run holds nothing but its start computation:
@@ -239,10 +254,11 @@ func (r *Run) Idle() bool {
 // without takes and branches), ev is not buffered and no limit applies.
 // It evaluates the start state's conditions, as Process would, and nothing
 // more; the operator uses it to skip what an idle run would only ignore.
-func (r *Run) Inert(ev *event.Event, ts event.Time) bool {
+func (r *Run) Inert(ev *event.Event, ts event.Time, res *Result) bool {
 	if !r.Idle() {
 		return false
 	}
+	r.use(res)
 	cs := r.partial.q[0]
 	r.ctx.reset(r, cs, ts)
 	takes, ignores, err := r.decisionGraph(cs, ev, &r.ctx)
@@ -257,6 +273,7 @@ func (r *Run) NextDeadline() (t event.Time, ok bool) { return r.deadline, r.hasD
 // appends the completed matches to res. Events must be fed in the order the
 // pattern should see them; the run does not sort.
 func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
+	r.use(res)
 	w := wrapped{ev: ev, ts: ts}
 	newPartial := &r.spare
 	newPartial.reset()
@@ -310,11 +327,12 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 // matches that were waiting on time (notFollowedBy at the end of a pattern)
 // are released into res.Matches.
 func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
-	if r.Idle() && (len(r.counts) == 0 || r.countsMin >= ts) {
+	if r.Idle() && (r.counts.len() == 0 || r.countsMin >= ts) {
 		// Nothing can time out or be released, and no event counter is
 		// behind ts: the loop below would leave everything as it is.
 		return nil
 	}
+	r.use(res)
 	newPartial := &r.spare
 	newPartial.reset()
 	potential := &r.potential
@@ -356,15 +374,15 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 	r.summarize()
 	// Forget the per-timestamp event counters behind ts (Flink's
 	// SharedBuffer.advanceTime); countsMin saves the scan when none is.
-	if len(r.counts) > 0 && r.countsMin < ts {
+	if r.counts.len() > 0 && r.countsMin < ts {
 		r.countsMin = event.MaxTime
-		for t := range r.counts {
+		r.counts.each(func(t event.Time, _ int32) {
 			if t < ts {
-				delete(r.counts, t)
+				r.counts.del(t)
 			} else if t < r.countsMin {
 				r.countsMin = t
 			}
-		}
+		})
 	}
 	return nil
 }
