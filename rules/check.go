@@ -266,7 +266,7 @@ func (c *ruleChecker) checkRule(r *RuleDecl) {
 	}
 	c.checkElems(r, r.Pattern.Elems, r.Pattern.Pos, false)
 	if n := unrolledSize(r.Pattern.Elems); n > maxUnrolled {
-		c.ruleErrorf(r, r.Pattern.Pos, "the pattern is too large: its quantifiers unroll it to more than %d stages; use smaller counts, or a loop (oneOrMore, timesOrMore) with a condition", maxUnrolled)
+		c.ruleErrorf(r, largestQuant(r.Pattern.Elems, r.Pattern.Pos), "the pattern is too large: its quantifiers unroll it to more than %d stages; use smaller counts, or a loop (oneOrMore, timesOrMore) with a condition", maxUnrolled)
 	}
 	stages := map[string]*StageNode{}
 	for _, s := range leafStages(r) {
@@ -413,6 +413,34 @@ func elemPos(e PatternElem) Pos {
 // compiles in a fraction of a second, times 10000 in seconds, nested
 // quantified groups in an exponential time.
 const maxUnrolled = 1000
+
+// largestQuant returns the position of the counting quantifier that
+// multiplies its stage (or group) the most, where the error of a pattern
+// too large points; def when there is none.
+func largestQuant(es []PatternElem, def Pos) Pos {
+	best, bestN := def, 1
+	var walk func(es []PatternElem)
+	walk = func(es []PatternElem) {
+		for _, e := range es {
+			q := e.head().Quant
+			n := 1
+			switch q.Kind {
+			case QuantTimes:
+				n = q.Max
+			case QuantTimesOrMore:
+				n = q.Min + 1
+			}
+			if n > bestN && q.Pos.IsValid() {
+				best, bestN = q.Pos, n
+			}
+			if g, ok := e.(*GroupNode); ok {
+				walk(g.Elems)
+			}
+		}
+	}
+	walk(es)
+	return best
+}
 
 // unrolledSize estimates the number of stage copies the automaton of es
 // has (saturating at maxUnrolled+1).

@@ -351,11 +351,34 @@ func (rc *ruleCompiler) patternErrors(err error) {
 				if strings.Contains(pe.Msg, "cannot follow an optional") && i+1 < len(leaves) {
 					pos = leaves[i+1].Pos
 				}
+				// A gap longer than the pattern window: the fault is the
+				// gap (within ... of previous).
+				if strings.Contains(pe.Msg, "window length between the previous and current event") {
+					if p := gapClausePos(rc.rd.Pattern.Elems, s.Name.Value); p.IsValid() {
+						pos = p
+					}
+				}
 				break
 			}
 		}
 		rc.c.errorf(pos, "%s", pe.Msg)
 	}
+}
+
+// gapClausePos returns the position of the within ... of previous clause
+// of the stage named stage (inside groups too); NoPos when it has none.
+func gapClausePos(es []PatternElem, stage string) Pos {
+	pos := NoPos
+	walkElems(es, func(e PatternElem) {
+		if s, ok := e.(*StageNode); ok && s.Name.Value == stage {
+			for _, c := range s.Clauses {
+				if c.Kind == ClauseGap {
+					pos = c.Pos
+				}
+			}
+		}
+	})
+	return pos
 }
 
 // groupErrorPositions builds the pattern one top-level element at a time

@@ -116,3 +116,63 @@ func TestErrorSnippet(t *testing.T) {
 		t.Errorf("Print =\n%q\nwant\n%q", b.String(), want)
 	}
 }
+
+// TestSnippetOfBinaryLine: what a terminal would not show as itself is
+// escaped, and a long line is cut around the caret, with "..." at the cuts.
+func TestSnippetOfBinaryLine(t *testing.T) {
+	for _, c := range []struct {
+		line   string
+		column int
+		want   string
+	}{
+		{"a\x00b\x1b[31mc", 3, `a\x00b\x1b[31mc` + "\n" + "     ^"},
+		{"\xff\xfeok", 3, `\xff\xfeok` + "\n" + "        ^"},
+		{"x\u200by", 3, `x\u200by` + "\n" + "       ^"},
+		{strings.Repeat("a", 300), 150, "..." + strings.Repeat("a", 100) + "...\n" + strings.Repeat(" ", 3+50) + "^"},
+		{strings.Repeat("a", 300), 2, strings.Repeat("a", 100) + "...\n" + " ^"},
+		{strings.Repeat("a", 300), 300, "..." + strings.Repeat("a", 100) + "\n" + strings.Repeat(" ", 3+99) + "^"},
+		{strings.Repeat("\x00", 200), 1, strings.Repeat(`\x00`, 25) + "...\n^"},
+		{"ab", 5, "ab\n    ^"},
+	} {
+		if got := caret(c.line, c.column); got != c.want {
+			t.Errorf("caret(%q, %d) =\n%s\nwant\n%s", c.line, c.column, got, c.want)
+		}
+	}
+	// A binary file: one error, its snippet short and printable.
+	src := "\x7fELF\x02\x01\x01\x00" + strings.Repeat("\x00\x1b[2J", 1000) + "\n"
+	_, err := Load("bin.cep", []byte(src))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 {
+		t.Fatalf("Load: %v, want one error", err)
+	}
+	s := list[0].Snippet()
+	if len(s) > 2*(maxSnippetWidth+10) || strings.ContainsAny(s, "\x00\x1b\x7f") {
+		t.Errorf("snippet of a binary line (%d bytes): %q", len(s), s)
+	}
+}
+
+// TestByteOrderMark: a UTF-8 byte-order mark at the start of a file is
+// skipped; columns and snippets of the first line start after it.
+func TestByteOrderMark(t *testing.T) {
+	src := "\ufeffruleset b\nevent time ts\nrule r {\n  key k\n  pattern {\n    begin a where x > 1\n  }\n}\n"
+	rs, err := Load("bom.cep", []byte(src))
+	if err != nil {
+		t.Fatalf("Load of a file with a byte-order mark: %v", err)
+	}
+	plain, err := Load("bom.cep", []byte(strings.TrimPrefix(src, "\ufeff")))
+	if err != nil || rs.Hash != plain.Hash {
+		t.Errorf("versions with and without the mark: %v, %v (%v)", rs.Hash, plain.Hash, err)
+	}
+	_, err = Load("bom.cep", []byte("\ufeffrulez b\n"))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 {
+		t.Fatalf("Load: %v, want one error", err)
+	}
+	if got, want := list[0].Error()+"\n"+list[0].Snippet(), "bom.cep:1:1: a ruleset file starts with 'ruleset NAME', found \"rulez\"\nrulez b\n^"; got != want {
+		t.Errorf("error on the first line:\n%s\nwant\n%s", got, want)
+	}
+	// The mark is valid only at the very start.
+	if _, err := Load("bom.cep", []byte("ruleset b\n\ufeffevent time ts\n")); err == nil {
+		t.Error("a byte-order mark inside the file was accepted")
+	}
+}

@@ -153,7 +153,9 @@ func lexAny(l *ruleLexer) lexState {
 		return l.emit(tokEOF)
 	case r == '\n':
 		return l.emit(tokNewline)
-	case r == ' ' || r == '\t' || r == '\r':
+	case r == ' ' || r == '\t' || r == '\r', r == '\ufeff' && l.start == 0:
+		// A UTF-8 byte-order mark may open the file (editors on Windows
+		// write one); it is skipped, as Go's scanner skips it.
 		l.start = l.pos
 		return lexAny
 	case r == '#':

@@ -3,7 +3,9 @@ package rules
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -62,7 +64,13 @@ type srcFile struct {
 }
 
 func newSrcFile(name string, src string) *srcFile {
-	f := &srcFile{name: name, src: src, lines: []int{0}}
+	// A byte-order mark is not part of the first line: columns and
+	// snippets start after it.
+	first := 0
+	if strings.HasPrefix(src, "\ufeff") {
+		first = len("\ufeff")
+	}
+	f := &srcFile{name: name, src: src, lines: []int{first}}
 	for i := 0; i < len(src); i++ {
 		if src[i] == '\n' {
 			f.lines = append(f.lines, i+1)
@@ -76,7 +84,7 @@ func (f *srcFile) position(p Pos) Position {
 	if !p.IsValid() {
 		return Position{Filename: f.name}
 	}
-	off := min(p.Offset(), len(f.src))
+	off := max(min(p.Offset(), len(f.src)), f.lines[0])
 	line := sort.Search(len(f.lines), func(i int) bool { return f.lines[i] > off }) - 1
 	start := f.lines[line]
 	return Position{
@@ -100,28 +108,73 @@ func (f *srcFile) lineText(line int) string {
 	return strings.TrimSuffix(f.src[start:end], "\r")
 }
 
+// maxSnippetWidth is the most characters of a source line a snippet
+// shows; a longer line is cut around the caret, with "..." marking the
+// cuts.
+const maxSnippetWidth = 100
+
 // caret returns the source line of pos and, under it, a caret at the
 // column: "  where amout > 5\n        ^". Tabs before the column are kept so
-// that the caret lines up on a terminal.
+// that the caret lines up on a terminal. What a terminal would not show
+// as itself is escaped (a NUL as \x00, an invalid UTF-8 byte as \xff, an
+// escape character as \x1b, a byte-order mark as \ufeff), and a line
+// longer than maxSnippetWidth is cut around the caret: a binary file
+// must not spill its bytes onto the terminal.
 func caret(line string, column int) string {
-	var b strings.Builder
-	b.WriteString(line)
-	b.WriteByte('\n')
-	i := 1
-	for _, r := range line {
-		if i >= column {
-			break
+	// One piece per character (column), as it is shown.
+	var pieces []string
+	for i := 0; i < len(line); {
+		r, n := utf8.DecodeRuneInString(line[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			pieces = append(pieces, fmt.Sprintf(`\x%02x`, line[i]))
+		case r == '\t' || r != '\ufeff' && unicode.IsPrint(r):
+			pieces = append(pieces, line[i:i+n])
+		default:
+			q := strconv.QuoteRuneToASCII(r)
+			pieces = append(pieces, q[1:len(q)-1])
 		}
-		if r == '\t' {
-			b.WriteByte('\t')
+		i += n
+	}
+	at := min(max(column-1, 0), len(pieces)) // the piece under the caret
+	lo, hi, width := at, at, 0
+	for grew := true; grew; {
+		grew = false
+		if hi < len(pieces) && width+utf8.RuneCountInString(pieces[hi]) <= maxSnippetWidth {
+			width += utf8.RuneCountInString(pieces[hi])
+			hi++
+			grew = true
+		}
+		if lo > 0 && width+utf8.RuneCountInString(pieces[lo-1]) <= maxSnippetWidth {
+			lo--
+			width += utf8.RuneCountInString(pieces[lo])
+			grew = true
+		}
+	}
+	var b, pad strings.Builder
+	if lo > 0 {
+		b.WriteString("...")
+		pad.WriteString("   ")
+	}
+	for i, p := range pieces[lo:hi] {
+		b.WriteString(p)
+		if lo+i >= at {
+			continue
+		}
+		if p == "\t" {
+			pad.WriteByte('\t')
 		} else {
-			b.WriteByte(' ')
+			pad.WriteString(strings.Repeat(" ", utf8.RuneCountInString(p)))
 		}
-		i++
 	}
-	for ; i < column; i++ {
-		b.WriteByte(' ')
+	if hi < len(pieces) {
+		b.WriteString("...")
 	}
+	for i := len(pieces); i < column-1; i++ {
+		pad.WriteByte(' ') // a column past the end of the line
+	}
+	b.WriteByte('\n')
+	b.WriteString(pad.String())
 	b.WriteByte('^')
 	return b.String()
 }

@@ -227,6 +227,25 @@ func (c *compiler) resolve(n *ast.IdentifierNode) (nameRef, error) {
 	return nameRef{}, c.errorf(n, "unknown %s %s%s", what, n.Value, suggest(n.Value, c.names()))
 }
 
+// nearestStage suggests a stage for the unknown name: " (did you mean
+// x?)" for a close one, else " (the stages: a, b)"; "" when there are
+// none.
+func (c *compiler) nearestStage(name string) string {
+	var stages []string
+	for _, s := range c.env.Stages {
+		if isExprIdent(s) {
+			stages = append(stages, s)
+		}
+	}
+	if s := suggest(name, stages); s != "" {
+		return s
+	}
+	if len(stages) == 0 {
+		return ""
+	}
+	return " (the stages: " + strings.Join(stages, ", ") + ")"
+}
+
 // someStage names a stage for the examples of error messages.
 func (c *compiler) someStage() string {
 	for _, s := range c.env.Stages {
@@ -383,6 +402,14 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 	case *ast.MemberNode:
 		if n.Method {
 			note("method call")
+		}
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && !bound[id.Value] {
+			// x.f reads field f of stage x's event: an x that is neither
+			// a stage nor a field is most likely a misspelt stage.
+			_, isField := c.slot(id.Value)
+			if _, isStage := c.stages[id.Value]; !isStage && !isField {
+				return "", c.errorf(id, "no stage or field is named %s%s", id.Value, c.nearestStage(id.Value))
+			}
 		}
 		if s, ok := n.Property.(*ast.StringNode); ok {
 			_, isStage, err := c.stageRef(n.Node)
