@@ -57,9 +57,12 @@ type EngineSummary struct {
 	// From the finished runs (they agree, or Problems says otherwise).
 	Matches int64
 	Hash    string
-	// DNFAt is, when no run finished, the most events a run consumed.
-	DNFAt   int64
-	Runtime string
+	// DNFAt is, when no run finished, the most events a run consumed, and
+	// DNFEventsPerSec that run's rate over its events after the warm-up
+	// (0 when it did not get past the warm-up or did not say).
+	DNFAt           int64
+	DNFEventsPerSec float64
+	Runtime         string
 }
 
 // Summarize builds the rows of the workloads that have results, in table
@@ -116,7 +119,9 @@ func summarize(w *Workload, name string, rs []*Result, problems *[]string) Engin
 				w.Name, name, r.Events, r.Warmup, w.Events, w.Warmup))
 		}
 		if !r.Finished {
-			s.DNFAt = max(s.DNFAt, r.Processed)
+			if r.Processed >= s.DNFAt {
+				s.DNFAt, s.DNFEventsPerSec = r.Processed, r.EventsPerSec
+			}
 			continue
 		}
 		if s.Finished > 0 && (r.Matches != s.Matches || r.Hash != s.Hash) {
@@ -166,9 +171,13 @@ func Table(rows []*Row) string {
 		if c.Finished > 0 && f.Finished > 0 {
 			ratio = fmt.Sprintf("%.2f×", c.EventsPerSec/f.EventsPerSec)
 		}
+		fspeed := speed(f)
+		if f.Runs == 0 && r.Workload.CepheusOnly {
+			fspeed = "not run (Cepheus only)"
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |\n",
 			r.Workload.Name, group(int64(r.Workload.Events)), matches,
-			speed(c), speed(f), ratio,
+			speed(c), fspeed, ratio,
 			cpuCell(c), cpuCell(f), rssCell(c), rssCell(f))
 	}
 	return b.String()
@@ -178,6 +187,8 @@ func speed(s EngineSummary) string {
 	switch {
 	case s.Finished > 0:
 		return group(int64(s.EventsPerSec + 0.5))
+	case s.Runs > 0 && s.DNFEventsPerSec > 0:
+		return fmt.Sprintf("did not finish at %s events (%s events/s until then)", group(s.DNFAt), group(int64(s.DNFEventsPerSec+0.5)))
 	case s.Runs > 0:
 		return fmt.Sprintf("did not finish at %s events", group(s.DNFAt))
 	}

@@ -51,7 +51,9 @@ type Result struct {
 	Matches int64  `json:"matches"`
 	Hash    string `json:"hash"`
 	// Seconds, EventsPerSec and CPUSeconds cover the timed part: from the
-	// first event after the warm-up to the end of the final flush.
+	// first event after the warm-up to the end of the final flush. A run
+	// that hit its cap after the warm-up reports them (Cepheus) over the
+	// events it consumed after the warm-up, without a final flush.
 	Seconds      float64 `json:"seconds"`
 	EventsPerSec float64 `json:"events_per_s"`
 	CPUSeconds   float64 `json:"cpu_s"`
@@ -68,12 +70,14 @@ type Result struct {
 	Load1 float64 `json:"load1"`
 }
 
-// Run runs the events through a keyed operator for rule r, in event time:
-// each event goes to ProcessElement with its timestamp, a watermark
+// Run runs the events through a keyed operator for the rules, in event
+// time: each event goes to ProcessElement with its timestamp, a watermark
 // follows every cfg.WatermarkEvery events, and a final watermark of
 // event.MaxTime flushes everything (the end of a bounded input). It counts
-// the matches and hashes their signatures.
-func Run(workload string, r *cep.Rule, events []*event.Event, cfg RunConfig) (*Result, error) {
+// the matches and hashes their signatures. One rule runs in a
+// cep.Operator; several rules (they must have the same key) run in one
+// cep.SharedOperator, as a backtest runs them.
+func Run(workload string, rules []*cep.Rule, events []*event.Event, cfg RunConfig) (*Result, error) {
 	if cfg.Warmup < 0 || cfg.Warmup >= len(events) {
 		return nil, fmt.Errorf("warm-up %d: want 0 <= warm-up < %d events", cfg.Warmup, len(events))
 	}
@@ -81,7 +85,7 @@ func Run(workload string, r *cep.Rule, events []*event.Event, cfg RunConfig) (*R
 	if every <= 0 {
 		every = WatermarkEvery
 	}
-	op, err := cep.NewOperator(cep.OperatorConfig{NFA: r.NFA, Key: r.Key})
+	op, err := NewOperator(rules)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +109,7 @@ func Run(workload string, r *cep.Rule, events []*event.Event, cfg RunConfig) (*R
 		for i := range out.Items {
 			switch it := &out.Items[i]; it.Kind {
 			case cep.ItemMatch:
-				sigs.add(it.Match.Events)
+				sigs.add(it.Rule, it.Match.Events)
 			case cep.ItemLate:
 				late++
 			}
@@ -118,6 +122,12 @@ func Run(workload string, r *cep.Rule, events []*event.Event, cfg RunConfig) (*R
 		}
 		if cfg.Timeout > 0 && i&1023 == 0 && time.Since(begin) > cfg.Timeout {
 			res.Processed = int64(i)
+			if i > cfg.Warmup {
+				// The rate so far, over the events after the warm-up.
+				res.Seconds = time.Since(t0).Seconds()
+				res.EventsPerSec = float64(i-cfg.Warmup) / res.Seconds
+				res.CPUSeconds = cpuSeconds() - cpu0
+			}
 			res.PeakRSSKiB = procStatus("VmHWM")
 			return res, nil
 		}
@@ -156,20 +166,50 @@ func Run(workload string, r *cep.Rule, events []*event.Event, cfg RunConfig) (*R
 	res.Seconds = elapsed.Seconds()
 	res.EventsPerSec = float64(len(events)-cfg.Warmup) / res.Seconds
 	res.Matches = int64(sigs.n)
-	res.Hash = SignatureHash(sigs.strings(r.NFA.Stages()))
+	res.Hash = SignatureHash(sigs.strings(rules))
 	res.PeakRSSKiB = procStatus("VmHWM")
 	return res, nil
 }
 
+// Operator is what [Run] drives: a cep.Operator or a cep.SharedOperator.
+type Operator interface {
+	ProcessElement(ev *event.Event, ts event.Time, out *cep.Output) error
+	ProcessWatermark(w event.Time, out *cep.Output) error
+}
+
+// NewOperator returns the keyed operator of the rules: a cep.Operator for
+// one rule, else a cep.SharedOperator in which rule i has id i (the
+// Item.Rule of its matches). Several rules must have the same key fields.
+func NewOperator(rules []*cep.Rule) (Operator, error) {
+	switch len(rules) {
+	case 0:
+		return nil, errors.New("no rules")
+	case 1:
+		return cep.NewOperator(cep.OperatorConfig{NFA: rules[0].NFA, Key: rules[0].Key})
+	}
+	shared := make([]cep.SharedRule, len(rules))
+	for i, r := range rules {
+		if !slices.Equal(r.KeyFields, rules[0].KeyFields) {
+			return nil, fmt.Errorf("rule %s keys by %v, rule %s by %v: one operator needs one key",
+				r.Name, r.KeyFields, rules[0].Name, rules[0].KeyFields)
+		}
+		shared[i] = cep.SharedRule{ID: i, NFA: r.NFA}
+	}
+	return cep.NewSharedOperator(cep.SharedConfig{Key: rules[0].Key}, shared...)
+}
+
 // sigBuffer records the matches compactly while the clock runs: per match,
-// per stage, the number of events and their Seq numbers.
+// its rule (the Item.Rule of a shared operator's match, 0 from an
+// operator of one rule), then per stage the number of events and their
+// Seq numbers.
 type sigBuffer struct {
 	n    int
 	data []uint64
 }
 
-func (b *sigBuffer) add(stages [][]*event.Event) {
+func (b *sigBuffer) add(rule int, stages [][]*event.Event) {
 	b.n++
+	b.data = append(b.data, uint64(rule))
 	for _, evs := range stages {
 		b.data = append(b.data, uint64(len(evs)))
 		for _, e := range evs {
@@ -178,20 +218,28 @@ func (b *sigBuffer) add(stages [][]*event.Event) {
 	}
 }
 
-// strings returns the signature of every match (see [SignatureHash]).
-func (b *sigBuffer) strings(stages []string) []string {
+// strings returns the signature of every match of the rules (see
+// [SignatureHash]).
+func (b *sigBuffer) strings(rules []*cep.Rule) []string {
 	out := make([]string, 0, b.n)
 	var s []byte
 	d := b.data
 	for range b.n {
 		s = s[:0]
-		for _, name := range stages {
+		r := rules[d[0]]
+		d = d[1:]
+		if len(rules) > 1 {
+			s = append(s, r.Name...)
+			s = append(s, ':')
+		}
+		start := len(s)
+		for _, name := range r.NFA.Stages() {
 			n := int(d[0])
 			d = d[1:]
 			if n == 0 {
 				continue
 			}
-			if len(s) > 0 {
+			if len(s) > start {
 				s = append(s, ';')
 			}
 			s = append(s, name...)
@@ -213,7 +261,9 @@ func (b *sigBuffer) strings(stages []string) []string {
 // signature of a match lists, in pattern stage order, each stage that took
 // events as name=seq,seq,... (seq: the event's 1-based row in the data
 // file, in the order the stage took them), joined by ';', e.g.
-// "login=12;large=40;foreign=77". The hash is the SHA-256 of the
+// "login=12;large=40;foreign=77". In a workload of several rules (W4) the
+// signature starts with the rule's name and a colon:
+// "chain_07:login=12;large=40;foreign=77". The hash is the SHA-256 of the
 // signatures sorted bytewise, each followed by '\n', in hex, cut to 16
 // digits. A multiset of matches gives one hash whatever the emission
 // order.

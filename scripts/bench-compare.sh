@@ -18,10 +18,14 @@
 #
 # Environment:
 #   ROUNDS (3)            rounds per workload
-#   BENCH_TIMEOUT (120)   cap per engine run, seconds
+#   BENCH_TIMEOUT (120)   cap per engine run, seconds (a workload with a
+#                         longer cap of its own, W4-F, gets that one)
 #   BENCH_DIR (build/bench)  data files, runner binary, run log (runs.jsonl)
-#   WORKLOADS ("")        space-separated subset (W1 W2-3 W2-5 W2-7 W3); a
-#                         subset does not write RESULTS.md
+#   WORKLOADS ("")        space-separated subset (W1 W2-3 W2-5 W2-7 W3 W4
+#                         W4-F); a subset does not write RESULTS.md. W4 (100
+#                         rules, 1M keys) runs on Cepheus only; W4-F, the
+#                         same rules at Flink's size, on both (cepbench list
+#                         says which engines run each workload)
 #   ENGINES ("cepheus flink")  "cepheus" alone runs only the Go side (make
 #                         bench-cepheus) and writes no RESULTS.md
 #   JAVA_OPTS ("")        extra JVM options for the Flink runs
@@ -31,7 +35,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 rounds=${ROUNDS:-3}
-timeout=${BENCH_TIMEOUT:-120}
+default_timeout=${BENCH_TIMEOUT:-120}
 dir=${BENCH_DIR:-build/bench}
 engines=${ENGINES:-cepheus flink}
 only=${WORKLOADS:-}
@@ -92,16 +96,20 @@ run_one() {
   fi
 }
 
-while read -r name events warmup ooo; do
+while read -r name events warmup ooo on cap; do
   if [[ -n "$only" && " $only " != *" $name "* ]]; then
     continue
   fi
-  log "$name: $events events, warm-up $warmup, out-of-orderness ${ooo} ms"
+  timeout=$default_timeout
+  if (( cap > timeout )); then
+    timeout=$cap # the workload's own cap (W4-F)
+  fi
+  log "$name: $events events, warm-up $warmup, out-of-orderness ${ooo} ms, engines $on, cap ${timeout} s"
   declare -A dnf=()
   for round in $(seq "$rounds"); do
     for engine in $engines; do
-      if [[ -n "${dnf[$engine]:-}" ]]; then
-        continue
+      if [[ -n "${dnf[$engine]:-}" || ",$on," != *",$engine,"* ]]; then
+        continue # did not finish before, or not run on this workload (W4: Cepheus only)
       fi
       status=0
       run_one "$engine" "$name" "$warmup" "$ooo" "$round" || status=$?

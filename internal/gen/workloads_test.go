@@ -15,6 +15,9 @@ func TestBenchWorkloadsDeterministic(t *testing.T) {
 		"chain": func() ([]BenchRecord, error) {
 			return ChainWorkload(ChainConfig{Seed: 3, Events: 5000, Keys: 200, Skew: 1.1, Span: time.Minute, MaxDelay: time.Second})
 		},
+		"chain-uniform": func() ([]BenchRecord, error) {
+			return ChainWorkload(ChainConfig{Seed: 3, Events: 5000, Keys: 200, Span: time.Minute, MaxDelay: time.Second})
+		},
 		"sequence": func() ([]BenchRecord, error) {
 			return SequenceWorkload(SequenceConfig{Seed: 3, Events: 5000, Length: 5, Noise: 6})
 		},
@@ -43,5 +46,30 @@ func TestBenchWorkloadsDeterministic(t *testing.T) {
 	}
 	if err := WriteBenchCSV(&buf, []string{"kind", "ts"}, recs); err == nil {
 		t.Error("columns out of order: no error")
+	}
+}
+
+// TestChainWorkloadUniform checks that Skew 0 spreads the events evenly
+// over the keys (W4's million customers), where a Zipf skew concentrates
+// them on the first ranks.
+func TestChainWorkloadUniform(t *testing.T) {
+	recs, err := ChainWorkload(ChainConfig{Seed: 1, Events: 20_000, Keys: 100, Span: time.Minute, MaxDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range recs {
+		count[r.Customer]++
+	}
+	if len(count) != 100 {
+		t.Fatalf("%d keys, want 100", len(count))
+	}
+	for k, n := range count {
+		if n < 120 || n > 280 { // 200 expected
+			t.Errorf("key %s: %d events, want about 200", k, n)
+		}
+	}
+	if _, err := ChainWorkload(ChainConfig{Seed: 1, Events: 10, Keys: 10, Skew: 0.5, Span: time.Minute}); err == nil {
+		t.Error("skew 0.5: no error")
 	}
 }

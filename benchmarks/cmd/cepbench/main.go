@@ -2,7 +2,7 @@
 // Flink CEP (make bench-compare, make bench-cepheus; benchmarks/README.md).
 //
 //	cepbench gen [-dir build/bench] [-workload W1]   write the data files <dir>/<workload>.csv
-//	cepbench list                                     one line per workload: name events warm-up out-of-orderness-ms
+//	cepbench list                                     one line per workload: name events warm-up out-of-orderness-ms engines timeout-s (0: the default)
 //	cepbench run -workload W1 -data build/bench/W1.csv [-timeout 120s]
 //	                                                  run one workload, print one JSON result line
 //	cepbench report -runs runs.jsonl [-results benchmarks/RESULTS.md] [-rounds 3]
@@ -31,7 +31,11 @@ func main() {
 		err = gen(args)
 	case "list":
 		for _, w := range benchmarks.Workloads {
-			fmt.Printf("%s %d %d %d\n", w.Name, w.Events, w.Warmup, w.OutOfOrderness.Milliseconds())
+			engines := "cepheus,flink"
+			if w.CepheusOnly {
+				engines = "cepheus"
+			}
+			fmt.Printf("%s %d %d %d %s %d\n", w.Name, w.Events, w.Warmup, w.OutOfOrderness.Milliseconds(), engines, int(w.Timeout.Seconds()))
 		}
 	case "run":
 		err = run(args)
@@ -98,7 +102,7 @@ func run(args []string) error {
 	if *data == "" {
 		*data = filepath.Join("build/bench", w.Name+".csv")
 	}
-	rs, rule, err := w.Compile()
+	rs, rules, err := w.Compile()
 	if err != nil {
 		return err
 	}
@@ -109,7 +113,7 @@ func run(args []string) error {
 	if len(events) != w.Events {
 		return fmt.Errorf("%s holds %d events, workload %s has %d: regenerate it (cepbench gen)", *data, len(events), w.Name, w.Events)
 	}
-	res, err := benchmarks.Run(w.Name, rule, events, benchmarks.RunConfig{
+	res, err := benchmarks.Run(w.Name, rules, events, benchmarks.RunConfig{
 		Warmup: w.Warmup, OutOfOrderness: w.OutOfOrderness, Timeout: *timeout,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
 import org.apache.flink.cep.CEP;
 import org.apache.flink.cep.PatternStream;
 import org.apache.flink.cep.functions.PatternProcessFunction;
+import org.apache.flink.cep.pattern.Pattern;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.StateBackendOptions;
@@ -68,9 +69,13 @@ public final class BenchJob {
     static volatile long endNanos;
     static volatile long endCpu;
     static volatile long emitted;
-    static volatile long matches;
-    static volatile long[] sigs;
-    static volatile int sigLen;
+    // What the CountMatches of each CEP operator left when it closed (one per rule), by rule.
+    static final Object closeLock = new Object();
+    static long matches;
+    static long[][] sigs;
+    static int[] sigLens;
+    static long[] counts;
+    static int closed;
 
     public static int run(String[] args) throws Exception {
         String workload = null, dataPath = null;
@@ -102,6 +107,10 @@ public final class BenchJob {
         }
         data = events;
         warmup = warm;
+        int nRules = spec.patterns().size();
+        sigs = new long[nRules][];
+        sigLens = new int[nRules];
+        counts = new long[nRules];
         long loadedRss = procStatus("VmRSS");
         double load1 = load1();
 
@@ -118,12 +127,17 @@ public final class BenchJob {
                 .map(new RowToEvent())
                 .returns(TypeInformation.of(BenchEvent.class))
                 .assignTimestampsAndWatermarks(wm);
-        PatternStream<BenchEvent> ps = spec.keyed()
-                ? CEP.pattern(stream.keyBy(e -> e.customer, Types.STRING), spec.pattern())
-                : CEP.pattern(stream, spec.pattern());
-        ps.inEventTime()
-                .process(new CountMatches(spec.stages()), Types.LONG)
-                .sinkTo(new DiscardingSink<>());
+        // One CEP operator per rule, as Flink users run a ruleset: each reads the keyed stream
+        // through its own keyBy edge (its own task).
+        var keyed = spec.keyed() ? stream.keyBy(e -> e.customer, Types.STRING) : null;
+        for (int r = 0; r < nRules; r++) {
+            Pattern<BenchEvent, ?> p = spec.patterns().get(r);
+            PatternStream<BenchEvent> ps = keyed != null ? CEP.pattern(keyed, p) : CEP.pattern(stream, p);
+            ps.inEventTime()
+                    .process(new CountMatches(r, spec.stages()), Types.LONG)
+                    .name(nRules > 1 ? spec.ruleNames().get(r) : "CountMatches")
+                    .sinkTo(new DiscardingSink<>());
+        }
 
         JobClient client = env.executeAsync("cepheus-bench-" + workload);
         long capNanos = TimeUnit.SECONDS.toNanos(timeoutS);
@@ -143,13 +157,30 @@ public final class BenchJob {
                 }
             }
         }
-        if (endNanos == 0 || startNanos == 0) {
-            throw new IllegalStateException("the job ended without timing its run (start " + startNanos
-                    + ", end " + endNanos + ")");
+        int closedOps;
+        long[][] bufs;
+        int[] lens;
+        long[] cnts;
+        long total;
+        synchronized (closeLock) {
+            closedOps = closed;
+            bufs = sigs;
+            lens = sigLens;
+            cnts = counts;
+            total = matches;
         }
-        String hash = signatureHash(sigs, sigLen, matches, spec.stages());
+        if (endNanos == 0 || startNanos == 0 || closedOps != nRules) {
+            throw new IllegalStateException("the job ended without timing its run (start " + startNanos
+                    + ", end " + endNanos + ", " + closedOps + " of " + nRules + " operators closed)");
+        }
+        List<String> all = new ArrayList<>((int) total);
+        for (int r = 0; r < nRules; r++) {
+            String prefix = nRules > 1 ? spec.ruleNames().get(r) + ":" : "";
+            signatures(bufs[r], lens[r], cnts[r], prefix, spec.stages(), all);
+        }
+        String hash = hash(all);
         double seconds = (endNanos - startNanos) / 1e9;
-        printResult(workload, events.length, warm, true, events.length, matches, hash, seconds,
+        printResult(workload, events.length, warm, true, events.length, total, hash, seconds,
                 (endCpu - startCpu) / 1e9, loadedRss, load1);
         return 0;
     }
@@ -176,15 +207,18 @@ public final class BenchJob {
     /**
      * Counts matches and records, per match and per stage (in pattern order), the number of
      * events and their seq numbers; the strings are built and hashed after the clock stops, as
-     * on the Go side. Stops the clock when it closes, after the final flush.
+     * on the Go side. The clock stops when the last of the rules' functions closes, after the
+     * final flush.
      */
     static final class CountMatches extends PatternProcessFunction<BenchEvent, Long> {
+        private final int rule;
         private final String[] stages;
         private transient long[] buf;
         private transient int len;
         private transient long n;
 
-        CountMatches(List<String> stages) {
+        CountMatches(int rule, List<String> stages) {
+            this.rule = rule;
             this.stages = stages.toArray(new String[0]);
         }
 
@@ -215,27 +249,43 @@ public final class BenchJob {
 
         @Override
         public void close() {
-            endNanos = System.nanoTime();
-            endCpu = processCpuNanos();
-            matches = n;
-            sigs = buf;
-            sigLen = len;
+            long now = System.nanoTime();
+            long cpu = processCpuNanos();
+            synchronized (closeLock) {
+                endNanos = Math.max(endNanos, now);
+                endCpu = Math.max(endCpu, cpu);
+                matches += n;
+                sigs[rule] = buf;
+                sigLens[rule] = len;
+                counts[rule] = n;
+                closed++;
+            }
         }
     }
 
-    /** The same hash as benchmarks.SignatureHash on the Go side. */
+    /** The same hash as benchmarks.SignatureHash on the Go side, for a workload of one rule. */
     static String signatureHash(long[] buf, int len, long count, List<String> stages) throws Exception {
         List<String> sigs = new ArrayList<>((int) count);
+        signatures(buf, len, count, "", stages, sigs);
+        return hash(sigs);
+    }
+
+    /**
+     * Appends to out the signatures of the count matches recorded in buf by one CountMatches,
+     * each starting with prefix (the rule's name and a colon in a workload of several rules).
+     */
+    static void signatures(long[] buf, int len, long count, String prefix, List<String> stages, List<String> out) {
         int p = 0;
         StringBuilder sb = new StringBuilder();
         for (long m = 0; m < count; m++) {
             sb.setLength(0);
+            sb.append(prefix);
             for (String s : stages) {
                 int k = (int) buf[p++];
                 if (k == 0) {
                     continue;
                 }
-                if (sb.length() > 0) {
+                if (sb.length() > prefix.length()) {
                     sb.append(';');
                 }
                 sb.append(s).append('=');
@@ -246,12 +296,11 @@ public final class BenchJob {
                     sb.append(buf[p++]);
                 }
             }
-            sigs.add(sb.toString());
+            out.add(sb.toString());
         }
         if (p != len) {
             throw new IllegalStateException("signature buffer: read " + p + " of " + len);
         }
-        return hash(sigs);
     }
 
     /** SHA-256 over the signatures sorted, each followed by a newline; 16 hex digits. */
@@ -314,7 +363,7 @@ public final class BenchJob {
 
     private static int usage(String why) {
         System.err.println("flinkcep bench: " + why);
-        System.err.println("usage: java -jar flinkcep.jar bench --workload <W1|W2-3|W2-5|W2-7|W3> --data <file.csv>"
+        System.err.println("usage: java -jar flinkcep.jar bench --workload <W1|W2-3|W2-5|W2-7|W3|W4|W4-F> --data <file.csv>"
                 + " --warmup <events> --out-of-orderness-ms <ms> [--timeout-s <s>]");
         return 2;
     }

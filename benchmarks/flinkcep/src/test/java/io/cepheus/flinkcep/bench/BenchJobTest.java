@@ -22,4 +22,22 @@ class BenchJobTest {
         String got = BenchJob.signatureHash(buf, buf.length, 2, List.of("login", "pays", "over", "tfa"));
         assertEquals(BenchJob.hash(new ArrayList<>(List.of("login=3;pays=4,5;over=9", "login=1;pays=2,6;over=7"))), got);
     }
+
+    /** In a workload of several rules (W4) a signature starts with the rule's name and a colon. */
+    @Test
+    void signaturesOfSeveralRules() {
+        long[] buf = {1, 3, 1, 4, 1, 9};
+        List<String> out = new ArrayList<>();
+        BenchJob.signatures(buf, buf.length, 1, "chain_07:", List.of("login", "large", "foreign"), out);
+        assertEquals(List.of("chain_07:login=3;large=4;foreign=9"), out);
+    }
+
+    /** W4's patterns: one per rule of benchmarks/workloads/w4.cep, named as there. */
+    @Test
+    void w4HasOnePatternPerRule() {
+        Workloads.Spec spec = Workloads.get("W4");
+        assertEquals(100, spec.patterns().size());
+        assertEquals("chain_00", spec.ruleNames().get(0));
+        assertEquals("chain_99", spec.ruleNames().get(99));
+    }
 }
