@@ -37,7 +37,7 @@ CEPHEUS_LDFLAGS := -X main.version=$(VERSION)
 DEMO_DIR ?= build/demo
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo lint test conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
+.PHONY: help build demo lint test test-go flink-tools conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
 
 help: ## List the targets.
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -72,10 +72,39 @@ lint: ## Check formatting (gofmt), run go vet and the import rules (internal/lin
 # differential tester's parallel runners (internal/difftest).
 RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/
 
-test: lint ## Run lint, then every test (10 minute timeout), then RACE_PKGS under -race, then diff-flink-small.
+test: flink-tools test-go ## What CI runs: flink-tools, test-go, then diff-flink-small (needs Java 17 and Maven).
+	@$(MAKE) --no-print-directory diff-flink-small
+
+test-go: lint ## Lint, every Go test (10 minute timeout), RACE_PKGS under -race; no Java needed (CI runs make test).
 	$(GO) test -count=1 -timeout 10m ./...
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
-	@$(MAKE) --no-print-directory diff-flink-small
+
+# JAVA and MVN are the commands flink-tools looks for (MVN may carry
+# options, as scripts/flinkcep-jar.sh allows); the differential run itself
+# runs java from PATH.
+JAVA ?= java
+MVN ?= mvn
+
+# flink-tools fails at once, before the Go tests, when the differential run
+# could not start: it says what is missing and how to install it.
+flink-tools: ## Check that java (17 or later) and mvn, which diff-flink-small needs, are installed.
+	@missing=""; \
+	if ! command -v $(JAVA) >/dev/null 2>&1; then missing="java (Java 17 or later)"; \
+	else \
+		v=$$($(JAVA) -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1); \
+		if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then missing="Java 17 or later (found: $$($(JAVA) -version 2>&1 | head -n 1))"; fi; \
+	fi; \
+	mvn=$(firstword $(MVN)); \
+	if ! command -v $$mvn >/dev/null 2>&1; then missing="$${missing:+$$missing and }mvn (Maven)"; fi; \
+	if [ -n "$$missing" ]; then \
+		echo "make test: the differential run against Flink CEP (diff-flink-small) needs $$missing, not found on PATH." >&2; \
+		echo "  Install Java 17 and Maven: sudo apt-get install openjdk-17-jdk-headless maven (Debian, Ubuntu)," >&2; \
+		echo "  sudo dnf install java-17-openjdk-devel maven (Fedora), or brew install openjdk@17 maven (macOS)." >&2; \
+		echo "  The first run downloads Flink from Maven Central (about 150 MB in ~/.m2) and caches the runner's" >&2; \
+		echo "  jar in ~/.cache/cepheus/flinkcep (about 100 MB a jar, at most 3 kept)." >&2; \
+		echo "  Without them, make test-go runs lint and every Go test (not the Flink comparison)." >&2; \
+		exit 1; \
+	fi
 
 conformance: ## Run the Flink CEP conformance suite (CONFORMANCE_DIR, CONFORMANCE_OUT).
 	@mkdir -p "$$(dirname "$(CONFORMANCE_OUT)")"
