@@ -470,12 +470,15 @@ func (o *SharedOperator) bufferDue(ts event.Time) event.Time {
 }
 
 func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Output) {
-	if ks := o.keys[k]; ks != nil && o.cfg.MaxBufferedEvents > 0 && ks.n >= o.cfg.MaxBufferedEvents {
+	ks, created := o.keys[k], false
+	if ks != nil && o.cfg.MaxBufferedEvents > 0 && ks.n >= o.cfg.MaxBufferedEvents {
 		o.overflow++
 		out.Items = append(out.Items, Item{Kind: ItemOverflow, Rule: AllRules, Key: k, At: ts, Event: ev})
 		return
 	}
-	ks, created := o.keyState(k)
+	if ks == nil {
+		ks, created = o.keyState(k)
+	}
 	o.arrive(ks, created, ev)
 	o.touch(ks)
 	ks.insert(ev, ts)
@@ -574,7 +577,11 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 		o.wake, o.woken = due, true
 		err := o.fireRule(i, ks, n, t, out)
 		o.woken = false
-		o.groups = append(o.groups, ruleGroup{rule: i, at: at, start: start, end: len(out.Items)})
+		// Only groups with items need ordering (a failure's place is kept
+		// in o.fails): most firings emit nothing.
+		if len(out.Items) > start {
+			o.groups = append(o.groups, ruleGroup{rule: i, at: at, start: start, end: len(out.Items)})
+		}
 		if err != nil {
 			o.res.Reset()
 			*f = ruleFail{failed: true, at: at, err: &KeyError{Key: ks.key, Err: err}}

@@ -134,6 +134,15 @@ func (r *Rule) Key(ev *event.Event) event.Key {
 		return event.Key("\x00" + v.String())
 	}
 	var b strings.Builder
+	n := len(r.KeySlots)
+	for _, s := range r.KeySlots {
+		if str, ok := ev.Field(s).AsString(); ok {
+			n += len(str)
+		} else {
+			n += 24
+		}
+	}
+	b.Grow(n) // one allocation for a key of strings
 	for i, s := range r.KeySlots {
 		if i > 0 {
 			b.WriteByte('\x1f')
