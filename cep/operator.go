@@ -236,6 +236,7 @@ type keyState struct {
 	// (in the operator's rule order); nil in an Operator.
 	rules []ruleSlot
 	dirty bool // in a SharedOperator: listed in its dirty keys
+	warm  bool // in a SharedOperator: touched since the last sweep
 }
 
 // bucket holds the elements buffered at one timestamp, in arrival order.

@@ -28,6 +28,12 @@ type SharedConfig struct {
 	// state.DefaultKeyGroups. At most state.MaxKeyGroups; restore with the
 	// same value.
 	KeyGroups int
+	// CompactEvery is the number of elements between two sweeps that keep
+	// the keys untouched since the previous sweep (nothing buffered, no
+	// timer) as their encoded state record instead of Go objects (see
+	// cold.go); 0 means DefaultCompactEvery, a negative value never. It
+	// changes no output, only memory and CPU.
+	CompactEvery int
 }
 
 func (c *SharedConfig) validate() error {
@@ -126,6 +132,11 @@ type SharedOperator struct {
 	dirty    []event.Key
 	allDirty bool
 	tracking bool
+
+	// cold holds the records of the keys kept encoded (cold.go).
+	cold       map[event.Key][]byte
+	coldBuf    []byte
+	sinceSweep int
 }
 
 // sharedRule is a rule of a SharedOperator.
@@ -137,6 +148,7 @@ type sharedRule struct {
 	freeRuns                   []*nfa.Run
 	probe                      *nfa.Run // an idle run, to test elements at keys without one
 	maxPartial                 int
+	coldPresent                int // cold keys at which the rule holds state
 }
 
 // ruleSlot is one rule's state at one key. present says whether the rule's
@@ -243,6 +255,7 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	case o.pos(r.ID) >= 0:
 		return fmt.Errorf("%w: rule %d is already hosted", ErrInvalidConfig, r.ID)
 	}
+	o.thawAll()
 	o.allDirty = true
 	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, probe: r.NFA.NewRun(), maxPartial: r.MaxPartialMatches})
 	for _, ks := range o.keys {
@@ -264,6 +277,7 @@ func (o *SharedOperator) RemoveRule(id int) error {
 	if i < 0 {
 		return fmt.Errorf("%w: %d", ErrUnknownRule, id)
 	}
+	o.thawAll()
 	o.rules = slices.Delete(o.rules, i, i+1)
 	o.allDirty = true
 	for _, ks := range o.keys {
@@ -315,7 +329,7 @@ func (o *SharedOperator) ProcessingTime() event.Time { return o.procTime }
 // Stats returns the counters and gauges of the operator: matches,
 // timeouts and dropped partial matches summed over the hosted rules.
 func (o *SharedOperator) Stats() Stats {
-	st := Stats{Late: o.late, Overflow: o.overflow, Keys: len(o.keys), BufferedEvents: o.buffered}
+	st := Stats{Late: o.late, Overflow: o.overflow, Keys: len(o.keys) + len(o.cold), BufferedEvents: o.buffered}
 	for _, r := range o.rules {
 		st.Matches += r.matches
 		st.Timeouts += r.timeouts
@@ -335,6 +349,7 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	}
 	r := o.rules[i]
 	st := Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}
+	st.Keys = r.coldPresent
 	for _, ks := range o.keys {
 		if sl := &ks.rules[i]; sl.present {
 			st.Keys++
@@ -353,9 +368,12 @@ func (o *SharedOperator) ProcessElement(ev *event.Event, ts event.Time, out *Out
 	if o.cfg.Key != nil {
 		k = o.cfg.Key(ev)
 	}
+	o.sinceSweep++
 	switch {
 	case o.cfg.TimeMode == ProcessingTime && o.less == nil:
-		return o.processNow(k, ev, out)
+		err := o.processNow(k, ev, out)
+		o.maybeSweep()
+		return err
 	case o.cfg.TimeMode == ProcessingTime:
 		o.buffer(k, ev, o.procTime, out)
 	case ts > o.watermark:
@@ -377,6 +395,7 @@ func (o *SharedOperator) ProcessWatermark(w event.Time, out *Output) error {
 		err = o.fireTimers(w, out)
 	}
 	out.Items = append(out.Items, Item{Kind: ItemWatermark, Rule: AllRules, At: w, Watermark: w})
+	o.maybeSweep()
 	return err
 }
 
@@ -384,10 +403,12 @@ func (o *SharedOperator) ProcessWatermark(w event.Time, out *Output) error {
 // REQUIRES: out != nil.
 func (o *SharedOperator) SetProcessingTime(t event.Time, out *Output) error {
 	o.procTime = t
+	var err error
 	if o.cfg.TimeMode == ProcessingTime {
-		return o.fireTimers(t, out)
+		err = o.fireTimers(t, out)
 	}
-	return nil
+	o.maybeSweep()
+	return err
 }
 
 // keyState returns k's state, creating it (with no rule present).
@@ -471,6 +492,9 @@ func (o *SharedOperator) bufferDue(ts event.Time) event.Time {
 
 func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Output) {
 	ks, created := o.keys[k], false
+	if ks == nil && o.cold != nil {
+		ks = o.thaw(k)
+	}
 	if ks != nil && o.cfg.MaxBufferedEvents > 0 && ks.n >= o.cfg.MaxBufferedEvents {
 		o.overflow++
 		out.Items = append(out.Items, Item{Kind: ItemOverflow, Rule: AllRules, Key: k, At: ts, Event: ev})
@@ -479,6 +503,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 	if ks == nil {
 		ks, created = o.keyState(k)
 	}
+	ks.warm = true
 	o.arrive(ks, created, ev)
 	o.touch(ks)
 	ks.insert(ev, ts)
@@ -491,7 +516,11 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 // processNow feeds ev to the run of every rule at k at the processing
 // clock (processing time without a comparator).
 func (o *SharedOperator) processNow(k event.Key, ev *event.Event, out *Output) error {
+	if o.cold != nil {
+		o.thaw(k)
+	}
 	ks, created := o.keyState(k)
+	ks.warm = true
 	o.arrive(ks, created, ev)
 	o.touch(ks)
 	t := o.procTime
@@ -548,6 +577,7 @@ func (o *SharedOperator) fireTimers(t event.Time, out *Output) error {
 // released from the buffer.
 func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 	o.touch(ks)
+	ks.warm = true
 	n := 0
 	if o.cfg.TimeMode == EventTime {
 		for n < len(ks.buf) && ks.buf[n].ts <= t {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/runtime/state"
@@ -40,16 +39,23 @@ func (o *SharedOperator) Snapshot() ([]byte, error) {
 	b := make([]byte, 0, 64+32*len(o.keys)*(1+len(o.rules))+64*o.buffered)
 	b = append(b, sharedSnapshotVersion)
 	b = o.appendHeader(b)
-	keys := make([]*keyState, 0, len(o.keys))
-	for _, ks := range o.keys {
-		keys = append(keys, ks)
+	keys := make([]event.Key, 0, len(o.keys)+len(o.cold))
+	for k := range o.keys {
+		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(x, y *keyState) int { return strings.Compare(string(x.key), string(y.key)) })
+	for k := range o.cold {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
-	for _, ks := range keys {
-		b = binary.AppendUvarint(b, uint64(len(ks.key)))
-		b = append(b, ks.key...)
-		b = o.appendKey(b, ks)
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		if ks := o.keys[k]; ks != nil {
+			b = o.appendKey(b, ks)
+		} else {
+			b = append(b, o.cold[k][1:]...) // the record without its version
+		}
 	}
 	return b, nil
 }
@@ -81,6 +87,9 @@ func (o *SharedOperator) SnapshotTo(w state.Writer, op state.OperatorID) error {
 		ks := o.keys[k]
 		rk := state.Key{Operator: op, KeyGroup: state.GroupOf(k, groups), Key: k}
 		if ks == nil {
+			if rec, ok := o.cold[k]; ok {
+				return w.Put(rk, rec)
+			}
 			return w.Delete(rk)
 		}
 		b = o.appendKey(append(b[:0], keyRecordVersion), ks)
@@ -92,9 +101,14 @@ func (o *SharedOperator) SnapshotTo(w state.Writer, op state.OperatorID) error {
 				return err
 			}
 		}
+		for k := range o.cold {
+			if err := put(k); err != nil {
+				return err
+			}
+		}
 	}
 	for _, k := range o.dirty {
-		if o.allDirty && o.keys[k] != nil {
+		if o.allDirty && (o.keys[k] != nil || o.cold[k] != nil) {
 			continue
 		}
 		if err := put(k); err != nil {

@@ -327,9 +327,11 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 // matches that were waiting on time (notFollowedBy at the end of a pattern)
 // are released into res.Matches.
 func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
-	if r.Idle() && (r.counts.len() == 0 || r.countsMin >= ts) {
-		// Nothing can time out or be released, and no event counter is
-		// behind ts: the loop below would leave everything as it is.
+	if r.completed.len() == 0 && (!r.hasDeadline || r.deadline > ts) && (r.counts.len() == 0 || r.countsMin >= ts) {
+		// No partial match has reached its deadline (the cached earliest
+		// one), none is held back, and no event counter is behind ts: the
+		// loop below would offer every computation again in heap-array
+		// order, which rebuilds the same heap, and release nothing.
 		return nil
 	}
 	r.use(res)

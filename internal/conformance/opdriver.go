@@ -187,6 +187,11 @@ func RunCaseChanging(in *Input, mode Mode, changes []RuleChange) (r *Result) {
 	return r
 }
 
+// SharedCompactEvery is the CompactEvery of the shared operators that
+// runShared makes (0: cep's default, under which the small cases never
+// sweep). Tests of cold keys set it to 1: every element then sweeps.
+var SharedCompactEvery int
+
 // runShared is the operator_harness driver of a case with several rules:
 // one cep.SharedOperator hosts them all, and each rule's result is its
 // share of the output (its matches and timeouts, and the late elements and
@@ -213,7 +218,7 @@ func runShared(in *Input, mode Mode, changes []RuleChange, r *Result) error {
 		}
 		nfas[k] = c.nfa
 		if !haveCfg {
-			cfg = cep.SharedConfig{Key: oc.Key, TimeMode: oc.TimeMode, Less: oc.Less}
+			cfg = cep.SharedConfig{Key: oc.Key, TimeMode: oc.TimeMode, Less: oc.Less, CompactEvery: SharedCompactEvery}
 			haveCfg = true
 		}
 	}

@@ -1,0 +1,107 @@
+package cep
+
+import "github.com/cepheus-cep/cepheus/event"
+
+// Cold keys. Most keys of a long stream sit for a long time between two of
+// their events, holding a partial match or a run with nothing due (a rule
+// without a window waiting for a key's next event). As Go objects such a
+// key costs a few kilobytes of pointers that every garbage collection
+// scans. A SharedOperator therefore keeps a key that has not been touched
+// since its previous sweep, and has nothing buffered and no timer, as its
+// encoded state record (the bytes SnapshotTo writes for it): one
+// pointer-free slice. The next element of the key decodes it back. Nothing
+// else can reach a cold key: only an element arriving, a rule change, a
+// snapshot or the stats do, and each handles it; a cold key never fires.
+//
+// Freezing and thawing change no output: the record is the key's whole
+// state, as restoring from a checkpoint shows (internal/difftest runs the
+// shared-operator equivalence tests with a sweep after every element).
+
+// DefaultCompactEvery is the number of elements between two sweeps of a
+// SharedOperator's keys when SharedConfig.CompactEvery is 0.
+const DefaultCompactEvery = 1 << 16
+
+func (o *SharedOperator) compactEvery() int {
+	if o.cfg.CompactEvery == 0 {
+		return DefaultCompactEvery
+	}
+	return o.cfg.CompactEvery
+}
+
+// maybeSweep freezes the keys not touched since the previous sweep, once
+// enough elements arrived since it.
+func (o *SharedOperator) maybeSweep() {
+	every := o.compactEvery()
+	if every < 0 || o.sinceSweep < every {
+		return
+	}
+	o.sinceSweep = 0
+	for _, r := range o.rules {
+		if r.err != nil {
+			return // a failed rule's state is undefined: do not encode it
+		}
+	}
+	for _, ks := range o.keys {
+		if ks.warm || ks.n > 0 || ks.timer.armed {
+			ks.warm = false
+			continue
+		}
+		o.freeze(ks)
+	}
+}
+
+// freeze turns ks into its record.
+// REQUIRES: ks has nothing buffered and no timer; no rule failed.
+func (o *SharedOperator) freeze(ks *keyState) {
+	o.coldBuf = o.appendKey(append(o.coldBuf[:0], keyRecordVersion), ks)
+	if o.cold == nil {
+		o.cold = map[event.Key][]byte{}
+	}
+	o.cold[ks.key] = append([]byte(nil), o.coldBuf...)
+	for i := range ks.rules {
+		if ks.rules[i].present {
+			o.rules[i].coldPresent++
+		}
+	}
+	delete(o.keys, ks.key)
+	o.release(ks)
+}
+
+// thaw returns the state of key k, decoding it if it is cold; nil if k
+// holds no state.
+func (o *SharedOperator) thaw(k event.Key) *keyState {
+	rec, ok := o.cold[k]
+	if !ok {
+		return nil
+	}
+	delete(o.cold, k)
+	d := decoder{event.Reader{B: rec[1:], Corrupt: ErrCorruptSnapshot}}
+	if err := o.decodeKey(&d, k); err != nil || d.end() != nil {
+		// The operator encoded it moments ago: only a bug gets here.
+		panic("cep: a cold key does not decode: " + errString(err, d.end()))
+	}
+	ks := o.keys[k]
+	for i := range ks.rules {
+		if ks.rules[i].present {
+			o.rules[i].coldPresent--
+		}
+	}
+	return ks
+}
+
+// thawAll decodes every cold key (before a rule change, which alters every
+// key's slots).
+func (o *SharedOperator) thawAll() {
+	for k := range o.cold {
+		o.thaw(k)
+	}
+}
+
+func errString(errs ...error) string {
+	for _, err := range errs {
+		if err != nil {
+			return err.Error()
+		}
+	}
+	return "no error"
+}
