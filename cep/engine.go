@@ -63,6 +63,7 @@ type config struct {
 	input          InputPolicy
 	gcPercent      int
 	gcSet          bool
+	memoryLimit    int64
 	observers      []Observer
 	progress       func(Progress)
 	progressEvery  int64
@@ -133,6 +134,15 @@ func WithInputPolicy(p InputPolicy) Option { return func(c *config) { c.input = 
 // process-wide, so runs of engines with this option must not overlap.
 // Default: the process's setting is left alone.
 func WithGCPercent(p int) Option { return func(c *config) { c.gcPercent, c.gcSet = p, true } }
+
+// WithMemoryLimit sets the Go runtime's soft memory limit
+// ([debug.SetMemoryLimit]) to n bytes while Run runs, and restores the
+// previous one when it returns: the collector then runs more often as the
+// heap nears n, whatever WithGCPercent allows (it never spends more than
+// about half the CPU on it, so a state larger than n still runs, slower).
+// It is process-wide, as WithGCPercent. Default (or n <= 0): the process's
+// setting is left alone.
+func WithMemoryLimit(n int64) Option { return func(c *config) { c.memoryLimit = n } }
 
 // WithObservers adds observers of the alerts (and, for an
 // [EventObserver], of the events) of every run. Observers are called in
@@ -347,6 +357,9 @@ func (e *Engine) Run(ctx context.Context, src *EventSource) (*Summary, error) {
 	}
 	if e.cfg.gcSet {
 		defer debug.SetGCPercent(debug.SetGCPercent(e.cfg.gcPercent))
+	}
+	if e.cfg.memoryLimit > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(e.cfg.memoryLimit))
 	}
 	r, err := e.newRun(src.fs)
 	if err != nil {

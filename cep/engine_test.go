@@ -217,6 +217,24 @@ func TestEngineGCPercent(t *testing.T) {
 	}
 }
 
+// TestEngineMemoryLimit: WithMemoryLimit holds during Run and is restored.
+func TestEngineMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	var during int64
+	src, _ := NewEventSource(strings.NewReader(engineInput(3)), "input")
+	e, err := New(WithRuleset(loadRules(t, engineRules)), WithMemoryLimit(300<<20),
+		WithProgress(1, func(Progress) { during = debug.SetMemoryLimit(-1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(context.Background(), src); err != nil {
+		t.Fatal(err)
+	}
+	if after := debug.SetMemoryLimit(-1); during != 300<<20 || after != before {
+		t.Errorf("memory limit %d during the run, %d after; want %d and %d", during, after, 300<<20, before)
+	}
+}
+
 // TestEngineRunsTwice: each Run starts from empty state.
 func TestEngineRunsTwice(t *testing.T) {
 	input := engineInput(200)

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +72,11 @@ terminal one line rewritten in place, else (a log file, a CI job) a line
 of its own each time, starting with "backtest: ". The summary goes to
 stderr at the end. Flag values out of range are usage errors (exit 2). -rules may name a directory: each of its
 *.cep files is backtested in turn over the same events (not with stdin).
+
+Memory: keys whose state has not changed for a while are kept encoded,
+and the collector works harder as the process nears -memory-limit (384MiB
+by default; GOGC and GOMEMLIMIT in the environment win). A state larger
+than the limit still runs, more slowly: raise the limit then.
 `,
 }
 
@@ -91,7 +98,13 @@ type backtestFlags struct {
 	maxAhead                          time.Duration
 	maxDeadFraction                   float64
 	cpuProfile                        string
+	memoryLimit                       byteSize
 }
+
+// backtestMemoryLimit is the default soft memory limit of a backtest: the
+// collector's target of 400 keeps a small heap cheap, the limit keeps a
+// large one from growing to five times its live size.
+const backtestMemoryLimit = 384 << 20
 
 // giveUpAfter is how many lines a backtest reads without decoding any
 // before it stops.
@@ -117,6 +130,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&f.examples, "examples", 0, "print this many example alerts per rule in the summary")
 	fs.BoolVar(&f.quiet, "q", false, "no progress line and no summary")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
+	f.memoryLimit = backtestMemoryLimit
+	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -244,6 +259,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		// environment still wins.
 		if os.Getenv("GOGC") == "" {
 			opts = append(opts, cep.WithGCPercent(backtestGCPercent))
+		}
+		if os.Getenv("GOMEMLIMIT") == "" && f.memoryLimit > 0 {
+			opts = append(opts, cep.WithMemoryLimit(int64(f.memoryLimit)))
 		}
 		var labels *cep.Labels
 		if f.label != "" {
@@ -864,4 +882,41 @@ func plural(n int64, one, many string) string {
 		return "1 " + one
 	}
 	return humanInt(n) + " " + many
+}
+
+// byteSize is a flag value of bytes: a number with an optional unit (KiB,
+// MiB, GiB, KB, MB, GB, B).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	units := []struct {
+		name string
+		size int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	num, mult := s, int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.name) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.name)), u.size
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return fmt.Errorf("want a size such as 384MiB, 2GiB or a number of bytes")
+	}
+	*b = byteSize(n * mult)
+	return nil
 }
