@@ -5,8 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
 // astDiff compares two syntax trees, ignoring positions (fields of type
@@ -96,21 +97,29 @@ func checkRoundTrip(t *testing.T, src []byte) {
 // testdata/fuzz/FuzzParse (with the rule text of some conformance cases);
 // every datadriven input, error file and example ruleset is added too.
 func FuzzParse(f *testing.F) {
-	for _, src := range seedSources() {
+	for _, src := range seedSources(f) {
 		f.Add([]byte(src))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) { checkRoundTrip(t, src) })
 }
 
 // seedSources returns the inputs of the datadriven files and the error
-// files.
-func seedSources() []string {
+// files. tb is a *testing.F or a *testing.T.
+func seedSources(tb testing.TB) []string {
 	var out []string
 	paths, _ := filepath.Glob("testdata/*.txt")
 	for _, p := range paths {
-		for _, c := range ddParseQuiet(p) {
-			out = append(out, c.input+"\n")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			tb.Fatal(err)
 		}
+		// Read through datadriven itself, from a string so that -rewrite
+		// never writes the file: each case returns its expected output
+		// unchanged.
+		datadriven.RunTestFromStringAny(tb, string(b), func(_ testing.TB, d *datadriven.TestData) string {
+			out = append(out, d.Input+"\n")
+			return d.Expected
+		})
 	}
 	files, _ := filepath.Glob("testdata/errors/*.cep")
 	examples, _ := filepath.Glob("../rulesets/*.cep")
@@ -124,30 +133,9 @@ func seedSources() []string {
 	return out
 }
 
-// ddParseQuiet returns the cases of a datadriven file (none when it cannot
-// be read).
-func ddParseQuiet(path string) []ddCase {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var cases []ddCase
-	for _, block := range strings.Split(string(b), "\n----\n") {
-		lines := strings.Split(block, "\n")
-		// The input of a case is what follows its command line.
-		for i, l := range lines {
-			if l == "parse" || l == "compile" || l == "lex" {
-				cases = append(cases, ddCase{cmd: l, input: strings.Join(lines[i+1:], "\n")})
-				break
-			}
-		}
-	}
-	return cases
-}
-
 // TestRoundTrip runs the printing invariants on every seed.
 func TestRoundTrip(t *testing.T) {
-	for _, src := range seedSources() {
+	for _, src := range seedSources(t) {
 		checkRoundTrip(t, []byte(src))
 	}
 }
