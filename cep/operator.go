@@ -219,6 +219,7 @@ type Operator struct {
 	// partial match): their records and runs are recycled, not reallocated.
 	freeKeys []*keyState
 	freeRuns []*nfa.Run
+	evsPool  evsPool
 }
 
 // keyState is everything the operator holds for one key.
@@ -439,7 +440,7 @@ func (o *Operator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Outp
 	if ks == nil {
 		ks = o.keyState(k, ev.Seq)
 	}
-	ks.insert(ev, ts)
+	ks.insert(ev, ts, &o.evsPool)
 	o.buffered++
 	// The key's due time can only move earlier.
 	if due := o.bufferDue(ts); !ks.timer.armed || due < ks.timer.due {
@@ -448,7 +449,28 @@ func (o *Operator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Outp
 }
 
 // insert buffers ev at ts, after the elements already buffered at ts.
-func (ks *keyState) insert(ev *event.Event, ts event.Time) {
+// evsPool recycles the element slices of the buckets a key released, so
+// that buffering allocates nothing in a steady state.
+type evsPool [][]*event.Event
+
+func (p *evsPool) get() []*event.Event {
+	if n := len(*p); n > 0 {
+		s := (*p)[n-1]
+		(*p)[n-1] = nil
+		*p = (*p)[:n-1]
+		return s
+	}
+	return make([]*event.Event, 0, 1)
+}
+
+func (p *evsPool) put(s []*event.Event) {
+	if len(*p) < maxFree && cap(s) <= 16 {
+		clear(s)
+		*p = append(*p, s[:0])
+	}
+}
+
+func (ks *keyState) insert(ev *event.Event, ts event.Time, pool *evsPool) {
 	// Elements mostly arrive in timestamp order: look from the back.
 	i := len(ks.buf)
 	for i > 0 && ks.buf[i-1].ts > ts {
@@ -457,7 +479,7 @@ func (ks *keyState) insert(ev *event.Event, ts event.Time) {
 	if i > 0 && ks.buf[i-1].ts == ts {
 		ks.buf[i-1].evs = append(ks.buf[i-1].evs, ev)
 	} else {
-		ks.buf = slices.Insert(ks.buf, i, bucket{ts: ts, evs: []*event.Event{ev}})
+		ks.buf = slices.Insert(ks.buf, i, bucket{ts: ts, evs: append(pool.get(), ev)})
 	}
 	ks.n++
 }
@@ -572,6 +594,7 @@ func (o *Operator) drain(ks *keyState, n int, out *Output) error {
 		}
 		ks.n -= len(b.evs)
 		o.buffered -= len(b.evs)
+		o.evsPool.put(b.evs)
 	}
 	rest := copy(ks.buf, ks.buf[n:])
 	clear(ks.buf[rest:])

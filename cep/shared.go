@@ -125,6 +125,7 @@ type SharedOperator struct {
 	woken   bool
 
 	freeKeys []*keyState
+	evsPool  evsPool
 
 	// dirty lists the keys whose state changed since the last SnapshotTo
 	// (dropped keys included) while tracking; allDirty says every key must
@@ -506,7 +507,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 	ks.warm = true
 	o.arrive(ks, created, ev)
 	o.touch(ks)
-	ks.insert(ev, ts)
+	ks.insert(ev, ts, &o.evsPool)
 	o.buffered++
 	if due := o.bufferDue(ts); !ks.timer.armed || due < ks.timer.due {
 		o.timers.arm(ks, due)
@@ -620,6 +621,7 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 	for i := range n {
 		ks.n -= len(ks.buf[i].evs)
 		o.buffered -= len(ks.buf[i].evs)
+		o.evsPool.put(ks.buf[i].evs)
 	}
 	rest := copy(ks.buf, ks.buf[n:])
 	clear(ks.buf[rest:])
