@@ -513,11 +513,13 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 		}
 	}
 	if start {
-		if inc := increaseSelf(ignores, takes); inc == 0 {
-			out = append(out, cs)
-		} else {
-			out = append(out, r.nfa.startComputation(cs.version.increase(inc)))
+		// Flink makes a new start computation with the increased
+		// version; the old one is dropped, and nothing but the queue
+		// being replaced refers to it, so it can take the new version.
+		if inc := increaseSelf(ignores, takes); inc != 0 {
+			cs.version = cs.version.increase(inc)
 		}
+		out = append(out, cs)
 	}
 	if cs.prev != nil && !reused {
 		r.releaseNode(cs.prev, cs.version)
