@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The cards backtest of two builds side by side, on the same data, one core.
+#
+#   benchmarks/backtest-vs.sh [base-rev] [rounds]
+#
+# Builds cepheus at base-rev (default 26b8a76, the start of the engine-core
+# issue) in a temporary git worktree and at the working tree, generates the
+# default `cepheus gen` data as plain JSON lines into build/bench/ (once),
+# then runs `backtest -rules rulesets/cards.cep` with both binaries in turn,
+# rounds times each (A B A B ...), pinned to one core (CORE, default 1) when
+# taskset exists, alerts to a file. It prints each build's least CPU time
+# (user + sys) and largest peak RSS, their ratio, and fails unless both
+# builds wrote the same set of alert ids.
+#
+# BIG=1 uses the 20-day, 200,000-customer input instead
+# (`cepheus gen -days 20 -customers 200000`, about 4.2M events, 1.4 GB) and
+# runs the working tree only, for its peak RSS and events per CPU-second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+base=${1:-26b8a76}
+rounds=${2:-3}
+core=${CORE:-1}
+dir=build/bench
+mkdir -p "$dir"
+go build -o "$dir/cepheus-new" ./cmd/cepheus
+pin=()
+if command -v taskset >/dev/null; then pin=(taskset -c "$core"); fi
+
+# run BIN EVENTS OUT: one backtest; prints "cpu rss_kib"
+run() {
+	/usr/bin/time -f '%U %S %M' -o "$dir/time.txt" "${pin[@]}" "$1" backtest -q \
+		-rules rulesets/cards.cep -events "$2" -alerts "$3"
+	awk '{ printf "%.2f %d\n", $1 + $2, $3 }' "$dir/time.txt"
+}
+
+if [ "${BIG:-}" = 1 ]; then
+	events=$dir/big.jsonl
+	if [ ! -s "$events" ]; then
+		"$dir/cepheus-new" gen -days 20 -customers 200000 -o "$events"
+	fi
+	lines=$(wc -l <"$events")
+	echo "backtest of rulesets/cards.cep over $lines events ($events), ${pin[*]:-no pinning}"
+	read -r cpu rss < <(run "$dir/cepheus-new" "$events" "$dir/big-alerts.jsonl")
+	awk -v n="$lines" -v c="$cpu" -v m="$rss" 'BEGIN {
+		printf "cpu %.2fs  %.0f events per CPU-second  peak RSS %.0f MiB\n", c, n / c, m / 1024 }'
+	exit 0
+fi
+
+wt=$(mktemp -d)
+trap 'git worktree remove --force "$wt" >/dev/null 2>&1 || true' EXIT
+git worktree add --detach "$wt" "$base" >/dev/null 2>&1
+(cd "$wt" && go build -o "$OLDPWD/$dir/cepheus-base" ./cmd/cepheus)
+
+events=$dir/events.jsonl
+if [ ! -s "$events" ]; then
+	"$dir/cepheus-new" gen -o "$dir/events.jsonl.gz"
+	gzip -dc "$dir/events.jsonl.gz" >"$events"
+fi
+lines=$(wc -l <"$events")
+echo "backtest of rulesets/cards.cep over $lines events ($events), ${pin[*]:-no pinning}; base $base"
+best_base="" best_new="" rss_base=0 rss_new=0
+for r in $(seq "$rounds"); do
+	for b in base new; do
+		read -r cpu rss < <(run "$dir/cepheus-$b" "$events" "$dir/alerts-$b.jsonl")
+		echo "round $r $b: cpu ${cpu}s peak RSS $((rss / 1024)) MiB"
+		if [ "$b" = base ]; then
+			if [ -z "$best_base" ] || awk -v a="$cpu" -v b="$best_base" 'BEGIN { exit !(a < b) }'; then best_base=$cpu; fi
+			((rss > rss_base)) && rss_base=$rss
+		else
+			if [ -z "$best_new" ] || awk -v a="$cpu" -v b="$best_new" 'BEGIN { exit !(a < b) }'; then best_new=$cpu; fi
+			((rss > rss_new)) && rss_new=$rss
+		fi
+	done
+done
+ids() { grep -o '"alert_id":"[0-9a-f]*"' "$1" | sort; }
+if ! cmp -s <(ids "$dir/alerts-base.jsonl") <(ids "$dir/alerts-new.jsonl"); then
+	echo "FAIL: the builds wrote different alert ids" >&2
+	exit 1
+fi
+awk -v n="$lines" -v a="$best_base" -v b="$best_new" -v ra="$rss_base" -v rb="$rss_new" -v k="$(ids "$dir/alerts-new.jsonl" | wc -l)" 'BEGIN {
+	printf "base: cpu %.2fs (%.0f events per CPU-second), peak RSS %.0f MiB\n", a, n / a, ra / 1024
+	printf "new:  cpu %.2fs (%.0f events per CPU-second), peak RSS %.0f MiB\n", b, n / b, rb / 1024
+	printf "CPU time %.2fx lower; the same %d alert ids\n", a / b, k }'
