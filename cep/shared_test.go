@@ -324,3 +324,80 @@ func TestKeyTieBreak(t *testing.T) {
 		t.Errorf("SharedOperator fires keys %q, want %q", got, want)
 	}
 }
+
+// TestSharedSnapshotToColdKeys: cold keys (kept as their records after a
+// sweep) are part of the state: a checkpoint does not rewrite them unless
+// they change, their deletion is written when their next element drops
+// them, and what the store holds restores to the operator's state.
+func TestSharedSnapshotToColdKeys(t *testing.T) {
+	ab := mustCompile(t, nfa.Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")))
+	rules := []SharedRule{{ID: 0, NFA: ab}}
+	cfg := SharedConfig{Key: keyByID, CompactEvery: 1}
+	op, err := NewSharedOperator(cfg, rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := state.NewMem()
+	var out Output
+	feed := func(w event.Time, evs ...tev) {
+		t.Helper()
+		for _, ev := range mkEvents(evs...) {
+			if err := op.ProcessElement(ev, ev.Time, &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := op.ProcessWatermark(w, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpoint := func(wantPut, wantDel []string, wantCold int) {
+		t.Helper()
+		if got := len(op.cold); got != wantCold {
+			t.Errorf("%d cold keys, want %d", got, wantCold)
+		}
+		cw := &countingWriter{w: store}
+		if err := op.SnapshotTo(cw, "op"); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(cw.put)
+		if !slices.Equal(cw.put, wantPut) || !slices.Equal(cw.del, wantDel) {
+			t.Errorf("put %q, deleted %q; want put %q, deleted %q", cw.put, cw.del, wantPut, wantDel)
+		}
+		re, err := RestoreSharedOperatorFrom(cfg, rules, store.Snapshot(), "op")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err1 := op.Snapshot()
+		got, err2 := re.Snapshot()
+		if err1 != nil || err2 != nil || !slices.Equal(got, want) {
+			t.Errorf("the store restores another state (%v, %v)", err1, err2)
+		}
+	}
+	feed(3, tev{id: 1, name: "a", ts: 1}, tev{id: 2, name: "a", ts: 2})
+	checkpoint([]string{"1", "2"}, nil, 0) // just fired: warm
+	feed(6, tev{id: 3, name: "x", ts: 5})  // the sweep freezes keys 1 and 2; key 3 goes
+	checkpoint(nil, []string{"3"}, 2)
+	if st := op.Stats(); st.Keys != 2 {
+		t.Errorf("Stats().Keys = %d, want 2 (cold keys count)", st.Keys)
+	}
+	if st, _ := op.RuleStats(0); st.Keys != 2 {
+		t.Errorf("RuleStats(0).Keys = %d, want 2", st.Keys)
+	}
+	out.Reset()
+	feed(9, tev{id: 1, name: "b", ts: 8}) // thaws key 1, which matches and goes
+	var matches int
+	for _, it := range out.Items {
+		if it.Kind == ItemMatch && it.Key == "1" {
+			matches++
+		}
+	}
+	if matches != 1 {
+		t.Errorf("%d matches at the thawed key, want 1", matches)
+	}
+	checkpoint(nil, []string{"1"}, 1)
+	if err := op.AddRule(SharedRule{ID: 1, NFA: ab}); err != nil { // thaws every key
+		t.Fatal(err)
+	}
+	rules = append(rules, SharedRule{ID: 1, NFA: ab})
+	checkpoint([]string{"2"}, nil, 0)
+}
