@@ -374,17 +374,19 @@ func TestSharedSnapshotToColdKeys(t *testing.T) {
 		}
 	}
 	feed(3, tev{id: 1, name: "a", ts: 1}, tev{id: 2, name: "a", ts: 2})
-	checkpoint([]string{"1", "2"}, nil, 0) // just fired: warm
 	feed(6, tev{id: 3, name: "x", ts: 5})  // the sweep freezes keys 1 and 2; key 3 goes
-	checkpoint(nil, []string{"3"}, 2)
+	checkpoint([]string{"1", "2"}, nil, 2) // the first writes every key, cold ones too
 	if st := op.Stats(); st.Keys != 2 {
 		t.Errorf("Stats().Keys = %d, want 2 (cold keys count)", st.Keys)
 	}
 	if st, _ := op.RuleStats(0); st.Keys != 2 {
 		t.Errorf("RuleStats(0).Keys = %d, want 2", st.Keys)
 	}
+	feed(9, tev{id: 1, name: "x", ts: 7}, tev{id: 4, name: "x", ts: 8}) // thaws key 1 (changed); key 4 goes
+	feed(12, tev{id: 5, name: "x", ts: 10})                             // freezes key 1 again; key 5 goes
+	checkpoint([]string{"1"}, []string{"4", "5"}, 2)                    // key 1 changed while cold
 	out.Reset()
-	feed(9, tev{id: 1, name: "b", ts: 8}) // thaws key 1, which matches and goes
+	feed(15, tev{id: 1, name: "b", ts: 13}) // thaws key 1, which matches and goes
 	var matches int
 	for _, it := range out.Items {
 		if it.Kind == ItemMatch && it.Key == "1" {
