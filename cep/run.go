@@ -203,7 +203,7 @@ func (h *hostOperator) ProcessElement(ev *event.Event, ts event.Time, out runtim
 	for _, o := range h.events {
 		o.OnEvent(ev)
 	}
-	var errs []error
+	var errs []error // nil unless something failed: no allocation per event
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
 		if hasNullKey(ev, ko.spec.slots) {
@@ -213,7 +213,9 @@ func (h *hostOperator) ProcessElement(ev *event.Event, ts event.Time, out runtim
 			continue
 		}
 		err := ko.op.ProcessElement(ev, ts, &ko.out)
-		errs = append(errs, h.drain(ko, out), err)
+		if derr := h.drain(ko, out); derr != nil || err != nil {
+			errs = append(errs, derr, err)
+		}
 	}
 	return h.dispatch(errors.Join(errs...), out)
 }
@@ -223,7 +225,9 @@ func (h *hostOperator) ProcessWatermark(w event.Watermark, out runtime.Collector
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
 		err := ko.op.ProcessWatermark(w, &ko.out)
-		errs = append(errs, h.drain(ko, out), err)
+		if derr := h.drain(ko, out); derr != nil || err != nil {
+			errs = append(errs, derr, err)
+		}
 	}
 	return h.dispatch(errors.Join(errs...), out)
 }

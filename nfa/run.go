@@ -184,13 +184,26 @@ type Run struct {
 // [NFA.NewRun], keeping its storage. The operator recycles the runs of keys
 // that went idle this way instead of allocating one per key and event.
 func (r *Run) Reset() {
+	// The start computation is kept, at its first version: only the queue
+	// refers to it (see computeNextStates).
+	var start *computation
+	for _, c := range r.partial.q {
+		if c.isStart() {
+			start = c
+			break
+		}
+	}
+	if start == nil {
+		start = r.nfa.startComputation(startVersion)
+	}
+	start.version = startVersion
 	r.partial.reset()
 	r.completed.reset()
 	r.nodes.reset()
 	r.events.reset()
 	r.counts.reset()
 	r.nextKey = 0
-	r.partial.offer(r.nfa.startComputation(startVersion))
+	r.partial.offer(start)
 	r.summarize()
 }
 

@@ -97,7 +97,7 @@ type backtestFlags struct {
 	timeUnit                          string
 	maxAhead                          time.Duration
 	maxDeadFraction                   float64
-	cpuProfile                        string
+	cpuProfile, memProfile            string
 	memoryLimit                       byteSize
 }
 
@@ -130,6 +130,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&f.examples, "examples", 0, "print this many example alerts per rule in the summary")
 	fs.BoolVar(&f.quiet, "q", false, "no progress line and no summary")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write a profile of the run's allocations to this file at the end (for go tool pprof)")
 	f.memoryLimit = backtestMemoryLimit
 	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins)")
 	if err := fs.parse(args); err != nil {
@@ -227,6 +228,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		defer stop()
+	}
+	if f.memProfile != "" {
+		defer writeAllocProfile(f.memProfile, stderr)
 	}
 	var sums []*cep.Summary
 	var labelSums []*cep.LabelSummary
@@ -856,6 +860,22 @@ func (l *lazyFile) Close() error {
 	}
 	l.bw = nil
 	return err
+}
+
+// writeAllocProfile writes the allocations profile (every allocation
+// since the process started, sampled) to path; a failure is reported on
+// stderr, the run's outcome stands.
+func writeAllocProfile(path string, stderr io.Writer) {
+	out, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(out, 0)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cepheus: backtest: -memprofile: %v\n", err)
+	}
 }
 
 // startCPUProfile writes a CPU profile to path until the returned function
