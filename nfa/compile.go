@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -49,6 +50,12 @@ type transition struct {
 	src  *state
 	dst  *state
 	cond Condition
+	// negOf, when > 0, says that cond is Not of the condition of
+	// transition negOf-1 of the same state, evaluated before it: a run
+	// negates that result instead of evaluating the condition again
+	// (Flink evaluates it twice; conditions are pure, so only the count of
+	// failed evaluations differs).
+	negOf int
 }
 
 func (s *state) add(a action, dst *state, c Condition) {
@@ -163,6 +170,9 @@ func Compile(p *Pattern, opts ...Option) (*NFA, error) {
 		return nil, &PatternError{Stage: p.name, Msg: "notFollowedBy is not supported without a within window as the last part of a pattern"}
 	}
 	n.states = c.states
+	for _, s := range n.states {
+		markNegations(s)
+	}
 	for _, o := range opts {
 		o(n)
 	}
@@ -671,4 +681,35 @@ func updateWithGreedyCondition(s *state, take Condition) {
 	for i := range s.trans {
 		s.trans[i].cond = And(s.trans[i].cond, Not(take))
 	}
+}
+
+// markNegations sets negOf on the transitions of s whose condition is the
+// negation of an earlier transition's (the ignore transition of a relaxed
+// stage is Not of its take).
+func markNegations(s *state) {
+	for j := range s.trans {
+		not, ok := s.trans[j].cond.(notCond)
+		if !ok {
+			continue
+		}
+		for i := range j {
+			if sameCondition(s.trans[i].cond, not.c) {
+				s.trans[j].negOf = i + 1
+				break
+			}
+		}
+	}
+}
+
+// sameCondition reports whether a and b are the same condition value,
+// without comparing values that cannot be compared (functions).
+func sameCondition(a, b Condition) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Type() != vb.Type() || !va.Comparable() || !vb.Comparable() {
+		return false
+	}
+	return a == b
 }

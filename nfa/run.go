@@ -429,9 +429,20 @@ func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context) (tak
 		}
 		s := r.stack[len(r.stack)-1]
 		r.stack = r.stack[:len(r.stack)-1]
+		var took [16]bool // what each of the first transitions' conditions gave
 		for i := range s.trans {
 			t := &s.trans[i]
-			if t.cond != nil && !t.cond.Eval(ev, ctx) {
+			ok := true
+			switch {
+			case t.negOf > 0 && t.negOf <= len(took):
+				ok = !took[t.negOf-1]
+			case t.cond != nil:
+				ok = t.cond.Eval(ev, ctx)
+			}
+			if i < len(took) {
+				took[i] = ok
+			}
+			if !ok {
 				continue
 			}
 			switch t.act {
