@@ -39,6 +39,13 @@
 //     checkpoint covers. SubtaskConfig.Checkpoint is called every
 //     CheckpointEvery records, between two records, until in-band
 //     barriers exist.
+//   - Sinks driven by checkpoints ([CommitSink], Flink's two-phase-commit
+//     sink): [FileSink] is exactly once (part files written under hidden
+//     names, renamed to *.jsonl when their checkpoint completes, recovered
+//     from a [PendingState] stored in the checkpoint); [WriterSink] (stdout)
+//     is at most once after a crash. Not yet wired into a run: the
+//     streaming runtime will call PreCommit on each barrier and Commit
+//     when the checkpoint is complete.
 //
 // # What it will own
 //
