@@ -1,0 +1,236 @@
+package runtime
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// followReader reads a file that may grow: at its end it does not return
+// io.EOF but waits, polling every poll, until the file has more bytes or
+// ctx is done (then it returns ctx's error). Under a [FileSource] this
+// gives follow mode its rule for free: a line is returned only once its
+// newline has arrived, because the source's buffered reader waits for the
+// newline, and a partial last line stays in its buffer, never decoded.
+//
+// Before it waits, it calls wait once (per stretch of waiting), so that
+// the records read so far are delivered and the consumer hears that the
+// reader is caught up. A file that shrinks below what was read (truncated
+// in place) is an error: its lines would be lost or read twice.
+type followReader struct {
+	ctx  context.Context
+	f    *os.File
+	poll time.Duration
+	wait func() error
+	// hold, while set, makes the end of the file an io.EOF (used while a
+	// resume discards up to its position: a file too short is an error,
+	// not something to wait for).
+	hold bool
+}
+
+func (r *followReader) Read(p []byte) (int, error) {
+	waited := false
+	for {
+		n, err := r.f.Read(p)
+		if n > 0 || len(p) == 0 {
+			return n, nil
+		}
+		if err != io.EOF {
+			return 0, err
+		}
+		if r.hold {
+			return 0, io.EOF
+		}
+		if !waited {
+			waited = true
+			if err := r.wait(); err != nil {
+				return 0, err
+			}
+		}
+		if err := sleepCtx(r.ctx, r.poll); err != nil {
+			return 0, err
+		}
+		fi, err := r.f.Stat()
+		if err != nil {
+			return 0, err
+		}
+		read, err := r.f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return 0, err
+		}
+		if fi.Size() < read {
+			return 0, fmt.Errorf("truncated while followed (%d bytes, %d read)", fi.Size(), read)
+		}
+	}
+}
+
+// sleepCtx waits d, or until ctx is done (then it returns ctx's error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pumpChunk is the size of the reads of a stream pump.
+const pumpChunk = 64 << 10
+
+// streamPump reads a stream that may block without end (standard input)
+// in a goroutine of its own, so that the partition's reader, which reads
+// the chunks through Read, can still stop when its context is done: a
+// blocked read of a terminal or a pipe cannot be interrupted in general.
+// When the stream has SetReadDeadline (a pipe or a socket as an *os.File),
+// stop unblocks the pump at once; otherwise the pump goroutine ends when
+// its pending read returns, and sends nothing after stop.
+type streamPump struct {
+	ctx    context.Context
+	src    io.Reader
+	chunks chan pumpResult
+	free   chan []byte
+	wait   func() error
+	chunk  []byte // the chunk being read (its whole buffer)
+	cur    []byte // its unread rest
+	err    error  // sticky
+}
+
+type pumpResult struct {
+	b   []byte
+	err error
+}
+
+func newStreamPump(ctx context.Context, src io.Reader, wait func() error) *streamPump {
+	p := &streamPump{
+		ctx: ctx, src: src, wait: wait,
+		chunks: make(chan pumpResult, 1),
+		free:   make(chan []byte, 2),
+	}
+	p.free <- make([]byte, pumpChunk)
+	p.free <- make([]byte, pumpChunk)
+	go p.run()
+	return p
+}
+
+// run is the pump goroutine: it reads chunks into free buffers and hands
+// them over, until an error or until ctx is done.
+func (p *streamPump) run() {
+	for {
+		var buf []byte
+		select {
+		case buf = <-p.free:
+		case <-p.ctx.Done():
+			return
+		}
+		if p.ctx.Err() != nil {
+			return // a free buffer and ctx were both ready
+		}
+		n, err := p.src.Read(buf)
+		select {
+		case p.chunks <- pumpResult{buf[:n], err}:
+		case <-p.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// stop unblocks the pump's read if the stream allows it (ctx, already
+// done, keeps it from sending anything more).
+func (p *streamPump) stop() {
+	if d, ok := p.src.(interface{ SetReadDeadline(time.Time) error }); ok {
+		d.SetReadDeadline(time.Now())
+	}
+}
+
+func (p *streamPump) Read(b []byte) (int, error) {
+	for len(p.cur) == 0 {
+		if p.err != nil {
+			return 0, p.err
+		}
+		var res pumpResult
+		select {
+		case res = <-p.chunks:
+		default:
+			// Nothing has arrived: deliver what was read before waiting.
+			if err := p.wait(); err != nil {
+				return 0, err
+			}
+			select {
+			case res = <-p.chunks:
+			case <-p.ctx.Done():
+				return 0, p.ctx.Err()
+			}
+		}
+		if res.err != nil {
+			p.err = res.err
+		}
+		if len(res.b) == 0 {
+			p.recycle(res.b)
+			continue
+		}
+		p.chunk, p.cur = res.b, res.b
+	}
+	n := copy(b, p.cur)
+	p.cur = p.cur[n:]
+	if len(p.cur) == 0 {
+		p.recycle(p.chunk)
+		p.chunk = nil
+	}
+	return n, nil
+}
+
+// recycle gives a chunk's buffer back to the pump.
+func (p *streamPump) recycle(b []byte) {
+	select {
+	case p.free <- b[:cap(b)]:
+	default:
+	}
+}
+
+// gzipMembers decompresses a followed gzip file member by member. A
+// gzip.Reader in multistream mode reads the next member's header before
+// it returns the end of the current member, which in a followed file
+// holds the member's last lines until the writer starts the next one;
+// here the end of a member returns what it had, and the next header is
+// read by the next Read.
+type gzipMembers struct {
+	br   *bufio.Reader
+	z    *gzip.Reader
+	next bool // the current member ended: read the next header first
+}
+
+func (g *gzipMembers) Read(p []byte) (int, error) {
+	for {
+		if g.z == nil || g.next {
+			var err error
+			if g.z == nil {
+				g.z, err = gzip.NewReader(g.br)
+			} else {
+				err = g.z.Reset(g.br)
+			}
+			if err != nil {
+				return 0, err
+			}
+			g.z.Multistream(false)
+			g.next = false
+		}
+		n, err := g.z.Read(p)
+		if err == io.EOF {
+			g.next = true
+			if n == 0 {
+				continue
+			}
+			err = nil
+		}
+		return n, err
+	}
+}

@@ -1,0 +1,239 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func goroutines() int { return goruntime.NumGoroutine() }
+
+// checkGoroutines waits (briefly) until no more goroutines run than base,
+// the count before the test started its readers.
+func checkGoroutines(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for goroutines() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", goroutines(), base, buf[:goruntime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// follow starts a followed reader of path that polls every 2ms.
+func follow(t *testing.T, ctx context.Context, path string, cfg ReaderConfig) *PartitionReader {
+	t.Helper()
+	cfg.Follow = true
+	cfg.PollInterval = 2 * time.Millisecond
+	r, err := NewPartitionReader(ctx, path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// recvLines receives batches until n lines of batchLog (opens included)
+// have come, and returns them.
+func recvLines(t *testing.T, r *PartitionReader, n int) []string {
+	t.Helper()
+	var got []string
+	for len(got) < n {
+		got = append(got, batchLog(recv(t, r))...)
+	}
+	if len(got) > n {
+		t.Fatalf("more than %d lines: %q", n, got)
+	}
+	return got
+}
+
+// quiet checks that no record arrives for d (batches without records,
+// CaughtUp ones, may).
+func quiet(t *testing.T, r *PartitionReader, d time.Duration) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case b, ok := <-r.Batches():
+			if !ok {
+				t.Fatalf("channel closed: %v", r.Err())
+			}
+			if len(b.Records) > 0 || b.Opened || b.Done {
+				t.Fatalf("unexpected %q", batchLog(b))
+			}
+		case <-timeout:
+			return
+		}
+	}
+}
+
+func appendTo(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFollowHalfLines: a followed file's line is delivered only once its
+// newline has arrived, however it was written; the reader waits at the end
+// of the file and reports that it is caught up.
+func TestFollowHalfLines(t *testing.T) {
+	base := goroutines()
+	path := writeFile(t, "live.jsonl", []byte("aa\n"))
+	r := follow(t, context.Background(), path, ReaderConfig{})
+	defer r.Close()
+	if b := recv(t, r); !b.Opened {
+		t.Fatalf("first batch %q", batchLog(b))
+	}
+	// The record comes when the reader waits at the end, in a batch that
+	// says it is caught up.
+	b := recv(t, r)
+	for len(b.Records) == 0 {
+		b = recv(t, r)
+	}
+	if got := batchLog(b); !b.CaughtUp || !slices.Equal(got, []string{"live.jsonl: 1@0:aa"}) {
+		t.Fatalf("got %q, caught up %v", got, b.CaughtUp)
+	}
+	appendTo(t, path, `{"x":`)
+	quiet(t, r, 30*time.Millisecond)
+	appendTo(t, path, `1,`)
+	quiet(t, r, 10*time.Millisecond)
+	appendTo(t, path, "\"y\":2}\r\n")
+	if got := recvLines(t, r, 1); got[0] != `live.jsonl: 2@3:{"x":1,"y":2}` {
+		t.Fatalf("got %q", got)
+	}
+	// Several lines at once, the last one partial; then the file is left
+	// as it is: the partial line never comes.
+	appendTo(t, path, "\nb\nc\nd")
+	if got := recvLines(t, r, 2); !slices.Equal(got, []string{"live.jsonl: 4@19:b", "live.jsonl: 5@21:c"}) {
+		t.Fatalf("got %q", got)
+	}
+	quiet(t, r, 20*time.Millisecond)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-r.Batches(); ok {
+		t.Fatal("batch after Close")
+	}
+	checkGoroutines(t, base)
+
+	// Resumed at the position after line 3: the partial "d" has grown.
+	appendTo(t, path, "d\n")
+	r2 := follow(t, context.Background(), path, ReaderConfig{Resume: []Position{{File: "live.jsonl", Offset: 19, Line: 3}}})
+	defer r2.Close()
+	if got := recvLines(t, r2, 4); !slices.Equal(got, []string{
+		"live.jsonl: open@19:3", "live.jsonl: 4@19:b", "live.jsonl: 5@21:c", "live.jsonl: 6@23:dd",
+	}) {
+		t.Fatalf("resumed: got %q", got)
+	}
+}
+
+// TestFollowDirectory: every file of a followed directory is followed at
+// the same time; a file that appears later is a new partition; cancelling
+// the context ends the reader without error and leaks no goroutine.
+func TestFollowDirectory(t *testing.T) {
+	base := goroutines()
+	dir := t.TempDir()
+	appendTo(t, filepath.Join(dir, "1.jsonl"), "a1\n")
+	appendTo(t, filepath.Join(dir, "2.jsonl.gz"), string(gzipBytes(t, "g1\ng2\n")))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := follow(t, ctx, dir, ReaderConfig{})
+	defer r.Close()
+	byPart := func(lines []string) map[string][]string {
+		m := map[string][]string{}
+		for _, l := range lines {
+			name, rest, _ := strings.Cut(l, ": ")
+			m[name] = append(m[name], rest)
+		}
+		return m
+	}
+	got := byPart(recvLines(t, r, 5))
+	if !slices.Equal(got["1.jsonl"], []string{"open@0:0", "1@0:a1"}) ||
+		!slices.Equal(got["2.jsonl.gz"], []string{"open@0:0", "1@0:g1", "2@3:g2"}) {
+		t.Fatalf("got %q", got)
+	}
+	appendTo(t, filepath.Join(dir, ".3.jsonl"), "hidden\n")
+	appendTo(t, filepath.Join(dir, "0.jsonl"), "z1\n")
+	appendTo(t, filepath.Join(dir, "1.jsonl"), "a2\n")
+	var indexes []int
+	var lines []string
+	for len(lines) < 3 {
+		b := recv(t, r)
+		if b.Opened {
+			indexes = append(indexes, b.Partition.Index)
+		}
+		lines = append(lines, batchLog(b)...)
+	}
+	got = byPart(lines)
+	if !slices.Equal(got["0.jsonl"], []string{"open@0:0", "1@0:z1"}) || !slices.Equal(got["1.jsonl"], []string{"2@3:a2"}) ||
+		!slices.Equal(indexes, []int{2}) {
+		t.Fatalf("got %q, new indexes %v", got, indexes)
+	}
+	quiet(t, r, 20*time.Millisecond)
+	cancel()
+	for range r.Batches() {
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close after cancel: %v", err)
+	}
+	checkGoroutines(t, base)
+}
+
+// TestFollowTruncated: a followed file that shrinks stops the reader with
+// an error.
+func TestFollowTruncated(t *testing.T) {
+	path := writeFile(t, "t.jsonl", []byte("a\nb\n"))
+	r := follow(t, context.Background(), path, ReaderConfig{})
+	defer r.Close()
+	recvLines(t, r, 3)
+	if err := os.Truncate(path, 1); err != nil {
+		t.Fatal(err)
+	}
+	for range r.Batches() {
+	}
+	if err := r.Close(); err == nil || !strings.Contains(err.Error(), "truncated while followed") {
+		t.Fatalf("Close = %v", err)
+	}
+}
+
+// TestFollowBackpressure: a followed file whose consumer stalls holds its
+// reader in place while the file grows; nothing is lost once it reads.
+func TestFollowBackpressure(t *testing.T) {
+	path := writeFile(t, "bp.jsonl", nil)
+	r := follow(t, context.Background(), path, ReaderConfig{BatchRecords: 4, Buffer: 2, Source: SourceConfig{BufferBytes: 16}})
+	defer r.Close()
+	var sb strings.Builder
+	const n = 500
+	for i := range n {
+		sb.WriteString(strings.Repeat("x", i%7+1) + "\n")
+	}
+	appendTo(t, path, sb.String())
+	waitFor(t, func() bool { return r.read.Load() >= 4 })
+	time.Sleep(20 * time.Millisecond)
+	if got := r.read.Load(); got > 3*4 {
+		t.Fatalf("%d records read ahead of a stalled consumer", got)
+	}
+	next := 0
+	for next < n {
+		for _, rec := range recv(t, r).Records {
+			if want := strings.Repeat("x", next%7+1); string(rec.Data) != want {
+				t.Fatalf("record %d: %q", next, rec.Data)
+			}
+			next++
+		}
+	}
+	quiet(t, r, 10*time.Millisecond)
+}

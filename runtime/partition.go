@@ -1,0 +1,95 @@
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Partition is one input of a source, with its own position and
+// watermark: a file, or standard input.
+type Partition struct {
+	// Index numbers the partitions of one reading from 0: in name order
+	// for the files of a directory, then (when followed) in the order in
+	// which later files were found. A checkpoint names partitions by Name,
+	// not by Index.
+	Index int
+	// Name is the file's base name, "stdin" for standard input; it is the
+	// File of the partition's [Position].
+	Name string
+	// Path is what to open: the file's path, "-" for standard input.
+	Path string
+}
+
+// OpenPartitions returns the partitions of path, in index order:
+//
+//   - "-": one partition, standard input;
+//   - a directory: one partition per file of it whose name ends in
+//     ".jsonl" or ".jsonl.gz", in name order (byte order of the names);
+//     hidden files (a name starting with "."), other names, directories
+//     and other non-regular entries are skipped, symbolic links to
+//     regular files are read; subdirectories are not searched. An empty
+//     result is no error (a followed directory may fill later);
+//   - anything else: one partition, the file (any name; gzip is told by
+//     its magic bytes, as in [FileSource]).
+//
+// It opens no file: each partition is opened when it is read
+// ([OpenFileSourceAt], [NewPartitionReader]).
+func OpenPartitions(path string) ([]Partition, error) {
+	if path == "-" {
+		return []Partition{{Index: 0, Name: "stdin", Path: "-"}}, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: source: %w", err)
+	}
+	if !fi.IsDir() {
+		return []Partition{{Index: 0, Name: partitionName(path), Path: path}}, nil
+	}
+	names, err := partitionFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]Partition, len(names))
+	for i, name := range names {
+		parts[i] = Partition{Index: i, Name: name, Path: filepath.Join(path, name)}
+	}
+	return parts, nil
+}
+
+// IsPartitionFile reports whether a directory entry named name is read as
+// a partition (the regular files of [OpenPartitions]): not hidden, and
+// ending in ".jsonl" or ".jsonl.gz".
+func IsPartitionFile(name string) bool {
+	return !strings.HasPrefix(name, ".") &&
+		(strings.HasSuffix(name, ".jsonl") || strings.HasSuffix(name, ".jsonl.gz"))
+}
+
+// partitionFiles returns the names of dir's partition files, sorted.
+func partitionFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: source: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if !IsPartitionFile(e.Name()) {
+			continue
+		}
+		mode := e.Type()
+		if mode&os.ModeSymlink != 0 {
+			fi, err := os.Stat(filepath.Join(dir, e.Name()))
+			if err != nil {
+				continue // a dangling link is no input
+			}
+			mode = fi.Mode()
+		}
+		if mode.IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names) // ReadDir sorts already; say so here too
+	return names, nil
+}

@@ -1,0 +1,440 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ReaderConfig configures a [PartitionReader]. The zero value reads the
+// input once, from its start, without following.
+type ReaderConfig struct {
+	// Source configures the line reading of every partition.
+	Source SourceConfig
+	// Follow keeps reading files as they grow (tail -f): at the end of a
+	// file the reader waits for more, polling every PollInterval, and
+	// delivers a line only once its newline has arrived; a partial last
+	// line is held back, never decoded. Every partition of a followed
+	// directory is read and followed at the same time, each in its own
+	// goroutine, and a file that appears in the directory later (a name
+	// [IsPartitionFile] accepts, not seen before) becomes a new partition
+	// with the next index, those found by one look in name order. A
+	// followed file that shrinks is an error. Standard input is read until
+	// its end in either mode.
+	Follow bool
+	// PollInterval is how often a followed file at its end, and a
+	// followed directory, are looked at. Default (0): 100ms.
+	PollInterval time.Duration
+	// BatchRecords and BatchBytes bound a [Batch]: at most BatchRecords
+	// records and, unless it holds a single record, at most BatchBytes
+	// bytes of record data. Defaults (0): 1024 records, 256 KiB.
+	BatchRecords, BatchBytes int
+	// Buffer is the capacity, in batches, of the channel of
+	// [PartitionReader.Batches]. Default (0): 4.
+	Buffer int
+	// Resume holds the positions to resume at, one per partition, matched
+	// by name ([Position].File); a partition without one starts at its
+	// beginning. A position whose file is not among the partitions is an
+	// error ([ErrBadPosition]), as is one that does not fit its file
+	// ([OpenFileSourceAt]).
+	Resume []Position
+	// Stdin is read for the partition "-". Default (nil): os.Stdin.
+	Stdin io.Reader
+}
+
+func (c ReaderConfig) withDefaults() (ReaderConfig, error) {
+	if c.PollInterval < 0 || c.BatchRecords < 0 || c.BatchBytes < 0 || c.Buffer < 0 {
+		return c, errors.New("runtime: partition reader: negative setting")
+	}
+	if _, err := c.Source.withDefaults(); err != nil {
+		return c, err
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 100 * time.Millisecond
+	}
+	if c.BatchRecords == 0 {
+		c.BatchRecords = 1024
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = 256 << 10
+	}
+	if c.Buffer == 0 {
+		c.Buffer = 4
+	}
+	if c.Stdin == nil {
+		c.Stdin = os.Stdin
+	}
+	return c, nil
+}
+
+// Batch is what a [PartitionReader] delivers: consecutive records of one
+// partition. The batches of one partition arrive in order; those of
+// different partitions interleave.
+type Batch struct {
+	// Partition is the partition the records are of.
+	Partition Partition
+	// Records are the records, in order. Their Data belongs to the batch
+	// (not to a reader's buffer): the consumer may keep it.
+	Records []Record
+	// End is the position after the last record (the partition's start or
+	// resume position in a batch without records): a checkpoint taken
+	// after this batch, and before the partition's next, stores End.
+	End Position
+	// Opened marks the first batch of a partition, sent before any of its
+	// records (it has none), so that the consumer knows the partition (for
+	// its watermark) before its first record.
+	Opened bool
+	// CaughtUp says that the reader has delivered everything available so
+	// far and waits for more: a followed file at its end, or standard
+	// input with nothing to read. It may come in a batch without records.
+	CaughtUp bool
+	// Done marks the last batch of a partition: the end of a file read
+	// without following, or of standard input.
+	Done bool
+
+	chunk []byte // the arena the records' data is copied into
+	bytes int    // record data in the batch
+}
+
+// PartitionReader reads the partitions of a source ([OpenPartitions]) in
+// goroutines of its own and delivers their records in [Batch] values over
+// one bounded channel, so that the consumer can select on its timers
+// (watermarks, checkpoint barriers) while no record comes. Without Follow
+// a single goroutine reads the partitions one after another, in index
+// order; with Follow each partition has its own.
+//
+// The channel is the backpressure: when the consumer is slow, the readers
+// block, and nothing is dropped. At most Buffer batches wait in the
+// channel, plus the one each partition goroutine is filling.
+//
+// A reader that reaches the end of its last partition closes the channel;
+// a followed one runs until Close or the cancellation of its context. The
+// first error (a read error, a position that does not fit) stops every
+// goroutine and closes the channel; Err returns it.
+type PartitionReader struct {
+	cfg    ReaderConfig
+	path   string
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan Batch
+	done   chan struct{} // closed after out, when every goroutine ended
+	wg     sync.WaitGroup
+	resume map[string]Position
+	read   atomic.Int64 // records read, for tests
+
+	mu sync.Mutex // guards err, pumps and stopped
+	// err is the first error of a goroutine.
+	err     error
+	pumps   []*streamPump
+	stopped bool
+}
+
+// NewPartitionReader lists the partitions of path with [OpenPartitions]
+// and starts reading them. The reader stops when ctx is done or at Close,
+// which the caller must call in any case.
+func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*PartitionReader, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	parts, err := OpenPartitions(path)
+	if err != nil {
+		return nil, err
+	}
+	isDir := false
+	if path != "-" {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: source: %w", err)
+		}
+		isDir = fi.IsDir()
+	}
+	resume := make(map[string]Position, len(cfg.Resume))
+	for _, p := range cfg.Resume {
+		if _, dup := resume[p.File]; dup {
+			return nil, fmt.Errorf("%w: two positions of %s", ErrBadPosition, p.File)
+		}
+		if !slices.ContainsFunc(parts, func(q Partition) bool { return q.Name == p.File }) {
+			return nil, fmt.Errorf("%w: %s, of position %s, is not an input of %s", ErrBadPosition, p.File, p, path)
+		}
+		resume[p.File] = p
+	}
+	r := &PartitionReader{cfg: cfg, path: path, out: make(chan Batch, cfg.Buffer), done: make(chan struct{}), resume: resume}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	context.AfterFunc(r.ctx, r.stopPumps)
+	switch {
+	case !cfg.Follow:
+		r.start(func(ctx context.Context) error {
+			for _, p := range parts {
+				if err := r.readPartition(ctx, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	case isDir:
+		r.start(func(ctx context.Context) error { return r.watchDir(ctx, parts) })
+	default:
+		r.start(func(ctx context.Context) error { return r.readPartition(ctx, parts[0]) })
+	}
+	go func() {
+		r.wg.Wait()
+		close(r.out)
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// Batches returns the channel of the batches. It is closed when the
+// reader has ended: at the end of the input (without Follow), after an
+// error, or once stopped. The consumer owns each batch it receives.
+func (r *PartitionReader) Batches() <-chan Batch { return r.out }
+
+// Err returns the error that stopped the reader, nil when it ended at the
+// end of its input or was stopped (Close, ctx). Call it after the channel
+// of Batches is closed.
+func (r *PartitionReader) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Close stops the reader and waits for its goroutines to end; batches not
+// yet received are dropped (a checkpoint's positions cover only what the
+// consumer received). It returns Err. Close is idempotent.
+//
+// A read of standard input that is blocked in the operating system and
+// cannot be interrupted (a terminal; a pipe or socket can) leaves one
+// goroutine behind until that read returns; it delivers nothing more.
+func (r *PartitionReader) Close() error {
+	r.cancel()
+	<-r.done
+	return r.Err()
+}
+
+// start runs f in a goroutine of the reader. An error stops the reader,
+// unless the reader was stopping anyway (then it is the stop's echo).
+func (r *PartitionReader) start(f func(ctx context.Context) error) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := f(r.ctx); err != nil && r.ctx.Err() == nil {
+			r.mu.Lock()
+			if r.err == nil {
+				r.err = err
+			}
+			r.mu.Unlock()
+			r.cancel()
+		}
+	}()
+}
+
+// stopPumps unblocks the stream pumps once the reader's context is done.
+func (r *PartitionReader) stopPumps() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	for _, p := range r.pumps {
+		p.stop()
+	}
+}
+
+// watchDir reads the partitions of a followed directory and those that
+// appear in it later, each in its own goroutine.
+func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition) error {
+	known := make(map[string]bool, len(parts))
+	for _, p := range parts {
+		known[p.Name] = true
+		r.start(func(ctx context.Context) error { return r.readPartition(ctx, p) })
+	}
+	next := len(parts)
+	for {
+		if err := sleepCtx(ctx, r.cfg.PollInterval); err != nil {
+			return err
+		}
+		names, err := partitionFiles(r.path)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if known[name] {
+				continue
+			}
+			known[name] = true
+			p := Partition{Index: next, Name: name, Path: filepath.Join(r.path, name)}
+			next++
+			r.start(func(ctx context.Context) error { return r.readPartition(ctx, p) })
+		}
+	}
+}
+
+// partReader is the state of one partition's reading: the batch being
+// filled.
+type partReader struct {
+	r        *PartitionReader
+	ctx      context.Context
+	p        Partition
+	cur      Batch
+	end      Position
+	caughtUp bool // a CaughtUp batch was sent and no record came since
+}
+
+// readPartition reads one partition from its resume position to its end
+// (or, followed, until ctx is done).
+func (r *PartitionReader) readPartition(ctx context.Context, p Partition) error {
+	pos, ok := r.resume[p.Name]
+	if !ok {
+		pos = Position{File: p.Name}
+	}
+	pr := &partReader{r: r, ctx: ctx, p: p, end: pos}
+	pr.cur = Batch{Partition: p, Opened: true}
+	if err := pr.flush(true); err != nil {
+		return err
+	}
+	src, err := r.open(ctx, p, pos, pr.wait)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for {
+		rec, err := src.Next()
+		if err == io.EOF {
+			pr.cur.Done = true
+			return pr.flush(true)
+		}
+		if err != nil {
+			return err
+		}
+		if err := pr.add(rec, src.Position()); err != nil {
+			return err
+		}
+	}
+}
+
+// open opens partition p at pos: a file with or without following, or
+// standard input through a pump. wait is called before a read that would
+// wait for input.
+func (r *PartitionReader) open(ctx context.Context, p Partition, pos Position, wait func() error) (*FileSource, error) {
+	if p.Path == "-" {
+		r.mu.Lock()
+		if r.stopped {
+			r.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		pump := newStreamPump(ctx, r.cfg.Stdin, wait)
+		r.pumps = append(r.pumps, pump)
+		r.mu.Unlock()
+		return openSourceAt(pump, "stdin", nil, pos, r.cfg.Source)
+	}
+	if !r.cfg.Follow {
+		return OpenFileSourceAt(p.Path, pos, r.cfg.Source)
+	}
+	f, err := os.Open(p.Path)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: source: %w", err)
+	}
+	fr := &followReader{ctx: ctx, f: f, poll: r.cfg.PollInterval, wait: wait, hold: pos.Offset > 0}
+	s, err := openFollowed(fr, p.Path, pos, r.cfg.Source)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	fr.hold = false
+	s.closer = f
+	return s, nil
+}
+
+// openFollowed builds the source of a followed file at pos. A gzip file
+// is decompressed member by member ([gzipMembers]), so that a member's
+// last lines are delivered before the next member's header has arrived.
+func openFollowed(fr *followReader, path string, pos Position, cfg SourceConfig) (*FileSource, error) {
+	magic, _ := bufio.NewReaderSize(fr, 16).Peek(len(gzipMagic))
+	if _, err := fr.f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("runtime: source %s: %w", path, err)
+	}
+	if !bytes.Equal(magic, gzipMagic) {
+		return openSourceAt(fr, path, fr.f, pos, cfg)
+	}
+	if err := checkPosition(pos, path); err != nil {
+		return nil, err
+	}
+	gz := &gzipMembers{br: bufio.NewReaderSize(fr, 64<<10)}
+	// The decompressed stream has no gzip magic: a ".gz" name would be
+	// refused, so the source is named after construction.
+	s, err := newFileSource(gz, strings.TrimSuffix(path, ".gz"), nil, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.name = path
+	if err := s.resume(pos, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// add appends a record, copied, to the batch being filled, after sending
+// that batch if the record does not fit; end is the position after it.
+func (pr *partReader) add(rec Record, end Position) error {
+	cfg := &pr.r.cfg
+	if n := len(pr.cur.Records); n == cfg.BatchRecords || n > 0 && pr.cur.bytes+len(rec.Data) > cfg.BatchBytes {
+		if err := pr.flush(false); err != nil {
+			return err
+		}
+	}
+	b := &pr.cur
+	if room := cap(b.chunk) - len(b.chunk); room < len(rec.Data) {
+		// A new chunk (the data already copied stays in the old one):
+		// doubling, so that a batch of small records is few allocations
+		// and a quiet followed file's single-line batches stay small.
+		size := max(len(rec.Data), min(2*cap(b.chunk), cfg.BatchBytes), 512)
+		b.chunk = make([]byte, 0, size)
+	}
+	start := len(b.chunk)
+	b.chunk = append(b.chunk, rec.Data...)
+	rec.Data = b.chunk[start:len(b.chunk):len(b.chunk)]
+	b.Records = append(b.Records, rec)
+	b.bytes += len(rec.Data)
+	pr.end = end
+	pr.caughtUp = false
+	pr.r.read.Add(1)
+	return nil
+}
+
+// wait is called before the partition's input waits for more: it sends
+// what was read so far, marked CaughtUp (once per stretch of waiting).
+func (pr *partReader) wait() error {
+	if len(pr.cur.Records) == 0 && pr.caughtUp {
+		return nil
+	}
+	pr.cur.CaughtUp = true
+	pr.caughtUp = true
+	return pr.flush(true)
+}
+
+// flush sends the batch being filled, if it has records or always is
+// set, and starts the next one.
+func (pr *partReader) flush(always bool) error {
+	if len(pr.cur.Records) == 0 && !always {
+		return nil
+	}
+	b := pr.cur
+	b.End = pr.end
+	b.chunk = nil
+	select {
+	case pr.r.out <- b:
+	case <-pr.ctx.Done():
+		return pr.ctx.Err()
+	}
+	pr.cur = Batch{Partition: pr.p}
+	return nil
+}

@@ -1,0 +1,271 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// PartitionWatermarksConfig configures [PartitionWatermarks].
+type PartitionWatermarksConfig struct {
+	// OutOfOrderness is the bound of every partition's
+	// [WatermarkGenerator].
+	OutOfOrderness time.Duration
+	// IdleTimeout, when positive, marks a partition idle once no record of
+	// it came for that long (a caught-up or quiet input, as Flink's
+	// withIdleness): it stops holding the combined watermark back until
+	// its next record. Measured at Tick, so with the resolution of the
+	// caller's tick interval. Default (0): partitions are never idle.
+	IdleTimeout time.Duration
+	// WallClockAdvance, for live runs, moves the combined watermark on
+	// while every partition that has not finished is idle and followed,
+	// so that absence rules fire on a quiet stream: the watermark becomes
+	// the largest one the partitions reached plus the wall time elapsed
+	// since the last record arrived (as seen by Tick). It never goes
+	// beyond what elapsed on the wall clock, and never jumps to the wall
+	// clock itself: a replay of dated events goes on from its own time.
+	// Default (false): the watermark comes from record timestamps only.
+	WallClockAdvance bool
+	// Now is the wall clock. Default (nil): time.Now. Tests inject theirs.
+	Now func() time.Time
+}
+
+// PartitionWatermarks combines the watermarks of a source's partitions
+// into the one the consumer forwards: each partition has its own
+// bounded-out-of-orderness [WatermarkGenerator] over its own record
+// timestamps; the combined watermark is the minimum over the partitions
+// neither idle nor finished, or, when all are idle or finished, the
+// maximum they reached. It only goes forward: a partition that becomes
+// active again behind it (its next record ends its idleness) holds it
+// where it is, and its records behind it are late.
+//
+// Records do not read the clock: OnEvent only marks the partition active,
+// and Tick, which the consumer calls from a timer, turns marks into
+// activity times and decides idleness and the wall-clock advance.
+//
+// PartitionWatermarks is not safe for concurrent use; its owner is the
+// consumer's goroutine.
+type PartitionWatermarks struct {
+	cfg     PartitionWatermarksConfig
+	parts   []*partWatermark // by Partition.Index; nil where none was added
+	emitted event.Watermark
+	// lastRecord is the time of the Tick that saw the latest record (the
+	// construction time before any).
+	lastRecord time.Time
+	restored   map[string]event.Time // largest timestamp of a partition by name, from Restore
+}
+
+type partWatermark struct {
+	name     string
+	followed bool
+	gen      *WatermarkGenerator
+	active   bool      // a record came since the last Tick
+	since    time.Time // the last Tick that saw a record, or when added
+	idle     bool
+	finished bool
+}
+
+// NewPartitionWatermarks returns a combiner without partitions; its
+// watermark is event.MinTime.
+func NewPartitionWatermarks(cfg PartitionWatermarksConfig) (*PartitionWatermarks, error) {
+	if cfg.OutOfOrderness < 0 || cfg.IdleTimeout < 0 {
+		return nil, errors.New("runtime: partition watermarks: negative duration")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &PartitionWatermarks{cfg: cfg, emitted: event.MinTime, lastRecord: cfg.Now()}, nil
+}
+
+// Add registers a partition (at its Opened batch), active and with no
+// timestamp yet, unless [PartitionWatermarks.Restore] gave one for its
+// name. followed says whether it is a live input the wall-clock advance
+// may count on. Adding an index twice is an error.
+func (w *PartitionWatermarks) Add(p Partition, followed bool) error {
+	if p.Index < 0 {
+		return fmt.Errorf("runtime: partition watermarks: negative index %d", p.Index)
+	}
+	if p.Index < len(w.parts) && w.parts[p.Index] != nil {
+		return fmt.Errorf("runtime: partition watermarks: partition %d added twice", p.Index)
+	}
+	gen, err := NewWatermarkGenerator(w.cfg.OutOfOrderness, 1)
+	if err != nil {
+		return err
+	}
+	if ts, ok := w.restored[p.Name]; ok {
+		gen.seen, gen.max = true, ts
+		gen.emitted = gen.Current()
+	}
+	for len(w.parts) <= p.Index {
+		w.parts = append(w.parts, nil)
+	}
+	w.parts[p.Index] = &partWatermark{name: p.Name, followed: followed, gen: gen, since: w.cfg.Now()}
+	return nil
+}
+
+// OnEvent records a record timestamp of the partition with index p, which
+// must have been added. It ends the partition's idleness. When the
+// combined watermark advanced, it returns it and true: the caller forwards
+// it after the record.
+func (w *PartitionWatermarks) OnEvent(p int, ts event.Time) (event.Watermark, bool) {
+	pw := w.parts[p]
+	pw.active = true
+	_, moved := pw.gen.OnEvent(ts)
+	if pw.idle {
+		pw.idle, moved = false, true
+	}
+	if !moved {
+		return 0, false
+	}
+	return w.advance(w.combined())
+}
+
+// Finish marks the partition with index p ended (its Done batch): it no
+// longer holds the combined watermark back. It returns the combined
+// watermark and true when that advanced.
+func (w *PartitionWatermarks) Finish(p int) (event.Watermark, bool) {
+	w.parts[p].finished = true
+	return w.advance(w.combined())
+}
+
+// Tick is the consumer's timer: it reads the clock once, marks the
+// partitions quiet for IdleTimeout idle, and applies the wall-clock
+// advance. It returns the combined watermark and true when that advanced.
+func (w *PartitionWatermarks) Tick() (event.Watermark, bool) {
+	now := w.cfg.Now()
+	for _, pw := range w.parts {
+		switch {
+		case pw == nil || pw.finished:
+		case pw.active:
+			pw.active, pw.since = false, now
+			w.lastRecord = now
+		case !pw.idle && w.cfg.IdleTimeout > 0 && now.Sub(pw.since) >= w.cfg.IdleTimeout:
+			pw.idle = true
+		}
+	}
+	wm := w.combined()
+	if w.cfg.WallClockAdvance && w.allIdleFollowed() {
+		reached := w.reached()
+		elapsed := event.Millis(now.Sub(w.lastRecord))
+		if reached > event.MinTime && elapsed > 0 && int64(reached) < int64(event.MaxTime)-elapsed {
+			wm = max(wm, reached+event.Time(elapsed))
+		}
+	}
+	return w.advance(wm)
+}
+
+// Current returns the combined watermark last returned (event.MinTime
+// before the first; the restored one after Restore).
+func (w *PartitionWatermarks) Current() event.Watermark { return w.emitted }
+
+// Idle reports whether the partition with index p is idle.
+func (w *PartitionWatermarks) Idle(p int) bool { return w.parts[p].idle }
+
+// combined is the minimum watermark over the partitions that are neither
+// idle nor finished; when there is none, the maximum reached.
+func (w *PartitionWatermarks) combined() event.Watermark {
+	lo, some := event.MaxTime, false
+	for _, pw := range w.parts {
+		if pw != nil && !pw.idle && !pw.finished {
+			lo, some = min(lo, pw.gen.Current()), true
+		}
+	}
+	if !some {
+		return w.reached()
+	}
+	return lo
+}
+
+// reached is the largest watermark of a partition (event.MinTime without
+// partitions or timestamps).
+func (w *PartitionWatermarks) reached() event.Watermark {
+	hi := event.MinTime
+	for _, pw := range w.parts {
+		if pw != nil {
+			hi = max(hi, pw.gen.Current())
+		}
+	}
+	return hi
+}
+
+// allIdleFollowed reports whether some partition is unfinished and every
+// unfinished one is idle and followed.
+func (w *PartitionWatermarks) allIdleFollowed() bool {
+	some := false
+	for _, pw := range w.parts {
+		if pw == nil || pw.finished {
+			continue
+		}
+		if !pw.idle || !pw.followed {
+			return false
+		}
+		some = true
+	}
+	return some
+}
+
+func (w *PartitionWatermarks) advance(wm event.Watermark) (event.Watermark, bool) {
+	if wm <= w.emitted {
+		return 0, false
+	}
+	w.emitted = wm
+	return wm, true
+}
+
+// partitionWatermarksVersion is the first byte of their encoding.
+const partitionWatermarksVersion = 1
+
+// AppendBinary appends the state a checkpoint keeps (it implements
+// encoding.BinaryAppender): the combined watermark and, per partition, its
+// name and largest timestamp. Idleness is not kept: after a restore every
+// partition starts active.
+func (w *PartitionWatermarks) AppendBinary(b []byte) ([]byte, error) {
+	b = append(b, partitionWatermarksVersion)
+	b = binary.AppendVarint(b, int64(w.emitted))
+	n := 0
+	for _, pw := range w.parts {
+		if pw != nil && pw.gen.seen {
+			n++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, pw := range w.parts {
+		if pw != nil && pw.gen.seen {
+			b = binary.AppendUvarint(b, uint64(len(pw.name)))
+			b = append(b, pw.name...)
+			b = binary.AppendVarint(b, int64(pw.gen.max))
+		}
+	}
+	return b, nil
+}
+
+var errCorruptWatermarks = errors.New("runtime: corrupt partition watermarks")
+
+// Restore sets the combiner to the state [PartitionWatermarks.AppendBinary]
+// encoded in b, before any partition is added: the combined watermark,
+// and the largest timestamp of each partition, which Add gives to the
+// partition of the same name.
+func (w *PartitionWatermarks) Restore(b []byte) error {
+	if len(w.parts) > 0 {
+		return errors.New("runtime: partition watermarks: Restore after Add")
+	}
+	r := event.Reader{B: b, Corrupt: errCorruptWatermarks}
+	if v := r.Byte(); r.Err == nil && v != partitionWatermarksVersion {
+		return fmt.Errorf("runtime: partition watermarks of an unknown version %d", v)
+	}
+	emitted := event.Watermark(r.Varint())
+	n := r.Count()
+	restored := make(map[string]event.Time, n)
+	for range n {
+		name := string(r.Bytes(r.Count()))
+		restored[name] = event.Time(r.Varint())
+	}
+	if r.Err != nil || len(r.B) != 0 || len(restored) != n {
+		return errCorruptWatermarks
+	}
+	w.emitted, w.restored = emitted, restored
+	return nil
+}

@@ -1,0 +1,197 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// fakeClock is an injected wall clock.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time       { return c.t }
+func (c *fakeClock) step(d time.Duration) { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock            { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+func part(i int, name string) Partition   { return Partition{Index: i, Name: name, Path: name} }
+func wmOf(w event.Watermark, ok bool) string {
+	return map[bool]string{true: w.String(), false: "-"}[ok]
+}
+
+func TestPartitionWatermarksIdleness(t *testing.T) {
+	clk := newFakeClock()
+	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{
+		OutOfOrderness: 10 * time.Millisecond, IdleTimeout: time.Second, Now: clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"a", "b"} {
+		if err := w.Add(part(i, name), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Add(part(1, "b"), false); err == nil {
+		t.Error("index added twice")
+	}
+	check := func(what string, got event.Watermark, ok bool, want string) {
+		t.Helper()
+		if s := wmOf(got, ok); s != want {
+			t.Errorf("%s: %s, want %s", what, s, want)
+		}
+	}
+	// The minimum over both: b has no timestamp yet.
+	w1, ok := w.OnEvent(0, 1000)
+	check("a@1000", w1, ok, "-")
+	w1, ok = w.OnEvent(1, 500)
+	check("b@500", w1, ok, event.Watermark(489).String())
+	w1, ok = w.OnEvent(0, 2000)
+	check("a@2000", w1, ok, "-")
+	// b goes quiet; a goes on. After the timeout b is idle: a alone counts.
+	w.Tick()
+	clk.step(600 * time.Millisecond)
+	w.OnEvent(0, 3000)
+	w1, ok = w.Tick()
+	check("tick at 0.6s", w1, ok, "-")
+	clk.step(500 * time.Millisecond)
+	w1, ok = w.Tick()
+	check("tick at 1.1s, b idle", w1, ok, event.Watermark(2989).String())
+	if !w.Idle(1) || w.Idle(0) {
+		t.Errorf("idle: a %v, b %v", w.Idle(0), w.Idle(1))
+	}
+	// b's next record makes it active again; behind the watermark it holds
+	// it in place, which never goes back.
+	w1, ok = w.OnEvent(1, 600)
+	check("b@600", w1, ok, "-")
+	if w.Idle(1) || w.Current() != 2989 {
+		t.Errorf("b idle %v, watermark %v", w.Idle(1), w.Current())
+	}
+	w1, ok = w.OnEvent(1, 4000)
+	check("b@4000", w1, ok, "-") // a (3000) is the minimum now
+	w1, ok = w.OnEvent(0, 5000)
+	check("a@5000", w1, ok, event.Watermark(3989).String())
+	// Both quiet: all idle, the maximum reached (a's 4989); no wall-clock
+	// advance without the option.
+	clk.step(2 * time.Second)
+	w.Tick()
+	clk.step(2 * time.Second)
+	w1, ok = w.Tick()
+	check("all idle", w1, ok, event.Watermark(4989).String())
+	clk.step(time.Hour)
+	w1, ok = w.Tick()
+	check("an hour later", w1, ok, "-")
+	// A finished partition no longer counts.
+	w1, ok = w.OnEvent(1, 6000)
+	check("b@6000, a idle", w1, ok, event.Watermark(5989).String())
+	w1, ok = w.OnEvent(0, 9000)
+	check("a@9000", w1, ok, "-")
+	w1, ok = w.Finish(1)
+	check("b finished", w1, ok, event.Watermark(8989).String())
+}
+
+func TestPartitionWatermarksWallClockAdvance(t *testing.T) {
+	clk := newFakeClock()
+	cfg := PartitionWatermarksConfig{
+		OutOfOrderness: 5 * time.Second, IdleTimeout: 10 * time.Second, WallClockAdvance: true, Now: clk.now,
+	}
+	w, err := NewPartitionWatermarks(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Add(part(0, "a"), true)
+	w.Add(part(1, "b"), true)
+	// A replay of dated events (2021), far behind the wall clock.
+	const t0 = event.Time(1_609_459_200_000)
+	w.OnEvent(0, t0)
+	w.OnEvent(1, t0+1000)
+	w.Tick() // sees the records: the input goes quiet from here
+	if w.Current() != t0-5001 {
+		t.Fatalf("watermark %d", w.Current()-t0)
+	}
+	// Quiet, not idle yet: nothing moves.
+	clk.step(9 * time.Second)
+	if _, ok := w.Tick(); ok {
+		t.Fatal("advanced before idleness")
+	}
+	// Both idle after 10s: the maximum reached (t0+1000-5001) plus the 10s
+	// elapsed since the last records; later ticks add what elapsed, never
+	// the wall clock itself.
+	clk.step(time.Second)
+	if got, ok := w.Tick(); !ok || got != t0+1000-5001+10_000 {
+		t.Fatalf("idle tick: %d, %v", got-t0, ok)
+	}
+	clk.step(50 * time.Second)
+	if got, ok := w.Tick(); !ok || got != t0+1000-5001+60_000 {
+		t.Fatalf("a minute quiet: %d, %v", got-t0, ok)
+	}
+	if w.Current() >= event.Time(clk.t.UnixMilli())-3_600_000 {
+		t.Fatal("the watermark jumped to the wall clock")
+	}
+	// A new record: active again; the watermark stays (never back), the
+	// advance stops, and starts again from the new time after the next
+	// quiet stretch.
+	w.OnEvent(0, t0+100_000)
+	w.Tick()
+	advanced := w.Current()
+	clk.step(5 * time.Second)
+	if _, ok := w.Tick(); ok {
+		t.Fatal("advanced while a is active")
+	}
+	clk.step(5 * time.Second)
+	got, ok := w.Tick()
+	if want := t0 + 100_000 - 5001 + 10_000; !ok || got != want || got <= advanced {
+		t.Fatalf("second quiet stretch: %d, %v; want %d", got-t0, ok, want-t0)
+	}
+	// An unfollowed partition blocks the advance while it is unfinished.
+	w.Add(part(2, "file"), false)
+	w.OnEvent(2, t0+200_000)
+	w.Tick()
+	clk.step(20 * time.Second)
+	w.Tick()
+	before := w.Current()
+	clk.step(20 * time.Second)
+	if got, ok := w.Tick(); ok {
+		t.Fatalf("advanced to %d with an unfollowed partition", got-t0)
+	}
+	if w.Current() != before {
+		t.Fatal("moved")
+	}
+	w.Finish(2)
+	if got, ok := w.Tick(); !ok || got != t0+200_000-5001+40_000 {
+		t.Fatalf("after the unfollowed one finished: %d, %v", got-t0, ok)
+	}
+
+	// Checkpoint and restore: the combined watermark and each partition's
+	// largest timestamp, by name.
+	b, err := w.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, _ := NewPartitionWatermarks(cfg)
+	if err := w2.Restore(b); err != nil {
+		t.Fatal(err)
+	}
+	if w2.Current() != w.Current() {
+		t.Fatalf("restored watermark %d, want %d", w2.Current(), w.Current())
+	}
+	w2.Add(part(0, "b"), true) // another index, the same name
+	w2.Add(part(1, "new"), true)
+	w2.OnEvent(1, t0+500_000)
+	w2.Tick()
+	clk.step(10 * time.Second)
+	got, ok = w2.Tick()
+	// Idle: the maximum reached is the new partition's; the advance adds
+	// the 10s since its record.
+	if want := t0 + 500_000 - 5001 + 10_000; !ok || got != want {
+		t.Fatalf("restored: %d, %v; want %d", got-t0, ok, want-t0)
+	}
+	if err := w2.Restore(b); err == nil {
+		t.Error("Restore after Add")
+	}
+	for n := range len(b) {
+		w3, _ := NewPartitionWatermarks(cfg)
+		if err := w3.Restore(b[:n]); err == nil {
+			t.Errorf("prefix %d restored", n)
+		}
+	}
+}
