@@ -10,10 +10,27 @@
 // rescaled). [AppendKey] encodes a key so that the records of an operator,
 // or of a key group of it, are one contiguous range of an ordered store.
 //
-// [Mem] is the in-memory store; [Mem.Snapshot] freezes it as a
-// checkpoint. The Pebble store (behind an in-memory write-back cache) of
-// the streaming runtime comes with later issues and plugs into the same
-// interfaces.
+// Two stores implement both interfaces with the same behaviour: [Mem],
+// in memory ([Mem.Snapshot] freezes it, copy-on-write), and [Pebble], a
+// Pebble database in a working directory of its own, behind a write-back
+// batch ([Pebble.Flush]; reads flush it first). Operators write only the
+// keys changed since the previous checkpoint, so a store accumulates
+// across checkpoints: it is the whole state, not a delta.
+//
+// # Checkpoints
+//
+// [CheckpointDir] is the embedded checkpoint store over a state
+// directory. [CheckpointDir.Begin] returns a [CheckpointWriter] for
+// checkpoint N, written into chk-N.tmp: each subtask's store
+// ([CheckpointWriter.AddPebble]: a Pebble checkpoint, hard links to its
+// sstables, hence incremental; [CheckpointWriter.AddMem]: a file of its
+// records) and the caller's named metadata blobs
+// ([CheckpointWriter.PutMeta]: source positions, watermarks, the ruleset
+// version, the configuration). [CheckpointWriter.Commit] makes it chk-N,
+// marks it complete and keeps the last K. [CheckpointDir.Latest] opens the
+// newest complete checkpoint, and a [Checkpoint] restores each store into
+// a fresh working directory ([Checkpoint.OpenPebble]) or into memory
+// ([Checkpoint.OpenMem]).
 //
 // # Invariants
 //
@@ -21,14 +38,29 @@
 //   - A snapshot never sees writes made after it was taken.
 //   - Records are yielded in key order: the state of a job restores the
 //     same way whatever the store.
-//   - For the Pebble store to come: one database per subtask; a snapshot
-//     is taken at the subtask's checkpoint barrier, after the write-back
-//     cache has been flushed; a checkpoint directory is written as
-//     chk-N.tmp, fsynced, renamed and its parent fsynced, metadata last;
-//     chk-N is never opened in place (it is hard-linked into a fresh
-//     directory on restore); only keys dirtied since the last checkpoint
-//     are written (Go maps have no copy-on-write). Its unit tests run on an
-//     in-memory file system, never on the real disk.
+//   - One Pebble database per subtask. It is checkpointed at the subtask's
+//     checkpoint barrier, after its write-back batch has been flushed, with
+//     its write-ahead log flushed and synced into the checkpoint. Its own
+//     commits are not synced: a restore always starts from a checkpoint,
+//     never from a working directory.
+//   - A checkpoint is written as chk-N.tmp; its files and directories are
+//     synced, it is renamed chk-N, the state directory is synced, and the
+//     marker chk-N/_COMPLETE (format version, checksum, manifest) is
+//     written last, through a synced _COMPLETE.tmp and a rename. A chk-N
+//     without its marker, or a chk-N.tmp, is torn: skipped on restore,
+//     removed later. A marker that does not read (another format version,
+//     a bad checksum) is an error, never skipped.
+//   - A checkpoint loses its marker before its files when it is deleted.
+//   - chk-N is never opened in place: a restore hard-links its sstables
+//     (immutable) into a fresh working directory and copies its other
+//     files, which opening a database writes.
+//   - Working directories are on the file system of the state directory,
+//     or checkpoints copy their sstables instead of linking them.
+//
+// Unit tests run Pebble on pebble's in-memory file system (vfs.NewMem;
+// vfs.NewCrashableMem for crashes at each step of a commit), and on the
+// real disk, under t.TempDir, where hard links and their counts are
+// checked.
 //
 // # Imports
 //
