@@ -110,6 +110,33 @@ type scratch struct {
 	edges        []*transition
 	releaseStack []releaseItem
 	walk         []*node
+	// freeComps are computations no queue holds any more, for reuse.
+	freeComps []*computation
+}
+
+// newComp returns a computation set to c, reusing a freed one.
+func (r *Run) newComp(c computation) *computation {
+	if n := len(r.freeComps); n > 0 {
+		x := r.freeComps[n-1]
+		r.freeComps[n-1] = nil
+		r.freeComps = r.freeComps[:n-1]
+		*x = c
+		return x
+	}
+	x := new(computation)
+	*x = c
+	return x
+}
+
+// freeComp takes back a computation that no queue holds any more: a
+// partial match that moved on, was dropped or timed out, or a match
+// emitted.
+func (r *Run) freeComp(c *computation) {
+	if c.freed || len(r.freeComps) >= 4096 {
+		return
+	}
+	*c = computation{freed: true}
+	r.freeComps = append(r.freeComps, c)
 }
 
 // use points r at res's working storage for the call in progress.
@@ -136,6 +163,7 @@ type computation struct {
 	// the timestamp of the event that completed it, or the deadline that
 	// released a pending (notFollowedBy at the end) match.
 	doneAt event.Time
+	freed  bool // in the free list (Run.freeComp)
 }
 
 func (c *computation) orderKey() (int64, int64) {
@@ -298,9 +326,11 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 		if err != nil {
 			return err
 		}
+		carried := false // cs itself goes on (unchanged, or the start)
 		discard := false
 		r.retain = r.retain[:0]
 		for _, nc := range r.next {
+			carried = carried || nc == cs
 			switch {
 			case nc.state.isFinal():
 				nc.doneAt = ts
@@ -308,6 +338,7 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 			case nc.state.isStop():
 				discard = true
 				r.releaseNode(nc.prev, nc.version)
+				r.freeComp(nc)
 			default:
 				r.retain = append(r.retain, nc)
 			}
@@ -315,11 +346,15 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 		if discard {
 			for _, nc := range r.retain {
 				r.releaseNode(nc.prev, nc.version)
+				r.freeComp(nc)
 			}
 		} else {
 			for _, nc := range r.retain {
 				newPartial.offer(nc)
 			}
+		}
+		if !carried {
+			r.freeComp(cs)
 		}
 	}
 	if err := r.processMatches(potential, newPartial, res); err != nil {
@@ -381,6 +416,7 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 			res.Timeouts = append(res.Timeouts, Timeout{Match: r.materialize(r.extractOne(cs)), At: at})
 		}
 		r.releaseNode(cs.prev, cs.version)
+		r.freeComp(cs)
 	}
 	if err := r.processMatches(potential, newPartial, res); err != nil {
 		return err
@@ -506,10 +542,10 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 				v = cs.version.increase(takeToSkip + ignoreToVisit).addStage()
 				ignoreToVisit--
 			}
-			out = r.addComputation(out, &computation{
+			out = r.addComputation(out, r.newComp(computation{
 				state: t.dst, version: v, startTs: cs.startTs, prevTs: cs.prevTs,
 				prev: cs.prev, startID: cs.startID, hasStart: cs.hasStart,
-			})
+			}))
 		case actTake:
 			cur := cs.version.increase(takeToVisit)
 			next := cur.addStage()
@@ -520,19 +556,19 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 			if start {
 				startTs, startID = w.ts, buf.id
 			}
-			out = r.addComputation(out, &computation{
+			out = r.addComputation(out, r.newComp(computation{
 				state: t.dst, version: next, startTs: startTs, prevTs: w.ts,
 				prev: entry, startID: startID, hasStart: true,
-			})
+			}))
 			fin, err := r.findFinalAfterProceed(ctx, t.dst, w.ev)
 			if err != nil {
 				return out, err
 			}
 			if fin != nil {
-				out = r.addComputation(out, &computation{
+				out = r.addComputation(out, r.newComp(computation{
 					state: fin, version: next, startTs: startTs, prevTs: w.ts,
 					prev: entry, startID: startID, hasStart: true,
-				})
+				}))
 			}
 		}
 	}
@@ -601,6 +637,7 @@ func (r *Run) processMatches(potential, partial *compQueue, res *Result) error {
 		paths := r.extract(earliest.prev, earliest.version)
 		if len(paths) == 0 {
 			r.releaseNode(earliest.prev, earliest.version)
+			r.freeComp(earliest)
 			continue
 		}
 		id, ok, err := r.pruningID(paths)
@@ -615,6 +652,7 @@ func (r *Run) processMatches(potential, partial *compQueue, res *Result) error {
 		m.At = earliest.doneAt
 		res.Matches = append(res.Matches, m)
 		r.releaseNode(earliest.prev, earliest.version)
+		r.freeComp(earliest)
 	}
 	return nil
 }
@@ -638,6 +676,9 @@ func (r *Run) prune(q *compQueue, pruning eventID) {
 		}
 		return false
 	})
+	for _, d := range discard {
+		r.freeComp(d)
+	}
 }
 
 // extractOne returns the single path of a computation (empty if it has taken
@@ -737,6 +778,9 @@ func (r *Run) enforceLimit(res *Result) {
 		r.releaseNode(c.prev, c.version)
 	}
 	r.partial.removeIf(func(c *computation) bool { return dead[c] })
+	for c := range dead {
+		r.freeComp(c)
+	}
 	r.summarize()
 	res.Dropped += excess
 }
