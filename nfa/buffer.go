@@ -101,7 +101,7 @@ func (r *Run) put(stage int, ev *bufEvent, prev *node, version dewey) *node {
 		r.nodes.put(k, n)
 		ev.refs++
 	}
-	n.edges = append(n.edges, &edge{target: prev, version: version})
+	n.edges = append(n.edges, r.newEdge(prev, version))
 	return n
 }
 
@@ -140,6 +140,7 @@ func (r *Run) releaseNode(n *node, version dewey) {
 				if e.target != nil {
 					stack = append(stack, releaseItem{e.target, e.version})
 				}
+				r.freeEdge(e) // only its node's edge list held it
 				continue
 			}
 			kept = append(kept, e)
@@ -218,4 +219,24 @@ func (r *Run) extract(n *node, version dewey) []path {
 		}
 	}
 	return result
+}
+
+// newEdge returns an edge to target, reusing a released one.
+func (r *Run) newEdge(target *node, version dewey) *edge {
+	if n := len(r.freeEdges); n > 0 {
+		e := r.freeEdges[n-1]
+		r.freeEdges[n-1] = nil
+		r.freeEdges = r.freeEdges[:n-1]
+		*e = edge{target: target, version: version}
+		return e
+	}
+	return &edge{target: target, version: version}
+}
+
+// freeEdge takes back an edge its node dropped.
+func (r *Run) freeEdge(e *edge) {
+	if len(r.freeEdges) < 4096 {
+		*e = edge{}
+		r.freeEdges = append(r.freeEdges, e)
+	}
 }

@@ -110,8 +110,10 @@ type scratch struct {
 	edges        []*transition
 	releaseStack []releaseItem
 	walk         []*node
-	// freeComps are computations no queue holds any more, for reuse.
+	// freeComps are computations no queue holds any more, and freeEdges
+	// edges their node dropped, for reuse.
 	freeComps []*computation
+	freeEdges []*edge
 }
 
 // newComp returns a computation set to c, reusing a freed one.
