@@ -32,6 +32,19 @@ func (d dewey) addStage() dewey {
 	return out
 }
 
+// increaseAndStage returns d.increase(n) and its addStage(), in one
+// allocation (the two never grow in place: each has its length as
+// capacity).
+func (d dewey) increaseAndStage(n int) (cur, next dewey) {
+	buf := make([]int32, 2*len(d)+1)
+	copy(buf, d)
+	buf[len(d)-1] += int32(n)
+	copy(buf[len(d):], buf[:len(d)])
+	cur = dewey(buf[:len(d):len(d)])
+	next = dewey(buf[len(d) : 2*len(d)+1 : 2*len(d)+1])
+	return cur, next
+}
+
 // compatible reports whether d is compatible with o: o is a proper prefix of
 // d, or both have the same length, equal leading digits and d's last digit
 // is >= o's.

@@ -549,8 +549,7 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 				prev: cs.prev, startID: cs.startID, hasStart: cs.hasStart,
 			}))
 		case actTake:
-			cur := cs.version.increase(takeToVisit)
-			next := cur.addStage()
+			cur, next := cs.version.increaseAndStage(takeToVisit)
 			takeToVisit--
 			buf := r.eventOf(w)
 			entry := r.put(t.src.stage, buf, cs.prev, cur)
