@@ -69,8 +69,11 @@ lint: ## Check formatting (gofmt), run go vet and the import rules (internal/lin
 # RACE_PKGS are the packages with concurrency, tested again under -race
 # (which needs cgo): compiled conditions evaluated from many goroutines
 # (rules/internal/cond), concurrent generator runs (internal/gen), the
-# differential tester's parallel runners (internal/difftest).
-RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/
+# differential tester's parallel runners (internal/difftest), the partition
+# reader's goroutines and the concurrent checkpoint writer (runtime,
+# runtime/state), and cep, whose engine the streaming runtime will run on
+# several goroutines.
+RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/ ./runtime/... ./cep/
 
 test: flink-tools test-go ## What CI runs: flink-tools, test-go, then diff-flink-small (needs Java 17 and Maven).
 	@$(MAKE) --no-print-directory diff-flink-small
