@@ -8,6 +8,7 @@ import (
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // runOperator is the operator_harness driver (Flink's CEPOperatorTest): the
@@ -192,6 +193,13 @@ func RunCaseChanging(in *Input, mode Mode, changes []RuleChange) (r *Result) {
 // sweep). Tests of cold keys set it to 1: every element then sweeps.
 var SharedCompactEvery int
 
+// SharedStateRecords makes the snapshot_restore steps of runShared write
+// the operator's state as records into one in-memory store, changed keys
+// only (SharedOperator.SnapshotTo), and restore from the store
+// (RestoreSharedOperatorFrom), instead of the one-blob Snapshot. Tests of
+// the state records set it.
+var SharedStateRecords bool
+
 // runShared is the operator_harness driver of a case with several rules:
 // one cep.SharedOperator hosts them all, and each rule's result is its
 // share of the output (its matches and timeouts, and the late elements and
@@ -236,6 +244,7 @@ func runShared(in *Input, mode Mode, changes []RuleChange, r *Result) error {
 	if err != nil {
 		return fmt.Errorf("new operator: %w", err)
 	}
+	store := state.NewMem() // the case's state records (SharedStateRecords)
 	for k, n := range nfas {
 		if n != nil && !later[k] {
 			if err := op.AddRule(cep.SharedRule{ID: k, NFA: n}); err != nil {
@@ -299,7 +308,7 @@ func runShared(in *Input, mode Mode, changes []RuleChange, r *Result) error {
 		case stepProcessingTime:
 			via, err = ViaTime, op.SetProcessingTime(event.Time(*st.ProcessingTime), &out)
 		case stepSnapshotRestore:
-			op, err = snapshotRestoreShared(op, cfg, nfas)
+			op, err = snapshotRestoreShared(op, cfg, nfas, store)
 			if err != nil {
 				failAll(i, err)
 				return nil
@@ -357,14 +366,26 @@ func ruleErrors(err error) []error {
 }
 
 // snapshotRestoreShared is snapshotRestore for a shared operator.
-func snapshotRestoreShared(op *cep.SharedOperator, cfg cep.SharedConfig, nfas []*nfa.NFA) (*cep.SharedOperator, error) {
-	snap, err := op.Snapshot()
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
+// With SharedStateRecords it goes through store, which every
+// snapshot_restore step of the case writes into in turn.
+func snapshotRestoreShared(op *cep.SharedOperator, cfg cep.SharedConfig, nfas []*nfa.NFA, store *state.Mem) (*cep.SharedOperator, error) {
 	var rules []cep.SharedRule
 	for _, id := range op.Rules() {
 		rules = append(rules, cep.SharedRule{ID: id, NFA: nfas[id]})
+	}
+	if SharedStateRecords {
+		if err := op.SnapshotTo(store, "shared"); err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		restored, err := cep.RestoreSharedOperatorFrom(cfg, rules, store.Snapshot(), "shared")
+		if err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+		return restored, nil
+	}
+	snap, err := op.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	restored, err := cep.RestoreSharedOperator(cfg, rules, snap)
 	if err != nil {

@@ -100,11 +100,14 @@ func TestSharedOperatorEqualsOperatorPerRule(t *testing.T) {
 
 // TestSharedOperatorColdKeys is the same with a sweep after every element
 // and watermark: every key untouched since the previous one is frozen into
-// its record and thawed by its next element (cep/cold.go), which must
-// change nothing.
+// its record and thawed by its next element (cep/cold.go), and with the
+// cases' snapshot_restore steps going through state records in one store
+// (only the keys changed since the previous step written,
+// RestoreSharedOperatorFrom), which must change nothing.
 func TestSharedOperatorColdKeys(t *testing.T) {
 	conformance.SharedCompactEvery = 1
-	defer func() { conformance.SharedCompactEvery = 0 }()
+	conformance.SharedStateRecords = true
+	defer func() { conformance.SharedCompactEvery, conformance.SharedStateRecords = 0, false }()
 	nWide, nNarrow := 200, 200
 	if testing.Short() {
 		nWide, nNarrow = 50, 50

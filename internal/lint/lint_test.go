@@ -52,7 +52,7 @@ var importRules = map[string]importRule{
 		"cep", "event", "rules", "rulesets", "internal/gen", "internal/rulestest",
 	}},
 	"internal/gen":         {imports: []string{"event"}},
-	"internal/conformance": {imports: []string{"event", "nfa", "rules", "cep"}},
+	"internal/conformance": {imports: []string{"event", "nfa", "rules", "cep", "runtime/state"}},
 	// The runner of the tests written in ruleset files (cepheus test).
 	"internal/rulestest": {imports: []string{"event", "nfa", "rules", "cep"}},
 	// The runner's command (make conformance) is a thin main over the
