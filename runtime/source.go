@@ -164,10 +164,14 @@ func newFileSource(r io.Reader, name string, closer io.Closer, cfg SourceConfig)
 		s.r = bufio.NewReaderSize(s.gz, cfg.BufferBytes)
 	}
 	// A UTF-8 byte order mark (Windows tools write one) is not JSON: skip it
-	// rather than reject line 1. Offsets still count it.
-	if bom, _ := s.r.Peek(len(utf8BOM)); bytes.Equal(bom, utf8BOM) {
-		s.r.Discard(len(utf8BOM))
-		s.off = int64(len(utf8BOM))
+	// rather than reject line 1. Offsets still count it. Only a first byte
+	// of 0xef makes it worth waiting for three bytes: a live stream whose
+	// first line is shorter must not stall.
+	if first, _ := s.r.Peek(1); len(first) == 1 && first[0] == utf8BOM[0] {
+		if bom, _ := s.r.Peek(len(utf8BOM)); bytes.Equal(bom, utf8BOM) {
+			s.r.Discard(len(utf8BOM))
+			s.off = int64(len(utf8BOM))
+		}
 	}
 	return s, nil
 }

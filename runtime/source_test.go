@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // readAll drains a source into "line@offset:data" strings, with
@@ -257,5 +258,38 @@ func TestFileSourceStdin(t *testing.T) {
 	}
 	if _, err := r.Stat(); err != nil {
 		t.Errorf("Close closed stdin: %v", err)
+	}
+}
+
+// TestSourceShortFirstLineDoesNotStall: on a live stream whose first line
+// is shorter than a byte-order mark, the source yields it without waiting
+// for more input.
+func TestSourceShortFirstLineDoesNotStall(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	got := make(chan string, 1)
+	go func() {
+		s, err := NewFileSource(pr, "live", SourceConfig{})
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		rec, err := s.Next()
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- string(rec.Data)
+	}()
+	if _, err := pw.Write([]byte("7\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case line := <-got:
+		if line != "7" {
+			t.Fatalf("first record %q, want \"7\"", line)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the source waits for more input before yielding a 2-byte first line")
 	}
 }
