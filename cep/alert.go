@@ -59,26 +59,15 @@ func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
 // the engine reuses it and its slices for the next alert. The matched
 // events themselves are never modified and may be kept.
 type Alert struct {
-	// ID is the deterministic alert id ([AlertID]).
-	ID string
-	// Rule, Ruleset, RulesetVersion (the full hex hash of the ruleset) and
-	// Severity name where the alert comes from.
-	Rule, Ruleset, RulesetVersion, Severity string
-	// KeyFields and Key are the rule's key fields and their values, from
-	// the match's first event (the same length; a missing value is null).
-	KeyFields []string
-	Key       []event.Value
-	// DetectedAt is the event time at which the match completed.
-	DetectedAt event.Time
-	// Stages names the rule's stages; Matched[i] are the events stage i
-	// took, in the order it took them (empty for a stage that took none).
-	Stages  []string
-	Matched [][]*event.Event
-	// EmitNames and Emit are the rule's emitted fields and their values
-	// over the match (the same length; a value whose expression failed is
-	// null).
-	EmitNames []string
-	Emit      []event.Value
+	// jsonev.Alert holds the fields, promoted: ID (the deterministic
+	// alert id, [AlertID]), Rule, Ruleset, RulesetVersion (the full hex
+	// hash of the ruleset), Severity, KeyFields and Key (the rule's key
+	// fields and their values from the match's first event, null when
+	// missing), DetectedAt (the event time at which the match completed),
+	// Stages and Matched (the events each stage took, in order), EmitNames
+	// and Emit (the emitted fields and their values; null where the
+	// expression failed). The encoder writes it as it is, with no copy.
+	jsonev.Alert
 }
 
 // AlertEncoder writes alerts as JSON lines, the one alert format of every
@@ -105,21 +94,7 @@ func newAlertEncoder(rs *rules.Ruleset, schema *event.Schema) *AlertEncoder {
 
 // AppendAlert appends a as one JSON line, newline included, to b.
 func (e *AlertEncoder) AppendAlert(b []byte, a *Alert) []byte {
-	ja := jsonev.Alert{
-		ID:             a.ID,
-		Rule:           a.Rule,
-		Ruleset:        a.Ruleset,
-		RulesetVersion: a.RulesetVersion,
-		Severity:       a.Severity,
-		KeyFields:      a.KeyFields,
-		Key:            a.Key,
-		DetectedAt:     a.DetectedAt,
-		Stages:         a.Stages,
-		Matched:        a.Matched,
-		EmitNames:      a.EmitNames,
-		Emit:           a.Emit,
-	}
-	return e.enc.AppendAlert(b, &ja)
+	return e.enc.AppendAlert(b, &a.Alert)
 }
 
 // appendLate appends a late event as one JSON line ({"line", "time",
@@ -130,7 +105,7 @@ func (e *AlertEncoder) appendLate(b []byte, ev *event.Event) []byte { return e.e
 // the rule's key values from the match's first event, the emits
 // evaluated over the match.
 func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item) {
-	*a = Alert{
+	a.Alert = jsonev.Alert{
 		ID:             AlertID(r, it.Key, it.Match.Events),
 		Rule:           r.Name,
 		Ruleset:        rs.Name,
