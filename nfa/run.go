@@ -202,12 +202,12 @@ type Run struct {
 	// Result's, set by every call that takes one.
 	*scratch
 
-	maxPartial int // 0: unlimited
+	maxPartial int32 // 0: unlimited
 
 	// Cached by summarize after every change of partial.
-	nonStart    int
-	deadline    event.Time
+	nonStart    int32
 	hasDeadline bool
+	deadline    event.Time
 }
 
 // Reset empties r so that it can be used again as if made by
@@ -263,7 +263,7 @@ func (r *Run) summarize() {
 // limit is the run's configuration, not its state: it is not encoded, Reset
 // keeps it, and the operator sets it on every run it makes or restores, so
 // changing it needs no recompilation.
-func (r *Run) SetMaxPartialMatches(n int) { r.maxPartial = n }
+func (r *Run) SetMaxPartialMatches(n int) { r.maxPartial = int32(min(n, math.MaxInt32)) }
 
 // NFA returns the automaton the run belongs to.
 func (r *Run) NFA() *NFA { return r.nfa }
@@ -271,7 +271,7 @@ func (r *Run) NFA() *NFA { return r.nfa }
 // PartialMatches returns the number of partial matches (the start
 // computation excluded) and of completed matches held back by the skip
 // strategy.
-func (r *Run) PartialMatches() int { return r.completed.len() + r.nonStart }
+func (r *Run) PartialMatches() int { return r.completed.len() + int(r.nonStart) }
 
 // BufferedEvents returns the number of distinct events the shared buffer
 // holds.
@@ -754,7 +754,7 @@ func (r *Run) materialize(p path) Match {
 // enforceLimit drops the partial matches that started latest while the run
 // holds more than its limit (see docs/decisions.md).
 func (r *Run) enforceLimit(res *Result) {
-	limit := r.maxPartial
+	limit := int(r.maxPartial)
 	if limit <= 0 {
 		return
 	}

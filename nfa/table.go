@@ -1,14 +1,18 @@
 package nfa
 
-// table is a map that keeps its first entries in two slices, searched
-// linearly, and moves them to a Go map once it holds more than
+// table is a map that keeps its first entries in one slice of pairs,
+// searched linearly, and moves them to a Go map once it holds more than
 // tableSlots: most runs hold a handful of events, nodes and event counters,
 // for which a Go map costs an allocation of a few hundred bytes per run
 // and a hash on every access. Iteration order is unspecified, as a map's.
 type table[K comparable, V any] struct {
-	keys []K
-	vals []V
-	m    map[K]V // nil while the entries fit in the slices
+	pairs []tablePair[K, V]
+	m     map[K]V // nil while the entries fit in pairs
+}
+
+type tablePair[K comparable, V any] struct {
+	k K
+	v V
 }
 
 const tableSlots = 8
@@ -17,7 +21,7 @@ func (t *table[K, V]) len() int {
 	if t.m != nil {
 		return len(t.m)
 	}
-	return len(t.keys)
+	return len(t.pairs)
 }
 
 func (t *table[K, V]) get(k K) (V, bool) {
@@ -25,9 +29,9 @@ func (t *table[K, V]) get(k K) (V, bool) {
 		v, ok := t.m[k]
 		return v, ok
 	}
-	for i := range t.keys {
-		if t.keys[i] == k {
-			return t.vals[i], true
+	for i := range t.pairs {
+		if t.pairs[i].k == k {
+			return t.pairs[i].v, true
 		}
 	}
 	var zero V
@@ -39,24 +43,23 @@ func (t *table[K, V]) put(k K, v V) {
 		t.m[k] = v
 		return
 	}
-	for i := range t.keys {
-		if t.keys[i] == k {
-			t.vals[i] = v
+	for i := range t.pairs {
+		if t.pairs[i].k == k {
+			t.pairs[i].v = v
 			return
 		}
 	}
-	if len(t.keys) < tableSlots {
-		t.keys = append(t.keys, k)
-		t.vals = append(t.vals, v)
+	if len(t.pairs) < tableSlots {
+		t.pairs = append(t.pairs, tablePair[K, V]{k, v})
 		return
 	}
 	t.m = make(map[K]V, 2*tableSlots)
-	for i := range t.keys {
-		t.m[t.keys[i]] = t.vals[i]
+	for _, p := range t.pairs {
+		t.m[p.k] = p.v
 	}
 	t.m[k] = v
-	clear(t.vals)
-	t.keys, t.vals = t.keys[:0], t.vals[:0]
+	clear(t.pairs)
+	t.pairs = t.pairs[:0]
 }
 
 func (t *table[K, V]) del(k K) {
@@ -64,13 +67,12 @@ func (t *table[K, V]) del(k K) {
 		delete(t.m, k)
 		return
 	}
-	for i := range t.keys {
-		if t.keys[i] == k {
-			last := len(t.keys) - 1
-			t.keys[i], t.vals[i] = t.keys[last], t.vals[last]
-			var zero V
-			t.vals[last] = zero
-			t.keys, t.vals = t.keys[:last], t.vals[:last]
+	for i := range t.pairs {
+		if t.pairs[i].k == k {
+			last := len(t.pairs) - 1
+			t.pairs[i] = t.pairs[last]
+			t.pairs[last] = tablePair[K, V]{}
+			t.pairs = t.pairs[:last]
 			return
 		}
 	}
@@ -84,13 +86,13 @@ func (t *table[K, V]) each(f func(K, V)) {
 		}
 		return
 	}
-	for i := len(t.keys) - 1; i >= 0; i-- {
-		f(t.keys[i], t.vals[i])
+	for i := len(t.pairs) - 1; i >= 0; i-- {
+		f(t.pairs[i].k, t.pairs[i].v)
 	}
 }
 
-// reset empties t, keeping the slices' storage.
+// reset empties t, keeping the slice's storage.
 func (t *table[K, V]) reset() {
-	clear(t.vals)
-	t.keys, t.vals, t.m = t.keys[:0], t.vals[:0], nil
+	clear(t.pairs)
+	t.pairs, t.m = t.pairs[:0], nil
 }
