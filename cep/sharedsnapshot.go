@@ -119,8 +119,12 @@ func (o *SharedOperator) SnapshotTo(w state.Writer, op state.OperatorID) error {
 	if err := w.Put(state.Key{Operator: op, KeyGroup: headerGroup}, b); err != nil {
 		return err
 	}
-	for _, ks := range o.keys {
-		ks.dirty = false
+	// Only the listed keys carry the flag (touch sets it while tracking):
+	// a checkpoint costs the changed keys, not all of them.
+	for _, k := range o.dirty {
+		if ks := o.keys[k]; ks != nil {
+			ks.dirty = false
+		}
 	}
 	clear(o.dirty)
 	o.dirty, o.allDirty, o.tracking = o.dirty[:0], false, true
@@ -322,19 +326,14 @@ func (o *SharedOperator) decode(b []byte) error {
 	return nil
 }
 
-// rearm arms the timers of the restored keys; the restored operator has
-// written nothing, so no key is dirty. The heap breaks ties by the keys'
+// rearm arms the timers of the restored keys (decoding and settling them
+// marks none dirty). The heap breaks ties by the keys'
 // ranks and then the keys, a total order, and each rule's order comes from
 // its own ranks: the order of arming is free.
 func (o *SharedOperator) rearm() {
 	for _, ks := range o.keys {
 		o.settle(ks)
 	}
-	for _, ks := range o.keys {
-		ks.dirty = false
-	}
-	clear(o.dirty)
-	o.dirty = o.dirty[:0]
 }
 
 func (d *decoder) end() error {
