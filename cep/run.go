@@ -220,6 +220,30 @@ func (h *hostOperator) ProcessElement(ev *event.Event, ts event.Time, out runtim
 	return h.dispatch(errors.Join(errs...), out)
 }
 
+// processMasked is ProcessElement for a subtask of a streaming job: only
+// the shared operators of the key specifications in mask (bits of
+// Engine.specs) take ev, the others' keys belong to other subtasks.
+func (h *hostOperator) processMasked(ev *event.Event, mask uint64, out runtime.Collector[emitted]) error {
+	var errs []error
+	for i := range h.keyOps {
+		if mask&(1<<i) == 0 {
+			continue
+		}
+		ko := &h.keyOps[i]
+		if hasNullKey(ev, ko.spec.slots) {
+			for _, r := range ko.spec.rules {
+				h.rules[r].noKey++
+			}
+			continue
+		}
+		err := ko.op.ProcessElement(ev, ev.Time, &ko.out)
+		if derr := h.drain(ko, out); derr != nil || err != nil {
+			errs = append(errs, derr, err)
+		}
+	}
+	return h.dispatch(errors.Join(errs...), out)
+}
+
 func (h *hostOperator) ProcessWatermark(w event.Watermark, out runtime.Collector[emitted]) error {
 	var errs []error
 	for i := range h.keyOps {
@@ -331,22 +355,70 @@ func (h *hostOperator) Restore(r state.Reader) error {
 	if err != nil {
 		return err
 	}
+	alerts, late, rules, err := h.decodeCounters(b)
+	if err != nil {
+		return err
+	}
+	h.alerts, h.late, h.rules = alerts, late, rules
+	return nil
+}
+
+// decodeCounters decodes the engine's counter record.
+func (h *hostOperator) decodeCounters(b []byte) (alerts, late int64, rules []ruleCounters, err error) {
 	d := event.Reader{B: b, Corrupt: ErrCorruptSnapshot}
 	if d.Byte() != counterStateVersion {
 		d.Fail()
 	}
-	alerts, late := d.Varint(), d.Varint()
+	alerts, late = d.Varint(), d.Varint()
 	if d.Count() != len(h.rules) {
 		d.Fail()
 	}
-	rules := make([]ruleCounters, len(h.rules))
+	rules = make([]ruleCounters, len(h.rules))
 	for i := range rules {
 		rules[i] = ruleCounters{alerts: d.Varint(), overflow: d.Varint(), noKey: d.Varint()}
 	}
 	if d.Err != nil || len(d.B) != 0 {
-		return fmt.Errorf("%w: the engine's counters", ErrCorruptSnapshot)
+		return 0, 0, nil, fmt.Errorf("%w: the engine's counters", ErrCorruptSnapshot)
 	}
-	h.alerts, h.late, h.rules = alerts, late, rules
+	return alerts, late, rules, nil
+}
+
+// restoreParts restores the host of a subtask owning the key groups of
+// groups from the stores of the subtasks of a checkpoint taken with
+// another parallelism or backend (parts): each shared operator takes its
+// keys in groups; the counters, summed over the parts, go to the subtask
+// with counters set (one per job), the others start at zero.
+func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupRange, counters bool) error {
+	for i := range h.keyOps {
+		ko := &h.keyOps[i]
+		op, err := RestoreSharedOperatorParts(h.e.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counters)
+		if err != nil {
+			return err
+		}
+		ko.op = op
+	}
+	h.alerts, h.late = 0, 0
+	h.rules = make([]ruleCounters, len(h.rules))
+	if !counters {
+		return nil
+	}
+	for _, r := range parts {
+		b, err := oneRecord(r, h.counterRecord)
+		if err != nil {
+			return err
+		}
+		alerts, late, rules, err := h.decodeCounters(b)
+		if err != nil {
+			return err
+		}
+		h.alerts += alerts
+		h.late += late
+		for i, rc := range rules {
+			h.rules[i].alerts += rc.alerts
+			h.rules[i].overflow += rc.overflow
+			h.rules[i].noKey += rc.noKey
+		}
+	}
 	return nil
 }
 

@@ -244,7 +244,76 @@ func snapshotErr(err error) error {
 	return fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 }
 
+// RestoreSharedOperatorParts is [RestoreSharedOperatorFrom] for a change
+// of parallelism: the records of operator op are spread over parts (the
+// stores of the subtasks of a checkpoint), and the operator restored takes
+// the keys of the key groups in groups only. Every part's header holds
+// the same watermark and processing time (the subtasks saw the same
+// ones); its counters are summed when counters is set, else left at zero
+// (so that the subtasks of a job count each event once). Its first
+// SnapshotTo writes every key: it writes into a store of its own.
+func RestoreSharedOperatorParts(cfg SharedConfig, rules []SharedRule, parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counters bool) (*SharedOperator, error) {
+	o, err := NewSharedOperator(cfg, rules...)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.restoreParts(parts, op, groups, counters); err != nil {
+		return nil, snapshotErr(err)
+	}
+	o.allDirty = true
+	return o, nil
+}
+
 func (o *SharedOperator) restoreFrom(r state.Reader, op state.OperatorID) error {
+	return o.restoreParts([]state.Reader{r}, op, state.AllKeyGroups, true)
+}
+
+func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counters bool) error {
+	for i, r := range parts {
+		if err := o.restoreHeader(r, op, i == 0, counters); err != nil {
+			return err
+		}
+	}
+	// Every key group but the header's: a record outside the operator's
+	// groups means the store was written with other KeyGroups.
+	n := o.keyGroups()
+	keys := state.KeyGroupRange{First: groups.First, Last: min(groups.Last, headerGroup-1)}
+	for _, r := range parts {
+		for rec, err := range r.Records(op, keys) {
+			if err != nil {
+				return err
+			}
+			k := rec.Key.Key
+			if g := state.GroupOf(k, n); g != rec.Key.KeyGroup {
+				return fmt.Errorf("%w: key %q in key group %d, want %d (another KeyGroups?)", ErrCorruptSnapshot, string(k), rec.Key.KeyGroup, g)
+			}
+			d := decoder{event.Reader{B: rec.Value, Corrupt: ErrCorruptSnapshot}}
+			if v := d.Byte(); d.Err == nil && v != keyRecordVersion {
+				return fmt.Errorf("%w: key %q: unknown version %d", ErrCorruptSnapshot, string(k), v)
+			}
+			if err := o.decodeKey(&d, k); err != nil {
+				return err
+			}
+			if err := d.end(); err != nil {
+				return err
+			}
+		}
+	}
+	o.rearm()
+	o.allDirty, o.tracking = false, true
+	return nil
+}
+
+// restoreHeader reads the header record of op in r: the first sets the
+// operator's header, the others add their counters (when counters is set)
+// and must agree on the clocks.
+func (o *SharedOperator) restoreHeader(r state.Reader, op state.OperatorID, first, counters bool) error {
+	type counts struct{ dropped, matches, timeouts uint64 }
+	wm, proc, late, overflow := o.watermark, o.procTime, o.late, o.overflow
+	prevRules := make([]counts, len(o.rules))
+	for i, r := range o.rules {
+		prevRules[i] = counts{r.dropped, r.matches, r.timeouts}
+	}
 	header := false
 	for rec, err := range r.Records(op, state.KeyGroupRange{First: headerGroup, Last: headerGroup}) {
 		if err != nil {
@@ -268,31 +337,25 @@ func (o *SharedOperator) restoreFrom(r state.Reader, op state.OperatorID) error 
 	if !header {
 		return fmt.Errorf("%w: operator %s has no header record", ErrCorruptSnapshot, op)
 	}
-	// Every key group but the header's: a record outside the operator's
-	// groups means the store was written with other KeyGroups.
-	groups := o.keyGroups()
-	keys := state.KeyGroupRange{First: 0, Last: headerGroup - 1}
-	for rec, err := range r.Records(op, keys) {
-		if err != nil {
-			return err
-		}
-		k := rec.Key.Key
-		if g := state.GroupOf(k, groups); g != rec.Key.KeyGroup {
-			return fmt.Errorf("%w: key %q in key group %d, want %d (another KeyGroups?)", ErrCorruptSnapshot, string(k), rec.Key.KeyGroup, g)
-		}
-		d := decoder{event.Reader{B: rec.Value, Corrupt: ErrCorruptSnapshot}}
-		if v := d.Byte(); d.Err == nil && v != keyRecordVersion {
-			return fmt.Errorf("%w: key %q: unknown version %d", ErrCorruptSnapshot, string(k), v)
-		}
-		if err := o.decodeKey(&d, k); err != nil {
-			return err
-		}
-		if err := d.end(); err != nil {
-			return err
+	if !counters {
+		o.late, o.overflow = 0, 0
+		for _, r := range o.rules {
+			r.dropped, r.matches, r.timeouts = 0, 0, 0
 		}
 	}
-	o.rearm()
-	o.allDirty, o.tracking = false, true
+	if first {
+		return nil
+	}
+	if o.watermark != wm || o.procTime != proc {
+		return fmt.Errorf("%w: operator %s: the subtasks' clocks differ", ErrCorruptSnapshot, op)
+	}
+	o.late += late
+	o.overflow += overflow
+	for i, r := range o.rules {
+		r.dropped += prevRules[i].dropped
+		r.matches += prevRules[i].matches
+		r.timeouts += prevRules[i].timeouts
+	}
 	return nil
 }
 

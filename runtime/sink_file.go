@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -103,7 +104,13 @@ func NewFileSink(dir, prefix string, subtask int) (*FileSink, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("runtime: file sink: %w", err)
 	}
-	return &FileSink{dir: dir, prefix: prefix, subtask: subtask}, nil
+	s := &FileSink{dir: dir, prefix: prefix, subtask: subtask}
+	if failpoint.Armed() {
+		// The crash tests kill the process at the sink's dangerous steps
+		// ("sink.precommit.synced", "sink.commit.renamed", ...).
+		s.failpoint = func(name string) error { failpoint.Hit("sink." + name); return nil }
+	}
+	return s, nil
 }
 
 func checkPrefix(p string) error {
@@ -429,4 +436,41 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// FileSinkSubtasks returns how many subtask indexes the part files of
+// prefix in dir name: one more than the largest subtask with a file of
+// any kind (in progress, pending or committed), 0 when there is none or
+// dir does not exist. A job restarting with fewer subtasks than it had
+// recovers the sinks of the others too, so that their pending files are
+// committed or deleted.
+func FileSinkSubtasks(dir, prefix string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("runtime: file sink: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		name := strings.TrimPrefix(e.Name(), ".")
+		rest, ok := strings.CutPrefix(name, prefix+"-")
+		if !ok {
+			continue
+		}
+		digits := rest
+		if i := strings.IndexAny(rest, "-."); i >= 0 {
+			digits = rest[:i]
+		}
+		s, err := strconv.Atoi(digits)
+		if err != nil || s < 0 || strconv.Itoa(s) != digits {
+			continue
+		}
+		probe := &FileSink{dir: dir, prefix: prefix, subtask: s}
+		if kind, _ := probe.parseName(e.Name()); kind != partNone && s+1 > n {
+			n = s + 1
+		}
+	}
+	return n, nil
 }

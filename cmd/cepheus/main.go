@@ -7,6 +7,8 @@
 //	cepheus test [-run regexp] [-v] [files or directories]
 //	                                       run the tests written inside ruleset files
 //	cepheus backtest -rules R -events E    replay a file of events through a ruleset
+//	cepheus run -rules R -events E -state S -alerts A
+//	                                       run a ruleset live, checkpointed, exactly once
 //	cepheus gen [-o file]                  write synthetic card events with labelled fraud
 //	cepheus version                        print the version (also -version, --version)
 //	cepheus help [command]                 explain a command
@@ -25,10 +27,11 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// The first Ctrl-C cancels ctx (a backtest then ends with its
 		// summary); the next one kills, as without the handler.
@@ -88,7 +91,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, genCommand, versionCommand}
+	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, runCommand, genCommand, versionCommand}
 }
 
 func lookup(name string) *command {

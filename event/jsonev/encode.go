@@ -40,6 +40,7 @@ type Alert struct {
 // DeadLetter is a record that could not become an event.
 type DeadLetter struct {
 	Ruleset string // the ruleset whose run rejected it; "" leaves the field out
+	File    string // the input file (partition) it came from; "" leaves the field out
 	Line    int64  // 1-based line number
 	Offset  int64  // byte offset of the line in the (decompressed) input
 	Reason  string // why
@@ -187,6 +188,11 @@ func AppendDeadLetter(b []byte, d DeadLetter) []byte {
 	if d.Ruleset != "" {
 		b = append(b, `"ruleset":`...)
 		b = AppendString(b, d.Ruleset)
+		b = append(b, ',')
+	}
+	if d.File != "" {
+		b = append(b, `"file":`...)
+		b = AppendString(b, d.File)
 		b = append(b, ',')
 	}
 	b = append(b, `"line":`...)

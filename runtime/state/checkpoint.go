@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
 	"hash/crc32"
 	"io"
 	iofs "io/fs"
@@ -408,7 +409,13 @@ const (
 	stepComplete                        // chk-N synced: the checkpoint is complete
 )
 
+var stepNames = [...]string{"written", "synced", "renamed", "parent-synced", "marker-renamed", "complete"}
+
+// String names the step, as the failpoints "checkpoint.NAME" do.
+func (s commitStep) String() string { return stepNames[s] }
+
 func (d *CheckpointDir) step(s commitStep) error {
+	failpoint.Hit("checkpoint." + s.String())
 	if d.crash == nil {
 		return nil
 	}

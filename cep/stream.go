@@ -1,0 +1,577 @@
+package cep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
+)
+
+// Backend names a state backend of [Engine.Stream].
+type Backend string
+
+// The state backends.
+const (
+	// BackendMemory keeps every subtask's state records in memory; each
+	// checkpoint writes them to a file under the state directory.
+	BackendMemory Backend = "memory"
+	// BackendPebble keeps every subtask's state records in a Pebble
+	// database of its own under the state directory (work/sub-N); a
+	// checkpoint hard-links its files, so it is incremental.
+	BackendPebble Backend = "pebble"
+)
+
+// StreamConfig configures [Engine.Stream]. Events and StateDir are
+// required; so is an alerts output (AlertsDir or Alerts).
+type StreamConfig struct {
+	// Events is the input: a JSON-lines file (plain or gzip), a directory
+	// of them (*.jsonl and *.jsonl.gz, each a partition, in name order),
+	// or "-" for standard input (Stdin, default os.Stdin).
+	Events string
+	Stdin  io.Reader
+	// Follow keeps reading the files as they grow, and a directory's new
+	// files, until the context is cancelled; PollInterval (default 100ms)
+	// is how often a file at its end is looked at.
+	Follow       bool
+	PollInterval time.Duration
+	// StateDir holds the checkpoints (chk-N) and the Pebble working
+	// databases. A run on a state directory that has a complete
+	// checkpoint resumes from it.
+	StateDir string
+	// AlertsDir receives the alerts exactly once: committed part files
+	// alerts-S-N.jsonl (subtask S, checkpoint N). When it is empty, the
+	// alerts go to Alerts when a checkpoint completes, at most once after
+	// a crash.
+	AlertsDir string
+	Alerts    io.Writer
+	// LateDir and DeadDir receive the late events (late-S-N.jsonl) and
+	// the dead letters (dead-0-N.jsonl) exactly once; empty: only
+	// counted.
+	LateDir, DeadDir string
+	// CheckpointInterval is the time between two checkpoint barriers
+	// (default 1s); CheckpointTimeout aborts a checkpoint that takes
+	// longer (default 1m; its transaction joins the next one);
+	// MinPause is the least time from the end of a checkpoint to the next
+	// barrier (default 0).
+	CheckpointInterval, CheckpointTimeout, MinPause time.Duration
+	// Keep is how many complete checkpoints are kept (default 3).
+	Keep int
+	// Parallelism is the number of subtasks, each owning a range of key
+	// groups (default: the number of CPUs). It may change between runs
+	// over one state directory.
+	Parallelism int
+	// Backend is the state backend (default BackendMemory). It may change
+	// between runs.
+	Backend Backend
+	// IdleTimeout marks a partition idle after that long without a record
+	// (followed input only; default 0: never); WallClockAdvance moves the
+	// watermark on by the wall time elapsed while every followed
+	// partition is idle, so absence rules fire on a quiet stream.
+	IdleTimeout      time.Duration
+	WallClockAdvance bool
+	// Progress, when set, is called every ProgressInterval (default 10s)
+	// and once at the end, on the coordinator's goroutine.
+	Progress         func(StreamProgress)
+	ProgressInterval time.Duration
+	// Logf, when set, receives one-line messages about the run (the
+	// checkpoint restored, a checkpoint aborted).
+	Logf func(format string, args ...any)
+}
+
+// StreamProgress is what the progress callback of [Engine.Stream] sees.
+type StreamProgress struct {
+	StreamStats
+	Elapsed time.Duration
+}
+
+// StreamStats are the counters of a streaming run, cumulative over the
+// runs of one state directory.
+type StreamStats struct {
+	Records, Decoded, Dead int64
+	Late, Alerts           int64
+	// Watermark is the last watermark forwarded; MaxEventTime the largest
+	// event time read (their difference is the watermark lag).
+	Watermark, MaxEventTime event.Time
+	// Checkpoints and Aborted count this run's complete and aborted
+	// checkpoints; LastCheckpoint is the id of the latest complete one
+	// (restored or taken), LastDuration how long it took from barrier to
+	// commit.
+	Checkpoints, Aborted int64
+	LastCheckpoint       int64
+	LastDuration         time.Duration
+}
+
+// StreamResult is the outcome of [Engine.Stream].
+type StreamResult struct {
+	Summary
+	Stats StreamStats
+	// Restored is the checkpoint the run resumed from (0: a fresh start).
+	Restored int64
+	// AlreadyFinished says that the state directory's run had read its
+	// input to the end: nothing was read or written.
+	AlreadyFinished bool
+	// Finished says that the run read its input to the end (its final
+	// checkpoint says so); false after a cancellation.
+	Finished bool
+}
+
+// ErrRestore is wrapped by the errors of a checkpoint that cannot be
+// restored with this engine and configuration.
+var ErrRestore = errors.New("cep: cannot resume from the checkpoint")
+
+// streamFormat is the version of the job metadata of a checkpoint.
+const streamFormat = 1
+
+func (c *StreamConfig) withDefaults() (StreamConfig, error) {
+	d := *c
+	var errs []error
+	if d.Events == "" {
+		errs = append(errs, errors.New("no input (Events)"))
+	}
+	if d.StateDir == "" {
+		errs = append(errs, errors.New("no state directory"))
+	}
+	if d.AlertsDir == "" && d.Alerts == nil {
+		errs = append(errs, errors.New("no alerts output"))
+	}
+	if d.CheckpointInterval < 0 || d.CheckpointTimeout < 0 || d.MinPause < 0 || d.IdleTimeout < 0 ||
+		d.ProgressInterval < 0 || d.PollInterval < 0 || d.Keep < 0 || d.Parallelism < 0 {
+		errs = append(errs, errors.New("negative interval, count or parallelism"))
+	}
+	switch d.Backend {
+	case "":
+		d.Backend = BackendMemory
+	case BackendMemory, BackendPebble:
+	default:
+		errs = append(errs, fmt.Errorf("unknown state backend %q (memory or pebble)", d.Backend))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return d, fmt.Errorf("cep: stream: %w", err)
+	}
+	if d.CheckpointInterval == 0 {
+		d.CheckpointInterval = time.Second
+	}
+	if d.CheckpointTimeout == 0 {
+		d.CheckpointTimeout = time.Minute
+	}
+	if d.Parallelism == 0 {
+		d.Parallelism = goruntime.NumCPU()
+	}
+	if d.ProgressInterval == 0 {
+		d.ProgressInterval = 10 * time.Second
+	}
+	if d.Logf == nil {
+		d.Logf = func(string, ...any) {}
+	}
+	return d, nil
+}
+
+// Stream runs the engine's rules as a live, checkpointed job (docs/
+// operations.md; DESIGN.md, "Dataflow"): one goroutine reads the input's
+// partitions and decodes, keys and routes each event to the subtasks
+// that own its keys (key groups, [state.GroupOf], split into
+// cfg.Parallelism ranges), each subtask a goroutine that solely owns its
+// operators, state and sinks. Watermarks and checkpoint barriers travel
+// in band over the bounded channels to the subtasks, so a slow subtask
+// slows the reader and nothing is dropped. Every CheckpointInterval a
+// barrier makes a checkpoint in StateDir: source positions, watermarks,
+// the subtasks' state records and the sinks' pending transactions, then
+// the sinks commit. A later Stream over the same StateDir resumes from
+// the latest complete checkpoint.
+//
+// With bounded input (no Follow) the run ends as a backtest does: the
+// final watermark, a final checkpoint marked finished, and nil; run again
+// on that StateDir, it returns at once (AlreadyFinished). When ctx is
+// cancelled it stops reading, takes a final checkpoint and returns
+// ctx's error with the result. The engine's own outputs (WithAlerts,
+// WithLate, WithDeadLetters) and observers are not used: cfg names the
+// outputs.
+func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(e.specs) > 64 {
+		return nil, fmt.Errorf("cep: stream: %d key specifications, at most 64", len(e.specs))
+	}
+	if e.cfg.gcSet {
+		defer debug.SetGCPercent(debug.SetGCPercent(e.cfg.gcPercent))
+	}
+	if e.cfg.memoryLimit > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(e.cfg.memoryLimit))
+	}
+	j := &job{e: e, cfg: c, start: time.Now()}
+	res, err := j.run(ctx)
+	if cerr := j.close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return res, err
+}
+
+// job is one [Engine.Stream]: the coordinator (the goroutine that called
+// Stream, which also reads and routes) and its subtasks.
+type job struct {
+	e     *Engine
+	cfg   StreamConfig
+	start time.Time
+	dir   *state.CheckpointDir
+	meta  *jobMeta // of the restored checkpoint; nil for a fresh start
+
+	subs   []*streamSubtask
+	owner  []int // subtask of each key group
+	failed chan error
+	acks   chan ack
+	wg     sync.WaitGroup
+	stop   context.CancelFunc // stops the subtasks (on a failure)
+	sctx   context.Context
+
+	src    *streamSource
+	dead   runtime.CommitSink // nil without DeadDir
+	nextID int64
+	flight *inflight
+
+	stats     StreamStats
+	restored  int64
+	buf       []byte
+	alertsOut *lockedWriter // the alerts without an alerts directory
+}
+
+// jobMeta is the job's metadata blob of a checkpoint ("job"), JSON.
+type jobMeta struct {
+	Format         int
+	Ruleset        string
+	RulesetVersion string
+	KeyGroups      int
+	Parallelism    int
+	Backend        Backend
+	Finished       bool
+	Source         sourceMeta
+	Dead           runtime.PendingState
+	Alerts, Late   []runtime.PendingState // by subtask
+	Stats          StreamStats
+}
+
+// keyGroups is the number of key groups of a job's state.
+const keyGroups = state.DefaultKeyGroups
+
+func (j *job) logf(format string, args ...any) { j.cfg.Logf(format, args...) }
+
+func (j *job) run(ctx context.Context) (*StreamResult, error) {
+	c := &j.cfg
+	var err error
+	if j.dir, err = state.OpenCheckpointDir(c.StateDir, state.WithKeep(c.Keep)); err != nil {
+		return nil, fmt.Errorf("cep: stream: %w", err)
+	}
+	chk, err := j.dir.Latest()
+	switch {
+	case errors.Is(err, state.ErrNoCheckpoint):
+		chk = nil
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+	}
+	if chk != nil {
+		if j.meta, err = j.readMeta(chk); err != nil {
+			return nil, err
+		}
+		j.restored = int64(chk.ID)
+		j.stats = j.meta.Stats
+		j.stats.Checkpoints, j.stats.Aborted = 0, 0
+		j.stats.LastCheckpoint = j.restored
+		if j.meta.Finished {
+			j.logf("the run of %s finished at checkpoint %d: nothing to do", c.StateDir, chk.ID)
+			return j.result(true, true), nil
+		}
+		j.logf("resuming from checkpoint %d (%s, %d subtasks, %s backend)", chk.ID, chk.Dir, j.meta.Parallelism, j.meta.Backend)
+	}
+	j.nextID = j.restored + 1
+	if err := j.openSinks(); err != nil {
+		return nil, err
+	}
+	if err := j.startSubtasks(chk); err != nil {
+		return nil, err
+	}
+	if j.src, err = j.openSource(ctx); err != nil {
+		return nil, err
+	}
+	finished, err := j.loop(ctx)
+	if err != nil {
+		return j.result(false, false), err
+	}
+	res := j.result(false, finished)
+	if !finished {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+func (j *job) readMeta(chk *state.Checkpoint) (*jobMeta, error) {
+	b, err := chk.Meta("job")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+	}
+	var m jobMeta
+	if err := unmarshalMeta(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: checkpoint %d: job metadata: %w", ErrRestore, chk.ID, err)
+	}
+	rs := j.e.cfg.ruleset
+	switch {
+	case m.Format != streamFormat:
+		return nil, fmt.Errorf("%w: checkpoint %d is of job format %d, this build reads %d", ErrRestore, chk.ID, m.Format, streamFormat)
+	case m.RulesetVersion != rs.Hash:
+		return nil, fmt.Errorf("%w: checkpoint %d was taken with ruleset %s version %.12s, these rules are %s version %.12s: state cannot migrate between rulesets yet; resume with the original rules or start over with a new state directory",
+			ErrRestore, chk.ID, m.Ruleset, m.RulesetVersion, rs.Name, rs.Hash)
+	case m.KeyGroups != keyGroups:
+		return nil, fmt.Errorf("%w: checkpoint %d has %d key groups, this build %d", ErrRestore, chk.ID, m.KeyGroups, keyGroups)
+	case m.Parallelism < 1 || len(m.Alerts) != m.Parallelism || len(m.Late) != m.Parallelism:
+		return nil, fmt.Errorf("%w: checkpoint %d: job metadata: %d subtasks with %d and %d sink states", ErrRestore, chk.ID, m.Parallelism, len(m.Alerts), len(m.Late))
+	}
+	return &m, nil
+}
+
+// result gathers the counters of the run. It reads the subtasks' hosts:
+// call it only once they stopped.
+func (j *job) result(already, finished bool) *StreamResult {
+	rs := j.e.cfg.ruleset
+	r := &StreamResult{
+		Summary:         Summary{Ruleset: rs.Name, RulesetVersion: rs.Hash},
+		Restored:        j.restored,
+		AlreadyFinished: already,
+		Finished:        finished,
+	}
+	st := j.stats
+	if len(j.subs) > 0 && !already {
+		st.Late, st.Alerts = 0, 0
+		rules := make([]RuleSummary, len(j.e.rules))
+		for _, s := range j.subs {
+			h := s.host
+			st.Late += h.late
+			st.Alerts += h.alerts
+			for i, cr := range j.e.rules {
+				opStats, _ := h.keyOps[cr.spec].op.RuleStats(i)
+				rr := &rules[i]
+				rr.Rule, rr.Severity = cr.rule.Name, cr.rule.Severity.String()
+				rr.Alerts += h.rules[i].alerts
+				rr.Overflow += h.rules[i].overflow
+				rr.NoKey += h.rules[i].noKey
+				rr.Late += int64(opStats.Late)
+				rr.Dropped += int64(opStats.DroppedPartialMatches)
+				rr.ConditionErrors = cr.rule.ConditionErrors()
+			}
+		}
+		r.Rules = rules
+	}
+	r.Stats = st
+	r.Late, r.Alerts = st.Late, st.Alerts
+	r.Records, r.Decoded, r.Dead = st.Records, st.Decoded, st.Dead
+	r.Watermark = st.Watermark
+	r.BytesRead, r.TotalBytes = -1, -1
+	if j.src != nil {
+		r.FirstDeadLine, r.FirstDeadReason = j.src.firstDeadLine, j.src.firstDeadReason
+	}
+	return r
+}
+
+// close stops whatever still runs and releases the state directory.
+func (j *job) close() error {
+	if j.stop != nil {
+		j.stop()
+	}
+	if j.src != nil {
+		_ = j.src.reader.Close()
+	}
+	j.wg.Wait()
+	var errs []error
+	for _, s := range j.subs {
+		errs = append(errs, s.close())
+	}
+	if j.dead != nil {
+		errs = append(errs, j.dead.Close())
+	}
+	if j.flight != nil {
+		_ = j.flight.w.Abort()
+	}
+	if j.dir != nil {
+		errs = append(errs, j.dir.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	return nil
+}
+
+// openSinks recovers the dead-letter sink (the coordinator's) and the
+// sinks of subtasks the restored checkpoint had and this run has not.
+func (j *job) openSinks() error {
+	if j.cfg.DeadDir != "" {
+		s, err := runtime.NewFileSink(j.cfg.DeadDir, "dead", 0)
+		if err != nil {
+			return err
+		}
+		j.dead = s
+		if err := s.Recover(j.restoredSink(func(m *jobMeta, _ int) (runtime.PendingState, bool) { return m.Dead, true }, 0)); err != nil {
+			return fmt.Errorf("cep: stream: dead letters: %w", err)
+		}
+	}
+	// The sinks of subtasks beyond this run's parallelism: finish what the
+	// checkpoint committed, delete the rest, close.
+	for _, out := range []struct {
+		dir, prefix string
+		of          func(*jobMeta) []runtime.PendingState
+	}{
+		{j.cfg.AlertsDir, "alerts", func(m *jobMeta) []runtime.PendingState { return m.Alerts }},
+		{j.cfg.LateDir, "late", func(m *jobMeta) []runtime.PendingState { return m.Late }},
+	} {
+		if out.dir == "" {
+			continue
+		}
+		n, err := runtime.FileSinkSubtasks(out.dir, out.prefix)
+		if err != nil {
+			return err
+		}
+		if j.meta != nil {
+			n = max(n, j.meta.Parallelism)
+		}
+		for s := j.cfg.Parallelism; s < n; s++ {
+			fs, err := runtime.NewFileSink(out.dir, out.prefix, s)
+			if err != nil {
+				return err
+			}
+			err = fs.Recover(j.restoredSink(func(m *jobMeta, s int) (runtime.PendingState, bool) {
+				if st := out.of(m); s < len(st) {
+					return st[s], true
+				}
+				return runtime.PendingState{}, false
+			}, s))
+			if cerr := fs.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("cep: stream: %s of subtask %d: %w", out.prefix, s, err)
+			}
+		}
+	}
+	return nil
+}
+
+// restoredSink is the state a sink of subtask s recovers: what the
+// restored checkpoint holds for it, else (a subtask the checkpoint did
+// not have) the checkpoint without parts, else (a fresh start) none.
+func (j *job) restoredSink(of func(*jobMeta, int) (runtime.PendingState, bool), s int) runtime.PendingState {
+	if j.meta == nil {
+		return runtime.PendingState{}
+	}
+	if st, ok := of(j.meta, s); ok {
+		return st
+	}
+	return runtime.PendingState{Subtask: s, Checkpoint: j.restored}
+}
+
+// groupRange is the key groups subtask i of n owns.
+func groupRange(i, n int) state.KeyGroupRange {
+	return state.KeyGroupRange{First: state.KeyGroup(i * keyGroups / n), Last: state.KeyGroup((i+1)*keyGroups/n - 1)}
+}
+
+func (j *job) startSubtasks(chk *state.Checkpoint) error {
+	c := &j.cfg
+	n := c.Parallelism
+	j.owner = make([]int, keyGroups)
+	for i := range n {
+		r := groupRange(i, n)
+		for g := int(r.First); g <= int(r.Last); g++ {
+			j.owner[g] = i
+		}
+	}
+	var parts []state.Reader // the old subtasks' stores, on a change of layout
+	var cleanup []func()
+	defer func() {
+		for _, f := range cleanup {
+			f()
+		}
+	}()
+	same := j.meta != nil && j.meta.Parallelism == n && j.meta.Backend == c.Backend
+	if j.meta != nil && !same {
+		j.logf("redistributing the key groups of %d subtasks (%s) onto %d (%s)", j.meta.Parallelism, j.meta.Backend, n, c.Backend)
+		for i := range j.meta.Parallelism {
+			r, done, err := openStore(chk, subtaskStore(i), filepath.Join(c.StateDir, "work", "restore-"+subtaskStore(i)))
+			if err != nil {
+				return err
+			}
+			parts = append(parts, r)
+			cleanup = append(cleanup, done)
+		}
+	}
+	j.failed = make(chan error, n)
+	j.acks = make(chan ack, n)
+	j.sctx, j.stop = context.WithCancel(context.Background())
+	for i := range n {
+		s, err := j.newSubtask(i)
+		if err != nil {
+			return err
+		}
+		j.subs = append(j.subs, s)
+		if err := s.openStore(chk, same); err != nil {
+			return err
+		}
+		if j.meta != nil {
+			if same {
+				err = s.host.Restore(s.store)
+			} else {
+				err = s.host.restoreParts(parts, groupRange(i, n), i == 0)
+			}
+			if err != nil {
+				return fmt.Errorf("%w: subtask %d: %w", ErrRestore, i, err)
+			}
+		}
+	}
+	for _, s := range j.subs {
+		j.wg.Add(1)
+		go func() {
+			defer j.wg.Done()
+			if err := s.run(j.sctx, j.acks); err != nil {
+				j.failed <- fmt.Errorf("subtask %d: %w", s.index, err)
+				j.stop()
+			}
+		}()
+	}
+	return nil
+}
+
+func subtaskStore(i int) string { return fmt.Sprintf("sub-%d", i) }
+
+// openStore opens the store name of chk to read from, whatever its kind;
+// done releases it.
+func openStore(chk *state.Checkpoint, name, workDir string) (state.Reader, func(), error) {
+	for _, si := range chk.Stores() {
+		if si.Name != name {
+			continue
+		}
+		switch si.Kind {
+		case state.KindMem:
+			m, err := chk.OpenMem(name)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %w", ErrRestore, err)
+			}
+			return m, func() {}, nil
+		case state.KindPebble:
+			if err := os.RemoveAll(workDir); err != nil {
+				return nil, nil, err
+			}
+			p, err := chk.OpenPebble(name, workDir)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %w", ErrRestore, err)
+			}
+			return p, func() { _ = p.Close(); _ = os.RemoveAll(workDir) }, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("%w: checkpoint %d has no store %s", ErrRestore, chk.ID, name)
+}

@@ -1,0 +1,277 @@
+package cep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
+)
+
+// inflight is the checkpoint whose barrier went out and whose subtasks
+// have not all answered.
+type inflight struct {
+	id      int64
+	w       *state.CheckpointWriter
+	meta    jobMeta
+	started time.Time
+	got     int
+}
+
+// errStopped is the error of a send to a subtask once the job stopped (a
+// subtask failed; its error is in job.failed).
+var errStopped = errors.New("cep: stream: stopped")
+
+// send hands m to subtask i, waiting while its channel is full (the
+// backpressure), unless the job stopped.
+func (j *job) send(i int, m msg) error {
+	select {
+	case j.subs[i].in <- m:
+		return nil
+	case <-j.sctx.Done():
+		return errStopped
+	}
+}
+
+// tickEvery is the period of the coordinator's timer: checkpoint
+// barriers, timeouts, idleness and progress are looked at this often.
+const tickEvery = 50 * time.Millisecond
+
+// loop is the coordinator: it routes the input's batches, injects the
+// barriers, gathers the acks and commits the checkpoints, until the
+// input ends (finished) or ctx is cancelled; both end with a final
+// checkpoint.
+func (j *job) loop(ctx context.Context) (finished bool, err error) {
+	c := &j.cfg
+	src := j.src
+	defer func() {
+		if errors.Is(err, errStopped) {
+			select {
+			case err = <-j.failed:
+			default:
+			}
+		}
+	}()
+	tick := time.NewTicker(min(tickEvery, c.CheckpointInterval))
+	defer tick.Stop()
+	lastDone := time.Now()
+	nextBarrier := lastDone.Add(c.CheckpointInterval)
+	nextProgress := lastDone.Add(c.ProgressInterval)
+	batches := src.reader.Batches()
+	for {
+		select {
+		case b, ok := <-batches:
+			if !ok {
+				if ctx.Err() != nil {
+					return false, j.finish(false)
+				}
+				if err := src.reader.Err(); err != nil {
+					return false, err
+				}
+				return true, j.finish(true)
+			}
+			if err := src.onBatch(b); err != nil {
+				return false, err
+			}
+		case now := <-tick.C:
+			if c.Follow {
+				if wm, ok := src.pw.Tick(); ok {
+					if err := src.forward(wm); err != nil {
+						return false, err
+					}
+				}
+			}
+			if f := j.flight; f != nil && now.Sub(f.started) > c.CheckpointTimeout {
+				j.logf("checkpoint %d aborted: not complete after %v", f.id, c.CheckpointTimeout)
+				_ = f.w.Abort()
+				j.flight = nil
+				j.stats.Aborted++
+				lastDone = now
+			}
+			if j.flight == nil && !now.Before(nextBarrier) && now.Sub(lastDone) >= c.MinPause {
+				if err := j.barrier(false); err != nil {
+					return false, err
+				}
+				nextBarrier = now.Add(c.CheckpointInterval)
+			}
+			if c.Progress != nil && !now.Before(nextProgress) {
+				nextProgress = now.Add(c.ProgressInterval)
+				c.Progress(j.progress())
+			}
+		case a := <-j.acks:
+			done, err := j.onAck(a)
+			if err != nil {
+				return false, err
+			}
+			if done {
+				lastDone = time.Now()
+			}
+		case err := <-j.failed:
+			return false, err
+		case <-ctx.Done():
+			return false, j.finish(false)
+		}
+	}
+}
+
+// progress is the progress report of now.
+func (j *job) progress() StreamProgress {
+	st := j.stats
+	st.Alerts, st.Late = 0, 0
+	for _, s := range j.subs {
+		st.Alerts += s.alertCount.Load()
+		st.Late += s.lateCount.Load()
+	}
+	return StreamProgress{StreamStats: st, Elapsed: time.Since(j.start)}
+}
+
+// finish ends the run: with the final watermark when the input is
+// exhausted, then (once the checkpoint in flight, if any, is done) a
+// final checkpoint, then the subtasks' end.
+func (j *job) finish(exhausted bool) error {
+	src := j.src
+	if exhausted {
+		if err := src.forward(event.MaxTime); err != nil {
+			return err
+		}
+	}
+	if err := src.flush(); err != nil {
+		return err
+	}
+	if err := j.drain(); err != nil {
+		return err
+	}
+	if err := j.barrier(exhausted); err != nil {
+		return err
+	}
+	if err := j.drain(); err != nil {
+		return err
+	}
+	for i := range j.subs {
+		if err := j.send(i, msg{kind: msgEnd}); err != nil {
+			return err
+		}
+	}
+	j.wg.Wait()
+	select {
+	case err := <-j.failed:
+		return err
+	default:
+	}
+	if j.cfg.Progress != nil {
+		j.cfg.Progress(j.progress())
+	}
+	return nil
+}
+
+// drain waits until no checkpoint is in flight.
+func (j *job) drain() error {
+	timeout := time.NewTimer(j.cfg.CheckpointTimeout)
+	defer timeout.Stop()
+	for j.flight != nil {
+		select {
+		case a := <-j.acks:
+			if _, err := j.onAck(a); err != nil {
+				return err
+			}
+		case err := <-j.failed:
+			return err
+		case <-timeout.C:
+			return fmt.Errorf("cep: stream: checkpoint %d not complete after %v", j.flight.id, j.cfg.CheckpointTimeout)
+		}
+	}
+	return nil
+}
+
+// barrier starts checkpoint nextID: the source's state and the dead
+// letters' transaction now, then a barrier to every subtask after what is
+// queued for it. final marks the checkpoint of a run whose input ended.
+func (j *job) barrier(final bool) error {
+	src := j.src
+	if err := src.flush(); err != nil {
+		return err
+	}
+	id := j.nextID
+	j.nextID++
+	failpoint.Hit("barrier.before")
+	w, err := j.dir.Begin(state.CheckpointID(id))
+	if err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	f := &inflight{id: id, w: w, started: time.Now()}
+	j.flight = f
+	rs := j.e.cfg.ruleset
+	f.meta = jobMeta{
+		Format: streamFormat, Ruleset: rs.Name, RulesetVersion: rs.Hash,
+		KeyGroups: keyGroups, Parallelism: len(j.subs), Backend: j.cfg.Backend, Finished: final,
+		Alerts: make([]runtime.PendingState, len(j.subs)),
+		Late:   make([]runtime.PendingState, len(j.subs)),
+		Stats:  j.stats,
+	}
+	if f.meta.Source, err = src.meta(); err != nil {
+		return err
+	}
+	if j.dead != nil {
+		if f.meta.Dead, err = j.dead.PreCommit(id); err != nil {
+			return fmt.Errorf("cep: stream: dead letters: %w", err)
+		}
+	}
+	for i := range j.subs {
+		if err := j.send(i, msg{kind: msgBarrier, id: id, w: w}); err != nil {
+			return err
+		}
+	}
+	failpoint.Hit("barrier.after")
+	return nil
+}
+
+// onAck takes a subtask's ack; the last one of the checkpoint in flight
+// completes it: the job's metadata, the commit of the checkpoint
+// directory, then the sinks' commits. An ack of an aborted checkpoint is
+// dropped (its transactions join the next checkpoint's).
+func (j *job) onAck(a ack) (done bool, err error) {
+	f := j.flight
+	if f == nil || a.id != f.id {
+		return false, nil
+	}
+	if a.err != nil {
+		return false, fmt.Errorf("cep: stream: checkpoint %d: subtask %d: %w", a.id, a.sub, a.err)
+	}
+	f.meta.Alerts[a.sub], f.meta.Late[a.sub] = a.alerts, a.late
+	if f.got++; f.got < len(j.subs) {
+		return false, nil
+	}
+	data, err := json.Marshal(&f.meta)
+	if err != nil {
+		return false, err
+	}
+	if err := f.w.PutMeta("job", data); err != nil {
+		return false, fmt.Errorf("cep: stream: %w", err)
+	}
+	if err := f.w.Commit(); err != nil {
+		return false, fmt.Errorf("cep: stream: %w", err)
+	}
+	j.flight = nil
+	failpoint.Hit("commit.before-sinks")
+	if j.dead != nil {
+		if err := j.dead.Commit(f.id); err != nil {
+			return false, fmt.Errorf("cep: stream: dead letters: %w", err)
+		}
+	}
+	for i := range j.subs {
+		if err := j.send(i, msg{kind: msgCommit, id: f.id}); err != nil {
+			return false, err
+		}
+	}
+	j.stats.Checkpoints++
+	j.stats.LastCheckpoint = f.id
+	j.stats.LastDuration = time.Since(f.started)
+	return true, nil
+}
+
+func unmarshalMeta(b []byte, m *jobMeta) error { return json.Unmarshal(b, m) }

@@ -1,0 +1,269 @@
+package cep
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
+)
+
+// streamSource is the reading side of a job, run by the coordinator: the
+// partition reader, the decoder, the partitions' watermarks, and the
+// batches being filled for the subtasks.
+type streamSource struct {
+	j         *job
+	reader    *runtime.PartitionReader
+	dec       *jsonev.Decoder
+	pw        *runtime.PartitionWatermarks
+	positions map[string]runtime.Position
+	names     map[int]string // partition names by index
+	// sinceWM counts the events since the last watermark check (every
+	// Engine's watermarkEvery events, as a backtest's generator);
+	// forwarded is the last watermark sent to the subtasks.
+	sinceWM   int
+	forwarded event.Watermark
+	pending   [][]elem // by subtask
+	route     []routeTo
+	ev        *event.Event
+
+	firstDeadLine   int64
+	firstDeadReason string
+}
+
+// routeTo is a subtask and the key specifications of an event it owns.
+type routeTo struct {
+	sub  int
+	mask uint64
+}
+
+// sourceMeta is the source's part of a checkpoint.
+type sourceMeta struct {
+	Positions       []runtime.Position
+	Watermarks      []byte
+	Forwarded       int64
+	SinceWatermark  int
+	FirstDeadLine   int64
+	FirstDeadReason string
+}
+
+func (j *job) openSource(ctx context.Context) (*streamSource, error) {
+	c := &j.cfg
+	dec, err := jsonev.NewDecoder(j.e.decoder)
+	if err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
+	pwc := runtime.PartitionWatermarksConfig{OutOfOrderness: j.e.cfg.outOfOrderness}
+	if c.Follow {
+		pwc.IdleTimeout, pwc.WallClockAdvance = c.IdleTimeout, c.WallClockAdvance
+	}
+	pw, err := runtime.NewPartitionWatermarks(pwc)
+	if err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
+	s := &streamSource{
+		j: j, dec: dec, pw: pw,
+		positions: map[string]runtime.Position{},
+		names:     map[int]string{},
+		forwarded: event.MinTime,
+		pending:   make([][]elem, len(j.subs)),
+	}
+	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, Stdin: c.Stdin}
+	if m := j.meta; m != nil {
+		if err := pw.Restore(m.Source.Watermarks); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+		}
+		s.forwarded = event.Watermark(m.Source.Forwarded)
+		s.sinceWM = m.Source.SinceWatermark
+		s.firstDeadLine, s.firstDeadReason = m.Source.FirstDeadLine, m.Source.FirstDeadReason
+		rc.Resume = m.Source.Positions
+		for _, p := range m.Source.Positions {
+			s.positions[p.File] = p
+		}
+	}
+	r, err := runtime.NewPartitionReader(ctx, c.Events, rc)
+	if err != nil {
+		if j.meta != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+		}
+		return nil, err
+	}
+	s.reader = r
+	return s, nil
+}
+
+// meta is the source's state at a barrier: every batch received so far is
+// routed.
+func (s *streamSource) meta() (sourceMeta, error) {
+	wm, err := s.pw.AppendBinary(nil)
+	if err != nil {
+		return sourceMeta{}, err
+	}
+	m := sourceMeta{
+		Watermarks: wm, Forwarded: int64(s.forwarded), SinceWatermark: s.sinceWM,
+		FirstDeadLine: s.firstDeadLine, FirstDeadReason: s.firstDeadReason,
+	}
+	for _, p := range s.positions {
+		m.Positions = append(m.Positions, p)
+	}
+	return m, nil
+}
+
+// seqOf is the Seq of the event of line in partition p: the line itself
+// for the first partition (as a backtest numbers a file's events), the
+// partition in the high bits for the others, so that Seq is unique and
+// the same in every run over the same input.
+func seqOf(p int, line int64) uint64 { return uint64(p)<<40 | uint64(line) }
+
+// onBatch decodes, routes and (at the watermark cadence) forwards
+// watermarks for the records of b.
+func (s *streamSource) onBatch(b runtime.Batch) error {
+	j := s.j
+	p := b.Partition
+	if b.Opened {
+		if err := s.pw.Add(p, j.cfg.Follow); err != nil {
+			return err
+		}
+		s.names[p.Index] = p.Name
+	}
+	for i := range b.Records {
+		rec := &b.Records[i]
+		j.stats.Records++
+		if rec.Reason != "" {
+			if err := s.deadLetter(p, rec, rec.Reason); err != nil {
+				return err
+			}
+			continue
+		}
+		if s.ev == nil {
+			s.ev = new(event.Event)
+		}
+		if err := s.dec.Decode(rec.Data, s.ev); err != nil {
+			if err := s.deadLetter(p, rec, err.Error()); err != nil {
+				return err
+			}
+			continue
+		}
+		ev := s.ev
+		s.ev = nil
+		ev.Seq = seqOf(p.Index, rec.Line)
+		j.stats.Decoded++
+		j.stats.MaxEventTime = max(j.stats.MaxEventTime, ev.Time)
+		if err := s.routeEvent(ev); err != nil {
+			return err
+		}
+		s.pw.OnEvent(p.Index, ev.Time)
+		if s.sinceWM++; s.sinceWM >= j.e.cfg.watermarkEvery {
+			s.sinceWM = 0
+			if err := s.forward(s.pw.Current()); err != nil {
+				return err
+			}
+		}
+	}
+	s.positions[p.Name] = b.End
+	if b.Done {
+		s.pw.Finish(p.Index)
+		if err := s.forward(s.pw.Current()); err != nil {
+			return err
+		}
+	}
+	return s.flush()
+}
+
+func (s *streamSource) deadLetter(p runtime.Partition, rec *runtime.Record, reason string) error {
+	j := s.j
+	j.stats.Dead++
+	if s.firstDeadLine == 0 {
+		s.firstDeadLine, s.firstDeadReason = rec.Line, reason
+	}
+	if j.dead == nil {
+		return nil
+	}
+	j.buf = jsonev.AppendDeadLetter(j.buf[:0], jsonev.DeadLetter{
+		Ruleset: j.e.cfg.ruleset.Name, File: p.Name, Line: rec.Line, Offset: rec.Offset, Reason: reason, Data: rec.Data,
+	})
+	return j.dead.Write(j.buf)
+}
+
+// routeEvent queues ev for every subtask that owns one of its keys (an
+// event lacking a key field goes to subtask 0, which counts it).
+func (s *streamSource) routeEvent(ev *event.Event) error {
+	j := s.j
+	s.route = s.route[:0]
+	for si := range j.e.specs {
+		spec := &j.e.specs[si]
+		sub := 0
+		if !hasNullKey(ev, spec.slots) {
+			sub = j.owner[state.GroupOf(spec.key(ev), keyGroups)]
+		}
+		found := false
+		for k := range s.route {
+			if s.route[k].sub == sub {
+				s.route[k].mask |= 1 << si
+				found = true
+			}
+		}
+		if !found {
+			s.route = append(s.route, routeTo{sub: sub, mask: 1 << si})
+		}
+	}
+	for _, r := range s.route {
+		if s.pending[r.sub] == nil {
+			select {
+			case s.pending[r.sub] = <-j.subs[r.sub].free:
+			default:
+				s.pending[r.sub] = make([]elem, 0, batchElems)
+			}
+		}
+		s.pending[r.sub] = append(s.pending[r.sub], elem{ev: ev, mask: r.mask})
+		if len(s.pending[r.sub]) == batchElems {
+			if err := s.flushSub(r.sub); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// forward sends wm to every subtask when it is ahead of the last one sent.
+func (s *streamSource) forward(wm event.Watermark) error {
+	if wm <= s.forwarded {
+		return nil
+	}
+	s.forwarded = wm
+	s.j.stats.Watermark = wm
+	return s.broadcast(msg{kind: msgWatermark, wm: wm})
+}
+
+// broadcast sends m to every subtask after what is queued for it.
+func (s *streamSource) broadcast(m msg) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	for i := range s.j.subs {
+		if err := s.j.send(i, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *streamSource) flush() error {
+	for i := range s.pending {
+		if err := s.flushSub(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *streamSource) flushSub(i int) error {
+	if len(s.pending[i]) == 0 {
+		return nil
+	}
+	m := msg{kind: msgElements, elems: s.pending[i]}
+	s.pending[i] = nil
+	return s.j.send(i, m)
+}

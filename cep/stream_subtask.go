@@ -1,0 +1,293 @@
+package cep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
+)
+
+// msgKind says what a message to a subtask carries.
+type msgKind uint8
+
+const (
+	msgElements  msgKind = iota // elems, in arrival order
+	msgWatermark                // wm
+	msgBarrier                  // checkpoint id into w
+	msgCommit                   // checkpoint id is complete: commit the sinks
+	msgEnd                      // no more messages
+)
+
+// msg is what travels over a subtask's channel: elements, watermarks,
+// barriers and commits in band, in the order the coordinator sent them.
+type msg struct {
+	kind  msgKind
+	elems []elem
+	wm    event.Watermark
+	id    int64
+	w     *state.CheckpointWriter
+}
+
+// elem is one event for a subtask, with the key specifications (bits of
+// Engine.specs) whose keys the subtask owns.
+type elem struct {
+	ev   *event.Event
+	mask uint64
+}
+
+// ack is a subtask's answer to a barrier: its sinks' pending states, once
+// its state is in the checkpoint writer.
+type ack struct {
+	sub          int
+	id           int64
+	alerts, late runtime.PendingState
+	err          error
+}
+
+// subtaskBuffer is the capacity, in messages, of a subtask's channel, and
+// batchElems the elements of one message: together, the events that may
+// wait for a subtask.
+const (
+	subtaskBuffer = 8
+	batchElems    = 512
+)
+
+// streamSubtask is one subtask of a job: the goroutine that owns a range
+// of key groups, the engine's operators over them, their state store and
+// the subtask's sinks.
+type streamSubtask struct {
+	j     *job
+	index int
+	host  *hostOperator
+	in    chan msg
+	free  chan []elem // element slices handed back to the coordinator
+	store interface {
+		state.Writer
+		state.Reader
+	}
+	mem          *state.Mem
+	peb          *state.Pebble
+	alerts, late runtime.CommitSink
+	buf          []byte
+	// alertCount and lateCount mirror the host's counters for the
+	// coordinator's progress reports.
+	alertCount, lateCount atomic.Int64
+}
+
+func (j *job) newSubtask(i int) (*streamSubtask, error) {
+	host, err := j.e.newHost()
+	if err != nil {
+		return nil, err
+	}
+	host.needAlerts = true
+	host.events = nil // observers are the backtest's
+	s := &streamSubtask{j: j, index: i, host: host, in: make(chan msg, subtaskBuffer), free: make(chan []elem, subtaskBuffer+2)}
+	c := &j.cfg
+	restored := func(of func(*jobMeta) []runtime.PendingState) runtime.PendingState {
+		return j.restoredSink(func(m *jobMeta, s int) (runtime.PendingState, bool) {
+			if st := of(m); s < len(st) {
+				return st[s], true
+			}
+			return runtime.PendingState{}, false
+		}, i)
+	}
+	if c.AlertsDir != "" {
+		fs, err := runtime.NewFileSink(c.AlertsDir, "alerts", i)
+		if err != nil {
+			return nil, err
+		}
+		s.alerts = fs
+	} else {
+		s.alerts = runtime.NewWriterSink(j.sharedAlerts(), i)
+	}
+	if err := s.alerts.Recover(restored(func(m *jobMeta) []runtime.PendingState { return m.Alerts })); err != nil {
+		return nil, fmt.Errorf("cep: stream: alerts of subtask %d: %w", i, err)
+	}
+	if c.LateDir != "" {
+		fs, err := runtime.NewFileSink(c.LateDir, "late", i)
+		if err != nil {
+			return nil, err
+		}
+		s.late = fs
+		if err := fs.Recover(restored(func(m *jobMeta) []runtime.PendingState { return m.Late })); err != nil {
+			return nil, fmt.Errorf("cep: stream: late events of subtask %d: %w", i, err)
+		}
+	}
+	return s, nil
+}
+
+// sharedAlerts is the writer of the alerts without an alerts directory:
+// the subtasks' sinks write it in turn.
+func (j *job) sharedAlerts() io.Writer {
+	if j.alertsOut == nil {
+		j.alertsOut = &lockedWriter{w: j.cfg.Alerts}
+	}
+	return j.alertsOut
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// openStore opens the subtask's state store: restored from its own store
+// in chk when same (the checkpoint has the same subtasks and backend),
+// else empty.
+func (s *streamSubtask) openStore(chk *state.Checkpoint, same bool) error {
+	c := &s.j.cfg
+	name := subtaskStore(s.index)
+	switch c.Backend {
+	case BackendPebble:
+		dir := filepath.Join(c.StateDir, "work", name)
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("cep: stream: %w", err)
+		}
+		var err error
+		if same {
+			s.peb, err = chk.OpenPebble(name, dir)
+		} else {
+			s.peb, err = state.OpenPebble(dir)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrRestore, err)
+		}
+		s.store = s.peb
+	default:
+		if same {
+			m, err := chk.OpenMem(name)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrRestore, err)
+			}
+			s.mem = m
+		} else {
+			s.mem = state.NewMem()
+		}
+		s.store = s.mem
+	}
+	return nil
+}
+
+func (s *streamSubtask) close() error {
+	var errs []error
+	if s.alerts != nil {
+		errs = append(errs, s.alerts.Close())
+	}
+	if s.late != nil {
+		errs = append(errs, s.late.Close())
+	}
+	if s.peb != nil {
+		errs = append(errs, s.peb.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// run processes the subtask's messages until msgEnd, or until ctx is
+// cancelled (the job failed).
+func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
+	for {
+		var m msg
+		select {
+		case m = <-s.in:
+		case <-ctx.Done():
+			return nil
+		}
+		var err error
+		switch m.kind {
+		case msgElements:
+			for _, el := range m.elems {
+				if err = s.host.processMasked(el.ev, el.mask, s); err != nil {
+					break
+				}
+			}
+			clear(m.elems)
+			select {
+			case s.free <- m.elems[:0]:
+			default:
+			}
+		case msgWatermark:
+			err = s.host.ProcessWatermark(m.wm, s)
+		case msgBarrier:
+			s.barrier(m, acks)
+		case msgCommit:
+			err = s.alerts.Commit(m.id)
+			if err == nil && s.late != nil {
+				err = s.late.Commit(m.id)
+			}
+		case msgEnd:
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		s.alertCount.Store(s.host.alerts)
+		s.lateCount.Store(s.host.late)
+	}
+}
+
+// Collect writes the host's outputs to the subtask's sinks.
+func (s *streamSubtask) Collect(x emitted) error {
+	switch {
+	case x.alert != nil:
+		s.buf = s.j.e.encoder.AppendAlert(s.buf[:0], x.alert)
+		return s.alerts.Write(s.buf)
+	case x.late != nil && s.late != nil:
+		s.buf = s.j.e.encoder.appendLate(s.buf[:0], x.late)
+		return s.late.Write(s.buf)
+	}
+	return nil
+}
+
+// barrier takes the subtask's part of checkpoint m.id: the sinks'
+// transactions end, the operators' changed records go to the store, the
+// store to the checkpoint writer. The ack goes out once the store is in
+// (a memory store's file is written by a goroutine of its own, from an
+// immutable snapshot, so that the subtask goes on at once).
+func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
+	a := ack{sub: s.index, id: m.id}
+	var err error
+	defer func() {
+		if err != nil {
+			a.err = err
+			acks <- a
+		}
+	}()
+	if a.alerts, err = s.alerts.PreCommit(m.id); err != nil {
+		return
+	}
+	if s.late != nil {
+		if a.late, err = s.late.PreCommit(m.id); err != nil {
+			return
+		}
+	}
+	if err = s.host.Snapshot(s.store); err != nil {
+		return
+	}
+	failpoint.Hit("snapshot.mid")
+	name := subtaskStore(s.index)
+	if s.peb != nil {
+		if err = m.w.AddPebble(name, s.peb); err == nil {
+			acks <- a
+		}
+		return
+	}
+	snap := s.mem.Snapshot()
+	go func() {
+		a.err = m.w.AddMem(name, snap)
+		acks <- a
+	}()
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+var runCommand = &command{
+	name:  "run",
+	usage: "cepheus run -rules file|dir -events file|dir|- -state dir -alerts dir|- [flags]",
+	help: `Run runs a ruleset as a live engine: it reads events, detects, and
+writes alerts, taking a checkpoint every -checkpoint-interval, so that a
+run stopped in any way (Ctrl-C, SIGTERM, kill -9, a power cut) resumes
+where its last checkpoint stands when started again with the same -state
+directory, and no alert is lost or written twice (docs/operations.md).
+
+Input: -events is a JSON-lines file (plain or gzip), a directory of
+*.jsonl and *.jsonl.gz files (each one a partition with its own position
+and watermark, read in name order), or - for standard input. With -follow
+the files are read as they grow, and new files of the directory as they
+appear, until the run is stopped; a line is decoded only once its newline
+has arrived. Without -follow the run ends at the end of the input as a
+backtest does (final watermark, final checkpoint, exit 0); run again on a
+state directory whose run has finished, it exits 0 at once.
+
+Output: -alerts DIR receives committed part files alerts-S-N.jsonl
+(subtask S, checkpoint N): a reader of DIR/*.jsonl sees every alert once,
+whatever moment the process died. Files being written have names that do
+not end in .jsonl. -late DIR and -dead-letter DIR work the same way for
+late events and undecodable lines. -alerts - writes the alerts to stdout
+when their checkpoint completes: at most once after a crash.
+
+State: -state DIR holds the checkpoints (chk-N, the last -keep of them)
+and, with -state-backend pebble, the subtasks' Pebble databases. A restore
+that cannot be honoured (other rules, an unknown format, a corrupt
+checkpoint) is refused with an error; a torn newest checkpoint falls back
+to the one before. -parallelism may change between runs: key groups are
+redistributed.
+
+Stop: SIGINT or SIGTERM takes a final checkpoint and exits 0; a second
+signal exits at once. Progress goes to stderr every -progress interval.
+`,
+}
+
+func init() { runCommand.run = runRun }
+
+type runFlags struct {
+	rules, events, state, alerts, late, dead string
+	follow                                   bool
+	poll                                     time.Duration
+	interval, timeout, minPause              time.Duration
+	keep, parallelism                        int
+	backend                                  string
+	outOfOrder, idle                         time.Duration
+	wallClock                                bool
+	watermarkEvery                           int
+	maxPartial, maxBuffered                  int
+	timeUnit                                 string
+	progress                                 time.Duration
+	quiet                                    bool
+	memoryLimit                              byteSize
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f runFlags
+	fs := newFlagSet(runCommand, stdout)
+	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory holding one *.cep file (required)")
+	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them, or - for stdin (required)")
+	fs.StringVar(&f.state, "state", "", "state directory: checkpoints and working state; created when missing (required)")
+	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (required)")
+	fs.StringVar(&f.late, "late", "", "directory of committed late-event files (default: only counted)")
+	fs.StringVar(&f.dead, "dead-letter", "", "directory of committed dead-letter files (default: only counted)")
+	fs.BoolVar(&f.follow, "follow", false, "keep reading the input as it grows, until stopped")
+	fs.DurationVar(&f.poll, "poll", 100*time.Millisecond, "with -follow, how often a file at its end is looked at")
+	fs.DurationVar(&f.interval, "checkpoint-interval", time.Second, "time between two checkpoints")
+	fs.DurationVar(&f.timeout, "checkpoint-timeout", time.Minute, "a checkpoint not complete after this long is aborted (its output joins the next one)")
+	fs.DurationVar(&f.minPause, "checkpoint-min-pause", 0, "least time between the end of a checkpoint and the next one")
+	fs.IntVar(&f.keep, "keep", 3, "complete checkpoints kept")
+	fs.IntVar(&f.parallelism, "parallelism", 0, "subtasks, each owning a share of the keys (0: the number of CPUs)")
+	fs.StringVar(&f.backend, "state-backend", "memory", "where the state lives between checkpoints: memory or pebble")
+	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
+	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's)")
+	fs.DurationVar(&f.idle, "idle-timeout", 0, "with -follow, a partition without records for this long stops holding the watermark back (0: never)")
+	fs.BoolVar(&f.wallClock, "wall-clock-advance", false, "with -follow, advance the watermark by the wall time elapsed while every input is idle, so absence rules fire on a quiet stream")
+	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
+	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
+	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
+	fs.DurationVar(&f.progress, "progress", 10*time.Second, "time between two progress lines on stderr")
+	fs.BoolVar(&f.quiet, "q", false, "no progress lines and no summary")
+	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes (0: none; GOMEMLIMIT in the environment wins)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fs.usagef("unexpected arguments %q", fs.Args())
+	}
+	if f.rules == "" || f.events == "" || f.state == "" || f.alerts == "" {
+		return fs.usagef("-rules, -events, -state and -alerts are required")
+	}
+	var msgs []string
+	negative := func(flag string, bad bool, v any) {
+		if bad {
+			msgs = append(msgs, fmt.Sprintf("%s %v is negative", flag, v))
+		}
+	}
+	negative("-out-of-orderness", f.outOfOrder < 0, formatDuration(f.outOfOrder))
+	negative("-idle-timeout", f.idle < 0, formatDuration(f.idle))
+	negative("-checkpoint-min-pause", f.minPause < 0, formatDuration(f.minPause))
+	negative("-parallelism", f.parallelism < 0, f.parallelism)
+	negative("-watermark-every", f.watermarkEvery < 0, f.watermarkEvery)
+	negative("-max-partial-matches", f.maxPartial < 0, f.maxPartial)
+	negative("-max-buffered-events", f.maxBuffered < 0, f.maxBuffered)
+	if f.interval <= 0 {
+		msgs = append(msgs, fmt.Sprintf("-checkpoint-interval %s must be positive", formatDuration(f.interval)))
+	}
+	if f.timeout <= 0 {
+		msgs = append(msgs, fmt.Sprintf("-checkpoint-timeout %s must be positive", formatDuration(f.timeout)))
+	}
+	if f.keep < 1 {
+		msgs = append(msgs, fmt.Sprintf("-keep %d: at least 1", f.keep))
+	}
+	if f.progress <= 0 {
+		msgs = append(msgs, fmt.Sprintf("-progress %s must be positive", formatDuration(f.progress)))
+	}
+	backend := cep.Backend(f.backend)
+	if backend != cep.BackendMemory && backend != cep.BackendPebble {
+		msgs = append(msgs, fmt.Sprintf("-state-backend %q: want memory or pebble", f.backend))
+	}
+	input := cep.InputPolicy{}
+	switch f.timeUnit {
+	case "":
+		input.CheckNumericTimes = true
+	case "ms":
+	case "s":
+		input.TimeUnit = cep.Seconds
+	default:
+		msgs = append(msgs, fmt.Sprintf("-time-unit %q: want ms or s", f.timeUnit))
+	}
+	if len(msgs) > 0 {
+		return fs.usagef("%s", strings.Join(msgs, "\ncepheus: run: "))
+	}
+	files, err := rulesetFiles([]string{f.rules})
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(files) == 0:
+		return fmt.Errorf("run: no *.cep files in %s", f.rules)
+	case len(files) > 1:
+		return fmt.Errorf("run: %s holds %d rulesets; a run takes one (name the file)", f.rules, len(files))
+	}
+	src, err := os.ReadFile(files[0])
+	if err != nil {
+		return err
+	}
+	rs, err := rules.Load(files[0], src)
+	if err != nil {
+		if err := printErrors(stderr, err, true); err != nil {
+			return err
+		}
+		return errFound
+	}
+	opts := []cep.Option{
+		cep.WithRuleset(rs),
+		cep.WithOutOfOrderness(f.outOfOrder),
+		cep.WithWatermarkEvery(f.watermarkEvery),
+		cep.WithLimits(f.maxPartial, f.maxBuffered),
+		cep.WithInputPolicy(input),
+	}
+	if f.memoryLimit > 0 {
+		opts = append(opts, cep.WithMemoryLimit(int64(f.memoryLimit)))
+	}
+	e, err := cep.New(opts...)
+	if err != nil {
+		return err
+	}
+	cfg := cep.StreamConfig{
+		Events: f.events, Follow: f.follow, PollInterval: f.poll,
+		StateDir: f.state, LateDir: f.late, DeadDir: f.dead,
+		CheckpointInterval: f.interval, CheckpointTimeout: f.timeout, MinPause: f.minPause,
+		Keep: f.keep, Parallelism: f.parallelism, Backend: backend,
+		IdleTimeout: f.idle, WallClockAdvance: f.wallClock,
+		ProgressInterval: f.progress,
+	}
+	if f.alerts == "-" {
+		cfg.Alerts = stdout
+	} else {
+		cfg.AlertsDir = f.alerts
+	}
+	if !f.quiet {
+		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "run: "+format+"\n", args...) }
+		cfg.Progress = func(p cep.StreamProgress) { fmt.Fprintln(stderr, "run: "+progressLine(p)) }
+	}
+	res, err := e.Stream(ctx, cfg)
+	if res != nil && !f.quiet && !res.AlreadyFinished {
+		printRunSummary(stderr, res)
+	}
+	if err != nil {
+		if res != nil && !res.Finished && errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+			if !f.quiet {
+				fmt.Fprintf(stderr, "run: stopped at checkpoint %d; run the same command to resume\n", res.Stats.LastCheckpoint)
+			}
+			return nil
+		}
+		return &userError{err: err, msg: stripPrefixes(err.Error())}
+	}
+	return nil
+}
+
+// progressLine is a progress report in one line.
+func progressLine(p cep.StreamProgress) string {
+	st := p.StreamStats
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s records", humanInt(st.Records))
+	if s := p.Elapsed.Seconds(); s > 0 {
+		fmt.Fprintf(&b, " (%s/s)", humanInt(int64(float64(st.Records)/s)))
+	}
+	fmt.Fprintf(&b, ", %s alerts, %s late, %s dead", humanInt(st.Alerts), humanInt(st.Late), humanInt(st.Dead))
+	if st.Watermark > event.MinTime && st.Watermark < event.MaxTime {
+		fmt.Fprintf(&b, ", watermark %s (lag %s)", time.UnixMilli(int64(st.Watermark)).UTC().Format(time.RFC3339),
+			formatDuration(time.Duration(st.MaxEventTime-st.Watermark)*time.Millisecond))
+	}
+	if st.LastCheckpoint > 0 {
+		fmt.Fprintf(&b, ", checkpoint %d", st.LastCheckpoint)
+		if st.LastDuration > 0 {
+			fmt.Fprintf(&b, " (%s)", st.LastDuration.Round(time.Millisecond))
+		}
+	}
+	return b.String()
+}
+
+func printRunSummary(w io.Writer, r *cep.StreamResult) {
+	st := r.Stats
+	if r.Restored > 0 {
+		fmt.Fprintf(w, "run: resumed from checkpoint %d\n", r.Restored)
+	}
+	fmt.Fprintf(w, "run: ruleset %s: %s records, %s events, %s alerts, %s late, %s dead letters; %d checkpoints taken, last %d\n",
+		r.Ruleset, humanInt(st.Records), humanInt(st.Decoded), humanInt(st.Alerts), humanInt(st.Late), humanInt(st.Dead),
+		st.Checkpoints, st.LastCheckpoint)
+	for _, rr := range r.Rules {
+		fmt.Fprintf(w, "  %-28s %8s alerts\n", rr.Rule, humanInt(rr.Alerts))
+	}
+}

@@ -1,0 +1,58 @@
+// Package failpoint kills the process at named points, for the crash
+// tests: the environment variable CEPHEUS_FAILPOINT names a point, and
+// the process sends itself SIGKILL when it reaches it, as a power cut or
+// kill -9 would. "name" kills at the first hit, "name@N" at the Nth (N
+// from 1). Unset (the normal case), a point costs one load of a boolean.
+package failpoint
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// EnvVar is the environment variable that arms a failpoint.
+const EnvVar = "CEPHEUS_FAILPOINT"
+
+var (
+	once  sync.Once
+	armed atomic.Bool
+	name  string
+	nth   int64
+	hits  atomic.Int64
+)
+
+func load() {
+	v := os.Getenv(EnvVar)
+	if v == "" {
+		return
+	}
+	name, nth = v, 1
+	if i := strings.LastIndexByte(v, '@'); i >= 0 {
+		if n, err := strconv.ParseInt(v[i+1:], 10, 64); err == nil && n >= 1 {
+			name, nth = v[:i], n
+		}
+	}
+	armed.Store(true)
+}
+
+// Armed reports whether the environment arms a failpoint.
+func Armed() bool {
+	once.Do(load)
+	return armed.Load()
+}
+
+// Hit kills the process when point is the armed failpoint and this is its
+// Nth hit.
+func Hit(point string) {
+	if !Armed() || point != name {
+		return
+	}
+	if hits.Add(1) == nth {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+}
