@@ -86,6 +86,18 @@ type StreamConfig struct {
 	// Logf, when set, receives one-line messages about the run (the
 	// checkpoint restored, a checkpoint aborted).
 	Logf func(format string, args ...any)
+
+	// hooks are the tests' view into a run.
+	hooks streamHooks
+}
+
+// streamHooks let the tests of package cep stop a run at a checkpoint and
+// watch its queues.
+type streamHooks struct {
+	// afterCommit is called on the coordinator once checkpoint id is
+	// complete and its commits are sent; true stops the run there, as a
+	// cancellation would (a final checkpoint follows).
+	afterCommit func(id int64) bool
 }
 
 // StreamProgress is what the progress callback of [Engine.Stream] sees.
@@ -109,6 +121,12 @@ type StreamStats struct {
 	Checkpoints, Aborted int64
 	LastCheckpoint       int64
 	LastDuration         time.Duration
+	// Queued is the events routed to the subtasks and not yet processed
+	// (an event for two subtasks counts twice): bounded by the channels,
+	// it shows the backpressure. RunRecords is the records read by this
+	// run (Records counts those of the runs before it too).
+	Queued     int64
+	RunRecords int64
 }
 
 // StreamResult is the outcome of [Engine.Stream].
@@ -241,6 +259,8 @@ type job struct {
 	flight *inflight
 
 	stats     StreamStats
+	routed    int64 // elements routed to the subtasks
+	startRecs int64 // stats.Records when the run started
 	restored  int64
 	buf       []byte
 	alertsOut *lockedWriter // the alerts without an alerts directory
@@ -291,9 +311,10 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			j.logf("the run of %s finished at checkpoint %d: nothing to do", c.StateDir, chk.ID)
 			return j.result(true, true), nil
 		}
-		j.logf("resuming from checkpoint %d (%s, %d subtasks, %s backend)", chk.ID, chk.Dir, j.meta.Parallelism, j.meta.Backend)
+		j.logf("resuming from checkpoint %d (%s; parallelism %d, %s backend)", chk.ID, chk.Dir, j.meta.Parallelism, j.meta.Backend)
 	}
 	j.nextID = j.restored + 1
+	j.startRecs = j.stats.Records
 	if err := j.openSinks(); err != nil {
 		return nil, err
 	}
@@ -500,7 +521,7 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 	}()
 	same := j.meta != nil && j.meta.Parallelism == n && j.meta.Backend == c.Backend
 	if j.meta != nil && !same {
-		j.logf("redistributing the key groups of %d subtasks (%s) onto %d (%s)", j.meta.Parallelism, j.meta.Backend, n, c.Backend)
+		j.logf("redistributing the key groups: parallelism %d, %s backend -> parallelism %d, %s backend", j.meta.Parallelism, j.meta.Backend, n, c.Backend)
 		for i := range j.meta.Parallelism {
 			r, done, err := openStore(chk, subtaskStore(i), filepath.Join(c.StateDir, "work", "restore-"+subtaskStore(i)))
 			if err != nil {

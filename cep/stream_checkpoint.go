@@ -110,6 +110,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			}
 			if done {
 				lastDone = time.Now()
+				if h := c.hooks.afterCommit; h != nil && h(j.stats.LastCheckpoint) {
+					return false, j.finish(false)
+				}
 			}
 		case err := <-j.failed:
 			return false, err
@@ -123,10 +126,13 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 func (j *job) progress() StreamProgress {
 	st := j.stats
 	st.Alerts, st.Late = 0, 0
+	st.Queued = j.routed
 	for _, s := range j.subs {
 		st.Alerts += s.alertCount.Load()
 		st.Late += s.lateCount.Load()
+		st.Queued -= s.processed.Load()
 	}
+	st.RunRecords = st.Records - j.startRecs
 	return StreamProgress{StreamStats: st, Elapsed: time.Since(j.start)}
 }
 

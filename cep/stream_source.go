@@ -218,6 +218,7 @@ func (s *streamSource) routeEvent(ev *event.Event) error {
 			}
 		}
 		s.pending[r.sub] = append(s.pending[r.sub], elem{ev: ev, mask: r.mask})
+		j.routed++
 		if len(s.pending[r.sub]) == batchElems {
 			if err := s.flushSub(r.sub); err != nil {
 				return err

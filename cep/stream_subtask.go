@@ -81,6 +81,7 @@ type streamSubtask struct {
 	// alertCount and lateCount mirror the host's counters for the
 	// coordinator's progress reports.
 	alertCount, lateCount atomic.Int64
+	processed             atomic.Int64 // elements processed
 }
 
 func (j *job) newSubtask(i int) (*streamSubtask, error) {
@@ -214,6 +215,7 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 					break
 				}
 			}
+			s.processed.Add(int64(len(m.elems)))
 			clear(m.elems)
 			select {
 			case s.free <- m.elems[:0]:

@@ -222,7 +222,7 @@ func progressLine(p cep.StreamProgress) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s records", humanInt(st.Records))
 	if s := p.Elapsed.Seconds(); s > 0 {
-		fmt.Fprintf(&b, " (%s/s)", humanInt(int64(float64(st.Records)/s)))
+		fmt.Fprintf(&b, " (%s/s)", humanInt(int64(float64(st.RunRecords)/s)))
 	}
 	fmt.Fprintf(&b, ", %s alerts, %s late, %s dead", humanInt(st.Alerts), humanInt(st.Late), humanInt(st.Dead))
 	if st.Watermark > event.MinTime && st.Watermark < event.MaxTime {
