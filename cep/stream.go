@@ -127,6 +127,13 @@ type StreamStats struct {
 	// run (Records counts those of the runs before it too).
 	Queued     int64
 	RunRecords int64
+	// LastStall is the longest time a subtask spent on its part of the
+	// latest checkpoint (sinks' pre-commit, state records, the store into
+	// the checkpoint), during which it processed nothing. FirstEvent is
+	// the time from the start of this run (the restore included) to its
+	// first event routed to the subtasks.
+	LastStall  time.Duration
+	FirstEvent time.Duration
 }
 
 // StreamResult is the outcome of [Engine.Stream].

@@ -21,6 +21,7 @@ type inflight struct {
 	meta    jobMeta
 	started time.Time
 	got     int
+	stall   time.Duration // the longest of the subtasks'
 }
 
 // errStopped is the error of a send to a subtask once the job stopped (a
@@ -249,6 +250,7 @@ func (j *job) onAck(a ack) (done bool, err error) {
 		return false, fmt.Errorf("cep: stream: checkpoint %d: subtask %d: %w", a.id, a.sub, a.err)
 	}
 	f.meta.Alerts[a.sub], f.meta.Late[a.sub] = a.alerts, a.late
+	f.stall = max(f.stall, a.stall)
 	if f.got++; f.got < len(j.subs) {
 		return false, nil
 	}
@@ -277,6 +279,7 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	j.stats.Checkpoints++
 	j.stats.LastCheckpoint = f.id
 	j.stats.LastDuration = time.Since(f.started)
+	j.stats.LastStall = f.stall
 	return true, nil
 }
 

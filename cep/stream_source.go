@@ -3,6 +3,7 @@ package cep
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
@@ -218,7 +219,12 @@ func (s *streamSource) routeEvent(ev *event.Event) error {
 			}
 		}
 		s.pending[r.sub] = append(s.pending[r.sub], elem{ev: ev, mask: r.mask})
-		j.routed++
+		if j.routed++; j.routed == 1 {
+			j.stats.FirstEvent = time.Since(j.start)
+			if j.restored > 0 {
+				j.logf("first event %v after the start (restore included)", j.stats.FirstEvent.Round(time.Millisecond))
+			}
+		}
 		if len(s.pending[r.sub]) == batchElems {
 			if err := s.flushSub(r.sub); err != nil {
 				return err

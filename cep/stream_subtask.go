@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/failpoint"
@@ -50,6 +51,7 @@ type ack struct {
 	sub          int
 	id           int64
 	alerts, late runtime.PendingState
+	stall        time.Duration // the subtask's time on the barrier
 	err          error
 }
 
@@ -261,6 +263,7 @@ func (s *streamSubtask) Collect(x emitted) error {
 // immutable snapshot, so that the subtask goes on at once).
 func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 	a := ack{sub: s.index, id: m.id}
+	began := time.Now()
 	var err error
 	defer func() {
 		if err != nil {
@@ -283,11 +286,13 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 	name := subtaskStore(s.index)
 	if s.peb != nil {
 		if err = m.w.AddPebble(name, s.peb); err == nil {
+			a.stall = time.Since(began)
 			acks <- a
 		}
 		return
 	}
 	snap := s.mem.Snapshot()
+	a.stall = time.Since(began)
 	go func() {
 		a.err = m.w.AddMem(name, snap)
 		acks <- a

@@ -232,7 +232,7 @@ func progressLine(p cep.StreamProgress) string {
 	if st.LastCheckpoint > 0 {
 		fmt.Fprintf(&b, ", checkpoint %d", st.LastCheckpoint)
 		if st.LastDuration > 0 {
-			fmt.Fprintf(&b, " (%s)", st.LastDuration.Round(time.Millisecond))
+			fmt.Fprintf(&b, " (%s, stall %s)", st.LastDuration.Round(time.Millisecond), st.LastStall.Round(time.Millisecond))
 		}
 	}
 	return b.String()
