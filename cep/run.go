@@ -47,7 +47,7 @@ func (e *Engine) newRun(src runtime.Source) (*run, error) {
 			}
 		}
 	}
-	host, err := e.newHost()
+	host, err := e.newHost(EventTime)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +149,7 @@ type hostOperator struct {
 	needAlerts    bool
 	alerts, late  int64
 	counterRecord state.Key
+	mode          TimeMode // of the shared operators
 }
 
 // keyOperator is the shared operator of the rules of one key
@@ -165,9 +166,10 @@ type ruleCounters struct {
 	alerts, overflow, noKey int64
 }
 
-func (e *Engine) newHost() (*hostOperator, error) {
+func (e *Engine) newHost(mode TimeMode) (*hostOperator, error) {
 	h := &hostOperator{
 		e:             e,
+		mode:          mode,
 		rules:         make([]ruleCounters, len(e.rules)),
 		needAlerts:    e.cfg.alerts != nil || len(e.cfg.observers) > 0,
 		counterRecord: state.Key{Operator: state.OperatorID("cep/" + e.cfg.ruleset.Name)},
@@ -178,7 +180,7 @@ func (e *Engine) newHost() (*hostOperator, error) {
 		}
 	}
 	for i := range e.specs {
-		op, err := NewSharedOperator(e.sharedConfig(i), e.sharedRules(i)...)
+		op, err := NewSharedOperator(h.sharedConfig(i), e.sharedRules(i)...)
 		if err != nil {
 			return nil, fmt.Errorf("cep: rule %s: %w", e.rules[e.specs[i].rules[0]].rule.Name, err)
 		}
@@ -187,8 +189,10 @@ func (e *Engine) newHost() (*hostOperator, error) {
 	return h, nil
 }
 
-func (e *Engine) sharedConfig(spec int) SharedConfig {
-	return SharedConfig{Key: e.specs[spec].key, MaxBufferedEvents: e.cfg.maxBuffered}
+// sharedConfig is the configuration of the shared operator of key
+// specification spec.
+func (h *hostOperator) sharedConfig(spec int) SharedConfig {
+	return SharedConfig{Key: h.e.specs[spec].key, MaxBufferedEvents: h.e.cfg.maxBuffered, TimeMode: h.mode}
 }
 
 func (e *Engine) sharedRules(spec int) []SharedRule {
@@ -237,6 +241,20 @@ func (h *hostOperator) processMasked(ev *event.Event, mask uint64, out runtime.C
 			continue
 		}
 		err := ko.op.ProcessElement(ev, ev.Time, &ko.out)
+		if derr := h.drain(ko, out); derr != nil || err != nil {
+			errs = append(errs, derr, err)
+		}
+	}
+	return h.dispatch(errors.Join(errs...), out)
+}
+
+// setProcessingTime advances the processing clock of every shared
+// operator to t (processing time only).
+func (h *hostOperator) setProcessingTime(t event.Time, out runtime.Collector[emitted]) error {
+	var errs []error
+	for i := range h.keyOps {
+		ko := &h.keyOps[i]
+		err := ko.op.SetProcessingTime(t, &ko.out)
 		if derr := h.drain(ko, out); derr != nil || err != nil {
 			errs = append(errs, derr, err)
 		}
@@ -345,7 +363,7 @@ func (h *hostOperator) Snapshot(w state.Writer) error {
 func (h *hostOperator) Restore(r state.Reader) error {
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
-		op, err := RestoreSharedOperatorFrom(h.e.sharedConfig(i), h.e.sharedRules(i), r, ko.spec.id)
+		op, err := RestoreSharedOperatorFrom(h.sharedConfig(i), h.e.sharedRules(i), r, ko.spec.id)
 		if err != nil {
 			return err
 		}
@@ -391,7 +409,7 @@ func (h *hostOperator) decodeCounters(b []byte) (alerts, late int64, rules []rul
 func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupRange, counters bool) error {
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
-		op, err := RestoreSharedOperatorParts(h.e.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counters)
+		op, err := RestoreSharedOperatorParts(h.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counters)
 		if err != nil {
 			return err
 		}

@@ -73,6 +73,12 @@ type StreamConfig struct {
 	// Backend is the state backend (default BackendMemory). It may change
 	// between runs.
 	Backend Backend
+	// Time is the notion of time of the rules: EventTime (the default:
+	// the events' timestamps and the watermarks) or ProcessingTime (the
+	// wall clock of the subtask when it processes an event; windows and
+	// absence timeouts run on it, nothing is late, and the input's end
+	// releases nothing).
+	Time TimeMode
 	// IdleTimeout marks a partition idle after that long without a record
 	// (followed input only; default 0: never); WallClockAdvance moves the
 	// watermark on by the wall time elapsed while every followed
@@ -172,6 +178,9 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	if d.CheckpointInterval < 0 || d.CheckpointTimeout < 0 || d.MinPause < 0 || d.IdleTimeout < 0 ||
 		d.ProgressInterval < 0 || d.PollInterval < 0 || d.Keep < 0 || d.Parallelism < 0 {
 		errs = append(errs, errors.New("negative interval, count or parallelism"))
+	}
+	if d.Time > ProcessingTime {
+		errs = append(errs, fmt.Errorf("unknown time mode %d", d.Time))
 	}
 	switch d.Backend {
 	case "":

@@ -87,7 +87,7 @@ type streamSubtask struct {
 }
 
 func (j *job) newSubtask(i int) (*streamSubtask, error) {
-	host, err := j.e.newHost()
+	host, err := j.e.newHost(j.cfg.Time)
 	if err != nil {
 		return nil, err
 	}
@@ -202,14 +202,34 @@ func (s *streamSubtask) close() error {
 // run processes the subtask's messages until msgEnd, or until ctx is
 // cancelled (the job failed).
 func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
+	// In processing time the subtask's clock is the wall clock, read
+	// before each message and every tick (which fires the timers of a
+	// quiet stream).
+	var tick <-chan time.Time
+	processing := s.j.cfg.Time == ProcessingTime
+	if processing {
+		t := time.NewTicker(tickEvery)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		var m msg
 		select {
 		case m = <-s.in:
+		case <-tick:
+			if err := s.host.setProcessingTime(event.Time(time.Now().UnixMilli()), s); err != nil {
+				return err
+			}
+			continue
 		case <-ctx.Done():
 			return nil
 		}
 		var err error
+		if processing && (m.kind == msgElements || m.kind == msgWatermark) {
+			if err := s.host.setProcessingTime(event.Time(time.Now().UnixMilli()), s); err != nil {
+				return err
+			}
+		}
 		switch m.kind {
 		case msgElements:
 			for _, el := range m.elems {

@@ -64,7 +64,7 @@ type runFlags struct {
 	wallClock                                bool
 	watermarkEvery                           int
 	maxPartial, maxBuffered                  int
-	timeUnit                                 string
+	timeUnit, timeMode                       string
 	progress                                 time.Duration
 	quiet                                    bool
 	memoryLimit                              byteSize
@@ -93,6 +93,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&f.wallClock, "wall-clock-advance", false, "with -follow, advance the watermark by the wall time elapsed while every input is idle, so absence rules fire on a quiet stream")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
+	fs.StringVar(&f.timeMode, "time", "event", "notion of time: event (the events' timestamps and watermarks) or processing (the wall clock when an event is processed)")
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
 	fs.DurationVar(&f.progress, "progress", 10*time.Second, "time between two progress lines on stderr")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines and no summary")
@@ -134,6 +135,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	backend := cep.Backend(f.backend)
 	if backend != cep.BackendMemory && backend != cep.BackendPebble {
 		msgs = append(msgs, fmt.Sprintf("-state-backend %q: want memory or pebble", f.backend))
+	}
+	mode := cep.EventTime
+	switch f.timeMode {
+	case "event":
+	case "processing":
+		mode = cep.ProcessingTime
+	default:
+		msgs = append(msgs, fmt.Sprintf("-time %q: want event or processing", f.timeMode))
 	}
 	input := cep.InputPolicy{}
 	switch f.timeUnit {
@@ -188,6 +197,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		StateDir: f.state, LateDir: f.late, DeadDir: f.dead,
 		CheckpointInterval: f.interval, CheckpointTimeout: f.timeout, MinPause: f.minPause,
 		Keep: f.keep, Parallelism: f.parallelism, Backend: backend,
+		Time:        mode,
 		IdleTimeout: f.idle, WallClockAdvance: f.wallClock,
 		ProgressInterval: f.progress,
 	}
