@@ -569,6 +569,9 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 				return fmt.Errorf("%w: subtask %d: %w", ErrRestore, i, err)
 			}
 		}
+		if s.mem != nil {
+			s.mem.start()
+		}
 	}
 	for _, s := range j.subs {
 		j.wg.Add(1)

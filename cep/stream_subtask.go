@@ -1,10 +1,12 @@
 package cep
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"sync"
@@ -76,7 +78,7 @@ type streamSubtask struct {
 		state.Writer
 		state.Reader
 	}
-	mem          *state.Mem
+	mem          *memBackend
 	peb          *state.Pebble
 	alerts, late runtime.CommitSink
 	buf          []byte
@@ -171,18 +173,100 @@ func (s *streamSubtask) openStore(chk *state.Checkpoint, same bool) error {
 		}
 		s.store = s.peb
 	default:
+		base := state.NewMem()
 		if same {
-			m, err := chk.OpenMem(name)
-			if err != nil {
+			var err error
+			if base, err = chk.OpenMem(name); err != nil {
 				return fmt.Errorf("%w: %w", ErrRestore, err)
 			}
-			s.mem = m
-		} else {
-			s.mem = state.NewMem()
 		}
+		s.mem = newMemBackend(s.j.sctx, name, base)
 		s.store = s.mem
 	}
 	return nil
+}
+
+// memBackend is the state store of a subtask with the memory backend. The
+// subtask writes each checkpoint's changed records into a delta; a
+// goroutine of the backend's own applies the deltas in turn to the full
+// table of records, which it alone owns, and writes the table into the
+// checkpoint. So the subtask never copies the table: its stall is the
+// changed records, not the state.
+type memBackend struct {
+	name  string
+	base  *state.Mem // the records as of the last delta applied; the goroutine's once started
+	delta []deltaOp
+	jobs  chan memJob
+	done  chan struct{}
+	ctx   context.Context
+}
+
+type deltaOp struct {
+	k   state.Key
+	v   []byte
+	del bool
+}
+
+// memJob is a delta to apply and the checkpoint to write the table into.
+type memJob struct {
+	ops  []deltaOp
+	w    *state.CheckpointWriter
+	a    ack
+	acks chan<- ack
+}
+
+func newMemBackend(ctx context.Context, name string, base *state.Mem) *memBackend {
+	return &memBackend{name: name, base: base, ctx: ctx, jobs: make(chan memJob, 2), done: make(chan struct{})}
+}
+
+// Put and Delete record a change into the delta.
+func (m *memBackend) Put(k state.Key, v []byte) error {
+	m.delta = append(m.delta, deltaOp{k: k, v: bytes.Clone(v)})
+	return nil
+}
+
+func (m *memBackend) Delete(k state.Key) error {
+	m.delta = append(m.delta, deltaOp{k: k, del: true})
+	return nil
+}
+
+// Records reads the table: only before the goroutine starts (a restore).
+func (m *memBackend) Records(op state.OperatorID, groups state.KeyGroupRange) iter.Seq2[state.Record, error] {
+	return m.base.Records(op, groups)
+}
+
+func (m *memBackend) start() { go m.run() }
+
+func (m *memBackend) run() {
+	defer close(m.done)
+	for job := range m.jobs {
+		for _, op := range job.ops {
+			if op.del {
+				_ = m.base.Delete(op.k)
+			} else {
+				_ = m.base.Put(op.k, op.v)
+			}
+		}
+		job.a.err = job.w.AddMemStore(m.name, m.base)
+		select {
+		case job.acks <- job.a:
+		case <-m.ctx.Done():
+			return
+		}
+	}
+}
+
+// checkpoint hands the delta so far to the goroutine, which acks a once
+// the table is in w.
+func (m *memBackend) checkpoint(w *state.CheckpointWriter, a ack, acks chan<- ack) {
+	ops := m.delta
+	m.delta = nil
+	m.jobs <- memJob{ops: ops, w: w, a: a, acks: acks}
+}
+
+func (m *memBackend) close() {
+	close(m.jobs)
+	<-m.done
 }
 
 func (s *streamSubtask) close() error {
@@ -195,6 +279,9 @@ func (s *streamSubtask) close() error {
 	}
 	if s.peb != nil {
 		errs = append(errs, s.peb.Close())
+	}
+	if s.mem != nil {
+		s.mem.close()
 	}
 	return errors.Join(errs...)
 }
@@ -288,7 +375,7 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 	defer func() {
 		if err != nil {
 			a.err = err
-			acks <- a
+			s.ack(acks, a)
 		}
 	}()
 	if a.alerts, err = s.alerts.PreCommit(m.id); err != nil {
@@ -303,18 +390,22 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 		return
 	}
 	failpoint.Hit("snapshot.mid")
-	name := subtaskStore(s.index)
 	if s.peb != nil {
+		name := subtaskStore(s.index)
 		if err = m.w.AddPebble(name, s.peb); err == nil {
 			a.stall = time.Since(began)
-			acks <- a
+			s.ack(acks, a)
 		}
 		return
 	}
-	snap := s.mem.Snapshot()
 	a.stall = time.Since(began)
-	go func() {
-		a.err = m.w.AddMem(name, snap)
-		acks <- a
-	}()
+	s.mem.checkpoint(m.w, a, acks)
+}
+
+// ack sends a to the coordinator, unless the job stopped.
+func (s *streamSubtask) ack(acks chan<- ack, a ack) {
+	select {
+	case acks <- a:
+	case <-s.j.sctx.Done():
+	}
 }

@@ -379,6 +379,14 @@ func (w *CheckpointWriter) AddMem(name string, s *MemSnapshot) error {
 	return nil
 }
 
+// AddMemStore is [CheckpointWriter.AddMem] of the records m holds now,
+// without a snapshot: m must not be written until AddMemStore returns
+// (its owner calls it, or hands m over). It saves the copy that the
+// first write after a snapshot makes.
+func (w *CheckpointWriter) AddMemStore(name string, m *Mem) error {
+	return w.AddMem(name, &MemSnapshot{recs: m.recs})
+}
+
 // PutMeta adds the metadata blob data under name: what the caller needs
 // besides the stores to restore (source positions, watermarks, the
 // ruleset version, the configuration, its own format version). The
