@@ -89,7 +89,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.backend, "state-backend", "memory", "where the state lives between checkpoints: memory or pebble")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's)")
-	fs.DurationVar(&f.idle, "idle-timeout", 0, "with -follow, a partition without records for this long stops holding the watermark back (0: never)")
+	fs.DurationVar(&f.idle, "idle-timeout", time.Minute, "with -follow, a file without new records for this long stops holding the watermark back until its next record (0: never)")
 	fs.BoolVar(&f.wallClock, "wall-clock-advance", false, "with -follow, advance the watermark by the wall time elapsed while every input is idle, so absence rules fire on a quiet stream")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
