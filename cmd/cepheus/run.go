@@ -68,6 +68,7 @@ type runFlags struct {
 	progress                                 time.Duration
 	quiet                                    bool
 	memoryLimit                              byteSize
+	cpuProfile                               string
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -97,7 +98,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
 	fs.DurationVar(&f.progress, "progress", 10*time.Second, "time between two progress lines on stderr")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines and no summary")
-	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes (0: none; GOMEMLIMIT in the environment wins)")
+	f.memoryLimit = backtestMemoryLimit
+	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins)")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -185,7 +188,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		cep.WithLimits(f.maxPartial, f.maxBuffered),
 		cep.WithInputPolicy(input),
 	}
-	if f.memoryLimit > 0 {
+	// As a backtest's, the heap is mostly short-lived events: collect
+	// less often, within the memory limit (GOGC and GOMEMLIMIT win).
+	if os.Getenv("GOGC") == "" {
+		opts = append(opts, cep.WithGCPercent(backtestGCPercent))
+	}
+	if f.memoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		opts = append(opts, cep.WithMemoryLimit(int64(f.memoryLimit)))
 	}
 	e, err := cep.New(opts...)
@@ -209,6 +217,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if !f.quiet {
 		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "run: "+format+"\n", args...) }
 		cfg.Progress = func(p cep.StreamProgress) { fmt.Fprintln(stderr, "run: "+progressLine(p)) }
+	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	res, err := e.Stream(ctx, cfg)
 	if res != nil && !f.quiet && !res.AlreadyFinished {
