@@ -1,0 +1,246 @@
+package cep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// streamEngine is an engine of engineRules as runEngine builds it.
+func streamEngine(t *testing.T, rules string) *Engine {
+	t.Helper()
+	e, err := New(WithRuleset(loadRules(t, rules)), WithOutOfOrderness(10*time.Second), WithWatermarkEvery(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// streamDirs is the directories of one streaming job.
+type streamDirs struct{ state, alerts, late, dead string }
+
+func newStreamDirs(t *testing.T) streamDirs {
+	d := t.TempDir()
+	return streamDirs{
+		state: filepath.Join(d, "state"), alerts: filepath.Join(d, "alerts"),
+		late: filepath.Join(d, "late"), dead: filepath.Join(d, "dead"),
+	}
+}
+
+func (d streamDirs) config(events string) StreamConfig {
+	return StreamConfig{
+		Events: events, StateDir: d.state, AlertsDir: d.alerts, LateDir: d.late, DeadDir: d.dead,
+		CheckpointInterval: 10 * time.Millisecond, Parallelism: 2,
+	}
+}
+
+// committedLines returns the lines of the committed part files (*.jsonl)
+// of dir, sorted.
+func committedLines(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.SplitAfter(string(b), "\n")...)
+	}
+	lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
+	slices.Sort(lines)
+	return lines
+}
+
+// sortedLines returns the lines of s, sorted.
+func sortedLines(s string) []string {
+	lines := slices.DeleteFunc(strings.SplitAfter(s, "\n"), func(l string) bool { return l == "" })
+	slices.Sort(lines)
+	return lines
+}
+
+// deadKeys returns the line and reason of each dead letter, sorted.
+func deadKeys(t *testing.T, lines []string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range lines {
+		var d struct {
+			Line   int64  `json:"line"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal([]byte(l), &d); err != nil {
+			t.Fatalf("dead letter %q: %v", l, err)
+		}
+		b, _ := json.Marshal(d)
+		out = append(out, string(b))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkLikeBacktest checks that the committed outputs in d are those of a
+// backtest of input: the same alert and late lines, and dead letters of
+// the same lines for the same reasons.
+func checkLikeBacktest(t *testing.T, d streamDirs, input string) {
+	t.Helper()
+	whole, err := runEngine(t, input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole.sum.Alerts == 0 || whole.sum.Late == 0 || whole.sum.Dead == 0 {
+		t.Fatalf("the input should give alerts, late events and dead letters: %+v", whole.sum)
+	}
+	if got, want := committedLines(t, d.alerts), sortedLines(whole.alerts); !slices.Equal(got, want) {
+		t.Errorf("%d alerts committed, the backtest has %d (or they differ)", len(got), len(want))
+	}
+	if got, want := committedLines(t, d.late), sortedLines(whole.late); !slices.Equal(got, want) {
+		t.Errorf("%d late events committed, the backtest has %d (or they differ)", len(got), len(want))
+	}
+	if got := int64(len(committedLines(t, d.dead))); got != whole.sum.Dead {
+		t.Errorf("%d dead letters committed, the backtest has %d", got, whole.sum.Dead)
+	}
+}
+
+// TestStreamFollow follows a file as it grows, with a line whose newline
+// comes later, stops the run by cancelling it, then lets a bounded run
+// on the same state finish the file: together they commit exactly what a
+// backtest of the whole file gives.
+func TestStreamFollow(t *testing.T) {
+	input := engineInput(400)
+	lines := strings.SplitAfter(input, "\n")
+	half := len(lines) / 2
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	first := strings.Join(lines[:half], "")
+	partial := lines[half][:len(lines[half])/2]
+	if err := os.WriteFile(events, []byte(first+partial), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(strings.Count(first, "\n"))
+	var records atomic.Int64
+	cfg := d.config(events)
+	cfg.Follow, cfg.PollInterval = true, 2*time.Millisecond
+	cfg.ProgressInterval = time.Millisecond
+	cfg.Progress = func(p StreamProgress) { records.Store(p.Records) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var res *StreamResult
+	go func() {
+		var err error
+		res, err = streamEngine(t, engineRules).Stream(ctx, cfg)
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for records.Load() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("followed %d records of %d", records.Load(), want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// The partial line is held back, never decoded, while it lacks its
+	// newline.
+	time.Sleep(50 * time.Millisecond)
+	if got := records.Load(); got != want {
+		t.Fatalf("%d records read, want %d: the partial line was read", got, want)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v, want context.Canceled", err)
+	}
+	if res.Finished || res.Stats.LastCheckpoint == 0 {
+		t.Fatalf("cancelled run: finished %v, last checkpoint %d", res.Finished, res.Stats.LastCheckpoint)
+	}
+	f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(strings.TrimPrefix(strings.Join(lines[half:], ""), partial)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg = d.config(events)
+	cfg.Parallelism = 3
+	res2, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Restored != res.Stats.LastCheckpoint || !res2.Finished {
+		t.Fatalf("second run restored %d (want %d), finished %v", res2.Restored, res.Stats.LastCheckpoint, res2.Finished)
+	}
+	checkLikeBacktest(t, d, input)
+}
+
+// TestStreamStdin reads standard input; a second run on the finished
+// state reads nothing and writes nothing.
+func TestStreamStdin(t *testing.T) {
+	input := engineInput(300)
+	d := newStreamDirs(t)
+	cfg := d.config("-")
+	cfg.Stdin = strings.NewReader(input)
+	res, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Finished || res.AlreadyFinished {
+		t.Fatalf("finished %v, already finished %v", res.Finished, res.AlreadyFinished)
+	}
+	checkLikeBacktest(t, d, input)
+	before := committedLines(t, d.alerts)
+	cfg.Stdin = strings.NewReader(input)
+	res, err = streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	if err != nil || !res.AlreadyFinished {
+		t.Fatalf("second run: %v, already finished %v", err, res != nil && res.AlreadyFinished)
+	}
+	if after := committedLines(t, d.alerts); !slices.Equal(before, after) {
+		t.Errorf("the second run wrote alerts: %d lines, then %d", len(before), len(after))
+	}
+}
+
+// TestStreamRefusedRestores: a checkpoint of other rules, and a corrupt
+// one, are refused with ErrRestore and a message that says why.
+func TestStreamRefusedRestores(t *testing.T) {
+	input := engineInput(200)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	if _, err := streamEngine(t, engineRules).Stream(context.Background(), d.config(events)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := streamEngine(t, backtestRules).Stream(context.Background(), d.config(events))
+	if !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "taken with ruleset") {
+		t.Errorf("other rules: %v, want ErrRestore naming the ruleset", err)
+	}
+	metas, err := filepath.Glob(filepath.Join(d.state, "chk-*", "meta", "job"))
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("no job metadata in %s: %v", d.state, err)
+	}
+	for _, m := range metas {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0x20
+		if err := os.WriteFile(m, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = streamEngine(t, engineRules).Stream(context.Background(), d.config(events))
+	if !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "checkpoint") {
+		t.Errorf("corrupt checkpoint: %v, want ErrRestore", err)
+	}
+}
