@@ -140,6 +140,12 @@ type StreamStats struct {
 	// first event routed to the subtasks.
 	LastStall  time.Duration
 	FirstEvent time.Duration
+	// MaxDuration and MaxStall are the largest LastDuration and
+	// LastStall of this run. Keys is the keys holding state at the latest
+	// checkpoint (over every key specification), Buffered the events they
+	// buffer.
+	MaxDuration, MaxStall time.Duration
+	Keys, Buffered        int64
 }
 
 // StreamResult is the outcome of [Engine.Stream].
@@ -322,6 +328,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 		j.restored = int64(chk.ID)
 		j.stats = j.meta.Stats
 		j.stats.Checkpoints, j.stats.Aborted = 0, 0
+		j.stats.MaxDuration, j.stats.MaxStall = 0, 0
 		j.stats.LastCheckpoint = j.restored
 		if j.meta.Finished {
 			j.logf("the run of %s finished at checkpoint %d: nothing to do", c.StateDir, chk.ID)

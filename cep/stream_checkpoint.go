@@ -22,6 +22,8 @@ type inflight struct {
 	started time.Time
 	got     int
 	stall   time.Duration // the longest of the subtasks'
+	keys    int64         // summed over the subtasks
+	buf     int64
 }
 
 // errStopped is the error of a send to a subtask once the job stopped (a
@@ -251,6 +253,8 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	}
 	f.meta.Alerts[a.sub], f.meta.Late[a.sub] = a.alerts, a.late
 	f.stall = max(f.stall, a.stall)
+	f.keys += a.keys
+	f.buf += a.buf
 	if f.got++; f.got < len(j.subs) {
 		return false, nil
 	}
@@ -280,6 +284,9 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	j.stats.LastCheckpoint = f.id
 	j.stats.LastDuration = time.Since(f.started)
 	j.stats.LastStall = f.stall
+	j.stats.MaxDuration = max(j.stats.MaxDuration, j.stats.LastDuration)
+	j.stats.MaxStall = max(j.stats.MaxStall, f.stall)
+	j.stats.Keys, j.stats.Buffered = f.keys, f.buf
 	return true, nil
 }
 

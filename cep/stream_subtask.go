@@ -54,6 +54,7 @@ type ack struct {
 	id           int64
 	alerts, late runtime.PendingState
 	stall        time.Duration // the subtask's time on the barrier
+	keys, buf    int64         // keys holding state, events buffered
 	err          error
 }
 
@@ -388,6 +389,11 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 	}
 	if err = s.host.Snapshot(s.store); err != nil {
 		return
+	}
+	for _, ko := range s.host.keyOps {
+		st := ko.op.Stats()
+		a.keys += int64(st.Keys)
+		a.buf += int64(st.BufferedEvents)
 	}
 	failpoint.Hit("snapshot.mid")
 	if s.peb != nil {

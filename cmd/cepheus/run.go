@@ -271,6 +271,10 @@ func printRunSummary(w io.Writer, r *cep.StreamResult) {
 	fmt.Fprintf(w, "run: ruleset %s: %s records, %s events, %s alerts, %s late, %s dead letters; %d checkpoints taken, last %d\n",
 		r.Ruleset, humanInt(st.Records), humanInt(st.Decoded), humanInt(st.Alerts), humanInt(st.Late), humanInt(st.Dead),
 		st.Checkpoints, st.LastCheckpoint)
+	if st.Checkpoints > 0 {
+		fmt.Fprintf(w, "run: checkpoints took up to %s, subtasks stalled up to %s; %s keys hold state (%s events buffered)\n",
+			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), humanInt(st.Keys), humanInt(st.Buffered))
+	}
 	for _, rr := range r.Rules {
 		fmt.Fprintf(w, "  %-28s %8s alerts\n", rr.Rule, humanInt(rr.Alerts))
 	}
