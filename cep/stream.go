@@ -250,7 +250,7 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	if e.cfg.memoryLimit > 0 {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(e.cfg.memoryLimit))
 	}
-	j := &job{e: e, cfg: c, start: time.Now()}
+	j := &job{e: e, cfg: c, start: time.Now(), stats: StreamStats{Watermark: event.MinTime}}
 	res, err := j.run(ctx)
 	if cerr := j.close(); err == nil && cerr != nil {
 		err = cerr
