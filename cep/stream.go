@@ -116,6 +116,7 @@ type StreamProgress struct {
 // runs of one state directory.
 type StreamStats struct {
 	Records, Decoded, Dead int64
+	Ahead                  int64 // of Dead, the events too far ahead (InputPolicy.MaxAhead)
 	Late, Alerts           int64
 	// Watermark is the last watermark forwarded; MaxEventTime the largest
 	// event time read (their difference is the watermark lag).
@@ -331,6 +332,11 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 		j.stats.MaxDuration, j.stats.MaxStall = 0, 0
 		j.stats.LastCheckpoint = j.restored
 		if j.meta.Finished {
+			// The final checkpoint is complete, but a crash may have
+			// come before every sink committed it: finish that first.
+			if err := j.openSinks(0); err != nil {
+				return nil, err
+			}
 			j.logf("the run of %s finished at checkpoint %d: nothing to do", c.StateDir, chk.ID)
 			return j.result(true, true), nil
 		}
@@ -338,7 +344,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	}
 	j.nextID = j.restored + 1
 	j.startRecs = j.stats.Records
-	if err := j.openSinks(); err != nil {
+	if err := j.openSinks(c.Parallelism); err != nil {
 		return nil, err
 	}
 	if err := j.startSubtasks(chk); err != nil {
@@ -416,7 +422,7 @@ func (j *job) result(already, finished bool) *StreamResult {
 	}
 	r.Stats = st
 	r.Late, r.Alerts = st.Late, st.Alerts
-	r.Records, r.Decoded, r.Dead = st.Records, st.Decoded, st.Dead
+	r.Records, r.Decoded, r.Dead, r.Ahead = st.Records, st.Decoded, st.Dead, st.Ahead
 	r.Watermark = st.Watermark
 	r.BytesRead, r.TotalBytes = -1, -1
 	if j.src != nil {
@@ -454,8 +460,9 @@ func (j *job) close() error {
 }
 
 // openSinks recovers the dead-letter sink (the coordinator's) and the
-// sinks of subtasks the restored checkpoint had and this run has not.
-func (j *job) openSinks() error {
+// file sinks of the subtasks from first on that the restored checkpoint
+// or the output directories have (those this run does not open itself).
+func (j *job) openSinks(first int) error {
 	if j.cfg.DeadDir != "" {
 		s, err := runtime.NewFileSink(j.cfg.DeadDir, "dead", 0)
 		if err != nil {
@@ -485,7 +492,7 @@ func (j *job) openSinks() error {
 		if j.meta != nil {
 			n = max(n, j.meta.Parallelism)
 		}
-		for s := j.cfg.Parallelism; s < n; s++ {
+		for s := first; s < n; s++ {
 			fs, err := runtime.NewFileSink(out.dir, out.prefix, s)
 			if err != nil {
 				return err
