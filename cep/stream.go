@@ -64,6 +64,12 @@ type StreamConfig struct {
 	// MinPause is the least time from the end of a checkpoint to the next
 	// barrier (default 0).
 	CheckpointInterval, CheckpointTimeout, MinPause time.Duration
+	// CheckpointRecords, when positive, also takes a checkpoint after
+	// every that many records of the input (counted from its start, over
+	// the runs of the state directory), once the one before is complete:
+	// checkpoints that fall at the same records in every run, for tests
+	// and reproducible replays. Default 0: by time only.
+	CheckpointRecords int64
 	// Keep is how many complete checkpoints are kept (default 3).
 	Keep int
 	// Parallelism is the number of subtasks, each owning a range of key
@@ -183,7 +189,7 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		errs = append(errs, errors.New("no alerts output"))
 	}
 	if d.CheckpointInterval < 0 || d.CheckpointTimeout < 0 || d.MinPause < 0 || d.IdleTimeout < 0 ||
-		d.ProgressInterval < 0 || d.PollInterval < 0 || d.Keep < 0 || d.Parallelism < 0 {
+		d.ProgressInterval < 0 || d.PollInterval < 0 || d.Keep < 0 || d.Parallelism < 0 || d.CheckpointRecords < 0 {
 		errs = append(errs, errors.New("negative interval, count or parallelism"))
 	}
 	if d.Time > ProcessingTime {
@@ -419,6 +425,9 @@ func (j *job) result(already, finished bool) *StreamResult {
 			}
 		}
 		r.Rules = rules
+	}
+	if !already {
+		st.RunRecords = st.Records - j.startRecs
 	}
 	r.Stats = st
 	r.Late, r.Alerts = st.Late, st.Alerts

@@ -96,11 +96,16 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 				j.stats.Aborted++
 				lastDone = now
 			}
-			if j.flight == nil && !now.Before(nextBarrier) && now.Sub(lastDone) >= c.MinPause {
-				if err := j.barrier(false); err != nil {
+			if j.flight == nil && !src.wantBarrier && !now.Before(nextBarrier) && now.Sub(lastDone) >= c.MinPause {
+				nextBarrier = now.Add(c.CheckpointInterval)
+				if src.guard != nil && src.guard.Holding() > 0 {
+					// The guard's held events belong to no checkpoint
+					// yet: the barrier follows the record that settles
+					// them.
+					src.wantBarrier = true
+				} else if err := j.barrier(false); err != nil {
 					return false, err
 				}
-				nextBarrier = now.Add(c.CheckpointInterval)
 			}
 			if c.Progress != nil && !now.Before(nextProgress) {
 				nextProgress = now.Add(c.ProgressInterval)
@@ -144,7 +149,13 @@ func (j *job) progress() StreamProgress {
 // final checkpoint, then the subtasks' end.
 func (j *job) finish(exhausted bool) error {
 	src := j.src
+	src.wantBarrier = false
 	if exhausted {
+		if src.guard != nil {
+			if err := src.guard.End(src); err != nil {
+				return err
+			}
+		}
 		if err := src.forward(event.MaxTime); err != nil {
 			return err
 		}
@@ -155,11 +166,18 @@ func (j *job) finish(exhausted bool) error {
 	if err := j.drain(); err != nil {
 		return err
 	}
-	if err := j.barrier(exhausted); err != nil {
-		return err
-	}
-	if err := j.drain(); err != nil {
-		return err
+	if src.guard != nil && src.guard.Holding() > 0 {
+		// Stopped while the far-ahead check holds events: they belong to
+		// no checkpoint, so none is taken; a restart goes on from the
+		// last one and reads them again.
+		j.logf("stopped while %d events wait for the far-ahead check: no final checkpoint, the next run resumes from checkpoint %d", src.guard.Holding(), j.stats.LastCheckpoint)
+	} else {
+		if err := j.barrier(exhausted); err != nil {
+			return err
+		}
+		if err := j.drain(); err != nil {
+			return err
+		}
 	}
 	for i := range j.subs {
 		if err := j.send(i, msg{kind: msgEnd}); err != nil {

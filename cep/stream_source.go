@@ -29,6 +29,13 @@ type streamSource struct {
 	pending   [][]elem // by subtask
 	route     []routeTo
 	ev        *event.Event
+	// guard is the far-ahead check (InputPolicy.MaxAhead; nil without);
+	// guardParts the partitions of the events it holds, in order.
+	guard      *runtime.AheadGuard
+	guardParts []int
+	// wantBarrier says that a barrier is due but waits for the guard to
+	// hold nothing: it goes out after the record that empties it.
+	wantBarrier bool
 
 	firstDeadLine   int64
 	firstDeadReason string
@@ -48,6 +55,7 @@ type sourceMeta struct {
 	SinceWatermark  int
 	FirstDeadLine   int64
 	FirstDeadReason string
+	Ahead           runtime.AheadState
 }
 
 func (j *job) openSource(ctx context.Context) (*streamSource, error) {
@@ -71,8 +79,14 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		forwarded: event.MinTime,
 		pending:   make([][]elem, len(j.subs)),
 	}
+	if b := j.e.cfg.input.MaxAhead; b > 0 {
+		s.guard = runtime.NewAheadGuard(b)
+	}
 	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, Stdin: c.Stdin}
 	if m := j.meta; m != nil {
+		if s.guard != nil {
+			s.guard.Restore(m.Source.Ahead)
+		}
 		if err := pw.Restore(m.Source.Watermarks); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRestore, err)
 		}
@@ -106,6 +120,9 @@ func (s *streamSource) meta() (sourceMeta, error) {
 		Watermarks: wm, Forwarded: int64(s.forwarded), SinceWatermark: s.sinceWM,
 		FirstDeadLine: s.firstDeadLine, FirstDeadReason: s.firstDeadReason,
 	}
+	if s.guard != nil {
+		m.Ahead = s.guard.State()
+	}
 	for _, p := range s.positions {
 		m.Positions = append(m.Positions, p)
 	}
@@ -130,35 +147,18 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 		s.names[p.Index] = p.Name
 	}
 	for i := range b.Records {
-		rec := &b.Records[i]
-		j.stats.Records++
-		if rec.Reason != "" {
-			if err := s.deadLetter(p, rec, rec.Reason); err != nil {
-				return err
-			}
-			continue
-		}
-		if s.ev == nil {
-			s.ev = new(event.Event)
-		}
-		if err := s.dec.Decode(rec.Data, s.ev); err != nil {
-			if err := s.deadLetter(p, rec, err.Error()); err != nil {
-				return err
-			}
-			continue
-		}
-		ev := s.ev
-		s.ev = nil
-		ev.Seq = seqOf(p.Index, rec.Line)
-		j.stats.Decoded++
-		j.stats.MaxEventTime = max(j.stats.MaxEventTime, ev.Time)
-		if err := s.routeEvent(ev); err != nil {
+		if err := s.record(p, &b.Records[i]); err != nil {
 			return err
 		}
-		s.pw.OnEvent(p.Index, ev.Time)
-		if s.sinceWM++; s.sinceWM >= j.e.cfg.watermarkEvery {
-			s.sinceWM = 0
-			if err := s.forward(s.pw.Current()); err != nil {
+		if s.barrierDue() {
+			// A barrier between two records of the batch: the
+			// partition's position is just after this one.
+			s.positions[p.Name] = b.End
+			if i+1 < len(b.Records) {
+				next := &b.Records[i+1]
+				s.positions[p.Name] = runtime.Position{File: p.Name, Offset: next.Offset, Line: next.Line - 1}
+			}
+			if err := s.barrier(); err != nil {
 				return err
 			}
 		}
@@ -171,6 +171,81 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 		}
 	}
 	return s.flush()
+}
+
+// record reads one record of partition p: a dead letter, or an event for
+// the far-ahead check or straight for the subtasks.
+func (s *streamSource) record(p runtime.Partition, rec *runtime.Record) error {
+	j := s.j
+	j.stats.Records++
+	if rec.Reason != "" {
+		return s.deadLetter(p, rec, rec.Reason)
+	}
+	if s.ev == nil {
+		s.ev = new(event.Event)
+	}
+	if err := s.dec.Decode(rec.Data, s.ev); err != nil {
+		return s.deadLetter(p, rec, err.Error())
+	}
+	ev := s.ev
+	s.ev = nil
+	ev.Seq = seqOf(p.Index, rec.Line)
+	if s.guard == nil {
+		return s.accept(p.Index, ev)
+	}
+	s.guardParts = append(s.guardParts, p.Index)
+	return s.guard.Offer(ev, *rec, s)
+}
+
+// barrierDue reports whether a barrier goes out after the record just
+// read: one that waited for the far-ahead check to hold nothing, or one
+// due by StreamConfig.CheckpointRecords (which also waits for that).
+func (s *streamSource) barrierDue() bool {
+	n := s.j.cfg.CheckpointRecords
+	due := s.wantBarrier || n > 0 && s.j.stats.Records%n == 0
+	return due && (s.guard == nil || s.guard.Holding() == 0)
+}
+
+// barrier sends the barrier barrierDue called for, after the checkpoint
+// in flight, if any, is done.
+func (s *streamSource) barrier() error {
+	s.wantBarrier = false
+	if err := s.j.drain(); err != nil {
+		return err
+	}
+	return s.j.barrier(false)
+}
+
+// accept hands a decoded event of partition p on: routed to the
+// subtasks, then the watermark at its cadence.
+func (s *streamSource) accept(p int, ev *event.Event) error {
+	j := s.j
+	j.stats.Decoded++
+	j.stats.MaxEventTime = max(j.stats.MaxEventTime, ev.Time)
+	if err := s.routeEvent(ev); err != nil {
+		return err
+	}
+	s.pw.OnEvent(p, ev.Time)
+	if s.sinceWM++; s.sinceWM >= j.e.cfg.watermarkEvery {
+		s.sinceWM = 0
+		return s.forward(s.pw.Current())
+	}
+	return nil
+}
+
+// Pass implements runtime.AheadSink: an event the guard lets through.
+func (s *streamSource) Pass(ev *event.Event, _ int64) error {
+	p := s.guardParts[0]
+	s.guardParts = s.guardParts[1:]
+	return s.accept(p, ev)
+}
+
+// Reject implements runtime.AheadSink: an event too far ahead.
+func (s *streamSource) Reject(rec runtime.Record, reason string) error {
+	p := s.guardParts[0]
+	s.guardParts = s.guardParts[1:]
+	s.j.stats.Ahead++
+	return s.deadLetter(runtime.Partition{Index: p, Name: s.names[p]}, &rec, reason)
 }
 
 func (s *streamSource) deadLetter(p runtime.Partition, rec *runtime.Record, reason string) error {

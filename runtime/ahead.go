@@ -141,3 +141,53 @@ func (g *aheadGuard) reason(t event.Time, of string) string {
 	return "time " + t.String() + " is more than " + g.boundD.String() + " ahead of " + of +
 		"; an event so far ahead would move the watermark and make the rest late"
 }
+
+// AheadGuard is the far-ahead check of [SubtaskConfig.MaxAhead] for a
+// caller that runs its own loop over records (the streaming job of
+// package cep): the same judgement, with the caller's pass and reject.
+// Events keep their input order through it. A checkpoint may only be
+// taken while it holds nothing ([AheadGuard.Holding]); its state then is
+// [AheadGuard.State].
+type AheadGuard struct{ g aheadGuard }
+
+// AheadSink is what an [AheadGuard] does with an event: Pass hands it on
+// (line is its record's), Reject sends its record to the dead letters.
+type AheadSink interface {
+	Pass(ev *event.Event, line int64) error
+	Reject(rec Record, reason string) error
+}
+
+type aheadSinkAdapter struct{ s AheadSink }
+
+func (a aheadSinkAdapter) pass(ev *event.Event, line int64) error { return a.s.Pass(ev, line) }
+func (a aheadSinkAdapter) reject(rec Record, reason string) error { return a.s.Reject(rec, reason) }
+
+// NewAheadGuard returns a guard of bound (positive, whole milliseconds).
+func NewAheadGuard(bound time.Duration) *AheadGuard {
+	return &AheadGuard{g: aheadGuard{bound: event.Time(event.Millis(bound)), boundD: bound}}
+}
+
+// Offer judges ev, decoded from rec: out gets it now, or later with the
+// events that follow it, or its record is rejected.
+func (g *AheadGuard) Offer(ev *event.Event, rec Record, out AheadSink) error {
+	return g.g.offer(ev, rec, aheadSinkAdapter{out})
+}
+
+// End judges what is held at the end of the input.
+func (g *AheadGuard) End(out AheadSink) error { return g.g.end(aheadSinkAdapter{out}) }
+
+// Holding reports how many events the guard holds.
+func (g *AheadGuard) Holding() int { return len(g.g.held) }
+
+// AheadState is the state of an [AheadGuard] that holds nothing: whether
+// the start group was judged, and the stream's time.
+type AheadState struct {
+	Started bool
+	Max     event.Time
+}
+
+// State returns the guard's state. REQUIRES: Holding() == 0.
+func (g *AheadGuard) State() AheadState { return AheadState{Started: g.g.started, Max: g.g.max} }
+
+// Restore sets the guard to st, before its first Offer.
+func (g *AheadGuard) Restore(st AheadState) { g.g.started, g.g.max = st.Started, st.Max }

@@ -460,6 +460,7 @@ type crashConfig struct {
 	parallelism int
 	backend     string // memory or pebble
 	interval    time.Duration
+	records     int // -checkpoint-records; 0 for none
 	// failpoint is CEPHEUS_FAILPOINT: the child must die there.
 	failpoint string
 	// killAfter > 0 sends SIGKILL that long after the start, unless the
@@ -469,6 +470,9 @@ type crashConfig struct {
 
 func (c crashConfig) String() string {
 	s := fmt.Sprintf("-parallelism %d -state-backend %s -checkpoint-interval %v", c.parallelism, c.backend, c.interval)
+	if c.records > 0 {
+		s += fmt.Sprintf(" -checkpoint-records %d", c.records)
+	}
 	if c.failpoint != "" {
 		s += " CEPHEUS_FAILPOINT=" + c.failpoint
 	}

@@ -14,10 +14,15 @@ import (
 	"time"
 )
 
-// crashInterval is the checkpoint interval of the crash tests: short, so
-// that a run of about a second over their input takes several
-// checkpoints.
-const crashInterval = 50 * time.Millisecond
+// crashRecords is the checkpoint cadence of the failpoint scenarios: a
+// checkpoint every so many records (-checkpoint-records), so that a run
+// over their input of about 44,000 lines takes about ten, at the same
+// records in every run and on any machine (a hit @N is always there). The
+// random scenarios checkpoint by time instead, every crashInterval.
+const (
+	crashRecords  = 4000
+	crashInterval = 50 * time.Millisecond
+)
 
 // crashFinalInterval is longer than any run: the only checkpoint is the
 // final one, which the final/ scenarios kill.
@@ -35,12 +40,12 @@ type crashScenario struct {
 
 // crashAt is a run of parallelism p on backend b killed at failpoint.
 func crashAt(p int, b, failpoint string) crashConfig {
-	return crashConfig{parallelism: p, backend: b, interval: crashInterval, failpoint: failpoint}
+	return crashConfig{parallelism: p, backend: b, interval: crashFinalInterval, records: crashRecords, failpoint: failpoint}
 }
 
 // crashDone is a run of parallelism p on backend b that must finish.
 func crashDone(p int, b string) crashConfig {
-	return crashConfig{parallelism: p, backend: b, interval: crashInterval}
+	return crashConfig{parallelism: p, backend: b, interval: crashFinalInterval, records: crashRecords}
 }
 
 // crashScenarios are the chains of TestCrashRecovery: every failpoint of
@@ -123,9 +128,9 @@ func crashScenarios(seed uint64, run time.Duration) []crashScenario {
 		{"sink.commit.renamed@2", 3, peb},
 	} {
 		c := crashAt(f.p, f.b, f.point)
-		c.interval = crashFinalInterval
+		c.records = 0
 		final := crashDone(f.p%3+1, f.b)
-		final.interval = crashFinalInterval
+		final.records = 0
 		sc = append(sc, crashScenario{name: "final/" + f.point, steps: []crashConfig{c}, final: final})
 	}
 	// Kills at random moments: a quarter of them in the first 60ms (the
@@ -133,7 +138,9 @@ func crashScenarios(seed uint64, run time.Duration) []crashScenario {
 	// half of an uninterrupted run's time (a restart has less to do).
 	r := crashRand(seed, 1)
 	config := func() crashConfig {
-		return crashDone(1+r.IntN(3), []string{mem, peb}[r.IntN(2)])
+		c := crashDone(1+r.IntN(3), []string{mem, peb}[r.IntN(2)])
+		c.interval, c.records = crashInterval, 0
+		return c
 	}
 	for i := range 5 {
 		s := crashScenario{name: fmt.Sprintf("random/%d", i+1), dir: i == 4, final: config()}
@@ -302,8 +309,8 @@ func (s *crashSuite) uninterrupted(t *testing.T, ref *crashReference, root strin
 func (s *crashSuite) runArgs(ref *crashReference, d crashDirs, c crashConfig) []string {
 	return []string{"run", "-rules", s.rules, "-events", ref.events, "-state", d.state,
 		"-alerts", d.alerts, "-late", d.late, "-dead-letter", d.dead,
-		"-checkpoint-interval", c.interval.String(), "-parallelism", strconv.Itoa(c.parallelism),
-		"-state-backend", c.backend}
+		"-checkpoint-interval", c.interval.String(), "-checkpoint-records", strconv.Itoa(c.records),
+		"-parallelism", strconv.Itoa(c.parallelism), "-state-backend", c.backend}
 }
 
 // chain runs a scenario in a fresh state directory and checks its

@@ -59,8 +59,9 @@ type runFlags struct {
 	poll                                     time.Duration
 	interval, timeout, minPause              time.Duration
 	keep, parallelism                        int
+	checkpointRecords                        int64
 	backend                                  string
-	outOfOrder, idle                         time.Duration
+	outOfOrder, idle, maxAhead               time.Duration
 	wallClock                                bool
 	watermarkEvery                           int
 	maxPartial, maxBuffered                  int
@@ -85,6 +86,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&f.interval, "checkpoint-interval", time.Second, "time between two checkpoints")
 	fs.DurationVar(&f.timeout, "checkpoint-timeout", time.Minute, "a checkpoint not complete after this long is aborted (its output joins the next one)")
 	fs.DurationVar(&f.minPause, "checkpoint-min-pause", 0, "least time between the end of a checkpoint and the next one")
+	fs.Int64Var(&f.checkpointRecords, "checkpoint-records", 0, "also take a checkpoint every this many input records, so that checkpoints fall at the same records in every run (0: by time only)")
 	fs.IntVar(&f.keep, "keep", 3, "complete checkpoints kept")
 	fs.IntVar(&f.parallelism, "parallelism", 0, "subtasks, each owning a share of the keys (0: the number of CPUs)")
 	fs.StringVar(&f.backend, "state-backend", "memory", "where the state lives between checkpoints: memory or pebble")
@@ -95,6 +97,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
 	fs.StringVar(&f.timeMode, "time", "event", "notion of time: event (the events' timestamps and watermarks) or processing (the wall clock when an event is processed)")
+	fs.DurationVar(&f.maxAhead, "max-ahead", 24*time.Hour, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
 	fs.DurationVar(&f.progress, "progress", 10*time.Second, "time between two progress lines on stderr")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines and no summary")
@@ -118,8 +121,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	negative("-out-of-orderness", f.outOfOrder < 0, formatDuration(f.outOfOrder))
 	negative("-idle-timeout", f.idle < 0, formatDuration(f.idle))
+	negative("-max-ahead", f.maxAhead < 0, formatDuration(f.maxAhead))
 	negative("-checkpoint-min-pause", f.minPause < 0, formatDuration(f.minPause))
 	negative("-parallelism", f.parallelism < 0, f.parallelism)
+	negative("-checkpoint-records", f.checkpointRecords < 0, f.checkpointRecords)
 	negative("-watermark-every", f.watermarkEvery < 0, f.watermarkEvery)
 	negative("-max-partial-matches", f.maxPartial < 0, f.maxPartial)
 	negative("-max-buffered-events", f.maxBuffered < 0, f.maxBuffered)
@@ -147,7 +152,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		msgs = append(msgs, fmt.Sprintf("-time %q: want event or processing", f.timeMode))
 	}
-	input := cep.InputPolicy{}
+	input := cep.InputPolicy{MaxAhead: f.maxAhead}
 	switch f.timeUnit {
 	case "":
 		input.CheckNumericTimes = true
@@ -204,7 +209,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Events: f.events, Follow: f.follow, PollInterval: f.poll,
 		StateDir: f.state, LateDir: f.late, DeadDir: f.dead,
 		CheckpointInterval: f.interval, CheckpointTimeout: f.timeout, MinPause: f.minPause,
-		Keep: f.keep, Parallelism: f.parallelism, Backend: backend,
+		CheckpointRecords: f.checkpointRecords,
+		Keep:              f.keep, Parallelism: f.parallelism, Backend: backend,
 		Time:        mode,
 		IdleTimeout: f.idle, WallClockAdvance: f.wallClock,
 		ProgressInterval: f.progress,
