@@ -260,6 +260,9 @@ func progressLine(p cep.StreamProgress) string {
 		fmt.Fprintf(&b, ", watermark %s (lag %s)", time.UnixMilli(int64(st.Watermark)).UTC().Format(time.RFC3339),
 			formatDuration(time.Duration(st.MaxEventTime-st.Watermark)*time.Millisecond))
 	}
+	if st.Checkpoints > 0 {
+		fmt.Fprintf(&b, ", %s keys", humanInt(st.Keys))
+	}
 	if st.LastCheckpoint > 0 {
 		fmt.Fprintf(&b, ", checkpoint %d", st.LastCheckpoint)
 		if st.LastDuration > 0 {

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Whole-process figures of `cepheus run` (issue 11, "Measure").
+#
+#   benchmarks/stream.sh throughput [rounds]   run at parallelism 1 and 2 against backtest
+#   benchmarks/stream.sh state [keys]          checkpoints, stalls, size and recovery with many live keys
+#
+# throughput: the default `cepheus gen` data as plain JSON lines and
+# rulesets/cards.cep (build/bench/events.jsonl, made once), `cepheus
+# backtest` and `cepheus run -parallelism 1` and `-parallelism 2` (memory
+# backend, 1 s checkpoints, alerts to files) in turn, rounds times each (A B
+# C A B C ...). It prints each one's best wall time and events per second,
+# the ratios, and fails unless all three wrote the same set of alert ids.
+# Nothing is pinned: run uses a core for reading and decoding and one per
+# subtask.
+#
+# state: a synthetic input (build/bench/live-KEYS.jsonl) of KEYS (default
+# 1,000,000) authorizations of distinct cards, one millisecond apart, then
+# twice as many views of random cards, under benchmarks/workloads/live_keys.cep,
+# whose partial matches wait two hours: after the first half every card
+# holds state. For each backend (memory, pebble) it runs `cepheus run
+# -parallelism 2 -checkpoint-interval 1s`, and once the progress lines
+# report KEYS keys, waits for one more checkpoint and kills the process
+# with SIGKILL. It prints the longest checkpoint and stall seen with KEYS
+# keys (from the progress lines), the size of the newest checkpoint and the
+# bytes per key, then restarts on the same state and prints the time to the
+# first event (the restore included), as the run logs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=build/bench
+mkdir -p "$dir"
+go build -o "$dir/cepheus" ./cmd/cepheus
+bin=$dir/cepheus
+what=${1:-throughput}
+
+ids() { cat "$@" | grep -o '"alert_id":"[0-9a-f]*"' | sort; }
+
+# wall CMD...: runs CMD, prints "wall_seconds cpu_seconds peak_rss_kib"
+wall() {
+	/usr/bin/time -f '%e %U %S %M' -o "$dir/time.txt" "$@"
+	awk '{ printf "%.2f %.2f %d\n", $1, $2 + $3, $4 }' "$dir/time.txt"
+}
+
+throughput() {
+	local rounds=${1:-3}
+	local events=$dir/events.jsonl
+	if [ ! -s "$events" ]; then
+		"$bin" gen -o "$dir/events.jsonl.gz"
+		gzip -dc "$dir/events.jsonl.gz" >"$events"
+	fi
+	local lines
+	lines=$(wc -l <"$events")
+	echo "cards rules over $lines events ($events), $(nproc) cores, $rounds rounds"
+	declare -A best
+	for r in $(seq "$rounds"); do
+		for k in backtest run1 run2; do
+			rm -rf "$dir/st-$k" "$dir/al-$k"
+			case $k in
+			backtest) read -r w c m < <(wall "$bin" backtest -q -rules rulesets/cards.cep -events "$events" -alerts "$dir/al-$k.jsonl") ;;
+			run1 | run2) read -r w c m < <(wall "$bin" run -q -rules rulesets/cards.cep -events "$events" \
+				-state "$dir/st-$k" -alerts "$dir/al-$k" -parallelism "${k#run}") ;;
+			esac
+			echo "round $r $k: wall ${w}s cpu ${c}s peak RSS $((m / 1024)) MiB"
+			if [ -z "${best[$k]:-}" ] || awk -v a="$w" -v b="${best[$k]}" 'BEGIN { exit !(a < b) }'; then best[$k]=$w; fi
+		done
+	done
+	if ! cmp -s <(ids "$dir/al-backtest.jsonl") <(ids "$dir"/al-run1/*.jsonl) ||
+		! cmp -s <(ids "$dir/al-backtest.jsonl") <(ids "$dir"/al-run2/*.jsonl); then
+		echo "FAIL: run and backtest wrote different alert ids" >&2
+		exit 1
+	fi
+	awk -v n="$lines" -v b="${best[backtest]}" -v r1="${best[run1]}" -v r2="${best[run2]}" -v k="$(ids "$dir/al-backtest.jsonl" | wc -l)" 'BEGIN {
+		printf "backtest:       %.2fs  %7.0f events/s\n", b, n / b
+		printf "run -p 1:       %.2fs  %7.0f events/s  %.2fx backtest (target 0.8x)\n", r1, n / r1, b / r1
+		printf "run -p 2:       %.2fs  %7.0f events/s  %.2fx run -p 1 (target 1.7x)\n", r2, n / r2, r1 / r2
+		printf "the same %d alert ids\n", k }'
+}
+
+state() {
+	local keys=${1:-1000000}
+	local events=$dir/live2-$keys.jsonl
+	if [ ! -s "$events" ]; then
+		awk -v n="$keys" 'BEGIN {
+			t = 1767225600000
+			for (i = 0; i < n; i++) printf "{\"ts\":%.0f,\"card\":\"c%d\",\"type\":\"auth\"}\n", t + i, i
+			srand(7)
+			for (i = 0; i < 2 * n; i++) printf "{\"ts\":%.0f,\"card\":\"c%d\",\"type\":\"view\"}\n", t + n + i, int(rand() * n)
+		}' >"$events"
+	fi
+	echo "live_keys over $(wc -l <"$events") events ($events): $keys cards, each holding a partial match"
+	for backend in memory pebble; do
+		local st=$dir/st-live-$backend al=$dir/al-live-$backend log=$dir/live-$backend.log
+		rm -rf "$st" "$al"
+		"$bin" run -rules benchmarks/workloads/live_keys.cep -events "$events" -state "$st" -alerts "$al" \
+			-parallelism 2 -state-backend "$backend" -checkpoint-interval 1s -progress 1s -memory-limit 12GiB 2>"$log" &
+		local pid=$! seen=0 after=0
+		# Each progress line: "..., N keys, checkpoint K (D, stall S)".
+		while kill -0 "$pid" 2>/dev/null; do
+			sleep 0.2
+			after=$(awk -v n="$keys" '/ keys, checkpoint / {
+				k = $0; sub(/ keys, checkpoint.*/, "", k); sub(/.*, /, "", k); gsub(/,/, "", k)
+				c = $0; sub(/.* keys, checkpoint /, "", c); sub(/ .*/, "", c)
+				if (k + 0 >= n && first == "") first = c
+				last = c
+			} END { if (first == "") print 0; else print last - first }' "$log")
+			if [ "$after" -ge 1 ]; then break; fi
+		done
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "FAIL: the $backend run ended before holding $keys keys" >&2
+			tail -3 "$log" >&2
+			exit 1
+		fi
+		kill -9 "$pid"
+		wait "$pid" 2>/dev/null || true
+		local chk
+		chk=$(ls -d "$st"/chk-* | grep -v '\.tmp$' | sort -t- -k2 -n | tail -1)
+		awk -v n="$keys" -v size="$(du -sb "$chk" | cut -f1)" -v b="$backend" '/ keys, checkpoint / {
+			k = $0; sub(/ keys, checkpoint.*/, "", k); sub(/.*, /, "", k); gsub(/,/, "", k)
+			if (k + 0 < n) next
+			d = $0; sub(/.*checkpoint [0-9]+ \(/, "", d); sub(/,.*/, "", d)
+			s = $0; sub(/.*stall /, "", s); sub(/\).*/, "", s)
+			if (dur(d) > maxd) { maxd = dur(d); md = d }
+			if (dur(s) > maxs) { maxs = dur(s); ms = s }
+		}
+		function dur(x) { if (x ~ /ms$/) return x + 0; if (x ~ /µs$/) return x / 1000; if (x ~ /m[0-9]/) return 1e9; return x * 1000 }
+		END {
+			printf "%s: with %d keys, checkpoints took up to %s (target < 2s), subtasks stalled up to %s (target < 100ms)\n", b, n, md, ms
+			printf "%s: newest checkpoint %.1f MiB, %.0f bytes per key\n", b, size / 1048576, size / n }' "$log"
+		local began
+		began=$(date +%s.%N)
+		"$bin" run -rules benchmarks/workloads/live_keys.cep -events "$events" -state "$st" -alerts "$al" \
+			-parallelism 2 -state-backend "$backend" -checkpoint-interval 1s -progress 1s -memory-limit 12GiB 2>"$log.restart" &
+		pid=$!
+		while kill -0 "$pid" 2>/dev/null && ! grep -q "first event" "$log.restart"; do sleep 0.05; done
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		echo "$backend: recovery after kill -9: $(grep -o 'first event [^ ]*' "$log.restart" || echo 'no first event?') after the start (target < 5s)"
+	done
+}
+
+case $what in
+throughput) throughput "${2:-3}" ;;
+state) state "${2:-1000000}" ;;
+*)
+	echo "usage: benchmarks/stream.sh throughput [rounds] | state [keys]" >&2
+	exit 2
+	;;
+esac
