@@ -133,6 +133,8 @@ type SharedOperator struct {
 	dirty    []event.Key
 	allDirty bool
 	tracking bool
+	// snap is the snapshot in progress (SnapshotBegin to its last step).
+	snap *pendingSnapshot
 
 	// cold holds the records of the keys kept encoded (cold.go).
 	cold       map[event.Key][]byte
@@ -256,6 +258,10 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	case o.pos(r.ID) >= 0:
 		return fmt.Errorf("%w: rule %d is already hosted", ErrInvalidConfig, r.ID)
 	}
+	// A rule change alters every key: the snapshot in progress first.
+	if err := o.finishSnapshot(); err != nil {
+		return err
+	}
 	o.thawAll()
 	o.allDirty = true
 	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, probe: r.NFA.NewRun(), maxPartial: r.MaxPartialMatches})
@@ -277,6 +283,9 @@ func (o *SharedOperator) RemoveRule(id int) error {
 	i := o.pos(id)
 	if i < 0 {
 		return fmt.Errorf("%w: %d", ErrUnknownRule, id)
+	}
+	if err := o.finishSnapshot(); err != nil {
+		return err
 	}
 	o.thawAll()
 	o.rules = slices.Delete(o.rules, i, i+1)
@@ -492,6 +501,7 @@ func (o *SharedOperator) bufferDue(ts event.Time) event.Time {
 }
 
 func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Output) {
+	o.beforeChange(k)
 	ks, created := o.keys[k], false
 	if ks == nil && o.cold != nil {
 		ks = o.thaw(k)
@@ -517,6 +527,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 // processNow feeds ev to the run of every rule at k at the processing
 // clock (processing time without a comparator).
 func (o *SharedOperator) processNow(k event.Key, ev *event.Event, out *Output) error {
+	o.beforeChange(k)
 	if o.cold != nil {
 		o.thaw(k)
 	}
@@ -577,6 +588,7 @@ func (o *SharedOperator) fireTimers(t event.Time, out *Output) error {
 // onProcessingTime of the rule's operator), then drops the elements it
 // released from the buffer.
 func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
+	o.beforeChange(ks.key)
 	o.touch(ks)
 	ks.warm = true
 	n := 0

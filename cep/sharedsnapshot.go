@@ -33,6 +33,9 @@ const headerGroup = state.KeyGroup(state.MaxKeyGroups)
 // in key order with its record. The bytes are deterministic. A failed rule
 // makes it return that rule's *[RuleError].
 func (o *SharedOperator) Snapshot() ([]byte, error) {
+	if err := o.finishSnapshot(); err != nil {
+		return nil, err
+	}
 	if err := o.snapshottable(); err != nil {
 		return nil, err
 	}
@@ -77,45 +80,53 @@ func (o *SharedOperator) snapshottable() error {
 // into in turn, the one the operator was restored from included): what
 // it then holds restores with [RestoreSharedOperatorFrom]. A failed rule
 // makes it return that rule's *[RuleError] and write nothing.
+//
+// SnapshotTo is [SharedOperator.SnapshotBegin] and then every step at once.
 func (o *SharedOperator) SnapshotTo(w state.Writer, op state.OperatorID) error {
+	if err := o.SnapshotBegin(w, op); err != nil {
+		return err
+	}
+	_, err := o.SnapshotStep(-1)
+	return err
+}
+
+// SnapshotBegin starts a snapshot that [SharedOperator.SnapshotStep]
+// writes a few keys at a time, so that the operator's owner goes on
+// processing in between (an incremental snapshot, the subtask's part of a
+// checkpoint without a long pause): it writes the header now and fixes
+// the keys to write, those SnapshotTo would write now. Until the last step
+// the operator keeps each of them as it is now: the first element or
+// timer that would change one writes its record first. What w holds once
+// the steps are done is what SnapshotTo would have written at
+// SnapshotBegin, whatever came in between. A snapshot still in progress
+// is finished first. A failed rule makes it return that rule's
+// *[RuleError] and write nothing.
+func (o *SharedOperator) SnapshotBegin(w state.Writer, op state.OperatorID) error {
+	if err := o.finishSnapshot(); err != nil {
+		return err
+	}
 	if err := o.snapshottable(); err != nil {
 		return err
 	}
-	groups := o.keyGroups()
-	var b []byte
-	put := func(k event.Key) error {
-		ks := o.keys[k]
-		rk := state.Key{Operator: op, KeyGroup: state.GroupOf(k, groups), Key: k}
-		if ks == nil {
-			if rec, ok := o.cold[k]; ok {
-				return w.Put(rk, rec)
-			}
-			return w.Delete(rk)
+	sn := &pendingSnapshot{w: w, op: op, groups: o.keyGroups(), set: map[event.Key]struct{}{}}
+	add := func(k event.Key) {
+		if _, ok := sn.set[k]; !ok {
+			sn.set[k] = struct{}{}
+			sn.keys = append(sn.keys, k)
 		}
-		b = o.appendKey(append(b[:0], keyRecordVersion), ks)
-		return w.Put(rk, b)
 	}
 	if o.allDirty {
 		for k := range o.keys {
-			if err := put(k); err != nil {
-				return err
-			}
+			add(k)
 		}
 		for k := range o.cold {
-			if err := put(k); err != nil {
-				return err
-			}
+			add(k)
 		}
 	}
 	for _, k := range o.dirty {
-		if o.allDirty && (o.keys[k] != nil || o.cold[k] != nil) {
-			continue
-		}
-		if err := put(k); err != nil {
-			return err
-		}
+		add(k)
 	}
-	b = o.appendHeader(append(b[:0], sharedSnapshotVersion))
+	b := o.appendHeader(append([]byte(nil), sharedSnapshotVersion))
 	if err := w.Put(state.Key{Operator: op, KeyGroup: headerGroup}, b); err != nil {
 		return err
 	}
@@ -128,7 +139,96 @@ func (o *SharedOperator) SnapshotTo(w state.Writer, op state.OperatorID) error {
 	}
 	clear(o.dirty)
 	o.dirty, o.allDirty, o.tracking = o.dirty[:0], false, true
+	if len(sn.keys) > 0 {
+		o.snap = sn
+	}
 	return nil
+}
+
+// SnapshotStep writes up to n more keys of the snapshot in progress (all
+// of them for n < 0) and reports whether it is done (also when there is
+// none). An error of the writer ends the snapshot.
+func (o *SharedOperator) SnapshotStep(n int) (done bool, err error) {
+	sn := o.snap
+	if sn == nil {
+		return true, nil
+	}
+	for ; sn.next < len(sn.keys) && n != 0; sn.next++ {
+		k := sn.keys[sn.next]
+		if _, ok := sn.set[k]; !ok {
+			continue // written before a change
+		}
+		delete(sn.set, k)
+		if err := o.putKey(sn, k); err != nil {
+			o.snap = nil
+			return true, err
+		}
+		n--
+	}
+	if sn.next < len(sn.keys) {
+		return false, nil
+	}
+	o.snap = nil
+	return true, sn.err
+}
+
+// Snapshotting reports whether a snapshot is in progress.
+func (o *SharedOperator) Snapshotting() bool { return o.snap != nil }
+
+// pendingSnapshot is a snapshot between SnapshotBegin and its last step.
+type pendingSnapshot struct {
+	w      state.Writer
+	op     state.OperatorID
+	groups int
+	keys   []event.Key            // to write, in order
+	next   int                    // keys[:next] are done
+	set    map[event.Key]struct{} // keys not yet written
+	buf    []byte
+	err    error // of a write before a change, reported by the last step
+}
+
+// putKey writes the record of k as the operator holds it now: its state,
+// its cold record, or its deletion.
+func (o *SharedOperator) putKey(sn *pendingSnapshot, k event.Key) error {
+	rk := state.Key{Operator: sn.op, KeyGroup: state.GroupOf(k, sn.groups), Key: k}
+	ks := o.keys[k]
+	if ks == nil {
+		if rec, ok := o.cold[k]; ok {
+			return sn.w.Put(rk, rec)
+		}
+		return sn.w.Delete(rk)
+	}
+	sn.buf = o.appendKey(append(sn.buf[:0], keyRecordVersion), ks)
+	return sn.w.Put(rk, sn.buf)
+}
+
+// beforeChange is called before the state of key k changes: while a
+// snapshot is in progress and has not written k yet, k's record goes
+// first, as it is. An error of the writer is kept for the last step.
+func (o *SharedOperator) beforeChange(k event.Key) {
+	sn := o.snap
+	if sn == nil {
+		return
+	}
+	if _, ok := sn.set[k]; !ok {
+		return
+	}
+	delete(sn.set, k)
+	if err := o.putKey(sn, k); err != nil && sn.err == nil {
+		sn.err = err
+	}
+}
+
+// finishSnapshot writes what the snapshot in progress has left.
+func (o *SharedOperator) finishSnapshot() error {
+	if o.snap == nil {
+		return nil
+	}
+	err := o.snap.err
+	if _, serr := o.SnapshotStep(-1); err == nil {
+		err = serr
+	}
+	return err
 }
 
 // touch records that ks's state changed since the last SnapshotTo. Until
