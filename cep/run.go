@@ -340,9 +340,19 @@ const counterStateVersion = 1
 // per changed key, in the key's key group), and the engine's counters as
 // one more record. w is the store every checkpoint writes into.
 func (h *hostOperator) Snapshot(w state.Writer) error {
+	if err := h.snapshotBegin(w); err != nil {
+		return err
+	}
+	_, err := h.snapshotStep(-1)
+	return err
+}
+
+// snapshotBegin is the incremental Snapshot: the headers and the counters
+// now, the keys by snapshotStep ([SharedOperator.SnapshotBegin]).
+func (h *hostOperator) snapshotBegin(w state.Writer) error {
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
-		if err := ko.op.SnapshotTo(w, ko.spec.id); err != nil {
+		if err := ko.op.SnapshotBegin(w, ko.spec.id); err != nil {
 			return err
 		}
 	}
@@ -356,6 +366,30 @@ func (h *hostOperator) Snapshot(w state.Writer) error {
 		b = binary.AppendVarint(b, r.noKey)
 	}
 	return w.Put(h.counterRecord, b)
+}
+
+// snapshotStep writes up to n more keys of the snapshot in progress (all
+// for n < 0) and reports whether it is done.
+func (h *hostOperator) snapshotStep(n int) (done bool, err error) {
+	for i := range h.keyOps {
+		op := h.keyOps[i].op
+		if !op.Snapshotting() {
+			continue
+		}
+		if n < 0 {
+			_, err := op.SnapshotStep(-1)
+			if err != nil {
+				return true, err
+			}
+			continue
+		}
+		done, err := op.SnapshotStep(n)
+		if err != nil || !done {
+			return done, err
+		}
+		return false, nil // the next operator at the next step
+	}
+	return true, nil
 }
 
 // Restore replaces each shared operator by the one its records restore,

@@ -87,6 +87,8 @@ type streamSubtask struct {
 	// coordinator's progress reports.
 	alertCount, lateCount atomic.Int64
 	processed             atomic.Int64 // elements processed
+	// snap is the subtask's part of the checkpoint in progress, if any.
+	snap *subtaskSnapshot
 }
 
 func (j *job) newSubtask(i int) (*streamSubtask, error) {
@@ -302,15 +304,28 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 	}
 	for {
 		var m msg
-		select {
-		case m = <-s.in:
-		case <-tick:
-			if err := s.host.setProcessingTime(event.Time(time.Now().UnixMilli()), s); err != nil {
-				return err
+		if s.snap != nil {
+			// A snapshot in progress: its steps go between messages,
+			// larger ones while no message waits.
+			select {
+			case m = <-s.in:
+			case <-ctx.Done():
+				return nil
+			default:
+				s.stepSnapshot(snapshotStepIdle, acks)
+				continue
 			}
-			continue
-		case <-ctx.Done():
-			return nil
+		} else {
+			select {
+			case m = <-s.in:
+			case <-tick:
+				if err := s.host.setProcessingTime(event.Time(time.Now().UnixMilli()), s); err != nil {
+					return err
+				}
+				continue
+			case <-ctx.Done():
+				return nil
+			}
 		}
 		var err error
 		if processing && (m.kind == msgElements || m.kind == msgWatermark) {
@@ -346,6 +361,9 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 		if err != nil {
 			return err
 		}
+		if s.snap != nil {
+			s.stepSnapshot(snapshotStepBusy, acks)
+		}
 		s.alertCount.Store(s.host.alerts)
 		s.lateCount.Store(s.host.late)
 	}
@@ -364,32 +382,79 @@ func (s *streamSubtask) Collect(x emitted) error {
 	return nil
 }
 
+// The keys a step of an incremental snapshot writes: after each message,
+// and while no message waits. A key's record takes a few microseconds.
+const (
+	snapshotStepBusy = 512
+	snapshotStepIdle = 4096
+)
+
+// subtaskSnapshot is the subtask's part of a checkpoint in progress.
+type subtaskSnapshot struct {
+	a     ack
+	w     *state.CheckpointWriter
+	began time.Time
+}
+
 // barrier takes the subtask's part of checkpoint m.id: the sinks'
-// transactions end, the operators' changed records go to the store, the
-// store to the checkpoint writer. The ack goes out once the store is in
-// (a memory store's file is written by a goroutine of its own, from an
-// immutable snapshot, so that the subtask goes on at once).
+// transactions end and the operators' headers and counters go to the
+// store now; the changed keys' records follow a few at a time between
+// the next messages (SharedOperator.SnapshotBegin), so the subtask never
+// stops for long; then the store goes into the checkpoint writer and the
+// ack out (a memory store's table is written by a goroutine of its own).
+// The ack's stall is the longest the subtask spent at once on the
+// checkpoint.
 func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
+	if s.snap != nil {
+		// The previous checkpoint was aborted while its snapshot went
+		// on: finish it into its (aborted) writer first.
+		s.stepSnapshot(-1, acks)
+	}
 	a := ack{sub: s.index, id: m.id}
 	began := time.Now()
+	fail := func(err error) {
+		a.err = err
+		s.ack(acks, a)
+	}
 	var err error
-	defer func() {
-		if err != nil {
-			a.err = err
-			s.ack(acks, a)
-		}
-	}()
 	if a.alerts, err = s.alerts.PreCommit(m.id); err != nil {
+		fail(err)
 		return
 	}
 	if s.late != nil {
 		if a.late, err = s.late.PreCommit(m.id); err != nil {
+			fail(err)
 			return
 		}
 	}
-	if err = s.host.Snapshot(s.store); err != nil {
+	if err := s.host.snapshotBegin(s.store); err != nil {
+		fail(err)
 		return
 	}
+	a.stall = time.Since(began)
+	s.snap = &subtaskSnapshot{a: a, w: m.w, began: began}
+	s.stepSnapshot(0, acks)
+}
+
+// stepSnapshot writes up to n more keys of the snapshot in progress (all
+// for n < 0); the last step completes the subtask's part of the
+// checkpoint.
+func (s *streamSubtask) stepSnapshot(n int, acks chan<- ack) {
+	sn := s.snap
+	t := time.Now()
+	done, err := s.host.snapshotStep(n)
+	sn.a.stall = max(sn.a.stall, time.Since(t))
+	if err != nil {
+		s.snap = nil
+		sn.a.err = err
+		s.ack(acks, sn.a)
+		return
+	}
+	if !done {
+		return
+	}
+	s.snap = nil
+	a := sn.a
 	for _, ko := range s.host.keyOps {
 		st := ko.op.Stats()
 		a.keys += int64(st.Keys)
@@ -397,15 +462,15 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 	}
 	failpoint.Hit("snapshot.mid")
 	if s.peb != nil {
-		name := subtaskStore(s.index)
-		if err = m.w.AddPebble(name, s.peb); err == nil {
-			a.stall = time.Since(began)
-			s.ack(acks, a)
+		t := time.Now()
+		if err := sn.w.AddPebble(subtaskStore(s.index), s.peb); err != nil {
+			a.err = err
 		}
+		a.stall = max(a.stall, time.Since(t))
+		s.ack(acks, a)
 		return
 	}
-	a.stall = time.Since(began)
-	s.mem.checkpoint(m.w, a, acks)
+	s.mem.checkpoint(sn.w, a, acks)
 }
 
 // ack sends a to the coordinator, unless the job stopped.
