@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -195,6 +196,9 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	if d.Time > ProcessingTime {
 		errs = append(errs, fmt.Errorf("unknown time mode %d", d.Time))
 	}
+	if d.Parallelism > keyGroups {
+		errs = append(errs, fmt.Errorf("parallelism %d: at most %d (the key groups)", d.Parallelism, keyGroups))
+	}
 	switch d.Backend {
 	case "":
 		d.Backend = BackendMemory
@@ -212,7 +216,7 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		d.CheckpointTimeout = time.Minute
 	}
 	if d.Parallelism == 0 {
-		d.Parallelism = goruntime.NumCPU()
+		d.Parallelism = min(goruntime.NumCPU(), keyGroups)
 	}
 	if d.ProgressInterval == 0 {
 		d.ProgressInterval = 10 * time.Second
@@ -300,14 +304,19 @@ type jobMeta struct {
 	Format         int
 	Ruleset        string
 	RulesetVersion string
-	KeyGroups      int
-	Parallelism    int
-	Backend        Backend
-	Finished       bool
-	Source         sourceMeta
-	Dead           runtime.PendingState
-	Alerts, Late   []runtime.PendingState // by subtask
-	Stats          StreamStats
+	// Rules are the content hashes of the rules, in order: a restore
+	// needs the same (a file whose tests or comments changed still
+	// restores); Time the notion of time.
+	Rules        []string
+	Time         TimeMode
+	KeyGroups    int
+	Parallelism  int
+	Backend      Backend
+	Finished     bool
+	Source       sourceMeta
+	Dead         runtime.PendingState
+	Alerts, Late []runtime.PendingState // by subtask
+	Stats        StreamStats
 }
 
 // keyGroups is the number of key groups of a job's state.
@@ -337,6 +346,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 		j.stats.Checkpoints, j.stats.Aborted = 0, 0
 		j.stats.MaxDuration, j.stats.MaxStall = 0, 0
 		j.stats.LastCheckpoint = j.restored
+		j.stats.LastDuration, j.stats.LastStall = 0, 0
 		if j.meta.Finished {
 			// The final checkpoint is complete, but a crash may have
 			// come before every sink committed it: finish that first.
@@ -383,15 +393,26 @@ func (j *job) readMeta(chk *state.Checkpoint) (*jobMeta, error) {
 	switch {
 	case m.Format != streamFormat:
 		return nil, fmt.Errorf("%w: checkpoint %d is of job format %d, this build reads %d", ErrRestore, chk.ID, m.Format, streamFormat)
-	case m.RulesetVersion != rs.Hash:
+	case !slices.Equal(m.Rules, ruleHashes(rs)):
 		return nil, fmt.Errorf("%w: checkpoint %d was taken with ruleset %s version %.12s, these rules are %s version %.12s: state cannot migrate between rulesets yet; resume with the original rules or start over with a new state directory",
 			ErrRestore, chk.ID, m.Ruleset, m.RulesetVersion, rs.Name, rs.Hash)
+	case m.Time != j.cfg.Time:
+		return nil, fmt.Errorf("%w: checkpoint %d was taken in %s, this run is in %s", ErrRestore, chk.ID, m.Time, j.cfg.Time)
 	case m.KeyGroups != keyGroups:
 		return nil, fmt.Errorf("%w: checkpoint %d has %d key groups, this build %d", ErrRestore, chk.ID, m.KeyGroups, keyGroups)
 	case m.Parallelism < 1 || len(m.Alerts) != m.Parallelism || len(m.Late) != m.Parallelism:
 		return nil, fmt.Errorf("%w: checkpoint %d: job metadata: %d subtasks with %d and %d sink states", ErrRestore, chk.ID, m.Parallelism, len(m.Alerts), len(m.Late))
 	}
 	return &m, nil
+}
+
+// ruleHashes are the content hashes of the rules of rs, in order.
+func ruleHashes(rs *Ruleset) []string {
+	hs := make([]string, len(rs.Rules))
+	for i, r := range rs.Rules {
+		hs[i] = r.Hash
+	}
+	return hs
 }
 
 // result gathers the counters of the run. It reads the subtasks' hosts:
@@ -550,6 +571,11 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 		for g := int(r.First); g <= int(r.Last); g++ {
 			j.owner[g] = i
 		}
+	}
+	// The working databases are disposable: whatever an earlier run left
+	// there (another backend's, a crashed restore's) goes.
+	if err := os.RemoveAll(filepath.Join(c.StateDir, "work")); err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
 	}
 	var parts []state.Reader // the old subtasks' stores, on a change of layout
 	var cleanup []func()

@@ -83,8 +83,21 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			}
 		case now := <-tick.C:
 			if c.Follow {
-				if wm, ok := src.pw.Tick(); ok {
-					if err := src.forward(wm); err != nil {
+				// A live input: the watermark the events allow goes out
+				// now, not at the next multiple of the cadence, which a
+				// quiet stream may never reach.
+				src.pw.Tick()
+				if err := src.forward(src.pw.Current()); err != nil {
+					return false, err
+				}
+				if src.wantBarrier && now.Sub(src.wantSince) > c.CheckpointInterval {
+					// The far-ahead check has held events for a whole
+					// interval of a live input: judge them now, so that
+					// checkpoints go on.
+					if err := src.guard.End(src); err != nil {
+						return false, err
+					}
+					if err := src.barrier(); err != nil {
 						return false, err
 					}
 				}
@@ -102,7 +115,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 					// The guard's held events belong to no checkpoint
 					// yet: the barrier follows the record that settles
 					// them.
-					src.wantBarrier = true
+					src.wantBarrier, src.wantSince = true, now
 				} else if err := j.barrier(false); err != nil {
 					return false, err
 				}
@@ -234,7 +247,7 @@ func (j *job) barrier(final bool) error {
 	j.flight = f
 	rs := j.e.cfg.ruleset
 	f.meta = jobMeta{
-		Format: streamFormat, Ruleset: rs.Name, RulesetVersion: rs.Hash,
+		Format: streamFormat, Ruleset: rs.Name, RulesetVersion: rs.Hash, Rules: ruleHashes(rs), Time: j.cfg.Time,
 		KeyGroups: keyGroups, Parallelism: len(j.subs), Backend: j.cfg.Backend, Finished: final,
 		Alerts: make([]runtime.PendingState, len(j.subs)),
 		Late:   make([]runtime.PendingState, len(j.subs)),

@@ -36,6 +36,7 @@ type streamSource struct {
 	// wantBarrier says that a barrier is due but waits for the guard to
 	// hold nothing: it goes out after the record that empties it.
 	wantBarrier bool
+	wantSince   time.Time
 
 	firstDeadLine   int64
 	firstDeadReason string

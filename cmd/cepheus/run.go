@@ -24,8 +24,11 @@ where its last checkpoint stands when started again with the same -state
 directory, and no alert is lost or written twice (docs/operations.md).
 
 Input: -events is a JSON-lines file (plain or gzip), a directory of
-*.jsonl and *.jsonl.gz files (each one a partition with its own position
-and watermark, read in name order), or - for standard input. With -follow
+*.jsonl and *.jsonl.gz files, or - for standard input. Each file of a
+directory is a partition with its own position and watermark. Without
+-follow they are read one after another in name order, so name them in
+time order (rotated logs, daily exports): the events of a file behind
+the watermark the files before it reached are late. With -follow
 the files are read as they grow, and new files of the directory as they
 appear, until the run is stopped; a line is decoded only once its newline
 has arrived. Without -follow the run ends at the end of the input as a
@@ -128,6 +131,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	negative("-watermark-every", f.watermarkEvery < 0, f.watermarkEvery)
 	negative("-max-partial-matches", f.maxPartial < 0, f.maxPartial)
 	negative("-max-buffered-events", f.maxBuffered < 0, f.maxBuffered)
+	if f.wallClock && (!f.follow || f.idle == 0) {
+		msgs = append(msgs, "-wall-clock-advance needs -follow and a positive -idle-timeout (it advances the watermark while every followed input is idle)")
+	}
 	if f.interval <= 0 {
 		msgs = append(msgs, fmt.Sprintf("-checkpoint-interval %s must be positive", formatDuration(f.interval)))
 	}
