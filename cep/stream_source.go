@@ -130,12 +130,6 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	return m, nil
 }
 
-// seqOf is the Seq of the event of line in partition p: the line itself
-// for the first partition (as a backtest numbers a file's events), the
-// partition in the high bits for the others, so that Seq is unique and
-// the same in every run over the same input.
-func seqOf(p int, line int64) uint64 { return uint64(p)<<40 | uint64(line) }
-
 // onBatch decodes, routes and (at the watermark cadence) forwards
 // watermarks for the records of b.
 func (s *streamSource) onBatch(b runtime.Batch) error {
@@ -190,7 +184,7 @@ func (s *streamSource) record(p runtime.Partition, rec *runtime.Record) error {
 	}
 	ev := s.ev
 	s.ev = nil
-	ev.Seq = seqOf(p.Index, rec.Line)
+	ev.Seq = event.SeqOf(p.Index, rec.Line)
 	if s.guard == nil {
 		return s.accept(p.Index, ev)
 	}

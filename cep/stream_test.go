@@ -80,13 +80,6 @@ func identityLayout(n int) logLayout {
 	return singleLayout("log", from)
 }
 
-// fromSeq returns the log line (1-based) of an event's Seq: the line for
-// the first partition, the partition in the bits from 40 up for the others
-// (seqOf).
-func (l logLayout) fromSeq(seq int64) (int64, error) {
-	return l.fromLine(int(seq>>40), seq&(1<<40-1))
-}
-
 func (l logLayout) fromLine(p int, line int64) (int64, error) {
 	if p < 0 || p >= len(l.from) || line < 1 || line > int64(len(l.from[p])) {
 		return 0, fmt.Errorf("line %d of partition %d is not in the input", line, p)
@@ -104,22 +97,28 @@ type streamOutputs struct {
 	dead   []string            // "line reason data" of each dead letter, sorted
 }
 
-// lineField is a "line" field of an event: the line of an alert's matched
-// event, of a late event (twice: the late line's and its event's) or of a
-// dead letter. The encoders write it first in its object, as a number.
-var lineField = regexp.MustCompile(`"line":([0-9]+)`)
+// lineField is a "line" field of an event, with its "partition" when not
+// the first (event.SeqOf): the line of an alert's matched event, of a
+// late event (twice: the late line's and its event's) or of a dead
+// letter. The encoders write it first in its object, as a number.
+var lineField = regexp.MustCompile(`"line":([0-9]+)(?:,"partition":([0-9]+))?`)
 
 // alertHead is the start of an alert line ([AlertEncoder]): its id, its
 // rule and its key object (flat: field to value).
 var alertHead = regexp.MustCompile(`^\{"alert_id":"([0-9a-f]+)","rule":"([^"]+)".*?"key":(\{[^{}]*\})`)
 
-// normalizeLine replaces every "line" field of a JSON line (an event's Seq)
-// by the log's line.
+// normalizeLine replaces every "line" field of a JSON line (with its
+// "partition") by the log's line.
 func normalizeLine(line string, l logLayout) (string, error) {
 	var err error
 	out := lineField.ReplaceAllStringFunc(line, func(f string) string {
-		seq, perr := strconv.ParseInt(f[len(`"line":`):], 10, 64)
-		n, lerr := l.fromSeq(seq)
+		m := lineField.FindStringSubmatch(f)
+		ln, perr := strconv.ParseInt(m[1], 10, 64)
+		p := 0
+		if m[2] != "" {
+			p, _ = strconv.Atoi(m[2])
+		}
+		n, lerr := l.fromLine(p, ln)
 		if err == nil {
 			err = cmp.Or(perr, lerr)
 		}

@@ -189,6 +189,22 @@ func (v Value) String() string {
 	return "null"
 }
 
+// SeqLineBits is the width of the line in a Seq made by [SeqOf].
+const SeqLineBits = 40
+
+// SeqOf is the Seq of the event read from line of partition p of a source
+// with several partitions (a directory of files): the partition in the
+// high bits, the line in the low SeqLineBits, so that Seq is unique and
+// the outputs still show the line. For partition 0 it is the line.
+func SeqOf(p int, line int64) uint64 { return uint64(p)<<SeqLineBits | uint64(line) }
+
+// Line returns the line part of e.Seq ([SeqOf]).
+func (e *Event) Line() int64 { return int64(e.Seq & (1<<SeqLineBits - 1)) }
+
+// Partition returns the partition part of e.Seq ([SeqOf]); 0 for a source
+// of one partition.
+func (e *Event) Partition() int { return int(e.Seq >> SeqLineBits) }
+
 // Event is a flat record: an event time and one [Value] per field of its
 // [Schema], addressed by slot. Seq is the arrival sequence number assigned by
 // the source (or the test harness); it identifies the event in outputs and

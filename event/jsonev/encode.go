@@ -79,13 +79,14 @@ func NewEncoder(schema *event.Schema, timeFields ...string) *Encoder {
 	return e
 }
 
-// AppendEvent appends ev as a JSON object: "line" (ev.Seq, the input line
-// in a backtest), then every schema field in slot order.
+// AppendEvent appends ev as a JSON object: "line" (the input line, from
+// ev.Seq; [event.SeqOf]) and, for a partition after the first of a source
+// of several, "partition" (its index), then every schema field in slot
+// order.
 //
 //	{"line":12,"ts":"2024-05-01T12:00:00Z","card":"c1","amount":25.5}
 func (e *Encoder) AppendEvent(b []byte, ev *event.Event) []byte {
-	b = append(b, `{"line":`...)
-	b = strconv.AppendUint(b, ev.Seq, 10)
+	b = appendLine(append(b, '{'), ev)
 	for i := range e.keys {
 		b = append(b, e.keys[i]...)
 		v := ev.Field(i)
@@ -100,12 +101,23 @@ func (e *Encoder) AppendEvent(b []byte, ev *event.Event) []byte {
 	return append(b, '}')
 }
 
+// appendLine appends the "line" member of ev, and its "partition" when not
+// the first.
+func appendLine(b []byte, ev *event.Event) []byte {
+	b = append(b, `"line":`...)
+	b = strconv.AppendInt(b, ev.Line(), 10)
+	if p := ev.Partition(); p > 0 {
+		b = append(b, `,"partition":`...)
+		b = strconv.AppendInt(b, int64(p), 10)
+	}
+	return b
+}
+
 // AppendLate appends a late event as one JSON line (newline included):
 //
 //	{"line":12,"time":"2024-05-01T12:00:00Z","event":{...}}
 func (e *Encoder) AppendLate(b []byte, ev *event.Event) []byte {
-	b = append(b, `{"line":`...)
-	b = strconv.AppendUint(b, ev.Seq, 10)
+	b = appendLine(append(b, '{'), ev)
 	b = append(b, `,"time":`...)
 	b = AppendString(b, ev.Time.String())
 	b = append(b, `,"event":`...)
