@@ -108,8 +108,9 @@ type StreamConfig struct {
 // watch its queues.
 type streamHooks struct {
 	// afterCommit is called on the coordinator once checkpoint id is
-	// complete and its commits are sent; true stops the run there, as a
-	// cancellation would (a final checkpoint follows).
+	// complete and its commits are sent; true stops the run, as a
+	// cancellation would, once the batch being routed is (a final
+	// checkpoint follows).
 	afterCommit func(id int64) bool
 }
 
@@ -297,6 +298,7 @@ type job struct {
 	restored  int64
 	buf       []byte
 	alertsOut *lockedWriter // the alerts without an alerts directory
+	stopAsked bool          // by hooks.afterCommit
 }
 
 // jobMeta is the job's metadata blob of a checkpoint ("job"), JSON.

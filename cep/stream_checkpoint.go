@@ -67,6 +67,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	nextProgress := lastDone.Add(c.ProgressInterval)
 	batches := src.reader.Batches()
 	for {
+		if j.stopAsked {
+			return false, j.finish(false)
+		}
 		select {
 		case b, ok := <-batches:
 			if !ok {
@@ -131,9 +134,6 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			}
 			if done {
 				lastDone = time.Now()
-				if h := c.hooks.afterCommit; h != nil && h(j.stats.LastCheckpoint) {
-					return false, j.finish(false)
-				}
 			}
 		case err := <-j.failed:
 			return false, err
@@ -313,6 +313,9 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	}
 	j.stats.Checkpoints++
 	j.stats.LastCheckpoint = f.id
+	if h := j.cfg.hooks.afterCommit; h != nil && h(f.id) {
+		j.stopAsked = true // the loop stops at its next turn
+	}
 	j.stats.LastDuration = time.Since(f.started)
 	j.stats.LastStall = f.stall
 	j.stats.MaxDuration = max(j.stats.MaxDuration, j.stats.LastDuration)
