@@ -607,19 +607,38 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 			return err
 		}
 		j.subs = append(j.subs, s)
-		if err := s.openStore(chk, same); err != nil {
-			return err
-		}
-		if j.meta != nil {
+	}
+	// The subtasks restore their state side by side (each decodes its own
+	// keys; the old stores are only read).
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, s := range j.subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.openStore(chk, same); err != nil {
+				errs[i] = err
+				return
+			}
+			if j.meta == nil {
+				return
+			}
+			var err error
 			if same {
 				err = s.host.Restore(s.store)
 			} else {
 				err = s.host.restoreParts(parts, groupRange(i, n), i == 0)
 			}
 			if err != nil {
-				return fmt.Errorf("%w: subtask %d: %w", ErrRestore, i, err)
+				errs[i] = fmt.Errorf("%w: subtask %d: %w", ErrRestore, i, err)
 			}
-		}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, s := range j.subs {
 		if s.mem != nil {
 			s.mem.start()
 		}

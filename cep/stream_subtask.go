@@ -196,12 +196,13 @@ func (s *streamSubtask) openStore(chk *state.Checkpoint, same bool) error {
 // checkpoint. So the subtask never copies the table: its stall is the
 // changed records, not the state.
 type memBackend struct {
-	name  string
-	base  *state.Mem // the records as of the last delta applied; the goroutine's once started
-	delta []deltaOp
-	jobs  chan memJob
-	done  chan struct{}
-	ctx   context.Context
+	name    string
+	base    *state.Mem // the records as of the last delta applied; the goroutine's once started
+	delta   []deltaOp
+	jobs    chan memJob
+	done    chan struct{}
+	ctx     context.Context
+	started bool
 }
 
 type deltaOp struct {
@@ -238,7 +239,10 @@ func (m *memBackend) Records(op state.OperatorID, groups state.KeyGroupRange) it
 	return m.base.Records(op, groups)
 }
 
-func (m *memBackend) start() { go m.run() }
+func (m *memBackend) start() {
+	m.started = true
+	go m.run()
+}
 
 func (m *memBackend) run() {
 	defer close(m.done)
@@ -269,7 +273,9 @@ func (m *memBackend) checkpoint(w *state.CheckpointWriter, a ack, acks chan<- ac
 
 func (m *memBackend) close() {
 	close(m.jobs)
-	<-m.done
+	if m.started {
+		<-m.done
+	}
 }
 
 func (s *streamSubtask) close() error {
