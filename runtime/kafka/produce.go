@@ -1,0 +1,189 @@
+package kafka
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ProduceConfig configures [Produce]. Brokers and Topic are required; the
+// other fields may stay zero.
+type ProduceConfig struct {
+	// Brokers are the seed brokers, host:port each; the client finds the
+	// rest of the cluster from them.
+	Brokers []string
+	// Topic is the topic written. It is created when missing, with
+	// Partitions partitions, the broker's default replication factor and
+	// retention.ms=-1.
+	Topic string
+	// Partitions is the partition count of a topic Produce creates; 0 (the
+	// default) takes the broker's num.partitions. When the topic exists, a
+	// Partitions other than 0 must be its count, else Produce writes
+	// nothing and returns ErrPartitionCount.
+	Partitions int
+	// KeyField names the top-level field of each line whose value is the
+	// record key: a string's characters, or the JSON text of a number, a
+	// boolean, an object or an array (an empty string is an empty key, not
+	// a null one). A line without the field, with null there, or that is
+	// not a JSON object gets a null key. "" (the default): every record has
+	// a null key.
+	KeyField string
+	// TimeField names a top-level field holding each record's timestamp:
+	// an RFC 3339 string, or an integral number of epoch milliseconds. ""
+	// (the default), and a line whose field is missing or holds anything
+	// else: the timestamp is the time the record is appended (the client's
+	// clock when Produce hands it over; Kafka's CreateTime).
+	TimeField string
+}
+
+// Validate reports every problem of c, joined.
+func (c ProduceConfig) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("kafka: no brokers given"))
+	}
+	if c.Topic == "" {
+		errs = append(errs, errors.New("kafka: no topic given"))
+	}
+	if c.Partitions < 0 {
+		errs = append(errs, fmt.Errorf("kafka: partitions %d is negative", c.Partitions))
+	}
+	return errors.Join(errs...)
+}
+
+// ProduceResult says what [Produce] did.
+type ProduceResult struct {
+	// Records is the number of records written: acknowledged by the
+	// brokers (acks=all, idempotent).
+	Records int64
+	// Bytes is the size of their values.
+	Bytes int64
+	// NullKeys counts the records written with a null key although
+	// KeyField was set.
+	NullKeys int64
+	// Untimed counts the records written with the append time although
+	// TimeField was set.
+	Untimed int64
+	// NotJSON counts the lines written that are not JSON objects (when
+	// KeyField or TimeField is set; otherwise lines are not read).
+	NotJSON int64
+	// Blank counts the empty or blank lines, which are not written.
+	Blank int64
+	// Created reports whether Produce created the topic.
+	Created bool
+	// Partitions is the topic's partition count.
+	Partitions int
+}
+
+// Produce writes each line of r (JSON lines; a final line without a line
+// end counts too) as one record of c.Topic, in order: its value is the line
+// without its line end ("\n" or "\r\n"), its key and timestamp come from
+// the fields c names. Blank lines are skipped. Lines are not checked
+// otherwise: a line that is not JSON is written as it is, with a null key
+// and the append time, for the reader to judge.
+//
+// Records of one partition keep the order of their lines. Produce returns
+// once every record is acknowledged, or at the first record that fails
+// (the error names its line; records after it may have been written). A
+// broker that does not answer fails it after about 30 s. Cancelling ctx
+// stops it; the result then counts what was acknowledged.
+func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, error) {
+	var res ProduceResult
+	if err := c.Validate(); err != nil {
+		return res, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.DefaultProduceTopic(c.Topic), metadataMinAge)
+	if err != nil {
+		return res, fmt.Errorf("kafka: %w", err)
+	}
+	defer cl.Close()
+	res.Created, res.Partitions, err = ensureTopic(ctx, kadm.NewClient(cl), c.Topic, c.Partitions)
+	if err != nil {
+		return res, err
+	}
+
+	var (
+		records, size atomic.Int64
+		mu            sync.Mutex
+		firstErr      error // of the record with the lowest line number that failed
+		firstLine     int64
+		failed        atomic.Bool
+	)
+	fail := func(line int64, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil || line < firstLine {
+			firstErr, firstLine = err, line
+		}
+		failed.Store(true)
+	}
+	parse := c.KeyField != "" || c.TimeField != ""
+	br := bufio.NewReaderSize(r, 1<<16)
+	var line int64
+	for !failed.Load() {
+		b, rerr := br.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			fail(line+1, fmt.Errorf("read line %d: %w", line+1, rerr))
+			break
+		}
+		if len(b) > 0 {
+			line++
+			b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+			if len(bytes.TrimSpace(b)) == 0 {
+				res.Blank++
+			} else {
+				rec := &kgo.Record{Value: b}
+				if parse {
+					kv, tv, err := topFields(b, c.KeyField, c.TimeField)
+					if err != nil {
+						res.NotJSON++
+					}
+					rec.Key = keyOf(kv)
+					if c.KeyField != "" && rec.Key == nil {
+						res.NullKeys++
+					}
+					if c.TimeField != "" {
+						if t, ok := timeOf(tv); ok {
+							rec.Timestamp = t
+						} else {
+							res.Untimed++
+						}
+					}
+				}
+				n := line
+				cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+					if err != nil {
+						fail(n, fmt.Errorf("line %d: %w", n, err))
+						return
+					}
+					records.Add(1)
+					size.Add(int64(len(rec.Value)))
+				})
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+	}
+	ferr := cl.Flush(ctx)
+	res.Records, res.Bytes = records.Load(), size.Load()
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case firstErr != nil && ctx.Err() == nil:
+		return res, fmt.Errorf("kafka: produce to %s: %w", c.Topic, firstErr)
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	case ferr != nil:
+		return res, fmt.Errorf("kafka: produce to %s: %w", c.Topic, ferr)
+	}
+	return res, nil
+}

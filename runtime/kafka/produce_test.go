@@ -1,0 +1,255 @@
+package kafka
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// testLine is a line of testLines and what Produce should make of it.
+type testLine struct {
+	text string
+	key  []byte    // nil: a null key
+	ts   time.Time // zero: the append time
+}
+
+// testLines returns n lines keyed by card_id over 40 cards and timed by ts:
+// every 10th has no card_id, every 25th a null one, every 15th an empty
+// one, every 20th no ts, every 33rd an epoch-millisecond ts, and the 7th is
+// not JSON at all.
+func testLines(n int) []testLine {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := make([]testLine, n)
+	for i := range out {
+		ts := base.Add(time.Duration(i) * 1500 * time.Millisecond)
+		l := testLine{key: fmt.Appendf(nil, "card_%d", i%40), ts: ts}
+		card := fmt.Sprintf(`"card_id":"card_%d",`, i%40)
+		switch {
+		case i%10 == 0:
+			card, l.key = "", nil
+		case i%25 == 0:
+			card, l.key = `"card_id":null,`, nil
+		case i%15 == 0:
+			card, l.key = `"card_id":"",`, []byte{}
+		}
+		tsField := fmt.Sprintf(`"ts":%q,`, ts.Format("2006-01-02T15:04:05.000Z07:00"))
+		switch {
+		case i%20 == 0:
+			tsField, l.ts = "", time.Time{}
+		case i%33 == 0:
+			tsField = fmt.Sprintf(`"ts":%d,`, ts.UnixMilli())
+		}
+		l.text = fmt.Sprintf(`{%s%s"seq":%d,"amount":%d.25}`, tsField, card, i, i%500)
+		if i == 7 {
+			l = testLine{text: fmt.Sprintf("not json %d", i)}
+		}
+		out[i] = l
+	}
+	return out
+}
+
+// TestProduceKeysAndTimes produces testLines into a 6-partition topic keyed
+// by card_id, reads the records back and checks each key, timestamp and
+// partition, then consumes the topic: the same lines come out.
+func TestProduceKeysAndTimes(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, brokers []string) {
+		ctx := testContext(t)
+		topic := topicName(t)
+		lines := testLines(3000)
+		var in strings.Builder
+		byValue := map[string]testLine{}
+		var want ProduceResult
+		for i, l := range lines {
+			in.WriteString(l.text)
+			if i%100 == 0 {
+				in.WriteString("\r") // a CRLF line end
+			}
+			in.WriteString("\n")
+			byValue[l.text] = l
+			if l.key == nil {
+				want.NullKeys++
+			}
+			if l.ts.IsZero() {
+				want.Untimed++
+			}
+		}
+		in.WriteString("\n  \n") // blank lines are skipped
+		in.WriteString(`{"card_id":"last","ts":1}`)
+		byValue[`{"card_id":"last","ts":1}`] = testLine{text: `{"card_id":"last","ts":1}`, key: []byte("last"), ts: time.UnixMilli(1)}
+		want.Records, want.NotJSON, want.Blank, want.Created, want.Partitions = int64(len(lines))+1, 1, 2, true, 6
+
+		before := time.Now()
+		res, err := Produce(ctx, ProduceConfig{Brokers: brokers, Topic: topic, Partitions: 6, KeyField: "card_id", TimeField: "ts"},
+			strings.NewReader(in.String()))
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Bytes = res.Bytes
+		if res != want {
+			t.Errorf("Produce = %+v\nwant %+v", res, want)
+		}
+
+		partitionOf := map[string]int32{}
+		used := map[int32]bool{}
+		recs := readAll(t, brokers, topic, int(want.Records))
+		for _, r := range recs {
+			l, ok := byValue[string(r.Value)]
+			if !ok {
+				t.Fatalf("record %q is no line produced", r.Value)
+			}
+			delete(byValue, string(r.Value))
+			if (r.Key == nil) != (l.key == nil) || !bytes.Equal(r.Key, l.key) {
+				t.Errorf("record %s: key %q (null %v), want %q (null %v)", r.Value, r.Key, r.Key == nil, l.key, l.key == nil)
+			}
+			if l.ts.IsZero() {
+				// The append time: the client's clock when it took the
+				// record, to the millisecond.
+				if r.Timestamp.Before(before.Truncate(time.Millisecond)) || r.Timestamp.After(after) {
+					t.Errorf("record %s: timestamp %v, want the append time (%v .. %v)", r.Value, r.Timestamp, before, after)
+				}
+			} else if !r.Timestamp.Equal(l.ts) {
+				t.Errorf("record %s: timestamp %v, want %v", r.Value, r.Timestamp, l.ts)
+			}
+			used[r.Partition] = true
+			if r.Key == nil {
+				continue
+			}
+			if p, seen := partitionOf[string(r.Key)]; seen && p != r.Partition {
+				t.Errorf("key %q in partitions %d and %d", r.Key, p, r.Partition)
+			}
+			partitionOf[string(r.Key)] = r.Partition
+		}
+		if len(byValue) > 0 {
+			t.Errorf("%d lines were not read back", len(byValue))
+		}
+		if len(used) != 6 {
+			t.Errorf("records in %d partitions, want all 6", len(used))
+		}
+
+		var out bytes.Buffer
+		cres, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: topic, Idle: time.Second}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantLines []string
+		for _, l := range lines {
+			wantLines = append(wantLines, l.text)
+		}
+		wantLines = append(wantLines, `{"card_id":"last","ts":1}`)
+		sameLines(t, out.String(), wantLines)
+		if cres.Records != want.Records || cres.Bytes != res.Bytes || cres.Partitions != 6 {
+			t.Errorf("Consume = %+v; want %d records, %d bytes, 6 partitions", cres, want.Records, res.Bytes)
+		}
+	})
+}
+
+// sameLines fails unless the lines of out are want, as a multiset.
+func sameLines(t *testing.T, out string, want []string) {
+	t.Helper()
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if out == "" {
+		got = nil
+	}
+	want = slices.Clone(want)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("consumed %d lines, want %d:\n%s", len(got), len(want), firstDiff(got, want))
+	}
+}
+
+// firstDiff describes where two sorted lists part.
+func firstDiff(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("at %d: got %q, want %q", i, got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("got %d, want %d lines in all", len(got), len(want))
+}
+
+// TestProduceTopicCreation: Produce creates a missing topic once, with
+// retention.ms=-1, also when two Produce calls race to create it; later
+// calls use it, and a call asking for another partition count writes
+// nothing.
+func TestProduceTopicCreation(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, brokers []string) {
+		ctx := testContext(t)
+		topic := topicName(t)
+		cfg := ProduceConfig{Brokers: brokers, Topic: topic, Partitions: 6, KeyField: "k"}
+		var wg sync.WaitGroup
+		results := make([]ProduceResult, 2)
+		errs := make([]error, 2)
+		for i := range results {
+			wg.Go(func() {
+				results[i], errs[i] = Produce(ctx, cfg, strings.NewReader(fmt.Sprintf(`{"k":"a","n":%d}`+"\n", i)))
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if results[0].Created == results[1].Created || results[0].Records != 1 || results[1].Records != 1 {
+			t.Errorf("two racing Produce calls: %+v; want one to create the topic, both to write", results)
+		}
+		res, err := Produce(ctx, ProduceConfig{Brokers: brokers, Topic: topic}, strings.NewReader(`{"k":"b"}`))
+		if err != nil || res.Created || res.Partitions != 6 || res.Records != 1 {
+			t.Errorf("Produce to the existing topic without -partitions: %+v, %v", res, err)
+		}
+		cfg.Partitions = 3
+		res, err = Produce(ctx, cfg, strings.NewReader(`{"k":"c"}`))
+		if !errors.Is(err, ErrPartitionCount) || res.Records != 0 || !strings.Contains(err.Error(), "has 6 partitions, not 3") {
+			t.Errorf("Produce with another partition count: %+v, %v; want ErrPartitionCount and nothing written", res, err)
+		}
+
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On(topic, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retention := "(not set)"
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" && c.Value != nil {
+				retention = *c.Value
+			}
+		}
+		if retention != "-1" {
+			t.Errorf("retention.ms of the created topic = %s, want -1", retention)
+		}
+
+		var out bytes.Buffer
+		if _, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: topic, Idle: 500 * time.Millisecond}, &out); err != nil {
+			t.Fatal(err)
+		}
+		sameLines(t, out.String(), []string{`{"k":"a","n":0}`, `{"k":"a","n":1}`, `{"k":"b"}`})
+	})
+}
+
+func TestProduceConfigValidate(t *testing.T) {
+	err := ProduceConfig{Partitions: -1}.Validate()
+	for _, want := range []string{"no brokers given", "no topic given", "partitions -1 is negative"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to say %q", err, want)
+		}
+	}
+	if err := (ProduceConfig{Brokers: []string{"b:1"}, Topic: "t"}).Validate(); err != nil {
+		t.Errorf("Validate of a good config: %v", err)
+	}
+}
