@@ -89,6 +89,7 @@ type streamSubtask struct {
 	processed             atomic.Int64 // elements processed
 	// snap is the subtask's part of the checkpoint in progress, if any.
 	snap *subtaskSnapshot
+	bg   sync.WaitGroup // the Pebble checkpoints being made
 }
 
 func (j *job) newSubtask(i int) (*streamSubtask, error) {
@@ -286,6 +287,7 @@ func (s *streamSubtask) close() error {
 	if s.late != nil {
 		errs = append(errs, s.late.Close())
 	}
+	s.bg.Wait()
 	if s.peb != nil {
 		errs = append(errs, s.peb.Close())
 	}
@@ -468,12 +470,24 @@ func (s *streamSubtask) stepSnapshot(n int, acks chan<- ack) {
 	}
 	failpoint.Hit("snapshot.mid")
 	if s.peb != nil {
+		// The batch is flushed here; the database's checkpoint (its
+		// write-ahead log copied) is made on a goroutine of its own while
+		// the subtask goes on: nothing writes to the store until the next
+		// barrier, which waits for this checkpoint's ack.
 		t := time.Now()
-		if err := sn.w.AddPebble(subtaskStore(s.index), s.peb); err != nil {
-			a.err = err
-		}
+		err := s.peb.Flush()
 		a.stall = max(a.stall, time.Since(t))
-		s.ack(acks, a)
+		if err != nil {
+			a.err = err
+			s.ack(acks, a)
+			return
+		}
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			a.err = sn.w.AddPebbleFlushed(subtaskStore(s.index), s.peb)
+			s.ack(acks, a)
+		}()
 		return
 	}
 	s.mem.checkpoint(sn.w, a, acks)

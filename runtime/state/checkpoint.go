@@ -363,6 +363,24 @@ func (w *CheckpointWriter) AddPebble(name string, p *Pebble) error {
 	return nil
 }
 
+// AddPebbleFlushed is [CheckpointWriter.AddPebble] of a store whose
+// write-back batch its owner has flushed ([Pebble.Flush]) since its last
+// write: it may run on any goroutine, while the owner goes on (the
+// checkpoint holds the database as of the call; later writes do not enter
+// it). The owner must not close p before it returns.
+func (w *CheckpointWriter) AddPebbleFlushed(name string, p *Pebble) error {
+	if err := w.reserve(name, "s/"); err != nil {
+		return err
+	}
+	if err := p.checkpointDB(w.d.fs.PathJoin(w.tmp, stateSubdir, name)); err != nil {
+		return w.fail(err)
+	}
+	w.mu.Lock()
+	w.m.Stores = append(w.m.Stores, markerStore{Name: name, Kind: KindPebble})
+	w.mu.Unlock()
+	return nil
+}
+
 // AddMem adds the records of s under name, written to a file. s is
 // immutable: AddMem may run on another goroutine than the owner of the
 // [Mem] it was taken from.

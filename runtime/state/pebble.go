@@ -202,6 +202,12 @@ func (p *Pebble) checkpoint(dest string) error {
 	if err := p.Flush(); err != nil {
 		return err
 	}
+	return p.checkpointDB(dest)
+}
+
+// checkpointDB writes the Pebble checkpoint of checkpoint, without
+// touching the batch: any goroutine may call it.
+func (p *Pebble) checkpointDB(dest string) error {
 	if err := p.db.Checkpoint(dest, pebble.WithFlushedWAL()); err != nil {
 		return fmt.Errorf("state: pebble checkpoint %s: %w", dest, err)
 	}
