@@ -4,58 +4,202 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"strconv"
 	"time"
 )
 
 // errNotObject is returned by topFields for a line that is not a JSON
-// object.
+// object at its top level.
 var errNotObject = errors.New("not a JSON object")
 
 // topFields returns the raw JSON values of the top-level fields a and b of
 // line, nil for a field that is missing or named "". A field given twice
 // has its last value, as the engine's decoder reads it (jsonev, Lenient),
-// so a record is keyed by the value its rules key it by. It returns
-// errNotObject, or the decoder's error, when line is not one JSON object.
-// The values are copies.
+// so a record is keyed by the value its rules key it by. The values are
+// slices of line.
+//
+// It reads the top level only, which is what a produce of hundreds of
+// thousands of lines can afford: it returns errNotObject when line is not
+// an object of string keys and values (strings, numbers, literals, and
+// objects and arrays whose brackets balance), but does not check inside
+// nested objects and arrays.
 func topFields(line []byte, a, b string) (va, vb []byte, err error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	i := skipBlanks(line, 0)
+	if i == len(line) || line[i] != '{' {
 		return nil, nil, errNotObject
 	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, err
-		}
-		name, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, err
-		}
-		switch {
-		case a != "" && name == a:
-			va = v
-		case b != "" && name == b:
-			vb = v
+	i = skipBlanks(line, i+1)
+	if i < len(line) && line[i] == '}' {
+		i++
+	} else {
+		for {
+			if i == len(line) || line[i] != '"' {
+				return nil, nil, errNotObject
+			}
+			end, esc := scanString(line, i)
+			if end < 0 {
+				return nil, nil, errNotObject
+			}
+			name := line[i+1 : end-1]
+			if esc {
+				var s string
+				if json.Unmarshal(line[i:end], &s) != nil {
+					return nil, nil, errNotObject
+				}
+				name = []byte(s)
+			}
+			i = skipBlanks(line, end)
+			if i == len(line) || line[i] != ':' {
+				return nil, nil, errNotObject
+			}
+			i = skipBlanks(line, i+1)
+			end = skipValue(line, i)
+			if end < 0 {
+				return nil, nil, errNotObject
+			}
+			switch {
+			case a != "" && string(name) == a:
+				va = line[i:end]
+			case b != "" && string(name) == b:
+				vb = line[i:end]
+			}
+			i = skipBlanks(line, end)
+			if i < len(line) && line[i] == ',' {
+				i = skipBlanks(line, i+1)
+				continue
+			}
+			if i < len(line) && line[i] == '}' {
+				i++
+				break
+			}
+			return nil, nil, errNotObject
 		}
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if skipBlanks(line, i) != len(line) {
 		return nil, nil, errNotObject
 	}
 	if a != "" && a == b {
 		vb = va
 	}
 	return va, vb, nil
+}
+
+// skipBlanks returns the index of the first byte at or after i that is not
+// JSON white space.
+func skipBlanks(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// scanString returns the index after the string that starts with the quote
+// at b[i] (-1 when it does not end), and whether it holds escapes.
+func scanString(b []byte, i int) (end int, esc bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			esc = true
+			j++
+		case '"':
+			return j + 1, esc
+		}
+	}
+	return -1, esc
+}
+
+// skipValue returns the index after the JSON value that starts at b[i], or
+// -1 when there is none. Objects and arrays are skipped by balancing their
+// brackets, honouring strings.
+func skipValue(b []byte, i int) int {
+	if i == len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := scanString(b, i)
+		return end
+	case '{', '[':
+		var stack []byte
+		for j := i; j < len(b); j++ {
+			switch c := b[j]; c {
+			case '"':
+				end, _ := scanString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				stack = append(stack, c+2) // '{'+2 is '}', '['+2 is ']'
+			case '}', ']':
+				if len(stack) == 0 || stack[len(stack)-1] != c {
+					return -1
+				}
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && !endsLiteral(b[j]) {
+		j++
+	}
+	switch v := b[i:j]; {
+	case string(v) == "true" || string(v) == "false" || string(v) == "null":
+		return j
+	case isNumber(v):
+		return j
+	}
+	return -1
+}
+
+// endsLiteral reports whether c ends a number or a literal.
+func endsLiteral(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}
+
+// isNumber reports whether b is a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func isNumber(b []byte) bool {
+	i := 0
+	digits := func() bool {
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	if i < len(b) && b[i] == '0' {
+		i++
+	} else if !digits() {
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(b)
 }
 
 // keyOf returns the record key that the raw JSON value v of the key field
@@ -67,6 +211,9 @@ func keyOf(v []byte) []byte {
 	case v == nil || string(v) == "null":
 		return nil
 	case v[0] == '"':
+		if bytes.IndexByte(v, '\\') < 0 {
+			return bytes.Clone(v[1 : len(v)-1])
+		}
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
 			return nil
@@ -90,8 +237,8 @@ func timeOf(v []byte) (t time.Time, ok bool) {
 	case len(v) == 0:
 		return time.Time{}, false
 	case v[0] == '"':
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
+		s := string(v[1 : len(v)-1])
+		if bytes.IndexByte(v, '\\') >= 0 && json.Unmarshal(v, &s) != nil {
 			return time.Time{}, false
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)

@@ -17,6 +17,8 @@ func TestTopFields(t *testing.T) {
 		{line: `{"card_id":{"a":[1, 2]},"x":"}"}`, key: `{"a":[1, 2]}`},
 		{line: `{"nested":{"card_id":"no"},"card_id":null}`, key: `null`},
 		{line: `{"card_id":"first","card_id":"last"}`, key: `"last"`},
+		{line: `{"x":"a\"}]{[","card\u005fid":"esc","y":[{"z":"]"},[]],"ts":-1.5E+3}`, key: `"esc"`, time: `-1.5E+3`},
+		{line: "\t{\"ts\":true,\"card_id\":false}\r\n", key: `false`, time: `true`},
 		{line: `{"other":1}`},
 		{line: `{}`},
 		{line: `[1,2]`, wantErr: true},
@@ -25,6 +27,15 @@ func TestTopFields(t *testing.T) {
 		{line: `{"card_id":"c1"`, wantErr: true},
 		{line: `{"card_id":"c1"} {}`, wantErr: true},
 		{line: `{"card_id":"c1",}`, wantErr: true},
+		{line: `{"card_id":01}`, wantErr: true},
+		{line: `{"card_id":1.}`, wantErr: true},
+		{line: `{"card_id":tru}`, wantErr: true},
+		{line: `{"card_id":[1}`, wantErr: true},
+		{line: `{"card_id":[1]]}`, wantErr: true},
+		{line: `{"card_id" 1}`, wantErr: true},
+		{line: `{card_id:1}`, wantErr: true},
+		{line: `{"card_id":"unterminated}`, wantErr: true},
+		{line: ``, wantErr: true},
 	} {
 		a, b := c.a, c.b
 		if a == "" {
@@ -90,6 +101,22 @@ func TestTimeOf(t *testing.T) {
 		got, ok := timeOf([]byte(c.raw))
 		if ok != c.ok || !got.Equal(c.want) {
 			t.Errorf("timeOf(%s) = %v, %v; want %v, %v", c.raw, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// BenchmarkTopFields reads the key and time of a line of cepheus gen.
+func BenchmarkTopFields(b *testing.B) {
+	line := []byte(`{"ts":"2026-01-03T23:13:37.586Z","type":"auth","event_id":"evt_8664","customer_id":"cust_27420","card_id":"card_45342","amount":32.76,"currency":"USD","merchant_id":"merch_1012","merchant_country":"US","mcc":"5411","card_country":"US","device_id":"","ip":"","ip_country":"","lat":33.9809,"lon":-118.2922,"is_fraud":true,"scenario":"impossible_travel"}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		k, ts, err := topFields(line, "card_id", "ts")
+		if err != nil || keyOf(k) == nil {
+			b.Fatal(err)
+		}
+		if _, ok := timeOf(ts); !ok {
+			b.Fatal("no time")
 		}
 	}
 }
