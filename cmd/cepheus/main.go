@@ -10,6 +10,8 @@
 //	cepheus run -rules R -events E -state S -alerts A
 //	                                       run a ruleset live, checkpointed, exactly once
 //	cepheus gen [-o file]                  write synthetic card events with labelled fraud
+//	cepheus produce -topic T -events E     write a file of JSON lines to a Kafka topic
+//	cepheus consume -topic T               print a Kafka topic's records (read committed)
 //	cepheus version                        print the version (also -version, --version)
 //	cepheus help [command]                 explain a command
 //
@@ -91,7 +93,8 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, runCommand, genCommand, versionCommand}
+	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, runCommand, genCommand,
+		produceCommand, consumeCommand, versionCommand}
 }
 
 func lookup(name string) *command {

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kafkaBrokers returns $CEPHEUS_KAFKA_BROKERS. When it is unset the test
+// fails under CI (make test starts a broker and sets it; a test whose
+// service is missing must fail there, never skip) and skips elsewhere,
+// saying how to get a broker.
+func kafkaBrokers(t *testing.T) string {
+	t.Helper()
+	b := os.Getenv(brokersEnv)
+	if b == "" {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatal(brokersEnv + " is not set and CI is: the Kafka tests need a broker (make test starts one with scripts/kafka.sh)")
+		}
+		t.Skip("no Kafka broker: make test starts one; or run scripts/kafka.sh start (make kafka-up) and set " + brokersEnv + " to the address it prints")
+	}
+	return b
+}
+
+// kafkaTopic returns a topic name no other test or run uses: topics on the
+// test broker are never deleted.
+func kafkaTopic(t *testing.T, name string) string {
+	return fmt.Sprintf("cepheus-test-%s-%d", name, time.Now().UnixNano())
+}
+
+// readLines returns the lines of a file, gunzipped when its name ends in
+// .gz.
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var r = bufio.NewReader(f)
+	var sc *bufio.Scanner
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc = bufio.NewScanner(zr)
+	} else {
+		sc = bufio.NewScanner(r)
+	}
+	sc.Buffer(nil, 1<<20)
+	var out []string
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sameMultiset fails unless got and want hold the same lines, as multisets.
+func sameMultiset(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	got, want = slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+	if slices.Equal(got, want) {
+		return
+	}
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			t.Errorf("%s: %d lines, want %d; first difference (sorted) at %d:\n got %s\nwant %s", what, len(got), len(want), i, got[i], want[i])
+			return
+		}
+	}
+	t.Errorf("%s: %d lines, want %d", what, len(got), len(want))
+}
+
+// TestKafkaProduceConsume: a generated file (gzip) produced into a
+// 6-partition topic keyed by card_id comes back from consume as the same
+// multiset of lines; producing again, with the brokers from the
+// environment, uses the topic as it is; another partition count is refused.
+func TestKafkaProduceConsume(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	t.Parallel()
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl.gz")
+	if code, _, errOut := cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "5000", "-customers", "300",
+		"-scenarios", "card_testing,account_takeover,auth_not_captured", "-fraud-rate", "200", "-o", events); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, errOut)
+	}
+	lines := readLines(t, events)
+	topic := kafkaTopic(t, "roundtrip")
+
+	code, out, errOut := cepheus(t, "produce", "-brokers", brokers, "-topic", topic, "-partitions", "6",
+		"-key", "card_id", "-time-field", "ts", "-events", events)
+	wantSummary := fmt.Sprintf("produce: %s (", plural(int64(len(lines)), "record", "records"))
+	if code != 0 || out != "" || !strings.HasPrefix(errOut, wantSummary) || !strings.Contains(errOut, " (6 partitions, created)\n") {
+		t.Fatalf("produce: exit %d, stdout %q, stderr\n%s\nwant exit 0, nothing on stdout, a summary starting %q", code, out, errOut, wantSummary)
+	}
+	if strings.Contains(errOut, "null key") || strings.Contains(errOut, "append time") {
+		// Account events have card_id "" (an empty key, not a null one).
+		t.Errorf("produce of gen's events reports null keys or untimed records:\n%s", errOut)
+	}
+	code, out, errOut = cepheus(t, "consume", "-brokers", brokers, "-topic", topic, "-idle", "1s")
+	if code != 0 || !strings.HasPrefix(errOut, "consume: "+plural(int64(len(lines)), "record", "records")) {
+		t.Fatalf("consume: exit %d, stderr\n%s", code, errOut)
+	}
+	sameMultiset(t, "consume after one produce", strings.Split(strings.TrimSuffix(out, "\n"), "\n"), lines)
+
+	// The brokers from the environment (kafkaBrokers read them there);
+	// the topic exists, so nothing is created.
+	plain := filepath.Join(dir, "some.jsonl")
+	some := lines[:100]
+	if err := os.WriteFile(plain, []byte(strings.Join(some, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = cepheus(t, "produce", "-topic", topic, "-key", "card_id", "-events", plain)
+	if code != 0 || !strings.Contains(errOut, "produce: 100 records (") || !strings.Contains(errOut, " (6 partitions)\n") {
+		t.Fatalf("second produce: exit %d, stderr\n%s", code, errOut)
+	}
+	code, out, errOut = cepheus(t, "consume", "-topic", topic, "-idle", "1s", "-q")
+	if code != 0 || errOut != "" {
+		t.Fatalf("consume -q: exit %d, stderr\n%s", code, errOut)
+	}
+	sameMultiset(t, "consume after two produces", strings.Split(strings.TrimSuffix(out, "\n"), "\n"), append(slices.Clone(lines), some...))
+
+	code, _, errOut = cepheus(t, "produce", "-topic", topic, "-partitions", "3", "-events", plain)
+	if code != 1 || !strings.Contains(errOut, "has 6 partitions, not 3") {
+		t.Errorf("produce -partitions 3 to a 6-partition topic: exit %d, stderr\n%s\nwant exit 1 saying so", code, errOut)
+	}
+	code, _, errOut = cepheus(t, "consume", "-topic", kafkaTopic(t, "missing"), "-idle", "1s")
+	if code != 1 || !strings.Contains(errOut, "no such topic") {
+		t.Errorf("consume of a missing topic: exit %d, stderr\n%s\nwant exit 1 saying so", code, errOut)
+	}
+}
+
+// TestKafkaUsage: the command lines produce and consume refuse, without a
+// broker.
+func TestKafkaUsage(t *testing.T) {
+	t.Setenv(brokersEnv, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"produce", "-topic", "t", "-events", "x"}, "produce: no brokers: give -brokers host:port or set $CEPHEUS_KAFKA_BROKERS"},
+		{[]string{"produce", "-brokers", "b:1", "-events", "x"}, "produce: -topic and -events are required"},
+		{[]string{"produce", "-brokers", "b:1", "-topic", "t", "-events", "x", "-partitions", "-2"}, "-partitions -2: want a positive count"},
+		{[]string{"produce", "-brokers", "b:1", "-topic", "t", "-events", "x", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"consume", "-topic", "t"}, "consume: no brokers"},
+		{[]string{"consume", "-brokers", "b:1"}, "consume: -topic is required"},
+		{[]string{"consume", "-brokers", "b:1", "-topic", "t", "-idle", "0s"}, "-idle 0s: want a positive duration"},
+		{[]string{"consume", "-brokers", "b:1", "-topic", "t", "-isolation", "dirty"}, `-isolation "dirty": want read_committed or read_uncommitted`},
+	} {
+		code, out, errOut := cepheus(t, c.args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("cepheus %s: exit %d, stdout %q, stderr\n%s\nwant exit 2 saying %q", strings.Join(c.args, " "), code, out, errOut, c.want)
+		}
+	}
+	code, _, errOut := cepheus(t, "produce", "-brokers", "b:1", "-topic", "t", "-events", filepath.Join(t.TempDir(), "missing.jsonl"))
+	if code != 1 || !strings.Contains(errOut, "missing.jsonl: no such file") {
+		t.Errorf("produce of a missing file: exit %d, stderr\n%s", code, errOut)
+	}
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+)
+
+// brokersEnv names the environment variable that -brokers defaults to.
+const brokersEnv = "CEPHEUS_KAFKA_BROKERS"
+
+var produceCommand = &command{
+	name:  "produce",
+	usage: "cepheus produce -brokers B -topic T -events file.jsonl|file.jsonl.gz|- [-partitions N] [-key FIELD] [-time-field F]",
+	help: `Produce writes a file of JSON lines (cepheus gen writes one) to a Kafka
+topic, one record per line, in order, and returns once the brokers have
+acknowledged every record (acks=all, idempotent). The record's value is the
+line without its line end; blank lines are skipped; lines are not
+checked otherwise, so a line that is not JSON is written as it is (the
+engine's reader sends it to the dead letters).
+
+The topic is created when it is missing, with -partitions partitions (the
+broker's num.partitions when not given), the broker's default replication
+factor and unlimited retention (retention.ms=-1: test data is dated months
+before today, and time-based retention would delete it). A topic that
+exists is used as it is; -partitions must then be its partition count.
+
+Keys: -key FIELD keys each record by the value of that top-level field: a
+string's characters, or the JSON text of a number, boolean, object or
+array. A line without the field (or with null there, or that is no JSON
+object) gets a null key, which Kafka spreads over the partitions. A keyed
+record goes to partition murmur2(key) mod partitions, as the Java client
+sends it: all events of one key land in one partition, in line order.
+Without -key every record has a null key.
+
+Timestamps: a record's timestamp is the time it is appended, unless
+-time-field F names a top-level field holding an RFC 3339 time or epoch
+milliseconds; a line without a usable F gets the append time.
+
+-brokers is a comma-separated list of host:port, by default the value of
+$CEPHEUS_KAFKA_BROKERS (scripts/kafka.sh start prints the address of a
+local broker). -events - reads stdin; a gzip-compressed file is detected
+by its first bytes. A summary goes to stderr. A broker that does not
+answer fails the command after about 30 s.
+`,
+}
+
+func init() { produceCommand.run = runProduce }
+
+func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(produceCommand, stdout)
+	brokers := fs.String("brokers", "", "Kafka brokers, host:port[,host:port...] (default: $"+brokersEnv+")")
+	topic := fs.String("topic", "", "topic to write (required); created when missing")
+	events := fs.String("events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (required)")
+	partitions := fs.Int("partitions", 0, "`count` of partitions of the topic when it is created (default: the broker's num.partitions); an existing topic must have this many")
+	key := fs.String("key", "", "top-level `field` whose value keys each record (default: null keys)")
+	timeField := fs.String("time-field", "", "top-level `field` holding each record's timestamp, RFC 3339 or epoch milliseconds (default: the append time)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fs.usagef("unexpected arguments %q", fs.Args())
+	}
+	seeds, err := brokerList(fs, *brokers)
+	if err != nil {
+		return err
+	}
+	if *topic == "" || *events == "" {
+		return fs.usagef("-topic and -events are required")
+	}
+	if *partitions < 0 {
+		return fs.usagef("-partitions %d: want a positive count", *partitions)
+	}
+	in, closeIn, err := openLines(*events)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	began := time.Now()
+	res, err := cep.KafkaProduce(ctx, cep.KafkaProduceConfig{
+		Brokers:    seeds,
+		Topic:      *topic,
+		Partitions: *partitions,
+		KeyField:   *key,
+		TimeField:  *timeField,
+	}, in)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("produce interrupted: %s written to %s", plural(res.Records, "record", "records"), *topic)
+		}
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "produce: %s (%s) to %s in %.1fs", plural(res.Records, "record", "records"),
+		humanBytes(res.Bytes), *topic, time.Since(began).Seconds())
+	created := ""
+	if res.Created {
+		created = ", created"
+	}
+	fmt.Fprintf(&b, " (%s%s)\n", plural(int64(res.Partitions), "partition", "partitions"), created)
+	if *key != "" && res.NullKeys > 0 {
+		fmt.Fprintf(&b, "  %s without %s: null key\n", plural(res.NullKeys, "record", "records"), *key)
+	}
+	if *timeField != "" && res.Untimed > 0 {
+		fmt.Fprintf(&b, "  %s without a usable %s: timestamped with the append time\n", plural(res.Untimed, "record", "records"), *timeField)
+	}
+	if res.NotJSON > 0 {
+		fmt.Fprintf(&b, "  %s not a JSON object, written as %s\n", plural(res.NotJSON, "line", "lines"), pick(res.NotJSON == 1, "it is", "they are"))
+	}
+	if res.Blank > 0 {
+		fmt.Fprintf(&b, "  %s skipped\n", plural(res.Blank, "blank line", "blank lines"))
+	}
+	_, err = io.WriteString(stderr, b.String())
+	return err
+}
+
+// brokerList returns the brokers of -brokers, else of $CEPHEUS_KAFKA_BROKERS.
+func brokerList(fs *flagSet, flagValue string) ([]string, error) {
+	v := flagValue
+	if v == "" {
+		v = os.Getenv(brokersEnv)
+	}
+	var out []string
+	for _, b := range strings.Split(v, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fs.usagef("no brokers: give -brokers host:port or set $%s (scripts/kafka.sh start prints a local broker's address)", brokersEnv)
+	}
+	return out, nil
+}
+
+// openLines opens path ("-": stdin) for reading, decompressing it when it
+// starts with gzip's magic bytes.
+func openLines(path string) (r io.Reader, close func() error, err error) {
+	var f *os.File
+	if path == "-" {
+		f = os.Stdin
+	} else if f, err = os.Open(path); err != nil {
+		return nil, nil, err
+	}
+	closeFile := func() error {
+		if f == os.Stdin {
+			return nil
+		}
+		return f.Close()
+	}
+	br := bufio.NewReaderSize(f, 1<<16)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			closeFile()
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return zr, closeFile, nil
+	}
+	return br, closeFile, nil
+}
+
+// pick returns a when cond holds, else b.
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// humanBytes formats a size in bytes for a summary: 12.3 MB.
+func humanBytes(n int64) string {
+	if n < 1e6 {
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
