@@ -58,6 +58,9 @@ func (o *SharedOperator) freeze(ks *keyState) {
 		o.cold = map[event.Key][]byte{}
 	}
 	o.cold[ks.key] = append([]byte(nil), o.coldBuf...)
+	if ks.snap {
+		o.snap.set[ks.key] = struct{}{} // the snapshot's mark goes with the key
+	}
 	for i := range ks.rules {
 		if ks.rules[i].present {
 			o.rules[i].coldPresent++
@@ -84,6 +87,12 @@ func (o *SharedOperator) thaw(k event.Key) *keyState {
 	for i := range ks.rules {
 		if ks.rules[i].present {
 			o.rules[i].coldPresent--
+		}
+	}
+	if sn := o.snap; sn != nil {
+		if _, ok := sn.set[k]; ok {
+			delete(sn.set, k)
+			ks.snap = true
 		}
 	}
 	return ks

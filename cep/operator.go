@@ -238,6 +238,7 @@ type keyState struct {
 	rules []ruleSlot
 	dirty bool // in a SharedOperator: listed in its dirty keys
 	warm  bool // in a SharedOperator: touched since the last sweep
+	snap  bool // in a SharedOperator: not yet written by the snapshot in progress
 }
 
 // bucket holds the elements buffered at one timestamp, in arrival order.

@@ -109,8 +109,15 @@ func (o *SharedOperator) SnapshotBegin(w state.Writer, op state.OperatorID) erro
 		return err
 	}
 	sn := &pendingSnapshot{w: w, op: op, groups: o.keyGroups(), set: map[event.Key]struct{}{}}
+	// A key to write is marked: a live key by its flag (cheap), a cold or
+	// dropped one in the set.
 	add := func(k event.Key) {
-		if _, ok := sn.set[k]; !ok {
+		if ks := o.keys[k]; ks != nil {
+			if !ks.snap {
+				ks.snap = true
+				sn.keys = append(sn.keys, k)
+			}
+		} else if _, ok := sn.set[k]; !ok {
 			sn.set[k] = struct{}{}
 			sn.keys = append(sn.keys, k)
 		}
@@ -155,10 +162,9 @@ func (o *SharedOperator) SnapshotStep(n int) (done bool, err error) {
 	}
 	for ; sn.next < len(sn.keys) && n != 0; sn.next++ {
 		k := sn.keys[sn.next]
-		if _, ok := sn.set[k]; !ok {
+		if !o.takePending(sn, k) {
 			continue // written before a change
 		}
-		delete(sn.set, k)
 		if err := o.putKey(sn, k); err != nil {
 			o.snap = nil
 			return true, err
@@ -176,13 +182,16 @@ func (o *SharedOperator) SnapshotStep(n int) (done bool, err error) {
 func (o *SharedOperator) Snapshotting() bool { return o.snap != nil }
 
 // pendingSnapshot is a snapshot between SnapshotBegin and its last step.
+// A key not yet written is marked: a live key (in SharedOperator.keys) by
+// its keyState's snap flag, a cold or dropped one by the set; freeze and
+// thaw move the mark along with the key.
 type pendingSnapshot struct {
 	w      state.Writer
 	op     state.OperatorID
 	groups int
 	keys   []event.Key            // to write, in order
 	next   int                    // keys[:next] are done
-	set    map[event.Key]struct{} // keys not yet written
+	set    map[event.Key]struct{} // cold or dropped keys not yet written
 	buf    []byte
 	err    error // of a write before a change, reported by the last step
 }
@@ -202,18 +211,29 @@ func (o *SharedOperator) putKey(sn *pendingSnapshot, k event.Key) error {
 	return sn.w.Put(rk, sn.buf)
 }
 
+// takePending reports whether the snapshot sn has yet to write k, and
+// clears k's mark.
+func (o *SharedOperator) takePending(sn *pendingSnapshot, k event.Key) bool {
+	if ks := o.keys[k]; ks != nil {
+		was := ks.snap
+		ks.snap = false
+		return was
+	}
+	if _, ok := sn.set[k]; ok {
+		delete(sn.set, k)
+		return true
+	}
+	return false
+}
+
 // beforeChange is called before the state of key k changes: while a
 // snapshot is in progress and has not written k yet, k's record goes
 // first, as it is. An error of the writer is kept for the last step.
 func (o *SharedOperator) beforeChange(k event.Key) {
 	sn := o.snap
-	if sn == nil {
+	if sn == nil || !o.takePending(sn, k) {
 		return
 	}
-	if _, ok := sn.set[k]; !ok {
-		return
-	}
-	delete(sn.set, k)
 	if err := o.putKey(sn, k); err != nil && sn.err == nil {
 		sn.err = err
 	}

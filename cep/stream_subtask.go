@@ -1,7 +1,6 @@
 package cep
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -200,6 +199,7 @@ type memBackend struct {
 	name    string
 	base    *state.Mem // the records as of the last delta applied; the goroutine's once started
 	delta   []deltaOp
+	arena   []byte // of the delta's values
 	jobs    chan memJob
 	done    chan struct{}
 	ctx     context.Context
@@ -208,7 +208,7 @@ type memBackend struct {
 
 type deltaOp struct {
 	k   state.Key
-	v   []byte
+	v   []byte // in the delta's arena
 	del bool
 }
 
@@ -224,9 +224,16 @@ func newMemBackend(ctx context.Context, name string, base *state.Mem) *memBacken
 	return &memBackend{name: name, base: base, ctx: ctx, jobs: make(chan memJob, 2), done: make(chan struct{})}
 }
 
-// Put and Delete record a change into the delta.
+// Put and Delete record a change into the delta. The values are copied
+// into an arena of the delta's own (a few large allocations, not one per
+// record).
 func (m *memBackend) Put(k state.Key, v []byte) error {
-	m.delta = append(m.delta, deltaOp{k: k, v: bytes.Clone(v)})
+	if len(m.arena)+len(v) > cap(m.arena) {
+		m.arena = make([]byte, 0, max(1<<20, len(v)))
+	}
+	start := len(m.arena)
+	m.arena = append(m.arena, v...)
+	m.delta = append(m.delta, deltaOp{k: k, v: m.arena[start:len(m.arena):len(m.arena)]})
 	return nil
 }
 
@@ -268,7 +275,7 @@ func (m *memBackend) run() {
 // the table is in w.
 func (m *memBackend) checkpoint(w *state.CheckpointWriter, a ack, acks chan<- ack) {
 	ops := m.delta
-	m.delta = nil
+	m.delta, m.arena = nil, nil
 	m.jobs <- memJob{ops: ops, w: w, a: a, acks: acks}
 }
 
