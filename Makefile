@@ -37,7 +37,7 @@ CEPHEUS_LDFLAGS := -X main.version=$(VERSION)
 DEMO_DIR ?= build/demo
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo lint test test-go flink-tools conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
+.PHONY: help build demo lint test test-go flink-tools kafka-up kafka-down conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
 
 help: ## List the targets.
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -75,10 +75,28 @@ lint: ## Check formatting (gofmt), run go vet and the import rules (internal/lin
 # several goroutines.
 RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/ ./runtime/... ./cep/
 
-test: flink-tools test-go ## What CI runs: flink-tools, test-go, then diff-flink-small (needs Java 17 and Maven).
+# make test runs test-go with a Kafka broker of its own (scripts/kafka.sh,
+# in a temporary directory) for the Kafka tests, unless CEPHEUS_KAFKA_BROKERS
+# already names one. The broker is stopped by an EXIT trap of the shell that
+# ran the tests, so a failing test leaves nothing running; its logs are kept
+# (the path is printed) when the tests failed. A broker that cannot start
+# fails make test. The Flink comparison runs after the broker has stopped.
+test: flink-tools ## What CI runs: flink-tools, test-go with a Kafka broker (unless CEPHEUS_KAFKA_BROKERS names one), diff-flink-small (needs Java 17 and Maven).
+	@if [ -n "$${CEPHEUS_KAFKA_BROKERS:-}" ]; then \
+		echo "make test: the Kafka tests use CEPHEUS_KAFKA_BROKERS=$$CEPHEUS_KAFKA_BROKERS" >&2; \
+	else \
+		kafka_dir=$$(mktemp -d "$${TMPDIR:-/tmp}/cepheus-kafka.XXXXXX"); \
+		trap 'status=$$?; \
+			if [ $$status -eq 0 ]; then scripts/kafka.sh stop -dir "$$kafka_dir" -rm; \
+			else scripts/kafka.sh stop -dir "$$kafka_dir"; echo "make test: the Kafka broker'"'"'s logs are in $$kafka_dir/logs" >&2; fi; \
+			exit $$status' EXIT; \
+		CEPHEUS_KAFKA_BROKERS=$$(JAVA="$(JAVA)" MVN="$(MVN)" scripts/kafka.sh start -dir "$$kafka_dir"); \
+		export CEPHEUS_KAFKA_BROKERS; \
+	fi; \
+	$(MAKE) --no-print-directory test-go
 	@$(MAKE) --no-print-directory diff-flink-small
 
-test-go: lint ## Lint, every Go test (10 minute timeout), RACE_PKGS under -race; no Java needed (CI runs make test).
+test-go: lint ## Lint, every Go test (10 minute timeout), RACE_PKGS under -race; no Java needed (the Kafka tests need CEPHEUS_KAFKA_BROKERS, else they skip, or fail under CI).
 	$(GO) test -count=1 -timeout 10m ./...
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
@@ -108,6 +126,18 @@ flink-tools: ## Check that java (17 or later) and mvn, which diff-flink-small ne
 		echo "  Without them, make test-go runs lint and every Go test (not the Flink comparison)." >&2; \
 		exit 1; \
 	fi
+
+# KAFKA_DIR is where make kafka-up keeps its broker: configuration, data,
+# logs and PIDs (scripts/kafka.sh -dir). KAFKA_NODES is 1, or 3 for a
+# cluster.
+KAFKA_DIR ?= build/kafka
+KAFKA_NODES ?= 1
+
+kafka-up: ## Start a local Kafka (KAFKA_NODES=1 or 3; needs Java 17 and Maven); the last line printed is its address, for CEPHEUS_KAFKA_BROKERS.
+	@JAVA="$(JAVA)" MVN="$(MVN)" scripts/kafka.sh start -n "$(KAFKA_NODES)" -dir "$(KAFKA_DIR)"
+
+kafka-down: ## Stop the Kafka of make kafka-up (exactly the PIDs it recorded) and remove its data.
+	@scripts/kafka.sh stop -dir "$(KAFKA_DIR)" -rm
 
 conformance: ## Run the Flink CEP conformance suite (CONFORMANCE_DIR, CONFORMANCE_OUT).
 	@mkdir -p "$$(dirname "$(CONFORMANCE_OUT)")"

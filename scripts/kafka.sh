@@ -103,31 +103,54 @@ is_ours() {
   [[ "$args" == *"kafka.Kafka $2"* ]]
 }
 
-# stop_pids DIR: stops the brokers recorded in DIR/pids ("<pid> <server.properties>" lines).
+# running PID: whether PID exists and has not exited (a zombie, exited but not yet reaped by
+# its parent, does not run).
+running() {
+  local state
+  if [[ -r "/proc/$1/stat" ]]; then
+    state="$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+  else
+    state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
+  fi
+  [[ -n "$state" && "$state" != Z* ]]
+}
+
+# stop_pids DIR: stops the brokers recorded in DIR/pids ("<pid> <server.properties>" lines) and
+# returns once they have exited.
 stop_pids() {
-  local dir="$1" pid props pids=() confs=() left i j
+  local dir="$1" pid props pids=() left i j
   [[ -f "$dir/pids" ]] || return 0
   while read -r pid props; do
     [[ -n "$pid" ]] || continue
     if is_ours "$pid" "$props"; then
       kill -TERM "$pid" 2>/dev/null || true
       pids+=("$pid")
-      confs+=("$props")
     fi
   done < "$dir/pids"
+  # A broker takes about 2 s to shut down; SIGKILL after 30 s.
   for ((i = 0; i < 300; i++)); do
     left=0
     for ((j = 0; j < ${#pids[@]}; j++)); do
-      if is_ours "${pids[j]}" "${confs[j]}"; then left=1; fi
+      if running "${pids[j]}"; then left=1; fi
     done
     ((left)) || break
     sleep 0.1
   done
   for ((j = 0; j < ${#pids[@]}; j++)); do
-    if is_ours "${pids[j]}" "${confs[j]}"; then
+    if running "${pids[j]}"; then
       log "broker ${pids[j]} did not stop within 30s: SIGKILL"
       kill -KILL "${pids[j]}" 2>/dev/null || true
     fi
+  done
+  # An exited broker stays a zombie until its parent (init, once start has returned) reaps it:
+  # wait a little for that too, so that no recorded PID is left once stop returns.
+  for ((i = 0; i < 50; i++)); do
+    left=0
+    for ((j = 0; j < ${#pids[@]}; j++)); do
+      if kill -0 "${pids[j]}" 2>/dev/null; then left=1; fi
+    done
+    ((left)) || break
+    sleep 0.1
   done
   rm -f "$dir/pids" "$dir/bootstrap"
 }
