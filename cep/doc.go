@@ -74,5 +74,6 @@
 //
 // Package cep may import every package of ours except cmd and benchmarks
 // (internal/lint enforces the table of DESIGN.md). Today it imports event,
-// event/jsonev, nfa, rules, runtime and runtime/state.
+// event/jsonev, nfa, rules, runtime, runtime/state, runtime/kafka and
+// internal/failpoint.
 package cep
