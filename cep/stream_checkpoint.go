@@ -253,6 +253,7 @@ func (j *job) barrier(final bool) error {
 		Late:   make([]runtime.PendingState, len(j.subs)),
 		Stats:  j.stats,
 	}
+	f.meta.Stats.Alerts, f.meta.Stats.Late = 0, 0 // summed from the acks
 	if f.meta.Source, err = src.meta(); err != nil {
 		return err
 	}
@@ -286,6 +287,8 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	f.stall = max(f.stall, a.stall)
 	f.keys += a.keys
 	f.buf += a.buf
+	f.meta.Stats.Alerts += a.nAlerts
+	f.meta.Stats.Late += a.nLate
 	if f.got++; f.got < len(j.subs) {
 		return false, nil
 	}

@@ -54,6 +54,8 @@ type ack struct {
 	alerts, late runtime.PendingState
 	stall        time.Duration // the subtask's time on the barrier
 	keys, buf    int64         // keys holding state, events buffered
+	nAlerts      int64         // the host's alerts at the barrier
+	nLate        int64         // and late events
 	err          error
 }
 
@@ -425,7 +427,7 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 		// on: finish it into its (aborted) writer first.
 		s.stepSnapshot(-1, acks)
 	}
-	a := ack{sub: s.index, id: m.id}
+	a := ack{sub: s.index, id: m.id, nAlerts: s.host.alerts, nLate: s.host.late}
 	began := time.Now()
 	fail := func(err error) {
 		a.err = err
