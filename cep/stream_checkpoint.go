@@ -41,6 +41,17 @@ func (j *job) send(i int, m msg) error {
 	}
 }
 
+// closedChan is always ready: a select case on it is taken at once.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// alignedStep is how many records of an aligned reading the coordinator
+// routes between two looks at its timers and acks.
+const alignedStep = 1024
+
 // tickEvery is the period of the coordinator's timer: checkpoint
 // barriers, timeouts, idleness and progress are looked at this often.
 const tickEvery = 50 * time.Millisecond
@@ -65,12 +76,36 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	lastDone := time.Now()
 	nextBarrier := lastDone.Add(c.CheckpointInterval)
 	nextProgress := lastDone.Add(c.ProgressInterval)
-	batches := src.reader.Batches()
 	for {
 		if j.stopAsked {
 			return false, j.finish(false)
 		}
+		// What to wait for: the reader's next batch; with aligned
+		// reading, the batch of the partition whose record comes next, or
+		// nothing when its records are at hand (ready: a step of them).
+		batches, part := src.reader.Batches(), -1
+		var ready chan struct{}
+		if src.cursors != nil {
+			p, need, ok := src.pick()
+			switch {
+			case !ok && ctx.Err() != nil:
+				return false, j.finish(false)
+			case !ok:
+				if err := src.reader.Err(); err != nil {
+					return false, err
+				}
+				return true, j.finish(true)
+			case need:
+				batches, part = src.cursors[p].ch, p
+			default:
+				batches, ready = nil, closedChan
+			}
+		}
 		select {
+		case <-ready:
+			if err := src.step(alignedStep); err != nil {
+				return false, err
+			}
 		case b, ok := <-batches:
 			if !ok {
 				if ctx.Err() != nil {
@@ -79,9 +114,18 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 				if err := src.reader.Err(); err != nil {
 					return false, err
 				}
+				if part >= 0 {
+					return false, fmt.Errorf("cep: stream: partition %s ended without its end", src.cursors[part].p.Name)
+				}
 				return true, j.finish(true)
 			}
-			if err := src.onBatch(b); err != nil {
+			var err error
+			if part >= 0 {
+				err = src.setBatch(part, b)
+			} else {
+				err = src.onBatch(b)
+			}
+			if err != nil {
 				return false, err
 			}
 		case now := <-tick.C:

@@ -37,9 +37,24 @@ type streamSource struct {
 	// hold nothing: it goes out after the record that empties it.
 	wantBarrier bool
 	wantSince   time.Time
+	// cursors, for a directory read without following, are the batches
+	// of each partition being consumed, by index: records come one at a
+	// time from the partition whose watermark is lowest (nil otherwise).
+	cursors []cursor
 
 	firstDeadLine   int64
 	firstDeadReason string
+}
+
+// cursor is where the consumption of one partition stands (aligned
+// reading): its channel, the batch being consumed and the next record.
+type cursor struct {
+	p      runtime.Partition
+	ch     <-chan runtime.Batch
+	b      runtime.Batch
+	next   int  // the next record of b
+	opened bool // its Opened batch came
+	done   bool // its Done batch is consumed
 }
 
 // routeTo is a subtask and the key specifications of an event it owns.
@@ -84,6 +99,13 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		s.guard = runtime.NewAheadGuard(b)
 	}
 	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, Stdin: c.Stdin}
+	parts, err := runtime.OpenPartitions(c.Events)
+	if err == nil && len(parts) > 1 && !c.Follow {
+		// The files of a directory side by side, each record from the
+		// one whose watermark is lowest: a choice that depends on the
+		// data only, so a restored run makes it again.
+		rc.Aligned, rc.BatchRecords, rc.Buffer = true, 256, 1
+	}
 	if m := j.meta; m != nil {
 		if s.guard != nil {
 			s.guard.Restore(m.Source.Ahead)
@@ -107,7 +129,101 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		return nil, err
 	}
 	s.reader = r
+	if rc.Aligned {
+		parts, chans := r.Aligned()
+		for i, p := range parts {
+			s.cursors = append(s.cursors, cursor{p: p, ch: chans[i]})
+		}
+	}
 	return s, nil
+}
+
+// pick returns the partition (aligned reading) whose record comes next:
+// the one, among those not done, whose watermark is lowest (a partition
+// not opened yet counts as the lowest), the first by index on a tie;
+// need says that its batch is consumed and the next one must come first.
+// ok is false once every partition is done.
+func (s *streamSource) pick() (p int, need, ok bool) {
+	p = -1
+	var low event.Watermark
+	for i := range s.cursors {
+		c := &s.cursors[i]
+		if c.done {
+			continue
+		}
+		wm := event.MinTime
+		if c.opened {
+			wm = s.pw.Of(i)
+		}
+		if p < 0 || wm < low {
+			p, low = i, wm
+		}
+	}
+	if p < 0 {
+		return 0, false, false
+	}
+	c := &s.cursors[p]
+	return p, !c.opened || c.next >= len(c.b.Records), true
+}
+
+// setBatch takes the next batch b of partition p (aligned reading).
+func (s *streamSource) setBatch(p int, b runtime.Batch) error {
+	c := &s.cursors[p]
+	if b.Opened {
+		if err := s.pw.Add(b.Partition, false); err != nil {
+			return err
+		}
+		s.names[p] = b.Partition.Name
+		c.opened = true
+	}
+	c.b, c.next = b, 0
+	if len(b.Records) == 0 {
+		s.positions[b.Partition.Name] = b.End
+		return s.endOfBatch(p)
+	}
+	return nil
+}
+
+// endOfBatch is called once the records of partition p's batch are all
+// consumed: a Done batch ends the partition.
+func (s *streamSource) endOfBatch(p int) error {
+	c := &s.cursors[p]
+	if !c.b.Done {
+		return nil
+	}
+	c.done = true
+	s.pw.Finish(p)
+	return s.forward(s.pw.Current())
+}
+
+// step consumes up to n records of the partitions (aligned reading), each
+// from the partition pick chooses, until one needs its next batch.
+func (s *streamSource) step(n int) error {
+	for range n {
+		p, need, ok := s.pick()
+		if !ok || need {
+			break
+		}
+		c := &s.cursors[p]
+		i := c.next
+		c.next++
+		if err := s.record(c.b.Partition, &c.b.Records[i]); err != nil {
+			return err
+		}
+		s.positions[c.p.Name] = c.b.End
+		if c.next < len(c.b.Records) {
+			next := &c.b.Records[c.next]
+			s.positions[c.p.Name] = runtime.Position{File: c.p.Name, Offset: next.Offset, Line: next.Line - 1}
+		} else if err := s.endOfBatch(p); err != nil {
+			return err
+		}
+		if s.barrierDue() {
+			if err := s.barrier(); err != nil {
+				return err
+			}
+		}
+	}
+	return s.flush()
 }
 
 // meta is the source's state at a barrier: every batch received so far is

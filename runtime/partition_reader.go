@@ -50,6 +50,12 @@ type ReaderConfig struct {
 	Resume []Position
 	// Stdin is read for the partition "-". Default (nil): os.Stdin.
 	Stdin io.Reader
+	// Aligned, without Follow, reads every partition at once, each in its
+	// own goroutine into its own channel ([PartitionReader.Aligned]), so
+	// that the consumer chooses which partition's records come next (the
+	// one whose watermark is lowest, say). Batches hold at most
+	// BatchRecords records; each channel holds one batch.
+	Aligned bool
 }
 
 func (c ReaderConfig) withDefaults() (ReaderConfig, error) {
@@ -132,6 +138,10 @@ type PartitionReader struct {
 	resume map[string]Position
 	read   atomic.Int64 // records read, for tests
 
+	// parts and outs are the partitions and their channels (Aligned).
+	parts []Partition
+	outs  []chan Batch
+
 	mu sync.Mutex // guards err, pumps and stopped
 	// err is the first error of a goroutine.
 	err     error
@@ -173,6 +183,16 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	context.AfterFunc(r.ctx, r.stopPumps)
 	switch {
+	case !cfg.Follow && cfg.Aligned:
+		r.parts = parts
+		for _, p := range parts {
+			ch := make(chan Batch, 1)
+			r.outs = append(r.outs, ch)
+			r.start(func(ctx context.Context) error {
+				defer close(ch)
+				return r.readPartitionTo(ctx, p, ch)
+			})
+		}
 	case !cfg.Follow:
 		r.start(func(ctx context.Context) error {
 			for _, p := range parts {
@@ -193,6 +213,18 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 		close(r.done)
 	}()
 	return r, nil
+}
+
+// Aligned returns, for a reader with ReaderConfig.Aligned, its partitions
+// and the channel of each (by index): a partition's batches in order, the
+// channel closed after its Done batch (or an error, see Err). Batches
+// returns a channel that is only closed.
+func (r *PartitionReader) Aligned() ([]Partition, []<-chan Batch) {
+	outs := make([]<-chan Batch, len(r.outs))
+	for i, ch := range r.outs {
+		outs[i] = ch
+	}
+	return r.parts, outs
 }
 
 // Batches returns the channel of the batches. It is closed when the
@@ -282,6 +314,7 @@ func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition) error
 // filled.
 type partReader struct {
 	r        *PartitionReader
+	out      chan<- Batch
 	ctx      context.Context
 	p        Partition
 	cur      Batch
@@ -292,11 +325,16 @@ type partReader struct {
 // readPartition reads one partition from its resume position to its end
 // (or, followed, until ctx is done).
 func (r *PartitionReader) readPartition(ctx context.Context, p Partition) error {
+	return r.readPartitionTo(ctx, p, r.out)
+}
+
+// readPartitionTo is readPartition into out.
+func (r *PartitionReader) readPartitionTo(ctx context.Context, p Partition, out chan<- Batch) error {
 	pos, ok := r.resume[p.Name]
 	if !ok {
 		pos = Position{File: p.Name}
 	}
-	pr := &partReader{r: r, ctx: ctx, p: p, end: pos}
+	pr := &partReader{r: r, out: out, ctx: ctx, p: p, end: pos}
 	pr.cur = Batch{Partition: p, Opened: true}
 	if err := pr.flush(true); err != nil {
 		return err
@@ -431,7 +469,7 @@ func (pr *partReader) flush(always bool) error {
 	b.End = pr.end
 	b.chunk = nil
 	select {
-	case pr.r.out <- b:
+	case pr.out <- b:
 	case <-pr.ctx.Done():
 		return pr.ctx.Err()
 	}

@@ -161,6 +161,15 @@ func (w *PartitionWatermarks) Tick() (event.Watermark, bool) {
 // before the first; the restored one after Restore).
 func (w *PartitionWatermarks) Current() event.Watermark { return w.emitted }
 
+// Of returns the watermark of the partition with index p alone
+// (event.MinTime before its first timestamp, or when it was not added).
+func (w *PartitionWatermarks) Of(p int) event.Watermark {
+	if p >= len(w.parts) || w.parts[p] == nil {
+		return event.MinTime
+	}
+	return w.parts[p].gen.Current()
+}
+
 // Idle reports whether the partition with index p is idle.
 func (w *PartitionWatermarks) Idle(p int) bool { return w.parts[p].idle }
 

@@ -25,10 +25,12 @@ directory, and no alert is lost or written twice (docs/operations.md).
 
 Input: -events is a JSON-lines file (plain or gzip), a directory of
 *.jsonl and *.jsonl.gz files, or - for standard input. Each file of a
-directory is a partition with its own position and watermark. Without
--follow they are read one after another in name order, so name them in
-time order (rotated logs, daily exports): the events of a file behind
-the watermark the files before it reached are late. With -follow
+directory is a partition with its own position and watermark; the
+watermark of the run is the lowest of theirs. Without -follow the files
+are read side by side, each next record taken from the file whose
+watermark is lowest, so files that cover the same period (exports split
+by shard) and files that follow each other (daily exports) both work,
+and a resumed run reads them in the same order. With -follow
 the files are read as they grow, and new files of the directory as they
 appear, until the run is stopped; a line is decoded only once its newline
 has arrived. Without -follow the run ends at the end of the input as a
