@@ -56,6 +56,8 @@ demo: ## Generate 60 days of card history and a busy day, backtest rulesets/card
 	@echo
 	@echo "Alerts (one JSON object per line): $(DEMO_DIR)/alerts.jsonl"
 	@echo "The rules: rulesets/cards.cep (docs/rulesets/cards/ explains each one)."
+	@echo "The same as a live, checkpointed run (stop it any way, run it again to resume; docs/operations.md):"
+	@echo "  $(DEMO_DIR)/cepheus run -rules rulesets/cards.cep -events $(DEMO_DIR)/events.jsonl.gz -state $(DEMO_DIR)/state -alerts $(DEMO_DIR)/run-alerts"
 
 # The gofmt check skips testdata, vendor and hidden directories, like
 # internal/lint's TestGofmt.
