@@ -283,6 +283,9 @@ func NewSource(ctx context.Context, c SourceConfig) (*Source, error) {
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxBytes(int32(min(c.FetchMaxBytes, 1<<30))),
 		kgo.FetchMaxPartitionBytes(int32(min(c.FetchMaxBytes, 1<<30))),
+		// A resumed partition waits for the fetch in flight, which waits
+		// this long when no record comes (franz-go's default is 5 s).
+		kgo.FetchMaxWait(time.Second),
 		metadataMinAge,
 	)
 	if err != nil {
@@ -404,13 +407,15 @@ func (s *Source) resolve(ctx context.Context) error {
 // the cancellation of the source's context.
 func (s *Source) Batches() <-chan Batch { return s.out }
 
-// Partitions returns the topic's partitions, in order, with their start
-// offsets (those of their opened batches).
+// Partitions returns the start offset of each of the topic's partitions
+// (the Next of their opened batches).
 func (s *Source) Partitions() map[int32]int64 { return maps.Clone(s.starts) }
 
 // Pause stops fetching the given partitions until Resume. What the source
 // has already taken from the client still comes (at most Buffer batches
 // and one poll); what the client has buffered is held back, not dropped.
+// A resumed partition's records may take up to a second to come: the next
+// fetch from its broker waits for the one in flight.
 func (s *Source) Pause(partitions ...int32) {
 	s.cl.PauseFetchPartitions(map[string][]int32{s.cfg.Topic: partitions})
 }

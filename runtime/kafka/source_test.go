@@ -480,6 +480,46 @@ func TestSourceCaughtUp(t *testing.T) {
 	})
 }
 
+// TestSourcePause: a paused partition delivers nothing, also what was
+// fetched for it meanwhile, while the others go on; resumed, it delivers
+// its records.
+func TestSourcePause(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, brokers []string) {
+		topic := topicName(t)
+		cl := newTopic(t, brokers, topic, 2)
+		s := startSource(t, SourceConfig{Brokers: brokers, Topic: topic})
+		next := func() Batch {
+			t.Helper()
+			select {
+			case b, ok := <-s.Batches():
+				if !ok {
+					t.Fatalf("closed: %v", s.Err())
+				}
+				return b
+			case <-time.After(30 * time.Second):
+				t.Fatal("no batch after 30s")
+			}
+			return Batch{}
+		}
+		next()
+		next() // the opened batches
+		s.Pause(1)
+		produceAll(t, cl, []*kgo.Record{{Partition: 1, Value: []byte("paused")}, {Partition: 0, Value: []byte("flowing")}})
+		if b := next(); b.Partition != 0 || len(b.Records) != 1 || string(b.Records[0].Value) != "flowing" {
+			t.Fatalf("got %+v, want the record of partition 0", b)
+		}
+		select {
+		case b := <-s.Batches():
+			t.Fatalf("a batch while partition 1 is paused: %+v", b)
+		case <-time.After(500 * time.Millisecond):
+		}
+		s.Resume(1)
+		if b := next(); b.Partition != 1 || len(b.Records) != 1 || string(b.Records[0].Value) != "paused" || b.Next != 1 || !b.CaughtUp {
+			t.Fatalf("got %+v, want the record of partition 1, caught up", b)
+		}
+	})
+}
+
 // TestSourceBackpressure: while the consumer does not read, the source
 // stops polling: the records it has taken from the client stay within the
 // channel and one poll, the client's buffer within about one fetch, and
