@@ -1,7 +1,9 @@
 // Package kafka is the Kafka side of Cepheus, on franz-go: today the
 // transport of JSON lines between files and topics ([Produce], [Consume]),
-// which cepheus produce and cepheus consume run through package cep; the
-// Kafka source and the exactly-once alert sink of cepheus run come next
+// which cepheus produce and cepheus consume run through package cep, and
+// [Source], the partitioned reader of a topic that cepheus run will read
+// its input with (offsets as positions, read_committed, bounded mode). Its
+// wiring into cepheus run and the exactly-once alert sink come next
 // (issue 12).
 //
 // # Topics
