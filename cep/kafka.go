@@ -2,8 +2,13 @@ package cep
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
 
+	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
 
@@ -45,4 +50,111 @@ func KafkaProduce(ctx context.Context, c KafkaProduceConfig, r io.Reader) (Kafka
 // topic has been read to its end and stayed idle; see [kafka.Consume].
 func KafkaConsume(ctx context.Context, c KafkaConsumeConfig, w io.Writer) (KafkaConsumeResult, error) {
 	return kafka.Consume(ctx, c, w)
+}
+
+// KafkaInput is the input of [Engine.Stream] from a Kafka topic
+// (StreamConfig.Kafka): every partition of Topic is a partition of the
+// job, its position the offset to resume at. The records' values are the
+// events (JSON); event time is the ruleset's time field, not the record
+// time. Bounded stops at the end offsets seen at the start, with a final
+// watermark and a final checkpoint, as a file does; else the run goes on
+// until it is stopped, as a followed file does. Start says where a
+// partition without a checkpoint starts (default: the earliest offset).
+// The alerts, late events and dead letters go to the directories of
+// StreamConfig, exactly once: the Kafka sink is to come.
+type KafkaInput struct {
+	Brokers []string
+	Topic   string
+	Bounded bool
+	Start   KafkaStart
+
+	batchRecords int // the source's batches (tests; default its own)
+}
+
+// KafkaStart says where a partition without a checkpoint starts
+// ([kafka.StartFrom]).
+type KafkaStart = kafka.StartFrom
+
+// The starts of [KafkaInput].
+const (
+	KafkaFromEarliest = kafka.FromEarliest
+	KafkaFromLatest   = kafka.FromLatest
+)
+
+// kafkaReader is a Kafka source seen as the coordinator's batch source:
+// each Kafka batch becomes a runtime.Batch of partition "TOPIC-P" whose
+// records' Line is their offset + 1 and whose End position holds the next
+// offset.
+type kafkaReader struct {
+	src   *kafka.Source
+	out   chan runtime.Batch
+	topic string
+	done  chan struct{}
+}
+
+// partitionName is the name of Kafka partition p of topic in positions
+// and dead letters.
+func partitionName(topic string, p int32) string { return topic + "-" + strconv.Itoa(int(p)) }
+
+func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Position) (*kafkaReader, error) {
+	offsets := map[int32]int64{}
+	for _, pos := range resume {
+		p, ok := strings.CutPrefix(pos.File, in.Topic+"-")
+		n, err := strconv.ParseInt(p, 10, 32)
+		if !ok || err != nil || pos.Offset < 0 {
+			return nil, fmt.Errorf("%w: position %s is not one of topic %s", runtime.ErrBadPosition, pos, in.Topic)
+		}
+		offsets[int32(n)] = pos.Offset
+	}
+	src, err := kafka.NewSource(ctx, kafka.SourceConfig{
+		Brokers: in.Brokers, Topic: in.Topic, Offsets: offsets, Start: in.Start, Bounded: in.Bounded,
+		BatchRecords: in.batchRecords,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &kafkaReader{src: src, out: make(chan runtime.Batch, 4), topic: in.Topic, done: make(chan struct{})}
+	go r.pump()
+	return r, nil
+}
+
+// pump converts the source's batches.
+func (r *kafkaReader) pump() {
+	defer close(r.done)
+	defer close(r.out)
+	for kb := range r.src.Batches() {
+		name := partitionName(r.topic, kb.Partition)
+		b := runtime.Batch{
+			Partition: runtime.Partition{Index: int(kb.Partition), Name: name, Path: name},
+			End:       runtime.Position{File: name, Offset: kb.Next, Line: kb.Next},
+			Opened:    kb.Opened, CaughtUp: kb.CaughtUp, Done: kb.Done,
+		}
+		for _, rec := range kb.Records {
+			b.Records = append(b.Records, runtime.Record{Line: rec.Offset + 1, Offset: rec.Offset, Data: rec.Value})
+		}
+		r.out <- b
+	}
+}
+
+// partitions lists the topic's partitions, in index order.
+func (r *kafkaReader) partitions() []runtime.Partition {
+	var ps []runtime.Partition
+	for p := range r.src.Partitions() {
+		name := partitionName(r.topic, p)
+		ps = append(ps, runtime.Partition{Index: int(p), Name: name, Path: name})
+	}
+	slices.SortFunc(ps, func(a, b runtime.Partition) int { return a.Index - b.Index })
+	return ps
+}
+
+func (r *kafkaReader) Batches() <-chan runtime.Batch { return r.out }
+func (r *kafkaReader) Err() error                    { return r.src.Err() }
+
+func (r *kafkaReader) Close() error {
+	err := r.src.Close()
+	// The pump may be blocked on a full channel: drain it.
+	for range r.out {
+	}
+	<-r.done
+	return err
 }

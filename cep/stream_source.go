@@ -16,11 +16,12 @@ import (
 // batches being filled for the subtasks.
 type streamSource struct {
 	j         *job
-	reader    *runtime.PartitionReader
+	reader    batchSource
 	dec       *jsonev.Decoder
 	pw        *runtime.PartitionWatermarks
 	positions map[string]runtime.Position
 	names     map[int]string // partition names by index
+	added     map[int]bool   // partitions known to pw
 	// sinceWM counts the events since the last watermark check (every
 	// Engine's watermarkEvery events, as a backtest's generator);
 	// forwarded is the last watermark sent to the subtasks.
@@ -44,6 +45,14 @@ type streamSource struct {
 
 	firstDeadLine   int64
 	firstDeadReason string
+}
+
+// batchSource is where the coordinator's batches come from: a
+// runtime.PartitionReader over files, or a Kafka topic (kafkaReader).
+type batchSource interface {
+	Batches() <-chan runtime.Batch
+	Err() error
+	Close() error
 }
 
 // cursor is where the consumption of one partition stands (aligned
@@ -81,7 +90,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		return nil, fmt.Errorf("cep: %w", err)
 	}
 	pwc := runtime.PartitionWatermarksConfig{OutOfOrderness: j.e.cfg.outOfOrderness}
-	if c.Follow {
+	if c.live() {
 		pwc.IdleTimeout, pwc.WallClockAdvance = c.IdleTimeout, c.WallClockAdvance
 	}
 	pw, err := runtime.NewPartitionWatermarks(pwc)
@@ -92,6 +101,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		j: j, dec: dec, pw: pw,
 		positions: map[string]runtime.Position{},
 		names:     map[int]string{},
+		added:     map[int]bool{},
 		forwarded: event.MinTime,
 		pending:   make([][]elem, len(j.subs)),
 	}
@@ -99,7 +109,10 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		s.guard = runtime.NewAheadGuard(b)
 	}
 	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, Stdin: c.Stdin}
-	parts, err := runtime.OpenPartitions(c.Events)
+	var parts []runtime.Partition
+	if c.Kafka == nil {
+		parts, err = runtime.OpenPartitions(c.Events)
+	}
 	if err == nil && len(parts) > 1 && !c.Follow {
 		// The files of a directory side by side, each record from the
 		// one whose watermark is lowest: a choice that depends on the
@@ -121,6 +134,17 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 			s.positions[p.File] = p
 		}
 	}
+	if c.Kafka != nil {
+		kr, err := newKafkaReader(ctx, c.Kafka, rc.Resume)
+		if err != nil {
+			if j.meta != nil {
+				return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+			}
+			return nil, err
+		}
+		s.reader = kr
+		return s, s.addPartitions(kr.partitions())
+	}
 	r, err := runtime.NewPartitionReader(ctx, c.Events, rc)
 	if err != nil {
 		if j.meta != nil {
@@ -134,8 +158,25 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		for i, p := range parts {
 			s.cursors = append(s.cursors, cursor{p: p, ch: chans[i]})
 		}
+		return s, s.addPartitions(parts)
 	}
 	return s, nil
+}
+
+// addPartitions registers a known set of partitions (a directory read
+// side by side, a topic's partitions) before any batch, so that the
+// combined watermark waits for every one of them: else a partition that
+// opens at its end (resumed there) would finish, and move the watermark
+// to its own, before the others are known.
+func (s *streamSource) addPartitions(parts []runtime.Partition) error {
+	for _, p := range parts {
+		if err := s.pw.Add(p, s.j.cfg.live()); err != nil {
+			return err
+		}
+		s.added[p.Index] = true
+		s.names[p.Index] = p.Name
+	}
+	return nil
 }
 
 // pick returns the partition (aligned reading) whose record comes next:
@@ -170,10 +211,6 @@ func (s *streamSource) pick() (p int, need, ok bool) {
 func (s *streamSource) setBatch(p int, b runtime.Batch) error {
 	c := &s.cursors[p]
 	if b.Opened {
-		if err := s.pw.Add(b.Partition, false); err != nil {
-			return err
-		}
-		s.names[p] = b.Partition.Name
 		c.opened = true
 	}
 	c.b, c.next = b, 0
@@ -251,10 +288,11 @@ func (s *streamSource) meta() (sourceMeta, error) {
 func (s *streamSource) onBatch(b runtime.Batch) error {
 	j := s.j
 	p := b.Partition
-	if b.Opened {
-		if err := s.pw.Add(p, j.cfg.Follow); err != nil {
+	if b.Opened && !s.added[p.Index] {
+		if err := s.pw.Add(p, j.cfg.live()); err != nil {
 			return err
 		}
+		s.added[p.Index] = true
 		s.names[p.Index] = p.Name
 	}
 	for i := range b.Records {

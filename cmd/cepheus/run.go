@@ -16,7 +16,7 @@ import (
 
 var runCommand = &command{
 	name:  "run",
-	usage: "cepheus run -rules file|dir -events file|dir|- -state dir -alerts dir|- [flags]",
+	usage: "cepheus run -rules file|dir -events file|dir|- | -input-topic T -state dir -alerts dir|- [flags]",
 	help: `Run runs a ruleset as a live engine: it reads events, detects, and
 writes alerts, taking a checkpoint every -checkpoint-interval, so that a
 run stopped in any way (Ctrl-C, SIGTERM, kill -9, a power cut) resumes
@@ -43,6 +43,14 @@ whatever moment the process died. Files being written have names that do
 not end in .jsonl. -late DIR and -dead-letter DIR work the same way for
 late events and undecodable lines. -alerts - writes the alerts to stdout
 when their checkpoint completes: at most once after a crash.
+
+Kafka: -input-topic T (with -brokers, default $CEPHEUS_KAFKA_BROKERS)
+reads the events from every partition of a topic instead: each
+partition has its own offset (its position in the checkpoints) and
+watermark; event time is the ruleset's time field; -bounded stops at the
+end offsets seen at the start; -start says where a partition without a
+checkpoint starts. The outputs are still the directories above, exactly
+once (docs/kafka.md); the Kafka alert sink comes later.
 
 State: -state DIR holds the checkpoints (chk-N, the last -keep of them)
 and, with -state-backend pebble, the subtasks' Pebble databases. A restore
@@ -75,13 +83,19 @@ type runFlags struct {
 	quiet                                    bool
 	memoryLimit                              byteSize
 	cpuProfile                               string
+	brokers, inputTopic, start               string
+	bounded                                  bool
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f runFlags
 	fs := newFlagSet(runCommand, stdout)
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory holding one *.cep file (required)")
-	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them, or - for stdin (required)")
+	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them, or - for stdin (this or -input-topic)")
+	fs.StringVar(&f.inputTopic, "input-topic", "", "read the events from this Kafka topic instead (its values, JSON; every partition)")
+	fs.StringVar(&f.brokers, "brokers", os.Getenv("CEPHEUS_KAFKA_BROKERS"), "with -input-topic, the Kafka bootstrap brokers, host:port[,host:port] (default $CEPHEUS_KAFKA_BROKERS)")
+	fs.BoolVar(&f.bounded, "bounded", false, "with -input-topic, stop at the end offsets seen at the start, with a final checkpoint and exit 0")
+	fs.StringVar(&f.start, "start", "earliest", "with -input-topic, where a partition without a checkpoint starts: earliest or latest")
 	fs.StringVar(&f.state, "state", "", "state directory: checkpoints and working state; created when missing (required)")
 	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (required)")
 	fs.StringVar(&f.late, "late", "", "directory of committed late-event files (default: only counted)")
@@ -115,8 +129,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
-	if f.rules == "" || f.events == "" || f.state == "" || f.alerts == "" {
-		return fs.usagef("-rules, -events, -state and -alerts are required")
+	if f.rules == "" || (f.events == "") == (f.inputTopic == "") || f.state == "" || f.alerts == "" {
+		return fs.usagef("-rules, -events or -input-topic (one of them), -state and -alerts are required")
 	}
 	var msgs []string
 	negative := func(flag string, bad bool, v any) {
@@ -133,7 +147,30 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	negative("-watermark-every", f.watermarkEvery < 0, f.watermarkEvery)
 	negative("-max-partial-matches", f.maxPartial < 0, f.maxPartial)
 	negative("-max-buffered-events", f.maxBuffered < 0, f.maxBuffered)
-	if f.wallClock && (!f.follow || f.idle == 0) {
+	var kafkaIn *cep.KafkaInput
+	if f.inputTopic != "" {
+		kafkaIn = &cep.KafkaInput{Topic: f.inputTopic, Bounded: f.bounded}
+		switch f.start {
+		case "earliest":
+			kafkaIn.Start = cep.KafkaFromEarliest
+		case "latest":
+			kafkaIn.Start = cep.KafkaFromLatest
+		default:
+			msgs = append(msgs, fmt.Sprintf("-start %q: want earliest or latest", f.start))
+		}
+		for _, b := range strings.Split(f.brokers, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				kafkaIn.Brokers = append(kafkaIn.Brokers, b)
+			}
+		}
+		if len(kafkaIn.Brokers) == 0 {
+			msgs = append(msgs, "-input-topic needs -brokers (or CEPHEUS_KAFKA_BROKERS)")
+		}
+		if f.follow {
+			msgs = append(msgs, "-follow is for files: an unbounded topic is read as it grows")
+		}
+	}
+	if f.wallClock && (!(f.follow || kafkaIn != nil && !f.bounded) || f.idle == 0) {
 		msgs = append(msgs, "-wall-clock-advance needs -follow and a positive -idle-timeout (it advances the watermark while every followed input is idle)")
 	}
 	if f.interval <= 0 {
@@ -214,7 +251,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	cfg := cep.StreamConfig{
-		Events: f.events, Follow: f.follow, PollInterval: f.poll,
+		Events: f.events, Kafka: kafkaIn, Follow: f.follow, PollInterval: f.poll,
 		StateDir: f.state, LateDir: f.late, DeadDir: f.dead,
 		CheckpointInterval: f.interval, CheckpointTimeout: f.timeout, MinPause: f.minPause,
 		CheckpointRecords: f.checkpointRecords,
