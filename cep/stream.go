@@ -40,6 +40,8 @@ type StreamConfig struct {
 	// or "-" for standard input (Stdin, default os.Stdin).
 	Events string
 	Stdin  io.Reader
+	// Kafka, instead of Events, reads a Kafka topic ([KafkaInput]).
+	Kafka *KafkaInput
 	// Follow keeps reading the files as they grow, and a directory's new
 	// files, until the context is cancelled; PollInterval (default 100ms)
 	// is how often a file at its end is looked at.
@@ -114,6 +116,10 @@ type streamHooks struct {
 	afterCommit func(id int64) bool
 }
 
+// live reports whether the input is read as it grows: followed files, or
+// an unbounded Kafka topic.
+func (c *StreamConfig) live() bool { return c.Follow || c.Kafka != nil && !c.Kafka.Bounded }
+
 // StreamProgress is what the progress callback of [Engine.Stream] sees.
 type StreamProgress struct {
 	StreamStats
@@ -181,8 +187,13 @@ const streamFormat = 1
 func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	d := *c
 	var errs []error
-	if d.Events == "" {
-		errs = append(errs, errors.New("no input (Events)"))
+	switch {
+	case d.Events == "" && d.Kafka == nil:
+		errs = append(errs, errors.New("no input (Events or Kafka)"))
+	case d.Events != "" && d.Kafka != nil:
+		errs = append(errs, errors.New("two inputs (Events and Kafka)"))
+	case d.Kafka != nil && d.Follow:
+		errs = append(errs, errors.New("Follow is for files; an unbounded Kafka input is followed"))
 	}
 	if d.StateDir == "" {
 		errs = append(errs, errors.New("no state directory"))

@@ -129,7 +129,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 				return false, err
 			}
 		case now := <-tick.C:
-			if c.Follow {
+			if c.live() {
 				// A live input: the watermark the events allow goes out
 				// now, not at the next multiple of the cadence, which a
 				// quiet stream may never reach.
