@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
@@ -90,6 +91,32 @@ type kafkaReader struct {
 	out   chan runtime.Batch
 	topic string
 	done  chan struct{}
+	// aligned (a bounded input): the batches go to a queue per partition
+	// and a channel per partition (chans, by partition), so that the
+	// coordinator takes each next record from the partition whose
+	// watermark is lowest, as for a directory; a partition whose queue
+	// holds queueHigh batches is paused until it is down to queueLow.
+	aligned bool
+	queues  []*partQueue
+	chans   []chan runtime.Batch
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// The bounds of a partition's queue (aligned reading), in batches.
+const (
+	queueHigh = 4
+	queueLow  = 2
+)
+
+// partQueue is the batches of one partition the coordinator has not
+// taken yet (aligned reading).
+type partQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	bs     []runtime.Batch
+	closed bool
+	paused bool
 }
 
 // partitionName is the name of Kafka partition p of topic in positions
@@ -113,9 +140,53 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 	if err != nil {
 		return nil, err
 	}
-	r := &kafkaReader{src: src, out: make(chan runtime.Batch, 4), topic: in.Topic, done: make(chan struct{})}
+	r := &kafkaReader{src: src, out: make(chan runtime.Batch, 4), topic: in.Topic, done: make(chan struct{}),
+		aligned: in.Bounded, stop: make(chan struct{})}
+	if r.aligned {
+		for p := range r.partitions() {
+			q := &partQueue{}
+			q.cond = sync.NewCond(&q.mu)
+			ch := make(chan runtime.Batch, 1)
+			r.queues = append(r.queues, q)
+			r.chans = append(r.chans, ch)
+			r.wg.Add(1)
+			go r.forward(int32(p), q, ch)
+		}
+	}
 	go r.pump()
 	return r, nil
+}
+
+// forward hands the batches of partition p's queue to its channel,
+// resuming the partition once its queue is short again.
+func (r *kafkaReader) forward(p int32, q *partQueue, ch chan<- runtime.Batch) {
+	defer r.wg.Done()
+	defer close(ch)
+	for {
+		q.mu.Lock()
+		for len(q.bs) == 0 && !q.closed {
+			q.cond.Wait()
+		}
+		if len(q.bs) == 0 {
+			q.mu.Unlock()
+			return
+		}
+		b := q.bs[0]
+		q.bs = q.bs[1:]
+		resume := q.paused && len(q.bs) <= queueLow
+		if resume {
+			q.paused = false
+		}
+		q.mu.Unlock()
+		if resume {
+			r.src.Resume(p)
+		}
+		select {
+		case ch <- b:
+		case <-r.stop:
+			return
+		}
+	}
 }
 
 // pump converts the source's batches.
@@ -132,7 +203,28 @@ func (r *kafkaReader) pump() {
 		for _, rec := range kb.Records {
 			b.Records = append(b.Records, runtime.Record{Line: rec.Offset + 1, Offset: rec.Offset, Data: rec.Value})
 		}
-		r.out <- b
+		if !r.aligned {
+			r.out <- b
+			continue
+		}
+		q := r.queues[kb.Partition]
+		q.mu.Lock()
+		q.bs = append(q.bs, b)
+		pause := !q.paused && len(q.bs) >= queueHigh
+		if pause {
+			q.paused = true
+		}
+		q.cond.Signal()
+		q.mu.Unlock()
+		if pause {
+			r.src.Pause(kb.Partition)
+		}
+	}
+	for _, q := range r.queues {
+		q.mu.Lock()
+		q.closed = true
+		q.cond.Signal()
+		q.mu.Unlock()
 	}
 }
 
@@ -151,10 +243,12 @@ func (r *kafkaReader) Batches() <-chan runtime.Batch { return r.out }
 func (r *kafkaReader) Err() error                    { return r.src.Err() }
 
 func (r *kafkaReader) Close() error {
+	close(r.stop)
 	err := r.src.Close()
 	// The pump may be blocked on a full channel: drain it.
 	for range r.out {
 	}
 	<-r.done
+	r.wg.Wait()
 	return err
 }

@@ -143,7 +143,13 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 			return nil, err
 		}
 		s.reader = kr
-		return s, s.addPartitions(kr.partitions())
+		parts := kr.partitions()
+		if kr.aligned {
+			for i, p := range parts {
+				s.cursors = append(s.cursors, cursor{p: p, ch: kr.chans[i]})
+			}
+		}
+		return s, s.addPartitions(parts)
 	}
 	r, err := runtime.NewPartitionReader(ctx, c.Events, rc)
 	if err != nil {
