@@ -34,6 +34,7 @@ const crashFinalInterval = time.Hour
 type crashScenario struct {
 	name  string
 	dir   bool // the input is the directory of partitions, not the file
+	kafka bool // the input is the file produced into a Kafka topic
 	steps []crashConfig
 	final crashConfig
 }
@@ -166,8 +167,9 @@ type crashSuite struct {
 	bin, rules string
 	seed       uint64
 	file, dir  *crashReference
-	kills      []string // every kill point of the suite
-	ran        int      // scenarios run
+	kafka      *crashReference // the Kafka scenarios' input (TestCrashRecoveryKafka)
+	kills      []string        // every kill point of the suite
+	ran        int             // scenarios run
 }
 
 // crashReference is an input and the outputs every chain of runs over it
@@ -175,6 +177,7 @@ type crashSuite struct {
 // for the file those of cepheus backtest too.
 type crashReference struct {
 	events   string   // the file or directory
+	topic    string   // or the Kafka topic (read with -input-topic -bounded)
 	files    []string // the names of its partitions
 	want     crashOutputs
 	backtest *crashOutputs
@@ -307,10 +310,14 @@ func (s *crashSuite) uninterrupted(t *testing.T, ref *crashReference, root strin
 }
 
 func (s *crashSuite) runArgs(ref *crashReference, d crashDirs, c crashConfig) []string {
-	return []string{"run", "-rules", s.rules, "-events", ref.events, "-state", d.state,
+	input := []string{"-events", ref.events}
+	if ref.topic != "" {
+		input = []string{"-input-topic", ref.topic, "-bounded"}
+	}
+	return append([]string{"run", "-rules", s.rules}, append(input, "-state", d.state,
 		"-alerts", d.alerts, "-late", d.late, "-dead-letter", d.dead,
 		"-checkpoint-interval", c.interval.String(), "-checkpoint-records", strconv.Itoa(c.records),
-		"-parallelism", strconv.Itoa(c.parallelism), "-state-backend", c.backend}
+		"-parallelism", strconv.Itoa(c.parallelism), "-state-backend", c.backend)...)
 }
 
 // chain runs a scenario in a fresh state directory and checks its
@@ -324,8 +331,11 @@ func (s *crashSuite) chain(t *testing.T, sc crashScenario) {
 		}
 	})
 	ref := s.file
-	if sc.dir {
+	switch {
+	case sc.dir:
 		ref = s.dir
+	case sc.kafka:
+		ref = s.kafka
 	}
 	d := newCrashDirs(t.TempDir())
 	for i, c := range sc.steps {
