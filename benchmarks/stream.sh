@@ -3,6 +3,7 @@
 #
 #   benchmarks/stream.sh throughput [rounds]   run at parallelism 1 and 2 against backtest
 #   benchmarks/stream.sh state [keys]          checkpoints, stalls, size and recovery with many live keys
+#   benchmarks/stream.sh kafka [rounds]        run over a 6-partition Kafka topic against the same file
 #
 # throughput: the default `cepheus gen` data as plain JSON lines and
 # rulesets/cards.cep (build/bench/events.jsonl, made once), `cepheus
@@ -137,11 +138,56 @@ state() {
 	done
 }
 
+# kafka: the default data produced into a 6-partition topic keyed by
+# card_id on a broker of scripts/kafka.sh (started here and stopped on
+# exit, unless CEPHEUS_KAFKA_BROKERS names one), then `cepheus run
+# -input-topic -bounded -parallelism 2` rounds times against `cepheus run
+# -events` of the file; same alert ids required.
+kafka() {
+	local rounds=${1:-3}
+	local events=$dir/events.jsonl
+	if [ ! -s "$events" ]; then
+		"$bin" gen -o "$dir/events.jsonl.gz"
+		gzip -dc "$dir/events.jsonl.gz" >"$events"
+	fi
+	local brokers=${CEPHEUS_KAFKA_BROKERS:-}
+	if [ -z "$brokers" ]; then
+		local kdir
+		kdir=$(mktemp -d)
+		trap 'scripts/kafka.sh stop -dir "'"$kdir"'" >/dev/null 2>&1; rm -rf "'"$kdir"'"' EXIT
+		brokers=$(scripts/kafka.sh start -dir "$kdir" | tail -1)
+	fi
+	local topic=bench-cards-$(date +%s)
+	"$bin" produce -brokers "$brokers" -topic "$topic" -partitions 6 -key card_id -events "$events" >&2
+	local lines
+	lines=$(wc -l <"$events")
+	local best_k="" best_f=""
+	for r in $(seq "$rounds"); do
+		rm -rf "$dir/st-k" "$dir/al-k" "$dir/st-f" "$dir/al-f"
+		read -r wk ck mk < <(wall "$bin" run -q -rules rulesets/cards.cep -brokers "$brokers" -input-topic "$topic" -bounded \
+			-state "$dir/st-k" -alerts "$dir/al-k" -parallelism 2)
+		read -r wf cf mf < <(wall "$bin" run -q -rules rulesets/cards.cep -events "$events" \
+			-state "$dir/st-f" -alerts "$dir/al-f" -parallelism 2)
+		echo "round $r: topic ${wk}s (cpu ${ck}s, $((mk / 1024)) MiB), file ${wf}s (cpu ${cf}s, $((mf / 1024)) MiB)"
+		if [ -z "$best_k" ] || awk -v a="$wk" -v b="$best_k" 'BEGIN { exit !(a < b) }'; then best_k=$wk; fi
+		if [ -z "$best_f" ] || awk -v a="$wf" -v b="$best_f" 'BEGIN { exit !(a < b) }'; then best_f=$wf; fi
+	done
+	if ! cmp -s <(ids "$dir"/al-k/*.jsonl) <(ids "$dir"/al-f/*.jsonl); then
+		echo "FAIL: the topic and the file gave different alert ids" >&2
+		exit 1
+	fi
+	awk -v n="$lines" -v k="$best_k" -v f="$best_f" -v a="$(ids "$dir"/al-k/*.jsonl | wc -l)" 'BEGIN {
+		printf "topic (6 partitions): %.2fs  %7.0f events/s (issue 12 target 150,000, with the Kafka sink)\n", k, n / k
+		printf "file:                 %.2fs  %7.0f events/s\n", f, n / f
+		printf "the same %d alert ids\n", a }'
+}
+
 case $what in
 throughput) throughput "${2:-3}" ;;
+kafka) kafka "${2:-3}" ;;
 state) state "${2:-1000000}" ;;
 *)
-	echo "usage: benchmarks/stream.sh throughput [rounds] | state [keys]" >&2
+	echo "usage: benchmarks/stream.sh throughput [rounds] | state [keys] | kafka [rounds]" >&2
 	exit 2
 	;;
 esac
