@@ -207,8 +207,21 @@ func (h *hostOperator) ProcessElement(ev *event.Event, ts event.Time, out runtim
 	for _, o := range h.events {
 		o.OnEvent(ev)
 	}
+	return h.processMasked(ev, ts, allSpecs, out)
+}
+
+// allSpecs is the mask of processMasked for every key specification.
+const allSpecs = ^uint64(0)
+
+// processMasked hands ev to the shared operators of the key
+// specifications in mask (bits of Engine.specs; allSpecs for all): a
+// subtask of a streaming job owns only some of an event's keys.
+func (h *hostOperator) processMasked(ev *event.Event, ts event.Time, mask uint64, out runtime.Collector[emitted]) error {
 	var errs []error // nil unless something failed: no allocation per event
 	for i := range h.keyOps {
+		if mask != allSpecs && mask&(1<<i) == 0 {
+			continue
+		}
 		ko := &h.keyOps[i]
 		if hasNullKey(ev, ko.spec.slots) {
 			for _, r := range ko.spec.rules {
@@ -224,49 +237,23 @@ func (h *hostOperator) ProcessElement(ev *event.Event, ts event.Time, out runtim
 	return h.dispatch(errors.Join(errs...), out)
 }
 
-// processMasked is ProcessElement for a subtask of a streaming job: only
-// the shared operators of the key specifications in mask (bits of
-// Engine.specs) take ev, the others' keys belong to other subtasks.
-func (h *hostOperator) processMasked(ev *event.Event, mask uint64, out runtime.Collector[emitted]) error {
-	var errs []error
-	for i := range h.keyOps {
-		if mask&(1<<i) == 0 {
-			continue
-		}
-		ko := &h.keyOps[i]
-		if hasNullKey(ev, ko.spec.slots) {
-			for _, r := range ko.spec.rules {
-				h.rules[r].noKey++
-			}
-			continue
-		}
-		err := ko.op.ProcessElement(ev, ev.Time, &ko.out)
-		if derr := h.drain(ko, out); derr != nil || err != nil {
-			errs = append(errs, derr, err)
-		}
-	}
-	return h.dispatch(errors.Join(errs...), out)
-}
-
 // setProcessingTime advances the processing clock of every shared
 // operator to t (processing time only).
 func (h *hostOperator) setProcessingTime(t event.Time, out runtime.Collector[emitted]) error {
-	var errs []error
-	for i := range h.keyOps {
-		ko := &h.keyOps[i]
-		err := ko.op.SetProcessingTime(t, &ko.out)
-		if derr := h.drain(ko, out); derr != nil || err != nil {
-			errs = append(errs, derr, err)
-		}
-	}
-	return h.dispatch(errors.Join(errs...), out)
+	return h.advance(out, func(op *SharedOperator, o *Output) error { return op.SetProcessingTime(t, o) })
 }
 
 func (h *hostOperator) ProcessWatermark(w event.Watermark, out runtime.Collector[emitted]) error {
+	return h.advance(out, func(op *SharedOperator, o *Output) error { return op.ProcessWatermark(w, o) })
+}
+
+// advance applies a time advance to every shared operator, then emits
+// what they released.
+func (h *hostOperator) advance(out runtime.Collector[emitted], f func(*SharedOperator, *Output) error) error {
 	var errs []error
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
-		err := ko.op.ProcessWatermark(w, &ko.out)
+		err := f(ko.op, &ko.out)
 		if derr := h.drain(ko, out); derr != nil || err != nil {
 			errs = append(errs, derr, err)
 		}

@@ -253,12 +253,11 @@ func (s *streamSource) step(n int) error {
 		if err := s.record(c.b.Partition, &c.b.Records[i]); err != nil {
 			return err
 		}
-		s.positions[c.p.Name] = c.b.End
-		if c.next < len(c.b.Records) {
-			next := &c.b.Records[c.next]
-			s.positions[c.p.Name] = runtime.Position{File: c.p.Name, Offset: next.Offset, Line: next.Line - 1}
-		} else if err := s.endOfBatch(p); err != nil {
-			return err
+		s.positions[c.p.Name] = positionAfter(&c.b, i)
+		if c.next == len(c.b.Records) {
+			if err := s.endOfBatch(p); err != nil {
+				return err
+			}
 		}
 		if s.barrierDue() {
 			if err := s.barrier(); err != nil {
@@ -308,11 +307,7 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 		if s.barrierDue() {
 			// A barrier between two records of the batch: the
 			// partition's position is just after this one.
-			s.positions[p.Name] = b.End
-			if i+1 < len(b.Records) {
-				next := &b.Records[i+1]
-				s.positions[p.Name] = runtime.Position{File: p.Name, Offset: next.Offset, Line: next.Line - 1}
-			}
+			s.positions[p.Name] = positionAfter(&b, i)
 			if err := s.barrier(); err != nil {
 				return err
 			}
@@ -369,6 +364,16 @@ func (s *streamSource) barrier() error {
 		return err
 	}
 	return s.j.barrier(false)
+}
+
+// positionAfter is the position of b's partition just after its record i:
+// just before the next record, or the batch's end.
+func positionAfter(b *runtime.Batch, i int) runtime.Position {
+	if i+1 < len(b.Records) {
+		next := &b.Records[i+1]
+		return runtime.Position{File: b.Partition.Name, Offset: next.Offset, Line: next.Line - 1}
+	}
+	return b.End
 }
 
 // accept hands a decoded event of partition p on: routed to the

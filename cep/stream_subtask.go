@@ -353,7 +353,7 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 		switch m.kind {
 		case msgElements:
 			for _, el := range m.elems {
-				if err = s.host.processMasked(el.ev, el.mask, s); err != nil {
+				if err = s.host.processMasked(el.ev, el.ev.Time, el.mask, s); err != nil {
 					break
 				}
 			}

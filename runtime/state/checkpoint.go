@@ -351,16 +351,10 @@ func (w *CheckpointWriter) fail(err error) error {
 // first). It takes milliseconds, not a copy of the state. REQUIRES: the
 // goroutine that owns p; p is on the file system of the state directory.
 func (w *CheckpointWriter) AddPebble(name string, p *Pebble) error {
-	if err := w.reserve(name, "s/"); err != nil {
-		return err
-	}
-	if err := p.checkpoint(w.d.fs.PathJoin(w.tmp, stateSubdir, name)); err != nil {
+	if err := p.Flush(); err != nil {
 		return w.fail(err)
 	}
-	w.mu.Lock()
-	w.m.Stores = append(w.m.Stores, markerStore{Name: name, Kind: KindPebble})
-	w.mu.Unlock()
-	return nil
+	return w.AddPebbleFlushed(name, p)
 }
 
 // AddPebbleFlushed is [CheckpointWriter.AddPebble] of a store whose

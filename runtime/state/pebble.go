@@ -194,19 +194,10 @@ func (p *Pebble) Close() error {
 	return err
 }
 
-// checkpoint flushes the batch and writes a Pebble checkpoint of the
-// database into dest (which must not exist): hard links to its sstables,
-// copies of its manifest, options and write-ahead log, flushed and synced
-// first.
-func (p *Pebble) checkpoint(dest string) error {
-	if err := p.Flush(); err != nil {
-		return err
-	}
-	return p.checkpointDB(dest)
-}
-
-// checkpointDB writes the Pebble checkpoint of checkpoint, without
-// touching the batch: any goroutine may call it.
+// checkpointDB writes a Pebble checkpoint of the database into dest
+// (which must not exist): hard links to its sstables, copies of its
+// manifest, options and write-ahead log, flushed and synced first. It
+// does not touch the write-back batch: any goroutine may call it.
 func (p *Pebble) checkpointDB(dest string) error {
 	if err := p.db.Checkpoint(dest, pebble.WithFlushedWAL()); err != nil {
 		return fmt.Errorf("state: pebble checkpoint %s: %w", dest, err)
