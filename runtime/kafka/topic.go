@@ -37,13 +37,18 @@ var topicConfigs = map[string]*string{"retention.ms": new("-1")}
 // unless partitions is not 0 and differs from its count (ErrPartitionCount).
 // It returns whether it created the topic and the topic's partition count.
 func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int) (created bool, n int, err error) {
+	return ensureTopicWith(ctx, adm, topic, partitions, topicConfigs)
+}
+
+// ensureTopicWith is ensureTopic creating the topic with configs.
+func ensureTopicWith(ctx context.Context, adm *kadm.Client, topic string, partitions int, configs map[string]*string) (created bool, n int, err error) {
 	n, err = partitionCount(ctx, adm, topic)
 	if errors.Is(err, ErrNoTopic) {
 		p := int32(partitions)
 		if p == 0 {
 			p = -1 // the broker's default
 		}
-		_, err = adm.CreateTopic(ctx, p, -1, topicConfigs, topic)
+		_, err = adm.CreateTopic(ctx, p, -1, configs, topic)
 		switch {
 		case err == nil:
 			created = true

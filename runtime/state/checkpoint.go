@@ -560,6 +560,39 @@ func (d *CheckpointDir) prune(id CheckpointID) error {
 	return nil
 }
 
+// DiscardAfter deletes every checkpoint newer than id, complete or torn:
+// checkpoints a restore must not see again, such as those whose Kafka
+// transaction never committed. A complete one loses its marker (synced)
+// before its files, as in pruning.
+func (d *CheckpointDir) DiscardAfter(id CheckpointID) error {
+	es, err := d.entries()
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if e.id <= id {
+			continue
+		}
+		p := d.fs.PathJoin(d.dir, e.name)
+		ok, err := d.complete(e)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := d.fs.Remove(d.fs.PathJoin(p, markerName)); err != nil {
+				return fmt.Errorf("state: discard checkpoint %d: %w", e.id, err)
+			}
+			if err := syncDir(d.fs, p); err != nil {
+				return fmt.Errorf("state: discard checkpoint %d: %w", e.id, err)
+			}
+		}
+		if err := d.fs.RemoveAll(p); err != nil {
+			return fmt.Errorf("state: discard checkpoint %d: %w", e.id, err)
+		}
+	}
+	return nil
+}
+
 // Checkpoint is a complete checkpoint, opened to restore from. Its files
 // are never written: a store is restored into a working directory of its
 // own ([Checkpoint.OpenPebble]) or into memory ([Checkpoint.OpenMem]).

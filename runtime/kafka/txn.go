@@ -1,0 +1,405 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DefaultTxnTimeout is the transaction timeout of a [Txn] whose config
+// leaves it zero.
+const DefaultTxnTimeout = 60 * time.Second
+
+// TxnConfig configures [NewTxn]. Brokers, TransactionalID and Group are
+// required.
+type TxnConfig struct {
+	Brokers []string
+	// TransactionalID is the producer's transactional id: stable across
+	// restarts of one instance, so that a restarted instance fences the
+	// one it replaces and aborts its open transaction at once.
+	TransactionalID string
+	// Group is the consumer group the input offsets are committed to,
+	// inside each transaction.
+	Group string
+	// Timeout is the transaction timeout (default DefaultTxnTimeout): the
+	// broker aborts a transaction open for longer. It must not exceed the
+	// broker's transaction.max.timeout.ms.
+	Timeout time.Duration
+	// Manual are the topics whose records name their partition
+	// ([Txn.ProduceTo]); the others are partitioned by key (murmur2, as
+	// the Java client does; a null key: sticky).
+	Manual []string
+	// MaxRecordBytes is the largest record the producer sends (default
+	// 1 MiB, the broker's default message.max.bytes).
+	MaxRecordBytes int
+}
+
+// Txn is a transactional producer whose every transaction carries records
+// and a consumer group's offsets: one transaction per checkpoint. It is
+// created with a transaction open (NewTxn fences an earlier producer of
+// the same transactional id first); Commit ends the open one and begins
+// the next. Produce and ProduceTo may be called from several goroutines,
+// between two Commits; Commit from one.
+type Txn struct {
+	cl     *kgo.Client
+	adm    *kadm.Client
+	id     string
+	group  string
+	mu     sync.Mutex
+	err    error // the first failed produce of the open transaction
+	promis func(*kgo.Record, error)
+	// topicIDs are the ids of the topics whose offsets were committed.
+	topicIDs map[string][16]byte
+}
+
+// ErrTxn marks a failure of a transaction: it was aborted, or its outcome
+// is unknown; whatever it carried must be produced again from the last
+// committed transaction. Use errors.Is(err, ErrTxn).
+var ErrTxn = errors.New("kafka: transaction failed")
+
+// NewTxn connects, fences any earlier producer of c.TransactionalID (the
+// broker aborts its open transaction) and begins a transaction.
+func NewTxn(ctx context.Context, c TxnConfig) (*Txn, error) {
+	switch {
+	case len(c.Brokers) == 0:
+		return nil, errors.New("kafka: transactions: no brokers")
+	case c.TransactionalID == "":
+		return nil, errors.New("kafka: transactions: no transactional id")
+	case c.Group == "":
+		return nil, errors.New("kafka: transactions: no group")
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTxnTimeout
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = 1 << 20
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.TransactionalID(c.TransactionalID),
+		kgo.TransactionTimeout(c.Timeout),
+		kgo.RecordPartitioner(partitioner{manual: c.Manual}),
+		kgo.ProducerBatchMaxBytes(int32(c.MaxRecordBytes)),
+		kgo.MaxBufferedRecords(1<<16),
+		kgo.ProducerLinger(0),
+		metadataMinAge,
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: transactions: %w", err)
+	}
+	t := &Txn{cl: cl, adm: kadm.NewClient(cl), id: c.TransactionalID, group: c.Group}
+	t.promis = t.onProduced
+	// The producer id, now: InitProducerId bumps the epoch, fencing the
+	// producer this one replaces, and aborts its open transaction, so
+	// that the group's offsets are stable before they are read.
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("kafka: transactions: producer id of %s: %w", c.TransactionalID, err)
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("kafka: transactions: %w", err)
+	}
+	return t, nil
+}
+
+// partitioner partitions the records of its manual topics by their
+// Partition field, the others by key.
+type partitioner struct{ manual []string }
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	for _, m := range p.manual {
+		if m == topic {
+			return kgo.ManualPartitioner().ForTopic(topic)
+		}
+	}
+	return kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+}
+
+// KeyPartition is the partition among n that a record of key k goes to:
+// murmur2, as the Java client and [Txn.Produce] partition keyed records.
+func KeyPartition(k []byte, n int) int32 {
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: k}, n))
+}
+
+func (t *Txn) onProduced(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	if t.err == nil {
+		t.err = fmt.Errorf("produce to %s: %w", r.Topic, err)
+	}
+	t.mu.Unlock()
+}
+
+// Produce adds a record to the open transaction, partitioned by key. The
+// record is sent in the background: its failure fails the Commit. Key and
+// value must not be modified afterwards.
+func (t *Txn) Produce(ctx context.Context, topic string, key, value []byte) {
+	t.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, t.promis)
+}
+
+// ProduceTo adds a record to the open transaction, to partition p of a
+// topic of TxnConfig.Manual; a nil value is a tombstone.
+func (t *Txn) ProduceTo(ctx context.Context, topic string, p int32, key, value []byte) {
+	t.cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key, Value: value}, t.promis)
+}
+
+// Offsets are the next offsets to read of one topic's partitions.
+type Offsets map[int32]int64
+
+// Commit ends the open transaction: it waits for every record produced
+// into it, adds the offsets of topic, each with metadata, to the group's
+// offsets, commits, and begins the next transaction. An error wraps
+// ErrTxn: the transaction was aborted or its outcome is unknown, and the
+// Txn is of no further use (close it; a new one fences and aborts).
+func (t *Txn) Commit(ctx context.Context, topic string, offsets Offsets, metadata string) error {
+	if err := t.cl.Flush(ctx); err != nil {
+		return t.fail(ctx, fmt.Errorf("flush: %w", err))
+	}
+	t.mu.Lock()
+	err := t.err
+	t.mu.Unlock()
+	if err != nil {
+		return t.fail(ctx, err)
+	}
+	if len(offsets) > 0 {
+		if err := t.commitOffsets(ctx, topic, offsets, metadata); err != nil {
+			return t.fail(ctx, err)
+		}
+	}
+	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return t.fail(ctx, fmt.Errorf("commit: %w", err))
+	}
+	if err := t.cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("%w: begin: %w", ErrTxn, err)
+	}
+	return nil
+}
+
+// commitOffsets sends the group's offsets of topic within the open
+// transaction (TxnOffsetCommit; the group has no members: generation -1).
+// Under transaction version 2 (Kafka 4) the request itself adds the
+// offsets to the transaction; before, AddOffsetsToTxn does.
+func (t *Txn) commitOffsets(ctx context.Context, topic string, offsets Offsets, metadata string) error {
+	pid, epoch, err := t.cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("producer id: %w", err)
+	}
+	if !t.supports(ctx, kmsg.TxnOffsetCommit, 5) {
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = t.id, pid, epoch, t.group
+		resp, err := add.RequestWith(ctx, t.cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			return fmt.Errorf("add offsets to the transaction: %w", err)
+		}
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = t.id, t.group, pid, epoch
+	req.Generation, req.MemberID = -1, ""
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	// Version 6 (Kafka 4.4) names the topic by its id.
+	if t.topicIDs == nil {
+		t.topicIDs = map[string][16]byte{}
+	}
+	if _, ok := t.topicIDs[topic]; !ok {
+		details, err := t.adm.ListTopics(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("metadata of %s: %w", topic, err)
+		}
+		d, ok := details[topic]
+		if !ok || d.Err != nil {
+			return fmt.Errorf("metadata of %s: %w", topic, errors.Join(d.Err, ErrNoTopic))
+		}
+		t.topicIDs[topic] = d.ID
+	}
+	rt.TopicID = t.topicIDs[topic]
+	for p, o := range offsets {
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = p, o, -1
+		rp.Metadata = &metadata
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, t.cl)
+	if err != nil {
+		return fmt.Errorf("commit offsets: %w", err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return fmt.Errorf("commit the offset of %s-%d: %w", topic, rp.Partition, err)
+			}
+		}
+	}
+	return nil
+}
+
+// supports reports whether the brokers answer request key at version v or
+// later.
+func (t *Txn) supports(ctx context.Context, key kmsg.Key, v int16) bool {
+	vs, err := t.adm.ApiVersions(ctx)
+	if err != nil {
+		return false
+	}
+	for _, b := range vs {
+		if b.Err != nil {
+			continue
+		}
+		if _, max, ok := b.KeyVersions(int16(key)); ok && max >= v {
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// fail aborts the open transaction after err; the returned error wraps
+// ErrTxn.
+func (t *Txn) fail(ctx context.Context, err error) error {
+	_ = t.cl.AbortBufferedRecords(ctx)
+	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+		err = fmt.Errorf("%w (and the abort: %v)", err, aerr)
+	}
+	return fmt.Errorf("%w: %w", ErrTxn, err)
+}
+
+// Close aborts the open transaction, if any, and disconnects.
+func (t *Txn) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = t.cl.AbortBufferedRecords(ctx)
+	_ = t.cl.EndTransaction(ctx, kgo.TryAbort)
+	t.cl.Close()
+}
+
+// Committed is one partition's committed offset of a group.
+type Committed struct {
+	Offset   int64
+	Metadata string
+}
+
+// GroupOffsets returns the offsets group has committed for topic's
+// partitions (none: an empty map). Offsets a transaction still holds
+// are waited for (the fetch asks for stable offsets).
+func GroupOffsets(ctx context.Context, brokers []string, group, topic string) (map[int32]Committed, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), metadataMinAge)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var resp kadm.OffsetResponses
+	for try := 0; ; try++ {
+		resp, err = adm.FetchOffsets(ctx, group)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return map[int32]Committed{}, nil
+		}
+		var ke *kerr.Error
+		if err == nil || !errors.As(err, &ke) || !ke.Retriable || try == 100 {
+			break
+		}
+		// The group coordinator is loading (a broker just started):
+		// retry for up to about 20 s.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka: offsets of group %s: %w", group, err)
+	}
+	out := map[int32]Committed{}
+	for p, o := range resp[topic] {
+		if o.Err != nil {
+			return nil, fmt.Errorf("kafka: offset of group %s on %s-%d: %w", group, topic, p, o.Err)
+		}
+		if o.At >= 0 {
+			out[p] = Committed{Offset: o.At, Metadata: o.Metadata}
+		}
+	}
+	return out, nil
+}
+
+// EnsureTopics creates the topics that are missing (see ensureTopic), the
+// compacted ones with cleanup.policy=compact, and returns every topic's
+// partition count.
+func EnsureTopics(ctx context.Context, brokers []string, topics []TopicSpec) ([]int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), metadataMinAge)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	out := make([]int, len(topics))
+	for i, s := range topics {
+		cfg := topicConfigs
+		if s.Compact {
+			cfg = map[string]*string{"retention.ms": new("-1"), "cleanup.policy": new("compact")}
+		}
+		_, n, err := ensureTopicWith(ctx, adm, s.Name, s.Partitions, cfg)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// TopicSpec is a topic [EnsureTopics] makes sure of: 0 partitions is the
+// broker's default (or whatever the topic has).
+type TopicSpec struct {
+	Name       string
+	Partitions int
+	Compact    bool
+}
+
+// PartitionName is how partition p of topic is named in positions.
+func PartitionName(topic string, p int32) string { return topic + "-" + strconv.Itoa(int(p)) }
+
+// PartitionCount returns the number of partitions of topic, or an error
+// wrapping ErrNoTopic.
+func PartitionCount(ctx context.Context, brokers []string, topic string) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), metadataMinAge)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	return partitionCount(ctx, kadm.NewClient(cl), topic)
+}
+
+// ReadTopic reads every partition of topic read_committed from its
+// earliest offset up to its last stable offset at the call, and calls fn
+// for each record, partition by partition in offset order within each (a
+// nil value is a tombstone). It is how a changelog is restored.
+func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(p int32, key, value []byte) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	src, err := NewSource(ctx, SourceConfig{Brokers: brokers, Topic: topic, Bounded: true})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for b := range src.Batches() {
+		for _, r := range b.Records {
+			if err := fn(b.Partition, r.Key, r.Value); err != nil {
+				return err
+			}
+		}
+	}
+	return src.Err()
+}

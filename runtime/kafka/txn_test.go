@@ -1,0 +1,116 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestTxnCommitAndFence commits records and a group's offsets in one
+// transaction, then leaves a second transaction open, as a killed
+// instance does: a new Txn of the same transactional id fences it and its
+// records never become visible, while the committed ones and the offsets
+// (with their metadata) stay.
+func TestTxnCommitAndFence(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	in, out, cl := topicName(t)+"-in", topicName(t)+"-out", topicName(t)+"-cl"
+	group, id := topicName(t)+"-g", topicName(t)+"-txn"
+	if _, err := EnsureTopics(ctx, brokers, []TopicSpec{{Name: in, Partitions: 2}, {Name: out, Partitions: 3}, {Name: cl, Partitions: 2, Compact: true}}); err != nil {
+		t.Fatal(err)
+	}
+	c := TxnConfig{Brokers: brokers, TransactionalID: id, Group: group, Timeout: 30 * time.Second, Manual: []string{cl}}
+	a, err := NewTxn(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		a.Produce(ctx, out, fmt.Appendf(nil, "k%d", i), fmt.Appendf(nil, "committed-%d", i))
+	}
+	a.ProduceTo(ctx, cl, 1, []byte("state"), []byte("v1"))
+	if err := a.Commit(ctx, in, Offsets{0: 42, 1: 7}, "chk=1"); err != nil {
+		t.Fatal(err)
+	}
+	// The second transaction is left open: no commit, no abort.
+	for i := range 5 {
+		a.Produce(ctx, out, fmt.Appendf(nil, "k%d", i), fmt.Appendf(nil, "open-%d", i))
+	}
+	if err := a.cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewTxn(ctx, c) // fences a; the broker aborts a's open transaction
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, err := GroupOffsets(ctx, brokers, group, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != (Committed{42, "chk=1"}) || got[1] != (Committed{7, "chk=1"}) {
+		t.Fatalf("group offsets = %v, want 0:42 and 1:7 with metadata chk=1", got)
+	}
+	var values []string
+	if err := ReadTopic(ctx, brokers, out, func(_ int32, _, v []byte) error {
+		values = append(values, string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(values) != 10 {
+		t.Fatalf("read_committed: %d records %v, want the 10 committed ones", len(values), values)
+	}
+	for _, v := range values {
+		if len(v) < 9 || v[:9] != "committed" {
+			t.Fatalf("record %q of the fenced transaction is visible", v)
+		}
+	}
+	var state []string
+	if err := ReadTopic(ctx, brokers, cl, func(p int32, k, v []byte) error {
+		state = append(state, fmt.Sprintf("%d/%s=%s", p, k, v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(state) != 1 || state[0] != "1/state=v1" {
+		t.Fatalf("changelog = %v, want [1/state=v1]", state)
+	}
+	// The fenced producer cannot commit.
+	if err := a.Commit(ctx, in, Offsets{0: 50}, "chk=2"); !errors.Is(err, ErrTxn) {
+		t.Fatalf("commit of the fenced producer: %v, want ErrTxn", err)
+	}
+	a.Close()
+	got, err = GroupOffsets(ctx, brokers, group, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Offset != 42 {
+		t.Fatalf("the fenced commit moved the offset to %d", got[0].Offset)
+	}
+}
+
+// TestGroupOffsetsNone: a group that never committed has no offsets.
+func TestGroupOffsetsNone(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	got, err := GroupOffsets(testContext(t), brokers, topicName(t), "input")
+	if err != nil || len(got) != 0 {
+		t.Fatalf("GroupOffsets of a new group = %v, %v; want none", got, err)
+	}
+}
+
+func TestKeyPartition(t *testing.T) {
+	// murmur2 as the Java client computes it: "card-1" and the partition
+	// counts of the project's topics.
+	for _, n := range []int{1, 6} {
+		p := KeyPartition([]byte("card-1"), n)
+		if p < 0 || int(p) >= n {
+			t.Fatalf("KeyPartition(card-1, %d) = %d", n, p)
+		}
+		if q := KeyPartition([]byte("card-1"), n); q != p {
+			t.Fatalf("KeyPartition is not stable: %d then %d", p, q)
+		}
+	}
+}
