@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
@@ -68,6 +69,32 @@ type KafkaInput struct {
 	Topic   string
 	Bounded bool
 	Start   KafkaStart
+
+	// AlertsTopic, when set, makes the job transactional (docs/kafka.md,
+	// "Exactly once"): every checkpoint is one Kafka transaction holding
+	// the alerts (to AlertsTopic, keyed by the rule key), the late events
+	// (LateTopic) and dead letters (DeadTopic) when set, the changed
+	// state (ChangelogTopic, default Group-changelog: compacted,
+	// partitioned as the input) and the input offsets, committed to Group
+	// (required). The state directories are then a local copy: a restart
+	// resumes from the checkpoint the group's offsets name, from its local
+	// copy or from the changelog. The outputs of StreamConfig must be
+	// empty.
+	AlertsTopic, LateTopic, DeadTopic, ChangelogTopic string
+	Group                                             string
+	// InstanceID names the instance (default "0"): its transactional id
+	// is cepheus-Group-InstanceID, so that a restarted instance fences
+	// the one it replaces at once.
+	InstanceID string
+	// TxnTimeout is the transaction timeout (default: the checkpoint
+	// interval plus the checkpoint timeout plus 30s; at least the
+	// interval plus the timeout, at most the broker's
+	// transaction.max.timeout.ms, 15 minutes by default).
+	TxnTimeout time.Duration
+	// RecordKey is the event field the input's records are keyed by
+	// (default: the key field of the keyed rules, which must all be keyed
+	// by that one field).
+	RecordKey string
 
 	batchRecords int // the source's batches (tests; default its own)
 }

@@ -198,7 +198,19 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	if d.StateDir == "" {
 		errs = append(errs, errors.New("no state directory"))
 	}
-	if d.AlertsDir == "" && d.Alerts == nil {
+	if k := d.Kafka; k.transactional() {
+		if d.AlertsDir != "" || d.Alerts != nil || d.LateDir != "" || d.DeadDir != "" {
+			errs = append(errs, errors.New("a Kafka alerts topic and file outputs: a transactional job writes its late events and dead letters to topics too"))
+		}
+		if k.Group == "" {
+			errs = append(errs, errors.New("a Kafka alerts topic needs a group (its offsets are committed in each transaction)"))
+		}
+		if k.TxnTimeout < 0 {
+			errs = append(errs, errors.New("negative transaction timeout"))
+		}
+	} else if d.Kafka != nil && (d.Kafka.LateTopic != "" || d.Kafka.DeadTopic != "") {
+		errs = append(errs, errors.New("a Kafka late or dead-letter topic needs the alerts topic too"))
+	} else if d.AlertsDir == "" && d.Alerts == nil {
 		errs = append(errs, errors.New("no alerts output"))
 	}
 	if d.CheckpointInterval < 0 || d.CheckpointTimeout < 0 || d.MinPause < 0 || d.IdleTimeout < 0 ||
@@ -229,6 +241,19 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	}
 	if d.Parallelism == 0 {
 		d.Parallelism = min(goruntime.NumCPU(), keyGroups)
+	}
+	if k := d.Kafka; k.transactional() {
+		// A transaction lasts from one commit to the next: an interval,
+		// then the checkpoint (at most its timeout).
+		least := d.CheckpointInterval + d.CheckpointTimeout
+		kc := *k
+		if kc.TxnTimeout == 0 {
+			kc.TxnTimeout = least + 30*time.Second
+		}
+		if kc.TxnTimeout < least {
+			return d, fmt.Errorf("cep: stream: transaction timeout %v is below the checkpoint interval plus the checkpoint timeout (%v): the broker would abort transactions that may still commit", kc.TxnTimeout, least)
+		}
+		d.Kafka = &kc
 	}
 	if d.ProgressInterval == 0 {
 		d.ProgressInterval = 10 * time.Second
@@ -273,12 +298,22 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	if e.cfg.memoryLimit > 0 {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(e.cfg.memoryLimit))
 	}
-	j := &job{e: e, cfg: c, start: time.Now(), stats: StreamStats{Watermark: event.MinTime}}
-	res, err := j.run(ctx)
-	if cerr := j.close(); err == nil && cerr != nil {
-		err = cerr
+	start := time.Now()
+	for try := 1; ; try++ {
+		j := &job{e: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}}
+		res, err := j.run(ctx)
+		if cerr := j.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err == nil || !isTxnFailure(err) || ctx.Err() != nil || try > streamTxnRetries {
+			return res, err
+		}
+		// Everything the failed transaction carried derives from input
+		// after the last committed checkpoint: a new job restores that
+		// checkpoint (runs, buffers, timers, watermarks) and reads the
+		// input again from its offsets.
+		c.Logf("%v: restarting from the last committed checkpoint (attempt %d of %d)", err, try, streamTxnRetries)
 	}
-	return res, err
 }
 
 // job is one [Engine.Stream]: the coordinator (the goroutine that called
@@ -310,6 +345,7 @@ type job struct {
 	buf       []byte
 	alertsOut *lockedWriter // the alerts without an alerts directory
 	stopAsked bool          // by hooks.afterCommit
+	kafka     *kafkaOut     // a transactional Kafka job's producer and topics
 }
 
 // jobMeta is the job's metadata blob of a checkpoint ("job"), JSON.
@@ -343,18 +379,28 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	if j.dir, err = state.OpenCheckpointDir(c.StateDir, state.WithKeep(c.Keep)); err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
-	chk, err := j.dir.Latest()
-	switch {
-	case errors.Is(err, state.ErrNoCheckpoint):
-		chk = nil
-	case err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+	var chk *state.Checkpoint
+	if c.Kafka.transactional() {
+		chk, err = j.kafkaRestorePoint(ctx)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		chk, err = j.dir.Latest()
+		switch {
+		case errors.Is(err, state.ErrNoCheckpoint):
+			chk = nil
+		case err != nil:
+			return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+		}
 	}
 	if chk != nil {
 		if j.meta, err = j.readMeta(chk); err != nil {
 			return nil, err
 		}
 		j.restored = int64(chk.ID)
+	}
+	if j.meta != nil {
 		j.stats = j.meta.Stats
 		j.stats.Checkpoints, j.stats.Aborted = 0, 0
 		j.stats.MaxDuration, j.stats.MaxStall = 0, 0
@@ -366,10 +412,14 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			if err := j.openSinks(0); err != nil {
 				return nil, err
 			}
-			j.logf("the run of %s finished at checkpoint %d: nothing to do", c.StateDir, chk.ID)
+			j.logf("the run of %s finished at checkpoint %d: nothing to do", c.StateDir, j.restored)
 			return j.result(true, true), nil
 		}
-		j.logf("resuming from checkpoint %d (%s; parallelism %d, %s backend)", chk.ID, chk.Dir, j.meta.Parallelism, j.meta.Backend)
+		from := "the changelog"
+		if chk != nil {
+			from = chk.Dir
+		}
+		j.logf("resuming from checkpoint %d (%s; parallelism %d, %s backend)", j.restored, from, j.meta.Parallelism, j.meta.Backend)
 	}
 	j.nextID = j.restored + 1
 	j.startRecs = j.stats.Records
@@ -398,6 +448,14 @@ func (j *job) readMeta(chk *state.Checkpoint) (*jobMeta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
 	}
+	return j.checkMeta(b, int64(chk.ID))
+}
+
+// checkMeta decodes the job metadata b of checkpoint id and checks that
+// this job can restore it.
+func (j *job) checkMeta(b []byte, id int64) (*jobMeta, error) {
+	type checkpointID = int64
+	chk := struct{ ID checkpointID }{id}
 	var m jobMeta
 	if err := unmarshalMeta(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: checkpoint %d: job metadata: %w", ErrRestore, chk.ID, err)
@@ -493,6 +551,9 @@ func (j *job) close() error {
 	if j.flight != nil {
 		_ = j.flight.w.Abort()
 	}
+	if j.kafka != nil && j.kafka.txn != nil {
+		j.kafka.txn.Close()
+	}
 	if j.dir != nil {
 		errs = append(errs, j.dir.Close())
 	}
@@ -506,6 +567,12 @@ func (j *job) close() error {
 // file sinks of the subtasks from first on that the restored checkpoint
 // or the output directories have (those this run does not open itself).
 func (j *job) openSinks(first int) error {
+	if ko := j.kafka; ko != nil {
+		if ko.in.DeadTopic != "" {
+			j.dead = j.newTxnSink(ko.in.DeadTopic)
+		}
+		return nil
+	}
 	if j.cfg.DeadDir != "" {
 		s, err := runtime.NewFileSink(j.cfg.DeadDir, "dead", 0)
 		if err != nil {
@@ -597,8 +664,11 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 			f()
 		}
 	}()
-	same := j.meta != nil && j.meta.Parallelism == n && j.meta.Backend == c.Backend
-	if j.meta != nil && !same {
+	same := chk != nil && j.meta.Parallelism == n && j.meta.Backend == c.Backend
+	if j.kafka != nil && j.kafka.clParts != nil {
+		j.logf("redistributing the key groups of the changelog: parallelism %d -> %d, %s backend", j.meta.Parallelism, n, c.Backend)
+		parts = j.kafka.clParts
+	} else if j.meta != nil && !same {
 		j.logf("redistributing the key groups: parallelism %d, %s backend -> parallelism %d, %s backend", j.meta.Parallelism, j.meta.Backend, n, c.Backend)
 		for i := range j.meta.Parallelism {
 			r, done, err := openStore(chk, subtaskStore(i), filepath.Join(c.StateDir, "work", "restore-"+subtaskStore(i)))

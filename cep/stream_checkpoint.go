@@ -24,6 +24,7 @@ type inflight struct {
 	stall   time.Duration // the longest of the subtasks'
 	keys    int64         // summed over the subtasks
 	buf     int64
+	headers [][]headerRecord // by subtask (a transactional Kafka job)
 }
 
 // errStopped is the error of a send to a subtask once the job stopped (a
@@ -148,6 +149,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 						return false, err
 					}
 				}
+			}
+			if f := j.flight; f != nil && now.Sub(f.started) > c.CheckpointTimeout && j.kafka != nil {
+				return false, fmt.Errorf("cep: stream: checkpoint %d not complete after %v: %w", f.id, c.CheckpointTimeout, errCheckpointTimeout)
 			}
 			if f := j.flight; f != nil && now.Sub(f.started) > c.CheckpointTimeout {
 				j.logf("checkpoint %d aborted: not complete after %v", f.id, c.CheckpointTimeout)
@@ -333,6 +337,12 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	f.buf += a.buf
 	f.meta.Stats.Alerts += a.nAlerts
 	f.meta.Stats.Late += a.nLate
+	if j.kafka != nil {
+		if f.headers == nil {
+			f.headers = make([][]headerRecord, len(j.subs))
+		}
+		f.headers[a.sub] = a.headers
+	}
 	if f.got++; f.got < len(j.subs) {
 		return false, nil
 	}
@@ -347,6 +357,13 @@ func (j *job) onAck(a ack) (done bool, err error) {
 		return false, fmt.Errorf("cep: stream: %w", err)
 	}
 	j.flight = nil
+	if j.kafka != nil {
+		// The local copy is complete; the checkpoint is once its
+		// transaction commits (a restore goes by the group's offsets).
+		if err := j.commitKafka(f, data, f.headers); err != nil {
+			return false, err
+		}
+	}
 	failpoint.Hit("commit.before-sinks")
 	if j.dead != nil {
 		if err := j.dead.Commit(f.id); err != nil {

@@ -52,10 +52,11 @@ type ack struct {
 	sub          int
 	id           int64
 	alerts, late runtime.PendingState
-	stall        time.Duration // the subtask's time on the barrier
-	keys, buf    int64         // keys holding state, events buffered
-	nAlerts      int64         // the host's alerts at the barrier
-	nLate        int64         // and late events
+	stall        time.Duration  // the subtask's time on the barrier
+	keys, buf    int64          // keys holding state, events buffered
+	nAlerts      int64          // the host's alerts at the barrier
+	nLate        int64          // and late events
+	headers      []headerRecord // a transactional Kafka job's: for the marker
 	err          error
 }
 
@@ -88,9 +89,11 @@ type streamSubtask struct {
 	// coordinator's progress reports.
 	alertCount, lateCount atomic.Int64
 	processed             atomic.Int64 // elements processed
-	// snap is the subtask's part of the checkpoint in progress, if any.
-	snap *subtaskSnapshot
-	bg   sync.WaitGroup // the Pebble checkpoints being made
+	// snap is the subtask's part of the checkpoint in progress, if any;
+	// changes its changelog writer (a transactional Kafka job).
+	snap    *subtaskSnapshot
+	changes *changelogWriter
+	bg      sync.WaitGroup // the Pebble checkpoints being made
 }
 
 func (j *job) newSubtask(i int) (*streamSubtask, error) {
@@ -109,6 +112,13 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 			}
 			return runtime.PendingState{}, false
 		}, i)
+	}
+	if ko := j.kafka; ko != nil {
+		s.alerts = j.newTxnSink(ko.in.AlertsTopic)
+		if ko.in.LateTopic != "" {
+			s.late = j.newTxnSink(ko.in.LateTopic)
+		}
+		return s, nil
 	}
 	if c.AlertsDir != "" {
 		fs, err := runtime.NewFileSink(c.AlertsDir, "alerts", i)
@@ -391,6 +401,9 @@ func (s *streamSubtask) Collect(x emitted) error {
 	switch {
 	case x.alert != nil:
 		s.buf = s.j.e.encoder.AppendAlert(s.buf[:0], x.alert)
+		if kw, ok := s.alerts.(keyedWriter); ok {
+			return kw.WriteKeyed(alertKey(x.alert), s.buf)
+		}
 		return s.alerts.Write(s.buf)
 	case x.late != nil && s.late != nil:
 		s.buf = s.j.e.encoder.appendLate(s.buf[:0], x.late)
@@ -444,7 +457,12 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 			return
 		}
 	}
-	if err := s.host.snapshotBegin(s.store); err != nil {
+	var w state.Writer = s.store
+	if s.j.kafka != nil {
+		s.changes = &changelogWriter{store: s.store, s: s}
+		w = s.changes
+	}
+	if err := s.host.snapshotBegin(w); err != nil {
 		fail(err)
 		return
 	}
@@ -472,6 +490,9 @@ func (s *streamSubtask) stepSnapshot(n int, acks chan<- ack) {
 	}
 	s.snap = nil
 	a := sn.a
+	if s.changes != nil {
+		a.headers, s.changes = s.changes.headers, nil
+	}
 	for _, ko := range s.host.keyOps {
 		st := ko.op.Stats()
 		a.keys += int64(st.Keys)

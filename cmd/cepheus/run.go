@@ -16,7 +16,7 @@ import (
 
 var runCommand = &command{
 	name:  "run",
-	usage: "cepheus run -rules file|dir -events file|dir|- | -input-topic T -state dir -alerts dir|- [flags]",
+	usage: "cepheus run -rules file|dir -events file|dir|- | -input-topic T -state dir -alerts dir|- | -alerts-topic A -group G [flags]",
 	help: `Run runs a ruleset as a live engine: it reads events, detects, and
 writes alerts, taking a checkpoint every -checkpoint-interval, so that a
 run stopped in any way (Ctrl-C, SIGTERM, kill -9, a power cut) resumes
@@ -49,8 +49,18 @@ reads the events from every partition of a topic instead: each
 partition has its own offset (its position in the checkpoints) and
 watermark; event time is the ruleset's time field; -bounded stops at the
 end offsets seen at the start; -start says where a partition without a
-checkpoint starts. The outputs are still the directories above, exactly
-once (docs/kafka.md); the Kafka alert sink comes later.
+checkpoint starts. The outputs may be the directories above, exactly once,
+or Kafka topics: -alerts-topic A -group G [-late-topic L]
+[-dead-letter-topic D] makes every checkpoint one Kafka transaction that
+holds the alerts (keyed by the rule key), late events, dead letters, the
+changed state (the compacted -changelog-topic, default G-changelog) and
+the input offsets, committed to group G: a read_committed consumer sees
+every alert once, whatever moment the process died. -instance-id names
+the instance (its transactional id is cepheus-G-ID): a restarted instance
+fences the one it replaces at once. A restart resumes from the checkpoint
+the group's offsets name, from -state when it holds it, else from the
+changelog. Every keyed rule must be keyed by the field the input records
+are keyed by (-record-key). docs/kafka.md has the details.
 
 State: -state DIR holds the checkpoints (chk-N, the last -keep of them)
 and, with -state-backend pebble, the subtasks' Pebble databases. A restore
@@ -85,6 +95,10 @@ type runFlags struct {
 	cpuProfile                               string
 	brokers, inputTopic, start               string
 	bounded                                  bool
+	alertsTopic, lateTopic, deadTopic        string
+	changelogTopic, group, instance          string
+	recordKey                                string
+	txnTimeout                               time.Duration
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -96,6 +110,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.brokers, "brokers", os.Getenv("CEPHEUS_KAFKA_BROKERS"), "with -input-topic, the Kafka bootstrap brokers, host:port[,host:port] (default $CEPHEUS_KAFKA_BROKERS)")
 	fs.BoolVar(&f.bounded, "bounded", false, "with -input-topic, stop at the end offsets seen at the start, with a final checkpoint and exit 0")
 	fs.StringVar(&f.start, "start", "earliest", "with -input-topic, where a partition without a checkpoint starts: earliest or latest")
+	fs.StringVar(&f.alertsTopic, "alerts-topic", "", "with -input-topic, write the alerts to this Kafka topic, one transaction per checkpoint (exactly once for read_committed consumers; needs -group)")
+	fs.StringVar(&f.lateTopic, "late-topic", "", "with -alerts-topic, write the late events to this topic (default: only counted)")
+	fs.StringVar(&f.deadTopic, "dead-letter-topic", "", "with -alerts-topic, write the dead letters to this topic (default: only counted)")
+	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it)")
+	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
+	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name: its transactional id is cepheus-GROUP-ID")
+	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 0, "with -alerts-topic, the Kafka transaction timeout (0: checkpoint interval + checkpoint timeout + 30s)")
+	fs.StringVar(&f.recordKey, "record-key", "", "with -input-topic and -alerts-topic, the event field the input records are keyed by (default: the keyed rules' key field)")
 	fs.StringVar(&f.state, "state", "", "state directory: checkpoints and working state; created when missing (required)")
 	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (required)")
 	fs.StringVar(&f.late, "late", "", "directory of committed late-event files (default: only counted)")
@@ -129,8 +151,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
-	if f.rules == "" || (f.events == "") == (f.inputTopic == "") || f.state == "" || f.alerts == "" {
-		return fs.usagef("-rules, -events or -input-topic (one of them), -state and -alerts are required")
+	if f.rules == "" || (f.events == "") == (f.inputTopic == "") || f.state == "" || (f.alerts == "") == (f.alertsTopic == "") {
+		return fs.usagef("-rules, -events or -input-topic (one of them), -state and -alerts or -alerts-topic (one of them) are required")
 	}
 	var msgs []string
 	negative := func(flag string, bad bool, v any) {
@@ -149,7 +171,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	negative("-max-buffered-events", f.maxBuffered < 0, f.maxBuffered)
 	var kafkaIn *cep.KafkaInput
 	if f.inputTopic != "" {
-		kafkaIn = &cep.KafkaInput{Topic: f.inputTopic, Bounded: f.bounded}
+		kafkaIn = &cep.KafkaInput{Topic: f.inputTopic, Bounded: f.bounded,
+			AlertsTopic: f.alertsTopic, LateTopic: f.lateTopic, DeadTopic: f.deadTopic,
+			ChangelogTopic: f.changelogTopic, Group: f.group, InstanceID: f.instance,
+			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey}
+		if f.alertsTopic != "" {
+			if f.group == "" {
+				msgs = append(msgs, "-alerts-topic needs -group (the input offsets are committed to it in each transaction)")
+			}
+			if f.late != "" || f.dead != "" {
+				msgs = append(msgs, "-alerts-topic writes late events and dead letters to topics: use -late-topic and -dead-letter-topic, not -late and -dead-letter")
+			}
+		} else if f.lateTopic != "" || f.deadTopic != "" || f.group != "" {
+			msgs = append(msgs, "-late-topic, -dead-letter-topic and -group go with -alerts-topic")
+		}
 		switch f.start {
 		case "earliest":
 			kafkaIn.Start = cep.KafkaFromEarliest
@@ -170,6 +205,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			msgs = append(msgs, "-follow is for files: an unbounded topic is read as it grows")
 		}
 	}
+	if f.inputTopic == "" && f.alertsTopic != "" {
+		msgs = append(msgs, "-alerts-topic needs -input-topic (a transaction commits the input offsets)")
+	}
+	negative("-transaction-timeout", f.txnTimeout < 0, formatDuration(f.txnTimeout))
 	if f.wallClock && (!(f.follow || kafkaIn != nil && !f.bounded) || f.idle == 0) {
 		msgs = append(msgs, "-wall-clock-advance needs -follow and a positive -idle-timeout (it advances the watermark while every followed input is idle)")
 	}
@@ -260,9 +299,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		IdleTimeout: f.idle, WallClockAdvance: f.wallClock,
 		ProgressInterval: f.progress,
 	}
-	if f.alerts == "-" {
+	switch f.alerts {
+	case "":
+	case "-":
 		cfg.Alerts = stdout
-	} else {
+	default:
 		cfg.AlertsDir = f.alerts
 	}
 	if !f.quiet {

@@ -1,0 +1,423 @@
+package cep
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
+	"github.com/cepheus-cep/cepheus/runtime/state"
+)
+
+// ErrTransaction marks the failure of a checkpoint's Kafka transaction
+// (aborted, fenced, or of unknown outcome). [Engine.Stream] restarts the
+// job from the last committed checkpoint a few times before it returns
+// one. Use errors.Is(err, ErrTransaction).
+var ErrTransaction = kafka.ErrTxn
+
+// transactional reports whether the job writes its outputs to Kafka
+// topics, one transaction per checkpoint.
+func (k *KafkaInput) transactional() bool { return k != nil && k.AlertsTopic != "" }
+
+// kafkaOut is the transactional side of a Kafka job: the producer whose
+// transaction each checkpoint ends, and the topics it writes.
+type kafkaOut struct {
+	in        *KafkaInput
+	txn       *kafka.Txn
+	changelog string
+	parts     int // of the input, and so of the changelog
+	// clParts are the state records read from the changelog when no
+	// local checkpoint matched the group's offsets: one store per subtask
+	// of the checkpoint restored (its headers; the keys in the first).
+	clParts []state.Reader
+}
+
+// txnMetadata is the metadata of the offsets a checkpoint commits: the
+// checkpoint's id, by which a restore finds its local copy.
+func txnMetadata(id int64) string { return "cepheus chk=" + strconv.FormatInt(id, 10) }
+
+func parseTxnMetadata(s string) (int64, bool) {
+	n, ok := strings.CutPrefix(s, "cepheus chk=")
+	id, err := strconv.ParseInt(n, 10, 64)
+	return id, ok && err == nil && id > 0
+}
+
+// markerKey is the changelog key of the checkpoint marker: no encoded
+// state key is one byte long.
+var markerKey = []byte{0}
+
+// changelogMarker is the last record of each checkpoint's transaction in
+// the changelog (partition 0): the job's metadata and every subtask's
+// header records, which, with the keyed records, restore the job without
+// its local state.
+type changelogMarker struct {
+	Checkpoint int64
+	Meta       json.RawMessage
+	Headers    [][]headerRecord // by subtask
+}
+
+// headerRecord is a state record that belongs to no key (an operator's
+// header, the engine's counters): it goes into the marker, by subtask.
+type headerRecord struct {
+	Key, Value []byte
+}
+
+// checkRecordKeys refuses, in Kafka mode, a rule keyed by other fields
+// than the input's record key: its keys would not follow the input's
+// partitions (repartitioning is to come).
+func (e *Engine) checkRecordKeys(k *KafkaInput) error {
+	field := k.RecordKey
+	for _, cr := range e.rules {
+		r := cr.rule
+		if len(r.KeyFields) == 0 {
+			continue
+		}
+		if field == "" && len(r.KeyFields) == 1 {
+			field = r.KeyFields[0]
+		}
+		if len(r.KeyFields) != 1 || r.KeyFields[0] != field {
+			return fmt.Errorf("cep: stream: rule %q is keyed by (%s), not by the input's record key %s: in Kafka mode every keyed rule must be keyed by the field the records of topic %s are keyed by (-record-key); repartitioning by other fields is not built yet",
+				r.Name, strings.Join(r.KeyFields, ", "), field, k.Topic)
+		}
+	}
+	return nil
+}
+
+// kafkaRestorePoint prepares a transactional Kafka job: the topics it
+// writes, the producer (whose start fences an instance it replaces and
+// aborts that one's open transaction), then the checkpoint to restore:
+// the one whose id the group's committed offsets name. The local copy of
+// it when the state directory has it (newer local checkpoints, whose
+// transactions never committed, are discarded), else the changelog's
+// (j.kafka.clParts, j.meta). Nil: a fresh start.
+func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) {
+	k := j.cfg.Kafka
+	if err := j.e.checkRecordKeys(k); err != nil {
+		return nil, err
+	}
+	n, err := kafka.PartitionCount(ctx, k.Brokers, k.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("cep: stream: input: %w", err)
+	}
+	ko := &kafkaOut{in: k, changelog: k.ChangelogTopic, parts: n}
+	if ko.changelog == "" {
+		ko.changelog = k.Group + "-changelog"
+	}
+	topics := []kafka.TopicSpec{{Name: k.AlertsTopic}, {Name: ko.changelog, Partitions: n, Compact: true}}
+	for _, t := range []string{k.LateTopic, k.DeadTopic} {
+		if t != "" {
+			topics = append(topics, kafka.TopicSpec{Name: t})
+		}
+	}
+	if _, err := kafka.EnsureTopics(ctx, k.Brokers, topics); err != nil {
+		return nil, fmt.Errorf("cep: stream: %w", err)
+	}
+	instance := k.InstanceID
+	if instance == "" {
+		instance = "0"
+	}
+	failpoint.Hit("kafka.before-fence")
+	ko.txn, err = kafka.NewTxn(ctx, kafka.TxnConfig{
+		Brokers: k.Brokers, TransactionalID: "cepheus-" + k.Group + "-" + instance, Group: k.Group,
+		Timeout: k.TxnTimeout, Manual: []string{ko.changelog},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cep: stream: %w", err)
+	}
+	j.kafka = ko
+	committed, err := kafka.GroupOffsets(ctx, k.Brokers, k.Group, k.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("cep: stream: %w", err)
+	}
+	if len(committed) == 0 {
+		if ids, err := j.dir.Complete(); err == nil && len(ids) > 0 {
+			j.logf("group %s has committed nothing on topic %s: the local checkpoints (%d to %d) are of transactions that never committed; discarding them", k.Group, k.Topic, ids[0], ids[len(ids)-1])
+		}
+		return nil, j.dir.DiscardAfter(0)
+	}
+	var id int64
+	for p, c := range committed {
+		cid, ok := parseTxnMetadata(c.Metadata)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: group %s has offsets on %s-%d not committed by cepheus (metadata %q): use another group, or delete its offsets", ErrRestore, k.Group, k.Topic, p, c.Metadata)
+		case id != 0 && cid != id:
+			return nil, fmt.Errorf("%w: group %s: the offsets of topic %s name checkpoints %d and %d", ErrRestore, k.Group, k.Topic, id, cid)
+		}
+		id = cid
+	}
+	failpoint.Hit("kafka.restore")
+	if err := j.dir.DiscardAfter(state.CheckpointID(id)); err != nil {
+		return nil, fmt.Errorf("cep: stream: %w", err)
+	}
+	chk, err := j.dir.Open(state.CheckpointID(id))
+	if err == nil {
+		m, merr := j.readMeta(chk)
+		if merr != nil {
+			return nil, merr
+		}
+		if err = positionsMatch(m.Source.Positions, k.Topic, committed); err == nil {
+			return chk, nil
+		}
+	}
+	j.logf("checkpoint %d, committed by group %s, is not in %s (%v): restoring it from changelog topic %s", id, k.Group, j.cfg.StateDir, err, ko.changelog)
+	t := time.Now()
+	if err := j.restoreChangelog(ctx, id); err != nil {
+		return nil, err
+	}
+	j.logf("restored checkpoint %d from the changelog in %v", id, time.Since(t).Round(time.Millisecond))
+	return nil, nil
+}
+
+// positionsMatch reports whether a checkpoint's positions are the
+// group's committed offsets.
+func positionsMatch(pos []runtime.Position, topic string, committed map[int32]kafka.Committed) error {
+	if len(pos) != len(committed) {
+		return fmt.Errorf("%d positions, %d committed offsets", len(pos), len(committed))
+	}
+	for _, p := range pos {
+		n, err := strconv.ParseInt(strings.TrimPrefix(p.File, topic+"-"), 10, 32)
+		if c, ok := committed[int32(n)]; err != nil || !ok || c.Offset != p.Offset {
+			return fmt.Errorf("position %s at %d, committed %d", p.File, p.Offset, c.Offset)
+		}
+	}
+	return nil
+}
+
+// restoreChangelog reads the changelog up to its last stable offset: the
+// records of checkpoint id and its marker.
+func (j *job) restoreChangelog(ctx context.Context, id int64) error {
+	ko := j.kafka
+	recs := map[string][]byte{}
+	var marker []byte
+	err := kafka.ReadTopic(ctx, ko.in.Brokers, ko.changelog, func(_ int32, k, v []byte) error {
+		switch {
+		case bytes.Equal(k, markerKey):
+			marker = v
+		case v == nil:
+			delete(recs, string(k))
+		default:
+			recs[string(k)] = v
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
+	}
+	var m changelogMarker
+	if marker == nil {
+		return fmt.Errorf("%w: changelog %s has no checkpoint marker, but group %s committed checkpoint %d", ErrRestore, ko.changelog, ko.in.Group, id)
+	}
+	if err := json.Unmarshal(marker, &m); err != nil {
+		return fmt.Errorf("%w: changelog %s: checkpoint marker: %w", ErrRestore, ko.changelog, err)
+	}
+	if m.Checkpoint != id {
+		return fmt.Errorf("%w: changelog %s ends with checkpoint %d, group %s committed checkpoint %d", ErrRestore, ko.changelog, m.Checkpoint, ko.in.Group, id)
+	}
+	if j.meta, err = j.checkMeta(m.Meta, id); err != nil {
+		return err
+	}
+	if len(m.Headers) != j.meta.Parallelism {
+		return fmt.Errorf("%w: changelog %s: checkpoint %d has the headers of %d subtasks, not %d", ErrRestore, ko.changelog, id, len(m.Headers), j.meta.Parallelism)
+	}
+	parts := make([]state.Reader, len(m.Headers))
+	for i, hs := range m.Headers {
+		mem := state.NewMem()
+		for _, h := range hs {
+			k, err := state.DecodeKey(h.Key)
+			if err != nil {
+				return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
+			}
+			if err := mem.Put(k, h.Value); err != nil {
+				return err
+			}
+		}
+		if i == 0 {
+			for ks, v := range recs {
+				k, err := state.DecodeKey([]byte(ks))
+				if err != nil {
+					return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
+				}
+				if err := mem.Put(k, v); err != nil {
+					return err
+				}
+			}
+		}
+		parts[i] = mem
+	}
+	ko.clParts = parts
+	j.restored = id
+	return nil
+}
+
+// commitKafka ends checkpoint f's transaction: the marker, then the
+// input offsets and the commit. Its error wraps ErrTransaction.
+func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) error {
+	ko := j.kafka
+	ctx := j.sctx
+	m, err := json.Marshal(changelogMarker{Checkpoint: f.id, Meta: meta, Headers: headers})
+	if err != nil {
+		return err
+	}
+	ko.txn.ProduceTo(ctx, ko.changelog, 0, markerKey, m)
+	offsets := kafka.Offsets{}
+	for _, p := range f.meta.Source.Positions {
+		n, err := strconv.ParseInt(strings.TrimPrefix(p.File, ko.in.Topic+"-"), 10, 32)
+		if err != nil {
+			return fmt.Errorf("cep: stream: position %s is not of topic %s", p.File, ko.in.Topic)
+		}
+		offsets[int32(n)] = p.Offset
+	}
+	failpoint.Hit("kafka.before-commit")
+	if err := ko.txn.Commit(ctx, ko.in.Topic, offsets, txnMetadata(f.id)); err != nil {
+		return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, err)
+	}
+	failpoint.Hit("kafka.after-commit")
+	return nil
+}
+
+// txnSink is a sink of a transactional Kafka job: its records go into
+// the open transaction, except between its barrier (PreCommit) and the
+// commit of that checkpoint's transaction, when they are held and then
+// produced into the next one.
+type txnSink struct {
+	txn   *kafka.Txn
+	j     *job // its sctx, once the subtasks start, ends the produces
+	topic string
+	hold  bool
+	held  [][2][]byte // key, value
+}
+
+func (j *job) newTxnSink(topic string) *txnSink {
+	return &txnSink{txn: j.kafka.txn, j: j, topic: topic}
+}
+
+func (s *txnSink) Write(line []byte) error { return s.WriteKeyed(nil, line) }
+
+// WriteKeyed writes line's JSON lines, each a record of key.
+func (s *txnSink) WriteKeyed(key, line []byte) error {
+	if len(line) == 0 || line[len(line)-1] != '\n' {
+		return runtime.ErrNotLine
+	}
+	for v := range bytes.Lines(line) {
+		v = bytes.Clone(v[:len(v)-1])
+		k := bytes.Clone(key)
+		if s.hold {
+			s.held = append(s.held, [2][]byte{k, v})
+			continue
+		}
+		s.txn.Produce(s.j.sctx, s.topic, k, v)
+	}
+	return nil
+}
+
+func (s *txnSink) PreCommit(checkpoint int64) (runtime.PendingState, error) {
+	s.hold = true
+	return runtime.PendingState{Checkpoint: checkpoint}, nil
+}
+
+func (s *txnSink) Commit(int64) error {
+	for _, r := range s.held {
+		s.txn.Produce(s.j.sctx, s.topic, r[0], r[1])
+	}
+	s.held, s.hold = nil, false
+	return nil
+}
+
+func (s *txnSink) Recover(runtime.PendingState) error { return nil }
+func (s *txnSink) Close() error                       { return nil }
+
+// keyedWriter is a sink whose records carry a key: the Kafka sinks.
+type keyedWriter interface {
+	WriteKeyed(key, line []byte) error
+}
+
+// alertKey is the record key of an alert: its key's value as the input's
+// record key holds it (a string as it is, another value as JSON writes
+// it; several fields joined by 0x1f); nil without key fields.
+func alertKey(a *Alert) []byte {
+	var b []byte
+	for i, v := range a.Key {
+		if i > 0 {
+			b = append(b, 0x1f)
+		}
+		if s, ok := v.AsString(); ok {
+			b = append(b, s...)
+		} else {
+			b = append(b, v.String()...)
+		}
+	}
+	return b
+}
+
+// recordKey is the input record key of a state key: a single string key
+// is itself; another value lost its 0 byte prefix.
+func recordKey(k event.Key) []byte {
+	return []byte(strings.TrimPrefix(string(k), "\x00"))
+}
+
+// maxChangelogRecord is the largest changelog record: under the broker's
+// default message.max.bytes (1 MiB), with room for the batch's overhead.
+const maxChangelogRecord = 1<<20 - 4096
+
+// changelogWriter writes a subtask's checkpoint into its store and, into
+// the open transaction, its keyed records to the changelog (partitioned
+// as the input: by the record key) and its other records (headers) into
+// the ack, for the checkpoint's marker.
+type changelogWriter struct {
+	store   state.Writer
+	s       *streamSubtask
+	headers []headerRecord
+}
+
+func (w *changelogWriter) Put(k state.Key, v []byte) error {
+	if err := w.store.Put(k, v); err != nil {
+		return err
+	}
+	return w.log(k, v)
+}
+
+func (w *changelogWriter) Delete(k state.Key) error {
+	if err := w.store.Delete(k); err != nil {
+		return err
+	}
+	return w.log(k, nil)
+}
+
+func (w *changelogWriter) log(k state.Key, v []byte) error {
+	key := state.AppendKey(nil, k)
+	if k.KeyGroup == headerGroup || k == w.s.host.counterRecord {
+		if v != nil {
+			w.headers = append(w.headers, headerRecord{Key: key, Value: slices.Clone(v)})
+		}
+		return nil
+	}
+	if len(key)+len(v) > maxChangelogRecord {
+		return fmt.Errorf("cep: stream: the state of key %q is %d bytes, more than a changelog record may hold (%d): lower the rule's buffers (within, quantifier limits)", string(k.Key), len(v), maxChangelogRecord)
+	}
+	ko := w.s.j.kafka
+	ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, kafka.KeyPartition(recordKey(k.Key), ko.parts), key, bytes.Clone(v))
+	return nil
+}
+
+// errCheckpointTimeout ends a transactional job whose checkpoint did not
+// complete in time: the records held for the next transaction cannot
+// wait for another checkpoint (they would commit after the state that
+// produced them), so the job restarts from the last committed one.
+var errCheckpointTimeout = fmt.Errorf("%w: a checkpoint timed out", ErrTransaction)
+
+// streamTxnRetries is how many times in a row Stream restarts a
+// transactional job after a failed transaction.
+const streamTxnRetries = 3
+
+// isTxnFailure reports whether err is one Stream restarts after.
+func isTxnFailure(err error) bool { return errors.Is(err, ErrTransaction) }

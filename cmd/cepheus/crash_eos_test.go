@@ -1,0 +1,286 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cardKeyedRules writes the rules of rulesets/cards.cep keyed by card_id
+// alone (the Kafka mode's rules: keyed by the input's record key) into
+// dir, without the file's tests, and returns the file.
+func cardKeyedRules(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../rulesets/cards.cep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	var out []string
+	n := 0
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.HasPrefix(l, "test ") {
+			break
+		}
+		if !strings.HasPrefix(l, "rule ") {
+			out = append(out, l)
+			continue
+		}
+		j := i
+		for j < len(lines) && lines[j] != "}" {
+			j++
+		}
+		block := lines[i : j+1]
+		keep := false
+		for _, bl := range block {
+			keep = keep || strings.TrimSpace(bl) == "key card_id"
+		}
+		for !keep && len(out) > 0 && strings.HasPrefix(out[len(out)-1], "#") {
+			out = out[:len(out)-1] // the dropped rule's comment
+		}
+		if keep {
+			out = append(out, block...)
+			n++
+		}
+		i = j
+	}
+	if n < 4 {
+		t.Fatalf("cards.cep has %d rules keyed by card_id alone, want at least 4", n)
+	}
+	path := filepath.Join(dir, "cards_by_card.cep")
+	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// eosInput generates at least 200,000 card events with a malformed line
+// after every 25,000th and returns the file and the number of those.
+func eosInput(t *testing.T, bin, dir string) (string, int) {
+	t.Helper()
+	raw := filepath.Join(dir, "gen.jsonl")
+	cmd := exec.Command(bin, "gen", "-seed", "7",
+		"-history-days", "1", "-history-events-per-day", "4000", "-days", "1", "-events-per-day", "200000",
+		"-customers", "5000", "-merchants", "500", "-fraud-rate", "20",
+		"-scenarios", "card_testing,impossible_travel,large_then_foreign,velocity_burst", "-o", raw)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cepheus gen: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	n, dead := 0, 0
+	for l := range bytes.Lines(b) {
+		out.Write(l)
+		if n++; n%25000 == 0 {
+			fmt.Fprintf(&out, "not json %d\n", n)
+			dead++
+		}
+	}
+	if n < 200000 {
+		t.Fatalf("cepheus gen wrote %d events, want at least 200,000", n)
+	}
+	events := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(events, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return events, dead
+}
+
+// consumeTopic reads topic read_committed with cepheus consume.
+func consumeTopic(t *testing.T, bin, brokers, topic string) [][]byte {
+	t.Helper()
+	cmd := exec.Command(bin, "consume", "-brokers", brokers, "-topic", topic, "-idle", "2s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cepheus consume %s: %v\n%s", topic, err, stderr.String())
+	}
+	var lines [][]byte
+	for l := range bytes.Lines(out) {
+		lines = append(lines, bytes.TrimSuffix(l, []byte("\n")))
+	}
+	return lines
+}
+
+// alertIDSet is the alert ids of JSON lines, as a multiset.
+func alertIDSet(t *testing.T, lines [][]byte) multiset {
+	t.Helper()
+	m := multiset{}
+	for _, l := range lines {
+		var a struct {
+			ID string `json:"alert_id"`
+		}
+		if err := json.Unmarshal(l, &a); err != nil || a.ID == "" {
+			t.Fatalf("not an alert: %q (%v)", l, err)
+		}
+		m[a.ID]++
+	}
+	return m
+}
+
+// eosStep is one start of cepheus run in an exactly-once chain: killed at
+// a failpoint or after a time, or (neither) run to its end.
+type eosStep struct {
+	parallelism int
+	backend     string
+	failpoint   string
+	killAfter   time.Duration
+	wipeState   bool // delete the state directory before the start
+}
+
+// TestExactlyOnceKafka is the exactly-once test of the Kafka mode: 200,000
+// generated events (and a few malformed lines) in a six-partition topic
+// keyed by card_id, the cards rules keyed by card_id, and cepheus run with
+// the alerts, dead letters and late events in topics (one transaction per
+// checkpoint) SIGKILLed at named failpoints (before the commit, between
+// the commit and the next one, during the restore, amid a snapshot) and
+// at random moments, restarted with other parallelism and backends, and
+// in a second chain restarted without its local state (restored from the
+// changelog alone). At the end, a read_committed consumer's alert ids
+// equal cepheus backtest's over the same events, as a multiset, and every
+// dead letter is there once.
+func TestExactlyOnceKafka(t *testing.T) {
+	brokers := os.Getenv("CEPHEUS_KAFKA_BROKERS")
+	if brokers == "" {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatal("CEPHEUS_KAFKA_BROKERS is not set and CI is: make test starts a broker for this test")
+		}
+		t.Skip("no Kafka broker: make test starts one; or scripts/kafka.sh start and set CEPHEUS_KAFKA_BROKERS")
+	}
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	rules := cardKeyedRules(t, dir)
+	events, dead := eosInput(t, bin, dir)
+	bt := filepath.Join(dir, "backtest.jsonl")
+	if out, err := exec.Command(bin, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", bt).CombinedOutput(); err != nil {
+		t.Fatalf("cepheus backtest: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var btLines [][]byte
+	for l := range bytes.Lines(b) {
+		btLines = append(btLines, bytes.TrimSuffix(l, []byte("\n")))
+	}
+	want := alertIDSet(t, btLines)
+	if sum(want) < 50 {
+		t.Fatalf("the backtest has %d alerts: too few to tell", sum(want))
+	}
+	topic := fmt.Sprintf("eos-%d", time.Now().UnixNano())
+	e := runChild(t, bin, []string{"produce", "-brokers", brokers, "-topic", topic, "-partitions", "6",
+		"-key", "card_id", "-events", events}, "", 0)
+	if e.killed || e.code != 0 {
+		t.Fatalf("cepheus produce: %s\n%s", e.describe(), e.tail())
+	}
+	const mem, peb = "memory", "pebble"
+	r := crashRand(crashSeed(t), 9)
+	random := func() time.Duration {
+		return 150*time.Millisecond + time.Duration(r.Int64N(int64(600*time.Millisecond)))
+	}
+	chains := []struct {
+		name  string
+		steps []eosStep
+	}{
+		{"failpoints", []eosStep{
+			{parallelism: 2, backend: mem, failpoint: "kafka.before-commit@2"},
+			{parallelism: 1, backend: peb, failpoint: "kafka.after-commit@2"},
+			{parallelism: 2, backend: mem, failpoint: "kafka.restore"},
+			{parallelism: 3, backend: peb, failpoint: "snapshot.mid@2"},
+			{parallelism: 2, backend: mem, failpoint: "barrier.after@3"},
+			{parallelism: 1, backend: mem, failpoint: "kafka.before-fence"},
+			{parallelism: 2, backend: peb, failpoint: "checkpoint.complete@2"},
+			{parallelism: 2, backend: mem, killAfter: random()},
+			{parallelism: 1, backend: peb, killAfter: random()},
+			{parallelism: 2, backend: mem, killAfter: random()},
+			{parallelism: 3, backend: peb, killAfter: random()},
+			{parallelism: 2, backend: mem},
+			{parallelism: 1, backend: mem, wipeState: true}, // finished: the changelog says so
+		}},
+		{"changelog-only", []eosStep{
+			{parallelism: 2, backend: mem, killAfter: random()},
+			{parallelism: 2, backend: peb, wipeState: true, failpoint: "kafka.before-commit@3"},
+			{parallelism: 1, backend: mem, wipeState: true, killAfter: random()},
+			{parallelism: 3, backend: mem, wipeState: true},
+		}},
+	}
+	kills := 0
+	for _, ch := range chains {
+		t.Run(ch.name, func(t *testing.T) {
+			alerts, deadTopic, late := topic+"-"+ch.name+"-alerts", topic+"-"+ch.name+"-dead", topic+"-"+ch.name+"-late"
+			group := topic + "-" + ch.name
+			state := filepath.Join(dir, ch.name+"-state")
+			finished := false
+			for i, st := range ch.steps {
+				if st.wipeState {
+					if err := os.RemoveAll(state); err != nil {
+						t.Fatal(err)
+					}
+				}
+				args := []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
+					"-alerts-topic", alerts, "-dead-letter-topic", deadTopic, "-late-topic", late, "-group", group,
+					"-state", state, "-checkpoint-interval", "200ms", "-progress", "1h",
+					"-parallelism", strconv.Itoa(st.parallelism), "-state-backend", st.backend}
+				e := runChild(t, bin, args, st.failpoint, st.killAfter)
+				t.Logf("step %d (-parallelism %d -state-backend %s %s%v wipe=%v): %s", i+1, st.parallelism, st.backend, st.failpoint, st.killAfter, st.wipeState, e.describe())
+				switch {
+				case e.killed:
+					kills++
+					if finished {
+						t.Fatalf("step %d: killed after the job finished", i+1)
+					}
+				case e.code != 0:
+					t.Fatalf("step %d: %s\n%s", i+1, e.describe(), e.tail())
+				case finished && !strings.Contains(e.stderr, "nothing to do"):
+					t.Fatalf("step %d: a run after the job finished did not exit at once:\n%s", i+1, e.tail())
+				default:
+					finished = true
+				}
+			}
+			if !finished {
+				t.Fatal("no step ran the job to its end")
+			}
+			got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
+			if d := want.diff(got); d != "" {
+				t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+			}
+			dl := consumeTopic(t, bin, brokers, deadTopic)
+			seen := map[string]bool{}
+			for _, l := range dl {
+				var d struct {
+					File string `json:"file"`
+					Line int64  `json:"line"`
+				}
+				if err := json.Unmarshal(l, &d); err != nil || d.File == "" {
+					t.Fatalf("not a dead letter: %q (%v)", l, err)
+				}
+				k := fmt.Sprintf("%s:%d", d.File, d.Line)
+				if seen[k] {
+					t.Errorf("dead letter %s twice", k)
+				}
+				seen[k] = true
+			}
+			if len(dl) != dead {
+				t.Errorf("%d dead letters in the topic, want %d", len(dl), dead)
+			}
+		})
+	}
+	t.Logf("%d kills", kills)
+	if !t.Failed() && kills < 10 {
+		t.Errorf("%d kills, want at least 10", kills)
+	}
+}
