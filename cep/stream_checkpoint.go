@@ -377,6 +377,9 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	}
 	j.stats.Checkpoints++
 	j.stats.LastCheckpoint = f.id
+	if j.kafka != nil && j.stats.Checkpoints == 1 {
+		j.logf("first transaction committed: checkpoint %d, %v after the start", f.id, time.Since(j.start).Round(time.Millisecond))
+	}
 	if h := j.cfg.hooks.afterCommit; h != nil && h(f.id) {
 		j.stopAsked = true // the loop stops at its next turn
 	}
