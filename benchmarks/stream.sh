@@ -4,6 +4,7 @@
 #   benchmarks/stream.sh throughput [rounds]   run at parallelism 1 and 2 against backtest
 #   benchmarks/stream.sh state [keys]          checkpoints, stalls, size and recovery with many live keys
 #   benchmarks/stream.sh kafka [rounds]        run over a 6-partition Kafka topic against the same file
+#   benchmarks/stream.sh eos [rounds]          Kafka mode (alerts topic, one transaction per checkpoint): events/s, restart
 #
 # throughput: the default `cepheus gen` data as plain JSON lines and
 # rulesets/cards.cep (build/bench/events.jsonl, made once), `cepheus
@@ -182,12 +183,78 @@ kafka() {
 		printf "the same %d alert ids\n", a }'
 }
 
+# eos: the default data in a 6-partition topic keyed by card_id, the
+# card_id rules (benchmarks/workloads/cards_by_card.cep), `cepheus run
+# -input-topic -bounded -alerts-topic -group -parallelism 2` (a new group
+# and alerts topic each round): events/s from the input topic to the
+# committed alerts (the process's wall time: the last transaction is
+# committed when it exits), then a read_committed consumer's alert ids
+# against `cepheus backtest`'s. Then the restart: an unbounded run is
+# killed with SIGKILL 2 s after its start (amid the input) and started
+# again; the time from the second start to its first committed
+# transaction, as it logs it, at checkpoint intervals 100 ms and 1 s.
+eos() {
+	local rounds=${1:-3}
+	local events=$dir/events.jsonl rules=benchmarks/workloads/cards_by_card.cep
+	if [ ! -s "$events" ]; then
+		"$bin" gen -o "$dir/events.jsonl.gz"
+		gzip -dc "$dir/events.jsonl.gz" >"$events"
+	fi
+	local brokers=${CEPHEUS_KAFKA_BROKERS:-}
+	if [ -z "$brokers" ]; then
+		local kdir
+		kdir=$(mktemp -d)
+		trap 'scripts/kafka.sh stop -dir "'"$kdir"'" >/dev/null 2>&1; rm -rf "'"$kdir"'"' EXIT
+		brokers=$(scripts/kafka.sh start -dir "$kdir" | tail -1)
+	fi
+	local topic=bench-eos-$(date +%s)
+	"$bin" produce -brokers "$brokers" -topic "$topic" -partitions 6 -key card_id -events "$events" >&2
+	"$bin" backtest -q -rules "$rules" -events "$events" -alerts "$dir/al-eos-bt.jsonl"
+	local lines best=""
+	lines=$(wc -l <"$events")
+	for r in $(seq "$rounds"); do
+		rm -rf "$dir/st-eos"
+		read -r w c m < <(wall "$bin" run -q -rules "$rules" -brokers "$brokers" -input-topic "$topic" -bounded \
+			-alerts-topic "$topic-alerts-$r" -group "$topic-g$r" -state "$dir/st-eos" -parallelism 2)
+		echo "round $r: ${w}s (cpu ${c}s, $((m / 1024)) MiB)"
+		if [ -z "$best" ] || awk -v a="$w" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$w; fi
+		"$bin" consume -brokers "$brokers" -topic "$topic-alerts-$r" -idle 2s >"$dir/al-eos-$r.jsonl" 2>/dev/null
+		if ! cmp -s <(ids "$dir/al-eos-$r.jsonl") <(ids "$dir/al-eos-bt.jsonl"); then
+			echo "FAIL: round $r: the alerts topic and the backtest have different alert ids" >&2
+			exit 1
+		fi
+	done
+	awk -v n="$lines" -v w="$best" -v a="$(ids "$dir/al-eos-bt.jsonl" | wc -l)" 'BEGIN {
+		printf "topic to committed alerts: %.2fs  %7.0f events/s (issue 12 target 150,000); the backtest'"'"'s %d alert ids\n", w, n / w, a }'
+	for iv in 100ms 1s; do
+		local g=$topic-restart-$iv
+		rm -rf "$dir/st-eos-r"
+		"$bin" run -rules "$rules" -brokers "$brokers" -input-topic "$topic" -alerts-topic "$g-alerts" -group "$g" \
+			-state "$dir/st-eos-r" -parallelism 2 -checkpoint-interval "$iv" 2>"$dir/eos-r1.log" &
+		local pid=$!
+		sleep 2
+		kill -9 "$pid"
+		wait "$pid" 2>/dev/null || true
+		"$bin" run -rules "$rules" -brokers "$brokers" -input-topic "$topic" -alerts-topic "$g-alerts" -group "$g" \
+			-state "$dir/st-eos-r" -parallelism 2 -checkpoint-interval "$iv" 2>"$dir/eos-r2.log" &
+		pid=$!
+		for _ in $(seq 300); do
+			grep -q 'first transaction committed' "$dir/eos-r2.log" && break
+			sleep 0.1
+		done
+		kill -TERM "$pid"
+		wait "$pid" 2>/dev/null || true
+		echo "restart after kill -9, interval $iv: $(grep -o 'resuming from checkpoint [0-9]*' "$dir/eos-r2.log" | head -1); $(grep -o 'first transaction committed.*' "$dir/eos-r2.log" | head -1) (issue 12 target: under 1s)"
+	done
+}
+
 case $what in
 throughput) throughput "${2:-3}" ;;
 kafka) kafka "${2:-3}" ;;
+eos) eos "${2:-3}" ;;
 state) state "${2:-1000000}" ;;
 *)
-	echo "usage: benchmarks/stream.sh throughput [rounds] | state [keys] | kafka [rounds]" >&2
+	echo "usage: benchmarks/stream.sh throughput [rounds] | state [keys] | kafka [rounds] | eos [rounds]" >&2
 	exit 2
 	;;
 esac

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -104,4 +105,90 @@ func TestStreamKafkaInput(t *testing.T) {
 	if err != nil || !res.AlreadyFinished {
 		t.Errorf("third run: %v, already finished %v", err, res != nil && res.AlreadyFinished)
 	}
+}
+
+// TestStreamKafkaTransactional runs the card rules over a topic with the
+// alerts and dead letters in topics (one transaction per checkpoint),
+// with changelog records cut into many chunks (a tiny record limit),
+// stops at a checkpoint, deletes the state directory and resumes with
+// another parallelism: the restore comes from the changelog alone, and
+// the committed alerts equal an uninterrupted run's with file outputs.
+func TestStreamKafkaTransactional(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	old := maxChangelogRecord
+	maxChangelogRecord = 120
+	t.Cleanup(func() { maxChangelogRecord = old })
+	input := engineInput(700)
+	topic := fmt.Sprintf("stream-kafka-txn-%d", time.Now().UnixNano())
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: 3, KeyField: "card",
+	}, strings.NewReader(input)); err != nil {
+		t.Fatal(err)
+	}
+	// The reference: an uninterrupted run over the topic with file outputs
+	// (the input is out of order, so the partitions' order matters).
+	d := newStreamDirs(t)
+	ref := d.config("")
+	ref.Kafka = &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20}
+	res, err := streamEngine(t, backtestRules).Stream(context.Background(), ref)
+	if err != nil || !res.Finished || res.Alerts < 10 {
+		t.Fatalf("the run over the topic with file outputs: %v, %+v", err, res)
+	}
+	want := alertIDsOf(committedLines(t, d.alerts))
+	state := filepath.Join(t.TempDir(), "state")
+	config := func(p int) StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+				AlertsTopic: topic + "-alerts", DeadTopic: topic + "-dead", Group: topic},
+			StateDir: state, CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: p,
+		}
+	}
+	cfg := config(1)
+	cfg.hooks.afterCommit = func(id int64) bool { return id == 3 }
+	res, err = streamEngine(t, backtestRules).Stream(context.Background(), cfg)
+	if err != nil || res.Finished {
+		t.Fatalf("first run: %v, finished %v (want a stop at checkpoint 3)", err, res != nil && res.Finished)
+	}
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	res, err = streamEngine(t, backtestRules).Stream(context.Background(), config(2))
+	if err != nil || !res.Finished || res.Restored < 3 {
+		t.Fatalf("second run: %v, %+v (want it finished, restored from checkpoint 3 or later, from the changelog)", err, res)
+	}
+	var got []string
+	read := func(topic string) []string {
+		var lines []string
+		if err := kafka.ReadTopic(context.Background(), brokers, topic, func(_ int32, _, v []byte) error {
+			lines = append(lines, string(v))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return lines
+	}
+	got = alertIDsOf(read(topic + "-alerts"))
+	if !slices.Equal(got, want) {
+		t.Errorf("%d alerts in the topic (%d distinct), %d over the file (or they differ)", len(got), len(slices.Compact(slices.Clone(got))), len(want))
+	}
+	if dead := read(topic + "-dead"); len(dead) != strings.Count(input, "not json") {
+		t.Errorf("%d dead letters in the topic, want %d", len(dead), strings.Count(input, "not json"))
+	}
+	// Refused: a rule keyed by another field than the record key.
+	_, err = streamEngine(t, engineRules).Stream(context.Background(), config(1))
+	if err == nil || !strings.Contains(err.Error(), `rule "two_big_in_country"`) {
+		t.Errorf("rules keyed by card and by country: %v, want an error naming two_big_in_country", err)
+	}
+}
+
+// alertIDsOf returns the sorted alert ids of alert lines.
+func alertIDsOf(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if i := strings.Index(l, `"alert_id":"`); i >= 0 {
+			out = append(out, l[i+12:i+12+32])
+		}
+	}
+	slices.Sort(out)
+	return out
 }

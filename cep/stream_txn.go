@@ -2,6 +2,7 @@ package cep
 
 import (
 	"bytes"
+	"encoding/binary"
 	"context"
 	"encoding/json"
 	"errors"
@@ -226,6 +227,9 @@ func (j *job) restoreChangelog(ctx context.Context, id int64) error {
 	if j.meta, err = j.checkMeta(m.Meta, id); err != nil {
 		return err
 	}
+	if recs, err = joinChangelog(recs); err != nil {
+		return err
+	}
 	if len(m.Headers) != j.meta.Parallelism {
 		return fmt.Errorf("%w: changelog %s: checkpoint %d has the headers of %d subtasks, not %d", ErrRestore, ko.changelog, id, len(m.Headers), j.meta.Parallelism)
 	}
@@ -367,7 +371,8 @@ func recordKey(k event.Key) []byte {
 
 // maxChangelogRecord is the largest changelog record: under the broker's
 // default message.max.bytes (1 MiB), with room for the batch's overhead.
-const maxChangelogRecord = 1<<20 - 4096
+// A variable, for the tests of chunking.
+var maxChangelogRecord = 1<<20 - 4096
 
 // changelogWriter writes a subtask's checkpoint into its store and, into
 // the open transaction, its keyed records to the changelog (partitioned
@@ -401,12 +406,79 @@ func (w *changelogWriter) log(k state.Key, v []byte) error {
 		}
 		return nil
 	}
-	if len(key)+len(v) > maxChangelogRecord {
-		return fmt.Errorf("cep: stream: the state of key %q is %d bytes, more than a changelog record may hold (%d): lower the rule's buffers (within, quantifier limits)", string(k.Key), len(v), maxChangelogRecord)
-	}
 	ko := w.s.j.kafka
-	ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, kafka.KeyPartition(recordKey(k.Key), ko.parts), key, bytes.Clone(v))
+	p := kafka.KeyPartition(recordKey(k.Key), ko.parts)
+	if v == nil {
+		ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, key, nil)
+		return nil
+	}
+	// A value too large for one record is cut into chunks: the chunks
+	// after the first under keys of their own, in the same partition and
+	// before the base record, which says how many there are.
+	chunk := max(maxChangelogRecord-len(key)-16, 64)
+	n := (len(v) + chunk - 1) / chunk
+	if n <= 1 {
+		ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, key, append([]byte{changelogWhole}, v...))
+		return nil
+	}
+	for i := 1; i < n; i++ {
+		piece := v[i*chunk : min(len(v), (i+1)*chunk)]
+		ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, chunkKey(key, i), bytes.Clone(piece))
+	}
+	base := binary.AppendUvarint([]byte{changelogChunked}, uint64(n))
+	ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, key, append(base, v[:chunk]...))
 	return nil
+}
+
+// The first byte of a changelog value: the whole state record follows,
+// or (chunked) the number of chunks and the first one.
+const (
+	changelogWhole   = 0
+	changelogChunked = 1
+)
+
+// chunkKey is the changelog key of chunk i of the record of encoded key
+// key: 0x00 0x01, key, i. No encoded state key starts so (no operator
+// id is empty), and the marker is one byte.
+func chunkKey(key []byte, i int) []byte {
+	return binary.AppendUvarint(append([]byte{0, 1}, key...), uint64(i))
+}
+
+// joinChangelog turns the changelog's records (by key, the latest value
+// of each) into state records: chunked values joined, chunk records
+// dropped. Chunks of a value written at an older checkpoint, when a
+// value shrank, are ignored.
+func joinChangelog(recs map[string][]byte) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(recs))
+	for k, v := range recs {
+		if strings.HasPrefix(k, "\x00\x01") {
+			continue
+		}
+		if len(v) == 0 {
+			return nil, fmt.Errorf("%w: changelog record %q: empty value", ErrRestore, k)
+		}
+		switch v[0] {
+		case changelogWhole:
+			out[k] = v[1:]
+		case changelogChunked:
+			n, m := binary.Uvarint(v[1:])
+			if m <= 0 || n < 2 {
+				return nil, fmt.Errorf("%w: changelog record %q: bad chunk count", ErrRestore, k)
+			}
+			whole := slices.Clone(v[1+m:])
+			for i := 1; i < int(n); i++ {
+				c, ok := recs[string(chunkKey([]byte(k), i))]
+				if !ok {
+					return nil, fmt.Errorf("%w: changelog record %q: chunk %d of %d missing", ErrRestore, k, i, n)
+				}
+				whole = append(whole, c...)
+			}
+			out[k] = whole
+		default:
+			return nil, fmt.Errorf("%w: changelog record %q: unknown kind %d", ErrRestore, k, v[0])
+		}
+	}
+	return out, nil
 }
 
 // errCheckpointTimeout ends a transactional job whose checkpoint did not
