@@ -2,8 +2,8 @@ package cep
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
