@@ -5,6 +5,7 @@
 #   benchmarks/stream.sh state [keys]          checkpoints, stalls, size and recovery with many live keys
 #   benchmarks/stream.sh kafka [rounds]        run over a 6-partition Kafka topic against the same file
 #   benchmarks/stream.sh eos [rounds]          Kafka mode (alerts topic, one transaction per checkpoint): events/s, restart
+#   benchmarks/stream.sh latency [rate]        Kafka mode: alert latency p50/p99 at checkpoint intervals 100ms and 1s
 #
 # throughput: the default `cepheus gen` data as plain JSON lines and
 # rulesets/cards.cep (build/bench/events.jsonl, made once), `cepheus
@@ -248,13 +249,50 @@ eos() {
 	done
 }
 
+# latency: for each checkpoint interval (100 ms, 1 s), an unbounded
+# `cepheus run -input-topic -alerts-topic -parallelism 2` on an empty
+# 6-partition topic, then benchmarks/cmd/kafkalatency produces the default
+# data into it at RATE events/s (default 20,000) keyed by card_id while
+# reading the alerts topic read_committed: an alert's latency is from the
+# moment its last matched event went to the producer to its arrival at
+# the consumer.
+latency() {
+	local rate=${1:-20000}
+	local events=$dir/events.jsonl rules=benchmarks/workloads/cards_by_card.cep
+	if [ ! -s "$events" ]; then
+		"$bin" gen -o "$dir/events.jsonl.gz"
+		gzip -dc "$dir/events.jsonl.gz" >"$events"
+	fi
+	go build -o "$dir/kafkalatency" ./benchmarks/cmd/kafkalatency
+	local brokers=${CEPHEUS_KAFKA_BROKERS:-}
+	if [ -z "$brokers" ]; then
+		local kdir
+		kdir=$(mktemp -d)
+		trap 'scripts/kafka.sh stop -dir "'"$kdir"'" >/dev/null 2>&1; rm -rf "'"$kdir"'"' EXIT
+		brokers=$(scripts/kafka.sh start -dir "$kdir" | tail -1)
+	fi
+	for iv in 100ms 1s; do
+		local topic=bench-lat-$iv-$(date +%s)
+		"$bin" produce -brokers "$brokers" -topic "$topic" -partitions 6 -key card_id -events /dev/null 2>/dev/null
+		rm -rf "$dir/st-lat"
+		"$bin" run -q -rules "$rules" -brokers "$brokers" -input-topic "$topic" -alerts-topic "$topic-alerts" -group "$topic" \
+			-state "$dir/st-lat" -parallelism 2 -checkpoint-interval "$iv" &
+		local pid=$!
+		sleep 1
+		echo "interval $iv: $("$dir/kafkalatency" -brokers "$brokers" -topic "$topic" -alerts "$topic-alerts" -events "$events" -rate "$rate" -wait 5s) (issue 12 target: p99 under 2x the interval)"
+		kill -TERM "$pid"
+		wait "$pid" || true
+	done
+}
+
 case $what in
 throughput) throughput "${2:-3}" ;;
+latency) latency "${2:-20000}" ;;
 kafka) kafka "${2:-3}" ;;
 eos) eos "${2:-3}" ;;
 state) state "${2:-1000000}" ;;
 *)
-	echo "usage: benchmarks/stream.sh throughput [rounds] | state [keys] | kafka [rounds] | eos [rounds]" >&2
+	echo "usage: benchmarks/stream.sh throughput [rounds] | state [keys] | kafka [rounds] | eos [rounds] | latency [rate]" >&2
 	exit 2
 	;;
 esac

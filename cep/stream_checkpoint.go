@@ -72,7 +72,10 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			}
 		}
 	}()
-	tick := time.NewTicker(min(tickEvery, c.CheckpointInterval))
+	// A barrier waits for the tick after its time: with short intervals
+	// the tick is a fifth of the interval, so a barrier is at most that
+	// late (100ms: 20ms).
+	tick := time.NewTicker(max(time.Millisecond, min(tickEvery, c.CheckpointInterval/5)))
 	defer tick.Stop()
 	lastDone := time.Now()
 	nextBarrier := lastDone.Add(c.CheckpointInterval)

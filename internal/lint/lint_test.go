@@ -74,7 +74,9 @@ var importRules = map[string]importRule{
 	"benchmarks":         {imports: []string{"cep", "event", "internal/gen", "rulesets"}},
 	// The Cepheus side of make bench-compare: a thin main over benchmarks.
 	"benchmarks/cmd/cepbench": {imports: []string{"benchmarks"}},
-	"rulesets":                {tests: []string{"cep", "event", "rules", "internal/rulestest"}},
+	// The alert latency of Kafka mode (benchmarks/stream.sh latency).
+	"benchmarks/cmd/kafkalatency": {imports: []string{"cep"}},
+	"rulesets":                    {tests: []string{"cep", "event", "rules", "internal/rulestest"}},
 }
 
 // defaultRule applies to packages of ours that importRules does not list.
