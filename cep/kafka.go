@@ -91,6 +91,14 @@ type KafkaInput struct {
 	// interval plus the timeout, at most the broker's
 	// transaction.max.timeout.ms, 15 minutes by default).
 	TxnTimeout time.Duration
+	// AtLeastOnce writes the alerts, late events and dead letters as
+	// soon as they are emitted, outside the transactions (an idempotent
+	// producer flushed before each checkpoint's transaction commits): a
+	// read_uncommitted or read_committed consumer sees them at once, and
+	// after a crash the events since the last committed checkpoint are
+	// processed again, so some alerts may come twice, with the same
+	// alert id. The state and the offsets stay transactional.
+	AtLeastOnce bool
 	// RecordKey is the event field the input's records are keyed by
 	// (default: the key field of the keyed rules, which must all be keyed
 	// by that one field).

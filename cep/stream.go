@@ -554,6 +554,9 @@ func (j *job) close() error {
 	if j.kafka != nil && j.kafka.txn != nil {
 		j.kafka.txn.Close()
 	}
+	if j.kafka != nil && j.kafka.direct != nil {
+		j.kafka.direct.Close()
+	}
 	if j.dir != nil {
 		errs = append(errs, j.dir.Close())
 	}

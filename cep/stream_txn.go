@@ -34,6 +34,7 @@ func (k *KafkaInput) transactional() bool { return k != nil && k.AlertsTopic != 
 type kafkaOut struct {
 	in        *KafkaInput
 	txn       *kafka.Txn
+	direct    *kafka.Producer // the outputs' producer, at least once
 	changelog string
 	parts     int // of the input, and so of the changelog
 	// clParts are the state records read from the changelog when no
@@ -135,6 +136,11 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
 	j.kafka = ko
+	if k.AtLeastOnce {
+		if ko.direct, err = kafka.NewProducer(k.Brokers); err != nil {
+			return nil, fmt.Errorf("cep: stream: %w", err)
+		}
+	}
 	committed, err := kafka.GroupOffsets(ctx, k.Brokers, k.Group, k.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
@@ -272,6 +278,13 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 	if err != nil {
 		return err
 	}
+	if ko.direct != nil {
+		// At least once: every output before the barrier is acknowledged
+		// before the offsets past its input commit.
+		if err := ko.direct.Flush(ctx); err != nil {
+			return fmt.Errorf("cep: stream: checkpoint %d: the outputs: %w", f.id, err)
+		}
+	}
 	ko.txn.ProduceTo(ctx, ko.changelog, 0, markerKey, m)
 	offsets := kafka.Offsets{}
 	for _, p := range f.meta.Source.Positions {
@@ -294,15 +307,16 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 // commit of that checkpoint's transaction, when they are held and then
 // produced into the next one.
 type txnSink struct {
-	txn   *kafka.Txn
-	j     *job // its sctx, once the subtasks start, ends the produces
-	topic string
-	hold  bool
-	held  [][2][]byte // key, value
+	txn    *kafka.Txn
+	direct *kafka.Producer // at least once: every record at once, never held
+	j      *job            // its sctx, once the subtasks start, ends the produces
+	topic  string
+	hold   bool
+	held   [][2][]byte // key, value
 }
 
 func (j *job) newTxnSink(topic string) *txnSink {
-	return &txnSink{txn: j.kafka.txn, j: j, topic: topic}
+	return &txnSink{txn: j.kafka.txn, direct: j.kafka.direct, j: j, topic: topic}
 }
 
 func (s *txnSink) Write(line []byte) error { return s.WriteKeyed(nil, line) }
@@ -315,6 +329,10 @@ func (s *txnSink) WriteKeyed(key, line []byte) error {
 	for v := range bytes.Lines(line) {
 		v = bytes.Clone(v[:len(v)-1])
 		k := bytes.Clone(key)
+		if s.direct != nil {
+			s.direct.Produce(s.j.sctx, s.topic, k, v)
+			continue
+		}
 		if s.hold {
 			s.held = append(s.held, [2][]byte{k, v})
 			continue

@@ -59,8 +59,10 @@ every alert once, whatever moment the process died. -instance-id names
 the instance (its transactional id is cepheus-G-ID): a restarted instance
 fences the one it replaces at once. A restart resumes from the checkpoint
 the group's offsets name, from -state when it holds it, else from the
-changelog. Every keyed rule must be keyed by the field the input records
-are keyed by (-record-key). docs/kafka.md has the details.
+changelog. -delivery at-least-once writes the outputs at once instead
+(lower latency; after a crash some come twice, with the same alert id).
+Every keyed rule must be keyed by the field the input records are keyed
+by (-record-key). docs/kafka.md has the details.
 
 State: -state DIR holds the checkpoints (chk-N, the last -keep of them)
 and, with -state-backend pebble, the subtasks' Pebble databases. A restore
@@ -97,7 +99,7 @@ type runFlags struct {
 	bounded                                  bool
 	alertsTopic, lateTopic, deadTopic        string
 	changelogTopic, group, instance          string
-	recordKey                                string
+	recordKey, delivery                      string
 	txnTimeout                               time.Duration
 }
 
@@ -117,6 +119,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
 	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name: its transactional id is cepheus-GROUP-ID")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 0, "with -alerts-topic, the Kafka transaction timeout (0: checkpoint interval + checkpoint timeout + 30s)")
+	fs.StringVar(&f.delivery, "delivery", "exactly-once", "with -alerts-topic: exactly-once (the outputs in each checkpoint's transaction: visible to read_committed consumers once it commits) or at-least-once (written at once; after a crash some come twice, with the same alert id)")
 	fs.StringVar(&f.recordKey, "record-key", "", "with -input-topic and -alerts-topic, the event field the input records are keyed by (default: the keyed rules' key field)")
 	fs.StringVar(&f.state, "state", "", "state directory: checkpoints and working state; created when missing (required)")
 	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (required)")
@@ -175,6 +178,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			AlertsTopic: f.alertsTopic, LateTopic: f.lateTopic, DeadTopic: f.deadTopic,
 			ChangelogTopic: f.changelogTopic, Group: f.group, InstanceID: f.instance,
 			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey}
+		switch f.delivery {
+		case "exactly-once":
+		case "at-least-once":
+			kafkaIn.AtLeastOnce = true
+		default:
+			msgs = append(msgs, fmt.Sprintf("-delivery %q: want exactly-once or at-least-once", f.delivery))
+		}
 		if f.alertsTopic != "" {
 			if f.group == "" {
 				msgs = append(msgs, "-alerts-topic needs -group (the input offsets are committed to it in each transaction)")

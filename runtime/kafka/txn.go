@@ -403,3 +403,50 @@ func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(p in
 	}
 	return src.Err()
 }
+
+// Producer is a plain (idempotent, not transactional) producer: the
+// outputs of an at-least-once job, visible as soon as they are written.
+// Produce may be called from several goroutines.
+type Producer struct {
+	cl  *kgo.Client
+	mu  sync.Mutex
+	err error
+}
+
+// NewProducer connects a plain producer to brokers.
+func NewProducer(brokers []string) (*Producer, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MaxBufferedRecords(1<<16), kgo.ProducerLinger(0), metadataMinAge)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: producer: %w", err)
+	}
+	return &Producer{cl: cl}, nil
+}
+
+// Produce sends a record partitioned by key, in the background: its
+// failure is returned by the next Flush. Key and value must not be
+// modified afterwards.
+func (p *Producer) Produce(ctx context.Context, topic string, key, value []byte) {
+	p.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
+		if err != nil {
+			p.mu.Lock()
+			if p.err == nil {
+				p.err = fmt.Errorf("kafka: produce to %s: %w", r.Topic, err)
+			}
+			p.mu.Unlock()
+		}
+	})
+}
+
+// Flush waits until every record produced so far is acknowledged, and
+// returns the first failure of any.
+func (p *Producer) Flush(ctx context.Context) error {
+	if err := p.cl.Flush(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Close disconnects; records not yet acknowledged may be lost.
+func (p *Producer) Close() { p.cl.Close() }
