@@ -69,6 +69,10 @@ type KafkaInput struct {
 	Topic   string
 	Bounded bool
 	Start   KafkaStart
+	// StartTime is the time of KafkaFromTime; StartGroup the group of
+	// KafkaFromCommitted without an alerts topic (with one, Group).
+	StartTime  time.Time
+	StartGroup string
 
 	// AlertsTopic, when set, makes the job transactional (docs/kafka.md,
 	// "Exactly once"): every checkpoint is one Kafka transaction holding
@@ -115,6 +119,12 @@ type KafkaStart = kafka.StartFrom
 const (
 	KafkaFromEarliest = kafka.FromEarliest
 	KafkaFromLatest   = kafka.FromLatest
+	// KafkaFromCommitted starts at the offsets Group (of a job without
+	// an alerts topic: StartGroup) has committed, the earliest where it
+	// has none.
+	KafkaFromCommitted = kafka.FromCommitted
+	// KafkaFromTime starts at the first record at or after StartTime.
+	KafkaFromTime = kafka.FromTime
 )
 
 // kafkaReader is a Kafka source seen as the coordinator's batch source:
@@ -170,6 +180,7 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 	}
 	src, err := kafka.NewSource(ctx, kafka.SourceConfig{
 		Brokers: in.Brokers, Topic: in.Topic, Offsets: offsets, Start: in.Start, Bounded: in.Bounded,
+		StartTime: in.StartTime, Group: in.startGroup(),
 		BatchRecords: in.batchRecords,
 	})
 	if err != nil {
@@ -286,4 +297,16 @@ func (r *kafkaReader) Close() error {
 	<-r.done
 	r.wg.Wait()
 	return err
+}
+
+// startGroup is the group whose committed offsets KafkaFromCommitted
+// reads.
+func (k *KafkaInput) startGroup() string {
+	if k.Start != KafkaFromCommitted {
+		return ""
+	}
+	if k.StartGroup != "" {
+		return k.StartGroup
+	}
+	return k.Group
 }

@@ -49,7 +49,8 @@ reads the events from every partition of a topic instead: each
 partition has its own offset (its position in the checkpoints) and
 watermark; event time is the ruleset's time field; -bounded stops at the
 end offsets seen at the start; -start says where a partition without a
-checkpoint starts. The outputs may be the directories above, exactly once,
+checkpoint starts (earliest, latest, committed: -group's offsets, or a
+time: the first record whose timestamp is at or after it). The outputs may be the directories above, exactly once,
 or Kafka topics: -alerts-topic A -group G [-late-topic L]
 [-dead-letter-topic D] makes every checkpoint one Kafka transaction that
 holds the alerts (keyed by the rule key), late events, dead letters, the
@@ -111,7 +112,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.inputTopic, "input-topic", "", "read the events from this Kafka topic instead (its values, JSON; every partition)")
 	fs.StringVar(&f.brokers, "brokers", os.Getenv("CEPHEUS_KAFKA_BROKERS"), "with -input-topic, the Kafka bootstrap brokers, host:port[,host:port] (default $CEPHEUS_KAFKA_BROKERS)")
 	fs.BoolVar(&f.bounded, "bounded", false, "with -input-topic, stop at the end offsets seen at the start, with a final checkpoint and exit 0")
-	fs.StringVar(&f.start, "start", "earliest", "with -input-topic, where a partition without a checkpoint starts: earliest or latest")
+	fs.StringVar(&f.start, "start", "earliest", "with -input-topic, where a partition without a checkpoint starts: earliest, latest, committed (the offsets of -group) or an RFC 3339 time (the first record at or after it, by record timestamp)")
 	fs.StringVar(&f.alertsTopic, "alerts-topic", "", "with -input-topic, write the alerts to this Kafka topic, one transaction per checkpoint (exactly once for read_committed consumers; needs -group)")
 	fs.StringVar(&f.lateTopic, "late-topic", "", "with -alerts-topic, write the late events to this topic (default: only counted)")
 	fs.StringVar(&f.deadTopic, "dead-letter-topic", "", "with -alerts-topic, write the dead letters to this topic (default: only counted)")
@@ -192,16 +193,30 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if f.late != "" || f.dead != "" {
 				msgs = append(msgs, "-alerts-topic writes late events and dead letters to topics: use -late-topic and -dead-letter-topic, not -late and -dead-letter")
 			}
-		} else if f.lateTopic != "" || f.deadTopic != "" || f.group != "" {
-			msgs = append(msgs, "-late-topic, -dead-letter-topic and -group go with -alerts-topic")
+		} else if f.lateTopic != "" || f.deadTopic != "" {
+			msgs = append(msgs, "-late-topic and -dead-letter-topic go with -alerts-topic")
+		} else if f.group != "" && f.start != "committed" {
+			msgs = append(msgs, "-group goes with -alerts-topic (the group the offsets are committed to) or -start committed (the group whose offsets to start at)")
+		} else {
+			kafkaIn.StartGroup, kafkaIn.Group = f.group, ""
 		}
 		switch f.start {
 		case "earliest":
 			kafkaIn.Start = cep.KafkaFromEarliest
 		case "latest":
 			kafkaIn.Start = cep.KafkaFromLatest
+		case "committed":
+			kafkaIn.Start = cep.KafkaFromCommitted
+			if f.group == "" {
+				msgs = append(msgs, "-start committed needs -group (whose committed offsets it starts at)")
+			}
 		default:
-			msgs = append(msgs, fmt.Sprintf("-start %q: want earliest or latest", f.start))
+			t, err := time.Parse(time.RFC3339, f.start)
+			if err != nil {
+				msgs = append(msgs, fmt.Sprintf("-start %q: want earliest, latest, committed or an RFC 3339 time", f.start))
+				break
+			}
+			kafkaIn.Start, kafkaIn.StartTime = cep.KafkaFromTime, t
 		}
 		for _, b := range strings.Split(f.brokers, ",") {
 			if b = strings.TrimSpace(b); b != "" {
