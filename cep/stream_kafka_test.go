@@ -192,3 +192,50 @@ func alertIDsOf(lines []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestStreamKafkaIdleCaughtUp runs an unbounded topic of two partitions
+// whose events all sit in one (one card): the empty partition is caught
+// up to its end, so after the idle timeout it stops holding the watermark
+// back and the alerts come, as they would from the full partition alone.
+// (That a quiet partition behind its end is not idle is
+// runtime.TestPartitionWatermarksIdleWhenCaughtUp.)
+func TestStreamKafkaIdleCaughtUp(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	var input strings.Builder
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 200 {
+		country, amount := "US", 50
+		if i%10 == 0 {
+			amount = 500
+		} else if i%10 == 1 {
+			country = "FR"
+		}
+		fmt.Fprintf(&input, `{"ts":%q,"card":"c1","type":"auth","amount":%d,"country":%q}`+"\n",
+			base.Add(time.Duration(i)*time.Second).Format(time.RFC3339), amount, country)
+	}
+	topic := fmt.Sprintf("stream-kafka-idle-%d", time.Now().UnixNano())
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: 2, KeyField: "card",
+	}, strings.NewReader(input.String())); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	cfg := d.config("")
+	cfg.Kafka = &KafkaInput{Brokers: brokers, Topic: topic}
+	cfg.IdleTimeout = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg.hooks.afterCommit = func(int64) bool {
+		// Stop once the alerts of the input are committed.
+		return len(committedLines(t, d.alerts)) >= 19
+	}
+	res, err := streamEngine(t, backtestRules).Stream(ctx, cfg)
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("no alerts after 30s: the empty partition holds the watermark back (%v)", err)
+	}
+	// big_then_foreign matches at seconds 1, 11, ..., 191; the watermark
+	// (the last event, 199 s, minus the 10 s bound) releases 19.
+	if n := len(committedLines(t, d.alerts)); n < 19 || res == nil {
+		t.Fatalf("%d alerts committed (%v), want the 19 big_then_foreign ones the watermark releases at least", n, err)
+	}
+}

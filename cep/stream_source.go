@@ -92,6 +92,9 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	pwc := runtime.PartitionWatermarksConfig{OutOfOrderness: j.e.cfg.outOfOrderness}
 	if c.live() {
 		pwc.IdleTimeout, pwc.WallClockAdvance = c.IdleTimeout, c.WallClockAdvance
+		// A Kafka partition is idle only once caught up to its end,
+		// not after silence alone.
+		pwc.IdleWhenCaughtUp = c.Kafka != nil
 	}
 	pw, err := runtime.NewPartitionWatermarks(pwc)
 	if err != nil {
@@ -299,6 +302,9 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 		}
 		s.added[p.Index] = true
 		s.names[p.Index] = p.Name
+	}
+	if j.cfg.Kafka != nil {
+		s.pw.SetCaughtUp(p.Index, b.CaughtUp)
 	}
 	for i := range b.Records {
 		if err := s.record(p, &b.Records[i]); err != nil {

@@ -20,6 +20,12 @@ type PartitionWatermarksConfig struct {
 	// its next record. Measured at Tick, so with the resolution of the
 	// caller's tick interval. Default (0): partitions are never idle.
 	IdleTimeout time.Duration
+	// IdleWhenCaughtUp makes a quiet partition idle only while it is
+	// caught up to its end ([PartitionWatermarks.SetCaughtUp]; a Kafka
+	// partition at its last stable offset): one that is silent because
+	// its reader lags, or its broker is slow, goes on holding the
+	// watermark back. Default (false): silence alone.
+	IdleWhenCaughtUp bool
 	// WallClockAdvance, for live runs, moves the combined watermark on
 	// while every partition that has not finished is idle and followed,
 	// so that absence rules fire on a quiet stream: the watermark becomes
@@ -66,6 +72,7 @@ type partWatermark struct {
 	since    time.Time // the last Tick that saw a record, or when added
 	idle     bool
 	finished bool
+	caughtUp bool // as the partition's last batch said (IdleWhenCaughtUp)
 }
 
 // NewPartitionWatermarks returns a combiner without partitions; its
@@ -123,6 +130,20 @@ func (w *PartitionWatermarks) OnEvent(p int, ts event.Time) (event.Watermark, bo
 	return w.advance(w.combined())
 }
 
+// SetCaughtUp records whether the partition with index p is caught up to
+// its end, as its latest batch says: with IdleWhenCaughtUp, only a
+// caught-up partition becomes idle, and one that is not ends its
+// idleness (its watermark holds the others back again).
+func (w *PartitionWatermarks) SetCaughtUp(p int, caughtUp bool) (event.Watermark, bool) {
+	pw := w.parts[p]
+	pw.caughtUp = caughtUp
+	if !caughtUp && pw.idle && w.cfg.IdleWhenCaughtUp {
+		pw.idle = false
+		return w.advance(w.combined())
+	}
+	return 0, false
+}
+
 // Finish marks the partition with index p ended (its Done batch): it no
 // longer holds the combined watermark back. It returns the combined
 // watermark and true when that advanced.
@@ -142,7 +163,8 @@ func (w *PartitionWatermarks) Tick() (event.Watermark, bool) {
 		case pw.active:
 			pw.active, pw.since = false, now
 			w.lastRecord = now
-		case !pw.idle && w.cfg.IdleTimeout > 0 && now.Sub(pw.since) >= w.cfg.IdleTimeout:
+		case !pw.idle && w.cfg.IdleTimeout > 0 && now.Sub(pw.since) >= w.cfg.IdleTimeout &&
+			(pw.caughtUp || !w.cfg.IdleWhenCaughtUp):
 			pw.idle = true
 		}
 	}

@@ -195,3 +195,49 @@ func TestPartitionWatermarksWallClockAdvance(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionWatermarksIdleWhenCaughtUp: with IdleWhenCaughtUp a quiet
+// partition that is not caught up to its end (a lagging reader) keeps
+// holding the watermark back; once caught up and quiet for the timeout it
+// is idle, and a batch that says it is behind again ends its idleness.
+func TestPartitionWatermarksIdleWhenCaughtUp(t *testing.T) {
+	clk := newFakeClock()
+	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{
+		OutOfOrderness: 10 * time.Millisecond, IdleTimeout: time.Second, IdleWhenCaughtUp: true, Now: clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"a", "b"} {
+		if err := w.Add(part(i, name), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.OnEvent(0, 1000)
+	w.OnEvent(1, 500)
+	w.Tick()
+	// b is silent for 5 s but not caught up: not idle.
+	for range 5 {
+		clk.step(time.Second)
+		w.OnEvent(0, 3000)
+		w.Tick()
+	}
+	if w.Idle(1) || w.Current() != 489 {
+		t.Fatalf("a lagging partition: idle %v, watermark %v; want not idle, 489", w.Idle(1), w.Current())
+	}
+	// Caught up: idle after the timeout, and a alone counts.
+	w.SetCaughtUp(1, true)
+	clk.step(time.Second)
+	w.OnEvent(0, 3000)
+	if wm, ok := w.Tick(); !ok || wm != 2989 || !w.Idle(1) {
+		t.Fatalf("caught up and quiet: %v %v, idle %v; want 2989, idle", wm, ok, w.Idle(1))
+	}
+	// Behind again (its end moved, no record fetched yet): not idle.
+	w.SetCaughtUp(1, false)
+	if w.Idle(1) {
+		t.Fatal("a partition behind its end is still idle")
+	}
+	if w.Current() != 2989 {
+		t.Fatalf("the watermark went back to %v", w.Current())
+	}
+}
