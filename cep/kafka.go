@@ -95,6 +95,12 @@ type KafkaInput struct {
 	// interval plus the timeout, at most the broker's
 	// transaction.max.timeout.ms, 15 minutes by default).
 	TxnTimeout time.Duration
+	// LocalInterval is the least time between two local copies of the
+	// checkpoints under StateDir (default 10s): the others are in Kafka
+	// only, and a restart restores the latest local copy and the
+	// changelog's changes since. Negative: every checkpoint has its local
+	// copy.
+	LocalInterval time.Duration
 	// AtLeastOnce writes the alerts, late events and dead letters as
 	// soon as they are emitted, outside the transactions (an idempotent
 	// producer flushed before each checkpoint's transaction commits): a

@@ -250,6 +250,9 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		if kc.TxnTimeout == 0 {
 			kc.TxnTimeout = least + 30*time.Second
 		}
+		if kc.LocalInterval == 0 {
+			kc.LocalInterval = 10 * time.Second
+		}
 		if kc.TxnTimeout < least {
 			return d, fmt.Errorf("cep: stream: transaction timeout %v is below the checkpoint interval plus the checkpoint timeout (%v): the broker would abort transactions that may still commit", kc.TxnTimeout, least)
 		}
@@ -366,6 +369,10 @@ type jobMeta struct {
 	Dead         runtime.PendingState
 	Alerts, Late []runtime.PendingState // by subtask
 	Stats        StreamStats
+	// Changelog, of a transactional Kafka job's local checkpoint: the
+	// changelog's offsets after its transaction, by partition, where a
+	// restore from this copy reads the later checkpoints' changes.
+	Changelog map[int32]int64 `json:",omitempty"`
 }
 
 // keyGroups is the number of key groups of a job's state.
@@ -548,7 +555,7 @@ func (j *job) close() error {
 	if j.dead != nil {
 		errs = append(errs, j.dead.Close())
 	}
-	if j.flight != nil {
+	if j.flight != nil && j.flight.w != nil {
 		_ = j.flight.w.Abort()
 	}
 	if j.kafka != nil && j.kafka.txn != nil {

@@ -158,7 +158,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			}
 			if f := j.flight; f != nil && now.Sub(f.started) > c.CheckpointTimeout {
 				j.logf("checkpoint %d aborted: not complete after %v", f.id, c.CheckpointTimeout)
-				_ = f.w.Abort()
+				if f.w != nil {
+					_ = f.w.Abort()
+				}
 				j.flight = nil
 				j.stats.Aborted++
 				lastDone = now
@@ -290,9 +292,15 @@ func (j *job) barrier(final bool) error {
 	id := j.nextID
 	j.nextID++
 	failpoint.Hit("barrier.before")
-	w, err := j.dir.Begin(state.CheckpointID(id))
-	if err != nil {
-		return fmt.Errorf("cep: stream: %w", err)
+	// A transactional Kafka job's checkpoint lives in Kafka; its local
+	// copy is taken only every LocalInterval (and at the first and the
+	// final checkpoint): the others have no writer.
+	var w *state.CheckpointWriter
+	if ko := j.kafka; ko == nil || final || ko.lastLocal.IsZero() || time.Since(ko.lastLocal) >= ko.in.LocalInterval {
+		var err error
+		if w, err = j.dir.Begin(state.CheckpointID(id)); err != nil {
+			return fmt.Errorf("cep: stream: %w", err)
+		}
 	}
 	f := &inflight{id: id, w: w, started: time.Now()}
 	j.flight = f
@@ -305,6 +313,7 @@ func (j *job) barrier(final bool) error {
 		Stats:  j.stats,
 	}
 	f.meta.Stats.Alerts, f.meta.Stats.Late = 0, 0 // summed from the acks
+	var err error
 	if f.meta.Source, err = src.meta(); err != nil {
 		return err
 	}
@@ -353,20 +362,31 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if err := f.w.PutMeta("job", data); err != nil {
-		return false, fmt.Errorf("cep: stream: %w", err)
-	}
-	if err := f.w.Commit(); err != nil {
-		return false, fmt.Errorf("cep: stream: %w", err)
-	}
-	j.flight = nil
-	if j.kafka != nil {
-		// The local copy is complete; the checkpoint is once its
-		// transaction commits (a restore goes by the group's offsets).
+	if ko := j.kafka; ko != nil {
+		// The checkpoint is its transaction: committed first (a restore
+		// goes by the group's offsets); then its local copy, if it has
+		// one, with where the changelog stands after it.
 		if err := j.commitKafka(f, data, f.headers); err != nil {
 			return false, err
 		}
+		if f.w != nil {
+			ko.clNext = ko.txn.Next(ko.changelog, ko.clNext)
+			f.meta.Changelog = ko.clNext
+			if data, err = json.Marshal(&f.meta); err != nil {
+				return false, err
+			}
+			ko.lastLocal = time.Now()
+		}
 	}
+	if f.w != nil {
+		if err := f.w.PutMeta("job", data); err != nil {
+			return false, fmt.Errorf("cep: stream: %w", err)
+		}
+		if err := f.w.Commit(); err != nil {
+			return false, fmt.Errorf("cep: stream: %w", err)
+		}
+	}
+	j.flight = nil
 	failpoint.Hit("commit.before-sinks")
 	if j.dead != nil {
 		if err := j.dead.Commit(f.id); err != nil {

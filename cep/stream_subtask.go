@@ -274,7 +274,9 @@ func (m *memBackend) run() {
 				_ = m.base.Put(op.k, op.v)
 			}
 		}
-		job.a.err = job.w.AddMemStore(m.name, m.base)
+		if job.w != nil { // else no local copy of this checkpoint
+			job.a.err = job.w.AddMemStore(m.name, m.base)
+		}
 		select {
 		case job.acks <- job.a:
 		case <-m.ctx.Done():
@@ -499,6 +501,16 @@ func (s *streamSubtask) stepSnapshot(n int, acks chan<- ack) {
 		a.buf += int64(st.BufferedEvents)
 	}
 	failpoint.Hit("snapshot.mid")
+	if sn.w == nil && s.peb != nil {
+		// No local copy of this checkpoint (a transactional Kafka job's):
+		// the changes go into the working database, which the next local
+		// checkpoint copies.
+		t := time.Now()
+		a.err = s.peb.Flush()
+		a.stall = max(a.stall, time.Since(t))
+		s.ack(acks, a)
+		return
+	}
 	if s.peb != nil {
 		// The batch is flushed here; the database's checkpoint (its
 		// write-ahead log copied) is made on a goroutine of its own while

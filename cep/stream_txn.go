@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,11 @@ type kafkaOut struct {
 	direct    *kafka.Producer // the outputs' producer, at least once
 	changelog string
 	parts     int // of the input, and so of the changelog
+	// clNext is where the changelog stands after the restored
+	// checkpoint, and after the latest local copy since; lastLocal when
+	// that copy was taken.
+	clNext    map[int32]int64
+	lastLocal time.Time
 	// clParts are the state records read from the changelog when no
 	// local checkpoint matched the group's offsets: one store per subtask
 	// of the checkpoint restored (its headers; the keys in the first).
@@ -173,15 +179,46 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 			return nil, merr
 		}
 		if err = positionsMatch(m.Source.Positions, k.Topic, committed); err == nil {
+			ko.clNext = m.Changelog
 			return chk, nil
 		}
 	}
-	j.logf("checkpoint %d, committed by group %s, is not in %s (%v): restoring it from changelog topic %s", id, k.Group, j.cfg.StateDir, err, ko.changelog)
 	t := time.Now()
-	if err := j.restoreChangelog(ctx, id); err != nil {
+	base, err := j.localBefore(id)
+	if err != nil {
 		return nil, err
 	}
-	j.logf("restored checkpoint %d from the changelog in %v", id, time.Since(t).Round(time.Millisecond))
+	if base != nil {
+		j.logf("checkpoint %d, committed by group %s, is in Kafka only: restoring the local copy of checkpoint %d and the changes since from changelog topic %s", id, k.Group, base.ID, ko.changelog)
+	} else {
+		j.logf("checkpoint %d, committed by group %s, has no local copy in %s: restoring it from changelog topic %s", id, k.Group, j.cfg.StateDir, ko.changelog)
+	}
+	if err := j.restoreChangelog(ctx, id, base); err != nil {
+		return nil, err
+	}
+	j.logf("restored checkpoint %d in %v", id, time.Since(t).Round(time.Millisecond))
+	return nil, nil
+}
+
+// localBefore opens the newest complete local checkpoint before id that
+// says where the changelog stood after it; nil when there is none.
+func (j *job) localBefore(id int64) (*state.Checkpoint, error) {
+	ids, err := j.dir.Complete()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+	}
+	for _, l := range slices.Backward(ids) {
+		if int64(l) >= id {
+			continue
+		}
+		chk, err := j.dir.Open(l)
+		if err != nil {
+			continue
+		}
+		if m, err := j.readMeta(chk); err == nil && m.Changelog != nil {
+			return chk, nil
+		}
+	}
 	return nil, nil
 }
 
@@ -200,26 +237,53 @@ func positionsMatch(pos []runtime.Position, topic string, committed map[int32]ka
 	return nil
 }
 
-// restoreChangelog reads the changelog up to its last stable offset: the
-// records of checkpoint id and its marker.
-func (j *job) restoreChangelog(ctx context.Context, id int64) error {
+// restoreChangelog restores checkpoint id from the changelog: from the
+// keyed records of the local checkpoint base and the changelog's records
+// after it, or (base nil) from the whole changelog, up to its last stable
+// offset; the last marker read is id's, with the job's metadata and the
+// subtasks' headers.
+func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkpoint) error {
 	ko := j.kafka
 	recs := map[string][]byte{}
+	var from map[int32]int64
+	if base != nil {
+		bm, err := j.readMeta(base)
+		if err != nil {
+			return err
+		}
+		from = bm.Changelog
+		keyed := state.KeyGroupRange{First: 0, Last: headerGroup - 1}
+		for i := range bm.Parallelism {
+			r, done, err := openStore(base, subtaskStore(i), filepath.Join(j.cfg.StateDir, "work", "base-"+subtaskStore(i)))
+			if err != nil {
+				return err
+			}
+			for _, sp := range j.e.specs {
+				for rec, err := range r.Records(sp.id, keyed) {
+					if err != nil {
+						done()
+						return fmt.Errorf("%w: checkpoint %d: %w", ErrRestore, base.ID, err)
+					}
+					recs[string(state.AppendKey(nil, rec.Key))] = slices.Clone(rec.Value)
+				}
+			}
+			done()
+		}
+	}
+	tail := map[string][]byte{} // nil: a tombstone
 	var marker []byte
-	err := kafka.ReadTopic(ctx, ko.in.Brokers, ko.changelog, func(_ int32, k, v []byte) error {
-		switch {
-		case bytes.Equal(k, markerKey):
+	next, err := kafka.ReadTopicFrom(ctx, ko.in.Brokers, ko.changelog, from, func(_ int32, k, v []byte) error {
+		if bytes.Equal(k, markerKey) {
 			marker = v
-		case v == nil:
-			delete(recs, string(k))
-		default:
-			recs[string(k)] = v
+		} else {
+			tail[string(k)] = v
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
 	}
+	ko.clNext = next
 	var m changelogMarker
 	if marker == nil {
 		return fmt.Errorf("%w: changelog %s has no checkpoint marker, but group %s committed checkpoint %d", ErrRestore, ko.changelog, ko.in.Group, id)
@@ -233,8 +297,15 @@ func (j *job) restoreChangelog(ctx context.Context, id int64) error {
 	if j.meta, err = j.checkMeta(m.Meta, id); err != nil {
 		return err
 	}
-	if recs, err = joinChangelog(recs); err != nil {
+	if tail, err = joinChangelog(tail); err != nil {
 		return err
+	}
+	for k, v := range tail {
+		if v == nil {
+			delete(recs, k)
+		} else {
+			recs[k] = v
+		}
 	}
 	if len(m.Headers) != j.meta.Parallelism {
 		return fmt.Errorf("%w: changelog %s: checkpoint %d has the headers of %d subtasks, not %d", ErrRestore, ko.changelog, id, len(m.Headers), j.meta.Parallelism)
@@ -470,6 +541,10 @@ func joinChangelog(recs map[string][]byte) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(recs))
 	for k, v := range recs {
 		if strings.HasPrefix(k, "\x00\x01") {
+			continue
+		}
+		if v == nil {
+			out[k] = nil // a tombstone
 			continue
 		}
 		if len(v) == 0 {

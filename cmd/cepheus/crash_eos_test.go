@@ -135,6 +135,7 @@ func alertIDSet(t *testing.T, lines [][]byte) multiset {
 // eosStep is one start of cepheus run in an exactly-once chain: killed at
 // a failpoint or after a time, or (neither) run to its end.
 type eosStep struct {
+	local       string // -local-checkpoint-interval; "" the default
 	parallelism int
 	backend     string
 	failpoint   string
@@ -192,37 +193,41 @@ func TestExactlyOnceKafka(t *testing.T) {
 	random := func() time.Duration {
 		return 150*time.Millisecond + time.Duration(r.Int64N(int64(600*time.Millisecond)))
 	}
+	// The restores each chain must have made at least once: from a local
+	// copy and the changelog's changes since, from the changelog alone.
+	const fromTail, fromChangelog = "and the changes since from changelog topic", "has no local copy"
 	chains := []struct {
 		name        string
 		atLeastOnce bool
 		steps       []eosStep
+		restores    []string
 	}{
 		{"failpoints", false, []eosStep{
 			{parallelism: 2, backend: mem, failpoint: "kafka.before-commit@2"},
 			{parallelism: 1, backend: peb, failpoint: "kafka.after-commit@2"},
 			{parallelism: 2, backend: mem, failpoint: "kafka.restore"},
-			{parallelism: 3, backend: peb, failpoint: "snapshot.mid@2"},
-			{parallelism: 2, backend: mem, failpoint: "barrier.after@3"},
+			{parallelism: 3, backend: peb, failpoint: "snapshot.mid@2", local: "0s"},
+			{parallelism: 2, backend: mem, failpoint: "barrier.after@3", local: "300ms"},
 			{parallelism: 1, backend: mem, failpoint: "kafka.before-fence"},
-			{parallelism: 2, backend: peb, failpoint: "checkpoint.complete@2"},
-			{parallelism: 2, backend: mem, killAfter: random()},
+			{parallelism: 2, backend: peb, failpoint: "checkpoint.complete@2", local: "0s"},
+			{parallelism: 2, backend: mem, killAfter: random(), local: "300ms"},
 			{parallelism: 1, backend: peb, killAfter: random()},
-			{parallelism: 2, backend: mem, killAfter: random()},
-			{parallelism: 3, backend: peb, killAfter: random()},
+			{parallelism: 2, backend: mem, killAfter: random(), local: "0s"},
+			{parallelism: 3, backend: peb, killAfter: random(), local: "200ms"},
 			{parallelism: 2, backend: mem},
 			{parallelism: 1, backend: mem, wipeState: true}, // finished: the changelog says so
-		}},
+		}, []string{fromTail}},
 		{"changelog-only", false, []eosStep{
 			{parallelism: 2, backend: mem, killAfter: random()},
 			{parallelism: 2, backend: peb, wipeState: true, failpoint: "kafka.before-commit@3"},
 			{parallelism: 1, backend: mem, wipeState: true, killAfter: random()},
 			{parallelism: 3, backend: mem, wipeState: true},
-		}},
+		}, []string{fromChangelog}},
 		{"at-least-once", true, []eosStep{
 			{parallelism: 2, backend: mem, failpoint: "kafka.before-commit@3"},
 			{parallelism: 1, backend: peb, killAfter: random()},
 			{parallelism: 2, backend: mem},
-		}},
+		}, nil},
 	}
 	kills := 0
 	for _, ch := range chains {
@@ -231,6 +236,7 @@ func TestExactlyOnceKafka(t *testing.T) {
 			group := topic + "-" + ch.name
 			state := filepath.Join(dir, ch.name+"-state")
 			finished := false
+			restored := map[string]bool{}
 			for i, st := range ch.steps {
 				if st.wipeState {
 					if err := os.RemoveAll(state); err != nil {
@@ -244,7 +250,13 @@ func TestExactlyOnceKafka(t *testing.T) {
 				if ch.atLeastOnce {
 					args = append(args, "-delivery", "at-least-once")
 				}
+				if st.local != "" {
+					args = append(args, "-local-checkpoint-interval", st.local)
+				}
 				e := runChild(t, bin, args, st.failpoint, st.killAfter)
+				for _, r := range ch.restores {
+					restored[r] = restored[r] || strings.Contains(e.stderr, r)
+				}
 				t.Logf("step %d (-parallelism %d -state-backend %s %s%v wipe=%v): %s", i+1, st.parallelism, st.backend, st.failpoint, st.killAfter, st.wipeState, e.describe())
 				switch {
 				case e.killed:
@@ -262,6 +274,11 @@ func TestExactlyOnceKafka(t *testing.T) {
 			}
 			if !finished {
 				t.Fatal("no step ran the job to its end")
+			}
+			for _, r := range ch.restores {
+				if !restored[r] {
+					t.Errorf("no restore said %q", r)
+				}
 			}
 			got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
 			if ch.atLeastOnce {

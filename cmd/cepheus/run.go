@@ -101,7 +101,7 @@ type runFlags struct {
 	alertsTopic, lateTopic, deadTopic        string
 	changelogTopic, group, instance          string
 	recordKey, delivery                      string
-	txnTimeout                               time.Duration
+	txnTimeout, localInterval                time.Duration
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -119,6 +119,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it)")
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
 	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name: its transactional id is cepheus-GROUP-ID")
+	fs.DurationVar(&f.localInterval, "local-checkpoint-interval", 10*time.Second, "with -alerts-topic, the least time between two local copies of the checkpoints under -state (a restart restores the latest and reads the changelog's changes since; 0: every checkpoint)")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 0, "with -alerts-topic, the Kafka transaction timeout (0: checkpoint interval + checkpoint timeout + 30s)")
 	fs.StringVar(&f.delivery, "delivery", "exactly-once", "with -alerts-topic: exactly-once (the outputs in each checkpoint's transaction: visible to read_committed consumers once it commits) or at-least-once (written at once; after a crash some come twice, with the same alert id)")
 	fs.StringVar(&f.recordKey, "record-key", "", "with -input-topic and -alerts-topic, the event field the input records are keyed by (default: the keyed rules' key field)")
@@ -178,7 +179,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		kafkaIn = &cep.KafkaInput{Topic: f.inputTopic, Bounded: f.bounded,
 			AlertsTopic: f.alertsTopic, LateTopic: f.lateTopic, DeadTopic: f.deadTopic,
 			ChangelogTopic: f.changelogTopic, Group: f.group, InstanceID: f.instance,
-			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey}
+			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey, LocalInterval: f.localInterval}
+		if f.localInterval == 0 {
+			kafkaIn.LocalInterval = -1 // every checkpoint
+		}
 		switch f.delivery {
 		case "exactly-once":
 		case "at-least-once":
@@ -234,6 +238,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		msgs = append(msgs, "-alerts-topic needs -input-topic (a transaction commits the input offsets)")
 	}
 	negative("-transaction-timeout", f.txnTimeout < 0, formatDuration(f.txnTimeout))
+	negative("-local-checkpoint-interval", f.localInterval < 0, formatDuration(f.localInterval))
 	if f.wallClock && (!(f.follow || kafkaIn != nil && !f.bounded) || f.idle == 0) {
 		msgs = append(msgs, "-wall-clock-advance needs -follow and a positive -idle-timeout (it advances the watermark while every followed input is idle)")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -58,6 +59,10 @@ type Txn struct {
 	promis func(*kgo.Record, error)
 	// topicIDs are the ids of the topics whose offsets were committed.
 	topicIDs map[string][16]byte
+	// next are the offsets after the last record acknowledged, by
+	// partition, of the manual topics (the changelog): where a reader
+	// of what the committed transactions wrote goes on.
+	next map[string]map[int32]int64
 }
 
 // ErrTxn marks a failure of a transaction: it was aborted, or its outcome
@@ -95,7 +100,10 @@ func NewTxn(ctx context.Context, c TxnConfig) (*Txn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: transactions: %w", err)
 	}
-	t := &Txn{cl: cl, adm: kadm.NewClient(cl), id: c.TransactionalID, group: c.Group}
+	t := &Txn{cl: cl, adm: kadm.NewClient(cl), id: c.TransactionalID, group: c.Group, next: map[string]map[int32]int64{}}
+	for _, m := range c.Manual {
+		t.next[m] = map[int32]int64{}
+	}
 	t.promis = t.onProduced
 	// The producer id, now: InitProducerId bumps the epoch, fencing the
 	// producer this one replaces, and aborts its open transaction, so
@@ -131,14 +139,34 @@ func KeyPartition(k []byte, n int) int32 {
 }
 
 func (t *Txn) onProduced(r *kgo.Record, err error) {
-	if err == nil {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		if t.err == nil {
+			t.err = fmt.Errorf("produce to %s: %w", r.Topic, err)
+		}
 		return
 	}
-	t.mu.Lock()
-	if t.err == nil {
-		t.err = fmt.Errorf("produce to %s: %w", r.Topic, err)
+	if m := t.next[r.Topic]; m != nil && r.Offset+1 > m[r.Partition] {
+		m[r.Partition] = r.Offset + 1
 	}
-	t.mu.Unlock()
+}
+
+// Next returns, for a manual topic, the offset after the last record of
+// each partition the producer wrote and the broker acknowledged (after a
+// Commit: the committed transactions' records), on top of from: where a
+// reader of the records written after them starts.
+func (t *Txn) Next(topic string, from map[int32]int64) map[int32]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := maps.Clone(from)
+	if out == nil {
+		out = map[int32]int64{}
+	}
+	for p, o := range t.next[topic] {
+		out[p] = max(out[p], o)
+	}
+	return out
 }
 
 // Produce adds a record to the open transaction, partitioned by key. The
@@ -384,24 +412,34 @@ func PartitionCount(ctx context.Context, brokers []string, topic string) (int, e
 
 // ReadTopic reads every partition of topic read_committed from its
 // earliest offset up to its last stable offset at the call, and calls fn
-// for each record, partition by partition in offset order within each (a
-// nil value is a tombstone). It is how a changelog is restored.
+// for each record, in offset order within each partition (a nil value is
+// a tombstone). It is how a changelog is restored.
 func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(p int32, key, value []byte) error) error {
+	_, err := ReadTopicFrom(ctx, brokers, topic, nil, fn)
+	return err
+}
+
+// ReadTopicFrom is ReadTopic starting each partition at the offset from
+// gives it (the earliest where it gives none); it returns the offset
+// after the last read of each partition: where the next reader goes on.
+func ReadTopicFrom(ctx context.Context, brokers []string, topic string, from map[int32]int64, fn func(p int32, key, value []byte) error) (map[int32]int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	src, err := NewSource(ctx, SourceConfig{Brokers: brokers, Topic: topic, Bounded: true})
+	src, err := NewSource(ctx, SourceConfig{Brokers: brokers, Topic: topic, Bounded: true, Offsets: from})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer src.Close()
+	next := map[int32]int64{}
 	for b := range src.Batches() {
 		for _, r := range b.Records {
 			if err := fn(b.Partition, r.Key, r.Value); err != nil {
-				return err
+				return nil, err
 			}
 		}
+		next[b.Partition] = b.Next
 	}
-	return src.Err()
+	return next, src.Err()
 }
 
 // Producer is a plain (idempotent, not transactional) producer: the
