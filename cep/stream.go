@@ -690,7 +690,10 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 		}
 	}
 	j.failed = make(chan error, n)
-	j.acks = make(chan ack, n)
+	// A subtask sends at most two acks per checkpoint (a Kafka checkpoint
+	// with a local copy), and one checkpoint is in flight: the acks never
+	// block a subtask while the coordinator sends to it.
+	j.acks = make(chan ack, 2*n)
 	j.sctx, j.stop = context.WithCancel(context.Background())
 	for i := range n {
 		s, err := j.newSubtask(i)

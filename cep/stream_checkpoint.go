@@ -25,6 +25,10 @@ type inflight struct {
 	keys    int64         // summed over the subtasks
 	buf     int64
 	headers [][]headerRecord // by subtask (a transactional Kafka job)
+	// committed: the Kafka transaction of the checkpoint committed;
+	// localGot the subtasks whose part of its local copy is written.
+	committed bool
+	localGot  int
 }
 
 // errStopped is the error of a send to a subtask once the job stopped (a
@@ -343,6 +347,14 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	if a.err != nil {
 		return false, fmt.Errorf("cep: stream: checkpoint %d: subtask %d: %w", a.id, a.sub, a.err)
 	}
+	if a.phase == ackLocal {
+		// A subtask's local copy of a committed (or committing) Kafka
+		// checkpoint.
+		if f.localGot++; f.localGot < len(j.subs) || !f.committed {
+			return false, nil
+		}
+		return true, j.completeLocal(f)
+	}
 	f.meta.Alerts[a.sub], f.meta.Late[a.sub] = a.alerts, a.late
 	f.stall = max(f.stall, a.stall)
 	f.keys += a.keys
@@ -364,29 +376,29 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	}
 	if ko := j.kafka; ko != nil {
 		// The checkpoint is its transaction: committed first (a restore
-		// goes by the group's offsets); then its local copy, if it has
-		// one, with where the changelog stands after it.
+		// goes by the group's offsets), then the sinks go on into the
+		// next one; its local copy, if it has one, completes when the
+		// subtasks' parts are written, with where the changelog stands
+		// after this transaction (read now: nothing of the next one is
+		// produced before the commits below).
 		if err := j.commitKafka(f, data, f.headers); err != nil {
 			return false, err
 		}
-		if f.w != nil {
-			ko.clNext = ko.txn.Next(ko.changelog, ko.clNext)
-			f.meta.Changelog = ko.clNext
-			if data, err = json.Marshal(&f.meta); err != nil {
-				return false, err
-			}
-			ko.lastLocal = time.Now()
+		f.committed = true
+		ko.clNext = ko.txn.Next(ko.changelog, ko.clNext)
+		f.meta.Changelog = ko.clNext
+		if f.w == nil {
+			j.flight = nil
 		}
-	}
-	if f.w != nil {
+	} else {
 		if err := f.w.PutMeta("job", data); err != nil {
 			return false, fmt.Errorf("cep: stream: %w", err)
 		}
 		if err := f.w.Commit(); err != nil {
 			return false, fmt.Errorf("cep: stream: %w", err)
 		}
+		j.flight = nil
 	}
-	j.flight = nil
 	failpoint.Hit("commit.before-sinks")
 	if j.dead != nil {
 		if err := j.dead.Commit(f.id); err != nil {
@@ -411,7 +423,34 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	j.stats.MaxDuration = max(j.stats.MaxDuration, j.stats.LastDuration)
 	j.stats.MaxStall = max(j.stats.MaxStall, f.stall)
 	j.stats.Keys, j.stats.Buffered = f.keys, f.buf
+	if j.flight != nil {
+		// A Kafka checkpoint's local copy: done once every subtask's part
+		// is written (perhaps already).
+		if f.localGot < len(j.subs) {
+			return false, nil
+		}
+		return true, j.completeLocal(f)
+	}
 	return true, nil
+}
+
+// completeLocal commits the local copy of the Kafka checkpoint f, once its
+// transaction committed and every subtask wrote its part: the next
+// barrier waits for it.
+func (j *job) completeLocal(f *inflight) error {
+	data, err := json.Marshal(&f.meta)
+	if err != nil {
+		return err
+	}
+	if err := f.w.PutMeta("job", data); err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	if err := f.w.Commit(); err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	j.kafka.lastLocal = time.Now()
+	j.flight = nil
+	return nil
 }
 
 func unmarshalMeta(b []byte, m *jobMeta) error { return json.Unmarshal(b, m) }

@@ -57,8 +57,22 @@ type ack struct {
 	nAlerts      int64          // the host's alerts at the barrier
 	nLate        int64          // and late events
 	headers      []headerRecord // a transactional Kafka job's: for the marker
+	phase        ackPhase
 	err          error
 }
+
+// ackPhase says which part of a subtask's checkpoint an ack reports.
+type ackPhase uint8
+
+const (
+	// ackAll: the whole part (the state in the writer, if any).
+	ackAll ackPhase = iota
+	// ackChangelog: a transactional Kafka job's changed state is in the
+	// transaction; the local copy (an ackLocal) follows.
+	ackChangelog
+	// ackLocal: the local copy of a Kafka checkpoint is written.
+	ackLocal
+)
 
 // subtaskBuffer is the capacity, in messages, of a subtask's channel, and
 // batchElems the elements of one message: together, the events that may
@@ -501,6 +515,13 @@ func (s *streamSubtask) stepSnapshot(n int, acks chan<- ack) {
 		a.buf += int64(st.BufferedEvents)
 	}
 	failpoint.Hit("snapshot.mid")
+	if s.j.kafka != nil && sn.w != nil {
+		// The transaction may commit now; the local copy reports on its
+		// own.
+		a.phase = ackChangelog
+		s.ack(acks, a)
+		a = ack{sub: s.index, id: a.id, phase: ackLocal}
+	}
 	if sn.w == nil && s.peb != nil {
 		// No local copy of this checkpoint (a transactional Kafka job's):
 		// the changes go into the working database, which the next local
