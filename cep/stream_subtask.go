@@ -15,6 +15,7 @@ import (
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/failpoint"
 	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
 	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
@@ -105,9 +106,10 @@ type streamSubtask struct {
 	processed             atomic.Int64 // elements processed
 	// snap is the subtask's part of the checkpoint in progress, if any;
 	// changes its changelog writer (a transactional Kafka job).
-	snap    *subtaskSnapshot
-	changes *changelogWriter
-	bg      sync.WaitGroup // the Pebble checkpoints being made
+	snap      *subtaskSnapshot
+	changes   *changelogWriter
+	partition kafka.KeyPartitioner // of the changelog's records
+	bg        sync.WaitGroup       // the Pebble checkpoints being made
 }
 
 func (j *job) newSubtask(i int) (*streamSubtask, error) {

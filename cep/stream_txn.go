@@ -496,7 +496,10 @@ func (w *changelogWriter) log(k state.Key, v []byte) error {
 		return nil
 	}
 	ko := w.s.j.kafka
-	p := kafka.KeyPartition(recordKey(k.Key), ko.parts)
+	if w.s.partition == nil {
+		w.s.partition = kafka.NewKeyPartitioner()
+	}
+	p := w.s.partition(recordKey(k.Key), ko.parts)
 	if v == nil {
 		ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, key, nil)
 		return nil

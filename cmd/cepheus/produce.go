@@ -61,6 +61,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	events := fs.String("events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (required)")
 	partitions := fs.Int("partitions", 0, "`count` of partitions of the topic when it is created (default: the broker's num.partitions); an existing topic must have this many")
 	key := fs.String("key", "", "top-level `field` whose value keys each record (default: null keys)")
+	compression := fs.String("compression", "snappy", "codec of the record batches: snappy, lz4, zstd, gzip or none (none: the least CPU for the readers, the most bytes)")
 	timeField := fs.String("time-field", "", "top-level `field` holding each record's timestamp, RFC 3339 or epoch milliseconds (default: the append time)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -85,11 +86,12 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer closeIn()
 	began := time.Now()
 	res, err := cep.KafkaProduce(ctx, cep.KafkaProduceConfig{
-		Brokers:    seeds,
-		Topic:      *topic,
-		Partitions: *partitions,
-		KeyField:   *key,
-		TimeField:  *timeField,
+		Brokers:     seeds,
+		Topic:       *topic,
+		Partitions:  *partitions,
+		KeyField:    *key,
+		TimeField:   *timeField,
+		Compression: *compression,
 	}, in)
 	if err != nil {
 		if ctx.Err() != nil {

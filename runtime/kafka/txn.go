@@ -134,8 +134,25 @@ func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
 
 // KeyPartition is the partition among n that a record of key k goes to:
 // murmur2, as the Java client and [Txn.Produce] partition keyed records.
-func KeyPartition(k []byte, n int) int32 {
-	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: k}, n))
+// Each call makes a partitioner: a loop uses a [KeyPartitioner].
+func KeyPartition(k []byte, n int) int32 { return NewKeyPartitioner()(k, n) }
+
+// KeyPartitioner returns KeyPartition's partition of a key; it is for
+// one goroutine.
+type KeyPartitioner func(k []byte, n int) int32
+
+// NewKeyPartitioner returns a KeyPartitioner (making one seeds a random
+// source: keep it).
+func NewKeyPartitioner() KeyPartitioner {
+	tp := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	var r kgo.Record
+	return func(k []byte, n int) int32 {
+		if k == nil {
+			k = []byte{} // a null key would be sticky, not hashed
+		}
+		r.Key = k
+		return int32(tp.Partition(&r, n))
+	}
 }
 
 func (t *Txn) onProduced(r *kgo.Record, err error) {
