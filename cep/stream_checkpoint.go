@@ -57,6 +57,10 @@ var closedChan = func() chan struct{} {
 // routes between two looks at its timers and acks.
 const alignedStep = 1024
 
+// firstBarrierAfterRestart is the time from the start of a restored
+// Kafka job to its first barrier, when the interval is longer.
+const firstBarrierAfterRestart = 100 * time.Millisecond
+
 // tickEvery is the period of the coordinator's timer: checkpoint
 // barriers, timeouts, idleness and progress are looked at this often.
 const tickEvery = 50 * time.Millisecond
@@ -83,6 +87,12 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	defer tick.Stop()
 	lastDone := time.Now()
 	nextBarrier := lastDone.Add(c.CheckpointInterval)
+	if j.kafka != nil && j.restored > 0 {
+		// A restarted Kafka job commits its first transaction soon,
+		// whatever the interval: the replayed input's alerts become
+		// visible, and the instance is seen to be back, within a moment.
+		nextBarrier = lastDone.Add(min(c.CheckpointInterval, firstBarrierAfterRestart))
+	}
 	nextProgress := lastDone.Add(c.ProgressInterval)
 	for {
 		if j.stopAsked {
