@@ -239,3 +239,69 @@ func TestStreamKafkaIdleCaughtUp(t *testing.T) {
 		t.Fatalf("%d alerts committed (%v), want the 19 big_then_foreign ones the watermark releases at least", n, err)
 	}
 }
+
+// TestStreamKafkaFencedRestart fences a running transactional job (a
+// second producer with its transactional id, as a zombie's successor
+// would be) after its second checkpoint: the job's next commit fails, and
+// Stream starts it again from the last committed checkpoint, rolling back
+// what it derived from the input since. The alerts committed equal an
+// uninterrupted run's: nothing of the aborted transaction is visible,
+// nothing is lost.
+func TestStreamKafkaFencedRestart(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	input := engineInput(700)
+	topic := fmt.Sprintf("stream-kafka-fenced-%d", time.Now().UnixNano())
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: 3, KeyField: "card",
+	}, strings.NewReader(input)); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	ref := d.config("")
+	ref.Kafka = &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20}
+	if res, err := streamEngine(t, backtestRules).Stream(context.Background(), ref); err != nil || !res.Finished {
+		t.Fatalf("the reference run: %v", err)
+	}
+	want := alertIDsOf(committedLines(t, d.alerts))
+	var logs []string
+	cfg := StreamConfig{
+		Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+			AlertsTopic: topic + "-alerts", Group: topic},
+		StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 2,
+		Logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) },
+	}
+	fenced := false
+	cfg.hooks.afterCommit = func(id int64) bool {
+		if id == 2 && !fenced {
+			fenced = true
+			z, err := kafka.NewTxn(context.Background(), kafka.TxnConfig{Brokers: brokers, TransactionalID: "cepheus-" + topic + "-0", Group: topic})
+			if err != nil {
+				t.Error(err)
+				return false
+			}
+			z.Close()
+		}
+		return false
+	}
+	res, err := streamEngine(t, backtestRules).Stream(context.Background(), cfg)
+	if err != nil || !res.Finished {
+		t.Fatalf("the fenced run: %v (logs %q)", err, logs)
+	}
+	restarted := false
+	for _, l := range logs {
+		restarted = restarted || strings.Contains(l, "restarting from the last committed checkpoint")
+	}
+	if !fenced || !restarted {
+		t.Fatalf("fenced %v, restarted %v: logs %q", fenced, restarted, logs)
+	}
+	var lines []string
+	if err := kafka.ReadTopic(context.Background(), brokers, topic+"-alerts", func(_ int32, _, v []byte) error {
+		lines = append(lines, string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := alertIDsOf(lines); !slices.Equal(got, want) {
+		t.Errorf("%d alerts committed, the reference has %d (or they differ)", len(got), len(want))
+	}
+}
