@@ -206,6 +206,7 @@ func TestExactlyOnceKafka(t *testing.T) {
 			{parallelism: 2, backend: mem, failpoint: "kafka.before-commit@2"},
 			{parallelism: 1, backend: peb, failpoint: "kafka.after-commit@2"},
 			{parallelism: 2, backend: mem, failpoint: "kafka.restore"},
+			{parallelism: 2, backend: peb, failpoint: "kafka.flushed@2", local: "300ms"},
 			{parallelism: 3, backend: peb, failpoint: "snapshot.mid@2", local: "0s"},
 			{parallelism: 2, backend: mem, failpoint: "barrier.after@3", local: "300ms"},
 			{parallelism: 1, backend: mem, failpoint: "kafka.before-fence"},

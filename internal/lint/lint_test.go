@@ -43,7 +43,7 @@ var importRules = map[string]importRule{
 	"rules/internal/cond": {imports: []string{"event", "nfa"}},
 	"runtime":             {imports: []string{"event", "event/jsonev", "runtime/state", "internal/failpoint"}},
 	"runtime/state":       {imports: []string{"event", "internal/failpoint"}},
-	"runtime/kafka":       {imports: []string{"event", "runtime", "runtime/state"}},
+	"runtime/kafka":       {imports: []string{"event", "runtime", "runtime/state", "internal/failpoint"}},
 	"enrich":              {imports: []string{"event"}},
 	"cep": {imports: []string{
 		"event", "event/jsonev", "nfa", "rules", "runtime", "runtime/state", "runtime/kafka", "enrich",

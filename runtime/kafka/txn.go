@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -222,6 +223,9 @@ func (t *Txn) Commit(ctx context.Context, topic string, offsets Offsets, metadat
 			return t.fail(ctx, err)
 		}
 	}
+	// Everything is in the transaction, the offsets too: only the commit
+	// is left.
+	failpoint.Hit("kafka.flushed")
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return t.fail(ctx, fmt.Errorf("commit: %w", err))
 	}
