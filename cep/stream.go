@@ -675,9 +675,19 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 		}
 	}()
 	same := chk != nil && j.meta.Parallelism == n && j.meta.Backend == c.Backend
+	// A checkpoint rebuilt from the changelog: at the same parallelism
+	// each subtask takes its own store (and its next checkpoint writes
+	// only what changes), else the key groups are redistributed.
+	var rebuilt []*state.Mem
 	if j.kafka != nil && j.kafka.clParts != nil {
-		j.logf("redistributing the key groups of the changelog: parallelism %d -> %d, %s backend", j.meta.Parallelism, n, c.Backend)
-		parts = j.kafka.clParts
+		if j.meta.Parallelism == n {
+			rebuilt = j.kafka.clParts
+		} else {
+			j.logf("redistributing the key groups of the changelog: parallelism %d -> %d, %s backend", j.meta.Parallelism, n, c.Backend)
+			for _, p := range j.kafka.clParts {
+				parts = append(parts, p)
+			}
+		}
 	} else if j.meta != nil && !same {
 		j.logf("redistributing the key groups: parallelism %d, %s backend -> parallelism %d, %s backend", j.meta.Parallelism, j.meta.Backend, n, c.Backend)
 		for i := range j.meta.Parallelism {
@@ -710,7 +720,11 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.openStore(chk, same); err != nil {
+			var from *state.Mem
+			if rebuilt != nil {
+				from = rebuilt[i]
+			}
+			if err := s.openStore(chk, same, from); err != nil {
 				errs[i] = err
 				return
 			}
@@ -718,7 +732,7 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 				return
 			}
 			var err error
-			if same {
+			if same || from != nil {
 				err = s.host.Restore(s.store)
 			} else {
 				err = s.host.restoreParts(parts, groupRange(i, n), i == 0)

@@ -184,7 +184,7 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 // openStore opens the subtask's state store: restored from its own store
 // in chk when same (the checkpoint has the same subtasks and backend),
 // else empty.
-func (s *streamSubtask) openStore(chk *state.Checkpoint, same bool) error {
+func (s *streamSubtask) openStore(chk *state.Checkpoint, same bool, from *state.Mem) error {
 	c := &s.j.cfg
 	name := subtaskStore(s.index)
 	switch c.Backend {
@@ -202,10 +202,20 @@ func (s *streamSubtask) openStore(chk *state.Checkpoint, same bool) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrRestore, err)
 		}
+		if from != nil {
+			if err := from.CopyTo(s.peb); err != nil {
+				return fmt.Errorf("%w: %w", ErrRestore, err)
+			}
+			if err := s.peb.Flush(); err != nil {
+				return fmt.Errorf("%w: %w", ErrRestore, err)
+			}
+		}
 		s.store = s.peb
 	default:
 		base := state.NewMem()
-		if same {
+		if from != nil {
+			base = from
+		} else if same {
 			var err error
 			if base, err = chk.OpenMem(name); err != nil {
 				return fmt.Errorf("%w: %w", ErrRestore, err)

@@ -45,8 +45,8 @@ type kafkaOut struct {
 	lastLocal time.Time
 	// clParts are the state records read from the changelog when no
 	// local checkpoint matched the group's offsets: one store per subtask
-	// of the checkpoint restored (its headers; the keys in the first).
-	clParts []state.Reader
+	// of the checkpoint restored (its headers and its key groups' keys).
+	clParts []*state.Mem
 }
 
 // txnMetadata is the metadata of the offsets a checkpoint commits: the
@@ -310,7 +310,18 @@ func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkp
 	if len(m.Headers) != j.meta.Parallelism {
 		return fmt.Errorf("%w: changelog %s: checkpoint %d has the headers of %d subtasks, not %d", ErrRestore, ko.changelog, id, len(m.Headers), j.meta.Parallelism)
 	}
-	parts := make([]state.Reader, len(m.Headers))
+	// One store per subtask of the checkpoint: its headers and the keyed
+	// records of its key groups, so that a job of the same parallelism
+	// restores each as its own store.
+	n := len(m.Headers)
+	owner := make([]int, keyGroups)
+	for i := range n {
+		r := groupRange(i, n)
+		for g := int(r.First); g <= int(r.Last); g++ {
+			owner[g] = i
+		}
+	}
+	parts := make([]*state.Mem, n)
 	for i, hs := range m.Headers {
 		mem := state.NewMem()
 		for _, h := range hs {
@@ -322,18 +333,19 @@ func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkp
 				return err
 			}
 		}
-		if i == 0 {
-			for ks, v := range recs {
-				k, err := state.DecodeKey([]byte(ks))
-				if err != nil {
-					return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
-				}
-				if err := mem.Put(k, v); err != nil {
-					return err
-				}
-			}
-		}
 		parts[i] = mem
+	}
+	for ks, v := range recs {
+		k, err := state.DecodeKey([]byte(ks))
+		if err != nil {
+			return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
+		}
+		if int(k.KeyGroup) >= keyGroups {
+			return fmt.Errorf("%w: changelog %s: record %s in key group %d of %d", ErrRestore, ko.changelog, k, k.KeyGroup, keyGroups)
+		}
+		if err := parts[owner[k.KeyGroup]].Put(k, v); err != nil {
+			return err
+		}
 	}
 	ko.clParts = parts
 	j.restored = id

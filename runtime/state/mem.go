@@ -47,6 +47,22 @@ func (m *Mem) own() {
 // Len is the number of records.
 func (m *Mem) Len() int { return len(m.recs) }
 
+// CopyTo writes every record of m into w, in no particular order (a
+// store rebuilt from records gathered in memory). A record whose key does
+// not decode is [ErrCorruptKey].
+func (m *Mem) CopyTo(w Writer) error {
+	for k, v := range m.recs {
+		key, err := DecodeKey([]byte(k))
+		if err != nil {
+			return err
+		}
+		if err := w.Put(key, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Records yields the current records of op in groups, in key order
 // ([Reader]). Writing to m during the iteration is not allowed.
 func (m *Mem) Records(op OperatorID, groups KeyGroupRange) iter.Seq2[Record, error] {
