@@ -441,6 +441,9 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	}
 	finished, err := j.loop(ctx)
 	if err != nil {
+		// The subtasks stop before their hosts' counters are read.
+		j.stop()
+		j.wg.Wait()
 		return j.result(false, false), err
 	}
 	res := j.result(false, finished)
