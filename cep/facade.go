@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"errors"
 	"io"
 
 	"github.com/cepheus-cep/cepheus/runtime"
@@ -11,7 +12,8 @@ import (
 // bytes), or stdin. Lines are at most 1 MiB; a longer one becomes a dead
 // letter. It is read by one [Engine.Run] at a time.
 type EventSource struct {
-	fs *runtime.FileSource
+	fs   *runtime.FileSource
+	stop func() error // what else Close ends (a topic's reader)
 }
 
 // OpenEventSource opens path ("-" for stdin) as an [EventSource].
@@ -41,7 +43,13 @@ func (s *EventSource) Name() string { return s.fs.Name() }
 func (s *EventSource) Progress() (read, total int64) { return s.fs.Progress() }
 
 // Close closes the file the source opened.
-func (s *EventSource) Close() error { return s.fs.Close() }
+func (s *EventSource) Close() error {
+	err := s.fs.Close()
+	if s.stop != nil {
+		err = errors.Join(err, s.stop())
+	}
+	return err
+}
 
 // DeadLetterWriter writes the records that cannot become events as JSON
 // lines ({"ruleset", "line", "offset", "reason", "data"}), through a

@@ -1,9 +1,11 @@
 package cep
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +75,9 @@ type KafkaInput struct {
 	// KafkaFromCommitted without an alerts topic (with one, Group).
 	StartTime  time.Time
 	StartGroup string
+	// EndTime, with Bounded, ends each partition before its first record
+	// whose timestamp is at or after it.
+	EndTime time.Time
 
 	// AlertsTopic, when set, makes the job transactional (docs/kafka.md,
 	// "Exactly once"): every checkpoint is one Kafka transaction holding
@@ -186,7 +191,7 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 	}
 	src, err := kafka.NewSource(ctx, kafka.SourceConfig{
 		Brokers: in.Brokers, Topic: in.Topic, Offsets: offsets, Start: in.Start, Bounded: in.Bounded,
-		StartTime: in.StartTime, Group: in.startGroup(),
+		StartTime: in.StartTime, Group: in.startGroup(), EndTime: in.EndTime,
 		BatchRecords: in.batchRecords,
 	})
 	if err != nil {
@@ -315,4 +320,112 @@ func (k *KafkaInput) startGroup() string {
 		return k.StartGroup
 	}
 	return k.Group
+}
+
+// TopicReplay names a time range of a topic to backtest
+// ([OpenTopicEventSource]): the records whose timestamps lie in [From,
+// To) (zero: the topic's start, its end).
+type TopicReplay struct {
+	Brokers  []string
+	Topic    string
+	From, To time.Time
+	// TimeField is the events' time field (the ruleset's event time):
+	// the partitions are merged in its order.
+	TimeField string
+}
+
+// OpenTopicEventSource reads a time range of a topic as an [EventSource]
+// for [Engine.Run]: the partitions (read_committed, side by side, each
+// paused while far ahead) merged into one stream, each next record the
+// head whose event time is lowest (a record without one first; ties by
+// partition), so a backtest over a topic sees about the order of the file
+// it was produced from. The records are numbered in that order (their
+// "line"); a dead letter's line is that number.
+func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, error) {
+	in := &KafkaInput{Brokers: c.Brokers, Topic: c.Topic, Bounded: true, EndTime: c.To}
+	if !c.From.IsZero() {
+		in.Start, in.StartTime = KafkaFromTime, c.From
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	kr, err := newKafkaReader(ctx, in, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := mergePartitions(kr, c.TimeField, pw)
+		if err == nil {
+			err = kr.Err()
+		}
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	src, err := NewEventSource(pr, "topic "+c.Topic)
+	if err != nil {
+		cancel()
+		_ = kr.Close()
+		return nil, err
+	}
+	src.stop = func() error {
+		cancel()
+		_ = pr.Close()
+		err := kr.Close()
+		<-done
+		return err
+	}
+	return src, nil
+}
+
+// mergePartitions writes the records of kr's partitions (aligned: a
+// channel each) to w as JSON lines, the lowest event time first.
+func mergePartitions(kr *kafkaReader, timeField string, w io.Writer) error {
+	type head struct {
+		b    runtime.Batch
+		i    int
+		t    int64 // the event time of b.Records[i], ms; MinInt64 without one
+		done bool
+	}
+	heads := make([]head, len(kr.chans))
+	// fill makes heads[p] hold a record, or marks the partition done.
+	fill := func(p int) {
+		h := &heads[p]
+		for !h.done && h.i >= len(h.b.Records) {
+			b, ok := <-kr.chans[p]
+			if !ok {
+				h.done = true
+				return
+			}
+			h.b, h.i = b, 0
+		}
+		if !h.done {
+			h.t = math.MinInt64
+			if t, ok := kafka.RecordTime(h.b.Records[h.i].Data, timeField); ok {
+				h.t = t.UnixMilli()
+			}
+		}
+	}
+	for p := range heads {
+		fill(p)
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	for {
+		best := -1
+		for p := range heads {
+			if !heads[p].done && (best < 0 || heads[p].t < heads[best].t) {
+				best = p
+			}
+		}
+		if best < 0 {
+			return bw.Flush()
+		}
+		h := &heads[best]
+		bw.Write(h.b.Records[h.i].Data)
+		if err := bw.WriteByte('\n'); err != nil {
+			return err
+		}
+		h.i++
+		fill(best)
+	}
 }

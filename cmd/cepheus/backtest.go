@@ -22,12 +22,19 @@ import (
 
 var backtestCommand = &command{
 	name:  "backtest",
-	usage: "cepheus backtest -rules file|dir -events file.jsonl|file.jsonl.gz|- [flags]",
+	usage: "cepheus backtest -rules file|dir -events file.jsonl|file.jsonl.gz|- | -topic T [-brokers B] [-from TIME] [-to TIME] [flags]",
 	help: `Backtest replays a file of events through a ruleset exactly as a live run
 would: every rule's keyed CEP operator in event time, a watermark that
 trails the largest timestamp seen by -out-of-orderness, and, at the end of
 the input, a final watermark that releases everything still pending
 (absence rules such as "not captured within 30m" fire then).
+
+-topic T replays a Kafka topic instead of a file (read_committed; -brokers,
+default $CEPHEUS_KAFKA_BROKERS): the records whose timestamps lie in
+[-from, -to) (offsets found by timestamp; default the whole topic), its
+partitions merged into one stream in event-time order, so a topic produced
+from a file gives that file's report; the records are numbered in the
+merged order (the "line" of matched events and dead letters).
 
 Alerts are written as JSON lines (rule, ruleset and its version hash, key,
 matched events by stage, emitted fields, event time of detection, and a
@@ -99,6 +106,7 @@ type backtestFlags struct {
 	maxDeadFraction                   float64
 	cpuProfile, memProfile            string
 	memoryLimit                       byteSize
+	brokers, topic, from, to          string
 }
 
 // backtestMemoryLimit is the default soft memory limit of a backtest: the
@@ -115,6 +123,10 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet(backtestCommand, stdout)
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory of *.cep files (required)")
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (required)")
+	fs.StringVar(&f.topic, "topic", "", "replay a Kafka topic instead of -events: its partitions merged in event-time order (read_committed)")
+	fs.StringVar(&f.brokers, "brokers", "", "with -topic, the Kafka brokers, host:port[,host:port] (default: $"+brokersEnv+")")
+	fs.StringVar(&f.from, "from", "", "with -topic, the first record time replayed, RFC 3339 (by record timestamp; default: the topic's start)")
+	fs.StringVar(&f.to, "to", "", "with -topic, replay the records with timestamps before this time, RFC 3339 (default: up to the topic's end)")
 	fs.StringVar(&f.alerts, "alerts", "-", "where alerts go: a file, or - for stdout (left out: stdout, unless it is a terminal)")
 	fs.StringVar(&f.late, "late", "", "file for late events (created only if there are any; default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "file for undecodable lines (created only if there are any; default: only counted)")
@@ -139,8 +151,34 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
-	if f.rules == "" || f.events == "" {
-		return fs.usagef("-rules and -events are required")
+	if f.rules == "" || (f.events == "") == (f.topic == "") {
+		return fs.usagef("-rules and -events or -topic (one of them) are required")
+	}
+	var replay *cep.TopicReplay
+	if f.topic != "" {
+		seeds, err := brokerList(fs, f.brokers)
+		if err != nil {
+			return err
+		}
+		replay = &cep.TopicReplay{Brokers: seeds, Topic: f.topic}
+		for _, t := range []struct {
+			flag, v string
+			to      *time.Time
+		}{{"-from", f.from, &replay.From}, {"-to", f.to, &replay.To}} {
+			if t.v == "" {
+				continue
+			}
+			v, err := time.Parse(time.RFC3339Nano, t.v)
+			if err != nil {
+				return fs.usagef("%s %q: want an RFC 3339 time", t.flag, t.v)
+			}
+			*t.to = v
+		}
+		if !replay.From.IsZero() && !replay.To.IsZero() && !replay.From.Before(replay.To) {
+			return fs.usagef("-from %s is not before -to %s", f.from, f.to)
+		}
+	} else if f.from != "" || f.to != "" || f.brokers != "" {
+		return fs.usagef("-brokers, -from and -to go with -topic")
 	}
 	input := cep.InputPolicy{MaxAhead: f.maxAhead, MaxDeadFraction: f.maxDeadFraction, GiveUpAfter: giveUpAfter}
 	switch f.timeUnit {
@@ -237,7 +275,15 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var elapsed time.Duration
 	var runErr error
 	for _, rs := range sets {
-		src, err := cep.OpenEventSource(f.events)
+		var src *cep.EventSource
+		var err error
+		if replay != nil {
+			r := *replay
+			r.TimeField = rs.TimeField
+			src, err = cep.OpenTopicEventSource(ctx, r)
+		} else {
+			src, err = cep.OpenEventSource(f.events)
+		}
 		if err != nil {
 			runErr = err
 			break

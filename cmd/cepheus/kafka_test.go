@@ -167,3 +167,81 @@ func TestKafkaUsage(t *testing.T) {
 		t.Errorf("produce of a missing file: exit %d, stderr\n%s", code, errOut)
 	}
 }
+
+// TestBacktestTopic: a generated file produced into a 6-partition topic
+// keyed by card_id (record timestamps from the events' ts) and backtested
+// with -topic gives the file's alerts; -from and -to replay a time range,
+// which gives the alerts of a backtest over the file's lines in that range.
+func TestBacktestTopic(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	t.Parallel()
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	if code, _, errOut := cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "30000", "-customers", "800",
+		"-fraud-rate", "100", "-scenarios", "card_testing,account_takeover,impossible_travel,velocity_burst,auth_not_captured", "-o", events); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, errOut)
+	}
+	topic := kafkaTopic(t, "backtest")
+	if code, _, errOut := cepheus(t, "produce", "-brokers", brokers, "-topic", topic, "-partitions", "6",
+		"-key", "card_id", "-time-field", "ts", "-events", events); code != 0 {
+		t.Fatalf("produce: exit %d\n%s", code, errOut)
+	}
+	ids := func(path string) []string {
+		var out []string
+		for _, l := range readLines(t, path) {
+			if i := strings.Index(l, `"alert_id":"`); i >= 0 {
+				out = append(out, l[i+12:i+12+32])
+			}
+		}
+		return out
+	}
+	backtest := func(name string, args ...string) []string {
+		t.Helper()
+		out := filepath.Join(dir, name+".jsonl")
+		args = append([]string{"backtest", "-q", "-rules", "../../rulesets/cards.cep", "-alerts", out}, args...)
+		if code, _, errOut := cepheus(t, args...); code != 0 {
+			t.Fatalf("backtest %s: exit %d\n%s", name, code, errOut)
+		}
+		return ids(out)
+	}
+	file := backtest("file", "-events", events)
+	if len(file) < 30 {
+		t.Fatalf("the file's backtest has %d alerts: too few to tell", len(file))
+	}
+	sameMultiset(t, "the alerts of the topic against the file's", backtest("topic", "-brokers", brokers, "-topic", topic), file)
+
+	// A time range: [06:00, 18:00) of the generated day.
+	from, to := "2026-01-01T06:00:00Z", "2026-01-01T18:00:00Z"
+	lo, _ := time.Parse(time.RFC3339, from)
+	hi, _ := time.Parse(time.RFC3339, to)
+	var part []string
+	for _, l := range readLines(t, events) {
+		i := strings.Index(l, `"ts":"`)
+		if i < 0 {
+			t.Fatalf("no ts in %q", l)
+		}
+		ts, err := time.Parse(time.RFC3339Nano, l[i+6:i+6+strings.IndexByte(l[i+6:], '"')])
+		if err != nil {
+			t.Fatalf("ts of %q: %v", l, err)
+		}
+		if !ts.Before(lo) && ts.Before(hi) {
+			part = append(part, l)
+		}
+	}
+	if len(part) == 0 || len(part) == len(readLines(t, events)) {
+		t.Fatalf("the range holds %d events: want some, not all", len(part))
+	}
+	rangeFile := filepath.Join(dir, "range.jsonl")
+	if err := os.WriteFile(rangeFile, []byte(strings.Join(part, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := backtest("range-file", "-events", rangeFile)
+	if len(want) == 0 {
+		t.Fatal("no alert in the range: too few to tell")
+	}
+	sameMultiset(t, "the alerts of the topic's range against the file's lines in it",
+		backtest("range-topic", "-brokers", brokers, "-topic", topic, "-from", from, "-to", to), want)
+	if code, _, errOut := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-topic", topic, "-brokers", brokers, "-from", to, "-to", from); code != 2 || !strings.Contains(errOut, "is not before") {
+		t.Errorf("-from after -to: exit %d\n%s", code, errOut)
+	}
+}

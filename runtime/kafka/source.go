@@ -86,6 +86,10 @@ type SourceConfig struct {
 	// source does not join the group (it assigns itself every partition)
 	// and commits nothing.
 	Group string
+	// EndTime, with Bounded, ends each partition before its first record
+	// whose timestamp is at or after it (millisecond precision), or at
+	// its end when that comes first: a time range [StartTime, EndTime).
+	EndTime time.Time
 	// Bounded stops each partition at its end when the source starts (its
 	// last stable offset under read_committed, its high watermark
 	// otherwise), as Flink's bounded Kafka source does: the partition's
@@ -134,6 +138,9 @@ func (c SourceConfig) Validate() error {
 	}
 	if c.Start != FromTime && !c.StartTime.IsZero() {
 		errs = append(errs, fmt.Errorf("kafka: a start time is given with start %v", c.Start))
+	}
+	if !c.EndTime.IsZero() && !c.Bounded {
+		errs = append(errs, errors.New("kafka: an end time needs a bounded source"))
 	}
 	for p, o := range c.Offsets {
 		if p < 0 || o < 0 {
@@ -363,11 +370,24 @@ func (s *Source) resolve(ctx context.Context) error {
 		}
 	}
 
+	var untilTime kadm.ListedOffsets
+	if !c.EndTime.IsZero() {
+		f := func(ctx context.Context, topics ...string) (kadm.ListedOffsets, error) {
+			return adm.ListOffsetsAfterMilli(ctx, c.EndTime.UnixMilli(), topics...)
+		}
+		if untilTime, err = list("end time", f); err != nil {
+			return err
+		}
+	}
+
 	s.starts, s.ends = map[int32]int64{}, map[int32]int64{}
 	for p, lo := range logStarts[c.Topic] {
 		s.parts = append(s.parts, p)
 		hwm, _ := hwms.Lookup(c.Topic, p)
 		end, _ := ends.Lookup(c.Topic, p)
+		if o, ok := untilTime.Lookup(c.Topic, p); ok && o.Offset >= 0 {
+			end.Offset = min(end.Offset, o.Offset)
+		}
 		s.ends[p] = end.Offset
 		start := lo.Offset
 		if o, ok := c.Offsets[p]; ok {
