@@ -305,3 +305,31 @@ func TestStreamKafkaFencedRestart(t *testing.T) {
 		t.Errorf("%d alerts committed, the reference has %d (or they differ)", len(got), len(want))
 	}
 }
+
+// TestStreamKafkaForeignChangelog: a fresh start (the group has no
+// offsets) on a changelog that holds committed state of another job is
+// refused: that state would come back in a later restore.
+func TestStreamKafkaForeignChangelog(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	input := engineInput(100)
+	topic := fmt.Sprintf("stream-kafka-foreign-%d", time.Now().UnixNano())
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: 2, KeyField: "card",
+	}, strings.NewReader(input)); err != nil {
+		t.Fatal(err)
+	}
+	config := func(group string) StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, AlertsTopic: topic + "-alerts",
+				Group: group, ChangelogTopic: topic + "-changelog"},
+			StateDir: filepath.Join(t.TempDir(), "state"), Parallelism: 1,
+		}
+	}
+	if res, err := streamEngine(t, backtestRules).Stream(context.Background(), config(topic+"-a")); err != nil || !res.Finished {
+		t.Fatalf("the first job: %v", err)
+	}
+	_, err := streamEngine(t, backtestRules).Stream(context.Background(), config(topic+"-b"))
+	if err == nil || !strings.Contains(err.Error(), "holds committed state") {
+		t.Fatalf("a second group on the first one's changelog: %v, want a refusal", err)
+	}
+}

@@ -152,6 +152,18 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
 	if len(committed) == 0 {
+		// A fresh start writes a new changelog: one holding committed
+		// records of another job (a group whose offsets were deleted, a
+		// changelog topic shared by mistake) would bring that job's keys
+		// back in a later restore.
+		found := errors.New("found")
+		err := kafka.ReadTopic(ctx, k.Brokers, ko.changelog, func(int32, []byte, []byte) error { return found })
+		switch {
+		case errors.Is(err, found):
+			return nil, fmt.Errorf("cep: stream: group %s has committed no offsets on topic %s, but changelog topic %s holds committed state: it belongs to another job; use a new -group (and so a new changelog), or name another -changelog-topic", k.Group, k.Topic, ko.changelog)
+		case err != nil:
+			return nil, fmt.Errorf("cep: stream: changelog %s: %w", ko.changelog, err)
+		}
 		if ids, err := j.dir.Complete(); err == nil && len(ids) > 0 {
 			j.logf("group %s has committed nothing on topic %s: the local checkpoints (%d to %d) are of transactions that never committed; discarding them", k.Group, k.Topic, ids[0], ids[len(ids)-1])
 		}
