@@ -68,9 +68,12 @@ func KafkaConsume(ctx context.Context, c KafkaConsumeConfig, w io.Writer) (Kafka
 // StreamConfig, exactly once: the Kafka sink is to come.
 type KafkaInput struct {
 	Brokers []string
-	Topic   string
-	Bounded bool
-	Start   KafkaStart
+	// Security is how every connection to the brokers is secured (TLS,
+	// SASL); the zero value is plaintext.
+	Security KafkaSecurity
+	Topic    string
+	Bounded  bool
+	Start    KafkaStart
 	// StartTime is the time of KafkaFromTime; StartGroup the group of
 	// KafkaFromCommitted without an alerts topic (with one, Group).
 	StartTime  time.Time
@@ -190,7 +193,7 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 		offsets[int32(n)] = pos.Offset
 	}
 	src, err := kafka.NewSource(ctx, kafka.SourceConfig{
-		Brokers: in.Brokers, Topic: in.Topic, Offsets: offsets, Start: in.Start, Bounded: in.Bounded,
+		Brokers: in.Brokers, Security: in.Security, Topic: in.Topic, Offsets: offsets, Start: in.Start, Bounded: in.Bounded,
 		StartTime: in.StartTime, Group: in.startGroup(), EndTime: in.EndTime,
 		BatchRecords: in.batchRecords,
 	})
@@ -327,6 +330,7 @@ func (k *KafkaInput) startGroup() string {
 // To) (zero: the topic's start, its end).
 type TopicReplay struct {
 	Brokers  []string
+	Security KafkaSecurity
 	Topic    string
 	From, To time.Time
 	// TimeField is the events' time field (the ruleset's event time):
@@ -342,7 +346,7 @@ type TopicReplay struct {
 // it was produced from. The records are numbered in that order (their
 // "line"); a dead letter's line is that number.
 func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, error) {
-	in := &KafkaInput{Brokers: c.Brokers, Topic: c.Topic, Bounded: true, EndTime: c.To}
+	in := &KafkaInput{Brokers: c.Brokers, Security: c.Security, Topic: c.Topic, Bounded: true, EndTime: c.To}
 	if !c.From.IsZero() {
 		in.Start, in.StartTime = KafkaFromTime, c.From
 	}
@@ -429,3 +433,11 @@ func mergePartitions(kr *kafkaReader, timeField string, w io.Writer) error {
 		fill(best)
 	}
 }
+
+// KafkaSecurity is how connections to the brokers are secured: TLS (a CA
+// file, an optional client certificate) and SASL (PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512) ([kafka.Security]).
+type KafkaSecurity = kafka.Security
+
+// conn is how k reaches its cluster.
+func (k *KafkaInput) conn() kafka.Conn { return kafka.Conn{Brokers: k.Brokers, Security: k.Security} }

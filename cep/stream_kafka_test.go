@@ -159,7 +159,7 @@ func TestStreamKafkaTransactional(t *testing.T) {
 	var got []string
 	read := func(topic string) []string {
 		var lines []string
-		if err := kafka.ReadTopic(context.Background(), brokers, topic, func(_ int32, _, v []byte) error {
+		if err := kafka.ReadTopic(context.Background(), kafka.Conn{Brokers: brokers}, topic, func(_ int32, _, v []byte) error {
 			lines = append(lines, string(v))
 			return nil
 		}); err != nil {
@@ -295,7 +295,7 @@ func TestStreamKafkaFencedRestart(t *testing.T) {
 		t.Fatalf("fenced %v, restarted %v: logs %q", fenced, restarted, logs)
 	}
 	var lines []string
-	if err := kafka.ReadTopic(context.Background(), brokers, topic+"-alerts", func(_ int32, _, v []byte) error {
+	if err := kafka.ReadTopic(context.Background(), kafka.Conn{Brokers: brokers}, topic+"-alerts", func(_ int32, _, v []byte) error {
 		lines = append(lines, string(v))
 		return nil
 	}); err != nil {

@@ -112,7 +112,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	if err := j.e.checkRecordKeys(k); err != nil {
 		return nil, err
 	}
-	n, err := kafka.PartitionCount(ctx, k.Brokers, k.Topic)
+	n, err := kafka.PartitionCount(ctx, k.conn(), k.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: input: %w", err)
 	}
@@ -126,7 +126,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 			topics = append(topics, kafka.TopicSpec{Name: t})
 		}
 	}
-	if _, err := kafka.EnsureTopics(ctx, k.Brokers, topics); err != nil {
+	if _, err := kafka.EnsureTopics(ctx, k.conn(), topics); err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
 	instance := k.InstanceID
@@ -135,7 +135,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	}
 	failpoint.Hit("kafka.before-fence")
 	ko.txn, err = kafka.NewTxn(ctx, kafka.TxnConfig{
-		Brokers: k.Brokers, TransactionalID: "cepheus-" + k.Group + "-" + instance, Group: k.Group,
+		Brokers: k.Brokers, Security: k.Security, TransactionalID: "cepheus-" + k.Group + "-" + instance, Group: k.Group,
 		Timeout: k.TxnTimeout, Manual: []string{ko.changelog},
 	})
 	if err != nil {
@@ -143,11 +143,11 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	}
 	j.kafka = ko
 	if k.AtLeastOnce {
-		if ko.direct, err = kafka.NewProducer(k.Brokers); err != nil {
+		if ko.direct, err = kafka.NewProducer(k.conn()); err != nil {
 			return nil, fmt.Errorf("cep: stream: %w", err)
 		}
 	}
-	committed, err := kafka.GroupOffsets(ctx, k.Brokers, k.Group, k.Topic)
+	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
@@ -157,7 +157,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		// changelog topic shared by mistake) would bring that job's keys
 		// back in a later restore.
 		found := errors.New("found")
-		err := kafka.ReadTopic(ctx, k.Brokers, ko.changelog, func(int32, []byte, []byte) error { return found })
+		err := kafka.ReadTopic(ctx, k.conn(), ko.changelog, func(int32, []byte, []byte) error { return found })
 		switch {
 		case errors.Is(err, found):
 			return nil, fmt.Errorf("cep: stream: group %s has committed no offsets on topic %s, but changelog topic %s holds committed state: it belongs to another job; use a new -group (and so a new changelog), or name another -changelog-topic", k.Group, k.Topic, ko.changelog)
@@ -284,7 +284,7 @@ func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkp
 	}
 	tail := map[string][]byte{} // nil: a tombstone
 	var marker []byte
-	next, err := kafka.ReadTopicFrom(ctx, ko.in.Brokers, ko.changelog, from, func(_ int32, k, v []byte) error {
+	next, err := kafka.ReadTopicFrom(ctx, ko.in.conn(), ko.changelog, from, func(_ int32, k, v []byte) error {
 		if bytes.Equal(k, markerKey) {
 			marker = v
 		} else {

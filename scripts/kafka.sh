@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A local Apache Kafka for tests and users: one KRaft node, or a 3-node cluster, on loopback.
 #
-#   scripts/kafka.sh start [-n 1|3] [-dir DIR]   start the broker(s); print the bootstrap address
+#   scripts/kafka.sh start [-n 1|3] [-dir DIR] [-secure]   start the broker(s); print the bootstrap address
 #   scripts/kafka.sh stop [-dir DIR] [-rm]       stop the brokers that start recorded in DIR
 #   scripts/kafka.sh jars                        fetch the jars only; print their directory
 #
@@ -18,6 +18,13 @@
 # stop sends SIGTERM to exactly the PIDs in DIR/pids that are still the brokers started from
 # DIR (never anything found by name), waits for them, and sends SIGKILL to any left after 30 s.
 # -rm then removes what start wrote under DIR.
+#
+# -secure adds a SASL_SSL listener to every node (TLS with a CA made for DIR, SASL PLAIN and
+# SCRAM-SHA-512 for user "cepheus" with a random password) and prints its address instead; the
+# plaintext one goes to DIR/bootstrap-plain. DIR/tls holds the CA (ca.pem) and a client
+# certificate (client.pem, client.key); DIR/client.properties holds the settings of cepheus'
+# -kafka-config (tls, tls.ca, sasl.mechanism, sasl.username, sasl.password): a secret, mode 0600.
+# The brokers ask for a client certificate but do not require one. Needs openssl.
 #
 # DIR defaults to $CEPHEUS_KAFKA_DIR, else build/kafka in the checkout.
 # Environment: JAVA (default java, 17 or later), MVN (Maven command and options, default mvn),
@@ -37,7 +44,7 @@ log() { echo "kafka.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 usage() {
   log "$*"
-  echo "usage: scripts/kafka.sh start [-n 1|3] [-dir DIR] | stop [-dir DIR] [-rm] | jars" >&2
+  echo "usage: scripts/kafka.sh start [-n 1|3] [-dir DIR] [-secure] | stop [-dir DIR] [-rm] | jars" >&2
   exit 2
 }
 
@@ -187,14 +194,64 @@ broker.heartbeat.interval.ms=500
 EOF
 }
 
+# make_tls DIR: a CA, a broker certificate for 127.0.0.1 and localhost (a PKCS12 keystore) and a
+# client certificate under DIR/tls, and the SASL password in DIR/tls/password; kept if there.
+make_tls() {
+  local t="$1/tls" pw
+  [[ -f "$t/complete" ]] && return 0
+  command -v openssl >/dev/null 2>&1 || die "-secure needs openssl (Debian, Ubuntu: sudo apt-get install openssl)"
+  rm -rf "$t"
+  mkdir -p "$t"
+  chmod 700 "$t"
+  pw="$(head -c 18 /dev/urandom | base64 | tr -d '+/=' | cut -c1-20)"
+  printf '%s' "$pw" > "$t/password"
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$t/ca.key" -out "$t/ca.pem" -days 3650 -subj "/CN=cepheus test CA"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$t/san.ext"
+    openssl req -newkey rsa:2048 -nodes -keyout "$t/broker.key" -out "$t/broker.csr" -subj "/CN=localhost"
+    openssl x509 -req -in "$t/broker.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial -out "$t/broker.pem" -days 3650 -extfile "$t/san.ext"
+    openssl pkcs12 -export -in "$t/broker.pem" -inkey "$t/broker.key" -out "$t/broker.p12" -passout "pass:$pw" -name broker
+    openssl req -newkey rsa:2048 -nodes -keyout "$t/client.key" -out "$t/client.csr" -subj "/CN=cepheus client"
+    openssl x509 -req -in "$t/client.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial -out "$t/client.pem" -days 3650
+  } > "$t/openssl.log" 2>&1 || { cat "$t/openssl.log" >&2; die "openssl could not make the test certificates"; }
+  touch "$t/complete"
+}
+
+# secure_settings DIR: the lines of a node's SASL_SSL listener.
+secure_settings() {
+  local t="$1/tls" pw
+  pw="$(cat "$t/password")"
+  cat <<SETTINGS
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_cepheus="$pw";
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$t/broker.p12
+ssl.keystore.password=$pw
+ssl.key.password=$pw
+ssl.truststore.type=PEM
+ssl.truststore.location=$t/ca.pem
+ssl.client.auth=requested
+SETTINGS
+}
+
 # launch DIR N LIB: formats fresh storage for N nodes on new ports and starts them. It returns
 # 0 once all are ready, 3 when a port was taken meanwhile (the caller retries), 1 on another
 # failure; the started brokers are recorded in DIR/pids either way.
 launch() {
   local dir="$1" n="$2" lib="$3" ports=() voters="" bootstrap="" cid i pid props nodelog deadline
-  for ((i = 0; i < 2 * n; i++)); do
+  local per=2 sbootstrap=""
+  ((secure)) && per=3
+  for ((i = 0; i < per * n; i++)); do
     ports+=("$(free_port "${ports[@]+"${ports[@]}"}")")
   done
+  if ((secure)); then
+    make_tls "$dir"
+    for ((i = 1; i <= n; i++)); do
+      sbootstrap+="${sbootstrap:+,}127.0.0.1:${ports[2 * n + i - 1]}"
+    done
+  fi
   for ((i = 1; i <= n; i++)); do
     voters+="${voters:+,}$i@127.0.0.1:${ports[2 * i - 1]}"
     bootstrap+="${bootstrap:+,}127.0.0.1:${ports[2 * i - 2]}"
@@ -212,17 +269,26 @@ launch() {
       echo "# Added by scripts/kafka.sh for node $i of $n."
       echo "node.id=$i"
       echo "controller.quorum.voters=$voters"
-      echo "listeners=PLAINTEXT://127.0.0.1:${ports[2 * i - 2]},CONTROLLER://127.0.0.1:${ports[2 * i - 1]}"
-      echo "advertised.listeners=PLAINTEXT://127.0.0.1:${ports[2 * i - 2]}"
+      if ((secure)); then
+        echo "listeners=PLAINTEXT://127.0.0.1:${ports[2 * i - 2]},CONTROLLER://127.0.0.1:${ports[2 * i - 1]},SASL_SSL://127.0.0.1:${ports[2 * n + i - 1]}"
+        echo "advertised.listeners=PLAINTEXT://127.0.0.1:${ports[2 * i - 2]},SASL_SSL://127.0.0.1:${ports[2 * n + i - 1]}"
+        secure_settings "$dir"
+      else
+        echo "listeners=PLAINTEXT://127.0.0.1:${ports[2 * i - 2]},CONTROLLER://127.0.0.1:${ports[2 * i - 1]}"
+        echo "advertised.listeners=PLAINTEXT://127.0.0.1:${ports[2 * i - 2]}"
+      fi
       echo "log.dirs=$dir/node$i/data"
       ((n == 1)) || cluster_settings
     } > "$props"
   done
   # With a static controller.quorum.voters, format takes the cluster id and the config only.
-  local fmt_pids=()
+  local fmt_pids=() scram=()
+  if ((secure)); then
+    scram=(--add-scram "SCRAM-SHA-512=[name=cepheus,password=$(cat "$dir/tls/password")]")
+  fi
   for ((i = 1; i <= n; i++)); do
     "$java" -Xmx256m -XX:+UseSerialGC -Dlog4j2.configurationFile="$conf/log4j2-tools.properties" \
-      -cp "$lib/*" kafka.tools.StorageTool format -t "$cid" -c "$dir/node$i/server.properties" \
+      -cp "$lib/*" kafka.tools.StorageTool format -t "$cid" -c "$dir/node$i/server.properties" "${scram[@]+"${scram[@]}"}" \
       > "$dir/logs/format$i.log" 2>&1 < /dev/null &
     fmt_pids+=($!)
   done
@@ -267,6 +333,15 @@ launch() {
       sleep 0.1
     done
   done
+  if ((secure)); then
+    echo "$bootstrap" > "$dir/bootstrap-plain"
+    (
+      umask 077
+      printf 'tls=true\ntls.ca=%s\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=cepheus\nsasl.password=%s\n' \
+        "$dir/tls/ca.pem" "$(cat "$dir/tls/password")" > "$dir/client.properties"
+    )
+    bootstrap="$sbootstrap"
+  fi
   echo "$bootstrap" > "$dir/bootstrap"
 }
 
@@ -315,6 +390,7 @@ shift
 dir="${CEPHEUS_KAFKA_DIR:-$root/build/kafka}"
 nodes=1
 remove=0
+secure=0
 while (($# > 0)); do
   case "$1" in
     -n)
@@ -333,6 +409,11 @@ while (($# > 0)); do
       remove=1
       shift
       ;;
+    -secure)
+      [[ "$cmd" == start ]] || usage "-secure: only start takes -secure"
+      secure=1
+      shift
+      ;;
     *) usage "unknown argument $1" ;;
   esac
 done
@@ -343,7 +424,7 @@ case "$cmd" in
     if [[ -d "$dir" ]]; then
       stop_pids "$dir"
       if ((remove)); then
-        rm -rf "$dir"/node* "$dir/logs" "$dir/pids" "$dir/bootstrap"
+        rm -rf "$dir"/node* "$dir/logs" "$dir/pids" "$dir/bootstrap" "$dir/bootstrap-plain" "$dir/tls" "$dir/client.properties"
         rmdir "$dir" 2>/dev/null || true
       fi
     fi

@@ -127,6 +127,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.brokers, "brokers", "", "with -topic, the Kafka brokers, host:port[,host:port] (default: $"+brokersEnv+")")
 	fs.StringVar(&f.from, "from", "", "with -topic, the first record time replayed, RFC 3339 (by record timestamp; default: the topic's start)")
 	fs.StringVar(&f.to, "to", "", "with -topic, replay the records with timestamps before this time, RFC 3339 (default: up to the topic's end)")
+	secFlags := addKafkaSecurityFlags(fs)
 	fs.StringVar(&f.alerts, "alerts", "-", "where alerts go: a file, or - for stdout (left out: stdout, unless it is a terminal)")
 	fs.StringVar(&f.late, "late", "", "file for late events (created only if there are any; default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "file for undecodable lines (created only if there are any; default: only counted)")
@@ -160,7 +161,11 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return err
 		}
-		replay = &cep.TopicReplay{Brokers: seeds, Topic: f.topic}
+		sec, err := secFlags.security(fs)
+		if err != nil {
+			return err
+		}
+		replay = &cep.TopicReplay{Brokers: seeds, Security: sec, Topic: f.topic}
 		for _, t := range []struct {
 			flag, v string
 			to      *time.Time

@@ -42,6 +42,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	idle := fs.Duration("idle", 5*time.Second, "exit once everything is read and no record has come for this long")
 	isolation := fs.String("isolation", "read_committed", "read_committed (records of committed transactions only) or read_uncommitted (every record)")
 	quiet := fs.Bool("q", false, "no summary")
+	secFlags := addKafkaSecurityFlags(fs)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -49,6 +50,10 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
 	seeds, err := brokerList(fs, *brokers)
+	if err != nil {
+		return err
+	}
+	sec, err := secFlags.security(fs)
 	if err != nil {
 		return err
 	}
@@ -70,6 +75,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	bw := bufio.NewWriterSize(stdout, 1<<16)
 	res, err := cep.KafkaConsume(ctx, cep.KafkaConsumeConfig{
 		Brokers:         seeds,
+		Security:        sec,
 		Topic:           *topic,
 		Idle:            *idle,
 		ReadUncommitted: uncommitted,

@@ -62,6 +62,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	partitions := fs.Int("partitions", 0, "`count` of partitions of the topic when it is created (default: the broker's num.partitions); an existing topic must have this many")
 	key := fs.String("key", "", "top-level `field` whose value keys each record (default: null keys)")
 	compression := fs.String("compression", "snappy", "codec of the record batches: snappy, lz4, zstd, gzip or none (none: the least CPU for the readers, the most bytes)")
+	secFlags := addKafkaSecurityFlags(fs)
 	timeField := fs.String("time-field", "", "top-level `field` holding each record's timestamp, RFC 3339 or epoch milliseconds (default: the append time)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -70,6 +71,10 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
 	seeds, err := brokerList(fs, *brokers)
+	if err != nil {
+		return err
+	}
+	sec, err := secFlags.security(fs)
 	if err != nil {
 		return err
 	}
@@ -87,6 +92,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	began := time.Now()
 	res, err := cep.KafkaProduce(ctx, cep.KafkaProduceConfig{
 		Brokers:     seeds,
+		Security:    sec,
 		Topic:       *topic,
 		Partitions:  *partitions,
 		KeyField:    *key,

@@ -123,6 +123,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 0, "with -alerts-topic, the Kafka transaction timeout (0: checkpoint interval + checkpoint timeout + 30s)")
 	fs.StringVar(&f.delivery, "delivery", "exactly-once", "with -alerts-topic: exactly-once (the outputs in each checkpoint's transaction: visible to read_committed consumers once it commits) or at-least-once (written at once; after a crash some come twice, with the same alert id)")
 	fs.StringVar(&f.recordKey, "record-key", "", "with -input-topic and -alerts-topic, the event field the input records are keyed by (default: the keyed rules' key field)")
+	secFlags := addKafkaSecurityFlags(fs)
 	fs.StringVar(&f.state, "state", "", "state directory: checkpoints and working state; created when missing (required)")
 	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (required)")
 	fs.StringVar(&f.late, "late", "", "directory of committed late-event files (default: only counted)")
@@ -230,6 +231,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if len(kafkaIn.Brokers) == 0 {
 			msgs = append(msgs, "-input-topic needs -brokers (or CEPHEUS_KAFKA_BROKERS)")
 		}
+		sec, err := secFlags.security(fs)
+		if err != nil {
+			return err
+		}
+		kafkaIn.Security = sec
 		if f.follow {
 			msgs = append(msgs, "-follow is for files: an unbounded topic is read as it grows")
 		}

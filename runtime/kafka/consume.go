@@ -18,8 +18,10 @@ const DefaultIdle = 5 * time.Second
 // ConsumeConfig configures [Consume]. Brokers and Topic are required; the
 // other fields may stay zero.
 type ConsumeConfig struct {
-	// Brokers are the seed brokers, host:port each.
-	Brokers []string
+	// Brokers are the seed brokers, host:port each; Security how the
+	// connections are secured.
+	Brokers  []string
+	Security Security
 	// Topic is the topic read, from the start of every partition. It must
 	// exist (else ErrNoTopic).
 	Topic string
@@ -88,8 +90,7 @@ func Consume(ctx context.Context, c ConsumeConfig, w io.Writer) (ConsumeResult, 
 	if c.ReadUncommitted {
 		isolation = kgo.ReadUncommitted()
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(c.Brokers...),
+	cl, err := (Conn{c.Brokers, c.Security}).newClient(
 		kgo.ConsumeTopics(c.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(isolation),

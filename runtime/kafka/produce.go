@@ -18,8 +18,10 @@ import (
 // other fields may stay zero.
 type ProduceConfig struct {
 	// Brokers are the seed brokers, host:port each; the client finds the
-	// rest of the cluster from them.
-	Brokers []string
+	// rest of the cluster from them. Security is how the connections are
+	// secured.
+	Brokers  []string
+	Security Security
 	// Topic is the topic written. It is created when missing, with
 	// Partitions partitions, the broker's default replication factor and
 	// retention.ms=-1.
@@ -114,7 +116,7 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 	if err := c.Validate(); err != nil {
 		return res, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.DefaultProduceTopic(c.Topic), metadataMinAge,
+	cl, err := (Conn{c.Brokers, c.Security}).newClient(kgo.DefaultProduceTopic(c.Topic),
 		kgo.ProducerBatchCompression(compressionCodecs[c.Compression]))
 	if err != nil {
 		return res, fmt.Errorf("kafka: %w", err)

@@ -64,8 +64,10 @@ var ErrBadOffset = errors.New("kafka: start offset outside the partition's log")
 // SourceConfig configures [NewSource]. Brokers and Topic are required; the
 // other fields may stay zero.
 type SourceConfig struct {
-	// Brokers are the seed brokers, host:port each.
-	Brokers []string
+	// Brokers are the seed brokers, host:port each; Security how the
+	// connections are secured.
+	Brokers  []string
+	Security Security
 	// Topic is the topic read: every partition it has when the source
 	// starts (partitions added later are not read). It must exist (else
 	// ErrNoTopic).
@@ -279,8 +281,7 @@ func NewSource(ctx context.Context, c SourceConfig) (*Source, error) {
 	// The client is made with nothing to consume: partitions are added
 	// once their offsets are known, so that a failing start fetches
 	// nothing.
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(c.Brokers...),
+	cl, err := (Conn{c.Brokers, c.Security}).newClient(
 		kgo.FetchIsolationLevel(isolation),
 		// Transaction markers take offsets too: seeing them is how Next
 		// passes a commit or an abort and reaches the end.

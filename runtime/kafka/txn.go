@@ -23,7 +23,8 @@ const DefaultTxnTimeout = 60 * time.Second
 // TxnConfig configures [NewTxn]. Brokers, TransactionalID and Group are
 // required.
 type TxnConfig struct {
-	Brokers []string
+	Brokers  []string
+	Security Security
 	// TransactionalID is the producer's transactional id: stable across
 	// restarts of one instance, so that a restarted instance fences the
 	// one it replaces and aborts its open transaction at once.
@@ -88,15 +89,13 @@ func NewTxn(ctx context.Context, c TxnConfig) (*Txn, error) {
 	if c.MaxRecordBytes == 0 {
 		c.MaxRecordBytes = 1 << 20
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(c.Brokers...),
+	cl, err := (Conn{c.Brokers, c.Security}).newClient(
 		kgo.TransactionalID(c.TransactionalID),
 		kgo.TransactionTimeout(c.Timeout),
 		kgo.RecordPartitioner(partitioner{manual: c.Manual}),
 		kgo.ProducerBatchMaxBytes(int32(c.MaxRecordBytes)),
 		kgo.MaxBufferedRecords(1<<16),
 		kgo.ProducerLinger(0),
-		metadataMinAge,
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: transactions: %w", err)
@@ -344,8 +343,8 @@ type Committed struct {
 // GroupOffsets returns the offsets group has committed for topic's
 // partitions (none: an empty map). Offsets a transaction still holds
 // are waited for (the fetch asks for stable offsets).
-func GroupOffsets(ctx context.Context, brokers []string, group, topic string) (map[int32]Committed, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), metadataMinAge)
+func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]Committed, error) {
+	cl, err := c.newClient()
 	if err != nil {
 		return nil, err
 	}
@@ -387,8 +386,8 @@ func GroupOffsets(ctx context.Context, brokers []string, group, topic string) (m
 // EnsureTopics creates the topics that are missing (see ensureTopic), the
 // compacted ones with cleanup.policy=compact, and returns every topic's
 // partition count.
-func EnsureTopics(ctx context.Context, brokers []string, topics []TopicSpec) ([]int, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), metadataMinAge)
+func EnsureTopics(ctx context.Context, c Conn, topics []TopicSpec) ([]int, error) {
+	cl, err := c.newClient()
 	if err != nil {
 		return nil, err
 	}
@@ -422,8 +421,8 @@ func PartitionName(topic string, p int32) string { return topic + "-" + strconv.
 
 // PartitionCount returns the number of partitions of topic, or an error
 // wrapping ErrNoTopic.
-func PartitionCount(ctx context.Context, brokers []string, topic string) (int, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), metadataMinAge)
+func PartitionCount(ctx context.Context, c Conn, topic string) (int, error) {
+	cl, err := c.newClient()
 	if err != nil {
 		return 0, err
 	}
@@ -435,18 +434,18 @@ func PartitionCount(ctx context.Context, brokers []string, topic string) (int, e
 // earliest offset up to its last stable offset at the call, and calls fn
 // for each record, in offset order within each partition (a nil value is
 // a tombstone). It is how a changelog is restored.
-func ReadTopic(ctx context.Context, brokers []string, topic string, fn func(p int32, key, value []byte) error) error {
-	_, err := ReadTopicFrom(ctx, brokers, topic, nil, fn)
+func ReadTopic(ctx context.Context, c Conn, topic string, fn func(p int32, key, value []byte) error) error {
+	_, err := ReadTopicFrom(ctx, c, topic, nil, fn)
 	return err
 }
 
 // ReadTopicFrom is ReadTopic starting each partition at the offset from
 // gives it (the earliest where it gives none); it returns the offset
 // after the last read of each partition: where the next reader goes on.
-func ReadTopicFrom(ctx context.Context, brokers []string, topic string, from map[int32]int64, fn func(p int32, key, value []byte) error) (map[int32]int64, error) {
+func ReadTopicFrom(ctx context.Context, c Conn, topic string, from map[int32]int64, fn func(p int32, key, value []byte) error) (map[int32]int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	src, err := NewSource(ctx, SourceConfig{Brokers: brokers, Topic: topic, Bounded: true, Offsets: from})
+	src, err := NewSource(ctx, SourceConfig{Brokers: c.Brokers, Security: c.Security, Topic: topic, Bounded: true, Offsets: from})
 	if err != nil {
 		return nil, err
 	}
@@ -473,8 +472,8 @@ type Producer struct {
 }
 
 // NewProducer connects a plain producer to brokers.
-func NewProducer(brokers []string) (*Producer, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MaxBufferedRecords(1<<16), kgo.ProducerLinger(0), metadataMinAge)
+func NewProducer(c Conn) (*Producer, error) {
+	cl, err := c.newClient(kgo.MaxBufferedRecords(1<<16), kgo.ProducerLinger(0))
 	if err != nil {
 		return nil, fmt.Errorf("kafka: producer: %w", err)
 	}

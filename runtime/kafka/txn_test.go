@@ -18,7 +18,7 @@ func TestTxnCommitAndFence(t *testing.T) {
 	ctx := testContext(t)
 	in, out, cl := topicName(t)+"-in", topicName(t)+"-out", topicName(t)+"-cl"
 	group, id := topicName(t)+"-g", topicName(t)+"-txn"
-	if _, err := EnsureTopics(ctx, brokers, []TopicSpec{{Name: in, Partitions: 2}, {Name: out, Partitions: 3}, {Name: cl, Partitions: 2, Compact: true}}); err != nil {
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: in, Partitions: 2}, {Name: out, Partitions: 3}, {Name: cl, Partitions: 2, Compact: true}}); err != nil {
 		t.Fatal(err)
 	}
 	c := TxnConfig{Brokers: brokers, TransactionalID: id, Group: group, Timeout: 30 * time.Second, Manual: []string{cl}}
@@ -45,7 +45,7 @@ func TestTxnCommitAndFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	got, err := GroupOffsets(ctx, brokers, group, in)
+	got, err := GroupOffsets(ctx, Conn{Brokers: brokers}, group, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestTxnCommitAndFence(t *testing.T) {
 		t.Fatalf("group offsets = %v, want 0:42 and 1:7 with metadata chk=1", got)
 	}
 	var values []string
-	if err := ReadTopic(ctx, brokers, out, func(_ int32, _, v []byte) error {
+	if err := ReadTopic(ctx, Conn{Brokers: brokers}, out, func(_ int32, _, v []byte) error {
 		values = append(values, string(v))
 		return nil
 	}); err != nil {
@@ -68,7 +68,7 @@ func TestTxnCommitAndFence(t *testing.T) {
 		}
 	}
 	var state []string
-	if err := ReadTopic(ctx, brokers, cl, func(p int32, k, v []byte) error {
+	if err := ReadTopic(ctx, Conn{Brokers: brokers}, cl, func(p int32, k, v []byte) error {
 		state = append(state, fmt.Sprintf("%d/%s=%s", p, k, v))
 		return nil
 	}); err != nil {
@@ -82,7 +82,7 @@ func TestTxnCommitAndFence(t *testing.T) {
 		t.Fatalf("commit of the fenced producer: %v, want ErrTxn", err)
 	}
 	a.Close()
-	got, err = GroupOffsets(ctx, brokers, group, in)
+	got, err = GroupOffsets(ctx, Conn{Brokers: brokers}, group, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestTxnCommitAndFence(t *testing.T) {
 func TestGroupOffsetsNone(t *testing.T) {
 	brokers := realBrokers(t)
 	t.Parallel()
-	got, err := GroupOffsets(testContext(t), brokers, topicName(t), "input")
+	got, err := GroupOffsets(testContext(t), Conn{Brokers: brokers}, topicName(t), "input")
 	if err != nil || len(got) != 0 {
 		t.Fatalf("GroupOffsets of a new group = %v, %v; want none", got, err)
 	}
