@@ -3,6 +3,7 @@
 #
 #   scripts/kafka.sh start [-n 1|3] [-dir DIR] [-secure]   start the broker(s); print the bootstrap address
 #   scripts/kafka.sh stop [-dir DIR] [-rm]       stop the brokers that start recorded in DIR
+#   scripts/kafka.sh restart-node N [-dir DIR]   start node N of DIR again (after it died), on its storage
 #   scripts/kafka.sh jars                        fetch the jars only; print their directory
 #
 # start fetches Kafka's runtime jars from Maven Central with Maven (pinned in
@@ -44,7 +45,7 @@ log() { echo "kafka.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 usage() {
   log "$*"
-  echo "usage: scripts/kafka.sh start [-n 1|3] [-dir DIR] [-secure] | stop [-dir DIR] [-rm] | jars" >&2
+  echo "usage: scripts/kafka.sh start [-n 1|3] [-dir DIR] [-secure] | stop [-dir DIR] [-rm] | restart-node N [-dir DIR] | jars" >&2
   exit 2
 }
 
@@ -345,6 +346,38 @@ launch() {
   echo "$bootstrap" > "$dir/bootstrap"
 }
 
+# restart_node DIR N: starts node N of the brokers recorded in DIR again, with its config and
+# storage (no format), once its recorded process is gone (a test killed it); records the new PID
+# and returns once it is ready.
+restart_node() {
+  local dir="$1" i="$2" lib pid props line nodelog deadline tmp
+  [[ -f "$dir/pids" ]] || die "no brokers recorded in $dir"
+  line="$(sed -n "${i}p" "$dir/pids")"
+  [[ -n "$line" ]] || die "$dir has no node $i"
+  read -r pid props <<< "$line"
+  if is_ours "$pid" "$props" && running "$pid"; then
+    die "node $i (pid $pid) still runs"
+  fi
+  check_java
+  lib="$(fetch_jars)"
+  nodelog="$dir/logs/node$i.log"
+  mv "$nodelog" "$nodelog.$(date +%s)" 2>/dev/null || true
+  "$java" -Xmx"${KAFKA_HEAP:-512m}" -Xms32m -XX:+UseSerialGC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$conf/log4j2.properties" \
+    -cp "$lib/*" kafka.Kafka "$props" > "$nodelog" 2>&1 < /dev/null 8>&- &
+  pid=$!
+  tmp="$(mktemp "$dir/pids.XXXXXX")"
+  awk -v n="$i" -v l="$pid $props" 'NR == n { print l; next } { print }' "$dir/pids" > "$tmp"
+  mv "$tmp" "$dir/pids"
+  deadline=$(( $(date +%s) + ${KAFKA_START_TIMEOUT:-120} ))
+  until grep -q "Kafka Server started" "$nodelog" 2>/dev/null; do
+    is_ours "$pid" "$props" || { tail -n 40 "$nodelog" >&2; die "node $i exited before it was ready"; }
+    (( $(date +%s) < deadline )) || die "node $i not ready after ${KAFKA_START_TIMEOUT:-120}s"
+    sleep 0.1
+  done
+  log "node $i ready again (pid $pid)"
+}
+
 start() {
   local dir="$1" n="$2" lib begun rc attempt
   mkdir -p "$dir"
@@ -387,6 +420,12 @@ start() {
 cmd="${1:-}"
 [[ -n "$cmd" ]] || usage "no command given"
 shift
+node=""
+if [[ "$cmd" == restart-node ]]; then
+  node="${1:-}"
+  [[ "$node" =~ ^[1-9]$ ]] || usage "restart-node takes a node number"
+  shift
+fi
 dir="${CEPHEUS_KAFKA_DIR:-$root/build/kafka}"
 nodes=1
 remove=0
@@ -429,6 +468,7 @@ case "$cmd" in
       fi
     fi
     ;;
+  restart-node) restart_node "$(cd "$dir" && pwd)" "$node" ;;
   jars) fetch_jars ;;
   *) usage "unknown command $cmd" ;;
 esac
