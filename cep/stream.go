@@ -114,6 +114,9 @@ type streamHooks struct {
 	// cancellation would, once the batch being routed is (a final
 	// checkpoint follows).
 	afterCommit func(id int64) bool
+	// failCommit, when it returns an error for checkpoint id, aborts that
+	// checkpoint's Kafka transaction instead of committing it.
+	failCommit func(id int64) error
 }
 
 // live reports whether the input is read as it grows: followed files, or

@@ -2,6 +2,7 @@ package cep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -240,13 +241,14 @@ func TestStreamKafkaIdleCaughtUp(t *testing.T) {
 	}
 }
 
-// TestStreamKafkaFencedRestart fences a running transactional job (a
-// second producer with its transactional id, as a zombie's successor
-// would be) after its second checkpoint: the job's next commit fails, and
-// Stream starts it again from the last committed checkpoint, rolling back
-// what it derived from the input since. The alerts committed equal an
-// uninterrupted run's: nothing of the aborted transaction is visible,
-// nothing is lost.
+// TestStreamKafkaFencedRestart: a checkpoint whose transaction aborts
+// (injected at checkpoint 2) makes Stream start the job again from the
+// last committed checkpoint, rolling back what it derived from the input
+// since; a job fenced by a newer producer of its transactional id (a
+// zombie's successor) stops with ErrFenced and is not restarted, and the
+// next run goes on from the last committed checkpoint. Both times the
+// alerts committed equal an uninterrupted run's: nothing of an aborted
+// transaction is visible, nothing is lost.
 func TestStreamKafkaFencedRestart(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	input := engineInput(700)
@@ -263,47 +265,86 @@ func TestStreamKafkaFencedRestart(t *testing.T) {
 		t.Fatalf("the reference run: %v", err)
 	}
 	want := alertIDsOf(committedLines(t, d.alerts))
-	var logs []string
-	cfg := StreamConfig{
-		Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
-			AlertsTopic: topic + "-alerts", Group: topic},
-		StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 2,
-		Logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) },
-	}
-	fenced := false
-	cfg.hooks.afterCommit = func(id int64) bool {
-		if id == 2 && !fenced {
-			fenced = true
-			z, err := kafka.NewTxn(context.Background(), kafka.TxnConfig{Brokers: brokers, TransactionalID: "cepheus-" + topic + "-0", Group: topic})
-			if err != nil {
-				t.Error(err)
-				return false
-			}
-			z.Close()
+	config := func(name string, logs *[]string) StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+				AlertsTopic: topic + "-" + name + "-alerts", Group: topic + "-" + name},
+			StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 2,
+			Logf: func(format string, args ...any) { *logs = append(*logs, fmt.Sprintf(format, args...)) },
 		}
-		return false
 	}
-	res, err := streamEngine(t, backtestRules).Stream(context.Background(), cfg)
-	if err != nil || !res.Finished {
-		t.Fatalf("the fenced run: %v (logs %q)", err, logs)
+	committed := func(name string) []string {
+		var lines []string
+		if err := kafka.ReadTopic(context.Background(), kafka.Conn{Brokers: brokers}, topic+"-"+name+"-alerts", func(_ int32, _, v []byte) error {
+			lines = append(lines, string(v))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return alertIDsOf(lines)
 	}
-	restarted := false
-	for _, l := range logs {
-		restarted = restarted || strings.Contains(l, "restarting from the last committed checkpoint")
-	}
-	if !fenced || !restarted {
-		t.Fatalf("fenced %v, restarted %v: logs %q", fenced, restarted, logs)
-	}
-	var lines []string
-	if err := kafka.ReadTopic(context.Background(), kafka.Conn{Brokers: brokers}, topic+"-alerts", func(_ int32, _, v []byte) error {
-		lines = append(lines, string(v))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if got := alertIDsOf(lines); !slices.Equal(got, want) {
-		t.Errorf("%d alerts committed, the reference has %d (or they differ)", len(got), len(want))
-	}
+
+	t.Run("aborted", func(t *testing.T) {
+		var logs []string
+		cfg := config("aborted", &logs)
+		failed := false
+		cfg.hooks.failCommit = func(id int64) error {
+			if id == 2 && !failed {
+				failed = true
+				return errors.New("injected")
+			}
+			return nil
+		}
+		res, err := streamEngine(t, backtestRules).Stream(context.Background(), cfg)
+		if err != nil || !res.Finished || !failed {
+			t.Fatalf("the run: %v, injected %v (logs %q)", err, failed, logs)
+		}
+		restarted := false
+		for _, l := range logs {
+			restarted = restarted || strings.Contains(l, "restarting from the last committed checkpoint")
+		}
+		if !restarted {
+			t.Fatalf("no restart after the aborted transaction: logs %q", logs)
+		}
+		if got := committed("aborted"); !slices.Equal(got, want) {
+			t.Errorf("%d alerts committed, the reference has %d (or they differ)", len(got), len(want))
+		}
+	})
+
+	t.Run("fenced", func(t *testing.T) {
+		var logs []string
+		cfg := config("fenced", &logs)
+		fenced := false
+		cfg.hooks.afterCommit = func(id int64) bool {
+			if id == 2 && !fenced {
+				fenced = true
+				z, err := kafka.NewTxn(context.Background(), kafka.TxnConfig{Brokers: brokers, TransactionalID: "cepheus-" + topic + "-fenced-0", Group: topic + "-fenced"})
+				if err != nil {
+					t.Error(err)
+					return false
+				}
+				z.Close()
+			}
+			return false
+		}
+		res, err := streamEngine(t, backtestRules).Stream(context.Background(), cfg)
+		if !errors.Is(err, ErrFenced) || !errors.Is(err, ErrTransaction) || res == nil || res.Finished {
+			t.Fatalf("the fenced run: %v, want ErrFenced and no restart (logs %q)", err, logs)
+		}
+		for _, l := range logs {
+			if strings.Contains(l, "restarting") {
+				t.Fatalf("a fenced job restarted: %q", l)
+			}
+		}
+		cfg.hooks.afterCommit = nil
+		res, err = streamEngine(t, backtestRules).Stream(context.Background(), cfg)
+		if err != nil || !res.Finished || res.Restored < 2 {
+			t.Fatalf("the next run: %v, %+v (want it to resume from checkpoint 2 or later)", err, res)
+		}
+		if got := committed("fenced"); !slices.Equal(got, want) {
+			t.Errorf("%d alerts committed, the reference has %d (or they differ)", len(got), len(want))
+		}
+	})
 }
 
 // TestStreamKafkaForeignChangelog: a fresh start (the group has no

@@ -26,6 +26,12 @@ import (
 // one. Use errors.Is(err, ErrTransaction).
 var ErrTransaction = kafka.ErrTxn
 
+// ErrFenced marks a Kafka job stopped because another instance with the
+// same group and instance id took over its transactions (this one was a
+// zombie: paused, partitioned off, or started twice). Stream does not
+// restart it. Errors that wrap it also wrap ErrTransaction.
+var ErrFenced = kafka.ErrFenced
+
 // transactional reports whether the job writes its outputs to Kafka
 // topics, one transaction per checkpoint.
 func (k *KafkaInput) transactional() bool { return k != nil && k.AlertsTopic != "" }
@@ -390,6 +396,11 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 		offsets[int32(n)] = p.Offset
 	}
 	failpoint.Hit("kafka.before-commit")
+	if h := j.cfg.hooks.failCommit; h != nil {
+		if err := h(f.id); err != nil {
+			return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, ko.txn.Abort(ctx, err))
+		}
+	}
 	if err := ko.txn.Commit(ctx, ko.in.Topic, offsets, txnMetadata(f.id)); err != nil {
 		return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, err)
 	}
@@ -611,5 +622,8 @@ var errCheckpointTimeout = fmt.Errorf("%w: a checkpoint timed out", ErrTransacti
 // transactional job after a failed transaction.
 const streamTxnRetries = 3
 
-// isTxnFailure reports whether err is one Stream restarts after.
-func isTxnFailure(err error) bool { return errors.Is(err, ErrTransaction) }
+// isTxnFailure reports whether err is one Stream restarts after: a
+// failed transaction, unless another instance fenced this one.
+func isTxnFailure(err error) bool {
+	return errors.Is(err, ErrTransaction) && !errors.Is(err, ErrFenced)
+}

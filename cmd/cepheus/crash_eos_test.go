@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -410,6 +411,81 @@ func TestExactlyOnceKafkaBrokerFailure(t *testing.T) {
 		t.Fatalf("cepheus run through a broker failure: %s\n%s", e.describe(), e.tail())
 	}
 	t.Logf("run through the broker failure: %s", e.describe())
+	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
+	if d := want.diff(got); d != "" {
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+	}
+}
+
+// TestKafkaZombieFenced: an instance paused with SIGSTOP while a second
+// one with the same group and instance id (its own state directory, so
+// restored from the changelog) takes over cannot commit once it resumes:
+// it stops with an error that says it was fenced, and the alerts are the
+// backtest's, once each.
+func TestKafkaZombieFenced(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	t.Parallel()
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	rules := cardKeyedRules(t, dir)
+	events, _ := eosInput(t, bin, dir)
+	bt := filepath.Join(dir, "backtest.jsonl")
+	if out, err := exec.Command(bin, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", bt).CombinedOutput(); err != nil {
+		t.Fatalf("cepheus backtest: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var btLines [][]byte
+	for l := range bytes.Lines(b) {
+		btLines = append(btLines, bytes.TrimSuffix(l, []byte("\n")))
+	}
+	want := alertIDSet(t, btLines)
+	topic := fmt.Sprintf("zombie-%d", time.Now().UnixNano())
+	if e := runChild(t, bin, []string{"produce", "-brokers", brokers, "-topic", topic, "-partitions", "6",
+		"-key", "card_id", "-events", events}, "", 0); e.killed || e.code != 0 {
+		t.Fatalf("cepheus produce: %s\n%s", e.describe(), e.tail())
+	}
+	alerts := topic + "-alerts"
+	args := func(state string) []string {
+		return []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
+			"-alerts-topic", alerts, "-group", topic, "-instance-id", "a", "-state", filepath.Join(dir, state),
+			"-checkpoint-interval", "200ms", "-progress", "1h"}
+	}
+	zombie := exec.Command(bin, args("zombie")...)
+	var zerr bytes.Buffer
+	zombie.Stdout, zombie.Stderr = &zerr, &zerr
+	zombie.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- zombie.Wait() }()
+	t.Cleanup(func() { _ = zombie.Process.Kill() })
+	// Paused once it has committed a checkpoint or two.
+	time.Sleep(800 * time.Millisecond)
+	if err := zombie.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e := runChild(t, bin, args("successor"), "", 0)
+	if e.killed || e.code != 0 {
+		t.Fatalf("the successor: %s\n%s", e.describe(), e.tail())
+	}
+	t.Logf("the successor: %s", e.describe())
+	if err := zombie.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(zerr.String(), "fenced") {
+			t.Fatalf("the resumed zombie: %v, want exit 1 saying it was fenced\n%s", err, zerr.String())
+		}
+		t.Logf("the resumed zombie: %s", strings.TrimSpace(zerr.String()[strings.LastIndex(strings.TrimSpace(zerr.String()), "\n")+1:]))
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the resumed zombie still runs after 90s\n%s", zerr.String())
+	}
 	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
 	if d := want.diff(got); d != "" {
 		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)

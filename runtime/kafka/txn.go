@@ -67,6 +67,12 @@ type Txn struct {
 	next map[string]map[int32]int64
 }
 
+// ErrFenced marks a transaction failed because a newer producer of the
+// same transactional id fenced this one: another instance took over, and
+// this one must stop (retrying would fence that one in turn). Errors that
+// wrap it also wrap ErrTxn.
+var ErrFenced = errors.New("kafka: fenced by a newer producer of the same transactional id (another instance took over)")
+
 // ErrTxn marks a failure of a transaction: it was aborted, or its outcome
 // is unknown; whatever it carried must be produced again from the last
 // committed transaction. Use errors.Is(err, ErrTxn).
@@ -318,12 +324,21 @@ func (t *Txn) supports(ctx context.Context, key kmsg.Key, v int16) bool {
 // fail aborts the open transaction after err; the returned error wraps
 // ErrTxn.
 func (t *Txn) fail(ctx context.Context, err error) error {
+	fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
 	_ = t.cl.AbortBufferedRecords(ctx)
 	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+		fenced = fenced || errors.Is(aerr, kerr.ProducerFenced) || errors.Is(aerr, kerr.InvalidProducerEpoch)
 		err = fmt.Errorf("%w (and the abort: %v)", err, aerr)
+	}
+	if fenced {
+		return fmt.Errorf("%w: %w: transactional id %s: %w", ErrTxn, ErrFenced, t.id, err)
 	}
 	return fmt.Errorf("%w: %w", ErrTxn, err)
 }
+
+// Abort aborts the open transaction on purpose (a test's injected
+// failure); the returned error wraps ErrTxn and err.
+func (t *Txn) Abort(ctx context.Context, err error) error { return t.fail(ctx, err) }
 
 // Close aborts the open transaction, if any, and disconnects.
 func (t *Txn) Close() {
