@@ -30,8 +30,12 @@ type TxnConfig struct {
 	// one it replaces and aborts its open transaction at once.
 	TransactionalID string
 	// Group is the consumer group the input offsets are committed to,
-	// inside each transaction.
-	Group string
+	// inside each transaction. Member, when set, is this instance's
+	// membership of it: the commits name its member id and generation, so
+	// that the group refuses them once the partitions moved (a zombie's);
+	// without, the group has no members (generation -1).
+	Group  string
+	Member *Member
 	// Timeout is the transaction timeout (default DefaultTxnTimeout): the
 	// broker aborts a transaction open for longer. It must not exceed the
 	// broker's transaction.max.timeout.ms.
@@ -59,6 +63,7 @@ type Txn struct {
 	mu     sync.Mutex
 	err    error // the first failed produce of the open transaction
 	promis func(*kgo.Record, error)
+	member *Member
 	// topicIDs are the ids of the topics whose offsets were committed.
 	topicIDs map[string][16]byte
 	// next are the offsets after the last record acknowledged, by
@@ -106,7 +111,7 @@ func NewTxn(ctx context.Context, c TxnConfig) (*Txn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: transactions: %w", err)
 	}
-	t := &Txn{cl: cl, adm: kadm.NewClient(cl), id: c.TransactionalID, group: c.Group, next: map[string]map[int32]int64{}}
+	t := &Txn{cl: cl, adm: kadm.NewClient(cl), id: c.TransactionalID, group: c.Group, member: c.Member, next: map[string]map[int32]int64{}}
 	for _, m := range c.Manual {
 		t.next[m] = map[int32]int64{}
 	}
@@ -263,6 +268,28 @@ func (t *Txn) commitOffsets(ctx context.Context, topic string, offsets Offsets, 
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = t.id, t.group, pid, epoch
 	req.Generation, req.MemberID = -1, ""
+	if t.member != nil {
+		req.MemberID, req.Generation = t.member.Metadata()
+		req.InstanceID = &t.member.cfg.InstanceID
+	}
+	return t.sendOffsets(ctx, req, topic, offsets, metadata)
+}
+
+// commitOffsetsAs is commitOffsets naming a member and generation of the
+// caller's choice (tests: a zombie's commit).
+func (t *Txn) commitOffsetsAs(ctx context.Context, topic string, offsets Offsets, metadata, memberID string, generation int32, instance string) error {
+	pid, epoch, err := t.cl.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = t.id, t.group, pid, epoch
+	req.Generation, req.MemberID, req.InstanceID = generation, memberID, &instance
+	return t.sendOffsets(ctx, req, topic, offsets, metadata)
+}
+
+// sendOffsets fills req with the offsets of topic and sends it.
+func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest, topic string, offsets Offsets, metadata string) error {
 	rt := kmsg.NewTxnOffsetCommitRequestTopic()
 	rt.Topic = topic
 	// Version 6 (Kafka 4.4) names the topic by its id.

@@ -1,0 +1,175 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// MemberConfig configures [NewMember]. Brokers, Group, Topic and
+// InstanceID are required.
+type MemberConfig struct {
+	Conn
+	// Group is the consumer group; Topic the topic whose partitions its
+	// members share.
+	Group, Topic string
+	// InstanceID is the member's static id (static membership): a member
+	// restarted with the same id within SessionTimeout gets its partitions
+	// back without a rebalance of the others.
+	InstanceID string
+	// SessionTimeout is how long the group waits for a silent member
+	// before it moves its partitions (default 10s).
+	SessionTimeout time.Duration
+}
+
+// Change is a change of a [Member]'s partitions. Changes come in order.
+// For revoked or lost partitions the group waits until Done is called
+// (up to its rebalance timeout), so that the owner finishes with them
+// (commits, or stops) before another member takes them over.
+type Change struct {
+	Assigned []int32 // partitions the member now owns too
+	Revoked  []int32 // partitions it hands over
+	Lost     bool    // Revoked were lost (the member was kicked): nothing can commit for them
+	done     chan struct{}
+}
+
+// Done acknowledges the change; for a revocation it lets the group go on.
+func (c Change) Done() {
+	if c.done != nil {
+		close(c.done)
+	}
+}
+
+// Member is one member of a consumer group over one topic that consumes
+// nothing itself: it learns which partitions it owns (its [Change]s) and
+// the group's generation, for a job that reads those partitions with its
+// own [Source] and commits their offsets in its transactions
+// ([TxnConfig.Member]). The classic group protocol with the cooperative
+// sticky balancer: a rebalance moves only the partitions that must move.
+type Member struct {
+	cl      *kgo.Client
+	adm     *kadm.Client
+	cfg     MemberConfig
+	changes chan Change
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	mu    sync.Mutex
+	owned []int32
+}
+
+// NewMember joins the group. The first Change (the first assignment)
+// comes once the group has settled.
+func NewMember(ctx context.Context, c MemberConfig) (*Member, error) {
+	switch {
+	case c.Group == "" || c.Topic == "" || c.InstanceID == "":
+		return nil, errors.New("kafka: a group member needs a group, a topic and an instance id")
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	m := &Member{cfg: c, changes: make(chan Change, 16)}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	send := func(ch Change, wait bool) {
+		if wait {
+			ch.done = make(chan struct{})
+		}
+		select {
+		case m.changes <- ch:
+		case <-m.ctx.Done():
+			return
+		}
+		if wait {
+			select {
+			case <-ch.done:
+			case <-m.ctx.Done():
+			}
+		}
+	}
+	cl, err := c.newClient(
+		kgo.ConsumerGroup(c.Group),
+		kgo.ConsumeTopics(c.Topic),
+		kgo.InstanceID(c.InstanceID),
+		kgo.SessionTimeout(c.SessionTimeout),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			got := slices.Sorted(slices.Values(ps[c.Topic]))
+			if len(got) == 0 {
+				return
+			}
+			m.mu.Lock()
+			m.owned = slices.Sorted(slices.Values(append(m.owned, got...)))
+			m.mu.Unlock()
+			send(Change{Assigned: got}, false)
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			m.revoke(ps[c.Topic], false, send)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			m.revoke(ps[c.Topic], true, send)
+		}),
+	)
+	if err != nil {
+		m.cancel()
+		return nil, err
+	}
+	// The member fetches nothing: the job reads its partitions itself.
+	cl.PauseFetchTopics(c.Topic)
+	m.cl, m.adm = cl, kadm.NewClient(cl)
+	return m, nil
+}
+
+func (m *Member) revoke(ps []int32, lost bool, send func(Change, bool)) {
+	if len(ps) == 0 {
+		return
+	}
+	ps = slices.Sorted(slices.Values(ps))
+	m.mu.Lock()
+	m.owned = slices.DeleteFunc(m.owned, func(p int32) bool { return slices.Contains(ps, p) })
+	m.mu.Unlock()
+	send(Change{Revoked: ps, Lost: lost}, true)
+}
+
+// Changes are the member's partition changes, in order.
+func (m *Member) Changes() <-chan Change { return m.changes }
+
+// Owned returns the partitions the member owns now, sorted.
+func (m *Member) Owned() []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.owned)
+}
+
+// Metadata returns the member id and the group generation it joined in:
+// what a transactional offset commit names, so that the group refuses
+// the commits of a member of an older generation (a zombie).
+func (m *Member) Metadata() (memberID string, generation int32) { return m.cl.GroupMetadata() }
+
+// Leave leaves the group for good (a static member's Close does not: its
+// partitions would wait SessionTimeout for it), so that the others take
+// its partitions at once. The member is of no use afterwards; Close it.
+func (m *Member) Leave(ctx context.Context) error {
+	resp, err := m.adm.LeaveGroup(ctx, kadm.LeaveGroup(m.cfg.Group).InstanceIDs(m.cfg.InstanceID).Reason("cepheus: the instance stops"))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: leave group %s: %w", m.cfg.Group, err)
+	}
+	return nil
+}
+
+// Close stops the member without leaving the group (static membership:
+// a restart with the same instance id within SessionTimeout gets the same
+// partitions back).
+func (m *Member) Close() {
+	m.cancel()
+	m.cl.CloseAllowingRebalance()
+}

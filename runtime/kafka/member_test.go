@@ -1,0 +1,135 @@
+package kafka
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// nextChange waits for m's next change.
+func nextChange(t *testing.T, m *Member, what string) Change {
+	t.Helper()
+	select {
+	case c := <-m.Changes():
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: no change after 30s (owned %v)", what, m.Owned())
+	}
+	return Change{}
+}
+
+// TestMemberGroup: two static members of one group share a 6-partition
+// topic; the first hands over its revoked partitions only once it says
+// Done; a transaction commits offsets under the member's generation, and
+// one under a generation the group left behind is refused; a member that
+// leaves gives its partitions back at once, and one restarted with the
+// same instance id within the session timeout gets its partitions back.
+func TestMemberGroup(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	topic, group := topicName(t), topicName(t)+"-g"
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: topic, Partitions: 6}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(id string) MemberConfig {
+		return MemberConfig{Conn: Conn{Brokers: brokers}, Group: group, Topic: topic, InstanceID: id, SessionTimeout: 6 * time.Second}
+	}
+	a, err := NewMember(ctx, cfg("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ca := nextChange(t, a, "a's first assignment")
+	if !slices.Equal(ca.Assigned, []int32{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("a alone: assigned %v, want all six", ca.Assigned)
+	}
+	ca.Done()
+	_, oldGen := a.Metadata()
+
+	b, err := NewMember(ctx, cfg("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := nextChange(t, a, "a's revocation")
+	if len(rev.Revoked) != 3 || rev.Lost {
+		t.Fatalf("a's revocation: %+v, want three partitions revoked", rev)
+	}
+	// b gets nothing until a is done with the revoked partitions.
+	select {
+	case c := <-b.Changes():
+		t.Fatalf("b was assigned %v before a let its partitions go", c.Assigned)
+	case <-time.After(500 * time.Millisecond):
+	}
+	rev.Done()
+	cb := nextChange(t, b, "b's assignment")
+	cb.Done()
+	if !slices.Equal(cb.Assigned, rev.Revoked) {
+		t.Fatalf("b assigned %v, a revoked %v", cb.Assigned, rev.Revoked)
+	}
+	if got := slices.Sorted(slices.Values(append(a.Owned(), b.Owned()...))); !slices.Equal(got, []int32{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("a owns %v, b %v: want the six partitions between them", a.Owned(), b.Owned())
+	}
+
+	// b's transaction commits b's offsets under its generation.
+	txn, err := NewTxn(ctx, TxnConfig{Brokers: brokers, TransactionalID: topic + "-b", Group: group, Member: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	offsets := Offsets{}
+	for _, p := range b.Owned() {
+		offsets[p] = 10
+	}
+	txn.Produce(ctx, topic, []byte("k"), []byte("v"))
+	if err := txn.Commit(ctx, topic, offsets, "chk=1"); err != nil {
+		t.Fatalf("b's commit under its generation: %v", err)
+	}
+	got, err := GroupOffsets(ctx, Conn{Brokers: brokers}, group, topic)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("the group's offsets: %v, %v; want b's three", got, err)
+	}
+	// A commit under the generation before b joined is refused.
+	zombie, err := NewTxn(ctx, TxnConfig{Brokers: brokers, TransactionalID: topic + "-a", Group: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Close()
+	zombie.Produce(ctx, topic, []byte("k"), []byte("zombie"))
+	err = zombie.commitOffsetsAs(ctx, topic, Offsets{rev.Revoked[0]: 99}, "chk=9", "a-old", oldGen, "a")
+	if !errors.Is(err, kerr.IllegalGeneration) && !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.FencedInstanceID) {
+		t.Errorf("a commit under the old generation %d: %v, want ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID", oldGen, err)
+	}
+
+	// b leaves: a gets everything back at once.
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	left := time.Now()
+	ca = nextChange(t, a, "a after b left")
+	ca.Done()
+	if !slices.Equal(a.Owned(), []int32{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("a after b left owns %v, want all six", a.Owned())
+	}
+	t.Logf("a took b's partitions %v after b left", time.Since(left).Round(time.Millisecond))
+
+	// a restarts (closed, not left) with its instance id: its partitions
+	// come back.
+	a.Close()
+	a2, err := NewMember(ctx, cfg("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	restarted := time.Now()
+	c := nextChange(t, a2, "a restarted")
+	c.Done()
+	if !slices.Equal(c.Assigned, []int32{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("a restarted: assigned %v, want all six", c.Assigned)
+	}
+	t.Logf("a restarted got its partitions back in %v", time.Since(restarted).Round(time.Millisecond))
+}
