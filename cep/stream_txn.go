@@ -433,6 +433,10 @@ func (s *txnSink) WriteKeyed(key, line []byte) error {
 		return runtime.ErrNotLine
 	}
 	for v := range bytes.Lines(line) {
+		if len(v)+len(key) > maxOutputRecord {
+			// Not a transaction's failure: a restart would hit it again.
+			return fmt.Errorf("%w: a record of %d bytes for topic %s is over the largest record the producer sends (%d): %.120s...", ErrOutputTooLarge, len(v), s.topic, maxOutputRecord, v)
+		}
 		v = bytes.Clone(v[:len(v)-1])
 		k := bytes.Clone(key)
 		if s.direct != nil {
@@ -463,6 +467,16 @@ func (s *txnSink) Commit(int64) error {
 
 func (s *txnSink) Recover(runtime.PendingState) error { return nil }
 func (s *txnSink) Close() error                       { return nil }
+
+// maxOutputRecord is the largest output record (alert, late event, dead
+// letter): under the producer's batch limit (1 MiB, the broker's default
+// message.max.bytes) with room for the batch's overhead.
+const maxOutputRecord = 1<<20 - 4096
+
+// ErrOutputTooLarge marks an output record (an alert with very many
+// matched events, say) larger than a Kafka record may be: the job stops
+// with it rather than fail every transaction.
+var ErrOutputTooLarge = errors.New("cep: stream: output record too large for Kafka")
 
 // keyedWriter is a sink whose records carry a key: the Kafka sinks.
 type keyedWriter interface {

@@ -1,0 +1,29 @@
+package cep
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestTxnSinkTooLarge: an output record over the largest Kafka record is
+// refused with ErrOutputTooLarge before anything is produced (the sink's
+// producer is never reached), and it is no transaction failure: Stream
+// does not restart the job for it.
+func TestTxnSinkTooLarge(t *testing.T) {
+	s := &txnSink{topic: "alerts", hold: true}
+	line := []byte("{\"big\":\"" + strings.Repeat("x", maxOutputRecord) + "\"}\n")
+	err := s.WriteKeyed([]byte("k"), line)
+	if !errors.Is(err, ErrOutputTooLarge) || isTxnFailure(err) {
+		t.Fatalf("a record over the limit: %v, want ErrOutputTooLarge and no restart", err)
+	}
+	if len(s.held) != 0 {
+		t.Fatalf("%d records held, want none", len(s.held))
+	}
+	if err := s.WriteKeyed([]byte("k"), []byte("{\"small\":1}\n")); err != nil || len(s.held) != 1 {
+		t.Fatalf("a small record: %v, %d held", err, len(s.held))
+	}
+	if err := s.WriteKeyed(nil, []byte("{\"no newline\":1}")); err == nil {
+		t.Fatal("a line without its newline was taken")
+	}
+}
