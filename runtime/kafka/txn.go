@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -100,14 +102,33 @@ func NewTxn(ctx context.Context, c TxnConfig) (*Txn, error) {
 	if c.MaxRecordBytes == 0 {
 		c.MaxRecordBytes = 1 << 20
 	}
-	cl, err := (Conn{c.Brokers, c.Security}).newClient(
-		kgo.TransactionalID(c.TransactionalID),
-		kgo.TransactionTimeout(c.Timeout),
-		kgo.RecordPartitioner(partitioner{manual: c.Manual}),
-		kgo.ProducerBatchMaxBytes(int32(c.MaxRecordBytes)),
-		kgo.MaxBufferedRecords(1<<16),
-		kgo.ProducerLinger(0),
-	)
+	newClient := func() (*kgo.Client, error) {
+		return (Conn{c.Brokers, c.Security}).newClient(
+			kgo.TransactionalID(c.TransactionalID),
+			kgo.TransactionTimeout(c.Timeout),
+			kgo.RecordPartitioner(partitioner{manual: c.Manual}),
+			kgo.ProducerBatchMaxBytes(int32(c.MaxRecordBytes)),
+			kgo.MaxBufferedRecords(1<<16),
+			kgo.ProducerLinger(0),
+		)
+	}
+	// The producer id, now: InitProducerId bumps the epoch, fencing the
+	// producer this one replaces, and aborts its open transaction, so
+	// that the group's offsets are stable before they are read. A broker
+	// that is down (the transaction coordinator moving to another) is
+	// waited for, with a new client each try.
+	var cl *kgo.Client
+	err := retryTransient(ctx, func() error {
+		var err error
+		if cl, err = newClient(); err != nil {
+			return err
+		}
+		if _, _, err = cl.ProducerID(ctx); err != nil {
+			cl.Close()
+			return fmt.Errorf("producer id of %s: %w", c.TransactionalID, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kafka: transactions: %w", err)
 	}
@@ -116,13 +137,6 @@ func NewTxn(ctx context.Context, c TxnConfig) (*Txn, error) {
 		t.next[m] = map[int32]int64{}
 	}
 	t.promis = t.onProduced
-	// The producer id, now: InitProducerId bumps the epoch, fencing the
-	// producer this one replaces, and aborts its open transaction, so
-	// that the group's offsets are stable before they are read.
-	if _, _, err := cl.ProducerID(ctx); err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("kafka: transactions: producer id of %s: %w", c.TransactionalID, err)
-	}
 	if err := cl.BeginTransaction(); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("kafka: transactions: %w", err)
@@ -393,22 +407,15 @@ func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]C
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var resp kadm.OffsetResponses
-	for try := 0; ; try++ {
+	// The group coordinator may be loading (a broker just started) or
+	// moving (its broker died): retried.
+	err = retryTransient(ctx, func() error {
+		var err error
 		resp, err = adm.FetchOffsets(ctx, group)
-		if errors.Is(err, kerr.GroupIDNotFound) {
-			return map[int32]Committed{}, nil
-		}
-		var ke *kerr.Error
-		if err == nil || !errors.As(err, &ke) || !ke.Retriable || try == 100 {
-			break
-		}
-		// The group coordinator is loading (a broker just started):
-		// retry for up to about 20 s.
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err
+	})
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]Committed{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kafka: offsets of group %s: %w", group, err)
@@ -550,3 +557,39 @@ func (p *Producer) Flush(ctx context.Context) error {
 
 // Close disconnects; records not yet acknowledged may be lost.
 func (p *Producer) Close() { p.cl.Close() }
+
+// transientFor is how long retryTransient tries: longer than a broker's
+// session timeout, so that a dead broker's partitions and coordinators
+// have moved.
+const transientFor = 45 * time.Second
+
+// retryTransient calls f until it succeeds, fails with an error that is
+// not transient, ctx ends, or transientFor has passed. Transient: a
+// retriable Kafka error or one that is no Kafka error at all (a refused
+// connection, a timeout); not the context's.
+func retryTransient(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(transientFor)
+	for {
+		err := f()
+		var ke *kerr.Error
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			return err
+		case errors.As(err, &ke) && !ke.Retriable:
+			return err
+		case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(x509.UnknownAuthorityError)):
+			return err // a TLS setting, not a broker away
+		case errors.Is(err, kerr.GroupIDNotFound):
+			return err
+		case time.Now().After(deadline):
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
