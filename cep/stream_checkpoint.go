@@ -61,6 +61,9 @@ const alignedStep = 1024
 // Kafka job to its first barrier, when the interval is longer.
 const firstBarrierAfterRestart = 100 * time.Millisecond
 
+// minTick is the shortest period of the coordinator's timer.
+const minTick = 5 * time.Millisecond
+
 // tickEvery is the period of the coordinator's timer: checkpoint
 // barriers, timeouts, idleness and progress are looked at this often.
 const tickEvery = 50 * time.Millisecond
@@ -82,8 +85,8 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	}()
 	// A barrier waits for the tick after its time: with short intervals
 	// the tick is a fifth of the interval, so a barrier is at most that
-	// late (100ms: 20ms).
-	tick := time.NewTicker(max(time.Millisecond, min(tickEvery, c.CheckpointInterval/5)))
+	// late (100ms: 20ms), but never below 5ms (or the interval).
+	tick := time.NewTicker(min(c.CheckpointInterval, max(minTick, min(tickEvery, c.CheckpointInterval/5))))
 	defer tick.Stop()
 	lastDone := time.Now()
 	nextBarrier := lastDone.Add(c.CheckpointInterval)
