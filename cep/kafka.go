@@ -182,15 +182,22 @@ type partQueue struct {
 // and dead letters.
 func partitionName(topic string, p int32) string { return topic + "-" + strconv.Itoa(int(p)) }
 
+// partitionOf is the partition of topic that partitionName named name;
+// ok is false for a name of no partition of topic.
+func partitionOf(topic, name string) (p int32, ok bool) {
+	s, ok := strings.CutPrefix(name, topic+"-")
+	n, err := strconv.ParseInt(s, 10, 32)
+	return int32(n), ok && err == nil && n >= 0
+}
+
 func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Position) (*kafkaReader, error) {
 	offsets := map[int32]int64{}
 	for _, pos := range resume {
-		p, ok := strings.CutPrefix(pos.File, in.Topic+"-")
-		n, err := strconv.ParseInt(p, 10, 32)
-		if !ok || err != nil || pos.Offset < 0 {
+		p, ok := partitionOf(in.Topic, pos.File)
+		if !ok || pos.Offset < 0 {
 			return nil, fmt.Errorf("%w: position %s is not one of topic %s", runtime.ErrBadPosition, pos, in.Topic)
 		}
-		offsets[int32(n)] = pos.Offset
+		offsets[p] = pos.Offset
 	}
 	src, err := kafka.NewSource(ctx, kafka.SourceConfig{
 		Brokers: in.Brokers, Security: in.Security, Topic: in.Topic, Offsets: offsets, Start: in.Start, Bounded: in.Bounded,

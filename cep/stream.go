@@ -467,25 +467,23 @@ func (j *job) readMeta(chk *state.Checkpoint) (*jobMeta, error) {
 // checkMeta decodes the job metadata b of checkpoint id and checks that
 // this job can restore it.
 func (j *job) checkMeta(b []byte, id int64) (*jobMeta, error) {
-	type checkpointID = int64
-	chk := struct{ ID checkpointID }{id}
 	var m jobMeta
 	if err := unmarshalMeta(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: checkpoint %d: job metadata: %w", ErrRestore, chk.ID, err)
+		return nil, fmt.Errorf("%w: checkpoint %d: job metadata: %w", ErrRestore, id, err)
 	}
 	rs := j.e.cfg.ruleset
 	switch {
 	case m.Format != streamFormat:
-		return nil, fmt.Errorf("%w: checkpoint %d is of job format %d, this build reads %d", ErrRestore, chk.ID, m.Format, streamFormat)
+		return nil, fmt.Errorf("%w: checkpoint %d is of job format %d, this build reads %d", ErrRestore, id, m.Format, streamFormat)
 	case !slices.Equal(m.Rules, ruleHashes(rs)):
 		return nil, fmt.Errorf("%w: checkpoint %d was taken with ruleset %s version %.12s, these rules are %s version %.12s: state cannot migrate between rulesets yet; resume with the original rules or start over with a new state directory",
-			ErrRestore, chk.ID, m.Ruleset, m.RulesetVersion, rs.Name, rs.Hash)
+			ErrRestore, id, m.Ruleset, m.RulesetVersion, rs.Name, rs.Hash)
 	case m.Time != j.cfg.Time:
-		return nil, fmt.Errorf("%w: checkpoint %d was taken in %s, this run is in %s", ErrRestore, chk.ID, m.Time, j.cfg.Time)
+		return nil, fmt.Errorf("%w: checkpoint %d was taken in %s, this run is in %s", ErrRestore, id, m.Time, j.cfg.Time)
 	case m.KeyGroups != keyGroups:
-		return nil, fmt.Errorf("%w: checkpoint %d has %d key groups, this build %d", ErrRestore, chk.ID, m.KeyGroups, keyGroups)
+		return nil, fmt.Errorf("%w: checkpoint %d has %d key groups, this build %d", ErrRestore, id, m.KeyGroups, keyGroups)
 	case m.Parallelism < 1 || len(m.Alerts) != m.Parallelism || len(m.Late) != m.Parallelism:
-		return nil, fmt.Errorf("%w: checkpoint %d: job metadata: %d subtasks with %d and %d sink states", ErrRestore, chk.ID, m.Parallelism, len(m.Alerts), len(m.Late))
+		return nil, fmt.Errorf("%w: checkpoint %d: job metadata: %d subtasks with %d and %d sink states", ErrRestore, id, m.Parallelism, len(m.Alerts), len(m.Late))
 	}
 	return &m, nil
 }

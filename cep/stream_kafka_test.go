@@ -57,11 +57,7 @@ func TestStreamKafkaInput(t *testing.T) {
 		t.Fatalf("the input should give alerts and no late event: %+v", want.sum)
 	}
 	topic := fmt.Sprintf("stream-kafka-input-%d", time.Now().UnixNano())
-	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
-		Brokers: brokers, Topic: topic, Partitions: 3, KeyField: "card",
-	}, strings.NewReader(input.String())); err != nil {
-		t.Fatal(err)
-	}
+	produceTopic(t, brokers, topic, 3, input.String())
 	d := newStreamDirs(t)
 	config := func(p int) StreamConfig {
 		c := d.config("")
@@ -121,11 +117,7 @@ func TestStreamKafkaTransactional(t *testing.T) {
 	t.Cleanup(func() { maxChangelogRecord = old })
 	input := engineInput(700)
 	topic := fmt.Sprintf("stream-kafka-txn-%d", time.Now().UnixNano())
-	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
-		Brokers: brokers, Topic: topic, Partitions: 3, KeyField: "card",
-	}, strings.NewReader(input)); err != nil {
-		t.Fatal(err)
-	}
+	produceTopic(t, brokers, topic, 3, input)
 	// The reference: an uninterrupted run over the topic with file outputs
 	// (the input is out of order, so the partitions' order matters).
 	d := newStreamDirs(t)
@@ -159,14 +151,7 @@ func TestStreamKafkaTransactional(t *testing.T) {
 	}
 	var got []string
 	read := func(topic string) []string {
-		var lines []string
-		if err := kafka.ReadTopic(context.Background(), kafka.Conn{Brokers: brokers}, topic, func(_ int32, _, v []byte) error {
-			lines = append(lines, string(v))
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return lines
+		return topicValues(t, brokers, topic)
 	}
 	got = alertIDsOf(read(topic + "-alerts"))
 	if !slices.Equal(got, want) {
@@ -215,11 +200,7 @@ func TestStreamKafkaIdleCaughtUp(t *testing.T) {
 			base.Add(time.Duration(i)*time.Second).Format(time.RFC3339), amount, country)
 	}
 	topic := fmt.Sprintf("stream-kafka-idle-%d", time.Now().UnixNano())
-	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
-		Brokers: brokers, Topic: topic, Partitions: 2, KeyField: "card",
-	}, strings.NewReader(input.String())); err != nil {
-		t.Fatal(err)
-	}
+	produceTopic(t, brokers, topic, 2, input.String())
 	d := newStreamDirs(t)
 	cfg := d.config("")
 	cfg.Kafka = &KafkaInput{Brokers: brokers, Topic: topic}
@@ -253,11 +234,7 @@ func TestStreamKafkaFencedRestart(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	input := engineInput(700)
 	topic := fmt.Sprintf("stream-kafka-fenced-%d", time.Now().UnixNano())
-	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
-		Brokers: brokers, Topic: topic, Partitions: 3, KeyField: "card",
-	}, strings.NewReader(input)); err != nil {
-		t.Fatal(err)
-	}
+	produceTopic(t, brokers, topic, 3, input)
 	d := newStreamDirs(t)
 	ref := d.config("")
 	ref.Kafka = &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20}
@@ -274,14 +251,7 @@ func TestStreamKafkaFencedRestart(t *testing.T) {
 		}
 	}
 	committed := func(name string) []string {
-		var lines []string
-		if err := kafka.ReadTopic(context.Background(), kafka.Conn{Brokers: brokers}, topic+"-"+name+"-alerts", func(_ int32, _, v []byte) error {
-			lines = append(lines, string(v))
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return alertIDsOf(lines)
+		return alertIDsOf(topicValues(t, brokers, topic+"-"+name+"-alerts"))
 	}
 
 	t.Run("aborted", func(t *testing.T) {
@@ -354,11 +324,7 @@ func TestStreamKafkaForeignChangelog(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	input := engineInput(100)
 	topic := fmt.Sprintf("stream-kafka-foreign-%d", time.Now().UnixNano())
-	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
-		Brokers: brokers, Topic: topic, Partitions: 2, KeyField: "card",
-	}, strings.NewReader(input)); err != nil {
-		t.Fatal(err)
-	}
+	produceTopic(t, brokers, topic, 2, input)
 	config := func(group string) StreamConfig {
 		return StreamConfig{
 			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, AlertsTopic: topic + "-alerts",
@@ -373,4 +339,28 @@ func TestStreamKafkaForeignChangelog(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "holds committed state") {
 		t.Fatalf("a second group on the first one's changelog: %v, want a refusal", err)
 	}
+}
+
+// produceTopic writes the JSON lines of input into topic (created with
+// partitions partitions), keyed by the field card.
+func produceTopic(t *testing.T, brokers []string, topic string, partitions int, input string) {
+	t.Helper()
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: partitions, KeyField: "card",
+	}, strings.NewReader(input)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// topicValues returns the values of topic's committed records.
+func topicValues(t *testing.T, brokers []string, topic string) []string {
+	t.Helper()
+	var lines []string
+	if err := kafka.ReadTopic(context.Background(), kafka.Conn{Brokers: brokers}, topic, func(_ int32, _, v []byte) error {
+		lines = append(lines, string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }

@@ -247,8 +247,8 @@ func positionsMatch(pos []runtime.Position, topic string, committed map[int32]ka
 		return fmt.Errorf("%d positions, %d committed offsets", len(pos), len(committed))
 	}
 	for _, p := range pos {
-		n, err := strconv.ParseInt(strings.TrimPrefix(p.File, topic+"-"), 10, 32)
-		if c, ok := committed[int32(n)]; err != nil || !ok || c.Offset != p.Offset {
+		n, named := partitionOf(topic, p.File)
+		if c, ok := committed[n]; !named || !ok || c.Offset != p.Offset {
 			return fmt.Errorf("position %s at %d, committed %d", p.File, p.Offset, c.Offset)
 		}
 	}
@@ -389,11 +389,11 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 	ko.txn.ProduceTo(ctx, ko.changelog, 0, markerKey, m)
 	offsets := kafka.Offsets{}
 	for _, p := range f.meta.Source.Positions {
-		n, err := strconv.ParseInt(strings.TrimPrefix(p.File, ko.in.Topic+"-"), 10, 32)
-		if err != nil {
+		n, ok := partitionOf(ko.in.Topic, p.File)
+		if !ok {
 			return fmt.Errorf("cep: stream: position %s is not of topic %s", p.File, ko.in.Topic)
 		}
-		offsets[int32(n)] = p.Offset
+		offsets[n] = p.Offset
 	}
 	failpoint.Hit("kafka.before-commit")
 	if h := j.cfg.hooks.failCommit; h != nil {

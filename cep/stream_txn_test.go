@@ -27,3 +27,15 @@ func TestTxnSinkTooLarge(t *testing.T) {
 		t.Fatal("a line without its newline was taken")
 	}
 }
+
+func TestPartitionOf(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    int32
+		ok   bool
+	}{{"in-0", 0, true}, {"in-12", 12, true}, {partitionName("in", 5), 5, true}, {"in-", 0, false}, {"in-x", 0, false}, {"in--1", 0, false}, {"out-3", 0, false}, {"in-3-1", 0, false}} {
+		if p, ok := partitionOf("in", c.name); ok != c.ok || ok && p != c.p {
+			t.Errorf("partitionOf(in, %q) = %d, %v; want %d, %v", c.name, p, ok, c.p, c.ok)
+		}
+	}
+}

@@ -134,6 +134,44 @@ func alertIDSet(t *testing.T, lines [][]byte) multiset {
 	return m
 }
 
+// eosJob is the input of an exactly-once test: the card_id rules, the
+// events of eosInput produced into a 6-partition topic keyed by card_id,
+// the malformed lines among them, and the backtest's alert ids.
+type eosJob struct {
+	rules, events, topic string
+	dead                 int
+	want                 multiset
+}
+
+// newEOSJob makes an eosJob in dir on brokers; the topic's name starts
+// with name.
+func newEOSJob(t *testing.T, bin, dir, brokers, name string) eosJob {
+	t.Helper()
+	j := eosJob{rules: cardKeyedRules(t, dir)}
+	j.events, j.dead = eosInput(t, bin, dir)
+	bt := filepath.Join(dir, "backtest.jsonl")
+	if out, err := exec.Command(bin, "backtest", "-q", "-rules", j.rules, "-events", j.events, "-alerts", bt).CombinedOutput(); err != nil {
+		t.Fatalf("cepheus backtest: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	for l := range bytes.Lines(b) {
+		lines = append(lines, bytes.TrimSuffix(l, []byte("\n")))
+	}
+	if j.want = alertIDSet(t, lines); sum(j.want) < 50 {
+		t.Fatalf("the backtest has %d alerts: too few to tell", sum(j.want))
+	}
+	j.topic = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
+	if e := runChild(t, bin, []string{"produce", "-brokers", brokers, "-topic", j.topic, "-partitions", "6",
+		"-key", "card_id", "-events", j.events}, "", 0); e.killed || e.code != 0 {
+		t.Fatalf("cepheus produce: %s\n%s", e.describe(), e.tail())
+	}
+	return j
+}
+
 // eosStep is one start of cepheus run in an exactly-once chain: killed at
 // a failpoint or after a time, or (neither) run to its end.
 type eosStep struct {
@@ -157,39 +195,11 @@ type eosStep struct {
 // equal cepheus backtest's over the same events, as a multiset, and every
 // dead letter is there once.
 func TestExactlyOnceKafka(t *testing.T) {
-	brokers := os.Getenv("CEPHEUS_KAFKA_BROKERS")
-	if brokers == "" {
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatal("CEPHEUS_KAFKA_BROKERS is not set and CI is: make test starts a broker for this test")
-		}
-		t.Skip("no Kafka broker: make test starts one; or scripts/kafka.sh start and set CEPHEUS_KAFKA_BROKERS")
-	}
+	brokers := kafkaBrokers(t)
 	bin := buildCepheus(t)
 	dir := t.TempDir()
-	rules := cardKeyedRules(t, dir)
-	events, dead := eosInput(t, bin, dir)
-	bt := filepath.Join(dir, "backtest.jsonl")
-	if out, err := exec.Command(bin, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", bt).CombinedOutput(); err != nil {
-		t.Fatalf("cepheus backtest: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var btLines [][]byte
-	for l := range bytes.Lines(b) {
-		btLines = append(btLines, bytes.TrimSuffix(l, []byte("\n")))
-	}
-	want := alertIDSet(t, btLines)
-	if sum(want) < 50 {
-		t.Fatalf("the backtest has %d alerts: too few to tell", sum(want))
-	}
-	topic := fmt.Sprintf("eos-%d", time.Now().UnixNano())
-	e := runChild(t, bin, []string{"produce", "-brokers", brokers, "-topic", topic, "-partitions", "6",
-		"-key", "card_id", "-events", events}, "", 0)
-	if e.killed || e.code != 0 {
-		t.Fatalf("cepheus produce: %s\n%s", e.describe(), e.tail())
-	}
+	job := newEOSJob(t, bin, dir, brokers, "eos")
+	rules, topic, dead, want := job.rules, job.topic, job.dead, job.want
 	const mem, peb = "memory", "pebble"
 	r := crashRand(crashSeed(t), 9)
 	random := func() time.Duration {
@@ -352,26 +362,8 @@ func TestExactlyOnceKafkaBrokerFailure(t *testing.T) {
 	brokers = brokers[strings.LastIndexByte(brokers, '\n')+1:]
 	bin := buildCepheus(t)
 	dir := t.TempDir()
-	rules := cardKeyedRules(t, dir)
-	events, _ := eosInput(t, bin, dir)
-	bt := filepath.Join(dir, "backtest.jsonl")
-	if out, err := exec.Command(bin, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", bt).CombinedOutput(); err != nil {
-		t.Fatalf("cepheus backtest: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var btLines [][]byte
-	for l := range bytes.Lines(b) {
-		btLines = append(btLines, bytes.TrimSuffix(l, []byte("\n")))
-	}
-	want := alertIDSet(t, btLines)
-	topic := fmt.Sprintf("eos-failover-%d", time.Now().UnixNano())
-	if e := runChild(t, bin, []string{"produce", "-brokers", brokers, "-topic", topic, "-partitions", "6",
-		"-key", "card_id", "-events", events}, "", 0); e.killed || e.code != 0 {
-		t.Fatalf("cepheus produce: %s\n%s", e.describe(), e.tail())
-	}
+	job := newEOSJob(t, bin, dir, brokers, "eos-failover")
+	rules, topic, want := job.rules, job.topic, job.want
 	// Node 2 dies half a second into the run and comes back 2 s later
 	// (while the run goes on: leader elections take a few seconds).
 	pids, err := os.ReadFile(filepath.Join(kdir, "pids"))
@@ -427,26 +419,8 @@ func TestKafkaZombieFenced(t *testing.T) {
 	t.Parallel()
 	bin := buildCepheus(t)
 	dir := t.TempDir()
-	rules := cardKeyedRules(t, dir)
-	events, _ := eosInput(t, bin, dir)
-	bt := filepath.Join(dir, "backtest.jsonl")
-	if out, err := exec.Command(bin, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", bt).CombinedOutput(); err != nil {
-		t.Fatalf("cepheus backtest: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var btLines [][]byte
-	for l := range bytes.Lines(b) {
-		btLines = append(btLines, bytes.TrimSuffix(l, []byte("\n")))
-	}
-	want := alertIDSet(t, btLines)
-	topic := fmt.Sprintf("zombie-%d", time.Now().UnixNano())
-	if e := runChild(t, bin, []string{"produce", "-brokers", brokers, "-topic", topic, "-partitions", "6",
-		"-key", "card_id", "-events", events}, "", 0); e.killed || e.code != 0 {
-		t.Fatalf("cepheus produce: %s\n%s", e.describe(), e.tail())
-	}
+	job := newEOSJob(t, bin, dir, brokers, "zombie")
+	rules, topic, want := job.rules, job.topic, job.want
 	alerts := topic + "-alerts"
 	args := func(state string) []string {
 		return []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",

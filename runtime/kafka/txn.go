@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"sync"
 	"time"
 
@@ -464,9 +463,6 @@ type TopicSpec struct {
 	Partitions int
 	Compact    bool
 }
-
-// PartitionName is how partition p of topic is named in positions.
-func PartitionName(topic string, p int32) string { return topic + "-" + strconv.Itoa(int(p)) }
 
 // PartitionCount returns the number of partitions of topic, or an error
 // wrapping ErrNoTopic.
