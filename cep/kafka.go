@@ -122,7 +122,18 @@ type KafkaInput struct {
 	// by that one field).
 	RecordKey string
 
+	// SessionTimeout is how long the group waits for a silent instance
+	// (crashed, paused, cut off) before its partitions move to the others
+	// (default 10s); a restart within it gets the same partitions back.
+	SessionTimeout time.Duration
+
 	batchRecords int // the source's batches (tests; default its own)
+	// Set by the group runner for each job: the partitions it reads (nil:
+	// all), where a bounded one ends, and the membership its
+	// transactions commit under.
+	partitions []int32
+	ends       map[int32]int64
+	member     *kafka.Member
 }
 
 // KafkaStart says where a partition without a checkpoint starts
@@ -156,8 +167,8 @@ type kafkaReader struct {
 	// watermark is lowest, as for a directory; a partition whose queue
 	// holds queueHigh batches is paused until it is down to queueLow.
 	aligned bool
-	queues  []*partQueue
-	chans   []chan runtime.Batch
+	queues  map[int32]*partQueue
+	chans   []chan runtime.Batch // by position in partitions()
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -202,7 +213,7 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 	src, err := kafka.NewSource(ctx, kafka.SourceConfig{
 		Brokers: in.Brokers, Security: in.Security, Topic: in.Topic, Offsets: offsets, Start: in.Start, Bounded: in.Bounded,
 		StartTime: in.StartTime, Group: in.startGroup(), EndTime: in.EndTime,
-		BatchRecords: in.batchRecords,
+		BatchRecords: in.batchRecords, Partitions: in.partitions, Ends: in.ends,
 	})
 	if err != nil {
 		return nil, err
@@ -210,14 +221,15 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 	r := &kafkaReader{src: src, out: make(chan runtime.Batch, 4), topic: in.Topic, done: make(chan struct{}),
 		aligned: in.Bounded, stop: make(chan struct{})}
 	if r.aligned {
-		for p := range r.partitions() {
+		r.queues = map[int32]*partQueue{}
+		for _, p := range r.partitions() {
 			q := &partQueue{}
 			q.cond = sync.NewCond(&q.mu)
 			ch := make(chan runtime.Batch, 1)
-			r.queues = append(r.queues, q)
+			r.queues[int32(p.Index)] = q
 			r.chans = append(r.chans, ch)
 			r.wg.Add(1)
-			go r.forward(int32(p), q, ch)
+			go r.forward(int32(p.Index), q, ch)
 		}
 	}
 	go r.pump()

@@ -172,7 +172,7 @@ func (e *Engine) newHost(mode TimeMode) (*hostOperator, error) {
 		mode:          mode,
 		rules:         make([]ruleCounters, len(e.rules)),
 		needAlerts:    e.cfg.alerts != nil || len(e.cfg.observers) > 0,
-		counterRecord: state.Key{Operator: state.OperatorID("cep/" + e.cfg.ruleset.Name)},
+		counterRecord: e.counterKey(),
 	}
 	for _, o := range e.cfg.observers {
 		if eo, ok := o.(EventObserver); ok {
@@ -422,15 +422,22 @@ func (h *hostOperator) decodeCounters(b []byte) (alerts, late int64, rules []rul
 	return alerts, late, rules, nil
 }
 
+// counterKey is the state key of the engine's counters (one record per
+// subtask).
+func (e *Engine) counterKey() state.Key {
+	return state.Key{Operator: state.OperatorID("cep/" + e.cfg.ruleset.Name)}
+}
+
 // restoreParts restores the host of a subtask owning the key groups of
 // groups from the stores of the subtasks of a checkpoint taken with
-// another parallelism or backend (parts): each shared operator takes its
-// keys in groups; the counters, summed over the parts, go to the subtask
-// with counters set (one per job), the others start at zero.
-func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupRange, counters bool) error {
+// another parallelism or backend, or of several checkpoints (parts): each
+// shared operator takes its keys in groups; the counters of the parts
+// counted says, summed, go to the subtask given counted (one per job),
+// the others start at zero.
+func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool) error {
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
-		op, err := RestoreSharedOperatorParts(h.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counters)
+		op, err := RestoreSharedOperatorParts(h.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counted)
 		if err != nil {
 			return err
 		}
@@ -438,10 +445,13 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 	}
 	h.alerts, h.late = 0, 0
 	h.rules = make([]ruleCounters, len(h.rules))
-	if !counters {
+	if counted == nil {
 		return nil
 	}
-	for _, r := range parts {
+	for i, r := range parts {
+		if !counted(i) {
+			continue
+		}
 		b, err := oneRecord(r, h.counterRecord)
 		if err != nil {
 			return err

@@ -365,19 +365,22 @@ func snapshotErr(err error) error {
 }
 
 // RestoreSharedOperatorParts is [RestoreSharedOperatorFrom] for a change
-// of parallelism: the records of operator op are spread over parts (the
-// stores of the subtasks of a checkpoint), and the operator restored takes
-// the keys of the key groups in groups only. Every part's header holds
-// the same watermark and processing time (the subtasks saw the same
-// ones); its counters are summed when counters is set, else left at zero
-// (so that the subtasks of a job count each event once). Its first
-// SnapshotTo writes every key: it writes into a store of its own.
-func RestoreSharedOperatorParts(cfg SharedConfig, rules []SharedRule, parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counters bool) (*SharedOperator, error) {
+// of parallelism or of the partitions a job owns: the records of operator
+// op are spread over parts (the stores of the subtasks of one checkpoint,
+// or of several), and the operator restored takes the keys of the key
+// groups in groups only. Its watermark and processing time are the
+// lowest of the parts' headers (subtasks of one checkpoint saw the same
+// ones; the jobs of other instances may be behind or ahead), so that no
+// key's pending timer is passed over. The counters of the parts counted
+// says (nil: none) are summed, the others left out (so that the subtasks
+// of a job count each event once). Its first SnapshotTo writes every key:
+// it writes into a store of its own.
+func RestoreSharedOperatorParts(cfg SharedConfig, rules []SharedRule, parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counted func(part int) bool) (*SharedOperator, error) {
 	o, err := NewSharedOperator(cfg, rules...)
 	if err != nil {
 		return nil, err
 	}
-	if err := o.restoreParts(parts, op, groups, counters); err != nil {
+	if err := o.restoreParts(parts, op, groups, counted); err != nil {
 		return nil, snapshotErr(err)
 	}
 	o.allDirty = true
@@ -385,12 +388,12 @@ func RestoreSharedOperatorParts(cfg SharedConfig, rules []SharedRule, parts []st
 }
 
 func (o *SharedOperator) restoreFrom(r state.Reader, op state.OperatorID) error {
-	return o.restoreParts([]state.Reader{r}, op, state.AllKeyGroups, true)
+	return o.restoreParts([]state.Reader{r}, op, state.AllKeyGroups, func(int) bool { return true })
 }
 
-func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counters bool) error {
+func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counted func(int) bool) error {
 	for i, r := range parts {
-		if err := o.restoreHeader(r, op, i == 0, counters); err != nil {
+		if err := o.restoreHeader(r, op, i == 0, counted != nil && counted(i)); err != nil {
 			return err
 		}
 	}
@@ -425,8 +428,8 @@ func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID,
 }
 
 // restoreHeader reads the header record of op in r: the first sets the
-// operator's header, the others add their counters (when counters is set)
-// and must agree on the clocks.
+// operator's header, the others lower its clocks to theirs; the counters
+// of r are added when counters is set.
 func (o *SharedOperator) restoreHeader(r state.Reader, op state.OperatorID, first, counters bool) error {
 	type counts struct{ dropped, matches, timeouts uint64 }
 	wm, proc, late, overflow := o.watermark, o.procTime, o.late, o.overflow
@@ -466,9 +469,7 @@ func (o *SharedOperator) restoreHeader(r state.Reader, op state.OperatorID, firs
 	if first {
 		return nil
 	}
-	if o.watermark != wm || o.procTime != proc {
-		return fmt.Errorf("%w: operator %s: the subtasks' clocks differ", ErrCorruptSnapshot, op)
-	}
+	o.watermark, o.procTime = min(o.watermark, wm), min(o.procTime, proc)
 	o.late += late
 	o.overflow += overflow
 	for i, r := range o.rules {

@@ -178,6 +178,9 @@ type StreamResult struct {
 	// Finished says that the run read its input to the end (its final
 	// checkpoint says so); false after a cancellation.
 	Finished bool
+	// Partitions are the input partitions the instance's last job read
+	// (a transactional Kafka job: the instance's share of its group).
+	Partitions []int32
 }
 
 // ErrRestore is wrapped by the errors of a checkpoint that cannot be
@@ -305,21 +308,20 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(e.cfg.memoryLimit))
 	}
 	start := time.Now()
-	for try := 1; ; try++ {
-		j := &job{e: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}}
-		res, err := j.run(ctx)
-		if cerr := j.close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err == nil || !isTxnFailure(err) || ctx.Err() != nil || try > streamTxnRetries {
-			return res, err
-		}
-		// Everything the failed transaction carried derives from input
-		// after the last committed checkpoint: a new job restores that
-		// checkpoint (runs, buffers, timers, watermarks) and reads the
-		// input again from its offsets.
-		c.Logf("%v: restarting from the last committed checkpoint (attempt %d of %d)", err, try, streamTxnRetries)
+	if c.Kafka.transactional() {
+		return e.streamGroup(ctx, c, start)
 	}
+	return e.runJob(ctx, c, start)
+}
+
+// runJob runs one job of c to its end.
+func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
+	j := &job{e: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}}
+	res, err := j.run(ctx)
+	if cerr := j.close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return res, err
 }
 
 // job is one [Engine.Stream]: the coordinator (the goroutine that called
@@ -348,6 +350,7 @@ type job struct {
 	routed    int64 // elements routed to the subtasks
 	startRecs int64 // stats.Records when the run started
 	restored  int64
+	firstID   int64 // when set, the first checkpoint's id (a Kafka job's instance goes on from its newest)
 	buf       []byte
 	alertsOut *lockedWriter // the alerts without an alerts directory
 	stopAsked bool          // by hooks.afterCommit
@@ -425,13 +428,16 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			j.logf("the run of %s finished at checkpoint %d: nothing to do", c.StateDir, j.restored)
 			return j.result(true, true), nil
 		}
-		from := "the changelog"
-		if chk != nil {
-			from = chk.Dir
+		switch {
+		case chk != nil:
+			j.logf("resuming from checkpoint %d (%s; parallelism %d, %s backend)", j.restored, chk.Dir, j.meta.Parallelism, j.meta.Backend)
+		case j.kafka.merged:
+			j.logf("resuming partitions %v from the changelog", j.kafka.owned)
+		default:
+			j.logf("resuming from checkpoint %d (the changelog; parallelism %d, %s backend)", j.restored, j.meta.Parallelism, j.meta.Backend)
 		}
-		j.logf("resuming from checkpoint %d (%s; parallelism %d, %s backend)", j.restored, from, j.meta.Parallelism, j.meta.Backend)
 	}
-	j.nextID = j.restored + 1
+	j.nextID = max(j.restored, j.firstID-1) + 1
 	j.startRecs = j.stats.Records
 	if err := j.openSinks(c.Parallelism); err != nil {
 		return nil, err
@@ -684,7 +690,7 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 	// only what changes), else the key groups are redistributed.
 	var rebuilt []*state.Mem
 	if j.kafka != nil && j.kafka.clParts != nil {
-		if j.meta.Parallelism == n {
+		if j.meta.Parallelism == n && !j.kafka.merged {
 			rebuilt = j.kafka.clParts
 		} else {
 			j.logf("redistributing the key groups of the changelog: parallelism %d -> %d, %s backend", j.meta.Parallelism, n, c.Backend)
@@ -739,7 +745,11 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 			if same || from != nil {
 				err = s.host.Restore(s.store)
 			} else {
-				err = s.host.restoreParts(parts, groupRange(i, n), i == 0)
+				var counted func(int) bool
+				if i == 0 {
+					counted = j.countedPart
+				}
+				err = s.host.restoreParts(parts, groupRange(i, n), counted)
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("%w: subtask %d: %w", ErrRestore, i, err)

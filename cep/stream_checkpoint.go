@@ -90,7 +90,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	defer tick.Stop()
 	lastDone := time.Now()
 	nextBarrier := lastDone.Add(c.CheckpointInterval)
-	if j.kafka != nil && j.restored > 0 {
+	if j.kafka != nil && j.meta != nil {
 		// A restarted Kafka job commits its first transaction soon,
 		// whatever the interval: the replayed input's alerts become
 		// visible, and the instance is seen to be back, within a moment.

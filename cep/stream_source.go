@@ -203,7 +203,7 @@ func (s *streamSource) pick() (p int, need, ok bool) {
 		}
 		wm := event.MinTime
 		if c.opened {
-			wm = s.pw.Of(i)
+			wm = s.pw.Of(c.p.Index)
 		}
 		if p < 0 || wm < low {
 			p, low = i, wm
@@ -238,7 +238,7 @@ func (s *streamSource) endOfBatch(p int) error {
 		return nil
 	}
 	c.done = true
-	s.pw.Finish(p)
+	s.pw.Finish(c.p.Index)
 	return s.forward(s.pw.Current())
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,6 +33,27 @@ var ErrTransaction = kafka.ErrTxn
 // restart it. Errors that wrap it also wrap ErrTransaction.
 var ErrFenced = kafka.ErrFenced
 
+// countedPart reports whether the counters of part i of a restore by
+// redistribution are summed into the job's.
+func (j *job) countedPart(i int) bool {
+	if j.kafka != nil && j.kafka.counted != nil {
+		return j.kafka.counted[i]
+	}
+	return true
+}
+
+// instance is the instance's id (default "0").
+func (k *KafkaInput) instance() string {
+	if k.InstanceID == "" {
+		return "0"
+	}
+	return k.InstanceID
+}
+
+// transactionalID is the instance's transactional id, and its static id
+// in the group.
+func (k *KafkaInput) transactionalID() string { return "cepheus-" + k.Group + "-" + k.instance() }
+
 // transactional reports whether the job writes its outputs to Kafka
 // topics, one transaction per checkpoint.
 func (k *KafkaInput) transactional() bool { return k != nil && k.AlertsTopic != "" }
@@ -51,18 +73,31 @@ type kafkaOut struct {
 	lastLocal time.Time
 	// clParts are the state records read from the changelog when no
 	// local checkpoint matched the group's offsets: one store per subtask
-	// of the checkpoint restored (its headers and its key groups' keys).
+	// of each checkpoint restored (its headers; the keys go to their key
+	// group's subtask, or all to the first when merged). merged: the
+	// subtasks redistribute the key groups of clParts, summing the
+	// counters of the parts counted says.
 	clParts []*state.Mem
+	merged  bool
+	counted []bool
+	// instance is this instance's id; owned the input partitions the job
+	// reads, sorted.
+	instance string
+	owned    []int32
 }
 
 // txnMetadata is the metadata of the offsets a checkpoint commits: the
-// checkpoint's id, by which a restore finds its local copy.
-func txnMetadata(id int64) string { return "cepheus chk=" + strconv.FormatInt(id, 10) }
+// checkpoint's id and the instance that took it, which the markers in
+// the changelog partitions of the same transaction name too.
+func txnMetadata(id int64, instance string) string {
+	return "cepheus chk=" + strconv.FormatInt(id, 10) + " inst=" + instance
+}
 
-func parseTxnMetadata(s string) (int64, bool) {
-	n, ok := strings.CutPrefix(s, "cepheus chk=")
+func parseTxnMetadata(s string) (id int64, instance string, ok bool) {
+	rest, ok := strings.CutPrefix(s, "cepheus chk=")
+	n, instance, _ := strings.Cut(rest, " inst=")
 	id, err := strconv.ParseInt(n, 10, 64)
-	return id, ok && err == nil && id > 0
+	return id, instance, ok && err == nil && id > 0
 }
 
 // markerKey is the changelog key of the checkpoint marker: no encoded
@@ -70,11 +105,13 @@ func parseTxnMetadata(s string) (int64, bool) {
 var markerKey = []byte{0}
 
 // changelogMarker is the last record of each checkpoint's transaction in
-// the changelog (partition 0): the job's metadata and every subtask's
-// header records, which, with the keyed records, restore the job without
-// its local state.
+// every changelog partition of the job (those of the input partitions it
+// owns): the checkpoint, the instance, the job's metadata and every
+// subtask's header records, which, with the keyed records, restore the
+// partition's state without a local copy, into a job of any instance.
 type changelogMarker struct {
 	Checkpoint int64
+	Instance   string
 	Meta       json.RawMessage
 	Headers    [][]headerRecord // by subtask
 }
@@ -106,13 +143,18 @@ func (e *Engine) checkRecordKeys(k *KafkaInput) error {
 	return nil
 }
 
-// kafkaRestorePoint prepares a transactional Kafka job: the topics it
-// writes, the producer (whose start fences an instance it replaces and
-// aborts that one's open transaction), then the checkpoint to restore:
-// the one whose id the group's committed offsets name. The local copy of
-// it when the state directory has it (newer local checkpoints, whose
-// transactions never committed, are discarded), else the changelog's
-// (j.kafka.clParts, j.meta). Nil: a fresh start.
+// kafkaRestorePoint prepares a transactional Kafka job over the input
+// partitions its instance owns: the topics it writes, the producer
+// (whose start fences an instance it replaces and aborts that one's open
+// transaction), then the state to restore, partition by partition: the
+// checkpoint the group's committed offsets name for each (with the
+// instance that took it). When every owned partition names the same
+// checkpoint of this instance and its local copy holds just these
+// partitions, that copy (the restart of an instance that kept its
+// partitions); else the changelog's partitions (from the latest local
+// copy's offsets where it has them) and their markers' headers and
+// watermarks, merged (j.kafka.clParts, j.meta). Nil and no clParts: a
+// fresh start.
 func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) {
 	k := j.cfg.Kafka
 	if err := j.e.checkRecordKeys(k); err != nil {
@@ -122,7 +164,12 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: input: %w", err)
 	}
-	ko := &kafkaOut{in: k, changelog: k.ChangelogTopic, parts: n}
+	ko := &kafkaOut{in: k, changelog: k.ChangelogTopic, parts: n, instance: k.instance(), owned: k.partitions}
+	if ko.owned == nil {
+		for p := range n {
+			ko.owned = append(ko.owned, int32(p))
+		}
+	}
 	if ko.changelog == "" {
 		ko.changelog = k.Group + "-changelog"
 	}
@@ -135,14 +182,10 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	if _, err := kafka.EnsureTopics(ctx, k.conn(), topics); err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
-	instance := k.InstanceID
-	if instance == "" {
-		instance = "0"
-	}
 	failpoint.Hit("kafka.before-fence")
 	ko.txn, err = kafka.NewTxn(ctx, kafka.TxnConfig{
-		Brokers: k.Brokers, Security: k.Security, TransactionalID: "cepheus-" + k.Group + "-" + instance, Group: k.Group,
-		Timeout: k.TxnTimeout, Manual: []string{ko.changelog},
+		Brokers: k.Brokers, Security: k.Security, TransactionalID: k.transactionalID(), Group: k.Group,
+		Member: k.member, Timeout: k.TxnTimeout, Manual: []string{ko.changelog},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
@@ -157,78 +200,156 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
-	if len(committed) == 0 {
-		// A fresh start writes a new changelog: one holding committed
-		// records of another job (a group whose offsets were deleted, a
-		// changelog topic shared by mistake) would bring that job's keys
-		// back in a later restore.
+	marks := map[int32]chkMark{} // of the owned partitions
+	var fresh []int32
+	var newest int64 // the newest checkpoint of this instance named anywhere
+	for p, c := range committed {
+		id, inst, ok := parseTxnMetadata(c.Metadata)
+		if !ok {
+			return nil, fmt.Errorf("%w: group %s has offsets on %s-%d not committed by cepheus (metadata %q): use another group, or delete its offsets", ErrRestore, k.Group, k.Topic, p, c.Metadata)
+		}
+		if inst == ko.instance {
+			newest = max(newest, id)
+		}
+		if slices.Contains(ko.owned, p) {
+			marks[p] = chkMark{id: id, instance: inst, offset: c.Offset}
+		}
+	}
+	for _, p := range ko.owned {
+		if _, ok := marks[p]; !ok {
+			fresh = append(fresh, p)
+		}
+	}
+	if len(fresh) > 0 {
+		// A partition starting afresh has an empty changelog partition:
+		// one holding committed records of another job (a group whose
+		// offsets were deleted, a changelog topic shared by mistake)
+		// would bring that job's keys back in a later restore.
 		found := errors.New("found")
-		err := kafka.ReadTopic(ctx, k.conn(), ko.changelog, func(int32, []byte, []byte) error { return found })
+		_, err := kafka.ReadPartitions(ctx, k.conn(), ko.changelog, fresh, nil, func(int32, []byte, []byte) error { return found })
 		switch {
 		case errors.Is(err, found):
-			return nil, fmt.Errorf("cep: stream: group %s has committed no offsets on topic %s, but changelog topic %s holds committed state: it belongs to another job; use a new -group (and so a new changelog), or name another -changelog-topic", k.Group, k.Topic, ko.changelog)
+			return nil, fmt.Errorf("cep: stream: group %s has committed no offsets on topic %s for partitions %v, but changelog topic %s holds committed state there: it belongs to another job; use a new -group (and so a new changelog), or name another -changelog-topic", k.Group, k.Topic, fresh, ko.changelog)
 		case err != nil:
 			return nil, fmt.Errorf("cep: stream: changelog %s: %w", ko.changelog, err)
 		}
-		if ids, err := j.dir.Complete(); err == nil && len(ids) > 0 {
-			j.logf("group %s has committed nothing on topic %s: the local checkpoints (%d to %d) are of transactions that never committed; discarding them", k.Group, k.Topic, ids[0], ids[len(ids)-1])
+	}
+	ids, err := j.dir.Complete()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+	}
+	if len(committed) == 0 {
+		// The group committed nothing: local copies are of another job.
+		if len(ids) > 0 {
+			j.logf("group %s has committed nothing on topic %s: the local checkpoints (%d to %d) are of another job; discarding them", k.Group, k.Topic, ids[0], ids[len(ids)-1])
 		}
 		return nil, j.dir.DiscardAfter(0)
 	}
-	var id int64
-	for p, c := range committed {
-		cid, ok := parseTxnMetadata(c.Metadata)
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("%w: group %s has offsets on %s-%d not committed by cepheus (metadata %q): use another group, or delete its offsets", ErrRestore, k.Group, k.Topic, p, c.Metadata)
-		case id != 0 && cid != id:
-			return nil, fmt.Errorf("%w: group %s: the offsets of topic %s name checkpoints %d and %d", ErrRestore, k.Group, k.Topic, id, cid)
-		}
-		id = cid
+	// Checkpoint ids go on from the newest this instance took (local
+	// copies are of committed checkpoints only).
+	if len(ids) > 0 {
+		newest = max(newest, int64(ids[len(ids)-1]))
+	}
+	if len(marks) == 0 {
+		j.firstID = newest + 1
+		return nil, nil
 	}
 	failpoint.Hit("kafka.restore")
-	if err := j.dir.DiscardAfter(state.CheckpointID(id)); err != nil {
-		return nil, fmt.Errorf("cep: stream: %w", err)
-	}
-	chk, err := j.dir.Open(state.CheckpointID(id))
-	if err == nil {
-		m, merr := j.readMeta(chk)
-		if merr != nil {
-			return nil, merr
-		}
-		if err = positionsMatch(m.Source.Positions, k.Topic, committed); err == nil {
-			ko.clNext = m.Changelog
-			return chk, nil
+	if id, ok := sameMark(marks, ko.instance); ok {
+		if chk, err := j.dir.Open(state.CheckpointID(id)); err == nil {
+			m, merr := j.readMeta(chk)
+			if merr != nil {
+				return nil, merr
+			}
+			if err = positionsMatch(m.Source.Positions, k.Topic, marks); err == nil {
+				ko.clNext = m.Changelog
+				j.firstID = newest + 1
+				return chk, nil
+			}
 		}
 	}
 	t := time.Now()
-	base, err := j.localBefore(id)
+	base, err := j.localBase()
 	if err != nil {
 		return nil, err
 	}
 	if base != nil {
-		j.logf("checkpoint %d, committed by group %s, is in Kafka only: restoring the local copy of checkpoint %d and the changes since from changelog topic %s", id, k.Group, base.ID, ko.changelog)
+		j.logf("restoring partitions %v of topic %s from the local copy of checkpoint %d and changelog topic %s", ko.owned, k.Topic, base.ID, ko.changelog)
 	} else {
-		j.logf("checkpoint %d, committed by group %s, has no local copy in %s: restoring it from changelog topic %s", id, k.Group, j.cfg.StateDir, ko.changelog)
+		j.logf("restoring partitions %v of topic %s from changelog topic %s", ko.owned, k.Topic, ko.changelog)
 	}
-	if err := j.restoreChangelog(ctx, id, base); err != nil {
+	if err := j.restoreChangelog(ctx, marks, base); err != nil {
 		return nil, err
 	}
-	j.logf("restored checkpoint %d in %v", id, time.Since(t).Round(time.Millisecond))
+	j.restored = newest
+	j.firstID = newest + 1
+	j.logf("restored %d partitions in %v", len(marks), time.Since(t).Round(time.Millisecond))
 	return nil, nil
 }
 
-// localBefore opens the newest complete local checkpoint before id that
-// says where the changelog stood after it; nil when there is none.
-func (j *job) localBefore(id int64) (*state.Checkpoint, error) {
+// baseMarker is the changelog marker of the local checkpoint base (of
+// metadata bm): its metadata and its subtasks' header records.
+func (j *job) baseMarker(base *state.Checkpoint, bm *jobMeta) (changelogMarker, error) {
+	data, err := base.Meta("job")
+	if err != nil {
+		return changelogMarker{}, fmt.Errorf("%w: %w", ErrRestore, err)
+	}
+	m := changelogMarker{Checkpoint: int64(base.ID), Instance: j.kafka.instance, Meta: data}
+	counter := j.e.counterKey()
+	for i := range bm.Parallelism {
+		r, done, err := openStore(base, subtaskStore(i), filepath.Join(j.cfg.StateDir, "work", "base-"+subtaskStore(i)))
+		if err != nil {
+			return changelogMarker{}, err
+		}
+		var hs []headerRecord
+		for _, sp := range j.e.specs {
+			for rec, err := range r.Records(sp.id, state.KeyGroupRange{First: headerGroup, Last: headerGroup}) {
+				if err != nil {
+					done()
+					return changelogMarker{}, fmt.Errorf("%w: checkpoint %d: %w", ErrRestore, base.ID, err)
+				}
+				hs = append(hs, headerRecord{Key: state.AppendKey(nil, rec.Key), Value: slices.Clone(rec.Value)})
+			}
+		}
+		v, err := oneRecord(r, counter)
+		done()
+		if err != nil {
+			return changelogMarker{}, fmt.Errorf("%w: checkpoint %d: the counters: %w", ErrRestore, base.ID, err)
+		}
+		m.Headers = append(m.Headers, append(hs, headerRecord{Key: state.AppendKey(nil, counter), Value: slices.Clone(v)}))
+	}
+	return m, nil
+}
+
+// chkMark is what the group's committed offset of an input partition
+// names: the checkpoint, the instance that took it, and the offset.
+type chkMark struct {
+	id       int64
+	instance string
+	offset   int64
+}
+
+// sameMark reports the checkpoint every mark names when they all name
+// one of instance.
+func sameMark(marks map[int32]chkMark, instance string) (int64, bool) {
+	var id int64
+	for _, m := range marks {
+		if m.instance != instance || id != 0 && m.id != id {
+			return 0, false
+		}
+		id = m.id
+	}
+	return id, id != 0
+}
+
+// localBase opens the newest complete local checkpoint that says where
+// the changelog stood after it; nil when there is none.
+func (j *job) localBase() (*state.Checkpoint, error) {
 	ids, err := j.dir.Complete()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
 	}
 	for _, l := range slices.Backward(ids) {
-		if int64(l) >= id {
-			continue
-		}
 		chk, err := j.dir.Open(l)
 		if err != nil {
 			continue
@@ -241,37 +362,52 @@ func (j *job) localBefore(id int64) (*state.Checkpoint, error) {
 }
 
 // positionsMatch reports whether a checkpoint's positions are the
-// group's committed offsets.
-func positionsMatch(pos []runtime.Position, topic string, committed map[int32]kafka.Committed) error {
-	if len(pos) != len(committed) {
-		return fmt.Errorf("%d positions, %d committed offsets", len(pos), len(committed))
+// group's committed offsets of the owned partitions.
+func positionsMatch(pos []runtime.Position, topic string, marks map[int32]chkMark) error {
+	if len(pos) != len(marks) {
+		return fmt.Errorf("%d positions, %d committed offsets", len(pos), len(marks))
 	}
 	for _, p := range pos {
 		n, named := partitionOf(topic, p.File)
-		if c, ok := committed[n]; !named || !ok || c.Offset != p.Offset {
-			return fmt.Errorf("position %s at %d, committed %d", p.File, p.Offset, c.Offset)
+		if c, ok := marks[n]; !named || !ok || c.offset != p.Offset {
+			return fmt.Errorf("position %s at %d, committed %d", p.File, p.Offset, c.offset)
 		}
 	}
 	return nil
 }
 
-// restoreChangelog restores checkpoint id from the changelog: from the
-// keyed records of the local checkpoint base and the changelog's records
-// after it, or (base nil) from the whole changelog, up to its last stable
-// offset; the last marker read is id's, with the job's metadata and the
-// subtasks' headers.
-func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkpoint) error {
+// restoreChangelog restores the owned partitions that marks names from
+// the changelog: the keyed records of the local checkpoint base of the
+// partitions it had, and the changelog's records after it, or (base nil,
+// or a partition base did not have) the whole changelog partition, up to
+// its last stable offset. The last marker read in each partition is the
+// checkpoint marks names for it; from the markers come the subtasks'
+// headers (the lowest clocks; the counters of this instance's newest
+// checkpoint among them) and the partitions' watermarks.
+func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, base *state.Checkpoint) error {
 	ko := j.kafka
+	parts := slices.Sorted(maps.Keys(marks))
 	recs := map[string][]byte{}
-	var from map[int32]int64
+	from := map[int32]int64{}
+	var bm *jobMeta
 	if base != nil {
-		bm, err := j.readMeta(base)
-		if err != nil {
+		var err error
+		if bm, err = j.readMeta(base); err != nil {
 			return err
 		}
-		from = bm.Changelog
+		had := map[int32]bool{}
+		for _, pos := range bm.Source.Positions {
+			p, ok := partitionOf(ko.in.Topic, pos.File)
+			if o, logged := bm.Changelog[p]; ok && logged && marks[p].id != 0 {
+				had[p], from[p] = true, o
+			}
+		}
+		part := kafka.NewKeyPartitioner()
 		keyed := state.KeyGroupRange{First: 0, Last: headerGroup - 1}
 		for i := range bm.Parallelism {
+			if len(had) == 0 {
+				break
+			}
 			r, done, err := openStore(base, subtaskStore(i), filepath.Join(j.cfg.StateDir, "work", "base-"+subtaskStore(i)))
 			if err != nil {
 				return err
@@ -282,17 +418,19 @@ func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkp
 						done()
 						return fmt.Errorf("%w: checkpoint %d: %w", ErrRestore, base.ID, err)
 					}
-					recs[string(state.AppendKey(nil, rec.Key))] = slices.Clone(rec.Value)
+					if had[part(recordKey(rec.Key.Key), ko.parts)] {
+						recs[string(state.AppendKey(nil, rec.Key))] = slices.Clone(rec.Value)
+					}
 				}
 			}
 			done()
 		}
 	}
 	tail := map[string][]byte{} // nil: a tombstone
-	var marker []byte
-	next, err := kafka.ReadTopicFrom(ctx, ko.in.conn(), ko.changelog, from, func(_ int32, k, v []byte) error {
+	markers := map[int32][]byte{}
+	next, err := kafka.ReadPartitions(ctx, ko.in.conn(), ko.changelog, parts, from, func(p int32, k, v []byte) error {
 		if bytes.Equal(k, markerKey) {
-			marker = v
+			markers[p] = v
 		} else {
 			tail[string(k)] = v
 		}
@@ -302,18 +440,52 @@ func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkp
 		return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
 	}
 	ko.clNext = next
-	var m changelogMarker
-	if marker == nil {
-		return fmt.Errorf("%w: changelog %s has no checkpoint marker, but group %s committed checkpoint %d", ErrRestore, ko.changelog, ko.in.Group, id)
+	// The markers, one per checkpoint named.
+	type named struct {
+		m    changelogMarker
+		meta *jobMeta
+		wm   runtime.WatermarkState
 	}
-	if err := json.Unmarshal(marker, &m); err != nil {
-		return fmt.Errorf("%w: changelog %s: checkpoint marker: %w", ErrRestore, ko.changelog, err)
-	}
-	if m.Checkpoint != id {
-		return fmt.Errorf("%w: changelog %s ends with checkpoint %d, group %s committed checkpoint %d", ErrRestore, ko.changelog, m.Checkpoint, ko.in.Group, id)
-	}
-	if j.meta, err = j.checkMeta(m.Meta, id); err != nil {
-		return err
+	byMark := map[chkMark]*named{}
+	var order []chkMark
+	for _, p := range parts {
+		mk := marks[p]
+		b := markers[p]
+		var m changelogMarker
+		switch {
+		case b != nil:
+			if err := json.Unmarshal(b, &m); err != nil {
+				return fmt.Errorf("%w: changelog %s: checkpoint marker of partition %d: %w", ErrRestore, ko.changelog, p, err)
+			}
+		case base != nil && int64(base.ID) == mk.id && mk.instance == ko.instance && from[p] > 0:
+			// Nothing after the local copy: the partition's checkpoint
+			// is that copy, and its marker what the copy holds.
+			if m, err = j.baseMarker(base, bm); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%w: changelog %s has no checkpoint marker in partition %d, but group %s committed checkpoint %d of instance %s for %s-%d", ErrRestore, ko.changelog, p, ko.in.Group, mk.id, mk.instance, ko.in.Topic, p)
+		}
+		if m.Checkpoint != mk.id || m.Instance != mk.instance {
+			return fmt.Errorf("%w: changelog %s partition %d ends with checkpoint %d of instance %q, group %s committed checkpoint %d of instance %q", ErrRestore, ko.changelog, p, m.Checkpoint, m.Instance, ko.in.Group, mk.id, mk.instance)
+		}
+		key := chkMark{id: mk.id, instance: mk.instance}
+		if byMark[key] != nil {
+			continue
+		}
+		meta, err := j.checkMeta(m.Meta, m.Checkpoint)
+		if err != nil {
+			return err
+		}
+		if len(m.Headers) != meta.Parallelism {
+			return fmt.Errorf("%w: changelog %s: checkpoint %d of instance %q has the headers of %d subtasks, not %d", ErrRestore, ko.changelog, m.Checkpoint, m.Instance, len(m.Headers), meta.Parallelism)
+		}
+		wm, err := runtime.DecodeWatermarkState(meta.Source.Watermarks)
+		if err != nil {
+			return fmt.Errorf("%w: checkpoint %d of instance %q: %w", ErrRestore, m.Checkpoint, m.Instance, err)
+		}
+		byMark[key] = &named{m: m, meta: meta, wm: wm}
+		order = append(order, key)
 	}
 	if tail, err = joinChangelog(tail); err != nil {
 		return err
@@ -325,33 +497,45 @@ func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkp
 			recs[k] = v
 		}
 	}
-	if len(m.Headers) != j.meta.Parallelism {
-		return fmt.Errorf("%w: changelog %s: checkpoint %d has the headers of %d subtasks, not %d", ErrRestore, ko.changelog, id, len(m.Headers), j.meta.Parallelism)
+	// The counted checkpoint: this instance's newest among them.
+	counted := -1
+	for i, mk := range order {
+		if mk.instance == ko.instance && (counted < 0 || mk.id > order[counted].id) {
+			counted = i
+		}
 	}
-	// One store per subtask of the checkpoint: its headers and the keyed
-	// records of its key groups, so that a job of the same parallelism
-	// restores each as its own store.
-	n := len(m.Headers)
+	// One store per subtask of each checkpoint, with its headers; the
+	// keyed records go to the owner of their key group when one
+	// checkpoint of the same partitions is restored (so that a job of its
+	// parallelism restores each store as its own), else to the first.
+	first := byMark[order[0]]
+	single := len(order) == 1 && positionsMatch(first.meta.Source.Positions, ko.in.Topic, marks) == nil
+	var stores []*state.Mem
+	var countedParts []bool
+	for i, mk := range order {
+		for _, hs := range byMark[mk].m.Headers {
+			mem := state.NewMem()
+			for _, h := range hs {
+				k, err := state.DecodeKey(h.Key)
+				if err != nil {
+					return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
+				}
+				if err := mem.Put(k, h.Value); err != nil {
+					return err
+				}
+			}
+			stores = append(stores, mem)
+			countedParts = append(countedParts, i == counted)
+		}
+	}
 	owner := make([]int, keyGroups)
-	for i := range n {
-		r := groupRange(i, n)
-		for g := int(r.First); g <= int(r.Last); g++ {
-			owner[g] = i
-		}
-	}
-	parts := make([]*state.Mem, n)
-	for i, hs := range m.Headers {
-		mem := state.NewMem()
-		for _, h := range hs {
-			k, err := state.DecodeKey(h.Key)
-			if err != nil {
-				return fmt.Errorf("%w: changelog %s: %w", ErrRestore, ko.changelog, err)
-			}
-			if err := mem.Put(k, h.Value); err != nil {
-				return err
+	if single {
+		for i := range len(stores) {
+			r := groupRange(i, len(stores))
+			for g := int(r.First); g <= int(r.Last); g++ {
+				owner[g] = i
 			}
 		}
-		parts[i] = mem
 	}
 	for ks, v := range recs {
 		k, err := state.DecodeKey([]byte(ks))
@@ -361,12 +545,52 @@ func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkp
 		if int(k.KeyGroup) >= keyGroups {
 			return fmt.Errorf("%w: changelog %s: record %s in key group %d of %d", ErrRestore, ko.changelog, k, k.KeyGroup, keyGroups)
 		}
-		if err := parts[owner[k.KeyGroup]].Put(k, v); err != nil {
+		if err := stores[owner[k.KeyGroup]].Put(k, v); err != nil {
 			return err
 		}
 	}
-	ko.clParts = parts
-	j.restored = id
+	// The job's metadata: the first checkpoint's, with the partitions'
+	// positions (the committed offsets), their watermarks, the lowest
+	// clocks, and the counted checkpoint's counters.
+	meta := *first.meta
+	meta.Finished, meta.Changelog = false, nil
+	if !single {
+		meta.Parallelism = len(stores)
+		meta.Alerts = make([]runtime.PendingState, len(stores))
+		meta.Late = make([]runtime.PendingState, len(stores))
+		meta.Dead = runtime.PendingState{}
+		meta.Source = sourceMeta{Forwarded: int64(event.MaxTime)}
+		wm := runtime.WatermarkState{Emitted: event.MaxTime, Max: map[string]event.Time{}}
+		for _, mk := range order {
+			nm := byMark[mk]
+			wm.Emitted = min(wm.Emitted, nm.wm.Emitted)
+			meta.Source.Forwarded = min(meta.Source.Forwarded, nm.meta.Source.Forwarded)
+		}
+		for _, p := range parts {
+			name := partitionName(ko.in.Topic, p)
+			if t, ok := byMark[chkMark{id: marks[p].id, instance: marks[p].instance}].wm.Max[name]; ok {
+				wm.Max[name] = t
+			}
+			meta.Source.Positions = append(meta.Source.Positions, runtime.Position{File: name, Offset: marks[p].offset, Line: marks[p].offset})
+		}
+		if meta.Source.Watermarks, err = wm.AppendBinary(nil); err != nil {
+			return err
+		}
+		if counted >= 0 {
+			c := byMark[order[counted]].meta
+			meta.Stats = c.Stats
+			meta.Source.Ahead = c.Source.Ahead
+			meta.Source.FirstDeadLine, meta.Source.FirstDeadReason = c.Source.FirstDeadLine, c.Source.FirstDeadReason
+		}
+	}
+	if counted < 0 {
+		meta.Stats = StreamStats{Watermark: event.MinTime}
+	}
+	j.meta = &meta
+	// Each subtask takes its own store only from one checkpoint of this
+	// instance of the same partitions; else the key groups are
+	// redistributed, with the counters of the counted parts.
+	ko.clParts, ko.merged, ko.counted = stores, !single || counted != 0, countedParts
 	return nil
 }
 
@@ -375,7 +599,7 @@ func (j *job) restoreChangelog(ctx context.Context, id int64, base *state.Checkp
 func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) error {
 	ko := j.kafka
 	ctx := j.sctx
-	m, err := json.Marshal(changelogMarker{Checkpoint: f.id, Meta: meta, Headers: headers})
+	m, err := json.Marshal(changelogMarker{Checkpoint: f.id, Instance: ko.instance, Meta: meta, Headers: headers})
 	if err != nil {
 		return err
 	}
@@ -386,14 +610,17 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 			return fmt.Errorf("cep: stream: checkpoint %d: the outputs: %w", f.id, err)
 		}
 	}
-	ko.txn.ProduceTo(ctx, ko.changelog, 0, markerKey, m)
+	// The offsets of the partitions read so far (a partition whose
+	// first batch has not come yet has neither position nor state), and
+	// in each of their changelog partitions the marker.
 	offsets := kafka.Offsets{}
 	for _, p := range f.meta.Source.Positions {
 		n, ok := partitionOf(ko.in.Topic, p.File)
-		if !ok {
-			return fmt.Errorf("cep: stream: position %s is not of topic %s", p.File, ko.in.Topic)
+		if !ok || !slices.Contains(ko.owned, n) {
+			return fmt.Errorf("cep: stream: position %s is not of an owned partition of topic %s", p.File, ko.in.Topic)
 		}
 		offsets[n] = p.Offset
+		ko.txn.ProduceTo(ctx, ko.changelog, n, markerKey, m)
 	}
 	failpoint.Hit("kafka.before-commit")
 	if h := j.cfg.hooks.failCommit; h != nil {
@@ -401,7 +628,7 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 			return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, ko.txn.Abort(ctx, err))
 		}
 	}
-	if err := ko.txn.Commit(ctx, ko.in.Topic, offsets, txnMetadata(f.id)); err != nil {
+	if err := ko.txn.Commit(ctx, ko.in.Topic, offsets, txnMetadata(f.id, ko.instance)); err != nil {
 		return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, err)
 	}
 	failpoint.Hit("kafka.after-commit")

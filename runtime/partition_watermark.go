@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -299,4 +300,40 @@ func (w *PartitionWatermarks) Restore(b []byte) error {
 	}
 	w.emitted, w.restored = emitted, restored
 	return nil
+}
+
+// WatermarkState is the decoded state of [PartitionWatermarks]
+// ([PartitionWatermarks.AppendBinary]): the combined watermark emitted and
+// the largest timestamp of each partition by name. Jobs that split or
+// join the partitions of their input (instances of one Kafka group
+// taking over each other's partitions) build the state of a new set of
+// partitions from the states of earlier ones.
+type WatermarkState struct {
+	Emitted event.Watermark
+	Max     map[string]event.Time
+}
+
+// DecodeWatermarkState decodes what AppendBinary encoded.
+func DecodeWatermarkState(b []byte) (WatermarkState, error) {
+	var w PartitionWatermarks
+	if err := w.Restore(b); err != nil {
+		return WatermarkState{}, err
+	}
+	return WatermarkState{Emitted: w.emitted, Max: w.restored}, nil
+}
+
+// AppendBinary encodes the state as [PartitionWatermarks.AppendBinary]
+// does, for [PartitionWatermarks.Restore].
+func (s WatermarkState) AppendBinary(b []byte) ([]byte, error) {
+	w := PartitionWatermarks{emitted: s.Emitted}
+	names := make([]string, 0, len(s.Max))
+	for n := range s.Max {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		gen := &WatermarkGenerator{seen: true, max: s.Max[n]}
+		w.parts = append(w.parts, &partWatermark{name: n, gen: gen})
+	}
+	return w.AppendBinary(b)
 }

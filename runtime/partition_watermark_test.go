@@ -241,3 +241,52 @@ func TestPartitionWatermarksIdleWhenCaughtUp(t *testing.T) {
 		t.Fatalf("the watermark went back to %v", w.Current())
 	}
 }
+
+func TestWatermarkStateRoundTrip(t *testing.T) {
+	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"t-0", "t-1", "t-2"} {
+		if err := w.Add(Partition{Index: i, Name: name}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.OnEvent(0, 5000)
+	w.OnEvent(1, 9000)
+	b, err := w.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := DecodeWatermarkState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// t-2 has seen nothing: it holds the combined watermark back and has
+	// no entry.
+	if st.Emitted != w.Current() || len(st.Max) != 2 || st.Max["t-0"] != 5000 || st.Max["t-1"] != 9000 {
+		t.Fatalf("decoded %+v, want emitted %v and t-0 5000, t-1 9000", st, w.Current())
+	}
+	// A state of a subset, built from it, restores that subset.
+	sub := WatermarkState{Emitted: st.Emitted, Max: map[string]event.Time{"t-1": st.Max["t-1"]}}
+	b2, err := sub.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Restore(b2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Add(Partition{Index: 1, Name: "t-1"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Of(1); got != event.Watermark(8000-1) {
+		t.Errorf("restored t-1 watermark %v, want %v (9000 - 1s - 1ms)", got, event.Watermark(8000-1))
+	}
+	if _, err := DecodeWatermarkState(b2[:len(b2)-1]); err == nil {
+		t.Error("a truncated state decoded")
+	}
+}

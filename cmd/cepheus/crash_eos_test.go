@@ -207,7 +207,7 @@ func TestExactlyOnceKafka(t *testing.T) {
 	}
 	// The restores each chain must have made at least once: from a local
 	// copy and the changelog's changes since, from the changelog alone.
-	const fromTail, fromChangelog = "and the changes since from changelog topic", "has no local copy"
+	const fromTail, fromChangelog = "from the local copy of checkpoint", "from changelog topic"
 	chains := []struct {
 		name        string
 		atLeastOnce bool

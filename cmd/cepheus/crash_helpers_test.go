@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -495,8 +496,43 @@ const crashChildTimeout = 60 * time.Second
 
 // runChild runs cepheus with args as a child process in its own process
 // group, which dies with the test (Pdeathsig), so a failed test leaves
-// nothing running.
+// nothing running; failpoint is its CEPHEUS_FAILPOINT, and killAfter > 0
+// sends SIGKILL that long after the start, unless it ended before.
 func runChild(t *testing.T, bin string, args []string, failpoint string, killAfter time.Duration) crashExit {
+	t.Helper()
+	c := startChild(t, bin, args, failpoint)
+	var kill <-chan time.Time
+	if killAfter > 0 {
+		k := time.NewTimer(killAfter)
+		defer k.Stop()
+		kill = k.C
+	}
+	hang := time.NewTimer(crashChildTimeout)
+	defer hang.Stop()
+	select {
+	case <-c.done:
+	case <-kill:
+		c.kill()
+	case <-hang.C:
+		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+		<-c.done
+		t.Fatalf("cepheus %s: still running after %v: killed\n%s", strings.Join(args, " "), crashChildTimeout, c.out.String())
+	}
+	return c.exit()
+}
+
+// child is a cepheus child process started by startChild.
+type child struct {
+	cmd   *exec.Cmd
+	pid   int
+	start time.Time
+	done  chan struct{} // closed once it has ended
+	out   *syncBuffer   // its stdout and stderr
+}
+
+// startChild starts cepheus with args as runChild does and returns at
+// once; the test ends it (kill, or waiting on done) before it returns.
+func startChild(t *testing.T, bin string, args []string, failpoint string) *child {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
@@ -507,47 +543,57 @@ func runChild(t *testing.T, bin string, args []string, failpoint string, killAft
 	if failpoint != "" {
 		cmd.Env = append(cmd.Env, "CEPHEUS_FAILPOINT="+failpoint)
 	}
-	var stderr bytes.Buffer
-	cmd.Stdout = &stderr
-	cmd.Stderr = &stderr
+	c := &child{cmd: cmd, done: make(chan struct{}), out: &syncBuffer{}}
+	cmd.Stdout = c.out
+	cmd.Stderr = c.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	start := time.Now()
+	c.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pid := cmd.Process.Pid
-	done := make(chan struct{})
+	c.pid = cmd.Process.Pid
 	go func() {
 		_ = cmd.Wait() // the outcome is in cmd.ProcessState
-		close(done)
+		close(c.done)
 	}()
-	var kill <-chan time.Time
-	if killAfter > 0 {
-		k := time.NewTimer(killAfter)
-		defer k.Stop()
-		kill = k.C
-	}
-	hang := time.NewTimer(crashChildTimeout)
-	defer hang.Stop()
-	select {
-	case <-done:
-	case <-kill:
-		// The child is not reaped before done, so pid is still its own
-		// (a zombie at worst, for which the kill does nothing).
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		<-done
-	case <-hang.C:
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-done
-		t.Fatalf("cepheus %s: still running after %v: killed\n%s", strings.Join(args, " "), crashChildTimeout, stderr.String())
-	}
-	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return c
+}
+
+// kill sends SIGKILL and waits for the end. The child is not reaped
+// before done, so pid is still its own (a zombie at worst, for which the
+// kill does nothing).
+func (c *child) kill() {
+	_ = syscall.Kill(c.pid, syscall.SIGKILL)
+	<-c.done
+}
+
+// exit is how the child ended; it must have.
+func (c *child) exit() crashExit {
+	ws := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	return crashExit{
 		killed:  ws.Signaled() && ws.Signal() == syscall.SIGKILL,
 		code:    ws.ExitStatus(),
-		elapsed: time.Since(start),
-		stderr:  stderr.String(),
+		elapsed: time.Since(c.start),
+		stderr:  c.out.String(),
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // resumedFrom and finishedAt find what a run said of the checkpoint it

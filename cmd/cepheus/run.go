@@ -57,10 +57,16 @@ holds the alerts (keyed by the rule key), late events, dead letters, the
 changed state (the compacted -changelog-topic, default G-changelog) and
 the input offsets, committed to group G: a read_committed consumer sees
 every alert once, whatever moment the process died. -instance-id names
-the instance (its transactional id is cepheus-G-ID): a restarted instance
-fences the one it replaces at once. A restart resumes from the checkpoint
-the group's offsets name, from -state when it holds it, else from the
-changelog. -delivery at-least-once writes the outputs at once instead
+the instance (its transactional id and static group member id are
+cepheus-G-ID): a restarted instance fences the one it replaces at once.
+Scale-out: instances with the same -group and their own -instance-id
+share the input's partitions (a consumer group); when partitions move,
+their owner commits a final checkpoint and the new owner restores them
+from the changelog. An instance silent for -session-timeout (10s) loses
+its partitions to the others; a restart within it gets them back. With
+-bounded, an instance exits once every partition is committed at its
+end. A restart resumes from the checkpoints the group's offsets name,
+from -state when it holds them, else from the changelog. -delivery at-least-once writes the outputs at once instead
 (lower latency; after a crash some come twice, with the same alert id).
 Every keyed rule must be keyed by the field the input records are keyed
 by (-record-key). docs/kafka.md has the details.
@@ -101,7 +107,7 @@ type runFlags struct {
 	alertsTopic, lateTopic, deadTopic        string
 	changelogTopic, group, instance          string
 	recordKey, delivery                      string
-	txnTimeout, localInterval                time.Duration
+	txnTimeout, localInterval, session       time.Duration
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -119,6 +125,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it)")
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
 	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name: its transactional id is cepheus-GROUP-ID")
+	fs.DurationVar(&f.session, "session-timeout", 10*time.Second, "with -alerts-topic, how long the group waits for a silent instance before its partitions move to the others (a restart within it keeps them)")
 	fs.DurationVar(&f.localInterval, "local-checkpoint-interval", 10*time.Second, "with -alerts-topic, the least time between two local copies of the checkpoints under -state (a restart restores the latest and reads the changelog's changes since; 0: every checkpoint)")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 0, "with -alerts-topic, the Kafka transaction timeout (0: checkpoint interval + checkpoint timeout + 30s)")
 	fs.StringVar(&f.delivery, "delivery", "exactly-once", "with -alerts-topic: exactly-once (the outputs in each checkpoint's transaction: visible to read_committed consumers once it commits) or at-least-once (written at once; after a crash some come twice, with the same alert id)")
@@ -180,7 +187,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		kafkaIn = &cep.KafkaInput{Topic: f.inputTopic, Bounded: f.bounded,
 			AlertsTopic: f.alertsTopic, LateTopic: f.lateTopic, DeadTopic: f.deadTopic,
 			ChangelogTopic: f.changelogTopic, Group: f.group, InstanceID: f.instance,
-			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey, LocalInterval: f.localInterval}
+			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey, LocalInterval: f.localInterval, SessionTimeout: f.session}
 		if f.localInterval == 0 {
 			kafkaIn.LocalInterval = -1 // every checkpoint
 		}

@@ -97,6 +97,7 @@ func NewMember(ctx context.Context, c MemberConfig) (*Member, error) {
 		kgo.ConsumeTopics(c.Topic),
 		kgo.InstanceID(c.InstanceID),
 		kgo.SessionTimeout(c.SessionTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, max(100*time.Millisecond, c.SessionTimeout/3))),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {

@@ -72,6 +72,13 @@ type SourceConfig struct {
 	// starts (partitions added later are not read). It must exist (else
 	// ErrNoTopic).
 	Topic string
+	// Partitions, when set, are the only partitions read (a member's
+	// share of a consumer group's topic); each must exist. Default: all.
+	Partitions []int32
+	// Ends, with Bounded, fixes where a partition ends (a job of several
+	// instances ends where its first instance listed the ends), instead
+	// of the end listed at the start; an end beyond that is an error.
+	Ends map[int32]int64
 	// Offsets are explicit start offsets by partition, the next offsets of
 	// a checkpoint ([Batch].Next): such a partition starts there, whatever
 	// Start says. An offset outside the partition's log is ErrBadOffset; a
@@ -143,6 +150,9 @@ func (c SourceConfig) Validate() error {
 	}
 	if !c.EndTime.IsZero() && !c.Bounded {
 		errs = append(errs, errors.New("kafka: an end time needs a bounded source"))
+	}
+	if c.Ends != nil && !c.Bounded {
+		errs = append(errs, errors.New("kafka: end offsets need a bounded source"))
 	}
 	for p, o := range c.Offsets {
 		if p < 0 || o < 0 {
@@ -353,7 +363,7 @@ func (s *Source) resolve(ctx context.Context) error {
 	if c.Start == FromCommitted && len(c.Offsets) < len(logStarts[c.Topic]) {
 		// The fetch waits for pending transactional commits to resolve
 		// (KIP-447): an offset in an open transaction is not committed.
-		committed, err = adm.FetchOffsets(ctx, c.Group)
+		committed, err = adm.FetchOffsets(kadm.RequireStable(ctx), c.Group)
 		if err == nil {
 			err = committed.Error()
 		}
@@ -382,12 +392,26 @@ func (s *Source) resolve(ctx context.Context) error {
 	}
 
 	s.starts, s.ends = map[int32]int64{}, map[int32]int64{}
+	for _, p := range c.Partitions {
+		if _, ok := logStarts.Lookup(c.Topic, p); !ok {
+			return fmt.Errorf("kafka: topic %s has no partition %d", c.Topic, p)
+		}
+	}
 	for p, lo := range logStarts[c.Topic] {
+		if c.Partitions != nil && !slices.Contains(c.Partitions, p) {
+			continue
+		}
 		s.parts = append(s.parts, p)
 		hwm, _ := hwms.Lookup(c.Topic, p)
 		end, _ := ends.Lookup(c.Topic, p)
 		if o, ok := untilTime.Lookup(c.Topic, p); ok && o.Offset >= 0 {
 			end.Offset = min(end.Offset, o.Offset)
+		}
+		if e, ok := c.Ends[p]; ok {
+			if e > hwm.Offset {
+				return fmt.Errorf("partition %d of %s: end offset %d beyond the log's end %d: %w", p, c.Topic, e, hwm.Offset, ErrBadOffset)
+			}
+			end.Offset = e
 		}
 		s.ends[p] = end.Offset
 		start := lo.Offset

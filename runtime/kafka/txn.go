@@ -334,13 +334,28 @@ func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest,
 	}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+			err := kerr.ErrorForCode(rp.ErrorCode)
+			switch {
+			case err == nil:
+			case errors.Is(err, kerr.FencedInstanceID):
+				return fmt.Errorf("commit the offset of %s-%d: %w: %w", topic, rp.Partition, ErrFenced, err)
+			case errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.RebalanceInProgress):
+				return fmt.Errorf("commit the offset of %s-%d: %w: %w", topic, rp.Partition, ErrGroupMoved, err)
+			default:
 				return fmt.Errorf("commit the offset of %s-%d: %w", topic, rp.Partition, err)
 			}
 		}
 	}
 	return nil
 }
+
+// ErrGroupMoved marks a transaction whose offsets the group refused
+// because its generation moved on: the member's partitions are being
+// reassigned (a rebalance), or were, while it was paused or cut off for
+// longer than its session timeout (it was a zombie). Errors that wrap it
+// also wrap ErrTxn; the member learns its new partitions from its
+// changes.
+var ErrGroupMoved = errors.New("kafka: the group refused the offsets of an older generation (its partitions moved)")
 
 // supports reports whether the brokers answer request key at version v or
 // later.
@@ -364,7 +379,7 @@ func (t *Txn) supports(ctx context.Context, key kmsg.Key, v int16) bool {
 // fail aborts the open transaction after err; the returned error wraps
 // ErrTxn.
 func (t *Txn) fail(ctx context.Context, err error) error {
-	fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+	fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, ErrFenced)
 	_ = t.cl.AbortBufferedRecords(ctx)
 	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
 		fenced = fenced || errors.Is(aerr, kerr.ProducerFenced) || errors.Is(aerr, kerr.InvalidProducerEpoch)
@@ -408,11 +423,28 @@ func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]C
 	var resp kadm.OffsetResponses
 	// The group coordinator may be loading (a broker just started) or
 	// moving (its broker died): retried.
-	err = retryTransient(ctx, func() error {
-		var err error
-		resp, err = adm.FetchOffsets(ctx, group)
-		return err
-	})
+	// A partition whose offset a transaction still holds answers
+	// UnstableOffsetCommit, which is retried until that transaction ends:
+	// its producer's successor aborts it, or its timeout does (at most
+	// the broker's transaction.max.timeout.ms, 15 minutes by default).
+	unstableUntil := time.Now().Add(16 * time.Minute)
+	for {
+		err = retryTransient(ctx, func() error {
+			var err error
+			if resp, err = adm.FetchOffsets(kadm.RequireStable(ctx), group); err != nil {
+				return err
+			}
+			for p, o := range resp[topic] {
+				if o.Err != nil {
+					return fmt.Errorf("%s-%d: %w", topic, p, o.Err)
+				}
+			}
+			return nil
+		})
+		if !errors.Is(err, kerr.UnstableOffsetCommit) || time.Now().After(unstableUntil) {
+			break
+		}
+	}
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return map[int32]Committed{}, nil
 	}
@@ -421,12 +453,39 @@ func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]C
 	}
 	out := map[int32]Committed{}
 	for p, o := range resp[topic] {
-		if o.Err != nil {
-			return nil, fmt.Errorf("kafka: offset of group %s on %s-%d: %w", group, topic, p, o.Err)
-		}
 		if o.At >= 0 {
 			out[p] = Committed{Offset: o.At, Metadata: o.Metadata}
 		}
+	}
+	return out, nil
+}
+
+// EndOffsets returns the last stable offset of each partition of topic
+// (the end a read_committed reader reaches now).
+func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, error) {
+	cl, err := c.newClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var l kadm.ListedOffsets
+	err = retryTransient(ctx, func() error {
+		var err error
+		if l, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
+			err = l.Error()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	for p, o := range l[topic] {
+		out[p] = o.Offset
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("kafka: end offsets of %s: %w", topic, ErrNoTopic)
 	}
 	return out, nil
 }
@@ -488,9 +547,15 @@ func ReadTopic(ctx context.Context, c Conn, topic string, fn func(p int32, key, 
 // gives it (the earliest where it gives none); it returns the offset
 // after the last read of each partition: where the next reader goes on.
 func ReadTopicFrom(ctx context.Context, c Conn, topic string, from map[int32]int64, fn func(p int32, key, value []byte) error) (map[int32]int64, error) {
+	return ReadPartitions(ctx, c, topic, nil, from, fn)
+}
+
+// ReadPartitions is ReadTopicFrom over the partitions parts of topic only
+// (nil: all of them); from may only name those.
+func ReadPartitions(ctx context.Context, c Conn, topic string, parts []int32, from map[int32]int64, fn func(p int32, key, value []byte) error) (map[int32]int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	src, err := NewSource(ctx, SourceConfig{Brokers: c.Brokers, Security: c.Security, Topic: topic, Bounded: true, Offsets: from})
+	src, err := NewSource(ctx, SourceConfig{Brokers: c.Brokers, Security: c.Security, Topic: topic, Partitions: parts, Bounded: true, Offsets: from})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,185 @@
+package cep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
+)
+
+// streamGroup runs a transactional Kafka job as one instance of a job
+// that may have several: the instances of one group share the input's
+// partitions through the group (static members, the cooperative sticky
+// assignor), and each runs a job over the partitions it owns. A change of
+// its partitions stops that job with a final checkpoint (its last
+// transaction commits the offsets of every partition it owned, under the
+// group's current generation) before the group may hand a revoked
+// partition to another instance, which restores it from the changelog;
+// then a new job starts over the partitions now owned, restored from the
+// checkpoints the group's offsets name. Bounded, the instance ends once
+// every partition of the input is committed at or past the end it listed
+// at its start (its own jobs' and the others'), and leaves the group; an
+// instance started after that ends at once.
+func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
+	k := c.Kafka
+	if err := e.checkRecordKeys(k); err != nil {
+		return nil, err
+	}
+	var ends map[int32]int64
+	if k.Bounded {
+		var err error
+		if ends, err = kafka.EndOffsets(ctx, k.conn(), k.Topic); err != nil {
+			return nil, fmt.Errorf("cep: stream: input: %w", err)
+		}
+		// The group's offsets are stable once the transaction of a
+		// predecessor of this instance (killed amid a commit) is aborted:
+		// fence it first.
+		txn, err := kafka.NewTxn(ctx, kafka.TxnConfig{Brokers: k.Brokers, Security: k.Security, TransactionalID: k.transactionalID(), Group: k.Group, Timeout: k.TxnTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("cep: stream: %w", err)
+		}
+		txn.Close()
+		done, err := groupDone(ctx, k, ends)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			c.Logf("group %s has committed every partition of topic %s at its end: nothing to do", k.Group, k.Topic)
+			return &StreamResult{Summary: Summary{Ruleset: e.cfg.ruleset.Name, RulesetVersion: e.cfg.ruleset.Hash}, AlreadyFinished: true, Finished: true}, nil
+		}
+	}
+	m, err := kafka.NewMember(ctx, kafka.MemberConfig{
+		Conn: k.conn(), Group: k.Group, Topic: k.Topic, InstanceID: k.transactionalID(), SessionTimeout: k.SessionTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cep: stream: join group %s: %w", k.Group, err)
+	}
+	defer m.Close()
+	var last *StreamResult
+	fails := 0
+	poll := time.NewTicker(500 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		owned := m.Owned()
+		if len(owned) == 0 || last != nil && last.Finished && slices.Equal(owned, last.Partitions) {
+			// Nothing to read (yet, or any more): wait for partitions,
+			// and, bounded, for the others to finish theirs.
+			if k.Bounded && last != nil {
+				done, err := groupDone(ctx, k, ends)
+				if err != nil {
+					return last, err
+				}
+				if done {
+					if err := m.Leave(ctx); err != nil {
+						c.Logf("%v", err)
+					}
+					c.Logf("every partition of topic %s is committed at its end: leaving group %s", k.Topic, k.Group)
+					return last, nil
+				}
+			}
+			select {
+			case ch := <-m.Changes():
+				ch.Done()
+			case <-poll.C:
+			case <-ctx.Done():
+				if last == nil {
+					last = &StreamResult{Summary: Summary{Ruleset: e.cfg.ruleset.Name, RulesetVersion: e.cfg.ruleset.Hash}}
+				}
+				return last, ctx.Err()
+			}
+			continue
+		}
+		jk := *k
+		jk.partitions, jk.ends, jk.member = owned, ends, m
+		jc := c
+		jc.Kafka = &jk
+		if last != nil || fails > 0 {
+			c.Logf("group %s: this instance now reads partitions %v of topic %s", k.Group, owned, k.Topic)
+		}
+		res, err, changes := e.runMember(ctx, jc, start, m)
+		if res != nil {
+			res.Partitions = owned
+			last = res
+		}
+		for _, ch := range changes {
+			ch.Done()
+		}
+		switch {
+		case ctx.Err() != nil:
+			if err == nil || errors.Is(err, context.Canceled) {
+				err = ctx.Err()
+			}
+			return last, err
+		case errors.Is(err, ErrFenced):
+			return last, err
+		case errors.Is(err, kafka.ErrGroupMoved):
+			c.Logf("group %s refused the offsets of partitions %v: %v: a rebalance is under way, or this instance was paused or cut off for longer than the session timeout and its partitions went to another instance; what it did not commit is dropped, and it goes on with the partitions the group gives it now", k.Group, owned, err)
+		case len(changes) > 0:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				c.Logf("group %s: the job over partitions %v stopped for a rebalance: %v", k.Group, owned, err)
+			}
+		case err == nil && res != nil && res.Finished:
+			// Bounded, its partitions are done: the loop waits for the
+			// others.
+		case isTxnFailure(err) && fails < streamTxnRetries:
+			fails++
+			c.Logf("%v: restarting from the last committed checkpoint (attempt %d of %d)", err, fails, streamTxnRetries)
+			continue
+		default:
+			return last, err
+		}
+		if res != nil && res.Stats.Checkpoints > 0 {
+			fails = 0
+		}
+	}
+}
+
+// runMember runs one job over the partitions of jc until it ends or a
+// change of the member's partitions comes, which stops it with a final
+// checkpoint. It returns the job's outcome and the changes that came, not
+// yet acknowledged.
+func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time, m *kafka.Member) (*StreamResult, error, []kafka.Change) {
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		res *StreamResult
+		err error
+	}
+	out := make(chan outcome, 1)
+	go func() {
+		res, err := e.runJob(jctx, jc, start)
+		out <- outcome{res, err}
+	}()
+	var changes []kafka.Change
+	for {
+		select {
+		case ch := <-m.Changes():
+			changes = append(changes, ch)
+			cancel()
+		case o := <-out:
+			if len(changes) > 0 && errors.Is(o.err, context.Canceled) {
+				o.err = nil
+			}
+			return o.res, o.err, changes
+		}
+	}
+}
+
+// groupDone reports whether the group has committed every partition of
+// the input at or past its end in ends.
+func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64) (bool, error) {
+	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
+	if err != nil {
+		return false, fmt.Errorf("cep: stream: %w", err)
+	}
+	for p, end := range ends {
+		c, ok := committed[p]
+		if ok && c.Offset < end || !ok && end > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,275 @@
+//go:build linux
+
+package main
+
+import (
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// groupRun is the command line of instance inst of an exactly-once job of
+// several instances over job's topic: bounded, group group, its own state
+// directory under dir, a short session timeout (so that the partitions of
+// an instance away move to the others within seconds).
+func groupRun(job eosJob, brokers, group, dir, inst string, more ...string) []string {
+	args := []string{"run", "-rules", job.rules, "-brokers", brokers, "-input-topic", job.topic, "-bounded",
+		"-alerts-topic", group + "-alerts", "-dead-letter-topic", group + "-dead", "-group", group,
+		"-instance-id", inst, "-state", filepath.Join(dir, inst+"-state"), "-session-timeout", "2s",
+		"-checkpoint-interval", "200ms", "-parallelism", "1", "-progress", "200ms"}
+	return append(args, more...)
+}
+
+// instance is one instance of a job of several, as a test drives it.
+type instance struct {
+	name     string
+	c        *child
+	finished bool
+	starts   int
+	logs     []string // the output of each run
+}
+
+func (in *instance) start(t *testing.T, bin string, args []string) {
+	t.Helper()
+	in.c = startChild(t, bin, args, "")
+	in.starts++
+}
+
+// ended takes the end of a run that exited by itself: it must be exit 0,
+// the instance's share (and the job) finished.
+func (in *instance) ended(t *testing.T) {
+	t.Helper()
+	e := in.c.exit()
+	in.logs = append(in.logs, e.stderr)
+	if e.killed || e.code != 0 {
+		t.Fatalf("instance %s (start %d): %s\n%s", in.name, in.starts, e.describe(), e.tail())
+	}
+	in.finished = true
+	t.Logf("instance %s finished (start %d): %s", in.name, in.starts, e.describe())
+}
+
+// said reports whether any run of the instances wrote s.
+func said(ins []*instance, s string) bool {
+	for _, in := range ins {
+		for _, l := range in.logs {
+			if strings.Contains(l, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkAlerts compares the alerts topic of group, read_committed, with
+// the backtest, and checks that every dead letter is there once.
+func checkAlerts(t *testing.T, bin, brokers, group string, job eosJob) {
+	t.Helper()
+	got := alertIDSet(t, consumeTopic(t, bin, brokers, group+"-alerts"))
+	if d := job.want.diff(got); d != "" {
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+	} else {
+		t.Logf("%d alerts in the topic, the backtest's", sum(got))
+	}
+	if dl := consumeTopic(t, bin, brokers, group+"-dead"); len(dl) != job.dead {
+		t.Errorf("%d dead letters in the topic, want %d", len(dl), job.dead)
+	}
+}
+
+// TestExactlyOnceKafkaTwoInstances: two instances of one job share a
+// six-partition topic of 200,000 events through their group; a random one
+// is killed with SIGKILL at least ten times, mostly restarted at once (a
+// static member back within its session timeout keeps its partitions),
+// every fourth time only after the session timeout, so that the other
+// takes its partitions over (restoring them from the changelog) and hands
+// them back when it returns. At the end both have exited 0 and a
+// read_committed consumer's alert ids equal the backtest's.
+func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	job := newEOSJob(t, bin, dir, brokers, "eos-two")
+	group := job.topic + "-g"
+	// GOMAXPROCS=1 for the instances: the job lasts long enough for the
+	// kills on a fast machine too.
+	t.Setenv("GOMAXPROCS", "1")
+	r := crashRand(crashSeed(t), 13)
+	ins := []*instance{{name: "a"}, {name: "b"}}
+	for _, in := range ins {
+		in.start(t, bin, groupRun(job, brokers, group, dir, in.name))
+	}
+	defer func() {
+		for _, in := range ins {
+			if !in.finished {
+				in.c.kill()
+			}
+		}
+	}()
+	kills, moved := 0, 0
+	deadline := time.Now().Add(4 * time.Minute)
+	for kills < 12 {
+		var live []*instance
+		for _, in := range ins {
+			if !in.finished {
+				live = append(live, in)
+			}
+		}
+		if len(live) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d kills the job still runs", kills)
+		}
+		victim := live[r.IntN(len(live))]
+		wait := time.NewTimer(100*time.Millisecond + time.Duration(r.Int64N(int64(350*time.Millisecond))))
+		// A finished instance's channel is nil: never ready.
+		var done [2]<-chan struct{}
+		for i, in := range ins {
+			if !in.finished {
+				done[i] = in.c.done
+			}
+		}
+		select {
+		case <-done[0]:
+			wait.Stop()
+			ins[0].ended(t)
+			continue
+		case <-done[1]:
+			wait.Stop()
+			ins[1].ended(t)
+			continue
+		case <-wait.C:
+		}
+		victim.c.kill()
+		victim.logs = append(victim.logs, victim.c.exit().stderr)
+		kills++
+		if kills%4 == 0 {
+			// Away for longer than its session timeout: its partitions
+			// move to the other instance.
+			time.Sleep(2500 * time.Millisecond)
+			moved++
+		}
+		victim.start(t, bin, groupRun(job, brokers, group, dir, victim.name))
+	}
+	for _, in := range ins {
+		if in.finished {
+			continue
+		}
+		select {
+		case <-in.c.done:
+			in.ended(t)
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("instance %s still runs 2 minutes after the last kill\n%s", in.name, in.c.out.String())
+		}
+	}
+	t.Logf("%d kills, %d of them past the session timeout; starts: a %d, b %d", kills, moved, ins[0].starts, ins[1].starts)
+	if kills < 10 {
+		t.Errorf("%d kills, want at least 10 (the job ended first)", kills)
+	}
+	if moved > 0 && !said(ins, "now reads partitions [0 1 2 3 4 5]") {
+		t.Errorf("no instance took over all six partitions while the other was away")
+	}
+	checkAlerts(t, bin, brokers, group, job)
+}
+
+// progressRecords is the records count of a progress line of cepheus run.
+var progressRecords = regexp.MustCompile(`run: ([0-9,]+) records`)
+
+// lastRecords is the records count of the last progress line in out.
+func lastRecords(out string) int {
+	m := progressRecords.FindAllStringSubmatch(out, -1)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.ReplaceAll(m[len(m)-1][1], ",", ""))
+	return n
+}
+
+// TestKafkaScaleOut: one instance starts the job alone; a second and a
+// third join as it goes (each join moves some partitions: their owner
+// commits a final checkpoint, the new one restores them from the
+// changelog), then the second is stopped with SIGTERM (a final
+// checkpoint; its partitions move after its session timeout). The two
+// left finish the job, exit 0, and the alerts are the backtest's, once
+// each.
+func TestKafkaScaleOut(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	job := newEOSJob(t, bin, dir, brokers, "scale-out")
+	group := job.topic + "-g"
+	// GOMAXPROCS=1 for the instances: each takes a few seconds, so that
+	// the joins come mid-stream on a fast machine too.
+	t.Setenv("GOMAXPROCS", "1")
+	total := 0
+	for range readLines(t, job.events) {
+		total++
+	}
+	ins := []*instance{{name: "a"}, {name: "b"}, {name: "c"}}
+	defer func() {
+		for _, in := range ins {
+			if in.c != nil && !in.finished {
+				in.c.kill()
+			}
+		}
+	}()
+	ins[0].start(t, bin, groupRun(job, brokers, group, dir, "a"))
+	// waitFor waits until the instances started have read, together,
+	// a fraction of the events.
+	waitFor := func(frac float64) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			n := 0
+			for _, in := range ins {
+				if in.c != nil {
+					n += lastRecords(in.c.out.String())
+				}
+			}
+			if n >= int(frac*float64(total)) {
+				t.Logf("%d of %d records read", n, total)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d records read after 2 minutes", n, total)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor(0.1)
+	ins[1].start(t, bin, groupRun(job, brokers, group, dir, "b"))
+	waitFor(0.25)
+	ins[2].start(t, bin, groupRun(job, brokers, group, dir, "c"))
+	waitFor(0.4)
+	if err := syscall.Kill(ins[1].c.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ins[1].c.done:
+		e := ins[1].c.exit()
+		ins[1].logs = append(ins[1].logs, e.stderr)
+		if e.killed || e.code != 0 || !strings.Contains(e.stderr, "stopped at checkpoint") {
+			t.Fatalf("instance b on SIGTERM: %s, want exit 0 after a final checkpoint\n%s", e.describe(), e.tail())
+		}
+		ins[1].finished = true
+	case <-time.After(time.Minute):
+		t.Fatal("instance b still runs a minute after SIGTERM")
+	}
+	for _, in := range []*instance{ins[0], ins[2]} {
+		select {
+		case <-in.c.done:
+			in.ended(t)
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("instance %s still runs after 3 minutes\n%s", in.name, in.c.out.String())
+		}
+	}
+	for _, in := range ins {
+		if !said([]*instance{in}, "restoring partitions") && in.name != "a" {
+			t.Errorf("instance %s restored no partitions of another instance", in.name)
+		}
+	}
+	checkAlerts(t, bin, brokers, group, job)
+}
