@@ -427,6 +427,12 @@ func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID,
 	return nil
 }
 
+// lowerWatermark lowers the operator's watermark to wm when it is ahead:
+// a restored operator that takes on input partitions that have not
+// started (their watermark is the lowest) must not judge their events
+// late. Pending timers fire as the watermark passes them again.
+func (o *SharedOperator) lowerWatermark(wm event.Time) { o.watermark = min(o.watermark, wm) }
+
 // restoreHeader reads the header record of op in r: the first sets the
 // operator's header, the others lower its clocks to theirs; the counters
 // of r are added when counters is set.

@@ -753,6 +753,12 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("%w: subtask %d: %w", ErrRestore, i, err)
+				return
+			}
+			if j.kafka != nil && j.kafka.lowWatermark {
+				for k := range s.host.keyOps {
+					s.host.keyOps[k].op.lowerWatermark(event.MinTime)
+				}
 			}
 		}()
 	}

@@ -80,6 +80,9 @@ type kafkaOut struct {
 	clParts []*state.Mem
 	merged  bool
 	counted []bool
+	// lowWatermark: the restored operators' watermarks go down to the
+	// lowest (the job owns partitions that have not started).
+	lowWatermark bool
 	// instance is this instance's id; owned the input partitions the job
 	// reads, sorted.
 	instance string
@@ -255,7 +258,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		return nil, nil
 	}
 	failpoint.Hit("kafka.restore")
-	if id, ok := sameMark(marks, ko.instance); ok {
+	if id, ok := sameMark(marks, ko.instance); ok && len(fresh) == 0 {
 		if chk, err := j.dir.Open(state.CheckpointID(id)); err == nil {
 			m, merr := j.readMeta(chk)
 			if merr != nil {
@@ -278,7 +281,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	} else {
 		j.logf("restoring partitions %v of topic %s from changelog topic %s", ko.owned, k.Topic, ko.changelog)
 	}
-	if err := j.restoreChangelog(ctx, marks, base); err != nil {
+	if err := j.restoreChangelog(ctx, marks, len(fresh) > 0, base); err != nil {
 		return nil, err
 	}
 	j.restored = newest
@@ -384,7 +387,9 @@ func positionsMatch(pos []runtime.Position, topic string, marks map[int32]chkMar
 // checkpoint marks names for it; from the markers come the subtasks'
 // headers (the lowest clocks; the counters of this instance's newest
 // checkpoint among them) and the partitions' watermarks.
-func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, base *state.Checkpoint) error {
+// With fresh (owned partitions without a checkpoint, which start at the
+// lowest watermark) the restored watermarks are lowered to the lowest.
+func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fresh bool, base *state.Checkpoint) error {
 	ko := j.kafka
 	parts := slices.Sorted(maps.Keys(marks))
 	recs := map[string][]byte{}
@@ -509,7 +514,7 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, bas
 	// checkpoint of the same partitions is restored (so that a job of its
 	// parallelism restores each store as its own), else to the first.
 	first := byMark[order[0]]
-	single := len(order) == 1 && positionsMatch(first.meta.Source.Positions, ko.in.Topic, marks) == nil
+	single := !fresh && len(order) == 1 && positionsMatch(first.meta.Source.Positions, ko.in.Topic, marks) == nil
 	var stores []*state.Mem
 	var countedParts []bool
 	for i, mk := range order {
@@ -566,6 +571,9 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, bas
 			wm.Emitted = min(wm.Emitted, nm.wm.Emitted)
 			meta.Source.Forwarded = min(meta.Source.Forwarded, nm.meta.Source.Forwarded)
 		}
+		if fresh {
+			wm.Emitted, meta.Source.Forwarded = event.MinTime, int64(event.MinTime)
+		}
 		for _, p := range parts {
 			name := partitionName(ko.in.Topic, p)
 			if t, ok := byMark[chkMark{id: marks[p].id, instance: marks[p].instance}].wm.Max[name]; ok {
@@ -590,7 +598,7 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, bas
 	// Each subtask takes its own store only from one checkpoint of this
 	// instance of the same partitions; else the key groups are
 	// redistributed, with the counters of the counted parts.
-	ko.clParts, ko.merged, ko.counted = stores, !single || counted != 0, countedParts
+	ko.clParts, ko.merged, ko.counted, ko.lowWatermark = stores, !single || counted != 0, countedParts, fresh
 	return nil
 }
 

@@ -66,13 +66,14 @@ func cardKeyedRules(t *testing.T, dir string) string {
 	return path
 }
 
-// eosInput generates at least 200,000 card events with a malformed line
-// after every 25,000th and returns the file and the number of those.
-func eosInput(t *testing.T, bin, dir string) (string, int) {
+// eosInput generates at least 200,000 card events (about perDay) with a
+// malformed line after every 25,000th and returns the file and the
+// number of those.
+func eosInput(t *testing.T, bin, dir string, perDay int) (string, int) {
 	t.Helper()
 	raw := filepath.Join(dir, "gen.jsonl")
 	cmd := exec.Command(bin, "gen", "-seed", "7",
-		"-history-days", "1", "-history-events-per-day", "4000", "-days", "1", "-events-per-day", "200000",
+		"-history-days", "1", "-history-events-per-day", "4000", "-days", "1", "-events-per-day", strconv.Itoa(perDay),
 		"-customers", "5000", "-merchants", "500", "-fraud-rate", "20",
 		"-scenarios", "card_testing,impossible_travel,large_then_foreign,velocity_burst", "-o", raw)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -143,12 +144,18 @@ type eosJob struct {
 	want                 multiset
 }
 
-// newEOSJob makes an eosJob in dir on brokers; the topic's name starts
-// with name.
+// newEOSJob makes an eosJob of about 200,000 events in dir on brokers;
+// the topic's name starts with name.
 func newEOSJob(t *testing.T, bin, dir, brokers, name string) eosJob {
 	t.Helper()
+	return newEOSJobOf(t, bin, dir, brokers, name, 200000)
+}
+
+// newEOSJobOf is newEOSJob with about perDay events.
+func newEOSJobOf(t *testing.T, bin, dir, brokers, name string, perDay int) eosJob {
+	t.Helper()
 	j := eosJob{rules: cardKeyedRules(t, dir)}
-	j.events, j.dead = eosInput(t, bin, dir)
+	j.events, j.dead = eosInput(t, bin, dir, perDay)
 	bt := filepath.Join(dir, "backtest.jsonl")
 	if out, err := exec.Command(bin, "backtest", "-q", "-rules", j.rules, "-events", j.events, "-alerts", bt).CombinedOutput(); err != nil {
 		t.Fatalf("cepheus backtest: %v\n%s", err, out)

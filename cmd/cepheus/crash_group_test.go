@@ -3,6 +3,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -80,7 +82,7 @@ func checkAlerts(t *testing.T, bin, brokers, group string, job eosJob) {
 }
 
 // TestExactlyOnceKafkaTwoInstances: two instances of one job share a
-// six-partition topic of 200,000 events through their group; a random one
+// six-partition topic of 400,000 events through their group; a random one
 // is killed with SIGKILL at least ten times, mostly restarted at once (a
 // static member back within its session timeout keeps its partitions),
 // every fourth time only after the session timeout, so that the other
@@ -91,7 +93,8 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	bin := buildCepheus(t)
 	dir := t.TempDir()
-	job := newEOSJob(t, bin, dir, brokers, "eos-two")
+	// 400,000 events: the job outlasts a dozen kills.
+	job := newEOSJobOf(t, bin, dir, brokers, "eos-two", 400000)
 	group := job.topic + "-g"
 	// GOMAXPROCS=1 for the instances: the job lasts long enough for the
 	// kills on a fast machine too.
@@ -124,7 +127,7 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 			t.Fatalf("after %d kills the job still runs", kills)
 		}
 		victim := live[r.IntN(len(live))]
-		wait := time.NewTimer(100*time.Millisecond + time.Duration(r.Int64N(int64(350*time.Millisecond))))
+		wait := time.NewTimer(80*time.Millisecond + time.Duration(r.Int64N(int64(320*time.Millisecond))))
 		// A finished instance's channel is nil: never ready.
 		var done [2]<-chan struct{}
 		for i, in := range ins {
@@ -173,6 +176,29 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 		t.Errorf("no instance took over all six partitions while the other was away")
 	}
 	checkAlerts(t, bin, brokers, group, job)
+	keepLogs(t, ins)
+}
+
+// keepLogs writes, when the test failed, every run's output of the
+// instances to a directory that outlives the test, and says where.
+func keepLogs(t *testing.T, ins []*instance) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	dir, err := os.MkdirTemp("", "cepheus-"+t.Name()+"-")
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	for _, in := range ins {
+		for i, l := range in.logs {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%02d.log", in.name, i+1)), []byte(l), 0o644); err != nil {
+				t.Log(err)
+			}
+		}
+	}
+	t.Logf("the instances' output: %s", dir)
 }
 
 // progressRecords is the records count of a progress line of cepheus run.
@@ -272,4 +298,68 @@ func TestKafkaScaleOut(t *testing.T) {
 		}
 	}
 	checkAlerts(t, bin, brokers, group, job)
+	keepLogs(t, ins)
+}
+
+// TestKafkaZombieGroup: of two instances of one job, one is paused with
+// SIGSTOP for longer than its session timeout, so that the group gives
+// its partitions to the other, and then resumed: it cannot commit what it
+// did before the pause (the group refuses the offsets of its old
+// generation), says so, and goes on with the partitions the group gives
+// it now. Both finish, and the alerts are the backtest's, once each.
+func TestKafkaZombieGroup(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	job := newEOSJob(t, bin, dir, brokers, "zombie-group")
+	group := job.topic + "-g"
+	t.Setenv("GOMAXPROCS", "1")
+	ins := []*instance{{name: "a"}, {name: "b"}}
+	defer func() {
+		for _, in := range ins {
+			if in.c != nil && !in.finished {
+				_ = syscall.Kill(in.c.pid, syscall.SIGCONT)
+				in.c.kill()
+			}
+		}
+	}()
+	for _, in := range ins {
+		in.start(t, bin, groupRun(job, brokers, group, dir, in.name))
+	}
+	a := ins[0]
+	deadline := time.Now().Add(time.Minute)
+	for lastRecords(a.c.out.String()) < 10000 || !strings.Contains(a.c.out.String(), "first transaction committed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("instance a has not committed 10,000 records after a minute\n%s", a.c.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Kill(a.c.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second) // twice the session timeout
+	if err := syscall.Kill(a.c.pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		select {
+		case <-in.c.done:
+			in.ended(t)
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("instance %s still runs after 2 minutes\n%s", in.name, in.c.out.String())
+		}
+	}
+	if !said(ins[:1], "refused the offsets") {
+		t.Errorf("the resumed instance did not say that the group refused its offsets")
+	}
+	for _, l := range strings.Split(ins[0].logs[0], "\n") {
+		if strings.Contains(l, "refused the offsets") {
+			t.Logf("the resumed instance: %s", l)
+		}
+	}
+	if !said(ins[1:], "now reads partitions [0 1 2 3 4 5]") {
+		t.Errorf("instance b did not take over a's partitions while a was paused")
+	}
+	checkAlerts(t, bin, brokers, group, job)
+	keepLogs(t, ins)
 }

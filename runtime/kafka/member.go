@@ -62,6 +62,10 @@ type Member struct {
 
 	mu    sync.Mutex
 	owned []int32
+	// memberID and generation are those of the latest join that
+	// confirmed the member's partitions.
+	memberID   string
+	generation int32
 }
 
 // NewMember joins the group. The first Change (the first assignment)
@@ -100,14 +104,18 @@ func NewMember(ctx context.Context, c MemberConfig) (*Member, error) {
 		kgo.HeartbeatInterval(min(3*time.Second, max(100*time.Millisecond, c.SessionTimeout/3))),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, ps map[string][]int32) {
+			// Called at the end of every join, also with nothing new: the
+			// member owns its partitions in this generation.
 			got := slices.Sorted(slices.Values(ps[c.Topic]))
+			id, gen := cl.GroupMetadata()
+			m.mu.Lock()
+			m.memberID, m.generation = id, gen
+			m.owned = slices.Sorted(slices.Values(append(m.owned, got...)))
+			m.mu.Unlock()
 			if len(got) == 0 {
 				return
 			}
-			m.mu.Lock()
-			m.owned = slices.Sorted(slices.Values(append(m.owned, got...)))
-			m.mu.Unlock()
 			send(Change{Assigned: got}, false)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
@@ -148,10 +156,18 @@ func (m *Member) Owned() []int32 {
 	return slices.Clone(m.owned)
 }
 
-// Metadata returns the member id and the group generation it joined in:
-// what a transactional offset commit names, so that the group refuses
-// the commits of a member of an older generation (a zombie).
-func (m *Member) Metadata() (memberID string, generation int32) { return m.cl.GroupMetadata() }
+// Metadata returns the member id and the group generation of the latest
+// join that gave the member its partitions (its assignment): what a
+// transactional offset commit names, so that the group refuses the
+// commits of a member whose partitions moved on (a zombie's). It stays
+// that join's while a revocation or loss waits for Done, so that a member
+// kicked out of the group and joining again cannot commit, under its new
+// generation, what it did under the old one.
+func (m *Member) Metadata() (memberID string, generation int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.memberID, m.generation
+}
 
 // Leave leaves the group for good (a static member's Close does not: its
 // partitions would wait SessionTimeout for it), so that the others take
