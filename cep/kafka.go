@@ -171,6 +171,11 @@ type kafkaReader struct {
 	chans   []chan runtime.Batch // by position in partitions()
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	// base is added to the partition numbers to make the source indexes
+	// (a repartition topic's); shared: out is shared with other readers,
+	// and not closed by this one.
+	base   int
+	shared bool
 }
 
 // The bounds of a partition's queue (aligned reading), in batches.
@@ -271,11 +276,13 @@ func (r *kafkaReader) forward(p int32, q *partQueue, ch chan<- runtime.Batch) {
 // pump converts the source's batches.
 func (r *kafkaReader) pump() {
 	defer close(r.done)
-	defer close(r.out)
+	if !r.shared {
+		defer close(r.out)
+	}
 	for kb := range r.src.Batches() {
 		name := partitionName(r.topic, kb.Partition)
 		b := runtime.Batch{
-			Partition: runtime.Partition{Index: int(kb.Partition), Name: name, Path: name},
+			Partition: runtime.Partition{Index: r.base + int(kb.Partition), Name: name, Path: name},
 			End:       runtime.Position{File: name, Offset: kb.Next, Line: kb.Next},
 			Opened:    kb.Opened, CaughtUp: kb.CaughtUp, Done: kb.Done,
 		}
@@ -283,7 +290,11 @@ func (r *kafkaReader) pump() {
 			b.Records = append(b.Records, runtime.Record{Line: rec.Offset + 1, Offset: rec.Offset, Data: rec.Value})
 		}
 		if !r.aligned {
-			r.out <- b
+			select {
+			case r.out <- b:
+			case <-r.stop:
+				return
+			}
 			continue
 		}
 		q := r.queues[kb.Partition]

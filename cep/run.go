@@ -244,14 +244,31 @@ func (h *hostOperator) setProcessingTime(t event.Time, out runtime.Collector[emi
 }
 
 func (h *hostOperator) ProcessWatermark(w event.Watermark, out runtime.Collector[emitted]) error {
-	return h.advance(out, func(op *SharedOperator, o *Output) error { return op.ProcessWatermark(w, o) })
+	return h.processWatermarkMasked(w, 0, out)
+}
+
+// processWatermarkMasked is ProcessWatermark for the shared operators of
+// the key specifications in mask only (0: all): a Kafka job's rules keyed
+// by the record key go by the input's watermark, the repartitioned ones
+// by their repartition partitions'.
+func (h *hostOperator) processWatermarkMasked(w event.Watermark, mask uint64, out runtime.Collector[emitted]) error {
+	return h.advanceMasked(mask, out, func(op *SharedOperator, o *Output) error { return op.ProcessWatermark(w, o) })
 }
 
 // advance applies a time advance to every shared operator, then emits
 // what they released.
 func (h *hostOperator) advance(out runtime.Collector[emitted], f func(*SharedOperator, *Output) error) error {
+	return h.advanceMasked(0, out, f)
+}
+
+// advanceMasked is advance for the operators of the specifications in
+// mask (0: all).
+func (h *hostOperator) advanceMasked(mask uint64, out runtime.Collector[emitted], f func(*SharedOperator, *Output) error) error {
 	var errs []error
 	for i := range h.keyOps {
+		if mask != 0 && mask&(1<<i) == 0 {
+			continue
+		}
 		ko := &h.keyOps[i]
 		err := f(ko.op, &ko.out)
 		if derr := h.drain(ko, out); derr != nil || err != nil {

@@ -556,6 +556,7 @@ func (j *job) close() error {
 	}
 	if j.src != nil {
 		_ = j.src.reader.Close()
+		j.src.closeRepartitions()
 	}
 	j.wg.Wait()
 	var errs []error

@@ -29,6 +29,9 @@ type inflight struct {
 	// localGot the subtasks whose part of its local copy is written.
 	committed bool
 	localGot  int
+	// upstream is the markers of the input partitions at the barrier
+	// (repartitioning).
+	upstream map[int32]repUpstream
 }
 
 // errStopped is the error of a send to a subtask once the job stopped (a
@@ -115,6 +118,18 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 				if err := src.reader.Err(); err != nil {
 					return false, err
 				}
+				if src.rep.pending() {
+					// The input is read to its end; the repartition
+					// partitions wait for the final markers of every
+					// upstream partition: this job's go out at once.
+					batches = nil
+					if j.flight == nil && src.markersDue() {
+						if err := j.barrier(false); err != nil {
+							return false, err
+						}
+					}
+					break
+				}
 				return true, j.finish(true)
 			case need:
 				batches, part = src.cursors[p].ch, p
@@ -149,7 +164,14 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			if err != nil {
 				return false, err
 			}
+		case b := <-src.repChan():
+			if err := src.onRepBatch(b); err != nil {
+				return false, err
+			}
 		case now := <-tick.C:
+			if err := src.repErr(); err != nil {
+				return false, err
+			}
 			if c.live() {
 				// A live input: the watermark the events allow goes out
 				// now, not at the next multiple of the cadence, which a
@@ -330,6 +352,9 @@ func (j *job) barrier(final bool) error {
 		Stats:  j.stats,
 	}
 	f.meta.Stats.Alerts, f.meta.Stats.Late = 0, 0 // summed from the acks
+	if src.rep != nil {
+		f.upstream = src.repUpstreams()
+	}
 	var err error
 	if f.meta.Source, err = src.meta(); err != nil {
 		return err

@@ -25,9 +25,6 @@ import (
 // instance started after that ends at once.
 func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
 	k := c.Kafka
-	if err := e.checkRecordKeys(k); err != nil {
-		return nil, err
-	}
 	var ends map[int32]int64
 	if k.Bounded {
 		var err error

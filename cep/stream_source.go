@@ -34,6 +34,9 @@ type streamSource struct {
 	// guardParts the partitions of the events it holds, in order.
 	guard      *runtime.AheadGuard
 	guardParts []int
+	guardData  [][]byte // their records' values, with repartitioning
+	// rep is the repartitioning of a Kafka job (nil without).
+	rep *repSource
 	// wantBarrier says that a barrier is due but waits for the guard to
 	// hold nothing: it goes out after the record that empties it.
 	wantBarrier bool
@@ -81,6 +84,10 @@ type sourceMeta struct {
 	FirstDeadLine   int64
 	FirstDeadReason string
 	Ahead           runtime.AheadState
+	// Repartition is what the upstream markers of each repartition
+	// partition said, by partition name (a Kafka job with rules not keyed
+	// by the record key).
+	Repartition map[string][]repUpstream `json:",omitempty"`
 }
 
 func (j *job) openSource(ctx context.Context) (*streamSource, error) {
@@ -138,7 +145,17 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		}
 	}
 	if c.Kafka != nil {
-		kr, err := newKafkaReader(ctx, c.Kafka, rc.Resume)
+		resume := rc.Resume
+		if ko := j.kafka; ko != nil && len(ko.reps) > 0 {
+			// The repartition partitions' positions are their readers'.
+			resume = nil
+			for _, pos := range rc.Resume {
+				if _, ok := partitionOf(c.Kafka.Topic, pos.File); ok {
+					resume = append(resume, pos)
+				}
+			}
+		}
+		kr, err := newKafkaReader(ctx, c.Kafka, resume)
 		if err != nil {
 			if j.meta != nil {
 				return nil, fmt.Errorf("%w: %w", ErrRestore, err)
@@ -152,7 +169,19 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 				s.cursors = append(s.cursors, cursor{p: p, ch: kr.chans[i]})
 			}
 		}
-		return s, s.addPartitions(parts)
+		if err := s.addPartitions(parts); err != nil {
+			return nil, err
+		}
+		if ko := j.kafka; ko != nil && len(ko.reps) > 0 {
+			var restored map[string][]repUpstream
+			if j.meta != nil {
+				restored = j.meta.Source.Repartition
+			}
+			if err := s.openRepartitions(ctx, restored); err != nil {
+				return s, err
+			}
+		}
+		return s, nil
 	}
 	r, err := runtime.NewPartitionReader(ctx, c.Events, rc)
 	if err != nil {
@@ -280,7 +309,7 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	}
 	m := sourceMeta{
 		Watermarks: wm, Forwarded: int64(s.forwarded), SinceWatermark: s.sinceWM,
-		FirstDeadLine: s.firstDeadLine, FirstDeadReason: s.firstDeadReason,
+		FirstDeadLine: s.firstDeadLine, FirstDeadReason: s.firstDeadReason, Repartition: s.repMeta(),
 	}
 	if s.guard != nil {
 		m.Ahead = s.guard.State()
@@ -347,9 +376,12 @@ func (s *streamSource) record(p runtime.Partition, rec *runtime.Record) error {
 	s.ev = nil
 	ev.Seq = event.SeqOf(p.Index, rec.Line)
 	if s.guard == nil {
-		return s.accept(p.Index, ev)
+		return s.accept(p.Index, ev, rec.Data)
 	}
 	s.guardParts = append(s.guardParts, p.Index)
+	if s.rep != nil {
+		s.guardData = append(s.guardData, rec.Data)
+	}
 	return s.guard.Offer(ev, *rec, s)
 }
 
@@ -384,11 +416,16 @@ func positionAfter(b *runtime.Batch, i int) runtime.Position {
 
 // accept hands a decoded event of partition p on: routed to the
 // subtasks, then the watermark at its cadence.
-func (s *streamSource) accept(p int, ev *event.Event) error {
+func (s *streamSource) accept(p int, ev *event.Event, raw []byte) error {
 	j := s.j
 	j.stats.Decoded++
 	j.stats.MaxEventTime = max(j.stats.MaxEventTime, ev.Time)
-	if err := s.routeEvent(ev); err != nil {
+	mask := allSpecs
+	if s.rep != nil {
+		mask = s.rep.local
+		s.repWrite(ev, raw)
+	}
+	if err := s.routeEvent(ev, mask); err != nil {
 		return err
 	}
 	s.pw.OnEvent(p, ev.Time)
@@ -403,13 +440,20 @@ func (s *streamSource) accept(p int, ev *event.Event) error {
 func (s *streamSource) Pass(ev *event.Event, _ int64) error {
 	p := s.guardParts[0]
 	s.guardParts = s.guardParts[1:]
-	return s.accept(p, ev)
+	var raw []byte
+	if s.rep != nil {
+		raw, s.guardData = s.guardData[0], s.guardData[1:]
+	}
+	return s.accept(p, ev, raw)
 }
 
 // Reject implements runtime.AheadSink: an event too far ahead.
 func (s *streamSource) Reject(rec runtime.Record, reason string) error {
 	p := s.guardParts[0]
 	s.guardParts = s.guardParts[1:]
+	if s.rep != nil {
+		s.guardData = s.guardData[1:]
+	}
 	s.j.stats.Ahead++
 	return s.deadLetter(runtime.Partition{Index: p, Name: s.names[p]}, &rec, reason)
 }
@@ -431,10 +475,13 @@ func (s *streamSource) deadLetter(p runtime.Partition, rec *runtime.Record, reas
 
 // routeEvent queues ev for every subtask that owns one of its keys (an
 // event lacking a key field goes to subtask 0, which counts it).
-func (s *streamSource) routeEvent(ev *event.Event) error {
+func (s *streamSource) routeEvent(ev *event.Event, mask uint64) error {
 	j := s.j
 	s.route = s.route[:0]
 	for si := range j.e.specs {
+		if mask&(1<<si) == 0 {
+			continue
+		}
 		spec := &j.e.specs[si]
 		sub := 0
 		if !hasNullKey(ev, spec.slots) {
@@ -475,14 +522,24 @@ func (s *streamSource) routeEvent(ev *event.Event) error {
 	return nil
 }
 
-// forward sends wm to every subtask when it is ahead of the last one sent.
+// forward sends wm, the input's watermark, to every subtask when it is
+// ahead of the last one sent: for every rule, or with repartitioning for
+// those keyed by the record key (the others go by their repartition
+// partitions' watermark, forwardRep), and at the end (MaxTime) for all.
 func (s *streamSource) forward(wm event.Watermark) error {
 	if wm <= s.forwarded {
 		return nil
 	}
 	s.forwarded = wm
 	s.j.stats.Watermark = wm
-	return s.broadcast(msg{kind: msgWatermark, wm: wm})
+	var mask uint64
+	if s.rep != nil && wm < event.MaxTime {
+		mask = s.rep.local
+		if mask == 0 {
+			return nil
+		}
+	}
+	return s.broadcast(msg{kind: msgWatermark, wm: wm, mask: mask})
 }
 
 // broadcast sends m to every subtask after what is queued for it.

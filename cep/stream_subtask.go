@@ -36,6 +36,7 @@ type msg struct {
 	kind  msgKind
 	elems []elem
 	wm    event.Watermark
+	mask  uint64 // of a watermark: the key specifications it is for (0: all)
 	id    int64
 	w     *state.CheckpointWriter
 }
@@ -402,7 +403,7 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 			default:
 			}
 		case msgWatermark:
-			err = s.host.ProcessWatermark(m.wm, s)
+			err = s.host.processWatermarkMasked(m.wm, m.mask, s)
 		case msgBarrier:
 			s.barrier(m, acks)
 		case msgCommit:

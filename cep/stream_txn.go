@@ -87,6 +87,13 @@ type kafkaOut struct {
 	// reads, sorted.
 	instance string
 	owned    []int32
+	// local is the mask of the key specifications keyed by the record
+	// key; reps the others, repartitioned.
+	local uint64
+	reps  []repartition
+	// committed are the group's offsets of the owned partitions of the
+	// input and the repartition topics, by partition name.
+	committed map[string]int64
 }
 
 // txnMetadata is the metadata of the offsets a checkpoint commits: the
@@ -125,27 +132,6 @@ type headerRecord struct {
 	Key, Value []byte
 }
 
-// checkRecordKeys refuses, in Kafka mode, a rule keyed by other fields
-// than the input's record key: its keys would not follow the input's
-// partitions (repartitioning is to come).
-func (e *Engine) checkRecordKeys(k *KafkaInput) error {
-	field := k.RecordKey
-	for _, cr := range e.rules {
-		r := cr.rule
-		if len(r.KeyFields) == 0 {
-			continue
-		}
-		if field == "" && len(r.KeyFields) == 1 {
-			field = r.KeyFields[0]
-		}
-		if len(r.KeyFields) != 1 || r.KeyFields[0] != field {
-			return fmt.Errorf("cep: stream: rule %q is keyed by (%s), not by the input's record key %s: in Kafka mode every keyed rule must be keyed by the field the records of topic %s are keyed by (-record-key); repartitioning by other fields is not built yet",
-				r.Name, strings.Join(r.KeyFields, ", "), field, k.Topic)
-		}
-	}
-	return nil
-}
-
 // kafkaRestorePoint prepares a transactional Kafka job over the input
 // partitions its instance owns: the topics it writes, the producer
 // (whose start fences an instance it replaces and aborts that one's open
@@ -160,9 +146,6 @@ func (e *Engine) checkRecordKeys(k *KafkaInput) error {
 // fresh start.
 func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) {
 	k := j.cfg.Kafka
-	if err := j.e.checkRecordKeys(k); err != nil {
-		return nil, err
-	}
 	n, err := kafka.PartitionCount(ctx, k.conn(), k.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: input: %w", err)
@@ -176,7 +159,13 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	if ko.changelog == "" {
 		ko.changelog = k.Group + "-changelog"
 	}
+	ko.local, ko.reps = j.e.kafkaSpecs(k, n)
 	topics := []kafka.TopicSpec{{Name: k.AlertsTopic}, {Name: ko.changelog, Partitions: n, Compact: true}}
+	manual := []string{ko.changelog}
+	for _, rp := range ko.reps {
+		topics = append(topics, kafka.TopicSpec{Name: rp.topic, Partitions: n})
+		manual = append(manual, rp.topic)
+	}
 	for _, t := range []string{k.LateTopic, k.DeadTopic} {
 		if t != "" {
 			topics = append(topics, kafka.TopicSpec{Name: t})
@@ -188,7 +177,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	failpoint.Hit("kafka.before-fence")
 	ko.txn, err = kafka.NewTxn(ctx, kafka.TxnConfig{
 		Brokers: k.Brokers, Security: k.Security, TransactionalID: k.transactionalID(), Group: k.Group,
-		Member: k.member, Timeout: k.TxnTimeout, Manual: []string{ko.changelog},
+		Member: k.member, Timeout: k.TxnTimeout, Manual: manual,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
@@ -204,6 +193,18 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
 	marks := map[int32]chkMark{} // of the owned partitions
+	ko.committed = map[string]int64{}
+	for _, rp := range ko.reps {
+		rc, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, rp.topic)
+		if err != nil {
+			return nil, fmt.Errorf("cep: stream: %w", err)
+		}
+		for p, c := range rc {
+			if slices.Contains(ko.owned, p) {
+				ko.committed[partitionName(rp.topic, p)] = c.Offset
+			}
+		}
+	}
 	var fresh []int32
 	var newest int64 // the newest checkpoint of this instance named anywhere
 	for p, c := range committed {
@@ -216,6 +217,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		}
 		if slices.Contains(ko.owned, p) {
 			marks[p] = chkMark{id: id, instance: inst, offset: c.Offset}
+			ko.committed[partitionName(k.Topic, p)] = c.Offset
 		}
 	}
 	for _, p := range ko.owned {
@@ -264,7 +266,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 			if merr != nil {
 				return nil, merr
 			}
-			if err = positionsMatch(m.Source.Positions, k.Topic, marks); err == nil {
+			if err = positionsMatch(m.Source.Positions, ko.committed); err == nil {
 				ko.clNext = m.Changelog
 				j.firstID = newest + 1
 				return chk, nil
@@ -365,15 +367,14 @@ func (j *job) localBase() (*state.Checkpoint, error) {
 }
 
 // positionsMatch reports whether a checkpoint's positions are the
-// group's committed offsets of the owned partitions.
-func positionsMatch(pos []runtime.Position, topic string, marks map[int32]chkMark) error {
-	if len(pos) != len(marks) {
-		return fmt.Errorf("%d positions, %d committed offsets", len(pos), len(marks))
+// group's committed offsets of the owned partitions (by name).
+func positionsMatch(pos []runtime.Position, committed map[string]int64) error {
+	if len(pos) != len(committed) {
+		return fmt.Errorf("%d positions, %d committed offsets", len(pos), len(committed))
 	}
 	for _, p := range pos {
-		n, named := partitionOf(topic, p.File)
-		if c, ok := marks[n]; !named || !ok || c.offset != p.Offset {
-			return fmt.Errorf("position %s at %d, committed %d", p.File, p.Offset, c.offset)
+		if o, ok := committed[p.File]; !ok || o != p.Offset {
+			return fmt.Errorf("position %s at %d, committed %d", p.File, p.Offset, o)
 		}
 	}
 	return nil
@@ -514,7 +515,7 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 	// checkpoint of the same partitions is restored (so that a job of its
 	// parallelism restores each store as its own), else to the first.
 	first := byMark[order[0]]
-	single := !fresh && len(order) == 1 && positionsMatch(first.meta.Source.Positions, ko.in.Topic, marks) == nil
+	single := !fresh && len(order) == 1 && positionsMatch(first.meta.Source.Positions, ko.committed) == nil
 	var stores []*state.Mem
 	var countedParts []bool
 	for i, mk := range order {
@@ -576,10 +577,25 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 		}
 		for _, p := range parts {
 			name := partitionName(ko.in.Topic, p)
-			if t, ok := byMark[chkMark{id: marks[p].id, instance: marks[p].instance}].wm.Max[name]; ok {
+			nm := byMark[chkMark{id: marks[p].id, instance: marks[p].instance}]
+			if t, ok := nm.wm.Max[name]; ok {
 				wm.Max[name] = t
 			}
 			meta.Source.Positions = append(meta.Source.Positions, runtime.Position{File: name, Offset: marks[p].offset, Line: marks[p].offset})
+			// The repartition partitions p: their offsets, and their
+			// upstream markers as the same checkpoint saw them.
+			for _, rp := range ko.reps {
+				rname := partitionName(rp.topic, p)
+				if o, ok := ko.committed[rname]; ok {
+					meta.Source.Positions = append(meta.Source.Positions, runtime.Position{File: rname, Offset: o, Line: o})
+				}
+				if ups := nm.meta.Source.Repartition[rname]; ups != nil {
+					if meta.Source.Repartition == nil {
+						meta.Source.Repartition = map[string][]repUpstream{}
+					}
+					meta.Source.Repartition[rname] = ups
+				}
+			}
 		}
 		if meta.Source.Watermarks, err = wm.AppendBinary(nil); err != nil {
 			return err
@@ -621,14 +637,29 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 	// The offsets of the partitions read so far (a partition whose
 	// first batch has not come yet has neither position nor state), and
 	// in each of their changelog partitions the marker.
-	offsets := kafka.Offsets{}
+	offsets := map[string]kafka.Offsets{ko.in.Topic: {}}
+	for _, rp := range ko.reps {
+		offsets[rp.topic] = kafka.Offsets{}
+	}
 	for _, p := range f.meta.Source.Positions {
-		n, ok := partitionOf(ko.in.Topic, p.File)
+		topic := ko.in.Topic
+		n, ok := partitionOf(topic, p.File)
+		for _, rp := range ko.reps {
+			if !ok {
+				topic = rp.topic
+				n, ok = partitionOf(topic, p.File)
+			}
+		}
 		if !ok || !slices.Contains(ko.owned, n) {
 			return fmt.Errorf("cep: stream: position %s is not of an owned partition of topic %s", p.File, ko.in.Topic)
 		}
-		offsets[n] = p.Offset
-		ko.txn.ProduceTo(ctx, ko.changelog, n, markerKey, m)
+		offsets[topic][n] = p.Offset
+		if topic == ko.in.Topic {
+			ko.txn.ProduceTo(ctx, ko.changelog, n, markerKey, m)
+		}
+	}
+	if f.upstream != nil {
+		j.writeRepMarkers(f.upstream)
 	}
 	failpoint.Hit("kafka.before-commit")
 	if h := j.cfg.hooks.failCommit; h != nil {
@@ -636,8 +667,11 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 			return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, ko.txn.Abort(ctx, err))
 		}
 	}
-	if err := ko.txn.Commit(ctx, ko.in.Topic, offsets, txnMetadata(f.id, ko.instance)); err != nil {
+	if err := ko.txn.CommitTopics(ctx, offsets, txnMetadata(f.id, ko.instance)); err != nil {
 		return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, err)
+	}
+	if f.upstream != nil {
+		j.repCommitted(f.upstream)
 	}
 	failpoint.Hit("kafka.after-commit")
 	return nil

@@ -76,6 +76,9 @@ type partWatermark struct {
 	caughtUp bool // as the partition's last batch said (IdleWhenCaughtUp)
 }
 
+// current is the partition's own watermark.
+func (pw *partWatermark) current() event.Watermark { return pw.gen.Current() }
+
 // NewPartitionWatermarks returns a combiner without partitions; its
 // watermark is event.MinTime.
 func NewPartitionWatermarks(cfg PartitionWatermarksConfig) (*PartitionWatermarks, error) {
@@ -190,8 +193,11 @@ func (w *PartitionWatermarks) Of(p int) event.Watermark {
 	if p >= len(w.parts) || w.parts[p] == nil {
 		return event.MinTime
 	}
-	return w.parts[p].gen.Current()
+	return w.parts[p].current()
 }
+
+// Finished reports whether the partition with index p has finished.
+func (w *PartitionWatermarks) Finished(p int) bool { return w.parts[p].finished }
 
 // Idle reports whether the partition with index p is idle.
 func (w *PartitionWatermarks) Idle(p int) bool { return w.parts[p].idle }
@@ -202,7 +208,7 @@ func (w *PartitionWatermarks) combined() event.Watermark {
 	lo, some := event.MaxTime, false
 	for _, pw := range w.parts {
 		if pw != nil && !pw.idle && !pw.finished {
-			lo, some = min(lo, pw.gen.Current()), true
+			lo, some = min(lo, pw.current()), true
 		}
 	}
 	if !some {
@@ -217,7 +223,7 @@ func (w *PartitionWatermarks) reached() event.Watermark {
 	hi := event.MinTime
 	for _, pw := range w.parts {
 		if pw != nil {
-			hi = max(hi, pw.gen.Current())
+			hi = max(hi, pw.current())
 		}
 	}
 	return hi

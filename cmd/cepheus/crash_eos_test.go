@@ -148,13 +148,17 @@ type eosJob struct {
 // the topic's name starts with name.
 func newEOSJob(t *testing.T, bin, dir, brokers, name string) eosJob {
 	t.Helper()
-	return newEOSJobOf(t, bin, dir, brokers, name, 200000)
+	return newEOSJobOf(t, bin, dir, brokers, name, 200000, "")
 }
 
-// newEOSJobOf is newEOSJob with about perDay events.
-func newEOSJobOf(t *testing.T, bin, dir, brokers, name string, perDay int) eosJob {
+// newEOSJobOf is newEOSJob with about perDay events and the rules of
+// file rules ("": the cards rules keyed by card_id alone).
+func newEOSJobOf(t *testing.T, bin, dir, brokers, name string, perDay int, rules string) eosJob {
 	t.Helper()
-	j := eosJob{rules: cardKeyedRules(t, dir)}
+	j := eosJob{rules: rules}
+	if rules == "" {
+		j.rules = cardKeyedRules(t, dir)
+	}
 	j.events, j.dead = eosInput(t, bin, dir, perDay)
 	bt := filepath.Join(dir, "backtest.jsonl")
 	if out, err := exec.Command(bin, "backtest", "-q", "-rules", j.rules, "-events", j.events, "-alerts", bt).CombinedOutput(); err != nil {

@@ -93,8 +93,10 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	bin := buildCepheus(t)
 	dir := t.TempDir()
-	// 400,000 events: the job outlasts a dozen kills.
-	job := newEOSJobOf(t, bin, dir, brokers, "eos-two", 400000)
+	// 400,000 events: the job outlasts a dozen kills. The whole cards
+	// ruleset: its rules keyed by customer_id, and by card_id and
+	// merchant_id, are repartitioned.
+	job := newEOSJobOf(t, bin, dir, brokers, "eos-two", 400000, "../../rulesets/cards.cep")
 	group := job.topic + "-g"
 	// GOMAXPROCS=1 for the instances: the job lasts long enough for the
 	// kills on a fast machine too.

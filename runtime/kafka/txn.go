@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -232,6 +233,12 @@ type Offsets map[int32]int64
 // ErrTxn: the transaction was aborted or its outcome is unknown, and the
 // Txn is of no further use (close it; a new one fences and aborts).
 func (t *Txn) Commit(ctx context.Context, topic string, offsets Offsets, metadata string) error {
+	return t.CommitTopics(ctx, map[string]Offsets{topic: offsets}, metadata)
+}
+
+// CommitTopics is Commit with the offsets of several topics (a job's
+// input and the repartition topics it reads).
+func (t *Txn) CommitTopics(ctx context.Context, offsets map[string]Offsets, metadata string) error {
 	if err := t.cl.Flush(ctx); err != nil {
 		return t.fail(ctx, fmt.Errorf("flush: %w", err))
 	}
@@ -241,8 +248,14 @@ func (t *Txn) Commit(ctx context.Context, topic string, offsets Offsets, metadat
 	if err != nil {
 		return t.fail(ctx, err)
 	}
-	if len(offsets) > 0 {
-		if err := t.commitOffsets(ctx, topic, offsets, metadata); err != nil {
+	some := map[string]Offsets{}
+	for topic, o := range offsets {
+		if len(o) > 0 {
+			some[topic] = o
+		}
+	}
+	if len(some) > 0 {
+		if err := t.commitOffsets(ctx, some, metadata); err != nil {
 			return t.fail(ctx, err)
 		}
 	}
@@ -262,7 +275,7 @@ func (t *Txn) Commit(ctx context.Context, topic string, offsets Offsets, metadat
 // transaction (TxnOffsetCommit; the group has no members: generation -1).
 // Under transaction version 2 (Kafka 4) the request itself adds the
 // offsets to the transaction; before, AddOffsetsToTxn does.
-func (t *Txn) commitOffsets(ctx context.Context, topic string, offsets Offsets, metadata string) error {
+func (t *Txn) commitOffsets(ctx context.Context, offsets map[string]Offsets, metadata string) error {
 	pid, epoch, err := t.cl.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("producer id: %w", err)
@@ -285,7 +298,7 @@ func (t *Txn) commitOffsets(ctx context.Context, topic string, offsets Offsets, 
 		req.MemberID, req.Generation = t.member.Metadata()
 		req.InstanceID = &t.member.cfg.InstanceID
 	}
-	return t.sendOffsets(ctx, req, topic, offsets, metadata)
+	return t.sendOffsets(ctx, req, offsets, metadata)
 }
 
 // commitOffsetsAs is commitOffsets naming a member and generation of the
@@ -298,36 +311,38 @@ func (t *Txn) commitOffsetsAs(ctx context.Context, topic string, offsets Offsets
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = t.id, t.group, pid, epoch
 	req.Generation, req.MemberID, req.InstanceID = generation, memberID, &instance
-	return t.sendOffsets(ctx, req, topic, offsets, metadata)
+	return t.sendOffsets(ctx, req, map[string]Offsets{topic: offsets}, metadata)
 }
 
-// sendOffsets fills req with the offsets of topic and sends it.
-func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest, topic string, offsets Offsets, metadata string) error {
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = topic
-	// Version 6 (Kafka 4.4) names the topic by its id.
+// sendOffsets fills req with the offsets of each topic and sends it.
+func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest, offsets map[string]Offsets, metadata string) error {
 	if t.topicIDs == nil {
 		t.topicIDs = map[string][16]byte{}
 	}
-	if _, ok := t.topicIDs[topic]; !ok {
-		details, err := t.adm.ListTopics(ctx, topic)
-		if err != nil {
-			return fmt.Errorf("metadata of %s: %w", topic, err)
+	for _, topic := range slices.Sorted(maps.Keys(offsets)) {
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		// Version 6 (Kafka 4.4) names the topic by its id.
+		if _, ok := t.topicIDs[topic]; !ok {
+			details, err := t.adm.ListTopics(ctx, topic)
+			if err != nil {
+				return fmt.Errorf("metadata of %s: %w", topic, err)
+			}
+			d, ok := details[topic]
+			if !ok || d.Err != nil {
+				return fmt.Errorf("metadata of %s: %w", topic, errors.Join(d.Err, ErrNoTopic))
+			}
+			t.topicIDs[topic] = d.ID
 		}
-		d, ok := details[topic]
-		if !ok || d.Err != nil {
-			return fmt.Errorf("metadata of %s: %w", topic, errors.Join(d.Err, ErrNoTopic))
+		rt.TopicID = t.topicIDs[topic]
+		for p, o := range offsets[topic] {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p, o, -1
+			rp.Metadata = &metadata
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		t.topicIDs[topic] = d.ID
+		req.Topics = append(req.Topics, rt)
 	}
-	rt.TopicID = t.topicIDs[topic]
-	for p, o := range offsets {
-		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset, rp.LeaderEpoch = p, o, -1
-		rp.Metadata = &metadata
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, t.cl)
 	if err != nil {
 		return fmt.Errorf("commit offsets: %w", err)
@@ -338,11 +353,11 @@ func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest,
 			switch {
 			case err == nil:
 			case errors.Is(err, kerr.FencedInstanceID):
-				return fmt.Errorf("commit the offset of %s-%d: %w: %w", topic, rp.Partition, ErrFenced, err)
+				return fmt.Errorf("commit the offset of %s-%d: %w: %w", rt.Topic, rp.Partition, ErrFenced, err)
 			case errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.RebalanceInProgress):
-				return fmt.Errorf("commit the offset of %s-%d: %w: %w", topic, rp.Partition, ErrGroupMoved, err)
+				return fmt.Errorf("commit the offset of %s-%d: %w: %w", rt.Topic, rp.Partition, ErrGroupMoved, err)
 			default:
-				return fmt.Errorf("commit the offset of %s-%d: %w", topic, rp.Partition, err)
+				return fmt.Errorf("commit the offset of %s-%d: %w", rt.Topic, rp.Partition, err)
 			}
 		}
 	}

@@ -1,0 +1,470 @@
+package cep
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
+)
+
+// Repartitioning (docs/kafka.md, "Repartitioning"). In Kafka mode the keys
+// of a rule keyed by the field the input records are keyed by follow the
+// input's partitions: the instance that reads a partition holds their
+// state. Any other key specification is repartitioned: the coordinator
+// writes every input event, inside the checkpoint's transaction, to the
+// specification's repartition topic (as many partitions as the input,
+// the record keyed and partitioned by the event's key), and the job reads
+// partition p of each repartition topic beside partition p of the input
+// (the instance that owns one owns the other), handing those events to
+// that specification's rules only. A repartition topic has no watermarks
+// of its own: every checkpoint writes, for each input partition the job
+// reads, a marker with its watermark (idle, or final at its end) into
+// every partition of every repartition topic, and a repartition
+// partition's watermark is the lowest its upstream partitions' markers
+// say. It is complete once every upstream partition's final marker came.
+// The repartitioned rules go by the lowest watermark of the job's
+// repartition partitions, the others by the input's (so they wait for no
+// marker).
+
+// repartition is a key specification of a Kafka job that is not keyed by
+// the input's record key.
+type repartition struct {
+	spec  int    // in Engine.specs
+	topic string // <group>-repartition-<fields>
+	base  int    // the source index of its partition 0 (its partition r is base+r)
+}
+
+// recordKeyField is the event field the input's records are keyed by:
+// RecordKey, else the key field of the first rule keyed by one field
+// ("" when there is none: every keyed rule is repartitioned).
+func (e *Engine) recordKeyField(k *KafkaInput) string {
+	if k.RecordKey != "" {
+		return k.RecordKey
+	}
+	for _, cr := range e.rules {
+		if len(cr.rule.KeyFields) == 1 {
+			return cr.rule.KeyFields[0]
+		}
+	}
+	return ""
+}
+
+// kafkaSpecs splits the key specifications of a Kafka job over an input
+// of parts partitions: the mask of those keyed by the record key alone,
+// and the others, repartitioned.
+func (e *Engine) kafkaSpecs(k *KafkaInput, parts int) (local uint64, reps []repartition) {
+	field := e.recordKeyField(k)
+	for i := range e.specs {
+		fields := e.rules[e.specs[i].rules[0]].rule.KeyFields
+		if len(fields) == 1 && fields[0] == field {
+			local |= 1 << i
+			continue
+		}
+		reps = append(reps, repartition{spec: i, topic: repartitionTopic(k.Group, fields), base: (len(reps) + 1) * parts})
+	}
+	return local, reps
+}
+
+// repartitionTopic is the repartition topic of the key fields of a
+// group's job: GROUP-repartition-F1.F2 (characters a topic name cannot
+// hold replaced by _; _all_ for rules without key).
+func repartitionTopic(group string, fields []string) string {
+	name := strings.Join(fields, ".")
+	if name == "" {
+		name = "_all_"
+	}
+	name = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, name)
+	return group + "-repartition-" + name
+}
+
+// repUpstream is what the markers of one upstream input partition said
+// last in a repartition partition.
+type repUpstream struct {
+	Seen  bool            `json:",omitempty"`
+	WM    event.Watermark `json:",omitempty"`
+	Idle  bool            `json:",omitempty"`
+	Final bool            `json:",omitempty"`
+}
+
+// merge is u after a marker m that follows it: the watermark never goes
+// back, and a final partition stays final.
+func (u repUpstream) merge(m repUpstream) repUpstream {
+	return repUpstream{Seen: true, WM: max(u.WM, m.WM), Idle: m.Idle, Final: u.Final || m.Final}
+}
+
+// repWatermark is the watermark of a repartition partition whose upstream
+// partitions said ups: the lowest of those neither idle nor final (the
+// lowest of all until each has said something), the highest when all are
+// idle or final, the end when all are final (complete).
+func repWatermark(ups []repUpstream) (wm event.Watermark, complete bool) {
+	lo, hi, some, complete := event.MaxTime, event.MinTime, false, true
+	for _, u := range ups {
+		if !u.Seen {
+			return event.MinTime, false
+		}
+		complete = complete && u.Final
+		if !u.Final {
+			hi = max(hi, u.WM)
+		}
+		if u.Idle || u.Final {
+			continue
+		}
+		lo, some = min(lo, u.WM), true
+	}
+	switch {
+	case complete:
+		return event.MaxTime, true
+	case !some:
+		return hi, false
+	}
+	return lo, false
+}
+
+// A repartition record whose value starts with repMarkerByte is a marker:
+// version, upstream partition, watermark, flags. One that starts with
+// repEventByte is an event: the sequence number it had at its input
+// (its partition and line there, which alerts name), then its JSON.
+const (
+	repEventByte     = 1
+	repMarkerByte    = 0
+	repMarkerVersion = 1
+	repMarkerIdle    = 1
+	repMarkerFinal   = 2
+)
+
+func appendRepMarker(b []byte, upstream int32, u repUpstream) []byte {
+	b = append(b, repMarkerByte, repMarkerVersion)
+	b = binary.AppendUvarint(b, uint64(upstream))
+	b = binary.AppendVarint(b, int64(u.WM))
+	var flags byte
+	if u.Idle {
+		flags |= repMarkerIdle
+	}
+	if u.Final {
+		flags |= repMarkerFinal
+	}
+	return append(b, flags)
+}
+
+var errRepMarker = errors.New("cep: stream: corrupt repartition marker")
+
+func decodeRepMarker(b []byte) (upstream int32, u repUpstream, err error) {
+	r := event.Reader{B: b, Corrupt: errRepMarker}
+	if r.Byte() != repMarkerByte || r.Byte() != repMarkerVersion {
+		return 0, u, errRepMarker
+	}
+	upstream = int32(r.Uvarint())
+	u.WM = event.Watermark(r.Varint())
+	flags := r.Byte()
+	if r.Err != nil || len(r.B) != 0 || upstream < 0 {
+		return 0, u, errRepMarker
+	}
+	u.Seen, u.Idle, u.Final = true, flags&repMarkerIdle != 0, flags&repMarkerFinal != 0
+	return upstream, u, nil
+}
+
+// repSource is the repartitioning side of a Kafka job's source: the
+// readers of its repartition partitions, their upstream markers, and the
+// repartition records it writes.
+type repSource struct {
+	local uint64 // the specifications of the input's events
+	reps  []repartition
+	parts int // of the input, and of each repartition topic
+	ups   map[int][]repUpstream
+	done  map[int]bool // complete repartition partitions
+	ch    chan runtime.Batch
+	rdrs  []*kafkaReader
+	stop  context.CancelFunc
+	part  kafka.KeyPartitioner
+	// held are the records written after a barrier, produced once its
+	// transaction commits; lastSent the markers last committed, by
+	// upstream input partition.
+	held     []repRecord
+	lastSent map[int32]repUpstream
+	// mask is the repartitioned specifications; forwarded the last
+	// watermark sent to them.
+	mask      uint64
+	forwarded event.Watermark
+}
+
+// repRecord is a record of a repartition topic.
+type repRecord struct {
+	topic      string
+	p          int32
+	key, value []byte
+}
+
+// repOf returns the repartitioning whose partitions have source index i,
+// and the partition.
+func (r *repSource) repOf(i int) (*repartition, int32) {
+	k := i/r.parts - 1
+	return &r.reps[k], int32(i % r.parts)
+}
+
+// pending reports whether a repartition partition is not complete.
+func (r *repSource) pending() bool { return r != nil && len(r.done) < len(r.ups) }
+
+// openRepartitions starts reading the repartition partitions of the
+// owned partitions, from the restored positions (the earliest offset
+// where there is none), each registered with the watermark its restored
+// markers say.
+func (s *streamSource) openRepartitions(ctx context.Context, restored map[string][]repUpstream) error {
+	ko := s.j.kafka
+	r := &repSource{local: ko.local, reps: ko.reps, parts: ko.parts, ups: map[int][]repUpstream{}, done: map[int]bool{},
+		ch: make(chan runtime.Batch, 4), part: kafka.NewKeyPartitioner(), lastSent: map[int32]repUpstream{}, forwarded: event.MinTime}
+	for _, rp := range ko.reps {
+		r.mask |= 1 << rp.spec
+	}
+	s.rep = r
+	ctx, r.stop = context.WithCancel(ctx)
+	for i := range r.reps {
+		rp := &r.reps[i]
+		offsets := map[int32]int64{}
+		for name, pos := range s.positions {
+			if p, ok := partitionOf(rp.topic, name); ok {
+				offsets[p] = pos.Offset
+			}
+		}
+		src, err := kafka.NewSource(ctx, kafka.SourceConfig{
+			Brokers: ko.in.Brokers, Security: ko.in.Security, Topic: rp.topic, Partitions: ko.owned, Offsets: offsets,
+		})
+		if err != nil {
+			return fmt.Errorf("cep: stream: repartition topic %s: %w", rp.topic, err)
+		}
+		kr := &kafkaReader{src: src, out: r.ch, topic: rp.topic, done: make(chan struct{}), stop: make(chan struct{}), base: rp.base, shared: true}
+		r.rdrs = append(r.rdrs, kr)
+		go kr.pump()
+		for _, p := range ko.owned {
+			idx := rp.base + int(p)
+			name := partitionName(rp.topic, p)
+			ups := make([]repUpstream, r.parts)
+			if st := restored[name]; len(st) == r.parts {
+				copy(ups, st)
+			}
+			r.ups[idx] = ups
+			s.names[idx] = name
+			if _, complete := repWatermark(ups); complete {
+				r.done[idx] = true
+			}
+		}
+	}
+	return nil
+}
+
+// closeRepartitions stops the readers.
+func (s *streamSource) closeRepartitions() {
+	r := s.rep
+	if r == nil {
+		return
+	}
+	r.stop()
+	for _, kr := range r.rdrs {
+		close(kr.stop)
+		_ = kr.src.Close()
+	}
+	// The pumps may be blocked on the shared channel: drain it.
+	for _, kr := range r.rdrs {
+	drain:
+		for {
+			select {
+			case <-r.ch:
+			case <-kr.done:
+				break drain
+			}
+		}
+	}
+}
+
+// repErr is the first error of a repartition reader.
+func (s *streamSource) repErr() error {
+	if s.rep == nil {
+		return nil
+	}
+	for _, kr := range s.rep.rdrs {
+		if err := kr.src.Err(); err != nil {
+			return fmt.Errorf("cep: stream: repartition topic %s: %w", kr.topic, err)
+		}
+	}
+	return nil
+}
+
+// repChan is the channel of the repartition partitions' batches (nil
+// without repartitioning: never ready).
+func (s *streamSource) repChan() <-chan runtime.Batch {
+	if s.rep == nil {
+		return nil
+	}
+	return s.rep.ch
+}
+
+// repWrite writes ev, decoded from raw, to every repartition topic: held
+// while a checkpoint's transaction is not committed yet (its barrier
+// went out before the event).
+func (s *streamSource) repWrite(ev *event.Event, raw []byte) {
+	r := s.rep
+	j := s.j
+	f := j.flight
+	hold := f != nil && !f.committed
+	value := binary.AppendUvarint([]byte{repEventByte}, uint64(ev.Seq))
+	value = append(value, raw...)
+	for i := range r.reps {
+		rp := &r.reps[i]
+		spec := &j.e.specs[rp.spec]
+		var key []byte
+		if !hasNullKey(ev, spec.slots) {
+			key = recordKey(spec.key(ev))
+		}
+		p := r.part(key, r.parts)
+		if hold {
+			r.held = append(r.held, repRecord{rp.topic, p, key, value})
+			continue
+		}
+		j.kafka.txn.ProduceTo(j.sctx, rp.topic, p, key, value)
+	}
+}
+
+// repUpstreams is, at a barrier, what the markers of the job's input
+// partitions say: those read so far.
+func (s *streamSource) repUpstreams() map[int32]repUpstream {
+	out := map[int32]repUpstream{}
+	ko := s.j.kafka
+	for _, p := range ko.owned {
+		i := int(p)
+		if !s.added[i] {
+			continue
+		}
+		u := repUpstream{Seen: true, WM: s.pw.Of(i), Idle: s.pw.Idle(i)}
+		if s.pw.Finished(i) {
+			u = repUpstream{Seen: true, WM: event.MaxTime, Final: true}
+		}
+		out[p] = u
+	}
+	return out
+}
+
+// markersDue reports whether a marker of the job's input partitions
+// changed since the last committed ones.
+func (s *streamSource) markersDue() bool {
+	for u, st := range s.repUpstreams() {
+		if last, ok := s.rep.lastSent[u]; !ok || last != st {
+			return true
+		}
+	}
+	return false
+}
+
+// writeRepMarkers writes into the open transaction the markers of the
+// upstream partitions whose state changed since the last committed ones.
+func (j *job) writeRepMarkers(ups map[int32]repUpstream) {
+	r := j.src.rep
+	for u, st := range ups {
+		if last, ok := r.lastSent[u]; ok && last == st {
+			continue
+		}
+		m := appendRepMarker(nil, u, st)
+		for i := range r.reps {
+			for p := range r.parts {
+				j.kafka.txn.ProduceTo(j.sctx, r.reps[i].topic, int32(p), nil, m)
+			}
+		}
+	}
+}
+
+// repCommitted notes the markers committed, and produces the records held
+// since the barrier into the next transaction.
+func (j *job) repCommitted(ups map[int32]repUpstream) {
+	r := j.src.rep
+	for u, st := range ups {
+		r.lastSent[u] = st
+	}
+	for _, h := range r.held {
+		j.kafka.txn.ProduceTo(j.sctx, h.topic, h.p, h.key, h.value)
+	}
+	r.held = r.held[:0]
+}
+
+// onRepBatch takes a batch of a repartition partition: markers move its
+// watermark (and complete it), events go to its specification's rules.
+func (s *streamSource) onRepBatch(b runtime.Batch) error {
+	r := s.rep
+	idx := b.Partition.Index
+	rp, _ := r.repOf(idx)
+	ups := r.ups[idx]
+	for i := range b.Records {
+		rec := &b.Records[i]
+		if len(rec.Data) > 0 && rec.Data[0] == repMarkerByte {
+			u, m, err := decodeRepMarker(rec.Data)
+			if err != nil || int(u) >= len(ups) {
+				return fmt.Errorf("%w: %s offset %d", errRepMarker, b.Partition.Name, rec.Offset)
+			}
+			ups[u] = ups[u].merge(m)
+			if _, complete := repWatermark(ups); complete {
+				r.done[idx] = true
+			}
+			if err := s.forwardRep(); err != nil {
+				return err
+			}
+			continue
+		}
+		seq, n := uint64(0), 0
+		if len(rec.Data) > 0 && rec.Data[0] == repEventByte {
+			seq, n = binary.Uvarint(rec.Data[1:])
+		}
+		ev := new(event.Event)
+		if n <= 0 {
+			return fmt.Errorf("cep: stream: %s offset %d: not a repartition record", b.Partition.Name, rec.Offset)
+		}
+		if err := s.dec.Decode(rec.Data[1+n:], ev); err != nil {
+			return fmt.Errorf("cep: stream: %s offset %d: a repartition record that does not decode: %w", b.Partition.Name, rec.Offset, err)
+		}
+		ev.Seq = seq
+		if err := s.routeEvent(ev, 1<<rp.spec); err != nil {
+			return err
+		}
+	}
+	s.positions[b.Partition.Name] = b.End
+	return s.flush()
+}
+
+// forwardRep sends the repartitioned rules their watermark when it
+// advanced: the lowest of the job's repartition partitions that are not
+// complete (the end once all are; the input's end comes by forward).
+func (s *streamSource) forwardRep() error {
+	r := s.rep
+	wm := event.MaxTime
+	for idx, ups := range r.ups {
+		if !r.done[idx] {
+			w, _ := repWatermark(ups)
+			wm = min(wm, w)
+		}
+	}
+	if wm <= r.forwarded || wm == event.MaxTime {
+		return nil
+	}
+	r.forwarded = wm
+	return s.broadcast(msg{kind: msgWatermark, wm: wm, mask: r.mask})
+}
+
+// repMeta is the repartition partitions' markers for a checkpoint, by
+// partition name.
+func (s *streamSource) repMeta() map[string][]repUpstream {
+	if s.rep == nil {
+		return nil
+	}
+	out := map[string][]repUpstream{}
+	for idx, ups := range s.rep.ups {
+		out[s.names[idx]] = append([]repUpstream(nil), ups...)
+	}
+	return out
+}
