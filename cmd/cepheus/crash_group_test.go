@@ -227,7 +227,9 @@ func TestKafkaScaleOut(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	bin := buildCepheus(t)
 	dir := t.TempDir()
-	job := newEOSJob(t, bin, dir, brokers, "scale-out")
+	// The whole cards ruleset: the partitions of its repartition topics
+	// move with those of the input.
+	job := newEOSJobOf(t, bin, dir, brokers, "scale-out", 200000, "../../rulesets/cards.cep")
 	group := job.topic + "-g"
 	// GOMAXPROCS=1 for the instances: each takes a few seconds, so that
 	// the joins come mid-stream on a fast machine too.
