@@ -45,7 +45,9 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 		}
 		if done {
 			c.Logf("group %s has committed every partition of topic %s at its end: nothing to do", k.Group, k.Topic)
-			return &StreamResult{Summary: Summary{Ruleset: e.cfg.ruleset.Name, RulesetVersion: e.cfg.ruleset.Hash}, AlreadyFinished: true, Finished: true}, nil
+			res := e.emptyResult()
+			res.AlreadyFinished, res.Finished = true, true
+			return res, nil
 		}
 	}
 	m, err := kafka.NewMember(ctx, kafka.MemberConfig{
@@ -83,7 +85,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 			case <-poll.C:
 			case <-ctx.Done():
 				if last == nil {
-					last = &StreamResult{Summary: Summary{Ruleset: e.cfg.ruleset.Name, RulesetVersion: e.cfg.ruleset.Hash}}
+					last = e.emptyResult()
 				}
 				return last, ctx.Err()
 			}
@@ -106,10 +108,17 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 		}
 		switch {
 		case ctx.Err() != nil:
-			if err == nil || errors.Is(err, context.Canceled) {
-				err = ctx.Err()
+			// Stopped: whatever the job did not commit (its final
+			// checkpoint refused amid a rebalance, a restore cut short)
+			// is redone from the last committed checkpoint by the
+			// partitions' next owner, or by this instance restarted.
+			if err != nil && !errors.Is(err, context.Canceled) {
+				c.Logf("stopping: the job over partitions %v did not end with a checkpoint: %v", owned, err)
 			}
-			return last, err
+			if last == nil {
+				last = e.emptyResult()
+			}
+			return last, ctx.Err()
 		case errors.Is(err, ErrFenced):
 			return last, err
 		case errors.Is(err, kafka.ErrGroupMoved):
@@ -132,6 +141,11 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 			fails = 0
 		}
 	}
+}
+
+// emptyResult is the result of an instance that ran no job.
+func (e *Engine) emptyResult() *StreamResult {
+	return &StreamResult{Summary: Summary{Ruleset: e.cfg.ruleset.Name, RulesetVersion: e.cfg.ruleset.Hash}}
 }
 
 // runMember runs one job over the partitions of jc until it ends or a

@@ -194,14 +194,19 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	}
 	marks := map[int32]chkMark{} // of the owned partitions
 	ko.committed = map[string]int64{}
+	repMarks := map[int32]chkMark{} // of owned repartition partitions
 	for _, rp := range ko.reps {
 		rc, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, rp.topic)
 		if err != nil {
 			return nil, fmt.Errorf("cep: stream: %w", err)
 		}
 		for p, c := range rc {
-			if slices.Contains(ko.owned, p) {
-				ko.committed[partitionName(rp.topic, p)] = c.Offset
+			if !slices.Contains(ko.owned, p) {
+				continue
+			}
+			ko.committed[partitionName(rp.topic, p)] = c.Offset
+			if id, inst, ok := parseTxnMetadata(c.Metadata); ok && id > repMarks[p].id {
+				repMarks[p] = chkMark{id: id, instance: inst, offset: -1}
 			}
 		}
 	}
@@ -220,21 +225,41 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 			ko.committed[partitionName(k.Topic, p)] = c.Offset
 		}
 	}
-	for _, p := range ko.owned {
-		if _, ok := marks[p]; !ok {
-			fresh = append(fresh, p)
+	for _, m := range repMarks {
+		if m.instance == ko.instance {
+			newest = max(newest, m.id)
 		}
 	}
-	if len(fresh) > 0 {
+	for _, p := range ko.owned {
+		if _, ok := marks[p]; ok {
+			continue
+		}
+		if m, ok := repMarks[p]; ok {
+			// Its repartition partition was read before the input
+			// partition had a position: its state is in the changelog,
+			// the input partition starts afresh.
+			marks[p] = m
+			fresh = append(fresh, p)
+			continue
+		}
+		fresh = append(fresh, p)
+	}
+	var unmarked []int32 // fresh, and without state
+	for _, p := range fresh {
+		if _, ok := marks[p]; !ok {
+			unmarked = append(unmarked, p)
+		}
+	}
+	if len(unmarked) > 0 {
 		// A partition starting afresh has an empty changelog partition:
 		// one holding committed records of another job (a group whose
 		// offsets were deleted, a changelog topic shared by mistake)
 		// would bring that job's keys back in a later restore.
 		found := errors.New("found")
-		_, err := kafka.ReadPartitions(ctx, k.conn(), ko.changelog, fresh, nil, func(int32, []byte, []byte) error { return found })
+		_, err := kafka.ReadPartitions(ctx, k.conn(), ko.changelog, unmarked, nil, func(int32, []byte, []byte) error { return found })
 		switch {
 		case errors.Is(err, found):
-			return nil, fmt.Errorf("cep: stream: group %s has committed no offsets on topic %s for partitions %v, but changelog topic %s holds committed state there: it belongs to another job; use a new -group (and so a new changelog), or name another -changelog-topic", k.Group, k.Topic, fresh, ko.changelog)
+			return nil, fmt.Errorf("cep: stream: group %s has committed no offsets on topic %s for partitions %v, but changelog topic %s holds committed state there: it belongs to another job; use a new -group (and so a new changelog), or name another -changelog-topic", k.Group, k.Topic, unmarked, ko.changelog)
 		case err != nil:
 			return nil, fmt.Errorf("cep: stream: changelog %s: %w", ko.changelog, err)
 		}
@@ -243,7 +268,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
 	}
-	if len(committed) == 0 {
+	if len(committed) == 0 && len(repMarks) == 0 {
 		// The group committed nothing: local copies are of another job.
 		if len(ids) > 0 {
 			j.logf("group %s has committed nothing on topic %s: the local checkpoints (%d to %d) are of another job; discarding them", k.Group, k.Topic, ids[0], ids[len(ids)-1])
@@ -581,7 +606,9 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 			if t, ok := nm.wm.Max[name]; ok {
 				wm.Max[name] = t
 			}
-			meta.Source.Positions = append(meta.Source.Positions, runtime.Position{File: name, Offset: marks[p].offset, Line: marks[p].offset})
+			if marks[p].offset >= 0 {
+				meta.Source.Positions = append(meta.Source.Positions, runtime.Position{File: name, Offset: marks[p].offset, Line: marks[p].offset})
+			}
 			// The repartition partitions p: their offsets, and their
 			// upstream markers as the same checkpoint saw them.
 			for _, rp := range ko.reps {
@@ -638,6 +665,7 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 	// first batch has not come yet has neither position nor state), and
 	// in each of their changelog partitions the marker.
 	offsets := map[string]kafka.Offsets{ko.in.Topic: {}}
+	marked := map[int32]bool{} // the changelog partitions that get the marker
 	for _, rp := range ko.reps {
 		offsets[rp.topic] = kafka.Offsets{}
 	}
@@ -654,9 +682,10 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 			return fmt.Errorf("cep: stream: position %s is not of an owned partition of topic %s", p.File, ko.in.Topic)
 		}
 		offsets[topic][n] = p.Offset
-		if topic == ko.in.Topic {
-			ko.txn.ProduceTo(ctx, ko.changelog, n, markerKey, m)
-		}
+		marked[n] = true
+	}
+	for _, n := range slices.Sorted(maps.Keys(marked)) {
+		ko.txn.ProduceTo(ctx, ko.changelog, n, markerKey, m)
 	}
 	if f.upstream != nil {
 		j.writeRepMarkers(f.upstream)
