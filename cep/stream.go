@@ -98,6 +98,9 @@ type StreamConfig struct {
 	// and once at the end, on the coordinator's goroutine.
 	Progress         func(StreamProgress)
 	ProgressInterval time.Duration
+	// Monitor, when set, receives the job's figures as it runs (for a
+	// metrics exporter or health checks; see [StreamMonitor]).
+	Monitor *StreamMonitor
 	// Logf, when set, receives one-line messages about the run (the
 	// checkpoint restored, a checkpoint aborted).
 	Logf func(format string, args ...any)
@@ -447,6 +450,10 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	}
 	if j.src, err = j.openSource(ctx); err != nil {
 		return nil, err
+	}
+	if m := c.Monitor; m != nil {
+		j.publish(true)
+		defer m.setReady(false)
 	}
 	finished, err := j.loop(ctx)
 	if err != nil {

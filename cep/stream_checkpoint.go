@@ -172,6 +172,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			if err := src.repErr(); err != nil {
 				return false, err
 			}
+			if c.Monitor != nil {
+				j.publish(true)
+			}
 			if c.live() {
 				// A live input: the watermark the events allow goes out
 				// now, not at the next multiple of the cadence, which a
@@ -202,6 +205,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 				}
 				j.flight = nil
 				j.stats.Aborted++
+				if c.Monitor != nil {
+					c.Monitor.checkpoint(0, false)
+				}
 				lastDone = now
 			}
 			if j.flight == nil && !src.wantBarrier && !now.Before(nextBarrier) && now.Sub(lastDone) >= c.MinPause {
@@ -233,6 +239,21 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			return false, j.finish(false)
 		}
 	}
+}
+
+// publish hands the monitor the job's figures now.
+func (j *job) publish(ready bool) {
+	alerts := make([]int64, len(j.e.rules))
+	for _, s := range j.subs {
+		for i := range s.ruleAlerts {
+			alerts[i] += s.ruleAlerts[i].Load()
+		}
+	}
+	parts := 0
+	if j.src != nil {
+		parts = len(j.src.names)
+	}
+	j.cfg.Monitor.publish(j.e, j.progress(), alerts, ready, parts)
 }
 
 // progress is the progress report of now.
@@ -420,6 +441,9 @@ func (j *job) onAck(a ack) (done bool, err error) {
 		// after this transaction (read now: nothing of the next one is
 		// produced before the commits below).
 		if err := j.commitKafka(f, data, f.headers); err != nil {
+			if m := j.cfg.Monitor; m != nil {
+				m.checkpoint(0, false)
+			}
 			return false, err
 		}
 		f.committed = true
@@ -457,6 +481,9 @@ func (j *job) onAck(a ack) (done bool, err error) {
 		j.stopAsked = true // the loop stops at its next turn
 	}
 	j.stats.LastDuration = time.Since(f.started)
+	if m := j.cfg.Monitor; m != nil {
+		m.checkpoint(j.stats.LastDuration, true)
+	}
 	j.stats.LastStall = f.stall
 	j.stats.MaxDuration = max(j.stats.MaxDuration, j.stats.LastDuration)
 	j.stats.MaxStall = max(j.stats.MaxStall, f.stall)

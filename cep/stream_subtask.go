@@ -104,7 +104,8 @@ type streamSubtask struct {
 	// alertCount and lateCount mirror the host's counters for the
 	// coordinator's progress reports.
 	alertCount, lateCount atomic.Int64
-	processed             atomic.Int64 // elements processed
+	ruleAlerts            []atomic.Int64 // by rule, with a monitor
+	processed             atomic.Int64   // elements processed
 	// snap is the subtask's part of the checkpoint in progress, if any;
 	// changes its changelog writer (a transactional Kafka job).
 	snap      *subtaskSnapshot
@@ -121,6 +122,9 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 	host.needAlerts = true
 	host.events = nil // observers are the backtest's
 	s := &streamSubtask{j: j, index: i, host: host, in: make(chan msg, subtaskBuffer), free: make(chan []elem, subtaskBuffer+2)}
+	if j.cfg.Monitor != nil {
+		s.ruleAlerts = make([]atomic.Int64, len(j.e.rules))
+	}
 	c := &j.cfg
 	restored := func(of func(*jobMeta) []runtime.PendingState) runtime.PendingState {
 		return j.restoredSink(func(m *jobMeta, s int) (runtime.PendingState, bool) {
@@ -421,6 +425,9 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 			s.stepSnapshot(snapshotStepBusy, acks)
 		}
 		s.alertCount.Store(s.host.alerts)
+		for i := range s.ruleAlerts {
+			s.ruleAlerts[i].Store(s.host.rules[i].alerts)
+		}
 		s.lateCount.Store(s.host.late)
 	}
 }

@@ -143,7 +143,7 @@ func readKafkaConfig(path string, s *cep.KafkaSecurity) error {
 }
 
 func init() {
-	for _, c := range []*command{produceCommand, consumeCommand, runCommand, backtestCommand} {
+	for _, c := range []*command{produceCommand, consumeCommand, runCommand, serveCommand, backtestCommand} {
 		c.help = strings.TrimRight(c.help, "\n") + "\n\n" + kafkaSecurityHelp + "\n"
 	}
 }

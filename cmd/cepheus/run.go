@@ -83,7 +83,11 @@ signal exits at once. Progress goes to stderr every -progress interval.
 `,
 }
 
-func init() { runCommand.run = runRun }
+func init() {
+	runCommand.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return runStream(ctx, runCommand, args, stdout, stderr)
+	}
+}
 
 type runFlags struct {
 	rules, events, state, alerts, late, dead string
@@ -110,9 +114,15 @@ type runFlags struct {
 	txnTimeout, localInterval, session       time.Duration
 }
 
-func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// runStream is cepheus run, and with cmd serveCommand cepheus serve: run
+// with the operations surface over HTTP (-http).
+func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) error {
 	var f runFlags
-	fs := newFlagSet(runCommand, stdout)
+	fs := newFlagSet(cmd, stdout)
+	var httpAddr string
+	if cmd == serveCommand {
+		fs.StringVar(&httpAddr, "http", "localhost:9464", "serve /metrics (Prometheus), /healthz and /readyz on this address (host:port; port 0 picks one)")
+	}
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory holding one *.cep file (required)")
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them, or - for stdin (this or -input-topic)")
 	fs.StringVar(&f.inputTopic, "input-topic", "", "read the events from this Kafka topic instead (its values, JSON; every partition)")
@@ -359,6 +369,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		defer stop()
+	}
+	if cmd == serveCommand {
+		cfg.Monitor = cep.NewStreamMonitor()
+		srv, err := serveHTTP(httpAddr, cfg.Monitor)
+		if err != nil {
+			return &userError{err: err, msg: err.Error()}
+		}
+		defer srv.Close()
+		if !f.quiet {
+			fmt.Fprintf(stderr, "serve: metrics on http://%s/metrics, health on /healthz, readiness on /readyz\n", srv.Addr())
+		}
 	}
 	res, err := e.Stream(ctx, cfg)
 	if res != nil && !f.quiet && !res.AlreadyFinished {

@@ -50,8 +50,11 @@ var importRules = map[string]importRule{
 		"internal/failpoint",
 	}},
 	"cmd/cepheus": {imports: []string{
-		"cep", "event", "rules", "rulesets", "internal/gen", "internal/rulestest",
+		"cep", "event", "rules", "rulesets", "internal/gen", "internal/rulestest", "internal/metrics",
 	}},
+	// The Prometheus exporter of cepheus serve: the one importer of
+	// client_golang.
+	"internal/metrics":     {imports: []string{"cep", "event"}, tests: []string{"rules"}},
 	"internal/gen":         {imports: []string{"event"}},
 	"internal/conformance": {imports: []string{"event", "nfa", "rules", "cep", "runtime/state"}},
 	// The runner of the tests written in ruleset files (cepheus test).
@@ -86,10 +89,11 @@ var defaultRule = importRule{imports: []string{"event"}}
 // (directories relative to the module root) that may import it or any
 // package below it, tests included.
 var heavyDeps = map[string][]string{
-	"github.com/expr-lang/expr":     {"rules/internal/cond"},
-	"github.com/cockroachdb/pebble": {"runtime/state"},
-	"github.com/redis/go-redis":     {"enrich"},
-	"github.com/twmb/franz-go":      {"runtime/kafka"},
+	"github.com/expr-lang/expr":           {"rules/internal/cond"},
+	"github.com/cockroachdb/pebble":       {"runtime/state"},
+	"github.com/redis/go-redis":           {"enrich"},
+	"github.com/twmb/franz-go":            {"runtime/kafka"},
+	"github.com/prometheus/client_golang": {"internal/metrics"},
 }
 
 // goFile is what the import checker needs to know about one Go file.

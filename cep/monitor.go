@@ -1,0 +1,123 @@
+package cep
+
+import (
+	"sync"
+	"time"
+)
+
+// StreamMonitor is how another goroutine (a metrics exporter, a health
+// check) watches the jobs of [Engine.Stream] (StreamConfig.Monitor):
+// the job publishes its figures into it on its coordinator's timer (every
+// 50 ms or so, and at each checkpoint), so that reading them costs the
+// job nothing per event. Its methods are safe for concurrent use; one
+// monitor watches one Stream at a time.
+type StreamMonitor struct {
+	mu sync.Mutex
+	s  MonitorSnapshot
+}
+
+// NewStreamMonitor returns a monitor whose snapshot is empty and not
+// ready.
+func NewStreamMonitor() *StreamMonitor {
+	return &StreamMonitor{s: MonitorSnapshot{CheckpointBuckets: make([]uint64, len(CheckpointBucketBounds))}}
+}
+
+// MonitorSnapshot is what a [StreamMonitor] holds.
+type MonitorSnapshot struct {
+	// Ruleset and RulesetVersion name the rules running; Rules their
+	// counters, in ruleset order (alerts of this run and those restored).
+	Ruleset, RulesetVersion string
+	Rules                   []RuleCount
+	// Ready says that a job has restored its state and reads its input
+	// (in Kafka mode: its share of the group's partitions); false before,
+	// between two jobs of a rebalance, and after the end.
+	Ready bool
+	// Progress is the job's figures as its progress lines have them.
+	Progress StreamProgress
+	// CheckpointBuckets count the checkpoints completed by this process
+	// whose duration (barrier to commit) is at most the bound of the
+	// same index in CheckpointBucketBounds (not cumulative);
+	// CheckpointSum is their total duration, CheckpointFailures the
+	// checkpoints aborted or whose commit failed.
+	CheckpointBuckets  []uint64
+	CheckpointSum      time.Duration
+	CheckpointFailures int64
+	// Partitions is the number of input partitions the job reads.
+	Partitions int
+}
+
+// RuleCount is one rule's counters in a [MonitorSnapshot].
+type RuleCount struct {
+	Rule, Severity string
+	Alerts         int64
+}
+
+// CheckpointBucketBounds are the upper bounds of MonitorSnapshot's
+// checkpoint duration buckets; the last is unbounded.
+var CheckpointBucketBounds = []time.Duration{
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2500 * time.Millisecond,
+	5 * time.Second, 10 * time.Second, 30 * time.Second, time.Duration(1<<63 - 1),
+}
+
+// Snapshot returns a copy of what the monitor holds now.
+func (m *StreamMonitor) Snapshot() MonitorSnapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.s
+	s.Rules = append([]RuleCount(nil), s.Rules...)
+	s.CheckpointBuckets = append([]uint64(nil), s.CheckpointBuckets...)
+	return s
+}
+
+// Ready reports whether a job is running with its state restored.
+func (m *StreamMonitor) Ready() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.s.Ready
+}
+
+// publish sets the job's figures: its progress, its rules' counters and
+// whether it is ready.
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts []int64, ready bool, partitions int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rs := e.cfg.ruleset
+	m.s.Ruleset, m.s.RulesetVersion = rs.Name, rs.Hash
+	if len(m.s.Rules) != len(e.rules) {
+		m.s.Rules = make([]RuleCount, len(e.rules))
+		for i, cr := range e.rules {
+			m.s.Rules[i] = RuleCount{Rule: cr.rule.Name, Severity: cr.rule.Severity.String()}
+		}
+	}
+	for i := range m.s.Rules {
+		if i < len(alerts) {
+			m.s.Rules[i].Alerts = alerts[i]
+		}
+	}
+	m.s.Progress, m.s.Ready, m.s.Partitions = p, ready, partitions
+}
+
+// setReady sets readiness alone (a job's end).
+func (m *StreamMonitor) setReady(ready bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s.Ready = ready
+}
+
+// checkpoint counts a checkpoint: completed in d, or failed.
+func (m *StreamMonitor) checkpoint(d time.Duration, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !ok {
+		m.s.CheckpointFailures++
+		return
+	}
+	for i, b := range CheckpointBucketBounds {
+		if d <= b {
+			m.s.CheckpointBuckets[i]++
+			break
+		}
+	}
+	m.s.CheckpointSum += d
+}

@@ -1,0 +1,116 @@
+//go:build linux
+
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestServe runs cepheus serve over a followed file of generated events
+// with -http on a free port: it says where it serves, /readyz turns 200
+// once the job reads, /metrics counts the events and the alerts by rule,
+// and SIGTERM stops it with a final checkpoint and exit 0.
+func TestServe(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	if out, err := exec.Command(bin, "gen", "-days", "1", "-events-per-day", "20000", "-history-days", "0", "-scenarios", "card_testing,velocity_burst", "-o", events).CombinedOutput(); err != nil {
+		t.Fatalf("cepheus gen: %v\n%s", err, out)
+	}
+	c := startChild(t, bin, []string{"serve", "-rules", "../../rulesets/cards.cep", "-events", events, "-follow",
+		"-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0",
+		"-checkpoint-interval", "200ms", "-progress", "1h"}, "")
+	defer func() {
+		select {
+		case <-c.done:
+		default:
+			c.kill()
+		}
+	}()
+	addrRe := regexp.MustCompile(`serve: metrics on http://([0-9.:]+)/metrics`)
+	var addr string
+	deadline := time.Now().Add(30 * time.Second)
+	for addr == "" {
+		if m := addrRe.FindStringSubmatch(c.out.String()); m != nil {
+			addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("serve did not say where it serves:\n%s", c.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for {
+		code, _ := get("/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d after 30s", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lines := strings.Count(string(mustRead(t, events)), "\n")
+	var page string
+	for {
+		_, page = get("/metrics")
+		if strings.Contains(page, "cepheus_events_decoded_total "+strconv.Itoa(lines)+"\n") && strings.Contains(page, `cepheus_rule_alerts_total{rule="card_testing",severity="critical"}`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics has not counted the %d events after 30s:\n%s", lines, grepLines(page, "cepheus_"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve still runs 30s after SIGTERM")
+	}
+	if e := c.exit(); e.killed || e.code != 0 || !strings.Contains(e.stderr, "stopped at checkpoint") {
+		t.Fatalf("serve on SIGTERM: %s, want exit 0 after a final checkpoint\n%s", e.describe(), e.tail())
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// grepLines returns the lines of s that start with prefix.
+func grepLines(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

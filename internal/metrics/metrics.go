@@ -1,0 +1,188 @@
+// Package metrics exports what a running job of cep.Engine.Stream does as
+// Prometheus metrics (github.com/prometheus/client_golang; this is the one
+// package that imports it), and serves them over HTTP beside the health
+// and readiness checks: /metrics, /healthz, /readyz (docs/operations.md,
+// "Metrics").
+//
+// The exporter reads a cep.StreamMonitor when it is scraped: the job
+// publishes its figures into the monitor on its own timer, so the
+// metrics cost nothing per event. No event value (a key, a card number)
+// is ever a label: the labels are rule names, severities and the
+// ruleset's version.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Names are the metrics the exporter exports (without the process and
+// Go runtime collectors'), for the dashboard's test.
+var Names = []string{
+	"cepheus_records_total", "cepheus_events_decoded_total", "cepheus_dead_letters_total",
+	"cepheus_late_events_total", "cepheus_alerts_total", "cepheus_rule_alerts_total",
+	"cepheus_keys", "cepheus_buffered_events", "cepheus_queued_events",
+	"cepheus_watermark_seconds", "cepheus_watermark_lag_seconds",
+	"cepheus_checkpoint_duration_seconds", "cepheus_checkpoint_failures_total",
+	"cepheus_last_checkpoint", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
+	"cepheus_ready", "cepheus_ruleset_info",
+}
+
+// collector is the prometheus.Collector of a monitor.
+type collector struct {
+	m     *cep.StreamMonitor
+	descs map[string]*prometheus.Desc
+}
+
+func newCollector(m *cep.StreamMonitor) *collector {
+	c := &collector{m: m, descs: map[string]*prometheus.Desc{}}
+	d := func(name, help string, labels ...string) {
+		c.descs[name] = prometheus.NewDesc(name, help, labels, nil)
+	}
+	d("cepheus_records_total", "Input records read (events and malformed lines), cumulative over the runs of the state.")
+	d("cepheus_events_decoded_total", "Input records decoded into events.")
+	d("cepheus_dead_letters_total", "Input records sent to the dead letters (malformed, or too far ahead).")
+	d("cepheus_late_events_total", "Events behind the watermark, sent to the late output.")
+	d("cepheus_alerts_total", "Alerts raised, all rules.")
+	d("cepheus_rule_alerts_total", "Alerts raised by one rule.", "rule", "severity")
+	d("cepheus_keys", "Keys holding state at the latest checkpoint.")
+	d("cepheus_buffered_events", "Events the keys buffer at the latest checkpoint.")
+	d("cepheus_queued_events", "Events routed to the subtasks and not yet processed (backpressure).")
+	d("cepheus_watermark_seconds", "The job's watermark, as Unix seconds.")
+	d("cepheus_watermark_lag_seconds", "The largest event time read minus the watermark.")
+	d("cepheus_checkpoint_duration_seconds", "Time from a checkpoint's barrier to its commit.")
+	d("cepheus_checkpoint_failures_total", "Checkpoints aborted or whose commit failed.")
+	d("cepheus_last_checkpoint", "The id of the latest complete checkpoint.")
+	d("cepheus_checkpoint_stall_seconds", "The longest time a subtask stopped processing for the latest checkpoint.")
+	d("cepheus_partitions", "Input (and repartition) partitions the job reads.")
+	d("cepheus_ready", "1 when a job has restored its state and reads its input.")
+	d("cepheus_ruleset_info", "The ruleset running (always 1).", "ruleset", "version")
+	return c
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.m.Snapshot()
+	p := s.Progress
+	counter := func(name string, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(name string, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.GaugeValue, v, labels...)
+	}
+	counter("cepheus_records_total", float64(p.Records))
+	counter("cepheus_events_decoded_total", float64(p.Decoded))
+	counter("cepheus_dead_letters_total", float64(p.Dead))
+	counter("cepheus_late_events_total", float64(p.Late))
+	counter("cepheus_alerts_total", float64(p.Alerts))
+	for _, r := range s.Rules {
+		counter("cepheus_rule_alerts_total", float64(r.Alerts), r.Rule, r.Severity)
+	}
+	gauge("cepheus_keys", float64(p.Keys))
+	gauge("cepheus_buffered_events", float64(p.Buffered))
+	gauge("cepheus_queued_events", float64(p.Queued))
+	// The watermark: -Inf before the first, +Inf at the end of a bounded
+	// input (its lag is then 0).
+	switch wm := p.Watermark; {
+	case wm <= event.MinTime:
+		gauge("cepheus_watermark_seconds", math.Inf(-1))
+		gauge("cepheus_watermark_lag_seconds", 0)
+	case wm >= event.MaxTime:
+		gauge("cepheus_watermark_seconds", math.Inf(1))
+		gauge("cepheus_watermark_lag_seconds", 0)
+	default:
+		gauge("cepheus_watermark_seconds", float64(wm)/1000)
+		gauge("cepheus_watermark_lag_seconds", max(0, float64(p.MaxEventTime-wm)/1000))
+	}
+	buckets := map[float64]uint64{}
+	var n uint64
+	for i, b := range cep.CheckpointBucketBounds[:len(cep.CheckpointBucketBounds)-1] {
+		n += s.CheckpointBuckets[i]
+		buckets[b.Seconds()] = n
+	}
+	n += s.CheckpointBuckets[len(s.CheckpointBuckets)-1]
+	ch <- prometheus.MustNewConstHistogram(c.descs["cepheus_checkpoint_duration_seconds"], n, s.CheckpointSum.Seconds(), buckets)
+	counter("cepheus_checkpoint_failures_total", float64(s.CheckpointFailures))
+	gauge("cepheus_last_checkpoint", float64(p.LastCheckpoint))
+	gauge("cepheus_checkpoint_stall_seconds", p.LastStall.Seconds())
+	gauge("cepheus_partitions", float64(s.Partitions))
+	ready := 0.0
+	if s.Ready {
+		ready = 1
+	}
+	gauge("cepheus_ready", ready)
+	if s.Ruleset != "" {
+		gauge("cepheus_ruleset_info", 1, s.Ruleset, s.RulesetVersion)
+	}
+}
+
+// Handler returns the HTTP handler of /metrics (the monitor's metrics,
+// with the process's and the Go runtime's), /healthz (200 while the
+// process serves) and /readyz (200 once a job restored its state and
+// reads its input, 503 otherwise).
+func Handler(m *cep.StreamMonitor) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.Ready() {
+			http.Error(w, "not ready: restoring, or between two jobs of a rebalance", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}
+
+// Server serves Handler on a listener until Close.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// Serve listens on addr (host:port; port 0 picks one) and serves
+// Handler(m) in the background.
+func Serve(addr string, m *cep.StreamMonitor) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	s := &Server{srv: &http.Server{Handler: Handler(m), ReadHeaderTimeout: 10 * time.Second}, ln: ln, done: make(chan error, 1)}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server, letting requests in progress end (up to 5 s).
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

@@ -1,0 +1,235 @@
+package metrics
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+const testRules = `
+ruleset m
+event time ts
+
+rule big_then_foreign {
+  severity high
+  key card
+  pattern {
+    begin big where type == "auth" && amount > 100
+    followedBy foreign where country != big.country
+    within 10m
+  }
+}
+`
+
+// events returns n events from the minute from on: every card's big
+// authorization is followed by a foreign one (an alert each).
+func events(from, n int) string {
+	var b strings.Builder
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	for i := from; i < from+n; i++ {
+		ts := base.Add(time.Duration(i) * time.Minute).Format(time.RFC3339)
+		country := "US"
+		if i%2 == 1 {
+			country = "FR"
+		}
+		fmt.Fprintf(&b, `{"ts":%q,"card":"c%d","type":"auth","amount":500,"country":%q}`+"\n", ts, i/2, country)
+	}
+	return b.String()
+}
+
+// scrape returns the samples of the metrics page: name{labels} -> value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		v, err := strconv.ParseFloat(l[i+1:], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", l, err)
+		}
+		out[l[:i]] = v
+	}
+	return out
+}
+
+func status(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestMetricsOfALiveJob runs a followed file through Engine.Stream with a
+// monitor served by Handler: /readyz is 503 until the job reads, then
+// 200; the counters and the alerts by rule move as events are appended;
+// after the job, /readyz is 503 again and /healthz still 200.
+func TestMetricsOfALiveJob(t *testing.T) {
+	dir := t.TempDir()
+	rs, err := rules.Load("m.cep", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := cep.New(cep.WithRuleset(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(input, []byte(events(0, 10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := cep.NewStreamMonitor()
+	srv := httptest.NewServer(Handler(m))
+	defer srv.Close()
+	if got := status(t, srv.URL+"/readyz"); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before the job: %d, want 503", got)
+	}
+	if got := status(t, srv.URL+"/healthz"); got != http.StatusOK {
+		t.Fatalf("/healthz: %d", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Stream(ctx, cep.StreamConfig{
+			Events: input, Follow: true, PollInterval: 10 * time.Millisecond, StateDir: filepath.Join(dir, "state"),
+			AlertsDir: filepath.Join(dir, "alerts"), CheckpointInterval: 50 * time.Millisecond, Parallelism: 2,
+			Monitor: m,
+		})
+		done <- err
+	}()
+	// waitFor polls the metrics until ok says so.
+	waitFor := func(what string, ok func(map[string]float64) bool) map[string]float64 {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			s := scrape(t, srv.URL)
+			if ok(s) {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 20s; the metrics: %v", what, s)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	alerts := `cepheus_rule_alerts_total{rule="big_then_foreign",severity="high"}`
+	s := waitFor("ready, 10 records", func(s map[string]float64) bool {
+		return s["cepheus_ready"] == 1 && s["cepheus_records_total"] == 10
+	})
+	if got := status(t, srv.URL+"/readyz"); got != http.StatusOK {
+		t.Fatalf("/readyz of the running job: %d, want 200", got)
+	}
+	if s[`cepheus_ruleset_info{ruleset="m",version="`+rs.Hash+`"}`] != 1 {
+		t.Errorf("no ruleset_info of m %s: %v", rs.Hash, s)
+	}
+	// More events: the counters move, and the alerts come once the
+	// watermark passes their events.
+	f, err := os.OpenFile(input, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(events(10, 30)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s = waitFor("40 records, alerts, checkpoints", func(s map[string]float64) bool {
+		return s["cepheus_records_total"] == 40 && s["cepheus_events_decoded_total"] == 40 && s[alerts] >= 10 &&
+			s["cepheus_checkpoint_duration_seconds_count"] >= 1
+	})
+	if s["cepheus_alerts_total"] != s[alerts] {
+		t.Errorf("alerts_total %v, the rule's %v", s["cepheus_alerts_total"], s[alerts])
+	}
+	if s["cepheus_watermark_seconds"] < float64(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).Unix()) {
+		t.Errorf("watermark %v: not at the events' time", s["cepheus_watermark_seconds"])
+	}
+	for name := range s {
+		if strings.Contains(name, `card=`) || strings.Contains(name, `"c1"`) {
+			t.Errorf("a sample names an event value: %s", name)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatalf("the job: %v", err)
+	}
+	if got := status(t, srv.URL+"/readyz"); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz after the job: %d, want 503", got)
+	}
+	if got := status(t, srv.URL+"/healthz"); got != http.StatusOK {
+		t.Errorf("/healthz after the job: %d", got)
+	}
+}
+
+// TestNamesExported: every name of Names is on the metrics page of a
+// monitor that saw a job, and every cepheus_ family on it is in Names.
+func TestNamesExported(t *testing.T) {
+	m := cep.NewStreamMonitor()
+	srv := httptest.NewServer(Handler(m))
+	defer srv.Close()
+	rs, err := rules.Load("m.cep", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := cep.New(cep.WithRuleset(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	input := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(input, []byte(events(0, 20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Stream(context.Background(), cep.StreamConfig{Events: input, StateDir: filepath.Join(dir, "state"),
+		AlertsDir: filepath.Join(dir, "alerts"), Monitor: m}); err != nil {
+		t.Fatal(err)
+	}
+	s := scrape(t, srv.URL)
+	families := map[string]bool{}
+	for name := range s {
+		name, _, _ = strings.Cut(name, "{")
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if f, ok := strings.CutSuffix(name, suffix); ok && f == "cepheus_checkpoint_duration_seconds" {
+				name = f
+			}
+		}
+		if strings.HasPrefix(name, "cepheus_") {
+			families[name] = true
+		}
+	}
+	for _, n := range Names {
+		if !families[n] {
+			t.Errorf("%s is not exported", n)
+		}
+		delete(families, n)
+	}
+	for n := range families {
+		t.Errorf("%s is exported but not in Names", n)
+	}
+}
