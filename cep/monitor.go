@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"maps"
 	"sync"
 	"time"
 )
@@ -42,14 +43,25 @@ type MonitorSnapshot struct {
 	CheckpointBuckets  []uint64
 	CheckpointSum      time.Duration
 	CheckpointFailures int64
-	// Partitions is the number of input partitions the job reads.
-	Partitions int
+	// Partitions is the number of input partitions the job reads;
+	// PartitionWatermarks the watermark of each input partition by name
+	// (a file, or TOPIC-P), as the job last saw it.
+	Partitions          int
+	PartitionWatermarks map[string]int64
+	// KafkaCommits and KafkaAborts count the checkpoint transactions of a
+	// transactional Kafka job committed and failed in this process.
+	KafkaCommits, KafkaAborts int64
 }
 
-// RuleCount is one rule's counters in a [MonitorSnapshot].
+// RuleCount is one rule's counters in a [MonitorSnapshot]: alerts,
+// condition evaluations that failed (counted as false), and events or
+// partial matches dropped at the limits (-max-partial-matches,
+// -max-buffered-events).
 type RuleCount struct {
-	Rule, Severity string
-	Alerts         int64
+	Rule, Severity  string
+	Alerts          int64
+	ConditionErrors int64
+	Dropped         int64
 }
 
 // CheckpointBucketBounds are the upper bounds of MonitorSnapshot's
@@ -67,6 +79,7 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	s := m.s
 	s.Rules = append([]RuleCount(nil), s.Rules...)
 	s.CheckpointBuckets = append([]uint64(nil), s.CheckpointBuckets...)
+	s.PartitionWatermarks = maps.Clone(s.PartitionWatermarks)
 	return s
 }
 
@@ -79,7 +92,7 @@ func (m *StreamMonitor) Ready() bool {
 
 // publish sets the job's figures: its progress, its rules' counters and
 // whether it is ready.
-func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts []int64, ready bool, partitions int) {
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts, dropped []int64, ready bool, partitions int, wms map[string]int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
@@ -92,17 +105,22 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts []int64, rea
 	}
 	for i := range m.s.Rules {
 		if i < len(alerts) {
-			m.s.Rules[i].Alerts = alerts[i]
+			m.s.Rules[i].Alerts, m.s.Rules[i].Dropped = alerts[i], dropped[i]
 		}
+		m.s.Rules[i].ConditionErrors = int64(e.rules[i].rule.ConditionErrors())
 	}
-	m.s.Progress, m.s.Ready, m.s.Partitions = p, ready, partitions
+	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks = p, ready, partitions, wms
 }
 
-// setReady sets readiness alone (a job's end).
-func (m *StreamMonitor) setReady(ready bool) {
+// kafkaTxn counts a checkpoint's transaction: committed, or failed.
+func (m *StreamMonitor) kafkaTxn(ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.s.Ready = ready
+	if ok {
+		m.s.KafkaCommits++
+	} else {
+		m.s.KafkaAborts++
+	}
 }
 
 // checkpoint counts a checkpoint: completed in d, or failed.

@@ -451,11 +451,13 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	if j.src, err = j.openSource(ctx); err != nil {
 		return nil, err
 	}
-	if m := c.Monitor; m != nil {
+	if c.Monitor != nil {
 		j.publish(true)
-		defer m.setReady(false)
 	}
 	finished, err := j.loop(ctx)
+	if c.Monitor != nil {
+		j.publish(false) // the figures at the end, not ready
+	}
 	if err != nil {
 		// The subtasks stop before their hosts' counters are read.
 		j.stop()

@@ -244,16 +244,25 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 // publish hands the monitor the job's figures now.
 func (j *job) publish(ready bool) {
 	alerts := make([]int64, len(j.e.rules))
+	dropped := make([]int64, len(j.e.rules))
 	for _, s := range j.subs {
 		for i := range s.ruleAlerts {
 			alerts[i] += s.ruleAlerts[i].Load()
+			dropped[i] += s.ruleDrops[i].Load()
 		}
 	}
 	parts := 0
-	if j.src != nil {
-		parts = len(j.src.names)
+	var wms map[string]int64
+	if src := j.src; src != nil {
+		parts = len(src.names)
+		wms = make(map[string]int64, len(src.names))
+		for idx, name := range src.names {
+			if src.added[idx] {
+				wms[name] = int64(src.pw.Of(idx))
+			}
+		}
 	}
-	j.cfg.Monitor.publish(j.e, j.progress(), alerts, ready, parts)
+	j.cfg.Monitor.publish(j.e, j.progress(), alerts, dropped, ready, parts, wms)
 }
 
 // progress is the progress report of now.

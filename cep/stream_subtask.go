@@ -104,7 +104,7 @@ type streamSubtask struct {
 	// alertCount and lateCount mirror the host's counters for the
 	// coordinator's progress reports.
 	alertCount, lateCount atomic.Int64
-	ruleAlerts            []atomic.Int64 // by rule, with a monitor
+	ruleAlerts, ruleDrops []atomic.Int64 // by rule, with a monitor
 	processed             atomic.Int64   // elements processed
 	// snap is the subtask's part of the checkpoint in progress, if any;
 	// changes its changelog writer (a transactional Kafka job).
@@ -124,6 +124,7 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 	s := &streamSubtask{j: j, index: i, host: host, in: make(chan msg, subtaskBuffer), free: make(chan []elem, subtaskBuffer+2)}
 	if j.cfg.Monitor != nil {
 		s.ruleAlerts = make([]atomic.Int64, len(j.e.rules))
+		s.ruleDrops = make([]atomic.Int64, len(j.e.rules))
 	}
 	c := &j.cfg
 	restored := func(of func(*jobMeta) []runtime.PendingState) runtime.PendingState {
@@ -427,6 +428,7 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 		s.alertCount.Store(s.host.alerts)
 		for i := range s.ruleAlerts {
 			s.ruleAlerts[i].Store(s.host.rules[i].alerts)
+			s.ruleDrops[i].Store(s.host.rules[i].overflow)
 		}
 		s.lateCount.Store(s.host.late)
 	}

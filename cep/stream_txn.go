@@ -697,7 +697,13 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 		}
 	}
 	if err := ko.txn.CommitTopics(ctx, offsets, txnMetadata(f.id, ko.instance)); err != nil {
+		if m := j.cfg.Monitor; m != nil {
+			m.kafkaTxn(false)
+		}
 		return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, err)
+	}
+	if m := j.cfg.Monitor; m != nil {
+		m.kafkaTxn(true)
 	}
 	if f.upstream != nil {
 		j.repCommitted(f.upstream)

@@ -36,7 +36,8 @@ var Names = []string{
 	"cepheus_watermark_seconds", "cepheus_watermark_lag_seconds",
 	"cepheus_checkpoint_duration_seconds", "cepheus_checkpoint_failures_total",
 	"cepheus_last_checkpoint", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
-	"cepheus_ready", "cepheus_ruleset_info",
+	"cepheus_ready", "cepheus_ruleset_info", "cepheus_rule_condition_errors_total", "cepheus_rule_dropped_total",
+	"cepheus_partition_watermark_seconds", "cepheus_kafka_transactions_total",
 }
 
 // collector is the prometheus.Collector of a monitor.
@@ -68,6 +69,10 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_partitions", "Input (and repartition) partitions the job reads.")
 	d("cepheus_ready", "1 when a job has restored its state and reads its input.")
 	d("cepheus_ruleset_info", "The ruleset running (always 1).", "ruleset", "version")
+	d("cepheus_rule_condition_errors_total", "Condition evaluations of one rule that failed at run time (counted as false).", "rule")
+	d("cepheus_rule_dropped_total", "Events or partial matches of one rule dropped at the limits.", "rule")
+	d("cepheus_partition_watermark_seconds", "The watermark of one input partition (a file, or TOPIC-P), as Unix seconds.", "partition")
+	d("cepheus_kafka_transactions_total", "Checkpoint transactions of a Kafka job, by outcome.", "outcome")
 	return c
 }
 
@@ -93,23 +98,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("cepheus_alerts_total", float64(p.Alerts))
 	for _, r := range s.Rules {
 		counter("cepheus_rule_alerts_total", float64(r.Alerts), r.Rule, r.Severity)
+		counter("cepheus_rule_condition_errors_total", float64(r.ConditionErrors), r.Rule)
+		counter("cepheus_rule_dropped_total", float64(r.Dropped), r.Rule)
 	}
+	for name, wm := range s.PartitionWatermarks {
+		gauge("cepheus_partition_watermark_seconds", watermarkSeconds(event.Watermark(wm)), name)
+	}
+	counter("cepheus_kafka_transactions_total", float64(s.KafkaCommits), "committed")
+	counter("cepheus_kafka_transactions_total", float64(s.KafkaAborts), "failed")
 	gauge("cepheus_keys", float64(p.Keys))
 	gauge("cepheus_buffered_events", float64(p.Buffered))
 	gauge("cepheus_queued_events", float64(p.Queued))
 	// The watermark: -Inf before the first, +Inf at the end of a bounded
 	// input (its lag is then 0).
-	switch wm := p.Watermark; {
-	case wm <= event.MinTime:
-		gauge("cepheus_watermark_seconds", math.Inf(-1))
-		gauge("cepheus_watermark_lag_seconds", 0)
-	case wm >= event.MaxTime:
-		gauge("cepheus_watermark_seconds", math.Inf(1))
-		gauge("cepheus_watermark_lag_seconds", 0)
-	default:
-		gauge("cepheus_watermark_seconds", float64(wm)/1000)
-		gauge("cepheus_watermark_lag_seconds", max(0, float64(p.MaxEventTime-wm)/1000))
+	gauge("cepheus_watermark_seconds", watermarkSeconds(p.Watermark))
+	lag := 0.0
+	if wm := p.Watermark; wm > event.MinTime && wm < event.MaxTime {
+		lag = max(0, float64(p.MaxEventTime-wm)/1000)
 	}
+	gauge("cepheus_watermark_lag_seconds", lag)
 	buckets := map[float64]uint64{}
 	var n uint64
 	for i, b := range cep.CheckpointBucketBounds[:len(cep.CheckpointBucketBounds)-1] {
@@ -130,6 +137,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Ruleset != "" {
 		gauge("cepheus_ruleset_info", 1, s.Ruleset, s.RulesetVersion)
 	}
+}
+
+// watermarkSeconds is a watermark as Unix seconds: -Inf before the
+// first, +Inf at the end of a bounded input.
+func watermarkSeconds(wm event.Watermark) float64 {
+	switch {
+	case wm <= event.MinTime:
+		return math.Inf(-1)
+	case wm >= event.MaxTime:
+		return math.Inf(1)
+	}
+	return float64(wm) / 1000
 }
 
 // Handler returns the HTTP handler of /metrics (the monitor's metrics,

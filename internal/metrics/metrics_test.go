@@ -3,12 +3,14 @@ package metrics
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,5 +233,56 @@ func TestNamesExported(t *testing.T) {
 	}
 	for n := range families {
 		t.Errorf("%s is exported but not in Names", n)
+	}
+}
+
+// TestDashboard: every query of the Grafana dashboard (docs/grafana)
+// names metrics the exporter exports, and every metric is on a panel.
+func TestDashboard(t *testing.T) {
+	b, err := os.ReadFile("../../docs/grafana/cepheus.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, n := range Names {
+		exported[n] = true
+	}
+	shown := map[string]bool{}
+	name := regexp.MustCompile(`\bcepheus_[a-z_]+`)
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, q := range p.Targets {
+			found := name.FindAllString(q.Expr, -1)
+			if len(found) == 0 {
+				t.Errorf("panel %q: query %q names no cepheus metric", p.Title, q.Expr)
+			}
+			for _, n := range found {
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if f, ok := strings.CutSuffix(n, suffix); ok && exported[f] {
+						n = f
+					}
+				}
+				if !exported[n] {
+					t.Errorf("panel %q: query %q names %s, which the engine does not export", p.Title, q.Expr, n)
+				}
+				shown[n] = true
+			}
+		}
+	}
+	for _, n := range Names {
+		if !shown[n] && n != "cepheus_last_checkpoint" {
+			t.Errorf("%s is on no panel", n)
+		}
 	}
 }
