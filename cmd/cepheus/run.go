@@ -119,9 +119,10 @@ type runFlags struct {
 func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) error {
 	var f runFlags
 	fs := newFlagSet(cmd, stdout)
-	var httpAddr string
+	var httpAddr, logFormat string
 	if cmd == serveCommand {
 		fs.StringVar(&httpAddr, "http", "localhost:9464", "serve /metrics (Prometheus), /healthz and /readyz on this address (host:port; port 0 picks one)")
+		fs.StringVar(&logFormat, "log-format", "text", "the log lines on stderr: text (key=value) or json, one object a line (log/slog)")
 	}
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory holding one *.cep file (required)")
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them, or - for stdin (this or -input-topic)")
@@ -359,8 +360,20 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	default:
 		cfg.AlertsDir = f.alerts
 	}
-	if !f.quiet {
-		cfg.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "run: "+format+"\n", args...) }
+	// say writes one of run's own messages (a stop, a summary line).
+	say := func(format string, args ...any) { fmt.Fprintf(stderr, "run: "+format+"\n", args...) }
+	if cmd == serveCommand {
+		log, err := newServeLogger(stderr, logFormat)
+		if err != nil {
+			return fs.usagef("%v", err)
+		}
+		say = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
+		if !f.quiet {
+			cfg.Logf = say
+			cfg.Progress = func(p cep.StreamProgress) { logProgress(log, p) }
+		}
+	} else if !f.quiet {
+		cfg.Logf = say
 		cfg.Progress = func(p cep.StreamProgress) { fmt.Fprintln(stderr, "run: "+progressLine(p)) }
 	}
 	if f.cpuProfile != "" {
@@ -378,17 +391,21 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 		defer srv.Close()
 		if !f.quiet {
-			fmt.Fprintf(stderr, "serve: metrics on http://%s/metrics, health on /healthz, readiness on /readyz\n", srv.Addr())
+			say("metrics on http://%s/metrics, health on /healthz, readiness on /readyz", srv.Addr())
 		}
 	}
 	res, err := e.Stream(ctx, cfg)
-	if res != nil && !f.quiet && !res.AlreadyFinished {
+	if res != nil && !f.quiet && !res.AlreadyFinished && cmd != serveCommand {
 		printRunSummary(stderr, res)
+	}
+	if res != nil && !f.quiet && cmd == serveCommand {
+		say("ruleset %s: %d records, %d events, %d alerts, %d late, %d dead letters; %d checkpoints taken, last %d",
+			res.Ruleset, res.Records, res.Decoded, res.Alerts, res.Late, res.Dead, res.Stats.Checkpoints, res.Stats.LastCheckpoint)
 	}
 	if err != nil {
 		if res != nil && !res.Finished && errors.Is(err, ctx.Err()) && ctx.Err() != nil {
 			if !f.quiet {
-				fmt.Fprintf(stderr, "run: stopped at checkpoint %d; run the same command to resume\n", res.Stats.LastCheckpoint)
+				say("stopped at checkpoint %d; run the same command to resume", res.Stats.LastCheckpoint)
 			}
 			return nil
 		}

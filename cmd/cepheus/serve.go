@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/internal/metrics"
@@ -28,6 +31,10 @@ scale-out), and serves its operations surface over HTTP on -http
              partitions); 503 before, and between two jobs of a
              rebalance
 
+Its messages go to stderr through log/slog, as key=value text or, with
+-log-format json, one JSON object a line (the progress every -progress
+with its figures as fields; no event value at info level).
+
 SIGINT or SIGTERM stops it as run: a final checkpoint, then exit 0.
 Not yet: the gRPC control API and hot-loading of rulesets.`,
 }
@@ -41,4 +48,30 @@ func init() {
 // serveHTTP serves the metrics, health and readiness of m on addr.
 func serveHTTP(addr string, m *cep.StreamMonitor) (*metrics.Server, error) {
 	return metrics.Serve(addr, m)
+}
+
+// newServeLogger is serve's logger on w: text (key=value) or json.
+func newServeLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want text or json", format)
+}
+
+// logProgress logs a progress report with its figures as attributes
+// (never an event value).
+func logProgress(log *slog.Logger, p cep.StreamProgress) {
+	attrs := []any{
+		slog.Int64("records", p.Records), slog.Int64("decoded", p.Decoded), slog.Int64("dead", p.Dead),
+		slog.Int64("late", p.Late), slog.Int64("alerts", p.Alerts), slog.Int64("keys", p.Keys),
+		slog.Int64("queued", p.Queued), slog.Int64("checkpoint", p.LastCheckpoint),
+		slog.Duration("checkpoint_duration", p.LastDuration), slog.Duration("elapsed", p.Elapsed.Round(time.Millisecond)),
+	}
+	if s := p.Elapsed.Seconds(); s > 0 {
+		attrs = append(attrs, slog.Int64("records_per_second", int64(float64(p.RunRecords)/s)))
+	}
+	log.Info("progress", attrs...)
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -29,7 +30,7 @@ func TestServe(t *testing.T) {
 	}
 	c := startChild(t, bin, []string{"serve", "-rules", "../../rulesets/cards.cep", "-events", events, "-follow",
 		"-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0",
-		"-checkpoint-interval", "200ms", "-progress", "1h"}, "")
+		"-checkpoint-interval", "200ms", "-progress", "500ms", "-log-format", "json"}, "")
 	defer func() {
 		select {
 		case <-c.done:
@@ -37,7 +38,7 @@ func TestServe(t *testing.T) {
 			c.kill()
 		}
 	}()
-	addrRe := regexp.MustCompile(`serve: metrics on http://([0-9.:]+)/metrics`)
+	addrRe := regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`)
 	var addr string
 	deadline := time.Now().Add(30 * time.Second)
 	for addr == "" {
@@ -90,8 +91,27 @@ func TestServe(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve still runs 30s after SIGTERM")
 	}
-	if e := c.exit(); e.killed || e.code != 0 || !strings.Contains(e.stderr, "stopped at checkpoint") {
+	e := c.exit()
+	if e.killed || e.code != 0 || !strings.Contains(e.stderr, "stopped at checkpoint") {
 		t.Fatalf("serve on SIGTERM: %s, want exit 0 after a final checkpoint\n%s", e.describe(), e.tail())
+	}
+	// -log-format json: every line is an object with a level and a
+	// message, the progress with its figures as fields.
+	progress := 0
+	for _, l := range strings.Split(strings.TrimSpace(e.stderr), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["level"] == nil || rec["msg"] == nil {
+			t.Fatalf("not a JSON log line: %q (%v)", l, err)
+		}
+		if rec["msg"] == "progress" {
+			progress++
+			if _, ok := rec["records"].(float64); !ok {
+				t.Errorf("a progress line without its records: %q", l)
+			}
+		}
+	}
+	if progress == 0 {
+		t.Errorf("no progress line in %d s of serving (-progress 500ms)", int(e.elapsed.Seconds()))
 	}
 }
 
