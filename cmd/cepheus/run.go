@@ -119,8 +119,11 @@ type runFlags struct {
 func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) error {
 	var f runFlags
 	fs := newFlagSet(cmd, stdout)
-	var httpAddr, logFormat string
+	var httpAddr, logFormat, configPath string
+	var printCfg bool
 	if cmd == serveCommand {
+		fs.StringVar(&configPath, "config", os.Getenv("CEPHEUS_CONFIG"), "a YAML file of settings, named as these flags without the dash (default $CEPHEUS_CONFIG); flags win over the environment (CEPHEUS_FLAG_NAME), which wins over the file")
+		fs.BoolVar(&printCfg, "print-config", false, "print the settings in effect, each with where it came from (flag, environment, config file, default), as a config file, and exit")
 		fs.StringVar(&httpAddr, "http", "localhost:9464", "serve /metrics (Prometheus), /healthz and /readyz on this address (host:port; port 0 picks one)")
 		fs.StringVar(&logFormat, "log-format", "text", "the log lines on stderr: text (key=value) or json, one object a line (log/slog)")
 	}
@@ -174,6 +177,17 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
+	}
+	if cmd == serveCommand {
+		skip := []string{"config", "print-config"}
+		src, err := applyConfig(fs.FlagSet, configPath, os.Getenv, skip...)
+		if err != nil {
+			return fs.usagef("%v", err)
+		}
+		if printCfg {
+			printConfig(stdout, fs.FlagSet, src, skip...)
+			return nil
+		}
 	}
 	if f.rules == "" || (f.events == "") == (f.inputTopic == "") || f.state == "" || (f.alerts == "") == (f.alertsTopic == "") {
 		return fs.usagef("-rules, -events or -input-topic (one of them), -state and -alerts or -alerts-topic (one of them) are required")

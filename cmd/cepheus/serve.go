@@ -31,6 +31,14 @@ scale-out), and serves its operations surface over HTTP on -http
              partitions); 503 before, and between two jobs of a
              rebalance
 
+Settings: every flag may come from a YAML file (-config FILE, or
+$CEPHEUS_CONFIG; keys named as the flags without the dash, e.g.
+checkpoint-interval: 1s) or the environment (CEPHEUS_ and the flag's
+name in capitals, - as _: CEPHEUS_CHECKPOINT_INTERVAL=1s); a flag wins
+over the environment, which wins over the file, which wins over the
+default. -print-config prints the settings in effect, each with where it
+came from, as a config file, and exits.
+
 Its messages go to stderr through log/slog, as key=value text or, with
 -log-format json, one JSON object a line (the progress every -progress
 with its figures as fields; no event value at info level).

@@ -134,3 +134,52 @@ func grepLines(s, prefix string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestServeConfig: -print-config shows each setting with its source:
+// a flag wins over the environment, which wins over the config file,
+// which wins over the default; an unknown key or a bad value in the file
+// is refused with the file, line and column.
+func TestServeConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("# settings\nrules: r.cep\nevents: e.jsonl\nparallelism: 2\ncheckpoint-interval: 2s\nkeep: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CEPHEUS_CHECKPOINT_INTERVAL", "300ms")
+	t.Setenv("CEPHEUS_KEEP", "")
+	code, out, errOut := cepheus(t, "serve", "-config", cfg, "-print-config", "-parallelism", "1")
+	if code != 0 {
+		t.Fatalf("serve -print-config: exit %d\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		`parallelism: "1" # flag`, `checkpoint-interval: "300ms" # environment`, `rules: "r.cep" # config file`,
+		`keep: "5" # config file`, `http: "localhost:9464" # default`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("-print-config lacks %q:\n%s", want, out)
+		}
+	}
+	// What it prints is a config file of the same settings.
+	again := filepath.Join(dir, "printed.yaml")
+	if err := os.WriteFile(again, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CEPHEUS_CHECKPOINT_INTERVAL", "")
+	if code, out2, errOut := cepheus(t, "serve", "-config", again, "-print-config"); code != 0 || !strings.Contains(out2, `checkpoint-interval: "300ms" # config file`) {
+		t.Errorf("the printed config read back: exit %d\n%s%s", code, out2, errOut)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"rules: r.cep\nbogus: 1\n", `bad.yaml:2:1: unknown setting "bogus"`},
+		{"rules: r.cep\nparallelism: many\n", `bad.yaml:2:14: parallelism`},
+		{"rules: [a, b]\n", `bad.yaml:1:8: setting "rules": want a single value`},
+	} {
+		bad := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(bad, []byte(c.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := cepheus(t, "serve", "-config", bad, "-print-config")
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("config %q: exit %d, want 2 with %q\n%s", c.file, code, c.want, errOut)
+		}
+	}
+}
