@@ -37,7 +37,7 @@ CEPHEUS_LDFLAGS := -X main.version=$(VERSION)
 DEMO_DIR ?= build/demo
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo lint test test-go flink-tools kafka-up kafka-down conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
+.PHONY: help build demo lint test test-go flink-tools kafka-up kafka-down proto conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
 
 help: ## List the targets.
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -145,6 +145,13 @@ kafka-up: ## Start a local Kafka (KAFKA_NODES=1 or 3; needs Java 17 and Maven); 
 
 kafka-down: ## Stop the Kafka of make kafka-up (exactly the PIDs it recorded) and remove its data.
 	@scripts/kafka.sh stop -dir "$(KAFKA_DIR)" -rm
+
+proto: ## Regenerate the control API's Go code from internal/control/cepheusv1/control.proto (needs protoc; installs the Go plugins); the generated files are committed.
+	@command -v protoc >/dev/null || { echo "make proto: protoc is missing (Debian: apt-get install protobuf-compiler)" >&2; exit 1; }
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+	cd internal/control/cepheusv1 && PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative control.proto
 
 conformance: ## Run the Flink CEP conformance suite (CONFORMANCE_DIR, CONFORMANCE_OUT).
 	@mkdir -p "$$(dirname "$(CONFORMANCE_OUT)")"

@@ -13,14 +13,35 @@ import (
 // job nothing per event. Its methods are safe for concurrent use; one
 // monitor watches one Stream at a time.
 type StreamMonitor struct {
-	mu sync.Mutex
-	s  MonitorSnapshot
+	mu    sync.Mutex
+	s     MonitorSnapshot
+	ckReq chan struct{}
 }
 
 // NewStreamMonitor returns a monitor whose snapshot is empty and not
 // ready.
 func NewStreamMonitor() *StreamMonitor {
-	return &StreamMonitor{s: MonitorSnapshot{CheckpointBuckets: make([]uint64, len(CheckpointBucketBounds))}}
+	return &StreamMonitor{s: MonitorSnapshot{CheckpointBuckets: make([]uint64, len(CheckpointBucketBounds))}, ckReq: make(chan struct{}, 1)}
+}
+
+// RequestCheckpoint asks the running job for a checkpoint at its next
+// tick (after the one in flight, if any); LastCheckpoint in the snapshot
+// tells when it completed.
+func (m *StreamMonitor) RequestCheckpoint() {
+	select {
+	case m.ckReq <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+// checkpointAsked reports (once) whether a checkpoint was asked for.
+func (m *StreamMonitor) checkpointAsked() bool {
+	select {
+	case <-m.ckReq:
+		return true
+	default:
+		return false
+	}
 }
 
 // MonitorSnapshot is what a [StreamMonitor] holds.

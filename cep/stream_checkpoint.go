@@ -174,6 +174,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			}
 			if c.Monitor != nil {
 				j.publish(true)
+				if j.flight == nil && c.Monitor.checkpointAsked() {
+					nextBarrier = now
+				}
 			}
 			if c.live() {
 				// A live input: the watermark the events allow goes out

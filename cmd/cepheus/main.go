@@ -93,7 +93,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, runCommand, serveCommand, genCommand,
+	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, runCommand, serveCommand, statusCommand, rulesCommand, genCommand,
 		produceCommand, consumeCommand, versionCommand}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/internal/control"
 	"github.com/cepheus-cep/cepheus/rules"
 )
 
@@ -119,12 +120,13 @@ type runFlags struct {
 func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) error {
 	var f runFlags
 	fs := newFlagSet(cmd, stdout)
-	var httpAddr, logFormat, configPath string
+	var httpAddr, grpcAddr, logFormat, configPath string
 	var printCfg bool
 	if cmd == serveCommand {
 		fs.StringVar(&configPath, "config", os.Getenv("CEPHEUS_CONFIG"), "a YAML file of settings, named as these flags without the dash (default $CEPHEUS_CONFIG); flags win over the environment (CEPHEUS_FLAG_NAME), which wins over the file")
 		fs.BoolVar(&printCfg, "print-config", false, "print the settings in effect, each with where it came from (flag, environment, config file, default), as a config file, and exit")
 		fs.StringVar(&httpAddr, "http", "localhost:9464", "serve /metrics (Prometheus), /healthz and /readyz on this address (host:port; port 0 picks one)")
+		fs.StringVar(&grpcAddr, "grpc", "localhost:9465", "serve the control API (gRPC cepheus.v1.Control, health, reflection) on this address (host:port; port 0 picks one; \"\" for none)")
 		fs.StringVar(&logFormat, "log-format", "text", "the log lines on stderr: text (key=value) or json, one object a line (log/slog)")
 	}
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory holding one *.cep file (required)")
@@ -406,6 +408,16 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		defer srv.Close()
 		if !f.quiet {
 			say("metrics on http://%s/metrics, health on /healthz, readiness on /readyz", srv.Addr())
+		}
+		if grpcAddr != "" {
+			g, err := control.Serve(grpcAddr, cfg.Monitor)
+			if err != nil {
+				return &userError{err: err, msg: err.Error()}
+			}
+			defer g.Close()
+			if !f.quiet {
+				say("control API (gRPC) on %s", g.Addr())
+			}
 		}
 	}
 	res, err := e.Stream(ctx, cfg)

@@ -30,7 +30,7 @@ func TestServe(t *testing.T) {
 	}
 	c := startChild(t, bin, []string{"serve", "-rules", "../../rulesets/cards.cep", "-events", events, "-follow",
 		"-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0",
-		"-checkpoint-interval", "200ms", "-progress", "500ms", "-log-format", "json"}, "")
+		"-grpc", "127.0.0.1:0", "-checkpoint-interval", "200ms", "-progress", "500ms", "-log-format", "json"}, "")
 	defer func() {
 		select {
 		case <-c.done:
@@ -82,6 +82,25 @@ func TestServe(t *testing.T) {
 	}
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
+	}
+	// The control API, through the CLI.
+	m := regexp.MustCompile(`control API \(gRPC\) on ([0-9.:]+)`).FindStringSubmatch(c.out.String())
+	if m == nil {
+		t.Fatalf("serve did not say where the control API is:\n%s", c.out.String())
+	}
+	code, out, errOut := cepheus(t, "status", "-server", m[1])
+	if code != 0 || !strings.Contains(out, ": ready, ruleset cards") || !strings.Contains(out, "events "+strconv.Itoa(lines)) || !strings.Contains(out, "rule card_testing") {
+		t.Errorf("cepheus status: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := cepheus(t, "rules", "validate", "-server", m[1], "../../rulesets/cards.cep"); code != 0 || !strings.Contains(out, "ruleset cards version") {
+		t.Errorf("cepheus rules validate of cards.cep: exit %d\n%s%s", code, out, errOut)
+	}
+	bad := filepath.Join(dir, "bad.cep")
+	if err := os.WriteFile(bad, []byte("ruleset b\nevent time ts\nrule r {\n  pattern {\n    begin a where amount > +\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := cepheus(t, "rules", "validate", "-server", m[1], bad); code != 1 || !strings.Contains(errOut, "bad.cep:5:") {
+		t.Errorf("cepheus rules validate of a bad ruleset: exit %d, want 1 with bad.cep:5:col\n%s", code, errOut)
 	}
 	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,12 @@ var importRules = map[string]importRule{
 	}},
 	"cmd/cepheus": {imports: []string{
 		"cep", "event", "rules", "rulesets", "internal/gen", "internal/rulestest", "internal/metrics",
+		"internal/control",
 	}},
+	// The gRPC control API of cepheus serve and its generated code: the
+	// only importers of grpc.
+	"internal/control":           {imports: []string{"cep", "event", "rules", "internal/control/cepheusv1"}},
+	"internal/control/cepheusv1": {},
 	// The Prometheus exporter of cepheus serve: the one importer of
 	// client_golang.
 	"internal/metrics":     {imports: []string{"cep", "event"}, tests: []string{"rules"}},
@@ -94,6 +99,7 @@ var heavyDeps = map[string][]string{
 	"github.com/redis/go-redis":           {"enrich"},
 	"github.com/twmb/franz-go":            {"runtime/kafka"},
 	"github.com/prometheus/client_golang": {"internal/metrics"},
+	"google.golang.org/grpc":              {"internal/control", "internal/control/cepheusv1"},
 }
 
 // goFile is what the import checker needs to know about one Go file.

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The sources of a setting of cepheus serve, in precedence order.
+const (
+	fromFlag    = "flag"
+	fromEnv     = "environment"
+	fromFile    = "config file"
+	fromDefault = "default"
+)
+
+// envName is the environment variable of a flag: CEPHEUS_ and its name in
+// capitals, - as _ (-checkpoint-interval: CEPHEUS_CHECKPOINT_INTERVAL).
+func envName(flagName string) string {
+	return "CEPHEUS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// applyConfig sets every flag of fs the command line did not set from the
+// environment (envName), else from the YAML file path (top-level keys
+// named as the flags; "" for none), and returns where each flag's value
+// came from. A key no flag has, or a value a flag refuses, is an error
+// naming the file and line.
+func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip ...string) (map[string]string, error) {
+	src := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { src[f.Name] = fromFlag })
+	file := map[string]*yaml.Node{}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		if len(doc.Content) > 0 {
+			m := doc.Content[0]
+			if m.Kind != yaml.MappingNode {
+				return nil, fmt.Errorf("config %s:%d: want a mapping of settings (name: value)", path, m.Line)
+			}
+			for i := 0; i+1 < len(m.Content); i += 2 {
+				k, v := m.Content[i], m.Content[i+1]
+				if fs.Lookup(k.Value) == nil || slices.Contains(skip, k.Value) {
+					return nil, fmt.Errorf("config %s:%d:%d: unknown setting %q (the settings are the flags of cepheus serve, without the dash)", path, k.Line, k.Column, k.Value)
+				}
+				if v.Kind != yaml.ScalarNode {
+					return nil, fmt.Errorf("config %s:%d:%d: setting %q: want a single value", path, v.Line, v.Column, k.Value)
+				}
+				file[k.Value] = v
+			}
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || src[f.Name] != "" || slices.Contains(skip, f.Name) {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if serr := f.Value.Set(v); serr != nil {
+				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, serr)
+				return
+			}
+			src[f.Name] = fromEnv
+			return
+		}
+		if n, ok := file[f.Name]; ok {
+			if serr := f.Value.Set(n.Value); serr != nil {
+				err = fmt.Errorf("config %s:%d:%d: %s: %v", path, n.Line, n.Column, f.Name, serr)
+				return
+			}
+			src[f.Name] = fromFile
+			return
+		}
+		src[f.Name] = fromDefault
+	})
+	return src, err
+}
+
+// printConfig writes the settings of fs as a YAML config file, each with
+// where its value came from.
+func printConfig(w io.Writer, fs *flag.FlagSet, src map[string]string, skip ...string) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if slices.Contains(skip, f.Name) {
+			return
+		}
+		fmt.Fprintf(w, "%s: %s # %s\n", f.Name, strconv.Quote(f.Value.String()), src[f.Name])
+	})
+}

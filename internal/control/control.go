@@ -1,0 +1,213 @@
+// Package control is the gRPC control API of cepheus serve (cepheus.v1,
+// cepheusv1/control.proto; this and cepheusv1 are the only packages that
+// import google.golang.org/grpc): the Control service over a
+// cep.StreamMonitor, with the standard health and reflection services so
+// that grpcurl works, and the client the CLI uses (cepheus status,
+// cepheus rules validate).
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/internal/control/cepheusv1"
+	"github.com/cepheus-cep/cepheus/rules"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// service implements cepheusv1.ControlServer over a monitor.
+type service struct {
+	cepheusv1.UnimplementedControlServer
+	m *cep.StreamMonitor
+}
+
+func (s *service) Validate(_ context.Context, req *cepheusv1.ValidateRequest) (*cepheusv1.ValidateResponse, error) {
+	name := req.GetName()
+	if name == "" {
+		name = "ruleset.cep"
+	}
+	rs, err := rules.Load(name, req.GetSource())
+	if err != nil {
+		resp := &cepheusv1.ValidateResponse{}
+		var list rules.ErrorList
+		if errors.As(err, &list) {
+			for _, e := range list {
+				resp.Problems = append(resp.Problems, &cepheusv1.Problem{
+					File: e.Pos.Filename, Line: int32(e.Pos.Line), Column: int32(e.Pos.Column), Message: e.Msg,
+				})
+			}
+		} else {
+			resp.Problems = append(resp.Problems, &cepheusv1.Problem{File: name, Message: err.Error()})
+		}
+		return resp, nil
+	}
+	resp := &cepheusv1.ValidateResponse{Ok: true, Ruleset: rs.Name, Version: rs.Hash}
+	for _, r := range rs.Rules {
+		resp.Rules = append(resp.Rules, r.Name)
+	}
+	return resp, nil
+}
+
+func (s *service) Status(context.Context, *cepheusv1.StatusRequest) (*cepheusv1.StatusResponse, error) {
+	return statusOf(s.m.Snapshot()), nil
+}
+
+// statusOf is the Status answer of a snapshot.
+func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
+	p := sn.Progress
+	resp := &cepheusv1.StatusResponse{
+		Ready: sn.Ready, Ruleset: sn.Ruleset, Version: sn.RulesetVersion,
+		Records: p.Records, Decoded: p.Decoded, Dead: p.Dead, Late: p.Late, Alerts: p.Alerts,
+		WatermarkUnixMs: int64(p.Watermark), LastCheckpoint: p.LastCheckpoint,
+		LastCheckpointDurationMs: p.LastDuration.Milliseconds(), Keys: p.Keys, Queued: p.Queued,
+		CheckpointFailures: sn.CheckpointFailures,
+	}
+	if p.Watermark > event.MinTime && p.Watermark < event.MaxTime {
+		resp.WatermarkLagMs = max(0, int64(p.MaxEventTime-p.Watermark))
+	}
+	for _, r := range sn.Rules {
+		resp.Rules = append(resp.Rules, &cepheusv1.RuleStatus{
+			Rule: r.Rule, Severity: r.Severity, Alerts: r.Alerts, ConditionErrors: r.ConditionErrors, Dropped: r.Dropped,
+		})
+	}
+	for name, wm := range sn.PartitionWatermarks {
+		resp.Partitions = append(resp.Partitions, &cepheusv1.PartitionStatus{Partition: name, WatermarkUnixMs: wm})
+	}
+	return resp
+}
+
+func (s *service) TriggerCheckpoint(ctx context.Context, _ *cepheusv1.TriggerCheckpointRequest) (*cepheusv1.TriggerCheckpointResponse, error) {
+	if !s.m.Ready() {
+		return nil, status.Error(codes.Unavailable, "no job is running (restoring, or between two jobs of a rebalance)")
+	}
+	before := s.m.Snapshot().Progress.LastCheckpoint
+	s.m.RequestCheckpoint()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if id := s.m.Snapshot().Progress.LastCheckpoint; id > before {
+			return &cepheusv1.TriggerCheckpointResponse{Checkpoint: id}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// Server serves the control API until Close.
+type Server struct {
+	srv    *grpc.Server
+	health *health.Server
+	ln     net.Listener
+	done   chan error
+}
+
+// Serve listens on addr (host:port; port 0 picks one) and serves the
+// Control, health and reflection services in the background. The health
+// service says SERVING for "" and cepheus.v1.Control once m is ready,
+// NOT_SERVING before.
+func Serve(addr string, m *cep.StreamMonitor) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	s := &Server{srv: grpc.NewServer(), health: health.NewServer(), ln: ln, done: make(chan error, 1)}
+	cepheusv1.RegisterControlServer(s.srv, &service{m: m})
+	healthpb.RegisterHealthServer(s.srv, s.health)
+	reflection.Register(s.srv)
+	s.health.SetServingStatus(cepheusv1.Control_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	go s.watch(m)
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// watch keeps the health status of the Control service in step with the
+// monitor's readiness until the server stops.
+func (s *Server) watch(m *cep.StreamMonitor) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := false
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		if r := m.Ready(); r != last {
+			last = r
+			st := healthpb.HealthCheckResponse_NOT_SERVING
+			if r {
+				st = healthpb.HealthCheckResponse_SERVING
+			}
+			s.health.SetServingStatus(cepheusv1.Control_ServiceDesc.ServiceName, st)
+		}
+	}
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server after the calls in progress (up to 5 s).
+func (s *Server) Close() {
+	s.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		s.srv.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		s.srv.Stop()
+	}
+}
+
+// Client is a client of the control API.
+type Client struct {
+	conn *grpc.ClientConn
+	c    cepheusv1.ControlClient
+}
+
+// Dial connects to the control API at addr (plaintext).
+func Dial(addr string) (*Client, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	return &Client{conn: conn, c: cepheusv1.NewControlClient(conn)}, nil
+}
+
+// Close disconnects.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Validate validates a ruleset's source on the server.
+func (c *Client) Validate(ctx context.Context, name string, src []byte) (*cepheusv1.ValidateResponse, error) {
+	return c.c.Validate(ctx, &cepheusv1.ValidateRequest{Name: name, Source: src})
+}
+
+// Status asks the server what the engine does.
+func (c *Client) Status(ctx context.Context) (*cepheusv1.StatusResponse, error) {
+	return c.c.Status(ctx, &cepheusv1.StatusRequest{})
+}
+
+// TriggerCheckpoint asks for a checkpoint and waits for it.
+func (c *Client) TriggerCheckpoint(ctx context.Context) (int64, error) {
+	r, err := c.c.TriggerCheckpoint(ctx, &cepheusv1.TriggerCheckpointRequest{})
+	if err != nil {
+		return 0, err
+	}
+	return r.GetCheckpoint(), nil
+}
