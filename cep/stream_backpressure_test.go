@@ -74,7 +74,10 @@ func TestStreamBackpressure(t *testing.T) {
 			// one it is processing, and the batch the coordinator fills
 			// for it, each of at most batchElems events.
 			bound := int64(tc.parallelism * (subtaskBuffer + 2) * batchElems)
-			w := &slowWriter{delay: 40 * time.Millisecond}
+			// Slow enough that the coordinator fills the subtasks'
+			// channels during one write even on a loaded machine (at
+			// 40 ms a CI run beside the Kafka tests once did not).
+			w := &slowWriter{delay: 150 * time.Millisecond}
 			var samples []StreamProgress
 			var at []time.Time // of each report
 			res, err := e.Stream(context.Background(), StreamConfig{
