@@ -284,7 +284,7 @@ func (r *kafkaReader) pump() {
 		b := runtime.Batch{
 			Partition: runtime.Partition{Index: r.base + int(kb.Partition), Name: name, Path: name},
 			End:       runtime.Position{File: name, Offset: kb.Next, Line: kb.Next},
-			Opened:    kb.Opened, CaughtUp: kb.CaughtUp, Done: kb.Done,
+			Opened:    kb.Opened, CaughtUp: kb.CaughtUp, Done: kb.Done, Backlog: max(0, kb.End-kb.Next),
 		}
 		for _, rec := range kb.Records {
 			b.Records = append(b.Records, runtime.Record{Line: rec.Offset + 1, Offset: rec.Offset, Data: rec.Value})

@@ -69,6 +69,10 @@ type MonitorSnapshot struct {
 	// (a file, or TOPIC-P), as the job last saw it.
 	Partitions          int
 	PartitionWatermarks map[string]int64
+	// KafkaLag is each Kafka partition's lag (input and repartition: the
+	// records between the job's position and the partition's end, as its
+	// latest fetch saw it).
+	KafkaLag map[string]int64
 	// KafkaCommits and KafkaAborts count the checkpoint transactions of a
 	// transactional Kafka job committed and failed in this process.
 	KafkaCommits, KafkaAborts int64
@@ -101,6 +105,7 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	s.Rules = append([]RuleCount(nil), s.Rules...)
 	s.CheckpointBuckets = append([]uint64(nil), s.CheckpointBuckets...)
 	s.PartitionWatermarks = maps.Clone(s.PartitionWatermarks)
+	s.KafkaLag = maps.Clone(s.KafkaLag)
 	return s
 }
 
@@ -113,7 +118,7 @@ func (m *StreamMonitor) Ready() bool {
 
 // publish sets the job's figures: its progress, its rules' counters and
 // whether it is ready.
-func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts, dropped []int64, ready bool, partitions int, wms map[string]int64) {
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts, dropped []int64, ready bool, partitions int, wms, lag map[string]int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
@@ -130,7 +135,7 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts, dropped []i
 		}
 		m.s.Rules[i].ConditionErrors = int64(e.rules[i].rule.ConditionErrors())
 	}
-	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks = p, ready, partitions, wms
+	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 }
 
 // kafkaTxn counts a checkpoint's transaction: committed, or failed.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -255,8 +256,9 @@ func (j *job) publish(ready bool) {
 		}
 	}
 	parts := 0
-	var wms map[string]int64
+	var wms, lag map[string]int64
 	if src := j.src; src != nil {
+		lag = maps.Clone(src.backlog)
 		parts = len(src.names)
 		wms = make(map[string]int64, len(src.names))
 		for idx, name := range src.names {
@@ -265,7 +267,7 @@ func (j *job) publish(ready bool) {
 			}
 		}
 	}
-	j.cfg.Monitor.publish(j.e, j.progress(), alerts, dropped, ready, parts, wms)
+	j.cfg.Monitor.publish(j.e, j.progress(), alerts, dropped, ready, parts, wms, lag)
 }
 
 // progress is the progress report of now.

@@ -187,8 +187,14 @@ func TestStreamKafkaTransactional(t *testing.T) {
 	}
 	cfg2 := config2(2)
 	cfg2.hooks.afterCommit = func(id int64) bool { return id == 3 }
+	cfg2.Monitor = NewStreamMonitor()
 	if res, err := streamEngine(t, engineRules).Stream(context.Background(), cfg2); err != nil || res.Finished {
 		t.Fatalf("repartitioned, first run: %v, finished %v (want a stop at checkpoint 3)", err, res != nil && res.Finished)
+	}
+	// The monitor saw the transactions and each partition's lag, the
+	// repartition topic's too.
+	if sn := cfg2.Monitor.Snapshot(); sn.KafkaCommits < 3 || sn.KafkaLag[topic+"-0"] <= 0 || sn.KafkaLag[topic+"-rep-repartition-country-0"] < 0 || len(sn.KafkaLag) != 6 {
+		t.Errorf("the monitor: %d commits, lag %v; want 3 or more, and a lag for the 3 input and 3 repartition partitions, input partition 0 behind", sn.KafkaCommits, sn.KafkaLag)
 	}
 	if res, err := streamEngine(t, engineRules).Stream(context.Background(), config2(1)); err != nil || !res.Finished {
 		t.Fatalf("repartitioned, second run: %v, %+v", err, res)

@@ -398,6 +398,7 @@ func (j *job) repCommitted(ups map[int32]repUpstream) {
 // watermark (and complete it), events go to its specification's rules.
 func (s *streamSource) onRepBatch(b runtime.Batch) error {
 	r := s.rep
+	s.noteBacklog(b)
 	idx := b.Partition.Index
 	rp, _ := r.repOf(idx)
 	ups := r.ups[idx]

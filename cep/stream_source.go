@@ -37,6 +37,9 @@ type streamSource struct {
 	guardData  [][]byte // their records' values, with repartitioning
 	// rep is the repartitioning of a Kafka job (nil without).
 	rep *repSource
+	// backlog is each Kafka partition's lag as its latest batch said
+	// (records between its position and its end), for the monitor.
+	backlog map[string]int64
 	// wantBarrier says that a barrier is due but waits for the guard to
 	// hold nothing: it goes out after the record that empties it.
 	wantBarrier bool
@@ -245,8 +248,20 @@ func (s *streamSource) pick() (p int, need, ok bool) {
 	return p, !c.opened || c.next >= len(c.b.Records), true
 }
 
+// noteBacklog keeps a Kafka batch's lag for the monitor.
+func (s *streamSource) noteBacklog(b runtime.Batch) {
+	if s.j.cfg.Kafka == nil || s.j.cfg.Monitor == nil {
+		return
+	}
+	if s.backlog == nil {
+		s.backlog = map[string]int64{}
+	}
+	s.backlog[b.Partition.Name] = b.Backlog
+}
+
 // setBatch takes the next batch b of partition p (aligned reading).
 func (s *streamSource) setBatch(p int, b runtime.Batch) error {
+	s.noteBacklog(b)
 	c := &s.cursors[p]
 	if b.Opened {
 		c.opened = true
@@ -325,6 +340,7 @@ func (s *streamSource) meta() (sourceMeta, error) {
 func (s *streamSource) onBatch(b runtime.Batch) error {
 	j := s.j
 	p := b.Partition
+	s.noteBacklog(b)
 	if b.Opened && !s.added[p.Index] {
 		if err := s.pw.Add(p, j.cfg.live()); err != nil {
 			return err

@@ -107,6 +107,11 @@ type Batch struct {
 	// Done marks the last batch of a partition: the end of a file read
 	// without following, or of standard input.
 	Done bool
+	// Backlog, when at least 0, is how far the partition's end was past
+	// End when the batch was read (a Kafka partition: the records, as
+	// offsets, not read yet); -1 (or 0 from a reader that does not know)
+	// for files.
+	Backlog int64
 
 	chunk []byte // the arena the records' data is copied into
 	bytes int    // record data in the batch

@@ -37,7 +37,7 @@ var Names = []string{
 	"cepheus_checkpoint_duration_seconds", "cepheus_checkpoint_failures_total",
 	"cepheus_last_checkpoint", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
 	"cepheus_ready", "cepheus_ruleset_info", "cepheus_rule_condition_errors_total", "cepheus_rule_dropped_total",
-	"cepheus_partition_watermark_seconds", "cepheus_kafka_transactions_total",
+	"cepheus_partition_watermark_seconds", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
 }
 
 // collector is the prometheus.Collector of a monitor.
@@ -73,6 +73,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_rule_dropped_total", "Events or partial matches of one rule dropped at the limits.", "rule")
 	d("cepheus_partition_watermark_seconds", "The watermark of one input partition (a file, or TOPIC-P), as Unix seconds.", "partition")
 	d("cepheus_kafka_transactions_total", "Checkpoint transactions of a Kafka job, by outcome.", "outcome")
+	d("cepheus_kafka_consumer_lag_records", "Records of a Kafka partition (input or repartition) past the job's position, as its latest fetch saw them.", "partition")
 	return c
 }
 
@@ -103,6 +104,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, wm := range s.PartitionWatermarks {
 		gauge("cepheus_partition_watermark_seconds", watermarkSeconds(event.Watermark(wm)), name)
+	}
+	for name, n := range s.KafkaLag {
+		gauge("cepheus_kafka_consumer_lag_records", float64(n), name)
 	}
 	counter("cepheus_kafka_transactions_total", float64(s.KafkaCommits), "committed")
 	counter("cepheus_kafka_transactions_total", float64(s.KafkaAborts), "failed")

@@ -226,6 +226,10 @@ type Batch struct {
 	// reached the partition's end when the source started. Done implies
 	// CaughtUp.
 	Done bool
+	// End is the partition's end as the fetch (or, for an opened batch,
+	// the listing) saw it: its last stable offset under read_committed,
+	// its high watermark otherwise. End - Next is the consumer's lag.
+	End int64
 
 	bytes int // of keys and values
 }
@@ -535,7 +539,7 @@ func (s *Source) loop() error {
 	for _, p := range s.parts {
 		st := &partState{next: s.starts[p], sentNext: s.starts[p]}
 		state[p] = st
-		b := Batch{Partition: p, Next: st.next, Opened: true, CaughtUp: st.next >= s.ends[p]}
+		b := Batch{Partition: p, Next: st.next, End: s.ends[p], Opened: true, CaughtUp: st.next >= s.ends[p]}
 		st.caughtUp = b.CaughtUp
 		if c.Bounded && b.CaughtUp {
 			b.Done, st.done = true, true
@@ -617,7 +621,7 @@ func (s *Source) split(out []Batch, fp kgo.FetchPartition, st *partState) []Batc
 			continue
 		}
 		if len(b.Records) > 0 && (len(b.Records) >= c.BatchRecords || b.bytes+size > c.BatchBytes) {
-			b.Next = st.next - 1 // r is not in b; r.Offset is the next
+			b.Next, b.End = st.next-1, end // r is not in b; r.Offset is the next
 			out = append(out, b)
 			st.sentNext = b.Next
 			st.caughtUp = false
@@ -633,7 +637,7 @@ func (s *Source) split(out []Batch, fp kgo.FetchPartition, st *partState) []Batc
 		b.Records = append(b.Records, SourceRecord{Offset: r.Offset, Time: r.Timestamp, Key: key, Value: value})
 		b.bytes += size
 	}
-	b.Next = st.next
+	b.Next, b.End = st.next, end
 	b.CaughtUp = st.next >= end
 	if c.Bounded && st.next >= bend {
 		b.Done, b.CaughtUp, st.done = true, true, true
