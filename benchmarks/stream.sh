@@ -39,6 +39,29 @@ what=${1:-throughput}
 
 ids() { cat "$@" | grep -o '"alert_id":"[0-9a-f]*"' | sort; }
 
+# default_events FILE: makes FILE, the default `cepheus gen` data as plain
+# JSON lines, unless it is there.
+default_events() {
+	if [ ! -s "$1" ]; then
+		"$bin" gen -o "$dir/events.jsonl.gz"
+		gzip -dc "$dir/events.jsonl.gz" >"$1"
+	fi
+}
+
+# need_broker: sets brokers to $CEPHEUS_KAFKA_BROKERS, else to a broker of
+# scripts/kafka.sh started now and stopped when the script exits. (It sets
+# the caller's variable rather than printing it: the exit trap must belong
+# to the script, not to a command substitution's subshell.)
+need_broker() {
+	brokers=${CEPHEUS_KAFKA_BROKERS:-}
+	if [ -z "$brokers" ]; then
+		local kdir
+		kdir=$(mktemp -d)
+		trap 'scripts/kafka.sh stop -dir "'"$kdir"'" >/dev/null 2>&1; rm -rf "'"$kdir"'"' EXIT
+		brokers=$(scripts/kafka.sh start -dir "$kdir" | tail -1)
+	fi
+}
+
 # wall CMD...: runs CMD, prints "wall_seconds cpu_seconds peak_rss_kib"
 wall() {
 	/usr/bin/time -f '%e %U %S %M' -o "$dir/time.txt" "$@"
@@ -48,10 +71,7 @@ wall() {
 throughput() {
 	local rounds=${1:-3}
 	local events=$dir/events.jsonl
-	if [ ! -s "$events" ]; then
-		"$bin" gen -o "$dir/events.jsonl.gz"
-		gzip -dc "$dir/events.jsonl.gz" >"$events"
-	fi
+	default_events "$events"
 	local lines
 	lines=$(wc -l <"$events")
 	echo "cards rules over $lines events ($events), $(nproc) cores, $rounds rounds"
@@ -150,17 +170,9 @@ state() {
 kafka() {
 	local rounds=${1:-3}
 	local events=$dir/events.jsonl
-	if [ ! -s "$events" ]; then
-		"$bin" gen -o "$dir/events.jsonl.gz"
-		gzip -dc "$dir/events.jsonl.gz" >"$events"
-	fi
-	local brokers=${CEPHEUS_KAFKA_BROKERS:-}
-	if [ -z "$brokers" ]; then
-		local kdir
-		kdir=$(mktemp -d)
-		trap 'scripts/kafka.sh stop -dir "'"$kdir"'" >/dev/null 2>&1; rm -rf "'"$kdir"'"' EXIT
-		brokers=$(scripts/kafka.sh start -dir "$kdir" | tail -1)
-	fi
+	default_events "$events"
+	local brokers
+	need_broker
 	local topic=bench-cards-$(date +%s)
 	"$bin" produce -brokers "$brokers" -topic "$topic" -partitions 6 -key card_id -events "$events" >&2
 	local lines
@@ -199,17 +211,9 @@ kafka() {
 eos() {
 	local rounds=${1:-3}
 	local events=$dir/events.jsonl rules=benchmarks/workloads/cards_by_card.cep
-	if [ ! -s "$events" ]; then
-		"$bin" gen -o "$dir/events.jsonl.gz"
-		gzip -dc "$dir/events.jsonl.gz" >"$events"
-	fi
-	local brokers=${CEPHEUS_KAFKA_BROKERS:-}
-	if [ -z "$brokers" ]; then
-		local kdir
-		kdir=$(mktemp -d)
-		trap 'scripts/kafka.sh stop -dir "'"$kdir"'" >/dev/null 2>&1; rm -rf "'"$kdir"'"' EXIT
-		brokers=$(scripts/kafka.sh start -dir "$kdir" | tail -1)
-	fi
+	default_events "$events"
+	local brokers
+	need_broker
 	local topic=bench-eos-$(date +%s)
 	# The input twice: snappy-compressed (cepheus produce's default) and
 	# uncompressed, which saves the engine the decompression.
@@ -268,18 +272,10 @@ eos() {
 latency() {
 	local rate=${1:-20000}
 	local events=$dir/events.jsonl rules=benchmarks/workloads/cards_by_card.cep
-	if [ ! -s "$events" ]; then
-		"$bin" gen -o "$dir/events.jsonl.gz"
-		gzip -dc "$dir/events.jsonl.gz" >"$events"
-	fi
+	default_events "$events"
 	go build -o "$dir/kafkalatency" ./benchmarks/cmd/kafkalatency
-	local brokers=${CEPHEUS_KAFKA_BROKERS:-}
-	if [ -z "$brokers" ]; then
-		local kdir
-		kdir=$(mktemp -d)
-		trap 'scripts/kafka.sh stop -dir "'"$kdir"'" >/dev/null 2>&1; rm -rf "'"$kdir"'"' EXIT
-		brokers=$(scripts/kafka.sh start -dir "$kdir" | tail -1)
-	fi
+	local brokers
+	need_broker
 	for iv in 100ms 1s; do
 		local topic=bench-lat-$iv-$(date +%s)
 		"$bin" produce -brokers "$brokers" -topic "$topic" -partitions 6 -key card_id -events /dev/null 2>/dev/null
@@ -332,17 +328,9 @@ latency() {
 scaleout() {
 	local rounds=${1:-3}
 	local events=$dir/events.jsonl
-	if [ ! -s "$events" ]; then
-		"$bin" gen -o "$dir/events.jsonl.gz"
-		gzip -dc "$dir/events.jsonl.gz" >"$events"
-	fi
-	local brokers=${CEPHEUS_KAFKA_BROKERS:-}
-	if [ -z "$brokers" ]; then
-		local kdir
-		kdir=$(mktemp -d)
-		trap 'scripts/kafka.sh stop -dir "'"$kdir"'" >/dev/null 2>&1; rm -rf "'"$kdir"'"' EXIT
-		brokers=$(scripts/kafka.sh start -dir "$kdir" | tail -1)
-	fi
+	default_events "$events"
+	local brokers
+	need_broker
 	local topic=bench-scale-$(date +%s) lines
 	lines=$(wc -l <"$events")
 	"$bin" produce -brokers "$brokers" -topic "$topic" -partitions 6 -key card_id -events "$events" >&2
@@ -413,10 +401,7 @@ scaleout() {
 metrics() {
 	local rounds=${1:-5}
 	local events=$dir/events.jsonl
-	if [ ! -s "$events" ]; then
-		"$bin" gen -o "$dir/events.jsonl.gz"
-		gzip -dc "$dir/events.jsonl.gz" >"$events"
-	fi
+	default_events "$events"
 	rm -f "$dir/m.cpus"
 	for r in $(seq "$rounds"); do
 		for cmd in run serve; do

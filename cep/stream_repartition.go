@@ -316,8 +316,10 @@ func (s *streamSource) repWrite(ev *event.Event, raw []byte) {
 	j := s.j
 	f := j.flight
 	hold := f != nil && !f.committed
-	value := binary.AppendUvarint([]byte{repEventByte}, uint64(ev.Seq))
-	value = append(value, raw...)
+	// One allocation per event, shared by the repartition topics.
+	value := make([]byte, 1, 1+binary.MaxVarintLen64+len(raw))
+	value[0] = repEventByte
+	value = append(binary.AppendUvarint(value, uint64(ev.Seq)), raw...)
 	for i := range r.reps {
 		rp := &r.reps[i]
 		spec := &j.e.specs[rp.spec]

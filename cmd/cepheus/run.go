@@ -12,6 +12,7 @@ import (
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control"
+	"github.com/cepheus-cep/cepheus/internal/metrics"
 	"github.com/cepheus-cep/cepheus/rules"
 )
 
@@ -401,7 +402,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	if cmd == serveCommand {
 		cfg.Monitor = cep.NewStreamMonitor()
-		srv, err := serveHTTP(httpAddr, cfg.Monitor)
+		srv, err := metrics.Serve(httpAddr, cfg.Monitor)
 		if err != nil {
 			return &userError{err: err, msg: err.Error()}
 		}

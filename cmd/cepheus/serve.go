@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
-	"github.com/cepheus-cep/cepheus/internal/metrics"
 )
 
 var serveCommand = &command{
@@ -51,11 +50,6 @@ func init() {
 	serveCommand.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStream(ctx, serveCommand, args, stdout, stderr)
 	}
-}
-
-// serveHTTP serves the metrics, health and readiness of m on addr.
-func serveHTTP(addr string, m *cep.StreamMonitor) (*metrics.Server, error) {
-	return metrics.Serve(addr, m)
 }
 
 // newServeLogger is serve's logger on w: text (key=value) or json.
