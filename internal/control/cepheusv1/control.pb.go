@@ -641,6 +641,431 @@ func (x *TriggerCheckpointResponse) GetCheckpoint() int64 {
 	return 0
 }
 
+type DeployRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the file name the problems name (default "ruleset.cep").
+	Name   string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Source []byte `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// drop_changed drops the partial matches of the rules whose content
+	// changed at the switch; by default they drain: the old rule goes on
+	// with the matches that began before the switch until its window
+	// expires.
+	DropChanged   bool `protobuf:"varint,3,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeployRequest) Reset() {
+	*x = DeployRequest{}
+	mi := &file_control_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeployRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeployRequest) ProtoMessage() {}
+
+func (x *DeployRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeployRequest.ProtoReflect.Descriptor instead.
+func (*DeployRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeployRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeployRequest) GetSource() []byte {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+func (x *DeployRequest) GetDropChanged() bool {
+	if x != nil {
+		return x.DropChanged
+	}
+	return false
+}
+
+type DeployResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ok is false when the ruleset does not compile: problems say why.
+	Ok       bool       `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Problems []*Problem `protobuf:"bytes,2,rep,name=problems,proto3" json:"problems,omitempty"`
+	// ruleset and version are the new version's name and content hash
+	// (hex); previous the version it replaced.
+	Ruleset  string `protobuf:"bytes,3,opt,name=ruleset,proto3" json:"ruleset,omitempty"`
+	Version  string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	Previous string `protobuf:"bytes,5,opt,name=previous,proto3" json:"previous,omitempty"`
+	// checkpoint is the checkpoint at whose barrier the job switched: every
+	// event before it went through the previous version, every later one
+	// through the new.
+	Checkpoint int64 `protobuf:"varint,6,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// The rules, by name: kept (same content, their partial matches kept),
+	// changed (draining or dropped), added (starting empty) and removed
+	// (their state deleted).
+	Kept    []string `protobuf:"bytes,7,rep,name=kept,proto3" json:"kept,omitempty"`
+	Changed []string `protobuf:"bytes,8,rep,name=changed,proto3" json:"changed,omitempty"`
+	Added   []string `protobuf:"bytes,9,rep,name=added,proto3" json:"added,omitempty"`
+	Removed []string `protobuf:"bytes,10,rep,name=removed,proto3" json:"removed,omitempty"`
+	// unchanged is set when the version was the active one already:
+	// nothing switched.
+	Unchanged bool `protobuf:"varint,11,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// took_ms is the time from the call to the switch.
+	TookMs        int64 `protobuf:"varint,12,opt,name=took_ms,json=tookMs,proto3" json:"took_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeployResponse) Reset() {
+	*x = DeployResponse{}
+	mi := &file_control_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeployResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeployResponse) ProtoMessage() {}
+
+func (x *DeployResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeployResponse.ProtoReflect.Descriptor instead.
+func (*DeployResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeployResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *DeployResponse) GetProblems() []*Problem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *DeployResponse) GetRuleset() string {
+	if x != nil {
+		return x.Ruleset
+	}
+	return ""
+}
+
+func (x *DeployResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DeployResponse) GetPrevious() string {
+	if x != nil {
+		return x.Previous
+	}
+	return ""
+}
+
+func (x *DeployResponse) GetCheckpoint() int64 {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return 0
+}
+
+func (x *DeployResponse) GetKept() []string {
+	if x != nil {
+		return x.Kept
+	}
+	return nil
+}
+
+func (x *DeployResponse) GetChanged() []string {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+func (x *DeployResponse) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *DeployResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *DeployResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
+}
+
+func (x *DeployResponse) GetTookMs() int64 {
+	if x != nil {
+		return x.TookMs
+	}
+	return 0
+}
+
+type ListVersionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVersionsRequest) Reset() {
+	*x = ListVersionsRequest{}
+	mi := &file_control_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVersionsRequest) ProtoMessage() {}
+
+func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
+func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{11}
+}
+
+type VersionInfo struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Ruleset string                 `protobuf:"bytes,1,opt,name=ruleset,proto3" json:"ruleset,omitempty"`
+	// version is the content hash (hex).
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// state is "active" or "previous".
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// deployed_unix_ms is when it became active (the first time, for the
+	// active one; the last time for a previous one).
+	DeployedUnixMs int64 `protobuf:"varint,4,opt,name=deployed_unix_ms,json=deployedUnixMs,proto3" json:"deployed_unix_ms,omitempty"`
+	// origin is where it came from: "startup", "grpc", "rules-dir",
+	// "rollback".
+	Origin        string   `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	Rules         []string `protobuf:"bytes,6,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionInfo) Reset() {
+	*x = VersionInfo{}
+	mi := &file_control_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionInfo) ProtoMessage() {}
+
+func (x *VersionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionInfo.ProtoReflect.Descriptor instead.
+func (*VersionInfo) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *VersionInfo) GetRuleset() string {
+	if x != nil {
+		return x.Ruleset
+	}
+	return ""
+}
+
+func (x *VersionInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *VersionInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *VersionInfo) GetDeployedUnixMs() int64 {
+	if x != nil {
+		return x.DeployedUnixMs
+	}
+	return 0
+}
+
+func (x *VersionInfo) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *VersionInfo) GetRules() []string {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type ListVersionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// versions are newest first: the active one, then the previous ones.
+	Versions      []*VersionInfo `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVersionsResponse) Reset() {
+	*x = ListVersionsResponse{}
+	mi := &file_control_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVersionsResponse) ProtoMessage() {}
+
+func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListVersionsResponse) GetVersions() []*VersionInfo {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+type RollbackRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// drop_changed: as DeployRequest's.
+	DropChanged   bool `protobuf:"varint,1,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackRequest) Reset() {
+	*x = RollbackRequest{}
+	mi := &file_control_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRequest) ProtoMessage() {}
+
+func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RollbackRequest) GetDropChanged() bool {
+	if x != nil {
+		return x.DropChanged
+	}
+	return false
+}
+
 var File_control_proto protoreflect.FileDescriptor
 
 const file_control_proto_rawDesc = "" +
@@ -697,11 +1122,46 @@ const file_control_proto_rawDesc = "" +
 	"\x19TriggerCheckpointResponse\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +
-	"checkpoint2\xf3\x01\n" +
+	"checkpoint\"^\n" +
+	"\rDeployRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\fR\x06source\x12!\n" +
+	"\fdrop_changed\x18\x03 \x01(\bR\vdropChanged\"\xd6\x02\n" +
+	"\x0eDeployResponse\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12/\n" +
+	"\bproblems\x18\x02 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\x12\x18\n" +
+	"\aruleset\x18\x03 \x01(\tR\aruleset\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12\x1a\n" +
+	"\bprevious\x18\x05 \x01(\tR\bprevious\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x06 \x01(\x03R\n" +
+	"checkpoint\x12\x12\n" +
+	"\x04kept\x18\a \x03(\tR\x04kept\x12\x18\n" +
+	"\achanged\x18\b \x03(\tR\achanged\x12\x14\n" +
+	"\x05added\x18\t \x03(\tR\x05added\x12\x18\n" +
+	"\aremoved\x18\n" +
+	" \x03(\tR\aremoved\x12\x1c\n" +
+	"\tunchanged\x18\v \x01(\bR\tunchanged\x12\x17\n" +
+	"\atook_ms\x18\f \x01(\x03R\x06tookMs\"\x15\n" +
+	"\x13ListVersionsRequest\"\xaf\x01\n" +
+	"\vVersionInfo\x12\x18\n" +
+	"\aruleset\x18\x01 \x01(\tR\aruleset\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12(\n" +
+	"\x10deployed_unix_ms\x18\x04 \x01(\x03R\x0edeployedUnixMs\x12\x16\n" +
+	"\x06origin\x18\x05 \x01(\tR\x06origin\x12\x14\n" +
+	"\x05rules\x18\x06 \x03(\tR\x05rules\"K\n" +
+	"\x14ListVersionsResponse\x123\n" +
+	"\bversions\x18\x01 \x03(\v2\x17.cepheus.v1.VersionInfoR\bversions\"4\n" +
+	"\x0fRollbackRequest\x12!\n" +
+	"\fdrop_changed\x18\x01 \x01(\bR\vdropChanged2\xcc\x03\n" +
 	"\aControl\x12E\n" +
 	"\bValidate\x12\x1b.cepheus.v1.ValidateRequest\x1a\x1c.cepheus.v1.ValidateResponse\x12?\n" +
 	"\x06Status\x12\x19.cepheus.v1.StatusRequest\x1a\x1a.cepheus.v1.StatusResponse\x12`\n" +
-	"\x11TriggerCheckpoint\x12$.cepheus.v1.TriggerCheckpointRequest\x1a%.cepheus.v1.TriggerCheckpointResponseB;Z9github.com/cepheus-cep/cepheus/internal/control/cepheusv1b\x06proto3"
+	"\x11TriggerCheckpoint\x12$.cepheus.v1.TriggerCheckpointRequest\x1a%.cepheus.v1.TriggerCheckpointResponse\x12?\n" +
+	"\x06Deploy\x12\x19.cepheus.v1.DeployRequest\x1a\x1a.cepheus.v1.DeployResponse\x12Q\n" +
+	"\fListVersions\x12\x1f.cepheus.v1.ListVersionsRequest\x1a .cepheus.v1.ListVersionsResponse\x12C\n" +
+	"\bRollback\x12\x1b.cepheus.v1.RollbackRequest\x1a\x1a.cepheus.v1.DeployResponseB;Z9github.com/cepheus-cep/cepheus/internal/control/cepheusv1b\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -715,7 +1175,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_control_proto_goTypes = []any{
 	(*ValidateRequest)(nil),           // 0: cepheus.v1.ValidateRequest
 	(*Problem)(nil),                   // 1: cepheus.v1.Problem
@@ -726,22 +1186,36 @@ var file_control_proto_goTypes = []any{
 	(*StatusResponse)(nil),            // 6: cepheus.v1.StatusResponse
 	(*TriggerCheckpointRequest)(nil),  // 7: cepheus.v1.TriggerCheckpointRequest
 	(*TriggerCheckpointResponse)(nil), // 8: cepheus.v1.TriggerCheckpointResponse
+	(*DeployRequest)(nil),             // 9: cepheus.v1.DeployRequest
+	(*DeployResponse)(nil),            // 10: cepheus.v1.DeployResponse
+	(*ListVersionsRequest)(nil),       // 11: cepheus.v1.ListVersionsRequest
+	(*VersionInfo)(nil),               // 12: cepheus.v1.VersionInfo
+	(*ListVersionsResponse)(nil),      // 13: cepheus.v1.ListVersionsResponse
+	(*RollbackRequest)(nil),           // 14: cepheus.v1.RollbackRequest
 }
 var file_control_proto_depIdxs = []int32{
-	1, // 0: cepheus.v1.ValidateResponse.problems:type_name -> cepheus.v1.Problem
-	4, // 1: cepheus.v1.StatusResponse.rules:type_name -> cepheus.v1.RuleStatus
-	5, // 2: cepheus.v1.StatusResponse.partitions:type_name -> cepheus.v1.PartitionStatus
-	0, // 3: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
-	3, // 4: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
-	7, // 5: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
-	2, // 6: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
-	6, // 7: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
-	8, // 8: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	1,  // 0: cepheus.v1.ValidateResponse.problems:type_name -> cepheus.v1.Problem
+	4,  // 1: cepheus.v1.StatusResponse.rules:type_name -> cepheus.v1.RuleStatus
+	5,  // 2: cepheus.v1.StatusResponse.partitions:type_name -> cepheus.v1.PartitionStatus
+	1,  // 3: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
+	12, // 4: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
+	0,  // 5: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
+	3,  // 6: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
+	7,  // 7: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
+	9,  // 8: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
+	11, // 9: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
+	14, // 10: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
+	2,  // 11: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
+	6,  // 12: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
+	8,  // 13: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
+	10, // 14: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
+	13, // 15: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
+	10, // 16: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -755,7 +1229,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,9 @@ const (
 	Control_Validate_FullMethodName          = "/cepheus.v1.Control/Validate"
 	Control_Status_FullMethodName            = "/cepheus.v1.Control/Status"
 	Control_TriggerCheckpoint_FullMethodName = "/cepheus.v1.Control/TriggerCheckpoint"
+	Control_Deploy_FullMethodName            = "/cepheus.v1.Control/Deploy"
+	Control_ListVersions_FullMethodName      = "/cepheus.v1.Control/ListVersions"
+	Control_Rollback_FullMethodName          = "/cepheus.v1.Control/Rollback"
 )
 
 // ControlClient is the client API for Control service.
@@ -43,6 +46,18 @@ type ControlClient interface {
 	// TriggerCheckpoint asks for a checkpoint now and returns once one
 	// newer than the latest at the call has completed.
 	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*TriggerCheckpointResponse, error)
+	// Deploy validates a ruleset and, when it compiles, switches the
+	// running job to it at its next checkpoint barrier (asked for at once);
+	// it returns once the job runs it. A ruleset that does not compile is
+	// refused with its problems (ok false) and changes nothing. UNAVAILABLE
+	// while no job runs (restoring, between two jobs of a rebalance).
+	Deploy(ctx context.Context, in *DeployRequest, opts ...grpc.CallOption) (*DeployResponse, error)
+	// ListVersions lists the versions the engine keeps, newest first: the
+	// active one, then the previous ones a rollback may return to.
+	ListVersions(ctx context.Context, in *ListVersionsRequest, opts ...grpc.CallOption) (*ListVersionsResponse, error)
+	// Rollback deploys the most recent previous version.
+	// FAILED_PRECONDITION when there is none.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*DeployResponse, error)
 }
 
 type controlClient struct {
@@ -83,6 +98,36 @@ func (c *controlClient) TriggerCheckpoint(ctx context.Context, in *TriggerCheckp
 	return out, nil
 }
 
+func (c *controlClient) Deploy(ctx context.Context, in *DeployRequest, opts ...grpc.CallOption) (*DeployResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeployResponse)
+	err := c.cc.Invoke(ctx, Control_Deploy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlClient) ListVersions(ctx context.Context, in *ListVersionsRequest, opts ...grpc.CallOption) (*ListVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListVersionsResponse)
+	err := c.cc.Invoke(ctx, Control_ListVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*DeployResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeployResponse)
+	err := c.cc.Invoke(ctx, Control_Rollback_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -98,6 +143,18 @@ type ControlServer interface {
 	// TriggerCheckpoint asks for a checkpoint now and returns once one
 	// newer than the latest at the call has completed.
 	TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error)
+	// Deploy validates a ruleset and, when it compiles, switches the
+	// running job to it at its next checkpoint barrier (asked for at once);
+	// it returns once the job runs it. A ruleset that does not compile is
+	// refused with its problems (ok false) and changes nothing. UNAVAILABLE
+	// while no job runs (restoring, between two jobs of a rebalance).
+	Deploy(context.Context, *DeployRequest) (*DeployResponse, error)
+	// ListVersions lists the versions the engine keeps, newest first: the
+	// active one, then the previous ones a rollback may return to.
+	ListVersions(context.Context, *ListVersionsRequest) (*ListVersionsResponse, error)
+	// Rollback deploys the most recent previous version.
+	// FAILED_PRECONDITION when there is none.
+	Rollback(context.Context, *RollbackRequest) (*DeployResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -116,6 +173,15 @@ func (UnimplementedControlServer) Status(context.Context, *StatusRequest) (*Stat
 }
 func (UnimplementedControlServer) TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TriggerCheckpoint not implemented")
+}
+func (UnimplementedControlServer) Deploy(context.Context, *DeployRequest) (*DeployResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Deploy not implemented")
+}
+func (UnimplementedControlServer) ListVersions(context.Context, *ListVersionsRequest) (*ListVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListVersions not implemented")
+}
+func (UnimplementedControlServer) Rollback(context.Context, *RollbackRequest) (*DeployResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -192,6 +258,60 @@ func _Control_TriggerCheckpoint_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_Deploy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeployRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).Deploy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_Deploy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).Deploy(ctx, req.(*DeployRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Control_ListVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).ListVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_ListVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).ListVersions(ctx, req.(*ListVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Control_Rollback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).Rollback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_Rollback_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).Rollback(ctx, req.(*RollbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +330,18 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TriggerCheckpoint",
 			Handler:    _Control_TriggerCheckpoint_Handler,
+		},
+		{
+			MethodName: "Deploy",
+			Handler:    _Control_Deploy_Handler,
+		},
+		{
+			MethodName: "ListVersions",
+			Handler:    _Control_ListVersions_Handler,
+		},
+		{
+			MethodName: "Rollback",
+			Handler:    _Control_Rollback_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
