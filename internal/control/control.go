@@ -3,7 +3,7 @@
 // import google.golang.org/grpc): the Control service over a
 // cep.StreamMonitor, with the standard health and reflection services so
 // that grpcurl works, and the client the CLI uses (cepheus status,
-// cepheus rules validate).
+// cepheus rules validate, deploy, list and rollback).
 package control
 
 import (
@@ -39,22 +39,79 @@ func (s *service) Validate(_ context.Context, req *cepheusv1.ValidateRequest) (*
 	}
 	rs, err := rules.Load(name, req.GetSource())
 	if err != nil {
-		resp := &cepheusv1.ValidateResponse{}
-		var list rules.ErrorList
-		if errors.As(err, &list) {
-			for _, e := range list {
-				resp.Problems = append(resp.Problems, &cepheusv1.Problem{
-					File: e.Pos.Filename, Line: int32(e.Pos.Line), Column: int32(e.Pos.Column), Message: e.Msg,
-				})
-			}
-		} else {
-			resp.Problems = append(resp.Problems, &cepheusv1.Problem{File: name, Message: err.Error()})
-		}
-		return resp, nil
+		return &cepheusv1.ValidateResponse{Problems: problemsOf(name, err)}, nil
 	}
 	resp := &cepheusv1.ValidateResponse{Ok: true, Ruleset: rs.Name, Version: rs.Hash}
 	for _, r := range rs.Rules {
 		resp.Rules = append(resp.Rules, r.Name)
+	}
+	return resp, nil
+}
+
+// problemsOf is the problems of a ruleset named name that does not
+// compile: each positioned error of err with its line and column, or err
+// itself.
+func problemsOf(name string, err error) []*cepheusv1.Problem {
+	var list rules.ErrorList
+	if !errors.As(err, &list) {
+		return []*cepheusv1.Problem{{File: name, Message: err.Error()}}
+	}
+	var out []*cepheusv1.Problem
+	for _, e := range list {
+		out = append(out, &cepheusv1.Problem{
+			File: e.Pos.Filename, Line: int32(e.Pos.Line), Column: int32(e.Pos.Column), Message: e.Msg,
+		})
+	}
+	return out
+}
+
+func (s *service) Deploy(ctx context.Context, req *cepheusv1.DeployRequest) (*cepheusv1.DeployResponse, error) {
+	name := req.GetName()
+	if name == "" {
+		name = "ruleset.cep"
+	}
+	r, err := s.m.Deploy(ctx, cep.Deploy{Name: name, Source: req.GetSource(), DropChanged: req.GetDropChanged(), Origin: "grpc"})
+	return deployAnswer(ctx, name, r, err)
+}
+
+func (s *service) Rollback(ctx context.Context, req *cepheusv1.RollbackRequest) (*cepheusv1.DeployResponse, error) {
+	r, err := s.m.Rollback(ctx, req.GetDropChanged())
+	return deployAnswer(ctx, "", r, err)
+}
+
+// deployAnswer is the answer of a deploy (of the ruleset named name) or a
+// rollback that returned r and err: a ruleset that does not compile is an
+// answer with its problems, no job UNAVAILABLE, no previous version
+// FAILED_PRECONDITION.
+func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err error) (*cepheusv1.DeployResponse, error) {
+	var invalid *cep.ValidationError
+	switch {
+	case err == nil:
+	case errors.As(err, &invalid):
+		return &cepheusv1.DeployResponse{Problems: problemsOf(name, invalid)}, nil
+	case errors.Is(err, cep.ErrNoJob):
+		return nil, status.Error(codes.Unavailable, "no job is running (restoring, between two jobs of a rebalance, or after the end); try again")
+	case errors.Is(err, cep.ErrNoPrevious):
+		return nil, status.Error(codes.FailedPrecondition, "no previous version to roll back to (cepheus rules list shows the versions)")
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	default:
+		return nil, status.Error(codes.Unknown, err.Error())
+	}
+	return &cepheusv1.DeployResponse{
+		Ok: true, Ruleset: r.Ruleset, Version: r.Version, Previous: r.Previous, Checkpoint: r.Checkpoint,
+		Kept: r.Kept, Changed: r.Changed, Added: r.Added, Removed: r.Removed, Unchanged: r.Unchanged,
+		TookMs: r.Took.Milliseconds(),
+	}, nil
+}
+
+func (s *service) ListVersions(context.Context, *cepheusv1.ListVersionsRequest) (*cepheusv1.ListVersionsResponse, error) {
+	resp := &cepheusv1.ListVersionsResponse{}
+	for _, v := range s.m.Versions() {
+		resp.Versions = append(resp.Versions, &cepheusv1.VersionInfo{
+			Ruleset: v.Ruleset, Version: v.Version, State: string(v.State),
+			DeployedUnixMs: v.Deployed.UnixMilli(), Origin: v.Origin, Rules: v.Rules,
+		})
 	}
 	return resp, nil
 }
@@ -210,4 +267,25 @@ func (c *Client) TriggerCheckpoint(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return r.GetCheckpoint(), nil
+}
+
+// Deploy deploys a ruleset's source (named name in its problems) on the
+// server and returns once the job runs it; a ruleset that does not
+// compile is an answer with Ok false and its problems.
+func (c *Client) Deploy(ctx context.Context, name string, src []byte, dropChanged bool) (*cepheusv1.DeployResponse, error) {
+	return c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: name, Source: src, DropChanged: dropChanged})
+}
+
+// ListVersions lists the ruleset versions the server keeps, newest first.
+func (c *Client) ListVersions(ctx context.Context) ([]*cepheusv1.VersionInfo, error) {
+	r, err := c.c.ListVersions(ctx, &cepheusv1.ListVersionsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetVersions(), nil
+}
+
+// Rollback deploys the most recent previous version on the server.
+func (c *Client) Rollback(ctx context.Context, dropChanged bool) (*cepheusv1.DeployResponse, error) {
+	return c.c.Rollback(ctx, &cepheusv1.RollbackRequest{DropChanged: dropChanged})
 }
