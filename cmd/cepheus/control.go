@@ -11,6 +11,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control"
+	"github.com/cepheus-cep/cepheus/internal/control/cepheusv1"
 )
 
 var statusCommand = &command{
@@ -25,14 +26,30 @@ drops, and each input partition's watermark.`,
 
 var rulesCommand = &command{
 	name:  "rules",
-	usage: "cepheus rules validate -server ADDR FILE|DIR",
+	usage: "cepheus rules validate|deploy|list|rollback -server ADDR [-drop-changed] [FILE|DIR]",
 	help: `Rules manages the rulesets of a running cepheus serve (its -grpc address).
 
-  validate   checks a ruleset on the server as cepheus check does, without
-             deploying it: prints its version, or its problems at
-             file:line:col (exit 1)
+  validate FILE  checks a ruleset on the server as cepheus check does,
+                 without deploying it: prints its version, or its
+                 problems at file:line:col (exit 1)
+  deploy FILE    deploys a ruleset: the job switches to it at its next
+                 checkpoint barrier (asked for at once). Prints the new
+                 version, the checkpoint it switched at, the rules kept
+                 (their partial matches kept), changed, added and
+                 removed, and the time it took; a ruleset that does not
+                 compile is refused with its problems at file:line:col
+                 (exit 1) and the job keeps its version. The partial
+                 matches of a changed rule drain (the old rule goes on
+                 with them until its window expires) unless
+                 -drop-changed
+  list           lists the versions the engine keeps, newest first: the
+                 active one, then the previous ones (hash, state, when
+                 deployed, origin, ruleset, rules)
+  rollback       deploys the most recent previous version again
 
-Not yet: deploy, list, rollback, promote (hot-loading).`,
+FILE is a .cep file, or a directory holding one. Not yet: promote and
+shadow versions.
+`,
 }
 
 func init() {
@@ -87,6 +104,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(rulesCommand, stdout)
 	server := fs.String("server", "localhost:9465", "the -grpc address of cepheus serve")
+	dropChanged := fs.Bool("drop-changed", false, "deploy, rollback: drop the partial matches of the rules that changed instead of letting them drain")
 	sub := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
@@ -94,22 +112,20 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if sub != "validate" {
-		return fs.usagef("want a subcommand: validate (deploy, list, rollback and promote are to come)")
+	switch sub {
+	case "validate", "deploy":
+		if fs.NArg() != 1 {
+			return fs.usagef("rules %s takes one ruleset file or directory", sub)
+		}
+	case "list", "rollback":
+		if fs.NArg() > 0 {
+			return fs.usagef("rules %s takes no arguments, not %q", sub, fs.Args())
+		}
+	default:
+		return fs.usagef("want a subcommand: validate, deploy, list or rollback (promote and shadow are to come)")
 	}
-	if fs.NArg() != 1 {
-		return fs.usagef("rules validate takes one ruleset file or directory")
-	}
-	files, err := rulesetFiles(fs.Args())
-	if err != nil {
-		return err
-	}
-	if len(files) != 1 {
-		return fs.usagef("%s holds %d rulesets; name the file", fs.Arg(0), len(files))
-	}
-	src, err := os.ReadFile(files[0])
-	if err != nil {
-		return err
+	if *dropChanged && (sub == "validate" || sub == "list") {
+		return fs.usagef("-drop-changed goes with deploy and rollback")
 	}
 	c, err := control.Dial(*server)
 	if err != nil {
@@ -118,16 +134,96 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	r, err := c.Validate(ctx, filepath.Base(files[0]), src)
-	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("validate on %s: %v", *server, err)}
-	}
-	if r.GetOk() {
-		fmt.Fprintf(stdout, "%s: ruleset %s version %.12s, %d rules: ok\n", files[0], r.GetRuleset(), r.GetVersion(), len(r.GetRules()))
+	switch sub {
+	case "list":
+		return listVersions(ctx, c, *server, stdout)
+	case "rollback":
+		r, err := c.Rollback(ctx, *dropChanged)
+		if err != nil {
+			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %v", *server, err)}
+		}
+		printDeploy(stdout, "rolled back", r)
 		return nil
 	}
-	for _, p := range r.GetProblems() {
+	file, src, err := readRulesetArg(fs)
+	if err != nil {
+		return err
+	}
+	if sub == "validate" {
+		r, err := c.Validate(ctx, filepath.Base(file), src)
+		if err != nil {
+			return &userError{err: err, msg: fmt.Sprintf("validate on %s: %v", *server, err)}
+		}
+		if !r.GetOk() {
+			return problemsError(stderr, file, r.GetProblems())
+		}
+		fmt.Fprintf(stdout, "%s: ruleset %s version %.12s, %d rules: ok\n", file, r.GetRuleset(), r.GetVersion(), len(r.GetRules()))
+		return nil
+	}
+	r, err := c.Deploy(ctx, filepath.Base(file), src, *dropChanged)
+	if err != nil {
+		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %v", file, *server, err)}
+	}
+	if !r.GetOk() {
+		return problemsError(stderr, file, r.GetProblems())
+	}
+	printDeploy(stdout, "deployed", r)
+	return nil
+}
+
+// readRulesetArg reads the ruleset fs's argument names: a .cep file, or a
+// directory holding exactly one.
+func readRulesetArg(fs *flagSet) (string, []byte, error) {
+	files, err := rulesetFiles(fs.Args())
+	if err != nil {
+		return "", nil, err
+	}
+	if len(files) != 1 {
+		return "", nil, fs.usagef("%s holds %d rulesets; name the file", fs.Arg(0), len(files))
+	}
+	src, err := os.ReadFile(files[0])
+	if err != nil {
+		return "", nil, err
+	}
+	return files[0], src, nil
+}
+
+// problemsError prints the problems of the ruleset file to stderr, each
+// as file:line:col: message, and returns the error of exit status 1.
+func problemsError(stderr io.Writer, file string, problems []*cepheusv1.Problem) error {
+	for _, p := range problems {
 		fmt.Fprintf(stderr, "%s:%d:%d: %s\n", p.GetFile(), p.GetLine(), p.GetColumn(), p.GetMessage())
 	}
-	return &userError{err: fmt.Errorf("%d problems", len(r.GetProblems())), msg: fmt.Sprintf("%s: %d problems", files[0], len(r.GetProblems()))}
+	return &userError{err: fmt.Errorf("%d problems", len(problems)), msg: fmt.Sprintf("%s: %d problems", file, len(problems))}
+}
+
+// printDeploy prints what a deploy or a rollback (done) did.
+func printDeploy(w io.Writer, done string, r *cepheusv1.DeployResponse) {
+	if r.GetUnchanged() {
+		fmt.Fprintf(w, "ruleset %s version %.12s is the active one already: nothing changed\n", r.GetRuleset(), r.GetVersion())
+		return
+	}
+	fmt.Fprintf(w, "%s ruleset %s version %.12s (was %.12s) at checkpoint %d in %v\n", done, r.GetRuleset(), r.GetVersion(),
+		r.GetPrevious(), r.GetCheckpoint(), time.Duration(r.GetTookMs())*time.Millisecond)
+	for _, l := range []struct {
+		what  string
+		rules []string
+	}{{"kept", r.GetKept()}, {"changed", r.GetChanged()}, {"added", r.GetAdded()}, {"removed", r.GetRemoved()}} {
+		if len(l.rules) > 0 {
+			fmt.Fprintf(w, "  %-8s %s\n", l.what, strings.Join(l.rules, ", "))
+		}
+	}
+}
+
+// listVersions prints the versions server keeps, one a line.
+func listVersions(ctx context.Context, c *control.Client, server string, w io.Writer) error {
+	vs, err := c.ListVersions(ctx)
+	if err != nil {
+		return &userError{err: err, msg: fmt.Sprintf("list of %s: %v", server, err)}
+	}
+	for _, v := range vs {
+		fmt.Fprintf(w, "%.12s  %-8s  %s  %-9s  %s  %d rules\n", v.GetVersion(), v.GetState(),
+			time.UnixMilli(v.GetDeployedUnixMs()).UTC().Format(time.RFC3339), v.GetOrigin(), v.GetRuleset(), len(v.GetRules()))
+	}
+	return nil
 }
