@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -121,16 +123,21 @@ type runFlags struct {
 func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) error {
 	var f runFlags
 	fs := newFlagSet(cmd, stdout)
-	var httpAddr, grpcAddr, logFormat, configPath string
+	var httpAddr, grpcAddr, logFormat, configPath, rulesDir string
 	var printCfg bool
+	var rulesDirPoll time.Duration
+	rulesUsage := "ruleset file, or a directory holding one *.cep file (required)"
 	if cmd == serveCommand {
 		fs.StringVar(&configPath, "config", os.Getenv("CEPHEUS_CONFIG"), "a YAML file of settings, named as these flags without the dash (default $CEPHEUS_CONFIG); flags win over the environment (CEPHEUS_FLAG_NAME), which wins over the file")
 		fs.BoolVar(&printCfg, "print-config", false, "print the settings in effect, each with where it came from (flag, environment, config file, default), as a config file, and exit")
 		fs.StringVar(&httpAddr, "http", "localhost:9464", "serve /metrics (Prometheus), /healthz and /readyz on this address (host:port; port 0 picks one)")
 		fs.StringVar(&grpcAddr, "grpc", "localhost:9465", "serve the control API (gRPC cepheus.v1.Control, health, reflection) on this address (host:port; port 0 picks one; \"\" for none)")
 		fs.StringVar(&logFormat, "log-format", "text", "the log lines on stderr: text (key=value) or json, one object a line (log/slog)")
+		fs.StringVar(&rulesDir, "rules-dir", "", "instead of -rules, a directory holding one *.cep file: the ruleset at the start, deployed again whenever the file's content changes (hot-loading; other files are ignored)")
+		fs.DurationVar(&rulesDirPoll, "rules-dir-poll", time.Second, "with -rules-dir, how often the directory is looked at")
+		rulesUsage = "ruleset file, or a directory holding one *.cep file (this or -rules-dir)"
 	}
-	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory holding one *.cep file (required)")
+	fs.StringVar(&f.rules, "rules", "", rulesUsage)
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them, or - for stdin (this or -input-topic)")
 	fs.StringVar(&f.inputTopic, "input-topic", "", "read the events from this Kafka topic instead (its values, JSON; every partition)")
 	fs.StringVar(&f.brokers, "brokers", os.Getenv("CEPHEUS_KAFKA_BROKERS"), "with -input-topic, the Kafka bootstrap brokers, host:port[,host:port] (default $CEPHEUS_KAFKA_BROKERS)")
@@ -192,8 +199,12 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			return nil
 		}
 	}
-	if f.rules == "" || (f.events == "") == (f.inputTopic == "") || f.state == "" || (f.alerts == "") == (f.alertsTopic == "") {
-		return fs.usagef("-rules, -events or -input-topic (one of them), -state and -alerts or -alerts-topic (one of them) are required")
+	if (f.rules == "") == (rulesDir == "") || (f.events == "") == (f.inputTopic == "") || f.state == "" || (f.alerts == "") == (f.alertsTopic == "") {
+		rulesReq := "-rules"
+		if cmd == serveCommand {
+			rulesReq = "-rules or -rules-dir (one of them)"
+		}
+		return fs.usagef("%s, -events or -input-topic (one of them), -state and -alerts or -alerts-topic (one of them) are required", rulesReq)
 	}
 	var msgs []string
 	negative := func(flag string, bad bool, v any) {
@@ -295,6 +306,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if f.progress <= 0 {
 		msgs = append(msgs, fmt.Sprintf("-progress %s must be positive", formatDuration(f.progress)))
 	}
+	if rulesDir != "" && rulesDirPoll <= 0 {
+		msgs = append(msgs, fmt.Sprintf("-rules-dir-poll %s must be positive", formatDuration(rulesDirPoll)))
+	}
 	backend := cep.Backend(f.backend)
 	if backend != cep.BackendMemory && backend != cep.BackendPebble {
 		msgs = append(msgs, fmt.Sprintf("-state-backend %q: want memory or pebble", f.backend))
@@ -320,21 +334,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if len(msgs) > 0 {
 		return fs.usagef("%s", strings.Join(msgs, "\ncepheus: run: "))
 	}
-	files, err := rulesetFiles([]string{f.rules})
+	file, src, err := readRuleset(f.rules, rulesDir)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(files) == 0:
-		return fmt.Errorf("run: no *.cep files in %s", f.rules)
-	case len(files) > 1:
-		return fmt.Errorf("run: %s holds %d rulesets; a run takes one (name the file)", f.rules, len(files))
-	}
-	src, err := os.ReadFile(files[0])
-	if err != nil {
-		return err
-	}
-	rs, err := rules.Load(files[0], src)
+	rs, err := rules.Load(file, src)
 	if err != nil {
 		if err := printErrors(stderr, err, true); err != nil {
 			return err
@@ -379,8 +383,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	// say writes one of run's own messages (a stop, a summary line).
 	say := func(format string, args ...any) { fmt.Fprintf(stderr, "run: "+format+"\n", args...) }
+	var log *slog.Logger
 	if cmd == serveCommand {
-		log, err := newServeLogger(stderr, logFormat)
+		log, err = newServeLogger(stderr, logFormat)
 		if err != nil {
 			return fs.usagef("%v", err)
 		}
@@ -420,6 +425,22 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 				say("control API (gRPC) on %s", g.Addr())
 			}
 		}
+		if rulesDir != "" {
+			w := &rulesDirWatcher{dir: rulesDir, poll: rulesDirPoll, m: cfg.Monitor, log: log, seen: sha256.Sum256(src)}
+			wctx, stopWatch := context.WithCancel(ctx)
+			watched := make(chan struct{})
+			go func() {
+				w.run(wctx)
+				close(watched)
+			}()
+			defer func() {
+				stopWatch()
+				<-watched
+			}()
+			if !f.quiet {
+				say("watching %s for a new ruleset every %s", file, formatDuration(rulesDirPoll))
+			}
+		}
 	}
 	res, err := e.Stream(ctx, cfg)
 	if res != nil && !f.quiet && !res.AlreadyFinished && cmd != serveCommand {
@@ -439,6 +460,29 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		return &userError{err: err, msg: stripPrefixes(err.Error())}
 	}
 	return nil
+}
+
+// readRuleset reads the ruleset of a run: the file -rules names (or the
+// one *.cep file of the directory it names), or the one of -rules-dir.
+func readRuleset(rulesPath, rulesDir string) (string, []byte, error) {
+	if rulesDir != "" {
+		return readRulesDir(rulesDir)
+	}
+	files, err := rulesetFiles([]string{rulesPath})
+	if err != nil {
+		return "", nil, err
+	}
+	switch {
+	case len(files) == 0:
+		return "", nil, fmt.Errorf("run: no *.cep files in %s", rulesPath)
+	case len(files) > 1:
+		return "", nil, fmt.Errorf("run: %s holds %d rulesets; a run takes one (name the file)", rulesPath, len(files))
+	}
+	src, err := os.ReadFile(files[0])
+	if err != nil {
+		return "", nil, err
+	}
+	return files[0], src, nil
 }
 
 // progressLine is a progress report in one line.

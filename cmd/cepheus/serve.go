@@ -12,7 +12,7 @@ import (
 
 var serveCommand = &command{
 	name:  "serve",
-	usage: "cepheus serve [the flags of cepheus run] [-http ADDR]",
+	usage: "cepheus serve [the flags of cepheus run] [-rules-dir DIR] [-http ADDR] [-grpc ADDR]",
 	help: `Serve runs a ruleset as a live engine, exactly as cepheus run does (every
 flag of run applies: files or Kafka, checkpoints, exactly-once outputs,
 scale-out), and serves its operations surface over HTTP on -http
@@ -30,6 +30,21 @@ scale-out), and serves its operations surface over HTTP on -http
              partitions); 503 before, and between two jobs of a
              rebalance
 
+and its control API over gRPC on -grpc (default localhost:9465; service
+cepheus.v1.Control, with health and reflection): cepheus status, and
+cepheus rules validate, deploy, list and rollback (hot-loading: the job
+switches to a new ruleset version at a checkpoint barrier, without a
+restart).
+
+-rules-dir DIR, instead of -rules, takes the ruleset from the one *.cep
+file of DIR (other files are ignored; none or several is an error) and
+looks at it every -rules-dir-poll (1s): when its content changed since
+the previous look, it is deployed as cepheus rules deploy would. A
+ruleset that does not compile is logged with its problems at
+file:line:col and the engine keeps its version. Write the new file
+elsewhere and rename it into DIR, so that no look sees half of it. A
+deploy through the control API stays until the file changes again.
+
 Settings: every flag may come from a YAML file (-config FILE, or
 $CEPHEUS_CONFIG; keys named as the flags without the dash, e.g.
 checkpoint-interval: 1s) or the environment (CEPHEUS_ and the flag's
@@ -42,8 +57,7 @@ Its messages go to stderr through log/slog, as key=value text or, with
 -log-format json, one JSON object a line (the progress every -progress
 with its figures as fields; no event value at info level).
 
-SIGINT or SIGTERM stops it as run: a final checkpoint, then exit 0.
-Not yet: the gRPC control API and hot-loading of rulesets.`,
+SIGINT or SIGTERM stops it as run: a final checkpoint, then exit 0.`,
 }
 
 func init() {
