@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 // TestServe runs cepheus serve over a followed file of generated events
@@ -172,7 +175,7 @@ func TestServeConfig(t *testing.T) {
 	}
 	for _, want := range []string{
 		`parallelism: "1" # flag`, `checkpoint-interval: "300ms" # environment`, `rules: "r.cep" # config file`,
-		`keep: "5" # config file`, `http: "localhost:9464" # default`,
+		`keep: "5" # config file`, `http: "localhost:9464" # default`, `rules-dir: "" # default`, `rules-dir-poll: "1s" # default`,
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("-print-config lacks %q:\n%s", want, out)
@@ -200,5 +203,173 @@ func TestServeConfig(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("config %q: exit %d, want 2 with %q\n%s", c.file, code, c.want, errOut)
 		}
+	}
+}
+
+// TestServeRulesDir runs cepheus serve -rules-dir over a followed file:
+// a ruleset renamed into the directory becomes the active version; a
+// rollback through the control API stays while the directory does not
+// change; a ruleset that does not compile is logged at file:line:col and
+// the engine keeps its version; cepheus rules deploy switches the engine
+// and refuses a bad ruleset with its problems.
+func TestServeRulesDir(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	if out, err := exec.Command(bin, "gen", "-days", "1", "-events-per-day", "2000", "-history-days", "0", "-scenarios", "card_testing", "-o", events).CombinedOutput(); err != nil {
+		t.Fatalf("cepheus gen: %v\n%s", err, out)
+	}
+	v1 := mustRead(t, "../../rulesets/cards.cep")
+	v2 := []byte(strings.Replace(string(v1), "amount > 500", "amount > 400", 1))
+	broken := []byte(strings.Replace(string(v1), "amount < 2", `amount < "x" +`, 1))
+	load := func(src []byte) *rules.Ruleset {
+		rs, err := rules.Load("cards.cep", src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	rs1 := load(v1)
+	h1, h2 := rs1.Hash[:12], load(v2).Hash[:12]
+	if h1 == h2 {
+		t.Fatal("the changed ruleset has the same hash")
+	}
+	rulesDir, staging := filepath.Join(dir, "rules"), filepath.Join(dir, "staging")
+	for _, d := range []string{rulesDir, staging} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// put writes src to the ruleset file of rulesDir at once (a rename).
+	put := func(src []byte) {
+		t.Helper()
+		tmp := filepath.Join(staging, "cards.cep")
+		if err := os.WriteFile(tmp, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(rulesDir, "cards.cep")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(v1)
+	if err := os.WriteFile(filepath.Join(rulesDir, "README"), []byte("not a ruleset\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, bin, []string{"serve", "-rules-dir", rulesDir, "-rules-dir-poll", "100ms", "-events", events, "-follow",
+		"-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0",
+		"-grpc", "127.0.0.1:0", "-checkpoint-interval", "200ms", "-progress", "1s"}, "")
+	defer func() {
+		select {
+		case <-c.done:
+		default:
+			c.kill()
+		}
+	}()
+	// waitFor waits up to 30 s for cond, failing with what.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 30s, %s:\n%s", what, c.out.String())
+			}
+		}
+	}
+	addrRe := regexp.MustCompile(`control API \(gRPC\) on ([0-9.:]+)`)
+	waitFor("serve has not said where the control API is", func() bool { return addrRe.MatchString(c.out.String()) })
+	server := addrRe.FindStringSubmatch(c.out.String())[1]
+	waitFor("not ready", func() bool {
+		_, out, _ := cepheus(t, "status", "-server", server)
+		return strings.Contains(out, ": ready, ruleset cards version "+h1)
+	})
+	// active is the first line of cepheus rules list: the active version.
+	active := func() string {
+		t.Helper()
+		code, out, errOut := cepheus(t, "rules", "list", "-server", server)
+		if code != 0 {
+			t.Fatalf("cepheus rules list: exit %d\n%s", code, errOut)
+		}
+		first, _, _ := strings.Cut(out, "\n")
+		return first
+	}
+	isActive := func(h string) func() bool {
+		return func() bool { return strings.HasPrefix(active(), h+"  active  ") }
+	}
+	if l := active(); !strings.HasPrefix(l, h1+"  active  ") || !strings.Contains(l, " startup ") || !strings.HasSuffix(l, fmt.Sprintf(" cards  %d rules", len(rs1.Rules))) {
+		t.Errorf("rules list at the start: %q; want %s active from startup, ruleset cards", l, h1)
+	}
+	put(v2)
+	waitFor("the renamed ruleset "+h2+" is not active", isActive(h2))
+	if l := active(); !strings.Contains(l, " rules-dir ") {
+		t.Errorf("rules list after the rename: %q; want origin rules-dir", l)
+	}
+	if !strings.Contains(c.out.String(), "rules-dir: deployed") || !strings.Contains(c.out.String(), "version="+h2) {
+		t.Errorf("no log of the switch to %s:\n%s", h2, c.out.String())
+	}
+	// A rollback through the control API stays: the directory has not
+	// changed since.
+	if code, out, errOut := cepheus(t, "rules", "rollback", "-server", server); code != 0 || !strings.Contains(out, "rolled back ruleset cards version "+h1) {
+		t.Fatalf("cepheus rules rollback: exit %d\n%s%s", code, out, errOut)
+	}
+	time.Sleep(500 * time.Millisecond) // five looks
+	if !isActive(h1)() {
+		t.Errorf("the rollback to %s was undone: %q", h1, active())
+	}
+	// A ruleset that does not compile is logged; the version stays.
+	put(broken)
+	problem := regexp.MustCompile(regexp.QuoteMeta(filepath.Join(rulesDir, "cards.cep")) + `:\d+:\d+: `)
+	waitFor("no problem of the bad ruleset logged at file:line:col", func() bool { return problem.MatchString(c.out.String()) })
+	if !isActive(h1)() {
+		t.Errorf("the bad ruleset changed the active version: %q, want %s", active(), h1)
+	}
+	// cepheus rules deploy.
+	bad := filepath.Join(staging, "bad.cep")
+	if err := os.WriteFile(bad, broken, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := cepheus(t, "rules", "deploy", "-server", server, bad); code != 1 || !regexp.MustCompile(`bad\.cep:\d+:\d+: `).MatchString(errOut) {
+		t.Errorf("cepheus rules deploy of a bad ruleset: exit %d, want 1 with bad.cep:line:col\n%s", code, errOut)
+	}
+	good := filepath.Join(staging, "v2.cep")
+	if err := os.WriteFile(good, v2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, good)
+	if code != 0 || !strings.Contains(out, "deployed ruleset cards version "+h2+" (was "+h1+") at checkpoint ") || !regexp.MustCompile(`(?m)^  changed +card_testing$`).MatchString(out) {
+		t.Errorf("cepheus rules deploy: exit %d; want %s after %s, card_testing changed\n%s%s", code, h2, h1, out, errOut)
+	}
+	if code, out, _ := cepheus(t, "rules", "list", "-server", server); code != 0 || !strings.HasPrefix(out, h2+"  active  ") || !strings.Contains(out, "\n"+h1+"  previous  ") {
+		t.Errorf("cepheus rules list after the deploy: exit %d; want %s active, %s previous\n%s", code, h2, h1, out)
+	}
+	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve still runs 30s after SIGTERM")
+	}
+	if e := c.exit(); e.killed || e.code != 0 {
+		t.Fatalf("serve on SIGTERM: %s, want exit 0\n%s", e.describe(), e.tail())
+	}
+}
+
+// TestServeRulesDirRefused: -rules-dir with no ruleset, or several, is an
+// error naming the directory; -rules and -rules-dir together a usage error.
+func TestServeRulesDirRefused(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"-events", filepath.Join(dir, "e.jsonl"), "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0", "-grpc", ""}
+	if code, _, errOut := cepheus(t, append([]string{"serve", "-rules-dir", dir}, args...)...); code != 1 || !strings.Contains(errOut, "-rules-dir "+dir+" holds no *.cep file") {
+		t.Errorf("an empty -rules-dir: exit %d\n%s", code, errOut)
+	}
+	for _, n := range []string{"a.cep", "b.cep"} {
+		if err := os.WriteFile(filepath.Join(dir, n), mustRead(t, "../../rulesets/cards.cep"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, errOut := cepheus(t, append([]string{"serve", "-rules-dir", dir}, args...)...); code != 1 || !strings.Contains(errOut, "-rules-dir "+dir+" holds 2 *.cep files (a.cep, b.cep)") {
+		t.Errorf("two rulesets in -rules-dir: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := cepheus(t, append([]string{"serve", "-rules-dir", dir, "-rules", filepath.Join(dir, "a.cep")}, args...)...); code != 2 || !strings.Contains(errOut, "-rules or -rules-dir (one of them)") {
+		t.Errorf("-rules and -rules-dir: exit %d\n%s", code, errOut)
 	}
 }

@@ -14,9 +14,11 @@ import (
 	"github.com/cepheus-cep/cepheus/internal/control/cepheusv1"
 	"github.com/cepheus-cep/cepheus/rules"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 )
 
 const testRules = `
@@ -169,5 +171,150 @@ func TestControl(t *testing.T) {
 	}
 	if _, err := c.TriggerCheckpoint(ctx); err == nil {
 		t.Error("TriggerCheckpoint without a job: no error")
+	}
+}
+
+// addedRule is a rule testRulesV2 adds to testRules.
+const addedRule = `
+rule two_big {
+  severity low
+  key card
+  pattern {
+    begin first where amount > 400
+    followedBy second where amount > 400
+    within 5m
+  }
+}
+`
+
+// TestControlDeploy hot-loads rulesets into a live job through the
+// client: before the job, a deploy is UNAVAILABLE and a rollback
+// FAILED_PRECONDITION; a deploy that adds a rule switches the job to the
+// new version (its rule kept, the new one added) and ListVersions shows
+// it active, the first one previous; a ruleset that does not compile is
+// refused with its problems' lines and columns and changes nothing; a
+// rollback makes the first version active again; after the job, a deploy
+// is UNAVAILABLE again.
+func TestControlDeploy(t *testing.T) {
+	dir := t.TempDir()
+	v1, err := rules.Load("c.cep", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2src := []byte(testRules + addedRule)
+	v2, err := rules.Load("c.cep", v2src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := cep.New(cep.WithRuleset(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(input, []byte(events(0, 40)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := cep.NewStreamMonitor()
+	srv, err := Serve("127.0.0.1:0", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Deploy(ctx, "c.cep", v2src, false); status.Code(err) != codes.Unavailable {
+		t.Errorf("Deploy before the job: %v, want UNAVAILABLE", err)
+	}
+	if _, err := c.Rollback(ctx, false); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("Rollback before the job: %v, want FAILED_PRECONDITION", err)
+	}
+	jctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Stream(jctx, cep.StreamConfig{
+			Events: input, Follow: true, PollInterval: 10 * time.Millisecond, StateDir: filepath.Join(dir, "state"),
+			AlertsDir: filepath.Join(dir, "alerts"), CheckpointInterval: time.Hour, Monitor: m,
+		})
+		done <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetReady() && st.GetRecords() == 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready with 40 records after 20s: %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// active is the active version of ListVersions, and the list.
+	active := func() (string, []*cepheusv1.VersionInfo) {
+		t.Helper()
+		vs, err := c.ListVersions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vs) == 0 || vs[0].GetState() != string(cep.VersionActive) {
+			t.Fatalf("ListVersions: %v; want the active version first", vs)
+		}
+		return vs[0].GetVersion(), vs
+	}
+	if v, vs := active(); v != v1.Hash || len(vs) != 1 {
+		t.Errorf("the versions at the start: %v; want %s alone", vs, v1.Hash)
+	}
+	r, err := c.Deploy(ctx, "c.cep", v2src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.GetOk() || r.GetVersion() != v2.Hash || r.GetPrevious() != v1.Hash || r.GetRuleset() != "c" || r.GetCheckpoint() <= 0 || r.GetUnchanged() ||
+		!slices.Equal(r.GetKept(), []string{"big_then_foreign"}) || !slices.Equal(r.GetAdded(), []string{"two_big"}) ||
+		len(r.GetChanged()) != 0 || len(r.GetRemoved()) != 0 {
+		t.Errorf("Deploy of a rule more: %v; want version %s after %s, big_then_foreign kept and two_big added at a checkpoint", r, v2.Hash, v1.Hash)
+	}
+	v, vs := active()
+	if v != v2.Hash || len(vs) != 2 || vs[1].GetVersion() != v1.Hash || vs[1].GetState() != string(cep.VersionPrevious) ||
+		vs[0].GetOrigin() != "grpc" || !slices.Equal(vs[0].GetRules(), []string{"big_then_foreign", "two_big"}) || vs[0].GetDeployedUnixMs() <= 0 {
+		t.Errorf("the versions after the deploy: %v; want %s active from grpc with its two rules, %s previous", vs, v2.Hash, v1.Hash)
+	}
+	if st, err := c.Status(ctx); err != nil || st.GetVersion() != v2.Hash {
+		t.Errorf("Status after the deploy: %v, %v; want version %s", st, err, v2.Hash)
+	}
+	// The same version again switches nothing.
+	if r, err := c.Deploy(ctx, "c.cep", v2src, false); err != nil || !r.GetOk() || !r.GetUnchanged() || r.GetVersion() != v2.Hash {
+		t.Errorf("Deploy of the active version: %v, %v; want ok and unchanged", r, err)
+	}
+	bad, err := c.Deploy(ctx, "bad.cep", []byte(strings.Replace(testRules, `amount > 100`, `amount > "x" +`, 1)), false)
+	if err != nil || bad.GetOk() || len(bad.GetProblems()) == 0 {
+		t.Fatalf("Deploy of a bad ruleset: %v, %v; want problems", bad, err)
+	}
+	if p := bad.GetProblems()[0]; p.GetFile() != "bad.cep" || p.GetLine() != 9 || p.GetColumn() <= 0 || p.GetMessage() == "" {
+		t.Errorf("the problem: %v; want bad.cep line 9 with a column and a message", p)
+	}
+	if v, vs := active(); v != v2.Hash || len(vs) != 2 {
+		t.Errorf("the versions after a refused deploy: %v; want %s still active", vs, v2.Hash)
+	}
+	r, err = c.Rollback(ctx, false)
+	if err != nil || !r.GetOk() || r.GetVersion() != v1.Hash || r.GetPrevious() != v2.Hash ||
+		!slices.Equal(r.GetRemoved(), []string{"two_big"}) || !slices.Equal(r.GetKept(), []string{"big_then_foreign"}) {
+		t.Errorf("Rollback: %v, %v; want %s again, two_big removed", r, err, v1.Hash)
+	}
+	if v, vs := active(); v != v1.Hash || vs[0].GetOrigin() != "rollback" {
+		t.Errorf("the versions after the rollback: %v; want %s active from rollback", vs, v1.Hash)
+	}
+	stop()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatal(err)
+	}
+	if _, err := c.Deploy(ctx, "c.cep", v2src, false); status.Code(err) != codes.Unavailable {
+		t.Errorf("Deploy after the job: %v, want UNAVAILABLE", err)
 	}
 }
