@@ -61,7 +61,8 @@ func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
 type Alert struct {
 	// jsonev.Alert holds the fields, promoted: ID (the deterministic
 	// alert id, [AlertID]), Rule, Ruleset, RulesetVersion (the full hex
-	// hash of the ruleset), Severity, KeyFields and Key (the rule's key
+	// hash of the ruleset version the rule belongs to), RuleHash (the
+	// rule's content hash), Severity, KeyFields and Key (the rule's key
 	// fields and their values from the match's first event, null when
 	// missing), DetectedAt (the event time at which the match completed),
 	// Stages and Matched (the events each stage took, in order), EmitNames
@@ -73,7 +74,7 @@ type Alert struct {
 // AlertEncoder writes alerts as JSON lines, the one alert format of every
 // sink. The fields, in this order (fields may be added, never renamed):
 //
-//	{"alert_id", "rule", "ruleset", "ruleset_version", "severity",
+//	{"alert_id", "rule", "ruleset", "ruleset_version", "rule_hash", "severity",
 //	 "key": {field: value}, "detected_at", "matched": {stage: [event...]},
 //	 "emit": {name: value}}
 //
@@ -110,6 +111,7 @@ func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item) {
 		Rule:           r.Name,
 		Ruleset:        rs.Name,
 		RulesetVersion: rs.Hash,
+		RuleHash:       r.Hash,
 		Severity:       r.Severity.String(),
 		KeyFields:      r.KeyFields,
 		Key:            a.Key[:0],

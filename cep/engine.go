@@ -35,12 +35,27 @@ type Engine struct {
 	// specifications, in the order of their first rule.
 	rules []compiledRule
 	specs []keySpec
+	// plan is what a live job's engine runs (hot-loading); nil for an
+	// engine built by New: its ruleset alone.
+	plan *plan
 }
 
 type compiledRule struct {
 	rule *rules.Rule
 	nfa  *nfa.NFA
 	spec int // index in Engine.specs
+	// rs is the ruleset version the rule belongs to (its alerts name it).
+	rs *Ruleset
+	// After a hot-loading switch (docs/operations.md, "Hot-loading"): a
+	// draining rule (drain) emits only the matches whose first event is
+	// at or before from, and goes once the watermark passes until; a
+	// rule emits only the matches whose first event is after after (its
+	// predecessor drains those). id names the rule's state across
+	// versions (planRule.ID).
+	drain       bool
+	from, until event.Time
+	after       event.Time
+	id          int
 }
 
 // keySpec is the key fields shared by some rules: one SharedOperator.
@@ -190,6 +205,12 @@ func New(opts ...Option) (*Engine, error) {
 	if c.progressEvery == 0 {
 		c.progressEvery = 100_000
 	}
+	return build(c, nil)
+}
+
+// build compiles the engine of c's ruleset and of extra, the draining
+// rules of earlier versions (hot-loading; their spec is set here).
+func build(c config, extra []compiledRule) (*Engine, error) {
 	e := &Engine{cfg: c}
 	rs := c.ruleset
 	var err error
@@ -203,10 +224,16 @@ func New(opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("cep: %w", err)
 	}
 	e.encoder = newAlertEncoder(rs, e.schema)
+	all := make([]compiledRule, 0, len(rs.Rules)+len(extra))
+	for i, r := range rs.Rules {
+		all = append(all, compiledRule{rule: r, nfa: r.NFA, rs: rs, after: event.MinTime, id: i + 1})
+	}
+	all = append(all, extra...)
 	// One shared operator per key specification: the rules with the same
 	// key fields share the keying, buffering and timers of an event.
 	specs := map[string]int{}
-	for i, r := range rs.Rules {
+	for i, cr := range all {
+		r := cr.rule
 		name := strings.Join(r.KeyFields, "\x00")
 		si, ok := specs[name]
 		if !ok {
@@ -219,7 +246,8 @@ func New(opts ...Option) (*Engine, error) {
 			})
 		}
 		e.specs[si].rules = append(e.specs[si].rules, i)
-		e.rules = append(e.rules, compiledRule{rule: r, nfa: r.NFA, spec: si})
+		cr.spec = si
+		e.rules = append(e.rules, cr)
 	}
 	return e, nil
 }

@@ -2,6 +2,7 @@ package cep
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -13,15 +14,18 @@ import (
 // job nothing per event. Its methods are safe for concurrent use; one
 // monitor watches one Stream at a time.
 type StreamMonitor struct {
-	mu    sync.Mutex
-	s     MonitorSnapshot
-	ckReq chan struct{}
+	mu      sync.Mutex
+	s       MonitorSnapshot
+	plan    *plan  // the running engine's (immutable)
+	rulesOf string // the version s.Rules are of
+	ckReq   chan struct{}
+	deploys chan *deployReq
 }
 
 // NewStreamMonitor returns a monitor whose snapshot is empty and not
 // ready.
 func NewStreamMonitor() *StreamMonitor {
-	return &StreamMonitor{s: MonitorSnapshot{CheckpointBuckets: make([]uint64, len(CheckpointBucketBounds))}, ckReq: make(chan struct{}, 1)}
+	return &StreamMonitor{s: MonitorSnapshot{CheckpointBuckets: make([]uint64, len(CheckpointBucketBounds))}, ckReq: make(chan struct{}, 1), deploys: make(chan *deployReq)}
 }
 
 // RequestCheckpoint asks the running job for a checkpoint at its next
@@ -123,17 +127,31 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts, dropped []i
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
 	m.s.Ruleset, m.s.RulesetVersion = rs.Name, rs.Hash
-	if len(m.s.Rules) != len(e.rules) {
-		m.s.Rules = make([]RuleCount, len(e.rules))
-		for i, cr := range e.rules {
-			m.s.Rules[i] = RuleCount{Rule: cr.rule.Name, Severity: cr.rule.Severity.String()}
+	m.plan = e.plan
+	// The active version's rules; a draining rule counts with the active
+	// rule of its name.
+	if m.rulesOf != rs.Hash {
+		m.rulesOf = rs.Hash
+		m.s.Rules = make([]RuleCount, len(rs.Rules))
+		for i, r := range rs.Rules {
+			m.s.Rules[i] = RuleCount{Rule: r.Name, Severity: r.Severity.String()}
 		}
 	}
 	for i := range m.s.Rules {
-		if i < len(alerts) {
-			m.s.Rules[i].Alerts, m.s.Rules[i].Dropped = alerts[i], dropped[i]
+		m.s.Rules[i].Alerts, m.s.Rules[i].Dropped, m.s.Rules[i].ConditionErrors = 0, 0, 0
+	}
+	for i, cr := range e.rules {
+		t := i
+		if cr.drain {
+			if t = slices.IndexFunc(rs.Rules, func(r *Rule) bool { return r.Name == cr.rule.Name }); t < 0 {
+				continue
+			}
 		}
-		m.s.Rules[i].ConditionErrors = int64(e.rules[i].rule.ConditionErrors())
+		if i < len(alerts) {
+			m.s.Rules[t].Alerts += alerts[i]
+			m.s.Rules[t].Dropped += dropped[i]
+		}
+		m.s.Rules[t].ConditionErrors += int64(cr.rule.ConditionErrors())
 	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 }

@@ -317,12 +317,16 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 	var cerr error
 	for i := range items {
 		it := &items[i]
+		if cr := &h.e.rules[it.Rule]; (cr.drain || cr.after > event.MinTime) && !cr.emits(firstTime(it.Match.Events)) {
+			continue // the match belongs to the other side of a switch
+		}
 		h.rules[it.Rule].alerts++
 		h.alerts++
 		if !h.needAlerts {
 			continue
 		}
-		makeAlert(&h.alert, h.e.cfg.ruleset, h.e.rules[it.Rule].rule, it)
+		cr := &h.e.rules[it.Rule]
+		makeAlert(&h.alert, cr.rs, cr.rule, it)
 		if err := out.Collect(emitted{alert: &h.alert}); cerr == nil {
 			cerr = err
 		}
@@ -411,7 +415,7 @@ func (h *hostOperator) Restore(r state.Reader) error {
 	if err != nil {
 		return err
 	}
-	alerts, late, rules, err := h.decodeCounters(b)
+	alerts, late, rules, err := decodeCounters(b, len(h.rules))
 	if err != nil {
 		return err
 	}
@@ -419,17 +423,17 @@ func (h *hostOperator) Restore(r state.Reader) error {
 	return nil
 }
 
-// decodeCounters decodes the engine's counter record.
-func (h *hostOperator) decodeCounters(b []byte) (alerts, late int64, rules []ruleCounters, err error) {
+// decodeCounters decodes the counter record of an engine of n rules.
+func decodeCounters(b []byte, n int) (alerts, late int64, rules []ruleCounters, err error) {
 	d := event.Reader{B: b, Corrupt: ErrCorruptSnapshot}
 	if d.Byte() != counterStateVersion {
 		d.Fail()
 	}
 	alerts, late = d.Varint(), d.Varint()
-	if d.Count() != len(h.rules) {
+	if d.Count() != n {
 		d.Fail()
 	}
-	rules = make([]ruleCounters, len(h.rules))
+	rules = make([]ruleCounters, n)
 	for i := range rules {
 		rules[i] = ruleCounters{alerts: d.Varint(), overflow: d.Varint(), noKey: d.Varint()}
 	}
@@ -451,10 +455,16 @@ func (e *Engine) counterKey() state.Key {
 // shared operator takes its keys in groups; the counters of the parts
 // counted says, summed, go to the subtask given counted (one per job),
 // the others start at zero.
-func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool) error {
+func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool, prev *Engine) error {
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
-		op, err := RestoreSharedOperatorParts(h.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counted)
+		var op *SharedOperator
+		var err error
+		if prev == nil {
+			op, err = RestoreSharedOperatorParts(h.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counted)
+		} else {
+			op, err = h.restoreMigrated(i, parts, groups, counted, prev)
+		}
 		if err != nil {
 			return err
 		}
@@ -465,27 +475,73 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 	if counted == nil {
 		return nil
 	}
+	from := h.e
+	if prev != nil {
+		from = prev
+	}
 	for i, r := range parts {
 		if !counted(i) {
 			continue
 		}
-		b, err := oneRecord(r, h.counterRecord)
+		b, err := oneRecord(r, from.counterKey())
 		if err != nil {
 			return err
 		}
-		alerts, late, rules, err := h.decodeCounters(b)
+		alerts, late, rules, err := decodeCounters(b, len(from.rules))
 		if err != nil {
 			return err
 		}
 		h.alerts += alerts
 		h.late += late
 		for i, rc := range rules {
-			h.rules[i].alerts += rc.alerts
-			h.rules[i].overflow += rc.overflow
-			h.rules[i].noKey += rc.noKey
+			t := i
+			if prev != nil {
+				if t = h.e.ruleByID(prev.rules[i].id); t < 0 {
+					continue
+				}
+			}
+			h.rules[t].alerts += rc.alerts
+			h.rules[t].overflow += rc.overflow
+			h.rules[t].noKey += rc.noKey
 		}
 	}
 	return nil
+}
+
+// restoreMigrated restores the shared operator of key specification
+// spec from the state of prev, the engine that took the checkpoint (a
+// hot-loading switch): from prev's operator of the same key fields, each
+// rule's state going to the rule of the same id (planRule.ID); without
+// such an operator, it starts empty.
+func (h *hostOperator) restoreMigrated(spec int, parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool, prev *Engine) (*SharedOperator, error) {
+	e := h.e
+	fields := e.rules[e.specs[spec].rules[0]].rule.KeyFields
+	old := slices.IndexFunc(prev.specs, func(ks keySpec) bool {
+		return slices.Equal(prev.rules[ks.rules[0]].rule.KeyFields, fields)
+	})
+	if old < 0 {
+		op, err := NewSharedOperator(h.sharedConfig(spec), e.sharedRules(spec)...)
+		if err != nil {
+			return nil, err
+		}
+		op.allDirty = true
+		return op, nil
+	}
+	mig := &ruleMigration{old: prev.sharedRules(old)}
+	for _, ri := range prev.specs[old].rules {
+		mig.to = append(mig.to, slices.IndexFunc(e.specs[spec].rules, func(i int) bool { return e.rules[i].id == prev.rules[ri].id }))
+	}
+	op, err := restoreMigrated(h.sharedConfig(spec), e.sharedRules(spec), parts, prev.specs[old].id, groups, counted, mig)
+	if err != nil {
+		return nil, err
+	}
+	op.allDirty = true
+	return op, nil
+}
+
+// ruleByID is the index of the rule whose state is id, or -1.
+func (e *Engine) ruleByID(id int) int {
+	return slices.IndexFunc(e.rules, func(cr compiledRule) bool { return cr.id == id })
 }
 
 // oneRecord returns the value of the record k of r.

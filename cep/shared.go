@@ -107,6 +107,7 @@ type SharedOperator struct {
 	cfg   SharedConfig
 	less  func(a, b *event.Event) int
 	rules []*sharedRule
+	mig   *ruleMigration // during a migrating restore only
 
 	keys   map[event.Key]*keyState
 	timers timerHeap // one timer per key: the earliest due time of its rules

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/nfa"
 	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
@@ -376,10 +377,30 @@ func snapshotErr(err error) error {
 // of a job count each event once). Its first SnapshotTo writes every key:
 // it writes into a store of its own.
 func RestoreSharedOperatorParts(cfg SharedConfig, rules []SharedRule, parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counted func(part int) bool) (*SharedOperator, error) {
+	return restoreMigrated(cfg, rules, parts, op, groups, counted, nil)
+}
+
+// ruleMigration maps the rules of a snapshot to those of the operator
+// restoring it (a hot-loading switch): old are the rules the snapshot
+// hosts, as the operator that took it had them (ids and patterns); to[i]
+// is the position among the operator's rules of the rule that takes the
+// state of old[i], or -1 when that state is dropped. The operator's rules
+// that no old rule maps to start empty, seeing the events the keys
+// buffer.
+type ruleMigration struct {
+	old []SharedRule
+	to  []int
+}
+
+// restoreMigrated is RestoreSharedOperatorParts with the snapshot's
+// rules mapped by mig (nil: the same rules).
+func restoreMigrated(cfg SharedConfig, rules []SharedRule, parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counted func(part int) bool, mig *ruleMigration) (*SharedOperator, error) {
 	o, err := NewSharedOperator(cfg, rules...)
 	if err != nil {
 		return nil, err
 	}
+	o.mig = mig
+	defer func() { o.mig = nil }()
 	if err := o.restoreParts(parts, op, groups, counted); err != nil {
 		return nil, snapshotErr(err)
 	}
@@ -414,7 +435,12 @@ func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID,
 			if v := d.Byte(); d.Err == nil && v != keyRecordVersion {
 				return fmt.Errorf("%w: key %q: unknown version %d", ErrCorruptSnapshot, string(k), v)
 			}
-			if err := o.decodeKey(&d, k); err != nil {
+			if o.mig != nil {
+				err = o.decodeMigratedKey(&d, k)
+			} else {
+				err = o.decodeKey(&d, k)
+			}
+			if err != nil {
 				return err
 			}
 			if err := d.end(); err != nil {
@@ -540,6 +566,25 @@ func (o *SharedOperator) decodeHeader(d *decoder) error {
 	o.watermark = event.Time(d.Varint())
 	o.procTime = event.Time(d.Varint())
 	o.late, o.overflow = d.Uvarint(), d.Uvarint()
+	if mig := o.mig; mig != nil {
+		if n := d.Count(); d.Err == nil && n != len(mig.old) {
+			return fmt.Errorf("%w: the snapshot hosts %d rules, the migration %d", ErrInvalidConfig, n, len(mig.old))
+		}
+		for _, r := range o.rules {
+			r.dropped, r.matches, r.timeouts = 0, 0, 0
+		}
+		for i, old := range mig.old {
+			if id := d.Uvarint(); d.Err == nil && id != uint64(old.ID) {
+				return fmt.Errorf("%w: the snapshot hosts rule %d where the migration has rule %d", ErrInvalidConfig, id, old.ID)
+			}
+			dropped, matches, timeouts := d.Uvarint(), d.Uvarint(), d.Uvarint()
+			if t := mig.to[i]; t >= 0 {
+				r := o.rules[t]
+				r.dropped, r.matches, r.timeouts = dropped, matches, timeouts
+			}
+		}
+		return d.Err
+	}
 	if n := d.Count(); d.Err == nil && n != len(o.rules) {
 		return fmt.Errorf("%w: the snapshot hosts %d rules, the config %d", ErrInvalidConfig, n, len(o.rules))
 	}
@@ -581,7 +626,68 @@ func (o *SharedOperator) decodeKey(d *decoder, k event.Key) error {
 }
 
 func (o *SharedOperator) decodeSlot(d *decoder, ks *keyState, i int) error {
-	sl := &ks.rules[i]
+	r := o.rules[i]
+	return decodeSlotOf(d, ks, &ks.rules[i], r.nfa, r.maxPartial, r.id)
+}
+
+// decodeMigratedKey is decodeKey through the migration o.mig: each of the
+// snapshot's rule slots goes to the rule that takes it over, or is read
+// and dropped; the rules that take over none start with the key's
+// buffered events (a key left with no state is skipped).
+func (o *SharedOperator) decodeMigratedKey(d *decoder, k event.Key) error {
+	if o.keys[k] != nil {
+		return fmt.Errorf("%w: key %q twice", ErrCorruptSnapshot, string(k))
+	}
+	mig := o.mig
+	ks := &keyState{key: k, rules: make([]ruleSlot, len(o.rules))}
+	ks.order = d.Uvarint()
+	if err := decodeBuffer(d, ks); err != nil {
+		return err
+	}
+	taken := make([]bool, len(o.rules))
+	held := ks.n > 0
+	for i, old := range mig.old {
+		t := mig.to[i]
+		var sl ruleSlot
+		pat, maxPartial := old.NFA, old.MaxPartialMatches
+		if t >= 0 {
+			pat, maxPartial = o.rules[t].nfa, o.rules[t].maxPartial
+		}
+		if err := decodeSlotOf(d, ks, &sl, pat, maxPartial, old.ID); err != nil {
+			return err
+		}
+		if t >= 0 {
+			ks.rules[t], taken[t] = sl, true
+			held = held || sl.present
+		}
+	}
+	if d.Err != nil {
+		return d.Err
+	}
+	if !held {
+		return nil
+	}
+	if ks.n > 0 {
+		first := ^uint64(0)
+		for _, b := range ks.buf {
+			for _, ev := range b.evs {
+				first = min(first, ev.Seq)
+			}
+		}
+		for t := range ks.rules {
+			if !taken[t] {
+				ks.rules[t].present, ks.rules[t].order = true, first
+			}
+		}
+	}
+	o.keys[k] = ks
+	o.buffered += ks.n
+	return nil
+}
+
+// decodeSlotOf reads one rule slot of key ks into sl, its run decoded
+// with pattern n.
+func decodeSlotOf(d *decoder, ks *keyState, sl *ruleSlot, n *nfa.NFA, maxPartial, id int) error {
 	flags := d.Byte()
 	if d.Err == nil && flags > 3 {
 		d.Fail()
@@ -593,11 +699,11 @@ func (o *SharedOperator) decodeSlot(d *decoder, ks *keyState, i int) error {
 		if d.Err != nil {
 			return d.Err
 		}
-		run, rest, err := o.rules[i].nfa.DecodeRun(d.B)
+		run, rest, err := n.DecodeRun(d.B)
 		if err != nil {
-			return fmt.Errorf("%w: key %q, rule %d: %w", ErrCorruptSnapshot, string(ks.key), o.rules[i].id, err)
+			return fmt.Errorf("%w: key %q, rule %d: %w", ErrCorruptSnapshot, string(ks.key), id, err)
 		}
-		run.SetMaxPartialMatches(o.rules[i].maxPartial)
+		run.SetMaxPartialMatches(maxPartial)
 		sl.run, d.B = run, rest
 	}
 	nh := d.Count()

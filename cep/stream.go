@@ -317,24 +317,51 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	return e.runJob(ctx, c, start)
 }
 
-// runJob runs one job of c to its end.
+// runJob runs one job of c to its end. A hot-loading switch ends a job at
+// a checkpoint whose metadata names the next version: a new job restores
+// it, into the engine of that version, and goes on.
 func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
-	j := &job{e: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}}
-	res, err := j.run(ctx)
-	if cerr := j.close(); err == nil && cerr != nil {
-		err = cerr
+	var switched *pendingSwitch
+	for {
+		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched}
+		res, err := j.run(ctx)
+		if cerr := j.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if switched != nil && !switched.replied {
+			switched.reply(nil, fmt.Errorf("cep: the job after the switch failed: %w", errors.Join(err, ctx.Err())))
+		}
+		switched = nil
+		if next := j.next; next != nil {
+			switch {
+			case err == nil && ctx.Err() == nil && next.id > 0:
+				switched = next
+				continue
+			case next.id == 0:
+				next.reply(nil, errors.New("cep: the job stopped before the switch's checkpoint: deploy again"))
+			}
+		}
+		return res, err
 	}
-	return res, err
 }
 
 // job is one [Engine.Stream]: the coordinator (the goroutine that called
 // Stream, which also reads and routes) and its subtasks.
 type job struct {
-	e     *Engine
-	cfg   StreamConfig
-	start time.Time
-	dir   *state.CheckpointDir
-	meta  *jobMeta // of the restored checkpoint; nil for a fresh start
+	// e is the engine the job runs: base, the one Stream was called on,
+	// or the one of the version its checkpoint names (hot-loading); prev,
+	// when set, is the engine that took the checkpoint it restores (a
+	// migration of the rules' state).
+	e, base, prev *Engine
+	// next is the switch asked for (its checkpoint ends the job);
+	// switched, the one this job restores (it replies to the deploy once
+	// the job runs).
+	next, switched *pendingSwitch
+	atSwitch       bool // the final checkpoint is the switch's
+	cfg            StreamConfig
+	start          time.Time
+	dir            *state.CheckpointDir
+	meta           *jobMeta // of the restored checkpoint; nil for a fresh start
 
 	subs   []*streamSubtask
 	owner  []int // subtask of each key group
@@ -378,6 +405,11 @@ type jobMeta struct {
 	Dead         runtime.PendingState
 	Alerts, Late []runtime.PendingState // by subtask
 	Stats        StreamStats
+	// Plan is what the engine that took the checkpoint runs (versions,
+	// layout, rules); Next, at a hot-loading switch, what the job that
+	// restores it runs.
+	Plan *plan `json:",omitempty"`
+	Next *plan `json:",omitempty"`
 	// Changelog, of a transactional Kafka job's local checkpoint: the
 	// changelog's offsets after its transaction, by partition, where a
 	// restore from this copy reads the later checkpoints' changes.
@@ -415,6 +447,9 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			return nil, err
 		}
 		j.restored = int64(chk.ID)
+	}
+	if err := j.choosePlan(); err != nil {
+		return nil, err
 	}
 	if j.meta != nil {
 		j.stats = j.meta.Stats
@@ -454,6 +489,14 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	if c.Monitor != nil {
 		j.publish(true)
 	}
+	if sw := j.switched; sw != nil && sw.req == nil {
+		j.logf("the draining rules of earlier versions have passed their windows: let go at checkpoint %d", sw.res.Checkpoint)
+	} else if sw != nil {
+		sw.res.Took = time.Since(sw.start)
+		j.logf("switched to ruleset %s version %.12s at checkpoint %d in %v (kept %v, changed %v, added %v, removed %v)",
+			sw.res.Ruleset, sw.res.Version, sw.res.Checkpoint, sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
+		sw.reply(sw.res, nil)
+	}
 	finished, err := j.loop(ctx)
 	if c.Monitor != nil {
 		j.publish(false) // the figures at the end, not ready
@@ -490,7 +533,7 @@ func (j *job) checkMeta(b []byte, id int64) (*jobMeta, error) {
 	switch {
 	case m.Format != streamFormat:
 		return nil, fmt.Errorf("%w: checkpoint %d is of job format %d, this build reads %d", ErrRestore, id, m.Format, streamFormat)
-	case !slices.Equal(m.Rules, ruleHashes(rs)):
+	case m.Plan == nil && !slices.Equal(m.Rules, ruleHashes(rs)):
 		return nil, fmt.Errorf("%w: checkpoint %d was taken with ruleset %s version %.12s, these rules are %s version %.12s: state cannot migrate between rulesets yet; resume with the original rules or start over with a new state directory",
 			ErrRestore, id, m.Ruleset, m.RulesetVersion, rs.Name, rs.Hash)
 	case m.Time != j.cfg.Time:
@@ -525,21 +568,30 @@ func (j *job) result(already, finished bool) *StreamResult {
 	st := j.stats
 	if len(j.subs) > 0 && !already {
 		st.Late, st.Alerts = 0, 0
-		rules := make([]RuleSummary, len(j.e.rules))
+		// The active version's rules; a draining rule counts with the
+		// active rule of its name.
+		active := j.e.cfg.ruleset.Rules
+		rules := make([]RuleSummary, len(active))
 		for _, s := range j.subs {
 			h := s.host
 			st.Late += h.late
 			st.Alerts += h.alerts
 			for i, cr := range j.e.rules {
+				t := i
+				if cr.drain {
+					if t = slices.IndexFunc(active, func(r *Rule) bool { return r.Name == cr.rule.Name }); t < 0 {
+						continue
+					}
+				}
 				opStats, _ := h.keyOps[cr.spec].op.RuleStats(i)
-				rr := &rules[i]
+				rr := &rules[t]
 				rr.Rule, rr.Severity = cr.rule.Name, cr.rule.Severity.String()
 				rr.Alerts += h.rules[i].alerts
 				rr.Overflow += h.rules[i].overflow
 				rr.NoKey += h.rules[i].noKey
 				rr.Late += int64(opStats.Late)
 				rr.Dropped += int64(opStats.DroppedPartialMatches)
-				rr.ConditionErrors = cr.rule.ConditionErrors()
+				rr.ConditionErrors += cr.rule.ConditionErrors()
 			}
 		}
 		r.Rules = rules
@@ -694,13 +746,15 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 			f()
 		}
 	}()
-	same := chk != nil && j.meta.Parallelism == n && j.meta.Backend == c.Backend
+	// A migration (a hot-loading switch) restores into stores of their
+	// own, as a change of parallelism does.
+	same := chk != nil && j.meta.Parallelism == n && j.meta.Backend == c.Backend && j.prev == nil
 	// A checkpoint rebuilt from the changelog: at the same parallelism
 	// each subtask takes its own store (and its next checkpoint writes
 	// only what changes), else the key groups are redistributed.
 	var rebuilt []*state.Mem
 	if j.kafka != nil && j.kafka.clParts != nil {
-		if j.meta.Parallelism == n && !j.kafka.merged {
+		if j.meta.Parallelism == n && !j.kafka.merged && j.prev == nil {
 			rebuilt = j.kafka.clParts
 		} else {
 			j.logf("redistributing the key groups of the changelog: parallelism %d -> %d, %s backend", j.meta.Parallelism, n, c.Backend)
@@ -709,7 +763,11 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 			}
 		}
 	} else if j.meta != nil && !same {
-		j.logf("redistributing the key groups: parallelism %d, %s backend -> parallelism %d, %s backend", j.meta.Parallelism, j.meta.Backend, n, c.Backend)
+		if j.prev != nil {
+			j.logf("moving the rules' state to version %.12s (parallelism %d, %s backend -> parallelism %d, %s backend)", j.e.cfg.ruleset.Hash, j.meta.Parallelism, j.meta.Backend, n, c.Backend)
+		} else {
+			j.logf("redistributing the key groups: parallelism %d, %s backend -> parallelism %d, %s backend", j.meta.Parallelism, j.meta.Backend, n, c.Backend)
+		}
 		for i := range j.meta.Parallelism {
 			r, done, err := openStore(chk, subtaskStore(i), filepath.Join(c.StateDir, "work", "restore-"+subtaskStore(i)))
 			if err != nil {
@@ -759,7 +817,7 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 				if i == 0 {
 					counted = j.countedPart
 				}
-				err = s.host.restoreParts(parts, groupRange(i, n), counted)
+				err = s.host.restoreParts(parts, groupRange(i, n), counted, j.prev)
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("%w: subtask %d: %w", ErrRestore, i, err)

@@ -178,6 +178,14 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 				if j.flight == nil && c.Monitor.checkpointAsked() {
 					nextBarrier = now
 				}
+				if req := c.Monitor.takeDeploy(); req != nil && j.next == nil {
+					j.askSwitch(req)
+				} else if req != nil {
+					req.done <- deployDone{err: errors.New("cep: another deploy is switching: try again")}
+				}
+			}
+			if j.next == nil && j.e.expired(j.stats.Watermark) {
+				j.askSwitch(nil)
 			}
 			if c.live() {
 				// A live input: the watermark the events allow goes out
@@ -312,6 +320,7 @@ func (j *job) finish(exhausted bool) error {
 		// last one and reads them again.
 		j.logf("stopped while %d events wait for the far-ahead check: no final checkpoint, the next run resumes from checkpoint %d", src.guard.Holding(), j.stats.LastCheckpoint)
 	} else {
+		j.atSwitch = j.next != nil && !exhausted
 		if err := j.barrier(exhausted); err != nil {
 			return err
 		}
@@ -385,6 +394,14 @@ func (j *job) barrier(final bool) error {
 		Alerts: make([]runtime.PendingState, len(j.subs)),
 		Late:   make([]runtime.PendingState, len(j.subs)),
 		Stats:  j.stats,
+		Plan:   j.e.plan,
+	}
+	if sw := j.next; sw != nil && j.atSwitch {
+		// The switch's checkpoint: the job that restores it runs the
+		// next plan, at this watermark.
+		f.meta.Next, sw.res = j.nextPlan(sw)
+		sw.id = id
+		sw.res.Checkpoint = id
 	}
 	f.meta.Stats.Alerts, f.meta.Stats.Late = 0, 0 // summed from the acks
 	if src.rep != nil {

@@ -34,6 +34,10 @@ type ruleChecker struct {
 	rules      []*RuleDecl
 	tests      []*TestDecl
 
+	// layout, when set, is the slot layout the schema is placed over
+	// (CompileLayout).
+	layout *event.Schema
+
 	// The outcome.
 	schema    *event.Schema
 	timeSlot  int
@@ -101,6 +105,9 @@ func (c *ruleChecker) check() {
 	if c.schemaDecl == nil {
 		c.inferSchema()
 	}
+	if c.layout != nil && c.errs.Len() == 0 {
+		c.applyLayout(c.layout)
+	}
 	if c.timeDecl != nil {
 		if slot, ok := c.schema.Slot(c.timeDecl.Field.Value); ok {
 			c.timeSlot = slot
@@ -154,37 +161,9 @@ func (c *ruleChecker) inferSchema() {
 		names[c.timeDecl.Field.Value] = true
 	}
 	for _, r := range c.rules {
-		stages := map[string]bool{}
-		for _, s := range leafStages(r) {
-			stages[s.Name.Value] = true
+		for _, n := range ruleFields(r) {
+			names[n] = true
 		}
-		if r.Key != nil {
-			for _, k := range r.Key.Fields {
-				names[k.Value] = true
-			}
-		}
-		forEachExpr(r, func(x *Expr) {
-			ids, err := cond.Identifiers(x.raw)
-			if err != nil {
-				return // the compiler reports it
-			}
-			for _, id := range ids {
-				if !stages[id] && id != "ctx" {
-					names[id] = true
-				}
-			}
-			// Fields read only through a stage (x.f) or a closure (.f)
-			// are fields too.
-			members, err := cond.MemberNames(x.raw)
-			if err != nil {
-				return
-			}
-			for _, m := range members {
-				if !stages[m] {
-					names[m] = true
-				}
-			}
-		})
 	}
 	sorted := make([]string, 0, len(names))
 	for n := range names {
@@ -196,6 +175,75 @@ func (c *ruleChecker) inferSchema() {
 		fields[i] = event.Field{Name: n}
 	}
 	c.schema = event.MustSchema(fields...)
+}
+
+// ruleFields are the fields rule r reads, sorted: its key fields and
+// every field an expression reads (identifiers that are not stage names,
+// and fields read through a stage (x.f) or a closure (.f)).
+func ruleFields(r *RuleDecl) []string {
+	names := map[string]bool{}
+	stages := map[string]bool{}
+	for _, s := range leafStages(r) {
+		stages[s.Name.Value] = true
+	}
+	if r.Key != nil {
+		for _, k := range r.Key.Fields {
+			names[k.Value] = true
+		}
+	}
+	forEachExpr(r, func(x *Expr) {
+		ids, err := cond.Identifiers(x.raw)
+		if err != nil {
+			return // the compiler reports it
+		}
+		for _, id := range ids {
+			if !stages[id] && id != "ctx" {
+				names[id] = true
+			}
+		}
+		members, err := cond.MemberNames(x.raw)
+		if err != nil {
+			return
+		}
+		for _, m := range members {
+			if !stages[m] {
+				names[m] = true
+			}
+		}
+	})
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	return sorted
+}
+
+// applyLayout places the schema over layout (CompileLayout): the fields
+// of layout keep their slots (with this file's type where it declares
+// the field), the others follow in the schema's order.
+func (c *ruleChecker) applyLayout(layout *event.Schema) {
+	fields := make([]event.Field, 0, layout.Len()+c.schema.Len())
+	for i := range layout.Len() {
+		f := layout.Field(i)
+		if s, ok := c.schema.Slot(f.Name); ok {
+			f.Kind = c.schema.Field(s).Kind
+		}
+		fields = append(fields, f)
+	}
+	for i := range c.schema.Len() {
+		if f := c.schema.Field(i); !slices.ContainsFunc(fields, func(x event.Field) bool { return x.Name == f.Name }) {
+			fields = append(fields, f)
+		}
+	}
+	placed := event.MustSchema(fields...)
+	times := map[int]bool{}
+	for s := range c.timeSlots {
+		if ns, ok := placed.Slot(c.schema.Field(s).Name); ok {
+			times[ns] = true
+		}
+	}
+	c.schema, c.timeSlots = placed, times
 }
 
 // forEachExpr calls fn for every expression of r: conditions, then emits.

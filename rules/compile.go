@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
 	"github.com/cepheus-cep/cepheus/rules/internal/cond"
 )
@@ -18,12 +19,19 @@ import (
 // the file: checker errors, expression errors (remapped from the
 // expression into the file), and the rejections of the nfa builder (Flink's
 // Pattern API), placed at the stage they name.
-func Compile(f *File) (*Ruleset, error) {
+func Compile(f *File) (*Ruleset, error) { return CompileLayout(f, nil) }
+
+// CompileLayout is [Compile] with the schema placed over a slot layout:
+// the fields of layout keep their slots (typed as this file declares
+// them, if it does), this file's other fields come after. A running
+// engine compiles a new version over the layout of the events it holds,
+// so that they need no remapping (nil: the file's own schema).
+func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
 	if f.src == nil {
 		return nil, errors.New("rules: Compile needs a File from ParseFile")
 	}
 	var errs ErrorList
-	c := &ruleChecker{f: f, errs: &errs}
+	c := &ruleChecker{f: f, errs: &errs, layout: layout}
 	c.check()
 	rs := &Ruleset{
 		Name:      f.Name.Value,
@@ -35,15 +43,15 @@ func Compile(f *File) (*Ruleset, error) {
 	if c.timeDecl != nil {
 		rs.TimeField = c.timeDecl.Field.Value
 	}
-	header := c.headerSource()
 	for _, rd := range c.rules {
 		rc := &ruleCompiler{c: c, rd: rd}
-		rs.Rules = append(rs.Rules, rc.compile(header))
+		rs.Rules = append(rs.Rules, rc.compile(c.ruleHeader(rd)))
 	}
 	c.compileTests(rs)
 	p := &printer{}
 	p.file(f)
-	rs.Hash = hashOf(p.b.String())
+	rs.Source = p.b.String()
+	rs.Hash = hashOf(rs.Source)
 	if err := errs.finish().Err(); err != nil {
 		return nil, err
 	}
@@ -55,16 +63,25 @@ func hashOf(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// headerSource is the canonical source, without comments, of what every
-// rule depends on besides its own text: the event time field and the
-// declared schema.
-func (c *ruleChecker) headerSource() string {
+// ruleHeader is the canonical source, without comments, of what rule rd
+// depends on besides its own text: the event time field and the declared
+// types of the fields it reads. So a field added to the schema, or one
+// the rule does not read changing type, leaves the rule's hash alone
+// (and a running engine keeps its partial matches across such a deploy).
+func (c *ruleChecker) ruleHeader(rd *RuleDecl) string {
 	p := &printer{}
 	if c.timeDecl != nil {
 		p.eventTime(c.timeDecl)
 	}
 	if c.schemaDecl != nil {
-		p.schema(c.schemaDecl)
+		reads := ruleFields(rd)
+		p.b.WriteString("schema {\n")
+		for _, f := range c.schemaDecl.Fields {
+			if slices.Contains(reads, f.Name.Value) || c.timeDecl != nil && f.Name.Value == c.timeDecl.Field.Value {
+				p.b.WriteString("  " + f.Name.String() + ": " + f.Type.String() + "\n")
+			}
+		}
+		p.b.WriteString("}\n")
 	}
 	return p.b.String()
 }

@@ -31,6 +31,9 @@ type Ruleset struct {
 	// its comments: it changes when the rules change, not when the file is
 	// reformatted or its comments are edited.
 	Hash string
+	// Source is that canonical source: it compiles to the same ruleset
+	// (a running engine keeps its versions as their sources).
+	Source string
 
 	// timeSlots marks the fields declared with type time (decoded from
 	// RFC 3339 strings or epoch milliseconds).
@@ -100,7 +103,8 @@ type Rule struct {
 	// Source is the canonical source of the rule, without comments.
 	Source string
 	// Hash is the hex SHA-256 of the rule's content: the event time field,
-	// the declared schema and Source. Alert ids are derived from it.
+	// the declared types of the fields the rule reads, and Source. Alert
+	// ids are derived from it.
 	Hash string
 
 	conds []*cond.BoolExpr
@@ -215,10 +219,13 @@ type NamedValue struct {
 // Load parses and compiles a ruleset file. The error is an [ErrorList]:
 // the syntax errors if there are any, else every error the checker and
 // compiler found.
-func Load(name string, src []byte) (*Ruleset, error) {
+func Load(name string, src []byte) (*Ruleset, error) { return LoadLayout(name, src, nil) }
+
+// LoadLayout is [Load] over a slot layout ([CompileLayout]).
+func LoadLayout(name string, src []byte, layout *event.Schema) (*Ruleset, error) {
 	f, err := ParseFile(name, src)
 	if err != nil {
 		return nil, err
 	}
-	return Compile(f)
+	return CompileLayout(f, layout)
 }

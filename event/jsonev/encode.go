@@ -18,9 +18,10 @@ import (
 type Alert struct {
 	// ID is the alert id (docs/decisions.md, "Alert id").
 	ID string
-	// Rule, Ruleset, RulesetVersion (the full hex hash of the ruleset) and
-	// Severity name where the alert comes from.
-	Rule, Ruleset, RulesetVersion, Severity string
+	// Rule, Ruleset, RulesetVersion (the full hex hash of the ruleset),
+	// RuleHash (the rule's content hash) and Severity name where the alert
+	// comes from.
+	Rule, Ruleset, RulesetVersion, RuleHash, Severity string
 	// KeyFields and Key are the rule's key fields and their values (the
 	// same length; a missing value is null).
 	KeyFields []string
@@ -128,7 +129,7 @@ func (e *Encoder) AppendLate(b []byte, ev *event.Event) []byte {
 // AppendAlert appends a as one JSON line (newline included), its fields in
 // this order:
 //
-//	{"alert_id", "rule", "ruleset", "ruleset_version", "severity",
+//	{"alert_id", "rule", "ruleset", "ruleset_version", "rule_hash", "severity",
 //	 "key": {field: value}, "detected_at", "matched": {stage: [event...]},
 //	 "emit": {name: value}}
 //
@@ -143,6 +144,8 @@ func (e *Encoder) AppendAlert(b []byte, a *Alert) []byte {
 	b = AppendString(b, a.Ruleset)
 	b = append(b, `,"ruleset_version":`...)
 	b = AppendString(b, a.RulesetVersion)
+	b = append(b, `,"rule_hash":`...)
+	b = AppendString(b, a.RuleHash)
 	b = append(b, `,"severity":`...)
 	b = AppendString(b, a.Severity)
 	b = append(b, `,"key":{`...)

@@ -1,0 +1,331 @@
+package cep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+// Deploy is a new ruleset version for a running [Engine.Stream]
+// ([StreamMonitor.Deploy]).
+type Deploy struct {
+	// Name is the file name its problems name ("ruleset.cep" when
+	// empty); Source the ruleset file.
+	Name   string
+	Source []byte
+	// DropChanged drops the partial matches of the rules whose content
+	// changed at the switch; by default they drain: the old rule goes on
+	// with the matches that began before the switch until its window
+	// expires (docs/operations.md, "Hot-loading").
+	DropChanged bool
+	// Origin says where the version came from, for the list of versions
+	// and the logs: "grpc", "rules-dir", "rollback" (default "api").
+	Origin string
+}
+
+// DeployResult is what a deploy did, once the job runs the new version.
+type DeployResult struct {
+	// Ruleset and Version are the new version's name and content hash
+	// (hex); Previous the version it replaced.
+	Ruleset, Version, Previous string
+	// Checkpoint is the checkpoint at whose barrier the job switched, and
+	// Watermark the watermark there: the events at or before it went
+	// through the old version, the later ones through the new; a changed
+	// rule's matches that begin at or before it are its old version's
+	// (draining), the later ones the new version's.
+	Checkpoint int64
+	Watermark  event.Time
+	// The rules, by name: kept (same content hash, their partial matches
+	// kept), changed (draining or dropped), added (starting empty) and
+	// removed (their state deleted).
+	Kept, Changed, Added, Removed []string
+	// Unchanged is set when the version was already the active one:
+	// nothing switched.
+	Unchanged bool
+	// Took is the time from the call to the switch.
+	Took time.Duration
+}
+
+// VersionState is the state of a ruleset version in a running engine.
+type VersionState string
+
+// The states of a version.
+const (
+	VersionActive   VersionState = "active"
+	VersionPrevious VersionState = "previous"
+)
+
+// VersionInfo is one of the versions the engine keeps: the active one and
+// the recent ones it replaced, newest first ([StreamMonitor.Versions]).
+type VersionInfo struct {
+	Ruleset, Version string
+	State            VersionState
+	// Deployed is when it became active (the first time, for the active
+	// one; the last time for a previous one); Origin where it came from
+	// ("startup", "grpc", "rules-dir", "rollback", ...).
+	Deployed time.Time
+	Origin   string
+	Rules    []string
+}
+
+// keptVersions is how many versions an engine keeps: the active one and
+// the previous ones a rollback may return to.
+const keptVersions = 8
+
+// ErrNoJob is the error of a deploy while no job runs (restoring, between
+// two jobs of a rebalance, or after the end).
+var ErrNoJob = errors.New("cep: no job is running")
+
+// ErrNoPrevious is the error of a rollback without a previous version.
+var ErrNoPrevious = errors.New("cep: no previous version to roll back to")
+
+// ValidationError is the error of a deploy whose ruleset does not compile:
+// Problems are the same positioned errors as cepheus check prints.
+type ValidationError struct {
+	Problems rules.ErrorList
+	Err      error // when the problems are not positioned
+}
+
+func (e *ValidationError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return e.Problems.Error()
+}
+
+func (e *ValidationError) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return e.Problems
+}
+
+// validate compiles d's source: a *ValidationError when it does not.
+func (d *Deploy) validate() (*Ruleset, error) {
+	name := d.Name
+	if name == "" {
+		name = "ruleset.cep"
+	}
+	rs, err := rules.Load(name, d.Source)
+	if err != nil {
+		var list rules.ErrorList
+		if errors.As(err, &list) {
+			return nil, &ValidationError{Problems: list}
+		}
+		return nil, &ValidationError{Err: fmt.Errorf("%s: %w", name, err)}
+	}
+	return rs, nil
+}
+
+// Deploy validates d and, when it compiles, switches the running job to
+// it at its next checkpoint barrier (asked for at once), and returns once
+// the job runs it. A ruleset that does not compile returns a
+// *ValidationError and changes nothing. Without a running job it returns
+// ErrNoJob.
+func (m *StreamMonitor) Deploy(ctx context.Context, d Deploy) (*DeployResult, error) {
+	return m.deploy(ctx, d)
+}
+
+// Rollback deploys the most recent previous version (Origin "rollback").
+func (m *StreamMonitor) Rollback(ctx context.Context, dropChanged bool) (*DeployResult, error) {
+	m.mu.Lock()
+	p := m.plan
+	m.mu.Unlock()
+	if p == nil || len(p.Versions) < 2 {
+		return nil, ErrNoPrevious
+	}
+	v := p.Versions[1]
+	return m.deploy(ctx, Deploy{Name: fmt.Sprintf("version %.12s", v.Version), Source: []byte(v.Source), DropChanged: dropChanged, Origin: "rollback"})
+}
+
+// Versions returns the versions the engine keeps, newest first: the
+// active one, then the previous ones (none before a job has run).
+func (m *StreamMonitor) Versions() []VersionInfo {
+	m.mu.Lock()
+	p := m.plan
+	m.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	out := make([]VersionInfo, len(p.Versions))
+	for i, v := range p.Versions {
+		st := VersionPrevious
+		if i == 0 {
+			st = VersionActive
+		}
+		out[i] = VersionInfo{Ruleset: v.Ruleset, Version: v.Version, State: st, Deployed: v.Deployed, Origin: v.Origin, Rules: slices.Clone(v.Rules)}
+	}
+	return out
+}
+
+// deployReq is a deploy on its way to the job's coordinator.
+type deployReq struct {
+	d     Deploy
+	start time.Time
+	done  chan deployDone // buffered: the job never waits for the caller
+}
+
+type deployDone struct {
+	res *DeployResult
+	err error
+}
+
+func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, error) {
+	if _, err := d.validate(); err != nil {
+		return nil, err
+	}
+	if d.Origin == "" {
+		d.Origin = "api"
+	}
+	if !m.Ready() {
+		return nil, ErrNoJob
+	}
+	req := &deployReq{d: d, start: time.Now(), done: make(chan deployDone, 1)}
+	select {
+	case m.deploys <- req:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-req.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// takeDeploy returns the deploy waiting, if any.
+func (m *StreamMonitor) takeDeploy() *deployReq {
+	select {
+	case r := <-m.deploys:
+		return r
+	default:
+		return nil
+	}
+}
+
+// pendingSwitch is a switch of a job's rules: asked for (job.next), its
+// checkpoint taken (id, res), then restored by the next job
+// (job.switched), which replies.
+type pendingSwitch struct {
+	req     *deployReq // nil for the job's own (draining rules expired)
+	rs      *Ruleset   // the new version, compiled over the job's layout
+	res     *DeployResult
+	id      int64
+	start   time.Time
+	replied bool
+}
+
+func (sw *pendingSwitch) reply(res *DeployResult, err error) {
+	if sw.replied {
+		return
+	}
+	sw.replied = true
+	if sw.req != nil {
+		sw.req.done <- deployDone{res: res, err: err}
+	}
+}
+
+// askSwitch starts the switch of req (nil: the job's own, to let go of
+// the draining rules whose window has passed): it compiles the new
+// version over the job's layout and checks that an engine of it builds,
+// then stops the job at its next turn, with a checkpoint whose metadata
+// names the next plan (barrier).
+func (j *job) askSwitch(req *deployReq) {
+	sw := &pendingSwitch{req: req, start: time.Now()}
+	cur := j.e.plan
+	if req == nil {
+		sw.rs = j.e.cfg.ruleset
+	} else {
+		layout, err := event.NewSchema(cur.Layout...)
+		if err == nil {
+			sw.rs, err = rules.LoadLayout(req.d.Name, req.d.Source, layout)
+		}
+		if err != nil {
+			sw.reply(nil, &ValidationError{Err: err})
+			return
+		}
+		if sw.rs.Hash == cur.Versions[0].Version {
+			sw.reply(&DeployResult{Ruleset: sw.rs.Name, Version: sw.rs.Hash, Previous: sw.rs.Hash, Unchanged: true, Checkpoint: j.stats.LastCheckpoint, Took: time.Since(req.start)}, nil)
+			return
+		}
+		sw.start = req.start
+	}
+	q, _ := j.nextPlan(sw)
+	if _, err := j.base.derive(q); err != nil {
+		sw.reply(nil, fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err))
+		return
+	}
+	j.next = sw
+	j.stopAsked = true
+}
+
+// nextPlan is the plan of switch sw at the job's watermark now.
+func (j *job) nextPlan(sw *pendingSwitch) (*plan, *DeployResult) {
+	drop, origin := false, "self"
+	if sw.req != nil {
+		drop, origin = sw.req.d.DropChanged, sw.req.d.Origin
+	}
+	q, res := j.e.planDeploy(sw.rs, drop, j.stats.Watermark, origin, time.Now())
+	if sw.req == nil {
+		q.Versions[0] = j.e.plan.Versions[0] // the same version, as deployed then
+	}
+	return q, res
+}
+
+// choosePlan sets the engine the job runs, from the checkpoint it
+// restores: a fresh job runs its base engine; a restored one the plan of
+// its checkpoint (its Next at a switch), and when the process was started
+// with another ruleset than the checkpoint's process, that ruleset is
+// deployed over it now (as a deploy at the checkpoint's barrier).
+func (j *job) choosePlan() error {
+	m := j.meta
+	if m == nil || m.Plan == nil {
+		e := *j.base
+		e.plan = j.base.ownPlan(time.Now())
+		j.e = &e
+		return nil
+	}
+	stateE, err := j.base.derive(m.Plan)
+	if err != nil {
+		return fmt.Errorf("%w: checkpoint %d: %w", ErrRestore, j.restored, err)
+	}
+	runE := stateE
+	if m.Next != nil {
+		if runE, err = j.base.derive(m.Next); err != nil {
+			return fmt.Errorf("%w: checkpoint %d: the version it switches to: %w", ErrRestore, j.restored, err)
+		}
+	}
+	startup := j.base.cfg.ruleset
+	if runE.plan.Startup != startup.Hash && runE.plan.Versions[0].Version != startup.Hash {
+		layout, err := event.NewSchema(runE.plan.Layout...)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrRestore, err)
+		}
+		rs, err := rules.LoadLayout(startup.Name, []byte(startup.Source), layout)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrRestore, err)
+		}
+		q, res := runE.planDeploy(rs, false, m.Stats.Watermark, "startup", time.Now())
+		q.Startup = startup.Hash
+		if runE, err = j.base.derive(q); err != nil {
+			return fmt.Errorf("%w: %w", ErrRestore, err)
+		}
+		j.logf("the rules given (%s version %.12s) are not those of checkpoint %d (version %.12s): deploying them at the restore (kept %v, changed %v, added %v, removed %v)",
+			rs.Name, rs.Hash, j.restored, res.Previous, res.Kept, res.Changed, res.Added, res.Removed)
+	} else if runE.plan.Startup != startup.Hash {
+		p := *runE.plan
+		p.Startup = startup.Hash
+		runE.plan = &p
+	}
+	j.e = runE
+	if !runE.sameRules(stateE) {
+		j.prev = stateE
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+package cep
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+// plan is what an engine of a live job runs, as its checkpoints record it
+// (jobMeta.Plan): the slot layout of the events it holds, the ruleset
+// versions it keeps (the active one first), and its rules: the active
+// version's, then the draining rules of earlier versions. A checkpoint
+// restores into the engine its plan describes, so a restart resumes with
+// the version that was active.
+type plan struct {
+	// Layout is the slot layout of events: it only grows, so that the
+	// events held across a deploy keep their slots.
+	Layout []event.Field
+	// Versions are the versions kept, newest first; Versions[0] is active.
+	Versions []planVersion
+	// Rules are the engine's rules in its order.
+	Rules []planRule
+	// Startup is the content hash of the ruleset the process that took
+	// the checkpoint was started with (its -rules): a restart with the
+	// same file resumes with the active version; with another file, that
+	// file is deployed at the restore.
+	Startup string
+	// NextID is the ID of the next rule state.
+	NextID int
+}
+
+// planVersion is one ruleset version kept by an engine.
+type planVersion struct {
+	Ruleset, Version string
+	// Source is the version's canonical source ([rules.Ruleset.Source]).
+	Source   string
+	Deployed time.Time
+	Origin   string
+	Rules    []string
+}
+
+// planRule is one rule of an engine.
+type planRule struct {
+	// ID names the rule's state: a rule kept by a deploy keeps it, a
+	// changed rule's old version drains under it, a new rule gets a new
+	// one.
+	ID      int
+	Rule    string
+	Hash    string
+	Version string // the hash of the version it belongs to
+	// Drain marks a rule of an earlier version that goes on with the
+	// matches whose first event is at or before From, until the watermark
+	// passes Until.
+	Drain       bool       `json:",omitempty"`
+	From, Until event.Time `json:",omitempty"`
+	// After: the rule emits only the matches whose first event is after
+	// it (its draining predecessor has the others); event.MinTime: all.
+	After event.Time
+}
+
+// fieldsOf returns the fields of s in slot order.
+func fieldsOf(s *event.Schema) []event.Field {
+	out := make([]event.Field, s.Len())
+	for i := range out {
+		out[i] = s.Field(i)
+	}
+	return out
+}
+
+// versionOf is the plan's entry of version rs.
+func versionOf(rs *Ruleset, origin string, at time.Time) planVersion {
+	v := planVersion{Ruleset: rs.Name, Version: rs.Hash, Source: rs.Source, Deployed: at, Origin: origin}
+	for _, r := range rs.Rules {
+		v.Rules = append(v.Rules, r.Name)
+	}
+	return v
+}
+
+// ownPlan is the plan of e: the one it was derived from, or, for an
+// engine built by New, its ruleset as the only version, deployed at at.
+func (e *Engine) ownPlan(at time.Time) *plan {
+	if e.plan != nil {
+		return e.plan
+	}
+	rs := e.cfg.ruleset
+	p := &plan{Layout: fieldsOf(e.schema), Versions: []planVersion{versionOf(rs, "startup", at)}, Startup: rs.Hash}
+	for _, cr := range e.rules {
+		p.Rules = append(p.Rules, planRule{ID: cr.id, Rule: cr.rule.Name, Hash: cr.rule.Hash, Version: rs.Hash, After: event.MinTime})
+	}
+	p.NextID = len(e.rules) + 1
+	return p
+}
+
+// derive returns the engine that runs p with e's options.
+func (e *Engine) derive(p *plan) (*Engine, error) {
+	layout, err := event.NewSchema(p.Layout...)
+	if err != nil {
+		return nil, fmt.Errorf("cep: plan: %w", err)
+	}
+	compiled := map[string]*Ruleset{}
+	version := func(hash string) (*Ruleset, error) {
+		if rs := compiled[hash]; rs != nil {
+			return rs, nil
+		}
+		i := slices.IndexFunc(p.Versions, func(v planVersion) bool { return v.Version == hash })
+		if i < 0 {
+			return nil, fmt.Errorf("cep: plan: version %.12s is not kept", hash)
+		}
+		rs, err := rules.LoadLayout(fmt.Sprintf("version %.12s", hash), []byte(p.Versions[i].Source), layout)
+		if err != nil {
+			return nil, fmt.Errorf("cep: plan: version %.12s: %w", hash, err)
+		}
+		if rs.Hash != hash {
+			return nil, fmt.Errorf("cep: plan: version %.12s compiles to version %.12s", hash, rs.Hash)
+		}
+		compiled[hash] = rs
+		return rs, nil
+	}
+	active, err := version(p.Versions[0].Version)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Rules) < len(active.Rules) {
+		return nil, fmt.Errorf("cep: plan: %d rules for version %.12s of %d", len(p.Rules), active.Hash, len(active.Rules))
+	}
+	var extra []compiledRule
+	for i, pr := range p.Rules {
+		if i < len(active.Rules) {
+			if r := active.Rules[i]; pr.Drain || r.Hash != pr.Hash {
+				return nil, fmt.Errorf("cep: plan: rule %d is not %s of version %.12s", i, r.Name, active.Hash)
+			}
+			continue
+		}
+		if !pr.Drain {
+			return nil, fmt.Errorf("cep: plan: rule %d (%s) is neither active nor draining", i, pr.Rule)
+		}
+		rs, err := version(pr.Version)
+		if err != nil {
+			return nil, err
+		}
+		r := rs.Rule(pr.Rule)
+		if r == nil || r.Hash != pr.Hash {
+			return nil, fmt.Errorf("cep: plan: version %.12s has no rule %s of hash %.12s", pr.Version, pr.Rule, pr.Hash)
+		}
+		extra = append(extra, compiledRule{rule: r, nfa: r.NFA, rs: rs, drain: true, from: pr.From, until: pr.Until, after: pr.After, id: pr.ID})
+	}
+	c := e.cfg
+	c.ruleset = active
+	ne, err := build(c, extra)
+	if err != nil {
+		return nil, err
+	}
+	for i := range active.Rules {
+		ne.rules[i].id, ne.rules[i].after = p.Rules[i].ID, p.Rules[i].After
+	}
+	ne.plan = p
+	return ne, nil
+}
+
+// sameRules reports whether e and o run the same rule states (their
+// checkpoints restore into each other without a migration).
+func (e *Engine) sameRules(o *Engine) bool {
+	if len(e.rules) != len(o.rules) || len(e.specs) != len(o.specs) {
+		return false
+	}
+	for i := range e.rules {
+		a, b := &e.rules[i], &o.rules[i]
+		if a.id != b.id || a.rule.Hash != b.rule.Hash || a.drain != b.drain || a.spec != b.spec {
+			return false
+		}
+	}
+	for i := range e.specs {
+		if e.specs[i].id != o.specs[i].id {
+			return false
+		}
+	}
+	return e.counterKey() == o.counterKey() && slices.Equal(fieldsOf(e.schema), fieldsOf(o.schema))
+}
+
+// planDeploy returns the plan that runs rs (compiled over e's layout)
+// after e's, switching at watermark w: the rules of rs whose hash e runs
+// keep their state; a changed rule's old version drains from w until its
+// window has passed (or is dropped with drop, or when it has no window);
+// the draining rules of e go on until theirs has; the others start
+// empty. It says what it did in the result.
+func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string, now time.Time) (*plan, *DeployResult) {
+	p := e.ownPlan(now)
+	q := &plan{Layout: fieldsOf(rs.Schema), Startup: p.Startup, NextID: p.NextID}
+	res := &DeployResult{Ruleset: rs.Name, Version: rs.Hash, Previous: p.Versions[0].Version, Watermark: w}
+	byHash := map[string]int{}
+	byName := map[string]int{}
+	for i, cr := range e.rules {
+		if !cr.drain {
+			byHash[cr.rule.Hash], byName[cr.rule.Name] = i, i
+		}
+	}
+	var drains []planRule
+	names := map[string]bool{}
+	for _, r := range rs.Rules {
+		names[r.Name] = true
+		if i, ok := byHash[r.Hash]; ok {
+			q.Rules = append(q.Rules, planRule{ID: e.rules[i].id, Rule: r.Name, Hash: r.Hash, Version: rs.Hash, After: e.rules[i].after})
+			res.Kept = append(res.Kept, r.Name)
+			continue
+		}
+		nr := planRule{ID: q.NextID, Rule: r.Name, Hash: r.Hash, Version: rs.Hash, After: event.MinTime}
+		q.NextID++
+		if i, ok := byName[r.Name]; ok {
+			res.Changed = append(res.Changed, r.Name)
+			old := &e.rules[i]
+			if win := old.nfa.Window(); !drop && win > 0 && w > event.MinTime && w < event.MaxTime {
+				nr.After = w
+				drains = append(drains, planRule{
+					ID: old.id, Rule: old.rule.Name, Hash: old.rule.Hash, Version: old.rs.Hash,
+					Drain: true, From: w, Until: w + event.Time(win), After: old.after,
+				})
+			}
+		} else {
+			res.Added = append(res.Added, r.Name)
+		}
+		q.Rules = append(q.Rules, nr)
+	}
+	for _, cr := range e.rules {
+		if !cr.drain && !names[cr.rule.Name] {
+			res.Removed = append(res.Removed, cr.rule.Name)
+		}
+	}
+	// The draining rules still draining, then the new ones.
+	for _, cr := range e.rules {
+		if cr.drain && cr.until > w {
+			drains = append([]planRule{{
+				ID: cr.id, Rule: cr.rule.Name, Hash: cr.rule.Hash, Version: cr.rs.Hash,
+				Drain: true, From: cr.from, Until: cr.until, After: cr.after,
+			}}, drains...)
+		}
+	}
+	q.Rules = append(q.Rules, drains...)
+	// The versions: the new one first (moved up when kept already), the
+	// others after, at most keptVersions but every one a draining rule
+	// belongs to.
+	q.Versions = []planVersion{versionOf(rs, origin, now)}
+	needed := map[string]bool{}
+	for _, d := range drains {
+		needed[d.Version] = true
+	}
+	for _, v := range p.Versions {
+		if v.Version == rs.Hash {
+			continue
+		}
+		if len(q.Versions) < keptVersions || needed[v.Version] {
+			q.Versions = append(q.Versions, v)
+		}
+	}
+	return q, res
+}
+
+// expired reports whether a draining rule of e has passed its window at
+// watermark w.
+func (e *Engine) expired(w event.Time) bool {
+	for _, cr := range e.rules {
+		if cr.drain && cr.until <= w {
+			return true
+		}
+	}
+	return false
+}
+
+// firstTime is the time of the earliest event of a match.
+func firstTime(m [][]*event.Event) event.Time {
+	t := event.MaxTime
+	for _, evs := range m {
+		for _, e := range evs {
+			t = min(t, e.Time)
+		}
+	}
+	return t
+}
+
+// emits reports whether rule cr emits a match whose earliest event is at
+// first (a draining rule and its successor split the matches at the
+// switch).
+func (cr *compiledRule) emits(first event.Time) bool {
+	if cr.drain && first > cr.from {
+		return false
+	}
+	return first > cr.after
+}

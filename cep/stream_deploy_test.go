@@ -1,0 +1,359 @@
+package cep
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// deployV1 and deployV2 are two versions of a ruleset: keep is the same
+// in both, change changes its threshold, gone is removed, fresh is added,
+// and v2's schema adds a field.
+const deployHeader = `
+event time ts
+
+schema {
+  ts: time
+  card: string
+  type: string
+  amount: float
+  country: string
+%s}
+`
+
+const deployKeep = `
+rule keep {
+  key card
+  pattern {
+    begin big where type == "auth" && amount > 300
+    followedBy foreign where country != big.country
+    within 10m
+  }
+}
+`
+
+var (
+	deployV1 = "ruleset deploy\n" + deployHeaderV1 + deployKeep + `
+rule change {
+  key card
+  pattern {
+    begin a where type == "auth" && amount > 500
+    followedBy b where type == "capture"
+    within 10m
+  }
+}
+
+rule gone {
+  key card
+  pattern {
+    begin a where type == "capture" && amount > 500
+    followedBy b where type == "capture" && amount > 500
+    within 5m
+  }
+}
+`
+	deployV2 = "ruleset deploy\n" + deployHeaderV2 + deployKeep + `
+rule change {
+  key card
+  pattern {
+    begin a where type == "auth" && amount > 450
+    followedBy b where type == "capture"
+    within 10m
+  }
+}
+
+rule fresh {
+  key card
+  pattern {
+    begin a where type == "auth" && amount < 60
+    followedBy b where type == "auth" && amount < 60
+    within 5m
+  }
+}
+`
+	deployHeaderV1 = fmt.Sprintf(deployHeader, "")
+	deployHeaderV2 = fmt.Sprintf(deployHeader, "  merchant: string\n")
+)
+
+// deployAlert is what the deploy test compares of an alert.
+type deployAlert struct {
+	rule, key, lines, version string
+	first, detected           event.Time
+}
+
+func (a deployAlert) String() string {
+	return fmt.Sprintf("%s %s lines %s first %d detected %d version %.8s", a.rule, a.key, a.lines, a.first, a.detected, a.version)
+}
+
+// parseDeployAlerts parses alert lines.
+func parseDeployAlerts(t *testing.T, lines []string) []deployAlert {
+	t.Helper()
+	var out []deployAlert
+	for _, l := range lines {
+		var a struct {
+			Rule     string                      `json:"rule"`
+			Version  string                      `json:"ruleset_version"`
+			Key      map[string]any              `json:"key"`
+			Detected time.Time                   `json:"detected_at"`
+			Matched  map[string][]map[string]any `json:"matched"`
+		}
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatalf("alert %q: %v", l, err)
+		}
+		first := event.MaxTime
+		var ls []string
+		for _, stage := range slices.Sorted(func(yield func(string) bool) {
+			for s := range a.Matched {
+				if !yield(s) {
+					return
+				}
+			}
+		}) {
+			for _, ev := range a.Matched[stage] {
+				ts, err := time.Parse(time.RFC3339Nano, ev["ts"].(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				first = min(first, event.Time(ts.UnixMilli()))
+				ls = append(ls, fmt.Sprintf("%s:%v", stage, ev["line"]))
+			}
+		}
+		out = append(out, deployAlert{
+			rule: a.Rule, key: fmt.Sprint(a.Key), lines: strings.Join(ls, ","), version: a.Version,
+			first: first, detected: event.Time(a.Detected.UnixMilli()),
+		})
+	}
+	return out
+}
+
+// backtestAlerts are the alerts of a backtest of src over input.
+func backtestAlerts(t *testing.T, src, input string) []deployAlert {
+	t.Helper()
+	es, err := NewEventSource(strings.NewReader(input), "input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alerts bytes.Buffer
+	e, err := New(WithRuleset(loadRules(t, src)), WithOutOfOrderness(10*time.Second), WithWatermarkEvery(3), WithAlerts(&alerts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(context.Background(), es); err != nil {
+		t.Fatal(err)
+	}
+	return parseDeployAlerts(t, sortedLines(alerts.String()))
+}
+
+// TestStreamDeploy deploys a new version into a running job that follows
+// a growing file, under load, then restarts it with the first version's
+// engine (the same rules file): the alerts committed are exactly those
+// the switch defines. An unchanged rule's matches are all raised, those
+// that span the switch too, with the old version before the switch and
+// the new one after; a changed rule's matches that begin at or before
+// the switch's watermark are its old version's (drained), the later ones
+// the new version's; a removed rule stops at the switch; an added one
+// starts there. The restart resumes with the deployed version. Both
+// state backends.
+func TestStreamDeploy(t *testing.T) {
+	for _, b := range []Backend{BackendMemory, BackendPebble} {
+		t.Run(string(b), func(t *testing.T) { testStreamDeploy(t, b) })
+	}
+}
+
+func testStreamDeploy(t *testing.T, backend Backend) {
+	input := deployInput(900)
+	lines := strings.SplitAfter(input, "\n")
+	half := len(lines) / 2
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(strings.Join(lines[:half], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v1, v2 := loadRules(t, deployV1), loadRules(t, deployV2)
+	d := newStreamDirs(t)
+	m := NewStreamMonitor()
+	cfg := d.config(events)
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	cfg.Logf, cfg.Backend = t.Logf, backend
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+		done <- err
+	}()
+	waitRecords := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for m.Snapshot().Progress.Records < n || !m.Ready() {
+			if time.Now().After(deadline) {
+				t.Fatalf("read %d records of %d", m.Snapshot().Progress.Records, n)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	waitRecords(int64(strings.Count(strings.Join(lines[:half], ""), "\n")))
+
+	// A ruleset that does not compile changes nothing.
+	_, err := m.Deploy(ctx, Deploy{Name: "bad.cep", Source: []byte("ruleset bad\nrule x {\n  pattern {\n    begin a where amount >\n  }\n}\n")})
+	var verr *ValidationError
+	if !errors.As(err, &verr) || len(verr.Problems) == 0 || verr.Problems[0].Pos.Line == 0 {
+		t.Fatalf("bad ruleset: %v, want a ValidationError with positions", err)
+	}
+	if vs := m.Versions(); len(vs) != 1 || vs[0].Version != v1.Hash {
+		t.Fatalf("versions after the refused deploy: %+v", vs)
+	}
+
+	// Under load: the second half is written while the deploy switches.
+	go func() {
+		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			panic(err)
+		}
+		defer f.Close()
+		for _, l := range lines[half:] {
+			if _, err := f.WriteString(l); err != nil {
+				panic(err)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	res, err := m.Deploy(ctx, Deploy{Name: "v2.cep", Source: []byte(deployV2), Origin: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("switched at checkpoint %d, watermark %v, in %v", res.Checkpoint, res.Watermark, res.Took)
+	if res.Version != v2.Hash || res.Previous != v1.Hash || res.Checkpoint == 0 || res.Watermark <= event.MinTime ||
+		!slices.Equal(res.Kept, []string{"keep"}) || !slices.Equal(res.Changed, []string{"change"}) ||
+		!slices.Equal(res.Added, []string{"fresh"}) || !slices.Equal(res.Removed, []string{"gone"}) {
+		t.Fatalf("deploy result %+v", res)
+	}
+	if vs := m.Versions(); len(vs) != 2 || vs[0].Version != v2.Hash || vs[0].State != VersionActive || vs[0].Origin != "test" ||
+		vs[1].Version != v1.Hash || vs[1].State != VersionPrevious {
+		t.Fatalf("versions after the deploy: %+v", vs)
+	}
+	if again, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2)}); err != nil || !again.Unchanged {
+		t.Fatalf("the same version again: %+v, %v", again, err)
+	}
+	waitRecords(int64(strings.Count(input, "\n")))
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v", err)
+	}
+
+	// A restart with the first version's file resumes with the second and
+	// finishes the input.
+	cfg = d.config(events)
+	cfg.Backend = backend
+	fin, err := streamEngine(t, deployV1).Stream(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fin.RulesetVersion != v2.Hash || !fin.Finished {
+		t.Fatalf("restart: version %.12s (want %.12s), finished %v", fin.RulesetVersion, v2.Hash, fin.Finished)
+	}
+
+	w := res.Watermark
+	var want []deployAlert
+	for _, a := range backtestAlerts(t, deployV1, input) {
+		switch {
+		case a.rule == "keep":
+			if a.detected > w {
+				a.version = v2.Hash
+			}
+			want = append(want, a)
+		case a.rule == "change" && a.first <= w, a.rule == "gone" && a.detected <= w:
+			want = append(want, a)
+		}
+	}
+	for _, a := range backtestAlerts(t, deployV2, input) {
+		if (a.rule == "change" || a.rule == "fresh") && a.first > w {
+			want = append(want, a)
+		}
+	}
+	got := parseDeployAlerts(t, committedLines(t, d.alerts))
+	count := func(as []deployAlert, pred func(deployAlert) bool) int {
+		n := 0
+		for _, a := range as {
+			if pred(a) {
+				n++
+			}
+		}
+		return n
+	}
+	// The test means something only if every kind of match is there.
+	for what, pred := range map[string]func(deployAlert) bool{
+		"keep before":          func(a deployAlert) bool { return a.rule == "keep" && a.detected <= w },
+		"keep across":          func(a deployAlert) bool { return a.rule == "keep" && a.first <= w && a.detected > w },
+		"keep after":           func(a deployAlert) bool { return a.rule == "keep" && a.first > w },
+		"change drained after": func(a deployAlert) bool { return a.rule == "change" && a.version == v1.Hash && a.detected > w },
+		"change new":           func(a deployAlert) bool { return a.rule == "change" && a.version == v2.Hash },
+		"gone":                 func(a deployAlert) bool { return a.rule == "gone" },
+		"fresh":                func(a deployAlert) bool { return a.rule == "fresh" },
+	} {
+		if count(want, pred) == 0 {
+			t.Errorf("the input has no %s alerts: the test checks nothing of them", what)
+		}
+	}
+	key := func(a deployAlert) string { return a.String() }
+	gotKeys, wantKeys := sortedBy(got, key), sortedBy(want, key)
+	if !slices.Equal(gotKeys, wantKeys) {
+		t.Errorf("alerts differ (%d committed, %d expected):\n%s", len(got), len(want), multisetDiff(wantKeys, gotKeys))
+	}
+}
+
+// deployInput is n seeded events over a few cards and countries, 7 s
+// apart (and those of cards za and zb), at most 5 s out of order: none is late for the 10 s bound, so
+// the outputs do not depend on when the watermarks go out (a followed
+// file's go out on the coordinator's timer, a backtest's every 3 events).
+func deployInput(n int) string {
+	var b strings.Builder
+	x := uint64(7)
+	next := func(m uint64) uint64 {
+		x = x*6364136223846793005 + 1442695040888963407
+		return (x >> 33) % m
+	}
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	types := []string{"auth", "auth", "capture"}
+	countries := []string{"US", "FR", "DE"}
+	for i := range n {
+		ts := base.Add(time.Duration(i)*7*time.Second - time.Duration(next(6))*time.Second)
+		fmt.Fprintf(&b, `{"ts":%q,"card":"c%d","type":%q,"amount":%d,"country":%q}`+"\n",
+			ts.Format(time.RFC3339), next(6), types[next(3)], next(600), countries[next(3)])
+		if i%97 == 0 {
+			b.WriteString("not json\n") // a dead letter
+		}
+		// Cards za and zb: an auth, then a capture from another country
+		// 10 events later, every 18 events, zb 9 events after za: at any
+		// switch point a match of keep and one of change of one of them
+		// has begun and not ended.
+		for card, at := range map[string]int{"za": 0, "zb": 9} {
+			switch {
+			case i%18 == at:
+				fmt.Fprintf(&b, `{"ts":%q,"card":%q,"type":"auth","amount":590,"country":"US"}`+"\n", ts.Format(time.RFC3339), card)
+			case i%18 == (at+10)%18 && i > 18:
+				fmt.Fprintf(&b, `{"ts":%q,"card":%q,"type":"capture","amount":10,"country":"FR"}`+"\n", ts.Format(time.RFC3339), card)
+			}
+		}
+	}
+	return b.String()
+}
+
+// sortedBy returns f of each element, sorted.
+func sortedBy[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	slices.Sort(out)
+	return out
+}
