@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control"
-	"github.com/cepheus-cep/cepheus/internal/control/cepheusv1"
 )
 
 var statusCommand = &command{
@@ -155,17 +156,24 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return &userError{err: err, msg: fmt.Sprintf("validate on %s: %v", *server, err)}
 		}
 		if !r.GetOk() {
-			return problemsError(stderr, file, r.GetProblems())
+			for _, p := range r.GetProblems() {
+				fmt.Fprintf(stderr, "%s:%d:%d: %s\n", p.GetFile(), p.GetLine(), p.GetColumn(), p.GetMessage())
+			}
+			return problemsError(file, len(r.GetProblems()))
 		}
 		fmt.Fprintf(stdout, "%s: ruleset %s version %.12s, %d rules: ok\n", file, r.GetRuleset(), r.GetVersion(), len(r.GetRules()))
 		return nil
 	}
 	r, err := c.Deploy(ctx, filepath.Base(file), src, *dropChanged)
+	var invalid *cep.ValidationError
+	if errors.As(err, &invalid) {
+		for _, p := range invalid.Problems {
+			fmt.Fprintln(stderr, p)
+		}
+		return problemsError(file, len(invalid.Problems))
+	}
 	if err != nil {
 		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %v", file, *server, err)}
-	}
-	if !r.GetOk() {
-		return problemsError(stderr, file, r.GetProblems())
 	}
 	printDeploy(stdout, "deployed", r)
 	return nil
@@ -188,27 +196,24 @@ func readRulesetArg(fs *flagSet) (string, []byte, error) {
 	return files[0], src, nil
 }
 
-// problemsError prints the problems of the ruleset file to stderr, each
-// as file:line:col: message, and returns the error of exit status 1.
-func problemsError(stderr io.Writer, file string, problems []*cepheusv1.Problem) error {
-	for _, p := range problems {
-		fmt.Fprintf(stderr, "%s:%d:%d: %s\n", p.GetFile(), p.GetLine(), p.GetColumn(), p.GetMessage())
-	}
-	return &userError{err: fmt.Errorf("%d problems", len(problems)), msg: fmt.Sprintf("%s: %d problems", file, len(problems))}
+// problemsError is the error (exit status 1) of a ruleset file the server
+// found n problems in, once they are printed.
+func problemsError(file string, n int) error {
+	return &userError{err: fmt.Errorf("%d problems", n), msg: fmt.Sprintf("%s: %d problems", file, n)}
 }
 
 // printDeploy prints what a deploy or a rollback (done) did.
-func printDeploy(w io.Writer, done string, r *cepheusv1.DeployResponse) {
-	if r.GetUnchanged() {
-		fmt.Fprintf(w, "ruleset %s version %.12s is the active one already: nothing changed\n", r.GetRuleset(), r.GetVersion())
+func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
+	if r.Unchanged {
+		fmt.Fprintf(w, "ruleset %s version %.12s is the active one already: nothing changed\n", r.Ruleset, r.Version)
 		return
 	}
-	fmt.Fprintf(w, "%s ruleset %s version %.12s (was %.12s) at checkpoint %d in %v\n", done, r.GetRuleset(), r.GetVersion(),
-		r.GetPrevious(), r.GetCheckpoint(), time.Duration(r.GetTookMs())*time.Millisecond)
+	fmt.Fprintf(w, "%s ruleset %s version %.12s (was %.12s) at checkpoint %d in %v\n", done, r.Ruleset, r.Version,
+		r.Previous, r.Checkpoint, r.Took)
 	for _, l := range []struct {
 		what  string
 		rules []string
-	}{{"kept", r.GetKept()}, {"changed", r.GetChanged()}, {"added", r.GetAdded()}, {"removed", r.GetRemoved()}} {
+	}{{"kept", r.Kept}, {"changed", r.Changed}, {"added", r.Added}, {"removed", r.Removed}} {
 		if len(l.rules) > 0 {
 			fmt.Fprintf(w, "  %-8s %s\n", l.what, strings.Join(l.rules, ", "))
 		}
@@ -222,8 +227,8 @@ func listVersions(ctx context.Context, c *control.Client, server string, w io.Wr
 		return &userError{err: err, msg: fmt.Sprintf("list of %s: %v", server, err)}
 	}
 	for _, v := range vs {
-		fmt.Fprintf(w, "%.12s  %-8s  %s  %-9s  %s  %d rules\n", v.GetVersion(), v.GetState(),
-			time.UnixMilli(v.GetDeployedUnixMs()).UTC().Format(time.RFC3339), v.GetOrigin(), v.GetRuleset(), len(v.GetRules()))
+		fmt.Fprintf(w, "%.12s  %-8s  %s  %-9s  %s  %d rules\n", v.Version, v.State,
+			v.Deployed.UTC().Format(time.RFC3339), v.Origin, v.Ruleset, len(v.Rules))
 	}
 	return nil
 }

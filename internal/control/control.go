@@ -270,22 +270,54 @@ func (c *Client) TriggerCheckpoint(ctx context.Context) (int64, error) {
 }
 
 // Deploy deploys a ruleset's source (named name in its problems) on the
-// server and returns once the job runs it; a ruleset that does not
-// compile is an answer with Ok false and its problems.
-func (c *Client) Deploy(ctx context.Context, name string, src []byte, dropChanged bool) (*cepheusv1.DeployResponse, error) {
-	return c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: name, Source: src, DropChanged: dropChanged})
+// server and returns once the job runs it, as cep.StreamMonitor.Deploy
+// does: a ruleset that does not compile is a *cep.ValidationError with
+// its problems; no job a gRPC UNAVAILABLE.
+func (c *Client) Deploy(ctx context.Context, name string, src []byte, dropChanged bool) (*cep.DeployResult, error) {
+	return deployResult(c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: name, Source: src, DropChanged: dropChanged}))
 }
 
-// ListVersions lists the ruleset versions the server keeps, newest first.
-func (c *Client) ListVersions(ctx context.Context) ([]*cepheusv1.VersionInfo, error) {
+// Rollback deploys the most recent previous version on the server, as
+// cep.StreamMonitor.Rollback does; none is a gRPC FAILED_PRECONDITION.
+func (c *Client) Rollback(ctx context.Context, dropChanged bool) (*cep.DeployResult, error) {
+	return deployResult(c.c.Rollback(ctx, &cepheusv1.RollbackRequest{DropChanged: dropChanged}))
+}
+
+// deployResult is the result of a deploy or a rollback answered r and
+// err: a refused ruleset's problems as a *cep.ValidationError.
+func deployResult(r *cepheusv1.DeployResponse, err error) (*cep.DeployResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	if !r.GetOk() {
+		invalid := &cep.ValidationError{}
+		for _, p := range r.GetProblems() {
+			invalid.Problems = append(invalid.Problems, &rules.Error{
+				Pos: rules.Position{Filename: p.GetFile(), Line: int(p.GetLine()), Column: int(p.GetColumn())}, Msg: p.GetMessage(),
+			})
+		}
+		return nil, invalid
+	}
+	return &cep.DeployResult{
+		Ruleset: r.GetRuleset(), Version: r.GetVersion(), Previous: r.GetPrevious(), Checkpoint: r.GetCheckpoint(),
+		Kept: r.GetKept(), Changed: r.GetChanged(), Added: r.GetAdded(), Removed: r.GetRemoved(),
+		Unchanged: r.GetUnchanged(), Took: time.Duration(r.GetTookMs()) * time.Millisecond,
+	}, nil
+}
+
+// ListVersions lists the ruleset versions the server keeps, newest first,
+// as cep.StreamMonitor.Versions does.
+func (c *Client) ListVersions(ctx context.Context) ([]cep.VersionInfo, error) {
 	r, err := c.c.ListVersions(ctx, &cepheusv1.ListVersionsRequest{})
 	if err != nil {
 		return nil, err
 	}
-	return r.GetVersions(), nil
-}
-
-// Rollback deploys the most recent previous version on the server.
-func (c *Client) Rollback(ctx context.Context, dropChanged bool) (*cepheusv1.DeployResponse, error) {
-	return c.c.Rollback(ctx, &cepheusv1.RollbackRequest{DropChanged: dropChanged})
+	var out []cep.VersionInfo
+	for _, v := range r.GetVersions() {
+		out = append(out, cep.VersionInfo{
+			Ruleset: v.GetRuleset(), Version: v.GetVersion(), State: cep.VersionState(v.GetState()),
+			Deployed: time.UnixMilli(v.GetDeployedUnixMs()), Origin: v.GetOrigin(), Rules: v.GetRules(),
+		})
+	}
+	return out, nil
 }

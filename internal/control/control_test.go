@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,9 +193,9 @@ rule two_big {
 // FAILED_PRECONDITION; a deploy that adds a rule switches the job to the
 // new version (its rule kept, the new one added) and ListVersions shows
 // it active, the first one previous; a ruleset that does not compile is
-// refused with its problems' lines and columns and changes nothing; a
-// rollback makes the first version active again; after the job, a deploy
-// is UNAVAILABLE again.
+// refused with its problems' lines and columns (a *cep.ValidationError
+// from the client) and changes nothing; a rollback makes the first
+// version active again; after the job, a deploy is UNAVAILABLE again.
 func TestControlDeploy(t *testing.T) {
 	dir := t.TempDir()
 	v1, err := rules.Load("c.cep", []byte(testRules))
@@ -257,16 +258,16 @@ func TestControlDeploy(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// active is the active version of ListVersions, and the list.
-	active := func() (string, []*cepheusv1.VersionInfo) {
+	active := func() (string, []cep.VersionInfo) {
 		t.Helper()
 		vs, err := c.ListVersions(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(vs) == 0 || vs[0].GetState() != string(cep.VersionActive) {
+		if len(vs) == 0 || vs[0].State != cep.VersionActive {
 			t.Fatalf("ListVersions: %v; want the active version first", vs)
 		}
-		return vs[0].GetVersion(), vs
+		return vs[0].Version, vs
 	}
 	if v, vs := active(); v != v1.Hash || len(vs) != 1 {
 		t.Errorf("the versions at the start: %v; want %s alone", vs, v1.Hash)
@@ -275,39 +276,47 @@ func TestControlDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.GetOk() || r.GetVersion() != v2.Hash || r.GetPrevious() != v1.Hash || r.GetRuleset() != "c" || r.GetCheckpoint() <= 0 || r.GetUnchanged() ||
-		!slices.Equal(r.GetKept(), []string{"big_then_foreign"}) || !slices.Equal(r.GetAdded(), []string{"two_big"}) ||
-		len(r.GetChanged()) != 0 || len(r.GetRemoved()) != 0 {
+	if r.Version != v2.Hash || r.Previous != v1.Hash || r.Ruleset != "c" || r.Checkpoint <= 0 || r.Unchanged ||
+		!slices.Equal(r.Kept, []string{"big_then_foreign"}) || !slices.Equal(r.Added, []string{"two_big"}) ||
+		len(r.Changed) != 0 || len(r.Removed) != 0 {
 		t.Errorf("Deploy of a rule more: %v; want version %s after %s, big_then_foreign kept and two_big added at a checkpoint", r, v2.Hash, v1.Hash)
 	}
 	v, vs := active()
-	if v != v2.Hash || len(vs) != 2 || vs[1].GetVersion() != v1.Hash || vs[1].GetState() != string(cep.VersionPrevious) ||
-		vs[0].GetOrigin() != "grpc" || !slices.Equal(vs[0].GetRules(), []string{"big_then_foreign", "two_big"}) || vs[0].GetDeployedUnixMs() <= 0 {
+	if v != v2.Hash || len(vs) != 2 || vs[1].Version != v1.Hash || vs[1].State != cep.VersionPrevious ||
+		vs[0].Origin != "grpc" || !slices.Equal(vs[0].Rules, []string{"big_then_foreign", "two_big"}) || time.Since(vs[0].Deployed) > time.Minute {
 		t.Errorf("the versions after the deploy: %v; want %s active from grpc with its two rules, %s previous", vs, v2.Hash, v1.Hash)
 	}
 	if st, err := c.Status(ctx); err != nil || st.GetVersion() != v2.Hash {
 		t.Errorf("Status after the deploy: %v, %v; want version %s", st, err, v2.Hash)
 	}
 	// The same version again switches nothing.
-	if r, err := c.Deploy(ctx, "c.cep", v2src, false); err != nil || !r.GetOk() || !r.GetUnchanged() || r.GetVersion() != v2.Hash {
+	if r, err := c.Deploy(ctx, "c.cep", v2src, false); err != nil || !r.Unchanged || r.Version != v2.Hash {
 		t.Errorf("Deploy of the active version: %v, %v; want ok and unchanged", r, err)
 	}
-	bad, err := c.Deploy(ctx, "bad.cep", []byte(strings.Replace(testRules, `amount > 100`, `amount > "x" +`, 1)), false)
+	// A ruleset that does not compile: ok false and its problems in the
+	// answer, a *cep.ValidationError from the client.
+	badSrc := []byte(strings.Replace(testRules, `amount > 100`, `amount > "x" +`, 1))
+	bad, err := cepheusv1.NewControlClient(c.conn).Deploy(ctx, &cepheusv1.DeployRequest{Name: "bad.cep", Source: badSrc})
 	if err != nil || bad.GetOk() || len(bad.GetProblems()) == 0 {
 		t.Fatalf("Deploy of a bad ruleset: %v, %v; want problems", bad, err)
 	}
 	if p := bad.GetProblems()[0]; p.GetFile() != "bad.cep" || p.GetLine() != 9 || p.GetColumn() <= 0 || p.GetMessage() == "" {
 		t.Errorf("the problem: %v; want bad.cep line 9 with a column and a message", p)
 	}
+	var invalid *cep.ValidationError
+	if _, err := c.Deploy(ctx, "bad.cep", badSrc, false); !errors.As(err, &invalid) || len(invalid.Problems) == 0 ||
+		invalid.Problems[0].Pos.Line != 9 || !strings.HasPrefix(invalid.Problems[0].Error(), "bad.cep:9:") {
+		t.Errorf("Client.Deploy of a bad ruleset: %v; want a *cep.ValidationError at bad.cep:9", err)
+	}
 	if v, vs := active(); v != v2.Hash || len(vs) != 2 {
 		t.Errorf("the versions after a refused deploy: %v; want %s still active", vs, v2.Hash)
 	}
 	r, err = c.Rollback(ctx, false)
-	if err != nil || !r.GetOk() || r.GetVersion() != v1.Hash || r.GetPrevious() != v2.Hash ||
-		!slices.Equal(r.GetRemoved(), []string{"two_big"}) || !slices.Equal(r.GetKept(), []string{"big_then_foreign"}) {
+	if err != nil || r.Version != v1.Hash || r.Previous != v2.Hash ||
+		!slices.Equal(r.Removed, []string{"two_big"}) || !slices.Equal(r.Kept, []string{"big_then_foreign"}) {
 		t.Errorf("Rollback: %v, %v; want %s again, two_big removed", r, err, v1.Hash)
 	}
-	if v, vs := active(); v != v1.Hash || vs[0].GetOrigin() != "rollback" {
+	if v, vs := active(); v != v1.Hash || vs[0].Origin != "rollback" {
 		t.Errorf("the versions after the rollback: %v; want %s active from rollback", vs, v1.Hash)
 	}
 	stop()
