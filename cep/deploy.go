@@ -327,5 +327,50 @@ func (j *job) choosePlan() error {
 	if !runE.sameRules(stateE) {
 		j.prev = stateE
 	}
+	if ko := j.kafka; ko != nil && ko.clPlans != nil {
+		// The changelog's stores: each from the engine of its own
+		// checkpoint (instances may have switched at other times).
+		engines := map[*plan]*Engine{m.Plan: stateE}
+		j.prevs = make([]*Engine, len(ko.clPlans))
+		for i, p := range ko.clPlans {
+			e, ok := engines[p]
+			if !ok {
+				if p == nil {
+					e = j.base
+				} else if e, err = j.base.derive(p); err != nil {
+					return fmt.Errorf("%w: %w", ErrRestore, err)
+				}
+				engines[p] = e
+			}
+			if !runE.sameRules(e) {
+				j.prevs[i], j.prev = e, e
+			}
+		}
+		if j.prev == nil {
+			j.prevs = nil
+		}
+	}
 	return nil
+}
+
+// partEngines are the engines that took the n stores a job restores by
+// parts: nil when all took them with the job's own rules.
+func (j *job) partEngines(n int) []*Engine {
+	if j.prevs != nil {
+		out := make([]*Engine, len(j.prevs))
+		for i, e := range j.prevs {
+			if e != nil && !e.sameRules(j.e) {
+				out[i] = e
+			}
+		}
+		return out
+	}
+	if j.prev == nil {
+		return nil
+	}
+	out := make([]*Engine, n)
+	for i := range out {
+		out[i] = j.prev
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
@@ -150,6 +151,9 @@ type hostOperator struct {
 	alerts, late  int64
 	counterRecord state.Key
 	mode          TimeMode // of the shared operators
+	// vanished are the records of operators a migration dropped, to
+	// delete at the next snapshot.
+	vanished []state.Key
 }
 
 // keyOperator is the shared operator of the rules of one key
@@ -358,6 +362,12 @@ func (h *hostOperator) Snapshot(w state.Writer) error {
 // snapshotBegin is the incremental Snapshot: the headers and the counters
 // now, the keys by snapshotStep ([SharedOperator.SnapshotBegin]).
 func (h *hostOperator) snapshotBegin(w state.Writer) error {
+	for _, k := range h.vanished {
+		if err := w.Delete(k); err != nil {
+			return err
+		}
+	}
+	h.vanished = nil
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
 		if err := ko.op.SnapshotBegin(w, ko.spec.id); err != nil {
@@ -455,15 +465,18 @@ func (e *Engine) counterKey() state.Key {
 // shared operator takes its keys in groups; the counters of the parts
 // counted says, summed, go to the subtask given counted (one per job),
 // the others start at zero.
-func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool, prev *Engine) error {
+func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool, prevs []*Engine) error {
+	if err := h.dropVanished(parts, groups, prevs); err != nil {
+		return err
+	}
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
 		var op *SharedOperator
 		var err error
-		if prev == nil {
+		if prevs == nil {
 			op, err = RestoreSharedOperatorParts(h.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counted)
 		} else {
-			op, err = h.restoreMigrated(i, parts, groups, counted, prev)
+			op, err = h.restoreMigrated(i, parts, groups, counted, prevs)
 		}
 		if err != nil {
 			return err
@@ -475,13 +488,13 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 	if counted == nil {
 		return nil
 	}
-	from := h.e
-	if prev != nil {
-		from = prev
-	}
 	for i, r := range parts {
 		if !counted(i) {
 			continue
+		}
+		from := h.e
+		if prevs != nil && prevs[i] != nil {
+			from = prevs[i]
 		}
 		b, err := oneRecord(r, from.counterKey())
 		if err != nil {
@@ -493,10 +506,10 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 		}
 		h.alerts += alerts
 		h.late += late
-		for i, rc := range rules {
-			t := i
-			if prev != nil {
-				if t = h.e.ruleByID(prev.rules[i].id); t < 0 {
+		for ri, rc := range rules {
+			t := ri
+			if from != h.e {
+				if t = h.e.ruleByID(from.rules[ri].id); t < 0 {
 					continue
 				}
 			}
@@ -509,34 +522,65 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 }
 
 // restoreMigrated restores the shared operator of key specification
-// spec from the state of prev, the engine that took the checkpoint (a
-// hot-loading switch): from prev's operator of the same key fields, each
-// rule's state going to the rule of the same id (planRule.ID); without
-// such an operator, it starts empty.
-func (h *hostOperator) restoreMigrated(spec int, parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool, prev *Engine) (*SharedOperator, error) {
+// spec from parts taken by other engines (a hot-loading switch): prevs[i]
+// took part i (nil: this engine). From each part, the operator of the
+// same key fields, each rule's state going to the rule of the same id
+// (planRule.ID); a part without such an operator gives nothing.
+func (h *hostOperator) restoreMigrated(spec int, parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool, prevs []*Engine) (*SharedOperator, error) {
 	e := h.e
 	fields := e.rules[e.specs[spec].rules[0]].rule.KeyFields
-	old := slices.IndexFunc(prev.specs, func(ks keySpec) bool {
-		return slices.Equal(prev.rules[ks.rules[0]].rule.KeyFields, fields)
-	})
-	if old < 0 {
-		op, err := NewSharedOperator(h.sharedConfig(spec), e.sharedRules(spec)...)
-		if err != nil {
-			return nil, err
+	ops := make([]state.OperatorID, len(parts))
+	migs := make([]*ruleMigration, len(parts))
+	for p := range parts {
+		prev := prevs[p]
+		if prev == nil {
+			ops[p] = e.specs[spec].id
+			continue
 		}
-		op.allDirty = true
-		return op, nil
+		old := slices.IndexFunc(prev.specs, func(ks keySpec) bool {
+			return slices.Equal(prev.rules[ks.rules[0]].rule.KeyFields, fields)
+		})
+		if old < 0 {
+			continue
+		}
+		mig := &ruleMigration{old: prev.sharedRules(old)}
+		for _, ri := range prev.specs[old].rules {
+			mig.to = append(mig.to, slices.IndexFunc(e.specs[spec].rules, func(i int) bool { return e.rules[i].id == prev.rules[ri].id }))
+		}
+		ops[p], migs[p] = prev.specs[old].id, mig
 	}
-	mig := &ruleMigration{old: prev.sharedRules(old)}
-	for _, ri := range prev.specs[old].rules {
-		mig.to = append(mig.to, slices.IndexFunc(e.specs[spec].rules, func(i int) bool { return e.rules[i].id == prev.rules[ri].id }))
+	return restoreMigrated(h.sharedConfig(spec), e.sharedRules(spec), parts, ops, groups, counted, migs)
+}
+
+// dropVanished lists for deletion, at the first snapshot, the keyed
+// records in groups of the operators of prevs whose key fields no
+// operator of this engine has (their rules all went): a changelog keeps
+// records until they are deleted, and a later version with those key
+// fields must not read them.
+func (h *hostOperator) dropVanished(parts []state.Reader, groups state.KeyGroupRange, prevs []*Engine) error {
+	keys := state.KeyGroupRange{First: groups.First, Last: min(groups.Last, headerGroup-1)}
+	for p, prev := range prevs {
+		if prev == nil {
+			continue
+		}
+		for _, ks := range prev.specs {
+			fields := prev.rules[ks.rules[0]].rule.KeyFields
+			if slices.ContainsFunc(h.e.specs, func(s keySpec) bool {
+				return slices.Equal(h.e.rules[s.rules[0]].rule.KeyFields, fields)
+			}) {
+				continue
+			}
+			for rec, err := range parts[p].Records(ks.id, keys) {
+				if err != nil {
+					return err
+				}
+				k := rec.Key
+				k.Key = event.Key(strings.Clone(string(k.Key))) // a store may lend its bytes
+				h.vanished = append(h.vanished, k)
+			}
+		}
 	}
-	op, err := restoreMigrated(h.sharedConfig(spec), e.sharedRules(spec), parts, prev.specs[old].id, groups, counted, mig)
-	if err != nil {
-		return nil, err
-	}
-	op.allDirty = true
-	return op, nil
+	return nil
 }
 
 // ruleByID is the index of the rule whose state is id, or -1.

@@ -107,7 +107,11 @@ type SharedOperator struct {
 	cfg   SharedConfig
 	less  func(a, b *event.Event) int
 	rules []*sharedRule
-	mig   *ruleMigration // during a migrating restore only
+	// During a migrating restore only: each part's operator id and rule
+	// migration, and the current part's.
+	ops  []state.OperatorID
+	migs []*ruleMigration
+	mig  *ruleMigration
 
 	keys   map[event.Key]*keyState
 	timers timerHeap // one timer per key: the earliest due time of its rules

@@ -377,7 +377,15 @@ func snapshotErr(err error) error {
 // of a job count each event once). Its first SnapshotTo writes every key:
 // it writes into a store of its own.
 func RestoreSharedOperatorParts(cfg SharedConfig, rules []SharedRule, parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counted func(part int) bool) (*SharedOperator, error) {
-	return restoreMigrated(cfg, rules, parts, op, groups, counted, nil)
+	o, err := NewSharedOperator(cfg, rules...)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.restoreParts(parts, op, groups, counted); err != nil {
+		return nil, snapshotErr(err)
+	}
+	o.allDirty = true
+	return o, nil
 }
 
 // ruleMigration maps the rules of a snapshot to those of the operator
@@ -386,22 +394,23 @@ func RestoreSharedOperatorParts(cfg SharedConfig, rules []SharedRule, parts []st
 // is the position among the operator's rules of the rule that takes the
 // state of old[i], or -1 when that state is dropped. The operator's rules
 // that no old rule maps to start empty, seeing the events the keys
-// buffer.
+// buffer. A nil migration: the snapshot hosts the operator's rules.
 type ruleMigration struct {
 	old []SharedRule
 	to  []int
 }
 
-// restoreMigrated is RestoreSharedOperatorParts with the snapshot's
-// rules mapped by mig (nil: the same rules).
-func restoreMigrated(cfg SharedConfig, rules []SharedRule, parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counted func(part int) bool, mig *ruleMigration) (*SharedOperator, error) {
+// restoreMigrated is RestoreSharedOperatorParts with each part's operator
+// id and rules given: ops[i] is the operator whose records part i holds
+// ("" for none), migs[i] how its rules map to these.
+func restoreMigrated(cfg SharedConfig, rules []SharedRule, parts []state.Reader, ops []state.OperatorID, groups state.KeyGroupRange, counted func(part int) bool, migs []*ruleMigration) (*SharedOperator, error) {
 	o, err := NewSharedOperator(cfg, rules...)
 	if err != nil {
 		return nil, err
 	}
-	o.mig = mig
-	defer func() { o.mig = nil }()
-	if err := o.restoreParts(parts, op, groups, counted); err != nil {
+	o.ops, o.migs = ops, migs
+	defer func() { o.ops, o.migs = nil, nil }()
+	if err := o.restoreParts(parts, "", groups, counted); err != nil {
 		return nil, snapshotErr(err)
 	}
 	o.allDirty = true
@@ -413,16 +422,37 @@ func (o *SharedOperator) restoreFrom(r state.Reader, op state.OperatorID) error 
 }
 
 func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID, groups state.KeyGroupRange, counted func(int) bool) error {
-	for i, r := range parts {
-		if err := o.restoreHeader(r, op, i == 0, counted != nil && counted(i)); err != nil {
-			return err
+	// A migration names each part's operator and rules (a part with no
+	// operator of these keys has none).
+	opOf := func(i int) state.OperatorID {
+		if o.migs != nil {
+			o.mig = o.migs[i]
+			return o.ops[i]
 		}
+		return op
+	}
+	first := true
+	for i, r := range parts {
+		if op := opOf(i); op != "" {
+			if err := o.restoreHeader(r, op, first, counted != nil && counted(i)); err != nil {
+				return err
+			}
+			first = false
+		}
+	}
+	if first {
+		o.mig, o.tracking = nil, true
+		return nil // no part holds it: it starts empty
 	}
 	// Every key group but the header's: a record outside the operator's
 	// groups means the store was written with other KeyGroups.
 	n := o.keyGroups()
 	keys := state.KeyGroupRange{First: groups.First, Last: min(groups.Last, headerGroup-1)}
-	for _, r := range parts {
+	for i, r := range parts {
+		op := opOf(i)
+		if op == "" {
+			continue
+		}
 		for rec, err := range r.Records(op, keys) {
 			if err != nil {
 				return err
@@ -448,6 +478,7 @@ func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID,
 			}
 		}
 	}
+	o.mig = nil
 	o.rearm()
 	o.allDirty, o.tracking = false, true
 	return nil
@@ -665,6 +696,8 @@ func (o *SharedOperator) decodeMigratedKey(d *decoder, k event.Key) error {
 		return d.Err
 	}
 	if !held {
+		// Its record must go (from a changelog, which keeps it).
+		o.dirty = append(o.dirty, k)
 		return nil
 	}
 	if ks.n > 0 {

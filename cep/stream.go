@@ -353,6 +353,7 @@ type job struct {
 	// when set, is the engine that took the checkpoint it restores (a
 	// migration of the rules' state).
 	e, base, prev *Engine
+	prevs         []*Engine // a Kafka restore's: the engine of each changelog store (nil: e)
 	// next is the switch asked for (its checkpoint ends the job);
 	// switched, the one this job restores (it replies to the deploy once
 	// the job runs).
@@ -817,7 +818,7 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 				if i == 0 {
 					counted = j.countedPart
 				}
-				err = s.host.restoreParts(parts, groupRange(i, n), counted, j.prev)
+				err = s.host.restoreParts(parts, groupRange(i, n), counted, j.partEngines(len(parts)))
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("%w: subtask %d: %w", ErrRestore, i, err)

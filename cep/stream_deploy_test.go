@@ -125,7 +125,8 @@ func parseDeployAlerts(t *testing.T, lines []string) []deployAlert {
 					t.Fatal(err)
 				}
 				first = min(first, event.Time(ts.UnixMilli()))
-				ls = append(ls, fmt.Sprintf("%s:%v", stage, ev["line"]))
+				// Not the line: a Kafka record's is its offset.
+				ls = append(ls, fmt.Sprintf("%s:%s/%v/%v", stage, ev["ts"], ev["type"], ev["amount"]))
 			}
 		}
 		out = append(out, deployAlert{
@@ -262,7 +263,17 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 		t.Fatalf("restart: version %.12s (want %.12s), finished %v", fin.RulesetVersion, v2.Hash, fin.Finished)
 	}
 
-	w := res.Watermark
+	checkDeployAlerts(t, input, res.Watermark, committedLines(t, d.alerts))
+}
+
+// checkDeployAlerts checks the alerts of a run over input that switched
+// from deployV1 to deployV2 at watermark w: every match of keep, those
+// detected after w with the new version; change's that begin at or
+// before w of the old version, the later ones of the new; gone's
+// detected up to w; fresh's that begin after w.
+func checkDeployAlerts(t *testing.T, input string, w event.Time, lines []string) {
+	t.Helper()
+	v1, v2 := loadRules(t, deployV1), loadRules(t, deployV2)
 	var want []deployAlert
 	for _, a := range backtestAlerts(t, deployV1, input) {
 		switch {
@@ -280,7 +291,7 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 			want = append(want, a)
 		}
 	}
-	got := parseDeployAlerts(t, committedLines(t, d.alerts))
+	got := parseDeployAlerts(t, lines)
 	count := func(as []deployAlert, pred func(deployAlert) bool) int {
 		n := 0
 		for _, a := range as {
@@ -311,10 +322,21 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 	}
 }
 
+// sortedBy returns f of each element, sorted.
+func sortedBy[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // deployInput is n seeded events over a few cards and countries, 7 s
-// apart (and those of cards za and zb), at most 5 s out of order: none is late for the 10 s bound, so
-// the outputs do not depend on when the watermarks go out (a followed
-// file's go out on the coordinator's timer, a backtest's every 3 events).
+// apart (and those of cards za and zb), at most 5 s out of order: none is
+// late for the 10 s bound (nor is the last, an hour on), so the outputs
+// do not depend on when the watermarks go out (a followed file's go out on the coordinator's timer,
+// a backtest's every 3 events).
 func deployInput(n int) string {
 	var b strings.Builder
 	x := uint64(7)
@@ -345,15 +367,104 @@ func deployInput(n int) string {
 			}
 		}
 	}
+	// An event an hour on: its watermark releases every match, so a live
+	// run need not end for the alerts to be those of a backtest.
+	fmt.Fprintf(&b, `{"ts":%q,"card":"zz","type":"login","amount":0,"country":"US"}`+"\n",
+		base.Add(time.Duration(n)*7*time.Second+time.Hour).Format(time.RFC3339))
 	return b.String()
 }
 
-// sortedBy returns f of each element, sorted.
-func sortedBy[T any](xs []T, f func(T) string) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = f(x)
+// TestStreamKafkaDeploy is TestStreamDeploy for a transactional Kafka
+// job: the deploy switches while the second half of the input is being
+// produced, then a bounded restart finishes the topic with the deployed
+// version; the alerts topic holds exactly the alerts the switch defines.
+func TestStreamKafkaDeploy(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	input := deployInput(900)
+	lines := strings.SplitAfter(input, "\n")
+	half := len(lines) / 2
+	topic := fmt.Sprintf("stream-kafka-deploy-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 3, strings.Join(lines[:half], ""))
+	state := filepath.Join(t.TempDir(), "state")
+	config := func(bounded bool) StreamConfig {
+		return StreamConfig{
+			Kafka:    &KafkaInput{Brokers: brokers, Topic: topic, Bounded: bounded, AlertsTopic: topic + "-alerts", Group: topic},
+			StateDir: state, CheckpointInterval: 100 * time.Millisecond, Parallelism: 2, Logf: t.Logf,
+			// A partition at its end stops holding the watermark back:
+			// the last event's releases every match.
+			IdleTimeout: 300 * time.Millisecond,
+		}
 	}
-	slices.Sort(out)
-	return out
+	m := NewStreamMonitor()
+	cfg := config(false)
+	cfg.Monitor = m
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+		done <- err
+	}()
+	waitRecords := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for m.Snapshot().Progress.Records < n || !m.Ready() {
+			if time.Now().After(deadline) {
+				t.Fatalf("read %d records of %d", m.Snapshot().Progress.Records, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitRecords(int64(strings.Count(strings.Join(lines[:half], ""), "\n")))
+	produced := make(chan struct{})
+	// (The input's last event, an hour on, releases every match.)
+	go func() {
+		defer close(produced)
+		rest := lines[half:]
+		for len(rest) > 0 {
+			n := min(len(rest), 40)
+			produceTopic(t, brokers, topic, 3, strings.Join(rest[:n], ""))
+			rest = rest[n:]
+		}
+	}()
+	res, err := m.Deploy(ctx, Deploy{Name: "v2.cep", Source: []byte(deployV2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("switched at checkpoint %d, watermark %v, in %v", res.Checkpoint, res.Watermark, res.Took)
+	<-produced
+	waitRecords(int64(strings.Count(input, "\n")))
+	end := event.Time(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).Add(900*7*time.Second + 30*time.Minute).UnixMilli())
+	for deadline := time.Now().Add(30 * time.Second); m.Snapshot().Progress.Watermark < end; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watermark %v after 30 s, want %v", m.Snapshot().Progress.Watermark, end)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v", err)
+	}
+	// A restart with the first version's rules resumes with the second.
+	m2 := NewStreamMonitor()
+	cfg = config(false)
+	cfg.Monitor = m2
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() {
+		_, err := streamEngine(t, deployV1).Stream(ctx2, cfg)
+		done <- err
+	}()
+	for deadline := time.Now().Add(60 * time.Second); !m2.Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted job is not ready after 60 s")
+		}
+	}
+	if v2, got := loadRules(t, deployV2), m2.Snapshot().RulesetVersion; got != v2.Hash {
+		t.Errorf("restart: version %.12s, want %.12s", got, v2.Hash)
+	}
+	cancel2()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the restarted Stream after cancel: %v", err)
+	}
+	checkDeployAlerts(t, input, res.Watermark, topicValues(t, brokers, topic+"-alerts"))
 }

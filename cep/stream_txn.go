@@ -78,6 +78,7 @@ type kafkaOut struct {
 	// subtasks redistribute the key groups of clParts, summing the
 	// counters of the parts counted says.
 	clParts []*state.Mem
+	clPlans []*plan // of each of clParts: the plan of its checkpoint
 	merged  bool
 	counted []bool
 	// lowWatermark: the restored operators' watermarks go down to the
@@ -543,8 +544,10 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 	single := !fresh && len(order) == 1 && positionsMatch(first.meta.Source.Positions, ko.committed) == nil
 	var stores []*state.Mem
 	var countedParts []bool
+	var plans []*plan
 	for i, mk := range order {
 		for _, hs := range byMark[mk].m.Headers {
+			plans = append(plans, byMark[mk].meta.Plan)
 			mem := state.NewMem()
 			for _, h := range hs {
 				k, err := state.DecodeKey(h.Key)
@@ -636,8 +639,14 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 	}
 	if counted < 0 {
 		meta.Stats = StreamStats{Watermark: event.MinTime}
+	} else {
+		// The rules this instance ran last (hot-loading): its newest
+		// checkpoint's; each store is restored from its own's.
+		c := byMark[order[counted]].meta
+		meta.Plan, meta.Next = c.Plan, c.Next
 	}
 	j.meta = &meta
+	ko.clPlans = plans
 	// Each subtask takes its own store only from one checkpoint of this
 	// instance of the same partitions; else the key groups are
 	// redistributed, with the counters of the counted parts.
