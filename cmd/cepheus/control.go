@@ -208,8 +208,12 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 		fmt.Fprintf(w, "ruleset %s version %.12s is the active one already: nothing changed\n", r.Ruleset, r.Version)
 		return
 	}
-	fmt.Fprintf(w, "%s ruleset %s version %.12s (was %.12s) at checkpoint %d in %v\n", done, r.Ruleset, r.Version,
-		r.Previous, r.Checkpoint, r.Took)
+	wm := "before the first event"
+	if r.Watermark > event.MinTime {
+		wm = "watermark " + r.Watermark.String()
+	}
+	fmt.Fprintf(w, "%s ruleset %s version %.12s (was %.12s) at checkpoint %d (%s) in %v\n", done, r.Ruleset, r.Version,
+		r.Previous, r.Checkpoint, wm, r.Took)
 	for _, l := range []struct {
 		what  string
 		rules []string

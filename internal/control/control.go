@@ -101,7 +101,7 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 	return &cepheusv1.DeployResponse{
 		Ok: true, Ruleset: r.Ruleset, Version: r.Version, Previous: r.Previous, Checkpoint: r.Checkpoint,
 		Kept: r.Kept, Changed: r.Changed, Added: r.Added, Removed: r.Removed, Unchanged: r.Unchanged,
-		TookMs: r.Took.Milliseconds(),
+		TookMs: r.Took.Milliseconds(), WatermarkUnixMs: int64(r.Watermark),
 	}, nil
 }
 
@@ -302,6 +302,7 @@ func deployResult(r *cepheusv1.DeployResponse, err error) (*cep.DeployResult, er
 		Ruleset: r.GetRuleset(), Version: r.GetVersion(), Previous: r.GetPrevious(), Checkpoint: r.GetCheckpoint(),
 		Kept: r.GetKept(), Changed: r.GetChanged(), Added: r.GetAdded(), Removed: r.GetRemoved(),
 		Unchanged: r.GetUnchanged(), Took: time.Duration(r.GetTookMs()) * time.Millisecond,
+		Watermark: event.Time(r.GetWatermarkUnixMs()),
 	}, nil
 }
 

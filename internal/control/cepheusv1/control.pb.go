@@ -731,9 +731,13 @@ type DeployResponse struct {
 	// nothing switched.
 	Unchanged bool `protobuf:"varint,11,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	// took_ms is the time from the call to the switch.
-	TookMs        int64 `protobuf:"varint,12,opt,name=took_ms,json=tookMs,proto3" json:"took_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TookMs int64 `protobuf:"varint,12,opt,name=took_ms,json=tookMs,proto3" json:"took_ms,omitempty"`
+	// watermark_unix_ms is the watermark at the switch: the matches of a
+	// changed rule that begin at or before it are its old version's
+	// (draining), the later ones the new version's.
+	WatermarkUnixMs int64 `protobuf:"varint,13,opt,name=watermark_unix_ms,json=watermarkUnixMs,proto3" json:"watermark_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DeployResponse) Reset() {
@@ -846,6 +850,13 @@ func (x *DeployResponse) GetUnchanged() bool {
 func (x *DeployResponse) GetTookMs() int64 {
 	if x != nil {
 		return x.TookMs
+	}
+	return 0
+}
+
+func (x *DeployResponse) GetWatermarkUnixMs() int64 {
+	if x != nil {
+		return x.WatermarkUnixMs
 	}
 	return 0
 }
@@ -1126,7 +1137,7 @@ const file_control_proto_rawDesc = "" +
 	"\rDeployRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\fR\x06source\x12!\n" +
-	"\fdrop_changed\x18\x03 \x01(\bR\vdropChanged\"\xd6\x02\n" +
+	"\fdrop_changed\x18\x03 \x01(\bR\vdropChanged\"\x82\x03\n" +
 	"\x0eDeployResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12/\n" +
 	"\bproblems\x18\x02 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\x12\x18\n" +
@@ -1142,7 +1153,8 @@ const file_control_proto_rawDesc = "" +
 	"\aremoved\x18\n" +
 	" \x03(\tR\aremoved\x12\x1c\n" +
 	"\tunchanged\x18\v \x01(\bR\tunchanged\x12\x17\n" +
-	"\atook_ms\x18\f \x01(\x03R\x06tookMs\"\x15\n" +
+	"\atook_ms\x18\f \x01(\x03R\x06tookMs\x12*\n" +
+	"\x11watermark_unix_ms\x18\r \x01(\x03R\x0fwatermarkUnixMs\"\x15\n" +
 	"\x13ListVersionsRequest\"\xaf\x01\n" +
 	"\vVersionInfo\x12\x18\n" +
 	"\aruleset\x18\x01 \x01(\tR\aruleset\x12\x18\n" +
