@@ -26,6 +26,12 @@ type Deploy struct {
 	// Origin says where the version came from, for the list of versions
 	// and the logs: "grpc", "rules-dir", "rollback" (default "api").
 	Origin string
+	// Shadow deploys the version as the shadow: it runs beside the active
+	// one on the same events from the switch on, its alerts going to the
+	// shadow output (StreamConfig.ShadowDir, KafkaInput.ShadowTopic),
+	// never the main one; a shadow deployed earlier is replaced.
+	// [StreamMonitor.Promote] makes it active.
+	Shadow bool
 }
 
 // DeployResult is what a deploy did, once the job runs the new version.
@@ -44,9 +50,11 @@ type DeployResult struct {
 	// kept), changed (draining or dropped), added (starting empty) and
 	// removed (their state deleted).
 	Kept, Changed, Added, Removed []string
-	// Unchanged is set when the version was already the active one:
-	// nothing switched.
+	// Unchanged is set when the version was already the active one (the
+	// shadow one, for a shadow deploy): nothing switched.
 	Unchanged bool
+	// Shadow says that the version was deployed as the shadow.
+	Shadow bool
 	// Took is the time from the call to the switch.
 	Took time.Duration
 }
@@ -57,6 +65,7 @@ type VersionState string
 // The states of a version.
 const (
 	VersionActive   VersionState = "active"
+	VersionShadow   VersionState = "shadow"
 	VersionPrevious VersionState = "previous"
 )
 
@@ -83,6 +92,13 @@ var ErrNoJob = errors.New("cep: no job is running")
 
 // ErrNoPrevious is the error of a rollback without a previous version.
 var ErrNoPrevious = errors.New("cep: no previous version to roll back to")
+
+// ErrNoShadow is the error of a promote without a shadow version.
+var ErrNoShadow = errors.New("cep: no shadow version to promote")
+
+// ErrNoShadowOutput is the error of a shadow deploy into a job that has
+// no shadow output (StreamConfig.ShadowDir, KafkaInput.ShadowTopic).
+var ErrNoShadowOutput = errors.New("cep: the job has no shadow output: start it with one (cepheus serve -shadow-alerts DIR, or -shadow-topic T in Kafka mode)")
 
 // ValidationError is the error of a deploy whose ruleset does not compile:
 // Problems are the same positioned errors as cepheus check prints.
@@ -133,18 +149,45 @@ func (m *StreamMonitor) Deploy(ctx context.Context, d Deploy) (*DeployResult, er
 
 // Rollback deploys the most recent previous version (Origin "rollback").
 func (m *StreamMonitor) Rollback(ctx context.Context, dropChanged bool) (*DeployResult, error) {
-	m.mu.Lock()
-	p := m.plan
-	m.mu.Unlock()
-	if p == nil || len(p.Versions) < 2 {
+	v, ok := m.version(VersionPrevious)
+	if !ok {
 		return nil, ErrNoPrevious
 	}
-	v := p.Versions[1]
 	return m.deploy(ctx, Deploy{Name: fmt.Sprintf("version %.12s", v.Version), Source: []byte(v.Source), DropChanged: dropChanged, Origin: "rollback"})
 }
 
+// Promote makes the shadow version the active one (Origin "promote"): at
+// the switch it is deployed as a deploy of it would be, and the shadow
+// goes. For the main output the outcome is that of a deploy of the shadow
+// version at the switch.
+func (m *StreamMonitor) Promote(ctx context.Context, dropChanged bool) (*DeployResult, error) {
+	v, ok := m.version(VersionShadow)
+	if !ok {
+		return nil, ErrNoShadow
+	}
+	return m.deploy(ctx, Deploy{Name: fmt.Sprintf("version %.12s", v.Version), Source: []byte(v.Source), DropChanged: dropChanged, Origin: "promote"})
+}
+
+// version returns the newest version in state st that the running plan
+// keeps.
+func (m *StreamMonitor) version(st VersionState) (planVersion, bool) {
+	m.mu.Lock()
+	p := m.plan
+	m.mu.Unlock()
+	if p == nil {
+		return planVersion{}, false
+	}
+	for i, v := range p.Versions {
+		if p.stateOf(i) == st {
+			return v, true
+		}
+	}
+	return planVersion{}, false
+}
+
 // Versions returns the versions the engine keeps, newest first: the
-// active one, then the previous ones (none before a job has run).
+// active one, the shadow one if any, then the previous ones (none before
+// a job has run).
 func (m *StreamMonitor) Versions() []VersionInfo {
 	m.mu.Lock()
 	p := m.plan
@@ -154,11 +197,7 @@ func (m *StreamMonitor) Versions() []VersionInfo {
 	}
 	out := make([]VersionInfo, len(p.Versions))
 	for i, v := range p.Versions {
-		st := VersionPrevious
-		if i == 0 {
-			st = VersionActive
-		}
-		out[i] = VersionInfo{Ruleset: v.Ruleset, Version: v.Version, State: st, Deployed: v.Deployed, Origin: v.Origin, Rules: slices.Clone(v.Rules)}
+		out[i] = VersionInfo{Ruleset: v.Ruleset, Version: v.Version, State: p.stateOf(i), Deployed: v.Deployed, Origin: v.Origin, Rules: slices.Clone(v.Rules)}
 	}
 	return out
 }
@@ -250,14 +289,22 @@ func (j *job) askSwitch(req *deployReq) {
 			sw.reply(nil, &ValidationError{Err: err})
 			return
 		}
-		if sw.rs.Hash == cur.Versions[0].Version {
-			sw.reply(&DeployResult{Ruleset: sw.rs.Name, Version: sw.rs.Hash, Previous: sw.rs.Hash, Unchanged: true, Checkpoint: j.stats.LastCheckpoint, Took: time.Since(req.start)}, nil)
+		if same := cur.Versions[0].Version; req.d.Shadow && sw.rs.Hash == cur.Shadow || !req.d.Shadow && sw.rs.Hash == same {
+			sw.reply(&DeployResult{Ruleset: sw.rs.Name, Version: sw.rs.Hash, Previous: sw.rs.Hash, Unchanged: true, Shadow: req.d.Shadow, Checkpoint: j.stats.LastCheckpoint, Took: time.Since(req.start)}, nil)
 			return
 		}
 		sw.start = req.start
 	}
+	if req != nil && req.d.Shadow && j.cfg.ShadowDir == "" && (j.kafka == nil || j.kafka.in.ShadowTopic == "") {
+		sw.reply(nil, ErrNoShadowOutput)
+		return
+	}
 	q, _ := j.nextPlan(sw)
-	if _, err := j.base.derive(q); err != nil {
+	ne, err := j.base.derive(q)
+	if err == nil {
+		err = j.sameRepartitions(ne)
+	}
+	if err != nil {
 		sw.reply(nil, fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err))
 		return
 	}
@@ -265,11 +312,39 @@ func (j *job) askSwitch(req *deployReq) {
 	j.stopAsked = true
 }
 
+// sameRepartitions checks, for a transactional Kafka job, that engine e
+// repartitions by the same key fields as the job's: the repartition
+// topics are set up (and restored) before the job knows which version it
+// runs, from the rules it was started with.
+func (j *job) sameRepartitions(e *Engine) error {
+	ko := j.kafka
+	if ko == nil {
+		return nil
+	}
+	_, reps := e.kafkaSpecs(ko.in, ko.parts)
+	var want, got []string
+	for _, r := range ko.reps {
+		want = append(want, r.topic)
+	}
+	for _, r := range reps {
+		got = append(got, r.topic)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(want, got) {
+		return fmt.Errorf("in Kafka mode a version must repartition by the key fields the job does (topics %v), not %v: restart with the new rules file to change them", want, got)
+	}
+	return nil
+}
+
 // nextPlan is the plan of switch sw at the job's watermark now.
 func (j *job) nextPlan(sw *pendingSwitch) (*plan, *DeployResult) {
 	drop, origin := false, "self"
 	if sw.req != nil {
 		drop, origin = sw.req.d.DropChanged, sw.req.d.Origin
+	}
+	if sw.req != nil && sw.req.d.Shadow {
+		return j.e.planShadow(sw.rs, j.stats.Watermark, origin, time.Now())
 	}
 	q, res := j.e.planDeploy(sw.rs, drop, j.stats.Watermark, origin, time.Now())
 	if sw.req == nil {
@@ -313,15 +388,27 @@ func (j *job) choosePlan() error {
 		}
 		q, res := runE.planDeploy(rs, false, m.Stats.Watermark, "startup", time.Now())
 		q.Startup = startup.Hash
-		if runE, err = j.base.derive(q); err != nil {
+		next, err := j.base.derive(q)
+		if err == nil && j.sameRepartitions(next) != nil {
+			// The changed rules' old versions would need repartitions of
+			// their own: they go at once.
+			q, res = runE.planDeploy(rs, true, m.Stats.Watermark, "startup", time.Now())
+			q.Startup = startup.Hash
+			next, err = j.base.derive(q)
+		}
+		if err != nil {
 			return fmt.Errorf("%w: %w", ErrRestore, err)
 		}
+		runE = next
 		j.logf("the rules given (%s version %.12s) are not those of checkpoint %d (version %.12s): deploying them at the restore (kept %v, changed %v, added %v, removed %v)",
 			rs.Name, rs.Hash, j.restored, res.Previous, res.Kept, res.Changed, res.Added, res.Removed)
 	} else if runE.plan.Startup != startup.Hash {
 		p := *runE.plan
 		p.Startup = startup.Hash
 		runE.plan = &p
+	}
+	if err := j.sameRepartitions(runE); err != nil {
+		return fmt.Errorf("%w: checkpoint %d runs version %.12s: %w", ErrRestore, j.restored, runE.plan.Versions[0].Version, err)
 	}
 	j.e = runE
 	if !runE.sameRules(stateE) {

@@ -56,6 +56,12 @@ type compiledRule struct {
 	from, until event.Time
 	after       event.Time
 	id          int
+	// shadow marks a rule of the shadow version (its alerts go to the
+	// shadow output); twin is the rule of the other side of the
+	// comparison of a shadow version (the active rule of a shadow rule's
+	// name, the shadow rule of an active one's), or -1.
+	shadow bool
+	twin   int
 }
 
 // keySpec is the key fields shared by some rules: one SharedOperator.
@@ -246,8 +252,17 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 			})
 		}
 		e.specs[si].rules = append(e.specs[si].rules, i)
-		cr.spec = si
+		cr.spec, cr.twin = si, -1
 		e.rules = append(e.rules, cr)
+	}
+	for i := range e.rules {
+		if a := &e.rules[i]; a.shadow {
+			for j := range e.rules {
+				if b := &e.rules[j]; b.active() && b.rule.Name == a.rule.Name {
+					a.twin, b.twin = j, i
+				}
+			}
+		}
 	}
 	return e, nil
 }

@@ -91,8 +91,10 @@ type KafkaInput struct {
 	// (required). The state directories are then a local copy: a restart
 	// resumes from the checkpoint the group's offsets name, from its local
 	// copy or from the changelog. The outputs of StreamConfig must be
-	// empty.
+	// empty. ShadowTopic receives the alerts of a shadow version
+	// ([Deploy].Shadow), in the same transactions.
 	AlertsTopic, LateTopic, DeadTopic, ChangelogTopic string
+	ShadowTopic                                       string
 	Group                                             string
 	// InstanceID names the instance (default "0"): its transactional id
 	// is cepheus-Group-InstanceID, so that a restarted instance fences

@@ -80,6 +80,21 @@ type MonitorSnapshot struct {
 	// KafkaCommits and KafkaAborts count the checkpoint transactions of a
 	// transactional Kafka job committed and failed in this process.
 	KafkaCommits, KafkaAborts int64
+	// ShadowVersion is the shadow version's hash ("" without one), Shadow
+	// its rules compared with the active ones of their names, since it
+	// was deployed.
+	ShadowVersion string
+	Shadow        []ShadowCount
+}
+
+// ShadowCount compares a rule of the shadow version with the active rule
+// of its name (none: Active is 0) since the shadow was deployed: the
+// alerts of each, and how many matches both raised (the same events at
+// the same key); the others are only the active one's (Active - Overlap)
+// or only the shadow's (Shadow - Overlap).
+type ShadowCount struct {
+	Rule                    string
+	Active, Shadow, Overlap int64
 }
 
 // RuleCount is one rule's counters in a [MonitorSnapshot]: alerts,
@@ -110,6 +125,7 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	s.CheckpointBuckets = append([]uint64(nil), s.CheckpointBuckets...)
 	s.PartitionWatermarks = maps.Clone(s.PartitionWatermarks)
 	s.KafkaLag = maps.Clone(s.KafkaLag)
+	s.Shadow = append([]ShadowCount(nil), s.Shadow...)
 	return s
 }
 
@@ -120,9 +136,15 @@ func (m *StreamMonitor) Ready() bool {
 	return m.s.Ready
 }
 
+// ruleFigures are the counters of each rule of an engine, summed over
+// the subtasks.
+type ruleFigures struct {
+	alerts, dropped, compared, overlap []int64
+}
+
 // publish sets the job's figures: its progress, its rules' counters and
 // whether it is ready.
-func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts, dropped []int64, ready bool, partitions int, wms, lag map[string]int64) {
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, ready bool, partitions int, wms, lag map[string]int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
@@ -140,17 +162,30 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, alerts, dropped []i
 	for i := range m.s.Rules {
 		m.s.Rules[i].Alerts, m.s.Rules[i].Dropped, m.s.Rules[i].ConditionErrors = 0, 0, 0
 	}
+	m.s.ShadowVersion, m.s.Shadow = "", m.s.Shadow[:0]
+	if e.plan != nil {
+		m.s.ShadowVersion = e.plan.Shadow
+	}
 	for i, cr := range e.rules {
+		if i >= len(c.alerts) {
+			break
+		}
+		if cr.shadow {
+			sc := ShadowCount{Rule: cr.rule.Name, Shadow: c.alerts[i], Overlap: c.overlap[i]}
+			if cr.twin >= 0 {
+				sc.Active = c.compared[cr.twin]
+			}
+			m.s.Shadow = append(m.s.Shadow, sc)
+			continue
+		}
 		t := i
 		if cr.drain {
 			if t = slices.IndexFunc(rs.Rules, func(r *Rule) bool { return r.Name == cr.rule.Name }); t < 0 {
 				continue
 			}
 		}
-		if i < len(alerts) {
-			m.s.Rules[t].Alerts += alerts[i]
-			m.s.Rules[t].Dropped += dropped[i]
-		}
+		m.s.Rules[t].Alerts += c.alerts[i]
+		m.s.Rules[t].Dropped += c.dropped[i]
 		m.s.Rules[t].ConditionErrors += int64(cr.rule.ConditionErrors())
 	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag

@@ -30,6 +30,19 @@ type plan struct {
 	Startup string
 	// NextID is the ID of the next rule state.
 	NextID int
+	// Shadow is the hash of the shadow version (in Versions; "": none).
+	Shadow string `json:",omitempty"`
+}
+
+// stateOf is the state of Versions[i].
+func (p *plan) stateOf(i int) VersionState {
+	switch {
+	case i == 0:
+		return VersionActive
+	case p.Shadow != "" && p.Versions[i].Version == p.Shadow:
+		return VersionShadow
+	}
+	return VersionPrevious
 }
 
 // planVersion is one ruleset version kept by an engine.
@@ -59,6 +72,9 @@ type planRule struct {
 	// After: the rule emits only the matches whose first event is after
 	// it (its draining predecessor has the others); event.MinTime: all.
 	After event.Time
+	// Shadow marks a rule of the shadow version: its alerts go to the
+	// shadow output.
+	Shadow bool `json:",omitempty"`
 }
 
 // fieldsOf returns the fields of s in slot order.
@@ -134,8 +150,8 @@ func (e *Engine) derive(p *plan) (*Engine, error) {
 			}
 			continue
 		}
-		if !pr.Drain {
-			return nil, fmt.Errorf("cep: plan: rule %d (%s) is neither active nor draining", i, pr.Rule)
+		if !pr.Drain && !pr.Shadow {
+			return nil, fmt.Errorf("cep: plan: rule %d (%s) is neither active, draining nor shadow", i, pr.Rule)
 		}
 		rs, err := version(pr.Version)
 		if err != nil {
@@ -145,7 +161,7 @@ func (e *Engine) derive(p *plan) (*Engine, error) {
 		if r == nil || r.Hash != pr.Hash {
 			return nil, fmt.Errorf("cep: plan: version %.12s has no rule %s of hash %.12s", pr.Version, pr.Rule, pr.Hash)
 		}
-		extra = append(extra, compiledRule{rule: r, nfa: r.NFA, rs: rs, drain: true, from: pr.From, until: pr.Until, after: pr.After, id: pr.ID})
+		extra = append(extra, compiledRule{rule: r, nfa: r.NFA, rs: rs, drain: pr.Drain, shadow: pr.Shadow, from: pr.From, until: pr.Until, after: pr.After, id: pr.ID})
 	}
 	c := e.cfg
 	c.ruleset = active
@@ -193,12 +209,17 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 	byHash := map[string]int{}
 	byName := map[string]int{}
 	for i, cr := range e.rules {
-		if !cr.drain {
+		if cr.active() {
 			byHash[cr.rule.Hash], byName[cr.rule.Name] = i, i
 		}
 	}
 	var drains []planRule
 	names := map[string]bool{}
+	if p.Shadow != "" && p.Shadow != rs.Hash {
+		// The shadow goes on beside the new active version (deployed as
+		// the active one, it is promoted: the shadow goes).
+		q.Shadow = p.Shadow
+	}
 	for _, r := range rs.Rules {
 		names[r.Name] = true
 		if i, ok := byHash[r.Hash]; ok {
@@ -224,7 +245,7 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 		q.Rules = append(q.Rules, nr)
 	}
 	for _, cr := range e.rules {
-		if !cr.drain && !names[cr.rule.Name] {
+		if cr.active() && !names[cr.rule.Name] {
 			res.Removed = append(res.Removed, cr.rule.Name)
 		}
 	}
@@ -238,11 +259,14 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 		}
 	}
 	q.Rules = append(q.Rules, drains...)
+	if q.Shadow != "" {
+		q.Rules = append(q.Rules, e.shadowRules()...)
+	}
 	// The versions: the new one first (moved up when kept already), the
 	// others after, at most keptVersions but every one a draining rule
-	// belongs to.
+	// or the shadow belongs to.
 	q.Versions = []planVersion{versionOf(rs, origin, now)}
-	needed := map[string]bool{}
+	needed := map[string]bool{q.Shadow: q.Shadow != ""}
 	for _, d := range drains {
 		needed[d.Version] = true
 	}
@@ -251,6 +275,44 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 			continue
 		}
 		if len(q.Versions) < keptVersions || needed[v.Version] {
+			q.Versions = append(q.Versions, v)
+		}
+	}
+	return q, res
+}
+
+// shadowRules are the plan's entries of e's shadow rules.
+func (e *Engine) shadowRules() []planRule {
+	var out []planRule
+	for _, cr := range e.rules {
+		if cr.shadow {
+			out = append(out, planRule{ID: cr.id, Rule: cr.rule.Name, Hash: cr.rule.Hash, Version: cr.rs.Hash, After: cr.after, Shadow: true})
+		}
+	}
+	return out
+}
+
+// planShadow returns the plan that runs rs (compiled over e's layout) as
+// the shadow beside e's active version, from the switch at watermark w on: its rules
+// start empty (with the events the keys buffer), a shadow before it goes.
+func (e *Engine) planShadow(rs *Ruleset, w event.Time, origin string, now time.Time) (*plan, *DeployResult) {
+	p := e.ownPlan(now)
+	q := &plan{Layout: fieldsOf(rs.Schema), Startup: p.Startup, NextID: p.NextID, Shadow: rs.Hash}
+	res := &DeployResult{Ruleset: rs.Name, Version: rs.Hash, Previous: p.Shadow, Shadow: true, Watermark: w}
+	for _, pr := range p.Rules {
+		if !pr.Shadow {
+			q.Rules = append(q.Rules, pr)
+		}
+	}
+	for _, r := range rs.Rules {
+		q.Rules = append(q.Rules, planRule{ID: q.NextID, Rule: r.Name, Hash: r.Hash, Version: rs.Hash, After: event.MinTime, Shadow: true})
+		q.NextID++
+		res.Added = append(res.Added, r.Name)
+	}
+	// The versions: the active one, the shadow, the others.
+	q.Versions = []planVersion{p.Versions[0], versionOf(rs, origin, now)}
+	for _, v := range p.Versions[1:] {
+		if v.Version != rs.Hash && v.Version != p.Versions[0].Version && len(q.Versions) < keptVersions {
 			q.Versions = append(q.Versions, v)
 		}
 	}
@@ -278,6 +340,9 @@ func firstTime(m [][]*event.Event) event.Time {
 	}
 	return t
 }
+
+// active reports whether cr is a rule of the active version.
+func (cr *compiledRule) active() bool { return !cr.drain && !cr.shadow }
 
 // emits reports whether rule cr emits a match whose earliest event is at
 // first (a draining rule and its successor split the matches at the

@@ -27,8 +27,9 @@ type run struct {
 // emitted is one output of the engine's operator: an alert, or a late
 // event. The alert is the operator's scratch, valid during Collect only.
 type emitted struct {
-	alert *Alert
-	late  *event.Event
+	alert  *Alert
+	shadow bool // the alert is the shadow version's
+	late   *event.Event
 }
 
 func (e *Engine) newRun(src runtime.Source) (*run, error) {
@@ -149,6 +150,8 @@ type hostOperator struct {
 	// observer): else they are only counted.
 	needAlerts    bool
 	alerts, late  int64
+	shadowSigs    map[string]int // compareShadow's scratch
+	sigBuf        []byte
 	counterRecord state.Key
 	mode          TimeMode // of the shared operators
 	// vanished are the records of operators a migration dropped, to
@@ -165,9 +168,12 @@ type keyOperator struct {
 }
 
 // ruleCounters are the engine's counters of one rule (the operator keeps
-// the others).
+// the others). Of a shadow comparison: an active rule's compared are its
+// alerts while a shadow rule of its name runs; a shadow rule's overlap
+// the matches the active rule of its name raised too.
 type ruleCounters struct {
 	alerts, overflow, noKey int64
+	compared, overlap       int64
 }
 
 func (e *Engine) newHost(mode TimeMode) (*hostOperator, error) {
@@ -319,21 +325,31 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 		slices.SortStableFunc(items, byRule)
 	}
 	var cerr error
+	compare := false
 	for i := range items {
 		it := &items[i]
-		if cr := &h.e.rules[it.Rule]; (cr.drain || cr.after > event.MinTime) && !cr.emits(firstTime(it.Match.Events)) {
-			continue // the match belongs to the other side of a switch
+		cr := &h.e.rules[it.Rule]
+		if (cr.drain || cr.after > event.MinTime) && !cr.emits(firstTime(it.Match.Events)) {
+			it.Rule = -1 // the match belongs to the other side of a switch
+			continue
 		}
 		h.rules[it.Rule].alerts++
-		h.alerts++
+		if !cr.shadow {
+			h.alerts++ // the main output's
+		}
+		if cr.twin >= 0 {
+			compare = true
+		}
 		if !h.needAlerts {
 			continue
 		}
-		cr := &h.e.rules[it.Rule]
 		makeAlert(&h.alert, cr.rs, cr.rule, it)
-		if err := out.Collect(emitted{alert: &h.alert}); cerr == nil {
+		if err := out.Collect(emitted{alert: &h.alert, shadow: cr.shadow}); cerr == nil {
 			cerr = err
 		}
+	}
+	if compare {
+		h.compareShadow(items)
 	}
 	h.out.Reset()
 	if err != nil {
@@ -342,10 +358,58 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 	return cerr
 }
 
+// compareShadow counts, among the matches of one call, those of active
+// rules compared with a shadow rule, and those both sides raised: the
+// same events at the same key (a match both versions find completes at
+// the same element or timeout, so in the same call).
+func (h *hostOperator) compareShadow(items []Item) {
+	clear(h.shadowSigs)
+	if h.shadowSigs == nil {
+		h.shadowSigs = map[string]int{}
+	}
+	sig := func(pair int, it *Item) string {
+		b := binary.AppendUvarint(h.sigBuf[:0], uint64(pair))
+		b = binary.AppendUvarint(b, uint64(len(it.Key)))
+		b = append(b, it.Key...)
+		for _, evs := range it.Match.Events {
+			b = binary.AppendUvarint(b, uint64(len(evs)))
+			for _, e := range evs {
+				b = binary.AppendUvarint(b, e.Seq)
+			}
+		}
+		h.sigBuf = b
+		return string(b)
+	}
+	for i := range items {
+		it := &items[i]
+		if it.Rule >= 0 {
+			if cr := &h.e.rules[it.Rule]; cr.shadow && cr.twin >= 0 {
+				h.shadowSigs[sig(it.Rule, it)]++
+			}
+		}
+	}
+	for i := range items {
+		it := &items[i]
+		if it.Rule < 0 {
+			continue
+		}
+		cr := &h.e.rules[it.Rule]
+		if cr.shadow || cr.twin < 0 {
+			continue
+		}
+		h.rules[it.Rule].compared++
+		if k := sig(cr.twin, it); h.shadowSigs[k] > 0 {
+			h.shadowSigs[k]--
+			h.rules[cr.twin].overlap++
+		}
+	}
+}
+
 func byRule(a, b Item) int { return a.Rule - b.Rule }
 
-// counterStateVersion is the first byte of the counter record.
-const counterStateVersion = 1
+// counterStateVersion is the first byte of the counter record (1: without
+// the shadow counters).
+const counterStateVersion = 2
 
 // Snapshot writes, for each shared operator, what changed since the last
 // checkpoint ([SharedOperator.SnapshotTo]: its header record and a record
@@ -382,6 +446,8 @@ func (h *hostOperator) snapshotBegin(w state.Writer) error {
 		b = binary.AppendVarint(b, r.alerts)
 		b = binary.AppendVarint(b, r.overflow)
 		b = binary.AppendVarint(b, r.noKey)
+		b = binary.AppendVarint(b, r.compared)
+		b = binary.AppendVarint(b, r.overlap)
 	}
 	return w.Put(h.counterRecord, b)
 }
@@ -436,7 +502,8 @@ func (h *hostOperator) Restore(r state.Reader) error {
 // decodeCounters decodes the counter record of an engine of n rules.
 func decodeCounters(b []byte, n int) (alerts, late int64, rules []ruleCounters, err error) {
 	d := event.Reader{B: b, Corrupt: ErrCorruptSnapshot}
-	if d.Byte() != counterStateVersion {
+	v := d.Byte()
+	if v != 1 && v != counterStateVersion {
 		d.Fail()
 	}
 	alerts, late = d.Varint(), d.Varint()
@@ -446,6 +513,9 @@ func decodeCounters(b []byte, n int) (alerts, late int64, rules []ruleCounters, 
 	rules = make([]ruleCounters, n)
 	for i := range rules {
 		rules[i] = ruleCounters{alerts: d.Varint(), overflow: d.Varint(), noKey: d.Varint()}
+		if v >= 2 {
+			rules[i].compared, rules[i].overlap = d.Varint(), d.Varint()
+		}
 	}
 	if d.Err != nil || len(d.B) != 0 {
 		return 0, 0, nil, fmt.Errorf("%w: the engine's counters", ErrCorruptSnapshot)
@@ -516,6 +586,11 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 			h.rules[t].alerts += rc.alerts
 			h.rules[t].overflow += rc.overflow
 			h.rules[t].noKey += rc.noKey
+			if from.plan == nil || h.e.plan == nil || from.plan.Shadow == h.e.plan.Shadow {
+				// (A new shadow is compared from its start.)
+				h.rules[t].compared += rc.compared
+				h.rules[t].overlap += rc.overlap
+			}
 		}
 	}
 	return nil

@@ -61,6 +61,10 @@ type StreamConfig struct {
 	// the dead letters (dead-0-N.jsonl) exactly once; empty: only
 	// counted.
 	LateDir, DeadDir string
+	// ShadowDir receives the alerts of a shadow version
+	// ([Deploy].Shadow) exactly once (shadow-S-N.jsonl); without it (or
+	// KafkaInput.ShadowTopic), a shadow deploy is refused.
+	ShadowDir string
 	// CheckpointInterval is the time between two checkpoint barriers
 	// (default 1s); CheckpointTimeout aborts a checkpoint that takes
 	// longer (default 1m; its transaction joins the next one);
@@ -208,7 +212,7 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		errs = append(errs, errors.New("no state directory"))
 	}
 	if k := d.Kafka; k.transactional() {
-		if d.AlertsDir != "" || d.Alerts != nil || d.LateDir != "" || d.DeadDir != "" {
+		if d.AlertsDir != "" || d.Alerts != nil || d.LateDir != "" || d.DeadDir != "" || d.ShadowDir != "" {
 			errs = append(errs, errors.New("a Kafka alerts topic and file outputs: a transactional job writes its late events and dead letters to topics too"))
 		}
 		if k.Group == "" {
@@ -217,8 +221,8 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		if k.TxnTimeout < 0 {
 			errs = append(errs, errors.New("negative transaction timeout"))
 		}
-	} else if d.Kafka != nil && (d.Kafka.LateTopic != "" || d.Kafka.DeadTopic != "") {
-		errs = append(errs, errors.New("a Kafka late or dead-letter topic needs the alerts topic too"))
+	} else if d.Kafka != nil && (d.Kafka.LateTopic != "" || d.Kafka.DeadTopic != "" || d.Kafka.ShadowTopic != "") {
+		errs = append(errs, errors.New("a Kafka late, dead-letter or shadow topic needs the alerts topic too"))
 	} else if d.AlertsDir == "" && d.Alerts == nil {
 		errs = append(errs, errors.New("no alerts output"))
 	}
@@ -405,6 +409,7 @@ type jobMeta struct {
 	Source       sourceMeta
 	Dead         runtime.PendingState
 	Alerts, Late []runtime.PendingState // by subtask
+	Shadow       []runtime.PendingState `json:",omitempty"` // the shadow alerts', by subtask
 	Stats        StreamStats
 	// Plan is what the engine that took the checkpoint runs (versions,
 	// layout, rules); Next, at a hot-loading switch, what the job that
@@ -579,6 +584,9 @@ func (j *job) result(already, finished bool) *StreamResult {
 			st.Alerts += h.alerts
 			for i, cr := range j.e.rules {
 				t := i
+				if cr.shadow {
+					continue // not the main output's
+				}
 				if cr.drain {
 					if t = slices.IndexFunc(active, func(r *Rule) bool { return r.Name == cr.rule.Name }); t < 0 {
 						continue
@@ -674,6 +682,7 @@ func (j *job) openSinks(first int) error {
 	}{
 		{j.cfg.AlertsDir, "alerts", func(m *jobMeta) []runtime.PendingState { return m.Alerts }},
 		{j.cfg.LateDir, "late", func(m *jobMeta) []runtime.PendingState { return m.Late }},
+		{j.cfg.ShadowDir, "shadow", func(m *jobMeta) []runtime.PendingState { return m.Shadow }},
 	} {
 		if out.dir == "" {
 			continue

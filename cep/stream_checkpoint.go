@@ -255,12 +255,14 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 
 // publish hands the monitor the job's figures now.
 func (j *job) publish(ready bool) {
-	alerts := make([]int64, len(j.e.rules))
-	dropped := make([]int64, len(j.e.rules))
+	n := len(j.e.rules)
+	c := ruleFigures{alerts: make([]int64, n), dropped: make([]int64, n), compared: make([]int64, n), overlap: make([]int64, n)}
 	for _, s := range j.subs {
 		for i := range s.ruleAlerts {
-			alerts[i] += s.ruleAlerts[i].Load()
-			dropped[i] += s.ruleDrops[i].Load()
+			c.alerts[i] += s.ruleAlerts[i].Load()
+			c.dropped[i] += s.ruleDrops[i].Load()
+			c.compared[i] += s.ruleCompared[i].Load()
+			c.overlap[i] += s.ruleOverlap[i].Load()
 		}
 	}
 	parts := 0
@@ -275,7 +277,7 @@ func (j *job) publish(ready bool) {
 			}
 		}
 	}
-	j.cfg.Monitor.publish(j.e, j.progress(), alerts, dropped, ready, parts, wms, lag)
+	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag)
 }
 
 // progress is the progress report of now.
@@ -393,6 +395,7 @@ func (j *job) barrier(final bool) error {
 		KeyGroups: keyGroups, Parallelism: len(j.subs), Backend: j.cfg.Backend, Finished: final,
 		Alerts: make([]runtime.PendingState, len(j.subs)),
 		Late:   make([]runtime.PendingState, len(j.subs)),
+		Shadow: make([]runtime.PendingState, len(j.subs)),
 		Stats:  j.stats,
 		Plan:   j.e.plan,
 	}
@@ -445,7 +448,7 @@ func (j *job) onAck(a ack) (done bool, err error) {
 		}
 		return true, j.completeLocal(f)
 	}
-	f.meta.Alerts[a.sub], f.meta.Late[a.sub] = a.alerts, a.late
+	f.meta.Alerts[a.sub], f.meta.Late[a.sub], f.meta.Shadow[a.sub] = a.alerts, a.late, a.shadow
 	f.stall = max(f.stall, a.stall)
 	f.keys += a.keys
 	f.buf += a.buf

@@ -54,6 +54,7 @@ type ack struct {
 	sub          int
 	id           int64
 	alerts, late runtime.PendingState
+	shadow       runtime.PendingState
 	stall        time.Duration  // the subtask's time on the barrier
 	keys, buf    int64          // keys holding state, events buffered
 	nAlerts      int64          // the host's alerts at the barrier
@@ -100,11 +101,13 @@ type streamSubtask struct {
 	mem          *memBackend
 	peb          *state.Pebble
 	alerts, late runtime.CommitSink
+	shadow       runtime.CommitSink // the shadow version's alerts; nil without
 	buf          []byte
 	// alertCount and lateCount mirror the host's counters for the
 	// coordinator's progress reports.
 	alertCount, lateCount atomic.Int64
 	ruleAlerts, ruleDrops []atomic.Int64 // by rule, with a monitor
+	ruleCompared, ruleOverlap []atomic.Int64 // of a shadow comparison, by rule
 	processed             atomic.Int64   // elements processed
 	// snap is the subtask's part of the checkpoint in progress, if any;
 	// changes its changelog writer (a transactional Kafka job).
@@ -125,6 +128,8 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 	if j.cfg.Monitor != nil {
 		s.ruleAlerts = make([]atomic.Int64, len(j.e.rules))
 		s.ruleDrops = make([]atomic.Int64, len(j.e.rules))
+		s.ruleCompared = make([]atomic.Int64, len(j.e.rules))
+		s.ruleOverlap = make([]atomic.Int64, len(j.e.rules))
 	}
 	c := &j.cfg
 	restored := func(of func(*jobMeta) []runtime.PendingState) runtime.PendingState {
@@ -139,6 +144,9 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 		s.alerts = j.newTxnSink(ko.in.AlertsTopic)
 		if ko.in.LateTopic != "" {
 			s.late = j.newTxnSink(ko.in.LateTopic)
+		}
+		if ko.in.ShadowTopic != "" {
+			s.shadow = j.newTxnSink(ko.in.ShadowTopic)
 		}
 		return s, nil
 	}
@@ -162,6 +170,16 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 		s.late = fs
 		if err := fs.Recover(restored(func(m *jobMeta) []runtime.PendingState { return m.Late })); err != nil {
 			return nil, fmt.Errorf("cep: stream: late events of subtask %d: %w", i, err)
+		}
+	}
+	if c.ShadowDir != "" {
+		fs, err := runtime.NewFileSink(c.ShadowDir, "shadow", i)
+		if err != nil {
+			return nil, err
+		}
+		s.shadow = fs
+		if err := fs.Recover(restored(func(m *jobMeta) []runtime.PendingState { return m.Shadow })); err != nil {
+			return nil, fmt.Errorf("cep: stream: shadow alerts of subtask %d: %w", i, err)
 		}
 	}
 	return s, nil
@@ -340,6 +358,9 @@ func (s *streamSubtask) close() error {
 	if s.late != nil {
 		errs = append(errs, s.late.Close())
 	}
+	if s.shadow != nil {
+		errs = append(errs, s.shadow.Close())
+	}
 	s.bg.Wait()
 	if s.peb != nil {
 		errs = append(errs, s.peb.Close())
@@ -416,6 +437,9 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 			if err == nil && s.late != nil {
 				err = s.late.Commit(m.id)
 			}
+			if err == nil && s.shadow != nil {
+				err = s.shadow.Commit(m.id)
+			}
 		case msgEnd:
 			return nil
 		}
@@ -429,6 +453,8 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 		for i := range s.ruleAlerts {
 			s.ruleAlerts[i].Store(s.host.rules[i].alerts)
 			s.ruleDrops[i].Store(s.host.rules[i].overflow)
+			s.ruleCompared[i].Store(s.host.rules[i].compared)
+			s.ruleOverlap[i].Store(s.host.rules[i].overlap)
 		}
 		s.lateCount.Store(s.host.late)
 	}
@@ -438,11 +464,17 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 func (s *streamSubtask) Collect(x emitted) error {
 	switch {
 	case x.alert != nil:
+		sink := s.alerts
+		if x.shadow {
+			if sink = s.shadow; sink == nil {
+				return ErrNoShadowOutput
+			}
+		}
 		s.buf = s.j.e.encoder.AppendAlert(s.buf[:0], x.alert)
-		if kw, ok := s.alerts.(keyedWriter); ok {
+		if kw, ok := sink.(keyedWriter); ok {
 			return kw.WriteKeyed(alertKey(x.alert), s.buf)
 		}
-		return s.alerts.Write(s.buf)
+		return sink.Write(s.buf)
 	case x.late != nil && s.late != nil:
 		s.buf = s.j.e.encoder.appendLate(s.buf[:0], x.late)
 		return s.late.Write(s.buf)
@@ -491,6 +523,12 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 	}
 	if s.late != nil {
 		if a.late, err = s.late.PreCommit(m.id); err != nil {
+			fail(err)
+			return
+		}
+	}
+	if s.shadow != nil {
+		if a.shadow, err = s.shadow.PreCommit(m.id); err != nil {
 			fail(err)
 			return
 		}

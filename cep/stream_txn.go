@@ -592,6 +592,7 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 		meta.Parallelism = len(stores)
 		meta.Alerts = make([]runtime.PendingState, len(stores))
 		meta.Late = make([]runtime.PendingState, len(stores))
+		meta.Shadow = make([]runtime.PendingState, len(stores))
 		meta.Dead = runtime.PendingState{}
 		meta.Source = sourceMeta{Forwarded: int64(event.MaxTime)}
 		wm := runtime.WatermarkState{Emitted: event.MaxTime, Max: map[string]event.Time{}}
