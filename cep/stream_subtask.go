@@ -105,10 +105,10 @@ type streamSubtask struct {
 	buf          []byte
 	// alertCount and lateCount mirror the host's counters for the
 	// coordinator's progress reports.
-	alertCount, lateCount atomic.Int64
-	ruleAlerts, ruleDrops []atomic.Int64 // by rule, with a monitor
+	alertCount, lateCount     atomic.Int64
+	ruleAlerts, ruleDrops     []atomic.Int64 // by rule, with a monitor
 	ruleCompared, ruleOverlap []atomic.Int64 // of a shadow comparison, by rule
-	processed             atomic.Int64   // elements processed
+	processed                 atomic.Int64   // elements processed
 	// snap is the subtask's part of the checkpoint in progress, if any;
 	// changes its changelog writer (a transactional Kafka job).
 	snap      *subtaskSnapshot
