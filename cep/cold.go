@@ -66,6 +66,7 @@ func (o *SharedOperator) freeze(ks *keyState) {
 			o.rules[i].coldPresent++
 		}
 	}
+	o.coldPartials += partialsOf(ks)
 	delete(o.keys, ks.key)
 	o.release(ks)
 }
@@ -89,6 +90,7 @@ func (o *SharedOperator) thaw(k event.Key) *keyState {
 			o.rules[i].coldPresent--
 		}
 	}
+	o.coldPartials -= partialsOf(ks)
 	if sn := o.snap; sn != nil {
 		if _, ok := sn.set[k]; ok {
 			delete(sn.set, k)
@@ -96,6 +98,28 @@ func (o *SharedOperator) thaw(k event.Key) *keyState {
 		}
 	}
 	return ks
+}
+
+// partialsOf is the partial matches the rules hold at ks.
+func partialsOf(ks *keyState) int {
+	n := 0
+	for i := range ks.rules {
+		if r := ks.rules[i].run; r != nil {
+			n += r.PartialMatches()
+		}
+	}
+	return n
+}
+
+// PartialMatches returns the partial matches every rule holds at every
+// key. It scans the keys in memory (the cold ones are counted as they
+// go cold).
+func (o *SharedOperator) PartialMatches() int {
+	n := o.coldPartials
+	for _, ks := range o.keys {
+		n += partialsOf(ks)
+	}
+	return n
 }
 
 // thawAll decodes every cold key (before a rule change, which alters every

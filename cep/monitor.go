@@ -85,6 +85,9 @@ type MonitorSnapshot struct {
 	// was deployed.
 	ShadowVersion string
 	Shadow        []ShadowCount
+	// Switches counts the switches of the job's ruleset version
+	// (deploys, rollbacks, promotes) in this process.
+	Switches int64
 }
 
 // ShadowCount compares a rule of the shadow version with the active rule
@@ -189,6 +192,13 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 		m.s.Rules[t].ConditionErrors += int64(cr.rule.ConditionErrors())
 	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
+}
+
+// switched counts a switch of the ruleset version.
+func (m *StreamMonitor) switched() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s.Switches++
 }
 
 // kafkaTxn counts a checkpoint's transaction: committed, or failed.

@@ -112,6 +112,8 @@ type SharedOperator struct {
 	ops  []state.OperatorID
 	migs []*ruleMigration
 	mig  *ruleMigration
+	// coldPartials are the partial matches of the cold keys.
+	coldPartials int
 
 	keys   map[event.Key]*keyState
 	timers timerHeap // one timer per key: the earliest due time of its rules

@@ -171,6 +171,12 @@ type StreamStats struct {
 	// buffer.
 	MaxDuration, MaxStall time.Duration
 	Keys, Buffered        int64
+	// PartialMatches are the partial matches the rules held at the latest
+	// checkpoint; StateBytes the size of the subtasks' stores (a memory
+	// store's records, in Kafka mode as of the checkpoint before; a Pebble
+	// database's files); CheckpointBytes the bytes of state records the latest
+	// checkpoint wrote (the changed keys).
+	PartialMatches, StateBytes, CheckpointBytes int64
 }
 
 // StreamResult is the outcome of [Engine.Stream].
@@ -498,6 +504,9 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	if sw := j.switched; sw != nil && sw.req == nil {
 		j.logf("the draining rules of earlier versions have passed their windows: let go at checkpoint %d", sw.res.Checkpoint)
 	} else if sw != nil {
+		if c.Monitor != nil {
+			c.Monitor.switched()
+		}
 		sw.res.Took = time.Since(sw.start)
 		j.logf("switched to ruleset %s version %.12s at checkpoint %d in %v (kept %v, changed %v, added %v, removed %v)",
 			sw.res.Ruleset, sw.res.Version, sw.res.Checkpoint, sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)

@@ -25,6 +25,8 @@ type inflight struct {
 	stall   time.Duration // the longest of the subtasks'
 	keys    int64         // summed over the subtasks
 	buf     int64
+	// partials, stateBytes, written: summed over the subtasks
+	partials, stateBytes, written int64
 	headers [][]headerRecord // by subtask (a transactional Kafka job)
 	// committed: the Kafka transaction of the checkpoint committed;
 	// localGot the subtasks whose part of its local copy is written.
@@ -452,6 +454,9 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	f.stall = max(f.stall, a.stall)
 	f.keys += a.keys
 	f.buf += a.buf
+	f.partials += a.partials
+	f.stateBytes += a.stateBytes
+	f.written += a.written
 	f.meta.Stats.Alerts += a.nAlerts
 	f.meta.Stats.Late += a.nLate
 	if j.kafka != nil {
@@ -522,6 +527,7 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	j.stats.MaxDuration = max(j.stats.MaxDuration, j.stats.LastDuration)
 	j.stats.MaxStall = max(j.stats.MaxStall, f.stall)
 	j.stats.Keys, j.stats.Buffered = f.keys, f.buf
+	j.stats.PartialMatches, j.stats.StateBytes, j.stats.CheckpointBytes = f.partials, f.stateBytes, f.written
 	if j.flight != nil {
 		// A Kafka checkpoint's local copy: done once every subtask's part
 		// is written (perhaps already).

@@ -57,6 +57,9 @@ type ack struct {
 	shadow       runtime.PendingState
 	stall        time.Duration  // the subtask's time on the barrier
 	keys, buf    int64          // keys holding state, events buffered
+	partials     int64          // partial matches held
+	stateBytes   int64          // the store's size (in Kafka mode a memory store's as of the checkpoint before)
+	written      int64          // bytes of state records this checkpoint wrote
 	nAlerts      int64          // the host's alerts at the barrier
 	nLate        int64          // and late events
 	headers      []headerRecord // a transactional Kafka job's: for the marker
@@ -113,6 +116,7 @@ type streamSubtask struct {
 	// changes its changelog writer (a transactional Kafka job).
 	snap      *subtaskSnapshot
 	changes   *changelogWriter
+	written   *byteCounter // of the snapshot in progress
 	partition kafka.KeyPartitioner // of the changelog's records
 	bg        sync.WaitGroup       // the Pebble checkpoints being made
 }
@@ -266,6 +270,7 @@ type memBackend struct {
 	done    chan struct{}
 	ctx     context.Context
 	started bool
+	bytes   atomic.Int64 // the table's size, after the last delta applied
 }
 
 type deltaOp struct {
@@ -273,6 +278,19 @@ type deltaOp struct {
 	v   []byte // in the delta's arena
 	del bool
 }
+
+// byteCounter counts the bytes of the records written through it.
+type byteCounter struct {
+	w state.Writer
+	n int64
+}
+
+func (c *byteCounter) Put(k state.Key, v []byte) error {
+	c.n += int64(len(k.Operator) + len(k.Key) + len(v))
+	return c.w.Put(k, v)
+}
+
+func (c *byteCounter) Delete(k state.Key) error { return c.w.Delete(k) }
 
 // memJob is a delta to apply and the checkpoint to write the table into.
 type memJob struct {
@@ -324,6 +342,8 @@ func (m *memBackend) run() {
 				_ = m.base.Put(op.k, op.v)
 			}
 		}
+		m.bytes.Store(m.base.Bytes())
+		job.a.stateBytes = m.base.Bytes()
 		if job.w != nil { // else no local copy of this checkpoint
 			job.a.err = job.w.AddMemStore(m.name, m.base)
 		}
@@ -538,7 +558,8 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 		s.changes = &changelogWriter{store: s.store, s: s}
 		w = s.changes
 	}
-	if err := s.host.snapshotBegin(w); err != nil {
+	s.written = &byteCounter{w: w}
+	if err := s.host.snapshotBegin(s.written); err != nil {
 		fail(err)
 		return
 	}
@@ -573,6 +594,14 @@ func (s *streamSubtask) stepSnapshot(n int, acks chan<- ack) {
 		st := ko.op.Stats()
 		a.keys += int64(st.Keys)
 		a.buf += int64(st.BufferedEvents)
+		a.partials += int64(ko.op.PartialMatches())
+	}
+	a.written = s.written.n
+	switch {
+	case s.mem != nil:
+		a.stateBytes = s.mem.bytes.Load()
+	case s.peb != nil:
+		a.stateBytes = s.peb.DiskBytes()
 	}
 	failpoint.Hit("snapshot.mid")
 	if s.j.kafka != nil && sn.w != nil {

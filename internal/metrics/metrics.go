@@ -38,6 +38,9 @@ var Names = []string{
 	"cepheus_last_checkpoint", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
 	"cepheus_ready", "cepheus_ruleset_info", "cepheus_rule_condition_errors_total", "cepheus_rule_dropped_total",
 	"cepheus_partition_watermark_seconds", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
+	"cepheus_partial_matches", "cepheus_state_bytes", "cepheus_checkpoint_bytes", "cepheus_ruleset_switches_total",
+	"cepheus_shadow_ruleset_info", "cepheus_shadow_rule_alerts_total", "cepheus_shadow_rule_active_alerts_total",
+	"cepheus_shadow_rule_overlap_total",
 }
 
 // collector is the prometheus.Collector of a monitor.
@@ -74,6 +77,14 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_partition_watermark_seconds", "The watermark of one input partition (a file, or TOPIC-P), as Unix seconds.", "partition")
 	d("cepheus_kafka_transactions_total", "Checkpoint transactions of a Kafka job, by outcome.", "outcome")
 	d("cepheus_kafka_consumer_lag_records", "Records of a Kafka partition (input or repartition) past the job's position, as its latest fetch saw them.", "partition")
+	d("cepheus_partial_matches", "Partial matches the rules hold, at the latest checkpoint.")
+	d("cepheus_state_bytes", "Size of the subtasks' state stores (memory: the records; Pebble: the files), at the latest checkpoint.")
+	d("cepheus_checkpoint_bytes", "Bytes of state records the latest checkpoint wrote (the keys changed since the one before).")
+	d("cepheus_ruleset_switches_total", "Switches of the running job's ruleset version (deploys, rollbacks, promotes) in this process.")
+	d("cepheus_shadow_ruleset_info", "The shadow ruleset version running beside the active one (always 1; absent without one).", "version")
+	d("cepheus_shadow_rule_alerts_total", "Alerts of a rule of the shadow version (to the shadow output), since it was deployed.", "rule")
+	d("cepheus_shadow_rule_active_alerts_total", "Alerts of the active rule of a shadow rule's name, since the shadow was deployed.", "rule")
+	d("cepheus_shadow_rule_overlap_total", "Matches both the shadow rule and the active rule of its name raised (the same events at the same key).", "rule")
 	return c
 }
 
@@ -111,6 +122,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("cepheus_kafka_transactions_total", float64(s.KafkaCommits), "committed")
 	counter("cepheus_kafka_transactions_total", float64(s.KafkaAborts), "failed")
 	gauge("cepheus_keys", float64(p.Keys))
+	gauge("cepheus_partial_matches", float64(p.PartialMatches))
+	gauge("cepheus_state_bytes", float64(p.StateBytes))
+	gauge("cepheus_checkpoint_bytes", float64(p.CheckpointBytes))
+	counter("cepheus_ruleset_switches_total", float64(s.Switches))
+	if s.ShadowVersion != "" {
+		gauge("cepheus_shadow_ruleset_info", 1, s.ShadowVersion)
+	}
+	for _, r := range s.Shadow {
+		counter("cepheus_shadow_rule_alerts_total", float64(r.Shadow), r.Rule)
+		counter("cepheus_shadow_rule_active_alerts_total", float64(r.Active), r.Rule)
+		counter("cepheus_shadow_rule_overlap_total", float64(r.Overlap), r.Rule)
+	}
 	gauge("cepheus_buffered_events", float64(p.Buffered))
 	gauge("cepheus_queued_events", float64(p.Queued))
 	// The watermark: -Inf before the first, +Inf at the end of a bounded

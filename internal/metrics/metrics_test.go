@@ -122,8 +122,8 @@ func TestMetricsOfALiveJob(t *testing.T) {
 	go func() {
 		_, err := e.Stream(ctx, cep.StreamConfig{
 			Events: input, Follow: true, PollInterval: 10 * time.Millisecond, StateDir: filepath.Join(dir, "state"),
-			AlertsDir: filepath.Join(dir, "alerts"), CheckpointInterval: 50 * time.Millisecond, Parallelism: 2,
-			Monitor: m,
+			AlertsDir: filepath.Join(dir, "alerts"), ShadowDir: filepath.Join(dir, "shadow"),
+			CheckpointInterval: 50 * time.Millisecond, Parallelism: 2, Monitor: m,
 		})
 		done <- err
 	}()
@@ -171,6 +171,31 @@ func TestMetricsOfALiveJob(t *testing.T) {
 	}
 	if s["cepheus_watermark_seconds"] < float64(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).Unix()) {
 		t.Errorf("watermark %v: not at the events' time", s["cepheus_watermark_seconds"])
+	}
+	if s["cepheus_state_bytes"] <= 0 || s["cepheus_checkpoint_bytes"] <= 0 {
+		t.Errorf("state bytes %v, checkpoint bytes %v: want some", s["cepheus_state_bytes"], s["cepheus_checkpoint_bytes"])
+	}
+	// A shadow version (the same rule, another threshold): its series
+	// come, and move as events flow.
+	shadow := strings.Replace(testRules, "amount > 100", "amount > 50", 1)
+	res, err := m.Deploy(ctx, cep.Deploy{Source: []byte(shadow), Shadow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = os.OpenFile(input, os.O_APPEND|os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(events(40, 30)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	shadowAlerts := `cepheus_shadow_rule_alerts_total{rule="big_then_foreign"}`
+	s = waitFor("a shadow version's alerts", func(s map[string]float64) bool {
+		return s[`cepheus_shadow_ruleset_info{version="`+res.Version+`"}`] == 1 && s[shadowAlerts] >= 10 &&
+			s["cepheus_ruleset_switches_total"] == 1 && s["cepheus_records_total"] == 70
+	})
+	if a, o := s[`cepheus_shadow_rule_active_alerts_total{rule="big_then_foreign"}`], s[`cepheus_shadow_rule_overlap_total{rule="big_then_foreign"}`]; a == 0 || o == 0 || o > a || o > s[shadowAlerts] {
+		t.Errorf("shadow comparison: %v shadow, %v active, %v both", s[shadowAlerts], a, o)
 	}
 	for name := range s {
 		if strings.Contains(name, `card=`) || strings.Contains(name, `"c1"`) {
@@ -227,8 +252,10 @@ func TestNamesExported(t *testing.T) {
 	}
 	for _, n := range Names {
 		// The consumer lag has a series per Kafka partition: none for a
-		// file (cep's Kafka tests check the monitor's lag).
-		if !families[n] && n != "cepheus_kafka_consumer_lag_records" {
+		// file (cep's Kafka tests check the monitor's lag); the shadow
+		// series exist only with a shadow version (TestMetricsOfALiveJob
+		// deploys one).
+		if !families[n] && n != "cepheus_kafka_consumer_lag_records" && !strings.HasPrefix(n, "cepheus_shadow_") {
 			t.Errorf("%s is not exported", n)
 		}
 		delete(families, n)

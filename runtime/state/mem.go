@@ -18,6 +18,7 @@ type Mem struct {
 	// shared says that a snapshot holds recs: the next write copies the
 	// map first, so snapshots never see later writes.
 	shared bool
+	bytes  int64 // of the records' keys and values
 }
 
 // NewMem returns an empty in-memory store.
@@ -26,14 +27,23 @@ func NewMem() *Mem { return &Mem{recs: map[string][]byte{}} }
 // Put sets the record of k to a copy of value.
 func (m *Mem) Put(k Key, value []byte) error {
 	m.own()
-	m.recs[string(AppendKey(nil, k))] = bytes.Clone(value)
+	ek := string(AppendKey(nil, k))
+	if old, ok := m.recs[ek]; ok {
+		m.bytes -= int64(len(ek) + len(old))
+	}
+	m.recs[ek] = bytes.Clone(value)
+	m.bytes += int64(len(ek) + len(value))
 	return nil
 }
 
 // Delete removes the record of k, if any.
 func (m *Mem) Delete(k Key) error {
 	m.own()
-	delete(m.recs, string(AppendKey(nil, k)))
+	ek := string(AppendKey(nil, k))
+	if old, ok := m.recs[ek]; ok {
+		m.bytes -= int64(len(ek) + len(old))
+		delete(m.recs, ek)
+	}
 	return nil
 }
 
@@ -46,6 +56,9 @@ func (m *Mem) own() {
 
 // Len is the number of records.
 func (m *Mem) Len() int { return len(m.recs) }
+
+// Bytes is the size of the records: their encoded keys and values.
+func (m *Mem) Bytes() int64 { return m.bytes }
 
 // CopyTo writes every record of m into w, in no particular order (a
 // store rebuilt from records gathered in memory). A record whose key does

@@ -131,6 +131,7 @@ func decodeMem(b []byte) (*Mem, error) {
 			return nil, corrupt(err.Error())
 		}
 		m.recs[string(k)] = v // a sub-slice of b, which m now owns
+		m.bytes += int64(len(k) + len(v))
 	}
 	if len(r) != 0 {
 		return nil, corrupt("trailing bytes")

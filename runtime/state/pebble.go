@@ -90,6 +90,9 @@ func OpenPebble(dir string, opts ...PebbleOption) (*Pebble, error) {
 // Dir is the directory of the database.
 func (p *Pebble) Dir() string { return p.dir }
 
+// DiskBytes is the size of the database's files on disk.
+func (p *Pebble) DiskBytes() int64 { return int64(p.db.Metrics().DiskSpaceUsage()) }
+
 // Put sets the record of k to a copy of value ([Writer]).
 func (p *Pebble) Put(k Key, value []byte) error {
 	if p.db == nil {
