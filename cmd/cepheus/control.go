@@ -22,12 +22,16 @@ var statusCommand = &command{
 readiness, the ruleset and its version, records, events, dead letters,
 late events and alerts, the watermark and its lag, the latest checkpoint,
 keys held, queued events, then each rule's alerts, condition errors and
-drops, and each input partition's watermark.`,
+drops, and each input partition's watermark. When a shadow version runs
+(cepheus rules deploy -shadow), its hash and, for each of its rules, the
+alerts of the active rule of its name and of the shadow rule since the
+shadow was deployed, the matches both raised (overlap), and those only
+the active one or only the shadow raised.`,
 }
 
 var rulesCommand = &command{
 	name:  "rules",
-	usage: "cepheus rules validate|deploy|list|rollback -server ADDR [-drop-changed] [FILE|DIR]",
+	usage: "cepheus rules validate|deploy|list|rollback|promote -server ADDR [-shadow] [-drop-changed] [FILE|DIR]",
 	help: `Rules manages the rulesets of a running cepheus serve (its -grpc address).
 
   validate FILE  checks a ruleset on the server as cepheus check does,
@@ -42,14 +46,24 @@ var rulesCommand = &command{
                  (exit 1) and the job keeps its version. The partial
                  matches of a changed rule drain (the old rule goes on
                  with them until its window expires) unless
-                 -drop-changed
+                 -drop-changed. With -shadow, the version is deployed
+                 as the shadow instead: it runs beside the active one
+                 on the same events from the switch on, its alerts
+                 going to the shadow output only (cepheus serve
+                 -shadow-alerts DIR, or -shadow-topic T in Kafka mode;
+                 a job without one refuses it), replacing an earlier
+                 shadow; cepheus status compares it with the active
+                 version rule by rule
   list           lists the versions the engine keeps, newest first: the
-                 active one, then the previous ones (hash, state, when
-                 deployed, origin, ruleset, rules)
+                 active one, the shadow one if any, then the previous
+                 ones (hash, state, when deployed, origin, ruleset,
+                 rules)
   rollback       deploys the most recent previous version again
+  promote        makes the shadow version the active one, as a deploy
+                 of it would (the rules it changes drain unless
+                 -drop-changed); the shadow goes
 
-FILE is a .cep file, or a directory holding one. Not yet: promote and
-shadow versions.
+FILE is a .cep file, or a directory holding one.
 `,
 }
 
@@ -99,13 +113,21 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, p := range st.GetPartitions() {
 		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), event.Time(p.GetWatermarkUnixMs()))
 	}
+	if st.GetShadowVersion() != "" {
+		fmt.Fprintf(stdout, "shadow version %.12s, compared with the active rules of the same names since its deploy:\n", st.GetShadowVersion())
+		fmt.Fprintf(stdout, "  %-28s %8s %8s %8s %11s %11s\n", "rule", "active", "shadow", "overlap", "only-active", "only-shadow")
+		for _, r := range st.GetShadow() {
+			fmt.Fprintf(stdout, "  %-28s %8d %8d %8d %11d %11d\n", r.GetRule(), r.GetActive(), r.GetShadow(), r.GetOverlap(), r.GetOnlyActive(), r.GetOnlyShadow())
+		}
+	}
 	return nil
 }
 
 func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(rulesCommand, stdout)
 	server := fs.String("server", "localhost:9465", "the -grpc address of cepheus serve")
-	dropChanged := fs.Bool("drop-changed", false, "deploy, rollback: drop the partial matches of the rules that changed instead of letting them drain")
+	dropChanged := fs.Bool("drop-changed", false, "deploy, rollback, promote: drop the partial matches of the rules that changed instead of letting them drain")
+	shadow := fs.Bool("shadow", false, "deploy: deploy the version as the shadow (beside the active one, its alerts to the shadow output only)")
 	sub := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
@@ -118,15 +140,18 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if fs.NArg() != 1 {
 			return fs.usagef("rules %s takes one ruleset file or directory", sub)
 		}
-	case "list", "rollback":
+	case "list", "rollback", "promote":
 		if fs.NArg() > 0 {
 			return fs.usagef("rules %s takes no arguments, not %q", sub, fs.Args())
 		}
 	default:
-		return fs.usagef("want a subcommand: validate, deploy, list or rollback (promote and shadow are to come)")
+		return fs.usagef("want a subcommand: validate, deploy, list, rollback or promote")
 	}
 	if *dropChanged && (sub == "validate" || sub == "list") {
-		return fs.usagef("-drop-changed goes with deploy and rollback")
+		return fs.usagef("-drop-changed goes with deploy, rollback and promote")
+	}
+	if *shadow && sub != "deploy" {
+		return fs.usagef("-shadow goes with deploy (rules promote makes the shadow version active)")
 	}
 	c, err := control.Dial(*server)
 	if err != nil {
@@ -144,6 +169,13 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %v", *server, err)}
 		}
 		printDeploy(stdout, "rolled back", r)
+		return nil
+	case "promote":
+		r, err := c.Promote(ctx, *dropChanged)
+		if err != nil {
+			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %v", *server, err)}
+		}
+		printDeploy(stdout, "promoted", r)
 		return nil
 	}
 	file, src, err := readRulesetArg(fs)
@@ -164,7 +196,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "%s: ruleset %s version %.12s, %d rules: ok\n", file, r.GetRuleset(), r.GetVersion(), len(r.GetRules()))
 		return nil
 	}
-	r, err := c.Deploy(ctx, filepath.Base(file), src, *dropChanged)
+	r, err := c.Deploy(ctx, cep.Deploy{Name: filepath.Base(file), Source: src, DropChanged: *dropChanged, Shadow: *shadow})
 	var invalid *cep.ValidationError
 	if errors.As(err, &invalid) {
 		for _, p := range invalid.Problems {
@@ -202,18 +234,31 @@ func problemsError(file string, n int) error {
 	return &userError{err: fmt.Errorf("%d problems", n), msg: fmt.Sprintf("%s: %d problems", file, n)}
 }
 
-// printDeploy prints what a deploy or a rollback (done) did.
+// printDeploy prints what a deploy, a rollback or a promote (done) did.
 func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
+	role := "active"
+	if r.Shadow {
+		role = "shadow"
+	}
 	if r.Unchanged {
-		fmt.Fprintf(w, "ruleset %s version %.12s is the active one already: nothing changed\n", r.Ruleset, r.Version)
+		fmt.Fprintf(w, "ruleset %s version %.12s is the %s one already: nothing changed\n", r.Ruleset, r.Version, role)
 		return
 	}
 	wm := "before the first event"
 	if r.Watermark > event.MinTime {
 		wm = "watermark " + r.Watermark.String()
 	}
-	fmt.Fprintf(w, "%s ruleset %s version %.12s (was %.12s) at checkpoint %d (%s) in %v\n", done, r.Ruleset, r.Version,
-		r.Previous, r.Checkpoint, wm, r.Took)
+	// was is the version replaced: the active one's, or for a shadow
+	// deploy the previous shadow, if any.
+	was := fmt.Sprintf(" (was %.12s)", r.Previous)
+	if r.Shadow {
+		was = " as the shadow"
+		if r.Previous != "" {
+			was += fmt.Sprintf(" (replacing the shadow %.12s)", r.Previous)
+		}
+	}
+	fmt.Fprintf(w, "%s ruleset %s version %.12s%s at checkpoint %d (%s) in %v\n", done, r.Ruleset, r.Version,
+		was, r.Checkpoint, wm, r.Took)
 	for _, l := range []struct {
 		what  string
 		rules []string

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -113,6 +114,7 @@ type runFlags struct {
 	brokers, inputTopic, start               string
 	bounded                                  bool
 	alertsTopic, lateTopic, deadTopic        string
+	shadowDir, shadowTopic                   string
 	changelogTopic, group, instance          string
 	recordKey, delivery                      string
 	txnTimeout, localInterval, session       time.Duration
@@ -146,6 +148,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.alertsTopic, "alerts-topic", "", "with -input-topic, write the alerts to this Kafka topic, one transaction per checkpoint (exactly once for read_committed consumers; needs -group)")
 	fs.StringVar(&f.lateTopic, "late-topic", "", "with -alerts-topic, write the late events to this topic (default: only counted)")
 	fs.StringVar(&f.deadTopic, "dead-letter-topic", "", "with -alerts-topic, write the dead letters to this topic (default: only counted)")
+	fs.StringVar(&f.shadowTopic, "shadow-topic", "", "with -alerts-topic, write the alerts of a shadow version (cepheus rules deploy -shadow) to this topic, in each checkpoint's transaction (default: no shadow deploys)")
 	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it)")
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
 	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name: its transactional id is cepheus-GROUP-ID")
@@ -159,6 +162,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (required)")
 	fs.StringVar(&f.late, "late", "", "directory of committed late-event files (default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "directory of committed dead-letter files (default: only counted)")
+	fs.StringVar(&f.shadowDir, "shadow-alerts", "", "directory of the committed alert files shadow-S-N.jsonl of a shadow version (cepheus rules deploy -shadow), exactly once (default: no shadow deploys)")
 	fs.BoolVar(&f.follow, "follow", false, "keep reading the input as it grows, until stopped")
 	fs.DurationVar(&f.poll, "poll", 100*time.Millisecond, "with -follow, how often a file at its end is looked at")
 	fs.DurationVar(&f.interval, "checkpoint-interval", time.Second, "time between two checkpoints")
@@ -224,7 +228,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	var kafkaIn *cep.KafkaInput
 	if f.inputTopic != "" {
 		kafkaIn = &cep.KafkaInput{Topic: f.inputTopic, Bounded: f.bounded,
-			AlertsTopic: f.alertsTopic, LateTopic: f.lateTopic, DeadTopic: f.deadTopic,
+			AlertsTopic: f.alertsTopic, LateTopic: f.lateTopic, DeadTopic: f.deadTopic, ShadowTopic: f.shadowTopic,
 			ChangelogTopic: f.changelogTopic, Group: f.group, InstanceID: f.instance,
 			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey, LocalInterval: f.localInterval, SessionTimeout: f.session}
 		if f.localInterval == 0 {
@@ -244,8 +248,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			if f.late != "" || f.dead != "" {
 				msgs = append(msgs, "-alerts-topic writes late events and dead letters to topics: use -late-topic and -dead-letter-topic, not -late and -dead-letter")
 			}
-		} else if f.lateTopic != "" || f.deadTopic != "" {
-			msgs = append(msgs, "-late-topic and -dead-letter-topic go with -alerts-topic")
+			if f.shadowDir != "" {
+				msgs = append(msgs, "-alerts-topic writes the shadow alerts to a topic: use -shadow-topic, not -shadow-alerts")
+			}
+		} else if f.lateTopic != "" || f.deadTopic != "" || f.shadowTopic != "" {
+			msgs = append(msgs, "-late-topic, -dead-letter-topic and -shadow-topic go with -alerts-topic (with -alerts DIR, use -late, -dead-letter and -shadow-alerts)")
 		} else if f.group != "" && f.start != "committed" {
 			msgs = append(msgs, "-group goes with -alerts-topic (the group the offsets are committed to) or -start committed (the group whose offsets to start at)")
 		} else {
@@ -288,6 +295,12 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	if f.inputTopic == "" && f.alertsTopic != "" {
 		msgs = append(msgs, "-alerts-topic needs -input-topic (a transaction commits the input offsets)")
+	}
+	if f.inputTopic == "" && f.shadowTopic != "" {
+		msgs = append(msgs, "-shadow-topic is for Kafka mode (-input-topic and -alerts-topic): with files, use -shadow-alerts DIR")
+	}
+	if f.shadowDir != "" && filepath.Clean(f.shadowDir) == filepath.Clean(f.alerts) {
+		msgs = append(msgs, "-shadow-alerts is -alerts' directory: give the shadow alerts a directory of their own, so that a reader of the alerts never sees them")
 	}
 	negative("-transaction-timeout", f.txnTimeout < 0, formatDuration(f.txnTimeout))
 	negative("-local-checkpoint-interval", f.localInterval < 0, formatDuration(f.localInterval))
@@ -366,7 +379,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	cfg := cep.StreamConfig{
 		Events: f.events, Kafka: kafkaIn, Follow: f.follow, PollInterval: f.poll,
-		StateDir: f.state, LateDir: f.late, DeadDir: f.dead,
+		StateDir: f.state, LateDir: f.late, DeadDir: f.dead, ShadowDir: f.shadowDir,
 		CheckpointInterval: f.interval, CheckpointTimeout: f.timeout, MinPause: f.minPause,
 		CheckpointRecords: f.checkpointRecords,
 		Keep:              f.keep, Parallelism: f.parallelism, Backend: backend,

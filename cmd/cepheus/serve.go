@@ -12,7 +12,7 @@ import (
 
 var serveCommand = &command{
 	name:  "serve",
-	usage: "cepheus serve [the flags of cepheus run] [-rules-dir DIR] [-http ADDR] [-grpc ADDR]",
+	usage: "cepheus serve [the flags of cepheus run] [-rules-dir DIR] [-shadow-alerts DIR | -shadow-topic T] [-http ADDR] [-grpc ADDR]",
 	help: `Serve runs a ruleset as a live engine, exactly as cepheus run does (every
 flag of run applies: files or Kafka, checkpoints, exactly-once outputs,
 scale-out), and serves its operations surface over HTTP on -http
@@ -32,9 +32,19 @@ scale-out), and serves its operations surface over HTTP on -http
 
 and its control API over gRPC on -grpc (default localhost:9465; service
 cepheus.v1.Control, with health and reflection): cepheus status, and
-cepheus rules validate, deploy, list and rollback (hot-loading: the job
-switches to a new ruleset version at a checkpoint barrier, without a
-restart).
+cepheus rules validate, deploy, list, rollback and promote (hot-loading:
+the job switches to a new ruleset version at a checkpoint barrier,
+without a restart).
+
+Shadow mode: cepheus rules deploy -shadow runs a new version beside the
+active one, on the same events from its switch on, without touching the
+main outputs: its alerts go to -shadow-alerts DIR (committed part files
+shadow-S-N.jsonl, exactly once, as -alerts DIR's) or, in Kafka mode with
+-alerts-topic, to -shadow-topic T (in each checkpoint's transaction). A
+job started without either refuses shadow deploys. cepheus status
+compares the shadow's rules with the active rules of the same names
+(alerts of each, overlap, only-active, only-shadow); cepheus rules
+promote makes the shadow the active version.
 
 -rules-dir DIR, instead of -rules, takes the ruleset from the one *.cep
 file of DIR (other files are ignored; none or several is an error) and

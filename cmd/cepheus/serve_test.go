@@ -176,6 +176,7 @@ func TestServeConfig(t *testing.T) {
 	for _, want := range []string{
 		`parallelism: "1" # flag`, `checkpoint-interval: "300ms" # environment`, `rules: "r.cep" # config file`,
 		`keep: "5" # config file`, `http: "localhost:9464" # default`, `rules-dir: "" # default`, `rules-dir-poll: "1s" # default`,
+		`shadow-alerts: "" # default`, `shadow-topic: "" # default`,
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("-print-config lacks %q:\n%s", want, out)

@@ -3,7 +3,7 @@
 // import google.golang.org/grpc): the Control service over a
 // cep.StreamMonitor, with the standard health and reflection services so
 // that grpcurl works, and the client the CLI uses (cepheus status,
-// cepheus rules validate, deploy, list and rollback).
+// cepheus rules validate, deploy, list, rollback and promote).
 package control
 
 import (
@@ -70,8 +70,13 @@ func (s *service) Deploy(ctx context.Context, req *cepheusv1.DeployRequest) (*ce
 	if name == "" {
 		name = "ruleset.cep"
 	}
-	r, err := s.m.Deploy(ctx, cep.Deploy{Name: name, Source: req.GetSource(), DropChanged: req.GetDropChanged(), Origin: "grpc"})
+	r, err := s.m.Deploy(ctx, cep.Deploy{Name: name, Source: req.GetSource(), DropChanged: req.GetDropChanged(), Shadow: req.GetShadow(), Origin: "grpc"})
 	return deployAnswer(ctx, name, r, err)
+}
+
+func (s *service) Promote(ctx context.Context, req *cepheusv1.PromoteRequest) (*cepheusv1.DeployResponse, error) {
+	r, err := s.m.Promote(ctx, req.GetDropChanged())
+	return deployAnswer(ctx, "", r, err)
 }
 
 func (s *service) Rollback(ctx context.Context, req *cepheusv1.RollbackRequest) (*cepheusv1.DeployResponse, error) {
@@ -79,10 +84,11 @@ func (s *service) Rollback(ctx context.Context, req *cepheusv1.RollbackRequest) 
 	return deployAnswer(ctx, "", r, err)
 }
 
-// deployAnswer is the answer of a deploy (of the ruleset named name) or a
-// rollback that returned r and err: a ruleset that does not compile is an
-// answer with its problems, no job UNAVAILABLE, no previous version
-// FAILED_PRECONDITION.
+// deployAnswer is the answer of a deploy (of the ruleset named name), a
+// rollback or a promote that returned r and err: a ruleset that does not
+// compile is an answer with its problems, no job UNAVAILABLE; no previous
+// version, no shadow version, or a shadow deploy into a job without a
+// shadow output FAILED_PRECONDITION.
 func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err error) (*cepheusv1.DeployResponse, error) {
 	var invalid *cep.ValidationError
 	switch {
@@ -93,6 +99,10 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 		return nil, status.Error(codes.Unavailable, "no job is running (restoring, between two jobs of a rebalance, or after the end); try again")
 	case errors.Is(err, cep.ErrNoPrevious):
 		return nil, status.Error(codes.FailedPrecondition, "no previous version to roll back to (cepheus rules list shows the versions)")
+	case errors.Is(err, cep.ErrNoShadow):
+		return nil, status.Error(codes.FailedPrecondition, "no shadow version to promote: deploy one first (cepheus rules deploy -shadow; cepheus rules list shows the versions)")
+	case errors.Is(err, cep.ErrNoShadowOutput):
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()
 	default:
@@ -101,7 +111,7 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 	return &cepheusv1.DeployResponse{
 		Ok: true, Ruleset: r.Ruleset, Version: r.Version, Previous: r.Previous, Checkpoint: r.Checkpoint,
 		Kept: r.Kept, Changed: r.Changed, Added: r.Added, Removed: r.Removed, Unchanged: r.Unchanged,
-		TookMs: r.Took.Milliseconds(), WatermarkUnixMs: int64(r.Watermark),
+		TookMs: r.Took.Milliseconds(), WatermarkUnixMs: int64(r.Watermark), Shadow: r.Shadow,
 	}, nil
 }
 
@@ -128,7 +138,7 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 		Records: p.Records, Decoded: p.Decoded, Dead: p.Dead, Late: p.Late, Alerts: p.Alerts,
 		WatermarkUnixMs: int64(p.Watermark), LastCheckpoint: p.LastCheckpoint,
 		LastCheckpointDurationMs: p.LastDuration.Milliseconds(), Keys: p.Keys, Queued: p.Queued,
-		CheckpointFailures: sn.CheckpointFailures,
+		CheckpointFailures: sn.CheckpointFailures, ShadowVersion: sn.ShadowVersion,
 	}
 	if p.Watermark > event.MinTime && p.Watermark < event.MaxTime {
 		resp.WatermarkLagMs = max(0, int64(p.MaxEventTime-p.Watermark))
@@ -136,6 +146,12 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 	for _, r := range sn.Rules {
 		resp.Rules = append(resp.Rules, &cepheusv1.RuleStatus{
 			Rule: r.Rule, Severity: r.Severity, Alerts: r.Alerts, ConditionErrors: r.ConditionErrors, Dropped: r.Dropped,
+		})
+	}
+	for _, r := range sn.Shadow {
+		resp.Shadow = append(resp.Shadow, &cepheusv1.ShadowRuleStatus{
+			Rule: r.Rule, Active: r.Active, Shadow: r.Shadow, Overlap: r.Overlap,
+			OnlyActive: r.Active - r.Overlap, OnlyShadow: r.Shadow - r.Overlap,
 		})
 	}
 	for name, wm := range sn.PartitionWatermarks {
@@ -269,12 +285,14 @@ func (c *Client) TriggerCheckpoint(ctx context.Context) (int64, error) {
 	return r.GetCheckpoint(), nil
 }
 
-// Deploy deploys a ruleset's source (named name in its problems) on the
-// server and returns once the job runs it, as cep.StreamMonitor.Deploy
-// does: a ruleset that does not compile is a *cep.ValidationError with
-// its problems; no job a gRPC UNAVAILABLE.
-func (c *Client) Deploy(ctx context.Context, name string, src []byte, dropChanged bool) (*cep.DeployResult, error) {
-	return deployResult(c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: name, Source: src, DropChanged: dropChanged}))
+// Deploy deploys d's source (named d.Name in its problems) on the server,
+// with d.DropChanged and d.Shadow (the server sets the origin, "grpc"),
+// and returns once the job runs it, as cep.StreamMonitor.Deploy does: a
+// ruleset that does not compile is a *cep.ValidationError with its
+// problems; no job a gRPC UNAVAILABLE; a shadow deploy into a job without
+// a shadow output a gRPC FAILED_PRECONDITION.
+func (c *Client) Deploy(ctx context.Context, d cep.Deploy) (*cep.DeployResult, error) {
+	return deployResult(c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: d.Name, Source: d.Source, DropChanged: d.DropChanged, Shadow: d.Shadow}))
 }
 
 // Rollback deploys the most recent previous version on the server, as
@@ -283,8 +301,15 @@ func (c *Client) Rollback(ctx context.Context, dropChanged bool) (*cep.DeployRes
 	return deployResult(c.c.Rollback(ctx, &cepheusv1.RollbackRequest{DropChanged: dropChanged}))
 }
 
-// deployResult is the result of a deploy or a rollback answered r and
-// err: a refused ruleset's problems as a *cep.ValidationError.
+// Promote makes the shadow version on the server the active one, as
+// cep.StreamMonitor.Promote does; none is a gRPC FAILED_PRECONDITION.
+func (c *Client) Promote(ctx context.Context, dropChanged bool) (*cep.DeployResult, error) {
+	return deployResult(c.c.Promote(ctx, &cepheusv1.PromoteRequest{DropChanged: dropChanged}))
+}
+
+// deployResult is the result of a deploy, a rollback or a promote
+// answered r and err: a refused ruleset's problems as a
+// *cep.ValidationError.
 func deployResult(r *cepheusv1.DeployResponse, err error) (*cep.DeployResult, error) {
 	if err != nil {
 		return nil, err
@@ -301,7 +326,7 @@ func deployResult(r *cepheusv1.DeployResponse, err error) (*cep.DeployResult, er
 	return &cep.DeployResult{
 		Ruleset: r.GetRuleset(), Version: r.GetVersion(), Previous: r.GetPrevious(), Checkpoint: r.GetCheckpoint(),
 		Kept: r.GetKept(), Changed: r.GetChanged(), Added: r.GetAdded(), Removed: r.GetRemoved(),
-		Unchanged: r.GetUnchanged(), Took: time.Duration(r.GetTookMs()) * time.Millisecond,
+		Unchanged: r.GetUnchanged(), Shadow: r.GetShadow(), Took: time.Duration(r.GetTookMs()) * time.Millisecond,
 		Watermark: event.Time(r.GetWatermarkUnixMs()),
 	}, nil
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -195,7 +196,9 @@ rule two_big {
 // it active, the first one previous; a ruleset that does not compile is
 // refused with its problems' lines and columns (a *cep.ValidationError
 // from the client) and changes nothing; a rollback makes the first
-// version active again; after the job, a deploy is UNAVAILABLE again.
+// version active again; a shadow deploy into this job without a shadow
+// output is FAILED_PRECONDITION; after the job, a deploy is UNAVAILABLE
+// again.
 func TestControlDeploy(t *testing.T) {
 	dir := t.TempDir()
 	v1, err := rules.Load("c.cep", []byte(testRules))
@@ -228,7 +231,7 @@ func TestControlDeploy(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.Deploy(ctx, "c.cep", v2src, false); status.Code(err) != codes.Unavailable {
+	if _, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src}); status.Code(err) != codes.Unavailable {
 		t.Errorf("Deploy before the job: %v, want UNAVAILABLE", err)
 	}
 	if _, err := c.Rollback(ctx, false); status.Code(err) != codes.FailedPrecondition {
@@ -272,7 +275,7 @@ func TestControlDeploy(t *testing.T) {
 	if v, vs := active(); v != v1.Hash || len(vs) != 1 {
 		t.Errorf("the versions at the start: %v; want %s alone", vs, v1.Hash)
 	}
-	r, err := c.Deploy(ctx, "c.cep", v2src, false)
+	r, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +293,7 @@ func TestControlDeploy(t *testing.T) {
 		t.Errorf("Status after the deploy: %v, %v; want version %s", st, err, v2.Hash)
 	}
 	// The same version again switches nothing.
-	if r, err := c.Deploy(ctx, "c.cep", v2src, false); err != nil || !r.Unchanged || r.Version != v2.Hash {
+	if r, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src}); err != nil || !r.Unchanged || r.Version != v2.Hash {
 		t.Errorf("Deploy of the active version: %v, %v; want ok and unchanged", r, err)
 	}
 	// A ruleset that does not compile: ok false and its problems in the
@@ -304,7 +307,7 @@ func TestControlDeploy(t *testing.T) {
 		t.Errorf("the problem: %v; want bad.cep line 9 with a column and a message", p)
 	}
 	var invalid *cep.ValidationError
-	if _, err := c.Deploy(ctx, "bad.cep", badSrc, false); !errors.As(err, &invalid) || len(invalid.Problems) == 0 ||
+	if _, err := c.Deploy(ctx, cep.Deploy{Name: "bad.cep", Source: badSrc}); !errors.As(err, &invalid) || len(invalid.Problems) == 0 ||
 		invalid.Problems[0].Pos.Line != 9 || !strings.HasPrefix(invalid.Problems[0].Error(), "bad.cep:9:") {
 		t.Errorf("Client.Deploy of a bad ruleset: %v; want a *cep.ValidationError at bad.cep:9", err)
 	}
@@ -319,11 +322,208 @@ func TestControlDeploy(t *testing.T) {
 	if v, vs := active(); v != v1.Hash || vs[0].Origin != "rollback" {
 		t.Errorf("the versions after the rollback: %v; want %s active from rollback", vs, v1.Hash)
 	}
+	// The job has no shadow output: a shadow deploy is refused, saying
+	// how to start one with it.
+	if _, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src, Shadow: true}); status.Code(err) != codes.FailedPrecondition ||
+		status.Convert(err).Message() != cep.ErrNoShadowOutput.Error() {
+		t.Errorf("shadow Deploy into a job without a shadow output: %v; want FAILED_PRECONDITION %q", err, cep.ErrNoShadowOutput)
+	}
 	stop()
 	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatal(err)
 	}
-	if _, err := c.Deploy(ctx, "c.cep", v2src, false); status.Code(err) != codes.Unavailable {
+	if _, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src}); status.Code(err) != codes.Unavailable {
 		t.Errorf("Deploy after the job: %v, want UNAVAILABLE", err)
 	}
+}
+
+// TestControlShadow runs a shadow version beside the active one through
+// the client: a promote without a shadow is FAILED_PRECONDITION; a job
+// with a shadow output takes a shadow deploy (a rule changed, one added);
+// ListVersions shows the active version and the shadow; once more events
+// came, Status has the shadow's hash and a row per shadow rule (the added
+// one only the shadow's); the shadow's alerts are in the shadow directory
+// only, with its version; Promote makes it active (the first version
+// previous, no shadow left), and a promote again is FAILED_PRECONDITION.
+func TestControlShadow(t *testing.T) {
+	dir := t.TempDir()
+	v1, err := rules.Load("c.cep", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2src := []byte(strings.Replace(testRules, `amount > 100`, `amount > 50`, 1) + addedRule)
+	v2, err := rules.Load("c.cep", v2src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := cep.New(cep.WithRuleset(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(input, []byte(events(0, 40)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := cep.NewStreamMonitor()
+	srv, err := Serve("127.0.0.1:0", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	jctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	alertsDir, shadowDir := filepath.Join(dir, "alerts"), filepath.Join(dir, "shadow")
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Stream(jctx, cep.StreamConfig{
+			Events: input, Follow: true, PollInterval: 10 * time.Millisecond, StateDir: filepath.Join(dir, "state"),
+			AlertsDir: alertsDir, ShadowDir: shadowDir, CheckpointInterval: time.Hour, Monitor: m,
+		})
+		done <- err
+	}()
+	// waitStatus waits up to 20 s for a status that satisfies cond.
+	waitStatus := func(what string, cond func(*cepheusv1.StatusResponse) bool) *cepheusv1.StatusResponse {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			st, err := c.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cond(st) {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 20s, %s: %v", what, st)
+			}
+		}
+	}
+	waitStatus("not ready with 40 records", func(st *cepheusv1.StatusResponse) bool { return st.GetReady() && st.GetRecords() == 40 })
+	if _, err := c.Promote(ctx, false); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("Promote without a shadow: %v, want FAILED_PRECONDITION", err)
+	}
+	r, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src, Shadow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Shadow || r.Version != v2.Hash || r.Unchanged || r.Checkpoint <= 0 {
+		t.Errorf("shadow Deploy: %+v; want version %s as the shadow at a checkpoint", r, v2.Hash)
+	}
+	vs, err := c.ListVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 2 || vs[0].Version != v1.Hash || vs[0].State != cep.VersionActive ||
+		vs[1].Version != v2.Hash || vs[1].State != cep.VersionShadow || vs[1].Origin != "grpc" {
+		t.Errorf("the versions after the shadow deploy: %+v; want %s active, %s shadow from grpc", vs, v1.Hash, v2.Hash)
+	}
+	// More events, seen by both versions.
+	f, err := os.OpenFile(input, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(events(40, 40)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	row := func(st *cepheusv1.StatusResponse, rule string) *cepheusv1.ShadowRuleStatus {
+		for _, r := range st.GetShadow() {
+			if r.GetRule() == rule {
+				return r
+			}
+		}
+		return nil
+	}
+	st := waitStatus("no shadow alerts of both rules", func(st *cepheusv1.StatusResponse) bool {
+		a, b := row(st, "big_then_foreign"), row(st, "two_big")
+		return st.GetRecords() == 80 && a != nil && a.GetShadow() > 0 && b != nil && b.GetShadow() > 0
+	})
+	if st.GetShadowVersion() != v2.Hash || st.GetVersion() != v1.Hash || len(st.GetShadow()) != 2 {
+		t.Errorf("Status with a shadow: %v; want version %s, shadow %s with 2 rules", st, v1.Hash, v2.Hash)
+	}
+	// big_then_foreign matches the same events in both versions (every
+	// amount is 500); two_big is the shadow's alone.
+	if a := row(st, "big_then_foreign"); a.GetActive() == 0 || a.GetOverlap() == 0 || a.GetOnlyActive() != a.GetActive()-a.GetOverlap() || a.GetOnlyShadow() != a.GetShadow()-a.GetOverlap() {
+		t.Errorf("the row of big_then_foreign: %v; want active and overlapping alerts, only-active and only-shadow the differences", a)
+	}
+	if b := row(st, "two_big"); b.GetActive() != 0 || b.GetOverlap() != 0 || b.GetOnlyShadow() != b.GetShadow() {
+		t.Errorf("the row of two_big (the shadow's alone): %v; want no active alerts, all only the shadow's", b)
+	}
+	// The alerts committed so far: the active version's in the main
+	// directory, the shadow's in the shadow directory.
+	if _, err := c.TriggerCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := versionsIn(t, alertsDir, "alerts-")[v2.Hash]; n != 0 {
+		t.Errorf("%d alerts of the shadow version in the main alerts directory", n)
+	}
+	inShadow := versionsIn(t, shadowDir, "shadow-")
+	if inShadow[v2.Hash] == 0 || len(inShadow) != 1 {
+		t.Errorf("the shadow directory's alerts by version: %v; want only %s's", inShadow, v2.Hash)
+	}
+	// Promote.
+	r, err = c.Promote(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Version != v2.Hash || r.Previous != v1.Hash || r.Shadow || r.Unchanged ||
+		!slices.Equal(r.Changed, []string{"big_then_foreign"}) || !slices.Equal(r.Added, []string{"two_big"}) {
+		t.Errorf("Promote: %+v; want %s active after %s, big_then_foreign changed and two_big added", r, v2.Hash, v1.Hash)
+	}
+	vs, err = c.ListVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 2 || vs[0].Version != v2.Hash || vs[0].State != cep.VersionActive || vs[0].Origin != "promote" ||
+		vs[1].Version != v1.Hash || vs[1].State != cep.VersionPrevious {
+		t.Errorf("the versions after the promote: %+v; want %s active from promote, %s previous, no shadow", vs, v2.Hash, v1.Hash)
+	}
+	if st, err := c.Status(ctx); err != nil || st.GetVersion() != v2.Hash || st.GetShadowVersion() != "" || len(st.GetShadow()) != 0 {
+		t.Errorf("Status after the promote: %v, %v; want version %s and no shadow", st, err, v2.Hash)
+	}
+	if _, err := c.Promote(ctx, false); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("Promote again: %v, want FAILED_PRECONDITION", err)
+	}
+	stop()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatal(err)
+	}
+}
+
+// versionsIn counts the alerts of the committed part files of dir whose
+// names start with prefix, by ruleset_version.
+func versionsIn(t *testing.T, dir, prefix string) map[string]int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, prefix+"*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l == "" {
+				continue
+			}
+			var a struct {
+				Version string `json:"ruleset_version"`
+			}
+			if err := json.Unmarshal([]byte(l), &a); err != nil {
+				t.Fatalf("%s: %v: %q", file, err, l)
+			}
+			out[a.Version]++
+		}
+	}
+	return out
 }

@@ -408,8 +408,13 @@ type StatusResponse struct {
 	Rules                    []*RuleStatus          `protobuf:"bytes,15,rep,name=rules,proto3" json:"rules,omitempty"`
 	Partitions               []*PartitionStatus     `protobuf:"bytes,16,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	CheckpointFailures       int64                  `protobuf:"varint,17,opt,name=checkpoint_failures,json=checkpointFailures,proto3" json:"checkpoint_failures,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// shadow_version is the shadow version's hash ("" without one), shadow
+	// its rules compared with the active rules of their names since it was
+	// deployed.
+	ShadowVersion string              `protobuf:"bytes,18,opt,name=shadow_version,json=shadowVersion,proto3" json:"shadow_version,omitempty"`
+	Shadow        []*ShadowRuleStatus `protobuf:"bytes,19,rep,name=shadow,proto3" json:"shadow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -561,6 +566,109 @@ func (x *StatusResponse) GetCheckpointFailures() int64 {
 	return 0
 }
 
+func (x *StatusResponse) GetShadowVersion() string {
+	if x != nil {
+		return x.ShadowVersion
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetShadow() []*ShadowRuleStatus {
+	if x != nil {
+		return x.Shadow
+	}
+	return nil
+}
+
+// ShadowRuleStatus compares a rule of the shadow version with the active
+// rule of its name (none: active is 0) since the shadow was deployed.
+type ShadowRuleStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rule  string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	// active and shadow are the alerts of each; overlap the matches both
+	// raised (the same events at the same key); only_active is active -
+	// overlap, only_shadow shadow - overlap.
+	Active        int64 `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
+	Shadow        int64 `protobuf:"varint,3,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	Overlap       int64 `protobuf:"varint,4,opt,name=overlap,proto3" json:"overlap,omitempty"`
+	OnlyActive    int64 `protobuf:"varint,5,opt,name=only_active,json=onlyActive,proto3" json:"only_active,omitempty"`
+	OnlyShadow    int64 `protobuf:"varint,6,opt,name=only_shadow,json=onlyShadow,proto3" json:"only_shadow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowRuleStatus) Reset() {
+	*x = ShadowRuleStatus{}
+	mi := &file_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowRuleStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowRuleStatus) ProtoMessage() {}
+
+func (x *ShadowRuleStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowRuleStatus.ProtoReflect.Descriptor instead.
+func (*ShadowRuleStatus) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ShadowRuleStatus) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ShadowRuleStatus) GetActive() int64 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *ShadowRuleStatus) GetShadow() int64 {
+	if x != nil {
+		return x.Shadow
+	}
+	return 0
+}
+
+func (x *ShadowRuleStatus) GetOverlap() int64 {
+	if x != nil {
+		return x.Overlap
+	}
+	return 0
+}
+
+func (x *ShadowRuleStatus) GetOnlyActive() int64 {
+	if x != nil {
+		return x.OnlyActive
+	}
+	return 0
+}
+
+func (x *ShadowRuleStatus) GetOnlyShadow() int64 {
+	if x != nil {
+		return x.OnlyShadow
+	}
+	return 0
+}
+
 type TriggerCheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -569,7 +677,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +689,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +702,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 type TriggerCheckpointResponse struct {
@@ -606,7 +714,7 @@ type TriggerCheckpointResponse struct {
 
 func (x *TriggerCheckpointResponse) Reset() {
 	*x = TriggerCheckpointResponse{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +726,7 @@ func (x *TriggerCheckpointResponse) String() string {
 func (*TriggerCheckpointResponse) ProtoMessage() {}
 
 func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +739,7 @@ func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TriggerCheckpointResponse) GetCheckpoint() int64 {
@@ -650,14 +758,19 @@ type DeployRequest struct {
 	// changed at the switch; by default they drain: the old rule goes on
 	// with the matches that began before the switch until its window
 	// expires.
-	DropChanged   bool `protobuf:"varint,3,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	DropChanged bool `protobuf:"varint,3,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	// shadow deploys the version as the shadow: it runs beside the active
+	// one on the same events from the switch on, its alerts going to the
+	// shadow output (cepheus serve -shadow-alerts, -shadow-topic), never
+	// the main one; Promote makes it active.
+	Shadow        bool `protobuf:"varint,4,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeployRequest) Reset() {
 	*x = DeployRequest{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +782,7 @@ func (x *DeployRequest) String() string {
 func (*DeployRequest) ProtoMessage() {}
 
 func (x *DeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +795,7 @@ func (x *DeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRequest.ProtoReflect.Descriptor instead.
 func (*DeployRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeployRequest) GetName() string {
@@ -702,6 +815,13 @@ func (x *DeployRequest) GetSource() []byte {
 func (x *DeployRequest) GetDropChanged() bool {
 	if x != nil {
 		return x.DropChanged
+	}
+	return false
+}
+
+func (x *DeployRequest) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
 	}
 	return false
 }
@@ -727,8 +847,8 @@ type DeployResponse struct {
 	Changed []string `protobuf:"bytes,8,rep,name=changed,proto3" json:"changed,omitempty"`
 	Added   []string `protobuf:"bytes,9,rep,name=added,proto3" json:"added,omitempty"`
 	Removed []string `protobuf:"bytes,10,rep,name=removed,proto3" json:"removed,omitempty"`
-	// unchanged is set when the version was the active one already:
-	// nothing switched.
+	// unchanged is set when the version was the active one already (the
+	// shadow one, for a shadow deploy): nothing switched.
 	Unchanged bool `protobuf:"varint,11,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	// took_ms is the time from the call to the switch.
 	TookMs int64 `protobuf:"varint,12,opt,name=took_ms,json=tookMs,proto3" json:"took_ms,omitempty"`
@@ -736,13 +856,15 @@ type DeployResponse struct {
 	// changed rule that begin at or before it are its old version's
 	// (draining), the later ones the new version's.
 	WatermarkUnixMs int64 `protobuf:"varint,13,opt,name=watermark_unix_ms,json=watermarkUnixMs,proto3" json:"watermark_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// shadow says that the version was deployed as the shadow.
+	Shadow        bool `protobuf:"varint,14,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeployResponse) Reset() {
 	*x = DeployResponse{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +876,7 @@ func (x *DeployResponse) String() string {
 func (*DeployResponse) ProtoMessage() {}
 
 func (x *DeployResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +889,7 @@ func (x *DeployResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployResponse.ProtoReflect.Descriptor instead.
 func (*DeployResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeployResponse) GetOk() bool {
@@ -861,6 +983,13 @@ func (x *DeployResponse) GetWatermarkUnixMs() int64 {
 	return 0
 }
 
+func (x *DeployResponse) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
 type ListVersionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -869,7 +998,7 @@ type ListVersionsRequest struct {
 
 func (x *ListVersionsRequest) Reset() {
 	*x = ListVersionsRequest{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1010,7 @@ func (x *ListVersionsRequest) String() string {
 func (*ListVersionsRequest) ProtoMessage() {}
 
 func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1023,7 @@ func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 type VersionInfo struct {
@@ -902,13 +1031,13 @@ type VersionInfo struct {
 	Ruleset string                 `protobuf:"bytes,1,opt,name=ruleset,proto3" json:"ruleset,omitempty"`
 	// version is the content hash (hex).
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	// state is "active" or "previous".
+	// state is "active", "shadow" or "previous".
 	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	// deployed_unix_ms is when it became active (the first time, for the
 	// active one; the last time for a previous one).
 	DeployedUnixMs int64 `protobuf:"varint,4,opt,name=deployed_unix_ms,json=deployedUnixMs,proto3" json:"deployed_unix_ms,omitempty"`
 	// origin is where it came from: "startup", "grpc", "rules-dir",
-	// "rollback".
+	// "rollback", "promote".
 	Origin        string   `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
 	Rules         []string `protobuf:"bytes,6,rep,name=rules,proto3" json:"rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -917,7 +1046,7 @@ type VersionInfo struct {
 
 func (x *VersionInfo) Reset() {
 	*x = VersionInfo{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1058,7 @@ func (x *VersionInfo) String() string {
 func (*VersionInfo) ProtoMessage() {}
 
 func (x *VersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1071,7 @@ func (x *VersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionInfo.ProtoReflect.Descriptor instead.
 func (*VersionInfo) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VersionInfo) GetRuleset() string {
@@ -989,7 +1118,8 @@ func (x *VersionInfo) GetRules() []string {
 
 type ListVersionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// versions are newest first: the active one, then the previous ones.
+	// versions are newest first: the active one, the shadow one if any,
+	// then the previous ones.
 	Versions      []*VersionInfo `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -997,7 +1127,7 @@ type ListVersionsResponse struct {
 
 func (x *ListVersionsResponse) Reset() {
 	*x = ListVersionsResponse{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1139,7 @@ func (x *ListVersionsResponse) String() string {
 func (*ListVersionsResponse) ProtoMessage() {}
 
 func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1152,7 @@ func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListVersionsResponse) GetVersions() []*VersionInfo {
@@ -1042,7 +1172,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1184,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,10 +1197,56 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RollbackRequest) GetDropChanged() bool {
+	if x != nil {
+		return x.DropChanged
+	}
+	return false
+}
+
+type PromoteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// drop_changed: as DeployRequest's (the rules the promoted version
+	// changes from the active one).
+	DropChanged   bool `protobuf:"varint,1,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteRequest) Reset() {
+	*x = PromoteRequest{}
+	mi := &file_control_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteRequest) ProtoMessage() {}
+
+func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
+func (*PromoteRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PromoteRequest) GetDropChanged() bool {
 	if x != nil {
 		return x.DropChanged
 	}
@@ -1107,7 +1283,7 @@ const file_control_proto_rawDesc = "" +
 	"\adropped\x18\x05 \x01(\x03R\adropped\"[\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\tR\tpartition\x12*\n" +
-	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xd4\x04\n" +
+	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xb1\x05\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aruleset\x18\x02 \x01(\tR\aruleset\x12\x18\n" +
@@ -1128,16 +1304,28 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x10 \x03(\v2\x1b.cepheus.v1.PartitionStatusR\n" +
 	"partitions\x12/\n" +
-	"\x13checkpoint_failures\x18\x11 \x01(\x03R\x12checkpointFailures\"\x1a\n" +
+	"\x13checkpoint_failures\x18\x11 \x01(\x03R\x12checkpointFailures\x12%\n" +
+	"\x0eshadow_version\x18\x12 \x01(\tR\rshadowVersion\x124\n" +
+	"\x06shadow\x18\x13 \x03(\v2\x1c.cepheus.v1.ShadowRuleStatusR\x06shadow\"\xb2\x01\n" +
+	"\x10ShadowRuleStatus\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06active\x18\x02 \x01(\x03R\x06active\x12\x16\n" +
+	"\x06shadow\x18\x03 \x01(\x03R\x06shadow\x12\x18\n" +
+	"\aoverlap\x18\x04 \x01(\x03R\aoverlap\x12\x1f\n" +
+	"\vonly_active\x18\x05 \x01(\x03R\n" +
+	"onlyActive\x12\x1f\n" +
+	"\vonly_shadow\x18\x06 \x01(\x03R\n" +
+	"onlyShadow\"\x1a\n" +
 	"\x18TriggerCheckpointRequest\";\n" +
 	"\x19TriggerCheckpointResponse\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +
-	"checkpoint\"^\n" +
+	"checkpoint\"v\n" +
 	"\rDeployRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\fR\x06source\x12!\n" +
-	"\fdrop_changed\x18\x03 \x01(\bR\vdropChanged\"\x82\x03\n" +
+	"\fdrop_changed\x18\x03 \x01(\bR\vdropChanged\x12\x16\n" +
+	"\x06shadow\x18\x04 \x01(\bR\x06shadow\"\x9a\x03\n" +
 	"\x0eDeployResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12/\n" +
 	"\bproblems\x18\x02 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\x12\x18\n" +
@@ -1154,7 +1342,8 @@ const file_control_proto_rawDesc = "" +
 	" \x03(\tR\aremoved\x12\x1c\n" +
 	"\tunchanged\x18\v \x01(\bR\tunchanged\x12\x17\n" +
 	"\atook_ms\x18\f \x01(\x03R\x06tookMs\x12*\n" +
-	"\x11watermark_unix_ms\x18\r \x01(\x03R\x0fwatermarkUnixMs\"\x15\n" +
+	"\x11watermark_unix_ms\x18\r \x01(\x03R\x0fwatermarkUnixMs\x12\x16\n" +
+	"\x06shadow\x18\x0e \x01(\bR\x06shadow\"\x15\n" +
 	"\x13ListVersionsRequest\"\xaf\x01\n" +
 	"\vVersionInfo\x12\x18\n" +
 	"\aruleset\x18\x01 \x01(\tR\aruleset\x12\x18\n" +
@@ -1166,14 +1355,17 @@ const file_control_proto_rawDesc = "" +
 	"\x14ListVersionsResponse\x123\n" +
 	"\bversions\x18\x01 \x03(\v2\x17.cepheus.v1.VersionInfoR\bversions\"4\n" +
 	"\x0fRollbackRequest\x12!\n" +
-	"\fdrop_changed\x18\x01 \x01(\bR\vdropChanged2\xcc\x03\n" +
+	"\fdrop_changed\x18\x01 \x01(\bR\vdropChanged\"3\n" +
+	"\x0ePromoteRequest\x12!\n" +
+	"\fdrop_changed\x18\x01 \x01(\bR\vdropChanged2\x8f\x04\n" +
 	"\aControl\x12E\n" +
 	"\bValidate\x12\x1b.cepheus.v1.ValidateRequest\x1a\x1c.cepheus.v1.ValidateResponse\x12?\n" +
 	"\x06Status\x12\x19.cepheus.v1.StatusRequest\x1a\x1a.cepheus.v1.StatusResponse\x12`\n" +
 	"\x11TriggerCheckpoint\x12$.cepheus.v1.TriggerCheckpointRequest\x1a%.cepheus.v1.TriggerCheckpointResponse\x12?\n" +
 	"\x06Deploy\x12\x19.cepheus.v1.DeployRequest\x1a\x1a.cepheus.v1.DeployResponse\x12Q\n" +
 	"\fListVersions\x12\x1f.cepheus.v1.ListVersionsRequest\x1a .cepheus.v1.ListVersionsResponse\x12C\n" +
-	"\bRollback\x12\x1b.cepheus.v1.RollbackRequest\x1a\x1a.cepheus.v1.DeployResponseB;Z9github.com/cepheus-cep/cepheus/internal/control/cepheusv1b\x06proto3"
+	"\bRollback\x12\x1b.cepheus.v1.RollbackRequest\x1a\x1a.cepheus.v1.DeployResponse\x12A\n" +
+	"\aPromote\x12\x1a.cepheus.v1.PromoteRequest\x1a\x1a.cepheus.v1.DeployResponseB;Z9github.com/cepheus-cep/cepheus/internal/control/cepheusv1b\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -1187,7 +1379,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_control_proto_goTypes = []any{
 	(*ValidateRequest)(nil),           // 0: cepheus.v1.ValidateRequest
 	(*Problem)(nil),                   // 1: cepheus.v1.Problem
@@ -1196,38 +1388,43 @@ var file_control_proto_goTypes = []any{
 	(*RuleStatus)(nil),                // 4: cepheus.v1.RuleStatus
 	(*PartitionStatus)(nil),           // 5: cepheus.v1.PartitionStatus
 	(*StatusResponse)(nil),            // 6: cepheus.v1.StatusResponse
-	(*TriggerCheckpointRequest)(nil),  // 7: cepheus.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil), // 8: cepheus.v1.TriggerCheckpointResponse
-	(*DeployRequest)(nil),             // 9: cepheus.v1.DeployRequest
-	(*DeployResponse)(nil),            // 10: cepheus.v1.DeployResponse
-	(*ListVersionsRequest)(nil),       // 11: cepheus.v1.ListVersionsRequest
-	(*VersionInfo)(nil),               // 12: cepheus.v1.VersionInfo
-	(*ListVersionsResponse)(nil),      // 13: cepheus.v1.ListVersionsResponse
-	(*RollbackRequest)(nil),           // 14: cepheus.v1.RollbackRequest
+	(*ShadowRuleStatus)(nil),          // 7: cepheus.v1.ShadowRuleStatus
+	(*TriggerCheckpointRequest)(nil),  // 8: cepheus.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil), // 9: cepheus.v1.TriggerCheckpointResponse
+	(*DeployRequest)(nil),             // 10: cepheus.v1.DeployRequest
+	(*DeployResponse)(nil),            // 11: cepheus.v1.DeployResponse
+	(*ListVersionsRequest)(nil),       // 12: cepheus.v1.ListVersionsRequest
+	(*VersionInfo)(nil),               // 13: cepheus.v1.VersionInfo
+	(*ListVersionsResponse)(nil),      // 14: cepheus.v1.ListVersionsResponse
+	(*RollbackRequest)(nil),           // 15: cepheus.v1.RollbackRequest
+	(*PromoteRequest)(nil),            // 16: cepheus.v1.PromoteRequest
 }
 var file_control_proto_depIdxs = []int32{
 	1,  // 0: cepheus.v1.ValidateResponse.problems:type_name -> cepheus.v1.Problem
 	4,  // 1: cepheus.v1.StatusResponse.rules:type_name -> cepheus.v1.RuleStatus
 	5,  // 2: cepheus.v1.StatusResponse.partitions:type_name -> cepheus.v1.PartitionStatus
-	1,  // 3: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
-	12, // 4: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
-	0,  // 5: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
-	3,  // 6: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
-	7,  // 7: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
-	9,  // 8: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
-	11, // 9: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
-	14, // 10: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
-	2,  // 11: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
-	6,  // 12: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
-	8,  // 13: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
-	10, // 14: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
-	13, // 15: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
-	10, // 16: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	7,  // 3: cepheus.v1.StatusResponse.shadow:type_name -> cepheus.v1.ShadowRuleStatus
+	1,  // 4: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
+	13, // 5: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
+	0,  // 6: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
+	3,  // 7: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
+	8,  // 8: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
+	10, // 9: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
+	12, // 10: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
+	15, // 11: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
+	16, // 12: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
+	2,  // 13: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
+	6,  // 14: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
+	9,  // 15: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
+	11, // 16: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
+	14, // 17: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
+	11, // 18: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
+	11, // 19: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1241,7 +1438,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

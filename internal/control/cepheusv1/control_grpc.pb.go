@@ -29,6 +29,7 @@ const (
 	Control_Deploy_FullMethodName            = "/cepheus.v1.Control/Deploy"
 	Control_ListVersions_FullMethodName      = "/cepheus.v1.Control/ListVersions"
 	Control_Rollback_FullMethodName          = "/cepheus.v1.Control/Rollback"
+	Control_Promote_FullMethodName           = "/cepheus.v1.Control/Promote"
 )
 
 // ControlClient is the client API for Control service.
@@ -50,14 +51,22 @@ type ControlClient interface {
 	// running job to it at its next checkpoint barrier (asked for at once);
 	// it returns once the job runs it. A ruleset that does not compile is
 	// refused with its problems (ok false) and changes nothing. UNAVAILABLE
-	// while no job runs (restoring, between two jobs of a rebalance).
+	// while no job runs (restoring, between two jobs of a rebalance). With
+	// shadow, the version runs as the shadow beside the active one, its
+	// alerts going to the shadow output only (replacing an earlier
+	// shadow); FAILED_PRECONDITION when the job has no shadow output.
 	Deploy(ctx context.Context, in *DeployRequest, opts ...grpc.CallOption) (*DeployResponse, error)
 	// ListVersions lists the versions the engine keeps, newest first: the
-	// active one, then the previous ones a rollback may return to.
+	// active one, the shadow one if any, then the previous ones a rollback
+	// may return to.
 	ListVersions(ctx context.Context, in *ListVersionsRequest, opts ...grpc.CallOption) (*ListVersionsResponse, error)
 	// Rollback deploys the most recent previous version.
 	// FAILED_PRECONDITION when there is none.
 	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*DeployResponse, error)
+	// Promote makes the shadow version the active one at the next
+	// checkpoint barrier, as a deploy of it would (the shadow goes).
+	// FAILED_PRECONDITION when there is no shadow version.
+	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*DeployResponse, error)
 }
 
 type controlClient struct {
@@ -128,6 +137,16 @@ func (c *controlClient) Rollback(ctx context.Context, in *RollbackRequest, opts 
 	return out, nil
 }
 
+func (c *controlClient) Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*DeployResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeployResponse)
+	err := c.cc.Invoke(ctx, Control_Promote_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -147,14 +166,22 @@ type ControlServer interface {
 	// running job to it at its next checkpoint barrier (asked for at once);
 	// it returns once the job runs it. A ruleset that does not compile is
 	// refused with its problems (ok false) and changes nothing. UNAVAILABLE
-	// while no job runs (restoring, between two jobs of a rebalance).
+	// while no job runs (restoring, between two jobs of a rebalance). With
+	// shadow, the version runs as the shadow beside the active one, its
+	// alerts going to the shadow output only (replacing an earlier
+	// shadow); FAILED_PRECONDITION when the job has no shadow output.
 	Deploy(context.Context, *DeployRequest) (*DeployResponse, error)
 	// ListVersions lists the versions the engine keeps, newest first: the
-	// active one, then the previous ones a rollback may return to.
+	// active one, the shadow one if any, then the previous ones a rollback
+	// may return to.
 	ListVersions(context.Context, *ListVersionsRequest) (*ListVersionsResponse, error)
 	// Rollback deploys the most recent previous version.
 	// FAILED_PRECONDITION when there is none.
 	Rollback(context.Context, *RollbackRequest) (*DeployResponse, error)
+	// Promote makes the shadow version the active one at the next
+	// checkpoint barrier, as a deploy of it would (the shadow goes).
+	// FAILED_PRECONDITION when there is no shadow version.
+	Promote(context.Context, *PromoteRequest) (*DeployResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -182,6 +209,9 @@ func (UnimplementedControlServer) ListVersions(context.Context, *ListVersionsReq
 }
 func (UnimplementedControlServer) Rollback(context.Context, *RollbackRequest) (*DeployResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedControlServer) Promote(context.Context, *PromoteRequest) (*DeployResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Promote not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -312,6 +342,24 @@ func _Control_Rollback_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_Promote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).Promote(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_Promote_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).Promote(ctx, req.(*PromoteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -342,6 +390,10 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Rollback",
 			Handler:    _Control_Rollback_Handler,
+		},
+		{
+			MethodName: "Promote",
+			Handler:    _Control_Promote_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
