@@ -27,7 +27,7 @@ type inflight struct {
 	buf     int64
 	// partials, stateBytes, written: summed over the subtasks
 	partials, stateBytes, written int64
-	headers [][]headerRecord // by subtask (a transactional Kafka job)
+	headers                       [][]headerRecord // by subtask (a transactional Kafka job)
 	// committed: the Kafka transaction of the checkpoint committed;
 	// localGot the subtasks whose part of its local copy is written.
 	committed bool

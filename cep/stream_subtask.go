@@ -116,7 +116,7 @@ type streamSubtask struct {
 	// changes its changelog writer (a transactional Kafka job).
 	snap      *subtaskSnapshot
 	changes   *changelogWriter
-	written   *byteCounter // of the snapshot in progress
+	written   *byteCounter         // of the snapshot in progress
 	partition kafka.KeyPartitioner // of the changelog's records
 	bg        sync.WaitGroup       // the Pebble checkpoints being made
 }
