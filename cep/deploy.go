@@ -207,11 +207,17 @@ type deployReq struct {
 	d     Deploy
 	start time.Time
 	done  chan deployDone // buffered: the job never waits for the caller
+	// topic is the rules topic offset the deploy comes from (-1: a
+	// call's).
+	topic int64
 }
 
 type deployDone struct {
 	res *DeployResult
 	err error
+	// published: the version went into the rules topic (the switch
+	// follows when the job reads it back).
+	published bool
 }
 
 func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, error) {
@@ -224,17 +230,36 @@ func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, er
 	if !m.Ready() {
 		return nil, ErrNoJob
 	}
-	req := &deployReq{d: d, start: time.Now(), done: make(chan deployDone, 1)}
+	req := &deployReq{d: d, start: time.Now(), done: make(chan deployDone, 1), topic: -1}
 	select {
 	case m.deploys <- req:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	var r deployDone
 	select {
-	case r := <-req.done:
-		return r.res, r.err
+	case r = <-req.done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if !r.published {
+		return r.res, r.err
+	}
+	// In the rules topic: this instance deploys it when it reads it back,
+	// as every instance of the group does.
+	rs, _ := d.validate()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if res := m.switchOf(rs.Hash, d.Shadow, req.start); res != nil {
+			res.Took = time.Since(req.start)
+			return res, nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
@@ -308,8 +333,44 @@ func (j *job) askSwitch(req *deployReq) {
 		sw.reply(nil, fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err))
 		return
 	}
+	if rt := j.cfg.rules; rt != nil && req != nil && req.topic < 0 {
+		// A call's deploy goes into the rules topic, for every instance.
+		err := rt.publish(j.sctx, req.d)
+		req.done <- deployDone{published: err == nil, err: err}
+		return
+	}
 	j.next = sw
 	j.stopAsked = true
+}
+
+// takeRules starts the switch of the next record of the rules topic, if
+// any is newer than what the job's plan deployed.
+func (j *job) takeRules() {
+	rt := j.cfg.rules
+	if rt == nil {
+		return
+	}
+	key, e, ok := rt.pending(max(j.e.plan.RulesNext, j.rulesSkip))
+	if !ok {
+		return
+	}
+	j.rulesSkip = e.Offset + 1 // one try: a refused record is logged once
+	req := &deployReq{
+		d:     Deploy{Name: e.Name, Source: []byte(e.Source), DropChanged: e.DropChanged, Origin: "rules-topic", Shadow: key == rulesShadow},
+		start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset,
+	}
+	if _, err := req.d.validate(); err != nil {
+		j.logf("rules topic %s: the %s version at offset %d does not compile, not deployed: %v", rt.k.RulesTopic, key, e.Offset, err)
+		return
+	}
+	j.askSwitch(req)
+	select {
+	case r := <-req.done: // refused or unchanged: no switch
+		if r.err != nil {
+			j.logf("rules topic %s: the %s version at offset %d is not deployed: %v", rt.k.RulesTopic, key, e.Offset, r.err)
+		}
+	default:
+	}
 }
 
 // sameRepartitions checks, for a transactional Kafka job, that engine e
@@ -343,12 +404,19 @@ func (j *job) nextPlan(sw *pendingSwitch) (*plan, *DeployResult) {
 	if sw.req != nil {
 		drop, origin = sw.req.d.DropChanged, sw.req.d.Origin
 	}
+	var q *plan
+	var res *DeployResult
 	if sw.req != nil && sw.req.d.Shadow {
-		return j.e.planShadow(sw.rs, j.stats.Watermark, origin, time.Now())
+		q, res = j.e.planShadow(sw.rs, j.stats.Watermark, origin, time.Now())
+	} else {
+		q, res = j.e.planDeploy(sw.rs, drop, j.stats.Watermark, origin, time.Now())
 	}
-	q, res := j.e.planDeploy(sw.rs, drop, j.stats.Watermark, origin, time.Now())
 	if sw.req == nil {
 		q.Versions[0] = j.e.plan.Versions[0] // the same version, as deployed then
+	}
+	q.RulesNext = j.e.plan.RulesNext
+	if sw.req != nil && sw.req.topic >= 0 {
+		q.RulesNext = max(q.RulesNext, sw.req.topic+1)
 	}
 	return q, res
 }

@@ -95,7 +95,13 @@ type KafkaInput struct {
 	// ([Deploy].Shadow), in the same transactions.
 	AlertsTopic, LateTopic, DeadTopic, ChangelogTopic string
 	ShadowTopic                                       string
-	Group                                             string
+	// RulesTopic, with AlertsTopic, is the group's rules topic
+	// (compacted, one partition, created if need be): a deploy to any
+	// instance goes into it, and every instance follows it and deploys
+	// what it says at its next checkpoint; a restart deploys its newest
+	// versions.
+	RulesTopic string
+	Group      string
 	// InstanceID names the instance (default "0"): its transactional id
 	// is cepheus-Group-InstanceID, so that a restarted instance fences
 	// the one it replaces at once.

@@ -18,6 +18,7 @@ type StreamMonitor struct {
 	s       MonitorSnapshot
 	plan    *plan  // the running engine's (immutable)
 	rulesOf string // the version s.Rules are of
+	recent  []switchDone
 	ckReq   chan struct{}
 	deploys chan *deployReq
 }
@@ -194,11 +195,36 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 }
 
-// switched counts a switch of the ruleset version.
-func (m *StreamMonitor) switched() {
+// switched counts a switch of the ruleset version and keeps what it did.
+func (m *StreamMonitor) switched(res *DeployResult) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.s.Switches++
+	r := *res
+	m.recent = append(m.recent, switchDone{at: time.Now(), res: &r})
+	if len(m.recent) > 16 {
+		m.recent = m.recent[1:]
+	}
+}
+
+// switchDone is a switch the monitor saw.
+type switchDone struct {
+	at  time.Time
+	res *DeployResult
+}
+
+// switchOf returns the result of a switch to version (as the shadow
+// when shadow) after since, if the job made one.
+func (m *StreamMonitor) switchOf(version string, shadow bool, since time.Time) *DeployResult {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range slices.Backward(m.recent) {
+		if s.at.After(since) && s.res.Version == version && s.res.Shadow == shadow {
+			r := *s.res
+			return &r
+		}
+	}
+	return nil
 }
 
 // kafkaTxn counts a checkpoint's transaction: committed, or failed.

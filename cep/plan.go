@@ -32,6 +32,9 @@ type plan struct {
 	NextID int
 	// Shadow is the hash of the shadow version (in Versions; "": none).
 	Shadow string `json:",omitempty"`
+	// RulesNext is the offset of the rules topic from which its records
+	// are yet to deploy (KafkaInput.RulesTopic).
+	RulesNext int64 `json:",omitempty"`
 }
 
 // stateOf is the state of Versions[i].

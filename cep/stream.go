@@ -111,6 +111,8 @@ type StreamConfig struct {
 
 	// hooks are the tests' view into a run.
 	hooks streamHooks
+	// rules follows KafkaInput.RulesTopic, once Stream opened it.
+	rules *rulesTopic
 }
 
 // streamHooks let the tests of package cep stop a run at a checkpoint and
@@ -227,8 +229,8 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		if k.TxnTimeout < 0 {
 			errs = append(errs, errors.New("negative transaction timeout"))
 		}
-	} else if d.Kafka != nil && (d.Kafka.LateTopic != "" || d.Kafka.DeadTopic != "" || d.Kafka.ShadowTopic != "") {
-		errs = append(errs, errors.New("a Kafka late, dead-letter or shadow topic needs the alerts topic too"))
+	} else if d.Kafka != nil && (d.Kafka.LateTopic != "" || d.Kafka.DeadTopic != "" || d.Kafka.ShadowTopic != "" || d.Kafka.RulesTopic != "") {
+		errs = append(errs, errors.New("a Kafka late, dead-letter, shadow or rules topic needs the alerts topic too"))
 	} else if d.AlertsDir == "" && d.Alerts == nil {
 		errs = append(errs, errors.New("no alerts output"))
 	}
@@ -321,6 +323,13 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(e.cfg.memoryLimit))
 	}
 	start := time.Now()
+	if c.Kafka.transactional() && c.Kafka.RulesTopic != "" {
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if c.rules, err = openRulesTopic(rctx, c.Kafka, c.Logf); err != nil {
+			return nil, err
+		}
+	}
 	if c.Kafka.transactional() {
 		return e.streamGroup(ctx, c, start)
 	}
@@ -368,7 +377,8 @@ type job struct {
 	// switched, the one this job restores (it replies to the deploy once
 	// the job runs).
 	next, switched *pendingSwitch
-	atSwitch       bool // the final checkpoint is the switch's
+	atSwitch       bool  // the final checkpoint is the switch's
+	rulesSkip      int64 // the rules topic's records before it are taken
 	cfg            StreamConfig
 	start          time.Time
 	dir            *state.CheckpointDir
@@ -505,7 +515,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 		j.logf("the draining rules of earlier versions have passed their windows: let go at checkpoint %d", sw.res.Checkpoint)
 	} else if sw != nil {
 		if c.Monitor != nil {
-			c.Monitor.switched()
+			c.Monitor.switched(sw.res)
 		}
 		sw.res.Took = time.Since(sw.start)
 		j.logf("switched to ruleset %s version %.12s at checkpoint %d in %v (kept %v, changed %v, added %v, removed %v)",

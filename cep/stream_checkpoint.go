@@ -186,6 +186,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 					req.done <- deployDone{err: errors.New("cep: another deploy is switching: try again")}
 				}
 			}
+			if j.next == nil {
+				j.takeRules()
+			}
 			if j.next == nil && j.e.expired(j.stats.Watermark) {
 				j.askSwitch(nil)
 			}

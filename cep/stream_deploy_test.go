@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -627,4 +628,86 @@ func TestStreamShadow(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStreamKafkaRulesTopic runs two instances of a group that follow one
+// rules topic: a deploy sent to the first goes into the topic and both
+// switch to it (the second without being asked), a shadow deploy too; a
+// third instance started afterwards with the first version's rules runs
+// the topic's versions from its start.
+func TestStreamKafkaRulesTopic(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	input := deployInput(600)
+	topic := fmt.Sprintf("stream-kafka-rules-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 4, input)
+	v1, v2 := loadRules(t, deployV1), loadRules(t, deployV2)
+	config := func(inst string) StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts", ShadowTopic: topic + "-shadow",
+				Group: topic, InstanceID: inst, RulesTopic: topic + "-rules", SessionTimeout: 2 * time.Second},
+			StateDir: filepath.Join(t.TempDir(), "state-"+inst), CheckpointInterval: 100 * time.Millisecond, Parallelism: 1, Logf: t.Logf,
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	start := func(inst string) *StreamMonitor {
+		m := NewStreamMonitor()
+		cfg := config(inst)
+		cfg.Monitor = m
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := streamEngine(t, deployV1).Stream(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("instance %s: %v", inst, err)
+			}
+		}()
+		return m
+	}
+	active := func(m *StreamMonitor) (string, string) {
+		vs := m.Versions()
+		var a, s string
+		for _, v := range vs {
+			switch v.State {
+			case VersionActive:
+				a = v.Version
+			case VersionShadow:
+				s = v.Version
+			}
+		}
+		return a, s
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 60 s: %s", what)
+			}
+		}
+	}
+	a, b := start("a"), start("b")
+	waitFor("both instances ready", func() bool { return a.Ready() && b.Ready() })
+	res, err := a.Deploy(ctx, Deploy{Source: []byte(deployV2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Version != v2.Hash || res.Checkpoint == 0 {
+		t.Fatalf("deploy through the rules topic: %+v", res)
+	}
+	waitFor("instance b runs v2", func() bool { act, _ := active(b); return act == v2.Hash && b.Ready() })
+	if _, err := b.Deploy(ctx, Deploy{Source: []byte(deployV1), Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("both run v1 as the shadow", func() bool {
+		aa, as := active(a)
+		ba, bs := active(b)
+		return aa == v2.Hash && as == v1.Hash && ba == v2.Hash && bs == v1.Hash
+	})
+	c := start("c")
+	waitFor("instance c runs the topic's versions", func() bool {
+		act, sh := active(c)
+		return act == v2.Hash && sh == v1.Hash && c.Ready()
+	})
+	cancel()
+	wg.Wait()
 }

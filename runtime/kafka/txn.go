@@ -568,6 +568,12 @@ func ReadTopicFrom(ctx context.Context, c Conn, topic string, from map[int32]int
 // ReadPartitions is ReadTopicFrom over the partitions parts of topic only
 // (nil: all of them); from may only name those.
 func ReadPartitions(ctx context.Context, c Conn, topic string, parts []int32, from map[int32]int64, fn func(p int32, key, value []byte) error) (map[int32]int64, error) {
+	return ReadRecords(ctx, c, topic, parts, from, func(p int32, r SourceRecord) error { return fn(p, r.Key, r.Value) })
+}
+
+// ReadRecords is ReadPartitions with each record whole (its offset and
+// time too).
+func ReadRecords(ctx context.Context, c Conn, topic string, parts []int32, from map[int32]int64, fn func(p int32, r SourceRecord) error) (map[int32]int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	src, err := NewSource(ctx, SourceConfig{Brokers: c.Brokers, Security: c.Security, Topic: topic, Partitions: parts, Bounded: true, Offsets: from})
@@ -578,7 +584,7 @@ func ReadPartitions(ctx context.Context, c Conn, topic string, parts []int32, fr
 	next := map[int32]int64{}
 	for b := range src.Batches() {
 		for _, r := range b.Records {
-			if err := fn(b.Partition, r.Key, r.Value); err != nil {
+			if err := fn(b.Partition, r); err != nil {
 				return nil, err
 			}
 		}

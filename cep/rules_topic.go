@@ -1,0 +1,142 @@
+package cep
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
+)
+
+// rulesTopic follows the rules topic of a Kafka group
+// (KafkaInput.RulesTopic): a compacted topic of one partition whose
+// newest record under key "active" is the version every instance of the
+// group runs, and under "shadow" its shadow. A deploy to any instance
+// goes into the topic; every instance, that one too, reads it and
+// switches at its next checkpoint (docs/operations.md, "Hot-loading").
+type rulesTopic struct {
+	k      *KafkaInput
+	mu     sync.Mutex
+	next   map[int32]int64       // where the next poll reads from
+	latest map[string]rulesEntry // the newest record of each key
+	prod   *kafka.Producer
+	logf   func(string, ...any)
+}
+
+// rulesEntry is a record of the rules topic: a version to deploy.
+type rulesEntry struct {
+	Offset      int64     `json:"-"`
+	Name        string    `json:"name"`
+	Source      string    `json:"source"`
+	DropChanged bool      `json:"drop_changed,omitempty"`
+	Origin      string    `json:"origin"`
+	At          time.Time `json:"at"`
+}
+
+// The keys of the rules topic's records.
+const (
+	rulesActive = "active"
+	rulesShadow = "shadow"
+)
+
+// rulesPoll is how often an instance looks at the rules topic.
+const rulesPoll = 500 * time.Millisecond
+
+// openRulesTopic creates the rules topic if need be, reads it to its end
+// and follows it until ctx ends.
+func openRulesTopic(ctx context.Context, k *KafkaInput, logf func(string, ...any)) (*rulesTopic, error) {
+	if _, err := kafka.EnsureTopics(ctx, k.conn(), []kafka.TopicSpec{{Name: k.RulesTopic, Partitions: 1, Compact: true}}); err != nil {
+		return nil, fmt.Errorf("cep: rules topic: %w", err)
+	}
+	prod, err := kafka.NewProducer(k.conn())
+	if err != nil {
+		return nil, fmt.Errorf("cep: rules topic: %w", err)
+	}
+	r := &rulesTopic{k: k, latest: map[string]rulesEntry{}, prod: prod, logf: logf}
+	if err := r.poll(ctx); err != nil {
+		prod.Close()
+		return nil, err
+	}
+	go func() {
+		defer prod.Close()
+		tick := time.NewTicker(rulesPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if err := r.poll(ctx); err != nil && ctx.Err() == nil {
+				logf("%v (trying again)", err)
+			}
+		}
+	}()
+	return r, nil
+}
+
+// poll reads what the topic has after the previous poll.
+func (r *rulesTopic) poll(ctx context.Context) error {
+	r.mu.Lock()
+	from := maps.Clone(r.next)
+	r.mu.Unlock()
+	got := map[string]rulesEntry{}
+	next, err := kafka.ReadRecords(ctx, r.k.conn(), r.k.RulesTopic, nil, from, func(_ int32, rec kafka.SourceRecord) error {
+		key := string(rec.Key)
+		if key != rulesActive && key != rulesShadow || rec.Value == nil {
+			return nil
+		}
+		var e rulesEntry
+		if err := json.Unmarshal(rec.Value, &e); err != nil {
+			r.logf("rules topic %s: the record at offset %d is no ruleset version: %v (skipped)", r.k.RulesTopic, rec.Offset, err)
+			return nil
+		}
+		e.Offset = rec.Offset
+		got[key] = e
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cep: rules topic %s: %w", r.k.RulesTopic, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next == nil {
+		r.next = map[int32]int64{}
+	}
+	maps.Copy(r.next, next)
+	maps.Copy(r.latest, got)
+	return nil
+}
+
+// pending returns the oldest of the newest records of each key at or
+// after offset from: the next version to deploy.
+func (r *rulesTopic) pending(from int64) (key string, e rulesEntry, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, v := range r.latest {
+		if v.Offset >= from && (!ok || v.Offset < e.Offset) {
+			key, e, ok = k, v, true
+		}
+	}
+	return key, e, ok
+}
+
+// publish writes d into the topic, for every instance to deploy.
+func (r *rulesTopic) publish(ctx context.Context, d Deploy) error {
+	key := rulesActive
+	if d.Shadow {
+		key = rulesShadow
+	}
+	b, err := json.Marshal(rulesEntry{Name: d.Name, Source: string(d.Source), DropChanged: d.DropChanged, Origin: d.Origin, At: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	r.prod.Produce(ctx, r.k.RulesTopic, []byte(key), b)
+	if err := r.prod.Flush(ctx); err != nil {
+		return fmt.Errorf("cep: rules topic %s: %w", r.k.RulesTopic, err)
+	}
+	return nil
+}
