@@ -154,6 +154,10 @@ type hostOperator struct {
 	sigBuf        []byte
 	counterRecord state.Key
 	mode          TimeMode // of the shared operators
+	// changes counts the changes of the rules' alerts and overflow
+	// counters (comparisons change with alerts): a subtask hands them to
+	// its monitor only when it moved.
+	changes uint64
 	// vanished are the records of operators a migration dropped, to
 	// delete at the next snapshot.
 	vanished []state.Key
@@ -310,6 +314,7 @@ func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) er
 		case ItemOverflow:
 			for _, r := range ko.spec.rules {
 				h.rules[r].overflow++
+				h.changes++
 			}
 		}
 	}
@@ -334,6 +339,7 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 			continue
 		}
 		h.rules[it.Rule].alerts++
+		h.changes++
 		if !cr.shadow {
 			h.alerts++ // the main output's
 		}

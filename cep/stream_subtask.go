@@ -111,6 +111,7 @@ type streamSubtask struct {
 	alertCount, lateCount     atomic.Int64
 	ruleAlerts, ruleDrops     []atomic.Int64 // by rule, with a monitor
 	ruleCompared, ruleOverlap []atomic.Int64 // of a shadow comparison, by rule
+	stored                    uint64         // host.changes when the counters were last stored
 	processed                 atomic.Int64   // elements processed
 	// snap is the subtask's part of the checkpoint in progress, if any;
 	// changes its changelog writer (a transactional Kafka job).
@@ -134,6 +135,7 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 		s.ruleDrops = make([]atomic.Int64, len(j.e.rules))
 		s.ruleCompared = make([]atomic.Int64, len(j.e.rules))
 		s.ruleOverlap = make([]atomic.Int64, len(j.e.rules))
+		s.stored = ^uint64(0) // the restored counters go out with the first message
 	}
 	c := &j.cfg
 	restored := func(of func(*jobMeta) []runtime.PendingState) runtime.PendingState {
@@ -470,11 +472,14 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 			s.stepSnapshot(snapshotStepBusy, acks)
 		}
 		s.alertCount.Store(s.host.alerts)
-		for i := range s.ruleAlerts {
-			s.ruleAlerts[i].Store(s.host.rules[i].alerts)
-			s.ruleDrops[i].Store(s.host.rules[i].overflow)
-			s.ruleCompared[i].Store(s.host.rules[i].compared)
-			s.ruleOverlap[i].Store(s.host.rules[i].overlap)
+		if s.ruleAlerts != nil && s.host.changes != s.stored {
+			s.stored = s.host.changes
+			for i := range s.ruleAlerts {
+				s.ruleAlerts[i].Store(s.host.rules[i].alerts)
+				s.ruleDrops[i].Store(s.host.rules[i].overflow)
+				s.ruleCompared[i].Store(s.host.rules[i].compared)
+				s.ruleOverlap[i].Store(s.host.rules[i].overlap)
+			}
 		}
 		s.lateCount.Store(s.host.late)
 	}

@@ -37,7 +37,7 @@ const (
 // that a run of a few thousand events takes several checkpoints.
 const streamInterval = 5 * time.Millisecond
 
-func loadCardsRuleset(t *testing.T) *Ruleset {
+func loadCardsRuleset(t testing.TB) *Ruleset {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "rulesets", "cards.cep"))
 	if err != nil {
