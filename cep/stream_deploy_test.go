@@ -632,15 +632,16 @@ func TestStreamShadow(t *testing.T) {
 
 // TestStreamKafkaRulesTopic runs two instances of a group that follow one
 // rules topic: a deploy sent to the first goes into the topic and both
-// switch to it (the second without being asked), a shadow deploy too; a
-// third instance started afterwards with the first version's rules runs
-// the topic's versions from its start.
+// switch to it (the second without being asked), a shadow deploy sent to
+// the second too, whose alerts go to the shadow topic and never the
+// alerts topic; a third instance started afterwards with the first
+// version's rules runs the topic's versions from its start.
 func TestStreamKafkaRulesTopic(t *testing.T) {
 	brokers := kafkaBrokers(t)
-	input := deployInput(600)
+	lines := strings.SplitAfter(deployInput(600), "\n")
 	topic := fmt.Sprintf("stream-kafka-rules-%d", time.Now().UnixNano())
-	produceTopic(t, brokers, topic, 4, input)
-	v1, v2 := loadRules(t, deployV1), loadRules(t, deployV2)
+	produceTopic(t, brokers, topic, 4, strings.Join(lines[:len(lines)/2], ""))
+	v2 := loadRules(t, deployV2)
 	config := func(inst string) StreamConfig {
 		return StreamConfig{
 			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts", ShadowTopic: topic + "-shadow",
@@ -695,19 +696,38 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 		t.Fatalf("deploy through the rules topic: %+v", res)
 	}
 	waitFor("instance b runs v2", func() bool { act, _ := active(b); return act == v2.Hash && b.Ready() })
-	if _, err := b.Deploy(ctx, Deploy{Source: []byte(deployV1), Shadow: true}); err != nil {
+	v3src := strings.Replace(deployV2, "amount > 450", "amount > 400", 1)
+	v3 := loadRules(t, v3src)
+	if _, err := b.Deploy(ctx, Deploy{Source: []byte(v3src), Shadow: true}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("both run v1 as the shadow", func() bool {
+	waitFor("both run v3 as the shadow", func() bool {
 		aa, as := active(a)
 		ba, bs := active(b)
-		return aa == v2.Hash && as == v1.Hash && ba == v2.Hash && bs == v1.Hash
+		return aa == v2.Hash && as == v3.Hash && ba == v2.Hash && bs == v3.Hash
 	})
+	// The shadow's alerts go to the shadow topic, and only there.
+	produceTopic(t, brokers, topic, 4, strings.Join(lines[len(lines)/2:], ""))
+	var shadowed []deployAlert
+	waitFor("alerts in the shadow topic", func() bool {
+		shadowed = parseDeployAlerts(t, topicValues(t, brokers, topic+"-shadow"))
+		return len(shadowed) > 0
+	})
+	for _, a := range shadowed {
+		if a.version != v3.Hash {
+			t.Fatalf("the shadow topic has an alert of version %.12s: %v", a.version, a)
+		}
+	}
 	c := start("c")
 	waitFor("instance c runs the topic's versions", func() bool {
 		act, sh := active(c)
-		return act == v2.Hash && sh == v1.Hash && c.Ready()
+		return act == v2.Hash && sh == v3.Hash && c.Ready()
 	})
 	cancel()
 	wg.Wait()
+	for _, a := range parseDeployAlerts(t, topicValues(t, brokers, topic+"-alerts")) {
+		if a.version == v3.Hash {
+			t.Fatalf("an alert of the shadow version in the alerts topic: %v", a)
+		}
+	}
 }

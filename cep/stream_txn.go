@@ -167,7 +167,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		topics = append(topics, kafka.TopicSpec{Name: rp.topic, Partitions: n})
 		manual = append(manual, rp.topic)
 	}
-	for _, t := range []string{k.LateTopic, k.DeadTopic} {
+	for _, t := range []string{k.LateTopic, k.DeadTopic, k.ShadowTopic} {
 		if t != "" {
 			topics = append(topics, kafka.TopicSpec{Name: t})
 		}
