@@ -115,6 +115,7 @@ type runFlags struct {
 	bounded                                  bool
 	alertsTopic, lateTopic, deadTopic        string
 	shadowDir, shadowTopic                   string
+	rulesTopic                               string
 	changelogTopic, group, instance          string
 	recordKey, delivery                      string
 	txnTimeout, localInterval, session       time.Duration
@@ -149,6 +150,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.lateTopic, "late-topic", "", "with -alerts-topic, write the late events to this topic (default: only counted)")
 	fs.StringVar(&f.deadTopic, "dead-letter-topic", "", "with -alerts-topic, write the dead letters to this topic (default: only counted)")
 	fs.StringVar(&f.shadowTopic, "shadow-topic", "", "with -alerts-topic, write the alerts of a shadow version (cepheus rules deploy -shadow) to this topic, in each checkpoint's transaction (default: no shadow deploys)")
+	fs.StringVar(&f.rulesTopic, "rules-topic", "", "with -alerts-topic, the group's rules topic (compacted, created if need be): a deploy to any instance goes into it and every instance of the group deploys it; a restart runs its newest versions (default: each instance deploys on its own)")
 	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it)")
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
 	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name: its transactional id is cepheus-GROUP-ID")
@@ -229,6 +231,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if f.inputTopic != "" {
 		kafkaIn = &cep.KafkaInput{Topic: f.inputTopic, Bounded: f.bounded,
 			AlertsTopic: f.alertsTopic, LateTopic: f.lateTopic, DeadTopic: f.deadTopic, ShadowTopic: f.shadowTopic,
+			RulesTopic:     f.rulesTopic,
 			ChangelogTopic: f.changelogTopic, Group: f.group, InstanceID: f.instance,
 			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey, LocalInterval: f.localInterval, SessionTimeout: f.session}
 		if f.localInterval == 0 {
@@ -251,8 +254,8 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			if f.shadowDir != "" {
 				msgs = append(msgs, "-alerts-topic writes the shadow alerts to a topic: use -shadow-topic, not -shadow-alerts")
 			}
-		} else if f.lateTopic != "" || f.deadTopic != "" || f.shadowTopic != "" {
-			msgs = append(msgs, "-late-topic, -dead-letter-topic and -shadow-topic go with -alerts-topic (with -alerts DIR, use -late, -dead-letter and -shadow-alerts)")
+		} else if f.lateTopic != "" || f.deadTopic != "" || f.shadowTopic != "" || f.rulesTopic != "" {
+			msgs = append(msgs, "-late-topic, -dead-letter-topic, -shadow-topic and -rules-topic go with -alerts-topic (with -alerts DIR, use -late, -dead-letter and -shadow-alerts)")
 		} else if f.group != "" && f.start != "committed" {
 			msgs = append(msgs, "-group goes with -alerts-topic (the group the offsets are committed to) or -start committed (the group whose offsets to start at)")
 		} else {
