@@ -126,6 +126,9 @@ type streamHooks struct {
 	// failCommit, when it returns an error for checkpoint id, aborts that
 	// checkpoint's Kafka transaction instead of committing it.
 	failCommit func(id int64) error
+	// stopAtSwitch ends the run once a switch's checkpoint is complete,
+	// before the job of the new version starts (as a crash there would).
+	stopAtSwitch bool
 }
 
 // live reports whether the input is read as it grows: followed files, or
@@ -353,6 +356,8 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 		switched = nil
 		if next := j.next; next != nil {
 			switch {
+			case err == nil && ctx.Err() == nil && next.id > 0 && c.hooks.stopAtSwitch:
+				next.reply(nil, fmt.Errorf("stopped at the switch's checkpoint %d (a test's hook)", next.id))
 			case err == nil && ctx.Err() == nil && next.id > 0:
 				switched = next
 				continue

@@ -731,3 +731,73 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamSwitchCheckpoint stops a job right after a switch's
+// checkpoint, before the job of the new version runs (as a crash there
+// would), then starts it again with the first version's engine: it
+// restores that checkpoint and runs the deployed version. With files, and
+// in Kafka mode when a broker is there.
+func TestStreamSwitchCheckpoint(t *testing.T) {
+	v2 := loadRules(t, deployV2)
+	input := deployInput(300)
+	check := func(t *testing.T, cfg StreamConfig) {
+		cfg.hooks.stopAtSwitch = true
+		cfg.Monitor = NewStreamMonitor()
+		done := make(chan error, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+			done <- err
+		}()
+		for deadline := time.Now().Add(60 * time.Second); !cfg.Monitor.Ready(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("not ready after 60 s")
+			}
+		}
+		if _, err := cfg.Monitor.Deploy(ctx, Deploy{Source: []byte(deployV2)}); err == nil || !strings.Contains(err.Error(), "stopped at the switch") {
+			t.Fatalf("the deploy with the hook: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("the run stopped at the switch: %v", err)
+		}
+		cfg.hooks.stopAtSwitch = false
+		cfg.Monitor = NewStreamMonitor()
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		defer cancel2()
+		go func() {
+			_, err := streamEngine(t, deployV1).Stream(ctx2, cfg)
+			done <- err
+		}()
+		for deadline := time.Now().Add(60 * time.Second); !cfg.Monitor.Ready(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the restart is not ready after 60 s")
+			}
+		}
+		if got := cfg.Monitor.Snapshot().RulesetVersion; got != v2.Hash {
+			t.Errorf("after the restart: version %.12s, want the deployed %.12s", got, v2.Hash)
+		}
+		cancel2()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	t.Run("files", func(t *testing.T) {
+		events := filepath.Join(t.TempDir(), "events.jsonl")
+		if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := newStreamDirs(t).config(events)
+		cfg.Follow = true
+		check(t, cfg)
+	})
+	t.Run("kafka", func(t *testing.T) {
+		brokers := kafkaBrokers(t)
+		topic := fmt.Sprintf("stream-switch-%d", time.Now().UnixNano())
+		produceTopic(t, brokers, topic, 2, input)
+		check(t, StreamConfig{
+			Kafka:    &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts", Group: topic},
+			StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 100 * time.Millisecond, Parallelism: 2,
+		})
+	})
+}
