@@ -564,7 +564,7 @@ func (j *job) checkMeta(b []byte, id int64) (*jobMeta, error) {
 	case m.Format != streamFormat:
 		return nil, fmt.Errorf("%w: checkpoint %d is of job format %d, this build reads %d", ErrRestore, id, m.Format, streamFormat)
 	case m.Plan == nil && !slices.Equal(m.Rules, ruleHashes(rs)):
-		return nil, fmt.Errorf("%w: checkpoint %d was taken with ruleset %s version %.12s, these rules are %s version %.12s: state cannot migrate between rulesets yet; resume with the original rules or start over with a new state directory",
+		return nil, fmt.Errorf("%w: checkpoint %d was taken by an earlier build (it has no version history) with ruleset %s version %.12s, and its rules' hashes are not those of %s version %.12s (rule hashes of rulesets with a declared schema changed in this build): resume it with the build and rules that took it, or start over with a new state directory",
 			ErrRestore, id, m.Ruleset, m.RulesetVersion, rs.Name, rs.Hash)
 	case m.Time != j.cfg.Time:
 		return nil, fmt.Errorf("%w: checkpoint %d was taken in %s, this run is in %s", ErrRestore, id, m.Time, j.cfg.Time)
