@@ -206,7 +206,8 @@ func TestServeShadowRefused(t *testing.T) {
 	}{
 		{[]string{"-events", "e.jsonl", "-alerts", "a", "-shadow-topic", "s"}, "-shadow-topic is for Kafka mode (-input-topic and -alerts-topic): with files, use -shadow-alerts DIR"},
 		{[]string{"-input-topic", "t", "-brokers", "b:1", "-alerts-topic", "a", "-group", "g", "-shadow-alerts", "s"}, "use -shadow-topic, not -shadow-alerts"},
-		{[]string{"-input-topic", "t", "-brokers", "b:1", "-alerts", "a", "-shadow-topic", "s"}, "-shadow-topic go with -alerts-topic"},
+		{[]string{"-input-topic", "t", "-brokers", "b:1", "-alerts", "a", "-shadow-topic", "s"}, "-shadow-topic and -rules-topic go with -alerts-topic"},
+		{[]string{"-input-topic", "t", "-brokers", "b:1", "-alerts", "a", "-rules-topic", "r"}, "-shadow-topic and -rules-topic go with -alerts-topic"},
 		{[]string{"-events", "e.jsonl", "-alerts", "a", "-shadow-alerts", "a/"}, "-shadow-alerts is -alerts' directory"},
 	} {
 		code, _, errOut := cepheus(t, append(base, c.args...)...)
