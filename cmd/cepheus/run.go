@@ -73,15 +73,24 @@ its partitions to the others; a restart within it gets them back. With
 end. A restart resumes from the checkpoints the group's offsets name,
 from -state when it holds them, else from the changelog. -delivery at-least-once writes the outputs at once instead
 (lower latency; after a crash some come twice, with the same alert id).
-Every keyed rule must be keyed by the field the input records are keyed
-by (-record-key). docs/kafka.md has the details.
+Rules keyed by the field the input records are keyed by (-record-key)
+run beside the partitions they read; rules keyed otherwise are
+repartitioned through topics of the job (G-repartition-FIELDS).
+docs/kafka.md has the details.
 
 State: -state DIR holds the checkpoints (chk-N, the last -keep of them)
-and, with -state-backend pebble, the subtasks' Pebble databases. A restore
-that cannot be honoured (other rules, an unknown format, a corrupt
-checkpoint) is refused with an error; a torn newest checkpoint falls back
-to the one before. -parallelism may change between runs: key groups are
-redistributed.
+and, with -state-backend pebble, the subtasks' Pebble databases. Every
+checkpoint names the ruleset version the job runs: a restart with the
+rules file of the process that took it resumes with that version (one
+deployed into cepheus serve included); a restart with another rules file
+deploys it at the restore: rules of the same hash keep their state, a
+changed rule's old version drains its partial matches, a removed rule's
+state goes (docs/operations.md, "Hot-loading"). A restore that cannot be
+honoured (an unknown format, a corrupt checkpoint, another notion of
+time or number of key groups; other rules for a checkpoint of a build
+before hot-loading) is refused with an error; a torn newest checkpoint
+falls back to the one before. -parallelism may change between runs: key
+groups are redistributed.
 
 Stop: SIGINT or SIGTERM takes a final checkpoint and exits 0; a second
 signal exits at once. Progress goes to stderr every -progress interval.
