@@ -475,6 +475,17 @@ func (j *job) choosePlan() error {
 		p.Startup = startup.Hash
 		runE.plan = &p
 	}
+	if sh := runE.plan.Shadow; sh != "" && j.cfg.ShadowDir == "" && (j.kafka == nil || j.kafka.in.ShadowTopic == "") {
+		// No shadow output: the shadow goes (the main output does not
+		// depend on it).
+		q := *runE.plan
+		q.Shadow = ""
+		q.Rules = slices.DeleteFunc(slices.Clone(q.Rules), func(r planRule) bool { return r.Shadow })
+		if runE, err = j.base.derive(&q); err != nil {
+			return fmt.Errorf("%w: %w", ErrRestore, err)
+		}
+		j.logf("checkpoint %d runs version %.12s as the shadow, and this run has no shadow output (-shadow-alerts, -shadow-topic): the shadow is dropped", j.restored, sh)
+	}
 	if err := j.sameRepartitions(runE); err != nil {
 		return fmt.Errorf("%w: checkpoint %d runs version %.12s: %w", ErrRestore, j.restored, runE.plan.Versions[0].Version, err)
 	}

@@ -207,7 +207,7 @@ func (e *Engine) sameRules(o *Engine) bool {
 // empty. It says what it did in the result.
 func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string, now time.Time) (*plan, *DeployResult) {
 	p := e.ownPlan(now)
-	q := &plan{Layout: fieldsOf(rs.Schema), Startup: p.Startup, NextID: p.NextID}
+	q := &plan{Layout: fieldsOf(rs.Schema), Startup: p.Startup, NextID: p.NextID, RulesNext: p.RulesNext}
 	res := &DeployResult{Ruleset: rs.Name, Version: rs.Hash, Previous: p.Versions[0].Version, Watermark: w}
 	byHash := map[string]int{}
 	byName := map[string]int{}
@@ -300,7 +300,7 @@ func (e *Engine) shadowRules() []planRule {
 // start empty (with the events the keys buffer), a shadow before it goes.
 func (e *Engine) planShadow(rs *Ruleset, w event.Time, origin string, now time.Time) (*plan, *DeployResult) {
 	p := e.ownPlan(now)
-	q := &plan{Layout: fieldsOf(rs.Schema), Startup: p.Startup, NextID: p.NextID, Shadow: rs.Hash}
+	q := &plan{Layout: fieldsOf(rs.Schema), Startup: p.Startup, NextID: p.NextID, Shadow: rs.Hash, RulesNext: p.RulesNext}
 	res := &DeployResult{Ruleset: rs.Name, Version: rs.Hash, Previous: p.Shadow, Shadow: true, Watermark: w}
 	for _, pr := range p.Rules {
 		if !pr.Shadow {

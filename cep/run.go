@@ -2,6 +2,7 @@ package cep
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -545,6 +546,7 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 	if err := h.dropVanished(parts, groups, prevs); err != nil {
 		return err
 	}
+	var fresh []int // operators of key fields no part has
 	for i := range h.keyOps {
 		ko := &h.keyOps[i]
 		var op *SharedOperator
@@ -552,12 +554,18 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 		if prevs == nil {
 			op, err = RestoreSharedOperatorParts(h.sharedConfig(i), h.e.sharedRules(i), parts, ko.spec.id, groups, counted)
 		} else {
-			op, err = h.restoreMigrated(i, parts, groups, counted, prevs)
+			var isNew bool
+			if op, isNew, err = h.restoreMigrated(i, parts, groups, counted, prevs); isNew {
+				fresh = append(fresh, i)
+			}
 		}
 		if err != nil {
 			return err
 		}
 		ko.op = op
+	}
+	if err := h.seed(fresh); err != nil {
+		return err
 	}
 	h.alerts, h.late = 0, 0
 	h.rules = make([]ruleCounters, len(h.rules))
@@ -607,7 +615,7 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 // took part i (nil: this engine). From each part, the operator of the
 // same key fields, each rule's state going to the rule of the same id
 // (planRule.ID); a part without such an operator gives nothing.
-func (h *hostOperator) restoreMigrated(spec int, parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool, prevs []*Engine) (*SharedOperator, error) {
+func (h *hostOperator) restoreMigrated(spec int, parts []state.Reader, groups state.KeyGroupRange, counted func(part int) bool, prevs []*Engine) (op *SharedOperator, isNew bool, err error) {
 	e := h.e
 	fields := e.rules[e.specs[spec].rules[0]].rule.KeyFields
 	ops := make([]state.OperatorID, len(parts))
@@ -630,7 +638,58 @@ func (h *hostOperator) restoreMigrated(spec int, parts []state.Reader, groups st
 		}
 		ops[p], migs[p] = prev.specs[old].id, mig
 	}
-	return restoreMigrated(h.sharedConfig(spec), e.sharedRules(spec), parts, ops, groups, counted, migs)
+	isNew = !slices.ContainsFunc(ops, func(id state.OperatorID) bool { return id != "" })
+	op, err = restoreMigrated(h.sharedConfig(spec), e.sharedRules(spec), parts, ops, groups, counted, migs)
+	return op, isNew, err
+}
+
+// seed gives the new operators (of key fields no operator had before a
+// switch) the events the others buffer, those after the switch's
+// watermark, in arrival order, with the others' clocks: so that a rule
+// with new key fields sees, as one with old ones does, every event after
+// the switch. (An event that lacked the key fields of the operator it is
+// taken from is not there: the first operator is taken, whose key the
+// most events have, in the common case of one key field.)
+func (h *hostOperator) seed(fresh []int) error {
+	if len(fresh) == 0 {
+		return nil
+	}
+	var src *SharedOperator
+	for i := range h.keyOps {
+		if !slices.Contains(fresh, i) {
+			src = h.keyOps[i].op
+			break
+		}
+	}
+	if src == nil {
+		return nil
+	}
+	var evs []*event.Event
+	for _, ks := range src.keys {
+		for _, b := range ks.buf {
+			evs = append(evs, b.evs...)
+		}
+	}
+	slices.SortFunc(evs, func(a, b *event.Event) int {
+		if c := compareTime(a.Time, b.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Seq, b.Seq)
+	})
+	for _, i := range fresh {
+		ko := &h.keyOps[i]
+		ko.op.watermark, ko.op.procTime = src.watermark, src.procTime
+		for _, ev := range evs {
+			if hasNullKey(ev, ko.spec.slots) {
+				continue
+			}
+			if err := ko.op.ProcessElement(ev, ev.Time, &ko.out); err != nil {
+				return err
+			}
+		}
+		ko.out.Reset() // buffered: nothing comes out before a watermark
+	}
+	return nil
 }
 
 // dropVanished lists for deletion, at the first snapshot, the keyed

@@ -363,6 +363,9 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 				continue
 			case next.id == 0:
 				next.reply(nil, errors.New("cep: the job stopped before the switch's checkpoint: deploy again"))
+				if err == nil && ctx.Err() == nil {
+					continue // the job goes on with its version
+				}
 			}
 		}
 		return res, err
@@ -869,6 +872,7 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 		return err
 	}
 	for _, s := range j.subs {
+		s.storeCounters() // the restored ones, before the first message
 		if s.mem != nil {
 			s.mem.start()
 		}

@@ -105,6 +105,14 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	nextProgress := lastDone.Add(c.ProgressInterval)
 	for {
 		if j.stopAsked {
+			if j.next != nil && src.guard != nil && src.guard.Holding() > 0 {
+				// A switch needs its checkpoint: the far-ahead check
+				// judges the events it holds now (as for a live input
+				// whose checkpoints would wait too long).
+				if err := src.guard.End(src); err != nil {
+					return false, err
+				}
+			}
 			return false, j.finish(false)
 		}
 		// What to wait for: the reader's next batch; with aligned

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // deployV1 and deployV2 are two versions of a ruleset: keep is the same
@@ -78,6 +80,15 @@ rule fresh {
   pattern {
     begin a where type == "auth" && amount < 60
     followedBy b where type == "auth" && amount < 60
+    within 5m
+  }
+}
+
+rule fresh_country {
+  key country
+  pattern {
+    begin a where type == "capture" && amount > 450
+    followedBy b where type == "capture" && amount > 450
     within 5m
   }
 }
@@ -236,7 +247,7 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 	t.Logf("switched at checkpoint %d, watermark %v, in %v", res.Checkpoint, res.Watermark, res.Took)
 	if res.Version != v2.Hash || res.Previous != v1.Hash || res.Checkpoint == 0 || res.Watermark <= event.MinTime ||
 		!slices.Equal(res.Kept, []string{"keep"}) || !slices.Equal(res.Changed, []string{"change"}) ||
-		!slices.Equal(res.Added, []string{"fresh"}) || !slices.Equal(res.Removed, []string{"gone"}) {
+		!slices.Equal(res.Added, []string{"fresh", "fresh_country"}) || !slices.Equal(res.Removed, []string{"gone"}) {
 		t.Fatalf("deploy result %+v", res)
 	}
 	if vs := m.Versions(); len(vs) != 2 || vs[0].Version != v2.Hash || vs[0].State != VersionActive || vs[0].Origin != "test" ||
@@ -288,7 +299,7 @@ func checkDeployAlerts(t *testing.T, input string, w event.Time, lines []string)
 		}
 	}
 	for _, a := range backtestAlerts(t, deployV2, input) {
-		if (a.rule == "change" || a.rule == "fresh") && a.first > w {
+		if (a.rule == "change" || a.rule == "fresh" || a.rule == "fresh_country") && a.first > w {
 			want = append(want, a)
 		}
 	}
@@ -311,6 +322,8 @@ func checkDeployAlerts(t *testing.T, input string, w event.Time, lines []string)
 		"change new":           func(a deployAlert) bool { return a.rule == "change" && a.version == v2.Hash },
 		"gone":                 func(a deployAlert) bool { return a.rule == "gone" },
 		"fresh":                func(a deployAlert) bool { return a.rule == "fresh" },
+		// A rule of new key fields: its operator is new at the switch.
+		"fresh_country": func(a deployAlert) bool { return a.rule == "fresh_country" },
 	} {
 		if count(want, pred) == 0 {
 			t.Errorf("the input has no %s alerts: the test checks nothing of them", what)
@@ -555,7 +568,7 @@ func TestStreamShadow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("shadow from checkpoint %d, watermark %v", sh.Checkpoint, sh.Watermark)
-	if !sh.Shadow || sh.Version != v2.Hash || len(sh.Added) != 3 {
+	if !sh.Shadow || sh.Version != v2.Hash || len(sh.Added) != 4 {
 		t.Fatalf("shadow deploy: %+v", sh)
 	}
 	if vs := m.Versions(); len(vs) != 2 || vs[0].Version != v1.Hash || vs[0].State != VersionActive || vs[1].Version != v2.Hash || vs[1].State != VersionShadow {
@@ -606,7 +619,7 @@ func TestStreamShadow(t *testing.T) {
 	}
 	// The comparison as the monitor had it before the promote (whatever
 	// had been emitted then): each count within what the backtests give.
-	if sn.ShadowVersion != v2.Hash || len(sn.Shadow) != 3 {
+	if sn.ShadowVersion != v2.Hash || len(sn.Shadow) != 4 {
 		t.Fatalf("the monitor's shadow: %q, %+v", sn.ShadowVersion, sn.Shadow)
 	}
 	for _, c := range sn.Shadow {
@@ -618,7 +631,7 @@ func TestStreamShadow(t *testing.T) {
 			if c.Overlap != c.Shadow {
 				t.Errorf("keep is the same in both versions: every shadow match is an active one's too: %+v", c)
 			}
-		case "fresh":
+		case "fresh", "fresh_country":
 			if c.Active != 0 || c.Overlap != 0 {
 				t.Errorf("fresh has no active rule: %+v", c)
 			}
@@ -800,4 +813,121 @@ func TestStreamSwitchCheckpoint(t *testing.T) {
 			StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 100 * time.Millisecond, Parallelism: 2,
 		})
 	})
+}
+
+// collected gathers the rules of the alerts a host emits.
+type collected struct{ rules []string }
+
+func (c *collected) Collect(x emitted) error {
+	if x.alert != nil {
+		c.rules = append(c.rules, x.alert.Rule)
+	}
+	return nil
+}
+
+// TestMigrationSeedsNewKeys: a version that adds a rule of key fields no
+// operator had gets a new operator at the switch, and that operator takes
+// the events the others buffer (after the switch's watermark): a match of
+// the new rule over events read before the switch is raised.
+func TestMigrationSeedsNewKeys(t *testing.T) {
+	e1 := streamEngine(t, deployV1)
+	e1.plan = e1.ownPlan(time.Now())
+	h1, err := e1.newHost(EventTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1.needAlerts = true
+	var out collected
+	for i, l := range []string{
+		`{"ts":"2026-01-01T10:00:00Z","card":"c1","type":"capture","amount":500,"country":"FR"}`,
+		`{"ts":"2026-01-01T10:01:00Z","card":"c2","type":"capture","amount":520,"country":"FR"}`,
+	} {
+		ev, err := e1.cfg.ruleset.DecodeEvent([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Seq = uint64(i + 1)
+		if err := h1.ProcessElement(ev, ev.Time, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem := state.NewMem()
+	if err := h1.Snapshot(mem); err != nil {
+		t.Fatal(err)
+	}
+	layout, err := event.NewSchema(e1.plan.Layout...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs2, err := rules.LoadLayout("v2.cep", []byte(deployV2), layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, res := e1.planDeploy(rs2, false, event.MinTime, "test", time.Now())
+	if !slices.Contains(res.Added, "fresh_country") {
+		t.Fatalf("deploy: %+v", res)
+	}
+	e2, err := e1.derive(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := e2.newHost(EventTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.needAlerts = true
+	if err := h2.restoreParts([]state.Reader{mem}, state.AllKeyGroups, func(int) bool { return true }, []*Engine{e1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.ProcessWatermark(event.MaxTime, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out.rules, []string{"fresh_country"}) {
+		t.Errorf("alerts after the switch: %v, want fresh_country's over the buffered events", out.rules)
+	}
+}
+
+// TestStreamDeployGuardHolding deploys into a job whose far-ahead check
+// holds the first events of a fresh run (fewer read than it needs to
+// judge them): the switch judges them and takes its checkpoint, and the
+// job goes on with the new version (before, it ended without one).
+func TestStreamDeployGuardHolding(t *testing.T) {
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(strings.Join(strings.SplitAfter(deployInput(3), "\n")[:3], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(WithRuleset(loadRules(t, deployV1)), WithOutOfOrderness(10*time.Second), WithInputPolicy(InputPolicy{MaxAhead: time.Hour}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := newStreamDirs(t).config(events)
+	cfg.Follow, cfg.Monitor = true, NewStreamMonitor()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Stream(ctx, cfg)
+		done <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); cfg.Monitor.Snapshot().Progress.Records < 3 || !cfg.Monitor.Ready(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("3 records not read after 20 s")
+		}
+	}
+	res, err := cfg.Monitor.Deploy(ctx, Deploy{Source: []byte(deployV2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2 := loadRules(t, deployV2); res.Version != v2.Hash || cfg.Monitor.Snapshot().RulesetVersion != v2.Hash {
+		t.Fatalf("deploy: %+v", res)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the job ended after the switch: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
 }

@@ -471,18 +471,24 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 		if s.snap != nil {
 			s.stepSnapshot(snapshotStepBusy, acks)
 		}
-		s.alertCount.Store(s.host.alerts)
-		if s.ruleAlerts != nil && s.host.changes != s.stored {
-			s.stored = s.host.changes
-			for i := range s.ruleAlerts {
-				s.ruleAlerts[i].Store(s.host.rules[i].alerts)
-				s.ruleDrops[i].Store(s.host.rules[i].overflow)
-				s.ruleCompared[i].Store(s.host.rules[i].compared)
-				s.ruleOverlap[i].Store(s.host.rules[i].overlap)
-			}
-		}
-		s.lateCount.Store(s.host.late)
+		s.storeCounters()
 	}
+}
+
+// storeCounters hands the host's counters to the coordinator's progress
+// reports and the monitor (the per-rule ones only when they moved).
+func (s *streamSubtask) storeCounters() {
+	s.alertCount.Store(s.host.alerts)
+	if s.ruleAlerts != nil && s.host.changes != s.stored {
+		s.stored = s.host.changes
+		for i := range s.ruleAlerts {
+			s.ruleAlerts[i].Store(s.host.rules[i].alerts)
+			s.ruleDrops[i].Store(s.host.rules[i].overflow)
+			s.ruleCompared[i].Store(s.host.rules[i].compared)
+			s.ruleOverlap[i].Store(s.host.rules[i].overlap)
+		}
+	}
+	s.lateCount.Store(s.host.late)
 }
 
 // Collect writes the host's outputs to the subtask's sinks.
