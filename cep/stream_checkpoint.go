@@ -531,14 +531,16 @@ func (j *job) onAck(a ack) (done bool, err error) {
 		j.stopAsked = true // the loop stops at its next turn
 	}
 	j.stats.LastDuration = time.Since(f.started)
-	if m := j.cfg.Monitor; m != nil {
-		m.checkpoint(j.stats.LastDuration, true)
-	}
 	j.stats.LastStall = f.stall
 	j.stats.MaxDuration = max(j.stats.MaxDuration, j.stats.LastDuration)
 	j.stats.MaxStall = max(j.stats.MaxStall, f.stall)
 	j.stats.Keys, j.stats.Buffered = f.keys, f.buf
 	j.stats.PartialMatches, j.stats.StateBytes, j.stats.CheckpointBytes = f.partials, f.stateBytes, f.written
+	if m := j.cfg.Monitor; m != nil {
+		// The checkpoint and the figures it took go out together.
+		m.checkpoint(j.stats.LastDuration, true)
+		j.publish(true)
+	}
 	if j.flight != nil {
 		// A Kafka checkpoint's local copy: done once every subtask's part
 		// is written (perhaps already).
