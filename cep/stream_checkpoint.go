@@ -197,7 +197,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			if j.next == nil {
 				j.takeRules()
 			}
-			if j.next == nil && j.e.expired(j.stats.Watermark) {
+			if j.next == nil && j.e.expired(j.lowWatermark()) {
 				j.askSwitch(nil)
 			}
 			if c.live() {
@@ -264,6 +264,18 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			return false, j.finish(false)
 		}
 	}
+}
+
+// lowWatermark is the lowest watermark the job's operators have: the
+// input's, or the repartitioned rules' when it trails (a draining rule
+// goes only once its own operator's watermark has passed its window, or
+// its last timeouts would be lost).
+func (j *job) lowWatermark() event.Time {
+	w := j.stats.Watermark
+	if r := j.src.rep; r != nil && r.forwarded < w {
+		w = r.forwarded
+	}
+	return w
 }
 
 // publish hands the monitor the job's figures now.
