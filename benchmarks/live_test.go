@@ -56,11 +56,9 @@ func cardsSources(tb testing.TB) (v1, v2 []byte) {
 	return v1, []byte(strings.Replace(string(v1), from, to, 1))
 }
 
-// liveRun is one bounded cepheus run of the cards ruleset over the day of
-// events, with a monitor when m is set (its snapshot read every 250 ms,
-// as an exporter scraped that often would) and a shadow version of
-// shadow's source deployed as soon as the job is ready.
-func liveRun(b *testing.B, m *cep.StreamMonitor, shadow []byte) cep.StreamStats {
+// liveEngine returns the day of events and an engine of the bundled cards
+// ruleset, as cepheus run builds it (5 s out of order).
+func liveEngine(b *testing.B) (string, *cep.Engine) {
 	b.Helper()
 	events, err := liveEvents()
 	if err != nil {
@@ -75,6 +73,16 @@ func liveRun(b *testing.B, m *cep.StreamMonitor, shadow []byte) cep.StreamStats 
 	if err != nil {
 		b.Fatal(err)
 	}
+	return events, e
+}
+
+// liveRun is one bounded cepheus run of the cards ruleset over the day of
+// events, with a monitor when m is set (its snapshot read every 250 ms,
+// as an exporter scraped that often would) and a shadow version of
+// shadow's source deployed as soon as the job is ready.
+func liveRun(b *testing.B, m *cep.StreamMonitor, shadow []byte) cep.StreamStats {
+	b.Helper()
+	events, e := liveEngine(b)
 	dir := b.TempDir()
 	cfg := cep.StreamConfig{
 		Events: events, StateDir: filepath.Join(dir, "state"), AlertsDir: filepath.Join(dir, "alerts"),
@@ -166,19 +174,8 @@ func cpuTime() time.Duration {
 // (followed, so it keeps running once read). ns/op is one deploy's time
 // to switch.
 func BenchmarkDeploySwitch(b *testing.B) {
-	events, err := liveEvents()
-	if err != nil {
-		b.Fatal(err)
-	}
+	events, e := liveEngine(b)
 	v1, v2 := cardsSources(b)
-	rs, err := cep.CompileRuleset("cards.cep", v1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := cep.New(cep.WithRuleset(rs), cep.WithOutOfOrderness(5*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
 	dir := b.TempDir()
 	m := cep.NewStreamMonitor()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -211,16 +211,7 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 		_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
 		done <- err
 	}()
-	waitRecords := func(n int64) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for m.Snapshot().Progress.Records < n || !m.Ready() {
-			if time.Now().After(deadline) {
-				t.Fatalf("read %d records of %d", m.Snapshot().Progress.Records, n)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
+	waitRecords := func(n int64) { t.Helper(); waitMonitor(t, m, n) }
 	waitRecords(int64(strings.Count(strings.Join(lines[:half], ""), "\n")))
 
 	// A ruleset that does not compile changes nothing.
@@ -346,6 +337,17 @@ func checkDeployAlerts(t *testing.T, v2src, input string, w event.Time, lines []
 	}
 }
 
+// waitMonitor waits up to 60 s until m's job is ready and has read n
+// records.
+func waitMonitor(t *testing.T, m *StreamMonitor, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); m.Snapshot().Progress.Records < n || !m.Ready(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d records of %d", m.Snapshot().Progress.Records, n)
+		}
+	}
+}
+
 // sortedBy returns f of each element, sorted.
 func sortedBy[T any](xs []T, f func(T) string) []string {
 	out := make([]string, len(xs))
@@ -429,16 +431,7 @@ func TestStreamKafkaDeploy(t *testing.T) {
 		_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
 		done <- err
 	}()
-	waitRecords := func(n int64) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for m.Snapshot().Progress.Records < n || !m.Ready() {
-			if time.Now().After(deadline) {
-				t.Fatalf("read %d records of %d", m.Snapshot().Progress.Records, n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	waitRecords := func(n int64) { t.Helper(); waitMonitor(t, m, n) }
 	waitRecords(int64(strings.Count(strings.Join(lines[:half], ""), "\n")))
 	produced := make(chan struct{})
 	// (The input's last event, an hour on, releases every match.)
@@ -531,14 +524,7 @@ func TestStreamShadow(t *testing.T) {
 	}()
 	waitRecords := func(n int) {
 		t.Helper()
-		want := int64(strings.Count(strings.Join(lines[:n], ""), "\n"))
-		deadline := time.Now().Add(20 * time.Second)
-		for m.Snapshot().Progress.Records < want || !m.Ready() {
-			if time.Now().After(deadline) {
-				t.Fatalf("read %d records of %d", m.Snapshot().Progress.Records, want)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		waitMonitor(t, m, int64(strings.Count(strings.Join(lines[:n], ""), "\n")))
 	}
 	// write appends lines[from:to] a line at a time, in the background.
 	write := func(from, to int) chan struct{} {
