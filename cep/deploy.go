@@ -335,7 +335,11 @@ func (j *job) askSwitch(req *deployReq) {
 	}
 	if rt := j.cfg.rules; rt != nil && req != nil && req.topic < 0 {
 		// A call's deploy goes into the rules topic, for every instance.
-		err := rt.publish(j.sctx, req.d)
+		at := event.MinTime
+		if w := j.stats.Watermark; w > event.MinTime && w < event.MaxTime {
+			at = w + event.Time(rulesLead.Milliseconds())
+		}
+		err := rt.publish(j.sctx, req.d, at)
 		req.done <- deployDone{published: err == nil, err: err}
 		return
 	}
@@ -354,16 +358,32 @@ func (j *job) takeRules() {
 	if !ok {
 		return
 	}
+	if w := j.stats.Watermark; e.Watermark > w && w < event.MaxTime {
+		// The group's switch point is ahead: the watermark stops there
+		// (streamSource.forward) and the switch waits for it, for a
+		// while.
+		if !j.holding || j.holdAt != e.Watermark {
+			j.holding, j.holdAt, j.holdSince = true, e.Watermark, time.Now()
+		}
+		if time.Since(j.holdSince) < rulesHoldMax {
+			return
+		}
+		j.logf("rules topic %s: the watermark has not reached the group's switch point %v in %v: switching at %v", rt.k.RulesTopic, e.Watermark, rulesHoldMax, w)
+	}
 	j.rulesSkip = e.Offset + 1 // one try: a refused record is logged once
 	req := &deployReq{
 		d:     Deploy{Name: e.Name, Source: []byte(e.Source), DropChanged: e.DropChanged, Origin: "rules-topic", Shadow: key == rulesShadow},
 		start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset,
 	}
 	if _, err := req.d.validate(); err != nil {
+		j.holding = false
 		j.logf("rules topic %s: the %s version at offset %d does not compile, not deployed: %v", rt.k.RulesTopic, key, e.Offset, err)
 		return
 	}
 	j.askSwitch(req)
+	if j.next == nil {
+		j.holding = false // no switch: the watermark goes on
+	}
 	select {
 	case r := <-req.done: // refused or unchanged: no switch
 		if r.err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
 
@@ -34,6 +35,10 @@ type rulesEntry struct {
 	DropChanged bool      `json:"drop_changed,omitempty"`
 	Origin      string    `json:"origin"`
 	At          time.Time `json:"at"`
+	// Watermark is the switch point of the group: every instance whose
+	// watermark has not passed it holds its watermark there and switches
+	// at exactly it (event.MinTime: at once).
+	Watermark event.Time `json:"watermark,omitempty"`
 }
 
 // The keys of the rules topic's records.
@@ -44,6 +49,17 @@ const (
 
 // rulesPoll is how often an instance looks at the rules topic.
 const rulesPoll = 500 * time.Millisecond
+
+// rulesLead is how far past the publishing instance's watermark the
+// group's switch point is set (event time): an instance that reads the
+// record before its watermark passes the point holds its watermark there
+// and switches at exactly it; one already past it (a backlog read faster
+// than real time) switches where it is. rulesHoldMax is how long an
+// instance holds its watermark for a point its input does not reach (an
+// idle one) before it switches where it is.
+var rulesLead = 2 * time.Second
+
+const rulesHoldMax = 10 * time.Second
 
 // openRulesTopic creates the rules topic if need be, reads it to its end
 // and follows it until ctx ends.
@@ -124,13 +140,14 @@ func (r *rulesTopic) pending(from int64) (key string, e rulesEntry, ok bool) {
 	return key, e, ok
 }
 
-// publish writes d into the topic, for every instance to deploy.
-func (r *rulesTopic) publish(ctx context.Context, d Deploy) error {
+// publish writes d into the topic, for every instance to deploy at
+// watermark at.
+func (r *rulesTopic) publish(ctx context.Context, d Deploy, at event.Time) error {
 	key := rulesActive
 	if d.Shadow {
 		key = rulesShadow
 	}
-	b, err := json.Marshal(rulesEntry{Name: d.Name, Source: string(d.Source), DropChanged: d.DropChanged, Origin: d.Origin, At: time.Now().UTC()})
+	b, err := json.Marshal(rulesEntry{Name: d.Name, Source: string(d.Source), DropChanged: d.DropChanged, Origin: d.Origin, At: time.Now().UTC(), Watermark: at})
 	if err != nil {
 		return err
 	}

@@ -387,10 +387,15 @@ type job struct {
 	next, switched *pendingSwitch
 	atSwitch       bool  // the final checkpoint is the switch's
 	rulesSkip      int64 // the rules topic's records before it are taken
-	cfg            StreamConfig
-	start          time.Time
-	dir            *state.CheckpointDir
-	meta           *jobMeta // of the restored checkpoint; nil for a fresh start
+	// holding: the watermark stops at holdAt, the rules topic's switch
+	// point, until the switch (since holdSince).
+	holding   bool
+	holdAt    event.Time
+	holdSince time.Time
+	cfg       StreamConfig
+	start     time.Time
+	dir       *state.CheckpointDir
+	meta      *jobMeta // of the restored checkpoint; nil for a fresh start
 
 	subs   []*streamSubtask
 	owner  []int // subtask of each key group

@@ -648,14 +648,23 @@ func TestStreamShadow(t *testing.T) {
 }
 
 // TestStreamKafkaRulesTopic runs two instances of a group that follow one
-// rules topic: a deploy sent to the first goes into the topic and both
-// switch to it (the second without being asked), a shadow deploy sent to
-// the second too, whose alerts go to the shadow topic and never the
+// rules topic, events flowing: a deploy sent to the first goes into the
+// topic and both switch to it (the second without being asked) at one
+// watermark, the group's switch point; a shadow deploy sent to the second
+// too, whose alerts go to the shadow topic and never the
 // alerts topic; a third instance started afterwards with the first
 // version's rules runs the topic's versions from its start.
 func TestStreamKafkaRulesTopic(t *testing.T) {
 	brokers := kafkaBrokers(t)
-	lines := strings.SplitAfter(deployInput(600), "\n")
+	// The test's events come far faster than real time (7 s of event
+	// time each, 10 every 100 ms): a lead of 20 minutes of event time
+	// (about two seconds here) lets every instance read the record
+	// (polled every 500 ms) before its watermark gets there; each quarter
+	// of the input spans 35 minutes.
+	old := rulesLead
+	rulesLead = 20 * time.Minute
+	t.Cleanup(func() { rulesLead = old })
+	lines := strings.SplitAfter(deployInput(1200), "\n")
 	topic := fmt.Sprintf("stream-kafka-rules-%d", time.Now().UnixNano())
 	produceTopic(t, brokers, topic, 4, strings.Join(lines[:len(lines)/2], ""))
 	v2 := loadRules(t, deployV2Kafka)
@@ -703,8 +712,37 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 			}
 		}
 	}
+	// produce writes lines[from:to] into the topic, 10 every 100 ms, in
+	// the background: the deploys switch while events flow.
+	produce := func(from, to int) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := from; i < to; i += 10 {
+				produceTopic(t, brokers, topic, 4, strings.Join(lines[i:min(i+10, to)], ""))
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		return done
+	}
+	// sameSwitch checks that instances a and b switched to version (the
+	// shadow when shadow) at one watermark, the group's switch point.
+	sameSwitch := func(a, b *StreamMonitor, version string, shadow bool, since time.Time) {
+		t.Helper()
+		var ra, rb *DeployResult
+		waitFor("both instances switched", func() bool {
+			ra, rb = a.switchOf(version, shadow, since), b.switchOf(version, shadow, since)
+			return ra != nil && rb != nil
+		})
+		if ra.Watermark != rb.Watermark || ra.Watermark <= event.MinTime {
+			t.Errorf("the instances switched to %.12s at watermarks %v and %v, want one point", version, ra.Watermark, rb.Watermark)
+		}
+	}
 	a, b := start("a"), start("b")
 	waitFor("both instances ready", func() bool { return a.Ready() && b.Ready() })
+	q := len(lines) / 4
+	flowing := produce(2*q, 3*q)
+	since := time.Now()
 	res, err := a.Deploy(ctx, Deploy{Source: []byte(deployV2Kafka)})
 	if err != nil {
 		t.Fatal(err)
@@ -713,8 +751,12 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 		t.Fatalf("deploy through the rules topic: %+v", res)
 	}
 	waitFor("instance b runs v2", func() bool { act, _ := active(b); return act == v2.Hash && b.Ready() })
+	sameSwitch(a, b, v2.Hash, false, since)
+	<-flowing
 	v3src := strings.Replace(deployV2Kafka, "amount > 450", "amount > 400", 1)
 	v3 := loadRules(t, v3src)
+	flowing = produce(3*q, len(lines))
+	since = time.Now()
 	if _, err := b.Deploy(ctx, Deploy{Source: []byte(v3src), Shadow: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -723,8 +765,8 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 		ba, bs := active(b)
 		return aa == v2.Hash && as == v3.Hash && ba == v2.Hash && bs == v3.Hash
 	})
-	// The shadow's alerts go to the shadow topic, and only there.
-	produceTopic(t, brokers, topic, 4, strings.Join(lines[len(lines)/2:], ""))
+	sameSwitch(a, b, v3.Hash, true, since)
+	<-flowing
 	var shadowed []deployAlert
 	waitFor("alerts in the shadow topic", func() bool {
 		shadowed = parseDeployAlerts(t, topicValues(t, brokers, topic+"-shadow"))

@@ -452,6 +452,9 @@ func (s *streamSource) forwardRep() error {
 			wm = min(wm, w)
 		}
 	}
+	if s.j.holding && wm > s.j.holdAt {
+		wm = s.j.holdAt // a group's switch point (job.takeRules)
+	}
 	if wm <= r.forwarded || wm == event.MaxTime {
 		return nil
 	}

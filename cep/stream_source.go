@@ -543,6 +543,9 @@ func (s *streamSource) routeEvent(ev *event.Event, mask uint64) error {
 // those keyed by the record key (the others go by their repartition
 // partitions' watermark, forwardRep), and at the end (MaxTime) for all.
 func (s *streamSource) forward(wm event.Watermark) error {
+	if s.j.holding && wm > s.j.holdAt && wm < event.MaxTime {
+		wm = s.j.holdAt // a group's switch point (job.takeRules)
+	}
 	if wm <= s.forwarded {
 		return nil
 	}
