@@ -82,8 +82,9 @@ type VersionInfo struct {
 	Rules    []string
 }
 
-// keptVersions is how many versions an engine keeps: the active one and
-// the previous ones a rollback may return to.
+// keptVersions is how many versions an engine lists: the active one and
+// the previous ones (the newest sourcesKept of which a rollback may
+// return to).
 const keptVersions = 8
 
 // ErrNoJob is the error of a deploy while no job runs (restoring, between
@@ -150,7 +151,7 @@ func (m *StreamMonitor) Deploy(ctx context.Context, d Deploy) (*DeployResult, er
 // Rollback deploys the most recent previous version (Origin "rollback").
 func (m *StreamMonitor) Rollback(ctx context.Context, dropChanged bool) (*DeployResult, error) {
 	v, ok := m.version(VersionPrevious)
-	if !ok {
+	if !ok || v.Source == "" {
 		return nil, ErrNoPrevious
 	}
 	return m.deploy(ctx, Deploy{Name: fmt.Sprintf("version %.12s", v.Version), Source: []byte(v.Source), DropChanged: dropChanged, Origin: "rollback"})

@@ -37,6 +37,25 @@ type plan struct {
 	RulesNext int64 `json:",omitempty"`
 }
 
+// sourcesKept is how many previous versions keep their source (the
+// rollbacks at hand): the plan is in every checkpoint, so the older ones
+// keep only their hash, name and rules.
+const sourcesKept = 3
+
+// trimSources drops the sources of the previous versions past the
+// newest sourcesKept, but those a rule of the plan needs.
+func (p *plan) trimSources(needed map[string]bool) {
+	prev := 0
+	for i := range p.Versions {
+		if p.stateOf(i) != VersionPrevious || needed[p.Versions[i].Version] {
+			continue
+		}
+		if prev++; prev > sourcesKept {
+			p.Versions[i].Source = ""
+		}
+	}
+}
+
 // stateOf is the state of Versions[i].
 func (p *plan) stateOf(i int) VersionState {
 	switch {
@@ -281,6 +300,7 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 			q.Versions = append(q.Versions, v)
 		}
 	}
+	q.trimSources(needed)
 	return q, res
 }
 
@@ -319,6 +339,11 @@ func (e *Engine) planShadow(rs *Ruleset, w event.Time, origin string, now time.T
 			q.Versions = append(q.Versions, v)
 		}
 	}
+	needed := map[string]bool{}
+	for _, r := range q.Rules {
+		needed[r.Version] = true
+	}
+	q.trimSources(needed)
 	return q, res
 }
 

@@ -977,3 +977,34 @@ func TestStreamDeployGuardHolding(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlanKeepsRecentSources: a plan lists the recent versions but keeps
+// the sources of the newest sourcesKept previous ones only (the plan is
+// in every checkpoint), and of those its rules need.
+func TestPlanKeepsRecentSources(t *testing.T) {
+	e := streamEngine(t, deployV1)
+	e.plan = e.ownPlan(time.Now())
+	for i := range 6 {
+		src := strings.Replace(deployV1, "amount > 500", fmt.Sprintf("amount > %d", 501+i), 1)
+		rs, err := rules.LoadLayout("v.cep", []byte(src), e.schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := e.planDeploy(rs, false, event.Time(time.Hour.Milliseconds()*int64(i+1)), "test", time.Now())
+		if e, err = e.derive(q); err != nil {
+			t.Fatalf("deploy %d: %v", i, err)
+		}
+	}
+	vs := e.plan.Versions
+	if len(vs) != 7 {
+		t.Fatalf("%d versions listed, want 7", len(vs))
+	}
+	for i, v := range vs {
+		// The active one keeps its source, so does the one just before
+		// it (its change rule drains), and the newest sourcesKept
+		// previous ones after that.
+		if want := i <= sourcesKept+1; (v.Source != "") != want {
+			t.Errorf("version %d (%.12s): source kept %v, want %v", i, v.Version, v.Source != "", want)
+		}
+	}
+}
