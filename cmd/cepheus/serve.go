@@ -34,7 +34,10 @@ and its control API over gRPC on -grpc (default localhost:9465; service
 cepheus.v1.Control, with health and reflection): cepheus status, and
 cepheus rules validate, deploy, list, rollback and promote (hot-loading:
 the job switches to a new ruleset version at a checkpoint barrier,
-without a restart).
+without a restart). In Kafka mode a deploy goes to the instance it is
+sent to; with -rules-topic T it goes into the group's rules topic, and
+every instance of the group deploys it, at one watermark when it reads
+it in time (docs/operations.md, "Hot-loading").
 
 Shadow mode: cepheus rules deploy -shadow runs a new version beside the
 active one, on the same events from its switch on, without touching the
