@@ -90,7 +90,16 @@ func TestMemberGroup(t *testing.T) {
 	if err := txn.Commit(ctx, topic, offsets, "chk=1"); err != nil {
 		t.Fatalf("b's commit under its generation: %v", err)
 	}
-	got, err := GroupOffsets(ctx, Conn{Brokers: brokers}, group, topic)
+	// The offsets show once the coordinator has written the
+	// transaction's markers (a moment after the commit returns, on a
+	// loaded machine).
+	var got map[int32]Committed
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err = GroupOffsets(ctx, Conn{Brokers: brokers}, group, topic)
+		if err != nil || len(got) == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || len(got) != 3 {
 		t.Fatalf("the group's offsets: %v, %v; want b's three", got, err)
 	}
