@@ -222,7 +222,8 @@ type deployDone struct {
 }
 
 func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, error) {
-	if _, err := d.validate(); err != nil {
+	rs, err := d.validate()
+	if err != nil {
 		return nil, err
 	}
 	if d.Origin == "" {
@@ -248,7 +249,6 @@ func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, er
 	}
 	// In the rules topic: this instance deploys it when it reads it back,
 	// as every instance of the group does.
-	rs, _ := d.validate()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -288,7 +288,10 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 	// others after, at most keptVersions but every one a draining rule
 	// or the shadow belongs to.
 	q.Versions = []planVersion{versionOf(rs, origin, now)}
-	needed := map[string]bool{q.Shadow: q.Shadow != ""}
+	needed := map[string]bool{}
+	if q.Shadow != "" {
+		needed[q.Shadow] = true
+	}
 	for _, d := range drains {
 		needed[d.Version] = true
 	}

@@ -648,8 +648,7 @@ func (h *hostOperator) restoreMigrated(spec int, parts []state.Reader, groups st
 // watermark, in arrival order, with the others' clocks: so that a rule
 // with new key fields sees, as one with old ones does, every event after
 // the switch. (An event that lacked the key fields of the operator it is
-// taken from is not there: the first operator is taken, whose key the
-// most events have, in the common case of one key field.)
+// taken from, the first restored one, is not there.)
 func (h *hostOperator) seed(fresh []int) error {
 	if len(fresh) == 0 {
 		return nil
