@@ -445,3 +445,64 @@ func (*EventTimeDecl) declNode() {}
 func (*SchemaDecl) declNode()    {}
 func (*RuleDecl) declNode()      {}
 func (*TestDecl) declNode()      {}
+
+// LookupDecl is `lookup NAME { key ...  fields { ... }  on failure ...
+// timeout D }`: data about the event's key read from a source bound at run
+// time (a file or Redis), which conditions read as NAME.field. Its items
+// are printed in that fixed order.
+type LookupDecl struct {
+	Comments
+	Pos     Pos
+	Name    Name
+	Key     *KeyItem
+	Fields  *LookupFields
+	Failure *FailureItem
+	Timeout *DurationItem
+	EndDoc  []string
+}
+
+// LookupFields is the `fields { name: type default literal ... }` block of
+// a lookup.
+type LookupFields struct {
+	Comments
+	Pos    Pos
+	Fields []*LookupFieldDecl
+	EndDoc []string
+}
+
+// LookupFieldDecl is one field of a lookup: `name: type`, optionally
+// `default literal` (else the default is null).
+type LookupFieldDecl struct {
+	Comments
+	Name    Name
+	Type    Name // string, int, float, bool or time
+	Default *Literal
+}
+
+// FailureItem is a lookup's `on failure open`, `on failure closed` or
+// `on failure retry N then open|closed`.
+type FailureItem struct {
+	Comments
+	Pos     Pos
+	Mode    Name // open or closed: what happens once the retries are spent
+	Retries *IntLit
+}
+
+// DurationItem is a keyword and a duration: a lookup's `timeout 100ms`.
+type DurationItem struct {
+	Comments
+	Pos Pos
+	Dur Duration
+}
+
+func (*LookupDecl) declNode() {}
+
+// String prints the declaration's canonical source.
+func (d *LookupDecl) String() string { return printNode(func(p *printer) { p.lookup(d) }) }
+
+func (it *FailureItem) source() string {
+	if it.Retries != nil {
+		return "on failure retry " + strconv.Itoa(it.Retries.Value) + " then " + it.Mode.String()
+	}
+	return "on failure " + it.Mode.String()
+}

@@ -31,6 +31,7 @@ type ruleChecker struct {
 
 	timeDecl   *EventTimeDecl
 	schemaDecl *SchemaDecl
+	lookups    []*LookupDecl
 	rules      []*RuleDecl
 	tests      []*TestDecl
 
@@ -79,6 +80,8 @@ func (c *ruleChecker) check() {
 				continue
 			}
 			c.schemaDecl = d
+		case *LookupDecl:
+			c.lookups = append(c.lookups, d)
 		case *RuleDecl:
 			if ruleNames[d.Name.Value] {
 				c.errorf(d.Name.Pos, "rule %s is defined twice", d.Name)
@@ -99,12 +102,14 @@ func (c *ruleChecker) check() {
 	if c.schemaDecl != nil {
 		c.checkSchema()
 	}
+	c.checkLookups()
 	for _, r := range c.rules {
 		c.checkRule(r)
 	}
 	if c.schemaDecl == nil {
 		c.inferSchema()
 	}
+	c.lookupSchema()
 	if c.layout != nil && c.errs.Len() == 0 {
 		c.applyLayout(c.layout)
 	}
@@ -161,8 +166,17 @@ func (c *ruleChecker) inferSchema() {
 		names[c.timeDecl.Field.Value] = true
 	}
 	for _, r := range c.rules {
-		for _, n := range ruleFields(r) {
-			names[n] = true
+		for _, n := range ruleFields(r, c.lookupNames()) {
+			if !c.isLookupField(n) {
+				names[n] = true
+			}
+		}
+	}
+	for _, d := range c.lookups {
+		if d.Key != nil {
+			for _, k := range d.Key.Fields {
+				names[k.Value] = true
+			}
 		}
 	}
 	sorted := make([]string, 0, len(names))
@@ -179,8 +193,9 @@ func (c *ruleChecker) inferSchema() {
 
 // ruleFields are the fields rule r reads, sorted: its key fields and
 // every field an expression reads (identifiers that are not stage names,
-// and fields read through a stage (x.f) or a closure (.f)).
-func ruleFields(r *RuleDecl) []string {
+// and fields read through a stage (x.f) or a closure (.f)); the fields of
+// the lookups named read as lookup.field.
+func ruleFields(r *RuleDecl, lookups []string) []string {
 	names := map[string]bool{}
 	stages := map[string]bool{}
 	for _, s := range leafStages(r) {
@@ -192,7 +207,7 @@ func ruleFields(r *RuleDecl) []string {
 		}
 	}
 	forEachExpr(r, func(x *Expr) {
-		ids, err := cond.Identifiers(x.raw)
+		ids, err := cond.Identifiers(x.raw, lookups...)
 		if err != nil {
 			return // the compiler reports it
 		}
@@ -201,7 +216,7 @@ func ruleFields(r *RuleDecl) []string {
 				names[id] = true
 			}
 		}
-		members, err := cond.MemberNames(x.raw)
+		members, err := cond.MemberNames(x.raw, lookups...)
 		if err != nil {
 			return
 		}
@@ -327,6 +342,8 @@ func (c *ruleChecker) checkRule(r *RuleDecl) {
 			c.ruleErrorf(r, n.Pos, "stage name %s is reserved", n)
 		case c.schemaDecl != nil && c.declared(n.Value):
 			c.ruleErrorf(r, n.Pos, "stage %s has the name of a schema field; rename one (in an expression the name would mean the stage)", n)
+		case slices.Contains(c.lookupNames(), n.Value):
+			c.ruleErrorf(r, n.Pos, "stage %s has the name of a lookup; rename one (%s.x would be ambiguous)", n, n)
 		}
 		stages[n.Value] = s
 	}

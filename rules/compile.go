@@ -39,6 +39,7 @@ func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
 		Declared:  c.schemaDecl != nil,
 		TimeSlot:  c.timeSlot,
 		timeSlots: c.timeSlots,
+		Lookups:   c.compileLookups(),
 	}
 	if c.timeDecl != nil {
 		rs.TimeField = c.timeDecl.Field.Value
@@ -74,7 +75,7 @@ func (c *ruleChecker) ruleHeader(rd *RuleDecl) string {
 		p.eventTime(c.timeDecl)
 	}
 	if c.schemaDecl != nil {
-		reads := ruleFields(rd)
+		reads := ruleFields(rd, c.lookupNames())
 		p.b.WriteString("schema {\n")
 		for _, f := range c.schemaDecl.Fields {
 			if slices.Contains(reads, f.Name.Value) || c.timeDecl != nil && f.Name.Value == c.timeDecl.Field.Value {
@@ -82,6 +83,15 @@ func (c *ruleChecker) ruleHeader(rd *RuleDecl) string {
 			}
 		}
 		p.b.WriteString("}\n")
+	}
+	// The lookups the rule reads: their key, types, defaults and policy
+	// decide its matches.
+	reads := ruleFields(rd, c.lookupNames())
+	for _, d := range c.lookups {
+		prefix := d.Name.Value + "."
+		if slices.ContainsFunc(reads, func(f string) bool { return strings.HasPrefix(f, prefix) }) {
+			p.lookup(d)
+		}
 	}
 	return p.b.String()
 }
@@ -128,7 +138,7 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	for i, s := range leaves {
 		names[i] = s.Name.Value
 	}
-	rc.env = &cond.Env{Schema: rc.c.schema, Declared: rc.c.schemaDecl != nil, Stages: names}
+	rc.env = &cond.Env{Schema: rc.c.schema, Declared: rc.c.schemaDecl != nil, Stages: names, Lookups: rc.c.lookupNames()}
 	rc.compileConditions()
 	if rd.Emit != nil {
 		for _, f := range rd.Emit.Fields {

@@ -59,6 +59,9 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 					continue
 				}
 				ev.Seq = uint64(i + 1)
+				for _, l := range rs.Lookups {
+					l.FillDefaults(ev)
+				}
 				t.Events = append(t.Events, ev)
 			}
 		}

@@ -459,6 +459,11 @@ func (p *ruleParser) parseFile() *File {
 			if d := p.parseSchema(c, pos); d != nil {
 				f.Decls = append(f.Decls, d)
 			}
+		case p.isWord("lookup"):
+			p.next()
+			if d := p.parseLookup(c, pos); d != nil {
+				f.Decls = append(f.Decls, d)
+			}
 		case p.isWord("rule"):
 			p.next()
 			if d := p.parseRule(c, pos); d != nil {
@@ -477,7 +482,7 @@ func (p *ruleParser) parseFile() *File {
 			p.next()
 			p.endLine()
 		default:
-			p.unexpected("event time, schema, rule or test")
+			p.unexpected("event time, schema, lookup, rule or test")
 			p.skipLine()
 		}
 	}
@@ -573,25 +578,9 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 				continue
 			}
 			p.next()
-			k := &KeyItem{Comments: ic, Pos: posAt(ipos)}
-			if p.tok.kind != tokIdent {
-				p.unexpected("key fields (leave out key for one global partition)")
-				p.skipLine()
-				continue
+			if k := p.parseKey(ic, ipos, "key fields (leave out key for one global partition)"); k != nil {
+				d.Key = k
 			}
-			for {
-				n, ok := p.parseIdent("a key field")
-				if !ok {
-					break
-				}
-				k.Fields = append(k.Fields, n)
-				if p.tok.kind != tokComma {
-					break
-				}
-				p.next()
-			}
-			k.Line = p.endLine()
-			d.Key = k
 		case p.isWord("pattern"):
 			if dup("pattern", d.Pattern != nil) {
 				continue
@@ -628,6 +617,174 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 		}
 	}
 	return d
+}
+
+// parseKey parses the fields of `key f1, f2` (the keyword consumed), or
+// reports want and skips the line.
+func (p *ruleParser) parseKey(c Comments, pos int, want string) *KeyItem {
+	k := &KeyItem{Comments: c, Pos: posAt(pos)}
+	if p.tok.kind != tokIdent {
+		p.unexpected(want)
+		p.skipLine()
+		return nil
+	}
+	for {
+		n, ok := p.parseIdent("a key field")
+		if !ok {
+			break
+		}
+		k.Fields = append(k.Fields, n)
+		if p.tok.kind != tokComma {
+			break
+		}
+		p.next()
+	}
+	k.Line = p.endLine()
+	return k
+}
+
+func (p *ruleParser) parseLookup(c Comments, pos int) *LookupDecl {
+	name, ok := p.parseIdent("a lookup name")
+	if !ok {
+		p.skipLine()
+		return nil
+	}
+	line, ok := p.openBlock("the lookup")
+	if !ok {
+		return nil
+	}
+	d := &LookupDecl{Comments: c, Pos: posAt(pos), Name: name}
+	d.Line = line
+	dup := func(what string, set bool) bool {
+		if set {
+			p.errorf("%s given twice", what)
+			p.skipLine()
+		}
+		return set
+	}
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			d.EndDoc = p.closeBlock(pos, "lookup "+name.Value, doc)
+			break
+		}
+		ic := Comments{Doc: doc}
+		ipos := p.tok.pos
+		switch {
+		case p.isWord("key"):
+			if dup("key", d.Key != nil) {
+				continue
+			}
+			p.next()
+			if k := p.parseKey(ic, ipos, "the key fields of the lookup"); k != nil {
+				d.Key = k
+			}
+		case p.isWord("fields"):
+			if dup("fields", d.Fields != nil) {
+				continue
+			}
+			p.next()
+			d.Fields = p.parseLookupFields(ic, ipos)
+		case p.isWord("on"):
+			if dup("on failure", d.Failure != nil) {
+				continue
+			}
+			p.next()
+			if it := p.parseFailure(ic, ipos); it != nil {
+				d.Failure = it
+			}
+		case p.isWord("timeout"):
+			if dup("timeout", d.Timeout != nil) {
+				continue
+			}
+			p.next()
+			dur, ok := p.parseDuration()
+			if !ok {
+				p.skipLine()
+				continue
+			}
+			ic.Line = p.endLine()
+			d.Timeout = &DurationItem{Comments: ic, Pos: posAt(ipos), Dur: dur}
+		default:
+			p.unexpected("key, fields, on failure or timeout")
+			p.skipLine()
+		}
+	}
+	for _, c := range []*Comments{commentsOf(d.Key), commentsOf(d.Fields), commentsOf(d.Failure), commentsOf(d.Timeout)} {
+		if c != nil {
+			c.Doc = trimDoc(c.Doc)
+			break
+		}
+	}
+	return d
+}
+
+func (p *ruleParser) parseLookupFields(c Comments, pos int) *LookupFields {
+	line, ok := p.openBlock("the lookup's fields")
+	if !ok {
+		return nil
+	}
+	b := &LookupFields{Comments: c, Pos: posAt(pos)}
+	b.Line = line
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			b.EndDoc = p.closeBlock(pos, "fields", doc)
+			return b
+		}
+		if len(b.Fields) == 0 {
+			doc = trimDoc(doc)
+		}
+		name, ok := p.parseIdent("a field name")
+		if !ok || !p.expect(tokColon, "':' after the field name") {
+			p.skipLine()
+			continue
+		}
+		typ, ok := p.parseIdent("a type (string, int, float, bool or time)")
+		if !ok {
+			p.skipLine()
+			continue
+		}
+		f := &LookupFieldDecl{Comments: Comments{Doc: doc}, Name: name, Type: typ}
+		if p.isWord("default") {
+			p.next()
+			lit, ok := p.parseLiteral()
+			if !ok {
+				p.skipLine()
+				continue
+			}
+			f.Default = &lit
+		}
+		f.Line = p.endLine()
+		b.Fields = append(b.Fields, f)
+	}
+}
+
+// parseFailure parses the rest of `on failure open|closed` or `on failure
+// retry N then open|closed`.
+func (p *ruleParser) parseFailure(c Comments, pos int) *FailureItem {
+	if !p.expectWord("failure") {
+		p.skipLine()
+		return nil
+	}
+	it := &FailureItem{Comments: c, Pos: posAt(pos)}
+	if p.isWord("retry") {
+		p.next()
+		n, ok := p.parseInt("the number of retries")
+		if !ok || !p.expectWord("then") {
+			p.skipLine()
+			return nil
+		}
+		it.Retries = &n
+	}
+	if !p.isWord("open") && !p.isWord("closed") {
+		p.unexpected("open (the defaults) or closed (the dead letters)")
+		p.skipLine()
+		return nil
+	}
+	it.Mode, _ = p.parseIdent("open or closed")
+	it.Line = p.endLine()
+	return it
 }
 
 // commentsOf returns the comments of a rule item, or nil for a nil item.

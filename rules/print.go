@@ -113,6 +113,8 @@ func (p *printer) decl(d Decl) {
 		p.eventTime(d)
 	case *SchemaDecl:
 		p.schema(d)
+	case *LookupDecl:
+		p.lookup(d)
 	case *RuleDecl:
 		p.rule(d)
 	case *TestDecl:
@@ -126,6 +128,31 @@ func (p *printer) schema(d *SchemaDecl) {
 	p.block(d.Comments, "schema", d.EndDoc, func() {
 		for _, f := range d.Fields {
 			p.line(f.Comments, f.Name.String()+": "+f.Type.String())
+		}
+	})
+}
+
+func (p *printer) lookup(d *LookupDecl) {
+	p.block(d.Comments, "lookup "+d.Name.String(), d.EndDoc, func() {
+		if it := d.Key; it != nil {
+			p.line(it.Comments, "key "+joinNames(it.Fields))
+		}
+		if b := d.Fields; b != nil {
+			p.block(b.Comments, "fields", b.EndDoc, func() {
+				for _, f := range b.Fields {
+					s := f.Name.String() + ": " + f.Type.String()
+					if f.Default != nil {
+						s += " default " + f.Default.Text
+					}
+					p.line(f.Comments, s)
+				}
+			})
+		}
+		if it := d.Failure; it != nil {
+			p.line(it.Comments, it.source())
+		}
+		if it := d.Timeout; it != nil {
+			p.line(it.Comments, "timeout "+it.Dur.String())
 		}
 	})
 }

@@ -23,6 +23,9 @@ type Ruleset struct {
 	Schema *event.Schema
 	// Declared reports whether the file declared its schema.
 	Declared bool
+	// Lookups are the file's lookups in file order; their fields are
+	// schema fields named lookup.field, after the event's fields.
+	Lookups []*Lookup
 	// Rules are the rules in file order.
 	Rules []*Rule
 	// Tests are the tests written in the file, in file order.

@@ -27,6 +27,10 @@ type Env struct {
 	// order. Conditions and emit expressions may refer to them. A name that
 	// is both a field and a stage is an error where an expression uses it.
 	Stages []string
+	// Lookups are the names of the ruleset's lookups: lookup.field reads
+	// the schema field named "lookup.field" (and stage.lookup.field that
+	// field of the stage's event).
+	Lookups []string
 }
 
 // Error is an error inside an expression. Compile errors and run-time
@@ -185,8 +189,11 @@ func (v *ValueExpr) Fallback() string { return v.prog.fallback }
 // schema of a ruleset that declares none. Builtin function names, closure
 // members (.price in map(xs, .price)), the names of let declarations and
 // ctx/stage arguments are not identifiers. Errors are *Error.
-func Identifiers(src string) ([]string, error) {
-	tree, err := parseNames(src)
+//
+// The reads of lookups' fields (lookup.field, see [Env].Lookups) count as
+// the identifier "lookup.field".
+func Identifiers(src string, lookups ...string) ([]string, error) {
+	tree, err := parseNames(src, lookups)
 	if err != nil {
 		return nil, err
 	}
@@ -229,9 +236,11 @@ func Identifiers(src string) ([]string, error) {
 // x.f, .f, x[0].f), sorted and unique. In the rule language these are
 // fields of stage events, so a front end that infers the schema of a
 // ruleset without one must add them to the identifiers of
-// [Identifiers] (minus the stage names). Errors are *Error.
-func MemberNames(src string) ([]string, error) {
-	tree, err := parseNames(src)
+// [Identifiers] (minus the stage names). A lookup's field read through a
+// stage (x.lookup.field) counts as the member "lookup.field". Errors are
+// *Error.
+func MemberNames(src string, lookups ...string) ([]string, error) {
+	tree, err := parseNames(src, lookups)
 	if err != nil {
 		return nil, err
 	}
@@ -253,12 +262,13 @@ func MemberNames(src string) ([]string, error) {
 	return sortedKeys(seen), nil
 }
 
-func parseNames(src string) (*parser.Tree, error) {
+func parseNames(src string, lookups []string) (*parser.Tree, error) {
 	tree, err := parser.Parse(src)
 	if err != nil {
 		s := newCondSource(src)
 		return nil, s.fromFileError(err)
 	}
+	rewriteLookups(&tree.Node, lookupSet(lookups), nil)
 	return tree, nil
 }
 

@@ -184,6 +184,7 @@ func (c *compiler) parse() (*parser.Tree, error) {
 	if err != nil {
 		return nil, c.fromFileError(err)
 	}
+	rewriteLookups(&tree.Node, lookupSet(c.env.Lookups), c.stages)
 	f := &folder{c: c}
 	ast.Walk(&tree.Node, f)
 	if f.err != nil {

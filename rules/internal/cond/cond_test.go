@@ -3,6 +3,7 @@ package cond
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -727,4 +728,52 @@ func FuzzCondCompile(f *testing.F) {
 			checkErr(t, src, err)
 		}
 	})
+}
+
+func TestLookupFields(t *testing.T) {
+	schema := event.MustSchema(
+		event.Field{Name: "country", Kind: event.KindString},
+		event.Field{Name: "customer.home_country", Kind: event.KindString},
+		event.Field{Name: "customer.tier", Kind: event.KindInt},
+	)
+	env := &Env{Schema: schema, Declared: true, Stages: []string{"first", "second"}, Lookups: []string{"customer"}}
+	ev := &event.Event{Fields: []event.Value{event.String("FR"), event.String("US"), event.Int(2)}}
+	for _, c := range []struct {
+		src  string
+		want bool
+	}{
+		{`country != customer.home_country`, true},
+		{`customer.home_country == "US" && customer.tier > 1`, true},
+		{`customer.tier > 2`, false},
+		{`upper(customer.home_country) == "US" && split(country, "")[0] == "F"`, true}, // the VM too
+	} {
+		b, err := CompileBoolExpr(c.src, env)
+		if err != nil {
+			t.Fatalf("%s: %v", c.src, err)
+		}
+		if got := b.Eval(ev, nil); got != c.want {
+			t.Errorf("%s = %v, want %v", c.src, got, c.want)
+		}
+	}
+	v, err := CompileValueExpr(`first.customer.home_country + "/" + string(second.customer.tier)`, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := v.Eval([][]*event.Event{{ev}, {ev}})
+	if err != nil || got != event.String("US/2") {
+		t.Errorf("emit = %v, %v; want US/2", got, err)
+	}
+	_, err = CompileBoolExpr(`customer.home_contry == "x"`, env)
+	var ee *Error
+	if !errors.As(err, &ee) || ee.Offset != 0 || !strings.Contains(ee.Msg, "customer.home_country") {
+		t.Errorf("unknown lookup field: %v, want an error at 0 suggesting customer.home_country", err)
+	}
+	ids, err := Identifiers(`customer.home_country != country && first.customer.tier > 1`, "customer")
+	if err != nil || !slices.Equal(ids, []string{"country", "customer.home_country", "first"}) {
+		t.Errorf("Identifiers = %q, %v", ids, err)
+	}
+	members, err := MemberNames(`first.customer.tier > 1 && any(first, .customer.home_country == "x")`, "customer")
+	if err != nil || !slices.Equal(members, []string{"customer.home_country", "customer.tier"}) {
+		t.Errorf("MemberNames = %q, %v", members, err)
+	}
 }

@@ -130,6 +130,7 @@ func (c *compiler) vmTree() (*parser.Tree, error) {
 	if err != nil {
 		return nil, c.fromFileError(err)
 	}
+	rewriteLookups(&tree.Node, lookupSet(c.env.Lookups), c.stages)
 	c.rewrite(&tree.Node)
 	return tree, nil
 }
