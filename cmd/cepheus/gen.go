@@ -17,7 +17,7 @@ import (
 
 var genCommand = &command{
 	name:  "gen",
-	usage: "cepheus gen [flags] [-o file]",
+	usage: "cepheus gen [flags] [-o file] [-profiles dir]",
 	help: `Gen writes seeded synthetic card transactions and account events as JSON
 lines (docs/data.md describes every field): customers with cards, devices
 and IPs, merchants with their countries, Zipf-skewed activity, bounded
@@ -30,6 +30,13 @@ The defaults give 60 days of sparse history and one dense day (about
 325,000 events). The same flags give the same bytes. The output goes to
 stdout, or to -o FILE (gzip-compressed when FILE ends in .gz). A summary
 goes to stderr.
+
+-profiles DIR also writes the lookup data of the generated population,
+creating DIR: one JSON-lines file per lookup of rulesets/cards.cep, today
+DIR/customer.jsonl with one line per customer (customer_id, home_country,
+risk_tier, tenure_days). The profiles depend only on -seed and
+-customers, and asking for them does not change the events. Bind them with -lookup customer=file:DIR/customer.jsonl on
+backtest, run and serve.
 `,
 }
 
@@ -51,6 +58,7 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	scenarios := fs.String("scenarios", "", "comma-separated scenarios to inject (default: all)")
 	maxDelay := fs.Duration("max-delay", d.MaxDelay, "disorder bound: how far behind the newest event an event may come")
 	out := fs.String("o", "", "write to this file instead of stdout (.gz: gzip)")
+	profiles := fs.String("profiles", "", "also write the population's lookup data (customer.jsonl) to this `dir`, creating it")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -98,6 +106,14 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return genConfigError(fs, err)
 	}
+	// The profiles come first: they are quick, and a directory that cannot
+	// be written fails the command before the long part.
+	var profileFiles []string
+	if *profiles != "" {
+		if profileFiles, err = g.WriteProfiles(ctx, *profiles); err != nil {
+			return fmt.Errorf("gen: -profiles: %w", err)
+		}
+	}
 	w, closeOut, err := createOutput(*out, stdout)
 	if err != nil {
 		return err
@@ -123,6 +139,9 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(stderr, "  %-20s %4d instances %6d events\n", n, st.Instances[n], st.ByScenario[n])
+	}
+	if len(profileFiles) > 0 {
+		fmt.Fprintf(stderr, "gen: profiles of %s to %s\n", plural(int64(cfg.Customers), "customer", "customers"), strings.Join(profileFiles, ", "))
 	}
 	// A scenario asked for that got no instance is a surprise: its rate
 	// is per 100,000 normal events, so small runs may get none.

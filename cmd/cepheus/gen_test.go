@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,5 +45,113 @@ func TestGenWarnsOfMissingScenarios(t *testing.T) {
 		"-scenarios", "card_testing", "-fraud-rate", "500", "-o", out)
 	if code != 0 || strings.Contains(errOut, "warning") {
 		t.Errorf("gen with card_testing at rate 500: exit %d, stderr\n%s\nwant no warning", code, errOut)
+	}
+}
+
+// TestGenProfiles: -profiles DIR creates DIR and writes customer.jsonl,
+// one line per customer, reported on stderr, with -o FILE and with
+// stdout; the events are the same bytes as without -profiles.
+func TestGenProfiles(t *testing.T) {
+	dir := t.TempDir()
+	small := []string{"gen", "-seed", "3", "-history-days", "0", "-days", "1", "-events-per-day", "3000", "-customers", "500",
+		"-scenarios", "card_testing,impossible_travel", "-fraud-rate", "200"}
+	args := func(extra ...string) []string { return append(append([]string{}, small...), extra...) }
+	hash := func(path string) [sha256.Size]byte {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sha256.Sum256(b)
+	}
+
+	plain := filepath.Join(dir, "plain.jsonl")
+	if code, _, errOut := cepheus(t, args("-o", plain)...); code != 0 {
+		t.Fatalf("gen -o: exit %d, stderr\n%s", code, errOut)
+	}
+	withProfiles := filepath.Join(dir, "with.jsonl")
+	profiles := filepath.Join(dir, "a", "profiles") // two levels, neither there yet
+	code, out, errOut := cepheus(t, args("-o", withProfiles, "-profiles", profiles)...)
+	customers := filepath.Join(profiles, "customer.jsonl")
+	if want := "gen: profiles of 500 customers to " + customers + "\n"; code != 0 || out != "" || !strings.Contains(errOut, want) {
+		t.Fatalf("gen -o -profiles: exit %d, stdout %q, stderr\n%s\nwant 0, nothing and a line\n%s", code, out, errOut, want)
+	}
+	if hash(plain) != hash(withProfiles) {
+		t.Error("-profiles changes the events")
+	}
+	first := hash(customers)
+
+	// The events read: every customer_id has exactly one profile line.
+	lines := map[string]int{}
+	b, err := os.ReadFile(customers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var p struct {
+			CustomerID string `json:"customer_id"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			t.Fatalf("%s: %v: %s", customers, err, sc.Bytes())
+		}
+		lines[p.CustomerID]++
+	}
+	if len(lines) != 500 {
+		t.Errorf("%s has %d customers, want 500", customers, len(lines))
+	}
+	ev, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range bytes.Lines(ev) {
+		var e struct {
+			CustomerID string `json:"customer_id"`
+		}
+		if err := json.Unmarshal(l, &e); err != nil {
+			t.Fatal(err)
+		}
+		if lines[e.CustomerID] != 1 {
+			t.Fatalf("customer %s of the events has %d profile lines, want 1", e.CustomerID, lines[e.CustomerID])
+		}
+	}
+
+	// To stdout, into the existing directory: the same events and the
+	// same profiles, rewritten.
+	code, out, errOut = cepheus(t, args("-profiles", profiles)...)
+	if code != 0 || !strings.Contains(errOut, "gen: profiles of 500 customers to "+customers+"\n") {
+		t.Fatalf("gen -profiles to stdout: exit %d, stderr\n%s", code, errOut)
+	}
+	if sha256.Sum256([]byte(out)) != hash(plain) {
+		t.Error("gen -profiles to stdout writes other events than gen -o")
+	}
+	if hash(customers) != first {
+		t.Error("a second run writes other profiles")
+	}
+}
+
+// TestGenProfilesError: a -profiles that cannot be a directory fails the
+// command (exit 1) before any event is written.
+func TestGenProfilesError(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "taken", "")
+	events := filepath.Join(dir, "events.jsonl")
+	code, _, errOut := cepheus(t, "gen", "-days", "1", "-history-days", "0", "-scenarios", "card_testing", "-customers", "100",
+		"-o", events, "-profiles", filepath.Join(file, "profiles"))
+	if code != 1 || !strings.Contains(errOut, "gen: -profiles: ") {
+		t.Errorf("gen -profiles under a file: exit %d, stderr\n%s\nwant 1 and a -profiles error", code, errOut)
+	}
+	if _, err := os.Stat(events); !os.IsNotExist(err) {
+		t.Errorf("the events were written anyway (stat: %v)", err)
+	}
+}
+
+// TestGenHelpNamesProfiles: the help says what -profiles writes and how a
+// ruleset binds it.
+func TestGenHelpNamesProfiles(t *testing.T) {
+	code, out, errOut := cepheus(t, "gen", "--help")
+	for _, want := range []string{"-profiles dir", "customer.jsonl", "-lookup customer=file:DIR/customer.jsonl"} {
+		if !strings.Contains(out+errOut, want) {
+			t.Errorf("gen --help (exit %d) does not say %q:\n%s%s", code, want, out, errOut)
+		}
 	}
 }

@@ -8,6 +8,8 @@
 // days, and a rate per fraud scenario. [New] validates it and builds the
 // population; [Generator.WriteTo] streams JSON lines and
 // [Generator.Records] yields the same events as [Record] values.
+// [Generator.WriteProfiles] writes the population's lookup data, the
+// profiles: one JSON-lines file per lookup of rulesets/cards.cep.
 // docs/data.md documents the fields, the normal behaviour, the scenarios and
 // the rules that catch them.
 //
@@ -27,6 +29,9 @@
 //   - The output is a pure function of the Config: the same Config gives
 //     the same events, byte for byte, on every run (for one architecture and
 //     Go release; see docs/data.md). No clock, no map iteration order.
+//   - The profiles are a pure function of Seed and Customers, drawn from
+//     a random stream of their own: writing them or not gives the same
+//     events.
 //   - Every event's ts is in [Start, Start+(HistoryDays+Days) days) and at
 //     most MaxDelay behind the largest ts written before it.
 //   - Every line has exactly the fields of [Fields], in that order.

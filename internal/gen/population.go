@@ -78,7 +78,16 @@ const (
 	streamReorder
 	streamDormantPlan
 	streamScenario // + scenario index
+
+	// streamProfiles draws the profiles (profiles.go). It sits above the
+	// scenarios' streams, with room for more scenarios: adding one changes
+	// neither the profiles nor the events.
+	streamProfiles = 64
 )
+
+// The scenarios' streams stay below streamProfiles: a compile error here
+// means streamProfiles must move up (which changes the profiles of a seed).
+var _ [streamProfiles - streamScenario - numScenarios]struct{}
 
 func newRand(seed uint64, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15*stream))
