@@ -257,7 +257,8 @@ launch() {
     voters+="${voters:+,}$i@127.0.0.1:${ports[2 * i - 1]}"
     bootstrap+="${bootstrap:+,}127.0.0.1:${ports[2 * i - 2]}"
   done
-  # A cluster id is 16 random bytes in URL-safe base64 without padding: 22 characters.
+  # A cluster id is 16 random bytes in URL-safe base64 without padding: 22 characters. It may
+  # start with "-", so format gets it as --cluster-id=ID (argparse would take "-t -x..." for a flag).
   cid="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)"
   rm -rf "$dir"/node* "$dir/logs"
   mkdir -p "$dir/logs"
@@ -289,7 +290,7 @@ launch() {
   fi
   for ((i = 1; i <= n; i++)); do
     "$java" -Xmx256m -XX:+UseSerialGC -Dlog4j2.configurationFile="$conf/log4j2-tools.properties" \
-      -cp "$lib/*" kafka.tools.StorageTool format -t "$cid" -c "$dir/node$i/server.properties" "${scram[@]+"${scram[@]}"}" \
+      -cp "$lib/*" kafka.tools.StorageTool format --cluster-id="$cid" -c "$dir/node$i/server.properties" "${scram[@]+"${scram[@]}"}" \
       > "$dir/logs/format$i.log" 2>&1 < /dev/null &
     fmt_pids+=($!)
   done
