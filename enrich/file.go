@@ -1,0 +1,118 @@
+package enrich
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// FileSource is a [Source] over the records of a JSON-lines lookup file,
+// read once by [OpenFile] and held in memory. All its methods may be called
+// concurrently.
+type FileSource struct {
+	path    string
+	records table
+}
+
+// OpenFile reads the JSON-lines lookup file at path (gunzipped when path
+// ends in .gz) into a [FileSource]. Each line is an object with the key
+// fields under their event field names (spec.KeyFields) and any of the
+// lookup's fields (spec.Fields, by name); other members are ignored, blank
+// lines are skipped, and a later line for a key replaces an earlier one.
+//
+// Values convert to the declared kinds: int, a JSON integer or a string of
+// one; float, any number; string, a string; bool, true or false; time, an
+// RFC 3339 string or an integer of epoch milliseconds; null, for any kind,
+// event.Null. A key member is a string, a number or a bool, and makes the
+// key part [KeyOf] builds from the event value it decodes to (42 gives "42",
+// 1.50 gives "1.5"). A line that is not an object, a missing or null key
+// member, or a value of the wrong type is an error that names path:line and
+// the member.
+func OpenFile(spec Spec, path string) (*FileSource, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	records := make(table)
+	err := readFile(spec, path, func(key string, _ []string, rec []event.Value) error {
+		records[key] = rec
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &FileSource{path: path, records: records}, nil
+}
+
+// Len returns the number of records (distinct keys) of the file.
+func (f *FileSource) Len() int { return len(f.records) }
+
+// Fetch implements [Source].
+func (f *FileSource) Fetch(ctx context.Context, keys []string) ([][]event.Value, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return f.records.fetch(keys), nil
+}
+
+// Close implements [Source]; it does nothing.
+func (f *FileSource) Close() error { return nil }
+
+// String implements [Source]: "file PATH".
+func (f *FileSource) String() string { return "file " + f.path }
+
+// maxLine bounds the length of one line of a lookup file.
+const maxLine = 16 << 20
+
+// readFile calls fn with each record of the lookup file at path, in file
+// order: its key, its key parts (reused between calls) and its values. An
+// error of fn stops the read and is returned as it is.
+func readFile(spec Spec, path string, fn func(key string, parts []string, rec []event.Value) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("enrich: lookup %s: %w", spec.Name, err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return fmt.Errorf("enrich: lookup %s: %s: %w", spec.Name, path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	codec := recordCodec{spec: spec}
+	parts := make([]string, len(spec.KeyFields))
+	line := 0
+	for sc.Scan() {
+		line++
+		data := bytes.TrimSpace(sc.Bytes())
+		if len(data) == 0 {
+			continue
+		}
+		key, rec, err := codec.decodeObject(data, parts)
+		if err != nil {
+			return fmt.Errorf("enrich: lookup %s: %s:%d: %w", spec.Name, path, line, err)
+		}
+		if err := fn(key, parts, rec); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("enrich: lookup %s: %s:%d: line longer than %d MiB", spec.Name, path, line+1, maxLine>>20)
+		}
+		return fmt.Errorf("enrich: lookup %s: %s: after line %d: %w", spec.Name, path, line, err)
+	}
+	return nil
+}

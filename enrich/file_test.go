@@ -1,0 +1,184 @@
+package enrich
+
+import (
+	"compress/gzip"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// fileSpec is a lookup with a field of each kind.
+func fileSpec() Spec {
+	return Spec{
+		Name:      "customer",
+		KeyFields: []string{"customer_id"},
+		Fields: []Field{
+			{Name: "country", Kind: event.KindString},
+			{Name: "tenure", Kind: event.KindInt},
+			{Name: "score", Kind: event.KindFloat},
+			{Name: "vip", Kind: event.KindBool},
+			{Name: "since", Kind: event.KindInt, Time: true},
+		},
+	}
+}
+
+// writeFile writes content to name in a temporary directory, gzipped when
+// name ends in .gz, and returns its path.
+func writeFile(t testing.TB, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	data := []byte(content)
+	if strings.HasSuffix(name, ".gz") {
+		var b strings.Builder
+		zw := gzip.NewWriter(&b)
+		zw.Write(data)
+		zw.Close()
+		data = []byte(b.String())
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestOpenFile(t *testing.T) {
+	const content = `{"customer_id":"C1","country":"DE","tenure":400,"score":0.5,"vip":true,"since":"2024-01-02T03:04:05.678Z","other":{"x":[1]}}
+{"customer_id":42,"tenure":"12","score":3,"since":1700000000000}
+
+{"customer_id":1.50,"country":null,"tenure":-7}
+  {"customer_id":true,"vip":false,"since":"2024-01-02T04:04:05.678+01:00"}
+{"customer_id":"C1","country":"FR"}
+{"customer_id":"","score":-1e-3}
+`
+	since := time.Date(2024, 1, 2, 3, 4, 5, 678e6, time.UTC).UnixMilli()
+	want := map[string][]event.Value{
+		// The later line of C1 replaces the first, whole.
+		"C1":   {event.String("FR"), event.Null, event.Null, event.Null, event.Null},
+		"42":   {event.Null, event.Int(12), event.Float(3), event.Null, event.Int(1_700_000_000_000)},
+		"1.5":  {event.Null, event.Int(-7), event.Null, event.Null, event.Null},
+		"true": {event.Null, event.Null, event.Null, event.Bool(false), event.Int(since)},
+		"":     {event.Null, event.Null, event.Float(-0.001), event.Null, event.Null},
+	}
+	for _, name := range []string{"customers.jsonl", "customers.jsonl.gz"} {
+		t.Run(name, func(t *testing.T) {
+			fs, err := OpenFile(fileSpec(), writeFile(t, name, content))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fs.Len() != len(want) {
+				t.Errorf("Len() = %d, want %d", fs.Len(), len(want))
+			}
+			keys := []string{"C1", "42", "1.5", "true", "", "C9"}
+			got, err := fs.Fetch(t.Context(), keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, k := range keys {
+				if !equalRecords(got[i], want[k]) {
+					t.Errorf("key %q: %s, want %s", k, fmtRecord(got[i]), fmtRecord(want[k]))
+				}
+			}
+		})
+	}
+}
+
+func TestOpenFileFirstRecordOfC1(t *testing.T) {
+	// Without the second line of C1, the first line's every conversion
+	// shows.
+	path := writeFile(t, "c.jsonl", `{"customer_id":"C1","country":"DE","tenure":400,"score":0.5,"vip":true,"since":"2024-01-02T03:04:05.678Z"}`)
+	fs, err := OpenFile(fileSpec(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := fs.Fetch(t.Context(), []string{"C1"})
+	want := []event.Value{event.String("DE"), event.Int(400), event.Float(0.5), event.Bool(true),
+		event.Int(time.Date(2024, 1, 2, 3, 4, 5, 678e6, time.UTC).UnixMilli())}
+	if !equalRecords(got[0], want) {
+		t.Errorf("C1: %s, want %s", fmtRecord(got[0]), fmtRecord(want))
+	}
+}
+
+func TestOpenFileKeyOfSeveralFields(t *testing.T) {
+	spec := fileSpec()
+	spec.KeyFields = []string{"region", "customer_id"}
+	path := writeFile(t, "c.jsonl", `{"region":"EU","customer_id":7,"country":"DE"}`+"\n")
+	fs, err := OpenFile(spec, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &event.Event{Fields: []event.Value{event.String("EU"), event.Int(7)}}
+	key, _ := KeyOf(ev, []int{0, 1}, nil)
+	got, _ := fs.Fetch(t.Context(), []string{key})
+	if got[0] == nil || !got[0][0].Equal(event.String("DE")) {
+		t.Errorf("the event's key %q finds %s, want the file's record", key, fmtRecord(got[0]))
+	}
+}
+
+func TestOpenFileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want string // after "enrich: lookup customer: PATH:3: "
+	}{
+		{`{"customer_id":"C1","tenure":1.5}`, "member tenure: want an integer, got 1.5"},
+		{`{"customer_id":"C1","tenure":"x"}`, `member tenure: want an integer, got "x"`},
+		{`{"customer_id":"C1","tenure":99999999999999999999}`, "member tenure: want an integer, got 99999999999999999999"},
+		{`{"customer_id":"C1","score":"1"}`, `member score: want a number, got "1"`},
+		{`{"customer_id":"C1","country":5}`, "member country: want a string, got 5"},
+		{`{"customer_id":"C1","vip":"yes"}`, `member vip: want true or false, got "yes"`},
+		{`{"customer_id":"C1","since":"yesterday"}`, `member since: want an RFC 3339 time, got "yesterday"`},
+		{`{"customer_id":"C1","since":1.5}`, "member since: want an RFC 3339 string or an integer of epoch milliseconds, got 1.5"},
+		{`{"customer_id":"C1","country":["` + strings.Repeat("x", 50) + `"]}`, "member country: want a string, got an array"},
+		{`{"tenure":1}`, "key member customer_id: missing"},
+		{`{"customer_id":null}`, "key member customer_id: null (a record needs its whole key)"},
+		{`{"customer_id":{"a":1}}`, `key member customer_id: want a string, number or bool, got {"a":1}`},
+		{`[1,2]`, "not a JSON object: [1,2]"},
+		{`{"customer_id":"C1"`, "not a JSON object: unexpected end of JSON input"},
+		{`{"customer_id":"C1"} x`, "not a JSON object: invalid character 'x' after top-level value"},
+	} {
+		// A good line and a blank one before: the bad one is line 3.
+		path := writeFile(t, "c.jsonl", `{"customer_id":"C0"}`+"\n\n"+tc.line+"\n")
+		_, err := OpenFile(fileSpec(), path)
+		want := "enrich: lookup customer: " + path + ":3: " + tc.want
+		if err == nil || err.Error() != want {
+			t.Errorf("line %s:\n got  %v\n want %s", tc.line, err, want)
+		}
+	}
+}
+
+func TestOpenFileMissing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "none.jsonl")
+	_, err := OpenFile(fileSpec(), path)
+	if err == nil || !strings.Contains(err.Error(), path) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("OpenFile of a missing file: %v, want a not-exist error naming %s", err, path)
+	}
+	spec := fileSpec()
+	spec.Fields = nil
+	if _, err := OpenFile(spec, path); err == nil || err.Error() != "enrich: lookup customer: no fields" {
+		t.Errorf("OpenFile of a spec without fields: %v", err)
+	}
+}
+
+func TestOpenFileLookup(t *testing.T) {
+	// A Lookup over a file: the file's nulls get the defaults.
+	path := writeFile(t, "c.jsonl", `{"customer_id":"C1","home_country":"DE","tenure_days":"30"}`+"\n"+
+		`{"customer_id":"C2","risk_tier":"high","home_country":null}`+"\n")
+	fs, err := OpenFile(customerSpec(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLookup(t, customerConfig(fs))
+	evs := events("C1", "C2", "C3")
+	enrich(t, l, evs)
+	checkFields(t, evs,
+		[]event.Value{event.String("DE"), event.String("unknown"), event.Int(30)},
+		[]event.Value{event.String(""), event.String("high"), event.Int(0)},
+		defaultsWant)
+	if got := fs.String(); got != "file "+path {
+		t.Errorf("String() = %q", got)
+	}
+}

@@ -1,0 +1,177 @@
+package enrich
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// Field is one typed field of a lookup, with its default.
+type Field struct {
+	// Name is the field's name as the ruleset declares it (home_country);
+	// conditions read it as lookup.name. It is also the member of a lookup
+	// file's lines, the hash field of the Redis "hash" format and the member
+	// of the Redis "json" format that holds the field.
+	Name string
+	// Kind is event.KindString, KindInt, KindFloat or KindBool. A declared
+	// time is KindInt (epoch milliseconds) with Time set.
+	Kind event.Kind
+	// Time marks a time field: it accepts RFC 3339 strings or epoch
+	// milliseconds and is stored as KindInt milliseconds. It requires Kind
+	// == event.KindInt.
+	Time bool
+	// Default is the value an event gets when the lookup has no value for
+	// the field: no record, a null key, a null field, or a failure under
+	// [FailOpen]. It is null or of Kind; event.Null when the declaration
+	// gives none.
+	Default event.Value
+}
+
+// Spec is a lookup as a ruleset declares it.
+type Spec struct {
+	// Name is the lookup's name (customer): the prefix of its fields in
+	// conditions, and part of the default Redis key prefix.
+	Name string
+	// KeyFields are the event fields the lookup key is built from, in order
+	// (see [KeyOf]). A lookup file names them by these names.
+	KeyFields []string
+	// Fields are the fields the lookup adds to events, in order: the order
+	// of the values of a [Source]'s records.
+	Fields []Field
+}
+
+// validate reports every problem of s, joined, each prefixed with the
+// lookup's name.
+func (s Spec) validate() error {
+	name := s.Name
+	if name == "" {
+		name = "(unnamed)"
+	}
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("enrich: lookup %s: "+format, append([]any{name}, args...)...))
+	}
+	if s.Name == "" {
+		add("no name")
+	}
+	if len(s.KeyFields) == 0 {
+		add("no key fields")
+	}
+	for i, k := range s.KeyFields {
+		if k == "" {
+			add("key field %d has no name", i+1)
+		}
+	}
+	if len(s.Fields) == 0 {
+		add("no fields")
+	}
+	seen := make(map[string]bool, len(s.Fields))
+	for i, f := range s.Fields {
+		if f.Name == "" {
+			add("field %d has no name", i+1)
+			continue
+		}
+		if seen[f.Name] {
+			add("field %s declared twice", f.Name)
+		}
+		seen[f.Name] = true
+		switch f.Kind {
+		case event.KindString, event.KindInt, event.KindFloat, event.KindBool:
+		default:
+			add("field %s: kind %s (want string, int, float or bool)", f.Name, f.Kind)
+			continue
+		}
+		if f.Time && f.Kind != event.KindInt {
+			add("field %s: a time field must be of kind int (epoch ms), not %s", f.Name, f.Kind)
+		}
+		if !f.Default.IsNull() && f.Default.Kind() != f.Kind {
+			add("field %s: default %s is a %s, the field a %s", f.Name, f.Default, f.Default.Kind(), f.Kind)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// defaults returns the fields' defaults, in order.
+func (s Spec) defaults() []event.Value {
+	d := make([]event.Value, len(s.Fields))
+	for i, f := range s.Fields {
+		d[i] = f.Default
+	}
+	return d
+}
+
+// keySeparator joins the parts of a key of several fields (see [KeyOf]).
+const keySeparator = '|'
+
+// KeyOf builds the lookup key of ev from the values at slots, in order:
+// strings as they are, ints in decimal, floats as strconv 'g' -1, bools as
+// true/false, several parts joined by "|". ok is false when
+// a part is null: the event then gets no lookup, only the defaults. A part
+// that contains "|" is not escaped, so keys of several parts are ambiguous
+// when their values may contain it.
+//
+// buf is scratch space for building a key of several parts or of a
+// non-string part, used when its capacity suffices; KeyOf does not keep it.
+// A key of one string part is the string itself, with no allocation.
+func KeyOf(ev *event.Event, slots []int, buf []byte) (key string, ok bool) {
+	if len(slots) == 1 {
+		if s, isStr := ev.Field(slots[0]).AsString(); isStr {
+			return s, true
+		}
+	}
+	b, ok := appendKey(buf[:0], ev, slots)
+	if !ok {
+		return "", false
+	}
+	return string(b), true
+}
+
+// appendKey appends the key of ev from slots to buf (see [KeyOf]); ok is
+// false when a part is null.
+func appendKey(buf []byte, ev *event.Event, slots []int) ([]byte, bool) {
+	for i, s := range slots {
+		if i > 0 {
+			buf = append(buf, keySeparator)
+		}
+		var ok bool
+		if buf, ok = appendKeyPart(buf, ev.Field(s)); !ok {
+			return buf, false
+		}
+	}
+	return buf, true
+}
+
+// appendKeyPart appends one part of a key; ok is false when v is null.
+func appendKeyPart(buf []byte, v event.Value) ([]byte, bool) {
+	switch v.Kind() {
+	case event.KindString:
+		s, _ := v.AsString()
+		return append(buf, s...), true
+	case event.KindInt:
+		i, _ := v.AsInt()
+		return strconv.AppendInt(buf, i, 10), true
+	case event.KindFloat:
+		f, _ := v.AsFloat()
+		return strconv.AppendFloat(buf, f, 'g', -1, 64), true
+	case event.KindBool:
+		b, _ := v.AsBool()
+		return strconv.AppendBool(buf, b), true
+	}
+	return buf, false
+}
+
+// checkRecord reports whether rec, a source's record, has one value per
+// field of s, each null or of the field's kind.
+func (s Spec) checkRecord(rec []event.Value) error {
+	if len(rec) != len(s.Fields) {
+		return fmt.Errorf("%d values for %d fields", len(rec), len(s.Fields))
+	}
+	for i, v := range rec {
+		if f := s.Fields[i]; !v.IsNull() && v.Kind() != f.Kind {
+			return fmt.Errorf("field %s is a %s, want a %s", f.Name, v.Kind(), f.Kind)
+		}
+	}
+	return nil
+}

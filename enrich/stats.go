@@ -1,0 +1,102 @@
+package enrich
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Stats are the counters of a [Lookup] since it was made. A key counts once
+// per Enrich call, however many events of the batch carry it.
+type Stats struct {
+	// Hits are keys served by the cache.
+	Hits uint64
+	// Misses are keys looked up at the source: not in the cache, or
+	// expired there.
+	Misses uint64
+	// NotFound are keys the source had no record for.
+	NotFound uint64
+	// Requests are the attempts of requests sent to the source, retries
+	// included.
+	Requests uint64
+	// Timeouts are attempts that hit the timeout.
+	Timeouts uint64
+	// Failures are attempts that failed, timeouts included: each counts,
+	// whether or not a retry followed.
+	Failures uint64
+	// Defaulted are events given the defaults because their request failed
+	// for good (fail open).
+	Defaulted uint64
+	// Rejected are events rejected because their request failed for good
+	// (fail closed).
+	Rejected uint64
+	// Latency is the duration of every attempt, successful or failed, in
+	// seconds.
+	Latency Histogram
+}
+
+// Histogram is a distribution of observations.
+type Histogram struct {
+	// Bounds are the upper bounds of the buckets, increasing; the last
+	// bucket, beyond them, is unbounded.
+	Bounds []float64
+	// Counts are the observations of each bucket (len(Bounds)+1), not
+	// cumulative: Counts[i] counts those in (Bounds[i-1], Bounds[i]].
+	Counts []uint64
+	// Sum is the sum of the observations.
+	Sum float64
+	// Count is the number of observations.
+	Count uint64
+}
+
+// latencyBounds are the buckets of [Stats.Latency], in seconds: 0.5ms to 5s.
+var latencyBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// stats are the live counters of a Lookup, updated by Enrich and its
+// request goroutines and read by Stats at any time.
+type stats struct {
+	hits, misses, notFound       atomic.Uint64
+	requests, timeouts, failures atomic.Uint64
+	defaulted, rejected          atomic.Uint64
+
+	// mu guards latency, observed by several request goroutines at once.
+	mu      sync.Mutex
+	latency Histogram
+}
+
+// observe adds the latency of one attempt.
+func (s *stats) observe(d time.Duration) {
+	sec := d.Seconds()
+	i, _ := slices.BinarySearch(latencyBounds, sec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency.Counts[i]++
+	s.latency.Sum += sec
+	s.latency.Count++
+}
+
+// Stats returns the lookup's counters so far. It may be called concurrently
+// with Enrich; the counters are read one by one, not as one snapshot.
+func (l *Lookup) Stats() Stats {
+	s := &l.st
+	out := Stats{
+		Hits:      s.hits.Load(),
+		Misses:    s.misses.Load(),
+		NotFound:  s.notFound.Load(),
+		Requests:  s.requests.Load(),
+		Timeouts:  s.timeouts.Load(),
+		Failures:  s.failures.Load(),
+		Defaulted: s.defaulted.Load(),
+		Rejected:  s.rejected.Load(),
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out.Latency = Histogram{
+		Bounds: slices.Clone(s.latency.Bounds),
+		Counts: slices.Clone(s.latency.Counts),
+		Sum:    s.latency.Sum,
+		Count:  s.latency.Count,
+	}
+	return out
+}
