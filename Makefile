@@ -46,18 +46,19 @@ build: ## Build every package, and the cepheus command into build/cepheus.
 	$(GO) build ./...
 	$(GO) build -ldflags "$(CEPHEUS_LDFLAGS)" -o build/cepheus ./cmd/cepheus
 
-demo: ## Generate 60 days of card history and a busy day, backtest rulesets/cards.cep, show the alerts.
+demo: ## Generate 60 days of card history, a busy day and the customers' profiles, backtest rulesets/cards.cep (its customer lookup bound to the profiles), show the alerts.
 	@mkdir -p "$(DEMO_DIR)"
 	$(GO) build -ldflags "$(CEPHEUS_LDFLAGS)" -o "$(DEMO_DIR)/cepheus" ./cmd/cepheus
-	"$(DEMO_DIR)/cepheus" gen -o "$(DEMO_DIR)/events.jsonl.gz"
+	"$(DEMO_DIR)/cepheus" gen -o "$(DEMO_DIR)/events.jsonl.gz" -profiles "$(DEMO_DIR)/profiles"
 	"$(DEMO_DIR)/cepheus" backtest -rules rulesets/cards.cep -events "$(DEMO_DIR)/events.jsonl.gz" \
+		-lookup customer=file:"$(DEMO_DIR)/profiles/customer.jsonl" \
 		-label is_fraud -examples 1 -alerts "$(DEMO_DIR)/alerts.jsonl" \
 		-late "$(DEMO_DIR)/late.jsonl" -dead-letter "$(DEMO_DIR)/dead-letter.jsonl"
 	@echo
 	@echo "Alerts (one JSON object per line): $(DEMO_DIR)/alerts.jsonl"
 	@echo "The rules: rulesets/cards.cep (docs/rulesets/cards/ explains each one)."
 	@echo "The same as a live, checkpointed run (stop it any way, run it again to resume; docs/operations.md):"
-	@echo "  $(DEMO_DIR)/cepheus run -rules rulesets/cards.cep -events $(DEMO_DIR)/events.jsonl.gz -state $(DEMO_DIR)/state -alerts $(DEMO_DIR)/run-alerts"
+	@echo "  $(DEMO_DIR)/cepheus run -rules rulesets/cards.cep -events $(DEMO_DIR)/events.jsonl.gz -state $(DEMO_DIR)/state -alerts $(DEMO_DIR)/run-alerts -lookup customer=file:$(DEMO_DIR)/profiles/customer.jsonl"
 
 # The gofmt check skips testdata, vendor and hidden directories, like
 # internal/lint's TestGofmt.
@@ -73,9 +74,9 @@ lint: ## Check formatting (gofmt), run go vet and the import rules (internal/lin
 # (rules/internal/cond), concurrent generator runs (internal/gen), the
 # differential tester's parallel runners (internal/difftest), the partition
 # reader's goroutines and the concurrent checkpoint writer (runtime,
-# runtime/state), and cep, whose engine the streaming runtime will run on
-# several goroutines.
-RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/ ./runtime/... ./cep/
+# runtime/state), cep, whose engine the streaming runtime will run on
+# several goroutines, and enrich, whose lookups run requests concurrently.
+RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/ ./runtime/... ./cep/ ./enrich/
 # The tests that start Kafka brokers of their own (a 3-node cluster, a TLS one) run on their own
 # after the others: beside the other packages' tests they would load the machine enough to make
 # timing-sensitive tests (backpressure, latency) flaky.
@@ -83,26 +84,39 @@ HEAVY_TESTS ?= TestExactlyOnceKafkaBrokerFailure|TestKafkaSecure
 
 # make test runs test-go with a Kafka broker of its own (scripts/kafka.sh,
 # in a temporary directory) for the Kafka tests, unless CEPHEUS_KAFKA_BROKERS
-# already names one. The broker is stopped by an EXIT trap of the shell that
-# ran the tests, so a failing test leaves nothing running; its logs are kept
-# (the path is printed) when the tests failed. A broker that cannot start
-# fails make test. The Flink comparison runs after the broker has stopped.
-test: flink-tools ## What CI runs: flink-tools, test-go with a Kafka broker (unless CEPHEUS_KAFKA_BROKERS names one), diff-flink-small (needs Java 17 and Maven).
-	@if [ -n "$${CEPHEUS_KAFKA_BROKERS:-}" ]; then \
+# already names one, and a Redis server of its own (scripts/redis.sh) for the
+# lookup tests, unless CEPHEUS_REDIS_ADDR already names one. Both are stopped
+# by an EXIT trap of the shell that ran the tests (exactly the processes the
+# scripts recorded), so a failing test leaves nothing running; the broker's
+# logs are kept (the path is printed) when the tests failed. A service that
+# cannot start fails make test. The Flink comparison runs after they stopped.
+test: flink-tools ## What CI runs: flink-tools, test-go with a Kafka broker and a Redis server (unless CEPHEUS_KAFKA_BROKERS / CEPHEUS_REDIS_ADDR name them), diff-flink-small (needs Java 17 and Maven).
+	@kafka_dir=""; redis_dir=""; \
+	trap 'status=$$?; \
+		if [ -n "$$redis_dir" ]; then scripts/redis.sh stop -dir "$$redis_dir" && rm -rf "$$redis_dir"; fi; \
+		if [ -n "$$kafka_dir" ]; then \
+			if [ $$status -eq 0 ]; then scripts/kafka.sh stop -dir "$$kafka_dir" -rm; \
+			else scripts/kafka.sh stop -dir "$$kafka_dir"; echo "make test: the Kafka broker'"'"'s logs are in $$kafka_dir/logs" >&2; fi; \
+		fi; \
+		exit $$status' EXIT; \
+	if [ -n "$${CEPHEUS_KAFKA_BROKERS:-}" ]; then \
 		echo "make test: the Kafka tests use CEPHEUS_KAFKA_BROKERS=$$CEPHEUS_KAFKA_BROKERS" >&2; \
 	else \
 		kafka_dir=$$(mktemp -d "$${TMPDIR:-/tmp}/cepheus-kafka.XXXXXX"); \
-		trap 'status=$$?; \
-			if [ $$status -eq 0 ]; then scripts/kafka.sh stop -dir "$$kafka_dir" -rm; \
-			else scripts/kafka.sh stop -dir "$$kafka_dir"; echo "make test: the Kafka broker'"'"'s logs are in $$kafka_dir/logs" >&2; fi; \
-			exit $$status' EXIT; \
 		CEPHEUS_KAFKA_BROKERS=$$(JAVA="$(JAVA)" MVN="$(MVN)" scripts/kafka.sh start -dir "$$kafka_dir"); \
 		export CEPHEUS_KAFKA_BROKERS; \
+	fi; \
+	if [ -n "$${CEPHEUS_REDIS_ADDR:-}" ]; then \
+		echo "make test: the lookup tests use CEPHEUS_REDIS_ADDR=$$CEPHEUS_REDIS_ADDR" >&2; \
+	else \
+		redis_dir=$$(mktemp -d "$${TMPDIR:-/tmp}/cepheus-redis.XXXXXX"); \
+		CEPHEUS_REDIS_ADDR=$$(scripts/redis.sh start -dir "$$redis_dir"); \
+		export CEPHEUS_REDIS_ADDR; \
 	fi; \
 	$(MAKE) --no-print-directory test-go
 	@$(MAKE) --no-print-directory diff-flink-small
 
-test-go: lint ## Lint, every Go test (10 minute timeout), RACE_PKGS under -race; no Java needed (the Kafka tests need CEPHEUS_KAFKA_BROKERS, else they skip, or fail under CI).
+test-go: lint ## Lint, every Go test (10 minute timeout), RACE_PKGS under -race; no Java needed (the Kafka tests need CEPHEUS_KAFKA_BROKERS, the lookup tests CEPHEUS_REDIS_ADDR, else they skip, or fail under CI).
 	$(GO) test -count=1 -timeout 10m -skip '$(HEAVY_TESTS)' ./...
 	$(GO) test -count=1 -timeout 10m -run '$(HEAVY_TESTS)' ./cmd/cepheus
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)

@@ -18,6 +18,14 @@ import (
 // apart. Offsets, line numbers, instance ids and wall time never enter it,
 // so a replay gives the same ids.
 func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
+	return alertID(rule, key, match, nil)
+}
+
+// alertID is AlertID leaving out of each event's field values the slots
+// derived marks: the fields a lookup fills (docs/decisions.md, "Alert
+// id"), which belong to no input, so that an alert's id does not depend on
+// the lookups' data, nor on whether they are bound.
+func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []bool) string {
 	h := sha256.New()
 	h.Write([]byte(rule.Hash))
 	h.Write([]byte{0})
@@ -34,7 +42,10 @@ func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
 	for _, evs := range match {
 		for _, e := range evs {
 			buf = buf[:0]
-			for _, v := range e.Fields {
+			for slot, v := range e.Fields {
+				if slot < len(derived) && derived[slot] {
+					continue
+				}
 				buf = v.AppendBinary(buf)
 			}
 			k := seen{ts: e.Time, sum: sha256.Sum256(buf)}
@@ -105,9 +116,10 @@ func (e *AlertEncoder) appendLate(b []byte, ev *event.Event) []byte { return e.e
 // makeAlert fills a (reusing its slices) with the alert of a match of r:
 // the rule's key values from the match's first event, the emits
 // evaluated over the match.
-func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item) {
+// derived marks the slots an alert id leaves out (Engine.derived).
+func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item, derived []bool) {
 	a.Alert = jsonev.Alert{
-		ID:             AlertID(r, it.Key, it.Match.Events),
+		ID:             alertID(r, it.Key, it.Match.Events, derived),
 		Rule:           r.Name,
 		Ruleset:        rs.Name,
 		RulesetVersion: rs.Hash,

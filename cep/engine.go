@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/enrich"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
 	"github.com/cepheus-cep/cepheus/nfa"
@@ -38,6 +39,9 @@ type Engine struct {
 	// plan is what a live job's engine runs (hot-loading); nil for an
 	// engine built by New: its ruleset alone.
 	plan *plan
+	// derived marks the slots no input fills: the lookups' fields, which
+	// alert ids leave out.
+	derived []bool
 }
 
 type compiledRule struct {
@@ -86,6 +90,8 @@ type config struct {
 	gcSet          bool
 	memoryLimit    int64
 	observers      []Observer
+	lookupSources  map[string]enrich.Source
+	lookupOpts     LookupOptions
 	progress       func(Progress)
 	progressEvery  int64
 	// For the tests of checkpoints, until the streaming runtime makes
@@ -255,6 +261,16 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 		cr.spec, cr.twin = si, -1
 		e.rules = append(e.rules, cr)
 	}
+	for _, l := range e.Lookups() {
+		for _, f := range l.Fields {
+			if e.derived == nil {
+				e.derived = make([]bool, e.schema.Len())
+			}
+			if f.Slot < len(e.derived) {
+				e.derived[f.Slot] = true
+			}
+		}
+	}
 	for i := range e.rules {
 		if a := &e.rules[i]; a.shadow {
 			for j := range e.rules {
@@ -287,6 +303,9 @@ func (c *config) validate() error {
 		errs = append(errs, errors.New("cep: checkpoints need a positive interval"))
 	}
 	if err := c.input.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.checkLookups(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -339,6 +358,9 @@ type Summary struct {
 	Late   int64 // late events
 	Alerts int64
 	Rules  []RuleSummary // in ruleset order
+	// Lookups are the counters of the ruleset's lookups, in declaration
+	// order.
+	Lookups []LookupStats
 }
 
 // RuleSummary is the outcome of one rule in a run.

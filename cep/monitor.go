@@ -89,6 +89,9 @@ type MonitorSnapshot struct {
 	// Switches counts the switches of the job's ruleset version
 	// (deploys, rollbacks, promotes) in this process.
 	Switches int64
+	// Lookups are the counters of the job's lookups (docs/rules.md,
+	// "Lookups"), in declaration order.
+	Lookups []LookupStats
 }
 
 // ShadowCount compares a rule of the shadow version with the active rule
@@ -130,6 +133,7 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	s.PartitionWatermarks = maps.Clone(s.PartitionWatermarks)
 	s.KafkaLag = maps.Clone(s.KafkaLag)
 	s.Shadow = append([]ShadowCount(nil), s.Shadow...)
+	s.Lookups = append([]LookupStats(nil), s.Lookups...)
 	return s
 }
 
@@ -148,7 +152,7 @@ type ruleFigures struct {
 
 // publish sets the job's figures: its progress, its rules' counters and
 // whether it is ready.
-func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, ready bool, partitions int, wms, lag map[string]int64) {
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, ready bool, partitions int, wms, lag map[string]int64, lookups []LookupStats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
@@ -193,6 +197,7 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 		m.s.Rules[t].ConditionErrors += int64(cr.rule.ConditionErrors())
 	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
+	m.s.Lookups = lookups
 }
 
 // switched counts a switch of the ruleset version and keeps what it did.

@@ -19,10 +19,11 @@ import (
 // run is one [Engine.Run]: the runtime subtask, the operator it hosts and
 // the collector of the operator's outputs.
 type run struct {
-	e    *Engine
-	sub  *runtime.Subtask[emitted]
-	host *hostOperator
-	sink *sink
+	e      *Engine
+	sub    *runtime.Subtask[emitted]
+	host   *hostOperator
+	sink   *sink
+	enrich *enrichStage // nil without lookups
 }
 
 // emitted is one output of the engine's operator: an alert, or a late
@@ -55,6 +56,9 @@ func (e *Engine) newRun(src runtime.Source) (*run, error) {
 		return nil, err
 	}
 	r := &run{e: e, host: host, sink: newSink(e)}
+	if r.enrich, err = e.newEnrichStage(); err != nil {
+		return nil, err
+	}
 	var dead runtime.DeadLetter
 	if c.dead != nil {
 		dead = namedDeadLetter{ruleset: c.ruleset.Name, d: c.dead.w}
@@ -69,6 +73,9 @@ func (e *Engine) newRun(src runtime.Source) (*run, error) {
 		MaxAhead:      c.input.MaxAhead,
 		GiveUpAfter:   c.input.GiveUpAfter,
 		ProgressEvery: c.progressEvery,
+	}
+	if r.enrich != nil {
+		sc.Enrich, sc.EnrichBatch = r.enrich.enrich, c.lookupOpts.Batch
 	}
 	if c.progress != nil {
 		sc.Progress = func(s runtime.Stats) {
@@ -107,6 +114,7 @@ func (r *run) finish(runErr error) (*Summary, error) {
 		InputStats:     inputStats(st),
 		Late:           r.host.late,
 		Alerts:         r.host.alerts,
+		Lookups:        r.enrich.stats(),
 	}
 	for i, cr := range e.rules {
 		rr := &r.host.rules[i]
@@ -350,7 +358,7 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 		if !h.needAlerts {
 			continue
 		}
-		makeAlert(&h.alert, cr.rs, cr.rule, it)
+		makeAlert(&h.alert, cr.rs, cr.rule, it, h.e.derived)
 		if err := out.Collect(emitted{alert: &h.alert, shadow: cr.shadow}); cerr == nil {
 			cerr = err
 		}

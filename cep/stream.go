@@ -344,9 +344,11 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 // it, into the engine of that version, and goes on.
 func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
 	var switched *pendingSwitch
+	var lookups *enrichStage // kept across a switch that keeps the lookups (their caches and counters)
 	for {
-		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched}
+		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups}
 		res, err := j.run(ctx)
+		lookups = j.enrich
 		if cerr := j.close(); err == nil && cerr != nil {
 			err = cerr
 		}
@@ -397,6 +399,9 @@ type job struct {
 	dir       *state.CheckpointDir
 	meta      *jobMeta // of the restored checkpoint; nil for a fresh start
 
+	// enrich is the job's lookups (nil without), built with its source
+	// unless the previous job's serve (runJob).
+	enrich *enrichStage
 	subs   []*streamSubtask
 	owner  []int // subtask of each key group
 	failed chan error
@@ -641,6 +646,7 @@ func (j *job) result(already, finished bool) *StreamResult {
 		st.RunRecords = st.Records - j.startRecs
 	}
 	r.Stats = st
+	r.Lookups = j.enrich.stats()
 	r.Late, r.Alerts = st.Late, st.Alerts
 	r.Records, r.Decoded, r.Dead, r.Ahead = st.Records, st.Decoded, st.Dead, st.Ahead
 	r.Watermark = st.Watermark

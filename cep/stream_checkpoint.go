@@ -302,7 +302,7 @@ func (j *job) publish(ready bool) {
 			}
 		}
 	}
-	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag)
+	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag, j.enrich.stats())
 }
 
 // progress is the progress report of now.

@@ -51,6 +51,23 @@ type streamSource struct {
 
 	firstDeadLine   int64
 	firstDeadReason string
+
+	// enrich is the lookups (nil without). With lookups, a batch's
+	// records are decoded and enriched together when it arrives
+	// (prepare), then taken one by one as without, so the order of
+	// routing, watermarks and barriers does not change; pre is onBatch's
+	// prepared records (a cursor has its own).
+	enrich  *enrichStage
+	pre     []prepared
+	evs     []*event.Event
+	reasons []string
+}
+
+// prepared is a record decoded and enriched ahead (prepare): its event,
+// or the reason it is a dead letter.
+type prepared struct {
+	ev     *event.Event
+	reason string
 }
 
 // batchSource is where the coordinator's batches come from: a
@@ -67,9 +84,10 @@ type cursor struct {
 	p      runtime.Partition
 	ch     <-chan runtime.Batch
 	b      runtime.Batch
-	next   int  // the next record of b
-	opened bool // its Opened batch came
-	done   bool // its Done batch is consumed
+	next   int        // the next record of b
+	pre    []prepared // b's records prepared (with lookups)
+	opened bool       // its Opened batch came
+	done   bool       // its Done batch is consumed
 }
 
 // routeTo is a subtask and the key specifications of an event it owns.
@@ -110,8 +128,14 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cep: %w", err)
 	}
+	if !j.enrich.serves(j.e) {
+		if j.enrich, err = j.e.newEnrichStage(); err != nil {
+			return nil, err
+		}
+	}
 	s := &streamSource{
-		j: j, dec: dec, pw: pw,
+		enrich: j.enrich,
+		j:      j, dec: dec, pw: pw,
 		positions: map[string]runtime.Position{},
 		names:     map[int]string{},
 		added:     map[int]bool{},
@@ -267,6 +291,12 @@ func (s *streamSource) setBatch(p int, b runtime.Batch) error {
 		c.opened = true
 	}
 	c.b, c.next = b, 0
+	if s.enrich != nil {
+		var err error
+		if c.pre, err = s.prepare(&b, c.pre); err != nil {
+			return err
+		}
+	}
 	if len(b.Records) == 0 {
 		s.positions[b.Partition.Name] = b.End
 		return s.endOfBatch(p)
@@ -297,7 +327,7 @@ func (s *streamSource) step(n int) error {
 		c := &s.cursors[p]
 		i := c.next
 		c.next++
-		if err := s.record(c.b.Partition, &c.b.Records[i]); err != nil {
+		if err := s.record(c.b.Partition, &c.b.Records[i], preparedAt(c.pre, i)); err != nil {
 			return err
 		}
 		s.positions[c.p.Name] = positionAfter(&c.b, i)
@@ -351,8 +381,14 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 	if j.cfg.Kafka != nil {
 		s.pw.SetCaughtUp(p.Index, b.CaughtUp)
 	}
+	if s.enrich != nil {
+		var err error
+		if s.pre, err = s.prepare(&b, s.pre); err != nil {
+			return err
+		}
+	}
 	for i := range b.Records {
-		if err := s.record(p, &b.Records[i]); err != nil {
+		if err := s.record(p, &b.Records[i], preparedAt(s.pre, i)); err != nil {
 			return err
 		}
 		if s.barrierDue() {
@@ -375,21 +411,30 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 }
 
 // record reads one record of partition p: a dead letter, or an event for
-// the far-ahead check or straight for the subtasks.
-func (s *streamSource) record(p runtime.Partition, rec *runtime.Record) error {
+// the far-ahead check or straight for the subtasks. pre is the record
+// prepared ahead (with lookups), else nil: it is decoded here.
+func (s *streamSource) record(p runtime.Partition, rec *runtime.Record, pre *prepared) error {
 	j := s.j
 	j.stats.Records++
 	if rec.Reason != "" {
 		return s.deadLetter(p, rec, rec.Reason)
 	}
-	if s.ev == nil {
-		s.ev = new(event.Event)
+	var ev *event.Event
+	if pre != nil {
+		if pre.reason != "" {
+			return s.deadLetter(p, rec, pre.reason)
+		}
+		ev = pre.ev
+	} else {
+		if s.ev == nil {
+			s.ev = new(event.Event)
+		}
+		if err := s.dec.Decode(rec.Data, s.ev); err != nil {
+			return s.deadLetter(p, rec, err.Error())
+		}
+		ev = s.ev
+		s.ev = nil
 	}
-	if err := s.dec.Decode(rec.Data, s.ev); err != nil {
-		return s.deadLetter(p, rec, err.Error())
-	}
-	ev := s.ev
-	s.ev = nil
 	ev.Seq = event.SeqOf(p.Index, rec.Line)
 	if s.guard == nil {
 		return s.accept(p.Index, ev, rec.Data)
@@ -399,6 +444,73 @@ func (s *streamSource) record(p runtime.Partition, rec *runtime.Record) error {
 		s.guardData = append(s.guardData, rec.Data)
 	}
 	return s.guard.Offer(ev, *rec, s)
+}
+
+// prepare decodes the records of b and runs the lookups over their
+// events, in batches of the lookups' size, reusing out: entry i is
+// record i's event, or the reason it is a dead letter (it does not
+// decode, or a lookup failed closed). A record with a reader's reason
+// is left to record.
+func (s *streamSource) prepare(b *runtime.Batch, out []prepared) ([]prepared, error) {
+	clear(out)
+	out = append(out[:0], make([]prepared, len(b.Records))...)
+	batch := s.j.e.cfg.lookupOpts.Batch
+	if batch <= 0 {
+		batch = defaultLookupBatch
+	}
+	ctx := s.j.sctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s.evs = s.evs[:0]
+	var idx []int
+	flush := func() error {
+		if len(s.evs) == 0 {
+			return nil
+		}
+		s.reasons = append(s.reasons[:0], make([]string, len(s.evs))...)
+		if err := s.enrich.enrich(ctx, s.evs, s.reasons); err != nil {
+			return err
+		}
+		for k, r := range s.reasons {
+			if r != "" {
+				out[idx[k]] = prepared{reason: r}
+			}
+		}
+		s.evs, idx = s.evs[:0], idx[:0]
+		return nil
+	}
+	for i := range b.Records {
+		rec := &b.Records[i]
+		if rec.Reason != "" {
+			continue
+		}
+		ev := new(event.Event)
+		if err := s.dec.Decode(rec.Data, ev); err != nil {
+			out[i].reason = err.Error()
+			continue
+		}
+		out[i].ev = ev
+		s.evs, idx = append(s.evs, ev), append(idx, i)
+		if len(s.evs) == batch {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	clear(s.evs[:cap(s.evs)])
+	return out, nil
+}
+
+// preparedAt returns record i's prepared entry, or nil without lookups.
+func preparedAt(pre []prepared, i int) *prepared {
+	if pre == nil {
+		return nil
+	}
+	return &pre[i]
 }
 
 // barrierDue reports whether a barrier goes out after the record just

@@ -661,13 +661,13 @@ func (m *metamorphicLog) checkStream(t *testing.T, name string, d outDirs, l log
 func TestStreamMetamorphic(t *testing.T) {
 	seed := streamSeed(t)
 	rs := loadCardsRuleset(t)
-	m := newMetamorphicLog(t, rs, genCardLog(newStreamRand(seed, "log"), logConfig{records: 5000, padded: true}))
+	m := newMetamorphicLog(t, rs, genCardLog(newStreamRand(seed, "log"), logConfig{records: 5000, padded: true}), logProfiles(t, rs))
 	// Neither the watermark cadence nor a shuffle within the bound
 	// changes what Engine.Run finds in this log: the reference of every
 	// stream below, whatever its cadence and shuffle.
 	{
 		lines, from := shuffleLog(newStreamRand(seed, "batch"), m.log, streamShift)
-		sum, alerts, late, dead := batchRun(t, rs, 1, lines)
+		sum, alerts, late, dead := batchRun(t, rs, 1, lines, m.opts...)
 		compareOutputs(t, "Engine.Run over a shuffle with a watermark after every event", m.want, makeOutputs(t, singleLayout("shuffled", from), alerts, late, dead))
 		compareSummary(t, "Engine.Run over a shuffle", m.sum, &StreamResult{Summary: *sum, Stats: StreamStats{Records: sum.Records, Alerts: sum.Alerts, Late: sum.Late}})
 	}
@@ -810,7 +810,7 @@ func TestStreamMetamorphic(t *testing.T) {
 		const every = 16
 		rnd := newStreamRand(seed, "ahead")
 		am := newMetamorphicLog(t, rs, genCardLog(rnd, logConfig{records: 4000, padded: true, outliers: true}),
-			WithInputPolicy(InputPolicy{MaxAhead: 24 * time.Hour}))
+			WithInputPolicy(InputPolicy{MaxAhead: 24 * time.Hour}), logProfiles(t, rs))
 		if am.sum.Ahead == 0 {
 			t.Fatalf("no event of the log is too far ahead")
 		}

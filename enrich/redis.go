@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -245,6 +246,16 @@ type RedisSource struct {
 	codec  recordCodec
 }
 
+// quietOnce silences go-redis's own log (a line on stderr for every
+// failed dial: a flood while a server is down). A failed request is
+// already an error of its Fetch, counted and handled by the lookup's
+// policy; enrich is the one user of go-redis in the process.
+var quietOnce sync.Once
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
 // OpenRedis returns a source of spec's records in the Redis of cfg. It does
 // not connect: a server that is down fails each Fetch (which the Lookup's
 // Policy handles), and [RedisSource.Ping] checks it.
@@ -259,6 +270,7 @@ func OpenRedis(spec Spec, cfg RedisConfig) (*RedisSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("enrich: lookup %s: redis %s: %w", spec.Name, cfg, err)
 	}
+	quietOnce.Do(func() { redis.SetLogger(quietLogger{}) })
 	fields := make([]string, len(spec.Fields))
 	for i, f := range spec.Fields {
 		fields[i] = f.Name

@@ -134,6 +134,30 @@ type SubtaskConfig[T any] struct {
 	// runtime to come.)
 	Checkpoint      func(Stats) error
 	CheckpointEvery int64
+	// Enrich, when set, is the enrichment stage before keying (lookups):
+	// the decoded events are handed to it in arrival order, EnrichBatch
+	// at a time (fewer before a checkpoint and at the end of the input),
+	// before the far-ahead check and the operators. An event whose
+	// reasons[i] it sets goes to the dead letters with that reason (a
+	// lookup that failed closed). Enrich may block while its requests are
+	// in flight; an error stops Run.
+	Enrich func(ctx context.Context, evs []*event.Event, reasons []string) error
+	// EnrichBatch is the number of events per Enrich call. Default (0):
+	// 256.
+	EnrichBatch int
+}
+
+// defaultEnrichBatch is the default of SubtaskConfig.EnrichBatch.
+const defaultEnrichBatch = 256
+
+// enrichWindow holds the decoded events waiting for SubtaskConfig.Enrich,
+// with their records (Data copied into arena, reused from one batch to
+// the next: the dead letters and the far-ahead check copy what they keep).
+type enrichWindow struct {
+	evs     []*event.Event
+	recs    []Record
+	reasons []string
+	arena   []byte
 }
 
 // ErrNothingDecoded is returned by [Subtask.Run] when SubtaskConfig.GiveUpAfter
@@ -161,6 +185,7 @@ type Subtask[T any] struct {
 	// skipTo is the line of the checkpoint the subtask was restored from:
 	// Run skips the records up to it, which the checkpoint covers.
 	skipTo int64
+	win    enrichWindow
 }
 
 // NewSubtask checks cfg and returns a subtask.
@@ -245,6 +270,9 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 		}
 		if s.stats.Records == nextCk {
 			nextCk += s.cfg.CheckpointEvery
+			if err := s.flushEnrich(ctx); err != nil {
+				return err
+			}
 			if err := s.cfg.Checkpoint(s.Stats()); err != nil {
 				return err
 			}
@@ -254,7 +282,7 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		if s.cfg.GiveUpAfter > 0 && s.stats.Records == s.cfg.GiveUpAfter && s.stats.Decoded == 0 &&
+		if s.cfg.GiveUpAfter > 0 && s.stats.Records == s.cfg.GiveUpAfter && s.stats.Decoded == 0 && len(s.win.evs) == 0 &&
 			(s.guard == nil || len(s.guard.held) == 0) {
 			return ErrNothingDecoded
 		}
@@ -291,6 +319,12 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 		ev.Seq = uint64(rec.Line)
 		e := ev
 		ev = nil
+		if s.cfg.Enrich != nil {
+			if err := s.enqueue(ctx, e, rec); err != nil {
+				return err
+			}
+			continue
+		}
 		if s.guard != nil {
 			err = s.guard.offer(e, rec, guardOut[T]{s})
 		} else {
@@ -299,6 +333,9 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := s.flushEnrich(ctx); err != nil {
+		return err
 	}
 	if s.skipTo > 0 && skipped < s.skipTo && s.stats.Line == s.skipTo {
 		return fmt.Errorf("runtime: subtask: the input ends before line %d of the checkpoint restored", s.skipTo)
@@ -314,6 +351,60 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 	if s.cfg.Progress != nil {
 		s.cfg.Progress(s.Stats())
 	}
+	return nil
+}
+
+// enqueue adds a decoded event to the enrichment window, and enriches
+// the window once it is full.
+func (s *Subtask[T]) enqueue(ctx context.Context, ev *event.Event, rec Record) error {
+	w := &s.win
+	if len(w.evs) == 0 {
+		w.arena = w.arena[:0]
+	}
+	start := len(w.arena)
+	w.arena = append(w.arena, rec.Data...)
+	rec.Data = w.arena[start:len(w.arena):len(w.arena)]
+	w.evs = append(w.evs, ev)
+	w.recs = append(w.recs, rec)
+	batch := s.cfg.EnrichBatch
+	if batch <= 0 {
+		batch = defaultEnrichBatch
+	}
+	if len(w.evs) < batch {
+		return nil
+	}
+	return s.flushEnrich(ctx)
+}
+
+// flushEnrich enriches the events of the window and hands them on, in
+// order: to the dead letters (a reason set), the far-ahead check or the
+// operators.
+func (s *Subtask[T]) flushEnrich(ctx context.Context) error {
+	w := &s.win
+	if len(w.evs) == 0 {
+		return nil
+	}
+	w.reasons = append(w.reasons[:0], make([]string, len(w.evs))...)
+	if err := s.cfg.Enrich(ctx, w.evs, w.reasons); err != nil {
+		return err
+	}
+	for i, ev := range w.evs {
+		var err error
+		switch rec := w.recs[i]; {
+		case w.reasons[i] != "":
+			err = s.dead(rec, w.reasons[i])
+		case s.guard != nil:
+			err = s.guard.offer(ev, rec, guardOut[T]{s})
+		default:
+			err = s.pass(ev, rec.Line)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	clear(w.evs)
+	clear(w.recs)
+	w.evs, w.recs = w.evs[:0], w.recs[:0]
 	return nil
 }
 

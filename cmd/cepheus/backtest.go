@@ -94,6 +94,7 @@ func init() { backtestCommand.run = runBacktest }
 const backtestGCPercent = 400
 
 type backtestFlags struct {
+	lookups                           lookupFlags
 	rules, events, alerts, late, dead string
 	label, scenario                   string
 	outOfOrder                        time.Duration
@@ -146,6 +147,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a profile of the run's allocations to this file at the end (for go tool pprof)")
 	f.memoryLimit = backtestMemoryLimit
 	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins)")
+	f.lookups.register(fs)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -230,6 +232,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if bad {
 		return errFound
+	}
+	if err := f.lookups.check(sets); err != nil {
+		return fs.usagef("%v", err)
 	}
 
 	// Every output path is checked before the input is read: a run must
@@ -324,10 +329,19 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			opts = append(opts, cep.WithObservers(labels))
 		}
 		var sum *cep.Summary
+		warnf := func(format string, args ...any) { fmt.Fprintf(stderr, "backtest: warning: "+format+"\n", args...) }
+		lookups, closeLookups, err := f.lookups.open(ctx, rs, warnf)
+		if err != nil {
+			src.Close()
+			runErr = err
+			break
+		}
+		opts = append(opts, lookups)
 		engine, err := cep.New(opts...)
 		if err == nil {
 			sum, err = engine.Run(ctx, src)
 		}
+		closeLookups()
 		src.Close()
 		prog.done()
 		elapsed += time.Since(began)
@@ -701,6 +715,19 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	if s.Late > 0 {
 		fmt.Fprintf(bw, "  %s late (behind the watermark, -out-of-orderness %s): %s\n", plural(s.Late, "event was", "events were"), formatDuration(f.outOfOrder),
 			seeFile(late.path, "-late"))
+	}
+	for _, l := range s.Lookups {
+		if !l.Bound {
+			fmt.Fprintf(bw, "  lookup %s: unbound, every event got its defaults\n", l.Name)
+			continue
+		}
+		fmt.Fprintf(bw, "  lookup %s: %s keys, %.1f%% from the cache; %s read in %s requests (%s without a record)",
+			l.Name, humanInt(int64(l.Hits+l.Misses)), 100*l.HitRate(), humanInt(int64(l.Misses)), humanInt(int64(l.Requests)), humanInt(int64(l.NotFound)))
+		if l.Failures > 0 {
+			fmt.Fprintf(bw, "; %s failed (%s timeouts): %s events got the defaults, %s went to the dead letters",
+				plural(int64(l.Failures), "request", "requests"), humanInt(int64(l.Timeouts)), humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)))
+		}
+		fmt.Fprintln(bw)
 	}
 	labels := ls != nil
 	fmt.Fprintf(bw, "\n  %-22s %-9s %8s", "rule", "severity", "alerts")

@@ -330,11 +330,15 @@ func TestKafkaZombieGroup(t *testing.T) {
 	for _, in := range ins {
 		in.start(t, bin, groupRun(job, brokers, group, dir, in.name))
 	}
-	a := ins[0]
+	a, b := ins[0], ins[1]
 	deadline := time.Now().Add(time.Minute)
-	for lastRecords(a.c.out.String()) < 10000 || !strings.Contains(a.c.out.String(), "first transaction committed") {
+	// Both in the group (b committed a transaction of its own: a slow
+	// start of b would let a read everything alone, and b would then
+	// take no partition of a's), and a well into its share.
+	for lastRecords(a.c.out.String()) < 10000 || !strings.Contains(a.c.out.String(), "first transaction committed") ||
+		!strings.Contains(b.c.out.String(), "first transaction committed") {
 		if time.Now().After(deadline) {
-			t.Fatalf("instance a has not committed 10,000 records after a minute\n%s", a.c.out.String())
+			t.Fatalf("instances a and b have not both committed, a 10,000 records, after a minute\na:\n%s\nb:\n%s", a.c.out.String(), b.c.out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -94,7 +94,7 @@ type command struct {
 
 func commands() []*command {
 	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, runCommand, serveCommand, statusCommand, rulesCommand, genCommand,
-		produceCommand, consumeCommand, versionCommand}
+		enrichCommand, produceCommand, consumeCommand, versionCommand}
 }
 
 func lookup(name string) *command {

@@ -104,6 +104,7 @@ func init() {
 }
 
 type runFlags struct {
+	lookups                                  lookupFlags
 	rules, events, state, alerts, late, dead string
 	follow                                   bool
 	poll                                     time.Duration
@@ -149,6 +150,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		fs.DurationVar(&rulesDirPoll, "rules-dir-poll", time.Second, "with -rules-dir, how often the directory is looked at")
 		rulesUsage = "ruleset file, or a directory holding one *.cep file (this or -rules-dir)"
 	}
+	f.lookups.register(fs)
 	fs.StringVar(&f.rules, "rules", "", rulesUsage)
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them, or - for stdin (this or -input-topic)")
 	fs.StringVar(&f.inputTopic, "input-topic", "", "read the events from this Kafka topic instead (its values, JSON; every partition)")
@@ -370,7 +372,25 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 		return errFound
 	}
+	if err := f.lookups.check([]*rules.Ruleset{rs}); err != nil {
+		return fs.usagef("%v", err)
+	}
+	// warnf writes a warning: a line on stderr, or serve's log.
+	warnf := func(format string, args ...any) { fmt.Fprintf(stderr, cmd.name+": warning: "+format+"\n", args...) }
+	var log *slog.Logger
+	if cmd == serveCommand {
+		if log, err = newServeLogger(stderr, logFormat); err != nil {
+			return fs.usagef("%v", err)
+		}
+		warnf = func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }
+	}
+	lookups, closeLookups, err := f.lookups.open(ctx, rs, warnf)
+	if err != nil {
+		return err
+	}
+	defer closeLookups()
 	opts := []cep.Option{
+		lookups,
 		cep.WithRuleset(rs),
 		cep.WithOutOfOrderness(f.outOfOrder),
 		cep.WithWatermarkEvery(f.watermarkEvery),
@@ -408,12 +428,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	// say writes one of run's own messages (a stop, a summary line).
 	say := func(format string, args ...any) { fmt.Fprintf(stderr, "run: "+format+"\n", args...) }
-	var log *slog.Logger
 	if cmd == serveCommand {
-		log, err = newServeLogger(stderr, logFormat)
-		if err != nil {
-			return fs.usagef("%v", err)
-		}
 		say = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
 		if !f.quiet {
 			cfg.Logf = say
@@ -550,4 +565,5 @@ func printRunSummary(w io.Writer, r *cep.StreamResult) {
 	for _, rr := range r.Rules {
 		fmt.Fprintf(w, "  %-28s %8s alerts\n", rr.Rule, humanInt(rr.Alerts))
 	}
+	printLookupSummary(w, "run", r.Lookups)
 }

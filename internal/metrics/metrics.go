@@ -41,6 +41,9 @@ var Names = []string{
 	"cepheus_partial_matches", "cepheus_state_bytes", "cepheus_checkpoint_bytes", "cepheus_ruleset_switches_total",
 	"cepheus_shadow_ruleset_info", "cepheus_shadow_rule_alerts_total", "cepheus_shadow_rule_active_alerts_total",
 	"cepheus_shadow_rule_overlap_total",
+	"cepheus_lookup_keys_total", "cepheus_lookup_not_found_total", "cepheus_lookup_requests_total",
+	"cepheus_lookup_timeouts_total", "cepheus_lookup_failures_total", "cepheus_lookup_events_total",
+	"cepheus_lookup_request_duration_seconds",
 }
 
 // collector is the prometheus.Collector of a monitor.
@@ -85,6 +88,13 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_shadow_rule_alerts_total", "Alerts of a rule of the shadow version (to the shadow output), since it was deployed.", "rule")
 	d("cepheus_shadow_rule_active_alerts_total", "Alerts of the active rule of a shadow rule's name, since the shadow was deployed.", "rule")
 	d("cepheus_shadow_rule_overlap_total", "Matches both the shadow rule and the active rule of its name raised (the same events at the same key).", "rule")
+	d("cepheus_lookup_keys_total", "Keys a lookup looked up (distinct keys of a batch), by where they came from: the cache (hit) or the source (miss).", "lookup", "result")
+	d("cepheus_lookup_not_found_total", "Keys a lookup's source had no record for (their events get the defaults).", "lookup")
+	d("cepheus_lookup_requests_total", "Requests a lookup sent to its source, retries included.", "lookup")
+	d("cepheus_lookup_timeouts_total", "Requests of a lookup that hit their timeout.", "lookup")
+	d("cepheus_lookup_failures_total", "Attempts of a lookup's requests that failed (timeouts included), before any retry.", "lookup")
+	d("cepheus_lookup_events_total", "Events whose lookup failed for good, by what the policy did: defaulted (fail open) or rejected (fail closed: dead letters).", "lookup", "outcome")
+	d("cepheus_lookup_request_duration_seconds", "Time a lookup's request took, answered or failed.", "lookup")
 	return c
 }
 
@@ -133,6 +143,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter("cepheus_shadow_rule_alerts_total", float64(r.Shadow), r.Rule)
 		counter("cepheus_shadow_rule_active_alerts_total", float64(r.Active), r.Rule)
 		counter("cepheus_shadow_rule_overlap_total", float64(r.Overlap), r.Rule)
+	}
+	for _, l := range s.Lookups {
+		counter("cepheus_lookup_keys_total", float64(l.Hits), l.Name, "hit")
+		counter("cepheus_lookup_keys_total", float64(l.Misses), l.Name, "miss")
+		counter("cepheus_lookup_not_found_total", float64(l.NotFound), l.Name)
+		counter("cepheus_lookup_requests_total", float64(l.Requests), l.Name)
+		counter("cepheus_lookup_timeouts_total", float64(l.Timeouts), l.Name)
+		counter("cepheus_lookup_failures_total", float64(l.Failures), l.Name)
+		counter("cepheus_lookup_events_total", float64(l.Defaulted), l.Name, "defaulted")
+		counter("cepheus_lookup_events_total", float64(l.Rejected), l.Name, "rejected")
+		h := l.Latency
+		buckets := make(map[float64]uint64, len(h.Bounds))
+		var n uint64
+		for i, b := range h.Bounds {
+			n += h.Counts[i]
+			buckets[b] = n
+		}
+		ch <- prometheus.MustNewConstHistogram(c.descs["cepheus_lookup_request_duration_seconds"], h.Count, h.Sum, buckets, l.Name)
 	}
 	gauge("cepheus_buffered_events", float64(p.Buffered))
 	gauge("cepheus_queued_events", float64(p.Queued))

@@ -220,15 +220,35 @@ func TestNamesExported(t *testing.T) {
 	m := cep.NewStreamMonitor()
 	srv := httptest.NewServer(Handler(m))
 	defer srv.Close()
-	rs, err := rules.Load("m.cep", []byte(testRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := cep.New(cep.WithRuleset(rs))
+	// With a lookup, bound to a file that knows half the cards.
+	rs, err := rules.Load("m.cep", []byte(testRules+`
+lookup holder {
+  key card
+  fields {
+    tier: string default "none"
+  }
+}
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	var holders strings.Builder
+	for i := 0; i < 10; i += 2 {
+		fmt.Fprintf(&holders, `{"card":"c%d","tier":"gold"}`+"\n", i)
+	}
+	holdersFile := filepath.Join(dir, "holders.jsonl")
+	if err := os.WriteFile(holdersFile, []byte(holders.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := cep.OpenLookupSource(rs, "holder", "file:"+holdersFile, cep.RedisAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := cep.New(cep.WithRuleset(rs), cep.WithLookups(map[string]cep.LookupSource{"holder": src}, cep.LookupOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	input := filepath.Join(dir, "events.jsonl")
 	if err := os.WriteFile(input, []byte(events(0, 20)), 0o644); err != nil {
 		t.Fatal(err)
@@ -242,7 +262,7 @@ func TestNamesExported(t *testing.T) {
 	for name := range s {
 		name, _, _ = strings.Cut(name, "{")
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if f, ok := strings.CutSuffix(name, suffix); ok && f == "cepheus_checkpoint_duration_seconds" {
+			if f, ok := strings.CutSuffix(name, suffix); ok && (f == "cepheus_checkpoint_duration_seconds" || f == "cepheus_lookup_request_duration_seconds") {
 				name = f
 			}
 		}
@@ -262,6 +282,14 @@ func TestNamesExported(t *testing.T) {
 	}
 	for n := range families {
 		t.Errorf("%s is exported but not in Names", n)
+	}
+	// 20 events of 10 cards, 5 of them known.
+	if hit, miss, nf := s[`cepheus_lookup_keys_total{lookup="holder",result="hit"}`], s[`cepheus_lookup_keys_total{lookup="holder",result="miss"}`],
+		s[`cepheus_lookup_not_found_total{lookup="holder"}`]; miss != 10 || nf != 5 || hit != 0 {
+		t.Errorf("lookup keys: %v hits, %v misses, %v not found; want 0, 10, 5 (the 20 events in one batch)", hit, miss, nf)
+	}
+	if n := s[`cepheus_lookup_request_duration_seconds_count{lookup="holder"}`]; n != s[`cepheus_lookup_requests_total{lookup="holder"}`] || n == 0 {
+		t.Errorf("lookup request durations: %v, requests %v", n, s[`cepheus_lookup_requests_total{lookup="holder"}`])
 	}
 }
 

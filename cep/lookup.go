@@ -1,0 +1,352 @@
+package cep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/enrich"
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+// This file binds a ruleset's lookups (docs/rules.md, "Lookups") to their
+// sources and runs them as the enrichment stage before keying: the events
+// of a backtest or of a live job pass through it in arrival order, in
+// batches, before the far-ahead check and the routing, so every rule sees
+// the same enriched events whatever its key.
+
+// LookupOptions tunes the lookups of a run ([WithLookups]); zero fields
+// take enrich's defaults.
+type LookupOptions struct {
+	// Batch is the number of events enriched together (default 256):
+	// their distinct keys missing from the cache go to the source in
+	// requests of at most Batch keys.
+	Batch int
+	// InFlight bounds the requests in flight at once, per lookup.
+	InFlight int
+	// Timeout bounds each request, for the lookups whose declaration
+	// gives no timeout.
+	Timeout time.Duration
+	// CacheSize and CacheTTL bound the cache in front of each source
+	// (CacheSize negative: no cache).
+	CacheSize int
+	CacheTTL  time.Duration
+}
+
+// WithLookups binds the ruleset's lookups to sources, by lookup name. A
+// lookup that sources leaves out is unbound: every event gets its
+// declared defaults ([Engine.UnboundLookups] names them, for a warning).
+// A name the ruleset does not declare is an error of [New]. The engine
+// does not close the sources.
+func WithLookups(sources map[string]enrich.Source, opts LookupOptions) Option {
+	return func(c *config) { c.lookupSources, c.lookupOpts = sources, opts }
+}
+
+// checkLookups reports the sources bound to no lookup of the ruleset.
+func (c *config) checkLookups() error {
+	if c.ruleset == nil {
+		return nil
+	}
+	var errs []error
+	names := make([]string, 0, len(c.lookupSources))
+	for name := range c.lookupSources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !slices.ContainsFunc(c.ruleset.Lookups, func(l *rules.Lookup) bool { return l.Name == name }) {
+			errs = append(errs, fmt.Errorf("cep: lookup %s is bound, but ruleset %s declares no such lookup%s",
+				name, c.ruleset.Name, declaredLookups(c.ruleset)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func declaredLookups(rs *rules.Ruleset) string {
+	if len(rs.Lookups) == 0 {
+		return " (it declares none)"
+	}
+	names := make([]string, len(rs.Lookups))
+	for i, l := range rs.Lookups {
+		names[i] = l.Name
+	}
+	return " (it declares " + strings.Join(names, ", ") + ")"
+}
+
+// Lookups returns the declarations of the lookups the engine runs: the
+// ruleset's, and those of the other versions a live job holds (the first
+// declaration of a name wins).
+func (e *Engine) Lookups() []*rules.Lookup {
+	var out []*rules.Lookup
+	add := func(rs *rules.Ruleset) {
+		for _, l := range rs.Lookups {
+			if !slices.ContainsFunc(out, func(o *rules.Lookup) bool { return o.Name == l.Name }) {
+				out = append(out, l)
+			}
+		}
+	}
+	add(e.cfg.ruleset)
+	for _, cr := range e.rules {
+		if cr.rs != nil {
+			add(cr.rs)
+		}
+	}
+	return out
+}
+
+// UnboundLookups returns the names of the lookups no source is bound to:
+// their events get the declared defaults.
+func (e *Engine) UnboundLookups() []string {
+	var out []string
+	for _, l := range e.Lookups() {
+		if e.cfg.lookupSources[l.Name] == nil {
+			out = append(out, l.Name)
+		}
+	}
+	return out
+}
+
+// LookupStats are the counters of one lookup of a run.
+type LookupStats struct {
+	Name  string
+	Bound bool
+	enrich.Stats
+}
+
+// HitRate is the share of keys served by the cache, in [0, 1] (0 when
+// none was looked up).
+func (s LookupStats) HitRate() float64 {
+	if n := s.Hits + s.Misses; n > 0 {
+		return float64(s.Hits) / float64(n)
+	}
+	return 0
+}
+
+// enrichStage is the lookups of one run.
+type enrichStage struct {
+	lookups []*enrich.Lookup
+	sig     string // lookupSignature of the engine it was built for
+}
+
+// lookupSignature identifies the lookups of e: their declarations and
+// slots.
+func lookupSignature(e *Engine) string {
+	var b strings.Builder
+	for _, d := range e.Lookups() {
+		b.WriteString(d.Source)
+		for _, f := range d.Fields {
+			fmt.Fprintf(&b, "%d,", f.Slot)
+		}
+		for _, s := range d.KeySlots {
+			fmt.Fprintf(&b, "k%d,", s)
+		}
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// serves reports whether st runs e's lookups (nil: e has none).
+func (st *enrichStage) serves(e *Engine) bool {
+	if st == nil {
+		return len(e.Lookups()) == 0
+	}
+	return st.sig == lookupSignature(e)
+}
+
+// newEnrichStage builds the lookups of a run over the engine's schema;
+// nil when the ruleset declares none.
+func (e *Engine) newEnrichStage() (*enrichStage, error) {
+	decls := e.Lookups()
+	if len(decls) == 0 {
+		return nil, nil
+	}
+	o := e.cfg.lookupOpts
+	st := &enrichStage{sig: lookupSignature(e)}
+	for _, d := range decls {
+		spec := specOf(d)
+		slots := make([]int, len(d.Fields))
+		for i, f := range d.Fields {
+			slots[i] = f.Slot
+		}
+		policy := enrich.Policy{Mode: enrich.FailOpen, Retries: d.Retries}
+		if d.Closed {
+			policy.Mode = enrich.FailClosed
+		}
+		timeout := o.Timeout
+		if d.Timeout > 0 {
+			timeout = d.Timeout
+		}
+		src := e.cfg.lookupSources[d.Name]
+		if src != nil && failpoint.Armed() {
+			src = inFlightSource{src}
+		}
+		l, err := enrich.NewLookup(enrich.LookupConfig{
+			Spec: spec, KeySlots: d.KeySlots, Slots: slots, Source: src, Policy: policy,
+			Timeout: timeout, Batch: o.Batch, InFlight: o.InFlight, CacheSize: o.CacheSize, CacheTTL: o.CacheTTL,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cep: lookup %s: %w", d.Name, err)
+		}
+		st.lookups = append(st.lookups, l)
+	}
+	return st, nil
+}
+
+// enrich fills the lookup slots of evs (reasons[i] set: event i failed
+// closed).
+func (st *enrichStage) enrich(ctx context.Context, evs []*event.Event, reasons []string) error {
+	return enrich.EnrichAll(ctx, st.lookups, evs, reasons)
+}
+
+// stats returns the counters of every lookup.
+func (st *enrichStage) stats() []LookupStats {
+	if st == nil {
+		return nil
+	}
+	out := make([]LookupStats, len(st.lookups))
+	for i, l := range st.lookups {
+		out[i] = LookupStats{Name: l.Name(), Bound: l.Bound(), Stats: l.Stats()}
+	}
+	return out
+}
+
+// defaultLookupBatch is the default of LookupOptions.Batch.
+const defaultLookupBatch = 256
+
+// inFlightSource is a source with the failpoint lookup.in-flight in its
+// requests, for the crash tests: a kill while a request is in flight
+// (used only when a failpoint is armed).
+type inFlightSource struct{ enrich.Source }
+
+func (s inFlightSource) Fetch(ctx context.Context, keys []string) ([][]event.Value, error) {
+	failpoint.Hit("lookup.in-flight")
+	return s.Source.Fetch(ctx, keys)
+}
+
+// LookupSource is where a lookup's records come from: a lookup file, a
+// Redis server, or any implementation of enrich.Source.
+type LookupSource = enrich.Source
+
+// RedisAuth is what a Redis address given without them is opened with:
+// credentials and TLS from flags or the environment (never printed).
+type RedisAuth struct {
+	Username, Password string
+	TLS                bool
+	CAFile             string // a PEM CA to trust (implies TLS)
+}
+
+// ParseLookupBinding splits a -lookup value, NAME=file:PATH or
+// NAME=redis://HOST:PORT (rediss:// for TLS; ?format=json for JSON
+// strings, ?prefix=P for other keys).
+func ParseLookupBinding(s string) (name, target string, err error) {
+	name, target, ok := strings.Cut(s, "=")
+	switch {
+	case !ok || name == "" || target == "":
+		return "", "", fmt.Errorf("-lookup %q: want NAME=file:PATH or NAME=redis://HOST:PORT", s)
+	case strings.HasPrefix(target, "file:"), strings.HasPrefix(target, "redis://"), strings.HasPrefix(target, "rediss://"):
+		return name, target, nil
+	}
+	return "", "", fmt.Errorf("-lookup %s=%s: the source is file:PATH or redis://HOST:PORT", name, target)
+}
+
+// OpenLookupSource opens target (file:PATH, redis://..., rediss://...)
+// as the source of rs's lookup name, reading records as that lookup
+// declares them. A Redis source does not need the server up: a request
+// to a server that is down fails, and the lookup's failure policy
+// applies.
+func OpenLookupSource(rs *rules.Ruleset, name, target string, auth RedisAuth) (LookupSource, error) {
+	spec, err := lookupSpec(rs, name)
+	if err != nil {
+		return nil, err
+	}
+	if path, ok := strings.CutPrefix(target, "file:"); ok {
+		f, err := enrich.OpenFile(spec, path)
+		if err != nil {
+			return nil, fmt.Errorf("cep: lookup %s: %w", name, err)
+		}
+		return f, nil
+	}
+	cfg, err := redisConfig(target, auth)
+	if err != nil {
+		return nil, fmt.Errorf("cep: lookup %s: %w", name, err)
+	}
+	r, err := enrich.OpenRedis(spec, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cep: lookup %s: %w", name, err)
+	}
+	return r, nil
+}
+
+// PingLookupSource checks that a Redis source answers (nil for other
+// sources).
+func PingLookupSource(ctx context.Context, src LookupSource) error {
+	if r, ok := src.(*enrich.RedisSource); ok {
+		return r.Ping(ctx)
+	}
+	return nil
+}
+
+// LoadLookup writes the records of the lookup file at path into the
+// Redis server at target (HOST:PORT or a redis:// URL), the way a
+// source of rs's lookup name opened on the same target reads them (under
+// keys namespaced per lookup), and returns how many it wrote.
+func LoadLookup(ctx context.Context, rs *rules.Ruleset, name, path, target string, auth RedisAuth) (int, error) {
+	spec, err := lookupSpec(rs, name)
+	if err != nil {
+		return 0, err
+	}
+	if !strings.Contains(target, "://") {
+		target = "redis://" + target
+	}
+	cfg, err := redisConfig(target, auth)
+	if err != nil {
+		return 0, fmt.Errorf("cep: lookup %s: %w", name, err)
+	}
+	n, err := enrich.Load(ctx, spec, path, cfg)
+	if err != nil {
+		return n, fmt.Errorf("cep: lookup %s: %w", name, err)
+	}
+	return n, nil
+}
+
+func redisConfig(target string, auth RedisAuth) (enrich.RedisConfig, error) {
+	cfg, err := enrich.ParseRedisURL(target)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.Username == "" {
+		cfg.Username = auth.Username
+	}
+	if cfg.Password == "" {
+		cfg.Password = auth.Password
+	}
+	cfg.TLS = cfg.TLS || auth.TLS || auth.CAFile != ""
+	if cfg.CAFile == "" {
+		cfg.CAFile = auth.CAFile
+	}
+	return cfg, nil
+}
+
+// lookupSpec is the enrich spec of rs's lookup name.
+func lookupSpec(rs *rules.Ruleset, name string) (enrich.Spec, error) {
+	for _, d := range rs.Lookups {
+		if d.Name == name {
+			return specOf(d), nil
+		}
+	}
+	return enrich.Spec{}, fmt.Errorf("cep: ruleset %s declares no lookup %s%s", rs.Name, name, declaredLookups(rs))
+}
+
+func specOf(d *rules.Lookup) enrich.Spec {
+	spec := enrich.Spec{Name: d.Name, KeyFields: d.KeyFields}
+	for _, f := range d.Fields {
+		spec.Fields = append(spec.Fields, enrich.Field{Name: f.Name, Kind: f.Kind, Time: f.Time, Default: f.Default})
+	}
+	return spec
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+var enrichCommand = &command{
+	name:  "enrich",
+	usage: "cepheus enrich load -redis HOST:PORT -rules FILE -lookup NAME -file PATH",
+	help: `Enrich fills the sources of a ruleset's lookups (docs/rules.md, "Lookups").
+
+  load   writes the records of a JSON-lines lookup file (one object a
+         line: the lookup's key fields under their event names, and its
+         fields; cepheus gen -profiles writes such files) into Redis,
+         the way -lookup NAME=redis://HOST:PORT reads them: one hash a
+         record (a field per lookup field), or with ?format=json one
+         string holding a JSON object, under the key
+         cepheus:lookup:NAME:KEY (KEY: the key fields' values joined by
+         "|"; ?prefix=P puts P before KEY instead). A record already
+         there is replaced. Prints how many records it wrote.
+
+-redis is HOST:PORT or a URL, redis://[USER@]HOST:PORT[/DB][?format=json&prefix=P]
+(rediss:// for TLS). The password comes from -redis-password-file or
+$` + redisPasswordEnv + `, the user from -redis-user or $` + redisUserEnv + `; neither is
+ever printed.
+
+Examples:
+
+  cepheus gen -o events.jsonl.gz -profiles profiles
+  cepheus enrich load -redis localhost:6379 -rules rulesets/cards.cep -lookup customer -file profiles/customer.jsonl
+  cepheus backtest -rules rulesets/cards.cep -events events.jsonl.gz -lookup customer=redis://localhost:6379
+`,
+}
+
+func init() { enrichCommand.run = runEnrich }
+
+func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(enrichCommand, stdout)
+	var lf lookupFlags
+	target := fs.String("redis", "", "the Redis server: HOST:PORT or a redis:// URL (required)")
+	rulesPath := fs.String("rules", "", "the ruleset file that declares the lookup (required)")
+	name := fs.String("lookup", "", "the lookup to fill (required)")
+	file := fs.String("file", "", "the JSON-lines lookup file (.jsonl or .jsonl.gz) (required)")
+	fs.StringVar(&lf.redisUser, "redis-user", "", "the Redis ACL user (default $"+redisUserEnv+")")
+	fs.StringVar(&lf.passwordFile, "redis-password-file", "", "a file holding the Redis password (default $"+redisPasswordEnv+"; never printed)")
+	fs.BoolVar(&lf.redisTLS, "redis-tls", false, "connect over TLS (rediss:// says so too)")
+	fs.StringVar(&lf.redisCA, "redis-ca", "", "a PEM file of the CA the server's certificate is checked against (implies -redis-tls)")
+	sub := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if sub != "load" {
+		return fs.usagef("want a subcommand: load")
+	}
+	if fs.NArg() > 0 {
+		return fs.usagef("unexpected arguments %q", fs.Args())
+	}
+	if *target == "" || *rulesPath == "" || *name == "" || *file == "" {
+		return fs.usagef("-redis, -rules, -lookup and -file are required")
+	}
+	src, err := os.ReadFile(*rulesPath)
+	if err != nil {
+		return err
+	}
+	rs, err := rules.Load(*rulesPath, src)
+	if err != nil {
+		if err := printErrors(stderr, err, true); err != nil {
+			return err
+		}
+		return errFound
+	}
+	auth, err := lf.auth()
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	n, err := cep.LoadLookup(ctx, rs, *name, *file, *target, auth)
+	if err != nil {
+		return userErr(err)
+	}
+	fmt.Fprintf(stderr, "enrich: lookup %s: %s records from %s written in %s\n", *name, humanInt(int64(n)), *file,
+		time.Since(began).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+// The environment variables of the Redis credentials (flags win).
+const (
+	redisUserEnv     = "CEPHEUS_REDIS_USERNAME"
+	redisPasswordEnv = "CEPHEUS_REDIS_PASSWORD"
+)
+
+// lookupFlags are the flags that bind a ruleset's lookups to sources
+// (backtest, run, serve): -lookup NAME=file:PATH or NAME=redis://HOST:PORT,
+// the Redis credentials and TLS, and the stage's tuning.
+type lookupFlags struct {
+	binds        bindList
+	redisUser    string
+	passwordFile string
+	redisTLS     bool
+	redisCA      string
+	opts         cep.LookupOptions
+}
+
+// bindList is the repeatable -lookup flag (a value may also list several,
+// comma-separated).
+type bindList []string
+
+func (b *bindList) String() string { return strings.Join(*b, ",") }
+
+func (b *bindList) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			if _, _, err := cep.ParseLookupBinding(v); err != nil {
+				return err
+			}
+			*b = append(*b, v)
+		}
+	}
+	return nil
+}
+
+func (lf *lookupFlags) register(fs *flagSet) {
+	fs.Var(&lf.binds, "lookup", "bind a lookup of the ruleset to its data, NAME=file:PATH (a JSON-lines file, as cepheus gen -profiles writes) or NAME=redis://HOST:PORT (rediss:// for TLS; ?format=json for JSON strings instead of hashes; filled by cepheus enrich load); repeat it, or list several comma-separated; a lookup left unbound gives every event its declared defaults (with a warning)")
+	fs.StringVar(&lf.redisUser, "redis-user", "", "the Redis ACL user of redis:// lookups (default $"+redisUserEnv+")")
+	fs.StringVar(&lf.passwordFile, "redis-password-file", "", "a file holding the Redis password of redis:// lookups (default $"+redisPasswordEnv+"; never printed)")
+	fs.BoolVar(&lf.redisTLS, "redis-tls", false, "connect to redis:// lookups over TLS (rediss:// says so too)")
+	fs.StringVar(&lf.redisCA, "redis-ca", "", "a PEM file of the CA the Redis server's certificate is checked against (implies -redis-tls)")
+	fs.IntVar(&lf.opts.Batch, "lookup-batch", 0, "events enriched together; their keys missing from the cache go out in requests of at most this many (default 256)")
+	fs.IntVar(&lf.opts.InFlight, "lookup-in-flight", 0, "requests in flight at once, per lookup (default 4)")
+	fs.DurationVar(&lf.opts.Timeout, "lookup-timeout", 0, "timeout of each request, for lookups whose declaration gives none (default 250ms); a request that fails follows the lookup's 'on failure' policy")
+	fs.IntVar(&lf.opts.CacheSize, "lookup-cache", 0, "records cached per lookup (default 100000; -1: no cache)")
+	fs.DurationVar(&lf.opts.CacheTTL, "lookup-cache-ttl", 0, "how long a cached record is used before it is read again (default 5m)")
+}
+
+// auth returns the Redis credentials of the flags and the environment.
+func (lf *lookupFlags) auth() (cep.RedisAuth, error) {
+	a := cep.RedisAuth{Username: lf.redisUser, TLS: lf.redisTLS, CAFile: lf.redisCA}
+	if a.Username == "" {
+		a.Username = os.Getenv(redisUserEnv)
+	}
+	a.Password = os.Getenv(redisPasswordEnv)
+	if lf.passwordFile != "" {
+		b, err := os.ReadFile(lf.passwordFile)
+		if err != nil {
+			return a, fmt.Errorf("-redis-password-file: %w", err)
+		}
+		a.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	return a, nil
+}
+
+// open opens the sources of the -lookup flags for rs and returns the
+// engine option binding them, and the function that closes them. It warns
+// (warnf), once per lookup, of the lookups left unbound, and of Redis
+// servers that do not answer yet (their lookups' failure policy applies
+// until they do).
+func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(format string, args ...any)) (cep.Option, func(), error) {
+	auth, err := lf.auth()
+	if err != nil {
+		return nil, nil, err
+	}
+	sources := map[string]cep.LookupSource{}
+	closeAll := func() {
+		for _, s := range sources {
+			_ = s.Close()
+		}
+	}
+	for _, b := range lf.binds {
+		name, target, _ := cep.ParseLookupBinding(b)
+		if !declares(rs, name) {
+			continue // another ruleset's (check)
+		}
+		if _, dup := sources[name]; dup {
+			closeAll()
+			return nil, nil, fmt.Errorf("-lookup %s is given twice", name)
+		}
+		src, err := cep.OpenLookupSource(rs, name, target, auth)
+		if err != nil {
+			closeAll()
+			return nil, nil, userErr(err)
+		}
+		sources[name] = src
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := cep.PingLookupSource(pctx, src); err != nil {
+			warnf("lookup %s: %s does not answer (%v): its 'on failure' policy applies until it does", name, src, err)
+		}
+		cancel()
+	}
+	for _, l := range rs.Lookups {
+		if sources[l.Name] == nil {
+			warnf("lookup %s is not bound (-lookup %s=file:PATH or redis://HOST:PORT): every event gets its defaults", l.Name, l.Name)
+		}
+	}
+	return cep.WithLookups(sources, lf.opts), closeAll, nil
+}
+
+// check reports the -lookup names that none of sets declares.
+func (lf *lookupFlags) check(sets []*rules.Ruleset) error {
+	var bad []string
+	for _, b := range lf.binds {
+		name, _, _ := cep.ParseLookupBinding(b)
+		found := false
+		for _, rs := range sets {
+			found = found || declares(rs, name)
+		}
+		if !found {
+			bad = append(bad, name)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	var have []string
+	for _, rs := range sets {
+		for _, l := range rs.Lookups {
+			have = append(have, l.Name)
+		}
+	}
+	known := "the rulesets declare no lookup"
+	if len(have) > 0 {
+		known = "the lookups declared: " + strings.Join(have, ", ")
+	}
+	return fmt.Errorf("-lookup %s: no such lookup (%s)", strings.Join(bad, ", "), known)
+}
+
+func declares(rs *rules.Ruleset, name string) bool {
+	for _, l := range rs.Lookups {
+		if l.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// userErr makes err a user error (its message printed as it is).
+func userErr(err error) error { return &userError{msg: stripPrefixes(err.Error()), err: err} }
+
+// printLookupSummary prints each lookup's counters.
+func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
+	for _, l := range ls {
+		if !l.Bound {
+			fmt.Fprintf(w, "%s: lookup %s: unbound, the defaults for every event\n", cmd, l.Name)
+			continue
+		}
+		fmt.Fprintf(w, "%s: lookup %s: %s keys from the cache (%.1f%%), %s read (%s without a record) in %s requests; %s failed (%s timeouts): %s events with the defaults, %s dead letters\n",
+			cmd, l.Name, humanInt(int64(l.Hits)), 100*l.HitRate(), humanInt(int64(l.Misses)), humanInt(int64(l.NotFound)),
+			humanInt(int64(l.Requests)), humanInt(int64(l.Failures)), humanInt(int64(l.Timeouts)),
+			humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)))
+	}
+}

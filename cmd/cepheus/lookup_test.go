@@ -1,0 +1,357 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// redisAddr returns the Redis server of CEPHEUS_REDIS_ADDR (make test
+// starts one), failing under CI without one.
+func redisAddr(t *testing.T) string {
+	t.Helper()
+	a := os.Getenv("CEPHEUS_REDIS_ADDR")
+	if a == "" {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatal("CEPHEUS_REDIS_ADDR is not set and CI is: the lookup tests need Redis (make test starts one with scripts/redis.sh)")
+		}
+		t.Skip("no Redis: make test starts one; or run scripts/redis.sh start and set CEPHEUS_REDIS_ADDR to the address it prints")
+	}
+	return a
+}
+
+// ownRedis starts a Redis server of the test's own with scripts/redis.sh
+// (one the test may stop) and returns its address and the function that
+// stops it (also called at the end of the test).
+func ownRedis(t *testing.T) (addr string, stop func()) {
+	t.Helper()
+	redisAddr(t) // Redis must be there in CI: the script installs it otherwise
+	dir := t.TempDir()
+	out, err := exec.Command("../../scripts/redis.sh", "start", "-dir", dir).Output()
+	if err != nil {
+		t.Fatalf("scripts/redis.sh start: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	addr = lines[len(lines)-1]
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if out, err := exec.Command("../../scripts/redis.sh", "stop", "-dir", dir).CombinedOutput(); err != nil {
+			t.Errorf("scripts/redis.sh stop: %v\n%s", err, out)
+		}
+	}
+	t.Cleanup(stop)
+	return addr, stop
+}
+
+// lookupData generates a day of card events with the profiles of their
+// customers: events, profiles (customer.jsonl) and the number of lines.
+func lookupData(t *testing.T, dir string) (events, profiles string, lines int) {
+	t.Helper()
+	events = filepath.Join(dir, "events.jsonl")
+	code, _, stderr := cepheus(t, "gen", "-o", events, "-profiles", filepath.Join(dir, "profiles"), "-seed", "5",
+		"-customers", "2000", "-merchants", "500", "-history-days", "0", "-days", "1", "-events-per-day", "60000",
+		"-scenarios", "impossible_travel,large_then_foreign,auth_not_captured,refund_abuse")
+	if code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events, filepath.Join(dir, "profiles", "customer.jsonl"), strings.Count(string(b), "\n")
+}
+
+// lookupAlerts counts the alerts of rule in an alerts file.
+func lookupAlerts(t *testing.T, path, rule string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), `"rule":"`+rule+`"`)
+}
+
+// TestLookupRedisEqualsFile: the same backtest of rulesets/cards.cep with
+// the customer lookup read from the lookup file and from Redis (filled by
+// cepheus enrich load, as hashes and as JSON strings) gives byte-identical
+// alerts, and the rule that reads the lookup fires.
+func TestLookupRedisEqualsFile(t *testing.T) {
+	addr := redisAddr(t)
+	dir := t.TempDir()
+	events, profiles, _ := lookupData(t, dir)
+	const rules = "../../rulesets/cards.cep"
+	backtest := func(name, lookup string) (string, string) {
+		t.Helper()
+		out := filepath.Join(dir, name+".jsonl")
+		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", out, "-lookup", lookup)
+		if code != 0 {
+			t.Fatalf("backtest -lookup %s: exit %d\n%s", lookup, code, stderr)
+		}
+		return out, stderr
+	}
+	fileAlerts, stderr := backtest("file", "customer=file:"+profiles)
+	if n := lookupAlerts(t, fileAlerts, "away_from_home"); n < 5 {
+		t.Fatalf("the backtest with the lookup file has %d away_from_home alerts, want at least 5", n)
+	}
+	if !regexp.MustCompile(`lookup customer: [0-9,]+ keys, [0-9.]+% from the cache`).MatchString(stderr) {
+		t.Errorf("the summary does not tell the lookup's figures:\n%s", stderr)
+	}
+	prefix := "test:" + t.Name() + ":" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	for _, format := range []string{"hash", "json"} {
+		url := fmt.Sprintf("redis://%s?format=%s&prefix=%s%s:", addr, format, prefix, format)
+		code, _, stderr := cepheus(t, "enrich", "load", "-redis", url, "-rules", rules, "-lookup", "customer", "-file", profiles)
+		if code != 0 || !strings.Contains(stderr, "2,000 records") {
+			t.Fatalf("enrich load %s: exit %d\n%s", format, code, stderr)
+		}
+		redisAlerts, _ := backtest(format, "customer="+url)
+		want, _ := os.ReadFile(fileAlerts)
+		got, _ := os.ReadFile(redisAlerts)
+		if string(got) != string(want) {
+			t.Errorf("format %s: the alerts with Redis differ from those with the lookup file (%d and %d bytes)", format, len(got), len(want))
+		}
+	}
+	// Unbound: a warning, the defaults, and the rule quiet.
+	out := filepath.Join(dir, "unbound.jsonl")
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", out)
+	if code != 0 || !strings.Contains(stderr, "warning: lookup customer is not bound") {
+		t.Fatalf("unbound: exit %d\n%s", code, stderr)
+	}
+	if n := lookupAlerts(t, out, "away_from_home"); n != 0 {
+		t.Errorf("unbound: %d away_from_home alerts, want none", n)
+	}
+	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", out, "-lookup", "merchant=file:"+profiles)
+	if code != 2 || !strings.Contains(stderr, "-lookup merchant: no such lookup (the lookups declared: customer)") {
+		t.Errorf("an undeclared lookup: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestLookupRedisDown: a live run reads its events from stdin while its
+// Redis server is stopped halfway. With the lookup failing open, every
+// event still goes through (the defaults for those whose key was not in
+// the cache), the rules that do not read the lookup raise exactly the
+// backtest's alerts, the lookup rule a subset of them, and the summary
+// counts the failures; failing closed, the events whose lookup failed are
+// dead letters with their line and the reason, and nothing else is lost.
+func TestLookupRedisDown(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	events, profiles, lines := lookupData(t, dir)
+	b, err := os.ReadFile("../../rulesets/cards.cep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedRules := writeFile(t, dir, "closed.cep", strings.Replace(string(b), "on failure open", "on failure closed", 1))
+	for _, policy := range []string{"open", "closed"} {
+		t.Run(policy, func(t *testing.T) {
+			rules := "../../rulesets/cards.cep"
+			if policy == "closed" {
+				rules = closedRules
+			}
+			ref := filepath.Join(dir, policy+"-backtest.jsonl")
+			if code, _, stderr := cepheus(t, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", ref,
+				"-lookup", "customer=file:"+profiles); code != 0 {
+				t.Fatalf("backtest: exit %d\n%s", code, stderr)
+			}
+			addr, stopRedis := ownRedis(t)
+			if code, _, stderr := cepheus(t, "enrich", "load", "-redis", addr, "-rules", rules, "-lookup", "customer", "-file", profiles); code != 0 {
+				t.Fatalf("enrich load: exit %d\n%s", code, stderr)
+			}
+			d := newCrashDirs(filepath.Join(dir, policy))
+			cmd := exec.Command(bin, "run", "-rules", rules, "-events", "-", "-state", d.state, "-alerts", d.alerts,
+				"-dead-letter", d.dead, "-checkpoint-interval", "100ms", "-progress", "50ms",
+				"-lookup", "customer=redis://"+addr, "-lookup-timeout", "100ms", "-lookup-cache", "2000")
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			in := bufio.NewReader(f)
+			half := lines / 2
+			for range half {
+				l, err := in.ReadBytes('\n')
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := stdin.Write(l); err != nil {
+					t.Fatalf("writing to the run: %v\n%s", err, stderr.String())
+				}
+			}
+			// The first half read (a progress line counts it), Redis
+			// goes away, and the second half follows.
+			progress := regexp.MustCompile(`([0-9,]+) records`)
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				seen := 0
+				for _, m := range progress.FindAllStringSubmatch(stderr.String(), -1) {
+					n, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+					seen = max(seen, n)
+				}
+				if seen >= half {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the run did not read the first %d lines in 30 s\n%s", half, stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			stopRedis()
+			if _, err := io.Copy(stdin, in); err != nil {
+				t.Fatalf("writing to the run: %v", err)
+			}
+			stdin.Close()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("run: %v\n%s", err, stderr.String())
+				}
+			case <-time.After(60 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("run: not done 60 s after its input ended\n%s", stderr.String())
+			}
+			out := stderr.String()
+			m := regexp.MustCompile(`run: lookup customer: .* ([0-9,]+) failed \(([0-9,]+) timeouts\): ([0-9,]+) events with the defaults, ([0-9,]+) dead letters`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no lookup summary:\n%s", out)
+			}
+			atoi := func(s string) int { n, _ := strconv.Atoi(strings.ReplaceAll(s, ",", "")); return n }
+			failed, defaulted, rejected := atoi(m[1]), atoi(m[3]), atoi(m[4])
+			if failed == 0 {
+				t.Errorf("no request failed after Redis stopped:\n%s", out)
+			}
+			got, others := d.committed(t, []string{"stdin"})
+			if len(others) > 0 {
+				t.Errorf("uncommitted files left: %v", others)
+			}
+			want := backtestOutputs(t, ref, filepath.Join(dir, "none"), filepath.Join(dir, "none"))
+			// The records: every line an event or a dead letter.
+			sm := regexp.MustCompile(`run: ruleset cards: ([0-9,]+) records, ([0-9,]+) events, [0-9,]+ alerts, [0-9,]+ late, ([0-9,]+) dead letters`).FindStringSubmatch(out)
+			if sm == nil || atoi(sm[1]) != lines || atoi(sm[2])+atoi(sm[3]) != lines {
+				t.Fatalf("run summary %q: want %d records, each an event or a dead letter", sm, lines)
+			}
+			switch policy {
+			case "open":
+				if defaulted == 0 || rejected != 0 || atoi(sm[3]) != 0 {
+					t.Errorf("fail open: %d events with the defaults, %d rejected, %s dead letters; want some, none, none", defaulted, rejected, sm[3])
+				}
+				// The alerts of the rules that do not read the lookup are
+				// the backtest's (the same ids: an id leaves the lookup's
+				// fields out, though the matched events show them), and
+				// the lookup rule's a subset.
+				ids := func(alerts multiset) map[string]int {
+					out := map[string]int{}
+					for line, n := range alerts {
+						m := regexp.MustCompile(`"alert_id":"([0-9a-f]+)","rule":"([a-z_]+)"`).FindStringSubmatch(line)
+						if m == nil {
+							t.Fatalf("no alert id and rule: %s", shorten(line))
+						}
+						out[m[2]+" "+m[1]] += n
+					}
+					return out
+				}
+				gotIDs, wantIDs := ids(got.alerts), ids(want.alerts)
+				for id, n := range gotIDs {
+					if wantIDs[id] != n {
+						t.Errorf("alert %s: %d in the run, %d in the backtest", id, n, wantIDs[id])
+					}
+				}
+				missing := 0
+				for id, n := range wantIDs {
+					if gotIDs[id] != n {
+						if !strings.HasPrefix(id, "away_from_home ") {
+							t.Errorf("alert %s of the backtest is missing", id)
+						}
+						missing++
+					}
+				}
+				t.Logf("fail open: %d requests failed, %d events with the defaults, %d away_from_home alerts of the backtest missing", failed, defaulted, missing)
+			case "closed":
+				if rejected == 0 || atoi(sm[3]) != rejected {
+					t.Errorf("fail closed: %d rejected, %s dead letters; want as many, and some", rejected, sm[3])
+				}
+				n := 0
+				for l := range got.dead {
+					if !strings.Contains(l, `reason "lookup customer: `) || !strings.HasPrefix(l, "line ") {
+						t.Errorf("dead letter without its line or the lookup's reason: %s", shorten(l))
+					}
+					n++
+				}
+				if n == 0 {
+					t.Errorf("fail closed: no dead letter committed")
+				}
+				t.Logf("fail closed: %d requests failed, %d events dead-lettered", failed, rejected)
+			}
+		})
+	}
+}
+
+// TestLookupCrashInFlight: a run whose lookups read Redis is killed while
+// a request is in flight (failpoint lookup.in-flight), then restarted: its
+// committed outputs are the uninterrupted backtest's with the lookup
+// file, each once.
+func TestLookupCrashInFlight(t *testing.T) {
+	addr := redisAddr(t)
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	events, profiles, _ := lookupData(t, dir)
+	const rules = "../../rulesets/cards.cep"
+	ref := filepath.Join(dir, "backtest.jsonl")
+	if code, _, stderr := cepheus(t, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", ref,
+		"-lookup", "customer=file:"+profiles); code != 0 {
+		t.Fatalf("backtest: exit %d\n%s", code, stderr)
+	}
+	url := "redis://" + addr + "?prefix=test:" + t.Name() + ":" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	if code, _, stderr := cepheus(t, "enrich", "load", "-redis", url, "-rules", rules, "-lookup", "customer", "-file", profiles); code != 0 {
+		t.Fatalf("enrich load: exit %d\n%s", code, stderr)
+	}
+	want := backtestOutputs(t, ref, filepath.Join(dir, "none"), filepath.Join(dir, "none"))
+	d := newCrashDirs(filepath.Join(dir, "run"))
+	args := []string{"run", "-rules", rules, "-events", events, "-state", d.state, "-alerts", d.alerts, "-dead-letter", d.dead,
+		"-checkpoint-records", "5000", "-checkpoint-interval", "1h", "-parallelism", "2",
+		"-lookup", "customer=" + url, "-lookup-cache", "500"}
+	for i, point := range []string{"lookup.in-flight@40", "lookup.in-flight@15", ""} {
+		e := runChild(t, bin, args, point, 0)
+		switch {
+		case point != "" && !e.killed:
+			t.Fatalf("run %d (%s): not killed: %s\n%s", i, point, e.describe(), e.tail())
+		case point == "" && (e.killed || e.code != 0):
+			t.Fatalf("the final run: %s\n%s", e.describe(), e.tail())
+		}
+	}
+	got, others := d.committed(t, []string{filepath.Base(events)})
+	if len(others) > 0 {
+		t.Errorf("uncommitted files left: %v", others)
+	}
+	if diff := want.diff(got); diff != "" {
+		t.Errorf("the committed outputs after two kills in flight differ from the backtest's: %s", diff)
+	}
+	if n := lookupAlerts(t, ref, "away_from_home"); n == 0 {
+		t.Errorf("no away_from_home alert: the lookup played no part")
+	}
+}
