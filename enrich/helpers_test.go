@@ -188,11 +188,12 @@ func (r *recordingSource) maxInFlight() int {
 	return r.maxIn
 }
 
-// checkStats fails the test unless the counters of s (Latency aside) are
-// want's.
+// checkStats fails the test unless the counters of s (Latency and Delay
+// aside) are want's.
 func checkStats(t *testing.T, s Stats, want Stats) {
 	t.Helper()
 	s.Latency, want.Latency = Histogram{}, Histogram{}
+	s.Delay, want.Delay = Histogram{}, Histogram{}
 	if fmt.Sprint(s) != fmt.Sprint(want) {
 		t.Errorf("stats\n got  %+v\n want %+v", s, want)
 	}

@@ -173,6 +173,8 @@ func NewLookup(cfg LookupConfig) (*Lookup, error) {
 	}
 	l.st.latency.Bounds = latencyBounds
 	l.st.latency.Counts = make([]uint64, len(latencyBounds)+1)
+	l.st.delay.Bounds = delayBounds
+	l.st.delay.Counts = make([]uint64, len(delayBounds)+1)
 	return l, nil
 }
 
@@ -288,6 +290,13 @@ func (l *Lookup) Enrich(ctx context.Context, evs []*event.Event, reasons []strin
 		}
 		return nil
 	}
+	began, n := time.Now(), 0
+	for _, r := range reasons {
+		if r == "" {
+			n++
+		}
+	}
+	defer func() { l.st.observeDelay(time.Since(began), n) }()
 	var now int64
 	if l.cache != nil {
 		now = l.now().UnixNano()

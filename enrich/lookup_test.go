@@ -285,6 +285,10 @@ func TestEnrichTimeout(t *testing.T) {
 		if s.Latency.Count != 1 || s.Latency.Counts[i] != 1 || s.Latency.Sum != 0.05 {
 			t.Errorf("latency %+v, want one observation of 0.05 s in bucket %d", s.Latency, i)
 		}
+		// Each of the 3 events waited the call's 50ms.
+		if j := slices.Index(s.Delay.Bounds, 0.05); s.Delay.Count != 3 || s.Delay.Counts[j] != 3 || s.Delay.Sum < 0.1499999 || s.Delay.Sum > 0.1500001 {
+			t.Errorf("delay %+v, want three observations of 0.05 s in bucket %d", s.Delay, j)
+		}
 	})
 }
 

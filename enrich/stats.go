@@ -34,6 +34,11 @@ type Stats struct {
 	// Latency is the duration of every attempt, successful or failed, in
 	// seconds.
 	Latency Histogram
+	// Delay is the time each event bound to a source spent in Enrich (the
+	// duration of its batch's call: cache, requests, retries), one
+	// observation per event, in seconds: what the lookup adds to an
+	// event's latency.
+	Delay Histogram
 }
 
 // Histogram is a distribution of observations.
@@ -53,6 +58,11 @@ type Histogram struct {
 // latencyBounds are the buckets of [Stats.Latency], in seconds: 0.5ms to 5s.
 var latencyBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
+// delayBounds are the buckets of [Stats.Delay], in seconds: 10us to 5s.
+var delayBounds = []float64{
+	0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5,
+}
+
 // stats are the live counters of a Lookup, updated by Enrich and its
 // request goroutines and read by Stats at any time.
 type stats struct {
@@ -60,9 +70,25 @@ type stats struct {
 	requests, timeouts, failures atomic.Uint64
 	defaulted, rejected          atomic.Uint64
 
-	// mu guards latency, observed by several request goroutines at once.
+	// mu guards latency, observed by several request goroutines at once,
+	// and delay.
 	mu      sync.Mutex
 	latency Histogram
+	delay   Histogram
+}
+
+// observeDelay adds the delay d of a call to each of its n events.
+func (s *stats) observeDelay(d time.Duration, n int) {
+	if n == 0 {
+		return
+	}
+	sec := d.Seconds()
+	i, _ := slices.BinarySearch(delayBounds, sec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay.Counts[i] += uint64(n)
+	s.delay.Sum += sec * float64(n)
+	s.delay.Count += uint64(n)
 }
 
 // observe adds the latency of one attempt.
@@ -97,6 +123,12 @@ func (l *Lookup) Stats() Stats {
 		Counts: slices.Clone(s.latency.Counts),
 		Sum:    s.latency.Sum,
 		Count:  s.latency.Count,
+	}
+	out.Delay = Histogram{
+		Bounds: slices.Clone(s.delay.Bounds),
+		Counts: slices.Clone(s.delay.Counts),
+		Sum:    s.delay.Sum,
+		Count:  s.delay.Count,
 	}
 	return out
 }

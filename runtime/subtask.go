@@ -139,8 +139,10 @@ type SubtaskConfig[T any] struct {
 	// at a time (fewer before a checkpoint and at the end of the input),
 	// before the far-ahead check and the operators. An event whose
 	// reasons[i] it sets goes to the dead letters with that reason (a
-	// lookup that failed closed). Enrich may block while its requests are
-	// in flight; an error stops Run.
+	// lookup that failed closed). A batch is enriched on a goroutine of
+	// its own while Run decodes the next one and the operators take the
+	// one before (one call at a time, in order); its events reach the
+	// operators, in order, once it returns. An error stops Run.
 	Enrich func(ctx context.Context, evs []*event.Event, reasons []string) error
 	// EnrichBatch is the number of events per Enrich call. Default (0):
 	// 256.
@@ -158,6 +160,7 @@ type enrichWindow struct {
 	recs    []Record
 	reasons []string
 	arena   []byte
+	done    chan error // the call in flight's outcome (nil: none)
 }
 
 // ErrNothingDecoded is returned by [Subtask.Run] when SubtaskConfig.GiveUpAfter
@@ -185,7 +188,8 @@ type Subtask[T any] struct {
 	// skipTo is the line of the checkpoint the subtask was restored from:
 	// Run skips the records up to it, which the checkpoint covers.
 	skipTo int64
-	win    enrichWindow
+	// win is the window being filled; flight the one being enriched.
+	win, flight *enrichWindow
 }
 
 // NewSubtask checks cfg and returns a subtask.
@@ -282,7 +286,7 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		if s.cfg.GiveUpAfter > 0 && s.stats.Records == s.cfg.GiveUpAfter && s.stats.Decoded == 0 && len(s.win.evs) == 0 &&
+		if s.cfg.GiveUpAfter > 0 && s.stats.Records == s.cfg.GiveUpAfter && s.stats.Decoded == 0 && s.pendingEnrich() == 0 &&
 			(s.guard == nil || len(s.guard.held) == 0) {
 			return ErrNothingDecoded
 		}
@@ -354,10 +358,13 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 	return nil
 }
 
-// enqueue adds a decoded event to the enrichment window, and enriches
-// the window once it is full.
+// enqueue adds a decoded event to the enrichment window; a full window
+// goes to Enrich on a goroutine, once the one before it is handed on.
 func (s *Subtask[T]) enqueue(ctx context.Context, ev *event.Event, rec Record) error {
-	w := &s.win
+	if s.win == nil {
+		s.win, s.flight = &enrichWindow{}, &enrichWindow{}
+	}
+	w := s.win
 	if len(w.evs) == 0 {
 		w.arena = w.arena[:0]
 	}
@@ -373,21 +380,60 @@ func (s *Subtask[T]) enqueue(ctx context.Context, ev *event.Event, rec Record) e
 	if len(w.evs) < batch {
 		return nil
 	}
-	return s.flushEnrich(ctx)
+	if err := s.landFlight(); err != nil {
+		return err
+	}
+	s.win, s.flight = s.flight, w
+	w.reasons = append(w.reasons[:0], make([]string, len(w.evs))...)
+	w.done = make(chan error, 1)
+	go func() { w.done <- s.cfg.Enrich(ctx, w.evs, w.reasons) }()
+	return nil
 }
 
-// flushEnrich enriches the events of the window and hands them on, in
-// order: to the dead letters (a reason set), the far-ahead check or the
-// operators.
+// pendingEnrich is the number of decoded events not yet handed on.
+func (s *Subtask[T]) pendingEnrich() int {
+	if s.win == nil {
+		return 0
+	}
+	return len(s.win.evs) + len(s.flight.evs)
+}
+
+// landFlight waits for the window in flight, if any, and hands its events
+// on.
+func (s *Subtask[T]) landFlight() error {
+	f := s.flight
+	if f == nil || f.done == nil {
+		return nil
+	}
+	err := <-f.done
+	f.done = nil
+	if err != nil {
+		return err
+	}
+	return s.handOn(f)
+}
+
+// flushEnrich hands on every decoded event: the window in flight, then
+// the one being filled, enriched here (before a checkpoint and at the end
+// of the input).
 func (s *Subtask[T]) flushEnrich(ctx context.Context) error {
-	w := &s.win
-	if len(w.evs) == 0 {
+	if err := s.landFlight(); err != nil {
+		return err
+	}
+	w := s.win
+	if w == nil || len(w.evs) == 0 {
 		return nil
 	}
 	w.reasons = append(w.reasons[:0], make([]string, len(w.evs))...)
 	if err := s.cfg.Enrich(ctx, w.evs, w.reasons); err != nil {
 		return err
 	}
+	return s.handOn(w)
+}
+
+// handOn hands the events of an enriched window on, in order: to the
+// dead letters (a reason set), the far-ahead check or the operators.
+func (s *Subtask[T]) handOn(w *enrichWindow) error {
 	for i, ev := range w.evs {
 		var err error
 		switch rec := w.recs[i]; {

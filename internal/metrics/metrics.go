@@ -43,7 +43,7 @@ var Names = []string{
 	"cepheus_shadow_rule_overlap_total",
 	"cepheus_lookup_keys_total", "cepheus_lookup_not_found_total", "cepheus_lookup_requests_total",
 	"cepheus_lookup_timeouts_total", "cepheus_lookup_failures_total", "cepheus_lookup_events_total",
-	"cepheus_lookup_request_duration_seconds",
+	"cepheus_lookup_request_duration_seconds", "cepheus_lookup_event_delay_seconds",
 }
 
 // collector is the prometheus.Collector of a monitor.
@@ -95,6 +95,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_lookup_failures_total", "Attempts of a lookup's requests that failed (timeouts included), before any retry.", "lookup")
 	d("cepheus_lookup_events_total", "Events whose lookup failed for good, by what the policy did: defaulted (fail open) or rejected (fail closed: dead letters).", "lookup", "outcome")
 	d("cepheus_lookup_request_duration_seconds", "Time a lookup's request took, answered or failed.", "lookup")
+	d("cepheus_lookup_event_delay_seconds", "Time an event waited for a lookup (its batch's call: cache, requests, retries): what the lookup adds to its latency.", "lookup")
 	return c
 }
 
@@ -153,14 +154,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter("cepheus_lookup_failures_total", float64(l.Failures), l.Name)
 		counter("cepheus_lookup_events_total", float64(l.Defaulted), l.Name, "defaulted")
 		counter("cepheus_lookup_events_total", float64(l.Rejected), l.Name, "rejected")
-		h := l.Latency
-		buckets := make(map[float64]uint64, len(h.Bounds))
-		var n uint64
-		for i, b := range h.Bounds {
-			n += h.Counts[i]
-			buckets[b] = n
+		histogram := func(name string, h enrichHistogram) {
+			buckets := make(map[float64]uint64, len(h.Bounds))
+			var n uint64
+			for i, b := range h.Bounds {
+				n += h.Counts[i]
+				buckets[b] = n
+			}
+			ch <- prometheus.MustNewConstHistogram(c.descs[name], h.Count, h.Sum, buckets, l.Name)
 		}
-		ch <- prometheus.MustNewConstHistogram(c.descs["cepheus_lookup_request_duration_seconds"], h.Count, h.Sum, buckets, l.Name)
+		histogram("cepheus_lookup_request_duration_seconds", l.Latency)
+		histogram("cepheus_lookup_event_delay_seconds", l.Delay)
 	}
 	gauge("cepheus_buffered_events", float64(p.Buffered))
 	gauge("cepheus_queued_events", float64(p.Queued))
@@ -192,6 +196,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Ruleset != "" {
 		gauge("cepheus_ruleset_info", 1, s.Ruleset, s.RulesetVersion)
 	}
+}
+
+// enrichHistogram is a lookup's histogram as cep.LookupStats carries it.
+type enrichHistogram = struct {
+	Bounds []float64
+	Counts []uint64
+	Sum    float64
+	Count  uint64
 }
 
 // watermarkSeconds is a watermark as Unix seconds: -Inf before the

@@ -262,7 +262,7 @@ lookup holder {
 	for name := range s {
 		name, _, _ = strings.Cut(name, "{")
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if f, ok := strings.CutSuffix(name, suffix); ok && (f == "cepheus_checkpoint_duration_seconds" || f == "cepheus_lookup_request_duration_seconds") {
+			if f, ok := strings.CutSuffix(name, suffix); ok && (f == "cepheus_checkpoint_duration_seconds" || f == "cepheus_lookup_request_duration_seconds" || f == "cepheus_lookup_event_delay_seconds") {
 				name = f
 			}
 		}
