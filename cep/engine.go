@@ -261,15 +261,21 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 		cr.spec, cr.twin = si, -1
 		e.rules = append(e.rules, cr)
 	}
+	derive := func(slot int) {
+		if e.derived == nil {
+			e.derived = make([]bool, e.schema.Len())
+		}
+		if slot < len(e.derived) {
+			e.derived[slot] = true
+		}
+	}
 	for _, l := range e.Lookups() {
 		for _, f := range l.Fields {
-			if e.derived == nil {
-				e.derived = make([]bool, e.schema.Len())
-			}
-			if f.Slot < len(e.derived) {
-				e.derived[f.Slot] = true
-			}
+			derive(f.Slot)
 		}
+	}
+	for _, a := range e.Aggregates() {
+		derive(a.Slot)
 	}
 	for i := range e.rules {
 		if a := &e.rules[i]; a.shadow {

@@ -55,6 +55,9 @@ func (e *Engine) newRun(src runtime.Source) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if host.agg, err = e.newAggregator(); err != nil {
+		return nil, err
+	}
 	r := &run{e: e, host: host, sink: newSink(e)}
 	if r.enrich, err = e.newEnrichStage(); err != nil {
 		return nil, err
@@ -170,6 +173,10 @@ type hostOperator struct {
 	// vanished are the records of operators a migration dropped, to
 	// delete at the next snapshot.
 	vanished []state.Key
+	// agg holds the events until the watermark and sets their velocity
+	// aggregates (a backtest's host; nil without aggregates, and in a
+	// live job, whose coordinator runs them).
+	agg *runtime.Aggregator
 }
 
 // keyOperator is the shared operator of the rules of one key
@@ -230,6 +237,9 @@ func (h *hostOperator) ProcessElement(ev *event.Event, ts event.Time, out runtim
 	for _, o := range h.events {
 		o.OnEvent(ev)
 	}
+	if h.agg != nil && h.agg.Add(ev) {
+		return nil // until the watermark passes it
+	}
 	return h.processMasked(ev, ts, allSpecs, out)
 }
 
@@ -267,6 +277,11 @@ func (h *hostOperator) setProcessingTime(t event.Time, out runtime.Collector[emi
 }
 
 func (h *hostOperator) ProcessWatermark(w event.Watermark, out runtime.Collector[emitted]) error {
+	if h.agg != nil {
+		if err := h.agg.Advance(w, func(ev *event.Event) error { return h.processMasked(ev, ev.Time, allSpecs, out) }); err != nil {
+			return err
+		}
+	}
 	return h.processWatermarkMasked(w, 0, out)
 }
 
@@ -464,6 +479,11 @@ func (h *hostOperator) snapshotBegin(w state.Writer) error {
 		b = binary.AppendVarint(b, r.compared)
 		b = binary.AppendVarint(b, r.overlap)
 	}
+	if h.agg != nil {
+		if err := w.Put(h.e.aggregateRecord(), h.agg.AppendBinary(nil)); err != nil {
+			return err
+		}
+	}
 	return w.Put(h.counterRecord, b)
 }
 
@@ -511,6 +531,15 @@ func (h *hostOperator) Restore(r state.Reader) error {
 		return err
 	}
 	h.alerts, h.late, h.rules = alerts, late, rules
+	if h.agg != nil {
+		b, err := oneRecord(r, h.e.aggregateRecord())
+		if err != nil {
+			return err
+		}
+		if err := h.agg.Restore(b); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -144,7 +144,21 @@ func genCardLog(rnd *rand.Rand, cfg logConfig) []logRecord {
 	n := cfg.records
 	g := &logGen{rnd: rnd, t: logStart, padded: cfg.padded}
 	jumpAt := -1 // the record the jump came before
+	burst := false
 	for len(g.recs) < n {
+		if !burst && len(g.recs) >= n/4 {
+			// One merchant card burst (merchant_card_burst): every card
+			// at merchant m0 within 6 minutes, in the order of the cards
+			// (the log's random choices untouched).
+			burst = true
+			for c := range logCards {
+				g.id++
+				m := logCities[0]
+				g.recs = append(g.recs, logRecord{at: g.t + int64(c)*9000, line: fmt.Sprintf(
+					`{"ts":%q,"type":"auth","event_id":"e%d","customer_id":"c%d","card_id":"k%d","amount":3,"currency":"EUR","merchant_id":"m0","merchant_country":%q,"mcc":"5411","card_country":%q,"device_id":"d2","ip":"10.0.0.%d","ip_country":%q,"lat":%v,"lon":%v,"is_fraud":false,"scenario":""%s}`,
+					logTime(g.t+int64(c)*9000), g.id, c%logCustomers, c, m.country, m.country, c, m.country, m.lat, m.lon, g.padding())})
+			}
+		}
 		if jumpAt < 0 && len(g.recs) >= n/2 {
 			g.t += 61 * 24 * time.Hour.Milliseconds()
 			jumpAt = len(g.recs)

@@ -2,6 +2,7 @@ package cep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,7 +58,11 @@ type streamSource struct {
 	// (prepare), then taken one by one as without, so the order of
 	// routing, watermarks and barriers does not change; pre is onBatch's
 	// prepared records (a cursor has its own).
-	enrich  *enrichStage
+	enrich *enrichStage
+	// agg is the velocity aggregates (nil without): an event waits in it
+	// until the watermark passes it, and is routed then, its aggregates
+	// set, just before the watermark goes out.
+	agg     *runtime.Aggregator
 	pre     []prepared
 	evs     []*event.Event
 	reasons []string
@@ -109,6 +114,11 @@ type sourceMeta struct {
 	// partition said, by partition name (a Kafka job with rules not keyed
 	// by the record key).
 	Repartition map[string][]repUpstream `json:",omitempty"`
+	// Aggregates is the velocity aggregates' state (runtime.Aggregator):
+	// the events waiting for the watermark and each key's window;
+	// AggregatesOf the aggregates it is of (aggregateSignature).
+	Aggregates   []byte `json:",omitempty"`
+	AggregatesOf string `json:",omitempty"`
 }
 
 func (j *job) openSource(ctx context.Context) (*streamSource, error) {
@@ -156,7 +166,35 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		// data only, so a restored run makes it again.
 		rc.Aligned, rc.BatchRecords, rc.Buffer = true, 256, 1
 	}
+	if s.agg, err = j.e.newAggregator(); err != nil {
+		return nil, err
+	}
+	if s.agg != nil && c.Kafka != nil {
+		return nil, errors.New("cep: stream: velocity aggregates do not run in Kafka mode yet: backtest, or run over files, a directory or stdin")
+	}
+	if s.agg != nil && c.Time == ProcessingTime {
+		return nil, errAggregatesProcessingTime
+	}
 	if m := j.meta; m != nil {
+		if m.Source.Aggregates != nil {
+			var err error
+			switch {
+			case s.agg != nil && m.Source.AggregatesOf == aggregateSignature(j.e):
+				err = s.agg.Restore(m.Source.Aggregates)
+			case s.agg == nil:
+				// The aggregates are gone: the events they held go on
+				// without them (an aggregator of none holds them).
+				if s.agg, err = runtime.NewAggregator(nil); err == nil {
+					err = s.agg.RestoreHeld(m.Source.Aggregates)
+				}
+			default:
+				j.logf("the velocity aggregates changed since checkpoint %d: their windows start empty (the events they held go on)", j.restored)
+				err = s.agg.RestoreHeld(m.Source.Aggregates)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+			}
+		}
 		if s.guard != nil {
 			s.guard.Restore(m.Source.Ahead)
 		}
@@ -359,6 +397,9 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	if s.guard != nil {
 		m.Ahead = s.guard.State()
 	}
+	if s.agg != nil {
+		m.Aggregates, m.AggregatesOf = s.agg.AppendBinary(nil), aggregateSignature(s.j.e)
+	}
 	for _, p := range s.positions {
 		m.Positions = append(m.Positions, p)
 	}
@@ -553,8 +594,10 @@ func (s *streamSource) accept(p int, ev *event.Event, raw []byte) error {
 		mask = s.rep.local
 		s.repWrite(ev, raw)
 	}
-	if err := s.routeEvent(ev, mask); err != nil {
-		return err
+	if s.agg == nil || !s.agg.Add(ev) {
+		if err := s.routeEvent(ev, mask); err != nil {
+			return err
+		}
 	}
 	s.pw.OnEvent(p, ev.Time)
 	if s.sinceWM++; s.sinceWM >= j.e.cfg.watermarkEvery {
@@ -660,6 +703,12 @@ func (s *streamSource) forward(wm event.Watermark) error {
 	}
 	if wm <= s.forwarded {
 		return nil
+	}
+	if s.agg != nil {
+		// The events the watermark passes go first, their aggregates set.
+		if err := s.agg.Advance(wm, func(ev *event.Event) error { return s.routeEvent(ev, allSpecs) }); err != nil {
+			return err
+		}
 	}
 	s.forwarded = wm
 	s.j.stats.Watermark = wm

@@ -506,3 +506,54 @@ func (it *FailureItem) source() string {
 	}
 	return "on failure " + it.Mode.String()
 }
+
+// AggregateDecl is `aggregate NAME { key ...  FUNC [FIELD]  window D
+// [tumbling]  where EXPR }`: a velocity aggregate over the events of a key
+// in a time window, which conditions read as NAME. Its items are printed
+// in that fixed order.
+type AggregateDecl struct {
+	Comments
+	Pos    Pos
+	Name   Name
+	Key    *KeyItem
+	Func   *AggFuncItem
+	Window *WindowItem
+	Where  *ExprItem
+	EndDoc []string
+}
+
+// AggFuncItem is the function of an aggregate: `count`, or `sum`, `avg`,
+// `min`, `max`, `distinct` and a field.
+type AggFuncItem struct {
+	Comments
+	Pos   Pos
+	Func  Name
+	Field *Name
+}
+
+// WindowItem is an aggregate's `window D`, optionally `tumbling`.
+type WindowItem struct {
+	Comments
+	Pos      Pos
+	Dur      Duration
+	Tumbling Flag
+}
+
+// ExprItem is a keyword and an expression: an aggregate's `where EXPR`.
+type ExprItem struct {
+	Comments
+	Pos  Pos
+	Expr *Expr
+}
+
+func (*AggregateDecl) declNode() {}
+
+// String prints the declaration's canonical source.
+func (d *AggregateDecl) String() string { return printNode(func(p *printer) { p.aggregate(d) }) }
+
+func (it *AggFuncItem) source() string {
+	if it.Field != nil {
+		return it.Func.String() + " " + it.Field.String()
+	}
+	return it.Func.String()
+}

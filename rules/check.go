@@ -32,6 +32,7 @@ type ruleChecker struct {
 	timeDecl   *EventTimeDecl
 	schemaDecl *SchemaDecl
 	lookups    []*LookupDecl
+	aggregates []*AggregateDecl
 	rules      []*RuleDecl
 	tests      []*TestDecl
 
@@ -82,6 +83,8 @@ func (c *ruleChecker) check() {
 			c.schemaDecl = d
 		case *LookupDecl:
 			c.lookups = append(c.lookups, d)
+		case *AggregateDecl:
+			c.aggregates = append(c.aggregates, d)
 		case *RuleDecl:
 			if ruleNames[d.Name.Value] {
 				c.errorf(d.Name.Pos, "rule %s is defined twice", d.Name)
@@ -103,6 +106,7 @@ func (c *ruleChecker) check() {
 		c.checkSchema()
 	}
 	c.checkLookups()
+	c.checkAggregates()
 	for _, r := range c.rules {
 		c.checkRule(r)
 	}
@@ -110,6 +114,7 @@ func (c *ruleChecker) check() {
 		c.inferSchema()
 	}
 	c.lookupSchema()
+	c.aggregateSchema()
 	if c.layout != nil && c.errs.Len() == 0 {
 		c.applyLayout(c.layout)
 	}
@@ -167,11 +172,12 @@ func (c *ruleChecker) inferSchema() {
 	}
 	for _, r := range c.rules {
 		for _, n := range ruleFields(r, c.lookupNames()) {
-			if !c.isLookupField(n) {
+			if !c.isLookupField(n) && !slices.Contains(c.aggregateNames(), n) {
 				names[n] = true
 			}
 		}
 	}
+	c.inferredAggregateFields(names)
 	for _, d := range c.lookups {
 		if d.Key != nil {
 			for _, k := range d.Key.Fields {
@@ -344,6 +350,8 @@ func (c *ruleChecker) checkRule(r *RuleDecl) {
 			c.ruleErrorf(r, n.Pos, "stage %s has the name of a schema field; rename one (in an expression the name would mean the stage)", n)
 		case slices.Contains(c.lookupNames(), n.Value):
 			c.ruleErrorf(r, n.Pos, "stage %s has the name of a lookup; rename one (%s.x would be ambiguous)", n, n)
+		case slices.Contains(c.aggregateNames(), n.Value):
+			c.ruleErrorf(r, n.Pos, "stage %s has the name of an aggregate; rename one (in an expression the name would mean the stage)", n)
 		}
 		stages[n.Value] = s
 	}

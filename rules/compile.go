@@ -41,6 +41,7 @@ func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
 		timeSlots: c.timeSlots,
 		Lookups:   c.compileLookups(),
 	}
+	rs.Aggregates = c.compileAggregates()
 	if c.timeDecl != nil {
 		rs.TimeField = c.timeDecl.Field.Value
 	}
@@ -91,6 +92,11 @@ func (c *ruleChecker) ruleHeader(rd *RuleDecl) string {
 		prefix := d.Name.Value + "."
 		if slices.ContainsFunc(reads, func(f string) bool { return strings.HasPrefix(f, prefix) }) {
 			p.lookup(d)
+		}
+	}
+	for _, d := range c.aggregates {
+		if slices.Contains(reads, d.Name.Value) {
+			p.aggregate(d)
 		}
 	}
 	return p.b.String()

@@ -22,7 +22,7 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 		}
 	}
 	for _, td := range c.tests {
-		t := &Test{Name: td.Name, Pos: c.f.src.position(td.Pos), Rules: rs.Rules}
+		t := &Test{Name: td.Name, Pos: c.f.src.position(td.Pos), Rules: rs.Rules, Aggregates: rs.Aggregates}
 		only := ""
 		if td.Rule != nil {
 			only = td.Rule.Name.Value

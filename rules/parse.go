@@ -464,6 +464,11 @@ func (p *ruleParser) parseFile() *File {
 			if d := p.parseLookup(c, pos); d != nil {
 				f.Decls = append(f.Decls, d)
 			}
+		case p.isWord("aggregate"):
+			p.next()
+			if d := p.parseAggregate(c, pos); d != nil {
+				f.Decls = append(f.Decls, d)
+			}
 		case p.isWord("rule"):
 			p.next()
 			if d := p.parseRule(c, pos); d != nil {
@@ -482,7 +487,7 @@ func (p *ruleParser) parseFile() *File {
 			p.next()
 			p.endLine()
 		default:
-			p.unexpected("event time, schema, lookup, rule or test")
+			p.unexpected("event time, schema, lookup, aggregate, rule or test")
 			p.skipLine()
 		}
 	}
@@ -711,6 +716,107 @@ func (p *ruleParser) parseLookup(c Comments, pos int) *LookupDecl {
 		}
 	}
 	for _, c := range []*Comments{commentsOf(d.Key), commentsOf(d.Fields), commentsOf(d.Failure), commentsOf(d.Timeout)} {
+		if c != nil {
+			c.Doc = trimDoc(c.Doc)
+			break
+		}
+	}
+	return d
+}
+
+// aggFuncs are the functions of an aggregate; true: it takes a field.
+var aggFuncs = map[string]bool{"count": false, "sum": true, "avg": true, "min": true, "max": true, "distinct": true}
+
+func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
+	name, ok := p.parseIdent("an aggregate name")
+	if !ok {
+		p.skipLine()
+		return nil
+	}
+	line, ok := p.openBlock("the aggregate")
+	if !ok {
+		return nil
+	}
+	d := &AggregateDecl{Comments: c, Pos: posAt(pos), Name: name}
+	d.Line = line
+	dup := func(what string, set bool) bool {
+		if set {
+			p.errorf("%s given twice", what)
+			p.skipLine()
+		}
+		return set
+	}
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+			d.EndDoc = p.closeBlock(pos, "aggregate "+name.Value, doc)
+			break
+		}
+		ic := Comments{Doc: doc}
+		ipos := p.tok.pos
+		_, isFunc := aggFuncs[p.tok.val]
+		switch {
+		case p.isWord("key"):
+			if dup("key", d.Key != nil) {
+				continue
+			}
+			p.next()
+			if k := p.parseKey(ic, ipos, "the key fields of the aggregate"); k != nil {
+				d.Key = k
+			}
+		case p.tok.kind == tokIdent && isFunc:
+			if dup("the function", d.Func != nil) {
+				continue
+			}
+			fn, _ := p.parseIdent("a function")
+			it := &AggFuncItem{Comments: ic, Pos: posAt(ipos), Func: fn}
+			if aggFuncs[fn.Value] {
+				field, ok := p.parseIdent("the field " + fn.Value + " reads")
+				if !ok {
+					p.skipLine()
+					continue
+				}
+				it.Field = &field
+			}
+			it.Line = p.endLine()
+			d.Func = it
+		case p.isWord("window"):
+			if dup("window", d.Window != nil) {
+				continue
+			}
+			p.next()
+			dur, ok := p.parseDuration()
+			if !ok {
+				p.skipLine()
+				continue
+			}
+			it := &WindowItem{Comments: ic, Pos: posAt(ipos), Dur: dur}
+			if p.isWord("tumbling") {
+				it.Tumbling = Flag{Set: true, Pos: posAt(p.tok.pos)}
+				p.next()
+			} else if p.isWord("sliding") {
+				p.next() // the default, printed without the word
+			}
+			it.Line = p.endLine()
+			d.Window = it
+		case p.isWord("where"):
+			if dup("where", d.Where != nil) {
+				continue
+			}
+			x, ok := p.parseExpr("a condition after where")
+			if !ok {
+				p.skipLine()
+				continue
+			}
+			it := &ExprItem{Comments: ic, Pos: posAt(ipos), Expr: x}
+			it.Line = p.endLine()
+			d.Where = it
+		default:
+			p.unexpected("key, a function (count, sum, avg, min, max or distinct), window or where")
+			p.skipLine()
+		}
+	}
+	for _, c := range []*Comments{commentsOf(d.Key), commentsOf(d.Func), commentsOf(d.Window), commentsOf(d.Where)} {
 		if c != nil {
 			c.Doc = trimDoc(c.Doc)
 			break

@@ -115,6 +115,8 @@ func (p *printer) decl(d Decl) {
 		p.schema(d)
 	case *LookupDecl:
 		p.lookup(d)
+	case *AggregateDecl:
+		p.aggregate(d)
 	case *RuleDecl:
 		p.rule(d)
 	case *TestDecl:
@@ -153,6 +155,27 @@ func (p *printer) lookup(d *LookupDecl) {
 		}
 		if it := d.Timeout; it != nil {
 			p.line(it.Comments, "timeout "+it.Dur.String())
+		}
+	})
+}
+
+func (p *printer) aggregate(d *AggregateDecl) {
+	p.block(d.Comments, "aggregate "+d.Name.String(), d.EndDoc, func() {
+		if it := d.Key; it != nil {
+			p.line(it.Comments, "key "+joinNames(it.Fields))
+		}
+		if it := d.Func; it != nil {
+			p.line(it.Comments, it.source())
+		}
+		if it := d.Window; it != nil {
+			s := "window " + it.Dur.String()
+			if it.Tumbling.Set {
+				s += " tumbling"
+			}
+			p.line(it.Comments, s)
+		}
+		if it := d.Where; it != nil {
+			p.linev(it.Comments, "where "+it.Expr.Text, it.Expr.verbatim)
 		}
 	})
 }

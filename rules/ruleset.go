@@ -26,6 +26,9 @@ type Ruleset struct {
 	// Lookups are the file's lookups in file order; their fields are
 	// schema fields named lookup.field, after the event's fields.
 	Lookups []*Lookup
+	// Aggregates are the file's velocity aggregates in file order; each
+	// is a schema field of its name, after the lookups' fields.
+	Aggregates []*Aggregate
 	// Rules are the rules in file order.
 	Rules []*Rule
 	// Tests are the tests written in the file, in file order.
@@ -196,6 +199,10 @@ type Test struct {
 	Events []*event.Event
 	// Expect are the expected matches (none when empty).
 	Expect []ExpectedMatch
+	// Aggregates are the ruleset's velocity aggregates: a test runner
+	// computes them over the test's events (they are not in the events'
+	// lines).
+	Aggregates []*Aggregate
 }
 
 // ExpectedMatch is one match a test expects.

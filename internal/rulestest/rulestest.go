@@ -102,6 +102,10 @@ func Run(t *rules.Test) *Result {
 			}
 		}
 	}
+	if err := cep.FillAggregates(t.Aggregates, t.Events); err != nil {
+		r.Err = err
+		return r
+	}
 	for _, rule := range t.Rules {
 		got, err := runRule(rule, t.Events, emits[rule])
 		r.Got = append(r.Got, got...)

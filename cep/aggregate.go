@@ -1,0 +1,97 @@
+package cep
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
+)
+
+// This file runs a ruleset's velocity aggregates (docs/rules.md,
+// "Velocity aggregates"): a runtime.Aggregator before keying, which holds
+// each event until the watermark passes it and releases it with its
+// aggregates set. A backtest's host operator runs it in front of its
+// shared operators; a live job's coordinator runs it before routing (one
+// for the whole job: an aggregate's key need not be any rule's).
+
+// Aggregates returns the velocity aggregates the engine runs: the
+// ruleset's, and those of the other versions a live job holds (the first
+// declaration of a name wins).
+func (e *Engine) Aggregates() []*rules.Aggregate {
+	var out []*rules.Aggregate
+	add := func(rs *rules.Ruleset) {
+		for _, a := range rs.Aggregates {
+			if !slices.ContainsFunc(out, func(o *rules.Aggregate) bool { return o.Name == a.Name }) {
+				out = append(out, a)
+			}
+		}
+	}
+	add(e.cfg.ruleset)
+	for _, cr := range e.rules {
+		if cr.rs != nil {
+			add(cr.rs)
+		}
+	}
+	return out
+}
+
+// newAggregator returns the aggregator of the engine's aggregates; nil
+// without any.
+func (e *Engine) newAggregator() (*runtime.Aggregator, error) {
+	decls := e.Aggregates()
+	if len(decls) == 0 {
+		return nil, nil
+	}
+	return runtime.NewAggregator(aggregateSpecs(decls))
+}
+
+// aggregateSpecs are the runtime's specifications of decls.
+func aggregateSpecs(decls []*rules.Aggregate) []runtime.AggregateSpec {
+	specs := make([]runtime.AggregateSpec, len(decls))
+	for i, d := range decls {
+		specs[i] = runtime.AggregateSpec{
+			KeySlots: d.KeySlots, Func: runtime.AggFunc(d.Func), ValueSlot: d.FieldSlot,
+			Window: d.Window.Milliseconds(), Tumbling: d.Tumbling, Accepts: d.Accepts, Slot: d.Slot,
+		}
+	}
+	return specs
+}
+
+// aggregateSignature identifies the aggregates of e: their declarations
+// and slots.
+func aggregateSignature(e *Engine) string {
+	var b []byte
+	for _, a := range e.Aggregates() {
+		b = append(b, a.Source...)
+		b = append(b, byte(a.Slot), byte(a.Slot>>8), 0)
+	}
+	return string(b)
+}
+
+// errAggregatesProcessingTime refuses aggregates without event time.
+var errAggregatesProcessingTime = errors.New("cep: velocity aggregates need event time: their windows are of event time")
+
+// aggregateRecord is the key of the backtest host's aggregator state.
+func (e *Engine) aggregateRecord() state.Key {
+	return state.Key{Operator: state.OperatorID("cep/" + e.cfg.ruleset.Name + "/aggregates")}
+}
+
+// FillAggregates sets the velocity aggregates aggs in events (in arrival
+// order), as a backtest computes them over those events alone: for the
+// tests written in ruleset files.
+func FillAggregates(aggs []*rules.Aggregate, events []*event.Event) error {
+	if len(aggs) == 0 {
+		return nil
+	}
+	a, err := runtime.NewAggregator(aggregateSpecs(aggs))
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		a.Add(ev)
+	}
+	return a.Advance(event.MaxTime, func(*event.Event) error { return nil })
+}

@@ -1,0 +1,653 @@
+package runtime
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// This file is the velocity aggregates' stage: events held until the
+// watermark passes them, then released in time order with, in a slot of
+// each, an aggregate over the events of its key in a window before its
+// time (count, sum, avg, min, max, distinct count; sliding or tumbling).
+// It knows nothing of rules: the front end gives it specifications.
+
+// AggFunc is the function of an aggregate.
+type AggFunc uint8
+
+// The functions, in the order of rules.AggFunc.
+const (
+	AggCount AggFunc = iota
+	AggSum
+	AggAvg
+	AggMin
+	AggMax
+	AggDistinct
+)
+
+// AggregateSpec is one aggregate.
+type AggregateSpec struct {
+	// KeySlots are the slots of the key fields: events with equal values
+	// there are counted together; an event with a null key gets a null
+	// value and counts nowhere.
+	KeySlots []int
+	Func     AggFunc
+	// ValueSlot is the slot Func reads (-1 for AggCount). A null (or, for
+	// sum, avg, min and max, non-numeric) value does not count.
+	ValueSlot int
+	// Window is the window's length in milliseconds (positive). Sliding:
+	// the events of the key with a time in (t-Window, t] count at time t;
+	// Tumbling: those in [floor(t/Window)*Window, t].
+	Window   int64
+	Tumbling bool
+	// Accepts says which events count (nil: all); every event of the key
+	// gets the value, whether it counts or not.
+	Accepts func(*event.Event) bool
+	// Slot is where the value goes: an int for count and distinct, a
+	// float for the others; over no event 0 for count, distinct and sum,
+	// null for avg, min and max.
+	Slot int
+	// MaxPerKey bounds the events a key's window holds (0: 100,000): past
+	// it the oldest are forgotten early (counted in Dropped), and the
+	// key's values undercount.
+	MaxPerKey int
+}
+
+// DefaultMaxPerKey is the default of AggregateSpec.MaxPerKey.
+const DefaultMaxPerKey = 100_000
+
+// Aggregator holds events until the watermark passes them and releases
+// them in time order (ties in arrival order) with their aggregates set.
+// Every event of a time counts at that time, whatever their arrival
+// order: an event's values are exact at its timestamp. Sums are exact
+// (the window's values summed without rounding, rounded once), so a value
+// does not depend on the order events came in. An Aggregator is used by
+// one goroutine.
+type Aggregator struct {
+	specs   []AggregateSpec
+	keys    []map[string]*aggWindow // by spec
+	pending pendingHeap
+	arrival uint64
+	wm      event.Watermark
+	dropped []uint64
+	group   []*event.Event
+	keyBuf  []byte
+	groupKs [][]string // by spec, the group's keys ("" with ok false: null)
+	groupOK [][]bool
+	sweepAt int // releases until the next sweep of empty windows
+}
+
+// NewAggregator returns an aggregator of specs at watermark MinTime.
+func NewAggregator(specs []AggregateSpec) (*Aggregator, error) {
+	a := &Aggregator{specs: append([]AggregateSpec(nil), specs...), wm: event.MinTime}
+	for i := range a.specs {
+		s := &a.specs[i]
+		if s.Window <= 0 {
+			return nil, fmt.Errorf("runtime: aggregate %d: window %d ms is not positive", i, s.Window)
+		}
+		if s.Func != AggCount && s.ValueSlot < 0 {
+			return nil, fmt.Errorf("runtime: aggregate %d: no value slot", i)
+		}
+		if s.MaxPerKey <= 0 {
+			s.MaxPerKey = DefaultMaxPerKey
+		}
+		a.keys = append(a.keys, map[string]*aggWindow{})
+	}
+	a.dropped = make([]uint64, len(a.specs))
+	a.groupKs = make([][]string, len(a.specs))
+	a.groupOK = make([][]bool, len(a.specs))
+	return a, nil
+}
+
+// Len is the number of events held.
+func (a *Aggregator) Len() int { return len(a.pending) }
+
+// Dropped returns, per aggregate, the events forgotten at MaxPerKey.
+func (a *Aggregator) Dropped() []uint64 { return append([]uint64(nil), a.dropped...) }
+
+// Keys returns the number of keys with a window holding events.
+func (a *Aggregator) Keys() int {
+	n := 0
+	for _, m := range a.keys {
+		n += len(m)
+	}
+	return n
+}
+
+// Add takes an event in arrival order. An event at or behind the
+// watermark is late: Add returns false, sets its aggregate slots to null
+// and keeps nothing (the caller hands it on, to be found late).
+func (a *Aggregator) Add(ev *event.Event) bool {
+	if ev.Time <= a.wm {
+		for _, s := range a.specs {
+			if s.Slot < len(ev.Fields) {
+				ev.Fields[s.Slot] = event.Null
+			}
+		}
+		return false
+	}
+	a.arrival++
+	heap.Push(&a.pending, pendingEvent{ev: ev, arrival: a.arrival})
+	return true
+}
+
+// Advance moves the watermark to wm and hands out, in time order (ties in
+// arrival order), every event held at or before it, its aggregates set.
+// An error of out stops it (the events not handed out are kept).
+func (a *Aggregator) Advance(wm event.Watermark, out func(*event.Event) error) error {
+	if wm <= a.wm {
+		return nil
+	}
+	a.wm = wm
+	for len(a.pending) > 0 && a.pending[0].ev.Time <= wm {
+		t := a.pending[0].ev.Time
+		a.group = a.group[:0]
+		for len(a.pending) > 0 && a.pending[0].ev.Time == t {
+			a.group = append(a.group, heap.Pop(&a.pending).(pendingEvent).ev)
+		}
+		a.release(t)
+		for i, ev := range a.group {
+			if err := out(ev); err != nil {
+				// Keep the rest for the next call (their values are set,
+				// and will be set again to the same).
+				for _, rest := range a.group[i+1:] {
+					a.arrival++
+					heap.Push(&a.pending, pendingEvent{ev: rest, arrival: a.arrival})
+				}
+				return err
+			}
+		}
+	}
+	if a.sweepAt--; a.sweepAt <= 0 {
+		a.sweep()
+	}
+	return nil
+}
+
+// release counts the events of a.group, all of time t, then sets their
+// values.
+func (a *Aggregator) release(t event.Time) {
+	for si := range a.specs {
+		s := &a.specs[si]
+		ks, oks := a.groupKs[si][:0], a.groupOK[si][:0]
+		for _, ev := range a.group {
+			k, ok := a.key(ev, s.KeySlots)
+			ks, oks = append(ks, k), append(oks, ok)
+			if !ok || s.Accepts != nil && !s.Accepts(ev) {
+				continue
+			}
+			v := event.Null
+			if s.ValueSlot >= 0 {
+				v = ev.Field(s.ValueSlot)
+			}
+			if !counts(s.Func, v) {
+				continue
+			}
+			w := a.keys[si][k]
+			if w == nil {
+				w = &aggWindow{}
+				a.keys[si][k] = w
+			}
+			w.evict(s, t)
+			if len(w.entries) >= s.MaxPerKey {
+				w.drop(s)
+				a.dropped[si]++
+			}
+			w.insert(s, aggEntry{t: t, v: v})
+		}
+		a.groupKs[si], a.groupOK[si] = ks, oks
+		for i, ev := range a.group {
+			if s.Slot >= len(ev.Fields) {
+				continue
+			}
+			if !oks[i] {
+				ev.Fields[s.Slot] = event.Null
+				continue
+			}
+			w := a.keys[si][ks[i]]
+			if w != nil {
+				w.evict(s, t)
+			}
+			ev.Fields[s.Slot] = w.value(s)
+		}
+	}
+}
+
+// counts reports whether a value counts for fn.
+func counts(fn AggFunc, v event.Value) bool {
+	switch fn {
+	case AggCount:
+		return true
+	case AggDistinct:
+		return !v.IsNull()
+	case AggMin, AggMax:
+		f, ok := v.AsFloat()
+		return ok && !math.IsNaN(f)
+	}
+	_, ok := v.AsFloat()
+	return ok
+}
+
+// key is the key of ev at slots: the values' binary encodings (ok false
+// when one is null).
+func (a *Aggregator) key(ev *event.Event, slots []int) (string, bool) {
+	b := a.keyBuf[:0]
+	for _, s := range slots {
+		v := ev.Field(s)
+		if v.IsNull() {
+			return "", false
+		}
+		b = canonical(b, v)
+	}
+	a.keyBuf = b
+	return string(b), true
+}
+
+// canonical appends v's encoding in which an integral float and the int
+// of its value are one (as rule keys treat them).
+func canonical(b []byte, v event.Value) []byte {
+	if f, ok := v.AsFloat(); ok && v.Kind() == event.KindFloat && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		return event.Int(int64(f)).AppendBinary(b)
+	}
+	return v.AppendBinary(b)
+}
+
+// sweep forgets the windows that hold nothing at the watermark.
+func (a *Aggregator) sweep() {
+	n := 0
+	for si := range a.specs {
+		s := &a.specs[si]
+		for k, w := range a.keys[si] {
+			w.evict(s, a.wm)
+			if len(w.entries) == 0 {
+				delete(a.keys[si], k)
+			}
+			n++
+		}
+	}
+	a.sweepAt = max(64, n/8)
+}
+
+// aggEntry is one event counted in a window: its time and value.
+type aggEntry struct {
+	t event.Time
+	v event.Value
+}
+
+// aggWindow is one key's window: its entries in time order (a ring) and
+// what the function keeps of them.
+type aggWindow struct {
+	entries []aggEntry // in time order; entries[head:] are live
+	head    int
+	sum     exactSum
+	nums    int            // entries with a numeric value
+	mono    []aggEntry     // min or max: the candidates, monotonic
+	mhead   int            // of mono
+	seen    map[string]int // distinct: occurrences of each value in the window
+	scratch []byte
+}
+
+func (w *aggWindow) live() []aggEntry { return w.entries[w.head:] }
+
+// evict forgets the entries that left the window at time t.
+func (w *aggWindow) evict(s *AggregateSpec, t event.Time) {
+	if w == nil {
+		return
+	}
+	var from event.Time // entries before from have left
+	if s.Tumbling {
+		from = floorDiv(t, event.Time(s.Window)) * event.Time(s.Window)
+	} else {
+		from = t - event.Time(s.Window) + 1
+	}
+	for w.head < len(w.entries) && w.entries[w.head].t < from {
+		w.remove(s)
+	}
+	for w.mhead < len(w.mono) && w.mono[w.mhead].t < from {
+		w.mhead++
+	}
+	w.compact()
+}
+
+// drop forgets the oldest entry (MaxPerKey); the candidates of min and
+// max are then worked out again from the live entries.
+func (w *aggWindow) drop(s *AggregateSpec) {
+	w.remove(s)
+	if s.Func == AggMin || s.Func == AggMax {
+		live := w.live()
+		w.mono, w.mhead = w.mono[:0], 0
+		for _, e := range live {
+			w.candidate(s, e)
+		}
+	}
+}
+
+// remove forgets the oldest live entry.
+func (w *aggWindow) remove(s *AggregateSpec) {
+	e := w.entries[w.head]
+	w.entries[w.head] = aggEntry{}
+	w.head++
+	switch s.Func {
+	case AggSum, AggAvg:
+		f, _ := e.v.AsFloat()
+		w.sum.add(f, -1)
+		w.nums--
+	case AggDistinct:
+		w.scratch = canonical(w.scratch[:0], e.v)
+		if n := w.seen[string(w.scratch)]; n <= 1 {
+			delete(w.seen, string(w.scratch))
+		} else {
+			w.seen[string(w.scratch)] = n - 1
+		}
+	}
+}
+
+// compact moves the live entries to the front once the dead ones are
+// half of the slice.
+func (w *aggWindow) compact() {
+	if w.head > 32 && w.head*2 >= len(w.entries) {
+		n := copy(w.entries, w.entries[w.head:])
+		clear(w.entries[n:])
+		w.entries, w.head = w.entries[:n], 0
+	}
+	if w.mhead > 32 && w.mhead*2 >= len(w.mono) {
+		n := copy(w.mono, w.mono[w.mhead:])
+		w.mono, w.mhead = w.mono[:n], 0
+	}
+}
+
+// insert counts an entry (its time not before the live ones').
+func (w *aggWindow) insert(s *AggregateSpec, e aggEntry) {
+	w.entries = append(w.entries, e)
+	switch s.Func {
+	case AggSum, AggAvg:
+		f, _ := e.v.AsFloat()
+		w.sum.add(f, 1)
+		w.nums++
+	case AggMin, AggMax:
+		w.candidate(s, e)
+	case AggDistinct:
+		if w.seen == nil {
+			w.seen = map[string]int{}
+		}
+		w.scratch = canonical(w.scratch[:0], e.v)
+		w.seen[string(w.scratch)]++
+	}
+}
+
+// candidate adds e to the candidates of min or max, dropping those it
+// beats: it outlives them.
+func (w *aggWindow) candidate(s *AggregateSpec, e aggEntry) {
+	f, _ := e.v.AsFloat()
+	for len(w.mono) > w.mhead {
+		g, _ := w.mono[len(w.mono)-1].v.AsFloat()
+		if s.Func == AggMin && g >= f || s.Func == AggMax && g <= f {
+			w.mono = w.mono[:len(w.mono)-1]
+			continue
+		}
+		break
+	}
+	w.mono = append(w.mono, aggEntry{t: e.t, v: event.Float(f)})
+}
+
+// value is the aggregate over the window (nil: no event).
+func (w *aggWindow) value(s *AggregateSpec) event.Value {
+	n := 0
+	if w != nil {
+		n = len(w.entries) - w.head
+	}
+	switch s.Func {
+	case AggCount:
+		return event.Int(int64(n))
+	case AggDistinct:
+		if w == nil {
+			return event.Int(0)
+		}
+		return event.Int(int64(len(w.seen)))
+	case AggSum:
+		if w == nil {
+			return event.Float(0)
+		}
+		return event.Float(w.sum.value())
+	case AggAvg:
+		if w == nil || w.nums == 0 {
+			return event.Null
+		}
+		return event.Float(w.sum.value() / float64(w.nums))
+	}
+	if w == nil || w.mhead == len(w.mono) {
+		return event.Null
+	}
+	return w.mono[w.mhead].v
+}
+
+// floorDiv is t/d rounded towards minus infinity.
+func floorDiv(t, d event.Time) event.Time {
+	q := t / d
+	if t%d != 0 && t < 0 {
+		q--
+	}
+	return q
+}
+
+// exactSum is a sum of float64 values without rounding: every finite
+// float64 is an integer multiple of 2^-1074, so the sum is kept as that
+// integer; NaN and infinities are counted apart.
+type exactSum struct {
+	n               big.Int
+	term            big.Int
+	nan, pinf, ninf int
+	f               big.Float
+}
+
+// add adds sign*x (sign 1 or -1).
+func (s *exactSum) add(x float64, sign int) {
+	switch {
+	case math.IsNaN(x):
+		s.nan += sign
+		return
+	case math.IsInf(x, 1):
+		s.pinf += sign
+		return
+	case math.IsInf(x, -1):
+		s.ninf += sign
+		return
+	case x == 0:
+		return
+	}
+	mant, exp := math.Frexp(x) // x = mant * 2^exp, 0.5 <= |mant| < 1
+	m := int64(mant * (1 << 53))
+	shift := exp - 53 + 1074
+	s.term.SetInt64(m)
+	if shift >= 0 {
+		s.term.Lsh(&s.term, uint(shift))
+	} else {
+		s.term.Rsh(&s.term, uint(-shift)) // subnormals: exact (the low bits are 0)
+	}
+	if sign < 0 {
+		s.n.Sub(&s.n, &s.term)
+	} else {
+		s.n.Add(&s.n, &s.term)
+	}
+}
+
+// value is the sum rounded to the nearest float64.
+func (s *exactSum) value() float64 {
+	switch {
+	case s.nan > 0 || s.pinf > 0 && s.ninf > 0:
+		return math.NaN()
+	case s.pinf > 0:
+		return math.Inf(1)
+	case s.ninf > 0:
+		return math.Inf(-1)
+	}
+	s.f.SetPrec(0).SetInt(&s.n)
+	f, _ := new(big.Float).SetMantExp(&s.f, -1074).Float64()
+	return f
+}
+
+// pendingEvent is a held event and its arrival number.
+type pendingEvent struct {
+	ev      *event.Event
+	arrival uint64
+}
+
+// pendingHeap orders the held events by time, then arrival.
+type pendingHeap []pendingEvent
+
+func (h pendingHeap) Len() int { return len(h) }
+func (h pendingHeap) Less(i, j int) bool {
+	if h[i].ev.Time != h[j].ev.Time {
+		return h[i].ev.Time < h[j].ev.Time
+	}
+	return h[i].arrival < h[j].arrival
+}
+func (h pendingHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pendingHeap) Push(x any)   { *h = append(*h, x.(pendingEvent)) }
+func (h *pendingHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = pendingEvent{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+// aggregatorFormat is the version of AppendBinary's encoding.
+const aggregatorFormat = 1
+
+// AppendBinary appends the aggregator's state: the watermark, the events
+// held (in order) and each key's window entries.
+func (a *Aggregator) AppendBinary(b []byte) []byte {
+	b = binary.AppendUvarint(b, aggregatorFormat)
+	b = binary.AppendVarint(b, int64(a.wm))
+	held := append(pendingHeap(nil), a.pending...)
+	b = binary.AppendUvarint(b, uint64(len(held)))
+	for held.Len() > 0 {
+		p := heap.Pop(&held).(pendingEvent)
+		b = p.ev.AppendBinary(b)
+	}
+	for si := range a.specs {
+		b = binary.AppendUvarint(b, a.dropped[si])
+		b = binary.AppendUvarint(b, uint64(len(a.keys[si])))
+		for k, w := range a.keys[si] {
+			b = binary.AppendUvarint(b, uint64(len(k)))
+			b = append(b, k...)
+			live := w.live()
+			b = binary.AppendUvarint(b, uint64(len(live)))
+			for _, e := range live {
+				b = binary.AppendVarint(b, int64(e.t))
+				b = e.v.AppendBinary(b)
+			}
+		}
+	}
+	return b
+}
+
+// errAggregatorState is wrapped by the errors of a bad state.
+var errAggregatorState = errors.New("runtime: aggregator state")
+
+// Restore replaces the aggregator's state with one AppendBinary wrote (an
+// aggregator of the same specifications).
+func (a *Aggregator) Restore(b []byte) error { return a.restore(b, false) }
+
+// RestoreHeld takes the events held in a state AppendBinary wrote, and
+// its watermark, but not its windows: for an aggregator of other
+// specifications (its windows start empty; no event is lost).
+func (a *Aggregator) RestoreHeld(b []byte) error { return a.restore(b, true) }
+
+func (a *Aggregator) restore(b []byte, heldOnly bool) error {
+	bad := func(what string) error { return fmt.Errorf("%w: %s", errAggregatorState, what) }
+	uv := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	iv := func() (int64, bool) {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	f, ok := uv()
+	if !ok || f != aggregatorFormat {
+		return bad("format " + strconv.FormatUint(f, 10))
+	}
+	wm, ok := iv()
+	if !ok {
+		return bad("watermark")
+	}
+	fresh, err := NewAggregator(a.specs)
+	if err != nil {
+		return err
+	}
+	*a = *fresh
+	a.wm = event.Watermark(wm)
+	n, ok := uv()
+	if !ok {
+		return bad("held events")
+	}
+	for range n {
+		ev, rest, err := event.DecodeEvent(b)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errAggregatorState, err)
+		}
+		b = rest
+		a.arrival++
+		a.pending = append(a.pending, pendingEvent{ev: ev, arrival: a.arrival})
+	}
+	heap.Init(&a.pending)
+	if heldOnly {
+		return nil
+	}
+	for si := range a.specs {
+		s := &a.specs[si]
+		if a.dropped[si], ok = uv(); !ok {
+			return bad("dropped")
+		}
+		keys, ok := uv()
+		if !ok {
+			return bad("keys")
+		}
+		for range keys {
+			kl, ok := uv()
+			if !ok || kl > uint64(len(b)) {
+				return bad("key")
+			}
+			k := string(b[:kl])
+			b = b[kl:]
+			m, ok := uv()
+			if !ok {
+				return bad("entries")
+			}
+			w := &aggWindow{}
+			for range m {
+				t, ok := iv()
+				if !ok {
+					return bad("entry time")
+				}
+				v, rest, err := event.DecodeValue(b)
+				if err != nil {
+					return fmt.Errorf("%w: %v", errAggregatorState, err)
+				}
+				b = rest
+				w.insert(s, aggEntry{t: event.Time(t), v: v})
+			}
+			a.keys[si][k] = w
+		}
+	}
+	if len(b) != 0 {
+		return bad(strconv.Itoa(len(b)) + " bytes after the state")
+	}
+	return nil
+}

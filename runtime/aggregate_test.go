@@ -1,0 +1,326 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// aggEvent slots: 0 key, 1 value, 2 flag (the filter), then the outputs.
+const (
+	slotKey = iota
+	slotValue
+	slotFlag
+	slotOut
+)
+
+// randomAggEvents returns n events in arrival order: times up to bound
+// behind the newest, keys Zipf-skewed, values ints, floats with cents,
+// floats of any size, strings and nulls.
+func randomAggEvents(rnd *rand.Rand, n, keys int, bound int64, outs int) []*event.Event {
+	zipf := rand.NewZipf(rnd, 1.3, 2, uint64(keys-1))
+	var evs []*event.Event
+	newest := int64(1_000_000)
+	for i := range n {
+		newest += rnd.Int64N(300)
+		t := newest - rnd.Int64N(bound+1)
+		var v event.Value
+		switch rnd.IntN(6) {
+		case 0:
+			v = event.Int(rnd.Int64N(100) - 20)
+		case 1:
+			v = event.Float(float64(rnd.Int64N(100000)) / 100)
+		case 2:
+			v = event.Float(rnd.NormFloat64() * math.Pow(10, float64(rnd.IntN(40)-20)))
+		case 3:
+			v = event.String(fmt.Sprintf("s%d", rnd.IntN(7)))
+		case 4:
+			v = event.Null
+		default:
+			v = event.Float(float64(rnd.IntN(5))) // integral: the same distinct value as the int
+		}
+		key := event.String(fmt.Sprintf("k%d", zipf.Uint64()))
+		if rnd.IntN(50) == 0 {
+			key = event.Null
+		}
+		fields := make([]event.Value, slotOut+outs)
+		fields[slotKey], fields[slotValue], fields[slotFlag] = key, v, event.Bool(rnd.IntN(4) != 0)
+		evs = append(evs, &event.Event{Time: event.Time(t), Seq: uint64(i + 1), Fields: fields})
+	}
+	return evs
+}
+
+// aggSpecs are every function, sliding and tumbling, filtered or not.
+func aggSpecs() []AggregateSpec {
+	var specs []AggregateSpec
+	accept := func(ev *event.Event) bool { b, _ := ev.Field(slotFlag).AsBool(); return b }
+	for _, fn := range []AggFunc{AggCount, AggSum, AggAvg, AggMin, AggMax, AggDistinct} {
+		for _, tumbling := range []bool{false, true} {
+			for _, filter := range []bool{false, true} {
+				s := AggregateSpec{KeySlots: []int{slotKey}, Func: fn, ValueSlot: slotValue, Window: 5000, Tumbling: tumbling, Slot: slotOut + len(specs)}
+				if fn == AggCount {
+					s.ValueSlot = -1
+				}
+				if tumbling {
+					s.Window = 7000
+				}
+				if filter {
+					s.Accepts = accept
+				}
+				specs = append(specs, s)
+			}
+		}
+	}
+	return specs
+}
+
+// naiveAggregate is the aggregate of s at ev over all: every event of
+// ev's key that counts, at a time in ev's window.
+func naiveAggregate(s AggregateSpec, all []*event.Event, ev *event.Event) event.Value {
+	if ev.Field(slotKey).IsNull() {
+		return event.Null
+	}
+	var key []byte
+	key = canonical(key, ev.Field(slotKey))
+	t := int64(ev.Time)
+	from := t - s.Window + 1
+	if s.Tumbling {
+		from = int64(floorDiv(ev.Time, event.Time(s.Window)) * event.Time(s.Window))
+	}
+	n, nums := 0, 0
+	sum := new(big.Float).SetPrec(4096)
+	var nan, pinf, ninf bool
+	var best *float64
+	distinct := map[string]bool{}
+	for _, e := range all {
+		if string(canonical(nil, e.Field(slotKey))) != string(key) || e.Field(slotKey).IsNull() ||
+			int64(e.Time) < from || int64(e.Time) > t || s.Accepts != nil && !s.Accepts(e) {
+			continue
+		}
+		v := e.Field(slotValue)
+		switch s.Func {
+		case AggCount:
+			n++
+		case AggDistinct:
+			if !v.IsNull() {
+				distinct[string(canonical(nil, v))] = true
+			}
+		case AggSum, AggAvg:
+			f, ok := v.AsFloat()
+			if !ok {
+				continue
+			}
+			nums++
+			switch {
+			case math.IsNaN(f):
+				nan = true
+			case math.IsInf(f, 1):
+				pinf = true
+			case math.IsInf(f, -1):
+				ninf = true
+			default:
+				sum.Add(sum, new(big.Float).SetFloat64(f))
+			}
+		case AggMin, AggMax:
+			f, ok := v.AsFloat()
+			if !ok || math.IsNaN(f) {
+				continue
+			}
+			if best == nil || s.Func == AggMin && f < *best || s.Func == AggMax && f > *best {
+				best = &f
+			}
+		}
+	}
+	total := func() float64 {
+		switch {
+		case nan || pinf && ninf:
+			return math.NaN()
+		case pinf:
+			return math.Inf(1)
+		case ninf:
+			return math.Inf(-1)
+		}
+		f, _ := sum.Float64()
+		return f
+	}
+	switch s.Func {
+	case AggCount:
+		return event.Int(int64(n))
+	case AggDistinct:
+		return event.Int(int64(len(distinct)))
+	case AggSum:
+		return event.Float(total())
+	case AggAvg:
+		if nums == 0 {
+			return event.Null
+		}
+		return event.Float(total() / float64(nums))
+	}
+	if best == nil {
+		return event.Null
+	}
+	return event.Float(*best)
+}
+
+func sameValue(a, b event.Value) bool {
+	fa, oka := a.AsFloat()
+	fb, okb := b.AsFloat()
+	if oka && okb && math.IsNaN(fa) && math.IsNaN(fb) {
+		return true
+	}
+	return a.Equal(b) && a.Kind() == b.Kind()
+}
+
+// runAggregator feeds evs in arrival order with a watermark bound behind
+// the newest time every few events (none is late), snapshotting and
+// restoring into a fresh aggregator at the given arrival indexes, and
+// returns the events as released.
+func runAggregator(t *testing.T, specs []AggregateSpec, evs []*event.Event, bound int64, restoreAt map[int]bool) []*event.Event {
+	t.Helper()
+	a, err := NewAggregator(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*event.Event
+	collect := func(ev *event.Event) error { out = append(out, ev); return nil }
+	newest := event.MinTime
+	for i, ev := range evs {
+		if restoreAt[i] {
+			st := a.AppendBinary(nil)
+			b, err := NewAggregator(specs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Restore(st); err != nil {
+				t.Fatal(err)
+			}
+			if b.Len() != a.Len() || b.Keys() != a.Keys() {
+				t.Fatalf("restored: %d held, %d keys; want %d, %d", b.Len(), b.Keys(), a.Len(), a.Keys())
+			}
+			a = b
+		}
+		if !a.Add(ev) {
+			t.Fatalf("event %d (time %d) is late at watermark %d", i, ev.Time, a.wm)
+		}
+		newest = max(newest, ev.Time)
+		if i%7 == 6 {
+			if err := a.Advance(newest-event.Time(bound)-1, collect); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := a.Advance(event.MaxTime, collect); err != nil {
+		t.Fatal(err)
+	}
+	if a.Len() != 0 {
+		t.Fatalf("%d events held after the final watermark", a.Len())
+	}
+	return out
+}
+
+// TestAggregatorAgainstNaive: over random streams (out of order within a
+// bound, skewed keys, every kind of value), every function sliding and
+// tumbling, filtered or not, gives at each event exactly what a naive
+// scan of all the events gives, the events come out in time order (ties
+// in arrival order), and snapshots restored midway change nothing.
+func TestAggregatorAgainstNaive(t *testing.T) {
+	for seed := range uint64(8) {
+		rnd := rand.New(rand.NewPCG(seed, 15))
+		const bound = 2000
+		specs := aggSpecs()
+		evs := randomAggEvents(rnd, 600, 6, bound, len(specs))
+		restore := map[int]bool{}
+		if seed%2 == 1 {
+			for range 5 {
+				restore[rnd.IntN(len(evs))] = true
+			}
+		}
+		out := runAggregator(t, specs, evs, bound, restore)
+		if len(out) != len(evs) {
+			t.Fatalf("seed %d: %d events out, want %d", seed, len(out), len(evs))
+		}
+		for i := 1; i < len(out); i++ {
+			if out[i].Time < out[i-1].Time || out[i].Time == out[i-1].Time && out[i].Seq < out[i-1].Seq {
+				t.Fatalf("seed %d: event %d (time %d, seq %d) after (time %d, seq %d)", seed, i, out[i].Time, out[i].Seq, out[i-1].Time, out[i-1].Seq)
+			}
+		}
+		bad := 0
+		for _, ev := range out {
+			for _, s := range specs {
+				want := naiveAggregate(s, evs, ev)
+				if got := ev.Fields[s.Slot]; !sameValue(got, want) {
+					if bad++; bad <= 10 {
+						t.Errorf("seed %d: event seq %d time %d key %v, %v (tumbling %v, filtered %v): %v, want %v",
+							seed, ev.Seq, ev.Time, ev.Field(slotKey), s.Func, s.Tumbling, s.Accepts != nil, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAggregatorLateAndBound: an event at or behind the watermark is late
+// (null values, nothing kept); a key's window holds at most MaxPerKey
+// events, the oldest forgotten and counted.
+func TestAggregatorLateAndBound(t *testing.T) {
+	a, err := NewAggregator([]AggregateSpec{{KeySlots: []int{0}, Func: AggCount, ValueSlot: -1, Window: 1000, Slot: 1, MaxPerKey: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(ts int64) *event.Event {
+		return &event.Event{Time: event.Time(ts), Fields: []event.Value{event.String("k"), event.Int(99)}}
+	}
+	var out []*event.Event
+	collect := func(e *event.Event) error { out = append(out, e); return nil }
+	for _, ts := range []int64{10, 20, 30, 40, 50} {
+		a.Add(ev(ts))
+	}
+	if err := a.Advance(100, collect); err != nil {
+		t.Fatal(err)
+	}
+	late := ev(100)
+	if a.Add(late) || !late.Fields[1].IsNull() || a.Len() != 0 {
+		t.Errorf("an event at the watermark: not late, or its value %v, or held", late.Fields[1])
+	}
+	var got []int64
+	for _, e := range out {
+		n, _ := e.Fields[1].AsInt()
+		got = append(got, n)
+	}
+	if fmt.Sprint(got) != "[1 2 3 3 3]" || a.Dropped()[0] != 2 {
+		t.Errorf("counts %v, dropped %v; want [1 2 3 3 3] and 2 (at most 3 a key)", got, a.Dropped())
+	}
+	if _, err := NewAggregator([]AggregateSpec{{Func: AggSum, ValueSlot: -1, Window: 1}}); err == nil {
+		t.Errorf("a sum without a value slot is accepted")
+	}
+}
+
+// TestExactSum: sums do not depend on the order of the values, and
+// subtracting what was added gives zero exactly.
+func TestExactSum(t *testing.T) {
+	vals := []float64{0.1, 0.2, 0.3, 1e20, -1e20, 5e-324, 1.5, -0.7, 1e308, -1e308}
+	var s exactSum
+	for _, v := range vals {
+		s.add(v, 1)
+	}
+	if got := s.value(); got != 0.1+0.2+0.3+5e-324+1.5-0.7 && math.Abs(got-1.4) > 1e-15 {
+		t.Errorf("sum %v", got)
+	}
+	var r exactSum
+	for i := len(vals) - 1; i >= 0; i-- {
+		r.add(vals[i], 1)
+	}
+	if s.value() != r.value() {
+		t.Errorf("order changes the sum: %v and %v", s.value(), r.value())
+	}
+	for _, v := range vals {
+		s.add(v, -1)
+	}
+	if got := s.value(); got != 0 || s.n.Sign() != 0 {
+		t.Errorf("after removing every value: %v", got)
+	}
+}
