@@ -1,12 +1,13 @@
 package runtime
 
 import (
-	"container/heap"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -71,14 +72,15 @@ const DefaultMaxPerKey = 100_000
 // one goroutine.
 type Aggregator struct {
 	specs   []AggregateSpec
-	keys    []map[string]*aggWindow // by spec
+	keys    []map[aggKey]*aggWindow // by spec
 	pending pendingHeap
+	taken   []pendingEvent // the events of an Advance
 	arrival uint64
 	wm      event.Watermark
 	dropped []uint64
 	group   []*event.Event
 	keyBuf  []byte
-	groupKs [][]string // by spec, the group's keys ("" with ok false: null)
+	groupKs [][]aggKey // by spec, the group's keys (ok false: null)
 	groupOK [][]bool
 	sweepAt int // releases until the next sweep of empty windows
 }
@@ -97,10 +99,10 @@ func NewAggregator(specs []AggregateSpec) (*Aggregator, error) {
 		if s.MaxPerKey <= 0 {
 			s.MaxPerKey = DefaultMaxPerKey
 		}
-		a.keys = append(a.keys, map[string]*aggWindow{})
+		a.keys = append(a.keys, map[aggKey]*aggWindow{})
 	}
 	a.dropped = make([]uint64, len(a.specs))
-	a.groupKs = make([][]string, len(a.specs))
+	a.groupKs = make([][]aggKey, len(a.specs))
 	a.groupOK = make([][]bool, len(a.specs))
 	return a, nil
 }
@@ -133,7 +135,7 @@ func (a *Aggregator) Add(ev *event.Event) bool {
 		return false
 	}
 	a.arrival++
-	heap.Push(&a.pending, pendingEvent{ev: ev, arrival: a.arrival})
+	a.pending = append(a.pending, pendingEvent{ev: ev, arrival: a.arrival})
 	return true
 }
 
@@ -145,25 +147,27 @@ func (a *Aggregator) Advance(wm event.Watermark, out func(*event.Event) error) e
 		return nil
 	}
 	a.wm = wm
-	for len(a.pending) > 0 && a.pending[0].ev.Time <= wm {
-		t := a.pending[0].ev.Time
+	a.taken = a.pending.take(wm, a.taken)
+	for i := 0; i < len(a.taken); {
+		t := a.taken[i].ev.Time
 		a.group = a.group[:0]
-		for len(a.pending) > 0 && a.pending[0].ev.Time == t {
-			a.group = append(a.group, heap.Pop(&a.pending).(pendingEvent).ev)
+		for ; i < len(a.taken) && a.taken[i].ev.Time == t; i++ {
+			a.group = append(a.group, a.taken[i].ev)
 		}
 		a.release(t)
-		for i, ev := range a.group {
+		for g, ev := range a.group {
 			if err := out(ev); err != nil {
 				// Keep the rest for the next call (their values are set,
 				// and will be set again to the same).
-				for _, rest := range a.group[i+1:] {
-					a.arrival++
-					heap.Push(&a.pending, pendingEvent{ev: rest, arrival: a.arrival})
+				for _, rest := range a.group[g+1:] {
+					a.pending = append(a.pending, pendingEvent{ev: rest, arrival: 0})
 				}
+				a.pending = append(a.pending, a.taken[i:]...)
 				return err
 			}
 		}
 	}
+	clear(a.taken)
 	if a.sweepAt--; a.sweepAt <= 0 {
 		a.sweep()
 	}
@@ -234,19 +238,90 @@ func counts(fn AggFunc, v event.Value) bool {
 	return ok
 }
 
-// key is the key of ev at slots: the values' binary encodings (ok false
-// when one is null).
-func (a *Aggregator) key(ev *event.Event, slots []int) (string, bool) {
+// aggKey is a key of an aggregate, or a distinct value: one value as it
+// is (an integral float as the int of its value, as rule keys treat
+// them), or several as their encodings (kind keyParts). A struct, so that
+// the key of a string field costs no allocation.
+type aggKey struct {
+	kind event.Kind
+	s    string
+	n    uint64
+}
+
+// keyParts is the kind of an aggKey of several values.
+const keyParts event.Kind = 255
+
+// keyOf is the aggKey of one non-null value.
+func keyOf(v event.Value) aggKey {
+	switch v.Kind() {
+	case event.KindString:
+		s, _ := v.AsString()
+		return aggKey{kind: event.KindString, s: s}
+	case event.KindBool:
+		b, _ := v.AsBool()
+		if b {
+			return aggKey{kind: event.KindBool, n: 1}
+		}
+		return aggKey{kind: event.KindBool}
+	case event.KindInt:
+		n, _ := v.AsInt()
+		return aggKey{kind: event.KindInt, n: uint64(n)}
+	}
+	f, _ := v.AsFloat()
+	if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		return aggKey{kind: event.KindInt, n: uint64(int64(f))}
+	}
+	return aggKey{kind: event.KindFloat, n: math.Float64bits(f)}
+}
+
+// key is the key of ev at slots (ok false when one value is null).
+func (a *Aggregator) key(ev *event.Event, slots []int) (aggKey, bool) {
+	if len(slots) == 1 {
+		v := ev.Field(slots[0])
+		if v.IsNull() {
+			return aggKey{}, false
+		}
+		return keyOf(v), true
+	}
 	b := a.keyBuf[:0]
 	for _, s := range slots {
 		v := ev.Field(s)
 		if v.IsNull() {
-			return "", false
+			return aggKey{}, false
 		}
 		b = canonical(b, v)
 	}
 	a.keyBuf = b
-	return string(b), true
+	return aggKey{kind: keyParts, s: string(b)}, true
+}
+
+// appendKey appends the encoding of k (the state's).
+func appendKey(b []byte, k aggKey) []byte {
+	b = append(b, byte(k.kind))
+	b = binary.AppendUvarint(b, k.n)
+	b = binary.AppendUvarint(b, uint64(len(k.s)))
+	return append(b, k.s...)
+}
+
+// decodeKey decodes a key appendKey wrote, and returns the rest of b.
+func decodeKey(b []byte) (aggKey, []byte, bool) {
+	if len(b) == 0 {
+		return aggKey{}, nil, false
+	}
+	k := aggKey{kind: event.Kind(b[0])}
+	b = b[1:]
+	n, m := binary.Uvarint(b)
+	if m <= 0 {
+		return aggKey{}, nil, false
+	}
+	k.n, b = n, b[m:]
+	l, m := binary.Uvarint(b)
+	if m <= 0 || l > uint64(len(b)-m) {
+		return aggKey{}, nil, false
+	}
+	b = b[m:]
+	k.s, b = string(b[:l]), b[l:]
+	return k, b, true
 }
 
 // canonical appends v's encoding in which an integral float and the int
@@ -289,8 +364,7 @@ type aggWindow struct {
 	nums    int            // entries with a numeric value
 	mono    []aggEntry     // min or max: the candidates, monotonic
 	mhead   int            // of mono
-	seen    map[string]int // distinct: occurrences of each value in the window
-	scratch []byte
+	seen    map[aggKey]int // distinct: occurrences of each value in the window
 }
 
 func (w *aggWindow) live() []aggEntry { return w.entries[w.head:] }
@@ -339,11 +413,11 @@ func (w *aggWindow) remove(s *AggregateSpec) {
 		w.sum.add(f, -1)
 		w.nums--
 	case AggDistinct:
-		w.scratch = canonical(w.scratch[:0], e.v)
-		if n := w.seen[string(w.scratch)]; n <= 1 {
-			delete(w.seen, string(w.scratch))
+		k := keyOf(e.v)
+		if n := w.seen[k]; n <= 1 {
+			delete(w.seen, k)
 		} else {
-			w.seen[string(w.scratch)] = n - 1
+			w.seen[k] = n - 1
 		}
 	}
 }
@@ -374,10 +448,9 @@ func (w *aggWindow) insert(s *AggregateSpec, e aggEntry) {
 		w.candidate(s, e)
 	case AggDistinct:
 		if w.seen == nil {
-			w.seen = map[string]int{}
+			w.seen = map[aggKey]int{}
 		}
-		w.scratch = canonical(w.scratch[:0], e.v)
-		w.seen[string(w.scratch)]++
+		w.seen[keyOf(e.v)]++
 	}
 }
 
@@ -498,24 +571,36 @@ type pendingEvent struct {
 	arrival uint64
 }
 
-// pendingHeap orders the held events by time, then arrival.
+// pendingHeap is the held events in arrival order; take orders them by
+// time, then arrival (sorting a slice that is mostly in order costs
+// little: the events come within the out-of-orderness bound).
 type pendingHeap []pendingEvent
 
-func (h pendingHeap) Len() int { return len(h) }
-func (h pendingHeap) Less(i, j int) bool {
-	if h[i].ev.Time != h[j].ev.Time {
-		return h[i].ev.Time < h[j].ev.Time
+func comparePending(x, y pendingEvent) int {
+	if c := cmp.Compare(x.ev.Time, y.ev.Time); c != 0 {
+		return c
 	}
-	return h[i].arrival < h[j].arrival
+	return cmp.Compare(x.arrival, y.arrival)
 }
-func (h pendingHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *pendingHeap) Push(x any)   { *h = append(*h, x.(pendingEvent)) }
-func (h *pendingHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = pendingEvent{}
-	*h = old[:len(old)-1]
-	return x
+
+// take removes the events at or before wm and returns them in order,
+// reusing into.
+func (h *pendingHeap) take(wm event.Watermark, into []pendingEvent) []pendingEvent {
+	p := *h
+	if !slices.IsSortedFunc(p, comparePending) {
+		slices.SortFunc(p, comparePending)
+	}
+	n, _ := slices.BinarySearchFunc(p, wm, func(e pendingEvent, t event.Time) int {
+		if e.ev.Time <= t {
+			return -1
+		}
+		return 1
+	})
+	into = append(into[:0], p[:n]...)
+	rest := copy(p, p[n:])
+	clear(p[rest:])
+	*h = p[:rest]
+	return into
 }
 
 // aggregatorFormat is the version of AppendBinary's encoding.
@@ -526,18 +611,17 @@ const aggregatorFormat = 1
 func (a *Aggregator) AppendBinary(b []byte) []byte {
 	b = binary.AppendUvarint(b, aggregatorFormat)
 	b = binary.AppendVarint(b, int64(a.wm))
-	held := append(pendingHeap(nil), a.pending...)
+	held := slices.Clone(a.pending)
+	slices.SortFunc(held, comparePending)
 	b = binary.AppendUvarint(b, uint64(len(held)))
-	for held.Len() > 0 {
-		p := heap.Pop(&held).(pendingEvent)
+	for _, p := range held {
 		b = p.ev.AppendBinary(b)
 	}
 	for si := range a.specs {
 		b = binary.AppendUvarint(b, a.dropped[si])
 		b = binary.AppendUvarint(b, uint64(len(a.keys[si])))
 		for k, w := range a.keys[si] {
-			b = binary.AppendUvarint(b, uint64(len(k)))
-			b = append(b, k...)
+			b = appendKey(b, k)
 			live := w.live()
 			b = binary.AppendUvarint(b, uint64(len(live)))
 			for _, e := range live {
@@ -606,7 +690,6 @@ func (a *Aggregator) restore(b []byte, heldOnly bool) error {
 		a.arrival++
 		a.pending = append(a.pending, pendingEvent{ev: ev, arrival: a.arrival})
 	}
-	heap.Init(&a.pending)
 	if heldOnly {
 		return nil
 	}
@@ -620,12 +703,11 @@ func (a *Aggregator) restore(b []byte, heldOnly bool) error {
 			return bad("keys")
 		}
 		for range keys {
-			kl, ok := uv()
-			if !ok || kl > uint64(len(b)) {
+			k, rest, ok := decodeKey(b)
+			if !ok {
 				return bad("key")
 			}
-			k := string(b[:kl])
-			b = b[kl:]
+			b = rest
 			m, ok := uv()
 			if !ok {
 				return bad("entries")
