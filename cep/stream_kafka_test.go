@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/enrich"
+	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
 
@@ -419,4 +421,94 @@ func topicValues(t *testing.T, brokers []string, topic string) []string {
 		t.Fatal(err)
 	}
 	return lines
+}
+
+// TestStreamKafkaRepartitionedLookups: a rule keyed by another field than
+// the record key reads a lookup; its events reach it through the
+// repartition topic as their input records, and are looked up again
+// there: the transactional job's alerts are those of a run with file
+// outputs, line for line (the matched events carry the lookup's fields).
+func TestStreamKafkaRepartitionedLookups(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	rules := backtestRules + `
+lookup holder {
+  key card
+  fields {
+    tier: string default "none"
+  }
+}
+
+rule gold_twice_in_country {
+  severity low
+  key country
+  pattern {
+    begin a where amount > 300 && holder.tier == "gold"
+    followedBy b where amount > 300 && holder.tier == "gold"
+    within 5m
+  }
+}
+`
+	rs, err := CompileRuleset("lk.cep", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := lookupSpec(rs, "holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := enrich.NewMemSource(spec, map[string][]event.Value{
+		"c0": {event.String("gold")}, "c1": {event.String("gold")}, "c2": {event.String("silver")}, "c3": {event.String("gold")},
+	})
+	engine := func() *Engine {
+		e, err := New(WithRuleset(rs), WithOutOfOrderness(10*time.Second), WithWatermarkEvery(3),
+			WithLookups(map[string]LookupSource{"holder": src}, LookupOptions{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	topic := fmt.Sprintf("stream-kafka-replk-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 3, inOrderInput(700))
+	d := newStreamDirs(t)
+	ref := d.config("")
+	ref.Kafka = &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20}
+	if res, err := engine().Stream(context.Background(), ref); err != nil || !res.Finished {
+		t.Fatalf("the run with file outputs: %v, %+v", err, res)
+	}
+	want := committedLines(t, d.alerts)
+	for i := range want {
+		want[i] = strings.TrimRight(want[i], "\n")
+	}
+	if n := strings.Count(strings.Join(want, "\n"), `"rule":"gold_twice_in_country"`); n == 0 {
+		t.Fatalf("the run with file outputs has no alert of gold_twice_in_country: nothing to tell")
+	}
+	slices.Sort(want)
+	cfg := StreamConfig{
+		Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+			AlertsTopic: topic + "-alerts", Group: topic + "-g"},
+		StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 2,
+	}
+	if res, err := engine().Stream(context.Background(), cfg); err != nil || !res.Finished {
+		t.Fatalf("the transactional run: %v, %+v", err, res)
+	}
+	got := topicValues(t, brokers, topic+"-alerts")
+	for i := range got {
+		got[i] = strings.TrimRight(got[i], "\n")
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("%d alerts in the topic, %d with file outputs, or they differ", len(got), len(want))
+		for _, l := range got {
+			if !slices.Contains(want, l) {
+				t.Logf("not with file outputs: %s", l)
+				id := alertIDsOf([]string{l})[0]
+				for _, w := range want {
+					if strings.Contains(w, id) {
+						t.Logf("with file outputs:     %s", w)
+					}
+				}
+				break
+			}
+		}
+	}
 }

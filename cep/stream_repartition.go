@@ -404,9 +404,43 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 	idx := b.Partition.Index
 	rp, _ := r.repOf(idx)
 	ups := r.ups[idx]
+	// With lookups, the events between two markers are routed together,
+	// once looked up (a repartition record holds the input's record, not
+	// the event its instance enriched).
+	var held []*event.Event
+	var heldRecs []*runtime.Record
+	route := func() error {
+		if len(held) == 0 {
+			return nil
+		}
+		reasons := make([]string, len(held))
+		ctx := s.j.sctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		if err := s.enrich.enrich(ctx, held, reasons); err != nil {
+			return err
+		}
+		for i, ev := range held {
+			var err error
+			if reasons[i] != "" {
+				err = s.deadLetter(b.Partition, heldRecs[i], reasons[i])
+			} else {
+				err = s.routeEvent(ev, 1<<rp.spec)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		held, heldRecs = held[:0], heldRecs[:0]
+		return nil
+	}
 	for i := range b.Records {
 		rec := &b.Records[i]
 		if len(rec.Data) > 0 && rec.Data[0] == repMarkerByte {
+			if err := route(); err != nil {
+				return err
+			}
 			u, m, err := decodeRepMarker(rec.Data)
 			if err != nil || int(u) >= len(ups) {
 				return fmt.Errorf("%w: %s offset %d", errRepMarker, b.Partition.Name, rec.Offset)
@@ -432,9 +466,16 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 			return fmt.Errorf("cep: stream: %s offset %d: a repartition record that does not decode: %w", b.Partition.Name, rec.Offset, err)
 		}
 		ev.Seq = seq
+		if s.enrich != nil {
+			held, heldRecs = append(held, ev), append(heldRecs, rec)
+			continue
+		}
 		if err := s.routeEvent(ev, 1<<rp.spec); err != nil {
 			return err
 		}
+	}
+	if err := route(); err != nil {
+		return err
 	}
 	s.positions[b.Partition.Name] = b.End
 	return s.flush()
