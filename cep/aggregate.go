@@ -60,6 +60,33 @@ func aggregateSpecs(decls []*rules.Aggregate) []runtime.AggregateSpec {
 	return specs
 }
 
+// AggregateStats are the figures of one velocity aggregate of a run.
+type AggregateStats struct {
+	Name string
+	// Keys is the number of keys whose window holds events, Dropped the
+	// events forgotten at the bound of a key's window (its values then
+	// undercount).
+	Keys    int
+	Dropped uint64
+}
+
+// aggregateStats returns the figures of each aggregate of e run by a,
+// and the events a holds (nil, 0 without).
+func aggregateStats(e *Engine, a runtime.Aggregation) ([]AggregateStats, int) {
+	if a == nil {
+		return nil, 0
+	}
+	decls := e.Aggregates()
+	keys, dropped := a.KeyCounts(), a.Dropped()
+	var out []AggregateStats
+	for i, d := range decls {
+		if i < len(keys) {
+			out = append(out, AggregateStats{Name: d.Name, Keys: keys[i], Dropped: dropped[i]})
+		}
+	}
+	return out, a.Len()
+}
+
 // aggregateSignature identifies the aggregates of e: their declarations
 // and slots.
 func aggregateSignature(e *Engine) string {

@@ -365,8 +365,9 @@ type Summary struct {
 	Alerts int64
 	Rules  []RuleSummary // in ruleset order
 	// Lookups are the counters of the ruleset's lookups, in declaration
-	// order.
-	Lookups []LookupStats
+	// order; Aggregates the figures of its velocity aggregates.
+	Lookups    []LookupStats
+	Aggregates []AggregateStats
 }
 
 // RuleSummary is the outcome of one rule in a run.

@@ -90,8 +90,12 @@ type MonitorSnapshot struct {
 	// (deploys, rollbacks, promotes) in this process.
 	Switches int64
 	// Lookups are the counters of the job's lookups (docs/rules.md,
-	// "Lookups"), in declaration order.
-	Lookups []LookupStats
+	// "Lookups"), in declaration order; Aggregates the figures of its
+	// velocity aggregates, AggregateHeld the events they hold until the
+	// watermark passes them.
+	Lookups       []LookupStats
+	Aggregates    []AggregateStats
+	AggregateHeld int
 }
 
 // ShadowCount compares a rule of the shadow version with the active rule
@@ -134,6 +138,7 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	s.KafkaLag = maps.Clone(s.KafkaLag)
 	s.Shadow = append([]ShadowCount(nil), s.Shadow...)
 	s.Lookups = append([]LookupStats(nil), s.Lookups...)
+	s.Aggregates = append([]AggregateStats(nil), s.Aggregates...)
 	return s
 }
 
@@ -152,7 +157,7 @@ type ruleFigures struct {
 
 // publish sets the job's figures: its progress, its rules' counters and
 // whether it is ready.
-func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, ready bool, partitions int, wms, lag map[string]int64, lookups []LookupStats) {
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, ready bool, partitions int, wms, lag map[string]int64, lookups []LookupStats, aggs []AggregateStats, held int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
@@ -198,6 +203,7 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 	m.s.Lookups = lookups
+	m.s.Aggregates, m.s.AggregateHeld = aggs, held
 }
 
 // switched counts a switch of the ruleset version and keeps what it did.

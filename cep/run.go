@@ -119,6 +119,9 @@ func (r *run) finish(runErr error) (*Summary, error) {
 		Alerts:         r.host.alerts,
 		Lookups:        r.enrich.stats(),
 	}
+	if r.host.agg != nil {
+		s.Aggregates, _ = aggregateStats(e, r.host.agg)
+	}
 	for i, cr := range e.rules {
 		rr := &r.host.rules[i]
 		opStats, _ := r.host.keyOps[cr.spec].op.RuleStats(i)

@@ -647,6 +647,9 @@ func (j *job) result(already, finished bool) *StreamResult {
 	}
 	r.Stats = st
 	r.Lookups = j.enrich.stats()
+	if j.src != nil && j.src.agg != nil {
+		r.Aggregates, _ = aggregateStats(j.e, j.src.agg)
+	}
 	r.Late, r.Alerts = st.Late, st.Alerts
 	r.Records, r.Decoded, r.Dead, r.Ahead = st.Records, st.Decoded, st.Dead, st.Ahead
 	r.Watermark = st.Watermark

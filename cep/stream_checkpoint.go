@@ -302,7 +302,12 @@ func (j *job) publish(ready bool) {
 			}
 		}
 	}
-	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag, j.enrich.stats())
+	var aggs []AggregateStats
+	held := 0
+	if j.src != nil && j.src.agg != nil {
+		aggs, held = aggregateStats(j.e, j.src.agg)
+	}
+	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag, j.enrich.stats(), aggs, held)
 }
 
 // progress is the progress report of now.

@@ -62,7 +62,7 @@ type streamSource struct {
 	// agg is the velocity aggregates (nil without): an event waits in it
 	// until the watermark passes it, and is routed then, its aggregates
 	// set, just before the watermark goes out.
-	agg     *runtime.Aggregator
+	agg     runtime.Aggregation
 	pre     []prepared
 	evs     []*event.Event
 	reasons []string
@@ -166,8 +166,12 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		// data only, so a restored run makes it again.
 		rc.Aligned, rc.BatchRecords, rc.Buffer = true, 256, 1
 	}
-	if s.agg, err = j.e.newAggregator(); err != nil {
+	agg, err := j.e.newAggregator()
+	if err != nil {
 		return nil, err
+	}
+	if agg != nil { // a nil *Aggregator is no Aggregation
+		s.agg = agg
 	}
 	if s.agg != nil && c.Kafka != nil {
 		return nil, errors.New("cep: stream: velocity aggregates do not run in Kafka mode yet: backtest, or run over files, a directory or stdin")
@@ -184,7 +188,9 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 			case s.agg == nil:
 				// The aggregates are gone: the events they held go on
 				// without them (an aggregator of none holds them).
-				if s.agg, err = runtime.NewAggregator(nil); err == nil {
+				var none *runtime.Aggregator
+				if none, err = runtime.NewAggregator(nil); err == nil {
+					s.agg = none
 					err = s.agg.RestoreHeld(m.Source.Aggregates)
 				}
 			default:

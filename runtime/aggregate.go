@@ -113,6 +113,15 @@ func (a *Aggregator) Len() int { return len(a.pending) }
 // Dropped returns, per aggregate, the events forgotten at MaxPerKey.
 func (a *Aggregator) Dropped() []uint64 { return append([]uint64(nil), a.dropped...) }
 
+// KeyCounts returns, per aggregate, the keys with a window.
+func (a *Aggregator) KeyCounts() []int {
+	out := make([]int, len(a.keys))
+	for i, m := range a.keys {
+		out[i] = len(m)
+	}
+	return out
+}
+
 // Keys returns the number of keys with a window holding events.
 func (a *Aggregator) Keys() int {
 	n := 0

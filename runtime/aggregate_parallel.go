@@ -133,6 +133,22 @@ func (a *ParallelAggregator) Dropped() []uint64 {
 	return out
 }
 
+// KeyCounts returns, per aggregate, the keys with a window (a salted
+// key counts once).
+func (a *ParallelAggregator) KeyCounts() []int {
+	out := make([]int, len(a.specs))
+	for si := range a.specs {
+		seen := map[aggKey]bool{}
+		for _, w := range a.workers {
+			for pk := range w.partials[si] {
+				seen[pk.key] = true
+			}
+		}
+		out[si] = len(seen)
+	}
+	return out
+}
+
 // Add is Aggregator.Add.
 func (a *ParallelAggregator) Add(ev *event.Event) bool {
 	if ev.Time <= a.wm {
@@ -528,6 +544,7 @@ type Aggregation interface {
 	Advance(wm event.Watermark, out func(*event.Event) error) error
 	Len() int
 	Dropped() []uint64
+	KeyCounts() []int
 	AppendBinary(b []byte) []byte
 	Restore(b []byte) error
 	RestoreHeld(b []byte) error

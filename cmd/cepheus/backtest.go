@@ -729,6 +729,13 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		}
 		fmt.Fprintln(bw)
 	}
+	for _, a := range s.Aggregates {
+		fmt.Fprintf(bw, "  aggregate %s: %s keys with events in their window at the end", a.Name, humanInt(int64(a.Keys)))
+		if a.Dropped > 0 {
+			fmt.Fprintf(bw, "; %s dropped at the bound of a key's window (its values undercount)", plural(int64(a.Dropped), "event", "events"))
+		}
+		fmt.Fprintln(bw)
+	}
 	labels := ls != nil
 	fmt.Fprintf(bw, "\n  %-22s %-9s %8s", "rule", "severity", "alerts")
 	if labels {

@@ -566,4 +566,7 @@ func printRunSummary(w io.Writer, r *cep.StreamResult) {
 		fmt.Fprintf(w, "  %-28s %8s alerts\n", rr.Rule, humanInt(rr.Alerts))
 	}
 	printLookupSummary(w, "run", r.Lookups)
+	for _, a := range r.Aggregates {
+		fmt.Fprintf(w, "run: aggregate %s: %s keys with events in their window, %s events dropped at the bound\n", a.Name, humanInt(int64(a.Keys)), humanInt(int64(a.Dropped)))
+	}
 }

@@ -44,6 +44,7 @@ var Names = []string{
 	"cepheus_lookup_keys_total", "cepheus_lookup_not_found_total", "cepheus_lookup_requests_total",
 	"cepheus_lookup_timeouts_total", "cepheus_lookup_failures_total", "cepheus_lookup_events_total",
 	"cepheus_lookup_request_duration_seconds", "cepheus_lookup_event_delay_seconds",
+	"cepheus_aggregate_keys", "cepheus_aggregate_dropped_total", "cepheus_aggregate_held_events",
 }
 
 // collector is the prometheus.Collector of a monitor.
@@ -95,6 +96,9 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_lookup_failures_total", "Attempts of a lookup's requests that failed (timeouts included), before any retry.", "lookup")
 	d("cepheus_lookup_events_total", "Events whose lookup failed for good, by what the policy did: defaulted (fail open) or rejected (fail closed: dead letters).", "lookup", "outcome")
 	d("cepheus_lookup_request_duration_seconds", "Time a lookup's request took, answered or failed.", "lookup")
+	d("cepheus_aggregate_keys", "Keys whose window of a velocity aggregate holds events.", "aggregate")
+	d("cepheus_aggregate_dropped_total", "Events a velocity aggregate forgot at the bound of a key's window (the key's values then undercount).", "aggregate")
+	d("cepheus_aggregate_held_events", "Events the velocity aggregates hold until the watermark passes them.")
 	d("cepheus_lookup_event_delay_seconds", "Time an event waited for a lookup (its batch's call: cache, requests, retries): what the lookup adds to its latency.", "lookup")
 	return c
 }
@@ -165,6 +169,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		histogram("cepheus_lookup_request_duration_seconds", l.Latency)
 		histogram("cepheus_lookup_event_delay_seconds", l.Delay)
+	}
+	for _, a := range s.Aggregates {
+		gauge("cepheus_aggregate_keys", float64(a.Keys), a.Name)
+		counter("cepheus_aggregate_dropped_total", float64(a.Dropped), a.Name)
+	}
+	if len(s.Aggregates) > 0 {
+		gauge("cepheus_aggregate_held_events", float64(s.AggregateHeld))
 	}
 	gauge("cepheus_buffered_events", float64(p.Buffered))
 	gauge("cepheus_queued_events", float64(p.Queued))
