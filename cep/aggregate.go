@@ -68,6 +68,10 @@ type AggregateStats struct {
 	// undercount).
 	Keys    int
 	Dropped uint64
+	// HotKeys is the number of keys with a large share of the events
+	// recently (more than 20% of a watermark's release, at least 64, in
+	// the last minute of event time): the metric of skew.
+	HotKeys int
 }
 
 // aggregateStats returns the figures of each aggregate of e run by a,
@@ -77,11 +81,11 @@ func aggregateStats(e *Engine, a runtime.Aggregation) ([]AggregateStats, int) {
 		return nil, 0
 	}
 	decls := e.Aggregates()
-	keys, dropped := a.KeyCounts(), a.Dropped()
+	keys, dropped, hot := a.KeyCounts(), a.Dropped(), a.HotKeys()
 	var out []AggregateStats
 	for i, d := range decls {
 		if i < len(keys) {
-			out = append(out, AggregateStats{Name: d.Name, Keys: keys[i], Dropped: dropped[i]})
+			out = append(out, AggregateStats{Name: d.Name, Keys: keys[i], Dropped: dropped[i], HotKeys: hot[i]})
 		}
 	}
 	return out, a.Len()

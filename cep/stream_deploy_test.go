@@ -417,8 +417,11 @@ func TestStreamKafkaDeploy(t *testing.T) {
 			Kafka:    &KafkaInput{Brokers: brokers, Topic: topic, Bounded: bounded, AlertsTopic: topic + "-alerts", Group: topic},
 			StateDir: state, CheckpointInterval: 100 * time.Millisecond, Parallelism: 2, Logf: t.Logf,
 			// A partition at its end stops holding the watermark back:
-			// the last event's releases every match.
-			IdleTimeout: 300 * time.Millisecond,
+			// the last event's releases every match. Not sooner than
+			// the producer of the second half may pause under load (a
+			// partition idle while its next records are still to come
+			// would make them late: a CI flake at 300 ms).
+			IdleTimeout: 2 * time.Second,
 		}
 	}
 	m := NewStreamMonitor()

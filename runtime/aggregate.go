@@ -83,6 +83,66 @@ type Aggregator struct {
 	groupKs [][]aggKey // by spec, the group's keys (ok false: null)
 	groupOK [][]bool
 	sweepAt int // releases until the next sweep of empty windows
+	// hot are, by aggregate, the keys with more than HotShare of a
+	// release's events (at least HotMin) in the releases since the
+	// watermark passed hotSince + HotPeriod: the metric of skew.
+	hot      []map[aggKey]bool
+	hotSince event.Watermark
+	hotN     map[aggKey]int
+}
+
+// The detection of hot keys: a key with more than HotShare of the events
+// of a release, and at least HotMin of them, is hot for HotPeriod of
+// event time (Aggregator.HotKeys).
+const (
+	HotShare  = 0.2
+	HotMin    = 64
+	HotPeriod = event.Time(60_000)
+)
+
+// HotKeys returns, per aggregate, the number of keys hot recently (the
+// metric of skew: a hot key's window is the one the work of its
+// aggregate concentrates on).
+func (a *Aggregator) HotKeys() []int {
+	out := make([]int, len(a.specs))
+	for i := range out {
+		if i < len(a.hot) {
+			out[i] = len(a.hot[i])
+		}
+	}
+	return out
+}
+
+// noteHot counts the keys of the events a release takes.
+func (a *Aggregator) noteHot() {
+	if len(a.taken) < HotMin {
+		return
+	}
+	if a.hot == nil {
+		a.hot, a.hotN = make([]map[aggKey]bool, len(a.specs)), map[aggKey]int{}
+		for i := range a.hot {
+			a.hot[i] = map[aggKey]bool{}
+		}
+	}
+	if a.wm > a.hotSince+HotPeriod {
+		for _, m := range a.hot {
+			clear(m)
+		}
+		a.hotSince = a.wm
+	}
+	for si := range a.specs {
+		clear(a.hotN)
+		for _, p := range a.taken {
+			if k, ok := a.key(p.ev, a.specs[si].KeySlots); ok {
+				a.hotN[k]++
+			}
+		}
+		for k, n := range a.hotN {
+			if n >= HotMin && float64(n) > HotShare*float64(len(a.taken)) {
+				a.hot[si][k] = true
+			}
+		}
+	}
 }
 
 // NewAggregator returns an aggregator of specs at watermark MinTime.
@@ -157,6 +217,7 @@ func (a *Aggregator) Advance(wm event.Watermark, out func(*event.Event) error) e
 	}
 	a.wm = wm
 	a.taken = a.pending.take(wm, a.taken)
+	a.noteHot()
 	for i := 0; i < len(a.taken); {
 		t := a.taken[i].ev.Time
 		a.group = a.group[:0]

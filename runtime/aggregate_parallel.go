@@ -115,8 +115,15 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 // them).
 func (a *ParallelAggregator) SetHot(share float64, least int) { a.hotShare, a.hotMin = share, least }
 
-// HotKeys is the number of keys salted so far (the metric of skew).
-func (a *ParallelAggregator) HotKeys() int { return a.hotCount }
+// HotKeys returns, per aggregate, the keys salted so far (the metric of
+// skew).
+func (a *ParallelAggregator) HotKeys() []int {
+	out := make([]int, len(a.specs))
+	for i, m := range a.hot {
+		out[i] = len(m)
+	}
+	return out
+}
 
 // Len is the number of events held.
 func (a *ParallelAggregator) Len() int { return len(a.pending) }
@@ -545,6 +552,7 @@ type Aggregation interface {
 	Len() int
 	Dropped() []uint64
 	KeyCounts() []int
+	HotKeys() []int
 	AppendBinary(b []byte) []byte
 	Restore(b []byte) error
 	RestoreHeld(b []byte) error

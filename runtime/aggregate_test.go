@@ -324,3 +324,39 @@ func TestExactSum(t *testing.T) {
 		t.Errorf("after removing every value: %v", got)
 	}
 }
+
+// TestAggregatorHotKeys: a key with most of each release's events is
+// hot, the others are not; a minute of event time later without it, it
+// is no longer.
+func TestAggregatorHotKeys(t *testing.T) {
+	a, err := NewAggregator([]AggregateSpec{{KeySlots: []int{0}, Func: AggCount, ValueSlot: -1, Window: 1000, Slot: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func(*event.Event) error { return nil }
+	ts := int64(0)
+	feed := func(n int, key func(i int) string) {
+		for i := range n {
+			ts += 10
+			a.Add(&event.Event{Time: event.Time(ts), Fields: []event.Value{event.String(key(i)), event.Null}})
+			if i%512 == 511 {
+				if err := a.Advance(event.Time(ts), none); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	feed(2048, func(i int) string {
+		if i%10 < 6 {
+			return "big"
+		}
+		return fmt.Sprintf("k%d", i%97)
+	})
+	if got := a.HotKeys(); got[0] != 1 {
+		t.Errorf("hot keys %v with one key at 60%%, want 1", got)
+	}
+	feed(20_000, func(i int) string { return fmt.Sprintf("k%d", i%97) })
+	if got := a.HotKeys(); got[0] != 0 {
+		t.Errorf("hot keys %v after 200 s of evenly spread keys, want 0", got)
+	}
+}

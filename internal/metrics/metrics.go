@@ -44,7 +44,7 @@ var Names = []string{
 	"cepheus_lookup_keys_total", "cepheus_lookup_not_found_total", "cepheus_lookup_requests_total",
 	"cepheus_lookup_timeouts_total", "cepheus_lookup_failures_total", "cepheus_lookup_events_total",
 	"cepheus_lookup_request_duration_seconds", "cepheus_lookup_event_delay_seconds",
-	"cepheus_aggregate_keys", "cepheus_aggregate_dropped_total", "cepheus_aggregate_held_events",
+	"cepheus_aggregate_keys", "cepheus_aggregate_dropped_total", "cepheus_aggregate_held_events", "cepheus_aggregate_hot_keys",
 }
 
 // collector is the prometheus.Collector of a monitor.
@@ -99,6 +99,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_aggregate_keys", "Keys whose window of a velocity aggregate holds events.", "aggregate")
 	d("cepheus_aggregate_dropped_total", "Events a velocity aggregate forgot at the bound of a key's window (the key's values then undercount).", "aggregate")
 	d("cepheus_aggregate_held_events", "Events the velocity aggregates hold until the watermark passes them.")
+	d("cepheus_aggregate_hot_keys", "Keys of a velocity aggregate with a large share of the events recently (more than 20% of a watermark's release, at least 64, in the last minute of event time): skew.", "aggregate")
 	d("cepheus_lookup_event_delay_seconds", "Time an event waited for a lookup (its batch's call: cache, requests, retries): what the lookup adds to its latency.", "lookup")
 	return c
 }
@@ -173,6 +174,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range s.Aggregates {
 		gauge("cepheus_aggregate_keys", float64(a.Keys), a.Name)
 		counter("cepheus_aggregate_dropped_total", float64(a.Dropped), a.Name)
+		gauge("cepheus_aggregate_hot_keys", float64(a.HotKeys), a.Name)
 	}
 	if len(s.Aggregates) > 0 {
 		gauge("cepheus_aggregate_held_events", float64(s.AggregateHeld))
