@@ -79,6 +79,7 @@ func TestParallelAggregatorEqualsSerial(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer par.Close()
 		par.SetHot(0.05, 2)
 		switchAt := map[int]func([]byte) Aggregation{}
 		if seed%2 == 1 {
@@ -92,6 +93,7 @@ func TestParallelAggregatorEqualsSerial(t *testing.T) {
 			}
 			switchAt[1800] = func(st []byte) Aggregation {
 				p, _ := NewParallelAggregator(specs, 3, 2)
+				t.Cleanup(p.Close)
 				p.SetHot(0.05, 2)
 				if err := p.Restore(st); err != nil {
 					t.Fatal(err)
@@ -162,6 +164,7 @@ func BenchmarkSaltedAggregate(b *testing.B) {
 						}
 					}
 				}
+				a.Close()
 				total += n
 			}
 			b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "events/s")
