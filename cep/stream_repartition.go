@@ -413,7 +413,8 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 		if len(held) == 0 {
 			return nil
 		}
-		reasons := make([]string, len(held))
+		s.reasons = append(s.reasons[:0], make([]string, len(held))...)
+		reasons := s.reasons
 		ctx := s.j.sctx
 		if ctx == nil {
 			ctx = context.Background()

@@ -92,16 +92,7 @@ func (c *ruleChecker) checkAggregates() {
 		if d.Key == nil {
 			c.errorf(n.Pos, "aggregate %s has no key: add 'key FIELD' (the events it counts together: a merchant's, a card's)", n)
 		} else {
-			keys := map[string]bool{}
-			for _, k := range d.Key.Fields {
-				if keys[k.Value] {
-					c.errorf(k.Pos, "key field %s is given twice", k)
-				}
-				keys[k.Value] = true
-				if c.schemaDecl != nil && !c.declared(k.Value) {
-					c.errorf(k.Pos, "unknown key field %s (not in the schema)", k)
-				}
-			}
+			c.checkKeyFields(d.Key)
 		}
 		if d.Func == nil {
 			c.errorf(n.Pos, "aggregate %s has no function: add count, or sum, avg, min, max or distinct and a field", n)

@@ -311,6 +311,21 @@ func leafStages(r *RuleDecl) []*StageNode {
 	return out
 }
 
+// checkKeyFields checks the fields of a key item (a rule's, a lookup's,
+// an aggregate's): each once, and declared when the schema is.
+func (c *ruleChecker) checkKeyFields(key *KeyItem) {
+	seen := map[string]bool{}
+	for _, k := range key.Fields {
+		if seen[k.Value] {
+			c.errorf(k.Pos, "key field %s is given twice", k)
+		}
+		seen[k.Value] = true
+		if c.schemaDecl != nil && !c.declared(k.Value) {
+			c.errorf(k.Pos, "unknown key field %s (not in the schema)", k)
+		}
+	}
+}
+
 func (c *ruleChecker) checkRule(r *RuleDecl) {
 	if r.Severity != nil {
 		if _, ok := parseSeverity(r.Severity.Name.Value); !ok {
@@ -318,16 +333,7 @@ func (c *ruleChecker) checkRule(r *RuleDecl) {
 		}
 	}
 	if r.Key != nil {
-		seen := map[string]bool{}
-		for _, k := range r.Key.Fields {
-			if seen[k.Value] {
-				c.errorf(k.Pos, "key field %s is given twice", k)
-			}
-			seen[k.Value] = true
-			if c.schemaDecl != nil && !c.declared(k.Value) {
-				c.errorf(k.Pos, "unknown key field %s (not in the schema)", k)
-			}
-		}
+		c.checkKeyFields(r.Key)
 	}
 	if r.Pattern == nil {
 		c.ruleErrorf(r, r.Name.Pos, "rule %s has no pattern", r.Name)

@@ -68,16 +68,7 @@ func (c *ruleChecker) checkLookups() {
 		if d.Key == nil {
 			c.errorf(n.Pos, "lookup %s has no key: add 'key FIELD' (the event fields its records are found by)", n)
 		} else {
-			keys := map[string]bool{}
-			for _, k := range d.Key.Fields {
-				if keys[k.Value] {
-					c.errorf(k.Pos, "key field %s is given twice", k)
-				}
-				keys[k.Value] = true
-				if c.schemaDecl != nil && !c.declared(k.Value) {
-					c.errorf(k.Pos, "unknown key field %s (not in the schema)", k)
-				}
-			}
+			c.checkKeyFields(d.Key)
 		}
 		if d.Fields == nil || len(d.Fields.Fields) == 0 {
 			c.errorf(n.Pos, "lookup %s has no fields: add 'fields { name: type default value }'", n)

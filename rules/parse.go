@@ -538,13 +538,6 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 	}
 	d := &RuleDecl{Comments: c, Pos: posAt(pos), Name: name}
 	d.Line = line
-	dup := func(what string, set bool) bool {
-		if set {
-			p.errorf("%s given twice", what)
-			p.skipLine()
-		}
-		return set
-	}
 	for {
 		doc := p.docLines()
 		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
@@ -555,7 +548,7 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 		ipos := p.tok.pos
 		switch {
 		case p.isWord("description"):
-			if dup("description", d.Description != nil) {
+			if p.givenTwice("description", d.Description != nil) {
 				continue
 			}
 			p.next()
@@ -567,7 +560,7 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 			ic.Line = p.endLine()
 			d.Description = &StringItem{Comments: ic, Pos: posAt(ipos), Value: s}
 		case p.isWord("severity"):
-			if dup("severity", d.Severity != nil) {
+			if p.givenTwice("severity", d.Severity != nil) {
 				continue
 			}
 			p.next()
@@ -579,7 +572,7 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 			ic.Line = p.endLine()
 			d.Severity = &NameItem{Comments: ic, Pos: posAt(ipos), Name: n}
 		case p.isWord("key"):
-			if dup("key", d.Key != nil) {
+			if p.givenTwice("key", d.Key != nil) {
 				continue
 			}
 			p.next()
@@ -587,13 +580,13 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 				d.Key = k
 			}
 		case p.isWord("pattern"):
-			if dup("pattern", d.Pattern != nil) {
+			if p.givenTwice("pattern", d.Pattern != nil) {
 				continue
 			}
 			p.next()
 			d.Pattern = p.parsePattern(ic, ipos)
 		case p.isWord("skip"):
-			if dup("skip", d.Skip != nil) {
+			if p.givenTwice("skip", d.Skip != nil) {
 				continue
 			}
 			p.next()
@@ -601,7 +594,7 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 				d.Skip = s
 			}
 		case p.isWord("emit"):
-			if dup("emit", d.Emit != nil) {
+			if p.givenTwice("emit", d.Emit != nil) {
 				continue
 			}
 			p.next()
@@ -622,6 +615,16 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 		}
 	}
 	return d
+}
+
+// givenTwice reports an item of a block given a second time (set: the
+// first is there), skipping its line.
+func (p *ruleParser) givenTwice(what string, set bool) bool {
+	if set {
+		p.errorf("%s given twice", what)
+		p.skipLine()
+	}
+	return set
 }
 
 // parseKey parses the fields of `key f1, f2` (the keyword consumed), or
@@ -660,13 +663,6 @@ func (p *ruleParser) parseLookup(c Comments, pos int) *LookupDecl {
 	}
 	d := &LookupDecl{Comments: c, Pos: posAt(pos), Name: name}
 	d.Line = line
-	dup := func(what string, set bool) bool {
-		if set {
-			p.errorf("%s given twice", what)
-			p.skipLine()
-		}
-		return set
-	}
 	for {
 		doc := p.docLines()
 		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
@@ -677,7 +673,7 @@ func (p *ruleParser) parseLookup(c Comments, pos int) *LookupDecl {
 		ipos := p.tok.pos
 		switch {
 		case p.isWord("key"):
-			if dup("key", d.Key != nil) {
+			if p.givenTwice("key", d.Key != nil) {
 				continue
 			}
 			p.next()
@@ -685,13 +681,13 @@ func (p *ruleParser) parseLookup(c Comments, pos int) *LookupDecl {
 				d.Key = k
 			}
 		case p.isWord("fields"):
-			if dup("fields", d.Fields != nil) {
+			if p.givenTwice("fields", d.Fields != nil) {
 				continue
 			}
 			p.next()
 			d.Fields = p.parseLookupFields(ic, ipos)
 		case p.isWord("on"):
-			if dup("on failure", d.Failure != nil) {
+			if p.givenTwice("on failure", d.Failure != nil) {
 				continue
 			}
 			p.next()
@@ -699,7 +695,7 @@ func (p *ruleParser) parseLookup(c Comments, pos int) *LookupDecl {
 				d.Failure = it
 			}
 		case p.isWord("timeout"):
-			if dup("timeout", d.Timeout != nil) {
+			if p.givenTwice("timeout", d.Timeout != nil) {
 				continue
 			}
 			p.next()
@@ -739,13 +735,6 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 	}
 	d := &AggregateDecl{Comments: c, Pos: posAt(pos), Name: name}
 	d.Line = line
-	dup := func(what string, set bool) bool {
-		if set {
-			p.errorf("%s given twice", what)
-			p.skipLine()
-		}
-		return set
-	}
 	for {
 		doc := p.docLines()
 		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
@@ -757,7 +746,7 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 		_, isFunc := aggFuncs[p.tok.val]
 		switch {
 		case p.isWord("key"):
-			if dup("key", d.Key != nil) {
+			if p.givenTwice("key", d.Key != nil) {
 				continue
 			}
 			p.next()
@@ -765,7 +754,7 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 				d.Key = k
 			}
 		case p.tok.kind == tokIdent && isFunc:
-			if dup("the function", d.Func != nil) {
+			if p.givenTwice("the function", d.Func != nil) {
 				continue
 			}
 			fn, _ := p.parseIdent("a function")
@@ -781,7 +770,7 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 			it.Line = p.endLine()
 			d.Func = it
 		case p.isWord("window"):
-			if dup("window", d.Window != nil) {
+			if p.givenTwice("window", d.Window != nil) {
 				continue
 			}
 			p.next()
@@ -800,7 +789,7 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 			it.Line = p.endLine()
 			d.Window = it
 		case p.isWord("where"):
-			if dup("where", d.Where != nil) {
+			if p.givenTwice("where", d.Where != nil) {
 				continue
 			}
 			x, ok := p.parseExpr("a condition after where")

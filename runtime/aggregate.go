@@ -195,16 +195,22 @@ func (a *Aggregator) Keys() int {
 // watermark is late: Add returns false, sets its aggregate slots to null
 // and keeps nothing (the caller hands it on, to be found late).
 func (a *Aggregator) Add(ev *event.Event) bool {
-	if ev.Time <= a.wm {
-		for _, s := range a.specs {
+	return hold(a.specs, a.wm, &a.pending, &a.arrival, ev)
+}
+
+// hold is Add of an aggregator of specs at watermark wm, holding its
+// events in pending numbered by arrival.
+func hold(specs []AggregateSpec, wm event.Watermark, pending *pendingHeap, arrival *uint64, ev *event.Event) bool {
+	if ev.Time <= wm {
+		for _, s := range specs {
 			if s.Slot < len(ev.Fields) {
 				ev.Fields[s.Slot] = event.Null
 			}
 		}
 		return false
 	}
-	a.arrival++
-	a.pending = append(a.pending, pendingEvent{ev: ev, arrival: a.arrival})
+	*arrival++
+	*pending = append(*pending, pendingEvent{ev: ev, arrival: *arrival})
 	return true
 }
 

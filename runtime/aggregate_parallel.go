@@ -165,17 +165,7 @@ func (a *ParallelAggregator) KeyCounts() []int {
 
 // Add is Aggregator.Add.
 func (a *ParallelAggregator) Add(ev *event.Event) bool {
-	if ev.Time <= a.wm {
-		for _, s := range a.specs {
-			if s.Slot < len(ev.Fields) {
-				ev.Fields[s.Slot] = event.Null
-			}
-		}
-		return false
-	}
-	a.arrival++
-	a.pending = append(a.pending, pendingEvent{ev: ev, arrival: a.arrival})
-	return true
+	return hold(a.specs, a.wm, &a.pending, &a.arrival, ev)
 }
 
 // partialKey is a partial window's key: the aggregate key and the salt.
