@@ -39,16 +39,43 @@ type bufEvent struct {
 	refs int32
 }
 
+// A node leaves the buffer when its last lock is released, but Flink's
+// locking lets edges and partial matches still name it then (Flink would
+// fail looking it up: we skip such references, as before). Nodes are
+// recycled through the Result's free list, so a reference is a pointer and
+// the generation the node had when the reference was made: the node
+// bumps its generation when it leaves the buffer, which makes every
+// reference made before stale at once.
 type node struct {
-	ev      *bufEvent
-	stage   int
-	edges   []*edge
-	refs    int32
-	removed bool // removed from the buffer: lookups by NodeId would fail
+	ev    *bufEvent
+	gen   uint64
+	stage int
+	edges []*edge
+	refs  int32
 }
 
+// nodeRef names a node of the buffer; the zero nodeRef is nil (the start
+// of a match).
+type nodeRef struct {
+	n   *node
+	gen uint64
+}
+
+func (n *node) ref() nodeRef { return nodeRef{n: n, gen: n.gen} }
+
+// isNil reports whether x names no node at all (the start of a match), as
+// opposed to a node that left the buffer.
+func (x nodeRef) isNil() bool { return x.n == nil }
+
+// live reports whether x names a node that is still in the buffer.
+func (x nodeRef) live() bool { return x.n != nil && x.n.gen == x.gen }
+
+// removed reports whether x names a node that has left the buffer:
+// lookups by its NodeId would fail in Flink.
+func (x nodeRef) removed() bool { return x.n != nil && x.n.gen != x.gen }
+
 type edge struct {
-	target  *node // nil: the start of the match
+	target  nodeRef // nil: the start of the match
 	version dewey
 	refs    int32
 }
@@ -75,7 +102,8 @@ func (r *Run) registerEvent(ev *event.Event, ts event.Time) *bufEvent {
 	id, _ := r.counts.get(ts)
 	r.counts.put(ts, id+1)
 	r.nextKey++
-	b := &bufEvent{ev: ev, id: eventID{ts: ts, id: id}, key: r.nextKey, refs: 1}
+	b := r.newBufEvent()
+	*b = bufEvent{ev: ev, id: eventID{ts: ts, id: id}, key: r.nextKey, refs: 1}
 	r.events.put(b.key, b)
 	return b
 }
@@ -86,58 +114,65 @@ func (r *Run) releaseEvent(b *bufEvent) {
 	}
 	if release(&b.refs) {
 		r.events.del(b.key)
+		// Only the buffer's nodes and the event being processed hold a
+		// bufEvent, and each holds one lock: none is left.
+		r.freeBufEvent(b)
 	}
 }
 
 // put stores ev as taken by stage after prev with the given version.
-func (r *Run) put(stage int, ev *bufEvent, prev *node, version dewey) *node {
-	if prev != nil {
+func (r *Run) put(stage int, ev *bufEvent, prev nodeRef, version *dewey) nodeRef {
+	if !prev.isNil() {
 		r.lockNode(prev, version)
 	}
 	k := nodeKey{ev: ev.key, stage: int32(stage)}
 	n, _ := r.nodes.get(k)
 	if n == nil {
-		n = &node{ev: ev, stage: stage}
+		n = r.newNode()
+		n.ev, n.stage = ev, stage
 		r.nodes.put(k, n)
 		ev.refs++
 	}
 	n.edges = append(n.edges, r.newEdge(prev, version))
-	return n
+	return n.ref()
 }
 
-func (r *Run) lockNode(n *node, version dewey) {
-	if n == nil || n.removed {
+func (r *Run) lockNode(x nodeRef, version *dewey) {
+	if !x.live() {
 		return
 	}
+	n := x.n
 	n.refs++
 	for _, e := range n.edges {
-		if version.compatible(e.version) {
+		if version.compatible(&e.version) {
 			e.refs++
 		}
 	}
 }
 
 type releaseItem struct {
-	n *node
-	v dewey
+	n nodeRef
+	v dewey // a copy: the released edge goes back to the free list
 }
 
-func (r *Run) releaseNode(n *node, version dewey) {
-	if n == nil {
+// releaseNode releases the lock version holds on x and, through the edges
+// that lock no longer holds, on the nodes before it.
+func (r *Run) releaseNode(x nodeRef, version *dewey) {
+	if x.isNil() {
 		return
 	}
-	stack := append(r.releaseStack[:0], releaseItem{n, version})
+	stack := append(r.releaseStack[:0], releaseItem{x, *version})
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		cur := it.n
-		if cur.removed {
+		if !it.n.live() {
 			break // as Flink: a missing entry ends the whole release
 		}
+		cur := it.n.n
 		kept := cur.edges[:0]
 		for _, e := range cur.edges {
-			if it.v.compatible(e.version) && release(&e.refs) {
-				if e.target != nil {
+			if it.v.compatible(&e.version) && release(&e.refs) {
+				if !e.target.isNil() {
 					stack = append(stack, releaseItem{e.target, e.version})
 				}
 				r.freeEdge(e) // only its node's edge list held it
@@ -148,9 +183,9 @@ func (r *Run) releaseNode(n *node, version dewey) {
 		clear(cur.edges[len(kept):])
 		cur.edges = kept
 		if release(&cur.refs) {
-			cur.removed = true
 			r.nodes.del(nodeKey{ev: cur.ev.key, stage: int32(cur.stage)})
 			r.releaseEvent(cur.ev)
+			r.freeNode(cur)
 		}
 	}
 	clear(stack)
@@ -166,77 +201,135 @@ type pathEntry struct {
 // path is an extracted (partial) match, earliest taken event first.
 type path []pathEntry
 
-func (p path) byStage(n int) [][]*bufEvent {
-	out := make([][]*bufEvent, n)
-	for _, e := range p {
-		out[e.stage] = append(out[e.stage], e.ev)
-	}
-	return out
-}
-
+// extractItem is a node the search of extract still has to visit, with the
+// version that reached it and the path so far: the index in the scratch
+// trail of the node visited before it (-1: none).
 type extractItem struct {
-	n    *node
+	n    nodeRef
 	v    dewey
-	path []*node
+	tail int32
 }
 
-// extract reconstructs the matches ending in n that are compatible with
+// trailEntry is a visited node of extract's search and the index of the
+// one visited before it on the same path (-1: none).
+type trailEntry struct {
+	n    *node
+	prev int32
+}
+
+// extract reconstructs the matches ending in x that are compatible with
 // version by a depth-first search over the versioned edges (Flink's
-// extractPatterns). For a computation there is exactly one.
-func (r *Run) extract(n *node, version dewey) []path {
-	if n == nil || n.removed {
+// extractPatterns). For a computation there is exactly one. The paths live
+// in the Result's scratch storage: they are valid until the next extract.
+func (r *Run) extract(x nodeRef, version *dewey) []path {
+	if !x.live() {
 		return nil
 	}
-	var result []path
-	stack := []extractItem{{n: n, v: version}}
+	result := r.paths[:0]
+	entries := r.pathEntries[:0]
+	trail := r.trail[:0]
+	stack := append(r.extractStack[:0], extractItem{n: x, v: *version, tail: -1})
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if it.n == nil {
-			p := make(path, len(it.path))
-			for i, x := range it.path {
-				p[len(it.path)-1-i] = pathEntry{stage: x.stage, ev: x.ev}
+		if it.n.isNil() {
+			// The trail from it.tail back to the node extract started
+			// at runs from the earliest taken event to the latest.
+			from := len(entries)
+			for i := it.tail; i >= 0; i = trail[i].prev {
+				entries = append(entries, pathEntry{stage: trail[i].n.stage, ev: trail[i].n.ev})
 			}
-			result = append(result, p)
+			result = append(result, path(entries[from:len(entries):len(entries)]))
 			continue
 		}
-		cur := append(it.path, it.n)
-		first := true
-		for _, e := range it.n.edges {
-			if !it.v.compatible(e.version) {
+		cur := it.n.n
+		trail = append(trail, trailEntry{n: cur, prev: it.tail})
+		at := int32(len(trail) - 1)
+		for _, e := range cur.edges {
+			if !it.v.compatible(&e.version) {
 				continue
 			}
-			if e.target != nil && e.target.removed {
+			if e.target.removed() {
 				continue // Flink would fail on the missing entry
 			}
-			np := cur
-			if first {
-				first = false
-			} else {
-				np = append([]*node(nil), cur...)
-			}
-			stack = append(stack, extractItem{n: e.target, v: e.version, path: np[:len(np):len(np)]})
+			stack = append(stack, extractItem{n: e.target, v: e.version, tail: at})
 		}
 	}
+	clear(stack)
+	r.extractStack = stack[:0]
+	clear(trail)
+	r.trail = trail[:0]
+	// entries and result stay set until the next extract: the caller reads
+	// them.
+	r.pathEntries, r.paths = entries, result
 	return result
 }
 
 // newEdge returns an edge to target, reusing a released one.
-func (r *Run) newEdge(target *node, version dewey) *edge {
+func (r *Run) newEdge(target nodeRef, version *dewey) *edge {
 	if n := len(r.freeEdges); n > 0 {
 		e := r.freeEdges[n-1]
 		r.freeEdges[n-1] = nil
 		r.freeEdges = r.freeEdges[:n-1]
-		*e = edge{target: target, version: version}
+		*e = edge{target: target, version: *version}
 		return e
 	}
-	return &edge{target: target, version: version}
+	return &edge{target: target, version: *version}
 }
 
 // freeEdge takes back an edge its node dropped.
 func (r *Run) freeEdge(e *edge) {
-	if len(r.freeEdges) < 4096 {
+	if len(r.freeEdges) < maxFree {
 		*e = edge{}
 		r.freeEdges = append(r.freeEdges, e)
+	}
+}
+
+// maxFree bounds each free list of a Result.
+const maxFree = 4096
+
+// newNode returns an empty node, reusing one that left a buffer (its
+// generation, bumped then, makes the references to its former self stale).
+func (r *Run) newNode() *node {
+	if n := len(r.freeNodes); n > 0 {
+		x := r.freeNodes[n-1]
+		r.freeNodes[n-1] = nil
+		r.freeNodes = r.freeNodes[:n-1]
+		return x
+	}
+	return new(node)
+}
+
+// freeNode takes back a node that left the buffer: its generation moves
+// on, so every reference to it is stale from now on, and the edges it
+// still holds (which only it held) go back to their free list.
+func (r *Run) freeNode(n *node) {
+	n.gen++
+	for _, e := range n.edges {
+		r.freeEdge(e)
+	}
+	clear(n.edges)
+	n.edges, n.ev, n.stage, n.refs = n.edges[:0], nil, 0, 0
+	if len(r.freeNodes) < maxFree {
+		r.freeNodes = append(r.freeNodes, n)
+	}
+}
+
+// newBufEvent returns a bufEvent to set, reusing a released one.
+func (r *Run) newBufEvent() *bufEvent {
+	if n := len(r.freeEvents); n > 0 {
+		b := r.freeEvents[n-1]
+		r.freeEvents[n-1] = nil
+		r.freeEvents = r.freeEvents[:n-1]
+		return b
+	}
+	return new(bufEvent)
+}
+
+// freeBufEvent takes back an event no node and no call holds any more.
+func (r *Run) freeBufEvent(b *bufEvent) {
+	if len(r.freeEvents) < maxFree {
+		*b = bufEvent{}
+		r.freeEvents = append(r.freeEvents, b)
 	}
 }

@@ -51,6 +51,15 @@ func (r *Run) AppendBinary(b []byte) []byte {
 	for i, n := range nodes {
 		index[n] = uint64(i) + 1 // 0 encodes nil
 	}
+	// A reference to a node that left the buffer encodes as nil, as it did
+	// when such a node was never reused: its pointer may name another
+	// node now.
+	indexOf := func(x nodeRef) uint64 {
+		if !x.live() {
+			return 0
+		}
+		return index[x.n]
+	}
 	b = binary.AppendUvarint(b, uint64(len(nodes)))
 	for _, n := range nodes {
 		b = binary.AppendUvarint(b, n.ev.key)
@@ -58,8 +67,8 @@ func (r *Run) AppendBinary(b []byte) []byte {
 		b = binary.AppendVarint(b, int64(n.refs))
 		b = binary.AppendUvarint(b, uint64(len(n.edges)))
 		for _, e := range n.edges {
-			b = binary.AppendUvarint(b, index[e.target])
-			b = appendDewey(b, e.version)
+			b = binary.AppendUvarint(b, indexOf(e.target))
+			b = appendDewey(b, &e.version)
 			b = binary.AppendVarint(b, int64(e.refs))
 		}
 	}
@@ -78,10 +87,10 @@ func (r *Run) AppendBinary(b []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(len(q.q)))
 		for _, c := range q.q {
 			b = binary.AppendUvarint(b, uint64(c.state.id))
-			b = appendDewey(b, c.version)
+			b = appendDewey(b, &c.version)
 			b = binary.AppendVarint(b, int64(c.startTs))
 			b = binary.AppendVarint(b, int64(c.prevTs))
-			b = binary.AppendUvarint(b, index[c.prev])
+			b = binary.AppendUvarint(b, indexOf(c.prev))
 			b = binary.AppendVarint(b, int64(c.doneAt))
 			if c.hasStart {
 				b = append(b, 1)
@@ -105,9 +114,10 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-func appendDewey(b []byte, d dewey) []byte {
-	b = binary.AppendUvarint(b, uint64(len(d)))
-	for _, x := range d {
+func appendDewey(b []byte, d *dewey) []byte {
+	ds := d.digits()
+	b = binary.AppendUvarint(b, uint64(len(ds)))
+	for _, x := range ds {
 		b = binary.AppendVarint(b, int64(x))
 	}
 	return b
@@ -123,13 +133,14 @@ func (d *decoder) dewey() dewey {
 		if d.Err == nil {
 			d.Err = ErrCorruptRun
 		}
-		return nil
+		return dewey{}
 	}
-	out := make(dewey, n)
-	for i := range out {
-		out[i] = int32(d.Varint())
+	var buf [deweyInline]int32
+	digits := buf[:0]
+	for range n {
+		digits = append(digits, int32(d.Varint()))
 	}
-	return out
+	return deweyOf(digits)
 }
 
 // DecodeRun decodes a run encoded by [Run.AppendBinary] for this NFA and
@@ -173,15 +184,15 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 	for i := range nodes {
 		nodes[i] = &node{}
 	}
-	lookup := func(i uint64) *node {
+	lookup := func(i uint64) nodeRef {
 		if i == 0 {
-			return nil
+			return nodeRef{}
 		}
 		if i > uint64(len(nodes)) {
 			d.Err = ErrCorruptRun
-			return nil
+			return nodeRef{}
 		}
-		return nodes[i-1]
+		return nodes[i-1].ref()
 	}
 	for _, nd := range nodes {
 		if d.Err != nil {

@@ -110,10 +110,23 @@ type scratch struct {
 	edges        []*transition
 	releaseStack []releaseItem
 	walk         []*node
-	// freeComps are computations no queue holds any more, and freeEdges
-	// edges their node dropped, for reuse.
-	freeComps []*computation
-	freeEdges []*edge
+	// extract's search and the paths it found (valid until the next
+	// extract), pruningID's positions per stage.
+	extractStack []extractItem
+	trail        []trailEntry
+	pathEntries  []pathEntry
+	paths        []path
+	stageFirst   []int32
+	stageLast    []int32
+	// The free lists: computations no queue holds any more, edges their
+	// node dropped, nodes that left a buffer and buffered events no node
+	// holds, for reuse by the runs this Result serves. A node in the list
+	// may still be named by stale references of the run it left (see
+	// nodeRef): the runs of one Result must be used by one goroutine.
+	freeComps  []*computation
+	freeEdges  []*edge
+	freeNodes  []*node
+	freeEvents []*bufEvent
 }
 
 // newComp returns a computation set to c, reusing a freed one.
@@ -134,7 +147,7 @@ func (r *Run) newComp(c computation) *computation {
 // partial match that moved on, was dropped or timed out, or a match
 // emitted.
 func (r *Run) freeComp(c *computation) {
-	if c.freed || len(r.freeComps) >= 4096 {
+	if c.freed || len(r.freeComps) >= maxFree {
 		return
 	}
 	*c = computation{freed: true}
@@ -158,7 +171,7 @@ type computation struct {
 	version  dewey
 	startTs  event.Time
 	prevTs   event.Time
-	prev     *node
+	prev     nodeRef
 	startID  eventID
 	hasStart bool
 	// doneAt is, for a completed match, the event time it completed at:
@@ -178,7 +191,7 @@ func (c *computation) orderKey() (int64, int64) {
 func (c *computation) isStart() bool { return c.state.typ == stStart }
 
 func (c *computation) equal(o *computation) bool {
-	return c.state == o.state && c.version.equal(o.version) && c.startTs == o.startTs &&
+	return c.state == o.state && c.version.equal(&o.version) && c.startTs == o.startTs &&
 		c.prevTs == o.prevTs && c.prev == o.prev && c.hasStart == o.hasStart && c.startID == o.startID
 }
 
@@ -339,7 +352,7 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 				potential.offer(nc)
 			case nc.state.isStop():
 				discard = true
-				r.releaseNode(nc.prev, nc.version)
+				r.releaseNode(nc.prev, &nc.version)
 				r.freeComp(nc)
 			default:
 				r.retain = append(r.retain, nc)
@@ -347,7 +360,7 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 		}
 		if discard {
 			for _, nc := range r.retain {
-				r.releaseNode(nc.prev, nc.version)
+				r.releaseNode(nc.prev, &nc.version)
 				r.freeComp(nc)
 			}
 		} else {
@@ -417,7 +430,7 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 			}
 			res.Timeouts = append(res.Timeouts, Timeout{Match: r.materialize(r.extractOne(cs)), At: at})
 		}
-		r.releaseNode(cs.prev, cs.version)
+		r.releaseNode(cs.prev, &cs.version)
 		r.freeComp(cs)
 	}
 	if err := r.processMatches(potential, newPartial, res); err != nil {
@@ -552,7 +565,7 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 			cur, next := cs.version.increaseAndStage(takeToVisit)
 			takeToVisit--
 			buf := r.eventOf(w)
-			entry := r.put(t.src.stage, buf, cs.prev, cur)
+			entry := r.put(t.src.stage, buf, cs.prev, &cur)
 			startTs, startID := cs.startTs, cs.startID
 			if start {
 				startTs, startID = w.ts, buf.id
@@ -582,14 +595,14 @@ func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation)
 		}
 		out = append(out, cs)
 	}
-	if cs.prev != nil && !reused {
-		r.releaseNode(cs.prev, cs.version)
+	if !cs.prev.isNil() && !reused {
+		r.releaseNode(cs.prev, &cs.version)
 	}
 	return out, nil
 }
 
 func (r *Run) addComputation(out []*computation, c *computation) []*computation {
-	r.lockNode(c.prev, c.version)
+	r.lockNode(c.prev, &c.version)
 	return append(out, c)
 }
 
@@ -635,9 +648,9 @@ func (r *Run) processMatches(potential, partial *compQueue, res *Result) error {
 			}
 		}
 		r.completed.poll()
-		paths := r.extract(earliest.prev, earliest.version)
+		paths := r.extract(earliest.prev, &earliest.version)
 		if len(paths) == 0 {
-			r.releaseNode(earliest.prev, earliest.version)
+			r.releaseNode(earliest.prev, &earliest.version)
 			r.freeComp(earliest)
 			continue
 		}
@@ -652,7 +665,7 @@ func (r *Run) processMatches(potential, partial *compQueue, res *Result) error {
 		m := r.materialize(paths[0])
 		m.At = earliest.doneAt
 		res.Matches = append(res.Matches, m)
-		r.releaseNode(earliest.prev, earliest.version)
+		r.releaseNode(earliest.prev, &earliest.version)
 		r.freeComp(earliest)
 	}
 	return nil
@@ -662,7 +675,7 @@ func (r *Run) prune(q *compQueue, pruning eventID) {
 	var discard []*computation
 	for _, c := range q.q {
 		if c.hasStart && r.shouldPrune(c.startID, pruning) {
-			r.releaseNode(c.prev, c.version)
+			r.releaseNode(c.prev, &c.version)
 			discard = append(discard, c)
 		}
 	}
@@ -685,10 +698,10 @@ func (r *Run) prune(q *compQueue, pruning eventID) {
 // extractOne returns the single path of a computation (empty if it has taken
 // nothing).
 func (r *Run) extractOne(c *computation) path {
-	if c.prev == nil {
+	if c.prev.isNil() {
 		return nil
 	}
-	paths := r.extract(c.prev, c.version)
+	paths := r.extract(c.prev, &c.version)
 	if len(paths) == 0 {
 		return nil
 	}
@@ -709,17 +722,17 @@ func (r *Run) currentMatchInto(dst [][]*event.Event, c *computation) [][]*event.
 		clear(dst[i])
 		dst[i] = dst[i][:0]
 	}
-	if c.prev == nil || c.prev.removed {
+	if !c.prev.live() {
 		return dst
 	}
 	walk := r.walk[:0]
-	nd, v := c.prev, c.version
+	nd, v := c.prev.n, &c.version
 	for nd != nil {
 		walk = append(walk, nd)
 		var next *edge
 		for i := len(nd.edges) - 1; i >= 0; i-- {
 			e := nd.edges[i]
-			if v.compatible(e.version) && (e.target == nil || !e.target.removed) {
+			if v.compatible(&e.version) && !e.target.removed() {
 				next = e
 				break
 			}
@@ -732,7 +745,7 @@ func (r *Run) currentMatchInto(dst [][]*event.Event, c *computation) [][]*event.
 			}
 			return dst
 		}
-		nd, v = next.target, next.version
+		nd, v = next.target.n, &next.version
 	}
 	for i := len(walk) - 1; i >= 0; i-- {
 		x := walk[i]
@@ -743,8 +756,32 @@ func (r *Run) currentMatchInto(dst [][]*event.Event, c *computation) [][]*event.
 	return dst
 }
 
+// materialize returns p's events by stage in two allocations: the stage
+// lists are capped windows of one slice, in stage order (a caller's append
+// to one list copies it instead of overwriting the next), and a stage
+// that took nothing holds nil.
 func (r *Run) materialize(p path) Match {
-	m := Match{Events: make([][]*event.Event, r.nfa.numStages())}
+	n := r.nfa.numStages()
+	m := Match{Events: make([][]*event.Event, n)}
+	if len(p) == 0 {
+		return m
+	}
+	counts := r.stageFirst[:0]
+	for range n {
+		counts = append(counts, 0)
+	}
+	r.stageFirst = counts
+	for _, e := range p {
+		counts[e.stage]++
+	}
+	flat := make([]*event.Event, len(p))
+	at := int32(0)
+	for i, k := range counts {
+		if k > 0 {
+			m.Events[i] = flat[at : at : at+k]
+			at += k
+		}
+	}
 	for _, e := range p {
 		m.Events[e.stage] = append(m.Events[e.stage], e.ev.ev)
 	}
@@ -776,7 +813,7 @@ func (r *Run) enforceLimit(res *Result) {
 	dead := make(map[*computation]bool, excess)
 	for _, c := range cands[:excess] {
 		dead[c] = true
-		r.releaseNode(c.prev, c.version)
+		r.releaseNode(c.prev, &c.version)
 	}
 	r.partial.removeIf(func(c *computation) bool { return dead[c] })
 	for c := range dead {

@@ -91,16 +91,33 @@ func (r *Run) pruningID(paths []path) (id eventID, ok bool, err error) {
 	case SkipPastLastEvent, SkipToNext:
 		// Flink: max over the last event of every stage list (past last), or
 		// min over the first event of every stage list (to next).
+		n := r.nfa.numStages()
+		first, last := r.stageFirst[:0], r.stageLast[:0]
+		for range n {
+			first, last = append(first, -1), append(last, -1)
+		}
+		r.stageFirst, r.stageLast = first, last
 		for _, p := range paths {
-			for _, l := range p.byStage(r.nfa.numStages()) {
-				if len(l) == 0 {
+			// The positions in p of each stage's first and last event
+			// (the ends of the stage's list).
+			for i := range n {
+				first[i], last[i] = -1, -1
+			}
+			for i, e := range p {
+				if first[e.stage] < 0 {
+					first[e.stage] = int32(i)
+				}
+				last[e.stage] = int32(i)
+			}
+			for i := range n {
+				if first[i] < 0 {
 					continue
 				}
 				if s.Kind == SkipPastLastEvent {
-					if e := l[len(l)-1]; !ok || e.id.cmp(id) > 0 {
+					if e := p[last[i]].ev; !ok || e.id.cmp(id) > 0 {
 						id, ok = e.id, true
 					}
-				} else if e := l[0]; !ok || e.id.cmp(id) < 0 {
+				} else if e := p[first[i]].ev; !ok || e.id.cmp(id) < 0 {
 					id, ok = e.id, true
 				}
 			}
