@@ -279,7 +279,7 @@ func (r *Run) newEdge(target nodeRef, version *dewey) *edge {
 
 // freeEdge takes back an edge its node dropped.
 func (r *Run) freeEdge(e *edge) {
-	if len(r.freeEdges) < maxFree {
+	if recycle && len(r.freeEdges) < maxFree {
 		*e = edge{}
 		r.freeEdges = append(r.freeEdges, e)
 	}
@@ -287,6 +287,10 @@ func (r *Run) freeEdge(e *edge) {
 
 // maxFree bounds each free list of a Result.
 const maxFree = 4096
+
+// recycle turns the free lists on; tests turn it off to compare runs that
+// reuse nothing with runs that do.
+var recycle = true
 
 // newNode returns an empty node, reusing one that left a buffer (its
 // generation, bumped then, makes the references to its former self stale).
@@ -310,7 +314,7 @@ func (r *Run) freeNode(n *node) {
 	}
 	clear(n.edges)
 	n.edges, n.ev, n.stage, n.refs = n.edges[:0], nil, 0, 0
-	if len(r.freeNodes) < maxFree {
+	if recycle && len(r.freeNodes) < maxFree {
 		r.freeNodes = append(r.freeNodes, n)
 	}
 }
@@ -328,7 +332,7 @@ func (r *Run) newBufEvent() *bufEvent {
 
 // freeBufEvent takes back an event no node and no call holds any more.
 func (r *Run) freeBufEvent(b *bufEvent) {
-	if len(r.freeEvents) < maxFree {
+	if recycle && len(r.freeEvents) < maxFree {
 		*b = bufEvent{}
 		r.freeEvents = append(r.freeEvents, b)
 	}

@@ -147,7 +147,7 @@ func (r *Run) newComp(c computation) *computation {
 // partial match that moved on, was dropped or timed out, or a match
 // emitted.
 func (r *Run) freeComp(c *computation) {
-	if c.freed || len(r.freeComps) >= maxFree {
+	if c.freed || !recycle || len(r.freeComps) >= maxFree {
 		return
 	}
 	*c = computation{freed: true}
