@@ -48,9 +48,9 @@ type bufEvent struct {
 // reference made before stale at once.
 type node struct {
 	ev    *bufEvent
-	gen   uint64
-	stage int
 	edges []*edge
+	gen   uint64
+	stage int32
 	refs  int32
 }
 
@@ -129,7 +129,7 @@ func (r *Run) put(stage int, ev *bufEvent, prev nodeRef, version *dewey) nodeRef
 	n, _ := r.nodes.get(k)
 	if n == nil {
 		n = r.newNode()
-		n.ev, n.stage = ev, stage
+		n.ev, n.stage = ev, int32(stage)
 		r.nodes.put(k, n)
 		ev.refs++
 	}
@@ -183,7 +183,7 @@ func (r *Run) releaseNode(x nodeRef, version *dewey) {
 		clear(cur.edges[len(kept):])
 		cur.edges = kept
 		if release(&cur.refs) {
-			r.nodes.del(nodeKey{ev: cur.ev.key, stage: int32(cur.stage)})
+			r.nodes.del(nodeKey{ev: cur.ev.key, stage: cur.stage})
 			r.releaseEvent(cur.ev)
 			r.freeNode(cur)
 		}
@@ -237,7 +237,7 @@ func (r *Run) extract(x nodeRef, version *dewey) []path {
 			// at runs from the earliest taken event to the latest.
 			from := len(entries)
 			for i := it.tail; i >= 0; i = trail[i].prev {
-				entries = append(entries, pathEntry{stage: trail[i].n.stage, ev: trail[i].n.ev})
+				entries = append(entries, pathEntry{stage: int(trail[i].n.stage), ev: trail[i].n.ev})
 			}
 			result = append(result, path(entries[from:len(entries):len(entries)]))
 			continue

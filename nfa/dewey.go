@@ -3,6 +3,7 @@ package nfa
 import (
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // dewey is a Dewey decimal version number (Flink's DeweyNumber). It tells
@@ -10,17 +11,20 @@ import (
 // of the buffer may be followed by a partial match only when their versions
 // are compatible.
 //
-// A dewey is a value: up to deweyInline digits live inside it, so the
-// versions a step makes allocate nothing; a longer one (a partial match
-// that took more than deweyInline-1 events) keeps its digits in ext, which
-// is never modified once made, so copies may share it.
+// A dewey is a value of 32 bytes: up to deweyInline digits live inside
+// it, so the versions a step makes allocate nothing; a longer one (a
+// partial match that took more than deweyInline-1 events) keeps its
+// digits on the heap, never modified once made, so copies may share them.
 type dewey struct {
-	in  [deweyInline]int32
-	n   int32   // number of digits
-	ext []int32 // the digits when n > deweyInline; nil otherwise
+	in [deweyInline]int32
+	n  int32 // number of digits
+	// ext points to the first of the n digits when n > deweyInline; nil
+	// otherwise. A pointer, not a slice, keeps the value small (the
+	// buffer holds one per edge and computation); digits makes the slice.
+	ext *int32
 }
 
-const deweyInline = 6
+const deweyInline = 5
 
 func newDewey(start int32) dewey { return dewey{in: [deweyInline]int32{start}, n: 1} }
 
@@ -29,7 +33,7 @@ func deweyOf(digits []int32) dewey {
 	var d dewey
 	d.n = int32(len(digits))
 	if len(digits) > deweyInline {
-		d.ext = append([]int32(nil), digits...)
+		d.ext = &append([]int32(nil), digits...)[0]
 	} else {
 		copy(d.in[:], digits)
 	}
@@ -39,7 +43,7 @@ func deweyOf(digits []int32) dewey {
 // digits returns d's digits; the caller must not modify them.
 func (d *dewey) digits() []int32 {
 	if d.ext != nil {
-		return d.ext
+		return unsafe.Slice(d.ext, d.n)
 	}
 	return d.in[:d.n]
 }
@@ -52,10 +56,10 @@ func (d dewey) increase(n int) dewey {
 		return d
 	}
 	if d.ext != nil {
-		ext := make([]int32, len(d.ext))
-		copy(ext, d.ext)
+		ext := make([]int32, d.n)
+		copy(ext, d.digits())
 		ext[len(ext)-1] += int32(n)
-		d.ext = ext
+		d.ext = &ext[0]
 		return d
 	}
 	d.in[d.n-1] += int32(n)
@@ -66,13 +70,13 @@ func (d dewey) increase(n int) dewey {
 func (d dewey) addStage() dewey {
 	switch {
 	case d.ext != nil:
-		ext := make([]int32, len(d.ext)+1)
-		copy(ext, d.ext)
-		d.ext = ext
+		ext := make([]int32, d.n+1)
+		copy(ext, d.digits())
+		d.ext = &ext[0]
 	case d.n == deweyInline:
 		ext := make([]int32, deweyInline+1)
 		copy(ext, d.in[:])
-		d.ext, d.in = ext, [deweyInline]int32{}
+		d.ext, d.in = &ext[0], [deweyInline]int32{}
 	default:
 		d.in[d.n] = 0
 	}
@@ -81,21 +85,21 @@ func (d dewey) addStage() dewey {
 }
 
 // increaseAndStage returns d.increase(n) and its addStage(); when both
-// are longer than deweyInline they share one allocation (neither grows in
-// place: each has its length as capacity).
+// are longer than deweyInline they share one allocation (neither is ever
+// modified).
 func (d dewey) increaseAndStage(n int) (cur, next dewey) {
 	if d.ext == nil {
 		cur = d.increase(n)
 		return cur, cur.addStage()
 	}
-	l := len(d.ext)
+	l := int(d.n)
 	buf := make([]int32, 2*l+1)
-	copy(buf, d.ext)
+	copy(buf, d.digits())
 	buf[l-1] += int32(n)
 	copy(buf[l:], buf[:l])
 	cur, next = d, d
-	cur.ext = buf[:l:l]
-	next.ext, next.n = buf[l:2*l+1:2*l+1], d.n+1
+	cur.ext = &buf[0]
+	next.ext, next.n = &buf[l], d.n+1
 	return cur, next
 }
 

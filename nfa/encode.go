@@ -45,7 +45,7 @@ func (r *Run) AppendBinary(b []byte) []byte {
 		if c := cmpU64(x.ev.key, y.ev.key); c != 0 {
 			return c
 		}
-		return x.stage - y.stage
+		return int(x.stage) - int(y.stage)
 	})
 	index := make(map[*node]uint64, len(nodes))
 	for i, n := range nodes {
@@ -205,7 +205,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		if d.Err == nil && (ev == nil || stage >= uint64(len(n.stages))) {
 			d.Err = ErrCorruptRun
 		}
-		nd.ev, nd.stage = ev, int(stage)
+		nd.ev, nd.stage = ev, int32(stage)
 		nedges := d.Count()
 		for j := 0; j < nedges && d.Err == nil; j++ {
 			e := &edge{target: lookup(d.Uvarint())}
