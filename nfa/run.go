@@ -118,6 +118,7 @@ type scratch struct {
 	paths        []path
 	stageFirst   []int32
 	stageLast    []int32
+	discard      []*computation // prune's
 	// The free lists: computations no queue holds any more, edges their
 	// node dropped, nodes that left a buffer and buffered events no node
 	// holds, for reuse by the runs this Result serves. A node in the list
@@ -672,27 +673,28 @@ func (r *Run) processMatches(potential, partial *compQueue, res *Result) error {
 }
 
 func (r *Run) prune(q *compQueue, pruning eventID) {
-	var discard []*computation
+	discard := r.discard[:0]
 	for _, c := range q.q {
 		if c.hasStart && r.shouldPrune(c.startID, pruning) {
 			r.releaseNode(c.prev, &c.version)
 			discard = append(discard, c)
 		}
 	}
-	if len(discard) == 0 {
-		return
-	}
-	q.removeIf(func(x *computation) bool {
-		for _, d := range discard {
-			if x.equal(d) {
-				return true
+	if len(discard) > 0 {
+		q.removeIf(func(x *computation) bool {
+			for _, d := range discard {
+				if x.equal(d) {
+					return true
+				}
 			}
+			return false
+		})
+		for _, d := range discard {
+			r.freeComp(d)
 		}
-		return false
-	})
-	for _, d := range discard {
-		r.freeComp(d)
 	}
+	clear(discard)
+	r.discard = discard[:0]
 }
 
 // extractOne returns the single path of a computation (empty if it has taken
