@@ -8,7 +8,6 @@ package nfa
 type table[K comparable, V any] struct {
 	pairs []tablePair[K, V]
 	m     map[K]V // nil while the entries fit in pairs
-	spare map[K]V // an emptied m, kept by reset for the next spill
 }
 
 type tablePair[K comparable, V any] struct {
@@ -54,10 +53,7 @@ func (t *table[K, V]) put(k K, v V) {
 		t.pairs = append(t.pairs, tablePair[K, V]{k, v})
 		return
 	}
-	t.m, t.spare = t.spare, nil
-	if t.m == nil {
-		t.m = make(map[K]V, 2*tableSlots)
-	}
+	t.m = make(map[K]V, 2*tableSlots)
 	for _, p := range t.pairs {
 		t.m[p.k] = p.v
 	}
@@ -95,14 +91,8 @@ func (t *table[K, V]) each(f func(K, V)) {
 	}
 }
 
-// reset empties t, keeping the slice's storage and the map's: a run
-// reset and reused that spills again takes the map back instead of
-// allocating one.
+// reset empties t, keeping the slice's storage.
 func (t *table[K, V]) reset() {
 	clear(t.pairs)
-	if t.m != nil {
-		clear(t.m)
-		t.spare = t.m
-	}
 	t.pairs, t.m = t.pairs[:0], nil
 }
