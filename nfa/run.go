@@ -391,11 +391,13 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 // matches that were waiting on time (notFollowedBy at the end of a pattern)
 // are released into res.Matches.
 func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
-	if r.completed.len() == 0 && (!r.hasDeadline || r.deadline > ts) && (r.counts.len() == 0 || r.countsMin >= ts) {
+	if r.completed.len() == 0 && (!r.hasDeadline || r.deadline > ts) {
 		// No partial match has reached its deadline (the cached earliest
-		// one), none is held back, and no event counter is behind ts: the
-		// loop below would offer every computation again in heap-array
-		// order, which rebuilds the same heap, and release nothing.
+		// one) and none is held back: the loop below would offer every
+		// computation again in heap-array order, which rebuilds the same
+		// heap, and release nothing. Only the event counters behind ts
+		// go.
+		r.forgetCounts(ts)
 		return nil
 	}
 	r.use(res)
@@ -439,8 +441,13 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 	}
 	r.partial, r.spare = r.spare, r.partial
 	r.summarize()
-	// Forget the per-timestamp event counters behind ts (Flink's
-	// SharedBuffer.advanceTime); countsMin saves the scan when none is.
+	r.forgetCounts(ts)
+	return nil
+}
+
+// forgetCounts forgets the per-timestamp event counters behind ts (Flink's
+// SharedBuffer.advanceTime); countsMin saves the scan when none is.
+func (r *Run) forgetCounts(ts event.Time) {
 	if r.counts.len() > 0 && r.countsMin < ts {
 		r.countsMin = event.MaxTime
 		r.counts.each(func(t event.Time, _ int32) {
@@ -451,7 +458,6 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 			}
 		})
 	}
-	return nil
 }
 
 type wrapped struct {
