@@ -286,7 +286,7 @@ func (r *Run) freeEdge(e *edge) {
 }
 
 // maxFree bounds each free list of a Result.
-const maxFree = 4096
+const maxFree = 16384
 
 // recycle turns the free lists on; tests turn it off to compare runs that
 // reuse nothing with runs that do.
