@@ -21,6 +21,9 @@
 //   - An [NFA] is immutable after Compile and safe for concurrent use.
 //   - A [Run] belongs to one goroutine; it keeps pointers to the events it
 //     was given, which must not be modified afterwards.
+//   - The runs given one [Result] share its free lists (a buffer node one run
+//     released is reused by the next run that needs one), so they must all
+//     be used by the goroutine that uses the Result.
 //   - Conditions never panic: a failing condition evaluates to false.
 //
 // # Imports

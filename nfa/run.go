@@ -85,7 +85,11 @@ type Timeout struct {
 }
 
 // Result collects what one [Run.Process] or [Run.AdvanceTime] call released.
-// Callers reuse a Result across calls by calling Reset.
+// Callers reuse a Result across calls by calling Reset. It also holds the
+// working storage and the free lists of the runs it is given, so one
+// goroutine uses one Result for all its runs, and no other goroutine uses
+// those runs or the Result. The Matches and Timeouts it hands out are the
+// caller's: Reset forgets them without reusing their events' storage.
 type Result struct {
 	Matches  []Match
 	Timeouts []Timeout
