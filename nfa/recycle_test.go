@@ -1,6 +1,9 @@
 package nfa
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -145,5 +148,51 @@ func TestStaleNodeRef(t *testing.T) {
 		if !c.prev.isNil() {
 			t.Fatal("a stale computation reference decoded to a node")
 		}
+	}
+}
+
+// TestRunEncodingPinned: the runs of three keys sharing one Result, over a
+// fixed stream and four patterns, encode after every step to exactly the
+// bytes the code before the free lists and inline versions wrote
+// (e8ecfa8): checkpoints of either restore in the other. The hash covers,
+// per step, the pattern, step, key, match and timeout counts and the run's
+// encoding in hex, one line each. A deliberate change of the format bumps
+// runEncodingVersion and this hash together.
+func TestRunEncodingPinned(t *testing.T) {
+	const want = "921999e4792cb8d8afe59cd6702b166827a03a58205ad8d42517847ab3c48086"
+	rng := rand.New(rand.NewPCG(5, 9))
+	patterns := []*Pattern{
+		Begin("a").Where(nameIs("a")).FollowedByAny("b").Where(nameIs("b")).OneOrMore().AllowCombinations().
+			FollowedBy("c").Where(nameIs("c")).Within(20 * time.Millisecond),
+		Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameHas("b")).TimesOrMore(3).
+			FollowedBy("c").Where(nameIs("c")).Within(60 * time.Millisecond).Skip(SkipToNextEvent()),
+		Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")).
+			NotFollowedBy("c").Where(nameIs("c")).Within(7 * time.Millisecond).Skip(SkipPastLast()),
+		BeginGroup(Begin("a").Where(nameIs("a")).Next("b").Where(nameIs("b"))).TimesRange(1, 2).
+			FollowedBy("c").Where(nameIs("c")),
+	}
+	names := []string{"a", "b", "bb", "c", "x"}
+	h := sha256.New()
+	for pi, p := range patterns {
+		n := mustCompile(t, p, WithTimeouts())
+		var res Result
+		runs := [3]*Run{n.NewRun(), n.NewRun(), n.NewRun()}
+		ts := [3]event.Time{}
+		for i := range 300 {
+			k := rng.IntN(3)
+			ts[k] += event.Time(rng.IntN(3))
+			e := ev(uint64(i+1), names[rng.IntN(len(names))], 0, ts[k])
+			res.Reset()
+			if err := runs[k].AdvanceTime(e.Time, &res); err != nil {
+				t.Fatal(err)
+			}
+			if err := runs[k].Process(e, e.Time, &res); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(h, "%d %d %d m%d t%d %s\n", pi, i, k, len(res.Matches), len(res.Timeouts), hex.EncodeToString(runs[k].AppendBinary(nil)))
+		}
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		t.Fatalf("the encodings hash to %s, want %s (e8ecfa8's)", got, want)
 	}
 }
