@@ -117,3 +117,54 @@ rule card_busy_shop {
 		}
 	}
 }
+
+// TestKafkaAggregateKeys: in Kafka mode a rule reads only the aggregates
+// keyed by its own key fields (in any order); the refusal names the rule,
+// the aggregate and both keys.
+func TestKafkaAggregateKeys(t *testing.T) {
+	const head = `ruleset keys
+event time ts
+schema {
+  ts: time
+  card: string
+  shop: string
+  amount: float
+}
+aggregate shop_card_sum {
+  key shop, card
+  sum amount
+  window 1h
+}
+aggregate shop_count {
+  key shop
+  count
+  window 1h
+}
+`
+	for _, c := range []struct {
+		rule, want string
+	}{
+		{"rule r {\n key card, shop\n pattern {\n begin a where shop_card_sum > 1\n }\n}\nrule s {\n key shop\n pattern {\n begin a where shop_count > 1\n }\n}\n", ""},
+		{"rule r {\n key card\n pattern {\n begin a where amount > 1\n }\n}\n", ""},
+		{"rule r {\n key card\n pattern {\n begin a where shop_count > 1\n }\n}\n",
+			"rule r (key card) reads aggregate shop_count (key shop): in Kafka mode a rule reads only the aggregates keyed by its own key fields"},
+		{"rule r {\n key shop\n pattern {\n begin a where shop_card_sum > 1\n }\n}\n",
+			"rule r (key shop) reads aggregate shop_card_sum (key shop, card)"},
+	} {
+		rs, err := CompileRuleset("keys.cep", []byte(head+c.rule))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(WithRuleset(rs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = e.checkKafkaAggregates()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want none", c.rule, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.rule, err, c.want)
+		}
+	}
+}
