@@ -77,9 +77,10 @@ func sameAlerts(t *testing.T, what string, got, want []string) {
 //   - a transactional job of two instances of one group (merchant_cards
 //     computed on the repartition topic of merchant_id, the card
 //     aggregates on the input partitions), one killed after its third
-//     transaction and restarted only after its session timeout, so that
-//     the other takes its partitions with their aggregates from the
-//     changelog: the alerts topic read read_committed.
+//     transaction and restarted only after its session timeout: its
+//     partitions, their aggregators' held events and windows with them,
+//     are restored from the changelog (by the other instance, or by it
+//     back); the alerts topic read read_committed.
 func TestKafkaVelocity(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	bin := buildCepheus(t)
@@ -178,13 +179,19 @@ func TestKafkaVelocity(t *testing.T) {
 	// Away past its session timeout: b takes a's partitions over.
 	time.Sleep(2500 * time.Millisecond)
 	a = startChild(t, bin, instance("a"), "")
+	restored := false
 	for _, in := range []struct {
 		c    *child
 		name string
 	}{{a, "a"}, {b, "b"}} {
-		if e := wait(in.c, in.name); e.killed || e.code != 0 {
+		e := wait(in.c, in.name)
+		if e.killed || e.code != 0 {
 			t.Fatalf("instance %s: %s\n%s", in.name, e.describe(), e.tail())
 		}
+		restored = restored || strings.Contains(e.stderr, "changelog topic "+group+"-changelog")
+	}
+	if !restored {
+		t.Errorf("no instance restored partitions from the changelog")
 	}
 	var got []string
 	for _, l := range consumeTopic(t, bin, brokers, group+"-alerts") {
