@@ -134,6 +134,13 @@ type SharedOperator struct {
 	freeKeys []*keyState
 	evsPool  evsPool
 
+	// starts are the groups of rules with a start signature, by it.
+	starts map[string]*startGroup
+	// fireEpoch numbers the fireKey calls (startGroup.inert); fireElems is
+	// how many elements the current one releases.
+	fireEpoch uint64
+	fireElems int
+
 	// dirty lists the keys whose state changed since the last SnapshotTo
 	// (dropped keys included) while tracking; allDirty says every key must
 	// be written (before the first SnapshotTo, after a rule change).
@@ -156,10 +163,32 @@ type sharedRule struct {
 	err                        error // sticky: the rule's first run error (*KeyError)
 	dropped, matches, timeouts uint64
 	freeRuns                   []*nfa.Run
-	probe                      *nfa.Run // an idle run, to test elements at keys without one
+	start                      *startGroup // the rules whose start states decide alike
 	maxPartial                 int
 	coldPresent                int // cold keys at which the rule holds state
 }
+
+// startGroup is a set of rules whose start states decide alike about an
+// element (the same [nfa.NFA.StartSignature]; a rule without one is alone
+// in its group): whether an element is inert for an idle run of one of
+// them ([nfa.Run.Inert]) is whether it is for all, so a time advance
+// evaluates it once per element and group instead of once per element and
+// rule (docs/decisions.md, "Relevance filter").
+type startGroup struct {
+	sig   string   // "" for a rule alone in its group
+	probe *nfa.Run // an idle run of the group's first rule
+	rules int      // how many rules are in the group
+	// inert caches, during one fireKey (epoch), what the probe gave for
+	// each released element, by its position among them: 0 not known
+	// yet, inertYes or inertNo.
+	epoch uint64
+	inert []int8
+}
+
+const (
+	inertYes = 1
+	inertNo  = 2
+)
 
 // ruleSlot is one rule's state at one key. present says whether the rule's
 // own operator would hold the key (it has elements buffered that it sees
@@ -271,7 +300,7 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	}
 	o.thawAll()
 	o.allDirty = true
-	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, probe: r.NFA.NewRun(), maxPartial: r.MaxPartialMatches})
+	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches})
 	for _, ks := range o.keys {
 		var sl ruleSlot
 		for _, b := range ks.buf {
@@ -282,6 +311,25 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 		ks.rules = append(ks.rules, sl)
 	}
 	return nil
+}
+
+// startGroupOf returns the group of a rule being added with automaton n:
+// the group of the hosted rules with its start signature, or a new one.
+func (o *SharedOperator) startGroupOf(n *nfa.NFA) *startGroup {
+	sig, ok := n.StartSignature()
+	if !ok {
+		return &startGroup{probe: n.NewRun(), rules: 1}
+	}
+	g := o.starts[sig]
+	if g == nil {
+		g = &startGroup{sig: sig, probe: n.NewRun()}
+		if o.starts == nil {
+			o.starts = map[string]*startGroup{}
+		}
+		o.starts[sig] = g
+	}
+	g.rules++
+	return g
 }
 
 // RemoveRule removes a rule and drops its state; the other rules keep
@@ -295,6 +343,10 @@ func (o *SharedOperator) RemoveRule(id int) error {
 		return err
 	}
 	o.thawAll()
+	g := o.rules[i].start
+	if g.rules--; g.rules == 0 && g.sig != "" {
+		delete(o.starts, g.sig)
+	}
 	o.rules = slices.Delete(o.rules, i, i+1)
 	o.allDirty = true
 	for _, ks := range o.keys {
@@ -607,10 +659,13 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 		// Every element is stamped before t then (see Operator).
 		n = len(ks.buf)
 	}
-	if o.less != nil {
-		for i := range n {
+	o.fireEpoch++
+	o.fireElems = 0
+	for i := range n {
+		if o.less != nil {
 			slices.SortStableFunc(ks.buf[i].evs, o.less)
 		}
+		o.fireElems += len(ks.buf[i].evs)
 	}
 	for i, r := range o.rules {
 		if r.err != nil {
@@ -670,18 +725,22 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 // yet), an element it would only ignore ([nfa.Run.Inert]) is skipped, and
 // so is the time advance before it: both would change nothing. This is
 // the rule's relevance filter; it is exact because it only skips calls
-// that are no-ops (docs/decisions.md, "Relevance filter").
+// that are no-ops (docs/decisions.md, "Relevance filter"). Whether an
+// element is inert for an idle run is asked of the rule's start group,
+// which evaluates it once for all its rules.
 func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out *Output) error {
 	sl := &ks.rules[i]
-	probe := o.rules[i].probe
+	g := o.rules[i].start
+	k := -1 // the element's position among the released ones
 	for j := range n {
 		b := &ks.buf[j]
 		advanced := false
 		for _, ev := range b.evs {
+			k++
 			if len(sl.hidden) > 0 && sl.hides(ev) {
 				continue
 			}
-			if sl.run == nil && probe.Inert(ev, b.ts, &o.res) || sl.run != nil && sl.run.Inert(ev, b.ts, &o.res) {
+			if (sl.run == nil || sl.run.Idle()) && o.inert(g, k, ev, b.ts) {
 				continue
 			}
 			run := o.runOf(i, ks)
@@ -706,6 +765,28 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 	}
 	o.emit(i, ks, t, out)
 	return nil
+}
+
+// inert reports whether the k-th element released by the current fireKey,
+// ev at ts, is inert for an idle run of the rules of g.
+func (o *SharedOperator) inert(g *startGroup, k int, ev *event.Event, ts event.Time) bool {
+	if g.epoch != o.fireEpoch {
+		g.epoch = o.fireEpoch
+		g.inert = slices.Grow(g.inert[:0], o.fireElems)[:o.fireElems]
+		clear(g.inert)
+	}
+	switch g.inert[k] {
+	case inertYes:
+		return true
+	case inertNo:
+		return false
+	}
+	in := g.probe.Inert(ev, ts, &o.res)
+	g.inert[k] = inertNo
+	if in {
+		g.inert[k] = inertYes
+	}
+	return in
 }
 
 func (o *SharedOperator) seesAny(sl *ruleSlot, b *bucket) bool {

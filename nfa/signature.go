@@ -1,0 +1,147 @@
+package nfa
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Signer is implemented by conditions that can say when another condition
+// is the same predicate: two conditions whose Signature is the same
+// non-empty string accept the same events in every [Context] that holds
+// no events (the context of a start computation). A condition without a
+// signature (or with an empty one) equals no other.
+type Signer interface {
+	Signature() string
+}
+
+// StartSignature describes what the start state decides about an event:
+// its transitions and those reached from it through proceed transitions,
+// with their actions and conditions. When two automata give the same
+// signature (ok true), [Run.Inert] of an idle run of one gives, for every
+// event and timestamp, what it gives for an idle run of the other, so a
+// caller hosting many rules can evaluate it once for all of them. ok is
+// false when a condition has no signature, or when the proceed
+// transitions from the start state could make the evaluation depend on
+// more than the conditions (a cycle, or so many paths that the run's
+// bound on them might apply).
+func (n *NFA) StartSignature() (sig string, ok bool) {
+	start := n.states[n.start]
+	// The states reached through proceed transitions, numbered in the
+	// order first met, and how many paths reach each (decisionGraph visits
+	// a state once per path).
+	idx := map[*state]int{start: 0}
+	order := []*state{start}
+	for i := 0; i < len(order); i++ {
+		for _, t := range order[i].trans {
+			if _, seen := idx[t.dst]; t.act == actProceed && !seen {
+				idx[t.dst] = len(order)
+				order = append(order, t.dst)
+			}
+		}
+	}
+	paths := make([]int, len(order))
+	paths[0] = 1
+	if !pathCounts(order, idx, paths) {
+		return "", false
+	}
+	total := 0
+	for _, p := range paths {
+		total += p
+	}
+	if total > 64 { // decisionGraph's bound is at least 64 visits
+		return "", false
+	}
+	var b strings.Builder
+	for i, s := range order {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		for j, t := range s.trans {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(t.act.String())
+			switch {
+			case t.act == actProceed:
+				b.WriteString(">" + strconv.Itoa(idx[t.dst]))
+			case t.act == actIgnore && t.dst == start:
+				b.WriteString(">self")
+			}
+			if t.negOf > 0 && t.negOf <= 16 { // see decisionGraph's took
+				b.WriteString("!" + strconv.Itoa(t.negOf))
+				continue
+			}
+			c, ok := condSignature(t.cond)
+			if !ok {
+				return "", false
+			}
+			b.WriteString("(" + c + ")")
+		}
+	}
+	return b.String(), true
+}
+
+// pathCounts fills paths[i], the number of proceed paths from the start
+// state to order[i], given paths[0] = 1; false if the proceed
+// transitions among the states form a cycle.
+func pathCounts(order []*state, idx map[*state]int, paths []int) bool {
+	// Kahn's algorithm over the proceed edges of the closure.
+	indeg := make([]int, len(order))
+	for _, s := range order {
+		for _, t := range s.trans {
+			if t.act == actProceed {
+				indeg[idx[t.dst]]++
+			}
+		}
+	}
+	queue := []int{}
+	for i, d := range indeg {
+		if d == 0 {
+			queue = append(queue, i)
+		}
+	}
+	done := 0
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		done++
+		for _, t := range order[i].trans {
+			if t.act != actProceed {
+				continue
+			}
+			j := idx[t.dst]
+			paths[j] = min(paths[j]+paths[i], 1<<20)
+			if indeg[j]--; indeg[j] == 0 {
+				queue = append(queue, j)
+			}
+		}
+	}
+	return done == len(order)
+}
+
+// condSignature is c's signature, through the combinators of this
+// package.
+func condSignature(c Condition) (string, bool) {
+	switch c := c.(type) {
+	case nil, trueCond:
+		return "true", true
+	case andCond:
+		return pairSignature("and", c.a, c.b)
+	case orCond:
+		return pairSignature("or", c.a, c.b)
+	case notCond:
+		s, ok := condSignature(c.c)
+		return "not(" + s + ")", ok
+	case Signer:
+		if s := c.Signature(); s != "" {
+			return strconv.Quote(s), true
+		}
+	}
+	return "", false
+}
+
+func pairSignature(op string, a, b Condition) (string, bool) {
+	sa, oka := condSignature(a)
+	sb, okb := condSignature(b)
+	return op + "(" + sa + "," + sb + ")", oka && okb
+}
