@@ -190,6 +190,17 @@ const (
 	inertNo  = 2
 )
 
+// A key's rule slots (keyState.rules) are made when a rule first needs
+// state of its own there: a run, or hidden elements. Until then the key is
+// uniform (len(ks.rules) != len(o.rules), its slots not made): every rule
+// that has not failed is present there, ranked by the key's rank
+// (ks.order), with no run and nothing hidden, which is what arrive gives
+// every rule at a key it creates. Most keys of a stream stay uniform from
+// their first element to their last: their elements start no rule, and
+// they cost no slot and no per-rule work (materialize makes the slots).
+// A rule change or failure first makes every key's slots, so the rules
+// that are present at a uniform key are always those that have not failed.
+
 // ruleSlot is one rule's state at one key. present says whether the rule's
 // own operator would hold the key (it has elements buffered that it sees
 // or a run that is not empty); order is its rank, the Seq of the element
@@ -299,6 +310,7 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 		return err
 	}
 	o.thawAll()
+	o.materializeAll()
 	o.allDirty = true
 	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches})
 	for _, ks := range o.keys {
@@ -350,7 +362,9 @@ func (o *SharedOperator) RemoveRule(id int) error {
 	o.rules = slices.Delete(o.rules, i, i+1)
 	o.allDirty = true
 	for _, ks := range o.keys {
-		ks.rules = slices.Delete(ks.rules, i, i+1)
+		if len(ks.rules) == len(o.rules)+1 { // not uniform
+			ks.rules = slices.Delete(ks.rules, i, i+1)
+		}
 		o.touch(ks) // it may be dropped: its record must go
 		o.settle(ks)
 	}
@@ -420,7 +434,12 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	st := Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}
 	st.Keys = r.coldPresent
 	for _, ks := range o.keys {
-		if sl := &ks.rules[i]; sl.present {
+		if o.uniform(ks) {
+			if r.err == nil {
+				st.Keys++
+				st.BufferedEvents += ks.n
+			}
+		} else if sl := &ks.rules[i]; sl.present {
 			st.Keys++
 			st.BufferedEvents += ks.n - len(sl.hidden)
 		}
@@ -494,9 +513,35 @@ func (o *SharedOperator) keyState(k event.Key) (*keyState, bool) {
 		ks = &keyState{}
 	}
 	ks.key = k
-	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
+	ks.rules = ks.rules[:0] // uniform
 	o.keys[k] = ks
 	return ks, true
+}
+
+// uniform reports whether ks's rule slots are not made (see ruleSlot).
+func (o *SharedOperator) uniform(ks *keyState) bool { return len(ks.rules) != len(o.rules) }
+
+// materialize makes the rule slots of ks if it is uniform.
+func (o *SharedOperator) materialize(ks *keyState) {
+	if !o.uniform(ks) {
+		return
+	}
+	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
+	for i, r := range o.rules {
+		ks.rules[i] = ruleSlot{present: r.err == nil, order: ks.order}
+		if r.err != nil {
+			ks.rules[i].order = 0
+		}
+	}
+}
+
+// materializeAll makes the rule slots of every uniform key: before the
+// rules change, or a rule fails (a uniform key says nothing of when its
+// rules failed).
+func (o *SharedOperator) materializeAll() {
+	for _, ks := range o.keys {
+		o.materialize(ks)
+	}
 }
 
 // arrive records that element ev reached ks: every rule not present there
@@ -506,6 +551,9 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 	if created {
 		ks.order = ev.Seq
 	}
+	if o.uniform(ks) {
+		return // every rule that has not failed is present already
+	}
 	for i, r := range o.rules {
 		if sl := &ks.rules[i]; r.err == nil && !sl.present {
 			sl.present, sl.order = true, ev.Seq
@@ -514,6 +562,7 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 }
 
 func (o *SharedOperator) runOf(i int, ks *keyState) *nfa.Run {
+	o.materialize(ks)
 	sl := &ks.rules[i]
 	if sl.run == nil {
 		r := o.rules[i]
@@ -608,6 +657,7 @@ func (o *SharedOperator) processNow(k event.Key, ev *event.Event, out *Output) e
 		}
 		if err != nil {
 			o.res.Reset()
+			o.materializeAll()
 			r.err = &KeyError{Key: ks.key, Err: err}
 			errs = append(errs, &RuleError{Rule: r.id, Err: r.err})
 			continue
@@ -667,7 +717,15 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 		}
 		o.fireElems += len(ks.buf[i].evs)
 	}
+	if o.uniform(ks) && o.startsAny(ks, n) {
+		o.materialize(ks)
+	}
 	for i, r := range o.rules {
+		if o.uniform(ks) {
+			// No rule has state of its own at ks and no released element
+			// starts any: every rule would skip them all (fireRule).
+			break
+		}
 		if r.err != nil {
 			continue
 		}
@@ -767,6 +825,29 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 	return nil
 }
 
+// startsAny reports whether an element of the first n buckets of ks (all
+// released by the current fireKey) is not inert for the start group of
+// some rule.
+func (o *SharedOperator) startsAny(ks *keyState, n int) bool {
+	for _, r := range o.rules {
+		g := r.start
+		if g.epoch == o.fireEpoch {
+			continue // asked already, as the group of an earlier rule
+		}
+		k := 0
+		for j := range n {
+			b := &ks.buf[j]
+			for _, ev := range b.evs {
+				if !o.inert(g, k, ev, b.ts) {
+					return true
+				}
+				k++
+			}
+		}
+	}
+	return false
+}
+
 // inert reports whether the k-th element released by the current fireKey,
 // ev at ts, is inert for an idle run of the rules of g.
 func (o *SharedOperator) inert(g *startGroup, k int, ev *event.Event, ts event.Time) bool {
@@ -813,6 +894,12 @@ func (o *SharedOperator) order(base int, out *Output) error {
 		*l = ruleFail{failed: true, at: g.at}
 	}
 	var errs []error
+	for i := range o.fails {
+		if o.fails[i].failed {
+			o.materializeAll()
+			break
+		}
+	}
 	for i := range o.fails {
 		if f := &o.fails[i]; f.failed {
 			sorted = false
@@ -901,6 +988,19 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot) (event.Time, bool) 
 // does and nothing is buffered, or re-arms its timer for its earliest due
 // time (its first buffered element or a rule's window deadline).
 func (o *SharedOperator) settle(ks *keyState) {
+	if o.uniform(ks) {
+		// Every rule that has not failed is present while elements are
+		// buffered, waiting for the first one; none holds anything else.
+		switch {
+		case ks.n == 0:
+			o.timers.disarm(ks)
+			delete(o.keys, ks.key)
+			o.release(ks)
+		case !ks.timer.armed || ks.timer.due != o.bufferDue(ks.buf[0].ts):
+			o.timers.arm(ks, o.bufferDue(ks.buf[0].ts))
+		}
+		return
+	}
 	keep := ks.n > 0
 	due, ok := event.MaxTime, false
 	if ks.n > 0 {

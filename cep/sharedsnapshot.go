@@ -289,8 +289,14 @@ func (o *SharedOperator) appendHeader(b []byte) []byte {
 func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
 	b = binary.AppendUvarint(b, ks.order)
 	b = appendBuffer(b, ks)
-	for i := range ks.rules {
-		sl := &ks.rules[i]
+	uniform := o.uniform(ks)
+	for i := range o.rules {
+		var sl *ruleSlot
+		if uniform {
+			sl = &ruleSlot{present: o.rules[i].err == nil, order: ks.order}
+		} else {
+			sl = &ks.rules[i]
+		}
 		var flags byte
 		if sl.present {
 			flags |= 1
