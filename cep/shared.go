@@ -127,6 +127,7 @@ type SharedOperator struct {
 	fired   []*keyState
 	groups  []ruleGroup // what each (key, rule) fired in one time advance emitted
 	fails   []ruleFail  // by rule position, during one time advance
+	last    []ruleFail  // order's scratch
 	scratch []Item
 	wake    event.Time
 	woken   bool
@@ -883,8 +884,13 @@ func (o *SharedOperator) seesAny(sl *ruleSlot, b *bucket) bool {
 // rule's own order of keys, drops what a failed rule emitted after its
 // failure in that order, and marks the failed rules.
 func (o *SharedOperator) order(base int, out *Output) error {
-	last := make([]ruleFail, 0, 8) // per rule: the last group seen, to check the order
-	last = slices.Grow(last, len(o.rules))[:len(o.rules)]
+	if len(o.groups) == 0 && !slices.ContainsFunc(o.fails, func(f ruleFail) bool { return f.failed }) {
+		return nil // nothing emitted, nothing failed: the common time advance
+	}
+	// Per rule: the last group seen, to check the order.
+	o.last = slices.Grow(o.last[:0], len(o.rules))[:len(o.rules)]
+	clear(o.last)
+	last := o.last
 	sorted := true
 	for _, g := range o.groups {
 		l := &last[g.rule]
