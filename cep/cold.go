@@ -107,6 +107,9 @@ func partialsOf(ks *keyState) int {
 		if r := ks.rules[i].run; r != nil {
 			n += r.PartialMatches()
 		}
+		if ks.rules[i].pend != nil {
+			n++ // one partial match (nfa.NFA.DeferrableStart)
+		}
 	}
 	return n
 }

@@ -167,6 +167,11 @@ type sharedRule struct {
 	start                      *startGroup // the rules whose start states decide alike
 	maxPartial                 int
 	coldPresent                int // cold keys at which the rule holds state
+	// deferStart says that the rule's runs may start late (see
+	// ruleSlot.pend): its NFA's DeferrableStart holds and it has no
+	// partial-match limit; window is its NFA's window then.
+	deferStart bool
+	window     event.Time
 }
 
 // startGroup is a set of rules whose start states decide alike about an
@@ -211,6 +216,17 @@ type ruleSlot struct {
 	run     *nfa.Run
 	order   uint64
 	present bool
+	// pend, when not nil, is the first element the rule's run took at
+	// the key, at pendTs, with no run made for it: for a rule whose start
+	// is deferrable ([nfa.NFA.DeferrableStart]) it is noted instead, and
+	// the run is made and given it (then advanced to pendAt if pendAdv)
+	// when the rule's next element at the key comes (startPending), or
+	// forgotten at pendTs + window when none came: the run would be empty
+	// again then, having released nothing. run is nil while pend is not.
+	pend    *event.Event
+	pendTs  event.Time
+	pendAt  event.Time
+	pendAdv bool
 	// hidden are the buffered elements that arrived before the rule was
 	// added: the rule never sees them.
 	hidden []hiddenElem
@@ -313,7 +329,10 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	o.thawAll()
 	o.materializeAll()
 	o.allDirty = true
-	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches})
+	o.rules = append(o.rules, &sharedRule{
+		id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches,
+		deferStart: r.NFA.DeferrableStart() && r.MaxPartialMatches == 0, window: event.Time(r.NFA.Window()),
+	})
 	for _, ks := range o.keys {
 		var sl ruleSlot
 		for _, b := range ks.buf {
@@ -731,7 +750,7 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 			continue
 		}
 		sl := &ks.rules[i]
-		due, ok := o.slotDue(ks, sl)
+		due, ok := o.slotDue(ks, sl, r)
 		f := &o.fails[i]
 		at := keyOrder{due: due, rank: sl.order, key: ks.key}
 		if !ok || due > t || f.failed && at.cmp(f.at) >= 0 {
@@ -789,7 +808,7 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 // which evaluates it once for all its rules.
 func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out *Output) error {
 	sl := &ks.rules[i]
-	g := o.rules[i].start
+	r := o.rules[i]
 	k := -1 // the element's position among the released ones
 	for j := range n {
 		b := &ks.buf[j]
@@ -799,8 +818,18 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 			if len(sl.hidden) > 0 && sl.hides(ev) {
 				continue
 			}
-			if (sl.run == nil || sl.run.Idle()) && o.inert(g, k, ev, b.ts) {
+			if sl.pend == nil && (sl.run == nil || sl.run.Idle()) && o.inert(r.start, k, ev, b.ts) {
 				continue
+			}
+			if sl.run == nil && sl.pend == nil && r.deferStart && t < b.ts+r.window {
+				// The run would be made, advanced to b.ts (nothing to do
+				// for a new run) and given ev: note ev instead.
+				sl.pend, sl.pendTs, sl.pendAdv = ev, b.ts, false
+				advanced = true
+				continue
+			}
+			if err := o.startPending(i, ks, out); err != nil {
+				return err
 			}
 			run := o.runOf(i, ks)
 			if !advanced {
@@ -816,6 +845,21 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 			o.emit(i, ks, b.ts, out)
 		}
 	}
+	if sl.pend != nil {
+		switch {
+		case !sl.pendAdv && t < sl.pendTs+r.window:
+			sl.pendAt, sl.pendAdv = t, true // what the run would be advanced to
+			return nil
+		case t >= sl.pendTs+r.window && !o.seesAfter(ks, sl, n):
+			// The run would release nothing and be empty, then dropped
+			// as the rule sees nothing more at the key.
+			sl.pend = nil
+			return nil
+		}
+		if err := o.startPending(i, ks, out); err != nil {
+			return err
+		}
+	}
 	if sl.run == nil {
 		return nil
 	}
@@ -824,6 +868,42 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 	}
 	o.emit(i, ks, t, out)
 	return nil
+}
+
+// startPending makes the run of rule i at ks if its start was deferred
+// (ruleSlot.pend) and makes it the calls it was spared: Process of the
+// noted element, then AdvanceTime to pendAt if the run would have been
+// advanced. They release nothing ([nfa.NFA.DeferrableStart]).
+func (o *SharedOperator) startPending(i int, ks *keyState, out *Output) error {
+	sl := &ks.rules[i]
+	if sl.pend == nil {
+		return nil
+	}
+	ev, ts := sl.pend, sl.pendTs
+	sl.pend = nil
+	run := o.runOf(i, ks)
+	if err := run.Process(ev, ts, &o.res); err != nil {
+		return err
+	}
+	o.emit(i, ks, ts, out)
+	if sl.pendAdv {
+		if err := run.AdvanceTime(sl.pendAt, &o.res); err != nil {
+			return err
+		}
+		o.emit(i, ks, sl.pendAt, out)
+	}
+	return nil
+}
+
+// seesAfter reports whether the rule of sl sees an element buffered at ks
+// after the first n buckets.
+func (o *SharedOperator) seesAfter(ks *keyState, sl *ruleSlot, n int) bool {
+	for j := n; j < len(ks.buf); j++ {
+		if len(sl.hidden) == 0 || o.seesAny(sl, &ks.buf[j]) {
+			return true
+		}
+	}
+	return false
 }
 
 // startsAny reports whether an element of the first n buckets of ks (all
@@ -974,7 +1054,7 @@ func (o *SharedOperator) unemit(i int, items []Item) {
 // slotDue is the time at which the rule of sl must fire at ks next, as
 // its own operator computes it ([Operator.dueOf]) over the elements it
 // sees.
-func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot) (event.Time, bool) {
+func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot, r *sharedRule) (event.Time, bool) {
 	due, ok := event.MaxTime, false
 	for j := range ks.buf {
 		if len(sl.hidden) == 0 || o.seesAny(sl, &ks.buf[j]) {
@@ -984,6 +1064,11 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot) (event.Time, bool) 
 	}
 	if sl.run != nil {
 		if d, has := sl.run.NextDeadline(); has && d < due {
+			due, ok = d, true
+		}
+	}
+	if sl.pend != nil {
+		if d := sl.pendTs + r.window; d < due {
 			due, ok = d, true
 		}
 	}
@@ -1017,7 +1102,7 @@ func (o *SharedOperator) settle(ks *keyState) {
 			continue
 		}
 		sl := &ks.rules[i]
-		sl.present = ks.n > len(sl.hidden) || sl.run != nil && !sl.run.Empty()
+		sl.present = ks.n > len(sl.hidden) || sl.run != nil && !sl.run.Empty() || sl.pend != nil
 		if !sl.present {
 			o.recycleRun(i, sl)
 			continue
@@ -1027,6 +1112,9 @@ func (o *SharedOperator) settle(ks *keyState) {
 			if d, has := sl.run.NextDeadline(); has && d < due {
 				due, ok = d, true
 			}
+		}
+		if sl.pend != nil && sl.pendTs+r.window < due {
+			due, ok = sl.pendTs+r.window, true
 		}
 	}
 	switch {

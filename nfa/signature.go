@@ -145,3 +145,48 @@ func pairSignature(op string, a, b Condition) (string, bool) {
 	sb, okb := condSignature(b)
 	return op + "(" + sa + "," + sb + ")", oka && okb
 }
+
+// DeferrableStart reports whether what an idle run does with its first
+// event is known without running it, for a caller that would rather not
+// make a run for every key whose first event starts a partial match (most
+// of which expire without a second event). It holds for automata whose
+// start state has exactly one transition, a take, to a state that is
+// neither final, stop nor pending and has no proceed transition; with a
+// window ([NFA.Window] > 0), no gap window on any state and no timeout
+// reporting. Then, for an idle run with no partial-match limit and an
+// event ev that is not [Run.Inert] for it at ts:
+//
+//   - Process(ev, ts) releases nothing (no match, timeout or drop) and
+//     leaves one partial match, with NextDeadline ts + Window();
+//   - AdvanceTime(t) releases nothing for any t; for t >= ts + Window()
+//     it leaves the run [Run.Empty];
+//   - the conditions it evaluates are those of the start state, nothing
+//     more.
+//
+// So a caller may note (ev, ts) instead and either replay Process(ev, ts)
+// (and the AdvanceTime calls it skipped) on a new run when the next event
+// comes, or forget it once time reaches ts + Window() with no event.
+func (n *NFA) DeferrableStart() bool {
+	if n.handleTimeout || n.windowTime <= 0 {
+		return false
+	}
+	for _, s := range n.states {
+		if s.gap > 0 || s.typ == stPending {
+			return false
+		}
+	}
+	start := n.states[n.start]
+	if len(start.trans) != 1 || start.trans[0].act != actTake {
+		return false
+	}
+	dst := start.trans[0].dst
+	if dst.typ != stNormal {
+		return false
+	}
+	for _, t := range dst.trans {
+		if t.act == actProceed {
+			return false
+		}
+	}
+	return true
+}

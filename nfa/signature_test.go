@@ -54,3 +54,54 @@ func TestStartSignature(t *testing.T) {
 		t.Errorf("CondFunc start: signature %q", c)
 	}
 }
+
+func TestDeferrableStart(t *testing.T) {
+	compile := func(p *Pattern, opts ...Option) *NFA {
+		t.Helper()
+		n, err := Compile(p, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	w4 := func() *Pattern {
+		return Begin("a").Where(signed("x")).FollowedBy("b").Where(signed("y")).FollowedBy("c").Where(signed("z"))
+	}
+	n := compile(w4().Within(time.Second))
+	if !n.DeferrableStart() {
+		t.Fatalf("W4's shape is not deferrable:\n%s", n)
+	}
+	// What the doc promises, on a run that takes x at 100.
+	var res Result
+	r := n.NewRun()
+	x := &event.Event{Time: 100, Seq: 1, Fields: []event.Value{event.String("x")}}
+	if r.Inert(x, 100, &res) {
+		t.Fatal("x is inert")
+	}
+	if err := r.Process(x, 100, &res); err != nil || len(res.Matches)+len(res.Timeouts)+res.Dropped > 0 {
+		t.Fatalf("Process: %v, %+v", err, res)
+	}
+	if d, ok := r.NextDeadline(); !ok || d != 1100 || r.PartialMatches() != 1 {
+		t.Fatalf("deadline %d %v, %d partial matches", d, ok, r.PartialMatches())
+	}
+	for _, at := range []event.Time{100, 1099, 1100} {
+		if err := r.AdvanceTime(at, &res); err != nil || len(res.Matches)+len(res.Timeouts)+res.Dropped > 0 {
+			t.Fatalf("AdvanceTime(%d): %v, %+v", at, err, res)
+		}
+	}
+	if !r.Empty() {
+		t.Fatal("not empty after the window")
+	}
+	for name, p := range map[string]*NFA{
+		"no window":       compile(w4()),
+		"timeouts":        compile(w4().Within(time.Second), WithTimeouts()),
+		"one stage":       compile(Begin("a").Where(signed("x")).Within(time.Second)),
+		"looping start":   compile(Begin("a").Where(signed("x")).OneOrMore().FollowedBy("b").Where(signed("y")).Within(time.Second)),
+		"optional second": compile(Begin("a").Where(signed("x")).FollowedBy("b").Where(signed("y")).Optional().FollowedBy("c").Where(signed("z")).Within(time.Second)),
+		"gap":             compile(Begin("a").Where(signed("x")).FollowedBy("b").Where(signed("y")).WithinGap(time.Second).Within(time.Second)),
+	} {
+		if p.DeferrableStart() {
+			t.Errorf("%s: deferrable", name)
+		}
+	}
+}
