@@ -137,6 +137,9 @@ type SharedOperator struct {
 
 	// starts are the groups of rules with a start signature, by it.
 	starts map[string]*startGroup
+	// quiet are the uniform keys at which the rules of one start group
+	// started quietly (quietStart).
+	quiet map[*keyState]quietStart
 	// fireEpoch numbers the fireKey calls (startGroup.inert); fireElems is
 	// how many elements the current one releases.
 	fireEpoch uint64
@@ -206,6 +209,23 @@ const (
 // they cost no slot and no per-rule work (materialize makes the slots).
 // A rule change or failure first makes every key's slots, so the rules
 // that are present at a uniform key are always those that have not failed.
+
+// quietStart is a deferred start (ruleSlot.pend) of every rule of one
+// start group at a uniform key, noted once for the key instead of in each
+// rule's slot: those rules took ev at ts, their runs would have been
+// advanced to at, and they hold it until ts + window. The other rules are
+// present as at any uniform key while others holds (elements were
+// buffered since the key was created) and absent once it does not. The
+// next element to arrive or be released at the key, a rule change or
+// failure, or a snapshot make the key's slots (materialize); at
+// ts + window with nothing buffered the key is dropped, as every rule's
+// run would be empty again.
+type quietStart struct {
+	group          *startGroup
+	ev             *event.Event
+	ts, at, window event.Time
+	others         bool
+}
 
 // ruleSlot is one rule's state at one key. present says whether the rule's
 // own operator would hold the key (it has elements buffered that it sees
@@ -375,6 +395,7 @@ func (o *SharedOperator) RemoveRule(id int) error {
 		return err
 	}
 	o.thawAll()
+	o.materializeAll()
 	g := o.rules[i].start
 	if g.rules--; g.rules == 0 && g.sig != "" {
 		delete(o.starts, g.sig)
@@ -449,6 +470,9 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	i := o.pos(id)
 	if i < 0 {
 		return Stats{}, fmt.Errorf("%w: %d", ErrUnknownRule, id)
+	}
+	for ks := range o.quiet {
+		o.materialize(ks)
 	}
 	r := o.rules[i]
 	st := Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}
@@ -546,11 +570,19 @@ func (o *SharedOperator) materialize(ks *keyState) {
 	if !o.uniform(ks) {
 		return
 	}
+	q, quiet := o.quiet[ks]
+	if quiet {
+		delete(o.quiet, ks)
+	}
 	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
 	for i, r := range o.rules {
-		ks.rules[i] = ruleSlot{present: r.err == nil, order: ks.order}
-		if r.err != nil {
-			ks.rules[i].order = 0
+		sl := &ks.rules[i]
+		*sl = ruleSlot{present: r.err == nil, order: ks.order}
+		switch {
+		case quiet && r.start == q.group:
+			sl.pend, sl.pendTs, sl.pendAt, sl.pendAdv = q.ev, q.ts, q.at, true
+		case r.err != nil || quiet && !q.others:
+			sl.present, sl.order = false, 0
 		}
 	}
 }
@@ -572,7 +604,10 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 		ks.order = ev.Seq
 	}
 	if o.uniform(ks) {
-		return // every rule that has not failed is present already
+		if _, quiet := o.quiet[ks]; !quiet {
+			return // every rule that has not failed is present already
+		}
+		o.materialize(ks)
 	}
 	for i, r := range o.rules {
 		if sl := &ks.rules[i]; r.err == nil && !sl.present {
@@ -608,6 +643,7 @@ func (o *SharedOperator) recycleRun(i int, sl *ruleSlot) {
 
 // release recycles the record of a key whose state was dropped.
 func (o *SharedOperator) release(ks *keyState) {
+	delete(o.quiet, ks)
 	for i := range ks.rules {
 		o.recycleRun(i, &ks.rules[i])
 	}
@@ -737,8 +773,16 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 		}
 		o.fireElems += len(ks.buf[i].evs)
 	}
-	if o.uniform(ks) && o.startsAny(ks, n) {
-		o.materialize(ks)
+	if o.uniform(ks) {
+		if q, quiet := o.quiet[ks]; quiet {
+			if n > 0 || ks.n > 0 || t < q.ts+q.window {
+				o.materialize(ks)
+			} else {
+				delete(o.quiet, ks) // the runs would be empty again: settle drops the key
+			}
+		} else if o.startsAny(ks, n) && !o.startQuietly(ks, n, t) {
+			o.materialize(ks)
+		}
 	}
 	for i, r := range o.rules {
 		if o.uniform(ks) {
@@ -904,6 +948,64 @@ func (o *SharedOperator) seesAfter(ks *keyState, sl *ruleSlot, n int) bool {
 		}
 	}
 	return false
+}
+
+// startQuietly notes the start of the rules of one group at uniform key
+// ks as a quietStart, when that is what fireRule would do for each of
+// them: the last element released, and no other, is not inert for the
+// rules of that group and inert for every other rule; the group's rules
+// defer their starts (with one window, which t has not reached since the
+// element) and no rule failed. It reports whether it did.
+func (o *SharedOperator) startQuietly(ks *keyState, n int, t event.Time) bool {
+	var g *startGroup
+	var window event.Time
+	for _, r := range o.rules {
+		if r.err != nil {
+			return false
+		}
+		if r.start == g {
+			if !r.deferStart || r.window != window {
+				return false
+			}
+			continue
+		}
+		starts, lastOnly := o.starting(r.start, ks, n)
+		if !starts {
+			continue
+		}
+		if g != nil || !lastOnly || !r.deferStart {
+			return false
+		}
+		g, window = r.start, r.window
+	}
+	b := &ks.buf[n-1]
+	if g == nil || t >= b.ts+window {
+		return false
+	}
+	if o.quiet == nil {
+		o.quiet = map[*keyState]quietStart{}
+	}
+	o.quiet[ks] = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true}
+	return true
+}
+
+// starting reports whether an element of the first n buckets of ks is
+// not inert for the rules of g, and whether the last one is the only one.
+func (o *SharedOperator) starting(g *startGroup, ks *keyState, n int) (starts, lastOnly bool) {
+	k := 0
+	for j := range n {
+		b := &ks.buf[j]
+		for _, ev := range b.evs {
+			if !o.inert(g, k, ev, b.ts) {
+				if k != o.fireElems-1 {
+					return true, false
+				}
+				starts = true
+			}
+			k++
+		}
+	}
+	return starts, starts
 }
 
 // startsAny reports whether an element of the first n buckets of ks (all
@@ -1081,14 +1183,26 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot, r *sharedRule) (eve
 func (o *SharedOperator) settle(ks *keyState) {
 	if o.uniform(ks) {
 		// Every rule that has not failed is present while elements are
-		// buffered, waiting for the first one; none holds anything else.
+		// buffered, waiting for the first one; none holds anything else,
+		// but a quiet start's rules, until its window ends.
+		due, ok := event.MaxTime, false
+		if ks.n > 0 {
+			due, ok = o.bufferDue(ks.buf[0].ts), true
+		}
+		if q, quiet := o.quiet[ks]; quiet {
+			if ks.n == 0 && q.others {
+				q.others = false
+				o.quiet[ks] = q
+			}
+			due, ok = min(due, q.ts+q.window), true
+		}
 		switch {
-		case ks.n == 0:
+		case !ok:
 			o.timers.disarm(ks)
 			delete(o.keys, ks.key)
 			o.release(ks)
-		case !ks.timer.armed || ks.timer.due != o.bufferDue(ks.buf[0].ts):
-			o.timers.arm(ks, o.bufferDue(ks.buf[0].ts))
+		case !ks.timer.armed || ks.timer.due != due:
+			o.timers.arm(ks, due)
 		}
 		return
 	}

@@ -288,6 +288,9 @@ func (o *SharedOperator) appendHeader(b []byte) []byte {
 // appendKey appends the record of ks (without its version byte).
 func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
 	b = binary.AppendUvarint(b, ks.order)
+	if _, quiet := o.quiet[ks]; quiet {
+		o.materialize(ks)
+	}
 	uniform := o.uniform(ks)
 	if !uniform {
 		// A deferred start is written as the run it stands for.
