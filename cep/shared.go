@@ -175,6 +175,7 @@ type sharedRule struct {
 	// partial-match limit; window is its NFA's window then.
 	deferStart bool
 	window     event.Time
+	probe      *nfa.Run // an idle run of the rule's, for PendingIgnores (deferStart only)
 }
 
 // startGroup is a set of rules whose start states decide alike about an
@@ -192,6 +193,9 @@ type startGroup struct {
 	// yet, inertYes or inertNo.
 	epoch uint64
 	inert []int8
+	// starts is the epoch in which startsAny found every released
+	// element inert for the group.
+	starts uint64
 }
 
 const (
@@ -214,17 +218,20 @@ const (
 // start group at a uniform key, noted once for the key instead of in each
 // rule's slot: those rules took ev at ts, their runs would have been
 // advanced to at, and they hold it until ts + window. The other rules are
-// present as at any uniform key while others holds (elements were
-// buffered since the key was created) and absent once it does not. The
-// next element to arrive or be released at the key, a rule change or
-// failure, or a snapshot make the key's slots (materialize); at
-// ts + window with nothing buffered the key is dropped, as every rule's
-// run would be empty again.
+// present while others holds, ranked by othersOrder (the key's rank
+// until nothing is buffered there: then they are absent, until the next
+// element arrives), as at a key with slots. Elements released before
+// ts + window that start no rule and leave every rule's partial match
+// unchanged ([nfa.Run.PendingIgnores]) keep it as it is, with the later
+// time; any other element, a rule change or failure, or a snapshot make
+// the key's slots (materialize). At ts + window with nothing buffered
+// the key is dropped, as every rule's run would be empty again.
 type quietStart struct {
 	group          *startGroup
 	ev             *event.Event
 	ts, at, window event.Time
 	others         bool
+	othersOrder    uint64 // the others' rank while others holds
 }
 
 // ruleSlot is one rule's state at one key. present says whether the rule's
@@ -349,10 +356,14 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	o.thawAll()
 	o.materializeAll()
 	o.allDirty = true
-	o.rules = append(o.rules, &sharedRule{
+	sr := &sharedRule{
 		id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches,
 		deferStart: r.NFA.DeferrableStart() && r.MaxPartialMatches == 0, window: event.Time(r.NFA.Window()),
-	})
+	}
+	if sr.deferStart {
+		sr.probe = r.NFA.NewRun()
+	}
+	o.rules = append(o.rules, sr)
 	for _, ks := range o.keys {
 		var sl ruleSlot
 		for _, b := range ks.buf {
@@ -471,15 +482,13 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	if i < 0 {
 		return Stats{}, fmt.Errorf("%w: %d", ErrUnknownRule, id)
 	}
-	for ks := range o.quiet {
-		o.materialize(ks)
-	}
 	r := o.rules[i]
 	st := Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}
 	st.Keys = r.coldPresent
 	for _, ks := range o.keys {
 		if o.uniform(ks) {
-			if r.err == nil {
+			q, quiet := o.quiet[ks]
+			if r.err == nil && (!quiet || r.start == q.group || q.others) {
 				st.Keys++
 				st.BufferedEvents += ks.n
 			}
@@ -583,6 +592,8 @@ func (o *SharedOperator) materialize(ks *keyState) {
 			sl.pend, sl.pendTs, sl.pendAt, sl.pendAdv = q.ev, q.ts, q.at, true
 		case r.err != nil || quiet && !q.others:
 			sl.present, sl.order = false, 0
+		case quiet:
+			sl.order = q.othersOrder
 		}
 	}
 }
@@ -604,10 +615,11 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 		ks.order = ev.Seq
 	}
 	if o.uniform(ks) {
-		if _, quiet := o.quiet[ks]; !quiet {
-			return // every rule that has not failed is present already
+		if q, quiet := o.quiet[ks]; quiet && !q.others {
+			q.others, q.othersOrder = true, ev.Seq
+			o.quiet[ks] = q
 		}
-		o.materialize(ks)
+		return // every rule that has not failed is present already
 	}
 	for i, r := range o.rules {
 		if sl := &ks.rules[i]; r.err == nil && !sl.present {
@@ -775,10 +787,14 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 	}
 	if o.uniform(ks) {
 		if q, quiet := o.quiet[ks]; quiet {
-			if n > 0 || ks.n > 0 || t < q.ts+q.window {
-				o.materialize(ks)
-			} else {
+			switch {
+			case n == 0 && ks.n == 0 && t >= q.ts+q.window:
 				delete(o.quiet, ks) // the runs would be empty again: settle drops the key
+			case t < q.ts+q.window && !o.startsAny(ks, n) && o.quietIgnores(ks, n, q):
+				q.at = t // every run would be advanced to t, having ignored them
+				o.quiet[ks] = q
+			default:
+				o.materialize(ks)
 			}
 		} else if o.startsAny(ks, n) && !o.startQuietly(ks, n, t) {
 			o.materialize(ks)
@@ -865,6 +881,10 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 			if sl.pend == nil && (sl.run == nil || sl.run.Idle()) && o.inert(r.start, k, ev, b.ts) {
 				continue
 			}
+			if sl.pend != nil && b.ts < sl.pendTs+r.window && o.inert(r.start, k, ev, b.ts) &&
+				r.probe.PendingIgnores(sl.pend, ev, b.ts, &o.res) {
+				continue // the run would be advanced to b.ts and change nothing
+			}
 			if sl.run == nil && sl.pend == nil && r.deferStart && t < b.ts+r.window {
 				// The run would be made, advanced to b.ts (nothing to do
 				// for a new run) and given ev: note ev instead.
@@ -891,7 +911,7 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 	}
 	if sl.pend != nil {
 		switch {
-		case !sl.pendAdv && t < sl.pendTs+r.window:
+		case t < sl.pendTs+r.window:
 			sl.pendAt, sl.pendAdv = t, true // what the run would be advanced to
 			return nil
 		case t >= sl.pendTs+r.window && !o.seesAfter(ks, sl, n):
@@ -985,7 +1005,27 @@ func (o *SharedOperator) startQuietly(ks *keyState, n int, t event.Time) bool {
 	if o.quiet == nil {
 		o.quiet = map[*keyState]quietStart{}
 	}
-	o.quiet[ks] = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true}
+	o.quiet[ks] = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true, othersOrder: ks.order}
+	return true
+}
+
+// quietIgnores reports whether the rules of q's group all leave their
+// partial match unchanged given each of the elements of the first n
+// buckets of ks (nfa.Run.PendingIgnores), which start no rule.
+func (o *SharedOperator) quietIgnores(ks *keyState, n int, q quietStart) bool {
+	for _, r := range o.rules {
+		if r.start != q.group {
+			continue
+		}
+		for j := range n {
+			b := &ks.buf[j]
+			for _, ev := range b.evs {
+				if !r.probe.PendingIgnores(q.ev, ev, b.ts, &o.res) {
+					return false
+				}
+			}
+		}
+	}
 	return true
 }
 
@@ -1014,7 +1054,7 @@ func (o *SharedOperator) starting(g *startGroup, ks *keyState, n int) (starts, l
 func (o *SharedOperator) startsAny(ks *keyState, n int) bool {
 	for _, r := range o.rules {
 		g := r.start
-		if g.epoch == o.fireEpoch {
+		if g.starts == o.fireEpoch {
 			continue // asked already, as the group of an earlier rule
 		}
 		k := 0
@@ -1027,6 +1067,7 @@ func (o *SharedOperator) startsAny(ks *keyState, n int) bool {
 				k++
 			}
 		}
+		g.starts = o.fireEpoch
 	}
 	return false
 }

@@ -1,8 +1,11 @@
 package nfa
 
 import (
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 // Signer is implemented by conditions that can say when another condition
@@ -189,4 +192,61 @@ func (n *NFA) DeferrableStart() bool {
 		}
 	}
 	return true
+}
+
+// PendingIgnores is, for an automaton with a deferrable start
+// ([NFA.DeferrableStart]), whether an event leaves the partial match of a
+// start unchanged: given a run of the automaton that took only first, from
+// idle, and an event ev at ts (before the end of the window) that is
+// inert for its start state, it reports whether Process(ev, ts) would
+// change nothing, the partial match staying where it waits with no take
+// and no branch (exactly one transition of that state accepts ev: an
+// ignore that loops on it). It evaluates that state's conditions as
+// Process would, in a context holding first; r may be any run of the
+// automaton (only its automaton and working storage are used).
+//
+// With it, a caller that noted first instead of making the run can skip
+// ev too: the run it makes later, given first and then advanced to a
+// later time, is the run that would have taken first, been advanced, been
+// given ev and been advanced again (TestPendingIgnores).
+func (r *Run) PendingIgnores(first, ev *event.Event, ts event.Time, res *Result) bool {
+	n := r.nfa
+	take := &n.states[n.start].trans[0]
+	d, stage := take.dst, take.src.stage
+	if !n.DeferrableStart() || stage < 0 || len(r.partial.q) == 0 {
+		return false
+	}
+	r.use(res)
+	ctx := &r.ctx
+	ctx.reset(r, r.partial.q[0], ts) // any computation: the match is set below
+	ctx.store = slices.Grow(ctx.store[:0], n.numStages())[:n.numStages()]
+	for i := range ctx.store {
+		clear(ctx.store[i])
+		ctx.store[i] = ctx.store[i][:0]
+	}
+	ctx.store[stage] = append(ctx.store[stage], first)
+	ctx.match, ctx.ready = ctx.store, true
+	var took [16]bool // as decisionGraph
+	loops := 0
+	for i := range d.trans {
+		t := &d.trans[i]
+		ok := true
+		switch {
+		case t.negOf > 0 && t.negOf <= len(took):
+			ok = !took[t.negOf-1]
+		case t.cond != nil:
+			ok = t.cond.Eval(ev, ctx)
+		}
+		if i < len(took) {
+			took[i] = ok
+		}
+		if !ok {
+			continue
+		}
+		if t.act != actIgnore || t.dst != d {
+			return false
+		}
+		loops++
+	}
+	return loops == 1
 }

@@ -1,6 +1,7 @@
 package nfa
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -103,5 +104,61 @@ func TestDeferrableStart(t *testing.T) {
 		if p.DeferrableStart() {
 			t.Errorf("%s: deferrable", name)
 		}
+	}
+}
+
+func TestPendingIgnores(t *testing.T) {
+	n, err := Compile(Begin("a").Where(signed("x")).FollowedBy("b").Where(signed("y")).FollowedBy("c").Where(signed("z")).Within(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := func(seq uint64, name string, ts event.Time) *event.Event {
+		return &event.Event{Time: ts, Seq: seq, Fields: []event.Value{event.String(name)}}
+	}
+	var res Result
+	probe := n.NewRun()
+	x, w, y := e(1, "x", 100), e(2, "w", 110), e(3, "y", 115)
+	if !probe.PendingIgnores(x, w, 110, &res) || probe.PendingIgnores(x, y, 115, &res) {
+		t.Fatal("w is ignored and y taken after x")
+	}
+	// The run that took x, was advanced, ignored w and was advanced again
+	// is the run that took x and was advanced once.
+	full, short := n.NewRun(), n.NewRun()
+	steps := []func() error{
+		func() error { return full.Process(x, 100, &res) },
+		func() error { return full.AdvanceTime(105, &res) },
+		func() error { return full.AdvanceTime(110, &res) },
+		func() error { return full.Process(w, 110, &res) },
+		func() error { return full.AdvanceTime(112, &res) },
+		func() error { return short.Process(x, 100, &res) },
+		func() error { return short.AdvanceTime(112, &res) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil || len(res.Matches)+len(res.Timeouts)+res.Dropped > 0 {
+			t.Fatalf("step %d: %v, %+v", i, err, res)
+		}
+	}
+	if a, b := full.AppendBinary(nil), short.AppendBinary(nil); string(a) != string(b) {
+		t.Errorf("the runs differ:\n%x\n%x", a, b)
+	}
+	// Both go on alike: y, then z completes the match.
+	z := e(4, "z", 120)
+	for _, r := range []*Run{full, short} {
+		if err := r.AdvanceTime(115, &res); err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Process(y, 115, &res)
+		_ = r.Process(z, 120, &res)
+	}
+	if len(res.Matches) != 2 || fmt.Sprint(res.Matches[0].Events) != fmt.Sprint(res.Matches[1].Events) {
+		t.Errorf("matches %v", res.Matches)
+	}
+	// Strict contiguity: a non-matching event ends the partial match.
+	strict, err := Compile(Begin("a").Where(signed("x")).Next("b").Where(signed("y")).Within(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strict.DeferrableStart() && strict.NewRun().PendingIgnores(x, w, 110, &res) {
+		t.Error("next: w is ignored")
 	}
 }
