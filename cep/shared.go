@@ -615,6 +615,9 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 		ks.order = ev.Seq
 	}
 	if o.uniform(ks) {
+		if created {
+			return // every rule that has not failed is present
+		}
 		if q, quiet := o.quiet[ks]; quiet && !q.others {
 			q.others, q.othersOrder = true, ev.Seq
 			o.quiet[ks] = q
