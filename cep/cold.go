@@ -107,6 +107,9 @@ func partialsOf(ks *keyState) int {
 		if r := ks.rules[i].run; r != nil {
 			n += r.PartialMatches()
 		}
+		if ks.rules[i].pend != nil {
+			n++ // one partial match (nfa.NFA.DeferrableStart)
+		}
 	}
 	return n
 }
@@ -116,6 +119,9 @@ func partialsOf(ks *keyState) int {
 // go cold).
 func (o *SharedOperator) PartialMatches() int {
 	n := o.coldPartials
+	for _, q := range o.quiet {
+		n += q.group.rules // one each (nfa.NFA.DeferrableStart)
+	}
 	for _, ks := range o.keys {
 		n += partialsOf(ks)
 	}

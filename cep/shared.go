@@ -127,12 +127,23 @@ type SharedOperator struct {
 	fired   []*keyState
 	groups  []ruleGroup // what each (key, rule) fired in one time advance emitted
 	fails   []ruleFail  // by rule position, during one time advance
+	last    []ruleFail  // order's scratch
 	scratch []Item
 	wake    event.Time
 	woken   bool
 
 	freeKeys []*keyState
 	evsPool  evsPool
+
+	// starts are the groups of rules with a start signature, by it.
+	starts map[string]*startGroup
+	// quiet are the uniform keys at which the rules of one start group
+	// started quietly (quietStart).
+	quiet map[*keyState]quietStart
+	// fireEpoch numbers the fireKey calls (startGroup.inert); fireElems is
+	// how many elements the current one releases.
+	fireEpoch uint64
+	fireElems int
 
 	// dirty lists the keys whose state changed since the last SnapshotTo
 	// (dropped keys included) while tracking; allDirty says every key must
@@ -156,9 +167,71 @@ type sharedRule struct {
 	err                        error // sticky: the rule's first run error (*KeyError)
 	dropped, matches, timeouts uint64
 	freeRuns                   []*nfa.Run
-	probe                      *nfa.Run // an idle run, to test elements at keys without one
+	start                      *startGroup // the rules whose start states decide alike
 	maxPartial                 int
 	coldPresent                int // cold keys at which the rule holds state
+	// deferStart says that the rule's runs may start late (see
+	// ruleSlot.pend): its NFA's DeferrableStart holds and it has no
+	// partial-match limit; window is its NFA's window then.
+	deferStart bool
+	window     event.Time
+	probe      *nfa.Run // an idle run of the rule's, for PendingIgnores (deferStart only)
+}
+
+// startGroup is a set of rules whose start states decide alike about an
+// element (the same [nfa.NFA.StartSignature]; a rule without one is alone
+// in its group): whether an element is inert for an idle run of one of
+// them ([nfa.Run.Inert]) is whether it is for all, so a time advance
+// evaluates it once per element and group instead of once per element and
+// rule (docs/decisions.md, "Relevance filter").
+type startGroup struct {
+	sig   string   // "" for a rule alone in its group
+	probe *nfa.Run // an idle run of the group's first rule
+	rules int      // how many rules are in the group
+	// inert caches, during one fireKey (epoch), what the probe gave for
+	// each released element, by its position among them: 0 not known
+	// yet, inertYes or inertNo.
+	epoch uint64
+	inert []int8
+	// starts is the epoch in which startsAny found every released
+	// element inert for the group.
+	starts uint64
+}
+
+const (
+	inertYes = 1
+	inertNo  = 2
+)
+
+// A key's rule slots (keyState.rules) are made when a rule first needs
+// state of its own there: a run, or hidden elements. Until then the key is
+// uniform (len(ks.rules) != len(o.rules), its slots not made): every rule
+// that has not failed is present there, ranked by the key's rank
+// (ks.order), with no run and nothing hidden, which is what arrive gives
+// every rule at a key it creates. Most keys of a stream stay uniform from
+// their first element to their last: their elements start no rule, and
+// they cost no slot and no per-rule work (materialize makes the slots).
+// A rule change or failure first makes every key's slots, so the rules
+// that are present at a uniform key are always those that have not failed.
+
+// quietStart is a deferred start (ruleSlot.pend) of every rule of one
+// start group at a uniform key, noted once for the key instead of in each
+// rule's slot: those rules took ev at ts, their runs would have been
+// advanced to at, and they hold it until ts + window. The other rules are
+// present while others holds, ranked by othersOrder (the key's rank
+// until nothing is buffered there: then they are absent, until the next
+// element arrives), as at a key with slots. Elements released before
+// ts + window that start no rule and leave every rule's partial match
+// unchanged ([nfa.Run.PendingIgnores]) keep it as it is, with the later
+// time; any other element, a rule change or failure, or a snapshot make
+// the key's slots (materialize). At ts + window with nothing buffered
+// the key is dropped, as every rule's run would be empty again.
+type quietStart struct {
+	group          *startGroup
+	ev             *event.Event
+	ts, at, window event.Time
+	others         bool
+	othersOrder    uint64 // the others' rank while others holds
 }
 
 // ruleSlot is one rule's state at one key. present says whether the rule's
@@ -170,6 +243,17 @@ type ruleSlot struct {
 	run     *nfa.Run
 	order   uint64
 	present bool
+	// pend, when not nil, is the first element the rule's run took at
+	// the key, at pendTs, with no run made for it: for a rule whose start
+	// is deferrable ([nfa.NFA.DeferrableStart]) it is noted instead, and
+	// the run is made and given it (then advanced to pendAt if pendAdv)
+	// when the rule's next element at the key comes (startPending), or
+	// forgotten at pendTs + window when none came: the run would be empty
+	// again then, having released nothing. run is nil while pend is not.
+	pend    *event.Event
+	pendTs  event.Time
+	pendAt  event.Time
+	pendAdv bool
 	// hidden are the buffered elements that arrived before the rule was
 	// added: the rule never sees them.
 	hidden []hiddenElem
@@ -270,8 +354,16 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 		return err
 	}
 	o.thawAll()
+	o.materializeAll()
 	o.allDirty = true
-	o.rules = append(o.rules, &sharedRule{id: r.ID, nfa: r.NFA, probe: r.NFA.NewRun(), maxPartial: r.MaxPartialMatches})
+	sr := &sharedRule{
+		id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches,
+		deferStart: r.NFA.DeferrableStart() && r.MaxPartialMatches == 0, window: event.Time(r.NFA.Window()),
+	}
+	if sr.deferStart {
+		sr.probe = r.NFA.NewRun()
+	}
+	o.rules = append(o.rules, sr)
 	for _, ks := range o.keys {
 		var sl ruleSlot
 		for _, b := range ks.buf {
@@ -282,6 +374,25 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 		ks.rules = append(ks.rules, sl)
 	}
 	return nil
+}
+
+// startGroupOf returns the group of a rule being added with automaton n:
+// the group of the hosted rules with its start signature, or a new one.
+func (o *SharedOperator) startGroupOf(n *nfa.NFA) *startGroup {
+	sig, ok := n.StartSignature()
+	if !ok {
+		return &startGroup{probe: n.NewRun(), rules: 1}
+	}
+	g := o.starts[sig]
+	if g == nil {
+		g = &startGroup{sig: sig, probe: n.NewRun()}
+		if o.starts == nil {
+			o.starts = map[string]*startGroup{}
+		}
+		o.starts[sig] = g
+	}
+	g.rules++
+	return g
 }
 
 // RemoveRule removes a rule and drops its state; the other rules keep
@@ -295,10 +406,17 @@ func (o *SharedOperator) RemoveRule(id int) error {
 		return err
 	}
 	o.thawAll()
+	o.materializeAll()
+	g := o.rules[i].start
+	if g.rules--; g.rules == 0 && g.sig != "" {
+		delete(o.starts, g.sig)
+	}
 	o.rules = slices.Delete(o.rules, i, i+1)
 	o.allDirty = true
 	for _, ks := range o.keys {
-		ks.rules = slices.Delete(ks.rules, i, i+1)
+		if len(ks.rules) == len(o.rules)+1 { // not uniform
+			ks.rules = slices.Delete(ks.rules, i, i+1)
+		}
 		o.touch(ks) // it may be dropped: its record must go
 		o.settle(ks)
 	}
@@ -368,7 +486,13 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	st := Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}
 	st.Keys = r.coldPresent
 	for _, ks := range o.keys {
-		if sl := &ks.rules[i]; sl.present {
+		if o.uniform(ks) {
+			q, quiet := o.quiet[ks]
+			if r.err == nil && (!quiet || r.start == q.group || q.others) {
+				st.Keys++
+				st.BufferedEvents += ks.n
+			}
+		} else if sl := &ks.rules[i]; sl.present {
 			st.Keys++
 			st.BufferedEvents += ks.n - len(sl.hidden)
 		}
@@ -442,9 +566,45 @@ func (o *SharedOperator) keyState(k event.Key) (*keyState, bool) {
 		ks = &keyState{}
 	}
 	ks.key = k
-	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
+	ks.rules = ks.rules[:0] // uniform
 	o.keys[k] = ks
 	return ks, true
+}
+
+// uniform reports whether ks's rule slots are not made (see ruleSlot).
+func (o *SharedOperator) uniform(ks *keyState) bool { return len(ks.rules) != len(o.rules) }
+
+// materialize makes the rule slots of ks if it is uniform.
+func (o *SharedOperator) materialize(ks *keyState) {
+	if !o.uniform(ks) {
+		return
+	}
+	q, quiet := o.quiet[ks]
+	if quiet {
+		delete(o.quiet, ks)
+	}
+	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
+	for i, r := range o.rules {
+		sl := &ks.rules[i]
+		*sl = ruleSlot{present: r.err == nil, order: ks.order}
+		switch {
+		case quiet && r.start == q.group:
+			sl.pend, sl.pendTs, sl.pendAt, sl.pendAdv = q.ev, q.ts, q.at, true
+		case r.err != nil || quiet && !q.others:
+			sl.present, sl.order = false, 0
+		case quiet:
+			sl.order = q.othersOrder
+		}
+	}
+}
+
+// materializeAll makes the rule slots of every uniform key: before the
+// rules change, or a rule fails (a uniform key says nothing of when its
+// rules failed).
+func (o *SharedOperator) materializeAll() {
+	for _, ks := range o.keys {
+		o.materialize(ks)
+	}
 }
 
 // arrive records that element ev reached ks: every rule not present there
@@ -454,6 +614,16 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 	if created {
 		ks.order = ev.Seq
 	}
+	if o.uniform(ks) {
+		if created {
+			return // every rule that has not failed is present
+		}
+		if q, quiet := o.quiet[ks]; quiet && !q.others {
+			q.others, q.othersOrder = true, ev.Seq
+			o.quiet[ks] = q
+		}
+		return // every rule that has not failed is present already
+	}
 	for i, r := range o.rules {
 		if sl := &ks.rules[i]; r.err == nil && !sl.present {
 			sl.present, sl.order = true, ev.Seq
@@ -462,6 +632,7 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 }
 
 func (o *SharedOperator) runOf(i int, ks *keyState) *nfa.Run {
+	o.materialize(ks)
 	sl := &ks.rules[i]
 	if sl.run == nil {
 		r := o.rules[i]
@@ -487,6 +658,7 @@ func (o *SharedOperator) recycleRun(i int, sl *ruleSlot) {
 
 // release recycles the record of a key whose state was dropped.
 func (o *SharedOperator) release(ks *keyState) {
+	delete(o.quiet, ks)
 	for i := range ks.rules {
 		o.recycleRun(i, &ks.rules[i])
 	}
@@ -556,6 +728,7 @@ func (o *SharedOperator) processNow(k event.Key, ev *event.Event, out *Output) e
 		}
 		if err != nil {
 			o.res.Reset()
+			o.materializeAll()
 			r.err = &KeyError{Key: ks.key, Err: err}
 			errs = append(errs, &RuleError{Rule: r.id, Err: r.err})
 			continue
@@ -607,17 +780,40 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 		// Every element is stamped before t then (see Operator).
 		n = len(ks.buf)
 	}
-	if o.less != nil {
-		for i := range n {
+	o.fireEpoch++
+	o.fireElems = 0
+	for i := range n {
+		if o.less != nil {
 			slices.SortStableFunc(ks.buf[i].evs, o.less)
+		}
+		o.fireElems += len(ks.buf[i].evs)
+	}
+	if o.uniform(ks) {
+		if q, quiet := o.quiet[ks]; quiet {
+			switch {
+			case n == 0 && ks.n == 0 && t >= q.ts+q.window:
+				delete(o.quiet, ks) // the runs would be empty again: settle drops the key
+			case t < q.ts+q.window && !o.startsAny(ks, n) && o.quietIgnores(ks, n, q):
+				q.at = t // every run would be advanced to t, having ignored them
+				o.quiet[ks] = q
+			default:
+				o.materialize(ks)
+			}
+		} else if o.startsAny(ks, n) && !o.startQuietly(ks, n, t) {
+			o.materialize(ks)
 		}
 	}
 	for i, r := range o.rules {
+		if o.uniform(ks) {
+			// No rule has state of its own at ks and no released element
+			// starts any: every rule would skip them all (fireRule).
+			break
+		}
 		if r.err != nil {
 			continue
 		}
 		sl := &ks.rules[i]
-		due, ok := o.slotDue(ks, sl)
+		due, ok := o.slotDue(ks, sl, r)
 		f := &o.fails[i]
 		at := keyOrder{due: due, rank: sl.order, key: ks.key}
 		if !ok || due > t || f.failed && at.cmp(f.at) >= 0 {
@@ -670,19 +866,37 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 // yet), an element it would only ignore ([nfa.Run.Inert]) is skipped, and
 // so is the time advance before it: both would change nothing. This is
 // the rule's relevance filter; it is exact because it only skips calls
-// that are no-ops (docs/decisions.md, "Relevance filter").
+// that are no-ops (docs/decisions.md, "Relevance filter"). Whether an
+// element is inert for an idle run is asked of the rule's start group,
+// which evaluates it once for all its rules.
 func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out *Output) error {
 	sl := &ks.rules[i]
-	probe := o.rules[i].probe
+	r := o.rules[i]
+	k := -1 // the element's position among the released ones
 	for j := range n {
 		b := &ks.buf[j]
 		advanced := false
 		for _, ev := range b.evs {
+			k++
 			if len(sl.hidden) > 0 && sl.hides(ev) {
 				continue
 			}
-			if sl.run == nil && probe.Inert(ev, b.ts, &o.res) || sl.run != nil && sl.run.Inert(ev, b.ts, &o.res) {
+			if sl.pend == nil && (sl.run == nil || sl.run.Idle()) && o.inert(r.start, k, ev, b.ts) {
 				continue
+			}
+			if sl.pend != nil && b.ts < sl.pendTs+r.window && o.inert(r.start, k, ev, b.ts) &&
+				r.probe.PendingIgnores(sl.pend, ev, b.ts, &o.res) {
+				continue // the run would be advanced to b.ts and change nothing
+			}
+			if sl.run == nil && sl.pend == nil && r.deferStart && t < b.ts+r.window {
+				// The run would be made, advanced to b.ts (nothing to do
+				// for a new run) and given ev: note ev instead.
+				sl.pend, sl.pendTs, sl.pendAdv = ev, b.ts, false
+				advanced = true
+				continue
+			}
+			if err := o.startPending(i, ks, out); err != nil {
+				return err
 			}
 			run := o.runOf(i, ks)
 			if !advanced {
@@ -698,6 +912,21 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 			o.emit(i, ks, b.ts, out)
 		}
 	}
+	if sl.pend != nil {
+		switch {
+		case t < sl.pendTs+r.window:
+			sl.pendAt, sl.pendAdv = t, true // what the run would be advanced to
+			return nil
+		case t >= sl.pendTs+r.window && !o.seesAfter(ks, sl, n):
+			// The run would release nothing and be empty, then dropped
+			// as the rule sees nothing more at the key.
+			sl.pend = nil
+			return nil
+		}
+		if err := o.startPending(i, ks, out); err != nil {
+			return err
+		}
+	}
 	if sl.run == nil {
 		return nil
 	}
@@ -706,6 +935,166 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 	}
 	o.emit(i, ks, t, out)
 	return nil
+}
+
+// startPending makes the run of rule i at ks if its start was deferred
+// (ruleSlot.pend) and makes it the calls it was spared: Process of the
+// noted element, then AdvanceTime to pendAt if the run would have been
+// advanced. They release nothing ([nfa.NFA.DeferrableStart]).
+func (o *SharedOperator) startPending(i int, ks *keyState, out *Output) error {
+	sl := &ks.rules[i]
+	if sl.pend == nil {
+		return nil
+	}
+	ev, ts := sl.pend, sl.pendTs
+	sl.pend = nil
+	run := o.runOf(i, ks)
+	if err := run.Process(ev, ts, &o.res); err != nil {
+		return err
+	}
+	o.emit(i, ks, ts, out)
+	if sl.pendAdv {
+		if err := run.AdvanceTime(sl.pendAt, &o.res); err != nil {
+			return err
+		}
+		o.emit(i, ks, sl.pendAt, out)
+	}
+	return nil
+}
+
+// seesAfter reports whether the rule of sl sees an element buffered at ks
+// after the first n buckets.
+func (o *SharedOperator) seesAfter(ks *keyState, sl *ruleSlot, n int) bool {
+	for j := n; j < len(ks.buf); j++ {
+		if len(sl.hidden) == 0 || o.seesAny(sl, &ks.buf[j]) {
+			return true
+		}
+	}
+	return false
+}
+
+// startQuietly notes the start of the rules of one group at uniform key
+// ks as a quietStart, when that is what fireRule would do for each of
+// them: the last element released, and no other, is not inert for the
+// rules of that group and inert for every other rule; the group's rules
+// defer their starts (with one window, which t has not reached since the
+// element) and no rule failed. It reports whether it did.
+func (o *SharedOperator) startQuietly(ks *keyState, n int, t event.Time) bool {
+	var g *startGroup
+	var window event.Time
+	for _, r := range o.rules {
+		if r.err != nil {
+			return false
+		}
+		if r.start == g {
+			if !r.deferStart || r.window != window {
+				return false
+			}
+			continue
+		}
+		starts, lastOnly := o.starting(r.start, ks, n)
+		if !starts {
+			continue
+		}
+		if g != nil || !lastOnly || !r.deferStart {
+			return false
+		}
+		g, window = r.start, r.window
+	}
+	b := &ks.buf[n-1]
+	if g == nil || t >= b.ts+window {
+		return false
+	}
+	if o.quiet == nil {
+		o.quiet = map[*keyState]quietStart{}
+	}
+	o.quiet[ks] = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true, othersOrder: ks.order}
+	return true
+}
+
+// quietIgnores reports whether the rules of q's group all leave their
+// partial match unchanged given each of the elements of the first n
+// buckets of ks (nfa.Run.PendingIgnores), which start no rule.
+func (o *SharedOperator) quietIgnores(ks *keyState, n int, q quietStart) bool {
+	for _, r := range o.rules {
+		if r.start != q.group {
+			continue
+		}
+		for j := range n {
+			b := &ks.buf[j]
+			for _, ev := range b.evs {
+				if !r.probe.PendingIgnores(q.ev, ev, b.ts, &o.res) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// starting reports whether an element of the first n buckets of ks is
+// not inert for the rules of g, and whether the last one is the only one.
+func (o *SharedOperator) starting(g *startGroup, ks *keyState, n int) (starts, lastOnly bool) {
+	k := 0
+	for j := range n {
+		b := &ks.buf[j]
+		for _, ev := range b.evs {
+			if !o.inert(g, k, ev, b.ts) {
+				if k != o.fireElems-1 {
+					return true, false
+				}
+				starts = true
+			}
+			k++
+		}
+	}
+	return starts, starts
+}
+
+// startsAny reports whether an element of the first n buckets of ks (all
+// released by the current fireKey) is not inert for the start group of
+// some rule.
+func (o *SharedOperator) startsAny(ks *keyState, n int) bool {
+	for _, r := range o.rules {
+		g := r.start
+		if g.starts == o.fireEpoch {
+			continue // asked already, as the group of an earlier rule
+		}
+		k := 0
+		for j := range n {
+			b := &ks.buf[j]
+			for _, ev := range b.evs {
+				if !o.inert(g, k, ev, b.ts) {
+					return true
+				}
+				k++
+			}
+		}
+		g.starts = o.fireEpoch
+	}
+	return false
+}
+
+// inert reports whether the k-th element released by the current fireKey,
+// ev at ts, is inert for an idle run of the rules of g.
+func (o *SharedOperator) inert(g *startGroup, k int, ev *event.Event, ts event.Time) bool {
+	if g.epoch != o.fireEpoch {
+		g.epoch = o.fireEpoch
+		g.inert = slices.Grow(g.inert[:0], o.fireElems)[:o.fireElems]
+		clear(g.inert)
+	}
+	switch g.inert[k] {
+	case inertYes:
+		return true
+	case inertNo:
+		return false
+	}
+	in := g.probe.Inert(ev, ts, &o.res)
+	g.inert[k] = inertNo
+	if in {
+		g.inert[k] = inertYes
+	}
+	return in
 }
 
 func (o *SharedOperator) seesAny(sl *ruleSlot, b *bucket) bool {
@@ -721,8 +1110,13 @@ func (o *SharedOperator) seesAny(sl *ruleSlot, b *bucket) bool {
 // rule's own order of keys, drops what a failed rule emitted after its
 // failure in that order, and marks the failed rules.
 func (o *SharedOperator) order(base int, out *Output) error {
-	last := make([]ruleFail, 0, 8) // per rule: the last group seen, to check the order
-	last = slices.Grow(last, len(o.rules))[:len(o.rules)]
+	if len(o.groups) == 0 && !slices.ContainsFunc(o.fails, func(f ruleFail) bool { return f.failed }) {
+		return nil // nothing emitted, nothing failed: the common time advance
+	}
+	// Per rule: the last group seen, to check the order.
+	o.last = slices.Grow(o.last[:0], len(o.rules))[:len(o.rules)]
+	clear(o.last)
+	last := o.last
 	sorted := true
 	for _, g := range o.groups {
 		l := &last[g.rule]
@@ -732,6 +1126,12 @@ func (o *SharedOperator) order(base int, out *Output) error {
 		*l = ruleFail{failed: true, at: g.at}
 	}
 	var errs []error
+	for i := range o.fails {
+		if o.fails[i].failed {
+			o.materializeAll()
+			break
+		}
+	}
 	for i := range o.fails {
 		if f := &o.fails[i]; f.failed {
 			sorted = false
@@ -800,7 +1200,7 @@ func (o *SharedOperator) unemit(i int, items []Item) {
 // slotDue is the time at which the rule of sl must fire at ks next, as
 // its own operator computes it ([Operator.dueOf]) over the elements it
 // sees.
-func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot) (event.Time, bool) {
+func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot, r *sharedRule) (event.Time, bool) {
 	due, ok := event.MaxTime, false
 	for j := range ks.buf {
 		if len(sl.hidden) == 0 || o.seesAny(sl, &ks.buf[j]) {
@@ -813,6 +1213,11 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot) (event.Time, bool) 
 			due, ok = d, true
 		}
 	}
+	if sl.pend != nil {
+		if d := sl.pendTs + r.window; d < due {
+			due, ok = d, true
+		}
+	}
 	return due, ok
 }
 
@@ -820,6 +1225,31 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot) (event.Time, bool) 
 // does and nothing is buffered, or re-arms its timer for its earliest due
 // time (its first buffered element or a rule's window deadline).
 func (o *SharedOperator) settle(ks *keyState) {
+	if o.uniform(ks) {
+		// Every rule that has not failed is present while elements are
+		// buffered, waiting for the first one; none holds anything else,
+		// but a quiet start's rules, until its window ends.
+		due, ok := event.MaxTime, false
+		if ks.n > 0 {
+			due, ok = o.bufferDue(ks.buf[0].ts), true
+		}
+		if q, quiet := o.quiet[ks]; quiet {
+			if ks.n == 0 && q.others {
+				q.others = false
+				o.quiet[ks] = q
+			}
+			due, ok = min(due, q.ts+q.window), true
+		}
+		switch {
+		case !ok:
+			o.timers.disarm(ks)
+			delete(o.keys, ks.key)
+			o.release(ks)
+		case !ks.timer.armed || ks.timer.due != due:
+			o.timers.arm(ks, due)
+		}
+		return
+	}
 	keep := ks.n > 0
 	due, ok := event.MaxTime, false
 	if ks.n > 0 {
@@ -830,7 +1260,7 @@ func (o *SharedOperator) settle(ks *keyState) {
 			continue
 		}
 		sl := &ks.rules[i]
-		sl.present = ks.n > len(sl.hidden) || sl.run != nil && !sl.run.Empty()
+		sl.present = ks.n > len(sl.hidden) || sl.run != nil && !sl.run.Empty() || sl.pend != nil
 		if !sl.present {
 			o.recycleRun(i, sl)
 			continue
@@ -840,6 +1270,9 @@ func (o *SharedOperator) settle(ks *keyState) {
 			if d, has := sl.run.NextDeadline(); has && d < due {
 				due, ok = d, true
 			}
+		}
+		if sl.pend != nil && sl.pendTs+r.window < due {
+			due, ok = sl.pendTs+r.window, true
 		}
 	}
 	switch {

@@ -288,9 +288,27 @@ func (o *SharedOperator) appendHeader(b []byte) []byte {
 // appendKey appends the record of ks (without its version byte).
 func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
 	b = binary.AppendUvarint(b, ks.order)
+	if _, quiet := o.quiet[ks]; quiet {
+		o.materialize(ks)
+	}
+	uniform := o.uniform(ks)
+	if !uniform {
+		// A deferred start is written as the run it stands for.
+		for i := range ks.rules {
+			var out Output
+			if err := o.startPending(i, ks, &out); err != nil || len(out.Items) > 0 {
+				panic(fmt.Sprintf("cep: a deferred start did not replay quietly: %v, %d items", err, len(out.Items)))
+			}
+		}
+	}
 	b = appendBuffer(b, ks)
-	for i := range ks.rules {
-		sl := &ks.rules[i]
+	for i := range o.rules {
+		var sl *ruleSlot
+		if uniform {
+			sl = &ruleSlot{present: o.rules[i].err == nil, order: ks.order}
+		} else {
+			sl = &ks.rules[i]
+		}
 		var flags byte
 		if sl.present {
 			flags |= 1

@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,12 +37,54 @@ func sharedCases(t *testing.T, nWide, nNarrow int) []conformance.Input {
 			for j := 1; j <= 1+i%4; j++ {
 				in.Rules = append(in.Rules, Generate(seed, i+j).Pattern)
 			}
+			same := sameStart(in, Generate(seed, i+1).Pattern)
 			in.Pattern = conformance.PatternSpec{}
 			in.ID += "+rules"
-			out = append(out, in)
+			out = append(out, in, same)
 		}
 	}
 	return out
+}
+
+// sameStart is a narrow operator case given rules that all begin as its
+// pattern does, as W4's do (cep.SharedOperator evaluates the start of such
+// rules once per element for all of them, and may note their starts once
+// per key): the pattern itself, a copy, copies with another window,
+// another skip strategy and the last stage without its condition, and
+// other, a pattern that most likely starts otherwise.
+func sameStart(in conformance.Input, other conformance.PatternSpec) conformance.Input {
+	copyOf := func() conformance.PatternSpec {
+		b, err := json.Marshal(in.Pattern)
+		if err != nil {
+			panic(err)
+		}
+		var p conformance.PatternSpec
+		if err := json.Unmarshal(b, &p); err != nil {
+			panic(err)
+		}
+		return p
+	}
+	window := copyOf()
+	if window.WithinMs == nil {
+		ms := int64(7)
+		window.WithinMs = &ms
+	} else {
+		window.WithinMs = nil
+	}
+	skip := copyOf()
+	if skip.Skip == "" || skip.Skip == "noSkip" {
+		skip.Skip = "skipPastLastEvent"
+	} else {
+		skip.Skip = "noSkip"
+	}
+	last := copyOf()
+	if n := len(last.Stages); n > 1 {
+		last.Stages[n-1].Condition, last.Stages[n-1].Chain = nil, nil
+	}
+	in.Rules = []conformance.PatternSpec{in.Pattern, copyOf(), window, skip, last, other}
+	in.Pattern = conformance.PatternSpec{}
+	in.ID += "+same-start"
+	return in
 }
 
 // perRule is today's path: one operator per rule (RunCaseMode of each

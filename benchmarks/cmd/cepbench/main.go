@@ -3,7 +3,7 @@
 //
 //	cepbench gen [-dir build/bench] [-workload W1]   write the data files <dir>/<workload>.csv
 //	cepbench list                                     one line per workload: name events warm-up out-of-orderness-ms engines timeout-s (0: the default)
-//	cepbench run -workload W1 -data build/bench/W1.csv [-timeout 120s]
+//	cepbench run -workload W1 -data build/bench/W1.csv [-timeout 120s] [-cpuprofile f]
 //	                                                  run one workload, print one JSON result line
 //	cepbench report -runs runs.jsonl [-results benchmarks/RESULTS.md] [-rounds 3]
 //	                                                  print the table; exit 1 if the engines disagree
@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/benchmarks"
@@ -94,6 +95,7 @@ func run(args []string) error {
 	name := fs.String("workload", "", "the workload (required)")
 	data := fs.String("data", "", "its data file (default build/bench/<workload>.csv)")
 	timeout := fs.Duration("timeout", 120*time.Second, "cap on the run (warm-up included, loading excluded)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run (loading excluded) to this file")
 	fs.Parse(args)
 	w := benchmarks.Lookup(*name)
 	if w == nil {
@@ -112,6 +114,17 @@ func run(args []string) error {
 	}
 	if len(events) != w.Events {
 		return fmt.Errorf("%s holds %d events, workload %s has %d: regenerate it (cepbench gen)", *data, len(events), w.Name, w.Events)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := benchmarks.Run(w.Name, rules, events, benchmarks.RunConfig{
 		Warmup: w.Warmup, OutOfOrderness: w.OutOfOrderness, Timeout: *timeout,

@@ -56,6 +56,7 @@ func (e *Error) Error() string { return fmt.Sprintf("offset %d: %s", e.Offset, e
 // immutable apart from its error counter and safe for concurrent use.
 type BoolExpr struct {
 	src     string
+	sig     string // see Signature
 	test    boolFn // prog.test, nil on the VM: called directly on the hot path
 	prog    *compiledProgram
 	errs    atomic.Uint64
@@ -68,7 +69,29 @@ func CompileBoolExpr(src string, env *Env) (*BoolExpr, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BoolExpr{src: src, test: p.test, prog: p}, nil
+	if env == nil {
+		env = &Env{}
+	}
+	sig := fmt.Sprintf("%s %t %q %q %s", schemaSignature(env.Schema), env.Declared, env.Stages, env.Lookups, src)
+	return &BoolExpr{src: src, sig: sig, test: p.test, prog: p}, nil
+}
+
+// Signature implements [nfa.Signer]: the source and what it was compiled
+// against (the schema's fields and kinds in slot order, the stage names
+// and the lookups), so two conditions with one signature compute the same
+// predicate.
+func (b *BoolExpr) Signature() string { return b.sig }
+
+func schemaSignature(s *event.Schema) string {
+	if s == nil {
+		return "nil"
+	}
+	var b []byte
+	for i := range s.Len() {
+		f := s.Field(i)
+		b = fmt.Appendf(b, "%q:%d,", f.Name, f.Kind)
+	}
+	return string(b)
 }
 
 // Condition returns the expression as an nfa.Condition. A run-time error

@@ -1,0 +1,138 @@
+package cep
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/nfa"
+)
+
+// sigIs is nameIs with a signature: rules beginning with sigIs of one name
+// share their start checks and may start quietly.
+type sigIs string
+
+func (c sigIs) Eval(e *event.Event, _ *nfa.Context) bool { return name(e) == string(c) }
+func (c sigIs) Signature() string                        { return "name == " + string(c) }
+
+// TestSharedSameStarts: W4's shape at small scale. In the first set,
+// rules 0 to 2 begin alike (one start group, deferrable starts, but two
+// windows), rule 3 begins otherwise (quiet starts) and rule 4 like rule 0
+// but without a window (not deferrable). In the second, the rules that
+// begin alike have one window: their starts are quiet. Over a random
+// stream with watermarks, snapshots and restores, each rule gives item for
+// item what its own Operator gives, with the same stats (keys and
+// buffered elements held).
+func TestSharedSameStarts(t *testing.T) {
+	w4 := func(second string, within time.Duration) *nfa.NFA {
+		p := nfa.Begin("a").Where(sigIs("a")).FollowedBy("b").Where(sigIs(second)).FollowedBy("c").Where(sigIs("c"))
+		if within > 0 {
+			p = p.Within(within)
+		}
+		return mustCompile(t, p)
+	}
+	x := mustCompile(t, nfa.Begin("x").Where(sigIs("x")).FollowedBy("b").Where(sigIs("b")).Within(6*time.Millisecond))
+	for _, nfas := range [][]*nfa.NFA{
+		{w4("b", 10*time.Millisecond), w4("x", 10*time.Millisecond), w4("b", 4*time.Millisecond), x, w4("b", 0)},
+		{w4("b", 10*time.Millisecond), w4("x", 10*time.Millisecond), w4("c", 10*time.Millisecond), x},
+	} {
+		sameStarts(t, nfas)
+	}
+}
+
+func sameStarts(t *testing.T, nfas []*nfa.NFA) {
+	quiet, matches := 0, 0
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		var rules []SharedRule
+		ones := make([]*Operator, len(nfas))
+		for i, n := range nfas {
+			rules = append(rules, SharedRule{ID: i, NFA: n})
+			var err error
+			if ones[i], err = NewOperator(OperatorConfig{NFA: n, Key: keyByID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := SharedConfig{Key: keyByID}
+		op, err := NewSharedOperator(cfg, rules...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out Output
+		want := make([]Output, len(nfas))
+		got := make([][]string, len(nfas))
+		ts := event.Time(0)
+		names := []string{"a", "b", "c", "x", "y"}
+		for step := range 300 {
+			if r.IntN(4) == 0 {
+				ts += event.Time(r.IntN(4))
+				for i, one := range ones {
+					_ = one.ProcessWatermark(ts, &want[i])
+				}
+				if err := op.ProcessWatermark(ts, &out); err != nil {
+					t.Fatal(err)
+				}
+				quiet = max(quiet, len(op.quiet))
+				for i, one := range ones {
+					st, _ := op.RuleStats(i)
+					if w := one.Stats(); st.Keys != w.Keys || st.BufferedEvents != w.BufferedEvents {
+						t.Fatalf("seed %d step %d rule %d: %d keys, %d buffered; its operator %d, %d", seed, step, i, st.Keys, st.BufferedEvents, w.Keys, w.BufferedEvents)
+					}
+				}
+				if r.IntN(5) == 0 {
+					snap, err := op.Snapshot()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if op, err = RestoreSharedOperator(cfg, rules, snap); err != nil {
+						t.Fatal(err)
+					}
+				}
+				continue
+			}
+			ev := mkEvents(tev{id: int64(r.IntN(4)), name: names[r.IntN(len(names))], ts: ts + event.Time(r.IntN(3))})[0]
+			ev.Seq = uint64(step + 1)
+			for i, one := range ones {
+				_ = one.ProcessElement(ev, ev.Time, &want[i])
+			}
+			if err := op.ProcessElement(ev, ev.Time, &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, it := range out.Items {
+			if it.Kind == ItemMatch {
+				matches++
+			}
+			if it.Rule != AllRules {
+				got[it.Rule] = append(got[it.Rule], itemString(&it))
+			}
+		}
+		for i := range nfas {
+			var w []string
+			for _, it := range want[i].Items {
+				if it.Kind == ItemMatch || it.Kind == ItemTimeout {
+					w = append(w, itemString(&it))
+				}
+			}
+			if fmt.Sprint(w) != fmt.Sprint(got[i]) {
+				t.Errorf("seed %d rule %d:\nshared %v\nown    %v", seed, i, got[i], w)
+			}
+		}
+	}
+	if quiet == 0 || matches < 20 {
+		t.Errorf("%d quiet starts at most at once, %d matches", quiet, matches)
+	}
+}
+
+func itemString(it *Item) string {
+	s := fmt.Sprintf("%d %s at %d wake %d:", it.Kind, it.Key, it.At, it.Wake)
+	for _, evs := range it.Match.Events {
+		for _, ev := range evs {
+			s += fmt.Sprintf(" %d", ev.Seq)
+		}
+		s += " |"
+	}
+	return s
+}
