@@ -604,7 +604,7 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 		}
 		ko.op = op
 	}
-	if err := h.seed(fresh); err != nil {
+	if err := h.seed(fresh, parts, groups, prevs); err != nil {
 		return err
 	}
 	h.alerts, h.late = 0, 0
@@ -687,24 +687,34 @@ func (h *hostOperator) restoreMigrated(spec int, parts []state.Reader, groups st
 // switch) the events the others buffer, those after the switch's
 // watermark, in arrival order, with the others' clocks: so that a rule
 // with new key fields sees, as one with old ones does, every event after
-// the switch. (An event that lacked the key fields of the operator it is
-// taken from, the first restored one, is not there.)
-func (h *hostOperator) seed(fresh []int) error {
+// the switch. The events come from every part (the source operator, the
+// first restored one, restored over all key groups: its keys, and so its
+// buffered events, are spread over every subtask of the checkpoint), and
+// each new operator takes those of its own key groups, groups: with
+// parallelism above 1 an event buffered at one subtask may belong, by
+// the new key fields, to another. (An event that lacked the key fields of
+// the source operator is not there.)
+func (h *hostOperator) seed(fresh []int, parts []state.Reader, groups state.KeyGroupRange, prevs []*Engine) error {
 	if len(fresh) == 0 {
 		return nil
 	}
-	var src *SharedOperator
+	srcSpec := -1
 	for i := range h.keyOps {
 		if !slices.Contains(fresh, i) {
-			src = h.keyOps[i].op
+			srcSpec = i
 			break
 		}
 	}
-	if src == nil {
+	if srcSpec < 0 {
 		return nil
 	}
+	src := h.keyOps[srcSpec].op
+	all, _, err := h.restoreMigrated(srcSpec, parts, state.AllKeyGroups, nil, prevs)
+	if err != nil {
+		return err
+	}
 	var evs []*event.Event
-	for _, ks := range src.keys {
+	for _, ks := range all.keys {
 		for _, b := range ks.buf {
 			evs = append(evs, b.evs...)
 		}
@@ -719,7 +729,7 @@ func (h *hostOperator) seed(fresh []int) error {
 		ko := &h.keyOps[i]
 		ko.op.watermark, ko.op.procTime = src.watermark, src.procTime
 		for _, ev := range evs {
-			if hasNullKey(ev, ko.spec.slots) {
+			if hasNullKey(ev, ko.spec.slots) || !groups.Contains(state.GroupOf(ko.spec.key(ev), keyGroups)) {
 				continue
 			}
 			if err := ko.op.ProcessElement(ev, ev.Time, &ko.out); err != nil {

@@ -936,6 +936,97 @@ func TestMigrationSeedsNewKeys(t *testing.T) {
 	}
 }
 
+// TestMigrationSeedsNewKeysAcrossSubtasks: at parallelism 2 the events
+// buffered before a switch sit in the subtask owning their old key (the
+// card), but the new operator's key (the country) may be owned by the
+// other subtask: each new operator takes, from every subtask's buffers,
+// the events of its own key groups. Two captures of one country on cards
+// owned by different subtasks make one fresh_country match, raised once,
+// by the subtask that owns the country (before the fix, each subtask
+// seeded its own card's event and neither matched: TestStreamDeploy lost
+// such an alert now and then, depending on where the switch fell).
+func TestMigrationSeedsNewKeysAcrossSubtasks(t *testing.T) {
+	const n = 2
+	subOf := func(k string) int {
+		for i := range n {
+			if groupRange(i, n).Contains(state.GroupOf(event.Key(k), keyGroups)) {
+				return i
+			}
+		}
+		t.Fatalf("key %q in no subtask's range", k)
+		return -1
+	}
+	// Two cards owned by different subtasks.
+	cards := map[int]string{}
+	for i := 0; len(cards) < n; i++ {
+		c := fmt.Sprintf("c%d", i)
+		if _, ok := cards[subOf(c)]; !ok {
+			cards[subOf(c)] = c
+		}
+	}
+	e1 := streamEngine(t, deployV1)
+	e1.plan = e1.ownPlan(time.Now())
+	var parts []state.Reader
+	for sub := range n {
+		h1, err := e1.newHost(EventTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h1.needAlerts = true
+		l := fmt.Sprintf(`{"ts":"2026-01-01T10:0%d:00Z","card":%q,"type":"capture","amount":%d,"country":"FR"}`, sub, cards[sub], 500+10*sub)
+		ev, err := e1.cfg.ruleset.DecodeEvent([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Seq = uint64(sub + 1)
+		var out collected
+		if err := h1.ProcessElement(ev, ev.Time, &out); err != nil {
+			t.Fatal(err)
+		}
+		mem := state.NewMem()
+		if err := h1.Snapshot(mem); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, mem)
+	}
+	layout, err := event.NewSchema(e1.plan.Layout...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs2, err := rules.LoadLayout("v2.cep", []byte(deployV2), layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := e1.planDeploy(rs2, false, event.MinTime, "test", time.Now())
+	e2, err := e1.derive(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][]string{}
+	for sub := range n {
+		h2, err := e2.newHost(EventTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2.needAlerts = true
+		prevs := []*Engine{e1, e1}
+		if err := h2.restoreParts(parts, groupRange(sub, n), func(p int) bool { return p == sub }, prevs); err != nil {
+			t.Fatal(err)
+		}
+		var out collected
+		if err := h2.ProcessWatermark(event.MaxTime, &out); err != nil {
+			t.Fatal(err)
+		}
+		got[sub] = out.rules
+	}
+	want := map[int][]string{subOf("FR"): {"fresh_country"}}
+	for sub := range n {
+		if !slices.Equal(got[sub], want[sub]) {
+			t.Errorf("subtask %d after the switch: alerts %v, want %v (FR is subtask %d's)", sub, got[sub], want[sub], subOf("FR"))
+		}
+	}
+}
+
 // TestStreamDeployGuardHolding deploys into a job whose far-ahead check
 // holds the first events of a fresh run (fewer read than it needs to
 // judge them): the switch judges them and takes its checkpoint, and the
