@@ -239,6 +239,9 @@ type keyState struct {
 	dirty bool // in a SharedOperator: listed in its dirty keys
 	warm  bool // in a SharedOperator: touched since the last sweep
 	snap  bool // in a SharedOperator: not yet written by the snapshot in progress
+	// quiet is, in a SharedOperator, the quiet start at this uniform key
+	// (quiet.group != nil), if any.
+	quiet quietStart
 }
 
 // bucket holds the elements buffered at one timestamp, in arrival order.

@@ -137,9 +137,9 @@ type SharedOperator struct {
 
 	// starts are the groups of rules with a start signature, by it.
 	starts map[string]*startGroup
-	// quiet are the uniform keys at which the rules of one start group
-	// started quietly (quietStart).
-	quiet map[*keyState]quietStart
+	// quietKeys counts the uniform keys at which the rules of one start
+	// group started quietly (keyState.quiet).
+	quietKeys int
 	// fireEpoch numbers the fireKey calls (startGroup.inert); fireElems is
 	// how many elements the current one releases.
 	fireEpoch uint64
@@ -487,7 +487,7 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	st.Keys = r.coldPresent
 	for _, ks := range o.keys {
 		if o.uniform(ks) {
-			q, quiet := o.quiet[ks]
+			q, quiet := &ks.quiet, ks.quiet.group != nil
 			if r.err == nil && (!quiet || r.start == q.group || q.others) {
 				st.Keys++
 				st.BufferedEvents += ks.n
@@ -579,9 +579,9 @@ func (o *SharedOperator) materialize(ks *keyState) {
 	if !o.uniform(ks) {
 		return
 	}
-	q, quiet := o.quiet[ks]
+	q, quiet := ks.quiet, ks.quiet.group != nil
 	if quiet {
-		delete(o.quiet, ks)
+		o.unquiet(ks)
 	}
 	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
 	for i, r := range o.rules {
@@ -618,9 +618,8 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 		if created {
 			return // every rule that has not failed is present
 		}
-		if q, quiet := o.quiet[ks]; quiet && !q.others {
+		if q := &ks.quiet; q.group != nil && !q.others {
 			q.others, q.othersOrder = true, ev.Seq
-			o.quiet[ks] = q
 		}
 		return // every rule that has not failed is present already
 	}
@@ -658,7 +657,7 @@ func (o *SharedOperator) recycleRun(i int, sl *ruleSlot) {
 
 // release recycles the record of a key whose state was dropped.
 func (o *SharedOperator) release(ks *keyState) {
-	delete(o.quiet, ks)
+	o.unquiet(ks)
 	for i := range ks.rules {
 		o.recycleRun(i, &ks.rules[i])
 	}
@@ -789,13 +788,12 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 		o.fireElems += len(ks.buf[i].evs)
 	}
 	if o.uniform(ks) {
-		if q, quiet := o.quiet[ks]; quiet {
+		if q := &ks.quiet; q.group != nil {
 			switch {
 			case n == 0 && ks.n == 0 && t >= q.ts+q.window:
-				delete(o.quiet, ks) // the runs would be empty again: settle drops the key
+				o.unquiet(ks) // the runs would be empty again: settle drops the key
 			case t < q.ts+q.window && !o.startsAny(ks, n) && o.quietIgnores(ks, n, q):
 				q.at = t // every run would be advanced to t, having ignored them
-				o.quiet[ks] = q
 			default:
 				o.materialize(ks)
 			}
@@ -1005,17 +1003,23 @@ func (o *SharedOperator) startQuietly(ks *keyState, n int, t event.Time) bool {
 	if g == nil || t >= b.ts+window {
 		return false
 	}
-	if o.quiet == nil {
-		o.quiet = map[*keyState]quietStart{}
-	}
-	o.quiet[ks] = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true, othersOrder: ks.order}
+	ks.quiet = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true, othersOrder: ks.order}
+	o.quietKeys++
 	return true
+}
+
+// unquiet forgets the quiet start at ks, if any.
+func (o *SharedOperator) unquiet(ks *keyState) {
+	if ks.quiet.group != nil {
+		ks.quiet = quietStart{}
+		o.quietKeys--
+	}
 }
 
 // quietIgnores reports whether the rules of q's group all leave their
 // partial match unchanged given each of the elements of the first n
 // buckets of ks (nfa.Run.PendingIgnores), which start no rule.
-func (o *SharedOperator) quietIgnores(ks *keyState, n int, q quietStart) bool {
+func (o *SharedOperator) quietIgnores(ks *keyState, n int, q *quietStart) bool {
 	for _, r := range o.rules {
 		if r.start != q.group {
 			continue
@@ -1233,10 +1237,9 @@ func (o *SharedOperator) settle(ks *keyState) {
 		if ks.n > 0 {
 			due, ok = o.bufferDue(ks.buf[0].ts), true
 		}
-		if q, quiet := o.quiet[ks]; quiet {
+		if q := &ks.quiet; q.group != nil {
 			if ks.n == 0 && q.others {
 				q.others = false
-				o.quiet[ks] = q
 			}
 			due, ok = min(due, q.ts+q.window), true
 		}
