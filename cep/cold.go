@@ -42,7 +42,7 @@ func (o *SharedOperator) maybeSweep() {
 		}
 	}
 	for _, ks := range o.keys {
-		if ks.warm || ks.n > 0 || ks.timer.armed {
+		if ks.warm || ks.n > 0 || ks.armed() {
 			ks.warm = false
 			continue
 		}

@@ -233,6 +233,10 @@ type keyState struct {
 	buf   []bucket // buffered elements by ascending timestamp
 	n     int      // elements in buf
 	timer timerRef
+	// deadline is, in a SharedOperator, the timer of its rules' earliest
+	// window deadline; timer is then that of its earliest buffered element
+	// (timers.go).
+	deadline timerRef
 	// rules holds, in a SharedOperator, the state of each rule at this key
 	// (in the operator's rule order); nil in an Operator.
 	rules []ruleSlot

@@ -116,7 +116,7 @@ type SharedOperator struct {
 	coldPartials int
 
 	keys   map[event.Key]*keyState
-	timers timerHeap // one timer per key: the earliest due time of its rules
+	timers timerHeap // two timers per key: its earliest buffered element, its rules' earliest deadline
 
 	watermark      event.Time
 	procTime       event.Time
@@ -664,9 +664,9 @@ func (o *SharedOperator) release(ks *keyState) {
 	if len(o.freeKeys) < maxFree {
 		clear(ks.buf)
 		clear(ks.rules)
-		gen := ks.timer.gen // see Operator.release
+		gen, dgen := ks.timer.gen, ks.deadline.gen // see Operator.release
 		*ks = keyState{buf: ks.buf[:0], rules: ks.rules[:0]}
-		ks.timer.gen = gen
+		ks.timer.gen, ks.deadline.gen = gen, dgen
 		o.freeKeys = append(o.freeKeys, ks)
 	}
 }
@@ -1226,38 +1226,31 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot, r *sharedRule) (eve
 }
 
 // settle updates which rules hold state at ks, drops the key when none
-// does and nothing is buffered, or re-arms its timer for its earliest due
-// time (its first buffered element or a rule's window deadline).
+// does and nothing is buffered, or re-arms its timers for its first
+// buffered element and its rules' earliest window deadline.
 func (o *SharedOperator) settle(ks *keyState) {
 	if o.uniform(ks) {
 		// Every rule that has not failed is present while elements are
 		// buffered, waiting for the first one; none holds anything else,
 		// but a quiet start's rules, until its window ends.
 		due, ok := event.MaxTime, false
-		if ks.n > 0 {
-			due, ok = o.bufferDue(ks.buf[0].ts), true
-		}
 		if q := &ks.quiet; q.group != nil {
 			if ks.n == 0 && q.others {
 				q.others = false
 			}
-			due, ok = min(due, q.ts+q.window), true
+			due, ok = q.ts+q.window, true
 		}
-		switch {
-		case !ok:
+		if ks.n == 0 && !ok {
 			o.timers.disarm(ks)
 			delete(o.keys, ks.key)
 			o.release(ks)
-		case !ks.timer.armed || ks.timer.due != due:
-			o.timers.arm(ks, due)
+			return
 		}
+		o.settleTimers(ks, due, ok)
 		return
 	}
 	keep := ks.n > 0
 	due, ok := event.MaxTime, false
-	if ks.n > 0 {
-		due, ok = o.bufferDue(ks.buf[0].ts), true
-	}
 	for i, r := range o.rules {
 		if r.err != nil {
 			continue
@@ -1278,14 +1271,28 @@ func (o *SharedOperator) settle(ks *keyState) {
 			due, ok = sl.pendTs+r.window, true
 		}
 	}
-	switch {
-	case !keep:
+	if !keep {
 		o.timers.disarm(ks)
 		delete(o.keys, ks.key)
 		o.release(ks)
+		return
+	}
+	o.settleTimers(ks, due, ok)
+}
+
+// settleTimers arms ks's timers for its first buffered element, if any,
+// and for deadline if ok, and disarms them otherwise.
+func (o *SharedOperator) settleTimers(ks *keyState, deadline event.Time, ok bool) {
+	switch {
+	case ks.n == 0:
+		o.timers.disarmKind(ks, bufferTimer)
+	case !ks.timer.armed || ks.timer.due != o.bufferDue(ks.buf[0].ts):
+		o.timers.arm(ks, o.bufferDue(ks.buf[0].ts))
+	}
+	switch {
 	case !ok:
-		o.timers.disarm(ks)
-	case !ks.timer.armed || ks.timer.due != due:
-		o.timers.arm(ks, due)
+		o.timers.disarmKind(ks, deadlineTimer)
+	case !ks.deadline.armed || ks.deadline.due != deadline:
+		o.timers.armDeadline(ks, deadline)
 	}
 }
