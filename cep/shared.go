@@ -133,7 +133,11 @@ type SharedOperator struct {
 	woken   bool
 
 	freeKeys []*keyState
-	evsPool  evsPool
+	// freeSlots are the rule slot arrays of released keys, for the next
+	// keys materialize makes slots at: most keys never need theirs, so a
+	// released key's array would otherwise go to a key that does not.
+	freeSlots [][]ruleSlot
+	evsPool   evsPool
 
 	// starts are the groups of rules with a start signature, by it.
 	starts map[string]*startGroup
@@ -557,6 +561,12 @@ func (o *SharedOperator) keyState(k event.Key) (*keyState, bool) {
 	if ks := o.keys[k]; ks != nil {
 		return ks, false
 	}
+	return o.newKeyState(k), true
+}
+
+// newKeyState returns a new state for k, which has none, with no rule
+// present.
+func (o *SharedOperator) newKeyState(k event.Key) *keyState {
 	var ks *keyState
 	if n := len(o.freeKeys); n > 0 {
 		ks = o.freeKeys[n-1]
@@ -568,7 +578,7 @@ func (o *SharedOperator) keyState(k event.Key) (*keyState, bool) {
 	ks.key = k
 	ks.rules = ks.rules[:0] // uniform
 	o.keys[k] = ks
-	return ks, true
+	return ks
 }
 
 // uniform reports whether ks's rule slots are not made (see ruleSlot).
@@ -582,6 +592,13 @@ func (o *SharedOperator) materialize(ks *keyState) {
 	q, quiet := ks.quiet, ks.quiet.group != nil
 	if quiet {
 		o.unquiet(ks)
+	}
+	if cap(ks.rules) < len(o.rules) {
+		if n := len(o.freeSlots); n > 0 {
+			ks.rules = o.freeSlots[n-1]
+			o.freeSlots[n-1] = nil
+			o.freeSlots = o.freeSlots[:n-1]
+		}
 	}
 	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
 	for i, r := range o.rules {
@@ -664,8 +681,13 @@ func (o *SharedOperator) release(ks *keyState) {
 	if len(o.freeKeys) < maxFree {
 		clear(ks.buf)
 		clear(ks.rules)
+		rules := ks.rules[:0]
+		if cap(rules) > 0 && len(o.freeSlots) < maxFree {
+			o.freeSlots = append(o.freeSlots, rules)
+			rules = nil
+		}
 		gen, dgen := ks.timer.gen, ks.deadline.gen // see Operator.release
-		*ks = keyState{buf: ks.buf[:0], rules: ks.rules[:0]}
+		*ks = keyState{buf: ks.buf[:0], rules: rules}
 		ks.timer.gen, ks.deadline.gen = gen, dgen
 		o.freeKeys = append(o.freeKeys, ks)
 	}
@@ -690,7 +712,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 		return
 	}
 	if ks == nil {
-		ks, created = o.keyState(k)
+		ks, created = o.newKeyState(k), true
 	}
 	ks.warm = true
 	o.arrive(ks, created, ev)
