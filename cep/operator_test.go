@@ -1127,8 +1127,8 @@ func testTimerHeap(t *testing.T, seed uint64, inOrder bool) {
 				h.arm(ks, dueOf(k))
 			}
 			compacted = compacted || h.entries() < before
-			usedQ = usedQ || h.entries() > len(h.h)
-			usedH = usedH || len(h.h) > 0
+			usedQ = usedQ || h.entries() > len(h.h[bufferTimer])+len(h.h[deadlineTimer])
+			usedH = usedH || len(h.h[bufferTimer])+len(h.h[deadlineTimer]) > 0
 		}
 		// Pop everything due up to a bound; it must come out in
 		// (due, order) order and be exactly the armed keys.

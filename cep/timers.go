@@ -32,7 +32,9 @@ import "github.com/cepheus-cep/cepheus/event"
 // keys fire in exactly the order the heap alone gives (two live entries
 // of different keys are never equal: the key bytes break every other
 // tie). A lane costs O(1) per timer against the heap's O(log n) swaps,
-// and the heap keeps only the timers that came out of order.
+// and the heaps, one per kind, keep only the timers that came out of
+// order: the buffer timers' heap stays small, as they are due within the
+// stream's disorder, apart from the long-lived deadlines.
 
 // timerRef is a key's view of one of its timers.
 type timerRef struct {
@@ -88,12 +90,18 @@ func (e *timerEntry) less(b *timerEntry) bool {
 }
 
 type timerHeap struct {
-	h     []timerEntry
+	// h holds, by kind, the entries that came out of order: the buffer
+	// timers' heap stays small (they are due within the stream's
+	// disorder), the deadlines' holds the deadlines armed out of order.
+	h     [timerKinds]timerPQ
 	lanes [timerKinds][lanesPerKind]timerLane
 	stale int // entries in h and the lanes that are no longer live
 }
 
 const lanesPerKind = 2
+
+// timerPQ is a binary min-heap of entries by less.
+type timerPQ []timerEntry
 
 // timerLane is a FIFO of entries sorted by less: q[head:]; q[:head] are
 // popped (zeroed).
@@ -136,7 +144,7 @@ func (t *timerHeap) armKind(ks *keyState, k timerKind, due event.Time) {
 	if l := t.laneFor(&e); l != nil {
 		l.q = append(l.q, e)
 	} else {
-		t.push(e)
+		t.h[k].push(e)
 	}
 	t.maybeCompact()
 }
@@ -184,13 +192,17 @@ func (t *timerHeap) disarmKind(ks *keyState, k timerKind) {
 // due at or before now, else nil. Both timers of the returned key are
 // disarmed.
 func (t *timerHeap) popDue(now event.Time) *keyState {
-	for len(t.h) > 0 && !t.h[0].live() {
-		t.pop()
-		t.stale--
-	}
 	var e *timerEntry
-	if len(t.h) > 0 {
-		e = &t.h[0]
+	var fromH *timerPQ
+	for k := range t.h {
+		h := &t.h[k]
+		for len(*h) > 0 && !(*h)[0].live() {
+			h.pop()
+			t.stale--
+		}
+		if len(*h) > 0 && (e == nil || (*h)[0].less(e)) {
+			e, fromH = &(*h)[0], h
+		}
 	}
 	var from *timerLane
 	for k := range t.lanes {
@@ -212,7 +224,7 @@ func (t *timerHeap) popDue(now event.Time) *keyState {
 	if from != nil {
 		from.pop()
 	} else {
-		t.pop()
+		fromH.pop()
 	}
 	for k := range timerKinds {
 		if r := ks.timerOf(k); r.armed {
@@ -230,7 +242,7 @@ func (t *timerHeap) len() int { return t.entries() - t.stale }
 // entries is how many entries the heap and the lanes hold, stale ones
 // included.
 func (t *timerHeap) entries() int {
-	n := len(t.h)
+	n := len(t.h[bufferTimer]) + len(t.h[deadlineTimer])
 	for k := range t.lanes {
 		for i := range t.lanes[k] {
 			n += t.lanes[k][i].len()
@@ -244,16 +256,19 @@ func (t *timerHeap) maybeCompact() {
 	if t.stale < 64 || t.stale <= t.entries()/2 {
 		return
 	}
-	live := t.h[:0]
-	for _, e := range t.h {
-		if e.live() {
-			live = append(live, e)
+	for k := range t.h {
+		h := t.h[k]
+		live := h[:0]
+		for _, e := range h {
+			if e.live() {
+				live = append(live, e)
+			}
 		}
-	}
-	clear(t.h[len(live):])
-	t.h = live
-	for i := len(t.h)/2 - 1; i >= 0; i-- {
-		t.down(i)
+		clear(h[len(live):])
+		t.h[k] = live
+		for i := len(live)/2 - 1; i >= 0; i-- {
+			live.down(i)
+		}
 	}
 	// A lane stays sorted when entries are taken out of it.
 	for k := range t.lanes {
@@ -272,46 +287,46 @@ func (t *timerHeap) maybeCompact() {
 	t.stale = 0
 }
 
-func (t *timerHeap) push(e timerEntry) {
-	t.h = append(t.h, e)
-	t.up(len(t.h) - 1)
+func (h *timerPQ) push(e timerEntry) {
+	*h = append(*h, e)
+	h.up(len(*h) - 1)
 }
 
-func (t *timerHeap) pop() {
-	n := len(t.h) - 1
-	t.h[0] = t.h[n]
-	t.h[n] = timerEntry{}
-	t.h = t.h[:n]
+func (h *timerPQ) pop() {
+	n := len(*h) - 1
+	(*h)[0] = (*h)[n]
+	(*h)[n] = timerEntry{}
+	*h = (*h)[:n]
 	if n > 0 {
-		t.down(0)
+		h.down(0)
 	}
 }
 
-func (t *timerHeap) up(i int) {
+func (h timerPQ) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !t.h[i].less(&t.h[p]) {
+		if !h[i].less(&h[p]) {
 			return
 		}
-		t.h[i], t.h[p] = t.h[p], t.h[i]
+		h[i], h[p] = h[p], h[i]
 		i = p
 	}
 }
 
-func (t *timerHeap) down(i int) {
-	n := len(t.h)
+func (h timerPQ) down(i int) {
+	n := len(h)
 	for {
 		c := 2*i + 1
 		if c >= n {
 			return
 		}
-		if r := c + 1; r < n && t.h[r].less(&t.h[c]) {
+		if r := c + 1; r < n && h[r].less(&h[c]) {
 			c = r
 		}
-		if !t.h[c].less(&t.h[i]) {
+		if !h[c].less(&h[i]) {
 			return
 		}
-		t.h[i], t.h[c] = t.h[c], t.h[i]
+		h[i], h[c] = h[c], h[i]
 		i = c
 	}
 }
