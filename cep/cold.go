@@ -42,7 +42,7 @@ func (o *SharedOperator) maybeSweep() {
 		}
 	}
 	for _, ks := range o.keys {
-		if ks.warm || ks.n > 0 || ks.timer.armed {
+		if ks.warm || ks.n > 0 || ks.armed() {
 			ks.warm = false
 			continue
 		}
@@ -119,11 +119,11 @@ func partialsOf(ks *keyState) int {
 // go cold).
 func (o *SharedOperator) PartialMatches() int {
 	n := o.coldPartials
-	for _, q := range o.quiet {
-		n += q.group.rules // one each (nfa.NFA.DeferrableStart)
-	}
 	for _, ks := range o.keys {
 		n += partialsOf(ks)
+		if q := &ks.quiet; q.group != nil {
+			n += q.group.rules // one each (nfa.NFA.DeferrableStart)
+		}
 	}
 	return n
 }

@@ -64,7 +64,8 @@
 //     ProcessWatermark and SetProcessingTime; the runtime hosts one
 //     operator per subtask and calls it from that subtask's goroutine.
 //   - A watermark never scans all keys: keys with buffered elements or a
-//     pending window deadline sit in one timer heap, ordered by due time.
+//     pending window deadline sit in one timer queue (a heap and FIFO
+//     lanes, merged), ordered by due time, then rank, then key.
 //   - A key whose run holds nothing and that has nothing buffered has no
 //     state at all (Flink clears finished keys), so state does not leak.
 //   - Output depends only on the inputs and their order: a snapshot and a

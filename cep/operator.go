@@ -233,12 +233,19 @@ type keyState struct {
 	buf   []bucket // buffered elements by ascending timestamp
 	n     int      // elements in buf
 	timer timerRef
+	// deadline is, in a SharedOperator, the timer of its rules' earliest
+	// window deadline; timer is then that of its earliest buffered element
+	// (timers.go).
+	deadline timerRef
 	// rules holds, in a SharedOperator, the state of each rule at this key
 	// (in the operator's rule order); nil in an Operator.
 	rules []ruleSlot
 	dirty bool // in a SharedOperator: listed in its dirty keys
 	warm  bool // in a SharedOperator: touched since the last sweep
 	snap  bool // in a SharedOperator: not yet written by the snapshot in progress
+	// quiet is, in a SharedOperator, the quiet start at this uniform key
+	// (quiet.group != nil), if any.
+	quiet quietStart
 }
 
 // bucket holds the elements buffered at one timestamp, in arrival order.

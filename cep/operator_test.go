@@ -599,8 +599,8 @@ func TestStateCleanup(t *testing.T) {
 				t.Errorf("matches %d, timeouts %d, want 25 each; output %q", st.Matches, st.Timeouts, out)
 			}
 			checkClean(t, s.op)
-			if len(s.op.timers.h) > 64 {
-				t.Errorf("timer heap holds %d stale entries", len(s.op.timers.h))
+			if s.op.timers.entries() > 64 {
+				t.Errorf("timer heap holds %d stale entries", s.op.timers.entries())
 			}
 		})
 	}
@@ -1067,60 +1067,114 @@ func TestAgainstReference(t *testing.T) {
 }
 
 func TestTimerHeap(t *testing.T) {
-	for _, seed := range testSeeds(t) {
-		rng := rand.New(rand.NewPCG(seed, 2))
-		var h timerHeap
-		keys := make([]*keyState, 300)
-		for i := range keys {
-			keys[i] = &keyState{order: uint64(i)}
+	// In order, most timers are armed in the order they come due and go to
+	// the FIFO lanes; the rest, and most random ones, go to the heap. A
+	// key has two timers (buffer and deadline) and fires once, at the
+	// earlier.
+	for _, inOrder := range []bool{false, true} {
+		for _, seed := range testSeeds(t) {
+			testTimerHeap(t, seed, inOrder)
 		}
-		compacted := false
-		for round := range 20 {
-			for range 400 {
-				ks := keys[rng.IntN(len(keys))]
-				before := len(h.h)
-				if rng.IntN(5) == 0 {
-					h.disarm(ks)
-				} else {
-					h.arm(ks, event.Time(rng.IntN(1000)))
-				}
-				compacted = compacted || len(h.h) < before
+	}
+}
+
+func testTimerHeap(t *testing.T, seed uint64, inOrder bool) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	var h timerHeap
+	keys := make([]*keyState, 300)
+	for i := range keys {
+		keys[i] = &keyState{order: uint64(i)}
+	}
+	clock := event.Time(0)
+	dueOf := func(k timerKind) event.Time {
+		if !inOrder {
+			return event.Time(rng.IntN(1000))
+		}
+		clock += event.Time(rng.IntN(2))
+		d := clock
+		if k == deadlineTimer {
+			d += 50
+		}
+		if rng.IntN(10) == 0 {
+			d -= event.Time(rng.IntN(20))
+		}
+		return d
+	}
+	dueOfKey := func(ks *keyState) (event.Time, bool) {
+		switch {
+		case ks.timer.armed && ks.deadline.armed:
+			return min(ks.timer.due, ks.deadline.due), true
+		case ks.timer.armed:
+			return ks.timer.due, true
+		case ks.deadline.armed:
+			return ks.deadline.due, true
+		}
+		return 0, false
+	}
+	compacted, usedQ, usedH := false, false, false
+	for round := range 20 {
+		for range 400 {
+			ks := keys[rng.IntN(len(keys))]
+			before := h.entries()
+			switch k := timerKind(rng.IntN(int(timerKinds))); {
+			case rng.IntN(10) == 0:
+				h.disarm(ks)
+			case rng.IntN(10) == 0:
+				h.disarmKind(ks, k)
+			case k == deadlineTimer:
+				h.armDeadline(ks, dueOf(k))
+			default:
+				h.arm(ks, dueOf(k))
 			}
-			// Pop everything due up to a bound; it must come out in
-			// (due, order) order and be exactly the armed keys.
-			now := event.Time(rng.IntN(1000))
-			var want []*keyState
-			for _, ks := range keys {
-				if ks.timer.armed && ks.timer.due <= now {
-					want = append(want, ks)
-				}
-			}
-			slices.SortFunc(want, func(a, b *keyState) int {
-				if a.timer.due != b.timer.due {
-					return int(a.timer.due - b.timer.due)
-				}
-				return int(a.order) - int(b.order)
-			})
-			var got []*keyState
-			for ks := h.popDue(now); ks != nil; ks = h.popDue(now) {
-				got = append(got, ks)
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("seed %d round %d: popped %d keys, want %d, or in the wrong order", seed, round, len(got), len(want))
-			}
-			armed := 0
-			for _, ks := range keys {
-				if ks.timer.armed {
-					armed++
-				}
-			}
-			if h.len() != armed {
-				t.Fatalf("seed %d: heap holds %d live timers, %d keys armed", seed, h.len(), armed)
+			compacted = compacted || h.entries() < before
+			usedQ = usedQ || h.entries() > len(h.h[bufferTimer])+len(h.h[deadlineTimer])
+			usedH = usedH || len(h.h[bufferTimer])+len(h.h[deadlineTimer]) > 0
+		}
+		// Pop everything due up to a bound; it must come out in
+		// (due, order) order and be exactly the armed keys.
+		now := event.Time(rng.IntN(1000))
+		if inOrder {
+			now = clock - event.Time(rng.IntN(100))
+		}
+		var want []*keyState
+		for _, ks := range keys {
+			if d, ok := dueOfKey(ks); ok && d <= now {
+				want = append(want, ks)
 			}
 		}
-		if !compacted {
-			t.Errorf("seed %d: the heap never compacted", seed)
+		slices.SortFunc(want, func(a, b *keyState) int {
+			da, _ := dueOfKey(a)
+			db, _ := dueOfKey(b)
+			if da != db {
+				return int(da - db)
+			}
+			return int(a.order) - int(b.order)
+		})
+		var got []*keyState
+		for ks := h.popDue(now); ks != nil; ks = h.popDue(now) {
+			got = append(got, ks)
 		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("seed %d in order %v round %d: popped %d keys, want %d, or in the wrong order", seed, inOrder, round, len(got), len(want))
+		}
+		armed := 0
+		for _, ks := range keys {
+			if ks.timer.armed {
+				armed++
+			}
+			if ks.deadline.armed {
+				armed++
+			}
+		}
+		if h.len() != armed {
+			t.Fatalf("seed %d in order %v: heap holds %d live timers, %d keys armed", seed, inOrder, h.len(), armed)
+		}
+	}
+	if !compacted && !inOrder { // in order, popping drops most stale entries first
+		t.Errorf("seed %d: the heap never compacted", seed)
+	}
+	if inOrder && (!usedQ || !usedH) {
+		t.Errorf("seed %d: FIFO used %v, heap used %v", seed, usedQ, usedH)
 	}
 }
 

@@ -116,7 +116,7 @@ type SharedOperator struct {
 	coldPartials int
 
 	keys   map[event.Key]*keyState
-	timers timerHeap // one timer per key: the earliest due time of its rules
+	timers timerHeap // two timers per key: its earliest buffered element, its rules' earliest deadline
 
 	watermark      event.Time
 	procTime       event.Time
@@ -133,13 +133,17 @@ type SharedOperator struct {
 	woken   bool
 
 	freeKeys []*keyState
-	evsPool  evsPool
+	// freeSlots are the rule slot arrays of released keys, for the next
+	// keys materialize makes slots at: most keys never need theirs, so a
+	// released key's array would otherwise go to a key that does not.
+	freeSlots [][]ruleSlot
+	evsPool   evsPool
 
 	// starts are the groups of rules with a start signature, by it.
 	starts map[string]*startGroup
-	// quiet are the uniform keys at which the rules of one start group
-	// started quietly (quietStart).
-	quiet map[*keyState]quietStart
+	// quietKeys counts the uniform keys at which the rules of one start
+	// group started quietly (keyState.quiet).
+	quietKeys int
 	// fireEpoch numbers the fireKey calls (startGroup.inert); fireElems is
 	// how many elements the current one releases.
 	fireEpoch uint64
@@ -487,7 +491,7 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	st.Keys = r.coldPresent
 	for _, ks := range o.keys {
 		if o.uniform(ks) {
-			q, quiet := o.quiet[ks]
+			q, quiet := &ks.quiet, ks.quiet.group != nil
 			if r.err == nil && (!quiet || r.start == q.group || q.others) {
 				st.Keys++
 				st.BufferedEvents += ks.n
@@ -557,6 +561,12 @@ func (o *SharedOperator) keyState(k event.Key) (*keyState, bool) {
 	if ks := o.keys[k]; ks != nil {
 		return ks, false
 	}
+	return o.newKeyState(k), true
+}
+
+// newKeyState returns a new state for k, which has none, with no rule
+// present.
+func (o *SharedOperator) newKeyState(k event.Key) *keyState {
 	var ks *keyState
 	if n := len(o.freeKeys); n > 0 {
 		ks = o.freeKeys[n-1]
@@ -568,7 +578,7 @@ func (o *SharedOperator) keyState(k event.Key) (*keyState, bool) {
 	ks.key = k
 	ks.rules = ks.rules[:0] // uniform
 	o.keys[k] = ks
-	return ks, true
+	return ks
 }
 
 // uniform reports whether ks's rule slots are not made (see ruleSlot).
@@ -579,9 +589,16 @@ func (o *SharedOperator) materialize(ks *keyState) {
 	if !o.uniform(ks) {
 		return
 	}
-	q, quiet := o.quiet[ks]
+	q, quiet := ks.quiet, ks.quiet.group != nil
 	if quiet {
-		delete(o.quiet, ks)
+		o.unquiet(ks)
+	}
+	if cap(ks.rules) < len(o.rules) {
+		if n := len(o.freeSlots); n > 0 {
+			ks.rules = o.freeSlots[n-1]
+			o.freeSlots[n-1] = nil
+			o.freeSlots = o.freeSlots[:n-1]
+		}
 	}
 	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
 	for i, r := range o.rules {
@@ -618,9 +635,8 @@ func (o *SharedOperator) arrive(ks *keyState, created bool, ev *event.Event) {
 		if created {
 			return // every rule that has not failed is present
 		}
-		if q, quiet := o.quiet[ks]; quiet && !q.others {
+		if q := &ks.quiet; q.group != nil && !q.others {
 			q.others, q.othersOrder = true, ev.Seq
-			o.quiet[ks] = q
 		}
 		return // every rule that has not failed is present already
 	}
@@ -658,16 +674,21 @@ func (o *SharedOperator) recycleRun(i int, sl *ruleSlot) {
 
 // release recycles the record of a key whose state was dropped.
 func (o *SharedOperator) release(ks *keyState) {
-	delete(o.quiet, ks)
+	o.unquiet(ks)
 	for i := range ks.rules {
 		o.recycleRun(i, &ks.rules[i])
 	}
 	if len(o.freeKeys) < maxFree {
 		clear(ks.buf)
 		clear(ks.rules)
-		gen := ks.timer.gen // see Operator.release
-		*ks = keyState{buf: ks.buf[:0], rules: ks.rules[:0]}
-		ks.timer.gen = gen
+		rules := ks.rules[:0]
+		if cap(rules) > 0 && len(o.freeSlots) < maxFree {
+			o.freeSlots = append(o.freeSlots, rules)
+			rules = nil
+		}
+		gen, dgen := ks.timer.gen, ks.deadline.gen // see Operator.release
+		*ks = keyState{buf: ks.buf[:0], rules: rules}
+		ks.timer.gen, ks.deadline.gen = gen, dgen
 		o.freeKeys = append(o.freeKeys, ks)
 	}
 }
@@ -691,7 +712,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 		return
 	}
 	if ks == nil {
-		ks, created = o.keyState(k)
+		ks, created = o.newKeyState(k), true
 	}
 	ks.warm = true
 	o.arrive(ks, created, ev)
@@ -789,13 +810,12 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 		o.fireElems += len(ks.buf[i].evs)
 	}
 	if o.uniform(ks) {
-		if q, quiet := o.quiet[ks]; quiet {
+		if q := &ks.quiet; q.group != nil {
 			switch {
 			case n == 0 && ks.n == 0 && t >= q.ts+q.window:
-				delete(o.quiet, ks) // the runs would be empty again: settle drops the key
+				o.unquiet(ks) // the runs would be empty again: settle drops the key
 			case t < q.ts+q.window && !o.startsAny(ks, n) && o.quietIgnores(ks, n, q):
 				q.at = t // every run would be advanced to t, having ignored them
-				o.quiet[ks] = q
 			default:
 				o.materialize(ks)
 			}
@@ -1005,17 +1025,23 @@ func (o *SharedOperator) startQuietly(ks *keyState, n int, t event.Time) bool {
 	if g == nil || t >= b.ts+window {
 		return false
 	}
-	if o.quiet == nil {
-		o.quiet = map[*keyState]quietStart{}
-	}
-	o.quiet[ks] = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true, othersOrder: ks.order}
+	ks.quiet = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true, othersOrder: ks.order}
+	o.quietKeys++
 	return true
+}
+
+// unquiet forgets the quiet start at ks, if any.
+func (o *SharedOperator) unquiet(ks *keyState) {
+	if ks.quiet.group != nil {
+		ks.quiet = quietStart{}
+		o.quietKeys--
+	}
 }
 
 // quietIgnores reports whether the rules of q's group all leave their
 // partial match unchanged given each of the elements of the first n
 // buckets of ks (nfa.Run.PendingIgnores), which start no rule.
-func (o *SharedOperator) quietIgnores(ks *keyState, n int, q quietStart) bool {
+func (o *SharedOperator) quietIgnores(ks *keyState, n int, q *quietStart) bool {
 	for _, r := range o.rules {
 		if r.start != q.group {
 			continue
@@ -1222,39 +1248,31 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot, r *sharedRule) (eve
 }
 
 // settle updates which rules hold state at ks, drops the key when none
-// does and nothing is buffered, or re-arms its timer for its earliest due
-// time (its first buffered element or a rule's window deadline).
+// does and nothing is buffered, or re-arms its timers for its first
+// buffered element and its rules' earliest window deadline.
 func (o *SharedOperator) settle(ks *keyState) {
 	if o.uniform(ks) {
 		// Every rule that has not failed is present while elements are
 		// buffered, waiting for the first one; none holds anything else,
 		// but a quiet start's rules, until its window ends.
 		due, ok := event.MaxTime, false
-		if ks.n > 0 {
-			due, ok = o.bufferDue(ks.buf[0].ts), true
-		}
-		if q, quiet := o.quiet[ks]; quiet {
+		if q := &ks.quiet; q.group != nil {
 			if ks.n == 0 && q.others {
 				q.others = false
-				o.quiet[ks] = q
 			}
-			due, ok = min(due, q.ts+q.window), true
+			due, ok = q.ts+q.window, true
 		}
-		switch {
-		case !ok:
+		if ks.n == 0 && !ok {
 			o.timers.disarm(ks)
 			delete(o.keys, ks.key)
 			o.release(ks)
-		case !ks.timer.armed || ks.timer.due != due:
-			o.timers.arm(ks, due)
+			return
 		}
+		o.settleTimers(ks, due, ok)
 		return
 	}
 	keep := ks.n > 0
 	due, ok := event.MaxTime, false
-	if ks.n > 0 {
-		due, ok = o.bufferDue(ks.buf[0].ts), true
-	}
 	for i, r := range o.rules {
 		if r.err != nil {
 			continue
@@ -1275,14 +1293,28 @@ func (o *SharedOperator) settle(ks *keyState) {
 			due, ok = sl.pendTs+r.window, true
 		}
 	}
-	switch {
-	case !keep:
+	if !keep {
 		o.timers.disarm(ks)
 		delete(o.keys, ks.key)
 		o.release(ks)
+		return
+	}
+	o.settleTimers(ks, due, ok)
+}
+
+// settleTimers arms ks's timers for its first buffered element, if any,
+// and for deadline if ok, and disarms them otherwise.
+func (o *SharedOperator) settleTimers(ks *keyState, deadline event.Time, ok bool) {
+	switch {
+	case ks.n == 0:
+		o.timers.disarmKind(ks, bufferTimer)
+	case !ks.timer.armed || ks.timer.due != o.bufferDue(ks.buf[0].ts):
+		o.timers.arm(ks, o.bufferDue(ks.buf[0].ts))
+	}
+	switch {
 	case !ok:
-		o.timers.disarm(ks)
-	case !ks.timer.armed || ks.timer.due != due:
-		o.timers.arm(ks, due)
+		o.timers.disarmKind(ks, deadlineTimer)
+	case !ks.deadline.armed || ks.deadline.due != deadline:
+		o.timers.armDeadline(ks, deadline)
 	}
 }

@@ -74,7 +74,7 @@ func sameStarts(t *testing.T, nfas []*nfa.NFA) {
 				if err := op.ProcessWatermark(ts, &out); err != nil {
 					t.Fatal(err)
 				}
-				quiet = max(quiet, len(op.quiet))
+				quiet = max(quiet, op.quietKeys)
 				for i, one := range ones {
 					st, _ := op.RuleStats(i)
 					if w := one.Stats(); st.Keys != w.Keys || st.BufferedEvents != w.BufferedEvents {

@@ -288,7 +288,7 @@ func (o *SharedOperator) appendHeader(b []byte) []byte {
 // appendKey appends the record of ks (without its version byte).
 func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
 	b = binary.AppendUvarint(b, ks.order)
-	if _, quiet := o.quiet[ks]; quiet {
+	if ks.quiet.group != nil {
 		o.materialize(ks)
 	}
 	uniform := o.uniform(ks)
