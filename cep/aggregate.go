@@ -126,3 +126,37 @@ func FillAggregates(aggs []*rules.Aggregate, events []*event.Event) error {
 	}
 	return a.Advance(event.MaxTime, func(*event.Event) error { return nil })
 }
+
+// alertNulls marks, in a schema of n slots, the slots of the aggregates
+// aggs that rule r's alerts show as null: those keyed by other fields
+// than r's key fields that r does not read (nil when there is none).
+// An event's aggregates keyed by the rule's key are what a Kafka job
+// computes on the rule's partition of the events, and the others are not
+// computed there (docs/decisions.md, "Velocity aggregates"): so an alert
+// shows the same everywhere.
+func alertNulls(r *rules.Rule, aggs []*rules.Aggregate, n int) []bool {
+	var null []bool
+	for _, a := range aggs {
+		if sameFields(a.KeyFields, r.KeyFields) || slices.Contains(r.Aggregates, a.Name) || a.Slot >= n {
+			continue
+		}
+		if null == nil {
+			null = make([]bool, n)
+		}
+		null[a.Slot] = true
+	}
+	return null
+}
+
+// sameFields reports whether a and b hold the same fields, in any order.
+func sameFields(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, f := range a {
+		if !slices.Contains(b, f) {
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -51,6 +53,118 @@ func TestStreamAggregates(t *testing.T) {
 		compareOutputs(t, name, want, d.outputs(t, singleLayout("events.jsonl", from)))
 		if last := res[len(res)-1]; last.Alerts != sum.Alerts && len(res) == 1 {
 			t.Errorf("%s: %d alerts, Engine.Run %d", name, last.Alerts, sum.Alerts)
+		}
+	}
+}
+
+// TestAlertAggregateNulls: an alert's matched events show the aggregates
+// keyed by the rule's key and those the rule reads; the others are null
+// (in a Kafka job they are not computed on the rule's events).
+func TestAlertAggregateNulls(t *testing.T) {
+	rs, err := CompileRuleset("nulls.cep", []byte(`ruleset nulls
+event time ts
+schema {
+  ts: time
+  card: string
+  shop: string
+  amount: float
+}
+aggregate card_sum {
+  key card
+  sum amount
+  window 1h
+}
+aggregate shop_count {
+  key shop
+  count
+  window 1h
+}
+aggregate shop_sum {
+  key shop
+  sum amount
+  window 1h
+}
+rule card_big {
+  key card
+  pattern {
+    begin a where amount > 100
+  }
+}
+rule card_busy_shop {
+  key card
+  pattern {
+    begin a where shop_sum > 150
+  }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, alerts, _, _ := batchRun(t, rs, 1, []string{
+		`{"ts":"2026-01-01T10:00:00Z","card":"c1","shop":"s1","amount":50}`,
+		`{"ts":"2026-01-01T10:01:00.000Z","card":"c1","shop":"s1","amount":120}`,
+	})
+	want := []string{
+		`"rule":"card_big",.*"matched":{"a":\[{"line":2,"ts":"2026-01-01T10:01:00.000Z","card":"c1","shop":"s1","amount":120,"card_sum":170,"shop_count":null,"shop_sum":null}\]}`,
+		`"rule":"card_busy_shop",.*"matched":{"a":\[{"line":2,"ts":"2026-01-01T10:01:00.000Z","card":"c1","shop":"s1","amount":120,"card_sum":170,"shop_count":null,"shop_sum":170}\]}`,
+	}
+	if len(alerts) != len(want) {
+		t.Fatalf("%d alerts, want %d:\n%s", len(alerts), len(want), strings.Join(alerts, "\n"))
+	}
+	for i, rx := range want {
+		if !regexp.MustCompile(rx).MatchString(alerts[i]) {
+			t.Errorf("alert %d:\n%s\nwant it to match %s", i, alerts[i], rx)
+		}
+	}
+}
+
+// TestKafkaAggregateKeys: in Kafka mode a rule reads only the aggregates
+// keyed by its own key fields (in any order); the refusal names the rule,
+// the aggregate and both keys.
+func TestKafkaAggregateKeys(t *testing.T) {
+	const head = `ruleset keys
+event time ts
+schema {
+  ts: time
+  card: string
+  shop: string
+  amount: float
+}
+aggregate shop_card_sum {
+  key shop, card
+  sum amount
+  window 1h
+}
+aggregate shop_count {
+  key shop
+  count
+  window 1h
+}
+`
+	for _, c := range []struct {
+		rule, want string
+	}{
+		{"rule r {\n key card, shop\n pattern {\n begin a where shop_card_sum > 1\n }\n}\nrule s {\n key shop\n pattern {\n begin a where shop_count > 1\n }\n}\n", ""},
+		{"rule r {\n key card\n pattern {\n begin a where amount > 1\n }\n}\n", ""},
+		{"rule r {\n key card\n pattern {\n begin a where shop_count > 1\n }\n}\n",
+			"rule r (key card) reads aggregate shop_count (key shop): in Kafka mode a rule reads only the aggregates keyed by its own key fields"},
+		{"rule r {\n key shop\n pattern {\n begin a where shop_card_sum > 1\n }\n}\n",
+			"rule r (key shop) reads aggregate shop_card_sum (key shop, card)"},
+	} {
+		rs, err := CompileRuleset("keys.cep", []byte(head+c.rule))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(WithRuleset(rs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = e.checkKafkaAggregates()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want none", c.rule, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.rule, err, c.want)
 		}
 	}
 }

@@ -116,8 +116,9 @@ func (e *AlertEncoder) appendLate(b []byte, ev *event.Event) []byte { return e.e
 // makeAlert fills a (reusing its slices) with the alert of a match of r:
 // the rule's key values from the match's first event, the emits
 // evaluated over the match.
-// derived marks the slots an alert id leaves out (Engine.derived).
-func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item, derived []bool) {
+// derived marks the slots an alert id leaves out (Engine.derived), null
+// those the matched events show as null (compiledRule.null).
+func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item, derived, null []bool) {
 	a.Alert = jsonev.Alert{
 		ID:             alertID(r, it.Key, it.Match.Events, derived),
 		Rule:           r.Name,
@@ -130,6 +131,7 @@ func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item, derived []b
 		DetectedAt:     it.Match.At,
 		Stages:         r.NFA.Stages(),
 		Matched:        it.Match.Events,
+		Null:           null,
 		EmitNames:      a.EmitNames[:0],
 		Emit:           a.Emit[:0],
 	}

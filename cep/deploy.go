@@ -333,6 +333,9 @@ func (j *job) askSwitch(req *deployReq) {
 	if err == nil && aggregateSignature(ne) != aggregateSignature(j.e) {
 		err = errors.New("a deploy cannot change the velocity aggregates yet (their windows are state of the running job): restart with the new rules file")
 	}
+	if err == nil && j.cfg.Kafka != nil && len(ne.Aggregates()) > 0 {
+		err = ne.checkKafkaAggregates()
+	}
 	if err != nil {
 		sw.reply(nil, fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err))
 		return

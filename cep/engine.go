@@ -66,6 +66,9 @@ type compiledRule struct {
 	// name, the shadow rule of an active one's), or -1.
 	shadow bool
 	twin   int
+	// null marks the slots of the velocity aggregates the rule's alerts
+	// show as null (alertNulls; nil: none).
+	null []bool
 }
 
 // keySpec is the key fields shared by some rules: one SharedOperator.
@@ -276,6 +279,9 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 	}
 	for _, a := range e.Aggregates() {
 		derive(a.Slot)
+	}
+	for i := range e.rules {
+		e.rules[i].null = alertNulls(e.rules[i].rule, e.Aggregates(), e.schema.Len())
 	}
 	for i := range e.rules {
 		if a := &e.rules[i]; a.shadow {

@@ -376,7 +376,7 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 		if !h.needAlerts {
 			continue
 		}
-		makeAlert(&h.alert, cr.rs, cr.rule, it, h.e.derived)
+		makeAlert(&h.alert, cr.rs, cr.rule, it, h.e.derived, cr.null)
 		if err := out.Collect(emitted{alert: &h.alert, shadow: cr.shadow}); cerr == nil {
 			cerr = err
 		}

@@ -647,8 +647,8 @@ func (j *job) result(already, finished bool) *StreamResult {
 	}
 	r.Stats = st
 	r.Lookups = j.enrich.stats()
-	if j.src != nil && j.src.agg != nil {
-		r.Aggregates, _ = aggregateStats(j.e, j.src.agg)
+	if j.src != nil {
+		r.Aggregates, _ = j.src.aggStats()
 	}
 	r.Late, r.Alerts = st.Late, st.Alerts
 	r.Records, r.Decoded, r.Dead, r.Ahead = st.Records, st.Decoded, st.Dead, st.Ahead

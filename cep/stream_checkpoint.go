@@ -304,8 +304,8 @@ func (j *job) publish(ready bool) {
 	}
 	var aggs []AggregateStats
 	held := 0
-	if j.src != nil && j.src.agg != nil {
-		aggs, held = aggregateStats(j.e, j.src.agg)
+	if j.src != nil {
+		aggs, held = j.src.aggStats()
 	}
 	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag, j.enrich.stats(), aggs, held)
 }
@@ -444,6 +444,9 @@ func (j *job) barrier(final bool) error {
 	if f.meta.Source, err = src.meta(); err != nil {
 		return err
 	}
+	if src.rep != nil {
+		f.meta.Source.RepSent = src.repSent(f.upstream)
+	}
 	if j.dead != nil {
 		if f.meta.Dead, err = j.dead.PreCommit(id); err != nil {
 			return fmt.Errorf("cep: stream: dead letters: %w", err)
@@ -506,7 +509,16 @@ func (j *job) onAck(a ack) (done bool, err error) {
 		// next one; its local copy, if it has one, completes when the
 		// subtasks' parts are written, with where the changelog stands
 		// after this transaction (read now: nothing of the next one is
-		// produced before the commits below).
+		// produced before the commits below). The partitions'
+		// aggregator states go into the changelog on their own, not into
+		// the marker of every partition.
+		if f.meta.Source.PartAggregates != nil {
+			m := f.meta
+			m.Source.PartAggregates = nil
+			if data, err = json.Marshal(&m); err != nil {
+				return false, err
+			}
+		}
 		if err := j.commitKafka(f, data, f.headers); err != nil {
 			if m := j.cfg.Monitor; m != nil {
 				m.checkpoint(0, false)

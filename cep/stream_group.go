@@ -26,11 +26,13 @@ import (
 func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
 	k := c.Kafka
 	var ends map[int32]int64
+	var reps []repartition
 	if k.Bounded {
 		var err error
 		if ends, err = kafka.EndOffsets(ctx, k.conn(), k.Topic); err != nil {
 			return nil, fmt.Errorf("cep: stream: input: %w", err)
 		}
+		_, reps = e.kafkaSpecs(k, len(ends))
 		// The group's offsets are stable once the transaction of a
 		// predecessor of this instance (killed amid a commit) is aborted:
 		// fence it first.
@@ -39,7 +41,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 			return nil, fmt.Errorf("cep: stream: %w", err)
 		}
 		txn.Close()
-		done, err := groupDone(ctx, k, ends)
+		done, err := groupDone(ctx, k, ends, reps)
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +69,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 			// Nothing to read (yet, or any more): wait for partitions,
 			// and, bounded, for the others to finish theirs.
 			if k.Bounded && last != nil {
-				done, err := groupDone(ctx, k, ends)
+				done, err := groupDone(ctx, k, ends, reps)
 				if err != nil {
 					return last, err
 				}
@@ -180,8 +182,9 @@ func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time
 }
 
 // groupDone reports whether the group has committed every partition of
-// the input at or past its end in ends.
-func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64) (bool, error) {
+// the input at or past its end in ends, and every partition of the
+// repartition topics of reps past its last record.
+func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []repartition) (bool, error) {
 	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
 	if err != nil {
 		return false, fmt.Errorf("cep: stream: %w", err)
@@ -190,6 +193,46 @@ func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64) (bool, 
 		c, ok := committed[p]
 		if ok && c.Offset < end || !ok && end > 0 {
 			return false, nil
+		}
+	}
+	// The input is all committed, so every repartition record is
+	// (the events, then each upstream's final marker, which a restarted
+	// job does not write again: repUpstreams). A repartition partition
+	// with a record past its committed offset is not done: an instance
+	// that read its input to the end and stopped before its repartition
+	// partitions were complete leaves their last records to another.
+	for _, rp := range reps {
+		if _, err := kafka.PartitionCount(ctx, k.conn(), rp.topic); errors.Is(err, kafka.ErrNoTopic) {
+			continue // never written
+		}
+		rends, err := kafka.EndOffsets(ctx, k.conn(), rp.topic)
+		if err != nil {
+			return false, fmt.Errorf("cep: stream: %w", err)
+		}
+		rc, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, rp.topic)
+		if err != nil {
+			return false, fmt.Errorf("cep: stream: %w", err)
+		}
+		from := map[int32]int64{}
+		var parts []int32
+		for p, end := range rends {
+			if c := rc[p].Offset; c < end { // none committed: 0
+				from[p] = c
+				parts = append(parts, p)
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		// Past the committed offsets there may be nothing but the
+		// commit markers of the transactions (control records).
+		found := errors.New("found")
+		_, err = kafka.ReadPartitions(ctx, k.conn(), rp.topic, parts, from, func(int32, []byte, []byte) error { return found })
+		switch {
+		case errors.Is(err, found):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("cep: stream: %w", err)
 		}
 	}
 	return true, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -507,6 +508,120 @@ rule gold_twice_in_country {
 						t.Logf("with file outputs:     %s", w)
 					}
 				}
+				break
+			}
+		}
+	}
+}
+
+// TestStreamKafkaAggregates runs the velocity ruleset (its thresholds
+// lowered) over events in time order produced into a topic of three
+// partitions keyed by card_id, as a transactional job with card_id as the
+// record key: the card aggregates run on the input partitions, the
+// merchant one on the repartition topic of merchant_id. Stopped at a
+// checkpoint, its state directory deleted and resumed with another
+// parallelism (every aggregator restored from the changelog), the job
+// commits the alerts of Engine.Run over the events, each once, aggregate
+// values included (but for where the events were read).
+func TestStreamKafkaAggregates(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	old := maxChangelogRecord
+	maxChangelogRecord = 300 // the aggregators' states in chunks
+	t.Cleanup(func() { maxChangelogRecord = old })
+	src, err := os.ReadFile(filepath.Join("..", "rulesets", "velocity.cep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(src)
+	for _, r := range [][2]string{
+		{"merchant_cards == 30", "merchant_cards == 8"}, {"merchant_cards > 30", "merchant_cards > 8"},
+		{"card_hour_spend > 10000 && card_hour_spend - amount <= 10000", "card_hour_spend > 3000 && card_hour_spend - amount <= 3000"},
+	} {
+		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	rs, err := CompileRuleset("velocity.cep", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var input strings.Builder
+	x := uint64(7)
+	next := func(m uint64) uint64 {
+		x = x*6364136223846793005 + 1442695040888963407
+		return (x >> 33) % m
+	}
+	base := time.Date(2026, 1, 1, 22, 0, 0, 0, time.UTC)
+	countries := []string{"FR", "DE", "IT"}
+	for i := range 1500 {
+		device := ""
+		if next(3) == 0 {
+			device = "d1"
+		}
+		fmt.Fprintf(&input, `{"ts":%q,"type":"auth","card_id":"c%d","merchant_id":"m%d","amount":%d,"device_id":%q,"merchant_country":%q}`+"\n",
+			base.Add(time.Duration(i)*3*time.Second).Format(time.RFC3339), next(40), next(8), next(400), device, countries[next(3)])
+	}
+	_, lines, _, _ := batchRun(t, rs, 16, strings.Split(strings.TrimSpace(input.String()), "\n"))
+	where := regexp.MustCompile(`"line":[0-9]+(,"partition":[0-9]+)?,`)
+	norm := func(lines []string) []string {
+		var out []string
+		for _, l := range lines {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, where.ReplaceAllString(l, ""))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := norm(lines)
+	for _, r := range []string{"merchant_card_burst", "card_spend_spree", "card_country_hopping"} {
+		if n := strings.Count(strings.Join(want, "\n"), `"rule":"`+r+`"`); n == 0 {
+			t.Fatalf("Engine.Run gives no alert of %s: nothing to tell", r)
+		}
+	}
+	topic := fmt.Sprintf("stream-kafka-agg-%d", time.Now().UnixNano())
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: 3, KeyField: "card_id",
+	}, strings.NewReader(input.String())); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	config := func(p int) StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20, RecordKey: "card_id",
+				AlertsTopic: topic + "-alerts", Group: topic},
+			StateDir: state, CheckpointInterval: 10 * time.Second, CheckpointRecords: 200, Parallelism: p,
+		}
+	}
+	engine := func() *Engine {
+		e, err := New(WithRuleset(rs), WithOutOfOrderness(streamBound), WithWatermarkEvery(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	cfg := config(2)
+	cfg.hooks.afterCommit = func(id int64) bool { return id == 3 }
+	if res, err := engine().Stream(context.Background(), cfg); err != nil || res.Finished {
+		t.Fatalf("first run: %v, finished %v (want a stop at checkpoint 3)", err, res != nil && res.Finished)
+	}
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	res, err := engine().Stream(context.Background(), config(3))
+	if err != nil || !res.Finished || res.Restored < 3 {
+		t.Fatalf("second run: %v, %+v (want it finished, restored from checkpoint 3 or later, from the changelog)", err, res)
+	}
+	got := norm(topicValues(t, brokers, topic+"-alerts"))
+	if !slices.Equal(got, want) {
+		t.Errorf("%d alerts in the topic, %d of Engine.Run (or they differ)", len(got), len(want))
+		for _, l := range got {
+			if _, ok := slices.BinarySearch(want, l); !ok {
+				t.Logf("not of Engine.Run: %.500s", l)
+				break
+			}
+		}
+		for _, l := range want {
+			if _, ok := slices.BinarySearch(got, l); !ok {
+				t.Logf("only of Engine.Run: %.500s", l)
 				break
 			}
 		}

@@ -226,6 +226,13 @@ func (s *streamSource) openRepartitions(ctx context.Context, restored map[string
 	for _, rp := range ko.reps {
 		r.mask |= 1 << rp.spec
 	}
+	if m := s.j.meta; m != nil {
+		for _, p := range ko.owned {
+			if u, ok := m.Source.RepSent[partitionName(ko.in.Topic, p)]; ok {
+				r.lastSent[p] = u
+			}
+		}
+	}
 	s.rep = r
 	ctx, r.stop = context.WithCancel(ctx)
 	for i := range r.reps {
@@ -254,6 +261,10 @@ func (s *streamSource) openRepartitions(ctx context.Context, restored map[string
 			}
 			r.ups[idx] = ups
 			s.names[idx] = name
+			fields := s.j.e.rules[s.j.e.specs[rp.spec].rules[0]].rule.KeyFields
+			if err := s.addPartAgg(idx, name, fields, 1<<rp.spec); err != nil {
+				return err
+			}
 			if _, complete := repWatermark(ups); complete {
 				r.done[idx] = true
 			}
@@ -347,10 +358,28 @@ func (s *streamSource) repUpstreams() map[int32]repUpstream {
 			continue
 		}
 		u := repUpstream{Seen: true, WM: s.pw.Of(i), Idle: s.pw.Idle(i)}
-		if s.pw.Finished(i) {
+		if last := s.rep.lastSent[p]; s.pw.Finished(i) || last.Final {
+			// Final once its final marker is committed (restored: the
+			// partition's end may not be read again yet), and never
+			// written again: the repartition partitions are complete
+			// once each upstream's final marker is read (groupDone).
 			u = repUpstream{Seen: true, WM: event.MaxTime, Final: true}
 		}
 		out[p] = u
+	}
+	return out
+}
+
+// repSent is, at a barrier whose markers are ups, what the markers of
+// each input partition say once its transaction commits, by partition
+// name.
+func (s *streamSource) repSent(ups map[int32]repUpstream) map[string]repUpstream {
+	out := map[string]repUpstream{}
+	for p, u := range s.rep.lastSent {
+		out[partitionName(s.j.cfg.Kafka.Topic, p)] = u
+	}
+	for p, u := range ups {
+		out[partitionName(s.j.cfg.Kafka.Topic, p)] = u
 	}
 	return out
 }
@@ -427,7 +456,7 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 			if reasons[i] != "" {
 				err = s.deadLetter(b.Partition, heldRecs[i], reasons[i])
 			} else {
-				err = s.routeEvent(ev, 1<<rp.spec)
+				err = s.hold(idx, ev, 1<<rp.spec)
 			}
 			if err != nil {
 				return err
@@ -471,7 +500,7 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 			held, heldRecs = append(held, ev), append(heldRecs, rec)
 			continue
 		}
-		if err := s.routeEvent(ev, 1<<rp.spec); err != nil {
+		if err := s.hold(idx, ev, 1<<rp.spec); err != nil {
 			return err
 		}
 	}
@@ -499,6 +528,10 @@ func (s *streamSource) forwardRep() error {
 	}
 	if wm <= r.forwarded || wm == event.MaxTime {
 		return nil
+	}
+	// The events the watermark passes go first, their aggregates set.
+	if err := s.advancePartAggs(wm, r.mask); err != nil {
+		return err
 	}
 	r.forwarded = wm
 	return s.broadcast(msg{kind: msgWatermark, wm: wm, mask: r.mask})

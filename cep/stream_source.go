@@ -2,7 +2,6 @@ package cep
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -62,7 +61,12 @@ type streamSource struct {
 	// agg is the velocity aggregates (nil without): an event waits in it
 	// until the watermark passes it, and is routed then, its aggregates
 	// set, just before the watermark goes out.
-	agg     runtime.Aggregation
+	agg runtime.Aggregation
+	// paggs are, in a transactional Kafka job, the aggregators of its
+	// partitions by source index instead (stream_aggregate.go; agg is
+	// nil), paggIdx their indexes in order.
+	paggs   map[int]*partAgg
+	paggIdx []int
 	pre     []prepared
 	evs     []*event.Event
 	reasons []string
@@ -114,11 +118,20 @@ type sourceMeta struct {
 	// partition said, by partition name (a Kafka job with rules not keyed
 	// by the record key).
 	Repartition map[string][]repUpstream `json:",omitempty"`
+	// RepSent is what the markers of each input partition the job reads
+	// said in the repartition topics as of the checkpoint, by partition
+	// name: a restored job does not write them again.
+	RepSent map[string]repUpstream `json:",omitempty"`
 	// Aggregates is the velocity aggregates' state (runtime.Aggregator):
 	// the events waiting for the watermark and each key's window;
 	// AggregatesOf the aggregates it is of (aggregateSignature).
 	Aggregates   []byte `json:",omitempty"`
 	AggregatesOf string `json:",omitempty"`
+	// PartAggregates is, in a transactional Kafka job, each partition's
+	// aggregator state by partition name (AggregatesOf is then
+	// partAggSignature); the changelog's marker leaves it out, the
+	// partitions' own records hold it (aggStateKey).
+	PartAggregates map[string][]byte `json:",omitempty"`
 }
 
 func (j *job) openSource(ctx context.Context) (*streamSource, error) {
@@ -173,11 +186,16 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	if agg != nil { // a nil *Aggregator is no Aggregation
 		s.agg = agg
 	}
-	if s.agg != nil && c.Kafka != nil {
-		return nil, errors.New("cep: stream: velocity aggregates do not run in Kafka mode yet: backtest, or run over files, a directory or stdin")
-	}
 	if s.agg != nil && c.Time == ProcessingTime {
 		return nil, errAggregatesProcessingTime
+	}
+	if s.agg != nil && c.Kafka != nil {
+		if err := j.e.checkKafkaAggregates(); err != nil {
+			return nil, fmt.Errorf("cep: stream: %w", err)
+		}
+		if j.kafka != nil {
+			s.agg = nil // one per partition (addPartAgg)
+		}
 	}
 	if m := j.meta; m != nil {
 		if m.Source.Aggregates != nil {
@@ -242,6 +260,15 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		}
 		if err := s.addPartitions(parts); err != nil {
 			return nil, err
+		}
+		if ko := j.kafka; ko != nil && ko.local != 0 {
+			// The aggregates keyed by the record key, per input partition.
+			field := []string{j.e.recordKeyField(c.Kafka)}
+			for _, p := range parts {
+				if err := s.addPartAgg(p.Index, p.Name, field, ko.local); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if ko := j.kafka; ko != nil && len(ko.reps) > 0 {
 			var restored map[string][]repUpstream
@@ -405,6 +432,9 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	}
 	if s.agg != nil {
 		m.Aggregates, m.AggregatesOf = s.agg.AppendBinary(nil), aggregateSignature(s.j.e)
+	}
+	if m.PartAggregates = s.partAggMeta(); m.PartAggregates != nil {
+		m.AggregatesOf = partAggSignature(s.j.e, s.j.cfg.Kafka)
 	}
 	for _, p := range s.positions {
 		m.Positions = append(m.Positions, p)
@@ -600,10 +630,8 @@ func (s *streamSource) accept(p int, ev *event.Event, raw []byte) error {
 		mask = s.rep.local
 		s.repWrite(ev, raw)
 	}
-	if s.agg == nil || !s.agg.Add(ev) {
-		if err := s.routeEvent(ev, mask); err != nil {
-			return err
-		}
+	if err := s.hold(p, ev, mask); err != nil {
+		return err
 	}
 	s.pw.OnEvent(p, ev.Time)
 	if s.sinceWM++; s.sinceWM >= j.e.cfg.watermarkEvery {
@@ -648,6 +676,22 @@ func (s *streamSource) deadLetter(p runtime.Partition, rec *runtime.Record, reas
 		Ruleset: j.e.cfg.ruleset.Name, File: p.Name, Line: rec.Line, Offset: rec.Offset, Reason: reason, Data: rec.Data,
 	})
 	return j.dead.Write(j.buf)
+}
+
+// hold hands ev, an event of source index p for the specifications of
+// mask, to the aggregator its partition's events go through, or routes
+// it when there is none or it is late. Its aggregate slots are set
+// before it is routed, never after: an event routed to several subtasks
+// is only read there.
+func (s *streamSource) hold(p int, ev *event.Event, mask uint64) error {
+	if pa := s.paggs[p]; pa != nil {
+		if pa.a.Add(ev) {
+			return nil
+		}
+	} else if s.agg != nil && s.agg.Add(ev) {
+		return nil
+	}
+	return s.routeEvent(ev, mask)
 }
 
 // routeEvent queues ev for every subtask that owns one of its keys (an
@@ -713,6 +757,15 @@ func (s *streamSource) forward(wm event.Watermark) error {
 	if s.agg != nil {
 		// The events the watermark passes go first, their aggregates set.
 		if err := s.agg.Advance(wm, func(ev *event.Event) error { return s.routeEvent(ev, allSpecs) }); err != nil {
+			return err
+		}
+	}
+	if s.paggs != nil {
+		to := allSpecs
+		if s.rep != nil && wm < event.MaxTime {
+			to = s.rep.local
+		}
+		if err := s.advancePartAggs(wm, to); err != nil {
 			return err
 		}
 	}

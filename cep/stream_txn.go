@@ -522,6 +522,10 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 	if tail, err = joinChangelog(tail); err != nil {
 		return err
 	}
+	aggs, err := takeAggStates(tail)
+	if err != nil {
+		return err
+	}
 	for k, v := range tail {
 		if v == nil {
 			delete(recs, k)
@@ -613,6 +617,12 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 			if marks[p].offset >= 0 {
 				meta.Source.Positions = append(meta.Source.Positions, runtime.Position{File: name, Offset: marks[p].offset, Line: marks[p].offset})
 			}
+			if u, ok := nm.meta.Source.RepSent[name]; ok {
+				if meta.Source.RepSent == nil {
+					meta.Source.RepSent = map[string]repUpstream{}
+				}
+				meta.Source.RepSent[name] = u
+			}
 			// The repartition partitions p: their offsets, and their
 			// upstream markers as the same checkpoint saw them.
 			for _, rp := range ko.reps {
@@ -636,6 +646,35 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 			meta.Stats = c.Stats
 			meta.Source.Ahead = c.Source.Ahead
 			meta.Source.FirstDeadLine, meta.Source.FirstDeadReason = c.Source.FirstDeadLine, c.Source.FirstDeadReason
+		}
+	}
+	// Each partition's aggregator state, of its own checkpoint: the
+	// changelog's record of that checkpoint, or the local copy's when
+	// that is the partition's checkpoint.
+	meta.Source.PartAggregates, meta.Source.AggregatesOf = nil, first.meta.Source.AggregatesOf
+	for _, p := range parts {
+		nm := byMark[chkMark{id: marks[p].id, instance: marks[p].instance}]
+		if nm.meta.Source.AggregatesOf != meta.Source.AggregatesOf {
+			// Checkpoints of other aggregates: the windows start empty,
+			// the events held go on (addPartAgg).
+			meta.Source.AggregatesOf = ""
+		}
+		names := []string{partitionName(ko.in.Topic, p)}
+		for _, rp := range ko.reps {
+			names = append(names, partitionName(rp.topic, p))
+		}
+		for _, name := range names {
+			st := nm.meta.Source.PartAggregates[name]
+			if a, ok := aggs[name]; ok && a.mark.id == nm.m.Checkpoint && a.mark.instance == nm.m.Instance {
+				st = a.state
+			}
+			if st == nil {
+				continue
+			}
+			if meta.Source.PartAggregates == nil {
+				meta.Source.PartAggregates = map[string][]byte{}
+			}
+			meta.Source.PartAggregates[name] = st
 		}
 	}
 	if counted < 0 {
@@ -694,6 +733,7 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 		offsets[topic][n] = p.Offset
 		marked[n] = true
 	}
+	j.writeAggStates(ctx, f.id, f.meta.Source.PartAggregates, marked)
 	for _, n := range slices.Sorted(maps.Keys(marked)) {
 		ko.txn.ProduceTo(ctx, ko.changelog, n, markerKey, m)
 	}
@@ -867,22 +907,28 @@ func (w *changelogWriter) log(k state.Key, v []byte) error {
 		ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, key, nil)
 		return nil
 	}
-	// A value too large for one record is cut into chunks: the chunks
-	// after the first under keys of their own, in the same partition and
-	// before the base record, which says how many there are.
+	ko.produceChangelog(w.s.j.sctx, p, key, v)
+	return nil
+}
+
+// produceChangelog produces the value v of key into changelog partition
+// p of the open transaction. A value too large for one record is cut
+// into chunks: the chunks after the first under keys of their own, in
+// the same partition and before the base record, which says how many
+// there are (joinChangelog).
+func (ko *kafkaOut) produceChangelog(ctx context.Context, p int32, key, v []byte) {
 	chunk := max(maxChangelogRecord-len(key)-16, 64)
 	n := (len(v) + chunk - 1) / chunk
 	if n <= 1 {
-		ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, key, append([]byte{changelogWhole}, v...))
-		return nil
+		ko.txn.ProduceTo(ctx, ko.changelog, p, key, append([]byte{changelogWhole}, v...))
+		return
 	}
 	for i := 1; i < n; i++ {
 		piece := v[i*chunk : min(len(v), (i+1)*chunk)]
-		ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, chunkKey(key, i), bytes.Clone(piece))
+		ko.txn.ProduceTo(ctx, ko.changelog, p, chunkKey(key, i), bytes.Clone(piece))
 	}
 	base := binary.AppendUvarint([]byte{changelogChunked}, uint64(n))
-	ko.txn.ProduceTo(w.s.j.sctx, ko.changelog, p, key, append(base, v[:chunk]...))
-	return nil
+	ko.txn.ProduceTo(ctx, ko.changelog, p, key, append(base, v[:chunk]...))
 }
 
 // The first byte of a changelog value: the whole state record follows,

@@ -47,7 +47,14 @@ func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
 	}
 	for _, rd := range c.rules {
 		rc := &ruleCompiler{c: c, rd: rd}
-		rs.Rules = append(rs.Rules, rc.compile(c.ruleHeader(rd)))
+		r := rc.compile(c.ruleHeader(rd))
+		reads := ruleFields(rd, c.lookupNames())
+		for _, d := range c.aggregates {
+			if slices.Contains(reads, d.Name.Value) {
+				r.Aggregates = append(r.Aggregates, d.Name.Value)
+			}
+		}
+		rs.Rules = append(rs.Rules, r)
 	}
 	c.compileTests(rs)
 	p := &printer{}

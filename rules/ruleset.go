@@ -106,6 +106,9 @@ type Rule struct {
 	NFA     *nfa.NFA
 	// Emits are the fields the rule's alerts carry, computed from a match.
 	Emits []Emit
+	// Aggregates names the velocity aggregates the rule's expressions
+	// read, in declaration order.
+	Aggregates []string
 	// Source is the canonical source of the rule, without comments.
 	Source string
 	// Hash is the hex SHA-256 of the rule's content: the event time field,

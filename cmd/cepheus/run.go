@@ -76,6 +76,8 @@ from -state when it holds them, else from the changelog. -delivery at-least-once
 Rules keyed by the field the input records are keyed by (-record-key)
 run beside the partitions they read; rules keyed otherwise are
 repartitioned through topics of the job (G-repartition-FIELDS).
+With -input-topic a rule reads only the velocity aggregates keyed by
+its own key fields: each is computed on the partitions of its key.
 docs/kafka.md has the details.
 
 State: -state DIR holds the checkpoints (chk-N, the last -keep of them)

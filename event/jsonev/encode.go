@@ -32,6 +32,9 @@ type Alert struct {
 	// the order it took them. A stage that took nothing is left out.
 	Stages  []string
 	Matched [][]*event.Event
+	// Null marks the slots the matched events are written with null in
+	// (nil: none): the fields a rule's alerts do not show.
+	Null []bool
 	// EmitNames and Emit are the emitted fields and their values (the same
 	// length).
 	EmitNames []string
@@ -86,11 +89,17 @@ func NewEncoder(schema *event.Schema, timeFields ...string) *Encoder {
 // order.
 //
 //	{"line":12,"ts":"2024-05-01T12:00:00Z","card":"c1","amount":25.5}
-func (e *Encoder) AppendEvent(b []byte, ev *event.Event) []byte {
+func (e *Encoder) AppendEvent(b []byte, ev *event.Event) []byte { return e.appendEvent(b, ev, nil) }
+
+// appendEvent is AppendEvent writing null in the slots null marks.
+func (e *Encoder) appendEvent(b []byte, ev *event.Event, null []bool) []byte {
 	b = appendLine(append(b, '{'), ev)
 	for i := range e.keys {
 		b = append(b, e.keys[i]...)
 		v := ev.Field(i)
+		if i < len(null) && null[i] {
+			v = event.Null
+		}
 		if e.isTime[i] {
 			if t, ok := v.AsInt(); ok {
 				b = AppendString(b, event.Time(t).String())
@@ -134,7 +143,8 @@ func (e *Encoder) AppendLate(b []byte, ev *event.Event) []byte {
 //	 "emit": {name: value}}
 //
 // Stages appear in the order of a.Matched; stages that took no event are
-// left out. Each matched event is written by [Encoder.AppendEvent].
+// left out. Each matched event is written by [Encoder.AppendEvent], null
+// in the slots a.Null marks.
 func (e *Encoder) AppendAlert(b []byte, a *Alert) []byte {
 	b = append(b, `{"alert_id":`...)
 	b = AppendString(b, a.ID)
@@ -175,7 +185,7 @@ func (e *Encoder) AppendAlert(b []byte, a *Alert) []byte {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = e.AppendEvent(b, ev)
+			b = e.appendEvent(b, ev, a.Null)
 		}
 		b = append(b, ']')
 	}

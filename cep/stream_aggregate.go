@@ -1,0 +1,267 @@
+package cep
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
+	"github.com/cepheus-cep/cepheus/runtime"
+)
+
+// Velocity aggregates of a transactional Kafka job (docs/kafka.md,
+// "Velocity aggregates"). A rule reads only the aggregates keyed by its
+// own key fields (checkKafkaAggregates), so every event of an aggregate's
+// key passes through one partition: an input partition for the
+// aggregates keyed by the record key, a partition of the repartition
+// topic of the other key specifications. Each such partition has its own
+// runtime.Aggregator on the coordinator (partAgg): the input partition's
+// holds the events before they go to the local specifications (they go
+// to the repartition topics at once, as their input records), a
+// repartition partition's before they go to its specification. They
+// release with the watermark those rules get (forward, forwardRep).
+// Each one's state goes into the checkpoint by partition name
+// (sourceMeta.PartAggregates), and in the changelog as a record of its
+// own in the partition's changelog partition (aggStateKey), not in the
+// marker: a partition that moves to another instance takes it along.
+//
+// A job of one instance without transactions reads every partition on
+// one coordinator: it runs the one aggregator of embedded runs.
+
+// partAgg is the aggregator of one partition of a Kafka job.
+type partAgg struct {
+	a     *runtime.Aggregator
+	decls []*rules.Aggregate // its aggregates, in the engine's order
+	mask  uint64             // the key specifications its events go to
+	name  string             // the partition's
+}
+
+// checkKafkaAggregates refuses a rule that reads an aggregate keyed by
+// other fields than its own: in Kafka mode an aggregate is computed where
+// the events of its key meet, the partitions of a key specification.
+func (e *Engine) checkKafkaAggregates() error {
+	aggs := e.Aggregates()
+	for _, cr := range e.rules {
+		for _, name := range cr.rule.Aggregates {
+			i := slices.IndexFunc(aggs, func(a *rules.Aggregate) bool { return a.Name == name })
+			if i < 0 || sameFields(aggs[i].KeyFields, cr.rule.KeyFields) {
+				continue
+			}
+			return fmt.Errorf("rule %s (key %s) reads aggregate %s (key %s): in Kafka mode a rule reads only the aggregates keyed by its own key fields (an aggregate is computed on the partitions of its key); key them alike, or backtest",
+				cr.rule.Name, fieldList(cr.rule.KeyFields), name, fieldList(aggs[i].KeyFields))
+		}
+	}
+	return nil
+}
+
+// fieldList writes key fields for a message.
+func fieldList(fields []string) string {
+	if len(fields) == 0 {
+		return "none"
+	}
+	return strings.Join(fields, ", ")
+}
+
+// aggregatesKeyedBy returns the engine's aggregates keyed by fields (in
+// any order).
+func (e *Engine) aggregatesKeyedBy(fields []string) []*rules.Aggregate {
+	var out []*rules.Aggregate
+	for _, a := range e.Aggregates() {
+		if sameFields(a.KeyFields, fields) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// partAggSignature identifies the aggregates of a Kafka job's
+// partitions: the declarations and the record key field, which decides
+// which aggregates run where.
+func partAggSignature(e *Engine, k *KafkaInput) string {
+	return aggregateSignature(e) + "\x01" + e.recordKeyField(k)
+}
+
+// addPartAgg gives partition idx (name) of the job the aggregator of the
+// aggregates keyed by fields, whose events go to the specifications of
+// mask, restored from the checkpoint's state of the partition; none when
+// no aggregate is keyed so and the checkpoint holds no state.
+func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask uint64) error {
+	j := s.j
+	decls := j.e.aggregatesKeyedBy(fields)
+	var st []byte
+	same := false
+	if m := j.meta; m != nil {
+		st = m.Source.PartAggregates[name]
+		same = m.Source.AggregatesOf == partAggSignature(j.e, j.cfg.Kafka)
+	}
+	if len(decls) == 0 && st == nil {
+		return nil
+	}
+	a, err := runtime.NewAggregator(aggregateSpecs(decls))
+	if err != nil {
+		return err
+	}
+	switch {
+	case st == nil:
+	case same:
+		err = a.Restore(st)
+	default:
+		// Other aggregates: the events held go on, the windows start
+		// empty (as in an embedded run).
+		j.logf("the velocity aggregates changed since checkpoint %d: the windows of %s start empty (the events they held go on)", j.restored, name)
+		err = a.RestoreHeld(st)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: partition %s: %w", ErrRestore, name, err)
+	}
+	if s.paggs == nil {
+		s.paggs = map[int]*partAgg{}
+	}
+	s.paggs[idx] = &partAgg{a: a, decls: decls, mask: mask, name: name}
+	s.paggIdx = append(s.paggIdx, idx)
+	slices.Sort(s.paggIdx)
+	return nil
+}
+
+// advancePartAggs releases, up to wm, the events of the partitions' aggregators
+// whose events go to the specifications of mask, their aggregates set.
+func (s *streamSource) advancePartAggs(wm event.Watermark, mask uint64) error {
+	for _, idx := range s.paggIdx {
+		pa := s.paggs[idx]
+		if pa.mask&mask == 0 {
+			continue
+		}
+		if err := pa.a.Advance(wm, func(ev *event.Event) error { return s.routeEvent(ev, pa.mask) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partAggMeta is the state of each partition's aggregator, by partition
+// name, for a checkpoint.
+func (s *streamSource) partAggMeta() map[string][]byte {
+	if len(s.paggs) == 0 {
+		return nil
+	}
+	out := make(map[string][]byte, len(s.paggs))
+	for _, pa := range s.paggs {
+		out[pa.name] = pa.a.AppendBinary(nil)
+	}
+	return out
+}
+
+// aggStats returns the figures of each aggregate of the job, summed over
+// the partitions' aggregators, and the events they hold.
+func (s *streamSource) aggStats() ([]AggregateStats, int) {
+	if s.agg != nil {
+		return aggregateStats(s.j.e, s.agg)
+	}
+	if len(s.paggs) == 0 {
+		return nil, 0
+	}
+	decls := s.j.e.Aggregates()
+	out := make([]AggregateStats, len(decls))
+	for i, d := range decls {
+		out[i].Name = d.Name
+	}
+	held := 0
+	for _, pa := range s.paggs {
+		keys, dropped, hot := pa.a.KeyCounts(), pa.a.Dropped(), pa.a.HotKeys()
+		for k, d := range pa.decls {
+			i := slices.Index(decls, d)
+			if i < 0 || k >= len(keys) {
+				continue
+			}
+			out[i].Keys += keys[k]
+			out[i].Dropped += dropped[k]
+			out[i].HotKeys += hot[k]
+		}
+		held += pa.a.Len()
+	}
+	return out, held
+}
+
+// aggStatePrefix starts the changelog key of a partition's aggregator
+// state: 0x00 0x02, then the partition's name. No encoded state key
+// starts so (no operator id is empty), nor a chunk's key (0x00 0x01) or
+// the marker (0x00).
+const aggStatePrefix = "\x00\x02"
+
+func aggStateKey(name string) []byte { return []byte(aggStatePrefix + name) }
+
+// writeAggStates produces into the open transaction of checkpoint id the
+// aggregator state of every partition of the checkpoint's source whose
+// changelog partition gets the marker (marked): one record (chunked when
+// large) per partition, in the changelog partition of its number, before
+// the marker; its value the checkpoint and the instance, then the state.
+// A restore takes a partition's state only from its marker's checkpoint
+// (a record of an earlier one, left by a job with other aggregates, is
+// not).
+func (j *job) writeAggStates(ctx context.Context, id int64, states map[string][]byte, marked map[int32]bool) {
+	ko := j.kafka
+	for _, name := range slices.Sorted(maps.Keys(states)) {
+		p, ok := ko.partitionNumber(name)
+		if !ok || !marked[p] {
+			continue // not read yet: nothing held, no window
+		}
+		v := binary.AppendUvarint(nil, uint64(id))
+		v = binary.AppendUvarint(v, uint64(len(ko.instance)))
+		v = append(append(v, ko.instance...), states[name]...)
+		ko.produceChangelog(ctx, p, aggStateKey(name), v)
+	}
+}
+
+// aggState is a partition's aggregator state read from the changelog, of
+// the checkpoint mark.
+type aggState struct {
+	mark  chkMark // id and instance
+	state []byte
+}
+
+// partitionNumber is the partition number of name, a partition of the
+// input or of a repartition topic.
+func (ko *kafkaOut) partitionNumber(name string) (int32, bool) {
+	if p, ok := partitionOf(ko.in.Topic, name); ok {
+		return p, true
+	}
+	for _, rp := range ko.reps {
+		if p, ok := partitionOf(rp.topic, name); ok {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// takeAggStates removes the aggregator states from the changelog's
+// records (joined), and returns them by partition name.
+func takeAggStates(recs map[string][]byte) (map[string]aggState, error) {
+	out := map[string]aggState{}
+	for k, v := range recs {
+		name, ok := strings.CutPrefix(k, aggStatePrefix)
+		if !ok {
+			continue
+		}
+		delete(recs, k)
+		if v == nil {
+			continue
+		}
+		bad := fmt.Errorf("%w: changelog: the aggregator state of %s does not decode", ErrRestore, name)
+		id, n := binary.Uvarint(v)
+		if n <= 0 {
+			return nil, bad
+		}
+		v = v[n:]
+		l, n := binary.Uvarint(v)
+		if n <= 0 || uint64(len(v)-n) < l {
+			return nil, bad
+		}
+		v = v[n:]
+		out[name] = aggState{mark: chkMark{id: int64(id), instance: string(v[:l])}, state: v[l:]}
+	}
+	return out, nil
+}
