@@ -93,6 +93,9 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 	workers, salts = max(workers, 1), min(max(salts, 1), max(workers, 1))
 	a := &ParallelAggregator{specs: serial.specs, salts: salts, hotShare: HotShare, hotMin: HotMin, wm: event.MinTime, seed: maphash.MakeSeed()}
 	a.crew = newCrew(workers)
+	// An aggregator dropped without Close stops its goroutines once it is
+	// collected (they hold the crew, not it).
+	goruntime.AddCleanup(a, (*crew).close, a.crew)
 	for i := range workers {
 		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)), found: make([][]aggKey, len(specs))}
 		for range specs {
@@ -663,6 +666,9 @@ type Aggregation interface {
 	AppendBinary(b []byte) []byte
 	Restore(b []byte) error
 	RestoreHeld(b []byte) error
+	// Close stops the goroutines of a ParallelAggregator (nothing for an
+	// Aggregator); the aggregation must not be used after.
+	Close()
 }
 
 var (
@@ -720,7 +726,7 @@ func (a *ParallelAggregator) restore(b []byte, heldOnly bool) error {
 		return err
 	}
 	fresh.hotShare, fresh.hotMin, fresh.seed = a.hotShare, a.hotMin, a.seed
-	a.crew.close()
+	fresh.crew = a.crew // a's goroutines, stopped by a's cleanup (fresh's stops its unused crew)
 	*a = *fresh
 	for _, w := range a.workers {
 		w.a = a
@@ -812,6 +818,7 @@ func (c *crew) do(phases []func(i int)) {
 		}
 	}
 	c.barriers += int64(len(phases) - 1)
+	c.phases = nil // the goroutines keep no aggregator alive (NewParallelAggregator's cleanup)
 }
 
 // run is worker i's part of a round: the phases, with a barrier between
@@ -872,5 +879,5 @@ func (c *crew) close() {
 }
 
 // Close stops the aggregator's worker goroutines (it must not be used
-// after).
+// after); a dropped aggregator's stop when it is collected.
 func (a *ParallelAggregator) Close() { a.crew.close() }
