@@ -187,7 +187,7 @@ func WithAggregateWorkers(n int) Option { return func(c *config) { c.aggWorkers 
 
 // MaxAggregateWorkers is the most workers WithAggregateWorkers and
 // StreamConfig.AggregateWorkers take.
-const MaxAggregateWorkers = 64
+const MaxAggregateWorkers = runtime.MaxAggregateWorkers
 
 // WithObservers adds observers of the alerts (and, for an
 // [EventObserver], of the events) of every run. Observers are called in

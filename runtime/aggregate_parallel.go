@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"cmp"
+	"fmt"
 	"hash/maphash"
 	goruntime "runtime"
 	"slices"
@@ -85,17 +86,20 @@ type hotKey struct {
 	k aggKey
 }
 
-// defaultHotMin is the least number of a release's events that makes a
-// key hot.
-const defaultHotMin = 64
+// MaxAggregateWorkers is the most workers of a ParallelAggregator (a
+// release's events name their key's worker in a byte).
+const MaxAggregateWorkers = 64
 
 // NewParallelAggregator returns an aggregator of specs over workers
 // workers, salting a hot key over salts partials (at most workers;
-// salts 1: no salting).
+// salts 1: no salting). At most MaxAggregateWorkers workers.
 func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*ParallelAggregator, error) {
 	serial, err := NewAggregator(specs) // checks the specifications
 	if err != nil {
 		return nil, err
+	}
+	if workers > MaxAggregateWorkers {
+		return nil, fmt.Errorf("runtime: %d aggregate workers: at most %d", workers, MaxAggregateWorkers)
 	}
 	workers, salts = max(workers, 1), min(max(salts, 1), max(workers, 1))
 	a := &ParallelAggregator{specs: serial.specs, salts: salts, hotShare: HotShare, hotMin: HotMin, wm: event.MinTime, seed: maphash.MakeSeed()}
