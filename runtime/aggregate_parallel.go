@@ -43,7 +43,7 @@ type ParallelAggregator struct {
 	specs   []AggregateSpec
 	workers []*aggWorker
 	crew    *crew
-	phases  []func(i int) // of a release's round: keys, then release
+	phases  []func(i int) // of a release's round: keys, release, merge (with salts)
 	rel     []releaseSpec // by spec
 	salts   int
 	// hotShare: a key with more than this share of a release's events
@@ -226,6 +226,8 @@ const (
 // hotBuckets is the number of buckets keys are counted in per release.
 const hotBuckets = 1024
 
+// hotBucket counts a release's events of the keys of one hash bucket
+// (key: the first one's).
 type hotBucket struct {
 	key aggKey
 	n   int
@@ -247,8 +249,9 @@ func (a *ParallelAggregator) saltOf(s *AggregateSpec, v event.Value, n uint64) i
 	return int(n % uint64(a.salts))
 }
 
-// Advance is Aggregator.Advance: the released events counted by the
-// workers at once (one round), then the salted events' answers merged.
+// Advance is Aggregator.Advance: the released events counted, read and
+// merged by the workers at once (one round), then the keys found hot
+// salted.
 func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) error) error {
 	if wm <= a.wm {
 		return nil
