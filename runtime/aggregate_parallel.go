@@ -240,11 +240,20 @@ func (a *ParallelAggregator) workerOf(h uint64, salt int) int {
 	return int((h%P + uint64(salt)) % P)
 }
 
+// hash is k's hash: of its string, or of its number (equal keys, equal
+// hashes; cheaper than hashing the struct).
+func (a *ParallelAggregator) hash(k aggKey) uint64 {
+	if k.s != "" {
+		return maphash.String(a.seed, k.s) ^ uint64(k.kind)
+	}
+	return maphash.Comparable(a.seed, k.n) ^ uint64(k.kind)
+}
+
 // saltOf is the partial an entry of a hot key goes to: for distinct, the
 // value's (disjoint values in the partials); else the arrival's.
 func (a *ParallelAggregator) saltOf(s *AggregateSpec, v event.Value, n uint64) int {
 	if s.Func == AggDistinct {
-		return int(maphash.Comparable(a.seed, keyOf(v)) % uint64(a.salts))
+		return int(a.hash(keyOf(v)) % uint64(a.salts))
 	}
 	return int(n % uint64(a.salts))
 }
@@ -314,7 +323,7 @@ func (w *aggWorker) keys() {
 				}
 				continue
 			}
-			h := maphash.Comparable(a.seed, k)
+			h := a.hash(k)
 			r.keys[e], r.hash[e], r.owner[e] = k, h, uint8(a.workerOf(h, 0))
 			var flag uint8
 			for _, hk := range hotList {
@@ -609,7 +618,7 @@ func (a *ParallelAggregator) noteHot() {
 // salt makes key k of spec si hot: its window's entries move to the
 // partials of their salts.
 func (a *ParallelAggregator) salt(si int, k aggKey) {
-	h := maphash.Comparable(a.seed, k)
+	h := a.hash(k)
 	a.hot[si][k] = true
 	a.hotList[si] = append(a.hotList[si], hotKey{h: h, k: k})
 	a.hotCount++
@@ -757,7 +766,7 @@ func (a *ParallelAggregator) restore(b []byte, heldOnly bool) error {
 	copy(a.dropped, s.dropped)
 	for si := range a.specs {
 		for k, win := range s.keys[si] {
-			a.workers[a.workerOf(maphash.Comparable(a.seed, k), 0)].partials[si][partialKey{key: k}] = win
+			a.workers[a.workerOf(a.hash(k), 0)].partials[si][partialKey{key: k}] = win
 		}
 	}
 	return nil
