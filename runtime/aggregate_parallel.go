@@ -787,20 +787,27 @@ const (
 
 // crew runs a task on every worker at once, in phases: worker 0 on the
 // caller's goroutine, the others on goroutines of their own that wait for
-// the next task (crewBusy, crewYields), then park.
+// the next task (crewBusy, crewYields), then park. Each worker's task of
+// a phase is claimed once, by its goroutine or by the caller: a caller
+// done with its own task takes a task no goroutine has begun (one not
+// scheduled: the machine busy), so a round never waits for a goroutine
+// that does not run, and on a loaded machine the crew degrades to the
+// caller doing the work alone.
 type crew struct {
-	n      int
-	phases []func(i int)
-	// barriers are the barriers between phases of the rounds before this
-	// one (set by the caller before a round, read by the workers).
-	barriers int64
-	round    atomic.Int64
-	arrived  paddedCounter // workers at a barrier, over all rounds
-	done     []paddedCounter
-	parked   []atomic.Bool
-	wake     []chan struct{}
-	stop     atomic.Bool
-	started  bool
+	n int
+	// pub is the round being run: its first task's number << 4 | its
+	// phases; phases its phases (nil between rounds). Tasks are numbered
+	// on from 1, one a phase, the same for every worker.
+	pub    atomic.Int64
+	phases atomic.Pointer[[]func(i int)]
+	next   int64 // the next round's first task (the caller's)
+	// claimed and done: by worker, the last task claimed and done.
+	claimed []paddedCounter
+	done    []paddedCounter
+	parked  []atomic.Bool
+	wake    []chan struct{}
+	stop    atomic.Bool
+	started bool
 }
 
 // paddedCounter is an atomic counter alone on its cache line (each worker
@@ -811,11 +818,13 @@ type paddedCounter struct {
 }
 
 func newCrew(n int) *crew {
-	return &crew{n: n, done: make([]paddedCounter, n), parked: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
+	return &crew{n: n, next: 1, claimed: make([]paddedCounter, n), done: make([]paddedCounter, n),
+		parked: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
 }
 
 // do runs the phases for every worker i, each phase once every worker is
 // done with the one before, and returns when all are done.
+// REQUIRES: at most 15 phases.
 func (c *crew) do(phases []func(i int)) {
 	if c.n == 1 {
 		for _, f := range phases {
@@ -830,8 +839,10 @@ func (c *crew) do(phases []func(i int)) {
 			go c.loop(i)
 		}
 	}
-	c.phases = phases
-	r := c.round.Add(1)
+	start, np := c.next, int64(len(phases))
+	c.next += np
+	c.phases.Store(&phases)
+	c.pub.Store(start<<4 | np)
 	for i := 1; i < c.n; i++ {
 		if c.parked[i].Load() {
 			select {
@@ -840,42 +851,45 @@ func (c *crew) do(phases []func(i int)) {
 			}
 		}
 	}
-	c.run(0)
-	for i := 1; i < c.n; i++ {
-		for spins := 0; c.done[i].Load() < r; spins++ {
+	for p, f := range phases {
+		t := start + int64(p)
+		c.barrier(t - 1)
+		c.claimed[0].Store(t)
+		f(0)
+		c.done[0].Store(t)
+		for j := 1; j < c.n; j++ {
+			if c.claimed[j].Load() == t-1 && c.claimed[j].CompareAndSwap(t-1, t) {
+				f(j) // worker j's goroutine has not begun it
+				c.done[j].Store(t)
+			}
+		}
+	}
+	c.barrier(start + np - 1)
+	c.phases.Store(nil) // the goroutines keep no aggregator alive (NewParallelAggregator's cleanup)
+}
+
+// barrier waits until every worker is done with task t.
+func (c *crew) barrier(t int64) {
+	for j := range c.n {
+		for spins := 0; c.done[j].Load() < t; spins++ {
 			if spins >= crewBusy {
 				goruntime.Gosched()
 			}
 		}
 	}
-	c.barriers += int64(len(phases) - 1)
-	c.phases = nil // the goroutines keep no aggregator alive (NewParallelAggregator's cleanup)
 }
 
-// run is worker i's part of a round: the phases, with a barrier between
-// two.
-func (c *crew) run(i int) {
-	for p, f := range c.phases {
-		f(i)
-		if p == len(c.phases)-1 {
-			break
-		}
-		c.arrived.Add(1)
-		all := (c.barriers + int64(p) + 1) * int64(c.n)
-		for spins := 0; c.arrived.Load() < all; spins++ {
-			if spins >= crewBusy {
-				goruntime.Gosched()
-			}
-		}
-	}
-}
-
-// loop is worker i's goroutine: the tasks of rounds 1, 2, ...
+// loop is worker i's goroutine: its tasks of each round it sees.
 func (c *crew) loop(i int) {
-	for r := int64(1); ; r++ {
-		for spins := 0; c.round.Load() < r; spins++ {
+	var seen int64
+	for {
+		var pub int64
+		for spins := 0; ; spins++ {
 			if c.stop.Load() {
 				return
+			}
+			if pub = c.pub.Load(); pub != seen {
+				break
 			}
 			switch {
 			case spins < crewBusy:
@@ -885,14 +899,29 @@ func (c *crew) loop(i int) {
 				continue
 			}
 			c.parked[i].Store(true)
-			if c.round.Load() < r && !c.stop.Load() {
+			if c.pub.Load() == seen && !c.stop.Load() {
 				<-c.wake[i]
 			}
 			c.parked[i].Store(false)
 			spins = 0
 		}
-		c.run(i)
-		c.done[i].Store(r)
+		seen = pub
+		phases := c.phases.Load()
+		if phases == nil {
+			continue // that round is over
+		}
+		start, np := pub>>4, pub&15
+		for p := range np {
+			t := start + p
+			c.barrier(t - 1)
+			// A task of another round (phases read late) is never free:
+			// claimed[i] is past t-1 once that round is over.
+			if !c.claimed[i].CompareAndSwap(t-1, t) {
+				continue // the caller took it, or the round is over
+			}
+			(*phases)[p](i)
+			c.done[i].Store(t)
+		}
 	}
 }
 
