@@ -11,7 +11,8 @@ import (
 )
 
 // This file runs a ruleset's velocity aggregates (docs/rules.md,
-// "Velocity aggregates"): a runtime.Aggregator before keying, which holds
+// "Velocity aggregates"): a runtime.Aggregator (or ParallelAggregator,
+// WithAggregateWorkers) before keying, which holds
 // each event until the watermark passes it and releases it with its
 // aggregates set. A backtest's host operator runs it in front of its
 // shared operators; a live job's coordinator runs it before routing (one
@@ -38,15 +39,39 @@ func (e *Engine) Aggregates() []*rules.Aggregate {
 	return out
 }
 
-// newAggregator returns the aggregator of the engine's aggregates; nil
-// without any.
-func (e *Engine) newAggregator() (*runtime.Aggregator, error) {
+// newAggregator returns the aggregation of the engine's aggregates on
+// workers workers; nil without any.
+func (e *Engine) newAggregator(workers int) (runtime.Aggregation, error) {
 	decls := e.Aggregates()
 	if len(decls) == 0 {
 		return nil, nil
 	}
-	return runtime.NewAggregator(aggregateSpecs(decls))
+	return newAggregation(aggregateSpecs(decls), workers)
 }
+
+// newAggregation returns the aggregation of specs: a runtime.Aggregator,
+// or with workers > 1 a runtime.ParallelAggregator salting hot keys over
+// all of them (the same values and state encoding).
+func newAggregation(specs []runtime.AggregateSpec, workers int) (runtime.Aggregation, error) {
+	if workers <= 1 {
+		a, err := runtime.NewAggregator(specs)
+		if err != nil {
+			return nil, err // not a nil *Aggregator in an Aggregation
+		}
+		return a, nil
+	}
+	a, err := runtime.NewParallelAggregator(specs, workers, workers)
+	if err != nil {
+		return nil, err
+	}
+	a.SetHot(runtime.HotShare, aggHotMin)
+	return a, nil
+}
+
+// aggHotMin is the least number of a release's events that makes a key
+// hot (salted) when the aggregates have workers: runtime.HotMin; tests
+// lower it so that the small releases of their logs salt keys.
+var aggHotMin = runtime.HotMin
 
 // aggregateSpecs are the runtime's specifications of decls.
 func aggregateSpecs(decls []*rules.Aggregate) []runtime.AggregateSpec {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,9 @@ import (
 // events the aggregates held and their windows restored): every way gives
 // Engine.Run's alerts over the log in order, each once. The aggregates'
 // values are exact at each event's time, so a shuffle within the bound
-// changes none.
+// changes none. The aggregates spread over workers with hot keys salted
+// (StreamConfig.AggregateWorkers, WithAggregateWorkers) give the same
+// alerts, and a checkpoint of one setting resumes with the other.
 func TestStreamAggregates(t *testing.T) {
 	seed := streamSeed(t)
 	src, err := os.ReadFile(filepath.Join("..", "rulesets", "velocity.cep"))
@@ -37,10 +40,19 @@ func TestStreamAggregates(t *testing.T) {
 	if r := sum.Rules[0]; r.Rule != "merchant_card_burst" || r.Alerts == 0 {
 		t.Fatalf("Engine.Run: %+v, want alerts of merchant_card_burst (the log's burst)", r)
 	}
+	// Small releases (a watermark every 16 events) salt keys too.
+	defer func(least int) { aggHotMin = least }(aggHotMin)
+	aggHotMin = 2
+	if _, salted, _, _ := batchRun(t, rs, 16, lines, WithAggregateWorkers(2)); !slices.Equal(salted, alerts) {
+		t.Errorf("Engine.Run with 2 aggregate workers: %d alerts, want the %d of one", len(salted), len(alerts))
+	}
 	for i, legs := range [][]streamLeg{
 		{{parallelism: 1, backend: BackendMemory}},
 		{{parallelism: 2, backend: BackendPebble, stopAfter: 1}, {parallelism: 4, backend: BackendMemory}},
 		{{parallelism: 3, backend: BackendMemory, stopAfter: 2}, {parallelism: 1, backend: BackendPebble, stopAfter: 1}, {parallelism: 2, backend: BackendMemory}},
+		// Salted and not, one resuming the other's checkpoint.
+		{{parallelism: 2, backend: BackendMemory, stopAfter: 1, aggWorkers: 2}, {parallelism: 1, backend: BackendPebble, aggWorkers: 1}},
+		{{parallelism: 1, backend: BackendPebble, stopAfter: 2, aggWorkers: 1}, {parallelism: 2, backend: BackendMemory, stopAfter: 1, aggWorkers: 2}, {parallelism: 2, backend: BackendMemory, aggWorkers: 3}},
 	} {
 		name := fmt.Sprintf("chain%d", i)
 		shuffled, from := shuffleLog(newStreamRand(seed, "aggregates/"+name), log, streamShift)

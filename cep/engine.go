@@ -97,6 +97,7 @@ type config struct {
 	lookupOpts     LookupOptions
 	progress       func(Progress)
 	progressEvery  int64
+	aggWorkers     int
 	// For the tests of checkpoints, until the streaming runtime makes
 	// checkpoints an option: see withCheckpoints and withRestore.
 	checkpointEvery int64
@@ -173,6 +174,20 @@ func WithGCPercent(p int) Option { return func(c *config) { c.gcPercent, c.gcSet
 // It is process-wide, as WithGCPercent. Default (or n <= 0): the process's
 // setting is left alone.
 func WithMemoryLimit(n int64) Option { return func(c *config) { c.memoryLimit = n } }
+
+// WithAggregateWorkers sets the workers of the velocity aggregates
+// (docs/rules.md, "Skew"): n > 1 spreads their windows over n goroutines
+// and salts a hot key's window (more than 20% of a watermark's release,
+// at least 64 events) into partials on several of them, merged exactly,
+// for an aggregate whose events one key dominates; the values are the
+// same. Default (or n <= 1): one aggregator on the caller's goroutine.
+// A stream's [StreamConfig.AggregateWorkers] overrides it; checkpoints
+// restore across the setting. At most MaxAggregateWorkers.
+func WithAggregateWorkers(n int) Option { return func(c *config) { c.aggWorkers = n } }
+
+// MaxAggregateWorkers is the most workers WithAggregateWorkers and
+// StreamConfig.AggregateWorkers take.
+const MaxAggregateWorkers = runtime.MaxAggregateWorkers
 
 // WithObservers adds observers of the alerts (and, for an
 // [EventObserver], of the events) of every run. Observers are called in
@@ -302,6 +317,9 @@ func (c *config) validate() error {
 	}
 	if c.outOfOrderness < 0 {
 		errs = append(errs, fmt.Errorf("cep: out-of-orderness %v is negative", c.outOfOrderness))
+	}
+	if c.aggWorkers > MaxAggregateWorkers {
+		errs = append(errs, fmt.Errorf("cep: %d aggregate workers: at most %d", c.aggWorkers, MaxAggregateWorkers))
 	}
 	if c.maxPartial < 0 || c.maxBuffered < 0 || c.watermarkEvery < 0 || c.progressEvery < 0 {
 		errs = append(errs, errors.New("cep: limits and intervals must be >= 0"))
@@ -442,6 +460,9 @@ func (e *Engine) Run(ctx context.Context, src *EventSource) (*Summary, error) {
 	r, err := e.newRun(src.fs)
 	if err != nil {
 		return nil, err
+	}
+	if r.host.agg != nil {
+		defer r.host.agg.Close()
 	}
 	runErr := r.sub.Run(ctx)
 	if err := r.sink.flush(); err != nil && runErr == nil {

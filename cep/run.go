@@ -55,7 +55,7 @@ func (e *Engine) newRun(src runtime.Source) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if host.agg, err = e.newAggregator(); err != nil {
+	if host.agg, err = e.newAggregator(c.aggWorkers); err != nil {
 		return nil, err
 	}
 	r := &run{e: e, host: host, sink: newSink(e)}
@@ -179,7 +179,7 @@ type hostOperator struct {
 	// agg holds the events until the watermark and sets their velocity
 	// aggregates (a backtest's host; nil without aggregates, and in a
 	// live job, whose coordinator runs them).
-	agg *runtime.Aggregator
+	agg runtime.Aggregation
 }
 
 // keyOperator is the shared operator of the rules of one key

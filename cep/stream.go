@@ -83,6 +83,13 @@ type StreamConfig struct {
 	// groups (default: the number of CPUs). It may change between runs
 	// over one state directory.
 	Parallelism int
+	// AggregateWorkers is the workers of the velocity aggregates (default
+	// 0: the engine's, WithAggregateWorkers; 1: one aggregator on the
+	// coordinator): n > 1 spreads their windows over n goroutines and
+	// salts hot keys over them (docs/rules.md, "Skew"); in a Kafka group's
+	// job, each partition's aggregator has its own. It may change between
+	// runs (the state is the same).
+	AggregateWorkers int
 	// Backend is the state backend (default BackendMemory). It may change
 	// between runs.
 	Backend Backend
@@ -243,6 +250,9 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	}
 	if d.Time > ProcessingTime {
 		errs = append(errs, fmt.Errorf("unknown time mode %d", d.Time))
+	}
+	if d.AggregateWorkers < 0 || d.AggregateWorkers > MaxAggregateWorkers {
+		errs = append(errs, fmt.Errorf("aggregate workers %d: from 0 to %d", d.AggregateWorkers, MaxAggregateWorkers))
 	}
 	if d.Parallelism > keyGroups {
 		errs = append(errs, fmt.Errorf("parallelism %d: at most %d (the key groups)", d.Parallelism, keyGroups))
@@ -670,6 +680,9 @@ func (j *job) close() error {
 		j.src.closeRepartitions()
 	}
 	j.wg.Wait()
+	if j.src != nil {
+		j.src.closeAggregates()
+	}
 	var errs []error
 	for _, s := range j.subs {
 		errs = append(errs, s.close())

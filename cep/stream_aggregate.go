@@ -34,7 +34,7 @@ import (
 
 // partAgg is the aggregator of one partition of a Kafka job.
 type partAgg struct {
-	a     *runtime.Aggregator
+	a     runtime.Aggregation
 	decls []*rules.Aggregate // its aggregates, in the engine's order
 	mask  uint64             // the key specifications its events go to
 	name  string             // the partition's
@@ -101,7 +101,7 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	if len(decls) == 0 && st == nil {
 		return nil
 	}
-	a, err := runtime.NewAggregator(aggregateSpecs(decls))
+	a, err := newAggregation(aggregateSpecs(decls), j.aggWorkers())
 	if err != nil {
 		return err
 	}
@@ -116,6 +116,7 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 		err = a.RestoreHeld(st)
 	}
 	if err != nil {
+		a.Close()
 		return fmt.Errorf("%w: partition %s: %w", ErrRestore, name, err)
 	}
 	if s.paggs == nil {
@@ -125,6 +126,26 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	s.paggIdx = append(s.paggIdx, idx)
 	slices.Sort(s.paggIdx)
 	return nil
+}
+
+// closeAggregates stops the aggregators' goroutines (after the
+// coordinator's end).
+func (s *streamSource) closeAggregates() {
+	if s.agg != nil {
+		s.agg.Close()
+	}
+	for _, pa := range s.paggs {
+		pa.a.Close()
+	}
+}
+
+// aggWorkers is the workers of the job's aggregators: the stream's
+// setting, else the engine's.
+func (j *job) aggWorkers() int {
+	if j.cfg.AggregateWorkers > 0 {
+		return j.cfg.AggregateWorkers
+	}
+	return j.e.cfg.aggWorkers
 }
 
 // advancePartAggs releases, up to wm, the events of the partitions' aggregators

@@ -520,7 +520,8 @@ rule gold_twice_in_country {
 // record key: the card aggregates run on the input partitions, the
 // merchant one on the repartition topic of merchant_id. Stopped at a
 // checkpoint, its state directory deleted and resumed with another
-// parallelism (every aggregator restored from the changelog), the job
+// parallelism and 2 aggregate workers (every aggregator restored from
+// the changelog into a salting one), the job
 // commits the alerts of Engine.Run over the events, each once, aggregate
 // values included (but for where the events were read).
 func TestStreamKafkaAggregates(t *testing.T) {
@@ -606,7 +607,11 @@ func TestStreamKafkaAggregates(t *testing.T) {
 	if err := os.RemoveAll(state); err != nil {
 		t.Fatal(err)
 	}
-	res, err := engine().Stream(context.Background(), config(3))
+	cfg = config(3)
+	cfg.AggregateWorkers = 2 // the restored partitions' aggregators salting
+	defer func(least int) { aggHotMin = least }(aggHotMin)
+	aggHotMin = 2 // small releases salt keys too
+	res, err := engine().Stream(context.Background(), cfg)
 	if err != nil || !res.Finished || res.Restored < 3 {
 		t.Fatalf("second run: %v, %+v (want it finished, restored from checkpoint 3 or later, from the changelog)", err, res)
 	}

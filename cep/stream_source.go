@@ -179,12 +179,8 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		// data only, so a restored run makes it again.
 		rc.Aligned, rc.BatchRecords, rc.Buffer = true, 256, 1
 	}
-	agg, err := j.e.newAggregator()
-	if err != nil {
+	if s.agg, err = j.e.newAggregator(j.aggWorkers()); err != nil {
 		return nil, err
-	}
-	if agg != nil { // a nil *Aggregator is no Aggregation
-		s.agg = agg
 	}
 	if s.agg != nil && c.Time == ProcessingTime {
 		return nil, errAggregatesProcessingTime
@@ -194,6 +190,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 			return nil, fmt.Errorf("cep: stream: %w", err)
 		}
 		if j.kafka != nil {
+			s.agg.Close()
 			s.agg = nil // one per partition (addPartAgg)
 		}
 	}
@@ -206,9 +203,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 			case s.agg == nil:
 				// The aggregates are gone: the events they held go on
 				// without them (an aggregator of none holds them).
-				var none *runtime.Aggregator
-				if none, err = runtime.NewAggregator(nil); err == nil {
-					s.agg = none
+				if s.agg, err = runtime.NewAggregator(nil); err == nil {
 					err = s.agg.RestoreHeld(m.Source.Aggregates)
 				}
 			default:

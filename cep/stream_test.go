@@ -394,9 +394,15 @@ type streamLeg struct {
 	backend     Backend
 	stopAfter   int64
 	cancel      bool
+	aggWorkers  int // StreamConfig.AggregateWorkers
 }
 
 func (l streamLeg) String() string {
+	if l.aggWorkers != 0 {
+		w := l
+		w.aggWorkers = 0
+		return fmt.Sprintf("%v/agg%d", w, l.aggWorkers)
+	}
 	if l.cancel {
 		return fmt.Sprintf("p%d/%s/cancel", l.parallelism, l.backend)
 	}
@@ -421,7 +427,7 @@ func runLegs(t *testing.T, e *Engine, cfg StreamConfig, legs []streamLeg) []*Str
 	var records int64 // the records the legs before read
 	for i, l := range legs {
 		c := cfg
-		c.Parallelism, c.Backend = l.parallelism, l.backend
+		c.Parallelism, c.Backend, c.AggregateWorkers = l.parallelism, l.backend, l.aggWorkers
 		// The progress reports come at every tick, the last one at the
 		// end of the run; the hook runs on the same goroutine.
 		ctx, cancel := context.WithCancel(context.Background())

@@ -167,6 +167,9 @@ func NewAggregator(specs []AggregateSpec) (*Aggregator, error) {
 	return a, nil
 }
 
+// Close does nothing: an Aggregator has no goroutine (Aggregation).
+func (a *Aggregator) Close() {}
+
 // Len is the number of events held.
 func (a *Aggregator) Len() int { return len(a.pending) }
 

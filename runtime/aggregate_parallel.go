@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"cmp"
+	"fmt"
 	"hash/maphash"
 	goruntime "runtime"
 	"slices"
@@ -21,112 +22,119 @@ import (
 // take the least and largest; a distinct count's partials hold disjoint
 // values, the salt being the value's), so the values are those of the
 // serial Aggregator, whatever the workers, salts and hot keys.
+//
+// A release is one round of the workers, in phases with a barrier
+// between two: (1) each finds the keys of a share of the release's
+// events, their hashes, whether they are salted and their salts; (2)
+// each counts and reads the partials it owns in time order, sets the
+// values of the events whose key is not salted (their one partial is
+// its own), keeps its answers for the salted ones, and counts the events
+// of the keys it owns (hot keys); (3) with salts, each merges the
+// answers of a share of the salted events. After the round the caller
+// salts the keys found hot, from the next release on. One round per
+// release, the waits spinning on atomics: a release is some 100 us of
+// work, less than waking a parked goroutine costs.
 
 // ParallelAggregator is an Aggregator whose windows are spread over
 // workers (goroutines, during Advance). Its state's encoding is the
-// serial Aggregator's, so one restores the other's.
+// serial Aggregator's, so one restores the other's. It is used by one
+// goroutine; Close stops its workers.
 type ParallelAggregator struct {
 	specs   []AggregateSpec
 	workers []*aggWorker
 	crew    *crew
-	index   map[*aggWorker]int
+	phases  []func(i int) // of a release's round: keys, release, merge (with salts)
+	rel     []releaseSpec // by spec
 	salts   int
 	// hotShare: a key with more than this share of a release's events
-	// (and at least hotMin of them) is salted from then on.
+	// (and at least hotMin of them) is salted from the next release on.
 	hotShare float64
 	hotMin   int
-	hot      []map[aggKey]bool // by spec
+	hot      []map[aggKey]bool // by spec: the salted keys
+	hotList  [][]hotKey        // by spec: the same, read by the workers
+	hotCount int
+	// recent are, by spec, the keys found hot since hotSince (the metric,
+	// as Aggregator.HotKeys).
+	recent   []map[aggKey]bool
+	hotSince event.Watermark
 	pending  pendingHeap
 	taken    []pendingEvent
 	arrival  uint64
+	moved    uint64 // entries moved by salt (their salts)
 	wm       event.Watermark
 	seed     maphash.Seed
-
-	batch []*event.Event
-	keys  [][]aggKey // by spec, the batch's keys
-	oks   [][]bool
-	// By spec, by event: its key's hash and whether the key is salted
-	// (plan); base: by spec, each worker's first answer of the spec.
-	hashes  [][]uint64
-	hots    [][]bool
-	base    [][]int
-	saltsOf []int // by event: the salt of an event of a hot key (plan)
-	buckets [1024]struct {
-		key aggKey
-		n   int
-	}
+	batch    []*event.Event
 	dropped  []uint64
-	hotCount int
-	sweepAt  int // releases until the next sweep of empty windows
+	sweepAt  int  // releases until the next sweep of empty windows
+	sweeping bool // this release's round sweeps
 }
 
-// sweep forgets the partial windows that hold nothing at the watermark.
-func (a *ParallelAggregator) sweep() {
-	n := 0
-	for si := range a.specs {
-		s := &a.specs[si]
-		for _, w := range a.workers {
-			for k, win := range w.partials[si] {
-				win.evict(s, a.wm)
-				if len(win.entries) == win.head {
-					delete(w.partials[si], k)
-				}
-				n++
-			}
-		}
+// setPhases sets the phases of a release's round.
+func (a *ParallelAggregator) setPhases() {
+	a.phases = []func(int){
+		func(i int) { a.workers[i].keys() },
+		func(i int) { a.workers[i].release() },
 	}
-	a.sweepAt = max(64, n/8)
+	if a.salts > 1 {
+		a.phases = append(a.phases, func(i int) { a.workers[i].merge() })
+	}
 }
 
-// defaultHotMin is the least number of a release's events that makes a
-// key hot.
-const defaultHotMin = 64
+// hotKey is a salted key and its hash.
+type hotKey struct {
+	h uint64
+	k aggKey
+}
+
+// MaxAggregateWorkers is the most workers of a ParallelAggregator (a
+// release's events name their key's worker in a byte).
+const MaxAggregateWorkers = 64
 
 // NewParallelAggregator returns an aggregator of specs over workers
 // workers, salting a hot key over salts partials (at most workers;
-// salts 1: no salting).
+// salts 1: no salting). At most MaxAggregateWorkers workers.
 func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*ParallelAggregator, error) {
 	serial, err := NewAggregator(specs) // checks the specifications
 	if err != nil {
 		return nil, err
 	}
+	if workers > MaxAggregateWorkers {
+		return nil, fmt.Errorf("runtime: %d aggregate workers: at most %d", workers, MaxAggregateWorkers)
+	}
 	workers, salts = max(workers, 1), min(max(salts, 1), max(workers, 1))
-	a := &ParallelAggregator{specs: serial.specs, salts: salts, hotShare: 0.2, hotMin: defaultHotMin, wm: event.MinTime, seed: maphash.MakeSeed()}
+	a := &ParallelAggregator{specs: serial.specs, salts: salts, hotShare: HotShare, hotMin: HotMin, wm: event.MinTime, seed: maphash.MakeSeed()}
 	a.crew = newCrew(workers)
-	a.index = map[*aggWorker]int{}
+	// An aggregator dropped without Close stops its goroutines once it is
+	// collected (they hold the crew, not it).
+	goruntime.AddCleanup(a, (*crew).close, a.crew)
 	for i := range workers {
-		w := &aggWorker{a: a}
-		a.index[w] = i
+		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)), found: make([][]aggKey, len(specs))}
 		for range specs {
 			w.partials = append(w.partials, map[partialKey]*aggWindow{})
 		}
 		a.workers = append(a.workers, w)
 	}
+	a.setPhases()
+	a.rel = make([]releaseSpec, len(specs))
 	for range specs {
 		a.hot = append(a.hot, map[aggKey]bool{})
+		a.recent = append(a.recent, map[aggKey]bool{})
 	}
-	a.keys = make([][]aggKey, len(specs))
-	a.oks = make([][]bool, len(specs))
-	a.hashes = make([][]uint64, len(specs))
-	a.hots = make([][]bool, len(specs))
-	a.base = make([][]int, len(specs))
-	for i := range a.base {
-		a.base[i] = make([]int, workers)
-	}
+	a.hotList = make([][]hotKey, len(specs))
 	a.dropped = make([]uint64, len(specs))
 	return a, nil
 }
 
 // SetHot sets when a key is salted: more than share of a release's
-// events, and at least least of them (default 0.2 and 64; tests lower
-// them).
+// events, and at least least of them (default HotShare and HotMin; tests
+// lower them).
 func (a *ParallelAggregator) SetHot(share float64, least int) { a.hotShare, a.hotMin = share, least }
 
-// HotKeys returns, per aggregate, the keys salted so far (the metric of
-// skew).
+// HotKeys returns, per aggregate, the number of keys hot recently, as
+// Aggregator.HotKeys (with the thresholds of SetHot).
 func (a *ParallelAggregator) HotKeys() []int {
 	out := make([]int, len(a.specs))
-	for i, m := range a.hot {
+	for i, m := range a.recent {
 		out[i] = len(m)
 	}
 	return out
@@ -174,17 +182,6 @@ type partialKey struct {
 	salt int
 }
 
-// aggOp is one step of a worker: count an event in a partial, or read a
-// partial for an event (answer: its index in the worker's answers).
-type aggOp struct {
-	t      event.Time
-	spec   int
-	query  bool
-	key    partialKey
-	v      event.Value
-	answer int
-}
-
 // aggAnswer is a partial's figures at an event's time, or their merge.
 type aggAnswer struct {
 	n, nums, distinct int
@@ -193,35 +190,77 @@ type aggAnswer struct {
 	hasBest           bool
 }
 
-// aggWorker owns the partial windows of some (key, salt) pairs.
+// aggWorker owns the partial windows of some (key, salt) pairs. Between
+// rounds only the caller touches it; during one, only its goroutine.
 type aggWorker struct {
 	a        *ParallelAggregator
+	i        int
 	partials []map[partialKey]*aggWindow // by spec
-	ops      []aggOp
-	answers  []aggAnswer
-	nAnswers int
+	answers  [][]aggAnswer               // by spec, by event: of the salted events whose partial it reads
+	found    [][]aggKey                  // by spec: the keys found hot in the release
+	buckets  [hotBuckets]hotBucket
+	touched  []uint16 // buckets counted in
 	dropped  []uint64
+	kb       Aggregator // key's buffer
+	swept    int        // windows seen by the last sweep
+	merged   aggAnswer  // merge's
 }
 
-// workerOf is the worker of a partial: the salts of a key on distinct
-// workers.
-func (a *ParallelAggregator) workerOf(k partialKey) *aggWorker {
-	h := maphash.Comparable(a.seed, k.key)
+// releaseSpec is the release's events for one aggregate, by event: found
+// by the workers a share each (the round's first phase), read by all.
+type releaseSpec struct {
+	keys  []aggKey
+	hash  []uint64
+	owner []uint8 // the worker of the key's partial of salt 0
+	flag  []uint8 // evNull, evHot, evCounts
+	salt  []uint8 // a hot event's partial, when it counts
+}
+
+// The flags of a release's event.
+const (
+	evNull   uint8 = 1 << iota // a null key: no value, no count
+	evHot                      // its key is salted
+	evCounts                   // it counts (Accepts, and a value that counts)
+)
+
+// hotBuckets is the number of buckets keys are counted in per release.
+const hotBuckets = 1024
+
+// hotBucket counts a release's events of the keys of one hash bucket
+// (key: the first one's).
+type hotBucket struct {
+	key aggKey
+	n   int
+}
+
+// workerOf is the worker index of a partial of a key of hash h: the salts
+// of a key on distinct workers.
+func (a *ParallelAggregator) workerOf(h uint64, salt int) int {
 	P := uint64(len(a.workers))
-	return a.workers[(h%P+uint64(k.salt))%P]
+	return int((h%P + uint64(salt)) % P)
+}
+
+// hash is k's hash: of its string, or of its number (equal keys, equal
+// hashes; cheaper than hashing the struct).
+func (a *ParallelAggregator) hash(k aggKey) uint64 {
+	if k.s != "" {
+		return maphash.String(a.seed, k.s) ^ uint64(k.kind)
+	}
+	return maphash.Comparable(a.seed, k.n) ^ uint64(k.kind)
 }
 
 // saltOf is the partial an entry of a hot key goes to: for distinct, the
 // value's (disjoint values in the partials); else the arrival's.
 func (a *ParallelAggregator) saltOf(s *AggregateSpec, v event.Value, n uint64) int {
 	if s.Func == AggDistinct {
-		return int(maphash.Comparable(a.seed, keyOf(v)) % uint64(a.salts))
+		return int(a.hash(keyOf(v)) % uint64(a.salts))
 	}
 	return int(n % uint64(a.salts))
 }
 
-// Advance is Aggregator.Advance: the released events counted by the
-// workers at once, then merged.
+// Advance is Aggregator.Advance: the released events counted, read and
+// merged by the workers at once (one round), then the keys found hot
+// salted.
 func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) error) error {
 	if wm <= a.wm {
 		return nil
@@ -236,10 +275,25 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 	if len(a.batch) == 0 {
 		return nil
 	}
-	a.plan()
-	a.merge()
-	if a.sweepAt--; a.sweepAt <= 0 {
-		a.sweep()
+	n := len(a.batch)
+	for si := range a.rel {
+		r := &a.rel[si]
+		r.keys = slices.Grow(r.keys[:0], n)[:n]
+		r.hash = slices.Grow(r.hash[:0], n)[:n]
+		r.owner = slices.Grow(r.owner[:0], n)[:n]
+		r.flag = slices.Grow(r.flag[:0], n)[:n]
+		r.salt = slices.Grow(r.salt[:0], n)[:n]
+	}
+	a.sweepAt--
+	a.sweeping = a.sweepAt <= 0
+	a.crew.do(a.phases)
+	a.noteHot()
+	if a.sweeping {
+		n := 0
+		for _, w := range a.workers {
+			n += w.swept
+		}
+		a.sweepAt = max(64, n/8)
 	}
 	for _, ev := range a.batch {
 		if err := out(ev); err != nil {
@@ -250,248 +304,278 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 	return nil
 }
 
-// plan finds the batch's hot keys (salting them), and has each worker
-// take its steps, in time order: at each time, every event counted before
-// any is read.
-func (a *ParallelAggregator) plan() {
-	for _, w := range a.workers {
-		w.ops, w.nAnswers, w.answers = w.ops[:0], 0, w.answers[:0]
-	}
-	n := len(a.batch)
-	P := uint64(len(a.workers))
+// keys is the worker's share of the round's first phase: the keys of a
+// share of the release's events, their hashes, flags and salts.
+func (w *aggWorker) keys() {
+	a := w.a
+	from, to := w.share()
 	for si := range a.specs {
 		s := &a.specs[si]
-		// Each event's key, hashed once, and whether it is hot, by the
-		// workers, a share each.
-		ks, oks := slices.Grow(a.keys[si][:0], n)[:n], slices.Grow(a.oks[si][:0], n)[:n]
-		hs := slices.Grow(a.hashes[si][:0], n)[:n]
-		hots := slices.Grow(a.hots[si][:0], n)[:n]
-		salts := slices.Grow(a.saltsOf[:0], n)[:n] // of a hot key's events
-		chunk := (n + len(a.workers) - 1) / len(a.workers)
-		hot := a.hot[si]
-		saltOf := func(e int) int {
-			v := event.Null
-			if s.ValueSlot >= 0 {
-				v = a.batch[e].Field(s.ValueSlot)
-			}
-			return a.saltOf(s, v, uint64(e))
-		}
-		a.crew.do(func(i int) {
-			var kb Aggregator
-			for e := i * chunk; e < min((i+1)*chunk, n); e++ {
-				k, ok := kb.key(a.batch[e], s.KeySlots)
-				ks[e], oks[e], hots[e] = k, ok, false
-				if ok {
-					hs[e] = maphash.Comparable(a.seed, k)
-					if hots[e] = len(hot) > 0 && hot[k]; hots[e] {
-						salts[e] = saltOf(e)
-					}
-				}
-			}
-		})
-		a.saltsOf = salts
-		a.keys[si], a.oks[si], a.hashes[si], a.hots[si] = ks, oks, hs, hots
-		// The keys of many events, found by counting per bucket of the
-		// hash (a collision can only salt a key that need not be:
-		// harmless), are salted.
-		clear(a.buckets[:])
-		for e := range n {
-			if !oks[e] {
-				continue
-			}
-			b := &a.buckets[hs[e]%uint64(len(a.buckets))]
-			if b.n == 0 {
-				b.key = ks[e]
-			}
-			b.n++
-		}
-		if a.salts > 1 {
-			for i := range a.buckets {
-				b := &a.buckets[i]
-				if b.n >= a.hotMin && float64(b.n) > a.hotShare*float64(n) && !a.hot[si][b.key] {
-					a.salt(si, b.key)
-					// Its events of this release are hot too.
-					for e := range n {
-						if oks[e] && hs[e]%uint64(len(a.buckets)) == uint64(i) && ks[e] == b.key {
-							hots[e], salts[e] = true, saltOf(e)
-						}
-					}
-				}
-			}
-		}
-		for i, w := range a.workers {
-			a.base[si][i] = w.nAnswers
-		}
-		// Each worker takes its steps from the batch: at each time, its
-		// events' counts, then its reads; a worker numbers its answers
-		// in event order (merge walks them so).
-		a.crew.do(func(wi int) {
-			w := a.workers[wi]
-			from := len(w.ops)
-			defer func() { w.run(from) }()
-			for i := 0; i < n; {
-				t := a.batch[i].Time
-				j := i
-				for j < n && a.batch[j].Time == t {
-					j++
-				}
-				for e := i; e < j; e++ {
-					if !oks[e] {
-						continue
-					}
-					ev := a.batch[e]
-					v := event.Null
-					if s.ValueSlot >= 0 {
-						v = ev.Field(s.ValueSlot)
-					}
-					salt := 0
-					if hots[e] {
-						salt = salts[e]
-					}
-					if int((hs[e]%P+uint64(salt))%P) != wi || s.Accepts != nil && !s.Accepts(ev) || !counts(s.Func, v) {
-						continue
-					}
-					w.ops = append(w.ops, aggOp{t: t, spec: si, key: partialKey{key: ks[e], salt: salt}, v: v})
-				}
-				for e := i; e < j; e++ {
-					if !oks[e] {
-						continue
-					}
-					salts := 1
-					if hots[e] {
-						salts = a.salts
-					}
-					for salt := range salts {
-						if int((hs[e]%P+uint64(salt))%P) != wi {
-							continue
-						}
-						w.ops = append(w.ops, aggOp{t: t, spec: si, query: true, key: partialKey{key: ks[e], salt: salt}, answer: w.nAnswers})
-						w.nAnswers++
-					}
-				}
-				i = j
-			}
-		})
-	}
-}
-
-// salt makes key k of spec si hot: its window's entries move to the
-// partials of their salts.
-func (a *ParallelAggregator) salt(si int, k aggKey) {
-	a.hot[si][k] = true
-	a.hotCount++
-	s := &a.specs[si]
-	pk := partialKey{key: k}
-	w := a.workerOf(pk)
-	old := w.partials[si][pk]
-	if old == nil {
-		return
-	}
-	delete(w.partials[si], pk)
-	for _, e := range old.live() {
-		a.arrival++
-		to := partialKey{key: k, salt: a.saltOf(s, e.v, a.arrival)}
-		tw := a.workerOf(to)
-		win := tw.partials[si][to]
-		if win == nil {
-			win = &aggWindow{}
-			tw.partials[si][to] = win
-		}
-		win.insert(s, e)
-	}
-}
-
-// run takes the worker's steps.
-// run takes the worker's steps from step from on (the steps of one
-// aggregate).
-func (w *aggWorker) run(from int) {
-	if n := w.nAnswers - len(w.answers); n > 0 {
-		w.answers = slices.Grow(w.answers, n)[:w.nAnswers]
-	}
-	if w.dropped == nil {
-		w.dropped = make([]uint64, len(w.a.specs))
-	}
-	// The window of the last step, for the next: a hot key's steps come
-	// in runs.
-	lastSpec, lastKey, lastWin := -1, partialKey{}, (*aggWindow)(nil)
-	for i := from; i < len(w.ops); i++ {
-		op := &w.ops[i]
-		s := &w.a.specs[op.spec]
-		var win *aggWindow
-		if op.spec == lastSpec && op.key == lastKey && lastWin != nil {
-			win = lastWin
-		} else {
-			win = w.partials[op.spec][op.key]
-		}
-		lastSpec, lastKey, lastWin = op.spec, op.key, win
-		if !op.query {
-			if win == nil {
-				win = &aggWindow{}
-				w.partials[op.spec][op.key] = win
-				lastWin = win
-			}
-			win.evict(s, op.t)
-			if len(win.entries)-win.head >= s.MaxPerKey {
-				win.drop(s)
-				w.dropped[op.spec]++
-			}
-			win.insert(s, aggEntry{t: op.t, v: op.v})
-			continue
-		}
-		ans := &w.answers[op.answer]
-		ans.n, ans.nums, ans.distinct, ans.hasBest = 0, 0, 0, false
-		ans.sum.reset()
-		if win == nil {
-			continue
-		}
-		win.evict(s, op.t)
-		if len(win.entries) == win.head {
-			delete(w.partials[op.spec], op.key)
-			lastWin = nil
-			continue
-		}
-		ans.n = len(win.entries) - win.head
-		switch s.Func {
-		case AggSum, AggAvg:
-			ans.nums = win.nums
-			ans.sum.set(&win.sum)
-		case AggMin, AggMax:
-			if win.mhead < len(win.mono) {
-				ans.best, _ = win.mono[win.mhead].v.AsFloat()
-				ans.hasBest = true
-			}
-		case AggDistinct:
-			ans.distinct = len(win.seen)
-		}
-	}
-}
-
-// merge sets each event's values from its partials' answers.
-func (a *ParallelAggregator) merge() {
-	var m aggAnswer
-	P := uint64(len(a.workers))
-	next := make([]int, len(a.workers))
-	for si := range a.specs {
-		s := &a.specs[si]
-		copy(next, a.base[si])
-		hs, hots := a.hashes[si], a.hots[si]
-		for e, ev := range a.batch {
-			if !a.oks[si][e] {
+		r := &a.rel[si]
+		hotList := a.hotList[si]
+		for e := from; e < to; e++ {
+			ev := a.batch[e]
+			k, ok := w.kb.key(ev, s.KeySlots)
+			if !ok {
+				r.keys[e], r.flag[e] = aggKey{}, evNull
 				if s.Slot < len(ev.Fields) {
 					ev.Fields[s.Slot] = event.Null
 				}
 				continue
 			}
+			h := a.hash(k)
+			r.keys[e], r.hash[e], r.owner[e] = k, h, uint8(a.workerOf(h, 0))
+			var flag uint8
+			for _, hk := range hotList {
+				if hk.h == h && hk.k == k {
+					flag = evHot
+					break
+				}
+			}
+			var v event.Value
+			if s.ValueSlot >= 0 {
+				v = ev.Field(s.ValueSlot)
+			}
+			if (s.Accepts == nil || s.Accepts(ev)) && counts(s.Func, v) {
+				flag |= evCounts
+				if flag&evHot != 0 {
+					r.salt[e] = uint8(a.saltOf(s, v, uint64(e)))
+				}
+			}
+			r.flag[e] = flag
+		}
+	}
+}
+
+// share is the worker's share of the release's events, [from, to).
+func (w *aggWorker) share() (from, to int) {
+	n := len(w.a.batch)
+	chunk := (n + len(w.a.workers) - 1) / len(w.a.workers)
+	return min(w.i*chunk, n), min((w.i+1)*chunk, n)
+}
+
+// release is the worker's part of a release, after keys: for each
+// aggregate, the steps of the partials it owns in time order (at each
+// time every event counted before any is read), the values of its
+// unsalted events, its answers for the salted ones, and the counts of
+// the keys it owns (hot keys).
+func (w *aggWorker) release() {
+	a := w.a
+	for si := range a.specs {
+		w.steps(si)
+		w.findHot(si)
+	}
+	if a.sweeping {
+		w.sweep()
+	}
+}
+
+// findHot sets w.found[si] to the keys the worker owns with more than
+// the hot share of the release's events (at least hotMin), exactly: a
+// bucket over the thresholds has its keys counted one by one.
+func (w *aggWorker) findHot(si int) {
+	a := w.a
+	r := &a.rel[si]
+	n := len(a.batch)
+	found := w.found[si][:0]
+	hot := func(c int) bool { return c >= a.hotMin && float64(c) > a.hotShare*float64(n) }
+	in := func(e, bi int) bool {
+		return r.flag[e]&evNull == 0 && int(r.owner[e]) == w.i && r.hash[e]%hotBuckets == uint64(bi)
+	}
+	for _, bi := range w.touched {
+		b := &w.buckets[bi]
+		if hot(b.n) {
+			// Mostly one key has them all: count it; the others (if they
+			// could be hot) one by one.
+			first := 0
+			for e, k := range r.keys {
+				if in(e, int(bi)) && k == b.key {
+					first++
+				}
+			}
+			if hot(first) {
+				found = append(found, b.key)
+			}
+			if b.n-first >= a.hotMin {
+				counts := map[aggKey]int{}
+				for e, k := range r.keys {
+					if in(e, int(bi)) && k != b.key {
+						counts[k]++
+					}
+				}
+				for k, c := range counts {
+					if hot(c) {
+						found = append(found, k)
+					}
+				}
+			}
+		}
+		*b = hotBucket{}
+	}
+	w.touched = w.touched[:0]
+	w.found[si] = found
+}
+
+// steps counts and reads the worker's partials for aggregate si, and
+// counts the keys it owns in their buckets.
+func (w *aggWorker) steps(si int) {
+	a := w.a
+	s := &a.specs[si]
+	r := &a.rel[si]
+	batch := a.batch
+	parts := w.partials[si]
+	if len(w.answers[si]) < len(batch) {
+		w.answers[si] = append(w.answers[si], make([]aggAnswer, len(batch)-len(w.answers[si]))...)
+	}
+	answers := w.answers[si]
+	P, me := len(a.workers), w.i
+	// The window of the last step, for the next: a hot key's steps come
+	// in runs.
+	var lastKey partialKey
+	var lastWin *aggWindow
+	window := func(pk partialKey, create bool) *aggWindow {
+		if lastWin != nil && pk == lastKey {
+			return lastWin
+		}
+		win := parts[pk]
+		if win == nil && create {
+			win = &aggWindow{}
+			parts[pk] = win
+		}
+		lastKey, lastWin = pk, win
+		return win
+	}
+	for i := 0; i < len(batch); {
+		t := batch[i].Time
+		j := i + 1
+		for j < len(batch) && batch[j].Time == t {
+			j++
+		}
+		for e := i; e < j; e++ {
+			flag, owner := r.flag[e], int(r.owner[e])
+			if flag&evNull != 0 {
+				continue
+			}
+			if owner == me {
+				bi := r.hash[e] % hotBuckets
+				b := &w.buckets[bi]
+				if b.n == 0 {
+					b.key = r.keys[e]
+					w.touched = append(w.touched, uint16(bi))
+				}
+				b.n++
+			}
+			if flag&evCounts == 0 {
+				continue
+			}
+			salt := 0
+			if flag&evHot != 0 {
+				salt = int(r.salt[e])
+			}
+			if (owner+salt)%P != me {
+				continue
+			}
+			var v event.Value
+			if s.ValueSlot >= 0 {
+				v = batch[e].Field(s.ValueSlot)
+			}
+			win := window(partialKey{key: r.keys[e], salt: salt}, true)
+			win.evict(s, t)
+			if len(win.entries)-win.head >= s.MaxPerKey {
+				win.drop(s)
+				w.dropped[si]++
+			}
+			win.insert(s, aggEntry{t: t, v: v})
+		}
+		for e := i; e < j; e++ {
+			flag, owner := r.flag[e], int(r.owner[e])
+			if flag&evNull != 0 {
+				continue
+			}
+			salt := (me - owner + P) % P // of the partial it would read here
+			if flag&evHot == 0 && salt != 0 || salt >= a.salts {
+				continue
+			}
+			pk := partialKey{key: r.keys[e], salt: salt}
+			win := window(pk, false)
+			if win != nil {
+				win.evict(s, t)
+				if len(win.entries) == win.head {
+					delete(parts, pk)
+					win, lastWin = nil, nil
+				}
+			}
+			if flag&evHot != 0 {
+				win.answer(s, &answers[e])
+				continue
+			}
+			if ev := batch[e]; s.Slot < len(ev.Fields) {
+				ev.Fields[s.Slot] = win.value(s)
+			}
+		}
+		i = j
+	}
+}
+
+// answer sets ans to the window's figures (nil: no event).
+func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer) {
+	ans.n, ans.nums, ans.distinct, ans.hasBest = 0, 0, 0, false
+	if s.Func == AggSum || s.Func == AggAvg {
+		ans.sum.reset()
+	}
+	if w == nil {
+		return
+	}
+	ans.n = len(w.entries) - w.head
+	switch s.Func {
+	case AggSum, AggAvg:
+		ans.nums = w.nums
+		ans.sum.set(&w.sum)
+	case AggMin, AggMax:
+		if w.mhead < len(w.mono) {
+			ans.best, _ = w.mono[w.mhead].v.AsFloat()
+			ans.hasBest = true
+		}
+	case AggDistinct:
+		ans.distinct = len(w.seen)
+	}
+}
+
+// sweep forgets the worker's partial windows that hold nothing at the
+// watermark.
+func (w *aggWorker) sweep() {
+	w.swept = 0
+	for si := range w.a.specs {
+		s := &w.a.specs[si]
+		for k, win := range w.partials[si] {
+			win.evict(s, w.a.wm)
+			if len(win.entries) == win.head {
+				delete(w.partials[si], k)
+			}
+			w.swept++
+		}
+	}
+}
+
+// merge is the worker's share of the round's last phase (with salts):
+// the values of a share of the salted events, from their partials'
+// answers.
+func (w *aggWorker) merge() {
+	a := w.a
+	m := &w.merged
+	from, to := w.share()
+	for si := range a.specs {
+		s := &a.specs[si]
+		r := &a.rel[si]
+		for e := from; e < to; e++ {
+			ev := a.batch[e]
+			if r.flag[e]&(evHot|evNull) != evHot || s.Slot >= len(ev.Fields) {
+				continue
+			}
 			m.n, m.nums, m.distinct, m.hasBest = 0, 0, 0, false
 			m.sum.reset()
-			salts := 1
-			if hots[e] {
-				salts = a.salts
-			}
-			for salt := range salts {
-				wi := int((hs[e]%P + uint64(salt)) % P)
-				p := &a.workers[wi].answers[next[wi]]
-				next[wi]++
+			for salt := range a.salts {
+				p := &a.workers[a.workerOf(r.hash[e], salt)].answers[si][e]
 				m.n += p.n
 				m.nums += p.nums
 				m.distinct += p.distinct
@@ -502,10 +586,60 @@ func (a *ParallelAggregator) merge() {
 					m.best, m.hasBest = p.best, true
 				}
 			}
-			if s.Slot < len(ev.Fields) {
-				ev.Fields[s.Slot] = m.value(s)
+			ev.Fields[s.Slot] = m.value(s)
+		}
+	}
+}
+
+// noteHot takes the keys the workers found hot: the metric's, and salted
+// from the next release on.
+func (a *ParallelAggregator) noteHot() {
+	if len(a.batch) < a.hotMin {
+		return // as Aggregator.noteHot: nothing could be hot
+	}
+	if a.wm > a.hotSince+HotPeriod {
+		for _, m := range a.recent {
+			clear(m)
+		}
+		a.hotSince = a.wm
+	}
+	for _, w := range a.workers {
+		for si := range a.specs {
+			for _, k := range w.found[si] {
+				a.recent[si][k] = true
+				if a.salts > 1 && !a.hot[si][k] {
+					a.salt(si, k)
+				}
 			}
 		}
+	}
+}
+
+// salt makes key k of spec si hot: its window's entries move to the
+// partials of their salts.
+func (a *ParallelAggregator) salt(si int, k aggKey) {
+	h := a.hash(k)
+	a.hot[si][k] = true
+	a.hotList[si] = append(a.hotList[si], hotKey{h: h, k: k})
+	a.hotCount++
+	s := &a.specs[si]
+	pk := partialKey{key: k}
+	w := a.workers[a.workerOf(h, 0)]
+	old := w.partials[si][pk]
+	if old == nil {
+		return
+	}
+	delete(w.partials[si], pk)
+	for _, e := range old.live() {
+		a.moved++
+		to := partialKey{key: k, salt: a.saltOf(s, e.v, a.moved)}
+		tw := a.workers[a.workerOf(h, to.salt)]
+		win := tw.partials[si][to]
+		if win == nil {
+			win = &aggWindow{}
+			tw.partials[si][to] = win
+		}
+		win.insert(s, e)
 	}
 }
 
@@ -562,6 +696,9 @@ type Aggregation interface {
 	AppendBinary(b []byte) []byte
 	Restore(b []byte) error
 	RestoreHeld(b []byte) error
+	// Close stops the goroutines of a ParallelAggregator (nothing for an
+	// Aggregator); the aggregation must not be used after.
+	Close()
 }
 
 var (
@@ -619,52 +756,80 @@ func (a *ParallelAggregator) restore(b []byte, heldOnly bool) error {
 		return err
 	}
 	fresh.hotShare, fresh.hotMin, fresh.seed = a.hotShare, a.hotMin, a.seed
-	a.crew.close()
+	fresh.crew = a.crew // a's goroutines, stopped by a's cleanup (fresh's stops its unused crew)
 	*a = *fresh
-	a.index = map[*aggWorker]int{}
-	for i, w := range a.workers {
+	for _, w := range a.workers {
 		w.a = a
-		a.index[w] = i
 	}
+	a.setPhases()
 	a.wm, a.arrival, a.pending = s.wm, s.arrival, s.pending
 	copy(a.dropped, s.dropped)
 	for si := range a.specs {
 		for k, win := range s.keys[si] {
-			pk := partialKey{key: k}
-			a.workerOf(pk).partials[si][pk] = win
+			a.workers[a.workerOf(a.hash(k), 0)].partials[si][partialKey{key: k}] = win
 		}
 	}
 	return nil
 }
 
-// crewSpins is how many times an idle crew goroutine yields, waiting for
-// the next task, before it parks: waking a parked goroutine costs more
-// than a release's work (measured: goroutines started per task of 50 us
-// gave no speedup on 2 cores; waiting ones spinning, 1.9x).
-const crewSpins = 20_000
+// The crew's waits: a goroutine waiting for the next task (or the caller
+// for the workers' end) first spins on an atomic (crewBusy loads, about
+// 20 us here: more than a release's gap on a busy stream), then yields
+// crewYields times (about 60 us), then (a worker) parks until woken: an
+// idle aggregator's worker burns under 0.1 ms of CPU per watermark.
+// Waking a parked goroutine costs more than a release's work (measured:
+// goroutines started per task of 50 us gave no speedup on 2 cores);
+// yielding alone (runtime.Gosched) contends on the scheduler's lock.
+const (
+	crewBusy   = 1 << 15
+	crewYields = 500
+)
 
-// crew runs a task on every worker at once: worker 0 on the caller's
-// goroutine, the others on goroutines of their own that wait for the next
-// task, yielding a while, then parked.
+// crew runs a task on every worker at once, in phases: worker 0 on the
+// caller's goroutine, the others on goroutines of their own that wait for
+// the next task (crewBusy, crewYields), then park. Each worker's task of
+// a phase is claimed once, by its goroutine or by the caller: a caller
+// done with its own task takes a task no goroutine has begun (one not
+// scheduled: the machine busy), so a round never waits for a goroutine
+// that does not run, and on a loaded machine the crew degrades to the
+// caller doing the work alone.
 type crew struct {
-	n       int
-	task    func(i int)
-	round   atomic.Int64
-	done    []atomic.Int64
+	n int
+	// pub is the round being run: its first task's number << 4 | its
+	// phases; phases its phases (nil between rounds). Tasks are numbered
+	// on from 1, one a phase, the same for every worker.
+	pub    atomic.Int64
+	phases atomic.Pointer[[]func(i int)]
+	next   int64 // the next round's first task (the caller's)
+	// claimed and done: by worker, the last task claimed and done.
+	claimed []paddedCounter
+	done    []paddedCounter
 	parked  []atomic.Bool
 	wake    []chan struct{}
 	stop    atomic.Bool
 	started bool
 }
 
-func newCrew(n int) *crew {
-	return &crew{n: n, done: make([]atomic.Int64, n), parked: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
+// paddedCounter is an atomic counter alone on its cache line (each worker
+// writes its own).
+type paddedCounter struct {
+	atomic.Int64
+	_ [56]byte
 }
 
-// do runs f(i) for every worker i, and returns when all are done.
-func (c *crew) do(f func(i int)) {
+func newCrew(n int) *crew {
+	return &crew{n: n, next: 1, claimed: make([]paddedCounter, n), done: make([]paddedCounter, n),
+		parked: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
+}
+
+// do runs the phases for every worker i, each phase once every worker is
+// done with the one before, and returns when all are done.
+// REQUIRES: at most 15 phases.
+func (c *crew) do(phases []func(i int)) {
 	if c.n == 1 {
-		f(0)
+		for _, f := range phases {
+			f(0)
+		}
 		return
 	}
 	if !c.started {
@@ -674,8 +839,10 @@ func (c *crew) do(f func(i int)) {
 			go c.loop(i)
 		}
 	}
-	c.task = f
-	r := c.round.Add(1)
+	start, np := c.next, int64(len(phases))
+	c.next += np
+	c.phases.Store(&phases)
+	c.pub.Store(start<<4 | np)
 	for i := 1; i < c.n; i++ {
 		if c.parked[i].Load() {
 			select {
@@ -684,34 +851,77 @@ func (c *crew) do(f func(i int)) {
 			}
 		}
 	}
-	f(0)
-	for i := 1; i < c.n; i++ {
-		for c.done[i].Load() < r {
-			goruntime.Gosched()
+	for p, f := range phases {
+		t := start + int64(p)
+		c.barrier(t - 1)
+		c.claimed[0].Store(t)
+		f(0)
+		c.done[0].Store(t)
+		for j := 1; j < c.n; j++ {
+			if c.claimed[j].Load() == t-1 && c.claimed[j].CompareAndSwap(t-1, t) {
+				f(j) // worker j's goroutine has not begun it
+				c.done[j].Store(t)
+			}
+		}
+	}
+	c.barrier(start + np - 1)
+	c.phases.Store(nil) // the goroutines keep no aggregator alive (NewParallelAggregator's cleanup)
+}
+
+// barrier waits until every worker is done with task t.
+func (c *crew) barrier(t int64) {
+	for j := range c.n {
+		for spins := 0; c.done[j].Load() < t; spins++ {
+			if spins >= crewBusy {
+				goruntime.Gosched()
+			}
 		}
 	}
 }
 
-// loop is worker i's goroutine: the tasks of rounds 1, 2, ...
+// loop is worker i's goroutine: its tasks of each round it sees.
 func (c *crew) loop(i int) {
-	for r := int64(1); ; r++ {
-		for spins := 0; c.round.Load() < r; spins++ {
+	var seen int64
+	for {
+		var pub int64
+		for spins := 0; ; spins++ {
 			if c.stop.Load() {
 				return
 			}
-			if spins < crewSpins {
+			if pub = c.pub.Load(); pub != seen {
+				break
+			}
+			switch {
+			case spins < crewBusy:
+				continue
+			case spins < crewBusy+crewYields:
 				goruntime.Gosched()
 				continue
 			}
 			c.parked[i].Store(true)
-			if c.round.Load() < r && !c.stop.Load() {
+			if c.pub.Load() == seen && !c.stop.Load() {
 				<-c.wake[i]
 			}
 			c.parked[i].Store(false)
 			spins = 0
 		}
-		c.task(i)
-		c.done[i].Store(r)
+		seen = pub
+		phases := c.phases.Load()
+		if phases == nil {
+			continue // that round is over
+		}
+		start, np := pub>>4, pub&15
+		for p := range np {
+			t := start + p
+			c.barrier(t - 1)
+			// A task of another round (phases read late) is never free:
+			// claimed[i] is past t-1 once that round is over.
+			if !c.claimed[i].CompareAndSwap(t-1, t) {
+				continue // the caller took it, or the round is over
+			}
+			(*phases)[p](i)
+			c.done[i].Store(t)
+		}
 	}
 }
 
@@ -729,5 +939,5 @@ func (c *crew) close() {
 }
 
 // Close stops the aggregator's worker goroutines (it must not be used
-// after).
+// after); a dropped aggregator's stop when it is collected.
 func (a *ParallelAggregator) Close() { a.crew.close() }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -24,6 +25,11 @@ func skewedAggEvents(rnd *rand.Rand, n, keys int, share float64, bound int64, ou
 // behind the newest every 7 events, then the final one), switching to
 // the aggregation next(state) returns at the indexes of switchAt.
 func feed(t *testing.T, agg Aggregation, evs []*event.Event, bound int64, switchAt map[int]func([]byte) Aggregation) []*event.Event {
+	return feedEvery(t, agg, evs, bound, 7, switchAt)
+}
+
+// feedEvery is feed with a watermark every every events.
+func feedEvery(t *testing.T, agg Aggregation, evs []*event.Event, bound int64, every int, switchAt map[int]func([]byte) Aggregation) []*event.Event {
 	t.Helper()
 	var out []*event.Event
 	collect := func(ev *event.Event) error { out = append(out, ev); return nil }
@@ -36,7 +42,7 @@ func feed(t *testing.T, agg Aggregation, evs []*event.Event, bound int64, switch
 			t.Fatalf("event %d is late", i)
 		}
 		newest = max(newest, ev.Time)
-		if i%7 == 6 {
+		if i%every == every-1 {
 			if err := agg.Advance(newest-event.Time(bound)-1, collect); err != nil {
 				t.Fatal(err)
 			}
@@ -53,9 +59,16 @@ func feed(t *testing.T, agg Aggregation, evs []*event.Event, bound int64, switch
 // workers, with the hot keys salted (the threshold lowered so that they
 // are, early), give exactly the serial Aggregator's values at every
 // event, in the same order; and a state moves between the two midway (a
-// restore with another parallelism) without changing any.
+// restore with another parallelism) without changing any. Seeds 4-7
+// release 150 events at a time with the default thresholds: a key is
+// salted as jobs salt it, and the hot keys reported are the serial
+// Aggregator's.
 func TestParallelAggregatorEqualsSerial(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(8) {
+		every := 7
+		if seed >= 4 {
+			every = 150
+		}
 		rnd := rand.New(rand.NewPCG(seed, 16))
 		const bound = 2000
 		specs := aggSpecs()
@@ -73,14 +86,16 @@ func TestParallelAggregatorEqualsSerial(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := feed(t, serialAgg, copyEvents(), bound, nil)
+		want := feedEvery(t, serialAgg, copyEvents(), bound, every, nil)
 		workers := 1 + int(seed%3)
 		par, err := NewParallelAggregator(specs, workers, workers)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer par.Close()
-		par.SetHot(0.05, 2)
+		if every == 7 {
+			par.SetHot(0.05, 2)
+		}
 		switchAt := map[int]func([]byte) Aggregation{}
 		if seed%2 == 1 {
 			// Parallel to serial and back, with other workers.
@@ -94,19 +109,24 @@ func TestParallelAggregatorEqualsSerial(t *testing.T) {
 			switchAt[1800] = func(st []byte) Aggregation {
 				p, _ := NewParallelAggregator(specs, 3, 2)
 				t.Cleanup(p.Close)
-				p.SetHot(0.05, 2)
+				if every == 7 {
+					p.SetHot(0.05, 2)
+				}
 				if err := p.Restore(st); err != nil {
 					t.Fatal(err)
 				}
 				return p
 			}
 		}
-		got := feed(t, par, copyEvents(), bound, switchAt)
+		got := feedEvery(t, par, copyEvents(), bound, every, switchAt)
 		if len(got) != len(want) {
 			t.Fatalf("seed %d: %d events, want %d", seed, len(got), len(want))
 		}
 		if seed%2 == 0 && workers > 1 && par.hotCount == 0 {
 			t.Errorf("seed %d: no key was salted", seed)
+		}
+		if every != 7 && seed%2 == 0 && !slices.Equal(par.HotKeys(), serialAgg.HotKeys()) {
+			t.Errorf("seed %d: hot keys %v, serial %v", seed, par.HotKeys(), serialAgg.HotKeys())
 		}
 		bad := 0
 		for i := range want {

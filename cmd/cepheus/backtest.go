@@ -99,7 +99,7 @@ type backtestFlags struct {
 	label, scenario                   string
 	outOfOrder                        time.Duration
 	maxPartial, maxBuffered           int
-	watermarkEvery                    int
+	watermarkEvery, aggWorkers        int
 	examples                          int
 	quiet                             bool
 	timeUnit                          string
@@ -141,6 +141,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks); lateness depends on it only for input more disordered than -out-of-orderness")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
+	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator")
 	fs.IntVar(&f.examples, "examples", 0, "print this many example alerts per rule in the summary")
 	fs.BoolVar(&f.quiet, "q", false, "no progress line and no summary")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
@@ -309,6 +310,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			cep.WithLimits(f.maxPartial, f.maxBuffered),
 			cep.WithInputPolicy(input),
 			cep.WithProgress(0, prog.report),
+			cep.WithAggregateWorkers(f.aggWorkers),
 		}
 		if f.dead != "" {
 			opts = append(opts, cep.WithDeadLetters(deadWriter))
@@ -411,6 +413,9 @@ func (f *backtestFlags) check(fs *flagSet) error {
 	negative("-max-partial-matches", f.maxPartial < 0, f.maxPartial)
 	negative("-max-buffered-events", f.maxBuffered < 0, f.maxBuffered)
 	negative("-examples", f.examples < 0, f.examples)
+	if f.aggWorkers < 1 || f.aggWorkers > cep.MaxAggregateWorkers {
+		msgs = append(msgs, fmt.Sprintf("-aggregate-workers %d: from 1 to %d", f.aggWorkers, cep.MaxAggregateWorkers))
+	}
 	if !(f.maxDeadFraction >= 0 && f.maxDeadFraction <= 1) {
 		msgs = append(msgs, fmt.Sprintf("-max-dead-fraction %v is outside 0..1", f.maxDeadFraction))
 	}

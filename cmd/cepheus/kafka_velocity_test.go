@@ -73,10 +73,12 @@ func sameAlerts(t *testing.T, what string, got, want []string) {
 // events were read):
 //   - run -input-topic -bounded with file outputs;
 //   - the same killed after its third checkpoint and resumed with another
-//     parallelism (the aggregates' held events and windows restored);
+//     parallelism and -aggregate-workers 2 (the aggregates' held events
+//     and windows restored into a salting aggregator);
 //   - a transactional job of two instances of one group (merchant_cards
 //     computed on the repartition topic of merchant_id, the card
-//     aggregates on the input partitions), one killed after its third
+//     aggregates on the input partitions; instance a's aggregators on 2
+//     workers, b's serial), one killed after its third
 //     transaction and restarted only after its session timeout: its
 //     partitions, their aggregators' held events and windows with them,
 //     are restored from the changelog (by the other instance, or by it
@@ -127,30 +129,37 @@ func TestKafkaVelocity(t *testing.T) {
 
 	// File outputs: one run, then one killed after its third checkpoint
 	// and resumed with another parallelism.
-	fileRun := func(name string, parallelism string) []string {
+	fileRun := func(name string, parallelism string, workers string) []string {
 		return []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
 			"-state", filepath.Join(dir, name+"-state"), "-alerts", filepath.Join(dir, name+"-alerts"),
-			"-parallelism", parallelism, "-checkpoint-interval", "20ms"}
+			"-parallelism", parallelism, "-checkpoint-interval", "20ms", "-aggregate-workers", workers}
 	}
-	if e := runChild(t, bin, fileRun("whole", "2"), "", 0); e.killed || e.code != 0 {
+	if e := runChild(t, bin, fileRun("whole", "2", "1"), "", 0); e.killed || e.code != 0 {
 		t.Fatalf("run: %s\n%s", e.describe(), e.tail())
 	}
 	sameAlerts(t, "run -input-topic", velocityAlerts(committedAlerts(t, filepath.Join(dir, "whole-alerts"))), want)
-	if e := runChild(t, bin, fileRun("resumed", "2"), "checkpoint.complete@3", 0); !e.killed {
+	if e := runChild(t, bin, fileRun("resumed", "2", "1"), "checkpoint.complete@3", 0); !e.killed {
 		t.Fatalf("run with a kill after its third checkpoint: %s (it ended first)\n%s", e.describe(), e.tail())
 	}
-	if e := runChild(t, bin, fileRun("resumed", "3"), "", 0); e.killed || e.code != 0 || !strings.Contains(e.stderr, "checkpoint 3") {
+	if e := runChild(t, bin, fileRun("resumed", "3", "2"), "", 0); e.killed || e.code != 0 || !strings.Contains(e.stderr, "checkpoint 3") {
 		t.Fatalf("resumed run: %s (want it resumed from checkpoint 3)\n%s", e.describe(), e.tail())
 	}
 	sameAlerts(t, "run -input-topic killed and resumed", velocityAlerts(committedAlerts(t, filepath.Join(dir, "resumed-alerts"))), want)
 
 	// Exactly once: two instances of a group.
 	group := topic + "-g"
+	// Instance a's partitions' aggregators on 2 workers each (salting
+	// hot keys), b's serial: a partition restored by the other instance
+	// changes setting.
 	instance := func(name string) []string {
+		workers := map[string]string{"a": "2"}[name]
+		if workers == "" {
+			workers = "1"
+		}
 		return []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
 			"-alerts-topic", group + "-alerts", "-group", group, "-record-key", "card_id",
 			"-instance-id", name, "-state", filepath.Join(dir, name+"-state"), "-session-timeout", "2s",
-			"-checkpoint-interval", "50ms", "-parallelism", "2"}
+			"-checkpoint-interval", "50ms", "-parallelism", "2", "-aggregate-workers", workers}
 	}
 	a := startChild(t, bin, instance("a"), "kafka.after-commit@3")
 	b := startChild(t, bin, instance("b"), "")

@@ -111,7 +111,7 @@ type runFlags struct {
 	follow                                   bool
 	poll                                     time.Duration
 	interval, timeout, minPause              time.Duration
-	keep, parallelism                        int
+	keep, parallelism, aggWorkers            int
 	checkpointRecords                        int64
 	backend                                  string
 	outOfOrder, idle, maxAhead               time.Duration
@@ -186,6 +186,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.Int64Var(&f.checkpointRecords, "checkpoint-records", 0, "also take a checkpoint every this many input records, so that checkpoints fall at the same records in every run (0: by time only)")
 	fs.IntVar(&f.keep, "keep", 3, "complete checkpoints kept")
 	fs.IntVar(&f.parallelism, "parallelism", 0, "subtasks, each owning a share of the keys (0: the number of CPUs)")
+	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator; in a Kafka group's job, per partition; it may change between runs")
 	fs.StringVar(&f.backend, "state-backend", "memory", "where the state lives between checkpoints: memory or pebble")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's)")
@@ -236,6 +237,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	negative("-max-ahead", f.maxAhead < 0, formatDuration(f.maxAhead))
 	negative("-checkpoint-min-pause", f.minPause < 0, formatDuration(f.minPause))
 	negative("-parallelism", f.parallelism < 0, f.parallelism)
+	if f.aggWorkers < 1 || f.aggWorkers > cep.MaxAggregateWorkers {
+		msgs = append(msgs, fmt.Sprintf("-aggregate-workers %d: from 1 to %d", f.aggWorkers, cep.MaxAggregateWorkers))
+	}
 	negative("-checkpoint-records", f.checkpointRecords < 0, f.checkpointRecords)
 	negative("-watermark-every", f.watermarkEvery < 0, f.watermarkEvery)
 	negative("-max-partial-matches", f.maxPartial < 0, f.maxPartial)
@@ -417,8 +421,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		CheckpointInterval: f.interval, CheckpointTimeout: f.timeout, MinPause: f.minPause,
 		CheckpointRecords: f.checkpointRecords,
 		Keep:              f.keep, Parallelism: f.parallelism, Backend: backend,
-		Time:        mode,
-		IdleTimeout: f.idle, WallClockAdvance: f.wallClock,
+		AggregateWorkers: f.aggWorkers,
+		Time:             mode,
+		IdleTimeout:      f.idle, WallClockAdvance: f.wallClock,
 		ProgressInterval: f.progress,
 	}
 	switch f.alerts {
