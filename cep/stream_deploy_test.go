@@ -904,6 +904,28 @@ func TestMigrationSeedsNewKeys(t *testing.T) {
 	if err := h1.Snapshot(mem); err != nil {
 		t.Fatal(err)
 	}
+	e2 := deployV2Before(t, e1)
+	h2, err := e2.newHost(EventTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.needAlerts = true
+	if err := h2.restoreParts([]state.Reader{mem}, state.AllKeyGroups, func(int) bool { return true }, []*Engine{e1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.ProcessWatermark(event.MaxTime, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out.rules, []string{"fresh_country"}) {
+		t.Errorf("alerts after the switch: %v, want fresh_country's over the buffered events", out.rules)
+	}
+}
+
+// deployV2Before returns the engine of a deploy of deployV2 into e1 before
+// its first watermark: fresh_country, of key fields e1 has no operator
+// of, among the added rules.
+func deployV2Before(t *testing.T, e1 *Engine) *Engine {
+	t.Helper()
 	layout, err := event.NewSchema(e1.plan.Layout...)
 	if err != nil {
 		t.Fatal(err)
@@ -920,20 +942,7 @@ func TestMigrationSeedsNewKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h2, err := e2.newHost(EventTime)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2.needAlerts = true
-	if err := h2.restoreParts([]state.Reader{mem}, state.AllKeyGroups, func(int) bool { return true }, []*Engine{e1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h2.ProcessWatermark(event.MaxTime, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(out.rules, []string{"fresh_country"}) {
-		t.Errorf("alerts after the switch: %v, want fresh_country's over the buffered events", out.rules)
-	}
+	return e2
 }
 
 // TestMigrationSeedsNewKeysAcrossSubtasks: at parallelism 2 the events
@@ -989,19 +998,7 @@ func TestMigrationSeedsNewKeysAcrossSubtasks(t *testing.T) {
 		}
 		parts = append(parts, mem)
 	}
-	layout, err := event.NewSchema(e1.plan.Layout...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs2, err := rules.LoadLayout("v2.cep", []byte(deployV2), layout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, _ := e1.planDeploy(rs2, false, event.MinTime, "test", time.Now())
-	e2, err := e1.derive(q)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e2 := deployV2Before(t, e1)
 	got := map[int][]string{}
 	for sub := range n {
 		h2, err := e2.newHost(EventTime)

@@ -477,6 +477,24 @@ func (r *Run) eventOf(w *wrapped) *bufEvent {
 	return w.buf
 }
 
+// accepts evaluates t, transition i of its state, for ev in ctx, and
+// notes the result in took (the first len(took) transitions' results):
+// an ignore that negates an earlier take reads that take's result instead
+// of evaluating its condition again.
+func (t *transition) accepts(i int, took *[16]bool, ev *event.Event, ctx *Context) bool {
+	ok := true
+	switch {
+	case t.negOf > 0 && t.negOf <= len(took):
+		ok = !took[t.negOf-1]
+	case t.cond != nil:
+		ok = t.cond.Eval(ev, ctx)
+	}
+	if i < len(took) {
+		took[i] = ok
+	}
+	return ok
+}
+
 // errEpsilonCycle guards against patterns whose proceed edges form a cycle
 // (Flink would loop forever on them).
 var errEpsilonCycle = errors.New("nfa: pattern has a cycle of proceed transitions")
@@ -494,17 +512,7 @@ func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context) (tak
 		var took [16]bool // what each of the first transitions' conditions gave
 		for i := range s.trans {
 			t := &s.trans[i]
-			ok := true
-			switch {
-			case t.negOf > 0 && t.negOf <= len(took):
-				ok = !took[t.negOf-1]
-			case t.cond != nil:
-				ok = t.cond.Eval(ev, ctx)
-			}
-			if i < len(took) {
-				took[i] = ok
-			}
-			if !ok {
+			if !t.accepts(i, &took, ev, ctx) {
 				continue
 			}
 			switch t.act {

@@ -230,17 +230,7 @@ func (r *Run) PendingIgnores(first, ev *event.Event, ts event.Time, res *Result)
 	loops := 0
 	for i := range d.trans {
 		t := &d.trans[i]
-		ok := true
-		switch {
-		case t.negOf > 0 && t.negOf <= len(took):
-			ok = !took[t.negOf-1]
-		case t.cond != nil:
-			ok = t.cond.Eval(ev, ctx)
-		}
-		if i < len(took) {
-			took[i] = ok
-		}
-		if !ok {
+		if !t.accepts(i, &took, ev, ctx) {
 			continue
 		}
 		if t.act != actIgnore || t.dst != d {
