@@ -129,6 +129,13 @@ type KafkaInput struct {
 	// (default: the key field of the keyed rules, which must all be keyed
 	// by that one field).
 	RecordKey string
+	// TrustRecordKeys skips the check of the records' keys. Without it, a
+	// transactional job with rules keyed by RecordKey stops at the first
+	// input record whose key is not that field's value (docs/kafka.md,
+	// "Record keys"): those rules' state would be split over the
+	// partitions, and their alerts wrong. Set it when the records are
+	// partitioned by that field but keyed by another encoding of it.
+	TrustRecordKeys bool
 
 	// SessionTimeout is how long the group waits for a silent instance
 	// (crashed, paused, cut off) before its partitions move to the others
@@ -184,6 +191,8 @@ type kafkaReader struct {
 	// and not closed by this one.
 	base   int
 	shared bool
+	// keys: the records keep their keys (runtime.Record.Key).
+	keys bool
 }
 
 // The bounds of a partition's queue (aligned reading), in batches.
@@ -214,7 +223,10 @@ func partitionOf(topic, name string) (p int32, ok bool) {
 	return int32(n), ok && err == nil && n >= 0
 }
 
-func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Position) (*kafkaReader, error) {
+// newKafkaReader returns the reader of in's topic, from resume (the
+// partitions' positions; none: in.Start); keys: its records keep their
+// keys.
+func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Position, keys bool) (*kafkaReader, error) {
 	offsets := map[int32]int64{}
 	for _, pos := range resume {
 		p, ok := partitionOf(in.Topic, pos.File)
@@ -232,7 +244,7 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 		return nil, err
 	}
 	r := &kafkaReader{src: src, out: make(chan runtime.Batch, 4), topic: in.Topic, done: make(chan struct{}),
-		aligned: in.Bounded, stop: make(chan struct{})}
+		aligned: in.Bounded, stop: make(chan struct{}), keys: keys}
 	if r.aligned {
 		r.queues = map[int32]*partQueue{}
 		for _, p := range r.partitions() {
@@ -296,6 +308,9 @@ func (r *kafkaReader) pump() {
 		}
 		for _, rec := range kb.Records {
 			b.Records = append(b.Records, runtime.Record{Line: rec.Offset + 1, Offset: rec.Offset, Data: rec.Value})
+			if r.keys {
+				b.Records[len(b.Records)-1].Key = rec.Key
+			}
 		}
 		if !r.aligned {
 			select {
@@ -389,7 +404,7 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 		in.Start, in.StartTime = KafkaFromTime, c.From
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	kr, err := newKafkaReader(ctx, in, nil)
+	kr, err := newKafkaReader(ctx, in, nil, false)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -632,3 +632,79 @@ func TestStreamKafkaAggregates(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamKafkaRecordKeys: a transactional job whose rule is keyed by
+// card, over a topic keyed by country, stops at its first record with a
+// RecordKeyError naming the record, both values and the field the topic
+// looks keyed by, and commits nothing; TrustRecordKeys runs it to its
+// end. recordKeyIs: numbers by value, an empty key as none, any key for
+// a null field.
+func TestStreamKafkaRecordKeys(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		nil  bool
+		v    event.Value
+		want bool
+	}{
+		{"c1", false, event.String("c1"), true},
+		{"c1", false, event.String("c2"), false},
+		{"", true, event.String("c1"), false},
+		{"", true, event.String(""), true},
+		{"", false, event.String(""), true},
+		{"12", false, event.Int(12), true},
+		{"12.0", false, event.Int(12), true},
+		{"1.2e1", false, event.Float(12), true},
+		{"13", false, event.Int(12), false},
+		{"9007199254740993", false, event.Int(9007199254740993), true},
+		{"9007199254740992", false, event.Int(9007199254740993), false},
+		{"true", false, event.Bool(true), true},
+		{"1", false, event.Bool(true), false},
+		{"anything", false, event.Null, true},
+	} {
+		key := []byte(c.key)
+		if c.nil {
+			key = nil
+		}
+		if got := recordKeyIs(key, c.v); got != c.want {
+			t.Errorf("recordKeyIs(%q (nil %v), %v) = %v, want %v", c.key, c.nil, c.v, got, c.want)
+		}
+	}
+
+	brokers := kafkaBrokers(t)
+	topic := fmt.Sprintf("stream-kafka-keys-%d", time.Now().UnixNano())
+	input := inOrderInput(300)
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: 3, KeyField: "country",
+	}, strings.NewReader(input)); err != nil {
+		t.Fatal(err)
+	}
+	config := func(group string, trust bool) StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+				AlertsTopic: group + "-alerts", Group: group, TrustRecordKeys: trust},
+			StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 10 * time.Second, CheckpointRecords: 100,
+		}
+	}
+	_, err := streamEngine(t, backtestRules).Stream(context.Background(), config(topic+"-a", false))
+	var ke *RecordKeyError
+	if !errors.As(err, &ke) {
+		t.Fatalf("over a topic keyed by country: %v, want a RecordKeyError", err)
+	}
+	if ke.Field != "card" || ke.KeyedBy != "country" || ke.Offset != 0 || !strings.HasPrefix(ke.Partition, topic+"-") ||
+		!slices.Contains([]string{"US", "FR", "DE"}, string(ke.Key)) {
+		t.Errorf("the error: %+v", ke)
+	}
+	for _, want := range []string{"offset 0", "its card is", "keyed by country", "the record has key"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not say %q", err, want)
+		}
+	}
+	t.Logf("the error: %v", err)
+	if got := topicValues(t, brokers, topic+"-a-alerts"); len(got) != 0 {
+		t.Errorf("%d alerts committed before the error, want none", len(got))
+	}
+	res, err := streamEngine(t, backtestRules).Stream(context.Background(), config(topic+"-b", true))
+	if err != nil || !res.Finished {
+		t.Fatalf("trusting the keys: %v, %+v", err, res)
+	}
+}

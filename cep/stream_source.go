@@ -1,8 +1,10 @@
 package cep
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -51,6 +53,11 @@ type streamSource struct {
 
 	firstDeadLine   int64
 	firstDeadReason string
+
+	// keySlot is the slot of the field the input's records must be keyed
+	// by (keyField), checked at each record; -1: no check.
+	keySlot  int
+	keyField string
 
 	// enrich is the lookups (nil without). With lookups, a batch's
 	// records are decoded and enriched together when it arrives
@@ -164,6 +171,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		added:     map[int]bool{},
 		forwarded: event.MinTime,
 		pending:   make([][]elem, len(j.subs)),
+		keySlot:   -1,
 	}
 	if b := j.e.cfg.input.MaxAhead; b > 0 {
 		s.guard = runtime.NewAheadGuard(b)
@@ -239,7 +247,15 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 				}
 			}
 		}
-		kr, err := newKafkaReader(ctx, c.Kafka, resume)
+		if ko := j.kafka; ko != nil && ko.local != 0 && !c.Kafka.TrustRecordKeys {
+			// The rules beside the partitions need the records keyed by
+			// their key field.
+			s.keyField = j.e.recordKeyField(c.Kafka)
+			if slot, ok := j.e.schema.Slot(s.keyField); ok {
+				s.keySlot = slot
+			}
+		}
+		kr, err := newKafkaReader(ctx, c.Kafka, resume, s.keySlot >= 0)
 		if err != nil {
 			if j.meta != nil {
 				return nil, fmt.Errorf("%w: %w", ErrRestore, err)
@@ -508,6 +524,9 @@ func (s *streamSource) record(p runtime.Partition, rec *runtime.Record, pre *pre
 		s.ev = nil
 	}
 	ev.Seq = event.SeqOf(p.Index, rec.Line)
+	if s.keySlot >= 0 && !recordKeyIs(rec.Key, ev.Field(s.keySlot)) {
+		return s.keyError(p, rec, ev)
+	}
 	if s.guard == nil {
 		return s.accept(p.Index, ev, rec.Data)
 	}
@@ -805,4 +824,73 @@ func (s *streamSource) flushSub(i int) error {
 	m := msg{kind: msgElements, elems: s.pending[i]}
 	s.pending[i] = nil
 	return s.j.send(i, m)
+}
+
+// recordKeyIs reports whether key is the record key of an event whose
+// record-key field holds v, as KafkaProduce keys records: a string's
+// characters, a number's or a boolean's JSON text (numbers compared by
+// value: 12, 12.0 and 1.2e1 key 12 alike). An empty key and none are
+// taken alike (producers differ there). Any key will do for null: the
+// rules keyed by the field skip such an event.
+func recordKeyIs(key []byte, v event.Value) bool {
+	switch v.Kind() {
+	case event.KindNull:
+		return true
+	case event.KindString:
+		s, _ := v.AsString()
+		return string(key) == s
+	case event.KindBool:
+		b, _ := v.AsBool()
+		return string(key) == strconv.FormatBool(b)
+	case event.KindInt:
+		n, _ := v.AsInt()
+		if m, err := strconv.ParseInt(string(key), 10, 64); err == nil {
+			return m == n
+		}
+	}
+	f, _ := v.AsFloat()
+	g, err := strconv.ParseFloat(string(key), 64)
+	return err == nil && g == f
+}
+
+// RecordKeyError stops a transactional Kafka job at an input record whose
+// key is not the value of the field its rules beside the partitions are
+// keyed by (KafkaInput.RecordKey, docs/kafka.md "Record keys").
+type RecordKeyError struct {
+	Partition string // TOPIC-P
+	Offset    int64
+	Key       []byte // nil: the record has no key
+	Field     string
+	Value     event.Value
+	// KeyedBy is a field of the event whose value is the key ("" when
+	// none is).
+	KeyedBy string
+}
+
+func (e *RecordKeyError) Error() string {
+	key := "no key"
+	if e.Key != nil {
+		key = "key " + strconv.Quote(string(e.Key))
+	}
+	msg := fmt.Sprintf("cep: stream: %s offset %d: the record has %s, but its %s is %s: the rules keyed by %s run beside the input's partitions, so the input must be keyed by it",
+		e.Partition, e.Offset, key, e.Field, e.Value, e.Field)
+	if e.KeyedBy != "" {
+		msg += "; the records look keyed by " + e.KeyedBy
+	}
+	return msg
+}
+
+// keyError is the RecordKeyError of rec, whose event is ev.
+func (s *streamSource) keyError(p runtime.Partition, rec *runtime.Record, ev *event.Event) error {
+	e := &RecordKeyError{Partition: p.Name, Offset: rec.Offset, Key: bytes.Clone(rec.Key), Field: s.keyField, Value: ev.Field(s.keySlot)}
+	if rec.Key != nil {
+		schema := s.j.e.schema
+		for i := range schema.Len() {
+			if v := ev.Field(i); i != s.keySlot && !v.IsNull() && recordKeyIs(rec.Key, v) {
+				e.KeyedBy = schema.Field(i).Name
+				break
+			}
+		}
+	}
+	return e
 }

@@ -29,6 +29,9 @@ type Record struct {
 	// ..."); Data then holds at most the first [DeadDataPrefix] bytes.
 	// Such a record belongs in the dead letters.
 	Reason string
+	// Key is a Kafka record's key, from a source asked for them (nil
+	// otherwise, and for a record without key; an empty key is not nil).
+	Key []byte
 }
 
 // DeadDataPrefix is how much of an over-long line a [Record] keeps.

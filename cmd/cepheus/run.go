@@ -75,7 +75,9 @@ from -state when it holds them, else from the changelog. -delivery at-least-once
 (lower latency; after a crash some come twice, with the same alert id).
 Rules keyed by the field the input records are keyed by (-record-key)
 run beside the partitions they read; rules keyed otherwise are
-repartitioned through topics of the job (G-repartition-FIELDS).
+repartitioned through topics of the job (G-repartition-FIELDS). A record
+whose key is not its -record-key field's value stops the job with an
+error naming it (-trust-record-keys skips the check).
 With -input-topic a rule reads only the velocity aggregates keyed by
 its own key fields: each is computed on the partitions of its key.
 docs/kafka.md has the details.
@@ -130,6 +132,7 @@ type runFlags struct {
 	rulesTopic                               string
 	changelogTopic, group, instance          string
 	recordKey, delivery                      string
+	trustRecordKeys                          bool
 	txnTimeout, localInterval, session       time.Duration
 }
 
@@ -172,6 +175,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 0, "with -alerts-topic, the Kafka transaction timeout (0: checkpoint interval + checkpoint timeout + 30s)")
 	fs.StringVar(&f.delivery, "delivery", "exactly-once", "with -alerts-topic: exactly-once (the outputs in each checkpoint's transaction: visible to read_committed consumers once it commits) or at-least-once (written at once; after a crash some come twice, with the same alert id)")
 	fs.StringVar(&f.recordKey, "record-key", "", "with -input-topic and -alerts-topic, the event field the input records are keyed by (default: the keyed rules' key field)")
+	fs.BoolVar(&f.trustRecordKeys, "trust-record-keys", false, "with -input-topic and -alerts-topic, do not check that each record's key is its -record-key field's value (as cepheus produce -key writes it); for a topic partitioned by that field but keyed by another encoding of it")
 	secFlags := addKafkaSecurityFlags(fs)
 	fs.StringVar(&f.state, "state", "", "state directory: checkpoints and working state; created when missing (required)")
 	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (required)")
@@ -250,7 +254,8 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			AlertsTopic: f.alertsTopic, LateTopic: f.lateTopic, DeadTopic: f.deadTopic, ShadowTopic: f.shadowTopic,
 			RulesTopic:     f.rulesTopic,
 			ChangelogTopic: f.changelogTopic, Group: f.group, InstanceID: f.instance,
-			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey, LocalInterval: f.localInterval, SessionTimeout: f.session}
+			TxnTimeout: f.txnTimeout, RecordKey: f.recordKey, TrustRecordKeys: f.trustRecordKeys,
+			LocalInterval: f.localInterval, SessionTimeout: f.session}
 		if f.localInterval == 0 {
 			kafkaIn.LocalInterval = -1 // every checkpoint
 		}
@@ -504,7 +509,16 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			}
 			return nil
 		}
-		return &userError{err: err, msg: stripPrefixes(err.Error())}
+		msg := stripPrefixes(err.Error())
+		if ke := (*cep.RecordKeyError)(nil); errors.As(err, &ke) {
+			if ke.KeyedBy != "" {
+				msg += " (-record-key " + ke.KeyedBy + " if the topic is keyed by it: the rules keyed otherwise are then repartitioned;"
+			} else {
+				msg += " ("
+			}
+			msg += " -trust-record-keys if its keys are another encoding of " + ke.Field + "; docs/kafka.md, \"Record keys\")"
+		}
+		return &userError{err: err, msg: msg}
 	}
 	return nil
 }
