@@ -185,8 +185,22 @@ func TestKafkaVelocity(t *testing.T) {
 	if e := wait(a, "a"); !e.killed {
 		t.Fatalf("instance a, to be killed after its third transaction: %s\n%s", e.describe(), e.tail())
 	}
-	// Away past its session timeout: b takes a's partitions over.
-	time.Sleep(2500 * time.Millisecond)
+	// Away past its session timeout: b takes a's partitions over,
+	// restoring them from the changelog. Waited for, not slept: on a busy
+	// machine the group may notice a's death late, and a restarted
+	// within it would get its partitions back from its own state.
+	taken := "changelog topic " + group + "-changelog"
+	before := strings.Count(b.out.String(), taken) // restores at the start, if any
+	for deadline := time.Now().Add(time.Minute); strings.Count(b.out.String(), taken) == before; {
+		select {
+		case <-b.done:
+			t.Fatalf("instance b ended before taking a's partitions over: %s\n%s", b.exit().describe(), b.exit().tail())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance b has not taken a's partitions over a minute after a was killed\n%s", b.out.String())
+		}
+	}
 	a = startChild(t, bin, instance("a"), "")
 	restored := false
 	for _, in := range []struct {
