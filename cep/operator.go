@@ -232,10 +232,10 @@ type keyState struct {
 	run   *nfa.Run // nil until the key's first element reaches the NFA
 	buf   []bucket // buffered elements by ascending timestamp
 	n     int      // elements in buf
-	timer timerRef
-	// deadline is, in a SharedOperator, the timer of its rules' earliest
-	// window deadline; timer is then that of its earliest buffered element
-	// (timers.go).
+	// timer is the timer of the key's earliest buffered element, deadline
+	// that of its run's (in a SharedOperator: its rules') earliest window
+	// deadline (timers.go).
+	timer    timerRef
 	deadline timerRef
 	// rules holds, in a SharedOperator, the state of each rule at this key
 	// (in the operator's rule order); nil in an Operator.
@@ -428,11 +428,11 @@ func (o *Operator) release(ks *keyState) {
 	}
 	if len(o.freeKeys) < maxFree {
 		clear(ks.buf)
-		// Stale heap entries may still point at ks: its timer generation
+		// Stale heap entries may still point at ks: its timer generations
 		// must keep growing so that they never look live again.
-		gen := ks.timer.gen
+		gen, dgen := ks.timer.gen, ks.deadline.gen
 		*ks = keyState{buf: ks.buf[:0]}
-		ks.timer.gen = gen
+		ks.timer.gen, ks.deadline.gen = gen, dgen
 		o.freeKeys = append(o.freeKeys, ks)
 	}
 }
@@ -450,7 +450,7 @@ func (o *Operator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Outp
 	}
 	ks.insert(ev, ts, &o.evsPool)
 	o.buffered++
-	// The key's due time can only move earlier.
+	// The key's earliest element can only move earlier.
 	if due := o.bufferDue(ts); !ks.timer.armed || due < ks.timer.due {
 		o.timers.arm(ks, due)
 	}
@@ -527,12 +527,12 @@ func (o *Operator) processNow(k event.Key, ev *event.Event, out *Output) error {
 func (o *Operator) fireTimers(t event.Time, out *Output) error {
 	o.fired = o.fired[:0]
 	for {
-		ks := o.timers.popDue(t)
+		ks, due := o.timers.popDue(t)
 		if ks == nil {
 			break
 		}
 		o.fired = append(o.fired, ks)
-		o.wake, o.woken = ks.timer.due, true
+		o.wake, o.woken = due, true
 		var err error
 		if o.cfg.TimeMode == EventTime {
 			err = o.fireEventTime(ks, t, out)
@@ -635,7 +635,8 @@ func (o *Operator) emit(ks *keyState, at event.Time, out *Output) {
 }
 
 // settle drops the state of a key that holds nothing any more, or re-arms
-// its timer for its next due time.
+// its timers for its earliest buffered element and its run's window
+// deadline.
 func (o *Operator) settle(ks *keyState) {
 	if ks.n == 0 && (ks.run == nil || ks.run.Empty()) {
 		o.timers.disarm(ks)
@@ -643,28 +644,29 @@ func (o *Operator) settle(ks *keyState) {
 		o.release(ks)
 		return
 	}
-	due, ok := o.dueOf(ks)
-	switch {
-	case !ok:
-		o.timers.disarm(ks)
-	case !ks.timer.armed || ks.timer.due != due:
-		o.timers.arm(ks, due)
-	}
+	o.armTimers(ks)
 }
 
-// dueOf is the time at which ks must fire next: its earliest buffered
-// element's timer or its run's window deadline, whichever comes first.
-func (o *Operator) dueOf(ks *keyState) (event.Time, bool) {
-	due, ok := event.MaxTime, false
-	if len(ks.buf) > 0 {
-		due, ok = o.bufferDue(ks.buf[0].ts), true
+// armTimers arms ks's timers for its earliest buffered element and its
+// run's window deadline, or disarms those it has none for; a timer already
+// armed at the right time is left alone.
+func (o *Operator) armTimers(ks *keyState) {
+	switch {
+	case len(ks.buf) == 0:
+		o.timers.disarmKind(ks, bufferTimer)
+	case !ks.timer.armed || ks.timer.due != o.bufferDue(ks.buf[0].ts):
+		o.timers.arm(ks, o.bufferDue(ks.buf[0].ts))
 	}
+	d, ok := event.Time(0), false
 	if ks.run != nil {
-		if d, has := ks.run.NextDeadline(); has && d < due {
-			due, ok = d, true
-		}
+		d, ok = ks.run.NextDeadline()
 	}
-	return due, ok
+	switch {
+	case !ok:
+		o.timers.disarmKind(ks, deadlineTimer)
+	case !ks.deadline.armed || ks.deadline.due != d:
+		o.timers.armDeadline(ks, d)
+	}
 }
 
 func (o *Operator) fail(ks *keyState, err error) error {

@@ -1151,7 +1151,11 @@ func testTimerHeap(t *testing.T, seed uint64, inOrder bool) {
 			return int(a.order) - int(b.order)
 		})
 		var got []*keyState
-		for ks := h.popDue(now); ks != nil; ks = h.popDue(now) {
+		for ks, due := h.popDue(now); ks != nil; ks, due = h.popDue(now) {
+			// A popped key keeps only its timer due later, if any.
+			if d, ok := dueOfKey(ks); due > now || ok && d <= now {
+				t.Fatalf("seed %d in order %v round %d: popped at %d, a timer due at %d left armed", seed, inOrder, round, due, d)
+			}
 			got = append(got, ks)
 		}
 		if !slices.Equal(got, want) {

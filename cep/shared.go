@@ -770,7 +770,7 @@ func (o *SharedOperator) fireTimers(t event.Time, out *Output) error {
 	o.fails = slices.Grow(o.fails[:0], len(o.rules))[:len(o.rules)]
 	clear(o.fails)
 	for {
-		ks := o.timers.popDue(t)
+		ks, _ := o.timers.popDue(t)
 		if ks == nil {
 			break
 		}

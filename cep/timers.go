@@ -14,13 +14,16 @@ import "github.com/cepheus-cep/cepheus/event"
 // bumps the key's generation, which makes the old entry stale; stale
 // entries are skipped when popped and swept out when they pile up.
 //
-// A key of a SharedOperator has two timers, one for its earliest buffered
-// element (keyState.timer) and one for its rules' earliest window deadline
-// (keyState.deadline); it fires once, when the earlier is due, and both
-// are disarmed then (popDue), so the keys fire exactly as with one timer
-// at the earlier time. Two timers keep a deadline armed once instead of
-// re-arming the key at every element that arrives before it and again at
-// the deadline after the element fires. And each kind is mostly armed in
+// A key has two timers, one for its earliest buffered element
+// (keyState.timer) and one for its run's (a SharedOperator: its rules')
+// earliest window deadline (keyState.deadline); it fires once, when the
+// earlier is due, and every one of its timers due by then is disarmed
+// (popDue), so the keys fire exactly as with one timer at the earlier
+// time. Two timers keep a deadline armed once instead of re-arming the key
+// at every element that arrives before it and again at the deadline after
+// the element fires; a deadline that is not due stays armed when the key
+// fires for an element, and needs no new entry when the firing leaves it
+// unchanged (most partial matches outlive many elements). And each kind is mostly armed in
 // the order it comes due: a key's first element arms it at its timestamp,
 // in arrival order up to the stream's disorder, and the deadlines armed
 // in a time advance are its released elements' timestamps (ascending, and
@@ -60,7 +63,7 @@ type timerKind uint8
 
 const (
 	bufferTimer   timerKind = iota // keyState.timer
-	deadlineTimer                  // keyState.deadline (SharedOperator only)
+	deadlineTimer                  // keyState.deadline
 	timerKinds
 )
 
@@ -188,10 +191,12 @@ func (t *timerHeap) disarmKind(ks *keyState, k timerKind) {
 	}
 }
 
-// popDue removes and returns the key with the earliest live timer if it is
-// due at or before now, else nil. Both timers of the returned key are
-// disarmed.
-func (t *timerHeap) popDue(now event.Time) *keyState {
+// popDue removes and returns the key with the earliest live timer, and that
+// timer's due time, if it is due at or before now, else nil. The returned
+// key's timers that are due at or before now are disarmed (it fires once
+// for both); its other timer, due later, stays armed, so that a window
+// deadline that a firing does not change need not be armed again.
+func (t *timerHeap) popDue(now event.Time) (*keyState, event.Time) {
 	var e *timerEntry
 	var fromH *timerPQ
 	for k := range t.h {
@@ -218,23 +223,23 @@ func (t *timerHeap) popDue(now event.Time) *keyState {
 		}
 	}
 	if e == nil || e.due > now {
-		return nil
+		return nil, 0
 	}
-	ks, kind := e.ks, e.kind
+	ks, kind, due := e.ks, e.kind, e.due
 	if from != nil {
 		from.pop()
 	} else {
 		fromH.pop()
 	}
 	for k := range timerKinds {
-		if r := ks.timerOf(k); r.armed {
+		if r := ks.timerOf(k); r.armed && r.due <= now {
 			r.armed = false
 			if k != kind {
 				t.stale++ // the key's other timer
 			}
 		}
 	}
-	return ks
+	return ks, due
 }
 
 func (t *timerHeap) len() int { return t.entries() - t.stale }
