@@ -322,7 +322,7 @@ func (r *Run) Inert(ev *event.Event, ts event.Time, res *Result) bool {
 	r.use(res)
 	cs := r.partial.q[0]
 	r.ctx.reset(r, cs, ts)
-	takes, ignores, err := r.decisionGraph(cs, ev, &r.ctx)
+	takes, ignores, err := r.decisionGraph(cs, ev, &r.ctx, false)
 	return err == nil && takes == 0 && ignores == 0
 }
 
@@ -342,7 +342,18 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 	potential.reset()
 	var err error
 	for _, cs := range r.partial.q {
-		r.next, err = r.computeNextStates(cs, &w, r.next[:0])
+		took := false // whether cs's state's first transition accepts ev, if waits
+		if waitShortcut && cs.state.waits && (!cs.isStart() || cs.prev.isNil()) {
+			// Most events fail the take of most partial matches, which
+			// then go on unchanged: only that condition is evaluated.
+			r.ctx.reset(r, cs, ts)
+			if !cs.state.trans[0].cond.Eval(ev, &r.ctx) {
+				newPartial.offer(cs)
+				continue
+			}
+			took = true
+		}
+		r.next, err = r.computeNextStates(cs, &w, r.next[:0], took)
 		if err != nil {
 			return err
 		}
@@ -499,7 +510,15 @@ func (t *transition) accepts(i int, took *[16]bool, ev *event.Event, ctx *Contex
 // (Flink would loop forever on them).
 var errEpsilonCycle = errors.New("nfa: pattern has a cycle of proceed transitions")
 
-func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context) (takes, ignores int, err error) {
+// waitShortcut turns on Process's shortcut for computations in a state
+// that waits (state.waits); tests turn it off to compare.
+var waitShortcut = true
+
+// decisionGraph collects in r.edges the take and ignore transitions that
+// accept ev from cs's state, through proceed transitions. took says that
+// the first transition of cs's state is known to accept ev (Process
+// evaluated it): its condition is not evaluated again.
+func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context, took bool) (takes, ignores int, err error) {
 	r.edges = r.edges[:0]
 	r.stack = append(r.stack[:0], cs.state)
 	budget := 64 * (len(r.nfa.states) + 1)
@@ -509,10 +528,13 @@ func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context) (tak
 		}
 		s := r.stack[len(r.stack)-1]
 		r.stack = r.stack[:len(r.stack)-1]
-		var took [16]bool // what each of the first transitions' conditions gave
+		var results [16]bool // what each of the first transitions' conditions gave
 		for i := range s.trans {
 			t := &s.trans[i]
-			if !t.accepts(i, &took, ev, ctx) {
+			if took {
+				took = false // only cs's state, visited first, and its first transition
+				results[0] = true
+			} else if !t.accepts(i, &results, ev, ctx) {
 				continue
 			}
 			switch t.act {
@@ -539,10 +561,12 @@ func increaseSelf(ignores, takes int) int {
 	return ignores + max(1, takes)
 }
 
-func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation) ([]*computation, error) {
+// computeNextStates appends to out what cs becomes on w (took: see
+// decisionGraph).
+func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation, took bool) ([]*computation, error) {
 	ctx := &r.ctx
 	ctx.reset(r, cs, w.ts)
-	takes, ignores, err := r.decisionGraph(cs, w.ev, ctx)
+	takes, ignores, err := r.decisionGraph(cs, w.ev, ctx, took)
 	if err != nil {
 		return out, err
 	}
