@@ -341,6 +341,10 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 	potential := &r.potential
 	potential.reset()
 	var err error
+	// The queue of partial matches is rebuilt (newPartial) once one
+	// changes; until then, the computations that go on unchanged are only
+	// counted (kept).
+	kept, rebuilding := 0, false
 	for _, cs := range r.partial.q {
 		took := false // whether cs's state's first transition accepts ev, if waits
 		if waitShortcut && cs.state.waits && (!cs.isStart() || cs.prev.isNil()) {
@@ -348,10 +352,20 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 			// then go on unchanged: only that condition is evaluated.
 			r.ctx.reset(r, cs, ts)
 			if !cs.state.trans[0].cond.Eval(ev, &r.ctx) {
-				newPartial.offer(cs)
+				if rebuilding {
+					newPartial.offer(cs)
+				} else {
+					kept++
+				}
 				continue
 			}
 			took = true
+		}
+		if !rebuilding {
+			rebuilding = true
+			for _, c := range r.partial.q[:kept] {
+				newPartial.offer(c)
+			}
 		}
 		r.next, err = r.computeNextStates(cs, &w, r.next[:0], took)
 		if err != nil {
@@ -386,6 +400,19 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 		}
 		if !carried {
 			r.freeComp(cs)
+		}
+	}
+	if !rebuilding {
+		// Every partial match went on unchanged. Offering them again in
+		// heap-array order would rebuild the same queue; and with no
+		// completed match held back, processMatches would release
+		// nothing, so summarize would find what it found last.
+		if r.completed.len() == 0 {
+			r.enforceLimit(res)
+			return nil
+		}
+		for _, c := range r.partial.q {
+			newPartial.offer(c)
 		}
 	}
 	if err := r.processMatches(potential, newPartial, res); err != nil {
