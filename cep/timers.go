@@ -2,13 +2,13 @@ package cep
 
 import "github.com/cepheus-cep/cepheus/event"
 
-// The operator keeps one timer per key that has something to do later: its
-// earliest buffered element or its run's next window deadline. All timers
-// sit in one binary min-heap ordered by (due time, the key's rank, the key
-// bytes), so a watermark pops exactly the keys it concerns and never scans
-// all keys (Flink keeps one timer per buffered timestamp in its timer
-// service; one per key is enough because firing a key drains everything
-// due).
+// The operator keeps timers for the keys that have something to do later:
+// their earliest buffered element and their run's next window deadline.
+// All timers sit in binary min-heaps and FIFO lanes ordered by (due time,
+// the key's rank, the key bytes), so a watermark pops exactly the keys it
+// concerns and never scans all keys (Flink keeps one timer per buffered
+// timestamp in its timer service; one per key and kind is enough because
+// firing a key drains everything due).
 //
 // Re-arming a key does not search the heap: it pushes a new entry and
 // bumps the key's generation, which makes the old entry stale; stale
@@ -21,13 +21,14 @@ import "github.com/cepheus-cep/cepheus/event"
 // (popDue), so the keys fire exactly as with one timer at the earlier
 // time. Two timers keep a deadline armed once instead of re-arming the key
 // at every element that arrives before it and again at the deadline after
-// the element fires; a deadline that is not due stays armed when the key
+// the element fires: a deadline that is not due stays armed when the key
 // fires for an element, and needs no new entry when the firing leaves it
-// unchanged (most partial matches outlive many elements). And each kind is mostly armed in
-// the order it comes due: a key's first element arms it at its timestamp,
-// in arrival order up to the stream's disorder, and the deadlines armed
-// in a time advance are its released elements' timestamps (ascending, and
-// after those of the previous advance) plus a window. An entry that sorts
+// unchanged (most partial matches outlive many elements). And each kind
+// is mostly armed in the order it comes due: a key's first element arms
+// it at its timestamp, in arrival order up to the stream's disorder, and
+// the deadlines armed in a time advance are its released elements'
+// timestamps (ascending, and after those of the previous advance) plus a
+// window. An entry that sorts
 // after the last entry of one of its kind's FIFO lanes goes to the end of
 // that lane (the one with the greatest such last entry; an empty one if
 // none) instead of the heap: each lane stays sorted by the heap's order,
