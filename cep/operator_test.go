@@ -1170,6 +1170,9 @@ func testTimerHeap(t *testing.T, seed uint64, inOrder bool) {
 				armed++
 			}
 		}
+		if h.n != h.entries() {
+			t.Fatalf("seed %d in order %v: heap counts %d entries, holds %d", seed, inOrder, h.n, h.entries())
+		}
 		if h.len() != armed {
 			t.Fatalf("seed %d in order %v: heap holds %d live timers, %d keys armed", seed, inOrder, h.len(), armed)
 		}

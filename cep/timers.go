@@ -99,6 +99,7 @@ type timerHeap struct {
 	// disorder), the deadlines' holds the deadlines armed out of order.
 	h     [timerKinds]timerPQ
 	lanes [timerKinds][lanesPerKind]timerLane
+	n     int // entries in h and the lanes, stale ones included
 	stale int // entries in h and the lanes that are no longer live
 }
 
@@ -150,6 +151,7 @@ func (t *timerHeap) armKind(ks *keyState, k timerKind, due event.Time) {
 	} else {
 		t.h[k].push(e)
 	}
+	t.n++
 	t.maybeCompact()
 }
 
@@ -204,6 +206,7 @@ func (t *timerHeap) popDue(now event.Time) (*keyState, event.Time) {
 		h := &t.h[k]
 		for len(*h) > 0 && !(*h)[0].live() {
 			h.pop()
+			t.n--
 			t.stale--
 		}
 		if len(*h) > 0 && (e == nil || (*h)[0].less(e)) {
@@ -216,6 +219,7 @@ func (t *timerHeap) popDue(now event.Time) (*keyState, event.Time) {
 			l := &t.lanes[k][i]
 			for l.len() > 0 && !l.q[l.head].live() {
 				l.pop()
+				t.n--
 				t.stale--
 			}
 			if l.len() > 0 && (e == nil || l.q[l.head].less(e)) {
@@ -232,6 +236,7 @@ func (t *timerHeap) popDue(now event.Time) (*keyState, event.Time) {
 	} else {
 		fromH.pop()
 	}
+	t.n--
 	for k := range timerKinds {
 		if r := ks.timerOf(k); r.armed && r.due <= now {
 			r.armed = false
@@ -243,10 +248,10 @@ func (t *timerHeap) popDue(now event.Time) (*keyState, event.Time) {
 	return ks, due
 }
 
-func (t *timerHeap) len() int { return t.entries() - t.stale }
+func (t *timerHeap) len() int { return t.n - t.stale }
 
-// entries is how many entries the heap and the lanes hold, stale ones
-// included.
+// entries counts the entries the heap and the lanes hold, stale ones
+// included (t.n, which the hot paths keep instead).
 func (t *timerHeap) entries() int {
 	n := len(t.h[bufferTimer]) + len(t.h[deadlineTimer])
 	for k := range t.lanes {
@@ -259,7 +264,7 @@ func (t *timerHeap) entries() int {
 
 // maybeCompact drops the stale entries once they are most of the entries.
 func (t *timerHeap) maybeCompact() {
-	if t.stale < 64 || t.stale <= t.entries()/2 {
+	if t.stale < 64 || t.stale <= t.n/2 {
 		return
 	}
 	for k := range t.h {
@@ -290,7 +295,7 @@ func (t *timerHeap) maybeCompact() {
 			l.q, l.head = live, 0
 		}
 	}
-	t.stale = 0
+	t.n, t.stale = t.entries(), 0
 }
 
 func (h *timerPQ) push(e timerEntry) {
