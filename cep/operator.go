@@ -232,10 +232,10 @@ type keyState struct {
 	run   *nfa.Run // nil until the key's first element reaches the NFA
 	buf   []bucket // buffered elements by ascending timestamp
 	n     int      // elements in buf
-	timer timerRef
-	// deadline is, in a SharedOperator, the timer of its rules' earliest
-	// window deadline; timer is then that of its earliest buffered element
-	// (timers.go).
+	// timer is the timer of the key's earliest buffered element, deadline
+	// that of its run's (in a SharedOperator: its rules') earliest window
+	// deadline (timers.go).
+	timer    timerRef
 	deadline timerRef
 	// rules holds, in a SharedOperator, the state of each rule at this key
 	// (in the operator's rule order); nil in an Operator.
@@ -388,18 +388,24 @@ func (o *Operator) SetProcessingTime(t event.Time, out *Output) error {
 // keyState returns k's state, creating it ranked by rank (the Seq of the
 // element that creates it).
 func (o *Operator) keyState(k event.Key, rank uint64) *keyState {
-	ks := o.keys[k]
-	if ks == nil {
-		if n := len(o.freeKeys); n > 0 {
-			ks = o.freeKeys[n-1]
-			o.freeKeys[n-1] = nil
-			o.freeKeys = o.freeKeys[:n-1]
-			ks.key, ks.order = k, rank
-		} else {
-			ks = &keyState{key: k, order: rank}
-		}
-		o.keys[k] = ks
+	if ks := o.keys[k]; ks != nil {
+		return ks
 	}
+	return o.newKeyState(k, rank)
+}
+
+// newKeyState creates the state of k, which has none, ranked by rank.
+func (o *Operator) newKeyState(k event.Key, rank uint64) *keyState {
+	var ks *keyState
+	if n := len(o.freeKeys); n > 0 {
+		ks = o.freeKeys[n-1]
+		o.freeKeys[n-1] = nil
+		o.freeKeys = o.freeKeys[:n-1]
+		ks.key, ks.order = k, rank
+	} else {
+		ks = &keyState{key: k, order: rank}
+	}
+	o.keys[k] = ks
 	return ks
 }
 
@@ -428,11 +434,11 @@ func (o *Operator) release(ks *keyState) {
 	}
 	if len(o.freeKeys) < maxFree {
 		clear(ks.buf)
-		// Stale heap entries may still point at ks: its timer generation
+		// Stale heap entries may still point at ks: its timer generations
 		// must keep growing so that they never look live again.
-		gen := ks.timer.gen
+		gen, dgen := ks.timer.gen, ks.deadline.gen
 		*ks = keyState{buf: ks.buf[:0]}
-		ks.timer.gen = gen
+		ks.timer.gen, ks.deadline.gen = gen, dgen
 		o.freeKeys = append(o.freeKeys, ks)
 	}
 }
@@ -446,11 +452,11 @@ func (o *Operator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Outp
 		return
 	}
 	if ks == nil {
-		ks = o.keyState(k, ev.Seq)
+		ks = o.newKeyState(k, ev.Seq)
 	}
 	ks.insert(ev, ts, &o.evsPool)
 	o.buffered++
-	// The key's due time can only move earlier.
+	// The key's earliest element can only move earlier.
 	if due := o.bufferDue(ts); !ks.timer.armed || due < ks.timer.due {
 		o.timers.arm(ks, due)
 	}
@@ -473,7 +479,9 @@ func (p *evsPool) get() []*event.Event {
 
 func (p *evsPool) put(s []*event.Event) {
 	if len(*p) < maxFree && cap(s) <= 16 {
-		clear(s)
+		for i := range s { // mostly one element: cheaper than clear's call
+			s[i] = nil
+		}
 		*p = append(*p, s[:0])
 	}
 }
@@ -484,9 +492,12 @@ func (ks *keyState) insert(ev *event.Event, ts event.Time, pool *evsPool) {
 	for i > 0 && ks.buf[i-1].ts > ts {
 		i--
 	}
-	if i > 0 && ks.buf[i-1].ts == ts {
+	switch {
+	case i > 0 && ks.buf[i-1].ts == ts:
 		ks.buf[i-1].evs = append(ks.buf[i-1].evs, ev)
-	} else {
+	case i == len(ks.buf):
+		ks.buf = append(ks.buf, bucket{ts: ts, evs: append(pool.get(), ev)})
+	default:
 		ks.buf = slices.Insert(ks.buf, i, bucket{ts: ts, evs: append(pool.get(), ev)})
 	}
 	ks.n++
@@ -527,12 +538,12 @@ func (o *Operator) processNow(k event.Key, ev *event.Event, out *Output) error {
 func (o *Operator) fireTimers(t event.Time, out *Output) error {
 	o.fired = o.fired[:0]
 	for {
-		ks := o.timers.popDue(t)
+		ks, due := o.timers.popDue(t)
 		if ks == nil {
 			break
 		}
 		o.fired = append(o.fired, ks)
-		o.wake, o.woken = ks.timer.due, true
+		o.wake, o.woken = due, true
 		var err error
 		if o.cfg.TimeMode == EventTime {
 			err = o.fireEventTime(ks, t, out)
@@ -622,6 +633,9 @@ func (o *Operator) advance(ks *keyState, t event.Time, out *Output) error {
 // then timeouts, as Flink's advanceTime emits pending matches before it
 // processes timed-out sequences.
 func (o *Operator) emit(ks *keyState, at event.Time, out *Output) {
+	if len(o.res.Matches) == 0 && len(o.res.Timeouts) == 0 && o.res.Dropped == 0 {
+		return // most run calls release nothing
+	}
 	for _, m := range o.res.Matches {
 		out.Items = append(out.Items, Item{Kind: ItemMatch, Key: ks.key, Match: m, At: at, Wake: o.wake, Woken: o.woken})
 	}
@@ -635,7 +649,8 @@ func (o *Operator) emit(ks *keyState, at event.Time, out *Output) {
 }
 
 // settle drops the state of a key that holds nothing any more, or re-arms
-// its timer for its next due time.
+// its timers for its earliest buffered element and its run's window
+// deadline.
 func (o *Operator) settle(ks *keyState) {
 	if ks.n == 0 && (ks.run == nil || ks.run.Empty()) {
 		o.timers.disarm(ks)
@@ -643,28 +658,29 @@ func (o *Operator) settle(ks *keyState) {
 		o.release(ks)
 		return
 	}
-	due, ok := o.dueOf(ks)
-	switch {
-	case !ok:
-		o.timers.disarm(ks)
-	case !ks.timer.armed || ks.timer.due != due:
-		o.timers.arm(ks, due)
-	}
+	o.armTimers(ks)
 }
 
-// dueOf is the time at which ks must fire next: its earliest buffered
-// element's timer or its run's window deadline, whichever comes first.
-func (o *Operator) dueOf(ks *keyState) (event.Time, bool) {
-	due, ok := event.MaxTime, false
-	if len(ks.buf) > 0 {
-		due, ok = o.bufferDue(ks.buf[0].ts), true
+// armTimers arms ks's timers for its earliest buffered element and its
+// run's window deadline, or disarms those it has none for; a timer already
+// armed at the right time is left alone.
+func (o *Operator) armTimers(ks *keyState) {
+	switch {
+	case len(ks.buf) == 0:
+		o.timers.disarmKind(ks, bufferTimer)
+	case !ks.timer.armed || ks.timer.due != o.bufferDue(ks.buf[0].ts):
+		o.timers.arm(ks, o.bufferDue(ks.buf[0].ts))
 	}
+	d, ok := event.Time(0), false
 	if ks.run != nil {
-		if d, has := ks.run.NextDeadline(); has && d < due {
-			due, ok = d, true
-		}
+		d, ok = ks.run.NextDeadline()
 	}
-	return due, ok
+	switch {
+	case !ok:
+		o.timers.disarmKind(ks, deadlineTimer)
+	case !ks.deadline.armed || ks.deadline.due != d:
+		o.timers.armDeadline(ks, d)
+	}
 }
 
 func (o *Operator) fail(ks *keyState, err error) error {

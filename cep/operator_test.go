@@ -1151,7 +1151,11 @@ func testTimerHeap(t *testing.T, seed uint64, inOrder bool) {
 			return int(a.order) - int(b.order)
 		})
 		var got []*keyState
-		for ks := h.popDue(now); ks != nil; ks = h.popDue(now) {
+		for ks, due := h.popDue(now); ks != nil; ks, due = h.popDue(now) {
+			// A popped key keeps only its timer due later, if any.
+			if d, ok := dueOfKey(ks); due > now || ok && d <= now {
+				t.Fatalf("seed %d in order %v round %d: popped at %d, a timer due at %d left armed", seed, inOrder, round, due, d)
+			}
 			got = append(got, ks)
 		}
 		if !slices.Equal(got, want) {
@@ -1165,6 +1169,9 @@ func testTimerHeap(t *testing.T, seed uint64, inOrder bool) {
 			if ks.deadline.armed {
 				armed++
 			}
+		}
+		if h.n != h.entries() {
+			t.Fatalf("seed %d in order %v: heap counts %d entries, holds %d", seed, inOrder, h.n, h.entries())
 		}
 		if h.len() != armed {
 			t.Fatalf("seed %d in order %v: heap holds %d live timers, %d keys armed", seed, inOrder, h.len(), armed)

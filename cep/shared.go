@@ -770,7 +770,7 @@ func (o *SharedOperator) fireTimers(t event.Time, out *Output) error {
 	o.fails = slices.Grow(o.fails[:0], len(o.rules))[:len(o.rules)]
 	clear(o.fails)
 	for {
-		ks := o.timers.popDue(t)
+		ks, _ := o.timers.popDue(t)
 		if ks == nil {
 			break
 		}
@@ -1224,8 +1224,8 @@ func (o *SharedOperator) unemit(i int, items []Item) {
 }
 
 // slotDue is the time at which the rule of sl must fire at ks next, as
-// its own operator computes it ([Operator.dueOf]) over the elements it
-// sees.
+// its own operator would fire it (the earlier of its timers,
+// [Operator.armTimers]) over the elements it sees.
 func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot, r *sharedRule) (event.Time, bool) {
 	due, ok := event.MaxTime, false
 	for j := range ks.buf {

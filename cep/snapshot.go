@@ -135,9 +135,7 @@ func (o *Operator) decode(b []byte) error {
 	// the keys fire in the original operator's order whatever the order
 	// they are armed in here.
 	for _, ks := range o.keys {
-		if due, ok := o.dueOf(ks); ok {
-			o.timers.arm(ks, due)
-		}
+		o.armTimers(ks)
 	}
 	return nil
 }

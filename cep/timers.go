@@ -2,29 +2,33 @@ package cep
 
 import "github.com/cepheus-cep/cepheus/event"
 
-// The operator keeps one timer per key that has something to do later: its
-// earliest buffered element or its run's next window deadline. All timers
-// sit in one binary min-heap ordered by (due time, the key's rank, the key
-// bytes), so a watermark pops exactly the keys it concerns and never scans
-// all keys (Flink keeps one timer per buffered timestamp in its timer
-// service; one per key is enough because firing a key drains everything
-// due).
+// The operator keeps timers for the keys that have something to do later:
+// their earliest buffered element and their run's next window deadline.
+// All timers sit in binary min-heaps and FIFO lanes ordered by (due time,
+// the key's rank, the key bytes), so a watermark pops exactly the keys it
+// concerns and never scans all keys (Flink keeps one timer per buffered
+// timestamp in its timer service; one per key and kind is enough because
+// firing a key drains everything due).
 //
 // Re-arming a key does not search the heap: it pushes a new entry and
 // bumps the key's generation, which makes the old entry stale; stale
 // entries are skipped when popped and swept out when they pile up.
 //
-// A key of a SharedOperator has two timers, one for its earliest buffered
-// element (keyState.timer) and one for its rules' earliest window deadline
-// (keyState.deadline); it fires once, when the earlier is due, and both
-// are disarmed then (popDue), so the keys fire exactly as with one timer
-// at the earlier time. Two timers keep a deadline armed once instead of
-// re-arming the key at every element that arrives before it and again at
-// the deadline after the element fires. And each kind is mostly armed in
-// the order it comes due: a key's first element arms it at its timestamp,
-// in arrival order up to the stream's disorder, and the deadlines armed
-// in a time advance are its released elements' timestamps (ascending, and
-// after those of the previous advance) plus a window. An entry that sorts
+// A key has two timers, one for its earliest buffered element
+// (keyState.timer) and one for its run's (a SharedOperator: its rules')
+// earliest window deadline (keyState.deadline); it fires once, when the
+// earlier is due, and every one of its timers due by then is disarmed
+// (popDue), so the keys fire exactly as with one timer at the earlier
+// time. Two timers keep a deadline armed once instead of re-arming the key
+// at every element that arrives before it and again at the deadline after
+// the element fires: a deadline that is not due stays armed when the key
+// fires for an element, and needs no new entry when the firing leaves it
+// unchanged (most partial matches outlive many elements). And each kind
+// is mostly armed in the order it comes due: a key's first element arms
+// it at its timestamp, in arrival order up to the stream's disorder, and
+// the deadlines armed in a time advance are its released elements'
+// timestamps (ascending, and after those of the previous advance) plus a
+// window. An entry that sorts
 // after the last entry of one of its kind's FIFO lanes goes to the end of
 // that lane (the one with the greatest such last entry; an empty one if
 // none) instead of the heap: each lane stays sorted by the heap's order,
@@ -60,7 +64,7 @@ type timerKind uint8
 
 const (
 	bufferTimer   timerKind = iota // keyState.timer
-	deadlineTimer                  // keyState.deadline (SharedOperator only)
+	deadlineTimer                  // keyState.deadline
 	timerKinds
 )
 
@@ -95,6 +99,7 @@ type timerHeap struct {
 	// disorder), the deadlines' holds the deadlines armed out of order.
 	h     [timerKinds]timerPQ
 	lanes [timerKinds][lanesPerKind]timerLane
+	n     int // entries in h and the lanes, stale ones included
 	stale int // entries in h and the lanes that are no longer live
 }
 
@@ -146,6 +151,7 @@ func (t *timerHeap) armKind(ks *keyState, k timerKind, due event.Time) {
 	} else {
 		t.h[k].push(e)
 	}
+	t.n++
 	t.maybeCompact()
 }
 
@@ -188,16 +194,19 @@ func (t *timerHeap) disarmKind(ks *keyState, k timerKind) {
 	}
 }
 
-// popDue removes and returns the key with the earliest live timer if it is
-// due at or before now, else nil. Both timers of the returned key are
-// disarmed.
-func (t *timerHeap) popDue(now event.Time) *keyState {
+// popDue removes and returns the key with the earliest live timer, and that
+// timer's due time, if it is due at or before now, else nil. The returned
+// key's timers that are due at or before now are disarmed (it fires once
+// for both); its other timer, due later, stays armed, so that a window
+// deadline that a firing does not change need not be armed again.
+func (t *timerHeap) popDue(now event.Time) (*keyState, event.Time) {
 	var e *timerEntry
 	var fromH *timerPQ
 	for k := range t.h {
 		h := &t.h[k]
 		for len(*h) > 0 && !(*h)[0].live() {
 			h.pop()
+			t.n--
 			t.stale--
 		}
 		if len(*h) > 0 && (e == nil || (*h)[0].less(e)) {
@@ -210,6 +219,7 @@ func (t *timerHeap) popDue(now event.Time) *keyState {
 			l := &t.lanes[k][i]
 			for l.len() > 0 && !l.q[l.head].live() {
 				l.pop()
+				t.n--
 				t.stale--
 			}
 			if l.len() > 0 && (e == nil || l.q[l.head].less(e)) {
@@ -218,29 +228,30 @@ func (t *timerHeap) popDue(now event.Time) *keyState {
 		}
 	}
 	if e == nil || e.due > now {
-		return nil
+		return nil, 0
 	}
-	ks, kind := e.ks, e.kind
+	ks, kind, due := e.ks, e.kind, e.due
 	if from != nil {
 		from.pop()
 	} else {
 		fromH.pop()
 	}
+	t.n--
 	for k := range timerKinds {
-		if r := ks.timerOf(k); r.armed {
+		if r := ks.timerOf(k); r.armed && r.due <= now {
 			r.armed = false
 			if k != kind {
 				t.stale++ // the key's other timer
 			}
 		}
 	}
-	return ks
+	return ks, due
 }
 
-func (t *timerHeap) len() int { return t.entries() - t.stale }
+func (t *timerHeap) len() int { return t.n - t.stale }
 
-// entries is how many entries the heap and the lanes hold, stale ones
-// included.
+// entries counts the entries the heap and the lanes hold, stale ones
+// included (t.n, which the hot paths keep instead).
 func (t *timerHeap) entries() int {
 	n := len(t.h[bufferTimer]) + len(t.h[deadlineTimer])
 	for k := range t.lanes {
@@ -253,7 +264,7 @@ func (t *timerHeap) entries() int {
 
 // maybeCompact drops the stale entries once they are most of the entries.
 func (t *timerHeap) maybeCompact() {
-	if t.stale < 64 || t.stale <= t.entries()/2 {
+	if t.stale < 64 || t.stale <= t.n/2 {
 		return
 	}
 	for k := range t.h {
@@ -284,7 +295,7 @@ func (t *timerHeap) maybeCompact() {
 			l.q, l.head = live, 0
 		}
 	}
-	t.stale = 0
+	t.n, t.stale = t.entries(), 0
 }
 
 func (h *timerPQ) push(e timerEntry) {

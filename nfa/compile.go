@@ -43,6 +43,10 @@ type state struct {
 	typ   stateType
 	gap   int64 // PREVIOUS_AND_CURRENT window in ms for partial matches waiting here, 0 = none
 	trans []transition
+	// waits is set when an event that fails the condition of the first
+	// transition leaves a computation here as it is (see markWait):
+	// Process then evaluates that condition alone.
+	waits bool
 }
 
 type transition struct {
@@ -172,6 +176,7 @@ func Compile(p *Pattern, opts ...Option) (*NFA, error) {
 	n.states = c.states
 	for _, s := range n.states {
 		markNegations(s)
+		markWait(s)
 	}
 	for _, o := range opts {
 		o(n)
@@ -698,6 +703,28 @@ func markNegations(s *state) {
 				break
 			}
 		}
+	}
+}
+
+// markWait sets s.waits when the transitions of s are a take with a
+// condition, then, but in the start state, nothing but an ignore back to s
+// that negates it (the relaxed followedBy): an event that fails the take
+// is only ignored, without a branch, so a computation in s (the start
+// computation: one that took nothing) goes on unchanged, version
+// included (computeNextStates).
+func markWait(s *state) {
+	if len(s.trans) == 0 {
+		return
+	}
+	take := &s.trans[0]
+	if take.act != actTake || take.cond == nil {
+		return
+	}
+	switch rest := s.trans[1:]; len(rest) {
+	case 0:
+		s.waits = s.typ == stStart // elsewhere the computation ends
+	case 1:
+		s.waits = rest[0].act == actIgnore && rest[0].dst == s && rest[0].negOf == 1
 	}
 }
 

@@ -322,7 +322,7 @@ func (r *Run) Inert(ev *event.Event, ts event.Time, res *Result) bool {
 	r.use(res)
 	cs := r.partial.q[0]
 	r.ctx.reset(r, cs, ts)
-	takes, ignores, err := r.decisionGraph(cs, ev, &r.ctx)
+	takes, ignores, err := r.decisionGraph(cs, ev, &r.ctx, false)
 	return err == nil && takes == 0 && ignores == 0
 }
 
@@ -341,8 +341,33 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 	potential := &r.potential
 	potential.reset()
 	var err error
+	// The queue of partial matches is rebuilt (newPartial) once one
+	// changes; until then, the computations that go on unchanged are only
+	// counted (kept).
+	kept, rebuilding := 0, false
 	for _, cs := range r.partial.q {
-		r.next, err = r.computeNextStates(cs, &w, r.next[:0])
+		took := false // whether cs's state's first transition accepts ev, if waits
+		if waitShortcut && cs.state.waits && (!cs.isStart() || cs.prev.isNil()) {
+			// Most events fail the take of most partial matches, which
+			// then go on unchanged: only that condition is evaluated.
+			r.ctx.reset(r, cs, ts)
+			if !cs.state.trans[0].cond.Eval(ev, &r.ctx) {
+				if rebuilding {
+					newPartial.offer(cs)
+				} else {
+					kept++
+				}
+				continue
+			}
+			took = true
+		}
+		if !rebuilding {
+			rebuilding = true
+			for _, c := range r.partial.q[:kept] {
+				newPartial.offer(c)
+			}
+		}
+		r.next, err = r.computeNextStates(cs, &w, r.next[:0], took)
 		if err != nil {
 			return err
 		}
@@ -375,6 +400,19 @@ func (r *Run) Process(ev *event.Event, ts event.Time, res *Result) error {
 		}
 		if !carried {
 			r.freeComp(cs)
+		}
+	}
+	if !rebuilding {
+		// Every partial match went on unchanged. Offering them again in
+		// heap-array order would rebuild the same queue; and with no
+		// completed match held back, processMatches would release
+		// nothing, so summarize would find what it found last.
+		if r.completed.len() == 0 {
+			r.enforceLimit(res)
+			return nil
+		}
+		for _, c := range r.partial.q {
+			newPartial.offer(c)
 		}
 	}
 	if err := r.processMatches(potential, newPartial, res); err != nil {
@@ -499,7 +537,15 @@ func (t *transition) accepts(i int, took *[16]bool, ev *event.Event, ctx *Contex
 // (Flink would loop forever on them).
 var errEpsilonCycle = errors.New("nfa: pattern has a cycle of proceed transitions")
 
-func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context) (takes, ignores int, err error) {
+// waitShortcut turns on Process's shortcut for computations in a state
+// that waits (state.waits); tests turn it off to compare.
+var waitShortcut = true
+
+// decisionGraph collects in r.edges the take and ignore transitions that
+// accept ev from cs's state, through proceed transitions. took says that
+// the first transition of cs's state is known to accept ev (Process
+// evaluated it): its condition is not evaluated again.
+func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context, took bool) (takes, ignores int, err error) {
 	r.edges = r.edges[:0]
 	r.stack = append(r.stack[:0], cs.state)
 	budget := 64 * (len(r.nfa.states) + 1)
@@ -509,10 +555,13 @@ func (r *Run) decisionGraph(cs *computation, ev *event.Event, ctx *Context) (tak
 		}
 		s := r.stack[len(r.stack)-1]
 		r.stack = r.stack[:len(r.stack)-1]
-		var took [16]bool // what each of the first transitions' conditions gave
+		var results [16]bool // what each of the first transitions' conditions gave
 		for i := range s.trans {
 			t := &s.trans[i]
-			if !t.accepts(i, &took, ev, ctx) {
+			if took {
+				took = false // only cs's state, visited first, and its first transition
+				results[0] = true
+			} else if !t.accepts(i, &results, ev, ctx) {
 				continue
 			}
 			switch t.act {
@@ -539,10 +588,12 @@ func increaseSelf(ignores, takes int) int {
 	return ignores + max(1, takes)
 }
 
-func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation) ([]*computation, error) {
+// computeNextStates appends to out what cs becomes on w (took: see
+// decisionGraph).
+func (r *Run) computeNextStates(cs *computation, w *wrapped, out []*computation, took bool) ([]*computation, error) {
 	ctx := &r.ctx
 	ctx.reset(r, cs, w.ts)
-	takes, ignores, err := r.decisionGraph(cs, w.ev, ctx)
+	takes, ignores, err := r.decisionGraph(cs, w.ev, ctx, took)
 	if err != nil {
 		return out, err
 	}

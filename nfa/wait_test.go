@@ -1,0 +1,149 @@
+package nfa
+
+import (
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// counted is a condition on the name field that counts its evaluations.
+// A pointer is comparable, so the compiler sees that an ignore negates a
+// take of the same condition (markNegations), as with compiled rules;
+// it cannot see that of functions (nameIs).
+type counted struct {
+	name  string
+	evals *int
+}
+
+func (c *counted) Eval(e *event.Event, _ *Context) bool {
+	*c.evals++
+	s, _ := e.Field(0).AsString()
+	return s == c.name
+}
+
+// above is a condition that counts its evaluations: the name field is b
+// and the price above that of the event stage a took.
+type above struct{ evals *int }
+
+func (c *above) Eval(e *event.Event, ctx *Context) bool {
+	*c.evals++
+	s, _ := e.Field(0).AsString()
+	a := ctx.Events("a")
+	if s != "b" || len(a) == 0 {
+		return false
+	}
+	p, _ := e.Field(1).AsFloat()
+	pa, _ := a[0].Field(1).AsFloat()
+	return p > pa
+}
+
+func TestWaits(t *testing.T) {
+	var evals int
+	a, b := &counted{"a", &evals}, &counted{"b", &evals}
+	tests := []struct {
+		name string
+		p    *Pattern
+		want string // the states that wait, by name
+	}{
+		{"followedBy", Begin("a").Where(a).FollowedBy("b").Where(b), "a b"},
+		{"next", Begin("a").Where(a).Next("b").Where(b), "a"},
+		{"followedByAny", Begin("a").Where(a).FollowedByAny("b").Where(b), "a"},
+		{"functions", Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")), "a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, s := range mustCompile(t, tc.p).states {
+				if s.waits {
+					got = append(got, s.name)
+				}
+			}
+			slices.Sort(got)
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("waiting states %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWaitShortcut drives random events through patterns with and without
+// Process's shortcut for waiting computations: the matches, the timeouts,
+// the encoded runs and the number of condition evaluations must be the
+// same.
+func TestWaitShortcut(t *testing.T) {
+	seed := uint64(1)
+	if s := os.Getenv("CEPHEUS_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	rng := rand.New(rand.NewPCG(seed, 12))
+	evals := 0
+	is := func(n string) Condition { return &counted{n, &evals} }
+	patterns := map[string]*Pattern{
+		"chain": Begin("a").Where(is("a")).FollowedBy("b").Where(is("b")).FollowedBy("c").Where(is("c")).
+			Within(20 * time.Millisecond).Skip(SkipPastLast()),
+		"strict": Begin("a").Where(is("a")).Next("b").Where(is("b")).FollowedBy("c").Where(is("c")),
+		"any": Begin("a").Where(is("a")).FollowedByAny("b").Where(is("b")).FollowedBy("c").Where(is("c")).
+			Within(10 * time.Millisecond),
+		"loop": Begin("a").Where(is("a")).FollowedBy("b").Where(is("b")).OneOrMore().
+			FollowedBy("c").Where(is("c")).Within(15 * time.Millisecond),
+		"notAtEnd": Begin("a").Where(is("a")).FollowedBy("b").Where(is("b")).
+			NotFollowedBy("c").Where(is("c")).Within(7 * time.Millisecond),
+		// A later partial match completes (its b above its a) while an
+		// earlier one still waits at b: skip holds the match back.
+		"heldBack": Begin("a").Where(is("a")).FollowedBy("b").Where(&above{&evals}).
+			FollowedBy("c").Where(is("c")).Skip(SkipPastLast()),
+		"optional": Begin("a").Where(is("a")).FollowedBy("b").Where(is("b")).Optional().
+			FollowedBy("c").Where(is("c")),
+	}
+	names := []string{"a", "b", "c", "x"}
+	defer func() { waitShortcut = true }()
+	for pname, p := range patterns {
+		n := mustCompile(t, p, WithTimeouts())
+		t.Run(pname, func(t *testing.T) {
+			for trial := range 10 {
+				fast, slow := n.NewRun(), n.NewRun()
+				var fastRes, slowRes Result
+				step := func(r *Run, e *event.Event, res *Result) (string, int) {
+					evals = 0
+					res.Reset()
+					if err := r.AdvanceTime(e.Time, res); err != nil {
+						t.Fatal(err)
+					}
+					if err := r.Process(e, e.Time, res); err != nil {
+						t.Fatal(err)
+					}
+					var out []string
+					for _, m := range res.Matches {
+						out = append(out, format(n, m))
+					}
+					for _, to := range res.Timeouts {
+						out = append(out, "T"+format(n, to.Match))
+					}
+					return strings.Join(out, "|"), evals
+				}
+				ts := event.Time(0)
+				for i := range 300 {
+					ts += event.Time(rng.IntN(3))
+					e := ev(uint64(i+1), names[rng.IntN(len(names))], float64(rng.IntN(10)), ts)
+					waitShortcut = true
+					got, gotEvals := step(fast, e, &fastRes)
+					waitShortcut = false
+					want, wantEvals := step(slow, e, &slowRes)
+					if got != want || gotEvals != wantEvals {
+						t.Fatalf("seed %d trial %d event %d: %q after %d evaluations, without the shortcut %q after %d",
+							seed, trial, i+1, got, gotEvals, want, wantEvals)
+					}
+					if string(fast.AppendBinary(nil)) != string(slow.AppendBinary(nil)) {
+						t.Fatalf("seed %d trial %d event %d: the encodings differ", seed, trial, i+1)
+					}
+				}
+			}
+		})
+	}
+}
