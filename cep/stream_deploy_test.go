@@ -660,10 +660,12 @@ func TestStreamShadow(t *testing.T) {
 func TestStreamKafkaRulesTopic(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	// The test's events come far faster than real time (7 s of event
-	// time each, 10 every 100 ms): a lead of 20 minutes of event time
-	// (about two seconds here) lets every instance read the record
-	// (polled every 500 ms) before its watermark gets there; each quarter
-	// of the input spans 35 minutes.
+	// time each, 10 every 300 ms): a lead of 20 minutes of event time
+	// (about five seconds here) lets every instance read the record
+	// (polled every 500 ms) before its watermark gets there, a busy
+	// machine too (at 10 every 100 ms, two seconds, instances lagging
+	// on a loaded machine sometimes read it too late and switched where
+	// they were); each quarter of the input spans 35 minutes (9 s).
 	old := rulesLead
 	rulesLead = 20 * time.Minute
 	t.Cleanup(func() { rulesLead = old })
@@ -715,7 +717,7 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 			}
 		}
 	}
-	// produce writes lines[from:to] into the topic, 10 every 100 ms, in
+	// produce writes lines[from:to] into the topic, 10 every 300 ms, in
 	// the background: the deploys switch while events flow.
 	produce := func(from, to int) chan struct{} {
 		done := make(chan struct{})
@@ -723,7 +725,7 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 			defer close(done)
 			for i := from; i < to; i += 10 {
 				produceTopic(t, brokers, topic, 4, strings.Join(lines[i:min(i+10, to)], ""))
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond)
 			}
 		}()
 		return done
