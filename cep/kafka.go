@@ -307,10 +307,11 @@ func (r *kafkaReader) pump() {
 			Opened:    kb.Opened, CaughtUp: kb.CaughtUp, Done: kb.Done, Backlog: max(0, kb.End-kb.Next),
 		}
 		for _, rec := range kb.Records {
-			b.Records = append(b.Records, runtime.Record{Line: rec.Offset + 1, Offset: rec.Offset, Data: rec.Value})
+			rr := runtime.Record{Line: rec.Offset + 1, Offset: rec.Offset, Data: rec.Value}
 			if r.keys {
-				b.Records[len(b.Records)-1].Key = rec.Key
+				rr.Key = rec.Key
 			}
+			b.Records = append(b.Records, rr)
 		}
 		if !r.aligned {
 			select {

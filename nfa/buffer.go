@@ -267,22 +267,15 @@ func (r *Run) extract(x nodeRef, version *dewey) []path {
 
 // newEdge returns an edge to target, reusing a released one.
 func (r *Run) newEdge(target nodeRef, version *dewey) *edge {
-	if n := len(r.freeEdges); n > 0 {
-		e := r.freeEdges[n-1]
-		r.freeEdges[n-1] = nil
-		r.freeEdges = r.freeEdges[:n-1]
-		*e = edge{target: target, version: *version}
-		return e
-	}
-	return &edge{target: target, version: *version}
+	e := reuse(&r.freeEdges)
+	*e = edge{target: target, version: *version}
+	return e
 }
 
 // freeEdge takes back an edge its node dropped.
 func (r *Run) freeEdge(e *edge) {
-	if recycle && len(r.freeEdges) < maxFree {
-		*e = edge{}
-		r.freeEdges = append(r.freeEdges, e)
-	}
+	*e = edge{}
+	keep(&r.freeEdges, e)
 }
 
 // maxFree bounds each free list of a Result.
@@ -292,17 +285,31 @@ const maxFree = 16384
 // reuse nothing with runs that do.
 var recycle = true
 
+// reuse takes the last value of a free list, or a new one when it is
+// empty.
+func reuse[T any](list *[]*T) *T {
+	l := *list
+	n := len(l)
+	if n == 0 {
+		return new(T)
+	}
+	x := l[n-1]
+	l[n-1] = nil
+	*list = l[:n-1]
+	return x
+}
+
+// keep puts x, set to its zero state by the caller, on a free list,
+// unless recycling is off or the list is full.
+func keep[T any](list *[]*T, x *T) {
+	if recycle && len(*list) < maxFree {
+		*list = append(*list, x)
+	}
+}
+
 // newNode returns an empty node, reusing one that left a buffer (its
 // generation, bumped then, makes the references to its former self stale).
-func (r *Run) newNode() *node {
-	if n := len(r.freeNodes); n > 0 {
-		x := r.freeNodes[n-1]
-		r.freeNodes[n-1] = nil
-		r.freeNodes = r.freeNodes[:n-1]
-		return x
-	}
-	return new(node)
-}
+func (r *Run) newNode() *node { return reuse(&r.freeNodes) }
 
 // freeNode takes back a node that left the buffer: its generation moves
 // on, so every reference to it is stale from now on, and the edges it
@@ -314,26 +321,14 @@ func (r *Run) freeNode(n *node) {
 	}
 	clear(n.edges)
 	n.edges, n.ev, n.stage, n.refs = n.edges[:0], nil, 0, 0
-	if recycle && len(r.freeNodes) < maxFree {
-		r.freeNodes = append(r.freeNodes, n)
-	}
+	keep(&r.freeNodes, n)
 }
 
 // newBufEvent returns a bufEvent to set, reusing a released one.
-func (r *Run) newBufEvent() *bufEvent {
-	if n := len(r.freeEvents); n > 0 {
-		b := r.freeEvents[n-1]
-		r.freeEvents[n-1] = nil
-		r.freeEvents = r.freeEvents[:n-1]
-		return b
-	}
-	return new(bufEvent)
-}
+func (r *Run) newBufEvent() *bufEvent { return reuse(&r.freeEvents) }
 
 // freeBufEvent takes back an event no node and no call holds any more.
 func (r *Run) freeBufEvent(b *bufEvent) {
-	if recycle && len(r.freeEvents) < maxFree {
-		*b = bufEvent{}
-		r.freeEvents = append(r.freeEvents, b)
-	}
+	*b = bufEvent{}
+	keep(&r.freeEvents, b)
 }

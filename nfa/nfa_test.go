@@ -58,6 +58,28 @@ func feed(t *testing.T, n *NFA, events []*event.Event) (matches, timeouts []stri
 	return matches, timeouts
 }
 
+// stepOutput advances r to e's time and processes e, with res reset
+// first, and returns the matches and timeouts (T-prefixed) it gave,
+// formatted and joined by |.
+func stepOutput(t *testing.T, n *NFA, r *Run, e *event.Event, res *Result) string {
+	t.Helper()
+	res.Reset()
+	if err := r.AdvanceTime(e.Time, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Process(e, e.Time, res); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range res.Matches {
+		out = append(out, format(n, m))
+	}
+	for _, to := range res.Timeouts {
+		out = append(out, "T"+format(n, to.Match))
+	}
+	return strings.Join(out, "|")
+}
+
 func format(n *NFA, m Match) string {
 	var parts []string
 	for i, evs := range m.Events {
@@ -317,23 +339,7 @@ func TestRunEncodingRoundTrip(t *testing.T) {
 				cut := rng.IntN(len(events))
 				a := n.NewRun()
 				var resA, resB Result
-				step := func(r *Run, e *event.Event, res *Result) string {
-					res.Reset()
-					if err := r.AdvanceTime(e.Time, res); err != nil {
-						t.Fatal(err)
-					}
-					if err := r.Process(e, e.Time, res); err != nil {
-						t.Fatal(err)
-					}
-					var out []string
-					for _, m := range res.Matches {
-						out = append(out, format(n, m))
-					}
-					for _, to := range res.Timeouts {
-						out = append(out, "T"+format(n, to.Match))
-					}
-					return strings.Join(out, "|")
-				}
+				step := func(r *Run, e *event.Event, res *Result) string { return stepOutput(t, n, r, e, res) }
 				for _, e := range events[:cut] {
 					step(a, e, &resA)
 				}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -48,23 +47,7 @@ func TestRecycling(t *testing.T) {
 				for k := range keys {
 					reused[k], fresh[k] = n.NewRun(), n.NewRun()
 				}
-				step := func(r *Run, e *event.Event, res *Result) string {
-					res.Reset()
-					if err := r.AdvanceTime(e.Time, res); err != nil {
-						t.Fatal(err)
-					}
-					if err := r.Process(e, e.Time, res); err != nil {
-						t.Fatal(err)
-					}
-					var out []string
-					for _, m := range res.Matches {
-						out = append(out, format(n, m))
-					}
-					for _, to := range res.Timeouts {
-						out = append(out, "T"+format(n, to.Match))
-					}
-					return strings.Join(out, "|")
-				}
+				step := func(r *Run, e *event.Event, res *Result) string { return stepOutput(t, n, r, e, res) }
 				ts := [keys]event.Time{}
 				for i := range 200 {
 					k := rng.IntN(keys)

@@ -136,14 +136,7 @@ type scratch struct {
 
 // newComp returns a computation set to c, reusing a freed one.
 func (r *Run) newComp(c computation) *computation {
-	if n := len(r.freeComps); n > 0 {
-		x := r.freeComps[n-1]
-		r.freeComps[n-1] = nil
-		r.freeComps = r.freeComps[:n-1]
-		*x = c
-		return x
-	}
-	x := new(computation)
+	x := reuse(&r.freeComps)
 	*x = c
 	return x
 }
@@ -152,11 +145,11 @@ func (r *Run) newComp(c computation) *computation {
 // partial match that moved on, was dropped or timed out, or a match
 // emitted.
 func (r *Run) freeComp(c *computation) {
-	if c.freed || !recycle || len(r.freeComps) >= maxFree {
+	if c.freed {
 		return
 	}
 	*c = computation{freed: true}
-	r.freeComps = append(r.freeComps, c)
+	keep(&r.freeComps, c)
 }
 
 // use points r at res's working storage for the call in progress.

@@ -111,21 +111,7 @@ func TestWaitShortcut(t *testing.T) {
 				var fastRes, slowRes Result
 				step := func(r *Run, e *event.Event, res *Result) (string, int) {
 					evals = 0
-					res.Reset()
-					if err := r.AdvanceTime(e.Time, res); err != nil {
-						t.Fatal(err)
-					}
-					if err := r.Process(e, e.Time, res); err != nil {
-						t.Fatal(err)
-					}
-					var out []string
-					for _, m := range res.Matches {
-						out = append(out, format(n, m))
-					}
-					for _, to := range res.Timeouts {
-						out = append(out, "T"+format(n, to.Match))
-					}
-					return strings.Join(out, "|"), evals
+					return stepOutput(t, n, r, e, res), evals
 				}
 				ts := event.Time(0)
 				for i := range 300 {
