@@ -345,7 +345,19 @@ func TestKafkaZombieGroup(t *testing.T) {
 	if err := syscall.Kill(a.c.pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * time.Second) // twice the session timeout
+	// Paused until b has taken all six partitions over (past a's session
+	// timeout, 2 s): waited for, not slept, as a busy machine (make test
+	// runs packages side by side) moves them late.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(b.c.out.String(), "now reads partitions [0 1 2 3 4 5]"); {
+		select {
+		case <-b.c.done:
+			t.Fatalf("instance b ended without taking a's partitions over while a was paused\na:\n%s\nb:\n%s", a.c.out.String(), b.c.out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance b has not taken a's partitions over a minute after a was paused\na:\n%s\nb:\n%s", a.c.out.String(), b.c.out.String())
+		}
+	}
 	if err := syscall.Kill(a.c.pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
