@@ -199,7 +199,7 @@ func TestDecodeParity(t *testing.T) {
 			continue
 		}
 		for s := range ev.Fields {
-			if b.ev.Fields[s] != ev.Fields[s] {
+			if string(b.ev.Fields[s].AppendBinary(nil)) != string(ev.Fields[s].AppendBinary(nil)) { // bit for bit
 				t.Errorf("%s: field %s: backtest %v, test %v", l, rs.Schema.Field(s).Name, b.ev.Fields[s], ev.Fields[s])
 			}
 		}

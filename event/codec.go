@@ -12,17 +12,18 @@ var ErrCorrupt = errors.New("event: corrupt encoding")
 
 // AppendBinary appends the compact binary encoding of v to b.
 func (v Value) AppendBinary(b []byte) []byte {
-	b = append(b, byte(v.kind))
-	switch v.kind {
+	k := v.Kind()
+	b = append(b, byte(k))
+	switch k {
 	case KindBool:
-		b = append(b, byte(v.bits))
+		b = append(b, byte(v.n))
 	case KindInt:
-		b = binary.AppendVarint(b, int64(v.bits))
+		b = binary.AppendVarint(b, int64(v.n))
 	case KindFloat:
-		b = binary.LittleEndian.AppendUint64(b, v.bits)
+		b = binary.LittleEndian.AppendUint64(b, v.n)
 	case KindString:
-		b = binary.AppendUvarint(b, uint64(len(v.str)))
-		b = append(b, v.str...)
+		b = binary.AppendUvarint(b, v.n)
+		b = append(b, v.str()...)
 	}
 	return b
 }

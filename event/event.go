@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // Time is an event time: milliseconds since the Unix epoch. Durations between
@@ -64,71 +65,108 @@ func (k Kind) String() string {
 }
 
 // Value is one field value of an [Event]: null, bool, int64, float64 or
-// string. The zero Value is null. Values are compared by kind and content.
+// string. The zero Value is null. Values are compared with [Value.Equal]
+// (by kind and content); the type is not comparable with ==, which would
+// compare where two equal strings are stored.
+//
+// A Value is two words, not a kind, a number and a string header (four):
+// an event holds one per schema field, and events are most of what a
+// keyed operator keeps and the collector scans. p is nil for null, the
+// address of tags[kind] for a bool, int, float or empty string, and the
+// bytes of a non-empty string; n is the bool (0/1), the int64 or float64
+// bits, or the string's length.
 type Value struct {
-	kind Kind
-	bits uint64 // bool (0/1), int64, or float64 bits
-	str  string
+	_ [0]func() // not comparable
+	p unsafe.Pointer
+	n uint64
 }
+
+// tags are what a Value that is not a non-empty string points at: its
+// kind is its index (no string's bytes are stored here).
+var tags [KindString + 1]byte
+
+// tagged returns a non-string value of kind k (or the empty string).
+func tagged(k Kind, n uint64) Value { return Value{p: unsafe.Pointer(&tags[k]), n: n} }
 
 // Null is the null value.
 var Null = Value{}
 
 // Bool returns a boolean value.
 func Bool(b bool) Value {
-	v := Value{kind: KindBool}
 	if b {
-		v.bits = 1
+		return tagged(KindBool, 1)
 	}
-	return v
+	return tagged(KindBool, 0)
 }
 
 // Int returns an integer value.
-func Int(i int64) Value { return Value{kind: KindInt, bits: uint64(i)} }
+func Int(i int64) Value { return tagged(KindInt, uint64(i)) }
 
 // Float returns a floating-point value.
-func Float(f float64) Value { return Value{kind: KindFloat, bits: math.Float64bits(f)} }
+func Float(f float64) Value { return tagged(KindFloat, math.Float64bits(f)) }
 
 // String returns a string value.
-func String(s string) Value { return Value{kind: KindString, str: s} }
+func String(s string) Value {
+	if s == "" {
+		return tagged(KindString, 0)
+	}
+	return Value{p: unsafe.Pointer(unsafe.StringData(s)), n: uint64(len(s))}
+}
 
 // Kind returns the kind of v.
-func (v Value) Kind() Kind { return v.kind }
+func (v Value) Kind() Kind {
+	if v.p == nil {
+		return KindNull
+	}
+	// The distance from tags is computed, never turned back into a pointer.
+	if d := uintptr(v.p) - uintptr(unsafe.Pointer(&tags)); d < uintptr(len(tags)) {
+		return Kind(d)
+	}
+	return KindString
+}
 
 // IsNull reports whether v is null.
-func (v Value) IsNull() bool { return v.kind == KindNull }
+func (v Value) IsNull() bool { return v.p == nil }
 
 // AsBool returns the boolean held by v; ok is false when v is not a bool.
-func (v Value) AsBool() (b bool, ok bool) { return v.bits == 1, v.kind == KindBool }
+func (v Value) AsBool() (b bool, ok bool) { return v.n == 1, v.Kind() == KindBool }
 
 // AsInt returns the integer held by v; ok is false when v is not an int.
-func (v Value) AsInt() (i int64, ok bool) { return int64(v.bits), v.kind == KindInt }
+func (v Value) AsInt() (i int64, ok bool) { return int64(v.n), v.Kind() == KindInt }
 
 // AsFloat returns v as a float64 when v is an int or a float.
 func (v Value) AsFloat() (f float64, ok bool) {
-	switch v.kind {
+	switch v.Kind() {
 	case KindFloat:
-		return math.Float64frombits(v.bits), true
+		return math.Float64frombits(v.n), true
 	case KindInt:
-		return float64(int64(v.bits)), true
+		return float64(int64(v.n)), true
 	}
 	return 0, false
 }
 
 // AsString returns the string held by v; ok is false when v is not a string.
-func (v Value) AsString() (s string, ok bool) { return v.str, v.kind == KindString }
+func (v Value) AsString() (s string, ok bool) {
+	if v.Kind() != KindString {
+		return "", false
+	}
+	return v.str(), true
+}
+
+// str is the string of a KindString value.
+func (v Value) str() string { return unsafe.String((*byte)(v.p), int(v.n)) }
 
 // Any returns v as a Go value: nil, bool, int64, float64 or string.
 func (v Value) Any() any {
-	switch v.kind {
+	switch v.Kind() {
 	case KindBool:
-		return v.bits == 1
+		return v.n == 1
 	case KindInt:
-		return int64(v.bits)
+		return int64(v.n)
 	case KindFloat:
-		return math.Float64frombits(v.bits)
+		return math.Float64frombits(v.n)
 	case KindString:
-		return v.str
+		return v.str()
 	}
 	return nil
 }
@@ -162,29 +200,30 @@ func FromAny(x any) (Value, bool) {
 // Equal reports whether v and w have the same kind and content. Floats
 // compare by value (so NaN != NaN, 0 == -0).
 func (v Value) Equal(w Value) bool {
-	if v.kind != w.kind {
+	k := v.Kind()
+	if k != w.Kind() {
 		return false
 	}
-	switch v.kind {
+	switch k {
 	case KindFloat:
-		return math.Float64frombits(v.bits) == math.Float64frombits(w.bits)
+		return math.Float64frombits(v.n) == math.Float64frombits(w.n)
 	case KindString:
-		return v.str == w.str
+		return v.str() == w.str()
 	}
-	return v.bits == w.bits
+	return v.n == w.n
 }
 
 // String formats v for humans: strings are quoted, null is "null".
 func (v Value) String() string {
-	switch v.kind {
+	switch v.Kind() {
 	case KindBool:
-		return strconv.FormatBool(v.bits == 1)
+		return strconv.FormatBool(v.n == 1)
 	case KindInt:
-		return strconv.FormatInt(int64(v.bits), 10)
+		return strconv.FormatInt(int64(v.n), 10)
 	case KindFloat:
-		return strconv.FormatFloat(math.Float64frombits(v.bits), 'g', -1, 64)
+		return strconv.FormatFloat(math.Float64frombits(v.n), 'g', -1, 64)
 	case KindString:
-		return strconv.Quote(v.str)
+		return strconv.Quote(v.str())
 	}
 	return "null"
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"unsafe"
 )
 
 func TestValueKindsAndConversions(t *testing.T) {
@@ -41,6 +42,62 @@ func TestValueKindsAndConversions(t *testing.T) {
 	}
 	if _, ok := FromAny(struct{}{}); ok {
 		t.Error("FromAny accepted a struct")
+	}
+}
+
+// TestValueRepresentation checks what the two-word Value must keep apart:
+// every kind with its zero content, strings equal by content wherever they
+// are stored, and the empty string from null.
+func TestValueRepresentation(t *testing.T) {
+	if unsafe.Sizeof(Value{}) != 16 {
+		t.Errorf("a Value is %d bytes, want 16", unsafe.Sizeof(Value{}))
+	}
+	zeros := []struct {
+		v    Value
+		kind Kind
+		text string
+	}{
+		{Null, KindNull, "null"},
+		{Bool(false), KindBool, "false"},
+		{Int(0), KindInt, "0"},
+		{Float(0), KindFloat, "0"},
+		{String(""), KindString, `""`},
+	}
+	for i, z := range zeros {
+		if z.v.Kind() != z.kind || z.v.String() != z.text || z.v.IsNull() != (z.kind == KindNull) {
+			t.Errorf("%v: kind %v, text %s, null %v; want %v, %s", z.v, z.v.Kind(), z.v.String(), z.v.IsNull(), z.kind, z.text)
+		}
+		for j, w := range zeros {
+			if got := z.v.Equal(w.v); got != (i == j) {
+				t.Errorf("%v.Equal(%v) = %v", z.v, w.v, got)
+			}
+		}
+	}
+	if s, ok := String("").AsString(); !ok || s != "" {
+		t.Errorf(`String("").AsString() = %q, %v`, s, ok)
+	}
+	if s, ok := Null.AsString(); ok || s != "" {
+		t.Errorf("Null.AsString() = %q, %v", s, ok)
+	}
+	b := []byte("card_6982 card_6982")
+	x, y := String(string(b[:9])), String(string(b[10:]))
+	if !x.Equal(y) || x.Equal(String("card_6983")) {
+		t.Errorf("strings stored apart: %v.Equal(%v) = %v", x, y, x.Equal(y))
+	}
+	if s, _ := x.AsString(); s != "card_6982" {
+		t.Errorf("AsString = %q", s)
+	}
+	if v, _ := Int(math.MinInt64).AsInt(); v != math.MinInt64 {
+		t.Errorf("Int(MinInt64).AsInt() = %d", v)
+	}
+	if f, _ := Float(-1.25).AsFloat(); f != -1.25 {
+		t.Errorf("Float(-1.25).AsFloat() = %v", f)
+	}
+	if bv, ok := Bool(true).AsBool(); !bv || !ok {
+		t.Errorf("Bool(true).AsBool() = %v, %v", bv, ok)
+	}
+	if _, ok := Int(1).AsBool(); ok {
+		t.Error("Int(1).AsBool() succeeded")
 	}
 }
 

@@ -166,10 +166,10 @@ func TestSubtaskForwarding(t *testing.T) {
 			}
 		}
 	}
-	if ev := op0.events[1]; ev.Seq != 3 || ev.Time != 5 || ev.Fields[0] != event.String("b") || ev.Fields[1] != event.Float(1.5) {
+	if ev := op0.events[1]; ev.Seq != 3 || ev.Time != 5 || !ev.Fields[0].Equal(event.String("b")) || !ev.Fields[1].Equal(event.Float(1.5)) {
 		t.Errorf("second event = %+v", ev)
 	}
-	if ev := op0.events[0]; ev.Fields[0] != event.String("a") || !ev.Fields[1].IsNull() {
+	if ev := op0.events[0]; !ev.Fields[0].Equal(event.String("a")) || !ev.Fields[1].IsNull() {
 		t.Errorf("first event overwritten: %+v", ev)
 	}
 

@@ -760,7 +760,7 @@ func TestLookupFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := v.Eval([][]*event.Event{{ev}, {ev}})
-	if err != nil || got != event.String("US/2") {
+	if err != nil || !got.Equal(event.String("US/2")) {
 		t.Errorf("emit = %v, %v; want US/2", got, err)
 	}
 	_, err = CompileBoolExpr(`customer.home_contry == "x"`, env)
