@@ -176,10 +176,11 @@ type sharedRule struct {
 	coldPresent                int // cold keys at which the rule holds state
 	// deferStart says that the rule's runs may start late (see
 	// ruleSlot.pend): its NFA's DeferrableStart holds and it has no
-	// partial-match limit; window is its NFA's window then.
+	// partial-match limit; window is its NFA's window then (noWindow if
+	// none).
 	deferStart bool
 	window     event.Time
-	probe      *nfa.Run // an idle run of the rule's, for PendingIgnores (deferStart only)
+	probe      *nfa.Run // an idle run of the rule's, for PendingIgnores and PendingDies (deferStart only)
 }
 
 // startGroup is a set of rules whose start states decide alike about an
@@ -363,6 +364,9 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	sr := &sharedRule{
 		id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches,
 		deferStart: r.NFA.DeferrableStart() && r.MaxPartialMatches == 0, window: event.Time(r.NFA.Window()),
+	}
+	if sr.window <= 0 {
+		sr.window = noWindow
 	}
 	if sr.deferStart {
 		sr.probe = r.NFA.NewRun()
@@ -812,9 +816,9 @@ func (o *SharedOperator) fireKey(ks *keyState, t event.Time, out *Output) {
 	if o.uniform(ks) {
 		if q := &ks.quiet; q.group != nil {
 			switch {
-			case n == 0 && ks.n == 0 && t >= q.ts+q.window:
+			case n == 0 && ks.n == 0 && t >= expiry(q.ts, q.window):
 				o.unquiet(ks) // the runs would be empty again: settle drops the key
-			case t < q.ts+q.window && !o.startsAny(ks, n) && o.quietIgnores(ks, n, q):
+			case t < expiry(q.ts, q.window) && !o.startsAny(ks, n) && o.quietIgnores(ks, n, q):
 				q.at = t // every run would be advanced to t, having ignored them
 			default:
 				o.materialize(ks)
@@ -901,14 +905,20 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 			if len(sl.hidden) > 0 && sl.hides(ev) {
 				continue
 			}
+			if sl.pend != nil && b.ts < expiry(sl.pendTs, r.window) && r.probe.PendingDies(sl.pend, ev, b.ts, &o.res) {
+				// The run would be advanced to b.ts, releasing nothing,
+				// and drop the noted start's partial match at ev: it
+				// would be an idle run given ev.
+				sl.pend = nil
+			}
 			if sl.pend == nil && (sl.run == nil || sl.run.Idle()) && o.inert(r.start, k, ev, b.ts) {
 				continue
 			}
-			if sl.pend != nil && b.ts < sl.pendTs+r.window && o.inert(r.start, k, ev, b.ts) &&
+			if sl.pend != nil && b.ts < expiry(sl.pendTs, r.window) && o.inert(r.start, k, ev, b.ts) &&
 				r.probe.PendingIgnores(sl.pend, ev, b.ts, &o.res) {
 				continue // the run would be advanced to b.ts and change nothing
 			}
-			if sl.run == nil && sl.pend == nil && r.deferStart && t < b.ts+r.window {
+			if sl.run == nil && sl.pend == nil && r.deferStart && t < expiry(b.ts, r.window) {
 				// The run would be made, advanced to b.ts (nothing to do
 				// for a new run) and given ev: note ev instead.
 				sl.pend, sl.pendTs, sl.pendAdv = ev, b.ts, false
@@ -934,10 +944,10 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 	}
 	if sl.pend != nil {
 		switch {
-		case t < sl.pendTs+r.window:
+		case t < expiry(sl.pendTs, r.window):
 			sl.pendAt, sl.pendAdv = t, true // what the run would be advanced to
 			return nil
-		case t >= sl.pendTs+r.window && !o.seesAfter(ks, sl, n):
+		case r.window != noWindow && t >= sl.pendTs+r.window && !o.seesAfter(ks, sl, n):
 			// The run would release nothing and be empty, then dropped
 			// as the rule sees nothing more at the key.
 			sl.pend = nil
@@ -982,6 +992,18 @@ func (o *SharedOperator) startPending(i int, ks *keyState, out *Output) error {
 	return nil
 }
 
+// noWindow is the window of a rule whose NFA has none.
+const noWindow = event.MaxTime
+
+// expiry is when a partial match started at ts ends with window (never
+// without one).
+func expiry(ts, window event.Time) event.Time {
+	if window == noWindow {
+		return event.MaxTime
+	}
+	return ts + window
+}
+
 // seesAfter reports whether the rule of sl sees an element buffered at ks
 // after the first n buckets.
 func (o *SharedOperator) seesAfter(ks *keyState, sl *ruleSlot, n int) bool {
@@ -1016,8 +1038,8 @@ func (o *SharedOperator) startQuietly(ks *keyState, n int, t event.Time) bool {
 		if !starts {
 			continue
 		}
-		if g != nil || !lastOnly || !r.deferStart {
-			return false
+		if g != nil || !lastOnly || !r.deferStart || r.window == noWindow {
+			return false // a quiet start ends with its window
 		}
 		g, window = r.start, r.window
 	}
@@ -1240,7 +1262,7 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot, r *sharedRule) (eve
 		}
 	}
 	if sl.pend != nil {
-		if d := sl.pendTs + r.window; d < due {
+		if d := expiry(sl.pendTs, r.window); d < due {
 			due, ok = d, true
 		}
 	}
@@ -1260,7 +1282,7 @@ func (o *SharedOperator) settle(ks *keyState) {
 			if ks.n == 0 && q.others {
 				q.others = false
 			}
-			due, ok = q.ts+q.window, true
+			due, ok = expiry(q.ts, q.window), true
 		}
 		if ks.n == 0 && !ok {
 			o.timers.disarm(ks)
@@ -1289,8 +1311,8 @@ func (o *SharedOperator) settle(ks *keyState) {
 				due, ok = d, true
 			}
 		}
-		if sl.pend != nil && sl.pendTs+r.window < due {
-			due, ok = sl.pendTs+r.window, true
+		if d := expiry(sl.pendTs, r.window); sl.pend != nil && d < due {
+			due, ok = d, true
 		}
 	}
 	if !keep {

@@ -154,15 +154,17 @@ func pairSignature(op string, a, b Condition) (string, bool) {
 // make a run for every key whose first event starts a partial match (most
 // of which expire without a second event). It holds for automata whose
 // start state has exactly one transition, a take, to a state that is
-// neither final, stop nor pending and has no proceed transition; with a
-// window ([NFA.Window] > 0), no gap window on any state and no timeout
-// reporting. Then, for an idle run with no partial-match limit and an
-// event ev that is not [Run.Inert] for it at ts:
+// neither final, stop nor pending and has no proceed transition; with no
+// gap window on any state and no timeout reporting. Then, for an idle run
+// with no partial-match limit and an event ev that is not [Run.Inert] for
+// it at ts:
 //
 //   - Process(ev, ts) releases nothing (no match, timeout or drop) and
-//     leaves one partial match, with NextDeadline ts + Window();
-//   - AdvanceTime(t) releases nothing for any t; for t >= ts + Window()
-//     it leaves the run [Run.Empty];
+//     leaves one partial match, with NextDeadline ts + Window() (none
+//     without a window);
+//   - AdvanceTime(t) releases nothing for any t; with a window, for
+//     t >= ts + Window() it leaves the run [Run.Empty]; without one, the
+//     partial match stays;
 //   - the conditions it evaluates are those of the start state, nothing
 //     more.
 //
@@ -170,7 +172,7 @@ func pairSignature(op string, a, b Condition) (string, bool) {
 // (and the AdvanceTime calls it skipped) on a new run when the next event
 // comes, or forget it once time reaches ts + Window() with no event.
 func (n *NFA) DeferrableStart() bool {
-	if n.handleTimeout || n.windowTime <= 0 {
+	if n.handleTimeout {
 		return false
 	}
 	for _, s := range n.states {
@@ -210,22 +212,10 @@ func (n *NFA) DeferrableStart() bool {
 // later time, is the run that would have taken first, been advanced, been
 // given ev and been advanced again (TestPendingIgnores).
 func (r *Run) PendingIgnores(first, ev *event.Event, ts event.Time, res *Result) bool {
-	n := r.nfa
-	take := &n.states[n.start].trans[0]
-	d, stage := take.dst, take.src.stage
-	if !n.DeferrableStart() || stage < 0 || len(r.partial.q) == 0 {
+	d, ctx, ok := r.pendingContext(first, ts, res)
+	if !ok {
 		return false
 	}
-	r.use(res)
-	ctx := &r.ctx
-	ctx.reset(r, r.partial.q[0], ts) // any computation: the match is set below
-	ctx.store = slices.Grow(ctx.store[:0], n.numStages())[:n.numStages()]
-	for i := range ctx.store {
-		clear(ctx.store[i])
-		ctx.store[i] = ctx.store[i][:0]
-	}
-	ctx.store[stage] = append(ctx.store[stage], first)
-	ctx.match, ctx.ready = ctx.store, true
 	var took [16]bool // as decisionGraph
 	loops := 0
 	for i := range d.trans {
@@ -239,4 +229,58 @@ func (r *Run) PendingIgnores(first, ev *event.Event, ts event.Time, res *Result)
 		loops++
 	}
 	return loops == 1
+}
+
+// PendingDies is, for an automaton with a deferrable start
+// ([NFA.DeferrableStart]), whether an event ends the partial match of a
+// start: given a run of the automaton that took only first, from idle,
+// and an event ev at ts (before the end of the window, if any), it
+// reports whether no transition of the state that partial match waits in
+// accepts ev, so that Process(ev, ts) drops it, releasing nothing (strict
+// contiguity: `next` after the start, and ev fails its condition). It
+// evaluates that state's conditions as Process would, in a context
+// holding first; r may be any run of the automaton (only its automaton
+// and working storage are used).
+//
+// With it, a caller that noted first instead of making the run can forget
+// first and treat ev as the first event of an idle run: the run that
+// took first, was advanced to ts (releasing nothing) and was given ev
+// holds what an idle run given ev holds, and releases what it releases
+// (TestPendingDies).
+func (r *Run) PendingDies(first, ev *event.Event, ts event.Time, res *Result) bool {
+	d, ctx, ok := r.pendingContext(first, ts, res)
+	if !ok {
+		return false
+	}
+	var took [16]bool // as decisionGraph
+	for i := range d.trans {
+		if d.trans[i].accepts(i, &took, ev, ctx) {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingContext returns, for PendingIgnores and PendingDies, the state a
+// start's partial match waits in and a condition context at ts holding
+// first as the start stage's event; ok is false when the automaton's start
+// is not deferrable.
+func (r *Run) pendingContext(first *event.Event, ts event.Time, res *Result) (*state, *Context, bool) {
+	n := r.nfa
+	take := &n.states[n.start].trans[0]
+	d, stage := take.dst, take.src.stage
+	if !n.DeferrableStart() || stage < 0 || len(r.partial.q) == 0 {
+		return nil, nil, false
+	}
+	r.use(res)
+	ctx := &r.ctx
+	ctx.reset(r, r.partial.q[0], ts) // any computation: the match is set below
+	ctx.store = slices.Grow(ctx.store[:0], n.numStages())[:n.numStages()]
+	for i := range ctx.store {
+		clear(ctx.store[i])
+		ctx.store[i] = ctx.store[i][:0]
+	}
+	ctx.store[stage] = append(ctx.store[stage], first)
+	ctx.match, ctx.ready = ctx.store, true
+	return d, ctx, true
 }

@@ -93,8 +93,24 @@ func TestDeferrableStart(t *testing.T) {
 	if !r.Empty() {
 		t.Fatal("not empty after the window")
 	}
+	// Without a window: no deadline, and the partial match stays.
+	open := compile(w4())
+	if !open.DeferrableStart() {
+		t.Fatalf("W4's shape without a window is not deferrable:\n%s", open)
+	}
+	r = open.NewRun()
+	if err := r.Process(x, 100, &res); err != nil || len(res.Matches)+len(res.Timeouts)+res.Dropped > 0 {
+		t.Fatalf("no window: Process: %v, %+v", err, res)
+	}
+	if _, ok := r.NextDeadline(); ok || r.PartialMatches() != 1 {
+		t.Fatalf("no window: a deadline, or %d partial matches", r.PartialMatches())
+	}
+	for _, at := range []event.Time{1100, 1 << 50, event.MaxTime} {
+		if err := r.AdvanceTime(at, &res); err != nil || len(res.Matches)+len(res.Timeouts)+res.Dropped > 0 || r.PartialMatches() != 1 {
+			t.Fatalf("no window: AdvanceTime(%d): %v, %+v, %d partial matches", at, err, res, r.PartialMatches())
+		}
+	}
 	for name, p := range map[string]*NFA{
-		"no window":       compile(w4()),
 		"timeouts":        compile(w4().Within(time.Second), WithTimeouts()),
 		"one stage":       compile(Begin("a").Where(signed("x")).Within(time.Second)),
 		"looping start":   compile(Begin("a").Where(signed("x")).OneOrMore().FollowedBy("b").Where(signed("y")).Within(time.Second)),
@@ -160,5 +176,80 @@ func TestPendingIgnores(t *testing.T) {
 	}
 	if strict.DeferrableStart() && strict.NewRun().PendingIgnores(x, w, 110, &res) {
 		t.Error("next: w is ignored")
+	}
+}
+
+// TestPendingDies checks PendingDies against the run it stands for: a run
+// that took x, was advanced and was given an event its partial match does
+// not survive goes on as an idle run given that event would.
+func TestPendingDies(t *testing.T) {
+	e := func(seq uint64, name string, ts event.Time) *event.Event {
+		return &event.Event{Time: ts, Seq: seq, Fields: []event.Value{event.String(name)}}
+	}
+	strict := func() *Pattern { return Begin("a").Where(signed("x")).Next("b").Where(signed("y")) }
+	for _, tc := range []struct {
+		name string
+		p    *Pattern
+	}{
+		{"next", strict()},
+		{"next within", strict().Within(time.Second)},
+	} {
+		n, err := Compile(tc.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !n.DeferrableStart() {
+			t.Fatalf("%s: not deferrable", tc.name)
+		}
+		var res Result
+		probe := n.NewRun()
+		x, w, x2, y := e(1, "x", 100), e(2, "w", 110), e(3, "x", 110), e(4, "y", 120)
+		if !probe.PendingDies(x, w, 110, &res) || !probe.PendingDies(x, x2, 110, &res) || probe.PendingDies(x, y, 120, &res) {
+			t.Fatalf("%s: w and x end the partial match of x, y does not", tc.name)
+		}
+		for _, next := range []*event.Event{w, x2} {
+			full, short := n.NewRun(), n.NewRun()
+			steps := []func() error{
+				func() error { return full.Process(x, 100, &res) },
+				func() error { return full.AdvanceTime(110, &res) },
+				func() error { return full.Process(next, 110, &res) },
+				func() error { return short.AdvanceTime(110, &res) },
+				func() error { return short.Process(next, 110, &res) },
+			}
+			for i, step := range steps {
+				if err := step(); err != nil || len(res.Matches)+len(res.Timeouts)+res.Dropped > 0 {
+					t.Fatalf("%s, %s: step %d: %v, %+v", tc.name, next.Fields[0], i, err, res)
+				}
+			}
+			if full.PartialMatches() != short.PartialMatches() {
+				t.Fatalf("%s, %s: %d and %d partial matches", tc.name, next.Fields[0], full.PartialMatches(), short.PartialMatches())
+			}
+			// Both go on alike: y completes a match after x2, none after w.
+			for _, r := range []*Run{full, short} {
+				if err := r.AdvanceTime(120, &res); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Process(y, 120, &res); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := 0
+			if next == x2 {
+				want = 2
+			}
+			if len(res.Matches) != want || want > 0 && fmt.Sprint(res.Matches[0].Events) != fmt.Sprint(res.Matches[1].Events) {
+				t.Errorf("%s, %s: matches %v, want %d alike", tc.name, next.Fields[0], res.Matches, want)
+			}
+			res.Reset()
+		}
+	}
+	// Relaxed contiguity: the partial match never dies.
+	n, err := Compile(Begin("a").Where(signed("x")).FollowedBy("b").Where(signed("y")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	if n.NewRun().PendingDies(e(1, "x", 100), e(2, "w", 110), 110, &res) {
+		t.Error("followedBy: w ends the partial match")
 	}
 }
