@@ -110,7 +110,7 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 	for i := range workers {
 		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)), found: make([][]aggKey, len(specs))}
 		for range specs {
-			w.partials = append(w.partials, map[partialKey]*aggWindow{})
+			w.partials = append(w.partials, partialTable{})
 		}
 		a.workers = append(a.workers, w)
 	}
@@ -162,9 +162,7 @@ func (a *ParallelAggregator) KeyCounts() []int {
 	for si := range a.specs {
 		seen := map[aggKey]bool{}
 		for _, w := range a.workers {
-			for pk := range w.partials[si] {
-				seen[pk.key] = true
-			}
+			w.partials[si].each(func(p *partial) { seen[p.key.key] = true })
 		}
 		out[si] = len(seen)
 	}
@@ -182,6 +180,84 @@ type partialKey struct {
 	salt int
 }
 
+// partial is a partial window and its key, chained to the other partials
+// of its key's hash in a partialTable.
+type partial struct {
+	key  partialKey
+	next *partial
+	aggWindow
+}
+
+// partialTable is a worker's partial windows of one aggregate by the hash
+// of their key (ParallelAggregator.hash). The keys phase hashes each
+// event's key once; a lookup then costs a map access by a uint64 and a
+// compare of the partial's key, where a map by partialKey hashed the
+// key's string and each field of the struct again at every lookup (a
+// fifth of a release's time). Partials whose keys share a hash (other
+// keys, or other salts of one key) are chained.
+type partialTable map[uint64]*partial
+
+// get returns the partial of pk, of hash h (nil: none).
+func (t partialTable) get(h uint64, pk partialKey) *partial {
+	for p := t[h]; p != nil; p = p.next {
+		if p.key == pk {
+			return p
+		}
+	}
+	return nil
+}
+
+// add adds an empty partial of pk, of hash h (none there yet), and
+// returns it.
+func (t partialTable) add(h uint64, pk partialKey) *partial {
+	p := &partial{key: pk, next: t[h]}
+	t[h] = p
+	return p
+}
+
+// remove removes partial p, of hash h.
+func (t partialTable) remove(h uint64, p *partial) {
+	if t[h] == p {
+		if p.next == nil {
+			delete(t, h)
+		} else {
+			t[h] = p.next
+		}
+		return
+	}
+	for q := t[h]; q != nil; q = q.next {
+		if q.next == p {
+			q.next = p.next
+			return
+		}
+	}
+}
+
+// each calls f with every partial.
+func (t partialTable) each(f func(p *partial)) {
+	for _, p := range t {
+		for ; p != nil; p = p.next {
+			f(p)
+		}
+	}
+}
+
+// removeEmpty removes the partials that hold no entry once evicted at
+// time t, and returns how many there were before.
+func (t partialTable) removeEmpty(s *AggregateSpec, at event.Time) int {
+	n := 0
+	for h, p := range t {
+		for ; p != nil; p = p.next {
+			n++
+			p.evict(s, at)
+			if len(p.entries) == p.head {
+				t.remove(h, p)
+			}
+		}
+	}
+	return n
+}
+
 // aggAnswer is a partial's figures at an event's time, or their merge.
 type aggAnswer struct {
 	n, nums, distinct int
@@ -195,9 +271,9 @@ type aggAnswer struct {
 type aggWorker struct {
 	a        *ParallelAggregator
 	i        int
-	partials []map[partialKey]*aggWindow // by spec
-	answers  [][]aggAnswer               // by spec, by event: of the salted events whose partial it reads
-	found    [][]aggKey                  // by spec: the keys found hot in the release
+	partials []partialTable // by spec
+	answers  [][]aggAnswer  // by spec, by event: of the salted events whose partial it reads
+	found    [][]aggKey     // by spec: the keys found hot in the release
 	buckets  [hotBuckets]hotBucket
 	touched  []uint16 // buckets counted in
 	dropped  []uint64
@@ -429,21 +505,21 @@ func (w *aggWorker) steps(si int) {
 	}
 	answers := w.answers[si]
 	P, me := len(a.workers), w.i
-	// The window of the last step, for the next: a hot key's steps come
+	// The partial of the last step, for the next: a hot key's steps come
 	// in runs.
-	var lastKey partialKey
-	var lastWin *aggWindow
-	window := func(pk partialKey, create bool) *aggWindow {
-		if lastWin != nil && pk == lastKey {
-			return lastWin
+	var last *partial
+	window := func(h uint64, pk partialKey, create bool) *partial {
+		if last != nil && pk == last.key {
+			return last
 		}
-		win := parts[pk]
-		if win == nil && create {
-			win = &aggWindow{}
-			parts[pk] = win
+		p := parts.get(h, pk)
+		if p == nil && create {
+			p = parts.add(h, pk)
 		}
-		lastKey, lastWin = pk, win
-		return win
+		if p != nil {
+			last = p
+		}
+		return p
 	}
 	for i := 0; i < len(batch); {
 		t := batch[i].Time
@@ -479,7 +555,7 @@ func (w *aggWorker) steps(si int) {
 			if s.ValueSlot >= 0 {
 				v = batch[e].Field(s.ValueSlot)
 			}
-			win := window(partialKey{key: r.keys[e], salt: salt}, true)
+			win := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, true)
 			win.evict(s, t)
 			if len(win.entries)-win.head >= s.MaxPerKey {
 				win.drop(s)
@@ -496,13 +572,14 @@ func (w *aggWorker) steps(si int) {
 			if flag&evHot == 0 && salt != 0 || salt >= a.salts {
 				continue
 			}
-			pk := partialKey{key: r.keys[e], salt: salt}
-			win := window(pk, false)
-			if win != nil {
-				win.evict(s, t)
-				if len(win.entries) == win.head {
-					delete(parts, pk)
-					win, lastWin = nil, nil
+			var win *aggWindow // nil: no entry
+			if p := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, false); p != nil {
+				p.evict(s, t)
+				if len(p.entries) == p.head {
+					parts.remove(r.hash[e], p)
+					last = nil
+				} else {
+					win = &p.aggWindow
 				}
 			}
 			if flag&evHot != 0 {
@@ -546,14 +623,7 @@ func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer) {
 func (w *aggWorker) sweep() {
 	w.swept = 0
 	for si := range w.a.specs {
-		s := &w.a.specs[si]
-		for k, win := range w.partials[si] {
-			win.evict(s, w.a.wm)
-			if len(win.entries) == win.head {
-				delete(w.partials[si], k)
-			}
-			w.swept++
-		}
+		w.swept += w.partials[si].removeEmpty(&w.a.specs[si], w.a.wm)
 	}
 }
 
@@ -623,23 +693,21 @@ func (a *ParallelAggregator) salt(si int, k aggKey) {
 	a.hotList[si] = append(a.hotList[si], hotKey{h: h, k: k})
 	a.hotCount++
 	s := &a.specs[si]
-	pk := partialKey{key: k}
 	w := a.workers[a.workerOf(h, 0)]
-	old := w.partials[si][pk]
+	old := w.partials[si].get(h, partialKey{key: k})
 	if old == nil {
 		return
 	}
-	delete(w.partials[si], pk)
+	w.partials[si].remove(h, old)
 	for _, e := range old.live() {
 		a.moved++
 		to := partialKey{key: k, salt: a.saltOf(s, e.v, a.moved)}
 		tw := a.workers[a.workerOf(h, to.salt)]
-		win := tw.partials[si][to]
-		if win == nil {
-			win = &aggWindow{}
-			tw.partials[si][to] = win
+		p := tw.partials[si].get(h, to)
+		if p == nil {
+			p = tw.partials[si].add(h, to)
 		}
-		win.insert(s, e)
+		p.insert(s, e)
 	}
 }
 
@@ -716,15 +784,15 @@ func (a *ParallelAggregator) serial() *Aggregator {
 	for si := range a.specs {
 		spec := &a.specs[si]
 		for _, w := range a.workers {
-			for pk, win := range w.partials[si] {
-				win.evict(spec, a.wm)
-				to := s.keys[si][pk.key]
+			w.partials[si].each(func(p *partial) {
+				p.evict(spec, a.wm)
+				to := s.keys[si][p.key.key]
 				if to == nil {
 					to = &aggWindow{}
-					s.keys[si][pk.key] = to
+					s.keys[si][p.key.key] = to
 				}
-				to.entries = append(to.entries, win.live()...)
-			}
+				to.entries = append(to.entries, p.live()...)
+			})
 		}
 		for _, win := range s.keys[si] {
 			slices.SortStableFunc(win.entries, func(x, y aggEntry) int { return cmp.Compare(x.t, y.t) })
@@ -766,7 +834,8 @@ func (a *ParallelAggregator) restore(b []byte, heldOnly bool) error {
 	copy(a.dropped, s.dropped)
 	for si := range a.specs {
 		for k, win := range s.keys[si] {
-			a.workers[a.workerOf(a.hash(k), 0)].partials[si][partialKey{key: k}] = win
+			h := a.hash(k)
+			a.workers[a.workerOf(h, 0)].partials[si].add(h, partialKey{key: k}).aggWindow = *win
 		}
 	}
 	return nil
