@@ -614,7 +614,7 @@ func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer) {
 			ans.hasBest = true
 		}
 	case AggDistinct:
-		ans.distinct = len(w.seen)
+		ans.distinct = w.seen.len()
 	}
 }
 
