@@ -516,6 +516,15 @@ func (w *aggWindow) compact() {
 
 // insert counts an entry (its time not before the live ones').
 func (w *aggWindow) insert(s *AggregateSpec, e aggEntry) {
+	if s.Func == AggDistinct {
+		e.h = distinctHash(keyOf(e.v))
+	}
+	w.insertHashed(s, e)
+}
+
+// insertHashed is insert of an entry whose h is already its value's
+// distinctHash (distinct: a salted entry's, found for its salt).
+func (w *aggWindow) insertHashed(s *AggregateSpec, e aggEntry) {
 	w.entries = append(w.entries, e)
 	switch s.Func {
 	case AggSum, AggAvg:
@@ -525,7 +534,7 @@ func (w *aggWindow) insert(s *AggregateSpec, e aggEntry) {
 	case AggMin, AggMax:
 		w.candidate(s, e)
 	case AggDistinct:
-		w.seen.add(&w.entries[len(w.entries)-1])
+		w.seen.add(e)
 	}
 }
 
@@ -604,10 +613,9 @@ var distinctHash = func(k aggKey) uint64 {
 	return maphash.Comparable(distinctSeed, k.n) ^ uint64(k.kind)
 }
 
-// add counts e's value, and sets e.h to its hash.
-func (d *distinctSet) add(e *aggEntry) {
+// add counts e's value (e.h its hash).
+func (d *distinctSet) add(e aggEntry) {
 	k := keyOf(e.v)
-	e.h = distinctHash(k)
 	if n, ok := d.clash[k]; ok {
 		d.clash[k] = n + 1
 		return

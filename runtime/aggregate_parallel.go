@@ -108,7 +108,8 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 	// collected (they hold the crew, not it).
 	goruntime.AddCleanup(a, (*crew).close, a.crew)
 	for i := range workers {
-		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)), found: make([][]aggKey, len(specs))}
+		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)),
+			sums: make([][]exactSum, len(specs)), found: make([][]aggKey, len(specs))}
 		for range specs {
 			w.partials = append(w.partials, partialTable{})
 		}
@@ -259,9 +260,11 @@ func (t partialTable) removeEmpty(s *AggregateSpec, at event.Time) int {
 }
 
 // aggAnswer is a partial's figures at an event's time, or their merge.
+// The exact sum of a sum or an average is apart (aggWorker.sums), so that
+// the answers of the other functions are 40 bytes, not 170: the merge
+// reads two an event.
 type aggAnswer struct {
 	n, nums, distinct int
-	sum               exactSum
 	best              float64
 	hasBest           bool
 }
@@ -273,6 +276,7 @@ type aggWorker struct {
 	i        int
 	partials []partialTable // by spec
 	answers  [][]aggAnswer  // by spec, by event: of the salted events whose partial it reads
+	sums     [][]exactSum   // by spec, by event: the answers' exact sums (sum and avg)
 	found    [][]aggKey     // by spec: the keys found hot in the release
 	buckets  [hotBuckets]hotBucket
 	touched  []uint16 // buckets counted in
@@ -280,6 +284,7 @@ type aggWorker struct {
 	kb       Aggregator // key's buffer
 	swept    int        // windows seen by the last sweep
 	merged   aggAnswer  // merge's
+	sum      exactSum   // merge's
 }
 
 // releaseSpec is the release's events for one aggregate, by event: found
@@ -287,9 +292,10 @@ type aggWorker struct {
 type releaseSpec struct {
 	keys  []aggKey
 	hash  []uint64
-	owner []uint8 // the worker of the key's partial of salt 0
-	flag  []uint8 // evNull, evHot, evCounts
-	salt  []uint8 // a hot event's partial, when it counts
+	owner []uint8  // the worker of the key's partial of salt 0
+	flag  []uint8  // evNull, evHot, evCounts
+	salt  []uint8  // a hot event's partial, when it counts
+	vhash []uint64 // a hot event's value's distinctHash (distinct), its salt's
 }
 
 // The flags of a release's event.
@@ -326,10 +332,11 @@ func (a *ParallelAggregator) hash(k aggKey) uint64 {
 }
 
 // saltOf is the partial an entry of a hot key goes to: for distinct, the
-// value's (disjoint values in the partials); else the arrival's.
-func (a *ParallelAggregator) saltOf(s *AggregateSpec, v event.Value, n uint64) int {
+// value's (vh, its distinctHash: disjoint values in the partials); else
+// the arrival's (n).
+func (a *ParallelAggregator) saltOf(s *AggregateSpec, vh, n uint64) int {
 	if s.Func == AggDistinct {
-		return int(a.hash(keyOf(v)) % uint64(a.salts))
+		return int(vh % uint64(a.salts))
 	}
 	return int(n % uint64(a.salts))
 }
@@ -359,6 +366,7 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 		r.owner = slices.Grow(r.owner[:0], n)[:n]
 		r.flag = slices.Grow(r.flag[:0], n)[:n]
 		r.salt = slices.Grow(r.salt[:0], n)[:n]
+		r.vhash = slices.Grow(r.vhash[:0], n)[:n]
 	}
 	a.sweepAt--
 	a.sweeping = a.sweepAt <= 0
@@ -415,7 +423,12 @@ func (w *aggWorker) keys() {
 			if (s.Accepts == nil || s.Accepts(ev)) && counts(s.Func, v) {
 				flag |= evCounts
 				if flag&evHot != 0 {
-					r.salt[e] = uint8(a.saltOf(s, v, uint64(e)))
+					var vh uint64
+					if s.Func == AggDistinct {
+						vh = distinctHash(keyOf(v))
+						r.vhash[e] = vh
+					}
+					r.salt[e] = uint8(a.saltOf(s, vh, uint64(e)))
 				}
 			}
 			r.flag[e] = flag
@@ -504,6 +517,13 @@ func (w *aggWorker) steps(si int) {
 		w.answers[si] = append(w.answers[si], make([]aggAnswer, len(batch)-len(w.answers[si]))...)
 	}
 	answers := w.answers[si]
+	var sums []exactSum
+	if s.Func == AggSum || s.Func == AggAvg {
+		if len(w.sums[si]) < len(batch) {
+			w.sums[si] = append(w.sums[si], make([]exactSum, len(batch)-len(w.sums[si]))...)
+		}
+		sums = w.sums[si]
+	}
 	P, me := len(a.workers), w.i
 	// The partial of the last step, for the next: a hot key's steps come
 	// in runs.
@@ -561,7 +581,11 @@ func (w *aggWorker) steps(si int) {
 				win.drop(s)
 				w.dropped[si]++
 			}
-			win.insert(s, aggEntry{t: t, v: v})
+			if flag&evHot != 0 && s.Func == AggDistinct {
+				win.insertHashed(s, aggEntry{t: t, v: v, h: r.vhash[e]})
+			} else {
+				win.insert(s, aggEntry{t: t, v: v})
+			}
 		}
 		for e := i; e < j; e++ {
 			flag, owner := r.flag[e], int(r.owner[e])
@@ -583,7 +607,11 @@ func (w *aggWorker) steps(si int) {
 				}
 			}
 			if flag&evHot != 0 {
-				win.answer(s, &answers[e])
+				var sum *exactSum
+				if sums != nil {
+					sum = &sums[e]
+				}
+				win.answer(s, &answers[e], sum)
 				continue
 			}
 			if ev := batch[e]; s.Slot < len(ev.Fields) {
@@ -594,11 +622,12 @@ func (w *aggWorker) steps(si int) {
 	}
 }
 
-// answer sets ans to the window's figures (nil: no event).
-func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer) {
+// answer sets ans to the window's figures (nil: no event), and sum to
+// its exact sum (sum and avg; nil for the others).
+func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer, sum *exactSum) {
 	ans.n, ans.nums, ans.distinct, ans.hasBest = 0, 0, 0, false
-	if s.Func == AggSum || s.Func == AggAvg {
-		ans.sum.reset()
+	if sum != nil {
+		sum.reset()
 	}
 	if w == nil {
 		return
@@ -607,7 +636,7 @@ func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer) {
 	switch s.Func {
 	case AggSum, AggAvg:
 		ans.nums = w.nums
-		ans.sum.set(&w.sum)
+		sum.set(&w.sum)
 	case AggMin, AggMax:
 		if w.mhead < len(w.mono) {
 			ans.best, _ = w.mono[w.mhead].v.AsFloat()
@@ -643,20 +672,24 @@ func (w *aggWorker) merge() {
 				continue
 			}
 			m.n, m.nums, m.distinct, m.hasBest = 0, 0, 0, false
-			m.sum.reset()
+			sums := s.Func == AggSum || s.Func == AggAvg
+			if sums {
+				w.sum.reset()
+			}
 			for salt := range a.salts {
-				p := &a.workers[a.workerOf(r.hash[e], salt)].answers[si][e]
+				pw := a.workers[a.workerOf(r.hash[e], salt)]
+				p := &pw.answers[si][e]
 				m.n += p.n
 				m.nums += p.nums
 				m.distinct += p.distinct
-				if s.Func == AggSum || s.Func == AggAvg {
-					m.sum.merge(&p.sum)
+				if sums {
+					w.sum.merge(&pw.sums[si][e])
 				}
 				if p.hasBest && (!m.hasBest || s.Func == AggMin && p.best < m.best || s.Func == AggMax && p.best > m.best) {
 					m.best, m.hasBest = p.best, true
 				}
 			}
-			ev.Fields[s.Slot] = m.value(s)
+			ev.Fields[s.Slot] = m.value(s, &w.sum)
 		}
 	}
 }
@@ -701,30 +734,31 @@ func (a *ParallelAggregator) salt(si int, k aggKey) {
 	w.partials[si].remove(h, old)
 	for _, e := range old.live() {
 		a.moved++
-		to := partialKey{key: k, salt: a.saltOf(s, e.v, a.moved)}
+		to := partialKey{key: k, salt: a.saltOf(s, e.h, a.moved)}
 		tw := a.workers[a.workerOf(h, to.salt)]
 		p := tw.partials[si].get(h, to)
 		if p == nil {
 			p = tw.partials[si].add(h, to)
 		}
-		p.insert(s, e)
+		p.insertHashed(s, e)
 	}
 }
 
-// value is the merged answer as the aggregate's value.
-func (m *aggAnswer) value(s *AggregateSpec) event.Value {
+// value is the merged answer as the aggregate's value (sum: its exact
+// sum, for sum and avg).
+func (m *aggAnswer) value(s *AggregateSpec, sum *exactSum) event.Value {
 	switch s.Func {
 	case AggCount:
 		return event.Int(int64(m.n))
 	case AggDistinct:
 		return event.Int(int64(m.distinct))
 	case AggSum:
-		return event.Float(m.sum.value())
+		return event.Float(sum.value())
 	case AggAvg:
 		if m.nums == 0 {
 			return event.Null
 		}
-		return event.Float(m.sum.value() / float64(m.nums))
+		return event.Float(sum.value() / float64(m.nums))
 	}
 	if !m.hasBest {
 		return event.Null
