@@ -514,6 +514,26 @@ func (w *aggWindow) compact() {
 	}
 }
 
+// push appends e to the entries. When the slice is full, the live
+// entries move to its front if a quarter of it is dead, else to a new
+// slice of twice its size: append grows a large slice by a quarter, so a
+// hot key's window was allocated anew many times over as it filled (most
+// of the aggregator's garbage, and so of its collections).
+func (w *aggWindow) push(e aggEntry) {
+	if n := len(w.entries); n == cap(w.entries) && n >= 256 {
+		to := w.entries
+		if w.head < n/4 {
+			to = make([]aggEntry, n-w.head, 2*n)
+		}
+		m := copy(to[:n-w.head], w.entries[w.head:])
+		if w.head >= n/4 {
+			clear(w.entries[m:])
+		}
+		w.entries, w.head = to[:m], 0
+	}
+	w.entries = append(w.entries, e)
+}
+
 // insert counts an entry (its time not before the live ones').
 func (w *aggWindow) insert(s *AggregateSpec, e aggEntry) {
 	if s.Func == AggDistinct {
@@ -525,7 +545,7 @@ func (w *aggWindow) insert(s *AggregateSpec, e aggEntry) {
 // insertHashed is insert of an entry whose h is already its value's
 // distinctHash (distinct: a salted entry's, found for its salt).
 func (w *aggWindow) insertHashed(s *AggregateSpec, e aggEntry) {
-	w.entries = append(w.entries, e)
+	w.push(e)
 	switch s.Func {
 	case AggSum, AggAvg:
 		f, _ := e.v.AsFloat()
