@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/big"
 	"slices"
@@ -428,10 +429,13 @@ func (a *Aggregator) sweep() {
 	a.sweepAt = max(64, n/8)
 }
 
-// aggEntry is one event counted in a window: its time and value.
+// aggEntry is one event counted in a window: its time and value (and,
+// in a distinct count's window, the hash of its value's key, so that
+// forgetting it does not read the value's string again).
 type aggEntry struct {
 	t event.Time
 	v event.Value
+	h uint64
 }
 
 // aggWindow is one key's window: its entries in time order (a ring) and
@@ -440,10 +444,10 @@ type aggWindow struct {
 	entries []aggEntry // in time order; entries[head:] are live
 	head    int
 	sum     exactSum
-	nums    int            // entries with a numeric value
-	mono    []aggEntry     // min or max: the candidates, monotonic
-	mhead   int            // of mono
-	seen    map[aggKey]int // distinct: occurrences of each value in the window
+	nums    int         // entries with a numeric value
+	mono    []aggEntry  // min or max: the candidates, monotonic
+	mhead   int         // of mono
+	seen    distinctSet // distinct: occurrences of each value in the window
 }
 
 func (w *aggWindow) live() []aggEntry { return w.entries[w.head:] }
@@ -492,12 +496,7 @@ func (w *aggWindow) remove(s *AggregateSpec) {
 		w.sum.add(f, -1)
 		w.nums--
 	case AggDistinct:
-		k := keyOf(e.v)
-		if n := w.seen[k]; n <= 1 {
-			delete(w.seen, k)
-		} else {
-			w.seen[k] = n - 1
-		}
+		w.seen.remove(e)
 	}
 }
 
@@ -515,9 +514,38 @@ func (w *aggWindow) compact() {
 	}
 }
 
+// push appends e to the entries. When the slice is full, the live
+// entries move to its front if a quarter of it is dead, else to a new
+// slice of twice its size: append grows a large slice by a quarter, so a
+// hot key's window was allocated anew many times over as it filled (most
+// of the aggregator's garbage, and so of its collections).
+func (w *aggWindow) push(e aggEntry) {
+	if n := len(w.entries); n == cap(w.entries) && n >= 256 {
+		to := w.entries
+		if w.head < n/4 {
+			to = make([]aggEntry, n-w.head, 2*n)
+		}
+		m := copy(to[:n-w.head], w.entries[w.head:])
+		if w.head >= n/4 {
+			clear(w.entries[m:])
+		}
+		w.entries, w.head = to[:m], 0
+	}
+	w.entries = append(w.entries, e)
+}
+
 // insert counts an entry (its time not before the live ones').
 func (w *aggWindow) insert(s *AggregateSpec, e aggEntry) {
-	w.entries = append(w.entries, e)
+	if s.Func == AggDistinct {
+		e.h = distinctHash(keyOf(e.v))
+	}
+	w.insertHashed(s, e)
+}
+
+// insertHashed is insert of an entry whose h is already its value's
+// distinctHash (distinct: a salted entry's, found for its salt).
+func (w *aggWindow) insertHashed(s *AggregateSpec, e aggEntry) {
+	w.push(e)
 	switch s.Func {
 	case AggSum, AggAvg:
 		f, _ := e.v.AsFloat()
@@ -526,10 +554,7 @@ func (w *aggWindow) insert(s *AggregateSpec, e aggEntry) {
 	case AggMin, AggMax:
 		w.candidate(s, e)
 	case AggDistinct:
-		if w.seen == nil {
-			w.seen = map[aggKey]int{}
-		}
-		w.seen[keyOf(e.v)]++
+		w.seen.add(e)
 	}
 }
 
@@ -561,7 +586,7 @@ func (w *aggWindow) value(s *AggregateSpec) event.Value {
 		if w == nil {
 			return event.Int(0)
 		}
-		return event.Int(int64(len(w.seen)))
+		return event.Int(int64(w.seen.len()))
 	case AggSum:
 		if w == nil {
 			return event.Float(0)
@@ -578,6 +603,84 @@ func (w *aggWindow) value(s *AggregateSpec) event.Value {
 	}
 	return w.mono[w.mhead].v
 }
+
+// distinctSet counts the values in a distinct count's window, by the
+// hash of their key (an entry keeps its value's): a map by a uint64 costs
+// less than one by aggKey, which hashes the string of each value added
+// and of each value forgotten, long after it was read. A value whose hash
+// another value in the set has (a clash: a chance of about n²/2^65 in a
+// window of n values) is counted by its key instead.
+type distinctSet struct {
+	byHash map[uint64]distinctValue
+	clash  map[aggKey]int
+}
+
+// distinctValue is a value in a distinctSet and its occurrences.
+type distinctValue struct {
+	key aggKey
+	n   int
+}
+
+// distinctSeed seeds the hashes of a distinctSet's values.
+var distinctSeed = maphash.MakeSeed()
+
+// distinctHash is the hash of a distinct value's key (a variable, so
+// that a test can make values clash).
+var distinctHash = func(k aggKey) uint64 {
+	if k.s != "" {
+		return maphash.String(distinctSeed, k.s) ^ uint64(k.kind)
+	}
+	return maphash.Comparable(distinctSeed, k.n) ^ uint64(k.kind)
+}
+
+// add counts e's value (e.h its hash).
+func (d *distinctSet) add(e aggEntry) {
+	k := keyOf(e.v)
+	if n, ok := d.clash[k]; ok {
+		d.clash[k] = n + 1
+		return
+	}
+	if d.byHash == nil {
+		d.byHash = map[uint64]distinctValue{}
+	}
+	c, ok := d.byHash[e.h]
+	switch {
+	case !ok:
+		d.byHash[e.h] = distinctValue{key: k, n: 1}
+	case c.key == k:
+		c.n++
+		d.byHash[e.h] = c
+	default:
+		if d.clash == nil {
+			d.clash = map[aggKey]int{}
+		}
+		d.clash[k] = 1
+	}
+}
+
+// remove forgets one occurrence of e's value (counted by add).
+func (d *distinctSet) remove(e aggEntry) {
+	if len(d.clash) > 0 {
+		k := keyOf(e.v)
+		if n, ok := d.clash[k]; ok {
+			if n <= 1 {
+				delete(d.clash, k)
+			} else {
+				d.clash[k] = n - 1
+			}
+			return
+		}
+	}
+	if c := d.byHash[e.h]; c.n <= 1 {
+		delete(d.byHash, e.h)
+	} else {
+		c.n--
+		d.byHash[e.h] = c
+	}
+}
+
+// len is the number of distinct values.
+func (d *distinctSet) len() int { return len(d.byHash) + len(d.clash) }
 
 // floorDiv is t/d rounded towards minus infinity.
 func floorDiv(t, d event.Time) event.Time {

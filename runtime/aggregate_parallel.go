@@ -108,9 +108,10 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 	// collected (they hold the crew, not it).
 	goruntime.AddCleanup(a, (*crew).close, a.crew)
 	for i := range workers {
-		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)), found: make([][]aggKey, len(specs))}
+		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)),
+			sums: make([][]exactSum, len(specs)), found: make([][]aggKey, len(specs))}
 		for range specs {
-			w.partials = append(w.partials, map[partialKey]*aggWindow{})
+			w.partials = append(w.partials, partialTable{})
 		}
 		a.workers = append(a.workers, w)
 	}
@@ -162,9 +163,7 @@ func (a *ParallelAggregator) KeyCounts() []int {
 	for si := range a.specs {
 		seen := map[aggKey]bool{}
 		for _, w := range a.workers {
-			for pk := range w.partials[si] {
-				seen[pk.key] = true
-			}
+			w.partials[si].each(func(p *partial) { seen[p.key.key] = true })
 		}
 		out[si] = len(seen)
 	}
@@ -182,10 +181,90 @@ type partialKey struct {
 	salt int
 }
 
+// partial is a partial window and its key, chained to the other partials
+// of its key's hash in a partialTable.
+type partial struct {
+	key  partialKey
+	next *partial
+	aggWindow
+}
+
+// partialTable is a worker's partial windows of one aggregate by the hash
+// of their key (ParallelAggregator.hash). The keys phase hashes each
+// event's key once; a lookup then costs a map access by a uint64 and a
+// compare of the partial's key, where a map by partialKey hashed the
+// key's string and each field of the struct again at every lookup (a
+// fifth of a release's time). Partials whose keys share a hash (other
+// keys, or other salts of one key) are chained.
+type partialTable map[uint64]*partial
+
+// get returns the partial of pk, of hash h (nil: none).
+func (t partialTable) get(h uint64, pk partialKey) *partial {
+	for p := t[h]; p != nil; p = p.next {
+		if p.key == pk {
+			return p
+		}
+	}
+	return nil
+}
+
+// add adds an empty partial of pk, of hash h (none there yet), and
+// returns it.
+func (t partialTable) add(h uint64, pk partialKey) *partial {
+	p := &partial{key: pk, next: t[h]}
+	t[h] = p
+	return p
+}
+
+// remove removes partial p, of hash h.
+func (t partialTable) remove(h uint64, p *partial) {
+	if t[h] == p {
+		if p.next == nil {
+			delete(t, h)
+		} else {
+			t[h] = p.next
+		}
+		return
+	}
+	for q := t[h]; q != nil; q = q.next {
+		if q.next == p {
+			q.next = p.next
+			return
+		}
+	}
+}
+
+// each calls f with every partial.
+func (t partialTable) each(f func(p *partial)) {
+	for _, p := range t {
+		for ; p != nil; p = p.next {
+			f(p)
+		}
+	}
+}
+
+// removeEmpty removes the partials that hold no entry once evicted at
+// time t, and returns how many there were before.
+func (t partialTable) removeEmpty(s *AggregateSpec, at event.Time) int {
+	n := 0
+	for h, p := range t {
+		for ; p != nil; p = p.next {
+			n++
+			p.evict(s, at)
+			if len(p.entries) == p.head {
+				t.remove(h, p)
+			}
+		}
+	}
+	return n
+}
+
 // aggAnswer is a partial's figures at an event's time, or their merge.
+// The exact sum of a sum or an average is apart (aggWorker.sums), so that
+// the answers of the other functions are 40 bytes, not 170: the merge
+// reads two an event.
 type aggAnswer struct {
 	n, nums, distinct int
-	sum               exactSum
 	best              float64
 	hasBest           bool
 }
@@ -195,15 +274,17 @@ type aggAnswer struct {
 type aggWorker struct {
 	a        *ParallelAggregator
 	i        int
-	partials []map[partialKey]*aggWindow // by spec
-	answers  [][]aggAnswer               // by spec, by event: of the salted events whose partial it reads
-	found    [][]aggKey                  // by spec: the keys found hot in the release
+	partials []partialTable // by spec
+	answers  [][]aggAnswer  // by spec, by event: of the salted events whose partial it reads
+	sums     [][]exactSum   // by spec, by event: the answers' exact sums (sum and avg)
+	found    [][]aggKey     // by spec: the keys found hot in the release
 	buckets  [hotBuckets]hotBucket
 	touched  []uint16 // buckets counted in
 	dropped  []uint64
 	kb       Aggregator // key's buffer
 	swept    int        // windows seen by the last sweep
 	merged   aggAnswer  // merge's
+	sum      exactSum   // merge's
 }
 
 // releaseSpec is the release's events for one aggregate, by event: found
@@ -211,9 +292,10 @@ type aggWorker struct {
 type releaseSpec struct {
 	keys  []aggKey
 	hash  []uint64
-	owner []uint8 // the worker of the key's partial of salt 0
-	flag  []uint8 // evNull, evHot, evCounts
-	salt  []uint8 // a hot event's partial, when it counts
+	owner []uint8  // the worker of the key's partial of salt 0
+	flag  []uint8  // evNull, evHot, evCounts
+	salt  []uint8  // a hot event's partial, when it counts
+	vhash []uint64 // a hot event's value's distinctHash (distinct), its salt's
 }
 
 // The flags of a release's event.
@@ -250,10 +332,11 @@ func (a *ParallelAggregator) hash(k aggKey) uint64 {
 }
 
 // saltOf is the partial an entry of a hot key goes to: for distinct, the
-// value's (disjoint values in the partials); else the arrival's.
-func (a *ParallelAggregator) saltOf(s *AggregateSpec, v event.Value, n uint64) int {
+// value's (vh, its distinctHash: disjoint values in the partials); else
+// the arrival's (n).
+func (a *ParallelAggregator) saltOf(s *AggregateSpec, vh, n uint64) int {
 	if s.Func == AggDistinct {
-		return int(a.hash(keyOf(v)) % uint64(a.salts))
+		return int(vh % uint64(a.salts))
 	}
 	return int(n % uint64(a.salts))
 }
@@ -283,6 +366,7 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 		r.owner = slices.Grow(r.owner[:0], n)[:n]
 		r.flag = slices.Grow(r.flag[:0], n)[:n]
 		r.salt = slices.Grow(r.salt[:0], n)[:n]
+		r.vhash = slices.Grow(r.vhash[:0], n)[:n]
 	}
 	a.sweepAt--
 	a.sweeping = a.sweepAt <= 0
@@ -339,7 +423,12 @@ func (w *aggWorker) keys() {
 			if (s.Accepts == nil || s.Accepts(ev)) && counts(s.Func, v) {
 				flag |= evCounts
 				if flag&evHot != 0 {
-					r.salt[e] = uint8(a.saltOf(s, v, uint64(e)))
+					var vh uint64
+					if s.Func == AggDistinct {
+						vh = distinctHash(keyOf(v))
+						r.vhash[e] = vh
+					}
+					r.salt[e] = uint8(a.saltOf(s, vh, uint64(e)))
 				}
 			}
 			r.flag[e] = flag
@@ -428,22 +517,29 @@ func (w *aggWorker) steps(si int) {
 		w.answers[si] = append(w.answers[si], make([]aggAnswer, len(batch)-len(w.answers[si]))...)
 	}
 	answers := w.answers[si]
+	var sums []exactSum
+	if s.Func == AggSum || s.Func == AggAvg {
+		if len(w.sums[si]) < len(batch) {
+			w.sums[si] = append(w.sums[si], make([]exactSum, len(batch)-len(w.sums[si]))...)
+		}
+		sums = w.sums[si]
+	}
 	P, me := len(a.workers), w.i
-	// The window of the last step, for the next: a hot key's steps come
+	// The partial of the last step, for the next: a hot key's steps come
 	// in runs.
-	var lastKey partialKey
-	var lastWin *aggWindow
-	window := func(pk partialKey, create bool) *aggWindow {
-		if lastWin != nil && pk == lastKey {
-			return lastWin
+	var last *partial
+	window := func(h uint64, pk partialKey, create bool) *partial {
+		if last != nil && pk == last.key {
+			return last
 		}
-		win := parts[pk]
-		if win == nil && create {
-			win = &aggWindow{}
-			parts[pk] = win
+		p := parts.get(h, pk)
+		if p == nil && create {
+			p = parts.add(h, pk)
 		}
-		lastKey, lastWin = pk, win
-		return win
+		if p != nil {
+			last = p
+		}
+		return p
 	}
 	for i := 0; i < len(batch); {
 		t := batch[i].Time
@@ -479,13 +575,17 @@ func (w *aggWorker) steps(si int) {
 			if s.ValueSlot >= 0 {
 				v = batch[e].Field(s.ValueSlot)
 			}
-			win := window(partialKey{key: r.keys[e], salt: salt}, true)
+			win := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, true)
 			win.evict(s, t)
 			if len(win.entries)-win.head >= s.MaxPerKey {
 				win.drop(s)
 				w.dropped[si]++
 			}
-			win.insert(s, aggEntry{t: t, v: v})
+			if flag&evHot != 0 && s.Func == AggDistinct {
+				win.insertHashed(s, aggEntry{t: t, v: v, h: r.vhash[e]})
+			} else {
+				win.insert(s, aggEntry{t: t, v: v})
+			}
 		}
 		for e := i; e < j; e++ {
 			flag, owner := r.flag[e], int(r.owner[e])
@@ -496,17 +596,22 @@ func (w *aggWorker) steps(si int) {
 			if flag&evHot == 0 && salt != 0 || salt >= a.salts {
 				continue
 			}
-			pk := partialKey{key: r.keys[e], salt: salt}
-			win := window(pk, false)
-			if win != nil {
-				win.evict(s, t)
-				if len(win.entries) == win.head {
-					delete(parts, pk)
-					win, lastWin = nil, nil
+			var win *aggWindow // nil: no entry
+			if p := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, false); p != nil {
+				p.evict(s, t)
+				if len(p.entries) == p.head {
+					parts.remove(r.hash[e], p)
+					last = nil
+				} else {
+					win = &p.aggWindow
 				}
 			}
 			if flag&evHot != 0 {
-				win.answer(s, &answers[e])
+				var sum *exactSum
+				if sums != nil {
+					sum = &sums[e]
+				}
+				win.answer(s, &answers[e], sum)
 				continue
 			}
 			if ev := batch[e]; s.Slot < len(ev.Fields) {
@@ -517,11 +622,12 @@ func (w *aggWorker) steps(si int) {
 	}
 }
 
-// answer sets ans to the window's figures (nil: no event).
-func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer) {
+// answer sets ans to the window's figures (nil: no event), and sum to
+// its exact sum (sum and avg; nil for the others).
+func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer, sum *exactSum) {
 	ans.n, ans.nums, ans.distinct, ans.hasBest = 0, 0, 0, false
-	if s.Func == AggSum || s.Func == AggAvg {
-		ans.sum.reset()
+	if sum != nil {
+		sum.reset()
 	}
 	if w == nil {
 		return
@@ -530,14 +636,14 @@ func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer) {
 	switch s.Func {
 	case AggSum, AggAvg:
 		ans.nums = w.nums
-		ans.sum.set(&w.sum)
+		sum.set(&w.sum)
 	case AggMin, AggMax:
 		if w.mhead < len(w.mono) {
 			ans.best, _ = w.mono[w.mhead].v.AsFloat()
 			ans.hasBest = true
 		}
 	case AggDistinct:
-		ans.distinct = len(w.seen)
+		ans.distinct = w.seen.len()
 	}
 }
 
@@ -546,14 +652,7 @@ func (w *aggWindow) answer(s *AggregateSpec, ans *aggAnswer) {
 func (w *aggWorker) sweep() {
 	w.swept = 0
 	for si := range w.a.specs {
-		s := &w.a.specs[si]
-		for k, win := range w.partials[si] {
-			win.evict(s, w.a.wm)
-			if len(win.entries) == win.head {
-				delete(w.partials[si], k)
-			}
-			w.swept++
-		}
+		w.swept += w.partials[si].removeEmpty(&w.a.specs[si], w.a.wm)
 	}
 }
 
@@ -573,20 +672,24 @@ func (w *aggWorker) merge() {
 				continue
 			}
 			m.n, m.nums, m.distinct, m.hasBest = 0, 0, 0, false
-			m.sum.reset()
+			sums := s.Func == AggSum || s.Func == AggAvg
+			if sums {
+				w.sum.reset()
+			}
 			for salt := range a.salts {
-				p := &a.workers[a.workerOf(r.hash[e], salt)].answers[si][e]
+				pw := a.workers[a.workerOf(r.hash[e], salt)]
+				p := &pw.answers[si][e]
 				m.n += p.n
 				m.nums += p.nums
 				m.distinct += p.distinct
-				if s.Func == AggSum || s.Func == AggAvg {
-					m.sum.merge(&p.sum)
+				if sums {
+					w.sum.merge(&pw.sums[si][e])
 				}
 				if p.hasBest && (!m.hasBest || s.Func == AggMin && p.best < m.best || s.Func == AggMax && p.best > m.best) {
 					m.best, m.hasBest = p.best, true
 				}
 			}
-			ev.Fields[s.Slot] = m.value(s)
+			ev.Fields[s.Slot] = m.value(s, &w.sum)
 		}
 	}
 }
@@ -623,40 +726,39 @@ func (a *ParallelAggregator) salt(si int, k aggKey) {
 	a.hotList[si] = append(a.hotList[si], hotKey{h: h, k: k})
 	a.hotCount++
 	s := &a.specs[si]
-	pk := partialKey{key: k}
 	w := a.workers[a.workerOf(h, 0)]
-	old := w.partials[si][pk]
+	old := w.partials[si].get(h, partialKey{key: k})
 	if old == nil {
 		return
 	}
-	delete(w.partials[si], pk)
+	w.partials[si].remove(h, old)
 	for _, e := range old.live() {
 		a.moved++
-		to := partialKey{key: k, salt: a.saltOf(s, e.v, a.moved)}
+		to := partialKey{key: k, salt: a.saltOf(s, e.h, a.moved)}
 		tw := a.workers[a.workerOf(h, to.salt)]
-		win := tw.partials[si][to]
-		if win == nil {
-			win = &aggWindow{}
-			tw.partials[si][to] = win
+		p := tw.partials[si].get(h, to)
+		if p == nil {
+			p = tw.partials[si].add(h, to)
 		}
-		win.insert(s, e)
+		p.insertHashed(s, e)
 	}
 }
 
-// value is the merged answer as the aggregate's value.
-func (m *aggAnswer) value(s *AggregateSpec) event.Value {
+// value is the merged answer as the aggregate's value (sum: its exact
+// sum, for sum and avg).
+func (m *aggAnswer) value(s *AggregateSpec, sum *exactSum) event.Value {
 	switch s.Func {
 	case AggCount:
 		return event.Int(int64(m.n))
 	case AggDistinct:
 		return event.Int(int64(m.distinct))
 	case AggSum:
-		return event.Float(m.sum.value())
+		return event.Float(sum.value())
 	case AggAvg:
 		if m.nums == 0 {
 			return event.Null
 		}
-		return event.Float(m.sum.value() / float64(m.nums))
+		return event.Float(sum.value() / float64(m.nums))
 	}
 	if !m.hasBest {
 		return event.Null
@@ -716,15 +818,15 @@ func (a *ParallelAggregator) serial() *Aggregator {
 	for si := range a.specs {
 		spec := &a.specs[si]
 		for _, w := range a.workers {
-			for pk, win := range w.partials[si] {
-				win.evict(spec, a.wm)
-				to := s.keys[si][pk.key]
+			w.partials[si].each(func(p *partial) {
+				p.evict(spec, a.wm)
+				to := s.keys[si][p.key.key]
 				if to == nil {
 					to = &aggWindow{}
-					s.keys[si][pk.key] = to
+					s.keys[si][p.key.key] = to
 				}
-				to.entries = append(to.entries, win.live()...)
-			}
+				to.entries = append(to.entries, p.live()...)
+			})
 		}
 		for _, win := range s.keys[si] {
 			slices.SortStableFunc(win.entries, func(x, y aggEntry) int { return cmp.Compare(x.t, y.t) })
@@ -766,7 +868,8 @@ func (a *ParallelAggregator) restore(b []byte, heldOnly bool) error {
 	copy(a.dropped, s.dropped)
 	for si := range a.specs {
 		for k, win := range s.keys[si] {
-			a.workers[a.workerOf(a.hash(k), 0)].partials[si][partialKey{key: k}] = win
+			h := a.hash(k)
+			a.workers[a.workerOf(h, 0)].partials[si].add(h, partialKey{key: k}).aggWindow = *win
 		}
 	}
 	return nil
