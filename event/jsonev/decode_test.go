@@ -394,6 +394,68 @@ func BenchmarkDecodeFreshEvent(b *testing.B) {
 	}
 }
 
+// cardsSchema and cardsEvent: the schema and a record of the cards
+// backtest (rulesets/cards.cep on the events of `cepheus gen`), the main
+// benchmark of the engine: 18 fields, an RFC 3339 time, about 340 bytes.
+var cardsSchema = event.MustSchema(
+	event.Field{Name: "ts", Kind: event.KindInt},
+	event.Field{Name: "type", Kind: event.KindString},
+	event.Field{Name: "event_id", Kind: event.KindString},
+	event.Field{Name: "customer_id", Kind: event.KindString},
+	event.Field{Name: "card_id", Kind: event.KindString},
+	event.Field{Name: "amount", Kind: event.KindFloat},
+	event.Field{Name: "currency", Kind: event.KindString},
+	event.Field{Name: "merchant_id", Kind: event.KindString},
+	event.Field{Name: "merchant_country", Kind: event.KindString},
+	event.Field{Name: "mcc", Kind: event.KindString},
+	event.Field{Name: "card_country", Kind: event.KindString},
+	event.Field{Name: "device_id", Kind: event.KindString},
+	event.Field{Name: "ip", Kind: event.KindString},
+	event.Field{Name: "ip_country", Kind: event.KindString},
+	event.Field{Name: "lat", Kind: event.KindFloat},
+	event.Field{Name: "lon", Kind: event.KindFloat},
+	event.Field{Name: "is_fraud", Kind: event.KindBool},
+	event.Field{Name: "scenario", Kind: event.KindString},
+)
+
+const cardsEvent = `{"ts":"2026-01-01T00:01:13.497Z","type":"auth","event_id":"evt_1","customer_id":"cust_4230",` +
+	`"card_id":"card_6982","amount":72.33,"currency":"USD","merchant_id":"merch_3170","merchant_country":"FR",` +
+	`"mcc":"5541","card_country":"FR","device_id":"","ip":"","ip_country":"","lat":45.8387,"lon":4.8813,` +
+	`"is_fraud":false,"scenario":""}`
+
+// TestDecodeCards checks the record of BenchmarkDecodeCards field by field.
+func TestDecodeCards(t *testing.T) {
+	d := testDecoder(t, Config{Schema: cardsSchema, TimeField: "ts"})
+	var ev event.Event
+	if err := d.Decode([]byte(cardsEvent), &ev); err != nil {
+		t.Fatal(err)
+	}
+	const want = `ts=int:1767225673497 type=string:"auth" event_id=string:"evt_1" customer_id=string:"cust_4230" ` +
+		`card_id=string:"card_6982" amount=float:72.33 currency=string:"USD" merchant_id=string:"merch_3170" ` +
+		`merchant_country=string:"FR" mcc=string:"5541" card_country=string:"FR" device_id=string:"" ip=string:"" ` +
+		`ip_country=string:"" lat=float:45.8387 lon=float:4.8813 is_fraud=bool:false scenario=string:""`
+	if got := fieldsString(cardsSchema, &ev); got != want {
+		t.Errorf("decoded\n%s\nwant\n%s", got, want)
+	}
+	if ev.Time != 1767225673497 {
+		t.Errorf("time %d, want 1767225673497", ev.Time)
+	}
+}
+
+// BenchmarkDecodeCards decodes cardsEvent as the cards backtest does
+// (Lenient, no required field), into a new event per record.
+func BenchmarkDecodeCards(b *testing.B) {
+	d := testDecoder(b, Config{Schema: cardsSchema, TimeField: "ts"})
+	data := []byte(cardsEvent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(data, new(event.Event)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkDecodeEncodingJSON is the reference: encoding/json into a struct
 // of the same fields.
 func BenchmarkDecodeEncodingJSON(b *testing.B) {
