@@ -1020,6 +1020,18 @@ func FuzzDecode(f *testing.F) {
 		"{\"s\":\"\xff\",\"ts\":1}",
 		`{"i":-9223372036854775808,"ts":-1}`,
 		`[]`, `{`, `{"ts":1,}`, `{"ts":01}`, ` {"ts" : 1 } `,
+		// The fast paths: plain numbers at the limits of the float fast
+		// path (2^53, 19 digits, halfway cases), exponents, escaped and
+		// non-ASCII keys and strings around eight-byte boundaries, RFC
+		// 3339 times of the usual shape.
+		`{"ts":1,"f":9007199254740993,"a":9007199254740992.5,"i":9223372036854775807}`,
+		`{"ts":1,"f":0.1000000000000000055511151231257827,"a":1234567890123456789,"i":-9223372036854775808}`,
+		`{"ts":1,"f":2.2250738585072011e-308,"a":-0.0,"i":1.0e1,"s":"12345678"}`,
+		`{"ts":1,"f":123456789012345678.5,"a":0.30000000000000004,"i":12345678901234567890}`,
+		`{"ts":"2026-01-01T00:01:13.497Z","s":"abcdefg\"","k":"\u00e9abcdefgh\u0000"}`,
+		`{"ts":"2026-02-29T00:01:13.497Z","\u0073":"x","kk":"y"}`,
+		"{\"ts\":\"2024-02-29T23:59:59.999Z\",\"s\":\"abcdefg\xc3\xa9\xff\",\"k\":\"\x7f\"}",
+		`{"ts":"2024-05-01T14:00:00.250+02:00","s":"1234567\/","b":false,"a":true}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -1061,6 +1073,147 @@ func TestParseFloat(t *testing.T) {
 			got, err := parseFloat(text)
 			if (err != nil) != (werr != nil) || math.Float64bits(got) != math.Float64bits(want) {
 				t.Fatalf("seed %d (CEPHEUS_SEED=%d): parseFloat(%s) = %v, %v; strconv: %v, %v", seed, seed, text, got, err, want, werr)
+			}
+		}
+	}
+}
+
+// TestPlainRun compares the eight-bytes-at-a-time scan of plainRun with a
+// byte-by-byte scan by strSpecial, on random bytes from a set rich in the
+// special ones, at every start index.
+func TestPlainRun(t *testing.T) {
+	const alphabet = "ab \"\\\x00\x1f\x7f\x80\xc3\xa9\xff!#[]"
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 8))
+		for range 2000 {
+			data := make([]byte, rng.IntN(40))
+			for k := range data {
+				if rng.IntN(4) == 0 {
+					data[k] = alphabet[rng.IntN(len(alphabet))]
+				} else {
+					data[k] = 'a' + byte(rng.IntN(26))
+				}
+			}
+			for j := range len(data) + 1 {
+				want := j
+				for want < len(data) && !strSpecial[data[want]] {
+					want++
+				}
+				if got := plainRun(data, j); got != want {
+					t.Fatalf("seed %d (CEPHEUS_SEED=%d): plainRun(%q, %d) = %d, want %d", seed, seed, data, j, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestPlainNumber checks the plain-number path against strconv: the
+// numbers it accepts must parse (as floats, bit for bit, and as ints where
+// they are whole and in range) to what strconv gives, and the shapes it
+// must leave to scanNumber are refused. The random numbers sit around the
+// limits of the fast path: 19 digits, mantissas near 2^53, and decimals
+// halfway between two floats.
+func TestPlainNumber(t *testing.T) {
+	for _, s := range []string{"01", "-", "-x", "1.", "1.e5", "1e5", "1E5", "1.5e3", "00", "-01.5",
+		"12345678901234567890", "1.2345678901234567890", "0.0000000000000000001"} {
+		if p, ok := scanPlainNumber([]byte(s), 0); ok {
+			t.Errorf("scanPlainNumber(%q) = %+v, want a refusal", s, p)
+		}
+	}
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 53))
+		for range 20000 {
+			var text []byte
+			switch rng.IntN(6) {
+			case 0: // a decimal of up to 19 digits
+				text = fmt.Appendf(nil, "%d", rng.Uint64N(1e19))
+				if k := rng.IntN(len(text) + 1); k < len(text) {
+					text = append(text[:k:k], append([]byte{'.'}, text[k:]...)...)
+				}
+			case 1: // a mantissa near 2^53
+				text = strconv.AppendUint(nil, 1<<53-50+rng.Uint64N(100), 10)
+				if k := rng.IntN(len(text)); k > 0 {
+					text = append(text[:k:k], append([]byte{'.'}, text[k:]...)...)
+				}
+			case 2: // halfway between two floats, rounded to 17 and 19 digits
+				f := rng.NormFloat64() * math.Pow(10, float64(rng.IntN(10)))
+				next := math.Nextafter(f, math.Inf(1))
+				text = strconv.AppendFloat(nil, f/2+next/2, 'f', rng.IntN(19), 64)
+			case 3: // short decimals, as in records
+				text = strconv.AppendFloat(nil, rng.NormFloat64()*1000, 'f', rng.IntN(6), 64)
+			case 4:
+				text = genNumber(rng, nil, rng.IntN(2) == 0)
+			default: // zeros and leading zeros of fractions
+				text = fmt.Appendf(nil, "%s0.%0*d", []string{"", "-"}[rng.IntN(2)], rng.IntN(12)+1, rng.Int64N(1000))
+			}
+			if rng.IntN(2) == 0 && text[0] != '-' {
+				text = append([]byte{'-'}, text...)
+			}
+			checkPlainNumber(t, seed, text)
+		}
+	}
+}
+
+// checkPlainNumber checks scanPlainNumber on text, followed by a comma as in
+// a record, against strconv.
+func checkPlainNumber(t *testing.T, seed uint64, text []byte) {
+	t.Helper()
+	p, ok := scanPlainNumber(append(text[:len(text):len(text)], ','), 0)
+	digits := len(bytes.Trim(bytes.ReplaceAll(text, []byte("."), nil), "-"))
+	if plain := plainShape.Match(text) && digits <= 19; ok != plain {
+		t.Fatalf("seed %d (CEPHEUS_SEED=%d): scanPlainNumber(%s) says %v, want %v", seed, seed, text, ok, plain)
+	}
+	if !ok {
+		return
+	}
+	if p.end != len(text) {
+		t.Fatalf("seed %d (CEPHEUS_SEED=%d): scanPlainNumber(%s) ends at %d, want %d", seed, seed, text, p.end, len(text))
+	}
+	want, _ := strconv.ParseFloat(string(text), 64)
+	if f, ok := p.float(); ok && math.Float64bits(f) != math.Float64bits(want) {
+		t.Fatalf("seed %d (CEPHEUS_SEED=%d): float of %s = %v, strconv: %v", seed, seed, text, f, want)
+	}
+	wantInt, err := strconv.ParseInt(string(text), 10, 64)
+	if v, ok := p.int(); ok != (err == nil) || (ok && v != wantInt) {
+		t.Fatalf("seed %d (CEPHEUS_SEED=%d): int of %s = %v, %v; strconv: %v, %v", seed, seed, text, v, ok, wantInt, err)
+	}
+}
+
+// plainShape is the shape of a plain number (its digit count aside).
+var plainShape = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?$`)
+
+// TestDecodeKeyPrediction decodes records whose keys vary around the
+// predicted ones (escaped spellings of the same key, a longer or shorter
+// key sharing its start, a key at the very end of the input) with one
+// decoder, and compares every result with a fresh decoder.
+func TestDecodeKeyPrediction(t *testing.T) {
+	schema := event.MustSchema(
+		event.Field{Name: "s", Kind: event.KindString},
+		event.Field{Name: "a_rather_long_key_name", Kind: event.KindString},
+		event.Field{Name: "fifteen_bytes_x", Kind: event.KindInt},
+		event.Field{Name: "sixteen_bytes_xy", Kind: event.KindInt},
+	)
+	records := []string{
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy":2}`,
+		`{"ts":1,"\u0073":"x","a_rather_long_key_nam\u0065":"y","fifteen_bytes_\u0078":1,"sixteen_bytes_x\u0079":2}`,
+		`{"ts":1,"ss":"x","a_rather_long_key_name_":"y","fifteen_bytes_":1,"sixteen_bytes_xyz":2}`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy":2}`,
+		`{"ts":1,"s" :"x", "a_rather_long_key_name" : "y" ,"fifteen_bytes_x":1,"sixteen_bytes_xy":2}`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy":2}`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_x`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy"`,
+	}
+	for _, mode := range []Mode{Lenient, Strict} {
+		cfg := Config{Schema: schema, TimeField: "ts", Mode: mode}
+		d := testDecoder(t, cfg)
+		for _, rec := range records {
+			var got, want event.Event
+			gerr := d.Decode([]byte(rec), &got)
+			werr := testDecoder(t, cfg).Decode([]byte(rec), &want)
+			if fmt.Sprint(gerr) != fmt.Sprint(werr) || fieldsString(schema, &got) != fieldsString(schema, &want) {
+				t.Errorf("%v %s: decoded %s, %v; a fresh decoder: %s, %v", mode, rec,
+					fieldsString(schema, &got), gerr, fieldsString(schema, &want), werr)
 			}
 		}
 	}
