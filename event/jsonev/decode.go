@@ -376,6 +376,11 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 	}
 	clear(d.seen)
 	d.strList = d.strList[:0]
+	if cap(d.arena) < len(data)+8 {
+		// Room for the strings without escapes, which are at most the
+		// record, and the eight spare bytes of copyPlain.
+		d.arena = make([]byte, 0, 2*len(data)+8)
+	}
 	d.arena = d.arena[:0]
 
 	i := skipWS(data, 0)
@@ -397,16 +402,16 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 				return errAt(i, "invalid character "+quoteChar(data[i])+", want an object key")
 			}
 			keyAt := i
-			fi, key, j, err := d.key(data, i, pos)
+			fi, j, err := d.key(data, i, pos)
 			if err != nil {
 				return err
 			}
 			if d.strict {
 				if fi < 0 && !d.open {
-					return errAt(keyAt, "unknown field "+strconv.Quote(string(key))+" (not in the schema)")
+					return errAt(keyAt, "unknown field "+strconv.Quote(d.keyText(data, keyAt))+" (not in the schema)")
 				}
 				if fi >= 0 && d.seen[fi] {
-					return errAt(keyAt, "field "+strconv.Quote(string(key))+" is given twice")
+					return errAt(keyAt, "field "+strconv.Quote(d.keyText(data, keyAt))+" is given twice")
 				}
 			}
 			i = skipWS(data, j)
@@ -473,32 +478,40 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 
 // key scans the object key at data[i] (a '"'), found at position pos of
 // the record, and returns the index in d.fields of its field (-1: not one
-// of ours), the key, and the index after it.
+// of ours) and the index after the key.
 //
 // The field predicted for pos (d.order) is tried first, by comparing the
 // raw bytes of the key with its name: for a plain name, equal bytes
 // followed by the closing quote are that key exactly, with nothing to scan
 // or unescape.
-func (d *Decoder) key(data []byte, i, pos int) (fi int, key []byte, j int, err error) {
+func (d *Decoder) key(data []byte, i, pos int) (fi, j int, err error) {
 	if pos < len(d.order) {
 		if fi = d.order[pos]; fi >= 0 {
 			f := &d.fields[fi]
 			end := i + 1 + len(f.name)
-			if f.short && i+17 <= len(data) {
-				w0 := binary.LittleEndian.Uint64(data[i+1:])
-				w1 := binary.LittleEndian.Uint64(data[i+9:])
+			if f.short && len(data)-i >= 17 {
+				k := data[i+1 : i+17]
+				w0, w1 := binary.LittleEndian.Uint64(k), binary.LittleEndian.Uint64(k[8:])
 				if (w0&f.mask[0])^f.quoted[0]|(w1&f.mask[1])^f.quoted[1] == 0 {
-					return fi, data[i+1 : end], end + 1, nil
+					return fi, end + 1, nil
 				}
 			} else if f.plain && end < len(data) && data[end] == '"' && string(data[i+1:end]) == f.name {
-				return fi, data[i+1 : end], end + 1, nil
+				return fi, end + 1, nil
 			}
 		}
 	}
-	if key, j, err = d.scanKey(data, i); err != nil {
-		return -1, nil, j, err
+	key, j, err := d.scanKey(data, i)
+	if err != nil {
+		return -1, j, err
 	}
-	return d.lookup(key, pos), key, j, nil
+	return d.lookup(key, pos), j, nil
+}
+
+// keyText returns the key at data[i], a valid JSON string, unescaped: for
+// error messages.
+func (d *Decoder) keyText(data []byte, i int) string {
+	key, _, _ := d.scanKey(data, i)
+	return string(key)
 }
 
 // lookup returns the index in d.fields of the key found at position pos,
@@ -538,9 +551,9 @@ func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
 			return i, d.kindErr(i, f, "a string")
 		}
 		start := len(d.arena)
-		if j := plainRun(data, i+1); j < len(data) && data[j] == '"' {
-			d.arena = append(d.arena, data[i+1:j]...) // nothing to unescape
-			i = j + 1
+		if n, j, ok := copyPlain(d.arena[start:cap(d.arena)], data, i); ok {
+			d.arena = d.arena[:start+n]
+			i = j
 		} else {
 			var err error
 			if d.arena, i, err = appendString(d.arena, data, i); err != nil {
@@ -567,7 +580,7 @@ func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
 		return j, nil
 
 	case c == 'n':
-		j, err := scanLiteral(data, i, "null")
+		j, err := scanNull(data, i)
 		if err != nil {
 			return j, err
 		}
@@ -619,7 +632,7 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (i
 		}
 
 	case c == 'n':
-		j, err := scanLiteral(data, i, "null")
+		j, err := scanNull(data, i)
 		if err != nil {
 			return j, err
 		}
@@ -814,6 +827,11 @@ func (d *Decoder) anyNumber(data []byte, i int, f *decField, ev *event.Event) (i
 // parseRFC3339Millis parses b as an RFC 3339 date-time in the grammar of
 // TimeRFC3339 and returns it in milliseconds since the epoch.
 func parseRFC3339Millis(b []byte) (event.Time, bool) {
+	if len(b) == len("2006-01-02T15:04:05.000Z") {
+		if t, ok := parseUTCMillis((*[24]byte)(b)); ok {
+			return t, true
+		}
+	}
 	const base = len("2006-01-02T15:04:05")
 	if len(b) < base+1 {
 		return 0, false
@@ -863,6 +881,32 @@ func parseRFC3339Millis(b []byte) (event.Time, bool) {
 		return 0, false
 	}
 	secs := daysFromCivil(year, month, day)*86400 + hour*3600 + minute*60 + sec - offset
+	return event.Time(secs*1000 + ms), true
+}
+
+// parseUTCMillis parses the most common shape of RFC 3339 date-times,
+// 2006-01-02T15:04:05.000Z, with the checks and arithmetic of
+// parseRFC3339Millis at fixed places; false for anything else, which
+// parseRFC3339Millis then parses or refuses.
+func parseUTCMillis(b *[24]byte) (event.Time, bool) {
+	if b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[19] != '.' || b[23] != 'Z' {
+		return 0, false
+	}
+	// d(k) is the digit at b[k]; a non-digit sets bad.
+	bad := false
+	d := func(k int) int64 {
+		c := b[k] - '0' // a byte below '0' wraps around above 9
+		bad = bad || c > 9
+		return int64(c)
+	}
+	year := d(0)*1000 + d(1)*100 + d(2)*10 + d(3)
+	month, day := d(5)*10+d(6), d(8)*10+d(9)
+	hour, minute, sec := d(11)*10+d(12), d(14)*10+d(15), d(17)*10+d(18)
+	ms := d(20)*100 + d(21)*10 + d(22)
+	if bad || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return 0, false
+	}
+	secs := daysFromCivil(year, month, day)*86400 + hour*3600 + minute*60 + sec
 	return event.Time(secs*1000 + ms), true
 }
 

@@ -1218,3 +1218,27 @@ func TestDecodeKeyPrediction(t *testing.T) {
 		}
 	}
 }
+
+// TestParseUTCMillis checks the shortcut of parseRFC3339Millis for times
+// of the shape 2006-01-02T15:04:05.000Z against time.Parse (within the
+// documented grammar, oracleRFC3339): random instants, and the same with
+// one byte changed (a digit, a separator, a letter), which the shortcut
+// must refuse or read as time.Parse does.
+func TestParseUTCMillis(t *testing.T) {
+	const swaps = "0123456789-:.TZz /+"
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 24))
+		lo, hi := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).UnixMilli()
+		for range 20000 {
+			s := []byte(time.UnixMilli(lo + rng.Int64N(hi-lo)).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+			if rng.IntN(2) == 0 {
+				s[rng.IntN(len(s))] = swaps[rng.IntN(len(swaps))]
+			}
+			got, ok := parseRFC3339Millis(s)
+			want, err := oracleRFC3339(string(s))
+			if ok != (err == nil) || (ok && got != event.Time(want.UnixMilli())) {
+				t.Fatalf("seed %d (CEPHEUS_SEED=%d): parse %s = %d, %v; time.Parse: %v, %v", seed, seed, s, got, ok, want.UnixMilli(), err)
+			}
+		}
+	}
+}

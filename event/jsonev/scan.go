@@ -318,9 +318,12 @@ func scanPlainNumber(data []byte, i int) (plainNumber, bool) {
 	start := j
 	// With more than 19 digits mant wraps around, harmlessly: such a
 	// number is refused below.
-	for j < len(data) && '0' <= data[j] && data[j] <= '9' {
-		p.mant = p.mant*10 + uint64(data[j]-'0')
-		j++
+	for ; j < len(data); j++ {
+		c := data[j] - '0' // a byte below '0' wraps around above 9
+		if c > 9 {
+			break
+		}
+		p.mant = p.mant*10 + uint64(c)
 	}
 	n := j - start
 	if n == 0 || (n > 1 && data[start] == '0') {
@@ -329,9 +332,12 @@ func scanPlainNumber(data []byte, i int) (plainNumber, bool) {
 	if j < len(data) && data[j] == '.' {
 		j++
 		start = j
-		for j < len(data) && '0' <= data[j] && data[j] <= '9' {
-			p.mant = p.mant*10 + uint64(data[j]-'0')
-			j++
+		for ; j < len(data); j++ {
+			c := data[j] - '0'
+			if c > 9 {
+				break
+			}
+			p.mant = p.mant*10 + uint64(c)
 		}
 		if p.frac = j - start; p.frac == 0 {
 			return p, false // no digit after the point
@@ -490,25 +496,30 @@ const (
 	highs = 0x8080808080808080
 )
 
-// plainRun returns the index of the first byte at or after j that
-// strSpecial marks, or len(data).
+// special flags the bytes of w, eight bytes of a string read as a
+// little-endian word (the first byte lowest), that strSpecial marks: the
+// lowest flagged byte (0x80 in it) is the first such byte, and none is
+// flagged when there is none. Bytes above the first may be flagged wrongly.
 //
-// It tests eight bytes at a time (SWAR). For a word w of eight bytes
-// (little-endian: the first byte lowest), (w - n*ones) &^ w & highs flags
-// the bytes below n (n <= 0x80): such a byte wraps around and sets its
-// high bit, which ^w keeps only for bytes below 0x80. A wrapping byte
-// borrows from the byte above it, which may then be flagged wrongly, but
-// never a byte below it, so the lowest flag is always right; and the lowest
-// flag of an OR of such tests is the lowest right one of them all. The
-// tests: a byte below 0x20, a zero byte of w^'"' (a quote) or of w^'\\'
-// (a backslash), and a byte with its high bit set (0x80 and above).
+// For n <= 0x80, (w - n*ones) &^ w & highs flags the bytes below n: such a
+// byte wraps around and sets its high bit, which ^w keeps only for bytes
+// below 0x80. A wrapping byte borrows from the byte above it, which may
+// then be flagged wrongly, but never from a byte below it, so the lowest
+// flag is always right; and the lowest flag of an OR of such tests is the
+// lowest right one of them all. The tests: a byte below 0x20, a zero byte
+// of w^'"' (a quote) or of w^'\\' (a backslash), and a byte with its high
+// bit set (0x80 and above).
+func special(w uint64) uint64 {
+	q := w ^ ('"' * ones)
+	b := w ^ ('\\' * ones)
+	return ((w-0x20*ones)&^w | (q-ones)&^q | (b-ones)&^b | w) & highs
+}
+
+// plainRun returns the index of the first byte at or after j that
+// strSpecial marks, or len(data). It tests eight bytes at a time.
 func plainRun(data []byte, j int) int {
 	for j+8 <= len(data) {
-		w := binary.LittleEndian.Uint64(data[j:])
-		q := w ^ ('"' * ones)
-		b := w ^ ('\\' * ones)
-		m := ((w-0x20*ones)&^w | (q-ones)&^q | (b-ones)&^b | w) & highs
-		if m != 0 {
+		if m := special(binary.LittleEndian.Uint64(data[j:])); m != 0 {
 			return j + bits.TrailingZeros64(m)/8
 		}
 		j += 8
@@ -517,6 +528,25 @@ func plainRun(data []byte, j int) int {
 		j++
 	}
 	return j
+}
+
+// copyPlain copies the string at data[i] (a '"') to the start of buf when
+// it has nothing to unescape (no backslash, control or non-ASCII byte),
+// and returns its length and the index after its closing quote. It copies
+// eight bytes at a time as plainRun scans them, the word holding the
+// closing quote included, so it needs eight bytes of buf to spare; it
+// returns false (buf then holds garbage) for a string it cannot copy so,
+// or that ends in the last eight bytes of data: appendString's business.
+func copyPlain(buf, data []byte, i int) (n, j int, ok bool) {
+	for j = i + 1; j+8 <= len(data) && n+8 <= len(buf); j, n = j+8, n+8 {
+		w := binary.LittleEndian.Uint64(data[j:])
+		binary.LittleEndian.PutUint64(buf[n:], w)
+		if m := special(w); m != 0 {
+			k := bits.TrailingZeros64(m) / 8
+			return n + k, j + k + 1, data[j+k] == '"'
+		}
+	}
+	return 0, j, false
 }
 
 // appendString unescapes the JSON string at data[i] (a '"') onto dst and
@@ -670,7 +700,7 @@ func skipValue(data []byte, i, depth int) (int, error) {
 		_, j, err := scanBool(data, i)
 		return j, err
 	case c == 'n':
-		return scanLiteral(data, i, "null")
+		return scanNull(data, i)
 	case c == '{' || c == '[':
 		if depth > maxDepth {
 			return i, errAt(i, "nesting deeper than "+strconv.Itoa(maxDepth))
@@ -750,14 +780,29 @@ func skipArray(data []byte, i, depth int) (int, error) {
 	}
 }
 
-// scanBool scans true or false at data[i].
+// scanBool scans true or false at data[i]. The usual case compares with a
+// constant, a single load; scanLiteral reports the errors.
 func scanBool(data []byte, i int) (bool, int, error) {
+	if len(data)-i >= 4 && string(data[i:i+4]) == "true" {
+		return true, i + 4, nil
+	}
+	if len(data)-i >= 5 && string(data[i:i+5]) == "false" {
+		return false, i + 5, nil
+	}
 	if data[i] == 't' {
 		j, err := scanLiteral(data, i, "true")
 		return true, j, err
 	}
 	j, err := scanLiteral(data, i, "false")
 	return false, j, err
+}
+
+// scanNull scans null at data[i], as scanBool scans true and false.
+func scanNull(data []byte, i int) (int, error) {
+	if len(data)-i >= 4 && string(data[i:i+4]) == "null" {
+		return i + 4, nil
+	}
+	return scanLiteral(data, i, "null")
 }
 
 // scanLiteral checks that data[i:] starts with lit.
