@@ -179,6 +179,7 @@ type decField struct {
 	isTime    bool // holds a time: the event-time field or one of TimeFields
 	required  bool
 	plain     bool // the name is printable ASCII without '"' or '\\': a key without escapes spells it as is
+	str       bool // takes strings as they are: declared string or any, and not a time
 
 	// For a plain name of at most 15 bytes (short), quoted holds the bytes
 	// of name+'"' as two little-endian words, zero-padded, and mask has
@@ -314,6 +315,10 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 		}
 		d.fields[fi].isTime = true
 	}
+	for fi := range d.fields {
+		f := &d.fields[fi]
+		f.str = !f.isTime && (f.kind == event.KindString || f.kind == event.KindNull)
+	}
 	for _, name := range cfg.Required {
 		fi, ok := d.index[name]
 		if !ok || d.fields[fi].slot < 0 {
@@ -378,7 +383,9 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 	d.strList = d.strList[:0]
 	if cap(d.arena) < len(data)+8 {
 		// Room for the strings without escapes, which are at most the
-		// record, and the eight spare bytes of copyPlain.
+		// record, and the eight spare bytes of copyPlain; twice that, so
+		// that slowly growing records do not reallocate each time. The
+		// arena stays about the size of the largest record.
 		d.arena = make([]byte, 0, 2*len(data)+8)
 	}
 	d.arena = d.arena[:0]
@@ -402,9 +409,12 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 				return errAt(i, "invalid character "+quoteChar(data[i])+", want an object key")
 			}
 			keyAt := i
-			fi, j, err := d.key(data, i, pos)
-			if err != nil {
-				return err
+			fi, j := d.predictedKey(data, i, pos)
+			if j == 0 {
+				var err error
+				if fi, j, err = d.key(data, i, pos); err != nil {
+					return err
+				}
 			}
 			if d.strict {
 				if fi < 0 && !d.open {
@@ -422,6 +432,7 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 				return errAt(i, "invalid character "+quoteChar(data[i])+" after object key")
 			}
 			i = skipWS(data, i+1)
+			var err error
 			if fi < 0 {
 				i, err = skipValue(data, i, 2)
 			} else {
@@ -476,30 +487,36 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 	return nil
 }
 
+// predictedKey returns the field predicted for the key at data[i] (a '"'),
+// found at position pos of the record (d.order), and the index after the
+// key, when the key is that field's; j is 0 otherwise.
+//
+// It compares the raw bytes of the key with the name: for a plain name,
+// equal bytes followed by the closing quote are that key exactly, with
+// nothing to scan or unescape.
+func (d *Decoder) predictedKey(data []byte, i, pos int) (fi, j int) {
+	if pos >= len(d.order) || d.order[pos] < 0 {
+		return -1, 0
+	}
+	fi = d.order[pos]
+	f := &d.fields[fi]
+	end := i + 1 + len(f.name)
+	if f.short && len(data)-i >= 17 {
+		k := data[i+1 : i+17]
+		w0, w1 := binary.LittleEndian.Uint64(k), binary.LittleEndian.Uint64(k[8:])
+		if (w0&f.mask[0])^f.quoted[0]|(w1&f.mask[1])^f.quoted[1] == 0 {
+			return fi, end + 1
+		}
+	} else if f.plain && end < len(data) && data[end] == '"' && string(data[i+1:end]) == f.name {
+		return fi, end + 1
+	}
+	return -1, 0
+}
+
 // key scans the object key at data[i] (a '"'), found at position pos of
 // the record, and returns the index in d.fields of its field (-1: not one
 // of ours) and the index after the key.
-//
-// The field predicted for pos (d.order) is tried first, by comparing the
-// raw bytes of the key with its name: for a plain name, equal bytes
-// followed by the closing quote are that key exactly, with nothing to scan
-// or unescape.
 func (d *Decoder) key(data []byte, i, pos int) (fi, j int, err error) {
-	if pos < len(d.order) {
-		if fi = d.order[pos]; fi >= 0 {
-			f := &d.fields[fi]
-			end := i + 1 + len(f.name)
-			if f.short && len(data)-i >= 17 {
-				k := data[i+1 : i+17]
-				w0, w1 := binary.LittleEndian.Uint64(k), binary.LittleEndian.Uint64(k[8:])
-				if (w0&f.mask[0])^f.quoted[0]|(w1&f.mask[1])^f.quoted[1] == 0 {
-					return fi, end + 1, nil
-				}
-			} else if f.plain && end < len(data) && data[end] == '"' && string(data[i+1:end]) == f.name {
-				return fi, end + 1, nil
-			}
-		}
-	}
 	key, j, err := d.scanKey(data, i)
 	if err != nil {
 		return -1, j, err
@@ -535,10 +552,32 @@ func (d *Decoder) lookup(key []byte, pos int) int {
 }
 
 // value decodes the value at data[i] into field fi and returns the index
-// after it.
+// after it. The usual value, a string without escapes for a field that
+// takes one, is copied here; anyValue decodes the rest.
 func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
 	f := &d.fields[fi]
 	d.seen[fi] = true
+	if f.str && i < len(data) && data[i] == '"' {
+		start := len(d.arena)
+		if n, j, ok := copyPlain(d.arena[start:cap(d.arena)], data, i); ok {
+			d.arena = d.arena[:start+n]
+			d.setString(f.slot, start, ev)
+			return j, nil
+		}
+	}
+	return d.anyValue(data, i, f, ev)
+}
+
+// setString records that slot holds the string that starts at start in
+// d.arena and ends at its end.
+func (d *Decoder) setString(slot, start int, ev *event.Event) {
+	d.strs[slot] = span{start, len(d.arena)}
+	d.strList = append(d.strList, slot)
+	ev.Fields[slot] = event.String("") // the string is set at the end of the record
+}
+
+// anyValue decodes the value at data[i] into field f, whatever it is.
+func (d *Decoder) anyValue(data []byte, i int, f *decField, ev *event.Event) (int, error) {
 	if i >= len(data) {
 		return i, errAt(i, "unexpected end of input, want a value")
 	}
@@ -551,18 +590,11 @@ func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
 			return i, d.kindErr(i, f, "a string")
 		}
 		start := len(d.arena)
-		if n, j, ok := copyPlain(d.arena[start:cap(d.arena)], data, i); ok {
-			d.arena = d.arena[:start+n]
-			i = j
-		} else {
-			var err error
-			if d.arena, i, err = appendString(d.arena, data, i); err != nil {
-				return i, err
-			}
+		var err error
+		if d.arena, i, err = appendString(d.arena, data, i); err != nil {
+			return i, err
 		}
-		d.strs[f.slot] = span{start, len(d.arena)}
-		d.strList = append(d.strList, f.slot)
-		ev.Fields[f.slot] = event.String("") // the string is set at the end of the record
+		d.setString(f.slot, start, ev)
 		return i, nil
 
 	case c == '-' || ('0' <= c && c <= '9'):
