@@ -183,8 +183,8 @@ type decField struct {
 
 	// For a plain name of at most 15 bytes (short), quoted holds the bytes
 	// of name+'"' as two little-endian words, zero-padded, and mask has
-	// 0xff where quoted has a byte: Decoder.key compares a key with two
-	// loads instead of a call to compare bytes.
+	// 0xff where quoted has a byte: Decoder.predictedKey compares a key
+	// with two loads instead of a call to compare bytes.
 	short  bool
 	quoted [2]uint64
 	mask   [2]uint64
