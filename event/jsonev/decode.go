@@ -1,6 +1,7 @@
 package jsonev
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -177,6 +178,16 @@ type decField struct {
 	eventTime bool // the event-time field
 	isTime    bool // holds a time: the event-time field or one of TimeFields
 	required  bool
+	plain     bool // the name is printable ASCII without '"' or '\\': a key without escapes spells it as is
+	str       bool // takes strings as they are: declared string or any, and not a time
+
+	// For a plain name of at most 15 bytes (short), quoted holds the bytes
+	// of name+'"' as two little-endian words, zero-padded, and mask has
+	// 0xff where quoted has a byte: Decoder.predictedKey compares a key
+	// with two loads instead of a call to compare bytes.
+	short  bool
+	quoted [2]uint64
+	mask   [2]uint64
 }
 
 // span is a decoded string inside Decoder.arena.
@@ -239,10 +250,10 @@ type Decoder struct {
 	// the map lookup.
 	order []int
 
-	// Per-record scratch.
+	// Per-record scratch. A slot given a string holds event.String("")
+	// until the end of the record, and its string in arena meanwhile.
 	seen    []bool // per field index: present in this record
-	strs    []span // per slot: its string in arena, when isStr
-	isStr   []bool // per slot: the last value was a string
+	strs    []span // per slot: its string in arena, when the slot holds a string
 	strList []int  // slots that were given a string, in order
 	arena   []byte // unescaped strings of the record
 	keyBuf  []byte // an unescaped key
@@ -284,13 +295,13 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 			return nil, fmt.Errorf("jsonev: field %q has unknown kind %v", f.Name, f.Kind)
 		}
 		d.index[f.Name] = len(d.fields)
-		d.fields = append(d.fields, decField{name: f.Name, slot: i, kind: f.Kind})
+		d.fields = append(d.fields, newDecField(f.Name, i, f.Kind))
 	}
 	ti, ok := d.index[cfg.TimeField]
 	if !ok {
 		ti = len(d.fields)
 		d.index[cfg.TimeField] = ti
-		d.fields = append(d.fields, decField{name: cfg.TimeField, slot: -1})
+		d.fields = append(d.fields, newDecField(cfg.TimeField, -1, event.KindNull))
 	}
 	d.fields[ti].eventTime = true
 	d.timeIdx = ti
@@ -304,6 +315,10 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 		}
 		d.fields[fi].isTime = true
 	}
+	for fi := range d.fields {
+		f := &d.fields[fi]
+		f.str = !f.isTime && (f.kind == event.KindString || f.kind == event.KindNull)
+	}
 	for _, name := range cfg.Required {
 		fi, ok := d.index[name]
 		if !ok || d.fields[fi].slot < 0 {
@@ -316,8 +331,36 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 	}
 	d.seen = make([]bool, len(d.fields))
 	d.strs = make([]span, d.nSlots)
-	d.isStr = make([]bool, d.nSlots)
 	return d, nil
+}
+
+// newDecField returns the decField of a field, name and kind only (the
+// other flags are NewDecoder's business).
+func newDecField(name string, slot int, kind event.Kind) decField {
+	f := decField{name: name, slot: slot, kind: kind, plain: isPlain(name)}
+	if f.short = f.plain && len(name) <= 15; f.short {
+		var q, m [16]byte
+		copy(q[:], name+`"`)
+		for k := range len(name) + 1 {
+			m[k] = 0xff
+		}
+		for w := range 2 {
+			f.quoted[w] = binary.LittleEndian.Uint64(q[8*w:])
+			f.mask[w] = binary.LittleEndian.Uint64(m[8*w:])
+		}
+	}
+	return f
+}
+
+// isPlain reports whether name is printable ASCII without '"' or '\\', so
+// that a JSON key without escapes is name exactly when its bytes are.
+func isPlain(name string) bool {
+	for _, c := range []byte(name) {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // Decode decodes one JSON object from data into ev: ev.Time from the time
@@ -337,8 +380,14 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 		ev.Fields = make([]event.Value, d.nSlots)
 	}
 	clear(d.seen)
-	clear(d.isStr)
 	d.strList = d.strList[:0]
+	if cap(d.arena) < len(data)+8 {
+		// Room for the strings without escapes, which are at most the
+		// record, and the eight spare bytes of copyPlain; twice that, so
+		// that slowly growing records do not reallocate each time. The
+		// arena stays about the size of the largest record.
+		d.arena = make([]byte, 0, 2*len(data)+8)
+	}
 	d.arena = d.arena[:0]
 
 	i := skipWS(data, 0)
@@ -360,17 +409,19 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 				return errAt(i, "invalid character "+quoteChar(data[i])+", want an object key")
 			}
 			keyAt := i
-			key, j, err := d.scanKey(data, i)
-			if err != nil {
-				return err
+			fi, j := d.predictedKey(data, i, pos)
+			if j == 0 {
+				var err error
+				if fi, j, err = d.key(data, i, pos); err != nil {
+					return err
+				}
 			}
-			fi := d.lookup(key, pos)
 			if d.strict {
 				if fi < 0 && !d.open {
-					return errAt(keyAt, "unknown field "+strconv.Quote(string(key))+" (not in the schema)")
+					return errAt(keyAt, "unknown field "+strconv.Quote(d.keyText(data, keyAt))+" (not in the schema)")
 				}
 				if fi >= 0 && d.seen[fi] {
-					return errAt(keyAt, "field "+strconv.Quote(string(key))+" is given twice")
+					return errAt(keyAt, "field "+strconv.Quote(d.keyText(data, keyAt))+" is given twice")
 				}
 			}
 			i = skipWS(data, j)
@@ -381,6 +432,7 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 				return errAt(i, "invalid character "+quoteChar(data[i])+" after object key")
 			}
 			i = skipWS(data, i+1)
+			var err error
 			if fi < 0 {
 				i, err = skipValue(data, i, 2)
 			} else {
@@ -418,7 +470,7 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 		if !d.seen[fi] {
 			return &DecodeError{Reason: "missing required field " + strconv.Quote(f.name)}
 		}
-		if !d.isStr[f.slot] && ev.Fields[f.slot].IsNull() {
+		if ev.Fields[f.slot].IsNull() {
 			return &DecodeError{Reason: "required field " + strconv.Quote(f.name) + " is null"}
 		}
 	}
@@ -426,13 +478,57 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 		// One allocation for all the strings of the event.
 		all := string(d.arena)
 		for _, slot := range d.strList {
-			if d.isStr[slot] {
+			if ev.Fields[slot].Kind() == event.KindString {
 				sp := d.strs[slot]
 				ev.Fields[slot] = event.String(all[sp.start:sp.end])
 			}
 		}
 	}
 	return nil
+}
+
+// predictedKey returns the field predicted for the key at data[i] (a '"'),
+// found at position pos of the record (d.order), and the index after the
+// key, when the key is that field's; j is 0 otherwise.
+//
+// It compares the raw bytes of the key with the name: for a plain name,
+// equal bytes followed by the closing quote are that key exactly, with
+// nothing to scan or unescape.
+func (d *Decoder) predictedKey(data []byte, i, pos int) (fi, j int) {
+	if pos >= len(d.order) || d.order[pos] < 0 {
+		return -1, 0
+	}
+	fi = d.order[pos]
+	f := &d.fields[fi]
+	end := i + 1 + len(f.name)
+	if f.short && len(data)-i >= 17 {
+		k := data[i+1 : i+17]
+		w0, w1 := binary.LittleEndian.Uint64(k), binary.LittleEndian.Uint64(k[8:])
+		if (w0&f.mask[0])^f.quoted[0]|(w1&f.mask[1])^f.quoted[1] == 0 {
+			return fi, end + 1
+		}
+	} else if f.plain && end < len(data) && data[end] == '"' && string(data[i+1:end]) == f.name {
+		return fi, end + 1
+	}
+	return -1, 0
+}
+
+// key scans the object key at data[i] (a '"'), found at position pos of
+// the record, and returns the index in d.fields of its field (-1: not one
+// of ours) and the index after the key.
+func (d *Decoder) key(data []byte, i, pos int) (fi, j int, err error) {
+	key, j, err := d.scanKey(data, i)
+	if err != nil {
+		return -1, j, err
+	}
+	return d.lookup(key, pos), j, nil
+}
+
+// keyText returns the key at data[i], a valid JSON string, unescaped: for
+// error messages.
+func (d *Decoder) keyText(data []byte, i int) string {
+	key, _, _ := d.scanKey(data, i)
+	return string(key)
 }
 
 // lookup returns the index in d.fields of the key found at position pos,
@@ -456,10 +552,32 @@ func (d *Decoder) lookup(key []byte, pos int) int {
 }
 
 // value decodes the value at data[i] into field fi and returns the index
-// after it.
+// after it. The usual value, a string without escapes for a field that
+// takes one, is copied here; anyValue decodes the rest.
 func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
 	f := &d.fields[fi]
 	d.seen[fi] = true
+	if f.str && i < len(data) && data[i] == '"' {
+		start := len(d.arena)
+		if n, j, ok := copyPlain(d.arena[start:cap(d.arena)], data, i); ok {
+			d.arena = d.arena[:start+n]
+			d.setString(f.slot, start, ev)
+			return j, nil
+		}
+	}
+	return d.anyValue(data, i, f, ev)
+}
+
+// setString records that slot holds the string that starts at start in
+// d.arena and ends at its end.
+func (d *Decoder) setString(slot, start int, ev *event.Event) {
+	d.strs[slot] = span{start, len(d.arena)}
+	d.strList = append(d.strList, slot)
+	ev.Fields[slot] = event.String("") // the string is set at the end of the record
+}
+
+// anyValue decodes the value at data[i] into field f, whatever it is.
+func (d *Decoder) anyValue(data []byte, i int, f *decField, ev *event.Event) (int, error) {
 	if i >= len(data) {
 		return i, errAt(i, "unexpected end of input, want a value")
 	}
@@ -473,14 +591,10 @@ func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
 		}
 		start := len(d.arena)
 		var err error
-		d.arena, i, err = appendString(d.arena, data, i)
-		if err != nil {
+		if d.arena, i, err = appendString(d.arena, data, i); err != nil {
 			return i, err
 		}
-		d.strs[f.slot] = span{start, len(d.arena)}
-		d.isStr[f.slot] = true
-		d.strList = append(d.strList, f.slot)
-		ev.Fields[f.slot] = event.Null
+		d.setString(f.slot, start, ev)
 		return i, nil
 
 	case c == '-' || ('0' <= c && c <= '9'):
@@ -498,7 +612,7 @@ func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
 		return j, nil
 
 	case c == 'n':
-		j, err := scanLiteral(data, i, "null")
+		j, err := scanNull(data, i)
 		if err != nil {
 			return j, err
 		}
@@ -519,13 +633,18 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (i
 	var j int
 	switch c := data[i]; {
 	case c == '"':
-		start := len(d.arena)
-		var err error
-		if d.arena, j, err = appendString(d.arena, data, i); err != nil {
-			return j, err
+		var s []byte
+		if j = plainRun(data, i+1); j < len(data) && data[j] == '"' {
+			s, j = data[i+1:j], j+1 // nothing to unescape
+		} else {
+			start := len(d.arena)
+			var err error
+			if d.arena, j, err = appendString(d.arena, data, i); err != nil {
+				return j, err
+			}
+			s = d.arena[start:]
+			d.arena = d.arena[:start] // s stays readable until the next append
 		}
-		s := d.arena[start:]
-		d.arena = d.arena[:start] // s stays readable until the next append
 		if d.format == TimeEpochMillis {
 			return i, timeErr(i, f, ": want epoch milliseconds, got a string")
 		}
@@ -536,34 +655,16 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (i
 		ms = int64(t)
 
 	case c == '-' || ('0' <= c && c <= '9'):
-		n, err := scanNumber(data, i)
-		if err != nil {
-			return n.end, err
-		}
-		j = n.end
-		if d.format == TimeRFC3339 {
-			return i, timeErr(i, f, ": want an RFC 3339 string, got a number")
-		}
-		text := data[i:j]
-		if d.unit == Seconds {
-			v, ok := secondsMillis(text)
-			if !ok {
-				return i, timeErr(i, f, ": "+string(text)+" epoch seconds is out of range")
-			}
-			ms = v
-		} else {
-			v, ok := n.wholeInt(text)
-			if !ok {
-				return i, timeErr(i, f, ": "+string(text)+" is not whole epoch milliseconds")
-			}
-			ms = v
+		var err error
+		if ms, j, err = d.numericTime(data, i, f); err != nil {
+			return j, err
 		}
 		if d.check && (event.Time(ms) < PlausibleFrom || event.Time(ms) >= PlausibleTo) {
-			return i, timeErr(i, f, ": "+implausible(text, ms, d.unit))
+			return i, timeErr(i, f, ": "+implausible(data[i:j], ms, d.unit))
 		}
 
 	case c == 'n':
-		j, err := scanLiteral(data, i, "null")
+		j, err := scanNull(data, i)
 		if err != nil {
 			return j, err
 		}
@@ -590,6 +691,38 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (i
 	}
 	d.set(f.slot, event.Int(ms), ev)
 	return j, nil
+}
+
+// numericTime returns the milliseconds of the number at data[i] in a time
+// field, and the index after it. A number of plain shape in milliseconds
+// takes a shortcut to the same value.
+func (d *Decoder) numericTime(data []byte, i int, f *decField) (ms int64, j int, err error) {
+	if d.format != TimeRFC3339 && d.unit == Millis {
+		if p, ok := scanPlainNumber(data, i); ok {
+			if ms, ok := p.int(); ok {
+				return ms, p.end, nil
+			}
+		}
+	}
+	n, err := scanNumber(data, i)
+	if err != nil {
+		return 0, n.end, err
+	}
+	j = n.end
+	if d.format == TimeRFC3339 {
+		return 0, j, timeErr(i, f, ": want an RFC 3339 string, got a number")
+	}
+	text := data[i:j]
+	if d.unit == Seconds {
+		if ms, ok := secondsMillis(text); ok {
+			return ms, j, nil
+		}
+		return 0, j, timeErr(i, f, ": "+string(text)+" epoch seconds is out of range")
+	}
+	if ms, ok := n.wholeInt(text); ok {
+		return ms, j, nil
+	}
+	return 0, j, timeErr(i, f, ": "+string(text)+" is not whole epoch milliseconds")
 }
 
 // implausible explains a number that is no plausible time in unit (ms: its
@@ -640,11 +773,9 @@ func compound(c byte) string {
 
 // set stores a non-string value in slot.
 func (d *Decoder) set(slot int, v event.Value, ev *event.Event) {
-	if slot < 0 {
-		return
+	if slot >= 0 {
+		ev.Fields[slot] = v
 	}
-	d.isStr[slot] = false
-	ev.Fields[slot] = v
 }
 
 func (d *Decoder) kindErr(i int, f *decField, got string) error {
@@ -657,6 +788,40 @@ func (d *Decoder) kindErr(i int, f *decField, got string) error {
 
 // number decodes the number at data[i] into field f.
 func (d *Decoder) number(data []byte, i int, f *decField, ev *event.Event) (int, error) {
+	if p, ok := scanPlainNumber(data, i); ok {
+		if v, ok := p.value(f.kind); ok {
+			d.set(f.slot, v, ev)
+			return p.end, nil
+		}
+	}
+	return d.anyNumber(data, i, f, ev)
+}
+
+// value returns the value of p for a field of kind, when the plain number
+// computes it; false sends the number to anyNumber (values it computes
+// otherwise, and errors).
+func (p *plainNumber) value(kind event.Kind) (event.Value, bool) {
+	switch kind {
+	case event.KindInt:
+		v, ok := p.int()
+		return event.Int(v), ok
+	case event.KindFloat:
+		f, ok := p.float()
+		return event.Float(f), ok
+	case event.KindNull:
+		if p.frac == 0 {
+			v, ok := p.int() // an integer beyond int64 is a float
+			return event.Int(v), ok
+		}
+		f, ok := p.float()
+		return event.Float(f), ok
+	}
+	return event.Null, false
+}
+
+// anyNumber decodes the number at data[i] into field f, whatever its
+// shape.
+func (d *Decoder) anyNumber(data []byte, i int, f *decField, ev *event.Event) (int, error) {
 	n, err := scanNumber(data, i)
 	if err != nil {
 		return n.end, err
@@ -694,6 +859,11 @@ func (d *Decoder) number(data []byte, i int, f *decField, ev *event.Event) (int,
 // parseRFC3339Millis parses b as an RFC 3339 date-time in the grammar of
 // TimeRFC3339 and returns it in milliseconds since the epoch.
 func parseRFC3339Millis(b []byte) (event.Time, bool) {
+	if len(b) == len("2006-01-02T15:04:05.000Z") {
+		if t, ok := parseUTCMillis((*[24]byte)(b)); ok {
+			return t, true
+		}
+	}
 	const base = len("2006-01-02T15:04:05")
 	if len(b) < base+1 {
 		return 0, false
@@ -743,6 +913,32 @@ func parseRFC3339Millis(b []byte) (event.Time, bool) {
 		return 0, false
 	}
 	secs := daysFromCivil(year, month, day)*86400 + hour*3600 + minute*60 + sec - offset
+	return event.Time(secs*1000 + ms), true
+}
+
+// parseUTCMillis parses the most common shape of RFC 3339 date-times,
+// 2006-01-02T15:04:05.000Z, with the checks and arithmetic of
+// parseRFC3339Millis at fixed places; false for anything else, which
+// parseRFC3339Millis then parses or refuses.
+func parseUTCMillis(b *[24]byte) (event.Time, bool) {
+	if b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[19] != '.' || b[23] != 'Z' {
+		return 0, false
+	}
+	// d(k) is the digit at b[k]; a non-digit sets bad.
+	bad := false
+	d := func(k int) int64 {
+		c := b[k] - '0' // a byte below '0' wraps around above 9
+		bad = bad || c > 9
+		return int64(c)
+	}
+	year := d(0)*1000 + d(1)*100 + d(2)*10 + d(3)
+	month, day := d(5)*10+d(6), d(8)*10+d(9)
+	hour, minute, sec := d(11)*10+d(12), d(14)*10+d(15), d(17)*10+d(18)
+	ms := d(20)*100 + d(21)*10 + d(22)
+	if bad || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return 0, false
+	}
+	secs := daysFromCivil(year, month, day)*86400 + hour*3600 + minute*60 + sec
 	return event.Time(secs*1000 + ms), true
 }
 

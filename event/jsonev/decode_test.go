@@ -394,6 +394,68 @@ func BenchmarkDecodeFreshEvent(b *testing.B) {
 	}
 }
 
+// cardsSchema and cardsEvent: the schema and a record of the cards
+// backtest (rulesets/cards.cep on the events of `cepheus gen`), the main
+// benchmark of the engine: 18 fields, an RFC 3339 time, about 340 bytes.
+var cardsSchema = event.MustSchema(
+	event.Field{Name: "ts", Kind: event.KindInt},
+	event.Field{Name: "type", Kind: event.KindString},
+	event.Field{Name: "event_id", Kind: event.KindString},
+	event.Field{Name: "customer_id", Kind: event.KindString},
+	event.Field{Name: "card_id", Kind: event.KindString},
+	event.Field{Name: "amount", Kind: event.KindFloat},
+	event.Field{Name: "currency", Kind: event.KindString},
+	event.Field{Name: "merchant_id", Kind: event.KindString},
+	event.Field{Name: "merchant_country", Kind: event.KindString},
+	event.Field{Name: "mcc", Kind: event.KindString},
+	event.Field{Name: "card_country", Kind: event.KindString},
+	event.Field{Name: "device_id", Kind: event.KindString},
+	event.Field{Name: "ip", Kind: event.KindString},
+	event.Field{Name: "ip_country", Kind: event.KindString},
+	event.Field{Name: "lat", Kind: event.KindFloat},
+	event.Field{Name: "lon", Kind: event.KindFloat},
+	event.Field{Name: "is_fraud", Kind: event.KindBool},
+	event.Field{Name: "scenario", Kind: event.KindString},
+)
+
+const cardsEvent = `{"ts":"2026-01-01T00:01:13.497Z","type":"auth","event_id":"evt_1","customer_id":"cust_4230",` +
+	`"card_id":"card_6982","amount":72.33,"currency":"USD","merchant_id":"merch_3170","merchant_country":"FR",` +
+	`"mcc":"5541","card_country":"FR","device_id":"","ip":"","ip_country":"","lat":45.8387,"lon":4.8813,` +
+	`"is_fraud":false,"scenario":""}`
+
+// TestDecodeCards checks the record of BenchmarkDecodeCards field by field.
+func TestDecodeCards(t *testing.T) {
+	d := testDecoder(t, Config{Schema: cardsSchema, TimeField: "ts"})
+	var ev event.Event
+	if err := d.Decode([]byte(cardsEvent), &ev); err != nil {
+		t.Fatal(err)
+	}
+	const want = `ts=int:1767225673497 type=string:"auth" event_id=string:"evt_1" customer_id=string:"cust_4230" ` +
+		`card_id=string:"card_6982" amount=float:72.33 currency=string:"USD" merchant_id=string:"merch_3170" ` +
+		`merchant_country=string:"FR" mcc=string:"5541" card_country=string:"FR" device_id=string:"" ip=string:"" ` +
+		`ip_country=string:"" lat=float:45.8387 lon=float:4.8813 is_fraud=bool:false scenario=string:""`
+	if got := fieldsString(cardsSchema, &ev); got != want {
+		t.Errorf("decoded\n%s\nwant\n%s", got, want)
+	}
+	if ev.Time != 1767225673497 {
+		t.Errorf("time %d, want 1767225673497", ev.Time)
+	}
+}
+
+// BenchmarkDecodeCards decodes cardsEvent as the cards backtest does
+// (Lenient, no required field), into a new event per record.
+func BenchmarkDecodeCards(b *testing.B) {
+	d := testDecoder(b, Config{Schema: cardsSchema, TimeField: "ts"})
+	data := []byte(cardsEvent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(data, new(event.Event)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkDecodeEncodingJSON is the reference: encoding/json into a struct
 // of the same fields.
 func BenchmarkDecodeEncodingJSON(b *testing.B) {
@@ -958,6 +1020,18 @@ func FuzzDecode(f *testing.F) {
 		"{\"s\":\"\xff\",\"ts\":1}",
 		`{"i":-9223372036854775808,"ts":-1}`,
 		`[]`, `{`, `{"ts":1,}`, `{"ts":01}`, ` {"ts" : 1 } `,
+		// The fast paths: plain numbers at the limits of the float fast
+		// path (2^53, 19 digits, halfway cases), exponents, escaped and
+		// non-ASCII keys and strings around eight-byte boundaries, RFC
+		// 3339 times of the usual shape.
+		`{"ts":1,"f":9007199254740993,"a":9007199254740992.5,"i":9223372036854775807}`,
+		`{"ts":1,"f":0.1000000000000000055511151231257827,"a":1234567890123456789,"i":-9223372036854775808}`,
+		`{"ts":1,"f":2.2250738585072011e-308,"a":-0.0,"i":1.0e1,"s":"12345678"}`,
+		`{"ts":1,"f":123456789012345678.5,"a":0.30000000000000004,"i":12345678901234567890}`,
+		`{"ts":"2026-01-01T00:01:13.497Z","s":"abcdefg\"","k":"\u00e9abcdefgh\u0000"}`,
+		`{"ts":"2026-02-29T00:01:13.497Z","\u0073":"x","kk":"y"}`,
+		"{\"ts\":\"2024-02-29T23:59:59.999Z\",\"s\":\"abcdefg\xc3\xa9\xff\",\"k\":\"\x7f\"}",
+		`{"ts":"2024-05-01T14:00:00.250+02:00","s":"1234567\/","b":false,"a":true}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -999,6 +1073,171 @@ func TestParseFloat(t *testing.T) {
 			got, err := parseFloat(text)
 			if (err != nil) != (werr != nil) || math.Float64bits(got) != math.Float64bits(want) {
 				t.Fatalf("seed %d (CEPHEUS_SEED=%d): parseFloat(%s) = %v, %v; strconv: %v, %v", seed, seed, text, got, err, want, werr)
+			}
+		}
+	}
+}
+
+// TestPlainRun compares the eight-bytes-at-a-time scan of plainRun with a
+// byte-by-byte scan by strSpecial, on random bytes from a set rich in the
+// special ones, at every start index.
+func TestPlainRun(t *testing.T) {
+	const alphabet = "ab \"\\\x00\x1f\x7f\x80\xc3\xa9\xff!#[]"
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 8))
+		for range 2000 {
+			data := make([]byte, rng.IntN(40))
+			for k := range data {
+				if rng.IntN(4) == 0 {
+					data[k] = alphabet[rng.IntN(len(alphabet))]
+				} else {
+					data[k] = 'a' + byte(rng.IntN(26))
+				}
+			}
+			for j := range len(data) + 1 {
+				want := j
+				for want < len(data) && !strSpecial[data[want]] {
+					want++
+				}
+				if got := plainRun(data, j); got != want {
+					t.Fatalf("seed %d (CEPHEUS_SEED=%d): plainRun(%q, %d) = %d, want %d", seed, seed, data, j, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestPlainNumber checks the plain-number path against strconv: the
+// numbers it accepts must parse (as floats, bit for bit, and as ints where
+// they are whole and in range) to what strconv gives, and the shapes it
+// must leave to scanNumber are refused. The random numbers sit around the
+// limits of the fast path: 19 digits, mantissas near 2^53, and decimals
+// halfway between two floats.
+func TestPlainNumber(t *testing.T) {
+	for _, s := range []string{"01", "-", "-x", "1.", "1.e5", "1e5", "1E5", "1.5e3", "00", "-01.5",
+		"12345678901234567890", "1.2345678901234567890", "0.0000000000000000001"} {
+		if p, ok := scanPlainNumber([]byte(s), 0); ok {
+			t.Errorf("scanPlainNumber(%q) = %+v, want a refusal", s, p)
+		}
+	}
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 53))
+		for range 20000 {
+			var text []byte
+			switch rng.IntN(6) {
+			case 0: // a decimal of up to 19 digits
+				text = fmt.Appendf(nil, "%d", rng.Uint64N(1e19))
+				if k := rng.IntN(len(text) + 1); k < len(text) {
+					text = append(text[:k:k], append([]byte{'.'}, text[k:]...)...)
+				}
+			case 1: // a mantissa near 2^53
+				text = strconv.AppendUint(nil, 1<<53-50+rng.Uint64N(100), 10)
+				if k := rng.IntN(len(text)); k > 0 {
+					text = append(text[:k:k], append([]byte{'.'}, text[k:]...)...)
+				}
+			case 2: // halfway between two floats, rounded to 17 and 19 digits
+				f := rng.NormFloat64() * math.Pow(10, float64(rng.IntN(10)))
+				next := math.Nextafter(f, math.Inf(1))
+				text = strconv.AppendFloat(nil, f/2+next/2, 'f', rng.IntN(19), 64)
+			case 3: // short decimals, as in records
+				text = strconv.AppendFloat(nil, rng.NormFloat64()*1000, 'f', rng.IntN(6), 64)
+			case 4:
+				text = genNumber(rng, nil, rng.IntN(2) == 0)
+			default: // zeros and leading zeros of fractions
+				text = fmt.Appendf(nil, "%s0.%0*d", []string{"", "-"}[rng.IntN(2)], rng.IntN(12)+1, rng.Int64N(1000))
+			}
+			if rng.IntN(2) == 0 && text[0] != '-' {
+				text = append([]byte{'-'}, text...)
+			}
+			checkPlainNumber(t, seed, text)
+		}
+	}
+}
+
+// checkPlainNumber checks scanPlainNumber on text, followed by a comma as in
+// a record, against strconv.
+func checkPlainNumber(t *testing.T, seed uint64, text []byte) {
+	t.Helper()
+	p, ok := scanPlainNumber(append(text[:len(text):len(text)], ','), 0)
+	digits := len(bytes.Trim(bytes.ReplaceAll(text, []byte("."), nil), "-"))
+	if plain := plainShape.Match(text) && digits <= 19; ok != plain {
+		t.Fatalf("seed %d (CEPHEUS_SEED=%d): scanPlainNumber(%s) says %v, want %v", seed, seed, text, ok, plain)
+	}
+	if !ok {
+		return
+	}
+	if p.end != len(text) {
+		t.Fatalf("seed %d (CEPHEUS_SEED=%d): scanPlainNumber(%s) ends at %d, want %d", seed, seed, text, p.end, len(text))
+	}
+	want, _ := strconv.ParseFloat(string(text), 64)
+	if f, ok := p.float(); ok && math.Float64bits(f) != math.Float64bits(want) {
+		t.Fatalf("seed %d (CEPHEUS_SEED=%d): float of %s = %v, strconv: %v", seed, seed, text, f, want)
+	}
+	wantInt, err := strconv.ParseInt(string(text), 10, 64)
+	if v, ok := p.int(); ok != (err == nil) || (ok && v != wantInt) {
+		t.Fatalf("seed %d (CEPHEUS_SEED=%d): int of %s = %v, %v; strconv: %v, %v", seed, seed, text, v, ok, wantInt, err)
+	}
+}
+
+// plainShape is the shape of a plain number (its digit count aside).
+var plainShape = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?$`)
+
+// TestDecodeKeyPrediction decodes records whose keys vary around the
+// predicted ones (escaped spellings of the same key, a longer or shorter
+// key sharing its start, a key at the very end of the input) with one
+// decoder, and compares every result with a fresh decoder.
+func TestDecodeKeyPrediction(t *testing.T) {
+	schema := event.MustSchema(
+		event.Field{Name: "s", Kind: event.KindString},
+		event.Field{Name: "a_rather_long_key_name", Kind: event.KindString},
+		event.Field{Name: "fifteen_bytes_x", Kind: event.KindInt},
+		event.Field{Name: "sixteen_bytes_xy", Kind: event.KindInt},
+	)
+	records := []string{
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy":2}`,
+		`{"ts":1,"\u0073":"x","a_rather_long_key_nam\u0065":"y","fifteen_bytes_\u0078":1,"sixteen_bytes_x\u0079":2}`,
+		`{"ts":1,"ss":"x","a_rather_long_key_name_":"y","fifteen_bytes_":1,"sixteen_bytes_xyz":2}`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy":2}`,
+		`{"ts":1,"s" :"x", "a_rather_long_key_name" : "y" ,"fifteen_bytes_x":1,"sixteen_bytes_xy":2}`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy":2}`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_x`,
+		`{"ts":1,"s":"x","a_rather_long_key_name":"y","fifteen_bytes_x":1,"sixteen_bytes_xy"`,
+	}
+	for _, mode := range []Mode{Lenient, Strict} {
+		cfg := Config{Schema: schema, TimeField: "ts", Mode: mode}
+		d := testDecoder(t, cfg)
+		for _, rec := range records {
+			var got, want event.Event
+			gerr := d.Decode([]byte(rec), &got)
+			werr := testDecoder(t, cfg).Decode([]byte(rec), &want)
+			if fmt.Sprint(gerr) != fmt.Sprint(werr) || fieldsString(schema, &got) != fieldsString(schema, &want) {
+				t.Errorf("%v %s: decoded %s, %v; a fresh decoder: %s, %v", mode, rec,
+					fieldsString(schema, &got), gerr, fieldsString(schema, &want), werr)
+			}
+		}
+	}
+}
+
+// TestParseUTCMillis checks the shortcut of parseRFC3339Millis for times
+// of the shape 2006-01-02T15:04:05.000Z against time.Parse (within the
+// documented grammar, oracleRFC3339): random instants, and the same with
+// one byte changed (a digit, a separator, a letter), which the shortcut
+// must refuse or read as time.Parse does.
+func TestParseUTCMillis(t *testing.T) {
+	const swaps = "0123456789-:.TZz /+"
+	for _, seed := range testSeeds(t) {
+		rng := rand.New(rand.NewPCG(seed, 24))
+		lo, hi := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).UnixMilli()
+		for range 20000 {
+			s := []byte(time.UnixMilli(lo + rng.Int64N(hi-lo)).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+			if rng.IntN(2) == 0 {
+				s[rng.IntN(len(s))] = swaps[rng.IntN(len(swaps))]
+			}
+			got, ok := parseRFC3339Millis(s)
+			want, err := oracleRFC3339(string(s))
+			if ok != (err == nil) || (ok && got != event.Time(want.UnixMilli())) {
+				t.Fatalf("seed %d (CEPHEUS_SEED=%d): parse %s = %d, %v; time.Parse: %v, %v", seed, seed, s, got, ok, want.UnixMilli(), err)
 			}
 		}
 	}

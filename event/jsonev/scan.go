@@ -5,8 +5,10 @@ package jsonev
 // skipping of whole values. Errors are *DecodeError with the byte column.
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -292,6 +294,92 @@ func exactInt(text []byte) (int64, bool) {
 	return 0, false
 }
 
+// plainNumber is a JSON number of the shape of most numbers in records,
+// -?int(.frac)? with at most 19 digits in all, so that mant holds all of
+// them: its value is ±mant / 10^frac.
+type plainNumber struct {
+	mant uint64 // all the digits, integer and fraction parts
+	frac int    // digits after the point
+	neg  bool   // leading '-'
+	end  int    // index after the number
+}
+
+// scanPlainNumber scans the number at data[i] (a '-' or a digit) when it is
+// a plainNumber followed by no exponent. It returns false for every other
+// number and every syntax error, which scanNumber then scans and reports:
+// the plain shape is only a faster way to the same values.
+func scanPlainNumber(data []byte, i int) (plainNumber, bool) {
+	var p plainNumber
+	j := i
+	if data[j] == '-' {
+		p.neg = true
+		j++
+	}
+	start := j
+	// With more than 19 digits mant wraps around, harmlessly: such a
+	// number is refused below.
+	for ; j < len(data); j++ {
+		c := data[j] - '0' // a byte below '0' wraps around above 9
+		if c > 9 {
+			break
+		}
+		p.mant = p.mant*10 + uint64(c)
+	}
+	n := j - start
+	if n == 0 || (n > 1 && data[start] == '0') {
+		return p, false // no digit, or a leading zero (a syntax error)
+	}
+	if j < len(data) && data[j] == '.' {
+		j++
+		start = j
+		for ; j < len(data); j++ {
+			c := data[j] - '0'
+			if c > 9 {
+				break
+			}
+			p.mant = p.mant*10 + uint64(c)
+		}
+		if p.frac = j - start; p.frac == 0 {
+			return p, false // no digit after the point
+		}
+		n += p.frac
+	}
+	if n > 19 || (j < len(data) && (data[j] == 'e' || data[j] == 'E')) {
+		return p, false
+	}
+	p.end = j
+	return p, true
+}
+
+// int returns the value of p when it is written without a fraction and fits
+// int64.
+func (p *plainNumber) int() (int64, bool) {
+	switch {
+	case p.frac != 0:
+		return 0, false
+	case !p.neg && p.mant <= math.MaxInt64:
+		return int64(p.mant), true
+	case p.neg && p.mant <= 1<<63:
+		return -int64(p.mant), true // -(1<<63) wraps to MinInt64
+	}
+	return 0, false
+}
+
+// float returns the float64 nearest to the value of p when one correctly
+// rounded division computes it: Clinger's fast path, as in fastFloat, for a
+// mantissa of at most 2^53 (exact in float64) and 10^frac (exact: frac is
+// at most 19).
+func (p *plainNumber) float() (float64, bool) {
+	if p.mant > 1<<53 {
+		return 0, false
+	}
+	f := float64(p.mant) / pow10[p.frac]
+	if p.neg {
+		f = -f
+	}
+	return f, true
+}
+
 // scanNumber scans the JSON number at data[i], validating its syntax.
 func scanNumber(data []byte, i int) (num, error) {
 	n := num{isInt: true}
@@ -384,10 +472,7 @@ func numErr(data []byte, j int, where string) error {
 // slice of data when it has no escapes and is ASCII, otherwise unescaped
 // into d.keyBuf.
 func (d *Decoder) scanKey(data []byte, i int) ([]byte, int, error) {
-	j := i + 1
-	for j < len(data) && !strSpecial[data[j]] {
-		j++
-	}
+	j := plainRun(data, i+1)
 	if j < len(data) && data[j] == '"' {
 		return data[i+1 : j], j + 1, nil
 	}
@@ -405,6 +490,65 @@ var strSpecial = func() (t [256]bool) {
 	return t
 }()
 
+// Byte-wise constants for plainRun: every byte 0x01, every byte 0x80.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special flags the bytes of w, eight bytes of a string read as a
+// little-endian word (the first byte lowest), that strSpecial marks: the
+// lowest flagged byte (0x80 in it) is the first such byte, and none is
+// flagged when there is none. Bytes above the first may be flagged wrongly.
+//
+// For n <= 0x80, (w - n*ones) &^ w & highs flags the bytes below n: such a
+// byte wraps around and sets its high bit, which ^w keeps only for bytes
+// below 0x80. A wrapping byte borrows from the byte above it, which may
+// then be flagged wrongly, but never from a byte below it, so the lowest
+// flag is always right; and the lowest flag of an OR of such tests is the
+// lowest right one of them all. The tests: a byte below 0x20, a zero byte
+// of w^'"' (a quote) or of w^'\\' (a backslash), and a byte with its high
+// bit set (0x80 and above).
+func special(w uint64) uint64 {
+	q := w ^ ('"' * ones)
+	b := w ^ ('\\' * ones)
+	return ((w-0x20*ones)&^w | (q-ones)&^q | (b-ones)&^b | w) & highs
+}
+
+// plainRun returns the index of the first byte at or after j that
+// strSpecial marks, or len(data). It tests eight bytes at a time.
+func plainRun(data []byte, j int) int {
+	for j+8 <= len(data) {
+		if m := special(binary.LittleEndian.Uint64(data[j:])); m != 0 {
+			return j + bits.TrailingZeros64(m)/8
+		}
+		j += 8
+	}
+	for j < len(data) && !strSpecial[data[j]] {
+		j++
+	}
+	return j
+}
+
+// copyPlain copies the string at data[i] (a '"') to the start of buf when
+// it has nothing to unescape (no backslash, control or non-ASCII byte),
+// and returns its length and the index after its closing quote. It copies
+// eight bytes at a time as plainRun scans them, the word holding the
+// closing quote included, so it needs eight bytes of buf to spare; it
+// returns false (buf then holds garbage) for a string it cannot copy so,
+// or that ends in the last eight bytes of data: appendString's business.
+func copyPlain(buf, data []byte, i int) (n, j int, ok bool) {
+	for j = i + 1; j+8 <= len(data) && n+8 <= len(buf); j, n = j+8, n+8 {
+		w := binary.LittleEndian.Uint64(data[j:])
+		binary.LittleEndian.PutUint64(buf[n:], w)
+		if m := special(w); m != 0 {
+			k := bits.TrailingZeros64(m) / 8
+			return n + k, j + k + 1, data[j+k] == '"'
+		}
+	}
+	return 0, j, false
+}
+
 // appendString unescapes the JSON string at data[i] (a '"') onto dst and
 // returns dst and the index after the closing quote. Invalid UTF-8 bytes
 // become U+FFFD, as in encoding/json.
@@ -412,9 +556,7 @@ func appendString(dst, data []byte, i int) ([]byte, int, error) {
 	j := i + 1
 	for {
 		start := j
-		for j < len(data) && !strSpecial[data[j]] {
-			j++
-		}
+		j = plainRun(data, j)
 		dst = append(dst, data[start:j]...)
 		if j >= len(data) {
 			return dst, j, errAt(j, "unexpected end of input in string")
@@ -509,7 +651,10 @@ func hex4(data []byte, j int) (rune, error) {
 // it and returns the index after it.
 func skipString(data []byte, i int) (int, error) {
 	j := i + 1
-	for j < len(data) {
+	for {
+		if j = plainRun(data, j); j >= len(data) {
+			break
+		}
 		c := data[j]
 		switch {
 		case c == '"':
@@ -555,7 +700,7 @@ func skipValue(data []byte, i, depth int) (int, error) {
 		_, j, err := scanBool(data, i)
 		return j, err
 	case c == 'n':
-		return scanLiteral(data, i, "null")
+		return scanNull(data, i)
 	case c == '{' || c == '[':
 		if depth > maxDepth {
 			return i, errAt(i, "nesting deeper than "+strconv.Itoa(maxDepth))
@@ -635,14 +780,29 @@ func skipArray(data []byte, i, depth int) (int, error) {
 	}
 }
 
-// scanBool scans true or false at data[i].
+// scanBool scans true or false at data[i]. The usual case compares with a
+// constant, a single load; scanLiteral reports the errors.
 func scanBool(data []byte, i int) (bool, int, error) {
+	if len(data)-i >= 4 && string(data[i:i+4]) == "true" {
+		return true, i + 4, nil
+	}
+	if len(data)-i >= 5 && string(data[i:i+5]) == "false" {
+		return false, i + 5, nil
+	}
 	if data[i] == 't' {
 		j, err := scanLiteral(data, i, "true")
 		return true, j, err
 	}
 	j, err := scanLiteral(data, i, "false")
 	return false, j, err
+}
+
+// scanNull scans null at data[i], as scanBool scans true and false.
+func scanNull(data []byte, i int) (int, error) {
+	if len(data)-i >= 4 && string(data[i:i+4]) == "null" {
+		return i + 4, nil
+	}
+	return scanLiteral(data, i, "null")
 }
 
 // scanLiteral checks that data[i:] starts with lit.
@@ -658,15 +818,14 @@ func scanLiteral(data []byte, i int, lit string) (int, error) {
 	return i + len(lit), nil
 }
 
-// skipWS skips JSON whitespace.
+// wsBits has bit c set for each JSON whitespace byte c (all below 64).
+const wsBits = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
+
+// skipWS skips JSON whitespace. The usual byte, above ' ', costs one
+// comparison; below it, wsBits tells whitespace apart.
 func skipWS(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
+	for i < len(data) && data[i] <= ' ' && wsBits>>data[i]&1 != 0 {
+		i++
 	}
 	return i
 }
