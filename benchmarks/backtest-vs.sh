@@ -17,9 +17,11 @@
 # neither breaks the base's parser nor changes the ids; RULES=FILE runs
 # another ruleset on both.
 #
-# BIG=1 uses the 20-day, 200,000-customer input instead
-# (`cepheus gen -days 20 -customers 200000`, about 4.2M events, 1.4 GB) and
-# runs the working tree only, for its peak RSS and events per CPU-second.
+# BIG=1 runs the working tree only, on the 20-day, 200,000-customer input
+# (`cepheus gen -days 20 -customers 200000`, about 4.2M events, 1.4 GB)
+# and on the default data in turn, rounds times, for the input's peak RSS
+# and its events per CPU-second against the default data's (both with
+# the same ruleset, RULES or rulesets/cards.cep).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${1:-26b8a76}
@@ -41,15 +43,37 @@ run() {
 }
 
 if [ "${BIG:-}" = 1 ]; then
-	events=$dir/big.jsonl
-	if [ ! -s "$events" ]; then
-		"$dir/cepheus-new" gen -days 20 -customers 200000 -o "$events"
+	big=$dir/big.jsonl
+	if [ ! -s "$big" ]; then
+		"$dir/cepheus-new" gen -days 20 -customers 200000 -o "$big"
 	fi
-	lines=$(wc -l <"$events")
-	echo "backtest of $rules over $lines events ($events), ${pin[*]:-no pinning}"
-	read -r cpu rss < <(run "$dir/cepheus-new" "$events" "$dir/big-alerts.jsonl")
-	awk -v n="$lines" -v c="$cpu" -v m="$rss" 'BEGIN {
-		printf "cpu %.2fs  %.0f events per CPU-second  peak RSS %.0f MiB\n", c, n / c, m / 1024 }'
+	events=$dir/events.jsonl
+	if [ ! -s "$events" ]; then
+		"$dir/cepheus-new" gen -o "$dir/events.jsonl.gz"
+		gzip -dc "$dir/events.jsonl.gz" >"$events"
+	fi
+	nbig=$(wc -l <"$big")
+	ndef=$(wc -l <"$events")
+	echo "backtest of $rules over $nbig events ($big) and $ndef ($events) in turn, $rounds rounds, ${pin[*]:-no pinning}"
+	# Each round runs the default data, then the big input: the ratio of
+	# one round compares runs a minute apart, as alike in the machine's
+	# state as this machine allows.
+	ratios=() best_def="" best_big="" rss_big=0
+	for r in $(seq "$rounds"); do
+		read -r cdef _ < <(run "$dir/cepheus-new" "$events" "$dir/alerts-new.jsonl")
+		read -r cbig rss < <(run "$dir/cepheus-new" "$big" "$dir/big-alerts.jsonl")
+		ratio=$(awk -v d="$cdef" -v b="$cbig" -v nd="$ndef" -v nb="$nbig" 'BEGIN { printf "%.3f", (nb / b) / (nd / d) }')
+		echo "round $r: default ${cdef}s, 4M ${cbig}s, peak RSS $((rss / 1024)) MiB: events per CPU-second ratio $ratio"
+		ratios+=("$ratio")
+		if [ -z "$best_def" ] || awk -v a="$cdef" -v b="$best_def" 'BEGIN { exit !(a < b) }'; then best_def=$cdef; fi
+		if [ -z "$best_big" ] || awk -v a="$cbig" -v b="$best_big" 'BEGIN { exit !(a < b) }'; then best_big=$cbig; fi
+		((rss > rss_big)) && rss_big=$rss
+	done
+	median=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+	awk -v nb="$nbig" -v nd="$ndef" -v b="$best_big" -v d="$best_def" -v m="$rss_big" -v med="$median" 'BEGIN {
+		printf "4M input: least cpu %.2fs, %.0f events per CPU-second, largest peak RSS %.0f MiB\n", b, nb / b, m / 1024
+		printf "default:  least cpu %.2fs, %.0f events per CPU-second\n", d, nd / d
+		printf "ratio of the least times %.3f; median of the rounds %s\n", (nb / b) / (nd / d), med }'
 	exit 0
 fi
 
