@@ -248,6 +248,9 @@ func (r *Run) PendingIgnores(first, ev *event.Event, ts event.Time, res *Result)
 // holds what an idle run given ev holds, and releases what it releases
 // (TestPendingDies).
 func (r *Run) PendingDies(first, ev *event.Event, ts event.Time, res *Result) bool {
+	if !r.nfa.startCanDie() {
+		return false // not evaluated: an ignore loop (relaxed contiguity) keeps it
+	}
 	d, ctx, ok := r.pendingContext(first, ts, res)
 	if !ok {
 		return false
@@ -255,6 +258,24 @@ func (r *Run) PendingDies(first, ev *event.Event, ts event.Time, res *Result) bo
 	var took [16]bool // as decisionGraph
 	for i := range d.trans {
 		if d.trans[i].accepts(i, &took, ev, ctx) {
+			return false
+		}
+	}
+	return true
+}
+
+// startCanDie reports whether the state a start's partial match waits in
+// has no ignore transition, so that an event may end it (PendingDies);
+// with one, PendingDies does not evaluate anything: a partial match whose
+// wait state ignores what it does not take (relaxed contiguity) does not
+// die, and the caller's PendingIgnores evaluates that state instead.
+func (n *NFA) startCanDie() bool {
+	start := n.states[n.start]
+	if len(start.trans) != 1 {
+		return false
+	}
+	for _, t := range start.trans[0].dst.trans {
+		if t.act == actIgnore {
 			return false
 		}
 	}
