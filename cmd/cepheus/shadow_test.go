@@ -3,7 +3,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,20 +144,33 @@ func TestServeShadow(t *testing.T) {
 		t.Errorf("card_testing: %v; want active alerts, only-active and only-shadow the differences with the overlap\n%s", a, status)
 	}
 	// versionLines counts the lines of every file of d (those being
-	// written too) that carry version h (full hex) as ruleset_version.
+	// written too) that carry version h (full hex) as ruleset_version. A
+	// file listed and gone before it is read was renamed meanwhile (a part
+	// committed): the directory is listed again, so that no line is missed.
 	versionLines := func(d, h string) int {
 		t.Helper()
-		entries, err := os.ReadDir(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, e := range entries {
-			if e.Type().IsRegular() {
-				n += strings.Count(string(mustRead(t, filepath.Join(d, e.Name()))), `"ruleset_version":"`+h+`"`)
+	list:
+		for {
+			entries, err := os.ReadDir(d)
+			if err != nil {
+				t.Fatal(err)
 			}
+			n := 0
+			for _, e := range entries {
+				if !e.Type().IsRegular() {
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join(d, e.Name()))
+				if errors.Is(err, fs.ErrNotExist) {
+					continue list
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += strings.Count(string(b), `"ruleset_version":"`+h+`"`)
+			}
+			return n
 		}
-		return n
 	}
 	waitFor("no committed alert of the shadow version in the shadow directory", func() bool { return versionLines(shadow, rs2.Hash) > 0 })
 	if n := versionLines(alerts, rs2.Hash); n != 0 {
