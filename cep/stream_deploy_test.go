@@ -650,6 +650,23 @@ func TestStreamShadow(t *testing.T) {
 	}
 }
 
+// lastEventTime is the latest "ts" of the JSON lines of deployInput
+// among lines (the dead letters have none).
+func lastEventTime(t *testing.T, lines []string) event.Time {
+	t.Helper()
+	last := event.MinTime
+	for _, l := range lines {
+		var ev struct{ TS time.Time }
+		if json.Unmarshal([]byte(l), &ev) == nil && !ev.TS.IsZero() {
+			last = max(last, event.Time(ev.TS.UnixMilli()))
+		}
+	}
+	if last == event.MinTime {
+		t.Fatal("no event time in the lines")
+	}
+	return last
+}
+
 // TestStreamKafkaRulesTopic runs two instances of a group that follow one
 // rules topic, events flowing: a deploy sent to the first goes into the
 // topic and both switch to it (the second without being asked) at one
@@ -747,6 +764,16 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 	waitFor("both instances ready", func() bool { return a.Ready() && b.Ready() })
 	q := len(lines) / 4
 	flowing := produce(2*q, 3*q)
+	// Deploy once both instances have read the events produced before they
+	// started: with a's watermark still in that backlog, the switch point
+	// (its watermark plus the lead) fell inside it, and b, reading it
+	// faster, was past the point when it read the rules record and
+	// switched where it was (seen once under make test).
+	backlog := lastEventTime(t, lines[:2*q])
+	waitFor("both instances past the events produced first", func() bool {
+		const margin = event.Time(2 * time.Minute / time.Millisecond)
+		return a.Snapshot().Progress.Watermark >= backlog-margin && b.Snapshot().Progress.Watermark >= backlog-margin
+	})
 	since := time.Now()
 	res, err := a.Deploy(ctx, Deploy{Source: []byte(deployV2Kafka)})
 	if err != nil {
