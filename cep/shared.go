@@ -1311,8 +1311,10 @@ func (o *SharedOperator) settle(ks *keyState) {
 				due, ok = d, true
 			}
 		}
-		if d := expiry(sl.pendTs, r.window); sl.pend != nil && d < due {
-			due, ok = d, true
+		if sl.pend != nil {
+			if d := expiry(sl.pendTs, r.window); d < due {
+				due, ok = d, true
+			}
 		}
 	}
 	if !keep {

@@ -181,6 +181,8 @@ func Compile(p *Pattern, opts ...Option) (*NFA, error) {
 	for _, o := range opts {
 		o(n)
 	}
+	n.deferrable = n.deferrableStart()
+	n.startDies = n.deferrable && n.startCanDie()
 	n.fingerprint = graphFingerprint(n)
 	return n, nil
 }

@@ -21,6 +21,10 @@ type NFA struct {
 	stageContiguity []Contiguity
 	stageIndex      map[string]int
 	fingerprint     uint64 // of the state graph, checked by DecodeRun
+	// deferrable and startDies are DeferrableStart and, when it holds,
+	// startCanDie: found once by Compile, asked at every event of a key
+	// whose start is noted.
+	deferrable, startDies bool
 }
 
 // Stages returns the stage names in pattern order, group stages replaced by

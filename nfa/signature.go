@@ -171,7 +171,11 @@ func pairSignature(op string, a, b Condition) (string, bool) {
 // So a caller may note (ev, ts) instead and either replay Process(ev, ts)
 // (and the AdvanceTime calls it skipped) on a new run when the next event
 // comes, or forget it once time reaches ts + Window() with no event.
-func (n *NFA) DeferrableStart() bool {
+func (n *NFA) DeferrableStart() bool { return n.deferrable }
+
+// deferrableStart is DeferrableStart, found from the state graph once, by
+// Compile (the operator asks at every event of a key holding a note).
+func (n *NFA) deferrableStart() bool {
 	if n.handleTimeout {
 		return false
 	}
@@ -248,7 +252,7 @@ func (r *Run) PendingIgnores(first, ev *event.Event, ts event.Time, res *Result)
 // holds what an idle run given ev holds, and releases what it releases
 // (TestPendingDies).
 func (r *Run) PendingDies(first, ev *event.Event, ts event.Time, res *Result) bool {
-	if !r.nfa.startCanDie() {
+	if !r.nfa.startDies {
 		return false // not evaluated: an ignore loop (relaxed contiguity) keeps it
 	}
 	d, ctx, ok := r.pendingContext(first, ts, res)
@@ -264,17 +268,14 @@ func (r *Run) PendingDies(first, ev *event.Event, ts event.Time, res *Result) bo
 	return true
 }
 
-// startCanDie reports whether the state a start's partial match waits in
-// has no ignore transition, so that an event may end it (PendingDies);
-// with one, PendingDies does not evaluate anything: a partial match whose
-// wait state ignores what it does not take (relaxed contiguity) does not
-// die, and the caller's PendingIgnores evaluates that state instead.
+// startCanDie reports, for an automaton with a deferrable start, whether
+// the state a start's partial match waits in has no ignore transition, so
+// that an event may end it (PendingDies); with one, PendingDies does not
+// evaluate anything: a partial match whose wait state ignores what it does
+// not take (relaxed contiguity) does not die, and the caller's
+// PendingIgnores evaluates that state instead. Compile finds it once.
 func (n *NFA) startCanDie() bool {
-	start := n.states[n.start]
-	if len(start.trans) != 1 {
-		return false
-	}
-	for _, t := range start.trans[0].dst.trans {
+	for _, t := range n.states[n.start].trans[0].dst.trans {
 		if t.act == actIgnore {
 			return false
 		}
@@ -288,9 +289,12 @@ func (n *NFA) startCanDie() bool {
 // is not deferrable.
 func (r *Run) pendingContext(first *event.Event, ts event.Time, res *Result) (*state, *Context, bool) {
 	n := r.nfa
+	if !n.deferrable || len(r.partial.q) == 0 {
+		return nil, nil, false
+	}
 	take := &n.states[n.start].trans[0]
 	d, stage := take.dst, take.src.stage
-	if !n.DeferrableStart() || stage < 0 || len(r.partial.q) == 0 {
+	if stage < 0 {
 		return nil, nil, false
 	}
 	r.use(res)

@@ -78,6 +78,13 @@ func fastFloat(text []byte) (float64, bool) {
 		}
 		exp += e
 	}
+	return exactFloat(mant, exp, neg)
+}
+
+// exactFloat is ±mant * 10^exp when one correctly rounded multiplication
+// or division computes it (Clinger's fast path): mant at most 2^53 (exact
+// in float64) and |exp| at most 22 (10^exp exact).
+func exactFloat(mant uint64, exp int, neg bool) (float64, bool) {
 	f := float64(mant)
 	switch {
 	case mant == 0:
@@ -366,19 +373,8 @@ func (p *plainNumber) int() (int64, bool) {
 }
 
 // float returns the float64 nearest to the value of p when one correctly
-// rounded division computes it: Clinger's fast path, as in fastFloat, for a
-// mantissa of at most 2^53 (exact in float64) and 10^frac (exact: frac is
-// at most 19).
-func (p *plainNumber) float() (float64, bool) {
-	if p.mant > 1<<53 {
-		return 0, false
-	}
-	f := float64(p.mant) / pow10[p.frac]
-	if p.neg {
-		f = -f
-	}
-	return f, true
-}
+// rounded division computes it (exactFloat).
+func (p *plainNumber) float() (float64, bool) { return exactFloat(p.mant, -p.frac, p.neg) }
 
 // scanNumber scans the JSON number at data[i], validating its syntax.
 func scanNumber(data []byte, i int) (num, error) {
