@@ -183,6 +183,9 @@ func Compile(p *Pattern, opts ...Option) (*NFA, error) {
 	}
 	n.deferrable = n.deferrableStart()
 	n.startDies = n.deferrable && n.startCanDie()
+	if st := n.states[n.start]; len(st.trans) == 1 && st.trans[0].act == actTake {
+		n.startTake = &st.trans[0]
+	}
 	n.fingerprint = graphFingerprint(n)
 	return n, nil
 }

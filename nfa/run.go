@@ -25,6 +25,9 @@ type NFA struct {
 	// startCanDie: found once by Compile, asked at every event of a key
 	// whose start is noted.
 	deferrable, startDies bool
+	// startTake is the start state's transition when it is its only one,
+	// a take (nil otherwise): Inert is then its condition's negation.
+	startTake *transition
 }
 
 // Stages returns the stage names in pattern order, group stages replaced by
@@ -319,9 +322,17 @@ func (r *Run) Inert(ev *event.Event, ts event.Time, res *Result) bool {
 	r.use(res)
 	cs := r.partial.q[0]
 	r.ctx.reset(r, cs, ts)
+	if t := r.nfa.startTake; t != nil && inertShortcut {
+		// What decisionGraph would find: one take, if its condition holds.
+		return t.cond != nil && !t.cond.Eval(ev, &r.ctx)
+	}
 	takes, ignores, err := r.decisionGraph(cs, ev, &r.ctx, false)
 	return err == nil && takes == 0 && ignores == 0
 }
+
+// inertShortcut turns on Inert's shortcut for a start state whose one
+// transition is a take (NFA.startTake); tests turn it off to compare.
+var inertShortcut = true
 
 // NextDeadline returns the earliest time at which AdvanceTime would time out
 // or release a partial match; ok is false when no partial match has a window.
