@@ -37,7 +37,7 @@ CEPHEUS_LDFLAGS := -X main.version=$(VERSION)
 DEMO_DIR ?= build/demo
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo lint test test-go flink-tools kafka-up kafka-down proto conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
+.PHONY: help build demo lint test test-go flink-tools kafka-up kafka-down proto pgo conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
 
 help: ## List the targets.
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -166,6 +166,9 @@ proto: ## Regenerate the control API's Go code from internal/control/cepheusv1/c
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 	cd internal/control/cepheusv1 && PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative control.proto
+
+pgo: ## Refresh cmd/cepheus/default.pgo, the CPU profile go build optimizes the cepheus command with (scripts/pgo.sh; data in build/pgo).
+	scripts/pgo.sh build/pgo
 
 conformance: ## Run the Flink CEP conformance suite (CONFORMANCE_DIR, CONFORMANCE_OUT).
 	@mkdir -p "$$(dirname "$(CONFORMANCE_OUT)")"
