@@ -17,6 +17,12 @@
 # neither breaks the base's parser nor changes the ids; RULES=FILE runs
 # another ruleset on both.
 #
+# INSTR=N also runs both builds once under valgrind's callgrind over the
+# first N events and prints their instructions per event: a figure that
+# does not drift with the machine's speed, as CPU time does here (it does
+# not see cache misses, so it is not the CPU time's ratio; 0 rounds and
+# INSTR=N gives it alone).
+#
 # BIG=1 runs the working tree only, on the 20-day, 200,000-customer input
 # (`cepheus gen -days 20 -customers 200000`, about 4.2M events, 1.4 GB)
 # and on the default data in turn, rounds times, for the input's peak RSS
@@ -112,14 +118,35 @@ ids() { grep -o '"alert_id":"[0-9a-f]*"' "$1" | sort; }
 # whose rule hash formula differs, docs/decisions.md "Rule hash", writes
 # other ids for the same matches).
 bodies() { sed -e 's/"alert_id":"[0-9a-f]*",//' -e 's/"rule_hash":"[0-9a-f]*",//' "$1" | sort; }
-same="the same"
-if ! cmp -s <(ids "$dir/alerts-base.jsonl") <(ids "$dir/alerts-new.jsonl"); then
-	if ! cmp -s <(bodies "$dir/alerts-base.jsonl") <(bodies "$dir/alerts-new.jsonl"); then
-		echo "FAIL: the builds wrote different alerts" >&2
-		exit 1
+# same A B: how the alerts of the two builds compare; fails when they differ.
+same() {
+	if cmp -s <(ids "$1") <(ids "$2"); then
+		echo "the same"
+	elif cmp -s <(bodies "$1") <(bodies "$2"); then
+		echo "other ids (rule hash formula) but the same"
+	else
+		echo "FAIL: the builds wrote different alerts ($1, $2)" >&2
+		return 1
 	fi
-	same="other ids (rule hash formula) but the same"
+}
+if [ -n "${INSTR:-}" ]; then
+	command -v valgrind >/dev/null || { echo "INSTR needs valgrind" >&2; exit 1; }
+	head -n "$INSTR" "$events" >"$dir/instr.jsonl"
+	n=$(wc -l <"$dir/instr.jsonl")
+	for b in base new; do
+		GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind -q \
+			--callgrind-out-file="$dir/callgrind-$b.out" "$dir/cepheus-$b" backtest -q \
+			-rules "$rules" -events "$dir/instr.jsonl" -alerts "$dir/instr-alerts-$b.jsonl"
+		ins=$(awk '/^summary:/ { print $2 }' "$dir/callgrind-$b.out")
+		echo "$b: $ins instructions over $n events, $((ins / n)) per event (callgrind)"
+		eval "ins_$b=$ins"
+	done
+	s=$(same "$dir/instr-alerts-base.jsonl" "$dir/instr-alerts-new.jsonl")
+	awk -v a="$ins_base" -v b="$ins_new" -v s="$s" -v k="$(ids "$dir/instr-alerts-new.jsonl" | wc -l)" \
+		'BEGIN { printf "instructions %.2fx fewer; %s %d alerts\n", a / b, s, k }'
 fi
+[ "$rounds" -gt 0 ] || exit 0
+same=$(same "$dir/alerts-base.jsonl" "$dir/alerts-new.jsonl")
 awk -v n="$lines" -v a="$best_base" -v b="$best_new" -v ra="$rss_base" -v rb="$rss_new" -v k="$(ids "$dir/alerts-new.jsonl" | wc -l)" -v s="$same" 'BEGIN {
 	printf "base: cpu %.2fs (%.0f events per CPU-second), peak RSS %.0f MiB\n", a, n / a, ra / 1024
 	printf "new:  cpu %.2fs (%.0f events per CPU-second), peak RSS %.0f MiB\n", b, n / b, rb / 1024
