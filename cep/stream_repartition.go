@@ -488,7 +488,7 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 		if len(rec.Data) > 0 && rec.Data[0] == repEventByte {
 			seq, n = binary.Uvarint(rec.Data[1:])
 		}
-		ev := new(event.Event)
+		ev := s.dec.NewEvent()
 		if n <= 0 {
 			return fmt.Errorf("cep: stream: %s offset %d: not a repartition record", b.Partition.Name, rec.Offset)
 		}

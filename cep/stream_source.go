@@ -515,7 +515,7 @@ func (s *streamSource) record(p runtime.Partition, rec *runtime.Record, pre *pre
 		ev = pre.ev
 	} else {
 		if s.ev == nil {
-			s.ev = new(event.Event)
+			s.ev = s.dec.NewEvent()
 		}
 		if err := s.dec.Decode(rec.Data, s.ev); err != nil {
 			return s.deadLetter(p, rec, err.Error())
@@ -576,7 +576,7 @@ func (s *streamSource) prepare(b *runtime.Batch, out []prepared) ([]prepared, er
 		if rec.Reason != "" {
 			continue
 		}
-		ev := new(event.Event)
+		ev := s.dec.NewEvent()
 		if err := s.dec.Decode(rec.Data, ev); err != nil {
 			out[i].reason = err.Error()
 			continue

@@ -254,6 +254,71 @@ type Event struct {
 	Fields []Value
 }
 
+// New returns an event with n null fields. For up to MaxInline fields the
+// event and its fields are one allocation (the fields right after the
+// event's header, so reading a field after the time touches memory next to
+// it): decoders make one event per record, and most of an event's reads
+// are of its fields.
+func New(n int) *Event {
+	if n > 0 && n <= MaxInline {
+		return newInline[n](n)
+	}
+	return &Event{Fields: make([]Value, n)}
+}
+
+// MaxInline is the most fields New allocates with their event.
+const MaxInline = 32
+
+// inline is an event and the array of its fields, allocated together.
+type inline[A any] struct {
+	e Event
+	f A
+}
+
+// newWith returns the event of a new inline[A] whose fields are the first
+// n of its array A of Values (n at most its length).
+func newWith[A any](n int) *Event {
+	b := new(inline[A])
+	b.e.Fields = unsafe.Slice((*Value)(unsafe.Pointer(&b.f)), n)
+	return &b.e
+}
+
+// newInline is newWith by the number of fields.
+var newInline = [MaxInline + 1]func(int) *Event{
+	1:  newWith[[1]Value],
+	2:  newWith[[2]Value],
+	3:  newWith[[3]Value],
+	4:  newWith[[4]Value],
+	5:  newWith[[5]Value],
+	6:  newWith[[6]Value],
+	7:  newWith[[7]Value],
+	8:  newWith[[8]Value],
+	9:  newWith[[9]Value],
+	10: newWith[[10]Value],
+	11: newWith[[11]Value],
+	12: newWith[[12]Value],
+	13: newWith[[13]Value],
+	14: newWith[[14]Value],
+	15: newWith[[15]Value],
+	16: newWith[[16]Value],
+	17: newWith[[17]Value],
+	18: newWith[[18]Value],
+	19: newWith[[19]Value],
+	20: newWith[[20]Value],
+	21: newWith[[21]Value],
+	22: newWith[[22]Value],
+	23: newWith[[23]Value],
+	24: newWith[[24]Value],
+	25: newWith[[25]Value],
+	26: newWith[[26]Value],
+	27: newWith[[27]Value],
+	28: newWith[[28]Value],
+	29: newWith[[29]Value],
+	30: newWith[[30]Value],
+	31: newWith[[31]Value],
+	32: newWith[[32]Value],
+}
+
 // Field returns the value in slot i, or null when the slot is out of range.
 func (e *Event) Field(i int) Value {
 	if i < 0 || i >= len(e.Fields) {

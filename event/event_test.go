@@ -3,6 +3,9 @@ package event
 import (
 	"errors"
 	"math"
+	goruntime "runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -143,5 +146,50 @@ func TestSchema(t *testing.T) {
 	}
 	if _, err := NewSchema(Field{}); err == nil {
 		t.Error("empty name accepted")
+	}
+}
+
+// TestNew checks New's events: n null fields, for up to MaxInline of them
+// in the event's allocation, right after its header; fields that the
+// collector keeps alive through that array.
+func TestNew(t *testing.T) {
+	for n := range MaxInline + 8 {
+		ev := New(n)
+		if len(ev.Fields) != n || cap(ev.Fields) != n {
+			t.Fatalf("New(%d): %d fields, capacity %d", n, len(ev.Fields), cap(ev.Fields))
+		}
+		for i, v := range ev.Fields {
+			if !v.IsNull() {
+				t.Fatalf("New(%d): field %d is %v", n, i, v)
+			}
+		}
+		if n == 0 || n > MaxInline {
+			continue
+		}
+		header := unsafe.Sizeof(Event{})
+		if d := uintptr(unsafe.Pointer(&ev.Fields[0])) - uintptr(unsafe.Pointer(ev)); d != header {
+			t.Fatalf("New(%d): fields %d bytes after the event, want %d", n, d, header)
+		}
+	}
+	// Strings made at run time, reachable only through the inline arrays,
+	// survive collections.
+	evs := make([]*Event, 2000)
+	for i := range evs {
+		evs[i] = New(1 + i%MaxInline)
+		for j := range evs[i].Fields {
+			evs[i].Fields[j] = String(strings.Repeat("x", 1+(i+j)%40) + strconv.Itoa(i*100+j))
+		}
+	}
+	for range 3 {
+		goruntime.GC()
+		_ = make([]byte, 1<<20) // reuse of freed memory would show
+	}
+	for i, ev := range evs {
+		for j, v := range ev.Fields {
+			want := strings.Repeat("x", 1+(i+j)%40) + strconv.Itoa(i*100+j)
+			if s, ok := v.AsString(); !ok || s != want {
+				t.Fatalf("event %d field %d: %v after collections, want %q", i, j, v, want)
+			}
+		}
 	}
 }

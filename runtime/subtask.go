@@ -312,7 +312,7 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 		if ev == nil {
 			// Operators keep the events they are given: a fresh one per
 			// record, reused only after a record failed to decode.
-			ev = new(event.Event)
+			ev = dec.NewEvent()
 		}
 		if err := dec.Decode(rec.Data, ev); err != nil {
 			if err := s.dead(rec, err.Error()); err != nil {

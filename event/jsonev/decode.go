@@ -363,6 +363,11 @@ func isPlain(name string) bool {
 	return true
 }
 
+// NewEvent returns an event to decode into: its fields, as many as the
+// schema's slots, allocated with it ([event.New]), so that Decode uses them
+// instead of allocating its own.
+func (d *Decoder) NewEvent() *event.Event { return event.New(d.nSlots) }
+
 // Decode decodes one JSON object from data into ev: ev.Time from the time
 // field and ev.Fields (resized to the schema, reusing its array when it is
 // large enough) from the fields. ev.Seq is left alone. On error ev holds
