@@ -105,6 +105,27 @@ func (c *Context) EventsAt(stage int) []*event.Event {
 	return c.match[stage]
 }
 
+// LastAt is the last event of EventsAt(stage), nil when there is none.
+// When the partial match's last event is that stage's (a condition on the
+// stage after it), it is that event, found without materialising the match
+// (EventsAt walks the buffer from it).
+func (c *Context) LastAt(stage int) *event.Event {
+	if c == nil || c.comp == nil {
+		return nil
+	}
+	if p := c.comp.prev; !c.ready && p.live() && int(p.n.stage) == stage && lastAtShortcut {
+		return p.n.ev.ev
+	}
+	evs := c.EventsAt(stage)
+	if len(evs) == 0 {
+		return nil
+	}
+	return evs[len(evs)-1]
+}
+
+// lastAtShortcut turns on LastAt's shortcut; tests turn it off to compare.
+var lastAtShortcut = true
+
 func (c *Context) reset(r *Run, comp *computation, ts event.Time) {
 	c.run, c.comp, c.ts, c.ready, c.match = r, comp, ts, false, nil
 

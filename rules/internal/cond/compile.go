@@ -30,9 +30,11 @@ type frame struct {
 }
 
 // stageSource gives the events of a stage by index: *nfa.Context in a
-// condition, matchStages in an emit expression.
+// condition, matchStages in an emit expression. LastAt is the last of
+// EventsAt, nil when there is none.
 type stageSource interface {
 	EventsAt(stage int) []*event.Event
+	LastAt(stage int) *event.Event
 }
 
 // matchStages is a complete match, as the stages of an emit expression.
@@ -44,6 +46,14 @@ func (m matchStages) EventsAt(i int) []*event.Event {
 		return nil
 	}
 	return m[i]
+}
+
+// LastAt implements stageSource.
+func (m matchStages) LastAt(i int) *event.Event {
+	if evs := m.EventsAt(i); len(evs) > 0 {
+		return evs[len(evs)-1]
+	}
+	return nil
 }
 
 // noEvent stands for a missing event under test: every field is null.

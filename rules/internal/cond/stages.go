@@ -90,11 +90,10 @@ func (c *compiler) member(n *ast.MemberNode) (*compiledNode, error) {
 		}
 		stage := obj.stage
 		return c.scalar(n, c.fieldType(slot), func(fr frame) (event.Value, *Error) {
-			evs := fr.stages.EventsAt(stage)
-			if len(evs) == 0 {
-				return event.Null, nil
+			if e := fr.stages.LastAt(stage); e != nil {
+				return e.Field(slot), nil
 			}
-			return evs[len(evs)-1].Field(slot), nil
+			return event.Null, nil
 		}), nil
 	case obj.typ == tyEvent && byName:
 		slot, err := c.memberField(n)
