@@ -490,8 +490,8 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	if i < 0 {
 		return Stats{}, fmt.Errorf("%w: %d", ErrUnknownRule, id)
 	}
+	st, _ := o.RuleCounts(id)
 	r := o.rules[i]
-	st := Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}
 	st.Keys = r.coldPresent
 	for _, ks := range o.keys {
 		if o.uniform(ks) {
@@ -506,6 +506,17 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// RuleCounts is RuleStats without the gauges (Keys and BufferedEvents stay
+// 0): the counters, read without scanning the keys.
+func (o *SharedOperator) RuleCounts(id int) (Stats, error) {
+	i := o.pos(id)
+	if i < 0 {
+		return Stats{}, fmt.Errorf("%w: %d", ErrUnknownRule, id)
+	}
+	r := o.rules[i]
+	return Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}, nil
 }
 
 // ProcessElement is [Operator.ProcessElement] for every rule: the element

@@ -80,6 +80,13 @@ func sameStarts(t *testing.T, nfas []*nfa.NFA) {
 					if w := one.Stats(); st.Keys != w.Keys || st.BufferedEvents != w.BufferedEvents {
 						t.Fatalf("seed %d step %d rule %d: %d keys, %d buffered; its operator %d, %d", seed, step, i, st.Keys, st.BufferedEvents, w.Keys, w.BufferedEvents)
 					}
+					c, _ := op.RuleCounts(i)
+					if w := one.Stats(); c.Matches != w.Matches || c.Timeouts != w.Timeouts || c.DroppedPartialMatches != w.DroppedPartialMatches || c.Late != w.Late {
+						t.Fatalf("seed %d step %d rule %d: counts %+v; its operator %+v", seed, step, i, c, w)
+					}
+					if st.Keys, st.BufferedEvents = 0, 0; c != st {
+						t.Fatalf("seed %d step %d rule %d: RuleCounts %+v, RuleStats %+v", seed, step, i, c, st)
+					}
 				}
 				if r.IntN(5) == 0 {
 					snap, err := op.Snapshot()
