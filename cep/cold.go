@@ -8,10 +8,11 @@ import "github.com/cepheus-cep/cepheus/event"
 // key costs a few kilobytes of pointers that every garbage collection
 // scans. A SharedOperator therefore keeps a key that has not been touched
 // since its previous sweep, and has nothing buffered and no timer, as its
-// encoded state record (the bytes SnapshotTo writes for it): one
-// pointer-free slice. The next element of the key decodes it back. Nothing
-// else can reach a cold key: only an element arriving, a rule change, a
-// snapshot or the stats do, and each handles it; a cold key never fires.
+// encoded state record (the bytes SnapshotTo writes for it, but for its
+// deferred starts, see coldNotesVersion): one pointer-free slice. The
+// next element of the key decodes it back. Nothing else can reach a cold
+// key: only an element arriving, a rule change, a snapshot or the stats
+// do, and each handles it; a cold key never fires.
 //
 // Freezing and thawing change no output: the record is the key's whole
 // state, as restoring from a checkpoint shows (internal/difftest runs the
@@ -50,10 +51,21 @@ func (o *SharedOperator) maybeSweep() {
 	}
 }
 
+// coldNotesVersion is the first byte of a cold record that holds a note
+// (a deferred start, ruleSlot.pend): kept as the note, not as the run it
+// stands for as in a state record, it thaws into the note again, and the
+// key's next element needs no run when it ends the note's partial match
+// (nfa.Run.PendingDies). record turns it into the key's state record.
+const coldNotesVersion = keyRecordVersion + 1
+
 // freeze turns ks into its record.
 // REQUIRES: ks has nothing buffered and no timer; no rule failed.
 func (o *SharedOperator) freeze(ks *keyState) {
-	o.coldBuf = o.appendKey(append(o.coldBuf[:0], keyRecordVersion), ks)
+	b, noted := o.appendKeyNotes(append(o.coldBuf[:0], keyRecordVersion), ks, true)
+	if noted {
+		b[0] = coldNotesVersion
+	}
+	o.coldBuf = b
 	if o.cold == nil {
 		o.cold = map[event.Key][]byte{}
 	}
@@ -79,12 +91,8 @@ func (o *SharedOperator) thaw(k event.Key) *keyState {
 		return nil
 	}
 	delete(o.cold, k)
-	d := decoder{event.Reader{B: rec[1:], Corrupt: ErrCorruptSnapshot}}
-	if err := o.decodeKey(&d, k); err != nil || d.end() != nil {
-		// The operator encoded it moments ago: only a bug gets here.
-		panic("cep: a cold key does not decode: " + errString(err, d.end()))
-	}
-	ks := o.keys[k]
+	ks := o.decodeCold(k, rec)
+	o.keys[k] = ks
 	for i := range ks.rules {
 		if ks.rules[i].present {
 			o.rules[i].coldPresent--
@@ -98,6 +106,30 @@ func (o *SharedOperator) thaw(k event.Key) *keyState {
 		}
 	}
 	return ks
+}
+
+// decodeCold returns the state of cold key k, of record rec, not added
+// to o.
+func (o *SharedOperator) decodeCold(k event.Key, rec []byte) *keyState {
+	d := decoder{event.Reader{B: rec[1:], Corrupt: ErrCorruptSnapshot}}
+	ks, err := o.decodeKeyState(&d, k, rec[0] == coldNotesVersion)
+	if err != nil || d.end() != nil {
+		// The operator encoded it moments ago: only a bug gets here.
+		panic("cep: a cold key does not decode: " + errString(err, d.end()))
+	}
+	return ks
+}
+
+// record appends to b the state record of cold key k, of record rec: rec
+// itself unless it holds notes.
+func (o *SharedOperator) record(b []byte, k event.Key, rec []byte) []byte {
+	if rec[0] != coldNotesVersion {
+		return append(b, rec...)
+	}
+	ks := o.decodeCold(k, rec)
+	b = o.appendKey(append(b, keyRecordVersion), ks)
+	o.release(ks)
+	return b
 }
 
 // partialsOf is the partial matches the rules hold at ks.

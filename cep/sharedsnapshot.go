@@ -58,7 +58,9 @@ func (o *SharedOperator) Snapshot() ([]byte, error) {
 		if ks := o.keys[k]; ks != nil {
 			b = o.appendKey(b, ks)
 		} else {
-			b = append(b, o.cold[k][1:]...) // the record without its version
+			n := len(b)
+			b = o.record(b, k, o.cold[k])
+			b = append(b[:n], b[n+1:]...) // the record without its version
 		}
 	}
 	return b, nil
@@ -204,7 +206,8 @@ func (o *SharedOperator) putKey(sn *pendingSnapshot, k event.Key) error {
 	ks := o.keys[k]
 	if ks == nil {
 		if rec, ok := o.cold[k]; ok {
-			return sn.w.Put(rk, rec)
+			sn.buf = o.record(sn.buf[:0], k, rec)
+			return sn.w.Put(rk, sn.buf)
 		}
 		return sn.w.Delete(rk)
 	}
@@ -287,12 +290,20 @@ func (o *SharedOperator) appendHeader(b []byte) []byte {
 
 // appendKey appends the record of ks (without its version byte).
 func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
+	b, _ = o.appendKeyNotes(b, ks, false)
+	return b
+}
+
+// appendKeyNotes is appendKey; with notes, a deferred start
+// (ruleSlot.pend) is written as the note it is instead of the run it stands
+// for (a cold record, cold.go), and noted reports whether one was.
+func (o *SharedOperator) appendKeyNotes(b []byte, ks *keyState, notes bool) (_ []byte, noted bool) {
 	b = binary.AppendUvarint(b, ks.order)
 	if ks.quiet.group != nil {
 		o.materialize(ks)
 	}
 	uniform := o.uniform(ks)
-	if !uniform {
+	if !uniform && !notes {
 		// A deferred start is written as the run it stands for.
 		for i := range ks.rules {
 			var out Output
@@ -316,12 +327,26 @@ func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
 		if sl.run != nil {
 			flags |= 2
 		}
+		if sl.pend != nil {
+			flags |= 4
+			noted = true
+		}
 		b = append(b, flags)
 		if sl.present {
 			b = binary.AppendUvarint(b, sl.order)
 		}
 		if sl.run != nil {
 			b = sl.run.AppendBinary(b)
+		}
+		if sl.pend != nil {
+			b = binary.AppendVarint(b, int64(sl.pendTs))
+			b = sl.pend.AppendBinary(b)
+			if sl.pendAdv {
+				b = append(b, 1)
+				b = binary.AppendVarint(b, int64(sl.pendAt))
+			} else {
+				b = append(b, 0)
+			}
 		}
 		b = binary.AppendUvarint(b, uint64(len(sl.hidden)))
 		for _, h := range sl.hidden {
@@ -330,7 +355,7 @@ func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
 			b = binary.AppendUvarint(b, uint64(slices.Index(ks.buf[bi].evs, h.ev)))
 		}
 	}
-	return b
+	return b, noted
 }
 
 func compareTime(a, b event.Time) int {
@@ -651,32 +676,38 @@ func (o *SharedOperator) decodeKey(d *decoder, k event.Key) error {
 	if o.keys[k] != nil {
 		return fmt.Errorf("%w: key %q twice", ErrCorruptSnapshot, string(k))
 	}
-	ks := &keyState{key: k, rules: make([]ruleSlot, len(o.rules))}
-	ks.order = d.Uvarint()
-	if err := decodeBuffer(d, ks); err != nil {
+	ks, err := o.decodeKeyState(d, k, false)
+	if err != nil {
 		return err
-	}
-	held := ks.n > 0
-	for i := range ks.rules {
-		if err := o.decodeSlot(d, ks, i); err != nil {
-			return err
-		}
-		held = held || ks.rules[i].present
-	}
-	if d.Err != nil {
-		return d.Err
-	}
-	if !held {
-		return fmt.Errorf("%w: key %q holds no state", ErrCorruptSnapshot, string(k))
 	}
 	o.keys[k] = ks
 	o.buffered += ks.n
 	return nil
 }
 
-func (o *SharedOperator) decodeSlot(d *decoder, ks *keyState, i int) error {
-	r := o.rules[i]
-	return decodeSlotOf(d, ks, &ks.rules[i], r.nfa, r.maxPartial, r.id)
+// decodeKeyState reads the record of key k, with notes if written with
+// them (appendKeyNotes), into a new keyState that it does not add to o.
+func (o *SharedOperator) decodeKeyState(d *decoder, k event.Key, notes bool) (*keyState, error) {
+	ks := &keyState{key: k, rules: make([]ruleSlot, len(o.rules))}
+	ks.order = d.Uvarint()
+	if err := decodeBuffer(d, ks); err != nil {
+		return nil, err
+	}
+	held := ks.n > 0
+	for i := range ks.rules {
+		r := o.rules[i]
+		if err := decodeSlotOf(d, ks, &ks.rules[i], r.nfa, r.maxPartial, r.id, notes); err != nil {
+			return nil, err
+		}
+		held = held || ks.rules[i].present
+	}
+	if d.Err != nil {
+		return nil, d.Err
+	}
+	if !held {
+		return nil, fmt.Errorf("%w: key %q holds no state", ErrCorruptSnapshot, string(k))
+	}
+	return ks, nil
 }
 
 // decodeMigratedKey is decodeKey through the migration o.mig: each of the
@@ -702,7 +733,7 @@ func (o *SharedOperator) decodeMigratedKey(d *decoder, k event.Key) error {
 		if t >= 0 {
 			pat, maxPartial = o.rules[t].nfa, o.rules[t].maxPartial
 		}
-		if err := decodeSlotOf(d, ks, &sl, pat, maxPartial, old.ID); err != nil {
+		if err := decodeSlotOf(d, ks, &sl, pat, maxPartial, old.ID, false); err != nil {
 			return err
 		}
 		if t >= 0 {
@@ -737,10 +768,10 @@ func (o *SharedOperator) decodeMigratedKey(d *decoder, k event.Key) error {
 }
 
 // decodeSlotOf reads one rule slot of key ks into sl, its run decoded
-// with pattern n.
-func decodeSlotOf(d *decoder, ks *keyState, sl *ruleSlot, n *nfa.NFA, maxPartial, id int) error {
+// with pattern n; with notes, the slot may hold a note (appendKeyNotes).
+func decodeSlotOf(d *decoder, ks *keyState, sl *ruleSlot, n *nfa.NFA, maxPartial, id int, notes bool) error {
 	flags := d.Byte()
-	if d.Err == nil && flags > 3 {
+	if d.Err == nil && (flags > 3 && !notes || flags > 5) {
 		d.Fail()
 	}
 	if sl.present = flags&1 != 0; sl.present {
@@ -756,6 +787,20 @@ func decodeSlotOf(d *decoder, ks *keyState, sl *ruleSlot, n *nfa.NFA, maxPartial
 		}
 		run.SetMaxPartialMatches(maxPartial)
 		sl.run, d.B = run, rest
+	}
+	if flags&4 != 0 {
+		sl.pendTs = event.Time(d.Varint())
+		if d.Err != nil {
+			return d.Err
+		}
+		ev, rest, err := event.DecodeEvent(d.B)
+		if err != nil {
+			return fmt.Errorf("%w: key %q, rule %d: %w", ErrCorruptSnapshot, string(ks.key), id, err)
+		}
+		sl.pend, d.B = ev, rest
+		if sl.pendAdv = d.Byte() != 0; sl.pendAdv {
+			sl.pendAt = event.Time(d.Varint())
+		}
 	}
 	nh := d.Count()
 	for range nh {

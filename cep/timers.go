@@ -198,54 +198,54 @@ func (t *timerHeap) disarmKind(ks *keyState, k timerKind) {
 // timer's due time, if it is due at or before now, else nil. The returned
 // key's timers that are due at or before now are disarmed (it fires once
 // for both); its other timer, due later, stays armed, so that a window
-// deadline that a firing does not change need not be armed again.
+// deadline that a firing does not change need not be armed again. Only
+// the least entry is checked for being live (reading its key): a stale one
+// is dropped and the next least taken.
 func (t *timerHeap) popDue(now event.Time) (*keyState, event.Time) {
-	var e *timerEntry
-	var fromH *timerPQ
-	for k := range t.h {
-		h := &t.h[k]
-		for len(*h) > 0 && !(*h)[0].live() {
-			h.pop()
-			t.n--
+	for {
+		var e *timerEntry
+		var fromH *timerPQ
+		var from *timerLane
+		for k := range t.h {
+			if h := &t.h[k]; len(*h) > 0 && (e == nil || (*h)[0].less(e)) {
+				e, fromH = &(*h)[0], h
+			}
+		}
+		for k := range t.lanes {
+			for i := range t.lanes[k] {
+				if l := &t.lanes[k][i]; l.len() > 0 && (e == nil || l.q[l.head].less(e)) {
+					e, from = &l.q[l.head], l
+				}
+			}
+		}
+		if e == nil {
+			return nil, 0
+		}
+		live := e.live()
+		if live && e.due > now {
+			return nil, 0
+		}
+		ks, kind, due := e.ks, e.kind, e.due
+		if from != nil {
+			from.pop()
+		} else {
+			fromH.pop()
+		}
+		t.n--
+		if !live {
 			t.stale--
+			continue
 		}
-		if len(*h) > 0 && (e == nil || (*h)[0].less(e)) {
-			e, fromH = &(*h)[0], h
-		}
-	}
-	var from *timerLane
-	for k := range t.lanes {
-		for i := range t.lanes[k] {
-			l := &t.lanes[k][i]
-			for l.len() > 0 && !l.q[l.head].live() {
-				l.pop()
-				t.n--
-				t.stale--
-			}
-			if l.len() > 0 && (e == nil || l.q[l.head].less(e)) {
-				e, from = &l.q[l.head], l
+		for k := range timerKinds {
+			if r := ks.timerOf(k); r.armed && r.due <= now {
+				r.armed = false
+				if k != kind {
+					t.stale++ // the key's other timer
+				}
 			}
 		}
+		return ks, due
 	}
-	if e == nil || e.due > now {
-		return nil, 0
-	}
-	ks, kind, due := e.ks, e.kind, e.due
-	if from != nil {
-		from.pop()
-	} else {
-		fromH.pop()
-	}
-	t.n--
-	for k := range timerKinds {
-		if r := ks.timerOf(k); r.armed && r.due <= now {
-			r.armed = false
-			if k != kind {
-				t.stale++ // the key's other timer
-			}
-		}
-	}
-	return ks, due
 }
 
 func (t *timerHeap) len() int { return t.n - t.stale }
