@@ -490,8 +490,8 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	if i < 0 {
 		return Stats{}, fmt.Errorf("%w: %d", ErrUnknownRule, id)
 	}
-	st, _ := o.RuleCounts(id)
 	r := o.rules[i]
+	st := o.counts(r)
 	st.Keys = r.coldPresent
 	for _, ks := range o.keys {
 		if o.uniform(ks) {
@@ -515,8 +515,12 @@ func (o *SharedOperator) RuleCounts(id int) (Stats, error) {
 	if i < 0 {
 		return Stats{}, fmt.Errorf("%w: %d", ErrUnknownRule, id)
 	}
-	r := o.rules[i]
-	return Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}, nil
+	return o.counts(o.rules[i]), nil
+}
+
+// counts is the counters of rule r and of the operator.
+func (o *SharedOperator) counts(r *sharedRule) Stats {
+	return Stats{Late: o.late, Overflow: o.overflow, Matches: r.matches, Timeouts: r.timeouts, DroppedPartialMatches: r.dropped}
 }
 
 // ProcessElement is [Operator.ProcessElement] for every rule: the element

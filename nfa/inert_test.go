@@ -2,8 +2,6 @@ package nfa
 
 import (
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,10 +13,7 @@ import (
 // transition is a take: the answers and the number of condition
 // evaluations must be the same.
 func TestInertShortcut(t *testing.T) {
-	seed := uint64(1)
-	if s := os.Getenv("CEPHEUS_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
+	seed := envSeed()
 	rng := rand.New(rand.NewPCG(seed, 13))
 	evals := 0
 	is := func(n string) Condition { return &counted{n, &evals} }

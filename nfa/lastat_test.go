@@ -2,8 +2,6 @@ package nfa
 
 import (
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -47,10 +45,7 @@ func (c *lastChecker) Eval(e *event.Event, ctx *Context) bool {
 // TestLastAt drives random events through patterns whose conditions check
 // LastAt against EventsAt for every stage at every evaluation.
 func TestLastAt(t *testing.T) {
-	seed := uint64(1)
-	if s := os.Getenv("CEPHEUS_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
+	seed := envSeed()
 	rng := rand.New(rand.NewPCG(seed, 14))
 	fast := 0
 	patterns := map[string]func(is func(string) Condition) *Pattern{

@@ -307,15 +307,21 @@ func TestPartialMatchLimit(t *testing.T) {
 	}
 }
 
+// envSeed is the seed of the randomised tests: CEPHEUS_SEED, or 1.
+func envSeed() uint64 {
+	seed := uint64(1)
+	if s := os.Getenv("CEPHEUS_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	return seed
+}
+
 // TestRunEncodingRoundTrip drives random events through a branching pattern,
 // snapshots the run at a random point, and checks that the restored run
 // behaves exactly like the original from then on, and that encoding is
 // stable (encode, decode, encode gives the same bytes).
 func TestRunEncodingRoundTrip(t *testing.T) {
-	seed := uint64(1)
-	if s := os.Getenv("CEPHEUS_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
+	seed := envSeed()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	patterns := map[string]*Pattern{
 		"anyLoop": Begin("a").Where(nameIs("a")).FollowedByAny("b").Where(nameIs("b")).OneOrMore().AllowCombinations().

@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -19,10 +17,7 @@ import (
 // step, as runs that reuse nothing. The patterns take long runs of events
 // (versions longer than deweyInline digits).
 func TestRecycling(t *testing.T) {
-	seed := uint64(1)
-	if s := os.Getenv("CEPHEUS_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
+	seed := envSeed()
 	rng := rand.New(rand.NewPCG(seed, 11))
 	patterns := map[string]*Pattern{
 		"anyLoop": Begin("a").Where(nameIs("a")).FollowedByAny("b").Where(nameIs("b")).OneOrMore().AllowCombinations().

@@ -2,9 +2,7 @@ package nfa
 
 import (
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,10 +75,7 @@ func TestWaits(t *testing.T) {
 // the encoded runs and the number of condition evaluations must be the
 // same.
 func TestWaitShortcut(t *testing.T) {
-	seed := uint64(1)
-	if s := os.Getenv("CEPHEUS_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
+	seed := envSeed()
 	rng := rand.New(rand.NewPCG(seed, 12))
 	evals := 0
 	is := func(n string) Condition { return &counted{n, &evals} }
