@@ -148,6 +148,7 @@ type SharedOperator struct {
 	// how many elements the current one releases.
 	fireEpoch uint64
 	fireElems int
+	touchSink uintptr
 
 	// dirty lists the keys whose state changed since the last SnapshotTo
 	// (dropped keys included) while tracking; allDirty says every key must
@@ -794,6 +795,9 @@ func (o *SharedOperator) fireTimers(t event.Time, out *Output) error {
 			break
 		}
 		o.fired = append(o.fired, ks)
+	}
+	o.touchSink += touchKeys(o.fired)
+	for _, ks := range o.fired {
 		o.fireKey(ks, t, out)
 	}
 	err := o.order(base, out)
@@ -1356,4 +1360,31 @@ func (o *SharedOperator) settleTimers(ks *keyState, deadline event.Time, ok bool
 	case !ks.deadline.armed || ks.deadline.due != deadline:
 		o.timers.armDeadline(ks, deadline)
 	}
+}
+
+// touchKeys reads a word of the state each key of keys will need when it
+// fires: its first buffered element and each rule's noted start or run.
+// The loads are independent of each other, so the processor overlaps
+// their cache misses instead of taking them one after another inside
+// fireKey. The sum is kept only so that the loads are not removed.
+func touchKeys(keys []*keyState) uintptr {
+	var sum uintptr
+	for _, ks := range keys {
+		if len(ks.buf) > 0 && len(ks.buf[0].evs) > 0 {
+			sum += uintptr(ks.buf[0].evs[0].Seq)
+		}
+		for i := range ks.rules {
+			sl := &ks.rules[i]
+			if sl.pend != nil {
+				sum += uintptr(sl.pend.Time)
+			}
+			if sl.run != nil {
+				sum += sl.run.Touch()
+			}
+		}
+		if q := ks.quiet.ev; q != nil {
+			sum += uintptr(q.Time)
+		}
+	}
+	return sum
 }

@@ -301,6 +301,17 @@ func (r *Run) Empty() bool {
 	return r.completed.len() == 0 && r.nodes.len() == 0 && r.events.len() == 0 && r.PartialMatches() == 0
 }
 
+// Touch reads the run's header and its first partial match, and returns a
+// number that means nothing: a caller about to process several runs that
+// may have left the processor's caches touches them all first, so that
+// their cache misses overlap instead of stalling one after another.
+func (r *Run) Touch() uintptr {
+	if len(r.partial.q) == 0 {
+		return 0
+	}
+	return uintptr(r.nonStart) + uintptr(r.partial.q[0].prevTs)
+}
+
 // Idle reports whether the run holds nothing but its start computation:
 // no partial match and no completed match held back. An idle run's
 // AdvanceTime releases nothing.
