@@ -190,8 +190,8 @@ type decField struct {
 	mask   [2]uint64
 }
 
-// span is a decoded string inside Decoder.arena.
-type span struct{ start, end int }
+// strField is a string decoded for a slot: its bytes in Decoder.arena.
+type strField struct{ slot, start, end int }
 
 // Decoder decodes flat JSON objects into [event.Event] values of one schema.
 // It is a hand-written single-pass scanner: no reflection, no maps of any,
@@ -256,8 +256,7 @@ type Decoder struct {
 	// string in arena.
 	vals    []event.Value // per slot
 	seen    []bool        // per field index: present in this record
-	strs    []span        // per slot: its string in arena, when the slot holds a string
-	strList []int         // slots that were given a string, in order
+	strs    []strField    // the strings given to slots, in order
 	arena   []byte        // unescaped strings of the record
 	keyBuf  []byte        // an unescaped key
 	timeVal event.Time
@@ -334,7 +333,6 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 	}
 	d.vals = make([]event.Value, d.nSlots)
 	d.seen = make([]bool, len(d.fields))
-	d.strs = make([]span, d.nSlots)
 	return d, nil
 }
 
@@ -377,13 +375,13 @@ func isPlain(name string) bool {
 // Decode keeps no reference to data, and none to the events it returned.
 func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 	// The fields are decoded into d.vals, with their strings in d.arena
-	// (d.strs, d.strList), and the event time into d.timeVal; newEvent
+	// (d.strs), and the event time into d.timeVal; newEvent
 	// copies them into the event at the end, when the size of its
 	// allocation, which holds them all, is known. A failed record leaves
 	// no event half made.
 	clear(d.vals)
 	clear(d.seen)
-	d.strList = d.strList[:0]
+	d.strs = d.strs[:0]
 	if cap(d.arena) < len(data)+8 {
 		// Room for the strings without escapes, which are at most the
 		// record, and the eight spare bytes of copyPlain; twice that, so
@@ -485,10 +483,9 @@ func (d *Decoder) newEvent() *event.Event {
 	ev, all := event.NewWithBytes(d.nSlots, d.arena)
 	ev.Time = d.timeVal
 	copy(ev.Fields, d.vals)
-	for _, slot := range d.strList {
-		if d.vals[slot].Kind() == event.KindString {
-			sp := d.strs[slot]
-			ev.Fields[slot] = event.String(all[sp.start:sp.end])
+	for _, s := range d.strs {
+		if d.vals[s.slot].Kind() == event.KindString { // not replaced by a later key
+			ev.Fields[s.slot] = event.String(all[s.start:s.end])
 		}
 	}
 	return ev
@@ -578,8 +575,7 @@ func (d *Decoder) value(data []byte, i, fi int) (int, error) {
 // setString records that slot holds the string that starts at start in
 // d.arena and ends at its end.
 func (d *Decoder) setString(slot, start int) {
-	d.strs[slot] = span{start, len(d.arena)}
-	d.strList = append(d.strList, slot)
+	d.strs = append(d.strs, strField{slot, start, len(d.arena)})
 	d.vals[slot] = event.String("") // the string is set at the end of the record
 }
 
