@@ -556,12 +556,19 @@ func (d *Decoder) lookup(key []byte, pos int) int {
 }
 
 // value decodes the value at data[i] into field fi and returns the index
-// after it. The usual value, a string without escapes for a field that
-// takes one, is copied here; anyValue decodes the rest.
+// after it. The usual values, strings without escapes for a field that
+// takes them, are decoded here; anyValue decodes the rest.
 func (d *Decoder) value(data []byte, i, fi int) (int, error) {
 	f := &d.fields[fi]
+	again := d.seen[fi]
 	d.seen[fi] = true
 	if f.str && i < len(data) && data[i] == '"' {
+		if i+1 < len(data) && data[i+1] == '"' && !again {
+			// The empty string is its own final value, unless an
+			// earlier string of a key given twice is in d.strs.
+			d.vals[f.slot] = event.String("")
+			return i + 2, nil
+		}
 		start := len(d.arena)
 		if n, j, ok := copyPlain(d.arena[start:cap(d.arena)], data, i); ok {
 			d.arena = d.arena[:start+n]

@@ -97,6 +97,10 @@ func TestDecode(t *testing.T) {
 		{name: "escaped key", in: `{"\u0073":"v",` + ts + `}`, want: `s=string:"v"`},
 		{name: "duplicate keys: last wins", in: `{"a":"x","a":1,"s":"p","s":"q",` + ts + `}`, want: `s=string:"q" a=int:1`},
 		{name: "duplicate keys: string last", in: `{"a":1,"a":"x",` + ts + `}`, want: `a=string:"x"`},
+		{name: "duplicate keys: empty string last", in: `{"s":"p","s":"","a":"x","a":"\u0079","a":"",` + ts + `}`,
+			want: `s=string:"" a=string:""`},
+		{name: "duplicate keys: empty string first", in: `{"s":"","s":"q","a":"","a":null,"k":"","k":"","k":"r",` + ts + `}`,
+			want: `s=string:"q" k=string:"r"`},
 
 		{name: "int from whole float", in: `{"i":3.0,` + ts + `}`, want: `i=int:3`},
 		{name: "int from exponent", in: `{"i":1.5e1,` + ts + `}`, want: `i=int:15`},
