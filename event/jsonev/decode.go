@@ -442,6 +442,10 @@ func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 			if err != nil {
 				return nil, err
 			}
+			if i+1 < len(data) && data[i] == ',' && data[i+1] == '"' {
+				i++ // the usual compact `,"`: no whitespace to skip
+				continue
+			}
 			i = skipWS(data, i)
 			if i >= len(data) {
 				return nil, errAt(i, "unexpected end of input, want ',' or '}'")
