@@ -229,9 +229,9 @@ type strField struct{ slot, start, end int }
 // an error. Every error is a [*DecodeError].
 //
 // Strings are copied out of the input (the source reuses its buffer): an
-// event, its fields and its strings share a single allocation. A Decoder keeps scratch
-// buffers between calls, so it is not safe for concurrent use; use one per
-// goroutine.
+// event, its fields and its strings share a single allocation. A Decoder
+// keeps scratch buffers between calls, so it is not safe for concurrent
+// use; use one per goroutine.
 type Decoder struct {
 	fields  []decField
 	index   map[string]int
@@ -250,10 +250,8 @@ type Decoder struct {
 	// the map lookup.
 	order []int
 
-	// Per-record scratch. The fields are decoded into vals, and copied
-	// into the event at the end, when the length of its strings is known.
-	// A slot given a string holds event.String("") in vals, and its
-	// string in arena.
+	// Per-record scratch (see Decode). A slot given a non-empty string
+	// holds event.String("") in vals until newEvent sets the string.
 	vals    []event.Value // per slot
 	seen    []bool        // per field index: present in this record
 	strs    []strField    // the strings given to slots, in order
@@ -374,11 +372,11 @@ func isPlain(name string) bool {
 //
 // Decode keeps no reference to data, and none to the events it returned.
 func (d *Decoder) Decode(data []byte) (*event.Event, error) {
-	// The fields are decoded into d.vals, with their strings in d.arena
-	// (d.strs), and the event time into d.timeVal; newEvent
-	// copies them into the event at the end, when the size of its
-	// allocation, which holds them all, is known. A failed record leaves
-	// no event half made.
+	// The fields are decoded into d.vals, their strings into d.arena
+	// (d.strs) and the event time into d.timeVal; newEvent copies them
+	// into the event at the end, when the size of its allocation, which
+	// holds them all, is known. A record that does not decode leaves no
+	// event half made.
 	clear(d.vals)
 	clear(d.seen)
 	d.strs = d.strs[:0]
@@ -587,7 +585,7 @@ func (d *Decoder) value(data []byte, i, fi int) (int, error) {
 // d.arena and ends at its end.
 func (d *Decoder) setString(slot, start int) {
 	d.strs = append(d.strs, strField{slot, start, len(d.arena)})
-	d.vals[slot] = event.String("") // the string is set at the end of the record
+	d.vals[slot] = event.String("") // newEvent sets the string
 }
 
 // anyValue decodes the value at data[i] into field f, whatever it is.
