@@ -75,13 +75,16 @@ type decoded struct {
 }
 
 func (d *decoded) decode(dec *jsonev.Decoder, line string) {
-	if err := dec.Decode([]byte(line), &d.ev); err != nil {
+	ev, err := dec.Decode([]byte(line))
+	if err != nil {
 		var de *jsonev.DecodeError
 		if !errors.As(err, &de) {
 			panic(err)
 		}
 		d.err = de.Reason
+		return
 	}
+	d.ev = *ev
 }
 
 // inFileTest compiles paritySource with a test holding lines, as `cepheus

@@ -488,11 +488,11 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 		if len(rec.Data) > 0 && rec.Data[0] == repEventByte {
 			seq, n = binary.Uvarint(rec.Data[1:])
 		}
-		ev := s.dec.NewEvent()
 		if n <= 0 {
 			return fmt.Errorf("cep: stream: %s offset %d: not a repartition record", b.Partition.Name, rec.Offset)
 		}
-		if err := s.dec.Decode(rec.Data[1+n:], ev); err != nil {
+		ev, err := s.dec.Decode(rec.Data[1+n:])
+		if err != nil {
 			return fmt.Errorf("cep: stream: %s offset %d: a repartition record that does not decode: %w", b.Partition.Name, rec.Offset, err)
 		}
 		ev.Seq = seq

@@ -31,7 +31,6 @@ type streamSource struct {
 	forwarded event.Watermark
 	pending   [][]elem // by subtask
 	route     []routeTo
-	ev        *event.Event
 	// guard is the far-ahead check (InputPolicy.MaxAhead; nil without);
 	// guardParts the partitions of the events it holds, in order.
 	guard      *runtime.AheadGuard
@@ -514,14 +513,10 @@ func (s *streamSource) record(p runtime.Partition, rec *runtime.Record, pre *pre
 		}
 		ev = pre.ev
 	} else {
-		if s.ev == nil {
-			s.ev = s.dec.NewEvent()
-		}
-		if err := s.dec.Decode(rec.Data, s.ev); err != nil {
+		var err error
+		if ev, err = s.dec.Decode(rec.Data); err != nil {
 			return s.deadLetter(p, rec, err.Error())
 		}
-		ev = s.ev
-		s.ev = nil
 	}
 	ev.Seq = event.SeqOf(p.Index, rec.Line)
 	if s.keySlot >= 0 && !recordKeyIs(rec.Key, ev.Field(s.keySlot)) {
@@ -576,8 +571,8 @@ func (s *streamSource) prepare(b *runtime.Batch, out []prepared) ([]prepared, er
 		if rec.Reason != "" {
 			continue
 		}
-		ev := s.dec.NewEvent()
-		if err := s.dec.Decode(rec.Data, ev); err != nil {
+		ev, err := s.dec.Decode(rec.Data)
+		if err != nil {
 			out[i].reason = err.Error()
 			continue
 		}

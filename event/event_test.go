@@ -193,3 +193,67 @@ func TestNew(t *testing.T) {
 		}
 	}
 }
+
+// TestNewWithBytes checks NewWithBytes's events: n null fields as New's,
+// and a copy of the bytes, after the fields in the event's allocation for
+// up to MaxInline fields and MaxInlineBytes bytes.
+func TestNewWithBytes(t *testing.T) {
+	for n := range MaxInline + 3 {
+		for size := range MaxInlineBytes + 20 {
+			b := []byte(strings.Repeat("abcdefghij", 30)[:size])
+			ev, s := NewWithBytes(n, b)
+			clear(b)
+			if len(ev.Fields) != n || cap(ev.Fields) != n {
+				t.Fatalf("NewWithBytes(%d, %d bytes): %d fields, capacity %d", n, size, len(ev.Fields), cap(ev.Fields))
+			}
+			for i, v := range ev.Fields {
+				if !v.IsNull() {
+					t.Fatalf("NewWithBytes(%d, %d bytes): field %d is %v", n, size, i, v)
+				}
+			}
+			if want := strings.Repeat("abcdefghij", 30)[:size]; s != want {
+				t.Fatalf("NewWithBytes(%d, %d bytes): string %q, want %q", n, size, s, want)
+			}
+			if n == 0 || n > MaxInline || size == 0 || size > MaxInlineBytes {
+				continue
+			}
+			end := uintptr(unsafe.Pointer(&ev.Fields[n-1])) + unsafe.Sizeof(Value{})
+			if d := uintptr(unsafe.Pointer(unsafe.StringData(s))) - end; d != 0 {
+				t.Fatalf("NewWithBytes(%d, %d bytes): string %d bytes after the fields, want 0", n, size, d)
+			}
+		}
+	}
+}
+
+// TestNewWithBytesCollected checks that NewWithBytes's allocations survive
+// collections, reachable through their events or through substrings of
+// their strings only.
+func TestNewWithBytesCollected(t *testing.T) {
+	text := func(i int) string { return strings.Repeat("y", i%300) + strconv.Itoa(i) }
+	evs := make([]*Event, 2000)
+	subs := make([]string, len(evs))
+	for i := range evs {
+		var s string
+		evs[i], s = NewWithBytes(1+i%MaxInline, []byte(text(i)))
+		for j := range evs[i].Fields {
+			evs[i].Fields[j] = String(s[j%len(s):])
+		}
+		_, s = NewWithBytes(1+i%MaxInline, []byte(text(i+1)))
+		subs[i] = s[len(s)/2:] // the event is unreachable; its string is not
+	}
+	for range 3 {
+		goruntime.GC()
+		_ = make([]byte, 1<<20) // reuse of freed memory would show
+	}
+	for i, ev := range evs {
+		want := text(i)
+		for j, v := range ev.Fields {
+			if s, ok := v.AsString(); !ok || s != want[j%len(want):] {
+				t.Fatalf("event %d field %d: %v after collections, want %q", i, j, v, want[j%len(want):])
+			}
+		}
+		if want := text(i + 1); subs[i] != want[len(want)/2:] {
+			t.Fatalf("string %d: %q after collections, want %q", i, subs[i], want[len(want)/2:])
+		}
+	}
+}

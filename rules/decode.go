@@ -57,11 +57,7 @@ func (rs *Ruleset) decodeEvent(data []byte) (*event.Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev := new(event.Event)
-	if err := dec.Decode(data, ev); err != nil {
-		return nil, err
-	}
-	return ev, nil
+	return dec.Decode(data)
 }
 
 // decodeOffset returns the byte offset in the event's JSON of a decode

@@ -46,8 +46,8 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 				if dec == nil {
 					break
 				}
-				ev := new(event.Event)
-				if err := dec.Decode([]byte(l.JSON.raw), ev); err != nil {
+				ev, err := dec.Decode([]byte(l.JSON.raw))
+				if err != nil {
 					// The error's position is the column's: leave
 					// the column out of the message.
 					var de *jsonev.DecodeError

@@ -254,7 +254,6 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 		src    = s.cfg.Source
 		dec    = s.cfg.Decoder
 		wm     = s.cfg.Watermarks
-		ev     *event.Event
 		nextPr = (s.stats.Records/s.cfg.ProgressEvery + 1) * s.cfg.ProgressEvery
 		nextCk = int64(-1)
 		// skipped is the line of the last record skipped (restored).
@@ -309,20 +308,14 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if ev == nil {
-			// Operators keep the events they are given: a fresh one per
-			// record, reused only after a record failed to decode.
-			ev = dec.NewEvent()
-		}
-		if err := dec.Decode(rec.Data, ev); err != nil {
+		e, err := dec.Decode(rec.Data)
+		if err != nil {
 			if err := s.dead(rec, err.Error()); err != nil {
 				return err
 			}
 			continue
 		}
-		ev.Seq = uint64(rec.Line)
-		e := ev
-		ev = nil
+		e.Seq = uint64(rec.Line)
 		if s.cfg.Enrich != nil {
 			if err := s.enqueue(ctx, e, rec); err != nil {
 				return err

@@ -190,8 +190,8 @@ type decField struct {
 	mask   [2]uint64
 }
 
-// span is a decoded string inside Decoder.arena.
-type span struct{ start, end int }
+// strField is a string decoded for a slot: its bytes in Decoder.arena.
+type strField struct{ slot, start, end int }
 
 // Decoder decodes flat JSON objects into [event.Event] values of one schema.
 // It is a hand-written single-pass scanner: no reflection, no maps of any,
@@ -228,10 +228,10 @@ type span struct{ start, end int }
 // record lacks are null too. A nested object or array in a schema field is
 // an error. Every error is a [*DecodeError].
 //
-// Strings are copied out of the input (the source reuses its buffer): all
-// strings of one event share a single allocation. A Decoder keeps scratch
-// buffers between calls, so it is not safe for concurrent use; use one per
-// goroutine.
+// Strings are copied out of the input (the source reuses its buffer): an
+// event, its fields and its strings share a single allocation. A Decoder
+// keeps scratch buffers between calls, so it is not safe for concurrent
+// use; use one per goroutine.
 type Decoder struct {
 	fields  []decField
 	index   map[string]int
@@ -250,13 +250,13 @@ type Decoder struct {
 	// the map lookup.
 	order []int
 
-	// Per-record scratch. A slot given a string holds event.String("")
-	// until the end of the record, and its string in arena meanwhile.
-	seen    []bool // per field index: present in this record
-	strs    []span // per slot: its string in arena, when the slot holds a string
-	strList []int  // slots that were given a string, in order
-	arena   []byte // unescaped strings of the record
-	keyBuf  []byte // an unescaped key
+	// Per-record scratch (see Decode). A slot given a non-empty string
+	// holds event.String("") in vals until newEvent sets the string.
+	vals    []event.Value // per slot
+	seen    []bool        // per field index: present in this record
+	strs    []strField    // the strings given to slots, in order
+	arena   []byte        // unescaped strings of the record
+	keyBuf  []byte        // an unescaped key
 	timeVal event.Time
 }
 
@@ -329,8 +329,8 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 			d.reqIdx = append(d.reqIdx, fi)
 		}
 	}
+	d.vals = make([]event.Value, d.nSlots)
 	d.seen = make([]bool, len(d.fields))
-	d.strs = make([]span, d.nSlots)
 	return d, nil
 }
 
@@ -363,29 +363,23 @@ func isPlain(name string) bool {
 	return true
 }
 
-// NewEvent returns an event to decode into: its fields, as many as the
-// schema's slots, allocated with it ([event.New]), so that Decode uses them
-// instead of allocating its own.
-func (d *Decoder) NewEvent() *event.Event { return event.New(d.nSlots) }
-
-// Decode decodes one JSON object from data into ev: ev.Time from the time
-// field and ev.Fields (resized to the schema, reusing its array when it is
-// large enough) from the fields. ev.Seq is left alone. On error ev holds
-// garbage and the error is a [*DecodeError].
+// Decode decodes one JSON object from data into a new event: its Time
+// from the time field and its Fields, one per slot of the schema, from the
+// fields. Its Seq is left 0, for the caller. The event, its fields and its
+// strings are one allocation when they are small enough
+// ([event.NewWithBytes]); a record that does not decode allocates nothing
+// but its error, a [*DecodeError].
 //
-// Decode keeps no reference to data. It overwrites ev, so ev must not be an
-// event already handed to an operator (operators keep the events they are
-// given); decode into a fresh event, or reuse one only after a failed
-// Decode.
-func (d *Decoder) Decode(data []byte, ev *event.Event) error {
-	if cap(ev.Fields) >= d.nSlots {
-		ev.Fields = ev.Fields[:d.nSlots]
-		clear(ev.Fields)
-	} else {
-		ev.Fields = make([]event.Value, d.nSlots)
-	}
+// Decode keeps no reference to data, and none to the events it returned.
+func (d *Decoder) Decode(data []byte) (*event.Event, error) {
+	// The fields are decoded into d.vals, their strings into d.arena
+	// (d.strs) and the event time into d.timeVal; newEvent copies them
+	// into the event at the end, when the size of its allocation, which
+	// holds them all, is known. A record that does not decode leaves no
+	// event half made.
+	clear(d.vals)
 	clear(d.seen)
-	d.strList = d.strList[:0]
+	d.strs = d.strs[:0]
 	if cap(d.arena) < len(data)+8 {
 		// Room for the strings without escapes, which are at most the
 		// record, and the eight spare bytes of copyPlain; twice that, so
@@ -397,10 +391,10 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 
 	i := skipWS(data, 0)
 	if i >= len(data) {
-		return errAt(i, "empty record")
+		return nil, errAt(i, "empty record")
 	}
 	if data[i] != '{' {
-		return errAt(i, "want a JSON object, found "+describe(data, i))
+		return nil, errAt(i, "want a JSON object, found "+describe(data, i))
 	}
 	i = skipWS(data, i+1)
 	if i < len(data) && data[i] == '}' {
@@ -408,88 +402,95 @@ func (d *Decoder) Decode(data []byte, ev *event.Event) error {
 	} else {
 		for pos := 0; ; pos++ {
 			if i >= len(data) {
-				return errAt(i, "unexpected end of input, want an object key")
+				return nil, errAt(i, "unexpected end of input, want an object key")
 			}
 			if data[i] != '"' {
-				return errAt(i, "invalid character "+quoteChar(data[i])+", want an object key")
+				return nil, errAt(i, "invalid character "+quoteChar(data[i])+", want an object key")
 			}
 			keyAt := i
 			fi, j := d.predictedKey(data, i, pos)
 			if j == 0 {
 				var err error
 				if fi, j, err = d.key(data, i, pos); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			if d.strict {
 				if fi < 0 && !d.open {
-					return errAt(keyAt, "unknown field "+strconv.Quote(d.keyText(data, keyAt))+" (not in the schema)")
+					return nil, errAt(keyAt, "unknown field "+strconv.Quote(d.keyText(data, keyAt))+" (not in the schema)")
 				}
 				if fi >= 0 && d.seen[fi] {
-					return errAt(keyAt, "field "+strconv.Quote(d.keyText(data, keyAt))+" is given twice")
+					return nil, errAt(keyAt, "field "+strconv.Quote(d.keyText(data, keyAt))+" is given twice")
 				}
 			}
 			i = skipWS(data, j)
 			if i >= len(data) {
-				return errAt(i, "unexpected end of input after object key")
+				return nil, errAt(i, "unexpected end of input after object key")
 			}
 			if data[i] != ':' {
-				return errAt(i, "invalid character "+quoteChar(data[i])+" after object key")
+				return nil, errAt(i, "invalid character "+quoteChar(data[i])+" after object key")
 			}
 			i = skipWS(data, i+1)
 			var err error
 			if fi < 0 {
 				i, err = skipValue(data, i, 2)
 			} else {
-				i, err = d.value(data, i, fi, ev)
+				i, err = d.value(data, i, fi)
 			}
 			if err != nil {
-				return err
+				return nil, err
+			}
+			if i+1 < len(data) && data[i] == ',' && data[i+1] == '"' {
+				i++ // the usual compact `,"`: no whitespace to skip
+				continue
 			}
 			i = skipWS(data, i)
 			if i >= len(data) {
-				return errAt(i, "unexpected end of input, want ',' or '}'")
+				return nil, errAt(i, "unexpected end of input, want ',' or '}'")
 			}
 			if data[i] == ',' {
 				i = skipWS(data, i+1)
 				continue
 			}
 			if data[i] != '}' {
-				return errAt(i, "invalid character "+quoteChar(data[i])+" after object value, want ',' or '}'")
+				return nil, errAt(i, "invalid character "+quoteChar(data[i])+" after object value, want ',' or '}'")
 			}
 			i++
 			break
 		}
 	}
 	if i = skipWS(data, i); i < len(data) {
-		return errAt(i, "invalid character "+quoteChar(data[i])+" after the object")
+		return nil, errAt(i, "invalid character "+quoteChar(data[i])+" after the object")
 	}
 
 	tf := &d.fields[d.timeIdx]
 	if !d.seen[d.timeIdx] {
-		return &DecodeError{Reason: "missing time field " + strconv.Quote(tf.name)}
+		return nil, &DecodeError{Reason: "missing time field " + strconv.Quote(tf.name)}
 	}
-	ev.Time = d.timeVal
 	for _, fi := range d.reqIdx {
 		f := &d.fields[fi]
 		if !d.seen[fi] {
-			return &DecodeError{Reason: "missing required field " + strconv.Quote(f.name)}
+			return nil, &DecodeError{Reason: "missing required field " + strconv.Quote(f.name)}
 		}
-		if ev.Fields[f.slot].IsNull() {
-			return &DecodeError{Reason: "required field " + strconv.Quote(f.name) + " is null"}
-		}
-	}
-	if len(d.strList) > 0 {
-		// One allocation for all the strings of the event.
-		all := string(d.arena)
-		for _, slot := range d.strList {
-			if ev.Fields[slot].Kind() == event.KindString {
-				sp := d.strs[slot]
-				ev.Fields[slot] = event.String(all[sp.start:sp.end])
-			}
+		if d.vals[f.slot].IsNull() {
+			return nil, &DecodeError{Reason: "required field " + strconv.Quote(f.name) + " is null"}
 		}
 	}
-	return nil
+	return d.newEvent(), nil
+}
+
+// newEvent returns the event of the record decoded into d.vals and
+// d.arena: one allocation for the event, its fields and its strings.
+func (d *Decoder) newEvent() *event.Event {
+	ev, all := event.NewWithBytes(d.nSlots, d.arena)
+	ev.Time = d.timeVal
+	copy(ev.Fields, d.vals)
+	for _, s := range d.strs {
+		if d.vals[s.slot].Kind() == event.KindString { // not replaced by a later key
+			ev.Fields[s.slot] = event.String(all[s.start:s.end])
+		}
+	}
+	return ev
 }
 
 // predictedKey returns the field predicted for the key at data[i] (a '"'),
@@ -557,37 +558,43 @@ func (d *Decoder) lookup(key []byte, pos int) int {
 }
 
 // value decodes the value at data[i] into field fi and returns the index
-// after it. The usual value, a string without escapes for a field that
-// takes one, is copied here; anyValue decodes the rest.
-func (d *Decoder) value(data []byte, i, fi int, ev *event.Event) (int, error) {
+// after it. The usual values, strings without escapes for a field that
+// takes them, are decoded here; anyValue decodes the rest.
+func (d *Decoder) value(data []byte, i, fi int) (int, error) {
 	f := &d.fields[fi]
+	again := d.seen[fi]
 	d.seen[fi] = true
 	if f.str && i < len(data) && data[i] == '"' {
+		if i+1 < len(data) && data[i+1] == '"' && !again {
+			// The empty string is its own final value, unless an
+			// earlier string of a key given twice is in d.strs.
+			d.vals[f.slot] = event.String("")
+			return i + 2, nil
+		}
 		start := len(d.arena)
 		if n, j, ok := copyPlain(d.arena[start:cap(d.arena)], data, i); ok {
 			d.arena = d.arena[:start+n]
-			d.setString(f.slot, start, ev)
+			d.setString(f.slot, start)
 			return j, nil
 		}
 	}
-	return d.anyValue(data, i, f, ev)
+	return d.anyValue(data, i, f)
 }
 
 // setString records that slot holds the string that starts at start in
 // d.arena and ends at its end.
-func (d *Decoder) setString(slot, start int, ev *event.Event) {
-	d.strs[slot] = span{start, len(d.arena)}
-	d.strList = append(d.strList, slot)
-	ev.Fields[slot] = event.String("") // the string is set at the end of the record
+func (d *Decoder) setString(slot, start int) {
+	d.strs = append(d.strs, strField{slot, start, len(d.arena)})
+	d.vals[slot] = event.String("") // newEvent sets the string
 }
 
 // anyValue decodes the value at data[i] into field f, whatever it is.
-func (d *Decoder) anyValue(data []byte, i int, f *decField, ev *event.Event) (int, error) {
+func (d *Decoder) anyValue(data []byte, i int, f *decField) (int, error) {
 	if i >= len(data) {
 		return i, errAt(i, "unexpected end of input, want a value")
 	}
 	if f.isTime {
-		return d.timeValue(data, i, f, ev)
+		return d.timeValue(data, i, f)
 	}
 	switch c := data[i]; {
 	case c == '"':
@@ -599,11 +606,11 @@ func (d *Decoder) anyValue(data []byte, i int, f *decField, ev *event.Event) (in
 		if d.arena, i, err = appendString(d.arena, data, i); err != nil {
 			return i, err
 		}
-		d.setString(f.slot, start, ev)
+		d.setString(f.slot, start)
 		return i, nil
 
 	case c == '-' || ('0' <= c && c <= '9'):
-		return d.number(data, i, f, ev)
+		return d.number(data, i, f)
 
 	case c == 't' || c == 'f':
 		b, j, err := scanBool(data, i)
@@ -613,7 +620,7 @@ func (d *Decoder) anyValue(data []byte, i int, f *decField, ev *event.Event) (in
 		if f.kind != event.KindNull && f.kind != event.KindBool {
 			return i, d.kindErr(i, f, "a bool")
 		}
-		d.set(f.slot, event.Bool(b), ev)
+		d.set(f.slot, event.Bool(b))
 		return j, nil
 
 	case c == 'n':
@@ -621,7 +628,7 @@ func (d *Decoder) anyValue(data []byte, i int, f *decField, ev *event.Event) (in
 		if err != nil {
 			return j, err
 		}
-		d.set(f.slot, event.Null, ev)
+		d.set(f.slot, event.Null)
 		return j, nil
 
 	case c == '{' || c == '[':
@@ -633,7 +640,7 @@ func (d *Decoder) anyValue(data []byte, i int, f *decField, ev *event.Event) (in
 // timeValue decodes the value at data[i] of a time field: an RFC 3339
 // string or a number of epoch milliseconds (as d.format allows), stored as
 // an int of milliseconds.
-func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (int, error) {
+func (d *Decoder) timeValue(data []byte, i int, f *decField) (int, error) {
 	var ms int64
 	var j int
 	switch c := data[i]; {
@@ -676,7 +683,7 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (i
 		if f.eventTime {
 			return i, timeErr(i, f, " is null")
 		}
-		d.set(f.slot, event.Null, ev)
+		d.set(f.slot, event.Null)
 		return j, nil
 
 	case c == 't' || c == 'f':
@@ -694,7 +701,7 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField, ev *event.Event) (i
 	if f.eventTime {
 		d.timeVal = event.Time(ms)
 	}
-	d.set(f.slot, event.Int(ms), ev)
+	d.set(f.slot, event.Int(ms))
 	return j, nil
 }
 
@@ -777,9 +784,9 @@ func compound(c byte) string {
 }
 
 // set stores a non-string value in slot.
-func (d *Decoder) set(slot int, v event.Value, ev *event.Event) {
+func (d *Decoder) set(slot int, v event.Value) {
 	if slot >= 0 {
-		ev.Fields[slot] = v
+		d.vals[slot] = v
 	}
 }
 
@@ -792,14 +799,14 @@ func (d *Decoder) kindErr(i int, f *decField, got string) error {
 }
 
 // number decodes the number at data[i] into field f.
-func (d *Decoder) number(data []byte, i int, f *decField, ev *event.Event) (int, error) {
+func (d *Decoder) number(data []byte, i int, f *decField) (int, error) {
 	if p, ok := scanPlainNumber(data, i); ok {
 		if v, ok := p.value(f.kind); ok {
-			d.set(f.slot, v, ev)
+			d.set(f.slot, v)
 			return p.end, nil
 		}
 	}
-	return d.anyNumber(data, i, f, ev)
+	return d.anyNumber(data, i, f)
 }
 
 // value returns the value of p for a field of kind, when the plain number
@@ -826,7 +833,7 @@ func (p *plainNumber) value(kind event.Kind) (event.Value, bool) {
 
 // anyNumber decodes the number at data[i] into field f, whatever its
 // shape.
-func (d *Decoder) anyNumber(data []byte, i int, f *decField, ev *event.Event) (int, error) {
+func (d *Decoder) anyNumber(data []byte, i int, f *decField) (int, error) {
 	n, err := scanNumber(data, i)
 	if err != nil {
 		return n.end, err
@@ -835,26 +842,26 @@ func (d *Decoder) anyNumber(data []byte, i int, f *decField, ev *event.Event) (i
 	switch f.kind {
 	case event.KindNull:
 		if n.isInt && !n.overflow {
-			d.set(f.slot, event.Int(n.intVal()), ev)
+			d.set(f.slot, event.Int(n.intVal()))
 			return n.end, nil
 		}
 		fl, err := parseFloat(text)
 		if err != nil {
 			return i, errAt(i, "field "+strconv.Quote(f.name)+": number "+string(text)+" is out of range")
 		}
-		d.set(f.slot, event.Float(fl), ev)
+		d.set(f.slot, event.Float(fl))
 	case event.KindInt:
 		v, ok := n.wholeInt(text)
 		if !ok {
 			return i, errAt(i, "field "+strconv.Quote(f.name)+": want int, got "+string(text))
 		}
-		d.set(f.slot, event.Int(v), ev)
+		d.set(f.slot, event.Int(v))
 	case event.KindFloat:
 		fl, err := parseFloat(text)
 		if err != nil {
 			return i, errAt(i, "field "+strconv.Quote(f.name)+": number "+string(text)+" is out of range")
 		}
-		d.set(f.slot, event.Float(fl), ev)
+		d.set(f.slot, event.Float(fl))
 	default:
 		return i, d.kindErr(i, f, "a number")
 	}
