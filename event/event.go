@@ -266,48 +266,13 @@ func New(n int) *Event {
 	return &Event{Fields: make([]Value, n)}
 }
 
-// NewWithBytes returns an event with n null fields, as [New] does, and a
-// string holding a copy of b, for the strings of the event's fields
-// (substrings of it). For up to MaxInline fields and MaxInlineBytes bytes
-// the copy is in the event's allocation, right after the fields, so that
-// a decoded event and its strings are one allocation. The copy is never
-// written again; its strings keep the whole allocation alive, as the
-// event keeps them.
-func NewWithBytes(n int, b []byte) (*Event, string) {
-	if len(b) == 0 {
-		return New(n), ""
-	}
-	if n <= 0 || n > MaxInline || len(b) > MaxInlineBytes {
-		return New(n), string(b)
-	}
-	ev, tail := newInlineBytes[n][byteClass[(len(b)+15)/16]](n)
-	copy(tail, b)
-	return ev, unsafe.String(&tail[0], len(b))
-}
-
-// MaxInline is the most fields New and NewWithBytes allocate with their
-// event.
+// MaxInline is the most fields New allocates with their event.
 const MaxInline = 32
-
-// MaxInlineBytes is the most bytes NewWithBytes allocates with an event.
-const MaxInlineBytes = 256
-
-// byteClass is the index in newInlineBytes[n] of the smallest byte array,
-// of 16, 32, 48, 64, 96, 128, 192 or 256 bytes, that holds a number of
-// 16-byte blocks, up to MaxInlineBytes.
-var byteClass = [MaxInlineBytes/16 + 1]uint8{0, 0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7}
 
 // inline is an event and the array of its fields, allocated together.
 type inline[A any] struct {
 	e Event
 	f A
-}
-
-// inlineBytes is an inline with an array of bytes for the strings of its
-// fields.
-type inlineBytes[A, B any] struct {
-	inline[A]
-	b B
 }
 
 // newWith returns the event of a new inline[A] whose fields are the first
@@ -316,14 +281,6 @@ func newWith[A any](n int) *Event {
 	b := new(inline[A])
 	b.e.Fields = unsafe.Slice((*Value)(unsafe.Pointer(&b.f)), n)
 	return &b.e
-}
-
-// newWithBytes returns the event of a new inlineBytes[A, B], as newWith,
-// and its byte array B.
-func newWithBytes[A, B any](n int) (*Event, []byte) {
-	b := new(inlineBytes[A, B])
-	b.e.Fields = unsafe.Slice((*Value)(unsafe.Pointer(&b.f)), n)
-	return &b.e, unsafe.Slice((*byte)(unsafe.Pointer(&b.b)), unsafe.Sizeof(b.b))
 }
 
 // newInline is newWith by the number of fields.
@@ -360,139 +317,6 @@ var newInline = [MaxInline + 1]func(int) *Event{
 	30: newWith[[30]Value],
 	31: newWith[[31]Value],
 	32: newWith[[32]Value],
-}
-
-// newInlineBytes is newWithBytes by the number of fields and the index of
-// the byte array in byteClass.
-var newInlineBytes = [MaxInline + 1][8]func(int) (*Event, []byte){
-	1: {
-		newWithBytes[[1]Value, [16]byte], newWithBytes[[1]Value, [32]byte], newWithBytes[[1]Value, [48]byte], newWithBytes[[1]Value, [64]byte],
-		newWithBytes[[1]Value, [96]byte], newWithBytes[[1]Value, [128]byte], newWithBytes[[1]Value, [192]byte], newWithBytes[[1]Value, [256]byte],
-	},
-	2: {
-		newWithBytes[[2]Value, [16]byte], newWithBytes[[2]Value, [32]byte], newWithBytes[[2]Value, [48]byte], newWithBytes[[2]Value, [64]byte],
-		newWithBytes[[2]Value, [96]byte], newWithBytes[[2]Value, [128]byte], newWithBytes[[2]Value, [192]byte], newWithBytes[[2]Value, [256]byte],
-	},
-	3: {
-		newWithBytes[[3]Value, [16]byte], newWithBytes[[3]Value, [32]byte], newWithBytes[[3]Value, [48]byte], newWithBytes[[3]Value, [64]byte],
-		newWithBytes[[3]Value, [96]byte], newWithBytes[[3]Value, [128]byte], newWithBytes[[3]Value, [192]byte], newWithBytes[[3]Value, [256]byte],
-	},
-	4: {
-		newWithBytes[[4]Value, [16]byte], newWithBytes[[4]Value, [32]byte], newWithBytes[[4]Value, [48]byte], newWithBytes[[4]Value, [64]byte],
-		newWithBytes[[4]Value, [96]byte], newWithBytes[[4]Value, [128]byte], newWithBytes[[4]Value, [192]byte], newWithBytes[[4]Value, [256]byte],
-	},
-	5: {
-		newWithBytes[[5]Value, [16]byte], newWithBytes[[5]Value, [32]byte], newWithBytes[[5]Value, [48]byte], newWithBytes[[5]Value, [64]byte],
-		newWithBytes[[5]Value, [96]byte], newWithBytes[[5]Value, [128]byte], newWithBytes[[5]Value, [192]byte], newWithBytes[[5]Value, [256]byte],
-	},
-	6: {
-		newWithBytes[[6]Value, [16]byte], newWithBytes[[6]Value, [32]byte], newWithBytes[[6]Value, [48]byte], newWithBytes[[6]Value, [64]byte],
-		newWithBytes[[6]Value, [96]byte], newWithBytes[[6]Value, [128]byte], newWithBytes[[6]Value, [192]byte], newWithBytes[[6]Value, [256]byte],
-	},
-	7: {
-		newWithBytes[[7]Value, [16]byte], newWithBytes[[7]Value, [32]byte], newWithBytes[[7]Value, [48]byte], newWithBytes[[7]Value, [64]byte],
-		newWithBytes[[7]Value, [96]byte], newWithBytes[[7]Value, [128]byte], newWithBytes[[7]Value, [192]byte], newWithBytes[[7]Value, [256]byte],
-	},
-	8: {
-		newWithBytes[[8]Value, [16]byte], newWithBytes[[8]Value, [32]byte], newWithBytes[[8]Value, [48]byte], newWithBytes[[8]Value, [64]byte],
-		newWithBytes[[8]Value, [96]byte], newWithBytes[[8]Value, [128]byte], newWithBytes[[8]Value, [192]byte], newWithBytes[[8]Value, [256]byte],
-	},
-	9: {
-		newWithBytes[[9]Value, [16]byte], newWithBytes[[9]Value, [32]byte], newWithBytes[[9]Value, [48]byte], newWithBytes[[9]Value, [64]byte],
-		newWithBytes[[9]Value, [96]byte], newWithBytes[[9]Value, [128]byte], newWithBytes[[9]Value, [192]byte], newWithBytes[[9]Value, [256]byte],
-	},
-	10: {
-		newWithBytes[[10]Value, [16]byte], newWithBytes[[10]Value, [32]byte], newWithBytes[[10]Value, [48]byte], newWithBytes[[10]Value, [64]byte],
-		newWithBytes[[10]Value, [96]byte], newWithBytes[[10]Value, [128]byte], newWithBytes[[10]Value, [192]byte], newWithBytes[[10]Value, [256]byte],
-	},
-	11: {
-		newWithBytes[[11]Value, [16]byte], newWithBytes[[11]Value, [32]byte], newWithBytes[[11]Value, [48]byte], newWithBytes[[11]Value, [64]byte],
-		newWithBytes[[11]Value, [96]byte], newWithBytes[[11]Value, [128]byte], newWithBytes[[11]Value, [192]byte], newWithBytes[[11]Value, [256]byte],
-	},
-	12: {
-		newWithBytes[[12]Value, [16]byte], newWithBytes[[12]Value, [32]byte], newWithBytes[[12]Value, [48]byte], newWithBytes[[12]Value, [64]byte],
-		newWithBytes[[12]Value, [96]byte], newWithBytes[[12]Value, [128]byte], newWithBytes[[12]Value, [192]byte], newWithBytes[[12]Value, [256]byte],
-	},
-	13: {
-		newWithBytes[[13]Value, [16]byte], newWithBytes[[13]Value, [32]byte], newWithBytes[[13]Value, [48]byte], newWithBytes[[13]Value, [64]byte],
-		newWithBytes[[13]Value, [96]byte], newWithBytes[[13]Value, [128]byte], newWithBytes[[13]Value, [192]byte], newWithBytes[[13]Value, [256]byte],
-	},
-	14: {
-		newWithBytes[[14]Value, [16]byte], newWithBytes[[14]Value, [32]byte], newWithBytes[[14]Value, [48]byte], newWithBytes[[14]Value, [64]byte],
-		newWithBytes[[14]Value, [96]byte], newWithBytes[[14]Value, [128]byte], newWithBytes[[14]Value, [192]byte], newWithBytes[[14]Value, [256]byte],
-	},
-	15: {
-		newWithBytes[[15]Value, [16]byte], newWithBytes[[15]Value, [32]byte], newWithBytes[[15]Value, [48]byte], newWithBytes[[15]Value, [64]byte],
-		newWithBytes[[15]Value, [96]byte], newWithBytes[[15]Value, [128]byte], newWithBytes[[15]Value, [192]byte], newWithBytes[[15]Value, [256]byte],
-	},
-	16: {
-		newWithBytes[[16]Value, [16]byte], newWithBytes[[16]Value, [32]byte], newWithBytes[[16]Value, [48]byte], newWithBytes[[16]Value, [64]byte],
-		newWithBytes[[16]Value, [96]byte], newWithBytes[[16]Value, [128]byte], newWithBytes[[16]Value, [192]byte], newWithBytes[[16]Value, [256]byte],
-	},
-	17: {
-		newWithBytes[[17]Value, [16]byte], newWithBytes[[17]Value, [32]byte], newWithBytes[[17]Value, [48]byte], newWithBytes[[17]Value, [64]byte],
-		newWithBytes[[17]Value, [96]byte], newWithBytes[[17]Value, [128]byte], newWithBytes[[17]Value, [192]byte], newWithBytes[[17]Value, [256]byte],
-	},
-	18: {
-		newWithBytes[[18]Value, [16]byte], newWithBytes[[18]Value, [32]byte], newWithBytes[[18]Value, [48]byte], newWithBytes[[18]Value, [64]byte],
-		newWithBytes[[18]Value, [96]byte], newWithBytes[[18]Value, [128]byte], newWithBytes[[18]Value, [192]byte], newWithBytes[[18]Value, [256]byte],
-	},
-	19: {
-		newWithBytes[[19]Value, [16]byte], newWithBytes[[19]Value, [32]byte], newWithBytes[[19]Value, [48]byte], newWithBytes[[19]Value, [64]byte],
-		newWithBytes[[19]Value, [96]byte], newWithBytes[[19]Value, [128]byte], newWithBytes[[19]Value, [192]byte], newWithBytes[[19]Value, [256]byte],
-	},
-	20: {
-		newWithBytes[[20]Value, [16]byte], newWithBytes[[20]Value, [32]byte], newWithBytes[[20]Value, [48]byte], newWithBytes[[20]Value, [64]byte],
-		newWithBytes[[20]Value, [96]byte], newWithBytes[[20]Value, [128]byte], newWithBytes[[20]Value, [192]byte], newWithBytes[[20]Value, [256]byte],
-	},
-	21: {
-		newWithBytes[[21]Value, [16]byte], newWithBytes[[21]Value, [32]byte], newWithBytes[[21]Value, [48]byte], newWithBytes[[21]Value, [64]byte],
-		newWithBytes[[21]Value, [96]byte], newWithBytes[[21]Value, [128]byte], newWithBytes[[21]Value, [192]byte], newWithBytes[[21]Value, [256]byte],
-	},
-	22: {
-		newWithBytes[[22]Value, [16]byte], newWithBytes[[22]Value, [32]byte], newWithBytes[[22]Value, [48]byte], newWithBytes[[22]Value, [64]byte],
-		newWithBytes[[22]Value, [96]byte], newWithBytes[[22]Value, [128]byte], newWithBytes[[22]Value, [192]byte], newWithBytes[[22]Value, [256]byte],
-	},
-	23: {
-		newWithBytes[[23]Value, [16]byte], newWithBytes[[23]Value, [32]byte], newWithBytes[[23]Value, [48]byte], newWithBytes[[23]Value, [64]byte],
-		newWithBytes[[23]Value, [96]byte], newWithBytes[[23]Value, [128]byte], newWithBytes[[23]Value, [192]byte], newWithBytes[[23]Value, [256]byte],
-	},
-	24: {
-		newWithBytes[[24]Value, [16]byte], newWithBytes[[24]Value, [32]byte], newWithBytes[[24]Value, [48]byte], newWithBytes[[24]Value, [64]byte],
-		newWithBytes[[24]Value, [96]byte], newWithBytes[[24]Value, [128]byte], newWithBytes[[24]Value, [192]byte], newWithBytes[[24]Value, [256]byte],
-	},
-	25: {
-		newWithBytes[[25]Value, [16]byte], newWithBytes[[25]Value, [32]byte], newWithBytes[[25]Value, [48]byte], newWithBytes[[25]Value, [64]byte],
-		newWithBytes[[25]Value, [96]byte], newWithBytes[[25]Value, [128]byte], newWithBytes[[25]Value, [192]byte], newWithBytes[[25]Value, [256]byte],
-	},
-	26: {
-		newWithBytes[[26]Value, [16]byte], newWithBytes[[26]Value, [32]byte], newWithBytes[[26]Value, [48]byte], newWithBytes[[26]Value, [64]byte],
-		newWithBytes[[26]Value, [96]byte], newWithBytes[[26]Value, [128]byte], newWithBytes[[26]Value, [192]byte], newWithBytes[[26]Value, [256]byte],
-	},
-	27: {
-		newWithBytes[[27]Value, [16]byte], newWithBytes[[27]Value, [32]byte], newWithBytes[[27]Value, [48]byte], newWithBytes[[27]Value, [64]byte],
-		newWithBytes[[27]Value, [96]byte], newWithBytes[[27]Value, [128]byte], newWithBytes[[27]Value, [192]byte], newWithBytes[[27]Value, [256]byte],
-	},
-	28: {
-		newWithBytes[[28]Value, [16]byte], newWithBytes[[28]Value, [32]byte], newWithBytes[[28]Value, [48]byte], newWithBytes[[28]Value, [64]byte],
-		newWithBytes[[28]Value, [96]byte], newWithBytes[[28]Value, [128]byte], newWithBytes[[28]Value, [192]byte], newWithBytes[[28]Value, [256]byte],
-	},
-	29: {
-		newWithBytes[[29]Value, [16]byte], newWithBytes[[29]Value, [32]byte], newWithBytes[[29]Value, [48]byte], newWithBytes[[29]Value, [64]byte],
-		newWithBytes[[29]Value, [96]byte], newWithBytes[[29]Value, [128]byte], newWithBytes[[29]Value, [192]byte], newWithBytes[[29]Value, [256]byte],
-	},
-	30: {
-		newWithBytes[[30]Value, [16]byte], newWithBytes[[30]Value, [32]byte], newWithBytes[[30]Value, [48]byte], newWithBytes[[30]Value, [64]byte],
-		newWithBytes[[30]Value, [96]byte], newWithBytes[[30]Value, [128]byte], newWithBytes[[30]Value, [192]byte], newWithBytes[[30]Value, [256]byte],
-	},
-	31: {
-		newWithBytes[[31]Value, [16]byte], newWithBytes[[31]Value, [32]byte], newWithBytes[[31]Value, [48]byte], newWithBytes[[31]Value, [64]byte],
-		newWithBytes[[31]Value, [96]byte], newWithBytes[[31]Value, [128]byte], newWithBytes[[31]Value, [192]byte], newWithBytes[[31]Value, [256]byte],
-	},
-	32: {
-		newWithBytes[[32]Value, [16]byte], newWithBytes[[32]Value, [32]byte], newWithBytes[[32]Value, [48]byte], newWithBytes[[32]Value, [64]byte],
-		newWithBytes[[32]Value, [96]byte], newWithBytes[[32]Value, [128]byte], newWithBytes[[32]Value, [192]byte], newWithBytes[[32]Value, [256]byte],
-	},
 }
 
 // Field returns the value in slot i, or null when the slot is out of range.

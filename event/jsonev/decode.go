@@ -228,8 +228,9 @@ type strField struct{ slot, start, end int }
 // record lacks are null too. A nested object or array in a schema field is
 // an error. Every error is a [*DecodeError].
 //
-// Strings are copied out of the input (the source reuses its buffer): an
-// event, its fields and its strings share a single allocation. A Decoder
+// Strings are copied out of the input (the source reuses its buffer): all
+// the strings of an event share one allocation, the event and its fields
+// another. A Decoder
 // keeps scratch buffers between calls, so it is not safe for concurrent
 // use; use one per goroutine.
 type Decoder struct {
@@ -365,10 +366,9 @@ func isPlain(name string) bool {
 
 // Decode decodes one JSON object from data into a new event: its Time
 // from the time field and its Fields, one per slot of the schema, from the
-// fields. Its Seq is left 0, for the caller. The event, its fields and its
-// strings are one allocation when they are small enough
-// ([event.NewWithBytes]); a record that does not decode allocates nothing
-// but its error, a [*DecodeError].
+// fields. Its Seq is left 0, for the caller. The event and its fields are
+// one allocation ([event.New]), its strings one more; a record that does
+// not decode allocates nothing but its error, a [*DecodeError].
 //
 // Decode keeps no reference to data, and none to the events it returned.
 func (d *Decoder) Decode(data []byte) (*event.Event, error) {
@@ -480,9 +480,13 @@ func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 }
 
 // newEvent returns the event of the record decoded into d.vals and
-// d.arena: one allocation for the event, its fields and its strings.
+// d.arena: one allocation for the event and its fields, one for its
+// strings. (Strings in the event's allocation too cost as many
+// instructions, for the copy of the fields, and made the binary larger
+// and the backtest slower, by a size-class table of generic allocators.)
 func (d *Decoder) newEvent() *event.Event {
-	ev, all := event.NewWithBytes(d.nSlots, d.arena)
+	ev := event.New(d.nSlots)
+	all := string(d.arena)
 	ev.Time = d.timeVal
 	copy(ev.Fields, d.vals)
 	for _, s := range d.strs {

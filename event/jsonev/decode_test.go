@@ -299,8 +299,8 @@ func TestDecodeAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs > 1 {
-		t.Errorf("Decode allocates %v times per event, want at most 1 (the event, its fields and its strings)", allocs)
+	if allocs > 2 {
+		t.Errorf("Decode allocates %v times per event, want at most 2 (the event with its fields, and its strings)", allocs)
 	}
 }
 
