@@ -23,6 +23,14 @@
 # not see cache misses, so it is not the CPU time's ratio; 0 rounds and
 # INSTR=N gives it alone).
 #
+# PAIR=N also runs the two builds at once, one per core (0 and 1, swapped
+# each round), N times, and prints the median and mean of the rounds'
+# ratios of CPU time: the two runs of a pair see the same state of the
+# machine, which runs one after the other do not (on this shared machine
+# the same binary's CPU time moves by half within minutes), so small
+# differences between builds show that alternating rounds hide. It needs
+# taskset and two idle cores.
+#
 # BIG=1 runs the working tree only, on the 20-day, 200,000-customer input
 # (`cepheus gen -days 20 -customers 200000`, about 4.2M events, 1.4 GB)
 # and on the default data in turn, rounds times, for the input's peak RSS
@@ -144,6 +152,30 @@ if [ -n "${INSTR:-}" ]; then
 	s=$(same "$dir/instr-alerts-base.jsonl" "$dir/instr-alerts-new.jsonl")
 	awk -v a="$ins_base" -v b="$ins_new" -v s="$s" -v k="$(ids "$dir/instr-alerts-new.jsonl" | wc -l)" \
 		'BEGIN { printf "instructions %.2fx fewer; %s %d alerts\n", a / b, s, k }'
+fi
+if [ -n "${PAIR:-}" ]; then
+	command -v taskset >/dev/null || { echo "PAIR needs taskset" >&2; exit 1; }
+	# on CORE BUILD: one backtest of BUILD pinned to CORE, its CPU time
+	# to $dir/pair-BUILD.txt.
+	on() {
+		/usr/bin/time -f '%U %S' -o "$dir/pair-$2.txt" taskset -c "$1" "$dir/cepheus-$2" backtest -q \
+			-rules "$rules" -events "$events" -alerts "$dir/pair-alerts-$2.jsonl"
+	}
+	ratios=()
+	for r in $(seq "$PAIR"); do
+		on $((r % 2)) base &
+		on $((1 - r % 2)) new &
+		wait
+		read -r ub sb <"$dir/pair-base.txt"
+		read -r un sn <"$dir/pair-new.txt"
+		ratio=$(awk -v a="$ub" -v b="$sb" -v c="$un" -v d="$sn" 'BEGIN { printf "%.3f", (a + b) / (c + d) }')
+		echo "pair $r: base $(awk -v a="$ub" -v b="$sb" 'BEGIN { print a + b }')s, new $(awk -v a="$un" -v b="$sn" 'BEGIN { print a + b }')s: $ratio"
+		ratios+=("$ratio")
+	done
+	s=$(same "$dir/pair-alerts-base.jsonl" "$dir/pair-alerts-new.jsonl")
+	printf '%s\n' "${ratios[@]}" | sort -n | awk -v s="$s" '{ v[NR] = $1; t += $1 } END {
+		printf "at once: CPU time %.3fx lower (median of %d pairs; mean %.3f); %s alerts\n",
+			(NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2, NR, t / NR, s }'
 fi
 [ "$rounds" -gt 0 ] || exit 0
 same=$(same "$dir/alerts-base.jsonl" "$dir/alerts-new.jsonl")
