@@ -230,9 +230,8 @@ type strField struct{ slot, start, end int }
 //
 // Strings are copied out of the input (the source reuses its buffer): all
 // the strings of an event share one allocation, the event and its fields
-// another. A Decoder
-// keeps scratch buffers between calls, so it is not safe for concurrent
-// use; use one per goroutine.
+// another. A Decoder keeps scratch buffers between calls, so it is not safe
+// for concurrent use; use one per goroutine.
 type Decoder struct {
 	fields  []decField
 	index   map[string]int
@@ -374,9 +373,8 @@ func isPlain(name string) bool {
 func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 	// The fields are decoded into d.vals, their strings into d.arena
 	// (d.strs) and the event time into d.timeVal; newEvent copies them
-	// into the event at the end, when the size of its allocation, which
-	// holds them all, is known. A record that does not decode leaves no
-	// event half made.
+	// into a new event at the end, so a record that does not decode
+	// allocates no event.
 	clear(d.vals)
 	clear(d.seen)
 	d.strs = d.strs[:0]
