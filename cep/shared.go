@@ -148,6 +148,7 @@ type SharedOperator struct {
 	// how many elements the current one releases.
 	fireEpoch uint64
 	fireElems int
+	// touchSink sums what touchKeys read, so that its loads stay.
 	touchSink uintptr
 
 	// dirty lists the keys whose state changed since the last SnapshotTo
