@@ -439,15 +439,17 @@ type aggEntry struct {
 }
 
 // aggWindow is one key's window: its entries in time order (a ring) and
-// what the function keeps of them.
+// what the function keeps of them. The fields every event reads come
+// first, then the exact sum (128 bytes), which was between them: a
+// window out of the cache costs a line or two less.
 type aggWindow struct {
 	entries []aggEntry // in time order; entries[head:] are live
 	head    int
-	sum     exactSum
-	nums    int         // entries with a numeric value
-	mono    []aggEntry  // min or max: the candidates, monotonic
 	mhead   int         // of mono
+	mono    []aggEntry  // min or max: the candidates, monotonic
 	seen    distinctSet // distinct: occurrences of each value in the window
+	nums    int         // entries with a numeric value
+	sum     exactSum
 }
 
 func (w *aggWindow) live() []aggEntry { return w.entries[w.head:] }

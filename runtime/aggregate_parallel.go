@@ -182,11 +182,31 @@ type partialKey struct {
 }
 
 // partial is a partial window and its key, chained to the other partials
-// of its key's hash in a partialTable.
+// of its key's hash in a partialTable. A short key's string is copied
+// into name, so that finding a partial compares the event's key with
+// bytes beside the partial's other fields: the key's own string is in
+// the event the partial was made for, long gone from the cache (a miss
+// at every event of a key whose partial is not in the cache, the tail's).
 type partial struct {
 	key  partialKey
 	next *partial
+	name [partialName]byte
 	aggWindow
+}
+
+// partialName is the longest key string a partial holds a copy of.
+const partialName = 16
+
+// is reports whether p is the partial of pk.
+func (p *partial) is(pk partialKey) bool {
+	k, s := &p.key.key, pk.key.s
+	if p.key.salt != pk.salt || k.kind != pk.key.kind || k.n != pk.key.n || len(k.s) != len(s) {
+		return false
+	}
+	if len(s) <= partialName {
+		return string(p.name[:len(s)]) == s
+	}
+	return k.s == s
 }
 
 // partialTable is a worker's partial windows of one aggregate by the hash
@@ -201,7 +221,7 @@ type partialTable map[uint64]*partial
 // get returns the partial of pk, of hash h (nil: none).
 func (t partialTable) get(h uint64, pk partialKey) *partial {
 	for p := t[h]; p != nil; p = p.next {
-		if p.key == pk {
+		if p.is(pk) {
 			return p
 		}
 	}
@@ -212,6 +232,7 @@ func (t partialTable) get(h uint64, pk partialKey) *partial {
 // returns it.
 func (t partialTable) add(h uint64, pk partialKey) *partial {
 	p := &partial{key: pk, next: t[h]}
+	copy(p.name[:], pk.key.s)
 	t[h] = p
 	return p
 }
@@ -529,7 +550,7 @@ func (w *aggWorker) steps(si int) {
 	// in runs.
 	var last *partial
 	window := func(h uint64, pk partialKey, create bool) *partial {
-		if last != nil && pk == last.key {
+		if last != nil && last.is(pk) {
 			return last
 		}
 		p := parts.get(h, pk)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -189,5 +190,38 @@ func BenchmarkSaltedAggregate(b *testing.B) {
 			}
 			b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "events/s")
 		})
+	}
+}
+
+// TestAggregatePartialTable: a partial is found by its key and salt, whether its
+// key's string is short (compared with the copy in the partial) or long,
+// among partials whose keys share a hash (all of them here) and a
+// length.
+func TestAggregatePartialTable(t *testing.T) {
+	long := strings.Repeat("x", partialName)
+	keys := []aggKey{
+		{kind: event.KindString, s: "m1"}, {kind: event.KindString, s: "m2"}, {kind: event.KindString},
+		{kind: event.KindString, s: long + "1"}, {kind: event.KindString, s: long + "2"},
+		{kind: event.KindString, s: long[1:] + "1"}, {kind: event.KindString, s: long[1:] + "2"},
+		{kind: event.KindInt, n: 1}, {kind: event.KindFloat, n: 1}, {kind: keyParts, s: "m1"},
+	}
+	tab := partialTable{}
+	for i, k := range keys {
+		for salt := range 2 {
+			tab.add(7, partialKey{key: k, salt: salt}).head = 2*i + salt
+		}
+	}
+	for i, k := range keys {
+		for salt := range 2 {
+			// A copy of the string, as an event's key is.
+			k.s = strings.Clone(k.s)
+			p := tab.get(7, partialKey{key: k, salt: salt})
+			if p == nil || p.head != 2*i+salt {
+				t.Errorf("key %v salt %d: found %v", k, salt, p)
+			}
+		}
+	}
+	if p := tab.get(7, partialKey{key: aggKey{kind: event.KindString, s: "m3"}}); p != nil {
+		t.Errorf("key m3: found the partial of %v", p.key)
 	}
 }
