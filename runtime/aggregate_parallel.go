@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	goruntime "runtime"
 	"slices"
 	"sync/atomic"
@@ -210,17 +211,56 @@ func (p *partial) is(pk partialKey) bool {
 }
 
 // partialTable is a worker's partial windows of one aggregate by the hash
-// of their key (ParallelAggregator.hash). The keys phase hashes each
-// event's key once; a lookup then costs a map access by a uint64 and a
-// compare of the partial's key, where a map by partialKey hashed the
+// of their key (ParallelAggregator.hash), in a table of its own (open
+// addressing, linear probing) whose slots hold a hash and its partials.
+// The keys phase hashes each event's key once; a lookup then reads a
+// slot and compares the partial's key. A map by partialKey hashed the
 // key's string and each field of the struct again at every lookup (a
-// fifth of a release's time). Partials whose keys share a hash (other
+// fifth of a release's time); a Go map by the hash read its directory,
+// a table and a group's control word before the slot, lines the cache
+// no longer held for a tail key. Partials whose keys share a hash (other
 // keys, or other salts of one key) are chained.
-type partialTable map[uint64]*partial
+type partialTable struct {
+	slots []partialSlot // a power of two of them, at most 3/4 used; nil: none
+	used  int
+}
+
+// partialSlot is a hash and its partials (nil: a free slot).
+type partialSlot struct {
+	h uint64
+	p *partial
+}
+
+// home is the slot where the probe for hash h starts: its top bits (a
+// worker's keys share their hash's low bits, ParallelAggregator.workerOf).
+func (t *partialTable) home(h uint64) int {
+	return int(h >> (64 - bits.TrailingZeros(uint(len(t.slots)))))
+}
+
+// find returns the slot of hash h (ok false: the free slot where it
+// would go). REQUIRES: slots.
+func (t *partialTable) find(h uint64) (int, bool) {
+	mask := len(t.slots) - 1
+	for i := t.home(h); ; i = (i + 1) & mask {
+		switch {
+		case t.slots[i].p == nil:
+			return i, false
+		case t.slots[i].h == h:
+			return i, true
+		}
+	}
+}
 
 // get returns the partial of pk, of hash h (nil: none).
-func (t partialTable) get(h uint64, pk partialKey) *partial {
-	for p := t[h]; p != nil; p = p.next {
+func (t *partialTable) get(h uint64, pk partialKey) *partial {
+	if t.used == 0 {
+		return nil
+	}
+	i, ok := t.find(h)
+	if !ok {
+		return nil
+	}
+	for p := t.slots[i].p; p != nil; p = p.next {
 		if p.is(pk) {
 			return p
 		}
@@ -230,53 +270,103 @@ func (t partialTable) get(h uint64, pk partialKey) *partial {
 
 // add adds an empty partial of pk, of hash h (none there yet), and
 // returns it.
-func (t partialTable) add(h uint64, pk partialKey) *partial {
-	p := &partial{key: pk, next: t[h]}
+func (t *partialTable) add(h uint64, pk partialKey) *partial {
+	p := &partial{key: pk}
 	copy(p.name[:], pk.key.s)
-	t[h] = p
+	t.put(h, p)
 	return p
 }
 
-// remove removes partial p, of hash h.
-func (t partialTable) remove(h uint64, p *partial) {
-	if t[h] == p {
-		if p.next == nil {
-			delete(t, h)
-		} else {
-			t[h] = p.next
-		}
-		return
+// put chains partial p (of hash h) in the table.
+func (t *partialTable) put(h uint64, p *partial) {
+	if (t.used+1)*4 > len(t.slots)*3 {
+		t.resize(max(8, 2*len(t.slots)))
 	}
-	for q := t[h]; q != nil; q = q.next {
-		if q.next == p {
-			q.next = p.next
-			return
+	i, ok := t.find(h)
+	if ok {
+		p.next = t.slots[i].p
+	} else {
+		t.used++
+	}
+	t.slots[i] = partialSlot{h: h, p: p}
+}
+
+// resize moves the slots to n slots (a power of two, more than used).
+func (t *partialTable) resize(n int) {
+	old := t.slots
+	t.slots = make([]partialSlot, n)
+	for _, s := range old {
+		if s.p != nil {
+			i, _ := t.find(s.h)
+			t.slots[i] = s
 		}
 	}
 }
 
+// remove removes partial p, of hash h.
+func (t *partialTable) remove(h uint64, p *partial) {
+	i, _ := t.find(h)
+	if t.slots[i].p != p {
+		for q := t.slots[i].p; q != nil; q = q.next {
+			if q.next == p {
+				q.next = p.next
+				return
+			}
+		}
+		return
+	}
+	if t.slots[i].p = p.next; p.next != nil {
+		return
+	}
+	// Free slot i, moving back the slots after it that their probes
+	// would no longer reach (no tombstones).
+	t.used--
+	mask := len(t.slots) - 1
+	for j := (i + 1) & mask; t.slots[j].p != nil; j = (j + 1) & mask {
+		if (j-t.home(t.slots[j].h))&mask >= (j-i)&mask {
+			t.slots[i] = t.slots[j]
+			i = j
+		}
+	}
+	t.slots[i] = partialSlot{}
+}
+
 // each calls f with every partial.
-func (t partialTable) each(f func(p *partial)) {
-	for _, p := range t {
-		for ; p != nil; p = p.next {
+func (t *partialTable) each(f func(p *partial)) {
+	for _, s := range t.slots {
+		for p := s.p; p != nil; p = p.next {
 			f(p)
 		}
 	}
 }
 
 // removeEmpty removes the partials that hold no entry once evicted at
-// time t, and returns how many there were before.
-func (t partialTable) removeEmpty(s *AggregateSpec, at event.Time) int {
-	n := 0
-	for h, p := range t {
-		for ; p != nil; p = p.next {
+// time t, and returns how many there were before. The slots left move to
+// a table of their size, a quarter to three eighths full (a sweep after a
+// burst of keys gives their slots back).
+func (t *partialTable) removeEmpty(s *AggregateSpec, at event.Time) int {
+	n, left := 0, 0
+	for i := range t.slots {
+		live := &t.slots[i].p
+		for p := *live; p != nil; p = p.next {
 			n++
 			p.evict(s, at)
 			if len(p.entries) == p.head {
-				t.remove(h, p)
+				*live = p.next
+			} else {
+				live = &p.next
 			}
 		}
+		if t.slots[i].p != nil {
+			left++
+		}
 	}
+	size := 8
+	for size*3 < left*8 {
+		size *= 2
+	}
+	t.used = left
+	t.resize(size)
 	return n
 }
 
@@ -533,7 +623,7 @@ func (w *aggWorker) steps(si int) {
 	s := &a.specs[si]
 	r := &a.rel[si]
 	batch := a.batch
-	parts := w.partials[si]
+	parts := &w.partials[si]
 	if len(w.answers[si]) < len(batch) {
 		w.answers[si] = append(w.answers[si], make([]aggAnswer, len(batch)-len(w.answers[si]))...)
 	}

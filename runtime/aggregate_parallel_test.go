@@ -193,10 +193,11 @@ func BenchmarkSaltedAggregate(b *testing.B) {
 	}
 }
 
-// TestAggregatePartialTable: a partial is found by its key and salt, whether its
-// key's string is short (compared with the copy in the partial) or long,
-// among partials whose keys share a hash (all of them here) and a
-// length.
+// TestAggregatePartialTable: a partial is found by its key and salt,
+// whether its key's string is short (compared with the copy in the
+// partial) or long, among partials whose keys share a hash and a length;
+// and a table of many keys (some hashes shared) finds each partial as
+// they are added, removed and swept.
 func TestAggregatePartialTable(t *testing.T) {
 	long := strings.Repeat("x", partialName)
 	keys := []aggKey{
@@ -205,23 +206,76 @@ func TestAggregatePartialTable(t *testing.T) {
 		{kind: event.KindString, s: long[1:] + "1"}, {kind: event.KindString, s: long[1:] + "2"},
 		{kind: event.KindInt, n: 1}, {kind: event.KindFloat, n: 1}, {kind: keyParts, s: "m1"},
 	}
-	tab := partialTable{}
+	var tab partialTable
 	for i, k := range keys {
 		for salt := range 2 {
-			tab.add(7, partialKey{key: k, salt: salt}).head = 2*i + salt
+			tab.add(7, partialKey{key: k, salt: salt}).nums = 2*i + salt
 		}
 	}
 	for i, k := range keys {
 		for salt := range 2 {
 			// A copy of the string, as an event's key is.
 			k.s = strings.Clone(k.s)
-			p := tab.get(7, partialKey{key: k, salt: salt})
-			if p == nil || p.head != 2*i+salt {
+			if p := tab.get(7, partialKey{key: k, salt: salt}); p == nil || p.nums != 2*i+salt {
 				t.Errorf("key %v salt %d: found %v", k, salt, p)
 			}
 		}
 	}
 	if p := tab.get(7, partialKey{key: aggKey{kind: event.KindString, s: "m3"}}); p != nil {
 		t.Errorf("key m3: found the partial of %v", p.key)
+	}
+
+	rnd := rand.New(rand.NewPCG(5, 6))
+	tab = partialTable{}
+	type entry struct {
+		h    uint64
+		pk   partialKey
+		kept bool // holds an entry (a sweep keeps it)
+	}
+	in := map[int]entry{}
+	spec := &AggregateSpec{Window: 1000}
+	check := func(when string) {
+		t.Helper()
+		n := 0
+		tab.each(func(*partial) { n++ })
+		if n != len(in) {
+			t.Fatalf("%s: %d partials, want %d", when, n, len(in))
+		}
+		for id, e := range in {
+			if p := tab.get(e.h, e.pk); p == nil || p.nums != id {
+				t.Fatalf("%s: partial %d (hash %x) not found", when, id, e.h)
+			}
+		}
+	}
+	for round := range 4 {
+		for range 3000 {
+			id := len(in) + 10_000*round
+			// A few hashes are shared, by other keys or another salt.
+			h := rnd.Uint64() >> (rnd.IntN(2) * 55)
+			e := entry{h: h, pk: partialKey{key: aggKey{kind: event.KindString, s: fmt.Sprint("k", id)}, salt: rnd.IntN(2)}, kept: rnd.IntN(3) == 0}
+			p := tab.add(h, e.pk)
+			p.nums = id
+			if e.kept {
+				p.entries = []aggEntry{{t: 0}}
+			}
+			in[id] = e
+		}
+		check("added")
+		for id, e := range in {
+			if rnd.IntN(4) == 0 {
+				tab.remove(e.h, tab.get(e.h, e.pk))
+				delete(in, id)
+			}
+		}
+		check("removed")
+		if n, want := tab.removeEmpty(spec, 0), len(in); n != want {
+			t.Fatalf("swept %d partials, want %d", n, want)
+		}
+		for id, e := range in {
+			if !e.kept {
+				delete(in, id)
+			}
+		}
+		check("swept")
 	}
 }
