@@ -498,7 +498,7 @@ func (w *aggWindow) remove(s *AggregateSpec) {
 		w.sum.add(f, -1)
 		w.nums--
 	case AggDistinct:
-		w.seen.remove(e)
+		w.seen.remove(e, w.live())
 	}
 }
 
@@ -556,7 +556,7 @@ func (w *aggWindow) insertHashed(s *AggregateSpec, e aggEntry) {
 	case AggMin, AggMax:
 		w.candidate(s, e)
 	case AggDistinct:
-		w.seen.add(e)
+		w.seen.add(e, w.live())
 	}
 }
 
@@ -612,10 +612,23 @@ func (w *aggWindow) value(s *AggregateSpec) event.Value {
 // and of each value forgotten, long after it was read. A value whose hash
 // another value in the set has (a clash: a chance of about n²/2^65 in a
 // window of n values) is counted by its key instead.
+//
+// A window of few entries has no map: its values are counted by
+// scanning its entries' hashes, which the window's own reads bring into
+// the cache, where the map's header and group were two more lines out of
+// it (most keys' windows are small, and out of the cache: a tail key's
+// event cost several times a hot key's). It gets a map past distinctSmall
+// entries, and loses it at distinctSmall/2.
 type distinctSet struct {
 	byHash map[uint64]distinctValue
 	clash  map[aggKey]int
+	mapped bool // the map counts the values; else small does
+	small  int
 }
+
+// distinctSmall is the most entries a window counts the values of by
+// scanning them.
+const distinctSmall = 16
 
 // distinctValue is a value in a distinctSet and its occurrences.
 type distinctValue struct {
@@ -635,8 +648,36 @@ var distinctHash = func(k aggKey) uint64 {
 	return maphash.Comparable(distinctSeed, k.n) ^ uint64(k.kind)
 }
 
-// add counts e's value (e.h its hash).
-func (d *distinctSet) add(e aggEntry) {
+// add counts e's value (e.h its hash), the last of the window's live
+// entries.
+func (d *distinctSet) add(e aggEntry, live []aggEntry) {
+	if !d.mapped {
+		if len(live) <= distinctSmall {
+			if !holds(live[:len(live)-1], e) {
+				d.small++
+			}
+			return
+		}
+		d.mapped = true
+		for _, x := range live[:len(live)-1] {
+			d.count(x)
+		}
+	}
+	d.count(e)
+}
+
+// holds reports whether one of entries has e's value.
+func holds(entries []aggEntry, e aggEntry) bool {
+	for _, x := range entries {
+		if x.h == e.h && keyOf(x.v) == keyOf(e.v) {
+			return true
+		}
+	}
+	return false
+}
+
+// count counts e's value in the map.
+func (d *distinctSet) count(e aggEntry) {
 	k := keyOf(e.v)
 	if n, ok := d.clash[k]; ok {
 		d.clash[k] = n + 1
@@ -660,8 +701,24 @@ func (d *distinctSet) add(e aggEntry) {
 	}
 }
 
-// remove forgets one occurrence of e's value (counted by add).
-func (d *distinctSet) remove(e aggEntry) {
+// remove forgets one occurrence of e's value (counted by add), which
+// left the window's live entries.
+func (d *distinctSet) remove(e aggEntry, live []aggEntry) {
+	switch {
+	case !d.mapped:
+		if !holds(live, e) {
+			d.small--
+		}
+		return
+	case len(live) <= distinctSmall/2:
+		d.byHash, d.clash, d.mapped, d.small = nil, nil, false, 0
+		for i, x := range live {
+			if !holds(live[:i], x) {
+				d.small++
+			}
+		}
+		return
+	}
 	if len(d.clash) > 0 {
 		k := keyOf(e.v)
 		if n, ok := d.clash[k]; ok {
@@ -682,7 +739,12 @@ func (d *distinctSet) remove(e aggEntry) {
 }
 
 // len is the number of distinct values.
-func (d *distinctSet) len() int { return len(d.byHash) + len(d.clash) }
+func (d *distinctSet) len() int {
+	if !d.mapped {
+		return d.small
+	}
+	return len(d.byHash) + len(d.clash)
+}
 
 // floorDiv is t/d rounded towards minus infinity.
 func floorDiv(t, d event.Time) event.Time {

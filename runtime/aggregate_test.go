@@ -410,3 +410,58 @@ func TestDistinctClash(t *testing.T) {
 		}
 	}
 }
+
+// TestDistinctSmall: a distinct count's window, its entries coming and
+// going so that it crosses distinctSmall (scanned, then mapped, then
+// scanned again) many times, counts what a multiset of its values counts,
+// under the real hash, one under which most values clash and one under
+// which all do.
+func TestDistinctSmall(t *testing.T) {
+	defer func(h func(aggKey) uint64) { distinctHash = h }(distinctHash)
+	hashes := map[string]func(aggKey) uint64{
+		"real":  distinctHash,
+		"clash": func(k aggKey) uint64 { return k.n % 2 },
+		"one":   func(aggKey) uint64 { return 1 },
+	}
+	spec := &AggregateSpec{Func: AggDistinct, Window: 1}
+	for name, h := range hashes {
+		distinctHash = h
+		rnd := rand.New(rand.NewPCG(3, uint64(len(name))))
+		var w aggWindow
+		want := map[aggKey]int{}
+		mapped := 0
+		for step := range 20_000 {
+			// The window's size wanders between 0 and 3*distinctSmall.
+			size := rnd.IntN(3*distinctSmall + 1)
+			for len(w.live()) > size {
+				k := keyOf(w.live()[0].v)
+				w.remove(spec)
+				if want[k]--; want[k] == 0 {
+					delete(want, k)
+				}
+			}
+			for len(w.live()) < size {
+				var v event.Value
+				switch rnd.IntN(3) {
+				case 0:
+					v = event.Int(rnd.Int64N(12))
+				case 1:
+					v = event.Float(float64(rnd.IntN(12)) + 0.5)
+				default:
+					v = event.String(fmt.Sprint("c", rnd.IntN(12)))
+				}
+				w.insert(spec, aggEntry{v: v})
+				want[keyOf(v)]++
+			}
+			if w.seen.mapped {
+				mapped++
+			}
+			if got, _ := w.value(spec).AsInt(); int(got) != len(want) {
+				t.Fatalf("%s hash, step %d, %d entries: %d distinct values, want %d", name, step, size, got, len(want))
+			}
+		}
+		if mapped == 0 || mapped == 20_000 {
+			t.Errorf("%s hash: mapped at %d steps of 20,000", name, mapped)
+		}
+	}
+}
