@@ -439,15 +439,17 @@ type aggEntry struct {
 }
 
 // aggWindow is one key's window: its entries in time order (a ring) and
-// what the function keeps of them. The fields every event reads come
-// first, then the exact sum (128 bytes), which was between them: a
-// window out of the cache costs a line or two less.
+// what the function keeps of them. The fields a count or a distinct
+// count reads at every event come first (with a partial's key, its first
+// two cache lines), then min and max's candidates (evict reads them for
+// those alone), then the exact sum (128 bytes), which was between them:
+// a window out of the cache costs fewer lines.
 type aggWindow struct {
 	entries []aggEntry // in time order; entries[head:] are live
 	head    int
+	seen    distinctSet // distinct: occurrences of each value in the window
 	mhead   int         // of mono
 	mono    []aggEntry  // min or max: the candidates, monotonic
-	seen    distinctSet // distinct: occurrences of each value in the window
 	nums    int         // entries with a numeric value
 	sum     exactSum
 }
@@ -468,10 +470,16 @@ func (w *aggWindow) evict(s *AggregateSpec, t event.Time) {
 	for w.head < len(w.entries) && w.entries[w.head].t < from {
 		w.remove(s)
 	}
-	for w.mhead < len(w.mono) && w.mono[w.mhead].t < from {
-		w.mhead++
-	}
 	w.compact()
+	if s.Func == AggMin || s.Func == AggMax {
+		for w.mhead < len(w.mono) && w.mono[w.mhead].t < from {
+			w.mhead++
+		}
+		if w.mhead > 32 && w.mhead*2 >= len(w.mono) {
+			n := copy(w.mono, w.mono[w.mhead:])
+			w.mono, w.mhead = w.mono[:n], 0
+		}
+	}
 }
 
 // drop forgets the oldest entry (MaxPerKey); the candidates of min and
@@ -503,16 +511,12 @@ func (w *aggWindow) remove(s *AggregateSpec) {
 }
 
 // compact moves the live entries to the front once the dead ones are
-// half of the slice.
+// half of the slice (evict does the same for the candidates).
 func (w *aggWindow) compact() {
 	if w.head > 32 && w.head*2 >= len(w.entries) {
 		n := copy(w.entries, w.entries[w.head:])
 		clear(w.entries[n:])
 		w.entries, w.head = w.entries[:n], 0
-	}
-	if w.mhead > 32 && w.mhead*2 >= len(w.mono) {
-		n := copy(w.mono, w.mono[w.mhead:])
-		w.mono, w.mhead = w.mono[:n], 0
 	}
 }
 
