@@ -447,11 +447,14 @@ type aggEntry struct {
 type aggWindow struct {
 	entries []aggEntry // in time order; entries[head:] are live
 	head    int
-	seen    distinctSet // distinct: occurrences of each value in the window
-	mhead   int         // of mono
-	mono    []aggEntry  // min or max: the candidates, monotonic
-	nums    int         // entries with a numeric value
-	sum     exactSum
+	// first is the time of entries[head] (while live): evict reads the
+	// ring only when an entry leaves (a tail key's ring is out of the cache).
+	first event.Time
+	seen  distinctSet // distinct: occurrences of each value in the window
+	mhead int         // of mono
+	mono  []aggEntry  // min or max: the candidates, monotonic
+	nums  int         // entries with a numeric value
+	sum   exactSum
 }
 
 func (w *aggWindow) live() []aggEntry { return w.entries[w.head:] }
@@ -467,7 +470,7 @@ func (w *aggWindow) evict(s *AggregateSpec, t event.Time) {
 	} else {
 		from = t - event.Time(s.Window) + 1
 	}
-	for w.head < len(w.entries) && w.entries[w.head].t < from {
+	for w.head < len(w.entries) && w.first < from {
 		w.remove(s)
 	}
 	w.compact()
@@ -500,6 +503,9 @@ func (w *aggWindow) remove(s *AggregateSpec) {
 	e := w.entries[w.head]
 	w.entries[w.head] = aggEntry{}
 	w.head++
+	if w.head < len(w.entries) {
+		w.first = w.entries[w.head].t
+	}
 	switch s.Func {
 	case AggSum, AggAvg:
 		f, _ := e.v.AsFloat()
@@ -526,6 +532,9 @@ func (w *aggWindow) compact() {
 // hot key's window was allocated anew many times over as it filled (most
 // of the aggregator's garbage, and so of its collections).
 func (w *aggWindow) push(e aggEntry) {
+	if w.head == len(w.entries) {
+		w.first = e.t
+	}
 	if n := len(w.entries); n == cap(w.entries) && n >= 256 {
 		to := w.entries
 		if w.head < n/4 {
@@ -626,8 +635,8 @@ func (w *aggWindow) value(s *AggregateSpec) event.Value {
 type distinctSet struct {
 	byHash map[uint64]distinctValue
 	clash  map[aggKey]int
-	mapped bool // the map counts the values; else small does
-	small  int
+	small  int32 // at most distinctSmall
+	mapped bool  // the map counts the values; else small does
 }
 
 // distinctSmall is the most entries a window counts the values of by
@@ -745,7 +754,7 @@ func (d *distinctSet) remove(e aggEntry, live []aggEntry) {
 // len is the number of distinct values.
 func (d *distinctSet) len() int {
 	if !d.mapped {
-		return d.small
+		return int(d.small)
 	}
 	return len(d.byHash) + len(d.clash)
 }

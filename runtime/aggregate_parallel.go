@@ -942,6 +942,9 @@ func (a *ParallelAggregator) serial() *Aggregator {
 		}
 		for _, win := range s.keys[si] {
 			slices.SortStableFunc(win.entries, func(x, y aggEntry) int { return cmp.Compare(x.t, y.t) })
+			if len(win.entries) > 0 {
+				win.first = win.entries[0].t
+			}
 		}
 	}
 	return s
