@@ -640,10 +640,7 @@ func (w *aggWorker) steps(si int) {
 	// The partial of the last step, for the next: a hot key's steps come
 	// in runs.
 	var last *partial
-	window := func(h uint64, pk partialKey, create bool) *partial {
-		if last != nil && last.is(pk) {
-			return last
-		}
+	find := func(h uint64, pk partialKey, create bool) *partial {
 		p := parts.get(h, pk)
 		if p == nil && create {
 			p = parts.add(h, pk)
@@ -652,6 +649,14 @@ func (w *aggWorker) steps(si int) {
 			last = p
 		}
 		return p
+	}
+	// window is inlined: a closure holding the compare of the last
+	// partial's key was not (a call per step).
+	window := func(h uint64, pk partialKey, create bool) *partial {
+		if last != nil && last.is(pk) {
+			return last
+		}
+		return find(h, pk, create)
 	}
 	for i := 0; i < len(batch); {
 		t := batch[i].Time
