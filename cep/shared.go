@@ -151,6 +151,16 @@ type SharedOperator struct {
 	// touchSink sums what touchKeys read, so that its loads stay.
 	touchSink uintptr
 
+	// ghosts are the elements held aside for keys with no state, ghostQ
+	// them in arrival order from ghostHead (ghost.go). noGhosts turns them
+	// off (tests).
+	ghosts      map[event.Key]ghost
+	ghostQ      []ghostEntry
+	ghostHead   int
+	ghostAgain  []ghostEntry
+	ghostGroups []*startGroup // the start groups, the last to find an element not inert first
+	noGhosts    bool
+
 	// dirty lists the keys whose state changed since the last SnapshotTo
 	// (dropped keys included) while tracking; allDirty says every key must
 	// be written (before the first SnapshotTo, after a rule change).
@@ -360,6 +370,8 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	if err := o.finishSnapshot(); err != nil {
 		return err
 	}
+	o.unghostAll()
+	o.ghostGroups = nil
 	o.thawAll()
 	o.materializeAll()
 	o.allDirty = true
@@ -415,6 +427,8 @@ func (o *SharedOperator) RemoveRule(id int) error {
 	if err := o.finishSnapshot(); err != nil {
 		return err
 	}
+	o.unghostAll()
+	o.ghostGroups = nil
 	o.thawAll()
 	o.materializeAll()
 	g := o.rules[i].start
@@ -475,6 +489,9 @@ func (o *SharedOperator) ProcessingTime() event.Time { return o.procTime }
 // timeouts and dropped partial matches summed over the hosted rules.
 func (o *SharedOperator) Stats() Stats {
 	st := Stats{Late: o.late, Overflow: o.overflow, Keys: len(o.keys) + len(o.cold), BufferedEvents: o.buffered}
+	keys, elems := o.pendingGhosts()
+	st.Keys += keys
+	st.BufferedEvents += elems
 	for _, r := range o.rules {
 		st.Matches += r.matches
 		st.Timeouts += r.timeouts
@@ -495,6 +512,10 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	r := o.rules[i]
 	st := o.counts(r)
 	st.Keys = r.coldPresent
+	if keys, elems := o.pendingGhosts(); r.err == nil {
+		st.Keys += keys
+		st.BufferedEvents += elems
+	}
 	for _, ks := range o.keys {
 		if o.uniform(ks) {
 			q, quiet := &ks.quiet, ks.quiet.group != nil
@@ -555,9 +576,15 @@ func (o *SharedOperator) ProcessElement(ev *event.Event, ts event.Time, out *Out
 // watermark item is appended last, also when a rule failed.
 // REQUIRES: out != nil.
 func (o *SharedOperator) ProcessWatermark(w event.Time, out *Output) error {
+	if w < o.watermark {
+		// The ghosts tell the elements the watermark passed by the
+		// watermark: before it goes back, they are buffered (ghost.go).
+		o.unghostAll()
+	}
 	o.watermark = w
 	var err error
 	if o.cfg.TimeMode == EventTime {
+		o.forgetGhosts(w)
 		err = o.fireTimers(w, out)
 	}
 	out.Items = append(out.Items, Item{Kind: ItemWatermark, Rule: AllRules, At: w, Watermark: w})
@@ -721,12 +748,45 @@ func (o *SharedOperator) bufferDue(ts event.Time) event.Time {
 	return ts
 }
 
+// buffer buffers ev at ts at key k, or holds it as a ghost (ghost.go).
 func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Output) {
+	if len(o.ghosts) > 0 {
+		if g, ok := o.ghostOf(k); ok {
+			if n := 2 + len(g.more); len(g.more) < maxGhostMore && (o.cfg.MaxBufferedEvents <= 0 || n <= o.cfg.MaxBufferedEvents) && o.mayGhost(ev, ts) {
+				o.beforeChange(k)
+				o.addGhost(k, g, true, ev, ts)
+				return
+			}
+			o.unghost(k, g, out)
+		}
+	}
 	o.beforeChange(k)
-	ks, created := o.keys[k], false
+	ks := o.keys[k]
 	if ks == nil && o.cold != nil {
 		ks = o.thaw(k)
 	}
+	if ks == nil && o.mayGhost(ev, ts) {
+		o.addGhost(k, ghost{}, false, ev, ts)
+		return
+	}
+	o.bufferAt(k, ks, ev, ts, ev.Seq, out)
+}
+
+// bufferRanked buffers ev at ts at key k, which has no ghost, ranked by
+// rank if k has no state yet.
+func (o *SharedOperator) bufferRanked(k event.Key, ev *event.Event, ts event.Time, rank uint64, out *Output) {
+	o.beforeChange(k)
+	ks := o.keys[k]
+	if ks == nil && o.cold != nil {
+		ks = o.thaw(k)
+	}
+	o.bufferAt(k, ks, ev, ts, rank, out)
+}
+
+// bufferAt buffers ev at ts at key k, whose state is ks (nil: none, then
+// made, ranked by rank).
+func (o *SharedOperator) bufferAt(k event.Key, ks *keyState, ev *event.Event, ts event.Time, rank uint64, out *Output) {
+	created := false
 	if ks != nil && o.cfg.MaxBufferedEvents > 0 && ks.n >= o.cfg.MaxBufferedEvents {
 		o.overflow++
 		out.Items = append(out.Items, Item{Kind: ItemOverflow, Rule: AllRules, Key: k, At: ts, Event: ev})
@@ -737,6 +797,9 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 	}
 	ks.warm = true
 	o.arrive(ks, created, ev)
+	if created {
+		ks.order = rank
+	}
 	o.touch(ks)
 	ks.insert(ev, ts, &o.evsPool)
 	o.buffered++

@@ -37,6 +37,7 @@ func (o *SharedOperator) Snapshot() ([]byte, error) {
 	if err := o.finishSnapshot(); err != nil {
 		return nil, err
 	}
+	o.unghostAll()
 	if err := o.snapshottable(); err != nil {
 		return nil, err
 	}
@@ -108,6 +109,7 @@ func (o *SharedOperator) SnapshotBegin(w state.Writer, op state.OperatorID) erro
 	if err := o.finishSnapshot(); err != nil {
 		return err
 	}
+	o.unghostAll()
 	if err := o.snapshottable(); err != nil {
 		return err
 	}
