@@ -35,7 +35,11 @@
 # (`cepheus gen -days 20 -customers 200000`, about 4.2M events, 1.4 GB)
 # and on the default data in turn, rounds times, for the input's peak RSS
 # and its events per CPU-second against the default data's (both with
-# the same ruleset, RULES or rulesets/cards.cep).
+# the same ruleset, RULES or rulesets/cards.cep). With PAIR=N it also runs
+# the 4M input N times on one core while the default data runs again and
+# again on the other (cores swapped each time), and compares each 4M run
+# with the median of the default runs that ended within it: the same
+# state of the machine for both, which runs a minute apart do not see.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${1:-26b8a76}
@@ -83,7 +87,41 @@ if [ "${BIG:-}" = 1 ]; then
 		if [ -z "$best_big" ] || awk -v a="$cbig" -v b="$best_big" 'BEGIN { exit !(a < b) }'; then best_big=$cbig; fi
 		((rss > rss_big)) && rss_big=$rss
 	done
-	median=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+	median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+	if [ -n "${PAIR:-}" ]; then
+		command -v taskset >/dev/null || { echo "PAIR needs taskset" >&2; exit 1; }
+		# The 4M input on one core while the default data runs again and
+		# again on the other; the default runs that end before the 4M run
+		# does are its pair (cores swapped each round).
+		pratios=()
+		for r in $(seq "$PAIR"); do
+			cb=$((r % 2))
+			/usr/bin/time -f '%U %S' -o "$dir/pair-big.txt" taskset -c "$cb" "$dir/cepheus-new" backtest -q \
+				-rules "$rules" -events "$big" -alerts "$dir/pair-big-alerts.jsonl" &
+			bigpid=$!
+			defs=()
+			while kill -0 "$bigpid" 2>/dev/null; do
+				/usr/bin/time -f '%U %S' -o "$dir/pair-def.txt" taskset -c $((1 - cb)) "$dir/cepheus-new" backtest -q \
+					-rules "$rules" -events "$events" -alerts "$dir/pair-def-alerts.jsonl"
+				if kill -0 "$bigpid" 2>/dev/null; then
+					defs+=("$(awk '{ print $1 + $2 }' "$dir/pair-def.txt")")
+				fi
+			done
+			wait "$bigpid"
+			cbig=$(awk '{ print $1 + $2 }' "$dir/pair-big.txt")
+			if [ "${#defs[@]}" -eq 0 ]; then
+				echo "pair $r: no default run ended within the 4M run's" >&2
+				exit 1
+			fi
+			cdef=$(printf '%s\n' "${defs[@]}" | median)
+			ratio=$(awk -v d="$cdef" -v b="$cbig" -v nd="$ndef" -v nb="$nbig" 'BEGIN { printf "%.3f", (nb / b) / (nd / d) }')
+			echo "pair $r: 4M ${cbig}s on core $cb; default median ${cdef}s of ${#defs[@]} runs at once (${defs[*]}): ratio $ratio"
+			pratios+=("$ratio")
+		done
+		echo "at once: events per CPU-second ratio $(printf '%s\n' "${pratios[@]}" | median) (median of $PAIR pairs)"
+	fi
+	[ "$rounds" -gt 0 ] || exit 0
+	median=$(printf '%s\n' "${ratios[@]}" | median)
 	awk -v nb="$nbig" -v nd="$ndef" -v b="$best_big" -v d="$best_def" -v m="$rss_big" -v med="$median" 'BEGIN {
 		printf "4M input: least cpu %.2fs, %.0f events per CPU-second, largest peak RSS %.0f MiB\n", b, nb / b, m / 1024
 		printf "default:  least cpu %.2fs, %.0f events per CPU-second\n", d, nd / d
