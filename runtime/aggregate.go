@@ -620,9 +620,10 @@ func (w *aggWindow) value(s *AggregateSpec) event.Value {
 }
 
 // distinctSet counts the values in a distinct count's window, by the
-// hash of their key (an entry keeps its value's): a map by a uint64 costs
-// less than one by aggKey, which hashes the string of each value added
-// and of each value forgotten, long after it was read. A value whose hash
+// hash of their key (an entry keeps its value's), in a distinctTable: a
+// table by a uint64 costs less than a map by aggKey, which hashes the
+// string of each value added and of each value forgotten, long after it
+// was read. A value whose hash
 // another value in the set has (a clash: a chance of about n²/2^65 in a
 // window of n values) is counted by its key instead.
 //
@@ -633,7 +634,7 @@ func (w *aggWindow) value(s *AggregateSpec) event.Value {
 // event cost several times a hot key's). It gets a map past distinctSmall
 // entries, and loses it at distinctSmall/2.
 type distinctSet struct {
-	byHash map[uint64]distinctValue
+	byHash distinctTable
 	clash  map[aggKey]int
 	small  int32 // at most distinctSmall
 	mapped bool  // the map counts the values; else small does
@@ -696,16 +697,12 @@ func (d *distinctSet) count(e aggEntry) {
 		d.clash[k] = n + 1
 		return
 	}
-	if d.byHash == nil {
-		d.byHash = map[uint64]distinctValue{}
-	}
-	c, ok := d.byHash[e.h]
+	i := d.byHash.find(e.h)
 	switch {
-	case !ok:
-		d.byHash[e.h] = distinctValue{key: k, n: 1}
-	case c.key == k:
-		c.n++
-		d.byHash[e.h] = c
+	case i < 0:
+		d.byHash.add(e.h, k)
+	case d.byHash.slots[i].key == k:
+		d.byHash.slots[i].n++
 	default:
 		if d.clash == nil {
 			d.clash = map[aggKey]int{}
@@ -724,7 +721,7 @@ func (d *distinctSet) remove(e aggEntry, live []aggEntry) {
 		}
 		return
 	case len(live) <= distinctSmall/2:
-		d.byHash, d.clash, d.mapped, d.small = nil, nil, false, 0
+		d.byHash, d.clash, d.mapped, d.small = distinctTable{}, nil, false, 0
 		for i, x := range live {
 			if !holds(live[:i], x) {
 				d.small++
@@ -743,11 +740,12 @@ func (d *distinctSet) remove(e aggEntry, live []aggEntry) {
 			return
 		}
 	}
-	if c := d.byHash[e.h]; c.n <= 1 {
-		delete(d.byHash, e.h)
-	} else {
-		c.n--
-		d.byHash[e.h] = c
+	switch i := d.byHash.find(e.h); {
+	case i < 0:
+	case d.byHash.slots[i].n <= 1:
+		d.byHash.remove(i)
+	default:
+		d.byHash.slots[i].n--
 	}
 }
 
@@ -756,7 +754,7 @@ func (d *distinctSet) len() int {
 	if !d.mapped {
 		return int(d.small)
 	}
-	return len(d.byHash) + len(d.clash)
+	return d.byHash.len() + len(d.clash)
 }
 
 // floorDiv is t/d rounded towards minus infinity.

@@ -465,3 +465,74 @@ func TestDistinctSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestDistinctTable: values added to and removed from a distinctTable at
+// random, with hashes whose home slots collide in a few places (long
+// clusters, wrapping round the end), are found as a map holds them, and
+// none that was removed; the table grows and shrinks on the way.
+func TestDistinctTable(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(11, 12))
+	for _, homes := range []uint64{3, 64, 1 << 40} {
+		var tab distinctTable
+		want := map[uint64]int{}
+		var sizes []int
+		for step := range 20_000 {
+			// Hashes: few homes (h mod the table's size) for most, a
+			// high bit telling them apart; the size wanders up and down.
+			h := rnd.Uint64N(homes) | rnd.Uint64N(600)<<44 | 1<<63
+			drain := step%4000 >= 2000 // removes only
+			if len(want) > 0 && (rnd.IntN(2) == 0 || drain) {
+				for k := range want { // one at random
+					h = k
+					break
+				}
+			}
+			i := tab.find(h)
+			if (i >= 0) != (want[h] > 0) {
+				t.Fatalf("homes %d, step %d: found %v, want %d occurrences", homes, step, i >= 0, want[h])
+			}
+			switch {
+			case i < 0:
+				tab.add(h, aggKey{kind: event.KindInt, n: h})
+				want[h] = 1
+			case !drain && rnd.IntN(3) == 0:
+				tab.slots[i].n++
+				want[h]++
+			case tab.slots[i].n <= 1:
+				tab.remove(i)
+				delete(want, h)
+			default:
+				tab.slots[i].n--
+				want[h]--
+			}
+			if tab.len() != len(want) {
+				t.Fatalf("homes %d, step %d: len %d, want %d", homes, step, tab.len(), len(want))
+			}
+			if len(sizes) == 0 || sizes[len(sizes)-1] != len(tab.slots) {
+				sizes = append(sizes, len(tab.slots))
+			}
+		}
+		for h, n := range want {
+			if i := tab.find(h); i < 0 || tab.slots[i].n != n || tab.slots[i].key.n != h {
+				t.Fatalf("homes %d: value %x: slot %d, want %d occurrences", homes, h, i, n)
+			}
+		}
+		used := 0
+		for _, s := range tab.slots {
+			if s.n != 0 {
+				used++
+			}
+		}
+		if used != len(want) {
+			t.Fatalf("homes %d: %d slots used, want %d", homes, used, len(want))
+		}
+		grew, shrank := false, false
+		for i := 1; i < len(sizes); i++ {
+			grew = grew || sizes[i] > sizes[i-1]
+			shrank = shrank || sizes[i] < sizes[i-1]
+		}
+		if !grew || !shrank {
+			t.Fatalf("homes %d: table sizes %v: want it grown and shrunk", homes, sizes)
+		}
+	}
+}
