@@ -753,7 +753,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 	if len(o.ghosts) > 0 {
 		if g, ok := o.ghostOf(k); ok {
 			if n := 2 + len(g.more); len(g.more) < maxGhostMore && (o.cfg.MaxBufferedEvents <= 0 || n <= o.cfg.MaxBufferedEvents) && o.mayGhost(ev, ts) {
-				o.beforeChange(k)
+				// No snapshot is in progress (mayGhost): nothing to copy first.
 				o.addGhost(k, g, true, ev, ts)
 				return
 			}
