@@ -623,21 +623,21 @@ func (w *aggWindow) value(s *AggregateSpec) event.Value {
 // hash of their key (an entry keeps its value's), in a distinctTable: a
 // table by a uint64 costs less than a map by aggKey, which hashes the
 // string of each value added and of each value forgotten, long after it
-// was read. A value whose hash
-// another value in the set has (a clash: a chance of about n²/2^65 in a
-// window of n values) is counted by its key instead.
+// was read. A value whose hash another value in the set has (a clash: a
+// chance of about n²/2^65 in a window of n values) is counted by its key
+// instead, in clash.
 //
-// A window of few entries has no map: its values are counted by
+// A window of few entries has no table: its values are counted by
 // scanning its entries' hashes, which the window's own reads bring into
-// the cache, where the map's header and group were two more lines out of
-// it (most keys' windows are small, and out of the cache: a tail key's
-// event cost several times a hot key's). It gets a map past distinctSmall
-// entries, and loses it at distinctSmall/2.
+// the cache, where a table's slots were more lines out of it (most keys'
+// windows are small, and out of the cache: a tail key's event cost
+// several times a hot key's). It gets a table past distinctSmall entries,
+// and loses it at distinctSmall/2.
 type distinctSet struct {
 	byHash distinctTable
 	clash  map[aggKey]int
 	small  int32 // at most distinctSmall
-	mapped bool  // the map counts the values; else small does
+	mapped bool  // byHash and clash count the values; else small does
 }
 
 // distinctSmall is the most entries a window counts the values of by
