@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -47,7 +48,8 @@ the time field or a key field, go to -dead-letter with the ruleset, their
 line number and the reason. Without -late and -dead-letter they are only
 counted: nothing is written into the working directory unless asked. The
 files are created only when there is something to write, but their paths
-are checked before the input is read. Output files only ever hold whole
+are checked before the input is read, and each output needs a file of its
+own (not the events file). Output files only ever hold whole
 lines: each write ends at a line end, so even a killed run leaves whole
 JSON lines (a line without its newline can only be the tail of a write
 the kernel cut short; drop it).
@@ -519,10 +521,19 @@ func stripPrefixes(msg string) string {
 }
 
 // checkOutputs checks, before any input is read, that every output path
-// can be written and that none of them is the events file.
+// can be written, that none of them is the events file, and that no two
+// of them name the same file (each output truncates its file and writes
+// from the start, so two would overwrite each other's lines). A device
+// such as /dev/null may take several outputs.
 func checkOutputs(f backtestFlags) error {
 	in, inErr := os.Stat(f.events)
-	for _, o := range []struct{ flag, path string }{{"-alerts", f.alerts}, {"-late", f.late}, {"-dead-letter", f.dead}} {
+	type output struct {
+		flag, path string
+		abs        string      // the path made absolute and clean
+		st         os.FileInfo // nil when the file does not exist
+	}
+	var seen []output
+	for _, o := range []output{{flag: "-alerts", path: f.alerts}, {flag: "-late", path: f.late}, {flag: "-dead-letter", path: f.dead}} {
 		if o.path == "" || o.path == "-" {
 			continue
 		}
@@ -530,6 +541,22 @@ func checkOutputs(f backtestFlags) error {
 		if err == nil && inErr == nil && os.SameFile(in, st) {
 			return fmt.Errorf("backtest: %s %s is the events file", o.flag, o.path)
 		}
+		if err == nil {
+			o.st = st
+		}
+		if o.abs, err = filepath.Abs(o.path); err != nil {
+			o.abs = filepath.Clean(o.path)
+		}
+		for _, p := range seen {
+			same := p.abs == o.abs
+			if p.st != nil && o.st != nil {
+				same = os.SameFile(p.st, o.st)
+			}
+			if same && (o.st == nil || o.st.Mode().IsRegular()) {
+				return fmt.Errorf("backtest: %s and %s name the same file, %s: give each its own", p.flag, o.flag, o.path)
+			}
+		}
+		seen = append(seen, o)
 		if err := probeWritable(o.path); err != nil {
 			return fmt.Errorf("backtest: %s: %w", o.flag, err)
 		}

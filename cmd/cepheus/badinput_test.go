@@ -140,6 +140,42 @@ func TestBacktestOutputsCheckedFirst(t *testing.T) {
 	}
 }
 
+// TestBacktestOutputsDistinct: two outputs that name one file (which
+// would overwrite each other's lines) fail the run before anything is
+// read; a device such as /dev/null may take several.
+func TestBacktestOutputsDistinct(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	// Line 11 is late: a minute behind the newest event.
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, "")+`{"ts":"2026-01-01T00:00:01Z","k":"x","name":"a"}`+"\n")
+	out := filepath.Join(dir, "out.jsonl")
+	for _, other := range []string{out, filepath.Join(dir, ".", "out.jsonl")} {
+		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", out, "-late", other, "-watermark-every", "1", "-out-of-orderness", "0")
+		if code != 1 || !strings.Contains(stderr, "-alerts and -late name the same file") || strings.Contains(stderr, "Ruleset") {
+			t.Errorf("-late %s: exit %d\n%s", other, code, stderr)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("-late %s: output created before the check failed: %v", other, err)
+			os.Remove(out)
+		}
+	}
+	// An existing file reached by another path is the same file too.
+	writeFile(t, dir, "dead.jsonl", "")
+	if err := os.Symlink(filepath.Join(dir, "dead.jsonl"), filepath.Join(dir, "link.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", out,
+		"-dead-letter", filepath.Join(dir, "dead.jsonl"), "-late", filepath.Join(dir, "link.jsonl"))
+	if code != 1 || !strings.Contains(stderr, "-late and -dead-letter name the same file") {
+		t.Errorf("symlink: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-late", os.DevNull,
+		"-watermark-every", "1", "-out-of-orderness", "0")
+	if code != 0 || !strings.Contains(stderr, "1 event was late") {
+		t.Errorf("%s twice: exit %d\n%s", os.DevNull, code, stderr)
+	}
+}
+
 // TestBacktestTruncatedGzip: a gzip file cut short ends the run with an
 // error, after the summary of what was read.
 func TestBacktestTruncatedGzip(t *testing.T) {
