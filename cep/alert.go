@@ -24,7 +24,8 @@ func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
 // alertID is AlertID leaving out of each event's field values the slots
 // derived marks: the fields a lookup fills (docs/decisions.md, "Alert
 // id"), which belong to no input, so that an alert's id does not depend on
-// the lookups' data, nor on whether they are bound.
+// the lookups' data, nor on whether they are bound; and the fields only an
+// event observer reads, so that it does not depend on -label either.
 func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []bool) string {
 	h := sha256.New()
 	h.Write([]byte(rule.Hash))

@@ -236,6 +236,36 @@ func TestBacktestDeterministic(t *testing.T) {
 	}
 }
 
+// TestBacktestLabelsKeepAlertIDs: an event observer's fields that no rule
+// reads (Labels' is_fraud and scenario, decoded for the label statistics)
+// show in the alerts' events but do not change the alert ids: a backtest
+// with -label gives the ids of one without, and of cepheus run.
+func TestBacktestLabelsKeepAlertIDs(t *testing.T) {
+	rs := loadRules(t, backtestRules)
+	input := `{"ts":"2026-01-01T10:00:00Z","card":"c1","type":"auth","amount":500,"country":"US","is_fraud":true,"scenario":"lf"}
+{"ts":"2026-01-01T10:02:00Z","card":"c1","type":"auth","amount":20,"country":"FR","is_fraud":true,"scenario":"lf"}`
+	_, plain := runBacktest(t, input, WithRuleset(rs))
+	labels := NewLabels("is_fraud", "")
+	_, labelled := runBacktest(t, input, WithRuleset(rs), WithObservers(labels))
+	if len(plain) == 0 || len(plain) != len(labelled) {
+		t.Fatalf("alerts %d without labels, %d with", len(plain), len(labelled))
+	}
+	for i := range plain {
+		if plain[i]["alert_id"] != labelled[i]["alert_id"] {
+			t.Errorf("alert %d (%v): id %v without labels, %v with", i, plain[i]["rule"], plain[i]["alert_id"], labelled[i]["alert_id"])
+		}
+	}
+	ev := labelled[0]["matched"].(map[string]any)
+	for _, evs := range ev {
+		if e := evs.([]any)[0].(map[string]any); e["is_fraud"] != true {
+			t.Errorf("matched event %v lacks is_fraud", e)
+		}
+	}
+	if ls := labels.Summary(); ls.Labelled != 2 {
+		t.Errorf("labelled %d, want 2", ls.Labelled)
+	}
+}
+
 func TestNewErrors(t *testing.T) {
 	_, err := New(WithOutOfOrderness(-time.Second), WithLimits(-1, 0), WithObservers(nil))
 	for _, want := range []string{"WithRuleset is required", "negative", "limits", "observer 0 is nil"} {

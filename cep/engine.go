@@ -39,8 +39,9 @@ type Engine struct {
 	// plan is what a live job's engine runs (hot-loading); nil for an
 	// engine built by New: its ruleset alone.
 	plan *plan
-	// derived marks the slots no input fills: the lookups' fields, which
-	// alert ids leave out.
+	// derived marks the slots alert ids leave out: the lookups' fields,
+	// which no input fills, and the fields only event observers read
+	// (WithObservers: -label), so that an id does not depend on them.
 	derived []bool
 }
 
@@ -294,6 +295,10 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 	}
 	for _, a := range e.Aggregates() {
 		derive(a.Slot)
+	}
+	// engineSchema appends the observers' fields after the ruleset's.
+	for slot := rs.Schema.Len(); slot < e.schema.Len(); slot++ {
+		derive(slot)
 	}
 	for i := range e.rules {
 		e.rules[i].null = alertNulls(e.rules[i].rule, e.Aggregates(), e.schema.Len())

@@ -53,6 +53,6 @@ rule big_then_foreign {
 	ls := labels.Summary()
 	fmt.Printf("%d events, %d alerts; %d labelled events, recall %.0f%%\n", sum.Decoded, sum.Alerts, ls.Labelled, 100*ls.Recall())
 	// Output:
-	// {"alert_id":"87ceb00c5ae7b97c876f20ba754260e4","rule":"big_then_foreign","ruleset":"example","ruleset_version":"d43e523230c1a4a19c01b74a17acf1f844502d099432dc97409b384671a0c49b","rule_hash":"798826ad97c0dade91a01160e1078e521c3ae5114d0a7fa86d6fa77fbe3fcebc","severity":"high","key":{"card":"c1"},"detected_at":"2026-01-01T10:02:00.000Z","matched":{"big":[{"line":1,"amount":500,"card":"c1","country":"US","ts":"2026-01-01T10:00:00.000Z","is_fraud":true,"scenario":"lf"}],"foreign":[{"line":2,"amount":20,"card":"c1","country":"FR","ts":"2026-01-01T10:02:00.000Z","is_fraud":true,"scenario":"lf"}]},"emit":{}}
+	// {"alert_id":"3658655feaae75d17dfbbc79fa6cb0e9","rule":"big_then_foreign","ruleset":"example","ruleset_version":"d43e523230c1a4a19c01b74a17acf1f844502d099432dc97409b384671a0c49b","rule_hash":"798826ad97c0dade91a01160e1078e521c3ae5114d0a7fa86d6fa77fbe3fcebc","severity":"high","key":{"card":"c1"},"detected_at":"2026-01-01T10:02:00.000Z","matched":{"big":[{"line":1,"amount":500,"card":"c1","country":"US","ts":"2026-01-01T10:00:00.000Z","is_fraud":true,"scenario":"lf"}],"foreign":[{"line":2,"amount":20,"card":"c1","country":"FR","ts":"2026-01-01T10:02:00.000Z","is_fraud":true,"scenario":"lf"}]},"emit":{}}
 	// 2 events, 1 alerts; 2 labelled events, recall 100%
 }
