@@ -425,6 +425,7 @@ func (f *backtestFlags) check(fs *flagSet) error {
 	if !(f.maxDeadFraction >= 0 && f.maxDeadFraction <= 1) {
 		msgs = append(msgs, fmt.Sprintf("-max-dead-fraction %v is outside 0..1", f.maxDeadFraction))
 	}
+	msgs = append(msgs, f.lookups.outOfRange()...)
 	if len(msgs) == 0 {
 		return nil
 	}

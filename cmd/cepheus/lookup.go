@@ -61,6 +61,33 @@ func (lf *lookupFlags) register(fs *flagSet) {
 	fs.DurationVar(&lf.opts.CacheTTL, "lookup-cache-ttl", 0, "how long a cached record is used before it is read again (default 5m)")
 }
 
+// outOfRange describes the lookup settings whose values are out of range,
+// one message per flag, for the command's usage error (the engine would
+// refuse them too, later and in its own terms).
+func (lf *lookupFlags) outOfRange() []string {
+	var msgs []string
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"-lookup-batch", lf.opts.Batch}, {"-lookup-in-flight", lf.opts.InFlight}} {
+		if n.v < 0 {
+			msgs = append(msgs, fmt.Sprintf("%s %d is negative", n.flag, n.v))
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"-lookup-timeout", lf.opts.Timeout}, {"-lookup-cache-ttl", lf.opts.CacheTTL}} {
+		if d.v < 0 {
+			msgs = append(msgs, fmt.Sprintf("%s %s is negative", d.flag, formatDuration(d.v)))
+		}
+	}
+	if lf.opts.CacheSize < -1 {
+		msgs = append(msgs, fmt.Sprintf("-lookup-cache %d: -1 (no cache), 0 (the default) or a number of records", lf.opts.CacheSize))
+	}
+	return msgs
+}
+
 // auth returns the Redis credentials of the flags and the environment.
 func (lf *lookupFlags) auth() (cep.RedisAuth, error) {
 	a := cep.RedisAuth{Username: lf.redisUser, TLS: lf.redisTLS, CAFile: lf.redisCA}

@@ -355,3 +355,38 @@ func TestLookupCrashInFlight(t *testing.T) {
 		t.Errorf("no away_from_home alert: the lookup played no part")
 	}
 }
+
+// TestLookupFlagsOutOfRange: a negative lookup setting is a usage error
+// (exit 2) that names the flag, in backtest and in run, before anything is
+// read or created; -lookup-cache -1 (no cache) is the one negative value
+// allowed.
+func TestLookupFlagsOutOfRange(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	const rules = "../../rulesets/cards.cep"
+	for _, c := range []struct{ flag, value, want string }{
+		{"-lookup-batch", "-1", "-lookup-batch -1 is negative"},
+		{"-lookup-in-flight", "-2", "-lookup-in-flight -2 is negative"},
+		{"-lookup-timeout", "-1s", "-lookup-timeout -1s is negative"},
+		{"-lookup-cache-ttl", "-5m", "-lookup-cache-ttl -5m is negative"},
+		{"-lookup-cache", "-5", "-lookup-cache -5: -1 (no cache), 0 (the default) or a number of records"},
+	} {
+		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, c.flag, c.value)
+		if code != 2 || !strings.Contains(stderr, "cepheus: backtest: "+c.want+"\n") {
+			t.Errorf("backtest %s %s: exit %d\n%s", c.flag, c.value, code, stderr)
+		}
+		state := filepath.Join(dir, "state")
+		code, _, stderr = cepheus(t, "run", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, "alerts"), c.flag, c.value)
+		if code != 2 || !strings.Contains(stderr, "cepheus: run: "+c.want+"\n") {
+			t.Errorf("run %s %s: exit %d\n%s", c.flag, c.value, code, stderr)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("run %s %s: the state directory was created: %v", c.flag, c.value, err)
+			os.RemoveAll(state)
+		}
+	}
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup-cache", "-1", "-q")
+	if code != 0 {
+		t.Errorf("-lookup-cache -1: exit %d\n%s", code, stderr)
+	}
+}

@@ -369,6 +369,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	default:
 		msgs = append(msgs, fmt.Sprintf("-time-unit %q: want ms or s", f.timeUnit))
 	}
+	msgs = append(msgs, f.lookups.outOfRange()...)
 	if len(msgs) > 0 {
 		return fs.usagef("%s", strings.Join(msgs, "\ncepheus: run: "))
 	}
