@@ -301,8 +301,9 @@ func isIdent(s string) bool {
 // skipped as units, so brackets inside them do not count.
 //
 // The token's val is the span with trailing blanks removed. A span that
-// does not close (a bracket or string left open at the end of the file) is
-// a tokError pointing at the opener.
+// does not close (a bracket or string left open at the end of the file, or
+// a '...' or "..." string at the end of its line) is a tokError pointing at
+// the opener.
 func (l *ruleLexer) scanRaw() lexToken {
 	for l.pos < len(l.src) && (l.src[l.pos] == ' ' || l.src[l.pos] == '\t') {
 		l.pos++
@@ -341,7 +342,14 @@ scan:
 		case c == '"' || c == '\'' || c == '`':
 			end := skipQuoted(l.src, i)
 			if end < 0 {
+				// A '...' or "..." string ends at its line: outside
+				// brackets, scanning resumes at the line end, as after
+				// a string not terminated outside expressions, so that
+				// the blocks around it still close.
 				l.pos = len(l.src)
+				if nl := strings.IndexByte(l.src[i:], '\n'); nl >= 0 && c != '`' && len(open) == 0 {
+					l.pos = i + nl
+				}
 				return errAt(i, "string not terminated")
 			}
 			i = end
