@@ -3,7 +3,11 @@
 //
 //	lookup customer {
 //	  key customer_id
-//	  fields { home_country: string = ""  risk_tier: string = "unknown"  tenure_days: int = 0 }
+//	  fields {
+//	    home_country: string default ""
+//	    risk_tier: string default "unknown"
+//	    tenure_days: int default 0
+//	  }
 //	  on failure open        # or: closed, or: retry 3 then open|closed
 //	}
 //
