@@ -294,6 +294,18 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 			break
 		}
 		if err != nil {
+			// The records read before the error are handled as at the
+			// end of the input, so that a partial run is the run of the
+			// lines read (none left waiting for its lookups), but for the
+			// final watermark: the input did not end.
+			if ferr := s.flushEnrich(ctx); ferr != nil {
+				return errors.Join(err, ferr)
+			}
+			if s.guard != nil {
+				if gerr := s.guard.end(guardOut[T]{s}); gerr != nil {
+					return errors.Join(err, gerr)
+				}
+			}
 			return err
 		}
 		if rec.Line <= s.skipTo {

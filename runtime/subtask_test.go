@@ -318,12 +318,12 @@ func TestSubtaskCancel(t *testing.T) {
 	}
 }
 
-// errSource fails after one record.
-type errSource struct{ n int }
+// errSource fails after ok records.
+type errSource struct{ n, ok int }
 
 func (e *errSource) Next() (Record, error) {
-	if e.n++; e.n == 1 {
-		return Record{Line: 1, Data: []byte(`{"card":"a","ts":1}`)}, nil
+	if e.n++; e.n <= max(e.ok, 1) {
+		return Record{Line: int64(e.n), Data: fmt.Appendf(nil, `{"card":"a","ts":%d}`, e.n)}, nil
 	}
 	return Record{}, io.ErrUnexpectedEOF
 }
@@ -345,6 +345,54 @@ func TestSubtaskSourceError(t *testing.T) {
 	}
 	if err := st.Run(context.Background()); err == nil {
 		t.Error("second Run = nil")
+	}
+}
+
+// TestSubtaskSourceErrorHandsOnWhatWasRead: when the source fails, the
+// events read before, still waiting for their lookups (Enrich) or held
+// by the time guard (MaxAhead), reach the operators, the guard's judged
+// as at the input's end; no final watermark follows.
+func TestSubtaskSourceErrorHandsOnWhatWasRead(t *testing.T) {
+	for _, c := range []struct {
+		ahead bool
+		n     int // records before the error: 3, fewer than the guard's start group
+	}{{false, 11}, {true, 11}, {false, 3}, {true, 3}} {
+		ahead, n := c.ahead, c.n
+		dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: subtaskSchema, TimeField: "ts"})
+		wm, _ := NewWatermarkGenerator(0, 0)
+		var log []string
+		enriched := 0
+		cfg := SubtaskConfig[string]{Source: &errSource{ok: n}, Decoder: dec, Watermarks: wm,
+			Operators: []KeyedOperator[string]{&recorder{name: "op", log: &log}},
+			Enrich: func(_ context.Context, evs []*event.Event, _ []string) error {
+				enriched += len(evs)
+				return nil
+			},
+			EnrichBatch: 4,
+		}
+		if ahead {
+			cfg.MaxAhead = time.Hour
+		}
+		st, err := NewSubtask(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Run(context.Background()); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("Run = %v", err)
+		}
+		elems := 0
+		for _, l := range log {
+			if strings.Contains(l, " el ") {
+				elems++
+			}
+			if strings.HasSuffix(l, "MAX") {
+				t.Errorf("ahead %v: final watermark after a source error: %q", ahead, l)
+			}
+		}
+		if s := st.Stats(); s.Records != int64(n) || s.Decoded != int64(n) || enriched != n || elems != n {
+			t.Errorf("ahead %v: %d records, %d decoded, %d enriched, %d elements handed on; want %d each (log %q)",
+				ahead, s.Records, s.Decoded, enriched, elems, n, log)
+		}
 	}
 }
 
