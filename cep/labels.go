@@ -22,6 +22,7 @@ type Labels struct {
 	scenarioSlot    int
 
 	labelled map[uint64]string // seq of each labelled event -> its scenario
+	present  int64             // events that have the label field (not null)
 	caught   map[uint64]bool   // labelled events inside some alert
 	rules    map[string]*RuleLabels
 	order    []string           // rules in the order of their first alert
@@ -54,7 +55,7 @@ func (l *Labels) Start(schema *event.Schema) error {
 	if !ok1 || !ok2 {
 		return fmt.Errorf("cep: labels: fields %q and %q not in the schema", l.field, l.scenario)
 	}
-	l.labelled = map[uint64]string{}
+	l.labelled, l.present = map[uint64]string{}, 0
 	l.caught = map[uint64]bool{}
 	l.rules = map[string]*RuleLabels{}
 	l.order = nil
@@ -64,7 +65,11 @@ func (l *Labels) Start(schema *event.Schema) error {
 
 // OnEvent records ev when it is labelled.
 func (l *Labels) OnEvent(ev *event.Event) {
-	if !truthy(ev.Field(l.labelSlot)) {
+	v := ev.Field(l.labelSlot)
+	if v.Kind() != event.KindNull {
+		l.present++
+	}
+	if !truthy(v) {
 		return
 	}
 	sc, _ := ev.Field(l.scenarioSlot).AsString()
@@ -120,6 +125,7 @@ func truthy(v event.Value) bool {
 // LabelSummary is what a [Labels] counted in a run.
 type LabelSummary struct {
 	Field    string // the label field
+	Present  int64  // events that have the label field, true or not
 	Labelled int64  // labelled events in the input
 	Caught   int64  // of them, inside at least one alert
 	// Rules are the rules that alerted, in the order of their first alert.
@@ -178,7 +184,7 @@ func ratio(a, b int64) float64 {
 // Summary returns the statistics of the run so far (of the last run, once
 // it returned).
 func (l *Labels) Summary() *LabelSummary {
-	s := &LabelSummary{Field: l.field, Labelled: int64(len(l.labelled)), Caught: int64(len(l.caught))}
+	s := &LabelSummary{Field: l.field, Present: l.present, Labelled: int64(len(l.labelled)), Caught: int64(len(l.caught))}
 	for _, name := range l.order {
 		s.Rules = append(s.Rules, *l.rules[name])
 	}

@@ -144,7 +144,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud)")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
-	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks); lateness depends on it only for input more disordered than -out-of-orderness")
+	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default, 256); lateness depends on it only for input more disordered than -out-of-orderness")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
 	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator")
@@ -816,6 +816,10 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	}
 	fmt.Fprintf(bw, "\n  Labelled events (%s): %s, caught by some alert: %s, recall %s\n",
 		f.label, humanInt(ls.Labelled), humanInt(ls.Caught), recall)
+	if ls.Present == 0 && s.Decoded > 0 {
+		// A misspelled -label reads as a run without fraud.
+		fmt.Fprintf(bw, "  (no event has a field %s: is it the label field's name?)\n", f.label)
+	}
 	if len(ls.Scenarios) == 0 {
 		return
 	}

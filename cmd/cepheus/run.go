@@ -193,7 +193,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator; in a Kafka group's job, per partition; it may change between runs")
 	fs.StringVar(&f.backend, "state-backend", "memory", "where the state lives between checkpoints: memory or pebble")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
-	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's)")
+	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's; 0: the default, 256)")
 	fs.DurationVar(&f.idle, "idle-timeout", time.Minute, "with -follow, a file without new records for this long stops holding the watermark back until its next record (0: never)")
 	fs.BoolVar(&f.wallClock, "wall-clock-advance", false, "with -follow, advance the watermark by the wall time elapsed while every input is idle, so absence rules fire on a quiet stream")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
@@ -577,9 +577,9 @@ func printRunSummary(w io.Writer, r *cep.StreamResult) {
 	if r.Restored > 0 {
 		fmt.Fprintf(w, "run: resumed from checkpoint %d\n", r.Restored)
 	}
-	fmt.Fprintf(w, "run: ruleset %s: %s records, %s events, %s alerts, %s late, %s dead letters; %d checkpoints taken, last %d\n",
-		r.Ruleset, humanInt(st.Records), humanInt(st.Decoded), humanInt(st.Alerts), humanInt(st.Late), humanInt(st.Dead),
-		st.Checkpoints, st.LastCheckpoint)
+	fmt.Fprintf(w, "run: ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d\n",
+		r.Ruleset, plural(st.Records, "record", "records"), plural(st.Decoded, "event", "events"), plural(st.Alerts, "alert", "alerts"),
+		humanInt(st.Late), plural(st.Dead, "dead letter", "dead letters"), plural(st.Checkpoints, "checkpoint", "checkpoints"), st.LastCheckpoint)
 	if st.Checkpoints > 0 {
 		fmt.Fprintf(w, "run: checkpoints took up to %s, subtasks stalled up to %s; %s keys hold state (%s events buffered)\n",
 			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), humanInt(st.Keys), humanInt(st.Buffered))

@@ -69,7 +69,8 @@ func TestBacktestErrorsWithoutPackagePrefixes(t *testing.T) {
 
 // TestBacktestSummaryWording: counts agree with their nouns, blank lines
 // are said to be left out of the line count, no rate is given for no
-// events, and an input without labelled events has no recall.
+// events, an input without labelled events has no recall, and a label
+// field that no event has is said to be missing.
 func TestBacktestSummaryWording(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "r.cep", goodSrc)
@@ -91,6 +92,20 @@ func TestBacktestSummaryWording(t *testing.T) {
 	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events)
 	if !strings.Contains(errOut, "): 2 lines, 2 events, 1 alert in ") || !strings.Contains(errOut, "events/s)") {
 		t.Errorf("summary of 2 events:\n%s", errOut)
+	}
+
+	// A label field no event has is named (a misspelled -label reads as
+	// a run without fraud); one that events have, even false, is not.
+	const note = "(no event has a field nosuchfield: is it the label field's name?)"
+	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "nosuchfield")
+	if !strings.Contains(errOut, note) {
+		t.Errorf("-label nosuchfield: summary lacks %q:\n%s", note, errOut)
+	}
+	falseLabels := strings.ReplaceAll(abEvents(2, 0, ""), `"k":`, `"nosuchfield":false,"k":`)
+	events = writeFile(t, dir, "e3.jsonl", falseLabels)
+	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "nosuchfield")
+	if strings.Contains(errOut, "no event has a field") || !strings.Contains(errOut, "Labelled events (nosuchfield): 0,") {
+		t.Errorf("-label nosuchfield over events that have it, false:\n%s", errOut)
 	}
 }
 
