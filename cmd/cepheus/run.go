@@ -387,6 +387,12 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if err := f.lookups.check([]*rules.Ruleset{rs}); err != nil {
 		return fs.usagef("%v", err)
 	}
+	// A missing input fails here, before the state directory is made.
+	if f.events != "" && f.events != "-" {
+		if _, err := os.Stat(f.events); err != nil {
+			return fmt.Errorf("%s: -events: %w", cmd.name, err)
+		}
+	}
 	// warnf writes a warning: a line on stderr, or serve's log.
 	warnf := func(format string, args ...any) { fmt.Fprintf(stderr, cmd.name+": warning: "+format+"\n", args...) }
 	var log *slog.Logger
