@@ -301,9 +301,10 @@ func isIdent(s string) bool {
 // skipped as units, so brackets inside them do not count.
 //
 // The token's val is the span with trailing blanks removed. A span that
-// does not close (a bracket or string left open at the end of the file, or
-// a '...' or "..." string at the end of its line) is a tokError pointing at
-// the opener.
+// does not close (a bracket left open at the end of the file or at a
+// closing bracket of another kind on a later line, or a '...' or "..."
+// string at the end of its line) is a tokError pointing at the opener; the
+// scan then resumes at the end of the opener's line.
 func (l *ruleLexer) scanRaw() lexToken {
 	for l.pos < len(l.src) && (l.src[l.pos] == ' ' || l.src[l.pos] == '\t') {
 		l.pos++
@@ -333,7 +334,16 @@ scan:
 			if len(open) == 0 {
 				break scan
 			}
-			if want := closer(l.src[open[len(open)-1]]); c != want {
+			o := open[len(open)-1]
+			if want := closer(l.src[o]); c != want {
+				if nl := strings.IndexByte(l.src[o:i], '\n'); nl >= 0 {
+					// The bracket opened on an earlier line is the one
+					// left open: the error is at it, and the scan resumes
+					// at the end of its line, so that the lines after it
+					// and the block c closes are read as usual.
+					l.pos = o + nl
+					return errAt(o, fmt.Sprintf("%q is not closed", l.src[o]))
+				}
 				l.pos = i + 1
 				return errAt(i, fmt.Sprintf("unexpected %q in expression, want %q", c, want))
 			}
@@ -369,8 +379,13 @@ scan:
 		}
 	}
 	if len(open) > 0 {
-		l.pos = len(l.src)
+		// As above: the rest of the file is read from the end of the
+		// opener's line.
 		o := open[len(open)-1]
+		l.pos = len(l.src)
+		if nl := strings.IndexByte(l.src[o:], '\n'); nl >= 0 {
+			l.pos = o + nl
+		}
 		return errAt(o, fmt.Sprintf("%q is not closed", l.src[o]))
 	}
 	end := i
