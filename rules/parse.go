@@ -64,6 +64,27 @@ func (p *ruleParser) unexpected(want string) {
 // keywords are not reserved, their meaning depends on where they stand).
 func (p *ruleParser) isWord(w string) bool { return p.tok.kind == tokIdent && p.tok.val == w }
 
+// atDecl reports whether the token starts a top-level declaration: its
+// keyword at the very start of a line and not followed by ':' (that is a
+// field of that name). A block left open ends there (not closed), so that
+// the declarations after it are read as such instead of as the block's
+// items, an error each.
+func (p *ruleParser) atDecl() bool {
+	if p.tok.kind != tokIdent {
+		return false
+	}
+	switch p.tok.val {
+	case "ruleset", "event", "schema", "lookup", "aggregate", "rule", "test":
+	default:
+		return false
+	}
+	src, off := p.lex.src, p.tok.pos
+	if off > 0 && src[off-1] != '\n' {
+		return false
+	}
+	return !strings.HasPrefix(strings.TrimLeft(src[off+len(p.tok.val):], " \t"), ":")
+}
+
 // expect consumes a token of kind k, or reports an error and returns false.
 func (p *ruleParser) expect(k tokKind, what string) bool {
 	if p.tok.kind != k {
@@ -503,7 +524,7 @@ func (p *ruleParser) parseSchema(c Comments, pos int) *SchemaDecl {
 	d.Line = line
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			d.EndDoc = p.closeBlock(pos, "schema", doc)
 			return d
 		}
@@ -540,7 +561,7 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 	d.Line = line
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			d.EndDoc = p.closeBlock(pos, "rule "+name.Value, doc)
 			break
 		}
@@ -665,7 +686,7 @@ func (p *ruleParser) parseLookup(c Comments, pos int) *LookupDecl {
 	d.Line = line
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			d.EndDoc = p.closeBlock(pos, "lookup "+name.Value, doc)
 			break
 		}
@@ -737,7 +758,7 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 	d.Line = line
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			d.EndDoc = p.closeBlock(pos, "aggregate "+name.Value, doc)
 			break
 		}
@@ -823,7 +844,7 @@ func (p *ruleParser) parseLookupFields(c Comments, pos int) *LookupFields {
 	b.Line = line
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			b.EndDoc = p.closeBlock(pos, "fields", doc)
 			return b
 		}
@@ -939,7 +960,7 @@ func (p *ruleParser) parseEmit(c Comments, pos int) *EmitBlock {
 	e.Line = line
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			e.EndDoc = p.closeBlock(pos, "emit", doc)
 			return e
 		}
@@ -1289,7 +1310,7 @@ func (p *ruleParser) parseTest(c Comments, pos int) *TestDecl {
 	first := true
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			d.EndDoc = p.closeBlock(pos, "test", doc)
 			return d
 		}
@@ -1347,7 +1368,7 @@ func (p *ruleParser) parseEvents(c Comments, pos int) *EventsBlock {
 	b.Line = line
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			b.EndDoc = p.closeBlock(pos, "events", doc)
 			return b
 		}
@@ -1384,7 +1405,7 @@ func (p *ruleParser) parseExpect(c Comments, pos int) *ExpectBlock {
 	b.Line = line
 	for {
 		doc := p.docLines()
-		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF {
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
 			b.EndDoc = p.closeBlock(pos, "expect", doc)
 			return b
 		}
