@@ -215,6 +215,23 @@ var ErrRestore = errors.New("cep: cannot resume from the checkpoint")
 // streamFormat is the version of the job metadata of a checkpoint.
 const streamFormat = 1
 
+// checkEvents fails, before any state is made, when the events path does
+// not exist, or is a directory with no file to read while not followed:
+// the job would read it to its end at once and mark its state finished.
+func (c *StreamConfig) checkEvents() error {
+	if c.Kafka != nil || c.Events == "-" {
+		return nil
+	}
+	parts, err := runtime.OpenPartitions(c.Events)
+	if err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	if len(parts) == 0 && !c.Follow {
+		return fmt.Errorf("cep: stream: the directory %s has no file to read (names ending in .jsonl or .jsonl.gz); with Follow (cepheus run -follow) the run waits for them", c.Events)
+	}
+	return nil
+}
+
 func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	d := *c
 	var errs []error
@@ -328,6 +345,9 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	}
 	if len(e.specs) > 64 {
 		return nil, fmt.Errorf("cep: stream: %d key specifications, at most 64", len(e.specs))
+	}
+	if err := c.checkEvents(); err != nil {
+		return nil, err
 	}
 	if e.cfg.gcSet {
 		defer debug.SetGCPercent(debug.SetGCPercent(e.cfg.gcPercent))

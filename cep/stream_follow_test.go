@@ -318,3 +318,33 @@ func TestStreamDirectorySideBySide(t *testing.T) {
 		t.Errorf("%d alerts committed, the backtest of the whole input has %d (or they differ)", len(got), len(w))
 	}
 }
+
+// TestStreamEventsChecked: a missing events path, and a directory with
+// no file to read when not followed (read to its end at once, the run
+// would be marked finished), fail before any state is made; followed, an
+// empty directory is waited on.
+func TestStreamEventsChecked(t *testing.T) {
+	e := streamEngine(t, engineRules)
+	empty := t.TempDir()
+	for _, c := range []struct{ events, want string }{
+		{filepath.Join(empty, "nope.jsonl"), "no such file or directory"},
+		{empty, "has no file to read"},
+	} {
+		d := newStreamDirs(t)
+		_, err := e.Stream(context.Background(), d.config(c.events))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Stream = %v, want an error saying %q", c.events, err, c.want)
+		}
+		if _, err := os.Stat(d.state); !os.IsNotExist(err) {
+			t.Errorf("%s: the state directory was made (%v)", c.events, err)
+		}
+	}
+	d := newStreamDirs(t)
+	cfg := d.config(empty)
+	cfg.Follow, cfg.PollInterval = true, time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := e.Stream(ctx, cfg); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("followed empty directory: Stream = %v, want it to wait until the context ends", err)
+	}
+}

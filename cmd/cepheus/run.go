@@ -387,7 +387,8 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if err := f.lookups.check([]*rules.Ruleset{rs}); err != nil {
 		return fs.usagef("%v", err)
 	}
-	// A missing input fails here, before the state directory is made.
+	// A missing input fails here, before the state directory is made (a
+	// directory with nothing to read fails in Stream, as early).
 	if f.events != "" && f.events != "-" {
 		if _, err := os.Stat(f.events); err != nil {
 			return fmt.Errorf("%s: -events: %w", cmd.name, err)
