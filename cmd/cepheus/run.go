@@ -167,7 +167,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.deadTopic, "dead-letter-topic", "", "with -alerts-topic, write the dead letters to this topic (default: only counted)")
 	fs.StringVar(&f.shadowTopic, "shadow-topic", "", "with -alerts-topic, write the alerts of a shadow version (cepheus rules deploy -shadow) to this topic, in each checkpoint's transaction (default: no shadow deploys)")
 	fs.StringVar(&f.rulesTopic, "rules-topic", "", "with -alerts-topic, the group's rules topic (compacted, created if need be): a deploy to any instance goes into it and every instance of the group deploys it; a restart runs its newest versions (default: each instance deploys on its own)")
-	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it)")
+	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it); with -start committed, the group whose committed offsets the input starts at")
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
 	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name: its transactional id is cepheus-GROUP-ID")
 	fs.DurationVar(&f.session, "session-timeout", 10*time.Second, "with -alerts-topic, how long the group waits for a silent instance before its partitions move to the others (a restart within it keeps them)")
