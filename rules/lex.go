@@ -336,12 +336,12 @@ scan:
 			}
 			o := open[len(open)-1]
 			if want := closer(l.src[o]); c != want {
-				if nl := strings.IndexByte(l.src[o:i], '\n'); nl >= 0 {
+				if end := l.lineEnd(o); end < i {
 					// The bracket opened on an earlier line is the one
 					// left open: the error is at it, and the scan resumes
 					// at the end of its line, so that the lines after it
 					// and the block c closes are read as usual.
-					l.pos = o + nl
+					l.pos = end
 					return errAt(o, fmt.Sprintf("%q is not closed", l.src[o]))
 				}
 				l.pos = i + 1
@@ -357,8 +357,8 @@ scan:
 				// a string not terminated outside expressions, so that
 				// the blocks around it still close.
 				l.pos = len(l.src)
-				if nl := strings.IndexByte(l.src[i:], '\n'); nl >= 0 && c != '`' && len(open) == 0 {
-					l.pos = i + nl
+				if c != '`' && len(open) == 0 {
+					l.pos = l.lineEnd(i)
 				}
 				return errAt(i, "string not terminated")
 			}
@@ -382,10 +382,7 @@ scan:
 		// As above: the rest of the file is read from the end of the
 		// opener's line.
 		o := open[len(open)-1]
-		l.pos = len(l.src)
-		if nl := strings.IndexByte(l.src[o:], '\n'); nl >= 0 {
-			l.pos = o + nl
-		}
+		l.pos = l.lineEnd(o)
 		return errAt(o, fmt.Sprintf("%q is not closed", l.src[o]))
 	}
 	end := i
@@ -396,6 +393,15 @@ scan:
 	tok := lexToken{kind: tokExpr, pos: l.start, end: end, val: l.src[l.start:end]}
 	l.start = l.pos
 	return tok
+}
+
+// lineEnd returns the offset of the newline that ends off's line (the
+// end of the source on its last line).
+func (l *ruleLexer) lineEnd(off int) int {
+	if nl := strings.IndexByte(l.src[off:], '\n'); nl >= 0 {
+		return off + nl
+	}
+	return len(l.src)
 }
 
 func closer(open byte) byte {

@@ -66,24 +66,18 @@ func (lf *lookupFlags) register(fs *flagSet) {
 // refuse them too, later and in its own terms).
 func (lf *lookupFlags) outOfRange() []string {
 	var msgs []string
-	for _, n := range []struct {
-		flag string
-		v    int
-	}{{"-lookup-batch", lf.opts.Batch}, {"-lookup-in-flight", lf.opts.InFlight}} {
-		if n.v < 0 {
-			msgs = append(msgs, fmt.Sprintf("%s %d is negative", n.flag, n.v))
+	negative := func(flag string, bad bool, v any) {
+		if bad {
+			msgs = append(msgs, fmt.Sprintf("%s %v is negative", flag, v))
 		}
 	}
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"-lookup-timeout", lf.opts.Timeout}, {"-lookup-cache-ttl", lf.opts.CacheTTL}} {
-		if d.v < 0 {
-			msgs = append(msgs, fmt.Sprintf("%s %s is negative", d.flag, formatDuration(d.v)))
-		}
-	}
-	if lf.opts.CacheSize < -1 {
-		msgs = append(msgs, fmt.Sprintf("-lookup-cache %d: -1 (no cache), 0 (the default) or a number of records", lf.opts.CacheSize))
+	o := &lf.opts
+	negative("-lookup-batch", o.Batch < 0, o.Batch)
+	negative("-lookup-in-flight", o.InFlight < 0, o.InFlight)
+	negative("-lookup-timeout", o.Timeout < 0, formatDuration(o.Timeout))
+	negative("-lookup-cache-ttl", o.CacheTTL < 0, formatDuration(o.CacheTTL))
+	if o.CacheSize < -1 {
+		msgs = append(msgs, fmt.Sprintf("-lookup-cache %d: -1 (no cache), 0 (the default) or a number of records", o.CacheSize))
 	}
 	return msgs
 }
