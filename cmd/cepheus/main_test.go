@@ -322,6 +322,20 @@ func TestFlagsAfterFiles(t *testing.T) {
 	}
 }
 
+// TestRulesArgOfSeveral: rules validate and deploy of a directory holding
+// several rulesets name the directory.
+func TestRulesArgOfSeveral(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.cep", goodSrc)
+	writeFile(t, dir, "b.cep", goodSrc)
+	for _, sub := range []string{"validate", "deploy"} {
+		want := "cepheus: rules: " + dir + " holds 2 rulesets; name the file\n"
+		if code, _, errOut := cepheus(t, "rules", sub, "-server", "127.0.0.1:1", dir); code != 2 || !strings.HasPrefix(errOut, want) {
+			t.Errorf("rules %s DIR: exit %d, stderr %q; want 2 and %q", sub, code, errOut, want)
+		}
+	}
+}
+
 func TestVersionString(t *testing.T) {
 	info := func(v string, settings ...debug.BuildSetting) *debug.BuildInfo {
 		return &debug.BuildInfo{Main: debug.Module{Path: "github.com/cepheus-cep/cepheus", Version: v}, Settings: settings}
