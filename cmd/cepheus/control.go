@@ -93,7 +93,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cancel()
 	st, err := c.Status(ctx)
 	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("status of %s: %v", *server, err)}
+		return &userError{err: err, msg: fmt.Sprintf("status of %s: %s", *server, callMessage(c, err))}
 	}
 	ready := "not ready"
 	if st.GetReady() {
@@ -166,14 +166,14 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "rollback":
 		r, err := c.Rollback(ctx, *dropChanged)
 		if err != nil {
-			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %v", *server, err)}
+			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %s", *server, callMessage(c, err))}
 		}
 		printDeploy(stdout, "rolled back", r)
 		return nil
 	case "promote":
 		r, err := c.Promote(ctx, *dropChanged)
 		if err != nil {
-			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %v", *server, err)}
+			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %s", *server, callMessage(c, err))}
 		}
 		printDeploy(stdout, "promoted", r)
 		return nil
@@ -185,7 +185,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if sub == "validate" {
 		r, err := c.Validate(ctx, filepath.Base(file), src)
 		if err != nil {
-			return &userError{err: err, msg: fmt.Sprintf("validate on %s: %v", *server, err)}
+			return &userError{err: err, msg: fmt.Sprintf("validate on %s: %s", *server, callMessage(c, err))}
 		}
 		if !r.GetOk() {
 			for _, p := range r.GetProblems() {
@@ -205,11 +205,15 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return problemsError(file, len(invalid.Problems))
 	}
 	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %v", file, *server, err)}
+		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %s", file, *server, callMessage(c, err))}
 	}
 	printDeploy(stdout, "deployed", r)
 	return nil
 }
+
+// callMessage is the message of the error of a call of c: the server's
+// (without the engine's package prefixes), or that no server answers.
+func callMessage(c *control.Client, err error) string { return stripPrefixes(c.Message(err)) }
 
 // readRulesetArg reads the ruleset fs's argument names: a .cep file, or a
 // directory holding exactly one.
@@ -273,7 +277,7 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 func listVersions(ctx context.Context, c *control.Client, server string, w io.Writer) error {
 	vs, err := c.ListVersions(ctx)
 	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("list of %s: %v", server, err)}
+		return &userError{err: err, msg: fmt.Sprintf("list of %s: %s", server, callMessage(c, err))}
 	}
 	for _, v := range vs {
 		fmt.Fprintf(w, "%.12s  %-8s  %s  %-9s  %s  %d rules\n", v.Version, v.State,
