@@ -276,6 +276,113 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 	checkDeployAlerts(t, deployV2, input, res.Watermark, committedLines(t, d.alerts))
 }
 
+// TestStreamSwitchKeepsRunCounters: the counters of a run (a Stream call)
+// go on across its switches: the checkpoints it took, the records it
+// read, the checkpoint it resumed from, and its first event, logged once
+// by a resumed run.
+func TestStreamSwitchKeepsRunCounters(t *testing.T) {
+	input := deployInput(400)
+	lines := strings.SplitAfter(input, "\n")
+	q := len(lines) / 4
+	chunks := [][]string{lines[:q], lines[q : 2*q], lines[2*q : 3*q], lines[3*q:]}
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendLines := func(ls []string) {
+		t.Helper()
+		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(strings.Join(ls, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fileRecords := func() int64 {
+		t.Helper()
+		b, err := os.ReadFile(events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(strings.Count(string(b), "\n"))
+	}
+	d := newStreamDirs(t)
+	// run appends before to the file, streams it until its records are
+	// read, deploys src, appends after, waits for it and stops.
+	run := func(before []string, src string, after []string) (*StreamResult, []string) {
+		t.Helper()
+		appendLines(before)
+		m := NewStreamMonitor()
+		cfg := d.config(events)
+		cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+		var mu sync.Mutex
+		var logs []string
+		cfg.Logf = func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, fmt.Sprintf(format, args...))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		type outcome struct {
+			res *StreamResult
+			err error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			res, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+			done <- outcome{res, err}
+		}()
+		waitMonitor(t, m, fileRecords())
+		if _, err := m.Deploy(ctx, Deploy{Source: []byte(src)}); err != nil {
+			t.Fatal(err)
+		}
+		appendLines(after)
+		waitMonitor(t, m, fileRecords())
+		cancel()
+		o := <-done
+		if !errors.Is(o.err, context.Canceled) {
+			t.Fatalf("Stream after cancel: %v", o.err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return o.res, logs
+	}
+	firstEvents := func(logs []string) int {
+		n := 0
+		for _, l := range logs {
+			if strings.HasPrefix(l, "first event ") {
+				n++
+			}
+		}
+		return n
+	}
+	// A fresh run that switches: every checkpoint of the state directory
+	// is its own, every record its own read, and it logs no first event.
+	res, logs := run(chunks[0], deployV2, chunks[1])
+	st := res.Stats
+	if res.Restored != 0 || st.Checkpoints+st.Aborted != st.LastCheckpoint || st.RunRecords != st.Records || st.FirstEvent <= 0 {
+		t.Errorf("a fresh run that switched: resumed from %d, %d checkpoints taken (%d aborted), last %d, %d records read of %d, first event after %v; want 0, every checkpoint, every record, a first event",
+			res.Restored, st.Checkpoints, st.Aborted, st.LastCheckpoint, st.RunRecords, st.Records, st.FirstEvent)
+	}
+	if n := firstEvents(logs); n != 0 {
+		t.Errorf("a fresh run logged its first event %d times, want 0 (a resumed run does):\n%s", n, strings.Join(logs, "\n"))
+	}
+	// A resumed run that reads, switches back and reads on: it resumed
+	// from the checkpoint the first run stopped at, took every checkpoint
+	// after it, read the records appended since, and logs its first event
+	// once.
+	res2, logs := run(chunks[2], deployV1, chunks[3])
+	st2 := res2.Stats
+	read := int64(strings.Count(strings.Join(chunks[2], "")+strings.Join(chunks[3], ""), "\n"))
+	if res2.Restored != st.LastCheckpoint || st2.Checkpoints+st2.Aborted != st2.LastCheckpoint-st.LastCheckpoint || st2.RunRecords != read {
+		t.Errorf("a resumed run that switched: resumed from %d (want %d), %d checkpoints taken (%d aborted), last %d, %d records read (want %d)",
+			res2.Restored, st.LastCheckpoint, st2.Checkpoints, st2.Aborted, st2.LastCheckpoint, st2.RunRecords, read)
+	}
+	if n := firstEvents(logs); n != 1 {
+		t.Errorf("a resumed run logged its first event %d times, want once:\n%s", n, strings.Join(logs, "\n"))
+	}
+}
+
 // checkDeployAlerts checks the alerts of a run over input that switched
 // from deployV1 to deployV2 at watermark w: every match of keep, those
 // detected after w with the new version; change's that begin at or

@@ -737,9 +737,10 @@ func (s *streamSource) routeEvent(ev *event.Event, mask uint64) error {
 			}
 		}
 		s.pending[r.sub] = append(s.pending[r.sub], elem{ev: ev, mask: r.mask})
-		if j.routed++; j.routed == 1 {
+		if j.routed++; !j.eventSeen {
+			j.eventSeen = true
 			j.stats.FirstEvent = time.Since(j.start)
-			if j.restored > 0 {
+			if j.runRestored() > 0 {
 				j.logf("first event %v after the start (restore included)", j.stats.FirstEvent.Round(time.Millisecond))
 			}
 		}
