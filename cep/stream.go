@@ -608,8 +608,12 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			c.Monitor.switched(sw.res)
 		}
 		sw.res.Took = time.Since(sw.start)
-		j.logf("switched to ruleset %s version %.12s at checkpoint %d in %v (kept %v, changed %v, added %v, removed %v)",
-			sw.res.Ruleset, sw.res.Version, sw.res.Checkpoint, sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
+		as := "" // the active version's
+		if sw.res.Shadow {
+			as = " as the shadow"
+		}
+		j.logf("switched to ruleset %s version %.12s%s at checkpoint %d in %v (kept %v, changed %v, added %v, removed %v)",
+			sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
 		sw.reply(sw.res, nil)
 	}
 	finished, err := j.loop(ctx)

@@ -624,7 +624,21 @@ func TestStreamShadow(t *testing.T) {
 	shadowDir := filepath.Join(t.TempDir(), "shadow")
 	m := NewStreamMonitor()
 	cfg := d.config(events)
-	cfg.Follow, cfg.PollInterval, cfg.Monitor, cfg.Logf = true, 2*time.Millisecond, m, t.Logf
+	var logMu sync.Mutex
+	var logs []string
+	// logged reports whether a line of the log starts with prefix.
+	logged := func(prefix string) bool {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return slices.ContainsFunc(logs, func(l string) bool { return strings.HasPrefix(l, prefix) })
+	}
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	cfg.Logf = func(format string, args ...any) {
+		t.Logf(format, args...)
+		logMu.Lock()
+		defer logMu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -685,6 +699,9 @@ func TestStreamShadow(t *testing.T) {
 	if !sh.Shadow || sh.Version != v2.Hash || len(sh.Added) != 4 {
 		t.Fatalf("shadow deploy: %+v", sh)
 	}
+	if want := fmt.Sprintf("switched to ruleset deploy version %.12s as the shadow at checkpoint %d ", v2.Hash, sh.Checkpoint); !logged(want) {
+		t.Errorf("the log of the shadow deploy has no line %q...", want)
+	}
 	if vs := m.Versions(); len(vs) != 2 || vs[0].Version != v1.Hash || vs[0].State != VersionActive || vs[1].Version != v2.Hash || vs[1].State != VersionShadow {
 		t.Fatalf("versions with a shadow: %+v", vs)
 	}
@@ -699,6 +716,9 @@ func TestStreamShadow(t *testing.T) {
 	t.Logf("promoted at checkpoint %d, watermark %v", pr.Checkpoint, pr.Watermark)
 	if pr.Version != v2.Hash || pr.Previous != v1.Hash || !slices.Equal(pr.Changed, []string{"change"}) {
 		t.Fatalf("promote: %+v", pr)
+	}
+	if want := fmt.Sprintf("switched to ruleset deploy version %.12s at checkpoint %d ", v2.Hash, pr.Checkpoint); !logged(want) {
+		t.Errorf("the log of the promote has no line %q...", want)
 	}
 	if vs := m.Versions(); len(vs) != 2 || vs[0].Version != v2.Hash || vs[0].Origin != "promote" || vs[1].Version != v1.Hash || vs[1].State != VersionPrevious {
 		t.Fatalf("versions after the promote: %+v", vs)
