@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/enrich"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/rules"
 	"github.com/cepheus-cep/cepheus/runtime/state"
@@ -274,6 +275,81 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 	}
 
 	checkDeployAlerts(t, deployV2, input, res.Watermark, committedLines(t, d.alerts))
+}
+
+// TestStreamDeployUnboundLookup: a deploy whose version declares a
+// lookup the engine has no source for runs it with the defaults, and says
+// so in the log; a lookup that is bound is not named.
+func TestStreamDeployUnboundLookup(t *testing.T) {
+	const holder = `
+lookup holder {
+  key card
+  fields {
+    tier: string default "?"
+  }
+}
+`
+	const other = `
+lookup other {
+  key card
+  fields {
+    score: int default 0
+  }
+}
+`
+	v1src := deployV1 + holder
+	v2src := deployV1 + holder + other
+	v1, v2 := loadRules(t, v1src), loadRules(t, v2src)
+	spec, err := lookupSpec(v1, "holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(WithRuleset(v1), WithOutOfOrderness(10*time.Second), WithWatermarkEvery(3),
+		WithLookups(map[string]LookupSource{"holder": enrich.NewMemSource(spec, nil)}, LookupOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	input := deployInput(100)
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := NewStreamMonitor()
+	cfg := newStreamDirs(t).config(events)
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	var mu sync.Mutex
+	var logs []string
+	cfg.Logf = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Stream(ctx, cfg)
+		done <- err
+	}()
+	waitMonitor(t, m, int64(strings.Count(input, "\n")))
+	if _, err := m.Deploy(ctx, Deploy{Source: []byte(v2src)}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := fmt.Sprintf("warning: lookup other of version %.12s is not bound (the process was started without -lookup other=...): every event gets its defaults", v2.Hash)
+	if !slices.Contains(logs, want) {
+		t.Errorf("the log has no line %q:\n%s", want, strings.Join(logs, "\n"))
+	}
+	for _, l := range logs {
+		if strings.Contains(l, "lookup holder") {
+			t.Errorf("the bound lookup is named: %q", l)
+		}
+	}
 }
 
 // TestStreamSwitchKeepsRunCounters: the counters of a run (a Stream call)

@@ -161,6 +161,13 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		if j.enrich, err = j.e.newEnrichStage(); err != nil {
 			return nil, err
 		}
+		if sw := j.switched; sw != nil && sw.req != nil {
+			// A deploy: the process warned at its start of the lookups
+			// of its rules file only.
+			for _, name := range j.e.UnboundLookups() {
+				j.logf("warning: lookup %s of version %.12s is not bound (the process was started without -lookup %s=...): every event gets its defaults", name, sw.res.Version, name)
+			}
+		}
 	}
 	s := &streamSource{
 		enrich: j.enrich,
