@@ -101,9 +101,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "%s: %s, ruleset %s version %.12s\n", *server, ready, st.GetRuleset(), st.GetVersion())
 	fmt.Fprintf(stdout, "records %d, events %d, dead %d, late %d, alerts %d\n", st.GetRecords(), st.GetDecoded(), st.GetDead(), st.GetLate(), st.GetAlerts())
-	wm := "none yet"
-	if w := event.Time(st.GetWatermarkUnixMs()); w > event.MinTime {
-		wm = w.String() + fmt.Sprintf(" (lag %v)", time.Duration(st.GetWatermarkLagMs())*time.Millisecond)
+	wm := watermarkText(event.Time(st.GetWatermarkUnixMs()))
+	if w := event.Time(st.GetWatermarkUnixMs()); w > event.MinTime && w < event.MaxTime {
+		wm += fmt.Sprintf(" (lag %v)", time.Duration(st.GetWatermarkLagMs())*time.Millisecond)
 	}
 	fmt.Fprintf(stdout, "watermark %s; checkpoint %d (%dms), %d failed; %d keys, %d queued\n", wm,
 		st.GetLastCheckpoint(), st.GetLastCheckpointDurationMs(), st.GetCheckpointFailures(), st.GetKeys(), st.GetQueued())
@@ -111,7 +111,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "  rule %-28s %-8s %8d alerts %6d condition errors %6d dropped\n", r.GetRule(), r.GetSeverity(), r.GetAlerts(), r.GetConditionErrors(), r.GetDropped())
 	}
 	for _, p := range st.GetPartitions() {
-		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), event.Time(p.GetWatermarkUnixMs()))
+		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), watermarkText(event.Time(p.GetWatermarkUnixMs())))
 	}
 	if st.GetShadowVersion() != "" {
 		fmt.Fprintf(stdout, "shadow version %.12s, compared with the active rules of the same names since its deploy:\n", st.GetShadowVersion())
@@ -121,6 +121,18 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return nil
+}
+
+// watermarkText is a watermark as status prints it: none yet before the
+// first, the end of the input after the last.
+func watermarkText(w event.Time) string {
+	switch {
+	case w <= event.MinTime:
+		return "none yet"
+	case w >= event.MaxTime:
+		return "the end of the input"
+	}
+	return w.String()
 }
 
 func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {

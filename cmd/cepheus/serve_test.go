@@ -3,9 +3,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -134,6 +136,47 @@ func TestServe(t *testing.T) {
 	}
 	if progress == 0 {
 		t.Errorf("no progress line in %d s of serving (-progress 500ms)", int(e.elapsed.Seconds()))
+	}
+}
+
+// TestStatusBeforeTheFirstEvent: cepheus status of a serve whose input
+// is still empty says that there is no watermark yet, for the job and
+// for each partition.
+func TestStatusBeforeTheFirstEvent(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &syncBuffer{}
+	go func() {
+		done <- run(ctx, []string{"serve", "-rules", rules, "-events", events, "-follow", "-state", filepath.Join(dir, "state"),
+			"-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0", "-grpc", server}, io.Discard, logs)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v\n%s", err, logs.String())
+		}
+	}()
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var code int
+		if code, out, _ = cepheus(t, "status", "-server", server); code == 0 && strings.Contains(out, ": ready,") && strings.Contains(out, "partition e.jsonl") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve is not ready after 30s:\n%s\n%s", out, logs.String())
+		}
+	}
+	if !strings.Contains(out, "\nwatermark none yet;") || !strings.Contains(out, "\n  partition e.jsonl watermark none yet\n") || strings.Contains(out, "MIN") {
+		t.Errorf("cepheus status before the first event:\n%s\nwant no watermark yet, for the job and for e.jsonl", out)
 	}
 }
 
