@@ -389,6 +389,43 @@ func TestLookupErrorsNameOnce(t *testing.T) {
 	}
 }
 
+// TestEnrichLoadUsage: enrich load of a lookup the ruleset does not
+// declare is a usage error that names the lookups it does; -rules takes
+// a directory holding one ruleset, as run's does, and names a directory
+// of several.
+func TestEnrichLoadUsage(t *testing.T) {
+	dir := t.TempDir()
+	profiles := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
+	cards := string(mustRead(t, "../../rulesets/cards.cep"))
+	two, one := filepath.Join(dir, "two"), filepath.Join(dir, "one")
+	for _, d := range []string{two, one} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, two, "a.cep", cards)
+	writeFile(t, two, "b.cep", cards)
+	writeFile(t, one, "cards.cep", cards)
+	for _, c := range []struct {
+		rules, lookup, want string
+	}{
+		{"../../rulesets/cards.cep", "custmer", "cepheus: enrich: -lookup custmer: ruleset cards has no such lookup (the lookups declared: customer)\nRun 'cepheus help enrich' for usage.\n"},
+		{"../../rulesets/velocity.cep", "customer", "cepheus: enrich: -lookup customer: ruleset velocity has no such lookup (it declares no lookup)\nRun 'cepheus help enrich' for usage.\n"},
+		{two, "customer", "cepheus: enrich: -rules " + two + " holds 2 rulesets; name the file\nRun 'cepheus help enrich' for usage.\n"},
+	} {
+		code, _, stderr := cepheus(t, "enrich", "load", "-redis", "127.0.0.1:1", "-rules", c.rules, "-lookup", c.lookup, "-file", profiles)
+		if code != 2 || stderr != c.want {
+			t.Errorf("enrich load -rules %s -lookup %s: exit %d, stderr %q; want 2 and %q", c.rules, c.lookup, code, stderr, c.want)
+		}
+	}
+	// A directory of one ruleset is its file: the load goes on to Redis
+	// (none at that address).
+	code, _, stderr := cepheus(t, "enrich", "load", "-redis", "127.0.0.1:1", "-rules", one, "-lookup", "customer", "-file", profiles)
+	if code != 1 || !strings.Contains(stderr, "lookup customer: load "+profiles+" into redis://127.0.0.1:1/") {
+		t.Errorf("enrich load -rules DIR: exit %d, stderr %q; want 1 failing at Redis", code, stderr)
+	}
+}
+
 // TestLookupFlagsOutOfRange: a negative lookup setting is a usage error
 // (exit 2) that names the flag, in backtest and in run, before anything is
 // read or created; -lookup-cache -1 (no cache) is the one negative value
