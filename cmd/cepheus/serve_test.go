@@ -180,6 +180,48 @@ func TestStatusBeforeTheFirstEvent(t *testing.T) {
 	}
 }
 
+// TestServeDeployUnboundLookup: a deploy into serve of a version that
+// declares a lookup no -lookup binds is logged as a warning.
+func TestServeDeployUnboundLookup(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	v2 := writeFile(t, dir, "v2.cep", goodSrc+"lookup holder {\n  key k\n  fields {\n    tier: string default \"?\"\n  }\n}\n")
+	events := writeFile(t, dir, "e.jsonl", `{"ts": 1, "k": "x", "name": "a"}`+"\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &syncBuffer{}
+	go func() {
+		done <- run(ctx, []string{"serve", "-rules", rules, "-events", events, "-follow", "-state", filepath.Join(dir, "state"),
+			"-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0", "-grpc", server}, io.Discard, logs)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v\n%s", err, logs.String())
+		}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if code, out, _ := cepheus(t, "status", "-server", server); code == 0 && strings.Contains(out, ": ready,") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve is not ready after 30s:\n%s", logs.String())
+		}
+	}
+	if code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2); code != 0 {
+		t.Fatalf("rules deploy: exit %d\n%s%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`level=WARN msg="lookup holder of version [0-9a-f]{12} is not bound \(the process was started without -lookup holder=...\): every event gets its defaults"`).MatchString(logs.String()) {
+		t.Errorf("no warning of the unbound lookup in the log:\n%s", logs.String())
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
