@@ -260,7 +260,7 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 		fmt.Fprintf(w, "ruleset %s version %.12s is the %s one already: nothing changed\n", r.Ruleset, r.Version, role)
 		return
 	}
-	wm := "before the first event"
+	wm := "before the first watermark"
 	if r.Watermark > event.MinTime {
 		wm = "watermark " + r.Watermark.String()
 	}
