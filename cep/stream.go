@@ -400,6 +400,12 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 				if err == nil && ctx.Err() == nil {
 					continue // the job goes on with its version
 				}
+			case ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())):
+				// Stopped: its final checkpoint is the switch's, which a
+				// restart restores into the new version.
+				next.reply(nil, fmt.Errorf("cep: the run stopped at the switch's checkpoint %d: the version runs from the next start", next.id))
+			default:
+				next.reply(nil, fmt.Errorf("cep: the run failed at the switch's checkpoint %d: %w", next.id, err))
 			}
 		}
 		return res, err

@@ -352,6 +352,55 @@ lookup other {
 	}
 }
 
+// TestStreamDeployAtStop: a deploy that meets the end of the run (the
+// process stopping) is answered at once, never left waiting for a job
+// that is gone: before the switch, to deploy again; after its checkpoint,
+// that the version runs from the next start.
+func TestStreamDeployAtStop(t *testing.T) {
+	input := deployInput(300)
+	for i, delay := range []time.Duration{0, 2 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond} {
+		events := filepath.Join(t.TempDir(), "events.jsonl")
+		if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := NewStreamMonitor()
+		cfg := newStreamDirs(t).config(events)
+		cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+			done <- err
+		}()
+		waitMonitor(t, m, int64(strings.Count(input, "\n")))
+		type answer struct {
+			res *DeployResult
+			err error
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer dcancel()
+			res, err := m.Deploy(dctx, Deploy{Source: []byte(deployV2)})
+			answered <- answer{res, err}
+		}()
+		time.Sleep(delay)
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-answered:
+			if a.err != nil && (errors.Is(a.err, context.DeadlineExceeded) || !errors.Is(a.err, ErrNoJob) && !strings.Contains(a.err.Error(), "deploy again") && !strings.Contains(a.err.Error(), "runs from the next start")) {
+				t.Errorf("%d: a deploy %v before the stop: %v", i, delay, a.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%d: a deploy %v before the stop is not answered 5 s after the run ended", i, delay)
+			<-answered
+		}
+	}
+}
+
 // TestStreamSwitchKeepsRunCounters: the counters of a run (a Stream call)
 // go on across its switches: the checkpoints it took, the records it
 // read, the checkpoint it resumed from, and its first event, logged once
