@@ -279,9 +279,11 @@ func (c *Client) Message(err error) string {
 		return err.Error()
 	}
 	msg := st.Message()
-	// A server that answers leaves the connection ready; an UNAVAILABLE
-	// of the server's own (no job running) comes over a ready one.
-	if st.Code() == codes.Unavailable && c.conn.GetState() != connectivity.Ready {
+	// A server that answers leaves the connection ready, and an
+	// UNAVAILABLE of the server's own (no job running) has its message;
+	// one of the connection's, a message of gRPC's transport.
+	dial := strings.HasPrefix(msg, "connection error: ") || strings.HasPrefix(msg, "name resolver error: ")
+	if st.Code() == codes.Unavailable && dial && c.conn.GetState() != connectivity.Ready {
 		why := strings.TrimPrefix(msg, "connection error: desc = ")
 		if u, err := strconv.Unquote(why); err == nil {
 			why = u

@@ -86,6 +86,11 @@ func TestClientMessage(t *testing.T) {
 		strings.Contains(msg, "rpc error") {
 		t.Errorf("Status of %s where nothing listens: %v, message %q; want that no server answers there, and why", addr, err, msg)
 	}
+	// The server's own UNAVAILABLE, come as it stopped (the connection
+	// no longer ready), is its message.
+	if msg := gone.Message(status.Error(codes.Unavailable, want)); msg != want {
+		t.Errorf("the server's UNAVAILABLE over a connection that is not ready: message %q, want %q", msg, want)
+	}
 }
 
 // TestControl serves the control API over a live job: health says
