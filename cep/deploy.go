@@ -233,10 +233,22 @@ func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, er
 		return nil, ErrNoJob
 	}
 	req := &deployReq{d: d, start: time.Now(), done: make(chan deployDone, 1), topic: -1}
-	select {
-	case m.deploys <- req:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	// The job takes it at its next tick; a job that ends meanwhile (the
+	// process stopping, a switch) never will.
+	ready := time.NewTicker(50 * time.Millisecond)
+	defer ready.Stop()
+send:
+	for {
+		select {
+		case m.deploys <- req:
+			break send
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ready.C:
+			if !m.Ready() {
+				return nil, ErrNoJob
+			}
+		}
 	}
 	var r deployDone
 	select {

@@ -265,10 +265,11 @@ func OpenLookupSource(rs *rules.Ruleset, name, target string, auth RedisAuth) (L
 	if err != nil {
 		return nil, err
 	}
+	// enrich's errors name the lookup already.
 	if path, ok := strings.CutPrefix(target, "file:"); ok {
 		f, err := enrich.OpenFile(spec, path)
 		if err != nil {
-			return nil, fmt.Errorf("cep: lookup %s: %w", name, err)
+			return nil, err
 		}
 		return f, nil
 	}
@@ -278,7 +279,7 @@ func OpenLookupSource(rs *rules.Ruleset, name, target string, auth RedisAuth) (L
 	}
 	r, err := enrich.OpenRedis(spec, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cep: lookup %s: %w", name, err)
+		return nil, err
 	}
 	return r, nil
 }
@@ -308,11 +309,7 @@ func LoadLookup(ctx context.Context, rs *rules.Ruleset, name, path, target strin
 	if err != nil {
 		return 0, fmt.Errorf("cep: lookup %s: %w", name, err)
 	}
-	n, err := enrich.Load(ctx, spec, path, cfg)
-	if err != nil {
-		return n, fmt.Errorf("cep: lookup %s: %w", name, err)
-	}
-	return n, nil
+	return enrich.Load(ctx, spec, path, cfg) // its errors name the lookup
 }
 
 func redisConfig(target string, auth RedisAuth) (enrich.RedisConfig, error) {

@@ -375,9 +375,11 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
 	var switched *pendingSwitch
 	var lookups *enrichStage // kept across a switch that keeps the lookups (their caches and counters)
+	var carried *runCarry    // the run's counters, going on across the switches
 	for {
-		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups}
+		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried}
 		res, err := j.run(ctx)
+		carried = j.carry()
 		lookups = j.enrich
 		if cerr := j.close(); err == nil && cerr != nil {
 			err = cerr
@@ -398,10 +400,47 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 				if err == nil && ctx.Err() == nil {
 					continue // the job goes on with its version
 				}
+			case ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())):
+				// Stopped: its final checkpoint is the switch's, which a
+				// restart restores into the new version.
+				next.reply(nil, fmt.Errorf("cep: the run stopped at the switch's checkpoint %d: the version runs from the next start", next.id))
+			default:
+				next.reply(nil, fmt.Errorf("cep: the run failed at the switch's checkpoint %d: %w", next.id, err))
 			}
 		}
 		return res, err
 	}
+}
+
+// runCarry is what a job hands the next job of the same run (after a
+// switch, which ends a job at a checkpoint and restores it into another):
+// the counters of the run (of the Stream call), which go on.
+type runCarry struct {
+	checkpoints, aborted  int64
+	maxDuration, maxStall time.Duration
+	firstEvent            time.Duration
+	eventSeen             bool  // an event was routed: FirstEvent is set
+	startRecs             int64 // Records when the run started
+	restored              int64 // the checkpoint the run resumed from (0: a fresh start)
+}
+
+// carry returns the counters of the run for the next job.
+func (j *job) carry() *runCarry {
+	return &runCarry{
+		checkpoints: j.stats.Checkpoints, aborted: j.stats.Aborted,
+		maxDuration: j.stats.MaxDuration, maxStall: j.stats.MaxStall,
+		firstEvent: j.stats.FirstEvent, eventSeen: j.eventSeen,
+		startRecs: j.startRecs, restored: j.runRestored(),
+	}
+}
+
+// runRestored is the checkpoint the run (the Stream call) resumed from;
+// j.restored is this job's, a switch's checkpoint after a switch.
+func (j *job) runRestored() int64 {
+	if j.carried != nil {
+		return j.carried.restored
+	}
+	return j.restored
 }
 
 // job is one [Engine.Stream]: the coordinator (the goroutine that called
@@ -417,8 +456,10 @@ type job struct {
 	// switched, the one this job restores (it replies to the deploy once
 	// the job runs).
 	next, switched *pendingSwitch
-	atSwitch       bool  // the final checkpoint is the switch's
-	rulesSkip      int64 // the rules topic's records before it are taken
+	carried        *runCarry // from the job before, in the same run (a switch)
+	eventSeen      bool      // an event was routed in the run
+	atSwitch       bool      // the final checkpoint is the switch's
+	rulesSkip      int64     // the rules topic's records before it are taken
 	// holding: the watermark stops at holdAt, the rules topic's switch
 	// point, until the switch (since holdSince).
 	holding   bool
@@ -547,6 +588,13 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	}
 	j.nextID = max(j.restored, j.firstID-1) + 1
 	j.startRecs = j.stats.Records
+	if p := j.carried; p != nil {
+		// After a switch: the run goes on, and so do its counters.
+		j.stats.Checkpoints, j.stats.Aborted = p.checkpoints, p.aborted
+		j.stats.MaxDuration, j.stats.MaxStall = p.maxDuration, p.maxStall
+		j.stats.FirstEvent, j.eventSeen = p.firstEvent, p.eventSeen
+		j.startRecs = p.startRecs
+	}
 	if err := j.openSinks(c.Parallelism); err != nil {
 		return nil, err
 	}
@@ -566,8 +614,12 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			c.Monitor.switched(sw.res)
 		}
 		sw.res.Took = time.Since(sw.start)
-		j.logf("switched to ruleset %s version %.12s at checkpoint %d in %v (kept %v, changed %v, added %v, removed %v)",
-			sw.res.Ruleset, sw.res.Version, sw.res.Checkpoint, sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
+		as := "" // the active version's
+		if sw.res.Shadow {
+			as = " as the shadow"
+		}
+		j.logf("switched to ruleset %s version %.12s%s at checkpoint %d in %v (kept %v, changed %v, added %v, removed %v)",
+			sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
 		sw.reply(sw.res, nil)
 	}
 	finished, err := j.loop(ctx)
@@ -634,7 +686,7 @@ func (j *job) result(already, finished bool) *StreamResult {
 	rs := j.e.cfg.ruleset
 	r := &StreamResult{
 		Summary:         Summary{Ruleset: rs.Name, RulesetVersion: rs.Hash},
-		Restored:        j.restored,
+		Restored:        j.runRestored(),
 		AlreadyFinished: already,
 		Finished:        finished,
 	}

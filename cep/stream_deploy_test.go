@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/enrich"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/rules"
 	"github.com/cepheus-cep/cepheus/runtime/state"
@@ -276,6 +277,237 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 	checkDeployAlerts(t, deployV2, input, res.Watermark, committedLines(t, d.alerts))
 }
 
+// TestStreamDeployUnboundLookup: a deploy whose version declares a
+// lookup the engine has no source for runs it with the defaults, and says
+// so in the log; a lookup that is bound is not named.
+func TestStreamDeployUnboundLookup(t *testing.T) {
+	const holder = `
+lookup holder {
+  key card
+  fields {
+    tier: string default "?"
+  }
+}
+`
+	const other = `
+lookup other {
+  key card
+  fields {
+    score: int default 0
+  }
+}
+`
+	v1src := deployV1 + holder
+	v2src := deployV1 + holder + other
+	v1, v2 := loadRules(t, v1src), loadRules(t, v2src)
+	spec, err := lookupSpec(v1, "holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(WithRuleset(v1), WithOutOfOrderness(10*time.Second), WithWatermarkEvery(3),
+		WithLookups(map[string]LookupSource{"holder": enrich.NewMemSource(spec, nil)}, LookupOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	input := deployInput(100)
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := NewStreamMonitor()
+	cfg := newStreamDirs(t).config(events)
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	var mu sync.Mutex
+	var logs []string
+	cfg.Logf = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Stream(ctx, cfg)
+		done <- err
+	}()
+	waitMonitor(t, m, int64(strings.Count(input, "\n")))
+	if _, err := m.Deploy(ctx, Deploy{Source: []byte(v2src)}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := fmt.Sprintf("warning: lookup other of version %.12s is not bound (the process was started without -lookup other=...): every event gets its defaults", v2.Hash)
+	if !slices.Contains(logs, want) {
+		t.Errorf("the log has no line %q:\n%s", want, strings.Join(logs, "\n"))
+	}
+	for _, l := range logs {
+		if strings.Contains(l, "lookup holder") {
+			t.Errorf("the bound lookup is named: %q", l)
+		}
+	}
+}
+
+// TestStreamDeployAtStop: a deploy that meets the end of the run (the
+// process stopping) is answered at once, never left waiting for a job
+// that is gone: before the switch, to deploy again; after its checkpoint,
+// that the version runs from the next start.
+func TestStreamDeployAtStop(t *testing.T) {
+	input := deployInput(300)
+	for i, delay := range []time.Duration{0, 2 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond} {
+		events := filepath.Join(t.TempDir(), "events.jsonl")
+		if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := NewStreamMonitor()
+		cfg := newStreamDirs(t).config(events)
+		cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+			done <- err
+		}()
+		waitMonitor(t, m, int64(strings.Count(input, "\n")))
+		type answer struct {
+			res *DeployResult
+			err error
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer dcancel()
+			res, err := m.Deploy(dctx, Deploy{Source: []byte(deployV2)})
+			answered <- answer{res, err}
+		}()
+		time.Sleep(delay)
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-answered:
+			if a.err != nil && (errors.Is(a.err, context.DeadlineExceeded) || !errors.Is(a.err, ErrNoJob) && !strings.Contains(a.err.Error(), "deploy again") && !strings.Contains(a.err.Error(), "runs from the next start")) {
+				t.Errorf("%d: a deploy %v before the stop: %v", i, delay, a.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%d: a deploy %v before the stop is not answered 5 s after the run ended", i, delay)
+			<-answered
+		}
+	}
+}
+
+// TestStreamSwitchKeepsRunCounters: the counters of a run (a Stream call)
+// go on across its switches: the checkpoints it took, the records it
+// read, the checkpoint it resumed from, and its first event, logged once
+// by a resumed run.
+func TestStreamSwitchKeepsRunCounters(t *testing.T) {
+	input := deployInput(400)
+	lines := strings.SplitAfter(input, "\n")
+	q := len(lines) / 4
+	chunks := [][]string{lines[:q], lines[q : 2*q], lines[2*q : 3*q], lines[3*q:]}
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendLines := func(ls []string) {
+		t.Helper()
+		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(strings.Join(ls, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fileRecords := func() int64 {
+		t.Helper()
+		b, err := os.ReadFile(events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(strings.Count(string(b), "\n"))
+	}
+	d := newStreamDirs(t)
+	// run appends before to the file, streams it until its records are
+	// read, deploys src, appends after, waits for it and stops.
+	run := func(before []string, src string, after []string) (*StreamResult, []string) {
+		t.Helper()
+		appendLines(before)
+		m := NewStreamMonitor()
+		cfg := d.config(events)
+		cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+		var mu sync.Mutex
+		var logs []string
+		cfg.Logf = func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, fmt.Sprintf(format, args...))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		type outcome struct {
+			res *StreamResult
+			err error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			res, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+			done <- outcome{res, err}
+		}()
+		waitMonitor(t, m, fileRecords())
+		if _, err := m.Deploy(ctx, Deploy{Source: []byte(src)}); err != nil {
+			t.Fatal(err)
+		}
+		appendLines(after)
+		waitMonitor(t, m, fileRecords())
+		cancel()
+		o := <-done
+		if !errors.Is(o.err, context.Canceled) {
+			t.Fatalf("Stream after cancel: %v", o.err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return o.res, logs
+	}
+	firstEvents := func(logs []string) int {
+		n := 0
+		for _, l := range logs {
+			if strings.HasPrefix(l, "first event ") {
+				n++
+			}
+		}
+		return n
+	}
+	// A fresh run that switches: every checkpoint of the state directory
+	// is its own, every record its own read, and it logs no first event.
+	res, logs := run(chunks[0], deployV2, chunks[1])
+	st := res.Stats
+	if res.Restored != 0 || st.Checkpoints+st.Aborted != st.LastCheckpoint || st.RunRecords != st.Records || st.FirstEvent <= 0 {
+		t.Errorf("a fresh run that switched: resumed from %d, %d checkpoints taken (%d aborted), last %d, %d records read of %d, first event after %v; want 0, every checkpoint, every record, a first event",
+			res.Restored, st.Checkpoints, st.Aborted, st.LastCheckpoint, st.RunRecords, st.Records, st.FirstEvent)
+	}
+	if n := firstEvents(logs); n != 0 {
+		t.Errorf("a fresh run logged its first event %d times, want 0 (a resumed run does):\n%s", n, strings.Join(logs, "\n"))
+	}
+	// A resumed run that reads, switches back and reads on: it resumed
+	// from the checkpoint the first run stopped at, took every checkpoint
+	// after it, read the records appended since, and logs its first event
+	// once.
+	res2, logs := run(chunks[2], deployV1, chunks[3])
+	st2 := res2.Stats
+	read := int64(strings.Count(strings.Join(chunks[2], "")+strings.Join(chunks[3], ""), "\n"))
+	if res2.Restored != st.LastCheckpoint || st2.Checkpoints+st2.Aborted != st2.LastCheckpoint-st.LastCheckpoint || st2.RunRecords != read {
+		t.Errorf("a resumed run that switched: resumed from %d (want %d), %d checkpoints taken (%d aborted), last %d, %d records read (want %d)",
+			res2.Restored, st.LastCheckpoint, st2.Checkpoints, st2.Aborted, st2.LastCheckpoint, st2.RunRecords, read)
+	}
+	if n := firstEvents(logs); n != 1 {
+		t.Errorf("a resumed run logged its first event %d times, want once:\n%s", n, strings.Join(logs, "\n"))
+	}
+}
+
 // checkDeployAlerts checks the alerts of a run over input that switched
 // from deployV1 to deployV2 at watermark w: every match of keep, those
 // detected after w with the new version; change's that begin at or
@@ -517,7 +749,21 @@ func TestStreamShadow(t *testing.T) {
 	shadowDir := filepath.Join(t.TempDir(), "shadow")
 	m := NewStreamMonitor()
 	cfg := d.config(events)
-	cfg.Follow, cfg.PollInterval, cfg.Monitor, cfg.Logf = true, 2*time.Millisecond, m, t.Logf
+	var logMu sync.Mutex
+	var logs []string
+	// logged reports whether a line of the log starts with prefix.
+	logged := func(prefix string) bool {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return slices.ContainsFunc(logs, func(l string) bool { return strings.HasPrefix(l, prefix) })
+	}
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	cfg.Logf = func(format string, args ...any) {
+		t.Logf(format, args...)
+		logMu.Lock()
+		defer logMu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -578,6 +824,9 @@ func TestStreamShadow(t *testing.T) {
 	if !sh.Shadow || sh.Version != v2.Hash || len(sh.Added) != 4 {
 		t.Fatalf("shadow deploy: %+v", sh)
 	}
+	if want := fmt.Sprintf("switched to ruleset deploy version %.12s as the shadow at checkpoint %d ", v2.Hash, sh.Checkpoint); !logged(want) {
+		t.Errorf("the log of the shadow deploy has no line %q...", want)
+	}
 	if vs := m.Versions(); len(vs) != 2 || vs[0].Version != v1.Hash || vs[0].State != VersionActive || vs[1].Version != v2.Hash || vs[1].State != VersionShadow {
 		t.Fatalf("versions with a shadow: %+v", vs)
 	}
@@ -592,6 +841,9 @@ func TestStreamShadow(t *testing.T) {
 	t.Logf("promoted at checkpoint %d, watermark %v", pr.Checkpoint, pr.Watermark)
 	if pr.Version != v2.Hash || pr.Previous != v1.Hash || !slices.Equal(pr.Changed, []string{"change"}) {
 		t.Fatalf("promote: %+v", pr)
+	}
+	if want := fmt.Sprintf("switched to ruleset deploy version %.12s at checkpoint %d ", v2.Hash, pr.Checkpoint); !logged(want) {
+		t.Errorf("the log of the promote has no line %q...", want)
 	}
 	if vs := m.Versions(); len(vs) != 2 || vs[0].Version != v2.Hash || vs[0].Origin != "promote" || vs[1].Version != v1.Hash || vs[1].State != VersionPrevious {
 		t.Fatalf("versions after the promote: %+v", vs)

@@ -161,6 +161,13 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		if j.enrich, err = j.e.newEnrichStage(); err != nil {
 			return nil, err
 		}
+		if sw := j.switched; sw != nil && sw.req != nil {
+			// A deploy: the process warned at its start of the lookups
+			// of its rules file only.
+			for _, name := range j.e.UnboundLookups() {
+				j.logf("warning: lookup %s of version %.12s is not bound (the process was started without -lookup %s=...): every event gets its defaults", name, sw.res.Version, name)
+			}
+		}
 	}
 	s := &streamSource{
 		enrich: j.enrich,
@@ -737,9 +744,10 @@ func (s *streamSource) routeEvent(ev *event.Event, mask uint64) error {
 			}
 		}
 		s.pending[r.sub] = append(s.pending[r.sub], elem{ev: ev, mask: r.mask})
-		if j.routed++; j.routed == 1 {
+		if j.routed++; !j.eventSeen {
+			j.eventSeen = true
 			j.stats.FirstEvent = time.Since(j.start)
-			if j.restored > 0 {
+			if j.runRestored() > 0 {
 				j.logf("first event %v after the start (restore included)", j.stats.FirstEvent.Round(time.Millisecond))
 			}
 		}

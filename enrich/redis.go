@@ -448,7 +448,7 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (int, er
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("enrich: load %s into %s: %w", path, src, src.redact(err))
+			return fmt.Errorf("enrich: lookup %s: load %s into %s: %w", spec.Name, path, src, src.redact(err))
 		}
 		written += len(batch)
 		batch = batch[:0]

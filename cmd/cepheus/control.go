@@ -93,7 +93,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cancel()
 	st, err := c.Status(ctx)
 	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("status of %s: %v", *server, err)}
+		return &userError{err: err, msg: fmt.Sprintf("status of %s: %s", *server, callMessage(c, err))}
 	}
 	ready := "not ready"
 	if st.GetReady() {
@@ -101,9 +101,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "%s: %s, ruleset %s version %.12s\n", *server, ready, st.GetRuleset(), st.GetVersion())
 	fmt.Fprintf(stdout, "records %d, events %d, dead %d, late %d, alerts %d\n", st.GetRecords(), st.GetDecoded(), st.GetDead(), st.GetLate(), st.GetAlerts())
-	wm := "none yet"
-	if w := event.Time(st.GetWatermarkUnixMs()); w > event.MinTime {
-		wm = w.String() + fmt.Sprintf(" (lag %v)", time.Duration(st.GetWatermarkLagMs())*time.Millisecond)
+	wm := watermarkText(event.Time(st.GetWatermarkUnixMs()))
+	if w := event.Time(st.GetWatermarkUnixMs()); w > event.MinTime && w < event.MaxTime {
+		wm += fmt.Sprintf(" (lag %v)", time.Duration(st.GetWatermarkLagMs())*time.Millisecond)
 	}
 	fmt.Fprintf(stdout, "watermark %s; checkpoint %d (%dms), %d failed; %d keys, %d queued\n", wm,
 		st.GetLastCheckpoint(), st.GetLastCheckpointDurationMs(), st.GetCheckpointFailures(), st.GetKeys(), st.GetQueued())
@@ -111,7 +111,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "  rule %-28s %-8s %8d alerts %6d condition errors %6d dropped\n", r.GetRule(), r.GetSeverity(), r.GetAlerts(), r.GetConditionErrors(), r.GetDropped())
 	}
 	for _, p := range st.GetPartitions() {
-		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), event.Time(p.GetWatermarkUnixMs()))
+		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), watermarkText(event.Time(p.GetWatermarkUnixMs())))
 	}
 	if st.GetShadowVersion() != "" {
 		fmt.Fprintf(stdout, "shadow version %.12s, compared with the active rules of the same names since its deploy:\n", st.GetShadowVersion())
@@ -121,6 +121,18 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return nil
+}
+
+// watermarkText is a watermark as status prints it: none yet before the
+// first, the end of the input after the last.
+func watermarkText(w event.Time) string {
+	switch {
+	case w <= event.MinTime:
+		return "none yet"
+	case w >= event.MaxTime:
+		return "the end of the input"
+	}
+	return w.String()
 }
 
 func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -166,14 +178,14 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "rollback":
 		r, err := c.Rollback(ctx, *dropChanged)
 		if err != nil {
-			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %v", *server, err)}
+			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %s", *server, callMessage(c, err))}
 		}
 		printDeploy(stdout, "rolled back", r)
 		return nil
 	case "promote":
 		r, err := c.Promote(ctx, *dropChanged)
 		if err != nil {
-			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %v", *server, err)}
+			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %s", *server, callMessage(c, err))}
 		}
 		printDeploy(stdout, "promoted", r)
 		return nil
@@ -185,7 +197,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if sub == "validate" {
 		r, err := c.Validate(ctx, filepath.Base(file), src)
 		if err != nil {
-			return &userError{err: err, msg: fmt.Sprintf("validate on %s: %v", *server, err)}
+			return &userError{err: err, msg: fmt.Sprintf("validate on %s: %s", *server, callMessage(c, err))}
 		}
 		if !r.GetOk() {
 			for _, p := range r.GetProblems() {
@@ -205,11 +217,15 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return problemsError(file, len(invalid.Problems))
 	}
 	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %v", file, *server, err)}
+		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %s", file, *server, callMessage(c, err))}
 	}
 	printDeploy(stdout, "deployed", r)
 	return nil
 }
+
+// callMessage is the message of the error of a call of c: the server's
+// (without the engine's package prefixes), or that no server answers.
+func callMessage(c *control.Client, err error) string { return stripPrefixes(c.Message(err)) }
 
 // readRulesetArg reads the ruleset fs's argument names: a .cep file, or a
 // directory holding exactly one.
@@ -244,7 +260,7 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 		fmt.Fprintf(w, "ruleset %s version %.12s is the %s one already: nothing changed\n", r.Ruleset, r.Version, role)
 		return
 	}
-	wm := "before the first event"
+	wm := "before the first watermark"
 	if r.Watermark > event.MinTime {
 		wm = "watermark " + r.Watermark.String()
 	}
@@ -273,7 +289,7 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 func listVersions(ctx context.Context, c *control.Client, server string, w io.Writer) error {
 	vs, err := c.ListVersions(ctx)
 	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("list of %s: %v", server, err)}
+		return &userError{err: err, msg: fmt.Sprintf("list of %s: %s", server, callMessage(c, err))}
 	}
 	for _, v := range vs {
 		fmt.Fprintf(w, "%.12s  %-8s  %s  %-9s  %s  %d rules\n", v.Version, v.State,

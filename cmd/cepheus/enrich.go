@@ -46,7 +46,7 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet(enrichCommand, stdout)
 	var lf lookupFlags
 	target := fs.String("redis", "", "the Redis server: HOST:PORT or a redis:// URL (required)")
-	rulesPath := fs.String("rules", "", "the ruleset file that declares the lookup (required)")
+	rulesPath := fs.String("rules", "", "the ruleset file that declares the lookup, or a directory holding one *.cep file (required)")
 	name := fs.String("lookup", "", "the lookup to fill (required)")
 	file := fs.String("file", "", "the JSON-lines lookup file (.jsonl or .jsonl.gz) (required)")
 	fs.StringVar(&lf.redisUser, "redis-user", "", "the Redis ACL user (default $"+redisUserEnv+")")
@@ -69,16 +69,34 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *target == "" || *rulesPath == "" || *name == "" || *file == "" {
 		return fs.usagef("-redis, -rules, -lookup and -file are required")
 	}
-	src, err := os.ReadFile(*rulesPath)
+	files, err := rulesetFiles([]string{*rulesPath})
 	if err != nil {
 		return err
 	}
-	rs, err := rules.Load(*rulesPath, src)
+	if len(files) != 1 {
+		return fs.usagef("-rules %s holds %d rulesets; name the file", *rulesPath, len(files))
+	}
+	src, err := os.ReadFile(files[0])
+	if err != nil {
+		return err
+	}
+	rs, err := rules.Load(files[0], src)
 	if err != nil {
 		if err := printErrors(stderr, err, true); err != nil {
 			return err
 		}
 		return errFound
+	}
+	if !declares(rs, *name) {
+		known := "it declares no lookup"
+		if len(rs.Lookups) > 0 {
+			var names []string
+			for _, l := range rs.Lookups {
+				names = append(names, l.Name)
+			}
+			known = "the lookups declared: " + strings.Join(names, ", ")
+		}
+		return fs.usagef("-lookup %s: ruleset %s has no such lookup (%s)", *name, rs.Name, known)
 	}
 	auth, err := lf.auth()
 	if err != nil {

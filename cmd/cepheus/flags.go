@@ -65,6 +65,15 @@ func (fs *flagSet) Args() []string { return fs.args }
 // NArg returns the number of arguments that are not flags.
 func (fs *flagSet) NArg() int { return len(fs.args) }
 
+// Arg returns the i'th argument that is not a flag, or "" when there is
+// none.
+func (fs *flagSet) Arg(i int) string {
+	if i < 0 || i >= len(fs.args) {
+		return ""
+	}
+	return fs.args[i]
+}
+
 // usagef returns a usage error of the command.
 func (fs *flagSet) usagef(format string, args ...any) error {
 	return &usageError{cmd: fs.cmd.name, msg: fs.cmd.name + ": " + fmt.Sprintf(format, args...)}

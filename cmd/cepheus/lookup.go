@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -132,6 +133,9 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 		sources[name] = src
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if err := cep.PingLookupSource(pctx, src); err != nil {
+			if why := errors.Unwrap(err); why != nil {
+				err = why // the error of the ping, without the source named again
+			}
 			warnf("lookup %s: %s does not answer (%v): its 'on failure' policy applies until it does", name, src, err)
 		}
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -353,6 +354,75 @@ func TestLookupCrashInFlight(t *testing.T) {
 	}
 	if n := lookupAlerts(t, ref, "away_from_home"); n == 0 {
 		t.Errorf("no away_from_home alert: the lookup played no part")
+	}
+}
+
+// TestLookupErrorsNameOnce: a lookup file that does not read fails
+// backtest, run and enrich load with its path and line, the lookup named
+// once; a Redis that does not answer is named once in the warning.
+func TestLookupErrorsNameOnce(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	bad := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\nnot json\n")
+	const rules = "../../rulesets/cards.cep"
+	want := "lookup customer: " + bad + ":2: not a JSON object: not json\n"
+	for _, args := range [][]string{
+		{"backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=file:" + bad},
+		{"run", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-lookup", "customer=file:" + bad},
+		{"enrich", "load", "-redis", "127.0.0.1:1", "-rules", rules, "-lookup", "customer", "-file", bad},
+	} {
+		code, _, stderr := cepheus(t, args...)
+		if code != 1 || !strings.HasSuffix(stderr, want) || strings.Count(stderr, "lookup customer") != 1 || strings.Contains(stderr, "enrich:") {
+			t.Errorf("%s with a bad lookup file: exit %d, stderr %q; want 1 ending in %q", args[0], code, stderr, want)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	code, _, stderr := cepheus(t, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=redis://"+addr)
+	if code != 0 || !strings.Contains(stderr, "does not answer (dial tcp "+addr+": connect: connection refused): its 'on failure' policy applies") ||
+		strings.Count(stderr, addr) != 2 || strings.Contains(stderr, "enrich:") {
+		t.Errorf("backtest with a Redis that does not answer: exit %d, stderr %q; want 0, the source named once, then the dial's error", code, stderr)
+	}
+}
+
+// TestEnrichLoadUsage: enrich load of a lookup the ruleset does not
+// declare is a usage error that names the lookups it does; -rules takes
+// a directory holding one ruleset, as run's does, and names a directory
+// of several.
+func TestEnrichLoadUsage(t *testing.T) {
+	dir := t.TempDir()
+	profiles := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
+	cards := string(mustRead(t, "../../rulesets/cards.cep"))
+	two, one := filepath.Join(dir, "two"), filepath.Join(dir, "one")
+	for _, d := range []string{two, one} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, two, "a.cep", cards)
+	writeFile(t, two, "b.cep", cards)
+	writeFile(t, one, "cards.cep", cards)
+	for _, c := range []struct {
+		rules, lookup, want string
+	}{
+		{"../../rulesets/cards.cep", "custmer", "cepheus: enrich: -lookup custmer: ruleset cards has no such lookup (the lookups declared: customer)\nRun 'cepheus help enrich' for usage.\n"},
+		{"../../rulesets/velocity.cep", "customer", "cepheus: enrich: -lookup customer: ruleset velocity has no such lookup (it declares no lookup)\nRun 'cepheus help enrich' for usage.\n"},
+		{two, "customer", "cepheus: enrich: -rules " + two + " holds 2 rulesets; name the file\nRun 'cepheus help enrich' for usage.\n"},
+	} {
+		code, _, stderr := cepheus(t, "enrich", "load", "-redis", "127.0.0.1:1", "-rules", c.rules, "-lookup", c.lookup, "-file", profiles)
+		if code != 2 || stderr != c.want {
+			t.Errorf("enrich load -rules %s -lookup %s: exit %d, stderr %q; want 2 and %q", c.rules, c.lookup, code, stderr, c.want)
+		}
+	}
+	// A directory of one ruleset is its file: the load goes on to Redis
+	// (none at that address).
+	code, _, stderr := cepheus(t, "enrich", "load", "-redis", "127.0.0.1:1", "-rules", one, "-lookup", "customer", "-file", profiles)
+	if code != 1 || !strings.Contains(stderr, "lookup customer: load "+profiles+" into redis://127.0.0.1:1/") {
+		t.Errorf("enrich load -rules DIR: exit %d, stderr %q; want 1 failing at Redis", code, stderr)
 	}
 }
 

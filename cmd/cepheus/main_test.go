@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -319,6 +320,38 @@ func TestFlagsAfterFiles(t *testing.T) {
 	}
 	if code, _, errOut := cepheus(t, "check", "--", "-q"); code != 1 || !strings.Contains(errOut, "-q: no such file") {
 		t.Errorf("check -- -q: exit %d, stderr %q; want -q taken as a file", code, errOut)
+	}
+}
+
+// TestRulesArgOfSeveral: rules validate and deploy of a directory holding
+// several rulesets name the directory.
+func TestRulesArgOfSeveral(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.cep", goodSrc)
+	writeFile(t, dir, "b.cep", goodSrc)
+	for _, sub := range []string{"validate", "deploy"} {
+		want := "cepheus: rules: " + dir + " holds 2 rulesets; name the file\n"
+		if code, _, errOut := cepheus(t, "rules", sub, "-server", "127.0.0.1:1", dir); code != 2 || !strings.HasPrefix(errOut, want) {
+			t.Errorf("rules %s DIR: exit %d, stderr %q; want 2 and %q", sub, code, errOut, want)
+		}
+	}
+}
+
+// TestControlUnreachable: status and rules at an address where no
+// cepheus serve listens say so, without gRPC's wrapping.
+func TestControlUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{{"status"}, {"rules", "list"}, {"rules", "rollback"}} {
+		code, _, errOut := cepheus(t, append(args, "-server", addr)...)
+		if code != 1 || !strings.Contains(errOut, addr+": no cepheus serve answers there (dial tcp "+addr+": connect: connection refused): start it, or give its -grpc address with -server\n") ||
+			strings.Contains(errOut, "rpc error") {
+			t.Errorf("%s -server %s: exit %d, stderr %q; want 1 saying that no server answers there", strings.Join(args, " "), addr, code, errOut)
+		}
 	}
 }
 

@@ -451,7 +451,14 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if cmd == serveCommand {
 		say = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
 		if !f.quiet {
-			cfg.Logf = say
+			cfg.Logf = func(format string, args ...any) {
+				// The engine's warnings are the log's.
+				if w, ok := strings.CutPrefix(fmt.Sprintf(format, args...), "warning: "); ok {
+					log.Warn(w)
+					return
+				}
+				say(format, args...)
+			}
 			cfg.Progress = func(p cep.StreamProgress) { logProgress(log, p) }
 		}
 	} else if !f.quiet {

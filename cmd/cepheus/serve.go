@@ -19,16 +19,17 @@ scale-out), and serves its operations surface over HTTP on -http
 (default localhost:9464):
 
   /metrics   Prometheus metrics, prefix cepheus_ (docs/operations.md,
-             "Metrics"): records, events, dead letters, late events,
-             alerts by rule and severity, keys and buffered events,
-             queued events (backpressure), watermark and its lag,
-             checkpoint durations and failures, the ruleset's version;
-             with the Go runtime's and the process's
+             "cepheus serve: metrics, health, readiness"): records,
+             events, dead letters, late events, alerts by rule and
+             severity, keys and buffered events, queued events
+             (backpressure), watermark and its lag, checkpoint
+             durations and failures, the ruleset's version; with the
+             Go runtime's and the process's
   /healthz   200 while the process serves
   /readyz    200 once the job has restored its state and reads its
              input (in Kafka mode, its share of the group's
-             partitions); 503 before, and between two jobs of a
-             rebalance
+             partitions); 503 before, during a ruleset switch,
+             between two jobs of a rebalance, and after the end
 
 and its control API over gRPC on -grpc (default localhost:9465; service
 cepheus.v1.Control, with health and reflection): cepheus status, and

@@ -3,9 +3,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -134,6 +136,92 @@ func TestServe(t *testing.T) {
 	}
 	if progress == 0 {
 		t.Errorf("no progress line in %d s of serving (-progress 500ms)", int(e.elapsed.Seconds()))
+	}
+}
+
+// serveInProcess runs cepheus serve with args (and -http, -grpc on free
+// ports) in this process until the test ends, and returns its -grpc
+// address, once it is ready, and its log.
+func serveInProcess(t *testing.T, args ...string) (server string, logs *syncBuffer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs = &syncBuffer{}
+	go func() {
+		done <- run(ctx, append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", server}, args...), io.Discard, logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v\n%s", err, logs.String())
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if code, out, _ := cepheus(t, "status", "-server", server); code == 0 && strings.Contains(out, ": ready,") {
+			return server, logs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve is not ready after 30s:\n%s", logs.String())
+		}
+	}
+}
+
+// TestStatusBeforeTheFirstEvent: cepheus status of a serve whose input
+// is still empty says that there is no watermark yet, for the job and
+// for each partition.
+func TestStatusBeforeTheFirstEvent(t *testing.T) {
+	dir := t.TempDir()
+	server, logs := serveInProcess(t, "-rules", writeFile(t, dir, "r.cep", goodSrc), "-events", writeFile(t, dir, "e.jsonl", ""),
+		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, out, _ = cepheus(t, "status", "-server", server); strings.Contains(out, "partition e.jsonl") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no partition in cepheus status after 30s:\n%s\n%s", out, logs.String())
+		}
+	}
+	if !strings.Contains(out, "\nwatermark none yet;") || !strings.Contains(out, "\n  partition e.jsonl watermark none yet\n") || strings.Contains(out, "MIN") {
+		t.Errorf("cepheus status before the first event:\n%s\nwant no watermark yet, for the job and for e.jsonl", out)
+	}
+}
+
+// TestServeDeployUnboundLookup: a deploy into serve of a version that
+// declares a lookup no -lookup binds is logged as a warning.
+func TestServeDeployUnboundLookup(t *testing.T) {
+	dir := t.TempDir()
+	v2 := writeFile(t, dir, "v2.cep", goodSrc+"lookup holder {\n  key k\n  fields {\n    tier: string default \"?\"\n  }\n}\n")
+	server, logs := serveInProcess(t, "-rules", writeFile(t, dir, "r.cep", goodSrc), "-events", writeFile(t, dir, "e.jsonl", `{"ts": "2026-01-01T00:00:00Z", "k": "x", "name": "a"}`+"\n"),
+		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
+	if code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2); code != 0 {
+		t.Fatalf("rules deploy: exit %d\n%s%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`level=WARN msg="lookup holder of version [0-9a-f]{12} is not bound \(the process was started without -lookup holder=...\): every event gets its defaults"`).MatchString(logs.String()) {
+		t.Errorf("no warning of the unbound lookup in the log:\n%s", logs.String())
+	}
+}
+
+// TestServeDeployBeforeTheFirstWatermark: a deploy after events but
+// before the first watermark says so, not that it came before the first
+// event.
+func TestServeDeployBeforeTheFirstWatermark(t *testing.T) {
+	dir := t.TempDir()
+	server, _ := serveInProcess(t, "-rules", writeFile(t, dir, "r.cep", goodSrc), "-events", writeFile(t, dir, "e.jsonl", `{"ts": "2026-01-01T00:00:00Z", "k": "x", "name": "a"}`+"\n"),
+		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
+	v2 := writeFile(t, dir, "v2.cep", strings.Replace(goodSrc, `name == "b"`, `name == "c"`, 1))
+	code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2)
+	if code != 0 || !regexp.MustCompile(`^deployed ruleset good version [0-9a-f]{12} \(was [0-9a-f]{12}\) at checkpoint \d+ \(before the first watermark\) in `).MatchString(out) {
+		t.Errorf("rules deploy: exit %d\n%s%s\nwant it deployed before the first watermark", code, out, errOut)
+	}
+	if _, status, _ := cepheus(t, "status", "-server", server); !strings.Contains(status, "events 1,") {
+		t.Errorf("the event before the switch is not counted:\n%s", status)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
@@ -19,6 +21,7 @@ import (
 	"github.com/cepheus-cep/cepheus/rules"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -265,6 +268,31 @@ func Dial(addr string) (*Client, error) {
 
 // Close disconnects.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// Message is what a user should read of the error of one of c's calls:
+// the server's own message, without gRPC's "rpc error: code = ... desc ="
+// around it; or, when no server answered (nothing listens at the address,
+// a name that does not resolve), that none answers there and why.
+func (c *Client) Message(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	msg := st.Message()
+	// A server that answers leaves the connection ready, and an
+	// UNAVAILABLE of the server's own (no job running) has its message;
+	// one of the connection's, a message of gRPC's transport.
+	dial := strings.HasPrefix(msg, "connection error: ") || strings.HasPrefix(msg, "name resolver error: ")
+	if st.Code() == codes.Unavailable && dial && c.conn.GetState() != connectivity.Ready {
+		why := strings.TrimPrefix(msg, "connection error: desc = ")
+		if u, err := strconv.Unquote(why); err == nil {
+			why = u
+		}
+		why = strings.TrimPrefix(why, "transport: Error while dialing: ")
+		return fmt.Sprintf("no cepheus serve answers there (%s): start it, or give its -grpc address with -server", why)
+	}
+	return msg
+}
 
 // Validate validates a ruleset's source on the server.
 func (c *Client) Validate(ctx context.Context, name string, src []byte) (*cepheusv1.ValidateResponse, error) {

@@ -52,6 +52,47 @@ func events(from, n int) string {
 	return b.String()
 }
 
+// TestClientMessage: a call's error reads as the server's message, and a
+// call to an address where nothing listens says that no server answers
+// there, without gRPC's wrapping.
+func TestClientMessage(t *testing.T) {
+	srv, err := Serve("127.0.0.1:0", cep.NewStreamMonitor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A monitor without a job: the server's own UNAVAILABLE.
+	_, err = c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: []byte(testRules)})
+	want := "no job is running (restoring, between two jobs of a rebalance, or after the end); try again"
+	if status.Code(err) != codes.Unavailable || c.Message(err) != want {
+		t.Errorf("Deploy without a job: %v, message %q; want UNAVAILABLE and %q", err, c.Message(err), want)
+	}
+	addr := srv.Addr()
+	srv.Close()
+	gone, err := Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	_, err = gone.Status(ctx)
+	msg := gone.Message(err)
+	if status.Code(err) != codes.Unavailable || !strings.HasPrefix(msg, "no cepheus serve answers there (dial tcp "+addr+": connect: connection refused)") ||
+		strings.Contains(msg, "rpc error") {
+		t.Errorf("Status of %s where nothing listens: %v, message %q; want that no server answers there, and why", addr, err, msg)
+	}
+	// The server's own UNAVAILABLE, come as it stopped (the connection
+	// no longer ready), is its message.
+	if msg := gone.Message(status.Error(codes.Unavailable, want)); msg != want {
+		t.Errorf("the server's UNAVAILABLE over a connection that is not ready: message %q, want %q", msg, want)
+	}
+}
+
 // TestControl serves the control API over a live job: health says
 // NOT_SERVING for the Control service until the job reads, then SERVING;
 // Status reports the job's figures and rules; TriggerCheckpoint returns a
