@@ -25,6 +25,9 @@ type Deploy struct {
 	DropChanged bool
 	// Origin says where the version came from, for the list of versions
 	// and the logs: "grpc", "rules-dir", "rollback" (default "api").
+	// [OriginRulesDir] also says that the version is what the process's
+	// rules source (the ruleset it was started with) holds now: a
+	// restart given that content keeps what was deployed after it.
 	Origin string
 	// Shadow deploys the version as the shadow: it runs beside the active
 	// one on the same events from the switch on, its alerts going to the
@@ -204,6 +207,10 @@ func (m *StreamMonitor) Versions() []VersionInfo {
 }
 
 // deployReq is a deploy on its way to the job's coordinator.
+// OriginRulesDir is the origin of the versions a watcher of the rules
+// source deploys (serve -rules-dir).
+const OriginRulesDir = "rules-dir"
+
 type deployReq struct {
 	d     Deploy
 	start time.Time
@@ -296,6 +303,10 @@ type pendingSwitch struct {
 	id      int64
 	start   time.Time
 	replied bool
+	// source: the version is the content of the process's rules source
+	// (-rules-dir's watcher deployed it): a restart with that content
+	// keeps what is deployed after it (job.taken).
+	source bool
 }
 
 func (sw *pendingSwitch) reply(res *DeployResult, err error) {
@@ -327,11 +338,16 @@ func (j *job) askSwitch(req *deployReq) {
 			sw.reply(nil, &ValidationError{Err: err})
 			return
 		}
+		fromSource := req.d.Origin == OriginRulesDir || req.topic >= 0 && sw.rs.Hash == j.dirAsked
 		if same := cur.Versions[0].Version; req.d.Shadow && sw.rs.Hash == cur.Shadow || !req.d.Shadow && sw.rs.Hash == same {
+			if fromSource && !req.d.Shadow {
+				j.taken = sw.rs // the source holds the active version
+			}
 			sw.reply(&DeployResult{Ruleset: sw.rs.Name, Version: sw.rs.Hash, Previous: sw.rs.Hash, Unchanged: true, Shadow: req.d.Shadow, Checkpoint: j.stats.LastCheckpoint, Took: time.Since(req.start)}, nil)
 			return
 		}
 		sw.start = req.start
+		sw.source = fromSource && !req.d.Shadow
 	}
 	if req != nil && req.d.Shadow && j.cfg.ShadowDir == "" && (j.kafka == nil || j.kafka.in.ShadowTopic == "") {
 		sw.reply(nil, ErrNoShadowOutput)
@@ -359,6 +375,9 @@ func (j *job) askSwitch(req *deployReq) {
 			at = w + event.Time(rulesLead.Milliseconds())
 		}
 		err := rt.publish(j.sctx, req.d, at)
+		if err == nil && sw.source {
+			j.dirAsked = sw.rs.Hash // its switch comes back from the topic
+		}
 		req.done <- deployDone{published: err == nil, err: err}
 		return
 	}
@@ -454,6 +473,10 @@ func (j *job) nextPlan(sw *pendingSwitch) (*plan, *DeployResult) {
 		q.Versions[0] = j.e.plan.Versions[0] // the same version, as deployed then
 	}
 	q.RulesNext = j.e.plan.RulesNext
+	q.Startup = j.taken.Hash
+	if sw.source {
+		q.Startup = sw.rs.Hash
+	}
 	if sw.req != nil && sw.req.topic >= 0 {
 		q.RulesNext = max(q.RulesNext, sw.req.topic+1)
 	}
@@ -483,7 +506,7 @@ func (j *job) choosePlan() error {
 			return fmt.Errorf("%w: checkpoint %d: the version it switches to: %w", ErrRestore, j.restored, err)
 		}
 	}
-	startup := j.base.cfg.ruleset
+	startup := j.taken
 	if runE.plan.Startup != startup.Hash && runE.plan.Versions[0].Version != startup.Hash {
 		layout, err := event.NewSchema(runE.plan.Layout...)
 		if err != nil {

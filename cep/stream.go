@@ -422,6 +422,8 @@ type runCarry struct {
 	eventSeen             bool  // an event was routed: FirstEvent is set
 	startRecs             int64 // Records when the run started
 	restored              int64 // the checkpoint the run resumed from (0: a fresh start)
+	taken                 *Ruleset
+	dirAsked              string
 }
 
 // carry returns the counters of the run for the next job.
@@ -431,7 +433,17 @@ func (j *job) carry() *runCarry {
 		maxDuration: j.stats.MaxDuration, maxStall: j.stats.MaxStall,
 		firstEvent: j.stats.FirstEvent, eventSeen: j.eventSeen,
 		startRecs: j.startRecs, restored: j.runRestored(),
+		taken: j.takenNext(), dirAsked: j.dirAsked,
 	}
+}
+
+// takenNext is the ruleset the rules source holds for the next job: the
+// switch's version when the switch brings it.
+func (j *job) takenNext() *Ruleset {
+	if sw := j.next; sw != nil && sw.source && sw.id > 0 {
+		return sw.rs
+	}
+	return j.taken
 }
 
 // runRestored is the checkpoint the run (the Stream call) resumed from;
@@ -457,9 +469,16 @@ type job struct {
 	// the job runs).
 	next, switched *pendingSwitch
 	carried        *runCarry // from the job before, in the same run (a switch)
-	eventSeen      bool      // an event was routed in the run
-	atSwitch       bool      // the final checkpoint is the switch's
-	rulesSkip      int64     // the rules topic's records before it are taken
+	// taken is the ruleset the process's rules source holds as the run
+	// last took it: the one it started with, or one its watcher deployed
+	// since (Deploy.Origin); checkpoints record it as plan.Startup.
+	taken *Ruleset
+	// dirAsked is the version a watcher of the rules source put into the
+	// rules topic, whose switch comes back from the topic.
+	dirAsked  string
+	eventSeen bool  // an event was routed in the run
+	atSwitch  bool  // the final checkpoint is the switch's
+	rulesSkip int64 // the rules topic's records before it are taken
 	// holding: the watermark stops at holdAt, the rules topic's switch
 	// point, until the switch (since holdSince).
 	holding   bool
@@ -534,6 +553,10 @@ func (j *job) logf(format string, args ...any) { j.cfg.Logf(format, args...) }
 
 func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	c := &j.cfg
+	j.taken = j.base.cfg.ruleset
+	if p := j.carried; p != nil {
+		j.taken, j.dirAsked = p.taken, p.dirAsked
+	}
 	var err error
 	if j.dir, err = state.OpenCheckpointDir(c.StateDir, state.WithKeep(c.Keep)); err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)

@@ -429,6 +429,13 @@ func (j *job) barrier(final bool) error {
 		Stats:  j.stats,
 		Plan:   j.e.plan,
 	}
+	if t := j.taken.Hash; j.e.plan.Startup != t {
+		// The rules source holds the active version now (a watcher's
+		// deploy found it unchanged).
+		p := *j.e.plan
+		p.Startup = t
+		f.meta.Plan = &p
+	}
 	if sw := j.next; sw != nil && j.atSwitch {
 		// The switch's checkpoint: the job that restores it runs the
 		// next plan, at this watermark.

@@ -1380,3 +1380,89 @@ func TestPlanKeepsRecentSources(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamRulesSourceKept: a restart given the content its rules
+// source holds keeps the version deployed after that content was taken
+// (a watcher's deploy, Origin rules-dir, or one that found it active
+// already), and deploys content the source took while the process was
+// down.
+func TestStreamRulesSourceKept(t *testing.T) {
+	deployV3 := strings.Replace(deployV2, "amount > 450", "amount > 400", 1)
+	v1, v2, v3 := loadRules(t, deployV1), loadRules(t, deployV2), loadRules(t, deployV3)
+	input := deployInput(60)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// run streams with the process's rules src, runs steps, stops and
+	// returns the active version at the start and at the end.
+	run := func(d streamDirs, src string, steps func(ctx context.Context, m *StreamMonitor)) (first, last string) {
+		t.Helper()
+		m := NewStreamMonitor()
+		cfg := d.config(events)
+		cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := streamEngine(t, src).Stream(ctx, cfg)
+			done <- err
+		}()
+		waitMonitor(t, m, int64(strings.Count(input, "\n")))
+		first = m.Snapshot().RulesetVersion
+		steps(ctx, m)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Stream: %v", err)
+		}
+		return first, m.Snapshot().RulesetVersion
+	}
+	deploy := func(ctx context.Context, m *StreamMonitor, src, origin string) {
+		t.Helper()
+		if _, err := m.Deploy(ctx, Deploy{Source: []byte(src), Origin: origin}); err != nil {
+			t.Fatalf("deploy from %s: %v", origin, err)
+		}
+	}
+	rollback := func(ctx context.Context, m *StreamMonitor) {
+		t.Helper()
+		if _, err := m.Rollback(ctx, false); err != nil {
+			t.Fatalf("rollback: %v", err)
+		}
+	}
+	// The source takes v2 (a switch), the API rolls back to v1: a restart
+	// given v2 keeps v1.
+	d := newStreamDirs(t)
+	if _, last := run(d, deployV1, func(ctx context.Context, m *StreamMonitor) {
+		deploy(ctx, m, deployV2, OriginRulesDir)
+		rollback(ctx, m)
+	}); last != v1.Hash {
+		t.Fatalf("active after the rollback: %.12s, want v1 %.12s", last, v1.Hash)
+	}
+	if first, _ := run(d, deployV2, func(context.Context, *StreamMonitor) {}); first != v1.Hash {
+		t.Errorf("a restart given v2 (the source's) after a rollback to v1 runs %.12s, want v1 %.12s", first, v1.Hash)
+	}
+	// The API deploys v2, the source takes v2 (active already), the API
+	// rolls back to v1: a restart given v2 keeps v1.
+	d = newStreamDirs(t)
+	run(d, deployV1, func(ctx context.Context, m *StreamMonitor) {
+		deploy(ctx, m, deployV2, "api")
+		if r, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2), Origin: OriginRulesDir}); err != nil || !r.Unchanged {
+			t.Fatalf("deploy of the active version: %+v, %v; want unchanged", r, err)
+		}
+		rollback(ctx, m)
+	})
+	if first, _ := run(d, deployV2, func(context.Context, *StreamMonitor) {}); first != v1.Hash {
+		t.Errorf("a restart given v2 (the source's, found active) after a rollback to v1 runs %.12s, want v1 %.12s", first, v1.Hash)
+	}
+	// The source took v3 while the process was down: the restart deploys it.
+	if first, _ := run(d, deployV3, func(context.Context, *StreamMonitor) {}); first != v3.Hash {
+		t.Errorf("a restart given v3, new, runs %.12s, want v3 %.12s", first, v3.Hash)
+	}
+	// Deploys from elsewhere do not move the source: a restart given v1
+	// after the API deployed v2 keeps v2.
+	d = newStreamDirs(t)
+	run(d, deployV1, func(ctx context.Context, m *StreamMonitor) { deploy(ctx, m, deployV2, "api") })
+	if first, _ := run(d, deployV1, func(context.Context, *StreamMonitor) {}); first != v2.Hash {
+		t.Errorf("a restart given v1 after an API deploy of v2 runs %.12s, want v2 %.12s", first, v2.Hash)
+	}
+}

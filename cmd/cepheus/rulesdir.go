@@ -89,7 +89,7 @@ func (w *rulesDirWatcher) look(ctx context.Context) {
 	if sum == w.seen {
 		return
 	}
-	r, err := w.m.Deploy(ctx, cep.Deploy{Name: file, Source: src, Origin: "rules-dir"})
+	r, err := w.m.Deploy(ctx, cep.Deploy{Name: file, Source: src, Origin: cep.OriginRulesDir})
 	var invalid *cep.ValidationError
 	switch {
 	case ctx.Err() != nil || errors.Is(err, cep.ErrNoJob):
