@@ -353,6 +353,10 @@ func (j *job) askSwitch(req *deployReq) {
 		sw.reply(nil, ErrNoShadowOutput)
 		return
 	}
+	if err := sameEventTime(sw.rs, j.e.cfg.ruleset); err != nil {
+		sw.reply(nil, fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err))
+		return
+	}
 	q, _ := j.nextPlan(sw)
 	ne, err := j.base.derive(q)
 	if err == nil {
@@ -429,6 +433,16 @@ func (j *job) takeRules() {
 		}
 	default:
 	}
+}
+
+// sameEventTime checks that version rs reads event time from the field
+// the job's version cur does: the job's watermark, its timers and the
+// state's timestamps are in that field's time.
+func sameEventTime(rs, cur *Ruleset) error {
+	if rs.TimeField == cur.TimeField {
+		return nil
+	}
+	return fmt.Errorf("its event time is field %s, the job's is %s: a job's watermark and state are in its event time, which no deploy changes; run the new rules on a new -state", rs.TimeField, cur.TimeField)
 }
 
 // sameRepartitions checks, for a transactional Kafka job, that engine e
@@ -515,6 +529,10 @@ func (j *job) choosePlan() error {
 		rs, err := rules.LoadLayout(startup.Name, []byte(startup.Source), layout)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrRestore, err)
+		}
+		if err := sameEventTime(rs, runE.cfg.ruleset); err != nil {
+			return fmt.Errorf("%w: checkpoint %d runs version %.12s, and the rules given (version %.12s) cannot be deployed over it: %w",
+				ErrRestore, j.restored, runE.plan.Versions[0].Version, rs.Hash, err)
 		}
 		q, res := runE.planDeploy(rs, false, m.Stats.Watermark, "startup", time.Now())
 		q.Startup = startup.Hash

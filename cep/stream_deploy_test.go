@@ -1466,3 +1466,46 @@ func TestStreamRulesSourceKept(t *testing.T) {
 		t.Errorf("a restart given v1 after an API deploy of v2 runs %.12s, want v2 %.12s", first, v2.Hash)
 	}
 }
+
+// TestStreamDeployEventTime: a deploy that changes the events' time
+// field is refused, naming both fields; the job keeps its version.
+func TestStreamDeployEventTime(t *testing.T) {
+	other := strings.Replace(strings.Replace(deployV2, "event time ts\n", "event time at\n", 1), "  ts: time\n", "  ts: time\n  at: time\n", 1)
+	if _, err := rules.Load("other.cep", []byte(other)); err != nil {
+		t.Fatal(err)
+	}
+	input := deployInput(60)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := NewStreamMonitor()
+	d := newStreamDirs(t)
+	cfg := d.config(events)
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+		done <- err
+	}()
+	waitMonitor(t, m, int64(strings.Count(input, "\n")))
+	before := m.Snapshot().RulesetVersion
+	_, err := m.Deploy(ctx, Deploy{Source: []byte(other)})
+	if err == nil || !strings.Contains(err.Error(), "event time") || !strings.Contains(err.Error(), "ts") || !strings.Contains(err.Error(), " at") {
+		t.Errorf("a deploy changing the event time field from ts to at: %v; want it refused, naming both", err)
+	}
+	if now := m.Snapshot().RulesetVersion; now != before {
+		t.Errorf("the active version went from %.12s to %.12s", before, now)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	// A restart given it is refused the same way.
+	_, err = streamEngine(t, other).Stream(context.Background(), d.config(events))
+	if !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "event time is field at, the job's is ts") {
+		t.Errorf("a restart given a version of another event time field: %v; want ErrRestore naming both", err)
+	}
+}
