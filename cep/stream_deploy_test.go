@@ -1509,3 +1509,57 @@ func TestStreamDeployEventTime(t *testing.T) {
 		t.Errorf("a restart given a version of another event time field: %v; want ErrRestore naming both", err)
 	}
 }
+
+// TestStreamKafkaRulesSourceKept is TestStreamRulesSourceKept's first
+// case in Kafka mode with a rules topic: the rules source's deploy goes
+// through the topic, and so does the rollback after it; a restart given
+// the source's content keeps the rollback.
+func TestStreamKafkaRulesSourceKept(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	old := rulesLead
+	rulesLead = 0 // the switch point is the watermark: no events are needed after a deploy
+	t.Cleanup(func() { rulesLead = old })
+	topic := fmt.Sprintf("stream-kafka-rules-source-%d", time.Now().UnixNano())
+	input := deployInput(100)
+	produceTopic(t, brokers, topic, 2, input)
+	v1, v2 := loadRules(t, deployV1), loadRules(t, deployV2Kafka)
+	stateDir := t.TempDir()
+	run := func(src string, steps func(ctx context.Context, m *StreamMonitor)) (first, last string) {
+		t.Helper()
+		m := NewStreamMonitor()
+		cfg := StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts", Group: topic,
+				InstanceID: "a", RulesTopic: topic + "-rules", SessionTimeout: 2 * time.Second},
+			StateDir: stateDir, CheckpointInterval: 100 * time.Millisecond, Parallelism: 1, Logf: t.Logf, Monitor: m,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := streamEngine(t, src).Stream(ctx, cfg)
+			done <- err
+		}()
+		waitMonitor(t, m, int64(strings.Count(input, "\n")))
+		first = m.Snapshot().RulesetVersion
+		steps(ctx, m)
+		last = m.Snapshot().RulesetVersion
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("Stream: %v", err)
+		}
+		return first, last
+	}
+	if _, last := run(deployV1, func(ctx context.Context, m *StreamMonitor) {
+		if r, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2Kafka), Origin: OriginRulesDir}); err != nil || r.Version != v2.Hash {
+			t.Fatalf("deploy from the rules source: %+v, %v; want v2 %.12s", r, err, v2.Hash)
+		}
+		if _, err := m.Rollback(ctx, false); err != nil {
+			t.Fatalf("rollback: %v", err)
+		}
+	}); last != v1.Hash {
+		t.Fatalf("active after the rollback: %.12s, want v1 %.12s", last, v1.Hash)
+	}
+	if first, _ := run(deployV2Kafka, func(context.Context, *StreamMonitor) {}); first != v1.Hash {
+		t.Errorf("a restart given v2 (the source's) after a rollback to v1 runs %.12s, want v1 %.12s", first, v1.Hash)
+	}
+}
