@@ -57,7 +57,9 @@ the previous look, it is deployed as cepheus rules deploy would. A
 ruleset that does not compile is logged with its problems at
 file:line:col and the engine keeps its version. Write the new file
 elsewhere and rename it into DIR, so that no look sees half of it. A
-deploy through the control API stays until the file changes again.
+deploy through the control API stays until the file changes again, also
+across a restart on the same -state; a file changed while the process
+was down is deployed at the restart.
 
 Settings: every flag may come from a YAML file (-config FILE, or
 $CEPHEUS_CONFIG; keys named as the flags without the dash, e.g.
