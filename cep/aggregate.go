@@ -88,9 +88,11 @@ func aggregateSpecs(decls []*rules.Aggregate) []runtime.AggregateSpec {
 // AggregateStats are the figures of one velocity aggregate of a run.
 type AggregateStats struct {
 	Name string
-	// Keys is the number of keys whose window holds events, Dropped the
-	// events forgotten at the bound of a key's window (its values then
-	// undercount).
+	// Keys is the number of keys whose window holds at least one event
+	// at the watermark (runtime.Aggregator.KeyCounts: exact, the same on
+	// any number of workers; none at the end of a bounded input, whose
+	// watermark is past every window), Dropped the events forgotten at
+	// the bound of a key's window (its values then undercount).
 	Keys    int
 	Dropped uint64
 	// HotKeys is the number of keys with a large share of the events

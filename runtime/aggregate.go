@@ -177,20 +177,35 @@ func (a *Aggregator) Len() int { return len(a.pending) }
 // Dropped returns, per aggregate, the events forgotten at MaxPerKey.
 func (a *Aggregator) Dropped() []uint64 { return append([]uint64(nil), a.dropped...) }
 
-// KeyCounts returns, per aggregate, the keys with a window.
+// KeyCounts returns, per aggregate, the number of keys whose window
+// holds at least one event at the watermark: an event of the key that
+// counts, at a time in the window of the watermark's time (sliding: in
+// (wm-Window, wm]; tumbling: in wm's bucket; none at MaxTime, the end of
+// a bounded input). It is exact whatever the sweeps of empty windows
+// have forgotten yet, and a ParallelAggregator of the same events gives
+// the same, whatever its workers and salts. It changes nothing: it reads
+// each window's newest entry (O(windows): for statistics, not per event).
 func (a *Aggregator) KeyCounts() []int {
 	out := make([]int, len(a.keys))
-	for i, m := range a.keys {
-		out[i] = len(m)
+	if a.wm == event.MinTime {
+		return out // nothing released yet (and the window start of MinTime overflows)
+	}
+	for si, m := range a.keys {
+		s := &a.specs[si]
+		for _, w := range m {
+			if w.holdsAt(s, a.wm) {
+				out[si]++
+			}
+		}
 	}
 	return out
 }
 
-// Keys returns the number of keys with a window holding events.
+// Keys returns the keys KeyCounts counts, summed over the aggregates.
 func (a *Aggregator) Keys() int {
 	n := 0
-	for _, m := range a.keys {
-		n += len(m)
+	for _, c := range a.KeyCounts() {
+		n += c
 	}
 	return n
 }
@@ -459,17 +474,28 @@ type aggWindow struct {
 
 func (w *aggWindow) live() []aggEntry { return w.entries[w.head:] }
 
+// start is the time the window of s at time t starts at: the entries
+// before it have left. REQUIRES: t > MinTime (no overflow).
+func (s *AggregateSpec) start(t event.Time) event.Time {
+	if s.Tumbling {
+		return floorDiv(t, event.Time(s.Window)) * event.Time(s.Window)
+	}
+	return t - event.Time(s.Window) + 1
+}
+
+// holdsAt reports whether the window holds an entry at time t (one not
+// evicted yet may have left): its newest, the last, is not before the
+// window's start. It changes nothing.
+func (w *aggWindow) holdsAt(s *AggregateSpec, t event.Time) bool {
+	return w.head < len(w.entries) && w.entries[len(w.entries)-1].t >= s.start(t)
+}
+
 // evict forgets the entries that left the window at time t.
 func (w *aggWindow) evict(s *AggregateSpec, t event.Time) {
 	if w == nil {
 		return
 	}
-	var from event.Time // entries before from have left
-	if s.Tumbling {
-		from = floorDiv(t, event.Time(s.Window)) * event.Time(s.Window)
-	} else {
-		from = t - event.Time(s.Window) + 1
-	}
+	from := s.start(t) // entries before from have left
 	for w.head < len(w.entries) && w.first < from {
 		w.remove(s)
 	}

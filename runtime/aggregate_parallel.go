@@ -157,16 +157,33 @@ func (a *ParallelAggregator) Dropped() []uint64 {
 	return out
 }
 
-// KeyCounts returns, per aggregate, the keys with a window (a salted
-// key counts once).
+// KeyCounts is Aggregator.KeyCounts: a salted key counts once, when one
+// of its partials holds an event at the watermark. It changes nothing.
 func (a *ParallelAggregator) KeyCounts() []int {
 	out := make([]int, len(a.specs))
+	if a.wm == event.MinTime {
+		return out
+	}
 	for si := range a.specs {
-		seen := map[aggKey]bool{}
+		s, hot := &a.specs[si], a.hot[si]
+		// A key not salted has one partial, of salt 0 (salting is for
+		// good, until a restore puts every window back at salt 0).
 		for _, w := range a.workers {
-			w.partials[si].each(func(p *partial) { seen[p.key.key] = true })
+			w.partials[si].each(func(p *partial) {
+				if p.key.salt == 0 && !hot[p.key.key] && p.holdsAt(s, a.wm) {
+					out[si]++
+				}
+			})
 		}
-		out[si] = len(seen)
+		for _, hk := range a.hotList[si] {
+			for salt := range a.salts {
+				p := a.workers[a.workerOf(hk.h, salt)].partials[si].get(hk.h, partialKey{key: hk.k, salt: salt})
+				if p != nil && p.holdsAt(s, a.wm) {
+					out[si]++
+					break
+				}
+			}
+		}
 	}
 	return out
 }

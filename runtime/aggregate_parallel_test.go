@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -145,6 +146,160 @@ func TestParallelAggregatorEqualsSerial(t *testing.T) {
 		}
 		t.Logf("seed %d: %d workers, %d hot keys, %d events", seed, workers, par.hotCount, len(got))
 	}
+}
+
+// TestAggregateKeyCounts: after every Advance, KeyCounts of the serial
+// Aggregator and of ParallelAggregators on 1-3 workers, salted or not,
+// are the keys whose window holds a counted event at the watermark
+// (sliding: in (wm-Window, wm]; tumbling: in wm's bucket), as a scan of
+// the events released gives, whatever the sweeps have forgotten yet;
+// none at the final watermark. The stream has Zipf-skewed tail keys
+// whose windows go stale, a hot key salted early, a gap in event time
+// that empties every window, and a restore midway; and counting changes
+// no value (against an aggregator never counted).
+func TestAggregateKeyCounts(t *testing.T) {
+	for seed := range uint64(4) {
+		rnd := rand.New(rand.NewPCG(seed, 17))
+		const bound = 2000
+		specs := aggSpecs()
+		evs := skewedAggEvents(rnd, 1500, 40, 0.4, bound, len(specs))
+		for _, ev := range evs[len(evs)/2:] {
+			ev.Time += 30_000 // past every window
+		}
+		copyEvents := func() []*event.Event {
+			out := make([]*event.Event, len(evs))
+			for i, ev := range evs {
+				c := *ev
+				c.Fields = append([]event.Value(nil), ev.Fields...)
+				out[i] = &c
+			}
+			return out
+		}
+		type run struct {
+			name string
+			make func() Aggregation
+			agg  Aggregation
+			evs  []*event.Event
+			out  []*event.Event
+		}
+		runs := []*run{{name: "serial", make: func() Aggregation {
+			a, err := NewAggregator(specs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}}}
+		for _, ws := range [][2]int{{1, 1}, {2, 1}, {2, 2}, {3, 1}, {3, 2}} {
+			runs = append(runs, &run{name: fmt.Sprintf("%d workers, %d salts", ws[0], ws[1]), make: func() Aggregation {
+				a, err := NewParallelAggregator(specs, ws[0], ws[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(a.Close)
+				a.SetHot(0.05, 2)
+				return a
+			}})
+		}
+		for _, r := range runs {
+			r.agg, r.evs = r.make(), copyEvents()
+		}
+		// The reference: an aggregator whose KeyCounts is never called.
+		ref := runs[0].make()
+		refEvs := copyEvents()
+		var released []*event.Event // by the reference
+		advance := func(wm event.Watermark) {
+			if err := ref.Advance(wm, func(ev *event.Event) error { released = append(released, ev); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]int, len(specs))
+			for si, sp := range specs {
+				want[si] = naiveKeyCount(sp, released, wm)
+			}
+			for _, r := range runs {
+				if err := r.agg.Advance(wm, func(ev *event.Event) error { r.out = append(r.out, ev); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if got := r.agg.KeyCounts(); !slices.Equal(got, want) {
+					t.Fatalf("seed %d, %s, watermark %d (%d events released): key counts %v, want %v", seed, r.name, wm, len(released), got, want)
+				}
+			}
+		}
+		newest, salted := event.MinTime, false
+		for i := range evs {
+			if i == len(evs)/3 {
+				for _, r := range runs {
+					next := r.make()
+					if err := next.Restore(r.agg.AppendBinary(nil)); err != nil {
+						t.Fatal(err)
+					}
+					r.agg = next
+				}
+			}
+			if !ref.Add(refEvs[i]) {
+				t.Fatalf("seed %d: event %d is late", seed, i)
+			}
+			for _, r := range runs {
+				r.agg.Add(r.evs[i])
+				if p, ok := r.agg.(*ParallelAggregator); ok && p.hotCount > 0 {
+					salted = true
+				}
+			}
+			newest = max(newest, evs[i].Time)
+			if i%7 == 6 {
+				advance(newest - bound - 1)
+			}
+		}
+		advance(event.MaxTime)
+		if !salted {
+			t.Errorf("seed %d: no key was salted", seed)
+		}
+		for _, r := range runs {
+			if len(r.out) != len(released) {
+				t.Fatalf("seed %d, %s: %d events out, want %d", seed, r.name, len(r.out), len(released))
+			}
+			for i, ev := range r.out {
+				for _, sp := range specs {
+					if g, w := ev.Fields[sp.Slot], released[i].Fields[sp.Slot]; ev.Seq != released[i].Seq || !sameValue(g, w) {
+						t.Fatalf("seed %d, %s: event %d (seq %d, want %d), %v (tumbling %v): %v, want %v (never counted)",
+							seed, r.name, i, ev.Seq, released[i].Seq, sp.Func, sp.Tumbling, g, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// naiveKeyCount is the number of keys of s with an event of released
+// that counts at a time in the window of watermark wm.
+func naiveKeyCount(s AggregateSpec, released []*event.Event, wm event.Watermark) int {
+	from := int64(wm) - s.Window + 1
+	if s.Tumbling {
+		from = int64(floorDiv(wm, event.Time(s.Window)) * event.Time(s.Window))
+	}
+	keys := map[string]bool{}
+	for _, e := range released {
+		k, v := e.Field(slotKey), e.Field(slotValue)
+		if k.IsNull() || int64(e.Time) < from || e.Time > wm || s.Accepts != nil && !s.Accepts(e) {
+			continue
+		}
+		f, num := v.AsFloat()
+		switch s.Func {
+		case AggDistinct:
+			if v.IsNull() {
+				continue
+			}
+		case AggSum, AggAvg:
+			if !num {
+				continue
+			}
+		case AggMin, AggMax:
+			if !num || math.IsNaN(f) {
+				continue
+			}
+		}
+		keys[string(canonical(nil, k))] = true
+	}
+	return len(keys)
 }
 
 // BenchmarkSaltedAggregate: a distinct count per merchant over a stream

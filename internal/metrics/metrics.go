@@ -96,7 +96,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_lookup_failures_total", "Attempts of a lookup's requests that failed (timeouts included), before any retry.", "lookup")
 	d("cepheus_lookup_events_total", "Events whose lookup failed for good, by what the policy did: defaulted (fail open) or rejected (fail closed: dead letters).", "lookup", "outcome")
 	d("cepheus_lookup_request_duration_seconds", "Time a lookup's request took, answered or failed.", "lookup")
-	d("cepheus_aggregate_keys", "Keys whose window of a velocity aggregate holds events.", "aggregate")
+	d("cepheus_aggregate_keys", "Keys whose window of a velocity aggregate holds at least one event at the watermark.", "aggregate")
 	d("cepheus_aggregate_dropped_total", "Events a velocity aggregate forgot at the bound of a key's window (the key's values then undercount).", "aggregate")
 	d("cepheus_aggregate_held_events", "Events the velocity aggregates hold until the watermark passes them.")
 	d("cepheus_aggregate_hot_keys", "Keys of a velocity aggregate with a large share of the events recently (more than 20% of a watermark's release, at least 64, in the last minute of event time): skew.", "aggregate")

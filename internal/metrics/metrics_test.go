@@ -294,8 +294,8 @@ aggregate cards_per_country {
 		s[`cepheus_lookup_not_found_total{lookup="holder"}`]; miss != 10 || nf != 5 || hit != 0 {
 		t.Errorf("lookup keys: %v hits, %v misses, %v not found; want 0, 10, 5 (the 20 events in one batch)", hit, miss, nf)
 	}
-	if n := s[`cepheus_aggregate_keys{aggregate="cards_per_country"}`]; n != 2 {
-		t.Errorf("aggregate keys %v, want 2 (the countries within the hour of the last event)", n)
+	if n, ok := s[`cepheus_aggregate_keys{aggregate="cards_per_country"}`]; n != 0 || !ok {
+		t.Errorf("aggregate keys %v (exported %v), want 0: the file's final watermark is past every window (runtime's TestAggregateKeyCounts checks the counts)", n, ok)
 	}
 	if n := s[`cepheus_lookup_request_duration_seconds_count{lookup="holder"}`]; n != s[`cepheus_lookup_requests_total{lookup="holder"}`] || n == 0 {
 		t.Errorf("lookup request durations: %v, requests %v", n, s[`cepheus_lookup_requests_total{lookup="holder"}`])
