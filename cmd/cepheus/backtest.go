@@ -767,11 +767,11 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		fmt.Fprintln(bw)
 	}
 	for _, a := range s.Aggregates {
-		fmt.Fprintf(bw, "  aggregate %s: %s keys with events in their window at the end", a.Name, humanInt(int64(a.Keys)))
+		// (At the end of the input no window holds an event: the final
+		// watermark passed them all. What is left to say is the bound.)
 		if a.Dropped > 0 {
-			fmt.Fprintf(bw, "; %s dropped at the bound of a key's window (its values undercount)", plural(int64(a.Dropped), "event", "events"))
+			fmt.Fprintf(bw, "  aggregate %s: %s dropped at the bound of a key's window (its values undercount)\n", a.Name, plural(int64(a.Dropped), "event", "events"))
 		}
-		fmt.Fprintln(bw)
 	}
 	labels := ls != nil
 	fmt.Fprintf(bw, "\n  %-22s %-9s %8s", "rule", "severity", "alerts")

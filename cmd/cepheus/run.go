@@ -603,6 +603,11 @@ func printRunSummary(w io.Writer, r *cep.StreamResult) {
 	}
 	printLookupSummary(w, "run", r.Lookups)
 	for _, a := range r.Aggregates {
-		fmt.Fprintf(w, "run: aggregate %s: %s keys with events in their window, %s events dropped at the bound\n", a.Name, humanInt(int64(a.Keys)), humanInt(int64(a.Dropped)))
+		fmt.Fprintf(w, "run: aggregate %s: ", a.Name)
+		if !r.Finished {
+			// (A finished run's final watermark passed every window.)
+			fmt.Fprintf(w, "%s with events in their window, ", plural(int64(a.Keys), "key", "keys"))
+		}
+		fmt.Fprintf(w, "%s dropped at the bound\n", plural(int64(a.Dropped), "event", "events"))
 	}
 }

@@ -175,3 +175,35 @@ func TestBacktestAlertsOnTerminal(t *testing.T) {
 		t.Errorf("terminal, -q: exit %d, stdout %q; want the alerts", code, stdout.String())
 	}
 }
+
+// TestSummaryAggregates: a summary says how many keys hold events in an
+// aggregate's window only where that means something: not at the end of
+// a backtest nor of a finished run, whose final watermark passed every
+// window; the events dropped at the bound are said in each.
+func TestSummaryAggregates(t *testing.T) {
+	aggs := []cep.AggregateStats{{Name: "cards_10m", Keys: 3, Dropped: 0}, {Name: "merchants_1h", Keys: 1, Dropped: 1}}
+	for _, c := range []struct {
+		finished bool
+		want     string
+	}{
+		{false, "run: aggregate cards_10m: 3 keys with events in their window, 0 events dropped at the bound\n" +
+			"run: aggregate merchants_1h: 1 key with events in their window, 1 event dropped at the bound\n"},
+		{true, "run: aggregate cards_10m: 0 events dropped at the bound\n" +
+			"run: aggregate merchants_1h: 1 event dropped at the bound\n"},
+	} {
+		var b strings.Builder
+		printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r", Aggregates: aggs}, Finished: c.finished})
+		if out := b.String(); !strings.HasSuffix(out, c.want) {
+			t.Errorf("run summary (finished %v):\n%s\nwant it to end with\n%s", c.finished, out, c.want)
+		}
+	}
+	var b strings.Builder
+	printSummary(&b, &cep.Summary{Ruleset: "r", Aggregates: aggs}, nil, time.Second, backtestFlags{}, nil, nil, false)
+	out := b.String()
+	if strings.Contains(out, "cards_10m") || strings.Contains(out, "keys") {
+		t.Errorf("backtest summary:\n%s\nspeaks of keys, or of an aggregate that dropped nothing", out)
+	}
+	if want := "  aggregate merchants_1h: 1 event dropped at the bound of a key's window (its values undercount)\n"; !strings.Contains(out, want) {
+		t.Errorf("backtest summary:\n%s\nwant the line\n%s", out, want)
+	}
+}
