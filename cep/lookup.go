@@ -132,6 +132,11 @@ func (s LookupStats) HitRate() float64 {
 type enrichStage struct {
 	lookups []*enrich.Lookup
 	sig     string // lookupSignature of the engine it was built for
+	// With logf (a live job's log), health follows each lookup's source
+	// (by index in lookups), at the times of now.
+	logf   func(format string, args ...any)
+	health []lookupHealth
+	now    func() time.Time
 }
 
 // lookupSignature identifies the lookups of e: their declarations and
@@ -160,14 +165,16 @@ func (st *enrichStage) serves(e *Engine) bool {
 }
 
 // newEnrichStage builds the lookups of a run over the engine's schema;
-// nil when the ruleset declares none.
-func (e *Engine) newEnrichStage() (*enrichStage, error) {
+// nil when the ruleset declares none. With logf, the stage logs when a
+// lookup's source starts failing and when it answers again
+// (lookupHealth).
+func (e *Engine) newEnrichStage(logf func(format string, args ...any)) (*enrichStage, error) {
 	decls := e.Lookups()
 	if len(decls) == 0 {
 		return nil, nil
 	}
 	o := e.cfg.lookupOpts
-	st := &enrichStage{sig: lookupSignature(e)}
+	st := &enrichStage{sig: lookupSignature(e), logf: logf, now: time.Now}
 	for _, d := range decls {
 		spec := specOf(d)
 		slots := make([]int, len(d.Fields))
@@ -194,6 +201,7 @@ func (e *Engine) newEnrichStage() (*enrichStage, error) {
 			return nil, fmt.Errorf("cep: lookup %s: %w", d.Name, err)
 		}
 		st.lookups = append(st.lookups, l)
+		st.health = append(st.health, lookupHealth{name: d.Name, source: fmt.Sprint(src), policy: policy})
 	}
 	return st, nil
 }
@@ -201,7 +209,19 @@ func (e *Engine) newEnrichStage() (*enrichStage, error) {
 // enrich fills the lookup slots of evs (reasons[i] set: event i failed
 // closed).
 func (st *enrichStage) enrich(ctx context.Context, evs []*event.Event, reasons []string) error {
-	return enrich.EnrichAll(ctx, st.lookups, evs, reasons)
+	if err := enrich.EnrichAll(ctx, st.lookups, evs, reasons); err != nil || st.logf == nil {
+		return err
+	}
+	var now time.Time
+	for i, l := range st.lookups {
+		if o := l.LastOutcome(); o.Answered > 0 || o.Failed > 0 {
+			if now.IsZero() {
+				now = st.now()
+			}
+			st.health[i].observe(o, now, st.logf)
+		}
+	}
+	return nil
 }
 
 // stats returns the counters of every lookup.

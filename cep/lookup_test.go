@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/enrich"
 	"github.com/cepheus-cep/cepheus/event"
@@ -172,5 +176,173 @@ func TestLookupPolicies(t *testing.T) {
 	if _, err := New(WithRuleset(rs), WithLookups(map[string]LookupSource{"nope": holder}, LookupOptions{})); err == nil ||
 		!strings.Contains(err.Error(), "lookup nope is bound, but ruleset lk declares no such lookup (it declares holder, strict)") {
 		t.Errorf("a binding of an undeclared lookup: %v", err)
+	}
+}
+
+// TestLookupHealthLog: a live job's log says when a lookup's source
+// starts failing (a warning naming the lookup, the source, the error, the
+// policy and what happens to the events), reminds of it at most once a
+// minute while it goes on failing, and says when it answers again (how
+// long it failed, how many events' lookups failed); a failure that
+// begins within a minute of the last warning is counted in the next one,
+// not warned of apart. No other line: at most one a state change.
+func TestLookupHealthLog(t *testing.T) {
+	rs, err := CompileRuleset("lk.cep", []byte(lookupRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderSpec, _ := lookupSpec(rs, "holder")
+	strictSpec, _ := lookupSpec(rs, "strict")
+	holder := enrich.NewMemSource(holderSpec, map[string][]event.Value{"k1": {event.String("FR"), event.Int(500)}})
+	strict := enrich.NewMemSource(strictSpec, map[string][]event.Value{"k1": {event.Bool(true)}})
+	e, err := New(WithRuleset(rs), WithLookups(map[string]LookupSource{"holder": holder, "strict": strict}, LookupOptions{CacheSize: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	st, err := e.newEnrichStage(func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	var now time.Time
+	st.now = func() time.Time { return now }
+	card, _ := e.schema.Slot("card")
+	// batch enriches two events at t0+at, the holder's source failing or
+	// not, and returns the lines it logged.
+	batch := func(at time.Duration, fail bool) []string {
+		t.Helper()
+		now = t0.Add(at)
+		var err error
+		if fail {
+			err = errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
+		}
+		holder.SetFail(err)
+		evs := make([]*event.Event, 2)
+		for i := range evs {
+			evs[i] = &event.Event{Fields: make([]event.Value, e.schema.Len())}
+			evs[i].Fields[card] = event.String("k1")
+		}
+		n := len(lines)
+		if err := st.enrich(context.Background(), evs, make([]string, len(evs))); err != nil {
+			t.Fatal(err)
+		}
+		return lines[n:]
+	}
+	want := func(when string, got []string, prefixes ...string) {
+		t.Helper()
+		if len(got) != len(prefixes) {
+			t.Fatalf("%s: lines %q, want %d", when, got, len(prefixes))
+		}
+		for i, p := range prefixes {
+			if !strings.HasPrefix(got[i], p) {
+				t.Errorf("%s: line %q, want %q...", when, got[i], p)
+			}
+		}
+	}
+	want("answering", batch(0, false))
+	want("failing", batch(time.Second, true),
+		"warning: lookup holder: its source mem fails: dial tcp 10.0.0.7:6379: connect: connection refused; on failure open: the events get the lookup's defaults until it answers again")
+	for s := 2; s < 60; s++ {
+		want("still failing", batch(time.Duration(s)*time.Second, true))
+	}
+	want("failing a minute on", batch(61*time.Second, true),
+		"warning: lookup holder: its source mem still fails, for 1m0s: 120 events' lookups failed (they got the defaults); last error: dial tcp")
+	want("answering again", batch(62*time.Second, false),
+		"lookup holder: its source mem answers again, after 1m1s of failures: 120 events' lookups failed meanwhile (they got the defaults)")
+	want("answering", batch(63*time.Second, false))
+	// A short failure within a minute of the last warning: no line.
+	want("failing shortly", batch(70*time.Second, true))
+	want("answering after it", batch(71*time.Second, false))
+	// A failure after the minute: warned of, with the short one.
+	want("failing again", batch(130*time.Second, true),
+		"warning: lookup holder: its source mem fails: dial tcp 10.0.0.7:6379: connect: connection refused; on failure open: the events get the lookup's defaults until it answers again; 2 events' lookups failed in shorter failures since the last warning")
+	want("answering again", batch(131*time.Second, false),
+		"lookup holder: its source mem answers again, after 1s of failures: 2 events' lookups failed meanwhile (they got the defaults)")
+	// A lookup failing closed says so.
+	strict.SetFail(errors.New("timeout"))
+	want("strict failing", batch(200*time.Second, false),
+		"warning: lookup strict: its source mem fails: timeout (3 attempts); on failure retry 2 then closed: the events go to the dead letters until it answers again")
+	strict.SetFail(nil)
+	want("strict answering", batch(201*time.Second, false),
+		"lookup strict: its source mem answers again, after 1s of failures: 2 events' lookups failed meanwhile (they went to the dead letters)")
+}
+
+// TestStreamLookupHealthLog: a live job whose lookup's source fails for
+// a while, then answers, logs one warning and one line when it answers
+// again, whatever the number of batches in between.
+func TestStreamLookupHealthLog(t *testing.T) {
+	rs, err := CompileRuleset("lk.cep", []byte(lookupRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderSpec, _ := lookupSpec(rs, "holder")
+	strictSpec, _ := lookupSpec(rs, "strict")
+	holder := enrich.NewMemSource(holderSpec, map[string][]event.Value{"k1": {event.String("FR"), event.Int(500)}})
+	strict := enrich.NewMemSource(strictSpec, map[string][]event.Value{"k1": {event.Bool(true)}})
+	e, err := New(WithRuleset(rs), WithLookups(map[string]LookupSource{"holder": holder, "strict": strict}, LookupOptions{Batch: 4}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	write := func(from, n int) int64 {
+		t.Helper()
+		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for i := from; i < from+n; i++ {
+			fmt.Fprintf(f, `{"ts": %d, "card": "k%d", "amount": 600}`+"\n", 1000*(i+1), i%7)
+		}
+		return int64(from + n)
+	}
+	holder.SetFail(errors.New("connection refused"))
+	read := write(0, 40)
+	d := newStreamDirs(t)
+	m := NewStreamMonitor()
+	cfg := d.config(events)
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	var mu sync.Mutex
+	var lines []string
+	cfg.Logf = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Stream(ctx, cfg)
+		done <- err
+	}()
+	waitMonitor(t, m, read)
+	for i := 0; i < 5; i++ { // more batches failing
+		read = write(int(read), 8)
+		waitMonitor(t, m, read)
+	}
+	holder.SetFail(nil)
+	read = write(int(read), 40)
+	waitMonitor(t, m, read)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var got []string
+	for _, l := range lines {
+		if strings.Contains(l, "lookup ") {
+			got = append(got, l)
+		}
+	}
+	t.Logf("the lookup's lines:\n%s", strings.Join(got, "\n"))
+	if len(got) != 2 || !strings.HasPrefix(got[0], "warning: lookup holder: its source mem fails: connection refused; on failure open") ||
+		!strings.HasPrefix(got[1], "lookup holder: its source mem answers again, after ") {
+		t.Errorf("the lookup's lines: %q, want a warning and a line when it answers again", got)
+	}
+	if st := m.Snapshot().Lookups; len(st) != 2 || st[0].Defaulted == 0 {
+		t.Errorf("lookup counters %+v: want events defaulted", st)
 	}
 }

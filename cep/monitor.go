@@ -16,8 +16,8 @@ import (
 type StreamMonitor struct {
 	mu      sync.Mutex
 	s       MonitorSnapshot
-	plan    *plan  // the running engine's (immutable)
-	rulesOf string // the version s.Rules are of
+	plan    *plan // the running engine's (immutable)
+	totals  ruleTotals
 	recent  []switchDone
 	ckReq   chan struct{}
 	deploys chan *deployReq
@@ -51,10 +51,20 @@ func (m *StreamMonitor) checkpointAsked() bool {
 
 // MonitorSnapshot is what a [StreamMonitor] holds.
 type MonitorSnapshot struct {
-	// Ruleset and RulesetVersion name the rules running; Rules their
-	// counters, in ruleset order (alerts of this run and those restored).
+	// Ruleset and RulesetVersion name the rules running; Rules the
+	// counters of the active version's rules, in ruleset order. Each
+	// rule's counters (by name and severity) never go down while the
+	// process runs: they start from the checkpoint the process restored
+	// and go on across the switches (a changed rule's old version's
+	// count in them while it drains, and after). Former are those of the
+	// rules counted in this process that the active version has not (a
+	// removed rule, the former severity of a rule, a draining version's
+	// of another severity), in the order first seen: they keep their
+	// last figures (a draining one's still grow) and go on if the rule
+	// comes back.
 	Ruleset, RulesetVersion string
 	Rules                   []RuleCount
+	Former                  []RuleCount
 	// Ready says that a job has restored its state and reads its input
 	// (in Kafka mode: its share of the group's partitions); false before,
 	// between two jobs of a rebalance, and after the end.
@@ -83,9 +93,14 @@ type MonitorSnapshot struct {
 	KafkaCommits, KafkaAborts int64
 	// ShadowVersion is the shadow version's hash ("" without one), Shadow
 	// its rules compared with the active ones of their names, since it
-	// was deployed.
+	// was deployed. ShadowTotals are the same figures by rule name over
+	// every shadow version of this process, in the order first seen:
+	// they never go down (a new shadow version's go on from the last
+	// one's of the name; a rule no shadow has any more keeps its last
+	// figures).
 	ShadowVersion string
 	Shadow        []ShadowCount
+	ShadowTotals  []ShadowCount
 	// Switches counts the switches of the job's ruleset version
 	// (deploys, rollbacks, promotes) in this process.
 	Switches int64
@@ -133,6 +148,8 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	defer m.mu.Unlock()
 	s := m.s
 	s.Rules = append([]RuleCount(nil), s.Rules...)
+	s.Former = append([]RuleCount(nil), s.Former...)
+	s.ShadowTotals = append([]ShadowCount(nil), s.ShadowTotals...)
 	s.CheckpointBuckets = append([]uint64(nil), s.CheckpointBuckets...)
 	s.PartitionWatermarks = maps.Clone(s.PartitionWatermarks)
 	s.KafkaLag = maps.Clone(s.KafkaLag)
@@ -163,18 +180,19 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 	rs := e.cfg.ruleset
 	m.s.Ruleset, m.s.RulesetVersion = rs.Name, rs.Hash
 	m.plan = e.plan
-	// The active version's rules; a draining rule counts with the active
-	// rule of its name.
-	if m.rulesOf != rs.Hash {
-		m.rulesOf = rs.Hash
-		m.s.Rules = make([]RuleCount, len(rs.Rules))
-		for i, r := range rs.Rules {
-			m.s.Rules[i] = RuleCount{Rule: r.Name, Severity: r.Severity.String()}
+	t := &m.totals
+	t.add(e, c)
+	m.s.Rules, m.s.Former = m.s.Rules[:0], m.s.Former[:0]
+	for _, i := range t.order {
+		m.s.Rules = append(m.s.Rules, t.rules[i])
+	}
+	for i, rc := range t.rules {
+		if !t.active[i] {
+			m.s.Former = append(m.s.Former, rc)
 		}
 	}
-	for i := range m.s.Rules {
-		m.s.Rules[i].Alerts, m.s.Rules[i].Dropped, m.s.Rules[i].ConditionErrors = 0, 0, 0
-	}
+	m.s.ShadowTotals = append(m.s.ShadowTotals[:0], t.shadow...)
+	// The shadow comparison since the shadow's deploy (cepheus status).
 	m.s.ShadowVersion, m.s.Shadow = "", m.s.Shadow[:0]
 	if e.plan != nil {
 		m.s.ShadowVersion = e.plan.Shadow
@@ -189,21 +207,19 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 				sc.Active = c.compared[cr.twin]
 			}
 			m.s.Shadow = append(m.s.Shadow, sc)
-			continue
 		}
-		t := i
-		if cr.drain {
-			if t = slices.IndexFunc(rs.Rules, func(r *Rule) bool { return r.Name == cr.rule.Name }); t < 0 {
-				continue
-			}
-		}
-		m.s.Rules[t].Alerts += c.alerts[i]
-		m.s.Rules[t].Dropped += c.dropped[i]
-		m.s.Rules[t].ConditionErrors += int64(cr.rule.ConditionErrors())
 	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 	m.s.Lookups = lookups
 	m.s.Aggregates, m.s.AggregateHeld = aggs, held
+}
+
+// freshState tells the monitor that a job starts without a checkpoint:
+// the rule ids its rules' counters are of start again (the totals go on).
+func (m *StreamMonitor) freshState() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.totals.forgetIDs()
 }
 
 // switched counts a switch of the ruleset version and keeps what it did.

@@ -59,7 +59,7 @@ func (e *Engine) newRun(src runtime.Source) (*run, error) {
 		return nil, err
 	}
 	r := &run{e: e, host: host, sink: newSink(e)}
-	if r.enrich, err = e.newEnrichStage(); err != nil {
+	if r.enrich, err = e.newEnrichStage(nil); err != nil {
 		return nil, err
 	}
 	var dead runtime.DeadLetter

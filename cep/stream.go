@@ -628,6 +628,9 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 		return nil, err
 	}
 	if c.Monitor != nil {
+		if j.meta == nil {
+			c.Monitor.freshState()
+		}
 		j.publish(true)
 	}
 	if sw := j.switched; sw != nil && sw.req == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -505,6 +506,220 @@ func TestStreamSwitchKeepsRunCounters(t *testing.T) {
 	}
 	if n := firstEvents(logs); n != 1 {
 		t.Errorf("a resumed run logged its first event %d times, want once:\n%s", n, strings.Join(logs, "\n"))
+	}
+}
+
+// TestStreamRuleCountersMonotonic: the per-rule counters a monitor
+// publishes (cepheus_rule_alerts_total and the others of a rule) never go
+// down in one process, whatever the switches do to the rules' states: a
+// deploy that keeps a rule, changes one (which drains, then is let go),
+// removes one; a rollback that adds the removed one back; a deploy that
+// drops a changed rule at once. A rule that leaves the active version
+// keeps its last figures (MonitorSnapshot.Former).
+func TestStreamRuleCountersMonotonic(t *testing.T) {
+	// errs's condition fails on an event of even amount (an integer %
+	// by zero): it counts condition errors. v2 changes its severity.
+	errs := `
+rule errs {
+  severity %s
+  key card
+  pattern {
+    begin a where type == "auth" && len(country) %% (int(amount) %% 2) == 1
+    followedBy b where type == "capture"
+    within 5m
+  }
+}
+`
+	v1 := deployV1 + fmt.Sprintf(errs, "medium")
+	v2 := deployV2 + fmt.Sprintf(errs, "high")
+	// v3 changes keep's severity.
+	v3 := strings.Replace(v2, "rule keep {\n", "rule keep {\n  severity high\n", 1)
+	// s2 is a second shadow version: v1 without gone.
+	s2 := strings.Replace(v1, "rule gone {", "rule gone_for_good {", 1)
+	input := deployInput(900)
+	lines := strings.SplitAfter(input, "\n")
+	q := len(lines) / 6
+	var chunks [][]string
+	for i := range 5 {
+		chunks = append(chunks, lines[i*q:(i+1)*q])
+	}
+	chunks = append(chunks, lines[5*q:])
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendLines := func(ls []string) {
+		t.Helper()
+		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(strings.Join(ls, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := int64(0)
+	d := newStreamDirs(t)
+	m := NewStreamMonitor()
+	cfg := d.config(events)
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	cfg.ShadowDir = filepath.Join(t.TempDir(), "shadow")
+	var logMu sync.Mutex
+	letGo := 0 // the switches that let draining rules go
+	cfg.Logf = func(format string, args ...any) {
+		t.Logf(format, args...)
+		logMu.Lock()
+		defer logMu.Unlock()
+		if strings.HasPrefix(format, "the draining rules of earlier versions have passed their windows") {
+			letGo++
+		}
+	}
+	appendLines(chunks[0])
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := streamEngine(t, v1).Stream(ctx, cfg)
+		done <- err
+	}()
+
+	// A poller sees every figure the exporter could scrape: none goes
+	// down between two snapshots, and no rule once counted vanishes.
+	type figures struct{ alerts, condErrs, dropped int64 }
+	counts := func(s MonitorSnapshot) map[string]figures {
+		out := map[string]figures{}
+		for _, rs := range [][]RuleCount{s.Rules, s.Former} {
+			for _, r := range rs {
+				out[r.Rule+"/"+r.Severity] = figures{r.Alerts, r.ConditionErrors, r.Dropped}
+			}
+		}
+		// The shadow's: alerts, the active rule's and the overlap.
+		for _, r := range s.ShadowTotals {
+			out["shadow "+r.Rule] = figures{r.Shadow, r.Active, r.Overlap}
+		}
+		return out
+	}
+	var pollMu sync.Mutex
+	var downs []string
+	last := map[string]figures{}
+	var lastAlerts int64
+	check := func(when string) {
+		pollMu.Lock()
+		defer pollMu.Unlock()
+		s := m.Snapshot()
+		now := counts(s)
+		for k, was := range last {
+			is, ok := now[k]
+			switch {
+			case !ok:
+				downs = append(downs, fmt.Sprintf("%s: rule %s gone (was %+v)", when, k, was))
+			case is.alerts < was.alerts || is.condErrs < was.condErrs || is.dropped < was.dropped:
+				downs = append(downs, fmt.Sprintf("%s: rule %s went down: %+v -> %+v", when, k, was, is))
+			}
+		}
+		if s.Progress.Alerts < lastAlerts {
+			downs = append(downs, fmt.Sprintf("%s: alerts went down: %d -> %d", when, lastAlerts, s.Progress.Alerts))
+		}
+		for k, f := range now {
+			last[k] = f
+		}
+		lastAlerts = s.Progress.Alerts
+	}
+	pollDone := make(chan struct{})
+	stopPoll := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		for {
+			select {
+			case <-stopPoll:
+				return
+			case <-time.After(time.Millisecond):
+				check("poll")
+			}
+		}
+	}()
+	// step reads what was appended, checks, and returns the rules' alerts.
+	step := func(name string) map[string]figures {
+		t.Helper()
+		waitMonitor(t, m, read)
+		check(name)
+		pollMu.Lock()
+		defer pollMu.Unlock()
+		t.Logf("%s: %v", name, last)
+		return maps.Clone(last)
+	}
+	add := func(ls []string) {
+		t.Helper()
+		appendLines(ls)
+		read += int64(strings.Count(strings.Join(ls, ""), "\n"))
+	}
+	// waitLetGo waits until n switches have let draining rules go.
+	waitLetGo := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			logMu.Lock()
+			got := letGo
+			logMu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d switches let draining rules go, want %d", got, n)
+			}
+		}
+	}
+	deploy := func(name string, d func() (*DeployResult, error)) {
+		t.Helper()
+		res, err := d()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: kept %v, changed %v, added %v, removed %v", name, res.Kept, res.Changed, res.Added, res.Removed)
+		step(name)
+	}
+
+	read = int64(strings.Count(strings.Join(chunks[0], ""), "\n"))
+	first := step("v1")
+	for _, r := range []string{"keep/medium", "change/medium", "gone/medium"} {
+		if first[r].alerts == 0 {
+			t.Fatalf("rule %s has no alerts before the first deploy: the test needs some", r)
+		}
+	}
+	if first["errs/medium"].condErrs == 0 {
+		t.Fatal("rule errs has no condition errors before the first deploy: the test needs some")
+	}
+	// keep kept, change changed (draining), gone removed, fresh added.
+	deploy("deploy v2", func() (*DeployResult, error) { return m.Deploy(ctx, Deploy{Source: []byte(v2)}) })
+	add(chunks[1])
+	waitLetGo(1)
+	step("v2, change let go")
+	// change changed back, gone added back, fresh removed.
+	deploy("rollback", func() (*DeployResult, error) { return m.Rollback(ctx, false) })
+	add(chunks[2])
+	waitLetGo(2)
+	step("v1 again, change let go")
+	// change dropped at once, gone removed again, fresh added back.
+	deploy("deploy v2, drop changed", func() (*DeployResult, error) {
+		return m.Deploy(ctx, Deploy{Source: []byte(v2), DropChanged: true})
+	})
+	add(chunks[3])
+	step("v2 again")
+	// A shadow version, then a deploy that changes an active rule the
+	// shadow is compared with, then another shadow version.
+	deploy("shadow v1", func() (*DeployResult, error) { return m.Deploy(ctx, Deploy{Source: []byte(v1), Shadow: true}) })
+	add(chunks[4])
+	step("shadow v1 read")
+	deploy("deploy v3", func() (*DeployResult, error) { return m.Deploy(ctx, Deploy{Source: []byte(v3)}) })
+	add(chunks[5])
+	step("v3")
+	deploy("shadow s2", func() (*DeployResult, error) { return m.Deploy(ctx, Deploy{Source: []byte(s2), Shadow: true}) })
+
+	close(stopPoll)
+	<-pollDone
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v", err)
+	}
+	if len(downs) > 0 {
+		t.Errorf("%d counters went down or vanished in one process:\n%s", len(downs), strings.Join(downs, "\n"))
 	}
 }
 

@@ -158,7 +158,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		return nil, fmt.Errorf("cep: %w", err)
 	}
 	if !j.enrich.serves(j.e) {
-		if j.enrich, err = j.e.newEnrichStage(); err != nil {
+		if j.enrich, err = j.e.newEnrichStage(j.cfg.Logf); err != nil { // (not j.logf: the stage may outlive the job)
 			return nil, err
 		}
 		if sw := j.switched; sw != nil && sw.req != nil {

@@ -541,6 +541,10 @@ func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
 		// on: finish it into its (aborted) writer first.
 		s.stepSnapshot(-1, acks)
 	}
+	// The counters the checkpoint holds go out before its ack: the
+	// monitor's last figures of a job that ends at it (a switch, which
+	// may let a rule's state and counters go) are all of them.
+	s.storeCounters()
 	a := ack{sub: s.index, id: m.id, nAlerts: s.host.alerts, nLate: s.host.late}
 	began := time.Now()
 	fail := func(err error) {

@@ -45,6 +45,15 @@ type Policy struct {
 	Retries int // extra attempts after the first; >= 0
 }
 
+// String returns the policy as a ruleset writes it after "on failure":
+// "open", "closed", "retry 2 then open".
+func (p Policy) String() string {
+	if p.Retries > 0 {
+		return fmt.Sprintf("retry %d then %s", p.Retries, p.Mode)
+	}
+	return p.Mode.String()
+}
+
 // The defaults of [LookupConfig].
 const (
 	DefaultTimeout   = 250 * time.Millisecond
@@ -121,8 +130,20 @@ type Lookup struct {
 	results  []result         // per miss key
 	outs     []requestOut     // per request
 	batchNo  uint64           // the Enrich call, for counting hits once per key
+	last     Outcome          // of the latest Enrich call
 
 	st stats
+}
+
+// Outcome is what the requests of one Enrich call did: how many the
+// source answered, how many failed for good (after their retries), the
+// events of those (given the defaults under [FailOpen], rejected under
+// [FailClosed]) and the error of the last of them. A call whose keys the
+// cache served all sent no request: its Outcome is zero.
+type Outcome struct {
+	Answered, Failed int
+	Events           int
+	Err              error
 }
 
 // waiter is an event of a batch that waits for the fetch of a key.
@@ -248,6 +269,13 @@ func (l *Lookup) Name() string { return l.spec.Name }
 // every event the defaults.
 func (l *Lookup) Bound() bool { return l.src != nil }
 
+// Policy returns the lookup's failure policy.
+func (l *Lookup) Policy() Policy { return l.policy }
+
+// LastOutcome returns what the requests of the latest Enrich call did.
+// It is called by the goroutine that calls Enrich, after it.
+func (l *Lookup) LastOutcome() Outcome { return l.last }
+
 // Close closes the lookup's source, if any. Enrich must not be called
 // after it.
 func (l *Lookup) Close() error {
@@ -290,6 +318,7 @@ func (l *Lookup) Enrich(ctx context.Context, evs []*event.Event, reasons []strin
 		}
 		return nil
 	}
+	l.last = Outcome{}
 	began, n := time.Now(), 0
 	for _, r := range reasons {
 		if r == "" {
@@ -358,6 +387,7 @@ func (l *Lookup) Enrich(ctx context.Context, evs []*event.Event, reasons []strin
 	}
 	l.st.defaulted.Add(defaulted)
 	l.st.rejected.Add(rejected)
+	l.last.Events = int(defaulted + rejected)
 	return nil
 }
 
@@ -406,12 +436,15 @@ func (l *Lookup) fetchMisses(ctx context.Context, now int64) error {
 	for r := range nreq {
 		lo, keys, out := r*l.batch, keysOf(r), l.outs[r]
 		if out.err != nil {
+			l.last.Failed++
+			l.last.Err = out.err
 			reason := l.reason(out.err)
 			for j := range keys {
 				l.results[lo+j] = result{reason: reason}
 			}
 			continue
 		}
+		l.last.Answered++
 		for j, key := range keys {
 			vals, found := l.resolve(out.recs[j])
 			if !found {

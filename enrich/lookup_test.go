@@ -314,6 +314,12 @@ func TestEnrichRetriesThenOpen(t *testing.T) {
 		if n := src.Fetches(); n != 3 {
 			t.Errorf("%d fetches, want 3", n)
 		}
+		if o := l.LastOutcome(); o.Answered != 0 || o.Failed != 1 || o.Events != 3 || o.Err == nil || o.Err.Error() != "connection refused (3 attempts)" {
+			t.Errorf("the outcome of the failed call: %+v, want 1 request failed for 3 events, with its error", o)
+		}
+		if p := l.Policy().String(); p != "retry 2 then open" {
+			t.Errorf("policy %q", p)
+		}
 
 		// Nothing was cached: once the source works, the keys are fetched.
 		src.SetFail(nil)
@@ -321,6 +327,14 @@ func TestEnrichRetriesThenOpen(t *testing.T) {
 		enrich(t, l, evs)
 		checkFields(t, evs, c1Want, c3Want)
 		checkStats(t, l.Stats(), Stats{Misses: 4, Requests: 4, Failures: 3, Defaulted: 3})
+		if o := l.LastOutcome(); o != (Outcome{Answered: 1}) {
+			t.Errorf("the outcome of the answered call: %+v, want 1 request answered", o)
+		}
+		// A call the cache serves sends no request.
+		enrich(t, l, events("C1"))
+		if o := l.LastOutcome(); o != (Outcome{}) {
+			t.Errorf("the outcome of a call the cache served: %+v, want none", o)
+		}
 	})
 }
 

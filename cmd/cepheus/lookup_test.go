@@ -246,6 +246,14 @@ func TestLookupRedisDown(t *testing.T) {
 			if failed == 0 {
 				t.Errorf("no request failed after Redis stopped:\n%s", out)
 			}
+			// The log says once that the lookup fails, and what its events
+			// get (a reminder would come only a minute on).
+			if n := len(regexp.MustCompile(`run: warning: lookup customer: its source redis://`+regexp.QuoteMeta(addr)+`\S* fails: .*; on failure `+policy).FindAllString(out, -1)); n != 1 {
+				t.Errorf("%d warnings that the lookup fails, want 1:\n%s", n, out)
+			}
+			if n := strings.Count(out, "lookup customer: its source"); n != 1 {
+				t.Errorf("%d lines of the lookup's source, want the warning alone:\n%s", n, out)
+			}
 			got, others := d.committed(t, []string{"stdin"})
 			if len(others) > 0 {
 				t.Errorf("uncommitted files left: %v", others)

@@ -63,7 +63,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_dead_letters_total", "Input records sent to the dead letters (malformed, or too far ahead).")
 	d("cepheus_late_events_total", "Events behind the watermark, sent to the late output.")
 	d("cepheus_alerts_total", "Alerts raised, all rules.")
-	d("cepheus_rule_alerts_total", "Alerts raised by one rule.", "rule", "severity")
+	d("cepheus_rule_alerts_total", "Alerts raised by one rule in this process (from the checkpoint it restored), over its versions; a rule no longer active keeps its last value.", "rule", "severity")
 	d("cepheus_keys", "Keys holding state at the latest checkpoint.")
 	d("cepheus_buffered_events", "Events the keys buffer at the latest checkpoint.")
 	d("cepheus_queued_events", "Events routed to the subtasks and not yet processed (backpressure).")
@@ -86,9 +86,9 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_checkpoint_bytes", "Bytes of state records the latest checkpoint wrote (the keys changed since the one before).")
 	d("cepheus_ruleset_switches_total", "Switches of the running job's ruleset version (deploys, rollbacks, promotes) in this process.")
 	d("cepheus_shadow_ruleset_info", "The shadow ruleset version running beside the active one (always 1; absent without one).", "version")
-	d("cepheus_shadow_rule_alerts_total", "Alerts of a rule of the shadow version (to the shadow output), since it was deployed.", "rule")
-	d("cepheus_shadow_rule_active_alerts_total", "Alerts of the active rule of a shadow rule's name, since the shadow was deployed.", "rule")
-	d("cepheus_shadow_rule_overlap_total", "Matches both the shadow rule and the active rule of its name raised (the same events at the same key).", "rule")
+	d("cepheus_shadow_rule_alerts_total", "Alerts of the shadow rules of one name (to the shadow output), over the shadow versions of this process.", "rule")
+	d("cepheus_shadow_rule_active_alerts_total", "Alerts of the active rule of a shadow rule's name while a shadow rule of that name ran, in this process.", "rule")
+	d("cepheus_shadow_rule_overlap_total", "Matches both the shadow rule and the active rule of its name raised (the same events at the same key), in this process.", "rule")
 	d("cepheus_lookup_keys_total", "Keys a lookup looked up (distinct keys of a batch), by where they came from: the cache (hit) or the source (miss).", "lookup", "result")
 	d("cepheus_lookup_not_found_total", "Keys a lookup's source had no record for (their events get the defaults).", "lookup")
 	d("cepheus_lookup_requests_total", "Requests a lookup sent to its source, retries included.", "lookup")
@@ -124,10 +124,27 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("cepheus_dead_letters_total", float64(p.Dead))
 	counter("cepheus_late_events_total", float64(p.Late))
 	counter("cepheus_alerts_total", float64(p.Alerts))
-	for _, r := range s.Rules {
-		counter("cepheus_rule_alerts_total", float64(r.Alerts), r.Rule, r.Severity)
-		counter("cepheus_rule_condition_errors_total", float64(r.ConditionErrors), r.Rule)
-		counter("cepheus_rule_dropped_total", float64(r.Dropped), r.Rule)
+	// The active version's rules, then the others counted in this process
+	// (a removed rule, a former severity), which keep their last values:
+	// a rule's counters never go down while the process runs. Condition
+	// errors and drops are by rule name alone, over its severities.
+	var names []string
+	byName := map[string]cep.RuleCount{}
+	for _, rs := range [][]cep.RuleCount{s.Rules, s.Former} {
+		for _, r := range rs {
+			counter("cepheus_rule_alerts_total", float64(r.Alerts), r.Rule, r.Severity)
+			n, ok := byName[r.Rule]
+			if !ok {
+				names = append(names, r.Rule)
+			}
+			n.ConditionErrors += r.ConditionErrors
+			n.Dropped += r.Dropped
+			byName[r.Rule] = n
+		}
+	}
+	for _, name := range names {
+		counter("cepheus_rule_condition_errors_total", float64(byName[name].ConditionErrors), name)
+		counter("cepheus_rule_dropped_total", float64(byName[name].Dropped), name)
 	}
 	for name, wm := range s.PartitionWatermarks {
 		gauge("cepheus_partition_watermark_seconds", watermarkSeconds(event.Watermark(wm)), name)
@@ -145,7 +162,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if s.ShadowVersion != "" {
 		gauge("cepheus_shadow_ruleset_info", 1, s.ShadowVersion)
 	}
-	for _, r := range s.Shadow {
+	for _, r := range s.ShadowTotals {
 		counter("cepheus_shadow_rule_alerts_total", float64(r.Shadow), r.Rule)
 		counter("cepheus_shadow_rule_active_alerts_total", float64(r.Active), r.Rule)
 		counter("cepheus_shadow_rule_overlap_total", float64(r.Overlap), r.Rule)

@@ -197,6 +197,33 @@ func TestMetricsOfALiveJob(t *testing.T) {
 	if a, o := s[`cepheus_shadow_rule_active_alerts_total{rule="big_then_foreign"}`], s[`cepheus_shadow_rule_overlap_total{rule="big_then_foreign"}`]; a == 0 || o == 0 || o > a || o > s[shadowAlerts] {
 		t.Errorf("shadow comparison: %v shadow, %v active, %v both", s[shadowAlerts], a, o)
 	}
+	// A deploy that changes the rule's severity (its old version dropped
+	// at once): the series of the old severity keeps its value, the new
+	// one's counts on, and the rule's other counters stay one series.
+	high := s[alerts]
+	critical := strings.Replace(testRules, "severity high", "severity critical", 1)
+	if _, err := m.Deploy(ctx, cep.Deploy{Source: []byte(critical), DropChanged: true}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = os.OpenFile(input, os.O_APPEND|os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(events(70, 30)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s = waitFor("the new severity's alerts", func(s map[string]float64) bool {
+		return s[`cepheus_rule_alerts_total{rule="big_then_foreign",severity="critical"}`] >= 10 && s["cepheus_records_total"] == 100
+	})
+	if s[alerts] < high {
+		t.Errorf("the old severity's alerts went down: %v -> %v", high, s[alerts])
+	}
+	if got := s[`cepheus_rule_alerts_total{rule="big_then_foreign",severity="critical"}`] + s[alerts]; got != s["cepheus_alerts_total"] {
+		t.Errorf("the rule's alerts by severity sum to %v, alerts_total %v", got, s["cepheus_alerts_total"])
+	}
+	if _, ok := s[`cepheus_rule_dropped_total{rule="big_then_foreign"}`]; !ok {
+		t.Errorf("no dropped_total of the rule: %v", s)
+	}
 	for name := range s {
 		if strings.Contains(name, `card=`) || strings.Contains(name, `"c1"`) {
 			t.Errorf("a sample names an event value: %s", name)
