@@ -18,6 +18,7 @@ type StreamMonitor struct {
 	s       MonitorSnapshot
 	plan    *plan // the running engine's (immutable)
 	totals  ruleTotals
+	commits func() int64 // the running job's outputsCommitted
 	recent  []switchDone
 	ckReq   chan struct{}
 	deploys chan *deployReq
@@ -212,6 +213,28 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 	m.s.Lookups = lookups
 	m.s.Aggregates, m.s.AggregateHeld = aggs, held
+}
+
+// watchCommits makes f, a job's, tell [StreamMonitor.Committed].
+func (m *StreamMonitor) watchCommits(f func() int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.commits = f
+}
+
+// Committed is the newest checkpoint whose outputs (alerts, late events,
+// shadow alerts) every subtask of the job has committed: in the files of
+// an alerts directory, renamed into place. It follows
+// MonitorSnapshot.Progress.LastCheckpoint, which a checkpoint reaches
+// once it is durable, a moment before (0 before any job).
+func (m *StreamMonitor) Committed() int64 {
+	m.mu.Lock()
+	f := m.commits
+	m.mu.Unlock()
+	if f == nil {
+		return 0
+	}
+	return f()
 }
 
 // freshState tells the monitor that a job starts without a checkpoint:

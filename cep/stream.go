@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -136,6 +137,9 @@ type streamHooks struct {
 	// stopAtSwitch ends the run once a switch's checkpoint is complete,
 	// before the job of the new version starts (as a crash there would).
 	stopAtSwitch bool
+	// beforeSinkCommit is called on subtask sub before it commits the
+	// outputs of checkpoint id.
+	beforeSinkCommit func(sub int, id int64)
 }
 
 // live reports whether the input is read as it grows: followed files, or
@@ -412,6 +416,19 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 	}
 }
 
+// outputsCommitted is the newest checkpoint whose outputs every subtask
+// has committed.
+func (j *job) outputsCommitted() int64 {
+	var n int64 = math.MaxInt64
+	for _, s := range j.subs {
+		n = min(n, s.committed.Load())
+	}
+	if n == math.MaxInt64 {
+		return 0
+	}
+	return n
+}
+
 // runCarry is what a job hands the next job of the same run (after a
 // switch, which ends a job at a checkpoint and restores it into another):
 // the counters of the run (of the Stream call), which go on.
@@ -631,6 +648,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 		if j.meta == nil {
 			c.Monitor.freshState()
 		}
+		c.Monitor.watchCommits(j.outputsCommitted)
 		j.publish(true)
 	}
 	if sw := j.switched; sw != nil && sw.req == nil {

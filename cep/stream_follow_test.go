@@ -348,3 +348,73 @@ func TestStreamEventsChecked(t *testing.T) {
 		t.Errorf("followed empty directory: Stream = %v, want it to wait until the context ends", err)
 	}
 }
+
+// TestMonitorCommitted: StreamMonitor.Committed follows a checkpoint once
+// every subtask has committed its outputs, not once the checkpoint is
+// durable (MonitorSnapshot LastCheckpoint), a moment before; a job
+// restored from a checkpoint starts with that one's outputs committed.
+func TestMonitorCommitted(t *testing.T) {
+	input := deployInput(60)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	var hold atomic.Bool
+	run := func(steps func(m *StreamMonitor)) {
+		t.Helper()
+		m := NewStreamMonitor()
+		cfg := d.config(events)
+		cfg.Follow, cfg.PollInterval, cfg.Monitor, cfg.CheckpointInterval = true, 2*time.Millisecond, m, time.Hour
+		cfg.hooks.beforeSinkCommit = func(int, int64) {
+			for hold.Load() {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+			done <- err
+		}()
+		waitMonitor(t, m, int64(strings.Count(input, "\n")))
+		steps(m)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 20 s: %s", what)
+			}
+		}
+	}
+	var last int64
+	run(func(m *StreamMonitor) {
+		before := m.Snapshot().Progress.LastCheckpoint
+		hold.Store(true)
+		m.RequestCheckpoint()
+		waitUntil("no checkpoint", func() bool { return m.Snapshot().Progress.LastCheckpoint > before })
+		id := m.Snapshot().Progress.LastCheckpoint
+		time.Sleep(20 * time.Millisecond)
+		if c := m.Committed(); c >= id {
+			t.Errorf("Committed is %d while the subtasks have not committed checkpoint %d's outputs", c, id)
+		}
+		hold.Store(false)
+		waitUntil(fmt.Sprintf("checkpoint %d's outputs not committed", id), func() bool { return m.Committed() >= id })
+		last = id
+	})
+	run(func(m *StreamMonitor) {
+		restored := m.Snapshot().Progress.LastCheckpoint
+		if restored <= last {
+			t.Fatalf("restored checkpoint %d, want one after %d (the stop's)", restored, last)
+		}
+		if c := m.Committed(); c != restored {
+			t.Errorf("Committed of a restored job before its first checkpoint: %d, want the restored %d", c, restored)
+		}
+	})
+}

@@ -113,6 +113,10 @@ type streamSubtask struct {
 	ruleCompared, ruleOverlap []atomic.Int64 // of a shadow comparison, by rule
 	stored                    uint64         // host.changes when the counters were last stored
 	processed                 atomic.Int64   // elements processed
+	// committed is the newest checkpoint whose outputs the subtask has
+	// committed (the restored one's at the start: its recovery commits
+	// them).
+	committed atomic.Int64
 	// snap is the subtask's part of the checkpoint in progress, if any;
 	// changes its changelog writer (a transactional Kafka job).
 	snap      *subtaskSnapshot
@@ -130,6 +134,7 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 	host.needAlerts = true
 	host.events = nil // observers are the backtest's
 	s := &streamSubtask{j: j, index: i, host: host, in: make(chan msg, subtaskBuffer), free: make(chan []elem, subtaskBuffer+2)}
+	s.committed.Store(j.restored)
 	if j.cfg.Monitor != nil {
 		s.ruleAlerts = make([]atomic.Int64, len(j.e.rules))
 		s.ruleDrops = make([]atomic.Int64, len(j.e.rules))
@@ -455,12 +460,18 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 		case msgBarrier:
 			s.barrier(m, acks)
 		case msgCommit:
+			if h := s.j.cfg.hooks.beforeSinkCommit; h != nil {
+				h(s.index, m.id)
+			}
 			err = s.alerts.Commit(m.id)
 			if err == nil && s.late != nil {
 				err = s.late.Commit(m.id)
 			}
 			if err == nil && s.shadow != nil {
 				err = s.shadow.Commit(m.id)
+			}
+			if err == nil {
+				s.committed.Store(m.id)
 			}
 		case msgEnd:
 			return nil

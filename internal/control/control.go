@@ -172,7 +172,8 @@ func (s *service) TriggerCheckpoint(ctx context.Context, _ *cepheusv1.TriggerChe
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if id := s.m.Snapshot().Progress.LastCheckpoint; id > before {
+		// Complete, and its alerts in their files.
+		if id := s.m.Snapshot().Progress.LastCheckpoint; id > before && s.m.Committed() >= id {
 			return &cepheusv1.TriggerCheckpointResponse{Checkpoint: id}, nil
 		}
 		select {
