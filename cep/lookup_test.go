@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -179,6 +178,24 @@ func TestLookupPolicies(t *testing.T) {
 	}
 }
 
+// healthEngine is an engine of lookupRules with its two lookups (holder,
+// strict) from memory sources, which the tests make fail.
+func healthEngine(t *testing.T, o LookupOptions) (e *Engine, holder, strict *enrich.MemSource) {
+	t.Helper()
+	rs, err := CompileRuleset("lk.cep", []byte(lookupRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderSpec, _ := lookupSpec(rs, "holder")
+	strictSpec, _ := lookupSpec(rs, "strict")
+	holder = enrich.NewMemSource(holderSpec, map[string][]event.Value{"k1": {event.String("FR"), event.Int(500)}})
+	strict = enrich.NewMemSource(strictSpec, map[string][]event.Value{"k1": {event.Bool(true)}})
+	if e, err = New(WithRuleset(rs), WithLookups(map[string]LookupSource{"holder": holder, "strict": strict}, o)); err != nil {
+		t.Fatal(err)
+	}
+	return e, holder, strict
+}
+
 // TestLookupHealthLog: a live job's log says when a lookup's source
 // starts failing (a warning naming the lookup, the source, the error, the
 // policy and what happens to the events), reminds of it at most once a
@@ -187,18 +204,7 @@ func TestLookupPolicies(t *testing.T) {
 // begins within a minute of the last warning is counted in the next one,
 // not warned of apart. No other line: at most one a state change.
 func TestLookupHealthLog(t *testing.T) {
-	rs, err := CompileRuleset("lk.cep", []byte(lookupRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	holderSpec, _ := lookupSpec(rs, "holder")
-	strictSpec, _ := lookupSpec(rs, "strict")
-	holder := enrich.NewMemSource(holderSpec, map[string][]event.Value{"k1": {event.String("FR"), event.Int(500)}})
-	strict := enrich.NewMemSource(strictSpec, map[string][]event.Value{"k1": {event.Bool(true)}})
-	e, err := New(WithRuleset(rs), WithLookups(map[string]LookupSource{"holder": holder, "strict": strict}, LookupOptions{CacheSize: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, holder, strict := healthEngine(t, LookupOptions{CacheSize: -1})
 	var lines []string
 	st, err := e.newEnrichStage(func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) })
 	if err != nil {
@@ -272,18 +278,7 @@ func TestLookupHealthLog(t *testing.T) {
 // a while, then answers, logs one warning and one line when it answers
 // again, whatever the number of batches in between.
 func TestStreamLookupHealthLog(t *testing.T) {
-	rs, err := CompileRuleset("lk.cep", []byte(lookupRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	holderSpec, _ := lookupSpec(rs, "holder")
-	strictSpec, _ := lookupSpec(rs, "strict")
-	holder := enrich.NewMemSource(holderSpec, map[string][]event.Value{"k1": {event.String("FR"), event.Int(500)}})
-	strict := enrich.NewMemSource(strictSpec, map[string][]event.Value{"k1": {event.Bool(true)}})
-	e, err := New(WithRuleset(rs), WithLookups(map[string]LookupSource{"holder": holder, "strict": strict}, LookupOptions{Batch: 4}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, holder, _ := healthEngine(t, LookupOptions{Batch: 4})
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	write := func(from, n int) int64 {
 		t.Helper()
@@ -299,24 +294,8 @@ func TestStreamLookupHealthLog(t *testing.T) {
 	}
 	holder.SetFail(errors.New("connection refused"))
 	read := write(0, 40)
-	d := newStreamDirs(t)
-	m := NewStreamMonitor()
-	cfg := d.config(events)
-	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
-	var mu sync.Mutex
-	var lines []string
-	cfg.Logf = func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, fmt.Sprintf(format, args...))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.Stream(ctx, cfg)
-		done <- err
-	}()
+	f := follow(t, e, newStreamDirs(t).config(events))
+	m := f.m
 	waitMonitor(t, m, read)
 	for i := 0; i < 5; i++ { // more batches failing
 		read = write(int(read), 8)
@@ -325,14 +304,9 @@ func TestStreamLookupHealthLog(t *testing.T) {
 	holder.SetFail(nil)
 	read = write(int(read), 40)
 	waitMonitor(t, m, read)
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Stream after cancel: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	f.stop()
 	var got []string
-	for _, l := range lines {
+	for _, l := range f.lines() {
 		if strings.Contains(l, "lookup ") {
 			got = append(got, l)
 		}

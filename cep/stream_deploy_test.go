@@ -315,33 +315,13 @@ lookup other {
 	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := NewStreamMonitor()
-	cfg := newStreamDirs(t).config(events)
-	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
-	var mu sync.Mutex
-	var logs []string
-	cfg.Logf = func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		logs = append(logs, fmt.Sprintf(format, args...))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.Stream(ctx, cfg)
-		done <- err
-	}()
-	waitMonitor(t, m, int64(strings.Count(input, "\n")))
-	if _, err := m.Deploy(ctx, Deploy{Source: []byte(v2src)}); err != nil {
+	f := follow(t, e, newStreamDirs(t).config(events))
+	waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+	if _, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(v2src)}); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	f.stop()
+	logs := f.lines()
 	want := fmt.Sprintf("warning: lookup other of version %.12s is not bound (the process was started without -lookup other=...): every event gets its defaults", v2.Hash)
 	if !slices.Contains(logs, want) {
 		t.Errorf("the log has no line %q:\n%s", want, strings.Join(logs, "\n"))
@@ -364,15 +344,8 @@ func TestStreamDeployAtStop(t *testing.T) {
 		if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m := NewStreamMonitor()
-		cfg := newStreamDirs(t).config(events)
-		cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
-			done <- err
-		}()
+		f := follow(t, streamEngine(t, deployV1), newStreamDirs(t).config(events))
+		m := f.m
 		waitMonitor(t, m, int64(strings.Count(input, "\n")))
 		type answer struct {
 			res *DeployResult
@@ -386,8 +359,7 @@ func TestStreamDeployAtStop(t *testing.T) {
 			answered <- answer{res, err}
 		}()
 		time.Sleep(delay)
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		if _, err := f.end(); err != nil && !errors.Is(err, context.Canceled) {
 			t.Fatal(err)
 		}
 		select {
@@ -412,17 +384,7 @@ func TestStreamSwitchKeepsRunCounters(t *testing.T) {
 	q := len(lines) / 4
 	chunks := [][]string{lines[:q], lines[q : 2*q], lines[2*q : 3*q], lines[3*q:]}
 	events := filepath.Join(t.TempDir(), "events.jsonl")
-	appendLines := func(ls []string) {
-		t.Helper()
-		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(strings.Join(ls, "")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendLines := func(ls []string) { t.Helper(); appendFile(t, events, ls) }
 	fileRecords := func() int64 {
 		t.Helper()
 		b, err := os.ReadFile(events)
@@ -437,41 +399,14 @@ func TestStreamSwitchKeepsRunCounters(t *testing.T) {
 	run := func(before []string, src string, after []string) (*StreamResult, []string) {
 		t.Helper()
 		appendLines(before)
-		m := NewStreamMonitor()
-		cfg := d.config(events)
-		cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
-		var mu sync.Mutex
-		var logs []string
-		cfg.Logf = func(format string, args ...any) {
-			mu.Lock()
-			defer mu.Unlock()
-			logs = append(logs, fmt.Sprintf(format, args...))
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		type outcome struct {
-			res *StreamResult
-			err error
-		}
-		done := make(chan outcome, 1)
-		go func() {
-			res, err := streamEngine(t, deployV1).Stream(ctx, cfg)
-			done <- outcome{res, err}
-		}()
-		waitMonitor(t, m, fileRecords())
-		if _, err := m.Deploy(ctx, Deploy{Source: []byte(src)}); err != nil {
+		f := follow(t, streamEngine(t, deployV1), d.config(events))
+		waitMonitor(t, f.m, fileRecords())
+		if _, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(src)}); err != nil {
 			t.Fatal(err)
 		}
 		appendLines(after)
-		waitMonitor(t, m, fileRecords())
-		cancel()
-		o := <-done
-		if !errors.Is(o.err, context.Canceled) {
-			t.Fatalf("Stream after cancel: %v", o.err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return o.res, logs
+		waitMonitor(t, f.m, fileRecords())
+		return f.stop(), f.lines()
 	}
 	firstEvents := func(logs []string) int {
 		n := 0
@@ -545,17 +480,7 @@ rule errs {
 	}
 	chunks = append(chunks, lines[5*q:])
 	events := filepath.Join(t.TempDir(), "events.jsonl")
-	appendLines := func(ls []string) {
-		t.Helper()
-		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(strings.Join(ls, "")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendLines := func(ls []string) { t.Helper(); appendFile(t, events, ls) }
 	read := int64(0)
 	d := newStreamDirs(t)
 	m := NewStreamMonitor()
@@ -1613,24 +1538,12 @@ func TestStreamRulesSourceKept(t *testing.T) {
 	// returns the active version at the start and at the end.
 	run := func(d streamDirs, src string, steps func(ctx context.Context, m *StreamMonitor)) (first, last string) {
 		t.Helper()
-		m := NewStreamMonitor()
-		cfg := d.config(events)
-		cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			_, err := streamEngine(t, src).Stream(ctx, cfg)
-			done <- err
-		}()
-		waitMonitor(t, m, int64(strings.Count(input, "\n")))
-		first = m.Snapshot().RulesetVersion
-		steps(ctx, m)
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("Stream: %v", err)
-		}
-		return first, m.Snapshot().RulesetVersion
+		f := follow(t, streamEngine(t, src), d.config(events))
+		waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+		first = f.m.Snapshot().RulesetVersion
+		steps(context.Background(), f.m)
+		f.stop()
+		return first, f.m.Snapshot().RulesetVersion
 	}
 	deploy := func(ctx context.Context, m *StreamMonitor, src, origin string) {
 		t.Helper()
@@ -1694,30 +1607,19 @@ func TestStreamDeployEventTime(t *testing.T) {
 	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := NewStreamMonitor()
 	d := newStreamDirs(t)
-	cfg := d.config(events)
-	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
-		done <- err
-	}()
+	f := follow(t, streamEngine(t, deployV1), d.config(events))
+	m := f.m
 	waitMonitor(t, m, int64(strings.Count(input, "\n")))
 	before := m.Snapshot().RulesetVersion
-	_, err := m.Deploy(ctx, Deploy{Source: []byte(other)})
+	_, err := m.Deploy(context.Background(), Deploy{Source: []byte(other)})
 	if err == nil || !strings.Contains(err.Error(), "event time") || !strings.Contains(err.Error(), "ts") || !strings.Contains(err.Error(), " at") {
 		t.Errorf("a deploy changing the event time field from ts to at: %v; want it refused, naming both", err)
 	}
 	if now := m.Snapshot().RulesetVersion; now != before {
 		t.Errorf("the active version went from %.12s to %.12s", before, now)
 	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
+	f.stop()
 	// A restart given it is refused the same way.
 	_, err = streamEngine(t, other).Stream(context.Background(), d.config(events))
 	if !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "event time is field at, the job's is ts") {
@@ -1776,5 +1678,18 @@ func TestStreamKafkaRulesSourceKept(t *testing.T) {
 	}
 	if first, _ := run(deployV2Kafka, func(context.Context, *StreamMonitor) {}); first != v1.Hash {
 		t.Errorf("a restart given v2 (the source's) after a rollback to v1 runs %.12s, want v1 %.12s", first, v1.Hash)
+	}
+}
+
+// appendFile appends lines to the file at path, made if need be.
+func appendFile(t *testing.T, path string, lines []string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(strings.Join(lines, "")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -363,27 +364,17 @@ func TestMonitorCommitted(t *testing.T) {
 	var hold atomic.Bool
 	run := func(steps func(m *StreamMonitor)) {
 		t.Helper()
-		m := NewStreamMonitor()
 		cfg := d.config(events)
-		cfg.Follow, cfg.PollInterval, cfg.Monitor, cfg.CheckpointInterval = true, 2*time.Millisecond, m, time.Hour
+		cfg.CheckpointInterval = time.Hour
 		cfg.hooks.beforeSinkCommit = func(int, int64) {
 			for hold.Load() {
 				time.Sleep(time.Millisecond)
 			}
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
-			done <- err
-		}()
-		waitMonitor(t, m, int64(strings.Count(input, "\n")))
-		steps(m)
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatal(err)
-		}
+		f := follow(t, streamEngine(t, deployV1), cfg)
+		waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+		steps(f.m)
+		f.stop()
 	}
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
@@ -417,4 +408,65 @@ func TestMonitorCommitted(t *testing.T) {
 			t.Errorf("Committed of a restored job before its first checkpoint: %d, want the restored %d", c, restored)
 		}
 	})
+}
+
+// followed is a job of the tests that streams a followed input in the
+// background, with a monitor and a log of its own.
+type followed struct {
+	t      *testing.T
+	m      *StreamMonitor
+	cancel context.CancelFunc
+	done   chan followedEnd
+	mu     sync.Mutex
+	logs   []string
+}
+
+type followedEnd struct {
+	res *StreamResult
+	err error
+}
+
+// follow starts e streaming cfg's input, followed and polled every 2 ms,
+// into f.m and f.lines.
+func follow(t *testing.T, e *Engine, cfg StreamConfig) *followed {
+	f := &followed{t: t, m: NewStreamMonitor(), done: make(chan followedEnd, 1)}
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, f.m
+	cfg.Logf = func(format string, args ...any) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.logs = append(f.logs, fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	t.Cleanup(cancel)
+	go func() {
+		res, err := e.Stream(ctx, cfg)
+		f.done <- followedEnd{res, err}
+	}()
+	return f
+}
+
+// end cancels the job and returns what Stream returned.
+func (f *followed) end() (*StreamResult, error) {
+	f.cancel()
+	end := <-f.done
+	return end.res, end.err
+}
+
+// stop is end, failing the test unless the job ended by the
+// cancellation.
+func (f *followed) stop() *StreamResult {
+	f.t.Helper()
+	res, err := f.end()
+	if !errors.Is(err, context.Canceled) {
+		f.t.Fatalf("Stream, cancelled: %v", err)
+	}
+	return res
+}
+
+// lines returns the lines the job logged so far.
+func (f *followed) lines() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.logs)
 }
