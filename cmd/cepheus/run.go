@@ -202,7 +202,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.DurationVar(&f.maxAhead, "max-ahead", 24*time.Hour, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
 	fs.DurationVar(&f.progress, "progress", 10*time.Second, "time between two progress lines on stderr")
-	fs.BoolVar(&f.quiet, "q", false, "no progress lines and no summary")
+	fs.BoolVar(&f.quiet, "q", false, "no progress lines, no summary and no informational lines; warnings are still written")
 	f.memoryLimit = backtestMemoryLimit
 	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
@@ -450,20 +450,15 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	say := func(format string, args ...any) { fmt.Fprintf(stderr, "run: "+format+"\n", args...) }
 	if cmd == serveCommand {
 		say = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
+		cfg.Logf = engineLogf(f.quiet, func(l string) { log.Info(l) }, func(w string) { log.Warn(w) })
 		if !f.quiet {
-			cfg.Logf = func(format string, args ...any) {
-				// The engine's warnings are the log's.
-				if w, ok := strings.CutPrefix(fmt.Sprintf(format, args...), "warning: "); ok {
-					log.Warn(w)
-					return
-				}
-				say(format, args...)
-			}
 			cfg.Progress = func(p cep.StreamProgress) { logProgress(log, p) }
 		}
-	} else if !f.quiet {
-		cfg.Logf = say
-		cfg.Progress = func(p cep.StreamProgress) { fmt.Fprintln(stderr, "run: "+progressLine(p)) }
+	} else {
+		cfg.Logf = engineLogf(f.quiet, func(l string) { say("%s", l) }, func(w string) { say("warning: %s", w) })
+		if !f.quiet {
+			cfg.Progress = func(p cep.StreamProgress) { fmt.Fprintln(stderr, "run: "+progressLine(p)) }
+		}
 	}
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
@@ -584,6 +579,20 @@ func progressLine(p cep.StreamProgress) string {
 		}
 	}
 	return b.String()
+}
+
+// engineLogf is the engine's log of a run (StreamConfig.Logf): its
+// warnings (lines starting "warning: ") go to warn, without that prefix,
+// even when quiet; its other lines to info, unless quiet.
+func engineLogf(quiet bool, info, warn func(string)) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		if w, ok := strings.CutPrefix(line, "warning: "); ok {
+			warn(w)
+		} else if !quiet {
+			info(line)
+		}
+	}
 }
 
 func printRunSummary(w io.Writer, r *cep.StreamResult) {

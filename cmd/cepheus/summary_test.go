@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,23 @@ func TestSummaryAggregates(t *testing.T) {
 	}
 	if want := "  aggregate merchants_1h: 1 event dropped at the bound of a key's window (its values undercount)\n"; !strings.Contains(out, want) {
 		t.Errorf("backtest summary:\n%s\nwant the line\n%s", out, want)
+	}
+}
+
+// TestEngineLogfQuiet: -q silences a run's informational lines, never its
+// warnings.
+func TestEngineLogfQuiet(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		var info, warn []string
+		logf := engineLogf(quiet, func(l string) { info = append(info, l) }, func(w string) { warn = append(warn, w) })
+		logf("checkpoint %d took %s", 3, "5ms")
+		logf("warning: lookup %s: its source fails: %s", "customer", "100% down")
+		wantInfo := []string{"checkpoint 3 took 5ms"}
+		if quiet {
+			wantInfo = nil
+		}
+		if !slices.Equal(info, wantInfo) || !slices.Equal(warn, []string{"lookup customer: its source fails: 100% down"}) {
+			t.Errorf("quiet %v: info %q, warnings %q; want info %q and the warning", quiet, info, warn, wantInfo)
+		}
 	}
 }
