@@ -224,6 +224,22 @@ func (st *enrichStage) enrich(ctx context.Context, evs []*event.Event, reasons [
 	return nil
 }
 
+// carry adds the counters of the lookups of from, the stage st replaces,
+// to those of st's lookups of the same names: a lookup's counters go on
+// across the deploys that change the lookups.
+func (st *enrichStage) carry(from *enrichStage) {
+	if st == nil || from == nil {
+		return
+	}
+	for _, l := range st.lookups {
+		for _, o := range from.lookups {
+			if o.Name() == l.Name() {
+				l.AddStats(o.Stats())
+			}
+		}
+	}
+}
+
 // stats returns the counters of every lookup.
 func (st *enrichStage) stats() []LookupStats {
 	if st == nil {

@@ -280,7 +280,8 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 
 // TestStreamDeployUnboundLookup: a deploy whose version declares a
 // lookup the engine has no source for runs it with the defaults, and says
-// so in the log; a lookup that is bound is not named.
+// so in the log; a lookup that is bound is not named, and its counters go
+// on.
 func TestStreamDeployUnboundLookup(t *testing.T) {
 	const holder = `
 lookup holder {
@@ -311,14 +312,32 @@ lookup other {
 		t.Fatal(err)
 	}
 	events := filepath.Join(t.TempDir(), "events.jsonl")
-	input := deployInput(100)
-	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	lines := strings.SplitAfter(deployInput(200), "\n")
+	appendFile(t, events, lines[:len(lines)/2])
 	f := follow(t, e, newStreamDirs(t).config(events))
-	waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+	waitMonitor(t, f.m, int64(len(lines)/2))
+	// holder's keys looked up: its counters go on across the deploy,
+	// which serves the lookups anew (another set of lookups).
+	keys := func() uint64 {
+		for _, l := range f.m.Snapshot().Lookups {
+			if l.Name == "holder" {
+				return l.Hits + l.Misses
+			}
+		}
+		t.Fatal("no counters of lookup holder")
+		return 0
+	}
+	before := keys()
 	if _, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(v2src)}); err != nil {
 		t.Fatal(err)
+	}
+	if now := keys(); now < before {
+		t.Errorf("lookup holder's keys went from %d to %d at the deploy", before, now)
+	}
+	appendFile(t, events, lines[len(lines)/2:])
+	waitMonitor(t, f.m, int64(strings.Count(strings.Join(lines, ""), "\n")))
+	if now := keys(); now <= before {
+		t.Errorf("lookup holder's keys: %d after the deploy and more events, %d before", now, before)
 	}
 	f.stop()
 	logs := f.lines()

@@ -158,9 +158,11 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		return nil, fmt.Errorf("cep: %w", err)
 	}
 	if !j.enrich.serves(j.e) {
+		old := j.enrich
 		if j.enrich, err = j.e.newEnrichStage(j.cfg.Logf); err != nil { // (not j.logf: the stage may outlive the job)
 			return nil, err
 		}
+		j.enrich.carry(old)
 		if sw := j.switched; sw != nil && sw.req != nil {
 			// A deploy: the process warned at its start of the lookups
 			// of its rules file only.

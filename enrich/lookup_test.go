@@ -648,3 +648,30 @@ func TestStatsConcurrent(t *testing.T) {
 		t.Errorf("requests %d, latencies %d, want 200", s.Requests, s.Latency.Count)
 	}
 }
+
+// TestAddStats: a lookup's counters and histograms add those of an
+// earlier lookup it replaces, on top of its own.
+func TestAddStats(t *testing.T) {
+	src := NewMemSource(customerSpec(), customers())
+	cfg := customerConfig(src)
+	cfg.CacheSize = -1
+	earlier, later := newLookup(t, cfg), newLookup(t, cfg)
+	enrich(t, earlier, events("C1", "C2", "C9"))
+	enrich(t, later, events("C3"))
+	a, b := earlier.Stats(), later.Stats()
+	later.AddStats(a)
+	got := later.Stats()
+	if got.Misses != a.Misses+b.Misses || got.NotFound != a.NotFound+b.NotFound || got.Requests != a.Requests+b.Requests ||
+		got.Latency.Count != a.Latency.Count+b.Latency.Count || got.Delay.Count != a.Delay.Count+b.Delay.Count ||
+		got.Latency.Sum != a.Latency.Sum+b.Latency.Sum {
+		t.Errorf("after AddStats: %+v\nwant the sums of %+v\nand %+v", got, a, b)
+	}
+	for i := range got.Delay.Counts {
+		if got.Delay.Counts[i] != a.Delay.Counts[i]+b.Delay.Counts[i] {
+			t.Errorf("delay bucket %d: %d, want %d + %d", i, got.Delay.Counts[i], a.Delay.Counts[i], b.Delay.Counts[i])
+		}
+	}
+	if a.Misses == 0 || b.Misses == 0 || a.NotFound == 0 {
+		t.Errorf("the test's lookups counted nothing: %+v, %+v", a, b)
+	}
+}

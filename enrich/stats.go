@@ -102,6 +102,38 @@ func (s *stats) observe(d time.Duration) {
 	s.latency.Count++
 }
 
+// AddStats adds from, the counters of an earlier Lookup of the same
+// name (its rules' lookups changed: a new Lookup serves them), to the
+// lookup's: the counters of a process never go down. Histograms of other
+// bounds than the lookup's are left out.
+func (l *Lookup) AddStats(from Stats) {
+	s := &l.st
+	s.hits.Add(from.Hits)
+	s.misses.Add(from.Misses)
+	s.notFound.Add(from.NotFound)
+	s.requests.Add(from.Requests)
+	s.timeouts.Add(from.Timeouts)
+	s.failures.Add(from.Failures)
+	s.defaulted.Add(from.Defaulted)
+	s.rejected.Add(from.Rejected)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency.add(from.Latency)
+	s.delay.add(from.Delay)
+}
+
+// add adds the observations of o, of the same bounds, to h.
+func (h *Histogram) add(o Histogram) {
+	if !slices.Equal(h.Bounds, o.Bounds) || len(h.Counts) != len(o.Counts) {
+		return
+	}
+	for i, n := range o.Counts {
+		h.Counts[i] += n
+	}
+	h.Sum += o.Sum
+	h.Count += o.Count
+}
+
 // Stats returns the lookup's counters so far. It may be called concurrently
 // with Enrich; the counters are read one by one, not as one snapshot.
 func (l *Lookup) Stats() Stats {
