@@ -90,8 +90,9 @@ type VersionInfo struct {
 // return to).
 const keptVersions = 8
 
-// ErrNoJob is the error of a deploy while no job runs (restoring, between
-// two jobs of a rebalance, or after the end).
+// ErrNoJob is the error of a deploy while no run goes on: before an
+// Engine.Stream call has begun, or after it ended. (A deploy while the
+// run's job restores, or between two of its jobs, waits for the next.)
 var ErrNoJob = errors.New("cep: no job is running")
 
 // ErrNoPrevious is the error of a rollback without a previous version.
@@ -145,8 +146,9 @@ func (d *Deploy) validate() (*Ruleset, error) {
 // Deploy validates d and, when it compiles, switches the running job to
 // it at its next checkpoint barrier (asked for at once), and returns once
 // the job runs it. A ruleset that does not compile returns a
-// *ValidationError and changes nothing. Without a running job it returns
-// ErrNoJob.
+// *ValidationError and changes nothing. Without a run going on it returns
+// ErrNoJob; while the run restores or is between two jobs, it waits
+// (for ctx).
 func (m *StreamMonitor) Deploy(ctx context.Context, d Deploy) (*DeployResult, error) {
 	return m.deploy(ctx, d)
 }
@@ -236,14 +238,15 @@ func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, er
 	if d.Origin == "" {
 		d.Origin = "api"
 	}
-	if !m.Ready() {
+	if !m.runs() {
 		return nil, ErrNoJob
 	}
 	req := &deployReq{d: d, start: time.Now(), done: make(chan deployDone, 1), topic: -1}
-	// The job takes it at its next tick; a job that ends meanwhile (the
-	// process stopping, a switch) never will.
-	ready := time.NewTicker(50 * time.Millisecond)
-	defer ready.Stop()
+	// A job takes it at its next tick: the running one, or, between two
+	// jobs of the run (a switch, a rebalance, a restore), the next one. A
+	// run that ends meanwhile (the process stopping) never will.
+	alive := time.NewTicker(50 * time.Millisecond)
+	defer alive.Stop()
 send:
 	for {
 		select {
@@ -251,8 +254,8 @@ send:
 			break send
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-ready.C:
-			if !m.Ready() {
+		case <-alive.C:
+			if !m.runs() {
 				return nil, ErrNoJob
 			}
 		}

@@ -19,6 +19,9 @@ type StreamMonitor struct {
 	plan    *plan // the running engine's (immutable)
 	totals  ruleTotals
 	commits func() int64 // the running job's outputsCommitted
+	// running says that a run (an Engine.Stream call) goes on: a job
+	// runs, restores, or follows another (a switch, a rebalance).
+	running bool
 	recent  []switchDone
 	ckReq   chan struct{}
 	deploys chan *deployReq
@@ -213,6 +216,20 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 	m.s.Lookups = lookups
 	m.s.Aggregates, m.s.AggregateHeld = aggs, held
+}
+
+// setRunning notes that a run starts (true) or has ended.
+func (m *StreamMonitor) setRunning(r bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.running = r
+}
+
+// runs reports whether a run goes on.
+func (m *StreamMonitor) runs() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.running
 }
 
 // watchCommits makes f, a job's, tell [StreamMonitor.Committed].

@@ -140,6 +140,9 @@ type streamHooks struct {
 	// beforeSinkCommit is called on subtask sub before it commits the
 	// outputs of checkpoint id.
 	beforeSinkCommit func(sub int, id int64)
+	// betweenJobs is called after a switch's job ended, before the next
+	// one starts.
+	betweenJobs func()
 }
 
 // live reports whether the input is read as it grows: followed files, or
@@ -380,6 +383,10 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 	var switched *pendingSwitch
 	var lookups *enrichStage // kept across a switch that keeps the lookups (their caches and counters)
 	var carried *runCarry    // the run's counters, going on across the switches
+	if m := c.Monitor; m != nil {
+		m.setRunning(true)
+		defer m.setRunning(false)
+	}
 	for {
 		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried}
 		res, err := j.run(ctx)
@@ -398,6 +405,9 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 				next.reply(nil, fmt.Errorf("stopped at the switch's checkpoint %d (a test's hook)", next.id))
 			case err == nil && ctx.Err() == nil && next.id > 0:
 				switched = next
+				if h := c.hooks.betweenJobs; h != nil {
+					h()
+				}
 				continue
 			case next.id == 0:
 				next.reply(nil, errors.New("cep: the job stopped before the switch's checkpoint: deploy again"))

@@ -1712,3 +1712,59 @@ func appendFile(t *testing.T, path string, lines []string) {
 		t.Fatal(err)
 	}
 }
+
+// TestStreamDeployBetweenJobs: a deploy that comes while the run is
+// between two jobs (a switch's, here held there) waits for the next job
+// and is deployed by it, not refused as if no job ran.
+func TestStreamDeployBetweenJobs(t *testing.T) {
+	deployV3 := strings.Replace(deployV2, "amount > 450", "amount > 400", 1)
+	v2, v3 := loadRules(t, deployV2), loadRules(t, deployV3)
+	input := deployInput(60)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendFile(t, events, []string{input})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cfg := newStreamDirs(t).config(events)
+	cfg.hooks.betweenJobs = func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	f := follow(t, streamEngine(t, deployV1), cfg)
+	waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+	type answer struct {
+		res *DeployResult
+		err error
+	}
+	deploy := func(src string) chan answer {
+		a := make(chan answer, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := f.m.Deploy(ctx, Deploy{Source: []byte(src)})
+			a <- answer{res, err}
+		}()
+		return a
+	}
+	first := deploy(deployV2)
+	<-entered
+	if f.m.Ready() {
+		t.Fatal("the monitor is ready between two jobs")
+	}
+	second := deploy(deployV3)
+	time.Sleep(200 * time.Millisecond) // four looks at the run
+	close(release)
+	for _, c := range []struct {
+		a    chan answer
+		want *Ruleset
+	}{{first, v2}, {second, v3}} {
+		if a := <-c.a; a.err != nil || a.res.Version != c.want.Hash {
+			t.Errorf("deploy of %.12s: %+v, %v; want it deployed", c.want.Hash, a.res, a.err)
+		}
+	}
+	if v := f.m.Snapshot().RulesetVersion; v != v3.Hash {
+		t.Errorf("active version %.12s, want %.12s", v, v3.Hash)
+	}
+	f.stop()
+}
