@@ -427,3 +427,20 @@ func TestUnifiedDiff(t *testing.T) {
 		t.Errorf("unifiedDiff without final newline =\n%s", got)
 	}
 }
+
+// TestRunHelpKafka: the flags of run that apply to an unbounded
+// -input-topic as well as to -follow say so, and -alerts is not required
+// when the alerts go to -alerts-topic.
+func TestRunHelpKafka(t *testing.T) {
+	_, help, _ := cepheus(t, "help", "run")
+	for _, name := range []string{"idle-timeout", "wall-clock-advance"} {
+		m := regexp.MustCompile(`\n  -` + name + `[^\n]*\n\s+([^\n]*)`).FindStringSubmatch(help)
+		if m == nil || !strings.Contains(m[1], "-input-topic") {
+			t.Errorf("run -h: -%s does not say that it applies to an unbounded -input-topic: %q", name, m)
+		}
+	}
+	m := regexp.MustCompile(`\n  -alerts string\n\s+([^\n]*)`).FindStringSubmatch(help)
+	if m == nil || strings.HasSuffix(m[1], "(required)") {
+		t.Errorf("run -h: -alerts says it is required, which it is not with -alerts-topic: %q", m)
+	}
+}
