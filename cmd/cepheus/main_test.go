@@ -444,3 +444,20 @@ func TestRunHelpKafka(t *testing.T) {
 		t.Errorf("run -h: -alerts says it is required, which it is not with -alerts-topic: %q", m)
 	}
 }
+
+// TestRunWallClockNeeds: -wall-clock-advance without an unbounded input
+// names both inputs it works with.
+func TestRunWallClockNeeds(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "good.cep", goodSrc)
+	for _, args := range [][]string{
+		{"-events", filepath.Join(dir, "e.jsonl"), "-alerts", filepath.Join(dir, "a")},
+		{"-input-topic", "t", "-bounded", "-brokers", "127.0.0.1:1", "-alerts", filepath.Join(dir, "a")},
+	} {
+		args = append([]string{"run", "-rules", rules, "-state", filepath.Join(dir, "s"), "-wall-clock-advance"}, args...)
+		code, _, errOut := cepheus(t, args...)
+		if code != 2 || !strings.Contains(errOut, "-wall-clock-advance needs -follow or an unbounded -input-topic") {
+			t.Errorf("%s: exit %d, stderr %q; want 2 naming -follow and an unbounded -input-topic", strings.Join(args, " "), code, errOut)
+		}
+	}
+}

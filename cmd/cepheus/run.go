@@ -330,7 +330,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	negative("-transaction-timeout", f.txnTimeout < 0, formatDuration(f.txnTimeout))
 	negative("-local-checkpoint-interval", f.localInterval < 0, formatDuration(f.localInterval))
 	if f.wallClock && (!(f.follow || kafkaIn != nil && !f.bounded) || f.idle == 0) {
-		msgs = append(msgs, "-wall-clock-advance needs -follow and a positive -idle-timeout (it advances the watermark while every followed input is idle)")
+		msgs = append(msgs, "-wall-clock-advance needs -follow or an unbounded -input-topic, and a positive -idle-timeout (it advances the watermark while every input it follows is idle)")
 	}
 	if f.interval <= 0 {
 		msgs = append(msgs, fmt.Sprintf("-checkpoint-interval %s must be positive", formatDuration(f.interval)))
