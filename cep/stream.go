@@ -16,6 +16,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
 	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
@@ -363,6 +364,15 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(e.cfg.memoryLimit))
 	}
 	start := time.Now()
+	if c.Kafka.transactional() {
+		// A member of a group over a missing topic would wait for
+		// partitions for ever, and the end offsets of a bounded one are
+		// retried as if a broker were away: say it at once, as the source
+		// of a job with file outputs does.
+		if _, err := kafka.PartitionCount(ctx, c.Kafka.conn(), c.Kafka.Topic); errors.Is(err, kafka.ErrNoTopic) {
+			return nil, fmt.Errorf("cep: stream: input: %w", err)
+		}
+	}
 	if c.Kafka.transactional() && c.Kafka.RulesTopic != "" {
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()

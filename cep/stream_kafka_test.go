@@ -708,3 +708,27 @@ func TestStreamKafkaRecordKeys(t *testing.T) {
 		t.Fatalf("trusting the keys: %v, %+v", err, res)
 	}
 }
+
+// TestStreamKafkaGroupNoTopic runs a transactional job over a topic that
+// does not exist: bounded or not, it fails at once with ErrNoTopic, as a
+// job with file outputs does, instead of waiting (unbounded: for ever, as
+// a member of a group with nothing to read; bounded: 45 s of retries).
+func TestStreamKafkaGroupNoTopic(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	topic := fmt.Sprintf("stream-kafka-no-topic-%d", time.Now().UnixNano())
+	for _, bounded := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		begin := time.Now()
+		_, err := streamEngine(t, backtestRules).Stream(ctx, StreamConfig{
+			Kafka:    &KafkaInput{Brokers: brokers, Topic: topic, Bounded: bounded, AlertsTopic: topic + "-alerts", Group: topic + "-g"},
+			StateDir: filepath.Join(t.TempDir(), "state"),
+		})
+		cancel()
+		if !errors.Is(err, kafka.ErrNoTopic) || !strings.Contains(err.Error(), topic) {
+			t.Errorf("bounded %v: %v after %v, want ErrNoTopic naming %s", bounded, err, time.Since(begin).Round(time.Millisecond), topic)
+		}
+		if d := time.Since(begin); d > 5*time.Second {
+			t.Errorf("bounded %v: failed after %v, want at once", bounded, d.Round(time.Millisecond))
+		}
+	}
+}

@@ -427,3 +427,37 @@ func TestUnifiedDiff(t *testing.T) {
 		t.Errorf("unifiedDiff without final newline =\n%s", got)
 	}
 }
+
+// TestRunHelpKafka: the flags of run that apply to an unbounded
+// -input-topic as well as to -follow say so, and -alerts is not required
+// when the alerts go to -alerts-topic.
+func TestRunHelpKafka(t *testing.T) {
+	_, help, _ := cepheus(t, "help", "run")
+	for _, name := range []string{"idle-timeout", "wall-clock-advance"} {
+		m := regexp.MustCompile(`\n  -` + name + `[^\n]*\n\s+([^\n]*)`).FindStringSubmatch(help)
+		if m == nil || !strings.Contains(m[1], "-input-topic") {
+			t.Errorf("run -h: -%s does not say that it applies to an unbounded -input-topic: %q", name, m)
+		}
+	}
+	m := regexp.MustCompile(`\n  -alerts string\n\s+([^\n]*)`).FindStringSubmatch(help)
+	if m == nil || strings.HasSuffix(m[1], "(required)") {
+		t.Errorf("run -h: -alerts says it is required, which it is not with -alerts-topic: %q", m)
+	}
+}
+
+// TestRunWallClockNeeds: -wall-clock-advance without an unbounded input
+// names both inputs it works with.
+func TestRunWallClockNeeds(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "good.cep", goodSrc)
+	for _, args := range [][]string{
+		{"-events", filepath.Join(dir, "e.jsonl"), "-alerts", filepath.Join(dir, "a")},
+		{"-input-topic", "t", "-bounded", "-brokers", "127.0.0.1:1", "-alerts", filepath.Join(dir, "a")},
+	} {
+		args = append([]string{"run", "-rules", rules, "-state", filepath.Join(dir, "s"), "-wall-clock-advance"}, args...)
+		code, _, errOut := cepheus(t, args...)
+		if code != 2 || !strings.Contains(errOut, "-wall-clock-advance needs -follow or an unbounded -input-topic") {
+			t.Errorf("%s: exit %d, stderr %q; want 2 naming -follow and an unbounded -input-topic", strings.Join(args, " "), code, errOut)
+		}
+	}
+}

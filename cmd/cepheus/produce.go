@@ -18,7 +18,7 @@ const brokersEnv = "CEPHEUS_KAFKA_BROKERS"
 
 var produceCommand = &command{
 	name:  "produce",
-	usage: "cepheus produce -brokers B -topic T -events file.jsonl|file.jsonl.gz|- [-partitions N] [-key FIELD] [-time-field F]",
+	usage: "cepheus produce -brokers B -topic T -events file.jsonl|file.jsonl.gz|- [-partitions N] [-key FIELD] [-time-field F] [-compression C]",
 	help: `Produce writes a file of JSON lines (cepheus gen writes one) to a Kafka
 topic, one record per line, in order, and returns once the brokers have
 acknowledged every record (acks=all, idempotent). The record's value is the

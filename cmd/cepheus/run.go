@@ -178,7 +178,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.BoolVar(&f.trustRecordKeys, "trust-record-keys", false, "with -input-topic and -alerts-topic, do not check that each record's key is its -record-key field's value (as cepheus produce -key writes it); for a topic partitioned by that field but keyed by another encoding of it")
 	secFlags := addKafkaSecurityFlags(fs)
 	fs.StringVar(&f.state, "state", "", "state directory: checkpoints and working state; created when missing (required)")
-	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (required)")
+	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (this or -alerts-topic)")
 	fs.StringVar(&f.late, "late", "", "directory of committed late-event files (default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "directory of committed dead-letter files (default: only counted)")
 	fs.StringVar(&f.shadowDir, "shadow-alerts", "", "directory of the committed alert files shadow-S-N.jsonl of a shadow version (cepheus rules deploy -shadow), exactly once (default: no shadow deploys)")
@@ -194,8 +194,8 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.backend, "state-backend", "memory", "where the state lives between checkpoints: memory or pebble")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's; 0: the default, 256)")
-	fs.DurationVar(&f.idle, "idle-timeout", time.Minute, "with -follow, a file without new records for this long stops holding the watermark back until its next record (0: never)")
-	fs.BoolVar(&f.wallClock, "wall-clock-advance", false, "with -follow, advance the watermark by the wall time elapsed while every input is idle, so absence rules fire on a quiet stream")
+	fs.DurationVar(&f.idle, "idle-timeout", time.Minute, "with -follow or an unbounded -input-topic, a file or partition without new records for this long (a partition: caught up to its end) stops holding the watermark back until its next record (0: never)")
+	fs.BoolVar(&f.wallClock, "wall-clock-advance", false, "with -follow or an unbounded -input-topic, advance the watermark by the wall time elapsed while every input is idle, so absence rules fire on a quiet stream")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
 	fs.StringVar(&f.timeMode, "time", "event", "notion of time: event (the events' timestamps and watermarks) or processing (the wall clock when an event is processed)")
@@ -330,7 +330,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	negative("-transaction-timeout", f.txnTimeout < 0, formatDuration(f.txnTimeout))
 	negative("-local-checkpoint-interval", f.localInterval < 0, formatDuration(f.localInterval))
 	if f.wallClock && (!(f.follow || kafkaIn != nil && !f.bounded) || f.idle == 0) {
-		msgs = append(msgs, "-wall-clock-advance needs -follow and a positive -idle-timeout (it advances the watermark while every followed input is idle)")
+		msgs = append(msgs, "-wall-clock-advance needs -follow or an unbounded -input-topic, and a positive -idle-timeout (it advances the watermark while every input it follows is idle)")
 	}
 	if f.interval <= 0 {
 		msgs = append(msgs, fmt.Sprintf("-checkpoint-interval %s must be positive", formatDuration(f.interval)))
