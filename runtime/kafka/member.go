@@ -118,7 +118,19 @@ func NewMember(ctx context.Context, c MemberConfig) (*Member, error) {
 			}
 			send(Change{Assigned: got}, false)
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, ps map[string][]int32) {
+			if len(ps[c.Topic]) > 0 {
+				// A rebalance's revocation comes once the member has
+				// joined the next generation (the cooperative protocol's
+				// first join), which gives the revoked partitions to no
+				// one before the member gives them up: their final
+				// offsets are committed under it (the group refuses the
+				// old one's). Not so for a loss (OnPartitionsLost).
+				id, gen := cl.GroupMetadata()
+				m.mu.Lock()
+				m.memberID, m.generation = id, gen
+				m.mu.Unlock()
+			}
 			m.revoke(ps[c.Topic], false, send)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
@@ -157,10 +169,13 @@ func (m *Member) Owned() []int32 {
 }
 
 // Metadata returns the member id and the group generation of the latest
-// join that gave the member its partitions (its assignment): what a
-// transactional offset commit names, so that the group refuses the
-// commits of a member whose partitions moved on (a zombie's). It stays
-// that join's while a revocation or loss waits for Done, so that a member
+// join that confirmed the member's partitions (its assignment) or revoked
+// some of them: what a transactional offset commit names, so that the
+// group refuses the commits of a member whose partitions moved on (a
+// zombie's). A revocation's join (the cooperative protocol's first join
+// of a rebalance) hands the revoked partitions to no one until the
+// member gives them up, so their final checkpoint commits under it. A
+// loss keeps the join before it while it waits for Done, so that a member
 // kicked out of the group and joining again cannot commit, under its new
 // generation, what it did under the old one.
 func (m *Member) Metadata() (memberID string, generation int32) {
