@@ -223,6 +223,19 @@ var ErrRestore = errors.New("cep: cannot resume from the checkpoint")
 // streamFormat is the version of the job metadata of a checkpoint.
 const streamFormat = 1
 
+// inputOf names the kind of input c reads, for the checkpoints: "files"
+// (Events, a file or a directory: its files may come and go), "stdin" or
+// "topic T".
+func inputOf(c *StreamConfig) string {
+	switch {
+	case c.Kafka != nil:
+		return "topic " + c.Kafka.Topic
+	case c.Events == "-":
+		return "stdin"
+	}
+	return "files"
+}
+
 // checkEvents fails, before any state is made, when the events path does
 // not exist, or is a directory with no file to read while not followed:
 // the job would read it to its end at once and mark its state finished.
@@ -561,12 +574,15 @@ type jobMeta struct {
 	// Rules are the content hashes of the rules, in order: a restore
 	// needs the same (a file whose tests or comments changed still
 	// restores); Time the notion of time.
-	Rules        []string
-	Time         TimeMode
-	KeyGroups    int
-	Parallelism  int
-	Backend      Backend
-	Finished     bool
+	Rules       []string
+	Time        TimeMode
+	KeyGroups   int
+	Parallelism int
+	Backend     Backend
+	Finished    bool
+	// Input is the kind of input the run reads (inputOf): a restore
+	// reads the same kind ("" in the checkpoints of earlier builds).
+	Input        string `json:",omitempty"`
 	Source       sourceMeta
 	Dead         runtime.PendingState
 	Alerts, Late []runtime.PendingState // by subtask
@@ -618,6 +634,9 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			return nil, err
 		}
 		j.restored = int64(chk.ID)
+	}
+	if in := inputOf(c); j.meta != nil && j.meta.Input != "" && j.meta.Input != in {
+		return nil, fmt.Errorf("%w: %s holds the state of a run over %s, and this run reads %s: give it a state directory of its own", ErrRestore, c.StateDir, j.meta.Input, in)
 	}
 	if err := j.choosePlan(); err != nil {
 		return nil, err

@@ -422,7 +422,7 @@ func (j *job) barrier(final bool) error {
 	rs := j.e.cfg.ruleset
 	f.meta = jobMeta{
 		Format: streamFormat, Ruleset: rs.Name, RulesetVersion: rs.Hash, Rules: ruleHashes(rs), Time: j.cfg.Time,
-		KeyGroups: keyGroups, Parallelism: len(j.subs), Backend: j.cfg.Backend, Finished: final,
+		KeyGroups: keyGroups, Parallelism: len(j.subs), Backend: j.cfg.Backend, Finished: final, Input: inputOf(&j.cfg),
 		Alerts: make([]runtime.PendingState, len(j.subs)),
 		Late:   make([]runtime.PendingState, len(j.subs)),
 		Shadow: make([]runtime.PendingState, len(j.subs)),

@@ -212,8 +212,9 @@ func TestStreamStdin(t *testing.T) {
 }
 
 // TestStreamRefusedRestores: a corrupt checkpoint is refused with
-// ErrRestore and a message that says why; one of other rules is not (the
-// rules given are deployed at the restore; here the run had finished).
+// ErrRestore and a message that says why, and so is one of another kind
+// of input; one of other rules is not (the rules given are deployed at
+// the restore; here the run had finished).
 func TestStreamRefusedRestores(t *testing.T) {
 	input := engineInput(200)
 	events := filepath.Join(t.TempDir(), "events.jsonl")
@@ -227,6 +228,14 @@ func TestStreamRefusedRestores(t *testing.T) {
 	res, err := streamEngine(t, backtestRules).Stream(context.Background(), d.config(events))
 	if err != nil || !res.AlreadyFinished {
 		t.Errorf("other rules: %v, want the finished run's result", err)
+	}
+	// Another kind of input: standard input over a run of files (a state
+	// directory given to the wrong run), not "nothing to do".
+	stdin := d.config("-")
+	stdin.Stdin = strings.NewReader(input)
+	_, err = streamEngine(t, engineRules).Stream(context.Background(), stdin)
+	if want := "holds the state of a run over files, and this run reads stdin"; !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), want) {
+		t.Errorf("the state of a run over files given to one over stdin: %v; want ErrRestore saying %q", err, want)
 	}
 	metas, err := filepath.Glob(filepath.Join(d.state, "chk-*", "meta", "job"))
 	if err != nil || len(metas) == 0 {
