@@ -461,3 +461,18 @@ func TestRunWallClockNeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestRunBoundedNeedsTopic: -bounded without -input-topic is a usage
+// error, not a flag silently ignored.
+func TestRunBoundedNeedsTopic(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "good.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(4, 0, ""))
+	code, _, errOut := cepheus(t, "run", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "s"), "-alerts", filepath.Join(dir, "a"), "-bounded")
+	if code != 2 || !strings.Contains(errOut, "-bounded goes with -input-topic") {
+		t.Errorf("run -events -bounded: exit %d, stderr %q; want 2 naming -input-topic", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s")); !os.IsNotExist(err) {
+		t.Errorf("the state directory was made: %v", err)
+	}
+}

@@ -248,6 +248,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	negative("-watermark-every", f.watermarkEvery < 0, f.watermarkEvery)
 	negative("-max-partial-matches", f.maxPartial < 0, f.maxPartial)
 	negative("-max-buffered-events", f.maxBuffered < 0, f.maxBuffered)
+	if f.bounded && f.inputTopic == "" {
+		msgs = append(msgs, "-bounded goes with -input-topic (a run over files ends at their end, unless -follow)")
+	}
 	var kafkaIn *cep.KafkaInput
 	if f.inputTopic != "" {
 		kafkaIn = &cep.KafkaInput{Topic: f.inputTopic, Bounded: f.bounded,
