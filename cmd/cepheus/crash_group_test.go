@@ -300,6 +300,11 @@ func TestKafkaScaleOut(t *testing.T) {
 		if !said([]*instance{in}, "restoring partitions") && in.name != "a" {
 			t.Errorf("instance %s restored no partitions of another instance", in.name)
 		}
+		// No instance was paused: the group took every checkpoint's
+		// offsets, those committed amid the rebalances too.
+		if said([]*instance{in}, "refused the offsets") {
+			t.Errorf("the group refused the offsets of instance %s, which nothing paused", in.name)
+		}
 	}
 	checkAlerts(t, bin, brokers, group, job)
 	keepLogs(t, ins)

@@ -66,6 +66,9 @@ type Member struct {
 	// confirmed the member's partitions.
 	memberID   string
 	generation int32
+	// lostGen is the generation under which the member last lost its
+	// partitions (-1: never): what it did under it must not commit.
+	lostGen int32
 }
 
 // NewMember joins the group. The first Change (the first assignment)
@@ -78,7 +81,7 @@ func NewMember(ctx context.Context, c MemberConfig) (*Member, error) {
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
 	}
-	m := &Member{cfg: c, changes: make(chan Change, 16)}
+	m := &Member{cfg: c, changes: make(chan Change, 16), lostGen: -1}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	send := func(ch Change, wait bool) {
 		if wait {
@@ -134,6 +137,9 @@ func NewMember(ctx context.Context, c MemberConfig) (*Member, error) {
 			m.revoke(ps[c.Topic], false, send)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			m.mu.Lock()
+			m.lostGen = max(m.lostGen, m.generation)
+			m.mu.Unlock()
 			m.revoke(ps[c.Topic], true, send)
 		}),
 	)
@@ -182,6 +188,29 @@ func (m *Member) Metadata() (memberID string, generation int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.memberID, m.generation
+}
+
+// newerThan waits, for at most d, until the member learns of a join
+// newer than generation gen (a rebalance's revocation or assignment) and
+// returns its member id and generation; false when the member lost its
+// partitions under gen or later (it was cut off from the group), or when
+// d or ctx ends first.
+func (m *Member) newerThan(ctx context.Context, gen int32, d time.Duration) (string, int32, bool) {
+	deadline := time.Now().Add(d)
+	for {
+		m.mu.Lock()
+		id, g, lost := m.memberID, m.generation, m.lostGen >= gen
+		m.mu.Unlock()
+		switch {
+		case lost:
+			return "", 0, false
+		case g > gen:
+			return id, g, true
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			return "", 0, false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Leave leaves the group for good (a static member's Close does not: its

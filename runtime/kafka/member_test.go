@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -143,4 +144,35 @@ func TestMemberGroup(t *testing.T) {
 		t.Fatalf("a restarted: assigned %v, want all six", c.Assigned)
 	}
 	t.Logf("a restarted got its partitions back in %v", time.Since(restarted).Round(time.Millisecond))
+}
+
+// TestMemberNewerThan: a commit refused amid a rebalance waits for the
+// member to learn the newer generation, unless the member lost its
+// partitions under the refused one or later (then, or at the deadline,
+// it is not retried).
+func TestMemberNewerThan(t *testing.T) {
+	m := &Member{memberID: "m-1", generation: 4, lostGen: -1}
+	set := func(f func()) {
+		go func() {
+			time.Sleep(30 * time.Millisecond)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			f()
+		}()
+	}
+	set(func() { m.memberID, m.generation = "m-2", 5 })
+	if id, gen, ok := m.newerThan(context.Background(), 4, 5*time.Second); !ok || id != "m-2" || gen != 5 {
+		t.Errorf("a revocation's join: %q, %d, %v; want m-2, 5, true", id, gen, ok)
+	}
+	set(func() { m.lostGen = m.generation; m.memberID, m.generation = "m-3", 7 })
+	if _, _, ok := m.newerThan(context.Background(), 5, 5*time.Second); ok {
+		t.Error("a loss under the refused generation, then a join: retried")
+	}
+	begin := time.Now()
+	if _, _, ok := m.newerThan(context.Background(), 7, 50*time.Millisecond); ok || time.Since(begin) > 2*time.Second {
+		t.Errorf("no newer join: %v after %v; want false at the deadline", ok, time.Since(begin))
+	}
+	if _, _, ok := m.newerThan(context.Background(), 5, time.Second); ok {
+		t.Error("work of generation 5, lost under 5: retried")
+	}
 }

@@ -294,11 +294,29 @@ func (t *Txn) commitOffsets(ctx context.Context, offsets map[string]Offsets, met
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = t.id, t.group, pid, epoch
 	req.Generation, req.MemberID = -1, ""
-	if t.member != nil {
-		req.MemberID, req.Generation = t.member.Metadata()
-		req.InstanceID = &t.member.cfg.InstanceID
+	if t.member == nil {
+		return t.sendOffsets(ctx, req, offsets, metadata)
 	}
-	return t.sendOffsets(ctx, req, offsets, metadata)
+	req.MemberID, req.Generation = t.member.Metadata()
+	req.InstanceID = &t.member.cfg.InstanceID
+	for {
+		err := t.sendOffsets(ctx, req, offsets, metadata)
+		if !errors.Is(err, ErrGroupMoved) {
+			return err
+		}
+		// The group moved to a newer generation: amid a rebalance the
+		// member learns it a moment later. Unless it lost its partitions
+		// (cut off: its work must not commit), every partition it owned
+		// under the old one is its own or no one's under the new one
+		// (the cooperative protocol), so the offsets commit under it.
+		id, gen, ok := t.member.newerThan(ctx, req.Generation, t.member.cfg.SessionTimeout)
+		if !ok {
+			return err
+		}
+		req = kmsg.NewPtrTxnOffsetCommitRequest() // sendOffsets fills it anew
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = t.id, t.group, pid, epoch
+		req.MemberID, req.Generation, req.InstanceID = id, gen, &t.member.cfg.InstanceID
+	}
 }
 
 // commitOffsetsAs is commitOffsets naming a member and generation of the
