@@ -383,9 +383,11 @@ func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest,
 }
 
 // ErrGroupMoved marks a transaction whose offsets the group refused
-// because its generation moved on: the member's partitions are being
-// reassigned (a rebalance), or were, while it was paused or cut off for
-// longer than its session timeout (it was a zombie). Errors that wrap it
+// because its generation moved on: the member's partitions were
+// reassigned while it was paused or cut off for longer than its session
+// timeout (it was a zombie), or a rebalance's new generation did not
+// reach the member within its session timeout. (Amid a rebalance the
+// offsets commit under the new generation once the member learns it.) Errors that wrap it
 // also wrap ErrTxn; the member learns its new partitions from its
 // changes.
 var ErrGroupMoved = errors.New("kafka: the group refused the offsets of an older generation (its partitions moved)")
