@@ -377,6 +377,9 @@ func TestKafkaZombieGroup(t *testing.T) {
 	if !said(ins[:1], "refused the offsets") {
 		t.Errorf("the resumed instance did not say that the group refused its offsets")
 	}
+	if said(ins[:1], "commit the offset of -") {
+		t.Errorf("the refusal does not name its topic (commit the offset of -N)")
+	}
 	for _, l := range strings.Split(ins[0].logs[0], "\n") {
 		if strings.Contains(l, "refused the offsets") {
 			t.Logf("the resumed instance: %s", l)

@@ -366,6 +366,14 @@ func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest,
 		return fmt.Errorf("commit offsets: %w", err)
 	}
 	for _, rt := range resp.Topics {
+		if rt.Topic == "" {
+			// Version 6 names the topic by its id.
+			for name, id := range t.topicIDs {
+				if id == rt.TopicID {
+					rt.Topic = name
+				}
+			}
+		}
 		for _, rp := range rt.Partitions {
 			err := kerr.ErrorForCode(rp.ErrorCode)
 			switch {
