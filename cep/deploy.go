@@ -208,11 +208,11 @@ func (m *StreamMonitor) Versions() []VersionInfo {
 	return out
 }
 
-// deployReq is a deploy on its way to the job's coordinator.
 // OriginRulesDir is the origin of the versions a watcher of the rules
 // source deploys (serve -rules-dir).
 const OriginRulesDir = "rules-dir"
 
+// deployReq is a deploy on its way to the job's coordinator.
 type deployReq struct {
 	d     Deploy
 	start time.Time
