@@ -393,6 +393,12 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 			return nil, err
 		}
 	}
+	if m := c.Monitor; m != nil {
+		// Deploys wait between two jobs of the run (a switch, a
+		// rebalance), not after it.
+		m.setRunning(true)
+		defer m.setRunning(false)
+	}
 	if c.Kafka.transactional() {
 		return e.streamGroup(ctx, c, start)
 	}
@@ -406,10 +412,6 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 	var switched *pendingSwitch
 	var lookups *enrichStage // kept across a switch that keeps the lookups (their caches and counters)
 	var carried *runCarry    // the run's counters, going on across the switches
-	if m := c.Monitor; m != nil {
-		m.setRunning(true)
-		defer m.setRunning(false)
-	}
 	for {
 		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried}
 		res, err := j.run(ctx)
