@@ -99,7 +99,7 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 	case errors.As(err, &invalid):
 		return &cepheusv1.DeployResponse{Problems: problemsOf(name, invalid)}, nil
 	case errors.Is(err, cep.ErrNoJob):
-		return nil, status.Error(codes.Unavailable, "no job is running (restoring, between two jobs of a rebalance, or after the end); try again")
+		return nil, status.Error(codes.Unavailable, "no job is running (the engine's run has not begun, or has ended); try again")
 	case errors.Is(err, cep.ErrNoPrevious):
 		return nil, status.Error(codes.FailedPrecondition, "no previous version to roll back to (cepheus rules list shows the versions)")
 	case errors.Is(err, cep.ErrNoShadow):

@@ -69,7 +69,7 @@ func TestClientMessage(t *testing.T) {
 	defer cancel()
 	// A monitor without a job: the server's own UNAVAILABLE.
 	_, err = c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: []byte(testRules)})
-	want := "no job is running (restoring, between two jobs of a rebalance, or after the end); try again"
+	want := "no job is running (the engine's run has not begun, or has ended); try again"
 	if status.Code(err) != codes.Unavailable || c.Message(err) != want {
 		t.Errorf("Deploy without a job: %v, message %q; want UNAVAILABLE and %q", err, c.Message(err), want)
 	}
