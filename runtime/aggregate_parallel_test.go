@@ -75,15 +75,7 @@ func TestParallelAggregatorEqualsSerial(t *testing.T) {
 		const bound = 2000
 		specs := aggSpecs()
 		evs := skewedAggEvents(rnd, 3000, 8, 0.6, bound, len(specs))
-		copyEvents := func() []*event.Event {
-			out := make([]*event.Event, len(evs))
-			for i, ev := range evs {
-				c := *ev
-				c.Fields = append([]event.Value(nil), ev.Fields...)
-				out[i] = &c
-			}
-			return out
-		}
+		copyEvents := func() []*event.Event { return cloneEvents(evs) }
 		serialAgg, err := NewAggregator(specs)
 		if err != nil {
 			t.Fatal(err)
@@ -166,15 +158,7 @@ func TestAggregateKeyCounts(t *testing.T) {
 		for _, ev := range evs[len(evs)/2:] {
 			ev.Time += 30_000 // past every window
 		}
-		copyEvents := func() []*event.Event {
-			out := make([]*event.Event, len(evs))
-			for i, ev := range evs {
-				c := *ev
-				c.Fields = append([]event.Value(nil), ev.Fields...)
-				out[i] = &c
-			}
-			return out
-		}
+		copyEvents := func() []*event.Event { return cloneEvents(evs) }
 		type run struct {
 			name string
 			make func() Aggregation
@@ -433,4 +417,16 @@ func TestAggregatePartialTable(t *testing.T) {
 		}
 		check("swept")
 	}
+}
+
+// cloneEvents returns copies of evs, fields included: each aggregator of
+// a test fills the aggregate slots of its own.
+func cloneEvents(evs []*event.Event) []*event.Event {
+	out := make([]*event.Event, len(evs))
+	for i, ev := range evs {
+		c := *ev
+		c.Fields = append([]event.Value(nil), ev.Fields...)
+		out[i] = &c
+	}
+	return out
 }
