@@ -110,6 +110,23 @@ func TestConsumeNoTopic(t *testing.T) {
 	})
 }
 
+// TestNoTopicWording: every call that meets a missing topic says so in
+// the same words, naming the topic once.
+func TestNoTopicWording(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, brokers []string) {
+		ctx := testContext(t)
+		topic := topicName(t)
+		want := "topic " + topic + ": kafka: no such topic"
+		_, errCount := PartitionCount(ctx, Conn{Brokers: brokers}, topic)
+		_, errEnd := EndOffsets(ctx, Conn{Brokers: brokers}, topic)
+		for name, err := range map[string]error{"PartitionCount": errCount, "EndOffsets": errEnd} {
+			if !errors.Is(err, ErrNoTopic) || err.Error() != want {
+				t.Errorf("%s of a missing topic: %v, want %q", name, err, want)
+			}
+		}
+	})
+}
+
 func TestConsumeCancel(t *testing.T) {
 	forEachCluster(t, func(t *testing.T, brokers []string) {
 		ctx := testContext(t)

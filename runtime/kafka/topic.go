@@ -15,6 +15,10 @@ import (
 // reads a topic that does not exist. Use errors.Is(err, ErrNoTopic).
 var ErrNoTopic = errors.New("kafka: no such topic")
 
+// noTopic is the error of every call that finds topic missing: one
+// wording wherever a command meets it.
+func noTopic(topic string) error { return fmt.Errorf("topic %s: %w", topic, ErrNoTopic) }
+
 // ErrPartitionCount is returned (wrapped, with both counts) when a topic
 // exists with another partition count than the one asked for: keyed records
 // would go to other partitions than a topic of the asked count sends them
@@ -77,7 +81,7 @@ func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int, e
 	d, ok := details[topic]
 	switch {
 	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-		return 0, fmt.Errorf("topic %s: %w", topic, ErrNoTopic)
+		return 0, noTopic(topic)
 	case d.Err != nil:
 		return 0, fmt.Errorf("kafka: metadata of topic %s: %w", topic, d.Err)
 	}

@@ -347,8 +347,11 @@ func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest,
 				return fmt.Errorf("metadata of %s: %w", topic, err)
 			}
 			d, ok := details[topic]
-			if !ok || d.Err != nil {
-				return fmt.Errorf("metadata of %s: %w", topic, errors.Join(d.Err, ErrNoTopic))
+			switch {
+			case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+				return noTopic(topic)
+			case d.Err != nil:
+				return fmt.Errorf("kafka: metadata of topic %s: %w", topic, d.Err)
 			}
 			t.topicIDs[topic] = d.ID
 		}
@@ -518,9 +521,19 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 		if l, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
 			err = l.Error()
 		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			// Retriable for a topic being made; said at once for one
+			// that does not exist.
+			if _, cerr := partitionCount(ctx, adm, topic); errors.Is(cerr, ErrNoTopic) {
+				return cerr
+			}
+		}
 		return err
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoTopic):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("kafka: end offsets of %s: %w", topic, err)
 	}
 	out := map[int32]int64{}
@@ -528,7 +541,7 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 		out[p] = o.Offset
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("kafka: end offsets of %s: %w", topic, ErrNoTopic)
+		return nil, noTopic(topic)
 	}
 	return out, nil
 }
@@ -691,7 +704,7 @@ func retryTransient(ctx context.Context, f func() error) error {
 			return err
 		case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(x509.UnknownAuthorityError)):
 			return err // a TLS setting, not a broker away
-		case errors.Is(err, kerr.GroupIDNotFound):
+		case errors.Is(err, kerr.GroupIDNotFound), errors.Is(err, ErrNoTopic):
 			return err
 		case time.Now().After(deadline):
 			return err
