@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,6 +111,57 @@ type backtestFlags struct {
 	cpuProfile, memProfile            string
 	memoryLimit                       byteSize
 	brokers, topic, from, to          string
+	only                              nameList
+}
+
+// nameList is a flag of names, repeated or comma-separated.
+type nameList []string
+
+func (l *nameList) String() string { return strings.Join(*l, ",") }
+
+func (l *nameList) Set(v string) error {
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			return errors.New("an empty name")
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// selectRules returns sets with only the rules named by only (all of
+// them when only is empty), leaving out the rulesets that keep none. The
+// kept rulesets keep their schema, hash and everything else, so that the
+// kept rules' alerts are those of a run of the whole file, ids included.
+// A name that no ruleset has is an error naming the rules there are.
+func selectRules(sets []*rules.Ruleset, only []string) ([]*rules.Ruleset, error) {
+	if len(only) == 0 {
+		return sets, nil
+	}
+	var all []string
+	found := map[string]bool{}
+	var out []*rules.Ruleset
+	for _, rs := range sets {
+		var kept []*rules.Rule
+		for _, r := range rs.Rules {
+			all = append(all, r.Name)
+			if slices.Contains(only, r.Name) {
+				kept = append(kept, r)
+				found[r.Name] = true
+			}
+		}
+		if len(kept) > 0 {
+			c := *rs
+			c.Rules = kept
+			out = append(out, &c)
+		}
+	}
+	for _, n := range only {
+		if !found[n] {
+			return nil, fmt.Errorf("-rule %s: no such rule (the rules: %s)", n, strings.Join(all, ", "))
+		}
+	}
+	return out, nil
 }
 
 // backtestMemoryLimit is the default soft memory limit of a backtest: the
@@ -154,6 +206,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a profile of the run's allocations to this file at the end (for go tool pprof)")
 	f.memoryLimit = backtestMemoryLimit
 	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins)")
+	fs.Var(&f.only, "rule", "backtest only this rule of the ruleset (repeat it, or list several comma-separated); its alerts and their ids are those of a run of the whole ruleset (default: every rule)")
 	f.lookups.register(fs)
 	if err := fs.parse(args); err != nil {
 		return err
@@ -239,6 +292,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if bad {
 		return errFound
+	}
+	if sets, err = selectRules(sets, f.only); err != nil {
+		return fs.usagef("%v", err)
 	}
 	if err := f.lookups.check(sets); err != nil {
 		return fs.usagef("%v", err)

@@ -144,3 +144,56 @@ func TestBacktestRestoresGCPercent(t *testing.T) {
 		t.Errorf("GC percent after the backtest %d, want %d (the caller's)", got, before)
 	}
 }
+
+// TestBacktestRule: -rule backtests only the rules it names, whose alerts
+// (ids included) are exactly those the whole ruleset gives for them, in
+// the same order; an unknown name is a usage error listing the rules.
+func TestBacktestRule(t *testing.T) {
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl.gz")
+	code, _, stderr := cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "20000",
+		"-customers", "2000", "-scenarios", "card_testing,impossible_travel,velocity_burst", "-fraud-rate", "200", "-o", events)
+	if code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, stderr)
+	}
+	backtest := func(more ...string) []string {
+		t.Helper()
+		out := filepath.Join(dir, "alerts.jsonl")
+		args := append([]string{"backtest", "-q", "-rules", "../../rulesets/cards.cep", "-events", events, "-alerts", out}, more...)
+		if code, _, stderr := cepheus(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", more, code, stderr)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	ruleOf := func(line string) string {
+		var a struct {
+			Rule string `json:"rule"`
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("alert is not JSON: %v\n%s", err, line)
+		}
+		return a.Rule
+	}
+	var want []string
+	for _, line := range backtest() {
+		if r := ruleOf(line); r == "card_testing" || r == "impossible_travel" {
+			want = append(want, line)
+		}
+	}
+	got := backtest("-rule", "card_testing", "-rule", "impossible_travel")
+	if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("-rule card_testing -rule impossible_travel: %d alerts, want the whole ruleset's %d of these rules, the same lines", len(got), len(want))
+	}
+	if both := backtest("-rule", "card_testing,impossible_travel"); strings.Join(both, "\n") != strings.Join(got, "\n") {
+		t.Error("-rule a,b differs from -rule a -rule b")
+	}
+
+	code, _, stderr = cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events, "-rule", "card_testin")
+	if code != 2 || !strings.Contains(stderr, "-rule card_testin: no such rule (the rules: card_testing, ") {
+		t.Errorf("an unknown rule: exit %d, want 2 and the rules named\n%s", code, stderr)
+	}
+}
