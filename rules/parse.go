@@ -1015,9 +1015,9 @@ func (p *ruleParser) parsePattern(c Comments, pos int) *PatternBlock {
 }
 
 // parseElems parses the lines of a pattern block (or, with inGroup, of a
-// group) up to its closing '}' (or ')'), which it leaves alone, and returns
-// the elements and the comments before the closing bracket. A pattern
-// window line sets *within.
+// group) up to its closing '}' (or ')') or the next top-level declaration,
+// which it leaves alone, and returns the elements and the comments before
+// the closing bracket. A pattern window line sets *within.
 func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternElem, []string) {
 	var elems []PatternElem
 	first := true
@@ -1027,7 +1027,7 @@ func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternEle
 			doc = trimDoc(doc)
 		}
 		switch {
-		case p.tok.kind == tokEOF, p.tok.kind == tokRBrace, inGroup && p.tok.kind == tokRParen:
+		case p.tok.kind == tokEOF, p.tok.kind == tokRBrace, inGroup && p.tok.kind == tokRParen, p.atDecl():
 			return elems, doc
 		case p.tok.kind == tokRParen:
 			p.errorf("unexpected ')': no group is open")
