@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,8 +57,17 @@ func (p *ruleParser) errorf(format string, args ...any) {
 }
 
 // unexpected reports the current token where something else was expected.
-func (p *ruleParser) unexpected(want string) {
-	p.errorf("expected %s, found %s", want, p.tok.describe())
+// When the token is one of keywords but for case (followedby), the message
+// names the keyword.
+func (p *ruleParser) unexpected(want string, keywords ...string) {
+	hint := ""
+	for _, k := range keywords {
+		if p.tok.kind == tokIdent && strings.EqualFold(p.tok.val, k) {
+			hint = " (did you mean " + k + "?)"
+			break
+		}
+	}
+	p.errorf("expected %s, found %s%s", want, p.tok.describe(), hint)
 }
 
 // isWord reports whether the current token is the identifier w (a keyword;
@@ -508,7 +518,7 @@ func (p *ruleParser) parseFile() *File {
 			p.next()
 			p.endLine()
 		default:
-			p.unexpected("event time, schema, lookup, aggregate, rule or test")
+			p.unexpected("event time, schema, lookup, aggregate, rule or test", "event", "schema", "lookup", "aggregate", "rule", "test")
 			p.skipLine()
 		}
 	}
@@ -621,7 +631,7 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 			p.next()
 			d.Emit = p.parseEmit(ic, ipos)
 		default:
-			p.unexpected("description, severity, key, pattern, skip or emit")
+			p.unexpected("description, severity, key, pattern, skip or emit", "description", "severity", "key", "pattern", "skip", "emit")
 			p.skipLine()
 		}
 	}
@@ -930,7 +940,7 @@ func (p *ruleParser) parseSkip(c Comments, pos int) *SkipItem {
 		}
 	}
 	if !found {
-		p.unexpected("a skip strategy (noSkip, toNext, pastLastEvent, toFirst or toLast)")
+		p.unexpected("a skip strategy (noSkip, toNext, pastLastEvent, toFirst or toLast)", skipWords[:]...)
 		p.skipLine()
 		return nil
 	}
@@ -1065,7 +1075,7 @@ func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternEle
 			}
 			continue
 		}
-		p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)")
+		p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)", append(contiguityWords[:], clauseWords[:]...)...)
 		p.skipLine()
 	}
 }
@@ -1182,10 +1192,7 @@ func (p *ruleParser) parseGroup(c Comments, pos int, cont Contiguity) PatternEle
 }
 
 // quantWords are the quantifier keywords.
-var quantWords = map[string]bool{
-	"oneOrMore": true, "times": true, "timesOrMore": true,
-	"consecutive": true, "allowCombinations": true, "optional": true, "greedy": true,
-}
+var quantWords = []string{"oneOrMore", "times", "timesOrMore", "consecutive", "allowCombinations", "optional", "greedy"}
 
 // parseHeadRest parses what follows a stage name (or a group's ')'):
 // quantifiers, then at most one clause. It returns false when it skipped
@@ -1195,7 +1202,7 @@ func (p *ruleParser) parseHeadRest(h *elemHead) bool {
 	for p.tok.kind == tokIdent {
 		w, pos := p.tok.val, posAt(p.tok.pos)
 		switch {
-		case quantWords[w]:
+		case slices.Contains(quantWords, w):
 			p.next()
 			if !p.parseQuantWord(q, w, pos) {
 				p.skipLine()
@@ -1235,7 +1242,7 @@ func (p *ruleParser) parseHeadRest(h *elemHead) bool {
 			h.Clauses, h.Inline = append(h.Clauses, cl), true
 			return true
 		default:
-			p.unexpected("a quantifier (oneOrMore, times, timesOrMore, optional, greedy, consecutive, allowCombinations) or a clause (where, or, until, within)")
+			p.unexpected("a quantifier (oneOrMore, times, timesOrMore, optional, greedy, consecutive, allowCombinations) or a clause (where, or, until, within)", append(quantWords, clauseWords[:]...)...)
 			p.skipLine()
 			return false
 		}
