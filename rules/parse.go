@@ -1156,8 +1156,14 @@ func (p *ruleParser) parseElem(c Comments, pos int, cont Contiguity) PatternElem
 	if p.tok.kind == tokLParen {
 		return p.parseGroup(c, pos, cont)
 	}
+	quoted := p.tok.kind == tokString
 	name, ok := p.parseName("a stage name")
 	if !ok {
+		p.skipLine()
+		return nil
+	}
+	if !quoted && slices.Contains(quantWords, name.Value) && p.quantifierFirst() {
+		p.errorAt(name.Pos.Offset(), fmt.Sprintf("%s is a quantifier: the stage name comes first, then the quantifiers (%s NAME %s)", name.Value, cont, name.Value))
 		p.skipLine()
 		return nil
 	}
@@ -1168,6 +1174,19 @@ func (p *ruleParser) parseElem(c Comments, pos int, cont Contiguity) PatternElem
 	}
 	s.Line = p.endLine()
 	return s
+}
+
+// quantifierFirst reports whether the token after a stage named like a
+// quantifier shows that the name was meant as one (begin oneOrMore a, begin
+// times 3 a): a number, or a word that is neither a quantifier nor a clause.
+func (p *ruleParser) quantifierFirst() bool {
+	switch p.tok.kind {
+	case tokInt:
+		return true
+	case tokIdent:
+		return !slices.Contains(quantWords, p.tok.val) && !slices.Contains(clauseWords[:], p.tok.val)
+	}
+	return false
 }
 
 func (p *ruleParser) parseGroup(c Comments, pos int, cont Contiguity) PatternElem {
