@@ -240,7 +240,47 @@ func (rc *ruleCompiler) exprError(x *Expr, err error) {
 		return
 	}
 	off := min(max(ce.Offset, 0), len(x.raw))
-	rc.c.errorf(x.Pos+Pos(off), "%s", ce.Msg)
+	rc.c.errorf(x.Pos+Pos(off), "%s", exprHint(ce.Msg, x.raw[off:]))
+}
+
+// exprHint adds the likely fix to a syntax error of expr whose token is a
+// common slip: = for ==, & for &&, AND for and, or a word of the rule
+// language written after a condition on the stage's line. rest is the
+// expression from the token on.
+func exprHint(msg, rest string) string {
+	tok, ok := strings.CutPrefix(msg, "unexpected token ")
+	if !ok {
+		return msg
+	}
+	var hint string
+	switch tok {
+	case `Operator("=")`:
+		switch {
+		case strings.HasPrefix(rest, "=>"):
+			hint = "did you mean >=?"
+		case strings.HasPrefix(rest, "=<"):
+			hint = "did you mean <=?"
+		default:
+			hint = "compare with =="
+		}
+	case `Operator("&")`:
+		hint = "did you mean &&?"
+	case `Identifier("AND")`, `Identifier("OR")`, `Identifier("NOT")`:
+		hint = "did you mean " + strings.ToLower(tok[len(`Identifier("`):len(tok)-2]) + "?"
+	case `Identifier("where")`, `Identifier("until")`:
+		hint = "a condition runs to the end of the line: put the next clause on a line of its own"
+	case `Identifier("within")`:
+		hint = "a condition runs to the end of the line: a loop gap follows the count (oneOrMore within d); within d of previous and the pattern window go on lines of their own"
+	default:
+		w, ok := strings.CutPrefix(tok, `Identifier("`)
+		if ok && slices.Contains(quantWords, strings.TrimSuffix(w, `")`)) {
+			hint = "quantifiers come right after the stage name, before where"
+		}
+	}
+	if hint == "" {
+		return msg
+	}
+	return msg + " (" + hint + ")"
 }
 
 // build builds the elements with the nfa builder and returns the last
