@@ -774,13 +774,18 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		}
 	}
 	labels := ls != nil
-	fmt.Fprintf(bw, "\n  %-22s %-9s %8s", "rule", "severity", "alerts")
+	// The name column is as wide as the longest rule name, at least 22.
+	width := 22
+	for _, r := range s.Rules {
+		width = max(width, len(r.Rule))
+	}
+	fmt.Fprintf(bw, "\n  %-*s %-9s %8s", width, "rule", "severity", "alerts")
 	if labels {
 		fmt.Fprintf(bw, " %7s %7s %9s %8s", "true", "false", "precision", "caught")
 	}
 	fmt.Fprintln(bw)
 	for _, r := range s.Rules {
-		fmt.Fprintf(bw, "  %-22s %-9s %8s", r.Rule, r.Severity, humanInt(r.Alerts))
+		fmt.Fprintf(bw, "  %-*s %-9s %8s", width, r.Rule, r.Severity, humanInt(r.Alerts))
 		if labels {
 			l := ls.Rule(r.Rule)
 			prec := "-"
@@ -823,7 +828,11 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	if len(ls.Scenarios) == 0 {
 		return
 	}
-	fmt.Fprintf(bw, "\n  %-22s %9s %8s %7s %7s  %s\n", "scenario", "labelled", "caught", "recall", "missed", "caught by")
+	width = 22
+	for _, sc := range ls.Scenarios {
+		width = max(width, len(sc.Scenario))
+	}
+	fmt.Fprintf(bw, "\n  %-*s %9s %8s %7s %7s  %s\n", width, "scenario", "labelled", "caught", "recall", "missed", "caught by")
 	for _, sc := range ls.Scenarios {
 		name := sc.Scenario
 		if name == "" {
@@ -846,8 +855,9 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		if sc.Labelled > 0 {
 			recall = fmt.Sprintf("%.1f%%", 100*sc.Recall())
 		}
-		fmt.Fprintf(bw, "  %-22s %9s %8s %7s %7s  %s\n", name, humanInt(sc.Labelled), humanInt(sc.Caught),
+		line := fmt.Sprintf("  %-*s %9s %8s %7s %7s  %s", width, name, humanInt(sc.Labelled), humanInt(sc.Caught),
 			recall, humanInt(sc.Missed()), strings.Join(parts, ", "))
+		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 	}
 }
 
