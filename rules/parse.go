@@ -165,6 +165,19 @@ func (p *ruleParser) skipLine() {
 	}
 }
 
+// skipRestOfLine skips to the start of the next line, braces and all: an
+// expected match is one line, so a '}' on it closes no enclosing block.
+func (p *ruleParser) skipRestOfLine() {
+	p.skipping = true
+	defer func() { p.skipping = false }()
+	for p.tok.kind != tokNewline && p.tok.kind != tokEOF {
+		p.next()
+	}
+	if p.tok.kind == tokNewline {
+		p.next()
+	}
+}
+
 // docLines consumes the blank and comment-only lines before an item, and
 // returns them as a Doc ("" for blank lines, runs collapsed to one).
 func (p *ruleParser) docLines() []string {
@@ -1440,7 +1453,7 @@ func (p *ruleParser) parseExpect(c Comments, pos int) *ExpectBlock {
 		}
 		m := p.parseExpectedMatch()
 		if m == nil {
-			p.skipLine()
+			p.skipRestOfLine()
 			continue
 		}
 		m.Comments = Comments{Doc: doc}
