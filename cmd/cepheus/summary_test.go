@@ -263,3 +263,29 @@ func TestSummaryColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestBacktestRunErrorAtEnd: a rule that fails at the final watermark (a
+// skip with orFail whose stage took no event) says "at the end of the
+// input", not "line 0".
+func TestBacktestRunErrorAtEnd(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", `ruleset orfail
+event time ts
+rule r {
+  key k
+  pattern {
+    begin a where t == "a"
+    followedBy b optional where t == "b"
+    followedBy c where t == "c"
+  }
+  skip toFirst b orFail
+}
+`)
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:00:00Z","k":"x","t":"a"}
+{"ts":"2026-01-01T00:00:01Z","k":"x","t":"c"}
+`)
+	code, _, errOut := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "alerts.jsonl"))
+	if code != 1 || !strings.Contains(errOut, "rule r, at the end of the input: ") || strings.Contains(errOut, "line 0") {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and the error of rule r at the end of the input", code, errOut)
+	}
+}
