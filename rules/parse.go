@@ -999,7 +999,11 @@ func (p *ruleParser) parseEmit(c Comments, pos int) *EmitBlock {
 			continue
 		}
 		if p.tok.kind != tokColon {
-			p.unexpected("':' after the emit field name")
+			if len(e.Fields) > 0 && continued(e.Fields[len(e.Fields)-1].Expr) {
+				p.errorAt(name.Pos.Offset(), "expected an emit field, found "+strconv.Quote(name.Value)+"; "+continuedHint)
+			} else {
+				p.unexpected("':' after the emit field name")
+			}
 			p.skipLine()
 			continue
 		}
@@ -1091,7 +1095,11 @@ func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternEle
 			}
 			continue
 		}
-		p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)", append(contiguityWords[:], clauseWords[:]...)...)
+		if len(elems) > 0 && continued(lastExpr(elems[len(elems)-1].head().Clauses)) {
+			p.errorf("expected a stage or a clause, found %s; %s", p.tok.describe(), continuedHint)
+		} else {
+			p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)", append(contiguityWords[:], clauseWords[:]...)...)
+		}
 		p.skipLine()
 	}
 }
@@ -1190,6 +1198,36 @@ func (p *ruleParser) parseElem(c Comments, pos int, cont Contiguity) PatternElem
 	}
 	s.Line = p.endLine()
 	return s
+}
+
+// continuedHint says why the line after an expression that ends with an
+// operator is not read as its continuation.
+const continuedHint = "the line before ends with an operator, and an expression continues past its line only inside brackets: wrap it in ( )"
+
+// continued reports whether x ends with an operator that wants an operand
+// (type == "auth" &&): its author meant the next line to continue it.
+func continued(x *Expr) bool {
+	if x == nil {
+		return false
+	}
+	raw := strings.TrimSpace(x.raw)
+	for _, op := range []string{"&&", "||", "=", "!", "<", ">", "+", "-", "*", "/", "%"} {
+		if strings.HasSuffix(raw, op) {
+			return true
+		}
+	}
+	f := strings.Fields(raw)
+	return len(f) > 0 && slices.Contains([]string{"and", "or", "not", "in"}, f[len(f)-1])
+}
+
+// lastExpr returns the expression of the last of clauses that has one.
+func lastExpr(clauses []*Clause) *Expr {
+	for i := len(clauses) - 1; i >= 0; i-- {
+		if clauses[i].Expr != nil {
+			return clauses[i].Expr
+		}
+	}
+	return nil
 }
 
 // quantifierFirst reports whether the token after a stage named like a
