@@ -365,10 +365,10 @@ func parseDurationText(s string) (time.Duration, error) {
 		if i == 0 {
 			return 0, fmt.Errorf("malformed duration %q", text)
 		}
-		unit, ok := units[s[i:j]]
 		if i == j {
 			return 0, fmt.Errorf("duration %q: %s has no unit (ms, s, m, h or d)", text, s[:i])
 		}
+		unit, ok := units[s[i:j]]
 		if !ok {
 			return 0, fmt.Errorf("duration %q: unknown unit %q (use ms, s, m, h or d)", text, s[i:j])
 		}
