@@ -476,3 +476,15 @@ func TestRunBoundedNeedsTopic(t *testing.T) {
 		t.Errorf("the state directory was made: %v", err)
 	}
 }
+
+// TestTestHelp: the help of test says all that an expected match compares
+// (emit values too) and what a failure prints.
+func TestTestHelp(t *testing.T) {
+	_, help, _ := cepheus(t, "help", "test")
+	help = strings.Join(strings.Fields(help), " ")
+	for _, want := range []string{"(rule, key, events of each stage, and the emit values", "failed at run time"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help test lacks %q:\n%s", want, help)
+		}
+	}
+}
