@@ -419,6 +419,13 @@ func (rc *ruleCompiler) patternErrors(err error) {
 				groupAt = rc.groupErrorPositions()
 			}
 			pos = groupAt(pe.Msg)
+			// An until on a group that does not loop: the fault is the
+			// until.
+			if strings.Contains(pe.Msg, "until condition is only applicable") {
+				if p := clausePos(rc.rd.Pattern.Elems, pos, ClauseUntil); p.IsValid() {
+					pos = p
+				}
+			}
 		default:
 			leaves := leafStages(rc.rd)
 			for i, s := range leaves {
@@ -434,7 +441,14 @@ func (rc *ruleCompiler) patternErrors(err error) {
 				// A gap longer than the pattern window: the fault is the
 				// gap (within ... of previous).
 				if strings.Contains(pe.Msg, "window length between the previous and current event") {
-					if p := gapClausePos(rc.rd.Pattern.Elems, s.Name.Value); p.IsValid() {
+					if p := clausePos(rc.rd.Pattern.Elems, s.Pos, ClauseGap); p.IsValid() {
+						pos = p
+					}
+				}
+				// An until on a stage that does not loop: the fault is
+				// the until.
+				if strings.Contains(pe.Msg, "until condition is only applicable") {
+					if p := clausePos(rc.rd.Pattern.Elems, s.Pos, ClauseUntil); p.IsValid() {
 						pos = p
 					}
 				}
@@ -445,14 +459,15 @@ func (rc *ruleCompiler) patternErrors(err error) {
 	}
 }
 
-// gapClausePos returns the position of the within ... of previous clause
-// of the stage named stage (inside groups too); NoPos when it has none.
-func gapClausePos(es []PatternElem, stage string) Pos {
+// clausePos returns the position of the last clause of kind k of the
+// element (stage or group, inside groups too) at at; NoPos when it has
+// none.
+func clausePos(es []PatternElem, at Pos, k ClauseKind) Pos {
 	pos := NoPos
 	walkElems(es, func(e PatternElem) {
-		if s, ok := e.(*StageNode); ok && s.Name.Value == stage {
-			for _, c := range s.Clauses {
-				if c.Kind == ClauseGap {
+		if elemPos(e) == at {
+			for _, c := range e.head().Clauses {
+				if c.Kind == k {
 					pos = c.Pos
 				}
 			}
