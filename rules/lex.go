@@ -174,6 +174,8 @@ func lexAny(l *ruleLexer) lexState {
 			l.next()
 		}
 		return l.errorf("unexpected '//': a comment starts with '#'")
+	case r == '\'' || r == '`':
+		return l.errorf("unexpected %q: a string of the rule language is written in double quotes", string(r))
 	case r == '.':
 		if l.peek() == '.' {
 			l.next()
