@@ -248,6 +248,11 @@ func (p *ruleParser) openBlock(what string) (comment string, ok bool) {
 		return "", false
 	}
 	p.next()
+	if k := p.tok.kind; k != tokComment && k != tokNewline && k != tokEOF {
+		p.errorf("unexpected %s after '{': a block's items go on lines of their own, and its '}' on a line of its own", p.tok.describe())
+		p.skipLine()
+		return "", true
+	}
 	return p.endLine(), true
 }
 
