@@ -79,8 +79,9 @@ events caught, the recall and the events missed.
 A progress line goes to stderr every two seconds on long inputs: on a
 terminal one line rewritten in place, else (a log file, a CI job) a line
 of its own each time, starting with "backtest: ". The summary goes to
-stderr at the end. Flag values out of range are usage errors (exit 2). -rules may name a directory: each of its
-*.cep files is backtested in turn over the same events (not with stdin).
+stderr at the end. Flag values out of range are usage errors (exit 2).
+-rules may name a directory: each of its *.cep files is backtested in
+turn over the same events (not with stdin).
 
 Memory: keys whose state has not changed for a while are kept encoded,
 and the collector works harder as the process nears -memory-limit (368MiB

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // cepheus runs the command line and returns its exit status and outputs.
@@ -485,6 +486,25 @@ func TestTestHelp(t *testing.T) {
 	for _, want := range []string{"(rule, key, events of each stage, and the emit values", "failed at run time"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help test lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// TestHelpProseWrapped: the prose of every command's help (not its usage
+// line, its indented examples or its flags) is wrapped, no line over 100
+// characters.
+func TestHelpProseWrapped(t *testing.T) {
+	for _, c := range commands() {
+		_, help, _ := cepheus(t, "help", c.name)
+		help, _, _ = strings.Cut(help, "\nFlags:\n")
+		for line := range strings.Lines(help) {
+			line = strings.TrimRight(line, "\n")
+			if strings.HasPrefix(line, "usage: ") || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") {
+				continue
+			}
+			if n := utf8.RuneCountInString(line); n > 100 {
+				t.Errorf("help %s: a line of %d characters:\n%s", c.name, n, line)
+			}
 		}
 	}
 }
