@@ -143,7 +143,11 @@ func (r *run) finish(runErr error) (*Summary, error) {
 		var oe *runtime.OperatorError
 		var re *RuleError
 		if errors.As(runErr, &oe) && errors.As(oe.Err, &re) {
-			return s, fmt.Errorf("cep: rule %s, line %d: %w", rs.Rules[re.Rule].Name, oe.Line, re.Err)
+			where := "at the end of the input" // the final watermark (Line 0)
+			if oe.Line > 0 {
+				where = fmt.Sprintf("line %d", oe.Line)
+			}
+			return s, fmt.Errorf("cep: rule %s, %s: %w", rs.Rules[re.Rule].Name, where, re.Err)
 		}
 		return s, fmt.Errorf("cep: %w", runErr)
 	}

@@ -197,7 +197,8 @@ func (c *ruleChecker) compileAggregates() []*Aggregate {
 					c.errorf(w.Expr.Pos, "internal error: %v", err)
 					continue
 				}
-				c.errorf(w.Expr.Pos+Pos(min(max(ce.Offset, 0), len(w.Expr.raw))), "%s", ce.Msg)
+				off := min(max(ce.Offset, 0), len(w.Expr.raw))
+				c.errorf(w.Expr.Pos+Pos(off), "%s", exprHint(ce.Msg, w.Expr.raw[off:]))
 				continue
 			}
 			a.where = b

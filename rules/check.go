@@ -321,7 +321,15 @@ func (c *ruleChecker) checkKeyFields(key *KeyItem) {
 		}
 		seen[k.Value] = true
 		if c.schemaDecl != nil && !c.declared(k.Value) {
-			c.errorf(k.Pos, "unknown key field %s (not in the schema)", k)
+			var names []string
+			for _, fd := range c.schemaDecl.Fields {
+				names = append(names, fd.Name.Value)
+			}
+			hint := cond.Suggest(k.Value, names)
+			if hint == "" {
+				hint = " (not in the schema)"
+			}
+			c.errorf(k.Pos, "unknown key field %s%s", k, hint)
 		}
 	}
 }

@@ -240,7 +240,47 @@ func (rc *ruleCompiler) exprError(x *Expr, err error) {
 		return
 	}
 	off := min(max(ce.Offset, 0), len(x.raw))
-	rc.c.errorf(x.Pos+Pos(off), "%s", ce.Msg)
+	rc.c.errorf(x.Pos+Pos(off), "%s", exprHint(ce.Msg, x.raw[off:]))
+}
+
+// exprHint adds the likely fix to a syntax error of expr whose token is a
+// common slip: = for ==, & for &&, AND for and, or a word of the rule
+// language written after a condition on the stage's line. rest is the
+// expression from the token on.
+func exprHint(msg, rest string) string {
+	tok, ok := strings.CutPrefix(msg, "unexpected token ")
+	if !ok {
+		return msg
+	}
+	var hint string
+	switch tok {
+	case `Operator("=")`:
+		switch {
+		case strings.HasPrefix(rest, "=>"):
+			hint = "did you mean >=?"
+		case strings.HasPrefix(rest, "=<"):
+			hint = "did you mean <=?"
+		default:
+			hint = "compare with =="
+		}
+	case `Operator("&")`:
+		hint = "did you mean &&?"
+	case `Identifier("AND")`, `Identifier("OR")`, `Identifier("NOT")`:
+		hint = "did you mean " + strings.ToLower(tok[len(`Identifier("`):len(tok)-2]) + "?"
+	case `Identifier("where")`, `Identifier("until")`:
+		hint = "a condition runs to the end of the line: put the next clause on a line of its own"
+	case `Identifier("within")`:
+		hint = "a condition runs to the end of the line: a loop gap follows the count (oneOrMore within d); within d of previous and the pattern window go on lines of their own"
+	default:
+		w, ok := strings.CutPrefix(tok, `Identifier("`)
+		if ok && slices.Contains(quantWords, strings.TrimSuffix(w, `")`)) {
+			hint = "quantifiers come right after the stage name, before where"
+		}
+	}
+	if hint == "" {
+		return msg
+	}
+	return msg + " (" + hint + ")"
 }
 
 // build builds the elements with the nfa builder and returns the last
@@ -379,6 +419,13 @@ func (rc *ruleCompiler) patternErrors(err error) {
 				groupAt = rc.groupErrorPositions()
 			}
 			pos = groupAt(pe.Msg)
+			// An until on a group that does not loop: the fault is the
+			// until.
+			if strings.Contains(pe.Msg, "until condition is only applicable") {
+				if p := clausePos(rc.rd.Pattern.Elems, pos, ClauseUntil); p.IsValid() {
+					pos = p
+				}
+			}
 		default:
 			leaves := leafStages(rc.rd)
 			for i, s := range leaves {
@@ -394,7 +441,14 @@ func (rc *ruleCompiler) patternErrors(err error) {
 				// A gap longer than the pattern window: the fault is the
 				// gap (within ... of previous).
 				if strings.Contains(pe.Msg, "window length between the previous and current event") {
-					if p := gapClausePos(rc.rd.Pattern.Elems, s.Name.Value); p.IsValid() {
+					if p := clausePos(rc.rd.Pattern.Elems, s.Pos, ClauseGap); p.IsValid() {
+						pos = p
+					}
+				}
+				// An until on a stage that does not loop: the fault is
+				// the until.
+				if strings.Contains(pe.Msg, "until condition is only applicable") {
+					if p := clausePos(rc.rd.Pattern.Elems, s.Pos, ClauseUntil); p.IsValid() {
 						pos = p
 					}
 				}
@@ -405,14 +459,15 @@ func (rc *ruleCompiler) patternErrors(err error) {
 	}
 }
 
-// gapClausePos returns the position of the within ... of previous clause
-// of the stage named stage (inside groups too); NoPos when it has none.
-func gapClausePos(es []PatternElem, stage string) Pos {
+// clausePos returns the position of the last clause of kind k of the
+// element (stage or group, inside groups too) at at; NoPos when it has
+// none.
+func clausePos(es []PatternElem, at Pos, k ClauseKind) Pos {
 	pos := NoPos
 	walkElems(es, func(e PatternElem) {
-		if s, ok := e.(*StageNode); ok && s.Name.Value == stage {
-			for _, c := range s.Clauses {
-				if c.Kind == ClauseGap {
+		if elemPos(e) == at {
+			for _, c := range e.head().Clauses {
+				if c.Kind == k {
 					pos = c.Pos
 				}
 			}

@@ -118,7 +118,11 @@ func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvent
 		if nKeys == 0 {
 			c.errorf(pos, "rule %s has no key fields, so a match of it has no key", m.Rule)
 		} else {
-			c.errorf(pos, "rule %s has %d key fields, the match gives %d values", m.Rule, nKeys, len(m.Key))
+			fields := make([]string, nKeys)
+			for i, k := range rd.Key.Fields {
+				fields[i] = k.Value
+			}
+			c.errorf(pos, "rule %s has %s (%s), the match gives %s", m.Rule, howMany(nKeys, "key field"), strings.Join(fields, ", "), howMany(len(m.Key), "value"))
 		}
 		ok = false
 	}
@@ -262,3 +266,14 @@ func FormatMatch(r *Rule, key []event.Value, stages [][]int, emits []NamedValue)
 
 // String writes the expected match as [FormatMatch] does.
 func (x *ExpectedMatch) String() string { return FormatMatch(x.Rule, x.Key, x.Stages, x.Emits) }
+
+// howMany writes n things: "no value", "1 value", "2 values".
+func howMany(n int, thing string) string {
+	switch n {
+	case 0:
+		return "no " + thing
+	case 1:
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}

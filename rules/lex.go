@@ -167,6 +167,15 @@ func lexAny(l *ruleLexer) lexState {
 		return lexNumber
 	case isIdentStart(r):
 		return lexIdent
+	case r == '/' && l.peek() == '/':
+		// A comment as other languages write it: one error, and the rest
+		// of the line is read as a comment.
+		for r := l.peek(); r != '\n' && r != lexEOF; r = l.peek() {
+			l.next()
+		}
+		return l.errorf("unexpected '//': a comment starts with '#'")
+	case r == '\'' || r == '`':
+		return l.errorf("unexpected %q: a string of the rule language is written in double quotes", string(r))
 	case r == '.':
 		if l.peek() == '.' {
 			l.next()

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,8 +57,17 @@ func (p *ruleParser) errorf(format string, args ...any) {
 }
 
 // unexpected reports the current token where something else was expected.
-func (p *ruleParser) unexpected(want string) {
-	p.errorf("expected %s, found %s", want, p.tok.describe())
+// When the token is one of keywords but for case (followedby), the message
+// names the keyword.
+func (p *ruleParser) unexpected(want string, keywords ...string) {
+	hint := ""
+	for _, k := range keywords {
+		if p.tok.kind == tokIdent && strings.EqualFold(p.tok.val, k) {
+			hint = " (did you mean " + k + "?)"
+			break
+		}
+	}
+	p.errorf("expected %s, found %s%s", want, p.tok.describe(), hint)
 }
 
 // isWord reports whether the current token is the identifier w (a keyword;
@@ -155,6 +165,19 @@ func (p *ruleParser) skipLine() {
 	}
 }
 
+// skipRestOfLine skips to the start of the next line, braces and all: an
+// expected match is one line, so a '}' on it closes no enclosing block.
+func (p *ruleParser) skipRestOfLine() {
+	p.skipping = true
+	defer func() { p.skipping = false }()
+	for p.tok.kind != tokNewline && p.tok.kind != tokEOF {
+		p.next()
+	}
+	if p.tok.kind == tokNewline {
+		p.next()
+	}
+}
+
 // docLines consumes the blank and comment-only lines before an item, and
 // returns them as a Doc ("" for blank lines, runs collapsed to one).
 func (p *ruleParser) docLines() []string {
@@ -225,6 +248,11 @@ func (p *ruleParser) openBlock(what string) (comment string, ok bool) {
 		return "", false
 	}
 	p.next()
+	if k := p.tok.kind; k != tokComment && k != tokNewline && k != tokEOF {
+		p.errorf("unexpected %s after '{': a block's items go on lines of their own, and its '}' on a line of its own", p.tok.describe())
+		p.skipLine()
+		return "", true
+	}
 	return p.endLine(), true
 }
 
@@ -341,6 +369,9 @@ func parseDurationText(s string) (time.Duration, error) {
 		}
 		if i == 0 {
 			return 0, fmt.Errorf("malformed duration %q", text)
+		}
+		if i == j {
+			return 0, fmt.Errorf("duration %q: %s has no unit (ms, s, m, h or d)", text, s[:i])
 		}
 		unit, ok := units[s[i:j]]
 		if !ok {
@@ -508,7 +539,7 @@ func (p *ruleParser) parseFile() *File {
 			p.next()
 			p.endLine()
 		default:
-			p.unexpected("event time, schema, lookup, aggregate, rule or test")
+			p.unexpected("event time, schema, lookup, aggregate, rule or test", "event", "schema", "lookup", "aggregate", "rule", "test")
 			p.skipLine()
 		}
 	}
@@ -621,7 +652,7 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 			p.next()
 			d.Emit = p.parseEmit(ic, ipos)
 		default:
-			p.unexpected("description, severity, key, pattern, skip or emit")
+			p.unexpected("description, severity, key, pattern, skip or emit", "description", "severity", "key", "pattern", "skip", "emit")
 			p.skipLine()
 		}
 	}
@@ -930,7 +961,7 @@ func (p *ruleParser) parseSkip(c Comments, pos int) *SkipItem {
 		}
 	}
 	if !found {
-		p.unexpected("a skip strategy (noSkip, toNext, pastLastEvent, toFirst or toLast)")
+		p.unexpected("a skip strategy (noSkip, toNext, pastLastEvent, toFirst or toLast)", skipWords[:]...)
 		p.skipLine()
 		return nil
 	}
@@ -973,7 +1004,11 @@ func (p *ruleParser) parseEmit(c Comments, pos int) *EmitBlock {
 			continue
 		}
 		if p.tok.kind != tokColon {
-			p.unexpected("':' after the emit field name")
+			if len(e.Fields) > 0 && continued(e.Fields[len(e.Fields)-1].Expr) {
+				p.errorAt(name.Pos.Offset(), "expected an emit field, found "+strconv.Quote(name.Value)+"; "+continuedHint)
+			} else {
+				p.unexpected("':' after the emit field name")
+			}
 			p.skipLine()
 			continue
 		}
@@ -1015,9 +1050,9 @@ func (p *ruleParser) parsePattern(c Comments, pos int) *PatternBlock {
 }
 
 // parseElems parses the lines of a pattern block (or, with inGroup, of a
-// group) up to its closing '}' (or ')'), which it leaves alone, and returns
-// the elements and the comments before the closing bracket. A pattern
-// window line sets *within.
+// group) up to its closing '}' (or ')') or the next top-level declaration,
+// which it leaves alone, and returns the elements and the comments before
+// the closing bracket. A pattern window line sets *within.
 func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternElem, []string) {
 	var elems []PatternElem
 	first := true
@@ -1027,7 +1062,7 @@ func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternEle
 			doc = trimDoc(doc)
 		}
 		switch {
-		case p.tok.kind == tokEOF, p.tok.kind == tokRBrace, inGroup && p.tok.kind == tokRParen:
+		case p.tok.kind == tokEOF, p.tok.kind == tokRBrace, inGroup && p.tok.kind == tokRParen, p.atDecl():
 			return elems, doc
 		case p.tok.kind == tokRParen:
 			p.errorf("unexpected ')': no group is open")
@@ -1065,7 +1100,11 @@ func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternEle
 			}
 			continue
 		}
-		p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)")
+		if len(elems) > 0 && continued(lastExpr(elems[len(elems)-1].head().Clauses)) {
+			p.errorf("expected a stage or a clause, found %s; %s", p.tok.describe(), continuedHint)
+		} else {
+			p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)", append(contiguityWords[:], clauseWords[:]...)...)
+		}
 		p.skipLine()
 	}
 }
@@ -1146,8 +1185,14 @@ func (p *ruleParser) parseElem(c Comments, pos int, cont Contiguity) PatternElem
 	if p.tok.kind == tokLParen {
 		return p.parseGroup(c, pos, cont)
 	}
+	quoted := p.tok.kind == tokString
 	name, ok := p.parseName("a stage name")
 	if !ok {
+		p.skipLine()
+		return nil
+	}
+	if !quoted && slices.Contains(quantWords, name.Value) && p.quantifierFirst() {
+		p.errorAt(name.Pos.Offset(), fmt.Sprintf("%s is a quantifier: the stage name comes first, then the quantifiers (%s NAME %s)", name.Value, cont, name.Value))
 		p.skipLine()
 		return nil
 	}
@@ -1158,6 +1203,49 @@ func (p *ruleParser) parseElem(c Comments, pos int, cont Contiguity) PatternElem
 	}
 	s.Line = p.endLine()
 	return s
+}
+
+// continuedHint says why the line after an expression that ends with an
+// operator is not read as its continuation.
+const continuedHint = "the line before ends with an operator, and an expression continues past its line only inside brackets: wrap it in ( )"
+
+// continued reports whether x ends with an operator that wants an operand
+// (type == "auth" &&): its author meant the next line to continue it.
+func continued(x *Expr) bool {
+	if x == nil {
+		return false
+	}
+	raw := strings.TrimSpace(x.raw)
+	for _, op := range []string{"&&", "||", "=", "!", "<", ">", "+", "-", "*", "/", "%"} {
+		if strings.HasSuffix(raw, op) {
+			return true
+		}
+	}
+	f := strings.Fields(raw)
+	return len(f) > 0 && slices.Contains([]string{"and", "or", "not", "in"}, f[len(f)-1])
+}
+
+// lastExpr returns the expression of the last of clauses that has one.
+func lastExpr(clauses []*Clause) *Expr {
+	for i := len(clauses) - 1; i >= 0; i-- {
+		if clauses[i].Expr != nil {
+			return clauses[i].Expr
+		}
+	}
+	return nil
+}
+
+// quantifierFirst reports whether the token after a stage named like a
+// quantifier shows that the name was meant as one (begin oneOrMore a, begin
+// times 3 a): a number, or a word that is neither a quantifier nor a clause.
+func (p *ruleParser) quantifierFirst() bool {
+	switch p.tok.kind {
+	case tokInt:
+		return true
+	case tokIdent:
+		return !slices.Contains(quantWords, p.tok.val) && !slices.Contains(clauseWords[:], p.tok.val)
+	}
+	return false
 }
 
 func (p *ruleParser) parseGroup(c Comments, pos int, cont Contiguity) PatternElem {
@@ -1182,10 +1270,7 @@ func (p *ruleParser) parseGroup(c Comments, pos int, cont Contiguity) PatternEle
 }
 
 // quantWords are the quantifier keywords.
-var quantWords = map[string]bool{
-	"oneOrMore": true, "times": true, "timesOrMore": true,
-	"consecutive": true, "allowCombinations": true, "optional": true, "greedy": true,
-}
+var quantWords = []string{"oneOrMore", "times", "timesOrMore", "consecutive", "allowCombinations", "optional", "greedy"}
 
 // parseHeadRest parses what follows a stage name (or a group's ')'):
 // quantifiers, then at most one clause. It returns false when it skipped
@@ -1195,7 +1280,7 @@ func (p *ruleParser) parseHeadRest(h *elemHead) bool {
 	for p.tok.kind == tokIdent {
 		w, pos := p.tok.val, posAt(p.tok.pos)
 		switch {
-		case quantWords[w]:
+		case slices.Contains(quantWords, w):
 			p.next()
 			if !p.parseQuantWord(q, w, pos) {
 				p.skipLine()
@@ -1235,7 +1320,7 @@ func (p *ruleParser) parseHeadRest(h *elemHead) bool {
 			h.Clauses, h.Inline = append(h.Clauses, cl), true
 			return true
 		default:
-			p.unexpected("a quantifier (oneOrMore, times, timesOrMore, optional, greedy, consecutive, allowCombinations) or a clause (where, or, until, within)")
+			p.unexpected("a quantifier (oneOrMore, times, timesOrMore, optional, greedy, consecutive, allowCombinations) or a clause (where, or, until, within)", append(quantWords, clauseWords[:]...)...)
 			p.skipLine()
 			return false
 		}
@@ -1414,7 +1499,7 @@ func (p *ruleParser) parseExpect(c Comments, pos int) *ExpectBlock {
 		}
 		m := p.parseExpectedMatch()
 		if m == nil {
-			p.skipLine()
+			p.skipRestOfLine()
 			continue
 		}
 		m.Comments = Comments{Doc: doc}

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -188,6 +189,21 @@ func (r *Rule) ConditionErrors() uint64 {
 		n += c.Errors()
 	}
 	return n
+}
+
+// LastConditionError returns the message of the most recent run-time error
+// of one of the rule's conditions (the first in pattern order that
+// failed), or "" when none has failed.
+func (r *Rule) LastConditionError() string {
+	for _, c := range r.conds {
+		var ce *cond.Error
+		if err := c.LastError(); errors.As(err, &ce) {
+			return ce.Msg
+		} else if err != nil {
+			return err.Error()
+		}
+	}
+	return ""
 }
 
 // Test is a test written in a ruleset file: events in, expected matches

@@ -80,8 +80,9 @@ events caught, the recall and the events missed.
 A progress line goes to stderr every two seconds on long inputs: on a
 terminal one line rewritten in place, else (a log file, a CI job) a line
 of its own each time, starting with "backtest: ". The summary goes to
-stderr at the end. Flag values out of range are usage errors (exit 2). -rules may name a directory: each of its
-*.cep files is backtested in turn over the same events (not with stdin).
+stderr at the end. Flag values out of range are usage errors (exit 2).
+-rules may name a directory: each of its *.cep files is backtested in
+turn over the same events (not with stdin).
 
 Memory: keys whose state has not changed for a while are kept encoded,
 and the collector works harder as the process nears -memory-limit (368MiB
@@ -830,13 +831,18 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		}
 	}
 	labels := ls != nil
-	fmt.Fprintf(bw, "\n  %-22s %-9s %8s", "rule", "severity", "alerts")
+	// The name column is as wide as the longest rule name, at least 22.
+	width := 22
+	for _, r := range s.Rules {
+		width = max(width, len(r.Rule))
+	}
+	fmt.Fprintf(bw, "\n  %-*s %-9s %8s", width, "rule", "severity", "alerts")
 	if labels {
 		fmt.Fprintf(bw, " %7s %7s %9s %8s", "true", "false", "precision", "caught")
 	}
 	fmt.Fprintln(bw)
 	for _, r := range s.Rules {
-		fmt.Fprintf(bw, "  %-22s %-9s %8s", r.Rule, r.Severity, humanInt(r.Alerts))
+		fmt.Fprintf(bw, "  %-*s %-9s %8s", width, r.Rule, r.Severity, humanInt(r.Alerts))
 		if labels {
 			l := ls.Rule(r.Rule)
 			prec := "-"
@@ -879,7 +885,11 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	if len(ls.Scenarios) == 0 {
 		return
 	}
-	fmt.Fprintf(bw, "\n  %-22s %9s %8s %7s %7s  %s\n", "scenario", "labelled", "caught", "recall", "missed", "caught by")
+	width = 22
+	for _, sc := range ls.Scenarios {
+		width = max(width, len(sc.Scenario))
+	}
+	fmt.Fprintf(bw, "\n  %-*s %9s %8s %7s %7s  %s\n", width, "scenario", "labelled", "caught", "recall", "missed", "caught by")
 	for _, sc := range ls.Scenarios {
 		name := sc.Scenario
 		if name == "" {
@@ -902,8 +912,9 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		if sc.Labelled > 0 {
 			recall = fmt.Sprintf("%.1f%%", 100*sc.Recall())
 		}
-		fmt.Fprintf(bw, "  %-22s %9s %8s %7s %7s  %s\n", name, humanInt(sc.Labelled), humanInt(sc.Caught),
+		line := fmt.Sprintf("  %-*s %9s %8s %7s %7s  %s", width, name, humanInt(sc.Labelled), humanInt(sc.Caught),
 			recall, humanInt(sc.Missed()), strings.Join(parts, ", "))
+		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 	}
 }
 

@@ -35,8 +35,8 @@ goes to stderr.
 creating DIR: one JSON-lines file per lookup of rulesets/cards.cep, today
 DIR/customer.jsonl with one line per customer (customer_id, home_country,
 risk_tier, tenure_days). The profiles depend only on -seed and
--customers, and asking for them does not change the events. Bind them with -lookup customer=file:DIR/customer.jsonl on
-backtest, run and serve.
+-customers, and asking for them does not change the events. Bind them
+with -lookup customer=file:DIR/customer.jsonl on backtest, run and serve.
 `,
 }
 

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // cepheus runs the command line and returns its exit status and outputs.
@@ -474,5 +475,36 @@ func TestRunBoundedNeedsTopic(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "s")); !os.IsNotExist(err) {
 		t.Errorf("the state directory was made: %v", err)
+	}
+}
+
+// TestTestHelp: the help of test says all that an expected match compares
+// (emit values too) and what a failure prints.
+func TestTestHelp(t *testing.T) {
+	_, help, _ := cepheus(t, "help", "test")
+	help = strings.Join(strings.Fields(help), " ")
+	for _, want := range []string{"(rule, key, events of each stage, and the emit values", "failed at run time"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help test lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// TestHelpProseWrapped: the prose of every command's help (not its usage
+// line, its indented examples or its flags) is wrapped, no line over 100
+// characters.
+func TestHelpProseWrapped(t *testing.T) {
+	for _, c := range commands() {
+		_, help, _ := cepheus(t, "help", c.name)
+		help, _, _ = strings.Cut(help, "\nFlags:\n")
+		for line := range strings.Lines(help) {
+			line = strings.TrimRight(line, "\n")
+			if strings.HasPrefix(line, "usage: ") || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") {
+				continue
+			}
+			if n := utf8.RuneCountInString(line); n > 100 {
+				t.Errorf("help %s: a line of %d characters:\n%s", c.name, n, line)
+			}
+		}
 	}
 }

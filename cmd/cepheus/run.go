@@ -55,11 +55,12 @@ partition has its own offset (its position in the checkpoints) and
 watermark; event time is the ruleset's time field; -bounded stops at the
 end offsets seen at the start; -start says where a partition without a
 checkpoint starts (earliest, latest, committed: -group's offsets, or a
-time: the first record whose timestamp is at or after it). The outputs may be the directories above, exactly once,
-or Kafka topics: -alerts-topic A -group G [-late-topic L]
-[-dead-letter-topic D] makes every checkpoint one Kafka transaction that
-holds the alerts (keyed by the rule key), late events, dead letters, the
-changed state (the compacted -changelog-topic, default G-changelog) and
+time: the first record whose timestamp is at or after it). The outputs
+may be the directories above, exactly once, or Kafka topics:
+-alerts-topic A -group G [-late-topic L] [-dead-letter-topic D] makes
+every checkpoint one Kafka transaction that holds the alerts (keyed by the
+rule key), late events, dead letters, the changed state (the compacted
+-changelog-topic, default G-changelog) and
 the input offsets, committed to group G: a read_committed consumer sees
 every alert once, whatever moment the process died. -instance-id names
 the instance (its transactional id and static group member id are
@@ -71,8 +72,9 @@ from the changelog. An instance silent for -session-timeout (10s) loses
 its partitions to the others; a restart within it gets them back. With
 -bounded, an instance exits once every partition is committed at its
 end. A restart resumes from the checkpoints the group's offsets name,
-from -state when it holds them, else from the changelog. -delivery at-least-once writes the outputs at once instead
-(lower latency; after a crash some come twice, with the same alert id).
+from -state when it holds them, else from the changelog. -delivery
+at-least-once writes the outputs at once instead (lower latency; after a
+crash some come twice, with the same alert id).
 Rules keyed by the field the input records are keyed by (-record-key)
 run beside the partitions they read; rules keyed otherwise are
 repartitioned through topics of the job (G-repartition-FIELDS). A record

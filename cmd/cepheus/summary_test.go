@@ -226,3 +226,66 @@ func TestEngineLogfQuiet(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryColumns: the columns of the backtest summary's tables stay
+// aligned with rule and scenario names longer than 22 characters, and a
+// scenario that no rule caught ends its line without trailing blanks.
+func TestSummaryColumns(t *testing.T) {
+	s := &cep.Summary{Ruleset: "r", Rules: []cep.RuleSummary{
+		{Rule: "short", Severity: "high", Alerts: 1},
+		{Rule: "login_transfer_from_abroad", Severity: "medium", Alerts: 22},
+	}}
+	ls := &cep.LabelSummary{Field: "is_fraud", Labelled: 2, Scenarios: []cep.ScenarioSummary{
+		{Scenario: "card_testing", Labelled: 1, Caught: 1, ByRule: map[string]int64{"short": 1}},
+		{Scenario: "a_scenario_named_at_length", Labelled: 1},
+	}}
+	var b strings.Builder
+	printSummary(&b, s, ls, time.Second, backtestFlags{label: "is_fraud"}, nil, nil, false)
+	out := b.String()
+	col := func(prefix, word string) int {
+		for line := range strings.SplitSeq(out, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				return strings.Index(line, word)
+			}
+		}
+		t.Fatalf("no line starting with %q:\n%s", prefix, out)
+		return 0
+	}
+	if h, a, b := col("  rule ", "severity"), col("  short ", "high"), col("  login_transfer_from_abroad ", "medium"); h != a || h != b {
+		t.Errorf("severity column at %d, %d and %d:\n%s", h, a, b, out)
+	}
+	if h, a, b := col("  scenario ", "labelled")+len("labelled"), col("  card_testing ", "1")+1, col("  a_scenario_named_at_length ", " 1 ")+2; h != a || h != b {
+		t.Errorf("labelled column ends at %d, %d and %d:\n%s", h, a, b, out)
+	}
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.HasSuffix(line, " ") {
+			t.Errorf("line %q ends with a blank", line)
+		}
+	}
+}
+
+// TestBacktestRunErrorAtEnd: a rule that fails at the final watermark (a
+// skip with orFail whose stage took no event) says "at the end of the
+// input", not "line 0".
+func TestBacktestRunErrorAtEnd(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", `ruleset orfail
+event time ts
+rule r {
+  key k
+  pattern {
+    begin a where t == "a"
+    followedBy b optional where t == "b"
+    followedBy c where t == "c"
+  }
+  skip toFirst b orFail
+}
+`)
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:00:00Z","k":"x","t":"a"}
+{"ts":"2026-01-01T00:00:01Z","k":"x","t":"c"}
+`)
+	code, _, errOut := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "alerts.jsonl"))
+	if code != 1 || !strings.Contains(errOut, "rule r, at the end of the input: ") || strings.Contains(errOut, "line 0") {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and the error of rule r at the end of the input", code, errOut)
+	}
+}

@@ -20,8 +20,10 @@ blocks; see docs/rules.md). Each test's events go through the keyed CEP
 operator, one per rule, in event time, followed by a final watermark that
 releases everything (a backtest over a bounded input). The matches that
 come out are compared with the test's expect block as a multiset of
-(rule, key, events of each stage); on a mismatch, the missing and
-unexpected matches are printed in the notation of an expect line.
+(rule, key, events of each stage, and the emit values an expected match
+gives); on a mismatch, the missing and unexpected matches are printed in
+the notation of an expect line, then what was produced and the number of
+conditions that failed at run time (each counted as false), per rule.
 
 A file that does not compile is reported as check would report it. Test
 prints a line per file (ok or FAIL, with the number of tests) and exits

@@ -41,6 +41,9 @@ type Result struct {
 	// Missing are expected matches not produced; Unexpected produced
 	// matches not expected (with repeats, as multisets).
 	Missing, Unexpected []string
+	// CondErrors says, per rule whose conditions failed at run time in
+	// the test (each failure counted as false), how many and the last.
+	CondErrors []string
 }
 
 // Pass reports whether the test passed.
@@ -74,6 +77,7 @@ func (r *Result) Diff() string {
 	} else {
 		list("produced", r.Got)
 	}
+	list("condition errors (each counted as false)", r.CondErrors)
 	return b.String()
 }
 
@@ -107,7 +111,11 @@ func Run(t *rules.Test) *Result {
 		return r
 	}
 	for _, rule := range t.Rules {
+		before := rule.ConditionErrors()
 		got, err := runRule(rule, t.Events, emits[rule])
+		if n := rule.ConditionErrors() - before; n > 0 {
+			r.CondErrors = append(r.CondErrors, fmt.Sprintf("rule %s: %d, the last: %s", rule.Name, n, rule.LastConditionError()))
+		}
 		r.Got = append(r.Got, got...)
 		if err != nil && r.Err == nil {
 			r.Err = fmt.Errorf("rule %s: %w", rule.Name, err)

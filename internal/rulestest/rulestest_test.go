@@ -107,3 +107,53 @@ func TestSurplus(t *testing.T) {
 		t.Errorf("surplus = %q, want [a b]", got)
 	}
 }
+
+// TestConditionErrors: a failed test says how many condition evaluations
+// of each rule failed at run time in it (counted as false), and the last
+// error: a condition that reads its own stage reads null there.
+func TestConditionErrors(t *testing.T) {
+	rs, err := rules.Load("t.cep", []byte(`ruleset t
+event time ts
+schema {
+  ts: time
+  k: string
+  amount: float
+}
+rule self {
+  key k
+  pattern {
+    begin a where a.amount > 10
+  }
+}
+test "first" {
+  events {
+    {"ts": 1, "k": "x", "amount": 50}
+    {"ts": 2, "k": "x", "amount": 60}
+  }
+  expect {
+    self key "x" { a: [1] }
+  }
+}
+test "second" {
+  events {
+    {"ts": 1, "k": "x", "amount": 50}
+  }
+  expect {
+    self key "x" { a: [1] }
+  }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := RunAll(rs)
+	// The counts are the test's own, not the rule's since it was compiled.
+	for i, want := range []string{
+		"condition errors (each counted as false):\n  rule self: 2, the last: a.amount is null (in a.amount > 10)\n",
+		"condition errors (each counted as false):\n  rule self: 1, the last: a.amount is null (in a.amount > 10)\n",
+	} {
+		if d := results[i].Diff(); !strings.Contains(d, want) {
+			t.Errorf("test %d: Diff =\n%s\nwant it to contain\n%s", i+1, d, want)
+		}
+	}
+}

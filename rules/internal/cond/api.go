@@ -207,6 +207,10 @@ func (v *ValueExpr) Fast() bool { return v.prog.vm == nil }
 // is empty when Fast.
 func (v *ValueExpr) Fallback() string { return v.prog.fallback }
 
+// Suggest returns " (did you mean x?)" for the candidate closest to name,
+// as the errors of unknown fields say it, or "" when none is close.
+func Suggest(name string, candidates []string) string { return suggest(name, candidates) }
+
 // Identifiers returns the free identifiers an expression reads (field or
 // stage names), sorted and unique, so that the front end can build the
 // schema of a ruleset that declares none. Builtin function names, closure
