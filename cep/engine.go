@@ -405,10 +405,13 @@ type RuleSummary struct {
 	Severity        string
 	Alerts          int64
 	ConditionErrors uint64
-	Late            int64
-	Overflow        int64 // events over the MaxBufferedEvents limit
-	NoKey           int64 // events skipped for lacking one of the rule's key fields
-	Dropped         int64 // partial matches dropped over the MaxPartialMatches limit
+	// LastConditionError is the message of the last condition error
+	// ("" when none), such as "amount is null (in amount > 10)".
+	LastConditionError string
+	Late               int64
+	Overflow           int64 // events over the MaxBufferedEvents limit
+	NoKey              int64 // events skipped for lacking one of the rule's key fields
+	Dropped            int64 // partial matches dropped over the MaxPartialMatches limit
 }
 
 // InputStats are the counters of the input of a run.

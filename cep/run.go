@@ -126,14 +126,15 @@ func (r *run) finish(runErr error) (*Summary, error) {
 		rr := &r.host.rules[i]
 		opStats, _ := r.host.keyOps[cr.spec].op.RuleCounts(i) // the summary reads counters only
 		s.Rules = append(s.Rules, RuleSummary{
-			Rule:            cr.rule.Name,
-			Severity:        cr.rule.Severity.String(),
-			Alerts:          rr.alerts,
-			ConditionErrors: cr.rule.ConditionErrors(),
-			Late:            int64(opStats.Late),
-			Overflow:        rr.overflow,
-			NoKey:           rr.noKey,
-			Dropped:         int64(opStats.DroppedPartialMatches),
+			Rule:               cr.rule.Name,
+			Severity:           cr.rule.Severity.String(),
+			Alerts:             rr.alerts,
+			ConditionErrors:    cr.rule.ConditionErrors(),
+			LastConditionError: cr.rule.LastConditionError(),
+			Late:               int64(opStats.Late),
+			Overflow:           rr.overflow,
+			NoKey:              rr.noKey,
+			Dropped:            int64(opStats.DroppedPartialMatches),
 		})
 	}
 	if err := e.cfg.input.inputError(rs.Name, st, runErr); err != nil {

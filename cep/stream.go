@@ -805,6 +805,9 @@ func (j *job) result(already, finished bool) *StreamResult {
 				rr.Late += int64(opStats.Late)
 				rr.Dropped += int64(opStats.DroppedPartialMatches)
 				rr.ConditionErrors += cr.rule.ConditionErrors()
+				if msg := cr.rule.LastConditionError(); msg != "" {
+					rr.LastConditionError = msg
+				}
 			}
 		}
 		r.Rules = rules

@@ -869,6 +869,19 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		}
 		fmt.Fprintln(bw)
 	}
+	// A condition that fails at run time (a field missing or null, a
+	// misspelled field of an inferred schema) counts as false: say why.
+	first := true
+	for _, r := range s.Rules {
+		if r.ConditionErrors == 0 || r.LastConditionError == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintf(bw, "\n  Condition errors count as false; the last of each rule:\n")
+			first = false
+		}
+		fmt.Fprintf(bw, "    %s: %s\n", r.Rule, r.LastConditionError)
+	}
 	if !labels {
 		return
 	}

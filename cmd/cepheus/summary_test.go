@@ -289,3 +289,17 @@ rule r {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and the error of rule r at the end of the input", code, errOut)
 	}
 }
+
+// TestBacktestConditionErrorText: a condition that fails at run time (here
+// a misspelled field of an inferred schema, null in every event) is
+// counted on its rule, and the summary says what the last error was.
+func TestBacktestConditionErrorText(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", "ruleset t\n\nevent time ts\n\nrule big {\n  key k\n  pattern {\n    begin a where amout > 10\n  }\n}\n")
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:00:01Z","k":"x","amount":50}`+"\n"+`{"ts":"2026-01-01T00:00:02Z","k":"x","amount":60}`+"\n")
+	code, _, errOut := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "a.jsonl"))
+	want := "(2 condition errors)\n\n  Condition errors count as false; the last of each rule:\n    big: amout is null (in amout > 10)\n"
+	if code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, summary lacks %q:\n%s", code, want, errOut)
+	}
+}
