@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/cepheus-cep/cepheus/rules/internal/cond"
 )
 
 // MaxErrors is the most errors reported for one file; an [ErrorList] that
@@ -127,3 +129,8 @@ func (l ErrorList) Print(w io.Writer, snippets bool) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// Suggest returns " (did you mean x?)" for the candidate x closest to name,
+// as the errors of this package say it, or "" when none is close enough
+// to be a slip. The command line names its commands with it too.
+func Suggest(name string, candidates []string) string { return cond.Suggest(name, candidates) }

@@ -30,6 +30,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 func main() {
@@ -106,6 +108,16 @@ func lookup(name string) *command {
 	return nil
 }
 
+// unknownCommand is the usage error of a command that does not exist,
+// naming the closest one when the name looks like a slip.
+func unknownCommand(name string) error {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return usagef("unknown command %q%s", name, rules.Suggest(name, names))
+}
+
 // run runs the command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -121,7 +133,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	c := lookup(name)
 	if c == nil {
-		return usagef("unknown command %q", name)
+		return unknownCommand(name)
 	}
 	return c.run(ctx, rest, stdout, stderr)
 }
@@ -154,7 +166,7 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		c := lookup(args[0])
 		if c == nil {
-			return usagef("unknown command %q", args[0])
+			return unknownCommand(args[0])
 		}
 		return c.run(ctx, []string{"-h"}, stdout, stderr)
 	}

@@ -508,3 +508,21 @@ func TestHelpProseWrapped(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownCommand: a command that does not exist is a usage error; a
+// slip of a real one's name says which was meant, in help too.
+func TestUnknownCommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"chek", "x.cep"}, `unknown command "chek" (did you mean check?)`},
+		{[]string{"help", "backtst"}, `unknown command "backtst" (did you mean backtest?)`},
+		{[]string{"zzz"}, `unknown command "zzz"` + "\n"},
+	} {
+		code, _, errOut := cepheus(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, want 2 and %q:\n%s", c.args, code, c.want, errOut)
+		}
+	}
+}
