@@ -225,7 +225,13 @@ func (c *compiler) resolve(n *ast.IdentifierNode) (nameRef, error) {
 	if c.env.Declared {
 		what = "field"
 	}
-	return nameRef{}, c.errorf(n, "unknown %s %s%s", what, n.Value, suggest(n.Value, c.names()))
+	hint := suggest(n.Value, c.names())
+	if hint == "" && c.env.Declared && !c.emit {
+		// Far from every name: most often a string left without quotes
+		// (type == auth).
+		hint = fmt.Sprintf(" (for the text %s, write %q)", n.Value, n.Value)
+	}
+	return nameRef{}, c.errorf(n, "unknown %s %s%s", what, n.Value, hint)
 }
 
 // nearestStage suggests a stage for the unknown name: " (did you mean
