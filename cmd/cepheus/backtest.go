@@ -557,7 +557,7 @@ func (e *userError) Unwrap() error { return e.err }
 // engine's errors start their parts with.
 var internalPrefixes = map[string]bool{
 	"cep": true, "runtime": true, "backtest": true, "source": true, "subtask": true,
-	"dead letters": true, "state": true, "jsonev": true, "enrich": true,
+	"dead letters": true, "state": true, "jsonev": true, "enrich": true, "nfa": true,
 }
 
 // stripPrefixes removes the engine's package prefixes from an error

@@ -303,3 +303,50 @@ func TestBacktestConditionErrorText(t *testing.T) {
 		t.Errorf("exit %d, summary lacks %q:\n%s", code, want, errOut)
 	}
 }
+
+// TestRunErrorWithoutPackagePrefixes: a rule that fails at run time (a
+// skip ... orFail whose target is missing) is reported by test and
+// backtest without the engine's package names.
+func TestRunErrorWithoutPackagePrefixes(t *testing.T) {
+	dir := t.TempDir()
+	src := `ruleset orfail
+
+event time ts
+
+rule r {
+  key k
+  pattern {
+    begin a where t == "a"
+    followedBy b optional where t == "b"
+    followedBy c where t == "c"
+  }
+  skip toFirst b orFail
+}
+
+test "b missing" {
+  events {
+    {"ts": 1, "k": "x", "t": "a"}
+    {"ts": 2, "k": "x", "t": "c"}
+  }
+  expect {
+    r key "x" { a: [1], c: [2] }
+  }
+}
+`
+	rules := writeFile(t, dir, "r.cep", src)
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:00:01Z","k":"x","t":"a"}`+"\n"+`{"ts":"2026-01-01T00:00:02Z","k":"x","t":"c"}`+"\n")
+	const want = `key "x": after-match skip target missing: could not skip to "b": no such element in the found match`
+	code, out, errOut := cepheus(t, "test", rules)
+	if code != 1 || !strings.Contains(out+errOut, "run failed: rule r: "+want) {
+		t.Errorf("test: exit %d, want 1 and %q:\n%s%s", code, want, out, errOut)
+	}
+	code, _, errOut2 := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "a.jsonl"))
+	if code != 1 || !strings.Contains(errOut2, "rule r, at the end of the input: "+want) {
+		t.Errorf("backtest: exit %d, want 1 and %q:\n%s", code, want, errOut2)
+	}
+	for _, prefix := range []string{"cep: ", "nfa: "} {
+		if strings.Contains(out+errOut+errOut2, prefix) {
+			t.Errorf("an error names %q:\n%s%s%s", prefix, out, errOut, errOut2)
+		}
+	}
+}

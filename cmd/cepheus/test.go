@@ -103,6 +103,9 @@ func testFile(name string, filter *regexp.Regexp, verbose bool, stdout io.Writer
 		failed++
 		fmt.Fprintf(&b, "--- FAIL: %s: %q\n", t.Pos, t.Name)
 		for line := range strings.Lines(r.Diff()) {
+			if rest, ok := strings.CutPrefix(line, "run failed: "); ok {
+				line = "run failed: " + stripPrefixes(rest)
+			}
 			b.WriteString("    " + line)
 		}
 	}
