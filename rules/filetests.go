@@ -52,7 +52,12 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 					// the column out of the message.
 					var de *jsonev.DecodeError
 					if errors.As(err, &de) {
-						err = errors.New(de.Reason)
+						reason := de.Reason
+						if s := Suggest(de.Unknown, rs.Schema.Names()); de.Unknown != "" && s != "" {
+							// " (not in the schema: did you mean x?)"
+							reason = strings.TrimSuffix(reason, ")") + ": " + s[len(" ("):]
+						}
+						err = errors.New(reason)
 					}
 					off := min(decodeOffset(de), len(l.JSON.raw))
 					c.errorf(l.JSON.Pos+Pos(off), "event %d: %v", i+1, err)

@@ -153,6 +153,9 @@ type DecodeError struct {
 	// Reason says what is wrong, e.g. `invalid character 'x' in number` or
 	// `field "amount": want int, got 3.5`.
 	Reason string
+	// Unknown is the name of the field outside the schema that a strict
+	// decoder refused, "" for any other error.
+	Unknown string
 }
 
 func (e *DecodeError) Error() string {
@@ -415,7 +418,8 @@ func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 			}
 			if d.strict {
 				if fi < 0 && !d.open {
-					return nil, errAt(keyAt, "unknown field "+strconv.Quote(d.keyText(data, keyAt))+" (not in the schema)")
+					name := d.keyText(data, keyAt)
+					return nil, &DecodeError{Column: keyAt + 1, Reason: "unknown field " + strconv.Quote(name) + " (not in the schema)", Unknown: name}
 				}
 				if fi >= 0 && d.seen[fi] {
 					return nil, errAt(keyAt, "field "+strconv.Quote(d.keyText(data, keyAt))+" is given twice")
