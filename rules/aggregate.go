@@ -198,7 +198,7 @@ func (c *ruleChecker) compileAggregates() []*Aggregate {
 					continue
 				}
 				off := min(max(ce.Offset, 0), len(w.Expr.raw))
-				c.errorf(w.Expr.Pos+Pos(off), "%s", exprHint(ce.Msg, w.Expr.raw[off:]))
+				c.errorf(w.Expr.Pos+Pos(off), "%s", exprHint(ce.Msg, w.Expr.raw[:off], w.Expr.raw[off:]))
 				continue
 			}
 			a.where = b

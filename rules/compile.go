@@ -240,14 +240,15 @@ func (rc *ruleCompiler) exprError(x *Expr, err error) {
 		return
 	}
 	off := min(max(ce.Offset, 0), len(x.raw))
-	rc.c.errorf(x.Pos+Pos(off), "%s", exprHint(ce.Msg, x.raw[off:]))
+	rc.c.errorf(x.Pos+Pos(off), "%s", exprHint(ce.Msg, x.raw[:off], x.raw[off:]))
 }
 
 // exprHint adds the likely fix to a syntax error of expr whose token is a
 // common slip: = for ==, & for &&, AND for and, or a word of the rule
-// language written after a condition on the stage's line. rest is the
-// expression from the token on.
-func exprHint(msg, rest string) string {
+// language written after a condition on the stage's line, a list in
+// parentheses (in ("a", "b")). before is the expression up to the token,
+// rest the expression from the token on.
+func exprHint(msg, before, rest string) string {
 	tok, ok := strings.CutPrefix(msg, "unexpected token ")
 	if !ok {
 		return msg
@@ -265,6 +266,10 @@ func exprHint(msg, rest string) string {
 		}
 	case `Operator("&")`:
 		hint = "did you mean &&?"
+	case `Operator(",")`:
+		if i := strings.LastIndex(before, "("); i > 0 && strings.HasSuffix(strings.TrimSpace(before[:i]), " in") {
+			hint = "a list is written in brackets: in [a, b]"
+		}
 	case `Identifier("AND")`, `Identifier("OR")`, `Identifier("NOT")`:
 		hint = "did you mean " + strings.ToLower(tok[len(`Identifier("`):len(tok)-2]) + "?"
 	case `Identifier("where")`, `Identifier("until")`:
