@@ -174,6 +174,10 @@ func lexAny(l *ruleLexer) lexState {
 			l.next()
 		}
 		return l.errorf("unexpected '//': a comment starts with '#'")
+	case r == '=' && l.peek() != '=':
+		// Outside expressions '=' has no use: most often an emit field
+		// or a schema field written name = value.
+		return l.errorf("unexpected '=': a field of an emit or schema block is written name: value")
 	case r == '\'' || r == '`':
 		return l.errorf("unexpected %q: a string of the rule language is written in double quotes", string(r))
 	case r == '.':
