@@ -176,3 +176,19 @@ func TestByteOrderMark(t *testing.T) {
 		t.Error("a byte-order mark inside the file was accepted")
 	}
 }
+
+// TestBinaryFile: a file with a NUL byte (a compressed events file given
+// for a ruleset) is one error at that byte, not a page of stray
+// characters.
+func TestBinaryFile(t *testing.T) {
+	src := []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03rule r {\n")
+	_, err := Load("events.jsonl.gz", src)
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 {
+		t.Fatalf("Load of a binary file: %v, want one error", err)
+	}
+	const want = "events.jsonl.gz:1:4: not a ruleset: the file holds a NUL byte (a binary or compressed file?); a ruleset is text"
+	if got := list[0].Error(); got != want {
+		t.Errorf("error %q, want %q", got, want)
+	}
+}

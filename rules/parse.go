@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,6 +14,13 @@ import (
 // parsed; the error, if any, is an [ErrorList] of every syntax error found
 // (sorted, one per line, at most [MaxErrors]).
 func ParseFile(name string, src []byte) (*File, error) {
+	if i := bytes.IndexByte(src, 0); i >= 0 {
+		// A binary file (an events .gz given for a ruleset): one error,
+		// not a page of stray characters.
+		var errs ErrorList
+		errs.add(newSrcFile(name, string(src)), posAt(i), "not a ruleset: the file holds a NUL byte (a binary or compressed file?); a ruleset is text")
+		return &File{Path: name}, errs.finish().Err()
+	}
 	p := newRuleParser(name, string(src))
 	f := p.parseFile()
 	return f, p.errs.finish().Err()
