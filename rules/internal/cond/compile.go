@@ -2,6 +2,7 @@ package cond
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 
@@ -154,6 +155,9 @@ type compiledNode struct {
 	list *scalarList
 	// chain is set on && and || nodes.
 	chain *logicChain
+	// geo is set on distance_km calls: their arguments, in degrees, for
+	// a comparison with a constant that bounds the distance first.
+	geo func(fr frame) ([4]float64, *Error)
 }
 
 func (n *compiledNode) isConst() bool { return n.leaf.kind == leafConst && n.typ.scalar() }
@@ -591,6 +595,9 @@ func (c *compiler) order(n ast.Node, op binOp, l, r *compiledNode) *compiledNode
 		}
 	}
 	ll, rl := l.leaf, r.leaf
+	if kf, ok := rl.c.AsFloat(); ok && l.geo != nil && rl.kind == leafConst && !math.IsInf(kf, 0) && !math.IsNaN(kf) { // distance_km(...) > 2000
+		return c.boolean(n, distanceOrder(op, l.geo, kf))
+	}
 	if ll.kind == leafFn && rl.kind == leafConst { // f(x) < 10
 		lf, k := ll.fn, rl.c
 		return c.boolean(n, func(fr frame) (bool, *Error) {
