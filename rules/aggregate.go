@@ -100,7 +100,15 @@ func (c *ruleChecker) checkAggregates() {
 			typ, ok := c.declaredType(f.Value)
 			switch {
 			case !ok:
-				c.errorf(f.Pos, "unknown field %s (not in the schema)", f)
+				var names []string
+				for _, fd := range c.schemaDecl.Fields {
+					names = append(names, fd.Name.Value)
+				}
+				hint := cond.Suggest(f.Value, names)
+				if hint == "" {
+					hint = " (not in the schema)"
+				}
+				c.errorf(f.Pos, "unknown field %s%s", f, hint)
 			case d.Func.Func.Value != "distinct" && typ != "int" && typ != "float":
 				c.errorf(f.Pos, "%s needs a number, and %s is a %s", d.Func.Func, f, typ)
 			}
