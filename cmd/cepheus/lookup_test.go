@@ -397,6 +397,37 @@ func TestLookupErrorsNameOnce(t *testing.T) {
 	}
 }
 
+// TestLookupClosedDownNamesTheLookup: a backtest whose events all go to
+// the dead letters because a lookup failing closed cannot reach its
+// source says so, not that the lines could not be decoded, and points at
+// the source rather than the schema.
+func TestLookupClosedDownNamesTheLookup(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&b, `{"ts":%d,"type":"auth","customer_id":"c%d","card_id":"k1","merchant_id":"m1","amount":1}`+"\n", 1767225600000+i*1000, i)
+	}
+	events := writeFile(t, dir, "e.jsonl", b.String())
+	src, err := os.ReadFile("../../rulesets/cards.cep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := writeFile(t, dir, "closed.cep", strings.Replace(string(src), "on failure open", "on failure closed", 1))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=redis://"+addr)
+	if code != 1 || strings.Contains(stderr, "could not be decoded") || strings.Contains(stderr, "-time-unit") ||
+		!strings.Contains(stderr, "10 lines went to the dead letters (first: line 1: lookup customer: ") ||
+		!strings.Contains(stderr, "10 of 10 lines went to the dead letters") ||
+		!strings.Contains(stderr, "10 events went there because a lookup failing closed (on failure closed) could not read its source") {
+		t.Errorf("backtest with a lookup failing closed on a Redis that does not answer: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
 // TestEnrichLoadUsage: enrich load of a lookup the ruleset does not
 // declare is a usage error that names the lookups it does; -rules takes
 // a directory holding one ruleset, as run's does, and names a directory
