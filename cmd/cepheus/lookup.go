@@ -148,11 +148,17 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 	return cep.WithLookups(sources, lf.opts), closeAll, nil
 }
 
-// check reports the -lookup names that none of sets declares.
+// check reports a -lookup name given twice, and the -lookup names that
+// none of sets declares.
 func (lf *lookupFlags) check(sets []*rules.Ruleset) error {
 	var bad []string
+	seen := map[string]bool{}
 	for _, b := range lf.binds {
 		name, _, _ := cep.ParseLookupBinding(b)
+		if seen[name] {
+			return fmt.Errorf("-lookup %s is given twice", name)
+		}
+		seen[name] = true
 		found := false
 		for _, rs := range sets {
 			found = found || declares(rs, name)

@@ -428,6 +428,25 @@ func TestLookupClosedDownNamesTheLookup(t *testing.T) {
 	}
 }
 
+// TestLookupGivenTwiceIsUsage: a lookup bound twice is a usage error of
+// backtest and run (exit 2, a pointer to the help), before any input.
+func TestLookupGivenTwiceIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	prof := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
+	const rules = "../../rulesets/cards.cep"
+	for _, args := range [][]string{
+		{"backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull},
+		{"run", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts")},
+	} {
+		args = append(args, "-lookup", "customer=file:"+prof, "-lookup", "customer=file:"+prof)
+		code, _, stderr := cepheus(t, args...)
+		if code != 2 || !strings.Contains(stderr, "-lookup customer is given twice") || !strings.Contains(stderr, "cepheus help "+args[0]) {
+			t.Errorf("%s with -lookup customer twice: exit %d, stderr %q; want 2 and a pointer to the help", args[0], code, stderr)
+		}
+	}
+}
+
 // TestEnrichLoadUsage: enrich load of a lookup the ruleset does not
 // declare is a usage error that names the lookups it does; -rules takes
 // a directory holding one ruleset, as run's does, and names a directory
