@@ -539,7 +539,7 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 					what = fmt.Sprintf("%s of %s went to the dead letters", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
 				}
 				hint = fmt.Sprintf("%s because a lookup failing closed (on failure closed) could not read its source: "+
-					"check that the source of -lookup answers, or make the lookup fail open", plural(n, "event went there", "events went there"))
+					"check the source of -lookup (the reason above), or make the lookup fail open", plural(n, "event went there", "events went there"))
 			}
 		}
 		return &userError{err: err, msg: fmt.Sprintf("backtest: ruleset %s: %s (line %d: %s)\n  %s",
