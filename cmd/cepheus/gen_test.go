@@ -19,7 +19,8 @@ func TestGenConfigMessages(t *testing.T) {
 		want string
 	}{
 		{[]string{"-days", "-1"}, "cepheus: gen: -days -1 is outside 0..3660\n"},
-		{[]string{"-history-days", "0", "-days", "1"}, "cepheus: gen: scenario dormant_card needs at least 61 days (-history-days and -days add up to 1); leave it out of -scenarios or add days\n"},
+		{[]string{"-history-days", "0", "-days", "1"}, "cepheus: gen: scenario dormant_card needs at least 61 days (-history-days and -days add up to 1); leave it out of -scenarios (-scenarios card_testing,account_takeover,impossible_travel,large_then_foreign,refund_abuse,velocity_burst,auth_not_captured) or add days\n"},
+		{[]string{"-history-days", "2", "-scenarios", "dormant_card,card_testing"}, "cepheus: gen: scenario dormant_card needs at least 61 days (-history-days and -days add up to 3); leave it out of -scenarios (-scenarios card_testing) or add days\n"},
 		{[]string{"-history-days", "0", "-days", "0", "-scenarios", "card_testing"}, "cepheus: gen: -history-days and -days add up to 0 days, want at least 1\n"},
 		{[]string{"-max-delay", "2h", "-customers", "0"}, "cepheus: gen: -customers 0 is outside 1..10000000\ncepheus: gen: -max-delay 2h is outside 0..1h\n"},
 		{[]string{"-fraud-rate", "-5"}, "cepheus: gen: -fraud-rate -5 is outside 0..100000 (instances per 100,000 normal events)\n"},
