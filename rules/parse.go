@@ -806,6 +806,11 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 				d.Key = k
 			}
 		case p.tok.kind == tokIdent && isFunc:
+			if d.Func != nil && d.Func.Func.Value == p.tok.val {
+				p.errorf("%s is given twice", p.tok.val)
+				p.skipLine()
+				continue
+			}
 			if d.Func != nil {
 				p.errorf("a second function: aggregate %s computes %s already; declare another aggregate for %s", name.Value, d.Func.Func.Value, p.tok.val)
 				p.skipLine()
@@ -833,6 +838,11 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 				continue
 			}
 			p.next()
+			if p.isWord("sliding") || p.isWord("tumbling") {
+				p.errorf("%s comes after the window's length: window 1h %s", p.tok.val, p.tok.val)
+				p.skipLine()
+				continue
+			}
 			dur, ok := p.parseDuration()
 			if !ok {
 				p.skipLine()
