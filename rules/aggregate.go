@@ -149,8 +149,13 @@ func (c *ruleChecker) aggregateSchema() {
 		fields = append(fields, c.schema.Field(i))
 	}
 	for _, d := range c.aggregates {
-		if _, dup := c.schema.Slot(d.Name.Value); dup || containsField(fields, d.Name.Value) || d.Func == nil {
-			continue // reported by checkAggregates
+		_, dup := c.schema.Slot(d.Name.Value)
+		if dup && c.schemaDecl == nil {
+			// An inferred field: the aggregate's value would replace it.
+			c.errorf(d.Name.Pos, "aggregate %s has the name of an event field the ruleset reads (as a key, an aggregate's field or the event time); rename one", d.Name)
+		}
+		if dup || containsField(fields, d.Name.Value) || d.Func == nil {
+			continue // reported by checkAggregates, or above
 		}
 		fields = append(fields, event.Field{Name: d.Name.Value, Kind: aggKind(d.Func.Func.Value)})
 	}
