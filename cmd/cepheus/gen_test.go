@@ -42,6 +42,11 @@ func TestGenWarnsOfMissingScenarios(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "warning: no instance of card_testing was injected") {
 		t.Errorf("gen of 1,000 events with card_testing: exit %d, stderr\n%s\nwant a warning like\n%s", code, errOut, want)
 	}
+	code, _, errOut = cepheus(t, "gen", "-history-days", "1", "-days", "0", "-history-events-per-day", "1000", "-customers", "100",
+		"-scenarios", "card_testing", "-o", out)
+	if code != 0 || !strings.Contains(errOut, "raise -fraud-rate or -history-events-per-day\n") {
+		t.Errorf("gen of one history day with card_testing: exit %d, stderr\n%s\nwant the warning to name -history-events-per-day", code, errOut)
+	}
 	code, _, errOut = cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "1000", "-customers", "100",
 		"-scenarios", "card_testing", "-fraud-rate", "500", "-o", out)
 	if code != 0 || strings.Contains(errOut, "warning") {
