@@ -1,8 +1,11 @@
 package enrich
 
 import (
+	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,6 +150,30 @@ func TestOpenFileErrors(t *testing.T) {
 		if err == nil || err.Error() != want {
 			t.Errorf("line %s:\n got  %v\n want %s", tc.line, err, want)
 		}
+	}
+}
+
+// TestOpenFileTruncatedGzip: a .gz file cut in the middle of a line is
+// reported as a truncated file, not as a bad line.
+func TestOpenFileTruncatedGzip(t *testing.T) {
+	var plain bytes.Buffer
+	for i := range 2000 {
+		fmt.Fprintf(&plain, `{"customer_id":"C%d","home_country":"DE","tenure_days":%d}`+"\n", i, i)
+	}
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	path := filepath.Join(t.TempDir(), "c.jsonl.gz")
+	if err := os.WriteFile(path, zb.Bytes()[:zb.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenFile(fileSpec(), path)
+	if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "a truncated .gz file?") {
+		t.Errorf("OpenFile of a truncated .gz file: %v, want an unexpected EOF that says so", err)
+	}
+	if strings.Contains(err.Error(), "not a JSON object") {
+		t.Errorf("OpenFile of a truncated .gz file: %v, want no line blamed and one hint", err)
 	}
 }
 

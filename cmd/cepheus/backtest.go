@@ -546,7 +546,7 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 			ie.Ruleset, what, ie.FirstLine, ie.FirstReason, hint)}
 	}
 	msg := "backtest: " + stripPrefixes(err.Error())
-	if errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.ErrUnexpectedEOF) && !strings.Contains(msg, "a truncated .gz file?") {
 		msg += " (the input ends in the middle of a compressed block: a truncated .gz file?)"
 	}
 	return &userError{err: err, msg: msg}

@@ -4,6 +4,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net"
@@ -425,6 +427,33 @@ func TestLookupClosedDownNamesTheLookup(t *testing.T) {
 		!strings.Contains(stderr, "10 of 10 lines went to the dead letters") ||
 		!strings.Contains(stderr, "10 events went there because a lookup failing closed (on failure closed) could not read its source") {
 		t.Errorf("backtest with a lookup failing closed on a Redis that does not answer: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestLookupTruncatedGzip: a lookup file cut short in a compressed block
+// fails backtest and enrich load as a truncated file, said once, not as a
+// bad line.
+func TestLookupTruncatedGzip(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	var plain bytes.Buffer
+	for i := range 2000 {
+		fmt.Fprintf(&plain, `{"customer_id":"c%d","home_country":"FR"}`+"\n", i)
+	}
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	prof := writeFile(t, dir, "customer.jsonl.gz", string(zb.Bytes()[:zb.Len()/2]))
+	const rules = "../../rulesets/cards.cep"
+	for _, args := range [][]string{
+		{"backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=file:" + prof},
+		{"enrich", "load", "-redis", "127.0.0.1:1", "-rules", rules, "-lookup", "customer", "-file", prof},
+	} {
+		code, _, stderr := cepheus(t, args...)
+		if code != 1 || strings.Count(stderr, "a truncated .gz file?") != 1 || strings.Contains(stderr, "not a JSON object") {
+			t.Errorf("%s with a truncated lookup file: exit %d, stderr %q; want 1 and one truncated-file hint", args[0], code, stderr)
+		}
 	}
 }
 
