@@ -476,6 +476,30 @@ func TestLookupGivenTwiceIsUsage(t *testing.T) {
 	}
 }
 
+// TestLookupBadSourceIsUsage: a -lookup (or enrich load -redis) whose
+// Redis URL does not parse, or a file: without its path, is a usage
+// error (exit 2) before anything is read, and never shows the password.
+func TestLookupBadSourceIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	const rules = "../../rulesets/cards.cep"
+	for _, c := range []struct{ source, want string }{
+		{"redis://127.0.0.1:6379?format=xml", `-lookup customer: redis URL redis://127.0.0.1:6379?format=xml: format "xml", want hash or json`},
+		{"redis://u:secretpw@127.0.0.1:6379/x", `-lookup customer: redis URL redis://u:***@127.0.0.1:6379/x: database "x" is not a number >= 0`},
+		{"file:", "-lookup customer: the file's path is missing (file:PATH)"},
+		{"redis:/u:secretpw@127.0.0.1:6379", "-lookup customer=***@127.0.0.1:6379: the source is file:PATH or redis://HOST:PORT"},
+	} {
+		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer="+c.source)
+		if code != 2 || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "secretpw") || !strings.Contains(stderr, "cepheus help backtest") {
+			t.Errorf("backtest -lookup customer=%s: exit %d, stderr %q; want 2 and %q", c.source, code, stderr, c.want)
+		}
+	}
+	code, _, stderr := cepheus(t, "enrich", "load", "-redis", "127.0.0.1:6379?format=xml", "-rules", rules, "-lookup", "customer", "-file", events)
+	if code != 2 || !strings.Contains(stderr, `-redis: redis URL redis://127.0.0.1:6379?format=xml: format "xml", want hash or json`) {
+		t.Errorf("enrich load -redis with a bad format: exit %d, stderr %q; want 2", code, stderr)
+	}
+}
+
 // TestEnrichLoadUsage: enrich load of a lookup the ruleset does not
 // declare is a usage error that names the lookups it does; -rules takes
 // a directory holding one ruleset, as run's does, and names a directory
