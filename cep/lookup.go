@@ -284,11 +284,35 @@ func ParseLookupBinding(s string) (name, target string, err error) {
 	name, target, ok := strings.Cut(s, "=")
 	switch {
 	case !ok || name == "" || target == "":
-		return "", "", fmt.Errorf("-lookup %q: want NAME=file:PATH or NAME=redis://HOST:PORT", s)
+		return "", "", fmt.Errorf("-lookup %q: want NAME=file:PATH or NAME=redis://HOST:PORT", hideUserinfo(s))
 	case strings.HasPrefix(target, "file:"), strings.HasPrefix(target, "redis://"), strings.HasPrefix(target, "rediss://"):
 		return name, target, nil
 	}
-	return "", "", fmt.Errorf("-lookup %s=%s: the source is file:PATH or redis://HOST:PORT", name, target)
+	return "", "", fmt.Errorf("-lookup %s=%s: the source is file:PATH or redis://HOST:PORT", name, hideUserinfo(target))
+}
+
+// hideUserinfo replaces what comes before the last '@' of a source (a
+// user and a password, in a URL) with ***, for an error message.
+func hideUserinfo(s string) string {
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		return "***" + s[i:]
+	}
+	return s
+}
+
+// CheckLookupTarget checks the source of a lookup binding (file:PATH,
+// redis://..., rediss://...) without opening it: a file needs its path,
+// a Redis URL must parse. The error never shows a password.
+func CheckLookupTarget(target string) error {
+	if target == "file:" {
+		return errors.New("the file's path is missing (file:PATH)")
+	}
+	if strings.HasPrefix(target, "redis://") || strings.HasPrefix(target, "rediss://") {
+		if _, err := enrich.ParseRedisURL(target); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "enrich: "))
+		}
+	}
+	return nil
 }
 
 // OpenLookupSource opens target (file:PATH, redis://..., rediss://...)

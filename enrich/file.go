@@ -102,6 +102,10 @@ func readFile(spec Spec, path string, fn func(key string, parts []string, rec []
 		}
 		key, rec, err := codec.decodeObject(data, parts)
 		if err != nil {
+			if !sc.Scan() && sc.Err() != nil {
+				// The line was cut short by the read's error.
+				return readError(spec, path, line-1, sc.Err())
+			}
 			return fmt.Errorf("enrich: lookup %s: %s:%d: %w", spec.Name, path, line, err)
 		}
 		if err := fn(key, parts, rec); err != nil {
@@ -112,7 +116,15 @@ func readFile(spec Spec, path string, fn func(key string, parts []string, rec []
 		if errors.Is(err, bufio.ErrTooLong) {
 			return fmt.Errorf("enrich: lookup %s: %s:%d: line longer than %d MiB", spec.Name, path, line+1, maxLine>>20)
 		}
-		return fmt.Errorf("enrich: lookup %s: %s: after line %d: %w", spec.Name, path, line, err)
+		return readError(spec, path, line, err)
 	}
 	return nil
+}
+
+// readError is the error of a lookup file whose read failed after line.
+func readError(spec Spec, path string, line int, err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("enrich: lookup %s: %s: after line %d: %w (the file ends in the middle of a compressed block: a truncated .gz file?)", spec.Name, path, line, err)
+	}
+	return fmt.Errorf("enrich: lookup %s: %s: after line %d: %w", spec.Name, path, line, err)
 }

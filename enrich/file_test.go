@@ -1,8 +1,11 @@
 package enrich
 
 import (
+	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,18 +127,18 @@ func TestOpenFileErrors(t *testing.T) {
 		line string
 		want string // after "enrich: lookup customer: PATH:3: "
 	}{
-		{`{"customer_id":"C1","tenure":1.5}`, "member tenure: want an integer, got 1.5"},
-		{`{"customer_id":"C1","tenure":"x"}`, `member tenure: want an integer, got "x"`},
-		{`{"customer_id":"C1","tenure":99999999999999999999}`, "member tenure: want an integer, got 99999999999999999999"},
-		{`{"customer_id":"C1","score":"1"}`, `member score: want a number, got "1"`},
-		{`{"customer_id":"C1","country":5}`, "member country: want a string, got 5"},
-		{`{"customer_id":"C1","vip":"yes"}`, `member vip: want true or false, got "yes"`},
-		{`{"customer_id":"C1","since":"yesterday"}`, `member since: want an RFC 3339 time, got "yesterday"`},
-		{`{"customer_id":"C1","since":1.5}`, "member since: want an RFC 3339 string or an integer of epoch milliseconds, got 1.5"},
-		{`{"customer_id":"C1","country":["` + strings.Repeat("x", 50) + `"]}`, "member country: want a string, got an array"},
-		{`{"tenure":1}`, "key member customer_id: missing"},
-		{`{"customer_id":null}`, "key member customer_id: null (a record needs its whole key)"},
-		{`{"customer_id":{"a":1}}`, `key member customer_id: want a string, number or bool, got {"a":1}`},
+		{`{"customer_id":"C1","tenure":1.5}`, "field tenure: want an integer, got 1.5"},
+		{`{"customer_id":"C1","tenure":"x"}`, `field tenure: want an integer, got "x"`},
+		{`{"customer_id":"C1","tenure":99999999999999999999}`, "field tenure: want an integer, got 99999999999999999999"},
+		{`{"customer_id":"C1","score":"1"}`, `field score: want a number, got "1"`},
+		{`{"customer_id":"C1","country":5}`, "field country: want a string, got 5"},
+		{`{"customer_id":"C1","vip":"yes"}`, `field vip: want true or false, got "yes"`},
+		{`{"customer_id":"C1","since":"yesterday"}`, `field since: want an RFC 3339 time, got "yesterday"`},
+		{`{"customer_id":"C1","since":1.5}`, "field since: want an RFC 3339 string or an integer of epoch milliseconds, got 1.5"},
+		{`{"customer_id":"C1","country":["` + strings.Repeat("x", 50) + `"]}`, "field country: want a string, got an array"},
+		{`{"tenure":1}`, "key field customer_id: missing"},
+		{`{"customer_id":null}`, "key field customer_id: null (a record needs its whole key)"},
+		{`{"customer_id":{"a":1}}`, `key field customer_id: want a string, number or bool, got {"a":1}`},
 		{`[1,2]`, "not a JSON object: [1,2]"},
 		{`{"customer_id":"C1"`, "not a JSON object: unexpected end of JSON input"},
 		{`{"customer_id":"C1"} x`, "not a JSON object: invalid character 'x' after top-level value"},
@@ -147,6 +150,30 @@ func TestOpenFileErrors(t *testing.T) {
 		if err == nil || err.Error() != want {
 			t.Errorf("line %s:\n got  %v\n want %s", tc.line, err, want)
 		}
+	}
+}
+
+// TestOpenFileTruncatedGzip: a .gz file cut in the middle of a line is
+// reported as a truncated file, not as a bad line.
+func TestOpenFileTruncatedGzip(t *testing.T) {
+	var plain bytes.Buffer
+	for i := range 2000 {
+		fmt.Fprintf(&plain, `{"customer_id":"C%d","home_country":"DE","tenure_days":%d}`+"\n", i, i)
+	}
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	path := filepath.Join(t.TempDir(), "c.jsonl.gz")
+	if err := os.WriteFile(path, zb.Bytes()[:zb.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenFile(fileSpec(), path)
+	if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "a truncated .gz file?") {
+		t.Errorf("OpenFile of a truncated .gz file: %v, want an unexpected EOF that says so", err)
+	}
+	if strings.Contains(err.Error(), "not a JSON object") {
+		t.Errorf("OpenFile of a truncated .gz file: %v, want no line blamed and one hint", err)
 	}
 }
 

@@ -33,7 +33,7 @@ func (c recordCodec) decodeObject(data []byte, parts []string) (key string, rec 
 	if parts != nil {
 		for i, name := range c.spec.KeyFields {
 			if parts[i], err = jsonKeyPart(obj[name]); err != nil {
-				return "", nil, fmt.Errorf("key member %s: %w", name, err)
+				return "", nil, fmt.Errorf("key field %s: %w", name, err)
 			}
 		}
 		key = strings.Join(parts, string(keySeparator))
@@ -45,7 +45,7 @@ func (c recordCodec) decodeObject(data []byte, parts []string) (key string, rec 
 			continue
 		}
 		if rec[i], err = jsonValue(f, raw); err != nil {
-			return "", nil, fmt.Errorf("member %s: %w", f.Name, err)
+			return "", nil, fmt.Errorf("field %s: %w", f.Name, err)
 		}
 	}
 	return key, rec, nil

@@ -327,7 +327,13 @@ func (s *RedisSource) fetchHash(ctx context.Context, keys []string) ([][]event.V
 		ex[i] = pipe.Exists(ctx, s.prefix+k)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, s.replyError(err, keys, func(i int) error { return hm[i].Err() })
+		err = s.replyError(err, keys, func(i int) error { return hm[i].Err() })
+		if strings.Contains(err.Error(), "WRONGTYPE") {
+			// Most often records written as JSON strings (enrich load
+			// -redis ...?format=json) read as hashes.
+			err = fmt.Errorf("%w (not a hash: records written as JSON strings are read with ?format=json)", err)
+		}
+		return nil, err
 	}
 	out := make([][]event.Value, len(keys))
 	for i, k := range keys {

@@ -365,9 +365,9 @@ func TestRedisBadRecords(t *testing.T) {
 		{FormatHash, func(p string) error { return c.HSet(ctx, p+"C1", "tenure_days", "abc").Err() },
 			`hash field tenure_days: want an integer, got "abc"`},
 		{FormatHash, func(p string) error { return c.Set(ctx, p+"C1", "a string", 0).Err() },
-			"WRONGTYPE Operation against a key holding the wrong kind of value"},
+			"WRONGTYPE Operation against a key holding the wrong kind of value (not a hash: records written as JSON strings are read with ?format=json)"},
 		{FormatJSON, func(p string) error { return c.Set(ctx, p+"C1", `{"tenure_days":1.5}`, 0).Err() },
-			"member tenure_days: want an integer, got 1.5"},
+			"field tenure_days: want an integer, got 1.5"},
 		{FormatJSON, func(p string) error { return c.Set(ctx, p+"C1", `nope`, 0).Err() },
 			"not a JSON object: nope"},
 	} {

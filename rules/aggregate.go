@@ -100,7 +100,15 @@ func (c *ruleChecker) checkAggregates() {
 			typ, ok := c.declaredType(f.Value)
 			switch {
 			case !ok:
-				c.errorf(f.Pos, "unknown field %s (not in the schema)", f)
+				var names []string
+				for _, fd := range c.schemaDecl.Fields {
+					names = append(names, fd.Name.Value)
+				}
+				hint := cond.Suggest(f.Value, names)
+				if hint == "" {
+					hint = " (not in the schema)"
+				}
+				c.errorf(f.Pos, "unknown field %s%s", f, hint)
 			case d.Func.Func.Value != "distinct" && typ != "int" && typ != "float":
 				c.errorf(f.Pos, "%s needs a number, and %s is a %s", d.Func.Func, f, typ)
 			}
@@ -141,8 +149,13 @@ func (c *ruleChecker) aggregateSchema() {
 		fields = append(fields, c.schema.Field(i))
 	}
 	for _, d := range c.aggregates {
-		if _, dup := c.schema.Slot(d.Name.Value); dup || containsField(fields, d.Name.Value) || d.Func == nil {
-			continue // reported by checkAggregates
+		_, dup := c.schema.Slot(d.Name.Value)
+		if dup && c.schemaDecl == nil {
+			// An inferred field: the aggregate's value would replace it.
+			c.errorf(d.Name.Pos, "aggregate %s has the name of an event field the ruleset reads (as a key, an aggregate's field or the event time); rename one", d.Name)
+		}
+		if dup || containsField(fields, d.Name.Value) || d.Func == nil {
+			continue // reported by checkAggregates, or above
 		}
 		fields = append(fields, event.Field{Name: d.Name.Value, Kind: aggKind(d.Func.Func.Value)})
 	}

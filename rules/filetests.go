@@ -63,6 +63,11 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 					c.errorf(l.JSON.Pos+Pos(off), "event %d: %v", i+1, err)
 					continue
 				}
+				if a := givenAggregate(rs, ev); a != "" {
+					off := max(strings.Index(l.JSON.raw, strconv.Quote(a)), 0)
+					c.errorf(l.JSON.Pos+Pos(off), "event %d: %s is an aggregate: the test computes its value from its events; leave it out", i+1, a)
+					continue
+				}
 				ev.Seq = uint64(i + 1)
 				for _, l := range rs.Lookups {
 					l.FillDefaults(ev)
@@ -107,6 +112,17 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 		}
 		rs.Tests = append(rs.Tests, t)
 	}
+}
+
+// givenAggregate returns the name of an aggregate whose value a test
+// event gives (not null), or "".
+func givenAggregate(rs *Ruleset, ev *event.Event) string {
+	for _, a := range rs.Aggregates {
+		if slot, ok := rs.Schema.Slot(a.Name); ok && !ev.Field(slot).IsNull() {
+			return a.Name
+		}
+	}
+	return ""
 }
 
 // expectedMatch resolves one expected match of rule r (declared by rd) in

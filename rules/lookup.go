@@ -62,7 +62,7 @@ func (c *ruleChecker) checkLookups() {
 		case seen[n.Value]:
 			c.errorf(n.Pos, "lookup %s is defined twice", n)
 		case c.schemaDecl != nil && c.declared(n.Value):
-			c.errorf(n.Pos, "lookup %s has the name of a schema field; rename one (customer.x would be ambiguous)", n)
+			c.errorf(n.Pos, "lookup %s has the name of a schema field; rename one (%s.x would be ambiguous)", n, n)
 		}
 		seen[n.Value] = true
 		if d.Key == nil {
@@ -195,6 +195,9 @@ func (c *ruleChecker) lookupSchema() {
 		fields = append(fields, c.schema.Field(i))
 	}
 	for _, d := range c.lookups {
+		if _, clash := c.schema.Slot(d.Name.Value); clash && c.schemaDecl == nil {
+			c.errorf(d.Name.Pos, "lookup %s has the name of a field the ruleset reads; rename one (%s.x would be ambiguous)", d.Name, d.Name)
+		}
 		if d.Fields == nil {
 			continue
 		}

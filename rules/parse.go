@@ -814,11 +814,23 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 				d.Key = k
 			}
 		case p.tok.kind == tokIdent && isFunc:
-			if p.givenTwice("the function", d.Func != nil) {
+			if d.Func != nil && d.Func.Func.Value == p.tok.val {
+				p.errorf("%s is given twice", p.tok.val)
+				p.skipLine()
+				continue
+			}
+			if d.Func != nil {
+				p.errorf("a second function: aggregate %s computes %s already; declare another aggregate for %s", name.Value, d.Func.Func.Value, p.tok.val)
+				p.skipLine()
 				continue
 			}
 			fn, _ := p.parseIdent("a function")
 			it := &AggFuncItem{Comments: ic, Pos: posAt(ipos), Func: fn}
+			if fn.Value == "count" && p.tok.kind == tokIdent {
+				p.errorf("count takes no field: it counts the events (sum %s adds up a field)", p.tok.val)
+				p.skipLine()
+				continue
+			}
 			if aggFuncs[fn.Value] {
 				field, ok := p.parseIdent("the field " + fn.Value + " reads")
 				if !ok {
@@ -834,6 +846,11 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 				continue
 			}
 			p.next()
+			if p.isWord("sliding") || p.isWord("tumbling") {
+				p.errorf("%s comes after the window's length: window 1h %s", p.tok.val, p.tok.val)
+				p.skipLine()
+				continue
+			}
 			dur, ok := p.parseDuration()
 			if !ok {
 				p.skipLine()
@@ -845,6 +862,10 @@ func (p *ruleParser) parseAggregate(c Comments, pos int) *AggregateDecl {
 				p.next()
 			} else if p.isWord("sliding") {
 				p.next() // the default, printed without the word
+			} else if p.tok.kind == tokIdent {
+				p.unexpected("sliding or tumbling after the window's length")
+				p.skipLine()
+				continue
 			}
 			it.Line = p.endLine()
 			d.Window = it

@@ -531,15 +531,35 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 		if ie.GaveUp {
 			what = fmt.Sprintf("none of the first %s could be decoded, so the run stopped there", plural(ie.Records, "line", "lines"))
 		}
-		return &userError{err: err, msg: fmt.Sprintf("backtest: ruleset %s: %s (line %d: %s)\n"+
-			"  check the ruleset's schema, key fields and event time field against the input; "+
-			"for times written as numbers, -time-unit s or ms says the unit", ie.Ruleset, what, ie.FirstLine, ie.FirstReason)}
+		hint := "check the ruleset's schema, key fields and event time field against the input; " +
+			"for times written as numbers, -time-unit s or ms says the unit"
+		for _, s := range sums {
+			if n := lookupRejected(s); n > 0 && s.Ruleset == ie.Ruleset {
+				if !ie.GaveUp {
+					what = fmt.Sprintf("%s of %s went to the dead letters", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
+				}
+				hint = fmt.Sprintf("%s because a lookup failing closed (on failure closed) could not read its source: "+
+					"check the source of -lookup (the reason above), or make the lookup fail open", plural(n, "event went there", "events went there"))
+			}
+		}
+		return &userError{err: err, msg: fmt.Sprintf("backtest: ruleset %s: %s (line %d: %s)\n  %s",
+			ie.Ruleset, what, ie.FirstLine, ie.FirstReason, hint)}
 	}
 	msg := "backtest: " + stripPrefixes(err.Error())
-	if errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.ErrUnexpectedEOF) && !strings.Contains(msg, "a truncated .gz file?") {
 		msg += " (the input ends in the middle of a compressed block: a truncated .gz file?)"
 	}
 	return &userError{err: err, msg: msg}
+}
+
+// lookupRejected is the number of events of s sent to the dead letters
+// by lookups that failed closed.
+func lookupRejected(s *cep.Summary) int64 {
+	var n int64
+	for _, l := range s.Lookups {
+		n += int64(l.Rejected)
+	}
+	return n
 }
 
 // userError is an error with a message for the user in place of its
@@ -800,8 +820,11 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	fmt.Fprintf(bw, "\n%s %s (version %s): %s, %s, %s in %.2fs%s\n",
 		what, s.Ruleset, version, lines, plural(s.Decoded, "event", "events"), plural(s.Alerts, "alert", "alerts"), elapsed.Seconds(), rate)
 	if s.Dead > 0 {
-		fmt.Fprintf(bw, "  %s not be decoded (first: line %d: %s): %s\n", plural(s.Dead, "line could", "lines could"),
-			s.FirstDeadLine, s.FirstDeadReason, seeFile(dead.path, "-dead-letter"))
+		what := plural(s.Dead, "line could", "lines could") + " not be decoded"
+		if lookupRejected(s) > 0 {
+			what = plural(s.Dead, "line went", "lines went") + " to the dead letters"
+		}
+		fmt.Fprintf(bw, "  %s (first: line %d: %s): %s\n", what, s.FirstDeadLine, s.FirstDeadReason, seeFile(dead.path, "-dead-letter"))
 		if s.Ahead > 0 {
 			fmt.Fprintf(bw, "  of them, %s more than -max-ahead %s ahead of the stream\n", plural(s.Ahead, "event was", "events were"), formatDuration(f.maxAhead))
 		}

@@ -69,6 +69,13 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *target == "" || *rulesPath == "" || *name == "" || *file == "" {
 		return fs.usagef("-redis, -rules, -lookup and -file are required")
 	}
+	url := *target
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url // as cep.LoadLookup reads it
+	}
+	if err := cep.CheckLookupTarget(url); err != nil {
+		return fs.usagef("-redis: %v", err)
+	}
 	files, err := rulesetFiles([]string{*rulesPath})
 	if err != nil {
 		return err

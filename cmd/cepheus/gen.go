@@ -153,8 +153,12 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if len(none) > 0 {
 		normal := st.Events - st.Fraud
-		fmt.Fprintf(stderr, "gen: warning: no instance of %s was injected: a rate of %v per 100,000 normal events expects %.2g in %s; raise -fraud-rate or -events-per-day\n",
-			strings.Join(none, ", "), cfg.Scenarios[none[0]], cfg.Scenarios[none[0]]*float64(normal)/100_000, plural(int64(normal), "normal event", "normal events"))
+		perDay := "-events-per-day"
+		if cfg.Days == 0 {
+			perDay = "-history-events-per-day" // only history days
+		}
+		fmt.Fprintf(stderr, "gen: warning: no instance of %s was injected: a rate of %v per 100,000 normal events expects %.2g in %s; raise -fraud-rate or %s\n",
+			strings.Join(none, ", "), cfg.Scenarios[none[0]], cfg.Scenarios[none[0]]*float64(normal)/100_000, plural(int64(normal), "normal event", "normal events"), perDay)
 	}
 	return nil
 }

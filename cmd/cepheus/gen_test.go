@@ -19,7 +19,8 @@ func TestGenConfigMessages(t *testing.T) {
 		want string
 	}{
 		{[]string{"-days", "-1"}, "cepheus: gen: -days -1 is outside 0..3660\n"},
-		{[]string{"-history-days", "0", "-days", "1"}, "cepheus: gen: scenario dormant_card needs at least 61 days (-history-days and -days add up to 1); leave it out of -scenarios or add days\n"},
+		{[]string{"-history-days", "0", "-days", "1"}, "cepheus: gen: scenario dormant_card needs at least 61 days (-history-days and -days add up to 1); leave it out of -scenarios (-scenarios card_testing,account_takeover,impossible_travel,large_then_foreign,refund_abuse,velocity_burst,auth_not_captured) or add days\n"},
+		{[]string{"-history-days", "2", "-scenarios", "dormant_card,card_testing"}, "cepheus: gen: scenario dormant_card needs at least 61 days (-history-days and -days add up to 3); leave it out of -scenarios (-scenarios card_testing) or add days\n"},
 		{[]string{"-history-days", "0", "-days", "0", "-scenarios", "card_testing"}, "cepheus: gen: -history-days and -days add up to 0 days, want at least 1\n"},
 		{[]string{"-max-delay", "2h", "-customers", "0"}, "cepheus: gen: -customers 0 is outside 1..10000000\ncepheus: gen: -max-delay 2h is outside 0..1h\n"},
 		{[]string{"-fraud-rate", "-5"}, "cepheus: gen: -fraud-rate -5 is outside 0..100000 (instances per 100,000 normal events)\n"},
@@ -40,6 +41,11 @@ func TestGenWarnsOfMissingScenarios(t *testing.T) {
 	want := "gen: warning: no instance of card_testing was injected: a rate of 10 per 100,000 normal events expects 0.1 in 1,000 normal events; raise -fraud-rate or -events-per-day\n"
 	if code != 0 || !strings.Contains(errOut, "warning: no instance of card_testing was injected") {
 		t.Errorf("gen of 1,000 events with card_testing: exit %d, stderr\n%s\nwant a warning like\n%s", code, errOut, want)
+	}
+	code, _, errOut = cepheus(t, "gen", "-history-days", "1", "-days", "0", "-history-events-per-day", "1000", "-customers", "100",
+		"-scenarios", "card_testing", "-o", out)
+	if code != 0 || !strings.Contains(errOut, "raise -fraud-rate or -history-events-per-day\n") {
+		t.Errorf("gen of one history day with card_testing: exit %d, stderr\n%s\nwant the warning to name -history-events-per-day", code, errOut)
 	}
 	code, _, errOut = cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "1000", "-customers", "100",
 		"-scenarios", "card_testing", "-fraud-rate", "500", "-o", out)

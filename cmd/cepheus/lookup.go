@@ -32,7 +32,8 @@ type lookupFlags struct {
 }
 
 // bindList is the repeatable -lookup flag (a value may also list several,
-// comma-separated).
+// comma-separated). Its values are checked by [lookupFlags.check], not by
+// Set: the flag package would print a bad value, password included.
 type bindList []string
 
 func (b *bindList) String() string { return strings.Join(*b, ",") }
@@ -40,9 +41,6 @@ func (b *bindList) String() string { return strings.Join(*b, ",") }
 func (b *bindList) Set(s string) error {
 	for _, v := range strings.Split(s, ",") {
 		if v = strings.TrimSpace(v); v != "" {
-			if _, _, err := cep.ParseLookupBinding(v); err != nil {
-				return err
-			}
 			*b = append(*b, v)
 		}
 	}
@@ -148,11 +146,24 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 	return cep.WithLookups(sources, lf.opts), closeAll, nil
 }
 
-// check reports the -lookup names that none of sets declares.
+// check reports a -lookup name given twice, a source that cannot be
+// (a malformed Redis URL), and the -lookup names that none of sets
+// declares.
 func (lf *lookupFlags) check(sets []*rules.Ruleset) error {
 	var bad []string
+	seen := map[string]bool{}
 	for _, b := range lf.binds {
-		name, _, _ := cep.ParseLookupBinding(b)
+		name, target, err := cep.ParseLookupBinding(b)
+		if err != nil {
+			return err
+		}
+		if seen[name] {
+			return fmt.Errorf("-lookup %s is given twice", name)
+		}
+		seen[name] = true
+		if err := cep.CheckLookupTarget(target); err != nil {
+			return fmt.Errorf("-lookup %s: %v", name, err)
+		}
 		found := false
 		for _, rs := range sets {
 			found = found || declares(rs, name)

@@ -4,6 +4,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net"
@@ -394,6 +396,107 @@ func TestLookupErrorsNameOnce(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "does not answer (dial tcp "+addr+": connect: connection refused): its 'on failure' policy applies") ||
 		strings.Count(stderr, addr) != 2 || strings.Contains(stderr, "enrich:") {
 		t.Errorf("backtest with a Redis that does not answer: exit %d, stderr %q; want 0, the source named once, then the dial's error", code, stderr)
+	}
+}
+
+// TestLookupClosedDownNamesTheLookup: a backtest whose events all go to
+// the dead letters because a lookup failing closed cannot reach its
+// source says so, not that the lines could not be decoded, and points at
+// the source rather than the schema.
+func TestLookupClosedDownNamesTheLookup(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&b, `{"ts":%d,"type":"auth","customer_id":"c%d","card_id":"k1","merchant_id":"m1","amount":1}`+"\n", 1767225600000+i*1000, i)
+	}
+	events := writeFile(t, dir, "e.jsonl", b.String())
+	src, err := os.ReadFile("../../rulesets/cards.cep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := writeFile(t, dir, "closed.cep", strings.Replace(string(src), "on failure open", "on failure closed", 1))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=redis://"+addr)
+	if code != 1 || strings.Contains(stderr, "could not be decoded") || strings.Contains(stderr, "-time-unit") ||
+		!strings.Contains(stderr, "10 lines went to the dead letters (first: line 1: lookup customer: ") ||
+		!strings.Contains(stderr, "10 of 10 lines went to the dead letters") ||
+		!strings.Contains(stderr, "10 events went there because a lookup failing closed (on failure closed) could not read its source") {
+		t.Errorf("backtest with a lookup failing closed on a Redis that does not answer: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestLookupTruncatedGzip: a lookup file cut short in a compressed block
+// fails backtest and enrich load as a truncated file, said once, not as a
+// bad line.
+func TestLookupTruncatedGzip(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	var plain bytes.Buffer
+	for i := range 2000 {
+		fmt.Fprintf(&plain, `{"customer_id":"c%d","home_country":"FR"}`+"\n", i)
+	}
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	prof := writeFile(t, dir, "customer.jsonl.gz", string(zb.Bytes()[:zb.Len()/2]))
+	const rules = "../../rulesets/cards.cep"
+	for _, args := range [][]string{
+		{"backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=file:" + prof},
+		{"enrich", "load", "-redis", "127.0.0.1:1", "-rules", rules, "-lookup", "customer", "-file", prof},
+	} {
+		code, _, stderr := cepheus(t, args...)
+		if code != 1 || strings.Count(stderr, "a truncated .gz file?") != 1 || strings.Contains(stderr, "not a JSON object") {
+			t.Errorf("%s with a truncated lookup file: exit %d, stderr %q; want 1 and one truncated-file hint", args[0], code, stderr)
+		}
+	}
+}
+
+// TestLookupGivenTwiceIsUsage: a lookup bound twice is a usage error of
+// backtest and run (exit 2, a pointer to the help), before any input.
+func TestLookupGivenTwiceIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	prof := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
+	const rules = "../../rulesets/cards.cep"
+	for _, args := range [][]string{
+		{"backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull},
+		{"run", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts")},
+	} {
+		args = append(args, "-lookup", "customer=file:"+prof, "-lookup", "customer=file:"+prof)
+		code, _, stderr := cepheus(t, args...)
+		if code != 2 || !strings.Contains(stderr, "-lookup customer is given twice") || !strings.Contains(stderr, "cepheus help "+args[0]) {
+			t.Errorf("%s with -lookup customer twice: exit %d, stderr %q; want 2 and a pointer to the help", args[0], code, stderr)
+		}
+	}
+}
+
+// TestLookupBadSourceIsUsage: a -lookup (or enrich load -redis) whose
+// Redis URL does not parse, or a file: without its path, is a usage
+// error (exit 2) before anything is read, and never shows the password.
+func TestLookupBadSourceIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	const rules = "../../rulesets/cards.cep"
+	for _, c := range []struct{ source, want string }{
+		{"redis://127.0.0.1:6379?format=xml", `-lookup customer: redis URL redis://127.0.0.1:6379?format=xml: format "xml", want hash or json`},
+		{"redis://u:secretpw@127.0.0.1:6379/x", `-lookup customer: redis URL redis://u:***@127.0.0.1:6379/x: database "x" is not a number >= 0`},
+		{"file:", "-lookup customer: the file's path is missing (file:PATH)"},
+		{"redis:/u:secretpw@127.0.0.1:6379", "-lookup customer=***@127.0.0.1:6379: the source is file:PATH or redis://HOST:PORT"},
+	} {
+		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer="+c.source)
+		if code != 2 || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "secretpw") || !strings.Contains(stderr, "cepheus help backtest") {
+			t.Errorf("backtest -lookup customer=%s: exit %d, stderr %q; want 2 and %q", c.source, code, stderr, c.want)
+		}
+	}
+	code, _, stderr := cepheus(t, "enrich", "load", "-redis", "127.0.0.1:6379?format=xml", "-rules", rules, "-lookup", "customer", "-file", events)
+	if code != 2 || !strings.Contains(stderr, `-redis: redis URL redis://127.0.0.1:6379?format=xml: format "xml", want hash or json`) {
+		t.Errorf("enrich load -redis with a bad format: exit %d, stderr %q; want 2", code, stderr)
 	}
 }
 

@@ -392,6 +392,14 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if err := f.lookups.check([]*rules.Ruleset{rs}); err != nil {
 		return fs.usagef("%v", err)
 	}
+	if mode == cep.ProcessingTime && len(rs.Aggregates) > 0 {
+		var names []string
+		for _, a := range rs.Aggregates {
+			names = append(names, a.Name)
+		}
+		return fs.usagef("-time processing: ruleset %s has velocity aggregates (%s), whose windows are of event time; leave out -time processing",
+			rs.Name, strings.Join(names, ", "))
+	}
 	// A missing input fails here, before the state directory is made (a
 	// directory with nothing to read fails in Stream, as early).
 	if f.events != "" && f.events != "-" {

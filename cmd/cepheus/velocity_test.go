@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,5 +68,23 @@ func TestVelocityAggregateWorkers(t *testing.T) {
 	}
 	if code, _, errOut := cepheus(t, "run", "-rules", rules, "-events", events, "-state", dir, "-alerts", "-", "-aggregate-workers", "0"); code != 2 || !strings.Contains(errOut, "-aggregate-workers 0") {
 		t.Errorf("run -aggregate-workers 0: exit %d, stderr %q; want a usage error", code, errOut)
+	}
+}
+
+// TestVelocityProcessingTimeIsUsage: run -time processing on a ruleset
+// with velocity aggregates is a usage error that names them, before the
+// state directory is made.
+func TestVelocityProcessingTimeIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	state := filepath.Join(dir, "state")
+	code, _, stderr := cepheus(t, "run", "-rules", "../../rulesets/velocity.cep", "-events", events, "-state", state,
+		"-alerts", filepath.Join(dir, "alerts"), "-time", "processing")
+	want := "cepheus: run: -time processing: ruleset velocity has velocity aggregates (merchant_cards, card_hour_spend, card_countries_today), whose windows are of event time; leave out -time processing\n"
+	if code != 2 || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "cepheus help run") {
+		t.Errorf("run -time processing with aggregates: exit %d, stderr %q; want 2 and %q", code, stderr, want)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Errorf("the state directory was made")
 	}
 }

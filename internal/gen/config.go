@@ -231,9 +231,19 @@ func (c Config) Validate() error {
 		}
 	}
 	if daysOK && days < minDormantDays && c.Scenarios[scenarioNames[scenDormantCard]] > 0 {
+		var others []string // the scenarios asked for but dormant_card, in their order
+		for _, sc := range scenarioNames[1:] {
+			if sc != scenarioNames[scenDormantCard] && c.Scenarios[sc] > 0 {
+				others = append(others, sc)
+			}
+		}
 		bad([]string{"HistoryDays", "Days", "Scenarios"}, func(name func(string) string) string {
-			return fmt.Sprintf("scenario dormant_card needs at least %d days (%s and %s add up to %d); leave it out of %s or add days",
-				minDormantDays, name("HistoryDays"), name("Days"), days, name("Scenarios"))
+			leave := "leave it out of " + name("Scenarios")
+			if len(others) > 0 {
+				leave += " (" + name("Scenarios") + " " + strings.Join(others, ",") + ")"
+			}
+			return fmt.Sprintf("scenario dormant_card needs at least %d days (%s and %s add up to %d); %s or add days",
+				minDormantDays, name("HistoryDays"), name("Days"), days, leave)
 		})
 	}
 	if c.MaxDelay < 0 || c.MaxDelay > time.Hour {

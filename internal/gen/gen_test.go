@@ -632,7 +632,7 @@ func TestConfigErrorMessage(t *testing.T) {
 	}
 	c.Days = 1
 	var ce *ConfigError
-	if err := c.Validate(); !errors.As(err, &ce) || ce.Message(name) != "scenario dormant_card needs at least 61 days (-history-days and -days add up to 1); leave it out of -scenarios or add days" ||
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Message(name) != "scenario dormant_card needs at least 61 days (-history-days and -days add up to 1); leave it out of -scenarios (-scenarios card_testing,account_takeover,impossible_travel,large_then_foreign,refund_abuse,velocity_burst,auth_not_captured) or add days" ||
 		!slices.Equal(ce.Fields, []string{"HistoryDays", "Days", "Scenarios"}) {
 		t.Errorf("dormant_card: %v (fields %v)", err, ce)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -226,6 +227,9 @@ func (c *compiler) resolve(n *ast.IdentifierNode) (nameRef, error) {
 		what = "field"
 	}
 	hint := suggest(n.Value, c.names())
+	if hint == "" {
+		hint = c.lookupFieldHint(n.Value)
+	}
 	if hint == "" && c.env.Declared && !c.emit {
 		// Far from every name: most often a string left without quotes
 		// (type == auth).
@@ -286,7 +290,28 @@ func (c *compiler) field(n ast.Node, name string) (int, error) {
 	if c.env.Schema != nil {
 		names = c.env.Schema.Names()
 	}
-	return 0, c.errorf(n, "unknown field %s%s", name, suggest(name, names))
+	hint := suggest(name, names)
+	if hint == "" {
+		hint = c.lookupFieldHint(name)
+	}
+	return 0, c.errorf(n, "unknown field %s%s", name, hint)
+}
+
+// lookupFieldHint names the fields of the lookup an unknown name
+// lookup.field reads (" (lookup customer has no field f; its fields: a,
+// b)"); "" for another name.
+func (c *compiler) lookupFieldHint(name string) string {
+	l, f, ok := strings.Cut(name, ".")
+	if !ok || !slices.Contains(c.env.Lookups, l) || c.env.Schema == nil {
+		return ""
+	}
+	var fields []string
+	for _, s := range c.env.Schema.Names() {
+		if rest, ok := strings.CutPrefix(s, l+"."); ok {
+			fields = append(fields, rest)
+		}
+	}
+	return fmt.Sprintf(" (lookup %s has no field %s; its fields: %s)", l, f, strings.Join(fields, ", "))
 }
 
 // stageArg resolves the argument of stage("x") or ctx("x").
