@@ -66,8 +66,14 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
-	if *target == "" || *rulesPath == "" || *name == "" || *file == "" {
-		return fs.usagef("-redis, -rules, -lookup and -file are required")
+	var missing []string
+	for _, f := range []struct{ flag, v string }{{"-redis", *target}, {"-rules", *rulesPath}, {"-lookup", *name}, {"-file", *file}} {
+		if f.v == "" {
+			missing = append(missing, f.flag)
+		}
+	}
+	if len(missing) > 0 {
+		return fs.usagef("-redis, -rules, -lookup and -file are required; missing: %s", strings.Join(missing, ", "))
 	}
 	url := *target
 	if !strings.Contains(url, "://") {
@@ -95,15 +101,18 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errFound
 	}
 	if !declares(rs, *name) {
-		known := "it declares no lookup"
+		known := " (it declares no lookup)"
 		if len(rs.Lookups) > 0 {
 			var names []string
 			for _, l := range rs.Lookups {
 				names = append(names, l.Name)
 			}
-			known = "the lookups declared: " + strings.Join(names, ", ")
+			known = " (the lookups declared: " + strings.Join(names, ", ") + ")"
+			if s := rules.Suggest(*name, names); s != "" {
+				known = s
+			}
 		}
-		return fs.usagef("-lookup %s: ruleset %s has no such lookup (%s)", *name, rs.Name, known)
+		return fs.usagef("-lookup %s: ruleset %s has no such lookup%s", *name, rs.Name, known)
 	}
 	auth, err := lf.auth()
 	if err != nil {

@@ -53,11 +53,11 @@ func (lf *lookupFlags) register(fs *flagSet) {
 	fs.StringVar(&lf.passwordFile, "redis-password-file", "", "a file holding the Redis password of redis:// lookups (default $"+redisPasswordEnv+"; never printed)")
 	fs.BoolVar(&lf.redisTLS, "redis-tls", false, "connect to redis:// lookups over TLS (rediss:// says so too)")
 	fs.StringVar(&lf.redisCA, "redis-ca", "", "a PEM file of the CA the Redis server's certificate is checked against (implies -redis-tls)")
-	fs.IntVar(&lf.opts.Batch, "lookup-batch", 0, "events enriched together; their keys missing from the cache go out in requests of at most this many (default 256)")
-	fs.IntVar(&lf.opts.InFlight, "lookup-in-flight", 0, "requests in flight at once, per lookup (default 4)")
-	fs.DurationVar(&lf.opts.Timeout, "lookup-timeout", 0, "timeout of each request, for lookups whose declaration gives none (default 250ms); a request that fails follows the lookup's 'on failure' policy")
-	fs.IntVar(&lf.opts.CacheSize, "lookup-cache", 0, "records cached per lookup (default 100000; -1: no cache)")
-	fs.DurationVar(&lf.opts.CacheTTL, "lookup-cache-ttl", 0, "how long a cached record is used before it is read again (default 5m)")
+	fs.IntVar(&lf.opts.Batch, "lookup-batch", 0, "events enriched together; their keys missing from the cache go out in requests of at most this many (0: the default, 256)")
+	fs.IntVar(&lf.opts.InFlight, "lookup-in-flight", 0, "requests in flight at once, per lookup (0: the default, 4)")
+	fs.DurationVar(&lf.opts.Timeout, "lookup-timeout", 0, "timeout of each request, for lookups whose declaration gives none (0: the default, 250ms; there is no unbounded wait); a request that fails follows the lookup's 'on failure' policy")
+	fs.IntVar(&lf.opts.CacheSize, "lookup-cache", 0, "records cached per lookup (0: the default, 100000; -1: no cache)")
+	fs.DurationVar(&lf.opts.CacheTTL, "lookup-cache-ttl", 0, "how long a cached record is used before it is read again (0: the default, 5m)")
 }
 
 // outOfRange describes the lookup settings whose values are out of range,
@@ -181,11 +181,16 @@ func (lf *lookupFlags) check(sets []*rules.Ruleset) error {
 			have = append(have, l.Name)
 		}
 	}
-	known := "the rulesets declare no lookup"
+	known := " (the rulesets declare no lookup)"
 	if len(have) > 0 {
-		known = "the lookups declared: " + strings.Join(have, ", ")
+		known = " (the lookups declared: " + strings.Join(have, ", ") + ")"
+		if len(bad) == 1 {
+			if s := rules.Suggest(bad[0], have); s != "" {
+				known = s
+			}
+		}
 	}
-	return fmt.Errorf("-lookup %s: no such lookup (%s)", strings.Join(bad, ", "), known)
+	return fmt.Errorf("-lookup %s: no such lookup%s", strings.Join(bad, ", "), known)
 }
 
 func declares(rs *rules.Ruleset, name string) bool {

@@ -141,6 +141,10 @@ func TestLookupRedisEqualsFile(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "-lookup merchant: no such lookup (the lookups declared: customer)") {
 		t.Errorf("an undeclared lookup: exit %d\n%s", code, stderr)
 	}
+	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", out, "-lookup", "custmer=file:"+profiles)
+	if code != 2 || !strings.Contains(stderr, "-lookup custmer: no such lookup (did you mean customer?)") {
+		t.Errorf("a misspelt lookup: exit %d\n%s", code, stderr)
+	}
 }
 
 // TestLookupRedisDown: a live run reads its events from stdin while its
@@ -520,7 +524,8 @@ func TestEnrichLoadUsage(t *testing.T) {
 	for _, c := range []struct {
 		rules, lookup, want string
 	}{
-		{"../../rulesets/cards.cep", "custmer", "cepheus: enrich: -lookup custmer: ruleset cards has no such lookup (the lookups declared: customer)\nRun 'cepheus help enrich' for usage.\n"},
+		{"../../rulesets/cards.cep", "custmer", "cepheus: enrich: -lookup custmer: ruleset cards has no such lookup (did you mean customer?)\nRun 'cepheus help enrich' for usage.\n"},
+		{"../../rulesets/cards.cep", "merchant", "cepheus: enrich: -lookup merchant: ruleset cards has no such lookup (the lookups declared: customer)\nRun 'cepheus help enrich' for usage.\n"},
 		{"../../rulesets/velocity.cep", "customer", "cepheus: enrich: -lookup customer: ruleset velocity has no such lookup (it declares no lookup)\nRun 'cepheus help enrich' for usage.\n"},
 		{two, "customer", "cepheus: enrich: -rules " + two + " holds 2 rulesets; name the file\nRun 'cepheus help enrich' for usage.\n"},
 	} {
@@ -529,9 +534,13 @@ func TestEnrichLoadUsage(t *testing.T) {
 			t.Errorf("enrich load -rules %s -lookup %s: exit %d, stderr %q; want 2 and %q", c.rules, c.lookup, code, stderr, c.want)
 		}
 	}
+	code, _, stderr := cepheus(t, "enrich", "load", "-rules", "../../rulesets/cards.cep", "-lookup", "customer")
+	if want := "-redis, -rules, -lookup and -file are required; missing: -redis, -file\n"; code != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("enrich load without -redis and -file: exit %d, stderr %q; want 2 and %q", code, stderr, want)
+	}
 	// A directory of one ruleset is its file: the load goes on to Redis
 	// (none at that address).
-	code, _, stderr := cepheus(t, "enrich", "load", "-redis", "127.0.0.1:1", "-rules", one, "-lookup", "customer", "-file", profiles)
+	code, _, stderr = cepheus(t, "enrich", "load", "-redis", "127.0.0.1:1", "-rules", one, "-lookup", "customer", "-file", profiles)
 	if code != 1 || !strings.Contains(stderr, "lookup customer: load "+profiles+" into redis://127.0.0.1:1/") {
 		t.Errorf("enrich load -rules DIR: exit %d, stderr %q; want 1 failing at Redis", code, stderr)
 	}
