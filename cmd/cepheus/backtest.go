@@ -844,6 +844,11 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 			fmt.Fprintf(bw, "; %s failed (%s timeouts): %s events got the defaults, %s went to the dead letters",
 				plural(int64(l.Failures), "request", "requests"), humanInt(int64(l.Timeouts)), humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)))
 		}
+		if l.Misses > 0 && l.NotFound >= l.Misses && l.Failures == 0 {
+			// Every key read came back without a record: an empty file,
+			// another Redis database, JSON strings read as hashes.
+			fmt.Fprint(bw, "; no key had a record: does the source hold this lookup's records (the file, the Redis database, ?format=json)?")
+		}
 		fmt.Fprintln(bw)
 	}
 	for _, a := range s.Aggregates {

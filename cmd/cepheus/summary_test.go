@@ -350,3 +350,29 @@ test "b missing" {
 		}
 	}
 }
+
+// TestBacktestLookupNoRecord: a bound lookup whose source has no record
+// for any key read (an empty file here; another Redis database, or JSON
+// strings read as hashes, alike) is said in the summary, as a question
+// about the source; a source with records is not.
+func TestBacktestLookupNoRecord(t *testing.T) {
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl.gz")
+	profiles := filepath.Join(dir, "profiles")
+	if code, _, stderr := cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "5000",
+		"-customers", "500", "-scenarios", "card_testing", "-profiles", profiles, "-o", events); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, stderr)
+	}
+	empty := writeFile(t, dir, "empty.jsonl", "")
+	const note = "no key had a record: does the source hold this lookup's records"
+	for _, c := range []struct {
+		source string
+		said   bool
+	}{{empty, true}, {filepath.Join(profiles, "customer.jsonl"), false}} {
+		code, _, errOut := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events,
+			"-alerts", filepath.Join(dir, "a.jsonl"), "-lookup", "customer=file:"+c.source)
+		if code != 0 || strings.Contains(errOut, note) != c.said {
+			t.Errorf("%s: exit %d, the note said %v, want %v:\n%s", filepath.Base(c.source), code, !c.said, c.said, errOut)
+		}
+	}
+}
