@@ -175,15 +175,19 @@ func lexAny(l *ruleLexer) lexState {
 		}
 		return l.errorf("unexpected '//': a comment starts with '#'")
 	case r == '=' && l.peek() != '=':
-		// Outside expressions '=' has no use: most often an emit field
-		// or a schema field written name = value.
-		return l.errorf("unexpected '=': a field of an emit or schema block is written name: value")
+		// Outside expressions '=' has no use: most often a field of an
+		// emit, a schema or a lookup written name = value.
+		return l.errorf("unexpected '=': write name: value in an emit, name: type in a schema, name: type default value in a lookup's fields")
 	case r == '\'' || r == '`':
 		return l.errorf("unexpected %q: a string of the rule language is written in double quotes", string(r))
 	case r == '.':
 		if l.peek() == '.' {
 			l.next()
 			return l.emit(tokDotDot)
+		}
+		if l.start > 0 && isIdentStart(rune(l.src[l.start-1])) || l.start > 0 && '0' <= l.src[l.start-1] && l.src[l.start-1] <= '9' {
+			// customer.home_country as a key or an aggregate's field.
+			return l.errorf("unexpected '.': here a name is a field of the event, without a dot (a lookup's or a stage's fields are read in conditions and emits)")
 		}
 		return l.errorf("unexpected '.'")
 	}
