@@ -100,15 +100,7 @@ func (c *ruleChecker) checkAggregates() {
 			typ, ok := c.declaredType(f.Value)
 			switch {
 			case !ok:
-				var names []string
-				for _, fd := range c.schemaDecl.Fields {
-					names = append(names, fd.Name.Value)
-				}
-				hint := cond.Suggest(f.Value, names)
-				if hint == "" {
-					hint = " (not in the schema)"
-				}
-				c.errorf(f.Pos, "unknown field %s%s", f, hint)
+				c.errorf(f.Pos, "unknown field %s%s", f, c.schemaHint(f.Value))
 			case d.Func.Func.Value != "distinct" && typ != "int" && typ != "float":
 				c.errorf(f.Pos, "%s needs a number, and %s is a %s", d.Func.Func, f, typ)
 			}

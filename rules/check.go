@@ -321,17 +321,23 @@ func (c *ruleChecker) checkKeyFields(key *KeyItem) {
 		}
 		seen[k.Value] = true
 		if c.schemaDecl != nil && !c.declared(k.Value) {
-			var names []string
-			for _, fd := range c.schemaDecl.Fields {
-				names = append(names, fd.Name.Value)
-			}
-			hint := cond.Suggest(k.Value, names)
-			if hint == "" {
-				hint = " (not in the schema)"
-			}
-			c.errorf(k.Pos, "unknown key field %s%s", k, hint)
+			c.errorf(k.Pos, "unknown key field %s%s", k, c.schemaHint(k.Value))
 		}
 	}
+}
+
+// schemaHint is what an error about name, a field the declared schema
+// lacks, adds: the closest field (" (did you mean x?)"), else
+// " (not in the schema)".
+func (c *ruleChecker) schemaHint(name string) string {
+	var names []string
+	for _, fd := range c.schemaDecl.Fields {
+		names = append(names, fd.Name.Value)
+	}
+	if hint := Suggest(name, names); hint != "" {
+		return hint
+	}
+	return " (not in the schema)"
 }
 
 func (c *ruleChecker) checkRule(r *RuleDecl) {

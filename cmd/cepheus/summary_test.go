@@ -264,12 +264,9 @@ func TestSummaryColumns(t *testing.T) {
 	}
 }
 
-// TestBacktestRunErrorAtEnd: a rule that fails at the final watermark (a
-// skip with orFail whose stage took no event) says "at the end of the
-// input", not "line 0".
-func TestBacktestRunErrorAtEnd(t *testing.T) {
-	dir := t.TempDir()
-	rules := writeFile(t, dir, "r.cep", `ruleset orfail
+// orFailSrc is a rule that fails at run time: after a then c, the skip
+// wants the first event of b, which the match does not have.
+const orFailSrc = `ruleset orfail
 event time ts
 rule r {
   key k
@@ -280,7 +277,14 @@ rule r {
   }
   skip toFirst b orFail
 }
-`)
+`
+
+// TestBacktestRunErrorAtEnd: a rule that fails at the final watermark (a
+// skip with orFail whose stage took no event) says "at the end of the
+// input", not "line 0".
+func TestBacktestRunErrorAtEnd(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", orFailSrc)
 	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:00:00Z","k":"x","t":"a"}
 {"ts":"2026-01-01T00:00:01Z","k":"x","t":"c"}
 `)
@@ -309,20 +313,7 @@ func TestBacktestConditionErrorText(t *testing.T) {
 // backtest without the engine's package names.
 func TestRunErrorWithoutPackagePrefixes(t *testing.T) {
 	dir := t.TempDir()
-	src := `ruleset orfail
-
-event time ts
-
-rule r {
-  key k
-  pattern {
-    begin a where t == "a"
-    followedBy b optional where t == "b"
-    followedBy c where t == "c"
-  }
-  skip toFirst b orFail
-}
-
+	src := orFailSrc + `
 test "b missing" {
   events {
     {"ts": 1, "k": "x", "t": "a"}
