@@ -26,8 +26,9 @@ var fieldTypes = map[string]event.Kind{
 // rejections of Flink's Pattern API are left to the nfa builder, except
 // where the checker can point at the fault more precisely.
 type ruleChecker struct {
-	f    *File
-	errs *ErrorList
+	f     *File
+	errs  *ErrorList
+	warns ErrorList // see Ruleset.Warnings
 
 	timeDecl   *EventTimeDecl
 	schemaDecl *SchemaDecl
@@ -51,6 +52,11 @@ type ruleChecker struct {
 
 func (c *ruleChecker) errorf(p Pos, format string, args ...any) {
 	c.errs.add(c.f.src, p, fmt.Sprintf(format, args...))
+}
+
+// warnf reports a warning at p: "warning: " and the message.
+func (c *ruleChecker) warnf(p Pos, format string, args ...any) {
+	c.warns.add(c.f.src, p, "warning: "+fmt.Sprintf(format, args...))
 }
 
 // ruleErrorf reports an error in rule r and marks r as bad.

@@ -64,6 +64,7 @@ func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
 	if err := errs.finish().Err(); err != nil {
 		return nil, err
 	}
+	rs.Warnings = c.warns.finish()
 	return rs, nil
 }
 
@@ -153,6 +154,7 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	}
 	rc.env = &cond.Env{Schema: rc.c.schema, Declared: rc.c.schemaDecl != nil, Stages: names, Lookups: rc.c.lookupNames()}
 	rc.compileConditions()
+	defer rc.stageRefWarnings() // after the emits: their expressions too
 	if rd.Emit != nil {
 		for _, f := range rd.Emit.Fields {
 			v, err := cond.CompileValueExpr(f.Expr.raw, rc.env)

@@ -10,18 +10,14 @@ import (
 	"testing"
 )
 
-// errorMarker is `# ERROR "regexp"` at the end of a line of a file in
-// testdata/errors: an error is expected on that line, with a message that
-// matches the regexp (in which \" stands for ").
-var errorMarker = regexp.MustCompile(`# ERROR "((?:[^"\\]|\\.)*)"`)
-
-// TestErrorFiles loads every testdata/errors/*.cep file and checks that the
-// errors reported are exactly those its markers expect: one per marked
-// line, matching the marker.
-func TestErrorFiles(t *testing.T) {
-	paths, err := filepath.Glob("testdata/errors/*.cep")
+// markedFiles runs f with each file of dir/*.cep and the regexps of its
+// marked lines (by line number): the lines that end in the marker's
+// comment, `# MARKER "regexp"` (in which \" stands for ").
+func markedFiles(t *testing.T, dir, marker string, f func(t *testing.T, path string, src []byte, want map[int]*regexp.Regexp)) {
+	rx := regexp.MustCompile(`# ` + marker + ` "((?:[^"\\]|\\.)*)"`)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.cep"))
 	if err != nil || len(paths) == 0 {
-		t.Fatalf("no error files (%v)", err)
+		t.Fatalf("no files in %s (%v)", dir, err)
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -31,36 +27,68 @@ func TestErrorFiles(t *testing.T) {
 			}
 			want := map[int]*regexp.Regexp{}
 			for i, line := range strings.Split(string(src), "\n") {
-				if m := errorMarker.FindStringSubmatch(line); m != nil {
+				if m := rx.FindStringSubmatch(line); m != nil {
 					want[i+1] = regexp.MustCompile(strings.ReplaceAll(m[1], `\"`, `"`))
 				}
 			}
-			_, err = Load(path, src)
-			var list ErrorList
-			if err != nil && !errors.As(err, &list) {
-				t.Fatalf("Load: %v is not an ErrorList", err)
-			}
-			got := map[int]bool{}
-			for _, e := range list {
-				if e.Pos.Filename != path {
-					t.Errorf("error %v: file name %q, want %q", e, e.Pos.Filename, path)
-				}
-				got[e.Pos.Line] = true
-				rx, ok := want[e.Pos.Line]
-				switch {
-				case !ok:
-					t.Errorf("unexpected error %v", e)
-				case !rx.MatchString(e.Msg):
-					t.Errorf("error %v does not match %q", e, rx)
-				}
-			}
-			for line, rx := range want {
-				if !got[line] {
-					t.Errorf("%s:%d: no error, want one matching %q", path, line, rx)
-				}
-			}
+			f(t, path, src, want)
 		})
 	}
+}
+
+// checkMarked checks that list has exactly one entry per marked line of
+// path, with a message (less prefix) that matches the line's marker.
+func checkMarked(t *testing.T, path, prefix string, list ErrorList, want map[int]*regexp.Regexp) {
+	got := map[int]bool{}
+	for _, e := range list {
+		if e.Pos.Filename != path {
+			t.Errorf("%v: file name %q, want %q", e, e.Pos.Filename, path)
+		}
+		got[e.Pos.Line] = true
+		msg, ok := strings.CutPrefix(e.Msg, prefix)
+		rx, marked := want[e.Pos.Line]
+		switch {
+		case !ok:
+			t.Errorf("%v does not start with %q", e, prefix)
+		case !marked:
+			t.Errorf("unexpected %v", e)
+		case !rx.MatchString(msg):
+			t.Errorf("%v does not match %q", e, rx)
+		}
+	}
+	for line, rx := range want {
+		if !got[line] {
+			t.Errorf("%s:%d: nothing reported, want a message matching %q", path, line, rx)
+		}
+	}
+}
+
+// TestErrorFiles loads every testdata/errors/*.cep file and checks that the
+// errors reported are exactly those its `# ERROR "regexp"` markers expect:
+// one per marked line, matching the marker.
+func TestErrorFiles(t *testing.T) {
+	markedFiles(t, "testdata/errors", "ERROR", func(t *testing.T, path string, src []byte, want map[int]*regexp.Regexp) {
+		_, err := Load(path, src)
+		var list ErrorList
+		if err != nil && !errors.As(err, &list) {
+			t.Fatalf("Load: %v is not an ErrorList", err)
+		}
+		checkMarked(t, path, "", list, want)
+	})
+}
+
+// TestWarningFiles loads every testdata/warnings/*.cep file, which must
+// compile, and checks that its warnings are exactly those its `# WARNING
+// "regexp"` markers expect: one per marked line, "warning: " and a
+// message that matches the marker.
+func TestWarningFiles(t *testing.T) {
+	markedFiles(t, "testdata/warnings", "WARNING", func(t *testing.T, path string, src []byte, want map[int]*regexp.Regexp) {
+		rs, err := Load(path, src)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		checkMarked(t, path, "warning: ", rs.Warnings, want)
+	})
 }
 
 // TestErrorCap checks that a file reports at most MaxErrors errors, plus a

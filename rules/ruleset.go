@@ -34,6 +34,12 @@ type Ruleset struct {
 	Rules []*Rule
 	// Tests are the tests written in the file, in file order.
 	Tests []*Test
+	// Warnings are what the file says that is legal but surely not
+	// meant, each "warning: " and why, by position: today a stage
+	// reference that always reads nothing (a.f in the condition of a
+	// stage a that takes one event, a field of a later or of a negated
+	// stage). Flink accepts them; the engine runs them as written.
+	Warnings ErrorList
 	// Hash is the hex SHA-256 of the canonical source of the file without
 	// its comments: it changes when the rules change, not when the file is
 	// reformatted or its comments are edited.

@@ -289,6 +289,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			bad = true
 			continue
 		}
+		if err := rs.Warnings.Print(stderr, true); err != nil {
+			return err
+		}
 		sets = append(sets, rs)
 	}
 	if bad {

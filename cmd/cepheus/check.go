@@ -22,8 +22,16 @@ the source line with a caret under the fault. At most 20 errors are
 reported per file; a second error on the same line is dropped. A directory
 stands for the *.cep files directly in it.
 
-The errors go to stderr. Check prints nothing when every file is clean, and
-exits with status 0; with status 1 when it found an error.
+It also reports, as file:line:col: warning: message, what is legal (Flink
+accepts it) but surely not meant: a stage reference that always reads
+nothing, such as a.amount in the condition of a stage a that takes one
+event (a condition tests the event before its stage takes it: the event
+under test's field is amount alone), or a field of a later stage or of a
+negated one. Warnings are printed only for files without errors.
+
+The errors and warnings go to stderr. Check prints nothing when every file
+is clean, and exits with status 0 (warnings too); with status 1 when it
+found an error.
 `,
 }
 
@@ -48,11 +56,16 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if _, err := rules.Load(name, src); err != nil {
+		rs, err := rules.Load(name, src)
+		if err != nil {
 			found = true
 			if err := printErrors(stderr, err, !*quiet); err != nil {
 				return err
 			}
+			continue
+		}
+		if err := rs.Warnings.Print(stderr, !*quiet); err != nil {
+			return err
 		}
 	}
 	if found {

@@ -99,8 +99,55 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckWarnings: a file that compiles but reads a stage that always
+// reads nothing passes check (exit 0) with a warning on stderr, the
+// snippet left out by -q; backtest and test print it too.
+func TestCheckWarnings(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "warn.cep", `ruleset w
+event time ts
+rule own {
+  key card
+  pattern {
+    begin a where a.amount > 10
+    followedBy b where amount > 0
+  }
+  emit {
+    amount: b.amount
+  }
+}
+test "never matches" {
+  events {
+    {"ts": 1, "card": "k", "amount": 20}
+    {"ts": 2, "card": "k", "amount": 5}
+  }
+  expect none
+}
+`)
+	want := path + ":6:19: warning: stage a takes one event, and its condition tests the event before a takes it, so a.amount is always null here (the event under test's field is amount alone)\n"
+	code, out, errOut := cepheus(t, "check", path)
+	if code != 0 || out != "" || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, "    begin a where a.amount > 10\n") {
+		t.Errorf("check: exit %d, stdout %q, stderr:\n%s\nwant 0, nothing on stdout, and on stderr:\n%s", code, out, errOut, want)
+	}
+	if code, _, errOut := cepheus(t, "check", "-q", path); code != 0 || errOut != want {
+		t.Errorf("check -q: exit %d, stderr %q; want 0 and %q", code, errOut, want)
+	}
+	events := writeFile(t, dir, "events.jsonl", `{"ts": "2026-01-01T00:00:00Z", "card": "k", "amount": 20}`+"\n")
+	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", path, "-events", events, "-alerts", filepath.Join(dir, "alerts.jsonl")); code != 0 || !strings.HasPrefix(errOut, want) {
+		t.Errorf("backtest -q: exit %d, stderr:\n%s\nwant 0 and the warning", code, errOut)
+	}
+	if code, out, _ := cepheus(t, "test", path); code != 0 || !strings.HasPrefix(out, want) {
+		t.Errorf("test: exit %d, stdout:\n%s\nwant 0 and the warning first", code, out)
+	}
+	code, _, errOut = cepheus(t, "run", "-q", "-rules", path, "-events", events, "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
+	if want := "run: warning: " + path + ":6:19: stage a takes one event"; code != 0 || !strings.HasPrefix(errOut, want) {
+		t.Errorf("run -q: exit %d, stderr:\n%s\nwant 0 and a line starting %q", code, errOut, want)
+	}
+}
+
 func TestExamplesAreClean(t *testing.T) {
-	if code, out, errOut := cepheus(t, "check", "../../rulesets"); code != 0 {
+	// Clean: no errors and no warnings.
+	if code, out, errOut := cepheus(t, "check", "../../rulesets"); code != 0 || errOut != "" {
 		t.Errorf("check rulesets: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, out, errOut := cepheus(t, "fmt", "-d", "../../rulesets"); code != 0 || out != "" {

@@ -416,6 +416,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 		warnf = func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }
 	}
+	for _, w := range rs.Warnings {
+		warnf("%s: %s", w.Pos, strings.TrimPrefix(w.Msg, "warning: "))
+	}
 	lookups, closeLookups, err := f.lookups.open(ctx, rs, warnf)
 	if err != nil {
 		return err

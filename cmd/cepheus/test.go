@@ -86,6 +86,9 @@ func testFile(name string, filter *regexp.Regexp, verbose bool, stdout io.Writer
 		fmt.Fprintf(stdout, "FAIL\t%s\t(does not compile)\n", name)
 		return false, nil
 	}
+	if err := rs.Warnings.Print(stdout, true); err != nil {
+		return false, err
+	}
 	var b strings.Builder
 	ran, failed := 0, 0
 	for _, t := range rs.Tests {

@@ -2,6 +2,8 @@ package cond
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync/atomic"
 
@@ -225,37 +227,17 @@ func Identifiers(src string, lookups ...string) ([]string, error) {
 		return nil, err
 	}
 	seen := map[string]bool{}
-	var walk func(n ast.Node, bound map[string]bool)
-	walk = func(n ast.Node, bound map[string]bool) {
+	var visit func(n ast.Node, bound map[string]bool) bool
+	visit = func(n ast.Node, bound map[string]bool) bool {
 		switch n := n.(type) {
-		case nil:
-			return
 		case *ast.IdentifierNode:
 			if !bound[n.Value] {
 				seen[n.Value] = true
 			}
-			return
-		case *ast.CallNode:
-			if _, ok := n.Callee.(*ast.IdentifierNode); ok {
-				for _, a := range n.Arguments {
-					walk(a, bound)
-				}
-				return
-			}
-		case *ast.VariableDeclaratorNode:
-			walk(n.Value, bound)
-			inner := map[string]bool{n.Name: true}
-			for k := range bound {
-				inner[k] = true
-			}
-			walk(n.Expr, inner)
-			return
 		}
-		for _, k := range childrenOf(n) {
-			walk(k, bound)
-		}
+		return true
 	}
-	walk(tree.Node, nil)
+	walkScoped(tree.Node, nil, visit)
 	return sortedKeys(seen), nil
 }
 
@@ -306,4 +288,113 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// StageRef is a reference of an expression to a stage: x, x.f, x[i].f,
+// stage("x") or ctx("x").
+type StageRef struct {
+	// Stage is the stage's index in the stages given to [StageRefs].
+	Stage int
+	// Field is f when the reference reads a field of the stage's last
+	// event (x.f); "" otherwise.
+	Field string
+	// Offset is the byte offset of the reference in the source.
+	Offset int
+}
+
+// StageRefs returns the references of an expression to stages (names in
+// stages, in nfa.Stages() order), in source order, for a front end's
+// checks of what a condition can see. A let-bound name is not a stage.
+// Errors are *Error.
+func StageRefs(src string, stages []string, lookups ...string) ([]StageRef, error) {
+	tree, err := parseNames(src, lookups)
+	if err != nil {
+		return nil, err
+	}
+	index := map[string]int{}
+	for i, s := range stages {
+		index[s] = i
+	}
+	s := newCondSource(src)
+	var refs []StageRef
+	ref := func(stage int, field string, n ast.Node) {
+		refs = append(refs, StageRef{Stage: stage, Field: field, Offset: s.byteOffset(span(n).From)})
+	}
+	var visit func(n ast.Node, bound map[string]bool) bool
+	visit = func(n ast.Node, bound map[string]bool) bool {
+		switch n := n.(type) {
+		case *ast.IdentifierNode:
+			if i, ok := stageOf(n, index, bound); ok {
+				ref(i, "", n)
+			}
+		case *ast.MemberNode:
+			prop, isProp := n.Property.(*ast.StringNode)
+			if i, ok := stageOf(n.Node, index, bound); ok && isProp {
+				ref(i, prop.Value, n)
+				return false
+			}
+		case *ast.CallNode:
+			if i, ok := stageOf(n, index, bound); ok {
+				ref(i, "", n)
+				return false
+			}
+		}
+		return true
+	}
+	walkScoped(tree.Node, nil, visit)
+	slices.SortStableFunc(refs, func(a, b StageRef) int { return a.Offset - b.Offset })
+	return refs, nil
+}
+
+// walkScoped calls visit with n and, while visit returns true, with its
+// children, depth first, with the names let declarations bind where each
+// node is (a declaration's name is bound in its expression, not in its
+// value; the declaration node itself is not visited). The name of a
+// called function is not visited, its arguments are.
+func walkScoped(n ast.Node, bound map[string]bool, visit func(n ast.Node, bound map[string]bool) bool) {
+	switch d := n.(type) {
+	case nil:
+		return
+	case *ast.VariableDeclaratorNode:
+		walkScoped(d.Value, bound, visit)
+		inner := maps.Clone(bound)
+		if inner == nil {
+			inner = map[string]bool{}
+		}
+		inner[d.Name] = true
+		walkScoped(d.Expr, inner, visit)
+		return
+	}
+	if !visit(n, bound) {
+		return
+	}
+	kids := childrenOf(n)
+	if c, ok := n.(*ast.CallNode); ok {
+		if _, named := c.Callee.(*ast.IdentifierNode); named {
+			kids = c.Arguments
+		}
+	}
+	for _, k := range kids {
+		walkScoped(k, bound, visit)
+	}
+}
+
+// stageOf returns the index of the stage n names: an identifier in index
+// and not bound, or stage("x") or ctx("x") with x in index.
+func stageOf(n ast.Node, index map[string]int, bound map[string]bool) (int, bool) {
+	switch n := n.(type) {
+	case *ast.IdentifierNode:
+		i, ok := index[n.Value]
+		return i, ok && !bound[n.Value]
+	case *ast.CallNode:
+		id, ok := n.Callee.(*ast.IdentifierNode)
+		if !ok || id.Value != "stage" && id.Value != "ctx" || len(n.Arguments) != 1 {
+			return 0, false
+		}
+		if s, ok := n.Arguments[0].(*ast.StringNode); ok {
+			i, ok := index[s.Value]
+			return i, ok
+		}
+	}
+	return 0, false
 }

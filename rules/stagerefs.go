@@ -1,0 +1,147 @@
+package rules
+
+import (
+	"fmt"
+
+	"github.com/cepheus-cep/cepheus/rules/internal/cond"
+)
+
+// This file finds the stage references of a rule that can only ever read
+// nothing: Flink accepts them (ctx.getEventsForPattern of such a stage is
+// empty), so they are warnings, not errors, but the condition that reads
+// one is never what its writer meant: a.amount in the condition of a
+// stage a that takes one event is null (a condition never sees the event
+// under test as its own stage's), as is a field of a stage that comes
+// later, or of a negated stage.
+
+// stagePlace is where a stage stands in its pattern, for stageRefWarnings.
+type stagePlace struct {
+	name    string
+	negated bool // notNext, notFollowedBy: takes no event
+	loops   bool // its quantifier takes more than one event
+	// groups are the looping groups around it, innermost last.
+	groups []*GroupNode
+}
+
+// stagePlaces returns the places of the stages of rd, in leafStages order.
+func stagePlaces(rd *RuleDecl) []stagePlace {
+	var out []stagePlace
+	var walk func(es []PatternElem, groups []*GroupNode)
+	walk = func(es []PatternElem, groups []*GroupNode) {
+		for _, e := range es {
+			switch e := e.(type) {
+			case *StageNode:
+				out = append(out, stagePlace{name: e.Name.Value, negated: e.Contiguity.IsNot(),
+					loops: takesMany(e.Quant), groups: groups})
+			case *GroupNode:
+				inner := groups
+				if takesMany(e.Quant) {
+					inner = append(groups[:len(groups):len(groups)], e)
+				}
+				walk(e.Elems, inner)
+			}
+		}
+	}
+	if rd.Pattern != nil {
+		walk(rd.Pattern.Elems, nil)
+	}
+	return out
+}
+
+// takesMany reports whether quantifier q may take more than one event.
+func takesMany(q Quantifier) bool {
+	return q.Kind != QuantOne && !(q.Kind == QuantTimes && q.Max <= 1)
+}
+
+// sharedLoop reports whether a looping group holds both stages: a later
+// iteration of it reads the events of its earlier ones.
+func sharedLoop(a, b stagePlace) bool {
+	for _, g := range a.groups {
+		for _, h := range b.groups {
+			if g == h {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stageRefWarnings warns of the references of rc's conditions and emit
+// expressions that always read nothing.
+func (rc *ruleCompiler) stageRefWarnings() {
+	rd := rc.rd
+	places := stagePlaces(rd)
+	if len(places) != len(rc.env.Stages) {
+		return // a pattern the checker reported
+	}
+	lookups := rc.c.lookupNames()
+	stage := -1
+	var walk func(es []PatternElem)
+	walk = func(es []PatternElem) {
+		for _, e := range es {
+			if g, ok := e.(*GroupNode); ok {
+				walk(g.Elems)
+				continue
+			}
+			stage++
+			for _, cl := range e.head().Clauses {
+				if cl.Expr == nil || rc.conds[cl] == nil {
+					continue
+				}
+				refs, err := cond.StageRefs(cl.Expr.raw, rc.env.Stages, lookups...)
+				if err != nil {
+					continue
+				}
+				for _, r := range refs {
+					if msg := emptyRef(places, stage, r); msg != "" {
+						rc.c.warnf(cl.Expr.Pos+Pos(r.Offset), "%s", msg)
+					}
+				}
+			}
+		}
+	}
+	if rd.Pattern != nil {
+		walk(rd.Pattern.Elems)
+	}
+	if rd.Emit == nil {
+		return
+	}
+	for _, f := range rd.Emit.Fields {
+		refs, err := cond.StageRefs(f.Expr.raw, rc.env.Stages, lookups...)
+		if err != nil {
+			continue
+		}
+		for _, r := range refs {
+			if p := places[r.Stage]; p.negated {
+				rc.c.warnf(f.Expr.Pos+Pos(r.Offset), "stage %s is negated: it never takes an event, so %s in a match", p.name, emptyText(p.name, r.Field))
+			}
+		}
+	}
+}
+
+// emptyRef is the warning for reference r of a condition of stage at, ""
+// when r may read an event.
+func emptyRef(places []stagePlace, at int, r cond.StageRef) string {
+	p, to := places[at], places[r.Stage]
+	switch {
+	case to.negated:
+		return fmt.Sprintf("stage %s is negated: it never takes an event, so %s here", to.name, emptyText(to.name, r.Field))
+	case r.Stage == at && !p.loops && len(p.groups) == 0:
+		msg := fmt.Sprintf("stage %s takes one event, and its condition tests the event before %s takes it, so %s here", p.name, p.name, emptyText(p.name, r.Field))
+		if r.Field != "" {
+			msg += fmt.Sprintf(" (the event under test's field is %s alone)", r.Field)
+		}
+		return msg
+	case r.Stage > at && !sharedLoop(p, to):
+		return fmt.Sprintf("stage %s comes after %s: when %s's condition is tested, %s has taken no event, so %s here", to.name, p.name, p.name, to.name, emptyText(to.name, r.Field))
+	}
+	return ""
+}
+
+// emptyText says what a reference to a stage without events reads.
+func emptyText(stage, field string) string {
+	if field != "" {
+		return fmt.Sprintf("%s.%s is always null", stage, field)
+	}
+	return fmt.Sprintf("%s is always empty", stage)
+}
