@@ -71,10 +71,13 @@ func (p InputPolicy) decoder(dc *jsonev.Config) {
 
 // InputError is a backtest whose input (nearly) all went to the dead
 // letters: a schema, a key field or a time unit that does not match the
-// events.
+// events, or a lookup failing closed that cannot read its source.
 type InputError struct {
 	Ruleset       string
 	Records, Dead int64
+	// Rejected are the dead records that decoded, but that a lookup
+	// failing closed (on failure closed) rejected: its source failed.
+	Rejected int64
 	// FirstLine and FirstReason are the first dead record's line and why.
 	FirstLine   int64
 	FirstReason string
@@ -83,20 +86,33 @@ type InputError struct {
 	GaveUp bool
 }
 
+// Error says how many lines went to the dead letters and the first's
+// reason. When a lookup failing closed rejected some, it says that they
+// went to the dead letters (or did not reach the rules), not that they
+// could not be decoded.
 func (e *InputError) Error() string {
-	what := strconv.FormatInt(e.Dead, 10) + " of " + strconv.FormatInt(e.Records, 10) + " lines"
-	if e.GaveUp {
-		what = "none of the first " + strconv.FormatInt(e.Records, 10) + " lines"
-		return fmt.Sprintf("cep: backtest: ruleset %s: %s could be decoded, so the run stopped there (line %d: %s)",
-			e.Ruleset, what, e.FirstLine, e.FirstReason)
+	rejected := ""
+	if e.Rejected > 0 {
+		rejected = ", " + strconv.FormatInt(e.Rejected, 10) + " of them rejected by a lookup failing closed"
 	}
-	return fmt.Sprintf("cep: backtest: ruleset %s: %s could not be decoded (line %d: %s)",
-		e.Ruleset, what, e.FirstLine, e.FirstReason)
+	var what string
+	switch {
+	case e.GaveUp && e.Rejected > 0:
+		what = fmt.Sprintf("none of the first %d lines reached the rules%s, so the run stopped there", e.Records, rejected)
+	case e.GaveUp:
+		what = fmt.Sprintf("none of the first %d lines could be decoded, so the run stopped there", e.Records)
+	case e.Rejected > 0:
+		what = fmt.Sprintf("%d of %d lines went to the dead letters%s", e.Dead, e.Records, rejected)
+	default:
+		what = fmt.Sprintf("%d of %d lines could not be decoded", e.Dead, e.Records)
+	}
+	return fmt.Sprintf("cep: backtest: ruleset %s: %s (line %d: %s)", e.Ruleset, what, e.FirstLine, e.FirstReason)
 }
 
-// inputError returns the *InputError of a finished run, or nil.
-func (p InputPolicy) inputError(rs string, st runtime.Stats, runErr error) error {
-	ie := &InputError{Ruleset: rs, Records: st.Records, Dead: st.Dead, FirstLine: st.FirstDeadLine, FirstReason: st.FirstDeadReason}
+// inputError returns the *InputError of a finished run, or nil; rejected
+// are the events its lookups failing closed rejected.
+func (p InputPolicy) inputError(rs string, st runtime.Stats, rejected int64, runErr error) error {
+	ie := &InputError{Ruleset: rs, Records: st.Records, Dead: st.Dead, Rejected: rejected, FirstLine: st.FirstDeadLine, FirstReason: st.FirstDeadReason}
 	if errors.Is(runErr, runtime.ErrNothingDecoded) {
 		ie.GaveUp = true
 		return ie

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cepheus-cep/cepheus/enrich"
 )
 
 // TestBacktestSkipsEventsWithoutTheKey: a key field that only one rule
@@ -110,5 +112,58 @@ func TestBacktestSummaryOnCancel(t *testing.T) {
 	sum, err := e.Run(ctx, src)
 	if !errors.Is(err, context.Canceled) || sum == nil || sum.Ruleset != "bt" {
 		t.Errorf("Backtest = %+v, %v; want a summary and context.Canceled", sum, err)
+	}
+}
+
+// TestInputErrorLookupRejected: a run whose events a lookup failing
+// closed sent to the dead letters fails with an *InputError that counts
+// them and says that the lines went to the dead letters, not that they
+// could not be decoded.
+func TestInputErrorLookupRejected(t *testing.T) {
+	rs, err := CompileRuleset("lk.cep", []byte(lookupRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := `{"ts": 1000, "card": "k1", "amount": 600}
+{"ts": 2000, "card": "k2", "amount": 600}
+not json
+{"ts": 3000, "card": "k3", "amount": 1500}
+`
+	holderSpec, _ := lookupSpec(rs, "holder")
+	holder := enrich.NewMemSource(holderSpec, nil)
+	e, err := New(WithRuleset(rs), WithInputPolicy(InputPolicy{MaxDeadFraction: 0.5}),
+		WithLookups(map[string]LookupSource{"holder": holder, "strict": &flakySource{fails: 100}}, LookupOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewEventSource(strings.NewReader(input), "input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Run(context.Background(), src)
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Dead != 4 || ie.Rejected != 3 {
+		t.Fatalf("err = %#v, want an *InputError of 4 dead records, 3 of them rejected by the lookup", err)
+	}
+	const want = "cep: backtest: ruleset lk: 4 of 4 lines went to the dead letters, 3 of them rejected by a lookup failing closed (line 3: column 1: want a JSON object, found 'n')"
+	if err.Error() != want {
+		t.Errorf("message\n got  %s\n want %s", err, want)
+	}
+
+	// Without lookups, and a run that gave up.
+	for _, c := range []struct {
+		ie   InputError
+		want string
+	}{
+		{InputError{Ruleset: "r", Records: 10, Dead: 9, FirstLine: 2, FirstReason: "bad"},
+			"cep: backtest: ruleset r: 9 of 10 lines could not be decoded (line 2: bad)"},
+		{InputError{Ruleset: "r", Records: 4, Dead: 4, FirstLine: 1, FirstReason: "bad", GaveUp: true},
+			"cep: backtest: ruleset r: none of the first 4 lines could be decoded, so the run stopped there (line 1: bad)"},
+		{InputError{Ruleset: "r", Records: 4, Dead: 4, Rejected: 4, FirstLine: 1, FirstReason: "lookup x: down", GaveUp: true},
+			"cep: backtest: ruleset r: none of the first 4 lines reached the rules, 4 of them rejected by a lookup failing closed, so the run stopped there (line 1: lookup x: down)"},
+	} {
+		if got := c.ie.Error(); got != c.want {
+			t.Errorf("message\n got  %s\n want %s", got, c.want)
+		}
 	}
 }

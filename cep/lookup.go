@@ -112,7 +112,8 @@ func (e *Engine) UnboundLookups() []string {
 	return out
 }
 
-// LookupStats are the counters of one lookup of a run.
+// LookupStats are the counters of one lookup of a run, and why its
+// latest failed request failed (LastError).
 type LookupStats struct {
 	Name  string
 	Bound bool

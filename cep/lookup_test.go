@@ -147,6 +147,10 @@ func TestLookupPolicies(t *testing.T) {
 	if len(sum.Lookups) != 2 || sum.Lookups[1].Failures != 2 || sum.Lookups[0].NotFound != 1 {
 		t.Errorf("lookup stats %+v", sum.Lookups)
 	}
+	// The summary says why the attempts failed.
+	if got := sum.Lookups[1].LastError; got != "connection refused" {
+		t.Errorf("strict lookup's last error %q, want the source's", got)
+	}
 
 	// Every attempt fails: the strict lookup fails closed, each event a
 	// dead letter at its line.
@@ -316,7 +320,7 @@ func TestStreamLookupHealthLog(t *testing.T) {
 		!strings.HasPrefix(got[1], "lookup holder: its source mem answers again, after ") {
 		t.Errorf("the lookup's lines: %q, want a warning and a line when it answers again", got)
 	}
-	if st := m.Snapshot().Lookups; len(st) != 2 || st[0].Defaulted == 0 {
-		t.Errorf("lookup counters %+v: want events defaulted", st)
+	if st := m.Snapshot().Lookups; len(st) != 2 || st[0].Defaulted == 0 || st[0].LastError != "connection refused" {
+		t.Errorf("lookup counters %+v: want events defaulted, and why", st)
 	}
 }

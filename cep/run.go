@@ -137,7 +137,11 @@ func (r *run) finish(runErr error) (*Summary, error) {
 			Dropped:            int64(opStats.DroppedPartialMatches),
 		})
 	}
-	if err := e.cfg.input.inputError(rs.Name, st, runErr); err != nil {
+	var rejected int64
+	for _, l := range s.Lookups {
+		rejected += int64(l.Rejected)
+	}
+	if err := e.cfg.input.inputError(rs.Name, st, rejected, runErr); err != nil {
 		return s, err
 	}
 	if runErr != nil {

@@ -33,7 +33,8 @@
 // again per its [Policy], then fails open (its events get the defaults) or
 // closed (its events are rejected with a reason naming the lookup and the
 // source). [Lookup.Stats] counts hits, misses, requests, failures and
-// latencies.
+// latencies, and keeps the error of the latest failed attempt (why the
+// failures failed).
 //
 // # Invariants
 //

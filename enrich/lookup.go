@@ -491,8 +491,13 @@ func (l *Lookup) resolve(rec []event.Value) (vals []event.Value, found bool) {
 // reason is the reason of the events of a request that failed for good
 // with err: one line, naming the lookup and the source.
 func (l *Lookup) reason(err error) string {
-	msg := strings.Join(strings.Fields(err.Error()), " ")
-	return fmt.Sprintf("lookup %s: %s: %s", l.spec.Name, l.src, msg)
+	return fmt.Sprintf("lookup %s: %s: %s", l.spec.Name, l.src, oneLine(err))
+}
+
+// oneLine is err's message on one line, each run of white space (line
+// breaks and tabs included) one space.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // request fetches keys from the source per the policy: up to 1+Retries
@@ -537,8 +542,9 @@ func (l *Lookup) attempt(ctx context.Context, keys []string) ([][]event.Value, e
 	l.st.failures.Add(1)
 	if errors.Is(actx.Err(), context.DeadlineExceeded) {
 		l.st.timeouts.Add(1)
-		return nil, fmt.Errorf("no answer within %v", l.timeout)
+		err = fmt.Errorf("no answer within %v", l.timeout)
 	}
+	l.st.failed(err)
 	return nil, err
 }
 

@@ -279,7 +279,7 @@ func TestEnrichTimeout(t *testing.T) {
 			}
 		}
 		s := l.Stats()
-		checkStats(t, s, Stats{Misses: 2, Requests: 1, Timeouts: 1, Failures: 1, Rejected: 3})
+		checkStats(t, s, Stats{Misses: 2, Requests: 1, Timeouts: 1, Failures: 1, Rejected: 3, LastError: "no answer within 50ms"})
 		// 50ms is in the bucket (25ms, 50ms].
 		i := slices.Index(s.Latency.Bounds, 0.05)
 		if s.Latency.Count != 1 || s.Latency.Counts[i] != 1 || s.Latency.Sum != 0.05 {
@@ -310,7 +310,7 @@ func TestEnrichRetriesThenOpen(t *testing.T) {
 		if slices.ContainsFunc(reasons, func(r string) bool { return r != "" }) {
 			t.Errorf("reasons %q, want none when failing open", reasons)
 		}
-		checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 3, Failures: 3, Defaulted: 3})
+		checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 3, Failures: 3, Defaulted: 3, LastError: "connection refused"})
 		if n := src.Fetches(); n != 3 {
 			t.Errorf("%d fetches, want 3", n)
 		}
@@ -326,7 +326,7 @@ func TestEnrichRetriesThenOpen(t *testing.T) {
 		evs = events("C1", "C3")
 		enrich(t, l, evs)
 		checkFields(t, evs, c1Want, c3Want)
-		checkStats(t, l.Stats(), Stats{Misses: 4, Requests: 4, Failures: 3, Defaulted: 3})
+		checkStats(t, l.Stats(), Stats{Misses: 4, Requests: 4, Failures: 3, Defaulted: 3, LastError: "connection refused"})
 		if o := l.LastOutcome(); o != (Outcome{Answered: 1}) {
 			t.Errorf("the outcome of the answered call: %+v, want 1 request answered", o)
 		}
@@ -361,7 +361,8 @@ func TestEnrichRetriesThenClosed(t *testing.T) {
 		if got := lookupFields(evs[0]); !equalRecords(got, []event.Value{event.Null, event.Null, event.Null}) {
 			t.Errorf("a rejected event was written: %s", fmtRecord(got))
 		}
-		checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 4, Failures: 4, Rejected: 2})
+		checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 4, Failures: 4, Rejected: 2,
+			LastError: "dial tcp 10.0.0.1:6379: connection refused"})
 	})
 }
 
@@ -383,7 +384,7 @@ func TestEnrichRetrySucceeds(t *testing.T) {
 			t.Errorf("reason %q after a successful retry", reasons[0])
 		}
 		checkFields(t, evs, c1Want)
-		checkStats(t, l.Stats(), Stats{Misses: 1, Requests: 2, Failures: 1})
+		checkStats(t, l.Stats(), Stats{Misses: 1, Requests: 2, Failures: 1, LastError: "LOADING Redis is loading the dataset in memory"})
 	})
 }
 
@@ -408,7 +409,8 @@ func TestEnrichBadAnswer(t *testing.T) {
 			if reasons[0] != tc.reason {
 				t.Errorf("reason %q, want %q", reasons[0], tc.reason)
 			}
-			checkStats(t, l.Stats(), Stats{Misses: 1, Requests: 1, Failures: 1, Rejected: 1})
+			lastErr := strings.TrimPrefix(tc.reason, "lookup customer: mem: ")
+			checkStats(t, l.Stats(), Stats{Misses: 1, Requests: 1, Failures: 1, Rejected: 1, LastError: lastErr})
 		})
 	}
 }
@@ -673,5 +675,81 @@ func TestAddStats(t *testing.T) {
 	}
 	if a.Misses == 0 || b.Misses == 0 || a.NotFound == 0 {
 		t.Errorf("the test's lookups counted nothing: %+v, %+v", a, b)
+	}
+}
+
+// TestStatsLastError: the stats say why the latest failed attempt failed,
+// on one line and without enrich's prefix; a retry's error is the
+// attempt's own, without the count of attempts; an answered request after
+// it leaves it; a lookup that replaces another takes it on unless it has
+// its own.
+func TestStatsLastError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := newRecordingSource(customers())
+		src.answer = func(ctx context.Context, call int, keys []string) ([][]event.Value, error) {
+			switch call {
+			case 0:
+				return nil, errors.New("key cepheus:lookup:customer:C1: WRONGTYPE Operation against a key\n\tholding the wrong kind of value")
+			case 1:
+				return nil, errors.New("enrich: dial tcp 127.0.0.1:6379: connect: connection refused")
+			}
+			return src.MemSource.Fetch(ctx, keys)
+		}
+		cfg := customerConfig(src)
+		cfg.Policy = Policy{Mode: FailOpen, Retries: 1}
+		l := newLookup(t, cfg)
+		if s := l.Stats(); s.LastError != "" {
+			t.Errorf("LastError %q before any request", s.LastError)
+		}
+		enrich(t, l, events("C1"))
+		const want = "dial tcp 127.0.0.1:6379: connect: connection refused"
+		checkStats(t, l.Stats(), Stats{Misses: 1, Requests: 2, Failures: 2, Defaulted: 1, LastError: want})
+		enrich(t, l, events("C3"))
+		checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 3, Failures: 2, Defaulted: 1, LastError: want})
+
+		later := newLookup(t, customerConfig(NewMemSource(customerSpec(), customers())))
+		later.AddStats(l.Stats())
+		if got := later.Stats().LastError; got != want {
+			t.Errorf("LastError %q after AddStats, want the earlier lookup's %q", got, want)
+		}
+		src.answer = func(context.Context, int, []string) ([][]event.Value, error) {
+			return nil, errors.New("LOADING Redis is loading the dataset in memory")
+		}
+		first := newLookup(t, customerConfig(src))
+		enrich(t, first, events("C2"))
+		first.AddStats(l.Stats())
+		if got := first.Stats().LastError; got != "LOADING Redis is loading the dataset in memory" {
+			t.Errorf("LastError %q after AddStats, want the lookup's own", got)
+		}
+	})
+}
+
+// TestStatsLastErrorConcurrent reads Stats while requests in flight at
+// once fail (for the race detector).
+func TestStatsLastErrorConcurrent(t *testing.T) {
+	src := NewMemSource(customerSpec(), customers())
+	src.SetFail(errors.New("connection reset by peer"))
+	cfg := customerConfig(src)
+	cfg.CacheSize, cfg.Batch, cfg.InFlight = -1, 1, 4
+	l := newLookup(t, cfg)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				_ = l.Stats()
+			}
+		}
+	})
+	for range 50 {
+		enrich(t, l, events("C1", "C2", "C3", "C9"))
+	}
+	close(done)
+	wg.Wait()
+	if s := l.Stats(); s.Failures != 200 || s.LastError != "connection reset by peer" {
+		t.Errorf("failures %d, last error %q; want 200, the source's error", s.Failures, s.LastError)
 	}
 }

@@ -333,10 +333,13 @@ func TestRedisUnreachable(t *testing.T) {
 			}
 			checkFields(t, evs[3:], defaultsWant)
 			prefix := "lookup customer: redis://cep:***@" + addr + "/0?format=hash: "
+			// The stats say why, without the password (nor the attempts,
+			// each failed for itself).
+			refused := "dial tcp " + addr + ": connect: connection refused"
 			switch mode {
 			case FailOpen:
 				checkFields(t, evs, defaultsWant, defaultsWant, defaultsWant, defaultsWant)
-				checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 2, Failures: 2, Defaulted: 3})
+				checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 2, Failures: 2, Defaulted: 3, LastError: refused})
 			case FailClosed:
 				for i, r := range reasons[:3] {
 					if !strings.HasPrefix(r, prefix) || !strings.Contains(r, "(2 attempts)") ||
@@ -344,7 +347,7 @@ func TestRedisUnreachable(t *testing.T) {
 						t.Errorf("reason %d %q: want one line starting %q, with the attempts, without the password", i, r, prefix)
 					}
 				}
-				checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 2, Failures: 2, Rejected: 3})
+				checkStats(t, l.Stats(), Stats{Misses: 2, Requests: 2, Failures: 2, Rejected: 3, LastError: refused})
 				t.Logf("reason: %s", reasons[0])
 			}
 		})
@@ -417,7 +420,7 @@ func TestRedisHashExists(t *testing.T) {
 }
 
 // TestRedisAuth checks an ACL user's login, and that a wrong password's
-// error does not show it.
+// error does not show it, nor a lookup's last error.
 func TestRedisAuth(t *testing.T) {
 	addr := redisAddr(t)
 	c := rawClient(t, addr)
@@ -459,5 +462,15 @@ func TestRedisAuth(t *testing.T) {
 	}
 	if _, err := bad.Fetch(t.Context(), []string{"C1"}); err == nil || strings.Contains(err.Error(), cfg.Password) {
 		t.Errorf("Fetch with a wrong password: %v, want an error without the password", err)
+	}
+	// Nor does the last error of a lookup over it.
+	src, err := OpenRedis(customerSpec(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLookup(t, customerConfig(src))
+	enrich(t, l, events("C1"))
+	if s := l.Stats(); s.Failures != 1 || s.LastError == "" || strings.Contains(s.LastError, cfg.Password) {
+		t.Errorf("a lookup with a wrong password: %d failures, last error %q; want 1, an error without the password", s.Failures, s.LastError)
 	}
 }

@@ -1,7 +1,9 @@
 package enrich
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +33,11 @@ type Stats struct {
 	// Rejected are events rejected because their request failed for good
 	// (fail closed).
 	Rejected uint64
+	// LastError is why the latest failed attempt failed ("" while none
+	// did): its error on one line, without the "enrich: " prefix, the
+	// reason a summary gives for Failures. Like every error of a source
+	// (see [Source]), it never shows a password.
+	LastError string
 	// Latency is the duration of every attempt, successful or failed, in
 	// seconds.
 	Latency Histogram
@@ -71,10 +78,33 @@ type stats struct {
 	defaulted, rejected          atomic.Uint64
 
 	// mu guards latency, observed by several request goroutines at once,
-	// and delay.
+	// delay and lastErr.
 	mu      sync.Mutex
 	latency Histogram
 	delay   Histogram
+	// lastErr is the error of the latest failed attempt, made text only
+	// when Stats is read: a source that is down fails many attempts.
+	lastErr error
+}
+
+// failed notes err, the error of a failed attempt, as the latest.
+func (s *stats) failed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+}
+
+// errorText is err as [Stats.LastError] gives it: on one line, without
+// enrich's prefix; "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := oneLine(err)
+	for strings.HasPrefix(msg, "enrich: ") {
+		msg = strings.TrimPrefix(msg, "enrich: ")
+	}
+	return msg
 }
 
 // observeDelay adds the delay d of a call to each of its n events.
@@ -105,7 +135,8 @@ func (s *stats) observe(d time.Duration) {
 // AddStats adds from, the counters of an earlier Lookup of the same
 // name (its rules' lookups changed: a new Lookup serves them), to the
 // lookup's: the counters of a process never go down. Histograms of other
-// bounds than the lookup's are left out.
+// bounds than the lookup's are left out. The lookup's last error stays
+// when it has one (it is the later), else it is from's.
 func (l *Lookup) AddStats(from Stats) {
 	s := &l.st
 	s.hits.Add(from.Hits)
@@ -120,6 +151,9 @@ func (l *Lookup) AddStats(from Stats) {
 	defer s.mu.Unlock()
 	s.latency.add(from.Latency)
 	s.delay.add(from.Delay)
+	if s.lastErr == nil && from.LastError != "" {
+		s.lastErr = errors.New(from.LastError)
+	}
 }
 
 // add adds the observations of o, of the same bounds, to h.
@@ -162,5 +196,6 @@ func (l *Lookup) Stats() Stats {
 		Sum:    s.delay.Sum,
 		Count:  s.delay.Count,
 	}
+	out.LastError = errorText(s.lastErr)
 	return out
 }

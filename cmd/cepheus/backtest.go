@@ -844,8 +844,9 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		fmt.Fprintf(bw, "  lookup %s: %s keys, %.1f%% from the cache; %s read in %s requests (%s without a record)",
 			l.Name, humanInt(int64(l.Hits+l.Misses)), 100*l.HitRate(), humanInt(int64(l.Misses)), humanInt(int64(l.Requests)), humanInt(int64(l.NotFound)))
 		if l.Failures > 0 {
-			fmt.Fprintf(bw, "; %s failed (%s timeouts): %s events got the defaults, %s went to the dead letters",
-				plural(int64(l.Failures), "request", "requests"), humanInt(int64(l.Timeouts)), humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)))
+			fmt.Fprintf(bw, "; %s failed (%s timeouts): %s events got the defaults, %s went to the dead letters%s",
+				plural(int64(l.Failures), "request", "requests"), humanInt(int64(l.Timeouts)), humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)),
+				lastError(l))
 		}
 		if l.Misses > 0 && l.NotFound >= l.Misses && l.Failures == 0 {
 			// Every key read came back without a record: an empty file,

@@ -212,9 +212,19 @@ func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
 			fmt.Fprintf(w, "%s: lookup %s: unbound, the defaults for every event\n", cmd, l.Name)
 			continue
 		}
-		fmt.Fprintf(w, "%s: lookup %s: %s keys from the cache (%.1f%%), %s read (%s without a record) in %s requests; %s failed (%s timeouts): %s events with the defaults, %s dead letters\n",
+		fmt.Fprintf(w, "%s: lookup %s: %s keys from the cache (%.1f%%), %s read (%s without a record) in %s requests; %s failed (%s timeouts): %s events with the defaults, %s dead letters%s\n",
 			cmd, l.Name, humanInt(int64(l.Hits)), 100*l.HitRate(), humanInt(int64(l.Misses)), humanInt(int64(l.NotFound)),
 			humanInt(int64(l.Requests)), humanInt(int64(l.Failures)), humanInt(int64(l.Timeouts)),
-			humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)))
+			humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)), lastError(l))
 	}
+}
+
+// lastError is what a summary's lookup line ends with when requests of
+// the lookup failed: "; last error: " and why the latest failed (a
+// source's errors never show a password); "" when none failed.
+func lastError(l cep.LookupStats) string {
+	if l.Failures == 0 || l.LastError == "" {
+		return ""
+	}
+	return "; last error: " + l.LastError
 }

@@ -152,8 +152,9 @@ func TestLookupRedisEqualsFile(t *testing.T) {
 // event still goes through (the defaults for those whose key was not in
 // the cache), the rules that do not read the lookup raise exactly the
 // backtest's alerts, the lookup rule a subset of them, and the summary
-// counts the failures; failing closed, the events whose lookup failed are
-// dead letters with their line and the reason, and nothing else is lost.
+// counts the failures and says why; failing closed, the events whose
+// lookup failed are dead letters with their line and the reason, and
+// nothing else is lost.
 func TestLookupRedisDown(t *testing.T) {
 	bin := buildCepheus(t)
 	dir := t.TempDir()
@@ -251,6 +252,12 @@ func TestLookupRedisDown(t *testing.T) {
 			failed, defaulted, rejected := atoi(m[1]), atoi(m[3]), atoi(m[4])
 			if failed == 0 {
 				t.Errorf("no request failed after Redis stopped:\n%s", out)
+			}
+			// It says why (a refused connection, a reset, a timeout).
+			if why := regexp.MustCompile(`run: lookup customer: .* dead letters; last error: (.+)`).FindStringSubmatch(out); why == nil {
+				t.Errorf("the lookup summary does not say why its requests failed:\n%s", out)
+			} else {
+				t.Logf("the last error: %s", why[1])
 			}
 			// The log says once that the lookup fails, and what its events
 			// get (a reminder would come only a minute on).
@@ -431,6 +438,61 @@ func TestLookupClosedDownNamesTheLookup(t *testing.T) {
 		!strings.Contains(stderr, "10 of 10 lines went to the dead letters") ||
 		!strings.Contains(stderr, "10 events went there because a lookup failing closed (on failure closed) could not read its source") {
 		t.Errorf("backtest with a lookup failing closed on a Redis that does not answer: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestBacktestLookupLastError: the summary of a backtest whose lookup
+// fails open says why its requests failed, besides how many: the
+// connection refused by a Redis that is not there (without the password
+// of its URL), and, with a Redis (CEPHEUS_REDIS_ADDR), the WRONGTYPE of
+// records written as JSON strings read as hashes, a server that answers
+// the start-up ping but no read.
+func TestBacktestLookupLastError(t *testing.T) {
+	dir := t.TempDir()
+	var b, profiles strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&b, `{"ts":%d,"type":"auth","customer_id":"c%d","card_id":"k1","merchant_id":"m1","amount":1}`+"\n", 1767225600000+i*1000, i)
+		fmt.Fprintf(&profiles, `{"customer_id":"c%d","home_country":"FR"}`+"\n", i)
+	}
+	events := writeFile(t, dir, "e.jsonl", b.String())
+	const rules = "../../rulesets/cards.cep"
+	// summary returns the lookup's line of the summary of a backtest
+	// (exit 0) with -lookup customer=target.
+	summary := func(target string) string {
+		t.Helper()
+		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer="+target)
+		line := regexp.MustCompile(`(?m)^  lookup customer: .*$`).FindString(stderr)
+		if code != 0 || line == "" {
+			t.Fatalf("backtest -lookup customer=%s: exit %d, no lookup line in the summary:\n%s", target, code, stderr)
+		}
+		if strings.Contains(stderr, "s3cret-pw") {
+			t.Errorf("the backtest prints the Redis password:\n%s", stderr)
+		}
+		return line
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	want := "; 1 request failed (0 timeouts): 10 events got the defaults, 0 went to the dead letters; last error: dial tcp " + addr + ": connect: connection refused"
+	if line := summary("redis://cep:s3cret-pw@" + addr); !strings.HasSuffix(line, want) {
+		t.Errorf("a Redis that is not there: the summary's lookup line\n %s\nwant it to end\n %s", line, want)
+	}
+
+	addr = redisAddr(t)
+	prefix := "test:" + t.Name() + ":" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	file := writeFile(t, dir, "customer.jsonl", profiles.String())
+	url := fmt.Sprintf("redis://%s?prefix=%s", addr, prefix)
+	if code, _, stderr := cepheus(t, "enrich", "load", "-redis", url+"&format=json", "-rules", rules, "-lookup", "customer", "-file", file); code != 0 {
+		t.Fatalf("enrich load: exit %d\n%s", code, stderr)
+	}
+	line := summary(url)
+	want = "WRONGTYPE Operation against a key holding the wrong kind of value (not a hash: records written as JSON strings are read with ?format=json)"
+	if !regexp.MustCompile(`; 1 request failed \(0 timeouts\): 10 events got the defaults, 0 went to the dead letters; last error: key ` +
+		regexp.QuoteMeta(prefix) + `c[0-9]: ` + regexp.QuoteMeta(want) + `$`).MatchString(line) {
+		t.Errorf("JSON strings read as hashes: the summary's lookup line\n %s\nwant it to end with the last error, key %sc...: %s", line, prefix, want)
 	}
 }
 

@@ -209,6 +209,26 @@ func TestSummaryAggregates(t *testing.T) {
 	}
 }
 
+// TestRunLookupSummaryLastError: the lookup lines of run's summary say
+// why the requests of a lookup failed, after how many; a lookup none of
+// whose requests failed, or an unbound one, has no such part.
+func TestRunLookupSummaryLastError(t *testing.T) {
+	var failing, fine, unbound cep.LookupStats
+	failing.Name, failing.Bound = "customer", true
+	failing.Misses, failing.Requests, failing.Failures, failing.Timeouts, failing.Defaulted = 4, 3, 2, 1, 4
+	failing.LastError = "no answer within 250ms"
+	fine.Name, fine.Bound, fine.Misses, fine.Requests = "merchant", true, 1, 1
+	unbound.Name = "device"
+	var b bytes.Buffer
+	printLookupSummary(&b, "run", []cep.LookupStats{failing, fine, unbound})
+	want := "run: lookup customer: 0 keys from the cache (0.0%), 4 read (0 without a record) in 3 requests; 2 failed (1 timeouts): 4 events with the defaults, 0 dead letters; last error: no answer within 250ms\n" +
+		"run: lookup merchant: 0 keys from the cache (0.0%), 1 read (0 without a record) in 1 requests; 0 failed (0 timeouts): 0 events with the defaults, 0 dead letters\n" +
+		"run: lookup device: unbound, the defaults for every event\n"
+	if got := b.String(); got != want {
+		t.Errorf("lookup lines\n got  %q\n want %q", got, want)
+	}
+}
+
 // TestEngineLogfQuiet: -q silences a run's informational lines, never its
 // warnings.
 func TestEngineLogfQuiet(t *testing.T) {
