@@ -125,4 +125,33 @@ func TestSubtaskGiveUp(t *testing.T) {
 	if s, err := run(`{"card":"a","ts":1}` + "\n" + bad); err != nil || s.Records != 11 || s.Watermark != event.MaxTime {
 		t.Errorf("one decodes: %v after %+v", err, s)
 	}
+
+	// With lookups that reject every event (a lookup failing closed whose
+	// source is down), the events decode but none reaches the operators:
+	// the run gives up once the events waiting for their lookups are
+	// rejected, not at the one record count it checked first, while a
+	// batch was still waiting.
+	rejectAll := func(input string, batch int) (Stats, error) {
+		src, _ := NewFileSource(strings.NewReader(input), "test", SourceConfig{})
+		dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: subtaskSchema, TimeField: "ts", Required: []string{"card"}})
+		wm, _ := NewWatermarkGenerator(0, 1)
+		var log []string
+		st, err := NewSubtask(SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm,
+			Operators: []KeyedOperator[string]{&recorder{name: "op", log: &log}}, GiveUpAfter: 3, EnrichBatch: batch,
+			Enrich: func(_ context.Context, evs []*event.Event, reasons []string) error {
+				for i := range evs {
+					reasons[i] = "lookup l: source down"
+				}
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.Run(context.Background())
+		return st.Stats(), err
+	}
+	good := strings.Repeat(`{"card":"a","ts":1}`+"\n", 20)
+	if s, err := rejectAll(good, 2); !errors.Is(err, ErrNothingDecoded) || s.Records >= 20 || s.Decoded != 0 {
+		t.Errorf("every event rejected by its lookups: %v after %+v; want ErrNothingDecoded before the end", err, s)
+	}
 }

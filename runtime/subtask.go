@@ -121,9 +121,11 @@ type SubtaskConfig[T any] struct {
 	// milliseconds from the epoch, never set it).
 	MaxAhead time.Duration
 	// GiveUpAfter, when positive, stops Run with [ErrNothingDecoded] once
-	// that many records were read and none of them became an event: a
-	// schema or time unit that matches nothing, not worth reading to the
-	// end. Default (0): read on.
+	// that many records were read and none of them became an event (none
+	// reached the operators: all dead letters, or rejected by lookups
+	// failing closed), as soon as none is left waiting to be judged: a
+	// schema or time unit that matches nothing, or a source of lookups
+	// that is down, not worth reading to the end. Default (0): read on.
 	GiveUpAfter int64
 	// Checkpoint, when set, is called every CheckpointEvery records
 	// (counted from the start of the input, also across a restore), on
@@ -285,8 +287,10 @@ func (s *Subtask[T]) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		if s.cfg.GiveUpAfter > 0 && s.stats.Records == s.cfg.GiveUpAfter && s.stats.Decoded == 0 && s.pendingEnrich() == 0 &&
-			(s.guard == nil || len(s.guard.held) == 0) {
+		// GiveUpAfter records dead and none passed: not "at GiveUpAfter
+		// records", when events may still wait for their lookups (there
+		// is nearly always a batch in flight) or for the far-ahead check.
+		if s.cfg.GiveUpAfter > 0 && s.stats.Decoded == 0 && s.stats.Dead >= s.cfg.GiveUpAfter {
 			return ErrNothingDecoded
 		}
 		rec, err := src.Next()

@@ -530,20 +530,23 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 	}
 	var ie *cep.InputError
 	if errors.As(err, &ie) {
-		what := fmt.Sprintf("%s of %s could not be decoded", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
-		if ie.GaveUp {
+		var what, hint string
+		switch {
+		case ie.GaveUp && ie.Rejected > 0:
+			what = fmt.Sprintf("none of the first %s reached the rules, so the run stopped there", plural(ie.Records, "line", "lines"))
+		case ie.GaveUp:
 			what = fmt.Sprintf("none of the first %s could be decoded, so the run stopped there", plural(ie.Records, "line", "lines"))
+		case ie.Rejected > 0:
+			what = fmt.Sprintf("%s of %s went to the dead letters", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
+		default:
+			what = fmt.Sprintf("%s of %s could not be decoded", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
 		}
-		hint := "check the ruleset's schema, key fields and event time field against the input; " +
-			"for times written as numbers, -time-unit s or ms says the unit"
-		for _, s := range sums {
-			if n := lookupRejected(s); n > 0 && s.Ruleset == ie.Ruleset {
-				if !ie.GaveUp {
-					what = fmt.Sprintf("%s of %s went to the dead letters", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
-				}
-				hint = fmt.Sprintf("%s because a lookup failing closed (on failure closed) could not read its source: "+
-					"check the source of -lookup (the reason above), or make the lookup fail open", plural(n, "event went there", "events went there"))
-			}
+		if ie.Rejected > 0 {
+			hint = fmt.Sprintf("%s because a lookup failing closed (on failure closed) could not read its source: "+
+				"check the source of -lookup (the reason above), or make the lookup fail open", plural(ie.Rejected, "event went there", "events went there"))
+		} else {
+			hint = "check the ruleset's schema, key fields and event time field against the input; " +
+				"for times written as numbers, -time-unit s or ms says the unit"
 		}
 		return &userError{err: err, msg: fmt.Sprintf("backtest: ruleset %s: %s (line %d: %s)\n  %s",
 			ie.Ruleset, what, ie.FirstLine, ie.FirstReason, hint)}
@@ -841,8 +844,8 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 			fmt.Fprintf(bw, "  lookup %s: unbound, every event got its defaults\n", l.Name)
 			continue
 		}
-		fmt.Fprintf(bw, "  lookup %s: %s keys, %.1f%% from the cache; %s read in %s requests (%s without a record)",
-			l.Name, humanInt(int64(l.Hits+l.Misses)), 100*l.HitRate(), humanInt(int64(l.Misses)), humanInt(int64(l.Requests)), humanInt(int64(l.NotFound)))
+		fmt.Fprintf(bw, "  lookup %s: %s keys, %.1f%% from the cache; %s read in %s (%s without a record)",
+			l.Name, humanInt(int64(l.Hits+l.Misses)), 100*l.HitRate(), humanInt(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanInt(int64(l.NotFound)))
 		if l.Failures > 0 {
 			fmt.Fprintf(bw, "; %s failed (%s timeouts): %s events got the defaults, %s went to the dead letters%s",
 				plural(int64(l.Failures), "request", "requests"), humanInt(int64(l.Timeouts)), humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)),

@@ -212,9 +212,9 @@ func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
 			fmt.Fprintf(w, "%s: lookup %s: unbound, the defaults for every event\n", cmd, l.Name)
 			continue
 		}
-		fmt.Fprintf(w, "%s: lookup %s: %s keys from the cache (%.1f%%), %s read (%s without a record) in %s requests; %s failed (%s timeouts): %s events with the defaults, %s dead letters%s\n",
+		fmt.Fprintf(w, "%s: lookup %s: %s keys from the cache (%.1f%%), %s read (%s without a record) in %s; %s failed (%s timeouts): %s events with the defaults, %s dead letters%s\n",
 			cmd, l.Name, humanInt(int64(l.Hits)), 100*l.HitRate(), humanInt(int64(l.Misses)), humanInt(int64(l.NotFound)),
-			humanInt(int64(l.Requests)), humanInt(int64(l.Failures)), humanInt(int64(l.Timeouts)),
+			plural(int64(l.Requests), "request", "requests"), humanInt(int64(l.Failures)), humanInt(int64(l.Timeouts)),
 			humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)), lastError(l))
 	}
 }

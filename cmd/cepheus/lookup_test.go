@@ -439,6 +439,20 @@ func TestLookupClosedDownNamesTheLookup(t *testing.T) {
 		!strings.Contains(stderr, "10 events went there because a lookup failing closed (on failure closed) could not read its source") {
 		t.Errorf("backtest with a lookup failing closed on a Redis that does not answer: exit %d, stderr:\n%s", code, stderr)
 	}
+
+	// Over more lines than a backtest reads without an event reaching the
+	// rules, it stops there and says why: the lookup, not the decoding.
+	b.Reset()
+	for i := range 2 * giveUpAfter {
+		fmt.Fprintf(&b, `{"ts":%d,"type":"auth","customer_id":"c%d","card_id":"k1","merchant_id":"m1","amount":1}`+"\n", 1767225600000+i*1000, i)
+	}
+	events = writeFile(t, dir, "long.jsonl", b.String())
+	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=redis://"+addr)
+	gaveUp := regexp.MustCompile(`backtest: ruleset cards: none of the first [0-9,]+ lines reached the rules, so the run stopped there \(line 1: lookup customer: `)
+	if code != 1 || strings.Contains(stderr, "could be decoded") || !gaveUp.MatchString(stderr) ||
+		!strings.Contains(stderr, "because a lookup failing closed (on failure closed) could not read its source") {
+		t.Errorf("backtest of %d lines with a lookup failing closed on a Redis that does not answer: exit %d, stderr:\n%s", 2*giveUpAfter, code, stderr)
+	}
 }
 
 // TestBacktestLookupLastError: the summary of a backtest whose lookup
