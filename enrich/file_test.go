@@ -122,6 +122,37 @@ func TestOpenFileKeyOfSeveralFields(t *testing.T) {
 	}
 }
 
+// TestOpenFileNumbers: a number for an int or time field follows the rule of
+// events (docs/decisions.md, "JSON events"): any whole number in int64
+// range, however it is written; an int field also takes a string of an
+// integer.
+func TestOpenFileNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		tenure, since string // the members' JSON
+		want          []event.Value
+	}{
+		{"3", "1700000000000", []event.Value{event.Int(3), event.Int(1_700_000_000_000)}},
+		{"3.0", "1700000000000.0", []event.Value{event.Int(3), event.Int(1_700_000_000_000)}},
+		{"3e0", "1.7e12", []event.Value{event.Int(3), event.Int(1_700_000_000_000)}},
+		{"0.3e1", "17000000000000e-1", []event.Value{event.Int(3), event.Int(1_700_000_000_000)}},
+		{"-0.0", "0.0", []event.Value{event.Int(0), event.Int(0)}},
+		{"9.223372036854775807e18", "-1e3", []event.Value{event.Int(1<<63 - 1), event.Int(-1000)}},
+		{`"12"`, `"1970-01-01T00:00:01Z"`, []event.Value{event.Int(12), event.Int(1000)}},
+		{`"-12"`, "null", []event.Value{event.Int(-12), event.Null}},
+	} {
+		line := fmt.Sprintf(`{"customer_id":"C1","tenure":%s,"since":%s}`, tc.tenure, tc.since)
+		fs, err := OpenFile(fileSpec(), writeFile(t, "c.jsonl", line))
+		if err != nil {
+			t.Errorf("%s: %v", line, err)
+			continue
+		}
+		got, _ := fs.Fetch(t.Context(), []string{"C1"})
+		if rec := got[0]; rec == nil || !rec[1].Equal(tc.want[0]) || !rec[4].Equal(tc.want[1]) {
+			t.Errorf("%s: %s, want tenure %s and since %s", line, fmtRecord(rec), tc.want[0], tc.want[1])
+		}
+	}
+}
+
 func TestOpenFileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		line string
@@ -130,11 +161,16 @@ func TestOpenFileErrors(t *testing.T) {
 		{`{"customer_id":"C1","tenure":1.5}`, "field tenure: want an integer, got 1.5"},
 		{`{"customer_id":"C1","tenure":"x"}`, `field tenure: want an integer, got "x"`},
 		{`{"customer_id":"C1","tenure":99999999999999999999}`, "field tenure: want an integer, got 99999999999999999999"},
+		{`{"customer_id":"C1","tenure":1e19}`, "field tenure: want an integer, got 1e19"},
+		{`{"customer_id":"C1","tenure":3.0000000000000000001}`, "field tenure: want an integer, got 3.0000000000000000001"},
+		{`{"customer_id":"C1","tenure":"3.0"}`, `field tenure: want an integer, got "3.0"`},
+		{`{"customer_id":"C1","tenure":true}`, "field tenure: want an integer, got true"},
 		{`{"customer_id":"C1","score":"1"}`, `field score: want a number, got "1"`},
 		{`{"customer_id":"C1","country":5}`, "field country: want a string, got 5"},
 		{`{"customer_id":"C1","vip":"yes"}`, `field vip: want true or false, got "yes"`},
 		{`{"customer_id":"C1","since":"yesterday"}`, `field since: want an RFC 3339 time, got "yesterday"`},
 		{`{"customer_id":"C1","since":1.5}`, "field since: want an RFC 3339 string or an integer of epoch milliseconds, got 1.5"},
+		{`{"customer_id":"C1","since":1e19}`, "field since: want an RFC 3339 string or an integer of epoch milliseconds, got 1e19"},
 		{`{"customer_id":"C1","country":["` + strings.Repeat("x", 50) + `"]}`, "field country: want a string, got an array"},
 		{`{"tenure":1}`, "key field customer_id: missing"},
 		{`{"customer_id":null}`, "key field customer_id: null (a record needs its whole key)"},

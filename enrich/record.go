@@ -87,10 +87,13 @@ func jsonKeyPart(raw json.RawMessage) (string, error) {
 	return strconv.FormatFloat(f, 'g', -1, 64), nil
 }
 
-// jsonValue converts one member's JSON value to the kind of f: int, a JSON
-// integer or a string of one; float, any number; string, a string; bool,
-// true or false; time, an RFC 3339 string or an integer of epoch
-// milliseconds; null, for any kind, event.Null.
+// jsonValue converts one member's JSON value to the kind of f: int, a
+// number whose exact value is a whole number in int64 range however it is
+// written (3, 3.0, 3e0; not 3.5 or 1e19: [event.WholeInt], the rule of
+// events), or a string of a decimal integer ("12"); float, any number;
+// string, a string; bool, true or false; time, an RFC 3339 string or a
+// number of epoch milliseconds by the int rule; null, for any kind,
+// event.Null.
 func jsonValue(f Field, raw json.RawMessage) (event.Value, error) {
 	if raw[0] == 'n' {
 		return event.Null, nil
@@ -112,21 +115,17 @@ func jsonValue(f Field, raw json.RawMessage) (event.Value, error) {
 			}
 			return event.Int(t.UnixMilli()), nil
 		}
-		if isNum {
-			if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-				return event.Int(i), nil
-			}
+		if i, ok := event.WholeInt(raw); ok {
+			return event.Int(i), nil
 		}
 		return event.Null, fmt.Errorf("want an RFC 3339 string or an integer of epoch milliseconds, got %s", describeJSON(raw))
 	case f.Kind == event.KindInt:
-		s := string(raw)
 		if isStr {
-			s = str
-		}
-		if isStr || isNum {
-			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if i, err := strconv.ParseInt(str, 10, 64); err == nil {
 				return event.Int(i), nil
 			}
+		} else if i, ok := event.WholeInt(raw); ok {
+			return event.Int(i), nil
 		}
 		return event.Null, fmt.Errorf("want an integer, got %s", describeJSON(raw))
 	case f.Kind == event.KindFloat:
