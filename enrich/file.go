@@ -28,17 +28,26 @@ type FileSource struct {
 // lookup's fields (spec.Fields, by name); other members are ignored, blank
 // lines are skipped, and a later line for a key replaces an earlier one.
 //
-// Values convert to the declared kinds as numbers convert in events
+// Values convert to the declared kinds, numbers as they convert in events
 // (docs/decisions.md, "JSON events"): int, a number whose exact value is a
 // whole number in int64 range however it is written (3, 3.0, 3e0 and 0.3e1
-// are 3; 3.5 and 1e19 are errors), or a string of a decimal integer ("12");
-// float, any number; string, a string; bool, true or false; time, an RFC
-// 3339 string or a number of epoch milliseconds by the int rule; null, for
-// any kind, event.Null. A key member is a string, a number or a bool, and makes the
-// key part [KeyOf] builds from the event value it decodes to (42 gives "42",
-// 1.50 gives "1.5"). A line that is not an object, a missing or null key
-// member, or a value of the wrong type is an error that names path:line and
-// the member.
+// are 3; 3.5 and 1e19 are errors), or a string of a decimal integer
+// ("12"); float, any number; string, a string; bool, true or false; time,
+// an RFC 3339 string or a number of epoch milliseconds by the int rule;
+// null, for any kind, event.Null.
+//
+// A key member is a string, a number or a bool, and makes the key part
+// [KeyOf] builds from the event value it decodes to: a string as it is, a
+// bool as true/false, a number as the event decoder reads it for a key
+// field of its declared kind (spec.KeyKinds). An int field's 3.0 and 3e0
+// give "3" and 1e6 gives "1000000" (a number that is no whole int64 is an
+// error); a float field's 3 gives "3" and 1000000 gives "1e+06"; a field of
+// no declared kind takes a number without '.' or exponent that fits int64
+// as an int (42 gives "42") and any other as a float (1.50 gives "1.5", 1e6
+// gives "1e+06").
+//
+// A line that is not an object, a missing or null key member, or a value
+// of the wrong type is an error that names path:line and the member.
 func OpenFile(spec Spec, path string) (*FileSource, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err

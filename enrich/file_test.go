@@ -153,6 +153,69 @@ func TestOpenFileNumbers(t *testing.T) {
 	}
 }
 
+// TestOpenFileKeyNumbers: a number in a key member makes the key part of
+// the value the event decoder gives the key field of the declared kind
+// (Spec.KeyKinds), which KeyOf builds: an int in decimal, a float as
+// strconv 'g' -1; for an undeclared kind, an int when the number has no
+// fraction or exponent and fits int64, else a float.
+func TestOpenFileKeyNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		kind   event.Kind
+		member string
+		want   string
+	}{
+		{event.KindInt, "3", "3"},
+		{event.KindInt, "3.0", "3"},
+		{event.KindInt, "0.3e1", "3"},
+		{event.KindInt, "1e6", "1000000"},
+		{event.KindInt, "1000000.0", "1000000"},
+		{event.KindInt, "9007199254740993.0", "9007199254740993"},
+		{event.KindInt, "-0.0", "0"},
+		{event.KindInt, `"3.0"`, "3.0"}, // a string is the key part as it is
+		{event.KindFloat, "3", "3"},
+		{event.KindFloat, "1000000", "1e+06"},
+		{event.KindFloat, "9007199254740993", "9.007199254740992e+15"},
+		{event.KindFloat, "1.50", "1.5"},
+		{event.KindFloat, "-0", "-0"},
+		{event.KindNull, "1000000", "1000000"},
+		{event.KindNull, "1e6", "1e+06"},
+		{event.KindNull, "3.0", "3"},
+		{event.KindNull, "12345678901234567890", "1.2345678901234567e+19"},
+		{event.KindString, "42", "42"},
+		{event.KindNull, "true", "true"},
+	} {
+		spec := fileSpec()
+		spec.KeyKinds = []event.Kind{tc.kind}
+		line := `{"customer_id":` + tc.member + `,"country":"DE"}`
+		fs, err := OpenFile(spec, writeFile(t, "c.jsonl", line))
+		if err != nil {
+			t.Errorf("key of kind %s, %s: %v", tc.kind, line, err)
+			continue
+		}
+		got, _ := fs.Fetch(t.Context(), []string{tc.want})
+		if got[0] == nil {
+			t.Errorf("key of kind %s, %s: no record under key %q", tc.kind, line, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		kind   event.Kind
+		member string
+		want   string // the error after "PATH:1: "
+	}{
+		{event.KindInt, "1.5", "key field customer_id: want an integer (the event field is an int), got 1.5"},
+		{event.KindInt, "1e19", "key field customer_id: want an integer (the event field is an int), got 1e19"},
+		{event.KindFloat, "1e400", "key field customer_id: number 1e400 is out of range"},
+	} {
+		spec := fileSpec()
+		spec.KeyKinds = []event.Kind{tc.kind}
+		path := writeFile(t, "c.jsonl", `{"customer_id":`+tc.member+`}`)
+		_, err := OpenFile(spec, path)
+		if want := "enrich: lookup customer: " + path + ":1: " + tc.want; err == nil || err.Error() != want {
+			t.Errorf("key of kind %s, member %s:\n got  %v\n want %s", tc.kind, tc.member, err, want)
+		}
+	}
+}
+
 func TestOpenFileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		line string
