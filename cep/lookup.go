@@ -400,8 +400,9 @@ func lookupSpec(rs *rules.Ruleset, name string) (enrich.Spec, error) {
 	return enrich.Spec{}, fmt.Errorf("cep: ruleset %s declares no lookup %s%s", rs.Name, name, declaredLookups(rs))
 }
 
+// specOf is the enrich spec of the lookup declaration d.
 func specOf(d *rules.Lookup) enrich.Spec {
-	spec := enrich.Spec{Name: d.Name, KeyFields: d.KeyFields}
+	spec := enrich.Spec{Name: d.Name, KeyFields: d.KeyFields, KeyKinds: d.KeyKinds}
 	for _, f := range d.Fields {
 		spec.Fields = append(spec.Fields, enrich.Field{Name: f.Name, Kind: f.Kind, Time: f.Time, Default: f.Default})
 	}
