@@ -122,6 +122,44 @@ func TestOpenFileKeyOfSeveralFields(t *testing.T) {
 	}
 }
 
+// TestOpenFileDuplicates: the lines that repeat the key of an earlier line
+// are counted, the first named; the last record of a key is the one kept.
+func TestOpenFileDuplicates(t *testing.T) {
+	spec := fileSpec()
+	spec.KeyFields = []string{"region", "customer_id"}
+	path := writeFile(t, "c.jsonl", `{"region":"EU","customer_id":1,"country":"DE"}
+{"region":"EU","customer_id":2}
+
+{"region":"US","customer_id":1}
+{"region":"EU","customer_id":1.0,"country":"FR"}
+{"region":"EU","customer_id":2,"country":"IT"}
+{"region":"EU","customer_id":1,"country":"ES"}
+`)
+	fs, err := OpenFile(spec, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Duplicates{Count: 3, Path: path, Line: 5, Key: "EU|1"}
+	if got := fs.Duplicates(); got != want {
+		t.Errorf("Duplicates() = %+v, want %+v", got, want)
+	}
+	if fs.Len() != 3 {
+		t.Errorf("Len() = %d, want 3", fs.Len())
+	}
+	got, _ := fs.Fetch(t.Context(), []string{"EU|1", "EU|2"})
+	if !got[0][0].Equal(event.String("ES")) || !got[1][0].Equal(event.String("IT")) {
+		t.Errorf("records %s and %s, want the last of each key (ES, IT)", fmtRecord(got[0]), fmtRecord(got[1]))
+	}
+
+	fs, err = OpenFile(spec, writeFile(t, "c.jsonl", `{"region":"EU","customer_id":1}`+"\n"+`{"region":"US","customer_id":1}`+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.Duplicates(); got != (Duplicates{}) {
+		t.Errorf("a file without duplicates: Duplicates() = %+v, want none", got)
+	}
+}
+
 // TestOpenFileNumbers: a number for an int or time field follows the rule of
 // events (docs/decisions.md, "JSON events"): any whole number in int64
 // range, however it is written; an int field also takes a string of an

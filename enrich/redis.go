@@ -434,7 +434,7 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (int, er
 		return 0, err
 	}
 	defer src.Close()
-	if err := readFile(spec, path, func(string, []string, []event.Value) error { return ctx.Err() }); err != nil {
+	if err := readFile(spec, path, func(int, string, []string, []event.Value) error { return ctx.Err() }); err != nil {
 		return 0, err
 	}
 	type record struct {
@@ -460,7 +460,7 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (int, er
 		batch = batch[:0]
 		return nil
 	}
-	err = readFile(spec, path, func(key string, parts []string, rec []event.Value) error {
+	err = readFile(spec, path, func(_ int, key string, parts []string, rec []event.Value) error {
 		batch = append(batch, record{key: key, parts: append([]string(nil), parts...), rec: rec})
 		if len(batch) < loadBatch {
 			return nil
