@@ -353,6 +353,20 @@ func PingLookupSource(ctx context.Context, src LookupSource) error {
 	return nil
 }
 
+// LookupDuplicates tells of the lines of a lookup file that repeat the key
+// of an earlier line, the first of them named (path:line, key); the last
+// record of each key is the one used.
+type LookupDuplicates = enrich.Duplicates
+
+// LookupFileDuplicates returns the lines of a lookup file source that
+// repeated the key of an earlier line; none for other sources.
+func LookupFileDuplicates(src LookupSource) LookupDuplicates {
+	if f, ok := src.(*enrich.FileSource); ok {
+		return f.Duplicates()
+	}
+	return LookupDuplicates{}
+}
+
 // LoadLookup writes the records of the lookup file at path into the
 // Redis server at target (HOST:PORT or a redis:// URL), the way a
 // source of rs's lookup name opened on the same target reads them (under
