@@ -367,21 +367,26 @@ func LookupFileDuplicates(src LookupSource) LookupDuplicates {
 	return LookupDuplicates{}
 }
 
+// LookupLoaded is what [LoadLookup] wrote: records, distinct keys, and
+// the lines that repeated a key (enrich.Loaded).
+type LookupLoaded = enrich.Loaded
+
 // LoadLookup writes the records of the lookup file at path into the
 // Redis server at target (HOST:PORT or a redis:// URL), the way a
 // source of rs's lookup name opened on the same target reads them (under
-// keys namespaced per lookup), and returns how many it wrote.
-func LoadLookup(ctx context.Context, rs *rules.Ruleset, name, path, target string, auth RedisAuth) (int, error) {
+// keys namespaced per lookup), and returns how many it wrote and how many
+// distinct keys they have (a later record of a key replaces the earlier).
+func LoadLookup(ctx context.Context, rs *rules.Ruleset, name, path, target string, auth RedisAuth) (LookupLoaded, error) {
 	spec, err := lookupSpec(rs, name)
 	if err != nil {
-		return 0, err
+		return LookupLoaded{}, err
 	}
 	if !strings.Contains(target, "://") {
 		target = "redis://" + target
 	}
 	cfg, err := redisConfig(target, auth)
 	if err != nil {
-		return 0, fmt.Errorf("cep: lookup %s: %w", name, err)
+		return LookupLoaded{}, fmt.Errorf("cep: lookup %s: %w", name, err)
 	}
 	return enrich.Load(ctx, spec, path, cfg) // its errors name the lookup
 }

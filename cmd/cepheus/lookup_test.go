@@ -589,6 +589,40 @@ func TestEnrichLoadUsage(t *testing.T) {
 	}
 }
 
+// TestEnrichLoadDuplicates: enrich load of a lookup file whose lines
+// repeat keys reports the records written and their distinct keys, naming
+// the first repeating line; a file without duplicates reports its records
+// alone.
+func TestEnrichLoadDuplicates(t *testing.T) {
+	addr := redisAddr(t)
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","home_country":"FR"}
+{"customer_id":"c2","home_country":"DE"}
+
+{"customer_id":"c1","home_country":"IT"}
+{"customer_id":"c2","home_country":"ES"}
+{"customer_id":"c1","home_country":"PT"}
+`)
+	clean := writeFile(t, dir, "clean.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
+	url := fmt.Sprintf("redis://%s?prefix=test:%s:%s:", addr, t.Name(), strconv.FormatInt(time.Now().UnixNano(), 36))
+	load := func(file string) string {
+		t.Helper()
+		code, _, stderr := cepheus(t, "enrich", "load", "-redis", url, "-rules", "../../rulesets/cards.cep", "-lookup", "customer", "-file", file)
+		if code != 0 {
+			t.Fatalf("enrich load %s: exit %d\n%s", file, code, stderr)
+		}
+		return regexp.MustCompile(` written in [0-9.]+m?s`).ReplaceAllString(stderr, " written in T")
+	}
+	want := "enrich: lookup customer: 5 records from " + prof + " written in T, of 2 distinct keys: 3 lines repeating the key of an earlier line (the first: " +
+		prof + `:4, key "c1") replaced its record, so Redis holds the last record of each key` + "\n"
+	if got := load(prof); got != want {
+		t.Errorf("enrich load of a file with duplicate keys:\n got  %q\n want %q", got, want)
+	}
+	if got, want := load(clean), "enrich: lookup customer: 1 record from "+clean+" written in T\n"; got != want {
+		t.Errorf("enrich load of a file without duplicates:\n got  %q\n want %q", got, want)
+	}
+}
+
 // TestLookupFlagsOutOfRange: a negative lookup setting is a usage error
 // (exit 2) that names the flag, in backtest and in run, before anything is
 // read or created; -lookup-cache -1 (no cache) is the one negative value
