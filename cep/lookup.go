@@ -354,21 +354,40 @@ func PingLookupSource(ctx context.Context, src LookupSource) error {
 	return nil
 }
 
+// LookupDuplicates tells of the lines of a lookup file that repeat the key
+// of an earlier line, the first of them named (path:line, key); the last
+// record of each key is the one used.
+type LookupDuplicates = enrich.Duplicates
+
+// LookupFileDuplicates returns the lines of a lookup file source that
+// repeated the key of an earlier line; none for other sources.
+func LookupFileDuplicates(src LookupSource) LookupDuplicates {
+	if f, ok := src.(*enrich.FileSource); ok {
+		return f.Duplicates()
+	}
+	return LookupDuplicates{}
+}
+
+// LookupLoaded is what [LoadLookup] wrote: records, distinct keys, and
+// the lines that repeated a key (enrich.Loaded).
+type LookupLoaded = enrich.Loaded
+
 // LoadLookup writes the records of the lookup file at path into the
 // Redis server at target (HOST:PORT or a redis:// URL), the way a
 // source of rs's lookup name opened on the same target reads them (under
-// keys namespaced per lookup), and returns how many it wrote.
-func LoadLookup(ctx context.Context, rs *rules.Ruleset, name, path, target string, auth RedisAuth) (int, error) {
+// keys namespaced per lookup), and returns how many it wrote and how many
+// distinct keys they have (a later record of a key replaces the earlier).
+func LoadLookup(ctx context.Context, rs *rules.Ruleset, name, path, target string, auth RedisAuth) (LookupLoaded, error) {
 	spec, err := lookupSpec(rs, name)
 	if err != nil {
-		return 0, err
+		return LookupLoaded{}, err
 	}
 	if !strings.Contains(target, "://") {
 		target = "redis://" + target
 	}
 	cfg, err := redisConfig(target, auth)
 	if err != nil {
-		return 0, fmt.Errorf("cep: lookup %s: %w", name, err)
+		return LookupLoaded{}, fmt.Errorf("cep: lookup %s: %w", name, err)
 	}
 	return enrich.Load(ctx, spec, path, cfg) // its errors name the lookup
 }
@@ -401,8 +420,9 @@ func lookupSpec(rs *rules.Ruleset, name string) (enrich.Spec, error) {
 	return enrich.Spec{}, fmt.Errorf("cep: ruleset %s declares no lookup %s%s", rs.Name, name, declaredLookups(rs))
 }
 
+// specOf is the enrich spec of the lookup declaration d.
 func specOf(d *rules.Lookup) enrich.Spec {
-	spec := enrich.Spec{Name: d.Name, KeyFields: d.KeyFields}
+	spec := enrich.Spec{Name: d.Name, KeyFields: d.KeyFields, KeyKinds: d.KeyKinds}
 	for _, f := range d.Fields {
 		spec.Fields = append(spec.Fields, enrich.Field{Name: f.Name, Kind: f.Kind, Time: f.Time, Default: f.Default})
 	}

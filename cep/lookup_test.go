@@ -324,3 +324,49 @@ func TestStreamLookupHealthLog(t *testing.T) {
 		t.Errorf("lookup counters %+v: want events defaulted, and why", st)
 	}
 }
+
+// TestLookupFileKeyNumbers: a number in a lookup file's key member gives
+// the record the key of the events that carry the same number in the key
+// field, whatever the field's declared type (int, float, none) and however
+// the number is written; a number that an int key field refuses is an
+// error of the file.
+func TestLookupFileKeyNumbers(t *testing.T) {
+	nums := []string{"3", "3.0", "3e0", "0.3e1", "-0", "-0.0", "1000000", "1e6", "1000000.0", "1234567", "1.5",
+		"9007199254740993", "9007199254740993.0", "1e21", "12345678901234567890", "-9223372036854775808"}
+	for _, typ := range []string{"int", "float", ""} {
+		schema := "schema {\n  ts: time\n  id: " + typ + "\n}\n"
+		if typ == "" {
+			schema = "" // inferred: id has no declared type
+		}
+		rs, err := CompileRuleset("k.cep", []byte("ruleset k\nevent time ts\n"+schema+
+			"lookup acct {\n  key id\n  fields {\n    v: int default 0\n  }\n}\n"+
+			"rule r {\n  key id\n  pattern {\n    begin a where acct.v > 0\n  }\n}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots := rs.Lookups[0].KeySlots
+		for _, num := range nums {
+			path := filepath.Join(t.TempDir(), "acct.jsonl")
+			if err := os.WriteFile(path, []byte(`{"id":`+num+`,"v":1}`+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			src, fileErr := OpenLookupSource(rs, "acct", "file:"+path, RedisAuth{})
+			ev, evErr := rs.DecodeEvent([]byte(`{"ts":1,"id":` + num + `}`))
+			switch {
+			case evErr != nil && fileErr != nil:
+				continue // refused by both
+			case evErr != nil || fileErr != nil:
+				t.Errorf("id %s %s: the event's error %v, the file's %v; want both or neither", typ, num, evErr, fileErr)
+				continue
+			}
+			key, _ := enrich.KeyOf(ev, slots, nil)
+			recs, err := src.Fetch(t.Context(), []string{key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if recs[0] == nil {
+				t.Errorf("id %s %s: the event's key %q finds no record of the file", typ, num, key)
+			}
+		}
+	}
+}

@@ -20,39 +20,82 @@ import (
 type FileSource struct {
 	path    string
 	records table
+	dups    Duplicates
+}
+
+// Duplicates tells of the lines of a lookup file that repeat the key of an
+// earlier line. The last record of a key is the one used: [OpenFile] keeps
+// it, [Load] writes each in turn, the later replacing the earlier.
+type Duplicates struct {
+	// Count is the number of lines whose key an earlier line had.
+	Count int
+	// Path, Line and Key are the first such line: the file, its line
+	// number (from 1, blank lines counted) and its key ([KeyOf]). They are
+	// empty when Count is 0.
+	Path string
+	Line int
+	Key  string
+}
+
+// add counts line of path, whose key an earlier line had.
+func (d *Duplicates) add(path string, line int, key string) {
+	if d.Count == 0 {
+		d.Path, d.Line, d.Key = path, line, key
+	}
+	d.Count++
 }
 
 // OpenFile reads the JSON-lines lookup file at path (gunzipped when path
 // ends in .gz) into a [FileSource]. Each line is an object with the key
 // fields under their event field names (spec.KeyFields) and any of the
 // lookup's fields (spec.Fields, by name); other members are ignored, blank
-// lines are skipped, and a later line for a key replaces an earlier one.
+// lines are skipped, and a later line for a key replaces an earlier one
+// (counted: [FileSource.Duplicates]).
 //
-// Values convert to the declared kinds: int, a JSON integer or a string of
-// one; float, any number; string, a string; bool, true or false; time, an
-// RFC 3339 string or an integer of epoch milliseconds; null, for any kind,
-// event.Null. A key member is a string, a number or a bool, and makes the
-// key part [KeyOf] builds from the event value it decodes to (42 gives "42",
-// 1.50 gives "1.5"). A line that is not an object, a missing or null key
-// member, or a value of the wrong type is an error that names path:line and
-// the member.
+// Values convert to the declared kinds, numbers as they convert in events
+// (docs/decisions.md, "JSON events"): int, a number whose exact value is a
+// whole number in int64 range however it is written (3, 3.0, 3e0 and 0.3e1
+// are 3; 3.5 and 1e19 are errors), or a string of a decimal integer
+// ("12"); float, any number; string, a string; bool, true or false; time,
+// an RFC 3339 string or a number of epoch milliseconds by the int rule;
+// null, for any kind, event.Null.
+//
+// A key member is a string, a number or a bool, and makes the key part
+// [KeyOf] builds from the event value it decodes to: a string as it is, a
+// bool as true/false, a number as the event decoder reads it for a key
+// field of its declared kind (spec.KeyKinds). An int field's 3.0 and 3e0
+// give "3" and 1e6 gives "1000000" (a number that is no whole int64 is an
+// error); a float field's 3 gives "3" and 1000000 gives "1e+06"; a field of
+// no declared kind takes a number without '.' or exponent that fits int64
+// as an int (42 gives "42") and any other as a float (1.50 gives "1.5", 1e6
+// gives "1e+06").
+//
+// A line that is not an object, a missing or null key member, or a value
+// of the wrong type is an error that names path:line and the member.
 func OpenFile(spec Spec, path string) (*FileSource, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
-	records := make(table)
-	err := readFile(spec, path, func(key string, _ []string, rec []event.Value) error {
-		records[key] = rec
+	f := &FileSource{path: path, records: make(table)}
+	err := readFile(spec, path, func(line int, key string, _ []string, rec []event.Value) error {
+		if _, ok := f.records[key]; ok {
+			f.dups.add(path, line, key)
+		}
+		f.records[key] = rec
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &FileSource{path: path, records: records}, nil
+	return f, nil
 }
 
 // Len returns the number of records (distinct keys) of the file.
 func (f *FileSource) Len() int { return len(f.records) }
+
+// Duplicates returns how many lines of the file repeated the key of an
+// earlier line, and the first of them.
+func (f *FileSource) Duplicates() Duplicates { return f.dups }
 
 // Fetch implements [Source].
 func (f *FileSource) Fetch(ctx context.Context, keys []string) ([][]event.Value, error) {
@@ -72,9 +115,10 @@ func (f *FileSource) String() string { return "file " + f.path }
 const maxLine = 16 << 20
 
 // readFile calls fn with each record of the lookup file at path, in file
-// order: its key, its key parts (reused between calls) and its values. An
-// error of fn stops the read and is returned as it is.
-func readFile(spec Spec, path string, fn func(key string, parts []string, rec []event.Value) error) error {
+// order: its line number (from 1), its key, its key parts (reused between
+// calls) and its values. An error of fn stops the read and is returned as
+// it is.
+func readFile(spec Spec, path string, fn func(line int, key string, parts []string, rec []event.Value) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("enrich: lookup %s: %w", spec.Name, err)
@@ -108,7 +152,7 @@ func readFile(spec Spec, path string, fn func(key string, parts []string, rec []
 			}
 			return fmt.Errorf("enrich: lookup %s: %s:%d: %w", spec.Name, path, line, err)
 		}
-		if err := fn(key, parts, rec); err != nil {
+		if err := fn(line, key, parts, rec); err != nil {
 			return err
 		}
 	}

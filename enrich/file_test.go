@@ -122,6 +122,138 @@ func TestOpenFileKeyOfSeveralFields(t *testing.T) {
 	}
 }
 
+// TestOpenFileDuplicates: the lines that repeat the key of an earlier line
+// are counted, the first named; the last record of a key is the one kept.
+func TestOpenFileDuplicates(t *testing.T) {
+	spec := fileSpec()
+	spec.KeyFields = []string{"region", "customer_id"}
+	path := writeFile(t, "c.jsonl", `{"region":"EU","customer_id":1,"country":"DE"}
+{"region":"EU","customer_id":2}
+
+{"region":"US","customer_id":1}
+{"region":"EU","customer_id":1.0,"country":"FR"}
+{"region":"EU","customer_id":2,"country":"IT"}
+{"region":"EU","customer_id":1,"country":"ES"}
+`)
+	fs, err := OpenFile(spec, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Duplicates{Count: 3, Path: path, Line: 5, Key: "EU|1"}
+	if got := fs.Duplicates(); got != want {
+		t.Errorf("Duplicates() = %+v, want %+v", got, want)
+	}
+	if fs.Len() != 3 {
+		t.Errorf("Len() = %d, want 3", fs.Len())
+	}
+	got, _ := fs.Fetch(t.Context(), []string{"EU|1", "EU|2"})
+	if !got[0][0].Equal(event.String("ES")) || !got[1][0].Equal(event.String("IT")) {
+		t.Errorf("records %s and %s, want the last of each key (ES, IT)", fmtRecord(got[0]), fmtRecord(got[1]))
+	}
+
+	fs, err = OpenFile(spec, writeFile(t, "c.jsonl", `{"region":"EU","customer_id":1}`+"\n"+`{"region":"US","customer_id":1}`+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.Duplicates(); got != (Duplicates{}) {
+		t.Errorf("a file without duplicates: Duplicates() = %+v, want none", got)
+	}
+}
+
+// TestOpenFileNumbers: a number for an int or time field follows the rule of
+// events (docs/decisions.md, "JSON events"): any whole number in int64
+// range, however it is written; an int field also takes a string of an
+// integer.
+func TestOpenFileNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		tenure, since string // the members' JSON
+		want          []event.Value
+	}{
+		{"3", "1700000000000", []event.Value{event.Int(3), event.Int(1_700_000_000_000)}},
+		{"3.0", "1700000000000.0", []event.Value{event.Int(3), event.Int(1_700_000_000_000)}},
+		{"3e0", "1.7e12", []event.Value{event.Int(3), event.Int(1_700_000_000_000)}},
+		{"0.3e1", "17000000000000e-1", []event.Value{event.Int(3), event.Int(1_700_000_000_000)}},
+		{"-0.0", "0.0", []event.Value{event.Int(0), event.Int(0)}},
+		{"9.223372036854775807e18", "-1e3", []event.Value{event.Int(1<<63 - 1), event.Int(-1000)}},
+		{`"12"`, `"1970-01-01T00:00:01Z"`, []event.Value{event.Int(12), event.Int(1000)}},
+		{`"-12"`, "null", []event.Value{event.Int(-12), event.Null}},
+	} {
+		line := fmt.Sprintf(`{"customer_id":"C1","tenure":%s,"since":%s}`, tc.tenure, tc.since)
+		fs, err := OpenFile(fileSpec(), writeFile(t, "c.jsonl", line))
+		if err != nil {
+			t.Errorf("%s: %v", line, err)
+			continue
+		}
+		got, _ := fs.Fetch(t.Context(), []string{"C1"})
+		if rec := got[0]; rec == nil || !rec[1].Equal(tc.want[0]) || !rec[4].Equal(tc.want[1]) {
+			t.Errorf("%s: %s, want tenure %s and since %s", line, fmtRecord(rec), tc.want[0], tc.want[1])
+		}
+	}
+}
+
+// TestOpenFileKeyNumbers: a number in a key member makes the key part of
+// the value the event decoder gives the key field of the declared kind
+// (Spec.KeyKinds), which KeyOf builds: an int in decimal, a float as
+// strconv 'g' -1; for an undeclared kind, an int when the number has no
+// fraction or exponent and fits int64, else a float.
+func TestOpenFileKeyNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		kind   event.Kind
+		member string
+		want   string
+	}{
+		{event.KindInt, "3", "3"},
+		{event.KindInt, "3.0", "3"},
+		{event.KindInt, "0.3e1", "3"},
+		{event.KindInt, "1e6", "1000000"},
+		{event.KindInt, "1000000.0", "1000000"},
+		{event.KindInt, "9007199254740993.0", "9007199254740993"},
+		{event.KindInt, "-0.0", "0"},
+		{event.KindInt, `"3.0"`, "3.0"}, // a string is the key part as it is
+		{event.KindFloat, "3", "3"},
+		{event.KindFloat, "1000000", "1e+06"},
+		{event.KindFloat, "9007199254740993", "9.007199254740992e+15"},
+		{event.KindFloat, "1.50", "1.5"},
+		{event.KindFloat, "-0", "-0"},
+		{event.KindNull, "1000000", "1000000"},
+		{event.KindNull, "1e6", "1e+06"},
+		{event.KindNull, "3.0", "3"},
+		{event.KindNull, "12345678901234567890", "1.2345678901234567e+19"},
+		{event.KindString, "42", "42"},
+		{event.KindNull, "true", "true"},
+	} {
+		spec := fileSpec()
+		spec.KeyKinds = []event.Kind{tc.kind}
+		line := `{"customer_id":` + tc.member + `,"country":"DE"}`
+		fs, err := OpenFile(spec, writeFile(t, "c.jsonl", line))
+		if err != nil {
+			t.Errorf("key of kind %s, %s: %v", tc.kind, line, err)
+			continue
+		}
+		got, _ := fs.Fetch(t.Context(), []string{tc.want})
+		if got[0] == nil {
+			t.Errorf("key of kind %s, %s: no record under key %q", tc.kind, line, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		kind   event.Kind
+		member string
+		want   string // the error after "PATH:1: "
+	}{
+		{event.KindInt, "1.5", "key field customer_id: want an integer (the event field is an int), got 1.5"},
+		{event.KindInt, "1e19", "key field customer_id: want an integer (the event field is an int), got 1e19"},
+		{event.KindFloat, "1e400", "key field customer_id: number 1e400 is out of range"},
+	} {
+		spec := fileSpec()
+		spec.KeyKinds = []event.Kind{tc.kind}
+		path := writeFile(t, "c.jsonl", `{"customer_id":`+tc.member+`}`)
+		_, err := OpenFile(spec, path)
+		if want := "enrich: lookup customer: " + path + ":1: " + tc.want; err == nil || err.Error() != want {
+			t.Errorf("key of kind %s, member %s:\n got  %v\n want %s", tc.kind, tc.member, err, want)
+		}
+	}
+}
+
 func TestOpenFileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		line string
@@ -130,11 +262,16 @@ func TestOpenFileErrors(t *testing.T) {
 		{`{"customer_id":"C1","tenure":1.5}`, "field tenure: want an integer, got 1.5"},
 		{`{"customer_id":"C1","tenure":"x"}`, `field tenure: want an integer, got "x"`},
 		{`{"customer_id":"C1","tenure":99999999999999999999}`, "field tenure: want an integer, got 99999999999999999999"},
+		{`{"customer_id":"C1","tenure":1e19}`, "field tenure: want an integer, got 1e19"},
+		{`{"customer_id":"C1","tenure":3.0000000000000000001}`, "field tenure: want an integer, got 3.0000000000000000001"},
+		{`{"customer_id":"C1","tenure":"3.0"}`, `field tenure: want an integer, got "3.0"`},
+		{`{"customer_id":"C1","tenure":true}`, "field tenure: want an integer, got true"},
 		{`{"customer_id":"C1","score":"1"}`, `field score: want a number, got "1"`},
 		{`{"customer_id":"C1","country":5}`, "field country: want a string, got 5"},
 		{`{"customer_id":"C1","vip":"yes"}`, `field vip: want true or false, got "yes"`},
 		{`{"customer_id":"C1","since":"yesterday"}`, `field since: want an RFC 3339 time, got "yesterday"`},
 		{`{"customer_id":"C1","since":1.5}`, "field since: want an RFC 3339 string or an integer of epoch milliseconds, got 1.5"},
+		{`{"customer_id":"C1","since":1e19}`, "field since: want an RFC 3339 string or an integer of epoch milliseconds, got 1e19"},
 		{`{"customer_id":"C1","country":["` + strings.Repeat("x", 50) + `"]}`, "field country: want a string, got an array"},
 		{`{"tenure":1}`, "key field customer_id: missing"},
 		{`{"customer_id":null}`, "key field customer_id: null (a record needs its whole key)"},

@@ -467,6 +467,8 @@ func TestNewLookupErrors(t *testing.T) {
 	}{
 		{"no name", func(c *LookupConfig) { c.Spec.Name = "" }, []string{"enrich: lookup (unnamed): no name"}},
 		{"key slots", func(c *LookupConfig) { c.KeySlots = nil }, []string{"enrich: lookup customer: 0 key slots for 1 key fields"}},
+		{"key kinds", func(c *LookupConfig) { c.Spec.KeyKinds = []event.Kind{event.KindInt, event.KindInt} }, []string{"enrich: lookup customer: 2 key kinds for 1 key fields"}},
+		{"key kind", func(c *LookupConfig) { c.Spec.KeyKinds = []event.Kind{event.Kind(99)} }, []string{"enrich: lookup customer: key field customer_id: kind " + event.Kind(99).String() + " (want null, string, int, float or bool)"}},
 		{"kinds and defaults", func(c *LookupConfig) {
 			c.Spec.Fields[0].Kind = event.KindNull
 			c.Spec.Fields[1].Default = event.Int(1)

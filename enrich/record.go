@@ -32,7 +32,7 @@ func (c recordCodec) decodeObject(data []byte, parts []string) (key string, rec 
 	}
 	if parts != nil {
 		for i, name := range c.spec.KeyFields {
-			if parts[i], err = jsonKeyPart(obj[name]); err != nil {
+			if parts[i], err = jsonKeyPart(obj[name], c.spec.keyKind(i)); err != nil {
 				return "", nil, fmt.Errorf("key field %s: %w", name, err)
 			}
 		}
@@ -57,9 +57,14 @@ func jsonErrorText(err error) string {
 }
 
 // jsonKeyPart is the key part of one key member, as [KeyOf] would build it
-// from the event value the member decodes to: a string as it is, an integer
-// in decimal, another number as strconv 'g' -1, a bool as true/false.
-func jsonKeyPart(raw json.RawMessage) (string, error) {
+// from the event value the member decodes to in a key field of kind: a
+// string as it is, a bool as true/false, and a number as the event decoder
+// reads it, then formats it as KeyOf does. For an int field, the number
+// must be a whole number in int64 range ([event.WholeInt]), in decimal; for
+// a float field, the nearest float64, as strconv 'g' -1; for another kind
+// (event.KindNull: undeclared), an int in decimal when the number is
+// written without '.' or exponent and fits int64, else a float.
+func jsonKeyPart(raw json.RawMessage, kind event.Kind) (string, error) {
 	if raw == nil {
 		return "", fmt.Errorf("missing")
 	}
@@ -77,20 +82,32 @@ func jsonKeyPart(raw json.RawMessage) (string, error) {
 	case '{', '[':
 		return "", fmt.Errorf("want a string, number or bool, got %s", describeJSON(raw))
 	}
-	if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-		return strconv.FormatInt(i, 10), nil
+	switch kind {
+	case event.KindInt:
+		if i, ok := event.WholeInt(raw); ok {
+			return strconv.FormatInt(i, 10), nil
+		}
+		return "", fmt.Errorf("want an integer (the event field is an int), got %s", describeJSON(raw))
+	case event.KindFloat:
+	default:
+		if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+			return strconv.FormatInt(i, 10), nil
+		}
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil {
-		return "", fmt.Errorf("bad number %s", raw)
+		return "", fmt.Errorf("number %s is out of range", describeJSON(raw))
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64), nil
 }
 
-// jsonValue converts one member's JSON value to the kind of f: int, a JSON
-// integer or a string of one; float, any number; string, a string; bool,
-// true or false; time, an RFC 3339 string or an integer of epoch
-// milliseconds; null, for any kind, event.Null.
+// jsonValue converts one member's JSON value to the kind of f: int, a
+// number whose exact value is a whole number in int64 range however it is
+// written (3, 3.0, 3e0; not 3.5 or 1e19: [event.WholeInt], the rule of
+// events), or a string of a decimal integer ("12"); float, any number;
+// string, a string; bool, true or false; time, an RFC 3339 string or a
+// number of epoch milliseconds by the int rule; null, for any kind,
+// event.Null.
 func jsonValue(f Field, raw json.RawMessage) (event.Value, error) {
 	if raw[0] == 'n' {
 		return event.Null, nil
@@ -112,21 +129,17 @@ func jsonValue(f Field, raw json.RawMessage) (event.Value, error) {
 			}
 			return event.Int(t.UnixMilli()), nil
 		}
-		if isNum {
-			if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-				return event.Int(i), nil
-			}
+		if i, ok := event.WholeInt(raw); ok {
+			return event.Int(i), nil
 		}
 		return event.Null, fmt.Errorf("want an RFC 3339 string or an integer of epoch milliseconds, got %s", describeJSON(raw))
 	case f.Kind == event.KindInt:
-		s := string(raw)
 		if isStr {
-			s = str
-		}
-		if isStr || isNum {
-			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if i, err := strconv.ParseInt(str, 10, 64); err == nil {
 				return event.Int(i), nil
 			}
+		} else if i, ok := event.WholeInt(raw); ok {
+			return event.Int(i), nil
 		}
 		return event.Null, fmt.Errorf("want an integer, got %s", describeJSON(raw))
 	case f.Kind == event.KindFloat:

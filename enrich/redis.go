@@ -415,27 +415,42 @@ func (s *RedisSource) redact(err error) error {
 // loadBatch is the number of records [Load] writes per pipeline.
 const loadBatch = 512
 
+// Loaded is what [Load] wrote.
+type Loaded struct {
+	// Records is the number of records written, one per record line of
+	// the file (all of them unless Load failed while writing).
+	Records int
+	// Keys is the number of distinct keys of the file: fewer than its
+	// records when lines repeat a key, whose later record replaced the
+	// earlier one in Redis (Duplicates).
+	Keys int
+	// Duplicates are the lines that repeat the key of an earlier line.
+	Duplicates Duplicates
+}
+
 // Load writes the records of the lookup file at path (read as [OpenFile]
 // reads it) into the Redis of cfg, the way a [RedisSource] of cfg reads
-// them, and returns how many it wrote: one per record line, a key repeated
-// in the file being written each time (the last line wins, as in OpenFile).
-// A record's Redis key is the prefix (cfg.Prefix, or the default) followed
-// by its key ([KeyOf]). FormatHash: DEL, then HSET of the key members (as
-// key parts) and of the fields present and not null; FormatJSON: SET of a
-// JSON object of the same members. The writes go in MULTI/EXEC pipelines of
-// 512 records.
+// them, and returns how many it wrote and how many distinct keys they
+// have: one record per record line, a key repeated in the file being
+// written each time (the last line wins, as in OpenFile). A record's Redis
+// key is the prefix (cfg.Prefix, or the default) followed by its key
+// ([KeyOf]). FormatHash: DEL, then HSET of the key members (as key parts)
+// and of the fields present and not null; FormatJSON: SET of a JSON object
+// of the same members. The writes go in MULTI/EXEC pipelines of 512
+// records.
 //
-// Load checks the whole file before it writes anything; an error while
-// writing leaves the batches before it written (the count says how many
-// records).
-func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (int, error) {
+// Load checks the whole file (and counts its keys) before it writes
+// anything; an error while writing leaves the batches before it written
+// (Records says how many records).
+func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (Loaded, error) {
+	var done Loaded
 	src, err := OpenRedis(spec, cfg)
 	if err != nil {
-		return 0, err
+		return done, err
 	}
 	defer src.Close()
-	if err := readFile(spec, path, func(string, []string, []event.Value) error { return ctx.Err() }); err != nil {
-		return 0, err
+	if done.Keys, done.Duplicates, err = checkFile(ctx, spec, path); err != nil {
+		return Loaded{}, err
 	}
 	type record struct {
 		key   string
@@ -443,7 +458,6 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (int, er
 		rec   []event.Value
 	}
 	batch := make([]record, 0, loadBatch)
-	written := 0
 	flush := func() error {
 		_, err := src.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, r := range batch {
@@ -456,11 +470,11 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (int, er
 		if err != nil {
 			return fmt.Errorf("enrich: lookup %s: load %s into %s: %w", spec.Name, path, src, src.redact(err))
 		}
-		written += len(batch)
+		done.Records += len(batch)
 		batch = batch[:0]
 		return nil
 	}
-	err = readFile(spec, path, func(key string, parts []string, rec []event.Value) error {
+	err = readFile(spec, path, func(_ int, key string, parts []string, rec []event.Value) error {
 		batch = append(batch, record{key: key, parts: append([]string(nil), parts...), rec: rec})
 		if len(batch) < loadBatch {
 			return nil
@@ -470,7 +484,22 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (int, er
 	if err == nil && len(batch) > 0 {
 		err = flush()
 	}
-	return written, err
+	return done, err
+}
+
+// checkFile reads the lookup file at path through, as [Load] does before
+// it writes, and returns the number of distinct keys and the lines that
+// repeat one.
+func checkFile(ctx context.Context, spec Spec, path string) (keys int, dups Duplicates, err error) {
+	seen := make(map[string]struct{})
+	err = readFile(spec, path, func(line int, key string, _ []string, _ []event.Value) error {
+		if _, ok := seen[key]; ok {
+			dups.add(path, line, key)
+		}
+		seen[key] = struct{}{}
+		return ctx.Err()
+	})
+	return len(seen), dups, err
 }
 
 // write queues on p the commands that store one record.

@@ -184,12 +184,17 @@ func TestRedisLoadFetch(t *testing.T) {
 	for _, format := range []string{FormatHash, FormatJSON} {
 		t.Run(format, func(t *testing.T) {
 			cfg := RedisConfig{Addr: addr, Format: format, Prefix: testPrefix(t, addr)}
-			n, err := Load(t.Context(), fileSpec(), path, cfg)
+			done, err := Load(t.Context(), fileSpec(), path, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if lines := lineCount(t, path); n != lines {
-				t.Errorf("Load wrote %d records, want one per line, %d", n, lines)
+			if lines := lineCount(t, path); done.Records != lines {
+				t.Errorf("Load wrote %d records, want one per line, %d", done.Records, lines)
+			}
+			// The file repeats keys: Load counts them as OpenFile does.
+			if done.Keys != fs.Len() || done.Keys >= done.Records || done.Duplicates != fs.Duplicates() {
+				t.Errorf("Load: %d keys, duplicates %+v; want the file's %d keys (fewer than its %d records) and duplicates %+v",
+					done.Keys, done.Duplicates, fs.Len(), done.Records, fs.Duplicates())
 			}
 			rs, err := OpenRedis(fileSpec(), cfg)
 			if err != nil {

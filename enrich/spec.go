@@ -37,6 +37,14 @@ type Spec struct {
 	// KeyFields are the event fields the lookup key is built from, in order
 	// (see [KeyOf]). A lookup file names them by these names.
 	KeyFields []string
+	// KeyKinds are the declared kinds of the key fields, in the order of
+	// KeyFields (event.KindNull for a field of no declared kind), or nil
+	// when none is known: all of event.KindNull. A number in a lookup
+	// record's key member makes the key part of the value that the event
+	// decoder gives a field of that kind (see [OpenFile]), so that the
+	// record's key is the key ([KeyOf]) of the events that carry the same
+	// number.
+	KeyKinds []event.Kind
 	// Fields are the fields the lookup adds to events, in order: the order
 	// of the values of a [Source]'s records.
 	Fields []Field
@@ -62,6 +70,17 @@ func (s Spec) validate() error {
 	for i, k := range s.KeyFields {
 		if k == "" {
 			add("key field %d has no name", i+1)
+		}
+	}
+	if len(s.KeyKinds) > 0 && len(s.KeyKinds) != len(s.KeyFields) {
+		add("%d key kinds for %d key fields", len(s.KeyKinds), len(s.KeyFields))
+	} else {
+		for i, k := range s.KeyKinds {
+			switch k {
+			case event.KindNull, event.KindString, event.KindInt, event.KindFloat, event.KindBool:
+			default:
+				add("key field %s: kind %s (want null, string, int, float or bool)", s.KeyFields[i], k)
+			}
 		}
 	}
 	if len(s.Fields) == 0 {
@@ -91,6 +110,15 @@ func (s Spec) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// keyKind returns the declared kind of key field i (event.KindNull when
+// not known).
+func (s Spec) keyKind(i int) event.Kind {
+	if i < len(s.KeyKinds) {
+		return s.KeyKinds[i]
+	}
+	return event.KindNull
 }
 
 // defaults returns the fields' defaults, in order.

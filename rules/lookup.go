@@ -16,9 +16,11 @@ type Lookup struct {
 	// Name is the lookup's name, the prefix of its fields in expressions.
 	Name string
 	// KeyFields are the event fields its key is built from; KeySlots their
-	// slots.
+	// slots; KeyKinds their declared kinds (event.KindNull for a field of
+	// an inferred schema).
 	KeyFields []string
 	KeySlots  []int
+	KeyKinds  []event.Kind
 	// Fields are its fields in declaration order.
 	Fields []LookupField
 	// Closed is the failure policy once the Retries are spent: false
@@ -237,6 +239,7 @@ func (c *ruleChecker) compileLookups() []*Lookup {
 				if slot, ok := c.schema.Slot(k.Value); ok {
 					l.KeyFields = append(l.KeyFields, k.Value)
 					l.KeySlots = append(l.KeySlots, slot)
+					l.KeyKinds = append(l.KeyKinds, c.schema.Field(slot).Kind)
 				}
 			}
 		}

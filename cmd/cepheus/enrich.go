@@ -25,7 +25,10 @@ var enrichCommand = &command{
          string holding a JSON object, under the key
          cepheus:lookup:NAME:KEY (KEY: the key fields' values joined by
          "|"; ?prefix=P puts P before KEY instead). A record already
-         there is replaced. Prints how many records it wrote.
+         there is replaced, also by a later line of the file with the
+         same key: Redis holds the last record of each key. Prints how
+         many records it wrote, and how many distinct keys they have
+         when lines repeat a key (the first such line named).
 
 -redis is HOST:PORT or a URL, redis://[USER@]HOST:PORT[/DB][?format=json&prefix=P]
 (rediss:// for TLS). The password comes from -redis-password-file or
@@ -119,11 +122,16 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	began := time.Now()
-	n, err := cep.LoadLookup(ctx, rs, *name, *file, *target, auth)
+	done, err := cep.LoadLookup(ctx, rs, *name, *file, *target, auth)
 	if err != nil {
 		return userErr(err)
 	}
-	fmt.Fprintf(stderr, "enrich: lookup %s: %s records from %s written in %s\n", *name, humanInt(int64(n)), *file,
-		time.Since(began).Round(time.Millisecond))
+	keys := ""
+	if d := done.Duplicates; d.Count > 0 {
+		keys = fmt.Sprintf(", of %s: %s repeating the key of an earlier line (the first: %s:%d, key %q) replaced its record, so Redis holds the last record of each key",
+			plural(int64(done.Keys), "distinct key", "distinct keys"), plural(int64(d.Count), "line", "lines"), d.Path, d.Line, d.Key)
+	}
+	fmt.Fprintf(stderr, "enrich: lookup %s: %s from %s written in %s%s\n", *name, plural(int64(done.Records), "record", "records"), *file,
+		time.Since(began).Round(time.Millisecond), keys)
 	return nil
 }

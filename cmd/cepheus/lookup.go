@@ -29,6 +29,9 @@ type lookupFlags struct {
 	redisTLS     bool
 	redisCA      string
 	opts         cep.LookupOptions
+	// warned holds the warnings of duplicate keys given so far, so that
+	// a lookup file opened for several rulesets is warned of once.
+	warned map[string]bool
 }
 
 // bindList is the repeatable -lookup flag (a value may also list several,
@@ -100,9 +103,10 @@ func (lf *lookupFlags) auth() (cep.RedisAuth, error) {
 
 // open opens the sources of the -lookup flags for rs and returns the
 // engine option binding them, and the function that closes them. It warns
-// (warnf), once per lookup, of the lookups left unbound, and of Redis
-// servers that do not answer yet (their lookups' failure policy applies
-// until they do).
+// (warnf), once per lookup, of the lookups left unbound, of Redis servers
+// that do not answer yet (their lookups' failure policy applies until they
+// do), and of lookup files with lines that repeat a key (once per file
+// over the calls: the last record of each key is used).
 func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(format string, args ...any)) (cep.Option, func(), error) {
 	auth, err := lf.auth()
 	if err != nil {
@@ -129,6 +133,17 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 			return nil, nil, userErr(err)
 		}
 		sources[name] = src
+		if d := cep.LookupFileDuplicates(src); d.Count > 0 {
+			msg := fmt.Sprintf("lookup %s: %s: %s repeating the key of an earlier line (the first: %s:%d, key %q); the last record of each key is used",
+				name, d.Path, plural(int64(d.Count), "line", "lines"), d.Path, d.Line, d.Key)
+			if !lf.warned[msg] {
+				if lf.warned == nil {
+					lf.warned = map[string]bool{}
+				}
+				lf.warned[msg] = true
+				warnf("%s", msg)
+			}
+		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if err := cep.PingLookupSource(pctx, src); err != nil {
 			if why := errors.Unwrap(err); why != nil {

@@ -410,6 +410,49 @@ func TestLookupErrorsNameOnce(t *testing.T) {
 	}
 }
 
+// TestLookupFileDuplicatesWarned: backtest and run warn once of a lookup
+// file whose lines repeat keys, naming the first such line and saying that
+// the last record of each key is used; a backtest of two rulesets binding
+// the same file warns once too. A file without duplicates gets no warning.
+func TestLookupFileDuplicatesWarned(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	prof := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","home_country":"FR"}
+{"customer_id":"c2","home_country":"DE"}
+{"customer_id":"c1","home_country":"IT"}
+{"customer_id":"c2","home_country":"ES"}
+{"customer_id":"c1","home_country":"PT"}
+`)
+	clean := writeFile(t, dir, "clean.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
+	src, err := os.ReadFile("../../rulesets/cards.cep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := filepath.Join(dir, "two")
+	if err := os.Mkdir(two, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, two, "a.cep", string(src))
+	writeFile(t, two, "b.cep", strings.Replace(string(src), "ruleset cards", "ruleset cards_b", 1))
+	const rules = "../../rulesets/cards.cep"
+	want := "warning: lookup customer: " + prof + ": 3 lines repeating the key of an earlier line (the first: " + prof +
+		`:3, key "c1"); the last record of each key is used` + "\n"
+	for _, args := range [][]string{
+		{"backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=file:" + prof},
+		{"backtest", "-rules", two, "-events", events, "-alerts", filepath.Join(dir, "alerts2"), "-lookup", "customer=file:" + prof},
+		{"run", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-lookup", "customer=file:" + prof},
+	} {
+		code, _, stderr := cepheus(t, args...)
+		if code != 0 || strings.Count(stderr, want) != 1 || strings.Count(stderr, "repeating the key") != 1 {
+			t.Errorf("%s -rules %s with duplicate keys: exit %d, stderr:\n%s\nwant 0 and one warning %q", args[0], args[2], code, stderr, want)
+		}
+	}
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-lookup", "customer=file:"+clean)
+	if code != 0 || strings.Contains(stderr, "repeating the key") {
+		t.Errorf("backtest with a lookup file without duplicates: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
 // TestLookupClosedDownNamesTheLookup: a backtest whose events all go to
 // the dead letters because a lookup failing closed cannot reach its
 // source says so, not that the lines could not be decoded, and points at
@@ -619,6 +662,40 @@ func TestEnrichLoadUsage(t *testing.T) {
 	code, _, stderr = cepheus(t, "enrich", "load", "-redis", "127.0.0.1:1", "-rules", one, "-lookup", "customer", "-file", profiles)
 	if code != 1 || !strings.Contains(stderr, "lookup customer: load "+profiles+" into redis://127.0.0.1:1/") {
 		t.Errorf("enrich load -rules DIR: exit %d, stderr %q; want 1 failing at Redis", code, stderr)
+	}
+}
+
+// TestEnrichLoadDuplicates: enrich load of a lookup file whose lines
+// repeat keys reports the records written and their distinct keys, naming
+// the first repeating line; a file without duplicates reports its records
+// alone.
+func TestEnrichLoadDuplicates(t *testing.T) {
+	addr := redisAddr(t)
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","home_country":"FR"}
+{"customer_id":"c2","home_country":"DE"}
+
+{"customer_id":"c1","home_country":"IT"}
+{"customer_id":"c2","home_country":"ES"}
+{"customer_id":"c1","home_country":"PT"}
+`)
+	clean := writeFile(t, dir, "clean.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
+	url := fmt.Sprintf("redis://%s?prefix=test:%s:%s:", addr, t.Name(), strconv.FormatInt(time.Now().UnixNano(), 36))
+	load := func(file string) string {
+		t.Helper()
+		code, _, stderr := cepheus(t, "enrich", "load", "-redis", url, "-rules", "../../rulesets/cards.cep", "-lookup", "customer", "-file", file)
+		if code != 0 {
+			t.Fatalf("enrich load %s: exit %d\n%s", file, code, stderr)
+		}
+		return regexp.MustCompile(` written in [0-9.]+m?s`).ReplaceAllString(stderr, " written in T")
+	}
+	want := "enrich: lookup customer: 5 records from " + prof + " written in T, of 2 distinct keys: 3 lines repeating the key of an earlier line (the first: " +
+		prof + `:4, key "c1") replaced its record, so Redis holds the last record of each key` + "\n"
+	if got := load(prof); got != want {
+		t.Errorf("enrich load of a file with duplicate keys:\n got  %q\n want %q", got, want)
+	}
+	if got, want := load(clean), "enrich: lookup customer: 1 record from "+clean+" written in T\n"; got != want {
+		t.Errorf("enrich load of a file without duplicates:\n got  %q\n want %q", got, want)
 	}
 }
 

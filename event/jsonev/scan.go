@@ -11,6 +11,8 @@ import (
 	"math/bits"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 // pow10 holds the powers of ten that float64 represents exactly.
@@ -124,12 +126,13 @@ func (n *num) intVal() int64 {
 }
 
 // wholeInt returns the value of a number when it is a whole number exactly
-// representable in int64 (see the KindInt rule of Decoder).
+// representable in int64 (see the KindInt rule of Decoder): at once for an
+// integer or a fraction of zeros, else by [event.WholeInt].
 func (n *num) wholeInt(text []byte) (int64, bool) {
 	if n.isInt || n.zeroFrac {
 		return n.intVal(), !n.overflow
 	}
-	return exactInt(text)
+	return event.WholeInt(text)
 }
 
 // secondsMillis returns the milliseconds of the JSON number text read as
@@ -224,81 +227,6 @@ func splitDecimal(text []byte, buf []byte) (neg bool, mant []byte, exp int) {
 		exp++
 	}
 	return neg, mant, exp
-}
-
-// exactInt returns the value of the JSON number text (with a fraction or an
-// exponent) when it is exactly a whole number in int64 range, computed in
-// decimal: 1.5e1 is 15, 1.25e1 is not whole, 1e19 is out of range.
-func exactInt(text []byte) (int64, bool) {
-	neg := text[0] == '-'
-	if neg {
-		text = text[1:]
-	}
-	// Split into significant digits and a power of ten.
-	var mant []byte // digits of the integer and fraction parts
-	var buf [64]byte
-	mant = buf[:0]
-	i := 0
-	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
-		mant = append(mant, text[i])
-		i++
-	}
-	exp := 0
-	if i < len(text) && text[i] == '.' {
-		i++
-		for i < len(text) && text[i] >= '0' && text[i] <= '9' {
-			mant = append(mant, text[i])
-			exp--
-			i++
-		}
-	}
-	if i < len(text) { // 'e' or 'E'
-		i++
-		eneg := false
-		if text[i] == '+' || text[i] == '-' {
-			eneg = text[i] == '-'
-			i++
-		}
-		e := 0
-		for ; i < len(text); i++ {
-			if e < 1e6 {
-				e = e*10 + int(text[i]-'0')
-			}
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
-	}
-	// Drop leading zeros; a zero mantissa is 0 whatever the exponent.
-	for len(mant) > 0 && mant[0] == '0' {
-		mant = mant[1:]
-	}
-	if len(mant) == 0 {
-		return 0, true
-	}
-	// Move trailing zeros into the exponent.
-	for len(mant) > 0 && mant[len(mant)-1] == '0' {
-		mant = mant[:len(mant)-1]
-		exp++
-	}
-	if exp < 0 || len(mant)+exp > 19 {
-		return 0, false // not whole, or at least 10^19
-	}
-	var u uint64
-	for _, c := range mant {
-		u = u*10 + uint64(c-'0')
-	}
-	for range exp {
-		u *= 10
-	}
-	switch {
-	case !neg && u <= math.MaxInt64:
-		return int64(u), true
-	case neg && u <= 1<<63:
-		return -int64(u), true
-	}
-	return 0, false
 }
 
 // plainNumber is a JSON number of the shape of most numbers in records,
