@@ -13,6 +13,7 @@ import (
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control"
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 var statusCommand = &command{
@@ -193,6 +194,14 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	file, src, err := readRulesetArg(fs)
 	if err != nil {
 		return err
+	}
+	// The file's warnings (rules.Ruleset.Warnings) are its own, whatever
+	// the server runs: they are found here, where the file is (a file
+	// with errors gets the server's problems below instead).
+	if rs, err := rules.Load(filepath.Base(file), src); err == nil {
+		if err := rs.Warnings.Print(stderr, false); err != nil {
+			return err
+		}
 	}
 	if sub == "validate" {
 		r, err := c.Validate(ctx, filepath.Base(file), src)
