@@ -573,3 +573,26 @@ func TestUnknownCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsExample: the complete ruleset of docs/rules.md ("A first
+// ruleset", the block starting "# Comments run") compiles without errors
+// or warnings and is in canonical form, so that the reference's first
+// example is one a reader can copy.
+func TestDocsExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```\n# Comments run")
+	block, _, closed := strings.Cut(rest, "\n```\n")
+	if !ok || !closed {
+		t.Fatal("docs/rules.md has no code block starting \"# Comments run\"")
+	}
+	path := writeFile(t, t.TempDir(), "example.cep", "# Comments run"+block+"\n")
+	if code, out, errOut := cepheus(t, "check", path); code != 0 || out != "" || errOut != "" {
+		t.Errorf("check of docs/rules.md's example: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := cepheus(t, "fmt", "-d", path); code != 0 || out != "" {
+		t.Errorf("fmt -d of docs/rules.md's example: exit %d\n%s%s", code, out, errOut)
+	}
+}
