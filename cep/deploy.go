@@ -60,6 +60,10 @@ type DeployResult struct {
 	Shadow bool
 	// Took is the time from the call to the switch.
 	Took time.Duration
+	// Warnings are the deployed ruleset's (rules.Ruleset.Warnings): what
+	// it says that is legal but surely not meant. None for a rollback or
+	// a promote.
+	Warnings rules.ErrorList
 }
 
 // VersionState is the state of a ruleset version in a running engine.
@@ -267,6 +271,9 @@ send:
 		return nil, ctx.Err()
 	}
 	if !r.published {
+		if r.res != nil {
+			r.res.Warnings = rs.Warnings
+		}
 		return r.res, r.err
 	}
 	// In the rules topic: this instance deploys it when it reads it back,
@@ -276,6 +283,7 @@ send:
 	for {
 		if res := m.switchOf(rs.Hash, d.Shadow, req.start); res != nil {
 			res.Took = time.Since(req.start)
+			res.Warnings = rs.Warnings
 			return res, nil
 		}
 		select {

@@ -13,7 +13,6 @@ import (
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control"
-	"github.com/cepheus-cep/cepheus/rules"
 )
 
 var statusCommand = &command{
@@ -195,14 +194,6 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	// The file's warnings (rules.Ruleset.Warnings) are its own, whatever
-	// the server runs: they are found here, where the file is (a file
-	// with errors gets the server's problems below instead).
-	if rs, err := rules.Load(filepath.Base(file), src); err == nil {
-		if err := rs.Warnings.Print(stderr, false); err != nil {
-			return err
-		}
-	}
 	if sub == "validate" {
 		r, err := c.Validate(ctx, filepath.Base(file), src)
 		if err != nil {
@@ -213,6 +204,9 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				fmt.Fprintf(stderr, "%s:%d:%d: %s\n", p.GetFile(), p.GetLine(), p.GetColumn(), p.GetMessage())
 			}
 			return problemsError(file, len(r.GetProblems()))
+		}
+		if err := control.ErrorsOf(r.GetWarnings()).Print(stderr, false); err != nil {
+			return err
 		}
 		fmt.Fprintf(stdout, "%s: ruleset %s version %.12s, %d rules: ok\n", file, r.GetRuleset(), r.GetVersion(), len(r.GetRules()))
 		return nil
@@ -227,6 +221,9 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err != nil {
 		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %s", file, *server, callMessage(c, err))}
+	}
+	if err := r.Warnings.Print(stderr, false); err != nil {
+		return err
 	}
 	printDeploy(stdout, "deployed", r)
 	return nil

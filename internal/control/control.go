@@ -44,7 +44,7 @@ func (s *service) Validate(_ context.Context, req *cepheusv1.ValidateRequest) (*
 	if err != nil {
 		return &cepheusv1.ValidateResponse{Problems: problemsOf(name, err)}, nil
 	}
-	resp := &cepheusv1.ValidateResponse{Ok: true, Ruleset: rs.Name, Version: rs.Hash}
+	resp := &cepheusv1.ValidateResponse{Ok: true, Ruleset: rs.Name, Version: rs.Hash, Warnings: problemsOf(name, rs.Warnings)}
 	for _, r := range rs.Rules {
 		resp.Rules = append(resp.Rules, r.Name)
 	}
@@ -53,7 +53,8 @@ func (s *service) Validate(_ context.Context, req *cepheusv1.ValidateRequest) (*
 
 // problemsOf is the problems of a ruleset named name that does not
 // compile: each positioned error of err with its line and column, or err
-// itself.
+// itself (none for an empty rules.ErrorList: the warnings of one that
+// does).
 func problemsOf(name string, err error) []*cepheusv1.Problem {
 	var list rules.ErrorList
 	if !errors.As(err, &list) {
@@ -115,6 +116,7 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 		Ok: true, Ruleset: r.Ruleset, Version: r.Version, Previous: r.Previous, Checkpoint: r.Checkpoint,
 		Kept: r.Kept, Changed: r.Changed, Added: r.Added, Removed: r.Removed, Unchanged: r.Unchanged,
 		TookMs: r.Took.Milliseconds(), WatermarkUnixMs: int64(r.Watermark), Shadow: r.Shadow,
+		Warnings: problemsOf(name, r.Warnings),
 	}, nil
 }
 
@@ -344,20 +346,26 @@ func deployResult(r *cepheusv1.DeployResponse, err error) (*cep.DeployResult, er
 		return nil, err
 	}
 	if !r.GetOk() {
-		invalid := &cep.ValidationError{}
-		for _, p := range r.GetProblems() {
-			invalid.Problems = append(invalid.Problems, &rules.Error{
-				Pos: rules.Position{Filename: p.GetFile(), Line: int(p.GetLine()), Column: int(p.GetColumn())}, Msg: p.GetMessage(),
-			})
-		}
-		return nil, invalid
+		return nil, &cep.ValidationError{Problems: ErrorsOf(r.GetProblems())}
 	}
-	return &cep.DeployResult{
+	return &cep.DeployResult{Warnings: ErrorsOf(r.GetWarnings()),
 		Ruleset: r.GetRuleset(), Version: r.GetVersion(), Previous: r.GetPrevious(), Checkpoint: r.GetCheckpoint(),
 		Kept: r.GetKept(), Changed: r.GetChanged(), Added: r.GetAdded(), Removed: r.GetRemoved(),
 		Unchanged: r.GetUnchanged(), Shadow: r.GetShadow(), Took: time.Duration(r.GetTookMs()) * time.Millisecond,
 		Watermark: event.Time(r.GetWatermarkUnixMs()),
 	}, nil
+}
+
+// ErrorsOf is the problems (or warnings) of an answer as the rules
+// package's errors, to print.
+func ErrorsOf(ps []*cepheusv1.Problem) rules.ErrorList {
+	var out rules.ErrorList
+	for _, p := range ps {
+		out = append(out, &rules.Error{
+			Pos: rules.Position{Filename: p.GetFile(), Line: int(p.GetLine()), Column: int(p.GetColumn())}, Msg: p.GetMessage(),
+		})
+	}
+	return out
 }
 
 // ListVersions lists the ruleset versions the server keeps, newest first,

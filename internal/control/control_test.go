@@ -187,6 +187,18 @@ func TestControl(t *testing.T) {
 	if p := bad.GetProblems()[0]; p.GetFile() != "bad.cep" || p.GetLine() != 9 || p.GetColumn() == 0 || p.GetMessage() == "" {
 		t.Errorf("the problem: %v; want bad.cep line 9 with a column and a message", p)
 	}
+	// A ruleset with a warning is ok, its warnings in the answer.
+	warned, err := c.Validate(ctx, "w.cep", []byte(strings.Replace(testRules, "!= big.country", "!= foreign.country", 1)))
+	if err != nil || !warned.GetOk() || len(warned.GetWarnings()) != 1 {
+		t.Fatalf("Validate of a ruleset with a warning: %v, %v; want ok and one warning", warned, err)
+	}
+	if w := warned.GetWarnings()[0]; w.GetFile() != "w.cep" || w.GetLine() != 10 || w.GetColumn() != 41 ||
+		!strings.HasPrefix(w.GetMessage(), "warning: stage foreign takes one event") {
+		t.Errorf("the warning: %v; want w.cep:10:41, \"warning: stage foreign takes one event...\"", w)
+	}
+	if len(good.GetWarnings()) != 0 {
+		t.Errorf("Validate of the running rules: warnings %v", good.GetWarnings())
+	}
 	// Reflection lists the services (grpcurl's way in).
 	rc, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
 	if err != nil {
@@ -368,6 +380,15 @@ func TestControlDeploy(t *testing.T) {
 	if _, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src, Shadow: true}); status.Code(err) != codes.FailedPrecondition ||
 		status.Convert(err).Message() != cep.ErrNoShadowOutput.Error() {
 		t.Errorf("shadow Deploy into a job without a shadow output: %v; want FAILED_PRECONDITION %q", err, cep.ErrNoShadowOutput)
+	}
+	// A deploy of a ruleset with a warning says it (the rollback before
+	// said none).
+	if len(r.Warnings) != 0 {
+		t.Errorf("Rollback: warnings %v", r.Warnings)
+	}
+	r, err = c.Deploy(ctx, cep.Deploy{Name: "w.cep", Source: []byte(strings.Replace(testRules, "!= big.country", "!= foreign.country", 1))})
+	if err != nil || len(r.Warnings) != 1 || !strings.HasPrefix(r.Warnings[0].Error(), "w.cep:10:41: warning: stage foreign takes one event") {
+		t.Errorf("Deploy of a ruleset with a warning: %v, %v; want one warning at w.cep:10:41", r, err)
 	}
 	stop()
 	if err := <-done; err != nil && err != context.Canceled {

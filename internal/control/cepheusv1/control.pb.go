@@ -151,9 +151,13 @@ type ValidateResponse struct {
 	Ok      bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
 	Ruleset string                 `protobuf:"bytes,2,opt,name=ruleset,proto3" json:"ruleset,omitempty"`
 	// version is the ruleset's content hash, as rules list prints it.
-	Version       string     `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	Rules         []string   `protobuf:"bytes,4,rep,name=rules,proto3" json:"rules,omitempty"`
-	Problems      []*Problem `protobuf:"bytes,5,rep,name=problems,proto3" json:"problems,omitempty"`
+	Version  string     `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Rules    []string   `protobuf:"bytes,4,rep,name=rules,proto3" json:"rules,omitempty"`
+	Problems []*Problem `protobuf:"bytes,5,rep,name=problems,proto3" json:"problems,omitempty"`
+	// warnings are what the ruleset says that is legal but surely not
+	// meant (a stage reference that always reads nothing), each message
+	// starting "warning: "; a ruleset with warnings is ok.
+	Warnings      []*Problem `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -219,6 +223,13 @@ func (x *ValidateResponse) GetRules() []string {
 func (x *ValidateResponse) GetProblems() []*Problem {
 	if x != nil {
 		return x.Problems
+	}
+	return nil
+}
+
+func (x *ValidateResponse) GetWarnings() []*Problem {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -857,7 +868,10 @@ type DeployResponse struct {
 	// (draining), the later ones the new version's.
 	WatermarkUnixMs int64 `protobuf:"varint,13,opt,name=watermark_unix_ms,json=watermarkUnixMs,proto3" json:"watermark_unix_ms,omitempty"`
 	// shadow says that the version was deployed as the shadow.
-	Shadow        bool `protobuf:"varint,14,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	Shadow bool `protobuf:"varint,14,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	// warnings are the deployed ruleset's warnings, as ValidateResponse's
+	// (none for a rollback or a promote).
+	Warnings      []*Problem `protobuf:"bytes,15,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -988,6 +1002,13 @@ func (x *DeployResponse) GetShadow() bool {
 		return x.Shadow
 	}
 	return false
+}
+
+func (x *DeployResponse) GetWarnings() []*Problem {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type ListVersionsRequest struct {
@@ -1266,13 +1287,14 @@ const file_control_proto_rawDesc = "" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x12\n" +
 	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x16\n" +
 	"\x06column\x18\x03 \x01(\x05R\x06column\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x9d\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xce\x01\n" +
 	"\x10ValidateResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
 	"\aruleset\x18\x02 \x01(\tR\aruleset\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x14\n" +
 	"\x05rules\x18\x04 \x03(\tR\x05rules\x12/\n" +
-	"\bproblems\x18\x05 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\"\x0f\n" +
+	"\bproblems\x18\x05 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\x12/\n" +
+	"\bwarnings\x18\x06 \x03(\v2\x13.cepheus.v1.ProblemR\bwarnings\"\x0f\n" +
 	"\rStatusRequest\"\x99\x01\n" +
 	"\n" +
 	"RuleStatus\x12\x12\n" +
@@ -1325,7 +1347,7 @@ const file_control_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\fR\x06source\x12!\n" +
 	"\fdrop_changed\x18\x03 \x01(\bR\vdropChanged\x12\x16\n" +
-	"\x06shadow\x18\x04 \x01(\bR\x06shadow\"\x9a\x03\n" +
+	"\x06shadow\x18\x04 \x01(\bR\x06shadow\"\xcb\x03\n" +
 	"\x0eDeployResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12/\n" +
 	"\bproblems\x18\x02 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\x12\x18\n" +
@@ -1343,7 +1365,8 @@ const file_control_proto_rawDesc = "" +
 	"\tunchanged\x18\v \x01(\bR\tunchanged\x12\x17\n" +
 	"\atook_ms\x18\f \x01(\x03R\x06tookMs\x12*\n" +
 	"\x11watermark_unix_ms\x18\r \x01(\x03R\x0fwatermarkUnixMs\x12\x16\n" +
-	"\x06shadow\x18\x0e \x01(\bR\x06shadow\"\x15\n" +
+	"\x06shadow\x18\x0e \x01(\bR\x06shadow\x12/\n" +
+	"\bwarnings\x18\x0f \x03(\v2\x13.cepheus.v1.ProblemR\bwarnings\"\x15\n" +
 	"\x13ListVersionsRequest\"\xaf\x01\n" +
 	"\vVersionInfo\x12\x18\n" +
 	"\aruleset\x18\x01 \x01(\tR\aruleset\x12\x18\n" +
@@ -1401,30 +1424,32 @@ var file_control_proto_goTypes = []any{
 }
 var file_control_proto_depIdxs = []int32{
 	1,  // 0: cepheus.v1.ValidateResponse.problems:type_name -> cepheus.v1.Problem
-	4,  // 1: cepheus.v1.StatusResponse.rules:type_name -> cepheus.v1.RuleStatus
-	5,  // 2: cepheus.v1.StatusResponse.partitions:type_name -> cepheus.v1.PartitionStatus
-	7,  // 3: cepheus.v1.StatusResponse.shadow:type_name -> cepheus.v1.ShadowRuleStatus
-	1,  // 4: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
-	13, // 5: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
-	0,  // 6: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
-	3,  // 7: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
-	8,  // 8: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
-	10, // 9: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
-	12, // 10: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
-	15, // 11: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
-	16, // 12: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
-	2,  // 13: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
-	6,  // 14: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
-	9,  // 15: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
-	11, // 16: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
-	14, // 17: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
-	11, // 18: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
-	11, // 19: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	1,  // 1: cepheus.v1.ValidateResponse.warnings:type_name -> cepheus.v1.Problem
+	4,  // 2: cepheus.v1.StatusResponse.rules:type_name -> cepheus.v1.RuleStatus
+	5,  // 3: cepheus.v1.StatusResponse.partitions:type_name -> cepheus.v1.PartitionStatus
+	7,  // 4: cepheus.v1.StatusResponse.shadow:type_name -> cepheus.v1.ShadowRuleStatus
+	1,  // 5: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
+	1,  // 6: cepheus.v1.DeployResponse.warnings:type_name -> cepheus.v1.Problem
+	13, // 7: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
+	0,  // 8: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
+	3,  // 9: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
+	8,  // 10: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
+	10, // 11: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
+	12, // 12: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
+	15, // 13: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
+	16, // 14: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
+	2,  // 15: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
+	6,  // 16: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
+	9,  // 17: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
+	11, // 18: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
+	14, // 19: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
+	11, // 20: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
+	11, // 21: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
