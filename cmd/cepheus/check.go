@@ -12,7 +12,7 @@ import (
 
 var checkCommand = &command{
 	name:  "check",
-	usage: "cepheus check [-q] files or directories...",
+	usage: "cepheus check [-q] [-strict] files or directories...",
 	help: `Check parses and compiles ruleset files, as the engine would before running
 them, and reports every error found: syntax errors, names that are not
 defined or defined twice, fields missing from a declared schema, errors
@@ -30,8 +30,9 @@ under test's field is amount alone), or a field of a later stage or of a
 negated one. Warnings are printed only for files without errors.
 
 The errors and warnings go to stderr. Check prints nothing when every file
-is clean, and exits with status 0 (warnings too); with status 1 when it
-found an error.
+is clean, and exits with status 0 (warnings too, unless -strict); with
+status 1 when it found an error (or, with -strict, a warning: for the CI
+of a repository of rules).
 `,
 }
 
@@ -40,6 +41,7 @@ func init() { checkCommand.run = runCheck }
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(checkCommand, stdout)
 	quiet := fs.Bool("q", false, "print only file:line:col: message, without the source line and caret")
+	strict := fs.Bool("strict", false, "exit 1 on a warning too")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -67,6 +69,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := rs.Warnings.Print(stderr, !*quiet); err != nil {
 			return err
 		}
+		found = found || *strict && len(rs.Warnings) > 0
 	}
 	if found {
 		return errFound

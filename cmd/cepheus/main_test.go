@@ -132,6 +132,12 @@ test "never matches" {
 	if code, _, errOut := cepheus(t, "check", "-q", path); code != 0 || errOut != want {
 		t.Errorf("check -q: exit %d, stderr %q; want 0 and %q", code, errOut, want)
 	}
+	if code, _, errOut := cepheus(t, "check", "-q", "-strict", path); code != 1 || errOut != want {
+		t.Errorf("check -q -strict: exit %d, stderr %q; want 1 and %q", code, errOut, want)
+	}
+	if code, _, errOut := cepheus(t, "check", "-strict", "../../rulesets"); code != 0 || errOut != "" {
+		t.Errorf("check -strict of the bundled rulesets: exit %d, stderr %q; want 0 and nothing", code, errOut)
+	}
 	events := writeFile(t, dir, "events.jsonl", `{"ts": "2026-01-01T00:00:00Z", "card": "k", "amount": 20}`+"\n")
 	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", path, "-events", events, "-alerts", filepath.Join(dir, "alerts.jsonl")); code != 0 || !strings.HasPrefix(errOut, want) {
 		t.Errorf("backtest -q: exit %d, stderr:\n%s\nwant 0 and the warning", code, errOut)
