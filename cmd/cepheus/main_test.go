@@ -288,8 +288,8 @@ func TestHelpAndUsage(t *testing.T) {
 		if code != 0 || out2 != out || errOut != "" {
 			t.Errorf("%s -h: exit %d, stdout\n%s\nstderr %q; want 0 and the output of help %s", name, code, out2, errOut, name)
 		}
-		if name != "version" && !strings.Contains(out, "\nFlags:\n") {
-			t.Errorf("help %s lists no flags:\n%s", name, out)
+		if name != "version" && !strings.Contains(out, "\n\nFlags:\n") {
+			t.Errorf("help %s lists no flags, or without a blank line before them:\n%s", name, out)
 		}
 	}
 	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}} {
