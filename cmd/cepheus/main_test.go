@@ -596,3 +596,13 @@ func TestDocsExample(t *testing.T) {
 		t.Errorf("fmt -d of docs/rules.md's example: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestProblemsError: cepheus rules validate and deploy count a refused
+// file's problems in words that agree with the number.
+func TestProblemsError(t *testing.T) {
+	for n, want := range map[int]string{1: "bad.cep: 1 problem", 2: "bad.cep: 2 problems"} {
+		if got := problemsError("bad.cep", n).Error(); got != want {
+			t.Errorf("problemsError(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
