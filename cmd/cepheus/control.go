@@ -253,7 +253,8 @@ func readRulesetArg(fs *flagSet) (string, []byte, error) {
 // problemsError is the error (exit status 1) of a ruleset file the server
 // found n problems in, once they are printed.
 func problemsError(file string, n int) error {
-	return &userError{err: fmt.Errorf("%d problems", n), msg: fmt.Sprintf("%s: %d problems", file, n)}
+	problems := plural(int64(n), "problem", "problems")
+	return &userError{err: errors.New(problems), msg: file + ": " + problems}
 }
 
 // printDeploy prints what a deploy, a rollback or a promote (done) did.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // errHelp is returned after -h printed a command's help: exit status 0.
@@ -79,9 +80,11 @@ func (fs *flagSet) usagef(format string, args ...any) error {
 	return &usageError{cmd: fs.cmd.name, msg: fs.cmd.name + ": " + fmt.Sprintf(format, args...)}
 }
 
-// printHelp prints the command's synopsis, help and flags to stdout.
+// printHelp prints the command's synopsis, help and flags to stdout. The
+// help ends with a line end whether or not its text does, so that a blank
+// line comes before the flags.
 func (fs *flagSet) printHelp() {
-	fmt.Fprintf(fs.stdout, "usage: %s\n\n%s", fs.cmd.usage, fs.cmd.help)
+	fmt.Fprintf(fs.stdout, "usage: %s\n\n%s\n", fs.cmd.usage, strings.TrimRight(fs.cmd.help, "\n"))
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {

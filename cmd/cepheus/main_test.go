@@ -294,8 +294,8 @@ func TestHelpAndUsage(t *testing.T) {
 		if code != 0 || out2 != out || errOut != "" {
 			t.Errorf("%s -h: exit %d, stdout\n%s\nstderr %q; want 0 and the output of help %s", name, code, out2, errOut, name)
 		}
-		if name != "version" && !strings.Contains(out, "\nFlags:\n") {
-			t.Errorf("help %s lists no flags:\n%s", name, out)
+		if name != "version" && !strings.Contains(out, "\n\nFlags:\n") {
+			t.Errorf("help %s lists no flags, or without a blank line before them:\n%s", name, out)
 		}
 	}
 	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}} {
@@ -600,5 +600,15 @@ func TestDocsExample(t *testing.T) {
 	}
 	if code, out, errOut := cepheus(t, "fmt", "-d", path); code != 0 || out != "" {
 		t.Errorf("fmt -d of docs/rules.md's example: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestProblemsError: cepheus rules validate and deploy count a refused
+// file's problems in words that agree with the number.
+func TestProblemsError(t *testing.T) {
+	for n, want := range map[int]string{1: "bad.cep: 1 problem", 2: "bad.cep: 2 problems"} {
+		if got := problemsError("bad.cep", n).Error(); got != want {
+			t.Errorf("problemsError(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

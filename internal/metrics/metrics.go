@@ -2,13 +2,14 @@
 // Prometheus metrics (github.com/prometheus/client_golang; this is the one
 // package that imports it), and serves them over HTTP beside the health
 // and readiness checks: /metrics, /healthz, /readyz (docs/operations.md,
-// "Metrics").
+// "cepheus serve: metrics, health, readiness").
 //
 // The exporter reads a cep.StreamMonitor when it is scraped: the job
 // publishes its figures into the monitor on its own timer, so the
 // metrics cost nothing per event. No event value (a key, a card number)
-// is ever a label: the labels are rule names, severities and the
-// ruleset's version.
+// is ever a label: the labels are rule, lookup and aggregate names,
+// severities, input partitions, the ruleset's name and version, and
+// fixed words (outcome, result).
 package metrics
 
 import (

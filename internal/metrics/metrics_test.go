@@ -379,3 +379,29 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsListMetrics: the metrics table of docs/operations.md lists
+// exactly the metrics of Names.
+func TestDocsListMetrics(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	row := regexp.MustCompile("(?m)^\\| `(cepheus_[a-z_]+)` \\|")
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		if listed[m[1]] {
+			t.Errorf("docs/operations.md lists %s twice", m[1])
+		}
+		listed[m[1]] = true
+	}
+	for _, n := range Names {
+		if !listed[n] {
+			t.Errorf("docs/operations.md does not list %s", n)
+		}
+		delete(listed, n)
+	}
+	for n := range listed {
+		t.Errorf("docs/operations.md lists %s, which is not exported", n)
+	}
+}
