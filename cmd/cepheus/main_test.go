@@ -279,7 +279,7 @@ func TestTest(t *testing.T) {
 
 func TestHelpAndUsage(t *testing.T) {
 	code, out, _ := cepheus(t, "help")
-	if code != 0 || !strings.Contains(out, "cepheus check [-q] files or directories...") {
+	if code != 0 || !strings.Contains(out, "cepheus check [-q] [-strict] files or directories...") {
 		t.Errorf("help: exit %d\n%s", code, out)
 	}
 	// Help asked for goes to stdout, exit 0: help NAME and NAME -h print
@@ -330,7 +330,7 @@ func TestHelpAndUsage(t *testing.T) {
 	}
 	for _, h := range []string{"-h", "-help", "--help"} {
 		code, out, errOut := cepheus(t, "help", h)
-		if code != 0 || !strings.Contains(out, "cepheus check [-q] files or directories...") || errOut != "" {
+		if code != 0 || !strings.Contains(out, "cepheus check [-q] [-strict] files or directories...") || errOut != "" {
 			t.Errorf("help %s: exit %d\n%s%s", h, code, out, errOut)
 		}
 	}
