@@ -188,7 +188,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.from, "from", "", "with -topic, the first record time replayed, RFC 3339 (by record timestamp; default: the topic's start)")
 	fs.StringVar(&f.to, "to", "", "with -topic, replay the records with timestamps before this time, RFC 3339 (default: up to the topic's end)")
 	secFlags := addKafkaSecurityFlags(fs)
-	fs.StringVar(&f.alerts, "alerts", "-", "where alerts go: a file, or - for stdout (left out: stdout, unless it is a terminal)")
+	fs.StringVar(&f.alerts, "alerts", "", "where alerts go: a file, or - for stdout; left out, stdout when it is not a terminal (on a terminal, the summary shows an example of each rule's alerts instead)")
 	fs.StringVar(&f.late, "late", "", "file for late events (created only if there are any; default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "file for undecodable lines (created only if there are any; default: only counted)")
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
@@ -197,7 +197,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud)")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
-	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default, 256); lateness depends on it only for input more disordered than -out-of-orderness")
+	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default); lateness depends on it only for input more disordered than -out-of-orderness")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
 	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator")
@@ -214,6 +214,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
+	}
+	if !fs.isSet("alerts") {
+		f.alerts = "-" // (hidden on a terminal: hideAlerts)
 	}
 	if f.rules == "" || (f.events == "") == (f.topic == "") {
 		return fs.usagef("-rules and -events or -topic (one of them) are required")

@@ -195,7 +195,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator; in a Kafka group's job, per partition; it may change between runs")
 	fs.StringVar(&f.backend, "state-backend", "memory", "where the state lives between checkpoints: memory or pebble")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
-	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's; 0: the default, 256)")
+	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's; 0: the default)")
 	fs.DurationVar(&f.idle, "idle-timeout", time.Minute, "with -follow or an unbounded -input-topic, a file or partition without new records for this long (a partition: caught up to its end) stops holding the watermark back until its next record (0: never)")
 	fs.BoolVar(&f.wallClock, "wall-clock-advance", false, "with -follow or an unbounded -input-topic, advance the watermark by the wall time elapsed while every input is idle, so absence rules fire on a quiet stream")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
