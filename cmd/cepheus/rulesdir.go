@@ -104,6 +104,14 @@ func (w *rulesDirWatcher) look(ctx context.Context) {
 		}
 	case err != nil:
 		w.log.Error("rules-dir: deploy failed; the engine keeps its version (change the file to try again)", "file", file, "version", w.active(), "err", err)
+	}
+	if err == nil {
+		for _, p := range r.Warnings {
+			w.log.Warn("rules-dir: " + p.Error())
+		}
+	}
+	switch {
+	case err != nil:
 	case r.Unchanged:
 		w.log.Info("rules-dir: the ruleset is the active version already", "file", file, "version", fmt.Sprintf("%.12s", r.Version))
 	default:

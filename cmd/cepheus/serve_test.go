@@ -318,7 +318,9 @@ func TestServeRulesDir(t *testing.T) {
 		t.Fatalf("cepheus gen: %v\n%s", err, out)
 	}
 	v1 := mustRead(t, "../../rulesets/cards.cep")
-	v2 := []byte(strings.Replace(string(v1), "amount > 500", "amount > 400", 1))
+	// v2 changes a rule, with a warning (cashout.amount in cashout's own
+	// condition: always null, so the ?? makes the clause true).
+	v2 := []byte(strings.Replace(string(v1), "amount > 500", "amount > 400 && (cashout.amount ?? 0) >= 0", 1))
 	broken := []byte(strings.Replace(string(v1), "amount < 2", `amount < "x" +`, 1))
 	load := func(src []byte) *rules.Ruleset {
 		rs, err := rules.Load("cards.cep", src)
@@ -402,6 +404,9 @@ func TestServeRulesDir(t *testing.T) {
 	}
 	if !strings.Contains(c.out.String(), "rules-dir: deployed") || !strings.Contains(c.out.String(), "version="+h2) {
 		t.Errorf("no log of the switch to %s:\n%s", h2, c.out.String())
+	}
+	if warn := "rules-dir: " + filepath.Join(rulesDir, "cards.cep") + ":53:"; !regexp.MustCompile(regexp.QuoteMeta(warn) + `\d+: warning: stage cashout takes one event`).MatchString(c.out.String()) {
+		t.Errorf("no warning %s...: stage cashout takes one event in the log:\n%s", warn, c.out.String())
 	}
 	// A rollback through the control API stays: the directory has not
 	// changed since.
