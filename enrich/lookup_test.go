@@ -623,14 +623,11 @@ func TestEnrichCacheHitAllocs(t *testing.T) {
 	}
 }
 
-// TestStatsConcurrent reads Stats while Enrich runs (for the race
-// detector).
-func TestStatsConcurrent(t *testing.T) {
-	src := NewMemSource(customerSpec(), customers())
-	cfg := customerConfig(src)
-	cfg.CacheSize = -1
-	cfg.Batch = 1
-	l := newLookup(t, cfg)
+// statsWhileEnriching enriches 50 batches of 4 events (C1, C2, C3, C9)
+// with l while another goroutine reads its Stats again and again (for the
+// race detector), and returns its Stats at the end.
+func statsWhileEnriching(t *testing.T, l *Lookup) Stats {
+	t.Helper()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -648,7 +645,17 @@ func TestStatsConcurrent(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
-	if s := l.Stats(); s.Requests != 200 || s.Latency.Count != 200 {
+	return l.Stats()
+}
+
+// TestStatsConcurrent reads Stats while Enrich runs (for the race
+// detector).
+func TestStatsConcurrent(t *testing.T) {
+	src := NewMemSource(customerSpec(), customers())
+	cfg := customerConfig(src)
+	cfg.CacheSize = -1
+	cfg.Batch = 1
+	if s := statsWhileEnriching(t, newLookup(t, cfg)); s.Requests != 200 || s.Latency.Count != 200 {
 		t.Errorf("requests %d, latencies %d, want 200", s.Requests, s.Latency.Count)
 	}
 }
@@ -733,25 +740,7 @@ func TestStatsLastErrorConcurrent(t *testing.T) {
 	src.SetFail(errors.New("connection reset by peer"))
 	cfg := customerConfig(src)
 	cfg.CacheSize, cfg.Batch, cfg.InFlight = -1, 1, 4
-	l := newLookup(t, cfg)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				_ = l.Stats()
-			}
-		}
-	})
-	for range 50 {
-		enrich(t, l, events("C1", "C2", "C3", "C9"))
-	}
-	close(done)
-	wg.Wait()
-	if s := l.Stats(); s.Failures != 200 || s.LastError != "connection reset by peer" {
+	if s := statsWhileEnriching(t, newLookup(t, cfg)); s.Failures != 200 || s.LastError != "connection reset by peer" {
 		t.Errorf("failures %d, last error %q; want 200, the source's error", s.Failures, s.LastError)
 	}
 }
