@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -225,20 +226,31 @@ func (st *enrichStage) enrich(ctx context.Context, evs []*event.Event, reasons [
 	return nil
 }
 
-// carry adds the counters of the lookups of from, the stage st replaces,
-// to those of st's lookups of the same names: a lookup's counters go on
-// across the deploys that change the lookups.
-func (st *enrichStage) carry(from *enrichStage) {
-	if st == nil || from == nil {
-		return
+// carry adds the counters of the lookups of from, the stage st replaces
+// (either may be nil: no lookups), and of the retired ones (the lookups
+// of earlier stages neither has, by name) to those of st's lookups of the
+// same names, and returns the retired ones after it: a lookup's counters
+// go on across the deploys that change the lookups, also across versions
+// without it.
+func (st *enrichStage) carry(from *enrichStage, retired map[string]enrich.Stats) map[string]enrich.Stats {
+	last := maps.Clone(retired)
+	if last == nil {
+		last = map[string]enrich.Stats{}
 	}
-	for _, l := range st.lookups {
+	if from != nil {
 		for _, o := range from.lookups {
-			if o.Name() == l.Name() {
-				l.AddStats(o.Stats())
+			last[o.Name()] = o.Stats()
+		}
+	}
+	if st != nil {
+		for _, l := range st.lookups {
+			if s, ok := last[l.Name()]; ok {
+				l.AddStats(s)
+				delete(last, l.Name())
 			}
 		}
 	}
+	return last
 }
 
 // stats returns the counters of every lookup.

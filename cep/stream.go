@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/enrich"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
@@ -410,13 +411,14 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 // it, into the engine of that version, and goes on.
 func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
 	var switched *pendingSwitch
-	var lookups *enrichStage // kept across a switch that keeps the lookups (their caches and counters)
-	var carried *runCarry    // the run's counters, going on across the switches
+	var lookups *enrichStage            // kept across a switch that keeps the lookups (their caches and counters)
+	var carried *runCarry               // the run's counters, going on across the switches
+	var retired map[string]enrich.Stats // the counters of lookups a switch removed (enrichStage.carry)
 	for {
-		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried}
+		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried, retired: retired}
 		res, err := j.run(ctx)
 		carried = j.carry()
-		lookups = j.enrich
+		lookups, retired = j.enrich, j.retired
 		if cerr := j.close(); err == nil && cerr != nil {
 			err = cerr
 		}
@@ -542,15 +544,18 @@ type job struct {
 	meta      *jobMeta // of the restored checkpoint; nil for a fresh start
 
 	// enrich is the job's lookups (nil without), built with its source
-	// unless the previous job's serve (runJob).
-	enrich *enrichStage
-	subs   []*streamSubtask
-	owner  []int // subtask of each key group
-	failed chan error
-	acks   chan ack
-	wg     sync.WaitGroup
-	stop   context.CancelFunc // stops the subtasks (on a failure)
-	sctx   context.Context
+	// unless the previous job's serve (runJob); retired the counters of
+	// the lookups earlier jobs' versions had and its has not
+	// (enrichStage.carry).
+	enrich  *enrichStage
+	retired map[string]enrich.Stats
+	subs    []*streamSubtask
+	owner   []int // subtask of each key group
+	failed  chan error
+	acks    chan ack
+	wg      sync.WaitGroup
+	stop    context.CancelFunc // stops the subtasks (on a failure)
+	sctx    context.Context
 
 	src    *streamSource
 	dead   runtime.CommitSink // nil without DeadDir

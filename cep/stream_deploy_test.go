@@ -281,7 +281,7 @@ func testStreamDeploy(t *testing.T, backend Backend) {
 // TestStreamDeployUnboundLookup: a deploy whose version declares a
 // lookup the engine has no source for runs it with the defaults, and says
 // so in the log; a lookup that is bound is not named, and its counters go
-// on.
+// on, also across a version without it.
 func TestStreamDeployUnboundLookup(t *testing.T) {
 	const holder = `
 lookup holder {
@@ -338,6 +338,18 @@ lookup other {
 	waitMonitor(t, f.m, int64(strings.Count(strings.Join(lines, ""), "\n")))
 	if now := keys(); now <= before {
 		t.Errorf("lookup holder's keys: %d after the deploy and more events, %d before", now, before)
+	}
+	// A version without holder, then one with it again: its counters go
+	// on from where they were, not from zero.
+	before = keys()
+	if _, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(deployV1 + other)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(v2src)}); err != nil {
+		t.Fatal(err)
+	}
+	if now := keys(); now < before {
+		t.Errorf("lookup holder's keys went from %d to %d across a version without it", before, now)
 	}
 	f.stop()
 	logs := f.lines()

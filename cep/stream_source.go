@@ -162,7 +162,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		if j.enrich, err = j.e.newEnrichStage(j.cfg.Logf); err != nil { // (not j.logf: the stage may outlive the job)
 			return nil, err
 		}
-		j.enrich.carry(old)
+		j.retired = j.enrich.carry(old, j.retired)
 		if sw := j.switched; sw != nil && sw.req != nil {
 			// A deploy: the process warned at its start of the lookups
 			// of its rules file only.
