@@ -315,7 +315,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// Alerts are JSON lines for a file or a pipe; on a terminal they
 	// would bury the summary. There, unless -alerts says otherwise, the
 	// summary shows examples instead and says where to send the alerts.
-	hideAlerts := f.alerts == "-" && !fs.isSet("alerts") && !f.quiet && isTerminal(stdout)
+	hideAlerts := !fs.isSet("alerts") && !f.quiet && isTerminal(stdout)
 	alertsOut := stdout
 	if hideAlerts {
 		alertsOut = io.Discard
