@@ -710,6 +710,13 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 		}
 		j.logf("switched to ruleset %s version %.12s%s at checkpoint %d in %v (kept %v, changed %v, added %v, removed %v)",
 			sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
+		if !sw.source && sw.rs != nil {
+			// The rules directory's watcher logs the warnings of what it
+			// deploys; a call's or the rules topic's are logged here.
+			for _, w := range sw.rs.Warnings {
+				j.logf("warning: %v (version %.12s)", w, sw.res.Version)
+			}
+		}
 		sw.reply(sw.res, nil)
 	}
 	finished, err := j.loop(ctx)

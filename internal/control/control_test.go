@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -293,10 +294,27 @@ func TestControlDeploy(t *testing.T) {
 	jctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan error, 1)
+	var logMu sync.Mutex
+	var logged []string // the job's log lines
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+	}
+	warned := func() (ws []string) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		for _, l := range logged {
+			if strings.HasPrefix(l, "warning: ") {
+				ws = append(ws, l)
+			}
+		}
+		return ws
+	}
 	go func() {
 		_, err := e.Stream(jctx, cep.StreamConfig{
 			Events: input, Follow: true, PollInterval: 10 * time.Millisecond, StateDir: filepath.Join(dir, "state"),
-			AlertsDir: filepath.Join(dir, "alerts"), CheckpointInterval: time.Hour, Monitor: m,
+			AlertsDir: filepath.Join(dir, "alerts"), CheckpointInterval: time.Hour, Monitor: m, Logf: logf,
 		})
 		done <- err
 	}()
@@ -386,9 +404,18 @@ func TestControlDeploy(t *testing.T) {
 	if len(r.Warnings) != 0 {
 		t.Errorf("Rollback: warnings %v", r.Warnings)
 	}
+	if ws := warned(); len(ws) != 0 {
+		t.Errorf("the job logged warnings for deploys without any: %q", ws)
+	}
 	r, err = c.Deploy(ctx, cep.Deploy{Name: "w.cep", Source: []byte(strings.Replace(testRules, "!= big.country", "!= foreign.country", 1))})
 	if err != nil || len(r.Warnings) != 1 || !strings.HasPrefix(r.Warnings[0].Error(), "w.cep:10:41: warning: stage foreign takes one event") {
-		t.Errorf("Deploy of a ruleset with a warning: %v, %v; want one warning at w.cep:10:41", r, err)
+		t.Fatalf("Deploy of a ruleset with a warning: %v, %v; want one warning at w.cep:10:41", r, err)
+	}
+	// The job's log says it too, for whoever reads serve's log rather
+	// than the caller's answer.
+	if ws := warned(); len(ws) != 1 || !strings.HasPrefix(ws[0], "warning: w.cep:10:41: warning: stage foreign takes one event") ||
+		!strings.HasSuffix(ws[0], fmt.Sprintf("(version %.12s)", r.Version)) {
+		t.Errorf("the job's log of the deploy with a warning: %q; want one line \"warning: w.cep:10:41: warning: stage foreign takes one event ... (version %.12s)\"", ws, r.Version)
 	}
 	stop()
 	if err := <-done; err != nil && err != context.Canceled {
