@@ -573,13 +573,13 @@ func (c *compiler) order(n ast.Node, op binOp, l, r *compiledNode) *compiledNode
 				switch v.Kind() {
 				case event.KindFloat:
 					x, _ := v.AsFloat()
-					return cmpFloat(op, x, cf), nil
+					return cmpOrdered(op, x, cf), nil
 				case event.KindInt:
 					x, _ := v.AsInt()
 					if isInt {
-						return cmpInt(op, x, ci), nil
+						return cmpOrdered(op, x, ci), nil
 					}
-					return cmpFloat(op, float64(x), cf), nil
+					return cmpOrdered(op, float64(x), cf), nil
 				}
 				return false, mismatch(v, k)
 			})
@@ -588,7 +588,7 @@ func (c *compiler) order(n ast.Node, op binOp, l, r *compiledNode) *compiledNode
 			return c.boolean(n, func(fr frame) (bool, *Error) {
 				v := fr.ev.Field(slot)
 				if x, ok := v.AsString(); ok {
-					return cmpString(op, x, s), nil
+					return cmpOrdered(op, x, s), nil
 				}
 				return false, mismatch(v, k)
 			})

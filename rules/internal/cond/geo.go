@@ -81,7 +81,7 @@ func distanceOrder(op binOp, args func(frame) ([4]float64, *Error), k float64) b
 				return op == opGt || op == opGe || op == opNe, nil
 			}
 		}
-		return cmpFloat(op, haversineKm(deg[0], deg[1], deg[2], deg[3]), k), nil
+		return cmpOrdered(op, haversineKm(deg[0], deg[1], deg[2], deg[3]), k), nil
 	}
 }
 

@@ -87,7 +87,7 @@ func TestDistanceOrder(t *testing.T) {
 		op := ops[rng.IntN(len(ops))]
 		args := func(frame) ([4]float64, *Error) { return deg, nil }
 		got, err := distanceOrder(op, args, k)(frame{})
-		if want := cmpFloat(op, d, k); err != nil || got != want {
+		if want := cmpOrdered(op, d, k); err != nil || got != want {
 			t.Fatalf("%v op %d %v: %v (err %v), want %v (distance %v)", deg, op, k, got, err, want, d)
 		}
 		if lo, hi, ok := distanceBounds(deg); ok {

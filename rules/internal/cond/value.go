@@ -89,39 +89,9 @@ func equal(a, b event.Value) bool {
 	return a.Equal(b)
 }
 
-func cmpInt(op binOp, x, y int64) bool {
-	switch op {
-	case opLt:
-		return x < y
-	case opLe:
-		return x <= y
-	case opGt:
-		return x > y
-	case opGe:
-		return x >= y
-	case opEq:
-		return x == y
-	}
-	return x != y
-}
-
-func cmpFloat(op binOp, x, y float64) bool {
-	switch op {
-	case opLt:
-		return x < y
-	case opLe:
-		return x <= y
-	case opGt:
-		return x > y
-	case opGe:
-		return x >= y
-	case opEq:
-		return x == y
-	}
-	return x != y
-}
-
-func cmpString(op binOp, x, y string) bool {
+// cmpOrdered applies comparison op to x and y (IEEE semantics for
+// floats: every comparison with NaN but != is false).
+func cmpOrdered[T int64 | float64 | string](op binOp, x, y T) bool {
 	switch op {
 	case opLt:
 		return x < y
@@ -147,20 +117,20 @@ func compareOrder(op binOp, a, b event.Value) (res, ok bool) {
 		switch b.Kind() {
 		case event.KindInt:
 			y, _ := b.AsInt()
-			return cmpInt(op, x, y), true
+			return cmpOrdered(op, x, y), true
 		case event.KindFloat:
 			y, _ := b.AsFloat()
-			return cmpFloat(op, float64(x), y), true
+			return cmpOrdered(op, float64(x), y), true
 		}
 	case event.KindFloat:
 		x, _ := a.AsFloat()
 		if y, ok := b.AsFloat(); ok {
-			return cmpFloat(op, x, y), true
+			return cmpOrdered(op, x, y), true
 		}
 	case event.KindString:
 		x, _ := a.AsString()
 		if y, ok := b.AsString(); ok {
-			return cmpString(op, x, y), true
+			return cmpOrdered(op, x, y), true
 		}
 	}
 	return false, false
