@@ -570,20 +570,29 @@ func (p *ruleParser) parseSchema(c Comments, pos int) *SchemaDecl {
 		if len(d.Fields) == 0 {
 			doc = trimDoc(doc)
 		}
-		name, ok := p.parseIdent("a field name")
-		if !ok || !p.expect(tokColon, "':' after the field name") {
-			p.skipLine()
-			continue
-		}
-		typ, ok := p.parseIdent("a type (string, int, float, bool or time)")
+		name, typ, ok := p.parseFieldHead()
 		if !ok {
-			p.skipLine()
 			continue
 		}
 		fd := &FieldDecl{Comments: Comments{Doc: doc}, Name: name, Type: typ}
 		fd.Line = p.endLine()
 		d.Fields = append(d.Fields, fd)
 	}
+}
+
+// parseFieldHead parses the `name: type` that begins a field of the
+// schema or of a lookup's fields; after an error it skips the line.
+func (p *ruleParser) parseFieldHead() (name, typ Name, ok bool) {
+	name, ok = p.parseIdent("a field name")
+	if !ok || !p.expect(tokColon, "':' after the field name") {
+		p.skipLine()
+		return Name{}, Name{}, false
+	}
+	if typ, ok = p.parseIdent("a type (string, int, float, bool or time)"); !ok {
+		p.skipLine()
+		return Name{}, Name{}, false
+	}
+	return name, typ, true
 }
 
 func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
@@ -911,14 +920,8 @@ func (p *ruleParser) parseLookupFields(c Comments, pos int) *LookupFields {
 		if len(b.Fields) == 0 {
 			doc = trimDoc(doc)
 		}
-		name, ok := p.parseIdent("a field name")
-		if !ok || !p.expect(tokColon, "':' after the field name") {
-			p.skipLine()
-			continue
-		}
-		typ, ok := p.parseIdent("a type (string, int, float, bool or time)")
+		name, typ, ok := p.parseFieldHead()
 		if !ok {
-			p.skipLine()
 			continue
 		}
 		f := &LookupFieldDecl{Comments: Comments{Doc: doc}, Name: name, Type: typ}
