@@ -100,26 +100,47 @@ func TestClientMessage(t *testing.T) {
 // checkpoint newer than the latest; Validate returns a good ruleset's
 // version and a bad one's problems with their lines and columns;
 // reflection lists the services.
+// fixture is what the tests of a running job share: an engine over
+// testRules (v1), an input of 40 events in dir, a monitor, the control
+// server over it and a client of the server (closed when the test ends).
+type fixture struct {
+	dir, input string
+	v1         *rules.Ruleset
+	e          *cep.Engine
+	m          *cep.StreamMonitor
+	srv        *Server
+	c          *Client
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{dir: t.TempDir()}
+	var err error
+	if f.v1, err = rules.Load("c.cep", []byte(testRules)); err != nil {
+		t.Fatal(err)
+	}
+	if f.e, err = cep.New(cep.WithRuleset(f.v1)); err != nil {
+		t.Fatal(err)
+	}
+	f.input = filepath.Join(f.dir, "events.jsonl")
+	if err := os.WriteFile(f.input, []byte(events(0, 40)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.m = cep.NewStreamMonitor()
+	if f.srv, err = Serve("127.0.0.1:0", f.m); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.srv.Close() })
+	if f.c, err = Dial(f.srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.c.Close() })
+	return f
+}
+
 func TestControl(t *testing.T) {
-	dir := t.TempDir()
-	rs, err := rules.Load("c.cep", []byte(testRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := cep.New(cep.WithRuleset(rs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	input := filepath.Join(dir, "events.jsonl")
-	if err := os.WriteFile(input, []byte(events(0, 40)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := cep.NewStreamMonitor()
-	srv, err := Serve("127.0.0.1:0", m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	fx := newFixture(t)
+	dir, rs, e, input, m, srv, c := fx.dir, fx.v1, fx.e, fx.input, fx.m, fx.srv, fx.c
 	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -137,11 +158,6 @@ func TestControl(t *testing.T) {
 	if st := healthOf(); st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("health before the job: %v, want NOT_SERVING", st)
 	}
-	c, err := Dial(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	jctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -254,35 +270,13 @@ rule two_big {
 // output is FAILED_PRECONDITION; after the job, a deploy is UNAVAILABLE
 // again.
 func TestControlDeploy(t *testing.T) {
-	dir := t.TempDir()
-	v1, err := rules.Load("c.cep", []byte(testRules))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := newFixture(t)
+	dir, v1, e, input, m, c := fx.dir, fx.v1, fx.e, fx.input, fx.m, fx.c
 	v2src := []byte(testRules + addedRule)
 	v2, err := rules.Load("c.cep", v2src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := cep.New(cep.WithRuleset(v1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	input := filepath.Join(dir, "events.jsonl")
-	if err := os.WriteFile(input, []byte(events(0, 40)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := cep.NewStreamMonitor()
-	srv, err := Serve("127.0.0.1:0", m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := Dial(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src}); status.Code(err) != codes.Unavailable {
@@ -435,35 +429,13 @@ func TestControlDeploy(t *testing.T) {
 // only, with its version; Promote makes it active (the first version
 // previous, no shadow left), and a promote again is FAILED_PRECONDITION.
 func TestControlShadow(t *testing.T) {
-	dir := t.TempDir()
-	v1, err := rules.Load("c.cep", []byte(testRules))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := newFixture(t)
+	dir, v1, e, input, m, c := fx.dir, fx.v1, fx.e, fx.input, fx.m, fx.c
 	v2src := []byte(strings.Replace(testRules, `amount > 100`, `amount > 50`, 1) + addedRule)
 	v2, err := rules.Load("c.cep", v2src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := cep.New(cep.WithRuleset(v1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	input := filepath.Join(dir, "events.jsonl")
-	if err := os.WriteFile(input, []byte(events(0, 40)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := cep.NewStreamMonitor()
-	srv, err := Serve("127.0.0.1:0", m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := Dial(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	jctx, stop := context.WithCancel(context.Background())
