@@ -434,7 +434,7 @@ func lookupSpec(rs *rules.Ruleset, name string) (enrich.Spec, error) {
 
 // specOf is the enrich spec of the lookup declaration d.
 func specOf(d *rules.Lookup) enrich.Spec {
-	spec := enrich.Spec{Name: d.Name, KeyFields: d.KeyFields, KeyKinds: d.KeyKinds}
+	spec := enrich.Spec{Name: d.Name, KeyFields: d.KeyFields, KeyKinds: d.KeyKinds, KeyTimes: d.KeyTimes}
 	for _, f := range d.Fields {
 		spec.Fields = append(spec.Fields, enrich.Field{Name: f.Name, Kind: f.Kind, Time: f.Time, Default: f.Default})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -368,5 +369,53 @@ func TestLookupFileKeyNumbers(t *testing.T) {
 				t.Errorf("id %s %s: the event's key %q finds no record of the file", typ, num, key)
 			}
 		}
+	}
+}
+
+// TestLookupFileKeyTimes: a lookup keyed by a time field finds, from a
+// record whose key member is an RFC 3339 string or a number of epoch
+// milliseconds, the events that carry that instant however they write it.
+func TestLookupFileKeyTimes(t *testing.T) {
+	rs, err := CompileRuleset("k.cep", []byte("ruleset k\nevent time ts\nschema {\n  ts: time\n  day: time\n}\n"+
+		"lookup cal {\n  key day\n  fields {\n    v: int default 0\n  }\n}\n"+
+		"rule r {\n  pattern {\n    begin a where cal.v > 0\n  }\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rs.Lookups[0]
+	if !slices.Equal(l.KeyTimes, []bool{true}) {
+		t.Fatalf("KeyTimes %v, want [true]", l.KeyTimes)
+	}
+	same := []string{`"2026-03-01T00:00:00Z"`, `"2026-03-01T01:00:00+01:00"`, `"2026-03-01T00:00:00.000Z"`, `1772323200000`, `1772323200000.0`}
+	for _, member := range same {
+		path := filepath.Join(t.TempDir(), "cal.jsonl")
+		if err := os.WriteFile(path, []byte(`{"day":`+member+`,"v":1}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		src, err := OpenLookupSource(rs, "cal", "file:"+path, RedisAuth{})
+		if err != nil {
+			t.Fatalf("day %s: %v", member, err)
+		}
+		for _, other := range same {
+			ev, err := rs.DecodeEvent([]byte(`{"ts":1,"day":` + other + `}`))
+			if err != nil {
+				t.Fatalf("event with day %s: %v", other, err)
+			}
+			key, _ := enrich.KeyOf(ev, l.KeySlots, nil)
+			recs, err := src.Fetch(t.Context(), []string{key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if recs[0] == nil {
+				t.Errorf("a record of day %s: the event of day %s (key %q) finds none", member, other, key)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "cal.jsonl")
+	if err := os.WriteFile(path, []byte(`{"day":"March 1st","v":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenLookupSource(rs, "cal", "file:"+path, RedisAuth{}); err == nil || !strings.Contains(err.Error(), `key field day: want an RFC 3339 time, got "March 1st"`) {
+		t.Errorf("a key member that is no time: %v, want an error naming the key field", err)
 	}
 }

@@ -68,7 +68,9 @@ func (d *Duplicates) add(path string, line int, key string) {
 // error); a float field's 3 gives "3" and 1000000 gives "1e+06"; a field of
 // no declared kind takes a number without '.' or exponent that fits int64
 // as an int (42 gives "42") and any other as a float (1.50 gives "1.5", 1e6
-// gives "1e+06").
+// gives "1e+06"); a time field's (spec.KeyTimes) RFC 3339 string or
+// number of epoch milliseconds gives the milliseconds in decimal, as the
+// event's time value does.
 //
 // A line that is not an object, a missing or null key member, or a value
 // of the wrong type is an error that names path:line and the member.

@@ -469,6 +469,10 @@ func TestNewLookupErrors(t *testing.T) {
 		{"key slots", func(c *LookupConfig) { c.KeySlots = nil }, []string{"enrich: lookup customer: 0 key slots for 1 key fields"}},
 		{"key kinds", func(c *LookupConfig) { c.Spec.KeyKinds = []event.Kind{event.KindInt, event.KindInt} }, []string{"enrich: lookup customer: 2 key kinds for 1 key fields"}},
 		{"key kind", func(c *LookupConfig) { c.Spec.KeyKinds = []event.Kind{event.Kind(99)} }, []string{"enrich: lookup customer: key field customer_id: kind " + event.Kind(99).String() + " (want null, string, int, float or bool)"}},
+		{"key times", func(c *LookupConfig) { c.Spec.KeyTimes = []bool{true, true} }, []string{"enrich: lookup customer: 2 key times for 1 key fields"}},
+		{"key time", func(c *LookupConfig) {
+			c.Spec.KeyKinds, c.Spec.KeyTimes = []event.Kind{event.KindString}, []bool{true}
+		}, []string{"enrich: lookup customer: key field customer_id: a time must be of kind int (epoch ms), not string"}},
 		{"kinds and defaults", func(c *LookupConfig) {
 			c.Spec.Fields[0].Kind = event.KindNull
 			c.Spec.Fields[1].Default = event.Int(1)

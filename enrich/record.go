@@ -32,7 +32,7 @@ func (c recordCodec) decodeObject(data []byte, parts []string) (key string, rec 
 	}
 	if parts != nil {
 		for i, name := range c.spec.KeyFields {
-			if parts[i], err = jsonKeyPart(obj[name], c.spec.keyKind(i)); err != nil {
+			if parts[i], err = jsonKeyPart(obj[name], c.spec.keyKind(i), c.spec.keyTime(i)); err != nil {
 				return "", nil, fmt.Errorf("key field %s: %w", name, err)
 			}
 		}
@@ -63,10 +63,20 @@ func jsonErrorText(err error) string {
 // must be a whole number in int64 range ([event.WholeInt]), in decimal; for
 // a float field, the nearest float64, as strconv 'g' -1; for another kind
 // (event.KindNull: undeclared), an int in decimal when the number is
-// written without '.' or exponent and fits int64, else a float.
-func jsonKeyPart(raw json.RawMessage, kind event.Kind) (string, error) {
+// written without '.' or exponent and fits int64, else a float. For a
+// time field (isTime, of kind int), an RFC 3339 string or a number by the
+// int rule: the epoch milliseconds in decimal.
+func jsonKeyPart(raw json.RawMessage, kind event.Kind, isTime bool) (string, error) {
 	if raw == nil {
 		return "", fmt.Errorf("missing")
+	}
+	if isTime && raw[0] != 'n' {
+		v, err := jsonValue(Field{Kind: event.KindInt, Time: true}, raw)
+		if err != nil {
+			return "", err
+		}
+		ms, _ := v.AsInt()
+		return strconv.FormatInt(ms, 10), nil
 	}
 	switch raw[0] {
 	case 'n':

@@ -45,6 +45,11 @@ type Spec struct {
 	// record's key is the key ([KeyOf]) of the events that carry the same
 	// number.
 	KeyKinds []event.Kind
+	// KeyTimes say which key fields are times (of kind event.KindInt,
+	// epoch milliseconds), in the order of KeyFields, or nil when none is:
+	// a record's key member for one is an RFC 3339 string or a number of
+	// epoch milliseconds, and makes the key part of those milliseconds.
+	KeyTimes []bool
 	// Fields are the fields the lookup adds to events, in order: the order
 	// of the values of a [Source]'s records.
 	Fields []Field
@@ -80,6 +85,15 @@ func (s Spec) validate() error {
 			case event.KindNull, event.KindString, event.KindInt, event.KindFloat, event.KindBool:
 			default:
 				add("key field %s: kind %s (want null, string, int, float or bool)", s.KeyFields[i], k)
+			}
+		}
+	}
+	if len(s.KeyTimes) > 0 && len(s.KeyTimes) != len(s.KeyFields) {
+		add("%d key times for %d key fields", len(s.KeyTimes), len(s.KeyFields))
+	} else {
+		for i, t := range s.KeyTimes {
+			if t && s.keyKind(i) != event.KindInt {
+				add("key field %s: a time must be of kind int (epoch ms), not %s", s.KeyFields[i], s.keyKind(i))
 			}
 		}
 	}
@@ -120,6 +134,9 @@ func (s Spec) keyKind(i int) event.Kind {
 	}
 	return event.KindNull
 }
+
+// keyTime reports whether key field i is a time.
+func (s Spec) keyTime(i int) bool { return i < len(s.KeyTimes) && s.KeyTimes[i] }
 
 // defaults returns the fields' defaults, in order.
 func (s Spec) defaults() []event.Value {

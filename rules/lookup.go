@@ -17,10 +17,12 @@ type Lookup struct {
 	Name string
 	// KeyFields are the event fields its key is built from; KeySlots their
 	// slots; KeyKinds their declared kinds (event.KindNull for a field of
-	// an inferred schema).
+	// an inferred schema); KeyTimes whether each is a time (KindInt, epoch
+	// milliseconds).
 	KeyFields []string
 	KeySlots  []int
 	KeyKinds  []event.Kind
+	KeyTimes  []bool
 	// Fields are its fields in declaration order.
 	Fields []LookupField
 	// Closed is the failure policy once the Retries are spent: false
@@ -240,6 +242,7 @@ func (c *ruleChecker) compileLookups() []*Lookup {
 					l.KeyFields = append(l.KeyFields, k.Value)
 					l.KeySlots = append(l.KeySlots, slot)
 					l.KeyKinds = append(l.KeyKinds, c.schema.Field(slot).Kind)
+					l.KeyTimes = append(l.KeyTimes, c.timeSlots[slot])
 				}
 			}
 		}
