@@ -171,6 +171,56 @@ func TestCollidingSeqs(t *testing.T) {
 	}
 }
 
+// TestCollapsesTo: Flink's events of a stage are Cepheus's, but where
+// both may have collided, and two colliding events in a row at one
+// timestamp may be one (their shared node); nothing else may differ.
+func TestCollapsesTo(t *testing.T) {
+	coll := map[uint64]bool{1: true, 3: true, 4: true, 6: true}
+	tsOf := map[uint64]int64{1: 1, 2: 2, 3: 1, 4: 5, 5: 5, 6: 1}
+	for _, tc := range []struct {
+		flink, cepheus []uint64
+		want           bool
+	}{
+		{[]uint64{2}, []uint64{2}, true},
+		{[]uint64{3}, []uint64{1}, true},    // replaced
+		{[]uint64{3}, []uint64{1, 3}, true}, // merged into one node
+		{[]uint64{3, 2}, []uint64{1, 3, 2}, true},
+		{[]uint64{1}, []uint64{1, 3, 6}, true}, // three of one timestamp
+		{[]uint64{3}, []uint64{1, 2, 3}, false},
+		{[]uint64{1}, []uint64{1, 4}, false}, // 4 collides, but at another time than 1
+		{[]uint64{2}, []uint64{2, 5}, false}, // 5 does not collide
+		{[]uint64{1, 3}, []uint64{1}, false}, // Flink holds more
+		{[]uint64{2}, []uint64{5}, false},
+		{nil, []uint64{1}, false},
+	} {
+		if got := collapsesTo(tc.flink, tc.cepheus, coll, tsOf); got != tc.want {
+			t.Errorf("collapsesTo(flink %v, cepheus %v) = %v, want %v", tc.flink, tc.cepheus, got, tc.want)
+		}
+	}
+}
+
+// TestFailedAfter: a Cepheus failure leaves a comparison up to Flink's
+// failing step valid only when it is a run error at a later step.
+func TestFailedAfter(t *testing.T) {
+	msg := "boom"
+	step := func(n int) *int { return &n }
+	for _, tc := range []struct {
+		r    conformance.Result
+		want bool
+	}{
+		{conformance.Result{}, true},
+		{conformance.Result{Error: &msg, ErrorClass: conformance.ErrorRun, ErrorStep: step(4)}, true},
+		{conformance.Result{Error: &msg, ErrorClass: conformance.ErrorRun, ErrorStep: step(3)}, false},
+		{conformance.Result{Error: &msg, ErrorClass: conformance.ErrorRun, ErrorStep: step(1)}, false},
+		{conformance.Result{Error: &msg, ErrorClass: conformance.ErrorRun}, false},
+		{conformance.Result{Error: &msg, ErrorClass: conformance.ErrorCompile}, false},
+	} {
+		if got := failedAfter(&tc.r, 3); got != tc.want {
+			t.Errorf("failedAfter(%+v, 3) = %v, want %v", tc.r, got, tc.want)
+		}
+	}
+}
+
 // TestResidualChecksAreTheExplanationsWithoutCounterfactual keeps the list
 // that residual uses equal to the registry's.
 func TestResidualChecksAreTheExplanationsWithoutCounterfactual(t *testing.T) {
