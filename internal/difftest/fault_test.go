@@ -20,6 +20,10 @@ var explainedDirs = []string{
 	// cases 2098 and 4287).
 	filepath.Join("testdata", "explained", "picked-narrow"),
 	filepath.Join("testdata", "explained", "picked-wide"),
+	// Narrow seed 1203: event-id-collision where a collision merges two
+	// events of one stage into one (case 22578), stop-without-entry where
+	// Cepheus fails later than Flink (case 17498).
+	filepath.Join("testdata", "explained", "picked-narrow-1203"),
 }
 
 // TestExplanationsRejectFaults re-checks every explained disagreement of
