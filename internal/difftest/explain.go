@@ -411,8 +411,11 @@ func eventIDCollision(c *Check) bool {
 			tsOf[e.Seq] = *e.Ts
 		}
 	}
-	return pairsByCollision(collidedMatches(fm), collidedMatches(cm), coll, tsOf) &&
-		pairsByCollision(collidedTimeouts(ft), collidedTimeouts(ct), coll, tsOf)
+	// When Flink then failed on its corrupt buffer, it may also have lost
+	// an item whose path runs through a node two of its events share.
+	lost := flink.Error != nil
+	return pairsByCollision(collidedMatches(fm), collidedMatches(cm), coll, tsOf, lost) &&
+		pairsByCollision(collidedTimeouts(ft), collidedTimeouts(ct), coll, tsOf, lost)
 }
 
 // collided is a match or timeout as pairsByCollision sees it: its key,
@@ -444,13 +447,13 @@ func collidedTimeouts(ts []conformance.TimeoutResult) []collided {
 }
 
 // pairsByCollision says whether each item found in Flink's result only
-// (by key) pairs with its own Cepheus-only item of the same step, tag (via
-// or timestamp) and stage sizes whose events differ only at positions
-// where both hold a colliding event, and whether every Cepheus-only item
-// left over comes out at such a step: a collision can also merge two of
-// Cepheus's matches into one of Flink's, the later event taking the
-// earlier one's place.
-func pairsByCollision(f, c []collided, coll map[uint64]bool, tsOf map[uint64]int64) bool {
+// (by key) pairs with its own Cepheus-only item of the same step and tag
+// (via or timestamp) that it can be through collisions (collisionVariant),
+// and whether every Cepheus-only item left over comes out at such a step
+// (a collision can also merge two of Cepheus's matches into one of
+// Flink's, the later event taking the earlier one's place) or, when Flink
+// failed on its buffer later (lost), holds two events that share a node.
+func pairsByCollision(f, c []collided, coll map[uint64]bool, tsOf map[uint64]int64, lost bool) bool {
 	keys := func(xs []collided) []string {
 		out := make([]string, len(xs))
 		for i, x := range xs {
@@ -477,11 +480,28 @@ func pairsByCollision(f, c []collided, coll map[uint64]bool, tsOf map[uint64]int
 		}
 	}
 	for k, j := range onlyC {
-		if st := c[j].step; !used[k] && (st == nil || !steps[*st]) {
+		if st := c[j].step; !used[k] && (st == nil || !steps[*st]) && !(lost && sharesNode(c[j].stages, coll, tsOf)) {
 			return false
 		}
 	}
 	return true
+}
+
+// sharesNode says whether two events of one stage of an item may have
+// collided with each other (both colliding, at one timestamp): Flink's
+// buffer then has one node for both, whose edge leads back into the path,
+// and the item's extraction is lost or fails.
+func sharesNode(stages conformance.StageSeqs, coll map[uint64]bool, tsOf map[uint64]int64) bool {
+	for _, st := range stages {
+		for i, x := range st.Seqs {
+			for _, y := range st.Seqs[i+1:] {
+				if x != y && coll[x] && coll[y] && tsOf[x] == tsOf[y] {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // onlyItems returns the indices of the items of a not matched by an item

@@ -199,6 +199,30 @@ func TestCollapsesTo(t *testing.T) {
 	}
 }
 
+// TestSharesNode: an item holds two events of one stage that may have
+// collided with each other (both colliding, at one timestamp).
+func TestSharesNode(t *testing.T) {
+	coll := map[uint64]bool{1: true, 4: true, 6: true}
+	tsOf := map[uint64]int64{1: 4, 2: 3, 4: 4, 5: 5, 6: 5}
+	st := func(name string, seqs ...uint64) conformance.StageEvents {
+		return conformance.StageEvents{Stage: name, Seqs: seqs}
+	}
+	for _, tc := range []struct {
+		item conformance.StageSeqs
+		want bool
+	}{
+		{conformance.StageSeqs{st("s1", 1, 2, 4)}, true},
+		{conformance.StageSeqs{st("s1", 1, 2), st("s2", 4)}, false}, // other stages: other nodes
+		{conformance.StageSeqs{st("s1", 1, 6)}, false},              // other times
+		{conformance.StageSeqs{st("s1", 2, 5)}, false},
+		{conformance.StageSeqs{st("s1", 1)}, false},
+	} {
+		if got := sharesNode(tc.item, coll, tsOf); got != tc.want {
+			t.Errorf("sharesNode(%v) = %v, want %v", tc.item, got, tc.want)
+		}
+	}
+}
+
 // TestFailedAfter: a Cepheus failure leaves a comparison up to Flink's
 // failing step valid only when it is a run error at a later step.
 func TestFailedAfter(t *testing.T) {

@@ -22,8 +22,11 @@ var explainedDirs = []string{
 	filepath.Join("testdata", "explained", "picked-wide"),
 	// Narrow seed 1203: event-id-collision where a collision merges two
 	// events of one stage into one (case 22578), stop-without-entry where
-	// Cepheus fails later than Flink (case 17498).
+	// Cepheus fails later than Flink (case 17498); narrow seed 4242:
+	// event-id-collision where Flink loses a match before it fails (case
+	// 15381).
 	filepath.Join("testdata", "explained", "picked-narrow-1203"),
+	filepath.Join("testdata", "explained", "picked-narrow-4242"),
 }
 
 // TestExplanationsRejectFaults re-checks every explained disagreement of
