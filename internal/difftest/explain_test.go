@@ -223,6 +223,43 @@ func TestSharesNode(t *testing.T) {
 	}
 }
 
+// TestOperatorCollisions: in the operator, an element of a key collides
+// with the earlier ones of its key at its time only when that key's NFA
+// advanced past the time in between, which a watermark going back makes
+// possible; elements behind the watermark are late and fed to no NFA.
+func TestOperatorCollisions(t *testing.T) {
+	ev := func(seq uint64, id, ts int64) conformance.EventSpec {
+		return conformance.EventSpec{Seq: seq, ID: id, Ts: &ts}
+	}
+	e := func(seq uint64) conformance.Step { return conformance.Step{Event: &seq} }
+	w := func(t int64) conformance.Step { return conformance.Step{Watermark: &t} }
+	events := []conformance.EventSpec{ev(1, 1, 5), ev(2, 1, 5), ev(3, 2, 5), ev(4, 1, 6)}
+	for _, tc := range []struct {
+		name      string
+		steps     []conformance.Step
+		want      []uint64
+		wantFirst int
+	}{
+		{"in order", []conformance.Step{e(1), e(2), w(6), e(4), w(9)}, nil, -1},
+		{"late behind the watermark", []conformance.Step{e(1), w(6), e(2), w(9)}, nil, -1},
+		{"back, then fed", []conformance.Step{e(1), w(6), w(4), e(2), w(9)}, []uint64{1, 2}, 4},
+		{"back, another key", []conformance.Step{e(1), w(6), w(4), e(3), w(9)}, nil, -1},
+		{"back, but not advanced past 5", []conformance.Step{e(1), w(5), w(4), e(2), w(9)}, nil, -1},
+		{"advanced past 5 by a later element", []conformance.Step{e(1), w(5), e(4), w(6), w(4), e(2), w(9)}, []uint64{1, 2}, 6},
+	} {
+		in := &conformance.Input{Driver: conformance.DriverOperator, KeyBy: "id", Events: events, OperatorSteps: tc.steps}
+		coll, first := operatorCollisions(in)
+		var got []uint64
+		for s := range coll {
+			got = append(got, s)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) || first != tc.wantFirst {
+			t.Errorf("%s: collisions %v from step %d, want %v from step %d", tc.name, got, first, tc.want, tc.wantFirst)
+		}
+	}
+}
+
 // TestFailedAfter: a Cepheus failure leaves a comparison up to Flink's
 // failing step valid only when it is a run error at a later step.
 func TestFailedAfter(t *testing.T) {

@@ -24,7 +24,7 @@ var explainedDirs = []string{
 	// events of one stage into one (case 22578), stop-without-entry where
 	// Cepheus fails later than Flink (case 17498); narrow seed 4242:
 	// event-id-collision where Flink loses a match before it fails (case
-	// 15381).
+	// 15381), and in the operator after a watermark went back (case 23265).
 	filepath.Join("testdata", "explained", "picked-narrow-1203"),
 	filepath.Join("testdata", "explained", "picked-narrow-4242"),
 }
