@@ -565,16 +565,22 @@ func collisionVariant(a, b conformance.StageSeqs, coll map[uint64]bool, tsOf map
 // collapsesTo says whether the events x of a stage in a Flink item are the
 // events y of the same stage in a Cepheus item as collisionVariant allows.
 func collapsesTo(x, y []uint64, coll map[uint64]bool, tsOf map[uint64]int64) bool {
+	failed := map[[2]int]bool{} // (i, j) already found not to work out
 	var walk func(i, j int) bool
 	walk = func(i, j int) bool {
 		if j == len(y) {
 			return i == len(x)
 		}
-		if i < len(x) && (x[i] == y[j] || coll[x[i]] && coll[y[j]]) && walk(i+1, j+1) {
-			return true
+		if failed[[2]int{i, j}] {
+			return false
 		}
-		// y[j] went into the node of y[j-1].
-		return j > 0 && coll[y[j]] && coll[y[j-1]] && tsOf[y[j]] == tsOf[y[j-1]] && walk(i, j+1)
+		ok := i < len(x) && (x[i] == y[j] || coll[x[i]] && coll[y[j]]) && walk(i+1, j+1) ||
+			// y[j] went into the node of y[j-1].
+			j > 0 && coll[y[j]] && coll[y[j-1]] && tsOf[y[j]] == tsOf[y[j-1]] && walk(i, j+1)
+		if !ok {
+			failed[[2]int{i, j}] = true
+		}
+		return ok
 	}
 	return walk(0, 0)
 }

@@ -197,6 +197,19 @@ func TestCollapsesTo(t *testing.T) {
 			t.Errorf("collapsesTo(flink %v, cepheus %v) = %v, want %v", tc.flink, tc.cepheus, got, tc.want)
 		}
 	}
+	// A long run of events that may share a node (a wide case) is
+	// searched in time: each (Flink, Cepheus) position once.
+	long := map[uint64]bool{}
+	longTs := map[uint64]int64{}
+	var y []uint64
+	for s := uint64(10); s < 2010; s++ {
+		long[s], longTs[s] = true, 7
+		y = append(y, s)
+	}
+	y = append(y, 5) // no collision: no way through
+	if collapsesTo([]uint64{10, 11, 12}, y, long, longTs) {
+		t.Errorf("collapsesTo over 2,000 colliding events and one that does not collide: true, want false")
+	}
 }
 
 // TestSharesNode: an item holds two events of one stage that may have
