@@ -344,8 +344,9 @@ func epsilonCycle(c *Check) bool {
 // (even twice in one match), and reference counts go wrong until a lookup
 // fails (NullPointerException on Lockable.getElement, "Referring to non
 // existent event") or an extraction loops. Cepheus keeps the ids for
-// ordering but stores every event under its own key. The operator cannot
-// reach this: it feeds each key's NFA in timestamp order.
+// ordering but stores every event under its own key. The operator feeds
+// each key's NFA in timestamp order, and reaches this only after a
+// watermark went back (operatorCollisions).
 //
 // No counterfactual exists (Flink cannot be fed the same stream without
 // the collision), so it applies when: both results are equal up to the
@@ -354,13 +355,12 @@ func epsilonCycle(c *Check) bool {
 // may have collided, each of Flink's pairs with a Cepheus item of the same
 // step and shape that differs only where colliding events are, and
 // Cepheus's others come out at such a step; and when Flink failed, it failed at or after that
-// event with a symptom of a corrupt buffer. What Cepheus emits from the
-// step at which Flink failed has no Flink answer to compare with.
+// event with a symptom of a corrupt buffer, or with a skip strategy's
+// error on a match the collision changed. What Cepheus emits from the
+// step at which Flink failed has no Flink answer to compare with; Cepheus
+// may fail only there or later, or not at all.
 func eventIDCollision(c *Check) bool {
 	in, flink, cepheus := c.In, c.Flink, c.Cepheus
-	if cepheus.Error != nil {
-		return false
-	}
 	var coll map[uint64]bool
 	var first int
 	switch in.Driver {
@@ -383,7 +383,7 @@ func eventIDCollision(c *Check) bool {
 	}
 	end := math.MaxInt // the first step without a Flink answer
 	if flink.Error != nil {
-		if !bufferCorruption(*flink.Error) {
+		if !bufferCorruption(*flink.Error) && !strings.Contains(*flink.Error, "Could not skip to") {
 			return false
 		}
 		if flink.ErrorStep != nil {
@@ -392,6 +392,9 @@ func eventIDCollision(c *Check) bool {
 		if end < first {
 			return false
 		}
+	}
+	if cepheus.Error != nil && (flink.Error == nil || !failedAfter(cepheus, end)) {
+		return false
 	}
 	// The prefix before the first collision: equal, in order.
 	fm, cm := stepRange(flink.Matches, 0, first), stepRange(cepheus.Matches, 0, first)
