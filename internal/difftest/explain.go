@@ -370,9 +370,9 @@ func eventIDCollision(c *Check) bool {
 		// A watermark that goes back lets a key's NFA take an event
 		// behind the time it advanced to; the rest of the operator's
 		// output (watermarks, late elements) is not touched.
-		if coll, first = operatorCollisions(in); first >= 0 &&
-			(!slices.Equal(flink.Late, cepheus.Late) || !isPrefix(watermarkItems(flink.Output), watermarkItems(cepheus.Output)) ||
-				flink.Error == nil && !slices.Equal(watermarkItems(flink.Output), watermarkItems(cepheus.Output))) {
+		coll, first = operatorCollisions(in)
+		wf, wc := watermarkItems(flink.Output), watermarkItems(cepheus.Output)
+		if !slices.Equal(flink.Late, cepheus.Late) || !isPrefix(wf, wc) || flink.Error == nil && len(wf) != len(wc) {
 			return false
 		}
 	default:
@@ -433,7 +433,7 @@ func eventIDCollision(c *Check) bool {
 	}
 	// When Flink then failed on its corrupt buffer, it may also have lost
 	// an item whose path runs through a node two of its events share.
-	lost := flink.Error != nil
+	lost := flink.Error != nil && bufferCorruption(*flink.Error)
 	return pairsByCollision(collidedMatches(fm), collidedMatches(cm), coll, tsOf, lost) &&
 		pairsByCollision(collidedTimeouts(ft), collidedTimeouts(ct), coll, tsOf, lost)
 }
