@@ -434,8 +434,13 @@ func eventIDCollision(c *Check) bool {
 	// When Flink then failed on its corrupt buffer, it may also have lost
 	// an item whose path runs through a node two of its events share.
 	lost := flink.Error != nil && bufferCorruption(*flink.Error)
-	return pairsByCollision(collidedMatches(fm), collidedMatches(cm), coll, tsOf, lost) &&
-		pairsByCollision(collidedTimeouts(ft), collidedTimeouts(ct), coll, tsOf, lost)
+	// When it then failed to find an event of its buffer by its id, its
+	// table of events by id was what the collision corrupted: a condition
+	// that read an event through that id may have read the other event
+	// and let an item through.
+	misread := lost && strings.Contains(*flink.Error, "SharedBuffer.getEvent")
+	return pairsByCollision(collidedMatches(fm), collidedMatches(cm), coll, tsOf, lost, misread) &&
+		pairsByCollision(collidedTimeouts(ft), collidedTimeouts(ct), coll, tsOf, lost, misread)
 }
 
 // collided is a match or timeout as pairsByCollision sees it: its key,
@@ -468,12 +473,15 @@ func collidedTimeouts(ts []conformance.TimeoutResult) []collided {
 
 // pairsByCollision says whether each item found in Flink's result only
 // (by key) pairs with its own Cepheus-only item of the same step and tag
-// (via or timestamp) that it can be through collisions (collisionVariant),
-// and whether every Cepheus-only item left over comes out at such a step
+// (via or timestamp) that it can be through collisions (collisionVariant)
+// or, when Flink failed later to find an event by its id (misread),
+// holds a colliding event twice (repeatsCollided: a condition that read the
+// replaced node let it through), and whether every Cepheus-only item left
+// over comes out at such a step
 // (a collision can also merge two of Cepheus's matches into one of
 // Flink's, the later event taking the earlier one's place) or, when Flink
 // failed on its buffer later (lost), holds two events that share a node.
-func pairsByCollision(f, c []collided, coll map[uint64]bool, tsOf map[uint64]int64, lost bool) bool {
+func pairsByCollision(f, c []collided, coll map[uint64]bool, tsOf map[uint64]int64, lost, misread bool) bool {
 	keys := func(xs []collided) []string {
 		out := make([]string, len(xs))
 		for i, x := range xs {
@@ -495,7 +503,7 @@ func pairsByCollision(f, c []collided, coll map[uint64]bool, tsOf map[uint64]int
 				break
 			}
 		}
-		if !found {
+		if !found && !(misread && repeatsCollided(f[i].stages, coll)) {
 			return false
 		}
 	}
@@ -505,6 +513,23 @@ func pairsByCollision(f, c []collided, coll map[uint64]bool, tsOf map[uint64]int
 		}
 	}
 	return true
+}
+
+// repeatsCollided says whether an item holds one event that may have
+// collided twice: no path of a sound buffer takes an event twice, so the
+// colliding event's id stands there for the event whose id it took, whose
+// node it replaced (a condition that read that node read the other event).
+func repeatsCollided(stages conformance.StageSeqs, coll map[uint64]bool) bool {
+	seen := map[uint64]bool{}
+	for _, st := range stages {
+		for _, x := range st.Seqs {
+			if seen[x] && coll[x] {
+				return true
+			}
+			seen[x] = true
+		}
+	}
+	return false
 }
 
 // sharesNode says whether two events of one stage of an item may have
@@ -1294,6 +1319,9 @@ func outputSegments(out []conformance.OutputItem) [][]string {
 // processing time, start + within + 1) of one of that key's elements that
 // arrived before the step.
 func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Result) bool {
+	if flink.Error != nil || cepheus.Error != nil {
+		return keyOrderAtFailure(in, flink, cepheus)
+	}
 	ko, ok := keyOrderOnly(in, flink, cepheus)
 	if !ok {
 		return false
@@ -1322,6 +1350,207 @@ func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Resul
 		}
 	}
 	return differs
+}
+
+// keyOrderAtFailure is cross-key-timer-order when both engines fail at
+// run time in the same step e: some key fails there, after each side
+// emitted the items of the keys it fired before that one, in its own
+// order. Before e the results must be equal or differ as
+// cross-key-timer-order accepts; in e, per key, Cepheus's items must be
+// Flink's, and a key whose items only Flink emitted must be one that Flink
+// woke through a stale window timer (which fired it before the failing
+// key, where Cepheus, firing it at its real deadline, would fire it after:
+// never, as the failure ends the run), and a key whose items only Cepheus
+// emitted must have been woken at or after a stale window timer of the
+// failing key (which Flink fired first, failing before it reached the
+// other; event time only, the failing key found by failingKey). At least
+// one key must be on one side only.
+func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result) bool {
+	if in.Driver != conformance.DriverOperator || flink.Error == nil || cepheus.Error == nil ||
+		flink.ErrorClass != conformance.ErrorRun || cepheus.ErrorClass != conformance.ErrorRun ||
+		!sameStep(flink.ErrorStep, cepheus.ErrorStep) || !slices.Equal(flink.Late, cepheus.Late) {
+		return false
+	}
+	e := *flink.ErrorStep
+	beforeF, atF, okF := splitAtStep(in, flink, e)
+	beforeC, atC, okC := splitAtStep(in, cepheus, e)
+	if !okF || !okC || !agree(beforeF, beforeC) && !crossKeyTimerOrder(in, beforeF, beforeC) {
+		return false
+	}
+	byKey := func(fs []fired) map[int64][]fired {
+		out := map[int64][]fired{}
+		for _, f := range fs {
+			out[f.key] = append(out[f.key], f)
+		}
+		return out
+	}
+	items := func(fs []fired) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.item)
+		}
+		return out
+	}
+	gF, gC := byKey(atF), byKey(atC)
+	for k, cs := range gC {
+		if fs, ok := gF[k]; ok && !slices.Equal(items(fs), items(cs)) {
+			return false
+		}
+	}
+	extra := false
+	for k, fs := range gF {
+		if _, ok := gC[k]; ok {
+			continue
+		}
+		for _, f := range fs {
+			if !f.woken || !staleTimer(in, k, f.wake, e) {
+				return false
+			}
+		}
+		extra = true
+	}
+	failing, ok := failingKey(in, flink, cepheus, e)
+	for k, cs := range gC {
+		if _, ok := gF[k]; ok {
+			continue
+		}
+		if !ok {
+			return false
+		}
+		for _, c := range cs {
+			if !c.woken || !staleTimerBy(in, failing, c.wake, e) {
+				return false
+			}
+		}
+		extra = true
+	}
+	return extra
+}
+
+// failingKey returns the key both engines failed at in step e: the key
+// Cepheus's error names, when Flink's error is a skip's miss whose match
+// holds only elements with the timestamps of that key's elements that
+// arrived before e (ok false otherwise).
+func failingKey(in *conformance.Input, flink, cepheus *conformance.Result, e int) (int64, bool) {
+	_, rest, ok := strings.Cut(*cepheus.Error, "cep: key ")
+	if !ok {
+		return 0, false
+	}
+	q, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return 0, false
+	}
+	k, _ := strconv.Unquote(q)
+	id, err := strconv.ParseInt(strings.TrimPrefix(k, "\x00"), 10, 64)
+	if err != nil || !strings.HasPrefix(k, "\x00") {
+		return 0, false
+	}
+	_, found, ok := strings.Cut(*flink.Error, "Could not skip to ")
+	if !ok {
+		return 0, false
+	}
+	ts := map[int64]bool{}
+	for i, st := range in.OperatorSteps {
+		if i >= e {
+			break
+		}
+		if st.Event == nil {
+			continue
+		}
+		for _, ev := range in.Events {
+			if ev.Seq == *st.Event && ev.ID == id && ev.Ts != nil {
+				ts[*ev.Ts] = true
+			}
+		}
+	}
+	n := 0
+	for _, part := range strings.Split(found, "timestamp=")[1:] {
+		end := strings.IndexFunc(part, func(r rune) bool { return r < '0' || r > '9' })
+		t, err := strconv.ParseInt(part[:max(end, 0)], 10, 64)
+		if end <= 0 || err != nil || !ts[t] {
+			return 0, false
+		}
+		n++
+	}
+	return id, n > 0
+}
+
+// staleTimerBy says whether Flink can have woken key k in step e, an
+// event-time watermark, through a stale window timer at or before w: one
+// of k's elements that arrived before e has a start + within after the
+// watermark before e and not after w.
+func staleTimerBy(in *conformance.Input, k, w int64, e int) bool {
+	within, ok := firstLastWindow(in.Pattern)
+	if !ok || in.TimeCharacteristic == "processing_time" || e >= len(in.OperatorSteps) ||
+		in.OperatorSteps[e].Watermark == nil {
+		return false
+	}
+	last := int64(math.MinInt64)
+	for _, st := range in.OperatorSteps[:e] {
+		if st.Watermark != nil {
+			last = *st.Watermark
+		}
+	}
+	for i := 0; i < e; i++ {
+		st := in.OperatorSteps[i]
+		if st.Event == nil {
+			continue
+		}
+		for _, ev := range in.Events {
+			if ev.Seq == *st.Event && ev.ID == k && ev.Ts != nil && *ev.Ts > 0 {
+				if t := *ev.Ts + within; t > last && t <= w && staleTimer(in, k, t, e) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// splitAtStep splits r, a result whose run failed at step e, into what
+// came out before e (a result without error) and the items of step e
+// (matches and timeouts with their keys, the matches first); ok is false
+// when an item has no step, no known key or a step after e, or when the
+// output does not end with step e's matches.
+func splitAtStep(in *conformance.Input, r *conformance.Result, e int) (before *conformance.Result, at []fired, ok bool) {
+	ms, ts, ok := firedItems(in, r)
+	if !ok {
+		return nil, nil, false
+	}
+	// split appends the items of step e to at, tagged, and returns the
+	// positions of the earlier ones.
+	split := func(fs []fired, tag string) (earlier []int, ok bool) {
+		for i, f := range fs {
+			switch {
+			case f.step > e:
+				return nil, false
+			case f.step == e:
+				f.item = tag + f.item
+				at = append(at, f)
+			default:
+				earlier = append(earlier, i)
+			}
+		}
+		return earlier, true
+	}
+	mi, okM := split(ms, "match ")
+	n := len(at) // the output's last n items are step e's matches
+	ti, okT := split(ts, "timeout ")
+	if !okM || !okT || n > len(r.Output) || slices.ContainsFunc(r.Output[len(r.Output)-n:],
+		func(it conformance.OutputItem) bool { return it.Watermark != nil }) {
+		return nil, nil, false
+	}
+	b := *r
+	b.Error, b.ErrorClass, b.ErrorStep = nil, "", nil
+	b.Matches, b.Timeouts = nil, nil
+	for _, i := range mi {
+		b.Matches = append(b.Matches, r.Matches[i])
+	}
+	for _, i := range ti {
+		b.Timeouts = append(b.Timeouts, r.Timeouts[i])
+	}
+	b.Output = r.Output[:len(r.Output)-n]
+	return &b, at, true
 }
 
 // inverted says whether b comes before a in order (a, b both in it).

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -309,5 +310,114 @@ func TestResidualChecksAreTheExplanationsWithoutCounterfactual(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("residualChecks = %v, want the explanations without a counterfactual %v", got, want)
+	}
+}
+
+// TestRepeatsCollided: an item holding one colliding event twice is what
+// a collision makes; one holding a non-colliding event twice, or colliding
+// events once each, is not.
+func TestRepeatsCollided(t *testing.T) {
+	coll := map[uint64]bool{3: true, 9: true}
+	st := func(name string, seqs ...uint64) conformance.StageEvents {
+		return conformance.StageEvents{Stage: name, Seqs: seqs}
+	}
+	for _, tc := range []struct {
+		item conformance.StageSeqs
+		want bool
+	}{
+		{conformance.StageSeqs{st("s1", 3), st("s2", 2), st("s3", 3)}, true},
+		{conformance.StageSeqs{st("s1", 9, 7), st("s2", 8), st("s3", 9)}, true},
+		{conformance.StageSeqs{st("s1", 3, 9), st("s2", 2)}, false},
+		{conformance.StageSeqs{st("s1", 2), st("s2", 2)}, false}, // 2 cannot have collided
+		{conformance.StageSeqs{st("s1", 1), st("s2", 2)}, false},
+	} {
+		if got := repeatsCollided(tc.item, coll); got != tc.want {
+			t.Errorf("repeatsCollided(%v) = %v, want %v", tc.item, got, tc.want)
+		}
+	}
+}
+
+// TestKeyOrderAtFailure: with both engines failing at one step, the keys
+// one side fired there before the failing key and the other did not are
+// accepted only when a stale window timer accounts for the order (the two
+// minimal cases of docs/flink-differences.md, with their real results);
+// anything else in that step, or before it, is not.
+func TestKeyOrderAtFailure(t *testing.T) {
+	load := func(name string) *conformance.Input {
+		cs, err := conformance.LoadFile("testdata/minimal/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &cs[0].Input
+	}
+	str := func(s string) *string { return &s }
+	num := func(n int) *int { return &n }
+	wake := func(w int64) *int64 { return &w }
+	wm := func(w int64) conformance.OutputItem { return conformance.OutputItem{Watermark: &w} }
+	timeout := func(ts, w int64, step int, seqs ...uint64) conformance.TimeoutResult {
+		return conformance.TimeoutResult{
+			Stages:    conformance.StageSeqs{{Stage: "s1", Seqs: seqs}},
+			Timestamp: ts, Step: num(step), Wake: wake(w),
+		}
+	}
+	const base = 1708031102000
+	skipErr := func(ts ...int64) *string {
+		var ids []string
+		for _, x := range ts {
+			ids = append(ids, "EventId{id=0, timestamp="+strconv.FormatInt(base+x, 10)+"}")
+		}
+		return str("org.apache.flink.util.FlinkRuntimeException: Could not skip to s2. No such element in the found match {s1=[" + strings.Join(ids, ", ") + "]}")
+	}
+	result := func(err *string, step int, ts ...conformance.TimeoutResult) *conformance.Result {
+		return &conformance.Result{Timeouts: ts, Output: []conformance.OutputItem{wm(base + 650)},
+			Error: err, ErrorClass: conformance.ErrorRun, ErrorStep: num(step)}
+	}
+	cepErr := func(step int, key string) *string {
+		return str("step " + strconv.Itoa(step) + ": cep: key " + strconv.Quote("\x00"+key) +
+			`: nfa: after-match skip target missing: could not skip to "s2": no such element in the found match`)
+	}
+
+	// Flink first: Flink fires key 17 through the stale timer 577 + 83 =
+	// 660 and emits its timeout before key 3 fails.
+	in := load("cross-key-failure-flink-first.json")
+	flink := result(skipErr(593), 5, timeout(base+676, base+660, 5, 3))
+	for _, tc := range []struct {
+		name    string
+		flink   *conformance.Result
+		cepheus *conformance.Result
+		want    bool
+	}{
+		{"as run", flink, result(cepErr(5, "3"), 5), true},
+		{"cepheus fails later", flink, result(cepErr(6, "3"), 6), false},
+		{"no stale timer", result(skipErr(593), 5, timeout(base+676, base+661, 5, 3)), result(cepErr(5, "3"), 5), false},
+		{"another timeout of key 17", flink, result(cepErr(5, "3"), 5, timeout(base+677, base+660, 5, 3)), false},
+		{"the same timeout", flink, result(cepErr(5, "3"), 5, timeout(base+676, base+660, 5, 3)), false},
+		{"the timeout a step earlier", flink, result(cepErr(5, "3"), 5, timeout(base+676, base+660, 4, 3)), false},
+	} {
+		if got := crossKeyTimerOrder(in, tc.flink, tc.cepheus); got != tc.want {
+			t.Errorf("flink first, %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	// Cepheus first: Cepheus fires key 24 (its element at 664) and emits its
+	// timeout before key 17 fails; Flink fired key 17 first through a stale
+	// timer (568 + 83 = 651 or 577 + 83 = 660) and failed on it.
+	in = load("cross-key-failure-cepheus-first.json")
+	cepheus := result(cepErr(14, "17"), 14, timeout(base+747, base+664, 14, 15))
+	for _, tc := range []struct {
+		name    string
+		flink   *conformance.Result
+		cepheus *conformance.Result
+		want    bool
+	}{
+		{"as run", result(skipErr(593, 625), 14), cepheus, true},
+		{"flink's match is key 24's", result(skipErr(664), 14), cepheus, false},
+		{"cepheus names key 24", result(skipErr(593, 625), 14), result(cepErr(14, "24"), 14, timeout(base+747, base+664, 14, 15)), false},
+		{"woken before any stale timer", result(skipErr(593, 625), 14), result(cepErr(14, "17"), 14, timeout(base+747, base+650, 14, 15)), false},
+		{"another error", result(str("java.lang.NullPointerException"), 14), cepheus, false},
+	} {
+		if got := crossKeyTimerOrder(in, tc.flink, tc.cepheus); got != tc.want {
+			t.Errorf("cepheus first, %s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

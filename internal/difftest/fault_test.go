@@ -30,6 +30,12 @@ var explainedDirs = []string{
 	// Narrow seed 777: event-id-collision where Flink's skip fails on a
 	// collided match, before Cepheus's fails on the right one (case 24897).
 	filepath.Join("testdata", "explained", "picked-narrow-777"),
+	// Narrow seed 1204: event-id-collision where Flink's condition read the
+	// replaced node and let a match through (case 18315); wide seed 777:
+	// cross-key-timer-order with both engines failing at one step, Cepheus
+	// firing another key first (case 2754).
+	filepath.Join("testdata", "explained", "picked-narrow-1204"),
+	filepath.Join("testdata", "explained", "picked-wide-777"),
 }
 
 // TestExplanationsRejectFaults re-checks every explained disagreement of
