@@ -399,6 +399,38 @@ func TestKeyOrderAtFailure(t *testing.T) {
 		}
 	}
 
+	// Keys tied at an earlier watermark come out in another order, then
+	// both fail at the same step (wide seed 777 case 140, in processing
+	// time).
+	ts5 := int64(5)
+	seq1, seq2 := uint64(1), uint64(2)
+	w10, w20 := int64(10), int64(20)
+	within := int64(3)
+	tied := &conformance.Input{Driver: conformance.DriverOperator, KeyBy: "id",
+		Pattern: conformance.PatternSpec{WithinMs: &within},
+		Events:  []conformance.EventSpec{{Seq: 1, ID: 1, Ts: &ts5}, {Seq: 2, ID: 2, Ts: &ts5}},
+		OperatorSteps: []conformance.Step{{Event: &seq1}, {Event: &seq2}, {Watermark: &w10}, {Watermark: &w20}}}
+	failAt := func(step int, ts ...conformance.TimeoutResult) *conformance.Result {
+		return &conformance.Result{Timeouts: ts, Output: []conformance.OutputItem{wm(10)},
+			Error: str("failed"), ErrorClass: conformance.ErrorRun, ErrorStep: num(step)}
+	}
+	t1, t2 := timeout(8, 8, 2, 1), timeout(8, 8, 2, 2)
+	for _, tc := range []struct {
+		name    string
+		flink   *conformance.Result
+		cepheus *conformance.Result
+		want    bool
+	}{
+		{"tie reordered", failAt(3, t1, t2), failAt(3, t2, t1), true},
+		{"not a tie", failAt(3, t1, t2), failAt(3, timeout(8, 9, 2, 2), t1), false},
+		{"another failing step", failAt(3, t1, t2), failAt(2, t2, t1), false},
+		{"the same order", failAt(3, t1, t2), failAt(3, t1, t2), false},
+	} {
+		if got := crossKeyTimerOrder(tied, tc.flink, tc.cepheus); got != tc.want {
+			t.Errorf("tied keys, %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
 	// Cepheus first: Cepheus fires key 24 (its element at 664) and emits its
 	// timeout before key 17 fails; Flink fired key 17 first through a stale
 	// timer (568 + 83 = 651 or 577 + 83 = 660) and failed on it.

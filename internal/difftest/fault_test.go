@@ -32,8 +32,9 @@ var explainedDirs = []string{
 	filepath.Join("testdata", "explained", "picked-narrow-777"),
 	// Narrow seed 1204: event-id-collision where Flink's condition read the
 	// replaced node and let a match through (case 18315); wide seed 777:
-	// cross-key-timer-order with both engines failing at one step, Cepheus
-	// firing another key first (case 2754).
+	// cross-key-timer-order with both engines failing at one step, after
+	// tied keys came out in another order (case 140, processing time) or
+	// with Cepheus firing another key first (case 2754).
 	filepath.Join("testdata", "explained", "picked-narrow-1204"),
 	filepath.Join("testdata", "explained", "picked-wide-777"),
 }
