@@ -1320,7 +1320,9 @@ func outputSegments(out []conformance.OutputItem) [][]string {
 // arrived before the step.
 func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Result) bool {
 	if flink.Error != nil || cepheus.Error != nil {
-		return keyOrderAtFailure(in, flink, cepheus)
+		return keyOrderAtFailure(in, flink, cepheus, func(f, c *conformance.Result) bool {
+			return crossKeyTimerOrder(in, f, c)
+		})
 	}
 	ko, ok := keyOrderOnly(in, flink, cepheus)
 	if !ok {
@@ -1352,20 +1354,20 @@ func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Resul
 	return differs
 }
 
-// keyOrderAtFailure is cross-key-timer-order when both engines fail at
-// run time in the same step e: some key fails there, after each side
-// emitted the items of the keys it fired before that one, in its own
-// order. Before e the results must be equal or differ as
-// cross-key-timer-order accepts; in e, per key, Cepheus's items must be
+// keyOrderAtFailure is a key order check (cross-key-timer-order's, or
+// window-timer's up to key order) when both engines fail at run time in
+// the same step e: some key fails there, after each side emitted the items
+// of the keys it fired before that one, in its own order. Before e the
+// results must be equal or differ as reorder accepts; in e, per key, Cepheus's items must be
 // Flink's, and a key whose items only Flink emitted must be one that Flink
 // woke through a stale window timer (which fired it before the failing
 // key, where Cepheus, firing it at its real deadline, would fire it after:
 // never, as the failure ends the run), and a key whose items only Cepheus
-// emitted must have been woken at or after a stale window timer of the
-// failing key (which Flink fired first, failing before it reached the
-// other; event time only, the failing key found by failingKey). Keys must
-// be reordered before e, or be on one side only in e.
-func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result) bool {
+// emitted must be one that Flink fired after the failing key (through a
+// stale timer of the failing key, or with no timer at Cepheus's deadline:
+// flinkFiresFirst; event time only, the failing key found by failingKey).
+// Keys must be reordered before e, or be on one side only in e.
+func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result, reorder func(f, c *conformance.Result) bool) bool {
 	if in.Driver != conformance.DriverOperator || flink.Error == nil || cepheus.Error == nil ||
 		flink.ErrorClass != conformance.ErrorRun || cepheus.ErrorClass != conformance.ErrorRun ||
 		!sameStep(flink.ErrorStep, cepheus.ErrorStep) || !slices.Equal(flink.Late, cepheus.Late) {
@@ -1378,7 +1380,7 @@ func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result
 		return false
 	}
 	reordered := !agree(beforeF, beforeC)
-	if reordered && !crossKeyTimerOrder(in, beforeF, beforeC) {
+	if reordered && !reorder(beforeF, beforeC) {
 		return false
 	}
 	byKey := func(fs []fired) map[int64][]fired {
@@ -1422,7 +1424,7 @@ func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result
 			return false
 		}
 		for _, c := range cs {
-			if !c.woken || !staleTimerBy(in, failing, c.wake, e) {
+			if !c.woken || !flinkFiresFirst(in, failing, k, c.wake, e) {
 				return false
 			}
 		}
@@ -1434,7 +1436,8 @@ func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result
 // failingKey returns the key both engines failed at in step e: the key
 // Cepheus's error names, when Flink's error is a skip's miss whose match
 // holds only elements with the timestamps of that key's elements that
-// arrived before e (ok false otherwise).
+// arrived before e, or, when Flink's error names no elements, the same
+// miss (ok false otherwise).
 func failingKey(in *conformance.Input, flink, cepheus *conformance.Result, e int) (int64, bool) {
 	_, rest, ok := strings.Cut(*cepheus.Error, "cep: key ")
 	if !ok {
@@ -1476,39 +1479,65 @@ func failingKey(in *conformance.Input, flink, cepheus *conformance.Result, e int
 		}
 		n++
 	}
-	return id, n > 0
+	if n == 0 {
+		// Flink names no events when the skip's target stage is missing
+		// ("Could not skip to first element of a match."): the same miss
+		// in Cepheus's error is all there is to go by.
+		const miss = "first element of a match"
+		return id, strings.HasPrefix(found, miss) && strings.Contains(*cepheus.Error, "could not skip to "+miss)
+	}
+	return id, true
 }
 
-// staleTimerBy says whether Flink can have woken key k in step e, an
-// event-time watermark, through a stale window timer at or before w: one
-// of k's elements that arrived before e has a start + within after the
-// watermark before e and not after w.
-func staleTimerBy(in *conformance.Input, k, w int64, e int) bool {
+// flinkFiresFirst says whether Flink, in step e (an event-time
+// watermark), can have fired key j before key k, which Cepheus fired there
+// at wake: wake is after the watermark before e, and a window timer of j
+// (start + within of one of its elements that arrived before e) falls in
+// the step no later than Flink's earliest timer of k (its buffered
+// elements' timestamps and its own window timers; none: Flink does not
+// fire k in e at all). Either that timer is stale (its partial match
+// died, and Cepheus, firing j at its real deadline, fired k first) or
+// Cepheus woke k at a deadline Flink has no timer for (window-timer).
+func flinkFiresFirst(in *conformance.Input, j, k, wake int64, e int) bool {
 	within, ok := firstLastWindow(in.Pattern)
 	if !ok || in.TimeCharacteristic == "processing_time" || e >= len(in.OperatorSteps) ||
 		in.OperatorSteps[e].Watermark == nil {
 		return false
 	}
-	last := int64(math.MinInt64)
+	last, now := int64(math.MinInt64), *in.OperatorSteps[e].Watermark
 	for _, st := range in.OperatorSteps[:e] {
 		if st.Watermark != nil {
 			last = *st.Watermark
 		}
 	}
-	for i := 0; i < e; i++ {
-		st := in.OperatorSteps[i]
-		if st.Event == nil {
+	if wake <= last || j == k {
+		return false
+	}
+	seqs := map[uint64]bool{}
+	for _, st := range in.OperatorSteps[:e] {
+		if st.Event != nil {
+			seqs[*st.Event] = true
+		}
+	}
+	firstJ, firstK := int64(math.MaxInt64), int64(math.MaxInt64)
+	for _, ev := range in.Events {
+		if !seqs[ev.Seq] || ev.Ts == nil {
 			continue
 		}
-		for _, ev := range in.Events {
-			if ev.Seq == *st.Event && ev.ID == k && ev.Ts != nil && *ev.Ts > 0 {
-				if t := *ev.Ts + within; t > last && t <= w && staleTimer(in, k, t, e) {
-					return true
-				}
+		ts := *ev.Ts
+		switch {
+		case ev.ID == j && ts > 0 && ts+within > last && ts+within <= now:
+			firstJ = min(firstJ, ts+within)
+		case ev.ID == k:
+			if ts > last {
+				firstK = min(firstK, ts)
+			}
+			if ts > 0 && ts+within > last {
+				firstK = min(firstK, ts+within)
 			}
 		}
 	}
-	return false
+	return firstJ != math.MaxInt64 && firstJ <= firstK
 }
 
 // splitAtStep splits r, a result whose run failed at step e, into what
@@ -1658,7 +1687,11 @@ func firstLastWindow(p conformance.PatternSpec) (int64, bool) {
 // of their wake times (keyOrderOnly), or differ only as another
 // explanation without a counterfactual accounts for (see residual).
 func windowTimer(c *Check) bool {
-	if _, ok := keyOrderOnly(c.In, c.CF, c.Cepheus); ok {
+	upToKeyOrder := func(f, cep *conformance.Result) bool {
+		_, ok := keyOrderOnly(c.In, f, cep)
+		return ok
+	}
+	if upToKeyOrder(c.CF, c.Cepheus) || keyOrderAtFailure(c.In, c.CF, c.Cepheus, upToKeyOrder) {
 		return true
 	}
 	return residual(c.In, c.CF, c.Cepheus) != ""
