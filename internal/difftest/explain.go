@@ -1362,7 +1362,9 @@ func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Resul
 // Flink's, and a key whose items only Flink emitted must be one that Flink
 // woke through a stale window timer (which fired it before the failing
 // key, where Cepheus, firing it at its real deadline, would fire it after:
-// never, as the failure ends the run), and a key whose items only Cepheus
+// never, as the failure ends the run) or one tied there with the failing
+// key's element timer (elementTimer: Flink's heap order fired it first,
+// Cepheus's order of keys the failing key), and a key whose items only Cepheus
 // emitted must be one that Flink fired after the failing key (through a
 // stale timer of the failing key, or with no timer at Cepheus's deadline:
 // flinkFiresFirst; event time only, the failing key found by failingKey).
@@ -1403,19 +1405,19 @@ func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result
 			return false
 		}
 	}
+	failing, ok := failingKey(in, flink, cepheus, e)
 	extra := false
 	for k, fs := range gF {
 		if _, ok := gC[k]; ok {
 			continue
 		}
 		for _, f := range fs {
-			if !f.woken || !staleTimer(in, k, f.wake, e) {
+			if !f.woken || !staleTimer(in, k, f.wake, e) && !(ok && failing != k && elementTimer(in, failing, f.wake, e)) {
 				return false
 			}
 		}
 		extra = true
 	}
-	failing, ok := failingKey(in, flink, cepheus, e)
 	for k, cs := range gC {
 		if _, ok := gF[k]; ok {
 			continue
@@ -1431,6 +1433,44 @@ func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result
 		extra = true
 	}
 	return extra || reordered
+}
+
+// elementTimer says whether Flink holds, at step e, a timer at w for an
+// element of key j that arrived before e and has not been fed yet: its
+// timestamp (event time) or the clock at its arrival + 1 (processing time
+// with a comparator, which buffers elements; Flink's clock is 0 after a
+// restore until a step sets it), not reached before e. A key Flink woke at
+// w then tied with j in Flink's timer heap.
+func elementTimer(in *conformance.Input, j, w int64, e int) bool {
+	procTime := in.TimeCharacteristic == "processing_time"
+	if procTime && len(in.EventComparator) == 0 {
+		return false
+	}
+	clock, last := int64(math.MinInt64), int64(math.MinInt64) // last: the time reached before e
+	var timers []int64
+	for _, st := range in.OperatorSteps[:min(e, len(in.OperatorSteps))] {
+		switch {
+		case st.SnapshotRestore != nil && *st.SnapshotRestore:
+			clock = 0 // a restored harness's clock starts at 0; its timers are kept
+		case st.ProcessingTime != nil:
+			clock = *st.ProcessingTime
+			last = max(last, clock)
+		case st.Watermark != nil:
+			last = max(last, *st.Watermark)
+		case st.Event != nil:
+			for _, ev := range in.Events {
+				if ev.Seq != *st.Event || ev.ID != j {
+					continue
+				}
+				if procTime {
+					timers = append(timers, clock+1)
+				} else if ev.Ts != nil {
+					timers = append(timers, *ev.Ts)
+				}
+			}
+		}
+	}
+	return w > last && slices.Contains(timers, w)
 }
 
 // failingKey returns the key both engines failed at in step e: the key
@@ -1632,8 +1672,10 @@ func staleTimer(in *conformance.Input, k, w int64, step int) bool {
 
 // wakeEveryKey is the counterfactual of window-timer: the same case, with
 // Flink told to set a timer for every key it has seen at every watermark
-// (in processing time, at every clock advance), so that every key is woken
-// whenever time advances, as Cepheus wakes a key at each of its deadlines.
+// (in processing time, at every clock step past all earlier clocks and,
+// without a comparator, at every step to the latest clock again), so that
+// every key is woken whenever time advances, as Cepheus wakes a key at
+// each of its deadlines.
 // Only operator cases whose pattern has a window can show the difference.
 func wakeEveryKey(in *conformance.Input) (conformance.Input, []int, bool) {
 	if in.Driver != conformance.DriverOperator || !hasWindow(in.Pattern) {

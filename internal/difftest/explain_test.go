@@ -430,6 +430,31 @@ func TestKeyOrderAtFailure(t *testing.T) {
 		}
 	}
 
+	// A tie at the failing step, in processing time with a comparator: keys
+	// 24 and 38 got an element at one clock (timers at that clock + 1);
+	// Flink's heap fires key 24 first, Cepheus key 38, which fails.
+	in = load("cross-key-failure-tie.json")
+	const tie = 1730380000000
+	noElements := "java.lang.RuntimeException: org.apache.flink.util.FlinkRuntimeException: Could not skip to first element of a match."
+	tieResult := func(err string, ts ...conformance.TimeoutResult) *conformance.Result {
+		return &conformance.Result{Timeouts: ts, Error: str(err), ErrorClass: conformance.ErrorRun, ErrorStep: num(5)}
+	}
+	miss38 := "step 5: cep: key " + strconv.Quote("\x0038") + miss
+	for _, tc := range []struct {
+		name  string
+		flink *conformance.Result
+		cep   string
+		want  bool
+	}{
+		{"as run", tieResult(noElements, timeout(tie+187705, tie+165706, 5, 2)), miss38, true},
+		{"no tie", tieResult(noElements, timeout(tie+187705, tie+165707, 5, 2)), miss38, false},
+		{"cepheus names key 24", tieResult(noElements, timeout(tie+187705, tie+165706, 5, 2)), "step 5: cep: key " + strconv.Quote("\x0024") + miss, false},
+	} {
+		if got := crossKeyTimerOrder(in, tc.flink, tieResult(tc.cep)); got != tc.want {
+			t.Errorf("tie, %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
 	// Keys tied at an earlier watermark come out in another order, then
 	// both fail at the same step (wide seed 777 case 140, in processing
 	// time).

@@ -108,8 +108,11 @@ public final class OperatorHarnessDriver {
                     // Only a clock that moves past every earlier clock wakes every key: in
                     // processing time onProcessingTime drains all buffered elements, so a wake at
                     // a clock reached before (a clock set back after a restore) would feed
-                    // elements buffered at that time before their own timer.
-                    if (c.wakeEveryKey() && processingTime && step.processingTime() > maxClock) {
+                    // elements buffered at that time before their own timer. Without a
+                    // comparator nothing is buffered: reaching the latest clock again wakes
+                    // every key too, as it fires a deadline passed since in Cepheus.
+                    boolean again = c.eventComparator() == null && step.processingTime() == maxClock;
+                    if (c.wakeEveryKey() && processingTime && (step.processingTime() > maxClock || again)) {
                         factory.current.wakeEveryKey(step.processingTime(), true);
                     }
                     maxClock = Math.max(maxClock, step.processingTime());
