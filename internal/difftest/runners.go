@@ -63,7 +63,12 @@ func Flink(ctx context.Context, jar, dir string, caseTimeout time.Duration, logP
 		return nil, fmt.Errorf("difftest: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.CommandContext(ctx, "java", "-XX:+UseSerialGC", "-jar", jar,
+	// -XX:-OmitStackTraceInFastThrow: an exception that the JIT has seen
+	// thrown many times keeps its message (otherwise a run of thousands of
+	// cases gets a preallocated NullPointerException whose message is
+	// "null" where a single case gets "... SharedBuffer.getEvent(...) is
+	// null", which event-id-collision reads).
+	cmd := exec.CommandContext(ctx, "java", "-XX:+UseSerialGC", "-XX:-OmitStackTraceInFastThrow", "-jar", jar,
 		"cases", "--dir", dir, "--out", out, "--timeout-ms", fmt.Sprint(caseTimeout.Milliseconds()))
 	cmd.Stdout = logf
 	cmd.Stderr = logf
