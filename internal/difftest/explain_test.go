@@ -509,3 +509,41 @@ func TestKeyOrderAtFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestGreedyUntilAfterNot: the loop Flink gives a null target follows a
+// notFollowedBy directly (the run-time failure) or through optional
+// stages only (the compiler's failure), at any group level.
+func TestGreedyUntilAfterNot(t *testing.T) {
+	stage := func(name, contiguity string, optional bool) conformance.StageSpec {
+		return conformance.StageSpec{Name: name, Contiguity: contiguity,
+			Quantifier: conformance.QuantifierSpec{Kind: "one", Optional: optional}}
+	}
+	until := "name == \"c\""
+	loop := conformance.StageSpec{Name: "l", Contiguity: "followedBy", Until: &until,
+		Quantifier: conformance.QuantifierSpec{Kind: "oneOrMore", Min: 1, Optional: true, Greedy: true}}
+	begin, not := stage("a", "begin", false), stage("n", "notFollowedBy", false)
+	opt, req := stage("o", "followedBy", true), stage("r", "followedBy", false)
+	notGreedy := loop
+	notGreedy.Quantifier.Greedy = false
+	for _, tc := range []struct {
+		name            string
+		stages          []conformance.StageSpec
+		direct, between bool
+	}{
+		{"right after the NOT", []conformance.StageSpec{begin, not, loop}, true, false},
+		{"one optional between", []conformance.StageSpec{begin, not, opt, loop}, false, true},
+		{"two optionals between", []conformance.StageSpec{begin, not, opt, opt, loop}, false, true},
+		{"a required stage between", []conformance.StageSpec{begin, not, opt, req, loop}, false, false},
+		{"no NOT", []conformance.StageSpec{begin, opt, loop}, false, false},
+		{"not greedy", []conformance.StageSpec{begin, not, opt, notGreedy}, false, false},
+		{"in a group", []conformance.StageSpec{begin, {Name: "g", Contiguity: "followedBy",
+			Group: &conformance.GroupSpec{Stages: []conformance.StageSpec{begin, not, opt, loop}}}}, false, true},
+	} {
+		if got := greedyUntilAfterNot(tc.stages, false); got != tc.direct {
+			t.Errorf("%s, directly: %v, want %v", tc.name, got, tc.direct)
+		}
+		if got := greedyUntilAfterNot(tc.stages, true); got != tc.between {
+			t.Errorf("%s, through optional stages: %v, want %v", tc.name, got, tc.between)
+		}
+	}
+}
