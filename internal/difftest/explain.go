@@ -987,12 +987,7 @@ func greedyUntilAfterNot(stages []conformance.StageSpec, between bool) bool {
 // lateBefore returns the late elements of late that arrived at operator
 // steps before step end.
 func lateBefore(in *conformance.Input, late []uint64, end int) []uint64 {
-	arrived := map[uint64]bool{}
-	for i, st := range in.OperatorSteps {
-		if i < end && st.Event != nil {
-			arrived[*st.Event] = true
-		}
-	}
+	arrived := arrivedBefore(in, end)
 	var out []uint64
 	for _, s := range late {
 		if arrived[s] {
@@ -1000,6 +995,18 @@ func lateBefore(in *conformance.Input, late []uint64, end int) []uint64 {
 		}
 	}
 	return out
+}
+
+// arrivedBefore returns the seqs of the elements that arrived at operator
+// steps before step end.
+func arrivedBefore(in *conformance.Input, end int) map[uint64]bool {
+	arrived := map[uint64]bool{}
+	for i, st := range in.OperatorSteps {
+		if i < end && st.Event != nil {
+			arrived[*st.Event] = true
+		}
+	}
+	return arrived
 }
 
 // notReachableEmpty says whether some NOT stage of stages can be reached
@@ -1516,17 +1523,10 @@ func failingKey(in *conformance.Input, flink, cepheus *conformance.Result, e int
 		return 0, false
 	}
 	ts := map[int64]bool{}
-	for i, st := range in.OperatorSteps {
-		if i >= e {
-			break
-		}
-		if st.Event == nil {
-			continue
-		}
-		for _, ev := range in.Events {
-			if ev.Seq == *st.Event && ev.ID == id && ev.Ts != nil {
-				ts[*ev.Ts] = true
-			}
+	arrived := arrivedBefore(in, e)
+	for _, ev := range in.Events {
+		if arrived[ev.Seq] && ev.ID == id && ev.Ts != nil {
+			ts[*ev.Ts] = true
 		}
 	}
 	n := 0
@@ -1572,15 +1572,10 @@ func flinkFiresFirst(in *conformance.Input, j, k, wake int64, e int) bool {
 	if wake <= last || j == k {
 		return false
 	}
-	seqs := map[uint64]bool{}
-	for _, st := range in.OperatorSteps[:e] {
-		if st.Event != nil {
-			seqs[*st.Event] = true
-		}
-	}
+	arrived := arrivedBefore(in, e)
 	firstJ, firstK := int64(math.MaxInt64), int64(math.MaxInt64)
 	for _, ev := range in.Events {
-		if !seqs[ev.Seq] || ev.Ts == nil {
+		if !arrived[ev.Seq] || ev.Ts == nil {
 			continue
 		}
 		ts := *ev.Ts
