@@ -78,6 +78,7 @@ type edge struct {
 	target  nodeRef // nil: the start of the match
 	version dewey
 	refs    int32
+	seq     int32 // its node has an edgeIndex: its order among the node's edges; -1: released
 }
 
 type nodeKey struct {
@@ -133,7 +134,12 @@ func (r *Run) put(stage int, ev *bufEvent, prev nodeRef, version *dewey) nodeRef
 		r.nodes.put(k, n)
 		ev.refs++
 	}
-	n.edges = append(n.edges, r.newEdge(prev, version))
+	e := r.newEdge(prev, version)
+	ix := r.indexed(n)
+	n.edges = append(n.edges, e)
+	if ix != nil {
+		ix.add(e)
+	}
 	return n.ref()
 }
 
@@ -143,6 +149,14 @@ func (r *Run) lockNode(x nodeRef, version *dewey) {
 	}
 	n := x.n
 	n.refs++
+	if ix := r.indexed(n); ix != nil {
+		r.cands = ix.compatible(r.cands[:0], version, false)
+		for _, e := range r.cands {
+			e.refs++
+		}
+		clear(r.cands)
+		return
+	}
 	for _, e := range n.edges {
 		if version.compatible(&e.version) {
 			e.refs++
@@ -169,19 +183,23 @@ func (r *Run) releaseNode(x nodeRef, version *dewey) {
 			break // as Flink: a missing entry ends the whole release
 		}
 		cur := it.n.n
-		kept := cur.edges[:0]
-		for _, e := range cur.edges {
-			if it.v.compatible(&e.version) && release(&e.refs) {
-				if !e.target.isNil() {
-					stack = append(stack, releaseItem{e.target, e.version})
+		if ix := r.indexed(cur); ix != nil {
+			r.cands = ix.compatible(r.cands[:0], &it.v, true)
+			for _, e := range r.cands {
+				if release(&e.refs) {
+					if !e.target.isNil() {
+						stack = append(stack, releaseItem{e.target, e.version})
+					}
+					ix.drop(e) // freed by compact (or freeNode)
 				}
-				r.freeEdge(e) // only its node's edge list held it
-				continue
 			}
-			kept = append(kept, e)
+			clear(r.cands)
+			if ix.dead > 0 && 2*ix.dead >= len(cur.edges) {
+				r.compact(cur, ix)
+			}
+		} else {
+			stack = r.releaseEdges(cur, &it.v, stack)
 		}
-		clear(cur.edges[len(kept):])
-		cur.edges = kept
 		if release(&cur.refs) {
 			r.nodes.del(nodeKey{ev: cur.ev.key, stage: cur.stage})
 			r.releaseEvent(cur.ev)
@@ -190,6 +208,26 @@ func (r *Run) releaseNode(x nodeRef, version *dewey) {
 	}
 	clear(stack)
 	r.releaseStack = stack[:0]
+}
+
+// releaseEdges releases v's lock on the compatible edges of cur, a node
+// with no index, pushing on stack the nodes before the edges that nothing
+// holds any more, and returns stack.
+func (r *Run) releaseEdges(cur *node, v *dewey, stack []releaseItem) []releaseItem {
+	kept := cur.edges[:0]
+	for _, e := range cur.edges {
+		if v.compatible(&e.version) && release(&e.refs) {
+			if !e.target.isNil() {
+				stack = append(stack, releaseItem{e.target, e.version})
+			}
+			r.freeEdge(e) // only its node's edge list held it
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(cur.edges[len(kept):])
+	cur.edges = kept
+	return stack
 }
 
 // pathEntry is one taken event of an extracted match.
@@ -245,7 +283,12 @@ func (r *Run) extract(x nodeRef, version *dewey) []path {
 		cur := it.n.n
 		trail = append(trail, trailEntry{n: cur, prev: it.tail})
 		at := int32(len(trail) - 1)
-		for _, e := range cur.edges {
+		edges := cur.edges
+		if ix := r.indexed(cur); ix != nil {
+			r.cands = ix.compatible(r.cands[:0], &it.v, true)
+			edges = r.cands
+		}
+		for _, e := range edges {
 			if !it.v.compatible(&e.version) {
 				continue
 			}
@@ -316,6 +359,9 @@ func (r *Run) newNode() *node { return reuse(&r.freeNodes) }
 // still holds (which only it held) go back to their free list.
 func (r *Run) freeNode(n *node) {
 	n.gen++
+	if r.edgeIdx != nil {
+		delete(r.edgeIdx, n)
+	}
 	for _, e := range n.edges {
 		r.freeEdge(e)
 	}

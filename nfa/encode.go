@@ -65,8 +65,11 @@ func (r *Run) AppendBinary(b []byte) []byte {
 		b = binary.AppendUvarint(b, n.ev.key)
 		b = binary.AppendUvarint(b, uint64(n.stage))
 		b = binary.AppendVarint(b, int64(n.refs))
-		b = binary.AppendUvarint(b, uint64(len(n.edges)))
+		b = binary.AppendUvarint(b, uint64(r.liveEdges(n)))
 		for _, e := range n.edges {
+			if e.seq < 0 {
+				continue // released (edgeIndex)
+			}
 			b = binary.AppendUvarint(b, indexOf(e.target))
 			b = appendDewey(b, &e.version)
 			b = binary.AppendVarint(b, int64(e.refs))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"unsafe"
 
 	"github.com/cepheus-cep/cepheus/event"
 )
@@ -121,6 +122,7 @@ type scratch struct {
 	edges        []*transition
 	releaseStack []releaseItem
 	walk         []*node
+	cands        []*edge // the compatible edges of an indexed node (edgeIndex)
 	// extract's search and the paths it found (valid until the next
 	// extract), pruningID's positions per stage.
 	extractStack []extractItem
@@ -195,6 +197,22 @@ func (c *computation) orderKey() (int64, int64) {
 
 func (c *computation) isStart() bool { return c.state.typ == stStart }
 
+// hash is a hash of c's fields that equal compares (equal computations,
+// equal hashes).
+func (c *computation) hash() uint64 {
+	h := mixDigit(uint64(uintptr(unsafe.Pointer(c.state))), int32(c.startTs))
+	h = mixDigit(h, int32(c.startTs>>32))
+	h = mixDigit(h, int32(uintptr(unsafe.Pointer(c.prev.n))>>3))
+	for _, d := range c.version.digits() {
+		h = mixDigit(h, d)
+	}
+	return h
+}
+
+// pruneByHash is the number of discarded partial matches from which prune
+// finds them in the queue by hash (a variable for the tests).
+var pruneByHash = 16
+
 func (c *computation) equal(o *computation) bool {
 	return c.state == o.state && c.version.equal(&o.version) && c.startTs == o.startTs &&
 		c.prevTs == o.prevTs && c.prev == o.prev && c.hasStart == o.hasStart && c.startID == o.startID
@@ -215,6 +233,7 @@ type Run struct {
 	counts    table[event.Time, int32]
 	countsMin event.Time // no key of counts is smaller (a lower bound)
 	nextKey   uint64
+	edgeIdx   map[*node]*edgeIndex // the indexes of the nodes of many edges (nil: none)
 
 	// *scratch is the working storage of the call in progress: the
 	// Result's, set by every call that takes one.
@@ -248,6 +267,7 @@ func (r *Run) Reset() {
 	r.partial.reset()
 	r.completed.reset()
 	r.nodes.reset()
+	r.edgeIdx = nil
 	r.events.reset()
 	r.counts.reset()
 	r.nextKey = 0
@@ -768,7 +788,24 @@ func (r *Run) prune(q *compQueue, pruning eventID) {
 			discard = append(discard, c)
 		}
 	}
-	if len(discard) > 0 {
+	switch {
+	case len(discard) > pruneByHash:
+		// Hundreds of discarded partial matches among thousands (nested
+		// loops): by hash, not each against each.
+		byHash := make(map[uint64][]*computation, len(discard))
+		for _, d := range discard {
+			h := d.hash()
+			byHash[h] = append(byHash[h], d)
+		}
+		q.removeIf(func(x *computation) bool {
+			for _, d := range byHash[x.hash()] {
+				if x.equal(d) {
+					return true
+				}
+			}
+			return false
+		})
+	case len(discard) > 0:
 		q.removeIf(func(x *computation) bool {
 			for _, d := range discard {
 				if x.equal(d) {
@@ -777,6 +814,8 @@ func (r *Run) prune(q *compQueue, pruning eventID) {
 			}
 			return false
 		})
+	}
+	if len(discard) > 0 {
 		for _, d := range discard {
 			r.freeComp(d)
 		}
@@ -820,8 +859,13 @@ func (r *Run) currentMatchInto(dst [][]*event.Event, c *computation) [][]*event.
 	for nd != nil {
 		walk = append(walk, nd)
 		var next *edge
-		for i := len(nd.edges) - 1; i >= 0; i-- {
-			e := nd.edges[i]
+		edges := nd.edges
+		if ix := r.indexed(nd); ix != nil {
+			r.cands = ix.compatible(r.cands[:0], v, true)
+			edges = r.cands
+		}
+		for i := len(edges) - 1; i >= 0; i-- {
+			e := edges[i]
 			if v.compatible(&e.version) && !e.target.removed() {
 				next = e
 				break
