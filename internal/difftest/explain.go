@@ -102,6 +102,12 @@ var Explanations = []Explanation{
 			"event was taken (releaseNode(null)); Cepheus drops the branch as Flink 1.x did",
 		Applies: stopWithoutEntry,
 	},
+	{
+		ID: "flink-timeout",
+		Reason: "Flink does not finish the case within the runner's longer limit (nested loops: its shared buffer " +
+			"scans every edge of a node, tens of thousands); Cepheus, which indexes them, does, and emitted what Flink did before it stopped",
+		Applies: flinkTimeout,
+	},
 }
 
 // Explain returns the first explanation that applies to a disagreement of
@@ -831,6 +837,16 @@ func stopWithoutEntry(c *Check) bool {
 		return false
 	}
 	return sameUntilFlinkFailed(in, flink, cepheus)
+}
+
+// flinkTimeout: Flink did not finish the case (the runner's timeout, after
+// the rerun with a longer limit), Cepheus did, and emitted what Flink had
+// emitted before it stopped at its last step (sameUntilFlinkFailed). What
+// Cepheus emits from that step on has no Flink answer.
+func flinkTimeout(c *Check) bool {
+	f := c.Flink
+	return f.Error != nil && strings.HasPrefix(*f.Error, "timeout:") && !crashed(c.Cepheus) &&
+		sameUntilFlinkFailed(c.In, f, c.Cepheus)
 }
 
 // sameUntilFlinkFailed says whether Cepheus, which did not fail before
@@ -1783,6 +1799,7 @@ var residualChecks = []struct {
 	{"cross-key-timer-order", func(c *Check) bool { return crossKeyTimerOrder(c.In, c.Flink, c.Cepheus) }},
 	{"greedy-until-null-target", greedyUntilNullTarget},
 	{"stop-without-entry", stopWithoutEntry},
+	{"flink-timeout", flinkTimeout},
 }
 
 // hasGapWindow says whether the pattern has a PREVIOUS_AND_CURRENT window

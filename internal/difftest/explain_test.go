@@ -547,3 +547,42 @@ func TestGreedyUntilAfterNot(t *testing.T) {
 		}
 	}
 }
+
+// TestFlinkTimeout: a case Flink did not finish is explained only when
+// Cepheus finished it and emitted everything Flink had emitted before it
+// stopped, in order; what Cepheus emits from Flink's last step on is not
+// compared.
+func TestFlinkTimeout(t *testing.T) {
+	in := &conformance.Input{ID: "t", Driver: conformance.DriverNFA}
+	str := func(s string) *string { return &s }
+	num := func(n int) *int { return &n }
+	m := func(step int, seqs ...uint64) conformance.MatchResult {
+		return conformance.MatchResult{Via: "event", Stages: conformance.StageSeqs{{Stage: "s1", Seqs: seqs}}, Step: num(step)}
+	}
+	flink := &conformance.Result{
+		Matches:    []conformance.MatchResult{m(1, 1, 2), m(2, 1, 3), m(2, 2, 3)},
+		Error:      str("timeout: case still running after 120000 ms"),
+		ErrorClass: conformance.ErrorRun,
+		ErrorStep:  num(3),
+	}
+	same := []conformance.MatchResult{m(1, 1, 2), m(2, 1, 3), m(2, 2, 3)}
+	for _, tc := range []struct {
+		name    string
+		flink   *conformance.Result
+		cepheus *conformance.Result
+		want    bool
+	}{
+		{"the same, then more", flink, &conformance.Result{Matches: append(slices.Clone(same), m(3, 4), m(5, 1, 5))}, true},
+		{"the same", flink, &conformance.Result{Matches: slices.Clone(same)}, true},
+		{"one dropped", flink, &conformance.Result{Matches: same[:2]}, false},
+		{"another order", flink, &conformance.Result{Matches: []conformance.MatchResult{m(1, 1, 2), m(2, 2, 3), m(2, 1, 3)}}, false},
+		{"one more before", flink, &conformance.Result{Matches: append([]conformance.MatchResult{m(0, 1)}, same...)}, false},
+		{"cepheus timed out", flink, &conformance.Result{Matches: same, Error: str("timeout: case still running after 10s"), ErrorClass: conformance.ErrorRun, ErrorStep: num(4)}, false},
+		{"flink failed otherwise", &conformance.Result{Matches: flink.Matches, Error: str("java.lang.IllegalStateException"), ErrorClass: conformance.ErrorRun, ErrorStep: num(3)},
+			&conformance.Result{Matches: same}, false},
+	} {
+		if got := flinkTimeout(&Check{In: in, Flink: tc.flink, Cepheus: tc.cepheus}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
