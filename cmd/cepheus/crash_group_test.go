@@ -269,10 +269,25 @@ func TestKafkaScaleOut(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// restored waits until in has restored partitions another instance
+	// had: its join has moved some to it. Waiting for a share of the
+	// records read instead let a fast machine reach it before the
+	// rebalance (b stopped before it took any: 1 failure in CI).
+	restored := func(in *instance) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for !strings.Contains(in.c.out.String(), "restoring partitions") {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %s restored no partitions in 2 minutes\n%s", in.name, in.c.out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	waitFor(0.1)
 	ins[1].start(t, bin, groupRun(job, brokers, group, dir, "b"))
-	waitFor(0.25)
+	restored(ins[1])
 	ins[2].start(t, bin, groupRun(job, brokers, group, dir, "c"))
+	restored(ins[2])
 	waitFor(0.4)
 	if err := syscall.Kill(ins[1].c.pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
