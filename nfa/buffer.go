@@ -283,12 +283,7 @@ func (r *Run) extract(x nodeRef, version *dewey) []path {
 		cur := it.n.n
 		trail = append(trail, trailEntry{n: cur, prev: it.tail})
 		at := int32(len(trail) - 1)
-		edges := cur.edges
-		if ix := r.indexed(cur); ix != nil {
-			r.cands = ix.compatible(r.cands[:0], &it.v, true)
-			edges = r.cands
-		}
-		for _, e := range edges {
+		for _, e := range r.edgesFor(cur, &it.v) {
 			if !it.v.compatible(&e.version) {
 				continue
 			}

@@ -115,6 +115,18 @@ func (x *edgeIndex) compatible(dst []*edge, v *dewey, ordered bool) []*edge {
 	return dst
 }
 
+// edgesFor returns the edges of n a reader looking for those compatible
+// with v scans (testing each): all of them, or, when n is indexed, only
+// the compatible ones, in the node's order.
+func (r *Run) edgesFor(n *node, v *dewey) []*edge {
+	ix := r.indexed(n)
+	if ix == nil {
+		return n.edges
+	}
+	r.cands = ix.compatible(r.cands[:0], v, true)
+	return r.cands
+}
+
 // compact frees the released edges still in n's list.
 func (r *Run) compact(n *node, x *edgeIndex) {
 	kept := n.edges[:0]

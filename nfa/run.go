@@ -788,34 +788,29 @@ func (r *Run) prune(q *compQueue, pruning eventID) {
 			discard = append(discard, c)
 		}
 	}
-	switch {
-	case len(discard) > pruneByHash:
+	if len(discard) > 0 {
 		// Hundreds of discarded partial matches among thousands (nested
-		// loops): by hash, not each against each.
-		byHash := make(map[uint64][]*computation, len(discard))
-		for _, d := range discard {
-			h := d.hash()
-			byHash[h] = append(byHash[h], d)
+		// loops): found by hash, not each against each.
+		var byHash map[uint64][]*computation
+		if len(discard) > pruneByHash {
+			byHash = make(map[uint64][]*computation, len(discard))
+			for _, d := range discard {
+				h := d.hash()
+				byHash[h] = append(byHash[h], d)
+			}
 		}
 		q.removeIf(func(x *computation) bool {
-			for _, d := range byHash[x.hash()] {
+			ds := discard
+			if byHash != nil {
+				ds = byHash[x.hash()]
+			}
+			for _, d := range ds {
 				if x.equal(d) {
 					return true
 				}
 			}
 			return false
 		})
-	case len(discard) > 0:
-		q.removeIf(func(x *computation) bool {
-			for _, d := range discard {
-				if x.equal(d) {
-					return true
-				}
-			}
-			return false
-		})
-	}
-	if len(discard) > 0 {
 		for _, d := range discard {
 			r.freeComp(d)
 		}
@@ -859,11 +854,7 @@ func (r *Run) currentMatchInto(dst [][]*event.Event, c *computation) [][]*event.
 	for nd != nil {
 		walk = append(walk, nd)
 		var next *edge
-		edges := nd.edges
-		if ix := r.indexed(nd); ix != nil {
-			r.cands = ix.compatible(r.cands[:0], v, true)
-			edges = r.cands
-		}
+		edges := r.edgesFor(nd, v)
 		for i := len(edges) - 1; i >= 0; i-- {
 			e := edges[i]
 			if v.compatible(&e.version) && !e.target.removed() {

@@ -124,6 +124,11 @@ func crashed(r *conformance.Result) bool {
 	return false
 }
 
+// timedOut says whether r's run did not end within the runner's limit.
+func timedOut(r *conformance.Result) bool {
+	return r != nil && r.Error != nil && strings.HasPrefix(*r.Error, "timeout:")
+}
+
 func errText(r *conformance.Result) string {
 	if r.Error == nil {
 		return "no error"

@@ -337,7 +337,7 @@ func epsilonCycle(c *Check) bool {
 	flink, cepheus := c.Flink, c.Cepheus
 	return cepheus.Error != nil && strings.Contains(*cepheus.Error, "cycle of proceed transitions") &&
 		len(cepheus.Matches)+len(cepheus.Timeouts) == 0 &&
-		flink.Error != nil && strings.HasPrefix(*flink.Error, "timeout:")
+		timedOut(flink)
 }
 
 // eventIDCollision recognises the consequences of Flink's EventId reuse.
@@ -844,9 +844,7 @@ func stopWithoutEntry(c *Check) bool {
 // emitted before it stopped at its last step (sameUntilFlinkFailed). What
 // Cepheus emits from that step on has no Flink answer.
 func flinkTimeout(c *Check) bool {
-	f := c.Flink
-	return f.Error != nil && strings.HasPrefix(*f.Error, "timeout:") && !crashed(c.Cepheus) &&
-		sameUntilFlinkFailed(c.In, f, c.Cepheus)
+	return timedOut(c.Flink) && !crashed(c.Cepheus) && sameUntilFlinkFailed(c.In, c.Flink, c.Cepheus)
 }
 
 // sameUntilFlinkFailed says whether Cepheus, which did not fail before

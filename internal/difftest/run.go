@@ -409,7 +409,7 @@ func (d *driver) rerunSlow(ctx context.Context, inputs []conformance.Input, flin
 	var slow []conformance.Input
 	for i := range inputs {
 		f, c := flink.Cases[inputs[i].ID], cepheus.Cases[inputs[i].ID]
-		if f != nil && f.Error != nil && strings.HasPrefix(*f.Error, "timeout:") && !crashed(c) {
+		if timedOut(f) && !crashed(c) {
 			slow = append(slow, inputs[i])
 		}
 	}
@@ -493,7 +493,7 @@ func (d *driver) pickShrink(fs []Finding) []int {
 	first := map[string]int{}
 	// A case on which Flink hung is not shrunk: most of its candidates
 	// would hang as well, each for the shrink timeout.
-	hung := func(i int) bool { return fs[i].Flink.Error != nil && strings.HasPrefix(*fs[i].Flink.Error, "timeout:") }
+	hung := func(i int) bool { return timedOut(fs[i].Flink) }
 	for i := range fs {
 		if hung(i) {
 			continue
@@ -544,7 +544,7 @@ func writeFinding(dir string, f *Finding) error {
 	fc := FileCase{Input: f.Minimal, Source: caseSource}
 	fc.ID = f.Original.ID
 	var notes []string
-	if f.SameKindAs == "" && !f.Shrunk && f.Flink.Error != nil && strings.HasPrefix(*f.Flink.Error, "timeout:") {
+	if f.SameKindAs == "" && !f.Shrunk && timedOut(f.Flink) {
 		notes = append(notes, fmt.Sprintf("The generated case %s, not shrunk because Flink did not finish it.", f.Original.ID))
 	} else if f.SameKindAs != "" {
 		notes = append(notes, fmt.Sprintf("The generated case %s, not shrunk: it disagrees like %s, which was.", f.Original.ID, f.SameKindAs))
