@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
 )
@@ -1015,19 +1016,26 @@ func (a *ParallelAggregator) restore(b []byte, heldOnly bool) error {
 // The crew's waits: a goroutine waiting for the next task (or the caller
 // for the workers' end) first spins on an atomic (crewBusy loads, about
 // 20 us here: more than a release's gap on a busy stream), then yields
-// crewYields times (about 60 us), then (a worker) parks until woken: an
-// idle aggregator's worker burns under 0.1 ms of CPU per watermark.
+// until it has waited crewYield, then (a worker) parks until woken: an
+// idle aggregator's worker burns about crewYield of CPU per watermark.
 // Waking a parked goroutine costs more than a release's work (measured:
-// goroutines started per task of 50 us gave no speedup on 2 cores);
-// yielding alone (runtime.Gosched) contends on the scheduler's lock.
+// goroutines started per task of 50 us gave no speedup on 2 cores), and
+// the caller pays for it: a worker whose share is light waits for the
+// heavy one's release and the caller's next events, some 100 us with one
+// key of 60% on 2 workers; when it parked within that (after 500 yields,
+// about 60 us, before), the caller woke it at one release in six and took
+// its first task, and when the hot key was the caller's that stream's
+// releases took 47-49 ms instead of 37-42 per 200,000 events
+// (BenchmarkSaltedAggregate's wakes/release). Yielding alone
+// (runtime.Gosched) contends on the scheduler's lock.
 const (
-	crewBusy   = 1 << 15
-	crewYields = 500
+	crewBusy  = 1 << 15
+	crewYield = 500 * time.Microsecond
 )
 
 // crew runs a task on every worker at once, in phases: worker 0 on the
 // caller's goroutine, the others on goroutines of their own that wait for
-// the next task (crewBusy, crewYields), then park. Each worker's task of
+// the next task (crewBusy, crewYield), then park. Each worker's task of
 // a phase is claimed once, by its goroutine or by the caller: a caller
 // done with its own task takes a task no goroutine has begun (one not
 // scheduled: the machine busy), so a round never waits for a goroutine
@@ -1048,6 +1056,7 @@ type crew struct {
 	wake    []chan struct{}
 	stop    atomic.Bool
 	started bool
+	wakes   int // parked workers woken by do (the benchmark's figure)
 }
 
 // paddedCounter is an atomic counter alone on its cache line (each worker
@@ -1085,6 +1094,7 @@ func (c *crew) do(phases []func(i int)) {
 	c.pub.Store(start<<4 | np)
 	for i := 1; i < c.n; i++ {
 		if c.parked[i].Load() {
+			c.wakes++
 			select {
 			case c.wake[i] <- struct{}{}:
 			default:
@@ -1124,6 +1134,7 @@ func (c *crew) loop(i int) {
 	var seen int64
 	for {
 		var pub int64
+		var yielding time.Time // since when
 		for spins := 0; ; spins++ {
 			if c.stop.Load() {
 				return
@@ -1131,10 +1142,13 @@ func (c *crew) loop(i int) {
 			if pub = c.pub.Load(); pub != seen {
 				break
 			}
-			switch {
-			case spins < crewBusy:
+			if spins < crewBusy {
 				continue
-			case spins < crewBusy+crewYields:
+			}
+			if spins == crewBusy {
+				yielding = time.Now()
+			}
+			if spins&63 != 0 || time.Since(yielding) < crewYield {
 				goruntime.Gosched()
 				continue
 			}

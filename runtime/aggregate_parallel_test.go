@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -290,9 +292,21 @@ func naiveKeyCount(s AggregateSpec, released []*event.Event, wm event.Watermark)
 // where one merchant has 60% of the events (the others Zipf-skewed over
 // 2,000), on 2 workers, unsalted (the hot merchant's window on one
 // worker) and salted (its partials on both). events/s is the throughput
-// of Advance over the releases of 512 events.
+// of Add and Advance over the releases of 512 events. cold makes a new
+// aggregator for each pass of the stream, its windows growing from
+// nothing (and its hash seed new: the hot merchant's worker at random);
+// steady keeps one and replays the stream later in time at each pass, as
+// a long-running stream sees it (its windows full), with the hot
+// merchant's window on the caller's worker or on a goroutine's. All run at
+// the garbage collector's target of the commands that run aggregates
+// (cmd/cepheus: 400, unless GOGC is set, as there). wakes/release is the
+// workers found parked at a release (crewYield).
 func BenchmarkSaltedAggregate(b *testing.B) {
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
 	const n = 200_000
+	const step = 10 // ms between two events
 	rnd := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rnd, 1.1, 4, 1999)
 	evs := make([]*event.Event, n)
@@ -301,34 +315,71 @@ func BenchmarkSaltedAggregate(b *testing.B) {
 		if rnd.Float64() < 0.6 {
 			m = "m0"
 		}
-		evs[i] = &event.Event{Time: event.Time(i * 10), Fields: []event.Value{
+		evs[i] = &event.Event{Time: event.Time(i * step), Fields: []event.Value{
 			event.String(m), event.String(fmt.Sprintf("card%d", rnd.IntN(100_000))), event.Null,
 		}}
 	}
 	specs := []AggregateSpec{{KeySlots: []int{0}, Func: AggDistinct, ValueSlot: 1, Window: 600_000, Slot: 2}}
-	for _, salts := range []int{1, 2} {
-		name := map[int]string{1: "unsalted", 2: "salted"}[salts]
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			var total int
-			for b.Loop() {
-				a, err := NewParallelAggregator(specs, 2, salts)
-				if err != nil {
+	// pass runs the stream through a, its times shifted by shift.
+	pass := func(b *testing.B, a *ParallelAggregator, shift event.Time) {
+		for i, ev := range evs {
+			ev.Time = event.Time(i*step) + shift
+			a.Add(ev)
+			if i%512 == 511 {
+				if err := a.Advance(ev.Time, func(*event.Event) error { return nil }); err != nil {
 					b.Fatal(err)
 				}
-				for i, ev := range evs {
-					a.Add(ev)
-					if i%512 == 511 {
-						if err := a.Advance(ev.Time, func(*event.Event) error { return nil }); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-				a.Close()
-				total += n
 			}
-			b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "events/s")
-		})
+		}
+	}
+	newAgg := func(b *testing.B, salts int) *ParallelAggregator {
+		a, err := NewParallelAggregator(specs, 2, salts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return a
+	}
+	// hotOn is an aggregator whose hash seed gives the hot merchant's
+	// window (its salt 0) to worker w: 0 the caller's, 1 a goroutine's.
+	hotOn := func(b *testing.B, salts, w int) *ParallelAggregator {
+		for {
+			a := newAgg(b, salts)
+			if a.workerOf(a.hash(aggKey{kind: event.KindString, s: "m0"}), 0) == w {
+				return a
+			}
+			a.Close()
+		}
+	}
+	for _, mode := range []string{"cold", "steady-hot-on-caller", "steady-hot-on-worker"} {
+		for _, salts := range []int{1, 2} {
+			name := mode + "/" + map[int]string{1: "unsalted", 2: "salted"}[salts]
+			b.Run(name, func(b *testing.B) {
+				var a *ParallelAggregator
+				if mode != "cold" {
+					a = hotOn(b, salts, map[bool]int{true: 0, false: 1}[mode == "steady-hot-on-caller"])
+					defer a.Close()
+					pass(b, a, 0) // fills the windows, untimed
+				}
+				b.ReportAllocs()
+				var total, wakes, releases int
+				for p := 1; b.Loop(); p++ {
+					if mode == "cold" {
+						a = newAgg(b, salts)
+					}
+					w0 := a.crew.wakes
+					pass(b, a, event.Time(p*n*step))
+					wakes += a.crew.wakes - w0
+					releases += n / 512
+					if mode == "cold" {
+						a.Close()
+					}
+					total += n
+				}
+				b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "events/s")
+				// A worker woken at a release costs the caller (crewYield).
+				b.ReportMetric(float64(wakes)/float64(releases), "wakes/release")
+			})
+		}
 	}
 }
 
