@@ -5,8 +5,9 @@
 #                                       missing); print host:port as the last line of stdout
 #   scripts/redis.sh stop [-dir DIR]    stop exactly the process start recorded in DIR
 #
-# start picks a free loopback port, runs redis-server without persistence (no RDB, no AOF) in the
-# background with its log in DIR/redis.log, and returns once it answers PING. Its PID goes to
+# start picks a free loopback port below the kernel's ephemeral range (another one, up to five
+# times, when the port is taken before the server binds it), runs redis-server without
+# persistence (no RDB, no AOF) in the background with its log in DIR/redis.log, and returns once it answers PING. Its PID goes to
 # DIR/pid and its address to DIR/address; everything but the address goes to stderr. A start on a
 # DIR whose server still runs prints its address again.
 #
@@ -39,11 +40,16 @@ ping() {
   [[ "$reply" == "+PONG"* ]]
 }
 
-# free_port prints a loopback port nothing listens on.
+# free_port prints a loopback port nothing listens on, below the kernel's range of ephemeral
+# ports: a port in that range may be the local end of a client's connection (the Kafka tests
+# make many), which no connect finds but which makes the server's bind fail.
 free_port() {
-  local p
+  local p lo=20000 hi=32768 first
+  if read -r first _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && ((first > lo + 1000)); then
+    hi=$first
+  fi
   for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 20000))
+    p=$((lo + RANDOM % (hi - lo)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"
       return
@@ -85,29 +91,38 @@ start() {
     fi
   fi
   install_server
-  local port pid
-  port="$(free_port)"
-  # The address in the command line lets stop tell this server from any other.
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-    --dir "$dir" --logfile "$dir/redis.log" --protected-mode yes >/dev/null 2>&1 &
-  pid=$!
-  echo "$pid" > "$dir/pid"
-  for _ in $(seq 100); do
-    if ping "$port"; then
-      echo "127.0.0.1:$port" > "$dir/address"
-      log "redis-server $(redis-server --version | grep -o 'v=[0-9.]*' || true) PID $pid on 127.0.0.1:$port (log $dir/redis.log)"
-      echo "127.0.0.1:$port"
-      return
-    fi
-    if ! kill -0 "$pid" 2>/dev/null; then
-      rm -f "$dir/pid"
-      die "redis-server exited at its start: $(tail -5 "$dir/redis.log" 2>/dev/null || true)"
-    fi
-    sleep 0.1
+  local port pid attempt
+  # A port taken between free_port and the server's bind (another process, or a client's local
+  # end) makes the server exit at its start: another port is tried.
+  for attempt in 1 2 3 4 5; do
+    port="$(free_port)"
+    # The address in the command line lets stop tell this server from any other.
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+      --dir "$dir" --logfile "$dir/redis.log" --protected-mode yes >/dev/null 2>&1 &
+    pid=$!
+    echo "$pid" > "$dir/pid"
+    for _ in $(seq 100); do
+      if ping "$port"; then
+        echo "127.0.0.1:$port" > "$dir/address"
+        log "redis-server $(redis-server --version | grep -o 'v=[0-9.]*' || true) PID $pid on 127.0.0.1:$port (log $dir/redis.log)"
+        echo "127.0.0.1:$port"
+        return
+      fi
+      if ! kill -0 "$pid" 2>/dev/null; then
+        rm -f "$dir/pid"
+        if grep -q 'Address already in use' "$dir/redis.log" 2>/dev/null && ((attempt < 5)); then
+          log "port $port was taken at the server's start: trying another"
+          mv -f "$dir/redis.log" "$dir/redis.log.$attempt"
+          continue 2
+        fi
+        die "redis-server exited at its start: $(tail -5 "$dir/redis.log" 2>/dev/null || true)"
+      fi
+      sleep 0.1
+    done
+    kill -TERM "$pid" 2>/dev/null || true
+    rm -f "$dir/pid"
+    die "redis-server on port $port did not answer PING within 10 s"
   done
-  kill -TERM "$pid" 2>/dev/null || true
-  rm -f "$dir/pid"
-  die "redis-server on port $port did not answer PING within 10 s"
 }
 
 stop() {

@@ -41,9 +41,12 @@ func ownRedis(t *testing.T) (addr string, stop func()) {
 	t.Helper()
 	redisAddr(t) // Redis must be there in CI: the script installs it otherwise
 	dir := t.TempDir()
-	out, err := exec.Command("../../scripts/redis.sh", "start", "-dir", dir).Output()
+	cmd := exec.Command("../../scripts/redis.sh", "start", "-dir", dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("scripts/redis.sh start: %v", err)
+		t.Fatalf("scripts/redis.sh start: %v\n%s", err, stderr.Bytes())
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	addr = lines[len(lines)-1]
