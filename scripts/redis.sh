@@ -7,14 +7,15 @@
 #
 # start picks a free loopback port below the kernel's ephemeral range (another one, up to five
 # times, when the port is taken before the server binds it), runs redis-server without
-# persistence (no RDB, no AOF) in the background with its log in DIR/redis.log, and returns once it answers PING. Its PID goes to
-# DIR/pid and its address to DIR/address; everything but the address goes to stderr. A start on a
-# DIR whose server still runs prints its address again.
+# persistence (no RDB, no AOF) in the background with its log in DIR/redis.log, and returns once
+# it answers PING. Its PID goes to DIR/pid and its address to DIR/address; everything but the
+# address goes to stderr. A start on a DIR whose server still runs prints its address again.
 #
 # stop sends SIGTERM to the PID in DIR/pid if that process is still the redis-server started for
 # DIR's port (never anything found by name), waits for it, and sends SIGKILL after 10 s.
 #
-# DIR defaults to $CEPHEUS_REDIS_DIR, else build/redis in the checkout.
+# DIR defaults to $CEPHEUS_REDIS_DIR, else build/redis in the checkout. REDIS_SH_FIRST_PORT (for
+# tests) is the first port tried, unchecked, so that a test can hand it a taken one.
 # Exit status: 0 on success, 1 when it could not start (nothing is left running then), 2 for a
 # usage error.
 set -euo pipefail
@@ -95,7 +96,11 @@ start() {
   # A port taken between free_port and the server's bind (another process, or a client's local
   # end) makes the server exit at its start: another port is tried.
   for attempt in 1 2 3 4 5; do
-    port="$(free_port)"
+    if ((attempt == 1)) && [[ -n "${REDIS_SH_FIRST_PORT:-}" ]]; then
+      port=$REDIS_SH_FIRST_PORT
+    else
+      port="$(free_port)"
+    fi
     # The address in the command line lets stop tell this server from any other.
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
       --dir "$dir" --logfile "$dir/redis.log" --protected-mode yes >/dev/null 2>&1 &

@@ -64,6 +64,43 @@ func ownRedis(t *testing.T) (addr string, stop func()) {
 	return addr, stop
 }
 
+// TestRedisScriptTakenPort: scripts/redis.sh start, handed a port another
+// process holds (REDIS_SH_FIRST_PORT), says so and starts on another port,
+// and stop stops that server.
+func TestRedisScriptTakenPort(t *testing.T) {
+	redisAddr(t) // Redis must be there in CI: the script installs it otherwise
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
+	dir := t.TempDir()
+	cmd := exec.Command("../../scripts/redis.sh", "start", "-dir", dir)
+	cmd.Env = append(os.Environ(), "REDIS_SH_FIRST_PORT="+taken[strings.LastIndexByte(taken, ':')+1:])
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/redis.sh start: %v\n%s", err, stderr.Bytes())
+	}
+	defer func() {
+		if out, err := exec.Command("../../scripts/redis.sh", "stop", "-dir", dir).CombinedOutput(); err != nil {
+			t.Errorf("scripts/redis.sh stop: %v\n%s", err, out)
+		}
+	}()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	addr := lines[len(lines)-1]
+	if addr == taken || !strings.Contains(stderr.String(), "was taken at the server's start: trying another") {
+		t.Fatalf("start with %s taken: address %q, stderr %q; want another address and the retry said", taken, addr, stderr.String())
+	}
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatalf("the server at %s: %v", addr, err)
+	}
+	c.Close()
+}
+
 // lookupData generates a day of card events with the profiles of their
 // customers: events, profiles (customer.jsonl) and the number of lines.
 func lookupData(t *testing.T, dir string) (events, profiles string, lines int) {
