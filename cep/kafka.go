@@ -211,6 +211,57 @@ type partQueue struct {
 	paused bool
 }
 
+func newPartQueue() *partQueue {
+	q := &partQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// push appends b to the queue; when it reaches queueHigh batches, push
+// calls pause. The call is made under the queue's lock, as is pop's
+// resume: called after the lock is released, a pause could reach the
+// source after the resume of a pop that emptied the queue in between,
+// leaving the partition paused with nothing queued to resume it.
+func (q *partQueue) push(b runtime.Batch, pause func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.bs = append(q.bs, b)
+	if !q.paused && len(q.bs) >= queueHigh {
+		q.paused = true
+		pause()
+	}
+	q.cond.Signal()
+}
+
+// pop takes the next batch, waiting for one; ok is false once the queue is
+// closed and empty. When a paused queue is down to queueLow batches, pop
+// calls resume (under the lock, see push).
+func (q *partQueue) pop(resume func()) (b runtime.Batch, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.bs) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if len(q.bs) == 0 {
+		return runtime.Batch{}, false
+	}
+	b = q.bs[0]
+	q.bs = q.bs[1:]
+	if q.paused && len(q.bs) <= queueLow {
+		q.paused = false
+		resume()
+	}
+	return b, true
+}
+
+// close ends the queue: pop returns what is left, then ok false.
+func (q *partQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.cond.Signal()
+}
+
 // partitionName is the name of Kafka partition p of topic in positions
 // and dead letters.
 func partitionName(topic string, p int32) string { return topic + "-" + strconv.Itoa(int(p)) }
@@ -248,8 +299,7 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 	if r.aligned {
 		r.queues = map[int32]*partQueue{}
 		for _, p := range r.partitions() {
-			q := &partQueue{}
-			q.cond = sync.NewCond(&q.mu)
+			q := newPartQueue()
 			ch := make(chan runtime.Batch, 1)
 			r.queues[int32(p.Index)] = q
 			r.chans = append(r.chans, ch)
@@ -266,24 +316,11 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 func (r *kafkaReader) forward(p int32, q *partQueue, ch chan<- runtime.Batch) {
 	defer r.wg.Done()
 	defer close(ch)
+	resume := func() { r.src.Resume(p) }
 	for {
-		q.mu.Lock()
-		for len(q.bs) == 0 && !q.closed {
-			q.cond.Wait()
-		}
-		if len(q.bs) == 0 {
-			q.mu.Unlock()
+		b, ok := q.pop(resume)
+		if !ok {
 			return
-		}
-		b := q.bs[0]
-		q.bs = q.bs[1:]
-		resume := q.paused && len(q.bs) <= queueLow
-		if resume {
-			q.paused = false
-		}
-		q.mu.Unlock()
-		if resume {
-			r.src.Resume(p)
 		}
 		select {
 		case ch <- b:
@@ -321,24 +358,10 @@ func (r *kafkaReader) pump() {
 			}
 			continue
 		}
-		q := r.queues[kb.Partition]
-		q.mu.Lock()
-		q.bs = append(q.bs, b)
-		pause := !q.paused && len(q.bs) >= queueHigh
-		if pause {
-			q.paused = true
-		}
-		q.cond.Signal()
-		q.mu.Unlock()
-		if pause {
-			r.src.Pause(kb.Partition)
-		}
+		r.queues[kb.Partition].push(b, func() { r.src.Pause(kb.Partition) })
 	}
 	for _, q := range r.queues {
-		q.mu.Lock()
-		q.closed = true
-		q.cond.Signal()
-		q.mu.Unlock()
+		q.close()
 	}
 }
 
