@@ -1,12 +1,12 @@
 package cep
 
 import (
-	"runtime"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"time"
 
-	cepruntime "github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime"
 )
 
 // fetcher stands for a Kafka partition's fetching: it hands batches
@@ -20,7 +20,7 @@ type fetcher struct {
 }
 
 func (f *fetcher) set(paused bool) {
-	runtime.Gosched()
+	goruntime.Gosched()
 	f.mu.Lock()
 	f.paused = paused
 	f.cond.Broadcast()
@@ -74,7 +74,7 @@ func TestPartQueuePauseResumeOrder(t *testing.T) {
 				stuck <- i
 				return
 			}
-			q.push(cepruntime.Batch{End: cepruntime.Position{Offset: int64(i)}}, func() { f.set(true) })
+			q.push(runtime.Batch{End: runtime.Position{Offset: int64(i)}}, func() { f.set(true) })
 		}
 	}()
 	got := 0
