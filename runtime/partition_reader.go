@@ -194,8 +194,12 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 			ch := make(chan Batch, 1)
 			r.outs = append(r.outs, ch)
 			r.start(func(ctx context.Context) error {
-				defer close(ch)
-				return r.readPartitionTo(ctx, p, ch)
+				err := r.readPartitionTo(ctx, p, ch)
+				// The error before the close: a consumer reads Err once
+				// the channel is closed.
+				r.fail(err)
+				close(ch)
+				return nil
 			})
 		}
 	case !cfg.Follow:
@@ -265,15 +269,22 @@ func (r *PartitionReader) start(f func(ctx context.Context) error) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		if err := f(r.ctx); err != nil && r.ctx.Err() == nil {
-			r.mu.Lock()
-			if r.err == nil {
-				r.err = err
-			}
-			r.mu.Unlock()
-			r.cancel()
-		}
+		r.fail(f(r.ctx))
 	}()
+}
+
+// fail records err (nil: nothing) as the reader's error, unless it has one
+// or was stopping anyway (err is then the stop's echo), and stops it.
+func (r *PartitionReader) fail(err error) {
+	if err == nil || r.ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+	r.cancel()
 }
 
 // stopPumps unblocks the stream pumps once the reader's context is done.

@@ -184,6 +184,44 @@ func TestPartitionReaderDirectory(t *testing.T) {
 	}
 }
 
+// TestPartitionReaderAlignedError: a partition read side by side that
+// fails has its error recorded before its channel is closed, so that a
+// consumer that sees the channel end without a Done batch finds the
+// error (the coordinator of a stream does so).
+func TestPartitionReaderAlignedError(t *testing.T) {
+	dir := t.TempDir()
+	gz := gzipBytes(t, strings.Repeat("a record\n", 1000))
+	if err := os.WriteFile(filepath.Join(dir, "1.jsonl.gz"), gz[:len(gz)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "2.jsonl"), []byte("b1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 500 {
+		r, err := NewPartitionReader(context.Background(), dir, ReaderConfig{Aligned: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, chans := r.Aligned()
+		if len(parts) != 2 || parts[0].Name != "1.jsonl.gz" {
+			t.Fatalf("partitions %v", parts)
+		}
+		done := false
+		for b := range chans[0] {
+			done = done || b.Done
+		}
+		if done {
+			t.Fatal("a truncated gzip file read to its end")
+		}
+		if err := r.Err(); err == nil {
+			t.Fatal("the channel of a failed partition closed before its error was recorded")
+		}
+		if err := r.Close(); err == nil {
+			t.Fatal("Close: no error")
+		}
+	}
+}
+
 // TestPartitionReaderBackpressure: a consumer that does not read stops the
 // reader after the channel and the batch being filled are full; then every
 // record arrives, in order.
