@@ -472,9 +472,13 @@ func (s *Source) Pause(partitions ...int32) {
 // Resume resumes fetching partitions that Pause paused. A partition done in
 // bounded mode stays paused.
 func (s *Source) Resume(partitions ...int32) {
+	// Under the lock, as finish's pause: a partition found not done here
+	// could otherwise be resumed after finish paused it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var resume []int32
 	for _, p := range partitions {
-		if !s.isDone(p) {
+		if !s.doneParts[p] {
 			resume = append(resume, p)
 		}
 	}
@@ -496,13 +500,6 @@ func (s *Source) Close() error {
 	<-s.done
 	s.cl.Close()
 	return s.Err()
-}
-
-// isDone reports whether partition p is done (bounded mode).
-func (s *Source) isDone(p int32) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.doneParts[p]
 }
 
 func (s *Source) fail(err error) {
@@ -576,8 +573,7 @@ func (s *Source) loop() error {
 			out = s.split(out, fp.FetchPartition, st)
 			if st.done {
 				left--
-				s.markDone(fp.Partition)
-				s.cl.PauseFetchPartitions(map[string][]int32{c.Topic: {fp.Partition}})
+				s.finish(fp.Partition)
 			}
 		})
 		for _, b := range out {
@@ -663,6 +659,15 @@ func (s *Source) markDone(p int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.doneParts[p] = true
+}
+
+// finish marks partition p done and pauses its fetching, under the lock
+// that Resume holds (franz-go's pause and resume do not block).
+func (s *Source) finish(p int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.doneParts[p] = true
+	s.cl.PauseFetchPartitions(map[string][]int32{s.cfg.Topic: {p}})
 }
 
 // send sends b, or returns false when the source stops first.
