@@ -367,7 +367,12 @@ func (m *memBackend) run() {
 func (m *memBackend) checkpoint(w *state.CheckpointWriter, a ack, acks chan<- ack) {
 	ops := m.delta
 	m.delta, m.arena = nil, nil
-	m.jobs <- memJob{ops: ops, w: w, a: a, acks: acks}
+	// The goroutine is gone once the job stops (while acking): the
+	// checkpoint is dropped with the job.
+	select {
+	case m.jobs <- memJob{ops: ops, w: w, a: a, acks: acks}:
+	case <-m.ctx.Done():
+	}
 }
 
 func (m *memBackend) close() {
