@@ -277,15 +277,16 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 				s.cursors = append(s.cursors, cursor{p: p, ch: kr.chans[i]})
 			}
 		}
+		// From here on, an error returns s too: the job closes its reader.
 		if err := s.addPartitions(parts); err != nil {
-			return nil, err
+			return s, err
 		}
 		if ko := j.kafka; ko != nil && ko.local != 0 {
 			// The aggregates keyed by the record key, per input partition.
 			field := []string{j.e.recordKeyField(c.Kafka)}
 			for _, p := range parts {
 				if err := s.addPartAgg(p.Index, p.Name, field, ko.local); err != nil {
-					return nil, err
+					return s, err
 				}
 			}
 		}
