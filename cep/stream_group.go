@@ -64,7 +64,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 	poll := time.NewTicker(500 * time.Millisecond)
 	defer poll.Stop()
 	for {
-		owned := m.Owned()
+		owned, seen := m.OwnedSeq()
 		if len(owned) == 0 || last != nil && last.Finished && slices.Equal(owned, last.Partitions) {
 			// Nothing to read (yet, or any more): wait for partitions,
 			// and, bounded, for the others to finish theirs.
@@ -100,7 +100,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 		if last != nil || fails > 0 {
 			c.Logf("group %s: this instance now reads partitions %v of topic %s", k.Group, owned, k.Topic)
 		}
-		res, err, changes := e.runMember(ctx, jc, start, m)
+		res, err, changes := e.runMember(ctx, jc, start, m, seen)
 		if res != nil {
 			res.Partitions = owned
 			last = res
@@ -153,8 +153,10 @@ func (e *Engine) emptyResult() *StreamResult {
 // runMember runs one job over the partitions of jc until it ends or a
 // change of the member's partitions comes, which stops it with a final
 // checkpoint. It returns the job's outcome and the changes that came, not
-// yet acknowledged.
-func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time, m *kafka.Member) (*StreamResult, error, []kafka.Change) {
+// yet acknowledged. A change of Seq at most seen (m.OwnedSeq's when the
+// partitions were read) is already in them: it is acknowledged at once,
+// the job going on.
+func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time, m *kafka.Member, seen uint64) (*StreamResult, error, []kafka.Change) {
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type outcome struct {
@@ -170,6 +172,10 @@ func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time
 	for {
 		select {
 		case ch := <-m.Changes():
+			if ch.Seq <= seen {
+				ch.Done()
+				continue
+			}
 			changes = append(changes, ch)
 			cancel()
 		case o := <-out:

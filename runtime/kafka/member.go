@@ -36,7 +36,10 @@ type Change struct {
 	Assigned []int32 // partitions the member now owns too
 	Revoked  []int32 // partitions it hands over
 	Lost     bool    // Revoked were lost (the member was kicked): nothing can commit for them
-	done     chan struct{}
+	// Seq numbers the member's changes from 1: what OwnedSeq returns once
+	// this change is part of its partitions.
+	Seq  uint64
+	done chan struct{}
 }
 
 // Done acknowledges the change; for a revocation it lets the group go on.
@@ -62,6 +65,7 @@ type Member struct {
 
 	mu    sync.Mutex
 	owned []int32
+	seq   uint64 // of the last change to owned (Change.Seq)
 	// memberID and generation are those of the latest join that
 	// confirmed the member's partitions.
 	memberID   string
@@ -114,12 +118,15 @@ func NewMember(ctx context.Context, c MemberConfig) (*Member, error) {
 			id, gen := cl.GroupMetadata()
 			m.mu.Lock()
 			m.memberID, m.generation = id, gen
-			m.owned = slices.Sorted(slices.Values(append(m.owned, got...)))
-			m.mu.Unlock()
 			if len(got) == 0 {
+				m.mu.Unlock()
 				return
 			}
-			send(Change{Assigned: got}, false)
+			m.owned = slices.Sorted(slices.Values(append(m.owned, got...)))
+			m.seq++
+			seq := m.seq
+			m.mu.Unlock()
+			send(Change{Assigned: got, Seq: seq}, false)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, ps map[string][]int32) {
 			if len(ps[c.Topic]) > 0 {
@@ -160,8 +167,10 @@ func (m *Member) revoke(ps []int32, lost bool, send func(Change, bool)) {
 	ps = slices.Sorted(slices.Values(ps))
 	m.mu.Lock()
 	m.owned = slices.DeleteFunc(m.owned, func(p int32) bool { return slices.Contains(ps, p) })
+	m.seq++
+	seq := m.seq
 	m.mu.Unlock()
-	send(Change{Revoked: ps, Lost: lost}, true)
+	send(Change{Revoked: ps, Lost: lost, Seq: seq}, true)
 }
 
 // Changes are the member's partition changes, in order.
@@ -169,9 +178,18 @@ func (m *Member) Changes() <-chan Change { return m.changes }
 
 // Owned returns the partitions the member owns now, sorted.
 func (m *Member) Owned() []int32 {
+	owned, _ := m.OwnedSeq()
+	return owned
+}
+
+// OwnedSeq returns the partitions the member owns now, sorted, and the Seq
+// of the last change they include. A change is made part of them before
+// it is sent: one whose Seq is at most seq, still to come on Changes, is
+// already in owned.
+func (m *Member) OwnedSeq() (owned []int32, seq uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.owned)
+	return slices.Clone(m.owned), m.seq
 }
 
 // Metadata returns the member id and the group generation of the latest

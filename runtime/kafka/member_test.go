@@ -49,6 +49,9 @@ func TestMemberGroup(t *testing.T) {
 		t.Fatalf("a alone: assigned %v, want all six", ca.Assigned)
 	}
 	ca.Done()
+	if owned, seq := a.OwnedSeq(); ca.Seq != 1 || seq != 1 || !slices.Equal(owned, ca.Assigned) {
+		t.Fatalf("a's first change has Seq %d; OwnedSeq %v, %d: want 1, and the change in it", ca.Seq, owned, seq)
+	}
 	_, oldGen := a.Metadata()
 
 	b, err := NewMember(ctx, cfg("b"))
@@ -58,6 +61,11 @@ func TestMemberGroup(t *testing.T) {
 	rev := nextChange(t, a, "a's revocation")
 	if len(rev.Revoked) != 3 || rev.Lost {
 		t.Fatalf("a's revocation: %+v, want three partitions revoked", rev)
+	}
+	// The revocation is in a's partitions before it comes (the group's
+	// job, reading them now, takes it as seen, see cep.runMember).
+	if owned, seq := a.OwnedSeq(); rev.Seq != 2 || seq < rev.Seq || len(owned) != 3 || slices.ContainsFunc(owned, func(p int32) bool { return slices.Contains(rev.Revoked, p) }) {
+		t.Fatalf("a's revocation has Seq %d; OwnedSeq %v, %d: want 2, and the revoked partitions gone", rev.Seq, owned, seq)
 	}
 	// b gets nothing until a is done with the revoked partitions.
 	select {
