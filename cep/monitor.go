@@ -23,6 +23,9 @@ type StreamMonitor struct {
 	// runs, restores, or follows another (a switch, a rebalance).
 	running bool
 	recent  []switchDone
+	// started is the id of the newest checkpoint the running job has
+	// begun (at its start, the one it restored; 0: none).
+	started int64
 	ckReq   chan struct{}
 	deploys chan *deployReq
 }
@@ -34,13 +37,27 @@ func NewStreamMonitor() *StreamMonitor {
 }
 
 // RequestCheckpoint asks the running job for a checkpoint at its next
-// tick (after the one in flight, if any); LastCheckpoint in the snapshot
-// tells when it completed.
-func (m *StreamMonitor) RequestCheckpoint() {
+// tick (after the one in flight, if any). It returns the id of the newest
+// checkpoint begun before the request: the first complete checkpoint of a
+// larger id (LastCheckpoint in the snapshot tells) covers every record the
+// job took before the request.
+func (m *StreamMonitor) RequestCheckpoint() (after int64) {
+	m.mu.Lock()
+	after = m.started
+	m.mu.Unlock()
 	select {
 	case m.ckReq <- struct{}{}:
 	default: // one is asked for already
 	}
+	return after
+}
+
+// begun tells the monitor that the job begins checkpoint id (or, at its
+// start, that id is the checkpoint it restored).
+func (m *StreamMonitor) begun(id int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.started = id
 }
 
 // checkpointAsked reports (once) whether a checkpoint was asked for.

@@ -145,6 +145,9 @@ type streamHooks struct {
 	// betweenJobs is called after a switch's job ended, before the next
 	// one starts.
 	betweenJobs func()
+	// afterBarrier is called on the coordinator once checkpoint id's
+	// barrier is sent (the checkpoint in flight while it runs).
+	afterBarrier func(id int64)
 }
 
 // live reports whether the input is read as it grows: followed files, or
@@ -695,6 +698,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			c.Monitor.freshState()
 		}
 		c.Monitor.watchCommits(j.outputsCommitted)
+		c.Monitor.begun(j.nextID - 1)
 		j.publish(true)
 	}
 	if sw := j.switched; sw != nil && sw.req == nil {

@@ -401,6 +401,11 @@ func (j *job) drain() error {
 // queued for it. final marks the checkpoint of a run whose input ended.
 func (j *job) barrier(final bool) error {
 	src := j.src
+	if m := j.cfg.Monitor; m != nil {
+		// Before the flush, which places the barrier in the stream: a
+		// request that finds an older id gets a checkpoint after it.
+		m.begun(j.nextID)
+	}
 	if err := src.flush(); err != nil {
 		return err
 	}
@@ -465,6 +470,9 @@ func (j *job) barrier(final bool) error {
 		}
 	}
 	failpoint.Hit("barrier.after")
+	if h := j.cfg.hooks.afterBarrier; h != nil {
+		h(id)
+	}
 	return nil
 }
 

@@ -421,6 +421,53 @@ func TestMonitorCommitted(t *testing.T) {
 
 // followed is a job of the tests that streams a followed input in the
 // background, with a monitor and a log of its own.
+// TestMonitorRequestInFlight: a checkpoint asked for while one is in
+// flight is one after it (the one in flight may have begun before the
+// records the caller has in mind): RequestCheckpoint returns the id in
+// flight, and the next checkpoint is taken for the request.
+func TestMonitorRequestInFlight(t *testing.T) {
+	input := deployInput(60)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	cfg := d.config(events)
+	cfg.CheckpointInterval = time.Hour
+	var holdNext atomic.Bool
+	begun, release := make(chan int64, 1), make(chan struct{})
+	cfg.hooks.afterBarrier = func(id int64) {
+		if holdNext.CompareAndSwap(true, false) {
+			begun <- id
+			<-release // the coordinator waits: checkpoint id stays in flight
+		}
+	}
+	f := follow(t, streamEngine(t, deployV1), cfg)
+	waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+	holdNext.Store(true)
+	first := f.m.RequestCheckpoint()
+	var id int64
+	select {
+	case id = <-begun:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no checkpoint began after 20 s")
+	}
+	if id <= first {
+		t.Fatalf("checkpoint %d began for a request that returned %d", id, first)
+	}
+	after := f.m.RequestCheckpoint()
+	close(release)
+	if after != id {
+		t.Errorf("a request while checkpoint %d is in flight returned %d, want %d", id, after, id)
+	}
+	for deadline := time.Now().Add(20 * time.Second); f.m.Snapshot().Progress.LastCheckpoint <= id; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: last checkpoint %d, want one after %d, the request's", f.m.Snapshot().Progress.LastCheckpoint, id)
+		}
+	}
+	f.stop()
+}
+
 type followed struct {
 	t      *testing.T
 	m      *StreamMonitor

@@ -169,8 +169,7 @@ func (s *service) TriggerCheckpoint(ctx context.Context, _ *cepheusv1.TriggerChe
 	if !s.m.Ready() {
 		return nil, status.Error(codes.Unavailable, "no job is running (restoring, or between two jobs of a rebalance)")
 	}
-	before := s.m.Snapshot().Progress.LastCheckpoint
-	s.m.RequestCheckpoint()
+	before := s.m.RequestCheckpoint()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {

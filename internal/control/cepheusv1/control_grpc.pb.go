@@ -45,8 +45,8 @@ type ControlClient interface {
 	// checkpoints, and per-rule and per-partition figures.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	// TriggerCheckpoint asks for a checkpoint now and returns once one
-	// newer than the latest at the call has completed and its alerts are
-	// committed to their outputs.
+	// begun after the call (after the one in flight, if any) has completed
+	// and its alerts are committed to their outputs.
 	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*TriggerCheckpointResponse, error)
 	// Deploy validates a ruleset and, when it compiles, switches the
 	// running job to it at its next checkpoint barrier (asked for at once);
@@ -161,8 +161,8 @@ type ControlServer interface {
 	// checkpoints, and per-rule and per-partition figures.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	// TriggerCheckpoint asks for a checkpoint now and returns once one
-	// newer than the latest at the call has completed and its alerts are
-	// committed to their outputs.
+	// begun after the call (after the one in flight, if any) has completed
+	// and its alerts are committed to their outputs.
 	TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error)
 	// Deploy validates a ruleset and, when it compiles, switches the
 	// running job to it at its next checkpoint barrier (asked for at once);
