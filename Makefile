@@ -75,12 +75,13 @@ lint: ## Check formatting (gofmt), run go vet and the import rules (internal/lin
 # differential tester's parallel runners (internal/difftest), the partition
 # reader's goroutines and the concurrent checkpoint writer (runtime,
 # runtime/state), cep, whose engine the streaming runtime will run on
-# several goroutines, and enrich, whose lookups run requests concurrently.
-RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/ ./runtime/... ./cep/ ./enrich/
-# The tests that start Kafka brokers of their own (a 3-node cluster, a TLS one) run on their own
-# after the others: beside the other packages' tests they would load the machine enough to make
-# timing-sensitive tests (backpressure, latency) flaky.
-HEAVY_TESTS ?= TestExactlyOnceKafkaBrokerFailure|TestKafkaSecure
+# several goroutines, enrich, whose lookups run requests concurrently, and
+# the control API and metrics exporter, which read a running job's monitor.
+RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/ ./runtime/... ./cep/ ./enrich/ ./internal/control/ ./internal/metrics/
+# The tests that start Kafka brokers of their own (a 3-node cluster, a TLS one, one frozen) run on
+# their own after the others: beside the other packages' tests they would load the machine enough
+# to make timing-sensitive tests (backpressure, latency) flaky.
+HEAVY_TESTS ?= TestExactlyOnceKafkaBrokerFailure|TestKafkaSecure|TestKafkaStopBrokersFrozen
 
 # make test runs test-go with a Kafka broker of its own (scripts/kafka.sh,
 # in a temporary directory) for the Kafka tests, unless CEPHEUS_KAFKA_BROKERS

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/enrich"
@@ -70,7 +71,9 @@ type StreamConfig struct {
 	ShadowDir string
 	// CheckpointInterval is the time between two checkpoint barriers
 	// (default 1s); CheckpointTimeout aborts a checkpoint that takes
-	// longer (default 1m; its transaction joins the next one);
+	// longer (default 1m; its transaction joins the next one), and is the
+	// time a stopped run (ctx done) has to end before what still waits is
+	// cancelled (a Kafka commit with the brokers unreachable);
 	// MinPause is the least time from the end of a checkpoint to the next
 	// barrier (default 0).
 	CheckpointInterval, CheckpointTimeout, MinPause time.Duration
@@ -559,6 +562,11 @@ type job struct {
 	wg      sync.WaitGroup
 	stop    context.CancelFunc // stops the subtasks (on a failure)
 	sctx    context.Context
+	// ended is closed when the job closes: the end of the grace a stop
+	// gives its final checkpoint (graceAfterStop); cutShort says that the
+	// grace ran out.
+	ended    chan struct{}
+	cutShort atomic.Bool
 
 	src    *streamSource
 	dead   runtime.CommitSink // nil without DeadDir
@@ -690,6 +698,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	if err := j.startSubtasks(chk); err != nil {
 		return nil, err
 	}
+	j.graceAfterStop(ctx)
 	if j.src, err = j.openSource(ctx); err != nil {
 		return nil, err
 	}
@@ -846,8 +855,41 @@ func (j *job) result(already, finished bool) *StreamResult {
 	return r
 }
 
+// graceAfterStop gives a job stopped by ctx CheckpointTimeout to end
+// (its final checkpoint included), then stops what still waits, as a
+// crash would: the job's context ends the calls to Kafka that wait for
+// brokers (a commit, a flush, a produce into a full buffer), which a stop
+// does not end by itself, so that a final checkpoint runs to its end.
+// With every broker unreachable, one signal stops the process within the
+// timeout; the next run resumes from the last committed checkpoint.
+func (j *job) graceAfterStop(ctx context.Context) {
+	j.ended = make(chan struct{})
+	timeout, stop, ended := j.cfg.CheckpointTimeout, j.stop, j.ended
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-ended:
+			return
+		}
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			j.cutShort.Store(true)
+			stop()
+		case <-ended:
+		}
+	}()
+}
+
 // close stops whatever still runs and releases the state directory.
 func (j *job) close() error {
+	if j.ended != nil {
+		close(j.ended)
+		if j.cutShort.Load() {
+			j.logf("stopped, and still not ended %v later (the checkpoint timeout; Kafka unreachable?): what waited was cancelled, and the next run resumes from checkpoint %d", j.cfg.CheckpointTimeout, j.stats.LastCheckpoint)
+		}
+	}
 	if j.stop != nil {
 		j.stop()
 	}

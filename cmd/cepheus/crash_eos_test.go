@@ -356,21 +356,7 @@ func TestExactlyOnceKafka(t *testing.T) {
 func TestExactlyOnceKafkaBrokerFailure(t *testing.T) {
 	kafkaBrokers(t) // the same skip or failure as the other Kafka tests
 	t.Parallel()
-	kdir := t.TempDir()
-	cmd := exec.Command("../../scripts/kafka.sh", "start", "-n", "3", "-dir", kdir)
-	var kerr strings.Builder
-	cmd.Stderr = &kerr
-	out, err := cmd.Output()
-	t.Cleanup(func() {
-		if out, err := exec.Command("../../scripts/kafka.sh", "stop", "-dir", kdir).CombinedOutput(); err != nil {
-			t.Errorf("scripts/kafka.sh stop: %v\n%s", err, out)
-		}
-	})
-	if err != nil {
-		t.Fatalf("scripts/kafka.sh start -n 3: %v\n%s", err, kerr.String())
-	}
-	brokers := strings.TrimSpace(string(out))
-	brokers = brokers[strings.LastIndexByte(brokers, '\n')+1:]
+	brokers, kdir := startOwnKafka(t, "-n", "3")
 	bin := buildCepheus(t)
 	dir := t.TempDir()
 	job := newEOSJob(t, bin, dir, brokers, "eos-failover")
@@ -473,6 +459,92 @@ func TestKafkaZombieFenced(t *testing.T) {
 	}
 	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
 	if d := want.diff(got); d != "" {
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+	}
+}
+
+// TestKafkaStopBrokersFrozen: an instance stopped by SIGTERM while its
+// only broker is frozen (SIGSTOP: its connections hang, as with a network
+// cut) ends soon after its checkpoint timeout (and the 10 s its producer's
+// close gives an abort), without the final checkpoint it cannot commit and
+// saying so, instead of waiting for the broker; run again once the broker
+// is back, it resumes from its last committed checkpoint and the alerts
+// topic holds the backtest's alerts, once each.
+func TestKafkaStopBrokersFrozen(t *testing.T) {
+	kafkaBrokers(t) // the same skip or failure as the other Kafka tests
+	t.Parallel()
+	brokers, kdir := startOwnKafka(t)
+	pids, err := os.ReadFile(filepath.Join(kdir, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.Fields(strings.TrimSpace(string(pids)))[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := false
+	thaw := func() {
+		if frozen {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT to the broker: %v", err)
+			}
+			frozen = false
+		}
+	}
+	t.Cleanup(thaw)
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	job := newEOSJob(t, bin, dir, brokers, "eos-frozen")
+	alerts := job.topic + "-alerts"
+	args := []string{"run", "-rules", job.rules, "-brokers", brokers, "-input-topic", job.topic, "-bounded",
+		"-alerts-topic", alerts, "-group", job.topic, "-state", filepath.Join(dir, "state"),
+		"-checkpoint-interval", "200ms", "-checkpoint-timeout", "3s", "-progress", "1h"}
+	c := startChild(t, bin, args, "")
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+			<-c.done
+		}
+	})
+	// Frozen once the run has committed a checkpoint or two, mid-input.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.out.String(), "first transaction committed"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint after 30 s:\n%s", c.out.String())
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen = true
+	time.Sleep(300 * time.Millisecond) // the run meets the frozen broker
+	stopped := time.Now()
+	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30 s after SIGTERM (checkpoint timeout 3s) with the broker frozen:\n%s", c.out.String())
+	}
+	e := c.exit()
+	t.Logf("stopped with the broker frozen: %s, %v after SIGTERM", e.describe(), time.Since(stopped).Round(time.Millisecond))
+	thaw()
+	if e.killed {
+		t.Fatalf("the stopped run was killed:\n%s", e.stderr)
+	}
+	if e.code != 0 || !strings.Contains(e.stderr, "still not ended 3s later") {
+		t.Errorf("the stopped run: %s, want exit 0 saying it was cut short after the checkpoint timeout\n%s", e.describe(), e.stderr)
+	}
+	// Run again with the broker back: to the end of the input.
+	e = runChild(t, bin, args, "", 0)
+	if e.killed || e.code != 0 {
+		t.Fatalf("the run after the broker came back: %s\n%s", e.describe(), e.stderr)
+	}
+	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
+	if d := job.want.diff(got); d != "" {
 		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
 	}
 }

@@ -16,8 +16,17 @@ import (
 // directory (tls/, client.properties).
 func startSecureKafka(t *testing.T) (string, string) {
 	t.Helper()
+	return startOwnKafka(t, "-secure")
+}
+
+// startOwnKafka starts a Kafka of the test's own with scripts/kafka.sh
+// start and its flags args (-n 3, -secure), in a directory of the test,
+// stopped when the test ends; it returns the brokers' address and the
+// directory (pids, logs).
+func startOwnKafka(t *testing.T, args ...string) (string, string) {
+	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("../../scripts/kafka.sh", "start", "-secure", "-dir", dir)
+	cmd := exec.Command("../../scripts/kafka.sh", append(append([]string{"start"}, args...), "-dir", dir)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -27,7 +36,7 @@ func startSecureKafka(t *testing.T) (string, string) {
 		}
 	})
 	if err != nil {
-		t.Fatalf("scripts/kafka.sh start -secure: %v\n%s", err, stderr.String())
+		t.Fatalf("scripts/kafka.sh start %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], dir
