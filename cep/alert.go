@@ -96,13 +96,14 @@ type Alert struct {
 // concurrent use; [Engine.AlertEncoder] returns the one of an engine's
 // events.
 type AlertEncoder struct {
-	enc *jsonev.Encoder
+	enc     *jsonev.Encoder
+	ruleset string // the ruleset's name, in late events
 }
 
 // newAlertEncoder returns the encoder of alerts over events of schema, the
 // ruleset's time fields written as times.
 func newAlertEncoder(rs *rules.Ruleset, schema *event.Schema) *AlertEncoder {
-	return &AlertEncoder{enc: jsonev.NewEncoder(schema, append([]string{rs.TimeField}, rs.TimeFields()...)...)}
+	return &AlertEncoder{enc: jsonev.NewEncoder(schema, append([]string{rs.TimeField}, rs.TimeFields()...)...), ruleset: rs.Name}
 }
 
 // AppendAlert appends a as one JSON line, newline included, to b.
@@ -110,9 +111,11 @@ func (e *AlertEncoder) AppendAlert(b []byte, a *Alert) []byte {
 	return e.enc.AppendAlert(b, &a.Alert)
 }
 
-// appendLate appends a late event as one JSON line ({"line", "time",
-// "event"}).
-func (e *AlertEncoder) appendLate(b []byte, ev *event.Event) []byte { return e.enc.AppendLate(b, ev) }
+// appendLate appends a late event as one JSON line ({"ruleset", "line",
+// "time", "event"}).
+func (e *AlertEncoder) appendLate(b []byte, ev *event.Event) []byte {
+	return e.enc.AppendLate(b, e.ruleset, ev)
+}
 
 // makeAlert fills a (reusing its slices) with the alert of a match of r:
 // the rule's key values from the match's first event, the emits

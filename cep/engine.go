@@ -408,10 +408,14 @@ type RuleSummary struct {
 	// LastConditionError is the message of the last condition error
 	// ("" when none), such as "amount is null (in amount > 10)".
 	LastConditionError string
-	Late               int64
-	Overflow           int64 // events over the MaxBufferedEvents limit
-	NoKey              int64 // events skipped for lacking one of the rule's key fields
-	Dropped            int64 // partial matches dropped over the MaxPartialMatches limit
+	// EmitErrors counts the emit fields that failed to evaluate (each
+	// null in its alert); LastEmitError is the last ("name: message").
+	EmitErrors    uint64
+	LastEmitError string
+	Late          int64
+	Overflow      int64 // events over the MaxBufferedEvents limit
+	NoKey         int64 // events skipped for lacking one of the rule's key fields
+	Dropped       int64 // partial matches dropped over the MaxPartialMatches limit
 }
 
 // InputStats are the counters of the input of a run.

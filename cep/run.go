@@ -131,6 +131,8 @@ func (r *run) finish(runErr error) (*Summary, error) {
 			Alerts:             rr.alerts,
 			ConditionErrors:    cr.rule.ConditionErrors(),
 			LastConditionError: cr.rule.LastConditionError(),
+			EmitErrors:         cr.rule.EmitErrors(),
+			LastEmitError:      cr.rule.LastEmitError(),
 			Late:               int64(opStats.Late),
 			Overflow:           rr.overflow,
 			NoKey:              rr.noKey,

@@ -807,32 +807,53 @@ func (j *job) result(already, finished bool) *StreamResult {
 		// active rule of its name.
 		active := j.e.cfg.ruleset.Rules
 		rules := make([]RuleSummary, len(active))
+		// target returns the summary that compiled rule i counts in, or
+		// nil (a shadow's, or a draining rule no longer active).
+		target := func(i int) *RuleSummary {
+			cr := j.e.rules[i]
+			t := i
+			if cr.shadow {
+				return nil // not the main output's
+			}
+			if cr.drain {
+				if t = slices.IndexFunc(active, func(r *Rule) bool { return r.Name == cr.rule.Name }); t < 0 {
+					return nil
+				}
+			}
+			return &rules[t]
+		}
 		for _, s := range j.subs {
 			h := s.host
 			st.Late += h.late
 			st.Alerts += h.alerts
 			for i, cr := range j.e.rules {
-				t := i
-				if cr.shadow {
-					continue // not the main output's
-				}
-				if cr.drain {
-					if t = slices.IndexFunc(active, func(r *Rule) bool { return r.Name == cr.rule.Name }); t < 0 {
-						continue
-					}
+				rr := target(i)
+				if rr == nil {
+					continue
 				}
 				opStats, _ := h.keyOps[cr.spec].op.RuleCounts(i) // the summary reads counters only
-				rr := &rules[t]
 				rr.Rule, rr.Severity = cr.rule.Name, cr.rule.Severity.String()
 				rr.Alerts += h.rules[i].alerts
 				rr.Overflow += h.rules[i].overflow
 				rr.NoKey += h.rules[i].noKey
 				rr.Late += int64(opStats.Late)
 				rr.Dropped += int64(opStats.DroppedPartialMatches)
-				rr.ConditionErrors += cr.rule.ConditionErrors()
-				if msg := cr.rule.LastConditionError(); msg != "" {
-					rr.LastConditionError = msg
-				}
+			}
+		}
+		// The expressions' error counters are the compiled rule's, which
+		// every subtask shares: counted once.
+		for i, cr := range j.e.rules {
+			rr := target(i)
+			if rr == nil {
+				continue
+			}
+			rr.ConditionErrors += cr.rule.ConditionErrors()
+			if msg := cr.rule.LastConditionError(); msg != "" {
+				rr.LastConditionError = msg
+			}
+			rr.EmitErrors += cr.rule.EmitErrors()
+			if msg := cr.rule.LastEmitError(); msg != "" {
+				rr.LastEmitError = msg
 			}
 		}
 		r.Rules = rules

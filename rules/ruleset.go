@@ -212,6 +212,31 @@ func (r *Rule) LastConditionError() string {
 	return ""
 }
 
+// EmitErrors returns how many evaluations of the rule's emit fields have
+// failed at run time since it was compiled (each gave its field null).
+func (r *Rule) EmitErrors() uint64 {
+	var n uint64
+	for _, em := range r.Emits {
+		n += em.Expr.Errors()
+	}
+	return n
+}
+
+// LastEmitError returns the most recent run-time error of one of the
+// rule's emit fields (the first in emit order that failed), as "name:
+// message", or "" when none has failed.
+func (r *Rule) LastEmitError() string {
+	for _, em := range r.Emits {
+		var ce *cond.Error
+		if err := em.Expr.LastError(); errors.As(err, &ce) {
+			return em.Name + ": " + ce.Msg
+		} else if err != nil {
+			return em.Name + ": " + err.Error()
+		}
+	}
+	return ""
+}
+
 // Test is a test written in a ruleset file: events in, expected matches
 // out. Package internal/rulestest runs it.
 type Test struct {

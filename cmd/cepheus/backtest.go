@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/rules"
 )
@@ -309,7 +311,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 	// Every output path is checked before the input is read: a run must
 	// not fail on its output after the whole input, nor overwrite it.
-	if err := checkOutputs(f); err != nil {
+	if err := checkOutputs(f, inputPaths(f.events, files, &f.lookups)); err != nil {
 		return err
 	}
 	// Alerts are JSON lines for a file or a pipe; on a terminal they
@@ -341,7 +343,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		lateOut = late
 	}
 	if f.cpuProfile != "" {
-		stop, err := startCPUProfile(f.cpuProfile)
+		stop, err := startCPUProfile("backtest", f.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -352,7 +354,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var sums []*cep.Summary
 	var labelSums []*cep.LabelSummary
-	var elapsed time.Duration
+	var elapsed []time.Duration // by ruleset run
 	var runErr error
 	for _, rs := range sets {
 		var src *cep.EventSource
@@ -415,9 +417,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		closeLookups()
 		src.Close()
 		prog.done()
-		elapsed += time.Since(began)
 		if sum != nil {
 			sums = append(sums, sum)
+			elapsed = append(elapsed, time.Since(began))
 			var ls *cep.LabelSummary
 			if labels != nil {
 				ls = labels.Summary()
@@ -446,7 +448,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !f.quiet {
 		for i, s := range sums {
 			partial := i == len(sums)-1 && !ranToEnd(runErr)
-			printSummary(stderr, s, labelSums[i], elapsed, f, late, dead, partial)
+			printSummary(stderr, s, labelSums[i], elapsed[i], f, late, dead, partial)
 			if tee != nil {
 				tee.print(stderr, s.Ruleset)
 			}
@@ -607,27 +609,74 @@ func stripPrefixes(msg string) string {
 	return strings.Join(out, ": ")
 }
 
+// namedPath is a file a command reads or writes, and the flag that names
+// it ("-events", "-lookup customer").
+type namedPath struct{ flag, path string }
+
+// inputPaths returns the files a run reads: the events (unless stdin),
+// the ruleset files and the lookup files.
+func inputPaths(events string, ruleFiles []string, lf *lookupFlags) []namedPath {
+	var in []namedPath
+	if events != "" && events != "-" {
+		in = append(in, namedPath{"-events", events})
+	}
+	for _, r := range ruleFiles {
+		in = append(in, namedPath{"-rules", r})
+	}
+	for _, b := range lf.binds {
+		name, target, err := cep.ParseLookupBinding(b)
+		if path, ok := strings.CutPrefix(target, "file:"); err == nil && ok {
+			in = append(in, namedPath{"-lookup " + name, path})
+		}
+	}
+	return in
+}
+
+// clobbered returns an error when the file of output is one of inputs
+// (the same file, whatever the path says): writing it would destroy what
+// the run reads.
+func clobbered(cmd string, output namedPath, inputs []namedPath) error {
+	st, err := os.Stat(output.path)
+	if err != nil {
+		return nil // a new file
+	}
+	for _, in := range inputs {
+		if ist, err := os.Stat(in.path); err == nil && os.SameFile(st, ist) {
+			what := "the events file"
+			switch {
+			case in.flag == "-rules":
+				what = "a ruleset file"
+			case strings.HasPrefix(in.flag, "-lookup"):
+				what = "the file of " + in.flag
+			}
+			return fmt.Errorf("%s: %s %s is %s", cmd, output.flag, output.path, what)
+		}
+	}
+	return nil
+}
+
 // checkOutputs checks, before any input is read, that every output path
-// can be written, that none of them is the events file, and that no two
-// of them name the same file (each output truncates its file and writes
-// from the start, so two would overwrite each other's lines). A device
-// such as /dev/null may take several outputs.
-func checkOutputs(f backtestFlags) error {
-	in, inErr := os.Stat(f.events)
+// (profiles included) can be written, that none of them is a file the
+// run reads (inputs), and that no two of them name the same file (each
+// output truncates its file and writes from the start, so two would
+// overwrite each other's lines). A device such as /dev/null may take
+// several outputs.
+func checkOutputs(f backtestFlags, inputs []namedPath) error {
 	type output struct {
-		flag, path string
-		abs        string      // the path made absolute and clean
-		st         os.FileInfo // nil when the file does not exist
+		namedPath
+		abs string      // the path made absolute and clean
+		st  os.FileInfo // nil when the file does not exist
 	}
 	var seen []output
-	for _, o := range []output{{flag: "-alerts", path: f.alerts}, {flag: "-late", path: f.late}, {flag: "-dead-letter", path: f.dead}} {
+	for _, o := range []output{{namedPath: namedPath{"-alerts", f.alerts}}, {namedPath: namedPath{"-late", f.late}}, {namedPath: namedPath{"-dead-letter", f.dead}},
+		{namedPath: namedPath{"-cpuprofile", f.cpuProfile}}, {namedPath: namedPath{"-memprofile", f.memProfile}}} {
 		if o.path == "" || o.path == "-" {
 			continue
 		}
-		st, err := os.Stat(o.path)
-		if err == nil && inErr == nil && os.SameFile(in, st) {
-			return fmt.Errorf("backtest: %s %s is the events file", o.flag, o.path)
+		if err := clobbered("backtest", o.namedPath, inputs); err != nil {
+			return err
 		}
+		st, err := os.Stat(o.path)
 		if err == nil {
 			o.st = st
 		}
@@ -788,19 +837,60 @@ func (p *progressPrinter) done() {
 	}
 }
 
-// isTerminal reports whether w is a terminal: a character device other
-// than the null device. A variable for tests.
+// isTerminal reports whether w is a terminal (not merely a character
+// device: /dev/null and /dev/full are not). A variable for tests.
 var isTerminal = func(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// ruleNotes returns what a summary says of rule r beside its alerts:
+// its expressions' run-time errors and what its limits dropped.
+func ruleNotes(r cep.RuleSummary) []string {
+	var notes []string
+	if r.ConditionErrors > 0 {
+		notes = append(notes, plural(int64(r.ConditionErrors), "condition error", "condition errors"))
 	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return false
+	if r.EmitErrors > 0 {
+		notes = append(notes, plural(int64(r.EmitErrors), "emit error", "emit errors"))
 	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(st, null)
+	if r.Dropped > 0 {
+		notes = append(notes, plural(r.Dropped, "partial match", "partial matches")+" dropped (limit)")
+	}
+	if r.Overflow > 0 {
+		notes = append(notes, plural(r.Overflow, "event", "events")+" over the buffer limit")
+	}
+	if r.NoKey > 0 {
+		notes = append(notes, plural(r.NoKey, "event", "events")+" without its key skipped")
+	}
+	return notes
+}
+
+// printRuleErrors prints the last run-time error of each rule whose
+// conditions or emit fields failed: a condition that fails (a field
+// missing or null, a misspelled field of an inferred schema) counts as
+// false, an emit field that fails is null in its alert; say why.
+func printRuleErrors(w io.Writer, rules []cep.RuleSummary) {
+	for _, kind := range []struct {
+		title string
+		last  func(cep.RuleSummary) string
+	}{
+		{"Condition errors count as false", func(r cep.RuleSummary) string { return r.LastConditionError }},
+		{"Emit errors leave the field null in the alert", func(r cep.RuleSummary) string { return r.LastEmitError }},
+	} {
+		first := true
+		for _, r := range rules {
+			msg := kind.last(r)
+			if msg == "" {
+				continue
+			}
+			if first {
+				fmt.Fprintf(w, "\n  %s; the last of each rule:\n", kind.title)
+				first = false
+			}
+			fmt.Fprintf(w, "    %s: %s\n", r.Rule, msg)
+		}
+	}
 }
 
 // printSummary prints the summary of one ruleset's run, with its label
@@ -889,37 +979,12 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 			}
 			fmt.Fprintf(bw, " %7s %7s %9s %8s", humanInt(l.TruePositives), humanInt(l.FalsePositives), prec, humanInt(l.Caught))
 		}
-		var notes []string
-		if r.ConditionErrors > 0 {
-			notes = append(notes, plural(int64(r.ConditionErrors), "condition error", "condition errors"))
-		}
-		if r.Dropped > 0 {
-			notes = append(notes, plural(r.Dropped, "partial match", "partial matches")+" dropped (limit)")
-		}
-		if r.Overflow > 0 {
-			notes = append(notes, plural(r.Overflow, "event", "events")+" over the buffer limit")
-		}
-		if r.NoKey > 0 {
-			notes = append(notes, plural(r.NoKey, "event", "events")+" without its key skipped")
-		}
-		if len(notes) > 0 {
+		if notes := ruleNotes(r); len(notes) > 0 {
 			fmt.Fprintf(bw, "  (%s)", strings.Join(notes, "; "))
 		}
 		fmt.Fprintln(bw)
 	}
-	// A condition that fails at run time (a field missing or null, a
-	// misspelled field of an inferred schema) counts as false: say why.
-	first := true
-	for _, r := range s.Rules {
-		if r.ConditionErrors == 0 || r.LastConditionError == "" {
-			continue
-		}
-		if first {
-			fmt.Fprintf(bw, "\n  Condition errors count as false; the last of each rule:\n")
-			first = false
-		}
-		fmt.Fprintf(bw, "    %s: %s\n", r.Rule, r.LastConditionError)
-	}
+	printRuleErrors(bw, s.Rules)
 	if !labels {
 		return
 	}
@@ -1124,14 +1189,14 @@ func writeAllocProfile(path string, stderr io.Writer) {
 
 // startCPUProfile writes a CPU profile to path until the returned function
 // is called.
-func startCPUProfile(path string) (stop func(), err error) {
+func startCPUProfile(cmd, path string) (stop func(), err error) {
 	out, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("backtest: -cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: -cpuprofile: %w", cmd, err)
 	}
 	if err := pprof.StartCPUProfile(out); err != nil {
 		out.Close()
-		return nil, fmt.Errorf("backtest: -cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: -cpuprofile: %w", cmd, err)
 	}
 	return func() {
 		pprof.StopCPUProfile()

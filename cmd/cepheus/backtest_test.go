@@ -118,8 +118,8 @@ func TestBacktestLateFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(b); !strings.HasPrefix(got, `{"line":3,`) || strings.Count(got, "\n") != 1 {
-		t.Errorf("late file:\n%s\nwant line 3 only", got)
+	if got := string(b); !strings.HasPrefix(got, `{"ruleset":"good","line":3,`) || strings.Count(got, "\n") != 1 {
+		t.Errorf("late file:\n%s\nwant line 3 only, of ruleset good", got)
 	}
 	if !strings.Contains(stderr, "  1 event was late (behind the watermark, -out-of-orderness 1s)") {
 		t.Errorf("summary does not report the late event:\n%s", stderr)

@@ -138,6 +138,53 @@ func TestBacktestOutputsCheckedFirst(t *testing.T) {
 	if b, _ := os.ReadFile(events); string(b) != abEvents(10, 0, "") {
 		t.Error("the events file was changed")
 	}
+	// Nor may any output, profiles included, be a file the run reads:
+	// the events, a ruleset or a lookup file (reached by any path).
+	lookupRules := writeFile(t, dir, "l.cep", `ruleset l
+event time ts
+schema {
+  ts: time
+  k: string
+}
+lookup who {
+  key k
+  fields {
+    tier: string default ""
+  }
+}
+rule r {
+  key k
+  pattern {
+    begin a where who.tier == "x"
+  }
+}
+`)
+	lookupFile := writeFile(t, dir, "who.jsonl", `{"k":"x","tier":"x"}`+"\n")
+	if err := os.Symlink(lookupFile, filepath.Join(dir, "who-link.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	inputs := map[string]string{events: abEvents(10, 0, ""), rules: goodSrc, lookupFile: `{"k":"x","tier":"x"}` + "\n"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rules", rules, "-cpuprofile", events}, "-cpuprofile " + events + " is the events file"},
+		{[]string{"-rules", rules, "-memprofile", dir + "/./e.jsonl"}, " is the events file"},
+		{[]string{"-rules", rules, "-alerts", rules}, "-alerts " + rules + " is a ruleset file"},
+		{[]string{"-rules", dir, "-dead-letter", rules}, "-dead-letter " + rules + " is a ruleset file"},
+		{[]string{"-rules", lookupRules, "-lookup", "who=file:" + lookupFile, "-late", filepath.Join(dir, "who-link.jsonl")}, "is the file of -lookup who"},
+		{[]string{"-rules", rules, "-alerts", alerts, "-cpuprofile", alerts}, "-alerts and -cpuprofile name the same file"},
+	} {
+		code, _, stderr := cepheus(t, append([]string{"backtest", "-events", events}, c.args...)...)
+		if code != 1 || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "Ruleset") {
+			t.Errorf("%v: exit %d, want 1 and %q\n%s", c.args, code, c.want, stderr)
+		}
+		for path, want := range inputs {
+			if b, _ := os.ReadFile(path); string(b) != want {
+				t.Fatalf("%v: %s was changed", c.args, path)
+			}
+		}
+	}
 }
 
 // TestBacktestOutputsDistinct: two outputs that name one file (which
@@ -325,5 +372,26 @@ func TestRunMissingEvents(t *testing.T) {
 	}
 	if _, err := os.Stat(state); !os.IsNotExist(err) {
 		t.Errorf("the state directory was made: %v", err)
+	}
+}
+
+// TestRunProfileNotAnInput: run's -cpuprofile may not be a file the run
+// reads (the events, the ruleset): it fails (exit 1) and leaves them be.
+func TestRunProfileNotAnInput(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	for path, want := range map[string]string{events: "is the events file", rules: "is a ruleset file"} {
+		code, _, stderr := cepheus(t, "run", "-q", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "state"),
+			"-alerts", filepath.Join(dir, "alerts"), "-cpuprofile", path)
+		if code != 1 || !strings.Contains(stderr, "run: -cpuprofile "+path+" "+want) {
+			t.Errorf("-cpuprofile %s: exit %d, want 1 and %q\n%s", path, code, want, stderr)
+		}
+	}
+	if b, _ := os.ReadFile(events); string(b) != abEvents(10, 0, "") {
+		t.Error("the events file was changed")
+	}
+	if b, _ := os.ReadFile(rules); string(b) != goodSrc {
+		t.Error("the ruleset file was changed")
 	}
 }

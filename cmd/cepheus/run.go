@@ -477,7 +477,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 	}
 	if f.cpuProfile != "" {
-		stop, err := startCPUProfile(f.cpuProfile)
+		if err := clobbered(cmd.name, namedPath{"-cpuprofile", f.cpuProfile}, inputPaths(f.events, []string{file}, &f.lookups)); err != nil {
+			return err
+		}
+		stop, err := startCPUProfile(cmd.name, f.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -624,8 +627,13 @@ func printRunSummary(w io.Writer, r *cep.StreamResult) {
 			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), humanInt(st.Keys), humanInt(st.Buffered))
 	}
 	for _, rr := range r.Rules {
-		fmt.Fprintf(w, "  %-28s %8s alerts\n", rr.Rule, humanInt(rr.Alerts))
+		fmt.Fprintf(w, "  %-28s %8s alerts", rr.Rule, humanInt(rr.Alerts))
+		if notes := ruleNotes(rr); len(notes) > 0 {
+			fmt.Fprintf(w, "  (%s)", strings.Join(notes, "; "))
+		}
+		fmt.Fprintln(w)
 	}
+	printRuleErrors(w, r.Rules)
 	printLookupSummary(w, "run", r.Lookups)
 	for _, a := range r.Aggregates {
 		fmt.Fprintf(w, "run: aggregate %s: ", a.Name)

@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -384,6 +386,83 @@ func TestBacktestLookupNoRecord(t *testing.T) {
 			"-alerts", filepath.Join(dir, "a.jsonl"), "-lookup", "customer=file:"+c.source)
 		if code != 0 || strings.Contains(errOut, note) != c.said {
 			t.Errorf("%s: exit %d, the note said %v, want %v:\n%s", filepath.Base(c.source), code, !c.said, c.said, errOut)
+		}
+	}
+}
+
+// TestSummaryEmitErrors: an emit field that fails at run time is null in
+// its alert, and the summaries of backtest and run count it per rule and
+// show the last error, as they do a condition's; run's counts, at
+// parallelism 2, are those of the backtest (an expression's counter is
+// shared by the subtasks: counted once).
+func TestSummaryEmitErrors(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", `ruleset ee
+event time ts
+rule r {
+  key k
+  pattern {
+    begin a where amount > 1 && tag > "a"
+  }
+  emit {
+    ratio: a.amount / a.count
+    tagged: a.tag + "!"
+  }
+}
+`)
+	var events strings.Builder
+	for i := range 40 {
+		tag := `,"tag":"b"`
+		if i%4 == 0 {
+			tag = "" // a condition error: tag is missing
+		}
+		fmt.Fprintf(&events, `{"ts":%d,"k":"k%d","amount":5%s}`+"\n", 1767225600000+int64(i)*1000, i%7, tag)
+	}
+	in := writeFile(t, dir, "e.jsonl", events.String())
+	alerts := filepath.Join(dir, "alerts.jsonl")
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", in, "-alerts", alerts)
+	if code != 0 {
+		t.Fatalf("backtest: exit %d\n%s", code, stderr)
+	}
+	// A condition error is counted per failed evaluation (an event may
+	// be evaluated more than once), an emit error per alert and field.
+	counts := regexp.MustCompile(`\(([0-9]+) condition errors; 30 emit errors\)`).FindStringSubmatch(stderr)
+	if counts != nil {
+		if n, _ := strconv.Atoi(counts[1]); n < 10 {
+			counts = nil // fewer than the events without a tag
+		}
+	}
+	if counts == nil {
+		t.Errorf("backtest summary lacks (N >= 10 condition errors; 30 emit errors):\n%s", stderr)
+		counts = []string{"", "?"}
+	}
+	for _, want := range []string{
+		"30 alerts",
+		"Condition errors count as false; the last of each rule:\n    r: tag is null",
+		"Emit errors leave the field null in the alert; the last of each rule:\n    r: ratio: a.count is null (in a.amount / a.count)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("backtest summary lacks %q:\n%s", want, stderr)
+		}
+	}
+	b, err := os.ReadFile(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"emit":{"ratio":null,"tagged":"b!"}`); n != 30 {
+		t.Errorf("%d alerts with ratio null and tagged b!, want 30:\n%s", n, b)
+	}
+	code, _, stderr = cepheus(t, "run", "-rules", rules, "-events", in, "-state", filepath.Join(dir, "state"),
+		"-alerts", filepath.Join(dir, "run-alerts"), "-parallelism", "2")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"30 alerts  (" + counts[1] + " condition errors; 30 emit errors)",
+		"Emit errors leave the field null in the alert; the last of each rule:\n    r: ratio: a.count is null",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("run summary lacks %q:\n%s", want, stderr)
 		}
 	}
 }

@@ -123,11 +123,14 @@ func appendLine(b []byte, ev *event.Event) []byte {
 	return b
 }
 
-// AppendLate appends a late event as one JSON line (newline included):
+// AppendLate appends a late event of ruleset as one JSON line (newline
+// included):
 //
-//	{"line":12,"time":"2024-05-01T12:00:00Z","event":{...}}
-func (e *Encoder) AppendLate(b []byte, ev *event.Event) []byte {
-	b = appendLine(append(b, '{'), ev)
+//	{"ruleset":"cards","line":12,"time":"2024-05-01T12:00:00Z","event":{...}}
+func (e *Encoder) AppendLate(b []byte, ruleset string, ev *event.Event) []byte {
+	b = append(b, `{"ruleset":`...)
+	b = AppendString(b, ruleset)
+	b = appendLine(append(b, ','), ev)
 	b = append(b, `,"time":`...)
 	b = AppendString(b, ev.Time.String())
 	b = append(b, `,"event":`...)
