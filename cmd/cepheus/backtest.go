@@ -518,11 +518,9 @@ func ranToEnd(err error) bool {
 
 // errInterrupted is a run stopped by Ctrl-C: exit status 130, as a shell
 // gives a process killed by SIGINT.
-type errInterrupted struct{ line int64 }
+type errInterrupted struct{ msg string }
 
-func (e *errInterrupted) Error() string {
-	return fmt.Sprintf("backtest interrupted at line %d; the summary above is partial", e.line)
-}
+func (e *errInterrupted) Error() string { return e.msg }
 
 // backtestError explains the error that ended a run.
 func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backtestFlags) error {
@@ -531,7 +529,7 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 		line = sums[len(sums)-1].Line
 	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return &errInterrupted{line: line}
+		return &errInterrupted{msg: fmt.Sprintf("backtest interrupted at line %d; the summary above is partial", line)}
 	}
 	var ie *cep.InputError
 	if errors.As(err, &ie) {

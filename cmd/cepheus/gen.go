@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -28,8 +29,9 @@ dormant_card, auth_not_captured.
 
 The defaults give 60 days of sparse history and one dense day (about
 325,000 events). The same flags give the same bytes. The output goes to
-stdout, or to -o FILE (gzip-compressed when FILE ends in .gz). A summary
-goes to stderr.
+stdout, or to -o FILE (gzip-compressed when FILE ends in .gz), which
+appears whole once gen ends well (an interrupted gen leaves none). A
+summary goes to stderr.
 
 -profiles DIR also writes the lookup data of the generated population,
 creating DIR: one JSON-lines file per lookup of rulesets/cards.cep, today
@@ -114,17 +116,24 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("gen: -profiles: %w", err)
 		}
 	}
-	w, closeOut, err := createOutput(*out, stdout)
+	w, commit, abort, err := createOutput(*out, stdout)
 	if err != nil {
-		return err
+		return fmt.Errorf("gen: %w", err)
 	}
 	began := time.Now()
 	st, err := g.WriteTo(ctx, w)
-	if cerr := closeOut(); err == nil {
-		err = cerr
+	if err == nil {
+		err = commit()
+	} else {
+		abort()
 	}
-	if err != nil {
-		return err
+	switch {
+	case err != nil && ctx.Err() != nil && *out != "" && *out != "-":
+		return &errInterrupted{msg: fmt.Sprintf("gen interrupted: %s not written", *out)}
+	case err != nil && ctx.Err() != nil:
+		return &errInterrupted{msg: "gen interrupted: the output is partial"}
+	case err != nil:
+		return fmt.Errorf("gen: %w", err)
 	}
 	elapsed := time.Since(began)
 	fmt.Fprintf(stderr, "gen: %d events (%d fraud) in %.1fs", st.Events, st.Fraud, elapsed.Seconds())
@@ -199,36 +208,54 @@ func genConfigError(fs *flagSet, err error) error {
 	return fs.usagef("%s", strings.Join(msgs, "\ncepheus: gen: "))
 }
 
-// createOutput opens the output: stdout for "" or "-", else the file,
-// gzip-compressed when its name ends in .gz. close flushes and closes.
-func createOutput(path string, stdout io.Writer) (w io.Writer, close func() error, err error) {
+// createOutput opens the output: stdout for "" or "-", else a hidden
+// file beside path, gzip-compressed when path ends in .gz. commit flushes
+// and closes it and renames it to path; abort removes it: a gen that
+// fails or is interrupted leaves no partial file that would pass for a
+// whole one (nor replaces an older file of that name).
+func createOutput(path string, stdout io.Writer) (w io.Writer, commit func() error, abort func(), err error) {
 	if path == "" || path == "-" {
 		bw := bufio.NewWriterSize(stdout, 1<<16)
-		return bw, bw.Flush, nil
+		return bw, bw.Flush, func() { _ = bw.Flush() }, nil
 	}
-	f, err := os.Create(path)
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
+	f, err := os.Create(tmp)
 	if err != nil {
-		return nil, nil, err
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the hidden file's name would only puzzle
+		}
+		return nil, nil, nil, fmt.Errorf("-o %s: %w", path, err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<16)
-	if !strings.HasSuffix(path, ".gz") {
-		return bw, func() error {
-			if err := bw.Flush(); err != nil {
-				f.Close()
+	w = bw
+	flush := bw.Flush
+	if strings.HasSuffix(path, ".gz") {
+		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
+		w = zw
+		flush = func() error {
+			if err := zw.Close(); err != nil {
 				return err
 			}
-			return f.Close()
-		}, nil
-	}
-	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	return zw, func() error {
-		err := zw.Close()
-		if ferr := bw.Flush(); err == nil {
-			err = ferr
+			return bw.Flush()
 		}
+	}
+	abort = func() {
+		f.Close()
+		os.Remove(tmp)
+	}
+	commit = func() error {
+		err := flush()
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			os.Remove(tmp)
+		}
 		return err
-	}, nil
+	}
+	return w, commit, abort, nil
 }

@@ -3,8 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +163,52 @@ func TestGenHelpNamesProfiles(t *testing.T) {
 		if !strings.Contains(out+errOut, want) {
 			t.Errorf("gen --help (exit %d) does not say %q:\n%s%s", code, want, out, errOut)
 		}
+	}
+}
+
+// TestGenInterrupted: a gen stopped by Ctrl-C (its context cancelled)
+// exits 130 saying that its output was not written, and leaves no
+// partial file that would pass for a whole one: an older file of the
+// name stays as it was, and nothing else is left in the directory. A gen
+// that ends writes its file whole.
+func TestGenInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	out := writeFile(t, dir, "events.jsonl.gz", "older")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"gen", "-days", "2", "-o", out}, &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != 130 || !strings.Contains(stderr.String(), "gen interrupted: "+out+" not written") {
+		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+	if b, _ := os.ReadFile(out); string(b) != "older" {
+		t.Errorf("%s was replaced: %q", out, b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the directory holds %v, want only events.jsonl.gz", ents)
+	}
+	code, _, errOut := cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "500", "-scenarios", "card_testing", "-o", out)
+	if code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, errOut)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the directory holds %v, want only events.jsonl.gz", ents)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	var want int
+	if _, serr := fmt.Sscanf(errOut, "gen: %d events", &want); serr != nil || want == 0 {
+		t.Fatalf("gen does not say how many events it wrote: %v\n%s", serr, errOut)
+	}
+	if n := bytes.Count(b, []byte("\n")); err != nil || n != want {
+		t.Errorf("%s: %d lines, %v; want the %d events gen wrote, whole", out, n, err, want)
 	}
 }
