@@ -62,7 +62,8 @@ Bad input must not spoil a run (docs/decisions.md, "Bad times"):
     given, a number that as milliseconds is no time between 2000 and 2100
     is refused (epoch seconds would land in January 1970): the line goes
     to the dead letters and the reason names the likely unit. -time-unit s
-    reads numbers as epoch seconds, -time-unit ms takes any number as
+    reads numbers as epoch seconds (refusing, the same way, those that are
+    no time between 2000 and 2100), -time-unit ms takes any number as
     milliseconds.
   - An event more than -max-ahead ahead of the stream (the newest time let
     through so far) goes to the dead letters instead of moving the
@@ -193,7 +194,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.alerts, "alerts", "", "where alerts go: a file, or - for stdout; left out, stdout when it is not a terminal (on a terminal, the summary shows an example of each rule's alerts instead)")
 	fs.StringVar(&f.late, "late", "", "file for late events (created only if there are any; default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "file for undecodable lines (created only if there are any; default: only counted)")
-	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
+	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100; s refuses them too; ms takes any number)")
 	fs.DurationVar(&f.maxAhead, "max-ahead", 24*time.Hour, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
 	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never)")
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud)")
@@ -259,7 +260,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		input.CheckNumericTimes = true
 	case "ms":
 	case "s":
-		input.TimeUnit = cep.Seconds
+		// Checked as the default: milliseconds read as seconds land tens
+		// of thousands of years ahead.
+		input.TimeUnit, input.CheckNumericTimes = cep.Seconds, true
 	default:
 		return fs.usagef("-time-unit %q: want ms or s", f.timeUnit)
 	}

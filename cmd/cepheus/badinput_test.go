@@ -87,6 +87,22 @@ func TestBacktestEpochSeconds(t *testing.T) {
 	if code != 0 || strings.Count(stdout, "\n") != 20 || !strings.Contains(stdout, `"detected_at":"2026-01-01T00:00:01.000Z"`) {
 		t.Errorf("-time-unit s: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	// Milliseconds read as seconds are refused the same way, naming the
+	// unit that fits; -time-unit ms takes any number.
+	var ms strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&ms, `{"ts":%d,"k":"x","name":%q}`+"\n", 1767225600000+int64(i)*1000, []string{"a", "b"}[i%2])
+	}
+	msEvents := writeFile(t, dir, "ms.jsonl", ms.String())
+	code, stdout, stderr = cepheus(t, "backtest", "-rules", rules, "-events", msEvents, "-time-unit", "s")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "40 of 40 lines could not be decoded") ||
+		!strings.Contains(stderr, "as epoch seconds is beyond year 9999, outside 2000..2100; as epoch milliseconds it is 2026-01-01T00:00:00.000Z") {
+		t.Errorf("milliseconds with -time-unit s: exit %d, alerts %q\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-time-unit", "ms")
+	if code != 0 || strings.Count(stdout, "\n") != 20 {
+		t.Errorf("seconds with -time-unit ms: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 }
 
 // TestBacktestNothingDecodes: a schema that matches nothing (a wrong key

@@ -202,7 +202,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
 	fs.StringVar(&f.timeMode, "time", "event", "notion of time: event (the events' timestamps and watermarks) or processing (the wall clock when an event is processed)")
 	fs.DurationVar(&f.maxAhead, "max-ahead", 24*time.Hour, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
-	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100)")
+	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100; s refuses them too; ms takes any number)")
 	fs.DurationVar(&f.progress, "progress", 10*time.Second, "time between two progress lines on stderr")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines, no summary and no informational lines; warnings are still written")
 	f.memoryLimit = backtestMemoryLimit
@@ -370,7 +370,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		input.CheckNumericTimes = true
 	case "ms":
 	case "s":
-		input.TimeUnit = cep.Seconds
+		// Checked as the default: milliseconds read as seconds land tens
+		// of thousands of years ahead.
+		input.TimeUnit, input.CheckNumericTimes = cep.Seconds, true
 	default:
 		msgs = append(msgs, fmt.Sprintf("-time-unit %q: want ms or s", f.timeUnit))
 	}
