@@ -75,8 +75,9 @@ Bad input must not spoil a run (docs/decisions.md, "Bad times"):
 Every exit prints the summary of what was read: at the end, on an error
 (a truncated gzip file), and on Ctrl-C (exit 130; a second Ctrl-C kills).
 
-With -label (for example -label is_fraud on the output of cepheus gen), the
-summary gives per-rule true and false positives and precision (an alert is
+With -label (for example -label is_fraud on the output of cepheus gen; an
+event is labelled when the field is true, a non-zero number, or "true",
+"1" or "yes"), the summary gives per-rule true and false positives and precision (an alert is
 true when any of its events is labelled), and per scenario the labelled
 events caught, the recall and the events missed.
 
@@ -197,7 +198,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100; s refuses them too; ms takes any number)")
 	fs.DurationVar(&f.maxAhead, "max-ahead", 24*time.Hour, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
 	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never)")
-	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud)")
+	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud): an event is labelled when it is true, a non-zero number, or \"true\", \"1\" or \"yes\"")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default); lateness depends on it only for input more disordered than -out-of-orderness")
@@ -998,6 +999,10 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	if ls.Present == 0 && s.Decoded > 0 {
 		// A misspelled -label reads as a run without fraud.
 		fmt.Fprintf(bw, "  (no event has a field %s: is it the label field's name?)\n", f.label)
+	} else if ls.Present > 0 && ls.Labelled == 0 {
+		// A label of another form (a scenario name) reads the same way.
+		fmt.Fprintf(bw, "  (%s a field %s, none of them true: a label is true, a non-zero number, or \"true\", \"1\" or \"yes\")\n",
+			plural(ls.Present, "event has", "events have"), f.label)
 	}
 	if len(ls.Scenarios) == 0 {
 		return

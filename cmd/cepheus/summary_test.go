@@ -107,8 +107,23 @@ func TestBacktestSummaryWording(t *testing.T) {
 	falseLabels := strings.ReplaceAll(abEvents(2, 0, ""), `"k":`, `"nosuchfield":false,"k":`)
 	events = writeFile(t, dir, "e3.jsonl", falseLabels)
 	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "nosuchfield")
-	if strings.Contains(errOut, "no event has a field") || !strings.Contains(errOut, "Labelled events (nosuchfield): 0,") {
+	if strings.Contains(errOut, "no event has a field") || !strings.Contains(errOut, "Labelled events (nosuchfield): 0,") ||
+		!strings.Contains(errOut, `(2 events have a field nosuchfield, none of them true: a label is true, a non-zero number, or "true", "1" or "yes")`) {
 		t.Errorf("-label nosuchfield over events that have it, false:\n%s", errOut)
+	}
+	// A label of another form (a scenario's name) is said not to count.
+	named := strings.ReplaceAll(abEvents(2, 0, ""), `"k":`, `"scenario":"card_testing","k":`)
+	events = writeFile(t, dir, "e4.jsonl", named)
+	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "scenario")
+	if !strings.Contains(errOut, "Labelled events (scenario): 0,") || !strings.Contains(errOut, "2 events have a field scenario, none of them true") {
+		t.Errorf("-label scenario over names:\n%s", errOut)
+	}
+	// Once one is true, nothing is said.
+	some := strings.Replace(falseLabels, `"nosuchfield":false`, `"nosuchfield":"yes"`, 1)
+	events = writeFile(t, dir, "e5.jsonl", some)
+	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "nosuchfield")
+	if strings.Contains(errOut, "none of them true") || !strings.Contains(errOut, "Labelled events (nosuchfield): 1,") {
+		t.Errorf("-label nosuchfield, one yes:\n%s", errOut)
 	}
 }
 
