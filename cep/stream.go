@@ -299,8 +299,8 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	if d.AggregateWorkers < 0 || d.AggregateWorkers > MaxAggregateWorkers {
 		errs = append(errs, fmt.Errorf("aggregate workers %d: from 0 to %d", d.AggregateWorkers, MaxAggregateWorkers))
 	}
-	if d.Parallelism > keyGroups {
-		errs = append(errs, fmt.Errorf("parallelism %d: at most %d (the key groups)", d.Parallelism, keyGroups))
+	if d.Parallelism > MaxParallelism {
+		errs = append(errs, fmt.Errorf("parallelism %d: at most %d (the key groups)", d.Parallelism, MaxParallelism))
 	}
 	switch d.Backend {
 	case "":
@@ -619,6 +619,10 @@ type jobMeta struct {
 
 // keyGroups is the number of key groups of a job's state.
 const keyGroups = state.DefaultKeyGroups
+
+// MaxParallelism is the most subtasks of a stream job
+// (StreamConfig.Parallelism): each owns at least one key group.
+const MaxParallelism = keyGroups
 
 func (j *job) logf(format string, args ...any) { j.cfg.Logf(format, args...) }
 

@@ -411,3 +411,24 @@ func TestRunProfileNotAnInput(t *testing.T) {
 		t.Error("the ruleset file was changed")
 	}
 }
+
+// TestRunParallelismRange: a -parallelism past the key groups is a usage
+// error (exit 2, before anything is read or made), as a negative one is.
+func TestRunParallelismRange(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(4, 0, ""))
+	for p, want := range map[string]string{
+		"-1":  "-parallelism -1 is negative",
+		"200": "-parallelism 200: at most 128",
+	} {
+		state := filepath.Join(dir, "state"+p)
+		code, _, stderr := cepheus(t, "run", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, "alerts"), "-parallelism", p)
+		if code != 2 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "cepheus help run") {
+			t.Errorf("-parallelism %s: exit %d, want 2 and %q\n%s", p, code, want, stderr)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("-parallelism %s: the state directory was made: %v", p, err)
+		}
+	}
+}

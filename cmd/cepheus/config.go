@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -68,7 +69,7 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 		}
 		if v := getenv(envName(f.Name)); v != "" {
 			if serr := f.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, serr)
+				err = fmt.Errorf("%s=%q: %v%s", envName(f.Name), v, serr, wantOf(f))
 				return
 			}
 			src[f.Name] = fromEnv
@@ -76,7 +77,7 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 		}
 		if n, ok := file[f.Name]; ok {
 			if serr := f.Value.Set(n.Value); serr != nil {
-				err = fmt.Errorf("config %s:%d:%d: %s: %v", path, n.Line, n.Column, f.Name, serr)
+				err = fmt.Errorf("config %s:%d:%d: %s %q: %v%s", path, n.Line, n.Column, f.Name, n.Value, serr, wantOf(f))
 				return
 			}
 			src[f.Name] = fromFile
@@ -85,6 +86,22 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 		src[f.Name] = fromDefault
 	})
 	return src, err
+}
+
+// wantOf says what kind of value flag f takes, for the error of a value
+// it refused (the flag package's own says only "parse error"): told by
+// its default, as the flags of durations and numbers have one.
+func wantOf(f *flag.Flag) string {
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return " (want true or false)"
+	}
+	if _, err := time.ParseDuration(f.DefValue); err == nil && f.DefValue != "0" {
+		return " (want a duration such as 500ms, 10s or 5m)"
+	}
+	if _, err := strconv.ParseInt(f.DefValue, 10, 64); err == nil {
+		return " (want a whole number)"
+	}
+	return ""
 }
 
 // printConfig writes the settings of fs as a YAML config file, each with

@@ -243,6 +243,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	negative("-max-ahead", f.maxAhead < 0, formatDuration(f.maxAhead))
 	negative("-checkpoint-min-pause", f.minPause < 0, formatDuration(f.minPause))
 	negative("-parallelism", f.parallelism < 0, f.parallelism)
+	if f.parallelism > cep.MaxParallelism {
+		msgs = append(msgs, fmt.Sprintf("-parallelism %d: at most %d (a subtask owns at least one of the %d key groups)", f.parallelism, cep.MaxParallelism, cep.MaxParallelism))
+	}
 	if f.aggWorkers < 1 || f.aggWorkers > cep.MaxAggregateWorkers {
 		msgs = append(msgs, fmt.Sprintf("-aggregate-workers %d: from 1 to %d", f.aggWorkers, cep.MaxAggregateWorkers))
 	}
@@ -530,8 +533,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		printRunSummary(stderr, res)
 	}
 	if res != nil && !f.quiet && cmd == serveCommand {
-		say("ruleset %s: %d records, %d events, %d alerts, %d late, %d dead letters; %d checkpoints taken, last %d",
-			res.Ruleset, res.Records, res.Decoded, res.Alerts, res.Late, res.Dead, res.Stats.Checkpoints, res.Stats.LastCheckpoint)
+		say("ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d",
+			res.Ruleset, plural(res.Records, "record", "records"), plural(res.Decoded, "event", "events"), plural(res.Alerts, "alert", "alerts"),
+			humanInt(res.Late), plural(res.Dead, "dead letter", "dead letters"), plural(res.Stats.Checkpoints, "checkpoint", "checkpoints"), res.Stats.LastCheckpoint)
 	}
 	if err != nil {
 		if res != nil && !res.Finished && errors.Is(err, ctx.Err()) && ctx.Err() != nil {

@@ -290,7 +290,9 @@ func TestServeConfig(t *testing.T) {
 	}
 	for _, c := range []struct{ file, want string }{
 		{"rules: r.cep\nbogus: 1\n", `bad.yaml:2:1: unknown setting "bogus"`},
-		{"rules: r.cep\nparallelism: many\n", `bad.yaml:2:14: parallelism`},
+		{"rules: r.cep\nparallelism: many\n", `bad.yaml:2:14: parallelism "many": parse error (want a whole number)`},
+		{"rules: r.cep\ncheckpoint-interval: 5 seconds\n", `bad.yaml:2:22: checkpoint-interval "5 seconds": parse error (want a duration such as 500ms, 10s or 5m)`},
+		{"rules: r.cep\nfollow: maybe\n", `bad.yaml:2:9: follow "maybe": parse error (want true or false)`},
 		{"rules: [a, b]\n", `bad.yaml:1:8: setting "rules": want a single value`},
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
