@@ -393,6 +393,15 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 			return nil, fmt.Errorf("cep: stream: input: %w", err)
 		}
 	}
+	// The state directory is the run's from here to its end: a second
+	// process given it fails now, before it fences the first's Kafka
+	// producer or takes its place in the group (and also between two of
+	// the first's jobs, when no job holds the directory).
+	runLock, err := state.LockRun(c.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("cep: stream: %w", err)
+	}
+	defer runLock.Close()
 	if c.Kafka.transactional() && c.Kafka.RulesTopic != "" {
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()

@@ -526,3 +526,48 @@ func (f *followed) lines() []string {
 	defer f.mu.Unlock()
 	return slices.Clone(f.logs)
 }
+
+// TestStreamStateInUse: a second Stream given the state directory of a
+// running one fails at once, saying the directory is in use by another
+// run, and the first goes on undisturbed to its final checkpoint.
+func TestStreamStateInUse(t *testing.T) {
+	input := engineInput(200)
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var records atomic.Int64
+	cfg := d.config(events)
+	cfg.Follow, cfg.PollInterval = true, 2*time.Millisecond
+	cfg.ProgressInterval = time.Millisecond
+	cfg.Progress = func(p StreamProgress) { records.Store(p.Records) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var res *StreamResult
+	go func() {
+		var err error
+		res, err = streamEngine(t, engineRules).Stream(ctx, cfg)
+		done <- err
+	}()
+	want := int64(strings.Count(input, "\n"))
+	for deadline := time.Now().Add(20 * time.Second); records.Load() < want; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("followed %d records of %d", records.Load(), want)
+		}
+	}
+	second := d.config(events)
+	second.Follow, second.PollInterval = true, 2*time.Millisecond
+	_, err := streamEngine(t, engineRules).Stream(context.Background(), second)
+	if err == nil || !strings.Contains(err.Error(), "is in use by another run") {
+		t.Fatalf("a second Stream on the state directory: %v, want it in use", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first Stream after cancel: %v, want context.Canceled", err)
+	}
+	if res.Stats.LastCheckpoint == 0 || res.Records != want {
+		t.Fatalf("the first run: checkpoint %d, %d records; want a checkpoint and %d records", res.Stats.LastCheckpoint, res.Records, want)
+	}
+}

@@ -410,3 +410,41 @@ func TestKafkaZombieGroup(t *testing.T) {
 	checkAlerts(t, bin, brokers, group, job)
 	keepLogs(t, ins)
 }
+
+// TestKafkaSecondStartSameState: an instance started again, by mistake,
+// with the -state of one that runs fails at once (exit 1, the state
+// directory in use by another run) before it fences the running one's
+// producer or takes its place in the group; the running one goes on to
+// its end, exit 0, and the alerts are the backtest's, once each.
+func TestKafkaSecondStartSameState(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	job := newEOSJobOf(t, bin, dir, brokers, "same-state", 200000, "")
+	group := job.topic + "-g"
+	t.Setenv("GOMAXPROCS", "1") // the run takes long enough to be met mid-stream
+	a := &instance{name: "a"}
+	a.start(t, bin, groupRun(job, brokers, group, dir, "a"))
+	defer func() {
+		if !a.finished {
+			a.c.kill()
+		}
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); lastRecords(a.c.out.String()) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("instance a read nothing in 2 minutes\n%s", a.c.out.String())
+		}
+	}
+	code, _, stderr := cepheus(t, groupRun(job, brokers, group, dir, "a")...)
+	if code != 1 || !strings.Contains(stderr, "is in use by another run") {
+		t.Errorf("the second start: exit %d, want 1 and the state directory in use\n%s", code, stderr)
+	}
+	select {
+	case <-a.c.done:
+		a.ended(t)
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("instance a still runs after 3 minutes\n%s", a.c.out.String())
+	}
+	checkAlerts(t, bin, brokers, group, job)
+	keepLogs(t, []*instance{a})
+}

@@ -133,6 +133,28 @@ func OpenCheckpointDir(dir string, opts ...CheckpointDirOption) (*CheckpointDir,
 	return d, nil
 }
 
+// runLockName is the lock file of [LockRun], beside the checkpoint
+// directory's own.
+const runLockName = "RUN.LOCK"
+
+// LockRun locks the state directory dir for a whole run, creating it if
+// needed. A run's jobs open the directory one after the other
+// ([OpenCheckpointDir]); this lock, held from before the first to after
+// the last, makes a second process given the same directory fail at once,
+// before it does anything that would disturb the first (fence its Kafka
+// producer, take its place in a consumer group), and also between two of
+// the first's jobs. Close releases it.
+func LockRun(dir string) (io.Closer, error) {
+	if err := vfs.Default.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state: state dir: %w", err)
+	}
+	lock, err := vfs.Default.Lock(vfs.Default.PathJoin(dir, runLockName))
+	if err != nil {
+		return nil, fmt.Errorf("state: state dir %s is in use by another run: %w", dir, err)
+	}
+	return lock, nil
+}
+
 // Dir is the state directory.
 func (d *CheckpointDir) Dir() string { return d.dir }
 
