@@ -1022,14 +1022,21 @@ func (j *job) openSinks(first int) error {
 	return nil
 }
 
-// restoredSink is the state a sink of subtask s recovers: what the
-// restored checkpoint holds for it, else (a subtask the checkpoint did
-// not have) the checkpoint without parts, else (a fresh start) none.
+// restoredSink is the state a sink of subtask s recovers. On a fresh
+// start it is the zero state. Otherwise it is what the restored checkpoint
+// holds for the sink, unless the checkpoint holds nothing for it: a
+// subtask the checkpoint did not have, or an output its run was started
+// without (stored as the zero state, where a sink's own state names its
+// checkpoint). Such a sink recovers the restored checkpoint without
+// parts, so that its part files up to that checkpoint, earlier runs'
+// output, stay and later ones are still refused as ahead
+// (runtime.FileSink.Recover); recovered as a fresh start, it would refuse
+// its own earlier files.
 func (j *job) restoredSink(of func(*jobMeta, int) (runtime.PendingState, bool), s int) runtime.PendingState {
 	if j.meta == nil {
 		return runtime.PendingState{}
 	}
-	if st, ok := of(j.meta, s); ok {
+	if st, ok := of(j.meta, s); ok && st.Checkpoint != 0 {
 		return st
 	}
 	return runtime.PendingState{Subtask: s, Checkpoint: j.restored}

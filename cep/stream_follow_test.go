@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -255,6 +256,120 @@ func TestStreamRefusedRestores(t *testing.T) {
 	if !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "checkpoint") {
 		t.Errorf("corrupt checkpoint: %v, want ErrRestore", err)
 	}
+}
+
+// TestStreamOutputLeftOut runs a job with late events and dead letters
+// to directories, then without those outputs, then with them again, each
+// run resuming from the one before (the third refused the directories'
+// own part files, as if ahead of the checkpoint it restored). The
+// directories then hold the backtest's late events and dead letters but
+// those of the second run, once: the first run's part files as they were
+// and the third run's after the second run's checkpoints.
+func TestStreamOutputLeftOut(t *testing.T) {
+	input := engineInput(3000)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := runEngine(t, input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	// run streams the input, checkpointing every 100 records, and stops
+	// after checkpoint stopAt (0: at the end of the input), once the batch
+	// it reads is routed (1024 records).
+	run := func(what string, outputs bool, stopAt int64) *StreamResult {
+		t.Helper()
+		cfg := d.config(events)
+		cfg.CheckpointInterval, cfg.CheckpointRecords = time.Hour, 100
+		if !outputs {
+			cfg.LateDir, cfg.DeadDir = "", ""
+		}
+		if stopAt > 0 {
+			cfg.hooks.afterCommit = func(id int64) bool { return id == stopAt }
+		}
+		res, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return res
+	}
+	first := run("first run, with the outputs", true, 3)
+	firstLate, firstDead := partFiles(t, d.late), partFiles(t, d.dead)
+	second := run("second run, without them", false, first.Stats.LastCheckpoint+1)
+	third := run("third run, with them again", true, 0)
+	if second.Restored != first.Stats.LastCheckpoint || third.Restored != second.Stats.LastCheckpoint ||
+		second.Finished || !third.Finished {
+		t.Fatalf("the runs restored %d, %d (want %d, %d), finished %v, %v (want false, true)",
+			second.Restored, third.Restored, first.Stats.LastCheckpoint, second.Stats.LastCheckpoint, second.Finished, third.Finished)
+	}
+	// Each run has late events and dead letters of its own.
+	late := []int64{first.Stats.Late, second.Stats.Late, third.Stats.Late}
+	dead := []int64{first.Stats.Dead, second.Stats.Dead, third.Stats.Dead}
+	if late[0] == 0 || late[1] == late[0] || late[2] == late[1] || late[2] != whole.sum.Late ||
+		dead[0] == 0 || dead[1] == dead[0] || dead[2] == dead[1] || dead[2] != whole.sum.Dead {
+		t.Fatalf("late events %v and dead letters %v by the end of each run; the backtest has %d and %d, and each run should add some",
+			late, dead, whole.sum.Late, whole.sum.Dead)
+	}
+	gap := second.Stats.LastCheckpoint
+	lateLines := checkLeftOut(t, d.late, firstLate, gap, whole.sum.Late-(late[1]-late[0]))
+	checkLeftOut(t, d.dead, firstDead, gap, whole.sum.Dead-(dead[1]-dead[0]))
+	backtest := sortedLines(whole.late)
+	for _, l := range lateLines {
+		if _, found := slices.BinarySearch(backtest, l); !found {
+			t.Errorf("late event %q is not one of the backtest's", l)
+		}
+	}
+}
+
+// partFiles returns the content of each committed part file of dir, by
+// name.
+func partFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = string(b)
+	}
+	return out
+}
+
+// checkLeftOut checks the committed part files of dir after a run that
+// left the output out, up to checkpoint gap, and one with it again: the
+// files of the run before (before) are there as they were, the others
+// are of checkpoints after gap, and they hold n lines, none twice. It
+// returns the lines, sorted.
+func checkLeftOut(t *testing.T, dir string, before map[string]string, gap int64, n int64) []string {
+	t.Helper()
+	after := partFiles(t, dir)
+	for name, b := range before {
+		if after[name] != b {
+			t.Errorf("%s: part file %s of the first run changed or went", dir, name)
+		}
+	}
+	for name := range after {
+		m := partFile.FindStringSubmatch(name)
+		if m == nil {
+			t.Errorf("%s: %s is not a committed part file", dir, name)
+			continue
+		}
+		if c, _ := strconv.ParseInt(m[3], 10, 64); before[name] == "" && c <= gap {
+			t.Errorf("%s: %s is of checkpoint %d, one of the run without the output (up to %d)", dir, name, c, gap)
+		}
+	}
+	lines := committedLines(t, dir)
+	if int64(len(lines)) != n || len(slices.Compact(slices.Clone(lines))) != len(lines) {
+		t.Errorf("%s: %d lines (%d distinct), want %d, none twice", dir, len(lines), len(slices.Compact(slices.Clone(lines))), n)
+	}
+	return lines
 }
 
 // TestStreamDirectorySideBySide splits an ordered input into two files

@@ -15,7 +15,10 @@ import (
 // durable), the runtime calls Commit(N), which makes every transaction of
 // checkpoints up to N visible. On restore from checkpoint N the runtime
 // calls Recover with the PendingState stored in N, before the first Write;
-// for a fresh start, with the zero PendingState.
+// for a fresh start, with the zero PendingState. A sink N stored no state
+// for (its output was left out of the run that took N) recovers N without
+// parts, PendingState{Subtask: s, Checkpoint: N}, not the zero state: its
+// output of checkpoints up to N, written by earlier runs, is committed.
 //
 // What a reader sees after a crash depends on the implementation:
 // [FileSink] is exactly-once, [WriterSink] at-most-once.
@@ -38,7 +41,8 @@ type CommitSink interface {
 	// Committing twice, or a checkpoint with nothing pending, is a no-op.
 	Commit(checkpoint int64) error
 	// Recover sets the sink to the checkpoint restored (restored is what
-	// PreCommit returned for it, or the zero value for a fresh start)
+	// PreCommit returned for it, the checkpoint without parts when it
+	// holds no state for the sink, or the zero value for a fresh start)
 	// and finishes or discards what earlier runs left. It is called once,
 	// before the first Write.
 	Recover(restored PendingState) error

@@ -50,6 +50,18 @@ import (
 // directory holds another job's output): Recover fails with
 // [ErrCommittedAhead] rather than duplicate its lines.
 //
+// A sink the restored checkpoint N has no state for (its output was left
+// out of the run that took N, or its subtask was not in it) recovers
+// PendingState{Subtask: S, Checkpoint: N}: the committed files of
+// checkpoints up to N are an earlier run's output and stay, a committed
+// file of a later checkpoint is refused as above, and every in-progress
+// and pending file is deleted. That includes a pending file whose
+// checkpoint completed but whose commit a crash interrupted before a run
+// without the output: no run committed it, and its lines go the way of
+// the lines of the runs without the output.
+// Recover compares checkpoint numbers only: committed files of another
+// job numbered up to N are not told apart from this job's.
+//
 // A FileSink is not safe for concurrent use. Several subtasks (and
 // several prefixes, say alerts, late events and dead letters) may share a
 // directory: each touches only its own names.
@@ -352,7 +364,7 @@ func (s *FileSink) Recover(restored PendingState) error {
 			pending[c] = true
 		case partCommitted:
 			if c > restored.Checkpoint {
-				return fmt.Errorf("%w: %s in %s, restored checkpoint %d", ErrCommittedAhead, e.Name(), s.dir, restored.Checkpoint)
+				return fmt.Errorf("%w: %s in %s, %s", ErrCommittedAhead, e.Name(), s.dir, restoredName(restored))
 			}
 			committed[c] = true
 		}
@@ -403,6 +415,16 @@ func (s *FileSink) Recover(restored PendingState) error {
 	s.last = restored.Checkpoint
 	s.pending = nil
 	return nil
+}
+
+// restoredName names the checkpoint a sink recovers, for its errors:
+// "restored checkpoint N", or "on a fresh start (no checkpoint
+// restored)" for the zero state.
+func restoredName(restored PendingState) string {
+	if restored.isZero() {
+		return "on a fresh start (no checkpoint restored)"
+	}
+	return "restored checkpoint " + strconv.FormatInt(restored.Checkpoint, 10)
 }
 
 // Close implements [CommitSink.Close]: the in-progress part file, if any,

@@ -327,6 +327,72 @@ func TestFileSinkRecoverErrors(t *testing.T) {
 	}
 }
 
+// TestFileSinkRecoverLeftOut: an output left out of the runs that took
+// checkpoints 4 to 7 recovers from checkpoint 7 as checkpoint 7 without
+// parts. Its committed files of checkpoints 1 and 2 stay, the pending
+// file and the open transaction an earlier run left go, and it goes on at
+// checkpoint 8. A committed file ahead of the checkpoint is refused, and
+// the error names the checkpoint restored, or says there was none.
+func TestFileSinkRecoverLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	s := newRecovered(t, dir, "late", 0, PendingState{})
+	mustWrite(t, s, 0, 2)
+	if _, err := s.PreCommit(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, s, 2, 4)
+	if _, err := s.PreCommit(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(2); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, s, 4, 5)
+	if _, err := s.PreCommit(3); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, s, 5, 6)
+	abandon(s) // killed with checkpoint 3 pending and a transaction open
+
+	leftOut := PendingState{Subtask: 0, Checkpoint: 7}
+	r := newRecovered(t, dir, "late", 0, leftOut)
+	if got, want := committed(t, r), modelLines(0, 4); !bytes.Equal(got, want) {
+		t.Fatalf("after Recover of checkpoint 7: %q, want %q", got, want)
+	}
+	onlyCommitted(t, r)
+	mustWrite(t, r, 10, 12)
+	if _, err := r.PreCommit(8); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Commit(8); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if got, want := committed(t, r), append(modelLines(0, 4), modelLines(10, 12)...); !bytes.Equal(got, want) {
+		t.Fatalf("after checkpoint 8: %q, want %q", got, want)
+	}
+
+	// Checkpoint 8 is committed: a restore of checkpoint 7 (a state
+	// directory put back from an older copy) is refused, and so is a
+	// fresh start; each error says which it was.
+	for _, c := range []struct {
+		st   PendingState
+		want string
+	}{
+		{leftOut, "late-0-8.jsonl in " + dir + ", restored checkpoint 7"},
+		{PendingState{}, "late-0-1.jsonl in " + dir + ", on a fresh start (no checkpoint restored)"},
+	} {
+		r, _ := NewFileSink(dir, "late", 0)
+		err := r.Recover(c.st)
+		if !errors.Is(err, ErrCommittedAhead) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Recover(%+v): %v; want ErrCommittedAhead saying %q", c.st, err, c.want)
+		}
+	}
+}
+
 func TestPendingStateEncoding(t *testing.T) {
 	for _, p := range []PendingState{
 		{},
