@@ -71,19 +71,23 @@ type VersionState string
 
 // The states of a version.
 const (
-	VersionActive   VersionState = "active"
-	VersionShadow   VersionState = "shadow"
+	VersionActive VersionState = "active"
+	VersionShadow VersionState = "shadow"
+	// VersionPrevious is a version that was active before (a rollback's
+	// target); a shadow that never was active is none.
 	VersionPrevious VersionState = "previous"
 )
 
-// VersionInfo is one of the versions the engine keeps: the active one and
-// the recent ones it replaced, newest first ([StreamMonitor.Versions]).
+// VersionInfo is one of the versions the engine keeps: the active one,
+// the shadow one, and the recent ones that were active before it, newest
+// first ([StreamMonitor.Versions]).
 type VersionInfo struct {
 	Ruleset, Version string
 	State            VersionState
 	// Deployed is when it became active (the first time, for the active
-	// one; the last time for a previous one); Origin where it came from
-	// ("startup", "grpc", "rules-dir", "rollback", ...).
+	// one; the last time for a previous one; for the shadow, when it was
+	// deployed as the shadow); Origin where it came from ("startup",
+	// "grpc", "rules-dir", "rollback", ...).
 	Deployed time.Time
 	Origin   string
 	Rules    []string
@@ -157,7 +161,8 @@ func (m *StreamMonitor) Deploy(ctx context.Context, d Deploy) (*DeployResult, er
 	return m.deploy(ctx, d)
 }
 
-// Rollback deploys the most recent previous version (Origin "rollback").
+// Rollback deploys the most recent previous version (Origin "rollback"):
+// the newest that was active before, never a shadow that was not.
 func (m *StreamMonitor) Rollback(ctx context.Context, dropChanged bool) (*DeployResult, error) {
 	v, ok := m.version(VersionPrevious)
 	if !ok || v.Source == "" {
@@ -195,9 +200,9 @@ func (m *StreamMonitor) version(st VersionState) (planVersion, bool) {
 	return planVersion{}, false
 }
 
-// Versions returns the versions the engine keeps, newest first: the
-// active one, the shadow one if any, then the previous ones (none before
-// a job has run).
+// Versions returns the versions the engine keeps: the active one, the
+// shadow one if any, then the previous ones, newest first (none before a
+// job has run).
 func (m *StreamMonitor) Versions() []VersionInfo {
 	m.mu.Lock()
 	p := m.plan
@@ -205,9 +210,21 @@ func (m *StreamMonitor) Versions() []VersionInfo {
 	if p == nil {
 		return nil
 	}
-	out := make([]VersionInfo, len(p.Versions))
-	for i, v := range p.Versions {
-		out[i] = VersionInfo{Ruleset: v.Ruleset, Version: v.Version, State: p.stateOf(i), Deployed: v.Deployed, Origin: v.Origin, Rules: slices.Clone(v.Rules)}
+	// The plan of an older release may hold the shadow after previous
+	// versions: it is listed second all the same.
+	order := []int{0}
+	if s := p.shadowAt(); s > 0 {
+		order = append(order, s)
+	}
+	for i := 1; i < len(p.Versions); i++ {
+		if p.stateOf(i) == VersionPrevious {
+			order = append(order, i)
+		}
+	}
+	out := make([]VersionInfo, 0, len(order))
+	for _, i := range order {
+		v := p.Versions[i]
+		out = append(out, VersionInfo{Ruleset: v.Ruleset, Version: v.Version, State: p.stateOf(i), Deployed: v.Deployed, Origin: v.Origin, Rules: slices.Clone(v.Rules)})
 	}
 	return out
 }
@@ -568,11 +585,8 @@ func (j *job) choosePlan() error {
 	}
 	if sh := runE.plan.Shadow; sh != "" && j.cfg.ShadowDir == "" && (j.kafka == nil || j.kafka.in.ShadowTopic == "") {
 		// No shadow output: the shadow goes (the main output does not
-		// depend on it).
-		q := *runE.plan
-		q.Shadow = ""
-		q.Rules = slices.DeleteFunc(slices.Clone(q.Rules), func(r planRule) bool { return r.Shadow })
-		if runE, err = j.base.derive(&q); err != nil {
+		// depend on it), and its entry too unless it was active before.
+		if runE, err = j.base.derive(runE.plan.withoutShadow()); err != nil {
 			return fmt.Errorf("%w: %w", ErrRestore, err)
 		}
 		j.logf("checkpoint %d runs version %.12s as the shadow, and this run has no shadow output (-shadow-alerts, -shadow-topic): the shadow is dropped", j.restored, sh)

@@ -19,7 +19,12 @@ type plan struct {
 	// Layout is the slot layout of events: it only grows, so that the
 	// events held across a deploy keep their slots.
 	Layout []event.Field
-	// Versions are the versions kept, newest first; Versions[0] is active.
+	// Versions are the versions kept: Versions[0] is the active one, then
+	// the shadow's entry, if any, then the previous ones (the versions
+	// that were active before), newest first. A shadow that was active
+	// before has an entry of each kind; one that never was is no previous
+	// version, and goes with its rules. (A plan of an older release may
+	// hold the shadow's entry after previous ones: see shadowAt.)
 	Versions []planVersion
 	// Rules are the engine's rules in its order.
 	Rules []planRule
@@ -61,10 +66,53 @@ func (p *plan) stateOf(i int) VersionState {
 	switch {
 	case i == 0:
 		return VersionActive
-	case p.Shadow != "" && p.Versions[i].Version == p.Shadow:
+	case i == p.shadowAt():
 		return VersionShadow
 	}
 	return VersionPrevious
+}
+
+// shadowAt is the index in Versions of the shadow's entry (-1 without a
+// shadow): the first after the active one with the shadow's hash. Any
+// later entry of that hash is the version as it was active before. A
+// plan of an older release keeps a single entry for the shadow, where
+// the deploys left it.
+func (p *plan) shadowAt() int {
+	if p.Shadow == "" {
+		return -1
+	}
+	for i := 1; i < len(p.Versions); i++ {
+		if p.Versions[i].Version == p.Shadow {
+			return i
+		}
+	}
+	return -1
+}
+
+// needs reports whether a rule of p belongs to version hash.
+func (p *plan) needs(hash string) bool {
+	return slices.ContainsFunc(p.Rules, func(r planRule) bool { return r.Version == hash })
+}
+
+// withoutShadow returns p without its shadow: the shadow's rules go, and
+// so does its entry in Versions (a version that was active before keeps
+// its own entry, a previous version; one that never was is none). The
+// entry stays only when a rule that stays needs its source and no other
+// entry has it, which only a plan of an older release (one entry for
+// both) may hold.
+func (p *plan) withoutShadow() *plan {
+	q := *p
+	q.Shadow = ""
+	q.Rules = slices.DeleteFunc(slices.Clone(p.Rules), func(r planRule) bool { return r.Shadow })
+	q.Versions = slices.Clone(p.Versions)
+	if i := p.shadowAt(); i > 0 {
+		rest := slices.Delete(slices.Clone(p.Versions), i, i+1)
+		inRest := slices.ContainsFunc(rest, func(v planVersion) bool { return v.Version == p.Shadow })
+		if inRest || !q.needs(p.Shadow) {
+			q.Versions = rest
+		}
+	}
+	return &q
 }
 
 // planVersion is one ruleset version kept by an engine.
@@ -285,9 +333,14 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 		q.Rules = append(q.Rules, e.shadowRules()...)
 	}
 	// The versions: the new one first (moved up when kept already), the
-	// others after, at most keptVersions but every one a draining rule
-	// or the shadow belongs to.
+	// shadow's entry if it stays, then the previous ones, the version
+	// replaced first; at most keptVersions but every one a draining rule
+	// or the shadow belongs to. A promoted shadow's entry goes.
 	q.Versions = []planVersion{versionOf(rs, origin, now)}
+	shadow := p.shadowAt()
+	if q.Shadow != "" && shadow > 0 {
+		q.Versions = append(q.Versions, p.Versions[shadow])
+	}
 	needed := map[string]bool{}
 	if q.Shadow != "" {
 		needed[q.Shadow] = true
@@ -295,8 +348,8 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 	for _, d := range drains {
 		needed[d.Version] = true
 	}
-	for _, v := range p.Versions {
-		if v.Version == rs.Hash {
+	for i, v := range p.Versions {
+		if i == shadow || v.Version == rs.Hash {
 			continue
 		}
 		if len(q.Versions) < keptVersions || needed[v.Version] {
@@ -319,32 +372,33 @@ func (e *Engine) shadowRules() []planRule {
 }
 
 // planShadow returns the plan that runs rs (compiled over e's layout) as
-// the shadow beside e's active version, from the switch at watermark w on: its rules
-// start empty (with the events the keys buffer), a shadow before it goes.
+// the shadow beside e's active version, from the switch at watermark w
+// on: its rules start empty (with the events the keys buffer), a shadow
+// before it goes (withoutShadow). rs is not the active version
+// (askSwitch refuses that).
 func (e *Engine) planShadow(rs *Ruleset, w event.Time, origin string, now time.Time) (*plan, *DeployResult) {
 	p := e.ownPlan(now)
+	base := p.withoutShadow()
 	q := &plan{Layout: fieldsOf(rs.Schema), Startup: p.Startup, NextID: p.NextID, Shadow: rs.Hash, RulesNext: p.RulesNext}
 	res := &DeployResult{Ruleset: rs.Name, Version: rs.Hash, Previous: p.Shadow, Shadow: true, Watermark: w}
-	for _, pr := range p.Rules {
-		if !pr.Shadow {
-			q.Rules = append(q.Rules, pr)
-		}
-	}
+	q.Rules = base.Rules
 	for _, r := range rs.Rules {
 		q.Rules = append(q.Rules, planRule{ID: q.NextID, Rule: r.Name, Hash: r.Hash, Version: rs.Hash, After: event.MinTime, Shadow: true})
 		q.NextID++
 		res.Added = append(res.Added, r.Name)
 	}
-	// The versions: the active one, the shadow, the others.
-	q.Versions = []planVersion{p.Versions[0], versionOf(rs, origin, now)}
-	for _, v := range p.Versions[1:] {
-		if v.Version != rs.Hash && v.Version != p.Versions[0].Version && len(q.Versions) < keptVersions {
-			q.Versions = append(q.Versions, v)
-		}
-	}
 	needed := map[string]bool{}
 	for _, r := range q.Rules {
 		needed[r.Version] = true
+	}
+	// The versions: the active one, the shadow, the previous ones (rs's
+	// own among them when it was active before), at most keptVersions
+	// but every one a rule belongs to.
+	q.Versions = []planVersion{base.Versions[0], versionOf(rs, origin, now)}
+	for _, v := range base.Versions[1:] {
+		if len(q.Versions) < keptVersions || needed[v.Version] {
+			q.Versions = append(q.Versions, v)
+		}
 	}
 	q.trimSources(needed)
 	return q, res

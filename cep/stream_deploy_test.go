@@ -1552,6 +1552,96 @@ func TestPlanKeepsRecentSources(t *testing.T) {
 	}
 }
 
+// TestPlanShadowVersions: the versions a plan lists through deploys and
+// shadow deploys, and the rollback's target (the newest previous one).
+// A shadow that never was active is no previous version: replaced, it
+// goes, so a rollback returns to the version active before (it made the
+// replaced shadow active). The list is the active version, the shadow,
+// then the previous ones newest first, after a deploy too. A version
+// that was active before and becomes the shadow stays a previous version
+// (its own entry), as the shadow and once replaced. A restore without a
+// shadow output drops the shadow and its entry (it became a previous
+// version). A plan of an older release, its shadow listed after a
+// previous version, lists the shadow second.
+func TestPlanShadowVersions(t *testing.T) {
+	base := streamEngine(t, deployV1)
+	e := base
+	e.plan = e.ownPlan(time.Now())
+	// Versions a, b, c and d: deployV1 with another threshold each.
+	var vs [4]*Ruleset
+	names := map[string]string{}
+	for i := range vs {
+		src := strings.Replace(deployV1, "amount > 500", fmt.Sprintf("amount > %d", 500+i), 1)
+		rs, err := rules.LoadLayout("v.cep", []byte(src), e.schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs[i], names[rs.Hash] = rs, string(rune('a'+i))
+	}
+	a, b, c, d := vs[0], vs[1], vs[2], vs[3]
+	w := event.Time(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	// switchTo runs rs, as the shadow or the active version, an hour on.
+	switchTo := func(rs *Ruleset, shadow bool) {
+		t.Helper()
+		w += event.Time(time.Hour.Milliseconds())
+		var q *plan
+		if shadow {
+			q, _ = e.planShadow(rs, w, "test", time.Now())
+		} else {
+			q, _ = e.planDeploy(rs, false, w, "test", time.Now())
+		}
+		var err error
+		if e, err = base.derive(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// check compares the monitor's list of p ("name:state ...") and its
+	// rollback target with want and target.
+	check := func(step string, p *plan, want, target string) {
+		t.Helper()
+		m := NewStreamMonitor()
+		m.plan = p
+		var got []string
+		for _, v := range m.Versions() {
+			got = append(got, names[v.Version]+":"+string(v.State))
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s: versions %q, want %q", step, strings.Join(got, " "), want)
+		}
+		if v, _ := m.version(VersionPrevious); names[v.Version] != target {
+			t.Errorf("%s: the rollback's target is %q, want %q", step, names[v.Version], target)
+		}
+	}
+	switchTo(b, false)
+	check("b deployed", e.plan, "b:active a:previous", "a")
+	switchTo(c, true)
+	check("c the shadow", e.plan, "b:active c:shadow a:previous", "a")
+	switchTo(d, true)
+	check("d the shadow, replacing c", e.plan, "b:active d:shadow a:previous", "a")
+	switchTo(a, false)
+	check("a deployed again", e.plan, "a:active d:shadow b:previous", "b")
+	switchTo(b, true)
+	check("b, active before, the shadow", e.plan, "a:active b:shadow b:previous", "b")
+	switchTo(c, true)
+	check("c the shadow, replacing b", e.plan, "a:active c:shadow b:previous", "b")
+
+	// A restore without a shadow output.
+	j := &job{base: base, taken: a, meta: &jobMeta{Plan: e.plan}, cfg: StreamConfig{Logf: t.Logf}}
+	if err := j.choosePlan(); err != nil {
+		t.Fatal(err)
+	}
+	check("restored without a shadow output", j.e.plan, "a:active b:previous", "b")
+
+	// A plan of an older release: a deploy left the shadow where it was,
+	// after the version it replaced.
+	old := *e.plan
+	old.Versions = []planVersion{e.plan.Versions[0], e.plan.Versions[2], e.plan.Versions[1]}
+	check("an older release's plan", &old, "a:active c:shadow b:previous", "b")
+	if _, err := base.derive(&old); err != nil {
+		t.Fatalf("an older release's plan: %v", err)
+	}
+}
+
 // TestStreamRulesSourceKept: a restart given the content its rules
 // source holds keeps the version deployed after that content was taken
 // (a watcher's deploy, Origin rules-dir, or one that found it active

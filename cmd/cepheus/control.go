@@ -56,8 +56,9 @@ var rulesCommand = &command{
                  version rule by rule
   list           lists the versions the engine keeps, newest first: the
                  active one, the shadow one if any, then the previous
-                 ones (hash, state, when deployed, origin, ruleset,
-                 rules)
+                 ones, those that were active before (hash, state, when
+                 deployed, origin, ruleset, rules); a shadow that never
+                 was active is none
   rollback       deploys the most recent previous version again
   promote        makes the shadow version the active one, as a deploy
                  of it would (the rules it changes drain unless

@@ -559,6 +559,101 @@ func TestControlShadow(t *testing.T) {
 	}
 }
 
+// TestControlShadowRollback: a shadow that never was active is no
+// rollback target. Over a job with a shadow output: v2 deployed, v3 then
+// v4 as the shadow; ListVersions lists v2 active, v4 the shadow, v1
+// previous (not v3, which only ran as the shadow); Rollback returns to
+// v1; the list after it is v1, the shadow, then v2. A restart without a
+// shadow output drops the shadow, which is no previous version either.
+func TestControlShadowRollback(t *testing.T) {
+	fx := newFixture(t)
+	dir, v1, e, input, m, c := fx.dir, fx.v1, fx.e, fx.input, fx.m, fx.c
+	var srcs [5][]byte // srcs[i] is version i's (1 to 4)
+	names := map[string]string{v1.Hash: "v1"}
+	for i := 2; i <= 4; i++ {
+		srcs[i] = []byte(strings.Replace(testRules, `amount > 100`, fmt.Sprintf(`amount > %d`, 100+i), 1))
+		rs, err := rules.Load("c.cep", srcs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[rs.Hash] = fmt.Sprintf("v%d", i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// start runs the job, with a shadow output or not, until the
+	// returned stop, once its status satisfies ready (the monitor keeps
+	// the last job's until the new one publishes its own).
+	start := func(shadowDir string, ready func(*cepheusv1.StatusResponse) bool) (stop func()) {
+		jctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Stream(jctx, cep.StreamConfig{
+				Events: input, Follow: true, PollInterval: 10 * time.Millisecond, StateDir: filepath.Join(dir, "state"),
+				AlertsDir: filepath.Join(dir, "alerts"), ShadowDir: shadowDir, CheckpointInterval: time.Hour, Monitor: m,
+				Logf: t.Logf,
+			})
+			done <- err
+		}()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			st, err := c.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ready(st) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not ready after 20s: %v", st)
+			}
+		}
+		return func() {
+			cancel()
+			if err := <-done; err != nil && err != context.Canceled {
+				t.Fatal(err)
+			}
+		}
+	}
+	// listed is ListVersions as "name:state ...".
+	listed := func() string {
+		t.Helper()
+		vs, err := c.ListVersions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, v := range vs {
+			out = append(out, names[v.Version]+":"+string(v.State))
+		}
+		return strings.Join(out, " ")
+	}
+	deploy := func(i int, shadow bool) {
+		t.Helper()
+		if _, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: srcs[i], Shadow: shadow}); err != nil {
+			t.Fatalf("Deploy of v%d (shadow %v): %v", i, shadow, err)
+		}
+	}
+	stop := start(filepath.Join(dir, "shadow"), func(st *cepheusv1.StatusResponse) bool { return st.GetReady() && st.GetRecords() == 40 })
+	deploy(2, false)
+	deploy(3, true)
+	deploy(4, true)
+	if got, want := listed(), "v2:active v4:shadow v1:previous"; got != want {
+		t.Errorf("the versions after v3 then v4 as the shadow: %s; want %s", got, want)
+	}
+	r, err := c.Rollback(ctx, false)
+	if err != nil || names[r.Version] != "v1" || names[r.Previous] != "v2" {
+		t.Fatalf("Rollback: %+v, %v; want v1 again (was v2)", r, err)
+	}
+	if got, want := listed(), "v1:active v4:shadow v2:previous"; got != want {
+		t.Errorf("the versions after the rollback: %s; want %s", got, want)
+	}
+	stop()
+	stop = start("", func(st *cepheusv1.StatusResponse) bool { return st.GetReady() && st.GetShadowVersion() == "" })
+	if got, want := listed(), "v1:active v2:previous"; got != want {
+		t.Errorf("the versions after a restart without a shadow output: %s; want %s", got, want)
+	}
+	stop()
+}
+
 // versionsIn counts the alerts of the committed part files of dir whose
 // names start with prefix, by ruleset_version.
 func versionsIn(t *testing.T, dir, prefix string) map[string]int {
