@@ -109,6 +109,10 @@ var ErrNoPrevious = errors.New("cep: no previous version to roll back to")
 // ErrNoShadow is the error of a promote without a shadow version.
 var ErrNoShadow = errors.New("cep: no shadow version to promote")
 
+// ErrShadowActive is the error of a shadow deploy of the active version:
+// a shadow is another version, compared with the active one.
+var ErrShadowActive = errors.New("cep: the active version cannot be the shadow: a shadow runs another version beside it")
+
 // ErrNoShadowOutput is the error of a shadow deploy into a job that has
 // no shadow output (StreamConfig.ShadowDir, KafkaInput.ShadowTopic).
 var ErrNoShadowOutput = errors.New("cep: the job has no shadow output: start it with one (cepheus serve -shadow-alerts DIR, or -shadow-topic T in Kafka mode)")
@@ -367,6 +371,10 @@ func (j *job) askSwitch(req *deployReq) {
 			return
 		}
 		fromSource := req.d.Origin == OriginRulesDir || req.topic >= 0 && sw.rs.Hash == j.dirAsked
+		if req.d.Shadow && sw.rs.Hash == cur.Versions[0].Version {
+			sw.reply(nil, fmt.Errorf("%w (version %.12s is the active one)", ErrShadowActive, sw.rs.Hash))
+			return
+		}
 		if same := cur.Versions[0].Version; req.d.Shadow && sw.rs.Hash == cur.Shadow || !req.d.Shadow && sw.rs.Hash == same {
 			if fromSource && !req.d.Shadow {
 				j.taken = sw.rs // the source holds the active version

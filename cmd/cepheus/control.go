@@ -53,7 +53,8 @@ var rulesCommand = &command{
                  -shadow-alerts DIR, or -shadow-topic T in Kafka mode;
                  a job without one refuses it), replacing an earlier
                  shadow; cepheus status compares it with the active
-                 version rule by rule
+                 version rule by rule. The active version cannot be
+                 the shadow
   list           lists the versions the engine keeps, newest first: the
                  active one, the shadow one if any, then the previous
                  ones, those that were active before (hash, state, when

@@ -563,8 +563,9 @@ func TestControlShadow(t *testing.T) {
 // rollback target. Over a job with a shadow output: v2 deployed, v3 then
 // v4 as the shadow; ListVersions lists v2 active, v4 the shadow, v1
 // previous (not v3, which only ran as the shadow); Rollback returns to
-// v1; the list after it is v1, the shadow, then v2. A restart without a
-// shadow output drops the shadow, which is no previous version either.
+// v1; the list after it is v1, the shadow, then v2. A shadow deploy of
+// the active version is FAILED_PRECONDITION. A restart without a shadow
+// output drops the shadow, which is no previous version either.
 func TestControlShadowRollback(t *testing.T) {
 	fx := newFixture(t)
 	dir, v1, e, input, m, c := fx.dir, fx.v1, fx.e, fx.input, fx.m, fx.c
@@ -638,6 +639,10 @@ func TestControlShadowRollback(t *testing.T) {
 	deploy(4, true)
 	if got, want := listed(), "v2:active v4:shadow v1:previous"; got != want {
 		t.Errorf("the versions after v3 then v4 as the shadow: %s; want %s", got, want)
+	}
+	_, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: srcs[2], Shadow: true})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "the active version cannot be the shadow") {
+		t.Errorf("a shadow Deploy of the active version: %v; want FAILED_PRECONDITION, the active version cannot be the shadow", err)
 	}
 	r, err := c.Rollback(ctx, false)
 	if err != nil || names[r.Version] != "v1" || names[r.Previous] != "v2" {
