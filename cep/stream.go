@@ -388,8 +388,10 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 		// A member of a group over a missing topic would wait for
 		// partitions for ever, and the end offsets of a bounded one are
 		// retried as if a broker were away: say it at once, as the source
-		// of a job with file outputs does.
-		if _, err := kafka.PartitionCount(ctx, c.Kafka.conn(), c.Kafka.Topic); errors.Is(err, kafka.ErrNoTopic) {
+		// of a job with file outputs does. Brokers that do not answer
+		// (for the Kafka client's retries, 45 s) fail the start too,
+		// rather than leave the member waiting for them.
+		if _, err := kafka.PartitionCount(ctx, c.Kafka.conn(), c.Kafka.Topic); err != nil {
 			return nil, fmt.Errorf("cep: stream: input: %w", err)
 		}
 	}

@@ -118,7 +118,7 @@ func NewTxn(ctx context.Context, c TxnConfig) (*Txn, error) {
 	// that is down (the transaction coordinator moving to another) is
 	// waited for, with a new client each try.
 	var cl *kgo.Client
-	err := retryTransient(ctx, func() error {
+	err := retryTransient(ctx, func(ctx context.Context) error {
 		var err error
 		if cl, err = newClient(); err != nil {
 			return err
@@ -475,7 +475,7 @@ func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]C
 	// the broker's transaction.max.timeout.ms, 15 minutes by default).
 	unstableUntil := time.Now().Add(16 * time.Minute)
 	for {
-		err = retryTransient(ctx, func() error {
+		err = retryTransient(ctx, func(ctx context.Context) error {
 			var err error
 			if resp, err = adm.FetchOffsets(kadm.RequireStable(ctx), group); err != nil {
 				return err
@@ -516,7 +516,7 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var l kadm.ListedOffsets
-	err = retryTransient(ctx, func() error {
+	err = retryTransient(ctx, func(ctx context.Context) error {
 		var err error
 		if l, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
 			err = l.Error()
@@ -587,7 +587,14 @@ func PartitionCount(ctx context.Context, c Conn, topic string) (int, error) {
 		return 0, err
 	}
 	defer cl.Close()
-	return partitionCount(ctx, kadm.NewClient(cl), topic)
+	adm := kadm.NewClient(cl)
+	var n int
+	err = retryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = partitionCount(ctx, adm, topic)
+		return err
+	})
+	return n, err
 }
 
 // ReadTopic reads every partition of topic read_committed from its
@@ -683,22 +690,31 @@ func (p *Producer) Close() { p.cl.Close() }
 
 // transientFor is how long retryTransient tries: longer than a broker's
 // session timeout, so that a dead broker's partitions and coordinators
-// have moved.
-const transientFor = 45 * time.Second
+// have moved. A variable for tests.
+var transientFor = 45 * time.Second
 
 // retryTransient calls f until it succeeds, fails with an error that is
 // not transient, ctx ends, or transientFor has passed. Transient: a
 // retriable Kafka error or one that is no Kafka error at all (a refused
-// connection, a timeout); not the context's.
-func retryTransient(ctx context.Context, f func() error) error {
+// connection, a timeout); not the context's. Each call of f gets a
+// context that ends at that deadline: a broker that accepts connections
+// and never answers costs transientFor, not that plus the client's own
+// retries of the last attempt.
+func retryTransient(ctx context.Context, f func(ctx context.Context) error) error {
 	deadline := time.Now().Add(transientFor)
 	for {
-		err := f()
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		err := f(actx)
+		cancel()
 		var ke *kerr.Error
 		switch {
 		case err == nil:
 			return nil
-		case ctx.Err() != nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case ctx.Err() != nil, errors.Is(err, context.Canceled):
+			return err
+		case errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(deadline):
+			return fmt.Errorf("no answer from the brokers within %v (are they up, and is the address right?): %w", transientFor, err)
+		case errors.Is(err, context.DeadlineExceeded):
 			return err
 		case errors.As(err, &ke) && !ke.Retriable:
 			return err

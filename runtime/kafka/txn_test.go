@@ -1,8 +1,11 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -112,5 +115,41 @@ func TestKeyPartition(t *testing.T) {
 		if q := KeyPartition([]byte("card-1"), n); q != p {
 			t.Fatalf("KeyPartition is not stable: %d then %d", p, q)
 		}
+	}
+}
+
+// TestPartitionCountNoAnswer: brokers that accept connections and never
+// answer fail PartitionCount once transientFor has passed, saying so,
+// rather than keep it waiting (it waited for the context).
+func TestPartitionCountNoAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn // accepted and never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	saved := transientFor
+	transientFor = 2 * time.Second
+	defer func() { transientFor = saved }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	begin := time.Now()
+	_, err = PartitionCount(ctx, Conn{Brokers: []string{ln.Addr().String()}}, "t")
+	if took := time.Since(begin); err == nil || !strings.Contains(err.Error(), "no answer from the brokers within 2s") || took > 15*time.Second {
+		t.Errorf("PartitionCount against brokers that never answer: %v after %v; want no answer within 2s, at once then", err, took.Round(time.Millisecond))
 	}
 }
