@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -134,6 +136,12 @@ func (s LookupStats) HitRate() float64 {
 type enrichStage struct {
 	lookups []*enrich.Lookup
 	sig     string // lookupSignature of the engine it was built for
+	// fields are the fields (slots and defaults) of each lookup, in the
+	// order of lookups; sigHash is a hash of sig, which a repartition
+	// record carrying what the lookups gave its event names
+	// (appendValues, stream_repartition.go).
+	fields  [][]rules.LookupField
+	sigHash uint64
 	// With logf (a live job's log), health follows each lookup's source
 	// (by index in lookups), at the times of now.
 	logf   func(format string, args ...any)
@@ -177,6 +185,9 @@ func (e *Engine) newEnrichStage(logf func(format string, args ...any)) (*enrichS
 	}
 	o := e.cfg.lookupOpts
 	st := &enrichStage{sig: lookupSignature(e), logf: logf, now: time.Now}
+	h := fnv.New64a()
+	h.Write([]byte(st.sig))
+	st.sigHash = h.Sum64()
 	for _, d := range decls {
 		spec := specOf(d)
 		slots := make([]int, len(d.Fields))
@@ -203,6 +214,7 @@ func (e *Engine) newEnrichStage(logf func(format string, args ...any)) (*enrichS
 			return nil, fmt.Errorf("cep: lookup %s: %w", d.Name, err)
 		}
 		st.lookups = append(st.lookups, l)
+		st.fields = append(st.fields, d.Fields)
 		st.health = append(st.health, lookupHealth{name: d.Name, source: fmt.Sprint(src), policy: policy})
 	}
 	return st, nil
@@ -224,6 +236,74 @@ func (st *enrichStage) enrich(ctx context.Context, evs []*event.Event, reasons [
 		}
 	}
 	return nil
+}
+
+// appendValues appends what st's lookups gave ev, for a repartition
+// record (appendRepEnriched): per lookup, in the order of st.lookups, 0
+// when each of its fields holds its default (the key has no record, is
+// null, or the lookup failed open), else 1 and each field's value
+// (event.Value.AppendBinary).
+func (st *enrichStage) appendValues(b []byte, ev *event.Event) []byte {
+	for _, fields := range st.fields {
+		defaults := true
+		for _, f := range fields {
+			if !sameValue(ev.Field(f.Slot), f.Default) {
+				defaults = false
+				break
+			}
+		}
+		if defaults {
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, 1)
+		for _, f := range fields {
+			b = ev.Field(f.Slot).AppendBinary(b)
+		}
+	}
+	return b
+}
+
+var errLookupValues = errors.New("corrupt lookup values")
+
+// applyValues puts in ev's lookup slots the values b holds, written by
+// appendValues of a stage of the same lookups (sigHash).
+func (st *enrichStage) applyValues(ev *event.Event, b []byte) error {
+	for _, fields := range st.fields {
+		if len(b) == 0 {
+			return errLookupValues
+		}
+		given := b[0] == 1
+		if b[0] > 1 {
+			return errLookupValues
+		}
+		b = b[1:]
+		for _, f := range fields {
+			v := f.Default
+			if given {
+				var err error
+				if v, b, err = event.DecodeValue(b); err != nil {
+					return errLookupValues
+				}
+			}
+			ev.Fields[f.Slot] = v
+		}
+	}
+	if len(b) != 0 {
+		return errLookupValues
+	}
+	return nil
+}
+
+// sameValue reports whether v and w are the same value, floats by their
+// bits (so that -0 is not taken for 0).
+func sameValue(v, w event.Value) bool {
+	if v.Kind() == event.KindFloat && w.Kind() == event.KindFloat {
+		f, _ := v.AsFloat()
+		g, _ := w.AsFloat()
+		return math.Float64bits(f) == math.Float64bits(g)
+	}
+	return v.Equal(w)
 }
 
 // carry adds the counters of the lookups of from, the stage st replaces

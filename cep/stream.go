@@ -151,6 +151,9 @@ type streamHooks struct {
 	// afterBarrier is called on the coordinator once checkpoint id's
 	// barrier is sent (the checkpoint in flight while it runs).
 	afterBarrier func(id int64)
+	// repWithoutLookups writes repartition records as a build before
+	// repEnrichedByte did: without what the lookups gave their events.
+	repWithoutLookups bool
 }
 
 // live reports whether the input is read as it grows: followed files, or

@@ -2,18 +2,22 @@ package cep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/enrich"
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
 
@@ -426,9 +430,10 @@ func topicValues(t *testing.T, brokers []string, topic string) []string {
 
 // TestStreamKafkaRepartitionedLookups: a rule keyed by another field than
 // the record key reads a lookup; its events reach it through the
-// repartition topic as their input records, and are looked up again
-// there: the transactional job's alerts are those of a run with file
-// outputs, line for line (the matched events carry the lookup's fields).
+// repartition topic as their input records with what the lookup gave
+// them at the input: the transactional job's alerts are those of a run
+// with file outputs, line for line (the matched events carry the
+// lookup's fields).
 func TestStreamKafkaRepartitionedLookups(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	rules := backtestRules + `
@@ -511,6 +516,346 @@ rule gold_twice_in_country {
 				break
 			}
 		}
+	}
+}
+
+// changingSource is a lookup source of one string field whose answers
+// change: the n-th fetch of key K answers "K#n", or fails when fails(K,
+// n). It counts each key's fetches.
+type changingSource struct {
+	fails   func(key string, n int) bool
+	mu      sync.Mutex
+	fetched map[string]int
+}
+
+func (s *changingSource) Fetch(_ context.Context, keys []string) ([][]event.Value, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]event.Value, len(keys))
+	var err error
+	for i, k := range keys {
+		s.fetched[k]++
+		n := s.fetched[k]
+		if s.fails(k, n) {
+			err = fmt.Errorf("key %s: fetch %d fails", k, n)
+		}
+		out[i] = []event.Value{event.String(fmt.Sprintf("%s#%d", k, n))}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// newChangingSource returns a changingSource failing as fails says.
+func newChangingSource(fails func(key string, n int) bool) *changingSource {
+	return &changingSource{fails: fails, fetched: map[string]int{}}
+}
+
+func (s *changingSource) Close() error   { return nil }
+func (s *changingSource) String() string { return "changing" }
+
+// enrichedOnceRules is a ruleset of a lookup keyed by the events' id
+// (failing open or closed: policy) and rules of three key
+// specifications: card (the record key), country, card and country.
+func enrichedOnceRules(t *testing.T, policy string) *rules.Ruleset {
+	t.Helper()
+	rs, err := CompileRuleset("rl.cep", []byte(`
+ruleset rl
+event time ts
+
+lookup profile {
+  key id
+  fields {
+    tag: string default "none"
+  }
+  on failure `+policy+`
+}
+
+rule card_pair {
+  severity low
+  key card
+  pattern {
+    begin a where amount > 300
+    followedBy b where amount > 300
+    within 5m
+  }
+}
+
+rule country_pair {
+  severity low
+  key country
+  pattern {
+    begin a where amount > 400
+    followedBy b where amount > 400
+    within 5m
+  }
+}
+
+rule card_country_pair {
+  severity low
+  key card, country
+  pattern {
+    begin a where amount > 200
+    followedBy b where amount > 200
+    within 10m
+  }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// enrichedOnceEngine is an engine of rs whose lookup is src, looked up an
+// event at a time, without a cache.
+func enrichedOnceEngine(t *testing.T, rs *rules.Ruleset, src LookupSource) *Engine {
+	t.Helper()
+	e, err := New(WithRuleset(rs), WithOutOfOrderness(10*time.Second), WithWatermarkEvery(3),
+		WithLookups(map[string]LookupSource{"profile": src}, LookupOptions{Batch: 1, CacheSize: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// inputRecord is where an input record is: partition and offset, and its
+// value.
+type inputRecord struct {
+	p      int32
+	offset int64
+	data   string
+}
+
+// produceIDEvents produces n events in time order, each with an id
+// (e0, e1, ...), into a new topic of three partitions keyed by card, and
+// returns the topic and where each record is, by id (the producer is not
+// transactional: offsets follow the records).
+func produceIDEvents(t *testing.T, brokers []string, name string, n int) (string, map[string]inputRecord) {
+	t.Helper()
+	var input strings.Builder
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	x := uint64(7)
+	next := func(m uint64) uint64 {
+		x = x*6364136223846793005 + 1442695040888963407
+		return (x >> 33) % m
+	}
+	countries := []string{"US", "FR", "DE"}
+	for i := range n {
+		fmt.Fprintf(&input, `{"ts":%q,"id":"e%d","card":"c%d","amount":%d,"country":%q}`+"\n",
+			base.Add(time.Duration(i)*7*time.Second).Format(time.RFC3339), i, next(6), next(600), countries[next(3)])
+	}
+	topic := fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 3, input.String())
+	records := map[string]inputRecord{}
+	offsets := map[int32]int64{}
+	if err := kafka.ReadTopic(context.Background(), kafka.Conn{Brokers: brokers}, topic, func(p int32, _, v []byte) error {
+		var r struct{ ID string }
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		records[r.ID] = inputRecord{p, offsets[p], string(v)}
+		offsets[p]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return topic, records
+}
+
+// checkInputDeadLetters checks that each dead letter names its input
+// record (the partition of topic, offset and line) and holds its JSON,
+// and returns the ids of their events.
+func checkInputDeadLetters(t *testing.T, dead []string, topic string, records map[string]inputRecord) []string {
+	t.Helper()
+	var ids []string
+	for _, l := range dead {
+		var dl struct {
+			File         string
+			Line, Offset int64
+			Data         string
+		}
+		if err := json.Unmarshal([]byte(l), &dl); err != nil {
+			t.Fatalf("dead letter %q: %v", l, err)
+		}
+		var r struct{ ID string }
+		if err := json.Unmarshal([]byte(dl.Data), &r); err != nil {
+			t.Errorf("a dead letter's data is not its input record: %q", l)
+			continue
+		}
+		ids = append(ids, r.ID)
+		rec := records[r.ID]
+		if dl.File != partitionName(topic, rec.p) || dl.Offset != rec.offset || dl.Line != rec.offset+1 || dl.Data != rec.data {
+			t.Errorf("dead letter %s, want file %s, offset %d, line %d and data %s", strings.TrimSpace(l), partitionName(topic, rec.p), rec.offset, rec.offset+1, rec.data)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// trimmedSorted returns lines without their line ends, sorted.
+func trimmedSorted(lines []string) []string {
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], "\n")
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// idFailing says which events' lookups fail, by id: one in five.
+func idFailing(id string) bool {
+	i, _ := strconv.Atoi(strings.TrimPrefix(id, "e"))
+	return i%5 == 0
+}
+
+// TestStreamKafkaRepartitionedEnrichedOnce: with rules of three key
+// specifications (card, the record key; country; card and country, both
+// repartitioned), each event is looked up once, at its input, and its
+// repartitioned copies carry what the lookup gave it. The source answers
+// each fetch of a key differently and fails the first fetch of some keys
+// (every later one too, failing closed): each key is fetched once; an
+// event shows the same value in every alert that holds it, whatever its
+// rule's key; failing closed, each failed event is dead-lettered once, as
+// its input record (partition, offset, JSON). The transactional job's
+// alerts and dead letters are those of a run with file outputs (no
+// repartitioning), line for line.
+func TestStreamKafkaRepartitionedEnrichedOnce(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	const n = 600
+	topic, records := produceIDEvents(t, brokers, "stream-kafka-enrich1", n)
+	for _, policy := range []string{"open", "closed"} {
+		t.Run(policy, func(t *testing.T) {
+			closed := policy == "closed"
+			rs := enrichedOnceRules(t, policy)
+			// The first fetch of a failing key fails; failing closed, every
+			// later fetch too (a second lookup would dead-letter the event
+			// again), failing open it answers anew (another value).
+			fails := func(key string, n int) bool { return n == 1 && idFailing(key) || closed && n > 1 }
+			d := newStreamDirs(t)
+			ref := d.config("")
+			ref.Kafka = &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20}
+			if res, err := enrichedOnceEngine(t, rs, newChangingSource(fails)).Stream(context.Background(), ref); err != nil || !res.Finished {
+				t.Fatalf("the run with file outputs: %v, %+v", err, res)
+			}
+			wantAlerts, wantDead := trimmedSorted(committedLines(t, d.alerts)), trimmedSorted(committedLines(t, d.dead))
+			src := newChangingSource(fails)
+			cfg := StreamConfig{
+				Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+					AlertsTopic: topic + "-" + policy + "-alerts", DeadTopic: topic + "-" + policy + "-dead", Group: topic + "-" + policy},
+				StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 2,
+			}
+			res, err := enrichedOnceEngine(t, rs, src).Stream(context.Background(), cfg)
+			if err != nil || !res.Finished {
+				t.Fatalf("the transactional run: %v, %+v", err, res)
+			}
+			// Each event's key looked up once.
+			if len(src.fetched) != n {
+				t.Errorf("%d keys looked up, want the %d events'", len(src.fetched), n)
+			}
+			again := 0
+			for _, c := range src.fetched {
+				if c != 1 {
+					again++
+				}
+			}
+			if again > 0 {
+				t.Errorf("%d keys looked up more than once (looked up again where repartitioned)", again)
+			}
+			// An event shows the value of its one lookup in every alert.
+			alerts := trimmedSorted(topicValues(t, brokers, cfg.Kafka.AlertsTopic))
+			tags := map[string]string{}
+			rulesSeen := map[string]bool{}
+			for _, l := range alerts {
+				var a struct {
+					Rule    string
+					Matched map[string][]map[string]any
+				}
+				if err := json.Unmarshal([]byte(l), &a); err != nil {
+					t.Fatalf("alert %q: %v", l, err)
+				}
+				rulesSeen[a.Rule] = true
+				for _, evs := range a.Matched {
+					for _, ev := range evs {
+						id, tag := ev["id"].(string), ev["profile.tag"].(string)
+						want := id + "#1"
+						if idFailing(id) {
+							want = "none"
+						}
+						if tag != want {
+							t.Errorf("event %s has tag %q in an alert of %s, want %q (its lookup's)", id, tag, a.Rule, want)
+						}
+						if prev, ok := tags[id]; ok && prev != tag {
+							t.Errorf("event %s has tag %q in an alert of %s, %q in another", id, tag, a.Rule, prev)
+						}
+						tags[id] = tag
+					}
+				}
+			}
+			if len(rulesSeen) != 3 {
+				t.Errorf("alerts of %d rules, want all 3", len(rulesSeen))
+			}
+			if !slices.Equal(alerts, wantAlerts) {
+				t.Errorf("%d alerts in the topic, %d with file outputs, or they differ", len(alerts), len(wantAlerts))
+			}
+			// Failing closed, each failed event dead-lettered once, as its
+			// input record.
+			dead := trimmedSorted(topicValues(t, brokers, cfg.Kafka.DeadTopic))
+			ids := checkInputDeadLetters(t, dead, topic, records)
+			var wantIDs []string
+			if closed {
+				for id := range records {
+					if idFailing(id) {
+						wantIDs = append(wantIDs, id)
+					}
+				}
+			}
+			slices.Sort(wantIDs)
+			if !slices.Equal(ids, wantIDs) {
+				t.Errorf("%d dead letters (%d distinct events), want %d, each once", len(ids), len(slices.Compact(slices.Clone(ids))), len(wantIDs))
+			}
+			if !slices.Equal(dead, wantDead) {
+				t.Errorf("%d dead letters in the topic, %d with file outputs, or they differ", len(dead), len(wantDead))
+			}
+		})
+	}
+}
+
+// TestStreamKafkaRepartitionedEarlierRecords: repartition records written
+// as a build before the lookups' values were carried wrote them (a test
+// hook) are looked up again where they are read, and those whose lookup
+// fails closed there go to the dead letters as their input records
+// (partition, offset, JSON), not as the repartition records. (In the first
+// run no lookup fails at the input: each key's first fetch answers, a
+// failing key's later ones fail.) Resumed from a checkpoint by this
+// build, over the earlier records and its own, the job finishes.
+func TestStreamKafkaRepartitionedEarlierRecords(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	topic, records := produceIDEvents(t, brokers, "stream-kafka-enrich0", 600)
+	rs := enrichedOnceRules(t, "closed")
+	src := newChangingSource(func(key string, n int) bool { return n > 1 && idFailing(key) })
+	cfg := StreamConfig{
+		Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+			AlertsTopic: topic + "-alerts", DeadTopic: topic + "-dead", Group: topic},
+		StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 2,
+	}
+	first := cfg
+	first.hooks.repWithoutLookups = true
+	first.hooks.afterCommit = func(id int64) bool { return id == 3 }
+	if res, err := enrichedOnceEngine(t, rs, src).Stream(context.Background(), first); err != nil || res.Finished {
+		t.Fatalf("the first run: %v, finished %v (want a stop at checkpoint 3)", err, res != nil && res.Finished)
+	}
+	dead := topicValues(t, brokers, cfg.Kafka.DeadTopic)
+	if len(dead) == 0 {
+		t.Fatal("no dead letters: the earlier build's records were not looked up where read")
+	}
+	for _, id := range checkInputDeadLetters(t, dead, topic, records) {
+		if !idFailing(id) {
+			t.Errorf("event %s dead-lettered: its lookup never fails", id)
+		}
+	}
+	if res, err := enrichedOnceEngine(t, rs, src).Stream(context.Background(), cfg); err != nil || !res.Finished {
+		t.Fatalf("the second run: %v, %+v", err, res)
 	}
 }
 

@@ -133,14 +133,24 @@ func repWatermark(ups []repUpstream) (wm event.Watermark, complete bool) {
 
 // A repartition record whose value starts with repMarkerByte is a marker:
 // version, upstream partition, watermark, flags. One that starts with
-// repEventByte is an event: the sequence number it had at its input
-// (its partition and line there, which alerts name), then its JSON.
+// repEventByte is an event of a job without lookups: the sequence number
+// it had at its input (its partition and line there, which alerts name),
+// then its JSON. One that starts with repEnrichedByte is an event of a job
+// with lookups, which carries what they gave it at its input, so that it
+// is enriched once (docs/decisions.md, "Lookups"): version, sequence
+// number, the hash of the lookups' signature (8 bytes, big-endian:
+// enrichStage.sigHash), the length of their values, their values
+// (enrichStage.appendValues), then its JSON. A build before
+// repEnrichedByte writes repEventByte records with lookups too, and
+// cannot read repEnrichedByte ones.
 const (
-	repEventByte     = 1
-	repMarkerByte    = 0
-	repMarkerVersion = 1
-	repMarkerIdle    = 1
-	repMarkerFinal   = 2
+	repEventByte       = 1
+	repMarkerByte      = 0
+	repMarkerVersion   = 1
+	repMarkerIdle      = 1
+	repMarkerFinal     = 2
+	repEnrichedByte    = 2
+	repEnrichedVersion = 1
 )
 
 func appendRepMarker(b []byte, upstream int32, u repUpstream) []byte {
@@ -174,6 +184,70 @@ func decodeRepMarker(b []byte) (upstream int32, u repUpstream, err error) {
 	return upstream, u, nil
 }
 
+// repEvent is an event record of a repartition topic, decoded.
+type repEvent struct {
+	seq uint64 // the event's sequence number at its input
+	raw []byte // its input record's JSON
+	// enriched says that the record carries what the lookups of sigHash
+	// gave the event at its input: values (enrichStage.applyValues).
+	enriched bool
+	sigHash  uint64
+	values   []byte
+}
+
+var errRepEvent = errors.New("not a repartition record")
+
+// appendRepEvent appends the value of the repartition record of an event
+// of a job without lookups: its sequence number seq and its input record
+// raw.
+func appendRepEvent(b []byte, seq uint64, raw []byte) []byte {
+	b = append(b, repEventByte)
+	b = binary.AppendUvarint(b, seq)
+	return append(b, raw...)
+}
+
+// appendRepEnriched appends the value of the repartition record of an
+// event of a job with lookups: its sequence number seq, what the lookups
+// of sigHash gave it (values: enrichStage.appendValues), and its input
+// record raw.
+func appendRepEnriched(b []byte, seq, sigHash uint64, values, raw []byte) []byte {
+	b = append(b, repEnrichedByte, repEnrichedVersion)
+	b = binary.AppendUvarint(b, seq)
+	b = binary.BigEndian.AppendUint64(b, sigHash)
+	b = binary.AppendUvarint(b, uint64(len(values)))
+	b = append(b, values...)
+	return append(b, raw...)
+}
+
+// decodeRepEvent decodes the value of an event record of a repartition
+// topic (repEventByte or repEnrichedByte).
+func decodeRepEvent(b []byte) (repEvent, error) {
+	var e repEvent
+	r := event.Reader{B: b, Corrupt: errRepEvent}
+	switch r.Byte() {
+	case repEventByte:
+	case repEnrichedByte:
+		if r.Byte() != repEnrichedVersion {
+			return e, errRepEvent
+		}
+		e.enriched = true
+	default:
+		return e, errRepEvent
+	}
+	e.seq = r.Uvarint()
+	if e.enriched {
+		if h := r.Bytes(8); h != nil {
+			e.sigHash = binary.BigEndian.Uint64(h)
+		}
+		e.values = r.Bytes(r.Count())
+	}
+	if r.Err != nil {
+		return repEvent{}, errRepEvent
+	}
+	e.raw = r.B
+	return e, nil
+}
+
 // repSource is the repartitioning side of a Kafka job's source: the
 // readers of its repartition partitions, their upstream markers, and the
 // repartition records it writes.
@@ -196,6 +270,8 @@ type repSource struct {
 	// watermark sent to them.
 	mask      uint64
 	forwarded event.Watermark
+	// values is repWrite's scratch: what the lookups gave an event.
+	values []byte
 }
 
 // repRecord is a record of a repartition topic.
@@ -321,16 +397,23 @@ func (s *streamSource) repChan() <-chan runtime.Batch {
 
 // repWrite writes ev, decoded from raw, to every repartition topic: held
 // while a checkpoint's transaction is not committed yet (its barrier
-// went out before the event).
+// went out before the event). With lookups, ev is enriched already, and
+// the record carries what they gave it: its readers do not look it up
+// again.
 func (s *streamSource) repWrite(ev *event.Event, raw []byte) {
 	r := s.rep
 	j := s.j
 	f := j.flight
 	hold := f != nil && !f.committed
 	// One allocation per event, shared by the repartition topics.
-	value := make([]byte, 1, 1+binary.MaxVarintLen64+len(raw))
-	value[0] = repEventByte
-	value = append(binary.AppendUvarint(value, uint64(ev.Seq)), raw...)
+	var value []byte
+	if st := s.enrich; st != nil && !j.cfg.hooks.repWithoutLookups {
+		r.values = st.appendValues(r.values[:0], ev)
+		value = make([]byte, 0, 2+2*binary.MaxVarintLen64+8+len(r.values)+len(raw))
+		value = appendRepEnriched(value, ev.Seq, st.sigHash, r.values, raw)
+	} else {
+		value = appendRepEvent(make([]byte, 0, 1+binary.MaxVarintLen64+len(raw)), ev.Seq, raw)
+	}
 	for i := range r.reps {
 		rp := &r.reps[i]
 		spec := &j.e.specs[rp.spec]
@@ -427,17 +510,21 @@ func (j *job) repCommitted(ups map[int32]repUpstream) {
 
 // onRepBatch takes a batch of a repartition partition: markers move its
 // watermark (and complete it), events go to its specification's rules.
+// An event gets the lookups' values its record carries (the input side
+// enriched it once); only one whose record carries none for the job's
+// lookups (written by a build before repEnrichedByte, or under other
+// lookups: a version deployed between its writing and its reading) is
+// looked up here.
 func (s *streamSource) onRepBatch(b runtime.Batch) error {
 	r := s.rep
 	s.noteBacklog(b)
 	idx := b.Partition.Index
 	rp, _ := r.repOf(idx)
 	ups := r.ups[idx]
-	// With lookups, the events between two markers are routed together,
-	// once looked up (a repartition record holds the input's record, not
-	// the event its instance enriched).
+	// The events to look up here, in a row, are routed together once
+	// looked up (before the next marker or event that is not).
 	var held []*event.Event
-	var heldRecs []*runtime.Record
+	var heldRaw [][]byte
 	route := func() error {
 		if len(held) == 0 {
 			return nil
@@ -454,7 +541,7 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 		for i, ev := range held {
 			var err error
 			if reasons[i] != "" {
-				err = s.deadLetter(b.Partition, heldRecs[i], reasons[i])
+				err = s.repDeadLetter(ev, heldRaw[i], reasons[i])
 			} else {
 				err = s.hold(idx, ev, 1<<rp.spec)
 			}
@@ -462,7 +549,8 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 				return err
 			}
 		}
-		held, heldRecs = held[:0], heldRecs[:0]
+		clear(held)
+		held, heldRaw = held[:0], heldRaw[:0]
 		return nil
 	}
 	for i := range b.Records {
@@ -484,21 +572,28 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 			}
 			continue
 		}
-		seq, n := uint64(0), 0
-		if len(rec.Data) > 0 && rec.Data[0] == repEventByte {
-			seq, n = binary.Uvarint(rec.Data[1:])
+		re, err := decodeRepEvent(rec.Data)
+		if err != nil {
+			return fmt.Errorf("cep: stream: %s offset %d: %w", b.Partition.Name, rec.Offset, err)
 		}
-		if n <= 0 {
-			return fmt.Errorf("cep: stream: %s offset %d: not a repartition record", b.Partition.Name, rec.Offset)
-		}
-		ev, err := s.dec.Decode(rec.Data[1+n:])
+		ev, err := s.dec.Decode(re.raw)
 		if err != nil {
 			return fmt.Errorf("cep: stream: %s offset %d: a repartition record that does not decode: %w", b.Partition.Name, rec.Offset, err)
 		}
-		ev.Seq = seq
-		if s.enrich != nil {
-			held, heldRecs = append(held, ev), append(heldRecs, rec)
+		ev.Seq = re.seq
+		switch st := s.enrich; {
+		case st == nil:
+			// No lookups (any the record carries are no rule's).
+		case re.enriched && re.sigHash == st.sigHash:
+			if err := st.applyValues(ev, re.values); err != nil {
+				return fmt.Errorf("cep: stream: %s offset %d: a repartition record's %w", b.Partition.Name, rec.Offset, err)
+			}
+		default:
+			held, heldRaw = append(held, ev), append(heldRaw, re.raw)
 			continue
+		}
+		if err := route(); err != nil {
+			return err
 		}
 		if err := s.hold(idx, ev, 1<<rp.spec); err != nil {
 			return err
@@ -509,6 +604,16 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 	}
 	s.positions[b.Partition.Name] = b.End
 	return s.flush()
+}
+
+// repDeadLetter sends to the dead letters ev, an event of a repartition
+// record whose lookup failed closed where it was read, as its input
+// record raw: named by its input partition and offset, as the input
+// side's dead letters are.
+func (s *streamSource) repDeadLetter(ev *event.Event, raw []byte, reason string) error {
+	p := runtime.Partition{Index: ev.Partition(), Name: partitionName(s.j.cfg.Kafka.Topic, int32(ev.Partition()))}
+	rec := runtime.Record{Line: ev.Line(), Offset: ev.Line() - 1, Data: raw}
+	return s.deadLetter(p, &rec, reason)
 }
 
 // forwardRep sends the repartitioned rules their watermark when it

@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"math"
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -71,5 +72,107 @@ func TestRepartitionTopic(t *testing.T) {
 		if got := repartitionTopic("g", c.fields); got != c.want {
 			t.Errorf("repartitionTopic(%q) = %q, want %q", c.fields, got, c.want)
 		}
+	}
+}
+
+// TestRepEventRecords: an event record of a job with lookups carries what
+// they gave the event (a lookup whose fields hold their defaults in one
+// byte; -0 is not taken for the default 0), decodes back to it, and
+// applies it to the event decoded from the input record; one of a job
+// without lookups (as every build before repEnrichedByte wrote) carries
+// none; truncated records are refused.
+func TestRepEventRecords(t *testing.T) {
+	rs, err := CompileRuleset("rl.cep", []byte(`
+ruleset rl
+event time ts
+
+lookup profile {
+  key card
+  fields {
+    tier: string default "none"
+    score: float default 0
+  }
+}
+
+lookup merchant {
+  key shop
+  fields {
+    risk: int default 1
+  }
+}
+
+rule r {
+  key card
+  pattern {
+    begin a where profile.tier == "gold" && merchant.risk > 2
+  }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(WithRuleset(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.newEnrichStage(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := func(name string) int {
+		s, ok := e.schema.Slot(name)
+		if !ok {
+			t.Fatalf("no field %s", name)
+		}
+		return s
+	}
+	raw := []byte(`{"ts":"2026-01-01T10:00:00Z","card":"c1","shop":"s1"}`)
+	for _, c := range []struct {
+		name  string
+		tier  event.Value
+		score event.Value
+		risk  event.Value
+		size  int // of the lookups' values
+	}{
+		{"defaults", event.String("none"), event.Float(0), event.Int(1), 2},
+		{"a record", event.String("gold"), event.Float(2.5), event.Int(1), 1 + 6 + 9 + 1},
+		{"-0 is no default", event.String("none"), event.Float(math.Copysign(0, -1)), event.Int(3), 1 + 6 + 9 + 1 + 2},
+	} {
+		ev := event.New(e.schema.Len())
+		ev.Seq = event.SeqOf(2, 41)
+		ev.Fields[slot("profile.tier")], ev.Fields[slot("profile.score")], ev.Fields[slot("merchant.risk")] = c.tier, c.score, c.risk
+		values := st.appendValues(nil, ev)
+		if len(values) != c.size {
+			t.Errorf("%s: %d bytes of values, want %d", c.name, len(values), c.size)
+		}
+		b := appendRepEnriched(nil, ev.Seq, st.sigHash, values, raw)
+		re, err := decodeRepEvent(b)
+		if err != nil || !re.enriched || re.seq != ev.Seq || re.sigHash != st.sigHash || string(re.raw) != string(raw) {
+			t.Fatalf("%s: decoded %+v, %v", c.name, re, err)
+		}
+		got := event.New(e.schema.Len())
+		if err := st.applyValues(got, re.values); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for _, f := range []string{"profile.tier", "profile.score", "merchant.risk"} {
+			if v, w := got.Field(slot(f)), ev.Field(slot(f)); !sameValue(v, w) {
+				t.Errorf("%s: %s is %v, want %v", c.name, f, v, w)
+			}
+		}
+		for i := range len(b) - len(raw) {
+			if _, err := decodeRepEvent(b[:i]); err == nil {
+				t.Errorf("%s: a record truncated to %d bytes (before its JSON) decoded", c.name, i)
+			}
+		}
+		if err := st.applyValues(got, append(values, 0)); err == nil {
+			t.Errorf("%s: values with a byte too many applied", c.name)
+		}
+	}
+	re, err := decodeRepEvent(appendRepEvent(nil, 7, raw))
+	if err != nil || re.enriched || re.seq != 7 || string(re.raw) != string(raw) {
+		t.Errorf("a record without lookups decoded %+v, %v", re, err)
+	}
+	if _, err := decodeRepEvent([]byte{repEnrichedByte, repEnrichedVersion + 1, 7}); err == nil {
+		t.Error("a record of a later version decoded")
 	}
 }
