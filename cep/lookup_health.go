@@ -1,7 +1,8 @@
 package cep
 
 import (
-	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/enrich"
@@ -83,10 +84,19 @@ func (h *lookupHealth) did() string {
 	return "they got the defaults"
 }
 
-// quantity writes n and the noun: one when n is 1, else many.
+// quantity writes n, its thousands separated by commas, and the noun:
+// one when n is 1, else many.
 func quantity(n int64, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return fmt.Sprintf("%d %s", n, many)
+	digits := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, d := range digits {
+		if i > 0 && d != '-' && (len(digits)-i)%3 == 0 && digits[i-1] != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return b.String() + " " + many
 }

@@ -419,3 +419,16 @@ func TestLookupFileKeyTimes(t *testing.T) {
 		t.Errorf("a key member that is no time: %v, want an error naming the key field", err)
 	}
 }
+
+// TestQuantity: a count in a lookup's log line has its thousands
+// separated, and the noun agrees with it.
+func TestQuantity(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 events", 1: "1 event", 999: "999 events", 1000: "1,000 events", 300000: "300,000 events",
+		1234567: "1,234,567 events", -1500: "-1,500 events",
+	} {
+		if got := quantity(n, "event", "events"); got != want {
+			t.Errorf("quantity(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

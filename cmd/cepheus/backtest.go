@@ -231,7 +231,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return err
 		}
-		sec, err := secFlags.security(fs)
+		sec, err := secFlags.security(fs, stderr)
 		if err != nil {
 			return err
 		}

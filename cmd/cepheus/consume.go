@@ -53,7 +53,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	sec, err := secFlags.security(fs)
+	sec, err := secFlags.security(fs, stderr)
 	if err != nil {
 		return err
 	}

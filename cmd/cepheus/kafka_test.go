@@ -151,6 +151,7 @@ func TestKafkaUsage(t *testing.T) {
 		{[]string{"produce", "-topic", "t", "-events", "x"}, "produce: no brokers: give -brokers host:port or set $CEPHEUS_KAFKA_BROKERS"},
 		{[]string{"produce", "-brokers", "b:1", "-events", "x"}, "produce: -topic and -events are required"},
 		{[]string{"produce", "-brokers", "b:1", "-topic", "t", "-events", "x", "-partitions", "-2"}, "-partitions -2: want a positive count"},
+		{[]string{"produce", "-brokers", "b:1", "-topic", "t", "-events", "x", "-compression", "brotli"}, `-compression "brotli": want snappy, lz4, zstd, gzip or none`},
 		{[]string{"produce", "-brokers", "b:1", "-topic", "t", "-events", "x", "extra"}, `unexpected arguments ["extra"]`},
 		{[]string{"consume", "-topic", "t"}, "consume: no brokers"},
 		{[]string{"consume", "-brokers", "b:1"}, "consume: -topic is required"},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -53,8 +54,9 @@ func addKafkaSecurityFlags(fs *flagSet) *kafkaSecurityFlags {
 }
 
 // security builds the settings: the config file, then the environment,
-// then the flags given.
-func (f *kafkaSecurityFlags) security(fs *flagSet) (cep.KafkaSecurity, error) {
+// then the flags given. A config file that holds a password and that
+// others may read is warned of on stderr.
+func (f *kafkaSecurityFlags) security(fs *flagSet, stderr io.Writer) (cep.KafkaSecurity, error) {
 	var s cep.KafkaSecurity
 	path := f.config
 	if path == "" {
@@ -63,6 +65,10 @@ func (f *kafkaSecurityFlags) security(fs *flagSet) (cep.KafkaSecurity, error) {
 	if path != "" {
 		if err := readKafkaConfig(path, &s); err != nil {
 			return s, err
+		}
+		if st, err := os.Stat(path); err == nil && s.Password != "" && st.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(stderr, "%s: warning: %s holds a password and others may read it (mode %04o): chmod 600 %s\n",
+				fs.cmd.name, path, st.Mode().Perm(), path)
 		}
 	}
 	env := func(name string, to *string) {

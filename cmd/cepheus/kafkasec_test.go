@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,5 +150,36 @@ func TestKafkaSecure(t *testing.T) {
 	code, _, errOut = cepheus(t, "consume", "-brokers", addr, "-sasl", "PLAIN", "-topic", topic)
 	if code != 2 || !strings.Contains(errOut, "needs a user and a password") {
 		t.Errorf("-sasl without a user: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestKafkaConfigReadableWarned: a -kafka-config file that holds a
+// password and that others may read is warned of (its mode, chmod 600);
+// one readable by its owner only, or without a password, is not.
+func TestKafkaConfigReadableWarned(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		src  string
+		mode os.FileMode
+		warn bool
+	}{
+		{"sasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=secretpw\n", 0o644, true},
+		{"sasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=secretpw\n", 0o600, false},
+		{"tls=true\n", 0o644, false},
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("client-%o.properties", c.mode))
+		if err := os.WriteFile(path, []byte(c.src), c.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, c.mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		// No -topic: a usage error once the settings are read, before any
+		// broker is asked.
+		code, _, stderr := cepheus(t, "consume", "-brokers", "127.0.0.1:1", "-kafka-config", path)
+		want := fmt.Sprintf("consume: warning: %s holds a password and others may read it (mode %04o): chmod 600 %s", path, c.mode, path)
+		if code != 2 || strings.Contains(stderr, want) != c.warn || strings.Contains(stderr, "secretpw") {
+			t.Errorf("%q, mode %o: exit %d, warned %v, want exit 2, warned %v\n%s", c.src, c.mode, code, !c.warn, c.warn, stderr)
+		}
 	}
 }

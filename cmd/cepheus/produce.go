@@ -74,7 +74,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	sec, err := secFlags.security(fs)
+	sec, err := secFlags.security(fs, stderr)
 	if err != nil {
 		return err
 	}
@@ -83,6 +83,11 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *partitions < 0 {
 		return fs.usagef("-partitions %d: want a positive count", *partitions)
+	}
+	switch *compression {
+	case "snappy", "lz4", "zstd", "gzip", "none":
+	default:
+		return fs.usagef("-compression %q: want snappy, lz4, zstd, gzip or none", *compression)
 	}
 	in, closeIn, err := openLines(*events)
 	if err != nil {

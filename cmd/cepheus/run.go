@@ -163,7 +163,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.inputTopic, "input-topic", "", "read the events from this Kafka topic instead (its values, JSON; every partition)")
 	fs.StringVar(&f.brokers, "brokers", os.Getenv("CEPHEUS_KAFKA_BROKERS"), "with -input-topic, the Kafka bootstrap brokers, host:port[,host:port] (default $CEPHEUS_KAFKA_BROKERS)")
 	fs.BoolVar(&f.bounded, "bounded", false, "with -input-topic, stop at the end offsets seen at the start, with a final checkpoint and exit 0")
-	fs.StringVar(&f.start, "start", "earliest", "with -input-topic, where a partition without a checkpoint starts: earliest, latest, committed (the offsets of -group) or an RFC 3339 time (the first record at or after it, by record timestamp)")
+	fs.StringVar(&f.start, "start", "earliest", "with -input-topic, where a partition without a checkpoint starts: earliest, latest, committed (the offsets of -group; earliest where it has none) or an RFC 3339 time (the first record at or after it, by record timestamp)")
 	fs.StringVar(&f.alertsTopic, "alerts-topic", "", "with -input-topic, write the alerts to this Kafka topic, one transaction per checkpoint (exactly once for read_committed consumers; needs -group)")
 	fs.StringVar(&f.lateTopic, "late-topic", "", "with -alerts-topic, write the late events to this topic (default: only counted)")
 	fs.StringVar(&f.deadTopic, "dead-letter-topic", "", "with -alerts-topic, write the dead letters to this topic (default: only counted)")
@@ -317,7 +317,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		if len(kafkaIn.Brokers) == 0 {
 			msgs = append(msgs, "-input-topic needs -brokers (or CEPHEUS_KAFKA_BROKERS)")
 		}
-		sec, err := secFlags.security(fs)
+		sec, err := secFlags.security(fs, stderr)
 		if err != nil {
 			return err
 		}

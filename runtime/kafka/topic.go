@@ -67,7 +67,11 @@ func ensureTopicWith(ctx context.Context, adm *kadm.Client, topic string, partit
 		return false, 0, err
 	}
 	if partitions != 0 && n != partitions {
-		return false, n, fmt.Errorf("topic %s has %d partitions, not %d: %w", topic, n, partitions, ErrPartitionCount)
+		have := fmt.Sprintf("%d partitions", n)
+		if n == 1 {
+			have = "1 partition"
+		}
+		return false, n, fmt.Errorf("topic %s has %s, not %d: %w", topic, have, partitions, ErrPartitionCount)
 	}
 	return created, n, nil
 }
