@@ -597,7 +597,7 @@ func (j *job) choosePlan() error {
 		if runE, err = j.base.derive(runE.plan.withoutShadow()); err != nil {
 			return fmt.Errorf("%w: %w", ErrRestore, err)
 		}
-		j.logf("checkpoint %d runs version %.12s as the shadow, and this run has no shadow output (-shadow-alerts, -shadow-topic): the shadow is dropped", j.restored, sh)
+		j.logf("warning: checkpoint %d runs version %.12s as the shadow, and this run has no shadow output (-shadow-alerts, -shadow-topic): the shadow is dropped", j.restored, sh)
 	}
 	if err := j.sameRepartitions(runE); err != nil {
 		return fmt.Errorf("%w: checkpoint %d runs version %.12s: %w", ErrRestore, j.restored, runE.plan.Versions[0].Version, err)

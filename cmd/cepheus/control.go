@@ -167,6 +167,9 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *shadow && sub != "deploy" {
 		return fs.usagef("-shadow goes with deploy (rules promote makes the shadow version active)")
 	}
+	if *shadow && *dropChanged {
+		return fs.usagef("-drop-changed goes with a deploy of the active version, not with -shadow (a shadow version drains nothing; rules promote -drop-changed drops at the promotion)")
+	}
 	c, err := control.Dial(*server)
 	if err != nil {
 		return err
@@ -203,7 +206,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if !r.GetOk() {
 			for _, p := range r.GetProblems() {
-				fmt.Fprintf(stderr, "%s:%d:%d: %s\n", p.GetFile(), p.GetLine(), p.GetColumn(), p.GetMessage())
+				fmt.Fprintf(stderr, "%s:%d:%d: %s\n", localName(p.GetFile(), file), p.GetLine(), p.GetColumn(), p.GetMessage())
 			}
 			return problemsError(file, len(r.GetProblems()))
 		}
@@ -217,6 +220,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var invalid *cep.ValidationError
 	if errors.As(err, &invalid) {
 		for _, p := range invalid.Problems {
+			p.Pos.Filename = localName(p.Pos.Filename, file)
 			fmt.Fprintln(stderr, p)
 		}
 		return problemsError(file, len(invalid.Problems))
@@ -305,4 +309,14 @@ func listVersions(ctx context.Context, c *control.Client, server string, w io.Wr
 			v.Deployed.UTC().Format(time.RFC3339), v.Origin, v.Ruleset, len(v.Rules))
 	}
 	return nil
+}
+
+// localName is the name the server gave a problem's file (the base name
+// the client sent) as the user gave it (path), so that an editor finds
+// it; another name is left as it is.
+func localName(name, path string) string {
+	if name == filepath.Base(path) {
+		return path
+	}
+	return name
 }

@@ -391,6 +391,28 @@ func TestRulesArgOfSeveral(t *testing.T) {
 	}
 }
 
+// TestRulesFlagsTogether: the flags of rules that do not go together are
+// usage errors (exit 2) before any server is asked.
+func TestRulesFlagsTogether(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "a.cep", goodSrc)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"deploy", "-shadow", "-drop-changed"}, "-drop-changed goes with a deploy of the active version, not with -shadow"},
+		{[]string{"validate", "-drop-changed"}, "-drop-changed goes with deploy, rollback and promote"},
+		{[]string{"rollback", "-shadow"}, "-shadow goes with deploy"},
+	} {
+		args := append(append([]string{"rules"}, c.args...), "-server", "127.0.0.1:1")
+		if c.args[0] != "rollback" {
+			args = append(args, file)
+		}
+		if code, _, errOut := cepheus(t, args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
 // TestControlUnreachable: status and rules at an address where no
 // cepheus serve listens say so, without gRPC's wrapping.
 func TestControlUnreachable(t *testing.T) {

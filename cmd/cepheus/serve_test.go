@@ -104,8 +104,10 @@ func TestServe(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("ruleset b\nevent time ts\nrule r {\n  pattern {\n    begin a where amount > +\n  }\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := cepheus(t, "rules", "validate", "-server", m[1], bad); code != 1 || !strings.Contains(errOut, "bad.cep:5:") {
-		t.Errorf("cepheus rules validate of a bad ruleset: exit %d, want 1 with bad.cep:5:col\n%s", code, errOut)
+	// The problems name the file as given (the server sees its base
+	// name), so that an editor finds it.
+	if code, _, errOut := cepheus(t, "rules", "validate", "-server", m[1], bad); code != 1 || !strings.Contains(errOut, bad+":5:") {
+		t.Errorf("cepheus rules validate of a bad ruleset: exit %d, want 1 with %s:5:col\n%s", code, bad, errOut)
 	}
 	// A ruleset that compiles with a warning is valid, the warning said.
 	warn := filepath.Join(dir, "warn.cep")
@@ -431,7 +433,7 @@ func TestServeRulesDir(t *testing.T) {
 	if err := os.WriteFile(bad, broken, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := cepheus(t, "rules", "deploy", "-server", server, bad); code != 1 || !regexp.MustCompile(`bad\.cep:\d+:\d+: `).MatchString(errOut) {
+	if code, _, errOut := cepheus(t, "rules", "deploy", "-server", server, bad); code != 1 || !regexp.MustCompile(regexp.QuoteMeta(bad)+`:\d+:\d+: `).MatchString(errOut) {
 		t.Errorf("cepheus rules deploy of a bad ruleset: exit %d, want 1 with bad.cep:line:col\n%s", code, errOut)
 	}
 	good := filepath.Join(staging, "v2.cep")
