@@ -433,6 +433,21 @@ func TestCondUndeclared(t *testing.T) {
 	if _, err := CompileBoolExpr(`amout > 1`, env); err == nil || !strings.Contains(err.Error(), "unknown name amout (did you mean amount?)") {
 		t.Errorf("unknown name: %v", err)
 	}
+	// A field's values are scalars: reading a field of one reads nothing,
+	// ever (most often a misspelt stage), and is refused (it failed at
+	// run time on every event).
+	staged := &Env{Schema: unitSchema, Stages: []string{"large", "other"}}
+	for src, want := range map[string]string{
+		`country != x.country`: "x is a field, whose values have no fields: x.country reads nothing (the stages: large, other)",
+		`x.a > 1`:              "x is a field, whose values have no fields: x.a reads nothing",
+	} {
+		if _, err := CompileBoolExpr(src, staged); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+	if _, err := CompileBoolExpr(`country != large.country`, staged); err != nil {
+		t.Errorf("a stage's field: %v", err)
+	}
 }
 
 // TestCondFallback lists the constructs that run on expr's VM, and checks
