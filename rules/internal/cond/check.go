@@ -438,9 +438,16 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 		if id, ok := n.Node.(*ast.IdentifierNode); ok && !bound[id.Value] {
 			// x.f reads field f of stage x's event: an x that is neither
 			// a stage nor a field is most likely a misspelt stage.
-			_, isField := c.slot(id.Value)
-			if _, isStage := c.stages[id.Value]; !isStage && !isField {
+			slot, isField := c.slot(id.Value)
+			_, isStage := c.stages[id.Value]
+			switch {
+			case !isStage && !isField:
 				return "", c.errorf(id, "no stage or field is named %s%s", id.Value, c.nearestStage(id.Value))
+			case !isStage && c.fieldType(slot) == tyAny:
+				// A field of an inferred (or untyped) schema: its values
+				// are scalars (an object in an event is a dead letter), so
+				// x.f reads nothing, ever (a typed field's is a type error).
+				return "", c.errorf(id, "%s is a field, whose values have no fields: %s reads nothing%s", id.Value, c.text(n), c.nearestStage(id.Value))
 			}
 		}
 		if s, ok := n.Property.(*ast.StringNode); ok {

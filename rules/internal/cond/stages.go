@@ -77,15 +77,6 @@ func (c *compiler) member(n *ast.MemberNode) (*compiledNode, error) {
 		}
 		return &compiledNode{src: n, typ: c.fieldType(slot), leaf: leafNode{kind: leafElem, slot: slot}}, nil
 	}
-	if id, ok := n.Node.(*ast.IdentifierNode); ok {
-		_, isStage := c.stages[id.Value]
-		if slot, isField := c.slot(id.Value); isField && !isStage && c.fieldType(slot) == tyAny {
-			// A field of an inferred (or untyped) schema: its values are
-			// scalars (an object in an event is a dead letter), so this
-			// reads nothing, ever; most often a misspelt stage.
-			return nil, c.errorf(n.Node, "%s is a field, whose values have no fields: %s reads nothing%s", id.Value, c.text(n), c.nearestStage(id.Value))
-		}
-	}
 	obj, err := c.compile(n.Node)
 	if err != nil {
 		return nil, err
