@@ -131,6 +131,10 @@ func rulesetFiles(args []string) ([]string, error) {
 	var out []string
 	for _, a := range args {
 		st, err := os.Stat(a)
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s: %w", a, pe.Err) // not "stat a: ..."
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -372,7 +372,7 @@ func TestFlagsAfterFiles(t *testing.T) {
 	if code, out, _ := cepheus(t, "test", good, "-v"); code != 0 || !strings.Contains(out, "--- PASS") {
 		t.Errorf("test FILE -v: exit %d\n%s", code, out)
 	}
-	if code, _, errOut := cepheus(t, "check", "--", "-q"); code != 1 || !strings.Contains(errOut, "-q: no such file") {
+	if code, _, errOut := cepheus(t, "check", "--", "-q"); code != 1 || errOut != "cepheus: -q: no such file or directory\n" {
 		t.Errorf("check -- -q: exit %d, stderr %q; want -q taken as a file", code, errOut)
 	}
 }
