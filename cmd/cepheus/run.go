@@ -473,12 +473,14 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		say = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
 		cfg.Logf = engineLogf(f.quiet, func(l string) { log.Info(l) }, func(w string) { log.Warn(w) })
 		if !f.quiet {
-			cfg.Progress = func(p cep.StreamProgress) { logProgress(log, p) }
+			var m rateMeter
+			cfg.Progress = func(p cep.StreamProgress) { logProgress(log, p, &m) }
 		}
 	} else {
 		cfg.Logf = engineLogf(f.quiet, func(l string) { say("%s", l) }, func(w string) { say("warning: %s", w) })
 		if !f.quiet {
-			cfg.Progress = func(p cep.StreamProgress) { fmt.Fprintln(stderr, "run: "+progressLine(p)) }
+			var m rateMeter
+			cfg.Progress = func(p cep.StreamProgress) { fmt.Fprintln(stderr, "run: "+progressLine(p, &m)) }
 		}
 	}
 	if f.cpuProfile != "" {
@@ -581,13 +583,34 @@ func readRuleset(rulesPath, rulesDir string) (string, []byte, error) {
 	return files[0], src, nil
 }
 
-// progressLine is a progress report in one line.
-func progressLine(p cep.StreamProgress) string {
+// rateMeter gives the records per second of a run since its previous
+// reading: the rate of the last progress interval, which a resumed run's
+// total or an idle spell does not skew (the rate over the process's
+// life did).
+type rateMeter struct {
+	records int64
+	elapsed time.Duration
+}
+
+// rate reads p: its rate since the previous reading (since the start at
+// the first), and false when no time has passed.
+func (m *rateMeter) rate(p cep.StreamProgress) (int64, bool) {
+	n, d := p.RunRecords-m.records, p.Elapsed-m.elapsed
+	m.records, m.elapsed = p.RunRecords, p.Elapsed
+	if d <= 0 {
+		return 0, false
+	}
+	return int64(float64(n) / d.Seconds()), true
+}
+
+// progressLine is a progress report in one line: the totals, and the rate
+// since the previous report (m).
+func progressLine(p cep.StreamProgress, m *rateMeter) string {
 	st := p.StreamStats
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s records", humanInt(st.Records))
-	if s := p.Elapsed.Seconds(); s > 0 {
-		fmt.Fprintf(&b, " (%s/s)", humanInt(int64(float64(st.RunRecords)/s)))
+	if r, ok := m.rate(p); ok {
+		fmt.Fprintf(&b, " (%s/s)", humanInt(r))
 	}
 	fmt.Fprintf(&b, ", %s alerts, %s late, %s dead", humanInt(st.Alerts), humanInt(st.Late), humanInt(st.Dead))
 	if st.Watermark > event.MinTime && st.Watermark < event.MaxTime {

@@ -94,16 +94,16 @@ func newServeLogger(w io.Writer, format string) (*slog.Logger, error) {
 }
 
 // logProgress logs a progress report with its figures as attributes
-// (never an event value).
-func logProgress(log *slog.Logger, p cep.StreamProgress) {
+// (never an event value), the rate since the previous report (m).
+func logProgress(log *slog.Logger, p cep.StreamProgress, m *rateMeter) {
 	attrs := []any{
 		slog.Int64("records", p.Records), slog.Int64("decoded", p.Decoded), slog.Int64("dead", p.Dead),
 		slog.Int64("late", p.Late), slog.Int64("alerts", p.Alerts), slog.Int64("keys", p.Keys),
 		slog.Int64("queued", p.Queued), slog.Int64("checkpoint", p.LastCheckpoint),
 		slog.Duration("checkpoint_duration", p.LastDuration), slog.Duration("elapsed", p.Elapsed.Round(time.Millisecond)),
 	}
-	if s := p.Elapsed.Seconds(); s > 0 {
-		attrs = append(attrs, slog.Int64("records_per_second", int64(float64(p.RunRecords)/s)))
+	if r, ok := m.rate(p); ok {
+		attrs = append(attrs, slog.Int64("records_per_second", r))
 	}
 	log.Info("progress", attrs...)
 }

@@ -481,3 +481,27 @@ rule r {
 		}
 	}
 }
+
+// TestProgressLineRate: run's progress line gives the rate since the
+// previous line, not over the whole run: a quiet spell, or a resumed
+// run's records, do not drag it.
+func TestProgressLineRate(t *testing.T) {
+	var m rateMeter
+	at := func(records int64, elapsed time.Duration) string {
+		return progressLine(cep.StreamProgress{StreamStats: cep.StreamStats{Records: 500_000 + records, RunRecords: records}, Elapsed: elapsed}, &m)
+	}
+	for _, c := range []struct {
+		records int64
+		elapsed time.Duration
+		want    string
+	}{
+		{100_000, 10 * time.Second, "600,000 records (10,000/s)"},
+		{100_000, 20 * time.Second, "600,000 records (0/s)"}, // quiet
+		{300_000, 30 * time.Second, "800,000 records (20,000/s)"},
+		{300_000, 30 * time.Second, "800,000 records, "}, // no time passed: no rate
+	} {
+		if got := at(c.records, c.elapsed); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%d records at %v: %q, want it to start %q", c.records, c.elapsed, got, c.want)
+		}
+	}
+}
