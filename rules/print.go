@@ -3,6 +3,7 @@ package rules
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Format returns the canonical source of f: two-space indentation, one
@@ -12,7 +13,7 @@ import (
 func Format(f *File) []byte {
 	p := &printer{comments: true}
 	p.file(f)
-	return []byte(p.b.String())
+	return []byte(p.String())
 }
 
 // printer prints syntax trees as canonical source.
@@ -20,6 +21,43 @@ type printer struct {
 	b        strings.Builder
 	indent   int
 	comments bool // print comments (off for content hashes)
+	// marks are the offsets in b where a line's code ends and its line
+	// comment follows: String aligns the comments of adjacent lines.
+	marks []int
+}
+
+// String returns what p printed, the line comments of adjacent lines
+// aligned to one column (one space after the longest code among them),
+// as gofmt aligns them.
+func (p *printer) String() string {
+	s := p.b.String()
+	if len(p.marks) < 2 {
+		return s
+	}
+	type mark struct{ at, start, end, width int } // the mark, its line's start and end, its code's width
+	ms := make([]mark, len(p.marks))
+	for i, at := range p.marks {
+		start := strings.LastIndexByte(s[:at], '\n') + 1
+		end := at + strings.IndexByte(s[at:], '\n')
+		ms[i] = mark{at: at, start: start, end: end, width: utf8.RuneCountInString(s[start:at])}
+	}
+	var b strings.Builder
+	done := 0 // s is copied up to here
+	for i := 0; i < len(ms); {
+		// A run of marks on adjacent lines.
+		j, width := i+1, ms[i].width
+		for ; j < len(ms) && ms[j].start == ms[j-1].end+1; j++ {
+			width = max(width, ms[j].width)
+		}
+		for _, m := range ms[i:j] {
+			b.WriteString(s[done:m.at])
+			b.WriteString(strings.Repeat(" ", width-m.width))
+			done = m.at
+		}
+		i = j
+	}
+	b.WriteString(s[done:])
+	return b.String()
 }
 
 // printNode returns the canonical source of one node printed at
@@ -27,7 +65,7 @@ type printer struct {
 func printNode(fn func(p *printer)) string {
 	p := &printer{comments: true}
 	fn(p)
-	return p.b.String()
+	return p.String()
 }
 
 func (p *printer) pad() {
@@ -67,6 +105,7 @@ func (p *printer) linev(c Comments, s string, verbatim bool) {
 		p.text(s)
 	}
 	if p.comments && c.Line != "" {
+		p.marks = append(p.marks, p.b.Len())
 		p.b.WriteByte(' ')
 		p.b.WriteString(c.Line)
 	}

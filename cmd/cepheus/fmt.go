@@ -15,7 +15,8 @@ var fmtCommand = &command{
 	help: `Fmt prints the canonical source of ruleset files: two-space indentation,
 one item per line, rule items and quantifiers in their fixed order,
 durations and names in canonical form, runs of blank lines collapsed, and
-every comment kept. With no file, it formats standard input. A file with a
+every comment kept (the trailing comments of adjacent lines aligned, as
+gofmt aligns them). With no file, it formats standard input. A file with a
 syntax error is not formatted; its errors are printed to stderr and the
 exit status is 1.
 
