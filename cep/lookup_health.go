@@ -1,11 +1,10 @@
 package cep
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/enrich"
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 )
 
 // lookupHealth follows whether the source of one lookup of a live job
@@ -90,13 +89,5 @@ func quantity(n int64, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	digits := strconv.FormatInt(n, 10)
-	var b strings.Builder
-	for i, d := range digits {
-		if i > 0 && d != '-' && (len(digits)-i)%3 == 0 && digits[i-1] != '-' {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String() + " " + many
+	return humanize.Int(n) + " " + many
 }

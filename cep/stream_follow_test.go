@@ -130,51 +130,28 @@ func TestStreamFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := int64(strings.Count(first, "\n"))
-	var records atomic.Int64
-	cfg := d.config(events)
-	cfg.Follow, cfg.PollInterval = true, 2*time.Millisecond
-	cfg.ProgressInterval = time.Millisecond
-	cfg.Progress = func(p StreamProgress) { records.Store(p.Records) }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	var res *StreamResult
-	go func() {
-		var err error
-		res, err = streamEngine(t, engineRules).Stream(ctx, cfg)
-		done <- err
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for records.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("followed %d records of %d", records.Load(), want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	f := startFollowing(t, d, events, want)
 	// The partial line is held back, never decoded, while it lacks its
 	// newline.
 	time.Sleep(50 * time.Millisecond)
-	if got := records.Load(); got != want {
+	if got := f.records.Load(); got != want {
 		t.Fatalf("%d records read, want %d: the partial line was read", got, want)
 	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Stream after cancel: %v, want context.Canceled", err)
-	}
+	res := f.stop(t)
 	if res.Finished || res.Stats.LastCheckpoint == 0 {
 		t.Fatalf("cancelled run: finished %v, last checkpoint %d", res.Finished, res.Stats.LastCheckpoint)
 	}
-	f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
+	out, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteString(strings.TrimPrefix(strings.Join(lines[half:], ""), partial)); err != nil {
+	if _, err := out.WriteString(strings.TrimPrefix(strings.Join(lines[half:], ""), partial)); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cfg = d.config(events)
+	cfg := d.config(events)
 	cfg.Parallelism = 3
 	res2, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
 	if err != nil {
@@ -652,37 +629,61 @@ func TestStreamStateInUse(t *testing.T) {
 	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var records atomic.Int64
-	cfg := d.config(events)
-	cfg.Follow, cfg.PollInterval = true, 2*time.Millisecond
-	cfg.ProgressInterval = time.Millisecond
-	cfg.Progress = func(p StreamProgress) { records.Store(p.Records) }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	var res *StreamResult
-	go func() {
-		var err error
-		res, err = streamEngine(t, engineRules).Stream(ctx, cfg)
-		done <- err
-	}()
 	want := int64(strings.Count(input, "\n"))
-	for deadline := time.Now().Add(20 * time.Second); records.Load() < want; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("followed %d records of %d", records.Load(), want)
-		}
-	}
+	f := startFollowing(t, d, events, want)
 	second := d.config(events)
 	second.Follow, second.PollInterval = true, 2*time.Millisecond
 	_, err := streamEngine(t, engineRules).Stream(context.Background(), second)
 	if err == nil || !strings.Contains(err.Error(), "is in use by another run") {
 		t.Fatalf("a second Stream on the state directory: %v, want it in use", err)
 	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the first Stream after cancel: %v, want context.Canceled", err)
-	}
+	res := f.stop(t)
 	if res.Stats.LastCheckpoint == 0 || res.Records != want {
 		t.Fatalf("the first run: checkpoint %d, %d records; want a checkpoint and %d records", res.Stats.LastCheckpoint, res.Records, want)
 	}
+}
+
+// following is a Stream of engineRules following a file, run by
+// startFollowing.
+type following struct {
+	records atomic.Int64 // read so far, as the progress reports them
+	cancel  context.CancelFunc
+	done    chan error
+	res     *StreamResult
+}
+
+// startFollowing starts a Stream following events with the dirs of d,
+// and returns once it has read want records (failing t after 20 s).
+func startFollowing(t *testing.T, d streamDirs, events string, want int64) *following {
+	t.Helper()
+	f := &following{done: make(chan error, 1)}
+	cfg := d.config(events)
+	cfg.Follow, cfg.PollInterval = true, 2*time.Millisecond
+	cfg.ProgressInterval = time.Millisecond
+	cfg.Progress = func(p StreamProgress) { f.records.Store(p.Records) }
+	var ctx context.Context
+	ctx, f.cancel = context.WithCancel(context.Background())
+	t.Cleanup(f.cancel)
+	go func() {
+		var err error
+		f.res, err = streamEngine(t, engineRules).Stream(ctx, cfg)
+		f.done <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); f.records.Load() < want; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("followed %d records of %d", f.records.Load(), want)
+		}
+	}
+	return f
+}
+
+// stop cancels the Stream, which must end with the context's error, and
+// returns its result.
+func (f *following) stop(t *testing.T) *StreamResult {
+	t.Helper()
+	f.cancel()
+	if err := <-f.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v, want context.Canceled", err)
+	}
+	return f.res
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 	"github.com/cepheus-cep/cepheus/rules"
 )
 
@@ -544,9 +545,9 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 		case ie.GaveUp:
 			what = fmt.Sprintf("none of the first %s could be decoded, so the run stopped there", plural(ie.Records, "line", "lines"))
 		case ie.Rejected > 0:
-			what = fmt.Sprintf("%s of %s went to the dead letters", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
+			what = fmt.Sprintf("%s of %s went to the dead letters", humanize.Int(ie.Dead), plural(ie.Records, "line", "lines"))
 		default:
-			what = fmt.Sprintf("%s of %s could not be decoded", humanInt(ie.Dead), plural(ie.Records, "line", "lines"))
+			what = fmt.Sprintf("%s of %s could not be decoded", humanize.Int(ie.Dead), plural(ie.Records, "line", "lines"))
 		}
 		if ie.Rejected > 0 {
 			hint = fmt.Sprintf("%s because a lookup failing closed (on failure closed) could not read its source: "+
@@ -820,7 +821,7 @@ func (p *progressPrinter) report(bp cep.Progress) {
 	}
 	p.last = now
 	rate := float64(bp.Decoded) / now.Sub(p.began).Seconds()
-	line := fmt.Sprintf("backtest: line %d, %s events/s, %s", bp.Line, humanInt(int64(rate)), plural(bp.Alerts, "alert", "alerts"))
+	line := fmt.Sprintf("backtest: line %d, %s events/s, %s", bp.Line, humanize.Int(int64(rate)), plural(bp.Alerts, "alert", "alerts"))
 	if read, total := p.src.Progress(); total > 0 {
 		line += fmt.Sprintf(", %.0f%%", 100*float64(read)/float64(total))
 	}
@@ -916,7 +917,7 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	}
 	rate := ""
 	if s.Decoded > 0 && elapsed > 0 {
-		rate = fmt.Sprintf(" (%s events/s)", humanInt(int64(float64(s.Decoded)/elapsed.Seconds())))
+		rate = fmt.Sprintf(" (%s events/s)", humanize.Int(int64(float64(s.Decoded)/elapsed.Seconds())))
 	}
 	fmt.Fprintf(bw, "\n%s %s (version %s): %s, %s, %s in %.2fs%s\n",
 		what, s.Ruleset, version, lines, plural(s.Decoded, "event", "events"), plural(s.Alerts, "alert", "alerts"), elapsed.Seconds(), rate)
@@ -940,10 +941,10 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 			continue
 		}
 		fmt.Fprintf(bw, "  lookup %s: %s keys, %.1f%% from the cache; %s read in %s (%s without a record)",
-			l.Name, humanInt(int64(l.Hits+l.Misses)), 100*l.HitRate(), humanInt(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanInt(int64(l.NotFound)))
+			l.Name, humanize.Int(int64(l.Hits+l.Misses)), 100*l.HitRate(), humanize.Int(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.NotFound)))
 		if l.Failures > 0 {
 			fmt.Fprintf(bw, "; %s failed (%s timeouts): %s events got the defaults, %s went to the dead letters%s",
-				plural(int64(l.Failures), "request", "requests"), humanInt(int64(l.Timeouts)), humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)),
+				plural(int64(l.Failures), "request", "requests"), humanize.Int(int64(l.Timeouts)), humanize.Int(int64(l.Defaulted)), humanize.Int(int64(l.Rejected)),
 				lastError(l))
 		}
 		if l.Misses > 0 && l.NotFound >= l.Misses && l.Failures == 0 {
@@ -972,14 +973,14 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	}
 	fmt.Fprintln(bw)
 	for _, r := range s.Rules {
-		fmt.Fprintf(bw, "  %-*s %-9s %8s", width, r.Rule, r.Severity, humanInt(r.Alerts))
+		fmt.Fprintf(bw, "  %-*s %-9s %8s", width, r.Rule, r.Severity, humanize.Int(r.Alerts))
 		if labels {
 			l := ls.Rule(r.Rule)
 			prec := "-"
 			if l.Alerts > 0 {
 				prec = fmt.Sprintf("%.1f%%", 100*l.Precision())
 			}
-			fmt.Fprintf(bw, " %7s %7s %9s %8s", humanInt(l.TruePositives), humanInt(l.FalsePositives), prec, humanInt(l.Caught))
+			fmt.Fprintf(bw, " %7s %7s %9s %8s", humanize.Int(l.TruePositives), humanize.Int(l.FalsePositives), prec, humanize.Int(l.Caught))
 		}
 		if notes := ruleNotes(r); len(notes) > 0 {
 			fmt.Fprintf(bw, "  (%s)", strings.Join(notes, "; "))
@@ -995,7 +996,7 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		recall = fmt.Sprintf("%.1f%%", 100*ls.Recall())
 	}
 	fmt.Fprintf(bw, "\n  Labelled events (%s): %s, caught by some alert: %s, recall %s\n",
-		f.label, humanInt(ls.Labelled), humanInt(ls.Caught), recall)
+		f.label, humanize.Int(ls.Labelled), humanize.Int(ls.Caught), recall)
 	if ls.Present == 0 && s.Decoded > 0 {
 		// A misspelled -label reads as a run without fraud.
 		fmt.Fprintf(bw, "  (no event has a field %s: is it the label field's name?)\n", f.label)
@@ -1028,14 +1029,14 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		sort.Slice(by, func(i, j int) bool { return by[i].n > by[j].n || by[i].n == by[j].n && by[i].rule < by[j].rule })
 		var parts []string
 		for _, b := range by {
-			parts = append(parts, fmt.Sprintf("%s %s", b.rule, humanInt(b.n)))
+			parts = append(parts, fmt.Sprintf("%s %s", b.rule, humanize.Int(b.n)))
 		}
 		recall := "-"
 		if sc.Labelled > 0 {
 			recall = fmt.Sprintf("%.1f%%", 100*sc.Recall())
 		}
-		line := fmt.Sprintf("  %-*s %9s %8s %7s %7s  %s", width, name, humanInt(sc.Labelled), humanInt(sc.Caught),
-			recall, humanInt(sc.Missed()), strings.Join(parts, ", "))
+		line := fmt.Sprintf("  %-*s %9s %8s %7s %7s  %s", width, name, humanize.Int(sc.Labelled), humanize.Int(sc.Caught),
+			recall, humanize.Int(sc.Missed()), strings.Join(parts, ", "))
 		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 	}
 }
@@ -1111,26 +1112,6 @@ func (t *exampleTee) print(w io.Writer, ruleset string) {
 func compactJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// humanInt formats n with thousands separators.
-func humanInt(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // seeFile points at the file that holds some records, or at the flag that
@@ -1216,7 +1197,7 @@ func plural(n int64, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return humanInt(n) + " " + many
+	return humanize.Int(n) + " " + many
 }
 
 // byteSize is a flag value of bytes: a number with an optional unit (KiB,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 	"github.com/cepheus-cep/cepheus/rules"
 )
 
@@ -228,9 +229,9 @@ func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
 			continue
 		}
 		fmt.Fprintf(w, "%s: lookup %s: %s keys from the cache (%.1f%%), %s read (%s without a record) in %s; %s failed (%s timeouts): %s events with the defaults, %s dead letters%s\n",
-			cmd, l.Name, humanInt(int64(l.Hits)), 100*l.HitRate(), humanInt(int64(l.Misses)), humanInt(int64(l.NotFound)),
-			plural(int64(l.Requests), "request", "requests"), humanInt(int64(l.Failures)), humanInt(int64(l.Timeouts)),
-			humanInt(int64(l.Defaulted)), humanInt(int64(l.Rejected)), lastError(l))
+			cmd, l.Name, humanize.Int(int64(l.Hits)), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)),
+			plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.Failures)), humanize.Int(int64(l.Timeouts)),
+			humanize.Int(int64(l.Defaulted)), humanize.Int(int64(l.Rejected)), lastError(l))
 	}
 }
 

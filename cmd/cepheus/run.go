@@ -15,6 +15,7 @@ import (
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control"
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 	"github.com/cepheus-cep/cepheus/internal/metrics"
 	"github.com/cepheus-cep/cepheus/rules"
 )
@@ -537,7 +538,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if res != nil && !f.quiet && cmd == serveCommand {
 		say("ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d",
 			res.Ruleset, plural(res.Records, "record", "records"), plural(res.Decoded, "event", "events"), plural(res.Alerts, "alert", "alerts"),
-			humanInt(res.Late), plural(res.Dead, "dead letter", "dead letters"), plural(res.Stats.Checkpoints, "checkpoint", "checkpoints"), res.Stats.LastCheckpoint)
+			humanize.Int(res.Late), plural(res.Dead, "dead letter", "dead letters"), plural(res.Stats.Checkpoints, "checkpoint", "checkpoints"), res.Stats.LastCheckpoint)
 	}
 	if err != nil {
 		if res != nil && !res.Finished && errors.Is(err, ctx.Err()) && ctx.Err() != nil {
@@ -608,17 +609,17 @@ func (m *rateMeter) rate(p cep.StreamProgress) (int64, bool) {
 func progressLine(p cep.StreamProgress, m *rateMeter) string {
 	st := p.StreamStats
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s records", humanInt(st.Records))
+	fmt.Fprintf(&b, "%s records", humanize.Int(st.Records))
 	if r, ok := m.rate(p); ok {
-		fmt.Fprintf(&b, " (%s/s)", humanInt(r))
+		fmt.Fprintf(&b, " (%s/s)", humanize.Int(r))
 	}
-	fmt.Fprintf(&b, ", %s alerts, %s late, %s dead", humanInt(st.Alerts), humanInt(st.Late), humanInt(st.Dead))
+	fmt.Fprintf(&b, ", %s alerts, %s late, %s dead", humanize.Int(st.Alerts), humanize.Int(st.Late), humanize.Int(st.Dead))
 	if st.Watermark > event.MinTime && st.Watermark < event.MaxTime {
 		fmt.Fprintf(&b, ", watermark %s (lag %s)", time.UnixMilli(int64(st.Watermark)).UTC().Format(time.RFC3339),
 			formatDuration(time.Duration(st.MaxEventTime-st.Watermark)*time.Millisecond))
 	}
 	if st.Checkpoints > 0 {
-		fmt.Fprintf(&b, ", %s keys", humanInt(st.Keys))
+		fmt.Fprintf(&b, ", %s keys", humanize.Int(st.Keys))
 	}
 	if st.LastCheckpoint > 0 {
 		fmt.Fprintf(&b, ", checkpoint %d", st.LastCheckpoint)
@@ -650,13 +651,13 @@ func printRunSummary(w io.Writer, r *cep.StreamResult) {
 	}
 	fmt.Fprintf(w, "run: ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d\n",
 		r.Ruleset, plural(st.Records, "record", "records"), plural(st.Decoded, "event", "events"), plural(st.Alerts, "alert", "alerts"),
-		humanInt(st.Late), plural(st.Dead, "dead letter", "dead letters"), plural(st.Checkpoints, "checkpoint", "checkpoints"), st.LastCheckpoint)
+		humanize.Int(st.Late), plural(st.Dead, "dead letter", "dead letters"), plural(st.Checkpoints, "checkpoint", "checkpoints"), st.LastCheckpoint)
 	if st.Checkpoints > 0 {
 		fmt.Fprintf(w, "run: checkpoints took up to %s, subtasks stalled up to %s; %s keys hold state (%s events buffered)\n",
-			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), humanInt(st.Keys), humanInt(st.Buffered))
+			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), humanize.Int(st.Keys), humanize.Int(st.Buffered))
 	}
 	for _, rr := range r.Rules {
-		fmt.Fprintf(w, "  %-28s %8s alerts", rr.Rule, humanInt(rr.Alerts))
+		fmt.Fprintf(w, "  %-28s %8s alerts", rr.Rule, humanize.Int(rr.Alerts))
 		if notes := ruleNotes(rr); len(notes) > 0 {
 			fmt.Fprintf(w, "  (%s)", strings.Join(notes, "; "))
 		}

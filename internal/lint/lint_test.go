@@ -47,11 +47,11 @@ var importRules = map[string]importRule{
 	"enrich":              {imports: []string{"event"}},
 	"cep": {imports: []string{
 		"event", "event/jsonev", "nfa", "rules", "runtime", "runtime/state", "runtime/kafka", "enrich",
-		"internal/failpoint",
+		"internal/failpoint", "internal/humanize",
 	}},
 	"cmd/cepheus": {imports: []string{
 		"cep", "event", "rules", "rulesets", "internal/gen", "internal/rulestest", "internal/metrics",
-		"internal/control",
+		"internal/control", "internal/humanize",
 	}},
 	// The gRPC control API of cepheus serve and its generated code: the
 	// only importers of grpc.
@@ -79,7 +79,9 @@ var importRules = map[string]importRule{
 	// The crash tests' kill points (CEPHEUS_FAILPOINT): a leaf the
 	// engine's packages may call.
 	"internal/failpoint": {},
-	"benchmarks":         {imports: []string{"cep", "event", "internal/gen", "rulesets"}},
+	// Numbers formatted for people: a leaf of the engine and the command.
+	"internal/humanize": {},
+	"benchmarks":        {imports: []string{"cep", "event", "internal/gen", "rulesets"}},
 	// The Cepheus side of make bench-compare: a thin main over benchmarks.
 	"benchmarks/cmd/cepbench": {imports: []string{"benchmarks"}},
 	// The alert latency of Kafka mode (benchmarks/stream.sh latency).
