@@ -450,6 +450,18 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if cerr := late.Close(); err == nil {
 		err = cerr
 	}
+	if runErr == nil && len(sums) > 0 && sums[0].Records == 0 {
+		// A run over nothing succeeds (an empty file is a valid input),
+		// but a wrong path to a file being written, or a topic's name
+		// mistaken, looks the same: say so.
+		input := f.events
+		if f.topic != "" {
+			input = "topic " + f.topic
+		} else if input == "-" {
+			input = "stdin"
+		}
+		fmt.Fprintf(stderr, "backtest: warning: %s holds no events (it is empty, or only blank lines)\n", input)
+	}
 	if !f.quiet {
 		for i, s := range sums {
 			partial := i == len(sums)-1 && !ranToEnd(runErr)

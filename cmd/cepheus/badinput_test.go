@@ -132,6 +132,26 @@ func TestBacktestNothingDecodes(t *testing.T) {
 	}
 }
 
+// TestBacktestEmptyInput: an input without events is a successful run
+// that says so, whether the file is empty or blank.
+func TestBacktestEmptyInput(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	for name, content := range map[string]string{"empty.jsonl": "", "blank.jsonl": "\n  \n\n"} {
+		events := writeFile(t, dir, name, content)
+		code, stdout, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events)
+		want := "backtest: warning: " + events + " holds no events (it is empty, or only blank lines)"
+		if code != 0 || stdout != "" || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, alerts %q\n%s", name, code, stdout, stderr)
+		}
+	}
+	// An input with events says nothing of the kind.
+	events := writeFile(t, dir, "e.jsonl", abEvents(4, 0, ""))
+	if code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events); code != 0 || strings.Contains(stderr, "holds no events") {
+		t.Errorf("events: exit %d\n%s", code, stderr)
+	}
+}
+
 // TestBacktestOutputsCheckedFirst: an output that cannot be written, or
 // that is the events file, fails the run before anything is read.
 func TestBacktestOutputsCheckedFirst(t *testing.T) {
