@@ -516,5 +516,9 @@ func mergePartitions(kr *kafkaReader, timeField string, w io.Writer) error {
 // SCRAM-SHA-512) ([kafka.Security]).
 type KafkaSecurity = kafka.Security
 
+// KafkaLoginFailed reports whether err is, or wraps, a broker's refusal
+// of a SASL login ([kafka.LoginFailed]).
+func KafkaLoginFailed(err error) bool { return kafka.LoginFailed(err) }
+
 // conn is how k reaches its cluster.
 func (k *KafkaInput) conn() kafka.Conn { return kafka.Conn{Brokers: k.Brokers, Security: k.Security} }

@@ -183,7 +183,7 @@ const backtestMemoryLimit = 368 << 20
 // before it stops.
 const giveUpAfter = 10_000
 
-func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (result error) {
 	var f backtestFlags
 	fs := newFlagSet(backtestCommand, stdout)
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory of *.cep files (required)")
@@ -237,6 +237,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		replay = &cep.TopicReplay{Brokers: seeds, Security: sec, Topic: f.topic}
+		defer func() { result = loginHint(result, sec) }()
 		for _, t := range []struct {
 			flag, v string
 			to      *time.Time

@@ -35,7 +35,7 @@ goes to stderr.
 
 func init() { consumeCommand.run = runConsume }
 
-func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet(consumeCommand, stdout)
 	brokers := fs.String("brokers", "", "Kafka brokers, host:port[,host:port...] (default: $"+brokersEnv+")")
 	topic := fs.String("topic", "", "topic to read (required)")
@@ -57,6 +57,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	defer func() { err = loginHint(err, sec) }()
 	if *topic == "" {
 		return fs.usagef("-topic is required")
 	}

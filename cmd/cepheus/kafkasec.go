@@ -104,6 +104,17 @@ func (f *kafkaSecurityFlags) security(fs *flagSet, stderr io.Writer) (cep.KafkaS
 	return s, nil
 }
 
+// loginHint names the user and mechanism in the error of a refused SASL
+// login: the broker's message names neither, and the user may have come
+// from a flag, the environment or a -kafka-config file.
+func loginHint(err error, s cep.KafkaSecurity) error {
+	if err == nil || s.SASL == "" || !cep.KafkaLoginFailed(err) {
+		return err
+	}
+	return fmt.Errorf("%w\n  the brokers refused SASL %s as user %q: check the user (-sasl-user, $%s, sasl.username) and its password ($%s, sasl.password)",
+		err, s.SASL, s.User, saslUserEnv, saslPasswordEnv)
+}
+
 // readKafkaConfig reads key=value lines ('#' comments, blank lines) into s.
 func readKafkaConfig(path string, s *cep.KafkaSecurity) error {
 	file, err := os.Open(path)

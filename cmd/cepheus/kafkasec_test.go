@@ -139,9 +139,18 @@ func TestKafkaSecure(t *testing.T) {
 	// Failures: a wrong password, plaintext against the TLS listener.
 	t.Setenv(saslPasswordEnv, "not-the-password")
 	code, _, errOut = cepheus(t, "consume", "-brokers", addr, "-tls", "-tls-ca", ca, "-sasl", "SCRAM-SHA-512", "-sasl-user", "cepheus", "-topic", topic, "-idle", "1s")
-	if code != 1 || !strings.Contains(errOut, "SASL_AUTHENTICATION_FAILED") || strings.Contains(errOut, "not-the-password") {
-		t.Errorf("a wrong password: exit %d, want 1 with SASL_AUTHENTICATION_FAILED and no password\n%s", code, errOut)
+	refused := `the brokers refused SASL SCRAM-SHA-512 as user "cepheus"`
+	if code != 1 || !strings.Contains(errOut, "SASL_AUTHENTICATION_FAILED") || !strings.Contains(errOut, refused) || strings.Contains(errOut, "not-the-password") {
+		t.Errorf("a wrong password: exit %d, want 1 with SASL_AUTHENTICATION_FAILED, the user and no password\n%s", code, errOut)
 	}
+	// The user named wherever it came from (here the environment), by
+	// every command (backtest's errors pass through its own wording).
+	t.Setenv(saslUserEnv, "cepheus")
+	code, _, errOut = cepheus(t, "backtest", "-brokers", addr, "-tls", "-tls-ca", ca, "-sasl", "PLAIN", "-topic", topic, "-rules", writeFile(t, t.TempDir(), "r.cep", goodSrc))
+	if code != 1 || !strings.Contains(errOut, `the brokers refused SASL PLAIN as user "cepheus"`) || strings.Contains(errOut, "not-the-password") {
+		t.Errorf("backtest with a wrong password: exit %d, want 1 naming the user and no password\n%s", code, errOut)
+	}
+	t.Setenv(saslUserEnv, "")
 	t.Setenv(saslPasswordEnv, "")
 	code, _, errOut = cepheus(t, "consume", "-brokers", addr, "-topic", topic, "-idle", "1s")
 	if code != 1 || !strings.Contains(errOut, "tls") {

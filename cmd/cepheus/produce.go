@@ -54,7 +54,7 @@ answer fails the command after about 30 s.
 
 func init() { produceCommand.run = runProduce }
 
-func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet(produceCommand, stdout)
 	brokers := fs.String("brokers", "", "Kafka brokers, host:port[,host:port...] (default: $"+brokersEnv+")")
 	topic := fs.String("topic", "", "topic to write (required); created when missing")
@@ -78,6 +78,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	defer func() { err = loginHint(err, sec) }()
 	if *topic == "" || *events == "" {
 		return fs.usagef("-topic and -events are required")
 	}

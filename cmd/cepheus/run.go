@@ -141,7 +141,7 @@ type runFlags struct {
 
 // runStream is cepheus run, and with cmd serveCommand cepheus serve: run
 // with the operations surface over HTTP (-http).
-func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) error {
+func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) (result error) {
 	var f runFlags
 	fs := newFlagSet(cmd, stdout)
 	var httpAddr, grpcAddr, logFormat, configPath, rulesDir string
@@ -323,6 +323,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			return err
 		}
 		kafkaIn.Security = sec
+		defer func() { result = loginHint(result, sec) }()
 		if f.follow {
 			msgs = append(msgs, "-follow is for files: an unbounded topic is read as it grows")
 		}

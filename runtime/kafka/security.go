@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -56,6 +57,11 @@ func (s Security) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// LoginFailed reports whether err is, or wraps, a broker's refusal of a
+// SASL login (a wrong user or password, or a mechanism the user has no
+// credentials for).
+func LoginFailed(err error) bool { return errors.Is(err, kerr.SaslAuthenticationFailed) }
 
 // String describes s without its secret, for logs.
 func (s Security) String() string {
