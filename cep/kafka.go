@@ -276,8 +276,9 @@ func partitionOf(topic, name string) (p int32, ok bool) {
 
 // newKafkaReader returns the reader of in's topic, from resume (the
 // partitions' positions; none: in.Start); keys: its records keep their
-// keys.
-func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Position, keys bool) (*kafkaReader, error) {
+// keys; logf, when set, is told of partitions held behind an open
+// transaction (stallLog).
+func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Position, keys bool, logf func(string, ...any)) (*kafkaReader, error) {
 	offsets := map[int32]int64{}
 	for _, pos := range resume {
 		p, ok := partitionOf(in.Topic, pos.File)
@@ -290,6 +291,7 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 		Brokers: in.Brokers, Security: in.Security, Topic: in.Topic, Offsets: offsets, Start: in.Start, Bounded: in.Bounded,
 		StartTime: in.StartTime, Group: in.startGroup(), EndTime: in.EndTime,
 		BatchRecords: in.batchRecords, Partitions: in.partitions, Ends: in.ends,
+		Stalled: stallLog(logf, "input topic", in.Topic),
 	})
 	if err != nil {
 		return nil, err
@@ -428,7 +430,7 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 		in.Start, in.StartTime = KafkaFromTime, c.From
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	kr, err := newKafkaReader(ctx, in, nil, false)
+	kr, err := newKafkaReader(ctx, in, nil, false, nil)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -519,6 +521,56 @@ type KafkaSecurity = kafka.Security
 // KafkaLoginFailed reports whether err is, or wraps, a broker's refusal
 // of a SASL login ([kafka.LoginFailed]).
 func KafkaLoginFailed(err error) bool { return kafka.LoginFailed(err) }
+
+// stallLog is the [kafka.SourceConfig] Stalled callback of a reader of
+// topic (what says which kind) that logs to logf a partition held behind
+// an open transaction, and the end of the hold; nil without logf. A run
+// that stops reading with no word of why looks hung: this says why, and
+// how long it may last.
+func stallLog(logf func(string, ...any), what, topic string) func([]kafka.Held) {
+	if logf == nil {
+		return nil
+	}
+	return func(held []kafka.Held) {
+		var waiting, ended []kafka.Held
+		for _, h := range held {
+			if h.Ended {
+				ended = append(ended, h)
+			} else {
+				waiting = append(waiting, h)
+			}
+		}
+		if len(waiting) > 0 {
+			logf("warning: %s %s %s: reading has waited %v behind a transaction still open: "+
+				"a producer that stopped in the middle of a transaction (an instance of the group killed, and not restarted?) holds back "+
+				"every reader of the partition until Kafka aborts the transaction, at most its transaction timeout after it began "+
+				"(-transaction-timeout)", what, topic, heldPartitions(waiting), waiting[0].For.Round(time.Second))
+		}
+		if len(ended) > 0 {
+			logf("%s %s %s: the transaction that held reading has ended, after %v or more", what, topic, heldPartitions(ended), ended[0].For.Round(time.Second))
+		}
+	}
+}
+
+// heldPartitions names the partitions of held: "partition 3 at offset
+// 120" for one, "partitions 0, 1 and 3" for more.
+func heldPartitions(held []kafka.Held) string {
+	if len(held) == 1 {
+		return fmt.Sprintf("partition %d at offset %d", held[0].Partition, held[0].Offset)
+	}
+	var b strings.Builder
+	b.WriteString("partitions ")
+	for i, h := range held {
+		switch {
+		case i == len(held)-1:
+			b.WriteString(" and ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, h.Partition)
+	}
+	return b.String()
+}
 
 // conn is how k reaches its cluster.
 func (k *KafkaInput) conn() kafka.Conn { return kafka.Conn{Brokers: k.Brokers, Security: k.Security} }

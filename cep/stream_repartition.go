@@ -321,6 +321,7 @@ func (s *streamSource) openRepartitions(ctx context.Context, restored map[string
 		}
 		src, err := kafka.NewSource(ctx, kafka.SourceConfig{
 			Brokers: ko.in.Brokers, Security: ko.in.Security, Topic: rp.topic, Partitions: ko.owned, Offsets: offsets,
+			Stalled: stallLog(s.j.logf, "repartition topic", rp.topic),
 		})
 		if err != nil {
 			return fmt.Errorf("cep: stream: repartition topic %s: %w", rp.topic, err)

@@ -263,7 +263,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 				s.keySlot = slot
 			}
 		}
-		kr, err := newKafkaReader(ctx, c.Kafka, resume, s.keySlot >= 0)
+		kr, err := newKafkaReader(ctx, c.Kafka, resume, s.keySlot >= 0, j.logf)
 		if err != nil {
 			if j.meta != nil {
 				return nil, fmt.Errorf("%w: %w", ErrRestore, err)

@@ -116,6 +116,17 @@ type SourceConfig struct {
 	// Buffer is the capacity, in batches, of the channel of
 	// [Source.Batches]. Default (0): 4.
 	Buffer int
+	// Stalled, when set on an unbounded read_committed source, is called
+	// (from a goroutine of its own) with the partitions whose last stable
+	// offset has stood still below the high watermark for StallAfter: a
+	// transaction open that long holds every read_committed reader of the
+	// partition at that offset, as one left open by a producer that died
+	// does until its transaction timeout. A partition is given again, Ended,
+	// when the offset moves on. One call per look at the offsets.
+	Stalled func(held []Held)
+	// StallAfter is how long the last stable offset must stand still for
+	// Stalled (default 15s); it is looked at every third of that.
+	StallAfter time.Duration
 	// FetchMaxBytes is what one fetch from one broker may return, and so
 	// (franz-go buffers at most one fetch per broker) about what the
 	// client holds per broker while the consumer is slow. One record
@@ -177,6 +188,9 @@ func (c SourceConfig) withDefaults() SourceConfig {
 	}
 	if c.FetchMaxBytes == 0 {
 		c.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if c.StallAfter <= 0 {
+		c.StallAfter = DefaultStallAfter
 	}
 	return c
 }
@@ -265,6 +279,8 @@ type Source struct {
 	cancel context.CancelFunc
 	out    chan Batch
 	done   chan struct{} // closed when the goroutine has ended, after out
+	// watched is closed when watchStalls has returned (nil: no watcher).
+	watched chan struct{}
 
 	parts  []int32         // the topic's partitions, in order
 	starts map[int32]int64 // the start offset of each partition
@@ -328,7 +344,85 @@ func NewSource(ctx context.Context, c SourceConfig) (*Source, error) {
 	s.out = make(chan Batch, c.Buffer)
 	s.done = make(chan struct{})
 	go s.run()
+	if c.Stalled != nil && !c.Bounded && !c.ReadUncommitted {
+		s.watched = make(chan struct{})
+		go s.watchStalls()
+	}
 	return s, nil
+}
+
+// Held is a partition of [SourceConfig.Stalled]: its readers have waited
+// For at Offset behind an open transaction, or (Ended) waited that long
+// before it ended.
+type Held struct {
+	Partition int32
+	Offset    int64
+	For       time.Duration
+	Ended     bool
+}
+
+// DefaultStallAfter is the default of [SourceConfig.StallAfter].
+const DefaultStallAfter = 15 * time.Second
+
+// watchStalls calls cfg.Stalled for the partitions of s whose last stable
+// offset stands still below the high watermark for cfg.StallAfter, and
+// again when it moves on, until s is closed. A round whose offsets cannot
+// be listed is skipped: the reading itself reports brokers away.
+func (s *Source) watchStalls() {
+	defer close(s.watched)
+	c := s.cfg
+	adm := kadm.NewClient(s.cl)
+	type stall struct {
+		lso      int64
+		since    time.Time
+		reported bool
+	}
+	stalls := map[int32]*stall{}
+	tick := time.NewTicker(max(c.StallAfter/3, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		stable, err := adm.ListCommittedOffsets(s.ctx, c.Topic)
+		if err != nil || stable.Error() != nil {
+			continue
+		}
+		high, err := adm.ListEndOffsets(s.ctx, c.Topic)
+		if err != nil || high.Error() != nil {
+			continue
+		}
+		now := time.Now()
+		var held []Held
+		for _, p := range s.parts {
+			lso, ok1 := stable.Lookup(c.Topic, p)
+			hwm, ok2 := high.Lookup(c.Topic, p)
+			if !ok1 || !ok2 {
+				continue
+			}
+			st := stalls[p]
+			if st != nil && st.lso == lso.Offset && lso.Offset < hwm.Offset {
+				if !st.reported && now.Sub(st.since) >= c.StallAfter {
+					st.reported = true
+					held = append(held, Held{Partition: p, Offset: lso.Offset, For: now.Sub(st.since)})
+				}
+				continue
+			}
+			if st != nil && st.reported {
+				held = append(held, Held{Partition: p, Offset: st.lso, For: now.Sub(st.since), Ended: true})
+			}
+			if lso.Offset < hwm.Offset {
+				stalls[p] = &stall{lso: lso.Offset, since: now}
+			} else {
+				delete(stalls, p)
+			}
+		}
+		if len(held) > 0 {
+			c.Stalled(held)
+		}
+	}
 }
 
 // resolve lists the topic's partitions and sets s.parts, s.starts and
@@ -498,6 +592,9 @@ func (s *Source) Err() error {
 func (s *Source) Close() error {
 	s.cancel()
 	<-s.done
+	if s.watched != nil {
+		<-s.watched
+	}
 	s.cl.Close()
 	return s.Err()
 }

@@ -380,6 +380,66 @@ func TestSourceReadCommitted(t *testing.T) {
 	})
 }
 
+// TestSourceStalled: an unbounded read_committed source reports a
+// partition held behind a transaction left open for StallAfter, once, and
+// again when the transaction ends; the other partition, never held, is
+// not reported.
+func TestSourceStalled(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, brokers []string) {
+		ctx := testContext(t)
+		topic := topicName(t)
+		plain := newTopic(t, brokers, topic, 2)
+		txn := newTopic(t, brokers, topic, 2, kgo.TransactionalID(topic))
+		produceAll(t, plain, []*kgo.Record{{Partition: 0, Value: []byte("plain 0")}, {Partition: 1, Value: []byte("plain 1")}})
+		type report struct {
+			p      int32
+			offset int64
+			ended  bool
+		}
+		reports := make(chan report, 16)
+		s := startSource(t, SourceConfig{Brokers: brokers, Topic: topic, StallAfter: 300 * time.Millisecond,
+			Stalled: func(held []Held) {
+				for _, h := range held {
+					if h.For < 300*time.Millisecond {
+						t.Errorf("partition %d reported after %v, before StallAfter", h.Partition, h.For)
+					}
+					reports <- report{h.Partition, h.Offset, h.Ended}
+				}
+			}})
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		produceAll(t, txn, []*kgo.Record{{Partition: 0, Value: []byte("open 0")}})
+		select {
+		case r := <-reports:
+			if r != (report{0, 1, false}) {
+				t.Errorf("first report %+v, want partition 0 held at offset 1", r)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a transaction open for 20s was not reported")
+		}
+		if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-reports:
+			if r != (report{0, 1, true}) {
+				t.Errorf("second report %+v, want partition 0's end of the hold", r)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the end of the transaction was not reported")
+		}
+		// Nothing more: partition 1 was never held, partition 0 is
+		// reported once per hold.
+		time.Sleep(time.Second)
+		s.Close()
+		close(reports)
+		for r := range reports {
+			t.Errorf("report %+v after the transaction ended", r)
+		}
+	})
+}
+
 // waitStable waits until no transaction is open in topic (the markers of
 // a transaction are written after EndTransaction returns, and until then
 // the last stable offset stays before it) and returns the last stable
