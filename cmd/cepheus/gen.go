@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/internal/gen"
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 )
 
 var genCommand = &command{
@@ -136,7 +137,7 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("gen: %w", err)
 	}
 	elapsed := time.Since(began)
-	fmt.Fprintf(stderr, "gen: %d events (%d fraud) in %.1fs", st.Events, st.Fraud, elapsed.Seconds())
+	fmt.Fprintf(stderr, "gen: %s (%s fraud) in %.1fs", plural(int64(st.Events), "event", "events"), humanize.Int(int64(st.Fraud)), elapsed.Seconds())
 	if *out != "" {
 		fmt.Fprintf(stderr, " to %s", *out)
 	}
@@ -147,7 +148,14 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(stderr, "  %-20s %4d instances %6d events\n", n, st.Instances[n], st.ByScenario[n])
+		instances, events := "instances", "events"
+		if st.Instances[n] == 1 {
+			instances = "instance"
+		}
+		if st.ByScenario[n] == 1 {
+			events = "event"
+		}
+		fmt.Fprintf(stderr, "  %-20s %4s %-9s %6s %s\n", n, humanize.Int(int64(st.Instances[n])), instances, humanize.Int(int64(st.ByScenario[n])), events)
 	}
 	if len(profileFiles) > 0 {
 		fmt.Fprintf(stderr, "gen: profiles of %s to %s\n", plural(int64(cfg.Customers), "customer", "customers"), strings.Join(profileFiles, ", "))

@@ -58,6 +58,21 @@ func TestGenWarnsOfMissingScenarios(t *testing.T) {
 	}
 }
 
+// TestGenSummary: the summary groups thousands, as the other commands'
+// summaries do, and says "1 instance" of a scenario injected once.
+func TestGenSummary(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "events.jsonl")
+	code, _, errOut := cepheus(t, "gen", "-days", "1", "-events-per-day", "20000", "-history-days", "0",
+		"-scenarios", "card_testing,velocity_burst", "-start", "2026-01-02T00:00:00Z", "-seed", "2", "-o", out)
+	first, rest, _ := strings.Cut(errOut, "\n")
+	if want := "gen: 19,887 events (41 fraud) in "; code != 0 || !strings.HasPrefix(first, want) || !strings.HasSuffix(first, " to "+out) {
+		t.Errorf("gen: exit %d, first line of stderr %q, want it to start %q", code, first, want)
+	}
+	if want := "  card_testing            2 instances     21 events\n  velocity_burst          1 instance      20 events\n"; rest != want {
+		t.Errorf("gen: the scenarios' lines are\n%s\nwant\n%s", rest, want)
+	}
+}
+
 // TestGenProfiles: -profiles DIR creates DIR and writes customer.jsonl,
 // one line per customer, reported on stderr, with -o FILE and with
 // stdout; the events are the same bytes as without -profiles.
