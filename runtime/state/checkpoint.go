@@ -127,7 +127,7 @@ func OpenCheckpointDir(dir string, opts ...CheckpointDirOption) (*CheckpointDir,
 	}
 	lock, err := d.fs.Lock(d.fs.PathJoin(dir, lockName))
 	if err != nil {
-		return nil, fmt.Errorf("state: checkpoint dir %s is in use: %w", dir, err)
+		return nil, lockError("checkpoint dir "+dir+" is in use", dir, err)
 	}
 	d.lock = lock
 	return d, nil
@@ -150,9 +150,22 @@ func LockRun(dir string) (io.Closer, error) {
 	}
 	lock, err := vfs.Default.Lock(vfs.Default.PathJoin(dir, runLockName))
 	if err != nil {
-		return nil, fmt.Errorf("state: state dir %s is in use by another run: %w", dir, err)
+		return nil, lockError("state dir "+dir+" is in use by another run", dir, err)
 	}
 	return lock, nil
+}
+
+// lockError is the error of a lock file of dir that could not be taken:
+// inUse when another holder has it (the errno of a lock held elsewhere,
+// EAGAIN or EACCES, says nothing more to a reader), else what kept the
+// file from being made (a directory not writable, a read-only file
+// system), which is no run's doing.
+func lockError(inUse, dir string, err error) error {
+	var pathErr *iofs.PathError
+	if errors.As(err, &pathErr) {
+		return fmt.Errorf("state: cannot lock state dir %s: %w", dir, err)
+	}
+	return errors.New("state: " + inUse)
 }
 
 // Dir is the state directory.

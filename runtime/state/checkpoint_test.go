@@ -412,3 +412,30 @@ func TestCheckpointWriterMisuse(t *testing.T) {
 		t.Errorf("Latest = %v, want ErrNoCheckpoint", err)
 	}
 }
+
+// TestLockRunErrors: a state directory another run holds is said to be in
+// use, without the lock's errno; a lock file that cannot be made is not
+// taken for another run (it said "in use by another run: open ...: is a
+// directory").
+func TestLockRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	lock, err := LockRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = LockRun(dir)
+	if want := "state: state dir " + dir + " is in use by another run"; err == nil || err.Error() != want {
+		t.Errorf("LockRun of a locked directory: %v, want %q", err, want)
+	}
+	if err := lock.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	if err := os.Mkdir(filepath.Join(other, runLockName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LockRun(other)
+	if want := "state: cannot lock state dir " + other + ": open " + filepath.Join(other, runLockName) + ": is a directory"; err == nil || err.Error() != want {
+		t.Errorf("LockRun with %s a directory: %v, want %q", runLockName, err, want)
+	}
+}
