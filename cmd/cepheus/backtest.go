@@ -187,7 +187,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	var f backtestFlags
 	fs := newFlagSet(backtestCommand, stdout)
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory of *.cep files (required)")
-	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (required)")
+	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (this or -topic)")
 	fs.StringVar(&f.topic, "topic", "", "replay a Kafka topic instead of -events: its partitions merged in event-time order (read_committed)")
 	fs.StringVar(&f.brokers, "brokers", "", "with -topic, the Kafka brokers, host:port[,host:port] (default: $"+brokersEnv+")")
 	fs.StringVar(&f.from, "from", "", "with -topic, the first record time replayed, RFC 3339 (by record timestamp; default: the topic's start)")
