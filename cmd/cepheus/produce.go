@@ -48,7 +48,7 @@ milliseconds; a line without a usable F gets the append time.
 $CEPHEUS_KAFKA_BROKERS (scripts/kafka.sh start prints the address of a
 local broker). -events - reads stdin; a gzip-compressed file is detected
 by its first bytes. A summary goes to stderr. A broker that does not
-answer fails the command after about 30 s.
+answer fails the command after about 40 s.
 `,
 }
 
