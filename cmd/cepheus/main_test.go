@@ -521,6 +521,28 @@ func TestRunHelpKafka(t *testing.T) {
 	}
 }
 
+// TestRunRequiredFlags: a command line that lacks a required flag, or
+// gives two that exclude each other, is a usage error that names them.
+func TestRunRequiredFlags(t *testing.T) {
+	const need = "-events or -input-topic (one of them), -state and -alerts or -alerts-topic (one of them) are required"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-rules", "r.cep", "-events", "e.jsonl", "-state", "s"},
+			"cepheus: run: -rules, " + need + "; missing: -alerts or -alerts-topic\n"},
+		{[]string{"run"},
+			"cepheus: run: -rules, " + need + "; missing: -rules, -events or -input-topic, -state, -alerts or -alerts-topic\n"},
+		{[]string{"serve", "-events", "e.jsonl", "-input-topic", "t", "-alerts", "a"},
+			"cepheus: serve: -rules or -rules-dir (one of them), " + need + "; missing: -rules or -rules-dir, -state; given together: -events and -input-topic\n"},
+	} {
+		code, out, errOut := cepheus(t, c.args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, c.want) {
+			t.Errorf("cepheus %s: exit %d, stderr\n%s\nwant exit 2 and\n%s", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
+}
+
 // TestRunWallClockNeeds: -wall-clock-advance without an unbounded input
 // names both inputs it works with.
 func TestRunWallClockNeeds(t *testing.T) {

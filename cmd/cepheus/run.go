@@ -231,7 +231,35 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		if cmd == serveCommand {
 			rulesReq = "-rules or -rules-dir (one of them)"
 		}
-		return fs.usagef("%s, -events or -input-topic (one of them), -state and -alerts or -alerts-topic (one of them) are required", rulesReq)
+		// Say which are missing, or given together, so that a long
+		// command line need not be searched for them.
+		var missing, both []string
+		pair := func(a, b string, aSet, bSet bool) {
+			switch {
+			case !aSet && !bSet && b == "":
+				missing = append(missing, a)
+			case !aSet && !bSet:
+				missing = append(missing, a+" or "+b)
+			case aSet && bSet:
+				both = append(both, a+" and "+b)
+			}
+		}
+		if cmd == serveCommand {
+			pair("-rules", "-rules-dir", f.rules != "", rulesDir != "")
+		} else {
+			pair("-rules", "", f.rules != "", false)
+		}
+		pair("-events", "-input-topic", f.events != "", f.inputTopic != "")
+		pair("-state", "", f.state != "", false)
+		pair("-alerts", "-alerts-topic", f.alerts != "", f.alertsTopic != "")
+		msg := rulesReq + ", -events or -input-topic (one of them), -state and -alerts or -alerts-topic (one of them) are required"
+		if len(missing) > 0 {
+			msg += "; missing: " + strings.Join(missing, ", ")
+		}
+		if len(both) > 0 {
+			msg += "; given together: " + strings.Join(both, ", ")
+		}
+		return fs.usagef("%s", msg)
 	}
 	var msgs []string
 	negative := func(flag string, bad bool, v any) {
