@@ -439,7 +439,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	// directory with nothing to read fails in Stream, as early).
 	if f.events != "" && f.events != "-" {
 		if _, err := os.Stat(f.events); err != nil {
-			return fmt.Errorf("%s: -events: %w", cmd.name, err)
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // not "stat PATH: ..."
+			}
+			return fmt.Errorf("%s: -events %s: %w", cmd.name, f.events, err)
 		}
 	}
 	// warnf writes a warning: a line on stderr, or serve's log.
