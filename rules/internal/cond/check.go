@@ -238,6 +238,55 @@ func (c *compiler) resolve(n *ast.IdentifierNode) (nameRef, error) {
 	return nameRef{}, c.errorf(n, "unknown %s %s%s", what, n.Value, hint)
 }
 
+// unknownText reports x, an unknown name compared with other, a text
+// (a string or a string field): most often a string left without its
+// quotes (country == US). A suggestion is then a string field only, not
+// any close name (US is not a misspelt ts).
+func (c *compiler) unknownText(x, other ast.Node, bound map[string]bool) error {
+	id, ok := x.(*ast.IdentifierNode)
+	if !ok || bound[id.Value] || !c.env.Declared || c.emit {
+		return nil
+	}
+	if _, isField := c.slot(id.Value); isField {
+		return nil
+	}
+	if _, isStage := c.stages[id.Value]; isStage {
+		return nil
+	}
+	if !c.isText(other, bound) {
+		return nil
+	}
+	var texts []string
+	for _, name := range c.env.Schema.Names() {
+		if slot, _ := c.slot(name); c.fieldType(slot) == tyString {
+			texts = append(texts, name)
+		}
+	}
+	hint := suggest(id.Value, texts)
+	if hint == "" {
+		hint = c.lookupFieldHint(id.Value)
+	}
+	if hint == "" {
+		hint = fmt.Sprintf(" (for the text %s, write %q)", id.Value, id.Value)
+	}
+	return c.errorf(id, "unknown field %s%s", id.Value, hint)
+}
+
+// isText says whether n is a string literal or a field of type string.
+func (c *compiler) isText(n ast.Node, bound map[string]bool) bool {
+	switch n := n.(type) {
+	case *ast.StringNode:
+		return true
+	case *ast.IdentifierNode:
+		if bound[n.Value] {
+			return false
+		}
+		slot, ok := c.slot(n.Value)
+		return ok && c.fieldType(slot) == tyString
+	}
+	return false
+}
+
 // nearestStage suggests a stage for the unknown name: " (did you mean
 // x?)" for a close one, else " (the stages: a, b)"; "" when there are
 // none.
@@ -482,6 +531,14 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 	case *ast.BinaryNode:
 		if n.Operator == ".." {
 			note("range ..")
+		}
+		if n.Operator == "==" || n.Operator == "!=" {
+			if err := c.unknownText(n.Left, n.Right, bound); err != nil {
+				return "", err
+			}
+			if err := c.unknownText(n.Right, n.Left, bound); err != nil {
+				return "", err
+			}
 		}
 	case *ast.SequenceNode:
 		note("a sequence (;)")
