@@ -458,6 +458,9 @@ func (c *ruleChecker) checkElems(r *RuleDecl, es []PatternElem, pos Pos, inGroup
 		}
 		g, ok := e.(*GroupNode)
 		if !ok {
+			if gap != nil {
+				c.gapWarnings(h, gap, i == 0 && !inGroup)
+			}
 			continue
 		}
 		if h.Contiguity.IsNot() {
@@ -472,6 +475,27 @@ func (c *ruleChecker) checkElems(r *RuleDecl, es []PatternElem, pos Pos, inGroup
 			c.ruleErrorf(r, h.Quant.Greedy.Pos, "greedy does not apply to a group (Flink: option not applicable to group pattern)")
 		}
 		c.checkElems(r, g.Elems, g.Pos, true)
+	}
+}
+
+// gapWarnings warns of a within ... of previous that Flink accepts and
+// ignores: on a stage with a counting quantifier (its NFACompiler keeps the
+// PREVIOUS_AND_CURRENT window only of a stage without Times, and oneOrMore
+// has Times too), and on the first stage of a pattern, before which no event
+// was matched.
+func (c *ruleChecker) gapWarnings(h *elemHead, gap *Clause, first bool) {
+	q := h.Quant
+	switch {
+	case q.Kind != QuantOne && q.Gap != nil:
+		count := Quantifier{Kind: q.Kind, Min: q.Min, Max: q.Max}.String()
+		c.warnf(gap.Pos, "within ... of previous does nothing on a stage with %s: Flink keeps it only on a stage that takes one event (the loop gap, %s within %s, bounds the time between the events of the loop)",
+			count, count, q.Gap)
+	case q.Kind != QuantOne:
+		count := Quantifier{Kind: q.Kind, Min: q.Min, Max: q.Max}.String()
+		c.warnf(gap.Pos, "within ... of previous does nothing on a stage with %s: Flink keeps it only on a stage that takes one event (for the time between the events of the loop, write a loop gap: %s within %s)",
+			count, count, gap.Dur)
+	case first:
+		c.warnf(gap.Pos, "within ... of previous does nothing on the first stage: no event is matched before it (the pattern window, within d on its own line, bounds the whole match)")
 	}
 }
 
