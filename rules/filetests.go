@@ -16,9 +16,11 @@ import (
 func (c *ruleChecker) compileTests(rs *Ruleset) {
 	decls := map[string]*RuleDecl{}
 	rules := map[string]*Rule{}
+	var ruleNames []string
 	for i, rd := range c.rules {
 		if _, dup := decls[rd.Name.Value]; !dup {
 			decls[rd.Name.Value], rules[rd.Name.Value] = rd, rs.Rules[i]
+			ruleNames = append(ruleNames, rd.Name.Value)
 		}
 	}
 	for _, td := range c.tests {
@@ -29,7 +31,10 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 			if r, ok := rules[only]; ok {
 				t.Rules = []*Rule{r}
 			} else {
-				c.errorf(td.Rule.Name.Pos, "unknown rule %s", td.Rule.Name)
+				c.errorf(td.Rule.Name.Pos, "unknown rule %s%s", td.Rule.Name, Suggest(only, ruleNames))
+				// Reported once: the expected matches are not each
+				// said to be of another rule.
+				only = ""
 			}
 		}
 		if td.Events != nil && rs.TimeSlot >= 0 {
@@ -87,7 +92,7 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 				rd := decls[m.Rule.Value]
 				switch {
 				case rd == nil:
-					c.errorf(m.Rule.Pos, "unknown rule %s", m.Rule)
+					c.errorf(m.Rule.Pos, "unknown rule %s%s", m.Rule, Suggest(m.Rule.Value, ruleNames))
 					continue
 				case only != "" && m.Rule.Value != only:
 					c.errorf(m.Rule.Pos, "the test runs rule %s only", quoteName(only))
