@@ -27,11 +27,20 @@ func envName(flagName string) string {
 	return "CEPHEUS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// ownEnv are the flags with an environment variable of their own, shared
+// with the commands that have no config file (produce, consume, backtest),
+// which is read besides envName.
+var ownEnv = map[string]string{
+	"brokers": brokersEnv, "kafka-config": kafkaConfigEnv, "tls-ca": tlsCAEnv,
+	"sasl": saslMechanismEnv, "sasl-user": saslUserEnv, "redis-user": redisUserEnv,
+}
+
 // applyConfig sets every flag of fs the command line did not set from the
-// environment (envName), else from the YAML file path (top-level keys
-// named as the flags; "" for none), and returns where each flag's value
-// came from. A key no flag has, or a value a flag refuses, is an error
-// naming the file and line.
+// environment (envName, then ownEnv), else from the YAML file path
+// (top-level keys named as the flags; "" for none), and returns where
+// each flag's value came from. A flag set so counts as set (fs.Visit
+// visits it), as one of the command line does. A key no flag has, or a
+// value a flag refuses, is an error naming the file and line.
 func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip ...string) (map[string]string, error) {
 	src := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { src[f.Name] = fromFlag })
@@ -67,16 +76,18 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 		if err != nil || src[f.Name] != "" || slices.Contains(skip, f.Name) {
 			return
 		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if serr := f.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s=%q: %v%s", envName(f.Name), v, serr, wantOf(f))
+		for _, name := range []string{envName(f.Name), ownEnv[f.Name]} {
+			if v := getenv(name); name != "" && v != "" {
+				if serr := fs.Set(f.Name, v); serr != nil {
+					err = fmt.Errorf("%s=%q: %v%s", name, v, serr, wantOf(f))
+					return
+				}
+				src[f.Name] = fromEnv
 				return
 			}
-			src[f.Name] = fromEnv
-			return
 		}
 		if n, ok := file[f.Name]; ok {
-			if serr := f.Value.Set(n.Value); serr != nil {
+			if serr := fs.Set(f.Name, n.Value); serr != nil {
 				err = fmt.Errorf("config %s:%d:%d: %s %q: %v%s", path, n.Line, n.Column, f.Name, n.Value, serr, wantOf(f))
 				return
 			}

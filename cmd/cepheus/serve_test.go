@@ -308,6 +308,41 @@ func TestServeConfig(t *testing.T) {
 	}
 }
 
+// TestServeConfigKafka: the Kafka settings of a config file reach the
+// connection (the security settings were read from the command line
+// only, so a file's sasl was not seen), and their own environment
+// variables ($CEPHEUS_KAFKA_BROKERS, $CEPHEUS_KAFKA_SASL_USER) are
+// printed as the environment's and win over the file.
+func TestServeConfigKafka(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("rules: r.cep\ninput-topic: t\nstate: s\nalerts: a\nbrokers: file:1\nsasl: PLAIN\nsasl-user: bob\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(brokersEnv, "env:1")
+	t.Setenv(saslUserEnv, "alice")
+	code, out, errOut := cepheus(t, "serve", "-config", cfg, "-print-config")
+	if code != 0 {
+		t.Fatalf("serve -print-config: exit %d\n%s", code, errOut)
+	}
+	for _, want := range []string{`brokers: "env:1" # environment`, `sasl: "PLAIN" # config file`, `sasl-user: "alice" # environment`} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("-print-config lacks %q:\n%s", want, out)
+		}
+	}
+	// Without a user anywhere, the file's mechanism is what the settings
+	// are checked with.
+	t.Setenv(saslUserEnv, "")
+	t.Setenv(saslPasswordEnv, "secret")
+	if err := os.WriteFile(cfg, []byte("rules: r.cep\ninput-topic: t\nstate: s\nalerts: a\nsasl: PLAIN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = cepheus(t, "serve", "-config", cfg)
+	if code != 2 || !strings.Contains(errOut, "SASL PLAIN needs a user and a password") {
+		t.Errorf("a config file's sasl without a user: exit %d, want 2 saying the user is missing\n%s", code, errOut)
+	}
+}
+
 // TestServeRulesDir runs cepheus serve -rules-dir over a followed file:
 // a ruleset renamed into the directory becomes the active version; a
 // rollback through the control API stays while the directory does not
