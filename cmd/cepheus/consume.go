@@ -29,7 +29,7 @@ read_uncommitted shows every record as soon as it is written.
 
 -brokers is a comma-separated list of host:port, by default the value of
 $CEPHEUS_KAFKA_BROKERS. A topic that does not exist is an error, and a
-broker that does not answer fails the command after about 60 s. A summary
+broker that does not answer fails the command after 45 s. A summary
 goes to stderr.
 `,
 }

@@ -47,8 +47,8 @@ milliseconds; a line without a usable F gets the append time.
 -brokers is a comma-separated list of host:port, by default the value of
 $CEPHEUS_KAFKA_BROKERS (scripts/kafka.sh start prints the address of a
 local broker). -events - reads stdin; a gzip-compressed file is detected
-by its first bytes. A summary goes to stderr. A broker that does not
-answer fails the command after about 40 s.
+by its first bytes. A summary goes to stderr. Brokers that do not answer
+fail the command after 45 s ("no answer from the brokers within 45s").
 `,
 }
 

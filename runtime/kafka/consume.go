@@ -105,7 +105,15 @@ func Consume(ctx context.Context, c ConsumeConfig, w io.Writer) (ConsumeResult, 
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if res.Partitions, err = partitionCount(ctx, adm, c.Topic); err != nil {
+	// Brokers that do not answer fail the command after retryTransient's
+	// bound, saying so (the client alone gave an i/o timeout after a
+	// minute).
+	err = retryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		res.Partitions, err = partitionCount(ctx, adm, c.Topic)
+		return err
+	})
+	if err != nil {
 		return res, err
 	}
 

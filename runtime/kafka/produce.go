@@ -122,7 +122,14 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 		return res, fmt.Errorf("kafka: %w", err)
 	}
 	defer cl.Close()
-	res.Created, res.Partitions, err = ensureTopic(ctx, kadm.NewClient(cl), c.Topic, c.Partitions)
+	// Brokers that do not answer fail the command after retryTransient's
+	// bound, saying so; creating the topic is idempotent, so retried.
+	adm := kadm.NewClient(cl)
+	err = retryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		res.Created, res.Partitions, err = ensureTopic(ctx, adm, c.Topic, c.Partitions)
+		return err
+	})
 	if err != nil {
 		return res, err
 	}

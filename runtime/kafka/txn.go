@@ -720,7 +720,7 @@ func retryTransient(ctx context.Context, f func(ctx context.Context) error) erro
 			return err
 		case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(x509.UnknownAuthorityError)):
 			return err // a TLS setting, not a broker away
-		case errors.Is(err, kerr.GroupIDNotFound), errors.Is(err, ErrNoTopic):
+		case errors.Is(err, kerr.GroupIDNotFound), errors.Is(err, ErrNoTopic), errors.Is(err, ErrPartitionCount):
 			return err
 		case time.Now().After(deadline):
 			return err

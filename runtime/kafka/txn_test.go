@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -147,9 +148,24 @@ func TestPartitionCountNoAnswer(t *testing.T) {
 	defer func() { transientFor = saved }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	begin := time.Now()
-	_, err = PartitionCount(ctx, Conn{Brokers: []string{ln.Addr().String()}}, "t")
-	if took := time.Since(begin); err == nil || !strings.Contains(err.Error(), "no answer from the brokers within 2s") || took > 15*time.Second {
-		t.Errorf("PartitionCount against brokers that never answer: %v after %v; want no answer within 2s, at once then", err, took.Round(time.Millisecond))
+	brokers := []string{ln.Addr().String()}
+	for what, f := range map[string]func() error{
+		"PartitionCount": func() error { _, err := PartitionCount(ctx, Conn{Brokers: brokers}, "t"); return err },
+		// The produce and consume commands: the client alone gave an i/o
+		// timeout after 40 and 60 s.
+		"Produce": func() error {
+			_, err := Produce(ctx, ProduceConfig{Brokers: brokers, Topic: "t"}, strings.NewReader("{}\n"))
+			return err
+		},
+		"Consume": func() error {
+			_, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: "t", Idle: time.Second}, io.Discard)
+			return err
+		},
+	} {
+		begin := time.Now()
+		err := f()
+		if took := time.Since(begin); err == nil || !strings.Contains(err.Error(), "no answer from the brokers within 2s") || took > 15*time.Second {
+			t.Errorf("%s against brokers that never answer: %v after %v; want no answer within 2s, at once then", what, err, took.Round(time.Millisecond))
+		}
 	}
 }
