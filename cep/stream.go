@@ -258,7 +258,7 @@ func (c *StreamConfig) checkEvents() error {
 		return fmt.Errorf("cep: stream: %w", err)
 	}
 	if len(parts) == 0 && !c.Follow {
-		return fmt.Errorf("cep: stream: the directory %s has no file to read (names ending in .jsonl or .jsonl.gz); with Follow (cepheus run -follow) the run waits for them", c.Events)
+		return fmt.Errorf("cep: stream: the directory %s has no file to read (names ending in .jsonl or .jsonl.gz); followed (run -follow), the run waits for them", c.Events)
 	}
 	return nil
 }
