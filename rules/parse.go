@@ -365,6 +365,9 @@ func (p *ruleParser) parseDuration() (Duration, bool) {
 func parseDurationText(s string) (time.Duration, error) {
 	units := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
 	text := s
+	if strings.HasPrefix(s, "-") {
+		return 0, fmt.Errorf("duration %q must be positive", text)
+	}
 	var total time.Duration
 	for s != "" {
 		i := 0

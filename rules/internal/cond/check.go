@@ -630,9 +630,39 @@ func suggest(name string, candidates []string) string {
 	}
 	limit := min(3, (utf8.RuneCountInString(name)+1)/3)
 	if bestD < 0 || bestD > limit {
-		return ""
+		// Too far for a slip, but maybe a short form: rnd for round,
+		// amt for amount. Only when one candidate fits.
+		best = ""
+		for _, cand := range candidates {
+			if abbreviates(name, cand) {
+				if best != "" {
+					return ""
+				}
+				best = cand
+			}
+		}
+		if best == "" {
+			return ""
+		}
 	}
 	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// abbreviates reports whether name, of three letters or more, is a short
+// form of cand: its letters in cand's order, the first the same (case
+// folded), cand at most three times as long.
+func abbreviates(name, cand string) bool {
+	a, b := []rune(strings.ToLower(name)), []rune(strings.ToLower(cand))
+	if len(a) < 3 || len(a) >= len(b) || len(b) > 3*len(a) || a[0] != b[0] {
+		return false
+	}
+	i := 0
+	for _, r := range b {
+		if i < len(a) && r == a[i] {
+			i++
+		}
+	}
+	return i == len(a)
 }
 
 // editDistance is the Levenshtein distance between a and b, with a

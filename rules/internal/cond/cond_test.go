@@ -792,3 +792,27 @@ func TestLookupFields(t *testing.T) {
 		t.Errorf("MemberNames = %q, %v", members, err)
 	}
 }
+
+// TestSuggestShortForms: a name too far from any candidate for a slip is
+// suggested the one candidate it is a short form of (its letters in order,
+// the first the same); none when several fit, or when it is too short.
+func TestSuggestShortForms(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cands []string
+		want  string
+	}{
+		{"rnd", []string{"round", "abs", "len"}, " (did you mean round?)"},
+		{"amt", []string{"amount", "ts"}, " (did you mean amount?)"},
+		{"Amt", []string{"amount", "ts"}, " (did you mean amount?)"},
+		{"cnt", []string{"count", "country"}, ""},                // two fit
+		{"mt", []string{"merchant"}, ""},                         // too short
+		{"rnd", []string{"random_number_generator_x"}, ""},       // too long a name for it
+		{"dnr", []string{"round"}, ""},                           // not its first letter
+		{"amout", []string{"amount"}, " (did you mean amount?)"}, // a slip still wins
+	} {
+		if got := suggest(c.name, c.cands); got != c.want {
+			t.Errorf("suggest(%q, %q) = %q, want %q", c.name, c.cands, got, c.want)
+		}
+	}
+}
