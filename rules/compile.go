@@ -462,8 +462,18 @@ func (rc *ruleCompiler) patternErrors(err error) {
 				break
 			}
 		}
-		rc.c.errorf(pos, "%s", pe.Msg)
+		rc.c.errorf(pos, "%s%s", pe.Msg, flinkHints[pe.Msg])
 	}
+}
+
+// flinkHints are the fixes of Flink's messages that name the fault only.
+var flinkHints = map[string]string{
+	"option not applicable to singleton quantifier":               " (greedy applies to a stage that loops: give it oneOrMore, timesOrMore or times)",
+	"consecutive is only applicable to looping or times states":   " (give the stage oneOrMore, timesOrMore or times)",
+	"combinations are only applicable to looping or times states": " (give the stage oneOrMore, timesOrMore or times)",
+	"you can apply either combinations or consecutive, not both": " (consecutive: the loop's events come one right after another; " +
+		"allowCombinations: every combination of them; keep one)",
+	"the until condition is only applicable to looping states": " (until ends a loop: give the stage oneOrMore or timesOrMore, or drop the until)",
 }
 
 // clausePos returns the position of the last clause of kind k of the
