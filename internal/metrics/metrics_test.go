@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -378,6 +379,128 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("%s is on no panel", n)
 		}
 	}
+}
+
+// TestDashboardMatching: the two sides of a query's binary operator keep
+// the same labels, or say how they match (on), or one is a number or a
+// scalar, so that the query finds its pairs of series: max(x) - x, whose
+// left side has no labels and whose right side has the series' (instance,
+// job, ...), or rate(x) / ignoring(result) sum by (lookup) (y), whose left
+// side keeps instance, is empty in Prometheus.
+func TestDashboardMatching(t *testing.T) {
+	b, err := os.ReadFile("../../docs/grafana/cepheus.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			if msg := matchProblem(q.Expr); msg != "" {
+				t.Errorf("panel %q: query %q: %s", p.Title, q.Expr, msg)
+			}
+		}
+	}
+	for expr, bad := range map[string]bool{
+		"max(x) - x": true,
+		"rate(x[5m]) / ignoring(result) sum by (l) (y)":  true,
+		"sum by (l) (x) / sum by (a) (y)":                true,
+		"sum by (l) (x) / sum by (l) (y)":                false,
+		"max by (job) (x) - on (job) group_right x":      false,
+		"max by (job) (x) - on (instance) group_right x": true,
+		"scalar(max(x)) - x":                             false,
+		"x * 1000":                                       false,
+		"rate(x{a=\"-\"}[5m])":                           false,
+	} {
+		if got := matchProblem(expr) != ""; got != bad {
+			t.Errorf("matchProblem(%q) = %q, want a problem: %v", expr, matchProblem(expr), bad)
+		}
+	}
+}
+
+// matchProblem is what is wrong with the label matching of expr's first
+// top-level binary operator (+ - * /), or "".
+func matchProblem(expr string) string {
+	depth, quoted := 0, false
+	for i, c := range expr {
+		switch {
+		case quoted:
+			quoted = c != '"'
+		case c == '"':
+			quoted = true
+		case c == '(' || c == '{' || c == '[':
+			depth++
+		case c == ')' || c == '}' || c == ']':
+			depth--
+		case depth == 0 && strings.ContainsRune("+-*/", c):
+			return sidesProblem(strings.TrimSpace(expr[:i]), strings.TrimSpace(expr[i+1:]))
+		}
+	}
+	return ""
+}
+
+var (
+	aggBy    = regexp.MustCompile(`^(?:sum|max|min|avg|count) by \(([^)]*)\)`)
+	aggAll   = regexp.MustCompile(`^(?:sum|max|min|avg|count) ?\(`)
+	matching = regexp.MustCompile(`^(on|ignoring) ?\(([^)]*)\) ?(?:group_left|group_right)? ?`)
+	number   = regexp.MustCompile(`^[0-9.]+$`)
+)
+
+// sidesProblem compares the labels of the two sides of a binary operator
+// (the right one with its matching modifier, if any).
+func sidesProblem(left, right string) string {
+	mod := matching.FindStringSubmatch(right)
+	if mod != nil {
+		right = right[len(mod[0]):]
+	}
+	// labels is the labels a side keeps: nil for every label of its
+	// series, none for a number or a scalar.
+	labels := func(side string) (set []string, scalar bool) {
+		switch {
+		case number.MatchString(side), strings.HasPrefix(side, "scalar("):
+			return nil, true
+		case aggBy.MatchString(side):
+			for _, l := range strings.Split(aggBy.FindStringSubmatch(side)[1], ",") {
+				set = append(set, strings.TrimSpace(l))
+			}
+			return set, false
+		case aggAll.MatchString(side):
+			return []string{}, false
+		}
+		return nil, false
+	}
+	l, lScalar := labels(left)
+	r, rScalar := labels(right)
+	if lScalar || rScalar {
+		return ""
+	}
+	if mod != nil && mod[1] == "on" {
+		for _, on := range strings.Split(mod[2], ",") {
+			for _, set := range [][]string{l, r} {
+				if set != nil && !slices.Contains(set, strings.TrimSpace(on)) {
+					return fmt.Sprintf("a side does not keep %s, which on () matches on", on)
+				}
+			}
+		}
+		return ""
+	}
+	if l == nil && r == nil || l != nil && r != nil && slices.Equal(l, r) {
+		return ""
+	}
+	say := func(set []string) string {
+		if set == nil {
+			return "every label of its series"
+		}
+		return fmt.Sprintf("(%s)", strings.Join(set, ", "))
+	}
+	return fmt.Sprintf("its left side keeps %s, its right side %s: no series pair up", say(l), say(r))
 }
 
 // TestDocsListMetrics: the metrics table of docs/operations.md lists
