@@ -7,10 +7,12 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -162,7 +164,33 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 	for name, wm := range sn.PartitionWatermarks {
 		resp.Partitions = append(resp.Partitions, &cepheusv1.PartitionStatus{Partition: name, WatermarkUnixMs: wm})
 	}
+	slices.SortFunc(resp.Partitions, func(a, b *cepheusv1.PartitionStatus) int {
+		return comparePartitions(a.GetPartition(), b.GetPartition())
+	})
 	return resp
+}
+
+// comparePartitions orders partition names (file names, TOPIC-P) by name,
+// the partitions of a topic by number (t-2 before t-10): by topic (or
+// name), then number.
+func comparePartitions(a, b string) int {
+	key := func(s string) (string, int) {
+		if i := strings.LastIndexByte(s, '-'); i >= 0 {
+			if n, err := strconv.Atoi(s[i+1:]); err == nil && n >= 0 && s[i+1] != '+' {
+				return s[:i], n
+			}
+		}
+		return s, -1
+	}
+	ta, pa := key(a)
+	tb, pb := key(b)
+	if c := strings.Compare(ta, tb); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(pa, pb); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
 }
 
 func (s *service) TriggerCheckpoint(ctx context.Context, _ *cepheusv1.TriggerCheckpointRequest) (*cepheusv1.TriggerCheckpointResponse, error) {

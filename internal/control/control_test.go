@@ -138,6 +138,31 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// TestStatusPartitionsOrdered: Status lists the partitions in one order,
+// by name and a topic's by number, not in a map's, which changed from one
+// call to the next (cepheus status printed a directory's files or a
+// topic's partitions shuffled).
+func TestStatusPartitionsOrdered(t *testing.T) {
+	wms := map[string]int64{}
+	var want []string
+	for _, name := range []string{"a.jsonl", "b.jsonl", "in-0", "in-1", "in-2", "in-10", "in-11", "in.x-3", "z.jsonl"} {
+		wms[name] = int64(len(name))
+		want = append(want, name)
+	}
+	for range 20 {
+		var got []string
+		for _, p := range statusOf(cep.MonitorSnapshot{PartitionWatermarks: wms}).GetPartitions() {
+			if p.GetWatermarkUnixMs() != int64(len(p.GetPartition())) {
+				t.Errorf("partition %s: watermark %d", p.GetPartition(), p.GetWatermarkUnixMs())
+			}
+			got = append(got, p.GetPartition())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("partitions %v, want %v", got, want)
+		}
+	}
+}
+
 func TestControl(t *testing.T) {
 	fx := newFixture(t)
 	dir, rs, e, input, m, srv, c := fx.dir, fx.v1, fx.e, fx.input, fx.m, fx.srv, fx.c
