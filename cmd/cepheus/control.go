@@ -149,6 +149,10 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	if sub == "" && fs.NArg() > 0 {
+		// The flags came first: cepheus rules -server ADDR list.
+		sub, fs.args = fs.args[0], fs.args[1:]
+	}
 	switch sub {
 	case "validate", "deploy":
 		if fs.NArg() != 1 {

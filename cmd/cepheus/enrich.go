@@ -63,6 +63,10 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	if sub == "" && fs.NArg() > 0 {
+		// The flags came first: cepheus enrich -redis ADDR ... load.
+		sub, fs.args = fs.args[0], fs.args[1:]
+	}
 	if sub != "load" {
 		return fs.usagef("want a subcommand: load")
 	}

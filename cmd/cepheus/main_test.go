@@ -413,6 +413,33 @@ func TestRulesFlagsTogether(t *testing.T) {
 	}
 }
 
+// TestSubcommandAfterFlags: rules and enrich take their subcommand after
+// their flags too (cepheus rules -server ADDR list), as their other
+// arguments; it was refused as no subcommand at all.
+func TestSubcommandAfterFlags(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{{"-server", addr, "list"}, {"-server", addr, "-drop-changed", "rollback"}} {
+		code, _, errOut := cepheus(t, append([]string{"rules"}, args...)...)
+		if code != 1 || !strings.Contains(errOut, addr+": no cepheus serve answers there") {
+			t.Errorf("rules %s: exit %d, stderr %q; want 1 saying that no server answers there", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if code, _, errOut := cepheus(t, "rules", "-server", addr, "-drop-changed", "list"); code != 2 || !strings.Contains(errOut, "-drop-changed goes with deploy, rollback and promote") {
+		t.Errorf("rules -drop-changed list: exit %d, stderr %q; want 2 and the flag refused", code, errOut)
+	}
+	if code, _, errOut := cepheus(t, "enrich", "-lookup", "customer", "load"); code != 2 || !strings.Contains(errOut, "-redis") || strings.Contains(errOut, "want a subcommand") {
+		t.Errorf("enrich -lookup customer load: exit %d, stderr %q; want 2 and the missing flags", code, errOut)
+	}
+	if code, _, errOut := cepheus(t, "rules", "-server", addr); code != 2 || !strings.Contains(errOut, "want a subcommand") {
+		t.Errorf("rules -server ADDR: exit %d, stderr %q; want 2 and a subcommand asked for", code, errOut)
+	}
+}
+
 // TestControlUnreachable: status and rules at an address where no
 // cepheus serve listens say so, without gRPC's wrapping.
 func TestControlUnreachable(t *testing.T) {
