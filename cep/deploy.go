@@ -117,6 +117,23 @@ var ErrShadowActive = errors.New("cep: the active version cannot be the shadow: 
 // no shadow output (StreamConfig.ShadowDir, KafkaInput.ShadowTopic).
 var ErrNoShadowOutput = errors.New("cep: the job has no shadow output: start it with one (cepheus serve -shadow-alerts DIR, or -shadow-topic T in Kafka mode)")
 
+// ErrSwitching is the error of a deploy the job takes while another one's
+// switch waits for its checkpoint: it may be sent again at once.
+var ErrSwitching = errors.New("cep: another deploy is switching: try again")
+
+// ErrRefused is what the error of a deploy whose version compiles but
+// that the running job cannot take is (errors.Is): another event time,
+// other velocity aggregates, in Kafka mode other repartitioning. The job
+// keeps its version; a restart with the new rules file (or a new -state)
+// is the way.
+var ErrRefused = errors.New("cep: the running job cannot take the version")
+
+// refused is an error of the job's refusal: its message, and
+// errors.Is(err, ErrRefused).
+type refused struct{ error }
+
+func (refused) Is(target error) bool { return target == ErrRefused }
+
 // ValidationError is the error of a deploy whose ruleset does not compile:
 // Problems are the same positioned errors as cepheus check prints.
 type ValidationError struct {
@@ -160,7 +177,8 @@ func (d *Deploy) validate() (*Ruleset, error) {
 // the job runs it. A ruleset that does not compile returns a
 // *ValidationError and changes nothing. Without a run going on it returns
 // ErrNoJob; while the run restores or is between two jobs, it waits
-// (for ctx).
+// (for ctx). A version the job cannot take returns an error that is
+// ErrRefused, one that meets another deploy's switch ErrSwitching.
 func (m *StreamMonitor) Deploy(ctx context.Context, d Deploy) (*DeployResult, error) {
 	return m.deploy(ctx, d)
 }
@@ -390,7 +408,7 @@ func (j *job) askSwitch(req *deployReq) {
 		return
 	}
 	if err := sameEventTime(sw.rs, j.e.cfg.ruleset); err != nil {
-		sw.reply(nil, fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err))
+		sw.reply(nil, refused{fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err)})
 		return
 	}
 	q, _ := j.nextPlan(sw)
@@ -405,7 +423,7 @@ func (j *job) askSwitch(req *deployReq) {
 		err = ne.checkKafkaAggregates()
 	}
 	if err != nil {
-		sw.reply(nil, fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err))
+		sw.reply(nil, refused{fmt.Errorf("cep: deploy of version %.12s: %w", sw.rs.Hash, err)})
 		return
 	}
 	if rt := j.cfg.rules; rt != nil && req != nil && req.topic < 0 {

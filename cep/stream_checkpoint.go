@@ -191,7 +191,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 				if req := c.Monitor.takeDeploy(); req != nil && j.next == nil {
 					j.askSwitch(req)
 				} else if req != nil {
-					req.done <- deployDone{err: errors.New("cep: another deploy is switching: try again")}
+					req.done <- deployDone{err: ErrSwitching}
 				}
 			}
 			if j.next == nil {

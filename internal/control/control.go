@@ -94,7 +94,9 @@ func (s *service) Rollback(ctx context.Context, req *cepheusv1.RollbackRequest) 
 // rollback or a promote that returned r and err: a ruleset that does not
 // compile is an answer with its problems, no job UNAVAILABLE; no previous
 // version, no shadow version, a shadow deploy into a job without a
-// shadow output or of the active version FAILED_PRECONDITION.
+// shadow output or of the active version, a version the job refuses
+// (cep.ErrRefused) FAILED_PRECONDITION; another deploy switching ABORTED
+// (send it again).
 func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err error) (*cepheusv1.DeployResponse, error) {
 	var invalid *cep.ValidationError
 	switch {
@@ -107,8 +109,10 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 		return nil, status.Error(codes.FailedPrecondition, "no previous version to roll back to (cepheus rules list shows the versions)")
 	case errors.Is(err, cep.ErrNoShadow):
 		return nil, status.Error(codes.FailedPrecondition, "no shadow version to promote: deploy one first (cepheus rules deploy -shadow; cepheus rules list shows the versions)")
-	case errors.Is(err, cep.ErrNoShadowOutput), errors.Is(err, cep.ErrShadowActive):
+	case errors.Is(err, cep.ErrNoShadowOutput), errors.Is(err, cep.ErrShadowActive), errors.Is(err, cep.ErrRefused):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, cep.ErrSwitching):
+		return nil, status.Error(codes.Aborted, err.Error())
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()
 	default:

@@ -163,6 +163,56 @@ func TestStatusPartitionsOrdered(t *testing.T) {
 	}
 }
 
+// TestControlDeployRefused: a version that compiles but that the job
+// cannot take (another event time) is FAILED_PRECONDITION with the
+// engine's reason, and a deploy that meets another one's switch is
+// ABORTED (send it again): both were UNKNOWN, gRPC's code for an error
+// that says nothing of itself.
+func TestControlDeployRefused(t *testing.T) {
+	fx := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	jctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := fx.e.Stream(jctx, cep.StreamConfig{
+			Events: fx.input, Follow: true, PollInterval: 10 * time.Millisecond, StateDir: filepath.Join(fx.dir, "state"),
+			AlertsDir: filepath.Join(fx.dir, "alerts"), CheckpointInterval: time.Hour, Monitor: fx.m,
+		})
+		done <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st, err := fx.c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetReady() && st.GetRecords() == 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready with 40 records after 20s: %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	src := []byte(strings.Replace(testRules, "event time ts", "event time at", 1))
+	_, err := fx.c.Deploy(ctx, cep.Deploy{Name: "at.cep", Source: src})
+	if msg := status.Convert(err).Message(); status.Code(err) != codes.FailedPrecondition ||
+		!strings.HasPrefix(msg, "cep: deploy of version ") || !strings.Contains(msg, "its event time is field at, the job's is ts") {
+		t.Errorf("Deploy of another event time: %v; want FAILED_PRECONDITION, cep: deploy of version ...: its event time is field at, the job's is ts ...", err)
+	}
+	if v, err := fx.c.ListVersions(ctx); err != nil || len(v) != 1 || v[0].Version != fx.v1.Hash {
+		t.Errorf("the versions after the refused deploy: %v, %v; want %.12s alone", v, err, fx.v1.Hash)
+	}
+	stop()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatal(err)
+	}
+	_, err = deployAnswer(ctx, "c.cep", nil, cep.ErrSwitching)
+	if status.Code(err) != codes.Aborted || status.Convert(err).Message() != "cep: another deploy is switching: try again" {
+		t.Errorf("the answer of a deploy that met another one's switch: %v; want ABORTED, cep: another deploy is switching: try again", err)
+	}
+}
+
 func TestControl(t *testing.T) {
 	fx := newFixture(t)
 	dir, rs, e, input, m, srv, c := fx.dir, fx.v1, fx.e, fx.input, fx.m, fx.srv, fx.c

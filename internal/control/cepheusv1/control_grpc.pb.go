@@ -52,10 +52,14 @@ type ControlClient interface {
 	// running job to it at its next checkpoint barrier (asked for at once);
 	// it returns once the job runs it. A ruleset that does not compile is
 	// refused with its problems (ok false) and changes nothing. UNAVAILABLE
-	// while no job runs (restoring, between two jobs of a rebalance). With
+	// while no run goes on (before it began, after its end); while a job
+	// restores, or between two jobs of a run, it waits for the next. With
 	// shadow, the version runs as the shadow beside the active one, its
 	// alerts going to the shadow output only (replacing an earlier
-	// shadow); FAILED_PRECONDITION when the job has no shadow output.
+	// shadow); FAILED_PRECONDITION when the job has no shadow output, or
+	// when the version compiles but the job cannot take it (another event
+	// time, other aggregates or repartitioning); ABORTED when another
+	// deploy is switching (send it again).
 	Deploy(ctx context.Context, in *DeployRequest, opts ...grpc.CallOption) (*DeployResponse, error)
 	// ListVersions lists the versions the engine keeps, newest first: the
 	// active one, the shadow one if any, then the previous ones a rollback
@@ -168,10 +172,14 @@ type ControlServer interface {
 	// running job to it at its next checkpoint barrier (asked for at once);
 	// it returns once the job runs it. A ruleset that does not compile is
 	// refused with its problems (ok false) and changes nothing. UNAVAILABLE
-	// while no job runs (restoring, between two jobs of a rebalance). With
+	// while no run goes on (before it began, after its end); while a job
+	// restores, or between two jobs of a run, it waits for the next. With
 	// shadow, the version runs as the shadow beside the active one, its
 	// alerts going to the shadow output only (replacing an earlier
-	// shadow); FAILED_PRECONDITION when the job has no shadow output.
+	// shadow); FAILED_PRECONDITION when the job has no shadow output, or
+	// when the version compiles but the job cannot take it (another event
+	// time, other aggregates or repartitioning); ABORTED when another
+	// deploy is switching (send it again).
 	Deploy(context.Context, *DeployRequest) (*DeployResponse, error)
 	// ListVersions lists the versions the engine keeps, newest first: the
 	// active one, the shadow one if any, then the previous ones a rollback
