@@ -43,6 +43,13 @@ func readRulesDir(dir string) (string, []byte, error) {
 	return file, src, nil
 }
 
+// rulesDirEngine is what a rulesDirWatcher deploys into: the run's
+// *cep.StreamMonitor.
+type rulesDirEngine interface {
+	Deploy(context.Context, cep.Deploy) (*cep.DeployResult, error)
+	Snapshot() cep.MonitorSnapshot
+}
+
 // rulesDirWatcher deploys the ruleset of a -rules-dir directory whenever
 // its content differs from what the previous look saw (not from the
 // engine's active version, so that a deploy through the control API
@@ -50,7 +57,7 @@ func readRulesDir(dir string) (string, []byte, error) {
 type rulesDirWatcher struct {
 	dir  string
 	poll time.Duration
-	m    *cep.StreamMonitor
+	m    rulesDirEngine
 	log  *slog.Logger
 	// seen is the SHA-256 of the content the last look dealt with.
 	seen [sha256.Size]byte
@@ -74,7 +81,9 @@ func (w *rulesDirWatcher) run(ctx context.Context) {
 }
 
 // look deploys the directory's ruleset when its content changed since
-// the last look. Without a running job it tries again at the next look.
+// the last look. Without a running job, or when the deploy met another
+// one's switch (an API deploy, the job letting draining rules go), it
+// tries again at the next look.
 func (w *rulesDirWatcher) look(ctx context.Context) {
 	file, src, err := readRulesDir(w.dir)
 	if err != nil {
@@ -92,7 +101,7 @@ func (w *rulesDirWatcher) look(ctx context.Context) {
 	r, err := w.m.Deploy(ctx, cep.Deploy{Name: file, Source: src, Origin: cep.OriginRulesDir})
 	var invalid *cep.ValidationError
 	switch {
-	case ctx.Err() != nil || errors.Is(err, cep.ErrNoJob):
+	case ctx.Err() != nil || errors.Is(err, cep.ErrNoJob) || errors.Is(err, cep.ErrSwitching):
 		return
 	case errors.As(err, &invalid):
 		w.log.Warn("rules-dir: the ruleset does not compile; the engine keeps its version", "file", file, "version", w.active())
