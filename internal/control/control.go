@@ -217,6 +217,12 @@ func (s *service) TriggerCheckpoint(ctx context.Context, _ *cepheusv1.TriggerChe
 	}
 }
 
+// MaxMessage is the largest message the control API takes, a ruleset's
+// source and its few other fields: gRPC's default, 4 MiB, refused a
+// ruleset that cepheus check, -rules and -rules-dir take
+// (RESOURCE_EXHAUSTED, "received message larger than max").
+const MaxMessage = 64 << 20
+
 // Server serves the control API until Close.
 type Server struct {
 	srv    *grpc.Server
@@ -234,7 +240,7 @@ func Serve(addr string, m *cep.StreamMonitor) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	s := &Server{srv: grpc.NewServer(), health: health.NewServer(), ln: ln, done: make(chan error, 1)}
+	s := &Server{srv: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage)), health: health.NewServer(), ln: ln, done: make(chan error, 1)}
 	cepheusv1.RegisterControlServer(s.srv, &service{m: m})
 	healthpb.RegisterHealthServer(s.srv, s.health)
 	reflection.Register(s.srv)
@@ -293,7 +299,8 @@ type Client struct {
 
 // Dial connects to the control API at addr (plaintext).
 func Dial(addr string) (*Client, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxMessage), grpc.MaxCallRecvMsgSize(MaxMessage)))
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}

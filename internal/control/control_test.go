@@ -138,6 +138,37 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// TestValidateLarge: a ruleset of 5 MiB (long comments), which cepheus
+// check and -rules take, is validated through the control API; gRPC's
+// default limit of 4 MiB refused it (RESOURCE_EXHAUSTED, received
+// message larger than max), so that it could not be deployed either.
+func TestValidateLarge(t *testing.T) {
+	srv, err := Serve("127.0.0.1:0", cep.NewStreamMonitor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	src := strings.Repeat("# "+strings.Repeat("padding ", 12)+"\n", 55000) + testRules
+	if len(src) < 5<<20 {
+		t.Fatalf("the ruleset is %d bytes; want at least 5 MiB", len(src))
+	}
+	want, err := rules.Load("large.cep", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Validate(ctx, "large.cep", []byte(src))
+	if err != nil || !r.GetOk() || r.GetVersion() != want.Hash {
+		t.Errorf("Validate of a ruleset of %d bytes: %v, %v; want ok, version %.12s", len(src), r, err, want.Hash)
+	}
+}
+
 // TestStatusPartitionsOrdered: Status lists the partitions in one order,
 // by name and a topic's by number, not in a map's, which changed from one
 // call to the next (cepheus status printed a directory's files or a
