@@ -151,6 +151,9 @@ type streamHooks struct {
 	// afterBarrier is called on the coordinator once checkpoint id's
 	// barrier is sent (the checkpoint in flight while it runs).
 	afterBarrier func(id int64)
+	// atBarrier is called on subtask sub when checkpoint id's barrier
+	// reaches it, before it snapshots (a slow subtask).
+	atBarrier func(sub int, id int64)
 	// repWithoutLookups writes repartition records as a build before
 	// repEnrichedByte did: without what the lookups gave their events.
 	repWithoutLookups bool
@@ -446,8 +449,19 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 			switched.reply(nil, fmt.Errorf("cep: the job after the switch failed: %w", errors.Join(err, ctx.Err())))
 		}
 		switched = nil
+		var nc notComplete
 		if next := j.next; next != nil {
 			switch {
+			case errors.As(err, &nc) && j.kafka == nil && ctx.Err() == nil:
+				// The switch's checkpoint (or the one in flight before
+				// it) was not complete within the checkpoint timeout: as
+				// a checkpoint the job aborts, not an end of the run. A
+				// new job of the version restores the latest complete
+				// checkpoint, as a restart would.
+				why := fmt.Sprintf("checkpoint %d was not complete after %v (the checkpoint timeout)", nc.id, nc.after)
+				next.reply(nil, fmt.Errorf("cep: the switch did not happen: %s; the job goes on with its version from checkpoint %d: deploy again", why, j.stats.LastCheckpoint))
+				j.logf("the switch to version %.12s did not happen: %s; the job goes on with its version from checkpoint %d", next.rs.Hash, why, j.stats.LastCheckpoint)
+				continue
 			case err == nil && ctx.Err() == nil && next.id > 0 && c.hooks.stopAtSwitch:
 				next.reply(nil, fmt.Errorf("stopped at the switch's checkpoint %d (a test's hook)", next.id))
 			case err == nil && ctx.Err() == nil && next.id > 0:

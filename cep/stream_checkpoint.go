@@ -390,10 +390,21 @@ func (j *job) drain() error {
 		case err := <-j.failed:
 			return err
 		case <-timeout.C:
-			return fmt.Errorf("cep: stream: checkpoint %d not complete after %v", j.flight.id, j.cfg.CheckpointTimeout)
+			return notComplete{id: j.flight.id, after: j.cfg.CheckpointTimeout}
 		}
 	}
 	return nil
+}
+
+// notComplete is the error of a checkpoint waited for (drain) and not
+// complete within the checkpoint timeout.
+type notComplete struct {
+	id    int64
+	after time.Duration
+}
+
+func (e notComplete) Error() string {
+	return fmt.Sprintf("cep: stream: checkpoint %d not complete after %v", e.id, e.after)
 }
 
 // barrier starts checkpoint nextID: the source's state and the dead

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1869,4 +1870,64 @@ func TestStreamDeployBetweenJobs(t *testing.T) {
 		t.Errorf("active version %.12s, want %.12s", v, v3.Hash)
 	}
 	f.stop()
+}
+
+// TestStreamSwitchCheckpointTimeout: a switch whose checkpoint is not
+// complete within the checkpoint timeout (a slow subtask) does not
+// happen: the deploy is answered "deploy again", and the job goes on with
+// its version from its latest complete checkpoint, as it goes on after any
+// checkpoint it aborts; the run failed, and cepheus serve exited 1. A
+// deploy after it switches, and the committed alerts are exactly those of
+// that one switch.
+func TestStreamSwitchCheckpointTimeout(t *testing.T) {
+	input := deployInput(600)
+	lines := strings.SplitAfter(input, "\n")
+	half := len(lines) / 2
+	n := int64(half)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(strings.Join(lines[:half], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v1, v2 := loadRules(t, deployV1), loadRules(t, deployV2)
+	d := newStreamDirs(t)
+	cfg := d.config(events)
+	cfg.CheckpointTimeout = 300 * time.Millisecond
+	var slow atomic.Bool
+	cfg.hooks.atBarrier = func(sub int, id int64) {
+		if sub == 0 && slow.Load() {
+			time.Sleep(time.Second)
+		}
+	}
+	f := follow(t, streamEngine(t, deployV1), cfg)
+	m := f.m
+	waitMonitor(t, m, n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	slow.Store(true)
+	_, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2)})
+	slow.Store(false)
+	if err == nil || !strings.Contains(err.Error(), "the switch did not happen: checkpoint ") || !strings.Contains(err.Error(), "deploy again") {
+		t.Fatalf("a deploy whose switch's checkpoint is not complete in time: %v; want the switch did not happen ...: deploy again", err)
+	}
+	select {
+	case end := <-f.done:
+		t.Fatalf("the run ended after the switch that did not happen: %v", end.err)
+	default:
+	}
+	waitMonitor(t, m, n)
+	if v := m.Snapshot().RulesetVersion; v != v1.Hash {
+		t.Errorf("the version after the switch that did not happen: %.12s, want %.12s", v, v1.Hash)
+	}
+	res, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2)})
+	if err != nil || res.Version != v2.Hash {
+		t.Fatalf("the deploy again: %+v, %v", res, err)
+	}
+	appendFile(t, events, lines[half:])
+	waitMonitor(t, m, int64(strings.Count(input, "\n")))
+	f.stop()
+	fin, err := streamEngine(t, deployV1).Stream(context.Background(), d.config(events))
+	if err != nil || fin.RulesetVersion != v2.Hash || !fin.Finished {
+		t.Fatalf("the restart to the end: %+v, %v", fin, err)
+	}
+	checkDeployAlerts(t, deployV2, input, res.Watermark, committedLines(t, d.alerts))
 }

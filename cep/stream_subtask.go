@@ -552,6 +552,9 @@ type subtaskSnapshot struct {
 // The ack's stall is the longest the subtask spent at once on the
 // checkpoint.
 func (s *streamSubtask) barrier(m msg, acks chan<- ack) {
+	if h := s.j.cfg.hooks.atBarrier; h != nil {
+		h(s.index, m.id)
+	}
 	if s.snap != nil {
 		// The previous checkpoint was aborted while its snapshot went
 		// on: finish it into its (aborted) writer first.
