@@ -84,9 +84,9 @@ const (
 type VersionInfo struct {
 	Ruleset, Version string
 	State            VersionState
-	// Deployed is when it became active (the first time, for the active
-	// one; the last time for a previous one; for the shadow, when it was
-	// deployed as the shadow); Origin where it came from ("startup",
+	// Deployed is when it last became active (a deploy of the active
+	// version again changes nothing; for the shadow, when it was deployed
+	// as the shadow); Origin where it came from ("startup",
 	// "grpc", "rules-dir", "rollback", ...).
 	Deployed time.Time
 	Origin   string

@@ -1054,8 +1054,9 @@ type VersionInfo struct {
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// state is "active", "shadow" or "previous".
 	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	// deployed_unix_ms is when it became active (the first time, for the
-	// active one; the last time for a previous one).
+	// deployed_unix_ms is when it last became active (a deploy of the
+	// active version again changes nothing; the shadow: when it was
+	// deployed as the shadow).
 	DeployedUnixMs int64 `protobuf:"varint,4,opt,name=deployed_unix_ms,json=deployedUnixMs,proto3" json:"deployed_unix_ms,omitempty"`
 	// origin is where it came from: "startup", "grpc", "rules-dir",
 	// "rollback", "promote".
