@@ -359,21 +359,47 @@ func (c *Client) TriggerCheckpoint(ctx context.Context) (int64, error) {
 // and returns once the job runs it, as cep.StreamMonitor.Deploy does: a
 // ruleset that does not compile is a *cep.ValidationError with its
 // problems; no job a gRPC UNAVAILABLE; a shadow deploy into a job without
-// a shadow output a gRPC FAILED_PRECONDITION.
+// a shadow output a gRPC FAILED_PRECONDITION. A deploy that met another
+// one's switch (ABORTED) is sent again until ctx ends.
 func (c *Client) Deploy(ctx context.Context, d cep.Deploy) (*cep.DeployResult, error) {
-	return deployResult(c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: d.Name, Source: d.Source, DropChanged: d.DropChanged, Shadow: d.Shadow}))
+	return deployResult(retryAborted(ctx, func() (*cepheusv1.DeployResponse, error) {
+		return c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: d.Name, Source: d.Source, DropChanged: d.DropChanged, Shadow: d.Shadow})
+	}))
 }
 
 // Rollback deploys the most recent previous version on the server, as
 // cep.StreamMonitor.Rollback does; none is a gRPC FAILED_PRECONDITION.
+// ABORTED is sent again, as Deploy's.
 func (c *Client) Rollback(ctx context.Context, dropChanged bool) (*cep.DeployResult, error) {
-	return deployResult(c.c.Rollback(ctx, &cepheusv1.RollbackRequest{DropChanged: dropChanged}))
+	return deployResult(retryAborted(ctx, func() (*cepheusv1.DeployResponse, error) {
+		return c.c.Rollback(ctx, &cepheusv1.RollbackRequest{DropChanged: dropChanged})
+	}))
 }
 
 // Promote makes the shadow version on the server the active one, as
 // cep.StreamMonitor.Promote does; none is a gRPC FAILED_PRECONDITION.
+// ABORTED is sent again, as Deploy's.
 func (c *Client) Promote(ctx context.Context, dropChanged bool) (*cep.DeployResult, error) {
-	return deployResult(c.c.Promote(ctx, &cepheusv1.PromoteRequest{DropChanged: dropChanged}))
+	return deployResult(retryAborted(ctx, func() (*cepheusv1.DeployResponse, error) {
+		return c.c.Promote(ctx, &cepheusv1.PromoteRequest{DropChanged: dropChanged})
+	}))
+}
+
+// retryAborted calls call again, every 100 ms, while it answers ABORTED
+// (another deploy switching, which takes a checkpoint's time) and ctx
+// lasts; then returns its last answer.
+func retryAborted(ctx context.Context, call func() (*cepheusv1.DeployResponse, error)) (*cepheusv1.DeployResponse, error) {
+	for {
+		r, err := call()
+		if status.Code(err) != codes.Aborted {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // deployResult is the result of a deploy, a rollback or a promote

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,6 +167,88 @@ func TestValidateLarge(t *testing.T) {
 	r, err := c.Validate(ctx, "large.cep", []byte(src))
 	if err != nil || !r.GetOk() || r.GetVersion() != want.Hash {
 		t.Errorf("Validate of a ruleset of %d bytes: %v, %v; want ok, version %.12s", len(src), r, err, want.Hash)
+	}
+}
+
+// abortingServer answers its first deploys, rollbacks and promotes
+// ABORTED, as a job whose other switch waits for its checkpoint.
+type abortingServer struct {
+	cepheusv1.UnimplementedControlServer
+	mu    sync.Mutex
+	calls int
+	busy  int
+}
+
+func (s *abortingServer) answer() (*cepheusv1.DeployResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.calls <= s.busy {
+		return nil, status.Error(codes.Aborted, "cep: another deploy is switching: try again")
+	}
+	return &cepheusv1.DeployResponse{Ok: true, Ruleset: "c", Version: "v2"}, nil
+}
+
+func (s *abortingServer) Deploy(context.Context, *cepheusv1.DeployRequest) (*cepheusv1.DeployResponse, error) {
+	return s.answer()
+}
+
+func (s *abortingServer) Rollback(context.Context, *cepheusv1.RollbackRequest) (*cepheusv1.DeployResponse, error) {
+	return s.answer()
+}
+
+func (s *abortingServer) Promote(context.Context, *cepheusv1.PromoteRequest) (*cepheusv1.DeployResponse, error) {
+	return s.answer()
+}
+
+// TestClientRetriesAborted: the client's deploy, rollback and promote
+// (cepheus rules deploy, rollback, promote) send the call again while the
+// server answers ABORTED (another deploy switching: a checkpoint's time),
+// until their context ends; cepheus rules deploy failed with "another
+// deploy is switching: try again" when two deploys came together.
+func TestClientRetriesAborted(t *testing.T) {
+	fake := &abortingServer{}
+	gs := grpc.NewServer()
+	cepheusv1.RegisterControlServer(gs, fake)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	defer gs.Stop()
+	c, err := Dial(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for name, call := range map[string]func(context.Context) (*cep.DeployResult, error){
+		"Deploy": func(ctx context.Context) (*cep.DeployResult, error) {
+			return c.Deploy(ctx, cep.Deploy{Source: []byte(testRules)})
+		},
+		"Rollback": func(ctx context.Context) (*cep.DeployResult, error) { return c.Rollback(ctx, false) },
+		"Promote":  func(ctx context.Context) (*cep.DeployResult, error) { return c.Promote(ctx, false) },
+	} {
+		fake.mu.Lock()
+		fake.calls, fake.busy = 0, 3
+		fake.mu.Unlock()
+		r, err := call(ctx)
+		fake.mu.Lock()
+		n := fake.calls
+		fake.mu.Unlock()
+		if err != nil || r.Version != "v2" || n != 4 {
+			t.Errorf("%s answered ABORTED 3 times: %+v, %v after %d calls; want v2 at the 4th", name, r, err, n)
+		}
+	}
+	// A context that ends first gets the last ABORTED.
+	fake.mu.Lock()
+	fake.calls, fake.busy = 0, 1<<30
+	fake.mu.Unlock()
+	short, cancelShort := context.WithTimeout(ctx, 350*time.Millisecond)
+	defer cancelShort()
+	if _, err := c.Deploy(short, cep.Deploy{Source: []byte(testRules)}); status.Code(err) != codes.Aborted && status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("Deploy while ABORTED until its deadline: %v; want ABORTED or DEADLINE_EXCEEDED", err)
 	}
 }
 
