@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // startSecureKafka starts a broker of its own with scripts/kafka.sh start
@@ -155,6 +156,14 @@ func TestKafkaSecure(t *testing.T) {
 	code, _, errOut = cepheus(t, "consume", "-brokers", addr, "-topic", topic, "-idle", "1s")
 	if code != 1 || !strings.Contains(errOut, "tls") {
 		t.Errorf("plaintext against the TLS listener: exit %d, want 1 saying so\n%s", code, errOut)
+	}
+	// A run says it at once too: a setting's fault, not brokers away to
+	// wait for (45 s and "no answer" when taken for that).
+	began := time.Now()
+	code, _, errOut = cepheus(t, "run", "-brokers", addr, "-input-topic", topic, "-rules", writeFile(t, t.TempDir(), "r.cep", goodSrc),
+		"-state", filepath.Join(t.TempDir(), "state"), "-alerts", filepath.Join(t.TempDir(), "alerts"))
+	if took := time.Since(began); code != 1 || !strings.Contains(errOut, "tls") || took > 20*time.Second {
+		t.Errorf("run, plaintext against the TLS listener: exit %d after %v, want 1 at once saying so\n%s", code, took.Round(time.Millisecond), errOut)
 	}
 	code, _, errOut = cepheus(t, "consume", "-brokers", addr, "-sasl", "PLAIN", "-topic", topic)
 	if code != 2 || !strings.Contains(errOut, "needs a user and a password") {

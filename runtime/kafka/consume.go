@@ -105,10 +105,10 @@ func Consume(ctx context.Context, c ConsumeConfig, w io.Writer) (ConsumeResult, 
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	// Brokers that do not answer fail the command after retryTransient's
+	// Brokers that do not answer fail the command after retryAtStart's
 	// bound, saying so (the client alone gave an i/o timeout after a
 	// minute).
-	err = retryTransient(ctx, func(ctx context.Context) error {
+	err = retryAtStart(ctx, func(ctx context.Context) error {
 		var err error
 		res.Partitions, err = partitionCount(ctx, adm, c.Topic)
 		return err

@@ -122,10 +122,10 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 		return res, fmt.Errorf("kafka: %w", err)
 	}
 	defer cl.Close()
-	// Brokers that do not answer fail the command after retryTransient's
+	// Brokers that do not answer fail the command after retryAtStart's
 	// bound, saying so; creating the topic is idempotent, so retried.
 	adm := kadm.NewClient(cl)
-	err = retryTransient(ctx, func(ctx context.Context) error {
+	err = retryAtStart(ctx, func(ctx context.Context) error {
 		var err error
 		res.Created, res.Partitions, err = ensureTopic(ctx, adm, c.Topic, c.Partitions)
 		return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -589,7 +590,7 @@ func PartitionCount(ctx context.Context, c Conn, topic string) (int, error) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var n int
-	err = retryTransient(ctx, func(ctx context.Context) error {
+	err = retryAtStart(ctx, func(ctx context.Context) error {
 		var err error
 		n, err = partitionCount(ctx, adm, topic)
 		return err
@@ -701,6 +702,28 @@ var transientFor = 45 * time.Second
 // and never answers costs transientFor, not that plus the client's own
 // retries of the last attempt.
 func retryTransient(ctx context.Context, f func(ctx context.Context) error) error {
+	return retryUnless(ctx, f, nil)
+}
+
+// retryAtStart is retryTransient for the first call of a command or a job
+// to the brokers, where a connection the broker closes at once, or an
+// answer that is no Kafka answer, is a setting's fault (TLS against a
+// plaintext listener, plaintext against a TLS one, SASL missing, another
+// service at the address), which franz-go names, and not a broker away.
+func retryAtStart(ctx context.Context, f func(ctx context.Context) error) error {
+	return retryUnless(ctx, f, misconfigured)
+}
+
+// misconfigured reports whether err is a connection's fault of a setting
+// (retryAtStart): franz-go says so in ErrFirstReadEOF, and of plaintext
+// against TLS in its message only.
+func misconfigured(err error) bool {
+	return errors.As(err, new(*kgo.ErrFirstReadEOF)) || strings.Contains(err.Error(), "invalid large response size")
+}
+
+// retryUnless is retryTransient, with the errors permanent says are
+// permanent too.
+func retryUnless(ctx context.Context, f func(ctx context.Context) error, permanent func(error) bool) error {
 	deadline := time.Now().Add(transientFor)
 	for {
 		actx, cancel := context.WithDeadline(ctx, deadline)
@@ -710,6 +733,8 @@ func retryTransient(ctx context.Context, f func(ctx context.Context) error) erro
 		switch {
 		case err == nil:
 			return nil
+		case permanent != nil && permanent(err):
+			return err
 		case ctx.Err() != nil, errors.Is(err, context.Canceled):
 			return err
 		case errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(deadline):
