@@ -49,7 +49,9 @@ func NewDeadLetterWriter(w io.Writer) *DeadLetterWriter {
 // CreateDeadLetterFile creates (or truncates) the file at path and returns
 // a writer that closes it on Close.
 func CreateDeadLetterFile(path string) (*DeadLetterWriter, error) {
-	f, err := os.Create(path)
+	// Write only: a FIFO opened for reading too would never see its
+	// reader go.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: dead letters: %w", err)
 	}

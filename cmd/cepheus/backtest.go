@@ -717,12 +717,17 @@ func checkOutputs(f backtestFlags, inputs []namedPath) error {
 }
 
 // probeWritable checks that path can be created or written, leaving it as
-// it was: an existing file is opened for writing and closed, a missing one
-// created and removed.
+// it was: an existing regular file is opened for writing and closed, a
+// missing one created and removed. A FIFO or a device is not opened: to
+// open a FIFO without a reader blocks, and to close it gives its reader an
+// end of file before the run has written anything.
 func probeWritable(path string) error {
 	if st, err := os.Stat(path); err == nil {
 		if st.IsDir() {
 			return fmt.Errorf("%s is a directory", path)
+		}
+		if !st.Mode().IsRegular() {
+			return nil // found at its opening
 		}
 		fh, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err != nil {
@@ -738,6 +743,14 @@ func probeWritable(path string) error {
 	return os.Remove(path)
 }
 
+// createWriteOnly creates or truncates the file of an output, for writing
+// only. (os.Create opens it for reading too: a FIFO or a pipe, as
+// /dev/stdout, opened so has this process as a reader, so that a reader
+// gone away is never seen, and the writes block once the pipe is full.)
+func createWriteOnly(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+}
+
 // openAlerts opens the alerts output: stdout for "-", else a file created
 // now. Either way through a [lineWriter].
 func openAlerts(path string, stdout io.Writer) (io.Writer, func() error, error) {
@@ -745,7 +758,7 @@ func openAlerts(path string, stdout io.Writer) (io.Writer, func() error, error) 
 		lw := newLineWriter(stdout)
 		return lw, lw.Flush, nil
 	}
-	fh, err := os.Create(path)
+	fh, err := createWriteOnly(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1150,7 +1163,7 @@ func (l *lazyFile) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if l.bw == nil {
-		f, err := os.Create(l.path)
+		f, err := createWriteOnly(l.path)
 		if err != nil {
 			return 0, err
 		}

@@ -453,3 +453,56 @@ func TestRunParallelismRange(t *testing.T) {
 		}
 	}
 }
+
+// TestBacktestOutputPipe: an output that is a pipe (as /dev/stdout piped
+// into head) is opened for writing only, so that a reader gone away is a
+// broken pipe and the run fails, after its summary. Opened for reading
+// too, the process was a reader of its own: the alerts went nowhere with
+// exit 0, and once the pipe was full the run blocked for ever.
+func TestBacktestOutputPipe(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r.Close() // the reader has gone
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", fmt.Sprintf("/proc/self/fd/%d", w.Fd()))
+	if code != 1 || !strings.Contains(stderr, "broken pipe") || !strings.Contains(stderr, "Ruleset good") {
+		t.Errorf("exit %d, want 1, the summary and a broken pipe\n%s", code, stderr)
+	}
+}
+
+// TestBacktestOutputFIFO: the check of the outputs before the input is
+// read does not open a FIFO: that blocks until a reader comes (for ever
+// for a -late without late events, which never opens it), and closing it
+// would give the reader an end of file before the alerts.
+func TestBacktestOutputFIFO(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	fifo := filepath.Join(dir, "late.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-late", fifo)
+		done <- fmt.Sprintf("exit %d\n%s", code, stderr)
+	}()
+	select {
+	case got := <-done:
+		if !strings.HasPrefix(got, "exit 0\n") {
+			t.Errorf("-late FIFO without late events: %s", got)
+		}
+	case <-time.After(20 * time.Second):
+		// Release the blocked open before failing.
+		if f, err := os.OpenFile(fifo, os.O_RDONLY, 0); err == nil {
+			defer f.Close()
+		}
+		<-done
+		t.Error("-late FIFO without late events: the run blocked opening the FIFO without a reader")
+	}
+}
