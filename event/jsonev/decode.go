@@ -668,6 +668,9 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField) (int, error) {
 		}
 		t, ok := parseRFC3339Millis(s)
 		if !ok {
+			if leapSecond(s) {
+				return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is a leap second (second 60), which times in milliseconds since the epoch cannot hold")
+			}
 			return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is not RFC 3339")
 		}
 		ms = int64(t)
@@ -876,6 +879,19 @@ func (d *Decoder) anyNumber(data []byte, i int, f *decField) (int, error) {
 
 // parseRFC3339Millis parses b as an RFC 3339 date-time in the grammar of
 // TimeRFC3339 and returns it in milliseconds since the epoch.
+// leapSecond reports whether b is an RFC 3339 time of second 60, a leap
+// second: valid RFC 3339, which parseRFC3339Millis refuses, as epoch
+// milliseconds (and Go's time package) have no such second.
+func leapSecond(b []byte) bool {
+	if len(b) <= len("2006-01-02T15:04:05") || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[17] != '6' || b[18] != '0' {
+		return false
+	}
+	c := append([]byte(nil), b...)
+	c[17], c[18] = '5', '9'
+	_, ok := parseRFC3339Millis(c)
+	return ok
+}
+
 func parseRFC3339Millis(b []byte) (event.Time, bool) {
 	if len(b) == len("2006-01-02T15:04:05.000Z") {
 		if t, ok := parseUTCMillis((*[24]byte)(b)); ok {
