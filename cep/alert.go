@@ -117,6 +117,13 @@ func (e *AlertEncoder) appendLate(b []byte, ev *event.Event) []byte {
 	return e.enc.AppendLate(b, e.ruleset, ev)
 }
 
+// appendOverflow appends an event refused by a key's buffer limit, which
+// rules did not see, as one JSON line (a late event's, with "reason":
+// "limit" and "rules").
+func (e *AlertEncoder) appendOverflow(b []byte, ev *event.Event, rules []string) []byte {
+	return e.enc.AppendOverflow(b, e.ruleset, ev, rules)
+}
+
 // makeAlert fills a (reusing its slices) with the alert of a match of r:
 // the rule's key values from the match's first event, the emits
 // evaluated over the match.

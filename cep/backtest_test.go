@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,6 +273,46 @@ func TestNewErrors(t *testing.T) {
 	for _, want := range []string{"WithRuleset is required", "negative", "limits", "observer 0 is nil"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want every problem reported (%q)", err, want)
+		}
+	}
+}
+
+// TestOverflowWritten: an event its key cannot buffer (MaxBufferedEvents)
+// goes to the late output, as docs/decisions.md says, with the reason and
+// the rules that did not see it, and is counted for each of them; the
+// events the key buffered are not written.
+func TestOverflowWritten(t *testing.T) {
+	var input strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&input, `{"ts":"2026-01-01T10:00:0%dZ","card":"c1","type":"auth","amount":5,"country":"US"}`+"\n", i)
+	}
+	var late bytes.Buffer
+	// An hour out of order: the five events wait for the watermark, and
+	// the key holds two of them.
+	sum, _ := runBacktest(t, input.String(), WithRuleset(loadRules(t, backtestRules)), WithLimits(0, 2),
+		WithOutOfOrderness(time.Hour), WithLate(&late))
+	lines := strings.Split(strings.TrimSpace(late.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d late records, want the 3 events over the limit:\n%s", len(lines), late.String())
+	}
+	for i, l := range lines {
+		var rec struct {
+			Ruleset, Reason, Time string
+			Line                  int
+			Rules                 []string
+			Event                 map[string]any
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("record %d is not JSON: %v\n%s", i, err, l)
+		}
+		if rec.Ruleset != "bt" || rec.Reason != "limit" || rec.Line != i+3 || !slices.Equal(rec.Rules, []string{"big_then_foreign", "not_captured"}) ||
+			rec.Event["card"] != "c1" || rec.Time != fmt.Sprintf("2026-01-01T10:00:0%d.000Z", i+2) {
+			t.Errorf("record %d: %s", i, l)
+		}
+	}
+	for _, r := range sum.Rules {
+		if r.Overflow != 3 {
+			t.Errorf("rule %s: overflow %d, want 3", r.Rule, r.Overflow)
 		}
 	}
 }

@@ -32,6 +32,9 @@ type emitted struct {
 	alert  *Alert
 	shadow bool // the alert is the shadow version's
 	late   *event.Event
+	// limit, with late, makes it an event refused by a key's limit of
+	// buffered events (MaxBufferedEvents): the rules that did not see it.
+	limit []string
 }
 
 func (e *Engine) newRun(src runtime.Source) (*run, error) {
@@ -330,8 +333,10 @@ func (h *hostOperator) advanceMasked(mask uint64, out runtime.Collector[emitted]
 	return h.dispatch(errors.Join(errs...), out)
 }
 
-// drain emits the late elements, counts the overflowing ones and moves
-// the matches to h.out, for dispatch.
+// drain emits the late elements and the overflowing ones (counted per
+// rule, and written to the late output with the rules that did not see
+// them: one record per key specification that refused the event) and
+// moves the matches to h.out, for dispatch.
 func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) error {
 	var err error
 	for i := range ko.out.Items {
@@ -350,9 +355,14 @@ func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) er
 				}
 			}
 		case ItemOverflow:
-			for _, r := range ko.spec.rules {
+			names := make([]string, len(ko.spec.rules))
+			for i, r := range ko.spec.rules {
 				h.rules[r].overflow++
 				h.changes++
+				names[i] = h.e.rules[r].rule.Name
+			}
+			if cerr := out.Collect(emitted{late: it.Event, limit: names}); err == nil {
+				err = cerr
 			}
 		}
 	}
@@ -836,6 +846,9 @@ func (s *sink) Collect(x emitted) error {
 			s.buf = s.enc.AppendAlert(s.buf[:0], x.alert)
 			s.write(s.alerts)
 		}
+	case x.late != nil && s.late != nil && x.limit != nil:
+		s.buf = s.enc.appendOverflow(s.buf[:0], x.late, x.limit)
+		s.write(s.late)
 	case x.late != nil && s.late != nil:
 		s.buf = s.enc.appendLate(s.buf[:0], x.late)
 		s.write(s.late)

@@ -522,6 +522,9 @@ func (s *streamSubtask) Collect(x emitted) error {
 			return kw.WriteKeyed(alertKey(x.alert), s.buf)
 		}
 		return sink.Write(s.buf)
+	case x.late != nil && s.late != nil && x.limit != nil:
+		s.buf = s.j.e.encoder.appendOverflow(s.buf[:0], x.late, x.limit)
+		return s.late.Write(s.buf)
 	case x.late != nil && s.late != nil:
 		s.buf = s.j.e.encoder.appendLate(s.buf[:0], x.late)
 		return s.late.Write(s.buf)

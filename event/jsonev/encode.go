@@ -138,6 +138,29 @@ func (e *Encoder) AppendLate(b []byte, ruleset string, ev *event.Event) []byte {
 	return append(b, "}\n"...)
 }
 
+// AppendOverflow appends an event of ruleset refused by a key's limit of
+// buffered events as one JSON line (newline included): a late event's
+// record with the reason and the rules that did not see it,
+//
+//	{"ruleset":"cards","line":12,"time":"...","reason":"limit","rules":["a","b"],"event":{...}}
+func (e *Encoder) AppendOverflow(b []byte, ruleset string, ev *event.Event, rules []string) []byte {
+	b = append(b, `{"ruleset":`...)
+	b = AppendString(b, ruleset)
+	b = appendLine(append(b, ','), ev)
+	b = append(b, `,"time":`...)
+	b = AppendString(b, ev.Time.String())
+	b = append(b, `,"reason":"limit","rules":[`...)
+	for i, r := range rules {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, r)
+	}
+	b = append(b, `],"event":`...)
+	b = e.AppendEvent(b, ev)
+	return append(b, "}\n"...)
+}
+
 // AppendAlert appends a as one JSON line (newline included), its fields in
 // this order:
 //
