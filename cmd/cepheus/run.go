@@ -207,7 +207,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.DurationVar(&f.progress, "progress", 10*time.Second, "time between two progress lines on stderr")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines, no summary and no informational lines; warnings are still written")
 	f.memoryLimit = backtestMemoryLimit
-	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins)")
+	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins); the default is raised to twice the live heap when that nears it")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -476,8 +476,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if os.Getenv("GOGC") == "" {
 		opts = append(opts, cep.WithGCPercent(backtestGCPercent))
 	}
+	guardMemory := false
 	if f.memoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		opts = append(opts, cep.WithMemoryLimit(int64(f.memoryLimit)))
+		guardMemory = !fs.isSet("memory-limit")
 	}
 	e, err := cep.New(opts...)
 	if err != nil {
@@ -563,6 +565,13 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 				say("watching %s for a new ruleset every %s", file, formatDuration(rulesDirPoll))
 			}
 		}
+	}
+	if guardMemory {
+		defer goGuardMemoryLimit(ctx, func(format string, args ...any) {
+			if !f.quiet {
+				say(format, args...)
+			}
+		})()
 	}
 	res, err := e.Stream(ctx, cfg)
 	if res != nil && !f.quiet && !res.AlreadyFinished && cmd != serveCommand {
