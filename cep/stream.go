@@ -706,13 +706,19 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			j.logf("the run of %s finished at checkpoint %d: nothing to do", c.StateDir, j.restored)
 			return j.result(true, true), nil
 		}
+		// The version resumed with is said: after a deploy, a rollback or
+		// a stop at a switch it need not be the rules file's.
+		name, version := j.e.cfg.ruleset.Name, j.e.cfg.ruleset.Hash
+		if p := j.e.plan; p != nil && len(p.Versions) > 0 {
+			version = p.Versions[0].Version
+		}
 		switch {
 		case chk != nil:
-			j.logf("resuming from checkpoint %d (%s; parallelism %d, %s backend)", j.restored, chk.Dir, j.meta.Parallelism, j.meta.Backend)
+			j.logf("resuming from checkpoint %d (%s; ruleset %s version %.12s; parallelism %d, %s backend)", j.restored, chk.Dir, name, version, j.meta.Parallelism, j.meta.Backend)
 		case j.kafka.merged:
-			j.logf("resuming partitions %v from the changelog", j.kafka.owned)
+			j.logf("resuming partitions %v from the changelog (ruleset %s version %.12s)", j.kafka.owned, name, version)
 		default:
-			j.logf("resuming from checkpoint %d (the changelog; parallelism %d, %s backend)", j.restored, j.meta.Parallelism, j.meta.Backend)
+			j.logf("resuming from checkpoint %d (the changelog; ruleset %s version %.12s; parallelism %d, %s backend)", j.restored, name, version, j.meta.Parallelism, j.meta.Backend)
 		}
 	}
 	j.nextID = max(j.restored, j.firstID-1) + 1
