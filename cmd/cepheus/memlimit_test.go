@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime"
+	goruntime "runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -16,7 +16,7 @@ import (
 func TestGuardMemoryLimit(t *testing.T) {
 	saved := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(saved) })
-	runtime.GC()
+	goruntime.GC()
 	debug.SetMemoryLimit(1 << 40) // far above the live heap: nothing to do
 	notes := make(chan string, 8)
 	note := func(format string, args ...any) { notes <- fmt.Sprintf(format, args...) }
@@ -31,7 +31,7 @@ func TestGuardMemoryLimit(t *testing.T) {
 	for i := range held {
 		held[i] = make([]byte, 1<<20)
 	}
-	runtime.GC()
+	goruntime.GC()
 	debug.SetMemoryLimit(72 << 20)
 	stop = goGuardMemoryLimit(context.Background(), note)
 	defer stop()
@@ -49,5 +49,5 @@ func TestGuardMemoryLimit(t *testing.T) {
 	if len(notes) > 0 {
 		t.Errorf("raised again without the heap growing: %q", <-notes)
 	}
-	runtime.KeepAlive(held)
+	goruntime.KeepAlive(held)
 }
