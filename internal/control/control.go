@@ -90,6 +90,17 @@ func (s *service) Rollback(ctx context.Context, req *cepheusv1.RollbackRequest) 
 	return deployAnswer(ctx, "", r, err)
 }
 
+// messageOf is err's message for a client, without the engine's package
+// prefixes ("cep: ", "cep: stream: "), which name Go packages, not what
+// went wrong.
+func messageOf(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"cep: ", "stream: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
+}
+
 // deployAnswer is the answer of a deploy (of the ruleset named name), a
 // rollback or a promote that returned r and err: a ruleset that does not
 // compile is an answer with its problems, no job UNAVAILABLE; no previous
@@ -110,13 +121,13 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 	case errors.Is(err, cep.ErrNoShadow):
 		return nil, status.Error(codes.FailedPrecondition, "no shadow version to promote: deploy one first (cepheus rules deploy -shadow; cepheus rules list shows the versions)")
 	case errors.Is(err, cep.ErrNoShadowOutput), errors.Is(err, cep.ErrShadowActive), errors.Is(err, cep.ErrRefused):
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return nil, status.Error(codes.FailedPrecondition, messageOf(err))
 	case errors.Is(err, cep.ErrSwitching):
-		return nil, status.Error(codes.Aborted, err.Error())
+		return nil, status.Error(codes.Aborted, messageOf(err))
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()
 	default:
-		return nil, status.Error(codes.Unknown, err.Error())
+		return nil, status.Error(codes.Unknown, messageOf(err))
 	}
 	return &cepheusv1.DeployResponse{
 		Ok: true, Ruleset: r.Ruleset, Version: r.Version, Previous: r.Previous, Checkpoint: r.Checkpoint,
