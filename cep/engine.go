@@ -78,6 +78,9 @@ type keySpec struct {
 	key   func(*event.Event) event.Key
 	slots []int // key slots an event may lack (hasNullKey)
 	rules []int // indexes in Engine.rules
+	// names are the names of rules, in order: the "rules" of an event
+	// the spec's operator refused for its buffer limit.
+	names []string
 }
 
 // config is what the options set.
@@ -277,6 +280,7 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 			})
 		}
 		e.specs[si].rules = append(e.specs[si].rules, i)
+		e.specs[si].names = append(e.specs[si].names, r.Name)
 		cr.spec, cr.twin = si, -1
 		e.rules = append(e.rules, cr)
 	}

@@ -355,13 +355,11 @@ func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) er
 				}
 			}
 		case ItemOverflow:
-			names := make([]string, len(ko.spec.rules))
-			for i, r := range ko.spec.rules {
+			for _, r := range ko.spec.rules {
 				h.rules[r].overflow++
 				h.changes++
-				names[i] = h.e.rules[r].rule.Name
 			}
-			if cerr := out.Collect(emitted{late: it.Event, limit: names}); err == nil {
+			if cerr := out.Collect(emitted{late: it.Event, limit: ko.spec.names}); err == nil {
 				err = cerr
 			}
 		}
