@@ -567,6 +567,21 @@ func (c *child) kill() {
 	<-c.done
 }
 
+// terminate sends SIGTERM and waits for the end, at most within: a child
+// still running then fails the test (and is killed by its deferred clean-up).
+func (c *child) terminate(t *testing.T, within time.Duration) crashExit {
+	t.Helper()
+	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(within):
+		t.Fatalf("%s still runs %v after SIGTERM", c.cmd.Args[1], within)
+	}
+	return c.exit()
+}
+
 // exit is how the child ended; it must have.
 func (c *child) exit() crashExit {
 	ws := c.cmd.ProcessState.Sys().(syscall.WaitStatus)

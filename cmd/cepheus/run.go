@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -152,7 +153,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		fs.StringVar(&configPath, "config", os.Getenv("CEPHEUS_CONFIG"), "a YAML file of settings, named as these flags without the dash (default $CEPHEUS_CONFIG); flags win over the environment (CEPHEUS_FLAG_NAME), which wins over the file")
 		fs.BoolVar(&printCfg, "print-config", false, "print the settings in effect, each with where it came from (flag, environment, config file, default), as a config file, and exit")
 		fs.StringVar(&httpAddr, "http", "localhost:9464", "serve /metrics (Prometheus), /healthz and /readyz on this address (host:port; port 0 picks one)")
-		fs.StringVar(&grpcAddr, "grpc", "localhost:9465", "serve the control API (gRPC cepheus.v1.Control, health, reflection) on this address (host:port; port 0 picks one; \"\" for none)")
+		fs.StringVar(&grpcAddr, "grpc", "localhost:9465", "serve the control API (gRPC cepheus.v1.Control, health, reflection) on this address (host:port; port 0 picks one; off or \"\" for none)")
 		fs.StringVar(&logFormat, "log-format", "text", "the log lines on stderr: text (key=value) or json, one object a line (log/slog)")
 		fs.StringVar(&rulesDir, "rules-dir", "", "instead of -rules, a directory holding one *.cep file: the ruleset at the start, deployed again whenever the file's content changes (hot-loading; other files are ignored)")
 		fs.DurationVar(&rulesDirPoll, "rules-dir-poll", time.Second, "with -rules-dir, how often the directory is looked at")
@@ -539,7 +540,13 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		if !f.quiet {
 			say("metrics on http://%s/metrics, health on /healthz, readiness on /readyz", srv.Addr())
 		}
-		if grpcAddr != "" {
+		if grpcAddr == "" || grpcAddr == "off" {
+			// An empty variable counts as unset (CEPHEUS_GRPC= keeps the
+			// default), so off is how the environment turns it off.
+			if !f.quiet {
+				say("no control API (-grpc %s)", cmp.Or(grpcAddr, `""`))
+			}
+		} else {
 			g, err := control.Serve(grpcAddr, cfg.Monitor)
 			if err != nil {
 				return &userError{err: err, msg: err.Error()}

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,15 +117,7 @@ func TestServe(t *testing.T) {
 	if want := "warn.cep:5:19: warning: stage a takes one event"; code != 0 || !strings.Contains(out, "ruleset w version") || !strings.HasPrefix(errOut, want) {
 		t.Errorf("cepheus rules validate of a ruleset with a warning: exit %d, want 0 and a line starting %q on stderr\n%s%s", code, want, out, errOut)
 	}
-	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve still runs 30s after SIGTERM")
-	}
-	e := c.exit()
+	e := c.terminate(t, 30*time.Second)
 	if e.killed || e.code != 0 || !strings.Contains(e.stderr, "stopped at checkpoint") {
 		t.Fatalf("serve on SIGTERM: %s, want exit 0 after a final checkpoint\n%s", e.describe(), e.tail())
 	}
@@ -482,15 +473,7 @@ func TestServeRulesDir(t *testing.T) {
 	if code, out, _ := cepheus(t, "rules", "list", "-server", server); code != 0 || !strings.HasPrefix(out, h2+"  active  ") || !strings.Contains(out, "\n"+h1+"  previous  ") {
 		t.Errorf("cepheus rules list after the deploy: exit %d; want %s active, %s previous\n%s", code, h2, h1, out)
 	}
-	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve still runs 30s after SIGTERM")
-	}
-	if e := c.exit(); e.killed || e.code != 0 {
+	if e := c.terminate(t, 30*time.Second); e.killed || e.code != 0 {
 		t.Fatalf("serve on SIGTERM: %s, want exit 0\n%s", e.describe(), e.tail())
 	}
 }
@@ -513,5 +496,44 @@ func TestServeRulesDirRefused(t *testing.T) {
 	}
 	if code, _, errOut := cepheus(t, append([]string{"serve", "-rules-dir", dir, "-rules", filepath.Join(dir, "a.cep")}, args...)...); code != 2 || !strings.Contains(errOut, "-rules or -rules-dir (one of them)") {
 		t.Errorf("-rules and -rules-dir: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestServeGRPCOff: CEPHEUS_GRPC=off serves no control API and says so
+// (an empty variable counts as unset, so it cannot turn gRPC off).
+func TestServeGRPCOff(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(events, []byte(`{"ts":"2026-01-01T00:00:00Z","type":"auth","card_id":"c1","customer_id":"u1","amount":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CEPHEUS_GRPC", "off")
+	c := startChild(t, bin, []string{"serve", "-rules", "../../rulesets/cards.cep", "-events", events, "-follow",
+		"-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0"}, "")
+	defer func() {
+		select {
+		case <-c.done:
+		default:
+			c.kill()
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(c.out.String(), "no control API (-grpc off)") {
+		select {
+		case <-c.done:
+			t.Fatalf("serve with CEPHEUS_GRPC=off ended: %s\n%s", c.exit().describe(), c.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve with CEPHEUS_GRPC=off did not say it serves no control API:\n%s", c.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strings.Contains(c.out.String(), "control API (gRPC) on") {
+		t.Errorf("serve with CEPHEUS_GRPC=off serves the control API:\n%s", c.out.String())
+	}
+	if e := c.terminate(t, 30*time.Second); e.killed || e.code != 0 {
+		t.Fatalf("serve on SIGTERM: %s, want exit 0\n%s", e.describe(), e.tail())
 	}
 }

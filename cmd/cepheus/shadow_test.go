@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -197,15 +196,7 @@ func TestServeShadow(t *testing.T) {
 	}
 	appendDay(3, "2026-01-03T00:00:00Z")
 	waitFor("no alert of the promoted version in the main alerts directory", func() bool { return versionLines(alerts, rs2.Hash) > 0 })
-	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-c.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve still runs 20s after SIGTERM")
-	}
-	if e := c.exit(); e.killed || e.code != 0 {
+	if e := c.terminate(t, 20*time.Second); e.killed || e.code != 0 {
 		t.Fatalf("serve on SIGTERM: %s, want exit 0\n%s", e.describe(), e.tail())
 	}
 }
