@@ -381,6 +381,76 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
+// TestDashboardUnits: a panel's queries share the panel's unit, or the
+// ones of another kind (per second, a plain value, a ratio, a quantile)
+// have a unit of their own (an override by query): a panel that draws
+// consumer lag in records on an axis of operations per second misleads.
+func TestDashboardUnits(t *testing.T) {
+	b, err := os.ReadFile("../../docs/grafana/cepheus.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title       string
+			FieldConfig struct {
+				Overrides []struct {
+					Matcher    struct{ ID, Options string }
+					Properties []struct{ ID string }
+				}
+			}
+			Targets []struct{ RefID, Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Panels {
+		own := map[string]bool{}
+		for _, o := range p.FieldConfig.Overrides {
+			for _, prop := range o.Properties {
+				if o.Matcher.ID == "byFrameRefID" && prop.ID == "unit" {
+					own[o.Matcher.Options] = true
+				}
+			}
+		}
+		kinds := map[string][]string{}
+		for _, q := range p.Targets {
+			if !own[q.RefID] {
+				k := queryKind(q.Expr)
+				kinds[k] = append(kinds[k], q.RefID)
+			}
+		}
+		if len(kinds) > 1 {
+			t.Errorf("panel %q mixes kinds of values on one unit: %v; give all but one kind a unit of its own (an override by query)", p.Title, kinds)
+		}
+	}
+	for expr, want := range map[string]string{
+		"sum by (partition) (cepheus_kafka_consumer_lag_records)":       "value",
+		"sum by (outcome) (rate(cepheus_kafka_transactions_total[5m]))": "per second",
+		"increase(cepheus_ruleset_switches_total[1h])":                  "value",
+		"rate(x[1m]) / rate(y[1m])":                                     "ratio",
+		"histogram_quantile(0.5, sum by (le) (rate(x_bucket[5m])))":     "quantile",
+	} {
+		if got := queryKind(expr); got != want {
+			t.Errorf("queryKind(%q) = %q, want %q", expr, got, want)
+		}
+	}
+}
+
+// queryKind is what kind of value a dashboard query gives.
+func queryKind(expr string) string {
+	switch {
+	case strings.Contains(expr, "histogram_quantile("):
+		return "quantile"
+	case strings.Contains(expr, " / "):
+		return "ratio"
+	case strings.Contains(expr, "rate("):
+		return "per second"
+	}
+	return "value"
+}
+
 // TestDashboardMatching: the two sides of a query's binary operator keep
 // the same labels, or say how they match (on), or one is a number or a
 // scalar, so that the query finds its pairs of series: max(x) - x, whose
