@@ -333,19 +333,7 @@ aggregate cards_per_country {
 // TestDashboard: every query of the Grafana dashboard (docs/grafana)
 // names metrics the exporter exports, and every metric is on a panel.
 func TestDashboard(t *testing.T) {
-	b, err := os.ReadFile("../../docs/grafana/cepheus.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
+	d := readDashboard(t)
 	exported := map[string]bool{}
 	for _, n := range Names {
 		exported[n] = true
@@ -381,30 +369,39 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
+// dashboard is what the tests read of docs/grafana/cepheus.json.
+type dashboard struct {
+	Panels []struct {
+		Title       string
+		FieldConfig struct {
+			Overrides []struct {
+				Matcher    struct{ ID, Options string }
+				Properties []struct{ ID string }
+			}
+		}
+		Targets []struct{ RefID, Expr string }
+	}
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/grafana/cepheus.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // TestDashboardUnits: a panel's queries share the panel's unit, or the
 // ones of another kind (per second, a plain value, a ratio, a quantile)
 // have a unit of their own (an override by query): a panel that draws
 // consumer lag in records on an axis of operations per second misleads.
 func TestDashboardUnits(t *testing.T) {
-	b, err := os.ReadFile("../../docs/grafana/cepheus.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title       string
-			FieldConfig struct {
-				Overrides []struct {
-					Matcher    struct{ ID, Options string }
-					Properties []struct{ ID string }
-				}
-			}
-			Targets []struct{ RefID, Expr string }
-		}
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
+	d := readDashboard(t)
 	for _, p := range d.Panels {
 		own := map[string]bool{}
 		for _, o := range p.FieldConfig.Overrides {
@@ -458,19 +455,7 @@ func queryKind(expr string) string {
 // job, ...), or rate(x) / ignoring(result) sum by (lookup) (y), whose left
 // side keeps instance, is empty in Prometheus.
 func TestDashboardMatching(t *testing.T) {
-	b, err := os.ReadFile("../../docs/grafana/cepheus.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
+	d := readDashboard(t)
 	for _, p := range d.Panels {
 		for _, q := range p.Targets {
 			if msg := matchProblem(q.Expr); msg != "" {
