@@ -185,6 +185,13 @@ func lexAny(l *ruleLexer) lexState {
 			l.next()
 			return l.emit(tokDotDot)
 		}
+		// b.times(3).consecutive(), or .or(...) on a line of its own, as
+		// Flink's Pattern API chains its calls.
+		if calls, ok := readCalls(l.src[l.start:]); ok {
+			if f, ok := flinkForms(calls); ok {
+				return l.errorf("unexpected '.': Flink's calls are written as words after the stage name, without dots or parentheses: %s", f)
+			}
+		}
 		if l.start > 0 && isIdentStart(rune(l.src[l.start-1])) || l.start > 0 && '0' <= l.src[l.start-1] && l.src[l.start-1] <= '9' {
 			// customer.home_country as a key or an aggregate's field.
 			return l.errorf("unexpected '.': here a name is a field of the event, without a dot (a lookup's or a stage's fields are read in conditions and emits)")

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ParseFile parses a ruleset file. name is used in positions (it need not
@@ -343,9 +345,29 @@ const maxDuration = 366 * 24 * time.Hour
 func (p *ruleParser) parseDuration() (Duration, bool) {
 	d := Duration{Pos: posAt(p.tok.pos)}
 	if p.tok.kind != tokDuration {
-		if p.tok.kind == tokInt {
-			p.errorf("duration %s has no unit (ms, s, m, h or d)", p.tok.val)
-		} else {
+		line := p.src.src[p.tok.pos:]
+		if i := strings.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+		}
+		switch {
+		case p.tok.kind == tokInt:
+			hint := ""
+			if f := strings.Fields(line); len(f) > 1 {
+				if dur, ok := flinkDuration(f[0] + " " + f[1]); ok {
+					hint = ": write " + dur
+				}
+			}
+			p.errorf("duration %s has no unit (ms, s, m, h or d)%s", p.tok.val, hint)
+		case p.tok.kind == tokLParen || p.tok.kind == tokIdent:
+			// within(Time.minutes(5)), within Duration.ofMinutes(5)
+			text, _, _ := strings.Cut(strings.TrimPrefix(line, "("), ")")
+			text += ")"
+			if dur, ok := flinkDuration(text); ok {
+				p.errorf("expected a duration (500ms, 30s, 10m, 2h, 1d), found %s: Flink's %s is written %s", p.tok.describe(), text, dur)
+				return d, false
+			}
+			p.unexpected("a duration (500ms, 30s, 10m, 2h, 1d)")
+		default:
 			p.unexpected("a duration (500ms, 30s, 10m, 2h, 1d)")
 		}
 		return d, false
@@ -995,6 +1017,13 @@ func (p *ruleParser) parseSkip(c Comments, pos int) *SkipItem {
 			s.Kind, found = SkipKind(k), true
 		}
 	}
+	if !found && !slices.ContainsFunc(skipWords[:], func(w string) bool { return strings.EqualFold(w, p.tok.val) }) {
+		if f, ok := flinkSkip(p.src.src[p.tok.pos:]); ok {
+			p.errorf("expected a skip strategy (noSkip, toNext, pastLastEvent, toFirst or toLast), found %s: that is Flink's name, write %s", p.tok.describe(), f)
+			p.skipLine()
+			return nil
+		}
+	}
 	if !found {
 		p.unexpected("a skip strategy (noSkip, toNext, pastLastEvent, toFirst or toLast)", skipWords[:]...)
 		p.skipLine()
@@ -1002,6 +1031,13 @@ func (p *ruleParser) parseSkip(c Comments, pos int) *SkipItem {
 	}
 	p.next()
 	if s.Kind == SkipToFirst || s.Kind == SkipToLast {
+		if p.tok.kind == tokLParen {
+			if f, ok := flinkSkip("skip" + skipWords[s.Kind] + p.src.src[p.tok.pos:]); ok {
+				p.errorf("expected the stage to skip to, found '(': the stage's name follows without parentheses: %s", f)
+				p.skipLine()
+				return nil
+			}
+		}
 		n, ok := p.parseName("the stage to skip to")
 		if !ok {
 			p.skipLine()
@@ -1211,12 +1247,25 @@ func (p *ruleParser) parseClause() *Clause {
 		p.skipLine()
 		return nil
 	}
+	// or where x == 2: the clause's keyword written twice, as Flink's
+	// .or(...) reads after .where(...).
+	if f := strings.Fields(x.Text); len(f) > 1 && (f[0] == "where" || f[0] == "or" || f[0] == "until") {
+		if r, _ := utf8.DecodeRuneInString(f[1]); isIdentStart(r) || unicode.IsDigit(r) || strings.ContainsRune("(!\"'", r) {
+			p.errorAt(x.Pos.Offset(), fmt.Sprintf("%s takes its condition right after it, without %s: %s %s", cl.Kind, f[0], cl.Kind, strings.TrimSpace(strings.TrimPrefix(x.Text, f[0]))))
+			p.skipLine()
+			return nil
+		}
+	}
 	cl.Expr = x
 	return cl
 }
 
 // parseElem parses a stage or group line after its contiguity keyword.
 func (p *ruleParser) parseElem(c Comments, pos int, cont Contiguity) PatternElem {
+	if p.tok.kind == tokLParen && p.flinkStage(cont) {
+		p.skipLine()
+		return nil
+	}
 	if p.tok.kind == tokLParen {
 		return p.parseGroup(c, pos, cont)
 	}
@@ -1317,6 +1366,11 @@ func (p *ruleParser) parseHeadRest(h *elemHead) bool {
 		switch {
 		case slices.Contains(quantWords, w):
 			p.next()
+			if p.tok.kind == tokLParen {
+				p.flinkCallError(pos.Offset())
+				p.skipLine()
+				return false
+			}
 			if !p.parseQuantWord(q, w, pos) {
 				p.skipLine()
 				return false
@@ -1361,6 +1415,42 @@ func (p *ruleParser) parseHeadRest(h *elemHead) bool {
 		}
 	}
 	return true
+}
+
+// flinkStage reports a stage written as Flink's Pattern API calls it,
+// begin("a").where(...), and returns true; the current token is the '('
+// after the contiguity cont. It returns false for a group.
+func (p *ruleParser) flinkStage(cont Contiguity) bool {
+	calls, ok := readCalls(cont.String() + p.src.src[p.tok.pos:])
+	if !ok {
+		return false
+	}
+	name, err := strconv.Unquote(calls[0].args)
+	if err != nil || name == "" {
+		return false
+	}
+	if !isIdent(name) {
+		name = strconv.Quote(name)
+	}
+	f := cont.String() + " " + name
+	if rest, ok := flinkForms(calls[1:]); ok && rest != "" {
+		f += " " + rest
+	}
+	p.errorf("unexpected '(': Flink's %s(%s) is written without parentheses, the stage's name after %s: %s", cont, calls[0].args, cont, f)
+	return true
+}
+
+// flinkCallError reports a quantifier written as Flink's Pattern API calls
+// it, times(2, 4) or oneOrMore(): the word starts at off, and the current
+// token is the '(' after it.
+func (p *ruleParser) flinkCallError(off int) {
+	if calls, ok := readCalls(p.src.src[off:]); ok {
+		if f, ok := flinkForms(calls); ok {
+			p.errorf("unexpected '(': Flink's calls are written as words after the stage name, without dots or parentheses: %s", f)
+			return
+		}
+	}
+	p.errorf("unexpected '(': a quantifier takes no parentheses (oneOrMore, times 3, times 2..4, timesOrMore 2)")
 }
 
 // parseQuantWord applies the quantifier keyword w (already consumed).
