@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr/ast"
@@ -464,6 +465,9 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 		id, ok := n.Callee.(*ast.IdentifierNode)
 		switch {
 		case !ok:
+			if err := c.javaCall(n); err != nil {
+				return "", err
+			}
 			note("a call of " + n.Callee.String())
 		case id.Value == "stage" || id.Value == "ctx":
 			_, err := c.stageArg(n)
@@ -904,4 +908,71 @@ func (countRewrites) Visit(node *ast.Node) {
 	if threshold > 1 {
 		count.Threshold = &threshold
 	}
+}
+
+// javaOps are the Java methods a condition ported from Flink calls on a
+// field, with the expression's form of x.m(y).
+var javaOps = map[string]string{
+	"startsWith": "%s startsWith %s",
+	"endsWith":   "%s endsWith %s",
+	"contains":   "%s contains %s",
+	"matches":    "%s matches %s",
+	"equals":     "%s == %s",
+}
+
+// javaCall reports a method call written as in a Flink condition's Java
+// code: ctx.getEventsForPattern("a"), name.startsWith("foo"),
+// value.getName(), with the expression's form of it. It returns nil for
+// any other call.
+func (c *compiler) javaCall(n *ast.CallNode) error {
+	m, ok := n.Callee.(*ast.MemberNode)
+	if !ok || !m.Method {
+		return nil
+	}
+	prop, ok := m.Property.(*ast.StringNode)
+	if !ok {
+		return nil
+	}
+	recv := c.text(m.Node)
+	id, isIdent := m.Node.(*ast.IdentifierNode)
+	_, isStage := c.stages[recv]
+	switch {
+	case prop.Value == "getEventsForPattern" && isIdent && id.Value == "ctx" && !isStage && len(n.Arguments) == 1:
+		arg, ok := n.Arguments[0].(*ast.StringNode)
+		if !ok {
+			return nil
+		}
+		name := arg.Value
+		if _, ok := c.stages[name]; !ok {
+			return nil
+		}
+		if !isIdentName(name) {
+			return c.errorf(n, "%s is Flink's; a condition reads the events of stage %q as stage(%q): stage(%q)[-1].f, count(stage(%q))", c.text(n), name, name, name, name)
+		}
+		return c.errorf(n, "%s is Flink's; a condition reads the events of stage %s by its name: %s.f (its last event's field), sum(%s.f), count(%s), or ctx(%q)", c.text(n), name, name, name, name, name)
+	case javaOps[prop.Value] != "" && len(n.Arguments) == 1 && !isStage:
+		form := fmt.Sprintf(javaOps[prop.Value], recv, c.text(n.Arguments[0]))
+		return c.errorf(n, "%s is a Java method call; write %s", c.text(n), form)
+	case strings.HasPrefix(prop.Value, "get") && len(prop.Value) > 3 && len(n.Arguments) == 0 && isIdent && !isStage:
+		if _, isField := c.slot(id.Value); isField {
+			return nil
+		}
+		field := strings.ToLower(prop.Value[3:4]) + prop.Value[4:]
+		if _, isField := c.slot(field); !isField {
+			return nil
+		}
+		return c.errorf(n, "%s.%s() is a Java getter; a condition reads the event's field by its name: %s", recv, prop.Value, field)
+	}
+	return nil
+}
+
+// isIdentName reports whether s can be written as a bare name in an
+// expression.
+func isIdentName(s string) bool {
+	for i, r := range s {
+		if r != '_' && !unicode.IsLetter(r) && (i == 0 || !unicode.IsDigit(r)) {
+			return false
+		}
+	}
+	return s != ""
 }
