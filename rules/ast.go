@@ -285,7 +285,9 @@ type Quantifier struct {
 	// timesOrMore n is Min n; both 0 otherwise.
 	Min, Max int
 	// Gap is the loop gap (Flink's oneOrMore(Duration)): the longest time
-	// between two consecutive events of the loop; nil when none.
+	// to each of the loop's first events from the event before it, as
+	// Flink's compiler applies it (docs/rules.md, "Windows"); nil when
+	// none.
 	Gap               *Duration
 	Consecutive       Flag
 	AllowCombinations Flag

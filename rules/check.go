@@ -458,8 +458,18 @@ func (c *ruleChecker) checkElems(r *RuleDecl, es []PatternElem, pos Pos, inGroup
 		}
 		g, ok := e.(*GroupNode)
 		if !ok {
+			name := e.(*StageNode).Name.Value
 			if gap != nil {
-				c.gapWarnings(h, gap, i == 0 && !inGroup)
+				c.gapWarnings(h, gap, name, i == 0 && !inGroup)
+			}
+			if h.Quant.Gap != nil && loopGapReach(h.Quant, i == 0 && !inGroup) == 0 {
+				count := Quantifier{Kind: h.Quant.Kind, Min: h.Quant.Min, Max: h.Quant.Max}.String()
+				why := "no event comes before the first stage"
+				if i > 0 || inGroup {
+					why = count + " counts no event before its last"
+				}
+				c.warnf(h.Quant.Gap.Pos, "the loop gap does nothing on %s: Flink bounds with it only the time to the loop's first events, not to its last, and %s (to bound the time between every two events of the loop, compare ts with %s.ts in its condition)",
+					name, why, exprStage(name))
 			}
 			continue
 		}
@@ -483,17 +493,21 @@ func (c *ruleChecker) checkElems(r *RuleDecl, es []PatternElem, pos Pos, inGroup
 // PREVIOUS_AND_CURRENT window only of a stage without Times, and oneOrMore
 // has Times too), and on the first stage of a pattern, before which no event
 // was matched.
-func (c *ruleChecker) gapWarnings(h *elemHead, gap *Clause, first bool) {
+func (c *ruleChecker) gapWarnings(h *elemHead, gap *Clause, name string, first bool) {
 	q := h.Quant
+	between := fmt.Sprintf("to bound the time between every two events of the loop, compare ts with %s.ts in its condition", exprStage(name))
 	switch {
 	case q.Kind != QuantOne && q.Gap != nil:
 		count := Quantifier{Kind: q.Kind, Min: q.Min, Max: q.Max}.String()
-		c.warnf(gap.Pos, "within ... of previous does nothing on a stage with %s: Flink keeps it only on a stage that takes one event (the loop gap, %s within %s, bounds the time between the events of the loop)",
-			count, count, q.Gap)
+		c.warnf(gap.Pos, "within ... of previous does nothing on a stage with %s: Flink keeps it only on a stage that takes one event (the loop gap, %s within %s, bounds %s; %s)",
+			count, count, q.Gap, reachText(loopGapReach(q, first)), between)
+	case q.Kind == QuantTimes && q.Min <= 1 && q.Max == 1:
+		c.warnf(gap.Pos, "within ... of previous does nothing on a stage with %s: Flink keeps it only on a stage that takes one event (leave out %s: the stage takes one event without it)",
+			Quantifier{Kind: q.Kind, Min: q.Min, Max: q.Max}, Quantifier{Kind: q.Kind, Min: q.Min, Max: q.Max})
 	case q.Kind != QuantOne:
 		count := Quantifier{Kind: q.Kind, Min: q.Min, Max: q.Max}.String()
-		c.warnf(gap.Pos, "within ... of previous does nothing on a stage with %s: Flink keeps it only on a stage that takes one event (for the time between the events of the loop, write a loop gap: %s within %s)",
-			count, count, gap.Dur)
+		c.warnf(gap.Pos, "within ... of previous does nothing on a stage with %s: Flink keeps it only on a stage that takes one event (a loop gap, %s within %s, would bound %s; %s)",
+			count, count, gap.Dur, reachText(loopGapReach(q, first)), between)
 	case first:
 		c.warnf(gap.Pos, "within ... of previous does nothing on the first stage: no event is matched before it (the pattern window, within d on its own line, bounds the whole match)")
 	}
@@ -590,4 +604,51 @@ func unrolledSize(es []PatternElem) int {
 		}
 	}
 	return total
+}
+
+// loopGapReach is the number of a loop's first events whose time since the
+// event before them its loop gap bounds. Flink's NFACompiler gives the gap
+// only to the states it renames with a ":n" suffix: not to the state the
+// loop goes on in (the last counted event of times n, the events after the
+// n-th of timesOrMore n, all but the first of oneOrMore), nor to the first
+// state of a pattern, which no event precedes. times 0..m is times 1..m
+// optional, as Flink's times(0, m) makes it.
+func loopGapReach(q Quantifier, first bool) int {
+	n := 0
+	switch q.Kind {
+	case QuantOneOrMore:
+		n = 1
+	case QuantTimesOrMore:
+		n = q.Min
+	case QuantTimes:
+		n = max(q.Min, 1)
+		if n == q.Max {
+			n--
+		}
+	}
+	if first && n > 0 {
+		n--
+	}
+	return n
+}
+
+// reachText says what a loop gap that bounds a loop's first n events
+// bounds.
+func reachText(n int) string {
+	switch n {
+	case 0:
+		return "nothing here"
+	case 1:
+		return "only the time to its first event"
+	}
+	return fmt.Sprintf("only the time to each of its first %d events", n)
+}
+
+// exprStage writes a stage's last event as an expression reads it: the
+// bare name when it is an identifier, else stage("...")[-1].
+func exprStage(name string) string {
+	if isIdent(name) {
+		return name
+	}
+	return fmt.Sprintf("stage(%q)[-1]", name)
 }
