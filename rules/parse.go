@@ -362,6 +362,12 @@ func (p *ruleParser) parseDuration() (Duration, bool) {
 			// within(Time.minutes(5)), within Duration.ofMinutes(5)
 			text, _, _ := strings.Cut(strings.TrimPrefix(line, "("), ")")
 			text += ")"
+			if calls, ok := readCalls("within" + line); ok && p.tok.kind == tokLParen && strings.Contains(calls[0].args, "PREVIOUS_AND_CURRENT") {
+				if f, ok := flinkForm(calls[0]); ok {
+					p.errorf("expected a duration (500ms, 30s, 10m, 2h, 1d), found '(': Flink's within(%s) is written %s, on a line of its own after the stage", calls[0].args, f)
+					return d, false
+				}
+			}
 			if dur, ok := flinkDuration(text); ok {
 				p.errorf("expected a duration (500ms, 30s, 10m, 2h, 1d), found %s: Flink's %s is written %s", p.tok.describe(), text, dur)
 				return d, false
