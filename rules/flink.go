@@ -247,3 +247,13 @@ func flinkSkip(s string) (string, bool) {
 	}
 	return "skip " + f, true
 }
+
+// leadingWord returns the identifier at the start of s, or "".
+func leadingWord(s string) string {
+	for i, r := range s {
+		if !isIdentPart(r) {
+			return s[:i]
+		}
+	}
+	return s
+}

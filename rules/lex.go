@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -191,6 +192,10 @@ func lexAny(l *ruleLexer) lexState {
 			if f, ok := flinkForms(calls); ok {
 				return l.errorf("unexpected '.': Flink's calls are written as words after the stage name, without dots or parentheses: %s", f)
 			}
+		}
+		if w := leadingWord(l.src[l.start+1:]); slices.Contains(quantWords, w) {
+			// oneOrMore.greedy: the quantifiers chained as in Java.
+			return l.errorf("unexpected '.': quantifiers are words after the stage name, separated by spaces: %s", w)
 		}
 		if l.start > 0 && isIdentStart(rune(l.src[l.start-1])) || l.start > 0 && '0' <= l.src[l.start-1] && l.src[l.start-1] <= '9' {
 			// customer.home_country as a key or an aggregate's field.

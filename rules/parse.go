@@ -1499,6 +1499,11 @@ func (p *ruleParser) parseQuantWord(q *Quantifier, w string, pos Pos) bool {
 			return false
 		}
 		q.Kind, q.Min, q.Max = QuantTimes, n.Value, n.Value
+		if p.tok.kind == tokComma || p.tok.kind == tokInt {
+			// times 2, 4 or times 2 4: Flink's times(2, 4).
+			p.errorf("unexpected %s: a range of counts is written with '..': times %d..M", p.tok.describe(), n.Value)
+			return false
+		}
 		if p.tok.kind == tokDotDot {
 			p.next()
 			m, ok := p.parseInt("the largest number of events")
