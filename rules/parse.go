@@ -1217,7 +1217,7 @@ func (p *ruleParser) parseWithinLine(c Comments, last *elemHead, inGroup bool, w
 		return
 	}
 	if *within != nil {
-		p.errorAt(pos, "the pattern window is given twice")
+		p.errorAt(pos, "the pattern window is given twice (Flink applies the shortest of several within calls: keep that one, on a line of its own at the end of the pattern)")
 		p.skipLine()
 		return
 	}
