@@ -185,24 +185,37 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 	return resp
 }
 
-// comparePartitions orders partition names (file names, TOPIC-P) by name,
-// the partitions of a topic by number (t-2 before t-10): by topic (or
-// name), then number.
+// comparePartitions orders partition names (file names, TOPIC-P) as
+// people number things: runs of digits by their value, the rest by
+// bytes (t-2 before t-10, day-9.jsonl before day-10.jsonl).
 func comparePartitions(a, b string) int {
-	key := func(s string) (string, int) {
-		if i := strings.LastIndexByte(s, '-'); i >= 0 {
-			if n, err := strconv.Atoi(s[i+1:]); err == nil && n >= 0 && s[i+1] != '+' {
-				return s[:i], n
+	digit := func(c byte) bool { return '0' <= c && c <= '9' }
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if !digit(a[i]) || !digit(b[j]) {
+			if c := cmp.Compare(a[i], b[j]); c != 0 {
+				return c
 			}
+			i, j = i+1, j+1
+			continue
 		}
-		return s, -1
+		ei, ej := i, j
+		for ei < len(a) && digit(a[ei]) {
+			ei++
+		}
+		for ej < len(b) && digit(b[ej]) {
+			ej++
+		}
+		na, nb := strings.TrimLeft(a[i:ei], "0"), strings.TrimLeft(b[j:ej], "0")
+		if c := cmp.Compare(len(na), len(nb)); c != 0 {
+			return c
+		}
+		if c := strings.Compare(na, nb); c != 0 {
+			return c
+		}
+		i, j = ei, ej
 	}
-	ta, pa := key(a)
-	tb, pb := key(b)
-	if c := strings.Compare(ta, tb); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(pa, pb); c != 0 {
+	if c := cmp.Compare(len(a)-i, len(b)-j); c != 0 {
 		return c
 	}
 	return strings.Compare(a, b)

@@ -253,13 +253,13 @@ func TestClientRetriesAborted(t *testing.T) {
 }
 
 // TestStatusPartitionsOrdered: Status lists the partitions in one order,
-// by name and a topic's by number, not in a map's, which changed from one
-// call to the next (cepheus status printed a directory's files or a
-// topic's partitions shuffled).
+// numbers by value (a topic's partitions, numbered files), not in a map's,
+// which changed from one call to the next (cepheus status printed a
+// directory's files or a topic's partitions shuffled).
 func TestStatusPartitionsOrdered(t *testing.T) {
 	wms := map[string]int64{}
 	var want []string
-	for _, name := range []string{"a.jsonl", "b.jsonl", "in-0", "in-1", "in-2", "in-10", "in-11", "in.x-3", "z.jsonl"} {
+	for _, name := range []string{"a.jsonl", "b.jsonl", "day-9.jsonl", "day-010.jsonl", "day-10.jsonl", "day-11.jsonl", "in-0", "in-1", "in-2", "in-10", "in-11", "in.x-3", "z.jsonl"} {
 		wms[name] = int64(len(name))
 		want = append(want, name)
 	}
