@@ -623,6 +623,7 @@ func (j *job) completeLocal(f *inflight) error {
 	}
 	j.kafka.lastLocal = time.Now()
 	j.flight = nil
+	j.purgeRepartitions(f)
 	return nil
 }
 

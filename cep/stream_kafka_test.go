@@ -519,6 +519,64 @@ rule gold_twice_in_country {
 	}
 }
 
+// TestStreamKafkaRepartitionPurged: the records of the repartition
+// topics that the group's committed offsets are past are deleted, so
+// that a long-running job's repartition topics (retention unlimited) do
+// not keep a copy of every event it read: after a bounded run each
+// repartition partition starts where the group's offsets are, at its end.
+func TestStreamKafkaRepartitionPurged(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	rs, err := CompileRuleset("rp.cep", []byte(backtestRules+`
+rule big_twice_in_country {
+  severity low
+  key country
+  pattern {
+    begin a where amount > 300
+    followedBy b where amount > 300
+    within 5m
+  }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(WithRuleset(rs), WithOutOfOrderness(10*time.Second), WithWatermarkEvery(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := fmt.Sprintf("stream-kafka-purge-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 3, inOrderInput(700))
+	group := topic + "-g"
+	cfg := StreamConfig{
+		Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+			AlertsTopic: topic + "-alerts", Group: group},
+		StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 2,
+	}
+	if res, err := e.Stream(context.Background(), cfg); err != nil || !res.Finished {
+		t.Fatalf("the transactional run: %v, %+v", err, res)
+	}
+	rep := repartitionTopic(group, []string{"country"})
+	conn := kafka.Conn{Brokers: brokers}
+	ends, err := kafka.EndOffsets(context.Background(), conn, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts, err := kafka.StartOffsets(context.Background(), conn, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := int64(0)
+	for p, end := range ends {
+		written += end
+		if starts[p] != end {
+			t.Errorf("partition %d of %s starts at offset %d, its end and the group's offset are %d: the records read are not deleted", p, rep, starts[p], end)
+		}
+	}
+	if written == 0 {
+		t.Fatalf("nothing was written to %s: nothing to tell", rep)
+	}
+}
+
 // changingSource is a lookup source of one string field whose answers
 // change: the n-th fetch of key K answers "K#n", or fails when fails(K,
 // n). It counts each key's fetches.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/runtime"
@@ -655,3 +656,44 @@ func (s *streamSource) repMeta() map[string][]repUpstream {
 	}
 	return out
 }
+
+// purgeRepartitions deletes the records of the job's repartition
+// partitions before the positions of checkpoint f, whose transaction
+// committed them as the group's offsets: every restore of the group reads
+// on from its committed offsets (the markers before them live in the
+// checkpoints), so no one reads those records again, and without this
+// the repartition topics (retention unlimited) would keep a copy of every
+// event for ever. It runs at each local copy (every LocalInterval, and at
+// the first and the final checkpoint), off the commit's path. A failure
+// (an ACL without DELETE on the topic) costs disk, not correctness: it is
+// logged, once until a deletion succeeds again.
+func (j *job) purgeRepartitions(f *inflight) {
+	ko := j.kafka
+	if ko == nil || len(ko.reps) == 0 || ko.txn == nil {
+		return
+	}
+	offsets := map[string]kafka.Offsets{}
+	for _, p := range f.meta.Source.Positions {
+		for _, rp := range ko.reps {
+			if n, ok := partitionOf(rp.topic, p.File); ok && p.Offset > 0 {
+				if offsets[rp.topic] == nil {
+					offsets[rp.topic] = kafka.Offsets{}
+				}
+				offsets[rp.topic][n] = p.Offset
+			}
+		}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(j.sctx, purgeTimeout)
+	defer cancel()
+	err := ko.txn.DeleteBefore(ctx, offsets)
+	if err != nil && !ko.purgeFailed {
+		j.logf("warning: the repartition topics' consumed records are not deleted (they stay on the brokers' disks): %v", err)
+	}
+	ko.purgeFailed = err != nil
+}
+
+// purgeTimeout bounds a deletion of repartition records.
+const purgeTimeout = 5 * time.Second

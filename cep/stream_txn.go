@@ -95,6 +95,9 @@ type kafkaOut struct {
 	// committed are the group's offsets of the owned partitions of the
 	// input and the repartition topics, by partition name.
 	committed map[string]int64
+	// purgeFailed: the latest deletion of repartition records failed
+	// (warned once until one succeeds).
+	purgeFailed bool
 }
 
 // txnMetadata is the metadata of the offsets a checkpoint commits: the

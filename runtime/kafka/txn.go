@@ -438,6 +438,32 @@ func (t *Txn) fail(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ErrTxn, err)
 }
 
+// DeleteBefore deletes the records of topics' partitions before the
+// offsets (DeleteRecords: each partition's log start offset moves up to
+// its offset; the broker frees a segment once all of it is before it).
+// It is for the topics only the group reads (the repartition topics):
+// give it offsets the group has committed. It does not touch the open
+// transaction. An error names the first partition refused (an ACL
+// without DELETE on the topic, an offset past its end).
+func (t *Txn) DeleteBefore(ctx context.Context, offsets map[string]Offsets) error {
+	var del kadm.Offsets
+	for topic, ps := range offsets {
+		for p, o := range ps {
+			del.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
+		}
+	}
+	resp, err := t.adm.DeleteRecords(ctx, del)
+	if err != nil {
+		return fmt.Errorf("kafka: delete records: %w", err)
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			return fmt.Errorf("kafka: delete records of %s-%d before offset %d: %w", r.Topic, r.Partition, offsets[r.Topic][r.Partition], r.Err)
+		}
+	}
+	return nil
+}
+
 // Abort aborts the open transaction on purpose (a test's injected
 // failure); the returned error wraps ErrTxn and err.
 func (t *Txn) Abort(ctx context.Context, err error) error { return t.fail(ctx, err) }
@@ -536,6 +562,32 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("kafka: end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	for p, o := range l[topic] {
+		out[p] = o.Offset
+	}
+	if len(out) == 0 {
+		return nil, noTopic(topic)
+	}
+	return out, nil
+}
+
+// StartOffsets returns the log start offset of each partition of topic:
+// the first offset a reader can still read (records before it were
+// deleted by retention or DeleteRecords, [Txn.DeleteBefore]).
+func StartOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, error) {
+	cl, err := c.newClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	l, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = l.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka: start offsets of %s: %w", topic, err)
 	}
 	out := map[int32]int64{}
 	for p, o := range l[topic] {
