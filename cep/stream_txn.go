@@ -167,7 +167,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	topics := []kafka.TopicSpec{{Name: k.AlertsTopic}, {Name: ko.changelog, Partitions: n, Compact: true}}
 	manual := []string{ko.changelog}
 	for _, rp := range ko.reps {
-		topics = append(topics, kafka.TopicSpec{Name: rp.topic, Partitions: n})
+		topics = append(topics, kafka.TopicSpec{Name: rp.topic, Partitions: n, Purged: true})
 		manual = append(manual, rp.topic)
 	}
 	for _, t := range []string{k.LateTopic, k.DeadTopic, k.ShadowTopic} {

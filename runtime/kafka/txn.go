@@ -612,8 +612,11 @@ func EnsureTopics(ctx context.Context, c Conn, topics []TopicSpec) ([]int, error
 	out := make([]int, len(topics))
 	for i, s := range topics {
 		cfg := topicConfigs
-		if s.Compact {
+		switch {
+		case s.Compact:
 			cfg = map[string]*string{"retention.ms": new("-1"), "cleanup.policy": new("compact")}
+		case s.Purged:
+			cfg = purgedConfigs
 		}
 		_, n, err := ensureTopicWith(ctx, adm, s.Name, s.Partitions, cfg)
 		if err != nil {
@@ -630,7 +633,19 @@ type TopicSpec struct {
 	Name       string
 	Partitions int
 	Compact    bool
+	// Purged is a topic whose records are deleted once read
+	// ([Txn.DeleteBefore]): it is made with purgedConfigs' small
+	// segments, since a broker frees only whole segments.
+	Purged bool
 }
+
+// purgedConfigs are the configs of a [TopicSpec.Purged] topic: retention
+// unlimited (its reader deletes what it has read), and segments of at
+// most 50 MiB or 10 minutes, as Kafka Streams makes its repartition
+// topics. With the broker's default segments (1 GiB, 7 days) deleted
+// records would stay on disk until a whole gigabyte of a partition had
+// been read.
+var purgedConfigs = map[string]*string{"retention.ms": new("-1"), "segment.bytes": new("52428800"), "segment.ms": new("600000")}
 
 // PartitionCount returns the number of partitions of topic, or an error
 // wrapping ErrNoTopic.

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestTxnCommitAndFence commits records and a group's offsets in one
@@ -166,6 +169,53 @@ func TestPartitionCountNoAnswer(t *testing.T) {
 		err := f()
 		if took := time.Since(begin); err == nil || !strings.Contains(err.Error(), "no answer from the brokers within 2s") || took > 15*time.Second {
 			t.Errorf("%s against brokers that never answer: %v after %v; want no answer within 2s, at once then", what, err, took.Round(time.Millisecond))
+		}
+	}
+}
+
+// TestEnsureTopicsPurged: a topic whose records are deleted once read
+// (the repartition topics) is made with segments of 50 MiB or 10 minutes,
+// so that the deletion frees the brokers' disk: with the default
+// segments (1 GiB, 7 days) nothing would be freed before a gigabyte of a
+// partition had been read. The other topics keep the broker's segments.
+func TestEnsureTopicsPurged(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	purged, plain := topicName(t)+"-rep", topicName(t)+"-out"
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: purged, Partitions: 2, Purged: true}, {Name: plain}}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := Conn{Brokers: brokers}.newClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, purged, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]map[string]string{} // topic -> the configs set on it
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			t.Fatalf("%s: %v", rc.Name, rc.Err)
+		}
+		set[rc.Name] = map[string]string{}
+		for _, c := range rc.Configs {
+			if c.Value != nil && c.Source == kmsg.ConfigSourceDynamicTopicConfig {
+				set[rc.Name][c.Key] = *c.Value
+			}
+		}
+	}
+	want := map[string]string{"retention.ms": "-1", "segment.bytes": "52428800", "segment.ms": "600000"}
+	for k, v := range want {
+		if got := set[purged][k]; got != v {
+			t.Errorf("%s of the purged topic = %q, want %q", k, got, v)
+		}
+	}
+	for _, k := range []string{"segment.bytes", "segment.ms"} {
+		if v, ok := set[plain][k]; ok {
+			t.Errorf("%s of a topic that is not purged = %q, want the broker's", k, v)
 		}
 	}
 }
