@@ -17,6 +17,13 @@ import (
 // newline has arrived, because the source's buffered reader waits for the
 // newline, and a partial last line stays in its buffer, never decoded.
 //
+// A file that has had nothing new for quietPolls polls is looked at only
+// every quietFactor polls ([followReader.pollAfter]): a followed directory
+// keeps every file it has seen as a partition, and most of them (rotated
+// files, yesterday's) never grow again; at the default 100ms, a file quiet
+// for 10 s is looked at every second, so that a directory of a thousand
+// such files costs a hundred looks a second instead of ten thousand.
+//
 // Before it waits, it calls wait once (per stretch of waiting), so that
 // the records read so far are delivered and the consumer hears that the
 // reader is caught up. A file that shrinks below what was read (truncated
@@ -30,6 +37,23 @@ type followReader struct {
 	// resume discards up to its position: a file too short is an error,
 	// not something to wait for).
 	hold bool
+	// quiet counts the polls since the file last had something new.
+	quiet int
+	// sleep waits between polls; nil: sleepCtx (a test's hook).
+	sleep func(context.Context, time.Duration) error
+}
+
+// quietPolls and quietFactor: after quietPolls polls that found nothing
+// new, a followed file is polled every quietFactor polls.
+const quietPolls, quietFactor = 100, 10
+
+// pollAfter is how long to wait before looking at the file again after
+// quiet polls that found nothing new.
+func (r *followReader) pollAfter(quiet int) time.Duration {
+	if quiet >= quietPolls {
+		return quietFactor * r.poll
+	}
+	return r.poll
 }
 
 func (r *followReader) Read(p []byte) (int, error) {
@@ -37,6 +61,7 @@ func (r *followReader) Read(p []byte) (int, error) {
 	for {
 		n, err := r.f.Read(p)
 		if n > 0 || len(p) == 0 {
+			r.quiet = 0
 			return n, nil
 		}
 		if err != io.EOF {
@@ -51,9 +76,14 @@ func (r *followReader) Read(p []byte) (int, error) {
 				return 0, err
 			}
 		}
-		if err := sleepCtx(r.ctx, r.poll); err != nil {
+		sleep := r.sleep
+		if sleep == nil {
+			sleep = sleepCtx
+		}
+		if err := sleep(r.ctx, r.pollAfter(r.quiet)); err != nil {
 			return 0, err
 		}
+		r.quiet++
 		fi, err := r.f.Stat()
 		if err != nil {
 			return 0, err

@@ -237,3 +237,65 @@ func TestFollowBackpressure(t *testing.T) {
 	}
 	quiet(t, r, 10*time.Millisecond)
 }
+
+// TestFollowQuietFile: a followed file with nothing new for quietPolls
+// polls is looked at every quietFactor polls, and at every poll again once
+// it has grown: a directory of files that no longer grow (rotated ones)
+// cost a poll of each every 100 ms for ever (a thousand files: ten
+// thousand looks a second, 9 % of a core).
+func TestFollowQuietFile(t *testing.T) {
+	path := writeFile(t, "quiet.jsonl", []byte("a\n"))
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const poll = time.Millisecond
+	var waits []time.Duration
+	grow := quietPolls + 5 // the poll after which the file grows
+	r := &followReader{ctx: ctx, f: f, poll: poll, wait: func() error { return nil },
+		sleep: func(_ context.Context, d time.Duration) error {
+			waits = append(waits, d)
+			if len(waits) == grow {
+				appendTo(t, path, "b\n")
+			}
+			return nil
+		}}
+	buf := make([]byte, 64)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "a\n" {
+		t.Fatalf("first read: %q, %v", buf[:n], err)
+	}
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "b\n" {
+		t.Fatalf("read after %d polls: %q, %v", grow, buf[:n], err)
+	}
+	for i, d := range waits {
+		want := poll
+		if i >= quietPolls {
+			want = quietFactor * poll
+		}
+		if d != want {
+			t.Fatalf("wait %d of %d: %v, want %v", i, len(waits), d, want)
+		}
+	}
+	if len(waits) != grow {
+		t.Fatalf("%d waits before the file grew, want %d", len(waits), grow)
+	}
+	// Grown, the file is polled at the poll interval again.
+	waits = nil
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+	}()
+	r.sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return sleepCtx(ctx, d)
+	}
+	if _, err := r.Read(buf); err != context.Canceled {
+		t.Fatalf("read at the end after the cancel: %v", err)
+	}
+	if len(waits) == 0 || waits[0] != poll {
+		t.Fatalf("waits after the file grew: %v, want %v first", waits, poll)
+	}
+}

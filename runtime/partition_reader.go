@@ -33,7 +33,8 @@ type ReaderConfig struct {
 	// its end in either mode.
 	Follow bool
 	// PollInterval is how often a followed file at its end, and a
-	// followed directory, are looked at. Default (0): 100ms.
+	// followed directory, are looked at; a file with nothing new for 100
+	// polls is looked at every 10 polls until it grows. Default (0): 100ms.
 	PollInterval time.Duration
 	// BatchRecords and BatchBytes bound a [Batch]: at most BatchRecords
 	// records and, unless it holds a single record, at most BatchBytes
