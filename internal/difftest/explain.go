@@ -553,10 +553,10 @@ func repeatsCollided(stages conformance.StageSeqs, coll map[uint64]bool) bool {
 // them an event x that may have taken the id of an earlier event y that
 // the match does not hold and that comes between x and the match's event
 // before x (mayTakeID). No sound NFA completes a stage with fewer events
-// than its minimum: the partial match took y, and then x (a condition
-// read x's fields through y's id), and x's node, named by that id and the
-// stage, is y's, so the path through the two positions passes the node
-// once. Flink's extraction shows x there, in y's place.
+// than its minimum: the partial match took y, and then x (its condition
+// read y through y's id, which x had taken, and found x), and x's node,
+// named by that id and the stage, is y's, so the path through the two
+// positions passes the node once. Flink's extraction shows x there, once.
 func lostPosition(stages conformance.StageSeqs, least map[string]int, evs []conformance.EventSpec) bool {
 	idx := make(map[uint64]int, len(evs))
 	for i, e := range evs {
