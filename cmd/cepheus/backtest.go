@@ -211,7 +211,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a profile of the run's allocations to this file at the end (for go tool pprof)")
 	f.memoryLimit = backtestMemoryLimit
-	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins); the default is raised to twice the live heap when that nears it")
+	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins); the default is raised to twice the live heap when that nears it, and lowered again when it falls")
 	fs.Var(&f.only, "rule", "backtest only this rule of the ruleset (repeat it, or list several comma-separated); its alerts and their ids are those of a run of the whole ruleset (default: every rule)")
 	f.lookups.register(fs)
 	if err := fs.parse(args); err != nil {
@@ -420,7 +420,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		if err == nil {
 			stopGuard := func() {}
 			if os.Getenv("GOMEMLIMIT") == "" && f.memoryLimit > 0 && !fs.isSet("memory-limit") {
-				stopGuard = goGuardMemoryLimit(ctx, func(format string, args ...any) {
+				stopGuard = goGuardMemoryLimit(ctx, int64(f.memoryLimit), func(format string, args ...any) {
 					if !f.quiet {
 						fmt.Fprintf(stderr, "backtest: "+format+"\n", args...)
 					}

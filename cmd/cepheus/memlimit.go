@@ -9,10 +9,12 @@ import (
 )
 
 // memoryGuardAt is the share of the soft memory limit the live heap may
-// reach before guardMemoryLimit raises the limit; memoryGuardEvery how
+// reach before guardMemoryLimit raises the limit; memoryLowerAt the share
+// of a raised limit below which it lowers it again; memoryGuardEvery how
 // often it looks.
 const (
 	memoryGuardAt    = 0.75
+	memoryLowerAt    = 0.375
 	memoryGuardEvery = 250 * time.Millisecond
 )
 
@@ -23,9 +25,14 @@ const (
 // distinct keys took 28.7 CPU-s under the default 368 MiB against 6.2
 // without a limit (10.8 with the raise), its live state being larger. The default limit is there to keep a
 // small heap from growing to five times its live size (GOGC 400), not to
-// slow a large state down; a limit the user gives is left alone. It
-// returns once ctx is done.
-func guardMemoryLimit(ctx context.Context, note func(format string, args ...any)) {
+// slow a large state down; a limit the user gives is left alone. A
+// raised limit is lowered again, to twice the live heap but never below
+// the limit it started with, once the live heap falls under memoryLowerAt
+// of it (a peak that passed: a deploy's two versions of the rules, a
+// restore), so that a long-running process does not keep the memory of
+// its largest moment. floor is the default limit the run sets (the guard
+// may start before it is set). It returns once ctx is done.
+func guardMemoryLimit(ctx context.Context, floor int64, note func(format string, args ...any)) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	tick := time.NewTicker(memoryGuardEvery)
 	defer tick.Stop()
@@ -44,6 +51,10 @@ func guardMemoryLimit(ctx context.Context, note func(format string, args ...any)
 			return
 		}
 		live := int64(sample[0].Value.Uint64())
+		if limit > floor && float64(live) < memoryLowerAt*float64(limit) {
+			debug.SetMemoryLimit(max(2*live, floor)) // silently: the end of a backtest's flush does it
+			continue
+		}
 		if float64(live) < memoryGuardAt*float64(limit) {
 			continue
 		}
@@ -57,11 +68,11 @@ func guardMemoryLimit(ctx context.Context, note func(format string, args ...any)
 
 // goGuardMemoryLimit runs guardMemoryLimit until the returned function is
 // called, which waits for it to end.
-func goGuardMemoryLimit(ctx context.Context, note func(format string, args ...any)) (stop func()) {
+func goGuardMemoryLimit(ctx context.Context, floor int64, note func(format string, args ...any)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
-		guardMemoryLimit(ctx, note)
+		guardMemoryLimit(ctx, floor, note)
 		close(done)
 	}()
 	return func() {

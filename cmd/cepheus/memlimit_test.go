@@ -20,7 +20,7 @@ func TestGuardMemoryLimit(t *testing.T) {
 	debug.SetMemoryLimit(1 << 40) // far above the live heap: nothing to do
 	notes := make(chan string, 8)
 	note := func(format string, args ...any) { notes <- fmt.Sprintf(format, args...) }
-	stop := goGuardMemoryLimit(context.Background(), note)
+	stop := goGuardMemoryLimit(context.Background(), 1<<40, note)
 	time.Sleep(3 * memoryGuardEvery)
 	stop()
 	if len(notes) > 0 || debug.SetMemoryLimit(-1) != 1<<40 {
@@ -33,7 +33,7 @@ func TestGuardMemoryLimit(t *testing.T) {
 	}
 	goruntime.GC()
 	debug.SetMemoryLimit(72 << 20)
-	stop = goGuardMemoryLimit(context.Background(), note)
+	stop = goGuardMemoryLimit(context.Background(), 72<<20, note)
 	defer stop()
 	var msg string
 	select {
@@ -50,4 +50,20 @@ func TestGuardMemoryLimit(t *testing.T) {
 		t.Errorf("raised again without the heap growing: %q", <-notes)
 	}
 	goruntime.KeepAlive(held)
+
+	// The peak passed: the raised limit comes down to the one the guard
+	// started with (twice the small live heap is below it).
+	held = nil
+	goruntime.GC()
+	deadline := time.Now().Add(10 * time.Second)
+	for debug.SetMemoryLimit(-1) != 72<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("limit %d MiB 10 s after the heap shrank; want the 72 MiB the guard started with", debug.SetMemoryLimit(-1)>>20)
+		}
+		time.Sleep(memoryGuardEvery / 5)
+	}
+	time.Sleep(3 * memoryGuardEvery)
+	if len(notes) > 0 || debug.SetMemoryLimit(-1) != 72<<20 {
+		t.Errorf("changed again without the heap changing: limit %d MiB, %d notes", debug.SetMemoryLimit(-1)>>20, len(notes))
+	}
 }

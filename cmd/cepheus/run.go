@@ -208,7 +208,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.DurationVar(&f.progress, "progress", 10*time.Second, "time between two progress lines on stderr")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines, no summary and no informational lines; warnings are still written")
 	f.memoryLimit = backtestMemoryLimit
-	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins); the default is raised to twice the live heap when that nears it")
+	fs.Var(&f.memoryLimit, "memory-limit", "soft limit of the process's memory, as 384MiB, 2GiB or bytes; the collector works harder near it (0: none; GOMEMLIMIT in the environment wins); the default is raised to twice the live heap when that nears it, and lowered again when it falls")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -574,7 +574,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 	}
 	if guardMemory {
-		defer goGuardMemoryLimit(ctx, func(format string, args ...any) {
+		defer goGuardMemoryLimit(ctx, int64(f.memoryLimit), func(format string, args ...any) {
 			if !f.quiet {
 				say(format, args...)
 			}
