@@ -82,6 +82,8 @@ func flinkForm(c flinkCall) (string, bool) {
 	switch c.name {
 	case "consecutive", "greedy", "optional", "allowCombinations":
 		return c.name, len(args) == 0
+	case "zeroOrMore":
+		return "oneOrMore optional", len(args) == 0
 	case "oneOrMore":
 		switch len(args) {
 		case 0:

@@ -1179,6 +1179,8 @@ func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternEle
 		}
 		if len(elems) > 0 && continued(lastExpr(elems[len(elems)-1].head().Clauses)) {
 			p.errorf("expected a stage or a clause, found %s; %s", p.tok.describe(), continuedHint)
+		} else if p.isWord("Pattern") && strings.HasPrefix(p.src.src[p.tok.pos+len("Pattern"):], ".") {
+			p.errorf("Flink's Pattern.begin(\"a\") is written begin a (the pattern block is the Pattern, its first stage begins it)")
 		} else {
 			p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)", append(contiguityWords[:], clauseWords[:]...)...)
 		}
@@ -1414,6 +1416,10 @@ func (p *ruleParser) parseHeadRest(h *elemHead) bool {
 			}
 			h.Clauses, h.Inline = append(h.Clauses, cl), true
 			return true
+		case w == "zeroOrMore":
+			p.errorf("there is no zeroOrMore (nor in Flink): a loop that may take no event is oneOrMore optional")
+			p.skipLine()
+			return false
 		default:
 			p.unexpected("a quantifier (oneOrMore, times, timesOrMore, optional, greedy, consecutive, allowCombinations) or a clause (where, or, until, within)", append(quantWords, clauseWords[:]...)...)
 			p.skipLine()

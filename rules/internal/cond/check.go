@@ -953,6 +953,12 @@ func (c *compiler) javaCall(n *ast.CallNode) error {
 	case javaOps[prop.Value] != "" && len(n.Arguments) == 1 && !isStage:
 		form := fmt.Sprintf(javaOps[prop.Value], recv, c.text(n.Arguments[0]))
 		return c.errorf(n, "%s is a Java method call; write %s", c.text(n), form)
+	case strings.HasPrefix(prop.Value, "get") && len(prop.Value) > 3 && len(n.Arguments) == 0 && isIdent && isStage:
+		field := strings.ToLower(prop.Value[3:4]) + prop.Value[4:]
+		if _, isField := c.slot(field); !isField {
+			return nil
+		}
+		return c.errorf(n, "%s.%s() is a Java getter; a condition reads a field of stage %s's last event as %s.%s", recv, prop.Value, recv, recv, field)
 	case strings.HasPrefix(prop.Value, "get") && len(prop.Value) > 3 && len(n.Arguments) == 0 && isIdent && !isStage:
 		if _, isField := c.slot(id.Value); isField {
 			return nil
