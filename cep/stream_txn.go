@@ -303,7 +303,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		}
 	}
 	t := time.Now()
-	base, err := j.localBase()
+	base, err := j.localBase(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +378,7 @@ func sameMark(marks map[int32]chkMark, instance string) (int64, bool) {
 
 // localBase opens the newest complete local checkpoint that says where
 // the changelog stood after it; nil when there is none.
-func (j *job) localBase() (*state.Checkpoint, error) {
+func (j *job) localBase(ctx context.Context) (*state.Checkpoint, error) {
 	ids, err := j.dir.Complete()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRestore, err)
@@ -389,10 +389,40 @@ func (j *job) localBase() (*state.Checkpoint, error) {
 			continue
 		}
 		if m, err := j.readMeta(chk); err == nil && m.Changelog != nil {
+			if j.localTooOld(ctx, chk) {
+				return nil, nil
+			}
 			return chk, nil
 		}
 	}
 	return nil, nil
+}
+
+// localTooOld reports (and logs) that local copy chk is too old to be
+// brought up to date by the changelog's records after it: the brokers
+// drop a compacted topic's tombstones delete.retention.ms after they
+// were written (once its cleaner has passed them), so a deletion written
+// since the copy may be gone from the changelog, and the key it deleted
+// would come back from the copy. A copy older than three quarters of it
+// is not used (the whole changelog is read instead); when the topic's
+// setting cannot be read, the brokers' default of 24 h is assumed.
+func (j *job) localTooOld(ctx context.Context, chk *state.Checkpoint) bool {
+	ko := j.kafka
+	at, err := chk.Completed()
+	if err != nil {
+		return false // Open read its marker: not expected
+	}
+	retention, err := kafka.DeleteRetention(ctx, j.cfg.Kafka.conn(), ko.changelog)
+	if err != nil {
+		j.logf("warning: %v; taking the brokers' default of 24h", err)
+		retention = 24 * time.Hour
+	}
+	age := time.Since(at)
+	if age <= retention*3/4 {
+		return false
+	}
+	j.logf("the local copy of checkpoint %d is %v old, more than three quarters of changelog topic %s's delete.retention.ms (%v), after which a deletion may be gone from it: not used", chk.ID, age.Round(time.Second), ko.changelog, retention)
+	return true
 }
 
 // positionsMatch reports whether a checkpoint's positions are the

@@ -192,6 +192,9 @@ type eosStep struct {
 	failpoint   string
 	killAfter   time.Duration
 	wipeState   bool // delete the state directory before the start
+	// ageLocal dates the local copies 48 h back before the start, older
+	// than the changelog may keep its deletions (delete.retention.ms).
+	ageLocal bool
 }
 
 // TestExactlyOnceKafka is the exactly-once test of the Kafka mode: 200,000
@@ -219,6 +222,7 @@ func TestExactlyOnceKafka(t *testing.T) {
 	// The restores each chain must have made at least once: from a local
 	// copy and the changelog's changes since, from the changelog alone.
 	const fromTail, fromChangelog = "from the local copy of checkpoint", "from changelog topic"
+	const tooOld = "after which a deletion may be gone from it: not used"
 	chains := []struct {
 		name        string
 		atLeastOnce bool
@@ -227,6 +231,11 @@ func TestExactlyOnceKafka(t *testing.T) {
 	}{
 		{"failpoints", false, []eosStep{
 			{parallelism: 2, backend: mem, failpoint: "kafka.before-commit@2"},
+			// Local copies at the first checkpoint only, killed after the
+			// third commit: the next start has an older local copy, which
+			// is too old once dated back: the changelog alone is read.
+			{parallelism: 2, backend: peb, failpoint: "kafka.after-commit@3", local: "1h"},
+			{parallelism: 2, backend: mem, failpoint: "kafka.before-commit@2", ageLocal: true},
 			{parallelism: 1, backend: peb, failpoint: "kafka.after-commit@2"},
 			{parallelism: 2, backend: mem, failpoint: "kafka.restore"},
 			{parallelism: 2, backend: peb, failpoint: "kafka.flushed@2", local: "300ms"},
@@ -240,7 +249,7 @@ func TestExactlyOnceKafka(t *testing.T) {
 			{parallelism: 3, backend: peb, killAfter: random(), local: "200ms"},
 			{parallelism: 2, backend: mem},
 			{parallelism: 1, backend: mem, wipeState: true}, // finished: the changelog says so
-		}, []string{fromTail}},
+		}, []string{fromTail, tooOld}},
 		{"changelog-only", false, []eosStep{
 			{parallelism: 2, backend: mem, killAfter: random()},
 			{parallelism: 2, backend: peb, wipeState: true, failpoint: "kafka.before-commit@3"},
@@ -267,6 +276,18 @@ func TestExactlyOnceKafka(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				if st.ageLocal {
+					markers, _ := filepath.Glob(filepath.Join(state, "chk-*", "_COMPLETE"))
+					if len(markers) == 0 {
+						t.Fatalf("step %d: no local copy to date back", i+1)
+					}
+					old := time.Now().Add(-48 * time.Hour)
+					for _, m := range markers {
+						if err := os.Chtimes(m, old, old); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
 				args := []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
 					"-alerts-topic", alerts, "-dead-letter-topic", deadTopic, "-late-topic", late, "-group", group,
 					"-state", state, "-checkpoint-interval", "200ms", "-progress", "1h",
@@ -280,6 +301,9 @@ func TestExactlyOnceKafka(t *testing.T) {
 				e := runChild(t, bin, args, st.failpoint, st.killAfter)
 				for _, r := range ch.restores {
 					restored[r] = restored[r] || strings.Contains(e.stderr, r)
+				}
+				if st.ageLocal && (strings.Contains(e.stderr, fromTail) || !strings.Contains(e.stderr, tooOld)) {
+					t.Errorf("step %d restored from local copies dated 48 h back, or did not say they are too old:\n%s", i+1, e.tail())
 				}
 				t.Logf("step %d (-parallelism %d -state-backend %s %s%v wipe=%v): %s", i+1, st.parallelism, st.backend, st.failpoint, st.killAfter, st.wipeState, e.describe())
 				switch {

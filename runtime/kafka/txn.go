@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -571,6 +572,39 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 		return nil, noTopic(topic)
 	}
 	return out, nil
+}
+
+// DeleteRetention returns how long the brokers keep the tombstones of
+// compacted topic once its cleaner has passed them (its
+// delete.retention.ms): a reader that resumes at an offset read longer ago
+// than that may miss a deletion.
+func DeleteRetention(ctx context.Context, c Conn, topic string) (time.Duration, error) {
+	cl, err := c.newClient()
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: configs of %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kafka: configs of %s: %w", topic, err)
+	}
+	for _, cfg := range rc.Configs {
+		if cfg.Key == "delete.retention.ms" && cfg.Value != nil {
+			ms, err := strconv.ParseInt(*cfg.Value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("kafka: %s: delete.retention.ms %q: %w", topic, *cfg.Value, err)
+			}
+			return time.Duration(ms) * time.Millisecond, nil
+		}
+	}
+	return 0, fmt.Errorf("kafka: %s: no delete.retention.ms among its configs", topic)
 }
 
 // StartOffsets returns the log start offset of each partition of topic:

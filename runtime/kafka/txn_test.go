@@ -219,3 +219,35 @@ func TestEnsureTopicsPurged(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteRetention reads a compacted topic's delete.retention.ms (the
+// brokers' default, 24 h, then a value of its own), and fails for a topic
+// that does not exist.
+func TestDeleteRetention(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	c := Conn{Brokers: brokers}
+	topic := topicName(t) + "-changelog"
+	if _, err := EnsureTopics(ctx, c, []TopicSpec{{Name: topic, Partitions: 1, Compact: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := DeleteRetention(ctx, c, topic); err != nil || d != 24*time.Hour {
+		t.Errorf("DeleteRetention of a new compacted topic: %v, %v; want the brokers' default 24h", d, err)
+	}
+	cl, err := c.newClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	set := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: new("3600000")}}
+	if rs, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, set, topic); err != nil || rs[0].Err != nil {
+		t.Fatalf("altering delete.retention.ms: %v %v", err, rs)
+	}
+	if d, err := DeleteRetention(ctx, c, topic); err != nil || d != time.Hour {
+		t.Errorf("DeleteRetention after setting 1h: %v, %v", d, err)
+	}
+	if _, err := DeleteRetention(ctx, c, topic+"-none"); err == nil {
+		t.Error("DeleteRetention of a topic that does not exist: no error")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -636,6 +637,16 @@ type Checkpoint struct {
 	Dir string // chk-N
 	fs  vfs.FS
 	m   marker
+}
+
+// Completed returns when the checkpoint was completed: the time its
+// marker was written.
+func (c *Checkpoint) Completed() (time.Time, error) {
+	fi, err := c.fs.Stat(c.fs.PathJoin(c.Dir, markerName))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("state: checkpoint %d: %w", c.ID, err)
+	}
+	return fi.ModTime(), nil
 }
 
 // StoreInfo names a store of a checkpoint and its kind.
