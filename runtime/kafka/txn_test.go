@@ -182,8 +182,8 @@ func TestEnsureTopicsPurged(t *testing.T) {
 	brokers := realBrokers(t)
 	t.Parallel()
 	ctx := testContext(t)
-	purged, plain := topicName(t)+"-rep", topicName(t)+"-out"
-	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: purged, Partitions: 2, Purged: true}, {Name: plain}}); err != nil {
+	purged, plain, compacted := topicName(t)+"-rep", topicName(t)+"-out", topicName(t)+"-changelog"
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: purged, Partitions: 2, Purged: true}, {Name: plain}, {Name: compacted, Compact: true}}); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := Conn{Brokers: brokers}.newClient()
@@ -191,7 +191,7 @@ func TestEnsureTopicsPurged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, purged, plain)
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, purged, plain, compacted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +211,12 @@ func TestEnsureTopicsPurged(t *testing.T) {
 	for k, v := range want {
 		if got := set[purged][k]; got != v {
 			t.Errorf("%s of the purged topic = %q, want %q", k, got, v)
+		}
+	}
+	want = map[string]string{"retention.ms": "-1", "cleanup.policy": "compact", "segment.bytes": "67108864", "segment.ms": "3600000"}
+	for k, v := range want {
+		if got := set[compacted][k]; got != v {
+			t.Errorf("%s of the compacted topic = %q, want %q", k, got, v)
 		}
 	}
 	for _, k := range []string{"segment.bytes", "segment.ms"} {
