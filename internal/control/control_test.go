@@ -295,19 +295,7 @@ func TestControlDeployRefused(t *testing.T) {
 		})
 		done <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		st, err := fx.c.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.GetReady() && st.GetRecords() == 40 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready with 40 records after 20s: %v", st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitStatus(t, ctx, fx.c, "not ready with 40 records", readyWith40)
 	src := []byte(strings.Replace(testRules, "event time ts", "event time at", 1))
 	_, err := fx.c.Deploy(ctx, cep.Deploy{Name: "at.cep", Source: src})
 	if msg := status.Convert(err).Message(); status.Code(err) != codes.FailedPrecondition ||
@@ -356,19 +344,9 @@ func TestControl(t *testing.T) {
 		})
 		done <- err
 	}()
-	var st *cepheusv1.StatusResponse
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if st, err = c.Status(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if st.GetReady() && st.GetRecords() == 40 && healthOf() == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready with 40 records after 20s: %v, health %v", st, healthOf())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	st := waitStatus(t, ctx, c, "not ready with 40 records and serving", func(st *cepheusv1.StatusResponse) bool {
+		return readyWith40(st) && healthOf() == healthpb.HealthCheckResponse_SERVING
+	})
 	if st.GetRuleset() != "c" || st.GetVersion() != rs.Hash || len(st.GetRules()) != 1 || st.GetRules()[0].GetRule() != "big_then_foreign" {
 		t.Errorf("status: %v", st)
 	}
@@ -501,19 +479,7 @@ func TestControlDeploy(t *testing.T) {
 		})
 		done <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		st, err := c.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.GetReady() && st.GetRecords() == 40 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready with 40 records after 20s: %v", st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitStatus(t, ctx, c, "not ready with 40 records", readyWith40)
 	// active is the active version of ListVersions, and the list.
 	active := func() (string, []cep.VersionInfo) {
 		t.Helper()
@@ -639,22 +605,7 @@ func TestControlShadow(t *testing.T) {
 		done <- err
 	}()
 	// waitStatus waits up to 20 s for a status that satisfies cond.
-	waitStatus := func(what string, cond func(*cepheusv1.StatusResponse) bool) *cepheusv1.StatusResponse {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			st, err := c.Status(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cond(st) {
-				return st
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after 20s, %s: %v", what, st)
-			}
-		}
-	}
-	waitStatus("not ready with 40 records", func(st *cepheusv1.StatusResponse) bool { return st.GetReady() && st.GetRecords() == 40 })
+	waitStatus(t, ctx, c, "not ready with 40 records", readyWith40)
 	if _, err := c.Promote(ctx, false); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Promote without a shadow: %v, want FAILED_PRECONDITION", err)
 	}
@@ -692,7 +643,7 @@ func TestControlShadow(t *testing.T) {
 		}
 		return nil
 	}
-	st := waitStatus("no shadow alerts of both rules", func(st *cepheusv1.StatusResponse) bool {
+	st := waitStatus(t, ctx, c, "no shadow alerts of both rules", func(st *cepheusv1.StatusResponse) bool {
 		a, b := row(st, "big_then_foreign"), row(st, "two_big")
 		return st.GetRecords() == 80 && a != nil && a.GetShadow() > 0 && b != nil && b.GetShadow() > 0
 	})
@@ -822,7 +773,7 @@ func TestControlShadowRollback(t *testing.T) {
 			t.Fatalf("Deploy of v%d (shadow %v): %v", i, shadow, err)
 		}
 	}
-	stop := start(filepath.Join(dir, "shadow"), func(st *cepheusv1.StatusResponse) bool { return st.GetReady() && st.GetRecords() == 40 })
+	stop := start(filepath.Join(dir, "shadow"), readyWith40)
 	deploy(2, false)
 	deploy(3, true)
 	deploy(4, true)
@@ -877,3 +828,24 @@ func versionsIn(t *testing.T, dir, prefix string) map[string]int {
 	}
 	return out
 }
+
+// waitStatus polls c's Status until cond holds, at most 20 s (then it
+// fails the test saying what), and returns the status that met it.
+func waitStatus(t *testing.T, ctx context.Context, c *Client, what string, cond func(*cepheusv1.StatusResponse) bool) *cepheusv1.StatusResponse {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s, %s: %v", what, st)
+		}
+	}
+}
+
+// readyWith40 is the status of a job ready with the tests' 40 records read.
+func readyWith40(st *cepheusv1.StatusResponse) bool { return st.GetReady() && st.GetRecords() == 40 }

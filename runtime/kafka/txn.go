@@ -564,6 +564,12 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 	case err != nil:
 		return nil, fmt.Errorf("kafka: end offsets of %s: %w", topic, err)
 	}
+	return offsetsOf(l, topic)
+}
+
+// offsetsOf returns topic's listed offsets by partition; none is
+// ErrNoTopic.
+func offsetsOf(l kadm.ListedOffsets, topic string) (map[int32]int64, error) {
 	out := map[int32]int64{}
 	for p, o := range l[topic] {
 		out[p] = o.Offset
@@ -623,14 +629,7 @@ func StartOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, e
 	if err != nil {
 		return nil, fmt.Errorf("kafka: start offsets of %s: %w", topic, err)
 	}
-	out := map[int32]int64{}
-	for p, o := range l[topic] {
-		out[p] = o.Offset
-	}
-	if len(out) == 0 {
-		return nil, noTopic(topic)
-	}
-	return out, nil
+	return offsetsOf(l, topic)
 }
 
 // EnsureTopics creates the topics that are missing (see ensureTopic), the
