@@ -184,7 +184,11 @@ type StreamStats struct {
 	// commit.
 	Checkpoints, Aborted int64
 	LastCheckpoint       int64
-	LastDuration         time.Duration
+	// Skipped counts this run's checkpoints not taken because nothing
+	// changed since the latest (no record read, the watermark unchanged):
+	// an idle job checkpoints only every 10 minutes.
+	Skipped      int64
+	LastDuration time.Duration
 	// Queued is the events routed to the subtasks and not yet processed
 	// (an event for two subtasks counts twice): bounded by the channels,
 	// it shows the backpressure. RunRecords is the records read by this
@@ -610,6 +614,15 @@ type job struct {
 	alertsOut *lockedWriter // the alerts without an alerts directory
 	stopAsked bool          // by hooks.afterCommit
 	kafka     *kafkaOut     // a transactional Kafka job's producer and topics
+
+	// quiet skipping (job.quiet): the source's activity at the latest
+	// barrier (nil: none yet, or its checkpoint aborted) and the time of
+	// that barrier; asked, a checkpoint asked for and not yet begun;
+	// quietSaid, the log said (once a job) that checkpoints wait.
+	activity  []byte
+	barrierAt time.Time
+	asked     bool
+	quietSaid bool
 }
 
 // jobMeta is the job's metadata blob of a checkpoint ("job"), JSON.

@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -186,7 +187,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			if c.Monitor != nil {
 				j.publish(true)
 				if j.flight == nil && c.Monitor.checkpointAsked() {
-					nextBarrier = now
+					nextBarrier, j.asked = now, true
 				}
 				if req := c.Monitor.takeDeploy(); req != nil && j.next == nil {
 					j.askSwitch(req)
@@ -229,6 +230,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 					_ = f.w.Abort()
 				}
 				j.flight = nil
+				j.activity = nil // the next checkpoint is taken
 				j.stats.Aborted++
 				if c.Monitor != nil {
 					c.Monitor.checkpoint(0, false)
@@ -237,7 +239,13 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			}
 			if j.flight == nil && !src.wantBarrier && !now.Before(nextBarrier) && now.Sub(lastDone) >= c.MinPause {
 				nextBarrier = now.Add(c.CheckpointInterval)
-				if src.guard != nil && src.guard.Holding() > 0 {
+				quiet, err := j.quiet(now)
+				if err != nil {
+					return false, err
+				}
+				if quiet {
+					j.stats.Skipped++
+				} else if src.guard != nil && src.guard.Holding() > 0 {
 					// The guard's held events belong to no checkpoint
 					// yet: the barrier follows the record that settles
 					// them.
@@ -264,6 +272,40 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			return false, j.finish(false)
 		}
 	}
+}
+
+// quietEvery is the longest a job goes without a checkpoint while
+// nothing changes ([job.quiet]): a transactional producer idle for days
+// would lose its transactional id (the brokers'
+// transactional.id.expiration.ms, 7 days by default), and the latest
+// checkpoint's id and time show that the job is alive.
+const quietEvery = 10 * time.Minute
+
+// quiet reports whether the checkpoint due at now can be skipped because
+// nothing changed since the latest barrier: no record read, no position
+// moved, no watermark or idleness changed (so no timer fired and no output
+// is waiting for its commit), no switch of the rules, no checkpoint asked
+// for, no repartition marker to write. An idle job (a followed file or a
+// Kafka topic with nothing new) then neither commits a transaction nor
+// writes a checkpoint every interval, only every quietEvery. Skipping is
+// always safe: a restore from the latest checkpoint reads on from the
+// same positions.
+func (j *job) quiet(now time.Time) (bool, error) {
+	if j.activity == nil || j.asked || j.next != nil || now.Sub(j.barrierAt) >= quietEvery {
+		return false, nil
+	}
+	if j.src.rep != nil && j.src.markersDue() {
+		return false, nil
+	}
+	a, err := j.src.activity()
+	if err != nil || !bytes.Equal(a, j.activity) {
+		return false, err
+	}
+	if !j.quietSaid {
+		j.quietSaid = true
+		j.logf("nothing new since checkpoint %d: while nothing is read, checkpoints wait for input (one at least every %v)", j.nextID-1, quietEvery)
+	}
+	return true, nil
 }
 
 // lowWatermark is the lowest watermark the job's operators have: the
@@ -420,6 +462,11 @@ func (j *job) barrier(final bool) error {
 	if err := src.flush(); err != nil {
 		return err
 	}
+	var err error
+	if j.activity, err = src.activity(); err != nil {
+		return err
+	}
+	j.barrierAt, j.asked = time.Now(), false
 	id := j.nextID
 	j.nextID++
 	failpoint.Hit("barrier.before")
@@ -463,7 +510,6 @@ func (j *job) barrier(final bool) error {
 	if src.rep != nil {
 		f.upstream = src.repUpstreams()
 	}
-	var err error
 	if f.meta.Source, err = src.meta(); err != nil {
 		return err
 	}

@@ -687,3 +687,70 @@ func (f *following) stop(t *testing.T) *StreamResult {
 	}
 	return f.res
 }
+
+// TestStreamQuietCheckpoints: a followed job with nothing new to read
+// takes no checkpoint at its interval (each is skipped and counted), but
+// one asked for, and the next after new input; nothing is lost: the run
+// finished on the same state equals the backtest.
+func TestStreamQuietCheckpoints(t *testing.T) {
+	input := engineInput(300)
+	lines := strings.SplitAfter(input, "\n")
+	first := strings.Join(lines[:len(lines)/2], "")
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.config(events)
+	cfg.CheckpointInterval = 5 * time.Millisecond
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitMonitor(t, f.m, int64(strings.Count(first, "\n")))
+	progress := func() StreamProgress { return f.m.Snapshot().Progress }
+	waitFor := func(what string, cond func(StreamProgress) bool) StreamProgress {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+			if p := progress(); cond(p) {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 20 s: %s (%+v)", what, progress().StreamStats)
+			}
+		}
+	}
+	quiet := waitFor("no checkpoint skipped", func(p StreamProgress) bool { return p.Skipped > 0 })
+	// Forty more intervals with nothing to read: no checkpoint.
+	later := waitFor("skipping stopped", func(p StreamProgress) bool { return p.Skipped >= quiet.Skipped+40 })
+	if later.LastCheckpoint != quiet.LastCheckpoint || later.Checkpoints != quiet.Checkpoints {
+		t.Fatalf("checkpoints %d (last %d) became %d (last %d) with nothing to read", quiet.Checkpoints, quiet.LastCheckpoint, later.Checkpoints, later.LastCheckpoint)
+	}
+	if !slices.ContainsFunc(f.lines(), func(l string) bool {
+		return strings.HasPrefix(l, fmt.Sprintf("nothing new since checkpoint %d: ", quiet.LastCheckpoint))
+	}) {
+		t.Errorf("the log does not say that checkpoints wait: %q", f.lines())
+	}
+	// One asked for is taken.
+	f.m.RequestCheckpoint()
+	asked := waitFor("the checkpoint asked for not taken", func(p StreamProgress) bool { return p.LastCheckpoint > later.LastCheckpoint })
+	// New input: a checkpoint follows it.
+	out, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.WriteString(strings.Join(lines[len(lines)/2:], "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	all := int64(strings.Count(input, "\n"))
+	read := waitFor("the appended lines not read", func(p StreamProgress) bool { return p.Records == all })
+	waitFor("no checkpoint after new input", func(p StreamProgress) bool {
+		return p.LastCheckpoint > max(asked.LastCheckpoint, read.LastCheckpoint)
+	})
+	f.stop()
+	res, err := streamEngine(t, engineRules).Stream(context.Background(), d.config(events))
+	if err != nil || !res.Finished {
+		t.Fatalf("the run to the end: %v (finished %v)", err, res != nil && res.Finished)
+	}
+	checkLikeBacktest(t, d, input)
+}

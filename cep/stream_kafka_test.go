@@ -268,20 +268,90 @@ func TestStreamKafkaIdleCaughtUp(t *testing.T) {
 	cfg := d.config("")
 	cfg.Kafka = &KafkaInput{Brokers: brokers, Topic: topic}
 	cfg.IdleTimeout = 200 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg.hooks.afterCommit = func(int64) bool {
-		// Stop once the alerts of the input are committed.
-		return len(committedLines(t, d.alerts)) >= 19
-	}
+	committed := make(chan bool, 1)
+	go func() {
+		// Stop once the alerts of the input are committed (a checkpoint's
+		// sinks commit after it: a quiet job takes no checkpoint after).
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if len(committedLines(t, d.alerts)) >= 19 {
+				committed <- true
+				cancel()
+				return
+			}
+		}
+		committed <- false
+		cancel()
+	}()
 	res, err := streamEngine(t, backtestRules).Stream(ctx, cfg)
-	if err != nil && ctx.Err() != nil {
+	if !<-committed {
 		t.Fatalf("no alerts after 30s: the empty partition holds the watermark back (%v)", err)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the job, cancelled: %v", err)
 	}
 	// big_then_foreign matches at seconds 1, 11, ..., 191; the watermark
 	// (the last event, 199 s, minus the 10 s bound) releases 19.
 	if n := len(committedLines(t, d.alerts)); n < 19 || res == nil {
 		t.Fatalf("%d alerts committed (%v), want the 19 big_then_foreign ones the watermark releases at least", n, err)
+	}
+}
+
+// TestStreamKafkaQuiet: a transactional job over an unbounded topic
+// (repartitioned: the country rule) commits no transaction while nothing
+// new comes, however many intervals pass, and commits again once records
+// come.
+func TestStreamKafkaQuiet(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	input := strings.SplitAfter(inOrderInput(200), "\n")
+	first, rest := strings.Join(input[:100], ""), strings.Join(input[100:], "")
+	topic := fmt.Sprintf("stream-kafka-quiet-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 2, first)
+	cfg := StreamConfig{
+		Kafka:    &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts", Group: topic},
+		StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 20 * time.Millisecond, Parallelism: 2,
+		Monitor: NewStreamMonitor(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := streamEngine(t, engineRules).Stream(ctx, cfg)
+		done <- err
+	}()
+	waitFor := func(what string, cond func(MonitorSnapshot) bool) MonitorSnapshot {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			if sn := cfg.Monitor.Snapshot(); cond(sn) {
+				return sn
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the job ended: %v", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				sn := cfg.Monitor.Snapshot()
+				t.Fatalf("after 60 s: %s (%d commits, %+v)", what, sn.KafkaCommits, sn.Progress.StreamStats)
+			}
+		}
+	}
+	n := int64(strings.Count(first, "\n"))
+	quiet := waitFor("nothing read, or no checkpoint skipped", func(sn MonitorSnapshot) bool {
+		return sn.Progress.Records == n && sn.Progress.Skipped > 0 && sn.KafkaCommits > 0
+	})
+	later := waitFor("skipping stopped", func(sn MonitorSnapshot) bool { return sn.Progress.Skipped >= quiet.Progress.Skipped+25 })
+	if later.KafkaCommits != quiet.KafkaCommits {
+		t.Fatalf("%d transactions committed in %d intervals with nothing new", later.KafkaCommits-quiet.KafkaCommits, later.Progress.Skipped-quiet.Progress.Skipped)
+	}
+	produceTopic(t, brokers, topic, 2, rest)
+	all := int64(len(input) - 1)
+	read := waitFor("the new records not read", func(sn MonitorSnapshot) bool { return sn.Progress.Records == all })
+	waitFor("no transaction after the new records", func(sn MonitorSnapshot) bool { return sn.KafkaCommits > max(read.KafkaCommits, later.KafkaCommits) })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the job, cancelled: %v", err)
 	}
 }
 

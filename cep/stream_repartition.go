@@ -604,7 +604,7 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 	if err := route(); err != nil {
 		return err
 	}
-	s.positions[b.Partition.Name] = b.End
+	s.setPosition(b.Partition.Name, b.End)
 	return s.flush()
 }
 

@@ -3,6 +3,7 @@ package cep
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"time"
@@ -45,6 +46,8 @@ type streamSource struct {
 	// hold nothing: it goes out after the record that empties it.
 	wantBarrier bool
 	wantSince   time.Time
+	// moved counts the changes of positions (job.quiet).
+	moved int64
 	// cursors, for a directory read without following, are the batches
 	// of each partition being consumed, by index: records come one at a
 	// time from the partition whose watermark is lowest (nil otherwise).
@@ -389,7 +392,7 @@ func (s *streamSource) setBatch(p int, b runtime.Batch) error {
 		}
 	}
 	if len(b.Records) == 0 {
-		s.positions[b.Partition.Name] = b.End
+		s.setPosition(b.Partition.Name, b.End)
 		return s.endOfBatch(p)
 	}
 	return nil
@@ -421,7 +424,7 @@ func (s *streamSource) step(n int) error {
 		if err := s.record(c.b.Partition, &c.b.Records[i], preparedAt(c.pre, i)); err != nil {
 			return err
 		}
-		s.positions[c.p.Name] = positionAfter(&c.b, i)
+		s.setPosition(c.p.Name, positionAfter(&c.b, i))
 		if c.next == len(c.b.Records) {
 			if err := s.endOfBatch(p); err != nil {
 				return err
@@ -462,6 +465,29 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	return m, nil
 }
 
+// setPosition sets partition name's position, counting a change (moved).
+func (s *streamSource) setPosition(name string, p runtime.Position) {
+	if s.positions[name] != p {
+		s.positions[name] = p
+		s.moved++
+	}
+}
+
+// activity is a digest of what the source's part of a checkpoint holds
+// that input and time change: the changes of positions, the watermark
+// forwarded, the partitions' watermarks and idleness, and the rules
+// version the process's rules source holds. Equal at two moments, nothing
+// was read between them and no timer could fire: a checkpoint would hold
+// nothing the previous one does not ([job.quiet]).
+func (s *streamSource) activity() ([]byte, error) {
+	b := binary.AppendVarint(nil, s.moved)
+	b = binary.AppendVarint(b, int64(s.forwarded))
+	if t := s.j.taken; t != nil {
+		b = append(b, t.Hash...)
+	}
+	return s.pw.AppendBinary(b)
+}
+
 // onBatch decodes, routes and (at the watermark cadence) forwards
 // watermarks for the records of b.
 func (s *streamSource) onBatch(b runtime.Batch) error {
@@ -491,13 +517,13 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 		if s.barrierDue() {
 			// A barrier between two records of the batch: the
 			// partition's position is just after this one.
-			s.positions[p.Name] = positionAfter(&b, i)
+			s.setPosition(p.Name, positionAfter(&b, i))
 			if err := s.barrier(); err != nil {
 				return err
 			}
 		}
 	}
-	s.positions[p.Name] = b.End
+	s.setPosition(p.Name, b.End)
 	if b.Done {
 		s.pw.Finish(p.Index)
 		if err := s.forward(s.pw.Current()); err != nil {
