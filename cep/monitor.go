@@ -96,10 +96,12 @@ type MonitorSnapshot struct {
 	// whose duration (barrier to commit) is at most the bound of the
 	// same index in CheckpointBucketBounds (not cumulative);
 	// CheckpointSum is their total duration, CheckpointFailures the
-	// checkpoints aborted or whose commit failed.
+	// checkpoints aborted or whose commit failed, CheckpointsSkipped those
+	// not taken because nothing changed since the latest (an idle job).
 	CheckpointBuckets  []uint64
 	CheckpointSum      time.Duration
 	CheckpointFailures int64
+	CheckpointsSkipped int64
 	// Partitions is the number of input partitions the job reads;
 	// PartitionWatermarks the watermark of each input partition by name
 	// (a file, or TOPIC-P), as the job last saw it.
@@ -320,6 +322,13 @@ func (m *StreamMonitor) kafkaTxn(ok bool) {
 	} else {
 		m.s.KafkaAborts++
 	}
+}
+
+// skipped counts a checkpoint not taken: nothing changed since the latest.
+func (m *StreamMonitor) skipped() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s.CheckpointsSkipped++
 }
 
 // checkpoint counts a checkpoint: completed in d, or failed.

@@ -508,20 +508,20 @@ func (j *job) outputsCommitted() int64 {
 // switch, which ends a job at a checkpoint and restores it into another):
 // the counters of the run (of the Stream call), which go on.
 type runCarry struct {
-	checkpoints, aborted  int64
-	maxDuration, maxStall time.Duration
-	firstEvent            time.Duration
-	eventSeen             bool  // an event was routed: FirstEvent is set
-	startRecs             int64 // Records when the run started
-	restored              int64 // the checkpoint the run resumed from (0: a fresh start)
-	taken                 *Ruleset
-	dirAsked              string
+	checkpoints, aborted, skipped int64
+	maxDuration, maxStall         time.Duration
+	firstEvent                    time.Duration
+	eventSeen                     bool  // an event was routed: FirstEvent is set
+	startRecs                     int64 // Records when the run started
+	restored                      int64 // the checkpoint the run resumed from (0: a fresh start)
+	taken                         *Ruleset
+	dirAsked                      string
 }
 
 // carry returns the counters of the run for the next job.
 func (j *job) carry() *runCarry {
 	return &runCarry{
-		checkpoints: j.stats.Checkpoints, aborted: j.stats.Aborted,
+		checkpoints: j.stats.Checkpoints, aborted: j.stats.Aborted, skipped: j.stats.Skipped,
 		maxDuration: j.stats.MaxDuration, maxStall: j.stats.MaxStall,
 		firstEvent: j.stats.FirstEvent, eventSeen: j.eventSeen,
 		startRecs: j.startRecs, restored: j.runRestored(),
@@ -706,7 +706,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	}
 	if j.meta != nil {
 		j.stats = j.meta.Stats
-		j.stats.Checkpoints, j.stats.Aborted = 0, 0
+		j.stats.Checkpoints, j.stats.Aborted, j.stats.Skipped = 0, 0, 0
 		j.stats.MaxDuration, j.stats.MaxStall = 0, 0
 		j.stats.LastCheckpoint = j.restored
 		j.stats.LastDuration, j.stats.LastStall = 0, 0
@@ -738,7 +738,7 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	j.startRecs = j.stats.Records
 	if p := j.carried; p != nil {
 		// After a switch: the run goes on, and so do its counters.
-		j.stats.Checkpoints, j.stats.Aborted = p.checkpoints, p.aborted
+		j.stats.Checkpoints, j.stats.Aborted, j.stats.Skipped = p.checkpoints, p.aborted, p.skipped
 		j.stats.MaxDuration, j.stats.MaxStall = p.maxDuration, p.maxStall
 		j.stats.FirstEvent, j.eventSeen = p.firstEvent, p.eventSeen
 		j.startRecs = p.startRecs

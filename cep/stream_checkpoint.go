@@ -245,6 +245,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 				}
 				if quiet {
 					j.stats.Skipped++
+					if c.Monitor != nil {
+						c.Monitor.skipped()
+					}
 				} else if src.guard != nil && src.guard.Holding() > 0 {
 					// The guard's held events belong to no checkpoint
 					// yet: the barrier follows the record that settles
@@ -283,9 +286,10 @@ const quietEvery = 10 * time.Minute
 
 // quiet reports whether the checkpoint due at now can be skipped because
 // nothing changed since the latest barrier: no record read, no position
-// moved, no watermark or idleness changed (so no timer fired and no output
-// is waiting for its commit), no switch of the rules, no checkpoint asked
-// for, no repartition marker to write. An idle job (a followed file or a
+// moved, the watermarks unchanged (so no timer fired and no output is
+// waiting for its commit), no switch of the rules, no checkpoint asked
+// for, no repartition marker to write (a partition's idleness changes
+// one or the other). An idle job (a followed file or a
 // Kafka topic with nothing new) then neither commits a transaction nor
 // writes a checkpoint every interval, only every quietEvery. Skipping is
 // always safe: a restore from the latest checkpoint reads on from the

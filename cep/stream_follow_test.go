@@ -723,6 +723,9 @@ func TestStreamQuietCheckpoints(t *testing.T) {
 	if later.LastCheckpoint != quiet.LastCheckpoint || later.Checkpoints != quiet.Checkpoints {
 		t.Fatalf("checkpoints %d (last %d) became %d (last %d) with nothing to read", quiet.Checkpoints, quiet.LastCheckpoint, later.Checkpoints, later.LastCheckpoint)
 	}
+	if sn := f.m.Snapshot(); sn.CheckpointsSkipped < later.Skipped {
+		t.Errorf("the monitor counts %d checkpoints skipped, the job %d", sn.CheckpointsSkipped, later.Skipped)
+	}
 	if !slices.ContainsFunc(f.lines(), func(l string) bool {
 		return strings.HasPrefix(l, fmt.Sprintf("nothing new since checkpoint %d: ", quiet.LastCheckpoint))
 	}) {

@@ -475,10 +475,12 @@ func (s *streamSource) setPosition(name string, p runtime.Position) {
 
 // activity is a digest of what the source's part of a checkpoint holds
 // that input and time change: the changes of positions, the watermark
-// forwarded, the partitions' watermarks and idleness, and the rules
-// version the process's rules source holds. Equal at two moments, nothing
-// was read between them and no timer could fire: a checkpoint would hold
-// nothing the previous one does not ([job.quiet]).
+// forwarded, the partitions' watermarks (their largest times), and the
+// rules version the process's rules source holds. A partition's idleness
+// acts through the watermark forwarded (and, repartitioned, the markers:
+// [job.quiet] looks at those). Equal at two moments, nothing was read
+// between them and no timer could fire: a checkpoint would hold nothing
+// the previous one does not.
 func (s *streamSource) activity() ([]byte, error) {
 	b := binary.AppendVarint(nil, s.moved)
 	b = binary.AppendVarint(b, int64(s.forwarded))

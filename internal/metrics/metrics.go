@@ -35,7 +35,7 @@ var Names = []string{
 	"cepheus_late_events_total", "cepheus_alerts_total", "cepheus_rule_alerts_total",
 	"cepheus_keys", "cepheus_buffered_events", "cepheus_queued_events",
 	"cepheus_watermark_seconds", "cepheus_watermark_lag_seconds",
-	"cepheus_checkpoint_duration_seconds", "cepheus_checkpoint_failures_total",
+	"cepheus_checkpoint_duration_seconds", "cepheus_checkpoint_failures_total", "cepheus_checkpoints_skipped_total",
 	"cepheus_last_checkpoint", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
 	"cepheus_ready", "cepheus_ruleset_info", "cepheus_rule_condition_errors_total", "cepheus_rule_dropped_total",
 	"cepheus_partition_watermark_seconds", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
@@ -72,6 +72,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_watermark_lag_seconds", "The largest event time read minus the watermark.")
 	d("cepheus_checkpoint_duration_seconds", "Time from a checkpoint's barrier to its commit.")
 	d("cepheus_checkpoint_failures_total", "Checkpoints aborted or whose commit failed.")
+	d("cepheus_checkpoints_skipped_total", "Checkpoints not taken because nothing changed since the latest: an idle job checkpoints every 10 minutes.")
 	d("cepheus_last_checkpoint", "The id of the latest complete checkpoint.")
 	d("cepheus_checkpoint_stall_seconds", "The longest time a subtask stopped processing for the latest checkpoint.")
 	d("cepheus_partitions", "Input (and repartition) partitions the job reads.")
@@ -216,6 +217,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n += s.CheckpointBuckets[len(s.CheckpointBuckets)-1]
 	ch <- prometheus.MustNewConstHistogram(c.descs["cepheus_checkpoint_duration_seconds"], n, s.CheckpointSum.Seconds(), buckets)
 	counter("cepheus_checkpoint_failures_total", float64(s.CheckpointFailures))
+	counter("cepheus_checkpoints_skipped_total", float64(s.CheckpointsSkipped))
 	gauge("cepheus_last_checkpoint", float64(p.LastCheckpoint))
 	gauge("cepheus_checkpoint_stall_seconds", p.LastStall.Seconds())
 	gauge("cepheus_partitions", float64(s.Partitions))
