@@ -111,6 +111,15 @@ is_ours() {
   [[ "$args" == *"kafka.Kafka $2"* ]]
 }
 
+# started PID NODE_CONF: whether PID, a broker started a moment ago, still runs: it is ours,
+# or it is the script's child that has not run java yet (until its exec its command line is
+# this script's: a check right after the start, on a loaded machine, sees that).
+started() {
+  is_ours "$1" "$2" && return 0
+  running "$1" || return 1
+  [[ "$(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null)" == *kafka.sh* ]]
+}
+
 # running PID: whether PID exists and has not exited (a zombie, exited but not yet reaped by
 # its parent, does not run).
 running() {
@@ -318,7 +327,7 @@ launch() {
     pid="$(sed -n "${i}p" "$dir/pids" | cut -d' ' -f1)"
     props="$dir/node$i/server.properties"
     until grep -q "Kafka Server started" "$nodelog" 2>/dev/null; do
-      if ! is_ours "$pid" "$props"; then
+      if ! started "$pid" "$props"; then
         if grep -q "Address already in use" "$nodelog"; then
           log "node $i: a port was taken meanwhile; trying other ports"
           return 3
@@ -372,7 +381,7 @@ restart_node() {
   mv "$tmp" "$dir/pids"
   deadline=$(( $(date +%s) + ${KAFKA_START_TIMEOUT:-120} ))
   until grep -q "Kafka Server started" "$nodelog" 2>/dev/null; do
-    is_ours "$pid" "$props" || { tail -n 40 "$nodelog" >&2; die "node $i exited before it was ready"; }
+    started "$pid" "$props" || { tail -n 40 "$nodelog" >&2; die "node $i exited before it was ready"; }
     (( $(date +%s) < deadline )) || die "node $i not ready after ${KAFKA_START_TIMEOUT:-120}s"
     sleep 0.1
   done
