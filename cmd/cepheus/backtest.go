@@ -91,8 +91,10 @@ turn over the same events (not with stdin).
 
 Memory: keys whose state has not changed for a while are kept encoded,
 and the collector works harder as the process nears -memory-limit (368MiB
-by default; GOGC and GOMEMLIMIT in the environment win). A state larger
-than the limit still runs, more slowly: raise the limit then.
+by default; GOGC and GOMEMLIMIT in the environment win). The default is
+raised to twice the live heap when that nears it, with a line saying so,
+and lowered again when it falls; a limit given with -memory-limit is
+kept, and a state larger than it still runs, more slowly.
 `,
 }
 
