@@ -9,7 +9,12 @@
 //	cepheus backtest -rules R -events E    replay a file of events through a ruleset
 //	cepheus run -rules R -events E -state S -alerts A
 //	                                       run a ruleset live, checkpointed, exactly once
+//	cepheus serve [the flags of run]       run, with metrics, a control API and hot-loading
+//	cepheus status                         ask a running serve what it does
+//	cepheus rules validate|deploy|list|rollback|promote [FILE]
+//	                                       manage the ruleset versions of a running serve
 //	cepheus gen [-o file]                  write synthetic card events with labelled fraud
+//	cepheus enrich load ...                fill Redis with a lookup file
 //	cepheus produce -topic T -events E     write a file of JSON lines to a Kafka topic
 //	cepheus consume -topic T               print a Kafka topic's records (read committed)
 //	cepheus version                        print the version (also -version, --version)
