@@ -189,7 +189,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.BoolVar(&f.follow, "follow", false, "keep reading the input as it grows, until stopped")
 	fs.DurationVar(&f.poll, "poll", 100*time.Millisecond, "with -follow, how often a file at its end, and the directory, are looked at (a file with nothing new for 100 looks: every 10)")
 	fs.DurationVar(&f.interval, "checkpoint-interval", time.Second, "time between two checkpoints")
-	fs.DurationVar(&f.timeout, "checkpoint-timeout", time.Minute, "a checkpoint not complete after this long is aborted (its output joins the next one)")
+	fs.DurationVar(&f.timeout, "checkpoint-timeout", time.Minute, "a checkpoint not complete after this long is aborted (its output joins the next one; with -alerts-topic its transaction fails, and the job starts again from the last committed checkpoint)")
 	fs.DurationVar(&f.minPause, "checkpoint-min-pause", 0, "least time between the end of a checkpoint and the next one")
 	fs.Int64Var(&f.checkpointRecords, "checkpoint-records", 0, "also take a checkpoint every this many input records, so that checkpoints fall at the same records in every run (0: by time only)")
 	fs.IntVar(&f.keep, "keep", 3, "complete checkpoints kept")
