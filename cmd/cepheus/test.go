@@ -26,8 +26,9 @@ the notation of an expect line, then what was produced and the number of
 conditions that failed at run time (each counted as false), per rule.
 
 A file that does not compile is reported as check would report it. Test
-prints a line per file (ok or FAIL, with the number of tests) and exits
-with status 1 when a file does not compile or a test fails.
+prints a line per file (ok or FAIL, with the number of tests; ? when the
+file has no test, or none that -run matches) and exits with status 1 when
+a file does not compile or a test fails.
 `,
 }
 
