@@ -200,7 +200,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.StringVar(&f.dead, "dead-letter", "", "file for undecodable lines (created only if there are any; default: only counted)")
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100; s refuses them too; ms takes any number)")
 	fs.DurationVar(&f.maxAhead, "max-ahead", 24*time.Hour, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
-	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never)")
+	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never; a run none of whose first 10,000 lines decodes stops there whatever this says)")
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud): an event is labelled when it is true, a non-zero number, or \"true\", \"1\" or \"yes\"")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
