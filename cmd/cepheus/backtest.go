@@ -977,11 +977,12 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 			fmt.Fprintf(bw, "  lookup %s: unbound, every event got its defaults\n", l.Name)
 			continue
 		}
-		fmt.Fprintf(bw, "  lookup %s: %s keys, %.1f%% from the cache; %s read in %s (%s without a record)",
-			l.Name, humanize.Int(int64(l.Hits+l.Misses)), 100*l.HitRate(), humanize.Int(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.NotFound)))
+		fmt.Fprintf(bw, "  lookup %s: %s, %.1f%% from the cache; %s read in %s (%s without a record)",
+			l.Name, plural(int64(l.Hits+l.Misses), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.NotFound)))
 		if l.Failures > 0 {
-			fmt.Fprintf(bw, "; %s failed (%s timeouts): %s events got the defaults, %s went to the dead letters%s",
-				plural(int64(l.Failures), "request", "requests"), humanize.Int(int64(l.Timeouts)), humanize.Int(int64(l.Defaulted)), humanize.Int(int64(l.Rejected)),
+			fmt.Fprintf(bw, "; %s failed (%s): %s the defaults, %s to the dead letters%s",
+				plural(int64(l.Failures), "request", "requests"), plural(int64(l.Timeouts), "timeout", "timeouts"),
+				plural(int64(l.Defaulted), "event got", "events got"), humanize.Int(int64(l.Rejected))+" went",
 				lastError(l))
 		}
 		if l.Misses > 0 && l.NotFound >= l.Misses && l.Failures == 0 {

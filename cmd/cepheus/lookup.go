@@ -228,10 +228,10 @@ func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
 			fmt.Fprintf(w, "%s: lookup %s: unbound, the defaults for every event\n", cmd, l.Name)
 			continue
 		}
-		fmt.Fprintf(w, "%s: lookup %s: %s keys from the cache (%.1f%%), %s read (%s without a record) in %s; %s failed (%s timeouts): %s events with the defaults, %s dead letters%s\n",
-			cmd, l.Name, humanize.Int(int64(l.Hits)), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)),
-			plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.Failures)), humanize.Int(int64(l.Timeouts)),
-			humanize.Int(int64(l.Defaulted)), humanize.Int(int64(l.Rejected)), lastError(l))
+		fmt.Fprintf(w, "%s: lookup %s: %s from the cache (%.1f%%), %s read (%s without a record) in %s; %s failed (%s): %s with the defaults, %s%s\n",
+			cmd, l.Name, plural(int64(l.Hits), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)),
+			plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.Failures)), plural(int64(l.Timeouts), "timeout", "timeouts"),
+			plural(int64(l.Defaulted), "event", "events"), plural(int64(l.Rejected), "dead letter", "dead letters"), lastError(l))
 	}
 }
 

@@ -238,7 +238,7 @@ func TestRunLookupSummaryLastError(t *testing.T) {
 	unbound.Name = "device"
 	var b bytes.Buffer
 	printLookupSummary(&b, "run", []cep.LookupStats{failing, fine, unbound})
-	want := "run: lookup customer: 0 keys from the cache (0.0%), 4 read (0 without a record) in 3 requests; 2 failed (1 timeouts): 4 events with the defaults, 0 dead letters; last error: no answer within 250ms\n" +
+	want := "run: lookup customer: 0 keys from the cache (0.0%), 4 read (0 without a record) in 3 requests; 2 failed (1 timeout): 4 events with the defaults, 0 dead letters; last error: no answer within 250ms\n" +
 		"run: lookup merchant: 0 keys from the cache (0.0%), 1 read (0 without a record) in 1 request; 0 failed (0 timeouts): 0 events with the defaults, 0 dead letters\n" +
 		"run: lookup device: unbound, the defaults for every event\n"
 	if got := b.String(); got != want {
