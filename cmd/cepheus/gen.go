@@ -220,14 +220,23 @@ func genConfigError(fs *flagSet, err error) error {
 // file beside path, gzip-compressed when path ends in .gz. commit flushes
 // and closes it and renames it to path; abort removes it: a gen that
 // fails or is interrupted leaves no partial file that would pass for a
-// whole one (nor replaces an older file of that name).
+// whole one (nor replaces an older file of that name). A path that is
+// not a regular file (/dev/null, a FIFO) is written as it is: renamed
+// over, a device or a FIFO would become a regular file (as root, /dev/null
+// itself).
 func createOutput(path string, stdout io.Writer) (w io.Writer, commit func() error, abort func(), err error) {
 	if path == "" || path == "-" {
 		bw := bufio.NewWriterSize(stdout, 1<<16)
 		return bw, bw.Flush, func() { _ = bw.Flush() }, nil
 	}
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
-	f, err := os.Create(tmp)
+	var f *os.File
+	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		tmp = ""
+		f, err = os.OpenFile(path, os.O_WRONLY, 0)
+	} else {
+		f, err = os.Create(tmp)
+	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -250,12 +259,17 @@ func createOutput(path string, stdout io.Writer) (w io.Writer, commit func() err
 	}
 	abort = func() {
 		f.Close()
-		os.Remove(tmp)
+		if tmp != "" {
+			os.Remove(tmp)
+		}
 	}
 	commit = func() error {
 		err := flush()
 		if cerr := f.Close(); err == nil {
 			err = cerr
+		}
+		if tmp == "" {
+			return err
 		}
 		if err == nil {
 			err = os.Rename(tmp, path)

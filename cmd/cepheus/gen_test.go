@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -225,5 +226,48 @@ func TestGenInterrupted(t *testing.T) {
 	}
 	if n := bytes.Count(b, []byte("\n")); err != nil || n != want {
 		t.Errorf("%s: %d lines, %v; want the %d events gen wrote, whole", out, n, err, want)
+	}
+}
+
+// TestGenOutputFIFO: -o naming a FIFO (or a device, /dev/null) writes
+// into it and leaves it as it is: renamed over, a FIFO became a regular
+// file, and so did /dev/null under root.
+func TestGenOutputFIFO(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"gen", "-days", "1", "-events-per-day", "2000", "-history-days", "0", "-scenarios", "card_testing", "-seed", "3", "-o"}
+	file := filepath.Join(dir, "events.jsonl")
+	if code, _, errOut := cepheus(t, append(args, file)...); code != 0 {
+		t.Fatalf("gen -o %s: exit %d\n%s", file, code, errOut)
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "events.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal("mkfifo:", err)
+	}
+	read := make(chan []byte, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			read <- nil
+			return
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		read <- b
+	}()
+	if code, _, errOut := cepheus(t, append(args, fifo)...); code != 0 {
+		t.Fatalf("gen -o FIFO: exit %d\n%s", code, errOut)
+	}
+	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("after gen -o FIFO the FIFO is %v (%v): replaced", st.Mode(), err)
+	}
+	if got := <-read; !bytes.Equal(got, want) {
+		t.Errorf("the FIFO's reader got %d bytes, the file has %d", len(got), len(want))
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 2 {
+		t.Errorf("the directory holds %d entries (%v), want the file and the FIFO", len(entries), err)
 	}
 }
