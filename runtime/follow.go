@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,13 @@ import (
 // the records read so far are delivered and the consumer hears that the
 // reader is caught up. A file that shrinks below what was read (truncated
 // in place) is an error: its lines would be lost or read twice.
+//
+// With closeAfter set (the files of a followed directory), a file that has
+// had nothing new for that long of polling returns [errInactive], and
+// keeps returning it: its reader closes it and hands it to the directory
+// scan ([PartitionReader.watchDir]), which opens it again once it grows
+// past offset. info and offset are then the file as it was last looked at
+// and the bytes read of it.
 type followReader struct {
 	ctx  context.Context
 	f    *os.File
@@ -41,7 +49,19 @@ type followReader struct {
 	quiet int
 	// sleep waits between polls; nil: sleepCtx (a test's hook).
 	sleep func(context.Context, time.Duration) error
+	// closeAfter, when positive, is how long a file may have nothing new
+	// before Read returns errInactive; quietFor is the time waited since
+	// it last had something new.
+	closeAfter, quietFor time.Duration
+	// info and offset, set when Read returned errInactive, are the file's
+	// last stat and the bytes read of it.
+	info   os.FileInfo
+	offset int64
 }
+
+// errInactive is the error of a followed file with nothing new for its
+// reader's closeAfter: not a failure, the reader closes the file.
+var errInactive = errors.New("runtime: source: inactive")
 
 // quietPolls and quietFactor: after quietPolls polls that found nothing
 // new, a followed file is polled every quietFactor polls.
@@ -57,11 +77,14 @@ func (r *followReader) pollAfter(quiet int) time.Duration {
 }
 
 func (r *followReader) Read(p []byte) (int, error) {
+	if r.info != nil {
+		return 0, errInactive
+	}
 	waited := false
 	for {
 		n, err := r.f.Read(p)
 		if n > 0 || len(p) == 0 {
-			r.quiet = 0
+			r.quiet, r.quietFor = 0, 0
 			return n, nil
 		}
 		if err != io.EOF {
@@ -80,10 +103,12 @@ func (r *followReader) Read(p []byte) (int, error) {
 		if sleep == nil {
 			sleep = sleepCtx
 		}
-		if err := sleep(r.ctx, r.pollAfter(r.quiet)); err != nil {
+		d := r.pollAfter(r.quiet)
+		if err := sleep(r.ctx, d); err != nil {
 			return 0, err
 		}
 		r.quiet++
+		r.quietFor += d
 		fi, err := r.f.Stat()
 		if err != nil {
 			return 0, err
@@ -93,9 +118,19 @@ func (r *followReader) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		if fi.Size() < read {
-			return 0, fmt.Errorf("truncated while followed (%d bytes, %d read)", fi.Size(), read)
+			return 0, errTruncated(fi.Size(), read)
+		}
+		if r.closeAfter > 0 && r.quietFor >= r.closeAfter && fi.Size() == read {
+			r.info, r.offset = fi, read
+			return 0, errInactive
 		}
 	}
+}
+
+// errTruncated is the error of a followed file of size bytes of which
+// read were read.
+func errTruncated(size, read int64) error {
+	return fmt.Errorf("truncated while followed (%d bytes, %d read)", size, read)
 }
 
 // sleepCtx waits d, or until ctx is done (then it returns ctx's error).

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -297,5 +298,147 @@ func TestFollowQuietFile(t *testing.T) {
 	}
 	if len(waits) == 0 || waits[0] != poll {
 		t.Fatalf("waits after the file grew: %v, want %v first", waits, poll)
+	}
+}
+
+// openFDs counts the open file descriptors of the process.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// recvUntilClosed receives batches until each partition named in names
+// has sent a Closed batch, and returns their lines (batchLog) by
+// partition.
+func recvUntilClosed(t *testing.T, r *PartitionReader, names ...string) map[string][]string {
+	t.Helper()
+	waiting := map[string]bool{}
+	for _, name := range names {
+		waiting[name] = true
+	}
+	lines := map[string][]string{}
+	for len(waiting) > 0 {
+		b := recv(t, r)
+		lines[b.Partition.Name] = append(lines[b.Partition.Name], batchLog(b)...)
+		if b.Closed {
+			delete(waiting, b.Partition.Name)
+		}
+	}
+	return lines
+}
+
+// TestFollowCloseInactive: the files of a followed directory that have
+// nothing new for CloseInactive are closed and their goroutines end (a
+// directory of rotated files kept a descriptor and a goroutine of each
+// for ever); a closed file that grows is opened again and read on from
+// its position, once, as are a partial last line completed and a gzip
+// member appended; a resumed reader closes them again, and a closed file
+// truncated is an error.
+func TestFollowCloseInactive(t *testing.T) {
+	if goruntime.GOOS != "linux" {
+		t.Skip("counts descriptors in /proc/self/fd")
+	}
+	base, baseFDs := goroutines(), openFDs(t)
+	dir := t.TempDir()
+	const n = 300
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("f%03d.jsonl", i)
+		names = append(names, name)
+		appendTo(t, filepath.Join(dir, name), fmt.Sprintf("%d-a\n", i))
+	}
+	appendTo(t, filepath.Join(dir, "f007.jsonl"), "7-b") // a partial last line
+	appendTo(t, filepath.Join(dir, "g.jsonl.gz"), string(gzipBytes(t, "g1\n")))
+	names = append(names, "g.jsonl.gz")
+	cfg := ReaderConfig{CloseInactive: 20 * time.Millisecond}
+	r := follow(t, context.Background(), dir, cfg)
+	defer r.Close()
+	got := recvUntilClosed(t, r, names...)
+	if !slices.Equal(got["f007.jsonl"], []string{"f007.jsonl: open@0:0", "f007.jsonl: 1@0:7-a", "f007.jsonl: closed@4:1"}) ||
+		!slices.Equal(got["f123.jsonl"], []string{"f123.jsonl: open@0:0", "f123.jsonl: 1@0:123-a", "f123.jsonl: closed@6:1"}) ||
+		!slices.Equal(got["g.jsonl.gz"], []string{"g.jsonl.gz: open@0:0", "g.jsonl.gz: 1@0:g1", "g.jsonl.gz: closed@3:1"}) {
+		t.Fatalf("before the close: %q, %q, %q", got["f007.jsonl"], got["f123.jsonl"], got["g.jsonl.gz"])
+	}
+	// The directory scan alone is left (and the reader's own goroutine
+	// that closes its channel): not one goroutine or descriptor a file.
+	const margin = 10
+	waitFor(t, func() bool { return goroutines() <= base+margin && openFDs(t) <= baseFDs+margin })
+
+	// Grown, closed files are read on from their positions, once each,
+	// and closed again.
+	appendTo(t, filepath.Join(dir, "f007.jsonl"), "x\n")
+	appendTo(t, filepath.Join(dir, "f123.jsonl"), "b\nc\n")
+	appendTo(t, filepath.Join(dir, "g.jsonl.gz"), string(gzipBytes(t, "g2\n")))
+	got = recvUntilClosed(t, r, "f007.jsonl", "f123.jsonl", "g.jsonl.gz")
+	if len(got) != 3 ||
+		!slices.Equal(got["f007.jsonl"], []string{"f007.jsonl: 2@4:7-bx", "f007.jsonl: closed@9:2"}) ||
+		!slices.Equal(got["f123.jsonl"], []string{"f123.jsonl: 2@6:b", "f123.jsonl: 3@8:c", "f123.jsonl: closed@10:3"}) ||
+		!slices.Equal(got["g.jsonl.gz"], []string{"g.jsonl.gz: 2@3:g2", "g.jsonl.gz: closed@6:2"}) {
+		t.Fatalf("after the appends: %q", got)
+	}
+	quiet(t, r, 50*time.Millisecond)
+	waitFor(t, func() bool { return goroutines() <= base+margin && openFDs(t) <= baseFDs+margin })
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkGoroutines(t, base)
+
+	// Resumed at the positions of closed files (a checkpoint's): each is
+	// opened at its position and closed again; what was appended while
+	// no reader ran is read once.
+	resume := []Position{{File: "f007.jsonl", Offset: 9, Line: 2}, {File: "f123.jsonl", Offset: 10, Line: 3},
+		{File: "g.jsonl.gz", Offset: 6, Line: 2}, {File: "f050.jsonl", Offset: 5, Line: 1}}
+	appendTo(t, filepath.Join(dir, "f050.jsonl"), "d\n")
+	cfg.Resume = resume
+	r2 := follow(t, context.Background(), dir, cfg)
+	defer r2.Close()
+	got = recvUntilClosed(t, r2, names...)
+	if !slices.Equal(got["f050.jsonl"], []string{"f050.jsonl: open@5:1", "f050.jsonl: 2@5:d", "f050.jsonl: closed@7:2"}) ||
+		!slices.Equal(got["f007.jsonl"], []string{"f007.jsonl: open@9:2", "f007.jsonl: closed@9:2"}) ||
+		!slices.Equal(got["g.jsonl.gz"], []string{"g.jsonl.gz: open@6:2", "g.jsonl.gz: closed@6:2"}) {
+		t.Fatalf("resumed: %q, %q, %q", got["f050.jsonl"], got["f007.jsonl"], got["g.jsonl.gz"])
+	}
+	waitFor(t, func() bool { return goroutines() <= base+margin && openFDs(t) <= baseFDs+margin })
+
+	// A closed file truncated is an error, as an open one is.
+	if err := os.Truncate(filepath.Join(dir, "f200.jsonl"), 2); err != nil {
+		t.Fatal(err)
+	}
+	for range r2.Batches() {
+	}
+	if err := r2.Close(); err == nil || !strings.Contains(err.Error(), "f200.jsonl: truncated while followed (2 bytes, 6 read)") {
+		t.Fatalf("Close = %v", err)
+	}
+	checkGoroutines(t, base)
+}
+
+// TestFollowClosedReplaced: a closed file deleted is no error (it stays
+// closed, as an open one deleted goes on being read to no end); a closed
+// file whose name now holds another file (renamed over it) is an error:
+// read at the old file's position, its lines would be lost or wrong.
+func TestFollowClosedReplaced(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	appendTo(t, a, "a1\n")
+	appendTo(t, b, "b1\n")
+	r := follow(t, context.Background(), dir, ReaderConfig{CloseInactive: 10 * time.Millisecond})
+	defer r.Close()
+	recvUntilClosed(t, r, "a.jsonl", "b.jsonl")
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	quiet(t, r, 100*time.Millisecond) // five scans of the closed files
+	appendTo(t, filepath.Join(dir, ".b.tmp"), "b1\nb2\n")
+	if err := os.Rename(filepath.Join(dir, ".b.tmp"), b); err != nil {
+		t.Fatal(err)
+	}
+	for range r.Batches() {
+	}
+	if err := r.Close(); err == nil || !strings.Contains(err.Error(), "b.jsonl: replaced by another file while followed") {
+		t.Fatalf("Close = %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,6 +37,17 @@ type ReaderConfig struct {
 	// followed directory, are looked at; a file with nothing new for 100
 	// polls is looked at every 10 polls until it grows. Default (0): 100ms.
 	PollInterval time.Duration
+	// CloseInactive, when positive, closes a followed directory's file
+	// that has had nothing new for that long: its goroutine ends and its
+	// descriptor is closed (a [Batch] marked Closed says so). Every 10
+	// polls the directory scan stats the closed files, and one that grew
+	// past what was read is opened again and read on from its position,
+	// without an Opened batch: its partition (index, name, position) is
+	// the same. A closed file that shrank, or whose name now holds
+	// another file (os.SameFile), is an error; one deleted is not (it
+	// stays closed). Default (0): files stay open. A followed file that is
+	// not in a directory is never closed.
+	CloseInactive time.Duration
 	// BatchRecords and BatchBytes bound a [Batch]: at most BatchRecords
 	// records and, unless it holds a single record, at most BatchBytes
 	// bytes of record data. Defaults (0): 1024 records, 256 KiB.
@@ -60,7 +72,7 @@ type ReaderConfig struct {
 }
 
 func (c ReaderConfig) withDefaults() (ReaderConfig, error) {
-	if c.PollInterval < 0 || c.BatchRecords < 0 || c.BatchBytes < 0 || c.Buffer < 0 {
+	if c.PollInterval < 0 || c.CloseInactive < 0 || c.BatchRecords < 0 || c.BatchBytes < 0 || c.Buffer < 0 {
 		return c, errors.New("runtime: partition reader: negative setting")
 	}
 	if _, err := c.Source.withDefaults(); err != nil {
@@ -108,6 +120,11 @@ type Batch struct {
 	// Done marks the last batch of a partition: the end of a file read
 	// without following, or of standard input.
 	Done bool
+	// Closed marks the last batch before a followed directory's file is
+	// closed for inactivity (ReaderConfig.CloseInactive), caught up: the
+	// partition is not done, and its next batch, if its file grows, comes
+	// from the file opened again.
+	Closed bool
 	// Backlog, when at least 0, is how far the partition's end was past
 	// End when the batch was read (a Kafka partition: the records, as
 	// offsets, not read yet); -1 (or 0 from a reader that does not know)
@@ -136,6 +153,7 @@ type Batch struct {
 type PartitionReader struct {
 	cfg    ReaderConfig
 	path   string
+	dir    bool // path is a directory
 	ctx    context.Context
 	cancel context.CancelFunc
 	out    chan Batch
@@ -148,11 +166,26 @@ type PartitionReader struct {
 	parts []Partition
 	outs  []chan Batch
 
-	mu sync.Mutex // guards err, pumps and stopped
+	mu sync.Mutex // guards err, pumps, stopped and closed
 	// err is the first error of a goroutine.
 	err     error
 	pumps   []*streamPump
 	stopped bool
+	// closed are the files closed for inactivity since the directory scan
+	// last took them.
+	closed []closedFile
+}
+
+// closedFile is a followed directory's file closed for inactivity.
+type closedFile struct {
+	p Partition
+	// pos is where its reading goes on: after the last record delivered.
+	pos Position
+	// info and read are the file as its reader last looked at it and the
+	// bytes read of it (past pos by a partial last line, and, in a gzip
+	// file, counted compressed).
+	info os.FileInfo
+	read int64
 }
 
 // NewPartitionReader lists the partitions of path with [OpenPartitions]
@@ -185,7 +218,7 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 		}
 		resume[p.File] = p
 	}
-	r := &PartitionReader{cfg: cfg, path: path, out: make(chan Batch, cfg.Buffer), done: make(chan struct{}), resume: resume}
+	r := &PartitionReader{cfg: cfg, path: path, dir: isDir, out: make(chan Batch, cfg.Buffer), done: make(chan struct{}), resume: resume}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	context.AfterFunc(r.ctx, r.stopPumps)
 	switch {
@@ -299,7 +332,11 @@ func (r *PartitionReader) stopPumps() {
 }
 
 // watchDir reads the partitions of a followed directory and those that
-// appear in it later, each in its own goroutine.
+// appear in it later, each in its own goroutine. Every quietFactor polls
+// it stats the files closed for inactivity and opens again those that
+// grew ([PartitionReader.reopenGrown]): at the default poll, a line
+// appended to a closed file waits about as long as one appended to a
+// quiet open one.
 func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition) error {
 	known := make(map[string]bool, len(parts))
 	for _, p := range parts {
@@ -307,9 +344,20 @@ func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition) error
 		r.start(func(ctx context.Context) error { return r.readPartition(ctx, p) })
 	}
 	next := len(parts)
-	for {
+	var closed []closedFile
+	for poll := 1; ; poll++ {
 		if err := sleepCtx(ctx, r.cfg.PollInterval); err != nil {
 			return err
+		}
+		r.mu.Lock()
+		closed = append(closed, r.closed...)
+		r.closed = nil
+		r.mu.Unlock()
+		if poll%quietFactor == 0 {
+			var err error
+			if closed, err = r.reopenGrown(closed); err != nil {
+				return err
+			}
 		}
 		names, err := partitionFiles(r.path)
 		if err != nil {
@@ -327,6 +375,46 @@ func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition) error
 	}
 }
 
+// reopenGrown looks at the files closed for inactivity: it opens again,
+// each in a goroutine of its own, those that grew past what was read, and
+// returns the others. A file that shrank or was replaced is an error; one
+// that is gone stays closed (as an open file deleted goes on being read
+// to no end).
+func (r *PartitionReader) reopenGrown(closed []closedFile) ([]closedFile, error) {
+	var still []closedFile
+	for _, c := range closed {
+		fi, err := os.Stat(c.p.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			still = append(still, c)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("runtime: source: %w", err)
+		}
+		if err := c.check(fi); err != nil {
+			return nil, err
+		}
+		if fi.Size() == c.read {
+			still = append(still, c)
+			continue
+		}
+		r.start(func(ctx context.Context) error { return r.readFrom(ctx, c.p, c.pos, r.out, &c) })
+	}
+	return still, nil
+}
+
+// check returns an error when fi, the file under c's name now, is not
+// c's file or is shorter than what was read of it.
+func (c *closedFile) check(fi os.FileInfo) error {
+	if !os.SameFile(fi, c.info) {
+		return fmt.Errorf("runtime: source %s: replaced by another file while followed", c.p.Path)
+	}
+	if fi.Size() < c.read {
+		return fmt.Errorf("runtime: source %s: %w", c.p.Path, errTruncated(fi.Size(), c.read))
+	}
+	return nil
+}
+
 // partReader is the state of one partition's reading: the batch being
 // filled.
 type partReader struct {
@@ -337,6 +425,9 @@ type partReader struct {
 	cur      Batch
 	end      Position
 	caughtUp bool // a CaughtUp batch was sent and no record came since
+	// fr is the followed file's reader (nil for stdin or a file read to
+	// its end).
+	fr *followReader
 }
 
 // readPartition reads one partition from its resume position to its end
@@ -351,12 +442,27 @@ func (r *PartitionReader) readPartitionTo(ctx context.Context, p Partition, out 
 	if !ok {
 		pos = Position{File: p.Name}
 	}
+	return r.readFrom(ctx, p, pos, out, nil)
+}
+
+// readFrom reads partition p from pos into out. closed, when set, is the
+// file closed for inactivity that this reading opens again: the partition
+// has had its Opened batch, and the file must still be the one closed.
+// A file that becomes inactive again is closed, sent as Closed and handed
+// to the directory scan.
+func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Position, out chan<- Batch, closed *closedFile) error {
 	pr := &partReader{r: r, out: out, ctx: ctx, p: p, end: pos}
-	pr.cur = Batch{Partition: p, Opened: true}
-	if err := pr.flush(true); err != nil {
-		return err
+	pr.cur = Batch{Partition: p}
+	if closed == nil {
+		pr.cur.Opened = true
+		if err := pr.flush(true); err != nil {
+			return err
+		}
 	}
-	src, err := r.open(ctx, p, pos, pr.wait)
+	src, err := r.open(ctx, pr, pos, closed)
+	if errors.Is(err, errInactive) {
+		return pr.close()
+	}
 	if err != nil {
 		return err
 	}
@@ -367,6 +473,10 @@ func (r *PartitionReader) readPartitionTo(ctx context.Context, p Partition, out 
 			pr.cur.Done = true
 			return pr.flush(true)
 		}
+		if errors.Is(err, errInactive) {
+			src.Close()
+			return pr.close()
+		}
 		if err != nil {
 			return err
 		}
@@ -376,10 +486,27 @@ func (r *PartitionReader) readPartitionTo(ctx context.Context, p Partition, out 
 	}
 }
 
-// open opens partition p at pos: a file with or without following, or
-// standard input through a pump. wait is called before a read that would
-// wait for input.
-func (r *PartitionReader) open(ctx context.Context, p Partition, pos Position, wait func() error) (*FileSource, error) {
+// close sends what was read, marked Closed, and hands the partition's
+// file, closed for inactivity, to the directory scan.
+func (pr *partReader) close() error {
+	pr.cur.CaughtUp, pr.cur.Closed = true, true
+	pr.caughtUp = true
+	if err := pr.flush(true); err != nil {
+		return err
+	}
+	c := closedFile{p: pr.p, pos: pr.end, info: pr.fr.info, read: pr.fr.offset}
+	pr.r.mu.Lock()
+	pr.r.closed = append(pr.r.closed, c)
+	pr.r.mu.Unlock()
+	return nil
+}
+
+// open opens partition p of pr at pos: a file with or without following,
+// or standard input through a pump. pr.wait is called before a read that
+// would wait for input. closed, when set, is the file closed for
+// inactivity that is opened again.
+func (r *PartitionReader) open(ctx context.Context, pr *partReader, pos Position, closed *closedFile) (*FileSource, error) {
+	p, wait := pr.p, pr.wait
 	if p.Path == "-" {
 		r.mu.Lock()
 		if r.stopped {
@@ -398,7 +525,23 @@ func (r *PartitionReader) open(ctx context.Context, p Partition, pos Position, w
 	if err != nil {
 		return nil, fmt.Errorf("runtime: source: %w", err)
 	}
+	if closed != nil {
+		// Between the scan's stat and the open, the name may have
+		// changed hands.
+		fi, err := f.Stat()
+		if err == nil {
+			err = closed.check(fi)
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	fr := &followReader{ctx: ctx, f: f, poll: r.cfg.PollInterval, wait: wait, hold: pos.Offset > 0}
+	if r.dir {
+		fr.closeAfter = r.cfg.CloseInactive
+	}
+	pr.fr = fr
 	s, err := openFollowed(fr, p.Path, pos, r.cfg.Source)
 	if err != nil {
 		f.Close()

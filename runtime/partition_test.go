@@ -69,7 +69,7 @@ func TestOpenPartitions(t *testing.T) {
 }
 
 // batchLog renders batches as lines: "name: open@pos", "name: line@off:data",
-// "name: caught-up@pos", "name: done@pos".
+// "name: done@pos", "name: closed@pos".
 func batchLog(b Batch) []string {
 	var out []string
 	n := b.Partition.Name
@@ -81,6 +81,9 @@ func batchLog(b Batch) []string {
 	}
 	if b.Done {
 		out = append(out, fmt.Sprintf("%s: done@%d:%d", n, b.End.Offset, b.End.Line))
+	}
+	if b.Closed {
+		out = append(out, fmt.Sprintf("%s: closed@%d:%d", n, b.End.Offset, b.End.Line))
 	}
 	return out
 }
