@@ -104,7 +104,11 @@ type MonitorSnapshot struct {
 	CheckpointsSkipped int64
 	// Partitions is the number of input partitions the job reads;
 	// PartitionWatermarks the watermark of each input partition by name
-	// (a file, or TOPIC-P), as the job last saw it.
+	// (a file, or TOPIC-P), as the job last saw it, but for a followed
+	// directory's files closed for inactivity (StreamConfig.CloseInactive):
+	// a closed file is left out until it grows and is opened again, so
+	// that a directory of rotated files does not keep one entry (one
+	// metric series) of each for ever. Partitions counts them.
 	Partitions          int
 	PartitionWatermarks map[string]int64
 	// KafkaLag is each Kafka partition's lag (input and repartition: the

@@ -48,9 +48,15 @@ type StreamConfig struct {
 	Kafka *KafkaInput
 	// Follow keeps reading the files as they grow, and a directory's new
 	// files, until the context is cancelled; PollInterval (default 100ms)
-	// is how often a file at its end is looked at.
-	Follow       bool
-	PollInterval time.Duration
+	// is how often a file at its end is looked at. CloseInactive, when
+	// positive, closes a followed directory's file that has had nothing
+	// new for that long, until it grows (runtime.ReaderConfig); its
+	// partition keeps its position and watermark, and leaves the
+	// monitor's PartitionWatermarks while closed. Default (0): files stay
+	// open.
+	Follow        bool
+	PollInterval  time.Duration
+	CloseInactive time.Duration
 	// StateDir holds the checkpoints (chk-N) and the Pebble working
 	// databases. A run on a state directory that has a complete
 	// checkpoint resumes from it.
@@ -300,7 +306,7 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		errs = append(errs, errors.New("no alerts output"))
 	}
 	if d.CheckpointInterval < 0 || d.CheckpointTimeout < 0 || d.MinPause < 0 || d.IdleTimeout < 0 ||
-		d.ProgressInterval < 0 || d.PollInterval < 0 || d.Keep < 0 || d.Parallelism < 0 || d.CheckpointRecords < 0 {
+		d.ProgressInterval < 0 || d.PollInterval < 0 || d.CloseInactive < 0 || d.Keep < 0 || d.Parallelism < 0 || d.CheckpointRecords < 0 {
 		errs = append(errs, errors.New("negative interval, count or parallelism"))
 	}
 	if d.Time > ProcessingTime {

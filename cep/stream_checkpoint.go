@@ -343,7 +343,7 @@ func (j *job) publish(ready bool) {
 		parts = len(src.names)
 		wms = make(map[string]int64, len(src.names))
 		for idx, name := range src.names {
-			if src.added[idx] {
+			if src.added[idx] && !src.closed[idx] {
 				wms[name] = int64(src.pw.Of(idx))
 			}
 		}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 // streamEngine is an engine of engineRules as runEngine builds it.
@@ -756,4 +758,86 @@ func TestStreamQuietCheckpoints(t *testing.T) {
 		t.Fatalf("the run to the end: %v (finished %v)", err, res != nil && res.Finished)
 	}
 	checkLikeBacktest(t, d, input)
+}
+
+// TestStreamFollowCloseInactive: a followed directory's files closed for
+// inactivity leave the monitor's partition watermarks (one metric series
+// a file, for ever, in a directory of rotated files) and do not hold the
+// watermark back once idle; a closed file that grows is read on, once,
+// and is listed again while open; a restart from a checkpoint holding
+// closed files' positions reads each on from there.
+func TestStreamFollowCloseInactive(t *testing.T) {
+	dir := t.TempDir()
+	line := func(minute int) string {
+		return fmt.Sprintf(`{"ts":"2026-01-01T10:%02d:00Z","card":"c1","type":"auth","amount":1,"country":"US"}`+"\n", minute)
+	}
+	const n = 20
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("old-%02d.jsonl", i)), []byte(line(0)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := filepath.Join(dir, "live.jsonl")
+	appendLine := func(path, line string) {
+		t.Helper()
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendLine(live, line(0))
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.CloseInactive, cfg.IdleTimeout = 20*time.Millisecond, 20*time.Millisecond
+	waitSnapshot := func(m *StreamMonitor, what string, cond func(s MonitorSnapshot) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(m.Snapshot()); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				s := m.Snapshot()
+				t.Fatalf("after 20 s, not %s: %d records, %d partitions, watermarks %v", what, s.Progress.Records, s.Partitions, s.PartitionWatermarks)
+			}
+		}
+	}
+	allClosed := func(records int64) func(s MonitorSnapshot) bool {
+		return func(s MonitorSnapshot) bool {
+			return s.Progress.Records == records && s.Partitions == n+1 && len(s.PartitionWatermarks) == 0
+		}
+	}
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(f.m, "all read and closed", allClosed(n+1))
+
+	// live.jsonl grows while its lines keep coming (more often than it
+	// would close): it is opened again, listed, and the closed idle files
+	// do not hold the watermark back.
+	at := time.Date(2026, 1, 1, 10, 10, 0, 0, time.UTC)
+	added := int64(0)
+	waitSnapshot(f.m, "live.jsonl open again and the watermark within a second of 10:10 less the bound", func(s MonitorSnapshot) bool {
+		if _, ok := s.PartitionWatermarks["live.jsonl"]; ok && s.Progress.Watermark >= event.Time(at.Add(-11*time.Second).UnixMilli()) {
+			return true
+		}
+		appendLine(live, line(10))
+		added++
+		time.Sleep(2 * time.Millisecond)
+		return false
+	})
+	waitSnapshot(f.m, "all read and closed again", allClosed(n+1+added))
+	res := f.stop()
+	if res.Records != n+1+added {
+		t.Fatalf("%d records read, want %d: a line of a closed file read twice or not at all", res.Records, n+1+added)
+	}
+
+	// Resumed: each file from its position; the one that grew meanwhile
+	// gives its new line only.
+	appendLine(filepath.Join(dir, "old-05.jsonl"), line(11))
+	f2 := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(f2.m, "all read and closed after the restart", allClosed(n+2+added))
+	if res := f2.stop(); res.Restored == 0 {
+		t.Fatal("the second run did not restore a checkpoint")
+	}
 }

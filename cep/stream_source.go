@@ -25,6 +25,10 @@ type streamSource struct {
 	positions map[string]runtime.Position
 	names     map[int]string // partition names by index
 	added     map[int]bool   // partitions known to pw
+	// closed are the partitions whose followed file is closed for
+	// inactivity (their latest batch was Closed), left out of the
+	// monitor's partition watermarks.
+	closed map[int]bool
 	// sinceWM counts the events since the last watermark check (every
 	// Engine's watermarkEvery events, as a backtest's generator);
 	// forwarded is the last watermark sent to the subtasks.
@@ -180,6 +184,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		positions: map[string]runtime.Position{},
 		names:     map[int]string{},
 		added:     map[int]bool{},
+		closed:    map[int]bool{},
 		forwarded: event.MinTime,
 		pending:   make([][]elem, len(j.subs)),
 		keySlot:   -1,
@@ -187,7 +192,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	if b := j.e.cfg.input.MaxAhead; b > 0 {
 		s.guard = runtime.NewAheadGuard(b)
 	}
-	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, Stdin: c.Stdin}
+	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, CloseInactive: c.CloseInactive, Stdin: c.Stdin}
 	var parts []runtime.Partition
 	if c.Kafka == nil {
 		parts, err = runtime.OpenPartitions(c.Events)
@@ -505,6 +510,11 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 	}
 	if j.cfg.Kafka != nil {
 		s.pw.SetCaughtUp(p.Index, b.CaughtUp)
+	}
+	if b.Closed {
+		s.closed[p.Index] = true
+	} else {
+		delete(s.closed, p.Index)
 	}
 	if s.enrich != nil {
 		var err error

@@ -115,7 +115,7 @@ type runFlags struct {
 	lookups                                  lookupFlags
 	rules, events, state, alerts, late, dead string
 	follow                                   bool
-	poll                                     time.Duration
+	poll, closeInactive                      time.Duration
 	interval, timeout, minPause              time.Duration
 	keep, parallelism, aggWorkers            int
 	checkpointRecords                        int64
@@ -188,6 +188,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.shadowDir, "shadow-alerts", "", "directory of the committed alert files shadow-S-N.jsonl of a shadow version (cepheus rules deploy -shadow), exactly once (default: no shadow deploys)")
 	fs.BoolVar(&f.follow, "follow", false, "keep reading the input as it grows, until stopped")
 	fs.DurationVar(&f.poll, "poll", 100*time.Millisecond, "with -follow, how often a file at its end, and the directory, are looked at (a file with nothing new for 100 looks: every 10)")
+	fs.DurationVar(&f.closeInactive, "close-inactive", 5*time.Minute, "with -follow, a file of the -events directory with nothing new for this long is closed (its descriptor and goroutine freed) until it grows, which the directory's scan looks for every 10 -poll; its position and watermark stay (0: never)")
 	fs.DurationVar(&f.interval, "checkpoint-interval", time.Second, "time between two checkpoints")
 	fs.DurationVar(&f.timeout, "checkpoint-timeout", time.Minute, "a checkpoint not complete after this long is aborted (its output joins the next one; with -alerts-topic its transaction fails, and the job starts again from the last committed checkpoint)")
 	fs.DurationVar(&f.minPause, "checkpoint-min-pause", 0, "least time between the end of a checkpoint and the next one")
@@ -270,6 +271,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	negative("-out-of-orderness", f.outOfOrder < 0, formatDuration(f.outOfOrder))
 	negative("-idle-timeout", f.idle < 0, formatDuration(f.idle))
+	negative("-close-inactive", f.closeInactive < 0, formatDuration(f.closeInactive))
 	negative("-max-ahead", f.maxAhead < 0, formatDuration(f.maxAhead))
 	negative("-checkpoint-min-pause", f.minPause < 0, formatDuration(f.minPause))
 	negative("-parallelism", f.parallelism < 0, f.parallelism)
@@ -487,7 +489,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		return err
 	}
 	cfg := cep.StreamConfig{
-		Events: f.events, Kafka: kafkaIn, Follow: f.follow, PollInterval: f.poll,
+		Events: f.events, Kafka: kafkaIn, Follow: f.follow, PollInterval: f.poll, CloseInactive: f.closeInactive,
 		StateDir: f.state, LateDir: f.late, DeadDir: f.dead, ShadowDir: f.shadowDir,
 		CheckpointInterval: f.interval, CheckpointTimeout: f.timeout, MinPause: f.minPause,
 		CheckpointRecords: f.checkpointRecords,

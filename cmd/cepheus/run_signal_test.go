@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,4 +118,96 @@ func TestRunSignals(t *testing.T) {
 		}
 	}
 	finish(state, alerts)
+}
+
+// TestRunFollowCloseInactive runs the binary over a followed directory:
+// its files, quiet for -close-inactive, are closed (a directory of
+// rotated files kept a descriptor of each for ever); a line appended to
+// a closed file is read once, and after a kill -9 the resumed run
+// starts from the checkpoint's positions of the closed files, closes
+// them again and reads the next line appended.
+func TestRunFollowCloseInactive(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	in := filepath.Join(dir, "in")
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	line := func(i int, name string) string {
+		return fmt.Sprintf(`{"ts":%d,"k":"k%d","name":%q}`+"\n", t0+int64(i)*1000, i, name)
+	}
+	appendLine := func(i int, name string) {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(in, fmt.Sprintf("f%02d.jsonl", i)), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(line(i, name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		appendLine(i, "a")
+	}
+	args := []string{"run", "-rules", rules, "-events", in, "-follow", "-state", filepath.Join(dir, "state"),
+		"-alerts", filepath.Join(dir, "alerts"), "-close-inactive", "100ms", "-poll", "10ms",
+		"-checkpoint-interval", "50ms", "-progress", "50ms"}
+	// waitFor waits up to 30 s for cond of c, failing with what.
+	waitFor := func(c *child, what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 30 s, %s:\n%s", what, c.out.String())
+			}
+		}
+	}
+	// fewFDs says that c holds fewer descriptors than half the files.
+	fewFDs := func(c *child) func() bool {
+		return func() bool {
+			fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.pid))
+			return err == nil && len(fds) < n/2
+		}
+	}
+	// read says that c's latest progress line counts records records.
+	read := func(c *child, records int) func() bool {
+		return func() bool {
+			lines := regexp.MustCompile(`run: (\d+) records`).FindAllStringSubmatch(c.out.String(), -1)
+			return len(lines) > 0 && lines[len(lines)-1][1] == strconv.Itoa(records)
+		}
+	}
+
+	// stop kills c unless it ended (its pid may be another's then).
+	stop := func(c *child) {
+		select {
+		case <-c.done:
+		default:
+			c.kill()
+		}
+	}
+	c := startChild(t, bin, args, "")
+	defer stop(c)
+	waitFor(c, "not every line read", read(c, n))
+	waitFor(c, "the quiet files not closed", fewFDs(c))
+	appendLine(5, "b")
+	waitFor(c, "the line appended to a closed file not read", read(c, n+1))
+	waitFor(c, "the file not closed again", fewFDs(c))
+	c.kill()
+
+	c2 := startChild(t, bin, args, "")
+	defer stop(c2)
+	waitFor(c2, "not resumed", func() bool { return strings.Contains(c2.out.String(), "run: resuming from checkpoint") })
+	waitFor(c2, "the files not closed after the resume", fewFDs(c2))
+	// Read twice, the line would make it n+2, and this wait would fail.
+	waitFor(c2, "the resumed run not at the records of the first", read(c2, n+1))
+	appendLine(6, "b")
+	waitFor(c2, "the line appended after the resume not read", read(c2, n+2))
+	if e := c2.terminate(t, 30*time.Second); e.code != 0 {
+		t.Fatalf("after SIGTERM: exit %d\n%s", e.code, e.stderr)
+	}
 }
