@@ -353,15 +353,17 @@ func TestFollowCloseInactive(t *testing.T) {
 	}
 	appendTo(t, filepath.Join(dir, "f007.jsonl"), "7-b") // a partial last line
 	appendTo(t, filepath.Join(dir, "g.jsonl.gz"), string(gzipBytes(t, "g1\n")))
-	names = append(names, "g.jsonl.gz")
+	appendTo(t, filepath.Join(dir, "empty.jsonl"), "") // closed while it is opened
+	names = append(names, "g.jsonl.gz", "empty.jsonl")
 	cfg := ReaderConfig{CloseInactive: 20 * time.Millisecond}
 	r := follow(t, context.Background(), dir, cfg)
 	defer r.Close()
 	got := recvUntilClosed(t, r, names...)
 	if !slices.Equal(got["f007.jsonl"], []string{"f007.jsonl: open@0:0", "f007.jsonl: 1@0:7-a", "f007.jsonl: closed@4:1"}) ||
 		!slices.Equal(got["f123.jsonl"], []string{"f123.jsonl: open@0:0", "f123.jsonl: 1@0:123-a", "f123.jsonl: closed@6:1"}) ||
-		!slices.Equal(got["g.jsonl.gz"], []string{"g.jsonl.gz: open@0:0", "g.jsonl.gz: 1@0:g1", "g.jsonl.gz: closed@3:1"}) {
-		t.Fatalf("before the close: %q, %q, %q", got["f007.jsonl"], got["f123.jsonl"], got["g.jsonl.gz"])
+		!slices.Equal(got["g.jsonl.gz"], []string{"g.jsonl.gz: open@0:0", "g.jsonl.gz: 1@0:g1", "g.jsonl.gz: closed@3:1"}) ||
+		!slices.Equal(got["empty.jsonl"], []string{"empty.jsonl: open@0:0", "empty.jsonl: closed@0:0"}) {
+		t.Fatalf("before the close: %q, %q, %q, %q", got["f007.jsonl"], got["f123.jsonl"], got["g.jsonl.gz"], got["empty.jsonl"])
 	}
 	// The directory scan alone is left (and the reader's own goroutine
 	// that closes its channel): not one goroutine or descriptor a file.
@@ -373,8 +375,10 @@ func TestFollowCloseInactive(t *testing.T) {
 	appendTo(t, filepath.Join(dir, "f007.jsonl"), "x\n")
 	appendTo(t, filepath.Join(dir, "f123.jsonl"), "b\nc\n")
 	appendTo(t, filepath.Join(dir, "g.jsonl.gz"), string(gzipBytes(t, "g2\n")))
-	got = recvUntilClosed(t, r, "f007.jsonl", "f123.jsonl", "g.jsonl.gz")
-	if len(got) != 3 ||
+	appendTo(t, filepath.Join(dir, "empty.jsonl"), "e1\n")
+	got = recvUntilClosed(t, r, "f007.jsonl", "f123.jsonl", "g.jsonl.gz", "empty.jsonl")
+	if len(got) != 4 ||
+		!slices.Equal(got["empty.jsonl"], []string{"empty.jsonl: 1@0:e1", "empty.jsonl: closed@3:1"}) ||
 		!slices.Equal(got["f007.jsonl"], []string{"f007.jsonl: 2@4:7-bx", "f007.jsonl: closed@9:2"}) ||
 		!slices.Equal(got["f123.jsonl"], []string{"f123.jsonl: 2@6:b", "f123.jsonl: 3@8:c", "f123.jsonl: closed@10:3"}) ||
 		!slices.Equal(got["g.jsonl.gz"], []string{"g.jsonl.gz: 2@3:g2", "g.jsonl.gz: closed@6:2"}) {
