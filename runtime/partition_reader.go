@@ -27,7 +27,8 @@ type ReaderConfig struct {
 	// delivers a line only once its newline has arrived; a partial last
 	// line is held back, never decoded. Every partition of a followed
 	// directory is read and followed at the same time, each in its own
-	// goroutine, and a file that appears in the directory later (a name
+	// goroutine (but for the files closed for inactivity, CloseInactive),
+	// and a file that appears in the directory later (a name
 	// [IsPartitionFile] accepts, not seen before) becomes a new partition
 	// with the next index, those found by one look in name order. A
 	// followed file that shrinks is an error. Standard input is read until
@@ -140,7 +141,8 @@ type Batch struct {
 // one bounded channel, so that the consumer can select on its timers
 // (watermarks, checkpoint barriers) while no record comes. Without Follow
 // a single goroutine reads the partitions one after another, in index
-// order; with Follow each partition has its own.
+// order; with Follow each partition has its own (a followed directory's
+// file closed for inactivity has none until it grows).
 //
 // The channel is the backpressure: when the consumer is slow, the readers
 // block, and nothing is dropped. At most Buffer batches wait in the
