@@ -446,3 +446,65 @@ func TestFollowClosedReplaced(t *testing.T) {
 		t.Fatalf("Close = %v", err)
 	}
 }
+
+// TestFollowResumeClosed: resumed at the end of a plain file not modified
+// for CloseInactive, a followed directory's partition starts closed (a
+// restart over a directory of rotated files opened every one of them for
+// CloseInactive); a file modified lately, one with more to read and a
+// gzip file are opened; one started closed that grows is read on.
+func TestFollowResumeClosed(t *testing.T) {
+	if goruntime.GOOS != "linux" {
+		t.Skip("counts descriptors in /proc/self/fd")
+	}
+	base, baseFDs := goroutines(), openFDs(t)
+	dir := t.TempDir()
+	old := time.Now().Add(-2 * time.Hour)
+	var names []string
+	var resume []Position
+	add := func(name, data string, modified time.Time, pos Position) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		appendTo(t, path, data)
+		if err := os.Chtimes(path, modified, modified); err != nil {
+			t.Fatal(err)
+		}
+		resume = append(resume, pos)
+	}
+	const n = 100
+	for i := range n {
+		name := fmt.Sprintf("r%03d.jsonl", i)
+		names = append(names, name)
+		add(name, "x\n", old, Position{File: name, Offset: 2, Line: 1})
+	}
+	add("fresh.jsonl", "x\n", time.Now(), Position{File: "fresh.jsonl", Offset: 2, Line: 1})
+	add("more.jsonl", "x\ny\n", old, Position{File: "more.jsonl", Offset: 2, Line: 1})
+	add("g.jsonl.gz", string(gzipBytes(t, "g1\n")), old, Position{File: "g.jsonl.gz", Offset: 3, Line: 1})
+	r := follow(t, context.Background(), dir, ReaderConfig{CloseInactive: time.Hour, Resume: resume})
+	defer r.Close()
+	got := map[string][]string{}
+	closed := 0
+	for closed < n || len(got["more.jsonl"]) < 2 || len(got["fresh.jsonl"]) < 1 || len(got["g.jsonl.gz"]) < 1 {
+		b := recv(t, r)
+		got[b.Partition.Name] = append(got[b.Partition.Name], batchLog(b)...)
+		if b.Closed {
+			closed++
+		}
+	}
+	if !slices.Equal(got["r042.jsonl"], []string{"r042.jsonl: open@2:1", "r042.jsonl: closed@2:1"}) ||
+		!slices.Equal(got["more.jsonl"], []string{"more.jsonl: open@2:1", "more.jsonl: 2@2:y"}) ||
+		!slices.Equal(got["fresh.jsonl"], []string{"fresh.jsonl: open@2:1"}) ||
+		!slices.Equal(got["g.jsonl.gz"], []string{"g.jsonl.gz: open@3:1"}) || closed != n {
+		t.Fatalf("%d closed; %q, %q, %q, %q", closed, got["r042.jsonl"], got["more.jsonl"], got["fresh.jsonl"], got["g.jsonl.gz"])
+	}
+	// Three files open, a goroutine and a descriptor each.
+	const margin = 10
+	waitFor(t, func() bool { return goroutines() <= base+3+margin && openFDs(t) <= baseFDs+3+margin })
+	appendTo(t, filepath.Join(dir, "r050.jsonl"), "z\n")
+	if got := recvLines(t, r, 1); !slices.Equal(got, []string{"r050.jsonl: 2@2:z"}) {
+		t.Fatalf("the closed file grown: %q", got)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkGoroutines(t, base)
+}

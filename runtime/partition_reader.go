@@ -46,8 +46,11 @@ type ReaderConfig struct {
 	// without an Opened batch: its partition (index, name, position) is
 	// the same. A closed file that shrank, or whose name now holds
 	// another file (os.SameFile), is an error; one deleted is not (it
-	// stays closed). Default (0): files stay open. A followed file that is
-	// not in a directory is never closed.
+	// stays closed). A partition resumed at the end of its file (a plain
+	// one) not modified for CloseInactive starts closed, after its Opened
+	// batch: a restart over a directory of rotated files opens only those
+	// written lately. Default (0): files stay open. A followed file that
+	// is not in a directory is never closed.
 	CloseInactive time.Duration
 	// BatchRecords and BatchBytes bound a [Batch]: at most BatchRecords
 	// records and, unless it holds a single record, at most BatchBytes
@@ -460,10 +463,13 @@ func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Positio
 		if err := pr.flush(true); err != nil {
 			return err
 		}
+		if fi, ok := r.quietAt(p, pos); ok {
+			return pr.close(fi, fi.Size())
+		}
 	}
 	src, err := r.open(ctx, pr, pos, closed)
 	if errors.Is(err, errInactive) {
-		return pr.close()
+		return pr.close(pr.fr.info, pr.fr.offset)
 	}
 	if err != nil {
 		return err
@@ -477,7 +483,7 @@ func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Positio
 		}
 		if errors.Is(err, errInactive) {
 			src.Close()
-			return pr.close()
+			return pr.close(pr.fr.info, pr.fr.offset)
 		}
 		if err != nil {
 			return err
@@ -488,15 +494,41 @@ func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Positio
 	}
 }
 
+// quietAt returns the file of partition p, of a followed directory
+// resumed at pos, when it can start closed: a plain file that ends at pos
+// and was not modified for CloseInactive. A gzip file (whose positions
+// count uncompressed bytes) is opened, as is any file quietAt cannot
+// look at (the open reports why).
+func (r *PartitionReader) quietAt(p Partition, pos Position) (os.FileInfo, bool) {
+	if !r.cfg.Follow || !r.dir || r.cfg.CloseInactive <= 0 || pos.Offset == 0 || checkPosition(pos, p.Path) != nil {
+		return nil, false
+	}
+	f, err := os.Open(p.Path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != pos.Offset || time.Since(fi.ModTime()) < r.cfg.CloseInactive {
+		return nil, false
+	}
+	magic := make([]byte, len(gzipMagic))
+	if n, _ := f.ReadAt(magic, 0); n == len(magic) && bytes.Equal(magic, gzipMagic) {
+		return nil, false
+	}
+	return fi, true
+}
+
 // close sends what was read, marked Closed, and hands the partition's
-// file, closed for inactivity, to the directory scan.
-func (pr *partReader) close() error {
+// file, closed for inactivity, to the directory scan: info and read are
+// the file as last looked at and the bytes read of it.
+func (pr *partReader) close(info os.FileInfo, read int64) error {
 	pr.cur.CaughtUp, pr.cur.Closed = true, true
 	pr.caughtUp = true
 	if err := pr.flush(true); err != nil {
 		return err
 	}
-	c := closedFile{p: pr.p, pos: pr.end, info: pr.fr.info, read: pr.fr.offset}
+	c := closedFile{p: pr.p, pos: pr.end, info: info, read: read}
 	pr.r.mu.Lock()
 	pr.r.closed = append(pr.r.closed, c)
 	pr.r.mu.Unlock()
