@@ -763,7 +763,7 @@ func TestStreamQuietCheckpoints(t *testing.T) {
 // TestStreamFollowCloseInactive: a followed directory's files closed for
 // inactivity leave the monitor's partition watermarks (one metric series
 // a file, for ever, in a directory of rotated files) and do not hold the
-// watermark back once idle; a closed file that grows is read on, once,
+// watermark back once idle, nor the wall-clock advance; a closed file that grows is read on, once,
 // and is listed again while open; a restart from a checkpoint holding
 // closed files' positions reads each on from there.
 func TestStreamFollowCloseInactive(t *testing.T) {
@@ -794,7 +794,7 @@ func TestStreamFollowCloseInactive(t *testing.T) {
 	appendLine(live, line(0))
 	d := newStreamDirs(t)
 	cfg := d.config(dir)
-	cfg.CloseInactive, cfg.IdleTimeout = 20*time.Millisecond, 20*time.Millisecond
+	cfg.CloseInactive, cfg.IdleTimeout, cfg.WallClockAdvance = 20*time.Millisecond, 20*time.Millisecond, true
 	waitSnapshot := func(m *StreamMonitor, what string, cond func(s MonitorSnapshot) bool) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); !cond(m.Snapshot()); time.Sleep(time.Millisecond) {
@@ -811,6 +811,13 @@ func TestStreamFollowCloseInactive(t *testing.T) {
 	}
 	f := follow(t, streamEngine(t, engineRules), cfg)
 	waitSnapshot(f.m, "all read and closed", allClosed(n+1))
+	// Closed, the files are idle followed partitions: the wall-clock
+	// advance moves the watermark past the largest one they reached
+	// (10:00 less the bound).
+	reached := time.Date(2026, 1, 1, 9, 59, 50, 0, time.UTC)
+	waitSnapshot(f.m, "the watermark advanced by the wall clock", func(s MonitorSnapshot) bool {
+		return s.Progress.Watermark > event.Time(reached.Add(100*time.Millisecond).UnixMilli())
+	})
 
 	// live.jsonl grows while its lines keep coming (more often than it
 	// would close): it is opened again, listed, and the closed idle files
