@@ -287,7 +287,8 @@ const quietEvery = 10 * time.Minute
 // quiet reports whether the checkpoint due at now can be skipped because
 // nothing changed since the latest barrier: no record read, no position
 // moved, the watermarks unchanged (so no timer fired and no output is
-// waiting for its commit), no switch of the rules, no checkpoint asked
+// waiting for its commit; in processing time, no tick's timer wrote an
+// output), no switch of the rules, no checkpoint asked
 // for, no repartition marker to write (a partition's idleness changes
 // one or the other). An idle job (a followed file or a
 // Kafka topic with nothing new) then neither commits a transaction nor

@@ -760,6 +760,76 @@ func TestStreamQuietCheckpoints(t *testing.T) {
 	checkLikeBacktest(t, d, input)
 }
 
+// TestStreamQuietProcessingTime: in processing time a timer fires on the
+// wall clock, with no record read and no watermark forwarded; the alert it
+// writes is committed at the next checkpoint, not up to quietEvery later
+// (the checkpoints of a quiet input were skipped, so an absence rule's
+// alert waited 10 minutes for its commit, and the progress did not count
+// it). Checkpoints are skipped again once it is.
+func TestStreamQuietProcessingTime(t *testing.T) {
+	const src = `ruleset pt
+
+event time ts
+
+schema {
+  ts: time
+  type: string
+  card: string
+}
+
+rule not_captured {
+  severity low
+  key card
+  pattern {
+    begin auth where type == "auth"
+    notFollowedBy capture where type == "capture"
+    within 300ms
+  }
+}
+`
+	e, err := New(WithRuleset(loadRules(t, src)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(`{"ts":"2026-01-01T10:00:00Z","type":"auth","card":"k1"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.config(events)
+	cfg.Time = ProcessingTime
+	f := follow(t, e, cfg)
+	waitMonitor(t, f.m, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(committedLines(t, d.alerts)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the timer's alert not committed after 10 s (%+v)", f.m.Snapshot().Progress.StreamStats)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); f.m.Snapshot().Progress.Alerts != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the progress counts %d alerts, 1 committed", f.m.Snapshot().Progress.Alerts)
+		}
+	}
+	// Quiet again: forty intervals without a checkpoint.
+	committed := f.m.Snapshot().Progress
+	deadline = time.Now().Add(10 * time.Second)
+	for p := committed; p.Skipped < committed.Skipped+40; p = f.m.Snapshot().Progress {
+		if p.LastCheckpoint > committed.LastCheckpoint+2 {
+			t.Fatalf("checkpoints go on after the alert's commit: %d, then %d", committed.LastCheckpoint, p.LastCheckpoint)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint skipped after the alert's commit (%+v)", p.StreamStats)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.stop()
+	if got := committedLines(t, d.alerts); len(got) != 1 {
+		t.Errorf("%d alerts committed, want 1: %q", len(got), got)
+	}
+}
+
 // TestStreamFollowCloseInactive: a followed directory's files closed for
 // inactivity leave the monitor's partition watermarks (one metric series
 // a file, for ever, in a directory of rotated files) and do not hold the

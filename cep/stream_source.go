@@ -480,15 +480,22 @@ func (s *streamSource) setPosition(name string, p runtime.Position) {
 
 // activity is a digest of what the source's part of a checkpoint holds
 // that input and time change: the changes of positions, the watermark
-// forwarded, the partitions' watermarks (their largest times), and the
-// rules version the process's rules source holds. A partition's idleness
-// acts through the watermark forwarded (and, repartitioned, the markers:
-// [job.quiet] looks at those). Equal at two moments, nothing was read
-// between them and no timer could fire: a checkpoint would hold nothing
-// the previous one does not.
+// forwarded, the partitions' watermarks (their largest times), the rules
+// version the process's rules source holds, and (in processing time) the
+// subtasks' ticks whose timers wrote outputs: such a timer fires on the
+// wall clock, with no record and no watermark, and its outputs wait for
+// the next checkpoint's commit. A partition's idleness acts through the
+// watermark forwarded (and, repartitioned, the markers: [job.quiet] looks
+// at those). Equal at two moments, nothing was read between them and no
+// timer wrote an output: a checkpoint would hold nothing the previous one
+// does not.
 func (s *streamSource) activity() ([]byte, error) {
 	b := binary.AppendVarint(nil, s.moved)
 	b = binary.AppendVarint(b, int64(s.forwarded))
+	for _, st := range s.j.subs {
+		// In processing time, the ticks whose timers wrote outputs.
+		b = binary.AppendVarint(b, st.timed.Load())
+	}
 	if t := s.j.taken; t != nil {
 		b = append(b, t.Hash...)
 	}

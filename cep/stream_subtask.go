@@ -113,6 +113,12 @@ type streamSubtask struct {
 	ruleCompared, ruleOverlap []atomic.Int64 // of a shadow comparison, by rule
 	stored                    uint64         // host.changes when the counters were last stored
 	processed                 atomic.Int64   // elements processed
+	// collected counts the outputs Collect wrote; timed, the processing
+	// time ticks that wrote any (job.quiet: a timer that fires on the wall
+	// clock changes neither the input's positions nor its watermark, yet
+	// its outputs wait for the next checkpoint's commit).
+	collected uint64
+	timed     atomic.Int64
 	// committed is the newest checkpoint whose outputs the subtask has
 	// committed (the restored one's at the start: its recovery commits
 	// them).
@@ -433,8 +439,13 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 			select {
 			case m = <-s.in:
 			case <-tick:
+				before := s.collected
 				if err := s.host.setProcessingTime(event.Time(time.Now().UnixMilli()), s); err != nil {
 					return err
+				}
+				if s.collected != before {
+					s.timed.Add(1)
+					s.storeCounters()
 				}
 				continue
 			case <-ctx.Done():
@@ -509,6 +520,7 @@ func (s *streamSubtask) storeCounters() {
 
 // Collect writes the host's outputs to the subtask's sinks.
 func (s *streamSubtask) Collect(x emitted) error {
+	s.collected++
 	switch {
 	case x.alert != nil:
 		sink := s.alerts
