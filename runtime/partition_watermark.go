@@ -25,7 +25,13 @@ type PartitionWatermarksConfig struct {
 	// caught up to its end ([PartitionWatermarks.SetCaughtUp]; a Kafka
 	// partition at its last stable offset): one that is silent because
 	// its reader lags, or its broker is slow, goes on holding the
-	// watermark back. Default (false): silence alone.
+	// watermark back. And when an idle partition becomes active again,
+	// every other idle one does too, until it is quiet for IdleTimeout
+	// again: caught up as of its reader's last look, it may hold records
+	// of the same burst that its reader has not handed over yet (a
+	// producer catching up after a silence writes into every partition at
+	// once), which the first partition's watermark alone would make late.
+	// Default (false): silence alone.
 	IdleWhenCaughtUp bool
 	// WallClockAdvance, for live runs, moves the combined watermark on
 	// while every partition that has not finished is idle and followed,
@@ -127,6 +133,7 @@ func (w *PartitionWatermarks) OnEvent(p int, ts event.Time) (event.Watermark, bo
 	_, moved := pw.gen.OnEvent(ts)
 	if pw.idle {
 		pw.idle, moved = false, true
+		w.wakeIdle(p)
 	}
 	if !moved {
 		return 0, false
@@ -143,9 +150,25 @@ func (w *PartitionWatermarks) SetCaughtUp(p int, caughtUp bool) (event.Watermark
 	pw.caughtUp = caughtUp
 	if !caughtUp && pw.idle && w.cfg.IdleWhenCaughtUp {
 		pw.idle = false
+		w.wakeIdle(p)
 		return w.advance(w.combined())
 	}
 	return 0, false
+}
+
+// wakeIdle, with IdleWhenCaughtUp, ends the idleness of every idle
+// partition but p, whose idleness just ended: each holds the watermark
+// back again, at its own, until its records come or it is quiet for
+// IdleTimeout (counted from the next Tick, as after a record).
+func (w *PartitionWatermarks) wakeIdle(p int) {
+	if !w.cfg.IdleWhenCaughtUp {
+		return
+	}
+	for i, o := range w.parts {
+		if i != p && o != nil && o.idle && !o.finished {
+			o.idle, o.active = false, true
+		}
+	}
 }
 
 // Finish marks the partition with index p ended (its Done batch): it no

@@ -242,6 +242,78 @@ func TestPartitionWatermarksIdleWhenCaughtUp(t *testing.T) {
 	}
 }
 
+// TestPartitionWatermarksWakeTogether: with IdleWhenCaughtUp, after a
+// silence that made every partition idle, the first partition whose
+// records come does not move the watermark alone: the other idle ones
+// hold it back at theirs (their records of the same burst may not be
+// handed over yet) until their records come or they are quiet for the
+// timeout again.
+func TestPartitionWatermarksWakeTogether(t *testing.T) {
+	clk := newFakeClock()
+	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{
+		OutOfOrderness: 10 * time.Millisecond, IdleTimeout: time.Second, IdleWhenCaughtUp: true, Now: clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"a", "b", "c"} {
+		if err := w.Add(part(i, name), true); err != nil {
+			t.Fatal(err)
+		}
+		w.OnEvent(i, 1000)
+		w.SetCaughtUp(i, true)
+	}
+	w.Tick()
+	clk.step(2 * time.Second)
+	w.Tick()
+	if !w.Idle(0) || !w.Idle(1) || !w.Idle(2) || w.Current() != 989 {
+		t.Fatalf("after the silence: idle %v %v %v, watermark %v; want all idle, 989", w.Idle(0), w.Idle(1), w.Idle(2), w.Current())
+	}
+	// A burst: a's records come first, far ahead.
+	w.OnEvent(0, 50_000)
+	w.Tick()
+	if w.Idle(1) || w.Idle(2) || w.Current() != 989 {
+		t.Fatalf("a's burst came first: b idle %v, c idle %v, watermark %v; want b and c holding it at 989", w.Idle(1), w.Idle(2), w.Current())
+	}
+	// b's records of the burst come: on time, and the watermark follows
+	// the slower of a and b, c still holding it.
+	w.OnEvent(1, 20_000)
+	w.Tick()
+	if w.Current() != 989 {
+		t.Fatalf("b's records came, c holds nothing new: watermark %v, want 989 until c is idle again", w.Current())
+	}
+	// c had nothing: idle again after the timeout, then b's watermark
+	// is the lowest.
+	clk.step(500 * time.Millisecond)
+	w.OnEvent(0, 50_000)
+	w.OnEvent(1, 20_000)
+	w.Tick()
+	clk.step(700 * time.Millisecond)
+	w.OnEvent(0, 50_000)
+	w.OnEvent(1, 20_000)
+	if wm, ok := w.Tick(); !ok || wm != 19_989 || !w.Idle(2) || w.Idle(1) {
+		t.Fatalf("c quiet for the timeout: %v %v, c idle %v, b idle %v; want 19989 from b, c idle", wm, ok, w.Idle(2), w.Idle(1))
+	}
+	// Without IdleWhenCaughtUp (files), a partition's burst after a
+	// silence does not wake the others.
+	f, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: 10 * time.Millisecond, IdleTimeout: time.Second, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"a", "b"} {
+		if err := f.Add(part(i, name), true); err != nil {
+			t.Fatal(err)
+		}
+		f.OnEvent(i, 1000)
+	}
+	f.Tick()
+	clk.step(2 * time.Second)
+	f.Tick()
+	if wm, _ := f.OnEvent(0, 50_000); wm != 49_989 || !f.Idle(1) {
+		t.Fatalf("files: a's record after the silence gives %v, b idle %v; want 49989, b idle", wm, f.Idle(1))
+	}
+}
+
 func TestWatermarkStateRoundTrip(t *testing.T) {
 	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: time.Second})
 	if err != nil {
