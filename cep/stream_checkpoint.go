@@ -288,13 +288,12 @@ const quietEvery = 10 * time.Minute
 // nothing changed since the latest barrier: no record read, no position
 // moved, the watermarks unchanged (so no timer fired and no output is
 // waiting for its commit; in processing time, no tick's timer wrote an
-// output), no switch of the rules, no checkpoint asked
-// for, no repartition marker to write (a partition's idleness changes
-// one or the other). An idle job (a followed file or a
-// Kafka topic with nothing new) then neither commits a transaction nor
-// writes a checkpoint every interval, only every quietEvery. Skipping is
-// always safe: a restore from the latest checkpoint reads on from the
-// same positions.
+// output), no switch of the rules, no checkpoint asked for, no
+// repartition marker to write (a partition's idleness changes one or the
+// other). An idle job (a followed file or a Kafka topic with nothing new)
+// then neither commits a transaction nor writes a checkpoint every
+// interval, only every quietEvery. Skipping is always safe: a restore
+// from the latest checkpoint reads on from the same positions.
 func (j *job) quiet(now time.Time) (bool, error) {
 	if j.activity == nil || j.asked || j.next != nil || now.Sub(j.barrierAt) >= quietEvery {
 		return false, nil

@@ -752,6 +752,21 @@ func waitMonitor(t *testing.T, m *StreamMonitor, n int64) {
 	}
 }
 
+// waitSnapshot polls m until cond holds of its snapshot and returns that
+// snapshot, failing t after 60 s with what did not happen.
+func waitSnapshot(t *testing.T, m *StreamMonitor, what string, cond func(MonitorSnapshot) bool) MonitorSnapshot {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Millisecond) {
+		if sn := m.Snapshot(); cond(sn) {
+			return sn
+		}
+		if time.Now().After(deadline) {
+			sn := m.Snapshot()
+			t.Fatalf("after 60 s, not %s: %d partitions, watermarks %v, %d Kafka commits, %+v", what, sn.Partitions, sn.PartitionWatermarks, sn.KafkaCommits, sn.Progress.StreamStats)
+		}
+	}
+}
+
 // sortedBy returns f of each element, sorted.
 func sortedBy[T any](xs []T, f func(T) string) []string {
 	out := make([]string, len(xs))

@@ -707,21 +707,13 @@ func TestStreamQuietCheckpoints(t *testing.T) {
 	cfg.CheckpointInterval = 5 * time.Millisecond
 	f := follow(t, streamEngine(t, engineRules), cfg)
 	waitMonitor(t, f.m, int64(strings.Count(first, "\n")))
-	progress := func() StreamProgress { return f.m.Snapshot().Progress }
 	waitFor := func(what string, cond func(StreamProgress) bool) StreamProgress {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-			if p := progress(); cond(p) {
-				return p
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after 20 s: %s (%+v)", what, progress().StreamStats)
-			}
-		}
+		return waitSnapshot(t, f.m, what, func(sn MonitorSnapshot) bool { return cond(sn.Progress) }).Progress
 	}
-	quiet := waitFor("no checkpoint skipped", func(p StreamProgress) bool { return p.Skipped > 0 })
+	quiet := waitFor("a checkpoint skipped", func(p StreamProgress) bool { return p.Skipped > 0 })
 	// Forty more intervals with nothing to read: no checkpoint.
-	later := waitFor("skipping stopped", func(p StreamProgress) bool { return p.Skipped >= quiet.Skipped+40 })
+	later := waitFor("skipping going on", func(p StreamProgress) bool { return p.Skipped >= quiet.Skipped+40 })
 	if later.LastCheckpoint != quiet.LastCheckpoint || later.Checkpoints != quiet.Checkpoints {
 		t.Fatalf("checkpoints %d (last %d) became %d (last %d) with nothing to read", quiet.Checkpoints, quiet.LastCheckpoint, later.Checkpoints, later.LastCheckpoint)
 	}
@@ -735,7 +727,7 @@ func TestStreamQuietCheckpoints(t *testing.T) {
 	}
 	// One asked for is taken.
 	f.m.RequestCheckpoint()
-	asked := waitFor("the checkpoint asked for not taken", func(p StreamProgress) bool { return p.LastCheckpoint > later.LastCheckpoint })
+	asked := waitFor("the checkpoint asked for taken", func(p StreamProgress) bool { return p.LastCheckpoint > later.LastCheckpoint })
 	// New input: a checkpoint follows it.
 	out, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -748,8 +740,8 @@ func TestStreamQuietCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := int64(strings.Count(input, "\n"))
-	read := waitFor("the appended lines not read", func(p StreamProgress) bool { return p.Records == all })
-	waitFor("no checkpoint after new input", func(p StreamProgress) bool {
+	read := waitFor("the appended lines read", func(p StreamProgress) bool { return p.Records == all })
+	waitFor("a checkpoint after new input", func(p StreamProgress) bool {
 		return p.LastCheckpoint > max(asked.LastCheckpoint, read.LastCheckpoint)
 	})
 	f.stop()
@@ -865,27 +857,18 @@ func TestStreamFollowCloseInactive(t *testing.T) {
 	d := newStreamDirs(t)
 	cfg := d.config(dir)
 	cfg.CloseInactive, cfg.IdleTimeout, cfg.WallClockAdvance = 20*time.Millisecond, 20*time.Millisecond, true
-	waitSnapshot := func(m *StreamMonitor, what string, cond func(s MonitorSnapshot) bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(m.Snapshot()); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				s := m.Snapshot()
-				t.Fatalf("after 20 s, not %s: %d records, %d partitions, watermarks %v", what, s.Progress.Records, s.Partitions, s.PartitionWatermarks)
-			}
-		}
-	}
 	allClosed := func(records int64) func(s MonitorSnapshot) bool {
 		return func(s MonitorSnapshot) bool {
 			return s.Progress.Records == records && s.Partitions == n+1 && len(s.PartitionWatermarks) == 0
 		}
 	}
 	f := follow(t, streamEngine(t, engineRules), cfg)
-	waitSnapshot(f.m, "all read and closed", allClosed(n+1))
+	waitSnapshot(t, f.m, "all read and closed", allClosed(n+1))
 	// Closed, the files are idle followed partitions: the wall-clock
 	// advance moves the watermark past the largest one they reached
 	// (10:00 less the bound).
 	reached := time.Date(2026, 1, 1, 9, 59, 50, 0, time.UTC)
-	waitSnapshot(f.m, "the watermark advanced by the wall clock", func(s MonitorSnapshot) bool {
+	waitSnapshot(t, f.m, "the watermark advanced by the wall clock", func(s MonitorSnapshot) bool {
 		return s.Progress.Watermark > event.Time(reached.Add(100*time.Millisecond).UnixMilli())
 	})
 
@@ -894,7 +877,7 @@ func TestStreamFollowCloseInactive(t *testing.T) {
 	// do not hold the watermark back.
 	at := time.Date(2026, 1, 1, 10, 10, 0, 0, time.UTC)
 	added := int64(0)
-	waitSnapshot(f.m, "live.jsonl open again and the watermark within a second of 10:10 less the bound", func(s MonitorSnapshot) bool {
+	waitSnapshot(t, f.m, "live.jsonl open again and the watermark within a second of 10:10 less the bound", func(s MonitorSnapshot) bool {
 		if _, ok := s.PartitionWatermarks["live.jsonl"]; ok && s.Progress.Watermark >= event.Time(at.Add(-11*time.Second).UnixMilli()) {
 			return true
 		}
@@ -903,7 +886,7 @@ func TestStreamFollowCloseInactive(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 		return false
 	})
-	waitSnapshot(f.m, "all read and closed again", allClosed(n+1+added))
+	waitSnapshot(t, f.m, "all read and closed again", allClosed(n+1+added))
 	res := f.stop()
 	if res.Records != n+1+added {
 		t.Fatalf("%d records read, want %d: a line of a closed file read twice or not at all", res.Records, n+1+added)
@@ -913,7 +896,7 @@ func TestStreamFollowCloseInactive(t *testing.T) {
 	// gives its new line only.
 	appendLine(filepath.Join(dir, "old-05.jsonl"), line(11))
 	f2 := follow(t, streamEngine(t, engineRules), cfg)
-	waitSnapshot(f2.m, "all read and closed after the restart", allClosed(n+2+added))
+	waitSnapshot(t, f2.m, "all read and closed after the restart", allClosed(n+2+added))
 	if res := f2.stop(); res.Restored == 0 {
 		t.Fatal("the second run did not restore a checkpoint")
 	}

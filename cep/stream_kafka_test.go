@@ -322,23 +322,17 @@ func TestStreamKafkaQuiet(t *testing.T) {
 	}()
 	waitFor := func(what string, cond func(MonitorSnapshot) bool) MonitorSnapshot {
 		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-			if sn := cfg.Monitor.Snapshot(); cond(sn) {
-				return sn
-			}
+		return waitSnapshot(t, cfg.Monitor, what, func(sn MonitorSnapshot) bool {
 			select {
 			case err := <-done:
 				t.Fatalf("the job ended: %v", err)
 			default:
 			}
-			if time.Now().After(deadline) {
-				sn := cfg.Monitor.Snapshot()
-				t.Fatalf("after 60 s: %s (%d commits, %+v)", what, sn.KafkaCommits, sn.Progress.StreamStats)
-			}
-		}
+			return cond(sn)
+		})
 	}
 	n := int64(strings.Count(first, "\n"))
-	quiet := waitFor("nothing read, or no checkpoint skipped", func(sn MonitorSnapshot) bool {
+	quiet := waitFor("all read and a checkpoint skipped", func(sn MonitorSnapshot) bool {
 		return sn.Progress.Records == n && sn.Progress.Skipped > 0 && sn.KafkaCommits > 0
 	})
 	// The job settles: its own repartition records, and the positions past
@@ -346,7 +340,7 @@ func TestStreamKafkaQuiet(t *testing.T) {
 	// partitions after their commit, and are checkpointed in turn. Then ten
 	// intervals in a row are skipped.
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		next := waitFor("skipping stopped", func(sn MonitorSnapshot) bool { return sn.Progress.Skipped >= quiet.Progress.Skipped+10 })
+		next := waitFor("skipping going on", func(sn MonitorSnapshot) bool { return sn.Progress.Skipped >= quiet.Progress.Skipped+10 })
 		if next.KafkaCommits == quiet.KafkaCommits {
 			quiet = next
 			break
@@ -356,14 +350,14 @@ func TestStreamKafkaQuiet(t *testing.T) {
 		}
 		quiet = next
 	}
-	later := waitFor("skipping stopped", func(sn MonitorSnapshot) bool { return sn.Progress.Skipped >= quiet.Progress.Skipped+25 })
+	later := waitFor("skipping going on", func(sn MonitorSnapshot) bool { return sn.Progress.Skipped >= quiet.Progress.Skipped+25 })
 	if later.KafkaCommits != quiet.KafkaCommits {
 		t.Fatalf("%d transactions committed in %d intervals with nothing new", later.KafkaCommits-quiet.KafkaCommits, later.Progress.Skipped-quiet.Progress.Skipped)
 	}
 	produceTopic(t, brokers, topic, 2, rest)
 	all := int64(len(input) - 1)
-	read := waitFor("the new records not read", func(sn MonitorSnapshot) bool { return sn.Progress.Records == all })
-	waitFor("no transaction after the new records", func(sn MonitorSnapshot) bool { return sn.KafkaCommits > max(read.KafkaCommits, later.KafkaCommits) })
+	read := waitFor("the new records read", func(sn MonitorSnapshot) bool { return sn.Progress.Records == all })
+	waitFor("a transaction after the new records", func(sn MonitorSnapshot) bool { return sn.KafkaCommits > max(read.KafkaCommits, later.KafkaCommits) })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the job, cancelled: %v", err)
