@@ -177,17 +177,11 @@ func caughtUp(ctx context.Context, adm *kadm.Client, topic string, committed boo
 	if committed {
 		list = adm.ListCommittedOffsets
 	}
-	ends, err := list(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := listOffsets(ctx, list, topic)
 	if err != nil {
 		return false, fmt.Errorf("kafka: end offsets of %s: %w", topic, err)
 	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
+	starts, err := listOffsets(ctx, adm.ListStartOffsets, topic)
 	if err != nil {
 		return false, fmt.Errorf("kafka: start offsets of %s: %w", topic, err)
 	}

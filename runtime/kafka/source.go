@@ -430,14 +430,19 @@ func (s *Source) watchStalls() {
 func (s *Source) resolve(ctx context.Context) error {
 	c := s.cfg
 	adm := kadm.NewClient(s.cl)
-	if _, err := partitionCount(ctx, adm, c.Topic); err != nil {
+	// Every request goes through retryTransient: a broker away (killed,
+	// restarting, its partitions' leadership not yet moved) answers
+	// listings sent to it with "unable to dial", which failed a job's start
+	// at once (a CI run of TestExactlyOnceKafkaBrokerFailure).
+	err := retryTransient(ctx, func(ctx context.Context) error {
+		_, err := partitionCount(ctx, adm, c.Topic)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	list := func(what string, f func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
-		l, err := f(ctx, c.Topic)
-		if err == nil {
-			err = l.Error()
-		}
+		l, err := listOffsets(ctx, f, c.Topic)
 		if err != nil {
 			return nil, fmt.Errorf("kafka: %s offsets of %s: %w", what, c.Topic, err)
 		}
@@ -461,10 +466,13 @@ func (s *Source) resolve(ctx context.Context) error {
 	if c.Start == FromCommitted && len(c.Offsets) < len(logStarts[c.Topic]) {
 		// The fetch waits for pending transactional commits to resolve
 		// (KIP-447): an offset in an open transaction is not committed.
-		committed, err = adm.FetchOffsets(kadm.RequireStable(ctx), c.Group)
-		if err == nil {
-			err = committed.Error()
-		}
+		err = retryTransient(ctx, func(ctx context.Context) error {
+			var err error
+			if committed, err = adm.FetchOffsets(kadm.RequireStable(ctx), c.Group); err == nil {
+				err = committed.Error()
+			}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("kafka: committed offsets of group %s: %w", c.Group, err)
 		}

@@ -567,6 +567,22 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 	return offsetsOf(l, topic)
 }
 
+// listOffsets calls list (one of kadm's ListStartOffsets,
+// ListEndOffsets, ListCommittedOffsets) for topic through retryTransient:
+// a partition whose leader is away answers "unable to dial" until its
+// leadership has moved.
+func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string) (kadm.ListedOffsets, error) {
+	var l kadm.ListedOffsets
+	err := retryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		if l, err = list(ctx, topic); err == nil {
+			err = l.Error()
+		}
+		return err
+	})
+	return l, err
+}
+
 // offsetsOf returns topic's listed offsets by partition; none is
 // ErrNoTopic.
 func offsetsOf(l kadm.ListedOffsets, topic string) (map[int32]int64, error) {
@@ -590,14 +606,17 @@ func DeleteRetention(ctx context.Context, c Conn, topic string) (time.Duration, 
 		return 0, err
 	}
 	defer cl.Close()
-	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return 0, fmt.Errorf("kafka: configs of %s: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
+	var rc kadm.ResourceConfig
+	err = retryTransient(ctx, func(ctx context.Context) error {
+		rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if rc, err = rcs.On(topic, nil); err == nil {
+			err = rc.Err
+		}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("kafka: configs of %s: %w", topic, err)
 	}
@@ -622,10 +641,7 @@ func StartOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, e
 		return nil, err
 	}
 	defer cl.Close()
-	l, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = l.Error()
-	}
+	l, err := listOffsets(ctx, kadm.NewClient(cl).ListStartOffsets, topic)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: start offsets of %s: %w", topic, err)
 	}
@@ -651,7 +667,12 @@ func EnsureTopics(ctx context.Context, c Conn, topics []TopicSpec) ([]int, error
 		case s.Purged:
 			cfg = purgedConfigs
 		}
-		_, n, err := ensureTopicWith(ctx, adm, s.Name, s.Partitions, cfg)
+		var n int
+		err := retryTransient(ctx, func(ctx context.Context) error {
+			var err error
+			_, n, err = ensureTopicWith(ctx, adm, s.Name, s.Partitions, cfg)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}

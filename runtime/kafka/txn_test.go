@@ -123,8 +123,9 @@ func TestKeyPartition(t *testing.T) {
 }
 
 // TestPartitionCountNoAnswer: brokers that accept connections and never
-// answer fail PartitionCount once transientFor has passed, saying so,
-// rather than keep it waiting (it waited for the context).
+// answer fail PartitionCount (and every other call a command or a job's
+// start makes) once transientFor has passed, saying so, rather than keep
+// it waiting (it waited for the context).
 func TestPartitionCountNoAnswer(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -149,24 +150,43 @@ func TestPartitionCountNoAnswer(t *testing.T) {
 	saved := transientFor
 	transientFor = 2 * time.Second
 	defer func() { transientFor = saved }()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	brokers := []string{ln.Addr().String()}
-	for what, f := range map[string]func() error{
-		"PartitionCount": func() error { _, err := PartitionCount(ctx, Conn{Brokers: brokers}, "t"); return err },
+	for what, f := range map[string]func(ctx context.Context) error{
+		"PartitionCount": func(ctx context.Context) error {
+			_, err := PartitionCount(ctx, Conn{Brokers: brokers}, "t")
+			return err
+		},
 		// The produce and consume commands: the client alone gave an i/o
 		// timeout after 40 and 60 s.
-		"Produce": func() error {
+		"Produce": func(ctx context.Context) error {
 			_, err := Produce(ctx, ProduceConfig{Brokers: brokers, Topic: "t"}, strings.NewReader("{}\n"))
 			return err
 		},
-		"Consume": func() error {
+		"Consume": func(ctx context.Context) error {
 			_, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: "t", Idle: time.Second}, io.Discard)
 			return err
 		},
+		// A job's start: the input's and the changelog's offsets, the
+		// changelog's retention, its topics. A broker away answered
+		// these with "unable to dial" at once, failing the start.
+		"ReadPartitions": func(ctx context.Context) error {
+			_, err := ReadPartitions(ctx, Conn{Brokers: brokers}, "t", []int32{0}, nil, func(int32, []byte, []byte) error { return nil })
+			return err
+		},
+		"StartOffsets": func(ctx context.Context) error { _, err := StartOffsets(ctx, Conn{Brokers: brokers}, "t"); return err },
+		"DeleteRetention": func(ctx context.Context) error {
+			_, err := DeleteRetention(ctx, Conn{Brokers: brokers}, "t")
+			return err
+		},
+		"EnsureTopics": func(ctx context.Context) error {
+			_, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: "t"}})
+			return err
+		},
 	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		begin := time.Now()
-		err := f()
+		err := f(ctx)
+		cancel()
 		if took := time.Since(begin); err == nil || !strings.Contains(err.Error(), "no answer from the brokers within 2s") || took > 15*time.Second {
 			t.Errorf("%s against brokers that never answer: %v after %v; want no answer within 2s, at once then", what, err, took.Round(time.Millisecond))
 		}
