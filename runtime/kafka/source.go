@@ -430,11 +430,13 @@ func (s *Source) watchStalls() {
 func (s *Source) resolve(ctx context.Context) error {
 	c := s.cfg
 	adm := kadm.NewClient(s.cl)
-	// Every request goes through retryTransient: a broker away (killed,
-	// restarting, its partitions' leadership not yet moved) answers
-	// listings sent to it with "unable to dial", which failed a job's start
-	// at once (a CI run of TestExactlyOnceKafkaBrokerFailure).
-	err := retryTransient(ctx, func(ctx context.Context) error {
+	// Every request is retried while brokers are away (killed, restarting,
+	// their partitions' leadership not yet moved: listings sent to one
+	// answered "unable to dial", which failed a job's start at once, a CI
+	// run of TestExactlyOnceKafkaBrokerFailure). The first is often a
+	// command's first call to the brokers: a setting's fault (TLS against
+	// a plaintext listener) is said at once (retryAtStart).
+	err := retryAtStart(ctx, func(ctx context.Context) error {
 		_, err := partitionCount(ctx, adm, c.Topic)
 		return err
 	})

@@ -668,7 +668,7 @@ func EnsureTopics(ctx context.Context, c Conn, topics []TopicSpec) ([]int, error
 			cfg = purgedConfigs
 		}
 		var n int
-		err := retryTransient(ctx, func(ctx context.Context) error {
+		err := retryAtStart(ctx, func(ctx context.Context) error {
 			var err error
 			_, n, err = ensureTopicWith(ctx, adm, s.Name, s.Partitions, cfg)
 			return err

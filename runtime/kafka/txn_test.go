@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -189,6 +190,55 @@ func TestPartitionCountNoAnswer(t *testing.T) {
 		cancel()
 		if took := time.Since(begin); err == nil || !strings.Contains(err.Error(), "no answer from the brokers within 2s") || took > 15*time.Second {
 			t.Errorf("%s against brokers that never answer: %v after %v; want no answer within 2s, at once then", what, err, took.Round(time.Millisecond))
+		}
+	}
+}
+
+// TestFirstCallMisconfigured: a listener that closes every connection at
+// once (what a TLS listener does to a plaintext client, or a SASL one to a
+// client without SASL) fails the calls that open a command or a job at
+// once, naming franz-go's first-read EOF: it is a setting's fault, not
+// brokers away to wait transientFor for (a source's opening waited 45 s
+// for it once its listings were retried).
+func TestFirstCallMisconfigured(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	saved := transientFor
+	transientFor = 20 * time.Second
+	defer func() { transientFor = saved }()
+	brokers := []string{ln.Addr().String()}
+	for what, f := range map[string]func(ctx context.Context) error{
+		"PartitionCount": func(ctx context.Context) error {
+			_, err := PartitionCount(ctx, Conn{Brokers: brokers}, "t")
+			return err
+		},
+		"ReadPartitions": func(ctx context.Context) error {
+			_, err := ReadPartitions(ctx, Conn{Brokers: brokers}, "t", []int32{0}, nil, func(int32, []byte, []byte) error { return nil })
+			return err
+		},
+		"EnsureTopics": func(ctx context.Context) error {
+			_, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: "t"}})
+			return err
+		},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		begin := time.Now()
+		err := f(ctx)
+		cancel()
+		if took := time.Since(begin); !errors.As(err, new(*kgo.ErrFirstReadEOF)) || took > 10*time.Second {
+			t.Errorf("%s against a listener that closes every connection: %v after %v; want franz-go's first-read EOF at once", what, err, took.Round(time.Millisecond))
 		}
 	}
 }
