@@ -901,3 +901,65 @@ func TestStreamFollowCloseInactive(t *testing.T) {
 		t.Fatal("the second run did not restore a checkpoint")
 	}
 }
+
+// TestStreamFollowRestartClosedIdle: after a restart, the files of a
+// followed directory that start closed (at their checkpoint's end, not
+// modified for -close-inactive) are idle at once when -close-inactive is
+// at least -idle-timeout: the live file's new records move the watermark
+// past the old files' times within the test, instead of after a whole
+// idle timeout (an hour here) with the old files holding it back.
+func TestStreamFollowRestartClosedIdle(t *testing.T) {
+	dir := t.TempDir()
+	line := func(minute int) string {
+		return fmt.Sprintf(`{"ts":"2026-01-01T10:%02d:00Z","card":"c1","type":"auth","amount":1,"country":"US"}`+"\n", minute)
+	}
+	const n = 5
+	var old []string
+	for i := range n {
+		old = append(old, filepath.Join(dir, fmt.Sprintf("old-%d.jsonl", i)))
+		if err := os.WriteFile(old[i], []byte(line(0)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := filepath.Join(dir, "live.jsonl")
+	if err := os.WriteFile(live, []byte(line(0)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.CloseInactive, cfg.IdleTimeout = time.Hour, time.Hour
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(t, f.m, "every file read", func(s MonitorSnapshot) bool { return s.Progress.Records == n+1 })
+	f.stop()
+
+	// The old files were last written two hours ago: they start closed.
+	ago := time.Now().Add(-2 * time.Hour)
+	for _, p := range old {
+		if err := os.Chtimes(p, ago, ago); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f2 := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(t, f2.m, "the old files closed, live.jsonl open", func(s MonitorSnapshot) bool {
+		_, ok := s.PartitionWatermarks["live.jsonl"]
+		return s.Partitions == n+1 && len(s.PartitionWatermarks) == 1 && ok
+	})
+	lf, err := os.OpenFile(live, os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lf.WriteString(line(10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := lf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// 10:10 less the 10 s bound (and a millisecond).
+	want := event.Time(time.Date(2026, 1, 1, 10, 9, 49, 999e6, time.UTC).UnixMilli())
+	waitSnapshot(t, f2.m, "the watermark at live.jsonl's 10:10 less the bound", func(s MonitorSnapshot) bool {
+		return s.Progress.Watermark >= want
+	})
+	if res := f2.stop(); res.Restored == 0 {
+		t.Fatal("the second run did not restore a checkpoint")
+	}
+}

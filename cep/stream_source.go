@@ -543,6 +543,13 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 		}
 	}
 	s.setPosition(p.Name, b.End)
+	if b.Closed {
+		// Closed for inactivity: quiet for CloseInactive at least, which
+		// makes it idle at the next tick when that is IdleTimeout or more
+		// (a file that starts closed after a restart no longer holds the
+		// watermark back for a whole IdleTimeout).
+		s.pw.Quiet(p.Index, j.cfg.CloseInactive)
+	}
 	if b.Done {
 		s.pw.Finish(p.Index)
 		if err := s.forward(s.pw.Current()); err != nil {

@@ -171,6 +171,23 @@ func (w *PartitionWatermarks) wakeIdle(p int) {
 	}
 }
 
+// Quiet tells that the partition with index p has had no record for at
+// least d: a followed file closed for inactivity ([Batch.Closed], d the
+// reader's CloseInactive). Its quiet time counts from then, unless a
+// record came since the last Tick, so that the next Tick makes it idle
+// when d reaches IdleTimeout, as if it had been watched that long. After
+// a restart a file that starts closed (not modified for CloseInactive)
+// held the watermark back at its restored time for a whole IdleTimeout.
+func (w *PartitionWatermarks) Quiet(p int, d time.Duration) {
+	pw := w.parts[p]
+	if pw.active || pw.finished {
+		return
+	}
+	if at := w.cfg.Now().Add(-d); at.Before(pw.since) {
+		pw.since = at
+	}
+}
+
 // Finish marks the partition with index p ended (its Done batch): it no
 // longer holds the combined watermark back. It returns the combined
 // watermark and true when that advanced.

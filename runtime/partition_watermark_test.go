@@ -314,6 +314,50 @@ func TestPartitionWatermarksWakeTogether(t *testing.T) {
 	}
 }
 
+// TestPartitionWatermarksQuiet: a partition said quiet for at least the
+// idle timeout (a followed file closed for inactivity, as one that starts
+// closed after a restart) is idle at the next Tick and no longer holds the
+// watermark back; one said quiet for less, or with a record since the
+// last Tick, is not made idle sooner than its own quiet time says.
+func TestPartitionWatermarksQuiet(t *testing.T) {
+	clk := newFakeClock()
+	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: 10 * time.Millisecond, IdleTimeout: time.Minute, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"old", "short", "busy", "live"} {
+		if err := w.Add(part(i, name), true); err != nil {
+			t.Fatal(err)
+		}
+		w.OnEvent(i, 1000)
+	}
+	w.Tick()
+	w.OnEvent(2, 1500) // busy: a record before it is said quiet
+	w.Quiet(0, 5*time.Minute)
+	w.Quiet(1, 30*time.Second)
+	w.Quiet(2, 5*time.Minute)
+	w.OnEvent(3, 90_000)
+	clk.step(time.Second)
+	w.Tick()
+	if !w.Idle(0) || w.Idle(1) || w.Idle(2) || w.Idle(3) {
+		t.Fatalf("idle: old %v short %v busy %v live %v; want old alone", w.Idle(0), w.Idle(1), w.Idle(2), w.Idle(3))
+	}
+	if got := w.Current(); got != 989 {
+		t.Fatalf("watermark %v, want 989 (short's, the lowest of the partitions not idle)", got)
+	}
+	// short's own 30 s: idle 30 s later, not a whole timeout later.
+	clk.step(30 * time.Second)
+	w.OnEvent(2, 1500)
+	w.OnEvent(3, 90_000)
+	w.Tick()
+	if !w.Idle(1) || w.Idle(2) {
+		t.Fatalf("after 31 s: short idle %v, busy idle %v; want short idle, busy not", w.Idle(1), w.Idle(2))
+	}
+	if got := w.Current(); got != 1489 {
+		t.Fatalf("watermark %v, want 1489 (busy's)", got)
+	}
+}
+
 func TestWatermarkStateRoundTrip(t *testing.T) {
 	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: time.Second})
 	if err != nil {
