@@ -193,6 +193,34 @@ func TestFollowDirectory(t *testing.T) {
 	checkGoroutines(t, base)
 }
 
+// TestFollowDirectoryListedOnChange: a followed directory whose
+// modification time stays as it was is not listed again at each poll
+// (but every dirForced polls); a file created in it (which moves that
+// time) is found and read.
+func TestFollowDirectoryListedOnChange(t *testing.T) {
+	dir := t.TempDir()
+	appendTo(t, filepath.Join(dir, "1.jsonl"), "a1\n")
+	hourAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(dir, hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+	r := follow(t, context.Background(), dir, ReaderConfig{})
+	defer r.Close()
+	recvLines(t, r, 2)
+	waitFor(t, func() bool { return r.listings.Load() >= 1 })
+	// 40 polls of 2 ms at most, fewer than dirForced: the first listing
+	// alone.
+	time.Sleep(80 * time.Millisecond)
+	if n := r.listings.Load(); n != 1 {
+		t.Fatalf("the unchanged directory was listed %d times in 40 polls or more, want once", n)
+	}
+	appendTo(t, filepath.Join(dir, "2.jsonl"), "b1\n")
+	if got := recvLines(t, r, 2); !slices.Equal(got, []string{"2.jsonl: open@0:0", "2.jsonl: 1@0:b1"}) {
+		t.Fatalf("the new file: got %q", got)
+	}
+	quiet(t, r, 20*time.Millisecond)
+}
+
 // TestFollowTruncated: a followed file that shrinks stops the reader with
 // an error.
 func TestFollowTruncated(t *testing.T) {
