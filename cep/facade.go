@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"context"
 	"errors"
 	"io"
 
@@ -24,6 +25,31 @@ func OpenEventSource(path string) (*EventSource, error) {
 	}
 	return &EventSource{fs: fs}, nil
 }
+
+// OpenDirEventSource reads the partition files of directory dir (as
+// [StreamConfig.Events] reads a directory: its *.jsonl and *.jsonl.gz
+// files, not hidden, each read to its end once) as one [EventSource]: the
+// files merged into one stream, each next record the head whose event
+// time (timeField, the ruleset's) is lowest (a record without one first;
+// ties by file name), so a backtest over a file split into files by time
+// or by shard sees about the order of the whole file. The records are
+// numbered in that order (their "line"); a dead letter's line is that
+// number.
+func OpenDirEventSource(ctx context.Context, dir, timeField string) (*EventSource, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	r, err := runtime.NewPartitionReader(ctx, dir, runtime.ReaderConfig{Aligned: true})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	_, chans := r.Aligned()
+	return mergedEventSource("directory "+dir, chans, timeField, r, cancel)
+}
+
+// IsEventsFile reports whether a directory's entry named name is read as
+// events when the directory is (by [OpenDirEventSource] and
+// [StreamConfig.Events]): not hidden, and ending in .jsonl or .jsonl.gz.
+func IsEventsFile(name string) bool { return runtime.IsPartitionFile(name) }
 
 // NewEventSource returns an [EventSource] reading r (gzip detected), named
 // name in errors. Close does not close r.

@@ -435,47 +435,65 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 		cancel()
 		return nil, err
 	}
+	chans := make([]<-chan runtime.Batch, len(kr.chans))
+	for i, ch := range kr.chans {
+		chans[i] = ch
+	}
+	return mergedEventSource("topic "+c.Topic, chans, c.TimeField, kr, cancel)
+}
+
+// mergedEventSource returns an [EventSource] named name over the
+// partitions whose batches chans deliver (aligned: a channel each, closed
+// after the partition's end), merged by mergePartitions. r is their
+// reader (its Err after the end, its Close at the source's), cancel the
+// reader's context's.
+func mergedEventSource(name string, chans []<-chan runtime.Batch, timeField string, r interface {
+	Err() error
+	Close() error
+}, cancel context.CancelFunc) (*EventSource, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := mergePartitions(kr, c.TimeField, pw)
+		err := mergePartitions(chans, timeField, pw)
 		if err == nil {
-			err = kr.Err()
+			err = r.Err()
 		}
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	src, err := NewEventSource(pr, "topic "+c.Topic)
+	src, err := NewEventSource(pr, name)
 	if err != nil {
 		cancel()
-		_ = kr.Close()
+		_ = pr.Close()
+		_ = r.Close()
+		<-done
 		return nil, err
 	}
 	src.stop = func() error {
 		cancel()
 		_ = pr.Close()
-		err := kr.Close()
+		err := r.Close()
 		<-done
 		return err
 	}
 	return src, nil
 }
 
-// mergePartitions writes the records of kr's partitions (aligned: a
-// channel each) to w as JSON lines, the lowest event time first.
-func mergePartitions(kr *kafkaReader, timeField string, w io.Writer) error {
+// mergePartitions writes the records of the partitions whose batches
+// chans deliver to w as JSON lines, the lowest event time first.
+func mergePartitions(chans []<-chan runtime.Batch, timeField string, w io.Writer) error {
 	type head struct {
 		b    runtime.Batch
 		i    int
 		t    int64 // the event time of b.Records[i], ms; MinInt64 without one
 		done bool
 	}
-	heads := make([]head, len(kr.chans))
+	heads := make([]head, len(chans))
 	// fill makes heads[p] hold a record, or marks the partition done.
 	fill := func(p int) {
 		h := &heads[p]
 		for !h.done && h.i >= len(h.b.Records) {
-			b, ok := <-kr.chans[p]
+			b, ok := <-chans[p]
 			if !ok {
 				h.done = true
 				return

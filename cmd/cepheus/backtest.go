@@ -27,12 +27,17 @@ import (
 
 var backtestCommand = &command{
 	name:  "backtest",
-	usage: "cepheus backtest -rules file|dir -events file.jsonl|file.jsonl.gz|- | -topic T [-brokers B] [-from TIME] [-to TIME] [flags]",
+	usage: "cepheus backtest -rules file|dir -events file.jsonl|file.jsonl.gz|dir|- | -topic T [-brokers B] [-from TIME] [-to TIME] [flags]",
 	help: `Backtest replays a file of events through a ruleset exactly as a live run
 would: every rule's keyed CEP operator in event time, a watermark that
 trails the largest timestamp seen by -out-of-orderness, and, at the end of
 the input, a final watermark that releases everything still pending
 (absence rules such as "not captured within 30m" fire then).
+
+-events DIR replays the files of a directory (its *.jsonl and *.jsonl.gz
+files, not hidden: what run -events DIR reads) merged into one stream in
+event-time order, so files split from one by time or by shard give that
+file's report; the records are numbered in the merged order.
 
 -topic T replays a Kafka topic instead of a file (read_committed; -brokers,
 default $CEPHEUS_KAFKA_BROKERS): the records whose timestamps lie in
@@ -189,7 +194,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	var f backtestFlags
 	fs := newFlagSet(backtestCommand, stdout)
 	fs.StringVar(&f.rules, "rules", "", "ruleset file, or a directory of *.cep files (required)")
-	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, or - for stdin (this or -topic)")
+	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them (merged in event-time order), or - for stdin (this or -topic)")
 	fs.StringVar(&f.topic, "topic", "", "replay a Kafka topic instead of -events: its partitions merged in event-time order (read_committed)")
 	fs.StringVar(&f.brokers, "brokers", "", "with -topic, the Kafka brokers, host:port[,host:port] (default: $"+brokersEnv+")")
 	fs.StringVar(&f.from, "from", "", "with -topic, the first record time replayed, RFC 3339 (by record timestamp; default: the topic's start)")
@@ -287,6 +292,12 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if len(files) > 1 && f.events == "-" {
 		return fs.usagef("several rulesets need an events file, not stdin")
 	}
+	// A directory is read as run -events DIR reads it: its partition
+	// files, merged in event-time order.
+	eventsDir := false
+	if st, err := os.Stat(f.events); err == nil && st.IsDir() {
+		eventsDir = true
+	}
 	var sets []*rules.Ruleset
 	bad := false
 	for _, name := range files {
@@ -367,11 +378,14 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	for _, rs := range sets {
 		var src *cep.EventSource
 		var err error
-		if replay != nil {
+		switch {
+		case replay != nil:
 			r := *replay
 			r.TimeField = rs.TimeField
 			src, err = cep.OpenTopicEventSource(ctx, r)
-		} else {
+		case eventsDir:
+			src, err = cep.OpenDirEventSource(ctx, f.events, rs.TimeField)
+		default:
 			src, err = cep.OpenEventSource(f.events)
 		}
 		if err != nil {
@@ -467,12 +481,16 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		// but a wrong path to a file being written, or a topic's name
 		// mistaken, looks the same: say so.
 		input := f.events
-		if f.topic != "" {
+		why := "it is empty, or only blank lines"
+		switch {
+		case f.topic != "":
 			input = "topic " + f.topic
-		} else if input == "-" {
+		case input == "-":
 			input = "stdin"
+		case eventsDir:
+			input, why = "directory "+input, "no *.jsonl or *.jsonl.gz files, or only empty ones"
 		}
-		fmt.Fprintf(stderr, "backtest: warning: %s holds no events (it is empty, or only blank lines)\n", input)
+		fmt.Fprintf(stderr, "backtest: warning: %s holds no events (%s)\n", input, why)
 	}
 	if !f.quiet {
 		for i, s := range sums {
@@ -663,6 +681,16 @@ func inputPaths(events string, ruleFiles []string, lf *lookupFlags) []namedPath 
 // (the same file, whatever the path says): writing it would destroy what
 // the run reads.
 func clobbered(cmd string, output namedPath, inputs []namedPath) error {
+	for _, in := range inputs {
+		// An events directory reads every partition file in it: one
+		// written there, new or not, would be read as events (by the next
+		// ruleset's run, or the next run).
+		if dst, err := os.Stat(in.path); err == nil && dst.IsDir() && cep.IsEventsFile(filepath.Base(output.path)) {
+			if pst, err := os.Stat(filepath.Dir(output.path)); err == nil && os.SameFile(pst, dst) {
+				return fmt.Errorf("%s: %s %s is in the events directory %s, whose *.jsonl and *.jsonl.gz files are read as events: write it elsewhere", cmd, output.flag, output.path, in.path)
+			}
+		}
+	}
 	st, err := os.Stat(output.path)
 	if err != nil {
 		return nil // a new file

@@ -2,13 +2,28 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 )
+
+// genSmall writes a day of 20,000 card events with two fraud scenarios
+// (card_testing, auth_not_captured) to path, gzip-compressed when its name
+// ends in .gz.
+func genSmall(t *testing.T, path string) {
+	t.Helper()
+	code, _, stderr := cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "20000",
+		"-customers", "2000", "-scenarios", "card_testing,auth_not_captured", "-fraud-rate", "200", "-o", path)
+	if code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, stderr)
+	}
+}
 
 // TestGenThenBacktest generates a small labelled data set and backtests the
 // bundled cards ruleset over it, as make demo does: alerts are JSON lines,
@@ -17,15 +32,11 @@ import (
 func TestGenThenBacktest(t *testing.T) {
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events.jsonl.gz")
-	code, _, stderr := cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "20000",
-		"-customers", "2000", "-scenarios", "card_testing,auth_not_captured", "-fraud-rate", "200", "-o", events)
-	if code != 0 {
-		t.Fatalf("gen: exit %d\n%s", code, stderr)
-	}
+	genSmall(t, events)
 	alerts := filepath.Join(dir, "alerts.jsonl")
 	late := filepath.Join(dir, "late.jsonl")
 	dead := filepath.Join(dir, "dead.jsonl")
-	code, _, stderr = cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events,
+	code, _, stderr := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events,
 		"-label", "is_fraud", "-alerts", alerts, "-late", late, "-dead-letter", dead, "-examples", "1")
 	if code != 0 {
 		t.Fatalf("backtest: exit %d\n%s", code, stderr)
@@ -195,5 +206,66 @@ func TestBacktestRule(t *testing.T) {
 	code, _, stderr = cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events, "-rule", "card_testin")
 	if code != 2 || !strings.Contains(stderr, "-rule card_testin: no such rule (the rules: card_testing, ") {
 		t.Errorf("an unknown rule: exit %d, want 2 and the rules named\n%s", code, stderr)
+	}
+}
+
+// TestBacktestDirectory: a backtest of a directory reads its *.jsonl and
+// *.jsonl.gz files (a hidden one and another name are not events) merged
+// in event-time order, so a file split in three by time (the middle part
+// compressed) gives the alerts of the whole file (their ids; the matched
+// events' line numbers are the merged order's); an
+// output written into the directory would be read as events and is
+// refused before anything is read.
+func TestBacktestDirectory(t *testing.T) {
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "events.jsonl")
+	genSmall(t, whole)
+	b, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	in := filepath.Join(dir, "in")
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	third := len(lines) / 3
+	writeFile(t, in, "1.jsonl", strings.Join(lines[:third], ""))
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write([]byte(strings.Join(lines[third:2*third], ""))); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, in, "2.jsonl.gz", gz.String())
+	writeFile(t, in, "3.jsonl", strings.Join(lines[2*third:], ""))
+	writeFile(t, in, ".hidden.jsonl", "not an event\n")
+	writeFile(t, in, "notes.txt", "not an event\n")
+
+	backtest := func(events, alerts string) []string {
+		t.Helper()
+		code, _, stderr := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events, "-alerts", alerts, "-q")
+		if code != 0 {
+			t.Fatalf("backtest -events %s: exit %d\n%s", events, code, stderr)
+		}
+		return readLines(t, alerts)
+	}
+	want := backtest(whole, filepath.Join(dir, "whole.jsonl"))
+	got := backtest(in, filepath.Join(dir, "dir.jsonl"))
+	if len(want) < 20 {
+		t.Fatalf("%d alerts of the whole file: too few to compare", len(want))
+	}
+	if !slices.Equal(alertIDs(t, filepath.Join(dir, "dir.jsonl")), alertIDs(t, filepath.Join(dir, "whole.jsonl"))) || len(got) != len(want) {
+		t.Fatalf("the directory's %d alerts differ from the whole file's %d", len(got), len(want))
+	}
+
+	code, _, stderr := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", in, "-alerts", filepath.Join(in, "alerts.jsonl"))
+	if code != 1 || !strings.Contains(stderr, "is in the events directory") {
+		t.Errorf("-alerts in the events directory: exit %d, want 1 saying so\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(in, "alerts.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("alerts.jsonl in the events directory: %v, want it not created", err)
 	}
 }
