@@ -177,11 +177,11 @@ func caughtUp(ctx context.Context, adm *kadm.Client, topic string, committed boo
 	if committed {
 		list = adm.ListCommittedOffsets
 	}
-	ends, err := listOffsets(ctx, list, topic)
+	ends, err := listOffsets(ctx, adm, list, topic)
 	if err != nil {
 		return false, fmt.Errorf("kafka: end offsets of %s: %w", topic, err)
 	}
-	starts, err := listOffsets(ctx, adm.ListStartOffsets, topic)
+	starts, err := listOffsets(ctx, adm, adm.ListStartOffsets, topic)
 	if err != nil {
 		return false, fmt.Errorf("kafka: start offsets of %s: %w", topic, err)
 	}

@@ -444,7 +444,7 @@ func (s *Source) resolve(ctx context.Context) error {
 		return err
 	}
 	list := func(what string, f func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
-		l, err := listOffsets(ctx, f, c.Topic)
+		l, err := listOffsets(ctx, adm, f, c.Topic)
 		if err != nil {
 			return nil, fmt.Errorf("kafka: %s offsets of %s: %w", what, c.Topic, err)
 		}

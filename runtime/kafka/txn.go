@@ -543,21 +543,7 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	var l kadm.ListedOffsets
-	err = retryTransient(ctx, func(ctx context.Context) error {
-		var err error
-		if l, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
-			err = l.Error()
-		}
-		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			// Retriable for a topic being made; said at once for one
-			// that does not exist.
-			if _, cerr := partitionCount(ctx, adm, topic); errors.Is(cerr, ErrNoTopic) {
-				return cerr
-			}
-		}
-		return err
-	})
+	l, err := listOffsets(ctx, adm, adm.ListCommittedOffsets, topic)
 	switch {
 	case errors.Is(err, ErrNoTopic):
 		return nil, err
@@ -567,20 +553,32 @@ func EndOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, err
 	return offsetsOf(l, topic)
 }
 
-// listOffsets calls list (one of kadm's ListStartOffsets,
-// ListEndOffsets, ListCommittedOffsets) for topic through retryTransient:
-// a partition whose leader is away answers "unable to dial" until its
-// leadership has moved.
-func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string) (kadm.ListedOffsets, error) {
+// listOffsets calls list (one of adm's ListStartOffsets, ListEndOffsets,
+// ListCommittedOffsets) for topic through retryTransient: a partition
+// whose leader is away answers "unable to dial" until its leadership has
+// moved. A topic that does not exist is said at once (ErrNoTopic).
+func listOffsets(ctx context.Context, adm *kadm.Client, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string) (kadm.ListedOffsets, error) {
 	var l kadm.ListedOffsets
 	err := retryTransient(ctx, func(ctx context.Context) error {
 		var err error
 		if l, err = list(ctx, topic); err == nil {
 			err = l.Error()
 		}
-		return err
+		return noTopicAtOnce(ctx, adm, topic, err)
 	})
 	return l, err
+}
+
+// noTopicAtOnce returns err, or, when err says that topic or a partition
+// of it is unknown (retriable: a topic being made) and topic does not
+// exist, ErrNoTopic (which retryTransient does not retry).
+func noTopicAtOnce(ctx context.Context, adm *kadm.Client, topic string, err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		if _, cerr := partitionCount(ctx, adm, topic); errors.Is(cerr, ErrNoTopic) {
+			return cerr
+		}
+	}
+	return err
 }
 
 // offsetsOf returns topic's listed offsets by partition; none is
@@ -606,16 +604,17 @@ func DeleteRetention(ctx context.Context, c Conn, topic string) (time.Duration, 
 		return 0, err
 	}
 	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	var rc kadm.ResourceConfig
 	err = retryTransient(ctx, func(ctx context.Context) error {
-		rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 		if err != nil {
 			return err
 		}
 		if rc, err = rcs.On(topic, nil); err == nil {
 			err = rc.Err
 		}
-		return err
+		return noTopicAtOnce(ctx, adm, topic, err)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("kafka: configs of %s: %w", topic, err)
@@ -641,7 +640,8 @@ func StartOffsets(ctx context.Context, c Conn, topic string) (map[int32]int64, e
 		return nil, err
 	}
 	defer cl.Close()
-	l, err := listOffsets(ctx, kadm.NewClient(cl).ListStartOffsets, topic)
+	adm := kadm.NewClient(cl)
+	l, err := listOffsets(ctx, adm, adm.ListStartOffsets, topic)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: start offsets of %s: %w", topic, err)
 	}
