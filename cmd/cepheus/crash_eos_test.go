@@ -374,19 +374,20 @@ func TestExactlyOnceKafka(t *testing.T) {
 // TestExactlyOnceKafkaBrokerFailure runs the exactly-once job against a
 // 3-node cluster of its own (scripts/kafka.sh start -n 3: every topic
 // replicated three times, writes acknowledged by two) and kills one
-// broker with SIGKILL mid-run, bringing it back a few seconds later: the
-// run goes on through the leader changes and finishes, and a
-// read_committed consumer's alert ids equal the backtest's.
+// broker with SIGKILL, bringing it back two seconds later: just before
+// the run starts (an instance started during a broker failure waits for
+// it, docs/kafka.md) and half a second into it (mid-run). The run goes on
+// through the leader changes and finishes, and a read_committed
+// consumer's alert ids equal the backtest's. (Neither case fails at
+// c12740e on this machine: franz-go's own retries outlast a two-second
+// absence. The start's listings failed at once there when a restart took
+// longer, in a CI run of the 28th session: TestPartitionCountNoAnswer and
+// TestFirstCallMisconfigured cover their retries.)
 func TestExactlyOnceKafkaBrokerFailure(t *testing.T) {
 	kafkaBrokers(t) // the same skip or failure as the other Kafka tests
 	t.Parallel()
 	brokers, kdir := startOwnKafka(t, "-n", "3")
 	bin := buildCepheus(t)
-	dir := t.TempDir()
-	job := newEOSJob(t, bin, dir, brokers, "eos-failover")
-	rules, topic, want := job.rules, job.topic, job.want
-	// Node 2 dies half a second into the run and comes back 2 s later
-	// (while the run goes on: leader elections take a few seconds).
 	pids, err := os.ReadFile(filepath.Join(kdir, "pids"))
 	if err != nil {
 		t.Fatal(err)
@@ -395,38 +396,67 @@ func TestExactlyOnceKafkaBrokerFailure(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("%d brokers recorded, want 3", len(lines))
 	}
-	pid, err := strconv.Atoi(strings.Fields(lines[1])[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	restarted := make(chan error, 1)
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			restarted <- err
-			return
-		}
-		time.Sleep(2 * time.Second)
-		out, err := exec.Command("../../scripts/kafka.sh", "restart-node", "2", "-dir", kdir).CombinedOutput()
+	node2 := func() int {
+		t.Helper()
+		// The pid file is rewritten by restart-node.
+		pids, err := os.ReadFile(filepath.Join(kdir, "pids"))
 		if err != nil {
-			err = fmt.Errorf("%v\n%s", err, out)
+			t.Fatal(err)
 		}
-		restarted <- err
-	}()
-	alerts := topic + "-alerts"
-	e := runChild(t, bin, []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
-		"-alerts-topic", alerts, "-group", topic, "-state", filepath.Join(dir, "state"), "-checkpoint-interval", "200ms",
-		"-parallelism", "2", "-progress", "1s"}, "", 0)
-	if err := <-restarted; err != nil {
-		t.Fatalf("killing and restarting broker 2: %v", err)
+		pid, err := strconv.Atoi(strings.Fields(strings.Split(strings.TrimSpace(string(pids)), "\n")[1])[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
 	}
-	if e.killed || e.code != 0 {
-		t.Fatalf("cepheus run through a broker failure: %s\n%s", e.describe(), e.tail())
-	}
-	t.Logf("run through the broker failure: %s", e.describe())
-	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
-	if d := want.diff(got); d != "" {
-		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration // from the run's start to the kill; negative: before it
+	}{{"eos-failover-start", -1}, {"eos-failover", 500 * time.Millisecond}} {
+		dir := filepath.Join(t.TempDir(), tc.name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		job := newEOSJob(t, bin, dir, brokers, tc.name)
+		rules, topic, want := job.rules, job.topic, job.want
+		pid := node2()
+		killed := make(chan error, 1)
+		restarted := make(chan error, 1)
+		go func() {
+			time.Sleep(max(tc.delay, 0))
+			err := syscall.Kill(pid, syscall.SIGKILL)
+			killed <- err
+			if err != nil {
+				restarted <- err
+				return
+			}
+			time.Sleep(2 * time.Second)
+			out, err := exec.Command("../../scripts/kafka.sh", "restart-node", "2", "-dir", kdir).CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("%v\n%s", err, out)
+			}
+			restarted <- err
+		}()
+		if tc.delay < 0 {
+			if err := <-killed; err != nil {
+				t.Fatalf("killing broker 2: %v", err)
+			}
+		}
+		alerts := topic + "-alerts"
+		e := runChild(t, bin, []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
+			"-alerts-topic", alerts, "-group", topic, "-state", filepath.Join(dir, "state"), "-checkpoint-interval", "200ms",
+			"-parallelism", "2", "-progress", "1s"}, "", 0)
+		if err := <-restarted; err != nil {
+			t.Fatalf("%s: killing and restarting broker 2: %v", tc.name, err)
+		}
+		if e.killed || e.code != 0 {
+			t.Fatalf("%s: cepheus run through a broker failure: %s\n%s", tc.name, e.describe(), e.tail())
+		}
+		t.Logf("%s: run through the broker failure: %s", tc.name, e.describe())
+		got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
+		if d := want.diff(got); d != "" {
+			t.Errorf("%s: the alerts topic (read_committed) differs from the backtest: %s", tc.name, d)
+		}
 	}
 }
 
