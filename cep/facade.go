@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 
 	"github.com/cepheus-cep/cepheus/runtime"
 )
@@ -15,6 +16,9 @@ import (
 type EventSource struct {
 	fs   *runtime.FileSource
 	stop func() error // what else Close ends (a topic's reader)
+	// size, when positive, is the input's size where fs cannot know it
+	// (a directory's plain files merged through a pipe).
+	size int64
 }
 
 // OpenEventSource opens path ("-" for stdin) as an [EventSource].
@@ -42,8 +46,49 @@ func OpenDirEventSource(ctx context.Context, dir, timeField string) (*EventSourc
 		cancel()
 		return nil, err
 	}
-	_, chans := r.Aligned()
-	return mergedEventSource("directory "+dir, chans, timeField, r, cancel)
+	parts, chans := r.Aligned()
+	src, err := mergedEventSource("directory "+dir, chans, timeField, r, cancel)
+	if err != nil {
+		return nil, err
+	}
+	src.size = plainSize(parts)
+	return src, nil
+}
+
+// plainSize returns the bytes of the files of parts, or 0 when one is
+// compressed or cannot be looked at: the merge passes the plain files'
+// lines as they are (their blank lines and line ends aside), so that is
+// what a backtest's progress counts up to.
+func plainSize(parts []runtime.Partition) int64 {
+	var n int64
+	for _, p := range parts {
+		size, ok := plainFileSize(p.Path)
+		if !ok {
+			return 0
+		}
+		n += size
+	}
+	return n
+}
+
+// plainFileSize returns the size of the file at path and true, unless it
+// is gzip-compressed (its magic bytes, as the reader detects it) or cannot
+// be read.
+func plainFileSize(path string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, false
+	}
+	magic := make([]byte, 2)
+	if n, _ := io.ReadFull(f, magic); n == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		return 0, false
+	}
+	return st.Size(), true
 }
 
 // IsEventsFile reports whether a directory's entry named name is read as
@@ -65,8 +110,16 @@ func NewEventSource(r io.Reader, name string) (*EventSource, error) {
 func (s *EventSource) Name() string { return s.fs.Name() }
 
 // Progress returns the bytes read so far and the input's size (-1 when
-// unknown, as for stdin).
-func (s *EventSource) Progress() (read, total int64) { return s.fs.Progress() }
+// unknown, as for stdin, a topic, or a directory with a compressed file).
+func (s *EventSource) Progress() (read, total int64) {
+	read, total = s.fs.Progress()
+	if s.size > 0 {
+		// A last line without its newline gets one in the merge.
+		total = s.size
+		read = min(read, total)
+	}
+	return read, total
+}
 
 // Close closes the file the source opened.
 func (s *EventSource) Close() error {
