@@ -567,6 +567,7 @@ type followed struct {
 	m      *StreamMonitor
 	cancel context.CancelFunc
 	done   chan followedEnd
+	ended  chan struct{} // closed once Stream returned
 	mu     sync.Mutex
 	logs   []string
 }
@@ -579,7 +580,7 @@ type followedEnd struct {
 // follow starts e streaming cfg's input, followed and polled every 2 ms,
 // into f.m and f.lines.
 func follow(t *testing.T, e *Engine, cfg StreamConfig) *followed {
-	f := &followed{t: t, m: NewStreamMonitor(), done: make(chan followedEnd, 1)}
+	f := &followed{t: t, m: NewStreamMonitor(), done: make(chan followedEnd, 1), ended: make(chan struct{})}
 	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, f.m
 	cfg.Logf = func(format string, args ...any) {
 		f.mu.Lock()
@@ -588,8 +589,19 @@ func follow(t *testing.T, e *Engine, cfg StreamConfig) *followed {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	t.Cleanup(cancel)
+	// At the end of a test that failed while the job ran, the job is
+	// stopped and waited for before the test's directories are removed
+	// (else the removal races its last checkpoint and leaves them).
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-f.ended:
+		case <-time.After(time.Minute):
+			t.Errorf("the followed job did not end within a minute of its cancellation")
+		}
+	})
 	go func() {
+		defer close(f.ended)
 		res, err := e.Stream(ctx, cfg)
 		f.done <- followedEnd{res, err}
 	}()
