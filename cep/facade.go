@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 
 	"github.com/cepheus-cep/cepheus/runtime"
 )
@@ -62,33 +61,13 @@ func OpenDirEventSource(ctx context.Context, dir, timeField string) (*EventSourc
 func plainSize(parts []runtime.Partition) int64 {
 	var n int64
 	for _, p := range parts {
-		size, ok := plainFileSize(p.Path)
+		size, ok := runtime.PlainFileSize(p.Path)
 		if !ok {
 			return 0
 		}
 		n += size
 	}
 	return n
-}
-
-// plainFileSize returns the size of the file at path and true, unless it
-// is gzip-compressed (its magic bytes, as the reader detects it) or cannot
-// be read.
-func plainFileSize(path string) (int64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return 0, false
-	}
-	magic := make([]byte, 2)
-	if n, _ := io.ReadFull(f, magic); n == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		return 0, false
-	}
-	return st.Size(), true
 }
 
 // IsEventsFile reports whether a directory's entry named name is read as

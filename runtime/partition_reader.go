@@ -559,8 +559,7 @@ func (r *PartitionReader) quietAt(p Partition, pos Position) (os.FileInfo, bool)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() != pos.Offset || time.Since(fi.ModTime()) < r.cfg.CloseInactive {
 		return nil, false
 	}
-	magic := make([]byte, len(gzipMagic))
-	if n, _ := f.ReadAt(magic, 0); n == len(magic) && bytes.Equal(magic, gzipMagic) {
+	if gzipAt(f) {
 		return nil, false
 	}
 	return fi, true

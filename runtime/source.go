@@ -85,6 +85,30 @@ func (c SourceConfig) withDefaults() (SourceConfig, error) {
 // gzipMagic starts every gzip stream.
 var gzipMagic = []byte{0x1f, 0x8b}
 
+// gzipAt reports whether the file f starts with gzipMagic (as a source
+// detects compression).
+func gzipAt(f io.ReaderAt) bool {
+	magic := make([]byte, len(gzipMagic))
+	n, _ := f.ReadAt(magic, 0)
+	return n == len(magic) && bytes.Equal(magic, gzipMagic)
+}
+
+// PlainFileSize returns the size of the file at path and true, unless it
+// is gzip-compressed (by its magic bytes, as a source detects it) or
+// cannot be read.
+func PlainFileSize(path string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || gzipAt(f) {
+		return 0, false
+	}
+	return st.Size(), true
+}
+
 // FileSource reads JSON lines from a file, a gzip file or a reader (stdin).
 // Records are lines: numbered from 1, with their byte offsets, CRLF
 // tolerated, blank lines (only spaces, tabs, CRs) skipped.

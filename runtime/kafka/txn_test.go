@@ -123,16 +123,17 @@ func TestKeyPartition(t *testing.T) {
 	}
 }
 
-// TestPartitionCountNoAnswer: brokers that accept connections and never
-// answer fail PartitionCount (and every other call a command or a job's
-// start makes) once transientFor has passed, saying so, rather than keep
-// it waiting (it waited for the context).
-func TestPartitionCountNoAnswer(t *testing.T) {
+// fakeBrokers listens on a loopback port until the test ends and returns
+// its address as the brokers: every connection is held and never answered
+// (hold), or closed at once (what a TLS listener does to a plaintext
+// client).
+func fakeBrokers(t *testing.T, hold bool) []string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		var held []net.Conn // accepted and never answered
 		defer func() {
@@ -145,16 +146,23 @@ func TestPartitionCountNoAnswer(t *testing.T) {
 			if err != nil {
 				return
 			}
-			held = append(held, c)
+			if hold {
+				held = append(held, c)
+			} else {
+				c.Close()
+			}
 		}
 	}()
-	saved := transientFor
-	transientFor = 2 * time.Second
-	defer func() { transientFor = saved }()
-	brokers := []string{ln.Addr().String()}
-	for what, f := range map[string]func(ctx context.Context) error{
+	return []string{ln.Addr().String()}
+}
+
+// startCalls are the calls with which a command or a job's start reaches
+// brokers, by name, each on topic "t".
+func startCalls(brokers []string) map[string]func(ctx context.Context) error {
+	c := Conn{Brokers: brokers}
+	return map[string]func(ctx context.Context) error{
 		"PartitionCount": func(ctx context.Context) error {
-			_, err := PartitionCount(ctx, Conn{Brokers: brokers}, "t")
+			_, err := PartitionCount(ctx, c, "t")
 			return err
 		},
 		// The produce and consume commands: the client alone gave an i/o
@@ -171,24 +179,46 @@ func TestPartitionCountNoAnswer(t *testing.T) {
 		// changelog's retention, its topics. A broker away answered
 		// these with "unable to dial" at once, failing the start.
 		"ReadPartitions": func(ctx context.Context) error {
-			_, err := ReadPartitions(ctx, Conn{Brokers: brokers}, "t", []int32{0}, nil, func(int32, []byte, []byte) error { return nil })
+			_, err := ReadPartitions(ctx, c, "t", []int32{0}, nil, func(int32, []byte, []byte) error { return nil })
 			return err
 		},
-		"StartOffsets": func(ctx context.Context) error { _, err := StartOffsets(ctx, Conn{Brokers: brokers}, "t"); return err },
+		"StartOffsets": func(ctx context.Context) error { _, err := StartOffsets(ctx, c, "t"); return err },
 		"DeleteRetention": func(ctx context.Context) error {
-			_, err := DeleteRetention(ctx, Conn{Brokers: brokers}, "t")
+			_, err := DeleteRetention(ctx, c, "t")
 			return err
 		},
 		"EnsureTopics": func(ctx context.Context) error {
-			_, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: "t"}})
+			_, err := EnsureTopics(ctx, c, []TopicSpec{{Name: "t"}})
 			return err
 		},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		begin := time.Now()
-		err := f(ctx)
-		cancel()
-		if took := time.Since(begin); err == nil || !strings.Contains(err.Error(), "no answer from the brokers within 2s") || took > 15*time.Second {
+	}
+}
+
+// timed calls f with a context of a minute and returns how long it took
+// and its error.
+func timed(f func(ctx context.Context) error) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	begin := time.Now()
+	err := f(ctx)
+	return time.Since(begin), err
+}
+
+// withTransientFor sets transientFor to d until the test ends.
+func withTransientFor(t *testing.T, d time.Duration) {
+	saved := transientFor
+	transientFor = d
+	t.Cleanup(func() { transientFor = saved })
+}
+
+// TestPartitionCountNoAnswer: brokers that accept connections and never
+// answer fail PartitionCount (and every other call a command or a job's
+// start makes) once transientFor has passed, saying so, rather than keep
+// it waiting (it waited for the context).
+func TestPartitionCountNoAnswer(t *testing.T) {
+	withTransientFor(t, 2*time.Second)
+	for what, f := range startCalls(fakeBrokers(t, true)) {
+		if took, err := timed(f); err == nil || !strings.Contains(err.Error(), "no answer from the brokers within 2s") || took > 15*time.Second {
 			t.Errorf("%s against brokers that never answer: %v after %v; want no answer within 2s, at once then", what, err, took.Round(time.Millisecond))
 		}
 	}
@@ -201,43 +231,10 @@ func TestPartitionCountNoAnswer(t *testing.T) {
 // brokers away to wait transientFor for (a source's opening waited 45 s
 // for it once its listings were retried).
 func TestFirstCallMisconfigured(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	saved := transientFor
-	transientFor = 20 * time.Second
-	defer func() { transientFor = saved }()
-	brokers := []string{ln.Addr().String()}
-	for what, f := range map[string]func(ctx context.Context) error{
-		"PartitionCount": func(ctx context.Context) error {
-			_, err := PartitionCount(ctx, Conn{Brokers: brokers}, "t")
-			return err
-		},
-		"ReadPartitions": func(ctx context.Context) error {
-			_, err := ReadPartitions(ctx, Conn{Brokers: brokers}, "t", []int32{0}, nil, func(int32, []byte, []byte) error { return nil })
-			return err
-		},
-		"EnsureTopics": func(ctx context.Context) error {
-			_, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: "t"}})
-			return err
-		},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		begin := time.Now()
-		err := f(ctx)
-		cancel()
-		if took := time.Since(begin); !errors.As(err, new(*kgo.ErrFirstReadEOF)) || took > 10*time.Second {
+	withTransientFor(t, 20*time.Second)
+	calls := startCalls(fakeBrokers(t, false))
+	for _, what := range []string{"PartitionCount", "ReadPartitions", "EnsureTopics"} {
+		if took, err := timed(calls[what]); !errors.As(err, new(*kgo.ErrFirstReadEOF)) || took > 10*time.Second {
 			t.Errorf("%s against a listener that closes every connection: %v after %v; want franz-go's first-read EOF at once", what, err, took.Round(time.Millisecond))
 		}
 	}
