@@ -18,15 +18,23 @@ import (
 // apart. Offsets, line numbers, instance ids and wall time never enter it,
 // so a replay gives the same ids.
 func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
-	return alertID(rule, key, match, nil)
+	return alertID(rule, key, match, nil, false)
 }
+
+// timedOutMark ends what the id of an alert for a timed-out partial match
+// hashes (docs/decisions.md, "Alert id"): such an alert never has the id
+// of a match of the same events.
+var timedOutMark = []byte("\xfftimed out")
 
 // alertID is AlertID leaving out of each event's field values the slots
 // derived marks: the fields a lookup fills (docs/decisions.md, "Alert
 // id"), which belong to no input, so that an alert's id does not depend on
 // the lookups' data, nor on whether they are bound; and the fields only an
 // event observer reads, so that it does not depend on -label either.
-func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []bool) string {
+//
+// timedOut marks the id of a timed-out partial match: timedOutMark ends
+// what it hashes.
+func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []bool, timedOut bool) string {
 	h := sha256.New()
 	h.Write([]byte(rule.Hash))
 	h.Write([]byte{0})
@@ -59,6 +67,9 @@ func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []
 			h.Write(n[:4])
 		}
 	}
+	if timedOut {
+		h.Write(timedOutMark)
+	}
 	sum := h.Sum(nil)
 	return hex.EncodeToString(sum[:16])
 }
@@ -87,8 +98,8 @@ type Alert struct {
 // sink. The fields, in this order (fields may be added, never renamed):
 //
 //	{"alert_id", "rule", "ruleset", "ruleset_version", "rule_hash", "severity",
-//	 "key": {field: value}, "detected_at", "matched": {stage: [event...]},
-//	 "emit": {name: value}}
+//	 "key": {field: value}, "detected_at", ["timed_out": true,]
+//	 "matched": {stage: [event...]}, "emit": {name: value}}
 //
 // Stages that took no event are left out; each matched event is an object
 // of its line number ("line") and the fields of the run's schema, time
@@ -129,17 +140,27 @@ func (e *AlertEncoder) appendOverflow(b []byte, ev *event.Event, rules []string)
 // evaluated over the match.
 // derived marks the slots an alert id leaves out (Engine.derived), null
 // those the matched events show as null (compiledRule.null).
+//
+// A timed-out partial match (an ItemTimeout of a rule with a timeout
+// block) gives an alert marked TimedOut, detected at the time its window
+// ended, with the timeout block's severity and emits.
 func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item, derived, null []bool) {
+	timedOut := it.Kind == ItemTimeout && r.Timeout != nil
+	severity, emits, at := r.Severity, r.Emits, it.Match.At
+	if timedOut {
+		severity, emits, at = r.Timeout.Severity, r.Timeout.Emits, it.At
+	}
 	a.Alert = jsonev.Alert{
-		ID:             alertID(r, it.Key, it.Match.Events, derived),
+		ID:             alertID(r, it.Key, it.Match.Events, derived, timedOut),
 		Rule:           r.Name,
 		Ruleset:        rs.Name,
 		RulesetVersion: rs.Hash,
 		RuleHash:       r.Hash,
-		Severity:       r.Severity.String(),
+		Severity:       severity.String(),
 		KeyFields:      r.KeyFields,
 		Key:            a.Key[:0],
-		DetectedAt:     it.Match.At,
+		DetectedAt:     at,
+		TimedOut:       timedOut,
 		Stages:         r.NFA.Stages(),
 		Matched:        it.Match.Events,
 		Null:           null,
@@ -160,7 +181,7 @@ func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item, derived, nu
 		}
 		a.Key = append(a.Key, v)
 	}
-	for _, em := range r.Emits {
+	for _, em := range emits {
 		v, err := em.Expr.Eval(it.Match.Events)
 		if err != nil {
 			v = event.Null // counted by the expression; the alert still goes out

@@ -342,7 +342,9 @@ func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) er
 	for i := range ko.out.Items {
 		it := &ko.out.Items[i]
 		switch it.Kind {
-		case ItemMatch:
+		case ItemMatch, ItemTimeout:
+			// Timeouts come only from the rules with a timeout block
+			// (their NFAs alone are compiled with nfa.WithTimeouts).
 			h.out.Items = append(h.out.Items, *it)
 		case ItemLate:
 			// Every rule sees the same watermark, so an event late for
@@ -375,6 +377,7 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 	if !slices.IsSortedFunc(items, byRule) {
 		slices.SortStableFunc(items, byRule)
 	}
+	h.sortTimeouts(items)
 	var cerr error
 	compare := false
 	for i := range items {
@@ -421,6 +424,7 @@ func (h *hostOperator) compareShadow(items []Item) {
 	}
 	sig := func(pair int, it *Item) string {
 		b := binary.AppendUvarint(h.sigBuf[:0], uint64(pair))
+		b = append(b, byte(it.Kind)) // a match and a timeout of the same events differ
 		b = binary.AppendUvarint(b, uint64(len(it.Key)))
 		b = append(b, it.Key...)
 		for _, evs := range it.Match.Events {
@@ -458,6 +462,47 @@ func (h *hostOperator) compareShadow(items []Item) {
 }
 
 func byRule(a, b Item) int { return a.Rule - b.Rule }
+
+// sortTimeouts puts each run of timed-out partial matches of one rule and
+// key in items in the order of their times, then of their alert ids. The
+// automaton gives those of one time advance in the order of its queue,
+// which depends on how time advanced (a watermark every event or every
+// 256): sorted, a key's alerts come in the same order whatever the
+// cadence, layout or restarts. Timeouts of one run that came from two
+// advances stay in order: those of the later one timed out after the
+// earlier one's time. Matches keep the automaton's order, which is
+// canonical already.
+func (h *hostOperator) sortTimeouts(items []Item) {
+	for i := 0; i < len(items); {
+		j := i + 1
+		if items[i].Kind == ItemTimeout {
+			for j < len(items) && items[j].Kind == ItemTimeout && items[j].Rule == items[i].Rule && items[j].Key == items[i].Key {
+				j++
+			}
+		}
+		if j-i > 1 {
+			r := h.e.rules[items[i].Rule].rule
+			type keyed struct {
+				it Item
+				id string
+			}
+			run := make([]keyed, 0, j-i)
+			for _, it := range items[i:j] {
+				run = append(run, keyed{it, alertID(r, it.Key, it.Match.Events, h.e.derived, true)})
+			}
+			slices.SortFunc(run, func(a, b keyed) int {
+				if c := cmp.Compare(a.it.At, b.it.At); c != 0 {
+					return c
+				}
+				return strings.Compare(a.id, b.id)
+			})
+			for k, x := range run {
+				items[i+k] = x.it
+			}
+		}
+		i = j
+	}
+}
 
 // counterStateVersion is the first byte of the counter record (1: without
 // the shadow counters).

@@ -49,6 +49,21 @@ func (n *NFA) IsNegative(i int) bool { return n.stageContiguity[i].isNot() }
 // Window returns the pattern window (first to last event) in ms; 0 = none.
 func (n *NFA) Window() int64 { return n.windowTime }
 
+// CanTimeOut reports whether a partial match of n can time out: n has a
+// window (Within) or a gap window (a stage's PREVIOUS_AND_CURRENT window,
+// a loop's gap).
+func (n *NFA) CanTimeOut() bool {
+	if n.windowTime > 0 {
+		return true
+	}
+	for _, s := range n.states {
+		if s.gap > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Skip returns the after-match skip strategy.
 func (n *NFA) Skip() SkipStrategy { return n.skip }
 

@@ -143,7 +143,8 @@ type FieldDecl struct {
 }
 
 // RuleDecl is `rule NAME { ... }`. Its items are kept in fields and printed
-// in a fixed order: description, severity, key, pattern, skip, emit.
+// in a fixed order: description, severity, key, pattern, skip, emit,
+// timeout.
 type RuleDecl struct {
 	Comments
 	Pos         Pos
@@ -154,7 +155,20 @@ type RuleDecl struct {
 	Pattern     *PatternBlock
 	Skip        *SkipItem
 	Emit        *EmitBlock
+	Timeout     *TimeoutBlock
 	EndDoc      []string
+}
+
+// TimeoutBlock is `timeout { [severity S] [emit { ... }] }`: the rule also
+// raises an alert for each partial match its window drops (Flink's
+// TimedOutPartialMatchHandler), with that severity (the rule's when not
+// given) and those emitted fields, computed from the events taken so far.
+type TimeoutBlock struct {
+	Comments
+	Pos      Pos
+	Severity *NameItem
+	Emit     *EmitBlock
+	EndDoc   []string
 }
 
 // StringItem is a keyword and a string: `description "..."`.
@@ -393,16 +407,18 @@ type ExpectBlock struct {
 	EndDoc  []string
 }
 
-// ExpectLine is `rule [key v1, v2] { stage: [1, 2], ... } [emit { f: v }]`:
-// a match of rule with those key values, each stage taking those events
-// (1-based numbers in the test's events), and, when given, those emitted
-// values.
+// ExpectLine is `rule [timedOut] [key v1, v2] { stage: [1, 2], ... } [emit
+// { f: v }]`: a match of rule (with timedOut, a partial match its window
+// dropped, as the rule's timeout block reports it) with those key values,
+// each stage taking those events (1-based numbers in the test's events),
+// and, when given, those emitted values.
 type ExpectLine struct {
 	Comments
-	Rule   Name
-	Key    []Literal
-	Stages []StageEvents
-	Emits  []EmitLit
+	Rule     Name
+	TimedOut bool
+	Key      []Literal
+	Stages   []StageEvents
+	Emits    []EmitLit
 }
 
 // EmitLit is `name: value` in the emit part of an expect line.

@@ -284,11 +284,24 @@ func forEachExpr(r *RuleDecl, fn func(*Expr)) {
 			}
 		})
 	}
-	if r.Emit != nil {
-		for _, f := range r.Emit.Fields {
+	for _, e := range r.emitBlocks() {
+		for _, f := range e.Fields {
 			fn(f.Expr)
 		}
 	}
+}
+
+// emitBlocks returns the rule's emit blocks: its own, then its timeout
+// block's, those it has.
+func (r *RuleDecl) emitBlocks() []*EmitBlock {
+	var out []*EmitBlock
+	if r.Emit != nil {
+		out = append(out, r.Emit)
+	}
+	if r.Timeout != nil && r.Timeout.Emit != nil {
+		out = append(out, r.Timeout.Emit)
+	}
+	return out
 }
 
 // walkElems calls fn for every element, groups before their stages, in
@@ -347,9 +360,12 @@ func (c *ruleChecker) schemaHint(name string) string {
 }
 
 func (c *ruleChecker) checkRule(r *RuleDecl) {
-	if r.Severity != nil {
-		if _, ok := parseSeverity(r.Severity.Name.Value); !ok {
-			c.errorf(r.Severity.Name.Pos, "unknown severity %s (want info, low, medium, high or critical)", r.Severity.Name)
+	for _, sev := range []*NameItem{r.Severity, r.timeoutSeverity()} {
+		if sev == nil {
+			continue
+		}
+		if _, ok := parseSeverity(sev.Name.Value); !ok {
+			c.errorf(sev.Name.Pos, "unknown severity %s (want info, low, medium, high or critical)", sev.Name)
 		}
 	}
 	if r.Key != nil {
@@ -400,15 +416,24 @@ func (c *ruleChecker) checkRule(r *RuleDecl) {
 			}
 		}
 	}
-	if r.Emit != nil {
+	for _, e := range r.emitBlocks() {
 		seen := map[string]bool{}
-		for _, f := range r.Emit.Fields {
+		for _, f := range e.Fields {
 			if seen[f.Name.Value] {
 				c.errorf(f.Name.Pos, "emit field %s is given twice", f.Name)
 			}
 			seen[f.Name.Value] = true
 		}
 	}
+}
+
+// timeoutSeverity is the severity item of the rule's timeout block, nil
+// when there is none.
+func (r *RuleDecl) timeoutSeverity() *NameItem {
+	if r.Timeout == nil {
+		return nil
+	}
+	return r.Timeout.Severity
 }
 
 func (c *ruleChecker) declared(field string) bool {

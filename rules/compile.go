@@ -155,14 +155,13 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	rc.env = &cond.Env{Schema: rc.c.schema, Declared: rc.c.schemaDecl != nil, Stages: names, Lookups: rc.c.lookupNames()}
 	rc.compileConditions()
 	defer rc.stageRefWarnings() // after the emits: their expressions too
-	if rd.Emit != nil {
-		for _, f := range rd.Emit.Fields {
-			v, err := cond.CompileValueExpr(f.Expr.raw, rc.env)
-			if err != nil {
-				rc.exprError(f.Expr, err)
-				continue
+	r.Emits = rc.compileEmits(rd.Emit)
+	if t := rd.Timeout; t != nil {
+		r.Timeout = &TimeoutOutput{Severity: r.Severity, Emits: rc.compileEmits(t.Emit)}
+		if t.Severity != nil {
+			if s, ok := parseSeverity(t.Severity.Name.Value); ok {
+				r.Timeout.Severity = s
 			}
-			r.Emits = append(r.Emits, Emit{Name: f.Name.Value, Expr: &ValueExpr{v}})
 		}
 	}
 	if rc.c.bad[rd] || rd.Pattern == nil {
@@ -180,9 +179,17 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	if sk := rd.Skip; sk != nil {
 		last.Skip(skipStrategy(sk))
 	}
-	n, err := nfa.Compile(last)
+	var opts []nfa.Option
+	if rd.Timeout != nil {
+		opts = append(opts, nfa.WithTimeouts())
+	}
+	n, err := nfa.Compile(last, opts...)
 	if err != nil {
 		rc.patternErrors(err)
+		return r
+	}
+	if rd.Timeout != nil && !n.CanTimeOut() {
+		rc.c.errorf(rd.Timeout.Pos, "rule %s has a timeout block but no window, so none of its partial matches times out: add a window (within d) to the pattern", rd.Name)
 		return r
 	}
 	if got := n.Stages(); !slices.Equal(got, names) {
@@ -193,6 +200,23 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	}
 	r.Pattern, r.NFA = last, n
 	return r
+}
+
+// compileEmits compiles the fields of emit block e (nil: none).
+func (rc *ruleCompiler) compileEmits(e *EmitBlock) []Emit {
+	if e == nil {
+		return nil
+	}
+	var out []Emit
+	for _, f := range e.Fields {
+		v, err := cond.CompileValueExpr(f.Expr.raw, rc.env)
+		if err != nil {
+			rc.exprError(f.Expr, err)
+			continue
+		}
+		out = append(out, Emit{Name: f.Name.Value, Expr: &ValueExpr{v}})
+	}
+	return out
 }
 
 // clausesOf returns the clauses of every element of r, in pattern order.

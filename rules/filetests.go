@@ -84,7 +84,13 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 		if td.Events != nil {
 			nEvents = len(td.Events.Lines)
 		}
-		emitNames := map[*RuleDecl][]string{}
+		// The emit fields compared, by rule and kind (matches, timed-out
+		// matches).
+		type ruleKind struct {
+			rd       *RuleDecl
+			timedOut bool
+		}
+		emitNames := map[ruleKind][]string{}
 		if td.Expect == nil {
 			c.errorf(td.Pos, "test %q has no expect (write 'expect none' when no match is expected)", td.Name)
 		} else {
@@ -106,10 +112,15 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 				for i, e := range x.Emits {
 					names[i] = e.Name
 				}
-				if prev, seen := emitNames[rd]; !seen {
-					emitNames[rd] = names
+				rk := ruleKind{rd, m.TimedOut}
+				if prev, seen := emitNames[rk]; !seen {
+					emitNames[rk] = names
 				} else if !slices.Equal(prev, names) {
-					c.errorf(m.Rule.Pos, "the expected matches of rule %s in a test all give the same emit fields (%s), or none", m.Rule, strings.Join(prev, ", "))
+					kind := "matches"
+					if m.TimedOut {
+						kind = "timed-out matches"
+					}
+					c.errorf(m.Rule.Pos, "the expected %s of rule %s in a test all give the same emit fields (%s), or none", kind, m.Rule, strings.Join(prev, ", "))
 					continue
 				}
 				t.Expect = append(t.Expect, x)
@@ -134,8 +145,18 @@ func givenAggregate(rs *Ruleset, ev *event.Event) string {
 // a test with nEvents events.
 func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvents int) (ExpectedMatch, bool) {
 	pos := m.Rule.Pos
-	x := ExpectedMatch{Pos: c.f.src.position(pos), Rule: r}
+	x := ExpectedMatch{Pos: c.f.src.position(pos), Rule: r, TimedOut: m.TimedOut}
 	ok := true
+	// The emit block the expected values are of.
+	emit := rd.Emit
+	if m.TimedOut {
+		if rd.Timeout == nil {
+			c.errorf(pos, "rule %s has no timeout block, so it reports no timed-out match", m.Rule)
+			ok = false
+		} else {
+			emit = rd.Timeout.Emit
+		}
+	}
 	nKeys := 0
 	if rd.Key != nil {
 		nKeys = len(rd.Key.Fields)
@@ -202,13 +223,17 @@ func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvent
 				ok = false
 			}
 			given[e.Name.Value] = e.Value
-			if rd.Emit == nil || !slices.ContainsFunc(rd.Emit.Fields, func(f *EmitField) bool { return f.Name.Value == e.Name.Value }) {
-				c.errorf(e.Name.Pos, "rule %s emits no field %s", m.Rule, e.Name)
+			if emit == nil || !slices.ContainsFunc(emit.Fields, func(f *EmitField) bool { return f.Name.Value == e.Name.Value }) {
+				what := "rule"
+				if m.TimedOut {
+					what = "the timeout block of rule"
+				}
+				c.errorf(e.Name.Pos, "%s %s emits no field %s", what, m.Rule, e.Name)
 				ok = false
 			}
 		}
-		if rd.Emit != nil {
-			for _, f := range rd.Emit.Fields {
+		if emit != nil {
+			for _, f := range emit.Fields {
 				if v, ok := given[f.Name.Value]; ok {
 					x.Emits = append(x.Emits, NamedValue{Name: f.Name.Value, Value: literalValue(v)})
 				}
@@ -237,13 +262,17 @@ func literalValue(l Literal) event.Value {
 }
 
 // FormatMatch writes a match of rule r in the notation of a test's expect
-// line: `r key v1, v2 { stage: [1, 2], ... } emit { f: v, ... }`, with
-// stages (indexed as r.NFA.Stages()) in pattern order, stages without
-// events left out, events by number (Event.Seq in a test), and the emit
-// part only when emits is not empty.
-func FormatMatch(r *Rule, key []event.Value, stages [][]int, emits []NamedValue) string {
+// line: `r [timedOut] key v1, v2 { stage: [1, 2], ... } emit { f: v, ...
+// }`, with timedOut for a timed-out partial match, stages (indexed as
+// r.NFA.Stages()) in pattern order, stages without events left out, events
+// by number (Event.Seq in a test), and the emit part only when emits is
+// not empty.
+func FormatMatch(r *Rule, timedOut bool, key []event.Value, stages [][]int, emits []NamedValue) string {
 	var b strings.Builder
 	b.WriteString(quoteName(r.Name))
+	if timedOut {
+		b.WriteString(" timedOut")
+	}
 	for i, k := range key {
 		if i == 0 {
 			b.WriteString(" key ")
@@ -291,7 +320,9 @@ func FormatMatch(r *Rule, key []event.Value, stages [][]int, emits []NamedValue)
 }
 
 // String writes the expected match as [FormatMatch] does.
-func (x *ExpectedMatch) String() string { return FormatMatch(x.Rule, x.Key, x.Stages, x.Emits) }
+func (x *ExpectedMatch) String() string {
+	return FormatMatch(x.Rule, x.TimedOut, x.Key, x.Stages, x.Emits)
+}
 
 // howMany writes n things: "no value", "1 value", "2 values".
 func howMany(n int, thing string) string {

@@ -663,14 +663,9 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 			if p.givenTwice("severity", d.Severity != nil) {
 				continue
 			}
-			p.next()
-			n, ok := p.parseIdent("a severity (info, low, medium, high or critical)")
-			if !ok {
-				p.skipLine()
-				continue
+			if it := p.parseSeverityItem(ic, ipos); it != nil {
+				d.Severity = it
 			}
-			ic.Line = p.endLine()
-			d.Severity = &NameItem{Comments: ic, Pos: posAt(ipos), Name: n}
 		case p.isWord("key"):
 			if p.givenTwice("key", d.Key != nil) {
 				continue
@@ -699,15 +694,21 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 			}
 			p.next()
 			d.Emit = p.parseEmit(ic, ipos)
+		case p.isWord("timeout"):
+			if p.givenTwice("timeout", d.Timeout != nil) {
+				continue
+			}
+			p.next()
+			d.Timeout = p.parseTimeout(ic, ipos)
 		default:
-			p.unexpected("description, severity, key, pattern, skip or emit", "description", "severity", "key", "pattern", "skip", "emit")
+			p.unexpected("description, severity, key, pattern, skip, emit or timeout", "description", "severity", "key", "pattern", "skip", "emit", "timeout")
 			p.skipLine()
 		}
 	}
 	// The first item printed does not start with a blank line.
 	for _, c := range []*Comments{
 		commentsOf(d.Description), commentsOf(d.Severity), commentsOf(d.Key),
-		commentsOf(d.Pattern), commentsOf(d.Skip), commentsOf(d.Emit),
+		commentsOf(d.Pattern), commentsOf(d.Skip), commentsOf(d.Emit), commentsOf(d.Timeout),
 	} {
 		if c != nil {
 			c.Doc = trimDoc(c.Doc)
@@ -715,6 +716,64 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 		}
 	}
 	return d
+}
+
+// parseSeverityItem parses `severity S` (at the keyword), or reports what
+// is missing, skips the line and returns nil.
+func (p *ruleParser) parseSeverityItem(c Comments, pos int) *NameItem {
+	p.next()
+	n, ok := p.parseIdent("a severity (info, low, medium, high or critical)")
+	if !ok {
+		p.skipLine()
+		return nil
+	}
+	c.Line = p.endLine()
+	return &NameItem{Comments: c, Pos: posAt(pos), Name: n}
+}
+
+// parseTimeout parses a rule's `timeout { ... }` block (the keyword
+// consumed): its severity and emit items.
+func (p *ruleParser) parseTimeout(c Comments, pos int) *TimeoutBlock {
+	line, ok := p.openBlock("timeout")
+	if !ok {
+		return nil
+	}
+	t := &TimeoutBlock{Comments: c, Pos: posAt(pos)}
+	t.Line = line
+	for {
+		doc := p.docLines()
+		if p.tok.kind == tokRBrace || p.tok.kind == tokEOF || p.atDecl() {
+			t.EndDoc = p.closeBlock(pos, "timeout", doc)
+			break
+		}
+		ic := Comments{Doc: doc}
+		ipos := p.tok.pos
+		switch {
+		case p.isWord("severity"):
+			if p.givenTwice("severity", t.Severity != nil) {
+				continue
+			}
+			if it := p.parseSeverityItem(ic, ipos); it != nil {
+				t.Severity = it
+			}
+		case p.isWord("emit"):
+			if p.givenTwice("emit", t.Emit != nil) {
+				continue
+			}
+			p.next()
+			t.Emit = p.parseEmit(ic, ipos)
+		default:
+			p.unexpected("severity or emit (a timeout block's items)", "severity", "emit")
+			p.skipLine()
+		}
+	}
+	for _, c := range []*Comments{commentsOf(t.Severity), commentsOf(t.Emit)} {
+		if c != nil {
+			c.Doc = trimDoc(c.Doc)
+			break
+		}
+	}
+	return t
 }
 
 // givenTwice reports an item of a block given a second time (set: the
@@ -1650,13 +1709,18 @@ func (p *ruleParser) parseExpect(c Comments, pos int) *ExpectBlock {
 	}
 }
 
-// parseExpectedMatch parses `rule [key v, ...] { stage: [n, ...], ... }`.
+// parseExpectedMatch parses `rule [timedOut] [key v, ...] { stage: [n,
+// ...], ... } [emit { ... }]`.
 func (p *ruleParser) parseExpectedMatch() *ExpectLine {
 	rule, ok := p.parseName("a rule name")
 	if !ok {
 		return nil
 	}
 	m := &ExpectLine{Rule: rule}
+	if p.isWord("timedOut") {
+		m.TimedOut = true
+		p.next()
+	}
 	if p.isWord("key") {
 		p.next()
 		for {

@@ -236,12 +236,26 @@ func (p *printer) rule(d *RuleDecl) {
 		if it := d.Skip; it != nil {
 			p.line(it.Comments, it.source())
 		}
-		if e := d.Emit; e != nil {
-			p.block(e.Comments, "emit", e.EndDoc, func() {
-				for _, f := range e.Fields {
-					p.linev(f.Comments, f.Name.String()+": "+f.Expr.Text, f.Expr.verbatim)
+		p.emit(d.Emit)
+		if t := d.Timeout; t != nil {
+			p.block(t.Comments, "timeout", t.EndDoc, func() {
+				if it := t.Severity; it != nil {
+					p.line(it.Comments, "severity "+it.Name.String())
 				}
+				p.emit(t.Emit)
 			})
+		}
+	})
+}
+
+// emit prints an emit block (nil: nothing).
+func (p *printer) emit(e *EmitBlock) {
+	if e == nil {
+		return
+	}
+	p.block(e.Comments, "emit", e.EndDoc, func() {
+		for _, f := range e.Fields {
+			p.linev(f.Comments, f.Name.String()+": "+f.Expr.Text, f.Expr.verbatim)
 		}
 	})
 }
@@ -393,6 +407,9 @@ func (p *printer) test(d *TestDecl) {
 func (m *ExpectLine) source() string {
 	var b strings.Builder
 	b.WriteString(m.Rule.String())
+	if m.TimedOut {
+		b.WriteString(" timedOut")
+	}
 	if len(m.Key) > 0 {
 		b.WriteString(" key ")
 		for i, k := range m.Key {

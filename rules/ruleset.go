@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -108,11 +109,16 @@ type Rule struct {
 	KeySlots  []int
 	// Pattern is the pattern as built with the nfa builder, for callers that
 	// compile it with other options (nfa.WithTimeouts); NFA is it compiled
-	// without options.
+	// without options, or, for a rule with a timeout block (Timeout),
+	// with nfa.WithTimeouts only.
 	Pattern *nfa.Pattern
 	NFA     *nfa.NFA
 	// Emits are the fields the rule's alerts carry, computed from a match.
 	Emits []Emit
+	// Timeout, for a rule with a timeout block, is what its alerts for
+	// timed-out partial matches carry; nil otherwise (the rule's partial
+	// matches that time out are dropped silently).
+	Timeout *TimeoutOutput
 	// Aggregates names the velocity aggregates the rule's expressions
 	// read, in declaration order.
 	Aggregates []string
@@ -124,6 +130,16 @@ type Rule struct {
 	Hash string
 
 	conds []*cond.BoolExpr
+}
+
+// TimeoutOutput is what a rule's timeout block says of its alerts for
+// partial matches its window drops.
+type TimeoutOutput struct {
+	// Severity is the block's severity, the rule's when it gives none.
+	Severity Severity
+	// Emits are the block's emitted fields, computed from the events the
+	// partial match took (a stage it did not reach reads null).
+	Emits []Emit
 }
 
 // Emit is one emitted field of a rule: a name and the expression that
@@ -216,17 +232,25 @@ func (r *Rule) LastConditionError() string {
 // failed at run time since it was compiled (each gave its field null).
 func (r *Rule) EmitErrors() uint64 {
 	var n uint64
-	for _, em := range r.Emits {
+	for _, em := range r.allEmits() {
 		n += em.Expr.Errors()
 	}
 	return n
+}
+
+// allEmits returns the rule's emit fields, then its timeout block's.
+func (r *Rule) allEmits() []Emit {
+	if r.Timeout == nil {
+		return r.Emits
+	}
+	return append(slices.Clip(r.Emits), r.Timeout.Emits...)
 }
 
 // LastEmitError returns the most recent run-time error of one of the
 // rule's emit fields (the first in emit order that failed), as "name:
 // message", or "" when none has failed.
 func (r *Rule) LastEmitError() string {
-	for _, em := range r.Emits {
+	for _, em := range r.allEmits() {
 		var ce *cond.Error
 		if err := em.Expr.LastError(); errors.As(err, &ce) {
 			return em.Name + ": " + ce.Msg
@@ -264,8 +288,12 @@ type ExpectedMatch struct {
 	// Stages holds, by stage index of Rule.NFA.Stages(), the numbers of the
 	// events the stage takes, in order (nil for a stage that takes none).
 	Stages [][]int
+	// TimedOut marks a partial match the rule's window dropped (the rule
+	// has a timeout block).
+	TimedOut bool
 	// Emits are the expected emitted values, in the order of the rule's
-	// emit block; nil when the test does not compare them. Within a test,
+	// emit block (of its timeout block, for a timed-out match); nil when
+	// the test does not compare them. Within a test,
 	// the expected matches of one rule all give the same emit fields.
 	Emits []NamedValue
 }

@@ -103,10 +103,15 @@ func (rc *ruleCompiler) stageRefWarnings() {
 	if rd.Pattern != nil {
 		walk(rd.Pattern.Elems)
 	}
-	if rd.Emit == nil {
-		return
+	for _, e := range rd.emitBlocks() {
+		rc.emitRefWarnings(e, places, lookups)
 	}
-	for _, f := range rd.Emit.Fields {
+}
+
+// emitRefWarnings warns of the references of emit block e to negated
+// stages, which never hold an event.
+func (rc *ruleCompiler) emitRefWarnings(e *EmitBlock, places []stagePlace, lookups []string) {
+	for _, f := range e.Fields {
 		refs, err := cond.StageRefs(f.Expr.raw, rc.env.Stages, lookups...)
 		if err != nil {
 			continue

@@ -26,8 +26,13 @@ type Alert struct {
 	// same length; a missing value is null).
 	KeyFields []string
 	Key       []event.Value
-	// DetectedAt is the event time at which the match completed.
+	// DetectedAt is the event time at which the match completed (for a
+	// timed-out partial match, at which its window ended).
 	DetectedAt event.Time
+	// TimedOut marks an alert for a partial match that its window dropped
+	// (a rule's timeout block), written as "timed_out": true after
+	// "detected_at"; the field is left out of other alerts.
+	TimedOut bool
 	// Stages names the stages; Matched[i] are the events stage i took, in
 	// the order it took them. A stage that took nothing is left out.
 	Stages  []string
@@ -195,6 +200,9 @@ func (e *Encoder) AppendAlert(b []byte, a *Alert) []byte {
 	}
 	b = append(b, `},"detected_at":`...)
 	b = AppendString(b, a.DetectedAt.String())
+	if a.TimedOut {
+		b = append(b, `,"timed_out":true`...)
+	}
 	b = append(b, `,"matched":{`...)
 	sep := false
 	for si, evs := range a.Matched {

@@ -9,9 +9,10 @@
 // order with its event time, then one final watermark of [event.MaxTime]
 // releases everything (docs/decisions.md, "Backtest semantics"). Each
 // key's events therefore reach the NFA in timestamp order, ties in file
-// order. Matches are compared as a multiset of (rule, key values, events of
-// each stage); their order does not matter. Timed-out partial matches are
-// not compared.
+// order. Matches are compared as a multiset of (rule, timed out or not,
+// key values, events of each stage); their order does not matter. A rule's
+// timed-out partial matches are compared when it has a timeout block
+// (they are its alerts then), and it is run without them otherwise.
 //
 // # Imports
 //
@@ -96,13 +97,15 @@ func Run(t *rules.Test) *Result {
 	for _, x := range t.Expect {
 		r.Want = append(r.Want, expectedString(&x))
 	}
-	// The emit fields a test compares, by rule (all expected matches of a
-	// rule give the same ones).
-	emits := map[*rules.Rule][]string{}
+	// The emit fields a test compares, by rule and kind (all expected
+	// matches of a rule and kind give the same ones).
+	emits := map[ruleKind][]string{}
 	for _, x := range t.Expect {
-		if _, ok := emits[x.Rule]; !ok {
+		rk := ruleKind{x.Rule, x.TimedOut}
+		if _, ok := emits[rk]; !ok {
+			emits[rk] = []string{}
 			for _, e := range x.Emits {
-				emits[x.Rule] = append(emits[x.Rule], e.Name)
+				emits[rk] = append(emits[rk], e.Name)
 			}
 		}
 	}
@@ -112,7 +115,7 @@ func Run(t *rules.Test) *Result {
 	}
 	for _, rule := range t.Rules {
 		before := rule.ConditionErrors()
-		got, err := runRule(rule, t.Events, emits[rule])
+		got, err := runRule(rule, t.Events, emits[ruleKind{rule, false}], emits[ruleKind{rule, true}])
 		if n := rule.ConditionErrors() - before; n > 0 {
 			r.CondErrors = append(r.CondErrors, fmt.Sprintf("rule %s: %d, the last: %s", rule.Name, n, rule.LastConditionError()))
 		}
@@ -128,9 +131,18 @@ func Run(t *rules.Test) *Result {
 	return r
 }
 
+// ruleKind is a rule and a kind of its output: matches, or timed-out
+// partial matches.
+type ruleKind struct {
+	rule     *rules.Rule
+	timedOut bool
+}
+
 // runRule runs the events through one operator for rule and returns its
-// matches, with the values of the emit fields named in emits.
-func runRule(rule *rules.Rule, events []*event.Event, emits []string) ([]string, error) {
+// matches, with the values of the emit fields named in emits, and its
+// timed-out partial matches (a rule with a timeout block), with those of
+// its timeout block named in timeoutEmits.
+func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []string) ([]string, error) {
 	if rule.NFA == nil {
 		return nil, fmt.Errorf("not compiled")
 	}
@@ -142,8 +154,11 @@ func runRule(rule *rules.Rule, events []*event.Event, emits []string) ([]string,
 	var got []string
 	collect := func() {
 		for _, it := range out.Items {
-			if it.Kind == cep.ItemMatch {
-				got = append(got, matchString(rule, it.Match, emits))
+			switch {
+			case it.Kind == cep.ItemMatch:
+				got = append(got, matchString(rule, false, it.Match, rule.Emits, emits))
+			case it.Kind == cep.ItemTimeout && rule.Timeout != nil:
+				got = append(got, matchString(rule, true, it.Match, rule.Timeout.Emits, timeoutEmits))
 			}
 		}
 		out.Reset()
@@ -182,10 +197,11 @@ func surplus(a, b []string) []string {
 }
 
 // matchString writes a match in the notation of an expect line:
-// rule key v1, v2 { stage: [1, 2], ... } emit { f: v }, stages in pattern
-// order, stages without events left out, and the emit fields named in
-// emits (an emit that fails is written as the string "error: ...").
-func matchString(rule *rules.Rule, m nfa.Match, emits []string) string {
+// rule [timedOut] key v1, v2 { stage: [1, 2], ... } emit { f: v }, stages
+// in pattern order, stages without events left out, and the fields of
+// fields named in emits (an emit that fails is written as the string
+// "error: ...").
+func matchString(rule *rules.Rule, timedOut bool, m nfa.Match, fields []rules.Emit, emits []string) string {
 	var key []event.Value
 	stages := make([][]int, len(m.Events))
 	for i, evs := range m.Events {
@@ -198,7 +214,7 @@ func matchString(rule *rules.Rule, m nfa.Match, emits []string) string {
 	}
 	var values []rules.NamedValue
 	for _, name := range emits {
-		for _, e := range rule.Emits {
+		for _, e := range fields {
 			if e.Name != name {
 				continue
 			}
@@ -209,7 +225,7 @@ func matchString(rule *rules.Rule, m nfa.Match, emits []string) string {
 			values = append(values, rules.NamedValue{Name: name, Value: v})
 		}
 	}
-	return rules.FormatMatch(rule, key, stages, values)
+	return rules.FormatMatch(rule, timedOut, key, stages, values)
 }
 
 func expectedString(x *rules.ExpectedMatch) string { return x.String() }

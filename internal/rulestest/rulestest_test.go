@@ -157,3 +157,63 @@ test "second" {
 		}
 	}
 }
+
+// TestRunTimeouts: a rule with a timeout block gives its timed-out
+// partial matches to its tests, marked timedOut and with the block's
+// emits; a test that does not expect them fails on them.
+func TestRunTimeouts(t *testing.T) {
+	const src = `ruleset t
+event time ts
+rule paid {
+  key k
+  pattern {
+    begin order where name == "order"
+    followedBy pay where name == "pay"
+    within 10ms
+  }
+  emit {
+    n: order.n
+  }
+  timeout {
+    emit {
+      unpaid: order.n
+    }
+  }
+}
+test "timeouts" {
+  events {
+    {"ts": 1, "k": "x", "name": "order", "n": 1}
+    {"ts": 5, "k": "x", "name": "pay", "n": 0}
+    {"ts": 2, "k": "y", "name": "order", "n": 2}
+    {"ts": 12, "k": "y", "name": "pay", "n": 0}
+    {"ts": 20, "k": "z", "name": "order", "n": 3}
+  }
+  expect {
+    paid key "x" { order: [1], pay: [2] } emit { n: 1 }
+    paid timedOut key "y" { order: [3] } emit { unpaid: 2 }
+    paid timedOut key "z" { order: [5] } emit { unpaid: 3 }
+  }
+}
+test "unexpected timeout" {
+  events {
+    {"ts": 1, "k": "x", "name": "order", "n": 1}
+  }
+  expect none
+}
+`
+	rs, err := rules.Load("t.cep", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := RunAll(rs)
+	if len(results) != 2 {
+		t.Fatalf("%d results, want 2", len(results))
+	}
+	if r := results[0]; !r.Pass() {
+		t.Errorf("test timeouts fails:\n%s", r.Diff())
+	}
+	r := results[1]
+	if want := "unexpected (produced, not expected):\n  paid timedOut key \"x\" { order: [1] }\n"; r.Pass() || !strings.Contains(r.Diff(), want) {
+		t.Errorf("test unexpected timeout: Pass %v, Diff\n%s\nwant it to contain %q", r.Pass(), r.Diff(), want)
+	}
+}

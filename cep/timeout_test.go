@@ -1,0 +1,171 @@
+package cep
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// timeoutRules: auths that a capture follows within 10 minutes are
+// matches; those the window drops first are timed-out alerts (the
+// rule's timeout block), with the block's severity and emits.
+const timeoutRules = `ruleset timeouts
+event time ts
+schema {
+  ts: time
+  card: string
+  type: string
+  amount: int
+}
+rule captured {
+  severity medium
+  key card
+  pattern {
+    begin auth where type == "auth"
+    followedBy capture where type == "capture"
+    within 10m
+  }
+  emit {
+    amount: auth.amount
+  }
+  timeout {
+    severity low
+    emit {
+      waited: auth.amount
+      captured: capture.amount
+    }
+  }
+}
+`
+
+// TestBacktestTimeoutAlerts: a rule with a timeout block alerts on each
+// partial match its window drops: "timed_out": true, detected at the end
+// of the window (the partial match's first event + 10m), the block's
+// severity and emits (a stage not reached reads null), an id of the
+// formula of docs/decisions.md with its timed-out mark, never a match's.
+// A partial match still open when the input ends times out at the final
+// watermark, as in Flink.
+func TestBacktestTimeoutAlerts(t *testing.T) {
+	rs := loadRules(t, timeoutRules)
+	input := `{"ts":"2026-01-01T10:00:00Z","card":"a","type":"auth","amount":10}
+{"ts":"2026-01-01T10:00:00Z","card":"b","type":"auth","amount":20}
+{"ts":"2026-01-01T10:01:00Z","card":"c","type":"auth","amount":30}
+{"ts":"2026-01-01T10:05:00Z","card":"a","type":"capture","amount":10}
+{"ts":"2026-01-01T10:12:00Z","card":"c","type":"capture","amount":30}
+{"ts":"2026-01-01T10:30:00Z","card":"d","type":"auth","amount":40}`
+	sum, alerts := runBacktest(t, input, WithRuleset(rs))
+	type want struct {
+		key, severity, detected string
+		timedOut                bool
+		emit                    map[string]any
+	}
+	wants := []want{
+		{"a", "medium", "2026-01-01T10:05:00.000Z", false, map[string]any{"amount": 10.0}},
+		{"b", "low", "2026-01-01T10:10:00.000Z", true, map[string]any{"waited": 20.0, "captured": nil}},
+		{"c", "low", "2026-01-01T10:11:00.000Z", true, map[string]any{"waited": 30.0, "captured": nil}},
+		// Open at the end of the input: dropped by the final watermark.
+		{"d", "low", "2026-01-01T10:40:00.000Z", true, map[string]any{"waited": 40.0, "captured": nil}},
+	}
+	got := map[string]map[string]any{}
+	for _, a := range alerts {
+		key := a["key"].(map[string]any)["card"].(string)
+		if _, dup := got[key]; dup {
+			t.Errorf("card %s: a second alert %v", key, a)
+		}
+		got[key] = a
+	}
+	if len(alerts) != len(wants) || sum.Alerts != int64(len(wants)) || sum.Rules[0].Alerts != int64(len(wants)) {
+		t.Errorf("%d alerts (summary %d, rule %d), want %d: %v", len(alerts), sum.Alerts, sum.Rules[0].Alerts, len(wants), alerts)
+	}
+	for _, w := range wants {
+		a := got[w.key]
+		if a == nil {
+			t.Errorf("card %s: no alert", w.key)
+			continue
+		}
+		timedOut, has := a["timed_out"]
+		if a["severity"] != w.severity || a["detected_at"] != w.detected || has != w.timedOut || has && timedOut != true {
+			t.Errorf("card %s: severity %v, detected %v, timed_out %v (%v); want %s, %s, %v", w.key, a["severity"], a["detected_at"], timedOut, has, w.severity, w.detected, w.timedOut)
+		}
+		emit := a["emit"].(map[string]any)
+		if len(emit) != len(w.emit) {
+			t.Errorf("card %s: emit %v, want %v", w.key, emit, w.emit)
+		}
+		for k, v := range w.emit {
+			if got, ok := emit[k]; !ok || got != v {
+				t.Errorf("card %s: emit %s = %v, want %v", w.key, k, got, v)
+			}
+		}
+		matched := a["matched"].(map[string]any)
+		if w.timedOut && (len(matched) != 1 || matched["auth"] == nil) {
+			t.Errorf("card %s: matched %v, want the auth alone", w.key, matched)
+		}
+	}
+
+	// Card b's id, from the formula: the hash of its auth, then the mark.
+	r := rs.Rule("captured")
+	h := sha256.New()
+	h.Write([]byte(r.Hash))
+	h.Write([]byte{0})
+	h.Write(binary.LittleEndian.AppendUint64(nil, 1))
+	h.Write([]byte("b"))
+	const kindInt, kindString = 2, 4
+	const ts = 1767261600000 // 2026-01-01T10:00:00Z
+	var enc []byte
+	enc = binary.AppendVarint(append(enc, kindInt), ts) // schema order: ts, card, type, amount
+	enc = binary.AppendUvarint(append(enc, kindString), 1)
+	enc = append(enc, "b"...)
+	enc = binary.AppendUvarint(append(enc, kindString), 4)
+	enc = append(enc, "auth"...)
+	enc = binary.AppendVarint(append(enc, kindInt), 20)
+	evSum := sha256.Sum256(enc)
+	h.Write(binary.LittleEndian.AppendUint64(nil, ts))
+	h.Write(evSum[:])
+	h.Write(binary.LittleEndian.AppendUint32(nil, 0))
+	plain := hex.EncodeToString(h.Sum(nil)[:16])
+	h.Write([]byte("\xfftimed out"))
+	if id := hex.EncodeToString(h.Sum(nil)[:16]); got["b"] != nil && got["b"]["alert_id"] != id {
+		t.Errorf("card b: id %v, the formula gives %s", got["b"]["alert_id"], id)
+	}
+	if got["b"] != nil && got["b"]["alert_id"] == plain {
+		t.Errorf("card b: the timed-out alert has the id of a match of its events")
+	}
+}
+
+// TestTimeoutAlertOrder: the timed-out alerts of one key come in the
+// order of their times (then of their ids) whether they time out one
+// watermark at a time or many in one advance (the automaton gives those
+// of one advance in its queue's order).
+func TestTimeoutAlertOrder(t *testing.T) {
+	rs := loadRules(t, timeoutRules)
+	var b strings.Builder
+	for i, s := range []int{9, 3, 7, 1, 8, 2, 6, 4, 5, 0} {
+		// Out of order within the bound, most at times of their own.
+		fmt.Fprintf(&b, `{"ts":"2026-01-01T10:00:%02dZ","card":"a","type":"auth","amount":%d}`+"\n", s, i)
+	}
+	fmt.Fprintf(&b, `{"ts":"2026-01-01T11:00:00Z","card":"b","type":"auth","amount":1}`+"\n")
+	order := func(every int) ([]string, []string) {
+		_, alerts := runBacktest(t, b.String(), WithRuleset(rs), WithWatermarkEvery(every), WithOutOfOrderness(10*time.Second))
+		var ids, at []string
+		for _, a := range alerts {
+			if a["key"].(map[string]any)["card"] == "a" && a["timed_out"] == true {
+				ids = append(ids, a["alert_id"].(string))
+				at = append(at, a["detected_at"].(string))
+			}
+		}
+		return ids, at
+	}
+	ids1, at1 := order(1)
+	ids2, at2 := order(1000) // all of card a's at the end of the input
+	if len(ids1) != 10 || !slices.Equal(ids1, ids2) {
+		t.Errorf("a watermark every event: %v; one at the end: %v; want the same 10", ids1, ids2)
+	}
+	if !slices.IsSorted(at1) || !slices.IsSorted(at2) {
+		t.Errorf("detection times not in order: %v, %v", at1, at2)
+	}
+}
