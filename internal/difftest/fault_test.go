@@ -40,6 +40,12 @@ var explainedDirs = []string{
 	// replaced node and its match lost a position there, times(3) matched
 	// by two events, before it failed on SharedBuffer.getEvent (case 3389).
 	filepath.Join("testdata", "explained", "picked-narrow-1307"),
+	// Narrow seed 3032: event-id-collision where Flink's condition read the
+	// replaced event and rejected a match, before it failed on
+	// SharedBuffer.getEvent (case 9960); restored-watermark whose
+	// counterfactual Flink fails through a collision after the watermark
+	// went back past the restore (case 12853).
+	filepath.Join("testdata", "explained", "picked-narrow-3032"),
 	filepath.Join("testdata", "explained", "picked-wide-777"),
 	// Wide seed 1204: window-timer with both engines failing at one step,
 	// Cepheus having fired another key first at a deadline Flink has no
