@@ -405,9 +405,12 @@ type Summary struct {
 
 // RuleSummary is the outcome of one rule in a run.
 type RuleSummary struct {
-	Rule            string
-	Severity        string
-	Alerts          int64
+	Rule     string
+	Severity string
+	Alerts   int64
+	// TimedOut counts, of Alerts, those of timed-out partial matches (a
+	// rule with a timeout block).
+	TimedOut        int64
 	ConditionErrors uint64
 	// LastConditionError is the message of the last condition error
 	// ("" when none), such as "amount is null (in amount > 10)".

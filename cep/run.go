@@ -132,6 +132,7 @@ func (r *run) finish(runErr error) (*Summary, error) {
 			Rule:               cr.rule.Name,
 			Severity:           cr.rule.Severity.String(),
 			Alerts:             rr.alerts,
+			TimedOut:           rr.timedOut,
 			ConditionErrors:    cr.rule.ConditionErrors(),
 			LastConditionError: cr.rule.LastConditionError(),
 			EmitErrors:         cr.rule.EmitErrors(),
@@ -211,6 +212,7 @@ type keyOperator struct {
 type ruleCounters struct {
 	alerts, overflow, noKey int64
 	compared, overlap       int64
+	timedOut                int64 // of alerts, those of timed-out partial matches
 }
 
 func (e *Engine) newHost(mode TimeMode) (*hostOperator, error) {
@@ -388,6 +390,9 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 			continue
 		}
 		h.rules[it.Rule].alerts++
+		if it.Kind == ItemTimeout {
+			h.rules[it.Rule].timedOut++
+		}
 		h.changes++
 		if !cr.shadow {
 			h.alerts++ // the main output's
@@ -505,8 +510,8 @@ func (h *hostOperator) sortTimeouts(items []Item) {
 }
 
 // counterStateVersion is the first byte of the counter record (1: without
-// the shadow counters).
-const counterStateVersion = 2
+// the shadow counters; 2: without the timed-out alerts).
+const counterStateVersion = 3
 
 // Snapshot writes, for each shared operator, what changed since the last
 // checkpoint ([SharedOperator.SnapshotTo]: its header record and a record
@@ -545,6 +550,7 @@ func (h *hostOperator) snapshotBegin(w state.Writer) error {
 		b = binary.AppendVarint(b, r.noKey)
 		b = binary.AppendVarint(b, r.compared)
 		b = binary.AppendVarint(b, r.overlap)
+		b = binary.AppendVarint(b, r.timedOut)
 	}
 	if h.agg != nil {
 		if err := w.Put(h.e.aggregateRecord(), h.agg.AppendBinary(nil)); err != nil {
@@ -614,7 +620,7 @@ func (h *hostOperator) Restore(r state.Reader) error {
 func decodeCounters(b []byte, n int) (alerts, late int64, rules []ruleCounters, err error) {
 	d := event.Reader{B: b, Corrupt: ErrCorruptSnapshot}
 	v := d.Byte()
-	if v != 1 && v != counterStateVersion {
+	if v < 1 || v > counterStateVersion {
 		d.Fail()
 	}
 	alerts, late = d.Varint(), d.Varint()
@@ -626,6 +632,9 @@ func decodeCounters(b []byte, n int) (alerts, late int64, rules []ruleCounters, 
 		rules[i] = ruleCounters{alerts: d.Varint(), overflow: d.Varint(), noKey: d.Varint()}
 		if v >= 2 {
 			rules[i].compared, rules[i].overlap = d.Varint(), d.Varint()
+		}
+		if v >= 3 {
+			rules[i].timedOut = d.Varint()
 		}
 	}
 	if d.Err != nil || len(d.B) != 0 {
@@ -702,6 +711,7 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 				}
 			}
 			h.rules[t].alerts += rc.alerts
+			h.rules[t].timedOut += rc.timedOut
 			h.rules[t].overflow += rc.overflow
 			h.rules[t].noKey += rc.noKey
 			if from.plan == nil || h.e.plan == nil || from.plan.Shadow == h.e.plan.Shadow {

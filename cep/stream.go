@@ -891,6 +891,7 @@ func (j *job) result(already, finished bool) *StreamResult {
 				opStats, _ := h.keyOps[cr.spec].op.RuleCounts(i) // the summary reads counters only
 				rr.Rule, rr.Severity = cr.rule.Name, cr.rule.Severity.String()
 				rr.Alerts += h.rules[i].alerts
+				rr.TimedOut += h.rules[i].timedOut
 				rr.Overflow += h.rules[i].overflow
 				rr.NoKey += h.rules[i].noKey
 				rr.Late += int64(opStats.Late)

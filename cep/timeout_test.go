@@ -79,8 +79,9 @@ func TestBacktestTimeoutAlerts(t *testing.T) {
 		}
 		got[key] = a
 	}
-	if len(alerts) != len(wants) || sum.Alerts != int64(len(wants)) || sum.Rules[0].Alerts != int64(len(wants)) {
-		t.Errorf("%d alerts (summary %d, rule %d), want %d: %v", len(alerts), sum.Alerts, sum.Rules[0].Alerts, len(wants), alerts)
+	if len(alerts) != len(wants) || sum.Alerts != int64(len(wants)) || sum.Rules[0].Alerts != int64(len(wants)) || sum.Rules[0].TimedOut != 3 {
+		t.Errorf("%d alerts (summary %d, rule %d of which %d timed out), want %d of which 3 timed out: %v",
+			len(alerts), sum.Alerts, sum.Rules[0].Alerts, sum.Rules[0].TimedOut, len(wants), alerts)
 	}
 	for _, w := range wants {
 		a := got[w.key]

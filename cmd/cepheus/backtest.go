@@ -916,6 +916,9 @@ var isTerminal = func(w io.Writer) bool {
 // its expressions' run-time errors and what its limits dropped.
 func ruleNotes(r cep.RuleSummary) []string {
 	var notes []string
+	if r.TimedOut > 0 {
+		notes = append(notes, humanize.Int(r.TimedOut)+" timed out")
+	}
 	if r.ConditionErrors > 0 {
 		notes = append(notes, plural(int64(r.ConditionErrors), "condition error", "condition errors"))
 	}
