@@ -103,25 +103,47 @@ func (rc *ruleCompiler) stageRefWarnings() {
 	if rd.Pattern != nil {
 		walk(rd.Pattern.Elems)
 	}
-	for _, e := range rd.emitBlocks() {
-		rc.emitRefWarnings(e, places, lookups)
+	if rd.Emit != nil {
+		rc.emitRefWarnings(rd.Emit, places, lookups, -1)
+	}
+	if t := rd.Timeout; t != nil && t.Emit != nil {
+		rc.emitRefWarnings(t.Emit, places, lookups, lastTakesOne(rd, places))
 	}
 }
 
 // emitRefWarnings warns of the references of emit block e to negated
-// stages, which never hold an event.
-func (rc *ruleCompiler) emitRefWarnings(e *EmitBlock, places []stagePlace, lookups []string) {
+// stages, which never hold an event, and to stage last (-1: none), which a
+// timed-out partial match never holds.
+func (rc *ruleCompiler) emitRefWarnings(e *EmitBlock, places []stagePlace, lookups []string, last int) {
 	for _, f := range e.Fields {
 		refs, err := cond.StageRefs(f.Expr.raw, rc.env.Stages, lookups...)
 		if err != nil {
 			continue
 		}
 		for _, r := range refs {
-			if p := places[r.Stage]; p.negated {
+			switch p := places[r.Stage]; {
+			case p.negated:
 				rc.c.warnf(f.Expr.Pos+Pos(r.Offset), "stage %s is negated: it never takes an event, so %s in a match", p.name, emptyText(p.name, r.Field))
+			case r.Stage == last:
+				rc.c.warnf(f.Expr.Pos+Pos(r.Offset), "stage %s is the pattern's last and takes one event, which completes the match: a timed-out partial match never holds it, so %s here", p.name, emptyText(p.name, r.Field))
 			}
 		}
 	}
+}
+
+// lastTakesOne returns the index (in places) of rd's last stage when the
+// pattern ends with it, outside any group, and it takes exactly one event
+// (no loop, not optional, not negated): the event that completes a match,
+// which no timed-out partial match holds. -1 otherwise.
+func lastTakesOne(rd *RuleDecl, places []stagePlace) int {
+	if rd.Pattern == nil || len(rd.Pattern.Elems) == 0 || len(places) == 0 {
+		return -1
+	}
+	s, ok := rd.Pattern.Elems[len(rd.Pattern.Elems)-1].(*StageNode)
+	if !ok || s.Contiguity.IsNot() || takesMany(s.Quant) || s.Quant.Optional.Set {
+		return -1
+	}
+	return len(places) - 1
 }
 
 // emptyRef is the warning for reference r of a condition of stage at, ""
