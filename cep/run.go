@@ -12,6 +12,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
+	"github.com/cepheus-cep/cepheus/nfa"
 	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/state"
 )
@@ -247,7 +248,9 @@ func (h *hostOperator) sharedConfig(spec int) SharedConfig {
 func (e *Engine) sharedRules(spec int) []SharedRule {
 	var out []SharedRule
 	for _, i := range e.specs[spec].rules {
-		out = append(out, SharedRule{ID: i, NFA: e.rules[i].nfa, MaxPartialMatches: e.cfg.maxPartial})
+		cr := &e.rules[i]
+		step := cr.rule.Timeout != nil && cr.nfa.Skip().Kind != nfa.SkipNone
+		out = append(out, SharedRule{ID: i, NFA: cr.nfa, MaxPartialMatches: e.cfg.maxPartial, StepDeadlines: step})
 	}
 	return out
 }

@@ -54,6 +54,17 @@ type SharedRule struct {
 	// MaxPartialMatches is the rule's per-key cap on partial matches, as
 	// in [OperatorConfig]; 0 means unlimited.
 	MaxPartialMatches int
+	// StepDeadlines advances the rule's runs to each of their deadlines
+	// in turn before a later time ([nfa.Run.NextDeadline]), as if a
+	// watermark came at every deadline. Flink advances once, to the
+	// watermark: partial matches past their deadlines all time out
+	// before any match held back behind them is released, whose skip
+	// would otherwise have pruned some, so what times out depends on how
+	// far one advance went. Stepped, it depends on the events alone. The
+	// Engine sets it for rules with a timeout block and a skip strategy
+	// (docs/rules.md, "Timed-out partial matches"); the differential
+	// tests, which compare with Flink, leave it off.
+	StepDeadlines bool
 }
 
 // AllRules is the Item.Rule of the items of a [SharedOperator] that
@@ -185,7 +196,8 @@ type sharedRule struct {
 	freeRuns                   []*nfa.Run
 	start                      *startGroup // the rules whose start states decide alike
 	maxPartial                 int
-	coldPresent                int // cold keys at which the rule holds state
+	step                       bool // SharedRule.StepDeadlines
+	coldPresent                int  // cold keys at which the rule holds state
 	// deferStart says that the rule's runs may start late (see
 	// ruleSlot.pend): its NFA's DeferrableStart holds and it has no
 	// partial-match limit; window is its NFA's window then (noWindow if
@@ -376,7 +388,7 @@ func (o *SharedOperator) AddRule(r SharedRule) error {
 	o.materializeAll()
 	o.allDirty = true
 	sr := &sharedRule{
-		id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches,
+		id: r.ID, nfa: r.NFA, start: o.startGroupOf(r.NFA), maxPartial: r.MaxPartialMatches, step: r.StepDeadlines,
 		deferStart: r.NFA.DeferrableStart() && r.MaxPartialMatches == 0, window: event.Time(r.NFA.Window()),
 	}
 	if sr.window <= 0 {
@@ -1014,10 +1026,9 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 			run := o.runOf(i, ks)
 			if !advanced {
 				advanced = true
-				if err := run.AdvanceTime(b.ts, &o.res); err != nil {
+				if err := o.advance(i, ks, run, b.ts, out); err != nil {
 					return err
 				}
-				o.emit(i, ks, b.ts, out)
 			}
 			if err := run.Process(ev, b.ts, &o.res); err != nil {
 				return err
@@ -1043,7 +1054,24 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 	if sl.run == nil {
 		return nil
 	}
-	if err := sl.run.AdvanceTime(t, &o.res); err != nil {
+	return o.advance(i, ks, sl.run, t, out)
+}
+
+// advance advances run, rule i's at ks, to t and emits what it released;
+// for a rule that steps (SharedRule.StepDeadlines), to each deadline
+// before t first, in turn.
+func (o *SharedOperator) advance(i int, ks *keyState, run *nfa.Run, t event.Time, out *Output) error {
+	if o.rules[i].step {
+		prev := event.MinTime
+		for d, ok := run.NextDeadline(); ok && d < t && d > prev; d, ok = run.NextDeadline() {
+			if err := run.AdvanceTime(d, &o.res); err != nil {
+				return err
+			}
+			o.emit(i, ks, d, out)
+			prev = d
+		}
+	}
+	if err := run.AdvanceTime(t, &o.res); err != nil {
 		return err
 	}
 	o.emit(i, ks, t, out)

@@ -55,6 +55,7 @@ rule capture_late {
     followedBy capture where type == "capture" && amount == auth.amount
     within 20m
   }
+  skip pastLastEvent
   timeout {
     severity low
     emit {

@@ -170,3 +170,42 @@ func TestTimeoutAlertOrder(t *testing.T) {
 		t.Errorf("detection times not in order: %v, %v", at1, at2)
 	}
 }
+
+// TestTimeoutSkipCadence: with a skip strategy, a match held back behind
+// an older partial match is released when that one times out, and its
+// skip prunes the partial matches that started before its end. Which of
+// those had timed out first must not depend on how far one time advance
+// went: the engine advances such a rule's runs deadline by deadline
+// (SharedRule.StepDeadlines), so a watermark every event and one at the
+// end give the same alerts. Q (auth 1) times out at 10:10; M (auth 2,
+// capture 2) completes at 10:02, held behind Q; P (auth 3, started
+// before M's end) would time out at 10:11:30, but M's skip prunes it at
+// 10:10. A single advance past both deadlines (Flink's, and the old
+// code's at the end of the input) timed P out too.
+func TestTimeoutSkipCadence(t *testing.T) {
+	src := strings.Replace(timeoutRules, "    within 10m\n  }\n", "    within 10m\n  }\n  skip pastLastEvent\n", 1)
+	src = strings.Replace(src, `followedBy capture where type == "capture"`, `followedBy capture where type == "capture" && amount == auth.amount`, 1)
+	rs := loadRules(t, src)
+	input := `{"ts":"2026-01-01T10:00:00Z","card":"k","type":"auth","amount":1}
+{"ts":"2026-01-01T10:01:00Z","card":"k","type":"auth","amount":2}
+{"ts":"2026-01-01T10:01:30Z","card":"k","type":"auth","amount":3}
+{"ts":"2026-01-01T10:02:00Z","card":"k","type":"capture","amount":2}
+{"ts":"2026-01-01T10:10:30Z","card":"z","type":"refund","amount":9}`
+	alertsOf := func(every int) []string {
+		_, alerts := runBacktest(t, input, WithRuleset(rs), WithWatermarkEvery(every), WithOutOfOrderness(0))
+		var out []string
+		for _, a := range alerts {
+			m := a["matched"].(map[string]any)
+			auth := m["auth"].([]any)[0].(map[string]any)["amount"]
+			out = append(out, fmt.Sprintf("auth %v timed out %v", auth, a["timed_out"] == true))
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{"auth 1 timed out true", "auth 2 timed out false"}
+	for _, every := range []int{1, 1000} {
+		if got := alertsOf(every); !slices.Equal(got, want) {
+			t.Errorf("a watermark every %d events: %q, want %q", every, got, want)
+		}
+	}
+}
