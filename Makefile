@@ -200,6 +200,7 @@ diff-flink-explained: ## Rewrite the explained corpus (DIFF_FLINK_EXPLAINED) of 
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 777 -index 140,2754 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-wide-777" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 1204 -index 2297 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-wide-1204" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 1206 -index 2486,2794 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-wide-1206" -out "$(DIFF_FLINK_OUT)"
+	$(GO) run ./internal/difftest/cmd/diffflink -seed 3034 -index 1183 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-wide-3034" -out "$(DIFF_FLINK_OUT)"
 
 diff-flink-corpus: ## Rewrite the regression corpus (DIFF_FLINK_CORPUS) from 400 cases of seed 100.
 	rm -rf "$(DIFF_FLINK_CORPUS)"

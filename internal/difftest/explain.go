@@ -1552,7 +1552,7 @@ func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Resul
 // Cepheus's order of keys the failing key), and a key whose items only Cepheus
 // emitted must be one that Flink fired after the failing key (through a
 // stale timer of the failing key, or with no timer at Cepheus's deadline:
-// flinkFiresFirst; event time only, the failing key found by failingKey).
+// flinkFiresFirst; the failing key found by failingKey).
 // Keys must be reordered before e, or be on one side only in e.
 func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result, reorder func(f, c *conformance.Result) bool) bool {
 	if in.Driver != conformance.DriverOperator || flink.Error == nil || cepheus.Error == nil ||
@@ -1708,18 +1708,26 @@ func failingKey(in *conformance.Input, flink, cepheus *conformance.Result, e int
 }
 
 // flinkFiresFirst says whether Flink, in step e (an event-time
-// watermark), can have fired key j before key k, which Cepheus fired there
-// at wake: wake is after the watermark before e, and a window timer of j
-// (start + within of one of its elements that arrived before e) falls in
-// the step no later than Flink's earliest timer of k (its buffered
-// elements' timestamps and its own window timers; none: Flink does not
-// fire k in e at all). Either that timer is stale (its partial match
-// died, and Cepheus, firing j at its real deadline, fired k first) or
-// Cepheus woke k at a deadline Flink has no timer for (window-timer).
+// watermark, or a processing-time clock step past every earlier clock),
+// can have fired key j before key k, which Cepheus fired there at wake:
+// wake is after the time reached before e, and a window timer of j (start
+// + within of one of its elements that arrived before e; processing time:
+// the clock at its arrival + within + 1) falls in the step no later than
+// Flink's earliest timer of k (its buffered elements' timers and its own
+// window timers; none: Flink does not fire k in e at all). Either that
+// timer is stale (its partial match died, and Cepheus, firing j at its
+// real deadline, fired k first), or Cepheus woke k at a deadline Flink has
+// no timer for (window-timer), or the two timers are equal and Flink's
+// heap fired j first where Cepheus fired k first (its state is older).
 func flinkFiresFirst(in *conformance.Input, j, k, wake int64, e int) bool {
 	within, ok := firstLastWindow(in.Pattern)
-	if !ok || in.TimeCharacteristic == "processing_time" || e >= len(in.OperatorSteps) ||
-		in.OperatorSteps[e].Watermark == nil {
+	if !ok || e >= len(in.OperatorSteps) {
+		return false
+	}
+	if in.TimeCharacteristic == "processing_time" {
+		return flinkFiresFirstByClock(in, j, k, wake, within, e)
+	}
+	if in.OperatorSteps[e].Watermark == nil {
 		return false
 	}
 	last, now := int64(math.MinInt64), *in.OperatorSteps[e].Watermark
@@ -1748,6 +1756,71 @@ func flinkFiresFirst(in *conformance.Input, j, k, wake int64, e int) bool {
 			if ts > 0 && ts+within > last {
 				firstK = min(firstK, ts+within)
 			}
+		}
+	}
+	return firstJ != math.MaxInt64 && firstJ <= firstK
+}
+
+// flinkFiresFirstByClock is flinkFiresFirst in processing time. Flink's
+// timers there are set at the clock in force: a partial match that starts
+// with an element arriving at clock c (> 0: after a restore the harness's
+// clock is 0 until a step sets it, and a start at 0 sets no timer) gets a
+// window timer at c + within + 1, and with a comparator an element is
+// buffered with a timer at c + 1. Step e must set the clock past every
+// clock reached before it (timers up to those have fired), and wake must
+// be a deadline of k's: c + within of one of its elements (Cepheus wakes a
+// key at start + within, Flink's timer is that + 1).
+func flinkFiresFirstByClock(in *conformance.Input, j, k, wake, within int64, e int) bool {
+	if in.OperatorSteps[e].ProcessingTime == nil || j == k {
+		return false
+	}
+	now := *in.OperatorSteps[e].ProcessingTime
+	byseq := map[uint64]*conformance.EventSpec{}
+	for i := range in.Events {
+		byseq[in.Events[i].Seq] = &in.Events[i]
+	}
+	clock, last := int64(math.MinInt64), int64(math.MinInt64)
+	var timersJ, timersK []int64
+	deadline := false // wake is start + within of an element of k
+	for _, st := range in.OperatorSteps[:e] {
+		switch {
+		case st.SnapshotRestore != nil && *st.SnapshotRestore:
+			clock = 0
+		case st.ProcessingTime != nil:
+			clock = *st.ProcessingTime
+			last = max(last, clock)
+		case st.Event != nil:
+			ev := byseq[*st.Event]
+			if ev == nil || ev.ID != j && ev.ID != k {
+				continue
+			}
+			var ts []int64
+			if clock > 0 {
+				ts = append(ts, clock+within+1)
+				deadline = deadline || ev.ID == k && clock+within == wake
+			}
+			if ev.ID == j {
+				timersJ = append(timersJ, ts...)
+				continue
+			}
+			if len(in.EventComparator) > 0 {
+				ts = append(ts, clock+1)
+			}
+			timersK = append(timersK, ts...)
+		}
+	}
+	if now <= last || wake <= last || !deadline {
+		return false
+	}
+	firstJ, firstK := int64(math.MaxInt64), int64(math.MaxInt64)
+	for _, t := range timersJ {
+		if t > last && t <= now {
+			firstJ = min(firstJ, t)
+		}
+	}
+	for _, t := range timersK {
+		if t > last {
+			firstK = min(firstK, t)
 		}
 	}
 	return firstJ != math.MaxInt64 && firstJ <= firstK

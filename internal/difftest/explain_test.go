@@ -533,6 +533,54 @@ func TestKeyOrderAtFailure(t *testing.T) {
 		}
 	}
 
+	// A tie at the failing step in processing time without a comparator,
+	// Cepheus first (wide seed 3034 case 1183, shrunk): keys 12 and 2 got
+	// an element at clock 733, so Flink has a window timer for both at
+	// 733 + 57 + 1 = 791 and its heap fires key 12 first, which fails;
+	// Cepheus fires key 2 first (both due 790, key 2's state is older) and
+	// emits its timeout before key 12 fails.
+	in = load("cross-key-failure-tie-cepheus-first.json")
+	const pt = 1739918773000
+	ptRun := func(err string, step int, ts ...conformance.TimeoutResult) *conformance.Result {
+		return &conformance.Result{Timeouts: ts, Error: str(err), ErrorClass: conformance.ErrorRun, ErrorStep: num(step)}
+	}
+	ptFlink := func(before, step int) *conformance.Result {
+		return ptRun("org.apache.flink.util.FlinkRuntimeException: Could not skip to s3. No such element in the found match "+
+			"{s1=[EventId{id=0, timestamp=1739918773733}, EventId{id=0, timestamp=1739918773786}]}", step,
+			timeout(pt+767, pt+768, before, 1, 5), timeout(pt+767, pt+768, before, 2), timeout(pt+777, pt+778, before, 3))
+	}
+	ptCepheus := func(key string, before, step int, last ...conformance.TimeoutResult) *conformance.Result {
+		return ptRun("step "+strconv.Itoa(step)+": cep: key "+strconv.Quote("\x00"+key)+
+			`: nfa: after-match skip target missing: could not skip to "s3": no such element in the found match`, step,
+			append([]conformance.TimeoutResult{timeout(pt+767, pt+767, before, 1, 5), timeout(pt+767, pt+767, before, 2),
+				timeout(pt+777, pt+777, before, 3)}, last...)...)
+	}
+	// Key 2's element at clock 730 instead: its timer (788) fires before
+	// key 12's (791), so Flink would have emitted its timeout before key 12
+	// failed. (The clock step moves the clock steps 786 and 791 to 9 and 12.)
+	earlier := *in
+	earlier.OperatorSteps = slices.Clone(in.OperatorSteps)
+	clock730 := int64(pt + 730)
+	earlier.OperatorSteps = slices.Insert(earlier.OperatorSteps, 5, conformance.Step{ProcessingTime: &clock730}, in.OperatorSteps[7])
+	earlier.OperatorSteps = slices.Delete(earlier.OperatorSteps, 9, 10) // the element's old place
+	for _, tc := range []struct {
+		name    string
+		in      *conformance.Input
+		flink   *conformance.Result
+		cepheus *conformance.Result
+		want    bool
+	}{
+		{"as run", in, ptFlink(8, 11), ptCepheus("12", 8, 11, timeout(pt+790, pt+790, 11, 5)), true},
+		{"cepheus names key 2", in, ptFlink(8, 11), ptCepheus("2", 8, 11, timeout(pt+790, pt+790, 11, 5)), false},
+		{"woken at no deadline of key 2", in, ptFlink(8, 11), ptCepheus("12", 8, 11, timeout(pt+790, pt+789, 11, 5)), false},
+		{"woken at the last clock", in, ptFlink(8, 11), ptCepheus("12", 8, 11, timeout(pt+786, pt+786, 11, 5)), false},
+		{"key 2's timer first", &earlier, ptFlink(9, 12), ptCepheus("12", 9, 12, timeout(pt+787, pt+787, 12, 5)), false},
+	} {
+		if got := crossKeyTimerOrder(tc.in, tc.flink, tc.cepheus); got != tc.want {
+			t.Errorf("processing-time tie, %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
 	// Keys tied at an earlier watermark come out in another order, then
 	// both fail at the same step (wide seed 777 case 140, in processing
 	// time).

@@ -55,6 +55,10 @@ var explainedDirs = []string{
 	// latest clock again (case 2486), cross-key-timer-order with both
 	// engines failing at one step after a tie (case 2794, several rules).
 	filepath.Join("testdata", "explained", "picked-wide-1206"),
+	// Wide seed 3034: window-timer in processing time with both engines
+	// failing at one step, Cepheus having fired another key first in a tie
+	// with the failing key's window timer (case 1183).
+	filepath.Join("testdata", "explained", "picked-wide-3034"),
 	// Narrow seed 1207 case 20256: flink-timeout, Flink having emitted
 	// 2,550 matches at step 9 when its 2-minute limit stopped it in step
 	// 10. Outside the corpus make diff-flink-explained rewrites: on a quiet
