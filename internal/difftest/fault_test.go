@@ -46,6 +46,10 @@ var explainedDirs = []string{
 	// counterfactual Flink fails through a collision after the watermark
 	// went back past the restore (case 12853).
 	filepath.Join("testdata", "explained", "picked-narrow-3032"),
+	// Narrow seed 3037: event-id-collision in the operator with an
+	// EventComparator, Flink failing before the last late element came
+	// (case 8261).
+	filepath.Join("testdata", "explained", "picked-narrow-3037"),
 	filepath.Join("testdata", "explained", "picked-wide-777"),
 	// Wide seed 1204: window-timer with both engines failing at one step,
 	// Cepheus having fired another key first at a deadline Flink has no
