@@ -481,6 +481,15 @@ func byRule(a, b Item) int { return a.Rule - b.Rule }
 // earlier one's time. Matches keep the automaton's order, which is
 // canonical already.
 func (h *hostOperator) sortTimeouts(items []Item) {
+	sortTimeouts(items, func(it *Item) string {
+		return alertID(h.e.rules[it.Rule].rule, it.Key, it.Match.Events, h.e.derived, true)
+	})
+}
+
+// sortTimeouts sorts each run of ItemTimeout items of one rule and key by
+// At, then by id (their alert ids, computed once per item of a run of
+// two or more).
+func sortTimeouts(items []Item, id func(*Item) string) {
 	for i := 0; i < len(items); {
 		j := i + 1
 		if items[i].Kind == ItemTimeout {
@@ -489,14 +498,13 @@ func (h *hostOperator) sortTimeouts(items []Item) {
 			}
 		}
 		if j-i > 1 {
-			r := h.e.rules[items[i].Rule].rule
 			type keyed struct {
 				it Item
 				id string
 			}
 			run := make([]keyed, 0, j-i)
-			for _, it := range items[i:j] {
-				run = append(run, keyed{it, alertID(r, it.Key, it.Match.Events, h.e.derived, true)})
+			for k := range items[i:j] {
+				run = append(run, keyed{items[i+k], id(&items[i+k])})
 			}
 			slices.SortFunc(run, func(a, b keyed) int {
 				if c := cmp.Compare(a.it.At, b.it.At); c != 0 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 // timeoutRules: auths that a capture follows within 10 minutes are
@@ -207,5 +209,36 @@ func TestTimeoutSkipCadence(t *testing.T) {
 		if got := alertsOf(every); !slices.Equal(got, want) {
 			t.Errorf("a watermark every %d events: %q, want %q", every, got, want)
 		}
+	}
+}
+
+// TestSortTimeouts: each run of one rule and key's timed-out partial
+// matches is sorted by time, then by id; matches, other keys' and other
+// rules' items keep their places.
+func TestSortTimeouts(t *testing.T) {
+	to := func(rule int, key string, at event.Time, id string) Item {
+		return Item{Kind: ItemTimeout, Rule: rule, Key: event.Key(key), At: at, Event: &event.Event{Fields: []event.Value{event.String(id)}}}
+	}
+	match := func(rule int, key string, at event.Time) Item {
+		return Item{Kind: ItemMatch, Rule: rule, Key: event.Key(key), At: at}
+	}
+	items := []Item{
+		to(0, "a", 9, "x"), to(0, "a", 5, "z"), to(0, "a", 5, "y"), // one run
+		match(0, "a", 1),
+		to(0, "a", 3, "w"), to(0, "b", 1, "v"), // runs of one
+		to(1, "b", 8, "u"), to(1, "b", 2, "t"), // another rule's run
+	}
+	sortTimeouts(items, func(it *Item) string { return it.Event.Fields[0].String() })
+	var got []string
+	for _, it := range items {
+		s := fmt.Sprintf("%d/%s/%d", it.Rule, it.Key, it.At)
+		if it.Kind == ItemTimeout {
+			s += "/" + it.Event.Fields[0].String()
+		}
+		got = append(got, s)
+	}
+	want := []string{`0/a/5/"y"`, `0/a/5/"z"`, `0/a/9/"x"`, "0/a/1", `0/a/3/"w"`, `0/b/1/"v"`, `1/b/2/"t"`, `1/b/8/"u"`}
+	if !slices.Equal(got, want) {
+		t.Errorf("sorted %q, want %q", got, want)
 	}
 }
