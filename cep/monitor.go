@@ -153,10 +153,16 @@ type ShadowCount struct {
 // RuleCount is one rule's counters in a [MonitorSnapshot]: alerts,
 // condition evaluations that failed (counted as false), and events or
 // partial matches dropped at the limits (-max-partial-matches,
-// -max-buffered-events).
+// -max-buffered-events). TimedOut counts, of Alerts, those of timed-out
+// partial matches, whose severity is TimeoutSeverity (the rule's
+// `timeout` block's; "" for a rule without one): the others have
+// Severity. A rule's counters are by name, severity and timeout
+// severity.
 type RuleCount struct {
 	Rule, Severity  string
+	TimeoutSeverity string
 	Alerts          int64
+	TimedOut        int64
 	ConditionErrors int64
 	Dropped         int64
 }
@@ -196,7 +202,7 @@ func (m *StreamMonitor) Ready() bool {
 // ruleFigures are the counters of each rule of an engine, summed over
 // the subtasks.
 type ruleFigures struct {
-	alerts, dropped, compared, overlap []int64
+	alerts, timedOut, dropped, compared, overlap []int64
 }
 
 // publish sets the job's figures: its progress, its rules' counters and

@@ -22,7 +22,7 @@ func BenchmarkMonitorHotPath(b *testing.B) {
 	n := len(e.rules)
 	b.Run("publish", func(b *testing.B) {
 		m := NewStreamMonitor()
-		c := ruleFigures{alerts: make([]int64, n), dropped: make([]int64, n), compared: make([]int64, n), overlap: make([]int64, n)}
+		c := ruleFigures{alerts: make([]int64, n), timedOut: make([]int64, n), dropped: make([]int64, n), compared: make([]int64, n), overlap: make([]int64, n)}
 		wms, lag := map[string]int64{}, map[string]int64{}
 		for p := range 8 {
 			wms[fmt.Sprintf("events-%d", p)] = int64(p)

@@ -39,10 +39,10 @@ type ruleTotals struct {
 	slots []totalSlot // by index in e.rules
 }
 
-type ruleKey struct{ rule, severity string }
+type ruleKey struct{ rule, severity, timeoutSeverity string }
 
 // taken is the highest figures of a rule state the totals took.
-type taken struct{ alerts, dropped, overlap int64 }
+type taken struct{ alerts, timedOut, dropped, overlap int64 }
 
 // comparedKey names the comparison of an active rule (its id) with a
 // shadow version: it starts at 0 with each shadow version.
@@ -88,6 +88,7 @@ func (t *ruleTotals) add(e *Engine, c ruleFigures) {
 		}
 		rc := &t.rules[sl.total]
 		grow(&rc.Alerts, &sl.taken.alerts, c.alerts[i])
+		grow(&rc.TimedOut, &sl.taken.timedOut, c.timedOut[i])
 		grow(&rc.Dropped, &sl.taken.dropped, c.dropped[i])
 		grow(&rc.ConditionErrors, sl.cond, int64(cr.rule.ConditionErrors()))
 	}
@@ -142,15 +143,18 @@ func (t *ruleTotals) bind(e *Engine) {
 	}
 }
 
-// ruleOf returns the index in t.rules of r's name and severity, added if
-// new.
+// ruleOf returns the index in t.rules of r's name, severity and timeout
+// severity, added if new.
 func (t *ruleTotals) ruleOf(r *rules.Rule) int {
-	k := ruleKey{r.Name, r.Severity.String()}
+	k := ruleKey{rule: r.Name, severity: r.Severity.String()}
+	if r.Timeout != nil {
+		k.timeoutSeverity = r.Timeout.Severity.String()
+	}
 	i, ok := t.byKey[k]
 	if !ok {
 		i = len(t.rules)
 		t.byKey[k] = i
-		t.rules = append(t.rules, RuleCount{Rule: k.rule, Severity: k.severity})
+		t.rules = append(t.rules, RuleCount{Rule: k.rule, Severity: k.severity, TimeoutSeverity: k.timeoutSeverity})
 	}
 	return i
 }

@@ -327,10 +327,11 @@ func (j *job) lowWatermark() event.Time {
 // publish hands the monitor the job's figures now.
 func (j *job) publish(ready bool) {
 	n := len(j.e.rules)
-	c := ruleFigures{alerts: make([]int64, n), dropped: make([]int64, n), compared: make([]int64, n), overlap: make([]int64, n)}
+	c := ruleFigures{alerts: make([]int64, n), timedOut: make([]int64, n), dropped: make([]int64, n), compared: make([]int64, n), overlap: make([]int64, n)}
 	for _, s := range j.subs {
 		for i := range s.ruleAlerts {
 			c.alerts[i] += s.ruleAlerts[i].Load()
+			c.timedOut[i] += s.ruleTimedOut[i].Load()
 			c.dropped[i] += s.ruleDrops[i].Load()
 			c.compared[i] += s.ruleCompared[i].Load()
 			c.overlap[i] += s.ruleOverlap[i].Load()

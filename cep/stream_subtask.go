@@ -110,6 +110,7 @@ type streamSubtask struct {
 	// coordinator's progress reports.
 	alertCount, lateCount     atomic.Int64
 	ruleAlerts, ruleDrops     []atomic.Int64 // by rule, with a monitor
+	ruleTimedOut              []atomic.Int64 // of ruleAlerts, those of timed-out partial matches
 	ruleCompared, ruleOverlap []atomic.Int64 // of a shadow comparison, by rule
 	stored                    uint64         // host.changes when the counters were last stored
 	processed                 atomic.Int64   // elements processed
@@ -143,6 +144,7 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 	s.committed.Store(j.restored)
 	if j.cfg.Monitor != nil {
 		s.ruleAlerts = make([]atomic.Int64, len(j.e.rules))
+		s.ruleTimedOut = make([]atomic.Int64, len(j.e.rules))
 		s.ruleDrops = make([]atomic.Int64, len(j.e.rules))
 		s.ruleCompared = make([]atomic.Int64, len(j.e.rules))
 		s.ruleOverlap = make([]atomic.Int64, len(j.e.rules))
@@ -510,6 +512,7 @@ func (s *streamSubtask) storeCounters() {
 		s.stored = s.host.changes
 		for i := range s.ruleAlerts {
 			s.ruleAlerts[i].Store(s.host.rules[i].alerts)
+			s.ruleTimedOut[i].Store(s.host.rules[i].timedOut)
 			s.ruleDrops[i].Store(s.host.rules[i].overflow)
 			s.ruleCompared[i].Store(s.host.rules[i].compared)
 			s.ruleOverlap[i].Store(s.host.rules[i].overlap)

@@ -110,7 +110,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "watermark %s; checkpoint %d (%dms), %d failed; %d keys, %d queued\n", wm,
 		st.GetLastCheckpoint(), st.GetLastCheckpointDurationMs(), st.GetCheckpointFailures(), st.GetKeys(), st.GetQueued())
 	for _, r := range st.GetRules() {
-		fmt.Fprintf(stdout, "  rule %-28s %-8s %8d alerts %6d condition errors %6d dropped\n", r.GetRule(), r.GetSeverity(), r.GetAlerts(), r.GetConditionErrors(), r.GetDropped())
+		timedOut := ""
+		if r.GetTimeoutSeverity() != "" {
+			timedOut = fmt.Sprintf(" (%d of them timed out, %s)", r.GetTimedOut(), r.GetTimeoutSeverity())
+		}
+		fmt.Fprintf(stdout, "  rule %-28s %-8s %8d alerts %6d condition errors %6d dropped%s\n", r.GetRule(), r.GetSeverity(), r.GetAlerts(), r.GetConditionErrors(), r.GetDropped(), timedOut)
 	}
 	for _, p := range st.GetPartitions() {
 		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), watermarkText(event.Time(p.GetWatermarkUnixMs())))

@@ -168,6 +168,7 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 	for _, r := range sn.Rules {
 		resp.Rules = append(resp.Rules, &cepheusv1.RuleStatus{
 			Rule: r.Rule, Severity: r.Severity, Alerts: r.Alerts, ConditionErrors: r.ConditionErrors, Dropped: r.Dropped,
+			TimedOut: r.TimedOut, TimeoutSeverity: r.TimeoutSeverity,
 		})
 	}
 	for _, r := range sn.Shadow {

@@ -282,6 +282,19 @@ func TestStatusPartitionsOrdered(t *testing.T) {
 // engine's reason, and a deploy that meets another one's switch is
 // ABORTED (send it again): both were UNKNOWN, gRPC's code for an error
 // that says nothing of itself.
+// TestStatusTimedOut: a rule's count of timed-out partial matches and
+// its timeout block's severity go into the status.
+func TestStatusTimedOut(t *testing.T) {
+	rs := statusOf(cep.MonitorSnapshot{Rules: []cep.RuleCount{
+		{Rule: "a", Severity: "high", Alerts: 7, TimedOut: 3, TimeoutSeverity: "low"},
+		{Rule: "b", Severity: "medium", Alerts: 2},
+	}}).GetRules()
+	if len(rs) != 2 || rs[0].GetAlerts() != 7 || rs[0].GetTimedOut() != 3 || rs[0].GetTimeoutSeverity() != "low" ||
+		rs[1].GetTimedOut() != 0 || rs[1].GetTimeoutSeverity() != "" {
+		t.Errorf("status rules: %v", rs)
+	}
+}
+
 func TestControlDeployRefused(t *testing.T) {
 	fx := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -64,7 +64,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_dead_letters_total", "Input records sent to the dead letters (malformed, or too far ahead).")
 	d("cepheus_late_events_total", "Events behind the watermark, sent to the late output.")
 	d("cepheus_alerts_total", "Alerts raised, all rules.")
-	d("cepheus_rule_alerts_total", "Alerts raised by one rule in this process (from the checkpoint it restored), over its versions; a rule no longer active keeps its last value.", "rule", "severity")
+	d("cepheus_rule_alerts_total", "Alerts of one rule and severity (a timed-out partial match's: its timeout block's) in this process (from the checkpoint it restored), over its versions; a rule no longer active keeps its last value.", "rule", "severity")
 	d("cepheus_keys", "Keys holding state at the latest checkpoint.")
 	d("cepheus_buffered_events", "Events the keys buffer at the latest checkpoint.")
 	d("cepheus_queued_events", "Events routed to the subtasks and not yet processed (backpressure).")
@@ -130,11 +130,28 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	// (a removed rule, a former severity), which keep their last values:
 	// a rule's counters never go down while the process runs. Condition
 	// errors and drops are by rule name alone, over its severities.
+	// An alert counts under its own severity: a timed-out partial match's
+	// under its rule's timeout block's, so one rule's alerts of one
+	// severity may come from several counts (sums of counters that never
+	// go down).
 	var names []string
 	byName := map[string]cep.RuleCount{}
+	type bySeverity struct{ rule, severity string }
+	var severities []bySeverity
+	alerts := map[bySeverity]int64{}
+	addAlerts := func(rule, severity string, n int64) {
+		k := bySeverity{rule, severity}
+		if _, ok := alerts[k]; !ok {
+			severities = append(severities, k)
+		}
+		alerts[k] += n
+	}
 	for _, rs := range [][]cep.RuleCount{s.Rules, s.Former} {
 		for _, r := range rs {
-			counter("cepheus_rule_alerts_total", float64(r.Alerts), r.Rule, r.Severity)
+			addAlerts(r.Rule, r.Severity, r.Alerts-r.TimedOut)
+			if r.TimeoutSeverity != "" {
+				addAlerts(r.Rule, r.TimeoutSeverity, r.TimedOut)
+			}
 			n, ok := byName[r.Rule]
 			if !ok {
 				names = append(names, r.Rule)
@@ -143,6 +160,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			n.Dropped += r.Dropped
 			byName[r.Rule] = n
 		}
+	}
+	for _, k := range severities {
+		counter("cepheus_rule_alerts_total", float64(alerts[k]), k.rule, k.severity)
 	}
 	for _, name := range names {
 		counter("cepheus_rule_condition_errors_total", float64(byName[name].ConditionErrors), name)

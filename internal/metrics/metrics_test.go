@@ -583,3 +583,71 @@ func TestDocsListMetrics(t *testing.T) {
 		t.Errorf("docs/operations.md lists %s, which is not exported", n)
 	}
 }
+
+// TestTimedOutAlertsBySeverity: a rule's timed-out partial matches count
+// in cepheus_rule_alerts_total under its timeout block's severity, its
+// matches under its own; a later job whose rule has another timeout
+// severity counts under that one, and the former series keeps its value.
+func TestTimedOutAlertsBySeverity(t *testing.T) {
+	m := cep.NewStreamMonitor()
+	srv := httptest.NewServer(Handler(m))
+	defer srv.Close()
+	dir := t.TempDir()
+	// Ten cards, each with a large authorization: the even ones go on
+	// with a small one abroad a minute later (a match), the odd ones
+	// with nothing (a partial match that the end of the input times out).
+	var b strings.Builder
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		at := func(min int) string { return base.Add(time.Duration(min) * time.Minute).Format(time.RFC3339) }
+		fmt.Fprintf(&b, `{"ts":%q,"card":"c%d","type":"auth","amount":500,"country":"US"}`+"\n", at(2*i), i)
+		if i%2 == 0 {
+			fmt.Fprintf(&b, `{"ts":%q,"card":"c%d","type":"auth","amount":5,"country":"FR"}`+"\n", at(2*i+1), i)
+		}
+	}
+	input := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(input, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := func(n int, timeoutSeverity string) map[string]float64 {
+		t.Helper()
+		src := strings.Replace(testRules, "    within 10m\n  }\n", "    within 10m\n  }\n  timeout {\n    severity "+timeoutSeverity+"\n  }\n", 1)
+		rs, err := rules.Load("m.cep", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs.Rules[0].Timeout == nil {
+			t.Fatalf("the rule has no timeout block:\n%s", src)
+		}
+		e, err := cep.New(cep.WithRuleset(rs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := filepath.Join(dir, strconv.Itoa(n))
+		if _, err := e.Stream(context.Background(), cep.StreamConfig{Events: input, StateDir: filepath.Join(sub, "state"),
+			AlertsDir: filepath.Join(sub, "alerts"), Monitor: m}); err != nil {
+			t.Fatal(err)
+		}
+		return scrape(t, srv.URL)
+	}
+	series := func(severity string) string {
+		return `cepheus_rule_alerts_total{rule="big_then_foreign",severity="` + severity + `"}`
+	}
+	s := job(1, "low")
+	if high, low := s[series("high")], s[series("low")]; high != 5 || low != 5 || s["cepheus_alerts_total"] != 10 {
+		t.Errorf("first job: %v high, %v low, %v in all; want 5 matches (high), 5 timed out (low), 10", high, low, s["cepheus_alerts_total"])
+	}
+	s = job(2, "medium")
+	if high, low, medium := s[series("high")], s[series("low")], s[series("medium")]; high != 10 || low != 5 || medium != 5 {
+		t.Errorf("after a job with the timeout severity medium: %v high, %v low, %v medium; want 10, 5 (kept), 5", high, low, medium)
+	}
+	// The snapshot (cepheus status) lists the active rule's counts, the
+	// former timeout severity's apart.
+	sn := m.Snapshot()
+	if len(sn.Rules) != 1 || sn.Rules[0].Alerts != 10 || sn.Rules[0].TimedOut != 5 || sn.Rules[0].TimeoutSeverity != "medium" {
+		t.Errorf("the snapshot's rules: %+v; want one of 10 alerts, 5 timed out, medium", sn.Rules)
+	}
+	if len(sn.Former) != 1 || sn.Former[0].TimedOut != 5 || sn.Former[0].TimeoutSeverity != "low" {
+		t.Errorf("the snapshot's former rules: %+v; want one of 5 timed out, low", sn.Former)
+	}
+}

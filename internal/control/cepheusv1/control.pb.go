@@ -271,12 +271,17 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type RuleStatus struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Rule            string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
-	Severity        string                 `protobuf:"bytes,2,opt,name=severity,proto3" json:"severity,omitempty"`
-	Alerts          int64                  `protobuf:"varint,3,opt,name=alerts,proto3" json:"alerts,omitempty"`
-	ConditionErrors int64                  `protobuf:"varint,4,opt,name=condition_errors,json=conditionErrors,proto3" json:"condition_errors,omitempty"`
-	Dropped         int64                  `protobuf:"varint,5,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Rule     string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	Severity string                 `protobuf:"bytes,2,opt,name=severity,proto3" json:"severity,omitempty"`
+	// alerts counts the rule's alerts, timed_out those of them of
+	// timed-out partial matches (its timeout block's, of severity
+	// timeout_severity; "" for a rule without the block).
+	Alerts          int64  `protobuf:"varint,3,opt,name=alerts,proto3" json:"alerts,omitempty"`
+	ConditionErrors int64  `protobuf:"varint,4,opt,name=condition_errors,json=conditionErrors,proto3" json:"condition_errors,omitempty"`
+	Dropped         int64  `protobuf:"varint,5,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	TimedOut        int64  `protobuf:"varint,6,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	TimeoutSeverity string `protobuf:"bytes,7,opt,name=timeout_severity,json=timeoutSeverity,proto3" json:"timeout_severity,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -344,6 +349,20 @@ func (x *RuleStatus) GetDropped() int64 {
 		return x.Dropped
 	}
 	return 0
+}
+
+func (x *RuleStatus) GetTimedOut() int64 {
+	if x != nil {
+		return x.TimedOut
+	}
+	return 0
+}
+
+func (x *RuleStatus) GetTimeoutSeverity() string {
+	if x != nil {
+		return x.TimeoutSeverity
+	}
+	return ""
 }
 
 type PartitionStatus struct {
@@ -1296,14 +1315,16 @@ const file_control_proto_rawDesc = "" +
 	"\x05rules\x18\x04 \x03(\tR\x05rules\x12/\n" +
 	"\bproblems\x18\x05 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\x12/\n" +
 	"\bwarnings\x18\x06 \x03(\v2\x13.cepheus.v1.ProblemR\bwarnings\"\x0f\n" +
-	"\rStatusRequest\"\x99\x01\n" +
+	"\rStatusRequest\"\xe1\x01\n" +
 	"\n" +
 	"RuleStatus\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x1a\n" +
 	"\bseverity\x18\x02 \x01(\tR\bseverity\x12\x16\n" +
 	"\x06alerts\x18\x03 \x01(\x03R\x06alerts\x12)\n" +
 	"\x10condition_errors\x18\x04 \x01(\x03R\x0fconditionErrors\x12\x18\n" +
-	"\adropped\x18\x05 \x01(\x03R\adropped\"[\n" +
+	"\adropped\x18\x05 \x01(\x03R\adropped\x12\x1b\n" +
+	"\ttimed_out\x18\x06 \x01(\x03R\btimedOut\x12)\n" +
+	"\x10timeout_severity\x18\a \x01(\tR\x0ftimeoutSeverity\"[\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\tR\tpartition\x12*\n" +
 	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xb1\x05\n" +
