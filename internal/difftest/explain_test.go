@@ -712,3 +712,36 @@ func TestFlinkTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestClockRestoredStandsForNextElement: the clock step that
+// restored-processing-clock's counterfactual inserts after a restore
+// stands for the first element after it, where Cepheus (and Flink without
+// the restore) advance the run's time to the clock (the documented minimal
+// case: its timeout comes at that element; with the step standing for the
+// restore, the case was unexplained).
+func TestClockRestoredStandsForNextElement(t *testing.T) {
+	cs, err := conformance.LoadFile("testdata/minimal/restored-processing-clock-next-element.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &cs[0].Input
+	cf, steps, ok := withClockRestored(in)
+	if !ok {
+		t.Fatal("no counterfactual")
+	}
+	restore, next := -1, -1
+	for i, st := range in.OperatorSteps {
+		if st.SnapshotRestore != nil && *st.SnapshotRestore {
+			restore = i
+		} else if restore >= 0 && next < 0 && st.Event != nil {
+			next = i
+		}
+	}
+	if restore < 0 || next < 0 || len(cf.OperatorSteps) != len(in.OperatorSteps)+1 || len(steps) != len(cf.OperatorSteps) {
+		t.Fatalf("restore at %d, next element at %d; counterfactual steps %v", restore, next, steps)
+	}
+	inserted := cf.OperatorSteps[restore+1]
+	if inserted.ProcessingTime == nil || steps[restore+1] != next || steps[restore] != restore || steps[restore+2] != next {
+		t.Errorf("inserted step %+v stands for step %d; want a clock step standing for %d (steps %v)", inserted, steps[restore+1], next, steps)
+	}
+}

@@ -50,6 +50,12 @@ var explainedDirs = []string{
 	// EventComparator, Flink failing before the last late element came
 	// (case 8261).
 	filepath.Join("testdata", "explained", "picked-narrow-3037"),
+	// Narrow seed 3039: window-timer and restored-processing-clock at once,
+	// the counterfactual's clock step after the restore waking the key
+	// and timing out a partial match that Cepheus times out at the next
+	// element (case 6604, shrunk: the minimal case
+	// restored-processing-clock-next-element.json).
+	filepath.Join("testdata", "explained", "picked-narrow-3039"),
 	filepath.Join("testdata", "explained", "picked-wide-777"),
 	// Wide seed 1204: window-timer with both engines failing at one step,
 	// Cepheus having fired another key first at a deadline Flink has no
