@@ -60,6 +60,9 @@ type OperatorConfig struct {
 	// counted in Stats.Overflow, so results then differ from an unlimited
 	// run (docs/decisions.md, "Per-key limits").
 	MaxBufferedEvents int
+	// StepDeadlines advances each key's run to each of its deadlines in
+	// turn before a later time, as [SharedRule].StepDeadlines does.
+	StepDeadlines bool
 }
 
 // ErrInvalidConfig marks the errors of [NewOperator] and [RestoreOperator]
@@ -519,10 +522,9 @@ func (o *Operator) processNow(k event.Key, ev *event.Event, out *Output) error {
 	ks := o.keyState(k, ev.Seq)
 	run := o.runOf(ks)
 	t := o.procTime
-	if err := run.AdvanceTime(t, &o.res); err != nil {
-		return o.fail(ks, err)
+	if err := o.advanceRun(ks, run, t, out); err != nil {
+		return err
 	}
-	o.emit(ks, t, out)
 	if err := run.Process(ev, t, &o.res); err != nil {
 		return o.fail(ks, err)
 	}
@@ -598,10 +600,9 @@ func (o *Operator) drain(ks *keyState, n int, out *Output) error {
 	run := o.runOf(ks)
 	for i := range n {
 		b := &ks.buf[i]
-		if err := run.AdvanceTime(b.ts, &o.res); err != nil {
-			return o.fail(ks, err)
+		if err := o.advanceRun(ks, run, b.ts, out); err != nil {
+			return err
 		}
-		o.emit(ks, b.ts, out)
 		if o.less != nil {
 			slices.SortStableFunc(b.evs, o.less)
 		}
@@ -622,7 +623,23 @@ func (o *Operator) drain(ks *keyState, n int, out *Output) error {
 }
 
 func (o *Operator) advance(ks *keyState, t event.Time, out *Output) error {
-	if err := o.runOf(ks).AdvanceTime(t, &o.res); err != nil {
+	return o.advanceRun(ks, o.runOf(ks), t, out)
+}
+
+// advanceRun advances run, ks's, to t and emits what it released; with
+// StepDeadlines, to each deadline before t first, in turn.
+func (o *Operator) advanceRun(ks *keyState, run *nfa.Run, t event.Time, out *Output) error {
+	if o.cfg.StepDeadlines {
+		prev := event.MinTime
+		for d, ok := run.NextDeadline(); ok && d < t && d > prev; d, ok = run.NextDeadline() {
+			if err := run.AdvanceTime(d, &o.res); err != nil {
+				return o.fail(ks, err)
+			}
+			o.emit(ks, d, out)
+			prev = d
+		}
+	}
+	if err := run.AdvanceTime(t, &o.res); err != nil {
 		return o.fail(ks, err)
 	}
 	o.emit(ks, t, out)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
-	"github.com/cepheus-cep/cepheus/nfa"
 	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/state"
 )
@@ -249,7 +248,7 @@ func (e *Engine) sharedRules(spec int) []SharedRule {
 	var out []SharedRule
 	for _, i := range e.specs[spec].rules {
 		cr := &e.rules[i]
-		step := cr.rule.Timeout != nil && cr.nfa.Skip().Kind != nfa.SkipNone
+		step := cr.rule.Timeout != nil
 		out = append(out, SharedRule{ID: i, NFA: cr.nfa, MaxPartialMatches: e.cfg.maxPartial, StepDeadlines: step})
 	}
 	return out

@@ -60,10 +60,13 @@ type SharedRule struct {
 	// watermark: partial matches past their deadlines all time out
 	// before any match held back behind them is released, whose skip
 	// would otherwise have pruned some, so what times out depends on how
-	// far one advance went. Stepped, it depends on the events alone. The
-	// Engine sets it for rules with a timeout block and a skip strategy
-	// (docs/rules.md, "Timed-out partial matches"); the differential
-	// tests, which compare with Flink, leave it off.
+	// far one advance went; and a partial match past two of its deadlines
+	// (the pattern window and `within d of previous`) is reported at the
+	// one Flink checks first, not the earlier. Stepped, both depend on the
+	// events alone. The Engine sets it for rules with a timeout block
+	// (docs/rules.md, "Timed-out partial matches"), as `cepheus test`
+	// does ([OperatorConfig].StepDeadlines); the differential tests,
+	// which compare with Flink, leave it off.
 	StepDeadlines bool
 }
 

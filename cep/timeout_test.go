@@ -212,6 +212,51 @@ func TestTimeoutSkipCadence(t *testing.T) {
 	}
 }
 
+// TestTimeoutDetectedAtCadence: a partial match past two of its
+// deadlines (the pattern window, 9 s, and within 6s of previous, 9.5 s) is
+// detected at the earlier, 9 s, however often watermarks come. Advanced
+// once past both, the automaton reports the one Flink checks first (the
+// previous event's): with a watermark every 50 events the alert said
+// 9.5 s, with one at every event 9 s.
+func TestTimeoutDetectedAtCadence(t *testing.T) {
+	rs := loadRules(t, `ruleset c
+event time ts
+rule abc {
+  key k
+  pattern {
+    begin a where kind == "a"
+    followedBy b where kind == "b"
+      within 3s of previous
+    followedBy c where kind == "c"
+      within 6s of previous
+    within 8s
+  }
+  timeout {
+    severity low
+  }
+}
+`)
+	var in strings.Builder
+	at := func(ms int) string {
+		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano)
+	}
+	fmt.Fprintf(&in, "{\"ts\":%q,\"k\":\"y\",\"kind\":\"a\"}\n", at(1000))
+	fmt.Fprintf(&in, "{\"ts\":%q,\"k\":\"y\",\"kind\":\"b\"}\n", at(3500))
+	for ms := 5000; ms <= 20000; ms += 500 {
+		fmt.Fprintf(&in, "{\"ts\":%q,\"k\":\"w\",\"kind\":\"d\"}\n", at(ms))
+	}
+	for _, every := range []int{1, 2, 50, 1000} {
+		_, alerts := runBacktest(t, in.String(), WithRuleset(rs), WithWatermarkEvery(every), WithOutOfOrderness(0))
+		var at time.Time
+		if len(alerts) == 1 {
+			at, _ = time.Parse(time.RFC3339Nano, fmt.Sprint(alerts[0]["detected_at"]))
+		}
+		if len(alerts) != 1 || alerts[0]["timed_out"] != true || !at.Equal(time.Date(2026, 1, 1, 0, 0, 9, 0, time.UTC)) {
+			t.Errorf("a watermark every %d events: %v; want one timed-out alert detected at 00:00:09", every, alerts)
+		}
+	}
+}
+
 // TestSortTimeouts: each run of one rule and key's timed-out partial
 // matches is sorted by time, then by id; matches, other keys' and other
 // rules' items keep their places.

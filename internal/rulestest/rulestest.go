@@ -146,7 +146,9 @@ func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []stri
 	if rule.NFA == nil {
 		return nil, fmt.Errorf("not compiled")
 	}
-	op, err := cep.NewOperator(cep.OperatorConfig{NFA: rule.NFA, Key: rule.Key})
+	// A rule with a timeout block steps its deadlines, as the engine's
+	// runs do, so that what times out (and when) is what a backtest gives.
+	op, err := cep.NewOperator(cep.OperatorConfig{NFA: rule.NFA, Key: rule.Key, StepDeadlines: rule.Timeout != nil})
 	if err != nil {
 		return nil, err
 	}

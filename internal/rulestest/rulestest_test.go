@@ -217,3 +217,47 @@ test "unexpected timeout" {
 		t.Errorf("test unexpected timeout: Pass %v, Diff\n%s\nwant it to contain %q", r.Pass(), r.Diff(), want)
 	}
 }
+
+// TestRunTimeoutsStepped: a rule with a timeout block and a skip strategy
+// gives in its tests what a backtest gives (cep's TestTimeoutSkipCadence,
+// the same events): the partial match [1] times out at its deadline, the
+// match held back behind it comes out, and its skip prunes [3], which a
+// single advance to the end would have timed out too.
+func TestRunTimeoutsStepped(t *testing.T) {
+	const src = `ruleset t
+event time ts
+rule captured {
+  key k
+  pattern {
+    begin auth where type == "auth"
+    followedBy capture where type == "capture" && amount == auth.amount
+    within 10m
+  }
+  skip pastLastEvent
+  timeout {
+    severity low
+  }
+}
+test "stepped" {
+  events {
+    {"ts": "2026-01-01T10:00:00Z", "k": "k", "type": "auth", "amount": 1}
+    {"ts": "2026-01-01T10:01:00Z", "k": "k", "type": "auth", "amount": 2}
+    {"ts": "2026-01-01T10:01:30Z", "k": "k", "type": "auth", "amount": 3}
+    {"ts": "2026-01-01T10:02:00Z", "k": "k", "type": "capture", "amount": 2}
+  }
+  expect {
+    captured key "k" { auth: [2], capture: [4] }
+    captured timedOut key "k" { auth: [1] }
+  }
+}
+`
+	rs, err := rules.Load("t.cep", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range RunAll(rs) {
+		if !r.Pass() {
+			t.Errorf("test %s fails:\n%s", r.Test.Name, r.Diff())
+		}
+	}
+}
