@@ -32,8 +32,10 @@ var timedOutMark = []byte("\xfftimed out")
 // the lookups' data, nor on whether they are bound; and the fields only an
 // event observer reads, so that it does not depend on -label either.
 //
-// timedOut marks the id of a timed-out partial match: timedOutMark ends
-// what it hashes.
+// timedOut marks the id of a timed-out partial match: timedOutMark, then
+// the number of events of each stage, end what it hashes (a partial
+// match's events alone do not say where one stage's end: a loop's [1, 2]
+// and [1] then [2] in the next stage are two partial matches).
 func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []bool, timedOut bool) string {
 	h := sha256.New()
 	h.Write([]byte(rule.Hash))
@@ -69,6 +71,10 @@ func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []
 	}
 	if timedOut {
 		h.Write(timedOutMark)
+		for _, evs := range match {
+			binary.LittleEndian.PutUint32(n[:4], uint32(len(evs)))
+			h.Write(n[:4])
+		}
 	}
 	sum := h.Sum(nil)
 	return hex.EncodeToString(sum[:16])

@@ -381,7 +381,7 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 	if !slices.IsSortedFunc(items, byRule) {
 		slices.SortStableFunc(items, byRule)
 	}
-	h.sortTimeouts(items)
+	items = h.sortTimeouts(items)
 	var cerr error
 	compare := false
 	for i := range items {
@@ -479,16 +479,22 @@ func byRule(a, b Item) int { return a.Rule - b.Rule }
 // advances stay in order: those of the later one timed out after the
 // earlier one's time. Matches keep the automaton's order, which is
 // canonical already.
-func (h *hostOperator) sortTimeouts(items []Item) {
-	sortTimeouts(items, func(it *Item) string {
+func (h *hostOperator) sortTimeouts(items []Item) []Item {
+	return sortTimeouts(items, func(it *Item) string {
 		return alertID(h.e.rules[it.Rule].rule, it.Key, it.Match.Events, h.e.derived, true)
 	})
 }
 
 // sortTimeouts sorts each run of ItemTimeout items of one rule and key by
 // At, then by id (their alert ids, computed once per item of a run of
-// two or more).
-func sortTimeouts(items []Item, id func(*Item) string) {
+// two or more), and drops the repeats of an item: the same id (the same
+// events in the same stages) at the same time. Flink times out each of
+// its computation states, and two of them may hold one partial match (a
+// branch that ignored an event beside one that proceeded past an optional
+// stage or a loop): one partial match is one alert. It returns items
+// without the repeats.
+func sortTimeouts(items []Item, id func(*Item) string) []Item {
+	out := 0
 	for i := 0; i < len(items); {
 		j := i + 1
 		if items[i].Kind == ItemTimeout {
@@ -496,27 +502,37 @@ func sortTimeouts(items []Item, id func(*Item) string) {
 				j++
 			}
 		}
-		if j-i > 1 {
-			type keyed struct {
-				it Item
-				id string
+		if j-i == 1 {
+			items[out] = items[i]
+			out++
+			i = j
+			continue
+		}
+		type keyed struct {
+			it Item
+			id string
+		}
+		run := make([]keyed, 0, j-i)
+		for k := range items[i:j] {
+			run = append(run, keyed{items[i+k], id(&items[i+k])})
+		}
+		slices.SortFunc(run, func(a, b keyed) int {
+			if c := cmp.Compare(a.it.At, b.it.At); c != 0 {
+				return c
 			}
-			run := make([]keyed, 0, j-i)
-			for k := range items[i:j] {
-				run = append(run, keyed{items[i+k], id(&items[i+k])})
+			return strings.Compare(a.id, b.id)
+		})
+		for k, x := range run {
+			if k > 0 && x.it.At == run[k-1].it.At && x.id == run[k-1].id {
+				continue
 			}
-			slices.SortFunc(run, func(a, b keyed) int {
-				if c := cmp.Compare(a.it.At, b.it.At); c != 0 {
-					return c
-				}
-				return strings.Compare(a.id, b.id)
-			})
-			for k, x := range run {
-				items[i+k] = x.it
-			}
+			items[out] = x.it
+			out++
 		}
 		i = j
 	}
+	clear(items[out:])
+	return items[:out]
 }
 
 // counterStateVersion is the first byte of the counter record (1: without

@@ -110,7 +110,8 @@ func TestBacktestTimeoutAlerts(t *testing.T) {
 		}
 	}
 
-	// Card b's id, from the formula: the hash of its auth, then the mark.
+	// Card b's id, from the formula: the hash of its auth, then the mark
+	// and the events of each stage (auth 1, capture 0).
 	r := rs.Rule("captured")
 	h := sha256.New()
 	h.Write([]byte(r.Hash))
@@ -132,6 +133,8 @@ func TestBacktestTimeoutAlerts(t *testing.T) {
 	h.Write(binary.LittleEndian.AppendUint32(nil, 0))
 	plain := hex.EncodeToString(h.Sum(nil)[:16])
 	h.Write([]byte("\xfftimed out"))
+	h.Write(binary.LittleEndian.AppendUint32(nil, 1))
+	h.Write(binary.LittleEndian.AppendUint32(nil, 0))
 	if id := hex.EncodeToString(h.Sum(nil)[:16]); got["b"] != nil && got["b"]["alert_id"] != id {
 		t.Errorf("card b: id %v, the formula gives %s", got["b"]["alert_id"], id)
 	}
@@ -257,9 +260,81 @@ rule abc {
 	}
 }
 
+// TestTimeoutAlertsOnePerPartialMatch: a partial match the automaton
+// holds in two branches (a loop that ignored an event, beside the branch
+// that proceeded to the next stage) is one alert, not two of one id; and
+// two partial matches of the same events split otherwise between stages
+// have two ids.
+func TestTimeoutAlertsOnePerPartialMatch(t *testing.T) {
+	const head = `ruleset o
+event time ts
+schema {
+  ts: time
+  k: string
+  kind: string
+}
+`
+	at := func(ms int) string {
+		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano)
+	}
+	line := func(ms int, kind string) string {
+		return fmt.Sprintf("{\"ts\":%q,\"k\":\"x\",\"kind\":%q}\n", at(ms), kind)
+	}
+	rs := loadRules(t, head+`
+rule loop {
+  key k
+  pattern {
+    begin a oneOrMore where kind == "a"
+    followedBy b where kind == "b"
+    within 8s
+  }
+  timeout {
+    emit {
+      n: count(a)
+    }
+  }
+}
+`)
+	sum, alerts := runBacktest(t, line(1000, "a")+line(1001, "d"), WithRuleset(rs))
+	if len(alerts) != 1 || sum.Rules[0].Alerts != 1 || sum.Rules[0].TimedOut != 1 {
+		t.Errorf("a loop's partial match [1] with an event ignored: %d alerts (summary %d, %d timed out), want 1: %v",
+			len(alerts), sum.Rules[0].Alerts, sum.Rules[0].TimedOut, alerts)
+	}
+
+	rs = loadRules(t, head+`
+rule split {
+  key k
+  pattern {
+    begin a oneOrMore where kind == "a"
+    next b where kind == "a"
+    followedBy c where kind == "c"
+    within 10s
+  }
+  timeout {
+    severity low
+  }
+}
+`)
+	_, alerts = runBacktest(t, line(1000, "a")+line(2000, "a"), WithRuleset(rs))
+	ids := map[string]string{} // stages -> id
+	for _, a := range alerts {
+		m := a["matched"].(map[string]any)
+		n := func(stage string) int { evs, _ := m[stage].([]any); return len(evs) }
+		stages := fmt.Sprintf("a%d b%d", n("a"), n("b"))
+		if prev, ok := ids[stages]; ok {
+			t.Errorf("partial match %s raised twice (%s, %v)", stages, prev, a["alert_id"])
+		}
+		ids[stages] = a["alert_id"].(string)
+	}
+	if ids["a2 b0"] == "" || ids["a1 b1"] == "" || ids["a2 b0"] == ids["a1 b1"] {
+		t.Errorf("the partial matches [1, 2] and [1] [2]: ids %v, want two distinct", ids)
+	}
+}
+
 // TestSortTimeouts: each run of one rule and key's timed-out partial
-// matches is sorted by time, then by id; matches, other keys' and other
-// rules' items keep their places.
+// matches is sorted by time, then by id, with the repeats of one (the same
+// id at the same time) dropped; matches, other keys' and other rules'
+// items keep their places.
 func TestSortTimeouts(t *testing.T) {
 	to := func(rule int, key string, at event.Time, id string) Item {
 		return Item{Kind: ItemTimeout, Rule: rule, Key: event.Key(key), At: at, Event: &event.Event{Fields: []event.Value{event.String(id)}}}
@@ -268,12 +343,12 @@ func TestSortTimeouts(t *testing.T) {
 		return Item{Kind: ItemMatch, Rule: rule, Key: event.Key(key), At: at}
 	}
 	items := []Item{
-		to(0, "a", 9, "x"), to(0, "a", 5, "z"), to(0, "a", 5, "y"), // one run
+		to(0, "a", 9, "x"), to(0, "a", 5, "z"), to(0, "a", 5, "y"), to(0, "a", 5, "z"), // one run, a repeat
 		match(0, "a", 1),
 		to(0, "a", 3, "w"), to(0, "b", 1, "v"), // runs of one
-		to(1, "b", 8, "u"), to(1, "b", 2, "t"), // another rule's run
+		to(1, "b", 8, "u"), to(1, "b", 2, "t"), to(1, "b", 9, "u"), // another rule's run: u twice, at two times
 	}
-	sortTimeouts(items, func(it *Item) string { return it.Event.Fields[0].String() })
+	items = sortTimeouts(items, func(it *Item) string { return it.Event.Fields[0].String() })
 	var got []string
 	for _, it := range items {
 		s := fmt.Sprintf("%d/%s/%d", it.Rule, it.Key, it.At)
@@ -282,7 +357,7 @@ func TestSortTimeouts(t *testing.T) {
 		}
 		got = append(got, s)
 	}
-	want := []string{`0/a/5/"y"`, `0/a/5/"z"`, `0/a/9/"x"`, "0/a/1", `0/a/3/"w"`, `0/b/1/"v"`, `1/b/2/"t"`, `1/b/8/"u"`}
+	want := []string{`0/a/5/"y"`, `0/a/5/"z"`, `0/a/9/"x"`, "0/a/1", `0/a/3/"w"`, `0/b/1/"v"`, `1/b/2/"t"`, `1/b/8/"u"`, `1/b/9/"u"`}
 	if !slices.Equal(got, want) {
 		t.Errorf("sorted %q, want %q", got, want)
 	}
