@@ -64,6 +64,32 @@ func (n *NFA) CanTimeOut() bool {
 	return false
 }
 
+// PartialMatchesTimeOut reports whether a partial match of n can ever
+// time out (so that WithTimeouts reports one): a computation that took an
+// event must be able to wait at a state that is neither the start, nor
+// final or stop, nor pending (a trailing NOT stage, whose wait ends as a
+// match), with a deadline there (the window, or the state's gap). A
+// pattern whose every partial match completes at the event that makes it,
+// or waits only for the end of a trailing NOT, has none.
+func (n *NFA) PartialMatchesTimeOut() bool {
+	for _, s := range n.states {
+		for _, t := range s.trans {
+			if t.act != actTake && t.act != actIgnore {
+				continue
+			}
+			d := t.dst
+			switch d.typ {
+			case stStart, stFinal, stStop, stPending:
+				continue
+			}
+			if n.windowTime > 0 || d.gap > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Skip returns the after-match skip strategy.
 func (n *NFA) Skip() SkipStrategy { return n.skip }
 

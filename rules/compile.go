@@ -192,6 +192,9 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 		rc.c.errorf(rd.Timeout.Pos, "rule %s has a timeout block but no window, so none of its partial matches times out: add a window (within d) to the pattern", rd.Name)
 		return r
 	}
+	if rd.Timeout != nil && !n.PartialMatchesTimeOut() {
+		rc.c.warnf(rd.Timeout.Pos, "the timeout block of rule %s never raises an alert: no partial match of its pattern waits where a window can end it (a match of one event completes at once, the wait for a trailing notFollowedBy ends as a match, and a loop gap on the first stage bounds nothing)", rd.Name)
+	}
 	if got := n.Stages(); !slices.Equal(got, names) {
 		// The front end computes the stage order (for the conditions'
 		// environment) the way nfa does; a difference is a bug.
