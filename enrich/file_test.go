@@ -122,6 +122,41 @@ func TestOpenFileKeyOfSeveralFields(t *testing.T) {
 	}
 }
 
+// TestKeyPartsEscaped: the parts of a key of several fields are escaped,
+// so that ("a|b", "c") and ("a", "b|c") are two keys, each finding its
+// own record in a file; a part with neither "|" nor a backslash, and a key
+// of one part, are as they were.
+func TestKeyPartsEscaped(t *testing.T) {
+	spec := fileSpec()
+	spec.KeyFields = []string{"region", "customer_id"}
+	path := writeFile(t, "c.jsonl", `{"region":"a|b","customer_id":"c","country":"DE"}
+{"region":"a","customer_id":"b|c","country":"FR"}
+{"region":"a\\","customer_id":"|c","country":"IT"}
+{"region":"a","customer_id":"c","country":"ES"}
+`)
+	fs, err := OpenFile(spec, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ region, id, key, country string }{
+		{"a|b", "c", `a\|b|c`, "DE"},
+		{"a", "b|c", `a|b\|c`, "FR"},
+		{`a\`, "|c", `a\\|\|c`, "IT"},
+		{"a", "c", "a|c", "ES"},
+	} {
+		ev := &event.Event{Fields: []event.Value{event.String(tc.region), event.String(tc.id)}}
+		key, _ := KeyOf(ev, []int{0, 1}, nil)
+		got, _ := fs.Fetch(t.Context(), []string{key})
+		if key != tc.key || got[0] == nil || !got[0][0].Equal(event.String(tc.country)) {
+			t.Errorf("(%q, %q): key %q finds %s; want key %q and the record of %s", tc.region, tc.id, key, fmtRecord(got[0]), tc.key, tc.country)
+		}
+	}
+	ev := &event.Event{Fields: []event.Value{event.String("a|b")}}
+	if key, _ := KeyOf(ev, []int{0}, nil); key != "a|b" {
+		t.Errorf("a key of one part: %q, want it as it is", key)
+	}
+}
+
 // TestOpenFileDuplicates: the lines that repeat the key of an earlier line
 // are counted, the first named; the last record of a key is the one kept.
 func TestOpenFileDuplicates(t *testing.T) {

@@ -36,7 +36,7 @@ func (c recordCodec) decodeObject(data []byte, parts []string) (key string, rec 
 				return "", nil, fmt.Errorf("key field %s: %w", name, err)
 			}
 		}
-		key = strings.Join(parts, string(keySeparator))
+		key = joinKey(parts)
 	}
 	rec = make([]event.Value, len(c.spec.Fields))
 	for i, f := range c.spec.Fields {

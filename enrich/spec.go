@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
 )
@@ -152,10 +153,10 @@ const keySeparator = '|'
 
 // KeyOf builds the lookup key of ev from the values at slots, in order:
 // strings as they are, ints in decimal, floats as strconv 'g' -1, bools as
-// true/false, several parts joined by "|". ok is false when
-// a part is null: the event then gets no lookup, only the defaults. A part
-// that contains "|" is not escaped, so keys of several parts are ambiguous
-// when their values may contain it.
+// true/false, several parts joined by "|", in each of which a backslash
+// and "|" are escaped with a backslash (so that ("a|b", "c") and ("a", "b|c")
+// are two keys; a key of one part is never escaped). ok is false when a
+// part is null: the event then gets no lookup, only the defaults.
 //
 // buf is scratch space for building a key of several parts or of a
 // non-string part, used when its capacity suffices; KeyOf does not keep it.
@@ -180,12 +181,52 @@ func appendKey(buf []byte, ev *event.Event, slots []int) ([]byte, bool) {
 		if i > 0 {
 			buf = append(buf, keySeparator)
 		}
+		if len(slots) > 1 {
+			if str, isStr := ev.Field(s).AsString(); isStr {
+				buf = appendEscapedPart(buf, str)
+				continue
+			}
+		}
 		var ok bool
 		if buf, ok = appendKeyPart(buf, ev.Field(s)); !ok {
 			return buf, false
 		}
 	}
 	return buf, true
+}
+
+// keyEscape is the escape character of the parts of a key of several
+// parts (see [KeyOf]).
+const keyEscape = '\\'
+
+// appendEscapedPart appends part, one part of a key of several, with
+// keyEscape and keySeparator escaped.
+func appendEscapedPart(buf []byte, part string) []byte {
+	if strings.IndexByte(part, keySeparator) < 0 && strings.IndexByte(part, keyEscape) < 0 {
+		return append(buf, part...)
+	}
+	for i := 0; i < len(part); i++ {
+		if c := part[i]; c == keySeparator || c == keyEscape {
+			buf = append(buf, keyEscape)
+		}
+		buf = append(buf, part[i])
+	}
+	return buf
+}
+
+// joinKey joins the parts of a key (see [KeyOf]).
+func joinKey(parts []string) string {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	var buf []byte
+	for i, p := range parts {
+		if i > 0 {
+			buf = append(buf, keySeparator)
+		}
+		buf = appendEscapedPart(buf, p)
+	}
+	return string(buf)
 }
 
 // appendKeyPart appends one part of a key; ok is false when v is null.

@@ -24,7 +24,8 @@ var enrichCommand = &command{
          record (a field per lookup field), or with ?format=json one
          string holding a JSON object, under the key
          cepheus:lookup:NAME:KEY (KEY: the key fields' values joined by
-         "|"; ?prefix=P puts P before KEY instead). A record already
+         "|", a "|" or backslash inside a value escaped with a
+         backslash; ?prefix=P puts P before KEY instead). A record already
          there is replaced, also by a later line of the file with the
          same key: Redis holds the last record of each key. Prints how
          many records it wrote, and how many distinct keys they have
