@@ -534,8 +534,7 @@ func (w *aggWindow) remove(s *AggregateSpec) {
 	}
 	switch s.Func {
 	case AggSum, AggAvg:
-		f, _ := e.v.AsFloat()
-		w.sum.add(f, -1)
+		w.sum.addValue(e.v, -1)
 		w.nums--
 	case AggDistinct:
 		w.seen.remove(e, w.live())
@@ -589,8 +588,7 @@ func (w *aggWindow) insertHashed(s *AggregateSpec, e aggEntry) {
 	w.push(e)
 	switch s.Func {
 	case AggSum, AggAvg:
-		f, _ := e.v.AsFloat()
-		w.sum.add(f, 1)
+		w.sum.addValue(e.v, 1)
 		w.nums++
 	case AggMin, AggMax:
 		w.candidate(s, e)
@@ -800,6 +798,20 @@ type exactSum struct {
 	term            big.Int
 	nan, pinf, ninf int
 	f               big.Float
+}
+
+// addValue adds sign*v, a number (sign 1 or -1). An int beyond 2^53,
+// which a float64 cannot hold, is added in two parts that it can: the
+// sum of ints is exact too.
+func (s *exactSum) addValue(v event.Value, sign int) {
+	if i, ok := v.AsInt(); ok && v.Kind() == event.KindInt && (i > 1<<53 || i < -(1<<53)) {
+		hi := i &^ (1<<11 - 1) // at most 52 significant bits: exact in a float64
+		s.add(float64(hi), sign)
+		s.add(float64(i-hi), sign)
+		return
+	}
+	f, _ := v.AsFloat()
+	s.add(f, sign)
 }
 
 // add adds sign*x (sign 1 or -1).

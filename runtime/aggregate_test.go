@@ -326,6 +326,32 @@ func TestExactSum(t *testing.T) {
 	}
 }
 
+// TestExactSumInts: ints beyond 2^53, which no float64 holds, are added
+// exactly too: 2^53+1 and -2^53 sum to 1 (converted to float64 one by
+// one they gave 0), and removing them leaves nothing.
+func TestExactSumInts(t *testing.T) {
+	vals := []event.Value{event.Int(1<<53 + 1), event.Int(-(1 << 53)), event.Int(math.MaxInt64), event.Int(math.MinInt64 + 1), event.Int(7)}
+	var s exactSum
+	for _, v := range vals[:2] {
+		s.addValue(v, 1)
+	}
+	if got := s.value(); got != 1 {
+		t.Errorf("2^53+1 - 2^53 = %v, want 1", got)
+	}
+	for _, v := range vals[2:] {
+		s.addValue(v, 1)
+	}
+	if got := s.value(); got != 8 { // 1 + MaxInt64 + MinInt64+1 + 7
+		t.Errorf("with MaxInt64, MinInt64+1 and 7: %v, want 8", got)
+	}
+	for _, v := range vals {
+		s.addValue(v, -1)
+	}
+	if got := s.value(); got != 0 || s.n.Sign() != 0 {
+		t.Errorf("after removing every value: %v", got)
+	}
+}
+
 // TestAggregatorHotKeys: a key with most of each release's events is
 // hot, the others are not; a minute of event time later without it, it
 // is no longer.
