@@ -435,7 +435,15 @@ func (l *Lookup) fetchMisses(ctx context.Context, now int64) error {
 	var notFound uint64
 	for r := range nreq {
 		lo, keys, out := r*l.batch, keysOf(r), l.outs[r]
-		if out.err != nil {
+		var bad BadRecords
+		if errors.As(out.err, &bad) {
+			// Some records did not read: their keys fail alone (not
+			// cached, so that a record put right is read next time).
+			l.last.Err = out.err
+			for _, b := range bad {
+				l.results[lo+b.Index] = result{reason: l.reason(b.Err)}
+			}
+		} else if out.err != nil {
 			l.last.Failed++
 			l.last.Err = out.err
 			reason := l.reason(out.err)
@@ -446,6 +454,9 @@ func (l *Lookup) fetchMisses(ctx context.Context, now int64) error {
 		}
 		l.last.Answered++
 		for j, key := range keys {
+			if l.results[lo+j].reason != "" {
+				continue // a record that did not read
+			}
 			vals, found := l.resolve(out.recs[j])
 			if !found {
 				notFound++
@@ -509,8 +520,9 @@ func (l *Lookup) request(ctx context.Context, keys []string) ([][]event.Value, e
 			return nil, ctx.Err()
 		}
 		recs, err := l.attempt(ctx, keys)
-		if err == nil {
-			return recs, nil
+		var bad BadRecords
+		if err == nil || errors.As(err, &bad) {
+			return recs, err // records that did not read would not read again
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -530,7 +542,18 @@ func (l *Lookup) attempt(ctx context.Context, keys []string) ([][]event.Value, e
 	defer cancel()
 	start := time.Now()
 	recs, err := l.src.Fetch(actx, keys)
-	if err == nil {
+	var bad BadRecords
+	if errors.As(err, &bad) {
+		if cerr := l.checkAnswer(keys, recs); cerr != nil {
+			err = cerr
+		} else {
+			// An answer, but for some records: their keys fail alone.
+			l.st.observe(time.Since(start))
+			l.st.requests.Add(1)
+			l.st.failed(err)
+			return recs, bad
+		}
+	} else if err == nil {
 		err = l.checkAnswer(keys, recs)
 	}
 	l.st.observe(time.Since(start))

@@ -388,6 +388,57 @@ func TestEnrichRetrySucceeds(t *testing.T) {
 	})
 }
 
+// TestEnrichBadRecords: a record that does not read (BadRecords) fails
+// its key alone, with its own reason, without a retry and without being
+// cached; the other keys of the request get their records.
+func TestEnrichBadRecords(t *testing.T) {
+	for _, mode := range []Mode{FailClosed, FailOpen} {
+		src := newRecordingSource(customers())
+		src.answer = func(ctx context.Context, call int, keys []string) ([][]event.Value, error) {
+			recs, err := src.MemSource.Fetch(ctx, keys)
+			if err != nil {
+				return nil, err
+			}
+			var bad BadRecords
+			for i, k := range keys {
+				if k == "C3" {
+					recs[i] = nil
+					bad = append(bad, BadRecord{Index: i, Err: errors.New("key C3: hash field tenure_days: want an integer")})
+				}
+			}
+			return recs, bad
+		}
+		cfg := customerConfig(src)
+		cfg.Policy = Policy{Mode: mode, Retries: 2}
+		l := newLookup(t, cfg)
+		evs := events("C1", "C3", "C1")
+		reasons := enrich(t, l, evs)
+		switch mode {
+		case FailClosed:
+			want := []string{"", "lookup customer: mem: key C3: hash field tenure_days: want an integer", ""}
+			if !slices.Equal(reasons, want) {
+				t.Errorf("closed: reasons\n got  %q\n want %q", reasons, want)
+			}
+			checkFields(t, evs[0:1], c1Want)
+			checkFields(t, evs[2:3], c1Want)
+		case FailOpen:
+			if slices.ContainsFunc(reasons, func(r string) bool { return r != "" }) {
+				t.Errorf("open: reasons %q, want none", reasons)
+			}
+			checkFields(t, evs, c1Want, defaultsWant, c1Want)
+		}
+		if n := src.Fetches(); n != 1 {
+			t.Errorf("%v: %d fetches, want 1 (no retry of a record that does not read)", mode, n)
+		}
+		// Not cached: the next call asks for C3 again (and C1 comes from
+		// the cache).
+		enrich(t, l, events("C1", "C3"))
+		if n := src.Fetches(); n != 2 {
+			t.Errorf("%v: %d fetches after a second call, want 2", mode, n)
+		}
+	}
+}
+
 func TestEnrichBadAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

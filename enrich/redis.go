@@ -301,8 +301,8 @@ func (s *RedisSource) Ping(ctx context.Context) error {
 }
 
 // Fetch implements [Source]: one pipeline (hash) or one MGET (json) for all
-// keys. A value that does not convert to its field's kind fails the request,
-// naming the Redis key and the field.
+// keys. A value that does not convert to its field's kind fails its key's
+// record alone ([BadRecords]), naming the Redis key and the field.
 func (s *RedisSource) Fetch(ctx context.Context, keys []string) ([][]event.Value, error) {
 	if len(keys) == 0 {
 		return [][]event.Value{}, nil
@@ -336,27 +336,41 @@ func (s *RedisSource) fetchHash(ctx context.Context, keys []string) ([][]event.V
 		return nil, err
 	}
 	out := make([][]event.Value, len(keys))
+	var bad BadRecords
 	for i, k := range keys {
 		if ex[i].Val() == 0 {
 			continue
 		}
-		rec := make([]event.Value, len(s.spec.Fields))
-		for j, v := range hm[i].Val() {
-			if v == nil {
-				continue
-			}
-			str, ok := v.(string)
-			if !ok {
-				return nil, fmt.Errorf("key %s: hash field %s: a reply of type %T", s.prefix+k, s.fields[j], v)
-			}
-			var err error
-			if rec[j], err = hashValue(s.spec.Fields[j], str); err != nil {
-				return nil, fmt.Errorf("key %s: hash field %s: %w", s.prefix+k, s.fields[j], err)
-			}
+		rec, err := s.hashRecord(k, hm[i].Val())
+		if err != nil {
+			bad = append(bad, BadRecord{Index: i, Err: err})
+			continue
 		}
 		out[i] = rec
 	}
+	if bad != nil {
+		return out, bad
+	}
 	return out, nil
+}
+
+// hashRecord converts the values of key's hash fields into a record.
+func (s *RedisSource) hashRecord(key string, vals []any) ([]event.Value, error) {
+	rec := make([]event.Value, len(s.spec.Fields))
+	for j, v := range vals {
+		if v == nil {
+			continue
+		}
+		str, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("key %s: hash field %s: a reply of type %T", s.prefix+key, s.fields[j], v)
+		}
+		var err error
+		if rec[j], err = hashValue(s.spec.Fields[j], str); err != nil {
+			return nil, fmt.Errorf("key %s: hash field %s: %w", s.prefix+key, s.fields[j], err)
+		}
+	}
+	return rec, nil
 }
 
 func (s *RedisSource) fetchJSON(ctx context.Context, keys []string) ([][]event.Value, error) {
@@ -372,17 +386,23 @@ func (s *RedisSource) fetchJSON(ctx context.Context, keys []string) ([][]event.V
 		return nil, fmt.Errorf("MGET of %d keys gave %d values", len(keys), len(vals))
 	}
 	out := make([][]event.Value, len(keys))
+	var bad BadRecords
 	for i, v := range vals {
 		if v == nil {
 			continue
 		}
 		str, ok := v.(string)
 		if !ok {
-			return nil, fmt.Errorf("key %s: a reply of type %T", full[i], v)
+			bad = append(bad, BadRecord{Index: i, Err: fmt.Errorf("key %s: a reply of type %T", full[i], v)})
+			continue
 		}
 		if _, out[i], err = s.codec.decodeObject([]byte(str), nil); err != nil {
-			return nil, fmt.Errorf("key %s: %w", full[i], err)
+			out[i] = nil
+			bad = append(bad, BadRecord{Index: i, Err: fmt.Errorf("key %s: %w", full[i], err)})
 		}
+	}
+	if bad != nil {
+		return out, bad
 	}
 	return out, nil
 }
@@ -408,6 +428,13 @@ func (s *RedisSource) replyError(err error, keys []string, errOf func(i int) err
 func (s *RedisSource) redact(err error) error {
 	if err == nil || s.cfg.Password == "" || !strings.Contains(err.Error(), s.cfg.Password) {
 		return err
+	}
+	if bad, ok := err.(BadRecords); ok {
+		out := make(BadRecords, len(bad))
+		for i, b := range bad {
+			out[i] = BadRecord{Index: b.Index, Err: s.redact(b.Err)}
+		}
+		return out
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), s.cfg.Password, "***"))
 }

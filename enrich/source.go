@@ -2,6 +2,7 @@ package enrich
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,9 +20,10 @@ type Source interface {
 	// default). The caller does not modify the entries, and the source
 	// must not modify them after returning them.
 	//
-	// An error fails the whole request; it need not name the source, which
-	// the caller adds. Fetch honours ctx: it returns (with an error) once
-	// ctx is done.
+	// An error fails the whole request, but for [BadRecords]: the records
+	// of some keys did not read, and the entries of the others are good.
+	// It need not name the source, which the caller adds. Fetch honours
+	// ctx: it returns (with an error) once ctx is done.
 	Fetch(ctx context.Context, keys []string) ([][]event.Value, error)
 	// Close releases the source's resources. Fetch must not be called
 	// after it.
@@ -119,3 +121,23 @@ func (m *MemSource) Close() error { return nil }
 
 // String implements [Source]: "mem".
 func (m *MemSource) String() string { return "mem" }
+
+// BadRecords is the error of a Fetch that had an answer for every key but
+// could not read the records of some (a value that does not convert to
+// its field's kind): their entries are nil, each with its error, and the
+// other entries stand. The failure policy then applies to those keys
+// alone; the request is not retried (the same records would not read).
+type BadRecords []BadRecord
+
+// BadRecord is the record of keys[Index] that did not read.
+type BadRecord struct {
+	Index int
+	Err   error
+}
+
+func (b BadRecords) Error() string {
+	if len(b) == 1 {
+		return b[0].Err.Error()
+	}
+	return fmt.Sprintf("%v (and %d more records that do not read)", b[0].Err, len(b)-1)
+}
