@@ -248,8 +248,7 @@ func (e *Engine) sharedRules(spec int) []SharedRule {
 	var out []SharedRule
 	for _, i := range e.specs[spec].rules {
 		cr := &e.rules[i]
-		step := cr.rule.Timeout != nil
-		out = append(out, SharedRule{ID: i, NFA: cr.nfa, MaxPartialMatches: e.cfg.maxPartial, StepDeadlines: step})
+		out = append(out, SharedRule{ID: i, NFA: cr.nfa, MaxPartialMatches: e.cfg.maxPartial, StepDeadlines: cr.rule.Timeout != nil})
 	}
 	return out
 }

@@ -543,21 +543,19 @@ func (l *Lookup) attempt(ctx context.Context, keys []string) ([][]event.Value, e
 	start := time.Now()
 	recs, err := l.src.Fetch(actx, keys)
 	var bad BadRecords
-	if errors.As(err, &bad) {
+	partial := errors.As(err, &bad) // an answer, but for some records
+	if err == nil || partial {
 		if cerr := l.checkAnswer(keys, recs); cerr != nil {
-			err = cerr
-		} else {
-			// An answer, but for some records: their keys fail alone.
-			l.st.observe(time.Since(start))
-			l.st.requests.Add(1)
-			l.st.failed(err)
-			return recs, bad
+			err, partial = cerr, false
 		}
-	} else if err == nil {
-		err = l.checkAnswer(keys, recs)
 	}
 	l.st.observe(time.Since(start))
 	l.st.requests.Add(1)
+	if partial {
+		// Their keys fail alone; the request is no failure.
+		l.st.failed(err)
+		return recs, err
+	}
 	if err == nil || ctx.Err() != nil {
 		// The caller's ctx ending is no failure of the source.
 		return recs, err

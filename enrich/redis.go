@@ -397,7 +397,6 @@ func (s *RedisSource) fetchJSON(ctx context.Context, keys []string) ([][]event.V
 			continue
 		}
 		if _, out[i], err = s.codec.decodeObject([]byte(str), nil); err != nil {
-			out[i] = nil
 			bad = append(bad, BadRecord{Index: i, Err: fmt.Errorf("key %s: %w", full[i], err)})
 		}
 	}
