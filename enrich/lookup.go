@@ -440,6 +440,7 @@ func (l *Lookup) fetchMisses(ctx context.Context, now int64) error {
 			// Some records did not read: their keys fail alone (not
 			// cached, so that a record put right is read next time).
 			l.last.Err = out.err
+			l.st.unreadable.Add(uint64(len(bad)))
 			for _, b := range bad {
 				l.results[lo+b.Index] = result{reason: l.reason(b.Err)}
 			}

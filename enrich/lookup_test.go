@@ -436,6 +436,16 @@ func TestEnrichBadRecords(t *testing.T) {
 		if n := src.Fetches(); n != 2 {
 			t.Errorf("%v: %d fetches after a second call, want 2", mode, n)
 		}
+		// Counted as records that did not read, not as failed requests;
+		// the policy applied to C3's two events.
+		st := l.Stats()
+		want := Stats{Hits: 1, Misses: 3, Requests: 2, Unreadable: 2, LastError: "key C3: hash field tenure_days: want an integer"}
+		if mode == FailOpen {
+			want.Defaulted = 2
+		} else {
+			want.Rejected = 2
+		}
+		checkStats(t, st, want)
 	}
 }
 

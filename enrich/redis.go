@@ -1,6 +1,7 @@
 package enrich
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -301,8 +302,11 @@ func (s *RedisSource) Ping(ctx context.Context) error {
 }
 
 // Fetch implements [Source]: one pipeline (hash) or one MGET (json) for all
-// keys. A value that does not convert to its field's kind fails its key's
-// record alone ([BadRecords]), naming the Redis key and the field.
+// keys. A value that does not convert to its field's kind, or a key that
+// holds another type than a hash (FormatHash), fails its key's record alone
+// ([BadRecords]), naming the Redis key (and the field). With FormatJSON a
+// key holding another type than a string reads as no record (MGET's
+// answer).
 func (s *RedisSource) Fetch(ctx context.Context, keys []string) ([][]event.Value, error) {
 	if len(keys) == 0 {
 		return [][]event.Value{}, nil
@@ -326,32 +330,51 @@ func (s *RedisSource) fetchHash(ctx context.Context, keys []string) ([][]event.V
 		hm[i] = pipe.HMGet(ctx, s.prefix+k, s.fields...)
 		ex[i] = pipe.Exists(ctx, s.prefix+k)
 	}
+	// A key holding another type than a hash fails alone (WRONGTYPE); any
+	// other error (the connection's, a server loading its data) fails the
+	// request.
 	if _, err := pipe.Exec(ctx); err != nil {
-		err = s.replyError(err, keys, func(i int) error { return hm[i].Err() })
-		if strings.Contains(err.Error(), "WRONGTYPE") {
-			// Most often records written as JSON strings (enrich load
-			// -redis ...?format=json) read as hashes.
-			err = fmt.Errorf("%w (not a hash: records written as JSON strings are read with ?format=json)", err)
+		wrong := false
+		for i := range keys {
+			e := hm[i].Err()
+			if e != nil && !wrongType(e) || ex[i].Err() != nil {
+				return nil, s.replyError(err, keys, func(i int) error { return cmp.Or(hm[i].Err(), ex[i].Err()) })
+			}
+			wrong = wrong || e != nil
 		}
-		return nil, err
+		if !wrong {
+			return nil, err
+		}
 	}
 	out := make([][]event.Value, len(keys))
 	var bad BadRecords
 	for i, k := range keys {
-		if ex[i].Val() == 0 {
+		var err error
+		switch {
+		case wrongType(hm[i].Err()):
+			// Most often records written as JSON strings (enrich load
+			// -redis ...?format=json) read as hashes.
+			err = fmt.Errorf("key %s: %w (not a hash: records written as JSON strings are read with ?format=json)", s.prefix+k, hm[i].Err())
+		case ex[i].Val() == 0:
 			continue
+		default:
+			out[i], err = s.hashRecord(k, hm[i].Val())
 		}
-		rec, err := s.hashRecord(k, hm[i].Val())
 		if err != nil {
 			bad = append(bad, BadRecord{Index: i, Err: err})
-			continue
 		}
-		out[i] = rec
 	}
 	if bad != nil {
 		return out, bad
 	}
 	return out, nil
+}
+
+// wrongType reports whether err is the server's WRONGTYPE reply: the key
+// holds a value of another type than the command reads.
+func wrongType(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
 }
 
 // hashRecord converts the values of key's hash fields into a record.

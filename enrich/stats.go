@@ -27,14 +27,19 @@ type Stats struct {
 	// Failures are attempts that failed, timeouts included: each counts,
 	// whether or not a retry followed.
 	Failures uint64
+	// Unreadable are keys whose record the source answered but could not
+	// read ([BadRecords]: a value not of its field's kind, a Redis key of
+	// another type): each fails alone, its events getting the policy of a
+	// failed request (not retried, not cached); the request is no failure.
+	Unreadable uint64
 	// Defaulted are events given the defaults because their request failed
-	// for good (fail open).
+	// for good, or their record did not read (fail open).
 	Defaulted uint64
-	// Rejected are events rejected because their request failed for good
-	// (fail closed).
+	// Rejected are events rejected because their request failed for good,
+	// or their record did not read (fail closed).
 	Rejected uint64
-	// LastError is why the latest failed attempt failed ("" while none
-	// did): its error on one line, without the "enrich: " prefix, the
+	// LastError is why the latest failed attempt failed, or the latest
+	// record did not read ("" while none did): its error on one line, without the "enrich: " prefix, the
 	// reason a summary gives for Failures. Like every error of a source
 	// (see [Source]), it never shows a password.
 	LastError string
@@ -75,6 +80,7 @@ var delayBounds = []float64{
 type stats struct {
 	hits, misses, notFound       atomic.Uint64
 	requests, timeouts, failures atomic.Uint64
+	unreadable                   atomic.Uint64
 	defaulted, rejected          atomic.Uint64
 
 	// mu guards latency, observed by several request goroutines at once,
@@ -145,6 +151,7 @@ func (l *Lookup) AddStats(from Stats) {
 	s.requests.Add(from.Requests)
 	s.timeouts.Add(from.Timeouts)
 	s.failures.Add(from.Failures)
+	s.unreadable.Add(from.Unreadable)
 	s.defaulted.Add(from.Defaulted)
 	s.rejected.Add(from.Rejected)
 	s.mu.Lock()
@@ -173,14 +180,15 @@ func (h *Histogram) add(o Histogram) {
 func (l *Lookup) Stats() Stats {
 	s := &l.st
 	out := Stats{
-		Hits:      s.hits.Load(),
-		Misses:    s.misses.Load(),
-		NotFound:  s.notFound.Load(),
-		Requests:  s.requests.Load(),
-		Timeouts:  s.timeouts.Load(),
-		Failures:  s.failures.Load(),
-		Defaulted: s.defaulted.Load(),
-		Rejected:  s.rejected.Load(),
+		Hits:       s.hits.Load(),
+		Misses:     s.misses.Load(),
+		NotFound:   s.notFound.Load(),
+		Requests:   s.requests.Load(),
+		Timeouts:   s.timeouts.Load(),
+		Failures:   s.failures.Load(),
+		Unreadable: s.unreadable.Load(),
+		Defaulted:  s.defaulted.Load(),
+		Rejected:   s.rejected.Load(),
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1011,8 +1011,13 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		fmt.Fprintf(bw, "  lookup %s: %s, %.1f%% from the cache; %s read in %s (%s without a record)",
 			l.Name, plural(int64(l.Hits+l.Misses), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.NotFound)))
 		if l.Failures > 0 {
-			fmt.Fprintf(bw, "; %s failed (%s): %s the defaults, %s to the dead letters%s",
-				plural(int64(l.Failures), "request", "requests"), plural(int64(l.Timeouts), "timeout", "timeouts"),
+			fmt.Fprintf(bw, "; %s failed (%s)", plural(int64(l.Failures), "request", "requests"), plural(int64(l.Timeouts), "timeout", "timeouts"))
+		}
+		if l.Unreadable > 0 {
+			fmt.Fprintf(bw, "; %s did not read", plural(int64(l.Unreadable), "record", "records"))
+		}
+		if l.Failures > 0 || l.Unreadable > 0 {
+			fmt.Fprintf(bw, ": %s the defaults, %s to the dead letters%s",
 				plural(int64(l.Defaulted), "event got", "events got"), humanize.Int(int64(l.Rejected))+" went",
 				lastError(l))
 		}

@@ -228,18 +228,23 @@ func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
 			fmt.Fprintf(w, "%s: lookup %s: unbound, the defaults for every event\n", cmd, l.Name)
 			continue
 		}
-		fmt.Fprintf(w, "%s: lookup %s: %s from the cache (%.1f%%), %s read (%s without a record) in %s; %s failed (%s): %s with the defaults, %s%s\n",
-			cmd, l.Name, plural(int64(l.Hits), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)),
+		unreadable := ""
+		if l.Unreadable > 0 {
+			unreadable = ", " + humanize.Int(int64(l.Unreadable)) + " that did not read"
+		}
+		fmt.Fprintf(w, "%s: lookup %s: %s from the cache (%.1f%%), %s read (%s without a record%s) in %s; %s failed (%s): %s with the defaults, %s%s\n",
+			cmd, l.Name, plural(int64(l.Hits), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)), unreadable,
 			plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.Failures)), plural(int64(l.Timeouts), "timeout", "timeouts"),
 			plural(int64(l.Defaulted), "event", "events"), plural(int64(l.Rejected), "dead letter", "dead letters"), lastError(l))
 	}
 }
 
 // lastError is what a summary's lookup line ends with when requests of
-// the lookup failed: "; last error: " and why the latest failed (a
-// source's errors never show a password); "" when none failed.
+// the lookup failed, or records did not read: "; last error: " and why
+// the latest failed (a source's errors never show a password); "" when
+// none failed.
 func lastError(l cep.LookupStats) string {
-	if l.Failures == 0 || l.LastError == "" {
+	if l.Failures == 0 && l.Unreadable == 0 || l.LastError == "" {
 		return ""
 	}
 	return "; last error: " + l.LastError

@@ -43,7 +43,8 @@ var Names = []string{
 	"cepheus_shadow_ruleset_info", "cepheus_shadow_rule_alerts_total", "cepheus_shadow_rule_active_alerts_total",
 	"cepheus_shadow_rule_overlap_total",
 	"cepheus_lookup_keys_total", "cepheus_lookup_not_found_total", "cepheus_lookup_requests_total",
-	"cepheus_lookup_timeouts_total", "cepheus_lookup_failures_total", "cepheus_lookup_events_total",
+	"cepheus_lookup_timeouts_total", "cepheus_lookup_failures_total", "cepheus_lookup_unreadable_total",
+	"cepheus_lookup_events_total",
 	"cepheus_lookup_request_duration_seconds", "cepheus_lookup_event_delay_seconds",
 	"cepheus_aggregate_keys", "cepheus_aggregate_dropped_total", "cepheus_aggregate_held_events", "cepheus_aggregate_hot_keys",
 }
@@ -96,7 +97,8 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_lookup_requests_total", "Requests a lookup sent to its source, retries included.", "lookup")
 	d("cepheus_lookup_timeouts_total", "Requests of a lookup that hit their timeout.", "lookup")
 	d("cepheus_lookup_failures_total", "Attempts of a lookup's requests that failed (timeouts included), before any retry.", "lookup")
-	d("cepheus_lookup_events_total", "Events whose lookup failed for good, by what the policy did: defaulted (fail open) or rejected (fail closed: dead letters).", "lookup", "outcome")
+	d("cepheus_lookup_unreadable_total", "Keys whose record a lookup's source answered but could not read (a value not of its field's kind, a Redis key of another type): their events get the failure policy.", "lookup")
+	d("cepheus_lookup_events_total", "Events whose lookup failed for good (or whose record did not read), by what the policy did: defaulted (fail open) or rejected (fail closed: dead letters).", "lookup", "outcome")
 	d("cepheus_lookup_request_duration_seconds", "Time a lookup's request took, answered or failed.", "lookup")
 	d("cepheus_aggregate_keys", "Keys whose window of a velocity aggregate holds at least one event at the watermark.", "aggregate")
 	d("cepheus_aggregate_dropped_total", "Events a velocity aggregate forgot at the bound of a key's window (the key's values then undercount).", "aggregate")
@@ -196,6 +198,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter("cepheus_lookup_requests_total", float64(l.Requests), l.Name)
 		counter("cepheus_lookup_timeouts_total", float64(l.Timeouts), l.Name)
 		counter("cepheus_lookup_failures_total", float64(l.Failures), l.Name)
+		counter("cepheus_lookup_unreadable_total", float64(l.Unreadable), l.Name)
 		counter("cepheus_lookup_events_total", float64(l.Defaulted), l.Name, "defaulted")
 		counter("cepheus_lookup_events_total", float64(l.Rejected), l.Name, "rejected")
 		histogram := func(name string, h enrichHistogram) {
