@@ -229,8 +229,9 @@ func TestOpenFileNumbers(t *testing.T) {
 // TestOpenFileKeyNumbers: a number in a key member makes the key part of
 // the value the event decoder gives the key field of the declared kind
 // (Spec.KeyKinds), which KeyOf builds: an int in decimal, a float as
-// strconv 'g' -1; for an undeclared kind, an int when the number has no
-// fraction or exponent and fits int64, else a float.
+// strconv 'g' -1 but a whole number in int64 range as that int; for an
+// undeclared kind, an int when the number has no fraction or exponent and
+// fits int64, else a float.
 func TestOpenFileKeyNumbers(t *testing.T) {
 	for _, tc := range []struct {
 		kind   event.Kind
@@ -246,12 +247,15 @@ func TestOpenFileKeyNumbers(t *testing.T) {
 		{event.KindInt, "-0.0", "0"},
 		{event.KindInt, `"3.0"`, "3.0"}, // a string is the key part as it is
 		{event.KindFloat, "3", "3"},
-		{event.KindFloat, "1000000", "1e+06"},
-		{event.KindFloat, "9007199254740993", "9.007199254740992e+15"},
+		{event.KindFloat, "1000000", "1000000"},
+		{event.KindFloat, "1e6", "1000000"},
+		{event.KindFloat, "9007199254740993", "9007199254740992"}, // the nearest float64
 		{event.KindFloat, "1.50", "1.5"},
-		{event.KindFloat, "-0", "-0"},
+		{event.KindFloat, "1.5e-7", "1.5e-07"},
+		{event.KindFloat, "1e19", "1e+19"}, // beyond int64
+		{event.KindFloat, "-0", "0"},
 		{event.KindNull, "1000000", "1000000"},
-		{event.KindNull, "1e6", "1e+06"},
+		{event.KindNull, "1e6", "1000000"},
 		{event.KindNull, "3.0", "3"},
 		{event.KindNull, "12345678901234567890", "1.2345678901234567e+19"},
 		{event.KindString, "42", "42"},

@@ -61,7 +61,9 @@ func jsonErrorText(err error) string {
 // string as it is, a bool as true/false, and a number as the event decoder
 // reads it, then formats it as KeyOf does. For an int field, the number
 // must be a whole number in int64 range ([event.WholeInt]), in decimal; for
-// a float field, the nearest float64, as strconv 'g' -1; for another kind
+// a float field, the nearest float64, formatted as KeyOf formats a float
+// (a whole number in int64 range in decimal, another as strconv 'g' -1);
+// for another kind
 // (event.KindNull: undeclared), an int in decimal when the number is
 // written without '.' or exponent and fits int64, else a float. For a
 // time field (isTime, of kind int), an RFC 3339 string or a number by the
@@ -108,7 +110,7 @@ func jsonKeyPart(raw json.RawMessage, kind event.Kind, isTime bool) (string, err
 	if err != nil {
 		return "", fmt.Errorf("number %s is out of range", describeJSON(raw))
 	}
-	return strconv.FormatFloat(f, 'g', -1, 64), nil
+	return string(appendFloatPart(nil, f)), nil
 }
 
 // jsonValue converts one member's JSON value to the kind of f: int, a

@@ -3,6 +3,7 @@ package enrich
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -152,7 +153,8 @@ func (s Spec) defaults() []event.Value {
 const keySeparator = '|'
 
 // KeyOf builds the lookup key of ev from the values at slots, in order:
-// strings as they are, ints in decimal, floats as strconv 'g' -1, bools as
+// strings as they are, ints in decimal, floats as strconv 'g' -1 but a
+// whole number in int64 range in decimal (1e6 as 1000000), bools as
 // true/false, several parts joined by "|", in each of which a backslash
 // and "|" are escaped with a backslash (so that ("a|b", "c") and ("a", "b|c")
 // are two keys; a key of one part is never escaped). ok is false when a
@@ -240,12 +242,22 @@ func appendKeyPart(buf []byte, v event.Value) ([]byte, bool) {
 		return strconv.AppendInt(buf, i, 10), true
 	case event.KindFloat:
 		f, _ := v.AsFloat()
-		return strconv.AppendFloat(buf, f, 'g', -1, 64), true
+		return appendFloatPart(buf, f), true
 	case event.KindBool:
 		b, _ := v.AsBool()
 		return strconv.AppendBool(buf, b), true
 	}
 	return buf, false
+}
+
+// appendFloatPart appends f as a key part: a whole number in int64 range
+// as the int of its value, in decimal (as rule keys and aggregate keys
+// treat it: 1e6 and 1000000 are one key), another as strconv 'g' -1.
+func appendFloatPart(buf []byte, f float64) []byte {
+	if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		return strconv.AppendInt(buf, int64(f), 10)
+	}
+	return strconv.AppendFloat(buf, f, 'g', -1, 64)
 }
 
 // checkRecord reports whether rec, a source's record, has one value per

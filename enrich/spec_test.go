@@ -13,7 +13,8 @@ import (
 func TestKeyOf(t *testing.T) {
 	ev := &event.Event{Fields: []event.Value{
 		event.String("C1"), event.Int(-42), event.Float(1.5), event.Float(1e21), event.Bool(true),
-		event.Null, event.String("a|b"), event.Float(3),
+		event.Null, event.String("a|b"), event.Float(3), event.Float(1e6), event.Float(math.Copysign(0, -1)),
+		event.Float(1.5e-7), event.Float(-9.5e15),
 	}}
 	for _, tc := range []struct {
 		slots []int
@@ -25,6 +26,11 @@ func TestKeyOf(t *testing.T) {
 		{[]int{2}, "1.5", true},
 		{[]int{3}, "1e+21", true},
 		{[]int{7}, "3", true},
+		{[]int{8}, "1000000", true}, // the key of the int 1000000, as rule keys
+		{[]int{9}, "0", true},
+		{[]int{10}, "1.5e-07", true},
+		{[]int{11}, "-9500000000000000", true},
+		{[]int{0, 8}, "C1|1000000", true},
 		{[]int{4}, "true", true},
 		{[]int{0, 1, 4}, "C1|-42|true", true},
 		{[]int{6}, "a|b", true},
