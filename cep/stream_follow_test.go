@@ -922,21 +922,9 @@ func TestStreamFollowCloseInactive(t *testing.T) {
 // idle timeout (an hour here) with the old files holding it back.
 func TestStreamFollowRestartClosedIdle(t *testing.T) {
 	dir := t.TempDir()
-	line := func(minute int) string {
-		return fmt.Sprintf(`{"ts":"2026-01-01T10:%02d:00Z","card":"c1","type":"auth","amount":1,"country":"US"}`+"\n", minute)
-	}
+	line := minuteLine
 	const n = 5
-	var old []string
-	for i := range n {
-		old = append(old, filepath.Join(dir, fmt.Sprintf("old-%d.jsonl", i)))
-		if err := os.WriteFile(old[i], []byte(line(0)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	live := filepath.Join(dir, "live.jsonl")
-	if err := os.WriteFile(live, []byte(line(0)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	old, live := oldAndLive(t, dir, n)
 	d := newStreamDirs(t)
 	cfg := d.config(dir)
 	cfg.CloseInactive, cfg.IdleTimeout = time.Hour, time.Hour
@@ -956,16 +944,7 @@ func TestStreamFollowRestartClosedIdle(t *testing.T) {
 		_, ok := s.PartitionWatermarks["live.jsonl"]
 		return s.Partitions == n+1 && len(s.PartitionWatermarks) == 1 && ok
 	})
-	lf, err := os.OpenFile(live, os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lf.WriteString(line(10)); err != nil {
-		t.Fatal(err)
-	}
-	if err := lf.Close(); err != nil {
-		t.Fatal(err)
-	}
+	appendFile(t, live, []string{line(10)})
 	// 10:10 less the 10 s bound (and a millisecond).
 	want := event.Time(time.Date(2026, 1, 1, 10, 9, 49, 999e6, time.UTC).UnixMilli())
 	waitSnapshot(t, f2.m, "the watermark at live.jsonl's 10:10 less the bound", func(s MonitorSnapshot) bool {
@@ -974,4 +953,100 @@ func TestStreamFollowRestartClosedIdle(t *testing.T) {
 	if res := f2.stop(); res.Restored == 0 {
 		t.Fatal("the second run did not restore a checkpoint")
 	}
+}
+
+// TestStreamFollowDeletedClosed: a followed directory's file deleted
+// while closed for inactivity ends its partition: it no longer holds the
+// watermark back (never idle here), leaves the partitions, and leaves the
+// checkpoints; a file closed at the checkpoint and deleted before the
+// restart is let go with a line in the log, where a restart refused any
+// file of the checkpoint that was gone (a directory whose old files are
+// deleted could never be restarted).
+func TestStreamFollowDeletedClosed(t *testing.T) {
+	dir := t.TempDir()
+	line := minuteLine
+	old, live := oldAndLive(t, dir, 3)
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.CloseInactive = 20 * time.Millisecond // and never idle
+	// 10:00 and 10:10 less the 10 s bound (and a millisecond).
+	held := event.Time(time.Date(2026, 1, 1, 9, 59, 49, 999e6, time.UTC).UnixMilli())
+	freed := event.Time(time.Date(2026, 1, 1, 10, 9, 49, 999e6, time.UTC).UnixMilli())
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(t, f.m, "every file read and closed", func(s MonitorSnapshot) bool {
+		return s.Progress.Records == 4 && s.Partitions == 4 && len(s.PartitionWatermarks) == 0
+	})
+	// live.jsonl's 10:10 once every partition is known (the first records
+	// may come before the other files' partitions are).
+	appendFile(t, live, []string{line(10)})
+	waitSnapshot(t, f.m, "live.jsonl's 10:10 read, and closed again", func(s MonitorSnapshot) bool {
+		return s.Progress.Records == 5 && len(s.PartitionWatermarks) == 0
+	})
+	if wm := f.m.Snapshot().Progress.Watermark; wm != held {
+		t.Fatalf("watermark %v, want %v: the closed old files hold it back", wm, held)
+	}
+	for _, p := range old[:2] {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSnapshot(t, f.m, "old-0 and old-1 gone", func(s MonitorSnapshot) bool { return s.Partitions == 2 })
+	if wm := f.m.Snapshot().Progress.Watermark; wm != held {
+		t.Fatalf("watermark %v, want %v: old-2 holds it back", wm, held)
+	}
+	res := f.stop()
+	if res.Records != 5 {
+		t.Fatalf("%d records read, want 5", res.Records)
+	}
+	for _, name := range []string{"old-0.jsonl", "old-1.jsonl"} {
+		want := name + ", closed for inactivity, was deleted: its partition ends"
+		if !slices.Contains(f.lines(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, strings.Join(f.lines(), "\n"))
+		}
+	}
+
+	// old-2, closed at the checkpoint, is deleted while no job runs: the
+	// restart lets it go, and the watermark is live.jsonl's alone.
+	if err := os.Remove(old[2]); err != nil {
+		t.Fatal(err)
+	}
+	f2 := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(t, f2.m, "live.jsonl alone, the watermark at its 10:10", func(s MonitorSnapshot) bool {
+		return s.Partitions == 1 && s.Progress.Watermark == freed
+	})
+	res = f2.stop()
+	if res.Restored == 0 || res.Records != 5 {
+		t.Fatalf("the restart: checkpoint %d restored, %d records read in all; want a checkpoint and 5 (none read again)", res.Restored, res.Records)
+	}
+	want := "old-2.jsonl, closed for inactivity at the checkpoint (read to line 1), was deleted since: its partition ends"
+	if !slices.Contains(f2.lines(), want) {
+		t.Errorf("the restart's log does not say %q:\n%s", want, strings.Join(f2.lines(), "\n"))
+	}
+	for _, name := range []string{"old-0.jsonl", "old-1.jsonl"} {
+		if slices.ContainsFunc(f2.lines(), func(l string) bool { return strings.Contains(l, name) }) {
+			t.Errorf("the restart names %s, which left the checkpoints before:\n%s", name, strings.Join(f2.lines(), "\n"))
+		}
+	}
+}
+
+// minuteLine is an event line of card c1 at 10:minute on 2026-01-01.
+func minuteLine(minute int) string {
+	return fmt.Sprintf(`{"ts":"2026-01-01T10:%02d:00Z","card":"c1","type":"auth","amount":1,"country":"US"}`+"\n", minute)
+}
+
+// oldAndLive writes n files old-I.jsonl and a file live.jsonl into dir,
+// each with one event at 10:00 (minuteLine), and returns their paths.
+func oldAndLive(t *testing.T, dir string, n int) (old []string, live string) {
+	t.Helper()
+	for i := range n {
+		old = append(old, filepath.Join(dir, fmt.Sprintf("old-%d.jsonl", i)))
+		if err := os.WriteFile(old[i], []byte(minuteLine(0)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live = filepath.Join(dir, "live.jsonl")
+	if err := os.WriteFile(live, []byte(minuteLine(0)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return old, live
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -120,7 +121,10 @@ type routeTo struct {
 
 // sourceMeta is the source's part of a checkpoint.
 type sourceMeta struct {
-	Positions       []runtime.Position
+	Positions []runtime.Position
+	// Closed are the followed directory's files closed for inactivity,
+	// by name: one deleted before the restart is let go (resumeFiles).
+	Closed          []string `json:",omitempty"`
 	Watermarks      []byte
 	Forwarded       int64
 	SinceWatermark  int
@@ -247,8 +251,8 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		s.forwarded = event.Watermark(m.Source.Forwarded)
 		s.sinceWM = m.Source.SinceWatermark
 		s.firstDeadLine, s.firstDeadReason = m.Source.FirstDeadLine, m.Source.FirstDeadReason
-		rc.Resume = m.Source.Positions
-		for _, p := range m.Source.Positions {
+		rc.Resume = resumeFiles(m.Source, parts, j.logf)
+		for _, p := range rc.Resume {
 			s.positions[p.File] = p
 		}
 	}
@@ -467,7 +471,34 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	for _, p := range s.positions {
 		m.Positions = append(m.Positions, p)
 	}
+	for p := range s.closed {
+		m.Closed = append(m.Closed, s.names[p])
+	}
+	slices.Sort(m.Closed)
 	return m, nil
+}
+
+// resumeFiles returns the positions of m to resume the files of parts at:
+// all of them, but for those of followed files closed for inactivity at
+// the checkpoint and deleted since (they are not among parts). Such a file
+// had been read to its end and had nothing new for CloseInactive, and a
+// live run lets it go when it is deleted ([runtime.Batch].Gone); logf
+// says which are let go. Any other position of a missing file stays, for
+// the reader to refuse.
+func resumeFiles(m sourceMeta, parts []runtime.Partition, logf func(string, ...any)) []runtime.Position {
+	if len(m.Closed) == 0 {
+		return m.Positions
+	}
+	var kept []runtime.Position
+	for _, pos := range m.Positions {
+		there := slices.ContainsFunc(parts, func(p runtime.Partition) bool { return p.Name == pos.File })
+		if !there && slices.Contains(m.Closed, pos.File) {
+			logf("%s, closed for inactivity at the checkpoint (read to line %d), was deleted since: its partition ends", pos.File, pos.Line)
+			continue
+		}
+		kept = append(kept, pos)
+	}
+	return kept
 }
 
 // setPosition sets partition name's position, counting a change (moved).
@@ -476,6 +507,24 @@ func (s *streamSource) setPosition(name string, p runtime.Position) {
 		s.positions[name] = p
 		s.moved++
 	}
+}
+
+// gone ends partition p, whose file was deleted while closed for
+// inactivity ([runtime.Batch].Gone): it no longer holds the watermark back
+// and leaves the checkpoints (a file that takes its name later is a new
+// partition, read from its start), the monitor's partitions and its
+// series.
+func (s *streamSource) gone(p runtime.Partition) error {
+	delete(s.positions, p.Name)
+	delete(s.names, p.Index)
+	delete(s.added, p.Index)
+	s.moved++
+	s.j.logf("%s, closed for inactivity, was deleted: its partition ends", p.Name)
+	s.pw.Remove(p.Index)
+	if err := s.forward(s.pw.Current()); err != nil {
+		return err
+	}
+	return s.flush()
 }
 
 // activity is a digest of what the source's part of a checkpoint holds
@@ -522,6 +571,9 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 		s.closed[p.Index] = true
 	} else {
 		delete(s.closed, p.Index)
+	}
+	if b.Gone {
+		return s.gone(p)
 	}
 	if s.enrich != nil {
 		var err error

@@ -65,7 +65,7 @@ func quiet(t *testing.T, r *PartitionReader, d time.Duration) {
 			if !ok {
 				t.Fatalf("channel closed: %v", r.Err())
 			}
-			if len(b.Records) > 0 || b.Opened || b.Done {
+			if len(b.Records) > 0 || b.Opened || b.Done || b.Gone {
 				t.Fatalf("unexpected %q", batchLog(b))
 			}
 		case <-timeout:
@@ -448,10 +448,12 @@ func TestFollowCloseInactive(t *testing.T) {
 	checkGoroutines(t, base)
 }
 
-// TestFollowClosedReplaced: a closed file deleted is no error (it stays
-// closed, as an open one deleted goes on being read to no end); a closed
-// file whose name now holds another file (renamed over it) is an error:
-// read at the old file's position, its lines would be lost or wrong.
+// TestFollowClosedReplaced: a closed file deleted is no error: its
+// partition ends with a Gone batch at its position, once, and a file
+// created later under its name is a new partition read from its start; a
+// closed file whose name now holds another file (renamed over it) is an
+// error: read at the old file's position, its lines would be lost or
+// wrong.
 func TestFollowClosedReplaced(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
@@ -463,7 +465,21 @@ func TestFollowClosedReplaced(t *testing.T) {
 	if err := os.Remove(a); err != nil {
 		t.Fatal(err)
 	}
-	quiet(t, r, 100*time.Millisecond) // five scans of the closed files
+	var gone Batch
+	for gone = recv(t, r); !gone.Gone; gone = recv(t, r) {
+		if len(gone.Records) > 0 || gone.Opened || gone.Done {
+			t.Fatalf("before a.jsonl is gone: %q", batchLog(gone))
+		}
+	}
+	if log := batchLog(gone); !slices.Equal(log, []string{"a.jsonl: gone@3:1"}) || gone.Partition.Index != 0 || len(gone.Records) != 0 {
+		t.Fatalf("a.jsonl deleted while closed: %q (partition %d), want it gone at its position, partition 0", log, gone.Partition.Index)
+	}
+	quiet(t, r, 100*time.Millisecond) // five scans of the closed files: gone once
+	appendTo(t, a, "new1\n")
+	got := recvUntilClosed(t, r, "a.jsonl")
+	if want := []string{"a.jsonl: open@0:0", "a.jsonl: 1@0:new1", "a.jsonl: closed@5:1"}; !slices.Equal(got["a.jsonl"], want) {
+		t.Fatalf("a new a.jsonl: %q, want %q", got["a.jsonl"], want)
+	}
 	appendTo(t, filepath.Join(dir, ".b.tmp"), "b1\nb2\n")
 	if err := os.Rename(filepath.Join(dir, ".b.tmp"), b); err != nil {
 		t.Fatal(err)

@@ -45,8 +45,8 @@ type ReaderConfig struct {
 	// past what was read is opened again and read on from its position,
 	// without an Opened batch: its partition (index, name, position) is
 	// the same. A closed file that shrank, or whose name now holds
-	// another file (os.SameFile), is an error; one deleted is not (it
-	// stays closed). A partition resumed at the end of its file (a plain
+	// another file (os.SameFile), is an error; one deleted is not: its
+	// partition ends with a [Batch] marked Gone. A partition resumed at the end of its file (a plain
 	// one) not modified for CloseInactive starts closed, after its Opened
 	// batch: a restart over a directory of rotated files opens only those
 	// written lately. Default (0): files stay open. A followed file that
@@ -129,6 +129,13 @@ type Batch struct {
 	// partition is not done, and its next batch, if its file grows, comes
 	// from the file opened again.
 	Closed bool
+	// Gone marks the last batch of a followed directory's file that was
+	// deleted while closed for inactivity: it has no records, the
+	// partition brings nothing more (its descriptor was closed before the
+	// deletion), and a checkpoint taken after it need not keep its
+	// position. A file that takes the name later is a new partition, read
+	// from its start.
+	Gone bool
 	// Backlog, when at least 0, is how far the partition's end was past
 	// End when the batch was read (a Kafka partition: the records, as
 	// offsets, not read yet); -1 (or 0 from a reader that does not know)
@@ -353,7 +360,7 @@ func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition) error
 		r.start(func(ctx context.Context) error { return r.readPartition(ctx, p) })
 	}
 	next := len(parts)
-	var closed []closedFile
+	var closed, gone []closedFile
 	var dw dirWatch
 	for poll := 1; ; poll++ {
 		if err := sleepCtx(ctx, r.cfg.PollInterval); err != nil {
@@ -365,8 +372,17 @@ func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition) error
 		r.mu.Unlock()
 		if poll%quietFactor == 0 {
 			var err error
-			if closed, err = r.reopenGrown(closed); err != nil {
+			if closed, gone, err = r.reopenGrown(closed); err != nil {
 				return err
+			}
+			for _, c := range gone {
+				// The name is free for a new file, a new partition.
+				delete(known, c.p.Name)
+				select {
+				case r.out <- Batch{Partition: c.p, End: c.pos, CaughtUp: true, Gone: true}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 		}
 		if !dw.changed(r.path, poll) {
@@ -429,22 +445,22 @@ func (w *dirWatch) changed(path string, poll int) bool {
 
 // reopenGrown looks at the files closed for inactivity: it opens again,
 // each in a goroutine of its own, those that grew past what was read, and
-// returns the others. A file that shrank or was replaced is an error; one
-// that is gone stays closed (as an open file deleted goes on being read
-// to no end).
-func (r *PartitionReader) reopenGrown(closed []closedFile) ([]closedFile, error) {
-	var still []closedFile
+// returns those still closed and those deleted (gone: their partitions
+// end). A file that shrank or was replaced is an error. (An open file
+// deleted goes on being read, to no end, until it is closed for quiet;
+// then it is gone.)
+func (r *PartitionReader) reopenGrown(closed []closedFile) (still, gone []closedFile, err error) {
 	for _, c := range closed {
 		fi, err := os.Stat(c.p.Path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			still = append(still, c)
+			gone = append(gone, c)
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("runtime: source: %w", err)
+			return nil, nil, fmt.Errorf("runtime: source: %w", err)
 		}
 		if err := c.check(fi); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if fi.Size() == c.read {
 			still = append(still, c)
@@ -452,7 +468,7 @@ func (r *PartitionReader) reopenGrown(closed []closedFile) ([]closedFile, error)
 		}
 		r.start(func(ctx context.Context) error { return r.readFrom(ctx, c.p, c.pos, r.out, &c) })
 	}
-	return still, nil
+	return still, gone, nil
 }
 
 // check returns an error when fi, the file under c's name now, is not

@@ -85,6 +85,9 @@ func batchLog(b Batch) []string {
 	if b.Closed {
 		out = append(out, fmt.Sprintf("%s: closed@%d:%d", n, b.End.Offset, b.End.Line))
 	}
+	if b.Gone {
+		out = append(out, fmt.Sprintf("%s: gone@%d:%d", n, b.End.Offset, b.End.Line))
+	}
 	return out
 }
 

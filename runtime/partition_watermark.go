@@ -79,6 +79,7 @@ type partWatermark struct {
 	since    time.Time // the last Tick that saw a record, or when added
 	idle     bool
 	finished bool
+	removed  bool // its file is gone: left out of the checkpoints
 	caughtUp bool // as the partition's last batch said (IdleWhenCaughtUp)
 }
 
@@ -196,6 +197,16 @@ func (w *PartitionWatermarks) Finish(p int) (event.Watermark, bool) {
 	return w.advance(w.combined())
 }
 
+// Remove ends the partition with index p as Finish does, and leaves it out
+// of the state AppendBinary encodes: its file is gone ([Batch.Gone]), and
+// a file that takes its name later is a new partition, with no timestamp
+// yet. It returns the combined watermark and true when that advanced.
+func (w *PartitionWatermarks) Remove(p int) (event.Watermark, bool) {
+	w.parts[p].removed = true
+	delete(w.restored, w.parts[p].name)
+	return w.Finish(p)
+}
+
 // Tick is the consumer's timer: it reads the clock once, marks the
 // partitions quiet for IdleTimeout idle, and applies the wall-clock
 // advance. It returns the combined watermark and true when that advanced.
@@ -297,21 +308,22 @@ func (w *PartitionWatermarks) advance(wm event.Watermark) (event.Watermark, bool
 const partitionWatermarksVersion = 1
 
 // AppendBinary appends the state a checkpoint keeps (it implements
-// encoding.BinaryAppender): the combined watermark and, per partition, its
-// name and largest timestamp. Idleness is not kept: after a restore every
-// partition starts active.
+// encoding.BinaryAppender): the combined watermark and, per partition
+// (but those removed), its name and largest timestamp. Idleness is not
+// kept: after a restore every partition starts active.
 func (w *PartitionWatermarks) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, partitionWatermarksVersion)
 	b = binary.AppendVarint(b, int64(w.emitted))
+	kept := func(pw *partWatermark) bool { return pw != nil && pw.gen.seen && !pw.removed }
 	n := 0
 	for _, pw := range w.parts {
-		if pw != nil && pw.gen.seen {
+		if kept(pw) {
 			n++
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(n))
 	for _, pw := range w.parts {
-		if pw != nil && pw.gen.seen {
+		if kept(pw) {
 			b = binary.AppendUvarint(b, uint64(len(pw.name)))
 			b = append(b, pw.name...)
 			b = binary.AppendVarint(b, int64(pw.gen.max))

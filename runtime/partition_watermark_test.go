@@ -406,3 +406,56 @@ func TestWatermarkStateRoundTrip(t *testing.T) {
 		t.Error("a truncated state decoded")
 	}
 }
+
+// TestPartitionWatermarksRemove: a partition removed (its file gone) no
+// longer holds the watermark back, leaves the encoded state, and a
+// partition that takes its name later starts without a timestamp, even
+// when a restore gave the name one.
+func TestPartitionWatermarksRemove(t *testing.T) {
+	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := WatermarkState{Emitted: 990, Max: map[string]event.Time{"old": 1000, "live": 1000}}
+	b, err := st.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Restore(b); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"old", "live"} {
+		if err := w.Add(part(i, name), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.OnEvent(1, 5000)
+	if got := w.Current(); got != 990 {
+		t.Fatalf("watermark %v, want 990 (old's, restored)", got)
+	}
+	if got := wmOf(w.Remove(0)); got != event.Watermark(4989).String() {
+		t.Fatalf("Remove(old) = %s, want 4989 (live's alone)", got)
+	}
+	if b, err = w.AppendBinary(nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = DecodeWatermarkState(b); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Max) != 1 || st.Max["live"] != 5000 {
+		t.Fatalf("state after the removal: %v, want live's alone", st.Max)
+	}
+	// A new file under the old name: no timestamp, so it holds the
+	// watermark at its first record's.
+	if err := w.Add(part(2, "old"), true); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Of(2); got != event.MinTime {
+		t.Fatalf("the new old's watermark %v, want none yet", got)
+	}
+	w.OnEvent(2, 7000)
+	w.OnEvent(1, 9000)
+	if got := w.Current(); got != 6989 {
+		t.Fatalf("watermark %v, want 6989 (the new old's)", got)
+	}
+}
