@@ -13,6 +13,7 @@ import (
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control"
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 )
 
 var statusCommand = &command{
@@ -102,19 +103,20 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ready = "ready"
 	}
 	fmt.Fprintf(stdout, "%s: %s, ruleset %s version %.12s\n", *server, ready, st.GetRuleset(), st.GetVersion())
-	fmt.Fprintf(stdout, "records %d, events %d, dead %d, late %d, alerts %d\n", st.GetRecords(), st.GetDecoded(), st.GetDead(), st.GetLate(), st.GetAlerts())
+	n := humanize.Int
+	fmt.Fprintf(stdout, "records %s, events %s, dead %s, late %s, alerts %s\n", n(st.GetRecords()), n(st.GetDecoded()), n(st.GetDead()), n(st.GetLate()), n(st.GetAlerts()))
 	wm := watermarkText(event.Time(st.GetWatermarkUnixMs()))
 	if w := event.Time(st.GetWatermarkUnixMs()); w > event.MinTime && w < event.MaxTime {
 		wm += fmt.Sprintf(" (lag %v)", time.Duration(st.GetWatermarkLagMs())*time.Millisecond)
 	}
-	fmt.Fprintf(stdout, "watermark %s; checkpoint %d (%dms), %d failed; %d keys, %d queued\n", wm,
-		st.GetLastCheckpoint(), st.GetLastCheckpointDurationMs(), st.GetCheckpointFailures(), st.GetKeys(), st.GetQueued())
+	fmt.Fprintf(stdout, "watermark %s; checkpoint %d (%sms), %s failed; %s keys, %s queued\n", wm,
+		st.GetLastCheckpoint(), n(st.GetLastCheckpointDurationMs()), n(st.GetCheckpointFailures()), n(st.GetKeys()), n(st.GetQueued()))
 	for _, r := range st.GetRules() {
 		timedOut := ""
 		if r.GetTimeoutSeverity() != "" {
-			timedOut = fmt.Sprintf(" (%d of them timed out, %s)", r.GetTimedOut(), r.GetTimeoutSeverity())
+			timedOut = fmt.Sprintf(" (%s of them timed out, %s)", n(r.GetTimedOut()), r.GetTimeoutSeverity())
 		}
-		fmt.Fprintf(stdout, "  rule %-28s %-8s %8d alerts %6d condition errors %6d dropped%s\n", r.GetRule(), r.GetSeverity(), r.GetAlerts(), r.GetConditionErrors(), r.GetDropped(), timedOut)
+		fmt.Fprintf(stdout, "  rule %-28s %-8s %8s alerts %6s condition errors %6s dropped%s\n", r.GetRule(), r.GetSeverity(), n(r.GetAlerts()), n(r.GetConditionErrors()), n(r.GetDropped()), timedOut)
 	}
 	for _, p := range st.GetPartitions() {
 		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), watermarkText(event.Time(p.GetWatermarkUnixMs())))
@@ -123,7 +125,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "shadow version %.12s, compared with the active rules of the same names since its deploy:\n", st.GetShadowVersion())
 		fmt.Fprintf(stdout, "  %-28s %8s %8s %8s %11s %11s\n", "rule", "active", "shadow", "overlap", "only-active", "only-shadow")
 		for _, r := range st.GetShadow() {
-			fmt.Fprintf(stdout, "  %-28s %8d %8d %8d %11d %11d\n", r.GetRule(), r.GetActive(), r.GetShadow(), r.GetOverlap(), r.GetOnlyActive(), r.GetOnlyShadow())
+			fmt.Fprintf(stdout, "  %-28s %8s %8s %8s %11s %11s\n", r.GetRule(), n(r.GetActive()), n(r.GetShadow()), n(r.GetOverlap()), n(r.GetOnlyActive()), n(r.GetOnlyShadow()))
 		}
 	}
 	return nil

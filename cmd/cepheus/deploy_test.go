@@ -168,14 +168,14 @@ func testDeployKill(t *testing.T, brokers string) {
 	server := addrRe.FindStringSubmatch(c.out.String())[1]
 	// Ready, and well into the input (a Kafka job is ready before its
 	// first event).
-	recordsRe := regexp.MustCompile(`records (\d+),`)
+	recordsRe := regexp.MustCompile(`records ([\d,]+),`)
 	waitFor(c, "not ready, or fewer than 30,000 records read", func() bool {
 		_, out, _ := cepheus(t, "status", "-server", server)
 		m := recordsRe.FindStringSubmatch(out)
 		if !strings.Contains(out, ": ready,") || m == nil {
 			return false
 		}
-		n, _ := strconv.Atoi(m[1])
+		n, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
 		return n >= 30_000
 	})
 	code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2file)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 	"github.com/cepheus-cep/cepheus/rules"
 )
 
@@ -93,7 +94,7 @@ func TestServe(t *testing.T) {
 		t.Fatalf("serve did not say where the control API is:\n%s", c.out.String())
 	}
 	code, out, errOut := cepheus(t, "status", "-server", m[1])
-	if code != 0 || !strings.Contains(out, ": ready, ruleset cards") || !strings.Contains(out, "events "+strconv.Itoa(lines)) || !strings.Contains(out, "rule card_testing") {
+	if code != 0 || !strings.Contains(out, ": ready, ruleset cards") || !strings.Contains(out, "events "+humanize.Int(int64(lines))+",") || !strings.Contains(out, "rule card_testing") {
 		t.Errorf("cepheus status: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, out, errOut := cepheus(t, "rules", "validate", "-server", m[1], "../../rulesets/cards.cep"); code != 0 || !strings.Contains(out, "ruleset cards version") {

@@ -99,8 +99,8 @@ func TestServeShadow(t *testing.T) {
 	eventsRead := func() int64 {
 		_, out, _ := cepheus(t, "status", "-server", server)
 		var n int64
-		if m := regexp.MustCompile(`events (\d+),`).FindStringSubmatch(out); m != nil {
-			fmt.Sscan(m[1], &n)
+		if m := regexp.MustCompile(`events ([\d,]+),`).FindStringSubmatch(out); m != nil {
+			fmt.Sscan(strings.ReplaceAll(m[1], ",", ""), &n)
 		}
 		return n
 	}
@@ -117,13 +117,13 @@ func TestServeShadow(t *testing.T) {
 	// The comparison: card_testing in both versions, velocity_burst_v2
 	// the shadow's alone (active 0, overlap 0, all only-shadow).
 	row := func(out, rule string) []int64 {
-		m := regexp.MustCompile(`(?m)^  ` + rule + ` +(\d+) +(\d+) +(\d+) +(\d+) +(\d+)$`).FindStringSubmatch(out)
+		m := regexp.MustCompile(`(?m)^  ` + rule + ` +([\d,]+) +([\d,]+) +([\d,]+) +([\d,]+) +([\d,]+)$`).FindStringSubmatch(out)
 		if m == nil {
 			return nil
 		}
 		var n [5]int64
 		for i := range n {
-			fmt.Sscan(m[i+1], &n[i])
+			fmt.Sscan(strings.ReplaceAll(m[i+1], ",", ""), &n[i])
 		}
 		return n[:]
 	}
