@@ -3,6 +3,7 @@ package cep
 import (
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/rules"
@@ -80,6 +81,7 @@ func aggregateSpecs(decls []*rules.Aggregate) []runtime.AggregateSpec {
 		specs[i] = runtime.AggregateSpec{
 			KeySlots: d.KeySlots, Func: runtime.AggFunc(d.Func), ValueSlot: d.FieldSlot,
 			Window: d.Window.Milliseconds(), Tumbling: d.Tumbling, Accepts: d.Accepts, Slot: d.Slot,
+			Name: aggregateID(d),
 		}
 	}
 	return specs
@@ -119,14 +121,22 @@ func aggregateStats(e *Engine, a runtime.Aggregation) ([]AggregateStats, int) {
 }
 
 // aggregateSignature identifies the aggregates of e: their declarations
-// and slots.
+// and slots (the checkpoints of earlier builds hold it as it is).
 func aggregateSignature(e *Engine) string {
-	var b []byte
+	var b strings.Builder
 	for _, a := range e.Aggregates() {
-		b = append(b, a.Source...)
-		b = append(b, byte(a.Slot), byte(a.Slot>>8), 0)
+		b.WriteString(aggregateID(a))
+		b.WriteByte(0)
 	}
-	return string(b)
+	return b.String()
+}
+
+// aggregateID identifies the aggregate a: its declaration and slot. A
+// restore gives an aggregate the windows of the aggregate of its id in the
+// state (runtime.AggregateSpec.Name): those of a declaration another
+// version changed start empty.
+func aggregateID(a *rules.Aggregate) string {
+	return a.Source + string([]byte{byte(a.Slot), byte(a.Slot >> 8)})
 }
 
 // errAggregatesProcessingTime refuses aggregates without event time.

@@ -110,10 +110,11 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	case same:
 		err = a.Restore(st)
 	default:
-		// Other aggregates: the events held go on, the windows start
-		// empty (as in an embedded run).
-		j.logf("the velocity aggregates changed since checkpoint %d: the windows of %s start empty (the events they held go on)", j.restored, name)
-		err = a.RestoreHeld(st)
+		// Other aggregates: the events held go on, the windows of the
+		// aggregates declared alike too, the others start empty (as in an
+		// embedded run).
+		j.logf("the velocity aggregates changed since checkpoint %d: in %s, the windows of those it did not have (or had declared otherwise) start empty; the events held go on", j.restored, name)
+		err = a.RestoreMatching(st)
 	}
 	if err != nil {
 		a.Close()

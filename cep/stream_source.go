@@ -232,11 +232,13 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 				// The aggregates are gone: the events they held go on
 				// without them (an aggregator of none holds them).
 				if s.agg, err = runtime.NewAggregator(nil); err == nil {
-					err = s.agg.RestoreHeld(m.Source.Aggregates)
+					err = s.agg.RestoreMatching(m.Source.Aggregates)
 				}
 			default:
-				j.logf("the velocity aggregates changed since checkpoint %d: their windows start empty (the events they held go on)", j.restored)
-				err = s.agg.RestoreHeld(m.Source.Aggregates)
+				// An aggregate declared alike keeps its windows; the
+				// others start empty, and count the events held.
+				j.logf("the velocity aggregates changed since checkpoint %d: the windows of those it did not have (or had declared otherwise) start empty; the events held go on", j.restored)
+				err = s.agg.RestoreMatching(m.Source.Aggregates)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrRestore, err)

@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/big"
 	"slices"
-	"strconv"
 
 	"github.com/cepheus-cep/cepheus/event"
 )
@@ -59,6 +58,11 @@ type AggregateSpec struct {
 	// it the oldest are forgotten early (counted in Dropped), and the
 	// key's values undercount.
 	MaxPerKey int
+	// Name identifies the aggregate in the state (AppendBinary): a
+	// RestoreMatching of a state written under other specifications gives
+	// each spec the windows of the spec of its Name there. Empty: the
+	// windows are never taken over.
+	Name string
 }
 
 // DefaultMaxPerKey is the default of AggregateSpec.MaxPerKey.
@@ -209,6 +213,13 @@ func (a *Aggregator) Keys() int {
 	}
 	return n
 }
+
+// EachHeld calls f with each event held, in no promised order: f may
+// change the event's fields (and grow them), and returns false to have it
+// held no more (it is then never released). For the switch of a live
+// job's rules (the events held were decoded under the rules before), not
+// per event.
+func (a *Aggregator) EachHeld(f func(ev *event.Event) (keep bool)) { a.pending.filter(f) }
 
 // Add takes an event in arrival order. An event at or behind the
 // watermark is late: Add returns false, sets its aggregate slots to null
@@ -878,6 +889,19 @@ func comparePending(x, y pendingEvent) int {
 	return cmp.Compare(x.arrival, y.arrival)
 }
 
+// filter keeps the events for which f holds, in their order.
+func (h *pendingHeap) filter(f func(*event.Event) bool) {
+	p, n := *h, 0
+	for _, e := range p {
+		if f(e.ev) {
+			p[n] = e
+			n++
+		}
+	}
+	clear(p[n:])
+	*h = p[:n]
+}
+
 // take removes the events at or before wm and returns them in order,
 // reusing into.
 func (h *pendingHeap) take(wm event.Watermark, into []pendingEvent) []pendingEvent {
@@ -898,13 +922,19 @@ func (h *pendingHeap) take(wm event.Watermark, into []pendingEvent) []pendingEve
 	return into
 }
 
-// aggregatorFormat is the version of AppendBinary's encoding.
-const aggregatorFormat = 1
+// aggregatorFormat is the version of AppendBinary's encoding: 2 names
+// each spec's windows (AggregateSpec.Name); 1, an earlier build's, did
+// not.
+const aggregatorFormat = 2
 
 // AppendBinary appends the aggregator's state: the watermark, the events
-// held (in order) and each key's window entries.
-func (a *Aggregator) AppendBinary(b []byte) []byte {
-	b = binary.AppendUvarint(b, aggregatorFormat)
+// held (in order) and, per spec, its name and each key's window entries.
+func (a *Aggregator) AppendBinary(b []byte) []byte { return a.appendState(b, aggregatorFormat) }
+
+// appendState is AppendBinary in format f (1: without the names, as an
+// earlier build wrote it; for the tests).
+func (a *Aggregator) appendState(b []byte, f uint64) []byte {
+	b = binary.AppendUvarint(b, f)
 	b = binary.AppendVarint(b, int64(a.wm))
 	held := slices.Clone(a.pending)
 	slices.SortFunc(held, comparePending)
@@ -913,6 +943,10 @@ func (a *Aggregator) AppendBinary(b []byte) []byte {
 		b = p.ev.AppendBinary(b)
 	}
 	for si := range a.specs {
+		if f >= 2 {
+			b = binary.AppendUvarint(b, uint64(len(a.specs[si].Name)))
+			b = append(b, a.specs[si].Name...)
+		}
 		b = binary.AppendUvarint(b, a.dropped[si])
 		b = binary.AppendUvarint(b, uint64(len(a.keys[si])))
 		for k, w := range a.keys[si] {
@@ -928,43 +962,31 @@ func (a *Aggregator) AppendBinary(b []byte) []byte {
 	return b
 }
 
-// errAggregatorState is wrapped by the errors of a bad state.
-var errAggregatorState = errors.New("runtime: aggregator state")
+// errAggregatorState is the error of a state that does not decode.
+var errAggregatorState = errors.New("runtime: aggregator state does not decode")
 
 // Restore replaces the aggregator's state with one AppendBinary wrote (an
-// aggregator of the same specifications).
+// aggregator of the same specifications: a state that names other ones is
+// an error).
 func (a *Aggregator) Restore(b []byte) error { return a.restore(b, false) }
 
-// RestoreHeld takes the events held in a state AppendBinary wrote, and
-// its watermark, but not its windows: for an aggregator of other
-// specifications (its windows start empty; no event is lost).
-func (a *Aggregator) RestoreHeld(b []byte) error { return a.restore(b, true) }
+// RestoreMatching replaces the aggregator's state with one AppendBinary
+// wrote under other specifications: the watermark and the events held,
+// and for each spec the windows of the spec of its Name in the state (a
+// spec the state does not name starts empty). A state of an earlier build
+// (format 1) names no spec: every window starts empty. No event held is
+// lost.
+func (a *Aggregator) RestoreMatching(b []byte) error { return a.restore(b, true) }
 
-func (a *Aggregator) restore(b []byte, heldOnly bool) error {
-	bad := func(what string) error { return fmt.Errorf("%w: %s", errAggregatorState, what) }
-	uv := func() (uint64, bool) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
+func (a *Aggregator) restore(b []byte, matching bool) error {
+	d := event.Reader{B: b, Corrupt: errAggregatorState}
+	f := d.Uvarint()
+	if d.Err == nil && (f < 1 || f > aggregatorFormat) {
+		return fmt.Errorf("runtime: aggregator state of format %d, this build reads 1 to %d", f, aggregatorFormat)
 	}
-	iv := func() (int64, bool) {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
-	}
-	f, ok := uv()
-	if !ok || f != aggregatorFormat {
-		return bad("format " + strconv.FormatUint(f, 10))
-	}
-	wm, ok := iv()
-	if !ok {
-		return bad("watermark")
+	wm, n := d.Varint(), d.Count()
+	if d.Err != nil {
+		return d.Err
 	}
 	fresh, err := NewAggregator(a.specs)
 	if err != nil {
@@ -972,59 +994,79 @@ func (a *Aggregator) restore(b []byte, heldOnly bool) error {
 	}
 	*a = *fresh
 	a.wm = event.Watermark(wm)
-	n, ok := uv()
-	if !ok {
-		return bad("held events")
-	}
 	for range n {
-		ev, rest, err := event.DecodeEvent(b)
+		ev, rest, err := event.DecodeEvent(d.B)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errAggregatorState, err)
 		}
-		b = rest
+		d.B = rest
 		a.arrival++
 		a.pending = append(a.pending, pendingEvent{ev: ev, arrival: a.arrival})
 	}
-	if heldOnly {
-		return nil
+	if f == 1 && matching {
+		return nil // its windows cannot be told apart
 	}
-	for si := range a.specs {
-		s := &a.specs[si]
-		if a.dropped[si], ok = uv(); !ok {
-			return bad("dropped")
+	// The windows of each spec of the state, in order: those of the same
+	// specifications, or, matching, of the spec of the same name here.
+	si := 0
+	for ; d.Err == nil && (f == 1 && si < len(a.specs) || f >= 2 && len(d.B) > 0); si++ {
+		to := si
+		if f >= 2 {
+			name := string(d.Bytes(d.Count()))
+			switch {
+			case matching:
+				to = slices.IndexFunc(a.specs, func(s AggregateSpec) bool { return s.Name != "" && s.Name == name })
+			case si >= len(a.specs) || a.specs[si].Name != name:
+				return fmt.Errorf("runtime: the aggregator state holds the windows of aggregate %q, which the aggregator does not have there", name)
+			}
 		}
-		keys, ok := uv()
+		a.restoreWindows(&d, to)
+	}
+	if d.Err == nil && !matching && si != len(a.specs) {
+		return fmt.Errorf("runtime: the aggregator state holds the windows of %d aggregates, the aggregator has %d", si, len(a.specs))
+	}
+	if d.Err == nil && len(d.B) != 0 {
+		return fmt.Errorf("%w: %d bytes after the state", errAggregatorState, len(d.B))
+	}
+	return d.Err
+}
+
+// restoreWindows reads one spec's windows from d into spec si (-1: read
+// and dropped).
+func (a *Aggregator) restoreWindows(d *event.Reader, si int) {
+	var s *AggregateSpec
+	if dropped := d.Uvarint(); si >= 0 {
+		s = &a.specs[si]
+		a.dropped[si] = dropped
+	}
+	for range d.Count() {
+		if d.Err != nil {
+			return
+		}
+		k, rest, ok := decodeKey(d.B)
 		if !ok {
-			return bad("keys")
+			d.Fail()
+			return
 		}
-		for range keys {
-			k, rest, ok := decodeKey(b)
-			if !ok {
-				return bad("key")
+		d.B = rest
+		w := &aggWindow{}
+		for range d.Count() {
+			t := d.Varint()
+			if d.Err != nil {
+				return
 			}
-			b = rest
-			m, ok := uv()
-			if !ok {
-				return bad("entries")
+			v, rest, err := event.DecodeValue(d.B)
+			if err != nil {
+				d.Fail()
+				return
 			}
-			w := &aggWindow{}
-			for range m {
-				t, ok := iv()
-				if !ok {
-					return bad("entry time")
-				}
-				v, rest, err := event.DecodeValue(b)
-				if err != nil {
-					return fmt.Errorf("%w: %v", errAggregatorState, err)
-				}
-				b = rest
+			d.B = rest
+			if s != nil {
 				w.insert(s, aggEntry{t: event.Time(t), v: v})
 			}
+		}
+		if s != nil {
 			a.keys[si][k] = w
 		}
 	}
-	if len(b) != 0 {
-		return bad(strconv.Itoa(len(b)) + " bytes after the state")
-	}
-	return nil
 }

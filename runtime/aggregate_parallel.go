@@ -947,7 +947,8 @@ type Aggregation interface {
 	HotKeys() []int
 	AppendBinary(b []byte) []byte
 	Restore(b []byte) error
-	RestoreHeld(b []byte) error
+	RestoreMatching(b []byte) error
+	EachHeld(f func(ev *event.Event) (keep bool))
 	// Close stops the goroutines of a ParallelAggregator (nothing for an
 	// Aggregator); the aggregation must not be used after.
 	Close()
@@ -995,15 +996,18 @@ func (a *ParallelAggregator) AppendBinary(b []byte) []byte { return a.serial().A
 // of salt 0 (no key is hot until a release says so again).
 func (a *ParallelAggregator) Restore(b []byte) error { return a.restore(b, false) }
 
-// RestoreHeld is Aggregator.RestoreHeld.
-func (a *ParallelAggregator) RestoreHeld(b []byte) error { return a.restore(b, true) }
+// RestoreMatching is Aggregator.RestoreMatching.
+func (a *ParallelAggregator) RestoreMatching(b []byte) error { return a.restore(b, true) }
 
-func (a *ParallelAggregator) restore(b []byte, heldOnly bool) error {
+// EachHeld is Aggregator.EachHeld.
+func (a *ParallelAggregator) EachHeld(f func(ev *event.Event) (keep bool)) { a.pending.filter(f) }
+
+func (a *ParallelAggregator) restore(b []byte, matching bool) error {
 	s, err := NewAggregator(a.specs)
 	if err != nil {
 		return err
 	}
-	if err := s.restore(b, heldOnly); err != nil {
+	if err := s.restore(b, matching); err != nil {
 		return err
 	}
 	fresh, err := NewParallelAggregator(a.specs, len(a.workers), a.salts)

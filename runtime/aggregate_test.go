@@ -562,3 +562,171 @@ func TestDistinctTable(t *testing.T) {
 		}
 	}
 }
+
+// namedAggSpecs are aggSpecs, named s0, s1, ...
+func namedAggSpecs() []AggregateSpec {
+	specs := aggSpecs()
+	for i := range specs {
+		specs[i].Name = fmt.Sprintf("s%d", i)
+	}
+	return specs
+}
+
+// TestAggregatorRestoreMatching: a state restored into an aggregator of
+// other specifications (a restart whose rules changed the aggregates)
+// gives each spec the windows of the spec of its name, whatever its
+// place, and starts the others empty, counting the events held; the
+// events held that EachHeld drops are never released nor counted. Serial
+// and parallel, into one another.
+func TestAggregatorRestoreMatching(t *testing.T) {
+	const bound = 2000
+	for seed := range uint64(4) {
+		rnd := rand.New(rand.NewPCG(seed, 17))
+		old := namedAggSpecs()
+		evs := randomAggEvents(rnd, 900, 6, bound, len(old))
+		// The new specifications: the even ones of old as they were, the
+		// odd ones under another name (new aggregates: empty windows),
+		// in reverse order.
+		var specs []AggregateSpec
+		for i := len(old) - 1; i >= 0; i-- {
+			s := old[i]
+			if i%2 == 1 {
+				s.Name = "new " + s.Name
+			}
+			specs = append(specs, s)
+		}
+		parallel := seed%2 == 1
+		newAgg := func(specs []AggregateSpec, parallel bool) Aggregation {
+			if !parallel {
+				a, err := NewAggregator(specs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			p, err := NewParallelAggregator(specs, 2, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.SetHot(0.05, 2)
+			t.Cleanup(p.Close)
+			return p
+		}
+		var wm event.Watermark
+		dropped := map[uint64]bool{}
+		switchAt := map[int]func([]byte) Aggregation{400: func(st []byte) Aggregation {
+			if err := newAgg(specs, !parallel).Restore(st); err == nil {
+				t.Errorf("seed %d: a state of other aggregates restored as the same ones", seed)
+			}
+			a := newAgg(specs, !parallel)
+			if err := a.RestoreMatching(st); err != nil {
+				t.Fatal(err)
+			}
+			switch a := a.(type) {
+			case *Aggregator:
+				wm = a.wm
+			case *ParallelAggregator:
+				wm = a.wm
+			}
+			a.EachHeld(func(ev *event.Event) bool {
+				if ev.Seq%5 == 0 {
+					dropped[ev.Seq] = true
+					return false
+				}
+				return true
+			})
+			return a
+		}}
+		got := feed(t, newAgg(old, parallel), evs, bound, switchAt)
+		if len(dropped) == 0 || wm == event.MinTime {
+			t.Fatalf("seed %d: %d events dropped at watermark %v: the test checks nothing", seed, len(dropped), wm)
+		}
+		var all, after []*event.Event
+		for _, ev := range evs {
+			if dropped[ev.Seq] {
+				continue
+			}
+			all = append(all, ev)
+			if ev.Time > wm {
+				after = append(after, ev)
+			}
+		}
+		if len(got) != len(all) {
+			t.Fatalf("seed %d: %d events released, want %d (%d dropped)", seed, len(got), len(all), len(dropped))
+		}
+		bad := 0
+		for _, ev := range got {
+			if dropped[ev.Seq] {
+				t.Fatalf("seed %d: event %d was dropped, and released", seed, ev.Seq)
+			}
+			for _, s := range specs {
+				counted := all
+				if ev.Time > wm && s.Name[0] == 'n' {
+					counted = after
+				}
+				if want := naiveAggregate(s, counted, ev); !sameValue(ev.Fields[s.Slot], want) {
+					if bad++; bad <= 5 {
+						t.Errorf("seed %d: event %d (time %d, watermark %d at the restore): %s is %v, want %v", seed, ev.Seq, ev.Time, wm, s.Name, ev.Fields[s.Slot], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAggregatorFormat1: a state of an earlier build (format 1, the
+// windows in the order of the specifications, unnamed) restores into an
+// aggregator of the same specifications as it did, and matching, gives
+// its events held alone.
+func TestAggregatorFormat1(t *testing.T) {
+	const bound = 2000
+	rnd := rand.New(rand.NewPCG(1, 18))
+	specs := namedAggSpecs()
+	evs := randomAggEvents(rnd, 600, 6, bound, len(specs))
+	want := runAggregator(t, specs, cloneEvents(evs), bound, nil)
+	restored := func(matching bool) func([]byte) Aggregation {
+		return func(st []byte) Aggregation {
+			a, err := NewAggregator(specs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev, _ := NewAggregator(specs)
+			if err := prev.Restore(st); err != nil {
+				t.Fatal(err)
+			}
+			v1 := prev.appendState(nil, 1)
+			if matching {
+				err = a.RestoreMatching(v1)
+			} else {
+				err = a.Restore(v1)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Len() != prev.Len() || !matching && a.Keys() != prev.Keys() || matching && a.Keys() != 0 {
+				t.Fatalf("restored (matching %v): %d held, %d keys; of %d held, %d keys", matching, a.Len(), a.Keys(), prev.Len(), prev.Keys())
+			}
+			return a
+		}
+	}
+	got := feed(t, mustAggregator(t, specs), cloneEvents(evs), bound, map[int]func([]byte) Aggregation{300: restored(false)})
+	for i := range want {
+		for _, s := range specs {
+			if !sameValue(got[i].Fields[s.Slot], want[i].Fields[s.Slot]) {
+				t.Fatalf("event %d: %s is %v after a format 1 state, want %v", got[i].Seq, s.Name, got[i].Fields[s.Slot], want[i].Fields[s.Slot])
+			}
+		}
+	}
+	if got := feed(t, mustAggregator(t, specs), cloneEvents(evs), bound, map[int]func([]byte) Aggregation{300: restored(true)}); len(got) != len(evs) {
+		t.Fatalf("matching a format 1 state: %d events released, want %d", len(got), len(evs))
+	}
+}
+
+func mustAggregator(t *testing.T, specs []AggregateSpec) *Aggregator {
+	t.Helper()
+	a, err := NewAggregator(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
