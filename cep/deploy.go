@@ -621,6 +621,7 @@ func (j *job) choosePlan() error {
 		return fmt.Errorf("%w: checkpoint %d runs version %.12s: %w", ErrRestore, j.restored, runE.plan.Versions[0].Version, err)
 	}
 	j.e = runE
+	j.took = []*Engine{stateE}
 	if !runE.sameRules(stateE) {
 		j.prev = stateE
 	}
@@ -638,6 +639,7 @@ func (j *job) choosePlan() error {
 					return fmt.Errorf("%w: %w", ErrRestore, err)
 				}
 				engines[p] = e
+				j.took = append(j.took, e)
 			}
 			if !runE.sameRules(e) {
 				j.prevs[i], j.prev = e, e

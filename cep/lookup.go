@@ -154,14 +154,23 @@ type enrichStage struct {
 func lookupSignature(e *Engine) string {
 	var b strings.Builder
 	for _, d := range e.Lookups() {
-		b.WriteString(d.Source)
-		for _, f := range d.Fields {
-			fmt.Fprintf(&b, "%d,", f.Slot)
-		}
-		for _, s := range d.KeySlots {
-			fmt.Fprintf(&b, "k%d,", s)
-		}
+		b.WriteString(lookupID(d))
 		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// lookupID identifies the lookup d: its declaration and slots. The events
+// held at a switch are looked up again by the lookups of the new version
+// whose id the version before had not (settleHeld).
+func lookupID(d *rules.Lookup) string {
+	var b strings.Builder
+	b.WriteString(d.Source)
+	for _, f := range d.Fields {
+		fmt.Fprintf(&b, "%d,", f.Slot)
+	}
+	for _, s := range d.KeySlots {
+		fmt.Fprintf(&b, "k%d,", s)
 	}
 	return b.String()
 }
@@ -223,11 +232,26 @@ func (e *Engine) newEnrichStage(logf func(format string, args ...any)) (*enrichS
 // enrich fills the lookup slots of evs (reasons[i] set: event i failed
 // closed).
 func (st *enrichStage) enrich(ctx context.Context, evs []*event.Event, reasons []string) error {
-	if err := enrich.EnrichAll(ctx, st.lookups, evs, reasons); err != nil || st.logf == nil {
+	return st.run(ctx, nil, evs, reasons)
+}
+
+// run is enrich by the lookups of st at the indexes idx only (nil: all).
+func (st *enrichStage) run(ctx context.Context, idx []int, evs []*event.Event, reasons []string) error {
+	ls := st.lookups
+	if idx != nil {
+		ls = make([]*enrich.Lookup, len(idx))
+		for k, i := range idx {
+			ls[k] = st.lookups[i]
+		}
+	}
+	if err := enrich.EnrichAll(ctx, ls, evs, reasons); err != nil || st.logf == nil {
 		return err
 	}
 	var now time.Time
 	for i, l := range st.lookups {
+		if idx != nil && !slices.Contains(idx, i) {
+			continue
+		}
 		if o := l.LastOutcome(); o.Answered > 0 || o.Failed > 0 {
 			if now.IsZero() {
 				now = st.now()

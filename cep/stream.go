@@ -562,6 +562,10 @@ type job struct {
 	// migration of the rules' state).
 	e, base, prev *Engine
 	prevs         []*Engine // a Kafka restore's: the engine of each changelog store (nil: e)
+	// took are the engines that took the state the job restores (its
+	// checkpoint's; in Kafka mode each changelog store's): the events it
+	// holds were decoded and enriched under them (settleHeld).
+	took []*Engine
 	// next is the switch asked for (its checkpoint ends the job);
 	// switched, the one this job restores (it replies to the deploy once
 	// the job runs).
@@ -752,13 +756,17 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	if err := j.openSinks(c.Parallelism); err != nil {
 		return nil, err
 	}
-	if err := j.startSubtasks(chk); err != nil {
+	if err := j.restoreSubtasks(chk); err != nil {
 		return nil, err
 	}
 	j.graceAfterStop(ctx)
 	if j.src, err = j.openSource(ctx); err != nil {
 		return nil, err
 	}
+	if err := j.settleHeld(j.sctx); err != nil {
+		return nil, fmt.Errorf("%w: the events held at checkpoint %d: %w", ErrRestore, j.restored, err)
+	}
+	j.startSubtasks()
 	if c.Monitor != nil {
 		if j.meta == nil {
 			c.Monitor.freshState()
@@ -1092,7 +1100,9 @@ func groupRange(i, n int) state.KeyGroupRange {
 	return state.KeyGroupRange{First: state.KeyGroup(i * keyGroups / n), Last: state.KeyGroup((i+1)*keyGroups/n - 1)}
 }
 
-func (j *job) startSubtasks(chk *state.Checkpoint) error {
+// restoreSubtasks makes the job's subtasks and restores their state from
+// chk (nil: a fresh start); startSubtasks starts them.
+func (j *job) restoreSubtasks(chk *state.Checkpoint) error {
 	c := &j.cfg
 	n := c.Parallelism
 	j.owner = make([]int, keyGroups)
@@ -1199,9 +1209,12 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+	return errors.Join(errs...)
+}
+
+// startSubtasks starts the subtasks restoreSubtasks made: from here on
+// only their goroutines touch their state.
+func (j *job) startSubtasks() {
 	for _, s := range j.subs {
 		s.storeCounters() // the restored ones, before the first message
 		if s.mem != nil {
@@ -1218,7 +1231,6 @@ func (j *job) startSubtasks(chk *state.Checkpoint) error {
 			}
 		}()
 	}
-	return nil
 }
 
 func subtaskStore(i int) string { return fmt.Sprintf("sub-%d", i) }

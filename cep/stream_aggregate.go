@@ -107,6 +107,9 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	}
 	switch {
 	case st == nil:
+		if j.meta != nil {
+			s.freshAggs |= mask // (settleHeld)
+		}
 	case same:
 		err = a.Restore(st)
 	default:

@@ -81,9 +81,12 @@ type streamSource struct {
 	// nil), paggIdx their indexes in order.
 	paggs   map[int]*partAgg
 	paggIdx []int
-	pre     []prepared
-	evs     []*event.Event
-	reasons []string
+	// freshAggs are the key specifications whose partitions' aggregators
+	// started without state at a restore (settleHeld).
+	freshAggs uint64
+	pre       []prepared
+	evs       []*event.Event
+	reasons   []string
 }
 
 // prepared is a record decoded and enriched ahead (prepare): its event,
@@ -251,6 +254,15 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 			return nil, fmt.Errorf("%w: %w", ErrRestore, err)
 		}
 		s.forwarded = event.Watermark(m.Source.Forwarded)
+		if s.agg != nil && m.Source.Aggregates == nil {
+			// The job before ran no aggregates: the windows start empty,
+			// at the watermark it forwarded (settleHeld hands them the
+			// events the rules' buffers hold).
+			j.logf("velocity aggregates from checkpoint %d on: their windows start empty at its watermark, and count the events it holds", j.restored)
+			if err := s.agg.Advance(s.forwarded, func(*event.Event) error { return nil }); err != nil {
+				return nil, err
+			}
+		}
 		s.sinceWM = m.Source.SinceWatermark
 		s.firstDeadLine, s.firstDeadReason = m.Source.FirstDeadLine, m.Source.FirstDeadReason
 		rc.Resume = resumeFiles(m.Source, parts, j.logf)
