@@ -3,7 +3,6 @@ package cep
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -77,18 +76,19 @@ func (j *job) settleHeld(ctx context.Context) error {
 		return err
 	}
 	// Into the aggregates' stage: the events the rules' buffers hold when
-	// the job before ran no aggregates (its own held none there).
+	// the job before ran no aggregates (its own held none there), all
+	// after the watermark it forwarded, where the stage starts.
 	var toAgg []*event.Event
-	move := s.agg != nil && j.meta.Source.Aggregates == nil
-	if move {
-		for i, ev := range firsts {
-			if buffered[i] && failed[ev.Seq] == "" {
-				toAgg = append(toAgg, ev)
-			}
+	moves := func(ev *event.Event) bool {
+		return s.agg != nil && j.meta.Source.Aggregates == nil && ev.Time > s.forwarded
+	}
+	for i, ev := range firsts {
+		if buffered[i] && failed[ev.Seq] == "" && moves(ev) {
+			toAgg = append(toAgg, ev)
 		}
 	}
 	for _, op := range j.operators() {
-		op.eachBuffered(func(ev *event.Event) bool { return failed[ev.Seq] == "" && !move })
+		op.eachBuffered(func(ev *event.Event) bool { return failed[ev.Seq] == "" && !moves(ev) })
 	}
 	for _, a := range s.aggregations() {
 		a.EachHeld(func(ev *event.Event) bool { return failed[ev.Seq] == "" })
@@ -101,9 +101,7 @@ func (j *job) settleHeld(ctx context.Context) error {
 		return cmp.Compare(a.Seq, b.Seq)
 	})
 	for _, ev := range toAgg {
-		if !s.agg.Add(ev) {
-			return fmt.Errorf("cep: an event held at %v is behind the aggregates' watermark", ev.Time)
-		}
+		s.agg.Add(ev) // after its watermark: held
 	}
 	var dead []*event.Event
 	for _, ev := range firsts {

@@ -112,6 +112,23 @@ type heldAlert struct {
 	Matched map[string][]map[string]any `json:"matched"`
 }
 
+// fieldsSorted is an alert line with the fields of its events (and every
+// object's members) in name order: a job whose layout grew over versions
+// has the fields of the version it started with first, a backtest of the
+// last version has its schema's order.
+func fieldsSorted(t *testing.T, line string) string {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal([]byte(line), &v); err != nil {
+		t.Fatalf("alert %q: %v", line, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func parseHeldAlert(t *testing.T, line string) heldAlert {
 	t.Helper()
 	var a heldAlert
@@ -168,8 +185,8 @@ func (s heldSwitch) String() string {
 // runHeldSwitch runs a job of v1 over the first half of input (followed),
 // moves it to v2 as sw says, then reads the rest, and returns the
 // committed alert lines, the switch's watermark and how many lines of the
-// input were read before it.
-func runHeldSwitch(t *testing.T, v1, v2 string, sw heldSwitch, input string) (alerts []string, w event.Time, before int) {
+// input were read before it. The jobs run with workers aggregate workers.
+func runHeldSwitch(t *testing.T, v1, v2 string, sw heldSwitch, input string, workers int) (alerts []string, w event.Time, before int) {
 	t.Helper()
 	lines := strings.SplitAfter(input, "\n")
 	half := lines[:len(lines)/2]
@@ -178,13 +195,18 @@ func runHeldSwitch(t *testing.T, v1, v2 string, sw heldSwitch, input string) (al
 		t.Fatal(err)
 	}
 	d := newStreamDirs(t)
+	config := func() StreamConfig {
+		c := d.config(events)
+		c.AggregateWorkers = workers
+		return c
+	}
 	var f *followed
 	if sw == switchRestart || sw == switchCheckpoint {
-		f = follow(t, heldEngine(t, v1), d.config(events))
+		f = follow(t, heldEngine(t, v1), config())
 	} else {
 		// The process runs v2's file (which binds its lookup) and v1 is
 		// deployed at once: the events of the first half are v1's.
-		f = follow(t, heldEngine(t, v2), d.config(events))
+		f = follow(t, heldEngine(t, v2), config())
 		waitMonitor(t, f.m, 0)
 		if _, err := f.m.Deploy(context.Background(), Deploy{Name: "v1.cep", Source: []byte(v1)}); err != nil {
 			t.Fatal(err)
@@ -196,7 +218,7 @@ func runHeldSwitch(t *testing.T, v1, v2 string, sw heldSwitch, input string) (al
 	switch sw {
 	case switchRestart:
 		w = f.stop().Stats.Watermark
-		f = follow(t, heldEngine(t, v2), d.config(events))
+		f = follow(t, heldEngine(t, v2), config())
 	case switchDeploy, switchThenStop:
 		res, err := f.m.Deploy(context.Background(), Deploy{Name: "v2.cep", Source: []byte(v2)})
 		if err != nil {
@@ -205,11 +227,11 @@ func runHeldSwitch(t *testing.T, v1, v2 string, sw heldSwitch, input string) (al
 		w = res.Watermark
 		if sw == switchThenStop {
 			f.stop()
-			f = follow(t, heldEngine(t, v2), d.config(events))
+			f = follow(t, heldEngine(t, v2), config())
 		}
 	case switchCheckpoint:
 		f.stop()
-		cfg := d.config(events)
+		cfg := config()
 		cfg.hooks.stopAtSwitch = true
 		f = follow(t, heldEngine(t, v1), cfg)
 		waitMonitor(t, f.m, int64(len(half)))
@@ -222,7 +244,7 @@ func runHeldSwitch(t *testing.T, v1, v2 string, sw heldSwitch, input string) (al
 		} else {
 			w = end.Stats.Watermark
 		}
-		f = follow(t, heldEngine(t, v2), d.config(events))
+		f = follow(t, heldEngine(t, v2), config())
 	}
 	appendFile(t, events, lines[len(half):])
 	waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
@@ -250,54 +272,63 @@ func waitHeldWatermark(t *testing.T, m *StreamMonitor, half []string) {
 // TestSwitchHeldLookups: a version that adds a lookup, and a rule that
 // shows it, switched in (a deploy, a restart with its file, a restart
 // from the switch's checkpoint or from one taken after it) while events
-// wait in the rules' buffers: the new rule's alerts are those of a
-// backtest of the new version whose events all come after the switch's
-// watermark, line for line, the events read before the switch with
-// their records as much as the later ones (before the fix, they showed
-// null).
+// wait in the rules' buffers, or in the aggregates' stage of a ruleset
+// with aggregates: the new rule's alerts are those of a backtest of the
+// new version whose events all come after the switch's watermark, line
+// for line, the events read before the switch with their records as much
+// as the later ones (before the fix, they showed null).
 func TestSwitchHeldLookups(t *testing.T) {
 	input := deployInput(900)
-	for _, sw := range []heldSwitch{switchRestart, switchDeploy, switchCheckpoint, switchThenStop} {
-		t.Run(sw.String(), func(t *testing.T) {
-			got, w, before := runHeldSwitch(t, heldV1, heldV2, sw, input)
-			var want []string
-			for _, l := range heldBacktest(t, heldV2, input) {
-				if a := parseHeldAlert(t, l); a.Rule == "tiered" && a.first(t) > w {
-					want = append(want, l)
-				}
-			}
-			var tiered []string
-			held, nulls := 0, 0
-			for _, l := range got {
-				a := parseHeldAlert(t, l)
-				if a.Rule != "tiered" {
-					continue
-				}
-				tiered = append(tiered, l)
-				isHeld, isNull := false, false
-				a.events(t, func(ev map[string]any, _ event.Time, line int64) {
-					isHeld = isHeld || line <= int64(before)
-					isNull = isNull || ev["holder.tier"] == nil
-				})
-				if isHeld {
-					held++
-				}
-				if isNull {
-					nulls++
-				}
-			}
-			t.Logf("switch at watermark %v: %d alerts of tiered, %d of them of events read before the switch, %d with a null tier", w, len(tiered), held, nulls)
-			if held == 0 {
-				t.Fatal("no alert of tiered holds an event read before the switch: the test checks nothing")
-			}
-			if nulls > 0 {
-				t.Errorf("%d of %d alerts of tiered show a null tier", nulls, len(tiered))
-			}
-			slices.Sort(want)
-			if !slices.Equal(want, tiered) {
-				t.Errorf("the alerts of tiered are not the backtest's after the switch:\n%s", multisetDiff(want, tiered))
-			}
+	for _, held := range []struct{ where, v1 string }{
+		{"buffers", heldV1},
+		{"aggregates", heldV1 + heldRecent + heldBusy},
+	} {
+		v2 := held.v1 + heldLookup + heldTiered
+		for _, sw := range []heldSwitch{switchRestart, switchDeploy, switchCheckpoint, switchThenStop} {
+			t.Run(held.where+"/"+sw.String(), func(t *testing.T) { testSwitchHeldLookups(t, held.v1, v2, sw, input) })
+		}
+	}
+}
+
+func testSwitchHeldLookups(t *testing.T, v1, v2 string, sw heldSwitch, input string) {
+	t.Helper()
+	got, w, before := runHeldSwitch(t, v1, v2, sw, input, 1)
+	var want []string
+	for _, l := range heldBacktest(t, v2, input) {
+		if a := parseHeldAlert(t, l); a.Rule == "tiered" && a.first(t) > w {
+			want = append(want, fieldsSorted(t, l))
+		}
+	}
+	var tiered []string
+	held, nulls := 0, 0
+	for _, l := range got {
+		a := parseHeldAlert(t, l)
+		if a.Rule != "tiered" {
+			continue
+		}
+		tiered = append(tiered, fieldsSorted(t, l))
+		isHeld, isNull := false, false
+		a.events(t, func(ev map[string]any, _ event.Time, line int64) {
+			isHeld = isHeld || line <= int64(before)
+			isNull = isNull || ev["holder.tier"] == nil
 		})
+		if isHeld {
+			held++
+		}
+		if isNull {
+			nulls++
+		}
+	}
+	t.Logf("switch at watermark %v: %d alerts of tiered, %d of them of events read before the switch, %d with a null tier", w, len(tiered), held, nulls)
+	if held == 0 {
+		t.Fatal("no alert of tiered holds an event read before the switch: the test checks nothing")
+	}
+	if nulls > 0 {
+		t.Errorf("%d of %d alerts of tiered show a null tier", nulls, len(tiered))
+	}
+	slices.Sort(want)
+	if !slices.Equal(want, tiered) {
+		t.Errorf("the alerts of tiered are not the backtest's after the switch:\n%s", multisetDiff(want, tiered))
 	}
 }
 
@@ -429,14 +460,16 @@ func TestRestartHeldAggregates(t *testing.T) {
 		v1, v2 string
 		// kept: the aggregate recent is in both versions (its values are
 		// the whole input's); rules: the rules compared.
-		kept  bool
-		rules []string
+		kept    bool
+		rules   []string
+		workers int
 	}{
-		{name: "new aggregates", v1: heldV1, v2: heldV1 + heldRecent + heldBusy, rules: []string{"busy"}},
-		{name: "more aggregates", v1: heldV1 + heldRecent + heldBusy, v2: heldV1 + heldRecent + heldBusy + heldSpent + heldSpender, kept: true, rules: []string{"busy", "spender"}},
+		{name: "new aggregates", v1: heldV1, v2: heldV1 + heldRecent + heldBusy, rules: []string{"busy"}, workers: 1},
+		{name: "more aggregates", v1: heldV1 + heldRecent + heldBusy, v2: heldV1 + heldRecent + heldBusy + heldSpent + heldSpender, kept: true, rules: []string{"busy", "spender"}, workers: 1},
+		{name: "more aggregates, 2 workers", v1: heldV1 + heldRecent + heldBusy, v2: heldV1 + heldRecent + heldBusy + heldSpent + heldSpender, kept: true, rules: []string{"busy", "spender"}, workers: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, w, before := runHeldSwitch(t, tc.v1, tc.v2, switchRestart, input)
+			got, w, before := runHeldSwitch(t, tc.v1, tc.v2, switchRestart, input, tc.workers)
 			v2 := loadRules(t, tc.v2)
 			after := heldAggValues(t, v2, input, func(ts event.Time) bool { return ts > w })
 			whole := heldAggValues(t, v2, input, func(event.Time) bool { return true })
@@ -499,7 +532,7 @@ func TestSwitchHeldLookupsKept(t *testing.T) {
 	input := deployInput(900)
 	for _, sw := range []heldSwitch{switchDeploy, switchThenStop, switchCheckpoint} {
 		t.Run(sw.String(), func(t *testing.T) {
-			got, w, before := runHeldSwitch(t, heldV1, heldV2Kept, sw, input)
+			got, w, before := runHeldSwitch(t, heldV1, heldV2Kept, sw, input, 1)
 			want := heldMatches(t, "keep", heldBacktest(t, heldV2Kept, input))
 			if gotKeep := heldMatches(t, "keep", got); !slices.Equal(want, gotKeep) {
 				t.Errorf("the matches of keep are not the backtest's:\n%s", multisetDiff(want, gotKeep))
