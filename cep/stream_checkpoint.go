@@ -286,7 +286,7 @@ const quietEvery = 10 * time.Minute
 
 // quiet reports whether the checkpoint due at now can be skipped because
 // nothing changed since the latest barrier: no record read, no position
-// moved, the watermarks unchanged (so no timer fired and no output is
+// moved, no followed file closed for inactivity or opened again, the watermarks unchanged (so no timer fired and no output is
 // waiting for its commit; in processing time, no tick's timer wrote an
 // output), no switch of the rules, no checkpoint asked for, no
 // repartition marker to write (a partition's idleness changes one or the

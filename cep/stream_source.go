@@ -30,6 +30,13 @@ type streamSource struct {
 	// inactivity (their latest batch was Closed), left out of the
 	// monitor's partition watermarks.
 	closed map[int]bool
+	// wasClosed are the files the restored checkpoint names closed for
+	// inactivity, at their positions then: each stays closed in the
+	// checkpoints (read to its end, nothing new since) while its position
+	// stays, also while it is open again (a gzip file, or one modified
+	// since, is opened at a restart and closed once quiet again), so that
+	// it may still be deleted before a restart (resumeFiles).
+	wasClosed map[string]runtime.Position
 	// sinceWM counts the events since the last watermark check (every
 	// Engine's watermarkEvery events, as a backtest's generator);
 	// forwarded is the last watermark sent to the subtasks.
@@ -51,7 +58,8 @@ type streamSource struct {
 	// hold nothing: it goes out after the record that empties it.
 	wantBarrier bool
 	wantSince   time.Time
-	// moved counts the changes of positions (job.quiet).
+	// moved counts the changes of positions and of the files closed for
+	// inactivity (job.quiet).
 	moved int64
 	// cursors, for a directory read without following, are the batches
 	// of each partition being consumed, by index: records come one at a
@@ -268,6 +276,12 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		rc.Resume = resumeFiles(m.Source, parts, j.logf)
 		for _, p := range rc.Resume {
 			s.positions[p.File] = p
+			if slices.Contains(m.Source.Closed, p.File) {
+				if s.wasClosed == nil {
+					s.wasClosed = map[string]runtime.Position{}
+				}
+				s.wasClosed[p.File] = p
+			}
 		}
 	}
 	if c.Kafka != nil {
@@ -488,6 +502,11 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	for p := range s.closed {
 		m.Closed = append(m.Closed, s.names[p])
 	}
+	for name, pos := range s.wasClosed {
+		if s.positions[name] == pos && !slices.Contains(m.Closed, name) {
+			m.Closed = append(m.Closed, name)
+		}
+	}
 	slices.Sort(m.Closed)
 	return m, nil
 }
@@ -530,6 +549,7 @@ func (s *streamSource) setPosition(name string, p runtime.Position) {
 // series.
 func (s *streamSource) gone(p runtime.Partition) error {
 	delete(s.positions, p.Name)
+	delete(s.wasClosed, p.Name)
 	delete(s.names, p.Index)
 	delete(s.added, p.Index)
 	s.moved++
@@ -580,6 +600,14 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 	}
 	if j.cfg.Kafka != nil {
 		s.pw.SetCaughtUp(p.Index, b.CaughtUp)
+	}
+	if b.Closed != s.closed[p.Index] {
+		// A file closed (or open again) changes what a checkpoint holds
+		// (sourceMeta.Closed), though no position moved: the next
+		// checkpoint is not skipped as quiet, so that a file closed and
+		// then deleted while no run goes on (a crash) is let go at the
+		// restart (resumeFiles), not refused.
+		s.moved++
 	}
 	if b.Closed {
 		s.closed[p.Index] = true
