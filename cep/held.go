@@ -246,14 +246,15 @@ func (s *streamSource) heldDeadLetter(ev *event.Event, reason string) error {
 }
 
 // partitionName returns the name of input partition p, or "" when the
-// source does not know it (yet).
+// source does not know it (a Kafka partition not opened yet, a file
+// deleted).
 func (s *streamSource) partitionName(p int) string {
 	if name, ok := s.names[p]; ok {
 		return name
 	}
-	if s.j.cfg.Kafka == nil {
-		if parts, err := runtime.OpenPartitions(s.j.cfg.Events); err == nil && p < len(parts) {
-			return parts[p].Name
+	for name, i := range s.index {
+		if i == p {
+			return name
 		}
 	}
 	return ""

@@ -644,3 +644,67 @@ func TestSwitchHeldLookupFailsClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestSwitchHeldAfterDeletedFile: a followed directory's first file,
+// deleted while closed, is let go; a restart then numbered the files in
+// name order again, so the other file took the deleted one's index, and
+// an event of each, both held in the buffers across the restarts, had
+// one Seq (a.jsonl's line 3 and b.jsonl's line 3, partition 0). A third
+// restart adding a lookup took them for copies of one event: c1's event
+// got c2's record (gold, where c1 is silver), and the log counted 3
+// events held instead of 4. Files now keep their indexes across restarts
+// (sourceMeta.Indexes): b.jsonl stays partition 1.
+func TestSwitchHeldAfterDeletedFile(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	line := func(card, typ, ts string) string {
+		return fmt.Sprintf(`{"ts":"2026-01-01T%sZ","card":%q,"type":%q,"amount":1,"country":"US"}`+"\n", ts, card, typ)
+	}
+	// a.jsonl's events, ahead of b.jsonl's, wait in the buffers.
+	appendFile(t, a, []string{line("c0", "login", "10:20:00"), line("c0", "login", "10:20:00"), line("c1", "auth", "10:20:00")})
+	appendFile(t, b, []string{line("c9", "login", "10:00:00")})
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.CloseInactive = 30 * time.Millisecond
+	f := follow(t, heldEngine(t, heldV1), cfg)
+	waitSnapshot(t, f.m, "a.jsonl read and closed", func(s MonitorSnapshot) bool {
+		_, open := s.PartitionWatermarks["a.jsonl"]
+		return s.Progress.Records == 4 && s.Partitions == 2 && !open
+	})
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	waitSnapshot(t, f.m, "a.jsonl gone", func(s MonitorSnapshot) bool { return s.Partitions == 1 })
+	f.stop()
+	f = follow(t, heldEngine(t, heldV1), cfg)
+	waitMonitor(t, f.m, 4)
+	appendFile(t, b, []string{line("c9", "login", "10:00:10"), line("c2", "auth", "10:20:00")})
+	waitMonitor(t, f.m, 6)
+	f.stop()
+	f = follow(t, heldEngine(t, heldV2), cfg)
+	waitMonitor(t, f.m, 6)
+	appendFile(t, b, []string{line("c1", "capture", "10:20:30"), line("c2", "capture", "10:20:30"), line("zz", "login", "11:30:00")})
+	waitMonitor(t, f.m, 9)
+	f.stop()
+	if want := "the 4 events held at checkpoint"; !slices.ContainsFunc(f.lines(), func(l string) bool { return strings.HasPrefix(l, want) }) {
+		t.Errorf("the log does not say %q:\n%s", want, strings.Join(f.lines(), "\n"))
+	}
+	tiered := 0
+	for _, l := range committedLines(t, d.alerts) {
+		a := parseHeldAlert(t, l)
+		if a.Rule != "tiered" {
+			continue
+		}
+		tiered++
+		ev := a.Matched["a"][0]
+		if want := heldTiers[ev["card"].(string)]; ev["holder.tier"] != want {
+			t.Errorf("card %v: tier %v, want %v: %s", ev["card"], ev["holder.tier"], want, l)
+		}
+		if ev["card"] == "c2" && ev["partition"] != 1.0 {
+			t.Errorf("b.jsonl's event shown as of partition %v, want 1 (as before the restarts): %s", ev["partition"], l)
+		}
+	}
+	if tiered != 2 {
+		t.Errorf("%d alerts of tiered, want 2 (c1, c2)", tiered)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -37,6 +38,10 @@ type streamSource struct {
 	// since, is opened at a restart and closed once quiet again), so that
 	// it may still be deleted before a restart (resumeFiles).
 	wasClosed map[string]runtime.Position
+	// index is the partition index of each file by name (nil for a Kafka
+	// input), nextIndex the next one given (sourceMeta.Indexes).
+	index     map[string]int
+	nextIndex int
 	// sinceWM counts the events since the last watermark check (every
 	// Engine's watermarkEvery events, as a backtest's generator);
 	// forwarded is the last watermark sent to the subtasks.
@@ -135,7 +140,14 @@ type sourceMeta struct {
 	Positions []runtime.Position
 	// Closed are the followed directory's files closed for inactivity,
 	// by name: one deleted before the restart is let go (resumeFiles).
-	Closed          []string `json:",omitempty"`
+	Closed []string `json:",omitempty"`
+	// Indexes are the partition indexes of the files of Positions, by
+	// name, and NextIndex the index of the next file found: a restart
+	// numbers the files as the run before did (runtime.NumberPartitions),
+	// so that the events the checkpoint holds keep Seqs no new event gets.
+	// A checkpoint of an earlier build has neither: files in name order.
+	Indexes         map[string]int `json:",omitempty"`
+	NextIndex       int            `json:",omitempty"`
 	Watermarks      []byte
 	Forwarded       int64
 	SinceWatermark  int
@@ -210,7 +222,20 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, CloseInactive: c.CloseInactive, Stdin: c.Stdin}
 	var parts []runtime.Partition
 	if c.Kafka == nil {
-		parts, err = runtime.OpenPartitions(c.Events)
+		if parts, err = runtime.OpenPartitions(c.Events); err == nil {
+			// Numbered as the run of the checkpoint numbered them.
+			var indexes map[string]int
+			next := 0
+			if m := j.meta; m != nil {
+				indexes, next = m.Source.Indexes, m.Source.NextIndex
+			}
+			s.nextIndex = runtime.NumberPartitions(parts, indexes, next)
+			s.index = make(map[string]int, len(parts))
+			for _, p := range parts {
+				s.index[p.Name] = p.Index
+			}
+			rc.Indexes, rc.NextIndex = maps.Clone(s.index), s.nextIndex
+		}
 	}
 	if err == nil && len(parts) > 1 && !c.Follow {
 		// The files of a directory side by side, each record from the
@@ -499,6 +524,14 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	for _, p := range s.positions {
 		m.Positions = append(m.Positions, p)
 	}
+	if s.index != nil {
+		m.Indexes, m.NextIndex = make(map[string]int, len(s.positions)), s.nextIndex
+		for name := range s.positions {
+			if i, ok := s.index[name]; ok {
+				m.Indexes[name] = i
+			}
+		}
+	}
 	for p := range s.closed {
 		m.Closed = append(m.Closed, s.names[p])
 	}
@@ -550,6 +583,7 @@ func (s *streamSource) setPosition(name string, p runtime.Position) {
 func (s *streamSource) gone(p runtime.Partition) error {
 	delete(s.positions, p.Name)
 	delete(s.wasClosed, p.Name)
+	delete(s.index, p.Name)
 	delete(s.names, p.Index)
 	delete(s.added, p.Index)
 	s.moved++
@@ -597,6 +631,10 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 		}
 		s.added[p.Index] = true
 		s.names[p.Index] = p.Name
+		if s.index != nil {
+			s.index[p.Name] = p.Index
+			s.nextIndex = max(s.nextIndex, p.Index+1)
+		}
 	}
 	if j.cfg.Kafka != nil {
 		s.pw.SetCaughtUp(p.Index, b.CaughtUp)

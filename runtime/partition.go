@@ -13,8 +13,9 @@ import (
 type Partition struct {
 	// Index numbers the partitions of one reading from 0: in name order
 	// for the files of a directory, then (when followed) in the order in
-	// which later files were found. A checkpoint names partitions by Name,
-	// not by Index.
+	// which later files were found; a resumed reading numbers them as the
+	// reading before did ([NumberPartitions]). A checkpoint names
+	// partitions by Name, not by Index.
 	Index int
 	// Name is the file's base name, "stdin" for standard input; it is the
 	// File of the partition's [Position].
@@ -92,4 +93,29 @@ func partitionFiles(dir string) ([]string, error) {
 	}
 	slices.Sort(names) // ReadDir sorts already; say so here too
 	return names, nil
+}
+
+// NumberPartitions gives parts, as [OpenPartitions] lists them, their
+// indexes: a file that indexes names keeps its index there, the others
+// get the next indexes in order, from next and above every index of
+// indexes (nil and 0: 0, 1, 2... as OpenPartitions numbers them). It
+// returns the next index free after them. An index is part of the Seq of
+// every event read from its partition (event.SeqOf), which the events
+// held in a checkpoint keep: with the indexes and the next index a
+// checkpoint kept, a restart numbers every file as the run before did,
+// and never gives a new file the index of a file deleted since (Seqs stay
+// unique and in arrival order within a file).
+func NumberPartitions(parts []Partition, indexes map[string]int, next int) int {
+	for _, i := range indexes {
+		next = max(next, i+1)
+	}
+	for i := range parts {
+		if idx, ok := indexes[parts[i].Name]; ok {
+			parts[i].Index = idx
+			continue
+		}
+		parts[i].Index = next
+		next++
+	}
+	return next
 }

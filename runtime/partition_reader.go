@@ -65,6 +65,12 @@ type ReaderConfig struct {
 	// error ([ErrBadPosition]), as is one that does not fit its file
 	// ([OpenFileSourceAt]).
 	Resume []Position
+	// Indexes and NextIndex number the partitions ([NumberPartitions]):
+	// a resumed reading gives them those a checkpoint kept, so that a file
+	// keeps its index (and its events their Seqs) whatever files were
+	// added or deleted since. Default (nil, 0): in name order from 0.
+	Indexes   map[string]int
+	NextIndex int
 	// Stdin is read for the partition "-". Default (nil): os.Stdin.
 	Stdin io.Reader
 	// Aligned, without Follow, reads every partition at once, each in its
@@ -214,6 +220,7 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 	if err != nil {
 		return nil, err
 	}
+	next := NumberPartitions(parts, cfg.Indexes, cfg.NextIndex)
 	isDir := false
 	if path != "-" {
 		fi, err := os.Stat(path)
@@ -260,7 +267,7 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 			return nil
 		})
 	case isDir:
-		r.start(func(ctx context.Context) error { return r.watchDir(ctx, parts) })
+		r.start(func(ctx context.Context) error { return r.watchDir(ctx, parts, next) })
 	default:
 		r.start(func(ctx context.Context) error { return r.readPartition(ctx, parts[0]) })
 	}
@@ -273,7 +280,7 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 }
 
 // Aligned returns, for a reader with ReaderConfig.Aligned, its partitions
-// and the channel of each (by index): a partition's batches in order, the
+// (in name order) and the channel of each, in the same order: a partition's batches in order, the
 // channel closed after its Done batch (or an error, see Err). Batches
 // returns a channel that is only closed.
 func (r *PartitionReader) Aligned() ([]Partition, []<-chan Batch) {
@@ -352,14 +359,13 @@ func (r *PartitionReader) stopPumps() {
 // it stats the files closed for inactivity and opens again those that
 // grew ([PartitionReader.reopenGrown]): at the default poll, a line
 // appended to a closed file waits about as long as one appended to a
-// quiet open one.
-func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition) error {
+// quiet open one. next is the index of the next file found.
+func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition, next int) error {
 	known := make(map[string]bool, len(parts))
 	for _, p := range parts {
 		known[p.Name] = true
 		r.start(func(ctx context.Context) error { return r.readPartition(ctx, p) })
 	}
-	next := len(parts)
 	var closed, gone []closedFile
 	var dw dirWatch
 	for poll := 1; ; poll++ {

@@ -348,3 +348,35 @@ func recv(t *testing.T, r *PartitionReader) Batch {
 	}
 	return Batch{}
 }
+
+// TestNumberPartitions: a resumed reading numbers the files as its
+// checkpoint says, the new ones after every index given before.
+func TestNumberPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		names   []string
+		indexes map[string]int
+		next    int
+		want    []int
+		wantNxt int
+	}{
+		{[]string{"a", "b", "c"}, nil, 0, []int{0, 1, 2}, 3},
+		// a (0) deleted, c found later (2) and a new file 0 sorting first.
+		{[]string{"0", "b", "c"}, map[string]int{"b": 1, "c": 2}, 3, []int{3, 1, 2}, 4},
+		// The next index is above every index given, and above next.
+		{[]string{"b", "z"}, map[string]int{"b": 7}, 5, []int{7, 8}, 9},
+		{[]string{"b", "z"}, map[string]int{"b": 1}, 5, []int{1, 5}, 6},
+	} {
+		parts := make([]Partition, len(tc.names))
+		for i, n := range tc.names {
+			parts[i] = Partition{Index: i, Name: n}
+		}
+		next := NumberPartitions(parts, tc.indexes, tc.next)
+		got := make([]int, len(parts))
+		for i, p := range parts {
+			got[i] = p.Index
+		}
+		if !slices.Equal(got, tc.want) || next != tc.wantNxt {
+			t.Errorf("NumberPartitions(%v, %v, %d): %v, next %d; want %v, next %d", tc.names, tc.indexes, tc.next, got, next, tc.want, tc.wantNxt)
+		}
+	}
+}
