@@ -281,10 +281,17 @@ func (w *PartitionWatermarks) reached() event.Watermark {
 }
 
 // allIdleFollowed reports whether some partition is unfinished and every
-// unfinished one is idle and followed.
+// unfinished one is idle and followed. A followed partition removed (its
+// file deleted while closed, [PartitionWatermarks.Remove]) counts as an
+// idle one: the directory is quiet, not ended, as while the file was
+// closed.
 func (w *PartitionWatermarks) allIdleFollowed() bool {
 	some := false
 	for _, pw := range w.parts {
+		if pw != nil && pw.removed && pw.followed {
+			some = true
+			continue
+		}
 		if pw == nil || pw.finished {
 			continue
 		}

@@ -459,3 +459,39 @@ func TestPartitionWatermarksRemove(t *testing.T) {
 		t.Fatalf("watermark %v, want 6989 (the new old's)", got)
 	}
 }
+
+// TestPartitionWatermarksRemovedWallClock: the wall-clock advance goes on
+// once the files of a followed directory are all deleted while closed, as
+// it did while they were closed (an idle partition each): the stream is
+// quiet, not ended. It stopped at the deletion of the last one, so that
+// an absence rule waited for the next file's first record.
+func TestPartitionWatermarksRemovedWallClock(t *testing.T) {
+	clk := newFakeClock()
+	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{
+		OutOfOrderness: 5 * time.Second, IdleTimeout: 10 * time.Second, WallClockAdvance: true, Now: clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Add(part(0, "a"), true)
+	const t0 = event.Time(1_609_459_200_000)
+	w.OnEvent(0, t0)
+	w.Tick()
+	clk.step(10 * time.Second)
+	if got, ok := w.Tick(); !ok || got != t0-5001+10_000 {
+		t.Fatalf("idle tick: %d, %v", got-t0, ok)
+	}
+	w.Remove(0)
+	clk.step(50 * time.Second)
+	if got, ok := w.Tick(); !ok || got != t0-5001+60_000 {
+		t.Fatalf("a minute quiet, the file deleted: %d, %v; want the advance to go on", got-t0, ok)
+	}
+	// A new file's first record: the advance stops while it is active.
+	w.Add(part(1, "b"), true)
+	w.OnEvent(1, t0+120_000)
+	w.Tick()
+	clk.step(5 * time.Second)
+	if _, ok := w.Tick(); ok {
+		t.Fatal("advanced while b is active")
+	}
+}
