@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime"
 )
 
 // streamEngine is an engine of engineRules as runEngine builds it.
@@ -1049,4 +1050,29 @@ func oldAndLive(t *testing.T, dir string, n int) (old []string, live string) {
 		t.Fatal(err)
 	}
 	return old, live
+}
+
+// TestStreamFollowDeletedOpen: a followed directory's file that was not
+// closed for inactivity at the checkpoint, deleted before the restart, is
+// still refused (it may not have been read to its end), with an error that
+// says why it is not let go as a closed one is (it said only "a.jsonl, of
+// position a.jsonl@67:1, is not an input of DIR").
+func TestStreamFollowDeletedOpen(t *testing.T) {
+	dir := t.TempDir()
+	old, _ := oldAndLive(t, dir, 1)
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.CloseInactive = time.Hour
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitMonitor(t, f.m, 2)
+	f.stop()
+	if err := os.Remove(old[0]); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Follow, cfg.PollInterval = true, 2*time.Millisecond
+	_, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	if !errors.Is(err, ErrRestore) || !errors.Is(err, runtime.ErrBadPosition) || !strings.Contains(err.Error(), "old-0.jsonl, read to line 1 at checkpoint ") ||
+		!strings.Contains(err.Error(), "was not closed for inactivity then") {
+		t.Fatalf("a restart without an open file of the checkpoint: %v", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -298,7 +299,9 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		}
 		s.sinceWM = m.Source.SinceWatermark
 		s.firstDeadLine, s.firstDeadReason = m.Source.FirstDeadLine, m.Source.FirstDeadReason
-		rc.Resume = resumeFiles(m.Source, parts, j.logf)
+		if rc.Resume, err = j.resumeFiles(m.Source, parts); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRestore, err)
+		}
 		for _, p := range rc.Resume {
 			s.positions[p.File] = p
 			if slices.Contains(m.Source.Closed, p.File) {
@@ -549,22 +552,33 @@ func (s *streamSource) meta() (sourceMeta, error) {
 // the checkpoint and deleted since (they are not among parts). Such a file
 // had been read to its end and had nothing new for CloseInactive, and a
 // live run lets it go when it is deleted ([runtime.Batch].Gone); logf
-// says which are let go. Any other position of a missing file stays, for
-// the reader to refuse.
-func resumeFiles(m sourceMeta, parts []runtime.Partition, logf func(string, ...any)) []runtime.Position {
-	if len(m.Closed) == 0 {
-		return m.Positions
+// says which are let go. Another followed file of a directory deleted is
+// an error that says why it is not let go; any other position of a
+// missing file stays, for the reader to refuse.
+func (j *job) resumeFiles(m sourceMeta, parts []runtime.Partition) ([]runtime.Position, error) {
+	c := &j.cfg
+	followed := false // a followed directory
+	if c.Follow && c.Kafka == nil && c.Events != "-" {
+		fi, err := os.Stat(c.Events)
+		followed = err == nil && fi.IsDir()
+	}
+	if len(m.Closed) == 0 && !followed {
+		return m.Positions, nil
 	}
 	var kept []runtime.Position
 	for _, pos := range m.Positions {
 		there := slices.ContainsFunc(parts, func(p runtime.Partition) bool { return p.Name == pos.File })
-		if !there && slices.Contains(m.Closed, pos.File) {
-			logf("%s, closed for inactivity at the checkpoint (read to line %d), was deleted since: its partition ends", pos.File, pos.Line)
+		switch {
+		case !there && slices.Contains(m.Closed, pos.File):
+			j.logf("%s, closed for inactivity at the checkpoint (read to line %d), was deleted since: its partition ends", pos.File, pos.Line)
 			continue
+		case !there && followed:
+			return nil, fmt.Errorf("%w: %s, read to line %d at checkpoint %d, is no longer in %s, and was not closed for inactivity then: only a file closed for quiet at the checkpoint (read to its end, nothing new for -close-inactive) is let go when deleted; put it back to resume (it is read on from that line)",
+				runtime.ErrBadPosition, pos.File, pos.Line, j.restored, c.Events)
 		}
 		kept = append(kept, pos)
 	}
-	return kept
+	return kept, nil
 }
 
 // setPosition sets partition name's position, counting a change (moved).
