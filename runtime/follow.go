@@ -53,10 +53,12 @@ type followReader struct {
 	// before Read returns errInactive; quietFor is the time waited since
 	// it last had something new.
 	closeAfter, quietFor time.Duration
-	// info and offset, set when Read returned errInactive, are the file's
-	// last stat and the bytes read of it.
+	// info, offset and tail, set when Read returned errInactive, are the
+	// file's last stat, the bytes read of it and the last of them
+	// (closedFile.tail).
 	info   os.FileInfo
 	offset int64
+	tail   []byte
 }
 
 // errInactive is the error of a followed file with nothing new for its
@@ -121,7 +123,7 @@ func (r *followReader) Read(p []byte) (int, error) {
 			return 0, errTruncated(fi.Size(), read)
 		}
 		if r.closeAfter > 0 && r.quietFor >= r.closeAfter && fi.Size() == read {
-			r.info, r.offset = fi, read
+			r.info, r.offset, r.tail = fi, read, readTail(r.f, read)
 			return 0, errInactive
 		}
 	}

@@ -552,3 +552,44 @@ func TestFollowResumeClosed(t *testing.T) {
 	}
 	checkGoroutines(t, base)
 }
+
+// TestFollowClosedRecreated: a closed file deleted and created again
+// under its name before the scan of the closed files may get the same
+// inode (ext4 gives it again), so os.SameFile took it for the closed file
+// grown, and read it on from the old position: the new file's first line
+// ("xx", as long as the old "a1") was lost, its second read as line 2 of
+// the old partition. What was read is not there any more: the old
+// partition ends (Gone) and the file is a new partition, read from its
+// start.
+func TestFollowClosedRecreated(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.jsonl")
+	appendTo(t, a, "a1\n")
+	r := follow(t, context.Background(), dir, ReaderConfig{CloseInactive: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+	defer r.Close()
+	recvUntilClosed(t, r, "a.jsonl")
+	before, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, a, "xx\nnew2\n")
+	after, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the new a.jsonl has the old one's inode: %v", os.SameFile(before, after))
+	var log []string
+	var indexes []int
+	for len(log) < 5 {
+		b := recv(t, r)
+		log = append(log, batchLog(b)...)
+		indexes = append(indexes, b.Partition.Index)
+	}
+	want := []string{"a.jsonl: gone@3:1", "a.jsonl: open@0:0", "a.jsonl: 1@0:xx", "a.jsonl: 2@3:new2", "a.jsonl: closed@8:2"}
+	if !slices.Equal(log, want) || indexes[0] != 0 || indexes[len(indexes)-1] != 1 {
+		t.Fatalf("a.jsonl deleted and created again: %q (partitions %v), want %q (0, then 1)", log, indexes, want)
+	}
+}

@@ -46,7 +46,9 @@ type ReaderConfig struct {
 	// without an Opened batch: its partition (index, name, position) is
 	// the same. A closed file that shrank, or whose name now holds
 	// another file (os.SameFile), is an error; one deleted is not: its
-	// partition ends with a [Batch] marked Gone. A partition resumed at the end of its file (a plain
+	// partition ends with a [Batch] marked Gone, as does one grown whose
+	// last bytes read are not there any more (deleted and created again,
+	// the inode given again: the new file is a new partition). A partition resumed at the end of its file (a plain
 	// one) not modified for CloseInactive starts closed, after its Opened
 	// batch: a restart over a directory of rotated files opens only those
 	// written lately. Default (0): files stay open. A followed file that
@@ -206,6 +208,39 @@ type closedFile struct {
 	// file, counted compressed).
 	info os.FileInfo
 	read int64
+	// tail are the last bytes read (at most tailBytes, ending at read):
+	// a file deleted and created again under the name may have the same
+	// inode (os.SameFile holds), but not these bytes there.
+	tail []byte
+}
+
+// tailBytes bounds closedFile.tail.
+const tailBytes = 64
+
+// readTail returns the bytes of f before offset read, at most tailBytes
+// (nil when they do not read).
+func readTail(f *os.File, read int64) []byte {
+	b := make([]byte, min(read, tailBytes))
+	if _, err := f.ReadAt(b, read-int64(len(b))); err != nil {
+		return nil
+	}
+	return b
+}
+
+// sameTail reports whether the file under c's name holds, before what
+// was read of it, the bytes read there (true when they cannot be read:
+// the reading, opened again, reports why).
+func (c *closedFile) sameTail() bool {
+	if len(c.tail) == 0 {
+		return true
+	}
+	f, err := os.Open(c.p.Path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	b := readTail(f, c.read)
+	return b == nil || bytes.Equal(b, c.tail)
 }
 
 // NewPartitionReader lists the partitions of path with [OpenPartitions]
@@ -382,8 +417,11 @@ func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition, next 
 				return err
 			}
 			for _, c := range gone {
-				// The name is free for a new file, a new partition.
+				// The name is free for a new file, a new partition: the
+				// directory is listed again at once (a file created under
+				// the name before the listing would wait for a forced one).
 				delete(known, c.p.Name)
+				dw = dirWatch{}
 				select {
 				case r.out <- Batch{Partition: c.p, End: c.pos, CaughtUp: true, Gone: true}:
 				case <-ctx.Done():
@@ -451,8 +489,9 @@ func (w *dirWatch) changed(path string, poll int) bool {
 
 // reopenGrown looks at the files closed for inactivity: it opens again,
 // each in a goroutine of its own, those that grew past what was read, and
-// returns those still closed and those deleted (gone: their partitions
-// end). A file that shrank or was replaced is an error. (An open file
+// returns those still closed and those deleted, or created again under
+// their name (gone: their partitions end). A file that shrank or was
+// replaced by another (renamed over it) is an error. (An open file
 // deleted goes on being read, to no end, until it is closed for quiet;
 // then it is gone.)
 func (r *PartitionReader) reopenGrown(closed []closedFile) (still, gone []closedFile, err error) {
@@ -470,6 +509,16 @@ func (r *PartitionReader) reopenGrown(closed []closedFile) (still, gone []closed
 		}
 		if fi.Size() == c.read {
 			still = append(still, c)
+			continue
+		}
+		if !c.sameTail() {
+			// Grown, but what was read is not there: the file was
+			// deleted and another created under the name, which took its
+			// inode again (ext4 does), or it was truncated and written
+			// again. Read on from the old position, its first lines were
+			// lost (or cut): its partition ends, and the file is a new
+			// one, read from its start.
+			gone = append(gone, c)
 			continue
 		}
 		r.start(func(ctx context.Context) error { return r.readFrom(ctx, c.p, c.pos, r.out, &c) })
@@ -532,13 +581,13 @@ func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Positio
 		if err := pr.flush(true); err != nil {
 			return err
 		}
-		if fi, ok := r.quietAt(p, pos); ok {
-			return pr.close(fi, fi.Size())
+		if fi, tail, ok := r.quietAt(p, pos); ok {
+			return pr.close(fi, fi.Size(), tail)
 		}
 	}
 	src, err := r.open(ctx, pr, pos, closed)
 	if errors.Is(err, errInactive) {
-		return pr.close(pr.fr.info, pr.fr.offset)
+		return pr.close(pr.fr.info, pr.fr.offset, pr.fr.tail)
 	}
 	if err != nil {
 		return err
@@ -552,7 +601,7 @@ func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Positio
 		}
 		if errors.Is(err, errInactive) {
 			src.Close()
-			return pr.close(pr.fr.info, pr.fr.offset)
+			return pr.close(pr.fr.info, pr.fr.offset, pr.fr.tail)
 		}
 		if err != nil {
 			return err
@@ -568,35 +617,36 @@ func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Positio
 // and was not modified for CloseInactive. A gzip file (whose positions
 // count uncompressed bytes) is opened, as is any file quietAt cannot
 // look at (the open reports why).
-func (r *PartitionReader) quietAt(p Partition, pos Position) (os.FileInfo, bool) {
+func (r *PartitionReader) quietAt(p Partition, pos Position) (os.FileInfo, []byte, bool) {
 	if !r.cfg.Follow || !r.dir || r.cfg.CloseInactive <= 0 || pos.Offset == 0 || checkPosition(pos, p.Path) != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	f, err := os.Open(p.Path)
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() != pos.Offset || time.Since(fi.ModTime()) < r.cfg.CloseInactive {
-		return nil, false
+		return nil, nil, false
 	}
 	if gzipAt(f) {
-		return nil, false
+		return nil, nil, false
 	}
-	return fi, true
+	return fi, readTail(f, fi.Size()), true
 }
 
 // close sends what was read, marked Closed, and hands the partition's
 // file, closed for inactivity, to the directory scan: info and read are
-// the file as last looked at and the bytes read of it.
-func (pr *partReader) close(info os.FileInfo, read int64) error {
+// the file as last looked at and the bytes read of it, tail its last
+// bytes read (closedFile.tail).
+func (pr *partReader) close(info os.FileInfo, read int64, tail []byte) error {
 	pr.cur.CaughtUp, pr.cur.Closed = true, true
 	pr.caughtUp = true
 	if err := pr.flush(true); err != nil {
 		return err
 	}
-	c := closedFile{p: pr.p, pos: pr.end, info: info, read: read}
+	c := closedFile{p: pr.p, pos: pr.end, info: info, read: read, tail: tail}
 	pr.r.mu.Lock()
 	pr.r.closed = append(pr.r.closed, c)
 	pr.r.mu.Unlock()
