@@ -562,11 +562,7 @@ func TestFollowResumeClosed(t *testing.T) {
 // partition ends (Gone) and the file is a new partition, read from its
 // start.
 func TestFollowClosedRecreated(t *testing.T) {
-	dir := t.TempDir()
-	a := filepath.Join(dir, "a.jsonl")
-	appendTo(t, a, "a1\n")
-	r := follow(t, context.Background(), dir, ReaderConfig{CloseInactive: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})
-	defer r.Close()
+	r, a := followA(t, ReaderConfig{CloseInactive: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})
 	recvUntilClosed(t, r, "a.jsonl")
 	before, err := os.Stat(a)
 	if err != nil {
@@ -581,15 +577,54 @@ func TestFollowClosedRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the new a.jsonl has the old one's inode: %v", os.SameFile(before, after))
-	var log []string
-	var indexes []int
-	for len(log) < 5 {
-		b := recv(t, r)
-		log = append(log, batchLog(b)...)
-		indexes = append(indexes, b.Partition.Index)
-	}
+	log, indexes := recvLog(t, r, 5)
 	want := []string{"a.jsonl: gone@3:1", "a.jsonl: open@0:0", "a.jsonl: 1@0:xx", "a.jsonl: 2@3:new2", "a.jsonl: closed@8:2"}
 	if !slices.Equal(log, want) || indexes[0] != 0 || indexes[len(indexes)-1] != 1 {
 		t.Fatalf("a.jsonl deleted and created again: %q (partitions %v), want %q (0, then 1)", log, indexes, want)
 	}
+}
+
+// TestFollowOpenDeletedRecreated: an open file deleted, and another
+// created under its name before the first is closed for quiet, ends its
+// partition once closed, as the docs say of an open file deleted, and the
+// new file is a new partition read from its start: the run stopped with
+// "replaced by another file while followed" (os.SameFile failed, as for
+// a file renamed away, which has a name left and still stops the run).
+func TestFollowOpenDeletedRecreated(t *testing.T) {
+	r, a := followA(t, ReaderConfig{CloseInactive: 200 * time.Millisecond, PollInterval: 10 * time.Millisecond})
+	first, _ := recvLog(t, r, 2)
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, a, "b1\n")
+	log, indexes := recvLog(t, r, 5)
+	log = append(first, log...)
+	want := []string{"a.jsonl: open@0:0", "a.jsonl: 1@0:a1", "a.jsonl: closed@3:1", "a.jsonl: gone@3:1", "a.jsonl: open@0:0", "a.jsonl: 1@0:b1", "a.jsonl: closed@3:1"}
+	if !slices.Equal(log, want) || indexes[0] != 0 || indexes[len(indexes)-1] != 1 {
+		t.Fatalf("a.jsonl deleted while open and created again: %q (partitions %v), want %q", log, indexes, want)
+	}
+}
+
+// followA follows a directory of one file, a.jsonl, holding "a1", with
+// cfg; it returns the reader (closed at the end of t) and the file's path.
+func followA(t *testing.T, cfg ReaderConfig) (*PartitionReader, string) {
+	t.Helper()
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.jsonl")
+	appendTo(t, a, "a1\n")
+	r := follow(t, context.Background(), dir, cfg)
+	t.Cleanup(func() { r.Close() })
+	return r, a
+}
+
+// recvLog receives batches of r until they make n lines of batchLog, and
+// returns those and the partition index of each batch.
+func recvLog(t *testing.T, r *PartitionReader, n int) (log []string, indexes []int) {
+	t.Helper()
+	for len(log) < n {
+		b := recv(t, r)
+		log = append(log, batchLog(b)...)
+		indexes = append(indexes, b.Partition.Index)
+	}
+	return log, indexes
 }

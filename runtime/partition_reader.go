@@ -498,7 +498,10 @@ func (r *PartitionReader) reopenGrown(closed []closedFile) (still, gone []closed
 	for _, c := range closed {
 		fi, err := os.Stat(c.p.Path)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, fs.ErrNotExist), unlinked(c.info):
+			// Deleted (while closed, or while open before its close: a
+			// file created under the name since is another, a new
+			// partition).
 			gone = append(gone, c)
 			continue
 		case err != nil:
