@@ -68,7 +68,7 @@ type streamSource struct {
 	// inactivity (job.quiet).
 	moved int64
 	// cursors, for a directory read without following, are the batches
-	// of each partition being consumed, by index: records come one at a
+	// of each partition being consumed, in name order: records come one at a
 	// time from the partition whose watermark is lowest (nil otherwise).
 	cursors []cursor
 
@@ -405,7 +405,7 @@ func (s *streamSource) addPartitions(parts []runtime.Partition) error {
 
 // pick returns the partition (aligned reading) whose record comes next:
 // the one, among those not done, whose watermark is lowest (a partition
-// not opened yet counts as the lowest), the first by index on a tie;
+// not opened yet counts as the lowest), the first by name on a tie;
 // need says that its batch is consumed and the next one must come first.
 // ok is false once every partition is done.
 func (s *streamSource) pick() (p int, need, ok bool) {
