@@ -1076,3 +1076,43 @@ func TestStreamFollowDeletedOpen(t *testing.T) {
 		t.Fatalf("a restart without an open file of the checkpoint: %v", err)
 	}
 }
+
+// TestStreamFollowRecreatedWhileStopped: a followed file closed at the
+// checkpoint, deleted and created again under its name while no run went
+// on (or after a kill -9 that lost the checkpoint of its deletion), was
+// read on from the old file's position: the new file's first line,
+// as long as the old one, was lost. Its last bytes read are in the
+// checkpoint (sourceMeta.ClosedTails): the restart lets the old file go
+// and reads the new one from its start as a new partition; a file grown
+// meanwhile is read on from its position.
+func TestStreamFollowRecreatedWhileStopped(t *testing.T) {
+	dir := t.TempDir()
+	old, _ := oldAndLive(t, dir, 2)
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.CloseInactive = 20 * time.Millisecond
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(t, f.m, "every file read and closed", func(s MonitorSnapshot) bool {
+		return s.Progress.Records == 3 && s.Partitions == 3 && len(s.PartitionWatermarks) == 0
+	})
+	f.stop()
+	appendFile(t, old[0], []string{minuteLine(2)}) // grown
+	if err := os.Remove(old[1]); err != nil {
+		t.Fatal(err)
+	}
+	// Created again: its first line as long as the old one's.
+	appendFile(t, old[1], []string{minuteLine(1), minuteLine(3)})
+	f = follow(t, streamEngine(t, engineRules), cfg)
+	waitMonitor(t, f.m, 6)
+	res := f.stop()
+	if res.Records != 6 {
+		t.Errorf("%d records in all, want 6: 3, old-0.jsonl's new line, old-1.jsonl's 2 lines", res.Records)
+	}
+	want := "old-1.jsonl, closed for inactivity at the checkpoint (read to line 1), is another file since (deleted and created again, or truncated): its partition ends, and the file is read from its start as a new one"
+	if !slices.Contains(f.lines(), want) {
+		t.Errorf("the restart's log does not say %q:\n%s", want, strings.Join(f.lines(), "\n"))
+	}
+	if slices.ContainsFunc(f.lines(), func(l string) bool { return strings.HasPrefix(l, "old-0.jsonl") }) {
+		t.Errorf("old-0.jsonl, grown, is let go:\n%s", strings.Join(f.lines(), "\n"))
+	}
+}

@@ -43,6 +43,9 @@ type streamSource struct {
 	// input), nextIndex the next one given (sourceMeta.Indexes).
 	index     map[string]int
 	nextIndex int
+	// tails are the last bytes read of the files closed for inactivity
+	// (sourceMeta.ClosedTails).
+	tails map[string]fileTail
 	// sinceWM counts the events since the last watermark check (every
 	// Engine's watermarkEvery events, as a backtest's generator);
 	// forwarded is the last watermark sent to the subtasks.
@@ -147,8 +150,13 @@ type sourceMeta struct {
 	// numbers the files as the run before did (runtime.NumberPartitions),
 	// so that the events the checkpoint holds keep Seqs no new event gets.
 	// A checkpoint of an earlier build has neither: files in name order.
-	Indexes         map[string]int `json:",omitempty"`
-	NextIndex       int            `json:",omitempty"`
+	Indexes   map[string]int `json:",omitempty"`
+	NextIndex int            `json:",omitempty"`
+	// ClosedTails are the last bytes read of the files of Closed (where
+	// known): a restart that finds others there has another file under
+	// the name, created since, and reads it from its start as a new
+	// partition (resumeFiles).
+	ClosedTails     map[string]fileTail `json:",omitempty"`
 	Watermarks      []byte
 	Forwarded       int64
 	SinceWatermark  int
@@ -213,6 +221,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		names:     map[int]string{},
 		added:     map[int]bool{},
 		closed:    map[int]bool{},
+		tails:     map[string]fileTail{},
 		forwarded: event.MinTime,
 		pending:   make([][]elem, len(j.subs)),
 		keySlot:   -1,
@@ -223,20 +232,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, CloseInactive: c.CloseInactive, Stdin: c.Stdin}
 	var parts []runtime.Partition
 	if c.Kafka == nil {
-		if parts, err = runtime.OpenPartitions(c.Events); err == nil {
-			// Numbered as the run of the checkpoint numbered them.
-			var indexes map[string]int
-			next := 0
-			if m := j.meta; m != nil {
-				indexes, next = m.Source.Indexes, m.Source.NextIndex
-			}
-			s.nextIndex = runtime.NumberPartitions(parts, indexes, next)
-			s.index = make(map[string]int, len(parts))
-			for _, p := range parts {
-				s.index[p.Name] = p.Index
-			}
-			rc.Indexes, rc.NextIndex = maps.Clone(s.index), s.nextIndex
-		}
+		parts, err = runtime.OpenPartitions(c.Events)
 	}
 	if err == nil && len(parts) > 1 && !c.Follow {
 		// The files of a directory side by side, each record from the
@@ -309,8 +305,36 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 					s.wasClosed = map[string]runtime.Position{}
 				}
 				s.wasClosed[p.File] = p
+				if t, ok := m.Source.ClosedTails[p.File]; ok {
+					s.tails[p.File] = t
+				}
 			}
 		}
+	}
+	if c.Kafka == nil && parts != nil {
+		// Numbered as the run of the checkpoint numbered them, but for
+		// the files it let go (a file created under such a name since is
+		// a new one).
+		var indexes map[string]int
+		next := 0
+		if m := j.meta; m != nil {
+			next = m.Source.NextIndex
+			for name, i := range m.Source.Indexes {
+				if _, ok := s.positions[name]; ok {
+					if indexes == nil {
+						indexes = map[string]int{}
+					}
+					indexes[name] = i
+				}
+				next = max(next, i+1)
+			}
+		}
+		s.nextIndex = runtime.NumberPartitions(parts, indexes, next)
+		s.index = make(map[string]int, len(parts))
+		for _, p := range parts {
+			s.index[p.Name] = p.Index
+		}
+		rc.Indexes, rc.NextIndex = maps.Clone(s.index), s.nextIndex
 	}
 	if c.Kafka != nil {
 		resume := rc.Resume
@@ -544,6 +568,14 @@ func (s *streamSource) meta() (sourceMeta, error) {
 		}
 	}
 	slices.Sort(m.Closed)
+	for _, name := range m.Closed {
+		if t, ok := s.tails[name]; ok {
+			if m.ClosedTails == nil {
+				m.ClosedTails = map[string]fileTail{}
+			}
+			m.ClosedTails[name] = t
+		}
+	}
 	return m, nil
 }
 
@@ -567,10 +599,14 @@ func (j *job) resumeFiles(m sourceMeta, parts []runtime.Partition) ([]runtime.Po
 	}
 	var kept []runtime.Position
 	for _, pos := range m.Positions {
-		there := slices.ContainsFunc(parts, func(p runtime.Partition) bool { return p.Name == pos.File })
+		i := slices.IndexFunc(parts, func(p runtime.Partition) bool { return p.Name == pos.File })
+		there := i >= 0
 		switch {
 		case !there && slices.Contains(m.Closed, pos.File):
 			j.logf("%s, closed for inactivity at the checkpoint (read to line %d), was deleted since: its partition ends", pos.File, pos.Line)
+			continue
+		case there && slices.Contains(m.Closed, pos.File) && m.ClosedTails[pos.File].replacedAt(parts[i].Path):
+			j.logf("%s, closed for inactivity at the checkpoint (read to line %d), is another file since (deleted and created again, or truncated): its partition ends, and the file is read from its start as a new one", pos.File, pos.Line)
 			continue
 		case !there && followed:
 			return nil, fmt.Errorf("%w: %s, read to line %d at checkpoint %d, is no longer in %s, and was not closed for inactivity then: only a file closed for quiet at the checkpoint (read to its end, nothing new for -close-inactive) is let go when deleted; put it back to resume (it is read on from that line)",
@@ -579,6 +615,21 @@ func (j *job) resumeFiles(m sourceMeta, parts []runtime.Partition) ([]runtime.Po
 		kept = append(kept, pos)
 	}
 	return kept, nil
+}
+
+// fileTail is the last bytes read of a file closed for inactivity, and
+// the byte of the file they end at ([runtime.Batch].Tail, TailAt).
+type fileTail struct {
+	At    int64
+	Bytes []byte
+}
+
+// replacedAt reports whether the file at path does not hold t's bytes
+// (a file without t: false): another file took the name. A file that
+// does not read is left for the reader to report.
+func (t fileTail) replacedAt(path string) bool {
+	same, err := runtime.SameTail(path, t.Bytes, t.At)
+	return err == nil && !same
 }
 
 // setPosition sets partition name's position, counting a change (moved).
@@ -598,6 +649,7 @@ func (s *streamSource) gone(p runtime.Partition) error {
 	delete(s.positions, p.Name)
 	delete(s.wasClosed, p.Name)
 	delete(s.index, p.Name)
+	delete(s.tails, p.Name)
 	delete(s.names, p.Index)
 	delete(s.added, p.Index)
 	s.moved++
@@ -663,6 +715,9 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 	}
 	if b.Closed {
 		s.closed[p.Index] = true
+		if b.Tail != nil {
+			s.tails[p.Name] = fileTail{At: b.TailAt, Bytes: b.Tail}
+		}
 	} else {
 		delete(s.closed, p.Index)
 	}

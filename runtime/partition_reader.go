@@ -137,6 +137,12 @@ type Batch struct {
 	// partition is not done, and its next batch, if its file grows, comes
 	// from the file opened again.
 	Closed bool
+	// Tail, in a Closed batch, is the file's last bytes read (at most 64)
+	// and TailAt the byte of the file they end at (compressed, in a gzip
+	// file): a restart that finds other bytes there has another file
+	// under the name ([SameTail]).
+	Tail   []byte
+	TailAt int64
 	// Gone marks the last batch of a followed directory's file that was
 	// deleted while closed for inactivity: it has no records, the
 	// partition brings nothing more (its descriptor was closed before the
@@ -231,16 +237,34 @@ func readTail(f *os.File, read int64) []byte {
 // was read of it, the bytes read there (true when they cannot be read:
 // the reading, opened again, reports why).
 func (c *closedFile) sameTail() bool {
-	if len(c.tail) == 0 {
-		return true
+	same, err := SameTail(c.p.Path, c.tail, c.read)
+	return same || err != nil
+}
+
+// SameTail reports whether the file at path holds tail just before byte
+// at ([Batch].Tail, TailAt): false when it holds other bytes there, or
+// is shorter. An error says that the file does not open or read.
+func SameTail(path string, tail []byte, at int64) (bool, error) {
+	if len(tail) == 0 {
+		return true, nil
 	}
-	f, err := os.Open(c.p.Path)
+	f, err := os.Open(path)
 	if err != nil {
-		return true
+		return false, err
 	}
 	defer f.Close()
-	b := readTail(f, c.read)
-	return b == nil || bytes.Equal(b, c.tail)
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if fi.Size() < at {
+		return false, nil
+	}
+	b := readTail(f, at)
+	if b == nil {
+		return false, fmt.Errorf("runtime: source %s: its bytes before %d do not read", path, at)
+	}
+	return bytes.Equal(b, tail), nil
 }
 
 // NewPartitionReader lists the partitions of path with [OpenPartitions]
@@ -645,6 +669,7 @@ func (r *PartitionReader) quietAt(p Partition, pos Position) (os.FileInfo, []byt
 // bytes read (closedFile.tail).
 func (pr *partReader) close(info os.FileInfo, read int64, tail []byte) error {
 	pr.cur.CaughtUp, pr.cur.Closed = true, true
+	pr.cur.Tail, pr.cur.TailAt = tail, read
 	pr.caughtUp = true
 	if err := pr.flush(true); err != nil {
 		return err
