@@ -560,28 +560,59 @@ func TestFollowResumeClosed(t *testing.T) {
 // ("xx", as long as the old "a1") was lost, its second read as line 2 of
 // the old partition. What was read is not there any more: the old
 // partition ends (Gone) and the file is a new partition, read from its
-// start.
+// start. The same file written over in place (its inode surely the same)
+// checks it whatever the file system does; deleted and created again, the
+// file may also get another inode, which is an error as for a file
+// renamed over it (the scan cannot tell them apart): never lines lost.
 func TestFollowClosedRecreated(t *testing.T) {
-	r, a := followA(t, ReaderConfig{CloseInactive: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})
-	recvUntilClosed(t, r, "a.jsonl")
-	before, err := os.Stat(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(a); err != nil {
-		t.Fatal(err)
-	}
-	appendTo(t, a, "xx\nnew2\n")
-	after, err := os.Stat(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the new a.jsonl has the old one's inode: %v", os.SameFile(before, after))
-	log, indexes := recvLog(t, r, 5)
 	want := []string{"a.jsonl: gone@3:1", "a.jsonl: open@0:0", "a.jsonl: 1@0:xx", "a.jsonl: 2@3:new2", "a.jsonl: closed@8:2"}
-	if !slices.Equal(log, want) || indexes[0] != 0 || indexes[len(indexes)-1] != 1 {
-		t.Fatalf("a.jsonl deleted and created again: %q (partitions %v), want %q (0, then 1)", log, indexes, want)
-	}
+	t.Run("written over", func(t *testing.T) {
+		r, a := followA(t, ReaderConfig{CloseInactive: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+		recvUntilClosed(t, r, "a.jsonl")
+		f, err := os.OpenFile(a, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("xx\nnew2\n"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		log, indexes := recvLog(t, r, 5)
+		if !slices.Equal(log, want) || indexes[0] != 0 || indexes[len(indexes)-1] != 1 {
+			t.Fatalf("a.jsonl written over: %q (partitions %v), want %q (0, then 1)", log, indexes, want)
+		}
+	})
+	t.Run("deleted and created again", func(t *testing.T) {
+		r, a := followA(t, ReaderConfig{CloseInactive: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+		recvUntilClosed(t, r, "a.jsonl")
+		before, err := os.Stat(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(a); err != nil {
+			t.Fatal(err)
+		}
+		appendTo(t, a, "xx\nnew2\n")
+		after, err := os.Stat(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(before, after) {
+			t.Log("the new a.jsonl has another inode")
+			for range r.Batches() {
+			}
+			if err := r.Close(); err == nil || !strings.Contains(err.Error(), "a.jsonl: replaced by another file while followed") {
+				t.Fatalf("Close = %v", err)
+			}
+			return
+		}
+		t.Log("the new a.jsonl has the old one's inode")
+		if log, indexes := recvLog(t, r, 5); !slices.Equal(log, want) || indexes[0] != 0 || indexes[len(indexes)-1] != 1 {
+			t.Fatalf("a.jsonl deleted and created again: %q (partitions %v), want %q (0, then 1)", log, indexes, want)
+		}
+	})
 }
 
 // TestFollowOpenDeletedRecreated: an open file deleted, and another
