@@ -145,10 +145,12 @@ type sourceMeta struct {
 	// Closed are the followed directory's files closed for inactivity,
 	// by name: one deleted before the restart is let go (resumeFiles).
 	Closed []string `json:",omitempty"`
-	// Indexes are the partition indexes of the files of Positions, by
-	// name, and NextIndex the index of the next file found: a restart
-	// numbers the files as the run before did (runtime.NumberPartitions),
-	// so that the events the checkpoint holds keep Seqs no new event gets.
+	// Indexes are the partition indexes of the files the run knew (read
+	// or not yet), by name, and NextIndex the index of the next file
+	// found: a restart numbers the files as the run before did
+	// (runtime.NumberPartitions), so that the events the checkpoint holds
+	// keep Seqs no new event gets, and the events of a file it had not
+	// read yet get the Seqs of an uninterrupted run.
 	// A checkpoint of an earlier build has neither: files in name order.
 	Indexes   map[string]int `json:",omitempty"`
 	NextIndex int            `json:",omitempty"`
@@ -319,8 +321,17 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		next := 0
 		if m := j.meta; m != nil {
 			next = m.Source.NextIndex
+			letGo := map[string]bool{}
+			for _, pos := range m.Source.Positions {
+				if _, ok := s.positions[pos.File]; !ok {
+					letGo[pos.File] = true
+				}
+			}
 			for name, i := range m.Source.Indexes {
-				if _, ok := s.positions[name]; ok {
+				// A file not read yet at the checkpoint keeps its index
+				// too: the resumed run numbers its events as the
+				// uninterrupted one does.
+				if !letGo[name] {
 					if indexes == nil {
 						indexes = map[string]int{}
 					}
@@ -552,12 +563,7 @@ func (s *streamSource) meta() (sourceMeta, error) {
 		m.Positions = append(m.Positions, p)
 	}
 	if s.index != nil {
-		m.Indexes, m.NextIndex = make(map[string]int, len(s.positions)), s.nextIndex
-		for name := range s.positions {
-			if i, ok := s.index[name]; ok {
-				m.Indexes[name] = i
-			}
-		}
+		m.Indexes, m.NextIndex = maps.Clone(s.index), s.nextIndex
 	}
 	for p := range s.closed {
 		m.Closed = append(m.Closed, s.names[p])
