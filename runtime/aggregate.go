@@ -305,7 +305,8 @@ func (a *Aggregator) release(t event.Time) {
 				a.keys[si][k] = w
 			}
 			w.evict(s, t)
-			if len(w.entries) >= s.MaxPerKey {
+			// Its live entries: those before head left, not yet compacted.
+			if len(w.entries)-w.head >= s.MaxPerKey {
 				w.drop(s)
 				a.dropped[si]++
 			}

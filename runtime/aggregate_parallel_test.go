@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
@@ -264,26 +263,9 @@ func naiveKeyCount(s AggregateSpec, released []*event.Event, wm event.Watermark)
 	}
 	keys := map[string]bool{}
 	for _, e := range released {
-		k, v := e.Field(slotKey), e.Field(slotValue)
-		if k.IsNull() || int64(e.Time) < from || e.Time > wm || s.Accepts != nil && !s.Accepts(e) {
-			continue
+		if int64(e.Time) >= from && e.Time <= wm && naiveCounts(s, e) {
+			keys[string(canonical(nil, e.Field(slotKey)))] = true
 		}
-		f, num := v.AsFloat()
-		switch s.Func {
-		case AggDistinct:
-			if v.IsNull() {
-				continue
-			}
-		case AggSum, AggAvg:
-			if !num {
-				continue
-			}
-		case AggMin, AggMax:
-			if !num || math.IsNaN(f) {
-				continue
-			}
-		}
-		keys[string(canonical(nil, k))] = true
 	}
 	return len(keys)
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/big"
@@ -298,6 +299,142 @@ func TestAggregatorLateAndBound(t *testing.T) {
 	if _, err := NewAggregator([]AggregateSpec{{Func: AggSum, ValueSlot: -1, Window: 1}}); err == nil {
 		t.Errorf("a sum without a value slot is accepted")
 	}
+}
+
+// TestAggregatorBoundAgainstNaive: past MaxPerKey (3 or 8 events a key,
+// crossed by most keys; times rounded in some streams, so that many
+// events share one), every function gives at each event what a naive
+// scan gives of the last MaxPerKey events of its key that count up to
+// its time (in time order, ties in arrival order) that are in its
+// window, and Dropped counts the events that left a window by the bound,
+// not by time: those still in the window of the event MaxPerKey after
+// them; snapshots restored midway change nothing.
+func TestAggregatorBoundAgainstNaive(t *testing.T) {
+	for seed := range uint64(6) {
+		rnd := rand.New(rand.NewPCG(seed, 19))
+		round := []int64{1, 700, 3000}[seed%3]
+		const bound = 2000
+		specs := aggSpecs()
+		for i := range specs {
+			specs[i].MaxPerKey = []int{3, 8}[(i+int(seed))%2]
+		}
+		evs := randomAggEvents(rnd, 800, 6, bound, len(specs))
+		for _, ev := range evs {
+			ev.Time -= ev.Time % event.Time(round)
+		}
+		agg, err := NewAggregator(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switchAt := map[int]func([]byte) Aggregation{}
+		for _, i := range []int{200, 500} {
+			switchAt[i] = func(st []byte) Aggregation {
+				agg, err = NewAggregator(specs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := agg.Restore(st); err != nil {
+					t.Fatal(err)
+				}
+				return agg
+			}
+		}
+		out := feedEvery(t, agg, cloneEvents(evs), bound+round, 7, switchAt)
+		counted := make([]map[string][]*event.Event, len(specs))
+		for si, s := range specs {
+			counted[si] = keyCounted(s, evs)
+		}
+		bad := 0
+		for _, ev := range out {
+			for si, s := range specs {
+				if got, want := ev.Fields[s.Slot], naiveAggregate(s, lastCounted(s, counted[si], ev), ev); !sameValue(got, want) {
+					if bad++; bad <= 10 {
+						t.Errorf("seed %d: event seq %d time %d key %v, %v (tumbling %v, filtered %v, at most %d): %v, want %v",
+							seed, ev.Seq, ev.Time, ev.Field(slotKey), s.Func, s.Tumbling, s.Accepts != nil, s.MaxPerKey, got, want)
+					}
+				}
+			}
+		}
+		want := make([]uint64, len(specs))
+		for si, s := range specs {
+			want[si] = naiveDropped(s, evs)
+			if want[si] == 0 {
+				t.Fatalf("seed %d: aggregate %d drops nothing: the bound is not crossed", seed, si)
+			}
+		}
+		if got := agg.Dropped(); !slices.Equal(got, want) {
+			t.Errorf("seed %d: dropped %v, want %v", seed, got, want)
+		}
+	}
+}
+
+// naiveCounts reports whether e counts for s: a key, accepted, and a
+// value s's function counts.
+func naiveCounts(s AggregateSpec, e *event.Event) bool {
+	if e.Field(slotKey).IsNull() || s.Accepts != nil && !s.Accepts(e) {
+		return false
+	}
+	v := e.Field(slotValue)
+	f, num := v.AsFloat()
+	switch s.Func {
+	case AggDistinct:
+		return !v.IsNull()
+	case AggSum, AggAvg:
+		return num
+	case AggMin, AggMax:
+		return num && !math.IsNaN(f)
+	}
+	return true
+}
+
+// keyCounted returns, by key, the events of all that count for s, in
+// time order (ties in arrival order, Seq).
+func keyCounted(s AggregateSpec, all []*event.Event) map[string][]*event.Event {
+	by := map[string][]*event.Event{}
+	for _, e := range all {
+		if naiveCounts(s, e) {
+			k := string(canonical(nil, e.Field(slotKey)))
+			by[k] = append(by[k], e)
+		}
+	}
+	for _, evs := range by {
+		slices.SortStableFunc(evs, func(x, y *event.Event) int {
+			return cmp.Or(cmp.Compare(x.Time, y.Time), cmp.Compare(x.Seq, y.Seq))
+		})
+	}
+	return by
+}
+
+// lastCounted returns the events of ev's key that count for s at or
+// before its time (of counted, keyCounted's), the last s.MaxPerKey of
+// them: those a window bounded at MaxPerKey may hold at ev
+// (naiveAggregate keeps those in its window).
+func lastCounted(s AggregateSpec, counted map[string][]*event.Event, ev *event.Event) []*event.Event {
+	if ev.Field(slotKey).IsNull() {
+		return nil
+	}
+	var upTo []*event.Event
+	for _, e := range counted[string(canonical(nil, ev.Field(slotKey)))] {
+		if e.Time <= ev.Time {
+			upTo = append(upTo, e)
+		}
+	}
+	return upTo[max(0, len(upTo)-s.MaxPerKey):]
+}
+
+// naiveDropped is the number of events of all that leave their key's
+// window by the bound of s: still in the window at the time of the
+// event of their key that counts MaxPerKey after them.
+func naiveDropped(s AggregateSpec, all []*event.Event) uint64 {
+	n := uint64(0)
+	for _, evs := range keyCounted(s, all) {
+		for i := 0; i+s.MaxPerKey < len(evs); i++ {
+			if evs[i].Time >= s.start(evs[i+s.MaxPerKey].Time) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // TestExactSum: sums do not depend on the order of the values, and
