@@ -1050,8 +1050,18 @@ func (a *Aggregator) restoreWindows(d *event.Reader, si int) {
 			return
 		}
 		d.B = rest
+		m := d.Count()
+		// A window of more than MaxPerKey entries (a salted
+		// ParallelAggregator's before its bound was per key: up to
+		// MaxPerKey in each partial; or a bound lowered) keeps its newest,
+		// as the bound does, the others counted as dropped.
+		over := 0
+		if s != nil && m > s.MaxPerKey {
+			over = m - s.MaxPerKey
+			a.dropped[si] += uint64(over)
+		}
 		w := &aggWindow{}
-		for range d.Count() {
+		for j := range m {
 			t := d.Varint()
 			if d.Err != nil {
 				return
@@ -1062,7 +1072,7 @@ func (a *Aggregator) restoreWindows(d *event.Reader, si int) {
 				return
 			}
 			d.B = rest
-			if s != nil {
+			if s != nil && j >= over {
 				w.insert(s, aggEntry{t: event.Time(t), v: v})
 			}
 		}

@@ -123,21 +123,35 @@ func TestParallelAggregatorEqualsSerial(t *testing.T) {
 		if every != 7 && seed%2 == 0 && !slices.Equal(par.HotKeys(), serialAgg.HotKeys()) {
 			t.Errorf("seed %d: hot keys %v, serial %v", seed, par.HotKeys(), serialAgg.HotKeys())
 		}
-		bad := 0
-		for i := range want {
-			if got[i].Seq != want[i].Seq {
-				t.Fatalf("seed %d: event %d is seq %d, want %d", seed, i, got[i].Seq, want[i].Seq)
-			}
-			for _, s := range specs {
-				if g, w := got[i].Fields[s.Slot], want[i].Fields[s.Slot]; !sameValue(g, w) {
-					if bad++; bad <= 10 {
-						t.Errorf("seed %d, %d workers: event seq %d key %v, %v (tumbling %v): %v, serial %v",
-							seed, workers, got[i].Seq, got[i].Field(slotKey), s.Func, s.Tumbling, g, w)
-					}
+		compareSerial(t, fmt.Sprintf("seed %d, %d workers", seed, workers), specs, got, want)
+		t.Logf("seed %d: %d workers, %d hot keys, %d events", seed, workers, par.hotCount, len(got))
+	}
+}
+
+// compareSerial reports the events of got that are not want's, in the
+// same order, or whose aggregates (of specs) differ from want's, the
+// serial Aggregator's (what names the run).
+func compareSerial(t *testing.T, what string, specs []AggregateSpec, got, want []*event.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		if got[i].Seq != want[i].Seq {
+			t.Fatalf("%s: event %d is seq %d, want %d", what, i, got[i].Seq, want[i].Seq)
+		}
+		for _, s := range specs {
+			if g, w := got[i].Fields[s.Slot], want[i].Fields[s.Slot]; !sameValue(g, w) {
+				if bad++; bad <= 10 {
+					t.Errorf("%s: event seq %d key %v, %v (tumbling %v, filtered %v): %v, serial %v",
+						what, got[i].Seq, got[i].Field(slotKey), s.Func, s.Tumbling, s.Accepts != nil, g, w)
 				}
 			}
 		}
-		t.Logf("seed %d: %d workers, %d hot keys, %d events", seed, workers, par.hotCount, len(got))
+	}
+	if bad > 10 {
+		t.Errorf("%s: %d values differ in all", what, bad)
 	}
 }
 
@@ -251,6 +265,84 @@ func TestAggregateKeyCounts(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAggregatorRestoreBound: a state whose windows hold more events of
+// a key than MaxPerKey (as a salted aggregator's did before its bound
+// was per key: up to MaxPerKey in each partial), here one bounded at 40
+// restored into aggregators bounded at 5 (serial, and on 1-3 workers
+// unsalted): each window keeps its newest 5 events and counts the
+// others as dropped, so from then on every value is that of a run
+// bounded at 5 from the start.
+func TestAggregatorRestoreBound(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 20))
+	const bound = 2000
+	wide, narrow := aggSpecs(), aggSpecs()
+	for i := range wide {
+		wide[i].MaxPerKey, narrow[i].MaxPerKey = 40, 5
+	}
+	evs := skewedAggEvents(rnd, 2000, 8, 0.6, bound, len(wide))
+	ref, err := NewAggregator(narrow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := feed(t, ref, cloneEvents(evs), bound, nil)
+	for _, c := range [][2]int{{0, 0}, {1, 1}, {2, 1}, {3, 1}} { // workers (0: serial), salts
+		what := fmt.Sprintf("into %d workers, %d salts", c[0], c[1])
+		first, err := NewAggregator(wide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wm event.Watermark
+		trimmed := 0
+		switchAt := map[int]func([]byte) Aggregation{1000: func(st []byte) Aggregation {
+			wm = first.wm
+			dropped := first.Dropped() // and the events past 5 in the state's windows:
+			for si := range wide {
+				for _, w := range first.keys[si] {
+					over := max(0, len(w.live())-5)
+					dropped[si] += uint64(over)
+					trimmed += over
+				}
+			}
+			var into Aggregation
+			if c[0] == 0 {
+				into, err = NewAggregator(narrow)
+			} else {
+				p, perr := NewParallelAggregator(narrow, c[0], c[1])
+				t.Cleanup(p.Close)
+				p.SetHot(0.05, 2)
+				into, err = p, perr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := into.Restore(st); err != nil {
+				t.Fatal(err)
+			}
+			if got := into.Dropped(); !slices.Equal(got, dropped) {
+				t.Errorf("%s: restored, dropped %v, want %v", what, got, dropped)
+			}
+			return into
+		}}
+		got := feed(t, first, cloneEvents(evs), bound, switchAt)
+		if trimmed == 0 {
+			t.Fatalf("%s: no window held more than 5 events", what)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+		}
+		var gotAfter, wantAfter []*event.Event // released after the restore
+		for i := range got {
+			if got[i].Time > wm {
+				gotAfter, wantAfter = append(gotAfter, got[i]), append(wantAfter, want[i])
+			}
+		}
+		if len(gotAfter) == 0 {
+			t.Fatalf("%s: no event released after the restore", what)
+		}
+		compareSerial(t, what, narrow, gotAfter, wantAfter)
 	}
 }
 
