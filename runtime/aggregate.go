@@ -307,7 +307,7 @@ func (a *Aggregator) release(t event.Time) {
 			w.evict(s, t)
 			// Its live entries: those before head left, not yet compacted.
 			if len(w.entries)-w.head >= s.MaxPerKey {
-				w.drop(s)
+				w.drop(s, 1)
 				a.dropped[si]++
 			}
 			w.insert(s, aggEntry{t: t, v: v})
@@ -523,10 +523,13 @@ func (w *aggWindow) evict(s *AggregateSpec, t event.Time) {
 	}
 }
 
-// drop forgets the oldest entry (MaxPerKey); the candidates of min and
-// max are then worked out again from the live entries.
-func (w *aggWindow) drop(s *AggregateSpec) {
-	w.remove(s)
+// drop forgets the n oldest entries (MaxPerKey; at most the live ones);
+// the candidates of min and max are then worked out again from the live
+// entries.
+func (w *aggWindow) drop(s *AggregateSpec, n int) {
+	for range n {
+		w.remove(s)
+	}
 	if s.Func == AggMin || s.Func == AggMax {
 		live := w.live()
 		w.mono, w.mhead = w.mono[:0], 0

@@ -36,6 +36,17 @@ import (
 // salts the keys found hot, from the next release on. One round per
 // release, the waits spinning on atomics: a release is some 100 us of
 // work, less than waking a parked goroutine costs.
+//
+// MaxPerKey bounds a key's window, salted or not. The serial window of a
+// key holds, of its events that count up to a time, the last MaxPerKey
+// that are in the window of that time. So a salted key's events that
+// count are numbered in release order (every worker numbers them all as
+// it steps through the release, from the key's hotNext), each entry of
+// its partials keeps its number (aggWorker.seqs), and a partial read at a
+// time, once evicted, forgets the entries numbered MaxPerKey or more
+// before the key's next: the union of the partials is the serial window,
+// and the events forgotten by the bound are the serial ones, counted
+// once. Only a partial near its key's bound does more than a compare.
 
 // ParallelAggregator is an Aggregator whose windows are spread over
 // workers (goroutines, during Advance). Its state's encoding is the
@@ -54,6 +65,10 @@ type ParallelAggregator struct {
 	hotMin   int
 	hot      []map[aggKey]bool // by spec: the salted keys
 	hotList  [][]hotKey        // by spec: the same, read by the workers
+	// hotNext are, by spec, by salted key (as hotList), the number of its
+	// events counted since it was salted, its window's then included: the
+	// next one's number (aggWorker.seqs).
+	hotNext  [][]uint64
 	hotCount int
 	// recent are, by spec, the keys found hot since hotSince (the metric,
 	// as Aggregator.HotKeys).
@@ -111,7 +126,8 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 	goruntime.AddCleanup(a, (*crew).close, a.crew)
 	for i := range workers {
 		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)),
-			sums: make([][]exactSum, len(specs)), found: make([][]aggKey, len(specs))}
+			sums: make([][]exactSum, len(specs)), found: make([][]aggKey, len(specs)), next: make([][]uint64, len(specs)),
+			seqs: make([][]seqList, len(specs))}
 		for range specs {
 			w.partials = append(w.partials, partialTable{})
 		}
@@ -124,6 +140,7 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 		a.recent = append(a.recent, map[aggKey]bool{})
 	}
 	a.hotList = make([][]hotKey, len(specs))
+	a.hotNext = make([][]uint64, len(specs))
 	a.dropped = make([]uint64, len(specs))
 	return a, nil
 }
@@ -147,7 +164,7 @@ func (a *ParallelAggregator) HotKeys() []int {
 func (a *ParallelAggregator) Len() int { return len(a.pending) }
 
 // Dropped returns, per aggregate, the events forgotten at MaxPerKey (a
-// salted key's partials hold up to MaxPerKey each).
+// key's, salted or not: the serial Aggregator's figures).
 func (a *ParallelAggregator) Dropped() []uint64 {
 	out := append([]uint64(nil), a.dropped...)
 	for _, w := range a.workers {
@@ -211,6 +228,48 @@ type partial struct {
 	next *partial
 	name [partialName]byte
 	aggWindow
+}
+
+// seqList is the numbers of the entries of a salted key's partial in the
+// key's events that count (ParallelAggregator.hotNext), in order: the
+// last len(live()) of them are the live entries' (entries leave from the
+// front, so the live ones are the last pushed, whatever partials of the
+// key came and went before). Beside the partial, not in it: a partial
+// 8 bytes larger took 32 more (Go's size classes), for every key.
+type seqList []uint64
+
+// push notes n, the number of the entry just inserted in a partial of
+// live entries (that one included). The numbers of entries gone are
+// dropped once they are half of the slice.
+func (l *seqList) push(n uint64, live int) {
+	if c := len(*l); c == cap(*l) && c >= 64 && live-1 <= c/2 {
+		*l = (*l)[:copy(*l, (*l)[c-(live-1):])]
+	}
+	*l = append(*l, n)
+}
+
+// holdsBefore reports whether partial p, whose numbers are l, holds an
+// entry numbered before from (its oldest is). Inlined: a partial far from
+// the bound costs a compare.
+func (l seqList) holdsBefore(p *partial, from uint64) bool {
+	live := len(p.entries) - p.head
+	return live > 0 && l[len(l)-live] < from
+}
+
+// bound forgets the entries of partial p (a salted key's, its numbers
+// l) numbered before from, which its key's window no longer holds (from:
+// MaxPerKey before the key's next number, once its events of a time are
+// all counted), and returns how many (the bound's, not the window's
+// time: evict first).
+func (l seqList) bound(p *partial, s *AggregateSpec, from uint64) int {
+	live := len(p.entries) - p.head
+	seqs := l[len(l)-live:]
+	n := 0
+	for n < live && seqs[n] < from {
+		n++
+	}
+	p.drop(s, n)
+	return n
 }
 
 // partialName is the longest key string a partial holds a copy of.
@@ -415,6 +474,14 @@ type aggWorker struct {
 	swept    int        // windows seen by the last sweep
 	merged   aggAnswer  // merge's
 	sum      exactSum   // merge's
+	// next are, by spec, hotNext counted on through the release by steps
+	// (every worker counts every salted event: each knows the numbers
+	// without waiting for another).
+	next [][]uint64
+	// seqs are, by spec, by salted key (as hotList), the numbers of the
+	// entries of the key's partial the worker owns (a salted key has one
+	// on each of salts workers).
+	seqs [][]seqList
 }
 
 // releaseSpec is the release's events for one aggregate, by event: found
@@ -426,6 +493,7 @@ type releaseSpec struct {
 	flag  []uint8  // evNull, evHot, evCounts
 	salt  []uint8  // a hot event's partial, when it counts
 	vhash []uint64 // a hot event's value's distinctHash (distinct), its salt's
+	hot   []uint32 // a hot event's key's index in hotList
 }
 
 // The flags of a release's event.
@@ -509,10 +577,14 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 		r.flag = slices.Grow(r.flag[:0], n)[:n]
 		r.salt = slices.Grow(r.salt[:0], n)[:n]
 		r.vhash = slices.Grow(r.vhash[:0], n)[:n]
+		r.hot = slices.Grow(r.hot[:0], n)[:n]
 	}
 	a.sweepAt--
 	a.sweeping = a.sweepAt <= 0
 	a.crew.do(a.phases)
+	for si, next := range a.hotNext {
+		copy(next, a.workers[0].next[si]) // each worker's are the same
+	}
 	a.noteHot()
 	if a.sweeping {
 		n := 0
@@ -552,9 +624,10 @@ func (w *aggWorker) keys() {
 			h := a.hash(k)
 			r.keys[e], r.hash[e], r.owner[e] = k, h, uint8(a.workerOf(h, 0))
 			var flag uint8
-			for _, hk := range hotList {
+			for hi, hk := range hotList {
 				if hk.h == h && hk.k == k {
 					flag = evHot
+					r.hot[e] = uint32(hi)
 					break
 				}
 			}
@@ -667,6 +740,9 @@ func (w *aggWorker) steps(si int) {
 		sums = w.sums[si]
 	}
 	P, me := len(a.workers), w.i
+	next := append(w.next[si][:0], a.hotNext[si]...)
+	w.next[si] = next
+	seqs, limit := w.seqs[si], uint64(s.MaxPerKey)
 	// The partial of the last step, for the next: a hot key's steps come
 	// in runs.
 	var last *partial
@@ -712,8 +788,11 @@ func (w *aggWorker) steps(si int) {
 				continue
 			}
 			salt := 0
+			var seq uint64 // a salted event's number
 			if flag&evHot != 0 {
 				salt = int(r.salt[e])
+				seq = next[r.hot[e]]
+				next[r.hot[e]]++
 			}
 			if a.workerAt(owner, salt) != me {
 				continue
@@ -724,14 +803,20 @@ func (w *aggWorker) steps(si int) {
 			}
 			win := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, true)
 			win.evict(s, t)
-			if len(win.entries)-win.head >= s.MaxPerKey {
-				win.drop(s)
+			// A key not salted has this one partial: its bound is the
+			// key's. A salted key's is kept as its partials are read,
+			// below, once its events of time t are all counted.
+			if flag&evHot == 0 && len(win.entries)-win.head >= s.MaxPerKey {
+				win.drop(s, 1)
 				w.dropped[si]++
 			}
 			if flag&evHot != 0 && s.Func == AggDistinct {
 				win.insertHashed(s, aggEntry{t: t, v: v, h: r.vhash[e]})
 			} else {
 				win.insert(s, aggEntry{t: t, v: v})
+			}
+			if flag&evHot != 0 {
+				seqs[r.hot[e]].push(seq, len(win.entries)-win.head)
 			}
 		}
 		for e := i; e < j; e++ {
@@ -749,6 +834,12 @@ func (w *aggWorker) steps(si int) {
 			var win *aggWindow // nil: no entry
 			if p := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, false); p != nil {
 				p.evict(s, t)
+				if flag&evHot != 0 {
+					hi := r.hot[e]
+					if n := next[hi]; n > limit && seqs[hi].holdsBefore(p, n-limit) {
+						w.dropped[si] += uint64(seqs[hi].bound(p, s, n-limit))
+					}
+				}
 				if len(p.entries) == p.head {
 					parts.remove(r.hash[e], p)
 					last = nil
@@ -874,6 +965,12 @@ func (a *ParallelAggregator) salt(si int, k aggKey) {
 	h := a.hash(k)
 	a.hot[si][k] = true
 	a.hotList[si] = append(a.hotList[si], hotKey{h: h, k: k})
+	a.hotNext[si] = append(a.hotNext[si], 0)
+	next := &a.hotNext[si][len(a.hotNext[si])-1]
+	for _, w := range a.workers {
+		w.seqs[si] = append(w.seqs[si], nil)
+	}
+	hi := len(a.hotList[si]) - 1
 	a.hotCount++
 	s := &a.specs[si]
 	w := a.workers[a.workerOf(h, 0)]
@@ -891,6 +988,8 @@ func (a *ParallelAggregator) salt(si int, k aggKey) {
 			p = tw.partials[si].add(h, to)
 		}
 		p.insertHashed(s, e)
+		tw.seqs[si][hi].push(*next, len(p.entries)-p.head) // the window's entries, numbered in order
+		*next++
 	}
 }
 
@@ -959,31 +1058,52 @@ var (
 	_ Aggregation = (*ParallelAggregator)(nil)
 )
 
-// serial is the aggregator's state as a serial Aggregator's (each key's
-// partials merged in time order), for its encoding.
+// serial is the aggregator's state as a serial Aggregator's, for its
+// encoding: a key's one partial, or a salted key's partials merged by
+// their entries' numbers (the order the serial window has them in, ties
+// of time included: which of them the bound forgets first).
 func (a *ParallelAggregator) serial() *Aggregator {
 	s, _ := NewAggregator(a.specs)
 	s.wm, s.arrival = a.wm, a.arrival
 	s.pending = append(pendingHeap(nil), a.pending...)
 	s.dropped = a.Dropped()
+	type numbered struct {
+		n uint64
+		e aggEntry
+	}
+	var merged []numbered
 	for si := range a.specs {
-		spec := &a.specs[si]
+		spec, hot := &a.specs[si], a.hot[si]
 		for _, w := range a.workers {
 			w.partials[si].each(func(p *partial) {
 				p.evict(spec, a.wm)
-				to := s.keys[si][p.key.key]
-				if to == nil {
-					to = &aggWindow{}
-					s.keys[si][p.key.key] = to
+				if live := p.live(); len(live) > 0 && !hot[p.key.key] {
+					s.keys[si][p.key.key] = &aggWindow{entries: slices.Clone(live)}
 				}
-				to.entries = append(to.entries, p.live()...)
 			})
 		}
-		for _, win := range s.keys[si] {
-			slices.SortStableFunc(win.entries, func(x, y aggEntry) int { return cmp.Compare(x.t, y.t) })
-			if len(win.entries) > 0 {
-				win.first = win.entries[0].t
+		for hi, hk := range a.hotList[si] {
+			merged = merged[:0]
+			for salt := range a.salts {
+				w := a.workers[a.workerOf(hk.h, salt)]
+				p := w.partials[si].get(hk.h, partialKey{key: hk.k, salt: salt})
+				if p == nil {
+					continue
+				}
+				live, l := p.live(), w.seqs[si][hi]
+				for i, n := range l[len(l)-len(live):] {
+					merged = append(merged, numbered{n: n, e: live[i]})
+				}
 			}
+			if len(merged) == 0 {
+				continue
+			}
+			slices.SortFunc(merged, func(x, y numbered) int { return cmp.Compare(x.n, y.n) })
+			win := &aggWindow{entries: make([]aggEntry, len(merged))}
+			for i, m := range merged {
+				win.entries[i] = m.e
+			}
+			s.keys[si][hk.k] = win
 		}
 	}
 	return s

@@ -155,6 +155,97 @@ func compareSerial(t *testing.T, what string, specs []AggregateSpec, got, want [
 	}
 }
 
+// TestParallelAggregatorBound: MaxPerKey bounds a key's window, salted
+// or not: over Zipf-skewed streams with one key at 60% and a bound of 5
+// events (crossed at most of the hot key's events; times rounded in some
+// streams, so that many events share a time, more than 5 of the hot key
+// at once in some), ParallelAggregators of 1-3 workers, salted or not,
+// give the serial Aggregator's values at every event and its Dropped
+// counts (the same events forgotten); and so do runs whose state moves,
+// past the bound, into other numbers of workers (one included) and the
+// serial Aggregator. Seeds 3-5 release 150 events at a time with the
+// default thresholds, the others 7 with the hot key salted early.
+func TestParallelAggregatorBound(t *testing.T) {
+	configs := [][2]int{{2, 2}, {3, 3}, {3, 2}, {2, 1}, {1, 1}} // workers, salts
+	for seed := range uint64(6) {
+		rnd := rand.New(rand.NewPCG(seed, 18))
+		round := []int64{1, 500, 2000}[seed%3]
+		const bound = 2000
+		every := 7
+		if seed >= 3 {
+			every = 150
+		}
+		specs := aggSpecs()
+		for i := range specs {
+			specs[i].MaxPerKey = 5
+		}
+		evs := skewedAggEvents(rnd, 3000, 8, 0.6, bound, len(specs))
+		for _, ev := range evs {
+			ev.Time -= ev.Time % event.Time(round)
+		}
+		serial, err := NewAggregator(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := feedEvery(t, serial, cloneEvents(evs), bound+round, every, nil)
+		for si, d := range serial.Dropped() {
+			if d == 0 {
+				t.Fatalf("seed %d: aggregate %d (%v) dropped nothing: the bound is not crossed", seed, si, specs[si].Func)
+			}
+		}
+		newParallel := func(c [2]int) *ParallelAggregator {
+			p, err := NewParallelAggregator(specs, c[0], c[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Close)
+			if every == 7 {
+				p.SetHot(0.05, 2)
+			}
+			return p
+		}
+		for ci, c := range configs {
+			for _, moved := range []bool{false, true} {
+				what := fmt.Sprintf("seed %d, %d workers, %d salts", seed, c[0], c[1])
+				var cur Aggregation // the aggregation in use
+				restoreInto := func(next Aggregation) func([]byte) Aggregation {
+					return func(st []byte) Aggregation {
+						if err := next.Restore(st); err != nil {
+							t.Fatal(err)
+						}
+						cur = next
+						return next
+					}
+				}
+				switchAt := map[int]func([]byte) Aggregation{}
+				if moved {
+					// Past the bound from the start: to the serial
+					// Aggregator, to the next configuration, back to this one.
+					next := configs[(ci+1)%len(configs)]
+					what += fmt.Sprintf(", moved to 1 worker, %v and back", next)
+					serialNext, err := NewAggregator(specs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					switchAt[800] = restoreInto(serialNext)
+					switchAt[1500] = restoreInto(newParallel(next))
+					switchAt[2200] = restoreInto(newParallel(c))
+				}
+				par := newParallel(c)
+				cur = par
+				got := feedEvery(t, par, cloneEvents(evs), bound+round, every, switchAt)
+				if !moved && c[1] > 1 && par.hotCount == 0 {
+					t.Errorf("%s: no key was salted", what)
+				}
+				compareSerial(t, what, specs, got, want)
+				if g, w := cur.Dropped(), serial.Dropped(); !slices.Equal(g, w) {
+					t.Errorf("%s: dropped %v, serial %v", what, g, w)
+				}
+			}
+		}
+	}
+}
+
 // TestAggregateKeyCounts: after every Advance, KeyCounts of the serial
 // Aggregator and of ParallelAggregators on 1-3 workers, salted or not,
 // are the keys whose window holds a counted event at the watermark
@@ -271,8 +362,8 @@ func TestAggregateKeyCounts(t *testing.T) {
 // TestAggregatorRestoreBound: a state whose windows hold more events of
 // a key than MaxPerKey (as a salted aggregator's did before its bound
 // was per key: up to MaxPerKey in each partial), here one bounded at 40
-// restored into aggregators bounded at 5 (serial, and on 1-3 workers
-// unsalted): each window keeps its newest 5 events and counts the
+// restored into aggregators bounded at 5 (serial, and on 1-3 workers,
+// salted or not): each window keeps its newest 5 events and counts the
 // others as dropped, so from then on every value is that of a run
 // bounded at 5 from the start.
 func TestAggregatorRestoreBound(t *testing.T) {
@@ -288,7 +379,7 @@ func TestAggregatorRestoreBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := feed(t, ref, cloneEvents(evs), bound, nil)
-	for _, c := range [][2]int{{0, 0}, {1, 1}, {2, 1}, {3, 1}} { // workers (0: serial), salts
+	for _, c := range [][2]int{{0, 0}, {1, 1}, {2, 1}, {2, 2}, {3, 2}} { // workers (0: serial), salts
 		what := fmt.Sprintf("into %d workers, %d salts", c[0], c[1])
 		first, err := NewAggregator(wide)
 		if err != nil {
