@@ -40,13 +40,16 @@ import (
 // MaxPerKey bounds a key's window, salted or not. The serial window of a
 // key holds, of its events that count up to a time, the last MaxPerKey
 // that are in the window of that time. So a salted key's events that
-// count are numbered in release order (every worker numbers them all as
-// it steps through the release, from the key's hotNext), each entry of
-// its partials keeps its number (aggWorker.seqs), and a partial read at a
-// time, once evicted, forgets the entries numbered MaxPerKey or more
-// before the key's next: the union of the partials is the serial window,
-// and the events forgotten by the bound are the serial ones, counted
-// once. Only a partial near its key's bound does more than a compare.
+// count are numbered in release order (ranked by the keys phase within
+// each worker's share, the shares' counts then added up from the key's
+// hotNext), each entry of its partials keeps its number (aggWorker.seqs),
+// and a partial read at a time, once evicted, forgets the entries
+// numbered MaxPerKey or more before the key's next: the union of the
+// partials is the serial window, and the events forgotten by the bound
+// are the serial ones, counted once. That is done only in a release the
+// key may cross its bound in (evNear, from its oldest entry's number and
+// the release's size: ParallelAggregator.near); in the others a salted
+// event costs a rank and a number kept.
 
 // ParallelAggregator is an Aggregator whose windows are spread over
 // workers (goroutines, during Advance). Its state's encoding is the
@@ -97,10 +100,12 @@ func (a *ParallelAggregator) setPhases() {
 	}
 }
 
-// hotKey is a salted key and its hash.
+// hotKey is a salted key, its hash and its events' flags (evHot, and
+// evNear when the release may cross its bound: ParallelAggregator.near).
 type hotKey struct {
-	h uint64
-	k aggKey
+	h    uint64
+	k    aggKey
+	flag uint8
 }
 
 // MaxAggregateWorkers is the most workers of a ParallelAggregator (a
@@ -126,7 +131,7 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 	goruntime.AddCleanup(a, (*crew).close, a.crew)
 	for i := range workers {
 		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)),
-			sums: make([][]exactSum, len(specs)), found: make([][]aggKey, len(specs)), next: make([][]uint64, len(specs)),
+			sums: make([][]exactSum, len(specs)), found: make([][]aggKey, len(specs)), ranked: make([][]uint32, len(specs)),
 			seqs: make([][]seqList, len(specs))}
 		for range specs {
 			w.partials = append(w.partials, partialTable{})
@@ -248,27 +253,36 @@ func (l *seqList) push(n uint64, live int) {
 	*l = append(*l, n)
 }
 
-// holdsBefore reports whether partial p, whose numbers are l, holds an
-// entry numbered before from (its oldest is). Inlined: a partial far from
-// the bound costs a compare.
-func (l seqList) holdsBefore(p *partial, from uint64) bool {
-	live := len(p.entries) - p.head
-	return live > 0 && l[len(l)-live] < from
+// insertSalted counts en, salted event e of spec s (its release r),
+// that counts, in p, its partial, and keeps its number.
+func (w *aggWorker) insertSalted(s *AggregateSpec, r *releaseSpec, e int, p *partial, en aggEntry) {
+	if s.Func == AggDistinct {
+		en.h = r.vhash[e] // its salt's
+		p.insertHashed(s, en)
+	} else {
+		p.insert(s, en)
+	}
+	hi := r.hot[e]
+	w.nb.seqs[hi].push(w.nb.of(r, e, hi), len(p.entries)-p.head)
 }
 
-// bound forgets the entries of partial p (a salted key's, its numbers
-// l) numbered before from, which its key's window no longer holds (from:
-// MaxPerKey before the key's next number, once its events of a time are
-// all counted), and returns how many (the bound's, not the window's
-// time: evict first).
-func (l seqList) bound(p *partial, s *AggregateSpec, from uint64) int {
+// bound forgets the entries of p, the worker's partial of salted key hi
+// of spec s, that the key's window no longer holds once its events of a
+// time are all counted (steps, after evict: those numbered MaxPerKey or
+// more before the key's next), and returns how many.
+func (w *aggWorker) bound(s *AggregateSpec, p *partial, hi uint32) int {
+	next, limit, l := w.nb.next[hi], w.nb.limit, w.nb.seqs[hi]
 	live := len(p.entries) - p.head
-	seqs := l[len(l)-live:]
-	n := 0
-	for n < live && seqs[n] < from {
+	if next <= limit || live == 0 {
+		return 0
+	}
+	seqs, n := l[len(l)-live:], 0
+	for n < live && seqs[n] < next-limit {
 		n++
 	}
-	p.drop(s, n)
+	if n > 0 {
+		p.drop(s, n)
+	}
 	return n
 }
 
@@ -474,14 +488,60 @@ type aggWorker struct {
 	swept    int        // windows seen by the last sweep
 	merged   aggAnswer  // merge's
 	sum      exactSum   // merge's
-	// next are, by spec, hotNext counted on through the release by steps
-	// (every worker counts every salted event: each knows the numbers
-	// without waiting for another).
-	next [][]uint64
+	// ranked are, by spec, by salted key, its events that count in the
+	// worker's share of the release (keys).
+	ranked [][]uint32
 	// seqs are, by spec, by salted key (as hotList), the numbers of the
 	// entries of the key's partial the worker owns (a salted key has one
 	// on each of salts workers).
 	seqs [][]seqList
+	nb   numbering // steps'
+}
+
+// numbering numbers the salted events that count of a release, for one
+// aggregate, in steps (in the fields of the worker, not in variables of
+// steps: its loop's registers are taken).
+type numbering struct {
+	// base are, by share, by salted key, the number of the share's first:
+	// the key's hotNext and its ranked of the shares before.
+	base  []uint64
+	cur   []uint64 // base's of share, that of the last event numbered
+	keys  int      // salted keys
+	chunk int      // events of a share (aggWorker.share)
+	share int
+	end   int // share's end
+	// next are, by salted key, the number after its last event numbered
+	// (kept for the keys near their bound: those evNear).
+	next  []uint64
+	limit uint64    // MaxPerKey
+	seqs  []seqList // aggWorker.seqs's
+}
+
+// start readies nb for spec si of the release, on worker w.
+func (nb *numbering) start(w *aggWorker, si int) {
+	a := w.a
+	P, keys := len(a.workers), len(a.hotList[si])
+	nb.keys, nb.chunk, nb.limit = keys, (len(a.batch)+P-1)/P, uint64(a.specs[si].MaxPerKey)
+	nb.base = slices.Grow(nb.base[:0], P*keys)[:P*keys]
+	nb.cur, nb.share, nb.end = nb.base[:keys], 0, nb.chunk
+	for hi, n := range a.hotNext[si] {
+		for k, o := range a.workers {
+			nb.base[k*keys+hi] = n
+			n += uint64(o.ranked[si][hi])
+		}
+	}
+	nb.next = append(nb.next[:0], a.hotNext[si]...)
+	nb.seqs = w.seqs[si]
+}
+
+// of is the number of salted event e that counts, of key hi. REQUIRES:
+// e not before the last numbered (the share is followed along).
+func (nb *numbering) of(r *releaseSpec, e int, hi uint32) uint64 {
+	for e >= nb.end {
+		nb.share, nb.end = nb.share+1, nb.end+nb.chunk
+		nb.cur = nb.base[nb.share*nb.keys:][:nb.keys]
+	}
+	return nb.cur[hi] + uint64(r.rank[e])
 }
 
 // releaseSpec is the release's events for one aggregate, by event: found
@@ -490,10 +550,11 @@ type releaseSpec struct {
 	keys  []aggKey
 	hash  []uint64
 	owner []uint8  // the worker of the key's partial of salt 0
-	flag  []uint8  // evNull, evHot, evCounts
+	flag  []uint8  // evNull, evHot, evCounts, evNear
 	salt  []uint8  // a hot event's partial, when it counts
 	vhash []uint64 // a hot event's value's distinctHash (distinct), its salt's
 	hot   []uint32 // a hot event's key's index in hotList
+	rank  []uint32 // a hot event's that counts: its key's before it in its share
 }
 
 // The flags of a release's event.
@@ -501,6 +562,7 @@ const (
 	evNull   uint8 = 1 << iota // a null key: no value, no count
 	evHot                      // its key is salted
 	evCounts                   // it counts (Accepts, and a value that counts)
+	evNear                     // its key is salted, and may cross its bound in the release
 )
 
 // hotBuckets is the number of buckets keys are counted in per release.
@@ -578,12 +640,18 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 		r.salt = slices.Grow(r.salt[:0], n)[:n]
 		r.vhash = slices.Grow(r.vhash[:0], n)[:n]
 		r.hot = slices.Grow(r.hot[:0], n)[:n]
+		r.rank = slices.Grow(r.rank[:0], n)[:n]
+		a.near(si)
 	}
 	a.sweepAt--
 	a.sweeping = a.sweepAt <= 0
 	a.crew.do(a.phases)
 	for si, next := range a.hotNext {
-		copy(next, a.workers[0].next[si]) // each worker's are the same
+		for _, w := range a.workers {
+			for hi, c := range w.ranked[si] {
+				next[hi] += uint64(c)
+			}
+		}
 	}
 	a.noteHot()
 	if a.sweeping {
@@ -602,8 +670,34 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 	return nil
 }
 
+// near sets evNear in the flag of the salted keys of spec si that may
+// cross their bound in the release: whose number after the release's
+// events (at most all of them) is MaxPerKey or more past their oldest
+// entry's (or their next, none live). Between rounds (it reads every
+// worker's partials).
+func (a *ParallelAggregator) near(si int) {
+	limit := uint64(a.specs[si].MaxPerKey)
+	for hi := range a.hotList[si] {
+		hk := &a.hotList[si][hi]
+		next := a.hotNext[si][hi]
+		oldest := next
+		for salt := range a.salts {
+			w := a.workers[a.workerOf(hk.h, salt)]
+			p := w.partials[si].get(hk.h, partialKey{key: hk.k, salt: salt})
+			if l := w.seqs[si][hi]; p != nil && len(p.entries) > p.head {
+				oldest = min(oldest, l[len(l)-(len(p.entries)-p.head)])
+			}
+		}
+		hk.flag = evHot
+		if next+uint64(len(a.batch))-oldest > limit {
+			hk.flag |= evNear
+		}
+	}
+}
+
 // keys is the worker's share of the round's first phase: the keys of a
-// share of the release's events, their hashes, flags and salts.
+// share of the release's events, their hashes, flags and salts, and the
+// ranks of the salted ones that count.
 func (w *aggWorker) keys() {
 	a := w.a
 	from, to := w.share()
@@ -611,6 +705,8 @@ func (w *aggWorker) keys() {
 		s := &a.specs[si]
 		r := &a.rel[si]
 		hotList := a.hotList[si]
+		ranked := append(w.ranked[si][:0], make([]uint32, len(hotList))...)
+		w.ranked[si] = ranked
 		for e := from; e < to; e++ {
 			ev := a.batch[e]
 			k, ok := w.kb.key(ev, s.KeySlots)
@@ -624,10 +720,11 @@ func (w *aggWorker) keys() {
 			h := a.hash(k)
 			r.keys[e], r.hash[e], r.owner[e] = k, h, uint8(a.workerOf(h, 0))
 			var flag uint8
-			for hi, hk := range hotList {
-				if hk.h == h && hk.k == k {
-					flag = evHot
-					r.hot[e] = uint32(hi)
+			hi := 0
+			for i := range hotList {
+				if hk := &hotList[i]; hk.h == h && hk.k == k {
+					flag, hi = hk.flag, i
+					r.hot[e] = uint32(i)
 					break
 				}
 			}
@@ -644,6 +741,8 @@ func (w *aggWorker) keys() {
 						r.vhash[e] = vh
 					}
 					r.salt[e] = uint8(a.saltOf(s, vh, uint64(e)))
+					r.rank[e] = ranked[hi]
+					ranked[hi]++
 				}
 			}
 			r.flag[e] = flag
@@ -740,9 +839,7 @@ func (w *aggWorker) steps(si int) {
 		sums = w.sums[si]
 	}
 	P, me := len(a.workers), w.i
-	next := append(w.next[si][:0], a.hotNext[si]...)
-	w.next[si] = next
-	seqs, limit := w.seqs[si], uint64(s.MaxPerKey)
+	w.nb.start(w, si)
 	// The partial of the last step, for the next: a hot key's steps come
 	// in runs.
 	var last *partial
@@ -788,11 +885,12 @@ func (w *aggWorker) steps(si int) {
 				continue
 			}
 			salt := 0
-			var seq uint64 // a salted event's number
 			if flag&evHot != 0 {
 				salt = int(r.salt[e])
-				seq = next[r.hot[e]]
-				next[r.hot[e]]++
+				if flag&evNear != 0 {
+					hi := r.hot[e]
+					w.nb.next[hi] = w.nb.of(r, e, hi) + 1 // every worker: read below
+				}
 			}
 			if a.workerAt(owner, salt) != me {
 				continue
@@ -803,21 +901,18 @@ func (w *aggWorker) steps(si int) {
 			}
 			win := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, true)
 			win.evict(s, t)
-			// A key not salted has this one partial: its bound is the
-			// key's. A salted key's is kept as its partials are read,
-			// below, once its events of time t are all counted.
-			if flag&evHot == 0 && len(win.entries)-win.head >= s.MaxPerKey {
+			if flag&evHot != 0 {
+				// Its key's bound is kept as its partials are read,
+				// below, once its events of time t are all counted.
+				w.insertSalted(s, r, e, win, aggEntry{t: t, v: v})
+				continue
+			}
+			// A key not salted has this one partial: its bound is the key's.
+			if len(win.entries)-win.head >= s.MaxPerKey {
 				win.drop(s, 1)
 				w.dropped[si]++
 			}
-			if flag&evHot != 0 && s.Func == AggDistinct {
-				win.insertHashed(s, aggEntry{t: t, v: v, h: r.vhash[e]})
-			} else {
-				win.insert(s, aggEntry{t: t, v: v})
-			}
-			if flag&evHot != 0 {
-				seqs[r.hot[e]].push(seq, len(win.entries)-win.head)
-			}
+			win.insert(s, aggEntry{t: t, v: v})
 		}
 		for e := i; e < j; e++ {
 			flag, owner := r.flag[e], int(r.owner[e])
@@ -834,11 +929,8 @@ func (w *aggWorker) steps(si int) {
 			var win *aggWindow // nil: no entry
 			if p := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, false); p != nil {
 				p.evict(s, t)
-				if flag&evHot != 0 {
-					hi := r.hot[e]
-					if n := next[hi]; n > limit && seqs[hi].holdsBefore(p, n-limit) {
-						w.dropped[si] += uint64(seqs[hi].bound(p, s, n-limit))
-					}
+				if flag&evNear != 0 {
+					w.dropped[si] += uint64(w.bound(s, p, r.hot[e]))
 				}
 				if len(p.entries) == p.head {
 					parts.remove(r.hash[e], p)
@@ -964,7 +1056,7 @@ func (a *ParallelAggregator) noteHot() {
 func (a *ParallelAggregator) salt(si int, k aggKey) {
 	h := a.hash(k)
 	a.hot[si][k] = true
-	a.hotList[si] = append(a.hotList[si], hotKey{h: h, k: k})
+	a.hotList[si] = append(a.hotList[si], hotKey{h: h, k: k, flag: evHot})
 	a.hotNext[si] = append(a.hotNext[si], 0)
 	next := &a.hotNext[si][len(a.hotNext[si])-1]
 	for _, w := range a.workers {

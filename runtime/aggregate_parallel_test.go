@@ -164,24 +164,33 @@ func compareSerial(t *testing.T, what string, specs []AggregateSpec, got, want [
 // counts (the same events forgotten); and so do runs whose state moves,
 // past the bound, into other numbers of workers (one included) and the
 // serial Aggregator. Seeds 3-5 release 150 events at a time with the
-// default thresholds, the others 7 with the hot key salted early.
+// default thresholds, the others 7 with the hot key salted early. Seeds
+// 6-8 bound at 16, and a gap in event time empties every window midway:
+// the salted key's releases go from near its bound (evNear) to far from
+// it and back, several times.
 func TestParallelAggregatorBound(t *testing.T) {
 	configs := [][2]int{{2, 2}, {3, 3}, {3, 2}, {2, 1}, {1, 1}} // workers, salts
-	for seed := range uint64(6) {
+	for seed := range uint64(9) {
 		rnd := rand.New(rand.NewPCG(seed, 18))
 		round := []int64{1, 500, 2000}[seed%3]
 		const bound = 2000
-		every := 7
-		if seed >= 3 {
+		every, most := 7, 5
+		if seed >= 3 && seed < 6 {
 			every = 150
+		}
+		if seed >= 6 {
+			most = 16
 		}
 		specs := aggSpecs()
 		for i := range specs {
-			specs[i].MaxPerKey = 5
+			specs[i].MaxPerKey = most
 		}
 		evs := skewedAggEvents(rnd, 3000, 8, 0.6, bound, len(specs))
-		for _, ev := range evs {
+		for i, ev := range evs {
 			ev.Time -= ev.Time % event.Time(round)
+			if most == 16 && i >= len(evs)/2 {
+				ev.Time += 30_000 // past every window
+			}
 		}
 		serial, err := NewAggregator(specs)
 		if err != nil {
@@ -231,11 +240,14 @@ func TestParallelAggregatorBound(t *testing.T) {
 					switchAt[1500] = restoreInto(newParallel(next))
 					switchAt[2200] = restoreInto(newParallel(c))
 				}
-				par := newParallel(c)
+				par := &nearCount{ParallelAggregator: newParallel(c)}
 				cur = par
 				got := feedEvery(t, par, cloneEvents(evs), bound+round, every, switchAt)
 				if !moved && c[1] > 1 && par.hotCount == 0 {
 					t.Errorf("%s: no key was salted", what)
+				}
+				if !moved && c[1] > 1 && most == 16 && (par.near < 10 || par.far < 10) {
+					t.Errorf("%s: salted keys near their bound in %d releases, far from it in %d: want both", what, par.near, par.far)
 				}
 				compareSerial(t, what, specs, got, want)
 				if g, w := cur.Dropped(), serial.Dropped(); !slices.Equal(g, w) {
@@ -357,6 +369,32 @@ func TestAggregateKeyCounts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nearCount is a ParallelAggregator that counts, at each Advance, the
+// keys salted before it whose release was near their bound (evNear) and
+// those whose release was not.
+type nearCount struct {
+	*ParallelAggregator
+	near, far int
+}
+
+func (n *nearCount) Advance(wm event.Watermark, out func(*event.Event) error) error {
+	salted := make([]int, len(n.hotList))
+	for si, hl := range n.hotList {
+		salted[si] = len(hl)
+	}
+	err := n.ParallelAggregator.Advance(wm, out)
+	for si, hl := range n.hotList {
+		for _, hk := range hl[:salted[si]] {
+			if hk.flag&evNear != 0 {
+				n.near++
+			} else {
+				n.far++
+			}
+		}
+	}
+	return err
 }
 
 // TestAggregatorRestoreBound: a state whose windows hold more events of
