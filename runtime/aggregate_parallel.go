@@ -39,17 +39,20 @@ import (
 //
 // MaxPerKey bounds a key's window, salted or not. The serial window of a
 // key holds, of its events that count up to a time, the last MaxPerKey
-// that are in the window of that time. So a salted key's events that
-// count are numbered in release order (ranked by the keys phase within
-// each worker's share, the shares' counts then added up from the key's
-// hotNext), each entry of its partials keeps its number (aggWorker.seqs),
-// and a partial read at a time, once evicted, forgets the entries
-// numbered MaxPerKey or more before the key's next: the union of the
-// partials is the serial window, and the events forgotten by the bound
-// are the serial ones, counted once. That is done only in a release the
-// key may cross its bound in (evNear, from its oldest entry's number and
-// the release's size: ParallelAggregator.near); in the others a salted
-// event costs a rank and a number kept.
+// that are in the window of that time. A salted key far from its bound
+// (its partials' entries and the release's events at most MaxPerKey) has
+// nothing to forget. Near it (ParallelAggregator.near, evNear), its
+// partials' entries are numbered in release order (workerSalted.seqs,
+// made when the key comes near: the partials merged by time, and of
+// several events of one time, which only one release has, by their
+// order there, which the partials mark: workerSalted.ties); its events
+// that count then take the next numbers (ranked by the keys phase within
+// each worker's share, the shares' counts added up from hotNext), and a
+// partial read at a time, once evicted, forgets the entries numbered
+// MaxPerKey or more before the key's next: the union of the partials is
+// the serial window, and the events forgotten by the bound are the
+// serial ones, counted once. A key far from its bound costs nothing more
+// (but a mark for an event of a time other events share).
 
 // ParallelAggregator is an Aggregator whose windows are spread over
 // workers (goroutines, during Advance). Its state's encoding is the
@@ -69,8 +72,8 @@ type ParallelAggregator struct {
 	hot      []map[aggKey]bool // by spec: the salted keys
 	hotList  [][]hotKey        // by spec: the same, read by the workers
 	// hotNext are, by spec, by salted key (as hotList), the number of its
-	// events counted since it was salted, its window's then included: the
-	// next one's number (aggWorker.seqs).
+	// next event that counts, while it is near its bound (evNear: its
+	// partials' entries numbered, workerSalted.seqs).
 	hotNext  [][]uint64
 	hotCount int
 	// recent are, by spec, the keys found hot since hotSince (the metric,
@@ -101,7 +104,7 @@ func (a *ParallelAggregator) setPhases() {
 }
 
 // hotKey is a salted key, its hash and its events' flags (evHot, and
-// evNear when the release may cross its bound: ParallelAggregator.near).
+// evNear while it is near its bound: ParallelAggregator.near).
 type hotKey struct {
 	h    uint64
 	k    aggKey
@@ -131,8 +134,7 @@ func NewParallelAggregator(specs []AggregateSpec, workers, salts int) (*Parallel
 	goruntime.AddCleanup(a, (*crew).close, a.crew)
 	for i := range workers {
 		w := &aggWorker{a: a, i: i, dropped: make([]uint64, len(specs)), answers: make([][]aggAnswer, len(specs)),
-			sums: make([][]exactSum, len(specs)), found: make([][]aggKey, len(specs)), ranked: make([][]uint32, len(specs)),
-			seqs: make([][]seqList, len(specs))}
+			sums: make([][]exactSum, len(specs)), found: make([][]aggKey, len(specs)), salted: make([][]workerSalted, len(specs))}
 		for range specs {
 			w.partials = append(w.partials, partialTable{})
 		}
@@ -236,11 +238,11 @@ type partial struct {
 }
 
 // seqList is the numbers of the entries of a salted key's partial in the
-// key's events that count (ParallelAggregator.hotNext), in order: the
-// last len(live()) of them are the live entries' (entries leave from the
-// front, so the live ones are the last pushed, whatever partials of the
-// key came and went before). Beside the partial, not in it: a partial
-// 8 bytes larger took 32 more (Go's size classes), for every key.
+// key's events that count (ParallelAggregator.hotNext), in order, while
+// the key is near its bound: the last len(live()) of them are the live
+// entries' (entries leave from the front, so the live ones are the last
+// pushed). Beside the partial, not in it: a partial 8 bytes larger took
+// 32 more (Go's size classes), for every key.
 type seqList []uint64
 
 // push notes n, the number of the entry just inserted in a partial of
@@ -253,25 +255,12 @@ func (l *seqList) push(n uint64, live int) {
 	*l = append(*l, n)
 }
 
-// insertSalted counts en, salted event e of spec s (its release r),
-// that counts, in p, its partial, and keeps its number.
-func (w *aggWorker) insertSalted(s *AggregateSpec, r *releaseSpec, e int, p *partial, en aggEntry) {
-	if s.Func == AggDistinct {
-		en.h = r.vhash[e] // its salt's
-		p.insertHashed(s, en)
-	} else {
-		p.insert(s, en)
-	}
-	hi := r.hot[e]
-	w.nb.seqs[hi].push(w.nb.of(r, e, hi), len(p.entries)-p.head)
-}
-
 // bound forgets the entries of p, the worker's partial of salted key hi
 // of spec s, that the key's window no longer holds once its events of a
 // time are all counted (steps, after evict: those numbered MaxPerKey or
 // more before the key's next), and returns how many.
 func (w *aggWorker) bound(s *AggregateSpec, p *partial, hi uint32) int {
-	next, limit, l := w.nb.next[hi], w.nb.limit, w.nb.seqs[hi]
+	next, limit, l := w.nb.next[hi], w.nb.limit, w.nb.salted[hi].seqs
 	live := len(p.entries) - p.head
 	if next <= limit || live == 0 {
 		return 0
@@ -488,14 +477,76 @@ type aggWorker struct {
 	swept    int        // windows seen by the last sweep
 	merged   aggAnswer  // merge's
 	sum      exactSum   // merge's
-	// ranked are, by spec, by salted key, its events that count in the
-	// worker's share of the release (keys).
-	ranked [][]uint32
-	// seqs are, by spec, by salted key (as hotList), the numbers of the
-	// entries of the key's partial the worker owns (a salted key has one
-	// on each of salts workers).
-	seqs [][]seqList
-	nb   numbering // steps'
+	// salted are, by spec, by salted key (as hotList), the worker's.
+	salted [][]workerSalted
+	nb     numbering // steps'
+}
+
+// workerSalted is a worker's of a salted key, whose partial on that
+// worker (a salted key has one on each of salts workers) it describes. A
+// cache line of its own: the worker writes it at the key's events, and
+// the workers' were side by side (small allocations, made one after the
+// other), each write a cache miss on the other's core.
+type workerSalted struct {
+	// seqs are the numbers of the partial's entries, while the key is
+	// near its bound.
+	seqs seqList
+	// ties mark the partial's entries of a time other events of the
+	// release share, in order: ParallelAggregator.inOrder.
+	ties []tieMark
+	// ranked is its events that count in the worker's share of the
+	// release (keys; near its bound).
+	ranked uint32
+	_      [64 - 2*24 - 4]byte
+}
+
+// tieMark is an entry's time and the index in its release of its event:
+// of a key's events of one time (all in one release), their order.
+type tieMark struct {
+	t event.Time
+	e uint32
+}
+
+// mark notes that p's newest entry, of time t, is event e of a release in
+// which other events have time t. The marks of entries gone are dropped
+// once the slice is full.
+func (ws *workerSalted) mark(p *partial, t event.Time, e int) {
+	if c := len(ws.ties); c == cap(ws.ties) && c >= 16 {
+		gone, _ := slices.BinarySearchFunc(ws.ties, p.first, func(m tieMark, t event.Time) int { return cmp.Compare(m.t, t) })
+		ws.ties = ws.ties[:copy(ws.ties, ws.ties[gone:])]
+	}
+	ws.ties = append(ws.ties, tieMark{t: t, e: uint32(e)})
+}
+
+// liveTies returns, for each of p's live entries in order, the index of
+// its event in its release (marks: p's, workerSalted.ties), 0 for an
+// entry no other of its key has the time of; reusing into.
+func liveTies(p *partial, marks []tieMark, into []uint32) []uint32 {
+	live := p.live()
+	into = slices.Grow(into[:0], len(live))[:len(live)]
+	if len(live) == 0 {
+		return into
+	}
+	t0 := live[0].t
+	k, _ := slices.BinarySearchFunc(marks, t0, func(m tieMark, t event.Time) int { return cmp.Compare(m.t, t) })
+	// The oldest time's entries may be gone in part (the bound forgets
+	// the oldest): its live ones are its last.
+	m0, c0 := 0, 0
+	for k+m0 < len(marks) && marks[k+m0].t == t0 {
+		m0++
+	}
+	for c0 < len(live) && live[c0].t == t0 {
+		c0++
+	}
+	k += max(0, m0-c0)
+	for i, x := range live {
+		into[i] = 0
+		if k < len(marks) && marks[k].t == x.t {
+			into[i] = marks[k].e
+			k++
+		}
+	}
+	return into
 }
 
 // numbering numbers the salted events that count of a release, for one
@@ -503,7 +554,7 @@ type aggWorker struct {
 // steps: its loop's registers are taken).
 type numbering struct {
 	// base are, by share, by salted key, the number of the share's first:
-	// the key's hotNext and its ranked of the shares before.
+	// the key's hotNext and the ranked of the shares before.
 	base  []uint64
 	cur   []uint64 // base's of share, that of the last event numbered
 	keys  int      // salted keys
@@ -512,9 +563,9 @@ type numbering struct {
 	end   int // share's end
 	// next are, by salted key, the number after its last event numbered
 	// (kept for the keys near their bound: those evNear).
-	next  []uint64
-	limit uint64    // MaxPerKey
-	seqs  []seqList // aggWorker.seqs's
+	next   []uint64
+	limit  uint64         // MaxPerKey
+	salted []workerSalted // the worker's
 }
 
 // start readies nb for spec si of the release, on worker w.
@@ -527,11 +578,11 @@ func (nb *numbering) start(w *aggWorker, si int) {
 	for hi, n := range a.hotNext[si] {
 		for k, o := range a.workers {
 			nb.base[k*keys+hi] = n
-			n += uint64(o.ranked[si][hi])
+			n += uint64(o.salted[si][hi].ranked)
 		}
 	}
 	nb.next = append(nb.next[:0], a.hotNext[si]...)
-	nb.seqs = w.seqs[si]
+	nb.salted = w.salted[si]
 }
 
 // of is the number of salted event e that counts, of key hi. REQUIRES:
@@ -648,8 +699,8 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 	a.crew.do(a.phases)
 	for si, next := range a.hotNext {
 		for _, w := range a.workers {
-			for hi, c := range w.ranked[si] {
-				next[hi] += uint64(c)
+			for hi := range w.salted[si] {
+				next[hi] += uint64(w.salted[si][hi].ranked) // 0 far from the bound
 			}
 		}
 	}
@@ -670,29 +721,83 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 	return nil
 }
 
-// near sets evNear in the flag of the salted keys of spec si that may
-// cross their bound in the release: whose number after the release's
-// events (at most all of them) is MaxPerKey or more past their oldest
-// entry's (or their next, none live). Between rounds (it reads every
-// worker's partials).
+// near sets evNear in the flag of the salted keys of spec si near their
+// bound for the release, and numbers the entries of those coming near
+// (number); between rounds (it reads every worker's partials). A key is
+// near when its partials' entries and the release's events are more than
+// MaxPerKey (else the bound forgets nothing), and stays near until they
+// are at most half of it: numbering it again costs its entries, once for
+// at least MaxPerKey/2 of its events.
 func (a *ParallelAggregator) near(si int) {
-	limit := uint64(a.specs[si].MaxPerKey)
+	limit := a.specs[si].MaxPerKey
 	for hi := range a.hotList[si] {
 		hk := &a.hotList[si][hi]
-		next := a.hotNext[si][hi]
-		oldest := next
+		n := len(a.batch)
 		for salt := range a.salts {
-			w := a.workers[a.workerOf(hk.h, salt)]
-			p := w.partials[si].get(hk.h, partialKey{key: hk.k, salt: salt})
-			if l := w.seqs[si][hi]; p != nil && len(p.entries) > p.head {
-				oldest = min(oldest, l[len(l)-(len(p.entries)-p.head)])
+			if p := a.workers[a.workerOf(hk.h, salt)].partials[si].get(hk.h, partialKey{key: hk.k, salt: salt}); p != nil {
+				n += len(p.entries) - p.head
 			}
 		}
-		hk.flag = evHot
-		if next+uint64(len(a.batch))-oldest > limit {
+		switch {
+		case hk.flag&evNear == 0 && n > limit:
 			hk.flag |= evNear
+			a.number(si, hi)
+		case hk.flag&evNear != 0 && n <= limit/2:
+			hk.flag &^= evNear
+			for _, w := range a.workers {
+				w.salted[si][hi].seqs = nil
+			}
 		}
 	}
+}
+
+// ordered is an entry of a salted key's partial, its tie (liveTies) and
+// where it is: the partial of its salt, its index in the live entries.
+type ordered struct {
+	e       aggEntry
+	tie     uint32
+	salt, i int
+}
+
+// inOrder returns the live entries of salted key hi of spec si, of all
+// its partials, in release order: by time, and of one time (one
+// release's events) by their marks. Between rounds.
+func (a *ParallelAggregator) inOrder(si, hi int) []ordered {
+	hk := a.hotList[si][hi]
+	var out []ordered
+	var ties []uint32
+	for salt := range a.salts {
+		w := a.workers[a.workerOf(hk.h, salt)]
+		p := w.partials[si].get(hk.h, partialKey{key: hk.k, salt: salt})
+		if p == nil {
+			continue
+		}
+		ties = liveTies(p, w.salted[si][hi].ties, ties)
+		for i, e := range p.live() {
+			out = append(out, ordered{e: e, tie: ties[i], salt: salt, i: i})
+		}
+	}
+	slices.SortStableFunc(out, func(x, y ordered) int { return cmp.Or(cmp.Compare(x.e.t, y.e.t), cmp.Compare(x.tie, y.tie)) })
+	return out
+}
+
+// number numbers the entries of salted key hi of spec si, coming near its
+// bound, in release order (inOrder), and makes the next its hotNext.
+func (a *ParallelAggregator) number(si, hi int) {
+	hk := a.hotList[si][hi]
+	order := a.inOrder(si, hi)
+	seqs := make([]seqList, a.salts)
+	for salt := range a.salts {
+		w := a.workers[a.workerOf(hk.h, salt)]
+		if p := w.partials[si].get(hk.h, partialKey{key: hk.k, salt: salt}); p != nil {
+			seqs[salt] = make(seqList, len(p.entries)-p.head)
+		}
+		w.salted[si][hi].seqs = seqs[salt]
+	}
+	for n, o := range order {
+		seqs[o.salt][o.i] = uint64(n)
+	}
+	a.hotNext[si][hi] = uint64(len(order))
 }
 
 // keys is the worker's share of the round's first phase: the keys of a
@@ -705,8 +810,10 @@ func (w *aggWorker) keys() {
 		s := &a.specs[si]
 		r := &a.rel[si]
 		hotList := a.hotList[si]
-		ranked := append(w.ranked[si][:0], make([]uint32, len(hotList))...)
-		w.ranked[si] = ranked
+		salted := w.salted[si]
+		for hi := range salted {
+			salted[hi].ranked = 0
+		}
 		for e := from; e < to; e++ {
 			ev := a.batch[e]
 			k, ok := w.kb.key(ev, s.KeySlots)
@@ -741,8 +848,10 @@ func (w *aggWorker) keys() {
 						r.vhash[e] = vh
 					}
 					r.salt[e] = uint8(a.saltOf(s, vh, uint64(e)))
-					r.rank[e] = ranked[hi]
-					ranked[hi]++
+					if flag&evNear != 0 {
+						r.rank[e] = salted[hi].ranked
+						salted[hi].ranked++
+					}
 				}
 			}
 			r.flag[e] = flag
@@ -902,9 +1011,21 @@ func (w *aggWorker) steps(si int) {
 			win := window(r.hash[e], partialKey{key: r.keys[e], salt: salt}, true)
 			win.evict(s, t)
 			if flag&evHot != 0 {
-				// Its key's bound is kept as its partials are read,
-				// below, once its events of time t are all counted.
-				w.insertSalted(s, r, e, win, aggEntry{t: t, v: v})
+				if s.Func == AggDistinct {
+					win.insertHashed(s, aggEntry{t: t, v: v, h: r.vhash[e]})
+				} else {
+					win.insert(s, aggEntry{t: t, v: v})
+				}
+				if flag&evNear != 0 {
+					// Its number; its key's bound is kept as its partials
+					// are read, below, once its events of time t are all
+					// counted.
+					hi := r.hot[e]
+					w.nb.salted[hi].seqs.push(w.nb.of(r, e, hi), len(win.entries)-win.head)
+				}
+				if j-i > 1 {
+					w.nb.salted[r.hot[e]].mark(win, t, e) // of several of time t
+				}
 				continue
 			}
 			// A key not salted has this one partial: its bound is the key's.
@@ -1057,10 +1178,9 @@ func (a *ParallelAggregator) salt(si int, k aggKey) {
 	h := a.hash(k)
 	a.hot[si][k] = true
 	a.hotList[si] = append(a.hotList[si], hotKey{h: h, k: k, flag: evHot})
-	a.hotNext[si] = append(a.hotNext[si], 0)
-	next := &a.hotNext[si][len(a.hotNext[si])-1]
+	a.hotNext[si] = append(a.hotNext[si], 0) // numbered when near its bound (near)
 	for _, w := range a.workers {
-		w.seqs[si] = append(w.seqs[si], nil)
+		w.salted[si] = append(w.salted[si], workerSalted{})
 	}
 	hi := len(a.hotList[si]) - 1
 	a.hotCount++
@@ -1071,7 +1191,8 @@ func (a *ParallelAggregator) salt(si int, k aggKey) {
 		return
 	}
 	w.partials[si].remove(h, old)
-	for _, e := range old.live() {
+	live := old.live()
+	for i, e := range live {
 		a.moved++
 		to := partialKey{key: k, salt: a.saltOf(s, e.h, a.moved)}
 		tw := a.workers[a.workerOf(h, to.salt)]
@@ -1080,8 +1201,9 @@ func (a *ParallelAggregator) salt(si int, k aggKey) {
 			p = tw.partials[si].add(h, to)
 		}
 		p.insertHashed(s, e)
-		tw.seqs[si][hi].push(*next, len(p.entries)-p.head) // the window's entries, numbered in order
-		*next++
+		if i > 0 && live[i-1].t == e.t || i+1 < len(live) && live[i+1].t == e.t {
+			tw.salted[si][hi].mark(p, e.t, i) // of several of one time, in order
+		}
 	}
 }
 
@@ -1151,19 +1273,14 @@ var (
 )
 
 // serial is the aggregator's state as a serial Aggregator's, for its
-// encoding: a key's one partial, or a salted key's partials merged by
-// their entries' numbers (the order the serial window has them in, ties
-// of time included: which of them the bound forgets first).
+// encoding: a key's one partial, or a salted key's partials merged in
+// release order (inOrder: the order the serial window has them in, of
+// events of one time too, which of them the bound forgets first).
 func (a *ParallelAggregator) serial() *Aggregator {
 	s, _ := NewAggregator(a.specs)
 	s.wm, s.arrival = a.wm, a.arrival
 	s.pending = append(pendingHeap(nil), a.pending...)
 	s.dropped = a.Dropped()
-	type numbered struct {
-		n uint64
-		e aggEntry
-	}
-	var merged []numbered
 	for si := range a.specs {
 		spec, hot := &a.specs[si], a.hot[si]
 		for _, w := range a.workers {
@@ -1175,25 +1292,13 @@ func (a *ParallelAggregator) serial() *Aggregator {
 			})
 		}
 		for hi, hk := range a.hotList[si] {
-			merged = merged[:0]
-			for salt := range a.salts {
-				w := a.workers[a.workerOf(hk.h, salt)]
-				p := w.partials[si].get(hk.h, partialKey{key: hk.k, salt: salt})
-				if p == nil {
-					continue
-				}
-				live, l := p.live(), w.seqs[si][hi]
-				for i, n := range l[len(l)-len(live):] {
-					merged = append(merged, numbered{n: n, e: live[i]})
-				}
-			}
-			if len(merged) == 0 {
+			order := a.inOrder(si, hi)
+			if len(order) == 0 {
 				continue
 			}
-			slices.SortFunc(merged, func(x, y numbered) int { return cmp.Compare(x.n, y.n) })
-			win := &aggWindow{entries: make([]aggEntry, len(merged))}
-			for i, m := range merged {
-				win.entries[i] = m.e
+			win := &aggWindow{entries: make([]aggEntry, len(order))}
+			for i, o := range order {
+				win.entries[i] = o.e
 			}
 			s.keys[si][hk.k] = win
 		}

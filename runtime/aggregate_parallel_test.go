@@ -172,7 +172,7 @@ func TestParallelAggregatorBound(t *testing.T) {
 	configs := [][2]int{{2, 2}, {3, 3}, {3, 2}, {2, 1}, {1, 1}} // workers, salts
 	for seed := range uint64(9) {
 		rnd := rand.New(rand.NewPCG(seed, 18))
-		round := []int64{1, 500, 2000}[seed%3]
+		round := []int64{1, 500, 2000, 6000}[seed%4]
 		const bound = 2000
 		every, most := 7, 5
 		if seed >= 3 && seed < 6 {
@@ -366,6 +366,82 @@ func TestAggregateKeyCounts(t *testing.T) {
 							seed, r.name, i, ev.Seq, released[i].Seq, sp.Func, sp.Tumbling, g, w)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestParallelAggregatorTies: of a salted key's events of one time, the
+// bound forgets first the one that came first, as the serial Aggregator
+// does, whether the key was salted with them in its window, or they came
+// after, and after a checkpoint of its partials restored into the serial
+// Aggregator: one key, four events of one time (values 1-4, in that
+// order) or four times two, then one a time, bounded at 4 and 5, every
+// function, on 2 and 3 workers salting the key from its first release;
+// a release a time.
+func TestParallelAggregatorTies(t *testing.T) {
+	var specs []AggregateSpec
+	for _, fn := range []AggFunc{AggCount, AggSum, AggMin, AggMax, AggDistinct} {
+		for _, most := range []int{4, 5} {
+			specs = append(specs, AggregateSpec{KeySlots: []int{0}, Func: fn, ValueSlot: 1, Window: 1_000_000, Slot: 2 + len(specs), MaxPerKey: most})
+		}
+	}
+	for _, first := range []int{1, 2} { // the first release: 4 events of one time, after 4 of another
+		var evs []*event.Event
+		add := func(ts int64, v int64) {
+			ev := &event.Event{Time: event.Time(ts), Seq: uint64(len(evs) + 1), Fields: make([]event.Value, 2+len(specs))}
+			ev.Fields[0], ev.Fields[1] = event.String("k"), event.Int(v)
+			evs = append(evs, ev)
+		}
+		for ts := range first {
+			for v := range int64(4) {
+				add(int64(100+100*ts), 10*int64(ts)+v+1)
+			}
+		}
+		for v := range int64(6) {
+			add(int64(1000+100*v), 100+v)
+		}
+		run := func(agg Aggregation, evs []*event.Event, moveAt int) []*event.Event {
+			var out []*event.Event
+			for i, ev := range evs {
+				agg.Add(ev)
+				if i+1 < len(evs) && evs[i+1].Time == ev.Time {
+					continue
+				}
+				if err := agg.Advance(ev.Time, func(ev *event.Event) error { out = append(out, ev); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if i == moveAt {
+					serial, err := NewAggregator(specs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := serial.Restore(agg.AppendBinary(nil)); err != nil {
+						t.Fatal(err)
+					}
+					agg = serial
+				}
+			}
+			return out
+		}
+		serial, err := NewAggregator(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := run(serial, cloneEvents(evs), -1)
+		for _, workers := range []int{2, 3} {
+			for moveAt := -1; moveAt < len(evs); moveAt++ {
+				par, err := NewParallelAggregator(specs, workers, workers)
+				if err != nil {
+					t.Fatal(err)
+				}
+				par.SetHot(0.05, 2)
+				got := run(par, cloneEvents(evs), moveAt)
+				par.Close()
+				if par.hotCount == 0 {
+					t.Fatalf("%d workers: the key is not salted", workers)
+				}
+				compareSerial(t, fmt.Sprintf("%d first, %d workers, moved to the serial Aggregator after event %d", first, workers, moveAt), specs, got, want)
 			}
 		}
 	}
