@@ -312,6 +312,45 @@ func bigEvents(t *testing.T, dir string) (rules, events string) {
 	return rules, f.Name()
 }
 
+// TestBacktestClosedPipe runs the binary with its alerts going to a pipe
+// whose reader goes away after the first line (backtest ... | head -1):
+// the run ends with the partial summary and exit status 141, as a shell
+// reports a process SIGPIPE killed, instead of dying without a word.
+func TestBacktestClosedPipe(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	// 25,000 alerts: far more than a pipe's buffer holds.
+	events := writeFile(t, dir, "e.jsonl", abEvents(50_000, 0, ""))
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "backtest", "-rules", rules, "-events", events)
+	cmd.Stdout = w
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, `{"alert_id":"`) {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	r.Close()
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 141 {
+		t.Fatalf("exit %d (%v), want 141\n%s", code, err, stderr.String())
+	}
+	out := stderr.String()
+	for _, want := range []string{"Partial run of ruleset good", "broken pipe (the output was closed)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // waitForSize waits until the file at path holds at least n bytes.
 func waitForSize(t *testing.T, path string, n int64) {
 	t.Helper()

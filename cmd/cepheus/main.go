@@ -22,7 +22,8 @@
 //
 // A directory stands for the *.cep files directly in it. Exit status: 0
 // when all is well, 1 when errors were found (or a test failed), 2 for a
-// usage error.
+// usage error, 130 after Ctrl-C, 141 when standard output was closed
+// (cepheus backtest ... | head -1: the summary is printed all the same).
 package main
 
 import (
@@ -30,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -47,6 +49,10 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
+	// A write to a closed pipe (cepheus backtest ... | head -1) fails with
+	// EPIPE instead of killing the process, so the run ends as on any
+	// output error: with its summary (exit status 141, below).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
@@ -79,6 +85,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &ie):
 		fmt.Fprintf(stderr, "cepheus: %v\n", err)
 		return 130
+	case closedStdout(err):
+		fmt.Fprintf(stderr, "cepheus: %v (the output was closed)\n", err)
+		return 141
 	case errors.As(err, &ue):
 		help := "cepheus help"
 		if ue.cmd != "" {
@@ -89,6 +98,14 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "cepheus: %v\n", err)
 	return 1
+}
+
+// closedStdout tells whether err is a write to standard output after its
+// reader went away: exit status 141, what a shell reports for a process
+// SIGPIPE killed, so a pipeline sees what it would of any other tool.
+func closedStdout(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Path == os.Stdout.Name() && errors.Is(pe.Err, syscall.EPIPE)
 }
 
 // command is a subcommand.
@@ -152,7 +169,8 @@ func printUsage(w io.Writer) {
 	b.WriteString("\tcepheus help [command]\n\n")
 	b.WriteString("Ruleset files (*.cep) are described in docs/rules.md. A directory stands for\n")
 	b.WriteString("the *.cep files directly in it. Exit status: 0 when all is well, 1 when errors\n")
-	b.WriteString("were found or a test failed, 2 for a usage error.\n")
+	b.WriteString("were found or a test failed, 2 for a usage error, 130 after Ctrl-C, 141 when\n")
+	b.WriteString("standard output was closed (| head).\n")
 	io.WriteString(w, b.String())
 }
 
