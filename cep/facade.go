@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"sync/atomic"
 
 	"github.com/cepheus-cep/cepheus/runtime"
 )
@@ -15,9 +17,11 @@ import (
 type EventSource struct {
 	fs   *runtime.FileSource
 	stop func() error // what else Close ends (a topic's reader)
-	// size, when positive, is the input's size where fs cannot know it
-	// (a directory's plain files merged through a pipe).
+	// size, when positive, is the size of a directory's files merged
+	// through a pipe (fs cannot know it), and read the bytes of them read
+	// (set by the merge of partitions).
 	size int64
+	read *atomic.Int64
 }
 
 // OpenEventSource opens path ("-" for stdin) as an [EventSource].
@@ -50,22 +54,21 @@ func OpenDirEventSource(ctx context.Context, dir, timeField string) (*EventSourc
 	if err != nil {
 		return nil, err
 	}
-	src.size = plainSize(parts)
+	src.size = filesSize(parts)
 	return src, nil
 }
 
-// plainSize returns the bytes of the files of parts, or 0 when one is
-// compressed or cannot be looked at: the merge passes the plain files'
-// lines as they are (their blank lines and line ends aside), so that is
-// what a backtest's progress counts up to.
-func plainSize(parts []runtime.Partition) int64 {
+// filesSize returns the bytes of the files of parts as they are on disk
+// (compressed or not: what their readers count, [runtime.Batch.Read]),
+// or 0 when one cannot be looked at.
+func filesSize(parts []runtime.Partition) int64 {
 	var n int64
 	for _, p := range parts {
-		size, ok := runtime.PlainFileSize(p.Path)
-		if !ok {
+		fi, err := os.Stat(p.Path)
+		if err != nil {
 			return 0
 		}
-		n += size
+		n += fi.Size()
 	}
 	return n
 }
@@ -89,15 +92,14 @@ func NewEventSource(r io.Reader, name string) (*EventSource, error) {
 func (s *EventSource) Name() string { return s.fs.Name() }
 
 // Progress returns the bytes read so far and the input's size (-1 when
-// unknown, as for stdin, a topic, or a directory with a compressed file).
+// unknown, as for stdin or a topic). A directory's are its files' bytes
+// on disk (a gzip file's compressed), read as far as the merge of its
+// files has taken their records.
 func (s *EventSource) Progress() (read, total int64) {
-	read, total = s.fs.Progress()
-	if s.size > 0 {
-		// A last line without its newline gets one in the merge.
-		total = s.size
-		read = min(read, total)
+	if s.size > 0 && s.read != nil {
+		return min(s.read.Load(), s.size), s.size
 	}
-	return read, total
+	return s.fs.Progress()
 }
 
 // Close closes the file the source opened.

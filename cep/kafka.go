@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/runtime"
@@ -453,8 +454,9 @@ func mergedEventSource(name string, chans []<-chan runtime.Batch, timeField stri
 }, cancel context.CancelFunc) (*EventSource, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	read := new(atomic.Int64)
 	go func() {
-		err := mergePartitions(chans, timeField, pw)
+		err := mergePartitions(chans, timeField, pw, read)
 		if err == nil {
 			err = r.Err()
 		}
@@ -469,6 +471,7 @@ func mergedEventSource(name string, chans []<-chan runtime.Batch, timeField stri
 		<-done
 		return nil, err
 	}
+	src.read = read
 	src.stop = func() error {
 		cancel()
 		_ = pr.Close()
@@ -480,12 +483,15 @@ func mergedEventSource(name string, chans []<-chan runtime.Batch, timeField stri
 }
 
 // mergePartitions writes the records of the partitions whose batches
-// chans deliver to w as JSON lines, the lowest event time first.
-func mergePartitions(chans []<-chan runtime.Batch, timeField string, w io.Writer) error {
+// chans deliver to w as JSON lines, the lowest event time first. read
+// counts the bytes of their files read, as the batches taken say
+// ([runtime.Batch.Read]).
+func mergePartitions(chans []<-chan runtime.Batch, timeField string, w io.Writer, read *atomic.Int64) error {
 	type head struct {
 		b    runtime.Batch
 		i    int
 		t    int64 // the event time of b.Records[i], ms; MinInt64 without one
+		read int64 // the largest Read of the partition's batches taken
 		done bool
 	}
 	heads := make([]head, len(chans))
@@ -499,6 +505,10 @@ func mergePartitions(chans []<-chan runtime.Batch, timeField string, w io.Writer
 				return
 			}
 			h.b, h.i = b, 0
+			if b.Read > h.read {
+				read.Add(b.Read - h.read)
+				h.read = b.Read
+			}
 		}
 		if !h.done {
 			h.t = math.MinInt64

@@ -155,6 +155,11 @@ type Batch struct {
 	// offsets, not read yet); -1 (or 0 from a reader that does not know)
 	// for files.
 	Backlog int64
+	// Read is how many bytes of the file the partition's reader had read
+	// when it sent the batch (compressed bytes in a gzip file; ahead of
+	// End by what it buffered): a backtest's progress over a directory.
+	// 0 when unknown (standard input, a topic).
+	Read int64
 
 	chunk []byte // the arena the records' data is copied into
 	bytes int    // record data in the batch
@@ -578,6 +583,8 @@ type partReader struct {
 	// fr is the followed file's reader (nil for stdin or a file read to
 	// its end).
 	fr *followReader
+	// src is the file being read, for the batches' Read (nil for stdin).
+	src *FileSource
 }
 
 // readPartition reads one partition from its resume position to its end
@@ -620,6 +627,9 @@ func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Positio
 		return err
 	}
 	defer src.Close()
+	if p.Path != "-" {
+		pr.src = src
+	}
 	for {
 		rec, err := src.Next()
 		if err == io.EOF {
@@ -807,6 +817,9 @@ func (pr *partReader) flush(always bool) error {
 	}
 	b := pr.cur
 	b.End = pr.end
+	if pr.src != nil {
+		b.Read, _ = pr.src.Progress()
+	}
 	b.chunk = nil
 	select {
 	case pr.out <- b:

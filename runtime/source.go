@@ -93,22 +93,6 @@ func gzipAt(f io.ReaderAt) bool {
 	return n == len(magic) && bytes.Equal(magic, gzipMagic)
 }
 
-// PlainFileSize returns the size of the file at path and true, unless it
-// is gzip-compressed (by its magic bytes, as a source detects it) or
-// cannot be read.
-func PlainFileSize(path string) (int64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || gzipAt(f) {
-		return 0, false
-	}
-	return st.Size(), true
-}
-
 // FileSource reads JSON lines from a file, a gzip file or a reader (stdin).
 // Records are lines: numbered from 1, with their byte offsets, CRLF
 // tolerated, blank lines (only spaces, tabs, CRs) skipped.
