@@ -20,10 +20,10 @@ import (
 // version declares before any rule sees them: the new lookups' records
 // (or their defaults, or their failure policy, as for any event), the
 // slots of the new aggregates, and, when the job before ran no
-// aggregates, a place in the aggregates' stage, which sets their values
-// when the watermark passes them (docs/decisions.md, "Events held at a
-// switch"). A restore under the same lookups and aggregates does nothing
-// here.
+// aggregates (in a transactional Kafka job: none on their partition), a
+// place in the aggregates' stage, which sets their values when the
+// watermark passes them (docs/decisions.md, "Events held at a switch").
+// A restore under the same lookups and aggregates does nothing here.
 
 // settleHeld settles the events the restored job holds (see above). It
 // runs once the subtasks' state and the source's aggregators are
@@ -54,54 +54,69 @@ func (j *job) settleHeld(ctx context.Context) error {
 	// decoded their own from the checkpoint, and an event is in the
 	// operators of each of its keys.
 	copies := map[uint64][]*event.Event{}
-	var firsts []*event.Event // one copy of each, and whether it is buffered
-	var buffered []bool
-	note := func(ev *event.Event, inOps bool) {
+	var firsts []*event.Event // one copy of each
+	note := func(ev *event.Event) {
 		if len(ev.Fields) <= need {
 			ev.Fields = append(ev.Fields, make([]event.Value, n-len(ev.Fields))...) // nulls
 		}
 		if _, ok := copies[ev.Seq]; !ok {
-			firsts, buffered = append(firsts, ev), append(buffered, inOps)
+			firsts = append(firsts, ev)
 		}
 		copies[ev.Seq] = append(copies[ev.Seq], ev)
 	}
 	for _, op := range j.operators() {
-		op.readBuffered(func(ev *event.Event) { note(ev, true) })
+		op.readBuffered(note)
 	}
 	for _, a := range s.aggregations() {
-		a.EachHeld(func(ev *event.Event) bool { note(ev, false); return true })
+		a.EachHeld(func(ev *event.Event) bool { note(ev); return true })
 	}
 	failed, err := j.lookUpHeld(ctx, lookups, firsts, copies)
 	if err != nil {
 		return err
 	}
-	// Into the aggregates' stage: the events the rules' buffers hold when
-	// the job before ran no aggregates (its own held none there), all
-	// after the watermark it forwarded, where the stage starts.
-	var toAgg []*event.Event
-	moves := func(ev *event.Event) bool {
-		return s.agg != nil && j.meta.Source.Aggregates == nil && ev.Time > s.forwarded
-	}
-	for i, ev := range firsts {
-		if buffered[i] && failed[ev.Seq] == "" && moves(ev) {
-			toAgg = append(toAgg, ev)
+	// Into the aggregates' stage: the events the rules' buffers hold where
+	// it started at this restore (heldStage), after the watermark it
+	// starts at; one copy of each per aggregator, the others dropped.
+	toAgg := map[runtime.Aggregation][]*event.Event{}
+	into := map[runtime.Aggregation]map[uint64]bool{}
+	moved := map[uint64]bool{}
+	for _, sub := range j.subs {
+		for spec := range sub.host.keyOps {
+			sub.host.keyOps[spec].op.eachBuffered(func(ev *event.Event) bool {
+				if failed[ev.Seq] != "" {
+					return false
+				}
+				a, from := s.heldStage(spec, ev)
+				if a == nil || ev.Time <= from {
+					return true
+				}
+				if into[a] == nil {
+					into[a] = map[uint64]bool{}
+				}
+				if !into[a][ev.Seq] {
+					into[a][ev.Seq] = true
+					toAgg[a] = append(toAgg[a], ev)
+				}
+				moved[ev.Seq] = true
+				return false
+			})
 		}
-	}
-	for _, op := range j.operators() {
-		op.eachBuffered(func(ev *event.Event) bool { return failed[ev.Seq] == "" && !moves(ev) })
 	}
 	for _, a := range s.aggregations() {
 		a.EachHeld(func(ev *event.Event) bool { return failed[ev.Seq] == "" })
 	}
-	// In time order, ties in arrival order, as they came (event.SeqOf).
-	slices.SortFunc(toAgg, func(a, b *event.Event) int {
-		if c := cmp.Compare(a.Time, b.Time); c != 0 {
-			return c
+	for agg, evs := range toAgg {
+		// In time order, ties in arrival order, as they came
+		// (event.SeqOf).
+		slices.SortFunc(evs, func(a, b *event.Event) int {
+			if c := cmp.Compare(a.Time, b.Time); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Seq, b.Seq)
+		})
+		for _, ev := range evs {
+			agg.Add(ev) // after its watermark: held
 		}
-		return cmp.Compare(a.Seq, b.Seq)
-	})
-	for _, ev := range toAgg {
-		s.agg.Add(ev) // after its watermark: held
 	}
 	var dead []*event.Event
 	for _, ev := range firsts {
@@ -123,29 +138,57 @@ func (j *job) settleHeld(ctx context.Context) error {
 		j.logf("the %d events held at checkpoint %d were looked up by %s, which the version before lacked: %d failed closed (to the dead letters)",
 			len(firsts), j.restored, strings.Join(names, ", "), len(dead))
 	}
-	if len(toAgg) > 0 {
-		j.logf("the %d events the rules' buffers held at checkpoint %d went to the velocity aggregates' stage", len(toAgg), j.restored)
-	}
-	if n := j.unaggregated(); n > 0 {
-		j.logf("warning: %d events the rules' buffers held at checkpoint %d have no value of the velocity aggregates of their partitions, which had none then (in Kafka mode the events held there do not go through a partition's new aggregates): null", n, j.restored)
+	if len(moved) > 0 {
+		j.logf("the %d events the rules' buffers held at checkpoint %d went to the velocity aggregates' stage", len(moved), j.restored)
 	}
 	return nil
 }
 
-// unaggregated counts the events (by Seq) the rules' buffers hold in the
-// key specifications whose partitions' aggregators started without state
-// at the restore (a transactional Kafka job: streamSource.freshAggs).
-func (j *job) unaggregated() int {
-	seen := map[uint64]bool{}
-	for _, sub := range j.subs {
-		for i := range sub.host.keyOps {
-			if j.src.freshAggs&(1<<i) == 0 {
-				continue
-			}
-			sub.host.keyOps[i].op.readBuffered(func(ev *event.Event) { seen[ev.Seq] = true })
+// heldStage returns the aggregator that ev, an event the rules of key
+// specification spec buffer at the restore, goes into, and the watermark
+// that aggregator starts at; nil when ev stays in the buffers. The
+// aggregates' stage of its events (the job's aggregator, or in a
+// transactional Kafka job its partition's) takes it when the stage
+// started without state at this restore: the job before ran no
+// aggregates there, so its events waited in the rules' buffers instead
+// (after a job that ran some, the buffers hold none after its
+// watermark).
+func (s *streamSource) heldStage(spec int, ev *event.Event) (runtime.Aggregation, event.Watermark) {
+	if s.agg != nil {
+		if s.j.meta.Source.Aggregates != nil {
+			return nil, 0
 		}
+		return s.agg, s.forwarded // (started there in openSource)
 	}
-	return len(seen)
+	pa := s.paggs[s.aggPartition(spec, ev)]
+	if pa == nil || !pa.fresh {
+		return nil, 0
+	}
+	return pa.a, pa.from
+}
+
+// aggPartition is the source index of the partition through which the
+// events of key specification spec like ev come, in a Kafka job: its
+// input partition for the rules keyed by the record key, else the
+// partition of its key in the specification's repartition topic (as
+// repWrite chose it); -1 for none.
+func (s *streamSource) aggPartition(spec int, ev *event.Event) int {
+	ko := s.j.kafka
+	if ko == nil || ko.local&(1<<spec) != 0 {
+		return ev.Partition()
+	}
+	for _, rp := range ko.reps {
+		if rp.spec != spec {
+			continue
+		}
+		sp := &s.j.e.specs[spec]
+		var key []byte
+		if !hasNullKey(ev, sp.slots) {
+			key = recordKey(sp.key(ev))
+		}
+		return rp.base + int(s.rep.part(key, ko.parts))
+	}
+	return -1
 }
 
 // lookUpHeld runs lookups over firsts, one copy of each event held, in

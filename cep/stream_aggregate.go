@@ -38,6 +38,12 @@ type partAgg struct {
 	decls []*rules.Aggregate // its aggregates, in the engine's order
 	mask  uint64             // the key specifications its events go to
 	name  string             // the partition's
+	// fresh: it started without state at a restore, its windows empty
+	// from the watermark from (its rules'): the job before ran no
+	// aggregates here, so the events it read after from wait in the
+	// rules' buffers, and settleHeld moves them into it.
+	fresh bool
+	from  event.Watermark
 }
 
 // checkKafkaAggregates refuses a rule that reads an aggregate keyed by
@@ -105,11 +111,15 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	if err != nil {
 		return err
 	}
+	pa := &partAgg{a: a, decls: decls, mask: mask, name: name}
 	switch {
+	case st == nil && j.meta != nil:
+		// The windows start empty at the watermark the partition's rules
+		// have, as the one aggregator of a job that ran none does
+		// (openSource): an event at or before it is late, counted nowhere.
+		pa.fresh, pa.from = true, s.rulesWatermark(mask)
+		err = a.Advance(pa.from, func(*event.Event) error { return nil })
 	case st == nil:
-		if j.meta != nil {
-			s.freshAggs |= mask // (settleHeld)
-		}
 	case same:
 		err = a.Restore(st)
 	default:
@@ -126,10 +136,30 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	if s.paggs == nil {
 		s.paggs = map[int]*partAgg{}
 	}
-	s.paggs[idx] = &partAgg{a: a, decls: decls, mask: mask, name: name}
+	s.paggs[idx] = pa
 	s.paggIdx = append(s.paggIdx, idx)
 	slices.Sort(s.paggIdx)
 	return nil
+}
+
+// rulesWatermark is the watermark the restored rules of the
+// specifications of mask have: the input's forwarded for those keyed by
+// the record key, the repartitioned rules' own (their operators', as no
+// forwarded watermark of theirs is restored).
+func (s *streamSource) rulesWatermark(mask uint64) event.Watermark {
+	j := s.j
+	if mask&j.kafka.local != 0 {
+		return s.forwarded
+	}
+	wm := event.MaxTime
+	for _, sub := range j.subs {
+		for i := range sub.host.keyOps {
+			if mask&(1<<i) != 0 {
+				wm = min(wm, sub.host.keyOps[i].op.Watermark())
+			}
+		}
+	}
+	return wm
 }
 
 // closeAggregates stops the aggregators' goroutines (after the

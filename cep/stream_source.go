@@ -98,12 +98,9 @@ type streamSource struct {
 	// nil), paggIdx their indexes in order.
 	paggs   map[int]*partAgg
 	paggIdx []int
-	// freshAggs are the key specifications whose partitions' aggregators
-	// started without state at a restore (settleHeld).
-	freshAggs uint64
-	pre       []prepared
-	evs       []*event.Event
-	reasons   []string
+	pre     []prepared
+	evs     []*event.Event
+	reasons []string
 }
 
 // prepared is a record decoded and enriched ahead (prepare): its event,
