@@ -15,10 +15,12 @@ import (
 // over the rule's content hash, the key, and for each matched event (stage
 // order, then the order the stage took them) its timestamp, the SHA-256 of
 // its field values and an occurrence index that tells identical events
-// apart. Offsets, line numbers, instance ids and wall time never enter it,
-// so a replay gives the same ids.
-func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
-	return alertID(rule, key, match, nil, false)
+// apart. The field values are those of rs's input fields in its order
+// ([rules.Ruleset.IDSlots]): not a lookup's or an aggregate's. Offsets,
+// line numbers, instance ids and wall time never enter it, so a replay
+// gives the same ids.
+func AlertID(rs *rules.Ruleset, rule *rules.Rule, key event.Key, match [][]*event.Event) string {
+	return alertID(rs, rule, key, match, false)
 }
 
 // timedOutMark ends what the id of an alert for a timed-out partial match
@@ -26,17 +28,22 @@ func AlertID(rule *rules.Rule, key event.Key, match [][]*event.Event) string {
 // of a match of the same events.
 var timedOutMark = []byte("\xfftimed out")
 
-// alertID is AlertID leaving out of each event's field values the slots
-// derived marks: the fields a lookup fills (docs/decisions.md, "Alert
-// id"), which belong to no input, so that an alert's id does not depend on
-// the lookups' data, nor on whether they are bound; and the fields only an
-// event observer reads, so that it does not depend on -label either.
+// alertID is AlertID. It hashes of each event the values of rs.IDSlots
+// alone, so it leaves out the fields a lookup fills or an aggregate
+// computes (docs/decisions.md, "Alert id"), which belong to no input:
+// an alert's id does not depend on the lookups' data, nor on whether they
+// are bound; the fields only an event observer reads (-label), appended
+// after the ruleset's; and, in a job that deployed versions, the fields
+// of the layout that rs does not read (another version's), so that a
+// version's ids are the same whichever versions ran before it. A slot
+// past an event's fields (an event held from before the layout grew) is
+// null, as the field is in an event that lacks it.
 //
 // timedOut marks the id of a timed-out partial match: timedOutMark, then
 // the number of events of each stage, end what it hashes (a partial
 // match's events alone do not say where one stage's end: a loop's [1, 2]
 // and [1] then [2] in the next stage are two partial matches).
-func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []bool, timedOut bool) string {
+func alertID(rs *rules.Ruleset, rule *rules.Rule, key event.Key, match [][]*event.Event, timedOut bool) string {
 	h := sha256.New()
 	h.Write([]byte(rule.Hash))
 	h.Write([]byte{0})
@@ -53,9 +60,10 @@ func alertID(rule *rules.Rule, key event.Key, match [][]*event.Event, derived []
 	for _, evs := range match {
 		for _, e := range evs {
 			buf = buf[:0]
-			for slot, v := range e.Fields {
-				if slot < len(derived) && derived[slot] {
-					continue
+			for _, slot := range rs.IDSlots {
+				v := event.Null
+				if slot < len(e.Fields) {
+					v = e.Fields[slot]
 				}
 				buf = v.AppendBinary(buf)
 			}
@@ -144,20 +152,20 @@ func (e *AlertEncoder) appendOverflow(b []byte, ev *event.Event, rules []string)
 // makeAlert fills a (reusing its slices) with the alert of a match of r:
 // the rule's key values from the match's first event, the emits
 // evaluated over the match.
-// derived marks the slots an alert id leaves out (Engine.derived), null
-// those the matched events show as null (compiledRule.null).
+// null marks the slots the matched events show as null
+// (compiledRule.null).
 //
 // A timed-out partial match (an ItemTimeout of a rule with a timeout
 // block) gives an alert marked TimedOut, detected at the time its window
 // ended, with the timeout block's severity and emits.
-func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item, derived, null []bool) {
+func makeAlert(a *Alert, rs *rules.Ruleset, r *rules.Rule, it *Item, null []bool) {
 	timedOut := it.Kind == ItemTimeout && r.Timeout != nil
 	severity, emits, at := r.Severity, r.Emits, it.Match.At
 	if timedOut {
 		severity, emits, at = r.Timeout.Severity, r.Timeout.Emits, it.At
 	}
 	a.Alert = jsonev.Alert{
-		ID:             alertID(r, it.Key, it.Match.Events, derived, timedOut),
+		ID:             alertID(rs, r, it.Key, it.Match.Events, timedOut),
 		Rule:           r.Name,
 		Ruleset:        rs.Name,
 		RulesetVersion: rs.Hash,

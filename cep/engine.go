@@ -39,10 +39,6 @@ type Engine struct {
 	// plan is what a live job's engine runs (hot-loading); nil for an
 	// engine built by New: its ruleset alone.
 	plan *plan
-	// derived marks the slots alert ids leave out: the lookups' fields,
-	// which no input fills, and the fields only event observers read
-	// (WithObservers: -label), so that an id does not depend on them.
-	derived []bool
 }
 
 type compiledRule struct {
@@ -283,26 +279,6 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 		e.specs[si].names = append(e.specs[si].names, r.Name)
 		cr.spec, cr.twin = si, -1
 		e.rules = append(e.rules, cr)
-	}
-	derive := func(slot int) {
-		if e.derived == nil {
-			e.derived = make([]bool, e.schema.Len())
-		}
-		if slot < len(e.derived) {
-			e.derived[slot] = true
-		}
-	}
-	for _, l := range e.Lookups() {
-		for _, f := range l.Fields {
-			derive(f.Slot)
-		}
-	}
-	for _, a := range e.Aggregates() {
-		derive(a.Slot)
-	}
-	// engineSchema appends the observers' fields after the ruleset's.
-	for slot := rs.Schema.Len(); slot < e.schema.Len(); slot++ {
-		derive(slot)
 	}
 	for i := range e.rules {
 		e.rules[i].null = alertNulls(e.rules[i].rule, e.Aggregates(), e.schema.Len())

@@ -404,7 +404,7 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 		if !h.needAlerts {
 			continue
 		}
-		makeAlert(&h.alert, cr.rs, cr.rule, it, h.e.derived, cr.null)
+		makeAlert(&h.alert, cr.rs, cr.rule, it, cr.null)
 		if err := out.Collect(emitted{alert: &h.alert, shadow: cr.shadow}); cerr == nil {
 			cerr = err
 		}
@@ -480,7 +480,8 @@ func byRule(a, b Item) int { return a.Rule - b.Rule }
 // canonical already.
 func (h *hostOperator) sortTimeouts(items []Item) []Item {
 	return sortTimeouts(items, func(it *Item) string {
-		return alertID(h.e.rules[it.Rule].rule, it.Key, it.Match.Events, h.e.derived, true)
+		cr := &h.e.rules[it.Rule]
+		return alertID(cr.rs, cr.rule, it.Key, it.Match.Events, true)
 	})
 }
 

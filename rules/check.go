@@ -42,7 +42,11 @@ type ruleChecker struct {
 	layout *event.Schema
 
 	// The outcome.
-	schema    *event.Schema
+	schema *event.Schema
+	// inputs are the event fields of the file's own schema (not a
+	// lookup's or an aggregate's, nor a field only the layout has), in
+	// its order: what an alert id hashes (Ruleset.IDSlots).
+	inputs    []string
 	timeSlot  int
 	timeSlots map[int]bool
 	// bad marks rules with errors the nfa builder must not see (it would
@@ -118,6 +122,9 @@ func (c *ruleChecker) check() {
 	}
 	if c.schemaDecl == nil {
 		c.inferSchema()
+	}
+	for i := range c.schema.Len() {
+		c.inputs = append(c.inputs, c.schema.Field(i).Name)
 	}
 	c.lookupSchema()
 	c.aggregateSchema()

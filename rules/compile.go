@@ -42,6 +42,11 @@ func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
 		Lookups:   c.compileLookups(),
 	}
 	rs.Aggregates = c.compileAggregates()
+	for _, name := range c.inputs {
+		if slot, ok := c.schema.Slot(name); ok {
+			rs.IDSlots = append(rs.IDSlots, slot)
+		}
+	}
 	if c.timeDecl != nil {
 		rs.TimeField = c.timeDecl.Field.Value
 	}

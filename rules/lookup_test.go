@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -121,5 +122,34 @@ rule r {
 	}
 	if k := rs.Schema.Field(4).Kind; k != event.KindString {
 		t.Errorf("card.issuer kind %v, want string", k)
+	}
+}
+
+// TestIDSlots: an alert id hashes the file's input fields in its order
+// (Ruleset.IDSlots): not a lookup's fields, nor, over a layout, the fields
+// only the layout has, wherever the layout put the file's own.
+func TestIDSlots(t *testing.T) {
+	rs, err := Load("l.cep", []byte(lookupSrc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(rs.IDSlots); got != "[0 1 2]" {
+		t.Fatalf("IDSlots %s, want [0 1 2] (ts, customer_id, country)", got)
+	}
+	// The layout of a job that ran another version first: its own lookup,
+	// an input field this file lacks, and this file's fields in another
+	// order.
+	layout := event.MustSchema(event.Field{Name: "country"}, event.Field{Name: "holder.tier"},
+		event.Field{Name: "ts"}, event.Field{Name: "merchant"}, event.Field{Name: "customer_id"})
+	rs, err = LoadLayout("l.cep", []byte(lookupSrc), layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, slot := range rs.IDSlots {
+		names = append(names, rs.Schema.Field(slot).Name)
+	}
+	if got, want := strings.Join(names, ","), "ts,customer_id,country"; got != want {
+		t.Fatalf("IDSlots over the layout name %s, want %s (slots %v of %v)", got, want, rs.IDSlots, rs.Schema.Names())
 	}
 }

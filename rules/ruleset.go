@@ -31,6 +31,15 @@ type Ruleset struct {
 	// Aggregates are the file's velocity aggregates in file order; each
 	// is a schema field of its name, after the lookups' fields.
 	Aggregates []*Aggregate
+	// IDSlots are the slots of the event fields the file reads from its
+	// input (the declared or inferred schema, neither a lookup's nor an
+	// aggregate's fields), in the file's order: what an alert id hashes of
+	// each matched event (docs/decisions.md, "Alert id"). Compiled over a
+	// layout ([CompileLayout]), the slots are the layout's, still in the
+	// file's order, and a field only the layout has is not one of them, so
+	// that the ids of a version's alerts do not depend on the versions
+	// that ran before it in the process.
+	IDSlots []int
 	// Rules are the rules in file order.
 	Rules []*Rule
 	// Tests are the tests written in the file, in file order.
