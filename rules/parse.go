@@ -1566,7 +1566,7 @@ func (p *ruleParser) parseQuantWord(q *Quantifier, w string, pos Pos) bool {
 		q.Kind, q.Min, q.Max = QuantTimes, n.Value, n.Value
 		if p.tok.kind == tokComma || p.tok.kind == tokInt {
 			// times 2, 4 or times 2 4: Flink's times(2, 4).
-			p.errorf("unexpected %s: a range of counts is written with '..': times %d..M", p.tok.describe(), n.Value)
+			p.errorf("unexpected %s: a range of counts is written with '..': times %d..%s", p.tok.describe(), n.Value, p.rangeEnd())
 			return false
 		}
 		if p.tok.kind == tokDotDot {
@@ -1579,6 +1579,28 @@ func (p *ruleParser) parseQuantWord(q *Quantifier, w string, pos Pos) bool {
 		}
 	}
 	return true
+}
+
+// rangeEnd returns the largest count of times N, M or times N M, the
+// current token being the comma or M: the number as written, so that the
+// error shows the range the user meant; M when none follows.
+func (p *ruleParser) rangeEnd() string {
+	rest := p.src.src[p.tok.pos:]
+	if p.tok.kind == tokComma {
+		rest = strings.TrimLeft(rest[1:], " \t")
+	}
+	n := 0
+	if strings.HasPrefix(rest, "-") {
+		n = 1
+	}
+	digits := n
+	for digits < len(rest) && rest[digits] >= '0' && rest[digits] <= '9' {
+		digits++
+	}
+	if digits == n || digits < len(rest) && isIdentStart(rune(rest[digits])) {
+		return "M"
+	}
+	return rest[:digits]
 }
 
 func (p *ruleParser) parseTest(c Comments, pos int) *TestDecl {
