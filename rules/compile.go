@@ -280,7 +280,9 @@ func (rc *ruleCompiler) exprError(x *Expr, err error) {
 // exprHint adds the likely fix to a syntax error of expr whose token is a
 // common slip: = for ==, & for &&, AND for and, or a word of the rule
 // language written after a condition on the stage's line, a list in
-// parentheses (in ("a", "b")). before is the expression up to the token,
+// parentheses (in ("a", "b")), an expression cut short by the end of its
+// line (expr's EOF is the end of the span, rarely of the file). before
+// is the expression up to the token,
 // rest the expression from the token on.
 func exprHint(msg, before, rest string) string {
 	tok, ok := strings.CutPrefix(msg, "unexpected token ")
@@ -289,6 +291,9 @@ func exprHint(msg, before, rest string) string {
 	}
 	var hint string
 	switch tok {
+	case "EOF":
+		// The span ended, not the file: say where and why.
+		hint = "the expression ends here, at the end of its line or before a '#' comment, and is not complete; it goes on past its line only inside brackets"
 	case `Operator("=")`:
 		switch {
 		case strings.HasPrefix(rest, "=>"):
