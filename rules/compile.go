@@ -511,6 +511,10 @@ var flinkHints = map[string]string{
 	"you can apply either combinations or consecutive, not both": " (consecutive: the loop's events come one right after another; " +
 		"allowCombinations: every combination of them; keep one)",
 	"the until condition is only applicable to looping states": " (until ends a loop: give the stage oneOrMore or timesOrMore, or drop the until)",
+	"option not applicable to NOT pattern":                     " (a notNext or notFollowedBy stage takes no quantifier: it matches no event)",
+	"option not applicable to FollowedByAny pattern":           " (greedy does not apply to a loop with allowCombinations: keep one)",
+	"optional pattern cannot be preceded by greedy pattern":    " (the stage before is a greedy loop: drop greedy there, or optional here)",
+	"optional already applied":                                 " (times 0..n makes the stage optional already: leave out optional)",
 }
 
 // clausePos returns the position of the last clause of kind k of the
