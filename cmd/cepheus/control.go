@@ -168,8 +168,10 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if fs.NArg() > 0 {
 			return fs.usagef("rules %s takes no arguments, not %q", sub, fs.Args())
 		}
-	default:
+	case "":
 		return fs.usagef("want a subcommand: validate, deploy, list, rollback or promote")
+	default:
+		return fs.usagef("unknown subcommand %q: want validate, deploy, list, rollback or promote", sub)
 	}
 	if *dropChanged && (sub == "validate" || sub == "list") {
 		return fs.usagef("-drop-changed goes with deploy, rollback and promote")

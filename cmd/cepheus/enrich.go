@@ -68,8 +68,12 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// The flags came first: cepheus enrich -redis ADDR ... load.
 		sub, fs.args = fs.args[0], fs.args[1:]
 	}
-	if sub != "load" {
+	switch sub {
+	case "load":
+	case "":
 		return fs.usagef("want a subcommand: load")
+	default:
+		return fs.usagef("unknown subcommand %q: want load", sub)
 	}
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())

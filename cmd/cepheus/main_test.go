@@ -440,6 +440,26 @@ func TestSubcommandAfterFlags(t *testing.T) {
 	}
 }
 
+// TestUnknownSubcommand: a misspelt subcommand of rules or enrich is named
+// as unknown, with the ones there are; it was answered as if none had been
+// given ("want a subcommand").
+func TestUnknownSubcommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rules", "deplyo", "f.cep"}, `rules: unknown subcommand "deplyo": want validate, deploy, list, rollback or promote`},
+		{[]string{"rules", "-server", "127.0.0.1:1", "lsit"}, `rules: unknown subcommand "lsit": want validate`},
+		{[]string{"enrich", "lod", "-redis", "127.0.0.1:1"}, `enrich: unknown subcommand "lod": want load`},
+		{[]string{"enrich"}, "enrich: want a subcommand: load"},
+	} {
+		code, _, errOut := cepheus(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
 // TestControlUnreachable: status and rules at an address where no
 // cepheus serve listens say so, without gRPC's wrapping.
 func TestControlUnreachable(t *testing.T) {
