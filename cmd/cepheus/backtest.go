@@ -636,6 +636,7 @@ func (e *userError) Unwrap() error { return e.err }
 var internalPrefixes = map[string]bool{
 	"cep": true, "runtime": true, "backtest": true, "source": true, "subtask": true,
 	"dead letters": true, "state": true, "jsonev": true, "enrich": true, "nfa": true,
+	"stream": true,
 }
 
 // stripPrefixes removes the engine's package prefixes from an error

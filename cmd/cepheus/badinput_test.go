@@ -451,6 +451,25 @@ func TestRunMissingEvents(t *testing.T) {
 	}
 }
 
+// TestRunEmptyDirectory: run over a directory with no events file (and
+// without -follow) fails (exit 1) saying why, without the engine's
+// component names ("stream: " was left in), and makes no state directory.
+func TestRunEmptyDirectory(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	empty := filepath.Join(dir, "in")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cepheus(t, "run", "-rules", "../../rulesets/cards.cep", "-events", empty, "-state", state, "-alerts", filepath.Join(dir, "alerts"))
+	if code != 1 || !strings.Contains(stderr, "\ncepheus: the directory "+empty+" has no file to read (names ending in .jsonl or .jsonl.gz)") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the state directory was made: %v", err)
+	}
+}
+
 // TestRunProfileNotAnInput: run's -cpuprofile may not be a file the run
 // reads (the events, the ruleset): it fails (exit 1) and leaves them be.
 func TestRunProfileNotAnInput(t *testing.T) {
