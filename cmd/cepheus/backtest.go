@@ -1175,7 +1175,11 @@ func (t *exampleTee) print(w io.Writer, ruleset string) {
 			for i, e := range evs {
 				lines[i] = fmt.Sprint(e["line"])
 			}
-			stages = append(stages, fmt.Sprintf("%s: lines %s", s, strings.Join(lines, ",")))
+			word := "lines"
+			if len(lines) == 1 {
+				word = "line"
+			}
+			stages = append(stages, fmt.Sprintf("%s: %s %s", s, word, strings.Join(lines, ",")))
 		}
 		sort.Strings(stages)
 		fmt.Fprintf(w, "        %s", strings.Join(stages, "; "))

@@ -183,6 +183,7 @@ func TestBacktestAlertsOnTerminal(t *testing.T) {
 	}
 	if code := backtest(); code != 0 || stdout.Len() != 0 ||
 		!strings.Contains(stderr.String(), "Example alerts:\n    [medium] r ") ||
+		!strings.Contains(stderr.String(), "\n        a: line 1; b: line 2\n") ||
 		!strings.Contains(stderr.String(), "The 3 alerts are not shown: stdout is a terminal. Write them to a file with -alerts FILE") {
 		t.Errorf("terminal: exit %d, stdout %q, stderr\n%s", code, stdout.String(), stderr.String())
 	}
