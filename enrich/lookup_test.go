@@ -388,6 +388,21 @@ func TestEnrichRetrySucceeds(t *testing.T) {
 	})
 }
 
+// TestBadRecordsError: the error of records that do not read names the
+// first and counts the others as its request's, so that a summary's "N
+// records did not read" over many requests and the last error's count
+// do not read as two counts of one thing.
+func TestBadRecordsError(t *testing.T) {
+	one := BadRecords{{Index: 0, Err: errors.New("key c1: WRONGTYPE")}}
+	if got, want := one.Error(), "key c1: WRONGTYPE"; got != want {
+		t.Errorf("one record: %q, want %q", got, want)
+	}
+	three := append(one, BadRecord{Index: 1, Err: errors.New("key c2: WRONGTYPE")}, BadRecord{Index: 2, Err: errors.New("key c3: WRONGTYPE")})
+	if got, want := three.Error(), "key c1: WRONGTYPE (and 2 more records of its request that do not read)"; got != want {
+		t.Errorf("three records: %q, want %q", got, want)
+	}
+}
+
 // TestEnrichBadRecords: a record that does not read (BadRecords) fails
 // its key alone, with its own reason, without a retry and without being
 // cached; the other keys of the request get their records.

@@ -139,5 +139,5 @@ func (b BadRecords) Error() string {
 	if len(b) == 1 {
 		return b[0].Err.Error()
 	}
-	return fmt.Sprintf("%v (and %d more records that do not read)", b[0].Err, len(b)-1)
+	return fmt.Sprintf("%v (and %d more records of its request that do not read)", b[0].Err, len(b)-1)
 }

@@ -592,7 +592,7 @@ func TestBacktestLookupLastError(t *testing.T) {
 	// did not read, the request no failure.
 	if !regexp.MustCompile(`: 10 keys, 0\.0% from the cache; 10 read in 1 request \(0 without a record\); 10 records did not read: ` +
 		`10 events got the defaults, 0 went to the dead letters; last error: key ` +
-		regexp.QuoteMeta(prefix) + `c[0-9]: ` + regexp.QuoteMeta(want) + ` \(and 9 more records that do not read\)$`).MatchString(line) {
+		regexp.QuoteMeta(prefix) + `c[0-9]: ` + regexp.QuoteMeta(want) + ` \(and 9 more records of its request that do not read\)$`).MatchString(line) {
 		t.Errorf("JSON strings read as hashes: the summary's lookup line\n %s\nwant it to end with ten records that did not read and the last error, key %sc...: %s (and 9 more ...)", line, prefix, want)
 	}
 }
