@@ -584,12 +584,15 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	res, err := e.Stream(ctx, cfg)
 	if res != nil && !f.quiet && !res.AlreadyFinished && cmd != serveCommand {
-		printRunSummary(stderr, res)
+		printRunSummary(stderr, res, f.deadLetterTo())
 	}
 	if res != nil && !f.quiet && cmd == serveCommand {
 		say("ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d",
 			res.Ruleset, plural(res.Records, "record", "records"), plural(res.Decoded, "event", "events"), plural(res.Alerts, "alert", "alerts"),
 			humanize.Int(res.Late), plural(res.Dead, "dead letter", "dead letters"), plural(res.Stats.Checkpoints, "checkpoint", "checkpoints"), res.Stats.LastCheckpoint)
+		if line := firstDeadLetter(res, f.deadLetterTo()); line != "" {
+			say("%s", line)
+		}
 	}
 	if err != nil {
 		if res != nil && !res.Finished && errors.Is(err, ctx.Err()) && ctx.Err() != nil {
@@ -695,7 +698,29 @@ func engineLogf(quiet bool, info, warn func(string)) func(format string, args ..
 	}
 }
 
-func printRunSummary(w io.Writer, r *cep.StreamResult) {
+// deadLetterTo says where the run's dead letters go, for the summary.
+func (f *runFlags) deadLetterTo() string {
+	switch {
+	case f.dead != "":
+		return "see " + f.dead
+	case f.deadTopic != "":
+		return "see topic " + f.deadTopic
+	}
+	return "only counted (-dead-letter DIR keeps them)"
+}
+
+// firstDeadLetter is the summary's line on the dead letters: why the first
+// was refused (a run whose every line is a dead letter, of epoch seconds
+// read as milliseconds say, would otherwise say only how many), and where
+// they are (deadTo); empty without dead letters.
+func firstDeadLetter(r *cep.StreamResult, deadTo string) string {
+	if r.Stats.Dead == 0 || r.FirstDeadReason == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s (first: line %d: %s): %s", plural(r.Stats.Dead, "dead letter", "dead letters"), r.FirstDeadLine, r.FirstDeadReason, deadTo)
+}
+
+func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo string) {
 	st := r.Stats
 	if r.Restored > 0 {
 		fmt.Fprintf(w, "run: resumed from checkpoint %d\n", r.Restored)
@@ -703,6 +728,9 @@ func printRunSummary(w io.Writer, r *cep.StreamResult) {
 	fmt.Fprintf(w, "run: ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d\n",
 		r.Ruleset, plural(st.Records, "record", "records"), plural(st.Decoded, "event", "events"), plural(st.Alerts, "alert", "alerts"),
 		humanize.Int(st.Late), plural(st.Dead, "dead letter", "dead letters"), plural(st.Checkpoints, "checkpoint", "checkpoints"), st.LastCheckpoint)
+	if line := firstDeadLetter(r, deadTo); line != "" {
+		fmt.Fprintf(w, "run: %s\n", line)
+	}
 	if st.Checkpoints > 0 {
 		fmt.Fprintf(w, "run: checkpoints took up to %s, subtasks stalled up to %s; %s keys hold state (%s events buffered)\n",
 			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), humanize.Int(st.Keys), humanize.Int(st.Buffered))

@@ -211,7 +211,7 @@ func TestSummaryAggregates(t *testing.T) {
 			"run: aggregate merchants_1h: 1 event dropped at the bound\n"},
 	} {
 		var b strings.Builder
-		printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r", Aggregates: aggs}, Finished: c.finished})
+		printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r", Aggregates: aggs}, Finished: c.finished}, "")
 		if out := b.String(); !strings.HasSuffix(out, c.want) {
 			t.Errorf("run summary (finished %v):\n%s\nwant it to end with\n%s", c.finished, out, c.want)
 		}
@@ -343,6 +343,35 @@ func TestBacktestConditionErrorText(t *testing.T) {
 	want := "(2 condition errors)\n\n  Condition errors count as false; the last of each rule:\n    big: amout is null (in amout > 10)\n"
 	if code != 0 || !strings.Contains(errOut, want) {
 		t.Errorf("exit %d, summary lacks %q:\n%s", code, want, errOut)
+	}
+}
+
+// TestRunSummaryFirstDeadLetter: run's summary says why its first dead
+// letter was refused and where the dead letters are, as backtest's does; it
+// said only how many, so a run over epoch seconds read as milliseconds
+// gave no event and no reason.
+func TestRunSummaryFirstDeadLetter(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", `{"ts":1767225601,"k":"x","name":"a"}`+"\n"+`{"ts":1767225602,"k":"x","name":"b"}`+"\n")
+	const reason = `line 1: column 7: time field "ts": 1767225601 as epoch milliseconds is 1970-01-21T10:53:45.601Z, outside 2000..2100; as epoch seconds it is 2026-01-01T00:00:01.000Z (say the time unit)`
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "\nrun: 2 dead letters (first: " + reason + "): only counted (-dead-letter DIR keeps them)\n"},
+		{[]string{"-dead-letter", filepath.Join(dir, "dead")}, "\nrun: 2 dead letters (first: " + reason + "): see " + filepath.Join(dir, "dead") + "\n"},
+	} {
+		state := t.TempDir()
+		args := append([]string{"run", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(state, "alerts")}, c.args...)
+		if code, _, errOut := cepheus(t, args...); code != 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d; want 0 and the summary saying\n%s\ngot\n%s", c.args, code, c.want, errOut)
+		}
+	}
+	state := t.TempDir()
+	good := writeFile(t, dir, "good.jsonl", abEvents(4, 0, ""))
+	if code, _, errOut := cepheus(t, "run", "-rules", rules, "-events", good, "-state", state, "-alerts", filepath.Join(state, "alerts")); code != 0 || strings.Contains(errOut, "(first: ") {
+		t.Errorf("without dead letters: exit %d, summary\n%s", code, errOut)
 	}
 }
 
