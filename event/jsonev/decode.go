@@ -752,14 +752,21 @@ func (d *Decoder) numericTime(data []byte, i int, f *decField) (ms int64, j int,
 func implausible(text []byte, ms int64, unit TimeUnit) string {
 	msg := string(text) + " as epoch " + unitWords[unit] + " is " + timeText(ms) + ", outside 2000..2100"
 	v, _ := parseFloat(text) // the number as written
+	fits, readable := false, false
 	for _, u := range []struct {
-		name  string
-		perMs float64 // counts of the unit per millisecond
-	}{{"seconds", 1e-3}, {"milliseconds", 1}, {"microseconds", 1e3}, {"nanoseconds", 1e6}} {
+		name     string
+		perMs    float64 // counts of the unit per millisecond
+		readable bool    // a unit the decoder reads (TimeUnit)
+	}{{"seconds", 1e-3, true}, {"milliseconds", 1, true}, {"microseconds", 1e3, false}, {"nanoseconds", 1e6, false}} {
 		alt := v / u.perMs
 		if u.name != unitWords[unit] && alt >= float64(PlausibleFrom) && alt < float64(PlausibleTo) {
 			msg += "; as epoch " + u.name + " it is " + timeText(int64(alt))
+			fits, readable = true, readable || u.readable
 		}
+	}
+	if fits && !readable {
+		// Saying the unit cannot help: only seconds and milliseconds are.
+		return msg + " (times are read as epoch seconds or milliseconds only: write them so, or as RFC 3339)"
 	}
 	return msg + " (say the time unit)"
 }

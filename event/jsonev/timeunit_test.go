@@ -48,8 +48,10 @@ func TestCheckNumericTimes(t *testing.T) {
 		{`{"ts": 1714564800000}`, ""},
 		{`{"ts": "1970-01-01T00:00:01Z"}`, ""}, // a string carries no unit
 		{`{"ts": 1714564800}`, `time field "ts": 1714564800 as epoch milliseconds is 1970-01-20T20:16:04.800Z, outside 2000..2100; as epoch seconds it is 2024-05-01T12:00:00.000Z (say the time unit)`},
-		{`{"ts": 1714564800000000}`, `as epoch microseconds it is 2024-05-01T12:00:00.000Z`},
-		{`{"ts": 1714564800000000000}`, `beyond year 9999, outside 2000..2100; as epoch nanoseconds it is 2024-05-01T12:00:00.000Z`},
+		// Microseconds and nanoseconds are no unit the decoder reads:
+		// saying the unit would not help.
+		{`{"ts": 1714564800000000}`, `as epoch microseconds it is 2024-05-01T12:00:00.000Z (times are read as epoch seconds or milliseconds only: write them so, or as RFC 3339)`},
+		{`{"ts": 1714564800000000000}`, `beyond year 9999, outside 2000..2100; as epoch nanoseconds it is 2024-05-01T12:00:00.000Z (times are read as epoch seconds or milliseconds only: write them so, or as RFC 3339)`},
 		{`{"ts": 3}`, `3 as epoch milliseconds is 1970-01-01T00:00:00.003Z, outside 2000..2100 (say the time unit)`},
 	} {
 		_, err := d.Decode([]byte(c.in))
