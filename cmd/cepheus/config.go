@@ -62,7 +62,11 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 			for i := 0; i+1 < len(m.Content); i += 2 {
 				k, v := m.Content[i], m.Content[i+1]
 				if fs.Lookup(k.Value) == nil || slices.Contains(skip, k.Value) {
-					return nil, fmt.Errorf("config %s:%d:%d: unknown setting %q (the settings are the flags of cepheus serve, without the dash)", path, k.Line, k.Column, k.Value)
+					hint := closestFlag(fs, k.Value, "", skip...)
+					if hint == "" {
+						hint = " (the settings are the flags of cepheus serve, without the dash)"
+					}
+					return nil, fmt.Errorf("config %s:%d:%d: unknown setting %q%s", path, k.Line, k.Column, k.Value, hint)
 				}
 				if v.Kind != yaml.ScalarNode {
 					return nil, fmt.Errorf("config %s:%d:%d: setting %q: want a single value", path, v.Line, v.Column, k.Value)

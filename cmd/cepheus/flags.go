@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,7 +46,11 @@ func (fs *flagSet) parse(args []string) error {
 			fs.printHelp()
 			return errHelp
 		case err != nil:
-			return fs.usagef("%v", err)
+			msg := err.Error()
+			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+				msg += closestFlag(fs.FlagSet, name, "-")
+			}
+			return fs.usagef("%s", msg)
 		}
 		rest := fs.FlagSet.Args()
 		if used := args[:len(args)-len(rest)]; len(used) > 0 && used[len(used)-1] == "--" {
@@ -58,6 +63,52 @@ func (fs *flagSet) parse(args []string) error {
 		fs.args = append(fs.args, rest[0])
 		args = rest[1:]
 	}
+}
+
+// closestFlag returns " (did you mean PREFIXf?)" for the flag f of fs
+// (but those of skip) closest to name, a misspelt flag or setting, or ""
+// when none is close enough to be a slip (-event for -events, -rule for
+// -rules).
+func closestFlag(fs *flag.FlagSet, name, prefix string, skip ...string) string {
+	best, bestD := "", -1
+	fs.VisitAll(func(f *flag.Flag) {
+		if slices.Contains(skip, f.Name) {
+			return
+		}
+		if d := editDistance(strings.ToLower(name), f.Name); bestD < 0 || d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if bestD < 0 || bestD > min(3, (len(name)+1)/3) {
+		return ""
+	}
+	return " (did you mean " + prefix + best + "?)"
+}
+
+// editDistance is the Levenshtein distance between a and b, a
+// transposition of two neighbours counting as one edit.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 // Args returns the arguments that are not flags.

@@ -440,6 +440,27 @@ func TestSubcommandAfterFlags(t *testing.T) {
 	}
 }
 
+// TestMisspeltFlag: a flag a command lacks is refused (exit 2); when it is
+// a slip of one the command has, the message names that one.
+func TestMisspeltFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-event", "e.jsonl"}, "run: flag provided but not defined: -event (did you mean -events?)\n"},
+		{[]string{"run", "-rule", "r.cep"}, "run: flag provided but not defined: -rule (did you mean -rules?)\n"},
+		{[]string{"backtest", "-lookups", "x"}, "backtest: flag provided but not defined: -lookups (did you mean -lookup?)\n"},
+		{[]string{"gen", "-Days", "3"}, "gen: flag provided but not defined: -Days (did you mean -days?)\n"},
+		{[]string{"run", "-nope"}, "run: flag provided but not defined: -nope\n"},
+		{[]string{"run", "-grpc", "x"}, "run: flag provided but not defined: -grpc\n"},
+	} {
+		code, _, errOut := cepheus(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
 // TestUnknownSubcommand: a misspelt subcommand of rules or enrich is named
 // as unknown, with the ones there are; it was answered as if none had been
 // given ("want a subcommand").

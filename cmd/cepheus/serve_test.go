@@ -283,7 +283,9 @@ func TestServeConfig(t *testing.T) {
 		t.Errorf("the printed config read back: exit %d\n%s%s", code, out2, errOut)
 	}
 	for _, c := range []struct{ file, want string }{
-		{"rules: r.cep\nbogus: 1\n", `bad.yaml:2:1: unknown setting "bogus"`},
+		{"rules: r.cep\nbogus: 1\n", `bad.yaml:2:1: unknown setting "bogus" (the settings are the flags of cepheus serve, without the dash)`},
+		{"rules: r.cep\nchekpoint-interval: 1s\n", `bad.yaml:2:1: unknown setting "chekpoint-interval" (did you mean checkpoint-interval?)`},
+		{"rules: r.cep\nprint-confg: true\n", `bad.yaml:2:1: unknown setting "print-confg" (the settings are the flags of cepheus serve, without the dash)`},
 		{"rules: r.cep\nparallelism: many\n", `bad.yaml:2:14: parallelism "many": parse error (want a whole number)`},
 		{"rules: r.cep\ncheckpoint-interval: 5 seconds\n", `bad.yaml:2:22: checkpoint-interval "5 seconds": parse error (want a duration such as 500ms, 10s or 5m)`},
 		{"rules: r.cep\nfollow: maybe\n", `bad.yaml:2:9: follow "maybe": parse error (want true or false)`},
