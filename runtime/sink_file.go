@@ -384,7 +384,9 @@ func (s *FileSink) Recover(restored PendingState) error {
 				return s.fail(err)
 			}
 		case !committed[c]:
-			return fmt.Errorf("runtime: file sink: part file %s of restored checkpoint %d is missing from %s",
+			// Most often another output directory than the run before's:
+			// say which one resumes.
+			return fmt.Errorf("runtime: file sink: part file %s of restored checkpoint %d is missing from %s (another output directory than the one the run that took the checkpoint wrote to? resume with that one)",
 				s.pendingName(c), restored.Checkpoint, s.dir)
 		}
 	}

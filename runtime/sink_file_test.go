@@ -304,8 +304,10 @@ func TestFileSinkRecoverErrors(t *testing.T) {
 	}
 	r, _ = NewFileSink(dir, "late", 0)
 	missing := PendingState{Checkpoint: 3, Parts: []int64{3}}
-	if err := r.Recover(missing); err == nil || !strings.Contains(err.Error(), "missing") {
-		t.Fatalf("Recover of a state whose part file is gone: %v", err)
+	want := "runtime: file sink: part file .late-0-3.pending of restored checkpoint 3 is missing from " + dir +
+		" (another output directory than the one the run that took the checkpoint wrote to? resume with that one)"
+	if err := r.Recover(missing); err == nil || err.Error() != want {
+		t.Fatalf("Recover of a state whose part file is gone: %v, want %s", err, want)
 	}
 	r, _ = NewFileSink(dir, "late", 0)
 	if err := r.Write(modelLine(0)); err == nil {
