@@ -364,7 +364,7 @@ func (s *FileSink) Recover(restored PendingState) error {
 			pending[c] = true
 		case partCommitted:
 			if c > restored.Checkpoint {
-				return fmt.Errorf("%w: %s in %s, %s", ErrCommittedAhead, e.Name(), s.dir, restoredName(restored))
+				return fmt.Errorf("%w: %s in %s, %s: %s", ErrCommittedAhead, e.Name(), s.dir, restoredName(restored), aheadHint(restored))
 			}
 			committed[c] = true
 		}
@@ -427,6 +427,15 @@ func restoredName(restored PendingState) string {
 		return "on a fresh start (no checkpoint restored)"
 	}
 	return "restored checkpoint " + strconv.FormatInt(restored.Checkpoint, 10)
+}
+
+// aheadHint says how output ahead of the restored checkpoint comes about,
+// and, for the common case, what to do.
+func aheadHint(restored PendingState) string {
+	if restored.isZero() {
+		return "the output of an earlier run; give a new state directory a new or empty output directory"
+	}
+	return "the state directory is older than the output (a newer checkpoint deleted, or the state put back from a copy)"
 }
 
 // Close implements [CommitSink.Close]: the in-progress part file, if any,

@@ -384,8 +384,8 @@ func TestFileSinkRecoverLeftOut(t *testing.T) {
 		st   PendingState
 		want string
 	}{
-		{leftOut, "late-0-8.jsonl in " + dir + ", restored checkpoint 7"},
-		{PendingState{}, "late-0-1.jsonl in " + dir + ", on a fresh start (no checkpoint restored)"},
+		{leftOut, "late-0-8.jsonl in " + dir + ", restored checkpoint 7: the state directory is older than the output (a newer checkpoint deleted, or the state put back from a copy)"},
+		{PendingState{}, "late-0-1.jsonl in " + dir + ", on a fresh start (no checkpoint restored): the output of an earlier run; give a new state directory a new or empty output directory"},
 	} {
 		r, _ := NewFileSink(dir, "late", 0)
 		err := r.Recover(c.st)
