@@ -453,6 +453,7 @@ func (rc *ruleCompiler) patternErrors(err error) {
 			continue
 		}
 		pos := rc.rd.Pattern.Pos
+		hint := flinkHints[pe.Msg]
 		switch {
 		case pe.Stage == "":
 			if rc.rd.Skip != nil && strings.Contains(pe.Msg, "skip") {
@@ -477,6 +478,11 @@ func (rc *ruleCompiler) patternErrors(err error) {
 					continue
 				}
 				pos = s.Pos
+				// A NOT stage loops never: the hint to give it a
+				// quantifier would lead to the next error.
+				if s.Contiguity.IsNot() && notStageHints[pe.Msg] {
+					hint = " (a notNext or notFollowedBy stage takes no quantifier, nor what applies to a loop: leave it out)"
+				}
 				// The builder reports a NOT stage after an optional one on
 				// the optional stage; the fault is the NOT stage.
 				if strings.Contains(pe.Msg, "cannot follow an optional") && i+1 < len(leaves) {
@@ -499,8 +505,16 @@ func (rc *ruleCompiler) patternErrors(err error) {
 				break
 			}
 		}
-		rc.c.errorf(pos, "%s%s", pe.Msg, flinkHints[pe.Msg])
+		rc.c.errorf(pos, "%s%s", pe.Msg, hint)
 	}
+}
+
+// notStageHints are the messages of flinkHints whose fix, on a NOT stage,
+// is not a quantifier but leaving the option out.
+var notStageHints = map[string]bool{
+	"consecutive is only applicable to looping or times states":   true,
+	"combinations are only applicable to looping or times states": true,
+	"the until condition is only applicable to looping states":    true,
 }
 
 // flinkHints are the fixes of Flink's messages that name the fault only.
