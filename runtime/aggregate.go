@@ -80,6 +80,10 @@ type Aggregator struct {
 	keys    []map[aggKey]*aggWindow // by spec
 	pending pendingHeap
 	taken   []pendingEvent // the events of an Advance
+	// kept are the events an Advance released (counted, their values
+	// set) and did not hand out, its out having failed: the next Advance
+	// hands them out first (handOut).
+	kept    []pendingEvent
 	arrival uint64
 	wm      event.Watermark
 	dropped []uint64
@@ -175,8 +179,8 @@ func NewAggregator(specs []AggregateSpec) (*Aggregator, error) {
 // Close does nothing: an Aggregator has no goroutine (Aggregation).
 func (a *Aggregator) Close() {}
 
-// Len is the number of events held.
-func (a *Aggregator) Len() int { return len(a.pending) }
+// Len is the number of events held, those an Advance kept included.
+func (a *Aggregator) Len() int { return len(a.pending) + len(a.kept) }
 
 // Dropped returns, per aggregate, the events forgotten at MaxPerKey.
 func (a *Aggregator) Dropped() []uint64 { return append([]uint64(nil), a.dropped...) }
@@ -219,7 +223,10 @@ func (a *Aggregator) Keys() int {
 // held no more (it is then never released). For the switch of a live
 // job's rules (the events held were decoded under the rules before), not
 // per event.
-func (a *Aggregator) EachHeld(f func(ev *event.Event) (keep bool)) { a.pending.filter(f) }
+func (a *Aggregator) EachHeld(f func(ev *event.Event) (keep bool)) {
+	a.pending.filter(f)
+	keepIf(&a.kept, f)
+}
 
 // Add takes an event in arrival order. An event at or behind the
 // watermark is late: Add returns false, sets its aggregate slots to null
@@ -246,14 +253,22 @@ func hold(specs []AggregateSpec, wm event.Watermark, pending *pendingHeap, arriv
 
 // Advance moves the watermark to wm and hands out, in time order (ties in
 // arrival order), every event held at or before it, its aggregates set.
-// An error of out stops it (the events not handed out are kept).
+// An error of out stops the handing out, not the release: out had the
+// event it failed on; the events after it, counted and their values set
+// as without the error, are kept, and the next Advance hands them out
+// first, in order, whatever its watermark (it counts none of them again).
 func (a *Aggregator) Advance(wm event.Watermark, out func(*event.Event) error) error {
+	if err := handOut(&a.kept, out); err != nil {
+		return err
+	}
 	if wm <= a.wm {
 		return nil
 	}
 	a.wm = wm
 	a.taken = a.pending.take(wm, a.taken)
 	a.noteHot()
+	var failed error
+	sent := 0 // the events of a.taken out had
 	for i := 0; i < len(a.taken); {
 		t := a.taken[i].ev.Time
 		a.group = a.group[:0]
@@ -261,23 +276,49 @@ func (a *Aggregator) Advance(wm event.Watermark, out func(*event.Event) error) e
 			a.group = append(a.group, a.taken[i].ev)
 		}
 		a.release(t)
-		for g, ev := range a.group {
+		if failed != nil {
+			continue // released all the same: the windows go on exactly
+		}
+		for _, ev := range a.group {
+			sent++
 			if err := out(ev); err != nil {
-				// Keep the rest for the next call (their values are set,
-				// and will be set again to the same).
-				for _, rest := range a.group[g+1:] {
-					a.pending = append(a.pending, pendingEvent{ev: rest, arrival: 0})
-				}
-				a.pending = append(a.pending, a.taken[i:]...)
-				return err
+				failed = err
+				break
 			}
 		}
+	}
+	if failed != nil {
+		a.kept = append(a.kept, a.taken[sent:]...)
 	}
 	clear(a.taken)
 	if a.sweepAt--; a.sweepAt <= 0 {
 		a.sweep()
 	}
+	return failed
+}
+
+// handOut hands out the events *kept, in order, and removes them; an
+// error of out stops it, the events after the one it failed on kept.
+func handOut(kept *[]pendingEvent, out func(*event.Event) error) error {
+	k := *kept
+	for i, p := range k {
+		if err := out(p.ev); err != nil {
+			n := copy(k, k[i+1:])
+			clear(k[n:])
+			*kept = k[:n]
+			return err
+		}
+	}
+	clear(k)
+	*kept = k[:0]
 	return nil
+}
+
+// keepIf keeps the events of *kept for which f holds, in order.
+func keepIf(kept *[]pendingEvent, f func(*event.Event) bool) {
+	h := pendingHeap(*kept)
+	h.filter(f)
+	*kept = h
 }
 
 // release counts the events of a.group, all of time t, then sets their
@@ -933,6 +974,9 @@ const aggregatorFormat = 2
 
 // AppendBinary appends the aggregator's state: the watermark, the events
 // held (in order) and, per spec, its name and each key's window entries.
+// The events an Advance kept are among those held, before the others: at
+// or before the watermark, where no other is (Add refuses them), so that
+// a restore tells them apart.
 func (a *Aggregator) AppendBinary(b []byte) []byte { return a.appendState(b, aggregatorFormat) }
 
 // appendState is AppendBinary in format f (1: without the names, as an
@@ -940,7 +984,7 @@ func (a *Aggregator) AppendBinary(b []byte) []byte { return a.appendState(b, agg
 func (a *Aggregator) appendState(b []byte, f uint64) []byte {
 	b = binary.AppendUvarint(b, f)
 	b = binary.AppendVarint(b, int64(a.wm))
-	held := slices.Clone(a.pending)
+	held := append(slices.Clone(a.kept), a.pending...)
 	slices.SortFunc(held, comparePending)
 	b = binary.AppendUvarint(b, uint64(len(held)))
 	for _, p := range held {
@@ -979,7 +1023,8 @@ func (a *Aggregator) Restore(b []byte) error { return a.restore(b, false) }
 // and for each spec the windows of the spec of its Name in the state (a
 // spec the state does not name starts empty). A state of an earlier build
 // (format 1) names no spec: every window starts empty. No event held is
-// lost.
+// lost. (The events an Advance kept are restored kept, their values as
+// they were: a spec the state does not name has none in them.)
 func (a *Aggregator) RestoreMatching(b []byte) error { return a.restore(b, true) }
 
 func (a *Aggregator) restore(b []byte, matching bool) error {
@@ -1005,6 +1050,11 @@ func (a *Aggregator) restore(b []byte, matching bool) error {
 		}
 		d.B = rest
 		a.arrival++
+		if ev.Time <= a.wm {
+			// Released by an Advance whose out failed (AppendBinary).
+			a.kept = append(a.kept, pendingEvent{ev: ev, arrival: a.arrival})
+			continue
+		}
 		a.pending = append(a.pending, pendingEvent{ev: ev, arrival: a.arrival})
 	}
 	if f == 1 && matching {

@@ -82,6 +82,7 @@ type ParallelAggregator struct {
 	hotSince event.Watermark
 	pending  pendingHeap
 	taken    []pendingEvent
+	kept     []pendingEvent // as Aggregator.kept
 	arrival  uint64
 	moved    uint64 // entries moved by salt (their salts)
 	wm       event.Watermark
@@ -167,8 +168,8 @@ func (a *ParallelAggregator) HotKeys() []int {
 	return out
 }
 
-// Len is the number of events held.
-func (a *ParallelAggregator) Len() int { return len(a.pending) }
+// Len is the number of events held, those an Advance kept included.
+func (a *ParallelAggregator) Len() int { return len(a.pending) + len(a.kept) }
 
 // Dropped returns, per aggregate, the events forgotten at MaxPerKey (a
 // key's, salted or not: the serial Aggregator's figures).
@@ -666,8 +667,12 @@ func (a *ParallelAggregator) saltOf(s *AggregateSpec, vh, n uint64) int {
 
 // Advance is Aggregator.Advance: the released events counted, read and
 // merged by the workers at once (one round), then the keys found hot
-// salted.
+// salted; an error of out keeps the events after the one it failed on,
+// for the next Advance to hand out first.
 func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) error) error {
+	if err := handOut(&a.kept, out); err != nil {
+		return err
+	}
 	if wm <= a.wm {
 		return nil
 	}
@@ -677,7 +682,6 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 	for _, p := range a.taken {
 		a.batch = append(a.batch, p.ev)
 	}
-	clear(a.taken)
 	if len(a.batch) == 0 {
 		return nil
 	}
@@ -712,13 +716,17 @@ func (a *ParallelAggregator) Advance(wm event.Watermark, out func(*event.Event) 
 		}
 		a.sweepAt = max(64, n/8)
 	}
-	for _, ev := range a.batch {
+	var failed error
+	for i, ev := range a.batch {
 		if err := out(ev); err != nil {
-			return err
+			a.kept = append(a.kept, a.taken[i+1:]...) // in a.batch's order
+			failed = err
+			break
 		}
 	}
+	clear(a.taken)
 	clear(a.batch)
-	return nil
+	return failed
 }
 
 // near sets evNear in the flag of the salted keys of spec si near their
@@ -1280,6 +1288,7 @@ func (a *ParallelAggregator) serial() *Aggregator {
 	s, _ := NewAggregator(a.specs)
 	s.wm, s.arrival = a.wm, a.arrival
 	s.pending = append(pendingHeap(nil), a.pending...)
+	s.kept = slices.Clone(a.kept)
 	s.dropped = a.Dropped()
 	for si := range a.specs {
 		spec, hot := &a.specs[si], a.hot[si]
@@ -1317,7 +1326,10 @@ func (a *ParallelAggregator) Restore(b []byte) error { return a.restore(b, false
 func (a *ParallelAggregator) RestoreMatching(b []byte) error { return a.restore(b, true) }
 
 // EachHeld is Aggregator.EachHeld.
-func (a *ParallelAggregator) EachHeld(f func(ev *event.Event) (keep bool)) { a.pending.filter(f) }
+func (a *ParallelAggregator) EachHeld(f func(ev *event.Event) (keep bool)) {
+	a.pending.filter(f)
+	keepIf(&a.kept, f)
+}
 
 func (a *ParallelAggregator) restore(b []byte, matching bool) error {
 	s, err := NewAggregator(a.specs)
@@ -1338,7 +1350,7 @@ func (a *ParallelAggregator) restore(b []byte, matching bool) error {
 		w.a = a
 	}
 	a.setPhases()
-	a.wm, a.arrival, a.pending = s.wm, s.arrival, s.pending
+	a.wm, a.arrival, a.pending, a.kept = s.wm, s.arrival, s.pending, s.kept
 	copy(a.dropped, s.dropped)
 	for si := range a.specs {
 		for k, win := range s.keys[si] {

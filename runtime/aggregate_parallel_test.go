@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -759,4 +760,133 @@ func cloneEvents(evs []*event.Event) []*event.Event {
 		out[i] = &c
 	}
 	return out
+}
+
+// errOut is the error of the failing outputs of TestAggregatorAdvanceError.
+var errOut = errors.New("the output failed")
+
+// advanceRetry is how TestAggregatorAdvanceError goes on after an
+// Advance whose output failed.
+type advanceRetry int
+
+const (
+	retrySame     advanceRetry = iota // Advance again with the same watermark
+	retryNext                         // at the next watermark, more events added
+	retryRestored                     // the state moved into the other kind of aggregator, then the same watermark
+)
+
+func (r advanceRetry) String() string {
+	return [...]string{"same watermark", "next watermark", "restored"}[r]
+}
+
+// TestAggregatorAdvanceError: an Advance whose output fails hands out no
+// more, and the next Advance hands out first the events it did not (out
+// had the one it failed on), once each, in the order an uninterrupted
+// run hands them out, with its values: the serial Aggregator and
+// ParallelAggregators of 1-3 workers, salted or not, outputs failing at
+// random events (several events of one time too, times rounded), retried
+// with the same watermark, left to the next watermark, or retried after
+// the state moved into the other kind of aggregator. Len counts the
+// events kept. Before, the parallel one lost the rest of its release,
+// and the serial one counted the rest of the failing time's events
+// again at the retry (and a retry with the same watermark handed out
+// nothing).
+func TestAggregatorAdvanceError(t *testing.T) {
+	for seed := range uint64(4) {
+		rnd := rand.New(rand.NewPCG(seed, 21))
+		round := []int64{1, 200}[seed%2]
+		const bound = 2000
+		specs := aggSpecs()
+		evs := skewedAggEvents(rnd, 2000, 8, 0.6, bound, len(specs))
+		for _, ev := range evs {
+			ev.Time -= ev.Time % event.Time(round)
+		}
+		want := feedEvery(t, mustAggregator(t, specs), cloneEvents(evs), bound+round, 7, nil)
+		for workers := range 4 { // 0: the serial Aggregator
+			for _, how := range []advanceRetry{retrySame, retryNext, retryRestored} {
+				t.Run(fmt.Sprintf("seed %d, %d workers, %v", seed, workers, how), func(t *testing.T) {
+					fail := rand.New(rand.NewPCG(seed, uint64(10*workers)+uint64(how)))
+					got, failures := advanceFailing(t, specs, cloneEvents(evs), bound+round, workers, how, fail)
+					if failures < 10 {
+						t.Fatalf("%d outputs failed: the test checks little", failures)
+					}
+					compareSerial(t, fmt.Sprintf("%d failed outputs", failures), specs, got, want)
+				})
+			}
+		}
+	}
+}
+
+// advanceFailing feeds evs as feed does to an aggregator of specs over
+// workers (0: the serial Aggregator) whose output fails at one event in
+// 40 (fail draws), going on after each failure as how says, and returns
+// the events handed out (those out failed on included: it had them) and
+// the number of failures.
+func advanceFailing(t *testing.T, specs []AggregateSpec, evs []*event.Event, bound int64, workers int, how advanceRetry, fail *rand.Rand) ([]*event.Event, int) {
+	t.Helper()
+	newParallel := func(workers int) *ParallelAggregator {
+		p, err := NewParallelAggregator(specs, workers, workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.SetHot(0.05, 2)
+		return p
+	}
+	var agg Aggregation = mustAggregator(t, specs)
+	if workers > 0 {
+		agg = newParallel(workers)
+	}
+	defer func() { agg.Close() }()
+	var got []*event.Event
+	failures, added := 0, 0
+	out := func(ev *event.Event) error {
+		got = append(got, ev)
+		if fail.IntN(40) == 0 {
+			failures++
+			return errOut
+		}
+		return nil
+	}
+	advance := func(wm event.Watermark, final bool) {
+		err := agg.Advance(wm, out)
+		for err != nil {
+			if !errors.Is(err, errOut) {
+				t.Fatal(err)
+			}
+			if held := added - len(got); agg.Len() != held {
+				t.Fatalf("after a failed output, Len is %d, want %d (added, not handed out)", agg.Len(), held)
+			}
+			switch {
+			case how == retryNext && !final:
+				return
+			case how == retryRestored:
+				var moved Aggregation = newParallel(2)
+				if _, ok := agg.(*ParallelAggregator); ok {
+					moved = mustAggregator(t, specs)
+				}
+				if err := moved.Restore(agg.AppendBinary(nil)); err != nil {
+					t.Fatal(err)
+				}
+				agg.Close()
+				agg = moved
+			}
+			err = agg.Advance(wm, out)
+		}
+	}
+	newest := event.MinTime
+	for i, ev := range evs {
+		if !agg.Add(ev) {
+			t.Fatalf("event %d is late", i)
+		}
+		added++
+		newest = max(newest, ev.Time)
+		if i%7 == 6 {
+			advance(newest-event.Time(bound)-1, false)
+		}
+	}
+	advance(event.MaxTime, true)
+	if agg.Len() != 0 {
+		t.Errorf("%d events held after the final watermark", agg.Len())
+	}
+	return got, failures
 }
