@@ -2,19 +2,24 @@ package cep
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/enrich"
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // The events a job holds at a switch (a deploy, a restart with another
@@ -873,4 +878,250 @@ func TestSwitchHeldAfterDeletedFile(t *testing.T) {
 	if tiered != 2 {
 		t.Errorf("%d alerts of tiered, want 2 (c1, c2)", tiered)
 	}
+}
+
+// TestRestartAggregatesRemoved: a restart whose rules file declares no
+// aggregates (heldV1), from a checkpoint whose aggregates (heldV1 with
+// recent and busy) held events, routes those events to the rules at its
+// start, and from then on runs as a job that never had aggregates: no
+// aggregator stage, no aggregator state in any checkpoint it takes; a
+// restart from its first checkpoint (the events then in the rules'
+// buffers) goes on alike. Each subtask's alerts of heldV1's rules, late
+// events and dead letters are those of the same legs run with heldV1
+// throughout, ids included, each key's alerts in the same order (but for
+// what the grown layout shows, the version and the field recent, and the
+// order of alerts of several keys at one watermark, which follows the
+// keys' ranks: a job with aggregates ranks keys by their events'
+// release, before the restart too). Before, an aggregator of none
+// stayed: it held every later event until the watermark, and wrote its
+// state into every checkpoint.
+func TestRestartAggregatesRemoved(t *testing.T) {
+	// Padded, so that the reader's batches (256 KiB) hold some 60
+	// records, not 1,024: a leg stops within a few batches of its
+	// checkpoint.
+	pad := `,"pad":"` + strings.Repeat("x", 4000) + `"}` + "\n"
+	input := strings.ReplaceAll(deployInput(900), "}\n", pad)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v1 := heldV1 + heldRecent + heldBusy
+	// The legs: the first's rules, stopped after checkpoint 1 (300 of
+	// about 1,100 records; the aggregates hold 30 minutes of events, some
+	// 300), then heldV1 stopped after its first checkpoint (20 records
+	// on), then heldV1 to the end. They return the checkpoint each leg
+	// restored, and the second leg's log.
+	const bound = 30 * time.Minute
+	legs := func(first string) (streamDirs, map[int64]jobMeta, [3]int64, []string) {
+		d := newStreamDirs(t)
+		var restored [3]int64
+		var from int64
+		var logs []string
+		for i, src := range []string{first, heldV1, heldV1} {
+			cfg := d.config(events)
+			cfg.CheckpointInterval, cfg.Keep = time.Hour, 1000
+			cfg.CheckpointRecords = 20
+			if i == 0 {
+				cfg.CheckpointRecords = 300
+			}
+			if i < 2 {
+				stopAt := from + 1
+				cfg.hooks.afterCommit = func(id int64) bool { return id >= stopAt }
+			}
+			if i == 1 {
+				cfg.Logf = func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }
+			}
+			res, err := heldEngine(t, src, WithOutOfOrderness(bound)).Stream(context.Background(), cfg)
+			switch {
+			case err != nil:
+				t.Fatalf("leg %d: %v", i, err)
+			case res.Restored != from || res.Finished != (i == 2):
+				t.Fatalf("leg %d: restored %d, finished %v; want checkpoint %d, finished at the last leg", i, res.Restored, res.Finished, from)
+			}
+			restored[i] = from
+			from = res.Stats.LastCheckpoint
+		}
+		return d, checkpointMetas(t, d.state), restored, logs
+	}
+	d, metas, restored, logs := legs(v1)
+	ref, _, _, _ := legs(heldV1)
+
+	held := heldAggregates(t, metas[restored[1]].Source.Aggregates)
+	if len(held) == 0 {
+		t.Fatalf("checkpoint %d: the aggregates hold no event: the test checks nothing", restored[1])
+	}
+	if want := fmt.Sprintf("the %d events held at checkpoint %d by velocity aggregates the rules no longer declare went to the rules", len(held), restored[1]); !slices.Contains(logs, want) {
+		t.Errorf("the second leg's log does not say %q:\n%s", want, strings.Join(logs, "\n"))
+	}
+	after := 0
+	for _, id := range slices.Sorted(maps.Keys(metas)) {
+		if id <= restored[1] {
+			continue
+		}
+		after++
+		if src := metas[id].Source; src.Aggregates != nil || src.AggregatesOf != "" || src.PartAggregates != nil {
+			t.Errorf("checkpoint %d, after the restart without aggregates, carries aggregator state (%d bytes, %d events held; of %q; partitions' %v)",
+				id, len(src.Aggregates), len(heldAggregates(t, src.Aggregates)), src.AggregatesOf, src.PartAggregates)
+		}
+	}
+	if after < 3 || restored[2] <= restored[1] {
+		t.Fatalf("%d checkpoints after the restart, the third leg restored %d: the test checks little", after, restored[2])
+	}
+	t.Logf("%d events held at checkpoint %d; %d checkpoints after", len(held), restored[1], after)
+
+	// heldV1's alerts as a job that never had aggregates gives them, but
+	// for the version (v1's before the restart) and the field recent,
+	// which the grown layout (heldV1 after v1) shows.
+	withoutAggregates := func(lines []string) []string {
+		var out []string
+		for _, l := range lines {
+			var a map[string]any
+			if err := json.Unmarshal([]byte(l), &a); err != nil {
+				t.Fatal(err)
+			}
+			if a["rule"] == "busy" {
+				continue
+			}
+			delete(a, "ruleset_version")
+			for _, evs := range a["matched"].(map[string]any) {
+				for _, ev := range evs.([]any) {
+					delete(ev.(map[string]any), "recent")
+				}
+			}
+			b, err := json.Marshal(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(b))
+		}
+		return out
+	}
+	got, want := subtaskParts(t, d.alerts, "alerts"), subtaskParts(t, ref.alerts, "alerts")
+	if len(want) != 2 {
+		t.Fatalf("the alerts of %d subtasks, want 2", len(want))
+	}
+	for sub := range want {
+		g, w := byKey(t, withoutAggregates(got[sub])), byKey(t, withoutAggregates(want[sub]))
+		if len(w) == 0 {
+			t.Fatalf("subtask %d: no alert: the test checks nothing", sub)
+		}
+		for key := range w {
+			if !slices.Equal(g[key], w[key]) {
+				t.Errorf("subtask %d, key %s: the alerts of heldV1's rules are not those of a job without aggregates, in order (%d, want %d):\n%s", sub, key, len(g[key]), len(w[key]), multisetDiff(w[key], g[key]))
+			}
+		}
+		for key := range g {
+			if w[key] == nil {
+				t.Errorf("subtask %d, key %s: %d alerts, a job without aggregates none", sub, key, len(g[key]))
+			}
+		}
+	}
+	for _, kind := range []string{"late", "dead"} {
+		dir, refDir := d.late, ref.late
+		if kind == "dead" {
+			dir, refDir = d.dead, ref.dead
+		}
+		if got, want := subtaskParts(t, dir, kind), subtaskParts(t, refDir, kind); !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("the %s outputs are not those of a job without aggregates:\n%v\nwant\n%v", kind, got, want)
+		}
+	}
+}
+
+// byKey returns alert lines by their key, in order.
+func byKey(t *testing.T, lines []string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, l := range lines {
+		var a struct {
+			Key json.RawMessage `json:"key"`
+		}
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatal(err)
+		}
+		out[string(a.Key)] = append(out[string(a.Key)], l)
+	}
+	return out
+}
+
+// subtaskParts returns the lines of the committed part files of prefix
+// in dir by subtask, each in checkpoint order (a subtask's outputs in the
+// order it wrote them, wherever the checkpoints fell).
+func subtaskParts(t *testing.T, dir, prefix string) map[int64][]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type part struct{ sub, chk int64 }
+	var parts []part
+	for _, e := range entries {
+		m := partFile.FindStringSubmatch(e.Name())
+		if m == nil || m[1] != prefix {
+			continue
+		}
+		sub, _ := strconv.ParseInt(m[2], 10, 64)
+		chk, _ := strconv.ParseInt(m[3], 10, 64)
+		parts = append(parts, part{sub, chk})
+	}
+	slices.SortFunc(parts, func(a, b part) int { return cmp.Or(cmp.Compare(a.sub, b.sub), cmp.Compare(a.chk, b.chk)) })
+	out := map[int64][]string{}
+	for _, p := range parts {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s-%d-%d.jsonl", prefix, p.sub, p.chk)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p.sub] = append(out[p.sub], jsonLines(b)...)
+	}
+	return out
+}
+
+// checkpointMetas returns the job metadata of every complete checkpoint
+// of the state directory dir, by id.
+func checkpointMetas(t *testing.T, dir string) map[int64]jobMeta {
+	t.Helper()
+	cd, err := state.OpenCheckpointDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cd.Close()
+	ids, err := cd.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]jobMeta{}
+	for _, id := range ids {
+		chk, err := cd.Open(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := chk.Meta("job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m jobMeta
+		if err := unmarshalMeta(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		out[int64(id)] = m
+	}
+	return out
+}
+
+// heldAggregates returns the events an aggregator state holds (none for
+// no state).
+func heldAggregates(t *testing.T, st []byte) []*event.Event {
+	t.Helper()
+	if st == nil {
+		return nil
+	}
+	a, err := runtime.NewAggregator(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RestoreMatching(st); err != nil {
+		t.Fatal(err)
+	}
+	var out []*event.Event
+	a.EachHeld(func(ev *event.Event) bool { out = append(out, ev); return true })
+	return out
 }

@@ -94,7 +94,9 @@ func partAggSignature(e *Engine, k *KafkaInput) string {
 // addPartAgg gives partition idx (name) of the job the aggregator of the
 // aggregates keyed by fields, whose events go to the specifications of
 // mask, restored from the checkpoint's state of the partition; none when
-// no aggregate is keyed so and the checkpoint holds no state.
+// no aggregate is keyed so and the checkpoint's state holds no event. An
+// aggregator of no aggregate holds the events the checkpoint's held
+// until the coordinator's start routes them (routeHeldOfNone).
 func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask uint64) error {
 	j := s.j
 	decls := j.e.aggregatesKeyedBy(fields)
@@ -107,7 +109,11 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	if len(decls) == 0 && st == nil {
 		return nil
 	}
-	a, err := newAggregation(aggregateSpecs(decls), j.aggWorkers())
+	workers := j.aggWorkers()
+	if len(decls) == 0 {
+		workers = 1 // it only holds events (routeHeldOfNone)
+	}
+	a, err := newAggregation(aggregateSpecs(decls), workers)
 	if err != nil {
 		return err
 	}
@@ -120,6 +126,10 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 		pa.fresh, pa.from = true, s.rulesWatermark(mask)
 		err = a.Advance(pa.from, func(*event.Event) error { return nil })
 	case st == nil:
+	case len(decls) == 0:
+		// No aggregate here any more: the events held go to the rules at
+		// the coordinator's start (routeHeldOfNone).
+		err = a.RestoreMatching(st)
 	case same:
 		err = a.Restore(st)
 	default:
@@ -132,6 +142,10 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	if err != nil {
 		a.Close()
 		return fmt.Errorf("%w: partition %s: %w", ErrRestore, name, err)
+	}
+	if len(decls) == 0 && a.Len() == 0 {
+		a.Close() // nothing to hold: the partition goes on without
+		return nil
 	}
 	if s.paggs == nil {
 		s.paggs = map[int]*partAgg{}
@@ -160,6 +174,54 @@ func (s *streamSource) rulesWatermark(mask uint64) event.Watermark {
 		}
 	}
 	return wm
+}
+
+// routeHeldOfNone routes the events the aggregators of no aggregate hold
+// and drops those aggregators, at the coordinator's start (after
+// settleHeld, which settles those events as any held): the job's
+// aggregator of none (streamSource.aggNone: a restore, by rules that
+// declare no aggregates, of a checkpoint whose aggregates held events)
+// and, in a transactional Kafka job, a partition's aggregator of no
+// aggregate (addPartAgg). Such an aggregator sets no value: it would only
+// hold each event until the watermark passes it, as the rules' buffers do.
+// So its events go to the rules at once, in time order (ties in arrival
+// order), before any event read after the restore; all are after the
+// watermark the rules have, so each rule buffers them as a job that never
+// had aggregates would have. From then on the job is such a job: every
+// event routed as it comes, and no aggregator state in its checkpoints.
+// (An aggregator of none that stayed held every later event until the
+// watermark and wrote its state into every checkpoint.)
+func (s *streamSource) routeHeldOfNone() error {
+	held := 0
+	if s.aggNone {
+		held += s.agg.Len()
+		if err := s.agg.Advance(event.MaxTime, func(ev *event.Event) error { return s.routeEvent(ev, allSpecs) }); err != nil {
+			return err
+		}
+		s.agg.Close()
+		s.agg, s.aggNone = nil, false
+	}
+	var err error
+	s.paggIdx = slices.DeleteFunc(s.paggIdx, func(idx int) bool {
+		pa := s.paggs[idx]
+		if err != nil || len(pa.decls) > 0 {
+			return false
+		}
+		held += pa.a.Len()
+		if err = pa.a.Advance(event.MaxTime, func(ev *event.Event) error { return s.routeEvent(ev, pa.mask) }); err != nil {
+			return false
+		}
+		pa.a.Close()
+		delete(s.paggs, idx)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if held > 0 {
+		s.j.logf("the %d events held at checkpoint %d by velocity aggregates the rules no longer declare went to the rules", held, s.j.restored)
+	}
+	return nil
 }
 
 // closeAggregates stops the aggregators' goroutines (after the

@@ -104,6 +104,9 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 		nextBarrier = lastDone.Add(min(c.CheckpointInterval, firstBarrierAfterRestart))
 	}
 	nextProgress := lastDone.Add(c.ProgressInterval)
+	if err := src.routeHeldOfNone(); err != nil {
+		return false, err
+	}
 	for {
 		if j.stopAsked {
 			if j.next != nil && src.guard != nil && src.guard.Holding() > 0 {

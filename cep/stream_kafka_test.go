@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -1212,5 +1213,185 @@ func TestStreamKafkaGroupNoTopic(t *testing.T) {
 		if d := time.Since(begin); d > 5*time.Second {
 			t.Errorf("bounded %v: failed after %v, want at once", bounded, d.Round(time.Millisecond))
 		}
+	}
+}
+
+// TestStreamKafkaAggregatesRemoved: a transactional job of velocity.cep
+// (the card aggregates on the input partitions, the merchant one on the
+// repartition topic of merchant_id) and two rules that read no
+// aggregate, stopped at a checkpoint while its partitions' aggregators
+// hold events, restarts from the changelog (its state directory deleted)
+// with the two rules alone: the events the aggregators held go to the
+// rules at the start (the log counts them), no partition has an
+// aggregator, and no checkpoint after carries aggregator state; a restart
+// from one of them, from the changelog again (where the aggregator states
+// of the first run's checkpoints still are), takes none. The alerts topic
+// holds those of Engine.Run of the two rules, each once, ids included
+// (but for the version, and the aggregates' fields the first run's
+// layout shows). Before, every partition that held events kept an
+// aggregator of none, its state in every checkpoint and in the changelog.
+func TestStreamKafkaAggregatesRemoved(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	src, err := os.ReadFile(filepath.Join("..", "rulesets", "velocity.cep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := `
+rule card_pair {
+  key card_id
+  pattern {
+    begin a where type == "auth" && amount > 300
+    followedBy b where type == "auth" && amount > 300
+    within 3m
+  }
+}
+
+rule merchant_pair {
+  key merchant_id
+  pattern {
+    begin a where amount > 350
+    followedBy b where amount > 350
+    within 1m
+  }
+}
+`
+	header, _, ok := strings.Cut(string(src), "# A merchant's distinct cards")
+	if !ok {
+		t.Fatal("velocity.cep: no aggregate where the test cuts it")
+	}
+	v1, err := CompileRuleset("velocity.cep", append(src, plain...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := CompileRuleset("velocity.cep", []byte(header+plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v1.Aggregates) != 3 || len(v2.Aggregates) != 0 {
+		t.Fatalf("%d and %d aggregates, want 3 and none", len(v1.Aggregates), len(v2.Aggregates))
+	}
+	var input strings.Builder
+	x := uint64(11)
+	next := func(m uint64) uint64 {
+		x = x*6364136223846793005 + 1442695040888963407
+		return (x >> 33) % m
+	}
+	base := time.Date(2026, 1, 1, 22, 0, 0, 0, time.UTC)
+	for i := range 1500 {
+		fmt.Fprintf(&input, `{"ts":%q,"type":"auth","card_id":"c%d","merchant_id":"m%d","amount":%d,"merchant_country":"FR"}`+"\n",
+			base.Add(time.Duration(i)*3*time.Second).Format(time.RFC3339), next(40), next(8), next(400))
+	}
+	// The aggregators hold two minutes of events (some 40).
+	const bound = 2 * time.Minute
+	_, lines, _, _ := batchRun(t, v2, 16, strings.Split(strings.TrimSpace(input.String()), "\n"), WithOutOfOrderness(bound))
+	// An alert as a job of v2 alone gives it, wherever its events were
+	// read.
+	norm := func(lines []string) []string {
+		var out []string
+		for _, l := range lines {
+			var a map[string]any
+			if err := json.Unmarshal([]byte(l), &a); err != nil {
+				t.Fatal(err)
+			}
+			if a["rule"] != "card_pair" && a["rule"] != "merchant_pair" {
+				continue
+			}
+			delete(a, "ruleset_version")
+			for _, evs := range a["matched"].(map[string]any) {
+				for _, ev := range evs.([]any) {
+					for _, f := range []string{"line", "partition", "merchant_cards", "card_hour_spend", "card_countries_today"} {
+						delete(ev.(map[string]any), f)
+					}
+				}
+			}
+			b, err := json.Marshal(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(b))
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := norm(lines)
+	for _, r := range []string{"card_pair", "merchant_pair"} {
+		if n := strings.Count(strings.Join(want, "\n"), `"rule":"`+r+`"`); n == 0 {
+			t.Fatalf("Engine.Run gives no alert of %s: nothing to tell", r)
+		}
+	}
+	topic := fmt.Sprintf("stream-kafka-agg-removed-%d", time.Now().UnixNano())
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: 3, KeyField: "card_id",
+	}, strings.NewReader(input.String())); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	run := func(rs *Ruleset, stopAfter int64) (*StreamResult, []string) {
+		t.Helper()
+		var logs []string
+		cfg := StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20, RecordKey: "card_id",
+				AlertsTopic: topic + "-alerts", Group: topic},
+			StateDir: state, CheckpointInterval: 10 * time.Second, CheckpointRecords: 200, Parallelism: 2, Keep: 1000,
+			Logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) },
+		}
+		first := int64(-1)
+		cfg.hooks.afterCommit = func(id int64) bool {
+			if first < 0 {
+				first = id
+			}
+			return stopAfter > 0 && id >= first+stopAfter-1
+		}
+		e, err := New(WithRuleset(rs), WithOutOfOrderness(bound), WithWatermarkEvery(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Stream(context.Background(), cfg)
+		if err != nil || res.Finished != (stopAfter == 0) {
+			t.Fatalf("Stream: %v, finished %v (want a stop after %d checkpoints, 0: finished)", err, res != nil && res.Finished, stopAfter)
+		}
+		return res, logs
+	}
+	// aggState: whether a checkpoint of the state directory after id
+	// (from the changelog: each run starts without one) carries
+	// aggregator state.
+	aggState := func(after int64) []string {
+		var out []string
+		for id, m := range checkpointMetas(t, state) {
+			if id > after && (m.Source.PartAggregates != nil || m.Source.Aggregates != nil || m.Source.AggregatesOf != "") {
+				out = append(out, fmt.Sprintf("checkpoint %d: partitions %v, %d bytes, of %q", id, slices.Sorted(maps.Keys(m.Source.PartAggregates)), len(m.Source.Aggregates), m.Source.AggregatesOf))
+			}
+		}
+		return out
+	}
+	first, _ := run(v1, 3)
+	if got := aggState(0); len(got) == 0 {
+		t.Fatal("the first run's checkpoints carry no aggregator state: the test checks nothing")
+	}
+	for i, stop := range []int64{3, 0} {
+		if err := os.RemoveAll(state); err != nil {
+			t.Fatal(err)
+		}
+		res, logs := run(v2, stop)
+		if res.Restored < first.Stats.LastCheckpoint || res.Restored == 0 {
+			t.Fatalf("run %d: restored %d, want the changelog's %d or later", i+2, res.Restored, first.Stats.LastCheckpoint)
+		}
+		said := false
+		for _, l := range logs {
+			if strings.Contains(l, " by velocity aggregates the rules no longer declare went to the rules") {
+				said = true
+				t.Logf("run %d: %s", i+2, l)
+			}
+		}
+		if said != (i == 0) {
+			t.Errorf("run %d (restored %d): the log says events held by the aggregates went to the rules: %v, want %v:\n%s", i+2, res.Restored, said, i == 0, strings.Join(logs, "\n"))
+		}
+		if got := aggState(res.Restored); len(got) > 0 {
+			t.Errorf("run %d: checkpoints after the restore of %d carry aggregator state:\n%s", i+2, res.Restored, strings.Join(got, "\n"))
+		}
+		first = res
+	}
+	if got := norm(topicValues(t, brokers, topic+"-alerts")); !slices.Equal(got, want) {
+		t.Errorf("the alerts of the rules without aggregates are not those of Engine.Run (%d, want %d):\n%s", len(got), len(want), multisetDiff(want, got))
 	}
 }

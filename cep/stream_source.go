@@ -91,8 +91,12 @@ type streamSource struct {
 	enrich *enrichStage
 	// agg is the velocity aggregates (nil without): an event waits in it
 	// until the watermark passes it, and is routed then, its aggregates
-	// set, just before the watermark goes out.
-	agg runtime.Aggregation
+	// set, just before the watermark goes out. aggNone says it is an
+	// aggregator of none instead: the rules declare no aggregates, and it
+	// holds the events the restored checkpoint's aggregates held, until
+	// the coordinator's start routes them (routeHeldOfNone).
+	agg     runtime.Aggregation
+	aggNone bool
 	// paggs are, in a transactional Kafka job, the aggregators of its
 	// partitions by source index instead (stream_aggregate.go; agg is
 	// nil), paggIdx their indexes in order.
@@ -262,8 +266,10 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 				err = s.agg.Restore(m.Source.Aggregates)
 			case s.agg == nil:
 				// The aggregates are gone: the events they held go on
-				// without them (an aggregator of none holds them).
+				// without them (an aggregator of none holds them for
+				// settleHeld, then routeHeldOfNone routes them).
 				if s.agg, err = runtime.NewAggregator(nil); err == nil {
+					s.aggNone = true
 					err = s.agg.RestoreMatching(m.Source.Aggregates)
 				}
 			default:
