@@ -415,7 +415,7 @@ aggregate crowd {
 rule crowded {
   key country
   pattern {
-    begin a where type == "auth" && amount > 400 && crowd >= 30
+    begin a where type == "auth" && amount > 400 && crowd >= 10
   }
 }
 `
