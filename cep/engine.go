@@ -408,9 +408,12 @@ type InputStats struct {
 	Dead    int64 // records sent to the dead letters
 	Ahead   int64 // of Dead, the events too far ahead of the stream (InputPolicy.MaxAhead)
 	// FirstDeadLine and FirstDeadReason are the line and reason of the
-	// first dead record (0 and "" when there is none).
+	// first dead record (0 and "" when there is none); FirstDeadFile, in
+	// a live job's result, the input partition its line is of (a file's
+	// name, stdin, TOPIC-P), "" in a backtest's (one stream of lines).
 	FirstDeadLine   int64
 	FirstDeadReason string
+	FirstDeadFile   string
 	Line            int64           // line number of the last record read
 	Watermark       event.Watermark // last watermark (event.MinTime before the first)
 	// BytesRead and TotalBytes are the bytes read from the input and its

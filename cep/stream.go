@@ -937,7 +937,7 @@ func (j *job) result(already, finished bool) *StreamResult {
 	r.Watermark = st.Watermark
 	r.BytesRead, r.TotalBytes = -1, -1
 	if j.src != nil {
-		r.FirstDeadLine, r.FirstDeadReason = j.src.firstDeadLine, j.src.firstDeadReason
+		r.FirstDeadLine, r.FirstDeadReason, r.FirstDeadFile = j.src.firstDeadLine, j.src.firstDeadReason, j.src.firstDeadFile
 	}
 	return r
 }

@@ -77,6 +77,7 @@ type streamSource struct {
 
 	firstDeadLine   int64
 	firstDeadReason string
+	firstDeadFile   string // the partition of firstDeadLine
 
 	// keySlot is the slot of the field the input's records must be keyed
 	// by (keyField), checked at each record; -1: no check.
@@ -165,6 +166,7 @@ type sourceMeta struct {
 	SinceWatermark  int
 	FirstDeadLine   int64
 	FirstDeadReason string
+	FirstDeadFile   string `json:",omitempty"`
 	Ahead           runtime.AheadState
 	// Repartition is what the upstream markers of each repartition
 	// partition said, by partition name (a Kafka job with rules not keyed
@@ -299,7 +301,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 			}
 		}
 		s.sinceWM = m.Source.SinceWatermark
-		s.firstDeadLine, s.firstDeadReason = m.Source.FirstDeadLine, m.Source.FirstDeadReason
+		s.firstDeadLine, s.firstDeadReason, s.firstDeadFile = m.Source.FirstDeadLine, m.Source.FirstDeadReason, m.Source.FirstDeadFile
 		if rc.Resume, err = j.resumeFiles(m.Source, parts); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRestore, err)
 		}
@@ -551,7 +553,7 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	}
 	m := sourceMeta{
 		Watermarks: wm, Forwarded: int64(s.forwarded), SinceWatermark: s.sinceWM,
-		FirstDeadLine: s.firstDeadLine, FirstDeadReason: s.firstDeadReason, Repartition: s.repMeta(),
+		FirstDeadLine: s.firstDeadLine, FirstDeadReason: s.firstDeadReason, FirstDeadFile: s.firstDeadFile, Repartition: s.repMeta(),
 	}
 	if s.guard != nil {
 		m.Ahead = s.guard.State()
@@ -948,7 +950,7 @@ func (s *streamSource) deadLetter(p runtime.Partition, rec *runtime.Record, reas
 	j := s.j
 	j.stats.Dead++
 	if s.firstDeadLine == 0 {
-		s.firstDeadLine, s.firstDeadReason = rec.Line, reason
+		s.firstDeadLine, s.firstDeadReason, s.firstDeadFile = rec.Line, reason, p.Name
 	}
 	if j.dead == nil {
 		return nil

@@ -678,7 +678,7 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 			c := byMark[order[counted]].meta
 			meta.Stats = c.Stats
 			meta.Source.Ahead = c.Source.Ahead
-			meta.Source.FirstDeadLine, meta.Source.FirstDeadReason = c.Source.FirstDeadLine, c.Source.FirstDeadReason
+			meta.Source.FirstDeadLine, meta.Source.FirstDeadReason, meta.Source.FirstDeadFile = c.Source.FirstDeadLine, c.Source.FirstDeadReason, c.Source.FirstDeadFile
 		}
 	}
 	// Each partition's aggregator state, of its own checkpoint: the

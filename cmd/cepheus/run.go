@@ -717,7 +717,11 @@ func firstDeadLetter(r *cep.StreamResult, deadTo string) string {
 	if r.Stats.Dead == 0 || r.FirstDeadReason == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s (first: line %d: %s): %s", plural(r.Stats.Dead, "dead letter", "dead letters"), r.FirstDeadLine, r.FirstDeadReason, deadTo)
+	where := fmt.Sprintf("line %d", r.FirstDeadLine)
+	if r.FirstDeadFile != "" {
+		where = r.FirstDeadFile + " " + where
+	}
+	return fmt.Sprintf("%s (first: %s: %s): %s", plural(r.Stats.Dead, "dead letter", "dead letters"), where, r.FirstDeadReason, deadTo)
 }
 
 func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo string) {

@@ -354,7 +354,7 @@ func TestRunSummaryFirstDeadLetter(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "r.cep", goodSrc)
 	events := writeFile(t, dir, "e.jsonl", `{"ts":1767225601,"k":"x","name":"a"}`+"\n"+`{"ts":1767225602,"k":"x","name":"b"}`+"\n")
-	const reason = `line 1: column 7: time field "ts": 1767225601 as epoch milliseconds is 1970-01-21T10:53:45.601Z, outside 2000..2100; as epoch seconds it is 2026-01-01T00:00:01.000Z (say the time unit)`
+	const reason = `e.jsonl line 1: column 7: time field "ts": 1767225601 as epoch milliseconds is 1970-01-21T10:53:45.601Z, outside 2000..2100; as epoch seconds it is 2026-01-01T00:00:01.000Z (say the time unit)`
 	for _, c := range []struct {
 		args []string
 		want string
@@ -368,7 +368,19 @@ func TestRunSummaryFirstDeadLetter(t *testing.T) {
 			t.Errorf("%v: exit %d; want 0 and the summary saying\n%s\ngot\n%s", c.args, code, c.want, errOut)
 		}
 	}
+	// A directory's: the line is of a file, which the summary names.
+	in := filepath.Join(dir, "in")
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, in, "a.jsonl", abEvents(4, 0, ""))
+	writeFile(t, in, "b.jsonl", abEvents(4, 3, `{"ts":"2026-01-01T00:00:03Z","k":`))
 	state := t.TempDir()
+	want := "\nrun: 1 dead letter (first: b.jsonl line 3: "
+	if code, _, errOut := cepheus(t, "run", "-rules", rules, "-events", in, "-state", state, "-alerts", filepath.Join(state, "alerts")); code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("a directory: exit %d; want 0 and the summary saying\n%s\ngot\n%s", code, want, errOut)
+	}
+	state = t.TempDir()
 	good := writeFile(t, dir, "good.jsonl", abEvents(4, 0, ""))
 	if code, _, errOut := cepheus(t, "run", "-rules", rules, "-events", good, "-state", state, "-alerts", filepath.Join(state, "alerts")); code != 0 || strings.Contains(errOut, "(first: ") {
 		t.Errorf("without dead letters: exit %d, summary\n%s", code, errOut)
