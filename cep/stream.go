@@ -736,6 +736,9 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 			version = p.Versions[0].Version
 		}
 		switch {
+		case j.switched != nil:
+			// A switch in the same run, not a restart: "switched to"
+			// says it once the job goes on.
 		case chk != nil:
 			j.logf("resuming from checkpoint %d (%s; ruleset %s version %.12s; parallelism %d, %s backend)", j.restored, chk.Dir, name, version, j.meta.Parallelism, j.meta.Backend)
 		case j.kafka.merged:

@@ -1032,6 +1032,12 @@ func TestStreamShadow(t *testing.T) {
 	if want := fmt.Sprintf("switched to ruleset deploy version %.12s at checkpoint %d ", v2.Hash, pr.Checkpoint); !logged(want) {
 		t.Errorf("the log of the promote has no line %q...", want)
 	}
+	// A switch is no restart: it says "switched to", not "resuming".
+	for _, id := range []int64{sh.Checkpoint, pr.Checkpoint} {
+		if l := fmt.Sprintf("resuming from checkpoint %d ", id); logged(l) {
+			t.Errorf("the log of a switch at checkpoint %d says %q...", id, l)
+		}
+	}
 	if vs := m.Versions(); len(vs) != 2 || vs[0].Version != v2.Hash || vs[0].Origin != "promote" || vs[1].Version != v1.Hash || vs[1].State != VersionPrevious {
 		t.Fatalf("versions after the promote: %+v", vs)
 	}
