@@ -225,7 +225,7 @@ func userErr(err error) error { return &userError{msg: stripPrefixes(err.Error()
 func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
 	for _, l := range ls {
 		if !l.Bound {
-			fmt.Fprintf(w, "%s: lookup %s: unbound, the defaults for every event\n", cmd, l.Name)
+			fmt.Fprintf(w, "%s: lookup %s: unbound, every event got its defaults\n", cmd, l.Name)
 			continue
 		}
 		unreadable := ""
