@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -60,6 +61,14 @@ const (
 // before its log start offset (the records were deleted) or past its high
 // watermark. Use errors.Is(err, ErrBadOffset).
 var ErrBadOffset = errors.New("kafka: start offset outside the partition's log")
+
+// OutOfRange reports whether err is a read of offsets a partition's log
+// does not hold: ErrBadOffset from [NewSource], or a fetch that the broker
+// answered OFFSET_OUT_OF_RANGE (a [Source]'s error once the records at
+// its position were deleted under it, by DeleteRecords or retention).
+func OutOfRange(err error) bool {
+	return errors.Is(err, ErrBadOffset) || errors.Is(err, kerr.OffsetOutOfRange)
+}
 
 // SourceConfig configures [NewSource]. Brokers and Topic are required; the
 // other fields may stay zero.

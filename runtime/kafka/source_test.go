@@ -637,6 +637,64 @@ func TestSourceBackpressure(t *testing.T) {
 	})
 }
 
+// TestSourceRecordsDeleted: records deleted under a reading source (a
+// repartition partition purged by its owner) stop it with an error that
+// OutOfRange tells, after the records read before; a source started before
+// the log's new start is refused with one too (ErrBadOffset). A missing
+// topic is no such error.
+func TestSourceRecordsDeleted(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, brokers []string) {
+		ctx := testContext(t)
+		topic := topicName(t)
+		const n, cut = 3000, 2500
+		// Batches of about 130 records, fetched one at a time (a fetch of
+		// 4 KiB returns one record batch), so that most of the partition
+		// is still to fetch when its records are deleted.
+		cl := newTopic(t, brokers, topic, 2, kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		recs := sourceRecords(n, 2) // all in partition 0
+		for _, r := range recs {
+			r.Value = fmt.Appendf(r.Value, " %0100d", 0)
+		}
+		produceAll(t, cl, recs)
+		s := startSource(t, SourceConfig{Brokers: brokers, Topic: topic, Bounded: true, Partitions: []int32{0},
+			BatchRecords: 50, Buffer: 1, FetchMaxBytes: 4 << 10})
+		b, ok := <-s.Batches()
+		if !ok || !b.Opened {
+			t.Fatalf("first batch %+v (open %v), want the opened one: %v", b, ok, s.Err())
+		}
+		next := int64(0)
+		if b, ok = <-s.Batches(); !ok || len(b.Records) == 0 {
+			t.Fatalf("no records: %v", s.Err())
+		}
+		next = b.Next
+		var del kadm.Offsets
+		del.Add(kadm.Offset{Topic: topic, Partition: 0, At: cut, LeaderEpoch: -1})
+		resp, err := kadm.NewClient(cl).DeleteRecords(ctx, del)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := range s.Batches() {
+			if len(b.Records) > 0 && b.Records[0].Offset != next {
+				t.Fatalf("a batch from offset %d after Next %d", b.Records[0].Offset, next)
+			}
+			next = b.Next
+		}
+		if err := s.Err(); !OutOfRange(err) || next >= cut {
+			t.Errorf("deleted under the source: it read to %d of %d, error %v; want it stopped before %d by an error OutOfRange tells", next, n, err, cut)
+		}
+		_, err = NewSource(ctx, SourceConfig{Brokers: brokers, Topic: topic, Offsets: map[int32]int64{0: next}})
+		if !errors.Is(err, ErrBadOffset) || !OutOfRange(err) {
+			t.Errorf("a source started at %d, before the log start %d: %v, want ErrBadOffset, OutOfRange", next, cut, err)
+		}
+		if _, err := NewSource(ctx, SourceConfig{Brokers: brokers, Topic: topic + "-missing"}); err == nil || OutOfRange(err) {
+			t.Errorf("a missing topic: %v, want an error OutOfRange does not tell", err)
+		}
+	})
+}
+
 func TestSourceConfigValidate(t *testing.T) {
 	err := SourceConfig{Start: FromCommitted, StartTime: time.Now(), Offsets: map[int32]int64{0: -1}, Buffer: -1}.Validate()
 	for _, want := range []string{"no brokers given", "no topic given", "needs a group", "start time is given",
