@@ -144,6 +144,10 @@ type KafkaInput struct {
 	SessionTimeout time.Duration
 
 	batchRecords int // the source's batches (tests; default its own)
+	// beforeRepRead is called by groupDone between the listing of the
+	// group's offsets of a repartition topic and the reading of its
+	// records past them (tests: its owner commits and purges meanwhile).
+	beforeRepRead func(topic string)
 	// Set by the group runner for each job: the partitions it reads (nil:
 	// all), where a bounded one ends, and the membership its
 	// transactions commit under.

@@ -208,14 +208,36 @@ func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []
 	// that read its input to the end and stopped before its repartition
 	// partitions were complete leaves their last records to another.
 	for _, rp := range reps {
-		if _, err := kafka.PartitionCount(ctx, k.conn(), rp.topic); errors.Is(err, kafka.ErrNoTopic) {
-			continue // never written
+		if done, err := repartitionDone(ctx, k, rp.topic); err != nil || !done {
+			return false, err
 		}
-		rends, err := kafka.EndOffsets(ctx, k.conn(), rp.topic)
-		if err != nil {
-			return false, fmt.Errorf("cep: stream: %w", err)
-		}
-		rc, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, rp.topic)
+	}
+	return true, nil
+}
+
+// repartitionDone reports whether the group's committed offsets of
+// repartition topic topic are past every one of its records (true for a
+// topic never written).
+//
+// The partitions are their owners' (other instances'), which go on
+// reading, committing and deleting what they committed
+// (purgeRepartitions) while they are read here: the records from an
+// offset listed here may be gone by the time they are fetched (CI: an
+// instance done with its own partitions failed with OFFSET_OUT_OF_RANGE
+// at the offset its neighbour had committed a moment before). Their
+// owner then committed past it: the offsets are read again and the
+// check starts over. Offsets that did not move, their records gone all
+// the same, are an error: no instance of the group deleted them.
+func repartitionDone(ctx context.Context, k *KafkaInput, topic string) (bool, error) {
+	if _, err := kafka.PartitionCount(ctx, k.conn(), topic); errors.Is(err, kafka.ErrNoTopic) {
+		return true, nil
+	}
+	rc, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, topic)
+	if err != nil {
+		return false, fmt.Errorf("cep: stream: %w", err)
+	}
+	for {
+		rends, err := kafka.EndOffsets(ctx, k.conn(), topic)
 		if err != nil {
 			return false, fmt.Errorf("cep: stream: %w", err)
 		}
@@ -228,18 +250,41 @@ func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []
 			}
 		}
 		if len(parts) == 0 {
-			continue
+			return true, nil
+		}
+		if k.beforeRepRead != nil {
+			k.beforeRepRead(topic)
 		}
 		// Past the committed offsets there may be nothing but the
 		// commit markers of the transactions (control records).
 		found := errors.New("found")
-		_, err = kafka.ReadPartitions(ctx, k.conn(), rp.topic, parts, from, func(int32, []byte, []byte) error { return found })
+		_, rerr := kafka.ReadPartitions(ctx, k.conn(), topic, parts, from, func(int32, []byte, []byte) error { return found })
 		switch {
-		case errors.Is(err, found):
+		case errors.Is(rerr, found):
 			return false, nil
-		case err != nil:
+		case rerr == nil:
+			return true, nil
+		case !kafka.OutOfRange(rerr):
+			return false, fmt.Errorf("cep: stream: %w", rerr)
+		}
+		now, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, topic)
+		if err != nil {
 			return false, fmt.Errorf("cep: stream: %w", err)
 		}
+		if !offsetsMoved(rc, now, parts) {
+			return false, fmt.Errorf("cep: stream: group %s: the records of topic %s after its committed offsets %v are gone, and no instance committed past them since: %w", k.Group, topic, from, rerr)
+		}
+		rc = now
 	}
-	return true, nil
+}
+
+// offsetsMoved reports whether a partition of parts has a committed
+// offset in now past the one in before.
+func offsetsMoved(before, now map[int32]kafka.Committed, parts []int32) bool {
+	for _, p := range parts {
+		if now[p].Offset > before[p].Offset {
+			return true
+		}
+	}
+	return false
 }
