@@ -125,10 +125,11 @@ type AlertEncoder struct {
 	ruleset string // the ruleset's name, in late events
 }
 
-// newAlertEncoder returns the encoder of alerts over events of schema, the
-// ruleset's time fields written as times.
-func newAlertEncoder(rs *rules.Ruleset, schema *event.Schema) *AlertEncoder {
-	return &AlertEncoder{enc: jsonev.NewEncoder(schema, append([]string{rs.TimeField}, rs.TimeFields()...)...), ruleset: rs.Name}
+// newAlertEncoder returns the encoder of alerts over events of schema,
+// the ruleset's event time field and timeFields written as times (those
+// its decoder reads as times: decoderConfig).
+func newAlertEncoder(rs *rules.Ruleset, schema *event.Schema, timeFields []string) *AlertEncoder {
+	return &AlertEncoder{enc: jsonev.NewEncoder(schema, append([]string{rs.TimeField}, timeFields...)...), ruleset: rs.Name}
 }
 
 // AppendAlert appends a as one JSON line, newline included, to b.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -247,13 +248,6 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 	if e.schema, err = engineSchema(rs, c.observers); err != nil {
 		return nil, err
 	}
-	e.decoder = rs.DecoderConfig(jsonev.Lenient)
-	e.decoder.Schema = e.schema
-	c.input.decoder(&e.decoder)
-	if _, err := jsonev.NewDecoder(e.decoder); err != nil {
-		return nil, fmt.Errorf("cep: %w", err)
-	}
-	e.encoder = newAlertEncoder(rs, e.schema)
 	all := make([]compiledRule, 0, len(rs.Rules)+len(extra))
 	for i, r := range rs.Rules {
 		all = append(all, compiledRule{rule: r, nfa: r.NFA, rs: rs, after: event.MinTime, id: i + 1})
@@ -280,6 +274,18 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 		cr.spec, cr.twin = si, -1
 		e.rules = append(e.rules, cr)
 	}
+	var others []*rules.Ruleset // the versions of the draining and shadow rules
+	for _, cr := range extra {
+		if cr.rs != rs && !slices.Contains(others, cr.rs) {
+			others = append(others, cr.rs)
+		}
+	}
+	e.decoder = decoderConfig(rs, e.schema, others)
+	c.input.decoder(&e.decoder)
+	if _, err := jsonev.NewDecoder(e.decoder); err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
+	e.encoder = newAlertEncoder(rs, e.schema, e.decoder.TimeFields)
 	for i := range e.rules {
 		e.rules[i].null = alertNulls(e.rules[i].rule, e.Aggregates(), e.schema.Len())
 	}
@@ -324,6 +330,66 @@ func (c *config) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// decoderConfig is the configuration of the decoder of the events of an
+// engine of rs over schema (rs's, or a live job's layout, with the
+// observers' fields), whose other rules belong to the versions others
+// (draining, shadow). The layout keeps every field a version declared
+// (docs/operations.md, "Schema growth"), with the kind of its latest
+// declaration, and of those fields rs alone says which hold times: a
+// field another version the engine runs declares as a time (and rs does
+// not declare) is read as one too, so that the rules of that version
+// get its time as they do in a run of their own; a field no version the
+// engine runs declares is read with no kind, so that no event is refused
+// for a field none of them reads. (Before, such a field was read as a
+// plain int, the kind of a time: every event that wrote it as an RFC
+// 3339 string was a dead letter.)
+func decoderConfig(rs *rules.Ruleset, schema *event.Schema, others []*rules.Ruleset) jsonev.Config {
+	cfg := rs.DecoderConfig(jsonev.Lenient)
+	cfg.Schema = schema
+	declared := map[int]bool{} // by rs or by others
+	declare := func(v *rules.Ruleset) {
+		for _, slot := range v.IDSlots {
+			declared[slot] = true
+		}
+		for _, l := range v.Lookups {
+			for _, f := range l.Fields {
+				declared[f.Slot] = true
+			}
+		}
+		for _, a := range v.Aggregates {
+			declared[a.Slot] = true
+		}
+	}
+	declare(rs)
+	for _, o := range others {
+		for _, name := range o.TimeFields() {
+			slot, ok := schema.Slot(name)
+			if !ok || declared[slot] || slices.Contains(cfg.TimeFields, name) {
+				continue // rs's declaration first
+			}
+			if k := schema.Field(slot).Kind; k == event.KindInt || k == event.KindNull {
+				cfg.TimeFields = append(cfg.TimeFields, name)
+			}
+		}
+	}
+	for _, o := range others {
+		declare(o)
+	}
+	var fields []event.Field
+	for slot := range schema.Len() {
+		if f := schema.Field(slot); !declared[slot] && f.Kind != event.KindNull {
+			if fields == nil {
+				fields = fieldsOf(schema)
+			}
+			fields[slot].Kind = event.KindNull
+		}
+	}
+	if fields != nil {
+		cfg.Schema = event.MustSchema(fields...)
+	}
+	return cfg
 }
 
 // engineSchema is the ruleset's schema plus the fields the event observers
