@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -348,6 +349,56 @@ func TestBacktestClosedPipe(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRunClosedStderr runs the binary's run with its standard error a
+// pipe whose reader is gone (its log's reader died): the run does not die
+// of it, it reads its input to the end, commits the backtest's alerts and
+// exits 0; its log lines are lost. SIGPIPE is caught (TestBacktestClosedPipe),
+// so the log's writes fail and are dropped; before, the process died at
+// its first log line.
+func TestRunClosedStderr(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(2000, 0, ""))
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	alerts := filepath.Join(dir, "a")
+	cmd := exec.Command(bin, "run", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "s"), "-alerts", alerts)
+	cmd.Stderr = w
+	err = cmd.Run()
+	w.Close()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d (%v), want 0", code, err)
+	}
+	code, want, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events)
+	if code != 0 || strings.Count(want, "\n") == 0 {
+		t.Fatalf("the backtest: exit %d, %d alerts\n%s", code, strings.Count(want, "\n"), stderr)
+	}
+	files, err := filepath.Glob(filepath.Join(alerts, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strings.SplitAfter(string(b), "\n")...)
+	}
+	got = slices.DeleteFunc(got, func(l string) bool { return l == "" })
+	wantLines := strings.SplitAfter(want, "\n")
+	wantLines = slices.DeleteFunc(wantLines, func(l string) bool { return l == "" })
+	slices.Sort(got)
+	slices.Sort(wantLines)
+	if !slices.Equal(got, wantLines) {
+		t.Errorf("the run committed %d alerts, the backtest gives %d", len(got), len(wantLines))
 	}
 }
 
