@@ -350,6 +350,29 @@ func TestBacktestClosedPipe(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
 		}
 	}
+
+	// A command whose output is all it makes (gen, consume) ends there
+	// without a word, as other tools do (gen | head -1).
+	r, w, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := exec.Command(bin, "gen", "-o", "-")
+	gen.Stdout = w
+	stderr.Reset()
+	gen.Stderr = &stderr
+	if err := gen.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if line, err := bufio.NewReader(r).ReadString('\n'); err != nil || !strings.HasPrefix(line, "{") {
+		t.Fatalf("gen's first line %q, %v", line, err)
+	}
+	r.Close()
+	err = gen.Wait()
+	if code := gen.ProcessState.ExitCode(); code != 141 || stderr.Len() > 0 {
+		t.Errorf("gen | head -1: exit %d (%v), stderr %q; want 141 and nothing said", code, err, stderr.String())
+	}
 }
 
 // TestRunClosedStderr runs the binary's run with its standard error a

@@ -23,7 +23,8 @@
 // A directory stands for the *.cep files directly in it. Exit status: 0
 // when all is well, 1 when errors were found (or a test failed), 2 for a
 // usage error, 130 after Ctrl-C, 141 when standard output was closed
-// (cepheus backtest ... | head -1: the summary is printed all the same).
+// (cepheus backtest ... | head -1: the summary is printed all the same;
+// gen and consume, whose output is all they make, end without a word).
 package main
 
 import (
@@ -85,6 +86,8 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &ie):
 		fmt.Fprintf(stderr, "cepheus: %v\n", err)
 		return 130
+	case errors.Is(err, errStreamClosed):
+		return 141
 	case closedStdout(err):
 		fmt.Fprintf(stderr, "cepheus: %v (the output was closed)\n", err)
 		return 141
@@ -107,6 +110,15 @@ func closedStdout(err error) bool {
 	var pe *fs.PathError
 	return errors.As(err, &pe) && pe.Path == os.Stdout.Name() && errors.Is(pe.Err, syscall.EPIPE)
 }
+
+// errStreamClosed is the end of a command whose standard output is all it
+// makes (consume, gen) when that output's reader went away (| head): exit
+// status 141 without a word, as other tools end there.
+var errStreamClosed = errors.New("the output was closed")
+
+// streams are the commands whose standard output is what they make, a
+// stream of records a reader may stop reading (| head).
+var streams = map[string]bool{"consume": true, "gen": true}
 
 // command is a subcommand.
 type command struct {
@@ -157,7 +169,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c == nil {
 		return unknownCommand(name)
 	}
-	return c.run(ctx, rest, stdout, stderr)
+	err := c.run(ctx, rest, stdout, stderr)
+	if streams[name] && closedStdout(err) {
+		return errStreamClosed
+	}
+	return err
 }
 
 func printUsage(w io.Writer) {
