@@ -159,6 +159,13 @@ func latestMeta(t *testing.T, dir string) (int64, *jobMeta) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := chkJobMeta(t, chk)
+	return int64(chk.ID), &m
+}
+
+// chkJobMeta returns the job metadata of checkpoint chk.
+func chkJobMeta(t *testing.T, chk *state.Checkpoint) jobMeta {
+	t.Helper()
 	b, err := chk.Meta("job")
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +174,7 @@ func latestMeta(t *testing.T, dir string) (int64, *jobMeta) {
 	if err := unmarshalMeta(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	return int64(chk.ID), &m
+	return m
 }
 
 // isRead reports whether the job before the restart read line.

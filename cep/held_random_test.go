@@ -97,34 +97,10 @@ func TestRestartAggregatesRemovedRandom(t *testing.T) {
 			d, held := legs(v1)
 			ref, _ := legs(heldV1)
 			t.Logf("%d events held by the aggregates at the restart", held)
-			strip := func(lines []string) []string {
-				var out []string
-				for _, l := range lines {
-					var a map[string]any
-					if err := json.Unmarshal([]byte(l), &a); err != nil {
-						t.Fatal(err)
-					}
-					if a["rule"] == "busy" {
-						continue
-					}
-					delete(a, "ruleset_version")
-					for _, evs := range a["matched"].(map[string]any) {
-						for _, ev := range evs.([]any) {
-							delete(ev.(map[string]any), "recent")
-						}
-					}
-					b, err := json.Marshal(a)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out = append(out, string(b))
-				}
-				return out
-			}
 			got, want := subtaskParts(t, d.alerts, "alerts"), subtaskParts(t, ref.alerts, "alerts")
 			total := 0
 			for sub := range max(len(got), len(want)) {
-				g, w := byKey(t, strip(got[int64(sub)])), byKey(t, strip(want[int64(sub)]))
+				g, w := byKey(t, withoutAggregates(t, got[int64(sub)])), byKey(t, withoutAggregates(t, want[int64(sub)]))
 				for key := range w {
 					total += len(w[key])
 					if !slices.Equal(g[key], w[key]) {

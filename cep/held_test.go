@@ -969,39 +969,12 @@ func TestRestartAggregatesRemoved(t *testing.T) {
 	}
 	t.Logf("%d events held at checkpoint %d; %d checkpoints after", len(held), restored[1], after)
 
-	// heldV1's alerts as a job that never had aggregates gives them, but
-	// for the version (v1's before the restart) and the field recent,
-	// which the grown layout (heldV1 after v1) shows.
-	withoutAggregates := func(lines []string) []string {
-		var out []string
-		for _, l := range lines {
-			var a map[string]any
-			if err := json.Unmarshal([]byte(l), &a); err != nil {
-				t.Fatal(err)
-			}
-			if a["rule"] == "busy" {
-				continue
-			}
-			delete(a, "ruleset_version")
-			for _, evs := range a["matched"].(map[string]any) {
-				for _, ev := range evs.([]any) {
-					delete(ev.(map[string]any), "recent")
-				}
-			}
-			b, err := json.Marshal(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, string(b))
-		}
-		return out
-	}
 	got, want := subtaskParts(t, d.alerts, "alerts"), subtaskParts(t, ref.alerts, "alerts")
 	if len(want) != 2 {
 		t.Fatalf("the alerts of %d subtasks, want 2", len(want))
 	}
 	for sub := range want {
-		g, w := byKey(t, withoutAggregates(got[sub])), byKey(t, withoutAggregates(want[sub]))
+		g, w := byKey(t, withoutAggregates(t, got[sub])), byKey(t, withoutAggregates(t, want[sub]))
 		if len(w) == 0 {
 			t.Fatalf("subtask %d: no alert: the test checks nothing", sub)
 		}
@@ -1075,6 +1048,36 @@ func subtaskParts(t *testing.T, dir, prefix string) map[int64][]string {
 	return out
 }
 
+// withoutAggregates is alert lines of heldV1 after a job that ran
+// aggregates, as a job that never had them gives them: without busy's,
+// the version (v1's before the restart) and the field recent, which the
+// grown layout (heldV1 after v1) shows.
+func withoutAggregates(t *testing.T, lines []string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range lines {
+		var a map[string]any
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatal(err)
+		}
+		if a["rule"] == "busy" {
+			continue
+		}
+		delete(a, "ruleset_version")
+		for _, evs := range a["matched"].(map[string]any) {
+			for _, ev := range evs.([]any) {
+				delete(ev.(map[string]any), "recent")
+			}
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(b))
+	}
+	return out
+}
+
 // checkpointMetas returns the job metadata of every complete checkpoint
 // of the state directory dir, by id.
 func checkpointMetas(t *testing.T, dir string) map[int64]jobMeta {
@@ -1094,15 +1097,7 @@ func checkpointMetas(t *testing.T, dir string) map[int64]jobMeta {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := chk.Meta("job")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m jobMeta
-		if err := unmarshalMeta(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		out[int64(id)] = m
+		out[int64(id)] = chkJobMeta(t, chk)
 	}
 	return out
 }
