@@ -562,12 +562,24 @@ func (l *Lookup) attempt(ctx context.Context, keys []string) ([][]event.Value, e
 		return recs, err
 	}
 	l.st.failures.Add(1)
-	if errors.Is(actx.Err(), context.DeadlineExceeded) {
+	if deadlinePassed(actx) {
 		l.st.timeouts.Add(1)
 		err = fmt.Errorf("no answer within %v", l.timeout)
 	}
 	l.st.failed(err)
 	return nil, err
+}
+
+// deadlinePassed reports whether ctx's deadline has passed. A source's
+// connection reads up to the attempt's deadline (go-redis sets it from the
+// context) and may fail with its own "i/o timeout" before the context's
+// timer has marked it done: both are the attempt's timeout.
+func deadlinePassed(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // checkAnswer reports whether recs is a well-formed answer to keys: one

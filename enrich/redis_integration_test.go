@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -484,5 +486,74 @@ func TestRedisAuth(t *testing.T) {
 	enrich(t, l, events("C1"))
 	if s := l.Stats(); s.Failures != 1 || s.LastError == "" || strings.Contains(s.LastError, cfg.Password) {
 		t.Errorf("a lookup with a wrong password: %d failures, last error %q; want 1, an error without the password", s.Failures, s.LastError)
+	}
+}
+
+// silentServer listens on a loopback port and accepts connections that it
+// reads and never answers (a Redis paused with CLIENT PAUSE, or stuck in a
+// slow script, as a client sees it), and returns its address.
+func silentServer(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestRedisSilentTimeouts: a server that takes requests and never answers
+// makes every attempt a timeout, counted as one and told as one ("no
+// answer within 30ms"), in both formats. The connection's own deadline (the
+// attempt's, set by go-redis) ends its read as the attempt's context ends:
+// whichever of the two is seen first, the attempt timed out. It needs no
+// server.
+func TestRedisSilentTimeouts(t *testing.T) {
+	addr := silentServer(t)
+	for _, format := range []string{FormatHash, FormatJSON} {
+		t.Run(format, func(t *testing.T) {
+			rs, err := OpenRedis(customerSpec(), RedisConfig{Addr: addr, Format: format})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := customerConfig(rs)
+			cfg.Policy = Policy{Mode: FailClosed, Retries: 2}
+			cfg.Timeout = 30 * time.Millisecond
+			cfg.CacheSize = -1
+			l := newLookup(t, cfg)
+			const calls = 5
+			for i := range calls {
+				reasons := enrich(t, l, events("C1"))
+				want := fmt.Sprintf("lookup customer: %s: no answer within 30ms (3 attempts)", rs)
+				if reasons[0] != want {
+					t.Errorf("call %d: reason %q, want %q", i, reasons[0], want)
+				}
+			}
+			s := l.Stats()
+			if s.Requests != 3*calls || s.Failures != s.Requests || s.Timeouts != s.Requests || s.LastError != "no answer within 30ms" {
+				t.Errorf("stats: %d requests, %d failures, %d timeouts, last error %q; want %d of each, the last \"no answer within 30ms\"",
+					s.Requests, s.Failures, s.Timeouts, s.LastError, 3*calls)
+			}
+		})
 	}
 }
