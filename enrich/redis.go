@@ -47,7 +47,7 @@ type RedisConfig struct {
 	// the default, also for ""): a hash, one hash field per lookup field
 	// (fetched with pipelined HMGET and EXISTS). FormatJSON ("json"): a
 	// string holding a JSON object, whose members convert as [OpenFile]
-	// converts a line's (fetched with MGET).
+	// converts a line's (fetched with pipelined GETs).
 	Format string
 	// Prefix goes before each key ([KeyOf]) to make the Redis key; ""
 	// means "cepheus:lookup:" + the lookup's name + ":".
@@ -301,12 +301,11 @@ func (s *RedisSource) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Fetch implements [Source]: one pipeline (hash) or one MGET (json) for all
-// keys. A value that does not convert to its field's kind, or a key that
-// holds another type than a hash (FormatHash), fails its key's record alone
-// ([BadRecords]), naming the Redis key (and the field). With FormatJSON a
-// key holding another type than a string reads as no record (MGET's
-// answer).
+// Fetch implements [Source]: one pipeline for all keys (HMGET and EXISTS
+// per key for FormatHash, GET for FormatJSON). A value that does not
+// convert to its field's kind, or a key that holds another type than the
+// format's (a hash, a string), fails its key's record alone ([BadRecords]),
+// naming the Redis key (and the field).
 func (s *RedisSource) Fetch(ctx context.Context, keys []string) ([][]event.Value, error) {
 	if len(keys) == 0 {
 		return [][]event.Value{}, nil
@@ -396,31 +395,48 @@ func (s *RedisSource) hashRecord(key string, vals []any) ([]event.Value, error) 
 	return rec, nil
 }
 
+// fetchJSON reads keys with one pipeline of GETs rather than an MGET,
+// whose nil answer for a key of another type (a hash: records loaded
+// without ?format=json) would read as no record, every event silently
+// given the defaults; a GET answers WRONGTYPE, which fails the key alone.
 func (s *RedisSource) fetchJSON(ctx context.Context, keys []string) ([][]event.Value, error) {
-	full := make([]string, len(keys))
+	pipe := s.client.Pipeline()
+	gets := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
-		full[i] = s.prefix + k
+		gets[i] = pipe.Get(ctx, s.prefix+k)
 	}
-	vals, err := s.client.MGet(ctx, full...).Result()
-	if err != nil {
-		return nil, err
-	}
-	if len(vals) != len(keys) {
-		return nil, fmt.Errorf("MGET of %d keys gave %d values", len(keys), len(vals))
+	// Exec's error is the first command's, often a missing key's
+	// redis.Nil, which like a WRONGTYPE is an answer: each command's is
+	// looked at. Any other error fails the request, a reply of the server
+	// (NOPERM for a key) naming its key, the connection's as it is.
+	_, _ = pipe.Exec(ctx)
+	for i, k := range keys {
+		e := gets[i].Err()
+		if e == nil || errors.Is(e, redis.Nil) || wrongType(e) {
+			continue
+		}
+		var rerr redis.Error
+		if errors.As(e, &rerr) {
+			return nil, fmt.Errorf("key %s: %w", s.prefix+k, e)
+		}
+		return nil, e
 	}
 	out := make([][]event.Value, len(keys))
 	var bad BadRecords
-	for i, v := range vals {
-		if v == nil {
+	for i, k := range keys {
+		str, err := gets[i].Result()
+		switch {
+		case errors.Is(err, redis.Nil):
 			continue
+		case wrongType(err):
+			err = fmt.Errorf("key %s: %w (not a string: records written as hashes, as enrich load writes them without ?format=json, are read without it)", s.prefix+k, err)
+		default:
+			if _, out[i], err = s.codec.decodeObject([]byte(str), nil); err != nil {
+				err = fmt.Errorf("key %s: %w", s.prefix+k, err)
+			}
 		}
-		str, ok := v.(string)
-		if !ok {
-			bad = append(bad, BadRecord{Index: i, Err: fmt.Errorf("key %s: a reply of type %T", full[i], v)})
-			continue
-		}
-		if _, out[i], err = s.codec.decodeObject([]byte(str), nil); err != nil {
-			bad = append(bad, BadRecord{Index: i, Err: fmt.Errorf("key %s: %w", full[i], err)})
+		if err != nil {
+			bad = append(bad, BadRecord{Index: i, Err: err})
 		}
 	}
 	if bad != nil {

@@ -363,8 +363,8 @@ func TestRedisUnreachable(t *testing.T) {
 
 // TestRedisBadRecords checks that a record that does not convert fails its
 // key alone, with a reason naming the key (the other key of the request,
-// C2, has no record: the defaults), and that a key of the wrong type fails
-// the whole request (the server refuses the pipeline).
+// C2, has no record: the defaults), a key of the wrong type (a string read
+// as a hash, a hash read as a JSON string) too, saying which format reads it.
 func TestRedisBadRecords(t *testing.T) {
 	addr := redisAddr(t)
 	c := rawClient(t, addr)
@@ -383,6 +383,10 @@ func TestRedisBadRecords(t *testing.T) {
 			"field tenure_days: want an integer, got 1.5", false},
 		{FormatJSON, func(p string) error { return c.Set(ctx, p+"C1", `nope`, 0).Err() },
 			"not a JSON object: nope", false},
+		// A hash read with ?format=json (records loaded without it) is
+		// told, not taken for a missing record.
+		{FormatJSON, func(p string) error { return c.HSet(ctx, p+"C1", "home_country", "DE").Err() },
+			"WRONGTYPE Operation against a key holding the wrong kind of value (not a string: records written as hashes, as enrich load writes them without ?format=json, are read without it)", false},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
 			cfg := RedisConfig{Addr: addr, Format: tc.format, Prefix: testPrefix(t, addr)}
@@ -555,5 +559,31 @@ func TestRedisSilentTimeouts(t *testing.T) {
 					s.Requests, s.Failures, s.Timeouts, s.LastError, 3*calls)
 			}
 		})
+	}
+}
+
+// TestRedisJSONReplyError: with ?format=json a server's refusal of one key
+// (NOPERM: an ACL user without access to it) fails the request naming that
+// key, though a key before it has no record (redis.Nil, the pipeline's
+// first error).
+func TestRedisJSONReplyError(t *testing.T) {
+	addr := redisAddr(t)
+	c := rawClient(t, addr)
+	prefix := testPrefix(t, addr)
+	user := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
+	const password = "json-reply-error"
+	if err := c.Do(t.Context(), "ACL", "SETUSER", user, "on", ">"+password, "~"+prefix+"C1", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Do(context.Background(), "ACL", "DELUSER", user) })
+	rs, err := OpenRedis(customerSpec(), RedisConfig{Addr: addr, Username: user, Password: password, Format: FormatJSON, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	_, err = rs.Fetch(t.Context(), []string{"C1", "C2"})
+	want := "key " + prefix + "C2: NOPERM"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Fetch of a missing key, then one the user may not read: %v, want an error starting %q", err, want)
 	}
 }
