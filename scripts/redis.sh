@@ -6,13 +6,16 @@
 #   scripts/redis.sh stop [-dir DIR]    stop exactly the process start recorded in DIR
 #
 # start picks a free loopback port below the kernel's ephemeral range (another one, up to five
-# times, when the port is taken before the server binds it), runs redis-server without
+# times, when the port is taken before the server binds it): after a stop, the port of DIR's
+# server before when it is free, so that a client bound to its address (a lookup of a running
+# cepheus) finds the new server. It runs redis-server without
 # persistence (no RDB, no AOF) in the background with its log in DIR/redis.log, and returns once
 # it answers PING. Its PID goes to DIR/pid and its address to DIR/address; everything but the
 # address goes to stderr. A start on a DIR whose server still runs prints its address again.
 #
 # stop sends SIGTERM to the PID in DIR/pid if that process is still the redis-server started for
-# DIR's port (never anything found by name), waits for it, and sends SIGKILL after 10 s.
+# DIR's port (never anything found by name), waits for it, and sends SIGKILL after 10 s. It keeps
+# the address in DIR/last-address for the next start.
 #
 # DIR defaults to $CEPHEUS_REDIS_DIR, else build/redis in the checkout. REDIS_SH_FIRST_PORT (for
 # tests) is the first port tried, unchecked, so that a test can hand it a taken one.
@@ -92,12 +95,15 @@ start() {
     fi
   fi
   install_server
-  local port pid attempt
+  local port pid attempt last
   # A port taken between free_port and the server's bind (another process, or a client's local
   # end) makes the server exit at its start: another port is tried.
   for attempt in 1 2 3 4 5; do
     if ((attempt == 1)) && [[ -n "${REDIS_SH_FIRST_PORT:-}" ]]; then
       port=$REDIS_SH_FIRST_PORT
+    elif ((attempt == 1)) && [[ -f "$dir/last-address" ]] && last="$(cat "$dir/last-address")" &&
+      ! (exec 3<>"/dev/tcp/127.0.0.1/${last##*:}") 2>/dev/null; then
+      port=${last##*:}
     else
       port="$(free_port)"
     fi
@@ -149,7 +155,8 @@ stop() {
   else
     log "PID $pid is not the redis-server started in $dir any more: nothing to stop"
   fi
-  rm -f "$dir/pid" "$dir/address"
+  [[ -f "$dir/address" ]] && mv -f "$dir/address" "$dir/last-address"
+  rm -f "$dir/pid"
 }
 
 cmd="${1:-}"

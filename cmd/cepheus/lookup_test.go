@@ -101,6 +101,39 @@ func TestRedisScriptTakenPort(t *testing.T) {
 	c.Close()
 }
 
+// TestRedisScriptRestart: scripts/redis.sh start after a stop of the same
+// directory starts the server on the port of the one before, so that a run
+// whose lookup is bound to that address finds it again (docs/operations.md,
+// "Lookups").
+func TestRedisScriptRestart(t *testing.T) {
+	redisAddr(t) // Redis must be there in CI: the script installs it otherwise
+	dir := t.TempDir()
+	script := func(cmd string) string {
+		t.Helper()
+		var stderr bytes.Buffer
+		c := exec.Command("../../scripts/redis.sh", cmd, "-dir", dir)
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("scripts/redis.sh %s: %v\n%s", cmd, err, stderr.Bytes())
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return lines[len(lines)-1]
+	}
+	first := script("start")
+	script("stop")
+	second := script("start")
+	defer script("stop")
+	if second != first {
+		t.Fatalf("start after stop: %s, want the address before, %s", second, first)
+	}
+	c, err := net.DialTimeout("tcp", second, 2*time.Second)
+	if err != nil {
+		t.Fatalf("the server at %s: %v", second, err)
+	}
+	c.Close()
+}
+
 // lookupData generates a day of card events with the profiles of their
 // customers: events, profiles (customer.jsonl) and the number of lines.
 func lookupData(t *testing.T, dir string) (events, profiles string, lines int) {
