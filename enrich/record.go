@@ -228,7 +228,7 @@ func hashValue(f Field, s string) (event.Value, error) {
 		case "false", "0":
 			return event.Bool(false), nil
 		}
-		return event.Null, fmt.Errorf("want true or false, got %q", s)
+		return event.Null, fmt.Errorf("want true, false, 1 or 0, got %q", s)
 	}
 	return event.Null, fmt.Errorf("field of kind %s", f.Kind)
 }

@@ -3,6 +3,8 @@ package enrich
 import (
 	"strings"
 	"testing"
+
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 func TestParseRedisURL(t *testing.T) {
@@ -108,5 +110,29 @@ func TestOpenRedis(t *testing.T) {
 	ca := writeFile(t, "ca.pem", "not a certificate\n")
 	if _, err := OpenRedis(customerSpec(), RedisConfig{Addr: "h:1", CAFile: ca}); err == nil || !strings.HasSuffix(err.Error(), ca+": no PEM certificate") {
 		t.Errorf("OpenRedis with a CA file without certificates: %v", err)
+	}
+}
+
+// TestHashValueErrors: a hash field that does not convert is told with
+// every form its kind takes, so that the message says what to write.
+func TestHashValueErrors(t *testing.T) {
+	for _, tc := range []struct {
+		f    Field
+		s    string
+		want string
+	}{
+		{Field{Kind: event.KindBool}, "yes", `want true, false, 1 or 0, got "yes"`},
+		{Field{Kind: event.KindInt}, "3.0", `want an integer, got "3.0"`},
+		{Field{Kind: event.KindFloat}, "abc", `want a number, got "abc"`},
+		{Field{Kind: event.KindInt, Time: true}, "yesterday", `want an RFC 3339 time or epoch milliseconds, got "yesterday"`},
+	} {
+		if _, err := hashValue(tc.f, tc.s); err == nil || err.Error() != tc.want {
+			t.Errorf("hashValue(%s, %q): %v, want %s", tc.f.Kind, tc.s, err, tc.want)
+		}
+	}
+	for s, want := range map[string]bool{"true": true, "1": true, "false": false, "0": false} {
+		if v, err := hashValue(Field{Kind: event.KindBool}, s); err != nil || !v.Equal(event.Bool(want)) {
+			t.Errorf("hashValue(bool, %q) = %v, %v; want %v", s, v, err, want)
+		}
 	}
 }
