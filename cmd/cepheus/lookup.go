@@ -102,6 +102,10 @@ func (lf *lookupFlags) auth() (cep.RedisAuth, error) {
 	return a, nil
 }
 
+// pingTimeout is how long a lookup's source is given to answer at the start
+// before the command warns that it does not.
+const pingTimeout = 2 * time.Second
+
 // open opens the sources of the -lookup flags for rs and returns the
 // engine option binding them, and the function that closes them. It warns
 // (warnf), once per lookup, of the lookups left unbound, of Redis servers
@@ -145,10 +149,15 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 				warnf("%s", msg)
 			}
 		}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		if err := cep.PingLookupSource(pctx, src); err != nil {
 			if why := errors.Unwrap(err); why != nil {
 				err = why // the error of the ping, without the source named again
+			}
+			if dl, _ := pctx.Deadline(); ctx.Err() == nil && !time.Now().Before(dl) {
+				// The connection's "i/o timeout" (its deadline is the
+				// ping's) says less than how long it was given.
+				err = fmt.Errorf("no answer within %v", pingTimeout)
 			}
 			warnf("lookup %s: %s does not answer (%v): its 'on failure' policy applies until it does", name, src, err)
 		}

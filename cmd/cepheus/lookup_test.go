@@ -481,6 +481,28 @@ func TestLookupErrorsNameOnce(t *testing.T) {
 		strings.Count(stderr, addr) != 2 || strings.Contains(stderr, "enrich:") {
 		t.Errorf("backtest with a Redis that does not answer: exit %d, stderr %q; want 0, the source named once, then the dial's error", code, stderr)
 	}
+	// A server that takes the connection and never answers (paused, busy
+	// in a script) is told by the time it was given.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	code, _, stderr = cepheus(t, "backtest", "-q", "-rules", rules, "-events", events, "-alerts", os.DevNull,
+		"-lookup", "customer=redis://"+silent.Addr().String(), "-lookup-timeout", "50ms")
+	if code != 0 || !strings.Contains(stderr, "does not answer (no answer within 2s): its 'on failure' policy applies") {
+		t.Errorf("backtest with a Redis that never answers: exit %d, stderr %q; want 0, \"does not answer (no answer within 2s)\"", code, stderr)
+	}
 }
 
 // TestLookupFileDuplicatesWarned: backtest and run warn once of a lookup
