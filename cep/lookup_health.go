@@ -53,7 +53,7 @@ func (h *lookupHealth) observe(o enrich.Outcome, now time.Time, logf func(string
 				h.name, h.source, o.Err, h.policy, h.does(), short)
 		} else {
 			logf("warning: lookup %s: its source %s still fails, for %v: %s failed (%s); last error: %v%s",
-				h.name, h.source, now.Sub(h.since).Round(time.Millisecond), quantity(h.events, "event's lookup", "events' lookups"), h.did(), o.Err, short)
+				h.name, h.source, failingFor(now.Sub(h.since)), quantity(h.events, "event's lookup", "events' lookups"), h.did(), o.Err, short)
 		}
 		h.warned, h.warnedAt, h.short = true, now, 0
 	case o.Answered > 0 && h.failing:
@@ -63,8 +63,18 @@ func (h *lookupHealth) observe(o enrich.Outcome, now time.Time, logf func(string
 			return
 		}
 		logf("lookup %s: its source %s answers again, after %v of failures: %s failed meanwhile (%s)",
-			h.name, h.source, now.Sub(h.since).Round(time.Millisecond), quantity(h.events, "event's lookup", "events' lookups"), h.did())
+			h.name, h.source, failingFor(now.Sub(h.since)), quantity(h.events, "event's lookup", "events' lookups"), h.did())
 	}
+}
+
+// failingFor rounds how long a source has failed for its lines: to the
+// second from 10 seconds on (the reminders come a minute apart: "1m0s",
+// not "1m0.087s"), to the millisecond below.
+func failingFor(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // does says what the policy does to the events of a failed request.

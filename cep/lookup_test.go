@@ -432,3 +432,23 @@ func TestQuantity(t *testing.T) {
 		}
 	}
 }
+
+// TestFailingFor: how long a source has failed reads in seconds from 10
+// seconds on (a reminder a minute on said "1m0.087s"), in milliseconds
+// below.
+func TestFailingFor(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{60*time.Second + 87*time.Millisecond, "1m0s"},
+		{3*time.Minute + 700*time.Millisecond, "3m1s"},
+		{10 * time.Second, "10s"},
+		{9*time.Second + 870400*time.Microsecond, "9.87s"},
+		{350*time.Millisecond + 400*time.Microsecond, "350ms"},
+	} {
+		if got := failingFor(c.d).String(); got != c.want {
+			t.Errorf("failingFor(%v) = %s, want %s", c.d, got, c.want)
+		}
+	}
+}
