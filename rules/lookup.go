@@ -56,6 +56,9 @@ type LookupField struct {
 // maxLookupRetries bounds `on failure retry N`.
 const maxLookupRetries = 10
 
+// longLookupTimeout is the longest lookup timeout without a warning.
+const longLookupTimeout = 10 * time.Second
+
 // checkLookups checks the lookup declarations (after the schema: key
 // fields must exist in a declared one).
 func (c *ruleChecker) checkLookups() {
@@ -94,6 +97,9 @@ func (c *ruleChecker) checkLookups() {
 		}
 		if it := d.Failure; it != nil && it.Retries != nil && (it.Retries.Value < 1 || it.Retries.Value > maxLookupRetries) {
 			c.errorf(it.Retries.Pos, "retry takes 1 to %d retries, not %d", maxLookupRetries, it.Retries.Value)
+		}
+		if it := d.Timeout; it != nil && it.Dur.Value > longLookupTimeout {
+			c.warnf(it.Dur.Pos, "a lookup timeout of %v stops the stream and its checkpoints for up to that long per attempt while the source does not answer (events wait for their lookups, and a checkpoint is taken between two batches); the default is 250ms", it.Dur)
 		}
 	}
 }
