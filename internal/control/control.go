@@ -222,9 +222,15 @@ func comparePartitions(a, b string) int {
 	return strings.Compare(a, b)
 }
 
+// noJobCheckpoint is the message of a TriggerCheckpoint while no job is
+// ready. It names every such moment, a switch's among them (a deploy,
+// a rollback or a promote in flight: the most frequent in file mode,
+// where there is no rebalance), and that a call a moment later may do.
+const noJobCheckpoint = "no job is running (it restores its state, switches to another ruleset version, is between two jobs of a rebalance, or the run has ended): try again once cepheus status says ready"
+
 func (s *service) TriggerCheckpoint(ctx context.Context, _ *cepheusv1.TriggerCheckpointRequest) (*cepheusv1.TriggerCheckpointResponse, error) {
 	if !s.m.Ready() {
-		return nil, status.Error(codes.Unavailable, "no job is running (restoring, or between two jobs of a rebalance)")
+		return nil, status.Error(codes.Unavailable, noJobCheckpoint)
 	}
 	before := s.m.RequestCheckpoint()
 	tick := time.NewTicker(10 * time.Millisecond)

@@ -421,8 +421,12 @@ func TestControl(t *testing.T) {
 	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatal(err)
 	}
-	if _, err := c.TriggerCheckpoint(ctx); err == nil {
-		t.Error("TriggerCheckpoint without a job: no error")
+	// After the end of the run: UNAVAILABLE, saying so and what to do
+	// (it named restoring and a rebalance alone, also over a switch).
+	_, err = c.TriggerCheckpoint(ctx)
+	if msg := c.Message(err); status.Code(err) != codes.Unavailable || !strings.Contains(msg, "the run has ended") ||
+		!strings.Contains(msg, "switches to another ruleset version") || !strings.HasSuffix(msg, "try again once cepheus status says ready") {
+		t.Errorf("TriggerCheckpoint without a job: %v, message %q; want UNAVAILABLE naming a switch and the end, and what to do", err, msg)
 	}
 }
 
