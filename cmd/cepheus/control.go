@@ -195,14 +195,14 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "rollback":
 		r, err := c.Rollback(ctx, *dropChanged)
 		if err != nil {
-			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %s", *server, callMessage(c, err))}
+			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %s", *server, switchMessage(c, err))}
 		}
 		printDeploy(stdout, "rolled back", r)
 		return nil
 	case "promote":
 		r, err := c.Promote(ctx, *dropChanged)
 		if err != nil {
-			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %s", *server, callMessage(c, err))}
+			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %s", *server, switchMessage(c, err))}
 		}
 		printDeploy(stdout, "promoted", r)
 		return nil
@@ -238,7 +238,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return problemsError(file, len(invalid.Problems))
 	}
 	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %s", file, *server, callMessage(c, err))}
+		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %s", file, *server, switchMessage(c, err))}
 	}
 	if err := r.Warnings.Print(stderr, false); err != nil {
 		return err
@@ -250,6 +250,17 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // callMessage is the message of the error of a call of c: the server's
 // (without the engine's package prefixes), or that no server answers.
 func callMessage(c *control.Client, err error) string { return stripPrefixes(c.Message(err)) }
+
+// switchMessage is callMessage for a deploy, a rollback or a promote: when
+// the connection was lost during the call, whether the job switched is
+// not known, and the message says how to find out.
+func switchMessage(c *control.Client, err error) string {
+	msg := callMessage(c, err)
+	if c.Lost(err) {
+		msg += "; whether the job switched is not known: once it runs again, cepheus rules list names the active version"
+	}
+	return msg
+}
 
 // readRulesetArg reads the ruleset fs's argument names: a .cep file, or a
 // directory holding exactly one.

@@ -115,7 +115,7 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 	case errors.As(err, &invalid):
 		return &cepheusv1.DeployResponse{Problems: problemsOf(name, invalid)}, nil
 	case errors.Is(err, cep.ErrNoJob):
-		return nil, status.Error(codes.Unavailable, "no job is running (the engine's run has not begun, or has ended); try again")
+		return nil, status.Error(codes.Unavailable, noJob+" (the engine's run has not begun, or has ended); try again")
 	case errors.Is(err, cep.ErrNoPrevious):
 		return nil, status.Error(codes.FailedPrecondition, "no previous version to roll back to (cepheus rules list shows the versions)")
 	case errors.Is(err, cep.ErrNoShadow):
@@ -222,11 +222,15 @@ func comparePartitions(a, b string) int {
 	return strings.Compare(a, b)
 }
 
+// noJob begins the message of every UNAVAILABLE the service answers
+// itself (Client.Lost tells them from gRPC's).
+const noJob = "no job is running"
+
 // noJobCheckpoint is the message of a TriggerCheckpoint while no job is
 // ready. It names every such moment, a switch's among them (a deploy,
 // a rollback or a promote in flight: the most frequent in file mode,
 // where there is no rebalance), and that a call a moment later may do.
-const noJobCheckpoint = "no job is running (it restores its state, switches to another ruleset version, is between two jobs of a rebalance, or the run has ended): try again once cepheus status says ready"
+const noJobCheckpoint = noJob + " (it restores its state, switches to another ruleset version, is between two jobs of a rebalance, or the run has ended): try again once cepheus status says ready"
 
 func (s *service) TriggerCheckpoint(ctx context.Context, _ *cepheusv1.TriggerCheckpointRequest) (*cepheusv1.TriggerCheckpointResponse, error) {
 	if !s.m.Ready() {
@@ -363,7 +367,26 @@ func (c *Client) Message(err error) string {
 		why = strings.TrimPrefix(why, "transport: Error while dialing: ")
 		return fmt.Sprintf("no cepheus serve answers there (%s): start it, or give its -grpc address with -server", why)
 	}
+	if c.Lost(err) {
+		return fmt.Sprintf("the connection to cepheus serve was lost during the call (%s): did it stop or crash? Its log says", msg)
+	}
 	return msg
+}
+
+// Lost reports whether err, of one of c's calls, is a connection lost
+// while the call was in flight (the server stopped or crashed): an
+// UNAVAILABLE of gRPC's transport, "error reading from server: EOF",
+// not one of the server's own answers (no job running), which all say
+// noJob. What the call did on the server is then unknown: a deploy may
+// have switched, at a checkpoint a restart resumes from.
+func (c *Client) Lost(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	msg := st.Message()
+	dial := strings.HasPrefix(msg, "connection error: ") || strings.HasPrefix(msg, "name resolver error: ")
+	return !dial && !strings.HasPrefix(msg, noJob)
 }
 
 // Validate validates a ruleset's source on the server.

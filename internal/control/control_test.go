@@ -95,6 +95,60 @@ func TestClientMessage(t *testing.T) {
 	}
 }
 
+// blockingDeploy is a Control service whose Deploy waits until its
+// server stops: a server that dies during the call.
+type blockingDeploy struct {
+	cepheusv1.UnimplementedControlServer
+	called chan struct{}
+}
+
+func (b *blockingDeploy) Deploy(ctx context.Context, _ *cepheusv1.DeployRequest) (*cepheusv1.DeployResponse, error) {
+	close(b.called)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestClientMessageLost: a call whose server goes away while it is in
+// flight is said to be lost, and what the server did is not known; it
+// read "error reading from server: EOF", which named neither. The
+// server's own UNAVAILABLE (no job) is not lost.
+func TestClientMessageLost(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	svc := &blockingDeploy{called: make(chan struct{})}
+	cepheusv1.RegisterControlServer(srv, svc)
+	go srv.Serve(ln)
+	defer srv.Stop()
+	c, err := Dial(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		<-svc.called
+		srv.Stop() // closes the connection under the call
+	}()
+	_, err = c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: []byte(testRules)})
+	msg := c.Message(err)
+	if status.Code(err) != codes.Unavailable || !c.Lost(err) ||
+		!strings.HasPrefix(msg, "the connection to cepheus serve was lost during the call (") || !strings.HasSuffix(msg, "): did it stop or crash? Its log says") {
+		t.Errorf("Deploy whose server stopped during the call: %v, lost %v, message %q; want UNAVAILABLE, lost, and a message saying so", err, c.Lost(err), msg)
+	}
+	for _, own := range []string{noJobCheckpoint, noJob + " (the engine's run has not begun, or has ended); try again"} {
+		if err := status.Error(codes.Unavailable, own); c.Lost(err) || c.Message(err) != own {
+			t.Errorf("the server's own UNAVAILABLE %q: lost %v, message %q; want not lost, its message", own, c.Lost(err), c.Message(err))
+		}
+	}
+	if err := status.Error(codes.FailedPrecondition, "no previous version"); c.Lost(err) {
+		t.Errorf("FAILED_PRECONDITION: lost")
+	}
+}
+
 // TestControl serves the control API over a live job: health says
 // NOT_SERVING for the Control service until the job reads, then SERVING;
 // Status reports the job's figures and rules; TriggerCheckpoint returns a
