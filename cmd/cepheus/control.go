@@ -109,8 +109,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if w := event.Time(st.GetWatermarkUnixMs()); w > event.MinTime && w < event.MaxTime {
 		wm += fmt.Sprintf(" (lag %v)", time.Duration(st.GetWatermarkLagMs())*time.Millisecond)
 	}
-	fmt.Fprintf(stdout, "watermark %s; checkpoint %d (%sms), %s failed; %s keys, %s queued\n", wm,
-		st.GetLastCheckpoint(), n(st.GetLastCheckpointDurationMs()), n(st.GetCheckpointFailures()), n(st.GetKeys()), n(st.GetQueued()))
+	fmt.Fprintf(stdout, "watermark %s; %s, %s failed; %s keys, %s queued\n", wm,
+		checkpointText(st.GetLastCheckpoint(), st.GetLastCheckpointDurationMs()), n(st.GetCheckpointFailures()), n(st.GetKeys()), n(st.GetQueued()))
 	for _, r := range st.GetRules() {
 		timedOut := ""
 		if r.GetTimeoutSeverity() != "" {
@@ -129,6 +129,21 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return nil
+}
+
+// checkpointText is the latest checkpoint as status prints it, id and
+// duration in milliseconds as the Status answer has them: none yet, or
+// one the job restored (at its start, or a switch's: the job that took
+// it timed it, this one did not, and its duration is 0), or one the job
+// took, with its duration. The restored one read "(0ms)".
+func checkpointText(id, ms int64) string {
+	switch {
+	case id == 0:
+		return "no checkpoint yet"
+	case ms == 0:
+		return fmt.Sprintf("checkpoint %d (restored)", id)
+	}
+	return fmt.Sprintf("checkpoint %d (%sms)", id, humanize.Int(ms))
 }
 
 // watermarkText is a watermark as status prints it: none yet before the

@@ -228,6 +228,36 @@ func TestServeDeployBeforeTheFirstWatermark(t *testing.T) {
 	}
 }
 
+// TestStatusCheckpointRestored: cepheus status says when there is no
+// checkpoint yet, and that the latest is the one restored after a switch
+// (whose new job has taken none: no duration of its own); it printed
+// "checkpoint 0 (0ms)" and "checkpoint 1 (0ms)".
+func TestStatusCheckpointRestored(t *testing.T) {
+	dir := t.TempDir()
+	server, logs := serveInProcess(t, "-rules", writeFile(t, dir, "r.cep", goodSrc), "-events", writeFile(t, dir, "e.jsonl", `{"ts": "2026-01-01T00:00:00Z", "k": "x", "name": "a"}`+"\n"),
+		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-checkpoint-interval", "1h")
+	if _, status, _ := cepheus(t, "status", "-server", server); !strings.Contains(status, "; no checkpoint yet, 0 failed;") {
+		t.Errorf("cepheus status before the first checkpoint:\n%s\nwant no checkpoint yet", status)
+	}
+	v2 := writeFile(t, dir, "v2.cep", strings.Replace(goodSrc, `name == "b"`, `name == "c"`, 1))
+	code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2)
+	m := regexp.MustCompile(`at checkpoint (\d+) `).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("rules deploy: exit %d\n%s%s\n%s", code, out, errOut, logs.String())
+	}
+	if _, status, _ := cepheus(t, "status", "-server", server); !strings.Contains(status, "; checkpoint "+m[1]+" (restored), 0 failed;") {
+		t.Errorf("cepheus status after a switch at checkpoint %s:\n%s\nwant it restored, without a duration", m[1], status)
+	}
+	for _, c := range []struct {
+		id, ms int64
+		want   string
+	}{{0, 0, "no checkpoint yet"}, {3, 0, "checkpoint 3 (restored)"}, {4, 1250, "checkpoint 4 (1,250ms)"}} {
+		if got := checkpointText(c.id, c.ms); got != c.want {
+			t.Errorf("checkpointText(%d, %d) = %q, want %q", c.id, c.ms, got, c.want)
+		}
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
