@@ -343,10 +343,18 @@ func listVersions(ctx context.Context, c *control.Client, server string, w io.Wr
 		return &userError{err: err, msg: fmt.Sprintf("list of %s: %s", server, callMessage(c, err))}
 	}
 	for _, v := range vs {
-		fmt.Fprintf(w, "%.12s  %-8s  %s  %-9s  %s  %d rules\n", v.Version, v.State,
-			v.Deployed.UTC().Format(time.RFC3339), v.Origin, v.Ruleset, len(v.Rules))
+		fmt.Fprintln(w, versionLine(v))
 	}
 	return nil
+}
+
+// versionLine is v as rules list prints it, in columns: the origin's is
+// as wide as the longest origin, rules-topic (it was 9 wide, and a
+// version deployed through a Kafka rules topic pushed its ruleset and
+// rules out of their columns).
+func versionLine(v cep.VersionInfo) string {
+	return fmt.Sprintf("%.12s  %-8s  %s  %-11s  %s  %d rules", v.Version, v.State,
+		v.Deployed.UTC().Format(time.RFC3339), v.Origin, v.Ruleset, len(v.Rules))
 }
 
 // localName is the name the server gave a problem's file (the base name

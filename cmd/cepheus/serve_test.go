@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/internal/humanize"
 	"github.com/cepheus-cep/cepheus/rules"
 )
@@ -254,6 +255,27 @@ func TestStatusCheckpointRestored(t *testing.T) {
 	}{{0, 0, "no checkpoint yet"}, {3, 0, "checkpoint 3 (restored)"}, {4, 1250, "checkpoint 4 (1,250ms)"}} {
 		if got := checkpointText(c.id, c.ms); got != c.want {
 			t.Errorf("checkpointText(%d, %d) = %q, want %q", c.id, c.ms, got, c.want)
+		}
+	}
+}
+
+// TestVersionLine: rules list keeps its columns whatever the origin,
+// rules-topic (11 characters) the widest; a column 9 wide pushed such a
+// version's ruleset and rules out of line.
+func TestVersionLine(t *testing.T) {
+	at := time.Date(2026, 3, 2, 10, 15, 12, 0, time.UTC)
+	var starts []int
+	for _, origin := range []string{"startup", "grpc", "rules-dir", "rollback", "promote", "rules-topic"} {
+		v := cep.VersionInfo{Ruleset: "cards", Version: "14fdbee47634c75c", State: cep.VersionPrevious, Deployed: at, Origin: origin, Rules: []string{"a", "b"}}
+		line := versionLine(v)
+		if !strings.HasPrefix(line, "14fdbee47634  previous  2026-03-02T10:15:12Z  "+origin+" ") || !strings.HasSuffix(line, "  cards  2 rules") {
+			t.Errorf("versionLine of origin %s: %q", origin, line)
+		}
+		starts = append(starts, strings.Index(line, "  cards  "))
+	}
+	for i, s := range starts {
+		if s != starts[0] {
+			t.Errorf("the ruleset's column starts at %d for origin %d, at %d for the first: %v", s, i, starts[0], starts)
 		}
 	}
 }
