@@ -78,9 +78,12 @@ func usagef(format string, args ...any) error {
 func exitCode(err error, stderr io.Writer) int {
 	var ue *usageError
 	var ie *errInterrupted
+	var le *loggedError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
+	case errors.As(err, &le):
+		return le.code
 	case errors.Is(err, errFound):
 		return 1
 	case errors.As(err, &ie):

@@ -416,12 +416,31 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if len(msgs) > 0 {
 		return fs.usagef("%s", strings.Join(msgs, "\ncepheus: run: "))
 	}
+	var log *slog.Logger
+	if cmd == serveCommand {
+		var err error
+		if log, err = newServeLogger(stderr, logFormat); err != nil {
+			return fs.usagef("%v", err)
+		}
+		if logFormat == "json" {
+			// From here on every line of stderr is a JSON object, the
+			// error that ends the process too.
+			defer func() { result = logFinal(log, result) }()
+		}
+	}
 	file, src, err := readRuleset(f.rules, rulesDir)
 	if err != nil {
 		return err
 	}
 	rs, err := rules.Load(file, src)
 	if err != nil {
+		var list rules.ErrorList
+		if logFormat == "json" && log != nil && errors.As(err, &list) {
+			for _, p := range list {
+				log.Error(p.Error(), "file", p.Pos.Filename, "line", p.Pos.Line, "column", p.Pos.Column)
+			}
+			return fmt.Errorf("%s: %s", file, plural(int64(len(list)), "problem", "problems"))
+		}
 		if err := printErrors(stderr, err, true); err != nil {
 			return err
 		}
@@ -451,11 +470,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	// warnf writes a warning: a line on stderr, or serve's log.
 	warnf := func(format string, args ...any) { fmt.Fprintf(stderr, cmd.name+": warning: "+format+"\n", args...) }
-	var log *slog.Logger
 	if cmd == serveCommand {
-		if log, err = newServeLogger(stderr, logFormat); err != nil {
-			return fs.usagef("%v", err)
-		}
 		warnf = func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }
 	}
 	for _, w := range rs.Warnings {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
@@ -71,7 +72,8 @@ came from, as a config file, and exits.
 
 Its messages go to stderr through log/slog, as key=value text or, with
 -log-format json, one JSON object a line (the progress every -progress
-with its figures as fields; no event value at info level).
+with its figures as fields; no event value at info level; the error it
+ends with, and a ruleset's problems at the start, as ERROR records).
 
 SIGINT or SIGTERM stops it as run: a final checkpoint, then exit 0.`,
 }
@@ -91,6 +93,31 @@ func newServeLogger(w io.Writer, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, nil)), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want text or json", format)
+}
+
+// loggedError is an error serve logged as its last record (-log-format
+// json): the exit status is code's, and nothing more is printed.
+type loggedError struct {
+	err  error
+	code int
+}
+
+func (e *loggedError) Error() string { return e.err.Error() }
+func (e *loggedError) Unwrap() error { return e.err }
+
+// logFinal logs err, the error that ends serve, as an ERROR record of log
+// with the exit status, instead of the plain "cepheus: ..." line that
+// exitCode prints, which a reader of JSON lines does not take (it read
+// the last line, why the process ended, as garbage).
+func logFinal(log *slog.Logger, err error) error {
+	var said strings.Builder
+	code := exitCode(err, &said)
+	if said.Len() == 0 {
+		return err // nothing to say (none, or said already)
+	}
+	msg := strings.TrimSpace(strings.TrimPrefix(said.String(), "cepheus: "))
+	log.Error(msg, "exit_status", code)
+	return &loggedError{err: err, code: code}
 }
 
 // logProgress logs a progress report with its figures as attributes

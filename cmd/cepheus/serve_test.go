@@ -280,6 +280,64 @@ func TestVersionLine(t *testing.T) {
 	}
 }
 
+// TestServeJSONLogEnd: with -log-format json every line serve writes on
+// stderr is a JSON object, the error it ends with and a ruleset's
+// problems at the start too (ERROR records, the problems with their file,
+// line and column), with the exit status of old. They were plain lines
+// ("cepheus: ...", a caret under the line), which a reader of the log's
+// JSON lines could not take: why the process ended. Text logs keep them.
+func TestServeJSONLogEnd(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := writeFile(t, dir, "bad.cep", strings.Replace(goodSrc, `name == "b"`, `name ==`, 1))
+	records := func(stderr string) []map[string]any {
+		t.Helper()
+		var out []map[string]any
+		for _, l := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+			var r map[string]any
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatalf("a line of stderr is no JSON object: %q (%v)\n%s", l, err, stderr)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	common := []string{"serve", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0", "-grpc", "off"}
+	for _, c := range []struct {
+		what      string
+		args      []string
+		want      string  // the last record's message
+		problem   float64 // the line of a problem record before it, if any
+		textFinal string  // the last line of stderr with -log-format text
+	}{
+		{"a directory with no file to read", []string{"-rules", writeFile(t, dir, "good.cep", goodSrc), "-events", empty},
+			"the directory " + empty + " has no file to read", 0, "cepheus: the directory " + empty + " has no file to read"},
+		{"a ruleset that does not compile", []string{"-rules", bad, "-events", empty},
+			bad + ": 1 problem", 7, "^"},
+	} {
+		code, _, stderr := cepheus(t, append(append(common, c.args...), "-log-format", "json")...)
+		rs := records(stderr)
+		last := rs[len(rs)-1]
+		if msg, _ := last["msg"].(string); code != 1 || last["level"] != "ERROR" || !strings.HasPrefix(msg, c.want) || last["exit_status"] != 1.0 {
+			t.Errorf("%s: exit %d, last record %v; want exit 1 and an ERROR record %q..., exit_status 1", c.what, code, last, c.want)
+		}
+		if c.problem > 0 {
+			p := rs[len(rs)-2]
+			if p["level"] != "ERROR" || p["file"] != bad || p["line"] != c.problem || p["column"] == nil || !strings.HasPrefix(p["msg"].(string), bad+":") {
+				t.Errorf("%s: the problem's record %v; want ERROR, file %s, line %v and a column", c.what, p, bad, c.problem)
+			}
+		}
+		code, _, stderr = cepheus(t, append(common, c.args...)...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if last := strings.TrimSpace(lines[len(lines)-1]); code != 1 || !strings.HasPrefix(last, c.textFinal) {
+			t.Errorf("%s, text log: exit %d, last line %q; want 1 and %q...", c.what, code, last, c.textFinal)
+		}
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
