@@ -72,6 +72,11 @@ func problemsOf(name string, err error) []*cepheusv1.Problem {
 }
 
 func (s *service) Deploy(ctx context.Context, req *cepheusv1.DeployRequest) (*cepheusv1.DeployResponse, error) {
+	if req.GetShadow() && req.GetDropChanged() {
+		// As the CLI refuses -shadow -drop-changed: a shadow deploy
+		// drains nothing, and the flag would be ignored without a word.
+		return nil, status.Error(codes.InvalidArgument, "drop_changed goes with a deploy of the active version, not with shadow (a shadow version drains nothing; Promote's drop_changed drops at the promotion)")
+	}
 	name := req.GetName()
 	if name == "" {
 		name = "ruleset.cep"

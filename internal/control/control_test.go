@@ -75,6 +75,12 @@ func TestClientMessage(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || c.Message(err) != want {
 		t.Errorf("Deploy without a job: %v, message %q; want UNAVAILABLE and %q", err, c.Message(err), want)
 	}
+	// A shadow deploy with drop_changed, which would be ignored: refused
+	// as a bad request, before anything else.
+	_, err = c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: "c.cep", Source: []byte(testRules), Shadow: true, DropChanged: true})
+	if msg := c.Message(err); status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(msg, "drop_changed goes with a deploy of the active version, not with shadow") {
+		t.Errorf("Deploy with shadow and drop_changed: %v, message %q; want INVALID_ARGUMENT saying drop_changed does not go with shadow", err, msg)
+	}
 	addr := srv.Addr()
 	srv.Close()
 	gone, err := Dial(addr)
