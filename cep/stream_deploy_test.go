@@ -354,7 +354,7 @@ lookup other {
 	}
 	f.stop()
 	logs := f.lines()
-	want := fmt.Sprintf("warning: lookup other of version %.12s is not bound (the process was started without -lookup other=...): every event gets its defaults", v2.Hash)
+	want := fmt.Sprintf("warning: lookup other of version %.12s is not bound (the process was started without -lookup other=...): every event gets its defaults; to bind it, restart with this version's file as the rules file and -lookup other=...", v2.Hash)
 	if !slices.Contains(logs, want) {
 		t.Errorf("the log has no line %q:\n%s", want, strings.Join(logs, "\n"))
 	}

@@ -215,7 +215,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 			// A deploy: the process warned at its start of the lookups
 			// of its rules file only.
 			for _, name := range j.e.UnboundLookups() {
-				j.logf("warning: lookup %s of version %.12s is not bound (the process was started without -lookup %s=...): every event gets its defaults", name, sw.res.Version, name)
+				j.logf("warning: lookup %s of version %.12s is not bound (the process was started without -lookup %s=...): every event gets its defaults; to bind it, restart with this version's file as the rules file and -lookup %s=...", name, sw.res.Version, name, name)
 			}
 		}
 	}

@@ -447,7 +447,16 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		return errFound
 	}
 	if err := f.lookups.check([]*rules.Ruleset{rs}); err != nil {
-		return fs.usagef("%v", err)
+		if strings.Contains(err.Error(), "(did you mean ") {
+			return fs.usagef("%v", err) // a slip of the name
+		}
+		// The state may run a version deployed since the start that
+		// declares it (the log said to bind it so): its file binds it.
+		as := "-rules"
+		if cmd == serveCommand {
+			as = "-rules (or in -rules-dir)"
+		}
+		return fs.usagef("%v; a lookup of a version deployed since the rules file was taken is bound by a restart with that version's file as %s", err, as)
 	}
 	if mode == cep.ProcessingTime && len(rs.Aggregates) > 0 {
 		var names []string

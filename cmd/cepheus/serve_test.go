@@ -198,18 +198,45 @@ func TestStatusBeforeTheFirstEvent(t *testing.T) {
 }
 
 // TestServeDeployUnboundLookup: a deploy into serve of a version that
-// declares a lookup no -lookup binds is logged as a warning.
+// declares a lookup no -lookup binds is logged as a warning, which says
+// how to bind it: a restart with that version's file and its -lookup
+// resumes with it bound. A restart with the first file and the -lookup
+// is refused (that file declares no such lookup) with the same way out;
+// the warning said "restart with its -lookup", which was this refusal.
 func TestServeDeployUnboundLookup(t *testing.T) {
 	dir := t.TempDir()
 	v2 := writeFile(t, dir, "v2.cep", goodSrc+"lookup holder {\n  key k\n  fields {\n    tier: string default \"?\"\n  }\n}\n")
-	server, logs := serveInProcess(t, "-rules", writeFile(t, dir, "r.cep", goodSrc), "-events", writeFile(t, dir, "e.jsonl", `{"ts": "2026-01-01T00:00:00Z", "k": "x", "name": "a"}`+"\n"),
-		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
-	if code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2); code != 0 {
-		t.Fatalf("rules deploy: exit %d\n%s%s", code, out, errOut)
+	holders := writeFile(t, dir, "holders.jsonl", `{"k": "x", "tier": "gold"}`+"\n")
+	r := writeFile(t, dir, "r.cep", goodSrc)
+	common := []string{"-events", writeFile(t, dir, "e.jsonl", `{"ts": "2026-01-01T00:00:00Z", "k": "x", "name": "a"}`+"\n"),
+		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts")}
+	t.Run("deploy", func(t *testing.T) {
+		server, logs := serveInProcess(t, append([]string{"-rules", r}, common...)...)
+		if code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2); code != 0 {
+			t.Fatalf("rules deploy: exit %d\n%s%s", code, out, errOut)
+		}
+		if !regexp.MustCompile(`level=WARN msg="lookup holder of version [0-9a-f]{12} is not bound \(the process was started without -lookup holder=...\): every event gets its defaults; to bind it, restart with this version's file as the rules file and -lookup holder=..."`).MatchString(logs.String()) {
+			t.Errorf("no warning of the unbound lookup in the log:\n%s", logs.String())
+		}
+	})
+	bind := []string{"-lookup", "holder=file:" + holders}
+	code, _, errOut := cepheus(t, append(append([]string{"serve", "-rules", r, "-http", "127.0.0.1:0", "-grpc", "off"}, common...), bind...)...)
+	if code != 2 || !strings.Contains(errOut, "-lookup holder: no such lookup (the rulesets declare no lookup); a lookup of a version deployed since the rules file was taken is bound by a restart with that version's file as -rules (or in -rules-dir)") {
+		t.Errorf("a restart with the first file and -lookup holder: exit %d\n%s\nwant 2, and how to bind the deployed version's lookup", code, errOut)
 	}
-	if !regexp.MustCompile(`level=WARN msg="lookup holder of version [0-9a-f]{12} is not bound \(the process was started without -lookup holder=...\): every event gets its defaults"`).MatchString(logs.String()) {
-		t.Errorf("no warning of the unbound lookup in the log:\n%s", logs.String())
+	// A slip of the name is only that.
+	code, _, errOut = cepheus(t, append(append([]string{"serve", "-rules", v2, "-http", "127.0.0.1:0", "-grpc", "off"}, common...), "-lookup", "holdr=file:"+holders)...)
+	if code != 2 || !strings.Contains(errOut, "-lookup holdr: no such lookup (did you mean holder?)\n") {
+		t.Errorf("a restart with -lookup holdr: exit %d\n%s\nwant 2, and the name it is close to alone", code, errOut)
 	}
+	t.Run("bound", func(t *testing.T) {
+		server, logs := serveInProcess(t, append(append([]string{"-rules", v2}, common...), bind...)...)
+		_, list, _ := cepheus(t, "rules", "list", "-server", server)
+		if !strings.Contains(logs.String(), "resuming from checkpoint") || strings.Contains(logs.String(), "not bound") || !strings.Contains(list, "  active  ") ||
+			!strings.Contains(strings.SplitN(list, "\n", 2)[0], "  grpc ") {
+			t.Errorf("the restart with the deployed version's file and -lookup holder: rules list\n%s\nlog:\n%s\nwant the deployed version resumed, its lookup bound", list, logs.String())
+		}
+	})
 }
 
 // TestServeDeployBeforeTheFirstWatermark: a deploy after events but
