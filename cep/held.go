@@ -131,12 +131,25 @@ func (j *job) settleHeld(ctx context.Context) error {
 		}
 	}
 	if len(lookups) > 0 {
-		names := make([]string, len(lookups))
-		for k, i := range lookups {
-			names[k] = j.enrich.lookups[i].Name()
+		// An unbound lookup looked nothing up: its defaults went in (the
+		// line said "looked up by" of it too).
+		var bound, unbound []string
+		for _, i := range lookups {
+			if l := j.enrich.lookups[i]; l.Bound() {
+				bound = append(bound, l.Name())
+			} else {
+				unbound = append(unbound, l.Name())
+			}
 		}
-		j.logf("the %d events held at checkpoint %d were looked up by %s, which the version before lacked: %d failed closed (to the dead letters)",
-			len(firsts), j.restored, strings.Join(names, ", "), len(dead))
+		var what []string
+		if len(bound) > 0 {
+			what = append(what, "were looked up by "+strings.Join(bound, ", "))
+		}
+		if len(unbound) > 0 {
+			what = append(what, "got the defaults of "+strings.Join(unbound, ", ")+" (not bound)")
+		}
+		j.logf("the %d events held at checkpoint %d %s, which the version before lacked: %d failed closed (to the dead letters)",
+			len(firsts), j.restored, strings.Join(what, " and "), len(dead))
 	}
 	if len(moved) > 0 {
 		j.logf("the %d events the rules' buffers held at checkpoint %d went to the velocity aggregates' stage", len(moved), j.restored)

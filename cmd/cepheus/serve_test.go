@@ -218,6 +218,11 @@ func TestServeDeployUnboundLookup(t *testing.T) {
 		if !regexp.MustCompile(`level=WARN msg="lookup holder of version [0-9a-f]{12} is not bound \(the process was started without -lookup holder=...\): every event gets its defaults; to bind it, restart with this version's file as the rules file and -lookup holder=..."`).MatchString(logs.String()) {
 			t.Errorf("no warning of the unbound lookup in the log:\n%s", logs.String())
 		}
+		// The event held at the switch got the lookup's defaults, not a
+		// record: it was said to be looked up.
+		if !regexp.MustCompile(`msg="the 1 events held at checkpoint \d+ got the defaults of holder \(not bound\), which the version before lacked`).MatchString(logs.String()) {
+			t.Errorf("the log does not say that the held event got the unbound lookup's defaults:\n%s", logs.String())
+		}
 	})
 	bind := []string{"-lookup", "holder=file:" + holders}
 	code, _, errOut := cepheus(t, append(append([]string{"serve", "-rules", r, "-http", "127.0.0.1:0", "-grpc", "off"}, common...), bind...)...)
