@@ -206,16 +206,28 @@ func (lf *lookupFlags) check(sets []*rules.Ruleset) error {
 			have = append(have, l.Name)
 		}
 	}
-	known := " (the rulesets declare no lookup)"
+	e := &unknownLookupError{names: bad, known: " (the rulesets declare no lookup)"}
 	if len(have) > 0 {
-		known = " (the lookups declared: " + strings.Join(have, ", ") + ")"
+		e.known = " (the lookups declared: " + strings.Join(have, ", ") + ")"
 		if len(bad) == 1 {
 			if s := rules.Suggest(bad[0], have); s != "" {
-				known = s
+				e.known, e.slip = s, true
 			}
 		}
 	}
-	return fmt.Errorf("-lookup %s: no such lookup%s", strings.Join(bad, ", "), known)
+	return e
+}
+
+// unknownLookupError is a -lookup naming lookups the rulesets do not
+// declare.
+type unknownLookupError struct {
+	names []string
+	known string // what the rulesets declare, or the name meant
+	slip  bool   // a name close to a declared one: known says which
+}
+
+func (e *unknownLookupError) Error() string {
+	return fmt.Sprintf("-lookup %s: no such lookup%s", strings.Join(e.names, ", "), e.known)
 }
 
 func declares(rs *rules.Ruleset, name string) bool {

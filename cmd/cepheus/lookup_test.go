@@ -832,3 +832,26 @@ func TestLookupFlagsOutOfRange(t *testing.T) {
 		t.Errorf("-lookup-cache -1: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestRunLookupBindingErrors: run's refusal of a -lookup tells how to bind
+// a deployed version's lookup only when the name is unknown and not a slip
+// of a declared one; a malformed binding or one given twice is only that
+// (the hint was appended to every refusal).
+func TestRunLookupBindingErrors(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	const hint = "; a lookup of a version deployed since the rules file was taken is bound by a restart with that version's file as -rules\n"
+	for _, c := range []struct{ bind, want string }{
+		{"customer=bogus://x", "-lookup customer=bogus://x: the source is file:PATH or redis://HOST:PORT\n"},
+		{"customer", `-lookup "customer": want NAME=file:PATH or NAME=redis://HOST:PORT` + "\n"},
+		{"customer=file:/a,customer=file:/b", "-lookup customer is given twice\n"},
+		{"custmer=file:/a", "-lookup custmer: no such lookup (did you mean customer?)\n"},
+		{"holder=file:/a", "-lookup holder: no such lookup (the lookups declared: customer)" + hint},
+	} {
+		code, _, stderr := cepheus(t, "run", "-rules", "../../rulesets/cards.cep", "-events", events, "-state", filepath.Join(dir, "state"),
+			"-alerts", filepath.Join(dir, "alerts"), "-lookup", c.bind)
+		if code != 2 || !strings.Contains(stderr, "cepheus: run: "+c.want) {
+			t.Errorf("run -lookup %s: exit %d\n%s\nwant 2 and %q", c.bind, code, stderr, c.want)
+		}
+	}
+}

@@ -447,8 +447,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		return errFound
 	}
 	if err := f.lookups.check([]*rules.Ruleset{rs}); err != nil {
-		if strings.Contains(err.Error(), "(did you mean ") {
-			return fs.usagef("%v", err) // a slip of the name
+		var unknown *unknownLookupError
+		if !errors.As(err, &unknown) || unknown.slip {
+			return fs.usagef("%v", err) // a malformed binding, or a slip of the name
 		}
 		// The state may run a version deployed since the start that
 		// declares it (the log said to bind it so): its file binds it.
