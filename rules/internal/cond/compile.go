@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr/ast"
@@ -435,12 +436,12 @@ func (c *compiler) binary(n *ast.BinaryNode) (*compiledNode, error) {
 	switch op {
 	case opEq, opNe:
 		if !comparable(l.typ, r.typ) {
-			return nil, c.errorf(n, "cannot compare %s with %s", l.typ, r.typ)
+			return nil, c.errorf(n, "cannot compare %s with %s%s", l.typ, r.typ, c.literalHint(l, r))
 		}
 		return c.equality(n, op == opNe, l, r), nil
 	case opLt, opLe, opGt, opGe:
 		if !(l.typ.numLike() && r.typ.numLike() || l.typ.strLike() && r.typ.strLike()) {
-			return nil, c.errorf(n, "cannot compare %s with %s", l.typ, r.typ)
+			return nil, c.errorf(n, "cannot compare %s with %s%s", l.typ, r.typ, c.literalHint(l, r))
 		}
 		return c.order(n, op, l, r), nil
 	}
@@ -452,6 +453,73 @@ func (c *compiler) binary(n *ast.BinaryNode) (*compiledNode, error) {
 		return nil, c.errorf(n, "cannot apply %s to %s and %s", n.Operator, l.typ, r.typ)
 	}
 	return c.arith(n, op, typ, l, r), nil
+}
+
+// literalHint says how to write the literal of a comparison whose sides
+// have types that do not compare, when one can tell: a number or a bool
+// written in quotes against a number or a bool field (amount > "500": write
+// 500), a number against a string field (mcc == 5411: write "5411", the
+// commonest slip with codes held as text). It is "" otherwise.
+func (c *compiler) literalHint(l, r *compiledNode) string {
+	if l.isConst() {
+		l, r = r, l
+	}
+	if l.isConst() || !r.isConst() {
+		return ""
+	}
+	side := c.text(l.src)
+	switch lit := r.src.(type) {
+	case *ast.StringNode:
+		s := lit.Value
+		switch {
+		case l.typ.numeric() && isNumberLiteral(s):
+			return fmt.Sprintf(": %s is %s, so write %s without quotes", side, article(l.typ), s)
+		case l.typ == tyBool && (s == "true" || s == "false"):
+			return fmt.Sprintf(": %s is a bool, so write %s without quotes", side, s)
+		}
+	case *ast.IntegerNode, *ast.FloatNode:
+		if l.typ == tyString {
+			return fmt.Sprintf(": %s is a string, so write %q", side, c.text(r.src))
+		}
+	}
+	return ""
+}
+
+// quotedListHint says how to write a list of number literals that a string
+// is looked for in (mcc in [5411, 5732]: write ["5411", "5732"]); "" for
+// any other list.
+func (c *compiler) quotedListHint(l *compiledNode, list ast.Node) string {
+	arr, ok := list.(*ast.ArrayNode)
+	if !ok || l.typ != tyString || len(arr.Nodes) == 0 {
+		return ""
+	}
+	quoted := make([]string, len(arr.Nodes))
+	for i, e := range arr.Nodes {
+		switch e.(type) {
+		case *ast.IntegerNode, *ast.FloatNode:
+			quoted[i] = strconv.Quote(c.text(e))
+		default:
+			return ""
+		}
+	}
+	return fmt.Sprintf(": %s is a string, so write [%s]", c.text(l.src), strings.Join(quoted, ", "))
+}
+
+// article is a type's name after "a" or "an": "an int", "a float".
+func article(t nodeType) string {
+	if t == tyInt || t == tyAny {
+		return "an " + t.String()
+	}
+	return "a " + t.String()
+}
+
+// isNumberLiteral reports whether s reads as a number literal of expr:
+// digits, with an optional sign, fraction and exponent.
+func isNumberLiteral(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && strings.IndexFunc(s, func(r rune) bool {
+		return !strings.ContainsRune("0123456789.eE+-", r)
+	}) < 0
 }
 
 // comparable reports whether == may compare values of types a and b
@@ -944,7 +1012,7 @@ func (c *compiler) in(n *ast.BinaryNode) (*compiledNode, error) {
 	}
 	list := r.list
 	if !comparable(l.typ, list.elem) {
-		return nil, c.errorf(n, "cannot look for a %s in a list of %s", l.typ, list.elem)
+		return nil, c.errorf(n, "cannot look for a %s in a list of %s%s", l.typ, list.elem, c.quotedListHint(l, n.Right))
 	}
 	ll := l.leaf
 	if list.consts != nil {
