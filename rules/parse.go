@@ -139,10 +139,25 @@ func (p *ruleParser) endLine() string {
 		p.next()
 	case tokEOF:
 	default:
-		p.errorf("unexpected %s at the end of the line", p.tok.describe())
+		p.errorf("unexpected %s at the end of the line%s", p.tok.describe(), p.misplacedWindow())
 		p.skipLine()
 	}
 	return c
+}
+
+// misplacedWindow is the hint for a "within" where no window goes (among a
+// rule's items, after the pattern block's '}', at the top level): a
+// newcomer's window for the whole rule, which is a line of the pattern
+// block. It is "" for any other token.
+func (p *ruleParser) misplacedWindow() string {
+	if !p.isWord("within") {
+		return ""
+	}
+	line := p.lex.src[p.tok.pos:]
+	if i := strings.IndexAny(line, "#\n"); i >= 0 {
+		line = line[:i]
+	}
+	return fmt.Sprintf(": the pattern window is a line of the pattern block, after its stages (pattern { ... %s })", strings.TrimSpace(line))
 }
 
 // skipLine skips to the start of the next line. When the skipped tokens
@@ -578,7 +593,11 @@ func (p *ruleParser) parseFile() *File {
 			p.next()
 			p.endLine()
 		default:
-			p.unexpected("event time, schema, lookup, aggregate, rule or test", "event", "schema", "lookup", "aggregate", "rule", "test")
+			if hint := p.misplacedWindow(); hint != "" {
+				p.errorf("unexpected \"within\"%s", hint)
+			} else {
+				p.unexpected("event time, schema, lookup, aggregate, rule or test", "event", "schema", "lookup", "aggregate", "rule", "test")
+			}
 			p.skipLine()
 		}
 	}
@@ -701,7 +720,11 @@ func (p *ruleParser) parseRule(c Comments, pos int) *RuleDecl {
 			p.next()
 			d.Timeout = p.parseTimeout(ic, ipos)
 		default:
-			p.unexpected("description, severity, key, pattern, skip, emit or timeout", "description", "severity", "key", "pattern", "skip", "emit", "timeout")
+			if hint := p.misplacedWindow(); hint != "" {
+				p.errorf("unexpected \"within\"%s", hint)
+			} else {
+				p.unexpected("description, severity, key, pattern, skip, emit or timeout", "description", "severity", "key", "pattern", "skip", "emit", "timeout")
+			}
 			p.skipLine()
 		}
 	}
