@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"errors"
+
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
 	"github.com/cepheus-cep/cepheus/rules/internal/cond"
@@ -21,6 +23,19 @@ func (v *ValueExpr) Errors() uint64 { return v.x.Errors() }
 
 // LastError returns the most recent run-time error, or nil.
 func (v *ValueExpr) LastError() error { return v.x.LastError() }
+
+// ExprErrorMessage is the message of a run-time error of a condition or an
+// emit field, without the offset in its expression that its Error gives
+// (the message quotes the part of the expression that failed, "b.amount is
+// null (in c.amount - b.amount)", which a reader finds where the offset,
+// counted from the expression's start, says nothing to a reader of the file).
+func ExprErrorMessage(err error) string {
+	var ce *cond.Error
+	if errors.As(err, &ce) {
+		return ce.Msg
+	}
+	return err.Error()
+}
 
 // Source returns the expression source.
 func (v *ValueExpr) Source() string { return v.x.Source() }

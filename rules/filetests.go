@@ -78,6 +78,7 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 					l.FillDefaults(ev)
 				}
 				t.Events = append(t.Events, ev)
+				t.Sources = append(t.Sources, EventSource{Pos: c.f.src.position(l.JSON.Pos), Text: oneLine(l.JSON.raw)})
 			}
 		}
 		nEvents := 0
@@ -333,4 +334,14 @@ func howMany(n int, thing string) string {
 		return "1 " + thing
 	}
 	return strconv.Itoa(n) + " " + thing + "s"
+}
+
+// oneLine joins the lines of an event written over several with single
+// spaces (a JSON string holds no line break, so none is inside one).
+func oneLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return strings.Join(lines, " ")
 }

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -227,11 +226,8 @@ func (r *Rule) ConditionErrors() uint64 {
 // failed), or "" when none has failed.
 func (r *Rule) LastConditionError() string {
 	for _, c := range r.conds {
-		var ce *cond.Error
-		if err := c.LastError(); errors.As(err, &ce) {
-			return ce.Msg
-		} else if err != nil {
-			return err.Error()
+		if err := c.LastError(); err != nil {
+			return ExprErrorMessage(err)
 		}
 	}
 	return ""
@@ -260,11 +256,8 @@ func (r *Rule) allEmits() []Emit {
 // message", or "" when none has failed.
 func (r *Rule) LastEmitError() string {
 	for _, em := range r.allEmits() {
-		var ce *cond.Error
-		if err := em.Expr.LastError(); errors.As(err, &ce) {
-			return em.Name + ": " + ce.Msg
-		} else if err != nil {
-			return em.Name + ": " + err.Error()
+		if err := em.Expr.LastError(); err != nil {
+			return em.Name + ": " + ExprErrorMessage(err)
 		}
 	}
 	return ""
@@ -280,12 +273,23 @@ type Test struct {
 	// Events are the test's events in file order; Seq is the 1-based
 	// number that expected matches refer to.
 	Events []*event.Event
+	// Sources are where the events are written, by Seq - 1: the position
+	// and text of each event's line, for a failed test's report.
+	Sources []EventSource
 	// Expect are the expected matches (none when empty).
 	Expect []ExpectedMatch
 	// Aggregates are the ruleset's velocity aggregates: a test runner
 	// computes them over the test's events (they are not in the events'
 	// lines).
 	Aggregates []*Aggregate
+}
+
+// EventSource is where a test's event is written: its position in the
+// file and its text (the lines of an event written over several joined by
+// single spaces).
+type EventSource struct {
+	Pos  Position
+	Text string
 }
 
 // ExpectedMatch is one match a test expects.

@@ -45,6 +45,10 @@ type Result struct {
 	// CondErrors says, per rule whose conditions failed at run time in
 	// the test (each failure counted as false), how many and the last.
 	CondErrors []string
+	// Events are the events the missing and unexpected matches hold, in
+	// number order, each as "N  file:line:col: text": what a failure is
+	// about, without looking its numbers up in the file.
+	Events []string
 }
 
 // Pass reports whether the test passed.
@@ -78,6 +82,7 @@ func (r *Result) Diff() string {
 	} else {
 		list("produced", r.Got)
 	}
+	list("events of the missing and unexpected matches", r.Events)
 	list("condition errors (each counted as false)", r.CondErrors)
 	return b.String()
 }
@@ -94,8 +99,15 @@ func RunAll(rs *rules.Ruleset) []*Result {
 // Run runs one test.
 func Run(t *rules.Test) *Result {
 	r := &Result{Test: t}
+	// The event numbers of each match, by its string, to list the events
+	// of the missing and unexpected ones.
+	seqs := map[string][]int{}
 	for _, x := range t.Expect {
-		r.Want = append(r.Want, expectedString(&x))
+		s := expectedString(&x)
+		r.Want = append(r.Want, s)
+		for _, st := range x.Stages {
+			seqs[s] = append(seqs[s], st...)
+		}
 	}
 	// The emit fields a test compares, by rule and kind (all expected
 	// matches of a rule and kind give the same ones).
@@ -115,7 +127,7 @@ func Run(t *rules.Test) *Result {
 	}
 	for _, rule := range t.Rules {
 		before := rule.ConditionErrors()
-		got, err := runRule(rule, t.Events, emits[ruleKind{rule, false}], emits[ruleKind{rule, true}])
+		got, err := runRule(rule, t.Events, emits[ruleKind{rule, false}], emits[ruleKind{rule, true}], seqs)
 		if n := rule.ConditionErrors() - before; n > 0 {
 			r.CondErrors = append(r.CondErrors, fmt.Sprintf("rule %s: %d, the last: %s", rule.Name, n, rule.LastConditionError()))
 		}
@@ -128,7 +140,29 @@ func Run(t *rules.Test) *Result {
 	slices.Sort(r.Want)
 	r.Missing = surplus(r.Want, r.Got)
 	r.Unexpected = surplus(r.Got, r.Want)
+	r.Events = eventLines(t, seqs, r.Missing, r.Unexpected)
 	return r
+}
+
+// eventLines returns the events that the matches ms hold (their numbers
+// in seqs), in number order, each with its place in the file and its text.
+func eventLines(t *rules.Test, seqs map[string][]int, ms ...[]string) []string {
+	var nums []int
+	for _, list := range ms {
+		for _, m := range list {
+			nums = append(nums, seqs[m]...)
+		}
+	}
+	slices.Sort(nums)
+	var out []string
+	for _, n := range slices.Compact(nums) {
+		if n < 1 || n > len(t.Sources) {
+			continue
+		}
+		src := t.Sources[n-1]
+		out = append(out, fmt.Sprintf("%d  %s: %s", n, src.Pos, src.Text))
+	}
+	return out
 }
 
 // ruleKind is a rule and a kind of its output: matches, or timed-out
@@ -141,8 +175,9 @@ type ruleKind struct {
 // runRule runs the events through one operator for rule and returns its
 // matches, with the values of the emit fields named in emits, and its
 // timed-out partial matches (a rule with a timeout block), with those of
-// its timeout block named in timeoutEmits.
-func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []string) ([]string, error) {
+// its timeout block named in timeoutEmits. It records the event numbers
+// of each match in seqs.
+func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []string, seqs map[string][]int) ([]string, error) {
 	if rule.NFA == nil {
 		return nil, fmt.Errorf("not compiled")
 	}
@@ -156,11 +191,22 @@ func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []stri
 	var got []string
 	collect := func() {
 		for _, it := range out.Items {
+			var s string
 			switch {
 			case it.Kind == cep.ItemMatch:
-				got = append(got, matchString(rule, false, it.Match, rule.Emits, emits))
+				s = matchString(rule, false, it.Match, rule.Emits, emits)
 			case it.Kind == cep.ItemTimeout && rule.Timeout != nil:
-				got = append(got, matchString(rule, true, it.Match, rule.Timeout.Emits, timeoutEmits))
+				s = matchString(rule, true, it.Match, rule.Timeout.Emits, timeoutEmits)
+			default:
+				continue
+			}
+			got = append(got, s)
+			if _, ok := seqs[s]; !ok {
+				for _, evs := range it.Match.Events {
+					for _, ev := range evs {
+						seqs[s] = append(seqs[s], int(ev.Seq))
+					}
+				}
 			}
 		}
 		out.Reset()
@@ -222,7 +268,7 @@ func matchString(rule *rules.Rule, timedOut bool, m nfa.Match, fields []rules.Em
 			}
 			v, err := e.Expr.Eval(m.Events)
 			if err != nil {
-				v = event.String("error: " + err.Error())
+				v = event.String("error: " + rules.ExprErrorMessage(err))
 			}
 			values = append(values, rules.NamedValue{Name: name, Value: v})
 		}

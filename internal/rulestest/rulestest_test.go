@@ -85,6 +85,12 @@ func TestRun(t *testing.T) {
 		"missing (expected, not produced):\n  ab key \"x\" { a: [1], b: [3] }\n",
 		"unexpected (produced, not expected):\n  ab key \"x\" { a: [1], b: [2] }\n",
 		"produced:\n  ab key \"x\" { a: [1], b: [2] }\n",
+		// The events of the missing and the unexpected match, each
+		// once, with its place in the file and its text.
+		"events of the missing and unexpected matches:\n" +
+			"  1  t.cep:36:5: {\"ts\": 1, \"k\": \"x\", \"name\": \"a\"}\n" +
+			"  2  t.cep:37:5: {\"ts\": 2, \"k\": \"x\", \"name\": \"b\"}\n" +
+			"  3  t.cep:38:5: {\"ts\": 3, \"k\": \"x\", \"name\": \"b\"}\n",
 	} {
 		if !strings.Contains(mismatch.Diff(), want) {
 			t.Errorf("Diff does not contain %q:\n%s", want, mismatch.Diff())
@@ -98,6 +104,60 @@ func TestRun(t *testing.T) {
 	}
 	if d := fail.Diff(); !strings.Contains(d, "run failed: rule fail:") || !strings.Contains(d, "produced: none") {
 		t.Errorf("Diff =\n%s", d)
+	}
+}
+
+// TestDiffEvents: a failure lists the events of its missing and
+// unexpected matches only (not the others of the test, nor those of the
+// matches produced as expected), an event written over several lines on
+// one; an emit field that fails shows its message without the offset in
+// its expression.
+func TestDiffEvents(t *testing.T) {
+	rs, err := rules.Load("t.cep", []byte(`ruleset t
+event time ts
+rule r {
+  key k
+  pattern {
+    begin a where name == "a"
+    followedBy c where name == "c"
+  }
+  emit {
+    d: c.n - a.m
+  }
+}
+test "t" {
+  events {
+    {"ts": 1, "k": "x", "name": "a"}
+    {"ts": 2, "k": "x", "name": "c", "n": 5}
+    {"ts": 3, "k": "y", "name": "a", "m": 1}
+    {"ts": 4, "k": "y", "name": "c",
+       "n": 7}
+  }
+  expect {
+    r key "x" { a: [1], c: [2] } emit { d: 4 }
+    r key "y" { a: [3], c: [4] } emit { d: 6 }
+  }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := RunAll(rs)[0].Diff()
+	want := "missing (expected, not produced):\n" +
+		"  r key \"x\" { a: [1], c: [2] } emit { d: 4 }\n" +
+		"unexpected (produced, not expected):\n" +
+		"  r key \"x\" { a: [1], c: [2] } emit { d: \"error: a.m is null (in c.n - a.m)\" }\n" +
+		"produced:\n" +
+		"  r key \"x\" { a: [1], c: [2] } emit { d: \"error: a.m is null (in c.n - a.m)\" }\n" +
+		"  r key \"y\" { a: [3], c: [4] } emit { d: 6 }\n" +
+		"events of the missing and unexpected matches:\n" +
+		"  1  t.cep:15:5: {\"ts\": 1, \"k\": \"x\", \"name\": \"a\"}\n" +
+		"  2  t.cep:16:5: {\"ts\": 2, \"k\": \"x\", \"name\": \"c\", \"n\": 5}\n"
+	if d != want {
+		t.Errorf("Diff =\n%s\nwant\n%s", d, want)
+	}
+	if src := rs.Tests[0].Sources[3]; src.Text != `{"ts": 4, "k": "y", "name": "c", "n": 7}` || src.Pos.String() != "t.cep:18:5" {
+		t.Errorf("event 4, written on two lines: %s: %s", src.Pos, src.Text)
 	}
 }
 
