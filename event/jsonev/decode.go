@@ -671,7 +671,7 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField) (int, error) {
 			if leapSecond(s) {
 				return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is a leap second (second 60), which times in milliseconds since the epoch cannot hold")
 			}
-			return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is not RFC 3339")
+			return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is not RFC 3339"+rfc3339Hint(s))
 		}
 		ms = int64(t)
 
@@ -1023,4 +1023,22 @@ func daysFromCivil(y, m, d int64) int64 {
 	doy := (153*mp+2)/5 + d - 1
 	doe := yoe*365 + yoe/4 - yoe/100 + doy
 	return era*146097 + doe - 719468
+}
+
+// rfc3339Hint says how to write a time that is RFC 3339 but for its
+// separator or its zone, the usual slips ("2026-01-01 10:00:00",
+// "2026-01-01T10:00:00"): " (no time zone: write \"...Z\" for UTC)",
+// " (write \"...T...\")". It is "" for any other text.
+func rfc3339Hint(s []byte) string {
+	fixed := []byte(string(s))
+	if i := 10; len(fixed) > i && fixed[i] == ' ' {
+		fixed[i] = 'T'
+	}
+	if _, ok := parseRFC3339Millis(fixed); ok {
+		return " (write " + strconv.Quote(string(fixed)) + ")"
+	}
+	if _, ok := parseRFC3339Millis(append(fixed, 'Z')); ok {
+		return " (no time zone: write " + strconv.Quote(string(fixed)+"Z") + " for UTC)"
+	}
+	return ""
 }

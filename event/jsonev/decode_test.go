@@ -137,6 +137,8 @@ func TestDecode(t *testing.T) {
 		{name: "rfc3339 second 61", in: `{"ts":"2016-12-31T23:59:61Z"}`, err: `"2016-12-31T23:59:61Z" is not RFC 3339`, column: 7},
 		{name: "rfc3339 second 60 bad day", in: `{"ts":"2016-02-30T23:59:60Z"}`, err: `"2016-02-30T23:59:60Z" is not RFC 3339`, column: 7},
 		{name: "rfc3339 no seconds", in: `{"ts":"2023-02-01T00:00Z"}`, err: `is not RFC 3339`, column: 7},
+		{name: "rfc3339 no zone", in: `{"ts":"2026-01-01T10:00:00"}`, err: `time field "ts": "2026-01-01T10:00:00" is not RFC 3339 (no time zone: write "2026-01-01T10:00:00Z" for UTC)`, column: 7},
+		{name: "rfc3339 space", in: `{"ts":"2026-01-01 10:00:00+01:00"}`, err: `"2026-01-01 10:00:00+01:00" is not RFC 3339 (write "2026-01-01T10:00:00+01:00")`, column: 7},
 		{name: "rfc3339 escaped", in: `{"ts":"1970-01-01T00:00:01\u005a"}`, time: 1000},
 		{name: "epoch ms", in: `{"ts":-5}`, time: -5},
 		{name: "epoch ms exponent", in: `{"ts":1.7145648e12}`, time: 1714564800000},
@@ -1247,6 +1249,28 @@ func TestParseUTCMillis(t *testing.T) {
 			if ok != (err == nil) || (ok && got != event.Time(want.UnixMilli())) {
 				t.Fatalf("seed %d (CEPHEUS_SEED=%d): parse %s = %d, %v; time.Parse: %v, %v", seed, seed, s, got, ok, want.UnixMilli(), err)
 			}
+		}
+	}
+}
+
+// TestRFC3339Hint: a time that is RFC 3339 but for its separator or its
+// zone is said how to write; any other text gets no hint.
+func TestRFC3339Hint(t *testing.T) {
+	for in, want := range map[string]string{
+		"2026-01-01T10:00:00":       ` (no time zone: write "2026-01-01T10:00:00Z" for UTC)`,
+		"2026-01-01 10:00:00.250":   ` (no time zone: write "2026-01-01T10:00:00.250Z" for UTC)`,
+		"2026-01-01 10:00:00Z":      ` (write "2026-01-01T10:00:00Z")`,
+		"2026-01-01 10:00:00-05:00": ` (write "2026-01-01T10:00:00-05:00")`,
+		"2023-02-29T00:00:00Z":      "",
+		"2023-02-29T00:00:00":       "",
+		"yesterday":                 "",
+		"2026-01-01":                "",
+		"2026-01-01 10:00":          "",
+		"2026-01-01T10:00:00ZZ":     "",
+		"":                          "",
+	} {
+		if got := rfc3339Hint([]byte(in)); got != want {
+			t.Errorf("rfc3339Hint(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
