@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -413,7 +414,7 @@ func (c *ruleChecker) checkRule(r *RuleDecl) {
 			})
 			switch {
 			case stages[sk.Stage.Value] == nil:
-				c.ruleErrorf(r, sk.Stage.Pos, "skip %s: rule %s has no stage %s", sk.Kind, r.Name, sk.Stage)
+				c.ruleErrorf(r, sk.Stage.Pos, "skip %s: rule %s has no stage %s%s", sk.Kind, r.Name, sk.Stage, Suggest(sk.Stage.Value, slices.Sorted(maps.Keys(stages))))
 			case !top:
 				c.ruleErrorf(r, sk.Stage.Pos, "skip %s: stage %s is inside a group, and Flink looks for the skip target among the stages outside groups only", sk.Kind, sk.Stage)
 			}

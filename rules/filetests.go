@@ -190,7 +190,7 @@ func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvent
 		}
 		switch {
 		case i < 0:
-			c.errorf(se.Stage.Pos, "rule %s has no stage %s", m.Rule, se.Stage)
+			c.errorf(se.Stage.Pos, "rule %s has no stage %s%s", m.Rule, se.Stage, Suggest(se.Stage.Value, stageNames(leaves)))
 			ok = false
 			continue
 		case given[i]:
@@ -344,4 +344,13 @@ func oneLine(s string) string {
 		lines[i] = strings.TrimSpace(l)
 	}
 	return strings.Join(lines, " ")
+}
+
+// stageNames returns the names of stages, for a suggestion.
+func stageNames(stages []*StageNode) []string {
+	names := make([]string, len(stages))
+	for i, s := range stages {
+		names[i] = s.Name.Value
+	}
+	return names
 }

@@ -1873,8 +1873,16 @@ func (p *ruleParser) parseLiteral() (Literal, bool) {
 			l.Kind, l.Text = LitBool, p.tok.val
 		case "null":
 			l.Kind, l.Text = LitNull, "null"
+		case "True", "TRUE", "False", "FALSE", "Null", "NULL":
+			p.unexpected("a value (a string, number, true, false or null)", "true", "false", "null")
+			return l, false
+		case "nil", "None":
+			p.errorf("expected a value (a string, number, true, false or null), found %s (did you mean null?)", p.tok.describe())
+			return l, false
 		default:
-			p.unexpected("a value (a string, number, true, false or null)")
+			// A word where a value goes is most often a key or an
+			// emitted text left without its quotes: key c1.
+			p.errorf("expected a value (a string, number, true, false or null), found %s: a text is written in quotes, %q", p.tok.describe(), p.tok.val)
 			return l, false
 		}
 	default:
