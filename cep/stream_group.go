@@ -94,7 +94,13 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 			continue
 		}
 		jk := *k
-		jk.partitions, jk.ends, jk.member = owned, ends, m
+		jk.partitions, jk.member = owned, m
+		if k.Bounded {
+			var err error
+			if jk.ends, err = finalEnds(ctx, k, ends); err != nil {
+				return last, err
+			}
+		}
 		jc := c
 		jc.Kafka = &jk
 		if last != nil || fails > 0 {
@@ -145,6 +151,27 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 	}
 }
 
+// finalEnds is ends with the end of each partition the group committed
+// as final (a bounded job's final checkpoint) at its committed offset: a
+// job that takes such a partition over reads nothing past it, even when
+// the topic has grown since. Its final watermark passed: what came after
+// would all be late, and would reach the repartition topics after the
+// final markers, where no job reads it.
+func finalEnds(ctx context.Context, k *KafkaInput, ends map[int32]int64) (map[int32]int64, error) {
+	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("cep: stream: %w", err)
+	}
+	out := make(map[int32]int64, len(ends))
+	for p, end := range ends {
+		if c, ok := committed[p]; ok && txnFinal(c.Metadata) {
+			end = min(end, c.Offset)
+		}
+		out[p] = end
+	}
+	return out, nil
+}
+
 // emptyResult is the result of an instance that ran no job.
 func (e *Engine) emptyResult() *StreamResult {
 	return &StreamResult{Summary: Summary{Ruleset: e.cfg.ruleset.Name, RulesetVersion: e.cfg.ruleset.Hash}}
@@ -188,8 +215,10 @@ func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time
 }
 
 // groupDone reports whether the group has committed every partition of
-// the input at or past its end in ends, and every partition of the
-// repartition topics of reps past its last record.
+// the input at or past its end in ends, or as final (by a bounded job's
+// final checkpoint, whose end may be before ends when the topic grew
+// since), and every partition of the repartition topics of reps past its
+// last record.
 func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []repartition) (bool, error) {
 	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
 	if err != nil {
@@ -197,7 +226,7 @@ func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []
 	}
 	for p, end := range ends {
 		c, ok := committed[p]
-		if ok && c.Offset < end || !ok && end > 0 {
+		if ok && c.Offset < end && !txnFinal(c.Metadata) || !ok && end > 0 {
 			return false, nil
 		}
 	}

@@ -3,6 +3,8 @@ package cep
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +58,7 @@ func TestGroupDoneOwnerPurges(t *testing.T) {
 			offsets[rep] = kafka.Offsets{0: at}
 		}
 		chk++
-		if err := txn.CommitTopics(ctx, offsets, txnMetadata(chk, "a")); err != nil {
+		if err := txn.CommitTopics(ctx, offsets, txnMetadata(chk, "a", false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,5 +117,78 @@ func TestGroupDoneOwnerPurges(t *testing.T) {
 	done, err, _ := check(0)
 	if done || err == nil || !kafka.OutOfRange(err) || !strings.Contains(err.Error(), "no instance committed past them") {
 		t.Fatalf("records gone before offsets that did not move: done %v, %v; want an error saying so", done, err)
+	}
+}
+
+// TestKafkaBoundedTopicGrown: a bounded group job finished, then its
+// input topic grew. A bounded run of the group on its finished state, and
+// one without the state (restored from the changelog), end at once as
+// finished, as a run on a finished file does, and write nothing. Before,
+// the first said "nothing to do" and waited forever for the group to
+// commit the new records, and the second read them past the final
+// watermark, wrote them into the repartition topic after the final
+// markers, where no job read them, and waited forever for the group to
+// commit them (crash soak, 2026-12-05: a bounded run over a topic
+// produced twice never ended).
+func TestKafkaBoundedTopicGrown(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	topic := fmt.Sprintf("bounded-grown-%d", time.Now().UnixNano())
+	lines := strings.SplitAfter(strings.TrimSpace(inOrderInput(600)), "\n")
+	produceTopic(t, brokers, topic, 2, strings.Join(lines[:300], ""))
+	state := t.TempDir()
+	config := func() StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+				AlertsTopic: topic + "-alerts", Group: topic},
+			StateDir: state, CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 1,
+		}
+	}
+	// run runs the job with a deadline: a run that does not end is an
+	// error, not a hung test.
+	run := func(what string) *StreamResult {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		res, err := streamEngine(t, engineRules).Stream(ctx, config())
+		if err != nil || res == nil || !res.Finished {
+			t.Fatalf("%s: %v, %+v (want it finished)", what, err, res)
+		}
+		return res
+	}
+	if res := run("the first run"); res.AlreadyFinished || res.Records < 300 {
+		t.Fatalf("the first run: %+v, want it to read the 300 records", res)
+	}
+	conn := kafka.Conn{Brokers: brokers}
+	ctx := context.Background()
+	rep := repartitionTopic(topic, []string{"country"})
+	offsets := func() (map[int32]kafka.Committed, map[int32]int64) {
+		t.Helper()
+		c, err := kafka.GroupOffsets(ctx, conn, topic, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := kafka.EndOffsets(ctx, conn, rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, e
+	}
+	committed, repEnds := offsets()
+	produceTopic(t, brokers, topic, 2, strings.Join(lines[300:], ""))
+	if res := run("on the finished state"); !res.AlreadyFinished {
+		t.Errorf("on the finished state: %+v, want it already finished", res)
+	}
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	if res := run("without the state"); !res.AlreadyFinished || res.Records != 0 {
+		t.Errorf("without the state: %+v, want it already finished, nothing read", res)
+	}
+	c, e := offsets()
+	if !maps.Equal(c, committed) || !maps.Equal(e, repEnds) {
+		t.Errorf("after the runs over the grown topic: the group's offsets %v, the repartition topic's ends %v; want them as the finished job left them: %v, %v", c, e, committed, repEnds)
+	}
+	if got := len(topicValues(t, brokers, topic+"-alerts")); got == 0 {
+		t.Errorf("no alert in the topic: the job did nothing to tell")
 	}
 }

@@ -102,16 +102,34 @@ type kafkaOut struct {
 
 // txnMetadata is the metadata of the offsets a checkpoint commits: the
 // checkpoint's id and the instance that took it, which the markers in
-// the changelog partitions of the same transaction name too.
-func txnMetadata(id int64, instance string) string {
-	return "cepheus chk=" + strconv.FormatInt(id, 10) + " inst=" + instance
+// the changelog partitions of the same transaction name too, and
+// " final" when the checkpoint is a bounded job's last (its partitions
+// read to their ends and the final watermark passed): a bounded run of
+// the group then has nothing more to do with them, even when the topic
+// has grown since (txnFinal).
+func txnMetadata(id int64, instance string, final bool) string {
+	s := "cepheus chk=" + strconv.FormatInt(id, 10) + " inst=" + instance
+	if final {
+		s += txnFinalSuffix
+	}
+	return s
 }
+
+const txnFinalSuffix = " final"
 
 func parseTxnMetadata(s string) (id int64, instance string, ok bool) {
 	rest, ok := strings.CutPrefix(s, "cepheus chk=")
 	n, instance, _ := strings.Cut(rest, " inst=")
+	instance = strings.TrimSuffix(instance, txnFinalSuffix)
 	id, err := strconv.ParseInt(n, 10, 64)
 	return id, instance, ok && err == nil && id > 0
+}
+
+// txnFinal reports whether metadata s is of the offsets of a bounded
+// job's final checkpoint.
+func txnFinal(s string) bool {
+	_, _, ok := parseTxnMetadata(s)
+	return ok && strings.HasSuffix(s, txnFinalSuffix)
 }
 
 // markerKey is the changelog key of the checkpoint marker: no encoded
@@ -779,7 +797,7 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 			return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, ko.txn.Abort(ctx, err))
 		}
 	}
-	if err := ko.txn.CommitTopics(ctx, offsets, txnMetadata(f.id, ko.instance)); err != nil {
+	if err := ko.txn.CommitTopics(ctx, offsets, txnMetadata(f.id, ko.instance, f.meta.Finished)); err != nil {
 		if m := j.cfg.Monitor; m != nil {
 			m.kafkaTxn(false)
 		}
