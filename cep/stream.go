@@ -300,6 +300,11 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		if k.TxnTimeout < 0 {
 			errs = append(errs, errors.New("negative transaction timeout"))
 		}
+		if k.InstanceID != "" {
+			if err := CheckInstanceID(k.InstanceID); err != nil {
+				errs = append(errs, fmt.Errorf("instance id %q: %w", k.InstanceID, err))
+			}
+		}
 	} else if d.Kafka != nil && (d.Kafka.LateTopic != "" || d.Kafka.DeadTopic != "" || d.Kafka.ShadowTopic != "" || d.Kafka.RulesTopic != "") {
 		errs = append(errs, errors.New("a Kafka late, dead-letter, shadow or rules topic needs the alerts topic too"))
 	} else if d.AlertsDir == "" && d.Alerts == nil {

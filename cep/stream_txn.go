@@ -50,6 +50,22 @@ func (k *KafkaInput) instance() string {
 	return k.InstanceID
 }
 
+// CheckInstanceID checks an instance id of [KafkaInput.InstanceID]: one
+// to 100 letters, digits, '.', '_' or '-'. It names the instance in the
+// transactional id, the group's static membership and the metadata of the
+// committed offsets, which a space would make ambiguous.
+func CheckInstanceID(id string) error {
+	if id == "" || len(id) > 100 {
+		return errors.New("want 1 to 100 characters")
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("letters, digits, '.', '_' and '-' only, not %q", c)
+		}
+	}
+	return nil
+}
+
 // transactionalID is the instance's transactional id, and its static id
 // in the group.
 func (k *KafkaInput) transactionalID() string { return "cepheus-" + k.Group + "-" + k.instance() }

@@ -39,3 +39,23 @@ func TestPartitionOf(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckInstanceID: an instance id is what a Kafka name may hold; the
+// metadata of the offsets a checkpoint commits ends in " final" after it
+// for a bounded job's last, so a space would make it ambiguous.
+func TestCheckInstanceID(t *testing.T) {
+	for _, id := range []string{"0", "a", "eu-west-1.node_7", strings.Repeat("x", 100)} {
+		if err := CheckInstanceID(id); err != nil {
+			t.Errorf("CheckInstanceID(%q) = %v, want nil", id, err)
+		}
+		meta := txnMetadata(3, id, true)
+		if n, inst, ok := parseTxnMetadata(meta); !ok || n != 3 || inst != id || !txnFinal(meta) {
+			t.Errorf("metadata %q: checkpoint %d, instance %q, ok %v, final %v", meta, n, inst, ok, txnFinal(meta))
+		}
+	}
+	for _, id := range []string{"", "a final", "a/b", "é", strings.Repeat("x", 101)} {
+		if err := CheckInstanceID(id); err == nil {
+			t.Errorf("CheckInstanceID(%q) = nil, want an error", id)
+		}
+	}
+}

@@ -157,6 +157,12 @@ func TestKafkaUsage(t *testing.T) {
 		{[]string{"consume", "-brokers", "b:1"}, "consume: -topic is required"},
 		{[]string{"consume", "-brokers", "b:1", "-topic", "t", "-idle", "0s"}, "-idle 0s: want a positive duration"},
 		{[]string{"consume", "-brokers", "b:1", "-topic", "t", "-isolation", "dirty"}, `-isolation "dirty": want read_committed or read_uncommitted`},
+		// The instance id is in the offsets' metadata after " inst=" and
+		// before an optional " final": a space would make it ambiguous.
+		{[]string{"run", "-rules", "../../rulesets/cards.cep", "-brokers", "b:1", "-input-topic", "t", "-alerts-topic", "a", "-group", "g", "-state", "s", "-instance-id", "a final"},
+			`-instance-id "a final": letters, digits, '.', '_' and '-' only, not ' '`},
+		{[]string{"run", "-rules", "../../rulesets/cards.cep", "-brokers", "b:1", "-input-topic", "t", "-alerts-topic", "a", "-group", "g", "-state", "s", "-instance-id", ""},
+			`-instance-id "": want 1 to 100 characters`},
 	} {
 		code, out, errOut := cepheus(t, c.args...)
 		if code != 2 || out != "" || !strings.Contains(errOut, c.want) {

@@ -173,7 +173,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.rulesTopic, "rules-topic", "", "with -alerts-topic, the group's rules topic (compacted, created if need be): a deploy to any instance goes into it and every instance of the group deploys it; a restart runs its newest versions (default: each instance deploys on its own)")
 	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it); with -start committed, the group whose committed offsets the input starts at")
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
-	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name: its transactional id is cepheus-GROUP-ID")
+	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name (letters, digits, '.', '_' and '-'): its transactional id is cepheus-GROUP-ID")
 	fs.DurationVar(&f.session, "session-timeout", 10*time.Second, "with -alerts-topic, how long the group waits for a silent instance before its partitions move to the others (a restart within it keeps them)")
 	fs.DurationVar(&f.localInterval, "local-checkpoint-interval", 10*time.Second, "with -alerts-topic, the least time between two local copies of the checkpoints under -state (a restart restores the latest and reads the changelog's changes since; 0: every checkpoint)")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 0, "with -alerts-topic, the Kafka transaction timeout (0: checkpoint interval + checkpoint timeout + 30s)")
@@ -309,6 +309,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		if f.alertsTopic != "" {
 			if f.group == "" {
 				msgs = append(msgs, "-alerts-topic needs -group (the input offsets are committed to it in each transaction)")
+			}
+			if err := cep.CheckInstanceID(f.instance); err != nil {
+				msgs = append(msgs, fmt.Sprintf("-instance-id %q: %v", f.instance, err))
 			}
 			if f.late != "" || f.dead != "" {
 				msgs = append(msgs, "-alerts-topic writes late events and dead letters to topics: use -late-topic and -dead-letter-topic, not -late and -dead-letter")
