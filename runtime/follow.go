@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -263,32 +264,35 @@ func (p *streamPump) recycle(b []byte) {
 	}
 }
 
-// gzipMembers decompresses a followed gzip file member by member. A
-// gzip.Reader in multistream mode reads the next member's header before
-// it returns the end of the current member, which in a followed file
-// holds the member's last lines until the writer starts the next one;
-// here the end of a member returns what it had, and the next header is
-// read by the next Read.
+// gzipMembers decompresses a gzip stream member by member. A gzip.Reader
+// in multistream mode reads the next member's header before it returns the
+// end of the current member, which in a followed file holds the member's
+// last lines until the writer starts the next one; here the end of a
+// member returns what it had, and the next header is read by the next
+// Read.
+//
+// After a member, the end of the input is the end of the stream, and bytes
+// that do not start with the gzip magic are [errTrailingData]: the
+// multistream reader called them a truncated member ("unexpected EOF",
+// under 10 bytes) or an invalid header, which sent the reader of a file
+// with trailing garbage or zero padding looking for a cut.
 type gzipMembers struct {
-	br   *bufio.Reader
-	z    *gzip.Reader
-	next bool // the current member ended: read the next header first
+	br      *bufio.Reader
+	z       *gzip.Reader
+	members int  // members begun
+	next    bool // the current member ended: read the next header first
 }
+
+// errTrailingData is the error of bytes after a gzip member that start no
+// other member.
+var errTrailingData = errors.New("the input holds bytes that start no gzip member (trailing garbage)")
 
 func (g *gzipMembers) Read(p []byte) (int, error) {
 	for {
 		if g.z == nil || g.next {
-			var err error
-			if g.z == nil {
-				g.z, err = gzip.NewReader(g.br)
-			} else {
-				err = g.z.Reset(g.br)
-			}
-			if err != nil {
+			if err := g.nextMember(); err != nil {
 				return 0, err
 			}
-			g.z.Multistream(false)
-			g.next = false
 		}
 		n, err := g.z.Read(p)
 		if err == io.EOF {
@@ -300,4 +304,32 @@ func (g *gzipMembers) Read(p []byte) (int, error) {
 		}
 		return n, err
 	}
+}
+
+// nextMember reads the header of the next member.
+func (g *gzipMembers) nextMember() error {
+	if g.members > 0 {
+		magic, err := g.br.Peek(len(gzipMagic))
+		switch {
+		case len(magic) == 0 && err == io.EOF:
+			return io.EOF
+		case err != nil && err != io.EOF:
+			return err
+		case !bytes.Equal(magic, gzipMagic):
+			return fmt.Errorf("after gzip member %d %w", g.members, errTrailingData)
+		}
+	}
+	var err error
+	if g.z == nil {
+		g.z, err = gzip.NewReader(g.br)
+	} else {
+		err = g.z.Reset(g.br)
+	}
+	if err != nil {
+		return err
+	}
+	g.z.Multistream(false)
+	g.members++
+	g.next = false
+	return nil
 }

@@ -3,7 +3,6 @@ package runtime
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -101,7 +100,8 @@ func gzipAt(f io.ReaderAt) bool {
 //
 // Input is gzip-compressed when it starts with the gzip magic bytes,
 // whatever its name; a name ending in ".gz" without the magic is an error.
-// Concatenated gzip members are read as one stream.
+// Concatenated gzip members are read as one stream; bytes after a member
+// that start no other member are an error (not ignored as gzip(1) does).
 //
 // A FileSource is read by one goroutine, which blocks while it reads. That
 // is fine for a backtest; live sources (stdin in a live run, a followed
@@ -111,7 +111,7 @@ type FileSource struct {
 	name    string
 	closer  io.Closer // the opened file; nil for a reader we do not own
 	counter countingReader
-	gz      *gzip.Reader
+	gz      *gzipMembers // a gzip input's decompressor; nil for plain input
 	r       *bufio.Reader
 	size    int64
 	max     int
@@ -169,10 +169,12 @@ func newFileSource(r io.Reader, name string, closer io.Closer, cfg SourceConfig)
 		return nil, fmt.Errorf("runtime: source %s: not gzip data (no gzip magic bytes)", name)
 	}
 	if isGz {
-		if s.gz, err = gzip.NewReader(s.r); err != nil {
+		gz := &gzipMembers{br: s.r}
+		if err := gz.nextMember(); err != nil {
 			return nil, fmt.Errorf("runtime: source %s: %w", name, err)
 		}
-		s.r = bufio.NewReaderSize(s.gz, cfg.BufferBytes)
+		s.gz = gz
+		s.r = bufio.NewReaderSize(gz, cfg.BufferBytes)
 	}
 	// A UTF-8 byte order mark (Windows tools write one) is not JSON: skip it
 	// rather than reject line 1. Offsets still count it. Only a first byte
@@ -223,7 +225,7 @@ func (s *FileSource) Next() (Record, error) {
 		s.line++
 		s.off += n
 		if err != nil && err != io.EOF {
-			s.err = fmt.Errorf("runtime: source %s: line %d: %w", s.name, s.line, err)
+			s.err = fmt.Errorf("runtime: source %s: line %d: %w%s", s.name, s.line, err, s.hint(err))
 			break
 		}
 		if err == io.EOF {
@@ -242,6 +244,16 @@ func (s *FileSource) Next() (Record, error) {
 		return Record{Line: s.line, Offset: start, Data: data}, nil
 	}
 	return Record{}, s.err
+}
+
+// hint explains a read error whose own words do not say what is wrong
+// with the input: a gzip reader's "unexpected EOF" is a compressed stream
+// cut short.
+func (s *FileSource) hint(err error) string {
+	if s.gz != nil && errors.Is(err, io.ErrUnexpectedEOF) {
+		return " (the input ends in the middle of a compressed block: a truncated .gz file?)"
+	}
+	return ""
 }
 
 // readLine reads one line. It returns the line without its terminator, the

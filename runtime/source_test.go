@@ -187,8 +187,42 @@ func TestFileSourceGzip(t *testing.T) {
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("after %d records: err = %v, want io.ErrUnexpectedEOF", n, err)
 		}
+		// The reader's "unexpected EOF" alone does not say that the file is
+		// cut; every command that reads a source (run as well as backtest)
+		// shows this message.
+		if !strings.Contains(err.Error(), "a truncated .gz file?") {
+			t.Errorf("err = %v, want it to say the .gz file looks truncated", err)
+		}
 		if _, err2 := s.Next(); err2 != err {
 			t.Errorf("error not sticky: %v then %v", err, err2)
+		}
+	})
+	// Bytes after the last member that start no member (trailing garbage,
+	// zero padding) are an error that says so, after every line of the
+	// members: not "unexpected EOF" (a truncated member) nor "invalid
+	// header", which the reader said of them.
+	t.Run("trailing data", func(t *testing.T) {
+		for name, tail := range map[string]string{"garbage": "garbage\n", "zero padding": strings.Repeat("\x00", 512), "one byte": "\x1f"} {
+			data := append(gzipBytes(t, "a\nb\n", "c\n"), tail...)
+			s, err := NewFileSource(bytes.NewReader(data), "x.jsonl.gz", SourceConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for {
+				r, err := s.Next()
+				if err != nil {
+					const want = "x.jsonl.gz: line 4: after gzip member 2 the input holds bytes that start no gzip member (trailing garbage)"
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("%s: err = %v, want %q", name, err, want)
+					}
+					break
+				}
+				got = append(got, string(r.Data))
+			}
+			if strings.Join(got, ",") != "a,b,c" {
+				t.Errorf("%s: records %q before the error, want a,b,c", name, got)
+			}
 		}
 	})
 	t.Run("corrupt", func(t *testing.T) {

@@ -603,11 +603,9 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 		return &userError{err: err, msg: fmt.Sprintf("backtest: ruleset %s: %s (line %d: %s)\n  %s",
 			ie.Ruleset, what, ie.FirstLine, ie.FirstReason, hint)}
 	}
-	msg := "backtest: " + stripPrefixes(err.Error())
-	if errors.Is(err, io.ErrUnexpectedEOF) && !strings.Contains(msg, "a truncated .gz file?") {
-		msg += " (the input ends in the middle of a compressed block: a truncated .gz file?)"
-	}
-	return &userError{err: err, msg: msg}
+	// A truncated gzip input says so itself (runtime.FileSource), as a
+	// lookup file does (enrich).
+	return &userError{err: err, msg: "backtest: " + stripPrefixes(err.Error())}
 }
 
 // lookupRejected is the number of events of s sent to the dead letters

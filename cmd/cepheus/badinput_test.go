@@ -260,8 +260,13 @@ func TestBacktestOutputsDistinct(t *testing.T) {
 	}
 }
 
-// TestBacktestTruncatedGzip: a gzip file cut short ends the run with an
-// error, after the summary of what was read.
+// TestBacktestTruncatedGzip: a gzip file cut short, or followed by bytes
+// that start no gzip member (trailing garbage, zero padding), ends a
+// backtest with an error after the summary of what was read, and a run
+// (which takes no checkpoint past it) with an error; both say what is wrong
+// with the file, once. A run said only "unexpected EOF" of a truncated
+// file, and both said "a truncated .gz file?" or "gzip: invalid header" of
+// whole members followed by garbage.
 func TestBacktestTruncatedGzip(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "r.cep", goodSrc)
@@ -269,13 +274,28 @@ func TestBacktestTruncatedGzip(t *testing.T) {
 	zw := gzip.NewWriter(&z)
 	zw.Write([]byte(abEvents(5000, 0, "")))
 	zw.Close()
-	events := filepath.Join(dir, "e.jsonl.gz")
-	if err := os.WriteFile(events, z.Bytes()[:z.Len()/2], 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "a.jsonl"))
-	if code != 1 || !strings.Contains(stderr, "Partial run of ruleset good") || !strings.Contains(stderr, "unexpected EOF") {
-		t.Errorf("exit %d\n%s", code, stderr)
+	for _, c := range []struct {
+		name, data, want string
+	}{
+		{"truncated", string(z.Bytes()[:z.Len()/2]), ": unexpected EOF (the input ends in the middle of a compressed block: a truncated .gz file?)"},
+		{"garbage", z.String() + "garbage\n", ": line 5001: after gzip member 1 the input holds bytes that start no gzip member (trailing garbage)"},
+		{"zero padding", z.String() + strings.Repeat("\x00", 512), ": line 5001: after gzip member 1 the input holds bytes that start no gzip member (trailing garbage)"},
+	} {
+		events := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".jsonl.gz")
+		if err := os.WriteFile(events, []byte(c.data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "a.jsonl"))
+		if code != 1 || !strings.Contains(stderr, "Partial run of ruleset good") || !strings.Contains(stderr, c.want) ||
+			strings.Count(stderr, "a truncated .gz file?") > 1 || c.name != "truncated" && strings.Contains(stderr, "truncated") {
+			t.Errorf("backtest, %s: exit %d, want 1 and %q\n%s", c.name, code, c.want, stderr)
+		}
+		code, _, stderr = cepheus(t, "run", "-rules", rules, "-events", events, "-state", filepath.Join(dir, c.name+".state"),
+			"-alerts", filepath.Join(dir, c.name+".alerts"))
+		if code != 1 || !strings.Contains(stderr, "\ncepheus: "+events) || !strings.Contains(stderr, c.want+"\n") ||
+			c.name != "truncated" && strings.Contains(stderr, "truncated") {
+			t.Errorf("run, %s: exit %d, want 1 and %q\n%s", c.name, code, c.want, stderr)
+		}
 	}
 }
 
