@@ -52,7 +52,7 @@ var parityLines = []struct {
 	{`{"ts": 1e3, "card": "c\u00e9\ud83d\ude00", "amount": null, "at": "2026-01-01T00:00:00+01:00"}`, same, ""},
 	{`{"card": "c", "ts": 2000.0}`, same, ""},
 	{`{"ts": 1, "card": "c", "n": 3.5}`, sameError, `field "n": want int, got 3.5`},
-	{`{"ts": 1, "card": "c", "n": 99999999999999999999}`, sameError, `field "n": want int, got 99999999999999999999`},
+	{`{"ts": 1, "card": "c", "n": 99999999999999999999}`, sameError, `field "n": want int, got 99999999999999999999 (out of int64 range)`},
 	{`{"ts": 1, "card": "c", "amount": "x"}`, sameError, `field "amount": want float, got a string`},
 	{`{"ts": 1, "card": "c", "n": {"x": 1}}`, sameError, `field "n": want int, got an object`},
 	{`{"card": "c"}`, sameError, `missing time field "ts"`},

@@ -743,6 +743,9 @@ func (d *Decoder) numericTime(data []byte, i int, f *decField) (ms int64, j int,
 	if ms, ok := n.wholeInt(text); ok {
 		return ms, j, nil
 	}
+	if beyondInt64(text) {
+		return 0, j, timeErr(i, f, ": "+string(text)+" epoch milliseconds is out of range")
+	}
 	return 0, j, timeErr(i, f, ": "+string(text)+" is not whole epoch milliseconds")
 }
 
@@ -869,7 +872,11 @@ func (d *Decoder) anyNumber(data []byte, i int, f *decField) (int, error) {
 	case event.KindInt:
 		v, ok := n.wholeInt(text)
 		if !ok {
-			return i, errAt(i, "field "+strconv.Quote(f.name)+": want int, got "+string(text))
+			msg := "field " + strconv.Quote(f.name) + ": want int, got " + string(text)
+			if beyondInt64(text) {
+				msg += " (out of int64 range)"
+			}
+			return i, errAt(i, msg)
 		}
 		d.set(f.slot, event.Int(v))
 	case event.KindFloat:

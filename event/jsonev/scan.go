@@ -135,6 +135,15 @@ func (n *num) wholeInt(text []byte) (int64, bool) {
 	return event.WholeInt(text)
 }
 
+// beyondInt64 reports whether the JSON number text is a whole number, one
+// that [num.wholeInt] refused for being out of int64 range rather than
+// for a fraction: the error then says so.
+func beyondInt64(text []byte) bool {
+	var buf [64]byte
+	_, mant, exp := splitDecimal(text, buf[:0])
+	return len(mant) > 0 && exp >= 0
+}
+
 // secondsMillis returns the milliseconds of the JSON number text read as
 // epoch seconds, exactly in decimal, truncated towards the past below the
 // millisecond (1.2345 is 1234, -1.2345 is -1235); false when out of int64
