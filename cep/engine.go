@@ -474,9 +474,10 @@ type InputStats struct {
 	Dead    int64 // records sent to the dead letters
 	Ahead   int64 // of Dead, the events too far ahead of the stream (InputPolicy.MaxAhead)
 	// FirstDeadLine and FirstDeadReason are the line and reason of the
-	// first dead record (0 and "" when there is none); FirstDeadFile, in
-	// a live job's result, the input partition its line is of (a file's
-	// name, stdin, TOPIC-P), "" in a backtest's (one stream of lines).
+	// first dead record (0 and "" when there is none); FirstDeadFile the
+	// input partition its line is of (a file's name, stdin, TOPIC-P) in a
+	// live job's result and in a backtest of a directory or a topic, ""
+	// in a backtest of one file or stdin.
 	FirstDeadLine   int64
 	FirstDeadReason string
 	FirstDeadFile   string
@@ -491,7 +492,7 @@ type InputStats struct {
 func inputStats(s runtime.Stats) InputStats {
 	return InputStats{
 		Records: s.Records, Decoded: s.Decoded, Dead: s.Dead, Ahead: s.Ahead,
-		FirstDeadLine: s.FirstDeadLine, FirstDeadReason: s.FirstDeadReason,
+		FirstDeadLine: s.FirstDeadLine, FirstDeadReason: s.FirstDeadReason, FirstDeadFile: s.FirstDeadFile,
 		Line: s.Line, Watermark: s.Watermark, BytesRead: s.BytesRead, TotalBytes: s.TotalBytes,
 	}
 }
@@ -521,7 +522,7 @@ func (e *Engine) Run(ctx context.Context, src *EventSource) (*Summary, error) {
 	if e.cfg.memoryLimit > 0 {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(e.cfg.memoryLimit))
 	}
-	r, err := e.newRun(src.fs)
+	r, err := e.newRun(src.source())
 	if err != nil {
 		return nil, err
 	}

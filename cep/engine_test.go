@@ -184,7 +184,9 @@ func TestEngineSnapshotRestore(t *testing.T) {
 func TestEngineRestoreErrors(t *testing.T) {
 	// A store without the operators' records.
 	m := state.NewMem()
-	m.Put(state.Key{Operator: "runtime.subtask"}, []byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	// A subtask record of version 2 (with the first dead letter's file),
+	// every count 0.
+	m.Put(state.Key{Operator: "runtime.subtask"}, []byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	src, _ := NewEventSource(strings.NewReader(""), "input")
 	e, err := New(WithRuleset(loadRules(t, engineRules)), withRestore(m))
 	if err != nil {

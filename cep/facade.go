@@ -2,10 +2,8 @@ package cep
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
-	"sync/atomic"
 
 	"github.com/cepheus-cep/cepheus/runtime"
 )
@@ -15,13 +13,21 @@ import (
 // bytes), or stdin. Lines are at most 1 MiB; a longer one becomes a dead
 // letter. It is read by one [Engine.Run] at a time.
 type EventSource struct {
-	fs   *runtime.FileSource
-	stop func() error // what else Close ends (a topic's reader)
-	// size, when positive, is the size of a directory's files merged
-	// through a pipe (fs cannot know it), and read the bytes of them read
-	// (set by the merge of partitions).
-	size int64
-	read *atomic.Int64
+	fs *runtime.FileSource // a file or stdin; nil for merged partitions
+	// merged, name and stop are a directory's files or a topic's
+	// partitions merged by event time: the source, its name and the end
+	// of their reader, which Close calls.
+	merged *mergedSource
+	name   string
+	stop   func() error
+}
+
+// source returns what a run reads.
+func (s *EventSource) source() runtime.Source {
+	if s.merged != nil {
+		return s.merged
+	}
+	return s.fs
 }
 
 // OpenEventSource opens path ("-" for stdin) as an [EventSource].
@@ -40,8 +46,8 @@ func OpenEventSource(path string) (*EventSource, error) {
 // time (timeField, the ruleset's) is lowest (a record without one first;
 // ties by file name), so a backtest over a file split into files by time
 // or by shard sees about the order of the whole file. The records are
-// numbered in that order (their "line"); a dead letter's line is that
-// number.
+// numbered in that order (their "line"); a dead letter gives the file of
+// its line, and its line and offset there.
 func OpenDirEventSource(ctx context.Context, dir, timeField string) (*EventSource, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	r, err := runtime.NewPartitionReader(ctx, dir, runtime.ReaderConfig{Aligned: true})
@@ -54,7 +60,7 @@ func OpenDirEventSource(ctx context.Context, dir, timeField string) (*EventSourc
 	if err != nil {
 		return nil, err
 	}
-	src.size = filesSize(parts)
+	src.merged.size = filesSize(parts)
 	return src, nil
 }
 
@@ -89,26 +95,30 @@ func NewEventSource(r io.Reader, name string) (*EventSource, error) {
 }
 
 // Name returns the path or name the source was opened with.
-func (s *EventSource) Name() string { return s.fs.Name() }
+func (s *EventSource) Name() string {
+	if s.merged != nil {
+		return s.name
+	}
+	return s.fs.Name()
+}
 
 // Progress returns the bytes read so far and the input's size (-1 when
 // unknown, as for stdin or a topic). A directory's are its files' bytes
 // on disk (a gzip file's compressed), read as far as the merge of its
 // files has taken their records.
 func (s *EventSource) Progress() (read, total int64) {
-	if s.size > 0 && s.read != nil {
-		return min(s.read.Load(), s.size), s.size
+	if s.merged != nil {
+		return s.merged.Progress()
 	}
 	return s.fs.Progress()
 }
 
 // Close closes the file the source opened.
 func (s *EventSource) Close() error {
-	err := s.fs.Close()
-	if s.stop != nil {
-		err = errors.Join(err, s.stop())
+	if s.merged != nil {
+		return s.stop()
 	}
-	return err
+	return s.fs.Close()
 }
 
 // DeadLetterWriter writes the records that cannot become events as JSON

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/runtime"
 )
 
 // TestOpenDirEventSource: a directory's files (a hidden one aside) are
@@ -98,3 +102,134 @@ func TestOpenDirEventSource(t *testing.T) {
 		t.Fatalf("progress %d of %d bytes at the end, want %d of %d", read, total, size, size)
 	}
 }
+
+// TestDirEventSourceDeadLetters: the dead letters of a directory's backtest
+// name the file of each line, with its line and offset there (what a run
+// over the directory writes), and the summary's first one names its file;
+// an over-long line is "line too long" there as in a file. The merged
+// stream gave the line's number in the merged order and an offset in no
+// file, and handed on a 1 KiB prefix of an over-long line as if it were
+// the line: a dead letter for a cut string, or an event when the line was
+// an object padded with spaces.
+func TestDirEventSourceDeadLetters(t *testing.T) {
+	ev := func(sec int, card string) string {
+		return fmt.Sprintf(`{"ts":"2026-01-01T10:00:%02dZ","card":%q,"type":"auth","amount":1,"country":"US"}`, sec, card)
+	}
+	padded := ev(4, "c9") + strings.Repeat(" ", 2<<20) // a whole object, then 2 MiB of spaces
+	a := strings.Join([]string{ev(0, "c1"), ev(2, "c1"), "{not json", padded, ev(6, "c1")}, "\n") + "\n"
+	b := strings.Join([]string{ev(1, "c2"), `{"card":"c2","type":"auth"}`, ev(5, "c2")}, "\n") + "\n"
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(b))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, content := range map[string][]byte{"a.jsonl": []byte(a), "b.jsonl.gz": gz.Bytes()} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dead bytes.Buffer
+	dw := NewDeadLetterWriter(&dead)
+	e, err := New(WithRuleset(loadRules(t, engineRules)), WithDeadLetters(dw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := OpenDirEventSource(context.Background(), dir, "ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	sum, err := e.Run(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Merged by time (a line without one first): a:1, b:1, b:2 (the first
+	// dead letter, merged line 3), a:2, a:3, a:4, b:3, a:5.
+	offA3 := len(ev(0, "c1")) + 1 + len(ev(2, "c1")) + 1
+	want := []string{
+		fmt.Sprintf(`{"file":"b.jsonl.gz","line":2,"offset":%d,"reason":"missing time field \"ts\""}`, len(ev(1, "c2"))+1),
+		fmt.Sprintf(`{"file":"a.jsonl","line":3,"offset":%d,"reason":"column 2: invalid character 'n', want an object key"}`, offA3),
+		fmt.Sprintf(`{"file":"a.jsonl","line":4,"offset":%d,"reason":"line too long: more than 1048576 bytes"}`, offA3+len("{not json")+1),
+	}
+	var got []string
+	for line := range strings.Lines(dead.String()) {
+		var d struct {
+			File   string `json:"file"`
+			Line   int64  `json:"line"`
+			Offset int64  `json:"offset"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatalf("dead letter %q: %v", line, err)
+		}
+		b, _ := json.Marshal(d)
+		got = append(got, string(b))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("dead letters\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if sum.Records != 8 || sum.Decoded != 5 || sum.Dead != 3 || sum.FirstDeadFile != "b.jsonl.gz" || sum.FirstDeadLine != 2 {
+		t.Errorf("summary: %d records, %d decoded, %d dead, first dead %s line %d; want 8, 5, 3, b.jsonl.gz line 2",
+			sum.Records, sum.Decoded, sum.Dead, sum.FirstDeadFile, sum.FirstDeadLine)
+	}
+}
+
+// TestMergedSourceRecords: the merge of partitions hands each record on
+// whole, numbered in the merged order, with its partition's name, line and
+// offset: a record holding a newline (a Kafka value) is one record, a blank
+// one is numbered and skipped as a file's blank line, and a record's
+// Reason is kept. The merged stream used to be cut into lines.
+func TestMergedSourceRecords(t *testing.T) {
+	part := func(name string, recs ...runtime.Record) <-chan runtime.Batch {
+		ch := make(chan runtime.Batch, 1)
+		ch <- runtime.Batch{Partition: runtime.Partition{Name: name}, Records: recs}
+		close(ch)
+		return ch
+	}
+	chans := []<-chan runtime.Batch{
+		part("t-0",
+			runtime.Record{Line: 1, Offset: 0, Data: []byte("{\"ts\":1,\n\"k\":\"a\"}")},
+			runtime.Record{Line: 2, Offset: 1, Data: []byte(" ")},
+			runtime.Record{Line: 3, Offset: 2, Data: []byte(`{"ts":4}`)}),
+		part("t-1",
+			runtime.Record{Line: 8, Offset: 7, Data: []byte(`{"ts":2}`)},
+			runtime.Record{Line: 9, Offset: 8, Data: []byte(`{"ts":3,"x":"xx`), Reason: "line too long: more than 1048576 bytes"}),
+	}
+	src, err := mergedEventSource("topic t", chans, "ts", fakeReader{}, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var got []string
+	for {
+		r, err := src.source().Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d %s:%d@%d %q %s", r.Line, r.File, r.FileLine, r.FileOffset, r.Data, r.Reason))
+	}
+	want := []string{
+		"1 t-0:1@0 \"{\\\"ts\\\":1,\\n\\\"k\\\":\\\"a\\\"}\" ",
+		// Merged line 2 is t-0's blank record (no time: first).
+		"3 t-1:8@7 \"{\\\"ts\\\":2}\" ",
+		"4 t-1:9@8 \"{\\\"ts\\\":3,\\\"x\\\":\\\"xx\" line too long: more than 1048576 bytes",
+		"5 t-0:3@2 \"{\\\"ts\\\":4}\" ",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("merged records\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// fakeReader is the reader of partitions a test hands mergedEventSource.
+type fakeReader struct{}
+
+func (fakeReader) Err() error   { return nil }
+func (fakeReader) Close() error { return nil }

@@ -78,9 +78,12 @@ type InputError struct {
 	// Rejected are the dead records that decoded, but that a lookup
 	// failing closed (on failure closed) rejected: its source failed.
 	Rejected int64
-	// FirstLine and FirstReason are the first dead record's line and why.
+	// FirstLine and FirstReason are the first dead record's line and why;
+	// FirstFile the file (or partition) of its line in a backtest of
+	// several ("" for one file).
 	FirstLine   int64
 	FirstReason string
+	FirstFile   string
 	// GaveUp says the run stopped early: nothing decoded in the first
 	// Records records.
 	GaveUp bool
@@ -106,13 +109,23 @@ func (e *InputError) Error() string {
 	default:
 		what = fmt.Sprintf("%d of %d lines could not be decoded", e.Dead, e.Records)
 	}
-	return fmt.Sprintf("cep: backtest: ruleset %s: %s (line %d: %s)", e.Ruleset, what, e.FirstLine, e.FirstReason)
+	return fmt.Sprintf("cep: backtest: ruleset %s: %s (%s: %s)", e.Ruleset, what, e.FirstWhere(), e.FirstReason)
+}
+
+// FirstWhere says where the first dead record is: "line 12", or "a.jsonl
+// line 12" when the input had several files.
+func (e *InputError) FirstWhere() string {
+	where := "line " + strconv.FormatInt(e.FirstLine, 10)
+	if e.FirstFile != "" {
+		where = e.FirstFile + " " + where
+	}
+	return where
 }
 
 // inputError returns the *InputError of a finished run, or nil; rejected
 // are the events its lookups failing closed rejected.
 func (p InputPolicy) inputError(rs string, st runtime.Stats, rejected int64, runErr error) error {
-	ie := &InputError{Ruleset: rs, Records: st.Records, Dead: st.Dead, Rejected: rejected, FirstLine: st.FirstDeadLine, FirstReason: st.FirstDeadReason}
+	ie := &InputError{Ruleset: rs, Records: st.Records, Dead: st.Dead, Rejected: rejected, FirstLine: st.FirstDeadLine, FirstReason: st.FirstDeadReason, FirstFile: st.FirstDeadFile}
 	if errors.Is(runErr, runtime.ErrNothingDecoded) {
 		ie.GaveUp = true
 		return ie

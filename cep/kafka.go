@@ -1,7 +1,6 @@
 package cep
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -456,41 +455,102 @@ func mergedEventSource(name string, chans []<-chan runtime.Batch, timeField stri
 	Err() error
 	Close() error
 }, cancel context.CancelFunc) (*EventSource, error) {
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	read := new(atomic.Int64)
+	m := &mergedSource{out: make(chan []runtime.Record, 4), quit: make(chan struct{})}
+	done := make(chan struct{})
 	go func() {
-		err := mergePartitions(chans, timeField, pw, read)
+		defer close(done)
+		err := mergePartitions(chans, timeField, m.out, m.quit, &m.read)
 		if err == nil {
 			err = r.Err()
 		}
-		pw.CloseWithError(err)
-		done <- err
+		m.err = err // read by Next once out is closed
+		close(m.out)
 	}()
-	src, err := NewEventSource(pr, name)
-	if err != nil {
+	var once sync.Once
+	stop := func() error {
+		once.Do(func() { close(m.quit) })
 		cancel()
-		_ = pr.Close()
-		_ = r.Close()
-		<-done
-		return nil, err
-	}
-	src.read = read
-	src.stop = func() error {
-		cancel()
-		_ = pr.Close()
 		err := r.Close()
 		<-done
 		return err
 	}
-	return src, nil
+	return &EventSource{merged: m, name: name, stop: stop}, nil
 }
 
-// mergePartitions writes the records of the partitions whose batches
-// chans deliver to w as JSON lines, the lowest event time first. read
-// counts the bytes of their files read, as the batches taken say
-// ([runtime.Batch.Read]).
-func mergePartitions(chans []<-chan runtime.Batch, timeField string, w io.Writer, read *atomic.Int64) error {
+// mergedSource is the [runtime.Source] of partitions merged by event time:
+// the records mergePartitions hands on, numbered in the merged order
+// (Line; Offset counts their bytes as if they were one file's lines), each
+// with its partition's name and its line and offset there (Record.File),
+// so that a dead letter finds its line. A record's Reason (a line too
+// long) is kept. A record that is blank (an empty Kafka value) is counted
+// in the numbering and skipped, as a file's blank line is.
+type mergedSource struct {
+	out  chan []runtime.Record
+	quit chan struct{}
+	err  error // the merge's, set before out is closed
+
+	// read is the bytes of the partitions' files read, as far as the merge
+	// has taken their records; size, when positive, their size on disk
+	// (set by OpenDirEventSource).
+	read atomic.Int64
+	size int64
+
+	recs      []runtime.Record
+	line, off int64
+}
+
+// Progress implements [runtime.ProgressSource]: the bytes of the files
+// read and their size, or, when their size is unknown (a topic), the
+// bytes of the records taken.
+func (m *mergedSource) Progress() (read, total int64) {
+	if m.size > 0 {
+		return min(m.read.Load(), m.size), m.size
+	}
+	return m.off, -1
+}
+
+// Next implements [runtime.Source].
+func (m *mergedSource) Next() (runtime.Record, error) {
+	for {
+		for len(m.recs) == 0 {
+			recs, ok := <-m.out
+			if !ok {
+				if m.err != nil {
+					return runtime.Record{}, m.err
+				}
+				return runtime.Record{}, io.EOF
+			}
+			m.recs = recs
+		}
+		rec := m.recs[0]
+		m.recs = m.recs[1:]
+		m.line++
+		rec.FileLine, rec.FileOffset = rec.Line, rec.Offset
+		rec.Line, rec.Offset = m.line, m.off
+		m.off += int64(len(rec.Data)) + 1
+		if rec.Reason == "" && blank(rec.Data) {
+			continue
+		}
+		return rec, nil
+	}
+}
+
+// blank reports whether b holds only JSON whitespace.
+func blank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+// mergePartitions sends the records of the partitions whose batches chans
+// deliver to out, in slices, the lowest event time first, each with its
+// partition's name in File (its Line and Offset its own), until the
+// partitions end or quit is closed. read counts the bytes of their files
+// read, as the batches taken say ([runtime.Batch.Read]).
+func mergePartitions(chans []<-chan runtime.Batch, timeField string, out chan<- []runtime.Record, quit <-chan struct{}, read *atomic.Int64) error {
 	type head struct {
 		b    runtime.Batch
 		i    int
@@ -524,7 +584,17 @@ func mergePartitions(chans []<-chan runtime.Batch, timeField string, w io.Writer
 	for p := range heads {
 		fill(p)
 	}
-	bw := bufio.NewWriterSize(w, 1<<16)
+	const size = 256
+	batch := make([]runtime.Record, 0, size)
+	send := func() bool {
+		select {
+		case out <- batch:
+			batch = make([]runtime.Record, 0, size)
+			return true
+		case <-quit:
+			return false
+		}
+	}
 	for {
 		best := -1
 		for p := range heads {
@@ -533,12 +603,18 @@ func mergePartitions(chans []<-chan runtime.Batch, timeField string, w io.Writer
 			}
 		}
 		if best < 0 {
-			return bw.Flush()
+			if len(batch) > 0 {
+				send()
+			}
+			return nil
 		}
 		h := &heads[best]
-		bw.Write(h.b.Records[h.i].Data)
-		if err := bw.WriteByte('\n'); err != nil {
-			return err
+		// The record's Data belongs to its batch, which is ours: no copy.
+		rec := h.b.Records[h.i]
+		rec.File = h.b.Partition.Name
+		batch = append(batch, rec)
+		if len(batch) == size && !send() {
+			return nil
 		}
 		h.i++
 		fill(best)

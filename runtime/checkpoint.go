@@ -15,7 +15,7 @@ import (
 const SubtaskStateID state.OperatorID = "runtime.subtask"
 
 // subtaskStateVersion is the first byte of the subtask's record.
-const subtaskStateVersion = 1
+const subtaskStateVersion = 2 // 2: FirstDeadFile
 
 // ErrHeld is returned by [Subtask.Snapshot] while the far-ahead guard
 // holds events back (SubtaskConfig.MaxAhead): they belong to no
@@ -87,6 +87,8 @@ func (s *Subtask[T]) appendState(b []byte) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(st.FirstDeadReason)))
 	b = append(b, st.FirstDeadReason...)
+	b = binary.AppendUvarint(b, uint64(len(st.FirstDeadFile)))
+	b = append(b, st.FirstDeadFile...)
 	g := s.cfg.Watermarks
 	b = binary.AppendVarint(b, int64(g.n))
 	b = appendBool(b, g.seen)
@@ -117,6 +119,7 @@ func (s *Subtask[T]) decodeState(b []byte) error {
 	}
 	st.Watermark = event.Watermark(r.Varint())
 	st.FirstDeadReason = string(r.Bytes(r.Count()))
+	st.FirstDeadFile = string(r.Bytes(r.Count()))
 	g := *s.cfg.Watermarks
 	g.n = int(r.Varint())
 	g.seen = r.Byte() == 1

@@ -15,10 +15,13 @@ type DeadRecord struct {
 	// Ruleset names the ruleset whose run rejected the record, when the
 	// caller runs one (a backtest); written as "ruleset" when set.
 	Ruleset string
-	Line    int64  // 1-based line number
-	Offset  int64  // byte offset of the line in the (decompressed) input
-	Reason  string // why, e.g. "column 12: invalid character 'x' in number"
-	Data    []byte // the raw line (a prefix for a line too long); owned by the receiver
+	// File is the input of a source that merges several ([Record.File]);
+	// Line and Offset are then the record's in it.
+	File   string
+	Line   int64  // 1-based line number
+	Offset int64  // byte offset of the line in the (decompressed) input
+	Reason string // why, e.g. "column 12: invalid character 'x' in number"
+	Data   []byte // the raw line (a prefix for a line too long); owned by the receiver
 }
 
 // DeadLetter receives dead records. An error from DeadLetter stops the
@@ -66,7 +69,7 @@ func (d *DeadLetterWriter) DeadLetter(rec DeadRecord) error {
 		return d.err
 	}
 	b := jsonev.AppendDeadLetter(d.buf[:0], jsonev.DeadLetter{
-		Ruleset: rec.Ruleset, Line: rec.Line, Offset: rec.Offset, Reason: rec.Reason, Data: rec.Data,
+		Ruleset: rec.Ruleset, File: rec.File, Line: rec.Line, Offset: rec.Offset, Reason: rec.Reason, Data: rec.Data,
 	})
 	d.buf = b
 	if _, err := d.w.Write(b); err != nil {

@@ -31,6 +31,13 @@ type Record struct {
 	// Key is a Kafka record's key, from a source asked for them (nil
 	// otherwise, and for a record without key; an empty key is not nil).
 	Key []byte
+	// File, FileLine and FileOffset place a record of a source that merges
+	// several inputs into one order (a backtest of a directory or of a
+	// topic's partitions, whose Line and Offset count that order): the
+	// input it was read from (a file's name, TOPIC-P) and its Line and
+	// Offset there, which a dead letter gives. Empty for one input.
+	File                 string
+	FileLine, FileOffset int64
 }
 
 // DeadDataPrefix is how much of an over-long line a [Record] keeps.

@@ -77,9 +77,11 @@ type Stats struct {
 	Dead    int64 // records sent to the dead letters
 	Ahead   int64 // of Dead, the events too far ahead of the stream (SubtaskConfig.MaxAhead)
 	// FirstDeadLine and FirstDeadReason are the line and reason of the first
-	// dead record (0 and "" when there is none).
+	// dead record (0 and "" when there is none); FirstDeadFile the input
+	// of its line when the source merges several ([Record.File]).
 	FirstDeadLine   int64
 	FirstDeadReason string
+	FirstDeadFile   string
 	Line            int64           // line number of the last record read
 	Watermark       event.Watermark // last watermark forwarded (event.MinTime before the first)
 	// BytesRead and TotalBytes come from a ProgressSource: bytes read from
@@ -499,16 +501,21 @@ func (s *Subtask[T]) watermark(w event.Watermark, line int64) error {
 }
 
 func (s *Subtask[T]) dead(rec Record, reason string) error {
+	d := DeadRecord{Line: rec.Line, Offset: rec.Offset, Reason: reason}
+	if rec.File != "" {
+		// A merged source's line and offset count no file: give the ones
+		// that find the line.
+		d.File, d.Line, d.Offset = rec.File, rec.FileLine, rec.FileOffset
+	}
 	s.stats.Dead++
 	if s.stats.FirstDeadLine == 0 {
-		s.stats.FirstDeadLine, s.stats.FirstDeadReason = rec.Line, reason
+		s.stats.FirstDeadFile, s.stats.FirstDeadLine, s.stats.FirstDeadReason = d.File, d.Line, reason
 	}
 	if s.cfg.DeadLetter == nil {
 		return nil
 	}
-	return s.cfg.DeadLetter.DeadLetter(DeadRecord{
-		Line: rec.Line, Offset: rec.Offset, Reason: reason, Data: bytes.Clone(rec.Data),
-	})
+	d.Data = bytes.Clone(rec.Data)
+	return s.cfg.DeadLetter.DeadLetter(d)
 }
 
 // discard is the collector of a subtask without SubtaskConfig.Output.

@@ -37,14 +37,16 @@ the input, a final watermark that releases everything still pending
 -events DIR replays the files of a directory (its *.jsonl and *.jsonl.gz
 files, not hidden: what run -events DIR reads) merged into one stream in
 event-time order, so files split from one by time or by shard give that
-file's report; the records are numbered in the merged order.
+file's report; the records are numbered in the merged order (a dead letter
+gives the file of its line and its line there).
 
 -topic T replays a Kafka topic instead of a file (read_committed; -brokers,
 default $CEPHEUS_KAFKA_BROKERS): the records whose timestamps lie in
 [-from, -to) (offsets found by timestamp; default the whole topic), its
 partitions merged into one stream in event-time order, so a topic produced
 from a file gives that file's report; the records are numbered in the
-merged order (the "line" of matched events and dead letters).
+merged order (the "line" of matched events; a dead letter gives its
+partition, TOPIC-P, and offset).
 
 Alerts are written as JSON lines (rule, ruleset and its version hash, key,
 matched events by stage, emitted fields, event time of detection, and a
@@ -600,8 +602,8 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 			hint = "check the ruleset's schema, key fields and event time field against the input; " +
 				"for times written as numbers, -time-unit s or ms says the unit"
 		}
-		return &userError{err: err, msg: fmt.Sprintf("backtest: ruleset %s: %s (line %d: %s)\n  %s",
-			ie.Ruleset, what, ie.FirstLine, ie.FirstReason, hint)}
+		return &userError{err: err, msg: fmt.Sprintf("backtest: ruleset %s: %s (%s: %s)\n  %s",
+			ie.Ruleset, what, ie.FirstWhere(), ie.FirstReason, hint)}
 	}
 	// A truncated gzip input says so itself (runtime.FileSource), as a
 	// lookup file does (enrich).
@@ -995,7 +997,11 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		if lookupRejected(s) > 0 {
 			what = plural(s.Dead, "line went", "lines went") + " to the dead letters"
 		}
-		fmt.Fprintf(bw, "  %s (first: line %d: %s): %s\n", what, s.FirstDeadLine, s.FirstDeadReason, seeFile(dead.path, "-dead-letter"))
+		first := fmt.Sprintf("line %d", s.FirstDeadLine)
+		if s.FirstDeadFile != "" { // a directory's or a topic's
+			first = s.FirstDeadFile + " " + first
+		}
+		fmt.Fprintf(bw, "  %s (first: %s: %s): %s\n", what, first, s.FirstDeadReason, seeFile(dead.path, "-dead-letter"))
 		if s.Ahead > 0 {
 			fmt.Fprintf(bw, "  of them, %s more than -max-ahead %s ahead of the stream\n", plural(s.Ahead, "event was", "events were"), formatDuration(f.maxAhead))
 		}

@@ -299,6 +299,39 @@ func TestBacktestTruncatedGzip(t *testing.T) {
 	}
 }
 
+// TestBacktestDirectoryDeadLetterFile: a backtest of a directory names the
+// file of a dead letter's line, with its line there, in the dead letter,
+// the summary and the error of a run that decodes too little; it gave the
+// line's number in the merged order of the files.
+func TestBacktestDirectoryDeadLetterFile(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := filepath.Join(dir, "in")
+	if err := os.Mkdir(events, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, events, "a.jsonl", abEvents(10, 0, ""))
+	writeFile(t, events, "b.jsonl", abEvents(3, 2, "{oops"))
+	dead := filepath.Join(dir, "dead.jsonl")
+	code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "a.jsonl"), "-dead-letter", dead)
+	if code != 0 || !strings.Contains(stderr, "1 line could not be decoded (first: b.jsonl line 2: column 2: ") {
+		t.Errorf("exit %d, want 0 and the first dead letter at b.jsonl line 2\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`{"ruleset":"good","file":"b.jsonl","line":2,"offset":%d,"reason":`, len(abEvents(1, 0, "")))
+	if !strings.HasPrefix(string(data), want) || strings.Count(string(data), "\n") != 1 {
+		t.Errorf("dead letters %q, want one starting %s", data, want)
+	}
+	writeFile(t, events, "b.jsonl", strings.Repeat("{oops\n", 30))
+	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "a.jsonl"))
+	if code != 1 || !strings.Contains(stderr, "cepheus: backtest: ruleset good: 30 of 40 lines could not be decoded (b.jsonl line 1: column 2: ") {
+		t.Errorf("mostly dead: exit %d, want 1 naming b.jsonl line 1\n%s", code, stderr)
+	}
+}
+
 // buildCepheus builds the command into a temporary directory.
 func buildCepheus(t *testing.T) string {
 	t.Helper()
