@@ -15,6 +15,7 @@ import (
 const SubtaskStateID state.OperatorID = "runtime.subtask"
 
 // subtaskStateVersion is the first byte of the subtask's record.
+// Version 1 had no FirstDeadFile; its records are still read.
 const subtaskStateVersion = 2 // 2: FirstDeadFile
 
 // ErrHeld is returned by [Subtask.Snapshot] while the far-ahead guard
@@ -110,7 +111,8 @@ func appendBool(b []byte, v bool) []byte {
 
 func (s *Subtask[T]) decodeState(b []byte) error {
 	r := event.Reader{B: b, Corrupt: errCorruptState}
-	if r.Byte() != subtaskStateVersion {
+	v := r.Byte()
+	if v < 1 || v > subtaskStateVersion {
 		return fmt.Errorf("runtime: subtask: checkpoint record of an unknown version")
 	}
 	var st Stats
@@ -119,7 +121,9 @@ func (s *Subtask[T]) decodeState(b []byte) error {
 	}
 	st.Watermark = event.Watermark(r.Varint())
 	st.FirstDeadReason = string(r.Bytes(r.Count()))
-	st.FirstDeadFile = string(r.Bytes(r.Count()))
+	if v >= 2 {
+		st.FirstDeadFile = string(r.Bytes(r.Count()))
+	}
 	g := *s.cfg.Watermarks
 	g.n = int(r.Varint())
 	g.seen = r.Byte() == 1

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -177,4 +178,58 @@ func TestSubtaskSnapshotHeld(t *testing.T) {
 		t.Error("Checkpoint without CheckpointEvery accepted")
 	}
 	_ = event.MaxTime
+}
+
+// TestSubtaskRestoreVersion1: a subtask record of version 1, written
+// before the first dead letter's file was kept, is still restored (with no
+// file); a version past the known ones is refused.
+func TestSubtaskRestoreVersion1(t *testing.T) {
+	input := `{"card":"a","ts":1}` + "\nnot json\n" + `{"card":"a","ts":2}`
+	newSub := func() *Subtask[string] {
+		src, _ := NewFileSource(strings.NewReader(input), "in.jsonl", SourceConfig{})
+		dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: subtaskSchema, TimeField: "ts"})
+		wm, _ := NewWatermarkGenerator(0, 1)
+		st, err := NewSubtask(SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm,
+			Operators: []KeyedOperator[string]{&recorder{name: "op", log: new([]string)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	ran := newSub()
+	if err := ran.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ran.stats.FirstDeadFile = "in.jsonl" // as a merged source's record names it
+	v2 := ran.appendState(nil)
+	// Version 1: the same record without the file's length and bytes,
+	// which follow the 7 counters and the reason.
+	r := event.Reader{B: v2[1:], Corrupt: errCorruptState}
+	for range 7 {
+		r.Varint()
+	}
+	r.Bytes(r.Count())
+	at := len(v2) - len(r.B)
+	fileLen, n := binary.Uvarint(v2[at:])
+	if r.Err != nil || n <= 0 || ran.stats.FirstDeadFile == "" || fileLen != uint64(len(ran.stats.FirstDeadFile)) {
+		t.Fatalf("the version 2 record %x: file %q at %d", v2, ran.stats.FirstDeadFile, at)
+	}
+	v1 := append([]byte{1}, v2[1:at]...)
+	v1 = append(v1, v2[at+n+int(fileLen):]...)
+
+	m := state.NewMem()
+	m.Put(state.Key{Operator: SubtaskStateID}, v1)
+	restored := newSub()
+	if err := restored.Restore(m); err != nil {
+		t.Fatalf("Restore(version 1) = %v", err)
+	}
+	want := ran.stats
+	want.FirstDeadFile = ""
+	if restored.stats != want {
+		t.Errorf("restored stats:\n got %+v\nwant %+v", restored.stats, want)
+	}
+	m.Put(state.Key{Operator: SubtaskStateID}, append([]byte{subtaskStateVersion + 1}, v2[1:]...))
+	if err := newSub().Restore(m); err == nil || !strings.Contains(err.Error(), "unknown version") {
+		t.Errorf("Restore(version %d) = %v, want an unknown version", subtaskStateVersion+1, err)
+	}
 }
