@@ -148,10 +148,12 @@ type KafkaInput struct {
 	// records past them (tests: its owner commits and purges meanwhile).
 	beforeRepRead func(topic string)
 	// Set by the group runner for each job: the partitions it reads (nil:
-	// all), where a bounded one ends, and the membership its
+	// all), where a bounded one ends, those of them the group committed
+	// as final (their offsets stay final), and the membership its
 	// transactions commit under.
 	partitions []int32
 	ends       map[int32]int64
+	final      map[int32]bool
 	member     *kafka.Member
 }
 

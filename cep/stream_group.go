@@ -97,7 +97,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 		jk.partitions, jk.member = owned, m
 		if k.Bounded {
 			var err error
-			if jk.ends, err = finalEnds(ctx, k, ends); err != nil {
+			if jk.ends, jk.final, err = finalEnds(ctx, k, ends); err != nil {
 				return last, err
 			}
 		}
@@ -156,20 +156,24 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 // job that takes such a partition over reads nothing past it, even when
 // the topic has grown since. Its final watermark passed: what came after
 // would all be late, and would reach the repartition topics after the
-// final markers, where no job reads it.
-func finalEnds(ctx context.Context, k *KafkaInput, ends map[int32]int64) (map[int32]int64, error) {
+// final markers, where no job reads it. final is those partitions: the
+// job's checkpoints commit them as final again (a job that owns them
+// with partitions not yet at their ends commits every offset before its
+// final checkpoint).
+func finalEnds(ctx context.Context, k *KafkaInput, ends map[int32]int64) (out map[int32]int64, final map[int32]bool, err error) {
 	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
 	if err != nil {
-		return nil, fmt.Errorf("cep: stream: %w", err)
+		return nil, nil, fmt.Errorf("cep: stream: %w", err)
 	}
-	out := make(map[int32]int64, len(ends))
+	out, final = make(map[int32]int64, len(ends)), map[int32]bool{}
 	for p, end := range ends {
 		if c, ok := committed[p]; ok && txnFinal(c.Metadata) {
 			end = min(end, c.Offset)
+			final[p] = true
 		}
 		out[p] = end
 	}
-	return out, nil
+	return out, final, nil
 }
 
 // emptyResult is the result of an instance that ran no job.

@@ -192,3 +192,115 @@ func TestKafkaBoundedTopicGrown(t *testing.T) {
 		t.Errorf("no alert in the topic: the job did nothing to tell")
 	}
 }
+
+// TestKafkaBoundedFinalKept: a partition committed as final stays final
+// when a later bounded job of the group owns it with a partition not yet
+// read to its end (another instance's, unfinished, taken over): that
+// job's checkpoints commit its offset again, and did so without
+// " final", so a bounded run after that job stopped read the partition's
+// new records, past the final watermark its first job had passed (with
+// repartitioned rules, into the repartition topics after the final
+// markers, where no job reads them, and waited forever).
+func TestKafkaBoundedFinalKept(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	topic := fmt.Sprintf("bounded-final-kept-%d", time.Now().UnixNano())
+	conn := kafka.Conn{Brokers: brokers}
+	ctx := context.Background()
+	lines := strings.SplitAfter(strings.TrimSpace(inOrderInput(600)), "\n")
+	// Which partition each line goes to (its card's): a topic of as many
+	// partitions tells.
+	produceTopic(t, brokers, topic+"-probe", 2, strings.Join(lines, ""))
+	part := map[string]int32{}
+	if err := kafka.ReadTopic(ctx, conn, topic+"-probe", func(p int32, _, v []byte) error {
+		part[strings.TrimSpace(string(v))] = p
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The first job reads partition 0 alone; then both grow.
+	var first, more []string
+	for i, l := range lines {
+		if p, ok := part[strings.TrimSpace(l)]; !ok {
+			t.Fatalf("line %d is not in the probe topic", i)
+		} else if p == 0 && i < 300 {
+			first = append(first, l)
+		} else {
+			more = append(more, l)
+		}
+	}
+	produceTopic(t, brokers, topic, 2, strings.Join(first, ""))
+	state := t.TempDir()
+	config := func() StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, batchRecords: 20,
+				AlertsTopic: topic + "-alerts", Group: topic},
+			StateDir: state, CheckpointInterval: 10 * time.Second, CheckpointRecords: 100, Parallelism: 1,
+		}
+	}
+	committed := func() map[int32]kafka.Committed {
+		t.Helper()
+		c, err := kafka.GroupOffsets(ctx, conn, topic, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	stream := func(what string, cfg StreamConfig) *StreamResult {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+		defer cancel()
+		res, err := streamEngine(t, backtestRules).Stream(rctx, cfg)
+		if err != nil || res == nil {
+			t.Fatalf("%s: %v, %+v", what, err, res)
+		}
+		return res
+	}
+	if res := stream("the first run", config()); !res.Finished || int(res.Records) != len(first) {
+		t.Fatalf("the first run: %+v, want it finished, %d records read", res, len(first))
+	}
+	c := committed()
+	final := c[0]
+	id, inst, _ := parseTxnMetadata(final.Metadata)
+	if !txnFinal(final.Metadata) || final.Offset != int64(len(first)) || c[1].Offset != 0 {
+		t.Fatalf("the first run committed %v, want partition 0 at %d as final, the empty partition 1 at 0", c, len(first))
+	}
+	// Partition 1 not finished, as another instance's job that read
+	// nothing of it yet would leave it: the same checkpoint, not final.
+	// (A transaction of offsets alone does not end: it writes a record.)
+	// The jobs after restore from the changelog: the local copy says the
+	// run finished, which it did not.
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	txn, err := kafka.NewTxn(ctx, kafka.TxnConfig{Brokers: brokers, TransactionalID: topic + "-other", Group: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn.ProduceTo(ctx, topic+"-probe", 0, nil, []byte("x"))
+	err = txn.CommitTopics(ctx, map[string]kafka.Offsets{topic: {1: 0}}, txnMetadata(id, inst, false))
+	txn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceTopic(t, brokers, topic, 2, strings.Join(more, ""))
+	// A job over both partitions, stopped after its first checkpoint:
+	// partition 1 read in part, partition 0 not at all.
+	cfg := config()
+	cfg.hooks.afterCommit = func(int64) bool { return true }
+	if res := stream("the run stopped", cfg); res.Finished || res.Records == 0 {
+		t.Fatalf("the run stopped at its first checkpoint: %+v, want records read, unfinished", res)
+	}
+	if c := committed()[0]; c.Offset != final.Offset || !txnFinal(c.Metadata) {
+		t.Errorf("after a job stopped over partitions 0 and 1, partition 0 is committed at %+v, want offset %d, final", c, final.Offset)
+	}
+	if res := stream("the run resumed", config()); !res.Finished {
+		t.Fatalf("the run resumed: %+v, want it finished", res)
+	}
+	c = committed()
+	if c[0].Offset != final.Offset {
+		t.Errorf("the run resumed read partition 0 to %d, past its final offset %d", c[0].Offset, final.Offset)
+	}
+	if !txnFinal(c[0].Metadata) || !txnFinal(c[1].Metadata) {
+		t.Errorf("the run resumed finished, and committed %v: want both partitions final", c)
+	}
+}

@@ -813,7 +813,12 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 			return fmt.Errorf("cep: stream: checkpoint %d: %w", f.id, ko.txn.Abort(ctx, err))
 		}
 	}
-	if err := ko.txn.CommitTopics(ctx, offsets, txnMetadata(f.id, ko.instance, f.meta.Finished)); err != nil {
+	metadata := func(topic string, p int32) string {
+		// A partition the group committed as final stays so.
+		final := f.meta.Finished || topic == ko.in.Topic && ko.in.final[p]
+		return txnMetadata(f.id, ko.instance, final)
+	}
+	if err := ko.txn.CommitTopicsWith(ctx, offsets, metadata); err != nil {
 		if m := j.cfg.Monitor; m != nil {
 			m.kafkaTxn(false)
 		}

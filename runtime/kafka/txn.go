@@ -241,6 +241,12 @@ func (t *Txn) Commit(ctx context.Context, topic string, offsets Offsets, metadat
 // CommitTopics is Commit with the offsets of several topics (a job's
 // input and the repartition topics it reads).
 func (t *Txn) CommitTopics(ctx context.Context, offsets map[string]Offsets, metadata string) error {
+	return t.CommitTopicsWith(ctx, offsets, func(string, int32) string { return metadata })
+}
+
+// CommitTopicsWith is CommitTopics with the metadata of each offset
+// given by metadata (a partition may keep a mark the others lack).
+func (t *Txn) CommitTopicsWith(ctx context.Context, offsets map[string]Offsets, metadata func(topic string, p int32) string) error {
 	if err := t.cl.Flush(ctx); err != nil {
 		return t.fail(ctx, fmt.Errorf("flush: %w", err))
 	}
@@ -277,7 +283,7 @@ func (t *Txn) CommitTopics(ctx context.Context, offsets map[string]Offsets, meta
 // transaction (TxnOffsetCommit; the group has no members: generation -1).
 // Under transaction version 2 (Kafka 4) the request itself adds the
 // offsets to the transaction; before, AddOffsetsToTxn does.
-func (t *Txn) commitOffsets(ctx context.Context, offsets map[string]Offsets, metadata string) error {
+func (t *Txn) commitOffsets(ctx context.Context, offsets map[string]Offsets, metadata func(string, int32) string) error {
 	pid, epoch, err := t.cl.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("producer id: %w", err)
@@ -331,11 +337,11 @@ func (t *Txn) commitOffsetsAs(ctx context.Context, topic string, offsets Offsets
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = t.id, t.group, pid, epoch
 	req.Generation, req.MemberID, req.InstanceID = generation, memberID, &instance
-	return t.sendOffsets(ctx, req, map[string]Offsets{topic: offsets}, metadata)
+	return t.sendOffsets(ctx, req, map[string]Offsets{topic: offsets}, func(string, int32) string { return metadata })
 }
 
 // sendOffsets fills req with the offsets of each topic and sends it.
-func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest, offsets map[string]Offsets, metadata string) error {
+func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest, offsets map[string]Offsets, metadata func(string, int32) string) error {
 	if t.topicIDs == nil {
 		t.topicIDs = map[string][16]byte{}
 	}
@@ -361,7 +367,8 @@ func (t *Txn) sendOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest,
 		for p, o := range offsets[topic] {
 			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, o, -1
-			rp.Metadata = &metadata
+			m := metadata(topic, p)
+			rp.Metadata = &m
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		req.Topics = append(req.Topics, rt)
