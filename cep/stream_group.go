@@ -52,6 +52,11 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 			return res, nil
 		}
 	}
+	if !k.Bounded {
+		if err := refuseFinished(ctx, k); err != nil {
+			return nil, err
+		}
+	}
 	m, err := kafka.NewMember(ctx, kafka.MemberConfig{
 		Conn: k.conn(), Group: k.Group, Topic: k.Topic, InstanceID: k.transactionalID(), SessionTimeout: k.SessionTimeout,
 	})
@@ -174,6 +179,27 @@ func finalEnds(ctx context.Context, k *KafkaInput, ends map[int32]int64) (out ma
 		out[p] = end
 	}
 	return out, final, nil
+}
+
+// refuseFinished refuses an unbounded run of a group whose bounded job
+// finished (every committed input offset final). Its final watermark
+// passed: each new record would be late. On the finished state the job
+// said "nothing to do" and then waited forever, reading nothing; restored
+// from the changelog it read every new record as late.
+func refuseFinished(ctx context.Context, k *KafkaInput) error {
+	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
+	if err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	if len(committed) == 0 {
+		return nil
+	}
+	for _, c := range committed {
+		if !txnFinal(c.Metadata) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: group %s finished a bounded run over topic %s (its offsets are committed as final): its final watermark passed, so an unbounded run would take every new record as late; give the unbounded run a new -group (and so a new changelog)", ErrRestore, k.Group, k.Topic)
 }
 
 // emptyResult is the result of an instance that ran no job.

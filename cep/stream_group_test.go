@@ -2,6 +2,7 @@ package cep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -302,5 +303,44 @@ func TestKafkaBoundedFinalKept(t *testing.T) {
 	}
 	if !txnFinal(c[0].Metadata) || !txnFinal(c[1].Metadata) {
 		t.Errorf("the run resumed finished, and committed %v: want both partitions final", c)
+	}
+}
+
+// TestKafkaUnboundedAfterBounded: an unbounded run of a group whose
+// bounded job finished is refused, with its state directory and without:
+// the final watermark passed, every new record would be late. Before, on
+// the finished state it said "nothing to do" and waited forever reading
+// nothing, and without it read every new record as late.
+func TestKafkaUnboundedAfterBounded(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	topic := fmt.Sprintf("unbounded-after-%d", time.Now().UnixNano())
+	lines := strings.SplitAfter(strings.TrimSpace(inOrderInput(600)), "\n")
+	produceTopic(t, brokers, topic, 2, strings.Join(lines[:300], ""))
+	state := t.TempDir()
+	config := func(bounded bool) StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, Bounded: bounded, batchRecords: 20,
+				AlertsTopic: topic + "-alerts", Group: topic},
+			StateDir: state, CheckpointInterval: time.Second, CheckpointRecords: 100, Parallelism: 1,
+		}
+	}
+	run := func(bounded bool) (*StreamResult, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return streamEngine(t, engineRules).Stream(ctx, config(bounded))
+	}
+	if res, err := run(true); err != nil || !res.Finished {
+		t.Fatalf("the bounded run: %v, %+v", err, res)
+	}
+	produceTopic(t, brokers, topic, 2, strings.Join(lines[300:], ""))
+	for _, what := range []string{"on the finished state", "without the state"} {
+		if what == "without the state" {
+			if err := os.RemoveAll(state); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res, err := run(false); !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "new -group") {
+			t.Errorf("an unbounded run %s: %v, %+v; want it refused, a new -group named", what, err, res)
+		}
 	}
 }
