@@ -409,7 +409,7 @@ func (s *RedisSource) fetchJSON(ctx context.Context, keys []string) ([][]event.V
 	// redis.Nil, which like a WRONGTYPE is an answer: each command's is
 	// looked at. Any other error fails the request, a reply of the server
 	// (NOPERM for a key) naming its key, the connection's as it is.
-	_, _ = pipe.Exec(ctx)
+	_, xerr := pipe.Exec(ctx)
 	for i, k := range keys {
 		e := gets[i].Err()
 		if e == nil || errors.Is(e, redis.Nil) || wrongType(e) {
@@ -420,6 +420,13 @@ func (s *RedisSource) fetchJSON(ctx context.Context, keys []string) ([][]event.V
 			return nil, fmt.Errorf("key %s: %w", s.prefix+k, e)
 		}
 		return nil, e
+	}
+	if xerr != nil && !errors.Is(xerr, redis.Nil) && !wrongType(xerr) {
+		// No command holds it: the server refused the setup of a new
+		// connection (WRONGPASS once the password changed), which
+		// go-redis does not set on the commands; each would read as an
+		// empty string, a bad record.
+		return nil, xerr
 	}
 	out := make([][]event.Value, len(keys))
 	var bad BadRecords

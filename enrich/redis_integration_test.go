@@ -3,6 +3,7 @@ package enrich
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -585,5 +586,53 @@ func TestRedisJSONReplyError(t *testing.T) {
 	want := "key " + prefix + "C2: NOPERM"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Fetch of a missing key, then one the user may not read: %v, want an error starting %q", err, want)
+	}
+}
+
+// TestRedisAuthLost: a connection dialed after the source's password
+// stopped working (rotated on the server) fails the request with the
+// server's WRONGPASS, in both formats. With ?format=json the pipeline's
+// error was dropped: go-redis leaves the commands of a pipeline whose
+// connection setup the server refused without an error, so every key
+// read as an empty JSON string, a bad record of its own ("not a JSON
+// object"), not retried and not a failure of the source.
+func TestRedisAuthLost(t *testing.T) {
+	addr := redisAddr(t)
+	c := rawClient(t, addr)
+	for _, format := range []string{FormatHash, FormatJSON} {
+		t.Run(format, func(t *testing.T) {
+			prefix := testPrefix(t, addr)
+			user := strings.TrimSuffix(strings.ReplaceAll(prefix, ":", "-"), "-")
+			if err := c.Do(t.Context(), "ACL", "SETUSER", user, "on", ">before", "~*", "+@all").Err(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Do(context.Background(), "ACL", "DELUSER", user) })
+			rs, err := OpenRedis(customerSpec(), RedisConfig{Addr: addr, Username: user, Password: "before", Format: format, Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			if _, err := rs.Fetch(t.Context(), []string{"C1", "C2"}); err != nil {
+				t.Fatalf("Fetch with the right password: %v", err)
+			}
+			if err := c.Do(t.Context(), "ACL", "SETUSER", user, "resetpass", ">after").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Do(t.Context(), "CLIENT", "KILL", "USER", user).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// The first Fetch may find the killed connection; the next
+			// dials one.
+			for i := range 2 {
+				recs, err := rs.Fetch(t.Context(), []string{"C1", "C2"})
+				var bad BadRecords
+				if err == nil || errors.As(err, &bad) {
+					t.Fatalf("Fetch %d once the password changed: %v, %v; want the request failed", i+1, recs, err)
+				}
+				if i == 1 && !strings.Contains(err.Error(), "WRONGPASS") {
+					t.Errorf("Fetch %d once the password changed: %v, want the server's WRONGPASS", i+1, err)
+				}
+			}
+		})
 	}
 }
