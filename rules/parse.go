@@ -153,7 +153,12 @@ func (p *ruleParser) misplacedWindow() string {
 	if !p.isWord("within") {
 		return ""
 	}
-	line := p.lex.src[p.tok.pos:]
+	return p.windowHint(p.tok.pos)
+}
+
+// windowHint is misplacedWindow's hint for the "within" at offset pos.
+func (p *ruleParser) windowHint(pos int) string {
+	line := p.lex.src[pos:]
 	if i := strings.IndexAny(line, "#\n"); i >= 0 {
 		line = line[:i]
 	}
@@ -786,7 +791,11 @@ func (p *ruleParser) parseTimeout(c Comments, pos int) *TimeoutBlock {
 			p.next()
 			t.Emit = p.parseEmit(ic, ipos)
 		default:
-			p.unexpected("severity or emit (a timeout block's items)", "severity", "emit")
+			if hint := p.misplacedWindow(); hint != "" {
+				p.errorf("unexpected \"within\" in a timeout block%s", hint)
+			} else {
+				p.unexpected("severity or emit (a timeout block's items)", "severity", "emit")
+			}
 			p.skipLine()
 		}
 	}
@@ -1163,9 +1172,12 @@ func (p *ruleParser) parseEmit(c Comments, pos int) *EmitBlock {
 			continue
 		}
 		if p.tok.kind != tokColon {
-			if len(e.Fields) > 0 && continued(e.Fields[len(e.Fields)-1].Expr) {
+			switch {
+			case len(e.Fields) > 0 && continued(e.Fields[len(e.Fields)-1].Expr):
 				p.errorAt(name.Pos.Offset(), "expected an emit field, found "+strconv.Quote(name.Value)+"; "+continuedHint)
-			} else {
+			case name.Value == "within":
+				p.errorAt(name.Pos.Offset(), `unexpected "within" in an emit block`+p.windowHint(name.Pos.Offset()))
+			default:
 				p.unexpected("':' after the emit field name")
 			}
 			p.skipLine()
