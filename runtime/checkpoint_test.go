@@ -112,18 +112,22 @@ func TestSubtaskCheckpointRestore(t *testing.T) {
 	}
 }
 
-func TestSubtaskRestoreErrors(t *testing.T) {
-	newSub := func(input string) *Subtask[string] {
-		src, _ := NewFileSource(strings.NewReader(input), "test", SourceConfig{})
-		dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: subtaskSchema, TimeField: "ts"})
-		wm, _ := NewWatermarkGenerator(0, 1)
-		st, err := NewSubtask(SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm,
-			Operators: []KeyedOperator[string]{&recorder{name: "op", log: new([]string)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
+// recorderSubtask is a subtask over input with one recorder operator.
+func recorderSubtask(t *testing.T, input string) *Subtask[string] {
+	t.Helper()
+	src, _ := NewFileSource(strings.NewReader(input), "test", SourceConfig{})
+	dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: subtaskSchema, TimeField: "ts"})
+	wm, _ := NewWatermarkGenerator(0, 1)
+	st, err := NewSubtask(SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm,
+		Operators: []KeyedOperator[string]{&recorder{name: "op", log: new([]string)}}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return st
+}
+
+func TestSubtaskRestoreErrors(t *testing.T) {
+	newSub := func(input string) *Subtask[string] { return recorderSubtask(t, input) }
 	if err := newSub("").Restore(state.NewMem()); err == nil || !strings.Contains(err.Error(), "no subtask record") {
 		t.Errorf("Restore(empty) = %v", err)
 	}
@@ -185,17 +189,7 @@ func TestSubtaskSnapshotHeld(t *testing.T) {
 // file); a version past the known ones is refused.
 func TestSubtaskRestoreVersion1(t *testing.T) {
 	input := `{"card":"a","ts":1}` + "\nnot json\n" + `{"card":"a","ts":2}`
-	newSub := func() *Subtask[string] {
-		src, _ := NewFileSource(strings.NewReader(input), "in.jsonl", SourceConfig{})
-		dec, _ := jsonev.NewDecoder(jsonev.Config{Schema: subtaskSchema, TimeField: "ts"})
-		wm, _ := NewWatermarkGenerator(0, 1)
-		st, err := NewSubtask(SubtaskConfig[string]{Source: src, Decoder: dec, Watermarks: wm,
-			Operators: []KeyedOperator[string]{&recorder{name: "op", log: new([]string)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	newSub := func() *Subtask[string] { return recorderSubtask(t, input) }
 	ran := newSub()
 	if err := ran.Run(context.Background()); err != nil {
 		t.Fatal(err)
