@@ -455,7 +455,7 @@ func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 				continue
 			}
 			if data[i] != '}' {
-				return nil, errAt(i, "invalid character "+quoteChar(data[i])+" after object value, want ',' or '}'")
+				return nil, errAt(i, afterValue(data, i))
 			}
 			i++
 			break

@@ -683,7 +683,7 @@ func skipObject(data []byte, i, depth int) (int, error) {
 		case '}':
 			return i + 1, nil
 		default:
-			return i, errAt(i, "invalid character "+quoteChar(data[i])+" after object value, want ',' or '}'")
+			return i, errAt(i, afterValue(data, i))
 		}
 	}
 }
@@ -795,4 +795,18 @@ func describe(data []byte, i int) string {
 		}
 	}
 	return quoteChar(data[i])
+}
+
+// afterValue is the message for data[i], which neither ends the object
+// nor goes on to its next member: a digit right after a number's leading
+// 0 (01, -012) is told a leading zero, which JSON numbers do not have.
+func afterValue(data []byte, i int) string {
+	msg := "invalid character " + quoteChar(data[i]) + " after object value, want ',' or '}'"
+	if c := data[i]; c >= '0' && c <= '9' && i >= 2 && data[i-1] == '0' {
+		switch data[i-2] {
+		case ':', '-', ' ', '\t', '[', ',':
+			msg += " (a number has no leading zero: write 1, not 01)"
+		}
+	}
+	return msg
 }
