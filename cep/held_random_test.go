@@ -2,7 +2,6 @@ package cep
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -140,20 +139,10 @@ func TestRestartAggregatesRemovedRandom(t *testing.T) {
 // their event, marshalled again (keys sorted).
 func withoutRecent(t *testing.T, lines []string) []string {
 	t.Helper()
-	var out []string
-	for _, l := range lines {
-		var a map[string]any
-		if err := json.Unmarshal([]byte(l), &a); err != nil {
-			t.Fatal(err)
-		}
+	return rewriteJSONLines(t, lines, func(a map[string]any) bool {
 		if ev, ok := a["event"].(map[string]any); ok {
 			delete(ev, "recent")
 		}
-		b, err := json.Marshal(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, string(b))
-	}
-	return out
+		return true
+	})
 }

@@ -1054,20 +1054,32 @@ func subtaskParts(t *testing.T, dir, prefix string) map[int64][]string {
 // grown layout (heldV1 after v1) shows.
 func withoutAggregates(t *testing.T, lines []string) []string {
 	t.Helper()
-	var out []string
-	for _, l := range lines {
-		var a map[string]any
-		if err := json.Unmarshal([]byte(l), &a); err != nil {
-			t.Fatal(err)
-		}
+	return rewriteJSONLines(t, lines, func(a map[string]any) bool {
 		if a["rule"] == "busy" {
-			continue
+			return false
 		}
 		delete(a, "ruleset_version")
 		for _, evs := range a["matched"].(map[string]any) {
 			for _, ev := range evs.([]any) {
 				delete(ev.(map[string]any), "recent")
 			}
+		}
+		return true
+	})
+}
+
+// rewriteJSONLines is lines, each a JSON object, changed by edit and
+// marshalled again (keys sorted); a line edit returns false for is left out.
+func rewriteJSONLines(t *testing.T, lines []string, edit func(map[string]any) bool) []string {
+	t.Helper()
+	var out []string
+	for _, l := range lines {
+		var a map[string]any
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatal(err)
+		}
+		if !edit(a) {
+			continue
 		}
 		b, err := json.Marshal(a)
 		if err != nil {
