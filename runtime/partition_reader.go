@@ -641,6 +641,12 @@ func (r *PartitionReader) readFrom(ctx context.Context, p Partition, pos Positio
 			return pr.close(pr.fr.info, pr.fr.offset, pr.fr.tail)
 		}
 		if err != nil {
+			// The records read before a broken input (a truncated .gz,
+			// a read error) are sent first, as a backtest processes
+			// them: the consumer meets the error after them.
+			if ferr := pr.flush(false); ferr != nil {
+				return ferr
+			}
 			return err
 		}
 		if err := pr.add(rec, src.Position()); err != nil {

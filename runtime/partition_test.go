@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -378,5 +381,52 @@ func TestNumberPartitions(t *testing.T) {
 		if !slices.Equal(got, tc.want) || next != tc.wantNxt {
 			t.Errorf("NumberPartitions(%v, %v, %d): %v, next %d; want %v, next %d", tc.names, tc.indexes, tc.next, got, next, tc.want, tc.wantNxt)
 		}
+	}
+}
+
+// TestPartitionReaderTruncatedRecordsFirst: the records of a truncated
+// gzip file read before its error reach the consumer, every one and in
+// order, then the error, as a [FileSource] gives them to a backtest. The
+// reader kept the batch being filled and sent only the error, so `run`
+// processed fewer records than `backtest` (none of a small file).
+func TestPartitionReaderTruncatedRecordsFirst(t *testing.T) {
+	var sb strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&sb, "{\"i\":%d}\n", i)
+	}
+	gz := gzipBytes(t, sb.String())
+	gz = gz[:len(gz)*2/3]
+	src, err := NewFileSource(bytes.NewReader(gz), "cut.jsonl.gz", SourceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for ; ; want++ {
+		if _, err = src.Next(); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) || want == 0 {
+		t.Fatalf("the source read %d records, then %v", want, err)
+	}
+	path := writeFile(t, "cut.jsonl.gz", gz)
+	r, err := NewPartitionReader(context.Background(), path, ReaderConfig{BatchRecords: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for b := range r.Batches() {
+		for _, rec := range b.Records {
+			if w := fmt.Sprintf("{\"i\":%d}", got); string(rec.Data) != w {
+				t.Fatalf("record %d: %q", got, rec.Data)
+			}
+			got++
+		}
+	}
+	if err := r.Close(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("Close: %v, want the truncation", err)
+	}
+	if got != want {
+		t.Errorf("the reader sent %d records before the error, the source reads %d", got, want)
 	}
 }
