@@ -266,7 +266,7 @@ func (c *StreamConfig) checkEvents() error {
 	if c.Kafka != nil || c.Events == "-" {
 		return nil
 	}
-	parts, err := runtime.OpenPartitions(c.Events)
+	parts, err := runtime.OpenPartitions(c.Events, c.Follow)
 	if err != nil {
 		return fmt.Errorf("cep: stream: %w", err)
 	}

@@ -237,7 +237,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, CloseInactive: c.CloseInactive, Stdin: c.Stdin}
 	var parts []runtime.Partition
 	if c.Kafka == nil {
-		parts, err = runtime.OpenPartitions(c.Events)
+		parts, err = runtime.OpenPartitions(c.Events, c.Follow)
 	}
 	if err == nil && len(parts) > 1 && !c.Follow {
 		// The files of a directory side by side, each record from the

@@ -221,6 +221,29 @@ func TestFollowDirectoryListedOnChange(t *testing.T) {
 	quiet(t, r, 20*time.Millisecond)
 }
 
+// TestFollowDanglingLink: a followed directory's symbolic link whose
+// target is missing is no partition (and no error, as it is read once) until
+// its target appears; then it is read from its start.
+func TestFollowDanglingLink(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	appendTo(t, filepath.Join(dir, "1.jsonl"), "a1\n")
+	target := filepath.Join(elsewhere, "later.jsonl")
+	if err := os.Symlink(target, filepath.Join(dir, "2.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	r := follow(t, context.Background(), dir, ReaderConfig{})
+	defer r.Close()
+	if got := recvLines(t, r, 2); !slices.Equal(got, []string{"1.jsonl: open@0:0", "1.jsonl: 1@0:a1"}) {
+		t.Fatalf("got %q", got)
+	}
+	quiet(t, r, 20*time.Millisecond)
+	appendTo(t, target, "b1\n")
+	// The directory did not change: the link is found at a forced listing.
+	if got := recvLines(t, r, 2); !slices.Equal(got, []string{"2.jsonl: open@0:0", "2.jsonl: 1@0:b1"}) {
+		t.Fatalf("the link's target appeared: got %q", got)
+	}
+}
+
 // TestFollowTruncated: a followed file that shrinks stops the reader with
 // an error.
 func TestFollowTruncated(t *testing.T) {

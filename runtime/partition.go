@@ -32,13 +32,16 @@ type Partition struct {
 //     hidden files (a name starting with "."), other names, directories
 //     and other non-regular entries are skipped, symbolic links to
 //     regular files are read; subdirectories are not searched. An empty
-//     result is no error (a followed directory may fill later);
+//     result is no error (a followed directory may fill later). A
+//     symbolic link with such a name whose target is missing is an error
+//     unless follow is set (a followed directory reads it once its target
+//     appears): read once, its events would be lost without a word;
 //   - anything else: one partition, the file (any name; gzip is told by
 //     its magic bytes, as in [FileSource]).
 //
 // It opens no file: each partition is opened when it is read
 // ([OpenFileSourceAt], [NewPartitionReader]).
-func OpenPartitions(path string) ([]Partition, error) {
+func OpenPartitions(path string, follow bool) ([]Partition, error) {
 	if path == "-" {
 		return []Partition{{Index: 0, Name: "stdin", Path: "-"}}, nil
 	}
@@ -49,9 +52,14 @@ func OpenPartitions(path string) ([]Partition, error) {
 	if !fi.IsDir() {
 		return []Partition{{Index: 0, Name: partitionName(path), Path: path}}, nil
 	}
-	names, err := partitionFiles(path)
+	names, dangling, err := partitionFiles(path)
 	if err != nil {
 		return nil, err
+	}
+	if len(dangling) > 0 && !follow {
+		link := filepath.Join(path, dangling[0])
+		target, _ := os.Readlink(link)
+		return nil, fmt.Errorf("runtime: source: %s is a symbolic link to a missing file (%s): remove it, or make it point to the file to read", link, target)
 	}
 	parts := make([]Partition, len(names))
 	for i, name := range names {
@@ -68,13 +76,14 @@ func IsPartitionFile(name string) bool {
 		(strings.HasSuffix(name, ".jsonl") || strings.HasSuffix(name, ".jsonl.gz"))
 }
 
-// partitionFiles returns the names of dir's partition files, sorted.
-func partitionFiles(dir string) ([]string, error) {
+// partitionFiles returns the names of dir's partition files, sorted, and
+// those of its symbolic links with a partition file's name whose target
+// is missing (no input yet).
+func partitionFiles(dir string) (names, dangling []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: source: %w", err)
+		return nil, nil, fmt.Errorf("runtime: source: %w", err)
 	}
-	var names []string
 	for _, e := range entries {
 		if !IsPartitionFile(e.Name()) {
 			continue
@@ -83,7 +92,8 @@ func partitionFiles(dir string) ([]string, error) {
 		if mode&os.ModeSymlink != 0 {
 			fi, err := os.Stat(filepath.Join(dir, e.Name()))
 			if err != nil {
-				continue // a dangling link is no input
+				dangling = append(dangling, e.Name())
+				continue
 			}
 			mode = fi.Mode()
 		}
@@ -92,7 +102,7 @@ func partitionFiles(dir string) ([]string, error) {
 		}
 	}
 	slices.Sort(names) // ReadDir sorts already; say so here too
-	return names, nil
+	return names, dangling, nil
 }
 
 // NumberPartitions gives parts, as [OpenPartitions] lists them, their

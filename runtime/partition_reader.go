@@ -280,7 +280,7 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 	if err != nil {
 		return nil, err
 	}
-	parts, err := OpenPartitions(path)
+	parts, err := OpenPartitions(path, cfg.Follow)
 	if err != nil {
 		return nil, err
 	}
@@ -462,7 +462,7 @@ func (r *PartitionReader) watchDir(ctx context.Context, parts []Partition, next 
 			continue
 		}
 		r.listings.Add(1)
-		names, err := partitionFiles(r.path)
+		names, _, err := partitionFiles(r.path)
 		if err != nil {
 			return err
 		}
