@@ -1015,7 +1015,7 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 			fmt.Fprintf(bw, "  lookup %s: unbound, every event got its defaults\n", l.Name)
 			continue
 		}
-		fmt.Fprintf(bw, "  lookup %s: %s, %.1f%% from the cache; %s read in %s (%s without a record)",
+		fmt.Fprintf(bw, "  lookup %s: %s, %.1f%% from the cache; %s looked up at the source in %s (%s without a record)",
 			l.Name, plural(int64(l.Hits+l.Misses), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.NotFound)))
 		if l.Failures > 0 {
 			fmt.Fprintf(bw, "; %s failed (%s)", plural(int64(l.Failures), "request", "requests"), plural(int64(l.Timeouts), "timeout", "timeouts"))

@@ -253,7 +253,7 @@ func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
 		if l.Unreadable > 0 {
 			unreadable = ", " + humanize.Int(int64(l.Unreadable)) + " that did not read"
 		}
-		fmt.Fprintf(w, "%s: lookup %s: %s from the cache (%.1f%%), %s read (%s without a record%s) in %s; %s failed (%s): %s with the defaults, %s%s\n",
+		fmt.Fprintf(w, "%s: lookup %s: %s from the cache (%.1f%%), %s looked up at the source (%s without a record%s) in %s; %s failed (%s): %s with the defaults, %s%s\n",
 			cmd, l.Name, plural(int64(l.Hits), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)), unreadable,
 			plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.Failures)), plural(int64(l.Timeouts), "timeout", "timeouts"),
 			plural(int64(l.Defaulted), "event", "events"), plural(int64(l.Rejected), "dead letter", "dead letters"), lastError(l))

@@ -645,7 +645,7 @@ func TestBacktestLookupLastError(t *testing.T) {
 	want = "WRONGTYPE Operation against a key holding the wrong kind of value (not a hash: records written as JSON strings are read with ?format=json)"
 	// Each key fails alone (the request is answered): ten records that
 	// did not read, the request no failure.
-	if !regexp.MustCompile(`: 10 keys, 0\.0% from the cache; 10 read in 1 request \(0 without a record\); 10 records did not read: ` +
+	if !regexp.MustCompile(`: 10 keys, 0\.0% from the cache; 10 looked up at the source in 1 request \(0 without a record\); 10 records did not read: ` +
 		`10 events got the defaults, 0 went to the dead letters; last error: key ` +
 		regexp.QuoteMeta(prefix) + `c[0-9]: ` + regexp.QuoteMeta(want) + ` \(and 9 more records of its request that do not read\)$`).MatchString(line) {
 		t.Errorf("JSON strings read as hashes: the summary's lookup line\n %s\nwant it to end with ten records that did not read and the last error, key %sc...: %s (and 9 more ...)", line, prefix, want)
