@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 
+	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/rules/internal/cond"
 )
 
@@ -19,6 +20,9 @@ type stagePlace struct {
 	name    string
 	negated bool // notNext, notFollowedBy: takes no event
 	loops   bool // its quantifier takes more than one event
+	// optional: a complete match may hold no event of it (the stage or a
+	// group around it is optional).
+	optional bool
 	// groups are the looping groups around it, innermost last.
 	groups []*GroupNode
 }
@@ -26,24 +30,24 @@ type stagePlace struct {
 // stagePlaces returns the places of the stages of rd, in leafStages order.
 func stagePlaces(rd *RuleDecl) []stagePlace {
 	var out []stagePlace
-	var walk func(es []PatternElem, groups []*GroupNode)
-	walk = func(es []PatternElem, groups []*GroupNode) {
+	var walk func(es []PatternElem, groups []*GroupNode, optional bool)
+	walk = func(es []PatternElem, groups []*GroupNode, optional bool) {
 		for _, e := range es {
 			switch e := e.(type) {
 			case *StageNode:
 				out = append(out, stagePlace{name: e.Name.Value, negated: e.Contiguity.IsNot(),
-					loops: takesMany(e.Quant), groups: groups})
+					loops: takesMany(e.Quant), groups: groups, optional: optional || e.Quant.Optional.Set})
 			case *GroupNode:
 				inner := groups
 				if takesMany(e.Quant) {
 					inner = append(groups[:len(groups):len(groups)], e)
 				}
-				walk(e.Elems, inner)
+				walk(e.Elems, inner, optional || e.Quant.Optional.Set)
 			}
 		}
 	}
 	if rd.Pattern != nil {
-		walk(rd.Pattern.Elems, nil)
+		walk(rd.Pattern.Elems, nil, false)
 	}
 	return out
 }
@@ -126,9 +130,28 @@ func (rc *ruleCompiler) emitRefWarnings(e *EmitBlock, places []stagePlace, looku
 				rc.c.warnf(f.Expr.Pos+Pos(r.Offset), "stage %s is negated: it never takes an event, so %s in a match", p.name, emptyText(p.name, r.Field))
 			case r.Stage == last:
 				rc.c.warnf(f.Expr.Pos+Pos(r.Offset), "stage %s is the pattern's last and takes one event, which completes the match: a timed-out partial match never holds it, so %s here", p.name, emptyText(p.name, r.Field))
+			case p.optional && r.NullFails:
+				rc.c.warnf(f.Expr.Pos+Pos(r.Offset), "stage %s is optional: in a match without it %s.%s is null, which fails here (the alert's %s is then null, an emit error); give it a default: %s.%s ?? %s",
+					p.name, p.name, r.Field, f.Name.Value, p.name, r.Field, rc.defaultText(r.Field))
 			}
 		}
 	}
+}
+
+// defaultText is a default to write after ?? for the schema field named
+// field: 0, "" or false by its declared kind, DEFAULT when it has none.
+func (rc *ruleCompiler) defaultText(field string) string {
+	if slot, ok := rc.c.schema.Slot(field); ok {
+		switch rc.c.schema.Field(slot).Kind {
+		case event.KindInt, event.KindFloat:
+			return "0"
+		case event.KindString:
+			return `""`
+		case event.KindBool:
+			return "false"
+		}
+	}
+	return "DEFAULT"
 }
 
 // lastTakesOne returns the index (in places) of rd's last stage when the

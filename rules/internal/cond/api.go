@@ -300,6 +300,13 @@ type StageRef struct {
 	Field string
 	// Offset is the byte offset of the reference in the source.
 	Offset int
+	// NullFails is set on a field reference (x.f) whose null makes the
+	// expression around it fail at run time: an operand of arithmetic, of
+	// an ordering comparison or of a unary sign, or the argument of a
+	// builtin of one argument that takes no null (abs, len, upper...). A
+	// reference under ?? (x.f ?? 0), compared with == or passed to string
+	// is not.
+	NullFails bool
 }
 
 // StageRefs returns the references of an expression to stages (names in
@@ -316,9 +323,10 @@ func StageRefs(src string, stages []string, lookups ...string) ([]StageRef, erro
 		index[s] = i
 	}
 	s := newCondSource(src)
+	strict := nullFailingOperands(tree.Node)
 	var refs []StageRef
 	ref := func(stage int, field string, n ast.Node) {
-		refs = append(refs, StageRef{Stage: stage, Field: field, Offset: s.byteOffset(span(n).From)})
+		refs = append(refs, StageRef{Stage: stage, Field: field, Offset: s.byteOffset(span(n).From), NullFails: field != "" && strict[n]})
 	}
 	var visit func(n ast.Node, bound map[string]bool) bool
 	visit = func(n ast.Node, bound map[string]bool) bool {
@@ -344,6 +352,59 @@ func StageRefs(src string, stages []string, lookups ...string) ([]StageRef, erro
 	walkScoped(tree.Node, nil, visit)
 	slices.SortStableFunc(refs, func(a, b StageRef) int { return a.Offset - b.Offset })
 	return refs, nil
+}
+
+// nullFailingOps are the operators that fail on a null operand (== and
+// != compare it, ?? replaces it, and, or and not read it as false).
+var nullFailingOps = map[string]bool{
+	"+": true, "-": true, "*": true, "/": true, "%": true, "**": true, "^": true,
+	"<": true, ">": true, "<=": true, ">=": true,
+}
+
+// nullFailingOperands returns the nodes of the tree at n whose null value
+// makes their parent fail: operands of nullFailingOps (and of a unary
+// sign), and the argument of a builtin of scalarFuncs that refuses null.
+func nullFailingOperands(n ast.Node) map[ast.Node]bool {
+	out := map[ast.Node]bool{}
+	var walk func(n ast.Node)
+	walk = func(n ast.Node) {
+		switch n := n.(type) {
+		case *ast.BinaryNode:
+			if nullFailingOps[n.Operator] {
+				out[n.Left], out[n.Right] = true, true
+			}
+		case *ast.UnaryNode:
+			if n.Operator == "-" || n.Operator == "+" {
+				out[n.Node] = true
+			}
+		case *ast.BuiltinNode:
+			if len(n.Arguments) == 1 && refusesNull(n.Name) {
+				out[n.Arguments[0]] = true
+			}
+		case *ast.CallNode:
+			if id, ok := n.Callee.(*ast.IdentifierNode); ok && len(n.Arguments) == 1 && refusesNull(id.Value) {
+				out[n.Arguments[0]] = true
+			}
+		}
+		for _, k := range childrenOf(n) {
+			if k != nil {
+				walk(k)
+			}
+		}
+	}
+	walk(n)
+	return out
+}
+
+// refusesNull reports whether the builtin name of scalarFuncs gives no
+// value for null (every one but string, which prints it).
+func refusesNull(name string) bool {
+	f, ok := scalarFuncs[name]
+	if !ok {
+		return false
+	}
+	_, ok = f(event.Null, "", false)
+	return !ok
 }
 
 // walkScoped calls visit with n and, while visit returns true, with its
