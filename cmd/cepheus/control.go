@@ -253,7 +253,13 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return problemsError(file, len(invalid.Problems))
 	}
 	if err != nil {
-		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %s", file, *server, switchMessage(c, err))}
+		msg := switchMessage(c, err)
+		if strings.HasPrefix(msg, "deploy of version ") {
+			// The job's refusal names the version: "deploy of F on S:
+			// deploy of version V: ..." said it twice.
+			return &userError{err: err, msg: fmt.Sprintf("%s on %s: %s", file, *server, msg)}
+		}
+		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %s", file, *server, msg)}
 	}
 	if err := r.Warnings.Print(stderr, false); err != nil {
 		return err

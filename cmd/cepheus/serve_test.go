@@ -682,3 +682,19 @@ func TestServeGRPCOff(t *testing.T) {
 		t.Fatalf("serve on SIGTERM: %s, want exit 0\n%s", e.describe(), e.tail())
 	}
 }
+
+// TestServeDeployRefused: a deploy the job refuses says which file, which
+// server and which version once, and why; it said "deploy of F on S:
+// deploy of version V: ...".
+func TestServeDeployRefused(t *testing.T) {
+	dir := t.TempDir()
+	server, _ := serveInProcess(t, "-rules", writeFile(t, dir, "r.cep", goodSrc), "-events", writeFile(t, dir, "e.jsonl", `{"ts": "2026-01-01T00:00:00Z", "t2": "2026-01-01T00:00:00Z", "k": "x", "name": "a"}`+"\n"),
+		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
+	v2src, _, _ := strings.Cut(goodSrc, "test ") // its tests' events have no t2
+	v2 := writeFile(t, dir, "v2.cep", strings.Replace(v2src, "event time ts", "event time t2", 1))
+	code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2)
+	want := regexp.MustCompile(`^cepheus: ` + regexp.QuoteMeta(v2+" on "+server) + `: deploy of version [0-9a-f]{12}: its event time is field t2, the job's is ts: `)
+	if code != 1 || out != "" || !want.MatchString(errOut) || strings.Count(errOut, "deploy of") != 1 {
+		t.Errorf("rules deploy of a ruleset with another event time: exit %d\n%s%s\nwant it refused, naming the version once", code, out, errOut)
+	}
+}
