@@ -621,6 +621,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		if line := firstDeadLetter(res, f.deadLetterTo()); line != "" {
 			say("%s", line)
 		}
+		logSummary(log, res)
 	}
 	if err != nil {
 		if res != nil && !res.Finished && errors.Is(err, ctx.Err()) && ctx.Err() != nil {

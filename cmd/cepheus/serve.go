@@ -72,7 +72,8 @@ came from, as a config file, and exits.
 
 Its messages go to stderr through log/slog, as key=value text or, with
 -log-format json, one JSON object a line (the progress every -progress
-with its figures as fields; no event value at info level; the error it
+with its figures as fields; no event value at info level; at the end,
+the totals and a record per rule, lookup and aggregate; the error it
 ends with, and a ruleset's problems at the start, as ERROR records).
 
 SIGINT or SIGTERM stops it as run: a final checkpoint, then exit 0.`,
@@ -133,4 +134,52 @@ func logProgress(log *slog.Logger, p cep.StreamProgress, m *rateMeter) {
 		attrs = append(attrs, slog.Int64("records_per_second", r))
 	}
 	log.Info("progress", attrs...)
+}
+
+// logSummary logs at serve's end what run's summary prints after its
+// totals: a record per rule, per lookup and per aggregate, its figures as
+// fields (the metrics have them while serve runs; a counter of an event
+// that did not happen is left out).
+func logSummary(log *slog.Logger, r *cep.StreamResult) {
+	for _, rr := range r.Rules {
+		attrs := []any{"rule", rr.Rule, "severity", rr.Severity, "alerts", rr.Alerts}
+		count := func(key string, n int64) {
+			if n > 0 {
+				attrs = append(attrs, key, n)
+			}
+		}
+		count("timed_out", rr.TimedOut)
+		count("condition_errors", int64(rr.ConditionErrors))
+		count("emit_errors", int64(rr.EmitErrors))
+		count("partial_matches_dropped", rr.Dropped)
+		count("events_over_buffer_limit", rr.Overflow)
+		count("events_without_key", rr.NoKey)
+		if rr.LastConditionError != "" {
+			attrs = append(attrs, "last_condition_error", rr.LastConditionError)
+		}
+		if rr.LastEmitError != "" {
+			attrs = append(attrs, "last_emit_error", rr.LastEmitError)
+		}
+		log.Info("rule summary", attrs...)
+	}
+	for _, l := range r.Lookups {
+		if !l.Bound {
+			log.Info("lookup summary", "lookup", l.Name, "bound", false, "note", "unbound, every event got its defaults")
+			continue
+		}
+		attrs := []any{"lookup", l.Name, "bound", true, "keys_from_cache", l.Hits, "keys_looked_up", l.Misses,
+			"keys_without_record", l.NotFound, "requests", l.Requests, "failed", l.Failures, "timeouts", l.Timeouts,
+			"records_unreadable", l.Unreadable, "events_defaulted", l.Defaulted, "events_rejected", l.Rejected}
+		if l.LastError != "" {
+			attrs = append(attrs, "last_error", l.LastError)
+		}
+		log.Info("lookup summary", attrs...)
+	}
+	for _, a := range r.Aggregates {
+		attrs := []any{"aggregate", a.Name, "events_dropped", a.Dropped}
+		if !r.Finished {
+			attrs = append(attrs, "keys", a.Keys)
+		}
+		log.Info("aggregate summary", attrs...)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,21 +126,51 @@ func TestServe(t *testing.T) {
 	}
 	// -log-format json: every line is an object with a level and a
 	// message, the progress with its figures as fields.
+	// The end: the totals, then a record per rule (its alerts adding up
+	// to the total) and per lookup, as run's summary has them.
 	progress := 0
+	total, ruleAlerts := -1, 0
+	var ruleNames, lookups []string
+	totalRe := regexp.MustCompile(`^ruleset cards: .*, ([0-9,]+) alerts?, `)
 	for _, l := range strings.Split(strings.TrimSpace(e.stderr), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["level"] == nil || rec["msg"] == nil {
 			t.Fatalf("not a JSON log line: %q (%v)", l, err)
 		}
-		if rec["msg"] == "progress" {
+		switch msg, _ := rec["msg"].(string); {
+		case msg == "progress":
 			progress++
 			if _, ok := rec["records"].(float64); !ok {
 				t.Errorf("a progress line without its records: %q", l)
 			}
+		case totalRe.MatchString(msg):
+			total, _ = strconv.Atoi(strings.ReplaceAll(totalRe.FindStringSubmatch(msg)[1], ",", ""))
+		case msg == "rule summary":
+			n, ok := rec["alerts"].(float64)
+			if !ok || rec["severity"] == nil {
+				t.Errorf("a rule summary without its alerts or severity: %q", l)
+			}
+			ruleNames = append(ruleNames, fmt.Sprint(rec["rule"]))
+			ruleAlerts += int(n)
+		case msg == "lookup summary":
+			lookups = append(lookups, fmt.Sprintf("%v bound=%v", rec["lookup"], rec["bound"]))
 		}
 	}
 	if progress == 0 {
 		t.Errorf("no progress line in %d s of serving (-progress 500ms)", int(e.elapsed.Seconds()))
+	}
+	rs, err := rules.Load("cards.cep", mustRead(t, "../../rulesets/cards.cep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, r := range rs.Rules {
+		want = append(want, r.Name)
+	}
+	if !slices.Equal(ruleNames, want) || total <= 0 || ruleAlerts != total ||
+		!slices.Equal(lookups, []string{"customer bound=false"}) {
+		t.Errorf("serve's end: rule summaries %q (want %q), their alerts %d, the total %d; lookups %q (want customer unbound)",
+			ruleNames, want, ruleAlerts, total, lookups)
 	}
 }
 
