@@ -202,7 +202,9 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil
 	case 1:
 		switch args[0] {
-		case "-h", "-help", "--help":
+		case "help", "-h", "-help", "--help":
+			// help is a command of the usage too (cepheus help
+			// [command]): its help is the usage.
 			printUsage(stdout)
 			return nil
 		}

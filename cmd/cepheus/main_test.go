@@ -328,7 +328,7 @@ func TestHelpAndUsage(t *testing.T) {
 			t.Errorf("%s: exit %d, %q, stderr %q; want 0 and %q", flag, code, out2, errOut, out)
 		}
 	}
-	for _, h := range []string{"-h", "-help", "--help"} {
+	for _, h := range []string{"-h", "-help", "--help", "help"} {
 		code, out, errOut := cepheus(t, "help", h)
 		if code != 0 || !strings.Contains(out, "cepheus check [-q] [-strict] files or directories...") || errOut != "" {
 			t.Errorf("help %s: exit %d\n%s%s", h, code, out, errOut)
