@@ -639,6 +639,43 @@ func TestRunParallelismRange(t *testing.T) {
 	}
 }
 
+// TestRunNegativeDurations: a negative -poll or -session-timeout is a
+// usage error naming the flag (exit 2, before anything is read or made),
+// as the other durations are. -poll was found only by the stream's own
+// check ("negative interval, count or parallelism", exit 1), and
+// -session-timeout only once the brokers answered (45 s when they do
+// not).
+func TestRunNegativeDurations(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(4, 0, ""))
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"poll", []string{"-events", events, "-follow", "-poll", "-1s"}, "-poll -1s is negative"},
+		{"session", []string{"-input-topic", "t", "-brokers", "127.0.0.1:1", "-alerts-topic", "a", "-group", "g", "-session-timeout", "-1s"}, "-session-timeout -1s is negative"},
+	} {
+		state := filepath.Join(dir, "state-"+c.name)
+		args := append([]string{"run", "-rules", rules, "-state", state}, c.args...)
+		if !slices.Contains(c.args, "-alerts-topic") {
+			args = append(args, "-alerts", filepath.Join(dir, "alerts"))
+		}
+		start := time.Now()
+		code, _, stderr := cepheus(t, args...)
+		if code != 2 || !strings.Contains(stderr, "cepheus: run: "+c.want+"\n") || !strings.Contains(stderr, "cepheus help run") {
+			t.Errorf("%s: exit %d, want 2 and %q\n%s", c.name, code, c.want, stderr)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%s: refused after %v: the flag was checked only once the brokers answered", c.name, d)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("%s: the state directory was made: %v", c.name, err)
+		}
+	}
+}
+
 // TestBacktestOutputPipe: an output that is a pipe (as /dev/stdout piped
 // into head) is opened for writing only, so that a reader gone away is a
 // broken pipe and the run fails, after its summary. Opened for reading

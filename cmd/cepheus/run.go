@@ -272,6 +272,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	negative("-out-of-orderness", f.outOfOrder < 0, formatDuration(f.outOfOrder))
 	negative("-idle-timeout", f.idle < 0, formatDuration(f.idle))
 	negative("-close-inactive", f.closeInactive < 0, formatDuration(f.closeInactive))
+	negative("-poll", f.poll < 0, formatDuration(f.poll))
 	negative("-max-ahead", f.maxAhead < 0, formatDuration(f.maxAhead))
 	negative("-checkpoint-min-pause", f.minPause < 0, formatDuration(f.minPause))
 	negative("-parallelism", f.parallelism < 0, f.parallelism)
@@ -373,6 +374,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	negative("-transaction-timeout", f.txnTimeout < 0, formatDuration(f.txnTimeout))
 	negative("-local-checkpoint-interval", f.localInterval < 0, formatDuration(f.localInterval))
+	negative("-session-timeout", f.session < 0, formatDuration(f.session))
 	if f.wallClock && (!(f.follow || kafkaIn != nil && !f.bounded) || f.idle == 0) {
 		msgs = append(msgs, "-wall-clock-advance needs -follow or an unbounded -input-topic, and a positive -idle-timeout (it advances the watermark while every input it follows is idle)")
 	}
