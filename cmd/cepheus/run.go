@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -392,6 +393,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	if rulesDir != "" && rulesDirPoll <= 0 {
 		msgs = append(msgs, fmt.Sprintf("-rules-dir-poll %s must be positive", formatDuration(rulesDirPoll)))
+	}
+	if cmd == serveCommand {
+		msgs = append(msgs, checkServeAddrs(httpAddr, grpcAddr)...)
 	}
 	backend := cep.Backend(f.backend)
 	if backend != cep.BackendMemory && backend != cep.BackendPebble {
@@ -787,4 +791,22 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo string) {
 		}
 		fmt.Fprintf(w, "%s dropped at the bound\n", plural(int64(a.Dropped), "event", "events"))
 	}
+}
+
+// checkServeAddrs refuses, as a bad command line, a -http or -grpc address
+// that is no host:port, before anything is set up. The listener would
+// refuse most of them only once the job was being built, but not "":
+// -http "" (-grpc's way of saying none) listened on every interface at a
+// port of the kernel's choosing.
+func checkServeAddrs(httpAddr, grpcAddr string) []string {
+	var msgs []string
+	if _, _, err := net.SplitHostPort(httpAddr); err != nil {
+		msgs = append(msgs, fmt.Sprintf("-http %q: want host:port (port 0 picks one); /metrics, /healthz and /readyz are always served", httpAddr))
+	}
+	if grpcAddr != "" && grpcAddr != "off" {
+		if _, _, err := net.SplitHostPort(grpcAddr); err != nil {
+			msgs = append(msgs, fmt.Sprintf("-grpc %q: want host:port (port 0 picks one), or off for none", grpcAddr))
+		}
+	}
+	return msgs
 }

@@ -729,3 +729,35 @@ func TestServeDeployRefused(t *testing.T) {
 		t.Errorf("rules deploy of a ruleset with another event time: exit %d\n%s%s\nwant it refused, naming the version once", code, out, errOut)
 	}
 }
+
+// TestServeAddrs: a -http or -grpc address that is no host:port is a bad
+// command line (exit 2, before the state directory is made), from a flag
+// or a config file alike. -http "" listened on every interface at a port
+// the kernel chose, where -grpc "" means no control API; the others
+// failed only at their listener (exit 1).
+func TestServeAddrs(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(4, 0, ""))
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	config := writeFile(t, dir, "serve.yaml", "http: \"\"\n")
+	for i, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-http", "", "-grpc", "off"}, `-http "": want host:port`},
+		{[]string{"-http", "off", "-grpc", "off"}, `-http "off": want host:port`},
+		{[]string{"-http", "localhost", "-grpc", "off"}, `-http "localhost": want host:port`},
+		{[]string{"-config", config, "-grpc", "off"}, `-http "": want host:port`},
+		{[]string{"-http", "127.0.0.1:0", "-grpc", "localhost"}, `-grpc "localhost": want host:port (port 0 picks one), or off for none`},
+	} {
+		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
+		args := append([]string{"serve", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, fmt.Sprintf("alerts%d", i))}, c.args...)
+		code, _, errOut := cepheus(t, args...)
+		if code != 2 || !strings.Contains(errOut, "cepheus: serve: "+c.want) || !strings.Contains(errOut, "cepheus help serve") {
+			t.Errorf("%q: exit %d, want 2 and %q\n%s", c.args, code, c.want, errOut)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("%q: the state directory was made: %v", c.args, err)
+		}
+	}
+}
