@@ -639,12 +639,13 @@ func TestRunParallelismRange(t *testing.T) {
 	}
 }
 
-// TestRunNegativeDurations: a negative -poll or -session-timeout is a
-// usage error naming the flag (exit 2, before anything is read or made),
-// as the other durations are. -poll was found only by the stream's own
-// check ("negative interval, count or parallelism", exit 1), and
-// -session-timeout only once the brokers answered (45 s when they do
-// not).
+// TestRunNegativeDurations: a negative -poll or -session-timeout, and a
+// -transaction-timeout shorter than a checkpoint may last, are usage
+// errors naming the flag (exit 2, before anything is read or made), as
+// the other durations are. -poll was found only by the stream's own check
+// ("negative interval, count or parallelism", exit 1), -transaction-timeout
+// by the stream's too (exit 1, naming no flag), and -session-timeout only
+// once the brokers answered (45 s when they do not).
 func TestRunNegativeDurations(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "r.cep", goodSrc)
@@ -656,6 +657,8 @@ func TestRunNegativeDurations(t *testing.T) {
 	}{
 		{"poll", []string{"-events", events, "-follow", "-poll", "-1s"}, "-poll -1s is negative"},
 		{"session", []string{"-input-topic", "t", "-brokers", "127.0.0.1:1", "-alerts-topic", "a", "-group", "g", "-session-timeout", "-1s"}, "-session-timeout -1s is negative"},
+		{"txn", []string{"-input-topic", "t", "-brokers", "127.0.0.1:1", "-alerts-topic", "a", "-group", "g", "-transaction-timeout", "1m", "-checkpoint-interval", "2s"},
+			"-transaction-timeout 1m is below -checkpoint-interval plus -checkpoint-timeout (1m2s): the broker would abort transactions that may still commit"},
 	} {
 		state := filepath.Join(dir, "state-"+c.name)
 		args := append([]string{"run", "-rules", rules, "-state", state}, c.args...)

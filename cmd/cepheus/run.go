@@ -376,6 +376,12 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	negative("-transaction-timeout", f.txnTimeout < 0, formatDuration(f.txnTimeout))
 	negative("-local-checkpoint-interval", f.localInterval < 0, formatDuration(f.localInterval))
 	negative("-session-timeout", f.session < 0, formatDuration(f.session))
+	if least := f.interval + f.timeout; f.inputTopic != "" && f.alertsTopic != "" && f.txnTimeout > 0 && f.txnTimeout < least {
+		// A transaction lasts an interval, then the checkpoint (at most
+		// its timeout): the stream would refuse it too, without the flags.
+		msgs = append(msgs, fmt.Sprintf("-transaction-timeout %s is below -checkpoint-interval plus -checkpoint-timeout (%s): the broker would abort transactions that may still commit",
+			formatDuration(f.txnTimeout), formatDuration(least)))
+	}
 	if f.wallClock && (!(f.follow || kafkaIn != nil && !f.bounded) || f.idle == 0) {
 		msgs = append(msgs, "-wall-clock-advance needs -follow or an unbounded -input-topic, and a positive -idle-timeout (it advances the watermark while every input it follows is idle)")
 	}
