@@ -679,6 +679,34 @@ func TestRunNegativeDurations(t *testing.T) {
 	}
 }
 
+// TestRunKafkaFlagsWithFiles: the flags of Kafka mode given to a run over
+// files are a usage error naming them (exit 2), as -shadow-topic and
+// -alerts-topic are. They were ignored: -late-topic L or
+// -dead-letter-topic D left those lines only counted, without a word.
+func TestRunKafkaFlagsWithFiles(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(4, 0, ""))
+	for i, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-late-topic", "l"}, "-late-topic: for Kafka mode (-input-topic), not a run over files (with files, use -late DIR and -dead-letter DIR)"},
+		{[]string{"-dead-letter-topic", "d", "-group", "g"}, "-dead-letter-topic, -group: for Kafka mode"},
+		{[]string{"-rules-topic", "r", "-changelog-topic", "c", "-record-key", "k", "-trust-record-keys"}, "-rules-topic, -changelog-topic, -record-key, -trust-record-keys: for Kafka mode (-input-topic), not a run over files\n"},
+	} {
+		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
+		args := append([]string{"run", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, "alerts")}, c.args...)
+		code, _, stderr := cepheus(t, args...)
+		if code != 2 || !strings.Contains(stderr, "cepheus: run: "+c.want) || !strings.Contains(stderr, "cepheus help run") {
+			t.Errorf("%q: exit %d, want 2 and %q\n%s", c.args, code, c.want, stderr)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("%q: the state directory was made: %v", c.args, err)
+		}
+	}
+}
+
 // TestBacktestOutputPipe: an output that is a pipe (as /dev/stdout piped
 // into head) is opened for writing only, so that a reader gone away is a
 // broken pipe and the run fails, after its summary. Opened for reading

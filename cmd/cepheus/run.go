@@ -370,6 +370,27 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if f.inputTopic == "" && f.shadowTopic != "" {
 		msgs = append(msgs, "-shadow-topic is for Kafka mode (-input-topic and -alerts-topic): with files, use -shadow-alerts DIR")
 	}
+	if f.inputTopic == "" {
+		// A run over files ignored these: late events and dead letters
+		// asked for in a topic were only counted.
+		var kafkaOnly []string
+		for _, k := range []struct {
+			flag string
+			set  bool
+		}{{"-late-topic", f.lateTopic != ""}, {"-dead-letter-topic", f.deadTopic != ""}, {"-rules-topic", f.rulesTopic != ""},
+			{"-changelog-topic", f.changelogTopic != ""}, {"-group", f.group != ""}, {"-record-key", f.recordKey != ""}, {"-trust-record-keys", f.trustRecordKeys}} {
+			if k.set {
+				kafkaOnly = append(kafkaOnly, k.flag)
+			}
+		}
+		if len(kafkaOnly) > 0 {
+			hint := ""
+			if f.lateTopic != "" || f.deadTopic != "" {
+				hint = " (with files, use -late DIR and -dead-letter DIR)"
+			}
+			msgs = append(msgs, fmt.Sprintf("%s: for Kafka mode (-input-topic), not a run over files%s", strings.Join(kafkaOnly, ", "), hint))
+		}
+	}
 	if f.shadowDir != "" && filepath.Clean(f.shadowDir) == filepath.Clean(f.alerts) {
 		msgs = append(msgs, "-shadow-alerts is -alerts' directory: give the shadow alerts a directory of their own, so that a reader of the alerts never sees them")
 	}
