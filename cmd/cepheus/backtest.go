@@ -216,7 +216,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default); lateness depends on it only for input more disordered than -out-of-orderness")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")
-	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator")
+	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator; at most 64")
 	fs.IntVar(&f.examples, "examples", 0, "print this many example alerts per rule in the summary")
 	fs.BoolVar(&f.quiet, "q", false, "no progress line and no summary")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")

@@ -196,7 +196,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.Int64Var(&f.checkpointRecords, "checkpoint-records", 0, "also take a checkpoint every this many input records, so that checkpoints fall at the same records in every run (0: by time only)")
 	fs.IntVar(&f.keep, "keep", 3, "complete checkpoints kept")
 	fs.IntVar(&f.parallelism, "parallelism", 0, "subtasks, each owning a share of the keys (0: the number of CPUs)")
-	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator; in a Kafka group's job, per partition; it may change between runs")
+	fs.IntVar(&f.aggWorkers, "aggregate-workers", 1, "workers of the velocity aggregates: above 1, each aggregate's windows are spread over this many goroutines and a hot key (more than 20% of the events a watermark releases, at least 64) is salted over them, its partial windows merged exactly: the same values, faster for an aggregate one key dominates (docs/rules.md, Skew); 1: one aggregator; at most 64; in a Kafka group's job, per partition; it may change between runs")
 	fs.StringVar(&f.backend, "state-backend", "memory", "where the state lives between checkpoints: memory or pebble")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (as backtest's; 0: the default)")

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cepheus-cep/cepheus/cep"
 )
 
 // TestVelocityAggregateWorkers: the velocity ruleset over events of which
@@ -86,5 +88,19 @@ func TestVelocityProcessingTimeIsUsage(t *testing.T) {
 	}
 	if _, err := os.Stat(state); err == nil {
 		t.Errorf("the state directory was made")
+	}
+}
+
+// TestAggregateWorkersHelp: the help of -aggregate-workers states its
+// upper bound, which a larger value is refused with ("from 1 to 64"); it
+// said only what 1 does.
+func TestAggregateWorkersHelp(t *testing.T) {
+	for _, name := range []string{"backtest", "run", "serve"} {
+		_, help, _ := cepheus(t, "help", name)
+		_, usage, _ := strings.Cut(help, "\n  -aggregate-workers int\n")
+		usage, _, _ = strings.Cut(usage, "\n  -")
+		if want := fmt.Sprintf("at most %d", cep.MaxAggregateWorkers); !strings.Contains(usage, want) {
+			t.Errorf("%s -aggregate-workers: the help does not say %q:\n%s", name, want, usage)
+		}
 	}
 }
