@@ -194,7 +194,8 @@ func printUsage(w io.Writer) {
 }
 
 // runHelp prints the usage, or the help of one command: what the
-// command's -h prints (its flags included), to stdout.
+// command's -h prints (its flags included), to stdout. Words after the
+// command (a subcommand: help rules deploy) name a part of that help.
 func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch len(args) {
 	case 0:
@@ -208,13 +209,14 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			printUsage(stdout)
 			return nil
 		}
-		c := lookup(args[0])
-		if c == nil {
-			return unknownCommand(args[0])
-		}
-		return c.run(ctx, []string{"-h"}, stdout, stderr)
 	}
-	return usagef("help takes at most one command")
+	// cepheus help rules deploy: the help of rules, which describes its
+	// subcommands and their flags.
+	c := lookup(args[0])
+	if c == nil {
+		return unknownCommand(args[0])
+	}
+	return c.run(ctx, []string{"-h"}, stdout, stderr)
 }
 
 var versionCommand = &command{

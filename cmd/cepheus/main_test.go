@@ -298,7 +298,16 @@ func TestHelpAndUsage(t *testing.T) {
 			t.Errorf("help %s lists no flags, or without a blank line before them:\n%s", name, out)
 		}
 	}
-	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}} {
+	// help of a subcommand: its command's help (which describes it), as
+	// rules deploy -h prints; it was "help takes at most one command".
+	for _, sub := range [][]string{{"rules", "deploy"}, {"enrich", "load"}} {
+		_, want, _ := cepheus(t, sub[0], "-h")
+		code, out, errOut := cepheus(t, append([]string{"help"}, sub...)...)
+		if code != 0 || out != want || !strings.Contains(out, sub[1]) || errOut != "" {
+			t.Errorf("help %s: exit %d, stdout\n%s\nstderr %q; want 0 and the output of %s -h", strings.Join(sub, " "), code, out, errOut, sub[0])
+		}
+	}
+	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}, {"help", "frobnicate", "x"}} {
 		code, _, errOut := cepheus(t, args...)
 		if code != 2 || !strings.Contains(errOut, "Run 'cepheus help' for usage.") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and a pointer to help", args, code, errOut)

@@ -188,7 +188,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.dead, "dead-letter", "", "directory of committed dead-letter files (default: only counted)")
 	fs.StringVar(&f.shadowDir, "shadow-alerts", "", "directory of the committed alert files shadow-S-N.jsonl of a shadow version (cepheus rules deploy -shadow), exactly once (default: no shadow deploys)")
 	fs.BoolVar(&f.follow, "follow", false, "keep reading the input as it grows, until stopped")
-	fs.DurationVar(&f.poll, "poll", 100*time.Millisecond, "with -follow, how often a file at its end, and the directory, are looked at (a file with nothing new for 100 looks: every 10)")
+	fs.DurationVar(&f.poll, "poll", 100*time.Millisecond, "with -follow, how often a file at its end, and the directory, are looked at (a file with nothing new for 100 looks: every 10; 0: the default)")
 	fs.DurationVar(&f.closeInactive, "close-inactive", 5*time.Minute, "with -follow, a file of the -events directory with nothing new for this long is closed (its descriptor and goroutine freed) until it grows, which the directory's scan looks for every 10 -poll; its position and watermark stay (0: never)")
 	fs.DurationVar(&f.interval, "checkpoint-interval", time.Second, "time between two checkpoints")
 	fs.DurationVar(&f.timeout, "checkpoint-timeout", time.Minute, "a checkpoint not complete after this long is aborted (its output joins the next one; with -alerts-topic its transaction fails, and the job starts again from the last committed checkpoint)")
