@@ -261,8 +261,9 @@ type deployReq struct {
 	start time.Time
 	done  chan deployDone // buffered: the job never waits for the caller
 	// topic is the rules topic offset the deploy comes from (-1: a
-	// call's).
+	// call's), and point the group's switch point its record names.
 	topic int64
+	point event.Time
 }
 
 type deployDone struct {
@@ -454,22 +455,16 @@ func (j *job) takeRules() {
 	if !ok {
 		return
 	}
-	if w := j.stats.Watermark; e.Watermark > w && w < event.MaxTime {
-		// The group's switch point is ahead: the watermark stops there
-		// (streamSource.forward) and the switch waits for it, for a
-		// while.
-		if !j.holding || j.holdAt != e.Watermark {
-			j.holding, j.holdAt, j.holdSince = true, e.Watermark, time.Now()
-		}
+	if j.holdForRules() {
 		if time.Since(j.holdSince) < rulesHoldMax {
 			return
 		}
-		j.logf("rules topic %s: the watermark has not reached the group's switch point %v in %v: switching at %v", rt.k.RulesTopic, e.Watermark, rulesHoldMax, w)
+		j.logf("rules topic %s: the watermark has not reached the group's switch point %v in %v: switching at %s", rt.k.RulesTopic, e.Watermark, rulesHoldMax, watermarkText(j.stats.Watermark))
 	}
 	j.rulesSkip = e.Offset + 1 // one try: a refused record is logged once
 	req := &deployReq{
 		d:     Deploy{Name: e.Name, Source: []byte(e.Source), DropChanged: e.DropChanged, Origin: "rules-topic", Shadow: key == rulesShadow},
-		start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset,
+		start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset, point: e.Watermark,
 	}
 	if _, err := req.d.validate(); err != nil {
 		j.holding = false
@@ -487,6 +482,25 @@ func (j *job) takeRules() {
 		}
 	default:
 	}
+}
+
+// holdForRules reports whether the next record of the rules topic names
+// a switch point ahead of the job's watermark; the watermark then stops
+// there (streamSource.forward) and the switch waits for it, for a while
+// (rulesHoldMax, from the first call for that point).
+func (j *job) holdForRules() bool {
+	rt := j.cfg.rules
+	if rt == nil {
+		return false
+	}
+	_, e, ok := rt.pending(max(j.e.plan.RulesNext, j.rulesSkip))
+	if w := j.stats.Watermark; !ok || e.Watermark <= w || w == event.MaxTime {
+		return false
+	}
+	if !j.holding || j.holdAt != e.Watermark {
+		j.holding, j.holdAt, j.holdSince = true, e.Watermark, time.Now()
+	}
+	return true
 }
 
 // sameEventTime checks that version rs reads event time from the field
@@ -672,4 +686,31 @@ func (j *job) partEngines(n int) []*Engine {
 		out[i] = j.prev
 	}
 	return out
+}
+
+// watermarkText is watermark w in a message: its time, or that there is
+// none yet.
+func watermarkText(w event.Time) string {
+	if w <= event.MinTime {
+		return "no watermark yet"
+	}
+	return w.String()
+}
+
+// switchPoint says where a switch happened, for the log: at watermark w,
+// and for a version of the rules topic, whether that is the group's
+// switch point (docs/operations.md, "In Kafka mode"), so that the logs of
+// the group's instances show where each one switched.
+func switchPoint(req *deployReq, w event.Time) string {
+	s := "watermark " + watermarkText(w)
+	switch {
+	case req == nil || req.topic < 0:
+		return s
+	case w == req.point || req.point <= event.MinTime:
+		return s + ", the group's switch point"
+	case w > req.point:
+		return fmt.Sprintf("%s, past the group's switch point %v: switched where it was", s, req.point)
+	default:
+		return fmt.Sprintf("%s, short of the group's switch point %v: its input did not get there in %v", s, req.point, rulesHoldMax)
+	}
 }

@@ -107,6 +107,12 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	if err := src.routeHeldOfNone(); err != nil {
 		return false, err
 	}
+	// The rules topic before the first batch: a restarted instance (or
+	// one that takes partitions over) reads a backlog whose first batch
+	// would carry its watermark past the group's switch point of a record
+	// it has not deployed yet, so that it switched where it was. Only the
+	// hold starts here; the switch waits for a tick, as ever.
+	j.holdForRules()
 	for {
 		if j.stopAsked {
 			if j.next != nil && src.guard != nil && src.guard.Holding() > 0 {
