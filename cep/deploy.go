@@ -466,12 +466,7 @@ func (j *job) takeRules() {
 		d:     Deploy{Name: e.Name, Source: []byte(e.Source), DropChanged: e.DropChanged, Origin: "rules-topic", Shadow: key == rulesShadow},
 		start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset, point: e.Watermark,
 	}
-	if _, err := req.d.validate(); err != nil {
-		j.holding = false
-		j.logf("rules topic %s: the %s version at offset %d does not compile, not deployed: %v", rt.k.RulesTopic, key, e.Offset, err)
-		return
-	}
-	j.askSwitch(req)
+	j.askSwitch(req) // the poll compiled it
 	if j.next == nil {
 		j.holding = false // no switch: the watermark goes on
 	}

@@ -105,9 +105,17 @@ func (r *rulesTopic) poll(ctx context.Context) error {
 		if key != rulesActive && key != rulesShadow || rec.Value == nil {
 			return nil
 		}
-		var e rulesEntry
-		if err := json.Unmarshal(rec.Value, &e); err != nil {
+		e, err := decodeRulesEntry(rec.Value)
+		if err != nil {
 			r.logf("rules topic %s: the record at offset %d is no ruleset version: %v (skipped)", r.k.RulesTopic, rec.Offset, err)
+			return nil
+		}
+		// A version that does not compile is skipped here, where it is
+		// read: it does not hide the key's newest version that does (an
+		// instance started later deploys that one), nor hold the
+		// watermark at a switch point it names.
+		if _, err := (&Deploy{Name: e.Name, Source: []byte(e.Source)}).validate(); err != nil {
+			r.logf("rules topic %s: the %s version at offset %d does not compile, not deployed: %v", r.k.RulesTopic, key, rec.Offset, err)
 			return nil
 		}
 		e.Offset = rec.Offset
@@ -125,6 +133,16 @@ func (r *rulesTopic) poll(ctx context.Context) error {
 	maps.Copy(r.next, next)
 	maps.Copy(r.latest, got)
 	return nil
+}
+
+// decodeRulesEntry decodes a record of the rules topic. A record without
+// a switch point (written by hand) switches at once, as one published
+// before the first watermark: its zero would be a point in 1970, which an
+// instance without a watermark yet held its watermark at.
+func decodeRulesEntry(b []byte) (rulesEntry, error) {
+	e := rulesEntry{Watermark: event.MinTime}
+	err := json.Unmarshal(b, &e)
+	return e, err
 }
 
 // pending returns the oldest of the newest records of each key at or

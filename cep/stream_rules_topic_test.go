@@ -147,3 +147,74 @@ func TestStreamKafkaRulesTopicRestart(t *testing.T) {
 		t.Errorf("the log says of the switch %q, want it at the group's switch point %v", a.logged("switched to"), point)
 	}
 }
+
+// TestStreamKafkaRulesTopicBadRecord writes records into the rules topic
+// by hand: a version without a switch point, then one that does not
+// compile under the same key with a point far ahead. An instance started
+// afterwards deploys the first at once (its missing point was 1970, where
+// an instance without a watermark held its own, 10 s when its watermark
+// did not move meanwhile), and the second neither
+// hides it (the newest record of the key was the one that does not
+// compile, so the instance stayed on its own rules while the group ran the
+// topic's) nor holds the watermark: an instance held it for 10 s at the
+// point of a version it then found did not compile.
+func TestStreamKafkaRulesTopicBadRecord(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	lines := strings.SplitAfter(deployInput(600), "\n")
+	half := len(lines) / 2
+	topic := fmt.Sprintf("stream-kafka-rules-bad-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 3, strings.Join(lines[:half], ""))
+	if _, err := kafka.EnsureTopics(context.Background(), kafka.Conn{Brokers: brokers}, []kafka.TopicSpec{{Name: topic + "-rules", Partitions: 1, Compact: true}}); err != nil {
+		t.Fatal(err)
+	}
+	v2 := loadRules(t, deployV2Kafka)
+	good, err := json.Marshal(map[string]string{"name": "v2.cep", "source": deployV2Kafka, "origin": "by hand"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRulesRecord(t, brokers, topic+"-rules", rulesActive, good)
+	// bad is a version that does not compile, its switch point a day
+	// after the input's events.
+	bad := func() []byte {
+		point := lastEventTime(t, lines) + event.Time(24*time.Hour/time.Millisecond)
+		b, err := json.Marshal(map[string]any{"name": "bad.cep", "source": "ruleset bad\n\nrule r {\n  key card\n", "watermark": point})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	writeRulesRecord(t, brokers, topic+"-rules", rulesActive, bad())
+	a := startRulesTopicInstance(t, brokers, topic, "a", filepath.Join(t.TempDir(), "state"))
+	var res *DeployResult
+	waitFor(t, 30*time.Second, "the instance runs the topic's newest version that compiles", func() bool {
+		res = a.m.switchOf(v2.Hash, false, time.Time{})
+		return res != nil
+	})
+	if res.Watermark == 0 {
+		t.Errorf("a version without a switch point switched at watermark %v, a point its record does not name", res.Watermark)
+	}
+	waitFor(t, 30*time.Second, "the instance read the first half", func() bool { return a.m.Ready() && a.m.Snapshot().Progress.Records >= int64(half) })
+	// While it runs: another such record, then the second half. The
+	// instance says at once that it does not compile, and its watermark
+	// goes on.
+	writeRulesRecord(t, brokers, topic+"-rules", rulesActive, bad())
+	waitFor(t, 5*time.Second, "the instance said that the version at offset 2 does not compile", func() bool {
+		return len(a.logged("the active version at offset 2 does not compile")) == 1
+	})
+	produceTopic(t, brokers, topic, 3, strings.Join(lines[half:], ""))
+	// The input's last line, an hour on, is in one partition only: the
+	// job's watermark goes by the others'.
+	last := lastEventTime(t, lines[half:len(lines)-2])
+	waitFor(t, 5*time.Second, "the watermark near the end of the second half", func() bool {
+		return a.m.Snapshot().Progress.Watermark >= last-event.Time(2*time.Minute/time.Millisecond)
+	})
+	if got := a.logged("does not compile"); len(got) != 2 || !strings.Contains(got[0], "offset 1") {
+		t.Errorf("the log says of the versions that do not compile %q, want offsets 1 and 2 once each", got)
+	}
+	if held := a.logged("has not reached the group's switch point"); len(held) > 0 {
+		t.Errorf("the instance held its watermark: %q", held)
+	}
+	if act := a.m.Versions()[0].Version; act != v2.Hash {
+		t.Errorf("the active version is %.12s, want v2 %.12s", act, v2.Hash)
+	}
+}
