@@ -354,6 +354,9 @@ type pendingSwitch struct {
 	id      int64
 	start   time.Time
 	replied bool
+	// dropShadow: the switch drops the shadow version (the rules topic's
+	// shadow ended), nothing else changes.
+	dropShadow bool
 	// source: the version is the content of the process's rules source
 	// (-rules-dir's watcher deployed it): a restart with that content
 	// keeps what is deployed after it (job.taken).
@@ -433,7 +436,7 @@ func (j *job) askSwitch(req *deployReq) {
 		if w := j.stats.Watermark; w > event.MinTime && w < event.MaxTime {
 			at = w + event.Time(rulesLead.Milliseconds())
 		}
-		err := rt.publish(j.sctx, req.d, at)
+		err := rt.publish(j.sctx, req.d, at, !req.d.Shadow && sw.rs.Hash == cur.Shadow)
 		if err == nil && sw.source {
 			j.dirAsked = sw.rs.Hash // its switch comes back from the topic
 		}
@@ -462,6 +465,10 @@ func (j *job) takeRules() {
 		j.logf("rules topic %s: the watermark has not reached the group's switch point %v in %v: switching at %s", rt.k.RulesTopic, e.Watermark, rulesHoldMax, watermarkText(j.stats.Watermark))
 	}
 	j.rulesSkip = e.Offset + 1 // one try: a refused record is logged once
+	if e.gone {
+		j.endShadow(rt, e)
+		return
+	}
 	req := &deployReq{
 		d:     Deploy{Name: e.Name, Source: []byte(e.Source), DropChanged: e.DropChanged, Origin: "rules-topic", Shadow: key == rulesShadow},
 		start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset, point: e.Watermark,
@@ -477,6 +484,20 @@ func (j *job) takeRules() {
 		}
 	default:
 	}
+}
+
+// endShadow takes the rules topic's tombstone of the shadow key (a
+// promote's): an instance that runs a shadow still (it took the promote's
+// active version while it ran an older shadow) drops it at a switch; one
+// that runs none, as the promote left the others, has nothing to do.
+func (j *job) endShadow(rt *rulesTopic, e rulesEntry) {
+	if j.e.plan.Shadow == "" {
+		return
+	}
+	req := &deployReq{d: Deploy{Origin: "rules-topic", Shadow: true}, start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset, point: e.Watermark}
+	j.logf("rules topic %s: the shadow key ended at offset %d (a tombstone, as a promote writes): dropping shadow version %.12s", rt.k.RulesTopic, e.Offset, j.e.plan.Shadow)
+	j.next = &pendingSwitch{req: req, rs: j.e.cfg.ruleset, start: req.start, dropShadow: true}
+	j.stopAsked = true
 }
 
 // holdForRules reports whether the next record of the rules topic names
@@ -541,7 +562,10 @@ func (j *job) nextPlan(sw *pendingSwitch) (*plan, *DeployResult) {
 	}
 	var q *plan
 	var res *DeployResult
-	if sw.req != nil && sw.req.d.Shadow {
+	if sw.dropShadow {
+		q = j.e.plan.withoutShadow()
+		res = &DeployResult{Ruleset: sw.rs.Name, Version: j.e.plan.Shadow, Previous: j.e.plan.Shadow, Shadow: true, Watermark: j.stats.Watermark}
+	} else if sw.req != nil && sw.req.d.Shadow {
 		q, res = j.e.planShadow(sw.rs, j.stats.Watermark, origin, time.Now())
 	} else {
 		q, res = j.e.planDeploy(sw.rs, drop, j.stats.Watermark, origin, time.Now())

@@ -39,6 +39,9 @@ type rulesEntry struct {
 	// watermark has not passed it holds its watermark there and switches
 	// at exactly it (event.MinTime: at once).
 	Watermark event.Time `json:"watermark,omitempty"`
+	// gone: a tombstone of the shadow key, written after a promote (the
+	// shadow became the active version): the group runs no shadow.
+	gone bool
 }
 
 // The keys of the rules topic's records.
@@ -102,7 +105,13 @@ func (r *rulesTopic) poll(ctx context.Context) error {
 	got := map[string]rulesEntry{}
 	next, err := kafka.ReadRecords(ctx, r.k.conn(), r.k.RulesTopic, nil, from, func(_ int32, rec kafka.SourceRecord) error {
 		key := string(rec.Key)
-		if key != rulesActive && key != rulesShadow || rec.Value == nil {
+		if key != rulesActive && key != rulesShadow {
+			return nil
+		}
+		if rec.Value == nil {
+			if key == rulesShadow {
+				got[key] = rulesEntry{Offset: rec.Offset, Watermark: event.MinTime, gone: true}
+			}
 			return nil
 		}
 		e, err := decodeRulesEntry(rec.Value)
@@ -159,8 +168,12 @@ func (r *rulesTopic) pending(from int64) (key string, e rulesEntry, ok bool) {
 }
 
 // publish writes d into the topic, for every instance to deploy at
-// watermark at.
-func (r *rulesTopic) publish(ctx context.Context, d Deploy, at event.Time) error {
+// watermark at. endShadow (d makes the shadow version the active one: a
+// promote) also ends the shadow key with a tombstone: its record would
+// otherwise stay the key's newest, and an instance that reads the topic
+// from its start (a new group) would run that version as the shadow
+// beside whatever is active by then.
+func (r *rulesTopic) publish(ctx context.Context, d Deploy, at event.Time, endShadow bool) error {
 	key := rulesActive
 	if d.Shadow {
 		key = rulesShadow
@@ -170,6 +183,9 @@ func (r *rulesTopic) publish(ctx context.Context, d Deploy, at event.Time) error
 		return err
 	}
 	r.prod.Produce(ctx, r.k.RulesTopic, []byte(key), b)
+	if endShadow {
+		r.prod.Produce(ctx, r.k.RulesTopic, []byte(rulesShadow), nil)
+	}
 	if err := r.prod.Flush(ctx); err != nil {
 		return fmt.Errorf("cep: rules topic %s: %w", r.k.RulesTopic, err)
 	}

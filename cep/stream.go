@@ -794,9 +794,13 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 		if sw.res.Shadow {
 			as = " as the shadow"
 		}
-		j.logf("switched to ruleset %s version %.12s%s at checkpoint %d (%s) in %v (kept %v, changed %v, added %v, removed %v)",
-			sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
-		if !sw.source && sw.rs != nil {
+		if sw.dropShadow {
+			j.logf("dropped shadow version %.12s at checkpoint %d (%s) in %v", sw.res.Version, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond))
+		} else {
+			j.logf("switched to ruleset %s version %.12s%s at checkpoint %d (%s) in %v (kept %v, changed %v, added %v, removed %v)",
+				sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
+		}
+		if !sw.source && sw.rs != nil && !sw.dropShadow {
 			// The rules directory's watcher logs the warnings of what it
 			// deploys; a call's or the rules topic's are logged here.
 			for _, w := range sw.rs.Warnings {

@@ -29,13 +29,19 @@ type rulesTopicInstance struct {
 // startRulesTopicInstance starts instance inst of group topic, running
 // deployV1, with its state in dir.
 func startRulesTopicInstance(t *testing.T, brokers []string, topic, inst, dir string) *rulesTopicInstance {
+	return startGroupInstance(t, brokers, topic, topic, inst, dir)
+}
+
+// startGroupInstance starts instance inst of group over topic, which
+// follows rules topic topic-rules.
+func startGroupInstance(t *testing.T, brokers []string, topic, group, inst, dir string) *rulesTopicInstance {
 	t.Helper()
 	r := &rulesTopicInstance{t: t, m: NewStreamMonitor(), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	cfg := StreamConfig{
-		Kafka: &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts",
-			Group: topic, InstanceID: inst, RulesTopic: topic + "-rules", SessionTimeout: 2 * time.Second},
+		Kafka: &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts", ShadowTopic: topic + "-shadow",
+			Group: group, InstanceID: inst, RulesTopic: topic + "-rules", SessionTimeout: 2 * time.Second},
 		StateDir: dir, CheckpointInterval: 100 * time.Millisecond, Parallelism: 1, Monitor: r.m,
 		Logf: func(format string, args ...any) {
 			r.mu.Lock()
@@ -216,5 +222,75 @@ func TestStreamKafkaRulesTopicBadRecord(t *testing.T) {
 	}
 	if act := a.m.Versions()[0].Version; act != v2.Hash {
 		t.Errorf("the active version is %.12s, want v2 %.12s", act, v2.Hash)
+	}
+}
+
+// versions returns the active and the shadow version m runs.
+func versions(m *StreamMonitor) (active, shadow string) {
+	for _, v := range m.Versions() {
+		switch v.State {
+		case VersionActive:
+			active = v.Version
+		case VersionShadow:
+			shadow = v.Version
+		}
+	}
+	return active, shadow
+}
+
+// TestStreamKafkaRulesTopicPromoted: a promote through the rules topic
+// ends the shadow key with a tombstone, so that a new group that reads the
+// topic from its start runs no shadow (it ran the promoted version as the
+// shadow beside the version deployed after the promote, the shadow
+// record being its key's newest); and an instance that runs a shadow when
+// it reads such a tombstone drops it.
+func TestStreamKafkaRulesTopicPromoted(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	old := rulesLead
+	rulesLead = 0 // the input is read: each call switches at once
+	t.Cleanup(func() { rulesLead = old })
+	lines := strings.SplitAfter(deployInput(300), "\n")
+	topic := fmt.Sprintf("stream-kafka-rules-promoted-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 3, strings.Join(lines, ""))
+	v2 := loadRules(t, deployV2Kafka)
+	v3src := strings.Replace(deployV2Kafka, "amount > 450", "amount > 400", 1)
+	v3 := loadRules(t, v3src)
+	a := startGroupInstance(t, brokers, topic, topic+"-g1", "a", filepath.Join(t.TempDir(), "a"))
+	waitFor(t, 60*time.Second, "instance a ready", a.m.Ready)
+	ctx := context.Background()
+	if _, err := a.m.Deploy(ctx, Deploy{Source: []byte(v3src), Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.m.Promote(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.m.Deploy(ctx, Deploy{Source: []byte(deployV2Kafka)}); err != nil {
+		t.Fatal(err)
+	}
+	if act, sh := versions(a.m); act != v2.Hash || sh != "" {
+		t.Fatalf("instance a runs %.12s, shadow %.12s; want v2 %.12s and no shadow", act, sh, v2.Hash)
+	}
+	// A new group over the same rules topic.
+	b := startGroupInstance(t, brokers, topic, topic+"-g2", "b", filepath.Join(t.TempDir(), "b"))
+	waitFor(t, 60*time.Second, "instance b runs v2", func() bool { act, _ := versions(b.m); return act == v2.Hash && b.m.Ready() })
+	if _, sh := versions(b.m); sh != "" {
+		t.Errorf("instance b of a new group runs shadow %.12s (v3 %.12s, promoted before v2): the group it follows runs none", sh, v3.Hash)
+	}
+	// A shadow, then a tombstone of the shadow key, by hand: both
+	// instances run the shadow, then drop it.
+	rec, err := json.Marshal(map[string]string{"name": "v3.cep", "source": v3src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRulesRecord(t, brokers, topic+"-rules", rulesShadow, rec)
+	for _, in := range []*rulesTopicInstance{a, b} {
+		waitFor(t, 30*time.Second, "both instances run v3 as the shadow", func() bool { _, sh := versions(in.m); return sh == v3.Hash && in.m.Ready() })
+	}
+	writeRulesRecord(t, brokers, topic+"-rules", rulesShadow, nil)
+	for _, in := range []*rulesTopicInstance{a, b} {
+		waitFor(t, 30*time.Second, "both instances dropped the shadow", func() bool { act, sh := versions(in.m); return sh == "" && act == v2.Hash && in.m.Ready() })
+		if got := in.logged(fmt.Sprintf("dropped shadow version %.12s at checkpoint", v3.Hash)); len(got) != 1 {
+			t.Errorf("the log says of the dropped shadow %q, want it once", got)
+		}
 	}
 }
