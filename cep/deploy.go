@@ -462,7 +462,7 @@ func (j *job) takeRules() {
 		if time.Since(j.holdSince) < rulesHoldMax {
 			return
 		}
-		j.logf("rules topic %s: the watermark has not reached the group's switch point %v in %v: switching at %s", rt.k.RulesTopic, e.Watermark, rulesHoldMax, watermarkText(j.stats.Watermark))
+		j.logf("warning: rules topic %s: the watermark has not reached the group's switch point %v in %v: switching at %s", rt.k.RulesTopic, e.Watermark, rulesHoldMax, watermarkText(j.stats.Watermark))
 	}
 	j.rulesSkip = e.Offset + 1 // one try: a refused record is logged once
 	if e.gone {
@@ -480,7 +480,7 @@ func (j *job) takeRules() {
 	select {
 	case r := <-req.done: // refused or unchanged: no switch
 		if r.err != nil {
-			j.logf("rules topic %s: the %s version at offset %d is not deployed: %v", rt.k.RulesTopic, key, e.Offset, r.err)
+			j.logf("warning: rules topic %s: the %s version at offset %d is not deployed: %v", rt.k.RulesTopic, key, e.Offset, r.err)
 		}
 	default:
 	}

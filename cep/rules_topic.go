@@ -90,7 +90,7 @@ func openRulesTopic(ctx context.Context, k *KafkaInput, logf func(string, ...any
 			case <-tick.C:
 			}
 			if err := r.poll(ctx); err != nil && ctx.Err() == nil {
-				logf("%v (trying again)", err)
+				logf("warning: %v (trying again)", err)
 			}
 		}
 	}()
@@ -116,7 +116,7 @@ func (r *rulesTopic) poll(ctx context.Context) error {
 		}
 		e, err := decodeRulesEntry(rec.Value)
 		if err != nil {
-			r.logf("rules topic %s: the record at offset %d is no ruleset version: %v (skipped)", r.k.RulesTopic, rec.Offset, err)
+			r.logf("warning: rules topic %s: the record at offset %d is no ruleset version: %v (skipped)", r.k.RulesTopic, rec.Offset, err)
 			return nil
 		}
 		// A version that does not compile is skipped here, where it is
@@ -124,7 +124,7 @@ func (r *rulesTopic) poll(ctx context.Context) error {
 		// instance started later deploys that one), nor hold the
 		// watermark at a switch point it names.
 		if _, err := (&Deploy{Name: e.Name, Source: []byte(e.Source)}).validate(); err != nil {
-			r.logf("rules topic %s: the %s version at offset %d does not compile, not deployed: %v", r.k.RulesTopic, key, rec.Offset, err)
+			r.logf("warning: rules topic %s: the %s version at offset %d does not compile, not deployed: %v", r.k.RulesTopic, key, rec.Offset, err)
 			return nil
 		}
 		e.Offset = rec.Offset

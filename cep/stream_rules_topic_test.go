@@ -217,6 +217,12 @@ func TestStreamKafkaRulesTopicBadRecord(t *testing.T) {
 	if got := a.logged("does not compile"); len(got) != 2 || !strings.Contains(got[0], "offset 1") {
 		t.Errorf("the log says of the versions that do not compile %q, want offsets 1 and 2 once each", got)
 	}
+	// As warnings: serve logs them at level WARN (engineLogf).
+	for _, l := range a.logged("does not compile") {
+		if !strings.HasPrefix(l, "warning: rules topic ") {
+			t.Errorf("not a warning: %q", l)
+		}
+	}
 	if held := a.logged("has not reached the group's switch point"); len(held) > 0 {
 		t.Errorf("the instance held its watermark: %q", held)
 	}
