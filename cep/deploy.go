@@ -458,7 +458,7 @@ func (j *job) takeRules() {
 	if !ok {
 		return
 	}
-	if j.holdForRules() {
+	if j.holdForRules(false) {
 		if time.Since(j.holdSince) < rulesHoldMax {
 			return
 		}
@@ -501,16 +501,18 @@ func (j *job) endShadow(rt *rulesTopic, e rulesEntry) {
 }
 
 // holdForRules reports whether the next record of the rules topic names
-// a switch point ahead of the job's watermark; the watermark then stops
-// there (streamSource.forward) and the switch waits for it, for a while
-// (rulesHoldMax, from the first call for that point).
-func (j *job) holdForRules() bool {
+// a switch point ahead of the job's watermark (at: or at it, for a job
+// that starts, which switches at its first tick); the watermark then
+// stops there (streamSource.forward) and the switch waits for it, for a
+// while (rulesHoldMax, from the first call for that point).
+func (j *job) holdForRules(at bool) bool {
 	rt := j.cfg.rules
 	if rt == nil {
 		return false
 	}
 	_, e, ok := rt.pending(max(j.e.plan.RulesNext, j.rulesSkip))
-	if w := j.stats.Watermark; !ok || e.Watermark <= w || w == event.MaxTime {
+	w := j.stats.Watermark
+	if !ok || w == event.MaxTime || e.Watermark < w || e.Watermark == w && (!at || w == event.MinTime) {
 		return false
 	}
 	if !j.holding || j.holdAt != e.Watermark {

@@ -111,8 +111,10 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	// one that takes partitions over) reads a backlog whose first batch
 	// would carry its watermark past the group's switch point of a record
 	// it has not deployed yet, so that it switched where it was. Only the
-	// hold starts here; the switch waits for a tick, as ever.
-	j.holdForRules()
+	// hold starts here, also at a point the restored watermark is at (the
+	// job before held there, and ended before its switch: a rebalance);
+	// the switch waits for a tick, as ever.
+	j.holdForRules(true)
 	for {
 		if j.stopAsked {
 			if j.next != nil && src.guard != nil && src.guard.Holding() > 0 {

@@ -107,50 +107,59 @@ func writeRulesRecord(t *testing.T, brokers []string, topic, key string, value [
 
 // TestStreamKafkaRulesTopicRestart restarts an instance after a version
 // went into the rules topic with a switch point ahead of the instance's
-// checkpoint, its input holding a backlog past the point: the restarted
-// instance switches at the group's point, as every instance that reads
-// the record before its watermark gets there. Before, its first batch
-// carried its watermark past the point before it looked at the topic, and
-// it switched where it was, its partitions cut at another watermark than
-// the group's.
+// checkpoint, or at its watermark (the job before held there and ended
+// before its switch, as at a rebalance), its input holding a backlog past
+// the point: the restarted instance switches at the group's point, as
+// every instance that reads the record before its watermark gets there.
+// Before, its first batch carried its watermark past the point before it
+// looked at the topic, and it switched where it was, its partitions cut at
+// another watermark than the group's (a trial: an instance killed right
+// after a deploy, and one whose job a rebalance ended while it held).
 func TestStreamKafkaRulesTopicRestart(t *testing.T) {
 	brokers := kafkaBrokers(t)
-	lines := strings.SplitAfter(deployInput(600), "\n")
-	half := len(lines) / 2
-	topic := fmt.Sprintf("stream-kafka-rules-restart-%d", time.Now().UnixNano())
-	produceTopic(t, brokers, topic, 3, strings.Join(lines[:half], ""))
-	dir := filepath.Join(t.TempDir(), "state")
-	a := startRulesTopicInstance(t, brokers, topic, "a", dir)
-	first := lastEventTime(t, lines[:half])
-	waitFor(t, 60*time.Second, "the instance past the first half's events", func() bool {
-		return a.m.Ready() && a.m.Snapshot().Progress.Watermark >= first-event.Time(time.Minute/time.Millisecond)
-	})
-	a.stop()
-	// The group's switch point: a minute into the second half, which the
-	// instance has not read.
-	point := lastEventTime(t, lines[:half+10])
-	if point <= first {
-		t.Fatalf("switch point %v is not after the first half (%v)", point, first)
-	}
-	v2 := loadRules(t, deployV2Kafka)
-	rec, err := json.Marshal(rulesEntry{Name: "v2.cep", Source: deployV2Kafka, Origin: "grpc", At: time.Now().UTC(), Watermark: point})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRulesRecord(t, brokers, topic+"-rules", rulesActive, rec)
-	produceTopic(t, brokers, topic, 3, strings.Join(lines[half:], ""))
-	since := time.Now()
-	a = startRulesTopicInstance(t, brokers, topic, "a", dir)
-	var res *DeployResult
-	waitFor(t, 60*time.Second, "the restarted instance switched to v2", func() bool {
-		res = a.m.switchOf(v2.Hash, false, since)
-		return res != nil
-	})
-	if res.Watermark != point {
-		t.Errorf("the restarted instance switched at watermark %v, want the group's switch point %v (log: %q)", res.Watermark, point, a.logged("switched to"))
-	}
-	if got := a.logged(fmt.Sprintf("(watermark %v, the group's switch point)", point)); len(got) != 1 {
-		t.Errorf("the log says of the switch %q, want it at the group's switch point %v", a.logged("switched to"), point)
+	for _, at := range []string{"ahead", "at the checkpoint"} {
+		t.Run(strings.ReplaceAll(at, " ", "_"), func(t *testing.T) {
+			lines := strings.SplitAfter(deployInput(600), "\n")
+			half := len(lines) / 2
+			topic := fmt.Sprintf("stream-kafka-rules-restart-%d", time.Now().UnixNano())
+			produceTopic(t, brokers, topic, 3, strings.Join(lines[:half], ""))
+			dir := filepath.Join(t.TempDir(), "state")
+			a := startRulesTopicInstance(t, brokers, topic, "a", dir)
+			first := lastEventTime(t, lines[:half])
+			waitFor(t, 60*time.Second, "the instance past the first half's events", func() bool {
+				return a.m.Ready() && a.m.Snapshot().Progress.Watermark >= first-event.Time(time.Minute/time.Millisecond)
+			})
+			a.stop()
+			// The group's switch point: a minute into the second half,
+			// which the instance has not read, or the watermark of its
+			// final checkpoint.
+			point := lastEventTime(t, lines[:half+10])
+			if at != "ahead" {
+				point = a.m.Snapshot().Progress.Watermark
+			} else if point <= first {
+				t.Fatalf("switch point %v is not after the first half (%v)", point, first)
+			}
+			v2 := loadRules(t, deployV2Kafka)
+			rec, err := json.Marshal(rulesEntry{Name: "v2.cep", Source: deployV2Kafka, Origin: "grpc", At: time.Now().UTC(), Watermark: point})
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeRulesRecord(t, brokers, topic+"-rules", rulesActive, rec)
+			produceTopic(t, brokers, topic, 3, strings.Join(lines[half:], ""))
+			since := time.Now()
+			a = startRulesTopicInstance(t, brokers, topic, "a", dir)
+			var res *DeployResult
+			waitFor(t, 60*time.Second, "the restarted instance switched to v2", func() bool {
+				res = a.m.switchOf(v2.Hash, false, since)
+				return res != nil
+			})
+			if res.Watermark != point {
+				t.Errorf("the restarted instance switched at watermark %v, want the group's switch point %v (log: %q)", res.Watermark, point, a.logged("switched to"))
+			}
+			if got := a.logged(fmt.Sprintf("(watermark %v, the group's switch point)", point)); len(got) != 1 {
+				t.Errorf("the log says of the switch %q, want it at the group's switch point %v", a.logged("switched to"), point)
+			}
+		})
 	}
 }
 
