@@ -454,7 +454,7 @@ func (j *job) takeRules() {
 	if rt == nil {
 		return
 	}
-	key, e, ok := rt.pending(max(j.e.plan.RulesNext, j.rulesSkip))
+	key, e, ok := j.nextRules(rt)
 	if !ok {
 		return
 	}
@@ -486,14 +486,26 @@ func (j *job) takeRules() {
 	}
 }
 
-// endShadow takes the rules topic's tombstone of the shadow key (a
-// promote's): an instance that runs a shadow still (it took the promote's
-// active version while it ran an older shadow) drops it at a switch; one
-// that runs none, as the promote left the others, has nothing to do.
-func (j *job) endShadow(rt *rulesTopic, e rulesEntry) {
-	if j.e.plan.Shadow == "" {
-		return
+// nextRules returns the next record of the rules topic the job has to
+// take: a tombstone of the shadow key is passed over while the job runs
+// no shadow (a promote left none), so that it never stands in for the
+// version after it, whose switch point the job holds at.
+func (j *job) nextRules(rt *rulesTopic) (key string, e rulesEntry, ok bool) {
+	for {
+		key, e, ok = rt.pending(max(j.e.plan.RulesNext, j.rulesSkip))
+		if !ok || !e.gone || j.e.plan.Shadow != "" {
+			return key, e, ok
+		}
+		j.rulesSkip = e.Offset + 1
 	}
+}
+
+// endShadow takes the rules topic's tombstone of the shadow key (a
+// promote's) in a job that runs a shadow still (it took the promote's
+// active version while it ran an older shadow): it drops it at a switch.
+// One that runs none, as the promote left the others, passes it over
+// (nextRules).
+func (j *job) endShadow(rt *rulesTopic, e rulesEntry) {
 	req := &deployReq{d: Deploy{Origin: "rules-topic", Shadow: true}, start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset, point: e.Watermark}
 	j.logf("rules topic %s: the shadow key ended at offset %d (a tombstone, as a promote writes): dropping shadow version %.12s", rt.k.RulesTopic, e.Offset, j.e.plan.Shadow)
 	j.next = &pendingSwitch{req: req, rs: j.e.cfg.ruleset, start: req.start, dropShadow: true}
@@ -510,7 +522,7 @@ func (j *job) holdForRules(at bool) bool {
 	if rt == nil {
 		return false
 	}
-	_, e, ok := rt.pending(max(j.e.plan.RulesNext, j.rulesSkip))
+	_, e, ok := j.nextRules(rt)
 	w := j.stats.Watermark
 	if !ok || w == event.MaxTime || e.Watermark < w || e.Watermark == w && (!at || w == event.MinTime) {
 		return false

@@ -108,16 +108,18 @@ func writeRulesRecord(t *testing.T, brokers []string, topic, key string, value [
 // TestStreamKafkaRulesTopicRestart restarts an instance after a version
 // went into the rules topic with a switch point ahead of the instance's
 // checkpoint, or at its watermark (the job before held there and ended
-// before its switch, as at a rebalance), its input holding a backlog past
+// before its switch, as at a rebalance), or after a tombstone of the
+// shadow key (a promote's), its input holding a backlog past
 // the point: the restarted instance switches at the group's point, as
 // every instance that reads the record before its watermark gets there.
 // Before, its first batch carried its watermark past the point before it
 // looked at the topic, and it switched where it was, its partitions cut at
 // another watermark than the group's (a trial: an instance killed right
-// after a deploy, and one whose job a rebalance ended while it held).
+// after a deploy, one whose job a rebalance ended while it held, and one
+// whose next record was the tombstone of a promote before).
 func TestStreamKafkaRulesTopicRestart(t *testing.T) {
 	brokers := kafkaBrokers(t)
-	for _, at := range []string{"ahead", "at the checkpoint"} {
+	for _, at := range []string{"ahead", "at the checkpoint", "after a tombstone"} {
 		t.Run(strings.ReplaceAll(at, " ", "_"), func(t *testing.T) {
 			lines := strings.SplitAfter(deployInput(600), "\n")
 			half := len(lines) / 2
@@ -134,7 +136,7 @@ func TestStreamKafkaRulesTopicRestart(t *testing.T) {
 			// which the instance has not read, or the watermark of its
 			// final checkpoint.
 			point := lastEventTime(t, lines[:half+10])
-			if at != "ahead" {
+			if at == "at the checkpoint" {
 				point = a.m.Snapshot().Progress.Watermark
 			} else if point <= first {
 				t.Fatalf("switch point %v is not after the first half (%v)", point, first)
@@ -143,6 +145,12 @@ func TestStreamKafkaRulesTopicRestart(t *testing.T) {
 			rec, err := json.Marshal(rulesEntry{Name: "v2.cep", Source: deployV2Kafka, Origin: "grpc", At: time.Now().UTC(), Watermark: point})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if at == "after a tombstone" {
+				// A promote's end of the shadow key, before the version:
+				// the job runs no shadow, and holds for the version all
+				// the same.
+				writeRulesRecord(t, brokers, topic+"-rules", rulesShadow, nil)
 			}
 			writeRulesRecord(t, brokers, topic+"-rules", rulesActive, rec)
 			produceTopic(t, brokers, topic, 3, strings.Join(lines[half:], ""))
