@@ -1044,7 +1044,7 @@ func (o *SharedOperator) fireRule(i int, ks *keyState, n int, t event.Time, out 
 		case t < expiry(sl.pendTs, r.window):
 			sl.pendAt, sl.pendAdv = t, true // what the run would be advanced to
 			return nil
-		case r.window != noWindow && t >= sl.pendTs+r.window && !o.seesAfter(ks, sl, n):
+		case r.window != noWindow && t >= expiry(sl.pendTs, r.window) && !o.seesAfter(ks, sl, n):
 			// The run would release nothing and be empty, then dropped
 			// as the rule sees nothing more at the key.
 			sl.pend = nil
@@ -1115,7 +1115,7 @@ func expiry(ts, window event.Time) event.Time {
 	if window == noWindow {
 		return event.MaxTime
 	}
-	return ts + window
+	return ts.Plus(int64(window)) // MaxTime for a window past it, never a wrap
 }
 
 // seesAfter reports whether the rule of sl sees an element buffered at ks
@@ -1158,7 +1158,7 @@ func (o *SharedOperator) startQuietly(ks *keyState, n int, t event.Time) bool {
 		g, window = r.start, r.window
 	}
 	b := &ks.buf[n-1]
-	if g == nil || t >= b.ts+window {
+	if g == nil || t >= expiry(b.ts, window) {
 		return false
 	}
 	ks.quiet = quietStart{group: g, ev: b.evs[len(b.evs)-1], ts: b.ts, at: t, window: window, others: true, othersOrder: ks.order}
@@ -1370,13 +1370,15 @@ func (o *SharedOperator) slotDue(ks *keyState, sl *ruleSlot, r *sharedRule) (eve
 			break
 		}
 	}
+	// A deadline at MaxTime (a window past the range of times, Plus) is
+	// one still: the final watermark fires it.
 	if sl.run != nil {
-		if d, has := sl.run.NextDeadline(); has && d < due {
+		if d, has := sl.run.NextDeadline(); has && (!ok || d < due) {
 			due, ok = d, true
 		}
 	}
-	if sl.pend != nil {
-		if d := expiry(sl.pendTs, r.window); d < due {
+	if sl.pend != nil && r.window != noWindow {
+		if d := expiry(sl.pendTs, r.window); !ok || d < due {
 			due, ok = d, true
 		}
 	}
@@ -1421,12 +1423,12 @@ func (o *SharedOperator) settle(ks *keyState) {
 		}
 		keep = true
 		if sl.run != nil {
-			if d, has := sl.run.NextDeadline(); has && d < due {
+			if d, has := sl.run.NextDeadline(); has && (!ok || d < due) {
 				due, ok = d, true
 			}
 		}
-		if sl.pend != nil {
-			if d := expiry(sl.pendTs, r.window); d < due {
+		if sl.pend != nil && r.window != noWindow {
+			if d := expiry(sl.pendTs, r.window); !ok || d < due {
 				due, ok = d, true
 			}
 		}

@@ -24,6 +24,18 @@ const (
 // arrive on a stream. An event whose time is <= the current watermark is late.
 type Watermark = Time
 
+// Plus returns t + d for a duration d >= 0 in milliseconds, or MaxTime when
+// the sum is past it. Windows and timers end at such sums: one of an event
+// near MaxTime (any number is a time with -time-unit ms) must not wrap
+// around to a time before its start, which would end it at once, and the
+// final watermark, MaxTime, still ends it.
+func (t Time) Plus(d int64) Time {
+	if t > MaxTime-Time(d) {
+		return MaxTime
+	}
+	return t + Time(d)
+}
+
 // Millis returns d in whole milliseconds, the unit of [Time].
 func Millis(d time.Duration) int64 { return int64(d / time.Millisecond) }
 

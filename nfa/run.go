@@ -327,11 +327,13 @@ func (r *Run) summarize() {
 			continue
 		}
 		r.nonStart++
-		if g := c.state.gap; g > 0 && c.prevTs+event.Time(g) < r.deadline {
-			r.deadline, r.hasDeadline = c.prevTs+event.Time(g), true
+		// A deadline may be MaxTime (a window past the range of times,
+		// Plus): the final watermark reaches it.
+		if g := c.state.gap; g > 0 && (!r.hasDeadline || c.prevTs.Plus(g) < r.deadline) {
+			r.deadline, r.hasDeadline = c.prevTs.Plus(g), true
 		}
-		if window > 0 && c.startTs+event.Time(window) < r.deadline {
-			r.deadline, r.hasDeadline = c.startTs+event.Time(window), true
+		if window > 0 && (!r.hasDeadline || c.startTs.Plus(window) < r.deadline) {
+			r.deadline, r.hasDeadline = c.startTs.Plus(window), true
 		}
 	}
 }
@@ -534,24 +536,26 @@ func (r *Run) AdvanceTime(ts event.Time, res *Result) error {
 			continue
 		}
 		gap := cs.state.gap
-		byPrev := gap > 0 && ts-cs.prevTs >= event.Time(gap)
-		byFirst := window > 0 && ts-cs.startTs >= event.Time(window)
+		// Flink's ts - start >= window, as ts >= start + window, which
+		// neither overflows near MinTime nor wraps near MaxTime (Plus).
+		byPrev := gap > 0 && ts >= cs.prevTs.Plus(gap)
+		byFirst := window > 0 && ts >= cs.startTs.Plus(window)
 		if !byPrev && !byFirst {
 			newPartial.offer(cs)
 			continue
 		}
 		if cs.state.typ == stPending {
-			cs.doneAt = cs.startTs + event.Time(window)
+			cs.doneAt = cs.startTs.Plus(window)
 			if byPrev {
-				cs.doneAt = cs.prevTs + event.Time(gap)
+				cs.doneAt = cs.prevTs.Plus(gap)
 			}
 			potential.offer(cs)
 			continue
 		}
 		if r.nfa.handleTimeout {
-			at := cs.startTs + event.Time(window)
+			at := cs.startTs.Plus(window)
 			if byPrev {
-				at = cs.prevTs + event.Time(gap)
+				at = cs.prevTs.Plus(gap)
 			}
 			res.Timeouts = append(res.Timeouts, Timeout{Match: r.materialize(r.extractOne(cs)), At: at})
 		}
