@@ -184,9 +184,9 @@ type hostOperator struct {
 	sigBuf        []byte
 	counterRecord state.Key
 	mode          TimeMode // of the shared operators
-	// changes counts the changes of the rules' alerts and overflow
-	// counters (comparisons change with alerts): a subtask hands them to
-	// its monitor only when it moved.
+	// changes counts the changes of the rules' alerts, overflow and
+	// dropped partial matches (comparisons change with alerts): a subtask
+	// hands them to its monitor only when it moved.
 	changes uint64
 	// vanished are the records of operators a migration dropped, to
 	// delete at the next snapshot.
@@ -200,9 +200,10 @@ type hostOperator struct {
 // keyOperator is the shared operator of the rules of one key
 // specification.
 type keyOperator struct {
-	spec *keySpec
-	op   *SharedOperator
-	out  Output
+	spec  *keySpec
+	op    *SharedOperator
+	out   Output
+	drops uint64 // op.Drops() when drain last looked
 }
 
 // ruleCounters are the engine's counters of one rule (the operator keeps
@@ -370,6 +371,10 @@ func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) er
 		}
 	}
 	ko.out.Reset()
+	if d := ko.op.Drops(); d != ko.drops {
+		ko.drops = d
+		h.changes++ // a rule dropped partial matches (the operator counts them)
+	}
 	return err
 }
 

@@ -136,6 +136,10 @@ type SharedOperator struct {
 	procTime       event.Time
 	buffered       int
 	late, overflow uint64
+	// drops counts the partial matches dropped at the limit, over the
+	// rules, since the operator was made (not restored: only a change
+	// detector, see Drops).
+	drops uint64
 
 	res     nfa.Result
 	fired   []*keyState
@@ -545,6 +549,11 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 	}
 	return st, nil
 }
+
+// Drops changes whenever a rule drops partial matches at the limit: a
+// cheap test of whether the rules' DroppedPartialMatches moved, not a
+// count (it starts at 0 in a restored operator).
+func (o *SharedOperator) Drops() uint64 { return o.drops }
 
 // RuleCounts is RuleStats without the gauges (Keys and BufferedEvents stay
 // 0): the counters, read without scanning the keys.
@@ -1343,6 +1352,7 @@ func (o *SharedOperator) emit(i int, ks *keyState, at event.Time, out *Output) {
 	r.matches += uint64(len(o.res.Matches))
 	r.timeouts += uint64(len(o.res.Timeouts))
 	r.dropped += uint64(o.res.Dropped)
+	o.drops += uint64(o.res.Dropped)
 	o.res.Reset()
 }
 

@@ -513,7 +513,10 @@ func (s *streamSubtask) storeCounters() {
 		for i := range s.ruleAlerts {
 			s.ruleAlerts[i].Store(s.host.rules[i].alerts)
 			s.ruleTimedOut[i].Store(s.host.rules[i].timedOut)
-			s.ruleDrops[i].Store(s.host.rules[i].overflow)
+			// Its events over the buffer limit and its partial matches
+			// over the partial-match limit (docs/operations.md).
+			counts, _ := s.host.keyOps[s.host.e.rules[i].spec].op.RuleCounts(i)
+			s.ruleDrops[i].Store(s.host.rules[i].overflow + int64(counts.DroppedPartialMatches))
 			s.ruleCompared[i].Store(s.host.rules[i].compared)
 			s.ruleOverlap[i].Store(s.host.rules[i].overlap)
 		}
