@@ -163,6 +163,8 @@ type streamHooks struct {
 	// repWithoutLookups writes repartition records as a build before
 	// repEnrichedByte did: without what the lookups gave their events.
 	repWithoutLookups bool
+	// reader wraps the reader of files (a reordering of its batches).
+	reader func(batchSource) batchSource
 }
 
 // live reports whether the input is read as it grows: followed files, or

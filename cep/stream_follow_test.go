@@ -1116,3 +1116,114 @@ func TestStreamFollowRecreatedWhileStopped(t *testing.T) {
 		t.Errorf("old-0.jsonl, grown, is let go:\n%s", strings.Join(f.lines(), "\n"))
 	}
 }
+
+// heldReader passes on the batches of its reader but those of the
+// partition named held, which it holds until release says so of a batch
+// passed on (then sends them, in their order): the reordering the
+// scheduling of the files' goroutines may give.
+type heldReader struct {
+	batchSource
+	out chan runtime.Batch
+}
+
+func (h *heldReader) Batches() <-chan runtime.Batch { return h.out }
+
+func holdPartition(ctx context.Context, r batchSource, held string, release func(runtime.Batch) bool) batchSource {
+	h := &heldReader{batchSource: r, out: make(chan runtime.Batch)}
+	go func() {
+		defer close(h.out)
+		var waiting []runtime.Batch
+		released := false
+		send := func(b runtime.Batch) bool {
+			select {
+			case h.out <- b:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for b := range r.Batches() {
+			if !released && b.Partition.Name == held {
+				waiting = append(waiting, b)
+				continue
+			}
+			if !send(b) {
+				return
+			}
+			if !released && release(b) {
+				released = true
+				for _, w := range waiting {
+					if !send(w) {
+						return
+					}
+				}
+				waiting = nil
+			}
+		}
+		for _, w := range waiting {
+			if !send(w) {
+				return
+			}
+		}
+	}()
+	return h
+}
+
+// TestStreamFollowDirectoryStart: the files of a followed directory at
+// the start all hold the watermark back from the first batch, whichever
+// file's goroutine sends first. Here every batch of the later file,
+// b.jsonl, comes before the first of a.jsonl (its Opened batch
+// included): the events of a.jsonl are not late (they all were: the
+// watermark went by b.jsonl's alone until a.jsonl's Opened batch came).
+func TestStreamFollowDirectoryStart(t *testing.T) {
+	const na, nb = 300, 3000 // b.jsonl: several batches (1024 records)
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	var files [2]strings.Builder
+	for i := range na + nb {
+		line := fmt.Sprintf(`{"ts":%q,"card":"c%d","type":"auth","amount":%d,"country":"US"}`+"\n",
+			base.Add(time.Duration(i)*7*time.Second).Format(time.RFC3339), i%5, 100+i%500)
+		files[min(i/na, 1)].WriteString(line)
+	}
+	dir := t.TempDir()
+	for i, name := range []string{"a.jsonl", "b.jsonl"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(files[i].String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.Follow, cfg.PollInterval = true, 2*time.Millisecond
+	var records atomic.Int64
+	cfg.ProgressInterval = time.Millisecond
+	cfg.Progress = func(p StreamProgress) { records.Store(p.Records) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var fromB int
+	cfg.hooks.reader = func(r batchSource) batchSource {
+		return holdPartition(ctx, r, "a.jsonl", func(b runtime.Batch) bool {
+			if b.Partition.Name == "b.jsonl" {
+				fromB += len(b.Records)
+			}
+			return fromB == nb
+		})
+	}
+	done := make(chan error, 1)
+	var res *StreamResult
+	go func() {
+		var err error
+		res, err = streamEngine(t, engineRules).Stream(ctx, cfg)
+		done <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); records.Load() < na+nb; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("followed %d records of %d", records.Load(), na+nb)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v, want context.Canceled", err)
+	}
+	if res.Records != na+nb || res.Late != 0 {
+		t.Errorf("%d records, %d late; want %d records, none late (a.jsonl's events held the watermark from the start)", res.Records, res.Late, na+nb)
+	}
+}

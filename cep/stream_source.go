@@ -417,6 +417,9 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		return nil, err
 	}
 	s.reader = r
+	if h := j.cfg.hooks.reader; h != nil {
+		s.reader = h(r)
+	}
 	if rc.Aligned {
 		parts, chans := r.Aligned()
 		for i, p := range parts {
@@ -424,11 +427,15 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		}
 		return s, s.addPartitions(parts)
 	}
-	return s, nil
+	// The files of a followed directory found at the start are known
+	// before any batch too: each file's goroutine sends its Opened batch
+	// when it is scheduled, and the batches of one scheduled first moved
+	// the watermark past the events of another, all of them then late.
+	return s, s.addPartitions(r.Listed())
 }
 
 // addPartitions registers a known set of partitions (a directory read
-// side by side, a topic's partitions) before any batch, so that the
+// side by side or followed, a topic's partitions) before any batch, so that the
 // combined watermark waits for every one of them: else a partition that
 // opens at its end (resumed there) would finish, and move the watermark
 // to its own, before the others are known.
@@ -439,6 +446,10 @@ func (s *streamSource) addPartitions(parts []runtime.Partition) error {
 		}
 		s.added[p.Index] = true
 		s.names[p.Index] = p.Name
+		if s.index != nil {
+			s.index[p.Name] = p.Index
+			s.nextIndex = max(s.nextIndex, p.Index+1)
+		}
 	}
 	return nil
 }

@@ -195,7 +195,8 @@ type PartitionReader struct {
 	// listings counts the directory's listings by watchDir, for tests.
 	listings atomic.Int64
 
-	// parts and outs are the partitions and their channels (Aligned).
+	// parts are the partitions found at the start, numbered; outs are
+	// their channels (Aligned).
 	parts []Partition
 	outs  []chan Batch
 
@@ -303,12 +304,11 @@ func NewPartitionReader(ctx context.Context, path string, cfg ReaderConfig) (*Pa
 		}
 		resume[p.File] = p
 	}
-	r := &PartitionReader{cfg: cfg, path: path, dir: isDir, out: make(chan Batch, cfg.Buffer), done: make(chan struct{}), resume: resume}
+	r := &PartitionReader{cfg: cfg, path: path, dir: isDir, out: make(chan Batch, cfg.Buffer), done: make(chan struct{}), resume: resume, parts: parts}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	context.AfterFunc(r.ctx, r.stopPumps)
 	switch {
 	case !cfg.Follow && cfg.Aligned:
-		r.parts = parts
 		for _, p := range parts {
 			ch := make(chan Batch, 1)
 			r.outs = append(r.outs, ch)
@@ -354,6 +354,12 @@ func (r *PartitionReader) Aligned() ([]Partition, []<-chan Batch) {
 	}
 	return r.parts, outs
 }
+
+// Listed returns the partitions the reader found at its start (those of
+// a directory: its files then, in name order), numbered as their batches
+// are. Each of them sends its Opened batch, at a time of its goroutine's
+// scheduling; the files a followed directory gets later are not listed.
+func (r *PartitionReader) Listed() []Partition { return r.parts }
 
 // Batches returns the channel of the batches. It is closed when the
 // reader has ended: at the end of the input (without Follow), after an
