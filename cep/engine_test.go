@@ -197,6 +197,25 @@ func TestEngineRestoreErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeCountersLaterVersion: the engine's counter record of a
+// version above this build's (a later build's checkpoint) is refused as
+// such (state.ErrCheckpointVersion, naming the versions), not as a
+// corrupt snapshot; one of this version with a rule too many is corrupt.
+func TestDecodeCountersLaterVersion(t *testing.T) {
+	// alerts 0, late 0, no rule.
+	if _, _, rules, err := decodeCounters([]byte{counterStateVersion, 0, 0, 0}, 0); err != nil || len(rules) != 0 {
+		t.Fatalf("decodeCounters(version %d) = %v, %v", counterStateVersion, rules, err)
+	}
+	_, _, _, err := decodeCounters([]byte{counterStateVersion + 1, 0, 0, 0}, 0)
+	want := fmt.Sprintf("the engine's counters of version %d, this build reads up to %d", counterStateVersion+1, counterStateVersion)
+	if !errors.Is(err, state.ErrCheckpointVersion) || errors.Is(err, ErrCorruptSnapshot) || !strings.Contains(err.Error(), want) {
+		t.Errorf("decodeCounters(version %d) = %v, want a later build's record", counterStateVersion+1, err)
+	}
+	if _, _, _, err := decodeCounters([]byte{counterStateVersion, 0, 0, 0}, 1); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Errorf("decodeCounters of 0 rules for 1 = %v, want ErrCorruptSnapshot", err)
+	}
+}
+
 // TestEngineGCPercent: WithGCPercent holds during Run and is restored.
 func TestEngineGCPercent(t *testing.T) {
 	before := debug.SetGCPercent(100)

@@ -651,7 +651,10 @@ func (h *hostOperator) Restore(r state.Reader) error {
 func decodeCounters(b []byte, n int) (alerts, late int64, rules []ruleCounters, err error) {
 	d := event.Reader{B: b, Corrupt: ErrCorruptSnapshot}
 	v := d.Byte()
-	if v < 1 || v > counterStateVersion {
+	if d.Err == nil && v > counterStateVersion {
+		return 0, 0, nil, state.LaterRecord("the engine's counters", uint64(v), counterStateVersion)
+	}
+	if v < 1 {
 		d.Fail()
 	}
 	alerts, late = d.Varint(), d.Varint()

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // This file is the velocity aggregates' stage: events held until the
@@ -1030,7 +1031,10 @@ func (a *Aggregator) RestoreMatching(b []byte) error { return a.restore(b, true)
 func (a *Aggregator) restore(b []byte, matching bool) error {
 	d := event.Reader{B: b, Corrupt: errAggregatorState}
 	f := d.Uvarint()
-	if d.Err == nil && (f < 1 || f > aggregatorFormat) {
+	if d.Err == nil && f > aggregatorFormat {
+		return state.LaterRecord("the aggregator's state", f, aggregatorFormat)
+	}
+	if d.Err == nil && f < 1 {
 		return fmt.Errorf("runtime: aggregator state of format %d, this build reads 1 to %d", f, aggregatorFormat)
 	}
 	wm, n := d.Varint(), d.Count()

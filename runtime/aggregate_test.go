@@ -2,14 +2,17 @@ package runtime
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // aggEvent slots: 0 key, 1 value, 2 flag (the filter), then the outputs.
@@ -856,6 +859,20 @@ func TestAggregatorFormat1(t *testing.T) {
 	}
 	if got := feed(t, mustAggregator(t, specs), cloneEvents(evs), bound, map[int]func([]byte) Aggregation{300: restored(true)}); len(got) != len(evs) {
 		t.Fatalf("matching a format 1 state: %d events released, want %d", len(got), len(evs))
+	}
+}
+
+// TestAggregatorLaterFormat: a state of a format above this build's (a
+// later build's) is refused as such (state.ErrCheckpointVersion, naming
+// its format), by Restore and RestoreMatching.
+func TestAggregatorLaterFormat(t *testing.T) {
+	specs := namedAggSpecs()
+	later := mustAggregator(t, specs).appendState(nil, aggregatorFormat+1)
+	want := fmt.Sprintf("the aggregator's state of version %d, this build reads up to %d", aggregatorFormat+1, aggregatorFormat)
+	for _, restore := range []func([]byte) error{mustAggregator(t, specs).Restore, mustAggregator(t, specs).RestoreMatching} {
+		if err := restore(later); !errors.Is(err, state.ErrCheckpointVersion) || !strings.Contains(err.Error(), want) {
+			t.Errorf("restore of format %d: %v, want a later build's state", aggregatorFormat+1, err)
+		}
 	}
 }
 

@@ -112,7 +112,10 @@ func appendBool(b []byte, v bool) []byte {
 func (s *Subtask[T]) decodeState(b []byte) error {
 	r := event.Reader{B: b, Corrupt: errCorruptState}
 	v := r.Byte()
-	if v < 1 || v > subtaskStateVersion {
+	if r.Err == nil && v > subtaskStateVersion {
+		return state.LaterRecord("the subtask's record", uint64(v), subtaskStateVersion)
+	}
+	if v < 1 {
 		return fmt.Errorf("runtime: subtask: checkpoint record of an unknown version")
 	}
 	var st Stats

@@ -223,7 +223,9 @@ func TestSubtaskRestoreVersion1(t *testing.T) {
 		t.Errorf("restored stats:\n got %+v\nwant %+v", restored.stats, want)
 	}
 	m.Put(state.Key{Operator: SubtaskStateID}, append([]byte{subtaskStateVersion + 1}, v2[1:]...))
-	if err := newSub().Restore(m); err == nil || !strings.Contains(err.Error(), "unknown version") {
-		t.Errorf("Restore(version %d) = %v, want an unknown version", subtaskStateVersion+1, err)
+	// A later build's record is refused as such (state.ErrCheckpointVersion,
+	// naming its version), not as one of an unknown version.
+	if err := newSub().Restore(m); !errors.Is(err, state.ErrCheckpointVersion) || !strings.Contains(err.Error(), fmt.Sprintf("the subtask's record of version %d, this build reads up to %d", subtaskStateVersion+1, subtaskStateVersion)) {
+		t.Errorf("Restore(version %d) = %v, want a later build's record", subtaskStateVersion+1, err)
 	}
 }

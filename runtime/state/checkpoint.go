@@ -45,6 +45,14 @@ var (
 	ErrNotInCheckpoint = errors.New("state: not in the checkpoint")
 )
 
+// LaterRecord is the error of a checkpoint record (what) of version v,
+// above newest, the newest this build reads: a record a later build
+// wrote, which an earlier build cannot tell from a damaged one unless it
+// says so ([ErrCheckpointVersion]).
+func LaterRecord(what string, v, newest uint64) error {
+	return fmt.Errorf("%w: %s of version %d, this build reads up to %d (a checkpoint of a later build: resume it with that build, or start over with a new state directory)", ErrCheckpointVersion, what, v, newest)
+}
+
 // StoreKind says how a store was written into a checkpoint.
 type StoreKind string
 
