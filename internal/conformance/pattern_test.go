@@ -290,3 +290,90 @@ func TestStageWindowSource(t *testing.T) {
 		t.Errorf("CaseSource writes a window on an earlier stage of a pattern that ends in notFollowedBy")
 	}
 }
+
+// TestTrailingGroupNotFollowedBy is the minimal case of wide seed 3502,
+// case 842: a window on the first stage of a pattern that ends in a group
+// ending in notFollowedBy. Flink's compiler reaches that notFollowedBy
+// before it has seen the window, so it gets no pending state: the match
+// (a, b) comes out when the watermark feeds b, and the c after it changes
+// nothing (Flink 2.3.0's output: match [1,2], watermark 5000, watermark
+// 20000). The nfa builder does the same. The rule text cannot say it (its
+// one window would be the pattern's, which Flink's compiler sees first,
+// and the c would drop the match held until the window closes), so
+// CaseSource refuses it; with the window on the pattern as well, both
+// engines hold the match and the c drops it (Flink: no match).
+func TestTrailingGroupNotFollowedBy(t *testing.T) {
+	one := QuantifierSpec{Kind: "one"}
+	stage := func(name, cont, cond string) StageSpec {
+		return StageSpec{Name: name, Contiguity: cont, Condition: ptr(cond), Quantifier: one}
+	}
+	first := stage("s1", "begin", `name == "a"`)
+	first.WithinMs = ptr(int64(10_000))
+	group := StageSpec{Name: "(group)", Contiguity: "followedBy", Quantifier: one, Group: &GroupSpec{Stages: []StageSpec{
+		stage("s2", "begin", `name == "b"`), stage("s3", "notFollowedBy", `name == "c"`),
+	}}}
+	var events []EventSpec
+	var steps []Step
+	for i, name := range []string{"a", "b", "c"} {
+		seq := uint64(i + 1)
+		events = append(events, EventSpec{Seq: seq, ID: 1, Name: name, Price: 1, Ts: ptr(int64(1000 * (i + 1))), Type: "Event"})
+		steps = append(steps, Step{Event: ptr(seq)})
+	}
+	steps = append(steps, Step{Watermark: ptr(int64(5000))}, Step{Watermark: ptr(int64(20_000))})
+	in := Input{ID: "ws3502-00842-minimal", Driver: DriverOperator, KeyBy: "id", Events: events, OperatorSteps: steps,
+		Pattern: PatternSpec{Stages: []StageSpec{first, group}, Skip: "noSkip"}}
+
+	r := RunCaseMode(&in, ModeBuilder)
+	if r.Error != nil {
+		t.Fatalf("builder mode: %s", *r.Error)
+	}
+	if len(r.Matches) != 1 || matchString(r.Matches[0]) != "s1:[1] s2:[2]" ||
+		r.Matches[0].Step == nil || *r.Matches[0].Step != 3 || r.Matches[0].Timestamp == nil || *r.Matches[0].Timestamp != 2000 {
+		t.Errorf("builder mode: matches %+v, want s1:[1] s2:[2] at step 3 (watermark 5000), timestamp 2000", r.Matches)
+	}
+	if got, want := outputString(r.Output), "match [1 2], wm 5000, wm 20000"; got != want {
+		t.Errorf("builder mode: output %q, want %q", got, want)
+	}
+	if _, err := CaseSource(&in); err == nil {
+		t.Errorf("CaseSource writes the first stage's window as the pattern window")
+	}
+	if r := RunCaseMode(&in, ModeText); r.Error == nil || r.ErrorClass != ErrorCompile {
+		t.Errorf("text mode: %d matches, error %v class %q; want the case refused", len(r.Matches), r.Error, r.ErrorClass)
+	}
+	nested := in
+	nested.Pattern.Stages = []StageSpec{first, {Name: "(group)", Contiguity: "followedBy", Quantifier: one,
+		Group: &GroupSpec{Stages: []StageSpec{stage("s4", "begin", "true"), group}}}}
+	if _, err := CaseSource(&nested); err == nil {
+		t.Errorf("CaseSource writes the first stage's window as the pattern window of a nested group's notFollowedBy")
+	}
+	own := in
+	own.Pattern.Stages = []StageSpec{first, group}
+	own.Pattern.Stages[1].WithinMs = ptr(int64(20_000))
+	if src, err := CaseSource(&own); err != nil || !strings.Contains(src, "    within 10000ms\n  }") {
+		t.Errorf("a window on the last stage (the group) too: CaseSource error %v, source:\n%s", err, src)
+	}
+
+	in.Pattern.WithinMs = ptr(int64(10_000))
+	for _, mode := range []Mode{ModeBuilder, ModeText} {
+		r := RunCaseMode(&in, mode)
+		if r.Error != nil {
+			t.Fatalf("window on the pattern too, %s mode: %s", mode, *r.Error)
+		}
+		if got, want := outputString(r.Output), "wm 5000, wm 20000"; len(r.Matches) != 0 || got != want {
+			t.Errorf("window on the pattern too, %s mode: %d matches, output %q, want none, %q", mode, len(r.Matches), got, want)
+		}
+	}
+}
+
+// outputString writes an operator's output as "match [seqs], wm t, ...".
+func outputString(out []OutputItem) string {
+	var parts []string
+	for _, o := range out {
+		if o.Watermark != nil {
+			parts = append(parts, fmt.Sprintf("wm %d", *o.Watermark))
+		} else {
+			parts = append(parts, fmt.Sprintf("match %v", o.Match))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

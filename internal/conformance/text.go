@@ -164,8 +164,11 @@ func CaseSource(in *Input) (string, error) {
 // nil when there is none. The rule language has one pattern window, so a
 // FIRST_AND_LAST window inside a group cannot be written, nor one on an
 // earlier stage of a pattern that ends in notFollowedBy with no window of
-// its own: Flink's compiler has not seen that window yet when it compiles
-// the final notFollowedBy, which then never releases a match by time.
+// its own, or in a group that ends in one (at any depth): Flink's compiler
+// has not seen that window yet when it compiles the final notFollowedBy,
+// which then gets no pending state (a match is emitted at its last event
+// taken), where the pattern window of the rule text gives it one (the
+// match waits out the window, and an event of the notFollowedBy drops it).
 func patternWindow(ps *PatternSpec) (*int64, error) {
 	var window *int64
 	keep := func(ms int64) {
@@ -197,10 +200,26 @@ func patternWindow(ps *PatternSpec) (*int64, error) {
 	}
 	last := &ps.Stages[len(ps.Stages)-1]
 	lastOwn = lastOwn || last.WithinMs != nil
-	if window != nil && last.Contiguity == "notFollowedBy" && !lastOwn {
+	if window != nil && EndsInNotFollowedBy(ps.Stages) && !lastOwn {
 		return nil, fmt.Errorf("a window on an earlier stage of a pattern that ends in notFollowedBy has no form in the rule language")
 	}
 	return window, nil
+}
+
+// EndsInNotFollowedBy says whether the last of stages is a notFollowedBy,
+// or a group whose stages end in one (at any depth): a notFollowedBy that
+// can end the pattern, whose pending state (the match held until the
+// window closes) depends on the window Flink's compiler knows when it
+// reaches it.
+func EndsInNotFollowedBy(stages []StageSpec) bool {
+	if len(stages) == 0 {
+		return false
+	}
+	last := &stages[len(stages)-1]
+	if last.Group != nil {
+		return EndsInNotFollowedBy(last.Group.Stages)
+	}
+	return last.Contiguity == "notFollowedBy"
 }
 
 // hasStageWindow says whether some stage of stages, or of a group inside
