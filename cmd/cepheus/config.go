@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,7 +84,7 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 		for _, name := range []string{envName(f.Name), ownEnv[f.Name]} {
 			if v := getenv(name); name != "" && v != "" {
 				if serr := fs.Set(f.Name, v); serr != nil {
-					err = fmt.Errorf("%s=%q: %v%s", name, v, serr, wantOf(f))
+					err = fmt.Errorf("%s=%q: %v%s", name, v, serr, wantOf(f, v))
 					return
 				}
 				src[f.Name] = fromEnv
@@ -92,7 +93,7 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 		}
 		if n, ok := file[f.Name]; ok {
 			if serr := fs.Set(f.Name, n.Value); serr != nil {
-				err = fmt.Errorf("config %s:%d:%d: %s %q: %v%s", path, n.Line, n.Column, f.Name, n.Value, serr, wantOf(f))
+				err = fmt.Errorf("config %s:%d:%d: %s %q: %v%s", path, n.Line, n.Column, f.Name, n.Value, serr, wantOf(f, n.Value))
 				return
 			}
 			src[f.Name] = fromFile
@@ -104,19 +105,40 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 }
 
 // wantOf says what kind of value flag f takes, for the error of a value
-// it refused (the flag package's own says only "parse error"): told by
-// its default, as the flags of durations and numbers have one.
-func wantOf(f *flag.Flag) string {
+// v it refused (the flag package says only "parse error"): for a
+// duration, also what is wrong with v.
+func wantOf(f *flag.Flag, v string) string {
 	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 		return " (want true or false)"
 	}
-	if _, err := time.ParseDuration(f.DefValue); err == nil && f.DefValue != "0" {
-		return " (want a duration such as 500ms, 10s or 5m)"
+	if g, ok := f.Value.(flag.Getter); ok {
+		if _, ok := g.Get().(time.Duration); ok {
+			return " (want a duration such as 500ms, 10s or 5m" + durationFault(v) + ")"
+		}
 	}
 	if _, err := strconv.ParseInt(f.DefValue, 10, 64); err == nil {
 		return " (want a whole number)"
 	}
 	return ""
+}
+
+// wellFormedDuration matches what time.ParseDuration reads but for the
+// range: a sign, then numbers each with its unit.
+var wellFormedDuration = regexp.MustCompile(`^[+-]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// durationFault says what time.ParseDuration finds wrong with v: ": " and
+// its reason, or that v is out of range (its message then says only
+// "invalid duration"); "" when v parses.
+func durationFault(v string) string {
+	_, err := time.ParseDuration(v)
+	if err == nil {
+		return ""
+	}
+	msg := strings.TrimPrefix(err.Error(), "time: ")
+	if strings.HasPrefix(msg, "invalid duration") && wellFormedDuration.MatchString(v) {
+		return ": " + strconv.Quote(v) + " is out of range (at most 2562047h, about 292 years)"
+	}
+	return ": " + msg
 }
 
 // printConfig writes the settings of fs as a YAML config file, each with

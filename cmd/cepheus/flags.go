@@ -7,11 +7,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 )
+
+// badValue matches the flag package's error of a value a flag refused
+// (its quoted value, the flag's name), which says only "parse error".
+var badValue = regexp.MustCompile(`^invalid value ("(?:[^"\\]|\\.)*") for flag -([^:]+): parse error$`)
 
 // errHelp is returned after -h printed a command's help: exit status 0.
 var errHelp = flag.ErrHelp
@@ -49,6 +54,12 @@ func (fs *flagSet) parse(args []string) error {
 			msg := err.Error()
 			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 				msg += closestFlag(fs.FlagSet, name, "-")
+			}
+			if m := badValue.FindStringSubmatch(msg); m != nil {
+				if f := fs.Lookup(m[2]); f != nil {
+					v, _ := strconv.Unquote(m[1])
+					msg += wantOf(f, v)
+				}
 			}
 			return fs.usagef("%s", msg)
 		}

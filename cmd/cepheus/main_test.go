@@ -320,7 +320,12 @@ func TestHelpAndUsage(t *testing.T) {
 	}{
 		{[]string{"check", "-x", "f"}, "cepheus: check: flag provided but not defined: -x\nRun 'cepheus help check' for usage.\n"},
 		{[]string{"version", "extra"}, "cepheus: version: takes no arguments\nRun 'cepheus help version' for usage.\n"},
-		{[]string{"gen", "-days", "x"}, "cepheus: gen: invalid value \"x\" for flag -days: parse error\nRun 'cepheus help gen' for usage.\n"},
+		{[]string{"gen", "-days", "x"}, "cepheus: gen: invalid value \"x\" for flag -days: parse error (want a whole number)\nRun 'cepheus help gen' for usage.\n"},
+		// A duration says what is wrong with it (the flag package: "parse
+		// error" alone).
+		{[]string{"backtest", "-out-of-orderness", "5sec"}, "cepheus: backtest: invalid value \"5sec\" for flag -out-of-orderness: parse error (want a duration such as 500ms, 10s or 5m: unknown unit \"sec\" in duration \"5sec\")\nRun 'cepheus help backtest' for usage.\n"},
+		{[]string{"backtest", "-out-of-orderness", "3000000h"}, "cepheus: backtest: invalid value \"3000000h\" for flag -out-of-orderness: parse error (want a duration such as 500ms, 10s or 5m: \"3000000h\" is out of range (at most 2562047h, about 292 years))\nRun 'cepheus help backtest' for usage.\n"},
+		{[]string{"run", "-poll", "1.2.3s"}, "cepheus: run: invalid value \"1.2.3s\" for flag -poll: parse error (want a duration such as 500ms, 10s or 5m: missing unit in duration \"1.2.3s\")\nRun 'cepheus help run' for usage.\n"},
 	} {
 		code, out, errOut := cepheus(t, c.args...)
 		if code != 2 || out != "" || errOut != c.want {

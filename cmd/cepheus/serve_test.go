@@ -460,7 +460,7 @@ func TestServeConfig(t *testing.T) {
 		{"rules: r.cep\nchekpoint-interval: 1s\n", `bad.yaml:2:1: unknown setting "chekpoint-interval" (did you mean checkpoint-interval?)`},
 		{"rules: r.cep\nprint-confg: true\n", `bad.yaml:2:1: unknown setting "print-confg" (the settings are the flags of cepheus serve, without the dash)`},
 		{"rules: r.cep\nparallelism: many\n", `bad.yaml:2:14: parallelism "many": parse error (want a whole number)`},
-		{"rules: r.cep\ncheckpoint-interval: 5 seconds\n", `bad.yaml:2:22: checkpoint-interval "5 seconds": parse error (want a duration such as 500ms, 10s or 5m)`},
+		{"rules: r.cep\ncheckpoint-interval: 5 seconds\n", `bad.yaml:2:22: checkpoint-interval "5 seconds": parse error (want a duration such as 500ms, 10s or 5m: unknown unit " seconds" in duration "5 seconds")`},
 		{"rules: r.cep\nfollow: maybe\n", `bad.yaml:2:9: follow "maybe": parse error (want true or false)`},
 		{"rules: [a, b]\n", `bad.yaml:1:8: setting "rules": want a single value`},
 	} {
