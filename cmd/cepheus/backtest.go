@@ -27,6 +27,7 @@ import (
 
 var backtestCommand = &command{
 	name:  "backtest",
+	short: "run rulesets over recorded events (files or a Kafka topic) and summarize their alerts",
 	usage: "cepheus backtest -rules file|dir -events file.jsonl|file.jsonl.gz|dir|- | -topic T [-brokers B] [-from TIME] [-to TIME] [flags]",
 	help: `Backtest replays a file of events through a ruleset exactly as a live run
 would: every rule's keyed CEP operator in event time, a watermark that

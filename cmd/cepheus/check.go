@@ -12,6 +12,7 @@ import (
 
 var checkCommand = &command{
 	name:  "check",
+	short: "report the errors and warnings of ruleset files, at file:line:col",
 	usage: "cepheus check [-q] [-strict] files or directories...",
 	help: `Check parses and compiles ruleset files, as the engine would before running
 them, and reports every error found: syntax errors, names that are not

@@ -12,6 +12,7 @@ import (
 
 var consumeCommand = &command{
 	name:  "consume",
+	short: "print the records of a Kafka topic (alerts, dead letters) as JSON lines",
 	usage: "cepheus consume -brokers B -topic T [-idle 5s] [-isolation read_committed|read_uncommitted]",
 	help: `Consume prints the records of a Kafka topic to stdout, each record's
 value on a line of its own, as it is: a topic of JSON lines (the alerts of

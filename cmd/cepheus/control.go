@@ -18,6 +18,7 @@ import (
 
 var statusCommand = &command{
 	name:  "status",
+	short: "show the state of a serving engine (cepheus serve)",
 	usage: "cepheus status -server ADDR",
 	help: `Status asks a running cepheus serve (its -grpc address) what it does:
 readiness, the ruleset and its version, records, events, dead letters,
@@ -32,6 +33,7 @@ the active one or only the shadow raised.`,
 
 var rulesCommand = &command{
 	name:  "rules",
+	short: "validate, deploy, list, roll back or promote rulesets on a serving engine",
 	usage: "cepheus rules validate|deploy|list|rollback|promote -server ADDR [-shadow] [-drop-changed] [FILE|DIR]",
 	help: `Rules manages the rulesets of a running cepheus serve (its -grpc address).
 

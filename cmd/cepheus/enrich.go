@@ -14,6 +14,7 @@ import (
 
 var enrichCommand = &command{
 	name:  "enrich",
+	short: "load a lookup's records into Redis",
 	usage: "cepheus enrich load -redis HOST:PORT -rules FILE -lookup NAME -file PATH",
 	help: `Enrich fills the sources of a ruleset's lookups (docs/rules.md, "Lookups").
 

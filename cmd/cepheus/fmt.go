@@ -11,6 +11,7 @@ import (
 
 var fmtCommand = &command{
 	name:  "fmt",
+	short: "print ruleset files in their canonical form (-w rewrites them)",
 	usage: "cepheus fmt [-w] [-d] [-l] [files or directories...]",
 	help: `Fmt prints the canonical source of ruleset files: two-space indentation,
 one item per line, rule items and quantifiers in their fixed order,

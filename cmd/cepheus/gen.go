@@ -19,6 +19,7 @@ import (
 
 var genCommand = &command{
 	name:  "gen",
+	short: "generate synthetic card transactions with labelled fraud, and lookup profiles",
 	usage: "cepheus gen [flags] [-o file] [-profiles dir]",
 	help: `Gen writes seeded synthetic card transactions and account events as JSON
 lines (docs/data.md describes every field): customers with cards, devices

@@ -127,6 +127,7 @@ var streams = map[string]bool{"consume": true, "gen": true}
 type command struct {
 	name  string
 	usage string // the synopsis line
+	short string // what it does, in a line of the usage
 	help  string // what it does, for -h and help
 	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
@@ -183,9 +184,9 @@ func printUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("Cepheus is a complex event processing engine with Flink CEP semantics.\n\nUsage:\n\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "\t%s\n", c.usage)
+		fmt.Fprintf(&b, "\t%s\n\t    %s\n", c.usage, c.short)
 	}
-	b.WriteString("\tcepheus help [command]\n\n")
+	b.WriteString("\tcepheus help [command]\n\t    the help of a command: what it does and its flags\n\n")
 	b.WriteString("Ruleset files (*.cep) are described in docs/rules.md. A directory stands for\n")
 	b.WriteString("the *.cep files directly in it. Exit status: 0 when all is well, 1 when errors\n")
 	b.WriteString("were found or a test failed, 2 for a usage error, 130 after Ctrl-C, 141 when\n")
@@ -221,6 +222,7 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 var versionCommand = &command{
 	name:  "version",
+	short: "print the version of this build",
 	usage: "cepheus version",
 	help: `Version prints the version of cepheus: the module version and, when built
 from a repository, the commit. A binary built without module or VCS

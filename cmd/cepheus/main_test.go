@@ -282,6 +282,12 @@ func TestHelpAndUsage(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cepheus check [-q] [-strict] files or directories...") {
 		t.Errorf("help: exit %d\n%s", code, out)
 	}
+	// Each command's synopsis with a line saying what it does.
+	for _, c := range commands() {
+		if c.short == "" || !strings.Contains(out, "\t"+c.usage+"\n\t    "+c.short+"\n") {
+			t.Errorf("help: the command %s without its line of what it does (%q)", c.name, c.short)
+		}
+	}
 	// Help asked for goes to stdout, exit 0: help NAME and NAME -h print
 	// the same, flags included.
 	for _, c := range commands() {

@@ -18,6 +18,7 @@ const brokersEnv = "CEPHEUS_KAFKA_BROKERS"
 
 var produceCommand = &command{
 	name:  "produce",
+	short: "write JSON-lines events into a Kafka topic",
 	usage: "cepheus produce -brokers B -topic T -events file.jsonl|file.jsonl.gz|- [-partitions N] [-key FIELD] [-time-field F] [-compression C]",
 	help: `Produce writes a file of JSON lines (cepheus gen writes one) to a Kafka
 topic, one record per line, in order, and returns once the brokers have

@@ -24,6 +24,7 @@ import (
 
 var runCommand = &command{
 	name:  "run",
+	short: "run a ruleset as a live engine: checkpointed, exactly-once alerts, files or Kafka",
 	usage: "cepheus run -rules file|dir -events file|dir|- | -input-topic T -state dir -alerts dir|- | -alerts-topic A -group G [flags]",
 	help: `Run runs a ruleset as a live engine: it reads events, detects, and
 writes alerts, taking a checkpoint every -checkpoint-interval, so that a

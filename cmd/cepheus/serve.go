@@ -13,6 +13,7 @@ import (
 
 var serveCommand = &command{
 	name:  "serve",
+	short: "run as cepheus run does, with metrics, health and the control API (hot-loading)",
 	usage: "cepheus serve [the flags of cepheus run] [-rules-dir DIR] [-shadow-alerts DIR | -shadow-topic T] [-http ADDR] [-grpc ADDR]",
 	help: `Serve runs a ruleset as a live engine, exactly as cepheus run does (every
 flag of run applies: files or Kafka, checkpoints, exactly-once outputs,

@@ -14,6 +14,7 @@ import (
 
 var testCommand = &command{
 	name:  "test",
+	short: "run the tests written in ruleset files",
 	usage: "cepheus test [-run regexp] [-v] files or directories...",
 	help: `Test runs the tests written inside ruleset files (test "name" { ... }
 blocks; see docs/rules.md). Each test's events go through the keyed CEP
