@@ -458,17 +458,21 @@ func (j *job) takeRules() {
 	if !ok {
 		return
 	}
-	if j.holdForRules(false) {
+	held := j.holdForRules(false)
+	if e.gone {
+		// A tombstone names no switch point: the shadow goes at once,
+		// while the watermark holds for the version after it, if any.
+		j.rulesSkip = e.Offset + 1
+		j.endShadow(rt, e)
+		return
+	}
+	if held {
 		if time.Since(j.holdSince) < rulesHoldMax {
 			return
 		}
 		j.logf("warning: rules topic %s: the watermark has not reached the group's switch point %v in %v: switching at %s", rt.k.RulesTopic, e.Watermark, rulesHoldMax, watermarkText(j.stats.Watermark))
 	}
 	j.rulesSkip = e.Offset + 1 // one try: a refused record is logged once
-	if e.gone {
-		j.endShadow(rt, e)
-		return
-	}
 	req := &deployReq{
 		d:     Deploy{Name: e.Name, Source: []byte(e.Source), DropChanged: e.DropChanged, Origin: "rules-topic", Shadow: key == rulesShadow},
 		start: time.Now(), done: make(chan deployDone, 1), topic: e.Offset, point: e.Watermark,
@@ -516,13 +520,19 @@ func (j *job) endShadow(rt *rulesTopic, e rulesEntry) {
 // a switch point ahead of the job's watermark (at: or at it, for a job
 // that starts, which switches at its first tick); the watermark then
 // stops there (streamSource.forward) and the switch waits for it, for a
-// while (rulesHoldMax, from the first call for that point).
+// while (rulesHoldMax, from the first call for that point). A tombstone
+// of the shadow key that the job takes first (it runs a shadow) names no
+// point: the record after it does, which the watermark must not pass
+// while the job drops its shadow.
 func (j *job) holdForRules(at bool) bool {
 	rt := j.cfg.rules
 	if rt == nil {
 		return false
 	}
 	_, e, ok := j.nextRules(rt)
+	if ok && e.gone {
+		_, e, ok = rt.pending(e.Offset + 1)
+	}
 	w := j.stats.Watermark
 	if !ok || w == event.MaxTime || e.Watermark < w || e.Watermark == w && (!at || w == event.MinTime) {
 		return false

@@ -109,28 +109,46 @@ func writeRulesRecord(t *testing.T, brokers []string, topic, key string, value [
 // went into the rules topic with a switch point ahead of the instance's
 // checkpoint, or at its watermark (the job before held there and ended
 // before its switch, as at a rebalance), or after a tombstone of the
-// shadow key (a promote's), its input holding a backlog past
-// the point: the restarted instance switches at the group's point, as
+// shadow key (a promote's; the instance running no shadow, or one that
+// the tombstone drops), its input holding a backlog past the point: the restarted instance switches at the group's point, as
 // every instance that reads the record before its watermark gets there.
 // Before, its first batch carried its watermark past the point before it
 // looked at the topic, and it switched where it was, its partitions cut at
 // another watermark than the group's (a trial: an instance killed right
 // after a deploy, one whose job a rebalance ended while it held, and one
-// whose next record was the tombstone of a promote before).
+// whose next record was the tombstone of a promote before, running a
+// shadow or not).
 func TestStreamKafkaRulesTopicRestart(t *testing.T) {
 	brokers := kafkaBrokers(t)
-	for _, at := range []string{"ahead", "at the checkpoint", "after a tombstone"} {
+	for _, at := range []string{"ahead", "at the checkpoint", "after a tombstone", "after a tombstone of its shadow"} {
 		t.Run(strings.ReplaceAll(at, " ", "_"), func(t *testing.T) {
 			lines := strings.SplitAfter(deployInput(600), "\n")
 			half := len(lines) / 2
 			topic := fmt.Sprintf("stream-kafka-rules-restart-%d", time.Now().UnixNano())
 			produceTopic(t, brokers, topic, 3, strings.Join(lines[:half], ""))
+			v3src := strings.Replace(deployV2Kafka, "amount > 450", "amount > 400", 1)
+			if at == "after a tombstone of its shadow" {
+				// The instance runs a shadow (switched to at once: the
+				// record names no point) when it stops.
+				if _, err := kafka.EnsureTopics(context.Background(), kafka.Conn{Brokers: brokers}, []kafka.TopicSpec{{Name: topic + "-rules", Partitions: 1, Compact: true}}); err != nil {
+					t.Fatal(err)
+				}
+				sh, err := json.Marshal(map[string]string{"name": "v3.cep", "source": v3src, "origin": "by hand"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeRulesRecord(t, brokers, topic+"-rules", rulesShadow, sh)
+			}
 			dir := filepath.Join(t.TempDir(), "state")
 			a := startRulesTopicInstance(t, brokers, topic, "a", dir)
 			first := lastEventTime(t, lines[:half])
 			waitFor(t, 60*time.Second, "the instance past the first half's events", func() bool {
 				return a.m.Ready() && a.m.Snapshot().Progress.Watermark >= first-event.Time(time.Minute/time.Millisecond)
 			})
+			if at == "after a tombstone of its shadow" {
+				v3 := loadRules(t, v3src)
+				waitFor(t, 30*time.Second, "the instance runs v3 as the shadow", func() bool { _, sh := versions(a.m); return sh == v3.Hash })
+			}
 			a.stop()
 			// The group's switch point: a minute into the second half,
 			// which the instance has not read, or the watermark of its
@@ -146,10 +164,10 @@ func TestStreamKafkaRulesTopicRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if at == "after a tombstone" {
+			if strings.HasPrefix(at, "after a tombstone") {
 				// A promote's end of the shadow key, before the version:
-				// the job runs no shadow, and holds for the version all
-				// the same.
+				// the job runs no shadow (or one it drops at once), and
+				// holds for the version all the same.
 				writeRulesRecord(t, brokers, topic+"-rules", rulesShadow, nil)
 			}
 			writeRulesRecord(t, brokers, topic+"-rules", rulesActive, rec)
@@ -164,7 +182,9 @@ func TestStreamKafkaRulesTopicRestart(t *testing.T) {
 			if res.Watermark != point {
 				t.Errorf("the restarted instance switched at watermark %v, want the group's switch point %v (log: %q)", res.Watermark, point, a.logged("switched to"))
 			}
-			if got := a.logged(fmt.Sprintf("(watermark %v, the group's switch point)", point)); len(got) != 1 {
+			// The switch's line (a shadow dropped on the way, held at
+			// the point, says the same of its own).
+			if got := a.logged(fmt.Sprintf("switched to ruleset deploy version %.12s at checkpoint", v2.Hash)); len(got) != 1 || !strings.Contains(got[0], fmt.Sprintf("(watermark %v, the group's switch point)", point)) {
 				t.Errorf("the log says of the switch %q, want it at the group's switch point %v", a.logged("switched to"), point)
 			}
 		})
