@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 // edgeRules: an absence (a trailing notFollowedBy), and a match with a
@@ -86,5 +90,43 @@ func TestWindowPastMaxTime(t *testing.T) {
 	end := "-292275055-06-15T16:47:04.193Z"
 	if want := []string{"a_then_b z " + end, "no_b z " + end}; !slices.Equal(got, want) {
 		t.Errorf("a window from MinTime+1: alerts %q, want %q", got, want)
+	}
+}
+
+// TestDrainPastMaxTime: a deploy that changes a rule with a window at a
+// watermark less than the window before event.MaxTime (-time-unit ms
+// takes any number) keeps the old version draining until MaxTime, which
+// the final watermark reaches: its end wrapped to a time before the
+// switch, so that the old version, and the matches it had begun, went at
+// the switch at once.
+func TestDrainPastMaxTime(t *testing.T) {
+	e := streamEngine(t, deployV1)
+	e.plan = e.ownPlan(time.Now())
+	src := strings.Replace(deployV1, "amount > 500", "amount > 501", 1)
+	rs, err := rules.LoadLayout("v.cep", []byte(src), e.schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := event.MaxTime - 1000
+	q, res := e.planDeploy(rs, false, w, "test", time.Now())
+	if len(res.Changed) != 1 {
+		t.Fatalf("changed %v, want one rule", res.Changed)
+	}
+	i := slices.IndexFunc(q.Rules, func(r planRule) bool { return r.Drain })
+	if i < 0 {
+		t.Fatalf("no draining rule in %+v", q.Rules)
+	}
+	if d := q.Rules[i]; d.From != w || d.Until != event.MaxTime {
+		t.Errorf("the changed rule's old version drains from %v until %v, want from %v until MaxTime %v", d.From, d.Until, w, event.MaxTime)
+	}
+	e2, err := e.derive(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e2.expired(w) || e2.expired(event.MaxTime-1) {
+		t.Errorf("the draining version has passed its window at the switch")
+	}
+	if !e2.expired(event.MaxTime) {
+		t.Errorf("the draining version has not passed its window at the final watermark")
 	}
 }

@@ -304,9 +304,11 @@ func (e *Engine) planDeploy(rs *Ruleset, drop bool, w event.Time, origin string,
 			old := &e.rules[i]
 			if win := old.nfa.Window(); !drop && win > 0 && w > event.MinTime && w < event.MaxTime {
 				nr.After = w
+				// Until is MaxTime at most (Plus): a window past it
+				// wrapped to before w, and the old version went at once.
 				drains = append(drains, planRule{
 					ID: old.id, Rule: old.rule.Name, Hash: old.rule.Hash, Version: old.rs.Hash,
-					Drain: true, From: w, Until: w + event.Time(win), After: old.after,
+					Drain: true, From: w, Until: w.Plus(win), After: old.after,
 				})
 			}
 		} else {
