@@ -2,7 +2,9 @@ package cep
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -405,4 +407,79 @@ func TestSharedSnapshotToColdKeys(t *testing.T) {
 	}
 	rules = append(rules, SharedRule{ID: 1, NFA: ab})
 	checkpoint([]string{"2"}, nil, 0)
+}
+
+// TestSharedSnapshotLaterVersion: an operator snapshot, its header record
+// or a key's record of a version above this build's (a later build's
+// checkpoint: going back after an upgrade) is refused as such
+// (state.ErrCheckpointVersion, naming the versions), as the engine's
+// counters are (TestDecodeCountersLaterVersion), not as a corrupt one;
+// an unknown version below this build's is still corrupt.
+func TestSharedSnapshotLaterVersion(t *testing.T) {
+	ab := mustCompile(t, nfa.Begin("a").Where(nameIs("a")).FollowedBy("b").Where(nameIs("b")).Within(10))
+	rules := []SharedRule{{ID: 0, NFA: ab}}
+	cfg := SharedConfig{Key: keyByID, KeyGroups: 8}
+	op, err := NewSharedOperator(cfg, rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	if err := op.ProcessElement(mkEvents(tev{id: 1, name: "a", ts: 1})[0], 1, &out); err != nil {
+		t.Fatal(err)
+	}
+	later := func(what string, err error, v, newest byte) {
+		t.Helper()
+		want := fmt.Sprintf("of version %d, this build reads up to %d", v, newest)
+		if !errors.Is(err, state.ErrCheckpointVersion) || errors.Is(err, ErrCorruptSnapshot) || err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s of version %d: %v, want a later build's record", what, v, err)
+		}
+	}
+	snap, err := op.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bumped := slices.Clone(snap)
+	bumped[0] = sharedSnapshotVersion + 1
+	_, err = RestoreSharedOperator(cfg, rules, bumped)
+	later("the snapshot", err, sharedSnapshotVersion+1, sharedSnapshotVersion)
+	bumped[0] = sharedSnapshotVersion - 1
+	if _, err := RestoreSharedOperator(cfg, rules, bumped); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Errorf("the snapshot of version %d: %v, want ErrCorruptSnapshot", sharedSnapshotVersion-1, err)
+	}
+	// The records of a checkpoint: the header, then a key's.
+	store := state.NewMem()
+	if err := op.SnapshotTo(store, "op"); err != nil {
+		t.Fatal(err)
+	}
+	bump := func(group state.KeyGroupRange, v byte) (restore func()) {
+		t.Helper()
+		var recs []state.Record
+		for rec, err := range store.Snapshot().Records("op", group) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, rec)
+		}
+		if len(recs) != 1 {
+			t.Fatalf("%d records in key groups %v, want 1", len(recs), group)
+		}
+		b := slices.Clone(recs[0].Value)
+		b[0] = v
+		if err := store.Put(recs[0].Key, b); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := store.Put(recs[0].Key, recs[0].Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	restore := bump(state.KeyGroupRange{First: headerGroup, Last: headerGroup}, sharedSnapshotVersion+1)
+	_, err = RestoreSharedOperatorFrom(cfg, rules, store.Snapshot(), "op")
+	later("the header record", err, sharedSnapshotVersion+1, sharedSnapshotVersion)
+	restore()
+	g := state.GroupOf("1", 8)
+	bump(state.KeyGroupRange{First: g, Last: g}, keyRecordVersion+1)
+	_, err = RestoreSharedOperatorFrom(cfg, rules, store.Snapshot(), "op")
+	later("a key's record", err, keyRecordVersion+1, keyRecordVersion)
 }

@@ -403,8 +403,25 @@ func RestoreSharedOperatorFrom(cfg SharedConfig, rules []SharedRule, r state.Rea
 	return o, nil
 }
 
+// checkSnapshotVersion checks version v of an operator snapshot (its
+// header), read with error readErr (then the decoding fails later): one
+// above this build's is a later build's checkpoint, refused as such
+// (state.LaterRecord), not as a damaged one.
+func checkSnapshotVersion(v byte, readErr error) error {
+	switch {
+	case readErr != nil || v == sharedSnapshotVersion:
+		return nil
+	case v > sharedSnapshotVersion:
+		return state.LaterRecord("the rules' operator snapshot", uint64(v), sharedSnapshotVersion)
+	}
+	return fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
+}
+
+// snapshotErr is err of a restore, wrapping ErrCorruptSnapshot unless it
+// says already what is wrong: a corrupt snapshot, other rules, or a later
+// build's checkpoint (state.ErrCheckpointVersion).
 func snapshotErr(err error) error {
-	if errors.Is(err, ErrCorruptSnapshot) || errors.Is(err, ErrInvalidConfig) {
+	if errors.Is(err, ErrCorruptSnapshot) || errors.Is(err, ErrInvalidConfig) || errors.Is(err, state.ErrCheckpointVersion) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
@@ -507,7 +524,9 @@ func (o *SharedOperator) restoreParts(parts []state.Reader, op state.OperatorID,
 				return fmt.Errorf("%w: key %q in key group %d, want %d (another KeyGroups?)", ErrCorruptSnapshot, string(k), rec.Key.KeyGroup, g)
 			}
 			d := decoder{event.Reader{B: rec.Value, Corrupt: ErrCorruptSnapshot}}
-			if v := d.Byte(); d.Err == nil && v != keyRecordVersion {
+			if v := d.Byte(); d.Err == nil && v > keyRecordVersion {
+				return state.LaterRecord(fmt.Sprintf("the record of key %q", string(k)), uint64(v), keyRecordVersion)
+			} else if d.Err == nil && v != keyRecordVersion {
 				return fmt.Errorf("%w: key %q: unknown version %d", ErrCorruptSnapshot, string(k), v)
 			}
 			if o.mig != nil {
@@ -555,8 +574,8 @@ func (o *SharedOperator) restoreHeader(r state.Reader, op state.OperatorID, firs
 		}
 		header = true
 		d := decoder{event.Reader{B: rec.Value, Corrupt: ErrCorruptSnapshot}}
-		if v := d.Byte(); d.Err == nil && v != sharedSnapshotVersion {
-			return fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
+		if err := checkSnapshotVersion(d.Byte(), d.Err); err != nil {
+			return err
 		}
 		if err := o.decodeHeader(&d); err != nil {
 			return err
@@ -590,8 +609,8 @@ func (o *SharedOperator) restoreHeader(r state.Reader, op state.OperatorID, firs
 
 func (o *SharedOperator) decode(b []byte) error {
 	d := decoder{event.Reader{B: b, Corrupt: ErrCorruptSnapshot}}
-	if v := d.Byte(); d.Err == nil && v != sharedSnapshotVersion {
-		return fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
+	if err := checkSnapshotVersion(d.Byte(), d.Err); err != nil {
+		return err
 	}
 	if err := o.decodeHeader(&d); err != nil {
 		return err
