@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // PartitionWatermarksConfig configures [PartitionWatermarks].
@@ -350,7 +351,9 @@ func (w *PartitionWatermarks) Restore(b []byte) error {
 		return errors.New("runtime: partition watermarks: Restore after Add")
 	}
 	r := event.Reader{B: b, Corrupt: errCorruptWatermarks}
-	if v := r.Byte(); r.Err == nil && v != partitionWatermarksVersion {
+	if v := r.Byte(); r.Err == nil && v > partitionWatermarksVersion {
+		return state.LaterRecord("the partition watermarks", uint64(v), partitionWatermarksVersion)
+	} else if r.Err == nil && v != partitionWatermarksVersion {
 		return fmt.Errorf("runtime: partition watermarks of an unknown version %d", v)
 	}
 	emitted := event.Watermark(r.Varint())

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // Position is where the reading of one input partition stands: what a
@@ -63,7 +64,9 @@ var errCorruptPosition = errors.New("runtime: corrupt source position")
 // hold further positions.
 func DecodePosition(b []byte) (Position, []byte, error) {
 	r := event.Reader{B: b, Corrupt: errCorruptPosition}
-	if v := r.Byte(); r.Err == nil && v != positionVersion {
+	if v := r.Byte(); r.Err == nil && v > positionVersion {
+		return Position{}, b, state.LaterRecord("a source position", uint64(v), positionVersion)
+	} else if r.Err == nil && v != positionVersion {
 		return Position{}, b, fmt.Errorf("runtime: source position of an unknown version %d", v)
 	}
 	var p Position

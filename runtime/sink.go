@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // CommitSink is a sink of JSON lines driven by checkpoints: Flink's
@@ -106,6 +108,9 @@ func (p PendingState) MarshalBinary() ([]byte, error) { return p.AppendBinary(ni
 // UnmarshalBinary sets p to the state data encodes, as written by
 // [PendingState.AppendBinary] (encoding.BinaryUnmarshaler).
 func (p *PendingState) UnmarshalBinary(data []byte) error {
+	if len(data) > 0 && data[0] > pendingStateVersion {
+		return state.LaterRecord("a sink's pending state", uint64(data[0]), pendingStateVersion)
+	}
 	if len(data) == 0 || data[0] != pendingStateVersion {
 		return errCorruptPending
 	}
