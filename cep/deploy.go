@@ -432,10 +432,7 @@ func (j *job) askSwitch(req *deployReq) {
 	}
 	if rt := j.cfg.rules; rt != nil && req != nil && req.topic < 0 {
 		// A call's deploy goes into the rules topic, for every instance.
-		at := event.MinTime
-		if w := j.stats.Watermark; w > event.MinTime && w < event.MaxTime {
-			at = w + event.Time(rulesLead.Milliseconds())
-		}
+		at := rulesSwitchPoint(j.stats.Watermark)
 		err := rt.publish(j.sctx, req.d, at, !req.d.Shadow && sw.rs.Hash == cur.Shadow)
 		if err == nil && sw.source {
 			j.dirAsked = sw.rs.Hash // its switch comes back from the topic

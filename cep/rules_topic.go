@@ -64,6 +64,17 @@ var rulesLead = 2 * time.Second
 
 const rulesHoldMax = 10 * time.Second
 
+// rulesSwitchPoint is the group's switch point of a record published at
+// watermark w: rulesLead past it, at most MaxTime (a watermark within the
+// lead of MaxTime, -time-unit ms, wrapped to a point before it); MinTime,
+// switch at once, while the publisher has no watermark or has finished.
+func rulesSwitchPoint(w event.Time) event.Time {
+	if w == event.MinTime || w == event.MaxTime {
+		return event.MinTime
+	}
+	return w.Plus(rulesLead.Milliseconds())
+}
+
 // openRulesTopic creates the rules topic if need be, reads it to its end
 // and follows it until ctx ends.
 func openRulesTopic(ctx context.Context, k *KafkaInput, logf func(string, ...any)) (*rulesTopic, error) {

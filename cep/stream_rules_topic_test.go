@@ -337,3 +337,24 @@ func TestStreamKafkaRulesTopicPromoted(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesSwitchPoint: a record's switch point is rulesLead past the
+// publisher's watermark, at most MaxTime: within the lead of MaxTime
+// (-time-unit ms takes any number) it wrapped to 292 million years
+// before, a point every instance is past; without a watermark, or after
+// the end, it is MinTime (switch at once).
+func TestRulesSwitchPoint(t *testing.T) {
+	lead := event.Time(rulesLead.Milliseconds())
+	for _, c := range []struct{ w, want event.Time }{
+		{event.MinTime, event.MinTime},
+		{event.MaxTime, event.MinTime},
+		{1_000, 1_000 + lead},
+		{event.MaxTime - lead, event.MaxTime},
+		{event.MaxTime - 1, event.MaxTime},
+		{event.MinTime + 1, event.MinTime + 1 + lead},
+	} {
+		if got := rulesSwitchPoint(c.w); got != c.want {
+			t.Errorf("rulesSwitchPoint(%v) = %v, want %v", c.w, got, c.want)
+		}
+	}
+}
