@@ -13,6 +13,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // Test events follow Flink's CEPOperatorTest: Event(id, name, price) and
@@ -834,12 +835,18 @@ func TestCorruptSnapshot(t *testing.T) {
 		}
 	}
 	for name, bad := range map[string][]byte{
-		"trailing byte": append(slices.Clip(snap), 0),
-		"bad version":   append([]byte{99}, snap[1:]...),
+		"trailing byte":   append(slices.Clip(snap), 0),
+		"earlier version": append([]byte{snapshotVersion - 1}, snap[1:]...),
 	} {
 		if _, err := RestoreOperator(cfg, bad); !errors.Is(err, ErrCorruptSnapshot) {
 			t.Errorf("%s: err = %v, want ErrCorruptSnapshot", name, err)
 		}
+	}
+	// A later build's version is refused as such, not as corrupt.
+	later := append([]byte{snapshotVersion + 1}, snap[1:]...)
+	if _, err := RestoreOperator(cfg, later); !errors.Is(err, state.ErrCheckpointVersion) || errors.Is(err, ErrCorruptSnapshot) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("operator snapshot of version %d, this build reads up to %d", snapshotVersion+1, snapshotVersion)) {
+		t.Errorf("a later version: err = %v, want a later build's record", err)
 	}
 	// A snapshot of a pattern with another automaton does not decode.
 	other := cfg

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/runtime/state"
 )
 
 // ErrCorruptSnapshot marks the errors of [RestoreOperator] for a truncated,
@@ -60,14 +61,15 @@ func (o *Operator) Snapshot() ([]byte, error) {
 // snapshot (the same compiled pattern, time mode and comparator); then
 // every later output is the same as if the operator had never stopped.
 // A snapshot that does not decode returns an error wrapping
-// [ErrCorruptSnapshot].
+// [ErrCorruptSnapshot]; one of a later build's version, an error wrapping
+// state.ErrCheckpointVersion.
 func RestoreOperator(cfg OperatorConfig, snapshot []byte) (*Operator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	o := newOperator(cfg)
 	if err := o.decode(snapshot); err != nil {
-		if errors.Is(err, ErrCorruptSnapshot) {
+		if errors.Is(err, ErrCorruptSnapshot) || errors.Is(err, state.ErrCheckpointVersion) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
@@ -77,7 +79,9 @@ func RestoreOperator(cfg OperatorConfig, snapshot []byte) (*Operator, error) {
 
 func (o *Operator) decode(b []byte) error {
 	d := decoder{event.Reader{B: b, Corrupt: ErrCorruptSnapshot}}
-	if v := d.Byte(); d.Err == nil && v != snapshotVersion {
+	if v := d.Byte(); d.Err == nil && v > snapshotVersion {
+		return state.LaterRecord("operator snapshot", uint64(v), snapshotVersion)
+	} else if d.Err == nil && v != snapshotVersion {
 		return fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
 	}
 	o.watermark = event.Time(d.Varint())
