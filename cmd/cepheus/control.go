@@ -34,6 +34,7 @@ the active one or only the shadow raised.`,
 var rulesCommand = &command{
 	name:  "rules",
 	short: "validate, deploy, list, roll back or promote rulesets on a serving engine",
+	subs:  []string{"validate", "deploy", "list", "rollback", "promote"},
 	usage: "cepheus rules validate|deploy|list|rollback|promote -server ADDR [-shadow] [-drop-changed] [FILE|DIR]",
 	help: `Rules manages the rulesets of a running cepheus serve (its -grpc address).
 

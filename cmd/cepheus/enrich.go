@@ -15,6 +15,7 @@ import (
 var enrichCommand = &command{
 	name:  "enrich",
 	short: "load a lookup's records into Redis",
+	subs:  []string{"load"},
 	usage: "cepheus enrich load -redis HOST:PORT -rules FILE -lookup NAME -file PATH",
 	help: `Enrich fills the sources of a ruleset's lookups (docs/rules.md, "Lookups").
 

@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -128,8 +129,11 @@ type command struct {
 	name  string
 	usage string // the synopsis line
 	short string // what it does, in a line of the usage
-	help  string // what it does, for -h and help
-	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// subs are its subcommands (cepheus rules deploy), which cepheus
+	// help COMMAND SUB takes; none for most.
+	subs []string
+	help string // what it does, for -h and help
+	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func commands() []*command {
@@ -216,6 +220,14 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	c := lookup(args[0])
 	if c == nil {
 		return unknownCommand(args[0])
+	}
+	if len(args) > 1 {
+		switch {
+		case len(c.subs) == 0:
+			return usagef("%s has no subcommands: cepheus help %s", c.name, c.name)
+		case len(args) > 2 || !slices.Contains(c.subs, args[1]):
+			return usagef("%s has no subcommand %q: %s", c.name, strings.Join(args[1:], " "), strings.Join(c.subs, ", "))
+		}
 	}
 	return c.run(ctx, []string{"-h"}, stdout, stderr)
 }

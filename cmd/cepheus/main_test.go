@@ -313,7 +313,16 @@ func TestHelpAndUsage(t *testing.T) {
 			t.Errorf("help %s: exit %d, stdout\n%s\nstderr %q; want 0 and the output of %s -h", strings.Join(sub, " "), code, out, errOut, sub[0])
 		}
 	}
-	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}, {"help", "frobnicate", "x"}} {
+	// The subcommands help takes are those of the command's synopsis.
+	for _, c := range commands() {
+		for _, sub := range c.subs {
+			if !regexp.MustCompile(`^cepheus ` + c.name + ` (\S+\|)?` + sub + `(\||\s)`).MatchString(c.usage) {
+				t.Errorf("%s: subcommand %s not in its synopsis %q", c.name, sub, c.usage)
+			}
+		}
+	}
+	for _, args := range [][]string{nil, {"frobnicate"}, {"help", "frobnicate"}, {"help", "frobnicate", "x"},
+		{"help", "rules", "nonsense"}, {"help", "run", "anything"}} {
 		code, _, errOut := cepheus(t, args...)
 		if code != 2 || !strings.Contains(errOut, "Run 'cepheus help' for usage.") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and a pointer to help", args, code, errOut)
