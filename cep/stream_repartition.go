@@ -228,7 +228,9 @@ func decodeRepEvent(b []byte) (repEvent, error) {
 	switch r.Byte() {
 	case repEventByte:
 	case repEnrichedByte:
-		if r.Byte() != repEnrichedVersion {
+		if v := r.Byte(); v > repEnrichedVersion {
+			return e, fmt.Errorf("a repartition record of version %d, this build reads up to %d (an instance of a later build wrote it: run the instances of a group with one build)", v, repEnrichedVersion)
+		} else if v != repEnrichedVersion {
 			return e, errRepEvent
 		}
 		e.enriched = true

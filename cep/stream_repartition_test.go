@@ -1,7 +1,9 @@
 package cep
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -172,7 +174,12 @@ rule r {
 	if err != nil || re.enriched || re.seq != 7 || string(re.raw) != string(raw) {
 		t.Errorf("a record without lookups decoded %+v, %v", re, err)
 	}
-	if _, err := decodeRepEvent([]byte{repEnrichedByte, repEnrichedVersion + 1, 7}); err == nil {
-		t.Error("a record of a later version decoded")
+	// A later build's record says so (a group of mixed builds), an
+	// earlier version is no record.
+	if _, err := decodeRepEvent([]byte{repEnrichedByte, repEnrichedVersion + 1, 7}); err == nil || !strings.Contains(err.Error(), "an instance of a later build wrote it") {
+		t.Errorf("a record of a later version: %v", err)
+	}
+	if _, err := decodeRepEvent([]byte{repEnrichedByte, repEnrichedVersion - 1, 7}); !errors.Is(err, errRepEvent) {
+		t.Errorf("a record of an unknown version: %v, want errRepEvent", err)
 	}
 }
