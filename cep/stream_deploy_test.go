@@ -1158,19 +1158,6 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 		}()
 		return m
 	}
-	active := func(m *StreamMonitor) (string, string) {
-		vs := m.Versions()
-		var a, s string
-		for _, v := range vs {
-			switch v.State {
-			case VersionActive:
-				a = v.Version
-			case VersionShadow:
-				s = v.Version
-			}
-		}
-		return a, s
-	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
@@ -1227,7 +1214,7 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 	if res.Version != v2.Hash || res.Checkpoint == 0 {
 		t.Fatalf("deploy through the rules topic: %+v", res)
 	}
-	waitFor("instance b runs v2", func() bool { act, _ := active(b); return act == v2.Hash && b.Ready() })
+	waitFor("instance b runs v2", func() bool { act, _ := versions(b); return act == v2.Hash && b.Ready() })
 	sameSwitch(a, b, v2.Hash, false, since)
 	<-flowing
 	v3src := strings.Replace(deployV2Kafka, "amount > 450", "amount > 400", 1)
@@ -1238,8 +1225,8 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("both run v3 as the shadow", func() bool {
-		aa, as := active(a)
-		ba, bs := active(b)
+		aa, as := versions(a)
+		ba, bs := versions(b)
 		return aa == v2.Hash && as == v3.Hash && ba == v2.Hash && bs == v3.Hash
 	})
 	sameSwitch(a, b, v3.Hash, true, since)
@@ -1256,7 +1243,7 @@ func TestStreamKafkaRulesTopic(t *testing.T) {
 	}
 	c := start("c")
 	waitFor("instance c runs the topic's versions", func() bool {
-		act, sh := active(c)
+		act, sh := versions(c)
 		return act == v2.Hash && sh == v3.Hash && c.Ready()
 	})
 	cancel()
