@@ -397,6 +397,15 @@ func (j *job) finish(exhausted bool) error {
 		if err := src.forward(event.MaxTime); err != nil {
 			return err
 		}
+	} else if j.next == nil && j.cfg.live() {
+		// A stop of a live input: the watermark the events read allow
+		// goes out first (as at a tick), so that the final checkpoint's
+		// alerts are all those of the input read, not those of the last
+		// tick's watermark. A switch stops at the watermark it was asked
+		// at.
+		if err := src.forward(src.pw.Current()); err != nil {
+			return err
+		}
 	}
 	if err := src.flush(); err != nil {
 		return err

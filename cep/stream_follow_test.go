@@ -1227,3 +1227,49 @@ func TestStreamFollowDirectoryStart(t *testing.T) {
 		t.Errorf("%d records, %d late; want %d records, none late (a.jsonl's events held the watermark from the start)", res.Records, res.Late, na+nb)
 	}
 }
+
+// TestStreamStopForwardsWatermark: a followed job stopped right after it
+// read its last record, before a tick forwarded the watermark those
+// records allow, commits at its final checkpoint every alert the events
+// read release: those of a backtest of the input, whose last event, an
+// hour on, releases them all. Before, the stop's watermark was that of
+// the last tick or cadence, and the alerts of the last records waited
+// for the next run (the flaky failure of TestSwitchIDsRandomSchemas).
+func TestStreamStopForwardsWatermark(t *testing.T) {
+	input := deployInput(300)
+	total := strings.Count(input, "\n")
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	cfg := d.config(events)
+	// Ticks every 50 ms and no barrier between records: the stop comes
+	// right after the batch of the last record (a tick between them is
+	// possible, and rare).
+	cfg.Follow, cfg.PollInterval, cfg.CheckpointInterval = true, 2*time.Millisecond, time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	read := 0
+	cfg.hooks.reader = func(r batchSource) batchSource {
+		return holdPartition(ctx, r, "", func(b runtime.Batch) bool {
+			if read += len(b.Records); read == total {
+				cancel() // the loop has the batch: it stops after it
+				return true
+			}
+			return false
+		})
+	}
+	res, err := heldEngine(t, heldV1).Stream(ctx, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream, cancelled: %v", err)
+	}
+	if res.Records != int64(total) {
+		t.Fatalf("read %d records of %d", res.Records, total)
+	}
+	want := heldBacktest(t, heldV1, input)
+	got := committedLines(t, d.alerts)
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("stopped at watermark %v: %d alerts committed, a backtest gives %d", res.Stats.Watermark, len(got), len(want))
+	}
+}
