@@ -90,6 +90,35 @@ func (n *NFA) PartialMatchesTimeOut() bool {
 	return false
 }
 
+// WaitsForever returns the first stage (by its order in [NFA.Stages])
+// where a partial match can wait with no deadline: n has no window, and
+// an event that fails the stage's condition leaves a computation that
+// took an event waiting there (relaxed contiguity, a relaxed loop)
+// without a gap. Such a partial match is kept until it completes: for
+// ever if it never does. A pattern whose every wait is strict (next,
+// consecutive) or bounded has none ("", false).
+func (n *NFA) WaitsForever() (stage string, ok bool) {
+	if n.windowTime > 0 {
+		return "", false
+	}
+	first := -1
+	for _, s := range n.states {
+		for _, t := range s.trans {
+			d := t.dst
+			if t.act != actIgnore || d.typ != stNormal || d.gap > 0 || d.stage < 0 {
+				continue
+			}
+			if first < 0 || d.stage < first {
+				first = d.stage
+			}
+		}
+	}
+	if first < 0 {
+		return "", false
+	}
+	return n.stages[first], true
+}
+
 // Skip returns the after-match skip strategy.
 func (n *NFA) Skip() SkipStrategy { return n.skip }
 

@@ -200,6 +200,9 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	if rd.Timeout != nil && !n.PartialMatchesTimeOut() {
 		rc.c.warnf(rd.Timeout.Pos, "the timeout block of rule %s never raises an alert: no partial match of its pattern waits where a window can end it (a match of one event completes at once, the wait for a trailing notFollowedBy ends as a match, and a loop gap on the first stage bounds nothing)", rd.Name)
 	}
+	if stage, ok := n.WaitsForever(); ok {
+		rc.c.warnf(rd.Pattern.Pos, "rule %s has no window: a partial match waiting at stage %s is kept until it completes, for ever if it never does (each key's state grows with the matches it begins and never ends); add a window to the pattern (within d)", rd.Name, stage)
+	}
 	if got := n.Stages(); !slices.Equal(got, names) {
 		// The front end computes the stage order (for the conditions'
 		// environment) the way nfa does; a difference is a bug.

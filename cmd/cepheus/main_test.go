@@ -40,6 +40,7 @@ rule r {
   pattern {
     begin a where name == "a"
     followedBy b where name == "b"
+    within 1h
   }
 }
 test "finds a then b" {
@@ -111,6 +112,7 @@ rule own {
   pattern {
     begin a where a.amount > 10
     followedBy b where amount > 0
+    within 1h
   }
   emit {
     amount: b.amount
@@ -242,7 +244,7 @@ func TestTest(t *testing.T) {
 	dir := t.TempDir()
 	good := writeFile(t, dir, "good.cep", goodSrc)
 	code, out, _ := cepheus(t, "test", "-v", good)
-	if code != 0 || !strings.Contains(out, `--- PASS: `+good+`:10:1: "finds a then b"`) || !strings.Contains(out, "ok\t"+good+"\t1 test\n") {
+	if code != 0 || !strings.Contains(out, `--- PASS: `+good+`:11:1: "finds a then b"`) || !strings.Contains(out, "ok\t"+good+"\t1 test\n") {
 		t.Errorf("test -v: exit %d\n%s", code, out)
 	}
 	failing := writeFile(t, dir, "failing.cep", strings.Replace(goodSrc, `r key "x"`, `r key "y"`, 1)+`test "other" {
@@ -251,7 +253,7 @@ func TestTest(t *testing.T) {
 `)
 	code, out, _ = cepheus(t, "test", failing)
 	for _, want := range []string{
-		`--- FAIL: ` + failing + `:10:1: "finds a then b"`,
+		`--- FAIL: ` + failing + `:11:1: "finds a then b"`,
 		"    missing (expected, not produced):\n      r key \"y\" { a: [1], b: [2] }\n",
 		"FAIL\t" + failing + "\t1 of 2 tests failed\n",
 	} {
