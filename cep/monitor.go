@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 // StreamMonitor is how another goroutine (a metrics exporter, a health
@@ -31,9 +33,13 @@ type StreamMonitor struct {
 }
 
 // NewStreamMonitor returns a monitor whose snapshot is empty and not
-// ready.
+// ready, with no watermark yet (event.MinTime, as a job's before its
+// first): until a job publishes (while serve restores a checkpoint) the
+// metrics and cepheus status said the watermark was the Unix epoch.
 func NewStreamMonitor() *StreamMonitor {
-	return &StreamMonitor{s: MonitorSnapshot{CheckpointBuckets: make([]uint64, len(CheckpointBucketBounds))}, ckReq: make(chan struct{}, 1), deploys: make(chan *deployReq)}
+	s := MonitorSnapshot{CheckpointBuckets: make([]uint64, len(CheckpointBucketBounds))}
+	s.Progress.Watermark = event.MinTime
+	return &StreamMonitor{s: s, ckReq: make(chan struct{}, 1), deploys: make(chan *deployReq)}
 }
 
 // RequestCheckpoint asks the running job for a checkpoint at its next

@@ -101,11 +101,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return &userError{err: err, msg: fmt.Sprintf("status of %s: %s", *server, callMessage(c, err))}
 	}
-	ready := "not ready"
-	if st.GetReady() {
-		ready = "ready"
-	}
-	fmt.Fprintf(stdout, "%s: %s, ruleset %s version %.12s\n", *server, ready, st.GetRuleset(), st.GetVersion())
+	fmt.Fprintln(stdout, statusHeader(*server, st.GetReady(), st.GetRuleset(), st.GetVersion()))
 	n := humanize.Int
 	fmt.Fprintf(stdout, "records %s, events %s, dead %s, late %s, alerts %s\n", n(st.GetRecords()), n(st.GetDecoded()), n(st.GetDead()), n(st.GetLate()), n(st.GetAlerts()))
 	wm := watermarkText(event.Time(st.GetWatermarkUnixMs()))
@@ -132,6 +128,20 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return nil
+}
+
+// statusHeader is status's first line: whether the job is ready, and the
+// ruleset version it runs; when it is not ready, why and what to do.
+// Before a job has published anything (serve restoring its checkpoint)
+// there is no version yet: it said "ruleset  version " then.
+func statusHeader(server string, ready bool, ruleset, version string) string {
+	switch {
+	case ready:
+		return fmt.Sprintf("%s: ready, ruleset %s version %.12s", server, ruleset, version)
+	case ruleset == "":
+		return fmt.Sprintf("%s: not ready: no job has started yet (it restores its state; serve's log says from which checkpoint): ask again in a moment", server)
+	}
+	return fmt.Sprintf("%s: not ready (a ruleset switch, between two jobs of a rebalance, or the run has ended; ask again in a moment), ruleset %s version %.12s", server, ruleset, version)
 }
 
 // checkpointText is the latest checkpoint as status prints it, id and

@@ -322,6 +322,25 @@ func TestStatusCheckpointRestored(t *testing.T) {
 	}
 }
 
+// TestStatusHeader: status's first line says whether the job is ready
+// and, when not, why and what to do; before a job has published (serve
+// restoring its checkpoint) it printed "not ready, ruleset  version ".
+func TestStatusHeader(t *testing.T) {
+	for _, c := range []struct {
+		ready            bool
+		ruleset, version string
+		want             string
+	}{
+		{true, "cards", "5777ab63b83026fe", "s: ready, ruleset cards version 5777ab63b830"},
+		{false, "", "", "s: not ready: no job has started yet (it restores its state; serve's log says from which checkpoint): ask again in a moment"},
+		{false, "cards", "5777ab63b83026fe", "s: not ready (a ruleset switch, between two jobs of a rebalance, or the run has ended; ask again in a moment), ruleset cards version 5777ab63b830"},
+	} {
+		if got := statusHeader("s", c.ready, c.ruleset, c.version); got != c.want {
+			t.Errorf("statusHeader(%v, %q, %q) =\n%s\nwant\n%s", c.ready, c.ruleset, c.version, got, c.want)
+		}
+	}
+}
+
 // TestVersionLine: rules list keeps its columns whatever the origin,
 // rules-topic (11 characters) the widest; a column 9 wide pushed such a
 // version's ruleset and rules out of line.

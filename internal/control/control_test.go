@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control/cepheusv1"
 	"github.com/cepheus-cep/cepheus/rules"
 	"google.golang.org/grpc"
@@ -352,6 +353,17 @@ func TestStatusTimedOut(t *testing.T) {
 	if len(rs) != 2 || rs[0].GetAlerts() != 7 || rs[0].GetTimedOut() != 3 || rs[0].GetTimeoutSeverity() != "low" ||
 		rs[1].GetTimedOut() != 0 || rs[1].GetTimeoutSeverity() != "" {
 		t.Errorf("status rules: %v", rs)
+	}
+}
+
+// TestStatusBeforeAJob: the status of a monitor no job has published to
+// yet (serve restoring its checkpoint) has no watermark yet; it had the
+// Unix epoch, which cepheus status printed as 1970-01-01T00:00:00.000Z.
+func TestStatusBeforeAJob(t *testing.T) {
+	st := statusOf(cep.NewStreamMonitor().Snapshot())
+	if st.GetReady() || st.GetRuleset() != "" || event.Time(st.GetWatermarkUnixMs()) != event.MinTime || st.GetWatermarkLagMs() != 0 {
+		t.Errorf("status before a job: ready %v, ruleset %q, watermark %d, lag %d; want not ready, no ruleset, event.MinTime, 0",
+			st.GetReady(), st.GetRuleset(), st.GetWatermarkUnixMs(), st.GetWatermarkLagMs())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -117,6 +118,12 @@ func TestMetricsOfALiveJob(t *testing.T) {
 	}
 	if got := status(t, srv.URL+"/healthz"); got != http.StatusOK {
 		t.Fatalf("/healthz: %d", got)
+	}
+	// Before a job publishes (serve restoring a checkpoint): no
+	// watermark yet, not the Unix epoch.
+	before := scrape(t, srv.URL)
+	if wm, lag := before["cepheus_watermark_seconds"], before["cepheus_watermark_lag_seconds"]; !math.IsInf(wm, -1) || lag != 0 {
+		t.Errorf("before the job: watermark %v, lag %v; want -Inf and 0", wm, lag)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
