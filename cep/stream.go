@@ -529,6 +529,9 @@ type runCarry struct {
 	restored                      int64 // the checkpoint the run resumed from (0: a fresh start)
 	taken                         *Ruleset
 	dirAsked                      string
+	// activity is the partitions' wall-clock activity (idleness and the
+	// wall-clock advance go on across the switch).
+	activity *runtime.Activity
 }
 
 // carry returns the counters of the run for the next job.
@@ -539,7 +542,21 @@ func (j *job) carry() *runCarry {
 		firstEvent: j.stats.FirstEvent, eventSeen: j.eventSeen,
 		startRecs: j.startRecs, restored: j.runRestored(),
 		taken: j.takenNext(), dirAsked: j.dirAsked,
+		activity: j.partActivity(),
 	}
+}
+
+// partActivity is the job's partitions' wall-clock activity for the next
+// job: its source's, or what it was handed when it opened none.
+func (j *job) partActivity() *runtime.Activity {
+	if j.src != nil {
+		a := j.src.pw.Activity()
+		return &a
+	}
+	if j.carried != nil {
+		return j.carried.activity
+	}
+	return nil
 }
 
 // takenNext is the ruleset the rules source holds for the next job: the

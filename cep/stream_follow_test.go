@@ -956,6 +956,39 @@ func TestStreamFollowRestartClosedIdle(t *testing.T) {
 	}
 }
 
+// TestStreamFollowIdleAcrossSwitch: a partition idle before a deploy is
+// idle after it. A switch starts a new job, whose partitions each held
+// the watermark back again for a whole -idle-timeout (the alerts of a
+// live file waited that long after every deploy, with the lag gauge at
+// the quiet file's age).
+func TestStreamFollowIdleAcrossSwitch(t *testing.T) {
+	dir := t.TempDir()
+	line := minuteLine
+	_, live := oldAndLive(t, dir, 1)
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	const idle = 2 * time.Second
+	cfg.IdleTimeout, cfg.CloseInactive = idle, time.Hour
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(t, f.m, "both files read", func(s MonitorSnapshot) bool { return s.Progress.Records == 2 })
+	// 10:10 and 10:20 less the 10 s bound (and a millisecond).
+	at10 := event.Time(time.Date(2026, 1, 1, 10, 9, 49, 999e6, time.UTC).UnixMilli())
+	at20 := event.Time(time.Date(2026, 1, 1, 10, 19, 49, 999e6, time.UTC).UnixMilli())
+	appendFile(t, live, []string{line(10)})
+	waitSnapshot(t, f.m, "old-0 idle: the watermark at live.jsonl's 10:10", func(s MonitorSnapshot) bool { return s.Progress.Watermark >= at10 })
+	v2 := strings.Replace(engineRules, "amount > 400", "amount > 401", 1)
+	if _, err := f.m.Deploy(context.Background(), Deploy{Name: "v2.cep", Source: []byte(v2)}); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, live, []string{line(20)})
+	start := time.Now()
+	waitSnapshot(t, f.m, "the watermark at live.jsonl's 10:20", func(s MonitorSnapshot) bool { return s.Progress.Watermark >= at20 })
+	if took := time.Since(start); took >= idle/2 {
+		t.Errorf("the watermark took %v after the deploy to follow live.jsonl: old-0, idle before the switch, held it back after it", took)
+	}
+	f.stop()
+}
+
 // TestStreamFollowDeletedClosed: a followed directory's file deleted
 // while closed for inactivity ends its partition: it no longer holds the
 // watermark back (never idle here), leaves the partitions, and leaves the

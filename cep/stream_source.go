@@ -205,6 +205,9 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cep: %w", err)
 	}
+	if j.carried != nil && j.carried.activity != nil {
+		pw.Carry(*j.carried.activity)
+	}
 	if !j.enrich.serves(j.e) {
 		old := j.enrich
 		if j.enrich, err = j.e.newEnrichStage(j.cfg.Logf); err != nil { // (not j.logf: the stage may outlive the job)

@@ -70,6 +70,7 @@ type PartitionWatermarks struct {
 	// construction time before any).
 	lastRecord time.Time
 	restored   map[string]event.Time // largest timestamp of a partition by name, from Restore
+	carried    map[string]time.Time  // since of a partition by name, from Carry
 }
 
 type partWatermark struct {
@@ -121,8 +122,52 @@ func (w *PartitionWatermarks) Add(p Partition, followed bool) error {
 	for len(w.parts) <= p.Index {
 		w.parts = append(w.parts, nil)
 	}
-	w.parts[p.Index] = &partWatermark{name: p.Name, followed: followed, gen: gen, since: w.cfg.Now()}
+	since := w.cfg.Now()
+	if at, ok := w.carried[p.Name]; ok && at.Before(since) {
+		since = at
+	}
+	w.parts[p.Index] = &partWatermark{name: p.Name, followed: followed, gen: gen, since: since}
 	return nil
+}
+
+// Activity is what the combiner of one job hands the one of the next job
+// of the same process (a ruleset switch ends a job at a checkpoint and
+// starts another): when each partition last had a record, by name, and
+// when the latest record of any came. Idleness and the wall-clock
+// advance are of wall time, which no checkpoint holds.
+type Activity struct {
+	Since      map[string]time.Time
+	LastRecord time.Time
+}
+
+// Activity returns when each partition last had a record (now for one
+// with a record since the last Tick) and when the latest record came.
+func (w *PartitionWatermarks) Activity() Activity {
+	now := w.cfg.Now()
+	a := Activity{Since: map[string]time.Time{}, LastRecord: w.lastRecord}
+	for _, pw := range w.parts {
+		switch {
+		case pw == nil || pw.finished:
+		case pw.active:
+			a.Since[pw.name], a.LastRecord = now, now
+		default:
+			a.Since[pw.name] = pw.since
+		}
+	}
+	return a
+}
+
+// Carry takes the activity of the previous job's combiner: a partition
+// added since counts its quiet time from its last record then, not from
+// its Add, so that one idle before a switch is idle again at the next
+// Tick, and the wall-clock advance goes on from the latest record. Without
+// it, every partition held the watermark back again for a whole
+// IdleTimeout after each deploy. Call it before the partitions are added.
+func (w *PartitionWatermarks) Carry(a Activity) {
+	w.carried = a.Since
+	if !a.LastRecord.IsZero() && a.LastRecord.Before(w.lastRecord) {
+		w.lastRecord = a.LastRecord
+	}
 }
 
 // OnEvent records a record timestamp of the partition with index p, which

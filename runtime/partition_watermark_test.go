@@ -358,6 +358,62 @@ func TestPartitionWatermarksQuiet(t *testing.T) {
 	}
 }
 
+// TestPartitionWatermarksCarry: the combiner of the job after a switch
+// takes the activity of the one before: a partition idle before is idle
+// at the first Tick, one with a record just before the switch is not,
+// and the latest record's time goes on. Each partition held the
+// watermark back for a whole IdleTimeout after every deploy before.
+func TestPartitionWatermarksCarry(t *testing.T) {
+	clk := newFakeClock()
+	cfg := PartitionWatermarksConfig{OutOfOrderness: 10 * time.Millisecond, IdleTimeout: time.Minute, Now: clk.now}
+	w, err := NewPartitionWatermarks(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"quiet", "live", "fresh"}
+	for i, name := range names {
+		if err := w.Add(part(i, name), true); err != nil {
+			t.Fatal(err)
+		}
+		w.OnEvent(i, 1000)
+	}
+	w.Tick()
+	clk.step(2 * time.Minute)
+	w.OnEvent(1, 90_000)
+	w.OnEvent(2, 90_000)
+	w.Tick()
+	clk.step(time.Second)
+	w.OnEvent(2, 91_000) // a record after the last Tick: fresh is active at the switch
+	if !w.Idle(0) || w.Idle(1) || w.Idle(2) {
+		t.Fatalf("before the switch: idle %v %v %v, want quiet alone", w.Idle(0), w.Idle(1), w.Idle(2))
+	}
+	a := w.Activity()
+	if want := clk.now(); !a.LastRecord.Equal(want) {
+		t.Errorf("last record %v, want %v (fresh's, after the last Tick)", a.LastRecord, want)
+	}
+
+	clk.step(time.Second)
+	w2, err := NewPartitionWatermarks(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2.Carry(a)
+	for i, name := range names {
+		if err := w2.Add(part(i, name), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w2.OnEvent(1, 120_000)
+	w2.OnEvent(2, 120_000)
+	w2.Tick()
+	if !w2.Idle(0) || w2.Idle(1) || w2.Idle(2) {
+		t.Fatalf("after the switch: idle %v %v %v, want quiet alone, at once", w2.Idle(0), w2.Idle(1), w2.Idle(2))
+	}
+	if got := w2.Current(); got != 119_989 {
+		t.Fatalf("watermark %v after the switch, want 119989 (live's and fresh's): quiet, idle for 2 minutes, no longer holds it back", got)
+	}
+}
+
 func TestWatermarkStateRoundTrip(t *testing.T) {
 	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: time.Second})
 	if err != nil {
