@@ -61,6 +61,9 @@ const coldNotesVersion = keyRecordVersion + 1
 // freeze turns ks into its record.
 // REQUIRES: ks has nothing buffered and no timer; no rule failed.
 func (o *SharedOperator) freeze(ks *keyState) {
+	if ks.quiet.group != nil {
+		o.materialize(ks) // its rules' slots count in coldPresent below
+	}
 	b, noted := o.appendKeyNotes(append(o.coldBuf[:0], keyRecordVersion), ks, true)
 	if noted {
 		b[0] = coldNotesVersion

@@ -259,8 +259,9 @@ const (
 // element arrives), as at a key with slots. Elements released before
 // ts + window that start no rule and leave every rule's partial match
 // unchanged ([nfa.Run.PendingIgnores]) keep it as it is, with the later
-// time; any other element, a rule change or failure, or a snapshot make
-// the key's slots (materialize). At ts + window with nothing buffered
+// time; any other element, a rule change or failure make the key's slots
+// (materialize; a state record is written without them, appendKeyNotes).
+// At ts + window with nothing buffered
 // the key is dropped, as every rule's run would be empty again.
 type quietStart struct {
 	group          *startGroup
@@ -673,18 +674,32 @@ func (o *SharedOperator) materialize(ks *keyState) {
 		}
 	}
 	ks.rules = slices.Grow(ks.rules[:0], len(o.rules))[:len(o.rules)]
-	for i, r := range o.rules {
-		sl := &ks.rules[i]
-		*sl = ruleSlot{present: r.err == nil, order: ks.order}
-		switch {
-		case quiet && r.start == q.group:
-			sl.pend, sl.pendTs, sl.pendAt, sl.pendAdv = q.ev, q.ts, q.at, true
-		case r.err != nil || quiet && !q.others:
-			sl.present, sl.order = false, 0
-		case quiet:
-			sl.order = q.othersOrder
-		}
+	for i := range o.rules {
+		ks.rules[i] = o.slotOf(i, ks.order, q)
 	}
+}
+
+// uniformSlot is rule i's slot at uniform key ks, as materialize would
+// make it, ks left as it is.
+func (o *SharedOperator) uniformSlot(i int, ks *keyState) ruleSlot {
+	return o.slotOf(i, ks.order, ks.quiet)
+}
+
+// slotOf is rule i's slot at a uniform key of rank order with quiet start
+// q (none: q.group is nil).
+func (o *SharedOperator) slotOf(i int, order uint64, q quietStart) ruleSlot {
+	r := o.rules[i]
+	sl := ruleSlot{present: r.err == nil, order: order}
+	quiet := q.group != nil
+	switch {
+	case quiet && r.start == q.group:
+		sl.pend, sl.pendTs, sl.pendAt, sl.pendAdv = q.ev, q.ts, q.at, true
+	case r.err != nil || quiet && !q.others:
+		sl.present, sl.order = false, 0
+	case quiet:
+		sl.order = q.othersOrder
+	}
+	return sl
 }
 
 // materializeAll makes the rule slots of every uniform key: before the
@@ -723,17 +738,24 @@ func (o *SharedOperator) runOf(i int, ks *keyState) *nfa.Run {
 	o.materialize(ks)
 	sl := &ks.rules[i]
 	if sl.run == nil {
-		r := o.rules[i]
-		if n := len(r.freeRuns); n > 0 {
-			sl.run = r.freeRuns[n-1]
-			r.freeRuns[n-1] = nil
-			r.freeRuns = r.freeRuns[:n-1]
-		} else {
-			sl.run = r.nfa.NewRun()
-		}
-		sl.run.SetMaxPartialMatches(r.maxPartial)
+		sl.run = o.newRun(i)
 	}
 	return sl.run
+}
+
+// newRun returns an empty run of rule i, a recycled one if any.
+func (o *SharedOperator) newRun(i int) *nfa.Run {
+	r := o.rules[i]
+	var run *nfa.Run
+	if n := len(r.freeRuns); n > 0 {
+		run = r.freeRuns[n-1]
+		r.freeRuns[n-1] = nil
+		r.freeRuns = r.freeRuns[:n-1]
+	} else {
+		run = r.nfa.NewRun()
+	}
+	run.SetMaxPartialMatches(r.maxPartial)
+	return run
 }
 
 func (o *SharedOperator) recycleRun(i int, sl *ruleSlot) {
@@ -1113,6 +1135,25 @@ func (o *SharedOperator) startPending(i int, ks *keyState, out *Output) error {
 		o.emit(i, ks, sl.pendAt, out)
 	}
 	return nil
+}
+
+// pendingRun returns a run of rule i made of the deferred start of sl as
+// startPending makes it (Process of the noted element, AdvanceTime to
+// pendAt if due), sl and its key left as they are: a state record writes
+// it (recycleRun takes it back). It releases nothing
+// ([nfa.NFA.DeferrableStart]).
+func (o *SharedOperator) pendingRun(i int, sl *ruleSlot) *nfa.Run {
+	r := o.rules[i]
+	run := o.newRun(i)
+	err := run.Process(sl.pend, sl.pendTs, &o.res)
+	if err == nil && sl.pendAdv {
+		err = run.AdvanceTime(sl.pendAt, &o.res)
+	}
+	if err != nil || len(o.res.Matches) > 0 || len(o.res.Timeouts) > 0 || o.res.Dropped > 0 {
+		panic(fmt.Sprintf("cep: a deferred start of rule %d did not replay quietly: %v, %d matches, %d timeouts", r.id, err, len(o.res.Matches), len(o.res.Timeouts)))
+	}
+	o.res.Reset()
+	return run
 }
 
 // noWindow is the window of a rule whose NFA has none.

@@ -298,29 +298,26 @@ func (o *SharedOperator) appendKey(b []byte, ks *keyState) []byte {
 
 // appendKeyNotes is appendKey; with notes, a deferred start
 // (ruleSlot.pend) is written as the note it is instead of the run it stands
-// for (a cold record, cold.go), and noted reports whether one was.
+// for (a cold record, cold.go), and noted reports whether one was. It
+// leaves ks as it is: the slots of a uniform or quiet key, and the run of a
+// deferred start, are made for the record alone (before, a checkpoint made
+// them at every key it wrote, which then held runs and slots it did not
+// need: in a live job with a million keys, most of its NFA runs).
 func (o *SharedOperator) appendKeyNotes(b []byte, ks *keyState, notes bool) (_ []byte, noted bool) {
 	b = binary.AppendUvarint(b, ks.order)
-	if ks.quiet.group != nil {
-		o.materialize(ks)
-	}
-	uniform := o.uniform(ks)
-	if !uniform && !notes {
-		// A deferred start is written as the run it stands for.
-		for i := range ks.rules {
-			var out Output
-			if err := o.startPending(i, ks, &out); err != nil || len(out.Items) > 0 {
-				panic(fmt.Sprintf("cep: a deferred start did not replay quietly: %v, %d items", err, len(out.Items)))
-			}
-		}
-	}
 	b = appendBuffer(b, ks)
+	uniform := o.uniform(ks)
 	for i := range o.rules {
-		var sl *ruleSlot
+		var slot ruleSlot
 		if uniform {
-			sl = &ruleSlot{present: o.rules[i].err == nil, order: ks.order}
+			slot = o.uniformSlot(i, ks)
 		} else {
-			sl = &ks.rules[i]
+			slot = ks.rules[i]
+		}
+		sl, made := &slot, false
+		if sl.pend != nil && !notes {
+			// A deferred start is written as the run it stands for.
+			sl.run, sl.pend, made = o.pendingRun(i, sl), nil, true
 		}
 		var flags byte
 		if sl.present {
@@ -339,6 +336,9 @@ func (o *SharedOperator) appendKeyNotes(b []byte, ks *keyState, notes bool) (_ [
 		}
 		if sl.run != nil {
 			b = sl.run.AppendBinary(b)
+		}
+		if made {
+			o.recycleRun(i, sl)
 		}
 		if sl.pend != nil {
 			b = binary.AppendVarint(b, int64(sl.pendTs))
