@@ -438,18 +438,33 @@ type Summary struct {
 	InputStats
 	Late   int64 // late events
 	Alerts int64
-	Rules  []RuleSummary // in ruleset order
+	// Rules are the ruleset's rules, in ruleset order; a live job's
+	// (StreamResult) are then followed by those the run counted that the
+	// active version has not (Former).
+	Rules []RuleSummary
 	// Lookups are the counters of the ruleset's lookups, in declaration
 	// order; Aggregates the figures of its velocity aggregates.
 	Lookups    []LookupStats
 	Aggregates []AggregateStats
 }
 
-// RuleSummary is the outcome of one rule in a run.
+// RuleSummary is the outcome of one rule in a run. A live job's
+// ([StreamResult]) is by rule name, severity and timeout severity, over
+// the ruleset versions the run switched through (as
+// MonitorSnapshot.Rules): a draining old version's figures count with
+// the active rule of its name and severities, those of a removed rule or
+// of a rule's former severity in a row of their own, Former.
 type RuleSummary struct {
 	Rule     string
 	Severity string
-	Alerts   int64
+	// TimeoutSeverity is the severity of the rule's timeout block ("" for
+	// a rule without one).
+	TimeoutSeverity string
+	// Former says that the active version has no rule of this name and
+	// severities (a removed rule, a rule's former severity): its figures
+	// are those of earlier versions in the run.
+	Former bool
+	Alerts int64
 	// TimedOut counts, of Alerts, those of timed-out partial matches (a
 	// rule with a timeout block).
 	TimedOut        int64

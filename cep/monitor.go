@@ -157,12 +157,13 @@ type ShadowCount struct {
 }
 
 // RuleCount is one rule's counters in a [MonitorSnapshot]: alerts,
-// condition evaluations that failed (counted as false), and events or
-// partial matches dropped at the limits (-max-partial-matches,
-// -max-buffered-events). TimedOut counts, of Alerts, those of timed-out
-// partial matches, whose severity is TimeoutSeverity (the rule's
-// `timeout` block's; "" for a rule without one): the others have
-// Severity. A rule's counters are by name, severity and timeout
+// condition evaluations that failed (counted as false), emit fields that
+// failed (each null in its alert), events or partial matches dropped at
+// the limits (-max-partial-matches, -max-buffered-events), and events
+// without one of its key fields (skipped). TimedOut counts, of Alerts,
+// those of timed-out partial matches, whose severity is TimeoutSeverity
+// (the rule's `timeout` block's; "" for a rule without one): the others
+// have Severity. A rule's counters are by name, severity and timeout
 // severity.
 type RuleCount struct {
 	Rule, Severity  string
@@ -170,7 +171,9 @@ type RuleCount struct {
 	Alerts          int64
 	TimedOut        int64
 	ConditionErrors int64
+	EmitErrors      int64
 	Dropped         int64
+	NoKey           int64
 }
 
 // CheckpointBucketBounds are the upper bounds of MonitorSnapshot's
@@ -205,15 +208,9 @@ func (m *StreamMonitor) Ready() bool {
 	return m.s.Ready
 }
 
-// ruleFigures are the counters of each rule of an engine, summed over
-// the subtasks.
-type ruleFigures struct {
-	alerts, timedOut, dropped, compared, overlap []int64
-}
-
 // publish sets the job's figures: its progress, its rules' counters and
 // whether it is ready.
-func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, ready bool, partitions int, wms, lag map[string]int64, lookups []LookupStats, aggs []AggregateStats, held int) {
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, ready bool, partitions int, wms, lag map[string]int64, lookups []LookupStats, aggs []AggregateStats, held int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
@@ -221,15 +218,7 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 	m.plan = e.plan
 	t := &m.totals
 	t.add(e, c)
-	m.s.Rules, m.s.Former = m.s.Rules[:0], m.s.Former[:0]
-	for _, i := range t.order {
-		m.s.Rules = append(m.s.Rules, t.rules[i])
-	}
-	for i, rc := range t.rules {
-		if !t.active[i] {
-			m.s.Former = append(m.s.Former, rc)
-		}
-	}
+	m.s.Rules, m.s.Former = t.counts(m.s.Rules[:0], m.s.Former[:0])
 	m.s.ShadowTotals = append(m.s.ShadowTotals[:0], t.shadow...)
 	// The shadow comparison since the shadow's deploy (cepheus status).
 	m.s.ShadowVersion, m.s.Shadow = "", m.s.Shadow[:0]
@@ -237,13 +226,13 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c ruleFigures, read
 		m.s.ShadowVersion = e.plan.Shadow
 	}
 	for i, cr := range e.rules {
-		if i >= len(c.alerts) {
+		if i >= len(c) {
 			break
 		}
 		if cr.shadow {
-			sc := ShadowCount{Rule: cr.rule.Name, Shadow: c.alerts[i], Overlap: c.overlap[i]}
+			sc := ShadowCount{Rule: cr.rule.Name, Shadow: c[i].alerts, Overlap: c[i].overlap}
 			if cr.twin >= 0 {
-				sc.Active = c.compared[cr.twin]
+				sc.Active = c[cr.twin].compared
 			}
 			m.s.Shadow = append(m.s.Shadow, sc)
 		}

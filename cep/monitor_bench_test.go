@@ -22,7 +22,7 @@ func BenchmarkMonitorHotPath(b *testing.B) {
 	n := len(e.rules)
 	b.Run("publish", func(b *testing.B) {
 		m := NewStreamMonitor()
-		c := ruleFigures{alerts: make([]int64, n), timedOut: make([]int64, n), dropped: make([]int64, n), compared: make([]int64, n), overlap: make([]int64, n)}
+		c := make([]ruleFigure, n)
 		wms, lag := map[string]int64{}, map[string]int64{}
 		for p := range 8 {
 			wms[fmt.Sprintf("events-%d", p)] = int64(p)
@@ -35,17 +35,20 @@ func BenchmarkMonitorHotPath(b *testing.B) {
 	})
 	b.Run("message", func(b *testing.B) {
 		h := make([]ruleCounters, n)
-		alerts, drops := make([]atomic.Int64, n), make([]atomic.Int64, n)
-		compared, overlap := make([]atomic.Int64, n), make([]atomic.Int64, n)
+		cells := make([]ruleCells, n)
 		var count atomic.Int64
 		b.ReportAllocs()
 		for b.Loop() {
 			count.Store(int64(n))
-			for i := range alerts {
-				alerts[i].Store(h[i].alerts)
-				drops[i].Store(h[i].overflow)
-				compared[i].Store(h[i].compared)
-				overlap[i].Store(h[i].overlap)
+			for i := range cells {
+				c, rc := &cells[i], &h[i]
+				c.alerts.Store(rc.alerts)
+				c.timedOut.Store(rc.timedOut)
+				c.overflow.Store(rc.overflow)
+				c.partials.Store(rc.overflow)
+				c.noKey.Store(rc.noKey)
+				c.compared.Store(rc.compared)
+				c.overlap.Store(rc.overlap)
 			}
 		}
 	})

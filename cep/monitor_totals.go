@@ -1,27 +1,32 @@
 package cep
 
-import "github.com/cepheus-cep/cepheus/rules"
+import (
+	"slices"
 
-// ruleTotals are the rules' counters a [StreamMonitor] publishes
-// (MonitorSnapshot.Rules, Former and ShadowTotals; the metrics): each
-// rule's by name and severity, each shadow rule's by name, over the
-// process.
+	"github.com/cepheus-cep/cepheus/rules"
+)
+
+// ruleTotals are the rules' counters over several jobs: a
+// [StreamMonitor]'s over the process (MonitorSnapshot.Rules, Former and
+// ShadowTotals; the metrics), and a run's over its switches (the rules of
+// [StreamResult], job.totals): each rule's by name and severity, each
+// shadow rule's by name.
 //
-// A job's figures are not that: its alerts, drops and shadow comparison
-// are per rule state (planRule.ID: a changed rule gets a new one, whose
-// figures start at 0, and its old one goes when its draining ends; a rule
-// added back gets a new one), restored from the checkpoint the job starts
-// from; its condition errors are per compiled rule (every switch compiles
-// the rules again, from 0). The totals take from each of them what it
-// grew by since it was last taken, so that none goes down: not when a
-// switch lets a rule state go, nor when a restore goes back to an earlier
-// checkpoint (the figures count again from the checkpoint's, and the
-// totals grow again once they pass the highest taken, so that a replayed
-// alert is not counted twice).
+// A job's figures are not that: its alerts, drops, events without the key
+// and shadow comparison are per rule state (planRule.ID: a changed rule
+// gets a new one, whose figures start at 0, and its old one goes when its
+// draining ends; a rule added back gets a new one), restored from the
+// checkpoint the job starts from; its condition and emit errors are per
+// compiled rule (every switch compiles the rules again, from 0). The
+// totals take from each of them what it grew by since it was last taken,
+// so that none goes down: not when a switch lets a rule state go, nor when
+// a restore goes back to an earlier checkpoint (the figures count again
+// from the checkpoint's, and the totals grow again once they pass the
+// highest taken, so that a replayed alert is not counted twice).
 //
-// REQUIRES: StreamMonitor.mu, for every method.
+// REQUIRES: StreamMonitor.mu, for every method of a monitor's totals.
 type ruleTotals struct {
-	rules  []RuleCount     // by name and severity, in the order first seen
+	rules  []ruleTotal     // by name and severity, in the order first seen
 	active []bool          // of rules: the rule is the active version's
 	order  []int           // the active version's rules, in ruleset order: indexes in rules
 	byKey  map[ruleKey]int // index in rules
@@ -30,19 +35,32 @@ type ruleTotals struct {
 
 	// What the totals took of the figures of each rule state (by id),
 	// of each active rule's comparison with a shadow version, and of the
-	// condition errors of each compiled rule of the engine running.
+	// expression errors of each compiled rule of the engine running.
 	ids      map[int]*taken
 	compared map[comparedKey]*int64
-	conds    map[*rules.Rule]*int64
+	exprs    map[*rules.Rule]*exprTaken
 
 	e     *Engine     // the engine slots are of
 	slots []totalSlot // by index in e.rules
 }
 
+// ruleTotal is the totals of one rule name and severity: what the monitor
+// publishes, and what a run's summary has besides (RuleSummary).
+type ruleTotal struct {
+	RuleCount
+	overflow, partials int64  // of Dropped: events over the buffer limit, partial matches over theirs
+	late               int64  // the highest late count of its operator seen (one per key specification, not per rule state)
+	lastCond, lastEmit string // the latest expression errors' messages (a run's summary alone reads them)
+}
+
 type ruleKey struct{ rule, severity, timeoutSeverity string }
 
 // taken is the highest figures of a rule state the totals took.
-type taken struct{ alerts, timedOut, dropped, overlap int64 }
+type taken struct{ alerts, timedOut, overflow, partials, noKey, overlap int64 }
+
+// exprTaken is what the totals took of a compiled rule's expression
+// errors.
+type exprTaken struct{ cond, emit int64 }
 
 // comparedKey names the comparison of an active rule (its id) with a
 // shadow version: it starts at 0 with each shadow version.
@@ -53,10 +71,20 @@ type comparedKey struct {
 
 // totalSlot is where the figures of one rule of the engine go.
 type totalSlot struct {
-	total    int    // index in rules, or in shadow for a shadow rule
-	taken    *taken // of the rule's state
-	compared *int64 // a shadow rule's: of its twin's comparison (nil: no twin)
-	cond     *int64 // an active or draining rule's: of its condition errors
+	total    int        // index in rules, or in shadow for a shadow rule
+	taken    *taken     // of the rule's state
+	compared *int64     // a shadow rule's: of its twin's comparison (nil: no twin)
+	expr     *exprTaken // an active or draining rule's: of its expression errors
+}
+
+// ruleFigure is the counters of one rule of an engine, summed over the
+// subtasks.
+type ruleFigure struct {
+	alerts, timedOut   int64
+	overflow, partials int64 // events over the buffer limit, partial matches over theirs
+	noKey              int64 // events without one of its key fields
+	compared, overlap  int64 // of a shadow comparison
+	late               int64 // its operator's late events (a run's summary's; the monitor leaves it 0)
 }
 
 // grow adds to *total what v grew past *took.
@@ -67,30 +95,57 @@ func grow(total, took *int64, v int64) {
 	}
 }
 
-// add takes the figures c of the rules of e.
-func (t *ruleTotals) add(e *Engine, c ruleFigures) {
+// add takes the figures c of the rules of e (by index in e.rules).
+func (t *ruleTotals) add(e *Engine, c []ruleFigure) {
 	if t.e != e {
 		t.bind(e)
 	}
 	for i := range t.slots {
-		if i >= len(c.alerts) {
+		if i >= len(c) {
 			break
 		}
-		sl, cr := &t.slots[i], &e.rules[i]
+		sl, cr, f := &t.slots[i], &e.rules[i], &c[i]
 		if cr.shadow {
 			sc := &t.shadow[sl.total]
-			grow(&sc.Shadow, &sl.taken.alerts, c.alerts[i])
-			grow(&sc.Overlap, &sl.taken.overlap, c.overlap[i])
+			grow(&sc.Shadow, &sl.taken.alerts, f.alerts)
+			grow(&sc.Overlap, &sl.taken.overlap, f.overlap)
 			if sl.compared != nil {
-				grow(&sc.Active, sl.compared, c.compared[cr.twin])
+				grow(&sc.Active, sl.compared, c[cr.twin].compared)
 			}
 			continue
 		}
-		rc := &t.rules[sl.total]
-		grow(&rc.Alerts, &sl.taken.alerts, c.alerts[i])
-		grow(&rc.TimedOut, &sl.taken.timedOut, c.timedOut[i])
-		grow(&rc.Dropped, &sl.taken.dropped, c.dropped[i])
-		grow(&rc.ConditionErrors, sl.cond, int64(cr.rule.ConditionErrors()))
+		rt := &t.rules[sl.total]
+		grow(&rt.Alerts, &sl.taken.alerts, f.alerts)
+		grow(&rt.TimedOut, &sl.taken.timedOut, f.timedOut)
+		grow(&rt.overflow, &sl.taken.overflow, f.overflow)
+		grow(&rt.partials, &sl.taken.partials, f.partials)
+		rt.Dropped = rt.overflow + rt.partials
+		grow(&rt.NoKey, &sl.taken.noKey, f.noKey)
+		grow(&rt.ConditionErrors, &sl.expr.cond, int64(cr.rule.ConditionErrors()))
+		grow(&rt.EmitErrors, &sl.expr.emit, int64(cr.rule.EmitErrors()))
+		rt.late = max(rt.late, f.late)
+	}
+}
+
+// takeLastErrors keeps the messages of the latest expression errors of
+// the rules of the engine bound (a run's summary): a rule's compiled
+// again by a switch has none until it fails again.
+func (t *ruleTotals) takeLastErrors() {
+	if t.e == nil {
+		return
+	}
+	for i := range t.slots {
+		cr := &t.e.rules[i]
+		if cr.shadow {
+			continue
+		}
+		rt := &t.rules[t.slots[i].total]
+		if msg := cr.rule.LastConditionError(); msg != "" {
+			rt.lastCond = msg
+		}
+		if msg := cr.rule.LastEmitError(); msg != "" {
+			rt.lastEmit = msg
+		}
 	}
 }
 
@@ -106,9 +161,9 @@ func (t *ruleTotals) bind(e *Engine) {
 	}
 	t.e = e
 	t.slots = make([]totalSlot, len(e.rules))
-	// Only the running rules' condition errors are kept: a rule compiled
-	// again counts from 0.
-	conds := make(map[*rules.Rule]*int64, len(e.rules))
+	// Only the running rules' expression errors are kept: a rule
+	// compiled again counts from 0.
+	exprs := make(map[*rules.Rule]*exprTaken, len(e.rules))
 	for i := range e.rules {
 		cr, sl := &e.rules[i], &t.slots[i]
 		if sl.taken = t.ids[cr.id]; sl.taken == nil {
@@ -127,12 +182,12 @@ func (t *ruleTotals) bind(e *Engine) {
 			continue
 		}
 		sl.total = t.ruleOf(cr.rule)
-		if sl.cond = t.conds[cr.rule]; sl.cond == nil {
-			sl.cond = new(int64)
+		if sl.expr = t.exprs[cr.rule]; sl.expr == nil {
+			sl.expr = new(exprTaken)
 		}
-		conds[cr.rule] = sl.cond
+		exprs[cr.rule] = sl.expr
 	}
-	t.conds = conds
+	t.exprs = exprs
 	t.order = t.order[:0]
 	for _, r := range e.cfg.ruleset.Rules {
 		t.order = append(t.order, t.ruleOf(r))
@@ -154,7 +209,7 @@ func (t *ruleTotals) ruleOf(r *rules.Rule) int {
 	if !ok {
 		i = len(t.rules)
 		t.byKey[k] = i
-		t.rules = append(t.rules, RuleCount{Rule: k.rule, Severity: k.severity, TimeoutSeverity: k.timeoutSeverity})
+		t.rules = append(t.rules, ruleTotal{RuleCount: RuleCount{Rule: k.rule, Severity: k.severity, TimeoutSeverity: k.timeoutSeverity}})
 	}
 	return i
 }
@@ -176,4 +231,45 @@ func (t *ruleTotals) shadowOf(name string) int {
 func (t *ruleTotals) forgetIDs() {
 	t.ids, t.compared = map[int]*taken{}, map[comparedKey]*int64{}
 	t.e = nil
+}
+
+// counts appends to rules the counts of the active version's rules, in
+// ruleset order, and to former those of the others, in the order first
+// seen.
+func (t *ruleTotals) counts(rules, former []RuleCount) ([]RuleCount, []RuleCount) {
+	for _, i := range t.order {
+		rules = append(rules, t.rules[i].RuleCount)
+	}
+	for i := range t.rules {
+		if !t.active[i] {
+			former = append(former, t.rules[i].RuleCount)
+		}
+	}
+	return rules, former
+}
+
+// summaries are the rules of a run's summary: the active version's, in
+// ruleset order, then the others counted in the run (Former).
+func (t *ruleTotals) summaries() []RuleSummary {
+	out := make([]RuleSummary, 0, len(t.rules))
+	for _, i := range t.order {
+		out = append(out, t.rules[i].summary(false))
+	}
+	for i := range t.rules {
+		if !t.active[i] {
+			out = append(out, t.rules[i].summary(true))
+		}
+	}
+	return slices.Clip(out)
+}
+
+// summary is rt as a run's summary has it.
+func (rt *ruleTotal) summary(former bool) RuleSummary {
+	return RuleSummary{
+		Rule: rt.Rule, Severity: rt.Severity, TimeoutSeverity: rt.TimeoutSeverity, Former: former,
+		Alerts: rt.Alerts, TimedOut: rt.TimedOut,
+		ConditionErrors: uint64(rt.ConditionErrors), LastConditionError: rt.lastCond,
+		EmitErrors: uint64(rt.EmitErrors), LastEmitError: rt.lastEmit,
+		Late: rt.late, Overflow: rt.overflow, NoKey: rt.NoKey, Dropped: rt.partials,
+	}
 }

@@ -128,9 +128,14 @@ func (r *run) finish(runErr error) (*Summary, error) {
 	for i, cr := range e.rules {
 		rr := &r.host.rules[i]
 		opStats, _ := r.host.keyOps[cr.spec].op.RuleCounts(i) // the summary reads counters only
+		timeoutSeverity := ""
+		if cr.rule.Timeout != nil {
+			timeoutSeverity = cr.rule.Timeout.Severity.String()
+		}
 		s.Rules = append(s.Rules, RuleSummary{
 			Rule:               cr.rule.Name,
 			Severity:           cr.rule.Severity.String(),
+			TimeoutSeverity:    timeoutSeverity,
 			Alerts:             rr.alerts,
 			TimedOut:           rr.timedOut,
 			ConditionErrors:    cr.rule.ConditionErrors(),
@@ -184,8 +189,9 @@ type hostOperator struct {
 	sigBuf        []byte
 	counterRecord state.Key
 	mode          TimeMode // of the shared operators
-	// changes counts the changes of the rules' alerts, overflow and
-	// dropped partial matches (comparisons change with alerts): a subtask
+	// changes counts the changes of the rules' alerts, overflow, events
+	// without the key and dropped partial matches (comparisons change
+	// with alerts): a subtask
 	// hands them to its monitor only when it moved.
 	changes uint64
 	// vanished are the records of operators a migration dropped, to
@@ -281,6 +287,7 @@ func (h *hostOperator) processMasked(ev *event.Event, ts event.Time, mask uint64
 			for _, r := range ko.spec.rules {
 				h.rules[r].noKey++
 			}
+			h.changes++ // (the monitor's status and metrics have them)
 			continue
 		}
 		err := ko.op.ProcessElement(ev, ts, &ko.out)

@@ -454,8 +454,9 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 	var lookups *enrichStage            // kept across a switch that keeps the lookups (their caches and counters)
 	var carried *runCarry               // the run's counters, going on across the switches
 	var retired map[string]enrich.Stats // the counters of lookups a switch removed (enrichStage.carry)
+	totals := new(ruleTotals)           // the rules' counters of the run, across the switches
 	for {
-		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried, retired: retired}
+		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried, retired: retired, totals: totals}
 		res, err := j.run(ctx)
 		carried = j.carry()
 		lookups, retired = j.enrich, j.retired
@@ -595,6 +596,9 @@ type job struct {
 	// the job runs).
 	next, switched *pendingSwitch
 	carried        *runCarry // from the job before, in the same run (a switch)
+	// totals are the rules' counters of the run (the Stream call), which
+	// the job's result takes its figures into.
+	totals *ruleTotals
 	// taken is the ruleset the process's rules source holds as the run
 	// last took it: the one it started with, or one its watcher deployed
 	// since (Deploy.Origin); checkpoints record it as plan.Startup.
@@ -899,61 +903,21 @@ func (j *job) result(already, finished bool) *StreamResult {
 	st := j.stats
 	if len(j.subs) > 0 && !already {
 		st.Late, st.Alerts = 0, 0
-		// The active version's rules; a draining rule counts with the
-		// active rule of its name.
-		active := j.e.cfg.ruleset.Rules
-		rules := make([]RuleSummary, len(active))
-		// target returns the summary that compiled rule i counts in, or
-		// nil (a shadow's, or a draining rule no longer active).
-		target := func(i int) *RuleSummary {
-			cr := j.e.rules[i]
-			t := i
-			if cr.shadow {
-				return nil // not the main output's
-			}
-			if cr.drain {
-				if t = slices.IndexFunc(active, func(r *Rule) bool { return r.Name == cr.rule.Name }); t < 0 {
-					return nil
-				}
-			}
-			return &rules[t]
-		}
 		for _, s := range j.subs {
-			h := s.host
-			st.Late += h.late
-			st.Alerts += h.alerts
-			for i, cr := range j.e.rules {
-				rr := target(i)
-				if rr == nil {
-					continue
-				}
-				opStats, _ := h.keyOps[cr.spec].op.RuleCounts(i) // the summary reads counters only
-				rr.Rule, rr.Severity = cr.rule.Name, cr.rule.Severity.String()
-				rr.Alerts += h.rules[i].alerts
-				rr.TimedOut += h.rules[i].timedOut
-				rr.Overflow += h.rules[i].overflow
-				rr.NoKey += h.rules[i].noKey
-				rr.Late += int64(opStats.Late)
-				rr.Dropped += int64(opStats.DroppedPartialMatches)
-			}
+			st.Late += s.host.late
+			st.Alerts += s.host.alerts
 		}
-		// The expressions' error counters are the compiled rule's, which
-		// every subtask shares: counted once.
-		for i, cr := range j.e.rules {
-			rr := target(i)
-			if rr == nil {
-				continue
-			}
-			rr.ConditionErrors += cr.rule.ConditionErrors()
-			if msg := cr.rule.LastConditionError(); msg != "" {
-				rr.LastConditionError = msg
-			}
-			rr.EmitErrors += cr.rule.EmitErrors()
-			if msg := cr.rule.LastEmitError(); msg != "" {
-				rr.LastEmitError = msg
-			}
-		}
-		r.Rules = rules
+		// The rules' figures go on from those of the jobs before in the
+		// run (its switches), as the monitor's do: a switch compiles the
+		// rules again, their expression errors from 0, and lets the rule
+		// states of removed and changed rules go with their counters.
+		j.totals.add(j.e, j.figures())
+		j.totals.takeLastErrors()
+	}
+	if !already && j.totals.e != nil {
+		// (Also a job that failed before its subtasks ran: those of the
+		// jobs before it in the run.)
+		r.Rules = j.totals.summaries()
 	}
 	if !already {
 		st.RunRecords = st.Records - j.startRecs
@@ -971,6 +935,28 @@ func (j *job) result(already, finished bool) *StreamResult {
 		r.FirstDeadLine, r.FirstDeadReason, r.FirstDeadFile = j.src.firstDeadLine, j.src.firstDeadReason, j.src.firstDeadFile
 	}
 	return r
+}
+
+// figures are the counters of the job's rules as its subtasks' hosts
+// have them: call it only once they stopped.
+func (j *job) figures() []ruleFigure {
+	c := make([]ruleFigure, len(j.e.rules))
+	for _, s := range j.subs {
+		h := s.host
+		for i, cr := range j.e.rules {
+			rc, f := &h.rules[i], &c[i]
+			counts, _ := h.keyOps[cr.spec].op.RuleCounts(i) // the summary reads counters only
+			f.alerts += rc.alerts
+			f.timedOut += rc.timedOut
+			f.overflow += rc.overflow
+			f.partials += int64(counts.DroppedPartialMatches)
+			f.noKey += rc.noKey
+			f.compared += rc.compared
+			f.overlap += rc.overlap
+			f.late += int64(counts.Late)
+		}
+	}
+	return c
 }
 
 // graceAfterStop gives a job stopped by ctx CheckpointTimeout to end

@@ -337,15 +337,10 @@ func (j *job) lowWatermark() event.Time {
 
 // publish hands the monitor the job's figures now.
 func (j *job) publish(ready bool) {
-	n := len(j.e.rules)
-	c := ruleFigures{alerts: make([]int64, n), timedOut: make([]int64, n), dropped: make([]int64, n), compared: make([]int64, n), overlap: make([]int64, n)}
+	c := make([]ruleFigure, len(j.e.rules))
 	for _, s := range j.subs {
-		for i := range s.ruleAlerts {
-			c.alerts[i] += s.ruleAlerts[i].Load()
-			c.timedOut[i] += s.ruleTimedOut[i].Load()
-			c.dropped[i] += s.ruleDrops[i].Load()
-			c.compared[i] += s.ruleCompared[i].Load()
-			c.overlap[i] += s.ruleOverlap[i].Load()
+		for i := range s.ruleCells {
+			s.ruleCells[i].addTo(&c[i])
 		}
 	}
 	parts := 0

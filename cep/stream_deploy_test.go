@@ -482,7 +482,11 @@ func TestStreamSwitchKeepsRunCounters(t *testing.T) {
 // deploy that keeps a rule, changes one (which drains, then is let go),
 // removes one; a rollback that adds the removed one back; a deploy that
 // drops a changed rule at once. A rule that leaves the active version
-// keeps its last figures (MonitorSnapshot.Former).
+// keeps its last figures (MonitorSnapshot.Former). The run's summary
+// (StreamResult.Rules) has at its end the figures the monitor has: it had
+// the last job's alone, its rules compiled again by the last switch (no
+// condition error of before it), without a removed rule's or a former
+// severity's.
 func TestStreamRuleCountersMonotonic(t *testing.T) {
 	// errs's condition fails on an event of even amount (an integer %
 	// by zero): it counts condition errors. v2 changes its severity.
@@ -533,8 +537,10 @@ rule errs {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	var res *StreamResult
 	go func() {
-		_, err := streamEngine(t, v1).Stream(ctx, cfg)
+		var err error
+		res, err = streamEngine(t, v1).Stream(ctx, cfg)
 		done <- err
 	}()
 
@@ -677,6 +683,55 @@ rule errs {
 	}
 	if len(downs) > 0 {
 		t.Errorf("%d counters went down or vanished in one process:\n%s", len(downs), strings.Join(downs, "\n"))
+	}
+	checkSummaryOfMonitor(t, res, m.Snapshot())
+	// What the summary lost: errs/medium's condition errors (counted
+	// before the first switch, which changed its severity), gone's alerts
+	// (removed), keep/medium's (v3 changed its severity).
+	for _, r := range res.Rules {
+		switch r.Rule + "/" + r.Severity {
+		case "errs/medium":
+			if !r.Former || r.ConditionErrors == 0 {
+				t.Errorf("errs/medium in the summary: %+v; want former, its condition errors", r)
+			}
+		case "gone/medium", "keep/medium":
+			if !r.Former || r.Alerts == 0 {
+				t.Errorf("%s/%s in the summary: %+v; want former, its alerts", r.Rule, r.Severity, r)
+			}
+		}
+	}
+}
+
+// checkSummaryOfMonitor checks that the rules of a run's summary are those
+// the monitor of its process has at its end (cepheus status, the
+// metrics): the active version's in ruleset order, then the former ones,
+// with the same figures.
+func checkSummaryOfMonitor(t *testing.T, res *StreamResult, sn MonitorSnapshot) {
+	t.Helper()
+	if res == nil {
+		t.Fatal("no result of the run")
+	}
+	var want, got []string
+	for _, rs := range []struct {
+		former bool
+		rules  []RuleCount
+	}{{false, sn.Rules}, {true, sn.Former}} {
+		for _, r := range rs.rules {
+			want = append(want, fmt.Sprintf("%s/%s/%s former=%v alerts=%d timed_out=%d condition_errors=%d emit_errors=%d dropped=%d no_key=%d",
+				r.Rule, r.Severity, r.TimeoutSeverity, rs.former, r.Alerts, r.TimedOut, r.ConditionErrors, r.EmitErrors, r.Dropped, r.NoKey))
+		}
+	}
+	var alerts int64
+	for _, r := range res.Rules {
+		got = append(got, fmt.Sprintf("%s/%s/%s former=%v alerts=%d timed_out=%d condition_errors=%d emit_errors=%d dropped=%d no_key=%d",
+			r.Rule, r.Severity, r.TimeoutSeverity, r.Former, r.Alerts, r.TimedOut, r.ConditionErrors, r.EmitErrors, r.Dropped+r.Overflow, r.NoKey))
+		alerts += r.Alerts
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the run's summary of its rules:\n%s\nthe monitor's at the end:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if alerts != res.Alerts {
+		t.Errorf("the summary's rules have %d alerts, the run %d", alerts, res.Alerts)
 	}
 }
 

@@ -108,12 +108,10 @@ type streamSubtask struct {
 	buf          []byte
 	// alertCount and lateCount mirror the host's counters for the
 	// coordinator's progress reports.
-	alertCount, lateCount     atomic.Int64
-	ruleAlerts, ruleDrops     []atomic.Int64 // by rule, with a monitor
-	ruleTimedOut              []atomic.Int64 // of ruleAlerts, those of timed-out partial matches
-	ruleCompared, ruleOverlap []atomic.Int64 // of a shadow comparison, by rule
-	stored                    uint64         // host.changes when the counters were last stored
-	processed                 atomic.Int64   // elements processed
+	alertCount, lateCount atomic.Int64
+	ruleCells             []ruleCells  // by rule, with a monitor
+	stored                uint64       // host.changes when the counters were last stored
+	processed             atomic.Int64 // elements processed
 	// collected counts the outputs Collect wrote; timed, the processing
 	// time ticks that wrote any (job.quiet: a timer that fires on the wall
 	// clock changes neither the input's positions nor its watermark, yet
@@ -143,11 +141,7 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 	s := &streamSubtask{j: j, index: i, host: host, in: make(chan msg, subtaskBuffer), free: make(chan []elem, subtaskBuffer+2)}
 	s.committed.Store(j.restored)
 	if j.cfg.Monitor != nil {
-		s.ruleAlerts = make([]atomic.Int64, len(j.e.rules))
-		s.ruleTimedOut = make([]atomic.Int64, len(j.e.rules))
-		s.ruleDrops = make([]atomic.Int64, len(j.e.rules))
-		s.ruleCompared = make([]atomic.Int64, len(j.e.rules))
-		s.ruleOverlap = make([]atomic.Int64, len(j.e.rules))
+		s.ruleCells = make([]ruleCells, len(j.e.rules))
 		s.stored = ^uint64(0) // the restored counters go out with the first message
 	}
 	c := &j.cfg
@@ -508,20 +502,40 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 // reports and the monitor (the per-rule ones only when they moved).
 func (s *streamSubtask) storeCounters() {
 	s.alertCount.Store(s.host.alerts)
-	if s.ruleAlerts != nil && s.host.changes != s.stored {
+	if s.ruleCells != nil && s.host.changes != s.stored {
 		s.stored = s.host.changes
-		for i := range s.ruleAlerts {
-			s.ruleAlerts[i].Store(s.host.rules[i].alerts)
-			s.ruleTimedOut[i].Store(s.host.rules[i].timedOut)
+		for i := range s.ruleCells {
+			c, rc := &s.ruleCells[i], &s.host.rules[i]
+			c.alerts.Store(rc.alerts)
+			c.timedOut.Store(rc.timedOut)
 			// Its events over the buffer limit and its partial matches
 			// over the partial-match limit (docs/operations.md).
 			counts, _ := s.host.keyOps[s.host.e.rules[i].spec].op.RuleCounts(i)
-			s.ruleDrops[i].Store(s.host.rules[i].overflow + int64(counts.DroppedPartialMatches))
-			s.ruleCompared[i].Store(s.host.rules[i].compared)
-			s.ruleOverlap[i].Store(s.host.rules[i].overlap)
+			c.overflow.Store(rc.overflow)
+			c.partials.Store(int64(counts.DroppedPartialMatches))
+			c.noKey.Store(rc.noKey)
+			c.compared.Store(rc.compared)
+			c.overlap.Store(rc.overlap)
 		}
 	}
 	s.lateCount.Store(s.host.late)
+}
+
+// ruleCells mirror a host's counters of one rule for the monitor
+// (ruleFigure).
+type ruleCells struct {
+	alerts, timedOut, overflow, partials, noKey, compared, overlap atomic.Int64
+}
+
+// addTo adds the cells' figures to f.
+func (c *ruleCells) addTo(f *ruleFigure) {
+	f.alerts += c.alerts.Load()
+	f.timedOut += c.timedOut.Load()
+	f.overflow += c.overflow.Load()
+	f.partials += c.partials.Load()
+	f.noKey += c.noKey.Load()
+	f.compared += c.compared.Load()
+	f.overlap += c.overlap.Load()
 }
 
 // Collect writes the host's outputs to the subtask's sinks.

@@ -804,7 +804,11 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo string) {
 	}
 	for _, rr := range r.Rules {
 		fmt.Fprintf(w, "  %-28s %8s alerts", rr.Rule, humanize.Int(rr.Alerts))
-		if notes := ruleNotes(rr); len(notes) > 0 {
+		notes := ruleNotes(rr)
+		if rr.Former {
+			notes = append([]string{formerNote(rr)}, notes...)
+		}
+		if len(notes) > 0 {
 			fmt.Fprintf(w, "  (%s)", strings.Join(notes, "; "))
 		}
 		fmt.Fprintln(w)
@@ -819,6 +823,18 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo string) {
 		}
 		fmt.Fprintf(w, "%s dropped at the bound\n", plural(int64(a.Dropped), "event", "events"))
 	}
+}
+
+// formerNote says of a rule of a run's summary that the active version
+// has not (removed, or of another severity now) that its figures are
+// those of earlier versions, and of which severity: the same rule may
+// have a line of the active version.
+func formerNote(rr cep.RuleSummary) string {
+	note := "an earlier version's, severity " + rr.Severity
+	if rr.TimeoutSeverity != "" {
+		note += ", timeout " + rr.TimeoutSeverity
+	}
+	return note
 }
 
 // checkServeAddrs refuses, as a bad command line, a -http or -grpc address

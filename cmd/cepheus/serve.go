@@ -144,6 +144,14 @@ func logProgress(log *slog.Logger, p cep.StreamProgress, m *rateMeter) {
 func logSummary(log *slog.Logger, r *cep.StreamResult) {
 	for _, rr := range r.Rules {
 		attrs := []any{"rule", rr.Rule, "severity", rr.Severity, "alerts", rr.Alerts}
+		if rr.Former {
+			// Not in the active version (removed, or of another severity
+			// now): an earlier version's figures.
+			attrs = append(attrs, "former", true)
+			if rr.TimeoutSeverity != "" {
+				attrs = append(attrs, "timeout_severity", rr.TimeoutSeverity)
+			}
+		}
 		count := func(key string, n int64) {
 			if n > 0 {
 				attrs = append(attrs, key, n)

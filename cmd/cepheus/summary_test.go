@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -244,6 +245,40 @@ func TestRunLookupSummaryLastError(t *testing.T) {
 		"run: lookup device: unbound, every event got its defaults\n"
 	if got := b.String(); got != want {
 		t.Errorf("lookup lines\n got  %q\n want %q", got, want)
+	}
+}
+
+// TestRunSummaryFormerRules: the rules of a run's summary that the
+// active version has not (removed, a former severity) say so and of which
+// severity, in run's lines and serve's records: the same rule may have a
+// line of the active version.
+func TestRunSummaryFormerRules(t *testing.T) {
+	res := &cep.StreamResult{Summary: cep.Summary{Ruleset: "cards", Rules: []cep.RuleSummary{
+		{Rule: "r", Severity: "high", Alerts: 3786},
+		{Rule: "r", Severity: "medium", Former: true, Alerts: 36, ConditionErrors: 2},
+		{Rule: "gone", Severity: "low", TimeoutSeverity: "medium", Former: true, Alerts: 10},
+	}}}
+	var b bytes.Buffer
+	printRunSummary(&b, res, "")
+	for _, want := range []string{
+		"\n  r                               3,786 alerts\n",
+		"\n  r                                  36 alerts  (an earlier version's, severity medium; 2 condition errors)\n",
+		"\n  gone                               10 alerts  (an earlier version's, severity low, timeout medium)\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("run's summary lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	logSummary(slog.New(slog.NewTextHandler(&b, nil)), res)
+	for _, want := range []string{
+		`msg="rule summary" rule=r severity=high alerts=3786` + "\n",
+		`msg="rule summary" rule=r severity=medium alerts=36 former=true condition_errors=2` + "\n",
+		`msg="rule summary" rule=gone severity=low alerts=10 former=true timeout_severity=medium` + "\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("serve's rule summaries lack %q:\n%s", want, b.String())
+		}
 	}
 }
 
