@@ -111,11 +111,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "watermark %s; %s, %s failed; %s keys, %s queued\n", wm,
 		checkpointText(st.GetLastCheckpoint(), st.GetLastCheckpointDurationMs()), n(st.GetCheckpointFailures()), n(st.GetKeys()), n(st.GetQueued()))
 	for _, r := range st.GetRules() {
-		timedOut := ""
-		if r.GetTimeoutSeverity() != "" {
-			timedOut = fmt.Sprintf(" (%s of them timed out, %s)", n(r.GetTimedOut()), r.GetTimeoutSeverity())
-		}
-		fmt.Fprintf(stdout, "  rule %-28s %-8s %8s alerts %6s condition errors %6s dropped%s\n", r.GetRule(), r.GetSeverity(), n(r.GetAlerts()), n(r.GetConditionErrors()), n(r.GetDropped()), timedOut)
+		fmt.Fprintln(stdout, ruleLine(r, false))
+	}
+	for _, r := range st.GetFormer() {
+		fmt.Fprintln(stdout, ruleLine(r, true))
 	}
 	for _, p := range st.GetPartitions() {
 		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), watermarkText(event.Time(p.GetWatermarkUnixMs())))
@@ -128,6 +127,38 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return nil
+}
+
+// ruleStatus is a rule's figures in the Status answer (the control API's
+// RuleStatus, whose package this one does not import).
+type ruleStatus interface {
+	GetRule() string
+	GetSeverity() string
+	GetAlerts() int64
+	GetConditionErrors() int64
+	GetEmitErrors() int64
+	GetDropped() int64
+	GetNoKey() int64
+	GetTimedOut() int64
+	GetTimeoutSeverity() string
+}
+
+// ruleLine is a rule's line of status: its counters, and with a timeout
+// block how many of its alerts timed out, and their severity. A former
+// rule's (one the active version has not: removed, or of another
+// severity now) is marked so; without those lines the rules did not add
+// up to the alerts of the header.
+func ruleLine(r ruleStatus, former bool) string {
+	n := humanize.Int
+	line := fmt.Sprintf("  rule %-28s %-8s %8s alerts %6s condition errors %6s emit errors %6s dropped %6s without key",
+		r.GetRule(), r.GetSeverity(), n(r.GetAlerts()), n(r.GetConditionErrors()), n(r.GetEmitErrors()), n(r.GetDropped()), n(r.GetNoKey()))
+	if r.GetTimeoutSeverity() != "" {
+		line += fmt.Sprintf(" (%s of them timed out, %s)", n(r.GetTimedOut()), r.GetTimeoutSeverity())
+	}
+	if former {
+		line += "  [earlier version: not in the active one]"
+	}
+	return line
 }
 
 // statusHeader is status's first line: whether the job is ready, and the

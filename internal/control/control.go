@@ -171,10 +171,13 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 		resp.WatermarkLagMs = max(0, int64(p.MaxEventTime-p.Watermark))
 	}
 	for _, r := range sn.Rules {
-		resp.Rules = append(resp.Rules, &cepheusv1.RuleStatus{
-			Rule: r.Rule, Severity: r.Severity, Alerts: r.Alerts, ConditionErrors: r.ConditionErrors, Dropped: r.Dropped,
-			TimedOut: r.TimedOut, TimeoutSeverity: r.TimeoutSeverity,
-		})
+		resp.Rules = append(resp.Rules, ruleStatus(r))
+	}
+	// The rules the active version has not keep their figures: without
+	// them the rules did not add up to the alerts (a removed rule's, a
+	// former severity's).
+	for _, r := range sn.Former {
+		resp.Former = append(resp.Former, ruleStatus(r))
 	}
 	for _, r := range sn.Shadow {
 		resp.Shadow = append(resp.Shadow, &cepheusv1.ShadowRuleStatus{
@@ -189,6 +192,14 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 		return comparePartitions(a.GetPartition(), b.GetPartition())
 	})
 	return resp
+}
+
+// ruleStatus is a rule's counters as Status has them.
+func ruleStatus(r cep.RuleCount) *cepheusv1.RuleStatus {
+	return &cepheusv1.RuleStatus{
+		Rule: r.Rule, Severity: r.Severity, Alerts: r.Alerts, ConditionErrors: r.ConditionErrors, Dropped: r.Dropped,
+		TimedOut: r.TimedOut, TimeoutSeverity: r.TimeoutSeverity, EmitErrors: r.EmitErrors, NoKey: r.NoKey,
+	}
 }
 
 // comparePartitions orders partition names (file names, TOPIC-P) as

@@ -938,3 +938,31 @@ func waitStatus(t *testing.T, ctx context.Context, c *Client, what string, cond 
 
 // readyWith40 is the status of a job ready with the tests' 40 records read.
 func readyWith40(st *cepheusv1.StatusResponse) bool { return st.GetReady() && st.GetRecords() == 40 }
+
+// TestStatusFormer: Status has the rules the active version has not
+// (removed, of a former severity) apart, with their figures, so that the
+// rules add up to the alerts; it left them out. A rule's emit errors and
+// events without the key are in it too.
+func TestStatusFormer(t *testing.T) {
+	st := statusOf(cep.MonitorSnapshot{
+		Progress: cep.StreamProgress{StreamStats: cep.StreamStats{Alerts: 3832}},
+		Rules:    []cep.RuleCount{{Rule: "a", Severity: "high", Alerts: 3786, EmitErrors: 4, NoKey: 2}},
+		Former: []cep.RuleCount{
+			{Rule: "gone", Severity: "medium", Alerts: 10, ConditionErrors: 7},
+			{Rule: "a", Severity: "low", Alerts: 36, EmitErrors: 1, NoKey: 9, Dropped: 5},
+		},
+	})
+	var sum int64
+	var rows []string
+	for _, rs := range [][]*cepheusv1.RuleStatus{st.GetRules(), st.GetFormer()} {
+		for _, r := range rs {
+			sum += r.GetAlerts()
+			rows = append(rows, fmt.Sprintf("%s/%s %d %d %d %d %d", r.GetRule(), r.GetSeverity(), r.GetAlerts(), r.GetConditionErrors(), r.GetEmitErrors(), r.GetDropped(), r.GetNoKey()))
+		}
+		rows = append(rows, "|")
+	}
+	want := []string{"a/high 3786 0 4 0 2", "|", "gone/medium 10 7 0 0 0", "a/low 36 0 1 5 9", "|"}
+	if !slices.Equal(rows, want) || sum != st.GetAlerts() {
+		t.Errorf("status rules | former: %q, their alerts %d; want %q, %d", rows, sum, want, st.GetAlerts())
+	}
+}

@@ -282,8 +282,13 @@ type RuleStatus struct {
 	Dropped         int64  `protobuf:"varint,5,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	TimedOut        int64  `protobuf:"varint,6,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	TimeoutSeverity string `protobuf:"bytes,7,opt,name=timeout_severity,json=timeoutSeverity,proto3" json:"timeout_severity,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// emit_errors counts the emit fields that failed (each null in its
+	// alert), no_key the events without one of the rule's key fields
+	// (skipped).
+	EmitErrors    int64 `protobuf:"varint,8,opt,name=emit_errors,json=emitErrors,proto3" json:"emit_errors,omitempty"`
+	NoKey         int64 `protobuf:"varint,9,opt,name=no_key,json=noKey,proto3" json:"no_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RuleStatus) Reset() {
@@ -365,6 +370,20 @@ func (x *RuleStatus) GetTimeoutSeverity() string {
 	return ""
 }
 
+func (x *RuleStatus) GetEmitErrors() int64 {
+	if x != nil {
+		return x.EmitErrors
+	}
+	return 0
+}
+
+func (x *RuleStatus) GetNoKey() int64 {
+	if x != nil {
+		return x.NoKey
+	}
+	return 0
+}
+
 type PartitionStatus struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition string                 `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -443,6 +462,12 @@ type StatusResponse struct {
 	// deployed.
 	ShadowVersion string              `protobuf:"bytes,18,opt,name=shadow_version,json=shadowVersion,proto3" json:"shadow_version,omitempty"`
 	Shadow        []*ShadowRuleStatus `protobuf:"bytes,19,rep,name=shadow,proto3" json:"shadow,omitempty"`
+	// former are the rules counted in this process that the active version
+	// has not (a removed rule, a rule's former severity or timeout
+	// severity, a draining old version's of another severity), with their
+	// last figures: with rules they add up to alerts (in the process's
+	// life: a restart counts from the rules of the checkpoint it restored).
+	Former        []*RuleStatus `protobuf:"bytes,20,rep,name=former,proto3" json:"former,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -606,6 +631,13 @@ func (x *StatusResponse) GetShadowVersion() string {
 func (x *StatusResponse) GetShadow() []*ShadowRuleStatus {
 	if x != nil {
 		return x.Shadow
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetFormer() []*RuleStatus {
+	if x != nil {
+		return x.Former
 	}
 	return nil
 }
@@ -1315,7 +1347,7 @@ const file_control_proto_rawDesc = "" +
 	"\x05rules\x18\x04 \x03(\tR\x05rules\x12/\n" +
 	"\bproblems\x18\x05 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\x12/\n" +
 	"\bwarnings\x18\x06 \x03(\v2\x13.cepheus.v1.ProblemR\bwarnings\"\x0f\n" +
-	"\rStatusRequest\"\xe1\x01\n" +
+	"\rStatusRequest\"\x99\x02\n" +
 	"\n" +
 	"RuleStatus\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x1a\n" +
@@ -1324,10 +1356,13 @@ const file_control_proto_rawDesc = "" +
 	"\x10condition_errors\x18\x04 \x01(\x03R\x0fconditionErrors\x12\x18\n" +
 	"\adropped\x18\x05 \x01(\x03R\adropped\x12\x1b\n" +
 	"\ttimed_out\x18\x06 \x01(\x03R\btimedOut\x12)\n" +
-	"\x10timeout_severity\x18\a \x01(\tR\x0ftimeoutSeverity\"[\n" +
+	"\x10timeout_severity\x18\a \x01(\tR\x0ftimeoutSeverity\x12\x1f\n" +
+	"\vemit_errors\x18\b \x01(\x03R\n" +
+	"emitErrors\x12\x15\n" +
+	"\x06no_key\x18\t \x01(\x03R\x05noKey\"[\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\tR\tpartition\x12*\n" +
-	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xb1\x05\n" +
+	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xe1\x05\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aruleset\x18\x02 \x01(\tR\aruleset\x12\x18\n" +
@@ -1350,7 +1385,8 @@ const file_control_proto_rawDesc = "" +
 	"partitions\x12/\n" +
 	"\x13checkpoint_failures\x18\x11 \x01(\x03R\x12checkpointFailures\x12%\n" +
 	"\x0eshadow_version\x18\x12 \x01(\tR\rshadowVersion\x124\n" +
-	"\x06shadow\x18\x13 \x03(\v2\x1c.cepheus.v1.ShadowRuleStatusR\x06shadow\"\xb2\x01\n" +
+	"\x06shadow\x18\x13 \x03(\v2\x1c.cepheus.v1.ShadowRuleStatusR\x06shadow\x12.\n" +
+	"\x06former\x18\x14 \x03(\v2\x16.cepheus.v1.RuleStatusR\x06former\"\xb2\x01\n" +
 	"\x10ShadowRuleStatus\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06active\x18\x02 \x01(\x03R\x06active\x12\x16\n" +
@@ -1450,28 +1486,29 @@ var file_control_proto_depIdxs = []int32{
 	4,  // 2: cepheus.v1.StatusResponse.rules:type_name -> cepheus.v1.RuleStatus
 	5,  // 3: cepheus.v1.StatusResponse.partitions:type_name -> cepheus.v1.PartitionStatus
 	7,  // 4: cepheus.v1.StatusResponse.shadow:type_name -> cepheus.v1.ShadowRuleStatus
-	1,  // 5: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
-	1,  // 6: cepheus.v1.DeployResponse.warnings:type_name -> cepheus.v1.Problem
-	13, // 7: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
-	0,  // 8: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
-	3,  // 9: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
-	8,  // 10: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
-	10, // 11: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
-	12, // 12: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
-	15, // 13: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
-	16, // 14: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
-	2,  // 15: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
-	6,  // 16: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
-	9,  // 17: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
-	11, // 18: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
-	14, // 19: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
-	11, // 20: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
-	11, // 21: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	4,  // 5: cepheus.v1.StatusResponse.former:type_name -> cepheus.v1.RuleStatus
+	1,  // 6: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
+	1,  // 7: cepheus.v1.DeployResponse.warnings:type_name -> cepheus.v1.Problem
+	13, // 8: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
+	0,  // 9: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
+	3,  // 10: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
+	8,  // 11: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
+	10, // 12: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
+	12, // 13: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
+	15, // 14: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
+	16, // 15: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
+	2,  // 16: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
+	6,  // 17: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
+	9,  // 18: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
+	11, // 19: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
+	14, // 20: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
+	11, // 21: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
+	11, // 22: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
+	16, // [16:23] is the sub-list for method output_type
+	9,  // [9:16] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
