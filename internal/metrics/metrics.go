@@ -38,6 +38,7 @@ var Names = []string{
 	"cepheus_checkpoint_duration_seconds", "cepheus_checkpoint_failures_total", "cepheus_checkpoints_skipped_total",
 	"cepheus_last_checkpoint", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
 	"cepheus_ready", "cepheus_ruleset_info", "cepheus_rule_condition_errors_total", "cepheus_rule_dropped_total",
+	"cepheus_rule_emit_errors_total", "cepheus_rule_events_without_key_total",
 	"cepheus_partition_watermark_seconds", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
 	"cepheus_partial_matches", "cepheus_state_bytes", "cepheus_checkpoint_bytes", "cepheus_ruleset_switches_total",
 	"cepheus_shadow_ruleset_info", "cepheus_shadow_rule_alerts_total", "cepheus_shadow_rule_active_alerts_total",
@@ -81,6 +82,8 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_ruleset_info", "The ruleset running (always 1).", "ruleset", "version")
 	d("cepheus_rule_condition_errors_total", "Condition evaluations of one rule that failed at run time (counted as false).", "rule")
 	d("cepheus_rule_dropped_total", "Events or partial matches of one rule dropped at the limits.", "rule")
+	d("cepheus_rule_emit_errors_total", "Emit fields of one rule's alerts that failed at run time (each null in its alert).", "rule")
+	d("cepheus_rule_events_without_key_total", "Events one rule skipped for lacking one of its key fields (missing or null).", "rule")
 	d("cepheus_partition_watermark_seconds", "The watermark of one input partition (a file, or TOPIC-P), as Unix seconds.", "partition")
 	d("cepheus_kafka_transactions_total", "Checkpoint transactions of a Kafka job, by outcome.", "outcome")
 	d("cepheus_kafka_consumer_lag_records", "Records of a Kafka partition (input or repartition) past the job's position, as its latest fetch saw them.", "partition")
@@ -131,7 +134,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	// The active version's rules, then the others counted in this process
 	// (a removed rule, a former severity), which keep their last values:
 	// a rule's counters never go down while the process runs. Condition
-	// errors and drops are by rule name alone, over its severities.
+	// errors, emit errors, drops and events without the key are by rule
+	// name alone, over its severities.
 	// An alert counts under its own severity: a timed-out partial match's
 	// under its rule's timeout block's, so one rule's alerts of one
 	// severity may come from several counts (sums of counters that never
@@ -159,7 +163,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				names = append(names, r.Rule)
 			}
 			n.ConditionErrors += r.ConditionErrors
+			n.EmitErrors += r.EmitErrors
 			n.Dropped += r.Dropped
+			n.NoKey += r.NoKey
 			byName[r.Rule] = n
 		}
 	}
@@ -169,6 +175,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range names {
 		counter("cepheus_rule_condition_errors_total", float64(byName[name].ConditionErrors), name)
 		counter("cepheus_rule_dropped_total", float64(byName[name].Dropped), name)
+		counter("cepheus_rule_emit_errors_total", float64(byName[name].EmitErrors), name)
+		counter("cepheus_rule_events_without_key_total", float64(byName[name].NoKey), name)
 	}
 	for name, wm := range s.PartitionWatermarks {
 		gauge("cepheus_partition_watermark_seconds", watermarkSeconds(event.Watermark(wm)), name)

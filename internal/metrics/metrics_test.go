@@ -658,3 +658,65 @@ func TestTimedOutAlertsBySeverity(t *testing.T) {
 		t.Errorf("the snapshot's former rules: %+v; want one of 5 timed out, low", sn.Former)
 	}
 }
+
+// TestEmitErrorsAndEventsWithoutKey: an emit field that fails (null in
+// its alert) and an event without the rule's key field count in
+// cepheus_rule_emit_errors_total and cepheus_rule_events_without_key_total
+// of the rule, and in the snapshot (cepheus status); only the end of run's
+// summary had them.
+func TestEmitErrorsAndEventsWithoutKey(t *testing.T) {
+	m := cep.NewStreamMonitor()
+	srv := httptest.NewServer(Handler(m))
+	defer srv.Close()
+	dir := t.TempDir()
+	// The emit field fails on a match whose foreign authorization's
+	// amount is even (an integer % by zero).
+	src := strings.Replace(testRules, "    within 10m\n  }\n", "    within 10m\n  }\n  emit {\n    odd: int(big.amount) % (int(foreign.amount) % 2)\n  }\n", 1)
+	// A rule of another key: without it the card would be required, an
+	// event without it a dead letter.
+	src += "\nrule by_country {\n  key country\n  pattern {\n    begin a where amount > 100000\n  }\n}\n"
+	rs, err := rules.Load("m.cep", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Rules[0].Emits) != 1 {
+		t.Fatalf("the rule has no emit field:\n%s", src)
+	}
+	// Ten cards, each with a large authorization then one abroad (a
+	// match): the even cards' second amount is even (an emit error);
+	// three events lack the card.
+	var b strings.Builder
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	at := func(min int) string { return base.Add(time.Duration(min) * time.Minute).Format(time.RFC3339) }
+	for i := range 10 {
+		fmt.Fprintf(&b, `{"ts":%q,"card":"c%d","type":"auth","amount":500,"country":"US"}`+"\n", at(2*i), i)
+		fmt.Fprintf(&b, `{"ts":%q,"card":"c%d","type":"auth","amount":%d,"country":"FR"}`+"\n", at(2*i+1), i, 20+i)
+	}
+	for i := range 3 {
+		fmt.Fprintf(&b, `{"ts":%q,"type":"auth","amount":500,"country":"US"}`+"\n", at(30+i))
+	}
+	input := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(input, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := cep.New(cep.WithRuleset(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Stream(context.Background(), cep.StreamConfig{Events: input, StateDir: filepath.Join(dir, "state"),
+		AlertsDir: filepath.Join(dir, "alerts"), Parallelism: 2, Monitor: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Rules[0]; r.Alerts != 10 || r.EmitErrors != 5 || r.NoKey != 3 {
+		t.Fatalf("the run's summary: %+v; want 10 alerts, 5 emit errors, 3 events without the key", r)
+	}
+	s := scrape(t, srv.URL)
+	emit, noKey := s[`cepheus_rule_emit_errors_total{rule="big_then_foreign"}`], s[`cepheus_rule_events_without_key_total{rule="big_then_foreign"}`]
+	if emit != 5 || noKey != 3 {
+		t.Errorf("cepheus_rule_emit_errors_total %v, cepheus_rule_events_without_key_total %v; want 5 and 3 (the run's summary)", emit, noKey)
+	}
+	if sn := m.Snapshot(); len(sn.Rules) != 2 || sn.Rules[0].EmitErrors != 5 || sn.Rules[0].NoKey != 3 || sn.Rules[1].NoKey != 0 {
+		t.Errorf("the snapshot's rules: %+v; want 5 emit errors, 3 events without the key", sn.Rules)
+	}
+}
