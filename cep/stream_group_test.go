@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -342,5 +344,105 @@ func TestKafkaUnboundedAfterBounded(t *testing.T) {
 		if res, err := run(false); !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "new -group") {
 			t.Errorf("an unbounded run %s: %v, %+v; want it refused, a new -group named", what, err, res)
 		}
+	}
+}
+
+// TestKafkaBoundedAfterLive: a bounded run of a group whose unbounded run
+// read the whole topic and was stopped (its offsets at the ends, not
+// final) runs a job that reads nothing and sends the final watermark: the
+// alerts the live run held for later (windows still open at its end) come
+// out, and the alerts topic holds those of a bounded run of a fresh group,
+// each once. A bounded run after that has nothing to do. Before, the
+// first bounded run said "nothing to do" and the held alerts never came.
+func TestKafkaBoundedAfterLive(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	topic := fmt.Sprintf("bounded-after-live-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 2, inOrderInput(300))
+	conn := kafka.Conn{Brokers: brokers}
+	state := t.TempDir()
+	config := func(group string, bounded bool) StreamConfig {
+		return StreamConfig{
+			Kafka:    &KafkaInput{Brokers: brokers, Topic: topic, Bounded: bounded, AlertsTopic: group + "-alerts", Group: group},
+			StateDir: filepath.Join(state, group), CheckpointInterval: 20 * time.Millisecond, Parallelism: 1,
+		}
+	}
+	run := func(what string, cfg StreamConfig) *StreamResult {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		res, err := streamEngine(t, engineRules).Stream(ctx, cfg)
+		if err != nil || res == nil || !res.Finished {
+			t.Fatalf("%s: %v, %+v (want it finished)", what, err, res)
+		}
+		return res
+	}
+	if res := run("the reference run", config(topic+"-ref", true)); res.AlreadyFinished {
+		t.Fatalf("the reference run: %+v", res)
+	}
+	want := alertIDsOf(topicValues(t, brokers, topic+"-ref-alerts"))
+
+	// The live run, stopped once the group has committed every partition
+	// at its end, the repartition topic's (two_big_in_country's) too: a
+	// bounded run then had nothing to do.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := streamEngine(t, engineRules).Stream(ctx, config(topic, false))
+		done <- err
+	}()
+	ends, err := kafka.EndOffsets(ctx, conn, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := kafka.GroupOffsets(ctx, conn, topic, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caughtUp := true
+		for p, end := range ends {
+			caughtUp = caughtUp && c[p].Offset == end
+		}
+		rep := repartitionTopic(topic, []string{"country"})
+		rc, err := kafka.GroupOffsets(ctx, conn, topic, rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rends, err := kafka.EndOffsets(ctx, conn, rep)
+		if err != nil && !errors.Is(err, kafka.ErrNoTopic) {
+			t.Fatal(err)
+		}
+		for p, end := range rends {
+			caughtUp = caughtUp && rc[p].Offset == end
+		}
+		if caughtUp {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the live run ended: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the live run did not commit the ends %v in 60 s: %v", ends, c)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the live run, cancelled: %v", err)
+	}
+	live := alertIDsOf(topicValues(t, brokers, topic+"-alerts"))
+	if len(live) >= len(want) {
+		t.Fatalf("the live run raised %d alerts, the reference %d: none held for a final watermark, nothing to check", len(live), len(want))
+	}
+	if res := run("the bounded run after the live one", config(topic, true)); res.AlreadyFinished || res.Stats.RunRecords != 0 {
+		t.Errorf("the bounded run after the live one: %+v, want a job that reads nothing and finishes", res)
+	}
+	if got := alertIDsOf(topicValues(t, brokers, topic+"-alerts")); !slices.Equal(got, want) {
+		t.Errorf("after the bounded run: %d alerts (the live run's %d), the reference %d (or they differ)", len(got), len(live), len(want))
+	}
+	if res := run("a second bounded run", config(topic, true)); !res.AlreadyFinished {
+		t.Errorf("a second bounded run: %+v, want nothing to do", res)
 	}
 }
