@@ -479,6 +479,7 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 				why := fmt.Sprintf("checkpoint %d was not complete after %v (the checkpoint timeout)", nc.id, nc.after)
 				next.reply(nil, fmt.Errorf("cep: the switch did not happen: %s; the job goes on with its version from checkpoint %d: deploy again", why, j.stats.LastCheckpoint))
 				j.logf("the switch to version %.12s did not happen: %s; the job goes on with its version from checkpoint %d", next.rs.Hash, why, j.stats.LastCheckpoint)
+				carried.restarts()
 				continue
 			case err == nil && ctx.Err() == nil && next.id > 0 && c.hooks.stopAtSwitch:
 				next.reply(nil, fmt.Errorf("stopped at the switch's checkpoint %d (a test's hook)", next.id))
@@ -491,6 +492,7 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 			case next.id == 0:
 				next.reply(nil, errors.New("cep: the job stopped before the switch's checkpoint: deploy again"))
 				if err == nil && ctx.Err() == nil {
+					carried.restarts()
 					continue // the job goes on with its version
 				}
 			case ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())):
@@ -546,6 +548,14 @@ func (j *job) carry() *runCarry {
 		activity: j.partActivity(),
 	}
 }
+
+// restarts says that the next job restores the latest complete
+// checkpoint, not a switch's: it reads again what came after it, so its
+// partitions start active, as a restart's do. A partition quiet before
+// would be idle at its first tick, before its records came again, and
+// the others' would carry the watermark past them: on time in the first
+// reading, late in the second.
+func (c *runCarry) restarts() { c.activity = nil }
 
 // partActivity is the job's partitions' wall-clock activity for the next
 // job: its source's, or what it was handed when it opened none.

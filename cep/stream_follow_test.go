@@ -989,6 +989,74 @@ func TestStreamFollowIdleAcrossSwitch(t *testing.T) {
 	f.stop()
 }
 
+// TestStreamFollowIdleNotCarriedToRestore: a switch whose checkpoint is
+// not complete in time does not happen, and the job after it restores the
+// latest complete checkpoint, as a restart does: it reads again what came
+// after it, and its partitions start active, as a restart's. Carried from
+// the job before, the idleness of a partition quiet since then made it
+// idle at the new job's first tick, before its records came again: the
+// other partition's records carried the watermark past them, and records
+// that were on time in the first reading were late in the second.
+func TestStreamFollowIdleNotCarriedToRestore(t *testing.T) {
+	dir := t.TempDir()
+	line := minuteLine
+	old, live := oldAndLive(t, dir, 1)
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.IdleTimeout, cfg.CloseInactive = time.Second, time.Hour
+	cfg.CheckpointInterval, cfg.CheckpointTimeout = time.Hour, 300*time.Millisecond
+	var slow, released atomic.Bool
+	cfg.hooks.atBarrier = func(sub int, id int64) {
+		if sub == 0 && slow.Load() {
+			time.Sleep(time.Second)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var readers atomic.Int32
+	cfg.hooks.reader = func(r batchSource) batchSource {
+		if readers.Add(1) == 1 {
+			return r
+		}
+		// The job after the switch that did not happen: old-0's records
+		// come after live's, within the idle timeout of its start.
+		return holdPartition(ctx, r, filepath.Base(old[0]), func(b runtime.Batch) bool {
+			if b.Partition.Name != "live.jsonl" || len(b.Records) == 0 || !strings.Contains(string(b.Records[len(b.Records)-1].Data), "10:20") {
+				return false
+			}
+			time.Sleep(300 * time.Millisecond) // ticks of the coordinator
+			released.Store(true)
+			return true
+		})
+	}
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitSnapshot(t, f.m, "both files read", func(s MonitorSnapshot) bool { return s.Progress.Records == 2 })
+	appendFile(t, old[0], []string{line(5)})
+	waitSnapshot(t, f.m, "old-0's 10:05 read", func(s MonitorSnapshot) bool { return s.Progress.Records == 3 })
+	time.Sleep(cfg.IdleTimeout + 200*time.Millisecond) // old-0 quiet for the idle timeout
+	appendFile(t, live, []string{line(10), line(20)})
+	at20 := event.Time(time.Date(2026, 1, 1, 10, 19, 49, 999e6, time.UTC).UnixMilli())
+	waitSnapshot(t, f.m, "old-0 idle: the watermark at live.jsonl's 10:20", func(s MonitorSnapshot) bool { return s.Progress.Watermark >= at20 })
+	if late := f.m.Snapshot().Progress.Late; late != 0 {
+		t.Fatalf("%d late records in the first reading, want none", late)
+	}
+	v2 := strings.Replace(engineRules, "amount > 400", "amount > 401", 1)
+	slow.Store(true)
+	_, err := f.m.Deploy(ctx, Deploy{Name: "v2.cep", Source: []byte(v2)})
+	slow.Store(false)
+	if err == nil || !strings.Contains(err.Error(), "the switch did not happen") {
+		t.Fatalf("a deploy whose switch's checkpoint is not complete in time: %v; want the switch did not happen", err)
+	}
+	waitSnapshot(t, f.m, "the records read again", func(s MonitorSnapshot) bool {
+		return released.Load() && s.Ready && s.Progress.Records == 5 && s.Progress.Queued == 0 && s.Progress.Watermark >= at20
+	})
+	time.Sleep(200 * time.Millisecond)
+	if late := f.m.Snapshot().Progress.Late; late != 0 {
+		t.Errorf("%d late records after the switch that did not happen, want none (old-0's were on time in the first reading, and a restart reads them so)", late)
+	}
+	f.stop()
+}
+
 // TestStreamFollowDeletedClosed: a followed directory's file deleted
 // while closed for inactivity ends its partition: it no longer holds the
 // watermark back (never idle here), leaves the partitions, and leaves the
