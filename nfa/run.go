@@ -108,6 +108,12 @@ func (n *NFA) WaitsForever() (stage string, ok bool) {
 			if t.act != actIgnore || d.typ != stNormal || d.gap > 0 || d.stage < 0 {
 				continue
 			}
+			if neverHolds(t.cond) && !takesSelf(s) {
+				// A stage without a condition ignores no event: its
+				// partial match takes the next one (a loop's goes on
+				// taking them: it waits all the same).
+				continue
+			}
 			if first < 0 || d.stage < first {
 				first = d.stage
 			}
@@ -117,6 +123,30 @@ func (n *NFA) WaitsForever() (stage string, ok bool) {
 		return "", false
 	}
 	return n.stages[first], true
+}
+
+// neverHolds reports whether c is false for every event by its form: the
+// ignore condition of a relaxed stage without a condition (Not(True)),
+// also extended with an until or a greedy loop's condition (And).
+func neverHolds(c Condition) bool {
+	switch c := c.(type) {
+	case notCond:
+		_, ok := c.c.(trueCond)
+		return ok
+	case andCond:
+		return neverHolds(c.a) || neverHolds(c.b)
+	}
+	return false
+}
+
+// takesSelf reports whether s has a take back to itself (a loop's state).
+func takesSelf(s *state) bool {
+	for _, t := range s.trans {
+		if t.act == actTake && t.dst == s {
+			return true
+		}
+	}
+	return false
 }
 
 // Skip returns the after-match skip strategy.
