@@ -83,7 +83,11 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 	c := &j.cfg
 	src := j.src
 	defer func() {
-		if errors.Is(err, errStopped) {
+		// A subtask's failure stops the job (j.stop), which ends what the
+		// coordinator waited on: a send (errStopped), or a lookup's
+		// request (its context's error, the job's being cancelled). The
+		// run's error is the subtask's, which names what failed.
+		if errors.Is(err, errStopped) || j.sctx != nil && j.sctx.Err() != nil && errors.Is(err, context.Canceled) {
 			select {
 			case err = <-j.failed:
 			default:

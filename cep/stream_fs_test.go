@@ -1,0 +1,111 @@
+package cep
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cepheus-cep/cepheus/enrich"
+	"github.com/cepheus-cep/cepheus/event"
+)
+
+// gateSource is a lookup source that, once blocked, holds every Fetch
+// until its context ends, saying when the first one began.
+type gateSource struct {
+	LookupSource
+	block   atomic.Bool
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (g *gateSource) Fetch(ctx context.Context, keys []string) ([][]event.Value, error) {
+	if g.block.Load() {
+		g.once.Do(func() { close(g.entered) })
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return g.LookupSource.Fetch(ctx, keys)
+}
+
+// TestStreamSinkErrorWhileLookingUp: a subtask whose sink fails (its
+// output directory removed under it) while the coordinator waits for a
+// lookup's source ends the run with the sink's error, naming the file and
+// the cause. The coordinator's lookup, ended by the job's stop, said
+// "context canceled" instead, and nothing else.
+func TestStreamSinkErrorWhileLookingUp(t *testing.T) {
+	rs, err := CompileRuleset("lk.cep", []byte(lookupRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderSpec, _ := lookupSpec(rs, "holder")
+	strictSpec, _ := lookupSpec(rs, "strict")
+	holder := &gateSource{
+		LookupSource: enrich.NewMemSource(holderSpec, map[string][]event.Value{"k1": {event.String("FR"), event.Int(500)}}),
+		entered:      make(chan struct{}),
+	}
+	strict := enrich.NewMemSource(strictSpec, nil)
+	e, err := New(WithRuleset(rs), WithOutOfOrderness(time.Second), WithWatermarkEvery(1),
+		WithLookups(map[string]LookupSource{"holder": holder, "strict": strict}, LookupOptions{Batch: 4, CacheSize: -1, Timeout: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	write := func(from, n int) int64 {
+		t.Helper()
+		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for i := from; i < from+n; i++ {
+			fmt.Fprintf(f, `{"ts": %d, "card": "k%d", "amount": 600}`+"\n", 1000*(i+1), i%7)
+		}
+		return int64(from + n)
+	}
+	d := newStreamDirs(t)
+	cfg := d.config(events)
+	cfg.Parallelism, cfg.CheckpointInterval = 1, time.Hour
+	var armed atomic.Bool
+	inHook := make(chan struct{})
+	cfg.hooks.beforeSinkCommit = func(int, int64) {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		close(inHook)
+		// The coordinator waits for the lookup: the output directory
+		// goes, and with it the part file this commit renames.
+		<-holder.entered
+		if err := os.RemoveAll(d.alerts); err != nil {
+			t.Error(err)
+		}
+	}
+	read := write(0, 40)
+	f := follow(t, e, cfg)
+	waitMonitor(t, f.m, read)
+	waitSnapshot(t, f.m, "alerts", func(s MonitorSnapshot) bool { return s.Progress.Alerts > 0 })
+	armed.Store(true)
+	f.m.RequestCheckpoint()
+	select {
+	case <-inHook:
+	case <-time.After(time.Minute):
+		t.Fatal("no commit after a minute")
+	}
+	holder.block.Store(true)
+	write(int(read), 8)
+	select {
+	case end := <-f.done:
+		err = end.err
+	case <-time.After(time.Minute):
+		t.Fatal("the job did not end within a minute of its sink's failure")
+	}
+	want := "file sink: part file of checkpoint "
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), d.alerts) {
+		t.Errorf("Stream = %v, want the sink's error (%q..., naming %s)", err, want, d.alerts)
+	}
+}
