@@ -427,6 +427,15 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
 	defer runLock.Close()
+	outLocks, err := c.lockOutputs()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, l := range outLocks {
+			l.Close()
+		}
+	}()
 	if c.Kafka.transactional() && c.Kafka.RulesTopic != "" {
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -444,6 +453,35 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 		return e.streamGroup(ctx, c, start)
 	}
 	return e.runJob(ctx, c, start)
+}
+
+// lockOutputs locks the output directories of the file sinks for the
+// run (runtime.LockOutputDir), each once: a second run given one of them
+// fails here, before its sinks delete or rename the first's files.
+func (c *StreamConfig) lockOutputs() ([]io.Closer, error) {
+	if c.Kafka.transactional() {
+		return nil, nil // its outputs are topics
+	}
+	var locks []io.Closer
+	seen := map[string]bool{}
+	for _, out := range []struct{ flag, dir string }{
+		{"alerts output", c.AlertsDir}, {"late events output", c.LateDir}, {"dead-letter output", c.DeadDir}, {"shadow alerts output", c.ShadowDir},
+	} {
+		key, err := filepath.Abs(out.dir)
+		if out.dir == "" || err == nil && seen[key] {
+			continue
+		}
+		seen[key] = true
+		l, err := runtime.LockOutputDir(out.dir)
+		if err != nil {
+			for _, l := range locks {
+				l.Close()
+			}
+			return nil, fmt.Errorf("cep: stream: %s: %w", out.flag, err)
+		}
+		locks = append(locks, l)
+	}
+	return locks, nil
 }
 
 // runJob runs one job of c to its end. A hot-loading switch ends a job at

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,5 +108,47 @@ func TestStreamSinkErrorWhileLookingUp(t *testing.T) {
 	want := "file sink: part file of checkpoint "
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), d.alerts) {
 		t.Errorf("Stream = %v, want the sink's error (%q..., naming %s)", err, want, d.alerts)
+	}
+}
+
+// TestStreamOutputInUse: a second Stream given an output directory of a
+// running one (with a state directory of its own) fails at once, saying
+// which output is in use by another run, and the first goes on
+// undisturbed: every alert it counted is committed, once. The second's
+// sinks recovered the directory as theirs before: they deleted the
+// first's open and pending part files, and two runs started together
+// wrote and renamed each other's, one failing and the other ending well
+// with alerts lost.
+func TestStreamOutputInUse(t *testing.T) {
+	input := engineInput(200)
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(strings.Count(input, "\n"))
+	f := startFollowing(t, d, events, want)
+	for _, c := range []struct {
+		output string
+		share  func(own, first *streamDirs)
+	}{
+		{"alerts output", func(own, first *streamDirs) { own.alerts = first.alerts }},
+		{"dead-letter output", func(own, first *streamDirs) { own.dead = first.dead }},
+		{"late events output", func(own, first *streamDirs) { own.late = first.alerts }}, // another output's directory
+	} {
+		own := newStreamDirs(t)
+		c.share(&own, &d)
+		second := own.config(events)
+		_, err := streamEngine(t, engineRules).Stream(context.Background(), second)
+		if err == nil || !strings.Contains(err.Error(), c.output+": runtime: output directory ") || !strings.Contains(err.Error(), "is in use by another run") {
+			t.Errorf("a second Stream sharing the first's %s: %v, want it in use", c.output, err)
+		}
+	}
+	res := f.stop(t)
+	if res.Records != want || res.Alerts == 0 {
+		t.Fatalf("the first run: %d records, %d alerts; want %d records and alerts", res.Records, res.Alerts, want)
+	}
+	if got := committedLines(t, d.alerts); int64(len(got)) != res.Alerts || len(slices.Compact(got)) != len(got) {
+		t.Errorf("the first run counted %d alerts; its output holds %d lines, %d distinct", res.Alerts, len(got), len(slices.Compact(slices.Clone(got))))
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/cepheus-cep/cepheus/internal/failpoint"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
 )
 
 // FileSink is the exactly-once [CommitSink] of one subtask into a
@@ -91,6 +93,45 @@ var _ CommitSink = (*FileSink)(nil)
 // directory holds a committed part file of this prefix and subtask for a
 // checkpoint after the one restored.
 var ErrCommittedAhead = errors.New("runtime: file sink: committed part file of a later checkpoint")
+
+// LockOutputDir locks the output directory dir for a whole run, creating
+// it if needed (durably, as [NewFileSink] does). The part files of every
+// run are named alike (P-S-N.jsonl, .P-S.inprogress), so two runs given
+// one directory would write, rename and delete each other's files: the
+// output of both lost or mixed, neither failing for sure. Locked, the
+// second fails at once, before its sinks touch a file. The lock is a
+// flock of the directory itself (nothing is made in it); Close releases
+// it, and the kernel does when the process dies. A dir that is not a
+// directory, or that is not writable (a read-only file system), fails
+// too, before anything is read: a sink would fail only at its first line,
+// which for late events or dead letters may come hours later.
+func LockOutputDir(dir string) (io.Closer, error) {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("runtime: output directory: %w", err)
+		}
+		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+			return nil, fmt.Errorf("runtime: output directory: %w", err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("runtime: output directory: %w", err)
+	case !st.IsDir():
+		return nil, fmt.Errorf("runtime: output directory %s is not a directory", dir)
+	}
+	if err := checkWritable(dir); err != nil {
+		return nil, fmt.Errorf("runtime: output directory %w", err)
+	}
+	lock, err := lockDir(dir)
+	if errors.Is(err, errDirLocked) {
+		return nil, fmt.Errorf("runtime: output directory %s is in use by another run (two runs must not share an output directory: their part files have the same names)", dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runtime: cannot lock output directory %s: %w", dir, err)
+	}
+	return lock, nil
+}
 
 // NewFileSink returns the sink of subtask (0 or more) writing part files
 // named after prefix into dir, which it creates if needed. prefix is made

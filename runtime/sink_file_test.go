@@ -841,3 +841,58 @@ func TestWriterSink(t *testing.T) {
 		t.Fatalf("after the crash: %q, want %q", out.Bytes(), want)
 	}
 }
+
+// TestLockOutputDir: an output directory locked by a run is refused to a
+// second one, saying it is in use, until the first releases it; the lock
+// makes a missing directory and nothing in it, and refuses a path that
+// is a file, naming it.
+func TestLockOutputDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	l, err := LockOutputDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Fatalf("the locked output directory: %v, %v; want it made, and empty", entries, err)
+	}
+	if _, err := LockOutputDir(dir); err == nil || !strings.Contains(err.Error(), "output directory "+dir+" is in use by another run") {
+		t.Errorf("a second lock: %v, want the directory in use", err)
+	}
+	// The sinks of the run that holds it go on as ever.
+	s, err := NewFileSink(dir, "alerts", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Recover(PendingState{}); err != nil {
+		t.Fatalf("Recover in the locked directory: %v", err)
+	}
+	if err := s.Write([]byte("{}\n")); err != nil {
+		t.Fatalf("Write in the locked directory: %v", err)
+	}
+	s.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = LockOutputDir(dir)
+	if err != nil {
+		t.Fatalf("a lock after the first's release: %v", err)
+	}
+	l.Close()
+	file := filepath.Join(t.TempDir(), "alerts")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockOutputDir(file); err == nil || err.Error() != "runtime: output directory "+file+" is not a directory" {
+		t.Errorf("a file as the output directory: %v", err)
+	}
+	if os.Geteuid() != 0 { // root writes whatever the mode says
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(ro, 0o755)
+		if _, err := LockOutputDir(ro); err == nil || !strings.Contains(err.Error(), ro+" is not writable: permission denied") {
+			t.Errorf("a read-only output directory: %v, want it not writable", err)
+		}
+	}
+}
