@@ -426,8 +426,10 @@ func (s *FileSink) Recover(restored PendingState) error {
 			}
 		case !committed[c]:
 			// Most often another output directory than the run before's:
-			// say which one resumes.
-			return fmt.Errorf("runtime: file sink: part file %s of restored checkpoint %d is missing from %s (another output directory than the one the run that took the checkpoint wrote to? resume with that one)",
+			// say which one resumes. Or the directory was removed (or
+			// emptied) under the run: its lines are gone, and only a run
+			// from the start writes them again.
+			return fmt.Errorf("runtime: file sink: part file %s of restored checkpoint %d is missing from %s (another output directory than the one the run that took the checkpoint wrote to? resume with that one; if this directory was removed or emptied, the lines of its part files are lost: a new state directory and an empty output directory write them all again)",
 				s.pendingName(c), restored.Checkpoint, s.dir)
 		}
 	}

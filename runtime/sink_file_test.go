@@ -305,7 +305,8 @@ func TestFileSinkRecoverErrors(t *testing.T) {
 	r, _ = NewFileSink(dir, "late", 0)
 	missing := PendingState{Checkpoint: 3, Parts: []int64{3}}
 	want := "runtime: file sink: part file .late-0-3.pending of restored checkpoint 3 is missing from " + dir +
-		" (another output directory than the one the run that took the checkpoint wrote to? resume with that one)"
+		" (another output directory than the one the run that took the checkpoint wrote to? resume with that one;" +
+		" if this directory was removed or emptied, the lines of its part files are lost: a new state directory and an empty output directory write them all again)"
 	if err := r.Recover(missing); err == nil || err.Error() != want {
 		t.Fatalf("Recover of a state whose part file is gone: %v, want %s", err, want)
 	}
