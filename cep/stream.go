@@ -753,13 +753,17 @@ const MaxParallelism = keyGroups
 
 func (j *job) logf(format string, args ...any) { j.cfg.Logf(format, args...) }
 
-func (j *job) run(ctx context.Context) (*StreamResult, error) {
+func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 	c := &j.cfg
+	defer func() {
+		if errors.Is(err, state.ErrCorruptCheckpoint) && !c.Kafka.transactional() {
+			err = fmt.Errorf("%w (%s)", err, corruptHint)
+		}
+	}()
 	j.taken = j.base.cfg.ruleset
 	if p := j.carried; p != nil {
 		j.taken, j.dirAsked = p.taken, p.dirAsked
 	}
-	var err error
 	if j.dir, err = state.OpenCheckpointDir(c.StateDir, state.WithKeep(c.Keep)); err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
@@ -896,6 +900,11 @@ func (j *job) run(ctx context.Context) (*StreamResult, error) {
 	}
 	return res, nil
 }
+
+// corruptHint says what to do with a damaged checkpoint, which a restore
+// never skips (the output holds its part files: resuming from the one
+// before would refuse them as ahead).
+const corruptHint = "a damaged checkpoint, which is never skipped: to resume from the one before, move its chk-N directory out of the state directory and the part files of checkpoint N out of the output directories (the run writes their lines again: a reader that took them sees them twice); or start over with a new state directory and empty output directories"
 
 func (j *job) readMeta(chk *state.Checkpoint) (*jobMeta, error) {
 	b, err := chk.Meta("job")

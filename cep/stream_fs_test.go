@@ -152,3 +152,72 @@ func TestStreamOutputInUse(t *testing.T) {
 		t.Errorf("the first run counted %d alerts; its output holds %d lines, %d distinct", res.Alerts, len(got), len(slices.Compact(slices.Clone(got))))
 	}
 }
+
+// TestStreamCorruptCheckpoint: a restore from a damaged checkpoint fails,
+// saying what to do (the checkpoint is never skipped); done so (its
+// directory and its part files moved away), the run resumes from the
+// checkpoint before and its output holds the alerts of an undisturbed
+// run, each once. It said "corrupt checkpoint: ..." alone.
+func TestStreamCorruptCheckpoint(t *testing.T) {
+	input := engineInput(400)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(d streamDirs) error {
+		t.Helper()
+		cfg := d.config(events)
+		cfg.CheckpointInterval, cfg.CheckpointRecords = time.Hour, 100
+		_, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+		return err
+	}
+	ref := newStreamDirs(t)
+	if err := run(ref); err != nil {
+		t.Fatal(err)
+	}
+	want := committedLines(t, ref.alerts)
+	if len(want) == 0 {
+		t.Fatal("no alerts")
+	}
+	d := newStreamDirs(t)
+	if err := run(d); err != nil {
+		t.Fatal(err)
+	}
+	chks, _ := filepath.Glob(filepath.Join(d.state, "chk-*"))
+	if len(chks) < 2 {
+		t.Fatalf("checkpoints %v, want 2 at least", chks)
+	}
+	newest := 0
+	for _, c := range chks {
+		var n int
+		if _, err := fmt.Sscanf(filepath.Base(c), "chk-%d", &n); err == nil {
+			newest = max(newest, n)
+		}
+	}
+	chk := filepath.Join(d.state, fmt.Sprintf("chk-%d", newest))
+	if err := os.WriteFile(filepath.Join(chk, "meta", "job"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run(d)
+	if err == nil || !strings.Contains(err.Error(), "corrupt checkpoint") || !strings.Contains(err.Error(), "to resume from the one before, move its chk-N directory out of the state directory and the part files of checkpoint N out of the output directories") {
+		t.Fatalf("a restore of a damaged checkpoint: %v, want it refused, saying what to do", err)
+	}
+	// What the error says to do.
+	if err := os.Rename(chk, filepath.Join(t.TempDir(), "moved")); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{d.alerts, d.late, d.dead} {
+		parts, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("*-%d.jsonl", newest)))
+		for _, p := range parts {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := run(d); err != nil {
+		t.Fatalf("the run resumed from checkpoint %d: %v", newest-1, err)
+	}
+	if got := committedLines(t, d.alerts); !slices.Equal(got, want) {
+		t.Errorf("after the damaged checkpoint: %d alert lines, want the %d of an undisturbed run", len(got), len(want))
+	}
+}
