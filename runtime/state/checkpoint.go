@@ -334,7 +334,7 @@ func (d *CheckpointDir) Begin(id CheckpointID) (*CheckpointWriter, error) {
 	tmp := final + tmpSuffix
 	for _, p := range []string{tmp, final} {
 		if err := d.fs.RemoveAll(p); err != nil {
-			return nil, fmt.Errorf("state: remove torn checkpoint: %w", err)
+			return nil, fmt.Errorf("state: begin checkpoint %d: %w", id, err) // the path and the cause are in err
 		}
 	}
 	for _, sub := range []string{stateSubdir, metaSubdir} {

@@ -3,9 +3,11 @@ package state
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	iofs "io/fs"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -32,6 +34,9 @@ func writeMemFile(fs vfs.FS, path string, s *MemSnapshot) error {
 	}
 	if err := encodeMem(f, s.recs); err != nil {
 		f.Close()
+		if pe := (*iofs.PathError)(nil); errors.As(err, &pe) {
+			return fmt.Errorf("state: %w", err) // it names the path
+		}
 		return fmt.Errorf("state: write %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
