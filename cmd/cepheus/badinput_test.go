@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -575,6 +576,23 @@ func TestRunMissingEvents(t *testing.T) {
 	}
 	if _, err := os.Stat(state); !os.IsNotExist(err) {
 		t.Errorf("the state directory was made: %v", err)
+	}
+	// A path that is there but cannot be read (a socket here: the tests
+	// run as root, which reads any file) fails as early, with the cause
+	// (it made the state and output directories and printed a summary of
+	// 0 records first, the fs trial).
+	sock := filepath.Join(dir, "events.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	code, _, stderr = cepheus(t, "run", "-rules", "../../rulesets/cards.cep", "-events", sock, "-state", state, "-alerts", filepath.Join(dir, "alerts"))
+	if code != 1 || !strings.Contains(stderr, "cepheus: run: -events "+sock+": no such device or address\n") {
+		t.Errorf("an unreadable input: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("an unreadable input: the state directory was made: %v", err)
 	}
 }
 

@@ -504,13 +504,17 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		return fs.usagef("-time processing: ruleset %s has velocity aggregates (%s), whose windows are of event time; leave out -time processing",
 			rs.Name, strings.Join(names, ", "))
 	}
-	// A missing input fails here, before the state directory is made (a
-	// directory with nothing to read fails in Stream, as early).
+	// A missing or unreadable input fails here, before the state directory
+	// is made (a directory with nothing to read fails in Stream, as early).
 	if f.events != "" && f.events != "-" {
-		if _, err := os.Stat(f.events); err != nil {
+		in, err := os.Open(f.events)
+		if err == nil {
+			in.Close()
+		}
+		if err != nil {
 			var pe *os.PathError
 			if errors.As(err, &pe) {
-				err = pe.Err // not "stat PATH: ..."
+				err = pe.Err // not "open PATH: ..."
 			}
 			return fmt.Errorf("%s: -events %s: %w", cmd.name, f.events, err)
 		}
