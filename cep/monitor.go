@@ -64,6 +64,7 @@ func (m *StreamMonitor) begun(id int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.started = id
+	m.s.DurableAt = time.Now()
 }
 
 // checkpointAsked reports (once) whether a checkpoint was asked for.
@@ -108,6 +109,12 @@ type MonitorSnapshot struct {
 	CheckpointSum      time.Duration
 	CheckpointFailures int64
 	CheckpointsSkipped int64
+	// DurableAt is when the state was last known to be in a complete
+	// checkpoint: one completed, one skipped because nothing changed
+	// since the latest (an idle job skips them for up to 10 minutes), or
+	// a job's start on its restored state; zero before the first job.
+	// Its age is how much of the input's time a crash would read again.
+	DurableAt time.Time
 	// Partitions is the number of input partitions the job reads;
 	// PartitionWatermarks the watermark of each input partition by name
 	// (a file, or TOPIC-P), as the job last saw it, but for a followed
@@ -334,6 +341,7 @@ func (m *StreamMonitor) skipped() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.s.CheckpointsSkipped++
+	m.s.DurableAt = time.Now()
 }
 
 // checkpoint counts a checkpoint: completed in d, or failed.
@@ -351,4 +359,5 @@ func (m *StreamMonitor) checkpoint(d time.Duration, ok bool) {
 		}
 	}
 	m.s.CheckpointSum += d
+	m.s.DurableAt = time.Now()
 }

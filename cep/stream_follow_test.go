@@ -725,8 +725,14 @@ func TestStreamQuietCheckpoints(t *testing.T) {
 		return waitSnapshot(t, f.m, what, func(sn MonitorSnapshot) bool { return cond(sn.Progress) }).Progress
 	}
 	quiet := waitFor("a checkpoint skipped", func(p StreamProgress) bool { return p.Skipped > 0 })
+	quietAt := time.Now()
 	// Forty more intervals with nothing to read: no checkpoint.
 	later := waitFor("skipping going on", func(p StreamProgress) bool { return p.Skipped >= quiet.Skipped+40 })
+	// The state is durable as of the latest skipped checkpoint (nothing
+	// changed since the last one), not of the last one taken.
+	if at := f.m.Snapshot().DurableAt; !at.After(quietAt) {
+		t.Errorf("the state durable at %v, before the %d checkpoints skipped since %v", at, later.Skipped-quiet.Skipped, quietAt)
+	}
 	if later.LastCheckpoint != quiet.LastCheckpoint || later.Checkpoints != quiet.Checkpoints {
 		t.Fatalf("checkpoints %d (last %d) became %d (last %d) with nothing to read", quiet.Checkpoints, quiet.LastCheckpoint, later.Checkpoints, later.LastCheckpoint)
 	}

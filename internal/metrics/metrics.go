@@ -36,7 +36,7 @@ var Names = []string{
 	"cepheus_keys", "cepheus_buffered_events", "cepheus_queued_events",
 	"cepheus_watermark_seconds", "cepheus_watermark_lag_seconds",
 	"cepheus_checkpoint_duration_seconds", "cepheus_checkpoint_failures_total", "cepheus_checkpoints_skipped_total",
-	"cepheus_last_checkpoint", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
+	"cepheus_last_checkpoint", "cepheus_state_durable_timestamp_seconds", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
 	"cepheus_ready", "cepheus_ruleset_info", "cepheus_rule_condition_errors_total", "cepheus_rule_dropped_total",
 	"cepheus_rule_emit_errors_total", "cepheus_rule_events_without_key_total",
 	"cepheus_partition_watermark_seconds", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
@@ -76,6 +76,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_checkpoint_failures_total", "Checkpoints aborted or whose commit failed.")
 	d("cepheus_checkpoints_skipped_total", "Checkpoints not taken because nothing changed since the latest: an idle job checkpoints every 10 minutes.")
 	d("cepheus_last_checkpoint", "The id of the latest complete checkpoint.")
+	d("cepheus_state_durable_timestamp_seconds", "Unix time at which the state was last known to be in a complete checkpoint: one completed, one skipped because nothing changed since the latest (an idle job skips them for up to 10 minutes), or a job's start on its restored state. time() minus it is how much of the input's time a crash now would read again.")
 	d("cepheus_checkpoint_stall_seconds", "The longest time a subtask stopped processing for the latest checkpoint.")
 	d("cepheus_partitions", "Input (and repartition) partitions the job reads.")
 	d("cepheus_ready", "1 when a job has restored its state and reads its input.")
@@ -250,6 +251,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("cepheus_checkpoint_failures_total", float64(s.CheckpointFailures))
 	counter("cepheus_checkpoints_skipped_total", float64(s.CheckpointsSkipped))
 	gauge("cepheus_last_checkpoint", float64(p.LastCheckpoint))
+	if !s.DurableAt.IsZero() {
+		gauge("cepheus_state_durable_timestamp_seconds", float64(s.DurableAt.UnixMilli())/1000)
+	}
 	gauge("cepheus_checkpoint_stall_seconds", p.LastStall.Seconds())
 	gauge("cepheus_partitions", float64(s.Partitions))
 	ready := 0.0

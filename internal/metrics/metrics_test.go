@@ -125,6 +125,10 @@ func TestMetricsOfALiveJob(t *testing.T) {
 	if wm, lag := before["cepheus_watermark_seconds"], before["cepheus_watermark_lag_seconds"]; !math.IsInf(wm, -1) || lag != 0 {
 		t.Errorf("before the job: watermark %v, lag %v; want -Inf and 0", wm, lag)
 	}
+	if at, ok := before["cepheus_state_durable_timestamp_seconds"]; ok {
+		t.Errorf("before the job: the state durable at %v, want no such series", at)
+	}
+	started := time.Now().Truncate(time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -179,6 +183,11 @@ func TestMetricsOfALiveJob(t *testing.T) {
 	}
 	if s["cepheus_watermark_seconds"] < float64(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).Unix()) {
 		t.Errorf("watermark %v: not at the events' time", s["cepheus_watermark_seconds"])
+	}
+	// The state was durable at the latest checkpoint (or skipped one):
+	// since the job started, and now at the latest.
+	if at := s["cepheus_state_durable_timestamp_seconds"]; at < float64(started.Unix()) || at > float64(time.Now().Unix()+1) {
+		t.Errorf("state durable at %v: not between the job's start (%v) and now", at, started.Unix())
 	}
 	if s["cepheus_state_bytes"] <= 0 || s["cepheus_checkpoint_bytes"] <= 0 {
 		t.Errorf("state bytes %v, checkpoint bytes %v: want some", s["cepheus_state_bytes"], s["cepheus_checkpoint_bytes"])
