@@ -677,6 +677,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			}
 			msg += " -trust-record-keys if its keys are another encoding of " + ke.Field + "; docs/kafka.md, \"Record keys\")"
 		}
+		if res != nil && !res.Finished && !errors.Is(err, cep.ErrRestore) {
+			// The job ran and failed: what it took is in its checkpoints.
+			msg += fmt.Sprintf(" (the state stands at checkpoint %d: once the cause is fixed, the same command resumes from it)", res.Stats.LastCheckpoint)
+		}
 		return &userError{err: err, msg: msg}
 	}
 	return nil
