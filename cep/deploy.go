@@ -180,29 +180,32 @@ func (d *Deploy) validate() (*Ruleset, error) {
 // (for ctx). A version the job cannot take returns an error that is
 // ErrRefused, one that meets another deploy's switch ErrSwitching.
 func (m *StreamMonitor) Deploy(ctx context.Context, d Deploy) (*DeployResult, error) {
-	return m.deploy(ctx, d)
+	return m.deploy(ctx, d, "")
 }
 
 // Rollback deploys the most recent previous version (Origin "rollback"):
-// the newest that was active before, never a shadow that was not.
+// the newest that was active before, never a shadow that was not. The
+// job takes that version from its plan when it takes the rollback, not
+// from the plan of the call's time: a deploy that switches meanwhile (two
+// pipelines at once, or a rollback that waits for the next job) makes its
+// version the one rolled back from.
 func (m *StreamMonitor) Rollback(ctx context.Context, dropChanged bool) (*DeployResult, error) {
-	v, ok := m.version(VersionPrevious)
-	if !ok || v.Source == "" {
+	if v, ok := m.version(VersionPrevious); !ok || v.Source == "" {
 		return nil, ErrNoPrevious
 	}
-	return m.deploy(ctx, Deploy{Name: fmt.Sprintf("version %.12s", v.Version), Source: []byte(v.Source), DropChanged: dropChanged, Origin: "rollback"})
+	return m.deploy(ctx, Deploy{DropChanged: dropChanged, Origin: "rollback"}, VersionPrevious)
 }
 
 // Promote makes the shadow version the active one (Origin "promote"): at
 // the switch it is deployed as a deploy of it would be, and the shadow
 // goes. For the main output the outcome is that of a deploy of the shadow
-// version at the switch.
+// version at the switch. As a rollback's, the version is the shadow the
+// job runs when it takes the promote, not a shadow replaced meanwhile.
 func (m *StreamMonitor) Promote(ctx context.Context, dropChanged bool) (*DeployResult, error) {
-	v, ok := m.version(VersionShadow)
-	if !ok {
+	if _, ok := m.version(VersionShadow); !ok {
 		return nil, ErrNoShadow
 	}
-	return m.deploy(ctx, Deploy{Name: fmt.Sprintf("version %.12s", v.Version), Source: []byte(v.Source), DropChanged: dropChanged, Origin: "promote"})
+	return m.deploy(ctx, Deploy{DropChanged: dropChanged, Origin: "promote"}, VersionShadow)
 }
 
 // version returns the newest version in state st that the running plan
@@ -264,20 +267,31 @@ type deployReq struct {
 	// call's), and point the group's switch point its record names.
 	topic int64
 	point event.Time
+	// target is the state of the version a rollback (VersionPrevious) or
+	// a promote (VersionShadow) deploys, found in the plan of the job that
+	// takes it (resolveTarget); "" for a deploy of d.Source.
+	target VersionState
 }
 
 type deployDone struct {
 	res *DeployResult
 	err error
 	// published: the version went into the rules topic (the switch
-	// follows when the job reads it back).
+	// follows when the job reads it back); version is its hash.
 	published bool
+	version   string
 }
 
-func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, error) {
-	rs, err := d.validate()
-	if err != nil {
-		return nil, err
+func (m *StreamMonitor) deploy(ctx context.Context, d Deploy, target VersionState) (*DeployResult, error) {
+	// A rollback's or a promote's source is the job's to find; it
+	// compiled when it was deployed before.
+	var warnings rules.ErrorList
+	if target == "" {
+		rs, err := d.validate()
+		if err != nil {
+			return nil, err
+		}
+		warnings = rs.Warnings
 	}
 	if d.Origin == "" {
 		d.Origin = "api"
@@ -285,7 +299,7 @@ func (m *StreamMonitor) deploy(ctx context.Context, d Deploy) (*DeployResult, er
 	if !m.runs() {
 		return nil, ErrNoJob
 	}
-	req := &deployReq{d: d, start: time.Now(), done: make(chan deployDone, 1), topic: -1}
+	req := &deployReq{d: d, start: time.Now(), done: make(chan deployDone, 1), topic: -1, target: target}
 	// A job takes it at its next tick: the running one, or, between two
 	// jobs of the run (a switch, a rebalance, a restore), the next one. A
 	// run that ends meanwhile (the process stopping) never will.
@@ -312,7 +326,7 @@ send:
 	}
 	if !r.published {
 		if r.res != nil {
-			r.res.Warnings = rs.Warnings
+			r.res.Warnings = warnings
 		}
 		return r.res, r.err
 	}
@@ -321,9 +335,9 @@ send:
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if res := m.switchOf(rs.Hash, d.Shadow, req.start); res != nil {
+		if res := m.switchOf(r.version, d.Shadow, req.start); res != nil {
 			res.Took = time.Since(req.start)
-			res.Warnings = rs.Warnings
+			res.Warnings = warnings
 			return res, nil
 		}
 		select {
@@ -384,6 +398,10 @@ func (j *job) askSwitch(req *deployReq) {
 	if req == nil {
 		sw.rs = j.e.cfg.ruleset
 	} else {
+		if err := resolveTarget(req, cur); err != nil {
+			sw.reply(nil, err)
+			return
+		}
 		layout, err := event.NewSchema(cur.Layout...)
 		if err == nil {
 			sw.rs, err = rules.LoadLayout(req.d.Name, req.d.Source, layout)
@@ -437,11 +455,38 @@ func (j *job) askSwitch(req *deployReq) {
 		if err == nil && sw.source {
 			j.dirAsked = sw.rs.Hash // its switch comes back from the topic
 		}
-		req.done <- deployDone{published: err == nil, err: err}
+		req.done <- deployDone{published: err == nil, err: err, version: sw.rs.Hash}
 		return
 	}
 	j.next = sw
 	j.stopAsked = true
+}
+
+// resolveTarget sets the source of req, a rollback or a promote, to the
+// version of plan p it deploys: the newest previous version, the shadow.
+// Found at the call, it was that of the plan then, and a deploy switched
+// between the call and the job's taking it (two pipelines at once, or a
+// call that waited for the next job) was lost: the rollback went back to
+// the version before that deploy's previous one, the promote made active
+// a shadow already replaced.
+func resolveTarget(req *deployReq, p *plan) error {
+	if req.target == "" {
+		return nil
+	}
+	for i, v := range p.Versions {
+		if p.stateOf(i) != req.target {
+			continue
+		}
+		if v.Source == "" {
+			break
+		}
+		req.d.Name, req.d.Source = fmt.Sprintf("version %.12s", v.Version), []byte(v.Source)
+		return nil
+	}
+	if req.target == VersionShadow {
+		return ErrNoShadow
+	}
+	return ErrNoPrevious
 }
 
 // takeRules starts the switch of the next record of the rules topic, if

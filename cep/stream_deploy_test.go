@@ -1935,6 +1935,103 @@ func TestStreamDeployBetweenJobs(t *testing.T) {
 	f.stop()
 }
 
+// TestStreamRollbackPromoteBetweenJobs: a rollback, or a promote, that
+// comes while another deploy switches (held between its two jobs: two
+// pipelines at once) deploys the version of the plan the next job runs:
+// the rollback returns to the version the deploy replaced, the promote
+// makes active the shadow the deploy put there. They took the version of
+// the plan at the call: the rollback went back past the deploy to the
+// version before (v2, v3 deployed, then a rollback during v3's switch
+// ended on v1, its answer "was v3"), and the promote made active the
+// shadow the deploy had replaced. Each answer is true of what is active
+// after it, and the versions listed follow the switches.
+func TestStreamRollbackPromoteBetweenJobs(t *testing.T) {
+	deployV3 := strings.Replace(deployV2, "amount > 450", "amount > 400", 1)
+	v1, v2, v3 := loadRules(t, deployV1), loadRules(t, deployV2), loadRules(t, deployV3)
+	input := deployInput(60)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendFile(t, events, []string{input})
+	var hold atomic.Bool
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	cfg := newStreamDirs(t).config(events)
+	cfg.ShadowDir = filepath.Join(t.TempDir(), "shadow")
+	cfg.hooks.betweenJobs = func() {
+		if hold.CompareAndSwap(true, false) {
+			entered <- struct{}{}
+			<-release
+		}
+	}
+	f := follow(t, streamEngine(t, deployV1), cfg)
+	waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type answer struct {
+		res *DeployResult
+		err error
+	}
+	async := func(call func() (*DeployResult, error)) chan answer {
+		a := make(chan answer, 1)
+		go func() {
+			res, err := call()
+			a <- answer{res, err}
+		}()
+		return a
+	}
+	// during runs first, held between its two jobs, and then second,
+	// sent while it is held; it returns second's answer.
+	during := func(first, second func() (*DeployResult, error)) answer {
+		t.Helper()
+		hold.Store(true)
+		a1 := async(first)
+		<-entered
+		a2 := async(second)
+		time.Sleep(200 * time.Millisecond) // the second waits for the next job
+		release <- struct{}{}
+		if a := <-a1; a.err != nil {
+			t.Fatalf("the first call: %v", a.err)
+		}
+		return <-a2
+	}
+	deploy := func(src string, shadow bool) func() (*DeployResult, error) {
+		return func() (*DeployResult, error) {
+			return f.m.Deploy(ctx, Deploy{Source: []byte(src), Shadow: shadow})
+		}
+	}
+	names := map[string]string{v1.Hash: "v1", v2.Hash: "v2", v3.Hash: "v3"}
+	listed := func() string {
+		var out []string
+		for _, v := range f.m.Versions() {
+			out = append(out, names[v.Version]+":"+string(v.State))
+		}
+		return strings.Join(out, " ")
+	}
+	if _, err := deploy(deployV2, false)(); err != nil {
+		t.Fatal(err)
+	}
+	a := during(deploy(deployV3, false), func() (*DeployResult, error) { return f.m.Rollback(ctx, false) })
+	if a.err != nil || a.res.Version != v2.Hash || a.res.Previous != v3.Hash {
+		t.Errorf("a rollback during the switch to v3: %+v, %v; want v2 deployed, was v3", a.res, a.err)
+	}
+	if got, want := listed(), "v2:active v3:previous v1:previous"; got != want {
+		t.Errorf("the versions after it: %s; want %s", got, want)
+	}
+	// v1 as the shadow, then v3 as the shadow while a promote comes.
+	if _, err := deploy(deployV1, true)(); err != nil {
+		t.Fatal(err)
+	}
+	a = during(deploy(deployV3, true), func() (*DeployResult, error) { return f.m.Promote(ctx, false) })
+	if a.err != nil || a.res.Version != v3.Hash || a.res.Previous != v2.Hash {
+		t.Errorf("a promote during the shadow deploy of v3: %+v, %v; want v3 active, was v2", a.res, a.err)
+	}
+	if got, want := listed(), "v3:active v2:previous v1:previous"; got != want {
+		t.Errorf("the versions after it: %s; want %s", got, want)
+	}
+	if v := f.m.Snapshot().RulesetVersion; v != v3.Hash {
+		t.Errorf("active version %.12s, want v3 %.12s", v, v3.Hash)
+	}
+	f.stop()
+}
+
 // TestStreamSwitchCheckpointTimeout: a switch whose checkpoint is not
 // complete within the checkpoint timeout (a slow subtask) does not
 // happen: the deploy is answered "deploy again", and the job goes on with
