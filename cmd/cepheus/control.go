@@ -317,12 +317,17 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func callMessage(c *control.Client, err error) string { return stripPrefixes(c.Message(err)) }
 
 // switchMessage is callMessage for a deploy, a rollback or a promote: when
-// the connection was lost during the call, whether the job switched is
-// not known, and the message says how to find out.
+// the connection was lost during the call, or the call ended before the
+// server answered (its 30 s, an interrupt: a deploy the job took goes on
+// without it), whether the job switched is not known, and the message
+// says how to find out.
 func switchMessage(c *control.Client, err error) string {
 	msg := callMessage(c, err)
-	if c.Lost(err) {
+	switch {
+	case c.Lost(err):
 		msg += "; whether the job switched is not known: once it runs again, cepheus rules list names the active version"
+	case c.Unanswered(err):
+		msg += "; whether the job switched is not known (a deploy it took goes on without the call): cepheus rules list names the active version once cepheus status says ready"
 	}
 	return msg
 }

@@ -386,7 +386,25 @@ func (c *Client) Message(err error) string {
 	if c.Lost(err) {
 		return fmt.Sprintf("the connection to cepheus serve was lost during the call (%s): did it stop or crash? Its log says", msg)
 	}
+	// gRPC's own words here vary with the moment ("context canceled",
+	// "stream terminated by RST_STREAM with error code: CANCEL") and
+	// name no cause a user knows.
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		return "cepheus serve did not answer before the call's deadline"
+	case codes.Canceled:
+		return "the call was cancelled before cepheus serve answered"
+	}
 	return msg
+}
+
+// Unanswered reports whether err, of one of c's calls, is the call's own
+// end before the server answered: its deadline, or its context cancelled
+// (an interrupt). A deploy, a rollback or a promote the job took goes on
+// without its caller: whether it switched is then unknown.
+func (c *Client) Unanswered(err error) bool {
+	code := status.Code(err)
+	return code == codes.DeadlineExceeded || code == codes.Canceled
 }
 
 // Lost reports whether err, of one of c's calls, is a connection lost

@@ -107,10 +107,11 @@ func TestClientMessage(t *testing.T) {
 type blockingDeploy struct {
 	cepheusv1.UnimplementedControlServer
 	called chan struct{}
+	once   sync.Once
 }
 
 func (b *blockingDeploy) Deploy(ctx context.Context, _ *cepheusv1.DeployRequest) (*cepheusv1.DeployResponse, error) {
-	close(b.called)
+	b.once.Do(func() { close(b.called) })
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -153,6 +154,48 @@ func TestClientMessageLost(t *testing.T) {
 	}
 	if err := status.Error(codes.FailedPrecondition, "no previous version"); c.Lost(err) {
 		t.Errorf("FAILED_PRECONDITION: lost")
+	}
+}
+
+// TestClientMessageUnanswered: a call that ends before the server
+// answers (its deadline, the CLI's 30 s, or an interrupt) is said to be
+// unanswered, and its message says so: a deploy handed to the job goes
+// on without its caller, so whether it switched is not known. It read
+// gRPC's words alone: "context deadline exceeded", "context canceled" or
+// "stream terminated by RST_STREAM with error code: CANCEL".
+func TestClientMessageUnanswered(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	cepheusv1.RegisterControlServer(srv, &blockingDeploy{called: make(chan struct{})})
+	go srv.Serve(ln)
+	defer srv.Stop()
+	c, err := Dial(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: []byte(testRules)})
+	want := "cepheus serve did not answer before the call's deadline"
+	if msg := c.Message(err); status.Code(err) != codes.DeadlineExceeded || !c.Unanswered(err) || c.Lost(err) || msg != want {
+		t.Errorf("Deploy past its deadline: %v, unanswered %v, lost %v, message %q; want DEADLINE_EXCEEDED, unanswered, %q", err, c.Unanswered(err), c.Lost(err), msg, want)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		ccancel()
+	}()
+	_, err = c.Deploy(cctx, cep.Deploy{Name: "c.cep", Source: []byte(testRules)})
+	want = "the call was cancelled before cepheus serve answered"
+	if msg := c.Message(err); !c.Unanswered(err) || msg != want {
+		t.Errorf("Deploy cancelled: %v, unanswered %v, message %q; want unanswered, %q", err, c.Unanswered(err), msg, want)
+	}
+	if err := status.Error(codes.FailedPrecondition, "no previous version"); c.Unanswered(err) {
+		t.Errorf("FAILED_PRECONDITION: unanswered")
 	}
 }
 
