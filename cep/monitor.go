@@ -124,6 +124,10 @@ type MonitorSnapshot struct {
 	// metric series) of each for ever. Partitions counts them.
 	Partitions          int
 	PartitionWatermarks map[string]int64
+	// IdlePartitions are those of PartitionWatermarks that are idle: no
+	// record for -idle-timeout (or, in Kafka mode, caught up), so they no
+	// longer hold the watermark back.
+	IdlePartitions map[string]bool
 	// KafkaLag is each Kafka partition's lag (input and repartition: the
 	// records between the job's position and the partition's end, as its
 	// latest fetch saw it).
@@ -202,6 +206,7 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	s.CheckpointBuckets = append([]uint64(nil), s.CheckpointBuckets...)
 	s.PartitionWatermarks = maps.Clone(s.PartitionWatermarks)
 	s.KafkaLag = maps.Clone(s.KafkaLag)
+	s.IdlePartitions = maps.Clone(s.IdlePartitions)
 	s.Shadow = append([]ShadowCount(nil), s.Shadow...)
 	s.Lookups = append([]LookupStats(nil), s.Lookups...)
 	s.Aggregates = append([]AggregateStats(nil), s.Aggregates...)
@@ -217,7 +222,7 @@ func (m *StreamMonitor) Ready() bool {
 
 // publish sets the job's figures: its progress, its rules' counters and
 // whether it is ready.
-func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, ready bool, partitions int, wms, lag map[string]int64, lookups []LookupStats, aggs []AggregateStats, held int) {
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, ready bool, partitions int, wms, lag map[string]int64, idle map[string]bool, lookups []LookupStats, aggs []AggregateStats, held int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
@@ -245,6 +250,7 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, rea
 		}
 	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
+	m.s.IdlePartitions = idle
 	m.s.Lookups = lookups
 	m.s.Aggregates, m.s.AggregateHeld = aggs, held
 }

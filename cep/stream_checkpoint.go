@@ -349,6 +349,7 @@ func (j *job) publish(ready bool) {
 	}
 	parts := 0
 	var wms, lag map[string]int64
+	var idle map[string]bool
 	if src := j.src; src != nil {
 		lag = maps.Clone(src.backlog)
 		parts = len(src.names)
@@ -356,6 +357,12 @@ func (j *job) publish(ready bool) {
 		for idx, name := range src.names {
 			if src.added[idx] && !src.closed[idx] {
 				wms[name] = int64(src.pw.Of(idx))
+				if src.pw.Idle(idx) {
+					if idle == nil {
+						idle = map[string]bool{}
+					}
+					idle[name] = true
+				}
 			}
 		}
 	}
@@ -364,7 +371,7 @@ func (j *job) publish(ready bool) {
 	if j.src != nil {
 		aggs, held = j.src.aggStats()
 	}
-	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag, j.enrich.stats(), aggs, held)
+	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag, idle, j.enrich.stats(), aggs, held)
 }
 
 // progress is the progress report of now.

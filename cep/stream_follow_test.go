@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -981,7 +982,12 @@ func TestStreamFollowIdleAcrossSwitch(t *testing.T) {
 	at10 := event.Time(time.Date(2026, 1, 1, 10, 9, 49, 999e6, time.UTC).UnixMilli())
 	at20 := event.Time(time.Date(2026, 1, 1, 10, 19, 49, 999e6, time.UTC).UnixMilli())
 	appendFile(t, live, []string{line(10)})
-	waitSnapshot(t, f.m, "old-0 idle: the watermark at live.jsonl's 10:10", func(s MonitorSnapshot) bool { return s.Progress.Watermark >= at10 })
+	sn := waitSnapshot(t, f.m, "old-0 idle: the watermark at live.jsonl's 10:10", func(s MonitorSnapshot) bool { return s.Progress.Watermark >= at10 })
+	// The monitor says which partitions are idle (cepheus_partition_idle):
+	// old-0 (live.jsonl too, once quiet for as long).
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(sn.IdlePartitions)), func(n string) bool { return strings.HasPrefix(filepath.Base(n), "old-0") }) {
+		t.Errorf("idle partitions %v of %v, want old-0's among them", sn.IdlePartitions, sn.PartitionWatermarks)
+	}
 	v2 := strings.Replace(engineRules, "amount > 400", "amount > 401", 1)
 	if _, err := f.m.Deploy(context.Background(), Deploy{Name: "v2.cep", Source: []byte(v2)}); err != nil {
 		t.Fatal(err)

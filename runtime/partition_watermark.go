@@ -297,7 +297,9 @@ func (w *PartitionWatermarks) Of(p int) event.Watermark {
 func (w *PartitionWatermarks) Finished(p int) bool { return w.parts[p].finished }
 
 // Idle reports whether the partition with index p is idle.
-func (w *PartitionWatermarks) Idle(p int) bool { return w.parts[p].idle }
+func (w *PartitionWatermarks) Idle(p int) bool {
+	return p < len(w.parts) && w.parts[p] != nil && w.parts[p].idle
+}
 
 // combined is the minimum watermark over the partitions that are neither
 // idle nor finished; when there is none, the maximum reached.

@@ -39,7 +39,7 @@ var Names = []string{
 	"cepheus_last_checkpoint", "cepheus_state_durable_timestamp_seconds", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
 	"cepheus_ready", "cepheus_ruleset_info", "cepheus_rule_condition_errors_total", "cepheus_rule_dropped_total",
 	"cepheus_rule_emit_errors_total", "cepheus_rule_events_without_key_total",
-	"cepheus_partition_watermark_seconds", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
+	"cepheus_partition_watermark_seconds", "cepheus_partition_idle", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
 	"cepheus_partial_matches", "cepheus_state_bytes", "cepheus_checkpoint_bytes", "cepheus_ruleset_switches_total",
 	"cepheus_shadow_ruleset_info", "cepheus_shadow_rule_alerts_total", "cepheus_shadow_rule_active_alerts_total",
 	"cepheus_shadow_rule_overlap_total",
@@ -86,6 +86,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_rule_emit_errors_total", "Emit fields of one rule's alerts that failed at run time (each null in its alert).", "rule")
 	d("cepheus_rule_events_without_key_total", "Events one rule skipped for lacking one of its key fields (missing or null).", "rule")
 	d("cepheus_partition_watermark_seconds", "The watermark of one input partition (a file, or TOPIC-P), as Unix seconds.", "partition")
+	d("cepheus_partition_idle", "1 while an input partition is idle (no record for -idle-timeout; in Kafka mode, caught up): it no longer holds the watermark back; 0 while it does.", "partition")
 	d("cepheus_kafka_transactions_total", "Checkpoint transactions of a Kafka job, by outcome.", "outcome")
 	d("cepheus_kafka_consumer_lag_records", "Records of a Kafka partition (input or repartition) past the job's position, as its latest fetch saw them.", "partition")
 	d("cepheus_partial_matches", "Partial matches the rules hold, at the latest checkpoint.")
@@ -181,6 +182,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, wm := range s.PartitionWatermarks {
 		gauge("cepheus_partition_watermark_seconds", watermarkSeconds(event.Watermark(wm)), name)
+		idle := 0.0
+		if s.IdlePartitions[name] {
+			idle = 1
+		}
+		gauge("cepheus_partition_idle", idle, name)
 	}
 	for name, n := range s.KafkaLag {
 		gauge("cepheus_kafka_consumer_lag_records", float64(n), name)

@@ -189,6 +189,19 @@ func TestMetricsOfALiveJob(t *testing.T) {
 	if at := s["cepheus_state_durable_timestamp_seconds"]; at < float64(started.Unix()) || at > float64(time.Now().Unix()+1) {
 		t.Errorf("state durable at %v: not between the job's start (%v) and now", at, started.Unix())
 	}
+	// The file just read from is not idle: its series says 0.
+	idleSeries := 0
+	for name, v := range s {
+		if strings.HasPrefix(name, "cepheus_partition_idle{") {
+			idleSeries++
+			if v != 0 {
+				t.Errorf("%s = %v while the file is read, want 0", name, v)
+			}
+		}
+	}
+	if idleSeries != 1 {
+		t.Errorf("%d cepheus_partition_idle series, want the file's", idleSeries)
+	}
 	if s["cepheus_state_bytes"] <= 0 || s["cepheus_checkpoint_bytes"] <= 0 {
 		t.Errorf("state bytes %v, checkpoint bytes %v: want some", s["cepheus_state_bytes"], s["cepheus_checkpoint_bytes"])
 	}
