@@ -842,6 +842,61 @@ rule not_captured {
 	}
 }
 
+// TestStreamProcessingTimeUntrustedTimes: in processing time a record
+// without its time field, and one whose time is far ahead of the rest,
+// are events like the others: the clock stamps them, and no watermark
+// moves on their times. They went to the dead letters ("missing time
+// field", "more than 24h0m0s ahead of the stream ... would make the rest
+// late", untrue in processing time) (the processing-time trial).
+func TestStreamProcessingTimeUntrustedTimes(t *testing.T) {
+	const src = `ruleset pt
+
+event time ts
+
+schema {
+  ts: time
+  type: string
+  card: string
+}
+
+rule captured {
+  severity low
+  key card
+  pattern {
+    begin auth where type == "auth"
+    followedBy capture where type == "capture"
+    within 1m
+  }
+}
+`
+	e, err := New(WithRuleset(loadRules(t, src)), WithInputPolicy(InputPolicy{MaxAhead: 24 * time.Hour, CheckNumericTimes: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	lines := `{"type":"auth","card":"k1"}
+{"ts":"2026-01-01T10:00:00Z","type":"auth","card":"k2"}
+{"ts":null,"type":"capture","card":"k1"}
+{"ts":"2031-01-01T10:00:00Z","type":"capture","card":"k2"}
+`
+	if err := os.WriteFile(events, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.config(events)
+	cfg.Time = ProcessingTime
+	res, err := e.Stream(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stats.Dead != 0 || res.Stats.Decoded != 4 {
+		t.Errorf("%d records decoded, %d dead letters (%q); want 4 and none", res.Stats.Decoded, res.Stats.Dead, committedLines(t, d.dead))
+	}
+	if got := committedLines(t, d.alerts); len(got) != 2 {
+		t.Errorf("%d alerts, want 2 (k1, k2): %q", len(got), got)
+	}
+}
+
 // TestStreamFollowCloseInactive: a followed directory's files closed for
 // inactivity leave the monitor's partition watermarks (one metric series
 // a file, for ever, in a directory of rotated files) and do not hold the

@@ -190,7 +190,13 @@ type sourceMeta struct {
 
 func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	c := &j.cfg
-	dec, err := jsonev.NewDecoder(j.e.decoder)
+	dc := j.e.decoder
+	if c.Time == ProcessingTime {
+		// The clock stamps each event: a record need not carry its
+		// time, which the rules do not read as the event's time.
+		dc.OptionalTime = true
+	}
+	dec, err := jsonev.NewDecoder(dc)
 	if err != nil {
 		return nil, fmt.Errorf("cep: %w", err)
 	}
@@ -234,7 +240,9 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		pending:   make([][]elem, len(j.subs)),
 		keySlot:   -1,
 	}
-	if b := j.e.cfg.input.MaxAhead; b > 0 {
+	if b := j.e.cfg.input.MaxAhead; b > 0 && c.Time != ProcessingTime {
+		// (In processing time the events' times move no watermark:
+		// the check would refuse events for a time nobody reads.)
 		s.guard = runtime.NewAheadGuard(b)
 	}
 	rc := runtime.ReaderConfig{Follow: c.Follow, PollInterval: c.PollInterval, CloseInactive: c.CloseInactive, Stdin: c.Stdin}

@@ -101,6 +101,12 @@ type Config struct {
 	// in-file tests and conformance cases use times a few milliseconds
 	// from the epoch. Streams whose unit nobody stated turn it on.
 	CheckNumericTimes bool
+	// OptionalTime lets a record go without its TimeField, or with it
+	// null: its Event.Time is then event.MinTime. For processing time,
+	// which stamps each event with the clock when it is processed and
+	// reads no event time: a record's time is then no reason to refuse
+	// it. A time that is there is decoded and checked as ever.
+	OptionalTime bool
 	// Required lists fields of Schema that every record must carry with a
 	// non-null value: the key fields of the rules. A record without one is
 	// rejected, so it goes to the dead letters rather than to a key made of
@@ -244,6 +250,7 @@ type Decoder struct {
 	format  TimeFormat
 	unit    TimeUnit
 	check   bool // Config.CheckNumericTimes
+	optTime bool // Config.OptionalTime
 	strict  bool // Strict mode
 	open    bool // Config.Open
 
@@ -282,13 +289,14 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 	}
 	s := cfg.Schema
 	d := &Decoder{
-		nSlots: s.Len(),
-		format: cfg.TimeFormat,
-		unit:   cfg.TimeUnit,
-		check:  cfg.CheckNumericTimes,
-		strict: cfg.Mode == Strict,
-		open:   cfg.Open,
-		index:  make(map[string]int, s.Len()+1),
+		nSlots:  s.Len(),
+		format:  cfg.TimeFormat,
+		unit:    cfg.TimeUnit,
+		check:   cfg.CheckNumericTimes,
+		optTime: cfg.OptionalTime,
+		strict:  cfg.Mode == Strict,
+		open:    cfg.Open,
+		index:   make(map[string]int, s.Len()+1),
 	}
 	for i := range s.Len() {
 		f := s.Field(i)
@@ -381,6 +389,7 @@ func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 	clear(d.vals)
 	clear(d.seen)
 	d.strs = d.strs[:0]
+	d.timeVal = event.MinTime // kept only with OptionalTime: else a record without a time fails
 	if cap(d.arena) < len(data)+8 {
 		// Room for the strings without escapes, which are at most the
 		// record, and the eight spare bytes of copyPlain; twice that, so
@@ -466,7 +475,7 @@ func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 	}
 
 	tf := &d.fields[d.timeIdx]
-	if !d.seen[d.timeIdx] {
+	if !d.seen[d.timeIdx] && !d.optTime {
 		return nil, &DecodeError{Reason: "missing time field " + strconv.Quote(tf.name)}
 	}
 	for _, fi := range d.reqIdx {
@@ -689,7 +698,7 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField) (int, error) {
 		if err != nil {
 			return j, err
 		}
-		if f.eventTime {
+		if f.eventTime && !d.optTime {
 			return i, timeErr(i, f, " is null")
 		}
 		d.set(f.slot, event.Null)

@@ -152,6 +152,10 @@ func TestDecode(t *testing.T) {
 		{name: "missing time", in: `{"s":"x"}`, err: `missing time field "ts"`},
 		{name: "null time", in: `{"ts":null}`, err: `time field "ts" is null`, column: 7},
 		{name: "bool time", in: `{"ts":true}`, err: `time field "ts": want a time, got a bool`, column: 7},
+		{name: "optional time missing", cfg: Config{OptionalTime: true}, in: `{"s":"x"}`, time: event.MinTime, want: `s=string:"x"`},
+		{name: "optional time null", cfg: Config{OptionalTime: true, Schema: event.MustSchema(event.Field{Name: "ts"})}, in: `{"ts":null}`, time: event.MinTime, want: ``},
+		{name: "optional time given", cfg: Config{OptionalTime: true}, in: `{"ts":"1970-01-01T00:00:02Z"}`, time: 2000},
+		{name: "optional time still checked", cfg: Config{OptionalTime: true}, in: `{"ts":"soon"}`, err: `time field "ts": "soon" is not RFC 3339`, column: 7},
 		{name: "strict rfc3339 rejects a number", cfg: Config{TimeFormat: TimeRFC3339},
 			in: `{"ts":1}`, err: `want an RFC 3339 string, got a number`, column: 7},
 		{name: "strict epoch rejects a string", cfg: Config{TimeFormat: TimeEpochMillis},
@@ -237,6 +241,19 @@ func TestDecode(t *testing.T) {
 				t.Errorf("fields:\n got %s\nwant %s", got, c.want)
 			}
 		})
+	}
+}
+
+// TestDecodeOptionalTimeAfterATime: with OptionalTime, a record without
+// the time field after one with it has no time (MinTime), not the time
+// of the record before.
+func TestDecodeOptionalTimeAfterATime(t *testing.T) {
+	d := testDecoder(t, Config{OptionalTime: true})
+	if ev, err := decodeValue(d, []byte(`{"ts":5000}`)); err != nil || ev.Time != 5000 {
+		t.Fatalf("Decode with a time = %d, %v; want 5000", ev.Time, err)
+	}
+	if ev, err := decodeValue(d, []byte(`{"s":"x"}`)); err != nil || ev.Time != event.MinTime {
+		t.Fatalf("Decode without a time, after one with = %d, %v; want event.MinTime", ev.Time, err)
 	}
 }
 
