@@ -585,7 +585,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		cfg.Logf = engineLogf(f.quiet, func(l string) { say("%s", l) }, func(w string) { say("warning: %s", w) })
 		if !f.quiet {
 			var m rateMeter
-			cfg.Progress = func(p cep.StreamProgress) { fmt.Fprintln(stderr, "run: "+progressLine(p, &m)) }
+			cfg.Progress = func(p cep.StreamProgress) {
+				fmt.Fprintln(stderr, "run: "+progressLine(p, &m, mode == cep.ProcessingTime))
+			}
 		}
 	}
 	if f.cpuProfile != "" {
@@ -730,8 +732,10 @@ func (m *rateMeter) rate(p cep.StreamProgress) (int64, bool) {
 }
 
 // progressLine is a progress report in one line: the totals, and the rate
-// since the previous report (m).
-func progressLine(p cep.StreamProgress, m *rateMeter) string {
+// since the previous report (m). In processing time (processing) it has
+// no watermark: the one of the events' times moves no window there, and
+// said the run stood at a time its rules do not run on.
+func progressLine(p cep.StreamProgress, m *rateMeter, processing bool) string {
 	st := p.StreamStats
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s records", humanize.Int(st.Records))
@@ -739,7 +743,7 @@ func progressLine(p cep.StreamProgress, m *rateMeter) string {
 		fmt.Fprintf(&b, " (%s/s)", humanize.Int(r))
 	}
 	fmt.Fprintf(&b, ", %s alerts, %s late, %s dead", humanize.Int(st.Alerts), humanize.Int(st.Late), humanize.Int(st.Dead))
-	if st.Watermark > event.MinTime && st.Watermark < event.MaxTime {
+	if !processing && st.Watermark > event.MinTime && st.Watermark < event.MaxTime {
 		fmt.Fprintf(&b, ", watermark %s (lag %s)", time.UnixMilli(int64(st.Watermark)).UTC().Format(time.RFC3339),
 			formatDuration(time.Duration(st.MaxEventTime-st.Watermark)*time.Millisecond))
 	}

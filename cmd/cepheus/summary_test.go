@@ -562,10 +562,25 @@ rule r {
 // TestProgressLineRate: run's progress line gives the rate since the
 // previous line, not over the whole run: a quiet spell, or a resumed
 // run's records, do not drag it.
+// TestProgressLineProcessingTime: in processing time the progress line
+// has no watermark, which is of the events' times and moves no window
+// there; it said "watermark 2030-12-31T23:59:54Z (lag 5s)" of a stream
+// whose clocks were years ahead (the processing-time trial).
+func TestProgressLineProcessingTime(t *testing.T) {
+	st := cep.StreamStats{Records: 60, RunRecords: 60, Watermark: 1_924_991_994_000, MaxEventTime: 1_924_991_999_000}
+	var m rateMeter
+	if got := progressLine(cep.StreamProgress{StreamStats: st, Elapsed: time.Second}, &m, false); !strings.Contains(got, "watermark 2030-12-31T23:59:54Z (lag 5s)") {
+		t.Errorf("event time: %q, want its watermark", got)
+	}
+	if got := progressLine(cep.StreamProgress{StreamStats: st, Elapsed: 2 * time.Second}, &m, true); strings.Contains(got, "watermark") {
+		t.Errorf("processing time: %q, want no watermark", got)
+	}
+}
+
 func TestProgressLineRate(t *testing.T) {
 	var m rateMeter
 	at := func(records int64, elapsed time.Duration) string {
-		return progressLine(cep.StreamProgress{StreamStats: cep.StreamStats{Records: 500_000 + records, RunRecords: records}, Elapsed: elapsed}, &m)
+		return progressLine(cep.StreamProgress{StreamStats: cep.StreamStats{Records: 500_000 + records, RunRecords: records}, Elapsed: elapsed}, &m, false)
 	}
 	for _, c := range []struct {
 		records int64
