@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -825,5 +826,52 @@ func TestRunOutputBrokenMidRun(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the run did not fail in 30 s with its output directory gone")
+	}
+}
+
+// TestRunEventsFIFO: a FIFO as -events is read whole, its writer
+// undisturbed. The early check that -events can be read does not open
+// it: that open woke a writer waiting for the run, and its close (no
+// reader left until the run opened it again) lost what the writer had
+// written meanwhile, or broke its pipe; the run read nothing, or a few
+// records, and ended well.
+func TestRunEventsFIFO(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	fifo := filepath.Join(dir, "events.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal("mkfifo:", err)
+	}
+	input := abEvents(20, 0, "")
+	wrote := make(chan error, 1)
+	go func() {
+		// Waits for the run's open, then writes everything and goes.
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = w.WriteString(input)
+			err = errors.Join(err, w.Close())
+		}
+		wrote <- err
+	}()
+	done := make(chan string, 1)
+	go func() {
+		code, _, stderr := cepheus(t, "run", "-rules", rules, "-events", fifo, "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
+		done <- fmt.Sprintf("exit %d\n%s", code, stderr)
+	}()
+	select {
+	case got := <-done:
+		if want := fmt.Sprintf("run: %d records", strings.Count(input, "\n")); !strings.HasPrefix(got, "exit 0\n") || !strings.Contains(got, want) {
+			t.Errorf("a FIFO as -events: %s\nwant exit 0 and %q", got, want)
+		}
+	case <-time.After(20 * time.Second):
+		// Release the run's blocked open before failing.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		t.Fatal("a FIFO as -events: the run waited for a writer that had come and gone")
+	}
+	if err := <-wrote; err != nil {
+		t.Errorf("the FIFO's writer: %v", err)
 	}
 }
