@@ -58,9 +58,19 @@ func (m *StreamMonitor) RequestCheckpoint() (after int64) {
 	return after
 }
 
-// begun tells the monitor that the job begins checkpoint id (or, at its
-// start, that id is the checkpoint it restored).
+// begun tells the monitor that the job begins checkpoint id. The state
+// is not durable until it completes (checkpoint): one that fails leaves
+// DurableAt as it was.
 func (m *StreamMonitor) begun(id int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.started = id
+}
+
+// jobStarted tells the monitor that a job starts on the state of
+// checkpoint id, which it restored (0: a fresh state): durable now, as
+// the job has read nothing yet.
+func (m *StreamMonitor) jobStarted(id int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.started = id
@@ -110,9 +120,10 @@ type MonitorSnapshot struct {
 	CheckpointFailures int64
 	CheckpointsSkipped int64
 	// DurableAt is when the state was last known to be in a complete
-	// checkpoint: one completed, one skipped because nothing changed
-	// since the latest (an idle job skips them for up to 10 minutes), or
-	// a job's start on its restored state; zero before the first job.
+	// checkpoint: one completed (the time of its barrier), one skipped
+	// because nothing changed since the latest (an idle job skips them
+	// for up to 10 minutes), or a job's start on its restored state; zero
+	// before the first job. A checkpoint that fails leaves it.
 	// Its age is how much of the input's time a crash would read again.
 	DurableAt time.Time
 	// Partitions is the number of input partitions the job reads;
@@ -350,7 +361,9 @@ func (m *StreamMonitor) skipped() {
 	m.s.DurableAt = time.Now()
 }
 
-// checkpoint counts a checkpoint: completed in d, or failed.
+// checkpoint counts a checkpoint: completed in d (since its barrier), or
+// failed. A completed one holds the state as of its barrier, not of now:
+// what the job read since is in none.
 func (m *StreamMonitor) checkpoint(d time.Duration, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -365,5 +378,5 @@ func (m *StreamMonitor) checkpoint(d time.Duration, ok bool) {
 		}
 	}
 	m.s.CheckpointSum += d
-	m.s.DurableAt = time.Now()
+	m.s.DurableAt = time.Now().Add(-d)
 }

@@ -855,7 +855,7 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 			c.Monitor.freshState()
 		}
 		c.Monitor.watchCommits(j.outputsCommitted)
-		c.Monitor.begun(j.nextID - 1)
+		c.Monitor.jobStarted(j.nextID - 1)
 		j.publish(true)
 	}
 	if sw := j.switched; sw != nil && sw.req == nil {

@@ -1441,3 +1441,61 @@ func TestStreamStopForwardsWatermark(t *testing.T) {
 		t.Errorf("stopped at watermark %v: %d alerts committed, a backtest gives %d", res.Stats.Watermark, len(got), len(want))
 	}
 }
+
+// TestStreamDurableAt: the time the state is durable at
+// (MonitorSnapshot.DurableAt) is that of a complete checkpoint's barrier,
+// not of its end: what the job read after the barrier is not in it. A
+// checkpoint that begins and then fails does not move it: it moved at
+// the start of each checkpoint, so a job whose checkpoints all failed
+// (their timeout, here) looked durable as of the latest attempt.
+func TestStreamDurableAt(t *testing.T) {
+	input := engineInput(50)
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.config(events)
+	// No checkpoint but those asked for (none skipped, which would move
+	// it rightly: nothing read since the latest).
+	cfg.CheckpointInterval, cfg.CheckpointTimeout = time.Hour, 500*time.Millisecond
+	var stall atomic.Int64    // how long subtask 0 sleeps at a barrier
+	var sleeping atomic.Int32 // it sleeps now
+	cfg.hooks.atBarrier = func(sub int, id int64) {
+		if sub == 0 {
+			sleeping.Add(1)
+			time.Sleep(time.Duration(stall.Load()))
+			sleeping.Add(-1)
+		}
+	}
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+
+	const slow = 300 * time.Millisecond
+	stall.Store(int64(slow))
+	before := f.m.Snapshot().Progress.Checkpoints
+	asked := time.Now()
+	f.m.RequestCheckpoint()
+	sn := waitSnapshot(t, f.m, "the slow checkpoint complete", func(s MonitorSnapshot) bool { return s.Progress.Checkpoints > before })
+	if done := time.Now(); sn.DurableAt.Before(asked) || sn.DurableAt.After(done.Add(-slow+50*time.Millisecond)) {
+		t.Errorf("a checkpoint asked for at %v, complete by %v after a %v stall: durable at %v, want its barrier's time (before the stall)",
+			asked.Format(time.StampMilli), done.Format(time.StampMilli), slow, sn.DurableAt.Format(time.StampMilli))
+	}
+
+	stall.Store(int64(2 * cfg.CheckpointTimeout))
+	failed := sn.CheckpointFailures
+	for i := range int64(2) {
+		f.m.RequestCheckpoint()
+		waitSnapshot(t, f.m, "a checkpoint timed out", func(s MonitorSnapshot) bool { return s.CheckpointFailures > failed+i })
+	}
+	if s := f.m.Snapshot(); !s.DurableAt.Equal(sn.DurableAt) || s.Progress.Checkpoints != sn.Progress.Checkpoints {
+		t.Errorf("after %d checkpoints that failed: durable at %v (%d complete), want %v, the latest complete's",
+			s.CheckpointFailures-failed, s.DurableAt.Format(time.StampMilli), s.Progress.Checkpoints, sn.DurableAt.Format(time.StampMilli))
+	}
+	// The stop's final checkpoint waits for no sleep.
+	stall.Store(0)
+	for sleeping.Load() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	f.stop()
+}
