@@ -457,22 +457,33 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 
 // lockOutputs locks the output directories of the file sinks for the
 // run (runtime.LockOutputDir), each once: a second run given one of them
-// fails here, before its sinks delete or rename the first's files.
+// fails here, before its sinks delete or rename the first's files. The
+// run's outputs may share a directory, by one path or by several (a
+// symlink): a second lock of it, refused as another run's, is not taken.
 func (c *StreamConfig) lockOutputs() ([]io.Closer, error) {
 	if c.Kafka.transactional() {
 		return nil, nil // its outputs are topics
 	}
 	var locks []io.Closer
-	seen := map[string]bool{}
+	var locked []os.FileInfo
 	for _, out := range []struct{ flag, dir string }{
 		{"alerts output", c.AlertsDir}, {"late events output", c.LateDir}, {"dead-letter output", c.DeadDir}, {"shadow alerts output", c.ShadowDir},
 	} {
-		key, err := filepath.Abs(out.dir)
-		if out.dir == "" || err == nil && seen[key] {
+		if out.dir == "" {
 			continue
 		}
-		seen[key] = true
+		if st, err := os.Stat(out.dir); err == nil && slices.ContainsFunc(locked, func(l os.FileInfo) bool { return os.SameFile(l, st) }) {
+			continue
+		}
 		l, err := runtime.LockOutputDir(out.dir)
+		if err == nil {
+			var st os.FileInfo
+			if st, err = os.Stat(out.dir); err == nil {
+				locked = append(locked, st)
+			} else {
+				l.Close()
+			}
+		}
 		if err != nil {
 			for _, l := range locks {
 				l.Close()

@@ -221,3 +221,30 @@ func TestStreamCorruptCheckpoint(t *testing.T) {
 		t.Errorf("after the damaged checkpoint: %d alert lines, want the %d of an undisturbed run", len(got), len(want))
 	}
 }
+
+// TestStreamOutputsShareADirectory: the outputs of one run may share a
+// directory (their part files have different prefixes), named alike or
+// by another path (a symlink): the run locks it once. Named by another
+// path, the second lock was refused, the directory "in use by another
+// run", the run's own.
+func TestStreamOutputsShareADirectory(t *testing.T) {
+	input := engineInput(200)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	if err := os.Mkdir(d.alerts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "alerts-link")
+	if err := os.Symlink(d.alerts, link); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.config(events)
+	cfg.LateDir, cfg.DeadDir = link, d.alerts+string(filepath.Separator)
+	res, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	if err != nil || !res.Finished || res.Alerts == 0 {
+		t.Fatalf("Stream with its outputs in one directory (%s, %s, %s): %v, %+v", cfg.AlertsDir, cfg.LateDir, cfg.DeadDir, err, res)
+	}
+}
