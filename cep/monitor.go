@@ -135,9 +135,9 @@ type MonitorSnapshot struct {
 	// metric series) of each for ever. Partitions counts them.
 	Partitions          int
 	PartitionWatermarks map[string]int64
-	// IdlePartitions are those of PartitionWatermarks that are idle: no
-	// record for -idle-timeout (or, in Kafka mode, caught up), so they no
-	// longer hold the watermark back.
+	// IdlePartitions are those of PartitionWatermarks that no longer hold
+	// the watermark back: idle (no record for -idle-timeout; in Kafka
+	// mode, caught up) or finished (read to the end of a bounded input).
 	IdlePartitions map[string]bool
 	// KafkaLag is each Kafka partition's lag (input and repartition: the
 	// records between the job's position and the partition's end, as its

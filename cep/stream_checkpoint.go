@@ -357,7 +357,7 @@ func (j *job) publish(ready bool) {
 		for idx, name := range src.names {
 			if src.added[idx] && !src.closed[idx] {
 				wms[name] = int64(src.pw.Of(idx))
-				if src.pw.Idle(idx) {
+				if src.pw.Idle(idx) || src.pw.Finished(idx) {
 					if idle == nil {
 						idle = map[string]bool{}
 					}

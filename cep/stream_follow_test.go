@@ -1499,3 +1499,25 @@ func TestStreamDurableAt(t *testing.T) {
 	}
 	f.stop()
 }
+
+// TestStreamFinishedPartitionsIdle: the partitions of a bounded input
+// read to their ends no longer hold the watermark back, and the monitor
+// says so (cepheus_partition_idle 1; it said 0, "holds it back").
+func TestStreamFinishedPartitionsIdle(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.jsonl", "b.jsonl"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(engineInput(50)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.Monitor = NewStreamMonitor()
+	if _, err := streamEngine(t, engineRules).Stream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	sn := cfg.Monitor.Snapshot()
+	if len(sn.PartitionWatermarks) != 2 || len(sn.IdlePartitions) != 2 {
+		t.Errorf("at the end: partitions %v, of which idle or finished %v; want both finished", sn.PartitionWatermarks, sn.IdlePartitions)
+	}
+}

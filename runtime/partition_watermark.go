@@ -294,7 +294,9 @@ func (w *PartitionWatermarks) Of(p int) event.Watermark {
 }
 
 // Finished reports whether the partition with index p has finished.
-func (w *PartitionWatermarks) Finished(p int) bool { return w.parts[p].finished }
+func (w *PartitionWatermarks) Finished(p int) bool {
+	return p < len(w.parts) && w.parts[p] != nil && w.parts[p].finished
+}
 
 // Idle reports whether the partition with index p is idle.
 func (w *PartitionWatermarks) Idle(p int) bool {

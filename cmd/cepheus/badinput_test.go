@@ -783,49 +783,65 @@ func TestBacktestOutputFIFO(t *testing.T) {
 // TestRunOutputBrokenMidRun: a live run whose alerts directory is
 // replaced by a file fails (exit 1) naming the path and the cause, and
 // says where its state stands and that the same command resumes (it
-// said the cause alone, the observability trial).
+// said the cause alone, the observability trial); one that failed
+// before its first checkpoint says that the same command starts over.
 func TestRunOutputBrokenMidRun(t *testing.T) {
-	dir := t.TempDir()
-	rules := writeFile(t, dir, "r.cep", goodSrc)
-	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
-	state, alerts := filepath.Join(dir, "state"), filepath.Join(dir, "alerts")
-	type result struct {
-		code   int
-		stderr string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, _, stderr := cepheus(t, "run", "-rules", rules, "-events", events, "-follow", "-state", state, "-alerts", alerts,
-			"-checkpoint-interval", "20ms", "-progress", "1h")
-		done <- result{code, stderr}
-	}()
-	// Once a checkpoint has committed alerts, the directory goes.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if files, _ := filepath.Glob(filepath.Join(alerts, "*.jsonl")); len(files) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no alerts committed in 20 s")
-		}
-	}
-	if err := os.RemoveAll(alerts); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, dir, "alerts", "not a directory\n")
-	f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(abEvents(40, 0, "")[len(abEvents(10, 0, "")):])
-	f.Close()
-	select {
-	case r := <-done:
-		if r.code != 1 || !strings.Contains(r.stderr, alerts) || !strings.Contains(r.stderr, "not a directory") ||
-			!regexp.MustCompile(`\(the state stands at checkpoint [1-9][0-9]*: once the cause is fixed, the same command resumes from it\)\n`).MatchString(r.stderr) {
-			t.Errorf("exit %d\n%s", r.code, r.stderr)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the run did not fail in 30 s with its output directory gone")
+	for _, c := range []struct {
+		name     string
+		interval string // -checkpoint-interval
+		first    int    // the events at the start: alerts from the 2nd
+		want     string
+	}{
+		{"after a checkpoint", "20ms", 10, `\(the state stands at checkpoint [1-9][0-9]*: once the cause is fixed, the same command resumes from it\)\n`},
+		{"before any checkpoint", "1h", 1, `\(no checkpoint was taken: once the cause is fixed, the same command starts over\)\n`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rules := writeFile(t, dir, "r.cep", goodSrc)
+			events := writeFile(t, dir, "e.jsonl", abEvents(c.first, 0, ""))
+			state, alerts := filepath.Join(dir, "state"), filepath.Join(dir, "alerts")
+			type result struct {
+				code   int
+				stderr string
+			}
+			done := make(chan result, 1)
+			go func() {
+				code, _, stderr := cepheus(t, "run", "-rules", rules, "-events", events, "-follow", "-state", state, "-alerts", alerts,
+					"-checkpoint-interval", c.interval, "-progress", "1h")
+				done <- result{code, stderr}
+			}()
+			// Once the run has made the directory (and, with checkpoints,
+			// committed alerts into it), the directory goes.
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				files, _ := filepath.Glob(filepath.Join(alerts, "*.jsonl"))
+				if _, err := os.Stat(state); err == nil && (len(files) > 0 || c.first < 2) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no alerts committed in 20 s")
+				}
+			}
+			time.Sleep(50 * time.Millisecond) // the run reads what is there
+			if err := os.RemoveAll(alerts); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, dir, "alerts", "not a directory\n")
+			f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(abEvents(40, 0, "")[len(abEvents(c.first, 0, "")):])
+			f.Close()
+			select {
+			case r := <-done:
+				if r.code != 1 || !strings.Contains(r.stderr, alerts) || !strings.Contains(r.stderr, "not a directory") ||
+					!regexp.MustCompile(c.want).MatchString(r.stderr) {
+					t.Errorf("exit %d\n%s", r.code, r.stderr)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the run did not fail in 30 s with its output directory gone")
+			}
+		})
 	}
 }
 

@@ -685,7 +685,13 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			}
 			msg += " -trust-record-keys if its keys are another encoding of " + ke.Field + "; docs/kafka.md, \"Record keys\")"
 		}
-		if res != nil && !res.Finished && !errors.Is(err, cep.ErrRestore) {
+		switch {
+		case res == nil || res.Finished || errors.Is(err, cep.ErrRestore) || errors.Is(err, cep.ErrFenced):
+			// Not a job that ran and failed (a fenced instance has a
+			// successor: nothing to resume).
+		case res.Stats.LastCheckpoint == 0:
+			msg += " (no checkpoint was taken: once the cause is fixed, the same command starts over)"
+		default:
 			// The job ran and failed: what it took is in its checkpoints.
 			msg += fmt.Sprintf(" (the state stands at checkpoint %d: once the cause is fixed, the same command resumes from it)", res.Stats.LastCheckpoint)
 		}

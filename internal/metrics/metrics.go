@@ -86,7 +86,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_rule_emit_errors_total", "Emit fields of one rule's alerts that failed at run time (each null in its alert).", "rule")
 	d("cepheus_rule_events_without_key_total", "Events one rule skipped for lacking one of its key fields (missing or null).", "rule")
 	d("cepheus_partition_watermark_seconds", "The watermark of one input partition (a file, or TOPIC-P), as Unix seconds.", "partition")
-	d("cepheus_partition_idle", "1 while an input partition is idle (no record for -idle-timeout; in Kafka mode, caught up): it no longer holds the watermark back; 0 while it does.", "partition")
+	d("cepheus_partition_idle", "1 while an input partition does not hold the watermark back: idle (no record for -idle-timeout; in Kafka mode, caught up) or finished (a bounded input read to its end); 0 while it does.", "partition")
 	d("cepheus_kafka_transactions_total", "Checkpoint transactions of a Kafka job, by outcome.", "outcome")
 	d("cepheus_kafka_consumer_lag_records", "Records of a Kafka partition (input or repartition) past the job's position, as its latest fetch saw them.", "partition")
 	d("cepheus_partial_matches", "Partial matches the rules hold, at the latest checkpoint.")
