@@ -679,12 +679,6 @@ func (o *SharedOperator) materialize(ks *keyState) {
 	}
 }
 
-// uniformSlot is rule i's slot at uniform key ks, as materialize would
-// make it, ks left as it is.
-func (o *SharedOperator) uniformSlot(i int, ks *keyState) ruleSlot {
-	return o.slotOf(i, ks.order, ks.quiet)
-}
-
 // slotOf is rule i's slot at a uniform key of rank order with quiet start
 // q (none: q.group is nil).
 func (o *SharedOperator) slotOf(i int, order uint64, q quietStart) ruleSlot {

@@ -310,7 +310,7 @@ func (o *SharedOperator) appendKeyNotes(b []byte, ks *keyState, notes bool) (_ [
 	for i := range o.rules {
 		var slot ruleSlot
 		if uniform {
-			slot = o.uniformSlot(i, ks)
+			slot = o.slotOf(i, ks.order, ks.quiet) // as materialize would make it
 		} else {
 			slot = ks.rules[i]
 		}

@@ -41,7 +41,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 			return nil, fmt.Errorf("cep: stream: %w", err)
 		}
 		txn.Close()
-		done, err := groupFinished(ctx, k, ends, reps)
+		done, err := groupDone(ctx, k, ends, reps, true)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +74,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 			// Nothing to read (yet, or any more): wait for partitions,
 			// and, bounded, for the others to finish theirs.
 			if k.Bounded && last != nil {
-				done, err := groupDone(ctx, k, ends, reps)
+				done, err := groupDone(ctx, k, ends, reps, false)
 				if err != nil {
 					return last, err
 				}
@@ -244,40 +244,27 @@ func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time
 	}
 }
 
-// groupFinished reports whether a bounded job of the group finished:
-// every partition of the input committed as final (by a bounded job's
-// final checkpoint; one never committed only when empty), and groupDone.
-// Offsets at the ends but not final are those of a job that did not end:
-// an unbounded run that read everything and was stopped, or a bounded one
-// that crashed before its final checkpoint. What it held for later (a
-// window still open, a trailing notFollowedBy) waits for a final
-// watermark: this run's job reads nothing and sends it.
-func groupFinished(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []repartition) (bool, error) {
-	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
-	if err != nil {
-		return false, fmt.Errorf("cep: stream: %w", err)
-	}
-	for p, end := range ends {
-		if c, ok := committed[p]; ok && !txnFinal(c.Metadata) || !ok && end > 0 {
-			return false, nil
-		}
-	}
-	return groupDone(ctx, k, ends, reps)
-}
-
 // groupDone reports whether the group has committed every partition of
 // the input at or past its end in ends, or as final (by a bounded job's
 // final checkpoint, whose end may be before ends when the topic grew
 // since), and every partition of the repartition topics of reps past its
 // last record.
-func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []repartition) (bool, error) {
+//
+// With finalOnly (a bounded instance's start), every committed input
+// partition must be final: offsets at the ends but not final are those of
+// a job that did not end (an unbounded run that read everything and was
+// stopped, or a bounded one that crashed before its final checkpoint),
+// whose held matches (a window still open, a trailing notFollowedBy)
+// wait for a final watermark: the starting instance's job reads nothing
+// and sends it.
+func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []repartition, finalOnly bool) (bool, error) {
 	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
 	if err != nil {
 		return false, fmt.Errorf("cep: stream: %w", err)
 	}
 	for p, end := range ends {
 		c, ok := committed[p]
-		if ok && c.Offset < end && !txnFinal(c.Metadata) || !ok && end > 0 {
+		if ok && (finalOnly || c.Offset < end) && !txnFinal(c.Metadata) || !ok && end > 0 {
 			return false, nil
 		}
 	}

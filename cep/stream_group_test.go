@@ -102,7 +102,7 @@ func TestGroupDoneOwnerPurges(t *testing.T) {
 				purge(at)
 			}
 		}
-		done, err := groupDone(ctx, k, ends, reps)
+		done, err := groupDone(ctx, k, ends, reps, false)
 		return done, err, reads
 	}
 	if done, err, reads := check(60); done || err != nil || reads != 2 {
