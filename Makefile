@@ -89,7 +89,8 @@ HEAVY_TESTS ?= TestExactlyOnceKafkaBrokerFailure|TestKafkaSecure|TestKafkaStopBr
 # lookup tests, unless CEPHEUS_REDIS_ADDR already names one. Both are stopped
 # by an EXIT trap of the shell that ran the tests (exactly the processes the
 # scripts recorded), so a failing test leaves nothing running; the broker's
-# logs are kept (the path is printed) when the tests failed. A service that
+# logs are kept (the path is printed) when the tests failed, its data is not
+# (hundreds of MB after a full run). A service that
 # cannot start fails make test. The Flink comparison runs after they stopped.
 test: flink-tools ## What CI runs: flink-tools, test-go with a Kafka broker and a Redis server (unless CEPHEUS_KAFKA_BROKERS / CEPHEUS_REDIS_ADDR name them), diff-flink-small (needs Java 17 and Maven).
 	@kafka_dir=""; redis_dir=""; \
@@ -97,7 +98,8 @@ test: flink-tools ## What CI runs: flink-tools, test-go with a Kafka broker and 
 		if [ -n "$$redis_dir" ]; then scripts/redis.sh stop -dir "$$redis_dir" && rm -rf "$$redis_dir"; fi; \
 		if [ -n "$$kafka_dir" ]; then \
 			if [ $$status -eq 0 ]; then scripts/kafka.sh stop -dir "$$kafka_dir" -rm; \
-			else scripts/kafka.sh stop -dir "$$kafka_dir"; echo "make test: the Kafka broker'"'"'s logs are in $$kafka_dir/logs" >&2; fi; \
+			else scripts/kafka.sh stop -dir "$$kafka_dir"; rm -rf "$$kafka_dir"/node*/data; \
+				echo "make test: the Kafka broker'"'"'s logs are in $$kafka_dir/logs (its data was removed)" >&2; fi; \
 		fi; \
 		exit $$status' EXIT; \
 	if [ -n "$${CEPHEUS_KAFKA_BROKERS:-}" ]; then \

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -35,6 +36,20 @@ type Deploy struct {
 	// never the main one; a shadow deployed earlier is replaced.
 	// [StreamMonitor.Promote] makes it active.
 	Shadow bool
+	// From, when set, is the version that must be the active one when the
+	// job takes the call: its content hash, or a prefix of it of at least
+	// 6 hex digits (as `cepheus rules list` prints 12). Another active
+	// version refuses the call (ErrNotActive) and nothing switches: two
+	// rollbacks at once, or one sent again after an unanswered call, do
+	// not toggle back.
+	From string
+}
+
+// SwitchOptions are the options of a rollback or a promote: DropChanged
+// and From as a [Deploy]'s.
+type SwitchOptions struct {
+	DropChanged bool
+	From        string
 }
 
 // DeployResult is what a deploy did, once the job runs the new version.
@@ -121,6 +136,31 @@ var ErrNoShadowOutput = errors.New("cep: the job has no shadow output: start it 
 // switch waits for its checkpoint: it may be sent again at once.
 var ErrSwitching = errors.New("cep: another deploy is switching: try again")
 
+// ErrNotActive is what the error of a deploy, a rollback or a promote
+// whose From is not the active version when the job takes it is
+// (errors.Is): nothing switched.
+var ErrNotActive = errors.New("cep: the version the call names is not the active one")
+
+// ErrBadFrom is what the error of a Deploy.From (SwitchOptions.From)
+// that is not a version's hash or a prefix of it is (errors.Is).
+var ErrBadFrom = errors.New("cep: not a version")
+
+// minFromDigits is the shortest prefix of a version's hash a From may
+// be: shorter ones would name several versions too easily.
+const minFromDigits = 6
+
+// checkFrom checks that from is empty or a prefix of a version's hash
+// (lower-case hex, minFromDigits digits at least).
+func checkFrom(from string) error {
+	if from == "" {
+		return nil
+	}
+	if len(from) < minFromDigits || len(from) > 64 || strings.Trim(from, "0123456789abcdef") != "" {
+		return fmt.Errorf("%w: %q: want a version's hash or a prefix of it of %d to 64 lower-case hex digits, as cepheus rules list prints", ErrBadFrom, from, minFromDigits)
+	}
+	return nil
+}
+
 // ErrRefused is what the error of a deploy whose version compiles but
 // that the running job cannot take is (errors.Is): another event time,
 // other velocity aggregates, in Kafka mode other repartitioning. The job
@@ -189,11 +229,16 @@ func (m *StreamMonitor) Deploy(ctx context.Context, d Deploy) (*DeployResult, er
 // from the plan of the call's time: a deploy that switches meanwhile (two
 // pipelines at once, or a rollback that waits for the next job) makes its
 // version the one rolled back from.
-func (m *StreamMonitor) Rollback(ctx context.Context, dropChanged bool) (*DeployResult, error) {
+// With o.From, the job refuses it (ErrNotActive) unless that version is
+// the active one when it takes it.
+func (m *StreamMonitor) Rollback(ctx context.Context, o SwitchOptions) (*DeployResult, error) {
+	if err := checkFrom(o.From); err != nil {
+		return nil, err
+	}
 	if v, ok := m.version(VersionPrevious); !ok || v.Source == "" {
 		return nil, ErrNoPrevious
 	}
-	return m.deploy(ctx, Deploy{DropChanged: dropChanged, Origin: "rollback"}, VersionPrevious)
+	return m.deploy(ctx, Deploy{DropChanged: o.DropChanged, From: o.From, Origin: "rollback"}, VersionPrevious)
 }
 
 // Promote makes the shadow version the active one (Origin "promote"): at
@@ -201,11 +246,15 @@ func (m *StreamMonitor) Rollback(ctx context.Context, dropChanged bool) (*Deploy
 // goes. For the main output the outcome is that of a deploy of the shadow
 // version at the switch. As a rollback's, the version is the shadow the
 // job runs when it takes the promote, not a shadow replaced meanwhile.
-func (m *StreamMonitor) Promote(ctx context.Context, dropChanged bool) (*DeployResult, error) {
+// With o.From, as a rollback's.
+func (m *StreamMonitor) Promote(ctx context.Context, o SwitchOptions) (*DeployResult, error) {
+	if err := checkFrom(o.From); err != nil {
+		return nil, err
+	}
 	if _, ok := m.version(VersionShadow); !ok {
 		return nil, ErrNoShadow
 	}
-	return m.deploy(ctx, Deploy{DropChanged: dropChanged, Origin: "promote"}, VersionShadow)
+	return m.deploy(ctx, Deploy{DropChanged: o.DropChanged, From: o.From, Origin: "promote"}, VersionShadow)
 }
 
 // version returns the newest version in state st that the running plan
@@ -286,6 +335,9 @@ func (m *StreamMonitor) deploy(ctx context.Context, d Deploy, target VersionStat
 	// A rollback's or a promote's source is the job's to find; it
 	// compiled when it was deployed before.
 	var warnings rules.ErrorList
+	if err := checkFrom(d.From); err != nil {
+		return nil, err
+	}
 	if target == "" {
 		rs, err := d.validate()
 		if err != nil {
@@ -398,6 +450,10 @@ func (j *job) askSwitch(req *deployReq) {
 	if req == nil {
 		sw.rs = j.e.cfg.ruleset
 	} else {
+		if from, active := req.d.From, cur.Versions[0].Version; from != "" && !strings.HasPrefix(active, from) {
+			sw.reply(nil, fmt.Errorf("%w: version %.12s is active, not %s: nothing switched (cepheus rules list shows the versions)", ErrNotActive, active, from))
+			return
+		}
 		if err := resolveTarget(req, cur); err != nil {
 			sw.reply(nil, err)
 			return

@@ -655,7 +655,7 @@ rule errs {
 	waitLetGo(1)
 	step("v2, change let go")
 	// change changed back, gone added back, fresh removed.
-	deploy("rollback", func() (*DeployResult, error) { return m.Rollback(ctx, false) })
+	deploy("rollback", func() (*DeployResult, error) { return m.Rollback(ctx, SwitchOptions{}) })
 	add(chunks[2])
 	waitLetGo(2)
 	step("v1 again, change let go")
@@ -1041,7 +1041,7 @@ func TestStreamShadow(t *testing.T) {
 	if _, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2), Shadow: true}); !errors.Is(err, ErrNoShadowOutput) {
 		t.Fatalf("a shadow deploy without a shadow output: %v, want ErrNoShadowOutput", err)
 	}
-	if _, err := m.Promote(ctx, false); !errors.Is(err, ErrNoShadow) {
+	if _, err := m.Promote(ctx, SwitchOptions{}); !errors.Is(err, ErrNoShadow) {
 		t.Fatalf("a promote without a shadow: %v, want ErrNoShadow", err)
 	}
 	cancel()
@@ -1076,7 +1076,7 @@ func TestStreamShadow(t *testing.T) {
 	waitRecords(2 * third)
 	sn := m.Snapshot()
 	written = write(2*third, len(lines))
-	pr, err := m.Promote(ctx, false)
+	pr, err := m.Promote(ctx, SwitchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1738,7 +1738,7 @@ func TestStreamRulesSourceKept(t *testing.T) {
 	}
 	rollback := func(ctx context.Context, m *StreamMonitor) {
 		t.Helper()
-		if _, err := m.Rollback(ctx, false); err != nil {
+		if _, err := m.Rollback(ctx, SwitchOptions{}); err != nil {
 			t.Fatalf("rollback: %v", err)
 		}
 	}
@@ -1855,7 +1855,7 @@ func TestStreamKafkaRulesSourceKept(t *testing.T) {
 		if r, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2Kafka), Origin: OriginRulesDir}); err != nil || r.Version != v2.Hash {
 			t.Fatalf("deploy from the rules source: %+v, %v; want v2 %.12s", r, err, v2.Hash)
 		}
-		if _, err := m.Rollback(ctx, false); err != nil {
+		if _, err := m.Rollback(ctx, SwitchOptions{}); err != nil {
 			t.Fatalf("rollback: %v", err)
 		}
 	}); last != v1.Hash {
@@ -1944,7 +1944,10 @@ func TestStreamDeployBetweenJobs(t *testing.T) {
 // version before (v2, v3 deployed, then a rollback during v3's switch
 // ended on v1, its answer "was v3"), and the promote made active the
 // shadow the deploy had replaced. Each answer is true of what is active
-// after it, and the versions listed follow the switches.
+// after it, and the versions listed follow the switches. A call naming
+// the version it switches from (From) is refused when another is active
+// as the job takes it: neither a deploy in between nor a call sent twice
+// toggles back.
 func TestStreamRollbackPromoteBetweenJobs(t *testing.T) {
 	deployV3 := strings.Replace(deployV2, "amount > 450", "amount > 400", 1)
 	v1, v2, v3 := loadRules(t, deployV1), loadRules(t, deployV2), loadRules(t, deployV3)
@@ -2008,7 +2011,7 @@ func TestStreamRollbackPromoteBetweenJobs(t *testing.T) {
 	if _, err := deploy(deployV2, false)(); err != nil {
 		t.Fatal(err)
 	}
-	a := during(deploy(deployV3, false), func() (*DeployResult, error) { return f.m.Rollback(ctx, false) })
+	a := during(deploy(deployV3, false), func() (*DeployResult, error) { return f.m.Rollback(ctx, SwitchOptions{}) })
 	if a.err != nil || a.res.Version != v2.Hash || a.res.Previous != v3.Hash {
 		t.Errorf("a rollback during the switch to v3: %+v, %v; want v2 deployed, was v3", a.res, a.err)
 	}
@@ -2019,12 +2022,44 @@ func TestStreamRollbackPromoteBetweenJobs(t *testing.T) {
 	if _, err := deploy(deployV1, true)(); err != nil {
 		t.Fatal(err)
 	}
-	a = during(deploy(deployV3, true), func() (*DeployResult, error) { return f.m.Promote(ctx, false) })
+	a = during(deploy(deployV3, true), func() (*DeployResult, error) { return f.m.Promote(ctx, SwitchOptions{}) })
 	if a.err != nil || a.res.Version != v3.Hash || a.res.Previous != v2.Hash {
 		t.Errorf("a promote during the shadow deploy of v3: %+v, %v; want v3 active, was v2", a.res, a.err)
 	}
 	if got, want := listed(), "v3:active v2:previous v1:previous"; got != want {
 		t.Errorf("the versions after it: %s; want %s", got, want)
+	}
+	if v := f.m.Snapshot().RulesetVersion; v != v3.Hash {
+		t.Errorf("active version %.12s, want v3 %.12s", v, v3.Hash)
+	}
+	// A rollback from v3 (active at its call) while v1's deploy switches
+	// is refused when the job takes it: v1 stays active, not v3 again.
+	from := func(v *Ruleset) SwitchOptions { return SwitchOptions{From: v.Hash[:12]} }
+	a = during(deploy(deployV1, false), func() (*DeployResult, error) { return f.m.Rollback(ctx, from(v3)) })
+	if !errors.Is(a.err, ErrNotActive) || a.res != nil {
+		t.Errorf("a rollback from v3 during the switch to v1: %+v, %v; want %v", a.res, a.err, ErrNotActive)
+	}
+	if got, want := listed(), "v1:active v3:previous v2:previous"; got != want {
+		t.Errorf("the versions after it: %s; want %s", got, want)
+	}
+	// A rollback from v1 goes back to v3; the same call again (its answer
+	// lost, say) is refused instead of returning to v1.
+	for i, want := range []error{nil, ErrNotActive} {
+		res, err := f.m.Rollback(ctx, from(v1))
+		if !errors.Is(err, want) || (err == nil) != (res != nil && res.Version == v3.Hash) {
+			t.Errorf("rollback %d from v1: %+v, %v; want %v", i+1, res, err, want)
+		}
+		if got, want := listed(), "v3:active v1:previous v2:previous"; got != want {
+			t.Errorf("the versions after rollback %d: %s; want %s", i+1, got, want)
+		}
+	}
+	if _, err := f.m.Deploy(ctx, Deploy{Source: []byte(deployV2), From: v1.Hash}); !errors.Is(err, ErrNotActive) {
+		t.Errorf("a deploy from v1 over v3: %v; want %v", err, ErrNotActive)
+	}
+	for _, bad := range []string{"v3", "14fdb", strings.ToUpper(v3.Hash[:12]), v3.Hash + "0"} {
+		if _, err := f.m.Rollback(ctx, SwitchOptions{From: bad}); !errors.Is(err, ErrBadFrom) {
+			t.Errorf("a rollback from %q: %v; want %v", bad, err, ErrBadFrom)
+		}
 	}
 	if v := f.m.Snapshot().RulesetVersion; v != v3.Hash {
 		t.Errorf("active version %.12s, want v3 %.12s", v, v3.Hash)

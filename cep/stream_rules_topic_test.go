@@ -304,7 +304,7 @@ func TestStreamKafkaRulesTopicPromoted(t *testing.T) {
 	if _, err := a.m.Deploy(ctx, Deploy{Source: []byte(v3src), Shadow: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.m.Promote(ctx, false); err != nil {
+	if _, err := a.m.Promote(ctx, SwitchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.m.Deploy(ctx, Deploy{Source: []byte(deployV2Kafka)}); err != nil {

@@ -35,7 +35,7 @@ var rulesCommand = &command{
 	name:  "rules",
 	short: "validate, deploy, list, roll back or promote rulesets on a serving engine",
 	subs:  []string{"validate", "deploy", "list", "rollback", "promote"},
-	usage: "cepheus rules validate|deploy|list|rollback|promote -server ADDR [-shadow] [-drop-changed] [FILE|DIR]",
+	usage: "cepheus rules validate|deploy|list|rollback|promote -server ADDR [-shadow] [-drop-changed] [-from VERSION] [FILE|DIR]",
 	help: `Rules manages the rulesets of a running cepheus serve (its -grpc address).
 
   validate FILE  checks a ruleset on the server as cepheus check does,
@@ -64,10 +64,22 @@ var rulesCommand = &command{
                  ones, those that were active before (hash, state, when
                  deployed, origin, ruleset, rules); a shadow that never
                  was active is none
-  rollback       deploys the most recent previous version again
+  rollback       deploys the most recent previous version again, if
+                 the version active when the job takes it is the one
+                 rollback saw active (it lists the versions first), or
+                 the one -from names: after a deploy that switched
+                 meanwhile or a second rollback at the same time, it is
+                 refused (exit 1) instead of toggling back. To send
+                 again a rollback whose answer was lost, give -from the
+                 version it rolled back from
   promote        makes the shadow version the active one, as a deploy
                  of it would (the rules it changes drain unless
                  -drop-changed); the shadow goes
+
+-from VERSION (deploy, rollback, promote) names the version that must
+be the active one when the job takes the call: its hash, or a prefix of
+at least 6 hex digits as list prints; another active version refuses
+the call and nothing switches.
 
 FILE is a .cep file, or a directory holding one.
 `,
@@ -207,6 +219,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	server := fs.String("server", "localhost:9465", "the -grpc address of cepheus serve")
 	dropChanged := fs.Bool("drop-changed", false, "deploy, rollback, promote: drop the partial matches of the rules that changed instead of letting them drain")
 	shadow := fs.Bool("shadow", false, "deploy: deploy the version as the shadow (beside the active one, its alerts to the shadow output only)")
+	from := fs.String("from", "", "deploy, rollback, promote: the `version` that must be active when the job takes the call (a hash's prefix of 6 hex digits or more); rollback's default is the active one it lists first")
 	sub := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
@@ -235,6 +248,9 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *dropChanged && (sub == "validate" || sub == "list") {
 		return fs.usagef("-drop-changed goes with deploy, rollback and promote")
 	}
+	if *from != "" && (sub == "validate" || sub == "list") {
+		return fs.usagef("-from goes with deploy, rollback and promote")
+	}
 	if *shadow && sub != "deploy" {
 		return fs.usagef("-shadow goes with deploy (rules promote makes the shadow version active)")
 	}
@@ -252,14 +268,25 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "list":
 		return listVersions(ctx, c, *server, stdout)
 	case "rollback":
-		r, err := c.Rollback(ctx, *dropChanged)
+		if *from == "" {
+			// The version rolled back from is the one seen active now:
+			// a switch before the job takes the call refuses it.
+			vs, err := c.ListVersions(ctx)
+			if err != nil {
+				return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %s", *server, callMessage(c, err))}
+			}
+			if len(vs) > 0 {
+				*from = vs[0].Version
+			}
+		}
+		r, err := c.Rollback(ctx, cep.SwitchOptions{DropChanged: *dropChanged, From: *from})
 		if err != nil {
 			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %s", *server, switchMessage(c, err))}
 		}
 		printDeploy(stdout, "rolled back", r)
 		return nil
 	case "promote":
-		r, err := c.Promote(ctx, *dropChanged)
+		r, err := c.Promote(ctx, cep.SwitchOptions{DropChanged: *dropChanged, From: *from})
 		if err != nil {
 			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %s", *server, switchMessage(c, err))}
 		}
@@ -287,7 +314,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "%s: ruleset %s version %.12s, %d rules: ok\n", file, r.GetRuleset(), r.GetVersion(), len(r.GetRules()))
 		return nil
 	}
-	r, err := c.Deploy(ctx, cep.Deploy{Name: filepath.Base(file), Source: src, DropChanged: *dropChanged, Shadow: *shadow})
+	r, err := c.Deploy(ctx, cep.Deploy{Name: filepath.Base(file), Source: src, DropChanged: *dropChanged, Shadow: *shadow, From: *from})
 	var invalid *cep.ValidationError
 	if errors.As(err, &invalid) {
 		for _, p := range invalid.Problems {

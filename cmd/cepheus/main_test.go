@@ -433,6 +433,7 @@ func TestRulesFlagsTogether(t *testing.T) {
 		{[]string{"deploy", "-shadow", "-drop-changed"}, "-drop-changed goes with a deploy of the active version, not with -shadow"},
 		{[]string{"validate", "-drop-changed"}, "-drop-changed goes with deploy, rollback and promote"},
 		{[]string{"rollback", "-shadow"}, "-shadow goes with deploy"},
+		{[]string{"validate", "-from", "abcdef"}, "-from goes with deploy, rollback and promote"},
 	} {
 		args := append(append([]string{"rules"}, c.args...), "-server", "127.0.0.1:1")
 		if c.args[0] != "rollback" {

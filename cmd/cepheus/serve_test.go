@@ -642,6 +642,15 @@ func TestServeRulesDir(t *testing.T) {
 	if !isActive(h1)() {
 		t.Errorf("the rollback to %s was undone: %q", h1, active())
 	}
+	// The same rollback sent again, naming the version it rolled back
+	// from, is refused: it does not toggle back to h2.
+	want := "rollback on " + server + ": the version the call names is not the active one: version " + h1 + " is active, not " + h2 + ": nothing switched"
+	if code, out, errOut := cepheus(t, "rules", "rollback", "-from", h2, "-server", server); code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("cepheus rules rollback -from %s over %s: exit %d, stderr %q; want 1 and %q\n%s", h2, h1, code, errOut, want, out)
+	}
+	if !isActive(h1)() {
+		t.Errorf("the refused rollback switched: %q, want %s active", active(), h1)
+	}
 	// A ruleset that does not compile is logged; the version stays.
 	put(broken)
 	problem := regexp.MustCompile(regexp.QuoteMeta(filepath.Join(rulesDir, "cards.cep")) + `:\d+:\d+: `)

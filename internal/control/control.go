@@ -81,17 +81,17 @@ func (s *service) Deploy(ctx context.Context, req *cepheusv1.DeployRequest) (*ce
 	if name == "" {
 		name = "ruleset.cep"
 	}
-	r, err := s.m.Deploy(ctx, cep.Deploy{Name: name, Source: req.GetSource(), DropChanged: req.GetDropChanged(), Shadow: req.GetShadow(), Origin: "grpc"})
+	r, err := s.m.Deploy(ctx, cep.Deploy{Name: name, Source: req.GetSource(), DropChanged: req.GetDropChanged(), Shadow: req.GetShadow(), From: req.GetFrom(), Origin: "grpc"})
 	return deployAnswer(ctx, name, r, err)
 }
 
 func (s *service) Promote(ctx context.Context, req *cepheusv1.PromoteRequest) (*cepheusv1.DeployResponse, error) {
-	r, err := s.m.Promote(ctx, req.GetDropChanged())
+	r, err := s.m.Promote(ctx, cep.SwitchOptions{DropChanged: req.GetDropChanged(), From: req.GetFrom()})
 	return deployAnswer(ctx, "", r, err)
 }
 
 func (s *service) Rollback(ctx context.Context, req *cepheusv1.RollbackRequest) (*cepheusv1.DeployResponse, error) {
-	r, err := s.m.Rollback(ctx, req.GetDropChanged())
+	r, err := s.m.Rollback(ctx, cep.SwitchOptions{DropChanged: req.GetDropChanged(), From: req.GetFrom()})
 	return deployAnswer(ctx, "", r, err)
 }
 
@@ -111,8 +111,9 @@ func messageOf(err error) string {
 // compile is an answer with its problems, no job UNAVAILABLE; no previous
 // version, no shadow version, a shadow deploy into a job without a
 // shadow output or of the active version, a version the job refuses
-// (cep.ErrRefused) FAILED_PRECONDITION; another deploy switching ABORTED
-// (send it again).
+// (cep.ErrRefused), a from that is not the active version
+// (cep.ErrNotActive) FAILED_PRECONDITION; a from that names no version
+// INVALID_ARGUMENT; another deploy switching ABORTED (send it again).
 func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err error) (*cepheusv1.DeployResponse, error) {
 	var invalid *cep.ValidationError
 	switch {
@@ -125,8 +126,10 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 		return nil, status.Error(codes.FailedPrecondition, "no previous version to roll back to (cepheus rules list shows the versions)")
 	case errors.Is(err, cep.ErrNoShadow):
 		return nil, status.Error(codes.FailedPrecondition, "no shadow version to promote: deploy one first (cepheus rules deploy -shadow; cepheus rules list shows the versions)")
-	case errors.Is(err, cep.ErrNoShadowOutput), errors.Is(err, cep.ErrShadowActive), errors.Is(err, cep.ErrRefused):
+	case errors.Is(err, cep.ErrNoShadowOutput), errors.Is(err, cep.ErrShadowActive), errors.Is(err, cep.ErrRefused), errors.Is(err, cep.ErrNotActive):
 		return nil, status.Error(codes.FailedPrecondition, messageOf(err))
+	case errors.Is(err, cep.ErrBadFrom):
+		return nil, status.Error(codes.InvalidArgument, messageOf(err))
 	case errors.Is(err, cep.ErrSwitching):
 		return nil, status.Error(codes.Aborted, messageOf(err))
 	case ctx.Err() != nil:
@@ -443,7 +446,7 @@ func (c *Client) TriggerCheckpoint(ctx context.Context) (int64, error) {
 }
 
 // Deploy deploys d's source (named d.Name in its problems) on the server,
-// with d.DropChanged and d.Shadow (the server sets the origin, "grpc"),
+// with d.DropChanged, d.Shadow and d.From (the server sets the origin, "grpc"),
 // and returns once the job runs it, as cep.StreamMonitor.Deploy does: a
 // ruleset that does not compile is a *cep.ValidationError with its
 // problems; no job a gRPC UNAVAILABLE; a shadow deploy into a job without
@@ -451,25 +454,26 @@ func (c *Client) TriggerCheckpoint(ctx context.Context) (int64, error) {
 // one's switch (ABORTED) is sent again until ctx ends.
 func (c *Client) Deploy(ctx context.Context, d cep.Deploy) (*cep.DeployResult, error) {
 	return deployResult(retryAborted(ctx, func() (*cepheusv1.DeployResponse, error) {
-		return c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: d.Name, Source: d.Source, DropChanged: d.DropChanged, Shadow: d.Shadow})
+		return c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: d.Name, Source: d.Source, DropChanged: d.DropChanged, Shadow: d.Shadow, From: d.From})
 	}))
 }
 
 // Rollback deploys the most recent previous version on the server, as
-// cep.StreamMonitor.Rollback does; none is a gRPC FAILED_PRECONDITION.
-// ABORTED is sent again, as Deploy's.
-func (c *Client) Rollback(ctx context.Context, dropChanged bool) (*cep.DeployResult, error) {
+// cep.StreamMonitor.Rollback does; none, or o.From not the active
+// version, is a gRPC FAILED_PRECONDITION. ABORTED is sent again, as
+// Deploy's.
+func (c *Client) Rollback(ctx context.Context, o cep.SwitchOptions) (*cep.DeployResult, error) {
 	return deployResult(retryAborted(ctx, func() (*cepheusv1.DeployResponse, error) {
-		return c.c.Rollback(ctx, &cepheusv1.RollbackRequest{DropChanged: dropChanged})
+		return c.c.Rollback(ctx, &cepheusv1.RollbackRequest{DropChanged: o.DropChanged, From: o.From})
 	}))
 }
 
 // Promote makes the shadow version on the server the active one, as
 // cep.StreamMonitor.Promote does; none is a gRPC FAILED_PRECONDITION.
 // ABORTED is sent again, as Deploy's.
-func (c *Client) Promote(ctx context.Context, dropChanged bool) (*cep.DeployResult, error) {
+func (c *Client) Promote(ctx context.Context, o cep.SwitchOptions) (*cep.DeployResult, error) {
 	return deployResult(retryAborted(ctx, func() (*cepheusv1.DeployResponse, error) {
-		return c.c.Promote(ctx, &cepheusv1.PromoteRequest{DropChanged: dropChanged})
+		return c.c.Promote(ctx, &cepheusv1.PromoteRequest{DropChanged: o.DropChanged, From: o.From})
 	}))
 }
 

@@ -331,8 +331,8 @@ func TestClientRetriesAborted(t *testing.T) {
 		"Deploy": func(ctx context.Context) (*cep.DeployResult, error) {
 			return c.Deploy(ctx, cep.Deploy{Source: []byte(testRules)})
 		},
-		"Rollback": func(ctx context.Context) (*cep.DeployResult, error) { return c.Rollback(ctx, false) },
-		"Promote":  func(ctx context.Context) (*cep.DeployResult, error) { return c.Promote(ctx, false) },
+		"Rollback": func(ctx context.Context) (*cep.DeployResult, error) { return c.Rollback(ctx, cep.SwitchOptions{}) },
+		"Promote":  func(ctx context.Context) (*cep.DeployResult, error) { return c.Promote(ctx, cep.SwitchOptions{}) },
 	} {
 		fake.mu.Lock()
 		fake.calls, fake.busy = 0, 3
@@ -581,7 +581,7 @@ func TestControlDeploy(t *testing.T) {
 	if _, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src}); status.Code(err) != codes.Unavailable {
 		t.Errorf("Deploy before the job: %v, want UNAVAILABLE", err)
 	}
-	if _, err := c.Rollback(ctx, false); status.Code(err) != codes.FailedPrecondition {
+	if _, err := c.Rollback(ctx, cep.SwitchOptions{}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Rollback before the job: %v, want FAILED_PRECONDITION", err)
 	}
 	jctx, stop := context.WithCancel(context.Background())
@@ -666,7 +666,19 @@ func TestControlDeploy(t *testing.T) {
 	if v, vs := active(); v != v2.Hash || len(vs) != 2 {
 		t.Errorf("the versions after a refused deploy: %v; want %s still active", vs, v2.Hash)
 	}
-	r, err = c.Rollback(ctx, false)
+	// A rollback from a version that is not the active one is refused,
+	// and one from no version's hash is an invalid argument.
+	if _, err := c.Rollback(ctx, cep.SwitchOptions{From: v1.Hash[:12]}); status.Code(err) != codes.FailedPrecondition ||
+		!strings.Contains(status.Convert(err).Message(), fmt.Sprintf("version %.12s is active, not %.12s: nothing switched", v2.Hash, v1.Hash)) {
+		t.Errorf("Rollback from %.12s over %.12s: %v; want FAILED_PRECONDITION naming both", v1.Hash, v2.Hash, err)
+	}
+	if _, err := c.Rollback(ctx, cep.SwitchOptions{From: "v2"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("Rollback from \"v2\": %v; want INVALID_ARGUMENT", err)
+	}
+	if v, _ := active(); v != v2.Hash {
+		t.Errorf("the refused rollbacks switched: %.12s active, want %.12s", v, v2.Hash)
+	}
+	r, err = c.Rollback(ctx, cep.SwitchOptions{From: v2.Hash})
 	if err != nil || r.Version != v1.Hash || r.Previous != v2.Hash ||
 		!slices.Equal(r.Removed, []string{"two_big"}) || !slices.Equal(r.Kept, []string{"big_then_foreign"}) {
 		t.Errorf("Rollback: %v, %v; want %s again, two_big removed", r, err, v1.Hash)
@@ -738,7 +750,7 @@ func TestControlShadow(t *testing.T) {
 	}()
 	// waitStatus waits up to 20 s for a status that satisfies cond.
 	waitStatus(t, ctx, c, "not ready with 40 records", readyWith40)
-	if _, err := c.Promote(ctx, false); status.Code(err) != codes.FailedPrecondition {
+	if _, err := c.Promote(ctx, cep.SwitchOptions{}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Promote without a shadow: %v, want FAILED_PRECONDITION", err)
 	}
 	r, err := c.Deploy(ctx, cep.Deploy{Name: "c.cep", Source: v2src, Shadow: true})
@@ -803,7 +815,7 @@ func TestControlShadow(t *testing.T) {
 		t.Errorf("the shadow directory's alerts by version: %v; want only %s's", inShadow, v2.Hash)
 	}
 	// Promote.
-	r, err = c.Promote(ctx, false)
+	r, err = c.Promote(ctx, cep.SwitchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -822,7 +834,7 @@ func TestControlShadow(t *testing.T) {
 	if st, err := c.Status(ctx); err != nil || st.GetVersion() != v2.Hash || st.GetShadowVersion() != "" || len(st.GetShadow()) != 0 {
 		t.Errorf("Status after the promote: %v, %v; want version %s and no shadow", st, err, v2.Hash)
 	}
-	if _, err := c.Promote(ctx, false); status.Code(err) != codes.FailedPrecondition {
+	if _, err := c.Promote(ctx, cep.SwitchOptions{}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Promote again: %v, want FAILED_PRECONDITION", err)
 	}
 	stop()
@@ -916,7 +928,7 @@ func TestControlShadowRollback(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "the active version cannot be the shadow") {
 		t.Errorf("a shadow Deploy of the active version: %v; want FAILED_PRECONDITION, the active version cannot be the shadow", err)
 	}
-	r, err := c.Rollback(ctx, false)
+	r, err := c.Rollback(ctx, cep.SwitchOptions{})
 	if err != nil || names[r.Version] != "v1" || names[r.Previous] != "v2" {
 		t.Fatalf("Rollback: %+v, %v; want v1 again (was v2)", r, err)
 	}

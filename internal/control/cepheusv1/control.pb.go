@@ -825,7 +825,13 @@ type DeployRequest struct {
 	// one on the same events from the switch on, its alerts going to the
 	// shadow output (cepheus serve -shadow-alerts, -shadow-topic), never
 	// the main one; Promote makes it active.
-	Shadow        bool `protobuf:"varint,4,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	Shadow bool `protobuf:"varint,4,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	// from, when set, is the version that must be the active one when the
+	// job takes the call: its hash, or a prefix of it of at least 6
+	// lower-case hex digits (ListVersions' version). Another active version
+	// refuses the call (FAILED_PRECONDITION) and nothing switches; one
+	// that is not a hash's prefix is INVALID_ARGUMENT.
+	From          string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -886,6 +892,13 @@ func (x *DeployRequest) GetShadow() bool {
 		return x.Shadow
 	}
 	return false
+}
+
+func (x *DeployRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 type DeployResponse struct {
@@ -1238,7 +1251,11 @@ func (x *ListVersionsResponse) GetVersions() []*VersionInfo {
 type RollbackRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// drop_changed: as DeployRequest's.
-	DropChanged   bool `protobuf:"varint,1,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	DropChanged bool `protobuf:"varint,1,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	// from: as DeployRequest's, the version rolled back from. With it, two
+	// rollbacks at once, or one sent again after a call left unanswered,
+	// do not toggle back: the second is refused.
+	From          string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1280,11 +1297,20 @@ func (x *RollbackRequest) GetDropChanged() bool {
 	return false
 }
 
+func (x *RollbackRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
 type PromoteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// drop_changed: as DeployRequest's (the rules the promoted version
 	// changes from the active one).
-	DropChanged   bool `protobuf:"varint,1,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	DropChanged bool `protobuf:"varint,1,opt,name=drop_changed,json=dropChanged,proto3" json:"drop_changed,omitempty"`
+	// from: as DeployRequest's.
+	From          string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1324,6 +1350,13 @@ func (x *PromoteRequest) GetDropChanged() bool {
 		return x.DropChanged
 	}
 	return false
+}
+
+func (x *PromoteRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1400,12 +1433,13 @@ const file_control_proto_rawDesc = "" +
 	"\x19TriggerCheckpointResponse\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +
-	"checkpoint\"v\n" +
+	"checkpoint\"\x8a\x01\n" +
 	"\rDeployRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\fR\x06source\x12!\n" +
 	"\fdrop_changed\x18\x03 \x01(\bR\vdropChanged\x12\x16\n" +
-	"\x06shadow\x18\x04 \x01(\bR\x06shadow\"\xcb\x03\n" +
+	"\x06shadow\x18\x04 \x01(\bR\x06shadow\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\"\xcb\x03\n" +
 	"\x0eDeployResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12/\n" +
 	"\bproblems\x18\x02 \x03(\v2\x13.cepheus.v1.ProblemR\bproblems\x12\x18\n" +
@@ -1434,11 +1468,13 @@ const file_control_proto_rawDesc = "" +
 	"\x06origin\x18\x05 \x01(\tR\x06origin\x12\x14\n" +
 	"\x05rules\x18\x06 \x03(\tR\x05rules\"K\n" +
 	"\x14ListVersionsResponse\x123\n" +
-	"\bversions\x18\x01 \x03(\v2\x17.cepheus.v1.VersionInfoR\bversions\"4\n" +
+	"\bversions\x18\x01 \x03(\v2\x17.cepheus.v1.VersionInfoR\bversions\"H\n" +
 	"\x0fRollbackRequest\x12!\n" +
-	"\fdrop_changed\x18\x01 \x01(\bR\vdropChanged\"3\n" +
+	"\fdrop_changed\x18\x01 \x01(\bR\vdropChanged\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\"G\n" +
 	"\x0ePromoteRequest\x12!\n" +
-	"\fdrop_changed\x18\x01 \x01(\bR\vdropChanged2\x8f\x04\n" +
+	"\fdrop_changed\x18\x01 \x01(\bR\vdropChanged\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from2\x8f\x04\n" +
 	"\aControl\x12E\n" +
 	"\bValidate\x12\x1b.cepheus.v1.ValidateRequest\x1a\x1c.cepheus.v1.ValidateResponse\x12?\n" +
 	"\x06Status\x12\x19.cepheus.v1.StatusRequest\x1a\x1a.cepheus.v1.StatusResponse\x12`\n" +
