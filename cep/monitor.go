@@ -266,6 +266,22 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, rea
 	m.s.Aggregates, m.s.AggregateHeld = aggs, held
 }
 
+// unassigned tells the monitor that the instance reads no partition: a
+// Kafka group gave it none, or took away all it had (it was paused past
+// its session timeout). The last job's partitions and the state it held
+// are another instance's now: their gauges go (they stayed at their last
+// figures, and summed over the group's instances counted keys twice),
+// and the state is durable, as there is none a crash would read again.
+// The counters stay.
+func (m *StreamMonitor) unassigned() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s.Partitions, m.s.PartitionWatermarks, m.s.IdlePartitions, m.s.KafkaLag = 0, nil, nil, nil
+	p := &m.s.Progress
+	p.Keys, p.Buffered, p.PartialMatches, p.StateBytes, p.Queued = 0, 0, 0, 0, 0
+	m.s.DurableAt = time.Now()
+}
+
 // setRunning notes that a run starts (true) or has ended.
 func (m *StreamMonitor) setRunning(r bool) {
 	m.mu.Lock()

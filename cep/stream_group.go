@@ -73,6 +73,9 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 		if len(owned) == 0 || last != nil && last.Finished && slices.Equal(owned, last.Partitions) {
 			// Nothing to read (yet, or any more): wait for partitions,
 			// and, bounded, for the others to finish theirs.
+			if len(owned) == 0 && c.Monitor != nil {
+				c.Monitor.unassigned()
+			}
 			if k.Bounded && last != nil {
 				done, err := groupDone(ctx, k, ends, reps, false)
 				if err != nil {

@@ -446,3 +446,65 @@ func TestKafkaBoundedAfterLive(t *testing.T) {
 		t.Errorf("a second bounded run: %+v, want nothing to do", res)
 	}
 }
+
+// TestKafkaStandbyInstance: an instance of a group that gets no partition
+// (one more instance than the topic has partitions) shows none, holds no
+// keys, and has its state durable now, as nothing a crash would read
+// again is left: its durable time was zero (no metric), and an instance
+// whose partitions all went to another kept their gauges and a durable
+// time that aged (an alert on its age fired; TestMonitorUnassigned).
+// Once the owner stops, the standby takes the partition over.
+func TestKafkaStandbyInstance(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	topic := fmt.Sprintf("standby-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 1, deployInput(30))
+	a := startRulesTopicInstance(t, brokers, topic, "a", filepath.Join(t.TempDir(), "a"))
+	waitFor(t, 60*time.Second, "a reads the partition", func() bool { return a.m.Ready() && a.m.Snapshot().Partitions == 1 })
+	b := startRulesTopicInstance(t, brokers, topic, "b", filepath.Join(t.TempDir(), "b"))
+	// b joins, the group rebalances, a keeps its partition (sticky).
+	waitFor(t, 60*time.Second, "b standing by with its state durable", func() bool {
+		s := b.m.Snapshot()
+		return !s.DurableAt.IsZero() && a.m.Ready()
+	})
+	time.Sleep(1500 * time.Millisecond) // three looks at b's assignment
+	s := b.m.Snapshot()
+	if s.Partitions != 0 || len(s.PartitionWatermarks) != 0 || s.Ready || s.Progress.Keys != 0 {
+		t.Errorf("standby b: %d partitions %v, ready %v, %d keys; want none, not ready", s.Partitions, s.PartitionWatermarks, s.Ready, s.Progress.Keys)
+	}
+	if age := time.Since(s.DurableAt); age > time.Second {
+		t.Errorf("standby b's state durable %v ago; want under 1s: it has none to lose", age)
+	}
+	if s := a.m.Snapshot(); s.Partitions != 1 || s.Progress.Keys == 0 {
+		t.Errorf("a: %d partitions, %d keys; want the partition and its keys", s.Partitions, s.Progress.Keys)
+	}
+	a.stop()
+	waitFor(t, 60*time.Second, "b takes the partition over", func() bool {
+		s := b.m.Snapshot()
+		return s.Ready && s.Partitions == 1 && s.Progress.Keys > 0
+	})
+}
+
+// TestMonitorUnassigned: an instance whose partitions all went to
+// another (paused past its session timeout) drops their gauges and those
+// of the state it held, and keeps its counters.
+func TestMonitorUnassigned(t *testing.T) {
+	m := NewStreamMonitor()
+	m.s.Partitions, m.s.PartitionWatermarks, m.s.IdlePartitions = 2, map[string]int64{"t-0": 5, "t-1": 7}, map[string]bool{"t-1": true}
+	m.s.KafkaLag = map[string]int64{"t-0": 3}
+	m.s.Progress.Keys, m.s.Progress.Buffered, m.s.Progress.PartialMatches, m.s.Progress.StateBytes = 10, 4, 2, 900
+	m.s.Progress.Records, m.s.Progress.Alerts, m.s.DurableAt = 100, 7, time.Now().Add(-time.Hour)
+	m.unassigned()
+	s := m.Snapshot()
+	if s.Partitions != 0 || s.PartitionWatermarks != nil || s.IdlePartitions != nil || s.KafkaLag != nil {
+		t.Errorf("partitions after unassigned: %d %v %v %v; want none", s.Partitions, s.PartitionWatermarks, s.IdlePartitions, s.KafkaLag)
+	}
+	if p := s.Progress; p.Keys != 0 || p.Buffered != 0 || p.PartialMatches != 0 || p.StateBytes != 0 {
+		t.Errorf("state gauges after unassigned: %+v; want 0", p)
+	}
+	if p := s.Progress; p.Records != 100 || p.Alerts != 7 {
+		t.Errorf("counters after unassigned: %d records, %d alerts; want 100 and 7 kept", p.Records, p.Alerts)
+	}
+	if age := time.Since(s.DurableAt); age > time.Minute {
+		t.Errorf("durable %v ago after unassigned; want now", age)
+	}
+}

@@ -76,7 +76,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_checkpoint_failures_total", "Checkpoints aborted or whose commit failed.")
 	d("cepheus_checkpoints_skipped_total", "Checkpoints not taken because nothing changed since the latest: an idle job checkpoints every 10 minutes.")
 	d("cepheus_last_checkpoint", "The id of the latest complete checkpoint.")
-	d("cepheus_state_durable_timestamp_seconds", "Unix time at which the state was last known to be in a complete checkpoint: one completed (as of its barrier: what was read after it is in none), one skipped because nothing changed since the latest (an idle job skips them for up to 10 minutes), or a job's start on its restored state. time() minus it is how much of the input's time a crash now would read again.")
+	d("cepheus_state_durable_timestamp_seconds", "Unix time at which the state was last known to be in a complete checkpoint: one completed (as of its barrier: what was read after it is in none), one skipped because nothing changed since the latest (an idle job skips them for up to 10 minutes), or a job's start on its restored state; in Kafka mode, an instance reading no partition holds none: its last look at the group. time() minus it is how much of the input's time a crash now would read again.")
 	d("cepheus_checkpoint_stall_seconds", "The longest time a subtask stopped processing for the latest checkpoint.")
 	d("cepheus_partitions", "Input (and repartition) partitions the job reads.")
 	d("cepheus_ready", "1 when a job has restored its state and reads its input.")
