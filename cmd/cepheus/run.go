@@ -659,6 +659,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	res, err := e.Stream(ctx, cfg)
 	if res != nil && !f.quiet && !res.AlreadyFinished && cmd != serveCommand {
 		printRunSummary(stderr, res, f.deadLetterTo())
+		if err == nil && res.Finished && f.timeMode == "processing" && res.Stats.PartialMatches > 0 {
+			fmt.Fprintf(stderr, "run: warning: %s left open will never time out: in processing time a window ends on the wall clock, and the run ended with its input (run with -follow to have them time out)\n",
+				plural(res.Stats.PartialMatches, "partial match", "partial matches"))
+		}
 	}
 	if res != nil && !f.quiet && cmd == serveCommand {
 		say("ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d",

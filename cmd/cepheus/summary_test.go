@@ -559,9 +559,6 @@ rule r {
 	}
 }
 
-// TestProgressLineRate: run's progress line gives the rate since the
-// previous line, not over the whole run: a quiet spell, or a resumed
-// run's records, do not drag it.
 // TestProgressLineProcessingTime: in processing time the progress line
 // has no watermark, which is of the events' times and moves no window
 // there; it said "watermark 2030-12-31T23:59:54Z (lag 5s)" of a stream
@@ -577,6 +574,9 @@ func TestProgressLineProcessingTime(t *testing.T) {
 	}
 }
 
+// TestProgressLineRate: run's progress line gives the rate since the
+// previous line, not over the whole run: a quiet spell, or a resumed
+// run's records, do not drag it.
 func TestProgressLineRate(t *testing.T) {
 	var m rateMeter
 	at := func(records int64, elapsed time.Duration) string {
@@ -594,6 +594,32 @@ func TestProgressLineRate(t *testing.T) {
 	} {
 		if got := at(c.records, c.elapsed); !strings.HasPrefix(got, c.want) {
 			t.Errorf("%d records at %v: %q, want it to start %q", c.records, c.elapsed, got, c.want)
+		}
+	}
+}
+
+// TestRunProcessingTimeOpenWindows: a run in processing time that ends
+// with its input (no -follow) warns of the partial matches it leaves
+// open, whose windows never end (the summary said only "N keys hold
+// state"); in event time the end of the input releases them, and there is
+// no warning.
+func TestRunProcessingTimeOpenWindows(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "good.cep", goodSrc)
+	events := writeFile(t, dir, "events.jsonl", `{"ts":"2026-01-01T00:00:00Z","k":"x","name":"a"}
+{"ts":"2026-01-01T00:00:01Z","k":"y","name":"a"}
+{"ts":"2026-01-01T00:00:02Z","k":"x","name":"b"}
+{"ts":"2026-01-01T00:00:03Z","k":"z","name":"a"}
+`)
+	const warning = "run: warning: 2 partial matches left open will never time out: in processing time a window ends on the wall clock, and the run ended with its input (run with -follow to have them time out)\n"
+	for _, mode := range []string{"processing", "event"} {
+		code, _, stderr := cepheus(t, "run", "-rules", rules, "-events", events, "-time", mode,
+			"-state", filepath.Join(dir, "state-"+mode), "-alerts", filepath.Join(dir, "alerts-"+mode))
+		if code != 0 || !strings.Contains(stderr, "1 alert") {
+			t.Fatalf("run -time %s: exit %d, want 0 and 1 alert\n%s", mode, code, stderr)
+		}
+		if warned := strings.Contains(stderr, warning); warned != (mode == "processing") {
+			t.Errorf("run -time %s: warned %v of the open partial matches, want %v\n%s", mode, warned, mode == "processing", stderr)
 		}
 	}
 }
