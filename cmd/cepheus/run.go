@@ -660,8 +660,12 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if res != nil && !f.quiet && !res.AlreadyFinished && cmd != serveCommand {
 		printRunSummary(stderr, res, f.deadLetterTo())
 		if err == nil && res.Finished && f.timeMode == "processing" && res.Stats.PartialMatches > 0 {
-			fmt.Fprintf(stderr, "run: warning: %s left open will never time out: in processing time a window ends on the wall clock, and the run ended with its input (run with -follow to have them time out)\n",
-				plural(res.Stats.PartialMatches, "partial match", "partial matches"))
+			live := "with -follow"
+			if f.inputTopic != "" {
+				live = "without -bounded"
+			}
+			fmt.Fprintf(stderr, "run: warning: %s left open will never time out: in processing time a window ends on the wall clock, and the run ended with its input (run %s to have them time out)\n",
+				plural(res.Stats.PartialMatches, "partial match", "partial matches"), live)
 		}
 	}
 	if res != nil && !f.quiet && cmd == serveCommand {
