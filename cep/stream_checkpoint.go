@@ -322,7 +322,11 @@ func (j *job) quiet(now time.Time) (bool, error) {
 	}
 	if !j.quietSaid {
 		j.quietSaid = true
-		j.logf("nothing new since checkpoint %d: while nothing is read, checkpoints wait for input (one at least every %v)", j.nextID-1, quietEvery)
+		wait := "input"
+		if j.cfg.Time == ProcessingTime {
+			wait = "input, or an alert of a window that ends on the wall clock"
+		}
+		j.logf("nothing new since checkpoint %d: while nothing is read, checkpoints wait for %s (one at least every %v)", j.nextID-1, wait, quietEvery)
 	}
 	return true, nil
 }

@@ -836,6 +836,13 @@ rule not_captured {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The log says so, and that a window's alert still commits (it read
+	// "checkpoints wait for input", as if nothing more would commit).
+	if !slices.ContainsFunc(f.lines(), func(l string) bool {
+		return strings.Contains(l, ": while nothing is read, checkpoints wait for input, or an alert of a window that ends on the wall clock (one at least every 10m0s)")
+	}) {
+		t.Errorf("the log does not say what checkpoints wait for in processing time: %q", f.lines())
+	}
 	f.stop()
 	if got := committedLines(t, d.alerts); len(got) != 1 {
 		t.Errorf("%d alerts committed, want 1: %q", len(got), got)
