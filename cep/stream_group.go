@@ -185,7 +185,9 @@ func finalEnds(ctx context.Context, k *KafkaInput, ends map[int32]int64) (out ma
 }
 
 // refuseFinished refuses an unbounded run of a group whose bounded job
-// finished (every committed input offset final). Its final watermark
+// finished (every committed input offset final), or finished some of its
+// partitions (an unbounded run read their new records after their final
+// watermark). Its final watermark
 // passed: each new record would be late. On the finished state the job
 // said "nothing to do" and then waited forever, reading nothing; restored
 // from the changelog it read every new record as late.
@@ -194,13 +196,20 @@ func refuseFinished(ctx context.Context, k *KafkaInput) error {
 	if err != nil {
 		return fmt.Errorf("cep: stream: %w", err)
 	}
-	if len(committed) == 0 {
-		return nil
-	}
-	for _, c := range committed {
-		if !txnFinal(c.Metadata) {
-			return nil
+	var final []int32
+	for p, c := range committed {
+		if txnFinal(c.Metadata) {
+			final = append(final, p)
 		}
+	}
+	switch {
+	case len(final) == 0:
+		return nil
+	case len(final) < len(committed):
+		// Another instance's bounded job had not ended: its partitions
+		// are not final, but those finished are, the same.
+		slices.Sort(final)
+		return fmt.Errorf("%w: group %s finished a bounded run over partitions %v of topic %s (their offsets are committed as final; the bounded run of the others has not ended): their final watermark passed, so an unbounded run would take every new record of theirs as late; finish the bounded run (-bounded), or give the unbounded run a new -group (and so a new changelog)", ErrRestore, k.Group, final, k.Topic)
 	}
 	return fmt.Errorf("%w: group %s finished a bounded run over topic %s (its offsets are committed as final): its final watermark passed, so an unbounded run would take every new record as late; give the unbounded run a new -group (and so a new changelog)", ErrRestore, k.Group, k.Topic)
 }

@@ -309,7 +309,7 @@ func TestKafkaBoundedFinalKept(t *testing.T) {
 }
 
 // TestKafkaUnboundedAfterBounded: an unbounded run of a group whose
-// bounded job finished is refused, with its state directory and without:
+// bounded job finished, or finished some partitions, is refused, with its state directory and without:
 // the final watermark passed, every new record would be late. Before, on
 // the finished state it said "nothing to do" and waited forever reading
 // nothing, and without it read every new record as late.
@@ -344,6 +344,29 @@ func TestKafkaUnboundedAfterBounded(t *testing.T) {
 		if res, err := run(false); !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "new -group") {
 			t.Errorf("an unbounded run %s: %v, %+v; want it refused, a new -group named", what, err, res)
 		}
+	}
+	// Partition 1 not finished, as another instance's bounded job that
+	// had not ended would leave it: partition 0 is final all the same.
+	// The unbounded run was not refused, and read partition 0's new
+	// records after its final watermark.
+	ctx := context.Background()
+	c, err := kafka.GroupOffsets(ctx, kafka.Conn{Brokers: brokers}, topic, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, inst, _ := parseTxnMetadata(c[1].Metadata)
+	txn, err := kafka.NewTxn(ctx, kafka.TxnConfig{Brokers: brokers, TransactionalID: topic + "-other", Group: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn.ProduceTo(ctx, topic+"-alerts", 0, nil, []byte("x"))
+	err = txn.CommitTopics(ctx, map[string]kafka.Offsets{topic: {1: c[1].Offset}}, txnMetadata(id, inst, false))
+	txn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := run(false); !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "over partitions [0] of topic") {
+		t.Errorf("an unbounded run with partition 0 final, 1 not: %v, %+v; want it refused, partition 0 named", err, res)
 	}
 }
 
