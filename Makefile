@@ -93,6 +93,15 @@ HEAVY_TESTS ?= TestExactlyOnceKafkaBrokerFailure|TestKafkaSecure|TestKafkaStopBr
 # (hundreds of MB after a full run). A service that
 # cannot start fails make test. The Flink comparison runs after they stopped.
 test: flink-tools ## What CI runs: flink-tools, test-go with a Kafka broker and a Redis server (unless CEPHEUS_KAFKA_BROKERS / CEPHEUS_REDIS_ADDR name them), diff-flink-small (needs Java 17 and Maven).
+	@# A full disk fails tests deep in a run with "no space left on device"
+	@# (a CI run did): say so first. A full run from an empty build cache
+	@# writes about 2 GiB of temporary files and 3.3 GiB of build cache.
+	@for d in "$${TMPDIR:-/tmp}" "$$($(GO) env GOCACHE)"; do \
+		free=$$(df -Pk "$$d" 2>/dev/null | awk 'NR == 2 { print int($$4 / 1024) }'); \
+		if [ -n "$$free" ] && [ "$$free" -lt 6144 ]; then \
+			echo "make test: warning: only $$free MiB free under $$d: a full run needs about 6 GiB (temporary files, Go's build cache; 'go clean -cache' empties the cache)" >&2; \
+		fi; \
+	done
 	@kafka_dir=""; redis_dir=""; \
 	trap 'status=$$?; \
 		if [ -n "$$redis_dir" ]; then scripts/redis.sh stop -dir "$$redis_dir" && rm -rf "$$redis_dir"; fi; \
