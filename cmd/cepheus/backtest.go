@@ -82,7 +82,7 @@ Bad input must not spoil a run (docs/decisions.md, "Bad times"):
     letters fails (exit 1) after its summary; one in which none of the
     first 10,000 lines decodes stops there.
 Every exit prints the summary of what was read: at the end, on an error
-(a truncated gzip file), on Ctrl-C (exit 130; a second Ctrl-C kills), and
+(a truncated gzip file), on Ctrl-C (exit 130; another, a second or more later, kills), and
 when the alerts' reader goes away (| head -1: exit 141, as for a process a
 closed pipe killed).
 

@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/rules"
 )
@@ -46,9 +47,15 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
-		// The first Ctrl-C cancels ctx (a backtest then ends with its
-		// summary); the next one kills, as without the handler.
+		// The first Ctrl-C or SIGTERM cancels ctx (a run then stops with a
+		// final checkpoint, a backtest ends with its summary); one more
+		// after stopGrace kills, as without the handler. Those within it
+		// are the same stop: GNU timeout, as a shell ending a job,
+		// signals the process and then its process group, and the second
+		// signal killed one run in six midway through its final
+		// checkpoint (exit 143, a stray chk-N.tmp).
 		<-ctx.Done()
+		time.Sleep(stopGrace)
 		stop()
 	}()
 	// A write to a closed pipe (cepheus backtest ... | head -1) fails with
@@ -59,6 +66,10 @@ func main() {
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
+
+// stopGrace is how long after the first stop signal the next ones are
+// taken for the same stop, not for a kill.
+const stopGrace = time.Second
 
 // errFound is returned when a command found errors (or failing tests) and
 // has already reported them: exit status 1.

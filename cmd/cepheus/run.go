@@ -102,8 +102,9 @@ before hot-loading) is refused with an error; a torn newest checkpoint
 falls back to the one before. -parallelism may change between runs: key
 groups are redistributed.
 
-Stop: SIGINT or SIGTERM takes a final checkpoint and exits 0; a second
-signal exits at once. Progress goes to stderr every -progress interval.
+Stop: SIGINT or SIGTERM takes a final checkpoint and exits 0; another
+signal more than a second later exits at once (those within the second
+are the same stop: GNU timeout signals the process, then its group). Progress goes to stderr every -progress interval.
 `,
 }
 
