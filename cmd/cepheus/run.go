@@ -104,7 +104,8 @@ groups are redistributed.
 
 Stop: SIGINT or SIGTERM takes a final checkpoint and exits 0; another
 signal more than a second later exits at once (those within the second
-are the same stop: GNU timeout signals the process, then its group). Progress goes to stderr every -progress interval.
+are the same stop: GNU timeout signals the process, then its
+group). Progress goes to stderr every -progress interval.
 `,
 }
 
