@@ -704,7 +704,9 @@ func TestRunNegativeDurations(t *testing.T) {
 // TestRunKafkaFlagsWithFiles: the flags of Kafka mode given to a run over
 // files are a usage error naming them (exit 2), as -shadow-topic and
 // -alerts-topic are. They were ignored: -late-topic L or
-// -dead-letter-topic D left those lines only counted, without a word.
+// -dead-letter-topic D left those lines only counted, without a word;
+// -start TIME read the files from their start, and -delivery took any
+// value (-delivery once ran, exactly once).
 func TestRunKafkaFlagsWithFiles(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "r.cep", goodSrc)
@@ -716,6 +718,9 @@ func TestRunKafkaFlagsWithFiles(t *testing.T) {
 		{[]string{"-late-topic", "l"}, "-late-topic: for Kafka mode (-input-topic), not a run over files (with files, use -late DIR and -dead-letter DIR)"},
 		{[]string{"-dead-letter-topic", "d", "-group", "g"}, "-dead-letter-topic, -group: for Kafka mode"},
 		{[]string{"-rules-topic", "r", "-changelog-topic", "c", "-record-key", "k", "-trust-record-keys"}, "-rules-topic, -changelog-topic, -record-key, -trust-record-keys: for Kafka mode (-input-topic), not a run over files\n"},
+		{[]string{"-start", "2026-01-02T00:00:00Z"}, "-start: for Kafka mode (-input-topic), not a run over files\n"},
+		{[]string{"-delivery", "once", "-instance-id", "b"}, "-delivery, -instance-id: for Kafka mode (-input-topic), not a run over files\n"},
+		{[]string{"-delivery", "at-least-once"}, "-delivery: for Kafka mode (-input-topic), not a run over files\n"},
 	} {
 		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
 		args := append([]string{"run", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, "alerts")}, c.args...)

@@ -375,13 +375,16 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	if f.inputTopic == "" {
 		// A run over files ignored these: late events and dead letters
-		// asked for in a topic were only counted.
+		// asked for in a topic were only counted, -start TIME read the
+		// files from their start, and -delivery took any value. Set is
+		// away from the flag's default.
 		var kafkaOnly []string
 		for _, k := range []struct {
 			flag string
 			set  bool
 		}{{"-late-topic", f.lateTopic != ""}, {"-dead-letter-topic", f.deadTopic != ""}, {"-rules-topic", f.rulesTopic != ""},
-			{"-changelog-topic", f.changelogTopic != ""}, {"-group", f.group != ""}, {"-record-key", f.recordKey != ""}, {"-trust-record-keys", f.trustRecordKeys}} {
+			{"-changelog-topic", f.changelogTopic != ""}, {"-group", f.group != ""}, {"-record-key", f.recordKey != ""}, {"-trust-record-keys", f.trustRecordKeys},
+			{"-start", f.start != "earliest"}, {"-delivery", f.delivery != "exactly-once"}, {"-instance-id", f.instance != "0"}} {
 			if k.set {
 				kafkaOnly = append(kafkaOnly, k.flag)
 			}
