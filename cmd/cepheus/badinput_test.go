@@ -721,6 +721,8 @@ func TestRunKafkaFlagsWithFiles(t *testing.T) {
 		{[]string{"-start", "2026-01-02T00:00:00Z"}, "-start: for Kafka mode (-input-topic), not a run over files\n"},
 		{[]string{"-delivery", "once", "-instance-id", "b"}, "-delivery, -instance-id: for Kafka mode (-input-topic), not a run over files\n"},
 		{[]string{"-delivery", "at-least-once"}, "-delivery: for Kafka mode (-input-topic), not a run over files\n"},
+		{[]string{"-session-timeout", "3s", "-local-checkpoint-interval", "1s", "-transaction-timeout", "5m"},
+			"-session-timeout, -local-checkpoint-interval, -transaction-timeout: for Kafka mode (-input-topic), not a run over files\n"},
 	} {
 		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
 		args := append([]string{"run", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, "alerts")}, c.args...)

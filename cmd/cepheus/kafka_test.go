@@ -144,6 +144,7 @@ func TestKafkaProduceConsume(t *testing.T) {
 // broker.
 func TestKafkaUsage(t *testing.T) {
 	t.Setenv(brokersEnv, "")
+	tmp := t.TempDir() // for the runs that would make their directories
 	for _, c := range []struct {
 		args []string
 		want string
@@ -163,6 +164,15 @@ func TestKafkaUsage(t *testing.T) {
 			`-instance-id "a final": letters, digits, '.', '_' and '-' only, not ' '`},
 		{[]string{"run", "-rules", "../../rulesets/cards.cep", "-brokers", "b:1", "-input-topic", "t", "-alerts-topic", "a", "-group", "g", "-state", "s", "-instance-id", ""},
 			`-instance-id "": want 1 to 100 characters`},
+		// The flags of the transactional job, given to a job that writes
+		// directories: they were ignored (-delivery at-least-once ran
+		// exactly once, -record-key keyed nothing).
+		{[]string{"run", "-rules", "../../rulesets/cards.cep", "-brokers", "b:1", "-input-topic", "t", "-alerts", filepath.Join(tmp, "a"), "-state", filepath.Join(tmp, "s"),
+			"-changelog-topic", "c", "-record-key", "card_id", "-delivery", "at-least-once", "-session-timeout", "3s"},
+			"run: -changelog-topic, -record-key, -delivery, -session-timeout: with -alerts-topic (its transactions and group), not with -alerts DIR\n"},
+		{[]string{"run", "-rules", "../../rulesets/cards.cep", "-brokers", "b:1", "-input-topic", "t", "-alerts", filepath.Join(tmp, "a"), "-state", filepath.Join(tmp, "s"),
+			"-trust-record-keys", "-instance-id", "b", "-local-checkpoint-interval", "0s", "-transaction-timeout", "5m"},
+			"run: -trust-record-keys, -instance-id, -local-checkpoint-interval, -transaction-timeout: with -alerts-topic"},
 	} {
 		code, out, errOut := cepheus(t, c.args...)
 		if code != 2 || out != "" || !strings.Contains(errOut, c.want) {

@@ -144,6 +144,36 @@ type runFlags struct {
 	txnTimeout, localInterval, session       time.Duration
 }
 
+// The defaults of the flags of Kafka mode that a run without it refuses
+// when they are given other values (runFlags.kafkaOnly).
+const (
+	defaultStart          = "earliest"
+	defaultDelivery       = "exactly-once"
+	defaultInstanceID     = "0"
+	defaultSessionTimeout = 10 * time.Second
+	defaultLocalInterval  = 10 * time.Second
+)
+
+// transactionFlags names the flags of -alerts-topic's transactional job
+// (its transactions, changelog and group) given other values than their
+// defaults: a job without -alerts-topic ignored them, -delivery
+// at-least-once running exactly once and -record-key keying nothing.
+func (f *runFlags) transactionFlags() []string {
+	var set []string
+	for _, k := range []struct {
+		flag string
+		set  bool
+	}{{"-changelog-topic", f.changelogTopic != ""}, {"-record-key", f.recordKey != ""}, {"-trust-record-keys", f.trustRecordKeys},
+		{"-delivery", f.delivery != defaultDelivery}, {"-instance-id", f.instance != defaultInstanceID},
+		{"-session-timeout", f.session != defaultSessionTimeout}, {"-local-checkpoint-interval", f.localInterval != defaultLocalInterval},
+		{"-transaction-timeout", f.txnTimeout != 0}} {
+		if k.set {
+			set = append(set, k.flag)
+		}
+	}
+	return set
+}
+
 // runStream is cepheus run, and with cmd serveCommand cepheus serve: run
 // with the operations surface over HTTP (-http).
 func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) (result error) {
@@ -169,7 +199,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.inputTopic, "input-topic", "", "read the events from this Kafka topic instead (its values, JSON; every partition)")
 	fs.StringVar(&f.brokers, "brokers", os.Getenv("CEPHEUS_KAFKA_BROKERS"), "with -input-topic, the Kafka bootstrap brokers, host:port[,host:port] (default $CEPHEUS_KAFKA_BROKERS)")
 	fs.BoolVar(&f.bounded, "bounded", false, "with -input-topic, stop at the end offsets seen at the start, with a final checkpoint and exit 0")
-	fs.StringVar(&f.start, "start", "earliest", "with -input-topic, where a partition without a checkpoint starts: earliest, latest, committed (the offsets of -group; earliest where it has none) or an RFC 3339 time (the first record at or after it, by record timestamp)")
+	fs.StringVar(&f.start, "start", defaultStart, "with -input-topic, where a partition without a checkpoint starts: earliest, latest, committed (the offsets of -group; earliest where it has none) or an RFC 3339 time (the first record at or after it, by record timestamp)")
 	fs.StringVar(&f.alertsTopic, "alerts-topic", "", "with -input-topic, write the alerts to this Kafka topic, one transaction per checkpoint (exactly once for read_committed consumers; needs -group)")
 	fs.StringVar(&f.lateTopic, "late-topic", "", "with -alerts-topic, write the late events to this topic (default: only counted)")
 	fs.StringVar(&f.deadTopic, "dead-letter-topic", "", "with -alerts-topic, write the dead letters to this topic (default: only counted)")
@@ -177,11 +207,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.rulesTopic, "rules-topic", "", "with -alerts-topic, the group's rules topic (compacted, created if need be): a deploy to any instance goes into it and every instance of the group deploys it; a restart runs its newest versions (default: each instance deploys on its own)")
 	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it); with -start committed, the group whose committed offsets the input starts at")
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
-	fs.StringVar(&f.instance, "instance-id", "0", "with -alerts-topic, this instance's stable name (letters, digits, '.', '_' and '-'): its transactional id is cepheus-GROUP-ID")
-	fs.DurationVar(&f.session, "session-timeout", 10*time.Second, "with -alerts-topic, how long the group waits for a silent instance before its partitions move to the others (a restart within it keeps them)")
-	fs.DurationVar(&f.localInterval, "local-checkpoint-interval", 10*time.Second, "with -alerts-topic, the least time between two local copies of the checkpoints under -state (a restart restores the latest and reads the changelog's changes since; 0: every checkpoint)")
+	fs.StringVar(&f.instance, "instance-id", defaultInstanceID, "with -alerts-topic, this instance's stable name (letters, digits, '.', '_' and '-'): its transactional id is cepheus-GROUP-ID")
+	fs.DurationVar(&f.session, "session-timeout", defaultSessionTimeout, "with -alerts-topic, how long the group waits for a silent instance before its partitions move to the others (a restart within it keeps them)")
+	fs.DurationVar(&f.localInterval, "local-checkpoint-interval", defaultLocalInterval, "with -alerts-topic, the least time between two local copies of the checkpoints under -state (a restart restores the latest and reads the changelog's changes since; 0: every checkpoint)")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 0, "with -alerts-topic, the Kafka transaction timeout (0: checkpoint interval + checkpoint timeout + 30s)")
-	fs.StringVar(&f.delivery, "delivery", "exactly-once", "with -alerts-topic: exactly-once (the outputs in each checkpoint's transaction: visible to read_committed consumers once it commits) or at-least-once (written at once; after a crash some come twice, with the same alert id)")
+	fs.StringVar(&f.delivery, "delivery", defaultDelivery, "with -alerts-topic: exactly-once (the outputs in each checkpoint's transaction: visible to read_committed consumers once it commits) or at-least-once (written at once; after a crash some come twice, with the same alert id)")
 	fs.StringVar(&f.recordKey, "record-key", "", "with -input-topic and -alerts-topic, the event field the input records are keyed by (default: the keyed rules' key field)")
 	fs.BoolVar(&f.trustRecordKeys, "trust-record-keys", false, "with -input-topic and -alerts-topic, do not check that each record's key is its -record-key field's value (as cepheus produce -key writes it); for a topic partitioned by that field but keyed by another encoding of it")
 	secFlags := addKafkaSecurityFlags(fs)
@@ -331,8 +361,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		} else {
 			kafkaIn.StartGroup, kafkaIn.Group = f.group, ""
 		}
+		if set := f.transactionFlags(); f.alertsTopic == "" && len(set) > 0 {
+			msgs = append(msgs, fmt.Sprintf("%s: with -alerts-topic (its transactions and group), not with -alerts DIR", strings.Join(set, ", ")))
+		}
 		switch f.start {
-		case "earliest":
+		case defaultStart:
 			kafkaIn.Start = cep.KafkaFromEarliest
 		case "latest":
 			kafkaIn.Start = cep.KafkaFromLatest
@@ -376,19 +409,18 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if f.inputTopic == "" {
 		// A run over files ignored these: late events and dead letters
 		// asked for in a topic were only counted, -start TIME read the
-		// files from their start, and -delivery took any value. Set is
-		// away from the flag's default.
+		// files from their start, and -delivery took any value.
 		var kafkaOnly []string
 		for _, k := range []struct {
 			flag string
 			set  bool
 		}{{"-late-topic", f.lateTopic != ""}, {"-dead-letter-topic", f.deadTopic != ""}, {"-rules-topic", f.rulesTopic != ""},
-			{"-changelog-topic", f.changelogTopic != ""}, {"-group", f.group != ""}, {"-record-key", f.recordKey != ""}, {"-trust-record-keys", f.trustRecordKeys},
-			{"-start", f.start != "earliest"}, {"-delivery", f.delivery != "exactly-once"}, {"-instance-id", f.instance != "0"}} {
+			{"-group", f.group != ""}, {"-start", f.start != defaultStart}} {
 			if k.set {
 				kafkaOnly = append(kafkaOnly, k.flag)
 			}
 		}
+		kafkaOnly = append(kafkaOnly, f.transactionFlags()...)
 		if len(kafkaOnly) > 0 {
 			hint := ""
 			if f.lateTopic != "" || f.deadTopic != "" {
