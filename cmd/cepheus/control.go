@@ -23,8 +23,12 @@ var statusCommand = &command{
 	help: `Status asks a running cepheus serve (its -grpc address) what it does:
 readiness, the ruleset and its version, records, events, dead letters,
 late events and alerts, the watermark and its lag, the latest checkpoint,
-keys held, queued events, then each rule's alerts, condition errors and
-drops, and each input partition's watermark. When a shadow version runs
+keys held, queued events, then each rule's alerts (with a timeout block,
+how many of them timed out), condition errors, emit errors, events and
+partial matches dropped at the limits, and events without key; the rules
+of an earlier version that the active one has not (removed, or of
+another severity now), with their last figures; and each input
+partition's watermark. When a shadow version runs
 (cepheus rules deploy -shadow), its hash and, for each of its rules, the
 alerts of the active rule of its name and of the shadow rule since the
 shadow was deployed, the matches both raised (overlap), and those only

@@ -876,6 +876,31 @@ rule g {
 	}
 }
 
+// TestStatusHelpNamesItsFigures: cepheus status -h names every figure of
+// a rule's line of status, and the rules of earlier versions it lists. It
+// named alerts, condition errors and drops alone, the line having emit
+// errors, events without key, timed-out alerts and former rules too.
+func TestStatusHelpNamesItsFigures(t *testing.T) {
+	_, help, _ := cepheus(t, "help", "status")
+	help = strings.Join(strings.Fields(help), " ")
+	line := ruleLine(fakeRuleStatus{rule: "r", severity: "low", timeoutSeverity: "high"}, true)
+	var figures []string
+	for _, m := range regexp.MustCompile(`\b0 (?:of them )?([a-z][a-z ]*[a-z])`).FindAllStringSubmatch(line, -1) {
+		figures = append(figures, m[1])
+	}
+	if len(figures) < 6 {
+		t.Fatalf("ruleLine %q: figures %q, want the 6 it prints", line, figures)
+	}
+	if m := regexp.MustCompile(`\[([a-z ]+):`).FindStringSubmatch(line); m != nil {
+		figures = append(figures, m[1])
+	}
+	for _, f := range figures {
+		if !strings.Contains(help, f) {
+			t.Errorf("cepheus status -h does not name %q, which its rule lines show (%q):\n%s", f, line, help)
+		}
+	}
+}
+
 // fakeRuleStatus is a ruleStatus (the control API's RuleStatus, which this
 // package does not import).
 type fakeRuleStatus struct {
