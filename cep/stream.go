@@ -766,9 +766,10 @@ func (j *job) logf(format string, args ...any) { j.cfg.Logf(format, args...) }
 
 func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 	c := &j.cfg
+	var restoring int64 // the checkpoint being restored, once known
 	defer func() {
 		if errors.Is(err, state.ErrCorruptCheckpoint) && !c.Kafka.transactional() {
-			err = fmt.Errorf("%w (%s)", err, corruptHint)
+			err = fmt.Errorf("%w (%s)", err, corruptHint(restoring))
 		}
 	}()
 	j.taken = j.base.cfg.ruleset
@@ -794,6 +795,7 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		}
 	}
 	if chk != nil {
+		restoring = int64(chk.ID)
 		if j.meta, err = j.readMeta(chk); err != nil {
 			return nil, err
 		}
@@ -912,10 +914,16 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 	return res, nil
 }
 
-// corruptHint says what to do with a damaged checkpoint, which a restore
-// never skips (the output holds its part files: resuming from the one
-// before would refuse them as ahead).
-const corruptHint = "a damaged checkpoint, which is never skipped: to resume from the one before, move its chk-N directory out of the state directory and the part files of checkpoint N out of the output directories (the run writes their lines again: a reader that took them sees them twice); or start over with a new state directory and empty output directories"
+// corruptHint says what to do with damaged checkpoint id (0: not known),
+// which a restore never skips (the output holds its part files: resuming
+// from the one before would refuse them as ahead).
+func corruptHint(id int64) string {
+	dir, parts := "chk-N directory", "checkpoint N"
+	if id > 0 {
+		dir, parts = fmt.Sprintf("directory chk-%d", id), fmt.Sprintf("checkpoint %d", id)
+	}
+	return "a damaged checkpoint, which is never skipped: to resume from the one before, move its " + dir + " out of the state directory and the part files of " + parts + " out of the output directories (the run writes their lines again: a reader that took them sees them twice); or start over with a new state directory and empty output directories"
+}
 
 func (j *job) readMeta(chk *state.Checkpoint) (*jobMeta, error) {
 	b, err := chk.Meta("job")

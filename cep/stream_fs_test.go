@@ -199,7 +199,8 @@ func TestStreamCorruptCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := run(d)
-	if err == nil || !strings.Contains(err.Error(), "corrupt checkpoint") || !strings.Contains(err.Error(), "to resume from the one before, move its chk-N directory out of the state directory and the part files of checkpoint N out of the output directories") {
+	hint := fmt.Sprintf("to resume from the one before, move its directory chk-%d out of the state directory and the part files of checkpoint %d out of the output directories", newest, newest)
+	if err == nil || !strings.Contains(err.Error(), "corrupt checkpoint") || !strings.Contains(err.Error(), hint) {
 		t.Fatalf("a restore of a damaged checkpoint: %v, want it refused, saying what to do", err)
 	}
 	// What the error says to do.
