@@ -141,6 +141,12 @@ var ErrSwitching = errors.New("cep: another deploy is switching: try again")
 // (errors.Is): nothing switched.
 var ErrNotActive = errors.New("cep: the version the call names is not the active one")
 
+// ErrSuperseded is what the error of a deploy, a rollback or a promote
+// is (errors.Is) whose version went into the Kafka rules topic but another
+// call's version, written after it, took its place before the job
+// switched to it: nothing switched to it (the group runs the newer one).
+var ErrSuperseded = errors.New("cep: another version took its place")
+
 // ErrBadFrom is what the error of a Deploy.From (SwitchOptions.From)
 // that is not a version's hash or a prefix of it is (errors.Is).
 var ErrBadFrom = errors.New("cep: not a version")
@@ -328,7 +334,10 @@ type deployDone struct {
 	// published: the version went into the rules topic (the switch
 	// follows when the job reads it back); version is its hash.
 	published bool
-	version   string
+	// rules and offset: the rules topic and the offset of the record.
+	rules   *rulesTopic
+	offset  int64
+	version string
 }
 
 func (m *StreamMonitor) deploy(ctx context.Context, d Deploy, target VersionState) (*DeployResult, error) {
@@ -386,11 +395,21 @@ send:
 	// as every instance of the group does.
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	key := rulesActive
+	if d.Shadow {
+		key = rulesShadow
+	}
 	for {
 		if res := m.switchOf(r.version, d.Shadow, req.start); res != nil {
 			res.Took = time.Since(req.start)
 			res.Warnings = warnings
 			return res, nil
+		}
+		if err := r.rules.passedOver(r.offset, key, m.rulesNext()); err != nil {
+			if res := m.switchOf(r.version, d.Shadow, req.start); res != nil {
+				continue // switched meanwhile
+			}
+			return nil, err
 		}
 		select {
 		case <-tick.C:
@@ -505,17 +524,39 @@ func (j *job) askSwitch(req *deployReq) {
 		return
 	}
 	if rt := j.cfg.rules; rt != nil && req != nil && req.topic < 0 {
-		// A call's deploy goes into the rules topic, for every instance.
-		at := rulesSwitchPoint(j.stats.Watermark)
-		err := rt.publish(j.sctx, req.d, at, !req.d.Shadow && sw.rs.Hash == cur.Shadow)
-		if err == nil && sw.source {
-			j.dirAsked = sw.rs.Hash // its switch comes back from the topic
-		}
-		req.done <- deployDone{published: err == nil, err: err, version: sw.rs.Hash}
+		j.publishRules(rt, req, sw, cur)
 		return
 	}
 	j.next = sw
 	j.stopAsked = true
+}
+
+// publishRules writes a call's deploy into the rules topic, for every
+// instance. It reads the topic first: a record another instance wrote
+// that this job has not taken yet makes the call ErrSwitching (sent
+// again, it is checked against that version once the job runs it), and a
+// rollback, a promote or a deploy with a From names the version it was
+// checked against (rulesEntry.From), so that, written right after
+// another's record, it is passed over where it is read.
+func (j *job) publishRules(rt *rulesTopic, req *deployReq, sw *pendingSwitch, cur *plan) {
+	if err := rt.poll(j.sctx); err != nil {
+		req.done <- deployDone{err: err}
+		return
+	}
+	if _, _, ok := j.nextRules(rt); ok {
+		req.done <- deployDone{err: ErrSwitching}
+		return
+	}
+	from := ""
+	if req.target != "" || req.d.From != "" {
+		from = cur.Versions[0].Version
+	}
+	at := rulesSwitchPoint(j.stats.Watermark)
+	off, err := rt.publish(j.sctx, req.d, at, !req.d.Shadow && sw.rs.Hash == cur.Shadow, from)
+	if err == nil && sw.source {
+		j.dirAsked = sw.rs.Hash // its switch comes back from the topic
+	}
+	req.done <- deployDone{published: err == nil, err: err, version: sw.rs.Hash, rules: rt, offset: off}
 }
 
 // resolveTarget sets the source of req, a rollback or a promote, to the

@@ -358,6 +358,17 @@ func (m *StreamMonitor) switchOf(version string, shadow bool, since time.Time) *
 	return nil
 }
 
+// rulesNext is the offset of the Kafka rules topic from which the
+// running job's plan has yet to take records (0 before a job).
+func (m *StreamMonitor) rulesNext() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.plan == nil {
+		return 0
+	}
+	return m.plan.RulesNext
+}
+
 // kafkaTxn counts a checkpoint's transaction: committed, or failed.
 func (m *StreamMonitor) kafkaTxn(ok bool) {
 	m.mu.Lock()

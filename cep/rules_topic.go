@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +24,17 @@ type rulesTopic struct {
 	mu     sync.Mutex
 	next   map[int32]int64       // where the next poll reads from
 	latest map[string]rulesEntry // the newest record of each key
-	prod   *kafka.Producer
-	logf   func(string, ...any)
+	// refused holds why a record of the active key was passed over where
+	// it was read (its From was not the version before it), by offset:
+	// the call that published it is told.
+	refused map[int64]error
+	prod    *kafka.Producer
+	logf    func(string, ...any)
+	// polling serializes the polls (the follower's and a publisher's);
+	// active is the version of the newest active record the polls took,
+	// in the topic's order.
+	polling sync.Mutex
+	active  string
 }
 
 // rulesEntry is a record of the rules topic: a version to deploy.
@@ -39,6 +49,17 @@ type rulesEntry struct {
 	// watermark has not passed it holds its watermark there and switches
 	// at exactly it (event.MinTime: at once).
 	Watermark event.Time `json:"watermark,omitempty"`
+	// From is, in a record of the active key that a rollback, a promote
+	// or a deploy with a From wrote, the version the publishing instance
+	// ran: the record counts only if the record of the key before it in
+	// the topic is of that version. Two instances that publish at once
+	// each check their own active version, and the one that wrote
+	// second had not seen the first's record: its rollback went past
+	// that version (the first's deploy was lost), its promote made active
+	// what the first had replaced.
+	From string `json:"from,omitempty"`
+	// hash is the version's content hash (found where it was read).
+	hash string
 	// gone: a tombstone of the shadow key, written after a promote (the
 	// shadow became the active version): the group runs no shadow.
 	gone bool
@@ -85,7 +106,7 @@ func openRulesTopic(ctx context.Context, k *KafkaInput, logf func(string, ...any
 	if err != nil {
 		return nil, fmt.Errorf("cep: rules topic: %w", err)
 	}
-	r := &rulesTopic{k: k, latest: map[string]rulesEntry{}, prod: prod, logf: logf}
+	r := &rulesTopic{k: k, latest: map[string]rulesEntry{}, refused: map[int64]error{}, prod: prod, logf: logf}
 	if err := r.poll(ctx); err != nil {
 		prod.Close()
 		return nil, err
@@ -110,16 +131,23 @@ func openRulesTopic(ctx context.Context, k *KafkaInput, logf func(string, ...any
 
 // poll reads what the topic has after the previous poll.
 func (r *rulesTopic) poll(ctx context.Context) error {
+	r.polling.Lock()
+	defer r.polling.Unlock()
 	r.mu.Lock()
 	from := maps.Clone(r.next)
 	r.mu.Unlock()
 	got := map[string]rulesEntry{}
+	refused := map[int64]error{}
+	endOf := int64(-1) // the offset of a refused promote's tombstone
 	next, err := kafka.ReadRecords(ctx, r.k.conn(), r.k.RulesTopic, nil, from, func(_ int32, rec kafka.SourceRecord) error {
 		key := string(rec.Key)
 		if key != rulesActive && key != rulesShadow {
 			return nil
 		}
 		if rec.Value == nil {
+			if key == rulesShadow && rec.Offset == endOf {
+				return nil // the refused promote's end of the shadow
+			}
 			if key == rulesShadow {
 				got[key] = rulesEntry{Offset: rec.Offset, Watermark: event.MinTime, gone: true}
 			}
@@ -134,11 +162,27 @@ func (r *rulesTopic) poll(ctx context.Context) error {
 		// read: it does not hide the key's newest version that does (an
 		// instance started later deploys that one), nor hold the
 		// watermark at a switch point it names.
-		if _, err := (&Deploy{Name: e.Name, Source: []byte(e.Source)}).validate(); err != nil {
+		rs, err := (&Deploy{Name: e.Name, Source: []byte(e.Source)}).validate()
+		if err != nil {
 			r.logf("warning: rules topic %s: the %s version at offset %d does not compile, not deployed: %v", r.k.RulesTopic, key, rec.Offset, err)
 			return nil
 		}
-		e.Offset = rec.Offset
+		if key == rulesActive && e.From != "" && r.active != "" && !strings.HasPrefix(r.active, e.From) {
+			// Written against a version the record before it had
+			// replaced: every instance reads the topic in this order,
+			// so every one passes it over.
+			err := fmt.Errorf("%w: version %.12s is active (written into rules topic %s before this %s), not %.12s: nothing switched to version %.12s", ErrNotActive, r.active, r.k.RulesTopic, e.Origin, e.From, rs.Hash)
+			r.logf("warning: rules topic %s: the active version at offset %d is not deployed: %v", r.k.RulesTopic, rec.Offset, err)
+			refused[rec.Offset] = err
+			if e.Origin == "promote" {
+				endOf = rec.Offset + 1 // publish wrote its tombstone next
+			}
+			return nil
+		}
+		if key == rulesActive {
+			r.active = rs.Hash
+		}
+		e.Offset, e.hash = rec.Offset, rs.Hash
 		got[key] = e
 		return nil
 	})
@@ -152,6 +196,26 @@ func (r *rulesTopic) poll(ctx context.Context) error {
 	}
 	maps.Copy(r.next, next)
 	maps.Copy(r.latest, got)
+	maps.Copy(r.refused, refused)
+	return nil
+}
+
+// passedOver tells why the record of key at offset off, which a call
+// published, will not be deployed: it was refused where it was read (its
+// From), or a newer record of its key came after it and the job, whose
+// plan has taken the topic up to next, has moved past it. nil while it
+// may still be deployed. Without it such a call waited for a switch that
+// never came, until its deadline, and was told that whether the job
+// switched was not known.
+func (r *rulesTopic) passedOver(off int64, key string, next int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.refused[off]; err != nil {
+		return err
+	}
+	if l, ok := r.latest[key]; ok && l.Offset > off && next > off {
+		return fmt.Errorf("%w: rules topic %s has version %.12s (%s), written after this one at offset %d (another call at the same time): nothing switched to it", ErrSuperseded, r.k.RulesTopic, l.hash, l.Origin, l.Offset)
+	}
 	return nil
 }
 
@@ -184,21 +248,24 @@ func (r *rulesTopic) pending(from int64) (key string, e rulesEntry, ok bool) {
 // otherwise stay the key's newest, and an instance that reads the topic
 // from its start (a new group) would run that version as the shadow
 // beside whatever is active by then.
-func (r *rulesTopic) publish(ctx context.Context, d Deploy, at event.Time, endShadow bool) error {
+// from is the version the record counts against (rulesEntry.From); it
+// returns the record's offset.
+func (r *rulesTopic) publish(ctx context.Context, d Deploy, at event.Time, endShadow bool, from string) (int64, error) {
 	key := rulesActive
 	if d.Shadow {
-		key = rulesShadow
+		key, from = rulesShadow, ""
 	}
-	b, err := json.Marshal(rulesEntry{Name: d.Name, Source: string(d.Source), DropChanged: d.DropChanged, Origin: d.Origin, At: time.Now().UTC(), Watermark: at})
+	b, err := json.Marshal(rulesEntry{Name: d.Name, Source: string(d.Source), DropChanged: d.DropChanged, Origin: d.Origin, At: time.Now().UTC(), Watermark: at, From: from})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	r.prod.Produce(ctx, r.k.RulesTopic, []byte(key), b)
+	var off int64
+	r.prod.ProduceAt(ctx, r.k.RulesTopic, []byte(key), b, &off)
 	if endShadow {
 		r.prod.Produce(ctx, r.k.RulesTopic, []byte(rulesShadow), nil)
 	}
 	if err := r.prod.Flush(ctx); err != nil {
-		return fmt.Errorf("cep: rules topic %s: %w", r.k.RulesTopic, err)
+		return 0, fmt.Errorf("cep: rules topic %s: %w", r.k.RulesTopic, err)
 	}
-	return nil
+	return off, nil
 }

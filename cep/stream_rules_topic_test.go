@@ -358,3 +358,110 @@ func TestRulesSwitchPoint(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamKafkaRulesTopicConcurrentCalls plays two calls sent to two
+// instances at once, as two shells did in a trial: each instance checks
+// its own active version and writes into the rules topic, the second
+// before it has read the first's record. A deploy of v2, then a rollback
+// written against v1 (the publisher had not seen v2): the rollback is
+// passed over, the group runs v2 (it went back to v1, past v2, and v2's
+// deploy was lost). A deploy whose record a newer one follows before the
+// instance switched to it is answered at once that another version took
+// its place (it waited for a switch that never came, until its
+// deadline, and was told that whether the job switched was not known).
+func TestStreamKafkaRulesTopicConcurrentCalls(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	old := rulesLead
+	rulesLead = time.Hour // a point the read input never reaches: a record waits rulesHoldMax
+	t.Cleanup(func() { rulesLead = old })
+	lines := strings.SplitAfter(deployInput(300), "\n")
+	topic := fmt.Sprintf("stream-kafka-rules-concurrent-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 3, strings.Join(lines, ""))
+	v1, v2 := loadRules(t, deployV1), loadRules(t, deployV2Kafka)
+	v3src := strings.Replace(deployV2Kafka, "amount > 450", "amount > 400", 1)
+	v3 := loadRules(t, v3src)
+	a := startRulesTopicInstance(t, brokers, topic, "a", filepath.Join(t.TempDir(), "a"))
+	waitFor(t, 60*time.Second, "instance a ready", a.m.Ready)
+	record := func(name, src, origin, from string) []byte {
+		b, err := json.Marshal(rulesEntry{Name: name, Source: src, Origin: origin, At: time.Now().UTC(), Watermark: event.MinTime, From: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// The two records in one flush, as two publishers a moment apart.
+	prod, err := kafka.NewProducer(kafka.Conn{Brokers: brokers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	prod.Produce(ctx, topic+"-rules", []byte(rulesActive), record("v2.cep", deployV2Kafka, "grpc", ""))
+	prod.Produce(ctx, topic+"-rules", []byte(rulesActive), record("version "+v1.Hash[:12], deployV1, "rollback", v1.Hash))
+	err = prod.Flush(ctx)
+	prod.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "instance a runs v2", func() bool { act, _ := versions(a.m); return act == v2.Hash && a.m.Ready() })
+	time.Sleep(2 * rulesPoll) // the rollback's record read too
+	if act, _ := versions(a.m); act != v2.Hash {
+		t.Fatalf("instance a runs %.12s, want v2 %.12s: the rollback written against v1 after v2's deploy went back past v2", act, v2.Hash)
+	}
+	if got := a.logged("is not deployed: cep: the version the call names is not the active one: version " + v2.Hash[:12]); len(got) != 1 {
+		t.Errorf("the log says of the rollback %q, want once that v2 is active", a.logged("rules topic"))
+	}
+
+	// A call's deploy of v3, and another version's record right after
+	// it: the instance holds for v3's point (an hour ahead) when the
+	// record after it comes.
+	type answer struct {
+		res *DeployResult
+		err error
+	}
+	done := make(chan answer, 1)
+	cctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	go func() {
+		res, err := a.m.Deploy(cctx, Deploy{Name: "v3.cep", Source: []byte(v3src)})
+		done <- answer{res, err}
+	}()
+	waitFor(t, 20*time.Second, "v3's record in the rules topic", func() bool {
+		_, e, ok := a.rulesTopicNewest(t, brokers, topic+"-rules")
+		return ok && strings.Contains(e.Source, "amount > 400")
+	})
+	writeRulesRecord(t, brokers, topic+"-rules", rulesActive, record("v1.cep", deployV1, "grpc", ""))
+	start := time.Now()
+	select {
+	case r := <-done:
+		if !errors.Is(r.err, ErrSuperseded) || !strings.Contains(r.err.Error(), v1.Hash[:12]) {
+			t.Errorf("the deploy of v3 answered %v, %v; want that v1 took its place", r.res, r.err)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatalf("the deploy of v3, whose record another followed, has not answered after %v", time.Since(start))
+	}
+	waitFor(t, 30*time.Second, "instance a runs v1", func() bool { act, _ := versions(a.m); return act == v1.Hash && a.m.Ready() })
+	if got := a.m.switchOf(v3.Hash, false, start.Add(-time.Minute)); got != nil {
+		t.Errorf("instance a switched to v3: %+v", got)
+	}
+}
+
+// rulesTopicNewest reads rules topic topic to its end: its newest record
+// of the active key.
+func (r *rulesTopicInstance) rulesTopicNewest(t *testing.T, brokers []string, topic string) (int64, rulesEntry, bool) {
+	t.Helper()
+	var e rulesEntry
+	ok := false
+	_, err := kafka.ReadRecords(context.Background(), kafka.Conn{Brokers: brokers}, topic, nil, nil, func(_ int32, rec kafka.SourceRecord) error {
+		if string(rec.Key) == rulesActive && rec.Value != nil {
+			if d, err := decodeRulesEntry(rec.Value); err == nil {
+				e, ok = d, true
+				e.Offset = rec.Offset
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Offset, e, ok
+}

@@ -112,7 +112,8 @@ func messageOf(err error) string {
 // version, no shadow version, a shadow deploy into a job without a
 // shadow output or of the active version, a version the job refuses
 // (cep.ErrRefused), a from that is not the active version
-// (cep.ErrNotActive) FAILED_PRECONDITION; a from that names no version
+// (cep.ErrNotActive), a version another call's took the place of in the
+// Kafka rules topic (cep.ErrSuperseded) FAILED_PRECONDITION; a from that names no version
 // INVALID_ARGUMENT; another deploy switching ABORTED (send it again).
 func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err error) (*cepheusv1.DeployResponse, error) {
 	var invalid *cep.ValidationError
@@ -126,7 +127,7 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 		return nil, status.Error(codes.FailedPrecondition, "no previous version to roll back to (cepheus rules list shows the versions)")
 	case errors.Is(err, cep.ErrNoShadow):
 		return nil, status.Error(codes.FailedPrecondition, "no shadow version to promote: deploy one first (cepheus rules deploy -shadow; cepheus rules list shows the versions)")
-	case errors.Is(err, cep.ErrNoShadowOutput), errors.Is(err, cep.ErrShadowActive), errors.Is(err, cep.ErrRefused), errors.Is(err, cep.ErrNotActive):
+	case errors.Is(err, cep.ErrNoShadowOutput), errors.Is(err, cep.ErrShadowActive), errors.Is(err, cep.ErrRefused), errors.Is(err, cep.ErrNotActive), errors.Is(err, cep.ErrSuperseded):
 		return nil, status.Error(codes.FailedPrecondition, messageOf(err))
 	case errors.Is(err, cep.ErrBadFrom):
 		return nil, status.Error(codes.InvalidArgument, messageOf(err))

@@ -813,6 +813,23 @@ func (p *Producer) Produce(ctx context.Context, topic string, key, value []byte)
 	})
 }
 
+// ProduceAt is Produce that also notes the record's offset in *at once
+// the broker has acknowledged it (read it after Flush): a publisher that
+// must later tell its record from the ones written after it.
+func (p *Producer) ProduceAt(ctx context.Context, topic string, key, value []byte, at *int64) {
+	p.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err != nil {
+			if p.err == nil {
+				p.err = fmt.Errorf("kafka: produce to %s: %w", r.Topic, err)
+			}
+			return
+		}
+		*at = r.Offset
+	})
+}
+
 // Flush waits until every record produced so far is acknowledged, and
 // returns the first failure of any.
 func (p *Producer) Flush(ctx context.Context) error {
