@@ -141,6 +141,13 @@ var ErrSwitching = errors.New("cep: another deploy is switching: try again")
 // (errors.Is): nothing switched.
 var ErrNotActive = errors.New("cep: the version the call names is not the active one")
 
+// ErrStandby is the error of a deploy, a rollback or a promote sent to an
+// instance that reads no partition of its Kafka group (a standby): it runs
+// no job that could take it. The call waited for one until its deadline
+// and was told that whether the job switched was not known (a rollback:
+// that there was no previous version).
+var ErrStandby = errors.New("cep: this instance reads no partition of its group (a standby): it runs no job to take the call; send it to an instance that does (cepheus status says ready), which with a rules topic deploys it for the whole group")
+
 // ErrSuperseded is what the error of a deploy, a rollback or a promote
 // is (errors.Is) whose version went into the Kafka rules topic but another
 // call's version, written after it, took its place before the job
@@ -241,6 +248,9 @@ func (m *StreamMonitor) Rollback(ctx context.Context, o SwitchOptions) (*DeployR
 	if err := checkFrom(o.From); err != nil {
 		return nil, err
 	}
+	if m.standby() {
+		return nil, ErrStandby
+	}
 	if v, ok := m.version(VersionPrevious); !ok || v.Source == "" {
 		return nil, ErrNoPrevious
 	}
@@ -256,6 +266,9 @@ func (m *StreamMonitor) Rollback(ctx context.Context, o SwitchOptions) (*DeployR
 func (m *StreamMonitor) Promote(ctx context.Context, o SwitchOptions) (*DeployResult, error) {
 	if err := checkFrom(o.From); err != nil {
 		return nil, err
+	}
+	if m.standby() {
+		return nil, ErrStandby
 	}
 	if _, ok := m.version(VersionShadow); !ok {
 		return nil, ErrNoShadow
@@ -360,6 +373,9 @@ func (m *StreamMonitor) deploy(ctx context.Context, d Deploy, target VersionStat
 	if !m.runs() {
 		return nil, ErrNoJob
 	}
+	if m.standby() {
+		return nil, ErrStandby
+	}
 	req := &deployReq{d: d, start: time.Now(), done: make(chan deployDone, 1), topic: -1, target: target}
 	// A job takes it at its next tick: the running one, or, between two
 	// jobs of the run (a switch, a rebalance, a restore), the next one. A
@@ -376,6 +392,9 @@ send:
 		case <-alive.C:
 			if !m.runs() {
 				return nil, ErrNoJob
+			}
+			if m.standby() {
+				return nil, ErrStandby // between two jobs, it got no partition
 			}
 		}
 	}

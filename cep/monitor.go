@@ -107,6 +107,11 @@ type MonitorSnapshot struct {
 	// (in Kafka mode: its share of the group's partitions); false before,
 	// between two jobs of a rebalance, and after the end.
 	Ready bool
+	// Standby says that the instance reads no partition of its Kafka
+	// group (a standby: more instances than partitions, or its partitions
+	// all went to another): it runs no job until the group gives it some,
+	// so no deploy, rollback or promote can be taken there (ErrStandby).
+	Standby bool
 	// Progress is the job's figures as its progress lines have them.
 	Progress StreamProgress
 	// CheckpointBuckets count the checkpoints completed by this process
@@ -261,6 +266,7 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, rea
 		}
 	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
+	m.s.Standby = false
 	m.s.IdlePartitions = idle
 	m.s.Lookups = lookups
 	m.s.Aggregates, m.s.AggregateHeld = aggs, held
@@ -277,6 +283,7 @@ func (m *StreamMonitor) unassigned() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.s.Partitions, m.s.PartitionWatermarks, m.s.IdlePartitions, m.s.KafkaLag = 0, nil, nil, nil
+	m.s.Standby = true
 	p := &m.s.Progress
 	p.Keys, p.Buffered, p.PartialMatches, p.StateBytes, p.Queued = 0, 0, 0, 0, 0
 	m.s.DurableAt = time.Now()
@@ -356,6 +363,14 @@ func (m *StreamMonitor) switchOf(version string, shadow bool, since time.Time) *
 		}
 	}
 	return nil
+}
+
+// standby reports whether the instance reads no partition of its group
+// (MonitorSnapshot.Standby).
+func (m *StreamMonitor) standby() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.s.Standby
 }
 
 // rulesNext is the offset of the Kafka rules topic from which the

@@ -476,6 +476,9 @@ func TestKafkaBoundedAfterLive(t *testing.T) {
 // again is left: its durable time was zero (no metric), and an instance
 // whose partitions all went to another kept their gauges and a durable
 // time that aged (an alert on its age fired; TestMonitorUnassigned).
+// A deploy, a rollback or a promote sent to the standby is refused at
+// once (ErrStandby): a deploy waited for a job until its deadline, a
+// rollback said there was no previous version (a trial).
 // Once the owner stops, the standby takes the partition over.
 func TestKafkaStandbyInstance(t *testing.T) {
 	brokers := kafkaBrokers(t)
@@ -497,6 +500,25 @@ func TestKafkaStandbyInstance(t *testing.T) {
 	if age := time.Since(s.DurableAt); age > time.Second {
 		t.Errorf("standby b's state durable %v ago; want under 1s: it has none to lose", age)
 	}
+	if !s.Standby {
+		t.Errorf("standby b's snapshot says it is no standby: %+v", s)
+	}
+	// A call sent to the standby is refused at once: it waited for a job
+	// until its deadline (a rollback said there was no previous version).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, errDeploy := b.m.Deploy(ctx, Deploy{Name: "v2.cep", Source: []byte(deployV2Kafka)})
+	_, errRollback := b.m.Rollback(ctx, SwitchOptions{})
+	_, errPromote := b.m.Promote(ctx, SwitchOptions{})
+	for what, err := range map[string]error{"deploy": errDeploy, "rollback": errRollback, "promote": errPromote} {
+		if !errors.Is(err, ErrStandby) {
+			t.Errorf("a %s sent to standby b: %v; want ErrStandby", what, err)
+		}
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the calls to standby b took %v; want an answer at once", took)
+	}
 	if s := a.m.Snapshot(); s.Partitions != 1 || s.Progress.Keys == 0 {
 		t.Errorf("a: %d partitions, %d keys; want the partition and its keys", s.Partitions, s.Progress.Keys)
 	}
@@ -505,6 +527,9 @@ func TestKafkaStandbyInstance(t *testing.T) {
 		s := b.m.Snapshot()
 		return s.Ready && s.Partitions == 1 && s.Progress.Keys > 0
 	})
+	if b.m.Snapshot().Standby {
+		t.Errorf("b reads the partition and says it is a standby")
+	}
 }
 
 // TestMonitorUnassigned: an instance whose partitions all went to

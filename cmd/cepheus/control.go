@@ -117,7 +117,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return &userError{err: err, msg: fmt.Sprintf("status of %s: %s", *server, callMessage(c, err))}
 	}
-	fmt.Fprintln(stdout, statusHeader(*server, st.GetReady(), st.GetRuleset(), st.GetVersion()))
+	fmt.Fprintln(stdout, statusHeader(*server, st.GetReady(), st.GetStandby(), st.GetRuleset(), st.GetVersion()))
 	n := humanize.Int
 	fmt.Fprintf(stdout, "records %s, events %s, dead %s, late %s, alerts %s\n", n(st.GetRecords()), n(st.GetDecoded()), n(st.GetDead()), n(st.GetLate()), n(st.GetAlerts()))
 	wm := watermarkText(event.Time(st.GetWatermarkUnixMs()))
@@ -180,11 +180,15 @@ func ruleLine(r ruleStatus, former bool) string {
 // statusHeader is status's first line: whether the job is ready, and the
 // ruleset version it runs; when it is not ready, why and what to do.
 // Before a job has published anything (serve restoring its checkpoint)
-// there is no version yet: it said "ruleset  version " then.
-func statusHeader(server string, ready bool, ruleset, version string) string {
+// there is no version yet: it said "ruleset  version " then. A standby
+// of a Kafka group (it reads no partition) said that it restored its state
+// and to ask again in a moment, which changed nothing.
+func statusHeader(server string, ready, standby bool, ruleset, version string) string {
 	switch {
 	case ready:
 		return fmt.Sprintf("%s: ready, ruleset %s version %.12s", server, ruleset, version)
+	case standby:
+		return fmt.Sprintf("%s: not ready: a standby, it reads no partition of its Kafka group (the others read them all); it takes partitions over when the group gives it some (an instance leaves or fails)", server)
 	case ruleset == "":
 		return fmt.Sprintf("%s: not ready: no job has started yet (it restores its state; serve's log says from which checkpoint): ask again in a moment", server)
 	}
@@ -427,6 +431,10 @@ func listVersions(ctx context.Context, c *control.Client, server string, w io.Wr
 	vs, err := c.ListVersions(ctx)
 	if err != nil {
 		return &userError{err: err, msg: fmt.Sprintf("list of %s: %s", server, callMessage(c, err))}
+	}
+	if len(vs) == 0 {
+		// It printed nothing, as if the command had not reached it.
+		fmt.Fprintf(w, "%s: no versions: it runs no job yet (it restores its state, or, a standby of a Kafka group, reads no partition: cepheus status says which)\n", server)
 	}
 	for _, v := range vs {
 		fmt.Fprintln(w, versionLine(v))

@@ -327,16 +327,19 @@ func TestStatusCheckpointRestored(t *testing.T) {
 // restoring its checkpoint) it printed "not ready, ruleset  version ".
 func TestStatusHeader(t *testing.T) {
 	for _, c := range []struct {
-		ready            bool
+		ready, standby   bool
 		ruleset, version string
 		want             string
 	}{
-		{true, "cards", "5777ab63b83026fe", "s: ready, ruleset cards version 5777ab63b830"},
-		{false, "", "", "s: not ready: no job has started yet (it restores its state; serve's log says from which checkpoint): ask again in a moment"},
-		{false, "cards", "5777ab63b83026fe", "s: not ready (a ruleset switch, between two jobs of a rebalance, or the run has ended; ask again in a moment), ruleset cards version 5777ab63b830"},
+		{true, false, "cards", "5777ab63b83026fe", "s: ready, ruleset cards version 5777ab63b830"},
+		{false, false, "", "", "s: not ready: no job has started yet (it restores its state; serve's log says from which checkpoint): ask again in a moment"},
+		{false, false, "cards", "5777ab63b83026fe", "s: not ready (a ruleset switch, between two jobs of a rebalance, or the run has ended; ask again in a moment), ruleset cards version 5777ab63b830"},
+		// A standby, never given a partition or left without its own.
+		{false, true, "", "", "s: not ready: a standby, it reads no partition of its Kafka group (the others read them all); it takes partitions over when the group gives it some (an instance leaves or fails)"},
+		{false, true, "cards", "5777ab63b83026fe", "s: not ready: a standby, it reads no partition of its Kafka group (the others read them all); it takes partitions over when the group gives it some (an instance leaves or fails)"},
 	} {
-		if got := statusHeader("s", c.ready, c.ruleset, c.version); got != c.want {
-			t.Errorf("statusHeader(%v, %q, %q) =\n%s\nwant\n%s", c.ready, c.ruleset, c.version, got, c.want)
+		if got := statusHeader("s", c.ready, c.standby, c.ruleset, c.version); got != c.want {
+			t.Errorf("statusHeader(%v, %v, %q, %q) =\n%s\nwant\n%s", c.ready, c.standby, c.ruleset, c.version, got, c.want)
 		}
 	}
 }

@@ -113,7 +113,8 @@ func messageOf(err error) string {
 // shadow output or of the active version, a version the job refuses
 // (cep.ErrRefused), a from that is not the active version
 // (cep.ErrNotActive), a version another call's took the place of in the
-// Kafka rules topic (cep.ErrSuperseded) FAILED_PRECONDITION; a from that names no version
+// Kafka rules topic (cep.ErrSuperseded), an instance that reads no
+// partition of its group (cep.ErrStandby) FAILED_PRECONDITION; a from that names no version
 // INVALID_ARGUMENT; another deploy switching ABORTED (send it again).
 func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err error) (*cepheusv1.DeployResponse, error) {
 	var invalid *cep.ValidationError
@@ -121,6 +122,10 @@ func deployAnswer(ctx context.Context, name string, r *cep.DeployResult, err err
 	case err == nil:
 	case errors.As(err, &invalid):
 		return &cepheusv1.DeployResponse{Problems: problemsOf(name, invalid)}, nil
+	case errors.Is(err, cep.ErrStandby):
+		// Not UNAVAILABLE: the client reads an UNAVAILABLE not of noJob as
+		// a connection lost, and sending it again here changes nothing.
+		return nil, status.Error(codes.FailedPrecondition, messageOf(err))
 	case errors.Is(err, cep.ErrNoJob):
 		return nil, status.Error(codes.Unavailable, noJob+" (the engine's run has not begun, or has ended); try again")
 	case errors.Is(err, cep.ErrNoPrevious):
@@ -165,7 +170,7 @@ func (s *service) Status(context.Context, *cepheusv1.StatusRequest) (*cepheusv1.
 func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 	p := sn.Progress
 	resp := &cepheusv1.StatusResponse{
-		Ready: sn.Ready, Ruleset: sn.Ruleset, Version: sn.RulesetVersion,
+		Ready: sn.Ready, Standby: sn.Standby, Ruleset: sn.Ruleset, Version: sn.RulesetVersion,
 		Records: p.Records, Decoded: p.Decoded, Dead: p.Dead, Late: p.Late, Alerts: p.Alerts,
 		WatermarkUnixMs: int64(p.Watermark), LastCheckpoint: p.LastCheckpoint,
 		LastCheckpointDurationMs: p.LastDuration.Milliseconds(), Keys: p.Keys, Queued: p.Queued,

@@ -467,7 +467,11 @@ type StatusResponse struct {
 	// severity, a draining old version's of another severity), with their
 	// last figures: with rules they add up to alerts (in the process's
 	// life: a restart counts from the rules of the checkpoint it restored).
-	Former        []*RuleStatus `protobuf:"bytes,20,rep,name=former,proto3" json:"former,omitempty"`
+	Former []*RuleStatus `protobuf:"bytes,20,rep,name=former,proto3" json:"former,omitempty"`
+	// standby: the instance reads no partition of its Kafka group (more
+	// instances than partitions, or its partitions went to another); it
+	// runs no job, and takes partitions over when the group gives it some.
+	Standby       bool `protobuf:"varint,21,opt,name=standby,proto3" json:"standby,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +644,13 @@ func (x *StatusResponse) GetFormer() []*RuleStatus {
 		return x.Former
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetStandby() bool {
+	if x != nil {
+		return x.Standby
+	}
+	return false
 }
 
 // ShadowRuleStatus compares a rule of the shadow version with the active
@@ -1395,7 +1406,7 @@ const file_control_proto_rawDesc = "" +
 	"\x06no_key\x18\t \x01(\x03R\x05noKey\"[\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\tR\tpartition\x12*\n" +
-	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xe1\x05\n" +
+	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xfb\x05\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aruleset\x18\x02 \x01(\tR\aruleset\x12\x18\n" +
@@ -1419,7 +1430,8 @@ const file_control_proto_rawDesc = "" +
 	"\x13checkpoint_failures\x18\x11 \x01(\x03R\x12checkpointFailures\x12%\n" +
 	"\x0eshadow_version\x18\x12 \x01(\tR\rshadowVersion\x124\n" +
 	"\x06shadow\x18\x13 \x03(\v2\x1c.cepheus.v1.ShadowRuleStatusR\x06shadow\x12.\n" +
-	"\x06former\x18\x14 \x03(\v2\x16.cepheus.v1.RuleStatusR\x06former\"\xb2\x01\n" +
+	"\x06former\x18\x14 \x03(\v2\x16.cepheus.v1.RuleStatusR\x06former\x12\x18\n" +
+	"\astandby\x18\x15 \x01(\bR\astandby\"\xb2\x01\n" +
 	"\x10ShadowRuleStatus\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06active\x18\x02 \x01(\x03R\x06active\x12\x16\n" +
