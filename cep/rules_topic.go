@@ -171,7 +171,7 @@ func (r *rulesTopic) poll(ctx context.Context) error {
 			// Written against a version the record before it had
 			// replaced: every instance reads the topic in this order,
 			// so every one passes it over.
-			err := fmt.Errorf("%w: version %.12s is active (written into rules topic %s before this %s), not %.12s: nothing switched to version %.12s", ErrNotActive, r.active, r.k.RulesTopic, e.Origin, e.From, rs.Hash)
+			err := fmt.Errorf("%w: version %.12s is active (written into rules topic %s before this %s), not %.12s: nothing switched (every instance passes this %s's record over)", ErrNotActive, r.active, r.k.RulesTopic, e.Origin, e.From, e.Origin)
 			r.logf("warning: rules topic %s: the active version at offset %d is not deployed: %v", r.k.RulesTopic, rec.Offset, err)
 			refused[rec.Offset] = err
 			if e.Origin == "promote" {
