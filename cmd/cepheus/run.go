@@ -781,6 +781,12 @@ type rateMeter struct {
 // the first), and false when no time has passed.
 func (m *rateMeter) rate(p cep.StreamProgress) (int64, bool) {
 	n, d := p.RunRecords-m.records, p.Elapsed-m.elapsed
+	if n < 0 {
+		// A new job of the run (a Kafka group's rebalance) counts from
+		// its restored checkpoint again: what it read is the interval's
+		// (the rate went negative, -421/s in a trial's scale-out).
+		n = p.RunRecords
+	}
 	m.records, m.elapsed = p.RunRecords, p.Elapsed
 	if d <= 0 {
 		return 0, false

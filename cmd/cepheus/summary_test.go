@@ -574,6 +574,24 @@ func TestProgressLineProcessingTime(t *testing.T) {
 	}
 }
 
+// TestProgressLineRateNewJob: after a rebalance of a Kafka group the
+// instance's new job counts its run's records from its restored
+// checkpoint again: the rate is of what it read since, never negative
+// (a trial's scale-out logged records_per_second=-421).
+func TestProgressLineRateNewJob(t *testing.T) {
+	var m rateMeter
+	at := func(total, run int64, elapsed time.Duration) string {
+		return progressLine(cep.StreamProgress{StreamStats: cep.StreamStats{Records: total, RunRecords: run}, Elapsed: elapsed}, &m, false)
+	}
+	at(14_000, 14_000, 20*time.Second)
+	if got, want := at(14_700, 700, 30*time.Second), "14,700 records (70/s)"; !strings.HasPrefix(got, want) {
+		t.Errorf("after a new job: %q, want it to start %q", got, want)
+	}
+	if got, want := at(15_700, 1_700, 40*time.Second), "15,700 records (100/s)"; !strings.HasPrefix(got, want) {
+		t.Errorf("then: %q, want it to start %q", got, want)
+	}
+}
+
 // TestProgressLineRate: run's progress line gives the rate since the
 // previous line, not over the whole run: a quiet spell, or a resumed
 // run's records, do not drag it.
