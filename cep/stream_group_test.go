@@ -479,7 +479,8 @@ func TestKafkaBoundedAfterLive(t *testing.T) {
 // A deploy, a rollback or a promote sent to the standby is refused at
 // once (ErrStandby): a deploy waited for a job until its deadline, a
 // rollback said there was no previous version (a trial).
-// Once the owner stops, the standby takes the partition over.
+// Once the owner stops, the standby takes the partition over, at its
+// watermark (it had none until new records came).
 func TestKafkaStandbyInstance(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	topic := fmt.Sprintf("standby-%d", time.Now().UnixNano())
@@ -522,11 +523,17 @@ func TestKafkaStandbyInstance(t *testing.T) {
 	if s := a.m.Snapshot(); s.Partitions != 1 || s.Progress.Keys == 0 {
 		t.Errorf("a: %d partitions, %d keys; want the partition and its keys", s.Partitions, s.Progress.Keys)
 	}
+	aWM := a.m.Snapshot().Progress.Watermark
 	a.stop()
 	waitFor(t, 60*time.Second, "b takes the partition over", func() bool {
 		s := b.m.Snapshot()
 		return s.Ready && s.Partitions == 1 && s.Progress.Keys > 0
 	})
+	// Its watermark is a's, restored with the partition, though no record
+	// came since: it was MinTime (-Inf, status "none yet") until one did.
+	if got := b.m.Snapshot().Progress.Watermark; got != aWM {
+		t.Errorf("b took the partition over at watermark %v; want a's, %v", got, aWM)
+	}
 	if b.m.Snapshot().Standby {
 		t.Errorf("b reads the partition and says it is a standby")
 	}

@@ -752,6 +752,12 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 		c := byMark[order[counted]].meta
 		meta.Plan, meta.Next = c.Plan, c.Next
 	}
+	// The job's watermark is the one its source forwarded, the lowest of
+	// the checkpoints': the counters above are this instance's, and an
+	// instance with no checkpoint among them (a standby that took the
+	// partitions over) had none, -Inf in the metrics and "none yet" in
+	// status until new records came, its partitions' watermarks restored.
+	meta.Stats.Watermark = event.Time(meta.Source.Forwarded)
 	j.meta = &meta
 	ko.clPlans = plans
 	// Each subtask takes its own store only from one checkpoint of this
