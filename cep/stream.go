@@ -1228,7 +1228,13 @@ func (j *job) restoreSubtasks(chk *state.Checkpoint) error {
 		if j.meta.Parallelism == n && !j.kafka.merged && j.prev == nil {
 			rebuilt = j.kafka.clParts
 		} else {
-			j.logf("redistributing the key groups of the changelog: parallelism %d -> %d, %s backend", j.meta.Parallelism, n, c.Backend)
+			from := fmt.Sprintf("parallelism %d", j.meta.Parallelism)
+			if j.kafka.merged {
+				// The stores of the partitions' checkpoints, perhaps
+				// several instances' or jobs': not a parallelism.
+				from = fmt.Sprintf("%d subtask stores of the partitions' checkpoints", j.meta.Parallelism)
+			}
+			j.logf("redistributing the key groups of the changelog: %s -> parallelism %d, %s backend", from, n, c.Backend)
 			for _, p := range j.kafka.clParts {
 				parts = append(parts, p)
 			}
