@@ -505,7 +505,7 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 	var retired map[string]enrich.Stats // the counters of lookups a switch removed (enrichStage.carry)
 	totals := new(ruleTotals)           // the rules' counters of the run, across the switches
 	for {
-		j := &job{e: e, base: e, cfg: c, start: start, stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried, retired: retired, totals: totals}
+		j := &job{e: e, base: e, cfg: c, start: start, begun: time.Now(), stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried, retired: retired, totals: totals}
 		res, err := j.run(ctx)
 		carried = j.carry()
 		lookups, retired = j.enrich, j.retired
@@ -674,7 +674,8 @@ type job struct {
 	holdAt    event.Time
 	holdSince time.Time
 	cfg       StreamConfig
-	start     time.Time
+	start     time.Time // the run's (the Stream call's)
+	begun     time.Time // the job's: later than start after a rebalance
 	dir       *state.CheckpointDir
 	meta      *jobMeta // of the restored checkpoint; nil for a fresh start
 

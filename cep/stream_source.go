@@ -1036,7 +1036,13 @@ func (s *streamSource) routeEvent(ev *event.Event, mask uint64) error {
 		if j.routed++; !j.eventSeen {
 			j.eventSeen = true
 			j.stats.FirstEvent = time.Since(j.start)
-			if j.runRestored() > 0 {
+			switch since := time.Since(j.begun); {
+			case j.runRestored() == 0:
+			case j.begun.Sub(j.start) > time.Second:
+				// A later job of the run (a Kafka group's after a
+				// rebalance): from the run's start it said minutes.
+				j.logf("first event %v after the job's start (restore included)", since.Round(time.Millisecond))
+			default:
 				j.logf("first event %v after the start (restore included)", j.stats.FirstEvent.Round(time.Millisecond))
 			}
 		}
