@@ -286,6 +286,14 @@ func (m *StreamMonitor) unassigned() {
 	m.s.Standby = true
 	p := &m.s.Progress
 	p.Keys, p.Buffered, p.PartialMatches, p.StateBytes, p.Queued = 0, 0, 0, 0, 0
+	// The velocity aggregates' keys and held events are that state too
+	// (cepheus_aggregate_keys, _hot_keys, _held_events); what they
+	// dropped is a counter. A new slice: the job's may still be read.
+	aggs := make([]AggregateStats, len(m.s.Aggregates))
+	for i, a := range m.s.Aggregates {
+		aggs[i] = AggregateStats{Name: a.Name, Dropped: a.Dropped}
+	}
+	m.s.Aggregates, m.s.AggregateHeld = aggs, 0
 	m.s.DurableAt = time.Now()
 }
 

@@ -548,6 +548,7 @@ func TestMonitorUnassigned(t *testing.T) {
 	m.s.KafkaLag = map[string]int64{"t-0": 3}
 	m.s.Progress.Keys, m.s.Progress.Buffered, m.s.Progress.PartialMatches, m.s.Progress.StateBytes = 10, 4, 2, 900
 	m.s.Progress.Records, m.s.Progress.Alerts, m.s.DurableAt = 100, 7, time.Now().Add(-time.Hour)
+	m.s.Aggregates, m.s.AggregateHeld = []AggregateStats{{Name: "card_spend", Keys: 6, Dropped: 3, HotKeys: 1}}, 12
 	m.unassigned()
 	s := m.Snapshot()
 	if s.Partitions != 0 || s.PartitionWatermarks != nil || s.IdlePartitions != nil || s.KafkaLag != nil {
@@ -558,6 +559,11 @@ func TestMonitorUnassigned(t *testing.T) {
 	}
 	if p := s.Progress; p.Records != 100 || p.Alerts != 7 {
 		t.Errorf("counters after unassigned: %d records, %d alerts; want 100 and 7 kept", p.Records, p.Alerts)
+	}
+	// The aggregates' keys and held events are state of the partitions
+	// gone too; the events they dropped are a counter.
+	if want := []AggregateStats{{Name: "card_spend", Dropped: 3}}; !slices.Equal(s.Aggregates, want) || s.AggregateHeld != 0 {
+		t.Errorf("aggregates after unassigned: %+v, %d held; want %+v, 0 held", s.Aggregates, s.AggregateHeld, want)
 	}
 	if age := time.Since(s.DurableAt); age > time.Minute {
 		t.Errorf("durable %v ago after unassigned; want now", age)
