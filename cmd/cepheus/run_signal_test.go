@@ -343,3 +343,52 @@ func TestRunFollowDeletedAfterKill(t *testing.T) {
 		})
 	}
 }
+
+// TestRunSignalAfterGrace: a run whose stop cannot end (its alerts go to
+// a pipe nobody reads, full) is killed by a signal sent a second or more
+// after the first, as run's help says: the signals within the second are
+// the same stop (TestRunSignals), not every later one.
+func TestRunSignalAfterGrace(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	var b strings.Builder
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	for i := range 20_000 {
+		fmt.Fprintf(&b, `{"ts":%d,"k":"k%d","name":"%c"}`+"\n", t0+int64(i), i%1000, "ab"[i/1000%2])
+	}
+	events := writeFile(t, dir, "events.jsonl", b.String())
+	cmd := exec.Command(bin, "run", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "state"), "-alerts", "-",
+		"-checkpoint-interval", "50ms", "-progress", "1h")
+	// stdout is a pipe the test never reads: once its buffer is full,
+	// the run's writes, and so its stop, wait for ever.
+	if _, err := cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	time.Sleep(2 * time.Second) // the pipe fills
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-ended:
+		t.Fatalf("the run ended on the first SIGTERM with its alerts' pipe full: %v\n%s", err, stderr.String())
+	case <-time.After(1500 * time.Millisecond):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-ended:
+		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if err == nil || !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Errorf("after a second SIGTERM 1.5 s after the first: %v; want killed by SIGTERM\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("still running 10 s after a second SIGTERM sent 1.5 s after the first\n%s", stderr.String())
+	}
+}
