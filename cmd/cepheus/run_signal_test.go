@@ -65,10 +65,11 @@ func TestRunSignals(t *testing.T) {
 	if len(want) < 1000 {
 		t.Fatalf("the backtest found %d alerts, want many", len(want))
 	}
-	run := func(state, alerts string) (*exec.Cmd, *bytes.Buffer) {
+	run := func(state, alerts string) (*exec.Cmd, *syncBuffer) {
 		cmd := exec.Command(bin, "run", "-rules", rules, "-events", events, "-state", state, "-alerts", alerts,
 			"-checkpoint-interval", "50ms", "-parallelism", "2")
-		var stderr bytes.Buffer
+		// A syncBuffer: the run writes it while the test reads it.
+		var stderr syncBuffer
 		cmd.Stderr = &stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
@@ -389,6 +390,7 @@ func TestRunSignalAfterGrace(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
+		<-ended
 		t.Fatalf("still running 10 s after a second SIGTERM sent 1.5 s after the first\n%s", stderr.String())
 	}
 }
