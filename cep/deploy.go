@@ -488,6 +488,14 @@ func (j *job) askSwitch(req *deployReq) {
 	if req == nil {
 		sw.rs = j.e.cfg.ruleset
 	} else {
+		if rt := j.cfg.rules; rt != nil && req.topic < 0 {
+			// Before any check against the active version: one pending
+			// in the topic is about to replace it.
+			if err := j.rulesPending(rt); err != nil {
+				sw.reply(nil, err)
+				return
+			}
+		}
 		if from, active := req.d.From, cur.Versions[0].Version; from != "" && !strings.HasPrefix(active, from) {
 			sw.reply(nil, fmt.Errorf("%w: version %.12s is active, not %s: nothing switched (cepheus rules list shows the versions)", ErrNotActive, active, from))
 			return
@@ -551,21 +559,13 @@ func (j *job) askSwitch(req *deployReq) {
 }
 
 // publishRules writes a call's deploy into the rules topic, for every
-// instance. It reads the topic first: a record another instance wrote
-// that this job has not taken yet makes the call ErrSwitching (sent
-// again, it is checked against that version once the job runs it), and a
+// instance. askSwitch read the topic first (rulesPending: a record this
+// job has not taken yet makes the call ErrSwitching; sent again, it is
+// checked against that version once the job runs it), and a
 // rollback, a promote or a deploy with a From names the version it was
 // checked against (rulesEntry.From), so that, written right after
 // another's record, it is passed over where it is read.
 func (j *job) publishRules(rt *rulesTopic, req *deployReq, sw *pendingSwitch, cur *plan) {
-	if err := rt.poll(j.sctx); err != nil {
-		req.done <- deployDone{err: err}
-		return
-	}
-	if _, _, ok := j.nextRules(rt); ok {
-		req.done <- deployDone{err: ErrSwitching}
-		return
-	}
 	from := ""
 	if req.target != "" || req.d.From != "" {
 		from = cur.Versions[0].Version
@@ -576,6 +576,22 @@ func (j *job) publishRules(rt *rulesTopic, req *deployReq, sw *pendingSwitch, cu
 		j.dirAsked = sw.rs.Hash // its switch comes back from the topic
 	}
 	req.done <- deployDone{published: err == nil, err: err, version: sw.rs.Hash, rules: rt, offset: off}
+}
+
+// rulesPending reads the rules topic for a call's deploy, before the job
+// checks it against its active version (askSwitch): a record another
+// instance (or this one) wrote that the job has not taken yet makes the
+// call ErrSwitching, to send again. Taken, a deploy of the version
+// active until that record switched answered "unchanged" and a From of
+// the version it makes active was refused: the call was lost either way.
+func (j *job) rulesPending(rt *rulesTopic) error {
+	if err := rt.poll(j.sctx); err != nil {
+		return err
+	}
+	if _, _, ok := j.nextRules(rt); ok {
+		return ErrSwitching
+	}
+	return nil
 }
 
 // resolveTarget sets the source of req, a rollback or a promote, to the

@@ -465,3 +465,78 @@ func (r *rulesTopicInstance) rulesTopicNewest(t *testing.T, brokers []string, to
 	}
 	return e.Offset, e, ok
 }
+
+// TestStreamKafkaRulesTopicCallWhilePending: a call taken while the rules
+// topic holds a version the instance has not switched to yet (its switch
+// point ahead of the watermark) is ABORTED (ErrSwitching), as one during
+// a switch, before it is checked against the active version, which that
+// record is about to replace: a deploy of the active version answered
+// "unchanged" and was then undone by the switch, a call whose From named
+// the pending version was refused (ErrNotActive). A rollback from v2, the
+// active version, is refused so too (50b73ca), and once v3 is active,
+// refused as not from the active one.
+func TestStreamKafkaRulesTopicCallWhilePending(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	lines := strings.SplitAfter(deployInput(300), "\n")
+	topic := fmt.Sprintf("stream-kafka-rules-pending-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 3, strings.Join(lines, ""))
+	v1, v2 := loadRules(t, deployV1), loadRules(t, deployV2Kafka)
+	v3src := strings.Replace(deployV2Kafka, "amount > 450", "amount > 400", 1)
+	v3 := loadRules(t, v3src)
+	a := startRulesTopicInstance(t, brokers, topic, "a", filepath.Join(t.TempDir(), "state"))
+	waitFor(t, 60*time.Second, "instance a ready", func() bool { return a.m.Ready() && a.m.Snapshot().Progress.Records == int64(len(lines)-1) })
+	// v2 by hand, without a switch point: it switches at once.
+	rec, err := json.Marshal(map[string]string{"name": "v2.cep", "source": deployV2Kafka})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRulesRecord(t, brokers, topic+"-rules", rulesActive, rec)
+	waitFor(t, 30*time.Second, "instance a runs v2", func() bool { act, _ := versions(a.m); return act == v2.Hash && a.m.Ready() })
+	// v3 through a call: its switch point is rulesLead past the
+	// watermark, which the read input never reaches: the instance holds
+	// for rulesHoldMax, v3 pending in the topic meanwhile.
+	ctx := context.Background()
+	type answer struct {
+		res *DeployResult
+		err error
+	}
+	deployed := make(chan answer, 1)
+	go func() {
+		res, err := a.m.Deploy(ctx, Deploy{Source: []byte(v3src)})
+		deployed <- answer{res, err}
+	}()
+	conn := kafka.Conn{Brokers: brokers}
+	waitFor(t, 10*time.Second, "v3 published", func() bool {
+		ends, err := kafka.EndOffsets(ctx, conn, topic+"-rules")
+		return err == nil && ends[0] == 2
+	})
+	from := SwitchOptions{From: v2.Hash[:12]}
+	if res, err := a.m.Rollback(ctx, from); !errors.Is(err, ErrSwitching) {
+		t.Errorf("a rollback from v2 while v3 is pending: %+v, %v; want %v", res, err, ErrSwitching)
+	}
+	if res, err := a.m.Deploy(ctx, Deploy{Source: []byte(deployV1)}); !errors.Is(err, ErrSwitching) {
+		t.Errorf("a deploy of v1 while v3 is pending: %+v, %v; want %v", res, err, ErrSwitching)
+	}
+	if res, err := a.m.Rollback(ctx, SwitchOptions{From: v3.Hash[:12]}); !errors.Is(err, ErrSwitching) {
+		t.Errorf("a rollback from v3 while v3 is pending: %+v, %v; want %v", res, err, ErrSwitching)
+	}
+	// v2 is active, but not for long: "unchanged" would be false once
+	// v3 switches.
+	if res, err := a.m.Deploy(ctx, Deploy{Source: []byte(deployV2Kafka)}); !errors.Is(err, ErrSwitching) {
+		t.Errorf("a deploy of v2, active, while v3 is pending: %+v, %v; want %v", res, err, ErrSwitching)
+	}
+	select {
+	case d := <-deployed:
+		if d.err != nil || d.res.Version != v3.Hash {
+			t.Fatalf("the deploy of v3: %+v, %v; want v3 %.12s", d.res, d.err, v3.Hash)
+		}
+	case <-time.After(rulesHoldMax + 20*time.Second):
+		t.Fatalf("the deploy of v3 has not switched in %v", rulesHoldMax+20*time.Second)
+	}
+	if res, err := a.m.Rollback(ctx, from); !errors.Is(err, ErrNotActive) {
+		t.Errorf("the rollback from v2 sent again over v3: %+v, %v; want %v", res, err, ErrNotActive)
+	}
+	if act, _ := versions(a.m); act != v3.Hash {
+		t.Errorf("active %.12s, want v3 %.12s (v1 %.12s)", act, v3.Hash, v1.Hash)
+	}
+}
