@@ -163,13 +163,14 @@ var ErrBadFrom = errors.New("cep: not a version")
 const minFromDigits = 6
 
 // checkFrom checks that from is empty or a prefix of a version's hash
-// (lower-case hex, minFromDigits digits at least).
+// (hex, minFromDigits digits at least; upper-case is read as lower-case,
+// as the hashes are printed).
 func checkFrom(from string) error {
 	if from == "" {
 		return nil
 	}
-	if len(from) < minFromDigits || len(from) > 64 || strings.Trim(from, "0123456789abcdef") != "" {
-		return fmt.Errorf("%w: %q: want a version's hash or a prefix of it of %d to 64 lower-case hex digits, as cepheus rules list prints", ErrBadFrom, from, minFromDigits)
+	if len(from) < minFromDigits || len(from) > 64 || strings.Trim(strings.ToLower(from), "0123456789abcdef") != "" {
+		return fmt.Errorf("%w: %q: want a version's hash or a prefix of it of %d to 64 hex digits, as cepheus rules list prints", ErrBadFrom, from, minFromDigits)
 	}
 	return nil
 }
@@ -360,6 +361,7 @@ func (m *StreamMonitor) deploy(ctx context.Context, d Deploy, target VersionStat
 	if err := checkFrom(d.From); err != nil {
 		return nil, err
 	}
+	d.From = strings.ToLower(d.From)
 	if target == "" {
 		rs, err := d.validate()
 		if err != nil {

@@ -2056,13 +2056,17 @@ func TestStreamRollbackPromoteBetweenJobs(t *testing.T) {
 	if _, err := f.m.Deploy(ctx, Deploy{Source: []byte(deployV2), From: v1.Hash}); !errors.Is(err, ErrNotActive) {
 		t.Errorf("a deploy from v1 over v3: %v; want %v", err, ErrNotActive)
 	}
-	for _, bad := range []string{"v3", "14fdb", strings.ToUpper(v3.Hash[:12]), v3.Hash + "0"} {
+	for _, bad := range []string{"v3", "14fdb", v3.Hash[:11] + "g", v3.Hash + "0"} {
 		if _, err := f.m.Rollback(ctx, SwitchOptions{From: bad}); !errors.Is(err, ErrBadFrom) {
 			t.Errorf("a rollback from %q: %v; want %v", bad, err, ErrBadFrom)
 		}
 	}
 	if v := f.m.Snapshot().RulesetVersion; v != v3.Hash {
 		t.Errorf("active version %.12s, want v3 %.12s", v, v3.Hash)
+	}
+	// A hash in upper case names the same version (it was refused).
+	if res, err := f.m.Deploy(ctx, Deploy{Source: []byte(deployV1), From: strings.ToUpper(v3.Hash[:12])}); err != nil || res.Version != v1.Hash {
+		t.Errorf("a deploy of v1 from v3 in upper case: %+v, %v; want v1 deployed", res, err)
 	}
 	f.stop()
 }

@@ -839,7 +839,7 @@ type DeployRequest struct {
 	Shadow bool `protobuf:"varint,4,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	// from, when set, is the version that must be the active one when the
 	// job takes the call: its hash, or a prefix of it of at least 6
-	// lower-case hex digits (ListVersions' version). Another active version
+	// hex digits, either case (ListVersions' version). Another active version
 	// refuses the call (FAILED_PRECONDITION) and nothing switches; one
 	// that is not a hash's prefix is INVALID_ARGUMENT.
 	From          string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
