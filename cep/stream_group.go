@@ -202,12 +202,18 @@ func refuseFinished(ctx context.Context, k *KafkaInput) error {
 			final = append(final, p)
 		}
 	}
-	switch {
-	case len(final) == 0:
+	if len(final) == 0 {
 		return nil
-	case len(final) < len(committed):
-		// Another instance's bounded job had not ended: its partitions
-		// are not final, but those finished are, the same.
+	}
+	n, err := kafka.PartitionCount(ctx, k.conn(), k.Topic)
+	if err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	if len(final) < n {
+		// Another instance's bounded job had not ended (its partitions
+		// not final, or not committed at all): those finished are
+		// final, the same. The group was said to have finished when
+		// every partition committed was final, some never committed.
 		slices.Sort(final)
 		return fmt.Errorf("%w: group %s finished a bounded run over partitions %v of topic %s (their offsets are committed as final; the bounded run of the others has not ended): their final watermark passed, so an unbounded run would take every new record of theirs as late; finish the bounded run (-bounded), or give the unbounded run a new -group (and so a new changelog)", ErrRestore, k.Group, final, k.Topic)
 	}

@@ -368,6 +368,27 @@ func TestKafkaUnboundedAfterBounded(t *testing.T) {
 	if res, err := run(false); !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "over partitions [0] of topic") {
 		t.Errorf("an unbounded run with partition 0 final, 1 not: %v, %+v; want it refused, partition 0 named", err, res)
 	}
+	// A group with partition 0 committed as final and partition 1 never
+	// committed (its instance's bounded job had not committed yet): it
+	// was said to have finished the whole topic.
+	other := topic + "-other-group"
+	txn, err = kafka.NewTxn(ctx, kafka.TxnConfig{Brokers: brokers, TransactionalID: other + "-t", Group: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn.ProduceTo(ctx, topic+"-alerts", 0, nil, []byte("x"))
+	err = txn.CommitTopics(ctx, map[string]kafka.Offsets{topic: {0: c[0].Offset}}, txnMetadata(id, inst, true))
+	txn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(false)
+	cfg.Kafka.Group, cfg.StateDir = other, t.TempDir()
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if res, err := streamEngine(t, engineRules).Stream(rctx, cfg); !errors.Is(err, ErrRestore) || !strings.Contains(err.Error(), "over partitions [0] of topic") {
+		t.Errorf("an unbounded run with partition 0 final, 1 never committed: %v, %+v; want it refused, partition 0 named", err, res)
+	}
 }
 
 // TestKafkaBoundedAfterLive: a bounded run of a group whose unbounded run
