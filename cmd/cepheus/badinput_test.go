@@ -723,6 +723,9 @@ func TestRunKafkaFlagsWithFiles(t *testing.T) {
 		{[]string{"-delivery", "at-least-once"}, "-delivery: for Kafka mode (-input-topic), not a run over files\n"},
 		{[]string{"-session-timeout", "3s", "-local-checkpoint-interval", "1s", "-transaction-timeout", "5m"},
 			"-session-timeout, -local-checkpoint-interval, -transaction-timeout: for Kafka mode (-input-topic), not a run over files\n"},
+		{[]string{"-brokers", "localhost:9092"}, "-brokers: for Kafka mode (-input-topic), not a run over files\n"},
+		{[]string{"-tls", "-tls-ca", "ca.pem", "-sasl", "PLAIN", "-sasl-user", "u", "-kafka-config", "k.properties"},
+			"-kafka-config, -tls, -tls-ca, -sasl, -sasl-user: for Kafka mode (-input-topic), not a run over files\n"},
 	} {
 		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
 		args := append([]string{"run", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, "alerts")}, c.args...)

@@ -409,7 +409,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if f.inputTopic == "" {
 		// A run over files ignored these: late events and dead letters
 		// asked for in a topic were only counted, -start TIME read the
-		// files from their start, and -delivery took any value.
+		// files from their start, and -delivery took any value. The
+		// brokers and the security settings have defaults from the
+		// environment, which a run over files ignores: given on the
+		// command line, they are refused as well.
 		var kafkaOnly []string
 		for _, k := range []struct {
 			flag string
@@ -421,6 +424,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			}
 		}
 		kafkaOnly = append(kafkaOnly, f.transactionFlags()...)
+		for _, name := range []string{"brokers", "kafka-config", "tls", "tls-ca", "tls-cert", "tls-key", "sasl", "sasl-user"} {
+			if fs.isSet(name) {
+				kafkaOnly = append(kafkaOnly, "-"+name)
+			}
+		}
 		if len(kafkaOnly) > 0 {
 			hint := ""
 			if f.lateTopic != "" || f.deadTopic != "" {
