@@ -283,8 +283,9 @@ func (rc *ruleCompiler) exprError(x *Expr, err error) {
 // exprHint adds the likely fix to a syntax error of expr whose token is a
 // common slip: = for ==, & for &&, AND for and, or a word of the rule
 // language written after a condition on the stage's line, a list in
-// parentheses (in ("a", "b")), an expression cut short by the end of its
-// line (expr's EOF is the end of the span, rarely of the file). before
+// parentheses (in ("a", "b")), a '#' comment inside brackets, an
+// expression cut short by the end of its line (expr's EOF is the end of
+// the span, rarely of the file). before
 // is the expression up to the token,
 // rest the expression from the token on.
 func exprHint(msg, before, rest string) string {
@@ -308,6 +309,10 @@ func exprHint(msg, before, rest string) string {
 		}
 	case `Operator("&")`:
 		hint = "did you mean &&?"
+	case `Operator("#")`:
+		// A '#' outside brackets ends the span (a comment), so expr sees
+		// one only inside brackets, most often a comment written there.
+		hint = "inside brackets '#' is expr's closure element, not a comment: a comment there starts with //"
 	case `Operator(",")`:
 		if i := strings.LastIndex(before, "("); i > 0 && strings.HasSuffix(strings.TrimSpace(before[:i]), " in") {
 			hint = "a list is written in brackets: in [a, b]"
