@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/expr-lang/expr/ast"
 
@@ -459,7 +460,9 @@ func (c *compiler) binary(n *ast.BinaryNode) (*compiledNode, error) {
 // have types that do not compare, when one can tell: a number or a bool
 // written in quotes against a number or a bool field (amount > "500": write
 // 500), a number against a string field (mcc == 5411: write "5411", the
-// commonest slip with codes held as text). It is "" otherwise.
+// commonest slip with codes held as text), a time written as text against
+// an int (ts > "2026-01-01T00:00:00Z": write its epoch milliseconds, what
+// a time field holds). It is "" otherwise.
 func (c *compiler) literalHint(l, r *compiledNode) string {
 	if l.isConst() {
 		l, r = r, l
@@ -476,6 +479,10 @@ func (c *compiler) literalHint(l, r *compiledNode) string {
 			return fmt.Sprintf(": %s is %s, so write %s without quotes", side, article(l.typ), s)
 		case l.typ == tyBool && (s == "true" || s == "false"):
 			return fmt.Sprintf(": %s is a bool, so write %s without quotes", side, s)
+		case l.typ == tyInt:
+			if ms, utc, ok := timeLiteral(s); ok {
+				return fmt.Sprintf(": times are ints of epoch milliseconds, so write %d for %s", ms, utc)
+			}
 		}
 	case *ast.IntegerNode, *ast.FloatNode:
 		if l.typ == tyString {
@@ -483,6 +490,22 @@ func (c *compiler) literalHint(l, r *compiledNode) string {
 		}
 	}
 	return ""
+}
+
+// timeLiteral reads s, a time written as text in a condition (ts >
+// "2026-01-01T00:00:00Z"), for the hint that says the number to write:
+// an RFC 3339 time, or a date alone (its UTC midnight). It returns the
+// epoch milliseconds (the fraction beyond them dropped towards the past,
+// as the decoder of events drops it) and the time in UTC.
+func timeLiteral(s string) (ms int64, utc string, ok bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		if t, err = time.Parse(time.DateOnly, s); err != nil {
+			return 0, "", false
+		}
+	}
+	ms = t.UnixMilli()
+	return ms, time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.999Z07:00"), true
 }
 
 // quotedListHint says how to write a list of number literals that a string
