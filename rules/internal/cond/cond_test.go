@@ -354,6 +354,17 @@ func TestCondEmit(t *testing.T) {
 	if _, err := v.Eval(m); !errors.As(err, &ee) || ee.Offset != 0 {
 		t.Errorf("run-time error %#v, want an *Error at offset 0", err)
 	}
+	// A builtin on expr's VM that meets a null (join of a list that holds
+	// one) says so with the expression, not in Go's words ("interface
+	// conversion: interface {} is nil, not string").
+	v, err = CompileValueExpr(`join(map(c, .x), ",")`, stageEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `a value is null where a string is needed (in join(map(c, .x), ","))`
+	if _, err := v.Eval(m); !errors.As(err, &ee) || ee.Msg != want {
+		t.Errorf("join over a null: %v, want the message %q", err, want)
+	}
 }
 
 func TestCondErrors(t *testing.T) {

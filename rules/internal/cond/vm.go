@@ -3,6 +3,7 @@ package cond
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/expr-lang/expr/ast"
@@ -283,9 +284,51 @@ func (v *exprVM) eval(fr frame) (out any, fail *Error) {
 	st.fr = frame{}
 	v.pool.Put(st)
 	if err != nil {
-		return nil, v.fromFileError(err)
+		e := v.fromFileError(err)
+		e.Msg = vmMessage(e.Msg, v.src)
+		return nil, e
 	}
 	return out, nil
+}
+
+// vmMessage rewrites a run-time error of expr's VM that is Go's message
+// for a failed type assertion inside a builtin (join of a list that holds
+// a null: "interface conversion: interface {} is nil, not string") into
+// the words of the compiled closures' errors, with the expression: "a
+// value is null where a string is needed (in join(...))". Other messages
+// are returned as they are.
+func vmMessage(msg, src string) string {
+	rest, ok := strings.CutPrefix(msg, "interface conversion: interface {} is ")
+	if !ok {
+		return msg
+	}
+	got, want, ok := strings.Cut(rest, ", not ")
+	if !ok {
+		return msg
+	}
+	what := "a value is " + goTypeWords(got)
+	if got == "nil" {
+		what = "a value is null"
+	}
+	return fmt.Sprintf("%s where %s is needed (in %s)", what, goTypeWords(want), src)
+}
+
+// goTypeWords names the Go type of a value of expr's VM as the rule
+// language does: "a float" for float64, "a list" for []interface {}.
+func goTypeWords(t string) string {
+	switch {
+	case t == "int" || t == "int64":
+		return "an int"
+	case t == "float64":
+		return "a float"
+	case t == "string" || t == "bool":
+		return "a " + t
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a map"
+	}
+	return "a " + t
 }
 
 // evalBool evaluates a condition (the program ends with expr's cast to
