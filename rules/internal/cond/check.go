@@ -635,21 +635,51 @@ func suggest(name string, candidates []string) string {
 	limit := min(3, (utf8.RuneCountInString(name)+1)/3)
 	if bestD < 0 || bestD > limit {
 		// Too far for a slip, but maybe a short form: rnd for round,
-		// amt for amount. Only when one candidate fits.
+		// amt for amount. Only when one candidate fits, or when the name
+		// is the first word of several and one of them is the shortest:
+		// card for card_id, beside card_country.
 		best = ""
+		var fits []string
 		for _, cand := range candidates {
 			if abbreviates(name, cand) {
-				if best != "" {
-					return ""
-				}
-				best = cand
+				fits = append(fits, cand)
 			}
 		}
-		if best == "" {
+		switch len(fits) {
+		case 0:
 			return ""
+		case 1:
+			best = fits[0]
+		default:
+			if best = shortestWordOf(name, fits); best == "" {
+				return ""
+			}
 		}
 	}
 	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// shortestWordOf returns the shortest of cands that starts with name as
+// a word of its own (name_...), when one is shorter than all the others
+// that do; "" otherwise.
+func shortestWordOf(name string, cands []string) string {
+	best, tie := "", false
+	prefix := strings.ToLower(name) + "_"
+	for _, cand := range cands {
+		if !strings.HasPrefix(strings.ToLower(cand), prefix) {
+			continue
+		}
+		switch n, b := utf8.RuneCountInString(cand), utf8.RuneCountInString(best); {
+		case best == "" || n < b:
+			best, tie = cand, false
+		case n == b:
+			tie = true
+		}
+	}
+	if tie {
+		return ""
+	}
+	return best
 }
 
 // abbreviates reports whether name, of three letters or more, is a short

@@ -806,7 +806,8 @@ func TestLookupFields(t *testing.T) {
 
 // TestSuggestShortForms: a name too far from any candidate for a slip is
 // suggested the one candidate it is a short form of (its letters in order,
-// the first the same); none when several fit, or when it is too short.
+// the first the same); none when several fit, unless it is the first word
+// of some and one of those is the shortest, or when it is too short.
 func TestSuggestShortForms(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -816,11 +817,13 @@ func TestSuggestShortForms(t *testing.T) {
 		{"rnd", []string{"round", "abs", "len"}, " (did you mean round?)"},
 		{"amt", []string{"amount", "ts"}, " (did you mean amount?)"},
 		{"Amt", []string{"amount", "ts"}, " (did you mean amount?)"},
-		{"cnt", []string{"count", "country"}, ""},                // two fit
-		{"mt", []string{"merchant"}, ""},                         // too short
-		{"rnd", []string{"random_number_generator_x"}, ""},       // too long a name for it
-		{"dnr", []string{"round"}, ""},                           // not its first letter
-		{"amout", []string{"amount"}, " (did you mean amount?)"}, // a slip still wins
+		{"cnt", []string{"count", "country"}, ""},                                           // two fit
+		{"card", []string{"card_country", "card_id", "amount"}, " (did you mean card_id?)"}, // the first word of two: the shorter
+		{"card", []string{"card_id", "card_no"}, ""},                                        // as short as each other
+		{"mt", []string{"merchant"}, ""},                                                    // too short
+		{"rnd", []string{"random_number_generator_x"}, ""},                                  // too long a name for it
+		{"dnr", []string{"round"}, ""},                                                      // not its first letter
+		{"amout", []string{"amount"}, " (did you mean amount?)"},                            // a slip still wins
 	} {
 		if got := suggest(c.name, c.cands); got != c.want {
 			t.Errorf("suggest(%q, %q) = %q, want %q", c.name, c.cands, got, c.want)
