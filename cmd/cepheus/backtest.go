@@ -176,7 +176,7 @@ func selectRules(sets []*rules.Ruleset, only []string) ([]*rules.Ruleset, error)
 	}
 	for _, n := range only {
 		if !found[n] {
-			return nil, fmt.Errorf("-rule %s: no such rule (the rules: %s)", n, strings.Join(all, ", "))
+			return nil, fmt.Errorf("-rule %s: no such rule%s (the rules: %s)", n, rules.Suggest(n, all), strings.Join(all, ", "))
 		}
 	}
 	return out, nil

@@ -204,7 +204,7 @@ func TestBacktestRule(t *testing.T) {
 	}
 
 	code, _, stderr = cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events, "-rule", "card_testin")
-	if code != 2 || !strings.Contains(stderr, "-rule card_testin: no such rule (the rules: card_testing, ") {
+	if code != 2 || !strings.Contains(stderr, "-rule card_testin: no such rule (did you mean card_testing?) (the rules: card_testing, ") {
 		t.Errorf("an unknown rule: exit %d, want 2 and the rules named\n%s", code, stderr)
 	}
 }
