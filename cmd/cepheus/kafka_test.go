@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 )
 
 // kafkaBrokers returns $CEPHEUS_KAFKA_BROKERS. When it is unset the test
@@ -260,5 +263,42 @@ func TestBacktestTopic(t *testing.T) {
 		backtest("range-topic", "-brokers", brokers, "-topic", topic, "-from", from, "-to", to), want)
 	if code, _, errOut := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-topic", topic, "-brokers", brokers, "-from", to, "-to", from); code != 2 || !strings.Contains(errOut, "is not before") {
 		t.Errorf("-from after -to: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestBacktestTopicUntimedLine produces a file with a line that has no time
+// in its middle (with -time-field) into one partition, then backtests a
+// range of the topic that holds every event: every record is replayed, the
+// line a dead letter. The line used to get the append time (today), after
+// every event's: the range, which ends at the first record stamped at or
+// after -to, ended there, and the records after it were left out unsaid.
+func TestBacktestTopicUntimedLine(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	t.Parallel()
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	if code, _, errOut := cepheus(t, "gen", "-history-days", "0", "-days", "1", "-events-per-day", "3000", "-customers", "200",
+		"-scenarios", "card_testing", "-o", events); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, errOut)
+	}
+	lines := readLines(t, events)
+	lines = slices.Insert(lines, len(lines)/2, "not json")
+	if err := os.WriteFile(events, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	topic := kafkaTopic(t, "untimed")
+	if code, _, errOut := cepheus(t, "produce", "-brokers", brokers, "-topic", topic, "-partitions", "1",
+		"-key", "card_id", "-time-field", "ts", "-events", events); code != 0 {
+		t.Fatalf("produce: exit %d\n%s", code, errOut)
+	}
+	dead := filepath.Join(dir, "dead.jsonl")
+	code, _, errOut := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-alerts", filepath.Join(dir, "alerts.jsonl"),
+		"-dead-letter", dead, "-brokers", brokers, "-topic", topic, "-from", "2025-12-31T00:00:00Z", "-to", "2026-01-03T00:00:00Z")
+	want := fmt.Sprintf("%s lines, %s events", humanize.Int(int64(len(lines))), humanize.Int(int64(len(lines)-1)))
+	if code != 0 || !strings.Contains(errOut, want) {
+		t.Fatalf("backtest of the range: exit %d, want %q in its summary\n%s", code, want, errOut)
+	}
+	if got := readLines(t, dead); len(got) != 1 || !strings.Contains(got[0], `"line":`+strconv.Itoa(len(lines)/2+1)) {
+		t.Errorf("dead letters %q, want the line %d", got, len(lines)/2+1)
 	}
 }

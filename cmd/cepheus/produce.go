@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/internal/humanize"
 )
 
 // brokersEnv names the environment variable that -brokers defaults to.
@@ -43,7 +44,12 @@ Without -key every record has a null key.
 
 Timestamps: a record's timestamp is the time it is appended, unless
 -time-field F names a top-level field holding an RFC 3339 time or epoch
-milliseconds; a line without a usable F gets the append time.
+milliseconds. A line without a usable F (a line that is not JSON) then
+gets the time of the last line before it that had one (the first lines:
+that of the first line with one, if it comes within 1,000 lines; else the
+append time), so that it does not end a time range of backtest -topic
+there: such a range ends at a partition's first record stamped at or
+after -to.
 
 -brokers is a comma-separated list of host:port, by default the value of
 $CEPHEUS_KAFKA_BROKERS (scripts/kafka.sh start prints the address of a
@@ -124,7 +130,11 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		fmt.Fprintf(&b, "  %s without %s: null key\n", plural(res.NullKeys, "record", "records"), *key)
 	}
 	if *timeField != "" && res.Untimed > 0 {
-		fmt.Fprintf(&b, "  %s without a usable %s: timestamped with the append time\n", plural(res.Untimed, "record", "records"), *timeField)
+		how := "the time of the last line before with one (the first lines: of the first line with one)"
+		if res.AppendTimed > 0 {
+			how += fmt.Sprintf("; %s with the append time: no line had one in the first 1,000", humanize.Int(res.AppendTimed))
+		}
+		fmt.Fprintf(&b, "  %s without a usable %s: timestamped with %s\n", plural(res.Untimed, "record", "records"), *timeField, how)
 	}
 	if res.NotJSON > 0 {
 		fmt.Fprintf(&b, "  %s not a JSON object, written as %s\n", plural(res.NotJSON, "line", "lines"), pick(res.NotJSON == 1, "it is", "they are"))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,9 +41,14 @@ type ProduceConfig struct {
 	KeyField string
 	// TimeField names a top-level field holding each record's timestamp:
 	// an RFC 3339 string, or an integral number of epoch milliseconds. ""
-	// (the default), and a line whose field is missing or holds anything
-	// else: the timestamp is the time the record is appended (the client's
-	// clock when Produce hands it over; Kafka's CreateTime).
+	// (the default): the timestamp is the time the record is appended (the
+	// client's clock when Produce hands it over; Kafka's CreateTime). A
+	// line whose field is missing or holds anything else gets the
+	// timestamp of the last line before it that had one, or, before the
+	// first such line, of the first (when one comes within untimedHeld
+	// lines; else the append time): an append time among times of the
+	// past would end every time range of its partition ([SourceConfig]
+	// EndTime) at that record.
 	TimeField string
 	// Compression is the codec of the record batches: "snappy" (the
 	// default, ""), "lz4", "zstd", "gzip" or "none". A reader pays for
@@ -85,9 +91,10 @@ type ProduceResult struct {
 	// NullKeys counts the records written with a null key although
 	// KeyField was set.
 	NullKeys int64
-	// Untimed counts the records written with the append time although
-	// TimeField was set.
-	Untimed int64
+	// Untimed counts the records without a usable time although TimeField
+	// was set (timestamped as [ProduceConfig] TimeField says); AppendTimed
+	// those of them that got the append time (no line had a time yet).
+	Untimed, AppendTimed int64
 	// NotJSON counts the lines written that are not JSON objects (when
 	// KeyField or TimeField is set; otherwise lines are not read).
 	NotJSON int64
@@ -99,12 +106,17 @@ type ProduceResult struct {
 	Partitions int
 }
 
+// untimedHeld is how many lines without a usable time at the start of a
+// file Produce holds to give them the time of the first line with one.
+const untimedHeld = 1000
+
 // Produce writes each line of r (JSON lines; a final line without a line
 // end counts too) as one record of c.Topic, in order: its value is the line
 // without its line end ("\n" or "\r\n"), its key and timestamp come from
 // the fields c names. Blank lines are skipped. Lines are not checked
 // otherwise: a line that is not JSON is written as it is, with a null key
-// and the append time, for the reader to judge.
+// and the time [ProduceConfig] TimeField gives a line without one, for the
+// reader to judge.
 //
 // Records of one partition keep the order of their lines. Produce returns
 // once every record is acknowledged, or at the first record that fails
@@ -149,6 +161,38 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 		}
 		failed.Store(true)
 	}
+	send := func(rec *kgo.Record, n int64) {
+		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+			if err != nil {
+				fail(n, fmt.Errorf("line %d: %w", n, err))
+				return
+			}
+			records.Add(1)
+			size.Add(int64(len(rec.Value)))
+		})
+	}
+	// Lines without a usable time before the first line with one are held
+	// (at most untimedHeld of them) to get its time; lastTime is the time
+	// of the last line that had one.
+	type heldRecord struct {
+		rec  *kgo.Record
+		line int64
+	}
+	var (
+		held     []heldRecord
+		heldOver bool // untimedHeld lines came without a time: no more are held
+		lastTime time.Time
+	)
+	release := func(t time.Time) {
+		if t.IsZero() {
+			res.AppendTimed += int64(len(held))
+		}
+		for _, h := range held {
+			h.rec.Timestamp = t // zero: the append time
+			send(h.rec, h.line)
+		}
+		held = nil
+	}
 	parse := c.KeyField != "" || c.TimeField != ""
 	br := bufio.NewReaderSize(r, 1<<16)
 	var line int64
@@ -176,26 +220,38 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 					}
 					if c.TimeField != "" {
 						if t, ok := timeOf(tv); ok {
-							rec.Timestamp = t
+							rec.Timestamp, lastTime = t, t
+							release(t)
 						} else {
 							res.Untimed++
+							rec.Timestamp = lastTime
 						}
 					}
 				}
-				n := line
-				cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
-					if err != nil {
-						fail(n, fmt.Errorf("line %d: %w", n, err))
-						return
-					}
-					records.Add(1)
-					size.Add(int64(len(rec.Value)))
-				})
+				switch {
+				case c.TimeField == "" || !rec.Timestamp.IsZero():
+					send(rec, line)
+				case heldOver:
+					res.AppendTimed++
+					send(rec, line)
+				case len(held) < untimedHeld:
+					held = append(held, heldRecord{rec, line})
+				default:
+					// No time in the first lines: the field is likely
+					// misnamed; the append time, not a growing heap.
+					heldOver = true
+					release(time.Time{})
+					res.AppendTimed++
+					send(rec, line)
+				}
 			}
 		}
 		if rerr == io.EOF {
 			break
 		}
+	}
+	if !failed.Load() {
+		release(time.Time{})
 	}
 	ferr := cl.Flush(ctx)
 	res.Records, res.Bytes = records.Load(), size.Load()

@@ -18,7 +18,7 @@ import (
 type testLine struct {
 	text string
 	key  []byte    // nil: a null key
-	ts   time.Time // zero: the append time
+	ts   time.Time // zero: none; the record gets the time of the last line with one, or of the first
 }
 
 // testLines returns n lines keyed by card_id over 40 cards and timed by ts:
@@ -67,18 +67,32 @@ func TestProduceKeysAndTimes(t *testing.T) {
 		var in strings.Builder
 		byValue := map[string]testLine{}
 		var want ProduceResult
+		// The timestamp of a line without a time: the last one's before
+		// it, or, before the first, the first's (line 0 has none).
+		stamps := make([]time.Time, len(lines))
+		var last time.Time
+		for i, l := range lines {
+			if !l.ts.IsZero() {
+				last = l.ts
+				for j := i; j >= 0 && stamps[j].IsZero(); j-- {
+					stamps[j] = last
+				}
+			}
+			stamps[i] = last
+		}
 		for i, l := range lines {
 			in.WriteString(l.text)
 			if i%100 == 0 {
 				in.WriteString("\r") // a CRLF line end
 			}
 			in.WriteString("\n")
+			if l.ts.IsZero() {
+				want.Untimed++
+			}
+			l.ts = stamps[i]
 			byValue[l.text] = l
 			if l.key == nil {
 				want.NullKeys++
-			}
-			if l.ts.IsZero() {
-				want.Untimed++
 			}
 		}
 		in.WriteString("\n  \n") // blank lines are skipped
@@ -86,10 +100,8 @@ func TestProduceKeysAndTimes(t *testing.T) {
 		byValue[`{"card_id":"last","ts":1}`] = testLine{text: `{"card_id":"last","ts":1}`, key: []byte("last"), ts: time.UnixMilli(1)}
 		want.Records, want.NotJSON, want.Blank, want.Created, want.Partitions = int64(len(lines))+1, 1, 2, true, 6
 
-		before := time.Now()
 		res, err := Produce(ctx, ProduceConfig{Brokers: brokers, Topic: topic, Partitions: 6, KeyField: "card_id", TimeField: "ts"},
 			strings.NewReader(in.String()))
-		after := time.Now()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,13 +122,7 @@ func TestProduceKeysAndTimes(t *testing.T) {
 			if (r.Key == nil) != (l.key == nil) || !bytes.Equal(r.Key, l.key) {
 				t.Errorf("record %s: key %q (null %v), want %q (null %v)", r.Value, r.Key, r.Key == nil, l.key, l.key == nil)
 			}
-			if l.ts.IsZero() {
-				// The append time: the client's clock when it took the
-				// record, to the millisecond.
-				if r.Timestamp.Before(before.Truncate(time.Millisecond)) || r.Timestamp.After(after) {
-					t.Errorf("record %s: timestamp %v, want the append time (%v .. %v)", r.Value, r.Timestamp, before, after)
-				}
-			} else if !r.Timestamp.Equal(l.ts) {
+			if !r.Timestamp.Equal(l.ts) {
 				t.Errorf("record %s: timestamp %v, want %v", r.Value, r.Timestamp, l.ts)
 			}
 			used[r.Partition] = true
@@ -148,6 +154,46 @@ func TestProduceKeysAndTimes(t *testing.T) {
 		sameLines(t, out.String(), wantLines)
 		if cres.Records != want.Records || cres.Bytes != res.Bytes || cres.Partitions != 6 {
 			t.Errorf("Consume = %+v; want %d records, %d bytes, 6 partitions", cres, want.Records, res.Bytes)
+		}
+	})
+}
+
+// TestProduceUntimedStart produces a file whose first untimedHeld + 1 lines
+// have no time, then a line with one, into one partition: the first lines
+// are not held for ever (they get the append time), and the records keep
+// the lines' order.
+func TestProduceUntimedStart(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, brokers []string) {
+		ctx := testContext(t)
+		topic := topicName(t)
+		var in strings.Builder
+		for i := range untimedHeld + 1 {
+			fmt.Fprintf(&in, "{\"seq\":%d}\n", i)
+		}
+		in.WriteString(`{"seq":-1,"ts":"2026-01-01T00:00:00Z"}`)
+		before := time.Now()
+		res, err := Produce(ctx, ProduceConfig{Brokers: brokers, Topic: topic, Partitions: 1, TimeField: "ts"}, strings.NewReader(in.String()))
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Records != untimedHeld+2 || res.Untimed != untimedHeld+1 || res.AppendTimed != untimedHeld+1 {
+			t.Errorf("Produce = %+v; want %d records, %d untimed, all with the append time", res, untimedHeld+2, untimedHeld+1)
+		}
+		recs := readAll(t, brokers, topic, untimedHeld+2)
+		for i, r := range recs {
+			if i == untimedHeld+1 {
+				if want := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); !r.Timestamp.Equal(want) || string(r.Value) != `{"seq":-1,"ts":"2026-01-01T00:00:00Z"}` {
+					t.Errorf("last record %s at %v, want the timed line at %v", r.Value, r.Timestamp, want)
+				}
+				continue
+			}
+			if want := fmt.Sprintf(`{"seq":%d}`, i); string(r.Value) != want {
+				t.Fatalf("record %d is %s, want %s", i, r.Value, want)
+			}
+			if r.Timestamp.Before(before.Truncate(time.Millisecond)) || r.Timestamp.After(after) {
+				t.Errorf("record %s: timestamp %v, want the append time (%v .. %v)", r.Value, r.Timestamp, before, after)
+			}
 		}
 	})
 }
