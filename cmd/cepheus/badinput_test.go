@@ -737,6 +737,25 @@ func TestRunKafkaFlagsWithFiles(t *testing.T) {
 			t.Errorf("%q: the state directory was made: %v", c.args, err)
 		}
 	}
+	// serve takes the brokers and security settings from the environment
+	// as if given (its config): they are not refused over files, the
+	// command line's are. Every serve over files was refused while
+	// $CEPHEUS_KAFKA_BROKERS was set (as make test sets it).
+	t.Setenv("CEPHEUS_KAFKA_BROKERS", "localhost:9092")
+	t.Setenv("CEPHEUS_KAFKA_CONFIG", filepath.Join(dir, "k.properties"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-late-topic", "l"}, "cepheus: serve: -late-topic: for Kafka mode (-input-topic), not a run over files (with files"},
+		{[]string{"-late-topic", "l", "-brokers", "b:1"}, "cepheus: serve: -late-topic, -brokers: for Kafka mode"},
+	} {
+		args := append([]string{"serve", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "serve-state"), "-alerts", filepath.Join(dir, "alerts"),
+			"-grpc", "off", "-http", "127.0.0.1:0"}, c.args...)
+		if code, _, stderr := cepheus(t, args...); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("serve %q with $CEPHEUS_KAFKA_BROKERS and $CEPHEUS_KAFKA_CONFIG: exit %d, want 2 and %q\n%s", c.args, code, c.want, stderr)
+		}
+	}
 }
 
 // TestBacktestOutputPipe: an output that is a pipe (as /dev/stdout piped

@@ -251,14 +251,16 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
+	var setFrom map[string]string // where serve's settings came from
 	if cmd == serveCommand {
 		skip := []string{"config", "print-config"}
-		src, err := applyConfig(fs.FlagSet, configPath, os.Getenv, skip...)
+		var err error
+		setFrom, err = applyConfig(fs.FlagSet, configPath, os.Getenv, skip...)
 		if err != nil {
 			return fs.usagef("%v", err)
 		}
 		if printCfg {
-			printConfig(stdout, fs.FlagSet, src, skip...)
+			printConfig(stdout, fs.FlagSet, setFrom, skip...)
 			return nil
 		}
 	}
@@ -425,7 +427,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 		kafkaOnly = append(kafkaOnly, f.transactionFlags()...)
 		for _, name := range []string{"brokers", "kafka-config", "tls", "tls-ca", "tls-cert", "tls-key", "sasl", "sasl-user"} {
-			if fs.isSet(name) {
+			// serve's settings from the environment or its config
+			// file count as set, but only the command line's are
+			// refused ($CEPHEUS_KAFKA_BROKERS refused every serve
+			// over files).
+			if fs.isSet(name) && (setFrom == nil || setFrom[name] == fromFlag) {
 				kafkaOnly = append(kafkaOnly, "-"+name)
 			}
 		}
