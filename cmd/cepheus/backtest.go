@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,12 +43,15 @@ file's report; the records are numbered in the merged order (a dead letter
 gives the file of its line and its line there).
 
 -topic T replays a Kafka topic instead of a file (read_committed; -brokers,
-default $CEPHEUS_KAFKA_BROKERS): the records whose timestamps lie in
-[-from, -to) (offsets found by timestamp; default the whole topic), its
+default $CEPHEUS_KAFKA_BROKERS): the records of [-from, -to) by record
+timestamp (default the whole topic), found as Kafka finds them: each
+partition from its first record stamped at or after -from up to its first
+at or after -to (docs/kafka.md says what out-of-order stamps do), its
 partitions merged into one stream in event-time order, so a topic produced
-from a file gives that file's report; the records are numbered in the
-merged order (the "line" of matched events; a dead letter gives its
-partition, TOPIC-P, and offset).
+from a file gives that file's report (when the file's disorder stays inside
+-out-of-orderness: else the merge's order, and with it the late events,
+may differ); the records are numbered in the merged order (the "line" of
+matched events; a dead letter gives its partition, TOPIC-P, and offset).
 
 Alerts are written as JSON lines (rule, ruleset and its version hash, key,
 matched events by stage, emitted fields, event time of detection, and a
@@ -202,8 +206,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.StringVar(&f.events, "events", "", "events: a JSON-lines file, .jsonl.gz, a directory of them (merged in event-time order), or - for stdin (this or -topic)")
 	fs.StringVar(&f.topic, "topic", "", "replay a Kafka topic instead of -events: its partitions merged in event-time order (read_committed)")
 	fs.StringVar(&f.brokers, "brokers", "", "with -topic, the Kafka brokers, host:port[,host:port] (default: $"+brokersEnv+")")
-	fs.StringVar(&f.from, "from", "", "with -topic, the first record time replayed, RFC 3339 (by record timestamp; default: the topic's start)")
-	fs.StringVar(&f.to, "to", "", "with -topic, replay the records with timestamps before this time, RFC 3339 (default: up to the topic's end)")
+	fs.StringVar(&f.from, "from", "", "with -topic, replay each partition from its first record stamped at or after this time, RFC 3339 (by record timestamp; default: the topic's start)")
+	fs.StringVar(&f.to, "to", "", "with -topic, replay each partition up to its first record stamped at or after this time, RFC 3339 (default: up to the topic's end)")
 	secFlags := addKafkaSecurityFlags(fs)
 	fs.StringVar(&f.alerts, "alerts", "", "where alerts go: a file, or - for stdout; left out, stdout when it is not a terminal (on a terminal, the summary shows an example of each rule's alerts instead)")
 	fs.StringVar(&f.late, "late", "", "file for late events (created only if there are any; default: only counted)")
@@ -488,6 +492,10 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		input := f.events
 		why := "it is empty, or only blank lines"
 		switch {
+		case f.topic != "" && (f.from != "" || f.to != ""):
+			// The topic may hold many: none in the range.
+			input, why = "the range of topic "+f.topic, fmt.Sprintf("no record is stamped in [%s, %s): the range is by record timestamp, the append time or the field cepheus produce -time-field named",
+				cmp.Or(f.from, "its start"), cmp.Or(f.to, "its end"))
 		case f.topic != "":
 			input = "topic " + f.topic
 		case input == "-":

@@ -301,4 +301,12 @@ func TestBacktestTopicUntimedLine(t *testing.T) {
 	if got := readLines(t, dead); len(got) != 1 || !strings.Contains(got[0], `"line":`+strconv.Itoa(len(lines)/2+1)) {
 		t.Errorf("dead letters %q, want the line %d", got, len(lines)/2+1)
 	}
+	// A range after every record: the topic is not empty, the range is
+	// (it was said to be empty, or only blank lines).
+	code, _, errOut = cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-alerts", filepath.Join(dir, "none.jsonl"),
+		"-brokers", brokers, "-topic", topic, "-from", "2026-01-05T00:00:00Z")
+	want = "backtest: warning: the range of topic " + topic + " holds no events (no record is stamped in [2026-01-05T00:00:00Z, its end): the range is by record timestamp"
+	if code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("backtest of a range after the records: exit %d, want 0 and %q\n%s", code, want, errOut)
+	}
 }
