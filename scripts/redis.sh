@@ -169,6 +169,9 @@ while [[ $# -gt 0 ]]; do
     *) usage "unknown argument $1" ;;
   esac
 done
+# redis-server changes into --dir before it opens --logfile, which would then name DIR/DIR/redis.log:
+# a relative DIR is made absolute (it failed every start, with an empty log, before).
+[[ "$dir" == /* ]] || dir="$PWD/$dir"
 case "$cmd" in
   start) start ;;
   stop) stop ;;

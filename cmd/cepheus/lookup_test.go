@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -132,6 +133,55 @@ func TestRedisScriptRestart(t *testing.T) {
 		t.Fatalf("the server at %s: %v", second, err)
 	}
 	c.Close()
+}
+
+// TestRedisScriptRelativeDir: scripts/redis.sh start and stop with a
+// relative -dir (and $CEPHEUS_REDIS_DIR) work: the server, which changes
+// into the directory before it opens its log, was handed a log path
+// relative to it, and exited at every start.
+func TestRedisScriptRelativeDir(t *testing.T) {
+	redisAddr(t) // Redis must be there in CI: the script installs it otherwise
+	script, err := filepath.Abs("../../scripts/redis.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	run := func(t *testing.T, env, cmd string, args ...string) string {
+		t.Helper()
+		var stderr bytes.Buffer
+		c := exec.Command(script, append([]string{cmd}, args...)...)
+		c.Dir, c.Stderr = cwd, &stderr
+		c.Env = append(os.Environ(), "CEPHEUS_REDIS_DIR="+env)
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("scripts/redis.sh %s %q (in %s, CEPHEUS_REDIS_DIR=%s): %v\n%s", cmd, args, cwd, env, err, stderr.Bytes())
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return lines[len(lines)-1]
+	}
+	for _, tc := range []struct{ name, env, dir string }{{"-dir", "", "rel/redis"}, {"CEPHEUS_REDIS_DIR", "env-redis", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var args []string
+			if tc.dir != "" {
+				args = []string{"-dir", tc.dir}
+			}
+			addr := run(t, tc.env, "start", args...)
+			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				run(t, tc.env, "stop", args...)
+				t.Fatalf("the server at %s: %v", addr, err)
+			}
+			c.Close()
+			dir := filepath.Join(cwd, cmp.Or(tc.dir, tc.env))
+			if _, err := os.Stat(filepath.Join(dir, "pid")); err != nil {
+				t.Errorf("the PID file under the relative directory: %v", err)
+			}
+			run(t, tc.env, "stop", args...)
+			if _, err := os.Stat(filepath.Join(dir, "last-address")); err != nil {
+				t.Errorf("stop kept no address: %v", err)
+			}
+		})
+	}
 }
 
 // lookupData generates a day of card events with the profiles of their
