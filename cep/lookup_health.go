@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/enrich"
@@ -17,7 +18,9 @@ import (
 // answering again only once a whole Enrich call's requests were all
 // answered, and a failure that begins less than a minute after the last
 // warning (a source that comes and goes) is warned of once that minute
-// has passed, if it still fails, else counted in the next warning.
+// has passed, if it still fails (saying for how long it has failed and
+// how many events' lookups failed meanwhile), else counted in the next
+// warning.
 type lookupHealth struct {
 	name, source string
 	policy       enrich.Policy
@@ -49,8 +52,16 @@ func (h *lookupHealth) observe(o enrich.Outcome, now time.Time, logf func(string
 			short = "; " + quantity(h.short, "event's lookup", "events' lookups") + " failed in shorter failures since the last warning"
 		}
 		if !h.warned {
-			logf("warning: lookup %s: its source %s fails: %v; on failure %s: %s until it answers again%s",
-				h.name, h.source, o.Err, h.policy, h.does(), short)
+			// A failure that began within the minute after the last
+			// warning is warned of late: say since when, and what it did
+			// meanwhile.
+			already := ""
+			if h.events > int64(o.Events) {
+				already = fmt.Sprintf(", for %v: %s failed (%s); last error", failingFor(now.Sub(h.since)),
+					quantity(h.events, "event's lookup", "events' lookups"), h.did())
+			}
+			logf("warning: lookup %s: its source %s fails%s: %v; on failure %s: %s until it answers again%s",
+				h.name, h.source, already, o.Err, h.policy, h.does(), short)
 		} else {
 			logf("warning: lookup %s: its source %s still fails, for %v: %s failed (%s); last error: %v%s",
 				h.name, h.source, failingFor(now.Sub(h.since)), quantity(h.events, "event's lookup", "events' lookups"), h.did(), o.Err, short)

@@ -207,7 +207,8 @@ func healthEngine(t *testing.T, o LookupOptions) (e *Engine, holder, strict *enr
 // minute while it goes on failing, and says when it answers again (how
 // long it failed, how many events' lookups failed); a failure that
 // begins within a minute of the last warning is counted in the next one,
-// not warned of apart. No other line: at most one a state change.
+// not warned of apart, or, if it goes on past that minute, warned of then
+// with how long it has failed. No other line: at most one a state change.
 func TestLookupHealthLog(t *testing.T) {
 	e, holder, strict := healthEngine(t, LookupOptions{CacheSize: -1})
 	var lines []string
@@ -277,6 +278,18 @@ func TestLookupHealthLog(t *testing.T) {
 	strict.SetFail(nil)
 	want("strict answering", batch(201*time.Second, false),
 		"lookup strict: its source mem answers again, after 1s of failures: 2 events' lookups failed meanwhile (they went to the dead letters)")
+	// A failure that begins within a minute of the last warning and goes
+	// on past that minute: its warning, a minute after the last, says
+	// since when it fails and what it did meanwhile, not only that it
+	// fails (as if it began then).
+	want("failing", batch(300*time.Second, true), "warning: lookup holder: its source mem fails: dial tcp")
+	want("answering again", batch(301*time.Second, false), "lookup holder: its source mem answers again, after 1s")
+	want("failing within the minute", batch(310*time.Second, true))
+	want("still failing within the minute", batch(330*time.Second, true))
+	want("failing past the minute", batch(361*time.Second, true),
+		"warning: lookup holder: its source mem fails, for 51s: 6 events' lookups failed (they got the defaults); last error: dial tcp 10.0.0.7:6379: connect: connection refused; on failure open: the events get the lookup's defaults until it answers again")
+	want("answering after it", batch(362*time.Second, false),
+		"lookup holder: its source mem answers again, after 52s of failures: 6 events' lookups failed meanwhile (they got the defaults)")
 }
 
 // TestStreamLookupHealthLog: a live job whose lookup's source fails for
