@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -296,7 +297,7 @@ func (s *RedisSource) Close() error { return s.client.Close() }
 // Ping checks that the server answers, within ctx.
 func (s *RedisSource) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("enrich: %s: ping: %w", s, s.redact(err))
+		return fmt.Errorf("enrich: %s: ping: %w", s, s.explain(err))
 	}
 	return nil
 }
@@ -468,6 +469,19 @@ func (s *RedisSource) replyError(err error, keys []string, errOf func(i int) err
 	return err
 }
 
+// explain returns err as [RedisSource.redact] does, a connection closed
+// without a reply to a client without TLS saying what is most likely the
+// cause: a server that speaks only TLS closes it at the first command,
+// which go-redis reports as a bare "EOF". For the checks of a source at
+// the start ([RedisSource.Ping], [Load]): a request of a running job
+// meets EOF also when the server goes away.
+func (s *RedisSource) explain(err error) error {
+	if !s.cfg.TLS && s.cfg.CAFile == "" && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		err = fmt.Errorf("%w (the server closed the connection without a reply, as one that speaks only TLS does: then use rediss:// or -redis-tls)", err)
+	}
+	return s.redact(err)
+}
+
 // redact returns err with any occurrence of the password replaced by ***;
 // go-redis's errors are not known to carry it, and must not pass it on.
 func (s *RedisSource) redact(err error) error {
@@ -540,7 +554,7 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (Loaded,
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("enrich: lookup %s: load %s into %s: %w", spec.Name, path, src, src.redact(err))
+			return fmt.Errorf("enrich: lookup %s: load %s into %s: %w", spec.Name, path, src, src.explain(err))
 		}
 		done.Records += len(batch)
 		batch = batch[:0]

@@ -362,6 +362,53 @@ func TestRedisUnreachable(t *testing.T) {
 	}
 }
 
+// TestRedisClosedWithoutReply: a server that closes the connection at the
+// first command without a reply, as a Redis that speaks only TLS does to
+// a client without it, fails Ping and Load with an error that says so, not
+// a bare "EOF"; a client with TLS gets no such hint. It needs no server.
+func TestRedisClosedWithoutReply(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 512))
+			c.Close()
+		}
+	}()
+	const hint = "EOF (the server closed the connection without a reply, as one that speaks only TLS does: then use rediss:// or -redis-tls)"
+	path, _ := randomFile(t, 10)
+	for _, tls := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) {
+			cfg := RedisConfig{Addr: ln.Addr().String(), TLS: tls, Password: "hunter2-secret"}
+			rs, err := OpenRedis(customerSpec(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			pingErr := rs.Ping(t.Context())
+			_, loadErr := Load(t.Context(), fileSpec(), path, cfg)
+			for _, c := range []struct {
+				what string
+				err  error
+			}{{"Ping", pingErr}, {"Load", loadErr}} {
+				if c.err == nil || strings.Contains(c.err.Error(), cfg.Password) {
+					t.Fatalf("%s: %v, want an error without the password", c.what, c.err)
+				}
+				if got := strings.Contains(c.err.Error(), hint); got == tls {
+					t.Errorf("%s: %v; the hint %q given: %v, want %v", c.what, c.err, hint, got, !tls)
+				}
+			}
+		})
+	}
+}
+
 // TestRedisBadRecords checks that a record that does not convert fails its
 // key alone, with a reason naming the key (the other key of the request,
 // C2, has no record: the defaults), a key of the wrong type (a string read
