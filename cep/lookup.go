@@ -461,6 +461,10 @@ func OpenLookupSource(rs *rules.Ruleset, name, target string, auth RedisAuth) (L
 	return r, nil
 }
 
+// ErrLookupLogin is what the error of [PingLookupSource] is (errors.Is)
+// when the Redis server answered and refused the source's credentials.
+var ErrLookupLogin = enrich.ErrLoginRefused
+
 // PingLookupSource checks that a Redis source answers (nil for other
 // sources).
 func PingLookupSource(ctx context.Context, src LookupSource) error {

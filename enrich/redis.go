@@ -297,10 +297,27 @@ func (s *RedisSource) Close() error { return s.client.Close() }
 // Ping checks that the server answers, within ctx.
 func (s *RedisSource) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
+		if redis.IsAuthError(err) {
+			return fmt.Errorf("enrich: %s: ping: %w", s, loginRefused{s.redact(err)})
+		}
 		return fmt.Errorf("enrich: %s: ping: %w", s, s.explain(err))
 	}
 	return nil
 }
+
+// ErrLoginRefused is what the error of a [RedisSource.Ping] is
+// (errors.Is) when the server answered and refused the source's
+// credentials (NOAUTH: none given to a server that wants them; WRONGPASS:
+// a wrong user or password): a setting to fix, not a server that is down.
+var ErrLoginRefused = errors.New("the server refused the login")
+
+// loginRefused is the server's refusal of the login: ErrLoginRefused and
+// the server's answer.
+type loginRefused struct{ err error }
+
+func (e loginRefused) Error() string        { return ErrLoginRefused.Error() + ": " + e.err.Error() }
+func (e loginRefused) Unwrap() error        { return e.err }
+func (e loginRefused) Is(target error) bool { return target == ErrLoginRefused }
 
 // Fetch implements [Source]: one pipeline for all keys (HMGET and EXISTS
 // per key for FormatHash, GET for FormatJSON). A value that does not

@@ -111,7 +111,8 @@ const pingTimeout = 2 * time.Second
 // (warnf), once per lookup, of the lookups left unbound, of Redis servers
 // that do not answer yet (their lookups' failure policy applies until they
 // do), and of lookup files with lines that repeat a key (once per file
-// over the calls: the last record of each key is used).
+// over the calls: the last record of each key is used). A Redis server
+// that refuses the login (a wrong user or password) is an error.
 func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(format string, args ...any)) (cep.Option, func(), error) {
 	auth, err := lf.auth()
 	if err != nil {
@@ -158,6 +159,15 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 				// The connection's "i/o timeout" (its deadline is the
 				// ping's) says less than how long it was given.
 				err = fmt.Errorf("no answer within %v", pingTimeout)
+			}
+			if errors.Is(err, cep.ErrLookupLogin) {
+				// An answer, not a server down: every event would get
+				// the defaults (or be a dead letter) until someone read
+				// the warning.
+				cancel()
+				closeAll()
+				return nil, nil, fmt.Errorf("lookup %s: %s: %w\n  check the user and the password of its URL, or -redis-user ($%s) and -redis-password-file ($%s)",
+					name, src, err, redisUserEnv, redisPasswordEnv)
 			}
 			warnf("lookup %s: %s does not answer (%v): its 'on failure' policy applies until it does", name, src, err)
 		}

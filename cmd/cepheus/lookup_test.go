@@ -907,3 +907,75 @@ func TestRunLookupBindingErrors(t *testing.T) {
 		}
 	}
 }
+
+// redisCommand sends one command to the Redis server at addr over RESP and
+// fails the test unless the server answers with a simple string or a
+// number (an error reply starts with '-').
+func redisCommand(t *testing.T, addr string, args ...string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(reply, "+") && !strings.HasPrefix(reply, ":") {
+		t.Fatalf("redis %q: %q, %v", args, reply, err)
+	}
+}
+
+// TestLookupLoginRefused: a Redis server that answers and refuses a
+// lookup's login (WRONGPASS: a wrong password; NOAUTH: none given to a
+// server that wants one) stops backtest and run before they read an event
+// (exit 1), naming the lookup, the server's answer and what to check, never
+// the password. It was a warning like that of a server that does not
+// answer, and every event then got the lookup's defaults (fail open) or
+// was a dead letter (fail closed). The right password runs.
+func TestLookupLoginRefused(t *testing.T) {
+	addr, _ := ownRedis(t)
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:01:13.497Z","type":"auth","event_id":"evt_1","customer_id":"cust_1","card_id":"card_1","amount":72.33,"currency":"USD","merchant_id":"merch_1","merchant_country":"FR","mcc":"5541","card_country":"FR","lat":45.8,"lon":4.8}`+"\n")
+	const rules = "../../rulesets/cards.cep"
+	redisCommand(t, addr, "ACL", "SETUSER", "analyst", "on", ">right-password", "~*", "+@all")
+	wrong := writeFile(t, dir, "wrong", "wrong-password\n")
+	right := writeFile(t, dir, "right", "right-password\n")
+	lookup := func(cmd string, extra ...string) []string {
+		args := []string{cmd, "-rules", rules, "-events", events, "-lookup", "customer=redis://" + addr}
+		if cmd == "backtest" {
+			args = append(args, "-alerts", filepath.Join(dir, "alerts.jsonl"))
+		} else {
+			args = append(args, "-state", filepath.Join(dir, "state-"+strconv.Itoa(len(extra))), "-alerts", filepath.Join(dir, "run-alerts"))
+		}
+		return append(args, extra...)
+	}
+	for _, cmd := range []string{"backtest", "run"} {
+		code, _, stderr := cepheus(t, lookup(cmd, "-redis-user", "analyst", "-redis-password-file", wrong)...)
+		want := "lookup customer: redis://analyst:***@" + addr + "/0?format=hash: the server refused the login: WRONGPASS"
+		if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "\n  check the user and the password of its URL, or -redis-user") ||
+			strings.Contains(stderr, "wrong-password") || strings.Contains(stderr, "does not answer") {
+			t.Errorf("%s with a wrong password: exit %d, want 1 and %q, the password unsaid\n%s", cmd, code, want, stderr)
+		}
+		if cmd == "run" {
+			if _, err := os.Stat(filepath.Join(dir, "state-4")); !os.IsNotExist(err) {
+				t.Errorf("run with a wrong password made its state directory: %v", err)
+			}
+		}
+	}
+	if code, _, stderr := cepheus(t, lookup("backtest", "-redis-user", "analyst", "-redis-password-file", right)...); code != 0 || strings.Contains(stderr, "refused") {
+		t.Errorf("backtest with the right password: exit %d\n%s", code, stderr)
+	}
+	redisCommand(t, addr, "CONFIG", "SET", "requirepass", "server-password")
+	code, _, stderr := cepheus(t, lookup("backtest")...)
+	if code != 1 || !strings.Contains(stderr, "the server refused the login: NOAUTH") {
+		t.Errorf("backtest without the password a server wants: exit %d, want 1 and NOAUTH\n%s", code, stderr)
+	}
+}
