@@ -298,7 +298,7 @@ func (s *RedisSource) Close() error { return s.client.Close() }
 func (s *RedisSource) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
 		if redis.IsAuthError(err) {
-			return fmt.Errorf("enrich: %s: ping: %w", s, loginRefused{s.redact(err)})
+			return fmt.Errorf("enrich: %s: ping: %w", s, loginError(s.redact(err)))
 		}
 		return fmt.Errorf("enrich: %s: ping: %w", s, s.explain(err))
 	}
@@ -318,6 +318,15 @@ type loginRefused struct{ err error }
 func (e loginRefused) Error() string        { return ErrLoginRefused.Error() + ": " + e.err.Error() }
 func (e loginRefused) Unwrap() error        { return e.err }
 func (e loginRefused) Is(target error) bool { return target == ErrLoginRefused }
+
+// loginError returns err as a loginRefused when it is the server's refusal
+// of the login (redis.IsAuthError), else err.
+func loginError(err error) error {
+	if redis.IsAuthError(err) {
+		return loginRefused{err}
+	}
+	return err
+}
 
 // Fetch implements [Source]: one pipeline for all keys (HMGET and EXISTS
 // per key for FormatHash, GET for FormatJSON). A value that does not
@@ -360,7 +369,7 @@ func (s *RedisSource) fetchHash(ctx context.Context, keys []string) ([][]event.V
 			wrong = wrong || e != nil
 		}
 		if !wrong {
-			return nil, err
+			return nil, loginError(err)
 		}
 	}
 	out := make([][]event.Value, len(keys))
@@ -434,17 +443,17 @@ func (s *RedisSource) fetchJSON(ctx context.Context, keys []string) ([][]event.V
 			continue
 		}
 		var rerr redis.Error
-		if errors.As(e, &rerr) {
+		if errors.As(e, &rerr) && !redis.IsAuthError(e) {
 			return nil, fmt.Errorf("key %s: %w", s.prefix+k, e)
 		}
-		return nil, e
+		return nil, loginError(e)
 	}
 	if xerr != nil && !errors.Is(xerr, redis.Nil) && !wrongType(xerr) {
 		// No command holds it: the server refused the setup of a new
 		// connection (WRONGPASS once the password changed), which
 		// go-redis does not set on the commands; each would read as an
 		// empty string, a bad record.
-		return nil, xerr
+		return nil, loginError(xerr)
 	}
 	out := make([][]event.Value, len(keys))
 	var bad BadRecords
@@ -477,6 +486,10 @@ func (s *RedisSource) replyError(err error, keys []string, errOf func(i int) err
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return err
+	}
+	if redis.IsAuthError(err) {
+		// Every command of the request met it: no key is at fault.
+		return loginError(err)
 	}
 	for i := range keys {
 		if e := errOf(i); e != nil && errors.As(e, &rerr) {

@@ -1,6 +1,7 @@
 package enrich
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -679,6 +680,77 @@ func TestRedisAuthLost(t *testing.T) {
 				if i == 1 && !strings.Contains(err.Error(), "WRONGPASS") {
 					t.Errorf("Fetch %d once the password changed: %v, want the server's WRONGPASS", i+1, err)
 				}
+			}
+		})
+	}
+}
+
+// noAuthServer listens on a loopback port and answers every command of
+// every connection with NOAUTH (a server whose password was set, by
+// CONFIG SET requirepass, after the source was configured without one),
+// and returns its address.
+func noAuthServer(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					// A command is an array of bulk strings: *N, then
+					// $len and the bytes, N times.
+					var n int
+					if _, err := fmt.Fscanf(r, "*%d\r\n", &n); err != nil {
+						return
+					}
+					for range n {
+						var size int
+						if _, err := fmt.Fscanf(r, "$%d\r\n", &size); err != nil {
+							return
+						}
+						if _, err := r.Discard(size + 2); err != nil {
+							return
+						}
+					}
+					if _, err := io.WriteString(c, "-NOAUTH Authentication required.\r\n"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestRedisLoginRefused: a server that refuses the login answers Ping with
+// an error that is ErrLoginRefused, and fails a request as a whole with
+// the server's answer, naming no key, in both formats: the hash format
+// named the request's first key (key ...C1: NOAUTH ...), as if that key
+// were at fault.
+func TestRedisLoginRefused(t *testing.T) {
+	addr := noAuthServer(t)
+	for _, format := range []string{FormatHash, FormatJSON} {
+		t.Run(format, func(t *testing.T) {
+			rs, err := OpenRedis(customerSpec(), RedisConfig{Addr: addr, Format: format, Prefix: "p:"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			if err := rs.Ping(t.Context()); !errors.Is(err, ErrLoginRefused) || !strings.Contains(err.Error(), "the server refused the login: NOAUTH") {
+				t.Errorf("Ping: %v, want ErrLoginRefused and the server's NOAUTH", err)
+			}
+			_, err = rs.Fetch(t.Context(), []string{"C1", "C2"})
+			var bad BadRecords
+			if err == nil || errors.As(err, &bad) || !errors.Is(err, ErrLoginRefused) || strings.Contains(err.Error(), "key ") {
+				t.Errorf("Fetch: %v, want the request failed, the login refused, no key named", err)
 			}
 		})
 	}
