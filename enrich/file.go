@@ -116,6 +116,8 @@ func (f *FileSource) String() string { return "file " + f.path }
 // maxLine bounds the length of one line of a lookup file.
 const maxLine = 16 << 20
 
+var utf8BOM = []byte{0xef, 0xbb, 0xbf}
+
 // readFile calls fn with each record of the lookup file at path, in file
 // order: its line number (from 1), its key, its key parts (reused between
 // calls) and its values. An error of fn stops the read and is returned as
@@ -142,7 +144,13 @@ func readFile(spec Spec, path string, fn func(line int, key string, parts []stri
 	line := 0
 	for sc.Scan() {
 		line++
-		data := bytes.TrimSpace(sc.Bytes())
+		data := sc.Bytes()
+		if line == 1 {
+			// A UTF-8 byte order mark (Windows tools write one) is not
+			// JSON: skipped, as the event sources skip it.
+			data = bytes.TrimPrefix(data, utf8BOM)
+		}
+		data = bytes.TrimSpace(data)
 		if len(data) == 0 {
 			continue
 		}

@@ -106,6 +106,31 @@ func TestOpenFileFirstRecordOfC1(t *testing.T) {
 	}
 }
 
+// TestOpenFileByteOrderMark: a lookup file that starts with a UTF-8 byte
+// order mark (Windows tools write one) is read as without it, plain and
+// gzipped, as the event sources read theirs. It failed on line 1 with
+// "not a JSON object", the error printing the invisible mark.
+func TestOpenFileByteOrderMark(t *testing.T) {
+	for _, name := range []string{"bom.jsonl", "bom.jsonl.gz"} {
+		fs, err := OpenFile(fileSpec(), writeFile(t, name, "\ufeff"+`{"customer_id":"C1","country":"DE"}`+"\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := fs.Fetch(t.Context(), []string{"C1"})
+		if err != nil || len(got[0]) == 0 {
+			t.Fatalf("%s: C1 %v, %v; want its record", name, got, err)
+		}
+		if s, ok := got[0][0].AsString(); !ok || s != "DE" {
+			t.Errorf("%s: C1 %v, %v; want its country DE", name, got, err)
+		}
+	}
+	// Only at the start: elsewhere it is a line that is not JSON.
+	_, err := OpenFile(fileSpec(), writeFile(t, "inner.jsonl", `{"customer_id":"C1"}`+"\n\ufeff"+`{"customer_id":"C2"}`+"\n"))
+	if err == nil || !strings.Contains(err.Error(), "inner.jsonl:2:") {
+		t.Errorf("a mark on line 2: %v, want an error of line 2", err)
+	}
+}
+
 func TestOpenFileKeyOfSeveralFields(t *testing.T) {
 	spec := fileSpec()
 	spec.KeyFields = []string{"region", "customer_id"}
