@@ -990,9 +990,12 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		what = "Partial run of ruleset"
 	}
 	lines := plural(s.Records, "line", "lines")
+	if f.topic != "" {
+		lines = plural(s.Records, "record", "records")
+	}
 	// Records counts the lines that are not blank; Line is the number of
 	// the last one read.
-	if blank := s.Line - s.Records; blank > 0 {
+	if blank := s.Line - s.Records; blank > 0 && f.topic == "" {
 		lines += fmt.Sprintf(" (not counting %s)", plural(blank, "blank line", "blank lines"))
 	}
 	rate := ""
@@ -1002,9 +1005,13 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	fmt.Fprintf(bw, "\n%s %s (version %s): %s, %s, %s in %.2fs%s\n",
 		what, s.Ruleset, version, lines, plural(s.Decoded, "event", "events"), plural(s.Alerts, "alert", "alerts"), elapsed.Seconds(), rate)
 	if s.Dead > 0 {
-		what := plural(s.Dead, "line could", "lines could") + " not be decoded"
+		noun, nouns := "line", "lines"
+		if f.topic != "" {
+			noun, nouns = "record", "records"
+		}
+		what := plural(s.Dead, noun+" could", nouns+" could") + " not be decoded"
 		if lookupRejected(s) > 0 {
-			what = plural(s.Dead, "line went", "lines went") + " to the dead letters"
+			what = plural(s.Dead, noun+" went", nouns+" went") + " to the dead letters"
 		}
 		first := fmt.Sprintf("line %d", s.FirstDeadLine)
 		if s.FirstDeadFile != "" { // a directory's or a topic's
