@@ -815,11 +815,11 @@ func (m *rateMeter) rate(p cep.StreamProgress) (int64, bool) {
 func progressLine(p cep.StreamProgress, m *rateMeter, processing bool) string {
 	st := p.StreamStats
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s records", humanize.Int(st.Records))
+	b.WriteString(plural(st.Records, "record", "records"))
 	if r, ok := m.rate(p); ok {
 		fmt.Fprintf(&b, " (%s/s)", humanize.Int(r))
 	}
-	fmt.Fprintf(&b, ", %s alerts, %s late, %s dead", humanize.Int(st.Alerts), humanize.Int(st.Late), humanize.Int(st.Dead))
+	fmt.Fprintf(&b, ", %s, %s late, %s dead", plural(st.Alerts, "alert", "alerts"), humanize.Int(st.Late), humanize.Int(st.Dead))
 	if !processing && st.Watermark > event.MinTime && st.Watermark < event.MaxTime {
 		fmt.Fprintf(&b, ", watermark %s (lag %s)", time.UnixMilli(int64(st.Watermark)).UTC().Format(time.RFC3339),
 			formatDuration(time.Duration(st.MaxEventTime-st.Watermark)*time.Millisecond))

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 // TestBacktestFlagValues: out-of-range flag values are usage errors (exit
@@ -571,6 +572,17 @@ func TestProgressLineProcessingTime(t *testing.T) {
 	}
 	if got := progressLine(cep.StreamProgress{StreamStats: st, Elapsed: 2 * time.Second}, &m, true); strings.Contains(got, "watermark") {
 		t.Errorf("processing time: %q, want no watermark", got)
+	}
+}
+
+// TestProgressLineSingular: one record and one alert are said in the
+// singular ("1 alerts", a trial saw).
+func TestProgressLineSingular(t *testing.T) {
+	var m rateMeter
+	st := cep.StreamStats{Records: 1, RunRecords: 1, Alerts: 1, Watermark: event.MinTime}
+	got := progressLine(cep.StreamProgress{StreamStats: st, Elapsed: time.Second}, &m, false)
+	if want := "1 record (1/s), 1 alert, 0 late, 0 dead"; got != want {
+		t.Errorf("progress line %q, want %q", got, want)
 	}
 }
 
