@@ -74,6 +74,9 @@ type Txn struct {
 	// partition, of the manual topics (the changelog): where a reader
 	// of what the committed transactions wrote goes on.
 	next map[string]map[int32]int64
+	// seen is set once a commit of offsets is seen by readers of the
+	// group's offsets (awaitGroup).
+	seen bool
 }
 
 // ErrFenced marks a transaction failed because a newer producer of the
@@ -276,8 +279,51 @@ func (t *Txn) CommitTopicsWith(ctx context.Context, offsets map[string]Offsets, 
 	if err := t.cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("%w: begin: %w", ErrTxn, err)
 	}
+	if len(some) > 0 && t.member == nil && !t.seen {
+		t.awaitGroup(ctx)
+	}
 	return nil
 }
+
+// awaitGroup waits, at most groupWait, until readers of the group's
+// offsets see the commit that just ended. The broker writes a
+// transaction's commit markers after EndTxn answers; until the marker of
+// the group's first offsets is written, the group does not exist for
+// them (GroupOffsets answers no offsets, not UnstableOffsetCommit as for
+// a group that exists), and a reader right after the commit (a job
+// started next, refusing a group whose bounded job finished) took the
+// group for one that never committed. Once the group exists, a commit
+// still pending is waited for by GroupOffsets (RequireStable), so one
+// wait per Txn is enough; a group with members exists already.
+func (t *Txn) awaitGroup(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, groupWait)
+	defer cancel()
+	for {
+		resp, err := t.adm.FetchOffsets(kadm.RequireStable(ctx), t.group)
+		switch {
+		case errors.Is(err, kerr.UnstableOffsetCommit):
+			t.seen = true // the group exists
+			return
+		case err == nil:
+			for _, ps := range resp {
+				for _, o := range ps {
+					if o.Err != nil || o.At >= 0 {
+						t.seen = true
+						return
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return // committed all the same; readers see it later
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// groupWait bounds awaitGroup: the markers take milliseconds.
+const groupWait = 10 * time.Second
 
 // commitOffsets sends the group's offsets of topic within the open
 // transaction (TxnOffsetCommit; the group has no members: generation -1).

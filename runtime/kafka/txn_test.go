@@ -109,6 +109,47 @@ func TestGroupOffsetsNone(t *testing.T) {
 	}
 }
 
+// TestFirstCommitSeen: the offsets of a group's first commit are seen by
+// a reader right after the commit returns. The broker writes the commit's
+// markers after EndTxn answers, and until then the group did not exist
+// for a reader (no offsets, where a group that exists answers
+// UnstableOffsetCommit and is waited for): about one new group in fifty
+// read so, and a job started right after a bounded job's final commit
+// took the group for one that never committed.
+func TestFirstCommitSeen(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	in := topicName(t)
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	missed := 0
+	for i := range 150 {
+		group := fmt.Sprintf("%s-g%d", in, i)
+		txn, err := NewTxn(ctx, TxnConfig{Brokers: brokers, TransactionalID: group + "-txn", Group: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn.Produce(ctx, in, nil, []byte("x"))
+		err = txn.Commit(ctx, in, Offsets{0: 5}, "chk=1")
+		txn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := GroupOffsets(ctx, Conn{Brokers: brokers}, group, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != (Committed{5, "chk=1"}) {
+			missed++
+		}
+	}
+	if missed > 0 {
+		t.Fatalf("%d of 150 new groups read right after their first commit: no offsets, want 0:5 with metadata chk=1", missed)
+	}
+}
+
 func TestKeyPartition(t *testing.T) {
 	// murmur2 as the Java client computes it: "card-1" and the partition
 	// counts of the project's topics.
