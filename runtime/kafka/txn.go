@@ -848,22 +848,18 @@ func NewProducer(c Conn) (*Producer, error) {
 // failure is returned by the next Flush. Key and value must not be
 // modified afterwards.
 func (p *Producer) Produce(ctx context.Context, topic string, key, value []byte) {
-	p.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
-		if err != nil {
-			p.mu.Lock()
-			if p.err == nil {
-				p.err = fmt.Errorf("kafka: produce to %s: %w", r.Topic, err)
-			}
-			p.mu.Unlock()
-		}
-	})
+	p.ProduceAt(ctx, topic, key, value, nil)
 }
 
-// ProduceAt is Produce that also notes the record's offset in *at once
-// the broker has acknowledged it (read it after Flush): a publisher that
-// must later tell its record from the ones written after it.
+// ProduceAt is Produce that also notes the record's offset in *at (when
+// at is not nil) once the broker has acknowledged it (read it after
+// Flush): a publisher that must later tell its record from the ones
+// written after it.
 func (p *Producer) ProduceAt(ctx context.Context, topic string, key, value []byte, at *int64) {
 	p.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
+		if err == nil && at == nil {
+			return
+		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if err != nil {
