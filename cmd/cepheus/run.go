@@ -892,7 +892,11 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo string) {
 			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), humanize.Int(st.Keys), humanize.Int(st.Buffered))
 	}
 	for _, rr := range r.Rules {
-		fmt.Fprintf(w, "  %-28s %8s alerts", rr.Rule, humanize.Int(rr.Alerts))
+		word := "alerts"
+		if rr.Alerts == 1 {
+			word = "alert"
+		}
+		fmt.Fprintf(w, "  %-28s %8s %s", rr.Rule, humanize.Int(rr.Alerts), word)
 		notes := ruleNotes(rr)
 		if rr.Former {
 			notes = append([]string{formerNote(rr)}, notes...)

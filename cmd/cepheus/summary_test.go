@@ -252,16 +252,19 @@ func TestRunLookupSummaryLastError(t *testing.T) {
 // TestRunSummaryFormerRules: the rules of a run's summary that the
 // active version has not (removed, a former severity) say so and of which
 // severity, in run's lines and serve's records: the same rule may have a
-// line of the active version.
+// line of the active version. A rule's one alert is "1 alert" (it was
+// "1 alerts").
 func TestRunSummaryFormerRules(t *testing.T) {
 	res := &cep.StreamResult{Summary: cep.Summary{Ruleset: "cards", Rules: []cep.RuleSummary{
 		{Rule: "r", Severity: "high", Alerts: 3786},
 		{Rule: "r", Severity: "medium", Former: true, Alerts: 36, ConditionErrors: 2},
 		{Rule: "gone", Severity: "low", TimeoutSeverity: "medium", Former: true, Alerts: 10},
+		{Rule: "once", Severity: "low", Alerts: 1},
 	}}}
 	var b bytes.Buffer
 	printRunSummary(&b, res, "")
 	for _, want := range []string{
+		"\n  once                                1 alert\n",
 		"\n  r                               3,786 alerts\n",
 		"\n  r                                  36 alerts  (an earlier version's, severity medium; 2 condition errors)\n",
 		"\n  gone                               10 alerts  (an earlier version's, severity low, timeout medium)\n",
