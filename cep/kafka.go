@@ -199,6 +199,9 @@ type kafkaReader struct {
 	shared bool
 	// keys: the records keep their keys (runtime.Record.Key).
 	keys bool
+	// starts are the partitions' start offsets (aligned reading): a
+	// batch's Read is its End's offsets past them.
+	starts map[int32]int64
 }
 
 // The bounds of a partition's queue (aligned reading), in batches.
@@ -305,6 +308,7 @@ func newKafkaReader(ctx context.Context, in *KafkaInput, resume []runtime.Positi
 	r := &kafkaReader{src: src, out: make(chan runtime.Batch, 4), topic: in.Topic, done: make(chan struct{}),
 		aligned: in.Bounded, stop: make(chan struct{}), keys: keys}
 	if r.aligned {
+		r.starts = src.Partitions()
 		r.queues = map[int32]*partQueue{}
 		for _, p := range r.partitions() {
 			q := newPartQueue()
@@ -350,6 +354,9 @@ func (r *kafkaReader) pump() {
 			Partition: runtime.Partition{Index: r.base + int(kb.Partition), Name: name, Path: name},
 			End:       runtime.Position{File: name, Offset: kb.Next, Line: kb.Next},
 			Opened:    kb.Opened, CaughtUp: kb.CaughtUp, Done: kb.Done, Backlog: max(0, kb.End-kb.Next),
+		}
+		if r.aligned {
+			b.Read = max(0, kb.Next-r.starts[kb.Partition])
 		}
 		for _, rec := range kb.Records {
 			rr := runtime.Record{Line: rec.Offset + 1, Offset: rec.Offset, Data: rec.Value}
@@ -445,7 +452,15 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 	for i, ch := range kr.chans {
 		chans[i] = ch
 	}
-	return mergedEventSource("topic "+c.Topic, chans, c.TimeField, kr, cancel)
+	src, err := mergedEventSource("topic "+c.Topic, chans, c.TimeField, kr, cancel)
+	if err != nil {
+		return nil, err
+	}
+	ends := kr.src.Ends()
+	for p, start := range kr.starts {
+		src.merged.size += max(0, ends[p]-start)
+	}
+	return src, nil
 }
 
 // mergedEventSource returns an [EventSource] named name over the

@@ -157,8 +157,10 @@ type Batch struct {
 	Backlog int64
 	// Read is how many bytes of the file the partition's reader had read
 	// when it sent the batch (compressed bytes in a gzip file; ahead of
-	// End by what it buffered): a backtest's progress over a directory.
-	// 0 when unknown (standard input, a topic).
+	// End by what it buffered), or, for a partition of a topic read to a
+	// bound, the offsets from its start to End: a backtest's progress over
+	// a directory or a topic. 0 when unknown (standard input, a topic read
+	// without a bound).
 	Read int64
 
 	chunk []byte // the arena the records' data is copied into

@@ -403,6 +403,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		}
 		began := time.Now()
 		prog := &progressPrinter{w: stderr, tty: isTerminal(stderr), began: began, now: time.Now, quiet: f.quiet, src: src}
+		if f.topic != "" {
+			prog.unit = "record"
+		}
 		opts := []cep.Option{
 			cep.WithRuleset(rs),
 			cep.WithAlerts(alerts),
@@ -886,6 +889,7 @@ type progressPrinter struct {
 	quiet   bool
 	printed bool
 	src     interface{ Progress() (read, total int64) }
+	unit    string // what the input's numbered items are: "line" (empty) or "record"
 }
 
 func (p *progressPrinter) report(bp cep.Progress) {
@@ -898,7 +902,11 @@ func (p *progressPrinter) report(bp cep.Progress) {
 	}
 	p.last = now
 	rate := float64(bp.Decoded) / now.Sub(p.began).Seconds()
-	line := fmt.Sprintf("backtest: line %d, %s events/s, %s", bp.Line, humanize.Int(int64(rate)), plural(bp.Alerts, "alert", "alerts"))
+	unit := p.unit
+	if unit == "" {
+		unit = "line"
+	}
+	line := fmt.Sprintf("backtest: %s %d, %s events/s, %s", unit, bp.Line, humanize.Int(int64(rate)), plural(bp.Alerts, "alert", "alerts"))
 	if read, total := p.src.Progress(); total > 0 {
 		line += fmt.Sprintf(", %.0f%%", 100*float64(read)/float64(total))
 	}

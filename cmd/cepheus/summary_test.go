@@ -131,21 +131,24 @@ func TestBacktestSummaryWording(t *testing.T) {
 
 // TestProgressLines: on a terminal the progress line is rewritten in
 // place; elsewhere every report is a plain line starting with
-// "backtest: ", also without an input size (stdin).
+// "backtest: ", also without an input size (stdin). A topic's progress
+// counts records.
 func TestProgressLines(t *testing.T) {
 	for _, c := range []struct {
 		tty   bool
 		total int64
+		unit  string
 		want  string
 	}{
-		{false, -1, "backtest: line 100, 25 events/s, 1 alert\nbacktest: line 300, 50 events/s, 3 alerts\n"},
-		{false, 1000, "backtest: line 100, 25 events/s, 1 alert, 50%\nbacktest: line 300, 50 events/s, 3 alerts, 50%\n"},
-		{true, -1, fmt.Sprintf("\r%-72s\r%-72s\n", "backtest: line 100, 25 events/s, 1 alert", "backtest: line 300, 50 events/s, 3 alerts")},
+		{false, -1, "", "backtest: line 100, 25 events/s, 1 alert\nbacktest: line 300, 50 events/s, 3 alerts\n"},
+		{false, 1000, "", "backtest: line 100, 25 events/s, 1 alert, 50%\nbacktest: line 300, 50 events/s, 3 alerts, 50%\n"},
+		{true, -1, "", fmt.Sprintf("\r%-72s\r%-72s\n", "backtest: line 100, 25 events/s, 1 alert", "backtest: line 300, 50 events/s, 3 alerts")},
+		{false, 1000, "record", "backtest: record 100, 25 events/s, 1 alert, 50%\nbacktest: record 300, 50 events/s, 3 alerts, 50%\n"},
 	} {
 		var w bytes.Buffer
 		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		clock := t0
-		p := &progressPrinter{w: &w, tty: c.tty, began: t0, now: func() time.Time { return clock }, src: fakeProgress{c.total}}
+		p := &progressPrinter{w: &w, tty: c.tty, began: t0, now: func() time.Time { return clock }, src: fakeProgress{c.total}, unit: c.unit}
 		report := func(after time.Duration, line, alerts int64) {
 			clock = t0.Add(after)
 			var bp cep.Progress

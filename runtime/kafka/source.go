@@ -573,6 +573,11 @@ func (s *Source) Batches() <-chan Batch { return s.out }
 // (the Next of their opened batches).
 func (s *Source) Partitions() map[int32]int64 { return maps.Clone(s.starts) }
 
+// Ends returns the end offset of each of the topic's partitions: where a
+// bounded source stops (the end when it started, or the end of its
+// EndTime or Ends).
+func (s *Source) Ends() map[int32]int64 { return maps.Clone(s.ends) }
+
 // Pause stops fetching the given partitions until Resume. What the source
 // has already taken from the client still comes (at most Buffer batches
 // and one poll); what the client has buffered is held back, not dropped.
