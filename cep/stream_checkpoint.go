@@ -320,7 +320,10 @@ func (j *job) quiet(now time.Time) (bool, error) {
 	if err != nil || !bytes.Equal(a, j.activity) {
 		return false, err
 	}
-	if !j.quietSaid {
+	// A Kafka job says so once its partitions are caught up: at the start,
+	// before the first fetch came, nothing read yet is no quiet input (a
+	// bounded run said it before its first records).
+	if !j.quietSaid && (j.cfg.Kafka == nil || j.src.pw.CaughtUp()) {
 		j.quietSaid = true
 		wait := "input"
 		if j.cfg.Time == ProcessingTime {

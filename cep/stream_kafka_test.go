@@ -315,6 +315,13 @@ func TestStreamKafkaQuiet(t *testing.T) {
 		StateDir: filepath.Join(t.TempDir(), "state"), CheckpointInterval: 20 * time.Millisecond, Parallelism: 2,
 		Monitor: NewStreamMonitor(),
 	}
+	var logMu sync.Mutex
+	var logs []string
+	cfg.Logf = func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -355,6 +362,14 @@ func TestStreamKafkaQuiet(t *testing.T) {
 	later := waitFor("skipping going on", func(sn MonitorSnapshot) bool { return sn.Progress.Skipped >= quiet.Progress.Skipped+25 })
 	if later.KafkaCommits != quiet.KafkaCommits {
 		t.Fatalf("%d transactions committed in %d intervals with nothing new", later.KafkaCommits-quiet.KafkaCommits, later.Progress.Skipped-quiet.Progress.Skipped)
+	}
+	// Caught up, the log says that checkpoints wait (a Kafka job says it
+	// only once its partitions are caught up).
+	logMu.Lock()
+	said := slices.ContainsFunc(logs, func(l string) bool { return strings.HasPrefix(l, "nothing new since checkpoint ") })
+	logMu.Unlock()
+	if !said {
+		t.Errorf("the log of a job caught up and quiet does not say that checkpoints wait: %q", logs)
 	}
 	produceTopic(t, brokers, topic, 2, rest)
 	all := int64(len(input) - 1)

@@ -298,6 +298,18 @@ func (w *PartitionWatermarks) Finished(p int) bool {
 	return p < len(w.parts) && w.parts[p] != nil && w.parts[p].finished
 }
 
+// CaughtUp reports whether every partition that has neither finished
+// nor been removed is caught up to its end, as its last batch said
+// (SetCaughtUp; a partition whose reader never says is not).
+func (w *PartitionWatermarks) CaughtUp() bool {
+	for _, pw := range w.parts {
+		if pw != nil && !pw.finished && !pw.removed && !pw.caughtUp {
+			return false
+		}
+	}
+	return true
+}
+
 // Idle reports whether the partition with index p is idle.
 func (w *PartitionWatermarks) Idle(p int) bool {
 	return p < len(w.parts) && w.parts[p] != nil && w.parts[p].idle

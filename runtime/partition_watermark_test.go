@@ -200,6 +200,7 @@ func TestPartitionWatermarksWallClockAdvance(t *testing.T) {
 // partition that is not caught up to its end (a lagging reader) keeps
 // holding the watermark back; once caught up and quiet for the timeout it
 // is idle, and a batch that says it is behind again ends its idleness.
+// CaughtUp says whether all are.
 func TestPartitionWatermarksIdleWhenCaughtUp(t *testing.T) {
 	clk := newFakeClock()
 	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{
@@ -225,8 +226,19 @@ func TestPartitionWatermarksIdleWhenCaughtUp(t *testing.T) {
 	if w.Idle(1) || w.Current() != 489 {
 		t.Fatalf("a lagging partition: idle %v, watermark %v; want not idle, 489", w.Idle(1), w.Current())
 	}
+	if w.CaughtUp() {
+		t.Fatal("no partition caught up, and CaughtUp says all are")
+	}
 	// Caught up: idle after the timeout, and a alone counts.
 	w.SetCaughtUp(1, true)
+	if w.CaughtUp() {
+		t.Fatal("a not caught up, and CaughtUp says all are")
+	}
+	w.SetCaughtUp(0, true)
+	if !w.CaughtUp() {
+		t.Fatal("both caught up, and CaughtUp says not")
+	}
+	w.SetCaughtUp(0, false)
 	clk.step(time.Second)
 	w.OnEvent(0, 3000)
 	if wm, ok := w.Tick(); !ok || wm != 2989 || !w.Idle(1) {
