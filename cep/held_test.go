@@ -18,6 +18,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/enrich"
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
 	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/state"
 )
@@ -577,6 +578,48 @@ func TestRestartHeldAggregates(t *testing.T) {
 	}
 }
 
+// TestRestartAggregatesSaysKept: a restart with other aggregates says in
+// its log which kept their windows and which start empty (it said only
+// that those it did not have, or had declared otherwise, start empty).
+func TestRestartAggregatesSaysKept(t *testing.T) {
+	input := deployInput(300)
+	lines := strings.SplitAfter(input, "\n")
+	half := lines[:len(lines)/2]
+	for _, c := range []struct{ v1, v2, want string }{
+		{heldV1 + heldRecent + heldBusy, heldV1 + heldRecent + heldBusy + heldSpent + heldSpender,
+			"recent keeps its windows, spent starts empty (new, or declared otherwise)"},
+		{heldV1 + heldRecent + heldBusy + heldSpent + heldSpender, heldV1 + heldRecent5 + heldBusy + heldSpent + heldSpender,
+			"spent keeps its windows, recent starts empty (new, or declared otherwise)"},
+	} {
+		events := filepath.Join(t.TempDir(), "events.jsonl")
+		appendFile(t, events, half)
+		d := newStreamDirs(t)
+		f := follow(t, heldEngine(t, c.v1), d.config(events))
+		waitMonitor(t, f.m, int64(len(half)))
+		waitHeldWatermark(t, f.m, half)
+		f.stop()
+		f = follow(t, heldEngine(t, c.v2), d.config(events))
+		waitMonitor(t, f.m, 0)
+		f.stop()
+		want := "the velocity aggregates changed since checkpoint "
+		if !slices.ContainsFunc(f.lines(), func(l string) bool { return strings.HasPrefix(l, want) && strings.Contains(l, ": "+c.want+"; ") }) {
+			t.Errorf("the restart's log does not say %q: %q", c.want, f.lines())
+		}
+	}
+	decls := []*rules.Aggregate{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	for _, c := range []struct {
+		kept []bool
+		want string
+	}{
+		{[]bool{true, true, false}, "a, b keep their windows, c starts empty (new, or declared otherwise)"},
+		{[]bool{false, true, false}, "b keeps its windows, a, c start empty (new, or declared otherwise)"},
+	} {
+		if got := keptWindows(decls, c.kept); got != c.want {
+			t.Errorf("keptWindows %v = %q, want %q", c.kept, got, c.want)
+		}
+	}
+}
+
 // checkHeldAggregates checks got, the alerts of a job restarted from
 // tc.v1's rules to tc.v2's at watermark w having read the lines of input
 // for which read holds: the matches of each rule of tc are those its
@@ -1125,7 +1168,7 @@ func heldAggregates(t *testing.T, st []byte) []*event.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.RestoreMatching(st); err != nil {
+	if _, err := a.RestoreMatching(st); err != nil {
 		t.Fatal(err)
 	}
 	var out []*event.Event

@@ -129,15 +129,17 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	case len(decls) == 0:
 		// No aggregate here any more: the events held go to the rules at
 		// the coordinator's start (routeHeldOfNone).
-		err = a.RestoreMatching(st)
+		_, err = a.RestoreMatching(st)
 	case same:
 		err = a.Restore(st)
 	default:
 		// Other aggregates: the events held go on, the windows of the
 		// aggregates declared alike too, the others start empty (as in an
 		// embedded run).
-		j.logf("the velocity aggregates changed since checkpoint %d: in %s, the windows of those it did not have (or had declared otherwise) start empty; the events held go on", j.restored, name)
-		err = a.RestoreMatching(st)
+		var kept []bool
+		if kept, err = a.RestoreMatching(st); err == nil {
+			j.logf("the velocity aggregates changed since checkpoint %d: in %s, %s; the events held go on", j.restored, name, keptWindows(decls, kept))
+		}
 	}
 	if err != nil {
 		a.Close()
@@ -154,6 +156,36 @@ func (s *streamSource) addPartAgg(idx int, name string, fields []string, mask ui
 	s.paggIdx = append(s.paggIdx, idx)
 	slices.Sort(s.paggIdx)
 	return nil
+}
+
+// keptWindows says which of decls kept their windows at a restore with
+// other aggregates (kept, by declaration, as RestoreMatching says) and
+// which start empty: for the log.
+func keptWindows(decls []*rules.Aggregate, kept []bool) string {
+	var same, fresh []string
+	for i, d := range decls {
+		if kept[i] {
+			same = append(same, d.Name)
+		} else {
+			fresh = append(fresh, d.Name)
+		}
+	}
+	var says []string
+	say := func(names []string, one, many string) {
+		switch len(names) {
+		case 0:
+		case 1:
+			says = append(says, names[0]+" "+one)
+		default:
+			says = append(says, strings.Join(names, ", ")+" "+many)
+		}
+	}
+	say(same, "keeps its windows", "keep their windows")
+	say(fresh, "starts empty (new, or declared otherwise)", "start empty (new, or declared otherwise)")
+	if len(says) == 0 {
+		return "none is declared any more"
+	}
+	return strings.Join(says, ", ")
 }
 
 // rulesWatermark is the watermark the restored rules of the

@@ -283,13 +283,15 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 				// settleHeld, then routeHeldOfNone routes them).
 				if s.agg, err = runtime.NewAggregator(nil); err == nil {
 					s.aggNone = true
-					err = s.agg.RestoreMatching(m.Source.Aggregates)
+					_, err = s.agg.RestoreMatching(m.Source.Aggregates)
 				}
 			default:
 				// An aggregate declared alike keeps its windows; the
 				// others start empty, and count the events held.
-				j.logf("the velocity aggregates changed since checkpoint %d: the windows of those it did not have (or had declared otherwise) start empty; the events held go on", j.restored)
-				err = s.agg.RestoreMatching(m.Source.Aggregates)
+				var kept []bool
+				if kept, err = s.agg.RestoreMatching(m.Source.Aggregates); err == nil {
+					j.logf("the velocity aggregates changed since checkpoint %d: %s; the events held go on", j.restored, keptWindows(j.e.Aggregates(), kept))
+				}
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrRestore, err)

@@ -1017,7 +1017,10 @@ var errAggregatorState = errors.New("runtime: aggregator state does not decode")
 // Restore replaces the aggregator's state with one AppendBinary wrote (an
 // aggregator of the same specifications: a state that names other ones is
 // an error).
-func (a *Aggregator) Restore(b []byte) error { return a.restore(b, false) }
+func (a *Aggregator) Restore(b []byte) error {
+	_, err := a.restore(b, false)
+	return err
+}
 
 // RestoreMatching replaces the aggregator's state with one AppendBinary
 // wrote under other specifications: the watermark and the events held,
@@ -1025,32 +1028,34 @@ func (a *Aggregator) Restore(b []byte) error { return a.restore(b, false) }
 // spec the state does not name starts empty). A state of an earlier build
 // (format 1) names no spec: every window starts empty. No event held is
 // lost. (The events an Advance kept are restored kept, their values as
-// they were: a spec the state does not name has none in them.)
-func (a *Aggregator) RestoreMatching(b []byte) error { return a.restore(b, true) }
+// they were: a spec the state does not name has none in them.) kept
+// says, by spec, which took windows from the state.
+func (a *Aggregator) RestoreMatching(b []byte) (kept []bool, err error) { return a.restore(b, true) }
 
-func (a *Aggregator) restore(b []byte, matching bool) error {
+func (a *Aggregator) restore(b []byte, matching bool) ([]bool, error) {
 	d := event.Reader{B: b, Corrupt: errAggregatorState}
 	f := d.Uvarint()
 	if d.Err == nil && f > aggregatorFormat {
-		return state.LaterRecord("the aggregator's state", f, aggregatorFormat)
+		return nil, state.LaterRecord("the aggregator's state", f, aggregatorFormat)
 	}
 	if d.Err == nil && f < 1 {
-		return fmt.Errorf("runtime: aggregator state of format %d, this build reads 1 to %d", f, aggregatorFormat)
+		return nil, fmt.Errorf("runtime: aggregator state of format %d, this build reads 1 to %d", f, aggregatorFormat)
 	}
 	wm, n := d.Varint(), d.Count()
 	if d.Err != nil {
-		return d.Err
+		return nil, d.Err
 	}
 	fresh, err := NewAggregator(a.specs)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	kept := make([]bool, len(a.specs))
 	*a = *fresh
 	a.wm = event.Watermark(wm)
 	for range n {
 		ev, rest, err := event.DecodeEvent(d.B)
 		if err != nil {
-			return fmt.Errorf("%w: %v", errAggregatorState, err)
+			return nil, fmt.Errorf("%w: %v", errAggregatorState, err)
 		}
 		d.B = rest
 		a.arrival++
@@ -1062,7 +1067,7 @@ func (a *Aggregator) restore(b []byte, matching bool) error {
 		a.pending = append(a.pending, pendingEvent{ev: ev, arrival: a.arrival})
 	}
 	if f == 1 && matching {
-		return nil // its windows cannot be told apart
+		return kept, nil // its windows cannot be told apart
 	}
 	// The windows of each spec of the state, in order: those of the same
 	// specifications, or, matching, of the spec of the same name here.
@@ -1075,18 +1080,24 @@ func (a *Aggregator) restore(b []byte, matching bool) error {
 			case matching:
 				to = slices.IndexFunc(a.specs, func(s AggregateSpec) bool { return s.Name != "" && s.Name == name })
 			case si >= len(a.specs) || a.specs[si].Name != name:
-				return fmt.Errorf("runtime: the aggregator state holds the windows of aggregate %q, which the aggregator does not have there", name)
+				return nil, fmt.Errorf("runtime: the aggregator state holds the windows of aggregate %q, which the aggregator does not have there", name)
 			}
 		}
 		a.restoreWindows(&d, to)
+		if to >= 0 {
+			kept[to] = true
+		}
 	}
 	if d.Err == nil && !matching && si != len(a.specs) {
-		return fmt.Errorf("runtime: the aggregator state holds the windows of %d aggregates, the aggregator has %d", si, len(a.specs))
+		return nil, fmt.Errorf("runtime: the aggregator state holds the windows of %d aggregates, the aggregator has %d", si, len(a.specs))
 	}
 	if d.Err == nil && len(d.B) != 0 {
-		return fmt.Errorf("%w: %d bytes after the state", errAggregatorState, len(d.B))
+		return nil, fmt.Errorf("%w: %d bytes after the state", errAggregatorState, len(d.B))
 	}
-	return d.Err
+	if d.Err != nil {
+		return nil, d.Err
+	}
+	return kept, nil
 }
 
 // restoreWindows reads one spec's windows from d into spec si (-1: read

@@ -1268,7 +1268,7 @@ type Aggregation interface {
 	HotKeys() []int
 	AppendBinary(b []byte) []byte
 	Restore(b []byte) error
-	RestoreMatching(b []byte) error
+	RestoreMatching(b []byte) (kept []bool, err error)
 	EachHeld(f func(ev *event.Event) (keep bool))
 	// Close stops the goroutines of a ParallelAggregator (nothing for an
 	// Aggregator); the aggregation must not be used after.
@@ -1320,10 +1320,15 @@ func (a *ParallelAggregator) AppendBinary(b []byte) []byte { return a.serial().A
 
 // Restore is Aggregator.Restore: every key's window goes to its partial
 // of salt 0 (no key is hot until a release says so again).
-func (a *ParallelAggregator) Restore(b []byte) error { return a.restore(b, false) }
+func (a *ParallelAggregator) Restore(b []byte) error {
+	_, err := a.restore(b, false)
+	return err
+}
 
 // RestoreMatching is Aggregator.RestoreMatching.
-func (a *ParallelAggregator) RestoreMatching(b []byte) error { return a.restore(b, true) }
+func (a *ParallelAggregator) RestoreMatching(b []byte) (kept []bool, err error) {
+	return a.restore(b, true)
+}
 
 // EachHeld is Aggregator.EachHeld.
 func (a *ParallelAggregator) EachHeld(f func(ev *event.Event) (keep bool)) {
@@ -1331,17 +1336,18 @@ func (a *ParallelAggregator) EachHeld(f func(ev *event.Event) (keep bool)) {
 	keepIf(&a.kept, f)
 }
 
-func (a *ParallelAggregator) restore(b []byte, matching bool) error {
+func (a *ParallelAggregator) restore(b []byte, matching bool) ([]bool, error) {
 	s, err := NewAggregator(a.specs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.restore(b, matching); err != nil {
-		return err
+	kept, err := s.restore(b, matching)
+	if err != nil {
+		return nil, err
 	}
 	fresh, err := NewParallelAggregator(a.specs, len(a.workers), a.salts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fresh.hotShare, fresh.hotMin, fresh.seed = a.hotShare, a.hotMin, a.seed
 	fresh.crew = a.crew // a's goroutines, stopped by a's cleanup (fresh's stops its unused crew)
@@ -1358,7 +1364,7 @@ func (a *ParallelAggregator) restore(b []byte, matching bool) error {
 			a.workers[a.workerOf(h, 0)].partials[si].add(h, partialKey{key: k}).aggWindow = *win
 		}
 	}
-	return nil
+	return kept, nil
 }
 
 // The crew's waits: a goroutine waiting for the next task (or the caller

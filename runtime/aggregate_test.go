@@ -715,7 +715,7 @@ func namedAggSpecs() []AggregateSpec {
 // TestAggregatorRestoreMatching: a state restored into an aggregator of
 // other specifications (a restart whose rules changed the aggregates)
 // gives each spec the windows of the spec of its name, whatever its
-// place, and starts the others empty, counting the events held; the
+// place (and says which did), and starts the others empty, counting the events held; the
 // events held that EachHeld drops are never released nor counted. Serial
 // and parallel, into one another.
 func TestAggregatorRestoreMatching(t *testing.T) {
@@ -759,8 +759,14 @@ func TestAggregatorRestoreMatching(t *testing.T) {
 				t.Errorf("seed %d: a state of other aggregates restored as the same ones", seed)
 			}
 			a := newAgg(specs, !parallel)
-			if err := a.RestoreMatching(st); err != nil {
+			kept, err := a.RestoreMatching(st)
+			if err != nil {
 				t.Fatal(err)
+			}
+			for j := range specs {
+				if want := (len(specs)-1-j)%2 == 0; kept[j] != want {
+					t.Errorf("seed %d: spec %d (%s) kept its windows %v, want %v", seed, j, specs[j].Name, kept[j], want)
+				}
 			}
 			switch a := a.(type) {
 			case *Aggregator:
@@ -836,7 +842,11 @@ func TestAggregatorFormat1(t *testing.T) {
 			}
 			v1 := prev.appendState(nil, 1)
 			if matching {
-				err = a.RestoreMatching(v1)
+				var kept []bool
+				kept, err = a.RestoreMatching(v1)
+				if slices.Contains(kept, true) {
+					t.Errorf("a state of format 1 (no names) kept windows %v", kept)
+				}
 			} else {
 				err = a.Restore(v1)
 			}
@@ -869,7 +879,11 @@ func TestAggregatorLaterFormat(t *testing.T) {
 	specs := namedAggSpecs()
 	later := mustAggregator(t, specs).appendState(nil, aggregatorFormat+1)
 	want := fmt.Sprintf("the aggregator's state of version %d, this build reads up to %d", aggregatorFormat+1, aggregatorFormat)
-	for _, restore := range []func([]byte) error{mustAggregator(t, specs).Restore, mustAggregator(t, specs).RestoreMatching} {
+	matching := func(b []byte) error {
+		_, err := mustAggregator(t, specs).RestoreMatching(b)
+		return err
+	}
+	for _, restore := range []func([]byte) error{mustAggregator(t, specs).Restore, matching} {
 		if err := restore(later); !errors.Is(err, state.ErrCheckpointVersion) || !strings.Contains(err.Error(), want) {
 			t.Errorf("restore of format %d: %v, want a later build's state", aggregatorFormat+1, err)
 		}
