@@ -27,8 +27,12 @@ keys held, queued events, then each rule's alerts (with a timeout block,
 how many of them timed out), condition errors, emit errors, events and
 partial matches dropped at the limits, and events without key; the rules
 of an earlier version that the active one has not (removed, or of
-another severity now), with their last figures; and each input
-partition's watermark. When a shadow version runs
+another severity now), with their last figures; each input
+partition's watermark; each lookup's figures (keys from the cache and
+from the source, requests, failures, events given the defaults or sent
+to the dead letters, the last error) and each velocity aggregate's
+(keys with events in their window, events dropped at a key's bound,
+hot keys), counted since the process started. When a shadow version runs
 (cepheus rules deploy -shadow), its hash and, for each of its rules, the
 alerts of the active rule of its name and of the shadow rule since the
 shadow was deployed, the matches both raised (overlap), and those only
@@ -135,6 +139,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, p := range st.GetPartitions() {
 		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), watermarkText(event.Time(p.GetWatermarkUnixMs())))
 	}
+	printStatusFigures(stdout, control.StatusLookups(st), control.StatusAggregates(st))
 	if st.GetShadowVersion() != "" {
 		fmt.Fprintf(stdout, "shadow version %.12s, compared with the active rules of the same names since its deploy:\n", st.GetShadowVersion())
 		fmt.Fprintf(stdout, "  %-28s %8s %8s %8s %11s %11s\n", "rule", "active", "shadow", "overlap", "only-active", "only-shadow")
@@ -143,6 +148,18 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return nil
+}
+
+// printStatusFigures prints status's lines of the lookups (as run's
+// summary gives them) and of the velocity aggregates.
+func printStatusFigures(w io.Writer, lookups []cep.LookupStats, aggs []cep.AggregateStats) {
+	for _, l := range lookups {
+		fmt.Fprintf(w, "  %s\n", lookupText(l))
+	}
+	for _, a := range aggs {
+		fmt.Fprintf(w, "  aggregate %s: %s with events in their window, %s dropped at the bound, %s hot\n",
+			a.Name, plural(int64(a.Keys), "key", "keys"), plural(int64(a.Dropped), "event", "events"), plural(int64(a.HotKeys), "key", "keys"))
+	}
 }
 
 // ruleStatus is a rule's figures in the Status answer (the control API's

@@ -255,19 +255,23 @@ func userErr(err error) error { return &userError{msg: stripPrefixes(err.Error()
 // printLookupSummary prints each lookup's counters.
 func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
 	for _, l := range ls {
-		if !l.Bound {
-			fmt.Fprintf(w, "%s: lookup %s: unbound, every event got its defaults\n", cmd, l.Name)
-			continue
-		}
-		unreadable := ""
-		if l.Unreadable > 0 {
-			unreadable = ", " + humanize.Int(int64(l.Unreadable)) + " that did not read"
-		}
-		fmt.Fprintf(w, "%s: lookup %s: %s from the cache (%.1f%%), %s looked up at the source (%s without a record%s) in %s; %s failed (%s): %s with the defaults, %s%s\n",
-			cmd, l.Name, plural(int64(l.Hits), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)), unreadable,
-			plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.Failures)), plural(int64(l.Timeouts), "timeout", "timeouts"),
-			plural(int64(l.Defaulted), "event", "events"), plural(int64(l.Rejected), "dead letter", "dead letters"), lastError(l))
+		fmt.Fprintf(w, "%s: %s\n", cmd, lookupText(l))
 	}
+}
+
+// lookupText is a lookup's figures, as a summary and status give them.
+func lookupText(l cep.LookupStats) string {
+	if !l.Bound {
+		return fmt.Sprintf("lookup %s: unbound, every event got its defaults", l.Name)
+	}
+	unreadable := ""
+	if l.Unreadable > 0 {
+		unreadable = ", " + humanize.Int(int64(l.Unreadable)) + " that did not read"
+	}
+	return fmt.Sprintf("lookup %s: %s from the cache (%.1f%%), %s looked up at the source (%s without a record%s) in %s; %s failed (%s): %s with the defaults, %s%s",
+		l.Name, plural(int64(l.Hits), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)), unreadable,
+		plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.Failures)), plural(int64(l.Timeouts), "timeout", "timeouts"),
+		plural(int64(l.Defaulted), "event", "events"), plural(int64(l.Rejected), "dead letter", "dead letters"), lastError(l))
 }
 
 // lastError is what a summary's lookup line ends with when requests of

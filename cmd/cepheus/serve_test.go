@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,17 +26,21 @@ import (
 )
 
 // TestServe runs cepheus serve over a followed file of generated events
-// with -http on a free port: it says where it serves, /readyz turns 200
-// once the job reads, /metrics counts the events and the alerts by rule,
-// and SIGTERM stops it with a final checkpoint and exit 0.
+// (its lookup bound to the generated profiles) with -http on a free port:
+// it says where it serves, /readyz turns 200 once the job reads, /metrics
+// counts the events and the alerts by rule, cepheus status shows the
+// figures (the lookup's too), and SIGTERM stops it with a final
+// checkpoint and exit 0.
 func TestServe(t *testing.T) {
 	bin := buildCepheus(t)
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events.jsonl")
-	if out, err := exec.Command(bin, "gen", "-days", "1", "-events-per-day", "20000", "-history-days", "0", "-scenarios", "card_testing,velocity_burst", "-o", events).CombinedOutput(); err != nil {
+	profiles := filepath.Join(dir, "profiles")
+	if out, err := exec.Command(bin, "gen", "-days", "1", "-events-per-day", "20000", "-history-days", "0", "-scenarios", "card_testing,velocity_burst", "-o", events, "-profiles", profiles).CombinedOutput(); err != nil {
 		t.Fatalf("cepheus gen: %v\n%s", err, out)
 	}
 	c := startChild(t, bin, []string{"serve", "-rules", "../../rulesets/cards.cep", "-events", events, "-follow",
+		"-lookup", "customer=file:" + filepath.Join(profiles, "customer.jsonl"),
 		"-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0",
 		"-grpc", "127.0.0.1:0", "-checkpoint-interval", "200ms", "-progress", "500ms", "-log-format", "json"}, "")
 	defer func() {
@@ -98,6 +103,9 @@ func TestServe(t *testing.T) {
 	code, out, errOut := cepheus(t, "status", "-server", m[1])
 	if code != 0 || !strings.Contains(out, ": ready, ruleset cards") || !strings.Contains(out, "events "+humanize.Int(int64(lines))+",") || !strings.Contains(out, "rule card_testing") {
 		t.Errorf("cepheus status: exit %d\n%s%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`\n  lookup customer: [0-9,]+ keys? from the cache \([0-9.]+%\), [1-9][0-9,]* looked up at the source \(`).MatchString(out) {
+		t.Errorf("cepheus status does not show the lookup's figures:\n%s", out)
 	}
 	if code, out, errOut := cepheus(t, "rules", "validate", "-server", m[1], "../../rulesets/cards.cep"); code != 0 || !strings.Contains(out, "ruleset cards version") {
 		t.Errorf("cepheus rules validate of cards.cep: exit %d\n%s%s", code, out, errOut)
@@ -168,8 +176,8 @@ func TestServe(t *testing.T) {
 		want = append(want, r.Name)
 	}
 	if !slices.Equal(ruleNames, want) || total <= 0 || ruleAlerts != total ||
-		!slices.Equal(lookups, []string{"customer bound=false"}) {
-		t.Errorf("serve's end: rule summaries %q (want %q), their alerts %d, the total %d; lookups %q (want customer unbound)",
+		!slices.Equal(lookups, []string{"customer bound=true"}) {
+		t.Errorf("serve's end: rule summaries %q (want %q), their alerts %d, the total %d; lookups %q (want customer bound)",
 			ruleNames, want, ruleAlerts, total, lookups)
 	}
 }
@@ -340,6 +348,27 @@ func TestStatusHeader(t *testing.T) {
 	} {
 		if got := statusHeader("s", c.ready, c.standby, c.ruleset, c.version); got != c.want {
 			t.Errorf("statusHeader(%v, %v, %q, %q) =\n%s\nwant\n%s", c.ready, c.standby, c.ruleset, c.version, got, c.want)
+		}
+	}
+}
+
+// TestStatusLookupsAggregates: status prints each lookup's figures as
+// run's summary does, and each velocity aggregate's (it printed neither).
+func TestStatusLookupsAggregates(t *testing.T) {
+	var b bytes.Buffer
+	customer := cep.LookupStats{Name: "customer", Bound: true}
+	customer.Hits, customer.Misses, customer.NotFound, customer.Requests, customer.Failures, customer.Timeouts, customer.Defaulted =
+		90, 10, 2, 4, 1, 1, 5
+	customer.LastError = "no answer within 250ms"
+	b.WriteString("\n")
+	printStatusFigures(&b, []cep.LookupStats{customer, {Name: "device"}}, []cep.AggregateStats{{Name: "merchant_cards", Keys: 12, Dropped: 3, HotKeys: 1}})
+	for _, want := range []string{
+		"\n  lookup customer: 90 keys from the cache (90.0%), 10 looked up at the source (2 without a record) in 4 requests; 1 failed (1 timeout): 5 events with the defaults, 0 dead letters; last error: no answer within 250ms\n",
+		"\n  lookup device: unbound, every event got its defaults\n",
+		"\n  aggregate merchant_cards: 12 keys with events in their window, 3 events dropped at the bound, 1 key hot\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -197,10 +197,44 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 	for name, wm := range sn.PartitionWatermarks {
 		resp.Partitions = append(resp.Partitions, &cepheusv1.PartitionStatus{Partition: name, WatermarkUnixMs: wm})
 	}
+	for _, l := range sn.Lookups {
+		resp.Lookups = append(resp.Lookups, &cepheusv1.LookupStatus{
+			Name: l.Name, Bound: l.Bound, Hits: l.Hits, Misses: l.Misses, NotFound: l.NotFound, Unreadable: l.Unreadable,
+			Requests: l.Requests, Failures: l.Failures, Timeouts: l.Timeouts, Defaulted: l.Defaulted, Rejected: l.Rejected,
+			LastError: l.LastError,
+		})
+	}
+	for _, a := range sn.Aggregates {
+		resp.Aggregates = append(resp.Aggregates, &cepheusv1.AggregateStatus{Name: a.Name, Keys: int64(a.Keys), Dropped: a.Dropped, HotKeys: int64(a.HotKeys)})
+	}
 	slices.SortFunc(resp.Partitions, func(a, b *cepheusv1.PartitionStatus) int {
 		return comparePartitions(a.GetPartition(), b.GetPartition())
 	})
 	return resp
+}
+
+// StatusLookups returns the lookups' counters of a Status answer, as the
+// job's monitor has them (but their latency histograms).
+func StatusLookups(st *cepheusv1.StatusResponse) []cep.LookupStats {
+	var out []cep.LookupStats
+	for _, l := range st.GetLookups() {
+		s := cep.LookupStats{Name: l.GetName(), Bound: l.GetBound()}
+		s.Hits, s.Misses, s.NotFound, s.Unreadable = l.GetHits(), l.GetMisses(), l.GetNotFound(), l.GetUnreadable()
+		s.Requests, s.Failures, s.Timeouts = l.GetRequests(), l.GetFailures(), l.GetTimeouts()
+		s.Defaulted, s.Rejected, s.LastError = l.GetDefaulted(), l.GetRejected(), l.GetLastError()
+		out = append(out, s)
+	}
+	return out
+}
+
+// StatusAggregates returns the velocity aggregates' figures of a Status
+// answer, as the job's monitor has them.
+func StatusAggregates(st *cepheusv1.StatusResponse) []cep.AggregateStats {
+	var out []cep.AggregateStats
+	for _, a := range st.GetAggregates() {
+		out = append(out, cep.AggregateStats{Name: a.GetName(), Keys: int(a.GetKeys()), Dropped: a.GetDropped(), HotKeys: int(a.GetHotKeys())})
+	}
+	return out
 }
 
 // ruleStatus is a rule's counters as Status has them.

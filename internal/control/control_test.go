@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 const testRules = `
@@ -396,6 +398,40 @@ func TestStatusTimedOut(t *testing.T) {
 	if len(rs) != 2 || rs[0].GetAlerts() != 7 || rs[0].GetTimedOut() != 3 || rs[0].GetTimeoutSeverity() != "low" ||
 		rs[1].GetTimedOut() != 0 || rs[1].GetTimeoutSeverity() != "" {
 		t.Errorf("status rules: %v", rs)
+	}
+}
+
+// TestStatusLookupsAggregates: Status has each lookup's counters and each
+// velocity aggregate's figures, in declaration order (it had none: only
+// the metrics and the run summary showed them), and StatusLookups and
+// StatusAggregates give them back as the monitor had them.
+func TestStatusLookupsAggregates(t *testing.T) {
+	customer := cep.LookupStats{Name: "customer", Bound: true}
+	customer.Hits, customer.Misses, customer.NotFound, customer.Unreadable, customer.Requests = 90, 10, 2, 1, 4
+	customer.Failures, customer.Timeouts, customer.Defaulted, customer.Rejected = 3, 1, 5, 6
+	customer.LastError = "no answer within 250ms"
+	sn := cep.MonitorSnapshot{
+		Lookups:    []cep.LookupStats{customer, {Name: "device"}},
+		Aggregates: []cep.AggregateStats{{Name: "merchant_cards", Keys: 12, Dropped: 3, HotKeys: 1}, {Name: "card_spend", Keys: 40}},
+	}
+	st := statusOf(sn)
+	want := []*cepheusv1.LookupStatus{
+		{Name: "customer", Bound: true, Hits: 90, Misses: 10, NotFound: 2, Unreadable: 1, Requests: 4, Failures: 3, Timeouts: 1,
+			Defaulted: 5, Rejected: 6, LastError: "no answer within 250ms"},
+		{Name: "device"},
+	}
+	if got := st.GetLookups(); len(got) != len(want) || !proto.Equal(got[0], want[0]) || !proto.Equal(got[1], want[1]) {
+		t.Errorf("status lookups: %v, want %v", got, want)
+	}
+	wantAggs := []*cepheusv1.AggregateStatus{{Name: "merchant_cards", Keys: 12, Dropped: 3, HotKeys: 1}, {Name: "card_spend", Keys: 40}}
+	if got := st.GetAggregates(); len(got) != len(wantAggs) || !proto.Equal(got[0], wantAggs[0]) || !proto.Equal(got[1], wantAggs[1]) {
+		t.Errorf("status aggregates: %v, want %v", got, wantAggs)
+	}
+	if got := StatusLookups(st); !reflect.DeepEqual(got, sn.Lookups) {
+		t.Errorf("StatusLookups = %+v, want %+v", got, sn.Lookups)
+	}
+	if got := StatusAggregates(st); !reflect.DeepEqual(got, sn.Aggregates) {
+		t.Errorf("StatusAggregates = %+v, want %+v", got, sn.Aggregates)
 	}
 }
 

@@ -471,7 +471,12 @@ type StatusResponse struct {
 	// standby: the instance reads no partition of its Kafka group (more
 	// instances than partitions, or its partitions went to another); it
 	// runs no job, and takes partitions over when the group gives it some.
-	Standby       bool `protobuf:"varint,21,opt,name=standby,proto3" json:"standby,omitempty"`
+	Standby bool `protobuf:"varint,21,opt,name=standby,proto3" json:"standby,omitempty"`
+	// lookups are the counters of the job's lookups in this process, in
+	// declaration order (docs/rules.md, "Lookups"); aggregates the figures
+	// of its velocity aggregates.
+	Lookups       []*LookupStatus    `protobuf:"bytes,22,rep,name=lookups,proto3" json:"lookups,omitempty"`
+	Aggregates    []*AggregateStatus `protobuf:"bytes,23,rep,name=aggregates,proto3" json:"aggregates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -653,6 +658,235 @@ func (x *StatusResponse) GetStandby() bool {
 	return false
 }
 
+func (x *StatusResponse) GetLookups() []*LookupStatus {
+	if x != nil {
+		return x.Lookups
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetAggregates() []*AggregateStatus {
+	if x != nil {
+		return x.Aggregates
+	}
+	return nil
+}
+
+// LookupStatus is a lookup's counters in this process (the run summary's
+// and the metrics' figures). bound: a -lookup gives it a source (an
+// unbound one gives every event its defaults, and counts nothing).
+type LookupStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Bound bool                   `protobuf:"varint,2,opt,name=bound,proto3" json:"bound,omitempty"`
+	// hits are keys served by the cache, misses keys looked up at the
+	// source, not_found those the source had no record for, unreadable
+	// those whose record did not read.
+	Hits       uint64 `protobuf:"varint,3,opt,name=hits,proto3" json:"hits,omitempty"`
+	Misses     uint64 `protobuf:"varint,4,opt,name=misses,proto3" json:"misses,omitempty"`
+	NotFound   uint64 `protobuf:"varint,5,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	Unreadable uint64 `protobuf:"varint,6,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
+	// requests are the attempts sent to the source, failures those that
+	// failed (timeouts those of them that timed out).
+	Requests uint64 `protobuf:"varint,7,opt,name=requests,proto3" json:"requests,omitempty"`
+	Failures uint64 `protobuf:"varint,8,opt,name=failures,proto3" json:"failures,omitempty"`
+	Timeouts uint64 `protobuf:"varint,9,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
+	// defaulted are events given the defaults (fail open), rejected events
+	// sent to the dead letters (fail closed), their request failed.
+	Defaulted uint64 `protobuf:"varint,10,opt,name=defaulted,proto3" json:"defaulted,omitempty"`
+	Rejected  uint64 `protobuf:"varint,11,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	// last_error is why the latest failed attempt failed ("" while none
+	// did); never a password.
+	LastError     string `protobuf:"bytes,12,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupStatus) Reset() {
+	*x = LookupStatus{}
+	mi := &file_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupStatus) ProtoMessage() {}
+
+func (x *LookupStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupStatus.ProtoReflect.Descriptor instead.
+func (*LookupStatus) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LookupStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LookupStatus) GetBound() bool {
+	if x != nil {
+		return x.Bound
+	}
+	return false
+}
+
+func (x *LookupStatus) GetHits() uint64 {
+	if x != nil {
+		return x.Hits
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetMisses() uint64 {
+	if x != nil {
+		return x.Misses
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetNotFound() uint64 {
+	if x != nil {
+		return x.NotFound
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetUnreadable() uint64 {
+	if x != nil {
+		return x.Unreadable
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetFailures() uint64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetTimeouts() uint64 {
+	if x != nil {
+		return x.Timeouts
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetDefaulted() uint64 {
+	if x != nil {
+		return x.Defaulted
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetRejected() uint64 {
+	if x != nil {
+		return x.Rejected
+	}
+	return 0
+}
+
+func (x *LookupStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+// AggregateStatus is a velocity aggregate's figures: keys whose window
+// holds an event at the watermark, events dropped at a key's bound, keys
+// hot now (the metric of skew).
+type AggregateStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Keys          int64                  `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	Dropped       uint64                 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	HotKeys       int64                  `protobuf:"varint,4,opt,name=hot_keys,json=hotKeys,proto3" json:"hot_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AggregateStatus) Reset() {
+	*x = AggregateStatus{}
+	mi := &file_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AggregateStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AggregateStatus) ProtoMessage() {}
+
+func (x *AggregateStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AggregateStatus.ProtoReflect.Descriptor instead.
+func (*AggregateStatus) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AggregateStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AggregateStatus) GetKeys() int64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *AggregateStatus) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *AggregateStatus) GetHotKeys() int64 {
+	if x != nil {
+		return x.HotKeys
+	}
+	return 0
+}
+
 // ShadowRuleStatus compares a rule of the shadow version with the active
 // rule of its name (none: active is 0) since the shadow was deployed.
 type ShadowRuleStatus struct {
@@ -672,7 +906,7 @@ type ShadowRuleStatus struct {
 
 func (x *ShadowRuleStatus) Reset() {
 	*x = ShadowRuleStatus{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +918,7 @@ func (x *ShadowRuleStatus) String() string {
 func (*ShadowRuleStatus) ProtoMessage() {}
 
 func (x *ShadowRuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +931,7 @@ func (x *ShadowRuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShadowRuleStatus.ProtoReflect.Descriptor instead.
 func (*ShadowRuleStatus) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShadowRuleStatus) GetRule() string {
@@ -750,7 +984,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +996,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1009,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 type TriggerCheckpointResponse struct {
@@ -787,7 +1021,7 @@ type TriggerCheckpointResponse struct {
 
 func (x *TriggerCheckpointResponse) Reset() {
 	*x = TriggerCheckpointResponse{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1033,7 @@ func (x *TriggerCheckpointResponse) String() string {
 func (*TriggerCheckpointResponse) ProtoMessage() {}
 
 func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1046,7 @@ func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TriggerCheckpointResponse) GetCheckpoint() int64 {
@@ -849,7 +1083,7 @@ type DeployRequest struct {
 
 func (x *DeployRequest) Reset() {
 	*x = DeployRequest{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1095,7 @@ func (x *DeployRequest) String() string {
 func (*DeployRequest) ProtoMessage() {}
 
 func (x *DeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1108,7 @@ func (x *DeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRequest.ProtoReflect.Descriptor instead.
 func (*DeployRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeployRequest) GetName() string {
@@ -953,7 +1187,7 @@ type DeployResponse struct {
 
 func (x *DeployResponse) Reset() {
 	*x = DeployResponse{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1199,7 @@ func (x *DeployResponse) String() string {
 func (*DeployResponse) ProtoMessage() {}
 
 func (x *DeployResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1212,7 @@ func (x *DeployResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployResponse.ProtoReflect.Descriptor instead.
 func (*DeployResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeployResponse) GetOk() bool {
@@ -1094,7 +1328,7 @@ type ListVersionsRequest struct {
 
 func (x *ListVersionsRequest) Reset() {
 	*x = ListVersionsRequest{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1340,7 @@ func (x *ListVersionsRequest) String() string {
 func (*ListVersionsRequest) ProtoMessage() {}
 
 func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1353,7 @@ func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 type VersionInfo struct {
@@ -1143,7 +1377,7 @@ type VersionInfo struct {
 
 func (x *VersionInfo) Reset() {
 	*x = VersionInfo{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1389,7 @@ func (x *VersionInfo) String() string {
 func (*VersionInfo) ProtoMessage() {}
 
 func (x *VersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1402,7 @@ func (x *VersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionInfo.ProtoReflect.Descriptor instead.
 func (*VersionInfo) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VersionInfo) GetRuleset() string {
@@ -1224,7 +1458,7 @@ type ListVersionsResponse struct {
 
 func (x *ListVersionsResponse) Reset() {
 	*x = ListVersionsResponse{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1470,7 @@ func (x *ListVersionsResponse) String() string {
 func (*ListVersionsResponse) ProtoMessage() {}
 
 func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1483,7 @@ func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListVersionsResponse) GetVersions() []*VersionInfo {
@@ -1273,7 +1507,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1519,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1532,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RollbackRequest) GetDropChanged() bool {
@@ -1328,7 +1562,7 @@ type PromoteRequest struct {
 
 func (x *PromoteRequest) Reset() {
 	*x = PromoteRequest{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1574,7 @@ func (x *PromoteRequest) String() string {
 func (*PromoteRequest) ProtoMessage() {}
 
 func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1587,7 @@ func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
 func (*PromoteRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PromoteRequest) GetDropChanged() bool {
@@ -1406,7 +1640,7 @@ const file_control_proto_rawDesc = "" +
 	"\x06no_key\x18\t \x01(\x03R\x05noKey\"[\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\tR\tpartition\x12*\n" +
-	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xfb\x05\n" +
+	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xec\x06\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aruleset\x18\x02 \x01(\tR\aruleset\x12\x18\n" +
@@ -1431,7 +1665,33 @@ const file_control_proto_rawDesc = "" +
 	"\x0eshadow_version\x18\x12 \x01(\tR\rshadowVersion\x124\n" +
 	"\x06shadow\x18\x13 \x03(\v2\x1c.cepheus.v1.ShadowRuleStatusR\x06shadow\x12.\n" +
 	"\x06former\x18\x14 \x03(\v2\x16.cepheus.v1.RuleStatusR\x06former\x12\x18\n" +
-	"\astandby\x18\x15 \x01(\bR\astandby\"\xb2\x01\n" +
+	"\astandby\x18\x15 \x01(\bR\astandby\x122\n" +
+	"\alookups\x18\x16 \x03(\v2\x18.cepheus.v1.LookupStatusR\alookups\x12;\n" +
+	"\n" +
+	"aggregates\x18\x17 \x03(\v2\x1b.cepheus.v1.AggregateStatusR\n" +
+	"aggregates\"\xce\x02\n" +
+	"\fLookupStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05bound\x18\x02 \x01(\bR\x05bound\x12\x12\n" +
+	"\x04hits\x18\x03 \x01(\x04R\x04hits\x12\x16\n" +
+	"\x06misses\x18\x04 \x01(\x04R\x06misses\x12\x1b\n" +
+	"\tnot_found\x18\x05 \x01(\x04R\bnotFound\x12\x1e\n" +
+	"\n" +
+	"unreadable\x18\x06 \x01(\x04R\n" +
+	"unreadable\x12\x1a\n" +
+	"\brequests\x18\a \x01(\x04R\brequests\x12\x1a\n" +
+	"\bfailures\x18\b \x01(\x04R\bfailures\x12\x1a\n" +
+	"\btimeouts\x18\t \x01(\x04R\btimeouts\x12\x1c\n" +
+	"\tdefaulted\x18\n" +
+	" \x01(\x04R\tdefaulted\x12\x1a\n" +
+	"\brejected\x18\v \x01(\x04R\brejected\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\f \x01(\tR\tlastError\"n\n" +
+	"\x0fAggregateStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\x03R\x04keys\x12\x18\n" +
+	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x19\n" +
+	"\bhot_keys\x18\x04 \x01(\x03R\ahotKeys\"\xb2\x01\n" +
 	"\x10ShadowRuleStatus\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06active\x18\x02 \x01(\x03R\x06active\x12\x16\n" +
@@ -1508,7 +1768,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_control_proto_goTypes = []any{
 	(*ValidateRequest)(nil),           // 0: cepheus.v1.ValidateRequest
 	(*Problem)(nil),                   // 1: cepheus.v1.Problem
@@ -1517,46 +1777,50 @@ var file_control_proto_goTypes = []any{
 	(*RuleStatus)(nil),                // 4: cepheus.v1.RuleStatus
 	(*PartitionStatus)(nil),           // 5: cepheus.v1.PartitionStatus
 	(*StatusResponse)(nil),            // 6: cepheus.v1.StatusResponse
-	(*ShadowRuleStatus)(nil),          // 7: cepheus.v1.ShadowRuleStatus
-	(*TriggerCheckpointRequest)(nil),  // 8: cepheus.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil), // 9: cepheus.v1.TriggerCheckpointResponse
-	(*DeployRequest)(nil),             // 10: cepheus.v1.DeployRequest
-	(*DeployResponse)(nil),            // 11: cepheus.v1.DeployResponse
-	(*ListVersionsRequest)(nil),       // 12: cepheus.v1.ListVersionsRequest
-	(*VersionInfo)(nil),               // 13: cepheus.v1.VersionInfo
-	(*ListVersionsResponse)(nil),      // 14: cepheus.v1.ListVersionsResponse
-	(*RollbackRequest)(nil),           // 15: cepheus.v1.RollbackRequest
-	(*PromoteRequest)(nil),            // 16: cepheus.v1.PromoteRequest
+	(*LookupStatus)(nil),              // 7: cepheus.v1.LookupStatus
+	(*AggregateStatus)(nil),           // 8: cepheus.v1.AggregateStatus
+	(*ShadowRuleStatus)(nil),          // 9: cepheus.v1.ShadowRuleStatus
+	(*TriggerCheckpointRequest)(nil),  // 10: cepheus.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil), // 11: cepheus.v1.TriggerCheckpointResponse
+	(*DeployRequest)(nil),             // 12: cepheus.v1.DeployRequest
+	(*DeployResponse)(nil),            // 13: cepheus.v1.DeployResponse
+	(*ListVersionsRequest)(nil),       // 14: cepheus.v1.ListVersionsRequest
+	(*VersionInfo)(nil),               // 15: cepheus.v1.VersionInfo
+	(*ListVersionsResponse)(nil),      // 16: cepheus.v1.ListVersionsResponse
+	(*RollbackRequest)(nil),           // 17: cepheus.v1.RollbackRequest
+	(*PromoteRequest)(nil),            // 18: cepheus.v1.PromoteRequest
 }
 var file_control_proto_depIdxs = []int32{
 	1,  // 0: cepheus.v1.ValidateResponse.problems:type_name -> cepheus.v1.Problem
 	1,  // 1: cepheus.v1.ValidateResponse.warnings:type_name -> cepheus.v1.Problem
 	4,  // 2: cepheus.v1.StatusResponse.rules:type_name -> cepheus.v1.RuleStatus
 	5,  // 3: cepheus.v1.StatusResponse.partitions:type_name -> cepheus.v1.PartitionStatus
-	7,  // 4: cepheus.v1.StatusResponse.shadow:type_name -> cepheus.v1.ShadowRuleStatus
+	9,  // 4: cepheus.v1.StatusResponse.shadow:type_name -> cepheus.v1.ShadowRuleStatus
 	4,  // 5: cepheus.v1.StatusResponse.former:type_name -> cepheus.v1.RuleStatus
-	1,  // 6: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
-	1,  // 7: cepheus.v1.DeployResponse.warnings:type_name -> cepheus.v1.Problem
-	13, // 8: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
-	0,  // 9: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
-	3,  // 10: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
-	8,  // 11: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
-	10, // 12: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
-	12, // 13: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
-	15, // 14: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
-	16, // 15: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
-	2,  // 16: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
-	6,  // 17: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
-	9,  // 18: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
-	11, // 19: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
-	14, // 20: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
-	11, // 21: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
-	11, // 22: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
-	16, // [16:23] is the sub-list for method output_type
-	9,  // [9:16] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	7,  // 6: cepheus.v1.StatusResponse.lookups:type_name -> cepheus.v1.LookupStatus
+	8,  // 7: cepheus.v1.StatusResponse.aggregates:type_name -> cepheus.v1.AggregateStatus
+	1,  // 8: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
+	1,  // 9: cepheus.v1.DeployResponse.warnings:type_name -> cepheus.v1.Problem
+	15, // 10: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
+	0,  // 11: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
+	3,  // 12: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
+	10, // 13: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
+	12, // 14: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
+	14, // 15: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
+	17, // 16: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
+	18, // 17: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
+	2,  // 18: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
+	6,  // 19: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
+	11, // 20: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
+	13, // 21: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
+	16, // 22: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
+	13, // 23: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
+	13, // 24: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1570,7 +1834,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
