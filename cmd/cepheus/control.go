@@ -28,7 +28,8 @@ how many of them timed out), condition errors, emit errors, events and
 partial matches dropped at the limits, and events without key; the rules
 of an earlier version that the active one has not (removed, or of
 another severity now), with their last figures; each input
-partition's watermark; each lookup's figures (keys from the cache and
+partition's watermark, whether it is idle, and a Kafka partition's lag;
+each lookup's figures (keys from the cache and
 from the source, requests, failures, events given the defaults or sent
 to the dead letters, the last error) and each velocity aggregate's
 (keys with events in their window, events dropped at a key's bound,
@@ -137,7 +138,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stdout, ruleLine(r, true))
 	}
 	for _, p := range st.GetPartitions() {
-		fmt.Fprintf(stdout, "  partition %s watermark %s\n", p.GetPartition(), watermarkText(event.Time(p.GetWatermarkUnixMs())))
+		fmt.Fprintln(stdout, partitionLine(p.GetPartition(), p.GetWatermarkUnixMs(), p.GetIdle(), p.Lag))
 	}
 	printStatusFigures(stdout, control.StatusLookups(st), control.StatusAggregates(st))
 	if st.GetShadowVersion() != "" {
@@ -148,6 +149,20 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return nil
+}
+
+// partitionLine is a partition's line of status: its watermark, whether
+// it is idle (it no longer holds the job's watermark back), and a Kafka
+// partition's lag (nil for a file).
+func partitionLine(name string, wm int64, idle bool, lag *int64) string {
+	line := fmt.Sprintf("  partition %s watermark %s", name, watermarkText(event.Time(wm)))
+	if idle {
+		line += " (idle)"
+	}
+	if lag != nil {
+		line += ", lag " + plural(*lag, "record", "records")
+	}
+	return line
 }
 
 // printStatusFigures prints status's lines of the lookups (as run's

@@ -373,6 +373,29 @@ func TestStatusLookupsAggregates(t *testing.T) {
 	}
 }
 
+// TestPartitionLine: a partition's line of status says whether it is idle
+// and a Kafka partition's lag (it gave the watermark alone).
+func TestPartitionLine(t *testing.T) {
+	lag := func(n int64) *int64 { return &n }
+	wm := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixMilli()
+	for _, c := range []struct {
+		name string
+		idle bool
+		lag  *int64
+		want string
+	}{
+		{"e.jsonl", false, nil, "  partition e.jsonl watermark 2026-03-01T10:00:00.000Z"},
+		{"e.jsonl", true, nil, "  partition e.jsonl watermark 2026-03-01T10:00:00.000Z (idle)"},
+		{"in-0", true, lag(0), "  partition in-0 watermark 2026-03-01T10:00:00.000Z (idle), lag 0 records"},
+		{"in-1", false, lag(1), "  partition in-1 watermark 2026-03-01T10:00:00.000Z, lag 1 record"},
+		{"in-10", false, lag(12345), "  partition in-10 watermark 2026-03-01T10:00:00.000Z, lag 12,345 records"},
+	} {
+		if got := partitionLine(c.name, wm, c.idle, c.lag); got != c.want {
+			t.Errorf("partitionLine(%s, idle %v) = %q, want %q", c.name, c.idle, got, c.want)
+		}
+	}
+}
+
 // TestVersionLine: rules list keeps its columns whatever the origin,
 // rules-topic (11 characters) the widest; a column 9 wide pushed such a
 // version's ruleset and rules out of line.

@@ -195,7 +195,11 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 		})
 	}
 	for name, wm := range sn.PartitionWatermarks {
-		resp.Partitions = append(resp.Partitions, &cepheusv1.PartitionStatus{Partition: name, WatermarkUnixMs: wm})
+		ps := &cepheusv1.PartitionStatus{Partition: name, WatermarkUnixMs: wm, Idle: sn.IdlePartitions[name]}
+		if lag, ok := sn.KafkaLag[name]; ok {
+			ps.Lag = &lag
+		}
+		resp.Partitions = append(resp.Partitions, ps)
 	}
 	for _, l := range sn.Lookups {
 		resp.Lookups = append(resp.Lookups, &cepheusv1.LookupStatus{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -432,6 +433,28 @@ func TestStatusLookupsAggregates(t *testing.T) {
 	}
 	if got := StatusAggregates(st); !reflect.DeepEqual(got, sn.Aggregates) {
 		t.Errorf("StatusAggregates = %+v, want %+v", got, sn.Aggregates)
+	}
+}
+
+// TestStatusPartitionIdleLag: a partition of Status says whether it is
+// idle, and a Kafka partition its lag (a file's has none).
+func TestStatusPartitionIdleLag(t *testing.T) {
+	ps := statusOf(cep.MonitorSnapshot{
+		PartitionWatermarks: map[string]int64{"in-0": 5, "in-1": 7, "e.jsonl": 9},
+		IdlePartitions:      map[string]bool{"in-1": true},
+		KafkaLag:            map[string]int64{"in-0": 12, "in-1": 0},
+	}).GetPartitions()
+	got := map[string]string{}
+	for _, p := range ps {
+		lag := "none"
+		if p.Lag != nil {
+			lag = fmt.Sprint(*p.Lag)
+		}
+		got[p.GetPartition()] = fmt.Sprintf("idle %v, lag %s", p.GetIdle(), lag)
+	}
+	want := map[string]string{"in-0": "idle false, lag 12", "in-1": "idle true, lag 0", "e.jsonl": "idle false, lag none"}
+	if !maps.Equal(got, want) {
+		t.Errorf("status partitions %v, want %v", got, want)
 	}
 }
 

@@ -390,8 +390,15 @@ type PartitionStatus struct {
 	// watermark_unix_ms is the partition's watermark (the lowest int64
 	// before its first event).
 	WatermarkUnixMs int64 `protobuf:"varint,2,opt,name=watermark_unix_ms,json=watermarkUnixMs,proto3" json:"watermark_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// idle: the partition no longer holds the job's watermark back (no
+	// record for the idle timeout; in Kafka mode, caught up; or finished).
+	Idle bool `protobuf:"varint,3,opt,name=idle,proto3" json:"idle,omitempty"`
+	// lag, of a Kafka partition, is the records between the job's position
+	// and the partition's end as its latest fetch saw it (absent for a
+	// file).
+	Lag           *int64 `protobuf:"varint,4,opt,name=lag,proto3,oneof" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
@@ -434,6 +441,20 @@ func (x *PartitionStatus) GetPartition() string {
 func (x *PartitionStatus) GetWatermarkUnixMs() int64 {
 	if x != nil {
 		return x.WatermarkUnixMs
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
+func (x *PartitionStatus) GetLag() int64 {
+	if x != nil && x.Lag != nil {
+		return *x.Lag
 	}
 	return 0
 }
@@ -1637,10 +1658,13 @@ const file_control_proto_rawDesc = "" +
 	"\x10timeout_severity\x18\a \x01(\tR\x0ftimeoutSeverity\x12\x1f\n" +
 	"\vemit_errors\x18\b \x01(\x03R\n" +
 	"emitErrors\x12\x15\n" +
-	"\x06no_key\x18\t \x01(\x03R\x05noKey\"[\n" +
+	"\x06no_key\x18\t \x01(\x03R\x05noKey\"\x8e\x01\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\tR\tpartition\x12*\n" +
-	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\"\xec\x06\n" +
+	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\x12\x12\n" +
+	"\x04idle\x18\x03 \x01(\bR\x04idle\x12\x15\n" +
+	"\x03lag\x18\x04 \x01(\x03H\x00R\x03lag\x88\x01\x01B\x06\n" +
+	"\x04_lag\"\xec\x06\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aruleset\x18\x02 \x01(\tR\aruleset\x12\x18\n" +
@@ -1828,6 +1852,7 @@ func file_control_proto_init() {
 	if File_control_proto != nil {
 		return
 	}
+	file_control_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
