@@ -906,10 +906,27 @@ func retryTransient(ctx context.Context, f func(ctx context.Context) error) erro
 // to the brokers, where a connection the broker closes at once, or an
 // answer that is no Kafka answer, is a setting's fault (TLS against a
 // plaintext listener, plaintext against a TLS one, SASL missing, another
-// service at the address), which franz-go names, and not a broker away.
+// service at the address), which franz-go names, and not a broker away,
+// once it has lasted misconfiguredFor: a broker killed as the call
+// reached it closes the connection at once too, once (the next attempt
+// meets a refused connection, or another broker).
 func retryAtStart(ctx context.Context, f func(ctx context.Context) error) error {
-	return retryUnless(ctx, f, misconfigured)
+	var since time.Time // of the misconfigured errors in a row
+	return retryUnless(ctx, f, func(err error) bool {
+		if !misconfigured(err) {
+			since = time.Time{}
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= misconfiguredFor
+	})
 }
+
+// misconfiguredFor is how long the errors of a setting's fault must go on
+// before retryAtStart gives up: a few attempts.
+const misconfiguredFor = 2 * time.Second
 
 // misconfigured reports whether err is a connection's fault of a setting
 // (retryAtStart): franz-go says so in ErrFirstReadEOF, and of plaintext

@@ -267,18 +267,83 @@ func TestPartitionCountNoAnswer(t *testing.T) {
 
 // TestFirstCallMisconfigured: a listener that closes every connection at
 // once (what a TLS listener does to a plaintext client, or a SASL one to a
-// client without SASL) fails the calls that open a command or a job at
-// once, naming franz-go's first-read EOF: it is a setting's fault, not
-// brokers away to wait transientFor for (a source's opening waited 45 s
-// for it once its listings were retried).
+// client without SASL) fails the calls that open a command or a job
+// after misconfiguredFor (2 s; a broker dying closes one connection so,
+// TestFirstCallBrokerDying), naming franz-go's first-read EOF: it is a
+// setting's fault, not brokers away to wait transientFor for (a source's
+// opening waited 45 s for it once its listings were retried).
 func TestFirstCallMisconfigured(t *testing.T) {
 	withTransientFor(t, 20*time.Second)
 	calls := startCalls(fakeBrokers(t, false))
 	for _, what := range []string{"PartitionCount", "ReadPartitions", "EnsureTopics"} {
 		if took, err := timed(calls[what]); !errors.As(err, new(*kgo.ErrFirstReadEOF)) || took > 10*time.Second {
-			t.Errorf("%s against a listener that closes every connection: %v after %v; want franz-go's first-read EOF at once", what, err, took.Round(time.Millisecond))
+			t.Errorf("%s against a listener that closes every connection: %v after %v; want franz-go's first-read EOF within a few seconds", what, err, took.Round(time.Millisecond))
 		}
 	}
+}
+
+// TestFirstCallBrokerDying: a start's call whose first connection the
+// broker closes at once, as a broker killed as the call reached it does,
+// and whose next connections it serves, succeeds: such a close was taken
+// for a setting's fault at once (is SASL missing?), and a job started as
+// a broker of its cluster died failed (TestExactlyOnceKafkaBrokerFailure
+// in CI). A listener that closes every connection is still refused
+// (TestFirstCallMisconfigured).
+func TestFirstCallBrokerDying(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	topic := topicName(t)
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: topic, Partitions: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"PartitionCount", "EnsureTopics"} {
+		proxy := closingProxy(t, brokers[0], 1)
+		var err error
+		switch what {
+		case "PartitionCount":
+			var n int
+			if n, err = PartitionCount(ctx, Conn{Brokers: []string{proxy}}, topic); err == nil && n != 2 {
+				t.Errorf("PartitionCount through the proxy: %d, want 2", n)
+			}
+		case "EnsureTopics":
+			_, err = EnsureTopics(ctx, Conn{Brokers: []string{proxy}}, []TopicSpec{{Name: topic + "-" + what, Partitions: 1}})
+		}
+		if err != nil {
+			t.Errorf("%s, its first connection closed at once, the next served: %v", what, err)
+		}
+	}
+}
+
+// closingProxy listens on a loopback port, closes the first n connections
+// at once and forwards the others to broker.
+func closingProxy(t *testing.T, broker string, n int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for i := 0; ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if i < n {
+				c.Close()
+				continue
+			}
+			b, err := net.Dial("tcp", broker)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { io.Copy(b, c); b.Close() }()
+			go func() { io.Copy(c, b); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // TestEnsureTopicsPurged: a topic whose records are deleted once read
