@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -218,5 +219,73 @@ func TestBinaryFile(t *testing.T) {
 	const want = "events.jsonl.gz:1:4: not a ruleset: the file holds a NUL byte (a binary or compressed file?); a ruleset is text"
 	if got := list[0].Error(); got != want {
 		t.Errorf("error %q, want %q", got, want)
+	}
+}
+
+// TestNestingBounds checks that a ruleset built to exhaust the parsers
+// (one sent to serve's control API, up to 64 MiB) is refused with an error
+// at the place that passes a bound, and that the lines after it are still
+// parsed. Without the bounds, 5 million '(' or '-' in a condition overflowed
+// the goroutine stack (a fatal error: serve's process died), 20,000 nested
+// groups took 10 s and 4.8 GB, and 20,000 stages in a pattern more than 6 GB.
+func TestNestingBounds(t *testing.T) {
+	const head = "ruleset deep\nevent time ts\nrule r {\n  key card\n  pattern {\n"
+	// tail ends the rule and adds a faulty one: its error shows that the
+	// parse went on after the bound.
+	const tail = "  }\n}\nrule after {\n  colour red\n}\n"
+	const afterMsg = `expected description, severity, key, pattern, skip, emit or timeout, found "colour"`
+	stages := func(n int) string {
+		var b strings.Builder
+		b.WriteString("    begin a where amount > 1\n")
+		for i := range n - 1 {
+			fmt.Fprintf(&b, "    followedBy s%d where amount > 1\n", i)
+		}
+		return b.String()
+	}
+	groups := func(n int) string {
+		return "    begin a where amount > 1\n    followedBy (\n" + strings.Repeat("    begin (\n", n-1) +
+			"    begin b where (amount > 2)\n" + strings.Repeat("    )\n", n)
+	}
+	for _, tc := range []struct {
+		name, pattern string
+		ok            bool
+		line, col     int
+		msg           string
+	}{
+		{"brackets at the bound", "    begin a where " + strings.Repeat("(", MaxExprDepth) + "amount > 1" + strings.Repeat(")", MaxExprDepth) + "\n", true, 0, 0, ""},
+		{"brackets past it", "    begin a where " + strings.Repeat("(", MaxExprDepth+1) + "amount > 1" + strings.Repeat(")", MaxExprDepth+1) + "\n",
+			false, 6, len("    begin a where ") + MaxExprDepth + 1, "brackets nested deeper than 100"},
+		{"brackets over lines", "    begin a where " + strings.Repeat("(\n", MaxExprDepth+1) + "amount > 1" + strings.Repeat(")\n", MaxExprDepth+1),
+			false, 6 + MaxExprDepth, 1, "brackets nested deeper than 100"},
+		{"prefix operators", "    begin a where " + strings.Repeat("-", 5_000_000) + "amount > 1\n",
+			false, 6, len("    begin a where ") + MaxExprTokens + 1, "an expression of more than 100000 tokens: split it (a long list of values is a lookup)"},
+		{"words", "    begin a where " + strings.Repeat("not ", MaxExprTokens) + "true\n",
+			false, 6, len("    begin a where ") + 4*MaxExprTokens + 1, "an expression of more than 100000 tokens: split it (a long list of values is a lookup)"},
+		{"groups at the bound", groups(MaxGroupDepth), true, 0, 0, ""},
+		{"groups past it", groups(MaxGroupDepth + 1), false, 7 + MaxGroupDepth, 11, "groups nested deeper than 32"},
+		{"many groups past it", groups(100_000), false, 7 + MaxGroupDepth, 11, "groups nested deeper than 32"},
+		{"stages at the bound", stages(MaxStages), true, 0, 0, ""},
+		{"stages past it", stages(MaxStages + 1), false, 6 + MaxStages, 16, "a pattern of more than 256 stages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := head + tc.pattern + tail
+			_, err := ParseFile("deep.cep", []byte(src))
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("ParseFile: %v, want an ErrorList", err)
+			}
+			afterLine := strings.Count(src, "\n") - 1 // colour red
+			var got []string
+			for _, e := range list {
+				got = append(got, fmt.Sprintf("%d:%d: %s", e.Pos.Line, e.Pos.Column, e.Msg))
+			}
+			want := []string{fmt.Sprintf("%d:3: %s", afterLine, afterMsg)}
+			if !tc.ok {
+				want = append([]string{fmt.Sprintf("%d:%d: %s", tc.line, tc.col, tc.msg)}, want...)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
 	}
 }

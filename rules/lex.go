@@ -334,12 +334,21 @@ func isIdent(s string) bool {
 // closing bracket of another kind on a later line, or a '...' or "..."
 // string at the end of its line) is a tokError pointing at the opener; the
 // scan then resumes at the end of the opener's line.
+//
+// A span with brackets nested deeper than [MaxExprDepth], or with more than
+// [MaxExprTokens] tokens, is a tokError too (at the bracket, or the token,
+// that passes the bound), the scan resuming after the span: expr's parser
+// recurses once per bracket, prefix operator or nested operand, and a
+// ruleset from the control API may be 64 MiB, enough to exhaust the
+// goroutine stack, which is fatal.
 func (l *ruleLexer) scanRaw() lexToken {
 	for l.pos < len(l.src) && (l.src[l.pos] == ' ' || l.src[l.pos] == '\t') {
 		l.pos++
 	}
 	l.start = l.pos
 	var open []int // offsets of open brackets
+	tokens := 0
+	tooDeep, tooLong := -1, -1 // offsets where a bound was first passed
 	errAt := func(off int, msg string) lexToken {
 		l.start = l.pos
 		return lexToken{kind: tokError, pos: off, end: off + 1, val: msg}
@@ -358,6 +367,10 @@ scan:
 			break scan
 		case c == '(' || c == '[' || c == '{':
 			open = append(open, i)
+			if len(open) > MaxExprDepth && tooDeep < 0 {
+				tooDeep = i
+			}
+			tokens++
 			i++
 		case c == ')' || c == ']' || c == '}':
 			if len(open) == 0 {
@@ -377,8 +390,10 @@ scan:
 				return errAt(i, fmt.Sprintf("unexpected %q in expression, want %q", c, want))
 			}
 			open = open[:len(open)-1]
+			tokens++
 			i++
 		case c == '"' || c == '\'' || c == '`':
+			tokens++
 			end := skipQuoted(l.src, i)
 			if end < 0 {
 				// A '...' or "..." string ends at its line: outside
@@ -403,8 +418,19 @@ scan:
 				return errAt(i, "comment not terminated")
 			}
 			i += 2 + end + 2
-		default:
+		case c == ' ' || c == '\t' || c == '\r':
 			i++
+		default:
+			// A run of word bytes (a name, a number, a keyword) is one
+			// token; any other byte is one (== counts two: a bound need
+			// not be exact).
+			if !isWordByte(c) || i == l.start || !isWordByte(l.src[i-1]) {
+				tokens++
+			}
+			i++
+		}
+		if tokens > MaxExprTokens && tooLong < 0 {
+			tooLong = i - 1
 		}
 	}
 	if len(open) > 0 {
@@ -413,6 +439,14 @@ scan:
 		o := open[len(open)-1]
 		l.pos = l.lineEnd(o)
 		return errAt(o, fmt.Sprintf("%q is not closed", l.src[o]))
+	}
+	if tooDeep >= 0 {
+		l.pos = i
+		return errAt(tooDeep, fmt.Sprintf("brackets nested deeper than %d", MaxExprDepth))
+	}
+	if tooLong >= 0 {
+		l.pos = i
+		return errAt(tooLong, fmt.Sprintf("an expression of more than %d tokens: split it (a long list of values is a lookup)", MaxExprTokens))
 	}
 	end := i
 	for end > l.start && (l.src[end-1] == ' ' || l.src[end-1] == '\t' || l.src[end-1] == '\r') {
@@ -431,6 +465,20 @@ func (l *ruleLexer) lineEnd(off int) int {
 		return off + nl
 	}
 	return len(l.src)
+}
+
+// MaxExprDepth is how deep brackets may nest in an expression (or a JSON
+// event line of a test); MaxExprTokens is how many tokens an expression
+// may have. Both bound the recursion of expr's parser (see scanRaw); expr
+// itself refuses an expression of more than 10,000 nodes.
+const (
+	MaxExprDepth  = 100
+	MaxExprTokens = 100_000
+)
+
+// isWordByte reports whether c may be part of a name or a number.
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
 func closer(open byte) byte {

@@ -39,7 +39,20 @@ type ruleParser struct {
 	errs ErrorList
 	// skipping suppresses the lexer's errors while skipping a bad line.
 	skipping bool
+	// groups is how deep the group being parsed nests (0 outside groups);
+	// stages counts the stages of the pattern being parsed.
+	groups, stages int
 }
+
+// MaxGroupDepth is how deep groups may nest in a pattern, and MaxStages how
+// many stages a pattern may have. The parser recurses once per group, and
+// compiling a pattern takes time and memory quadratic in its stages (each
+// condition may read every stage): unbounded, a ruleset sent to the control
+// API could exhaust the server's stack or memory.
+const (
+	MaxGroupDepth = 32
+	MaxStages     = 256
+)
 
 func newRuleParser(name, src string) *ruleParser {
 	p := &ruleParser{src: newSrcFile(name, src), lex: newRuleLexer(src)}
@@ -1214,6 +1227,7 @@ func (p *ruleParser) parsePattern(c Comments, pos int) *PatternBlock {
 	}
 	b := &PatternBlock{Comments: c, Pos: posAt(pos)}
 	b.Line = line
+	p.stages = 0
 	var endDoc []string
 	b.Elems, endDoc = p.parseElems(false, &b.Within)
 	b.EndDoc = p.closeBlock(pos, "pattern", endDoc)
@@ -1382,6 +1396,9 @@ func (p *ruleParser) parseElem(c Comments, pos int, cont Contiguity) PatternElem
 		p.skipLine()
 		return nil
 	}
+	if p.stages++; p.stages == MaxStages+1 {
+		p.errorAt(name.Pos.Offset(), fmt.Sprintf("a pattern of more than %d stages", MaxStages))
+	}
 	s := &StageNode{Comments: c, Pos: posAt(pos), Name: name}
 	s.Contiguity = cont
 	if !p.parseHeadRest(&s.elemHead) {
@@ -1436,6 +1453,13 @@ func (p *ruleParser) quantifierFirst() bool {
 
 func (p *ruleParser) parseGroup(c Comments, pos int, cont Contiguity) PatternElem {
 	open := p.tok.pos
+	if p.groups == MaxGroupDepth {
+		p.errorAt(open, fmt.Sprintf("groups nested deeper than %d", MaxGroupDepth))
+		p.skipGroup()
+		return nil
+	}
+	p.groups++
+	defer func() { p.groups-- }()
 	p.next()
 	g := &GroupNode{Comments: c, Pos: posAt(pos)}
 	g.Contiguity = cont
@@ -1453,6 +1477,44 @@ func (p *ruleParser) parseGroup(c Comments, pos int, cont Contiguity) PatternEle
 	}
 	g.CloseLine = p.endLine()
 	return g
+}
+
+// skipGroup skips the group that opens at the current '(', the groups
+// inside it and the rest of its closing line, without recursing; it stops
+// early at the end of the file, a '}' that closes an enclosing block or a
+// top-level declaration.
+func (p *ruleParser) skipGroup() {
+	p.skipping = true
+	defer func() { p.skipping = false }()
+	parens, braces := 0, 0
+	for {
+		switch p.tok.kind {
+		case tokEOF:
+			return
+		case tokLParen:
+			parens++
+		case tokRParen:
+			if parens--; parens == 0 {
+				p.skipping = false
+				p.skipLine()
+				return
+			}
+		case tokLBrace:
+			braces++
+		case tokRBrace:
+			if braces == 0 {
+				return
+			}
+			braces--
+		case tokNewline:
+			p.next()
+			if p.atDecl() {
+				return
+			}
+			continue
+		}
+		p.next()
+	}
 }
 
 // quantWords are the quantifier keywords.
