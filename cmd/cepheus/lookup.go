@@ -40,7 +40,34 @@ type lookupFlags struct {
 // Set: the flag package would print a bad value, password included.
 type bindList []string
 
-func (b *bindList) String() string { return strings.Join(*b, ",") }
+// String returns the bindings comma-separated, the password of a Redis URL
+// replaced by *** (serve -print-config prints it).
+func (b *bindList) String() string {
+	out := make([]string, len(*b))
+	for i, v := range *b {
+		out[i] = hideRedisPassword(v)
+	}
+	return strings.Join(out, ",")
+}
+
+// hideRedisPassword returns the binding NAME=SOURCE with the password of a
+// redis:// or rediss:// source's user information, if any, replaced by ***.
+func hideRedisPassword(bind string) string {
+	name, src, _ := strings.Cut(bind, "=")
+	rest, ok := strings.CutPrefix(src, "redis://")
+	if !ok {
+		rest, ok = strings.CutPrefix(src, "rediss://")
+	}
+	at := strings.LastIndex(rest, "@")
+	if !ok || at < 0 {
+		return bind
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if !hasPassword {
+		return bind
+	}
+	return name + "=" + src[:len(src)-len(rest)] + user + ":***" + rest[at:]
+}
 
 func (b *bindList) Set(s string) error {
 	for _, v := range strings.Split(s, ",") {

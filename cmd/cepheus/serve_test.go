@@ -549,6 +549,30 @@ func TestServeConfig(t *testing.T) {
 	}
 }
 
+// TestServeConfigHidesPassword: -print-config prints a Redis URL's
+// password as *** (it printed the password), whether the URL came from
+// the config file or the environment.
+func TestServeConfigHidesPassword(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("rules: r.cep\nlookup: customer=redis://analyst:S3cret@10.0.0.5:6379/2,merchant=file:m.jsonl\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cepheus(t, "serve", "-config", cfg, "-print-config")
+	if want := `lookup: "customer=redis://analyst:***@10.0.0.5:6379/2,merchant=file:m.jsonl" # config file`; code != 0 || !strings.Contains(out, want+"\n") {
+		t.Errorf("serve -print-config: exit %d, want 0 with %q\n%s%s", code, want, out, errOut)
+	}
+	t.Setenv("CEPHEUS_LOOKUP", "a=rediss://:p@ss:w0rd@h:1?format=json")
+	code, out, errOut = cepheus(t, "serve", "-config", cfg, "-print-config")
+	if want := `lookup: "a=rediss://:***@h:1?format=json" # environment`; code != 0 || !strings.Contains(out, want+"\n") {
+		t.Errorf("serve -print-config: exit %d, want 0 with %q\n%s%s", code, want, out, errOut)
+	}
+	for _, secret := range []string{"S3cret", "w0rd"} {
+		if strings.Contains(out+errOut, secret) {
+			t.Errorf("the output holds the password %q:\n%s%s", secret, out, errOut)
+		}
+	}
+}
+
 // TestServeConfigKafka: the Kafka settings of a config file reach the
 // connection (the security settings were read from the command line
 // only, so a file's sasl was not seen), and their own environment
