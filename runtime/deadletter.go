@@ -49,12 +49,13 @@ func NewDeadLetterWriter(w io.Writer) *DeadLetterWriter {
 	return &DeadLetterWriter{w: bufio.NewWriterSize(w, 64<<10)}
 }
 
-// CreateDeadLetterFile creates (or truncates) the file at path and returns
-// a writer that closes it on Close.
+// CreateDeadLetterFile creates (or truncates) the file at path, with mode
+// 0600 (dead letters hold customer data), and returns a writer that closes
+// it on Close.
 func CreateDeadLetterFile(path string) (*DeadLetterWriter, error) {
 	// Write only: a FIFO opened for reading too would never see its
 	// reader go.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: dead letters: %w", err)
 	}

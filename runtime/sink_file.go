@@ -109,7 +109,7 @@ func LockOutputDir(dir string) (io.Closer, error) {
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("runtime: output directory: %w", err)
 		}
 		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
@@ -138,6 +138,10 @@ func LockOutputDir(dir string) (io.Closer, error) {
 // of ASCII letters, digits, '_', '-' and '.', and does not start with '.'.
 // A directory it creates is made durable in its parent (fsync); so are the
 // names it creates in dir. Call Recover before the first Write.
+//
+// The part files are created with mode 0600, and a directory with 0700
+// (the umask may narrow them): alerts, late events and dead letters hold
+// customer data (card numbers, amounts).
 func NewFileSink(dir, prefix string, subtask int) (*FileSink, error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
@@ -146,7 +150,7 @@ func NewFileSink(dir, prefix string, subtask int) (*FileSink, error) {
 		return nil, fmt.Errorf("runtime: file sink: negative subtask %d", subtask)
 	}
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("runtime: file sink: %w", err)
 		}
 		// Committed files are only as durable as their directory's
@@ -258,7 +262,7 @@ func (s *FileSink) Write(line []byte) error {
 		return ErrNotLine
 	}
 	if s.f == nil {
-		f, err := os.OpenFile(s.path(s.inProgressName()), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		f, err := os.OpenFile(s.path(s.inProgressName()), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return s.fail(err)
 		}

@@ -789,7 +789,7 @@ func probeWritable(path string) error {
 		}
 		return fh.Close()
 	}
-	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
@@ -798,11 +798,12 @@ func probeWritable(path string) error {
 }
 
 // createWriteOnly creates or truncates the file of an output, for writing
-// only. (os.Create opens it for reading too: a FIFO or a pipe, as
+// only, with mode 0600: alerts, late events and dead letters hold customer
+// data. (os.Create opens it for reading too: a FIFO or a pipe, as
 // /dev/stdout, opened so has this process as a reader, so that a reader
 // gone away is never seen, and the writes block once the pipe is full.)
 func createWriteOnly(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 }
 
 // openAlerts opens the alerts output: stdout for "-", else a file created

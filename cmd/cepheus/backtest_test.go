@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -134,6 +135,43 @@ func TestBacktestLateFile(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "  1 event was late (behind the watermark, -out-of-orderness 1s)") {
 		t.Errorf("summary does not report the late event:\n%s", stderr)
+	}
+}
+
+// TestBacktestOutputModes: the alerts, late and dead-letter files a
+// backtest creates are 0600, whatever the umask allows (0 here; not
+// parallel: the umask is the process's): they hold customer data. They
+// were 0666 less the umask, readable by every user under the usual 022.
+func TestBacktestOutputModes(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", `{"ts": 10000, "k": "x", "name": "a"}
+{"ts": 20000, "k": "x", "name": "b"}
+{"ts": 1000, "k": "x", "name": "b"}
+not json
+`)
+	out := map[string]string{"-alerts": "alerts.jsonl", "-late": "late.jsonl", "-dead-letter": "dead.jsonl"}
+	args := []string{"backtest", "-rules", rules, "-events", events, "-out-of-orderness", "1s", "-watermark-every", "1", "-time-unit", "ms"}
+	for flag, name := range out {
+		args = append(args, flag, filepath.Join(dir, name))
+	}
+	old := syscall.Umask(0)
+	code, _, stderr := cepheus(t, args...)
+	syscall.Umask(old)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, name := range out {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() == 0 {
+			t.Errorf("%s is empty", name)
+		}
+		if got := st.Mode().Perm(); got != 0o600 {
+			t.Errorf("%s: mode %04o, want 0600", name, got)
+		}
 	}
 }
 

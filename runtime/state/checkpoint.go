@@ -124,14 +124,16 @@ func withCheckpointFS(fs vfs.FS) CheckpointDirOption {
 	return func(d *CheckpointDir) { d.fs = fs }
 }
 
-// OpenCheckpointDir opens the state directory dir, creating it if needed,
-// and locks it: one process at a time. Close it when done.
+// OpenCheckpointDir opens the state directory dir, creating it if needed
+// (mode 0700, as the directories inside it: the state holds events, with
+// their customer data), and locks it: one process at a time. Close it when
+// done.
 func OpenCheckpointDir(dir string, opts ...CheckpointDirOption) (*CheckpointDir, error) {
 	d := &CheckpointDir{dir: dir, fs: vfs.Default, keep: DefaultKeep}
 	for _, o := range opts {
 		o(d)
 	}
-	if err := d.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := d.fs.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state: checkpoint dir: %w", err)
 	}
 	lock, err := d.fs.Lock(d.fs.PathJoin(dir, lockName))
@@ -154,7 +156,7 @@ const runLockName = "RUN.LOCK"
 // producer, take its place in a consumer group), and also between two of
 // the first's jobs. Close releases it.
 func LockRun(dir string) (io.Closer, error) {
-	if err := vfs.Default.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.Default.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state: state dir: %w", err)
 	}
 	lock, err := vfs.Default.Lock(vfs.Default.PathJoin(dir, runLockName))
@@ -338,7 +340,7 @@ func (d *CheckpointDir) Begin(id CheckpointID) (*CheckpointWriter, error) {
 		}
 	}
 	for _, sub := range []string{stateSubdir, metaSubdir} {
-		if err := d.fs.MkdirAll(d.fs.PathJoin(tmp, sub), 0o755); err != nil {
+		if err := d.fs.MkdirAll(d.fs.PathJoin(tmp, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("state: begin checkpoint %d: %w", id, err)
 		}
 	}
@@ -726,7 +728,7 @@ func (c *Checkpoint) OpenPebble(name, workDir string, opts ...PebbleOption) (*Pe
 	if names, err := fs.List(workDir); err == nil && len(names) > 0 {
 		return nil, wrap(fmt.Errorf("working directory %s is not empty", workDir))
 	}
-	if err := fs.MkdirAll(workDir, 0o755); err != nil {
+	if err := fs.MkdirAll(workDir, 0o700); err != nil {
 		return nil, wrap(err)
 	}
 	src := fs.PathJoin(c.Dir, stateSubdir, name)
