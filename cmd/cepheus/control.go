@@ -104,7 +104,7 @@ const controlTimeout = 30 * time.Second
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(statusCommand, stdout)
-	server := fs.String("server", "localhost:9465", "the -grpc address of cepheus serve")
+	server := fs.String("server", "localhost:9465", "the -grpc address of cepheus serve (host:port, or unix:PATH for its Unix socket)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func watermarkText(w event.Time) string {
 
 func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(rulesCommand, stdout)
-	server := fs.String("server", "localhost:9465", "the -grpc address of cepheus serve")
+	server := fs.String("server", "localhost:9465", "the -grpc address of cepheus serve (host:port, or unix:PATH for its Unix socket)")
 	dropChanged := fs.Bool("drop-changed", false, "deploy, rollback, promote: drop the partial matches of the rules that changed instead of letting them drain")
 	shadow := fs.Bool("shadow", false, "deploy: deploy the version as the shadow (beside the active one, its alerts to the shadow output only)")
 	from := fs.String("from", "", "deploy, rollback, promote: the `version` that must be active when the job takes the call (a hash's prefix of 6 hex digits or more); rollback's default is the active one it lists first")

@@ -187,7 +187,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		fs.StringVar(&configPath, "config", os.Getenv("CEPHEUS_CONFIG"), "a YAML file of settings, named as these flags without the dash (default $CEPHEUS_CONFIG); flags win over the environment (CEPHEUS_FLAG_NAME), which wins over the file")
 		fs.BoolVar(&printCfg, "print-config", false, "print the settings in effect, each with where it came from (flag, environment, config file, default), as a config file, and exit")
 		fs.StringVar(&httpAddr, "http", "localhost:9464", "serve /metrics (Prometheus), /healthz and /readyz on this address (host:port; port 0 picks one)")
-		fs.StringVar(&grpcAddr, "grpc", "localhost:9465", "serve the control API (gRPC cepheus.v1.Control, health, reflection) on this address (host:port; port 0 picks one; off or \"\" for none)")
+		fs.StringVar(&grpcAddr, "grpc", "localhost:9465", "serve the control API (gRPC cepheus.v1.Control, health, reflection) on this address (host:port, port 0 picking one: any local user may connect; unix:PATH, a Unix socket of mode 0600 that only this user may connect to; off or \"\" for none); it has no authentication of its own")
 		fs.StringVar(&logFormat, "log-format", "text", "the log lines on stderr: text (key=value) or json, one object a line (log/slog)")
 		fs.StringVar(&rulesDir, "rules-dir", "", "instead of -rules, a directory holding one *.cep file: the ruleset at the start, deployed again whenever the file's content changes (hot-loading; other files are ignored)")
 		fs.DurationVar(&rulesDirPoll, "rules-dir-poll", time.Second, "with -rules-dir, how often the directory is looked at")
@@ -941,8 +941,12 @@ func checkServeAddrs(httpAddr, grpcAddr string) []string {
 		msgs = append(msgs, fmt.Sprintf("-http %q: want host:port (port 0 picks one); /metrics, /healthz and /readyz are always served", httpAddr))
 	}
 	if grpcAddr != "" && grpcAddr != "off" {
-		if _, _, err := net.SplitHostPort(grpcAddr); err != nil {
-			msgs = append(msgs, fmt.Sprintf("-grpc %q: want host:port (port 0 picks one), or off for none", grpcAddr))
+		if path, ok := strings.CutPrefix(grpcAddr, "unix:"); ok {
+			if path == "" {
+				msgs = append(msgs, fmt.Sprintf("-grpc %q: want unix:PATH, the path of the socket", grpcAddr))
+			}
+		} else if _, _, err := net.SplitHostPort(grpcAddr); err != nil {
+			msgs = append(msgs, fmt.Sprintf("-grpc %q: want host:port (port 0 picks one), unix:PATH (a Unix socket), or off for none", grpcAddr))
 		}
 	}
 	return msgs

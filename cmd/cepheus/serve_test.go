@@ -855,7 +855,8 @@ func TestServeAddrs(t *testing.T) {
 		{[]string{"-http", "off", "-grpc", "off"}, `-http "off": want host:port`},
 		{[]string{"-http", "localhost", "-grpc", "off"}, `-http "localhost": want host:port`},
 		{[]string{"-config", config, "-grpc", "off"}, `-http "": want host:port`},
-		{[]string{"-http", "127.0.0.1:0", "-grpc", "localhost"}, `-grpc "localhost": want host:port (port 0 picks one), or off for none`},
+		{[]string{"-http", "127.0.0.1:0", "-grpc", "localhost"}, `-grpc "localhost": want host:port (port 0 picks one), unix:PATH (a Unix socket), or off for none`},
+		{[]string{"-http", "127.0.0.1:0", "-grpc", "unix:"}, `-grpc "unix:": want unix:PATH, the path of the socket`},
 	} {
 		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
 		args := append([]string{"serve", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, fmt.Sprintf("alerts%d", i))}, c.args...)

@@ -11,10 +11,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
@@ -329,12 +332,18 @@ type Server struct {
 	done   chan error
 }
 
-// Serve listens on addr (host:port; port 0 picks one) and serves the
-// Control, health and reflection services in the background. The health
-// service says SERVING for "" and cepheus.v1.Control once m is ready,
-// NOT_SERVING before.
+// Serve listens on addr (host:port, port 0 picking one; or unix:PATH, see
+// [ListenUnix]) and serves the Control, health and reflection services in
+// the background. The health service says SERVING for "" and
+// cepheus.v1.Control once m is ready, NOT_SERVING before.
 func Serve(addr string, m *cep.StreamMonitor) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	var ln net.Listener
+	var err error
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		ln, err = ListenUnix(path)
+	} else {
+		ln, err = net.Listen("tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
@@ -371,8 +380,42 @@ func (s *Server) watch(m *cep.StreamMonitor) {
 	}
 }
 
-// Addr is the address the server listens on.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// Addr is the address the server listens on, as [Dial] takes it.
+func (s *Server) Addr() string {
+	if a := s.ln.Addr(); a.Network() == "unix" {
+		return "unix:" + a.String()
+	}
+	return s.ln.Addr().String()
+}
+
+// ListenUnix listens on a Unix socket at path, made with mode 0600: the
+// kernel lets only its user (and root) connect, which a TCP port, even on
+// loopback, does not do (every local user may connect to it). A socket
+// left at path by a process that died is replaced; one that a process
+// still serves, or a file that is no socket, is an error.
+func ListenUnix(path string) (net.Listener, error) {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s is in use: another process serves on it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	// The umask makes the socket 0600 from its creation: a chmod after
+	// Listen would leave a moment in which anyone could connect and keep
+	// the connection. The umask is the process's, but only narrowed, for
+	// an instant: a file another goroutine creates meanwhile is at worst
+	// less readable.
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	return ln, err
+}
 
 // Close stops the server after the calls in progress (up to 5 s).
 func (s *Server) Close() {
@@ -395,7 +438,8 @@ type Client struct {
 	c    cepheusv1.ControlClient
 }
 
-// Dial connects to the control API at addr (plaintext).
+// Dial connects to the control API at addr (plaintext): host:port, or
+// unix:PATH for a Unix socket.
 func Dial(addr string) (*Client, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxMessage), grpc.MaxCallRecvMsgSize(MaxMessage)))

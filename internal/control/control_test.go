@@ -1080,3 +1080,69 @@ func TestStatusFormer(t *testing.T) {
 		t.Errorf("status rules | former: %q, their alerts %d; want %q, %d", rows, sum, want, st.GetAlerts())
 	}
 }
+
+// TestServeUnix: on unix:PATH the control API listens on a Unix socket
+// that only its user may connect to (mode 0600, whatever the umask), which
+// the client reaches at the server's Addr; a second server on the path is
+// refused while the first serves, a socket left by a dead server is
+// replaced, and a file that is no socket is left alone. Only TCP was
+// served, to which every local user may connect, even on loopback.
+func TestServeUnix(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "control.sock")
+	srv, err := Serve("unix:"+path, cep.NewStreamMonitor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Type() != os.ModeSocket || st.Mode().Perm() != 0o600 {
+		t.Errorf("%s: mode %v, want a socket of mode 0600", path, st.Mode())
+	}
+	if srv.Addr() != "unix:"+path {
+		t.Errorf("Addr() = %q, want unix:%s", srv.Addr(), path)
+	}
+	c, err := Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r, err := c.Status(ctx); err != nil || r.GetReady() {
+		t.Errorf("Status over the socket: %v, %v; want an answer, not ready", r, err)
+	}
+	if _, err := Serve("unix:"+path, cep.NewStreamMonitor()); err == nil || !strings.Contains(err.Error(), path+" is in use: another process serves on it") {
+		t.Errorf("a second Serve on %s: %v, want in use", path, err)
+	}
+	srv.Close()
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Close: %v, want the socket removed", err)
+	}
+
+	// A socket a dead process left (not removed at its close).
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	srv, err = Serve("unix:"+path, cep.NewStreamMonitor())
+	if err != nil {
+		t.Fatalf("Serve over a dead server's socket: %v", err)
+	}
+	srv.Close()
+
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Serve("unix:"+file, cep.NewStreamMonitor()); err == nil || !strings.Contains(err.Error(), file+" exists and is not a socket") {
+		t.Errorf("Serve on a regular file: %v, want refused", err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "keep" {
+		t.Errorf("the regular file: %q, %v; want it untouched", b, err)
+	}
+}
