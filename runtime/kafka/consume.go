@@ -101,7 +101,7 @@ func Consume(ctx context.Context, c ConsumeConfig, w io.Writer) (ConsumeResult, 
 		metadataMinAge,
 	)
 	if err != nil {
-		return res, fmt.Errorf("kafka: %w", err)
+		return res, err // newClient says kafka:
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)

@@ -131,7 +131,7 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 	cl, err := (Conn{c.Brokers, c.Security}).newClient(kgo.DefaultProduceTopic(c.Topic),
 		kgo.ProducerBatchCompression(compressionCodecs[c.Compression]))
 	if err != nil {
-		return res, fmt.Errorf("kafka: %w", err)
+		return res, err // newClient says kafka:
 	}
 	defer cl.Close()
 	// Brokers that do not answer fail the command after retryAtStart's

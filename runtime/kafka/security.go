@@ -3,6 +3,7 @@ package kafka
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -105,9 +106,9 @@ func (s Security) opts() ([]kgo.Opt, error) {
 			cfg.RootCAs = pool
 		}
 		if s.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+			cert, err := loadClientCert(s.CertFile, s.KeyFile)
 			if err != nil {
-				return nil, fmt.Errorf("kafka: TLS client certificate: %w", err)
+				return nil, err
 			}
 			cfg.Certificates = []tls.Certificate{cert}
 		}
@@ -128,6 +129,36 @@ func (s Security) opts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// loadClientCert loads the client certificate and its key. A key
+// encrypted with a passphrase (PKCS#8 "ENCRYPTED PRIVATE KEY", or a
+// traditional PEM block with "Proc-Type: 4,ENCRYPTED") is refused saying
+// so: crypto/tls reads only unencrypted keys, and said "failed to parse
+// private key", which named neither the file nor the cause.
+func loadClientCert(certFile, keyFile string) (tls.Certificate, error) {
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("kafka: TLS client key: %w", err)
+	}
+	for rest := key; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type == "ENCRYPTED PRIVATE KEY" || strings.Contains(b.Headers["Proc-Type"], "ENCRYPTED") {
+			return tls.Certificate{}, fmt.Errorf("kafka: TLS client key %s is encrypted (protected by a passphrase), which is not supported: decrypt it into a file only its user may read (openssl pkey -in %s -out KEY; chmod 600 KEY)", keyFile, keyFile)
+		}
+	}
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("kafka: TLS client certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("kafka: TLS client certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	return cert, nil
 }
 
 // Conn is how to reach a cluster: its seed brokers (host:port each) and

@@ -336,7 +336,7 @@ func NewSource(ctx context.Context, c SourceConfig) (*Source, error) {
 		metadataMinAge,
 	)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: %w", err)
+		return nil, err // newClient says kafka:
 	}
 	s := &Source{cfg: c, cl: cl, doneParts: map[int32]bool{}}
 	if err := s.resolve(ctx); err != nil {
