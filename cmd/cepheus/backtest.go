@@ -233,6 +233,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	warnCommandLinePasswords(stderr, "backtest", "-lookup", f.lookups.binds...)
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}

@@ -36,7 +36,8 @@ var enrichCommand = &command{
 -redis is HOST:PORT or a URL, redis://[USER@]HOST:PORT[/DB][?format=json&prefix=P]
 (rediss:// for TLS). The password comes from -redis-password-file or
 $` + redisPasswordEnv + `, the user from -redis-user or $` + redisUserEnv + `; neither is
-ever printed.
+ever printed. A password in the URL (USER:PASSWORD@) is warned of: every
+user of the machine can read a command line.
 
 Examples:
 
@@ -66,6 +67,7 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	warnCommandLinePasswords(stderr, "enrich", "-redis", "="+*target)
 	if sub == "" && fs.NArg() > 0 {
 		// The flags came first: cepheus enrich -redis ADDR ... load.
 		sub, fs.args = fs.args[0], fs.args[1:]
@@ -128,7 +130,7 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return fs.usagef("-lookup %s: ruleset %s has no such lookup%s", *name, rs.Name, known)
 	}
-	auth, err := lf.auth()
+	auth, err := lf.auth(func(format string, args ...any) { fmt.Fprintf(stderr, "enrich: warning: "+format+"\n", args...) })
 	if err != nil {
 		return err
 	}

@@ -30,8 +30,9 @@ type lookupFlags struct {
 	redisTLS     bool
 	redisCA      string
 	opts         cep.LookupOptions
-	// warned holds the warnings of duplicate keys given so far, so that
-	// a lookup file opened for several rulesets is warned of once.
+	// warned holds the warnings given so far (duplicate keys, a password
+	// file others may read), so that a lookup file opened for several
+	// rulesets, or jobs, is warned of once.
 	warned map[string]bool
 }
 
@@ -48,6 +49,20 @@ func (b *bindList) String() string {
 		out[i] = hideRedisPassword(v)
 	}
 	return strings.Join(out, ",")
+}
+
+// warnCommandLinePasswords writes a warning to stderr for each of binds,
+// values of flag given on the command line (NAME=SOURCE; =SOURCE for a
+// flag that takes a source alone), whose Redis URL holds a password: every
+// user of the machine can read a process's command line (ps,
+// /proc/PID/cmdline).
+func warnCommandLinePasswords(stderr io.Writer, cmd, flag string, binds ...string) {
+	for _, bind := range binds {
+		if hidden := hideRedisPassword(bind); hidden != bind {
+			fmt.Fprintf(stderr, "%s: warning: %s %s: a password on the command line is visible to every user of this machine (ps): give it with -redis-password-file or $%s\n",
+				cmd, flag, strings.TrimPrefix(hidden, "="), redisPasswordEnv)
+		}
+	}
 }
 
 // hideRedisPassword returns the binding NAME=SOURCE with the password of a
@@ -112,8 +127,9 @@ func (lf *lookupFlags) outOfRange() []string {
 	return msgs
 }
 
-// auth returns the Redis credentials of the flags and the environment.
-func (lf *lookupFlags) auth() (cep.RedisAuth, error) {
+// auth returns the Redis credentials of the flags and the environment. A
+// -redis-password-file that others may read is warned of (warnf), once.
+func (lf *lookupFlags) auth(warnf func(format string, args ...any)) (cep.RedisAuth, error) {
 	a := cep.RedisAuth{Username: lf.redisUser, TLS: lf.redisTLS, CAFile: lf.redisCA}
 	if a.Username == "" {
 		a.Username = os.Getenv(redisUserEnv)
@@ -125,6 +141,16 @@ func (lf *lookupFlags) auth() (cep.RedisAuth, error) {
 			return a, fmt.Errorf("-redis-password-file: %w", err)
 		}
 		a.Password = strings.TrimRight(string(b), "\r\n")
+		if st, err := os.Stat(lf.passwordFile); err == nil && st.Mode().Perm()&0o077 != 0 {
+			msg := fmt.Sprintf("-redis-password-file %s: others may read it (mode %04o): chmod 600 %s", lf.passwordFile, st.Mode().Perm(), lf.passwordFile)
+			if !lf.warned[msg] {
+				if lf.warned == nil {
+					lf.warned = map[string]bool{}
+				}
+				lf.warned[msg] = true
+				warnf("%s", msg)
+			}
+		}
 	}
 	return a, nil
 }
@@ -141,7 +167,7 @@ const pingTimeout = 2 * time.Second
 // over the calls: the last record of each key is used). A Redis server
 // that refuses the login (a wrong user or password) is an error.
 func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(format string, args ...any)) (cep.Option, func(), error) {
-	auth, err := lf.auth()
+	auth, err := lf.auth(warnf)
 	if err != nil {
 		return nil, nil, err
 	}

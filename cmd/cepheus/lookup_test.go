@@ -645,6 +645,61 @@ func TestLookupClosedDownNamesTheLookup(t *testing.T) {
 	}
 }
 
+// TestCommandLinePasswordWarned: a Redis URL with a password given on the
+// command line (-lookup, enrich's -redis), where every user of the machine
+// can read it, is warned of, the password hidden; the same URL from
+// serve's environment or config file is not; nor is a -redis-password-file
+// of mode 0600, unlike one others may read. Nothing warned of either
+// before.
+func TestCommandLinePasswordWarned(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", `{"ts":1767225600000,"type":"auth","customer_id":"c1","card_id":"k1","merchant_id":"m1","amount":1}`+"\n")
+	profiles := writeFile(t, dir, "p.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String() // no server there: the commands fail or warn after the warning
+	ln.Close()
+	url := "redis://analyst:S3cret@" + addr
+	warning := func(cmd, flag string) string {
+		return cmd + ": warning: " + flag + "redis://analyst:***@" + addr + ": a password on the command line is visible to every user of this machine (ps): give it with -redis-password-file or $CEPHEUS_REDIS_PASSWORD\n"
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backtest", "-rules", "../../rulesets/cards.cep", "-events", events, "-alerts", os.DevNull, "-lookup", "customer=" + url}, warning("backtest", "-lookup customer=")},
+		{[]string{"enrich", "load", "-redis", url, "-rules", "../../rulesets/cards.cep", "-lookup", "customer", "-file", profiles}, warning("enrich", "-redis ")},
+		{[]string{"serve", "-rules", "../../rulesets/cards.cep", "-lookup", "customer=" + url, "-print-config"}, warning("serve", "-lookup customer=")},
+		{[]string{"run", "-rules", "../../rulesets/cards.cep", "-events", events, "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"), "-lookup", "customer=" + url},
+			warning("run", "-lookup customer=")},
+	} {
+		_, _, stderr := cepheus(t, c.args...)
+		if !strings.Contains(stderr, c.want) || strings.Contains(stderr, "S3cret") {
+			t.Errorf("cepheus %s: stderr lacks %q, or holds the password:\n%s", c.args[0], c.want, stderr)
+		}
+	}
+	// A password file others may read is warned of; one of mode 0600 not.
+	pwFile := writeFile(t, dir, "redis-password", "S3cret\n")
+	for _, mode := range []os.FileMode{0o644, 0o600} {
+		if err := os.Chmod(pwFile, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, _, stderr := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events, "-alerts", os.DevNull,
+			"-lookup", "customer=redis://"+addr, "-redis-password-file", pwFile)
+		want := "backtest: warning: -redis-password-file " + pwFile + ": others may read it (mode 0644): chmod 600 " + pwFile + "\n"
+		if got := strings.Contains(stderr, want); got != (mode == 0o644) || strings.Contains(stderr, "S3cret") {
+			t.Errorf("-redis-password-file of mode %04o: warned %v, want %v (%q), and no password:\n%s", mode, got, mode == 0o644, want, stderr)
+		}
+	}
+	t.Setenv("CEPHEUS_LOOKUP", "customer="+url)
+	code, _, stderr := cepheus(t, "serve", "-rules", "../../rulesets/cards.cep", "-print-config")
+	if code != 0 || strings.Contains(stderr, "warning") {
+		t.Errorf("serve -print-config with $CEPHEUS_LOOKUP: exit %d, want 0 without a warning:\n%s", code, stderr)
+	}
+}
+
 // TestBacktestLookupLastError: the summary of a backtest whose lookup
 // fails open says why its requests failed, besides how many: the
 // connection refused by a Redis that is not there (without the password

@@ -248,6 +248,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	warnCommandLinePasswords(stderr, cmd.name, "-lookup", f.lookups.binds...) // only the command line's, before the config's
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
 	}
