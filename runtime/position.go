@@ -123,6 +123,7 @@ func OpenFileSourceAt(path string, pos Position, cfg SourceConfig) (*FileSource,
 		f.Close()
 		return nil, err
 	}
+	s.closer = f
 	return s, nil
 }
 

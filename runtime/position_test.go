@@ -198,3 +198,54 @@ func TestResumeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenFileSourceAtCloses: Close closes the file OpenFileSourceAt
+// opened, as OpenFileSource's does, and a later Next says it is closed.
+// The file used to stay open until the garbage collector found it: the
+// reader of a run's partitions (cepheus run over files, a backtest of a
+// directory) left a descriptor behind per file read.
+func TestOpenFileSourceAtCloses(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd to count open files")
+	}
+	in := "{\"a\":1}\n{\"a\":2}\n"
+	plain := writeFile(t, "p.jsonl", []byte(in))
+	gz := writeFile(t, "g.jsonl.gz", gzipBytes(t, in))
+	open := func(path string) int {
+		t.Helper()
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, fd := range fds {
+			if target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); target == path {
+				n++
+			}
+		}
+		return n
+	}
+	for _, path := range []string{plain, gz} {
+		for _, pos := range []Position{{File: filepath.Base(path)}, {File: filepath.Base(path), Offset: 8, Line: 1}} {
+			s, err := OpenFileSourceAt(path, pos, SourceConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Next(); err != nil {
+				t.Fatalf("%s at %v: %v", filepath.Base(path), pos, err)
+			}
+			if n := open(path); n != 1 {
+				t.Fatalf("%s at %v: open %d times while read, want 1", filepath.Base(path), pos, n)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := open(path); n != 0 {
+				t.Errorf("%s at %v: still open %d times after Close", filepath.Base(path), pos, n)
+			}
+			if _, err := s.Next(); err == nil || err == io.EOF {
+				t.Errorf("%s at %v: Next after Close = %v, want the error of a closed source", filepath.Base(path), pos, err)
+			}
+		}
+	}
+}
