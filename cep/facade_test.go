@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -187,7 +188,7 @@ func TestDirEventSourceDeadLetters(t *testing.T) {
 func TestMergedSourceRecords(t *testing.T) {
 	part := func(name string, recs ...runtime.Record) <-chan runtime.Batch {
 		ch := make(chan runtime.Batch, 1)
-		ch <- runtime.Batch{Partition: runtime.Partition{Name: name}, Records: recs}
+		ch <- runtime.Batch{Partition: runtime.Partition{Name: name}, Records: recs, Done: true}
 		close(ch)
 		return ch
 	}
@@ -200,7 +201,7 @@ func TestMergedSourceRecords(t *testing.T) {
 			runtime.Record{Line: 8, Offset: 7, Data: []byte(`{"ts":2}`)},
 			runtime.Record{Line: 9, Offset: 8, Data: []byte(`{"ts":3,"x":"xx`), Reason: "line too long: more than 1048576 bytes"}),
 	}
-	src, err := mergedEventSource("topic t", chans, "ts", fakeReader{}, func() {})
+	src, err := mergedEventSource(context.Background(), "topic t", chans, "ts", fakeReader{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,3 +234,70 @@ type fakeReader struct{}
 
 func (fakeReader) Err() error   { return nil }
 func (fakeReader) Close() error { return nil }
+
+// TestDirEventSourceStopped: a directory's source whose context is done
+// before its end, or that was closed, fails the run that reads it; a
+// partition's channel closed before its Done batch is not the end of the
+// input. The run ended as if the input had: a backtest of nothing, or of
+// the part read, with no error, its final watermark releasing every
+// pending match.
+func TestDirEventSourceStopped(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	for f := range 2 {
+		var b strings.Builder
+		for i := range 2000 {
+			fmt.Fprintf(&b, `{"ts":%q,"card":"c%d","type":"auth","amount":%d,"country":"US"}`+"\n",
+				base.Add(time.Duration(2*i+f)*time.Second).Format(time.RFC3339), i%5, i%600)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("p%d.jsonl", f)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := New(WithRuleset(loadRules(t, engineRules)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	src, err := OpenDirEventSource(ctx, dir, "ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	sum, err := e.Run(context.Background(), src)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a run over a source whose context is done: %v (%d records), want context.Canceled", err, sum.Records)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	src, err = OpenDirEventSource(context.Background(), dir, "ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sum, err = e.Run(context.Background(), src)
+	if err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a run over a closed source: %v (%d records), want an error saying it is closed", err, sum.Records)
+	}
+
+	// A partition that stops before its Done batch: what came before it is
+	// read, then the error.
+	ch := make(chan runtime.Batch, 1)
+	ch <- runtime.Batch{Partition: runtime.Partition{Name: "t-0"}, Records: []runtime.Record{{Line: 1, Data: []byte(`{"ts":1}`)}}}
+	close(ch)
+	m, err := mergedEventSource(context.Background(), "topic t", []<-chan runtime.Batch{ch}, "ts", fakeReader{}, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.source().Next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.source().Next(); err == nil || err == io.EOF {
+		t.Errorf("after a partition's channel closed before its Done batch: %v, want an error", err)
+	}
+}

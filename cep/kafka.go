@@ -2,6 +2,7 @@ package cep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -436,12 +437,15 @@ type TopicReplay struct {
 // head whose event time is lowest (a record without one first; ties by
 // partition), so a backtest over a topic sees about the order of the file
 // it was produced from. The records are numbered in that order (their
-// "line"); a dead letter's line is that number.
+// "line"); a dead letter's line is that number. As for
+// [OpenDirEventSource], a run that reads the source after ctx is done or
+// Close fails.
 func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, error) {
 	in := &KafkaInput{Brokers: c.Brokers, Security: c.Security, Topic: c.Topic, Bounded: true, EndTime: c.To}
 	if !c.From.IsZero() {
 		in.Start, in.StartTime = KafkaFromTime, c.From
 	}
+	opened := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	kr, err := newKafkaReader(ctx, in, nil, false, nil)
 	if err != nil {
@@ -452,7 +456,7 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 	for i, ch := range kr.chans {
 		chans[i] = ch
 	}
-	src, err := mergedEventSource("topic "+c.Topic, chans, c.TimeField, kr, cancel)
+	src, err := mergedEventSource(opened, "topic "+c.Topic, chans, c.TimeField, kr, cancel)
 	if err != nil {
 		return nil, err
 	}
@@ -465,10 +469,15 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 
 // mergedEventSource returns an [EventSource] named name over the
 // partitions whose batches chans deliver (aligned: a channel each, closed
-// after the partition's end), merged by mergePartitions. r is their
+// after the partition's Done batch), merged by mergePartitions. r is their
 // reader (its Err after the end, its Close at the source's), cancel the
-// reader's context's.
-func mergedEventSource(name string, chans []<-chan runtime.Batch, timeField string, r interface {
+// reader's context's, opened the context the source was opened with.
+//
+// A reader stopped before the end of every partition (opened done, or the
+// source closed) is an error of the source, not its end: a run over it
+// would take the rest of the input for absent and release every pending
+// match at the final watermark.
+func mergedEventSource(opened context.Context, name string, chans []<-chan runtime.Batch, timeField string, r interface {
 	Err() error
 	Close() error
 }, cancel context.CancelFunc) (*EventSource, error) {
@@ -477,8 +486,15 @@ func mergedEventSource(name string, chans []<-chan runtime.Batch, timeField stri
 	go func() {
 		defer close(done)
 		err := mergePartitions(chans, timeField, m.out, m.quit, &m.read)
-		if err == nil {
-			err = r.Err()
+		if rerr := r.Err(); rerr != nil && (err == nil || errors.Is(err, errMergeStopped)) {
+			err = rerr
+		}
+		if errors.Is(err, errMergeStopped) {
+			if cerr := opened.Err(); cerr != nil {
+				err = fmt.Errorf("%s: stopped before its end, as the context it was opened with is done: %w", name, cerr)
+			} else {
+				err = fmt.Errorf("%s: closed", name)
+			}
 		}
 		m.err = err // read by Next once out is closed
 		close(m.out)
@@ -562,11 +578,17 @@ func blank(b []byte) bool {
 	return true
 }
 
+// errMergeStopped is the error of mergePartitions when quit was closed, or
+// a partition's channel was closed before its Done batch (its reader
+// stopped, or failed: see its Err).
+var errMergeStopped = errors.New("cep: merge of partitions stopped")
+
 // mergePartitions sends the records of the partitions whose batches chans
 // deliver to out, in slices, the lowest event time first, each with its
 // partition's name in File (its Line and Offset its own), until the
-// partitions end or quit is closed. read counts the bytes of their files
-// read, as the batches taken say ([runtime.Batch.Read]).
+// partitions end (nil) or quit is closed (errMergeStopped). read counts
+// the bytes of their files read, as the batches taken say
+// ([runtime.Batch.Read]).
 func mergePartitions(chans []<-chan runtime.Batch, timeField string, out chan<- []runtime.Record, quit <-chan struct{}, read *atomic.Int64) error {
 	type head struct {
 		b    runtime.Batch
@@ -576,13 +598,18 @@ func mergePartitions(chans []<-chan runtime.Batch, timeField string, out chan<- 
 		done bool
 	}
 	heads := make([]head, len(chans))
+	stopped := false // a channel closed before its partition's Done batch
 	// fill makes heads[p] hold a record, or marks the partition done.
 	fill := func(p int) {
 		h := &heads[p]
 		for !h.done && h.i >= len(h.b.Records) {
+			if h.b.Done {
+				h.done = true
+				return
+			}
 			b, ok := <-chans[p]
 			if !ok {
-				h.done = true
+				h.done, stopped = true, true
 				return
 			}
 			h.b, h.i = b, 0
@@ -600,6 +627,9 @@ func mergePartitions(chans []<-chan runtime.Batch, timeField string, out chan<- 
 	}
 	for p := range heads {
 		fill(p)
+		if stopped {
+			return errMergeStopped
+		}
 	}
 	const size = 256
 	batch := make([]runtime.Record, 0, size)
@@ -620,8 +650,8 @@ func mergePartitions(chans []<-chan runtime.Batch, timeField string, out chan<- 
 			}
 		}
 		if best < 0 {
-			if len(batch) > 0 {
-				send()
+			if len(batch) > 0 && !send() {
+				return errMergeStopped
 			}
 			return nil
 		}
@@ -631,10 +661,17 @@ func mergePartitions(chans []<-chan runtime.Batch, timeField string, out chan<- 
 		rec.File = h.b.Partition.Name
 		batch = append(batch, rec)
 		if len(batch) == size && !send() {
-			return nil
+			return errMergeStopped
 		}
 		h.i++
 		fill(best)
+		if stopped {
+			// What came before the stop is handed on first.
+			if len(batch) > 0 {
+				send()
+			}
+			return errMergeStopped
+		}
 	}
 }
 
