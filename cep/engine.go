@@ -27,7 +27,7 @@ import (
 //
 // An Engine is built once by [New] and may run several times, one run at
 // a time: each [Engine.Run] starts from empty state. It is not safe for
-// concurrent use.
+// concurrent use. The zero Engine runs nothing: its runs fail.
 type Engine struct {
 	cfg     config
 	schema  *event.Schema // the ruleset's, plus the fields observers read
@@ -217,6 +217,10 @@ func withCheckpoints(n int64, fn func(snapshot func(state.Writer) error) error) 
 // of an engine with the same options over the same input.
 func withRestore(r state.Reader) Option { return func(c *config) { c.restore = r } }
 
+// errNotNew is the error of the runs of an Engine that New did not make
+// (its zero value).
+var errNotNew = errors.New("cep: the Engine was not made by New")
+
 // defaultWatermarkEvery is the default of WithWatermarkEvery.
 const defaultWatermarkEvery = 256
 
@@ -224,10 +228,15 @@ const defaultWatermarkEvery = 256
 // checks the options together: the error lists every problem.
 func New(opts ...Option) (*Engine, error) {
 	var c config
-	for _, o := range opts {
+	var errs []error
+	for i, o := range opts {
+		if o == nil {
+			errs = append(errs, fmt.Errorf("cep: option %d of New is nil", i))
+			continue
+		}
 		o(&c)
 	}
-	if err := c.validate(); err != nil {
+	if err := errors.Join(append(errs, c.validate())...); err != nil {
 		return nil, err
 	}
 	if c.watermarkEvery == 0 {
@@ -319,6 +328,9 @@ func (c *config) validate() error {
 		if o == nil {
 			errs = append(errs, fmt.Errorf("cep: observer %d is nil", i))
 		}
+	}
+	if c.dead != nil && c.dead.w == nil {
+		errs = append(errs, errors.New("cep: WithDeadLetters: the DeadLetterWriter was not made by NewDeadLetterWriter"))
 	}
 	if c.checkpoint != nil && c.checkpointEvery <= 0 {
 		errs = append(errs, errors.New("cep: checkpoints need a positive interval"))
@@ -526,11 +538,20 @@ type Progress struct {
 // observers, and returns the summary. It runs on the calling goroutine;
 // ctx cancels it. Once the run has started, the summary of what was read
 // is returned with any error (cancellation, a broken input, an
-// [*InputError], a rule's error with its line). Run does not close src.
+// [*InputError], a rule's error with its line). Run does not close src,
+// and refuses one that an earlier run read.
 func (e *Engine) Run(ctx context.Context, src *EventSource) (*Summary, error) {
-	if src == nil {
-		return nil, errors.New("cep: Run: no source")
+	switch {
+	case e.encoder == nil:
+		return nil, errNotNew
+	case ctx == nil:
+		return nil, errors.New("cep: Run: nil Context")
+	case src == nil || src.source() == nil:
+		return nil, errors.New("cep: Run: no source (open one with OpenEventSource, NewEventSource, OpenDirEventSource or OpenTopicEventSource)")
+	case src.read:
+		return nil, fmt.Errorf("cep: Run: source %s was read by an earlier run: open it again", src.Name())
 	}
+	src.read = true
 	if e.cfg.gcSet {
 		defer debug.SetGCPercent(debug.SetGCPercent(e.cfg.gcPercent))
 	}

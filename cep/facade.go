@@ -2,6 +2,7 @@ package cep
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 
@@ -11,7 +12,8 @@ import (
 // EventSource is a bounded input of JSON lines with line numbers (the
 // events' Seq): a file, a gzip-compressed file (detected by its magic
 // bytes), or stdin. Lines are at most 1 MiB; a longer one becomes a dead
-// letter. It is read by one [Engine.Run] at a time.
+// letter. It is read by one [Engine.Run]: a second run over it fails
+// (open the input again). The zero EventSource is no source.
 type EventSource struct {
 	fs *runtime.FileSource // a file or stdin; nil for merged partitions
 	// merged, name and stop are a directory's files or a topic's
@@ -20,14 +22,20 @@ type EventSource struct {
 	merged *mergedSource
 	name   string
 	stop   func() error
+	// read is set by the run that reads the source: a second finds it
+	// read to its end, or to where the first stopped.
+	read bool
 }
 
-// source returns what a run reads.
+// source returns what a run reads, nil for the zero EventSource.
 func (s *EventSource) source() runtime.Source {
-	if s.merged != nil {
+	switch {
+	case s.merged != nil:
 		return s.merged
+	case s.fs != nil:
+		return s.fs
 	}
-	return s.fs
+	return nil
 }
 
 // OpenEventSource opens path ("-" for stdin) as an [EventSource].
@@ -91,6 +99,9 @@ func IsEventsFile(name string) bool { return runtime.IsPartitionFile(name) }
 // NewEventSource returns an [EventSource] reading r (gzip detected), named
 // name in errors. Close does not close r.
 func NewEventSource(r io.Reader, name string) (*EventSource, error) {
+	if r == nil {
+		return nil, fmt.Errorf("cep: event source %s: nil reader", name)
+	}
 	fs, err := runtime.NewFileSource(r, name, runtime.SourceConfig{})
 	if err != nil {
 		return nil, err
@@ -100,7 +111,7 @@ func NewEventSource(r io.Reader, name string) (*EventSource, error) {
 
 // Name returns the path or name the source was opened with.
 func (s *EventSource) Name() string {
-	if s.merged != nil {
+	if s.fs == nil {
 		return s.name
 	}
 	return s.fs.Name()
@@ -111,18 +122,25 @@ func (s *EventSource) Name() string {
 // on disk (a gzip file's compressed), read as far as the merge of its
 // files has taken their records.
 func (s *EventSource) Progress() (read, total int64) {
-	if s.merged != nil {
+	switch {
+	case s.merged != nil:
 		return s.merged.Progress()
+	case s.fs != nil:
+		return s.fs.Progress()
 	}
-	return s.fs.Progress()
+	return 0, -1
 }
 
-// Close closes the file the source opened.
+// Close closes the file the source opened. It may be called more than
+// once.
 func (s *EventSource) Close() error {
-	if s.merged != nil {
+	switch {
+	case s.merged != nil:
 		return s.stop()
+	case s.fs != nil:
+		return s.fs.Close()
 	}
-	return s.fs.Close()
+	return nil
 }
 
 // DeadLetterWriter writes the records that cannot become events as JSON
@@ -140,7 +158,17 @@ func NewDeadLetterWriter(w io.Writer) *DeadLetterWriter {
 }
 
 // Flush writes the buffered records.
-func (d *DeadLetterWriter) Flush() error { return d.w.Flush() }
+func (d *DeadLetterWriter) Flush() error {
+	if d.w == nil {
+		return nil // the zero writer, which New refuses: nothing written
+	}
+	return d.w.Flush()
+}
 
 // Close flushes the writer.
-func (d *DeadLetterWriter) Close() error { return d.w.Close() }
+func (d *DeadLetterWriter) Close() error {
+	if d.w == nil {
+		return nil
+	}
+	return d.w.Close()
+}

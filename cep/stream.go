@@ -390,6 +390,12 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 // WithLate, WithDeadLetters) and observers are not used: cfg names the
 // outputs.
 func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, error) {
+	switch {
+	case e.encoder == nil:
+		return nil, errNotNew
+	case ctx == nil:
+		return nil, errors.New("cep: Stream: nil Context")
+	}
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
