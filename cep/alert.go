@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
@@ -93,8 +94,9 @@ func alertID(rs *rules.Ruleset, rule *rules.Rule, key event.Key, match [][]*even
 // ([Observer]) see it as it is emitted.
 //
 // An Alert handed to an observer or a sink is valid only during the call:
-// the engine reuses it and its slices for the next alert. The matched
-// events themselves are never modified and may be kept.
+// the engine reuses it and its slices for the next alert (a copy of the
+// struct shares them), so keep [Alert.Clone]'s copy. The matched events
+// themselves are never modified and may be kept.
 type Alert struct {
 	// jsonev.Alert holds the fields, promoted: ID (the deterministic
 	// alert id, [AlertID]), Rule, Ruleset, RulesetVersion (the full hex
@@ -106,6 +108,24 @@ type Alert struct {
 	// and Emit (the emitted fields and their values; null where the
 	// expression failed). The encoder writes it as it is, with no copy.
 	jsonev.Alert
+}
+
+// Clone returns a copy of a that stays as it is after the call that
+// handed a over: its slices are its own, the matched events (never
+// modified) shared.
+func (a *Alert) Clone() *Alert {
+	c := *a
+	c.KeyFields = slices.Clone(a.KeyFields)
+	c.Key = slices.Clone(a.Key)
+	c.Stages = slices.Clone(a.Stages)
+	c.Matched = make([][]*event.Event, len(a.Matched))
+	for i, evs := range a.Matched {
+		c.Matched[i] = slices.Clone(evs)
+	}
+	c.Null = slices.Clone(a.Null)
+	c.EmitNames = slices.Clone(a.EmitNames)
+	c.Emit = slices.Clone(a.Emit)
+	return &c
 }
 
 // AlertEncoder writes alerts as JSON lines, the one alert format of every

@@ -7,7 +7,8 @@ import "github.com/cepheus-cep/cepheus/event"
 // Its methods are called on Run's goroutine and must not block.
 type Observer interface {
 	// OnAlert is called for every alert, in output order, before the
-	// alert is written. a is valid only during the call (see [Alert]).
+	// alert is written. a is valid only during the call (see [Alert];
+	// keep a.Clone()).
 	OnAlert(a *Alert)
 }
 
