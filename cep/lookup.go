@@ -432,11 +432,11 @@ func CheckLookupTarget(target string) error {
 	return nil
 }
 
-// OpenLookupSource opens target (file:PATH, redis://..., rediss://...)
-// as the source of rs's lookup name, reading records as that lookup
-// declares them. A Redis source does not need the server up: a request
-// to a server that is down fails, and the lookup's failure policy
-// applies.
+// OpenLookupSource opens target (file:PATH, redis://..., rediss://...;
+// anything else is an error) as the source of rs's lookup name, reading
+// records as that lookup declares them. A Redis source does not need the
+// server up: a request to a server that is down fails, and the lookup's
+// failure policy applies.
 func OpenLookupSource(rs *rules.Ruleset, name, target string, auth RedisAuth) (LookupSource, error) {
 	spec, err := lookupSpec(rs, name)
 	if err != nil {
@@ -449,6 +449,10 @@ func OpenLookupSource(rs *rules.Ruleset, name, target string, auth RedisAuth) (L
 			return nil, err
 		}
 		return f, nil
+	}
+	if !strings.HasPrefix(target, "redis://") && !strings.HasPrefix(target, "rediss://") {
+		// A path without file: was read as a Redis URL with no scheme.
+		return nil, fmt.Errorf("cep: lookup %s: source %s: want file:PATH, redis://HOST:PORT or rediss://HOST:PORT", name, hideUserinfo(target))
 	}
 	cfg, err := redisConfig(target, auth)
 	if err != nil {

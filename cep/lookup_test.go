@@ -465,3 +465,40 @@ func TestFailingFor(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenLookupSourceTarget: a source that is neither file:PATH nor a
+// Redis URL (a bare path, forgetting file:) is refused with what a source
+// is; it was read as a Redis URL, and the error said "redis URL: scheme
+// "", want redis or rediss".
+func TestOpenLookupSourceTarget(t *testing.T) {
+	rs := loadRules(t, `ruleset t
+event time ts
+lookup customer {
+  key customer_id
+  fields {
+    home_country: string default ""
+  }
+}
+rule r {
+  key customer_id
+  pattern {
+    begin a where customer.home_country == "FR"
+  }
+}
+`)
+	path := filepath.Join(t.TempDir(), "customer.jsonl")
+	if err := os.WriteFile(path, []byte(`{"customer_id":"u1","home_country":"FR"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{path, "localhost:6379", "http://u:secret@localhost"} {
+		_, err := OpenLookupSource(rs, "customer", target, RedisAuth{})
+		if err == nil || !strings.Contains(err.Error(), "want file:PATH, redis://HOST:PORT or rediss://HOST:PORT") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("source %s: %v, want an error saying what a source is (no password)", target, err)
+		}
+	}
+	src, err := OpenLookupSource(rs, "customer", "file:"+path, RedisAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+}
