@@ -1,20 +1,23 @@
 // Package cep is the CEP library of Cepheus on top of the runtime: the
 // keyed CEP operator ([Operator], [SharedOperator]) and the public facade,
-// [Engine], that wires rules, the runtime and state together (enrichment
-// comes later).
+// [Engine], that wires rules, lookups (package enrich), the runtime and
+// state together.
 //
 // # The engine
 //
 // [New] builds an [Engine] from options ([WithRuleset], [WithAlerts],
 // [WithLate], [WithDeadLetters], [WithOutOfOrderness],
-// [WithWatermarkEvery], [WithLimits], [WithInputPolicy], [WithGCPercent],
+// [WithWatermarkEvery], [WithLimits], [WithInputPolicy], [WithLookups],
+// [WithAggregateWorkers], [WithGCPercent], [WithMemoryLimit],
 // [WithObservers], [WithProgress]), each documenting its default, and
 // checks them together. [Engine.Run] runs the ruleset over a bounded
 // [EventSource] and returns a [Summary]: a backtest is that run, the live
 // operator and watermark strategy over a bounded input. Every alert is an
 // [Alert] value, written by the one [AlertEncoder] and shown to the
 // observers ([Observer], [EventObserver]); the label statistics of a
-// backtest are such an observer, [Labels].
+// backtest are such an observer, [Labels]. [Engine.Stream] runs the same
+// rules as a live, checkpointed job ([StreamConfig]), its alerts written to
+// the outputs the configuration names.
 //
 // Inside a run, one runtime subtask hosts one operator that holds a
 // SharedOperator per key specification and emits alerts (in rule order)
@@ -75,6 +78,6 @@
 //
 // Package cep may import every package of ours except cmd and benchmarks
 // (internal/lint enforces the table of DESIGN.md). Today it imports event,
-// event/jsonev, nfa, rules, runtime, runtime/state, runtime/kafka and
-// internal/failpoint.
+// event/jsonev, nfa, rules, enrich, runtime, runtime/state, runtime/kafka,
+// internal/failpoint and internal/humanize.
 package cep

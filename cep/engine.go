@@ -22,8 +22,8 @@ import (
 // Engine runs the rules of a ruleset over events: every rule's keyed CEP
 // operator in event time, with a bounded-out-of-orderness watermark that
 // advances with the record timestamps (docs/decisions.md, "Backtest
-// semantics"). Today it runs over bounded sources ([Engine.Run]); a
-// backtest is exactly that.
+// semantics"). It runs over bounded sources ([Engine.Run]: a backtest is
+// exactly that) and as a live, checkpointed job ([Engine.Stream]).
 //
 // An Engine is built once by [New] and may run several times, one run at
 // a time: each [Engine.Run] starts from empty state. It is not safe for
@@ -133,7 +133,9 @@ func WithDeadLetters(d *DeadLetterWriter) Option { return func(c *config) { c.de
 // WithOutOfOrderness sets the bound of the watermark strategy: the
 // watermark trails the largest timestamp seen by d (whole milliseconds),
 // and events further behind are late. Default: 0, the input is taken as
-// ordered. Negative values are an error.
+// ordered (cepheus backtest and run -out-of-orderness: 5s, so that the
+// same input gives other late events and alerts). Negative values are an
+// error.
 func WithOutOfOrderness(d time.Duration) Option { return func(c *config) { c.outOfOrderness = d } }
 
 // WithWatermarkEvery sets how many events pass between two watermarks.
@@ -156,7 +158,10 @@ func WithLimits(maxPartialMatches, maxBufferedEvents int) Option {
 
 // WithInputPolicy sets what to do with bad input (far-ahead times, a wrong
 // time unit, a run that decodes nearly nothing); see [InputPolicy].
-// Default: the zero policy, which checks nothing.
+// Default: the zero policy, which checks nothing (cepheus backtest and run
+// check numeric times and -max-ahead 24h; backtest also fails a run of
+// more than half dead letters, and stops one whose first 10,000 records
+// decode none).
 func WithInputPolicy(p InputPolicy) Option { return func(c *config) { c.input = p } }
 
 // WithGCPercent sets the garbage collector's target percentage

@@ -65,8 +65,9 @@ func KafkaConsume(ctx context.Context, c KafkaConsumeConfig, w io.Writer) (Kafka
 // watermark and a final checkpoint, as a file does; else the run goes on
 // until it is stopped, as a followed file does. Start says where a
 // partition without a checkpoint starts (default: the earliest offset).
-// The alerts, late events and dead letters go to the directories of
-// StreamConfig, exactly once: the Kafka sink is to come.
+// Without AlertsTopic, the alerts, late events and dead letters go to the
+// outputs of StreamConfig (its directories exactly once); with it, to
+// topics, in one transaction per checkpoint (below).
 type KafkaInput struct {
 	Brokers []string
 	// Security is how every connection to the brokers is secured (TLS,

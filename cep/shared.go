@@ -111,7 +111,7 @@ var ErrUnknownRule = errors.New("cep: unknown rule")
 // Operator that fails does not append it). A failed rule's state is
 // undefined: Snapshot refuses while it is hosted; remove it or restore the
 // last snapshot. Whether a failed rule fails the whole job is the caller's
-// choice ([Backtest] stops at the first error).
+// choice ([Engine.Run] stops at the first error).
 //
 // Rules can be added and removed between calls ([SharedOperator.AddRule],
 // [SharedOperator.RemoveRule]) without touching the state of the others.

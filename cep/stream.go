@@ -36,8 +36,10 @@ const (
 	BackendPebble Backend = "pebble"
 )
 
-// StreamConfig configures [Engine.Stream]. Events and StateDir are
-// required; so is an alerts output (AlertsDir or Alerts).
+// StreamConfig configures [Engine.Stream]. An input (Events or Kafka)
+// and StateDir are required; so is an alerts output (AlertsDir or Alerts,
+// or KafkaInput.AlertsTopic). A default of cepheus run's flags may
+// differ from a field's zero value: said at the field.
 type StreamConfig struct {
 	// Events is the input: a JSON-lines file (plain or gzip), a directory
 	// of them (*.jsonl and *.jsonl.gz, each a partition, in name order),
@@ -53,7 +55,7 @@ type StreamConfig struct {
 	// new for that long, until it grows (runtime.ReaderConfig); its
 	// partition keeps its position and watermark, and leaves the
 	// monitor's PartitionWatermarks while closed. Default (0): files stay
-	// open.
+	// open (cepheus run -close-inactive: 5m).
 	Follow        bool
 	PollInterval  time.Duration
 	CloseInactive time.Duration
@@ -112,7 +114,8 @@ type StreamConfig struct {
 	// releases nothing).
 	Time TimeMode
 	// IdleTimeout marks a partition idle after that long without a record
-	// (followed input only; default 0: never); WallClockAdvance moves the
+	// (followed input only; default 0: never; cepheus run -idle-timeout:
+	// 1m); WallClockAdvance moves the
 	// watermark on by the wall time elapsed while every followed
 	// partition is idle, so absence rules fire on a quiet stream.
 	IdleTimeout      time.Duration

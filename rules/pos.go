@@ -10,8 +10,8 @@ import (
 )
 
 // Pos is a position in a ruleset file: its byte offset plus one, so that
-// the zero Pos ([NoPos]) means "no position". Resolve it to a line and
-// column with [File.Position].
+// the zero Pos ([NoPos]) means "no position". An [Error] carries its
+// position resolved to a line and column ([Position]).
 type Pos int
 
 // NoPos is the zero Pos: no position.
