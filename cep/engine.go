@@ -413,9 +413,14 @@ func decoderConfig(rs *rules.Ruleset, schema *event.Schema, others []*rules.Rule
 // read when the rules do not, so that the decoder keeps them.
 func engineSchema(rs *rules.Ruleset, obs []Observer) (*event.Schema, error) {
 	var extra []string
-	for _, o := range obs {
+	for i, o := range obs {
 		if eo, ok := o.(EventObserver); ok {
-			extra = append(extra, eo.Fields()...)
+			fields := eo.Fields()
+			if slices.Contains(fields, "") {
+				// The zero Labels, or NewLabels without a field.
+				return nil, fmt.Errorf("cep: observer %d (%T) reads a field with no name", i, o)
+			}
+			extra = append(extra, fields...)
 		}
 	}
 	if len(extra) == 0 {

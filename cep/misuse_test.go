@@ -3,6 +3,7 @@ package cep
 import (
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,6 +67,18 @@ func TestMisuse(t *testing.T) {
 			_, err := NewEventSource(nil, "events")
 			return err
 		}, "events: nil reader"},
+		{"Stream with the zero StreamMonitor", func() error {
+			path := filepath.Join(t.TempDir(), "events.jsonl")
+			if err := os.WriteFile(path, []byte(events), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.Stream(context.Background(), StreamConfig{Events: path, StateDir: t.TempDir(), Alerts: io.Discard, Monitor: &StreamMonitor{}})
+			return err
+		}, "the Monitor was not made by NewStreamMonitor"},
+		{"New with the zero Labels", func() error {
+			_, err := New(WithRuleset(rs), WithObservers(&Labels{}))
+			return err
+		}, "observer 0 (*cep.Labels) reads a field with no name"},
 		{"Run of a source read before", func() error {
 			src := source()
 			if _, err := e.Run(context.Background(), src); err != nil {

@@ -124,8 +124,9 @@ type StreamConfig struct {
 	// and once at the end, on the coordinator's goroutine.
 	Progress         func(StreamProgress)
 	ProgressInterval time.Duration
-	// Monitor, when set, receives the job's figures as it runs (for a
-	// metrics exporter or health checks; see [StreamMonitor]).
+	// Monitor, when set (by [NewStreamMonitor]), receives the job's
+	// figures as it runs (for a metrics exporter or health checks; see
+	// [StreamMonitor]).
 	Monitor *StreamMonitor
 	// Logf, when set, receives one-line messages about the run (the
 	// checkpoint restored, a checkpoint aborted).
@@ -294,6 +295,9 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 	}
 	if d.StateDir == "" {
 		errs = append(errs, errors.New("no state directory"))
+	}
+	if d.Monitor != nil && d.Monitor.deploys == nil {
+		errs = append(errs, errors.New("the Monitor was not made by NewStreamMonitor"))
 	}
 	if k := d.Kafka; k.transactional() {
 		if d.AlertsDir != "" || d.Alerts != nil || d.LateDir != "" || d.DeadDir != "" || d.ShadowDir != "" {
