@@ -546,7 +546,9 @@ type Progress struct {
 // at the end of the input that releases every pending absence match. It
 // writes alerts, late events and dead letters as they happen, calls the
 // observers, and returns the summary. It runs on the calling goroutine;
-// ctx cancels it. Once the run has started, the summary of what was read
+// ctx cancels it, looked at between records (every 4,096), so a Read of
+// src that blocks (a pipe or a connection whose writer stalls) holds the
+// cancellation back until it returns. Once the run has started, the summary of what was read
 // is returned with any error (cancellation, a broken input, an
 // [*InputError], a rule's error with its line). Run does not close src,
 // and refuses one that an earlier run read.

@@ -65,8 +65,10 @@ type StreamConfig struct {
 	StateDir string
 	// AlertsDir receives the alerts exactly once: committed part files
 	// alerts-S-N.jsonl (subtask S, checkpoint N). When it is empty, the
-	// alerts go to Alerts when a checkpoint completes, at most once after
-	// a crash.
+	// alerts go to Alerts when a checkpoint completes, at most once: a
+	// crash, or a Write of Alerts that fails (the run then stops with its
+	// error), loses the alerts of the checkpoints completed and not yet
+	// written, which a restart resumes after.
 	AlertsDir string
 	Alerts    io.Writer
 	// LateDir and DeadDir receive the late events (late-S-N.jsonl) and
