@@ -28,7 +28,10 @@ const (
 // (docs/decisions.md, "Bad times"). The zero value checks nothing, as the
 // runs of conformance and differential tests need (their times are a few
 // milliseconds from the epoch); `cepheus backtest` turns every check on
-// unless told otherwise.
+// unless told otherwise. [Engine.Stream] applies TimeUnit,
+// CheckNumericTimes and MaxAhead; MaxDeadFraction and GiveUpAfter are
+// [Engine.Run]'s alone: a live job sends the records to the dead letters
+// and goes on, as `cepheus run` does.
 type InputPolicy struct {
 	// TimeUnit is the unit of time fields written as numbers.
 	TimeUnit TimeUnit
