@@ -2,7 +2,9 @@ package cep
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +73,53 @@ rule two_big {
 	}
 	if len(keys) != 2 {
 		t.Errorf("the clones' keys %v, want the two cards", keys)
+	}
+}
+
+// failingWriter fails every Write after its first n.
+type failingWriter struct{ n int }
+
+var errWriter = errors.New("the alert service is down")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.n == 0 {
+		return 0, errWriter
+	}
+	w.n--
+	return len(p), nil
+}
+
+// TestOutputWriteError: a run whose alerts or late events writer fails
+// stops with an error that names that output and wraps the writer's; it
+// said "cep: " and the writer's error alone, so a program with several
+// writers could not tell which had failed.
+func TestOutputWriteError(t *testing.T) {
+	var in strings.Builder
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 20000 {
+		// Every tenth event is a minute behind: late.
+		at := base.Add(time.Duration(i) * time.Second)
+		if i%10 == 9 {
+			at = at.Add(-time.Minute)
+		}
+		fmt.Fprintf(&in, `{"ts":%q,"card":"c%d","type":"auth","amount":%d,"country":"US"}`+"\n", at.Format(time.RFC3339), i%7, 100+i%900)
+	}
+	rs := loadRules(t, engineRules)
+	for _, c := range []struct {
+		opt  func(io.Writer) Option
+		want string
+	}{{WithAlerts, "alerts output"}, {WithLate, "late events output"}} {
+		e, err := New(WithRuleset(rs), c.opt(&failingWriter{n: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := NewEventSource(strings.NewReader(in.String()), "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.Run(context.Background(), src)
+		if !errors.Is(err, errWriter) || !strings.Contains(err.Error(), c.want+": "+errWriter.Error()) {
+			t.Errorf("%v, want the writer's error after %q", err, c.want)
+		}
 	}
 }

@@ -938,30 +938,40 @@ func (s *sink) Collect(x emitted) error {
 		}
 		if s.alerts != nil {
 			s.buf = s.enc.AppendAlert(s.buf[:0], x.alert)
-			s.write(s.alerts)
+			s.write(s.alerts, alertsOutput)
 		}
 	case x.late != nil && s.late != nil && x.limit != nil:
 		s.buf = s.enc.appendOverflow(s.buf[:0], x.late, x.limit)
-		s.write(s.late)
+		s.write(s.late, lateOutput)
 	case x.late != nil && s.late != nil:
 		s.buf = s.enc.appendLate(s.buf[:0], x.late)
-		s.write(s.late)
+		s.write(s.late, lateOutput)
 	}
 	return s.err
 }
 
-func (s *sink) write(w io.Writer) {
+// The outputs a write error of a sink names (it said "cep: " and the
+// writer's error alone).
+const (
+	alertsOutput = "alerts output"
+	lateOutput   = "late events output"
+)
+
+func (s *sink) write(w io.Writer, output string) {
 	if _, err := w.Write(s.buf); err != nil && s.err == nil {
-		s.err = fmt.Errorf("cep: %w", err)
+		s.err = fmt.Errorf("cep: %s: %w", output, err)
 	}
 }
 
 // flush writes what the buffers hold.
 func (s *sink) flush() error {
-	for _, w := range []*bufio.Writer{s.alerts, s.late} {
-		if w != nil {
-			if err := w.Flush(); err != nil && s.err == nil {
-				s.err = fmt.Errorf("cep: %w", err)
+	for _, out := range []struct {
+		w    *bufio.Writer
+		name string
+	}{{s.alerts, alertsOutput}, {s.late, lateOutput}} {
+		if out.w != nil {
+			if err := out.w.Flush(); err != nil && s.err == nil {
+				s.err = fmt.Errorf("cep: %s: %w", out.name, err)
 			}
 		}
 	}
