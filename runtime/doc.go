@@ -3,59 +3,59 @@
 // cep is one) through the [KeyedOperator] interface and moves events and
 // watermarks to them.
 //
-// # What exists today
+// # What it holds
 //
-// The minimal pieces a backtest needs, reached through package cep. Later
-// issues extend them rather than replace them.
+// The pieces of the streaming runtime that package cep assembles into a
+// backtest ([cep.Engine.Run]) and a live job ([cep.Engine.Stream]); the
+// job's coordinator, its checkpoint barriers and the Kafka wiring are
+// cep's, the Kafka clients runtime/kafka's, the state backends
+// runtime/state's.
 //
-//   - [FileSource] reads JSON lines from a file, a gzip file (detected by
-//     its magic bytes; a ".gz" name without them is an error) or standard
-//     input ("-"), through one large buffer. Each [Record] carries its
-//     1-based line number and byte offset; CRLF is tolerated, blank lines
-//     are skipped (but counted), and a line over the maximum length becomes
-//     a record with a reason instead of an error. [Source] is the interface
-//     a subtask reads; [ProgressSource] adds bytes read and total size.
+//   - Sources: [FileSource] reads JSON lines from a file, a gzip file
+//     (detected by its magic bytes; a ".gz" name without them is an
+//     error) or standard input ("-"), through one large buffer. Each
+//     [Record] carries its 1-based line number and byte offset; CRLF is
+//     tolerated, blank lines are skipped (but counted), and a line over
+//     the maximum length becomes a record with a reason instead of an
+//     error. [Source] is the interface a subtask reads; [ProgressSource]
+//     adds bytes read and total size. [PartitionReader] reads the files
+//     of a directory (or one file) as partitions, each in its own
+//     goroutine, following them as they grow (follow.go: rotation,
+//     deletion, closing quiet files), in [Batch] values that carry each
+//     partition's [Position] for the checkpoints.
 //   - The decoder of the records is [jsonev.Decoder] (package
 //     event/jsonev, the one JSON codec of the module, shared with the
 //     in-file tests of package rules), in lenient mode: fields outside the
 //     schema are skipped, the last of a repeated key wins.
-//   - [WatermarkGenerator] is Flink's bounded-out-of-orderness generator:
-//     watermark = largest timestamp - bound - 1 ms, offered every N events
-//     and emitted only when it advanced; a bounded input ends with
-//     event.MaxTime.
-//   - [Subtask] runs one source through the decoder and the generator into
-//     one or more [KeyedOperator] values (each keying by itself) on the
-//     calling goroutine: each element goes to every operator, then the
-//     watermark it advanced, then, at the end of the input, the final
-//     watermark. Operators emit into the [Collector] the subtask passes to
-//     every call (typed: a subtask's operators emit values of one type).
-//     Bad records go to a [DeadLetter] sink, such as the JSON-lines
-//     [DeadLetterWriter] (its lines encoded by [jsonev.AppendDeadLetter]).
-//   - Checkpoints: [Subtask.Snapshot] writes the subtask's own record (the
-//     line reached, its counters, the watermark generator and the
-//     far-ahead guard) and then each operator's, through the operator's
-//     Snapshot hook, into a [state.Writer]; [Subtask.Restore] reads them
-//     back through a [state.Reader], and Run then skips the lines the
-//     checkpoint covers. SubtaskConfig.Checkpoint is called every
-//     CheckpointEvery records, between two records, until in-band
-//     barriers exist.
+//   - Time: [WatermarkGenerator] is Flink's bounded-out-of-orderness
+//     generator (watermark = largest timestamp - bound - 1 ms, emitted only
+//     when it advanced; a bounded input ends with event.MaxTime);
+//     [PartitionWatermarks] keeps one per partition and gives their
+//     minimum, leaving out the idle and finished ones; [AheadGuard] sends
+//     an event too far ahead of the stream's time to the dead letters
+//     instead of letting it move the watermark.
+//   - [Subtask] runs a source through the decoder and the generator into
+//     one or more [KeyedOperator] values on the calling goroutine: each
+//     element goes to every operator, then the watermark it advanced, then,
+//     at the end of the input, the final watermark. Operators emit into the
+//     [Collector] the subtask passes to every call. Bad records go to a
+//     [DeadLetter] sink, such as the JSON-lines [DeadLetterWriter] (its
+//     lines encoded by [jsonev.AppendDeadLetter]). [Subtask.Snapshot] and
+//     [Subtask.Restore] write and read the subtask's own record and each
+//     operator's through a [state.Writer] and [state.Reader].
 //   - Sinks driven by checkpoints ([CommitSink], Flink's two-phase-commit
 //     sink): [FileSink] is exactly once (part files written under hidden
 //     names, renamed to *.jsonl when their checkpoint completes, recovered
-//     from a [PendingState] stored in the checkpoint); [WriterSink] (stdout)
-//     is at most once after a crash. Not yet wired into a run: the
-//     streaming runtime will call PreCommit on each barrier and Commit
-//     when the checkpoint is complete.
-//
-// # What it will own
-//
-//   - more sources (Kafka partitions, followed files) and sinks;
-//   - idleness and the minimum watermark over a subtask's inputs;
-//   - shards (key groups in embedded mode, partitions in Kafka mode) and the
-//     subtasks that run them, each on its own goroutine;
-//   - checkpoint barriers, their alignment and the checkpoint coordinator;
-//   - the async stage (bounded in flight, ordered or unordered within a
-//     watermark) and salted two-phase aggregation for skewed keys.
+//     from a [PendingState] stored in the checkpoint); [WriterSink]
+//     (stdout) is at most once after a crash.
+//   - Velocity aggregates: [Aggregator] holds each event until the
+//     watermark passes it and sets the windows' values in it (count, sum,
+//     avg, min, max, distinct count; sliding or tumbling, per key);
+//     [ParallelAggregator] computes the same values on several workers,
+//     salting hot keys over them and merging their partial aggregates.
+//     Both checkpoint their windows and the events they hold.
+//   - The lock of a state or output directory (dirlock_*.go) and the
+//     check that a file read is still linked (unlinked_*.go).
 //
 // # Invariants
 //
@@ -74,7 +74,7 @@
 //   - Watermarks, checkpoint barriers and ruleset changes travel in band,
 //     in the same channels as events; channels are bounded, so a slow
 //     subtask slows its producers and nothing is dropped; a barrier never
-//     sits inside a batch. (For the multi-goroutine runtime to come.)
+//     sits inside a batch.
 //   - Sources that block (stdin in a live run, a followed file) read in
 //     their own goroutine, so that watermarks and barriers still flow while
 //     the input is quiet. A backtest's bounded file or stdin is read on the

@@ -472,6 +472,11 @@ func (c *Client) Message(err error) string {
 			why = u
 		}
 		why = strings.TrimPrefix(why, "transport: Error while dialing: ")
+		if strings.HasPrefix(why, "dial unix ") && strings.HasSuffix(why, "permission denied") {
+			// A serve answers there, but its socket (mode 0600) is its
+			// user's only.
+			return fmt.Sprintf("cepheus serve's socket refused the connection (%s): only serve's user (and root) may connect to it; run this as that user", why)
+		}
 		return fmt.Sprintf("no cepheus serve answers there (%s): start it, or give its -grpc address with -server", why)
 	}
 	if c.Lost(err) {

@@ -98,6 +98,12 @@ func TestClientMessage(t *testing.T) {
 		strings.Contains(msg, "rpc error") {
 		t.Errorf("Status of %s where nothing listens: %v, message %q; want that no server answers there, and why", addr, err, msg)
 	}
+	// A Unix socket of another user's (mode 0600): not "no serve answers
+	// there", as it said.
+	denied := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /run/cepheus.sock: connect: permission denied"`)
+	if msg, want := gone.Message(denied), "cepheus serve's socket refused the connection (dial unix /run/cepheus.sock: connect: permission denied): only serve's user (and root) may connect to it; run this as that user"; msg != want {
+		t.Errorf("a socket's permission denied: message %q, want %q", msg, want)
+	}
 	// The server's own UNAVAILABLE, come as it stopped (the connection
 	// no longer ready), is its message.
 	if msg := gone.Message(status.Error(codes.Unavailable, want)); msg != want {
