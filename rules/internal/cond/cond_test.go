@@ -2,6 +2,7 @@ package cond
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -165,6 +166,39 @@ func TestCondSemantics(t *testing.T) {
 				t.Errorf("the reference says %s", got)
 			}
 		})
+	}
+}
+
+// TestDynamicPattern: a matches whose pattern is an event's field
+// compiles each pattern once (a cache of maxDynRegexps, emptied when
+// full, across which the outcomes stay right), a bad pattern is an error,
+// and a pattern over maxDynPattern bytes is an error without being
+// compiled (an 80 KB pattern compiled at every event took 0.1 s each).
+func TestDynamicPattern(t *testing.T) {
+	b, err := CompileBoolExpr(`country matches x`, unitEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		for i := range maxDynRegexps + 44 {
+			p := fmt.Sprintf("^c%d$", i)
+			if got := outcome(b, unitEvent("country", fmt.Sprintf("c%d", i), "x", p)); got != "true" {
+				t.Fatalf("round %d: c%d matches %s: %s (%v)", round, i, p, got, b.LastError())
+			}
+			if got := outcome(b, unitEvent("country", fmt.Sprintf("c%d", i+1), "x", p)); got != "false" {
+				t.Fatalf("round %d: c%d matches %s: %s (%v)", round, i+1, p, got, b.LastError())
+			}
+		}
+	}
+	if got := outcome(b, unitEvent("country", "FR", "x", "[")); got != "error" || !strings.Contains(b.LastError().Error(), "bad regular expression") {
+		t.Errorf("a bad pattern: %s (%v), want an error", got, b.LastError())
+	}
+	long := strings.Repeat("a", maxDynPattern+1)
+	if got := outcome(b, unitEvent("country", long, "x", long)); got != "error" || !strings.Contains(b.LastError().Error(), "more than the 4096 a pattern from an event may have") {
+		t.Errorf("a pattern of %d bytes: %s (%v), want an error", len(long), got, b.LastError())
+	}
+	if got := outcome(b, unitEvent("country", long[1:], "x", long[1:])); got != "true" {
+		t.Errorf("a pattern of %d bytes: %s (%v), want it matched", len(long)-1, got, b.LastError())
 	}
 }
 
