@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -45,7 +46,12 @@ type DeadLetterWriter struct {
 }
 
 // NewDeadLetterWriter returns a writer onto w, which Close does not close.
+// A nil w makes every call fail with an error that says so (it panicked at
+// the first flush).
 func NewDeadLetterWriter(w io.Writer) *DeadLetterWriter {
+	if w == nil {
+		return &DeadLetterWriter{err: errors.New("runtime: dead letters: no writer (NewDeadLetterWriter of nil)")}
+	}
 	return &DeadLetterWriter{w: bufio.NewWriterSize(w, 64<<10)}
 }
 

@@ -97,6 +97,19 @@ func TestDeadLetterWriterError(t *testing.T) {
 	}
 }
 
+// TestDeadLetterWriterNil: a writer onto nil fails every call with an
+// error that says so; it panicked at the first flush.
+func TestDeadLetterWriterNil(t *testing.T) {
+	w := NewDeadLetterWriter(nil)
+	const want = "runtime: dead letters: no writer (NewDeadLetterWriter of nil)"
+	if err := w.DeadLetter(DeadRecord{Line: 1, Data: []byte("x")}); err == nil || err.Error() != want {
+		t.Errorf("DeadLetter = %v, want %q", err, want)
+	}
+	if err := w.Close(); err == nil || err.Error() != want {
+		t.Errorf("Close = %v, want %q", err, want)
+	}
+}
+
 // TestDeadLetterRuleset: a record of a ruleset's run names it first.
 func TestDeadLetterRuleset(t *testing.T) {
 	var b strings.Builder
