@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -177,6 +178,36 @@ func TestSnippetOfBinaryLine(t *testing.T) {
 	s := list[0].Snippet()
 	if len(s) > 2*(maxSnippetWidth+10) || strings.ContainsAny(s, "\x00\x1b\x7f") {
 		t.Errorf("snippet of a binary line (%d bytes): %q", len(s), s)
+	}
+}
+
+// TestSnippetOfHugeLine: the snippet of a 10 MB line is cut as a short
+// line's is, and costs no memory per character of the line (it took a
+// string header per character: 160 MB, and seconds, for a 10 MB
+// expression refused by the nesting bounds).
+func TestSnippetOfHugeLine(t *testing.T) {
+	const size = 10 << 20
+	line := strings.Repeat("(", size/2) + "ü" + strings.Repeat("x", size/2)
+	for _, c := range []struct {
+		column int
+		want   string
+	}{
+		{1, strings.Repeat("(", 100) + "...\n^"},
+		{size/2 + 1, "..." + strings.Repeat("(", 50) + "ü" + strings.Repeat("x", 49) + "...\n" + strings.Repeat(" ", 3+50) + "^"},
+		{size + 1, "..." + strings.Repeat("x", 100) + "\n" + strings.Repeat(" ", 3+99) + "^"},
+		{size + 2, "..." + strings.Repeat("x", 100) + "\n" + strings.Repeat(" ", 3+100) + "^"},
+		{size + 4, "..." + strings.Repeat("x", 100) + "\n" + strings.Repeat(" ", 3+100+2) + "^"},
+	} {
+		var before, after goruntime.MemStats
+		goruntime.ReadMemStats(&before)
+		got := caret(line, c.column)
+		goruntime.ReadMemStats(&after)
+		if got != c.want {
+			t.Errorf("caret(10 MB line, %d) =\n%.300s\nwant\n%.300s", c.column, got, c.want)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+			t.Errorf("caret(10 MB line, %d) allocated %d bytes, want under 64 KiB", c.column, n)
+		}
 	}
 }
 

@@ -121,22 +121,21 @@ const maxSnippetWidth = 100
 // longer than maxSnippetWidth is cut around the caret: a binary file
 // must not spill its bytes onto the terminal.
 func caret(line string, column int) string {
-	// One piece per character (column), as it is shown.
+	// One piece per character (column), as it is shown; only the pieces
+	// within maxSnippetWidth characters of the caret can show, so a long
+	// line costs a scan, not a piece per character.
+	chars := utf8.RuneCountInString(line)
+	want := min(max(column-1, 0), chars)  // the character under the caret
+	first := max(want-maxSnippetWidth, 0) // the character of pieces[0]
 	var pieces []string
-	for i := 0; i < len(line); {
+	for i, c := 0, 0; i < len(line) && c <= want+maxSnippetWidth; c++ {
 		r, n := utf8.DecodeRuneInString(line[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			pieces = append(pieces, fmt.Sprintf(`\x%02x`, line[i]))
-		case r == '\t' || r != '\ufeff' && unicode.IsPrint(r):
-			pieces = append(pieces, line[i:i+n])
-		default:
-			q := strconv.QuoteRuneToASCII(r)
-			pieces = append(pieces, q[1:len(q)-1])
+		if c >= first {
+			pieces = append(pieces, shown(line[i:i+n], r))
 		}
 		i += n
 	}
-	at := min(max(column-1, 0), len(pieces)) // the piece under the caret
+	at := want - first // the piece under the caret
 	lo, hi, width := at, at, 0
 	for grew := true; grew; {
 		grew = false
@@ -152,7 +151,7 @@ func caret(line string, column int) string {
 		}
 	}
 	var b, pad strings.Builder
-	if lo > 0 {
+	if first+lo > 0 {
 		b.WriteString("...")
 		pad.WriteString("   ")
 	}
@@ -167,14 +166,27 @@ func caret(line string, column int) string {
 			pad.WriteString(strings.Repeat(" ", utf8.RuneCountInString(p)))
 		}
 	}
-	if hi < len(pieces) {
+	if first+hi < chars {
 		b.WriteString("...")
 	}
-	for i := len(pieces); i < column-1; i++ {
+	for i := chars; i < column-1; i++ {
 		pad.WriteByte(' ') // a column past the end of the line
 	}
 	b.WriteByte('\n')
 	b.WriteString(pad.String())
 	b.WriteByte('^')
 	return b.String()
+}
+
+// shown returns the character r, the bytes c of a line, as a snippet
+// shows it: itself, or escaped when a terminal would not show it so.
+func shown(c string, r rune) string {
+	switch {
+	case r == utf8.RuneError && len(c) == 1:
+		return fmt.Sprintf(`\x%02x`, c[0])
+	case r == '\t' || r != '\ufeff' && unicode.IsPrint(r):
+		return c
+	}
+	q := strconv.QuoteRuneToASCII(r)
+	return q[1 : len(q)-1]
 }
