@@ -17,7 +17,8 @@
 // observers ([Observer], [EventObserver]); the label statistics of a
 // backtest are such an observer, [Labels]. [Engine.Stream] runs the same
 // rules as a live, checkpointed job ([StreamConfig]), its alerts written to
-// the outputs the configuration names.
+// the outputs the configuration names and handed to its OnAlert function
+// (at least once).
 //
 // Inside a run, one runtime subtask hosts one operator that holds a
 // SharedOperator per key specification and emits alerts (in rule order)

@@ -99,6 +99,11 @@ rule big_then_foreign {
 		return
 	}
 	cfg := cep.StreamConfig{Events: events, StateDir: filepath.Join(dir, "state"), AlertsDir: filepath.Join(dir, "alerts")}
+	// Code sees each alert too (at least once: deduplicate by a.ID).
+	cfg.OnAlert = func(a *cep.Alert) error {
+		fmt.Printf("alert of %s for %s %v: %d stages\n", a.Rule, a.KeyFields[0], a.Key[0], len(a.Matched))
+		return nil
+	}
 	res, err := engine.Stream(context.Background(), cfg)
 	if err != nil {
 		fmt.Println(err)
@@ -113,6 +118,7 @@ rule big_then_foreign {
 	res, err = engine.Stream(context.Background(), cfg)
 	fmt.Printf("again: %v, already finished %v\n", err, res.AlreadyFinished)
 	// Output:
+	// alert of big_then_foreign for card "c1": 2 stages
 	// 2 records, 1 alert, finished true
 	// 1 line in alerts
 	// again: <nil>, already finished true

@@ -71,6 +71,19 @@ type StreamConfig struct {
 	// written, which a restart resumes after.
 	AlertsDir string
 	Alerts    io.Writer
+	// OnAlert, when set, is called with every alert of the active
+	// version as its subtask emits it (besides the alerts output, which
+	// it may stand in for: without AlertsDir and Alerts, the alerts go
+	// only to it): at least once. The calls are never concurrent (one at
+	// a time across the subtasks, on theirs goroutines), and a is valid
+	// only during the call (keep a.Clone()). A call returning an error
+	// stops the run with it; a run resumed from the state directory
+	// calls again for every alert after its latest complete checkpoint,
+	// with the same [Alert] ID (deduplicate by it): no alert whose call
+	// failed, or that a crash interrupted, is skipped. A slow call slows
+	// the run (the subtask waits for it, and the reader for the
+	// subtask). The shadow version's alerts are not passed to it.
+	OnAlert func(a *Alert) error
 	// LateDir and DeadDir receive the late events (late-S-N.jsonl) and
 	// the dead letters (dead-0-N.jsonl) exactly once; empty: only
 	// counted.
@@ -138,6 +151,8 @@ type StreamConfig struct {
 	hooks streamHooks
 	// rules follows KafkaInput.RulesTopic, once Stream opened it.
 	rules *rulesTopic
+	// onAlertMu makes the calls of OnAlert one at a time.
+	onAlertMu *sync.Mutex
 }
 
 // streamHooks let the tests of package cep stop a run at a checkpoint and
@@ -318,8 +333,8 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		}
 	} else if d.Kafka != nil && (d.Kafka.LateTopic != "" || d.Kafka.DeadTopic != "" || d.Kafka.ShadowTopic != "" || d.Kafka.RulesTopic != "") {
 		errs = append(errs, errors.New("a Kafka late, dead-letter, shadow or rules topic needs the alerts topic too"))
-	} else if d.AlertsDir == "" && d.Alerts == nil {
-		errs = append(errs, errors.New("no alerts output"))
+	} else if d.AlertsDir == "" && d.Alerts == nil && d.OnAlert == nil {
+		errs = append(errs, errors.New("no alerts output (AlertsDir, Alerts or OnAlert)"))
 	}
 	if d.CheckpointInterval < 0 || d.CheckpointTimeout < 0 || d.MinPause < 0 || d.IdleTimeout < 0 ||
 		d.ProgressInterval < 0 || d.PollInterval < 0 || d.CloseInactive < 0 || d.Keep < 0 || d.Parallelism < 0 || d.CheckpointRecords < 0 {
@@ -369,6 +384,12 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		}
 		d.Kafka = &kc
 	}
+	if d.OnAlert != nil {
+		d.onAlertMu = new(sync.Mutex)
+		if !d.Kafka.transactional() && d.AlertsDir == "" && d.Alerts == nil {
+			d.Alerts = io.Discard
+		}
+	}
 	if d.ProgressInterval == 0 {
 		d.ProgressInterval = 10 * time.Second
 	}
@@ -397,7 +418,7 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 // cancelled it stops reading, takes a final checkpoint and returns
 // ctx's error with the result. The engine's own outputs (WithAlerts,
 // WithLate, WithDeadLetters) and observers are not used: cfg names the
-// outputs.
+// outputs, and cfg.OnAlert hands the alerts to code, at least once.
 func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, error) {
 	switch {
 	case e.encoder == nil:

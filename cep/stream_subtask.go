@@ -543,6 +543,14 @@ func (s *streamSubtask) Collect(x emitted) error {
 	s.collected++
 	switch {
 	case x.alert != nil:
+		if f := s.j.cfg.OnAlert; f != nil && !x.shadow {
+			s.j.cfg.onAlertMu.Lock()
+			err := f(x.alert)
+			s.j.cfg.onAlertMu.Unlock()
+			if err != nil {
+				return fmt.Errorf("cep: stream: OnAlert: %w", err)
+			}
+		}
 		sink := s.alerts
 		if x.shadow {
 			if sink = s.shadow; sink == nil {
