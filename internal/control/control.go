@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // service implements cepheusv1.ControlServer over a monitor.
@@ -324,6 +326,39 @@ func (s *service) TriggerCheckpoint(ctx context.Context, _ *cepheusv1.TriggerChe
 // (RESOURCE_EXHAUSTED, "received message larger than max").
 const MaxMessage = 64 << 20
 
+// MaxSourceCalls is the most Validate and Deploy calls, those that carry
+// a ruleset's source (up to MaxMessage each), that a server takes at
+// once: one more is refused ABORTED as soon as its headers arrive,
+// before its message is read, so that callers cannot make the server
+// hold many messages of 64 MiB at once. The client sends a refused call
+// again (every 100 ms, until its context ends), as it does while another
+// deploy switches; deploys are taken one at a time anyway.
+const MaxSourceCalls = 4
+
+// sourceCalls counts the calls carrying a source in progress
+// (MaxSourceCalls).
+type sourceCalls struct {
+	max int64
+	n   atomic.Int64
+}
+
+// tap admits a call carrying a source while fewer than max are in
+// progress; the others pass. The count drops when the call's stream
+// ends (its context is cancelled then, whatever the way it ends).
+func (l *sourceCalls) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	switch info.FullMethodName {
+	case cepheusv1.Control_Validate_FullMethodName, cepheusv1.Control_Deploy_FullMethodName:
+	default:
+		return ctx, nil
+	}
+	if l.n.Add(1) > l.max {
+		l.n.Add(-1)
+		return ctx, status.Errorf(codes.Aborted, "%d validate or deploy calls are in progress, the most the server takes at once: try again", l.max)
+	}
+	context.AfterFunc(ctx, func() { l.n.Add(-1) })
+	return ctx, nil
+}
+
 // Server serves the control API until Close.
 type Server struct {
 	srv    *grpc.Server
@@ -347,14 +382,21 @@ func Serve(addr string, m *cep.StreamMonitor) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	s := &Server{srv: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage)), health: health.NewServer(), ln: ln, done: make(chan error, 1)}
+	return serve(ln, m, MaxSourceCalls), nil
+}
+
+// serve serves on ln, with at most maxSource calls carrying a source at
+// once.
+func serve(ln net.Listener, m *cep.StreamMonitor, maxSource int64) *Server {
+	calls := &sourceCalls{max: maxSource}
+	s := &Server{srv: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage), grpc.InTapHandle(calls.tap)), health: health.NewServer(), ln: ln, done: make(chan error, 1)}
 	cepheusv1.RegisterControlServer(s.srv, &service{m: m})
 	healthpb.RegisterHealthServer(s.srv, s.health)
 	reflection.Register(s.srv)
 	s.health.SetServingStatus(cepheusv1.Control_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	go s.watch(m)
 	go func() { s.done <- s.srv.Serve(ln) }()
-	return s, nil
+	return s
 }
 
 // watch keeps the health status of the Control service in step with the
@@ -521,7 +563,9 @@ func (c *Client) Lost(err error) bool {
 
 // Validate validates a ruleset's source on the server.
 func (c *Client) Validate(ctx context.Context, name string, src []byte) (*cepheusv1.ValidateResponse, error) {
-	return c.c.Validate(ctx, &cepheusv1.ValidateRequest{Name: name, Source: src})
+	return retryAborted(ctx, func() (*cepheusv1.ValidateResponse, error) {
+		return c.c.Validate(ctx, &cepheusv1.ValidateRequest{Name: name, Source: src})
+	})
 }
 
 // Status asks the server what the engine does.
@@ -571,9 +615,10 @@ func (c *Client) Promote(ctx context.Context, o cep.SwitchOptions) (*cep.DeployR
 }
 
 // retryAborted calls call again, every 100 ms, while it answers ABORTED
-// (another deploy switching, which takes a checkpoint's time) and ctx
-// lasts; then returns its last answer.
-func retryAborted(ctx context.Context, call func() (*cepheusv1.DeployResponse, error)) (*cepheusv1.DeployResponse, error) {
+// (another deploy switching, which takes a checkpoint's time, or
+// MaxSourceCalls in progress) and ctx lasts; then returns its last
+// answer.
+func retryAborted[R any](ctx context.Context, call func() (R, error)) (R, error) {
 	for {
 		r, err := call()
 		if status.Code(err) != codes.Aborted {

@@ -26,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -1150,5 +1151,72 @@ func TestServeUnix(t *testing.T) {
 	}
 	if b, err := os.ReadFile(file); err != nil || string(b) != "keep" {
 		t.Errorf("the regular file: %q, %v; want it untouched", b, err)
+	}
+}
+
+// TestSourceCallsBound: at most the bound of Validate and Deploy calls
+// (the ones that carry a ruleset's source, up to 64 MiB each) are taken
+// at once; one more is refused ABORTED before its message is read, and
+// each call's end frees its place, however it ends. Other calls pass.
+func TestSourceCallsBound(t *testing.T) {
+	l := &sourceCalls{max: 2}
+	validate := &tap.Info{FullMethodName: cepheusv1.Control_Validate_FullMethodName}
+	deploy := &tap.Info{FullMethodName: cepheusv1.Control_Deploy_FullMethodName}
+	var cancels []context.CancelFunc
+	for _, info := range []*tap.Info{validate, deploy} {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cancels = append(cancels, cancel)
+		if _, err := l.tap(ctx, info); err != nil {
+			t.Fatalf("call %s, below the bound: %v", info.FullMethodName, err)
+		}
+	}
+	for _, info := range []*tap.Info{validate, deploy} {
+		_, err := l.tap(context.Background(), info)
+		if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "2 validate or deploy calls are in progress") {
+			t.Errorf("call %s over the bound: %v, want ABORTED, saying why", info.FullMethodName, err)
+		}
+	}
+	for _, m := range []string{cepheusv1.Control_Status_FullMethodName, cepheusv1.Control_Rollback_FullMethodName, "/grpc.health.v1.Health/Check"} {
+		if _, err := l.tap(context.Background(), &tap.Info{FullMethodName: m}); err != nil {
+			t.Errorf("call %s, which carries no source, at the bound: %v", m, err)
+		}
+	}
+	cancels[0]() // the first call ends
+	deadline := time.Now().Add(5 * time.Second)
+	for l.n.Load() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := l.tap(context.Background(), validate); err != nil {
+		t.Errorf("a call after one ended: %v", err)
+	}
+
+	// Through a server: with no place, Validate is refused, and the
+	// client sends it again until its context ends; with one place,
+	// calls one after the other all pass (each frees its place).
+	for _, bound := range []int64{0, 1} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := serve(ln, cep.NewStreamMonitor(), bound)
+		defer srv.Close()
+		c, err := Dial(srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for i := range 1 + 4*bound {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			start := time.Now()
+			r, err := c.Validate(ctx, "c.cep", []byte(testRules))
+			cancel()
+			switch {
+			case bound == 0 && (status.Code(err) != codes.Aborted || time.Since(start) < 250*time.Millisecond):
+				t.Fatalf("Validate with no place: %v after %v, want ABORTED once its context ended", err, time.Since(start))
+			case bound == 1 && (err != nil || !r.GetOk()):
+				t.Fatalf("Validate %d with one place, one call at a time: %v, %v", i, r, err)
+			}
+		}
 	}
 }
