@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,6 +179,7 @@ func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvent
 		x.Key = append(x.Key, literalValue(k))
 	}
 	leaves := leafStages(rd)
+	counts := stageCounts(rd)
 	x.Stages = make([][]int, len(leaves))
 	given := make([]bool, len(leaves))
 	used := map[int]bool{}
@@ -203,6 +205,10 @@ func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvent
 			continue
 		}
 		given[i] = true
+		if n := counts[leaves[i]]; len(se.Events) > n.max && n.max >= 0 || len(se.Events) < n.min && !m.TimedOut {
+			c.errorf(se.Stage.Pos, "stage %s takes %s in a match, the test gives %d", se.Stage, n, len(se.Events))
+			ok = false
+		}
 		for _, n := range se.Events {
 			switch {
 			case n.Value < 1 || n.Value > nEvents:
@@ -214,6 +220,14 @@ func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvent
 			}
 			used[n.Value] = true
 			x.Stages[i] = append(x.Stages[i], n.Value)
+		}
+	}
+	for i, s := range leaves {
+		// Once the stages given are right: an error of one of them
+		// would hide behind this one, earlier on the line.
+		if n := counts[s]; ok && !given[i] && n.min > 0 && !m.TimedOut && !s.Contiguity.IsNot() {
+			c.errorf(m.Rule.Pos, "stage %s takes %s in a match, the test gives none", s.Name, n)
+			ok = false
 		}
 	}
 	if len(m.Emits) > 0 {
@@ -242,6 +256,69 @@ func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvent
 		}
 	}
 	return x, ok
+}
+
+// stageCount is how many events a stage takes in one match: min to max
+// (max < 0: no bound).
+type stageCount struct{ min, max int }
+
+func (c stageCount) String() string {
+	switch {
+	case c.max < 0:
+		return "at least " + howMany(c.min, "event")
+	case c.min == 0:
+		return "at most " + howMany(c.max, "event")
+	case c.min == c.max:
+		return howMany(c.min, "event")
+	}
+	return fmt.Sprintf("%d to %d events", c.min, c.max)
+}
+
+// stageCounts returns the events each stage of r takes in one match (a
+// timed-out partial match may hold fewer): its quantifier's count times
+// those of the groups around it, none when it or one of them is
+// optional.
+func stageCounts(r *RuleDecl) map[*StageNode]stageCount {
+	out := map[*StageNode]stageCount{}
+	var walk func(es []PatternElem, outer stageCount)
+	walk = func(es []PatternElem, outer stageCount) {
+		for _, e := range es {
+			c := quantCount(e.head().Quant)
+			c.min *= outer.min
+			if c.max < 0 || outer.max < 0 {
+				c.max = -1
+			} else {
+				c.max *= outer.max
+			}
+			switch e := e.(type) {
+			case *StageNode:
+				out[e] = c
+			case *GroupNode:
+				walk(e.Elems, c)
+			}
+		}
+	}
+	if r.Pattern != nil {
+		walk(r.Pattern.Elems, stageCount{1, 1})
+	}
+	return out
+}
+
+// quantCount is the count of one quantifier.
+func quantCount(q Quantifier) stageCount {
+	c := stageCount{1, 1}
+	switch q.Kind {
+	case QuantOneOrMore:
+		c.max = -1
+	case QuantTimes:
+		c = stageCount{q.Min, q.Max}
+	case QuantTimesOrMore:
+		c = stageCount{q.Min, -1}
+	}
+	if q.Optional.Set {
+		c.min = 0
+	}
+	return c
 }
 
 // literalValue is the value of a key literal.
