@@ -75,9 +75,10 @@ type StreamConfig struct {
 	// version as its subtask emits it (besides the alerts output, which
 	// it may stand in for: without AlertsDir and Alerts, the alerts go
 	// only to it): at least once. The calls are never concurrent (one at
-	// a time across the subtasks, on theirs goroutines), and a is valid
+	// a time across the subtasks, on their goroutines), and a is valid
 	// only during the call (keep a.Clone()). A call returning an error
-	// stops the run with it; a run resumed from the state directory
+	// stops the run with it; a run resumed from the state directory (in
+	// a Kafka group, also the instance that takes the partitions over)
 	// calls again for every alert after its latest complete checkpoint,
 	// with the same [Alert] ID (deduplicate by it): no alert whose call
 	// failed, or that a crash interrupted, is skipped. A slow call slows
