@@ -433,16 +433,24 @@ func (s *Server) Addr() string {
 // ListenUnix listens on a Unix socket at path, made with mode 0600: the
 // kernel lets only its user (and root) connect, which a TCP port, even on
 // loopback, does not do (every local user may connect to it). A socket
-// left at path by a process that died is replaced; one that a process
-// still serves, or a file that is no socket, is an error.
+// left at path by a process that died (a connection to it is refused) is
+// replaced; one that a process still serves, or that refuses this user,
+// or a file that is no socket, is an error.
 func ListenUnix(path string) (net.Listener, error) {
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode().Type() != fs.ModeSocket {
 			return nil, fmt.Errorf("%s exists and is not a socket", path)
 		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		switch {
+		case err == nil:
 			c.Close()
 			return nil, fmt.Errorf("%s is in use: another process serves on it", path)
+		case !errors.Is(err, syscall.ECONNREFUSED):
+			// A full backlog (a server stopped, or overloaded) says
+			// EAGAIN, another user's socket EACCES: alive, or not
+			// ours to remove.
+			return nil, fmt.Errorf("%s is a socket that takes no connection now (%w): a server may still own it; remove it if none does", path, err)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, err
@@ -450,9 +458,10 @@ func ListenUnix(path string) (net.Listener, error) {
 	}
 	// The umask makes the socket 0600 from its creation: a chmod after
 	// Listen would leave a moment in which anyone could connect and keep
-	// the connection. The umask is the process's, but only narrowed, for
-	// an instant: a file another goroutine creates meanwhile is at worst
-	// less readable.
+	// the connection. The umask is the process's, narrowed for an
+	// instant: a file another goroutine creates meanwhile is 0600 at
+	// most, and a directory loses its search bit (unusable), so call
+	// this before the goroutines that create files start (serve does).
 	old := syscall.Umask(0o177)
 	ln, err := net.Listen("unix", path)
 	syscall.Umask(old)

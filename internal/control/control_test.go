@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1218,5 +1219,51 @@ func TestSourceCallsBound(t *testing.T) {
 				t.Fatalf("Validate %d with one place, one call at a time: %v, %v", i, r, err)
 			}
 		}
+	}
+}
+
+// TestServeUnixBusy: a socket whose server is alive but does not take a
+// connection now (its backlog full: a serve stopped, or overloaded) is
+// not replaced. Any failed connection was taken for a dead server's: the
+// socket was removed and a second server listened in its place, leaving
+// the first unreachable.
+func TestServeUnixBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "control.sock")
+	// A listener with the smallest backlog, that never accepts: one
+	// connection fills it.
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err != nil {
+			if !errors.Is(err, syscall.EAGAIN) {
+				t.Fatalf("filling the backlog: %v, want EAGAIN", err)
+			}
+			break
+		}
+		defer c.Close()
+	}
+	var before, after syscall.Stat_t
+	if err := syscall.Stat(path, &before); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Serve("unix:"+path, cep.NewStreamMonitor())
+	if err == nil {
+		srv.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), path+" is a socket that takes no connection now (dial unix "+path+": connect: resource temporarily unavailable): a server may still own it; remove it if none does") {
+		t.Errorf("Serve on a busy server's socket: %v, want refused", err)
+	}
+	if err := syscall.Stat(path, &after); err != nil || after.Ino != before.Ino {
+		t.Errorf("the busy server's socket: %v, inode %d, want it kept (inode %d)", err, after.Ino, before.Ino)
 	}
 }
