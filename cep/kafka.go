@@ -500,13 +500,18 @@ func mergedEventSource(opened context.Context, name string, chans []<-chan runti
 		m.err = err // read by Next once out is closed
 		close(m.out)
 	}()
+	// Once: a Close may come more than once, and a kafkaReader's second
+	// Close panicked (a closed channel closed again).
 	var once sync.Once
+	var stopErr error
 	stop := func() error {
-		once.Do(func() { close(m.quit) })
-		cancel()
-		err := r.Close()
-		<-done
-		return err
+		once.Do(func() {
+			close(m.quit)
+			cancel()
+			stopErr = r.Close()
+			<-done
+		})
+		return stopErr
 	}
 	return &EventSource{merged: m, name: name, stop: stop}, nil
 }

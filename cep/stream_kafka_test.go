@@ -1473,3 +1473,32 @@ func TestTopicEventSourceProgress(t *testing.T) {
 		src.Close()
 	}
 }
+
+// TestTopicEventSourceCloseTwice: an EventSource may be closed more than
+// once, a topic's too (its second Close panicked, closing a closed
+// channel), and a run after the Close fails saying it is closed.
+func TestTopicEventSourceCloseTwice(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	topic := fmt.Sprintf("topic-close-%d", time.Now().UnixNano())
+	ctx := context.Background()
+	if _, err := KafkaProduce(ctx, KafkaProduceConfig{Brokers: brokers, Topic: topic, Partitions: 2, KeyField: "card", TimeField: "ts"},
+		strings.NewReader(`{"ts":"2026-03-01T00:00:00Z","card":"c1","amount":1}`+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := OpenTopicEventSource(ctx, TopicReplay{Brokers: brokers, Topic: topic, TimeField: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := src.Close(); err != nil {
+			t.Errorf("Close %d: %v", i+1, err)
+		}
+	}
+	e, err := New(WithRuleset(loadRules(t, engineRules)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(ctx, src); err == nil || !strings.Contains(err.Error(), "topic "+topic+": closed") {
+		t.Errorf("a run over the closed source: %v, want an error saying it is closed", err)
+	}
+}
