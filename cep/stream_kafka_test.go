@@ -1450,8 +1450,12 @@ func TestTopicEventSourceProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if read, total := src.Progress(); read != 0 || total != c.want {
-			t.Errorf("%s: progress before the first record %d of %d, want 0 of %d", c.name, read, total, c.want)
+		// The merge takes batches ahead of the records handed on: before
+		// the first, read may be anything up to the total (it was taken
+		// for 0, which held only while the first fetch was slower than
+		// this call).
+		if read, total := src.Progress(); read < 0 || read > total || total != c.want {
+			t.Errorf("%s: progress before the first record %d of %d, want up to %d of %d", c.name, read, total, c.want, c.want)
 		}
 		n := int64(0)
 		for {
