@@ -943,15 +943,15 @@ func (c *compiler) conditional(n *ast.ConditionalNode) (*compiledNode, error) {
 // not a constant (an event's field): each pattern compiles once, not at
 // every event (an 80 KB pattern took 0.1 s an event), for the callers of
 // the condition (the subtasks, concurrently). It holds at most
-// maxDynRegexps patterns and maxDynCached instructions of their programs,
-// emptied when full. A pattern over maxDynPattern bytes, or whose program
-// would pass maxDynInsts instructions, is an error, not compiled: its
-// repetitions multiply (4,095 bytes of a{1000} compile into 585,000
-// instructions, 0.3 s and 27 MB).
+// maxDynRegexps patterns, of a cost (progCost) of maxDynCached in all,
+// emptied when full. A pattern over maxDynPattern bytes, or whose cost
+// passes maxDynCost, is an error, not compiled: its repetitions multiply
+// its instructions (4,095 bytes of a{1000} compile into 585,000, 0.3 s
+// and 27 MB), and each class holds its ranges (4 KB of \pL: 7 MB).
 type regexpCache struct {
-	mu    sync.Mutex
-	m     map[string]regexpEntry
-	insts int // the programs' instructions of m's patterns (progSize)
+	mu   sync.Mutex
+	m    map[string]regexpEntry
+	cost int // of m's patterns
 }
 
 type regexpEntry struct {
@@ -962,7 +962,7 @@ type regexpEntry struct {
 const (
 	maxDynRegexps = 256
 	maxDynPattern = 4096
-	maxDynInsts   = 10_000
+	maxDynCost    = 10_000
 	maxDynCached  = 100_000
 )
 
@@ -978,49 +978,58 @@ func (c *regexpCache) get(p string) (*regexp.Regexp, error) {
 	}
 	// regexp.Compile parses as syntax.Perl does; the parse is cheap, the
 	// program is not.
-	size := 1
+	cost := 1
 	parsed, err := syntax.Parse(p, syntax.Perl)
 	if err == nil {
-		if size = progSize(parsed); size > maxDynInsts {
-			return nil, fmt.Errorf("a pattern of %d instructions, more than the %d instructions a pattern from an event may have (its repetitions multiply)", size, maxDynInsts)
+		if cost = progCost(parsed); cost > maxDynCost {
+			return nil, fmt.Errorf("a pattern of a compiled size of about %d, more than the %d a pattern from an event may have (a repetition multiplies what it repeats, and a class such as \\pL counts its ranges)", cost, maxDynCost)
 		}
 	}
 	re, err := regexp.Compile(p)
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxDynRegexps || c.insts+size > maxDynCached {
-		c.m, c.insts = map[string]regexpEntry{}, 0
+	if c.m == nil || len(c.m) >= maxDynRegexps || c.cost+cost > maxDynCached {
+		c.m, c.cost = map[string]regexpEntry{}, 0
 	}
 	if _, ok := c.m[p]; !ok { // another caller may have put it meanwhile
 		c.m[strings.Clone(p)] = regexpEntry{re, err} // p may share an event's buffer
-		c.insts += size
+		c.cost += cost
 	}
 	c.mu.Unlock()
 	return re, err
 }
 
-// progSize is about how many instructions the program of a parsed pattern
-// has once compiled: a repetition counts its operand as often as it may
-// repeat it, as the compiler writes it out (an optional copy with a branch
-// of its own).
-func progSize(re *syntax.Regexp) int {
-	n := 1
+// progCost is about the size of the program of a parsed pattern, in
+// instructions (about 50 bytes each): a repetition counts what it repeats
+// as often as it may repeat it, as the compiler writes it out (an optional
+// copy with a branch of its own), and a class its ranges (8 runes an
+// instruction's worth), once: the copies share them.
+func progCost(re *syntax.Regexp) int {
+	insts, runes := progSize(re)
+	return insts + runes/8
+}
+
+func progSize(re *syntax.Regexp) (insts, runes int) {
+	insts = 1
 	switch re.Op {
 	case syntax.OpLiteral:
-		n = max(1, len(re.Rune))
+		insts = max(1, len(re.Rune))
+	case syntax.OpCharClass:
+		runes = len(re.Rune)
 	case syntax.OpCapture:
-		n = 2
+		insts = 2
 	case syntax.OpRepeat:
 		k := re.Max
 		if k < 0 {
 			k = re.Min + 1
 		}
-		sub := progSize(re.Sub[0])
-		return 1 + re.Min*sub + max(0, k-re.Min)*(sub+1)
+		sub, subRunes := progSize(re.Sub[0])
+		return 1 + re.Min*sub + max(0, k-re.Min)*(sub+1), subRunes
 	}
 	for _, sub := range re.Sub {
-		n += progSize(sub)
+		i, r := progSize(sub)
+		insts, runes = insts+i, runes+r
 	}
-	return n
+	return insts, runes
 }
 
 // stringOp compiles matches, contains, startsWith and endsWith: a null on

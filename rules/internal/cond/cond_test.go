@@ -203,19 +203,30 @@ func TestDynamicPattern(t *testing.T) {
 	}
 }
 
-// TestDynamicPatternSize: a pattern from an event whose repetitions make
-// a program of more than maxDynInsts instructions is an error, refused
-// before it is compiled (4,095 bytes of a{1000} compiled into 585,000
-// instructions: 0.3 s and 27 MB each, 256 of them kept), and the cache
-// keeps at most maxDynCached instructions, however many patterns that is.
+// TestDynamicPatternSize: a pattern from an event whose program would
+// cost more than maxDynCost (instructions, repetitions multiplying them,
+// and the ranges of its classes) is an error, refused before it is
+// compiled (4,095 bytes of a{1000} compiled into 585,000 instructions:
+// 0.3 s and 27 MB each, 256 of them kept), and the cache keeps patterns
+// of a cost of at most maxDynCached, however many patterns that is.
 func TestDynamicPatternSize(t *testing.T) {
 	b, err := CompileBoolExpr(`country matches x`, unitEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	huge := strings.Repeat("a{1000}", maxDynPattern/7)
-	if got := outcome(b, unitEvent("country", "FR", "x", huge)); got != "error" || !strings.Contains(b.LastError().Error(), "more than the 10000 instructions a pattern from an event may have") {
+	if got := outcome(b, unitEvent("country", "FR", "x", huge)); got != "error" || !strings.Contains(b.LastError().Error(), "more than the 10000 a pattern from an event may have") {
 		t.Errorf("a pattern of %d bytes and 585,000 instructions: %s (%v), want an error", len(huge), got, b.LastError())
+	}
+	// A class holds its ranges, each occurrence its own: 4 KB of \pL is
+	// 1,365 instructions but 7 MB and 22 ms to compile.
+	classes := strings.Repeat(`\pL`, maxDynPattern/3)
+	if got := outcome(b, unitEvent("country", "FR", "x", classes)); got != "error" || !strings.Contains(b.LastError().Error(), "more than the 10000 a pattern from an event may have") {
+		t.Errorf("a pattern of %d bytes of \\pL: %s (%v), want an error", len(classes), got, b.LastError())
+	}
+	// A class repeated shares its ranges.
+	if got := outcome(b, unitEvent("country", strings.Repeat("é", 1000), "x", `^\pL{1000}$`)); got != "true" {
+		t.Errorf(`\pL{1000}: %s (%v), want it matched`, got, b.LastError())
 	}
 	// Just within the bound: a{1000} nine times over, then a few
 	// patterns' worth more, to pass the cache's bound.
@@ -230,8 +241,8 @@ func TestDynamicPatternSize(t *testing.T) {
 		if err != nil || !re.MatchString(strings.Repeat("a", 9000)+fmt.Sprint(i)) {
 			t.Fatalf("pattern %d: %v, want it matched", i, err)
 		}
-		if c.insts > maxDynCached || len(c.m) > maxDynRegexps {
-			t.Fatalf("after pattern %d: the cache holds %d patterns of %d instructions, want at most %d of %d", i, len(c.m), c.insts, maxDynRegexps, maxDynCached)
+		if c.cost > maxDynCached || len(c.m) > maxDynRegexps {
+			t.Fatalf("after pattern %d: the cache holds %d patterns of a cost of %d, want at most %d of %d", i, len(c.m), c.cost, maxDynRegexps, maxDynCached)
 		}
 		var sum int
 		for p := range c.m {
@@ -239,10 +250,10 @@ func TestDynamicPatternSize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sum += progSize(re)
+			sum += progCost(re)
 		}
-		if sum != c.insts {
-			t.Fatalf("after pattern %d: the cache counts %d instructions, its patterns have %d", i, c.insts, sum)
+		if sum != c.cost {
+			t.Fatalf("after pattern %d: the cache counts a cost of %d, its patterns have %d", i, c.cost, sum)
 		}
 	}
 }
