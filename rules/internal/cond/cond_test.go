@@ -258,6 +258,42 @@ func TestDynamicPatternSize(t *testing.T) {
 	}
 }
 
+// TestDynamicPatternVM: a matches whose pattern comes from an event, in an
+// expression that runs on expr's VM (a closure of any, all, filter...),
+// has the bounds and the cache of the native one: expr's VM compiled the
+// pattern at every event, with no bound (4 KB of a{1000}: 0.3 s an
+// event).
+func TestDynamicPatternVM(t *testing.T) {
+	for _, src := range []string{`any([country], {# matches x})`, `not all([country], {not (# matches x)})`} {
+		b, err := CompileBoolExpr(src, unitEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.prog.vm == nil {
+			t.Fatalf("%s: compiled natively, want it on expr's VM", src)
+		}
+		huge := strings.Repeat("a{1000}", maxDynPattern/7)
+		if got := outcome(b, unitEvent("country", "FR", "x", huge)); got != "error" || !strings.Contains(b.LastError().Error(), "more than the 10000 a pattern from an event may have") {
+			t.Errorf("%s, a pattern of 585,000 instructions: %s (%v), want an error", src, got, b.LastError())
+		}
+		long := strings.Repeat("a", maxDynPattern+1)
+		if got := outcome(b, unitEvent("country", long, "x", long)); got != "error" || !strings.Contains(b.LastError().Error(), "more than the 4096 a pattern from an event may have") {
+			t.Errorf("%s, a pattern of %d bytes: %s (%v), want an error", src, len(long), got, b.LastError())
+		}
+		if got := outcome(b, unitEvent("country", "FR", "x", "[")); got != "error" || !strings.Contains(b.LastError().Error(), "bad regular expression") {
+			t.Errorf("%s, a bad pattern: %s (%v), want an error", src, got, b.LastError())
+		}
+		for _, c := range []struct{ country, pattern, want string }{{"FR", "^F", "true"}, {"US", "^F", "false"}, {"FR", "", "true"}} {
+			if got := outcome(b, unitEvent("country", c.country, "x", c.pattern)); got != c.want {
+				t.Errorf("%s, %s matches %q: %s (%v), want %s", src, c.country, c.pattern, got, b.LastError(), c.want)
+			}
+		}
+		if got := outcome(b, unitEvent("country", "FR")); got != "false" {
+			t.Errorf("%s, a null pattern: %s (%v), want false", src, got, b.LastError())
+		}
+	}
+}
+
 // stageMatch builds a match over the stages of stageEnv: a took prices 1, 2
 // and 4 (names a1, a2, a3), "b*" took nothing, c took one event with no
 // price.

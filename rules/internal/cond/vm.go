@@ -29,11 +29,19 @@ import (
 //	sum(x.f), avg(x.f), ...       -> _cepheus_agg(kind, i, slot)
 //	avg(list)                     -> mean(list)
 //	count(list)                   -> len(list)
+//
+// In the program run (not the tree expr's checker types), a matches whose
+// pattern is not a string constant becomes a helper call, which has the
+// native path's cache and bounds (regexpCache): expr's VM compiled the
+// pattern at every evaluation, whatever its size.
+//
+//	a matches b                   -> _cepheus_matches(a, b)
 
 const (
-	vmEvents = "_cepheus_events"
-	vmLast   = "_cepheus_last"
-	vmAgg    = "_cepheus_agg"
+	vmEvents  = "_cepheus_events"
+	vmLast    = "_cepheus_last"
+	vmAgg     = "_cepheus_agg"
+	vmMatches = "_cepheus_matches"
 )
 
 // exprVM is an expression compiled for expr's VM. It is safe for
@@ -45,6 +53,7 @@ type exprVM struct {
 	env     []schemaField // the fields set in the environment (none in emit expressions)
 	all     []schemaField // every field, for the rows of stage events
 	pool    sync.Pool     // of *vmState
+	regexps regexpCache   // of _cepheus_matches
 }
 
 // vmState is the scratch space of one evaluation at a time.
@@ -63,7 +72,7 @@ func newCondVM(c *compiler) (*exprVM, error) {
 	v := &exprVM{source: c.source}
 	helper := types.TypeOf(func(...any) any { return nil })
 	typed, untyped := types.Map{}, types.Map{}
-	for _, name := range []string{vmEvents, vmLast, vmAgg} {
+	for _, name := range []string{vmEvents, vmLast, vmAgg, vmMatches} {
 		typed[name], untyped[name] = helper, helper
 	}
 	if s := c.env.Schema; s != nil {
@@ -96,6 +105,7 @@ func newCondVM(c *compiler) (*exprVM, error) {
 	if err != nil {
 		return nil, err
 	}
+	rewriteMatches(&tree.Node)
 	cfg := c.vmConfig(untyped)
 	if _, err := checker.Check(tree, cfg); err != nil {
 		return nil, c.fromFileError(err)
@@ -194,6 +204,26 @@ func (c *compiler) rewrite(node *ast.Node) {
 	}
 }
 
+// rewriteMatches replaces each matches under node whose pattern is not a
+// string constant by a call of _cepheus_matches.
+func rewriteMatches(node *ast.Node) {
+	for _, child := range childPtrs(*node) {
+		rewriteMatches(child)
+	}
+	n, ok := (*node).(*ast.BinaryNode)
+	if !ok || n.Operator != "matches" {
+		return
+	}
+	if _, constant := n.Right.(*ast.StringNode); constant {
+		return
+	}
+	callee := &ast.IdentifierNode{Value: vmMatches}
+	callee.SetLocation(n.Location())
+	call := &ast.CallNode{Callee: callee, Arguments: []ast.Node{n.Left, n.Right}}
+	call.SetLocation(n.Location())
+	*node = call
+}
+
 // childPtrs returns pointers to the children of n.
 func childPtrs(n ast.Node) []*ast.Node {
 	switch n := n.(type) {
@@ -263,6 +293,7 @@ func (v *exprVM) newState() any {
 	st.env[vmEvents] = st.events
 	st.env[vmLast] = st.last
 	st.env[vmAgg] = st.agg
+	st.env[vmMatches] = v.matches
 	return st
 }
 
@@ -380,6 +411,24 @@ func (st *vmState) last(args ...any) any {
 		return nil
 	}
 	return exprValue(evs[len(evs)-1].Field(args[1].(int)))
+}
+
+// matches implements _cepheus_matches(s, pattern) as expr's matches: a
+// null on either side is false. An error panics, which the VM reports.
+func (v *exprVM) matches(args ...any) any {
+	if args[0] == nil || args[1] == nil {
+		return false
+	}
+	s, ok1 := args[0].(string)
+	p, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		panic(fmt.Sprintf("matches needs strings, got %s and %s", goTypeWords(fmt.Sprintf("%T", args[0])), goTypeWords(fmt.Sprintf("%T", args[1]))))
+	}
+	re, err := v.regexps.get(p)
+	if err != nil {
+		panic("bad regular expression: " + err.Error())
+	}
+	return re.MatchString(s)
 }
 
 // agg implements _cepheus_agg(kind, stage, slot). A value that does not fit
