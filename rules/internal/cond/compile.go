@@ -955,8 +955,9 @@ type regexpCache struct {
 }
 
 type regexpEntry struct {
-	re  *regexp.Regexp
-	err error
+	re    *regexp.Regexp
+	insts int // progSize's
+	err   error
 }
 
 const (
@@ -964,25 +965,47 @@ const (
 	maxDynPattern = 4096
 	maxDynCost    = 10_000
 	maxDynCached  = 100_000
+	maxDynSteps   = 25_000_000
 )
 
-func (c *regexpCache) get(p string) (*regexp.Regexp, error) {
+// match reports whether s matches the pattern p. A match takes up to a
+// step per instruction of the pattern and byte of s (RE2 runs the
+// instructions in step over the input, linear in each: 9,000 instructions
+// against 100 KB took 19 s): more than maxDynSteps is an error, not run,
+// but for a pattern that is a literal string (a search for it).
+func (c *regexpCache) match(s, p string) (bool, error) {
+	re, insts, err := c.get(p)
+	if err != nil {
+		return false, fmt.Errorf("bad regular expression: %w", err)
+	}
+	if steps := int64(insts) * int64(len(s)); steps > maxDynSteps {
+		if _, literal := re.LiteralPrefix(); literal {
+			return re.MatchString(s), nil
+		}
+		return false, fmt.Errorf("a pattern of about %d instructions against %d bytes: more than the %d steps (instructions times bytes) a match of a pattern from an event may take", insts, len(s), maxDynSteps)
+	}
+	return re.MatchString(s), nil
+}
+
+func (c *regexpCache) get(p string) (*regexp.Regexp, int, error) {
 	if len(p) > maxDynPattern {
-		return nil, fmt.Errorf("a pattern of %d bytes, more than the %d a pattern from an event may have", len(p), maxDynPattern)
+		return nil, 0, fmt.Errorf("a pattern of %d bytes, more than the %d a pattern from an event may have", len(p), maxDynPattern)
 	}
 	c.mu.Lock()
 	e, ok := c.m[p]
 	c.mu.Unlock()
 	if ok {
-		return e.re, e.err
+		return e.re, e.insts, e.err
 	}
 	// regexp.Compile parses as syntax.Perl does; the parse is cheap, the
 	// program is not.
-	cost := 1
+	cost, insts := 1, 1
 	parsed, err := syntax.Parse(p, syntax.Perl)
 	if err == nil {
-		if cost = progCost(parsed); cost > maxDynCost {
-			return nil, fmt.Errorf("a pattern of a compiled size of about %d, more than the %d a pattern from an event may have (a repetition multiplies what it repeats, and a class such as \\pL counts its ranges)", cost, maxDynCost)
+		var runes int
+		insts, runes = progSize(parsed)
+		if cost = insts + runes/8; cost > maxDynCost { // progCost
+			return nil, 0, fmt.Errorf("a pattern of a compiled size of about %d, more than the %d a pattern from an event may have (a repetition multiplies what it repeats, and a class such as \\pL counts its ranges)", cost, maxDynCost)
 		}
 	}
 	re, err := regexp.Compile(p)
@@ -991,11 +1014,11 @@ func (c *regexpCache) get(p string) (*regexp.Regexp, error) {
 		c.m, c.cost = map[string]regexpEntry{}, 0
 	}
 	if _, ok := c.m[p]; !ok { // another caller may have put it meanwhile
-		c.m[strings.Clone(p)] = regexpEntry{re, err} // p may share an event's buffer
+		c.m[strings.Clone(p)] = regexpEntry{re, insts, err} // p may share an event's buffer
 		c.cost += cost
 	}
 	c.mu.Unlock()
-	return re, err
+	return re, insts, err
 }
 
 // progCost is about the size of the program of a parsed pattern, in
@@ -1067,11 +1090,11 @@ func (c *compiler) stringOp(n *ast.BinaryNode) (*compiledNode, error) {
 		}
 		cache := &regexpCache{}
 		match = func(s, p string) (bool, *Error) {
-			re, err := cache.get(p)
+			ok, err := cache.match(s, p)
 			if err != nil {
-				return false, site.fail("bad regular expression: %v", err)
+				return false, site.fail("%v", err)
 			}
-			return re.MatchString(s), nil
+			return ok, nil
 		}
 	}
 	mismatch := func(a, b event.Value) *Error {

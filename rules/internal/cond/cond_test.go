@@ -228,16 +228,30 @@ func TestDynamicPatternSize(t *testing.T) {
 	if got := outcome(b, unitEvent("country", strings.Repeat("é", 1000), "x", `^\pL{1000}$`)); got != "true" {
 		t.Errorf(`\pL{1000}: %s (%v), want it matched`, got, b.LastError())
 	}
+	// A match takes up to a step per instruction and byte: 9,000
+	// instructions against 100 KB took 19 s.
+	steps := strings.Repeat(".{1000}", 9) + "x"
+	if got := outcome(b, unitEvent("country", strings.Repeat("a", 1000), "x", steps)); got != "false" {
+		t.Errorf("a pattern of 9,000 instructions against 1,000 bytes: %s (%v), want false", got, b.LastError())
+	}
+	if got := outcome(b, unitEvent("country", strings.Repeat("a", 3000), "x", steps)); got != "error" || !strings.Contains(b.LastError().Error(), "against 3000 bytes: more than the 25000000 steps (instructions times bytes) a match of a pattern from an event may take") {
+		t.Errorf("a pattern of 9,000 instructions against 3,000 bytes: %s (%v), want an error", got, b.LastError())
+	}
+	// A literal string is searched for, whatever the steps.
+	lit := strings.Repeat("ab", maxDynPattern/2)
+	if got := outcome(b, unitEvent("country", strings.Repeat("x", 10_000)+lit, "x", lit)); got != "true" {
+		t.Errorf("a literal pattern of %d bytes against %d: %s (%v), want it matched", len(lit), 10_000+len(lit), got, b.LastError())
+	}
 	// Just within the bound: a{1000} nine times over, then a few
 	// patterns' worth more, to pass the cache's bound.
 	big := strings.Repeat("a{1000}", 9)
-	if got := outcome(b, unitEvent("country", strings.Repeat("a", 9000), "x", "^"+big+"$")); got != "true" {
-		t.Errorf("a pattern of 9,000 instructions: %s (%v), want it matched", got, b.LastError())
+	if got := outcome(b, unitEvent("country", strings.Repeat("a", 2000), "x", "^"+big+"$")); got != "false" {
+		t.Errorf("a pattern of 9,000 instructions: %s (%v), want it compiled and run", got, b.LastError())
 	}
 	var c regexpCache
 	for i := range 3 * maxDynCached / 9000 {
 		p := fmt.Sprintf("^%s%d$", big, i)
-		re, err := c.get(p)
+		re, _, err := c.get(p)
 		if err != nil || !re.MatchString(strings.Repeat("a", 9000)+fmt.Sprint(i)) {
 			t.Fatalf("pattern %d: %v, want it matched", i, err)
 		}

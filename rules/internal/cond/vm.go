@@ -424,11 +424,11 @@ func (v *exprVM) matches(args ...any) any {
 	if !ok1 || !ok2 {
 		panic(fmt.Sprintf("matches needs strings, got %s and %s", goTypeWords(fmt.Sprintf("%T", args[0])), goTypeWords(fmt.Sprintf("%T", args[1]))))
 	}
-	re, err := v.regexps.get(p)
+	ok, err := v.regexps.match(s, p)
 	if err != nil {
-		panic("bad regular expression: " + err.Error())
+		panic(err.Error())
 	}
-	return re.MatchString(s)
+	return ok
 }
 
 // agg implements _cepheus_agg(kind, stage, slot). A value that does not fit
