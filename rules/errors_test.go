@@ -93,6 +93,84 @@ func TestWarningFiles(t *testing.T) {
 	})
 }
 
+// TestWarningsDocumented checks docs/rules.md's table of warnings against
+// the warnings of testdata/warnings: each warning starts as a row of the
+// table does (one of the messages in backquotes of the row's first cell,
+// up to its first ':' or '(', its placeholders X, Y, Q, d and f standing
+// for any text), and each row is met by some warning, so that a new
+// warning gets its row and a row goes with its warning.
+func TestWarningsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "\n| warning | example |\n|---|---|\n")
+	table, _, _ = strings.Cut(table, "\n\n")
+	if !ok {
+		t.Fatal(`docs/rules.md has no table with the header "| warning | example |"`)
+	}
+	quoted := regexp.MustCompile("`([^`]+)`")
+	placeholder := regexp.MustCompile(`\b[XYQdf]\b`)
+	type row struct {
+		text string
+		rxs  []*regexp.Regexp // the row's messages, any of which a warning may start as
+		met  bool
+	}
+	var rows []*row
+	for _, line := range strings.Split(table, "\n") {
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " | ")
+		r := &row{text: first}
+		for _, m := range quoted.FindAllStringSubmatch(first, -1) {
+			head := m[1]
+			if i := strings.IndexAny(head, ":("); i >= 0 {
+				head = strings.TrimSpace(head[:i])
+			}
+			if head == "" {
+				continue // a detail in parentheses, "(the loop gap, ...)"
+			}
+			rx := placeholder.ReplaceAllString(regexp.QuoteMeta(head), `.+?`)
+			r.rxs = append(r.rxs, regexp.MustCompile("^"+rx))
+		}
+		if len(r.rxs) == 0 {
+			t.Fatalf("docs/rules.md: a row of the warnings table without its message: %s", line)
+		}
+		rows = append(rows, r)
+	}
+	paths, err := filepath.Glob("testdata/warnings/*.cep")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no files in testdata/warnings (%v)", err)
+	}
+	for _, path := range paths {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := Load(path, src)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		for _, w := range rs.Warnings {
+			msg := strings.TrimPrefix(w.Msg, "warning: ")
+			found := false
+			for _, r := range rows {
+				for _, rx := range r.rxs {
+					if rx.MatchString(msg) {
+						r.met, found = true, true
+					}
+				}
+			}
+			if !found {
+				t.Errorf("%v: no row of docs/rules.md's table of warnings starts as this one", w)
+			}
+		}
+	}
+	for _, r := range rows {
+		if !r.met {
+			t.Errorf("docs/rules.md's table of warnings has %q, which no warning of testdata/warnings starts as", r.text)
+		}
+	}
+}
+
 // TestErrorCap checks that a file reports at most MaxErrors errors, plus a
 // "too many errors" entry, and that a second error on a line is dropped.
 func TestErrorCap(t *testing.T) {
