@@ -28,7 +28,13 @@ accepts it) but surely not meant: a stage reference that always reads
 nothing, such as a.amount in the condition of a stage a that takes one
 event (a condition tests the event before its stage takes it: the event
 under test's field is amount alone), or a field of a later stage or of a
-negated one. Warnings are printed only for files without errors.
+negated one; an emit's use of an optional stage's field, which fails
+when the stage took no event; a within ... of previous or a loop gap
+that bounds nothing; a timeout block that can never raise an alert; a
+pattern without a window whose partial matches can wait for ever (its
+state grows without bound); and a lookup timeout over 10s.
+docs/rules.md ("Warnings") lists them.
+Warnings are printed only for files without errors.
 
 The errors and warnings go to stderr. Check prints nothing when every file
 is clean, and exits with status 0 (warnings too, unless -strict); with
