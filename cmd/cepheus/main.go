@@ -22,9 +22,11 @@
 //
 // A directory stands for the *.cep files directly in it. Exit status: 0
 // when all is well, 1 when errors were found (or a test failed), 2 for a
-// usage error, 130 after Ctrl-C, 141 when standard output was closed
-// (cepheus backtest ... | head -1: the summary is printed all the same;
-// gen and consume, whose output is all they make, end without a word).
+// usage error, 130 after Ctrl-C (but run and serve, which stop at a final
+// checkpoint and exit 0, and status and rules, whose call it cancels: 1),
+// 141 when standard output was closed (cepheus backtest ... | head -1: the
+// summary is printed all the same; gen and consume, whose output is all
+// they make, end without a word).
 package main
 
 import (
@@ -204,8 +206,9 @@ func printUsage(w io.Writer) {
 	b.WriteString("\tcepheus help [command]\n\t    the help of a command: what it does and its flags\n\n")
 	b.WriteString("Ruleset files (*.cep) are described in docs/rules.md. A directory stands for\n")
 	b.WriteString("the *.cep files directly in it. Exit status: 0 when all is well, 1 when errors\n")
-	b.WriteString("were found or a test failed, 2 for a usage error, 130 after Ctrl-C, 141 when\n")
-	b.WriteString("standard output was closed (| head).\n")
+	b.WriteString("were found or a test failed, 2 for a usage error, 130 after Ctrl-C (but run\n")
+	b.WriteString("and serve, which stop at a final checkpoint and exit 0, and status and rules,\n")
+	b.WriteString("whose call it cancels: 1), 141 when standard output was closed (| head).\n")
 	io.WriteString(w, b.String())
 }
 

@@ -756,3 +756,40 @@ func TestProblemsError(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptedExit130: consume, produce, test and enrich load stopped
+// by Ctrl-C (their context cancelled) exit 130, as gen and backtest do
+// and cepheus -h says, saying what they were doing; they exited 1 with
+// "context canceled" or their own message, as for an error.
+func TestInterruptedExit130(t *testing.T) {
+	dir := t.TempDir()
+	rulesFile := writeFile(t, dir, "good.cep", goodSrc)
+	records := writeFile(t, dir, "customer.jsonl", `{"customer_id": "c1", "home_country": "FR"}`+"\n")
+	events := writeFile(t, dir, "events.jsonl", `{"ts": 1, "k": "x", "name": "a"}`+"\n")
+	// A port no broker or server listens on: the cancelled context ends
+	// each command before it would give up on it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := ln.Addr().String()
+	ln.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"consume", "-brokers", nobody, "-topic", "t"}, "cepheus: consume interrupted: 0 records read from t\n"},
+		{[]string{"produce", "-brokers", nobody, "-topic", "t", "-events", events}, "cepheus: produce interrupted: 0 records written to t\n"},
+		{[]string{"test", rulesFile}, "cepheus: test interrupted before " + rulesFile + "\n"},
+		{[]string{"enrich", "load", "-redis", nobody, "-rules", "../../rulesets/cards.cep", "-lookup", "customer", "-file", records},
+			"cepheus: enrich interrupted: lookup customer may be partly written (load it again)\n"},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var stdout, stderr bytes.Buffer
+		err := run(ctx, c.args, &stdout, &stderr)
+		if code := exitCode(err, &stderr); code != 130 || !strings.HasSuffix(stderr.String(), c.want) {
+			t.Errorf("%s with its context cancelled: exit %d, want 130 and stderr ending %q:\n%s", c.args[0], code, c.want, stderr.String())
+		}
+	}
+}

@@ -59,8 +59,8 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	found := false
 	for _, name := range files {
-		if err := ctx.Err(); err != nil {
-			return err
+		if ctx.Err() != nil {
+			return &errInterrupted{msg: "test interrupted before " + name}
 		}
 		ok, err := testFile(name, filter, *verbose, stdout)
 		if err != nil {
