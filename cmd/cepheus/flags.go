@@ -86,7 +86,10 @@ func closestFlag(fs *flag.FlagSet, name, prefix string, skip ...string) string {
 		if slices.Contains(skip, f.Name) {
 			return
 		}
-		if d := editDistance(strings.ToLower(name), f.Name); bestD < 0 || d < bestD {
+		// At a tie, one as long as name: a swap or a wrong letter is a
+		// likelier slip than a letter too many (-rulse: -rules, not -rule).
+		d := editDistance(strings.ToLower(name), f.Name)
+		if bestD < 0 || d < bestD || d == bestD && len(f.Name) == len(name) && len(best) != len(name) {
 			best, bestD = f.Name, d
 		}
 	})

@@ -627,8 +627,10 @@ func suggest(name string, candidates []string) string {
 		if cand == name {
 			continue
 		}
+		// At a tie, one as long as name: a swap or a wrong letter is a
+		// likelier slip than a letter too many (rulse: rules, not rule).
 		d := editDistance(strings.ToLower(name), strings.ToLower(cand))
-		if bestD < 0 || d < bestD {
+		if bestD < 0 || d < bestD || d == bestD && len(cand) == len(name) && len(best) != len(name) {
 			best, bestD = cand, d
 		}
 	}

@@ -964,6 +964,9 @@ func TestSuggestShortForms(t *testing.T) {
 		{"rnd", []string{"random_number_generator_x"}, ""},                                  // too long a name for it
 		{"dnr", []string{"round"}, ""},                                                      // not its first letter
 		{"amout", []string{"amount"}, " (did you mean amount?)"},                            // a slip still wins
+		{"rulse", []string{"rule", "rules"}, " (did you mean rules?)"},                      // at a tie, a swap: as long
+		{"rulse", []string{"rules", "rule"}, " (did you mean rules?)"},
+		{"rule", []string{"rules", "rue"}, " (did you mean rules?)"}, // no candidate as long: the first
 	} {
 		if got := suggest(c.name, c.cands); got != c.want {
 			t.Errorf("suggest(%q, %q) = %q, want %q", c.name, c.cands, got, c.want)
