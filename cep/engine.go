@@ -563,7 +563,6 @@ func (e *Engine) Run(ctx context.Context, src *EventSource) (*Summary, error) {
 	case src.read:
 		return nil, fmt.Errorf("cep: Run: source %s was read by an earlier run: open it again", src.Name())
 	}
-	src.read = true
 	if e.cfg.gcSet {
 		defer debug.SetGCPercent(debug.SetGCPercent(e.cfg.gcPercent))
 	}
@@ -572,8 +571,9 @@ func (e *Engine) Run(ctx context.Context, src *EventSource) (*Summary, error) {
 	}
 	r, err := e.newRun(src.source())
 	if err != nil {
-		return nil, err
+		return nil, err // nothing read: src may be run again
 	}
+	src.read = true
 	if r.host.agg != nil {
 		defer r.host.agg.Close()
 	}

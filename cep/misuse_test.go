@@ -2,11 +2,14 @@ package cep
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 // TestMisuse: what a hurried program gets wrong in the API (a nil option,
@@ -110,5 +113,39 @@ func TestMisuse(t *testing.T) {
 	}
 	if err := d.Close(); err != nil {
 		t.Error(err)
+	}
+}
+
+// failingStart is an event observer whose Start fails.
+type failingStart struct{}
+
+func (failingStart) OnAlert(*Alert)            {}
+func (failingStart) Fields() []string          { return nil }
+func (failingStart) Start(*event.Schema) error { return errors.New("no database") }
+func (failingStart) OnEvent(*event.Event)      {}
+
+// TestRunFailedStartKeepsSource: a run that fails before it reads (an
+// observer's Start) leaves its source to another run; it was marked read,
+// so the run after said "read by an earlier run".
+func TestRunFailedStartKeepsSource(t *testing.T) {
+	rs := loadRules(t, engineRules)
+	bad, err := New(WithRuleset(rs), WithObservers(failingStart{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewEventSource(strings.NewReader(`{"ts":"2026-01-01T10:00:00Z","card":"c1","type":"auth","amount":5,"country":"US"}`+"\n"), "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Run(context.Background(), src); err == nil || !strings.Contains(err.Error(), "no database") {
+		t.Fatalf("Run with an observer whose Start fails: %v", err)
+	}
+	good, err := New(WithRuleset(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := good.Run(context.Background(), src)
+	if err != nil || sum.Records != 1 {
+		t.Fatalf("Run of the source after a run that failed at its start: %v, %+v; want its 1 record", err, sum)
 	}
 }
