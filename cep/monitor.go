@@ -112,7 +112,11 @@ type MonitorSnapshot struct {
 	// all went to another): it runs no job until the group gives it some,
 	// so no deploy, rollback or promote can be taken there (ErrStandby).
 	Standby bool
-	// Progress is the job's figures as its progress lines have them.
+	// Progress is the job's figures as its progress lines have them, but
+	// for its counters (Records, Decoded, Dead, Ahead, Late, Alerts),
+	// which never go down while the process runs: after a job restored an
+	// earlier checkpoint, they stay at the highest figures published
+	// until its own pass them.
 	Progress StreamProgress
 	// CheckpointBuckets count the checkpoints completed by this process
 	// whose duration (barrier to commit) is at most the bound of the
@@ -265,11 +269,29 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, rea
 			m.s.Shadow = append(m.s.Shadow, sc)
 		}
 	}
+	p.StreamStats = highest(m.s.Progress.StreamStats, p.StreamStats)
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 	m.s.Standby = false
 	m.s.IdlePartitions = idle
 	m.s.Lookups = lookups
 	m.s.Aggregates, m.s.AggregateHeld = aggs, held
+}
+
+// highest returns p with its counters (records, decoded, dead letters and
+// those too far ahead, late events, alerts) no lower than was's, so that
+// they never go down while the process runs. A job that restores an
+// earlier checkpoint in the same process (a Kafka job after a rebalance or
+// a failed transaction, a switch that did not happen) counts again from
+// that checkpoint's figures and reads again what came after it: the
+// counters stay where they were until it has passed them, so that nothing
+// read again is counted twice. (They went back to the checkpoint's, which
+// Prometheus takes for a counter reset: rate() showed the whole count
+// read again at once.)
+func highest(was, p StreamStats) StreamStats {
+	p.Records, p.Decoded = max(p.Records, was.Records), max(p.Decoded, was.Decoded)
+	p.Dead, p.Ahead = max(p.Dead, was.Dead), max(p.Ahead, was.Ahead)
+	p.Late, p.Alerts = max(p.Late, was.Late), max(p.Alerts, was.Alerts)
+	return p
 }
 
 // unassigned tells the monitor that the instance reads no partition: a

@@ -590,3 +590,41 @@ func TestMonitorUnassigned(t *testing.T) {
 		t.Errorf("durable %v ago after unassigned; want now", age)
 	}
 }
+
+// TestMonitorCountersNeverGoDown: a job that restores an earlier
+// checkpoint in the same process (a Kafka job after a rebalance: the
+// soak trial paused an instance past its session timeout, and
+// cepheus_records_total went from 217,692 back to 209,100) publishes the
+// checkpoint's counters; the monitor keeps the highest until the job's
+// pass them, and its gauges follow the job.
+func TestMonitorCountersNeverGoDown(t *testing.T) {
+	e, err := New(WithRuleset(loadCardsRuleset(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.plan = e.ownPlan(time.Now())
+	c := make([]ruleFigure, len(e.rules))
+	m := NewStreamMonitor()
+	progress := func(records, dead, late, alerts, keys int64) StreamProgress {
+		var p StreamProgress
+		p.Records, p.Decoded, p.Dead, p.Ahead = records, records-dead, dead, dead/2
+		p.Late, p.Alerts, p.Keys = late, alerts, keys
+		return p
+	}
+	type figures struct{ records, decoded, dead, ahead, late, alerts, keys int64 }
+	check := func(when string, want figures) {
+		t.Helper()
+		p := m.Snapshot().Progress
+		got := figures{p.Records, p.Decoded, p.Dead, p.Ahead, p.Late, p.Alerts, p.Keys}
+		if got != want {
+			t.Errorf("%s: %+v; want %+v", when, got, want)
+		}
+	}
+	m.publish(e, progress(1000, 10, 4, 7, 50), c, true, 1, nil, nil, nil, nil, nil, 0)
+	check("first job", figures{1000, 990, 10, 5, 4, 7, 50})
+	// The next job restored a checkpoint taken at record 900.
+	m.publish(e, progress(900, 8, 3, 6, 40), c, true, 1, nil, nil, nil, nil, nil, 0)
+	check("after the restore", figures{1000, 990, 10, 5, 4, 7, 40})
+	m.publish(e, progress(1100, 9, 5, 8, 45), c, true, 1, nil, nil, nil, nil, nil, 0)
+	check("past the highest", figures{1100, 1091, 10, 5, 5, 8, 45})
+}
