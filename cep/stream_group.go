@@ -276,7 +276,13 @@ func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time
 // wait for a final watermark: the starting instance's job reads nothing
 // and sends it.
 func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []repartition, finalOnly bool) (bool, error) {
-	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
+	// What is committed, not what a transaction holds: an instance paused
+	// or killed amid its commit holds its offsets until its transaction
+	// times out (90 s by default), and an instance done with its own
+	// partitions waited for them here, deaf to the group that gave it
+	// that instance's partitions meanwhile (and failed after 45 s). Not
+	// done then: it is asked again, and a transaction that commits shows.
+	committed, err := kafka.CommittedOffsets(ctx, k.conn(), k.Group, k.Topic)
 	if err != nil {
 		return false, fmt.Errorf("cep: stream: %w", err)
 	}
@@ -317,7 +323,7 @@ func repartitionDone(ctx context.Context, k *KafkaInput, topic string) (bool, er
 	if _, err := kafka.PartitionCount(ctx, k.conn(), topic); errors.Is(err, kafka.ErrNoTopic) {
 		return true, nil
 	}
-	rc, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, topic)
+	rc, err := kafka.CommittedOffsets(ctx, k.conn(), k.Group, topic)
 	if err != nil {
 		return false, fmt.Errorf("cep: stream: %w", err)
 	}
@@ -352,7 +358,7 @@ func repartitionDone(ctx context.Context, k *KafkaInput, topic string) (bool, er
 		case !kafka.OutOfRange(rerr):
 			return false, fmt.Errorf("cep: stream: %w", rerr)
 		}
-		now, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, topic)
+		now, err := kafka.CommittedOffsets(ctx, k.conn(), k.Group, topic)
 		if err != nil {
 			return false, fmt.Errorf("cep: stream: %w", err)
 		}

@@ -411,6 +411,53 @@ func TestKafkaZombieGroup(t *testing.T) {
 	keepLogs(t, ins)
 }
 
+// TestKafkaGroupDiedAmidCommit: of two instances of one job, one is killed
+// between the offsets of a checkpoint and its transaction's end
+// (failpoint kafka.flushed), so that a transaction holds its offsets
+// until it times out (50 s, more than the 45 s the calls wait for brokers
+// that do not answer). The other takes its partitions over, waits for that
+// transaction to end, and finishes the job: the alerts are the
+// backtest's, once each. It stopped after 45 s with "offsets of group
+// ...: no answer from the brokers within 45s", wherever it met the held
+// offsets: in the restore of the partitions it took over, or in the wait
+// of an instance done with its own.
+func TestKafkaGroupDiedAmidCommit(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	t.Parallel() // most of it waits for the transaction's timeout
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	job := newEOSJob(t, bin, dir, brokers, "died-commit")
+	group := job.topic + "-g"
+	a, b := &instance{name: "a"}, &instance{name: "b"}
+	a.c = startChild(t, bin, groupRun(job, brokers, group, dir, "a", "-checkpoint-timeout", "15s", "-transaction-timeout", "50s"), "kafka.flushed@3")
+	a.starts++
+	b.start(t, bin, groupRun(job, brokers, group, dir, "b"))
+	defer func() {
+		for _, in := range []*instance{a, b} {
+			in.c.kill()
+		}
+	}()
+	select {
+	case <-a.c.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("instance a has not reached its third commit after a minute\n%s", a.c.out.String())
+	}
+	if e := a.c.exit(); !e.killed {
+		t.Fatalf("instance a was not killed amid its third commit: %s\n%s", e.describe(), e.tail())
+	}
+	select {
+	case <-b.c.done:
+		b.ended(t)
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("instance b still runs 3 minutes after a was killed\n%s", b.c.out.String())
+	}
+	if !said([]*instance{b}, "now reads partitions [0 1 2 3 4 5]") {
+		t.Errorf("instance b did not take a's partitions over")
+	}
+	checkAlerts(t, bin, brokers, group, job)
+	keepLogs(t, []*instance{b})
+}
+
 // TestKafkaSecondStartSameState: an instance started again, by mistake,
 // with the -state of one that runs fails at once (exit 1, the state
 // directory in use by another run) before it fences the running one's

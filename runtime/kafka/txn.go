@@ -541,7 +541,33 @@ type Committed struct {
 // partitions (none: an empty map). Offsets a transaction still holds
 // are waited for (the fetch asks for stable offsets).
 func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]Committed, error) {
-	cl, err := c.newClient()
+	return groupOffsets(ctx, c, group, topic, true)
+}
+
+// CommittedOffsets returns the offsets group has committed for topic's
+// partitions, as GroupOffsets does, but at once: offsets a transaction
+// still holds are left out (the partition keeps its offset of before),
+// where GroupOffsets waits for the transaction to end. It answers whether
+// the group has committed something; what it will commit next is
+// GroupOffsets's question.
+func CommittedOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]Committed, error) {
+	return groupOffsets(ctx, c, group, topic, false)
+}
+
+// unstableRetry is how long franz-go retries an offset fetch answered
+// UnstableOffsetCommit before it hands the answer back to groupOffsets,
+// which waits for the transaction (its own retries took 30 s, and the
+// transient retries around them took the wait for brokers that do not
+// answer: "no answer from the brokers within 45s").
+const unstableRetry = time.Second
+
+func groupOffsets(ctx context.Context, c Conn, group, topic string, stable bool) (map[int32]Committed, error) {
+	cl, err := c.newClient(kgo.RetryTimeoutFn(func(key int16) time.Duration {
+		if key == kmsg.OffsetFetch.Int16() {
+			return unstableRetry
+		}
+		return 30 * time.Second // franz-go's default
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -551,14 +577,20 @@ func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]C
 	// The group coordinator may be loading (a broker just started) or
 	// moving (its broker died): retried.
 	// A partition whose offset a transaction still holds answers
-	// UnstableOffsetCommit, which is retried until that transaction ends:
-	// its producer's successor aborts it, or its timeout does (at most
-	// the broker's transaction.max.timeout.ms, 15 minutes by default).
+	// UnstableOffsetCommit (stable only), which is waited out here until
+	// that transaction ends: its producer's successor aborts it, or its
+	// timeout does (at most the broker's transaction.max.timeout.ms, 15
+	// minutes by default).
 	unstableUntil := time.Now().Add(16 * time.Minute)
+	unstable := func(err error) bool { return errors.Is(err, kerr.UnstableOffsetCommit) }
 	for {
-		err = retryTransient(ctx, func(ctx context.Context) error {
+		err = retryUnless(ctx, func(ctx context.Context) error {
 			var err error
-			if resp, err = adm.FetchOffsets(kadm.RequireStable(ctx), group); err != nil {
+			fctx := ctx
+			if stable {
+				fctx = kadm.RequireStable(ctx)
+			}
+			if resp, err = adm.FetchOffsets(fctx, group); err != nil {
 				return err
 			}
 			for p, o := range resp[topic] {
@@ -567,9 +599,14 @@ func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]C
 				}
 			}
 			return nil
-		})
-		if !errors.Is(err, kerr.UnstableOffsetCommit) || time.Now().After(unstableUntil) {
+		}, unstable)
+		if !unstable(err) || time.Now().After(unstableUntil) {
 			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kafka: offsets of group %s, held by a transaction that has not ended: %w", group, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	if errors.Is(err, kerr.GroupIDNotFound) {

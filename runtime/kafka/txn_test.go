@@ -448,3 +448,55 @@ func TestDeleteRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupOffsetsPendingTxn: offsets a transaction holds are waited for
+// by GroupOffsets until the transaction ends, however long it lasts (up
+// to the broker's longest transaction); CommittedOffsets answers at once
+// with the offsets of before. GroupOffsets failed after transientFor,
+// 45 s, with "no answer from the brokers" (franz-go retried the unstable
+// answer until the wait for brokers away ran out): an instance of a
+// group whose neighbour was paused or killed amid its commit stopped.
+func TestGroupOffsetsPendingTxn(t *testing.T) {
+	brokers := realBrokers(t)
+	withTransientFor(t, time.Second) // shorter than the transaction stays open
+	ctx := testContext(t)
+	in := topicName(t)
+	conn := Conn{Brokers: brokers}
+	if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	group := in + "-g"
+	txn, err := NewTxn(ctx, TxnConfig{Brokers: brokers, TransactionalID: group + "-txn", Group: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	txn.Produce(ctx, in, nil, []byte("x"))
+	if err := txn.Commit(ctx, in, Offsets{0: 5}, "chk=1"); err != nil {
+		t.Fatal(err)
+	}
+	// The next transaction holds offset 6, as one whose producer stopped
+	// between its offsets and its end.
+	txn.Produce(ctx, in, nil, []byte("y"))
+	if err := txn.cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.commitOffsets(ctx, map[string]Offsets{in: {0: 6}}, func(string, int32) string { return "chk=2" }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := CommittedOffsets(ctx, conn, group, in); err != nil || got[0] != (Committed{5, "chk=1"}) {
+		t.Fatalf("CommittedOffsets while a transaction holds 6: %v, %v; want 0:5 chk=1 at once", got, err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		time.Sleep(3 * transientFor)
+		ended <- txn.cl.EndTransaction(ctx, kgo.TryCommit)
+	}()
+	got, err := GroupOffsets(ctx, conn, group, in)
+	if err != nil || got[0] != (Committed{6, "chk=2"}) {
+		t.Fatalf("GroupOffsets while a transaction holds 6 for 3 s: %v, %v; want 0:6 chk=2 once it commits", got, err)
+	}
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+}
