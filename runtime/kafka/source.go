@@ -334,6 +334,7 @@ func NewSource(ctx context.Context, c SourceConfig) (*Source, error) {
 		// this long when no record comes (franz-go's default is 5 s).
 		kgo.FetchMaxWait(time.Second),
 		metadataMinAge,
+		offsetFetchRetry,
 	)
 	if err != nil {
 		return nil, err // newClient says kafka:
@@ -477,13 +478,7 @@ func (s *Source) resolve(ctx context.Context) error {
 	if c.Start == FromCommitted && len(c.Offsets) < len(logStarts[c.Topic]) {
 		// The fetch waits for pending transactional commits to resolve
 		// (KIP-447): an offset in an open transaction is not committed.
-		err = retryTransient(ctx, func(ctx context.Context) error {
-			var err error
-			if committed, err = adm.FetchOffsets(kadm.RequireStable(ctx), c.Group); err == nil {
-				err = committed.Error()
-			}
-			return err
-		})
+		committed, err = fetchOffsets(ctx, adm, c.Group, true, func(r kadm.OffsetResponses) error { return r.Error() })
 		if err != nil {
 			return fmt.Errorf("kafka: committed offsets of group %s: %w", c.Group, err)
 		}

@@ -555,60 +555,34 @@ func CommittedOffsets(ctx context.Context, c Conn, group, topic string) (map[int
 }
 
 // unstableRetry is how long franz-go retries an offset fetch answered
-// UnstableOffsetCommit before it hands the answer back to groupOffsets,
+// UnstableOffsetCommit before it hands the answer back to fetchOffsets,
 // which waits for the transaction (its own retries took 30 s, and the
 // transient retries around them took the wait for brokers that do not
 // answer: "no answer from the brokers within 45s").
 const unstableRetry = time.Second
 
+// offsetFetchRetry is the option of the clients of fetchOffsets.
+var offsetFetchRetry = kgo.RetryTimeoutFn(func(key int16) time.Duration {
+	if key == kmsg.OffsetFetch.Int16() {
+		return unstableRetry
+	}
+	return 30 * time.Second // franz-go's default
+})
+
 func groupOffsets(ctx context.Context, c Conn, group, topic string, stable bool) (map[int32]Committed, error) {
-	cl, err := c.newClient(kgo.RetryTimeoutFn(func(key int16) time.Duration {
-		if key == kmsg.OffsetFetch.Int16() {
-			return unstableRetry
-		}
-		return 30 * time.Second // franz-go's default
-	}))
+	cl, err := c.newClient(offsetFetchRetry)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	var resp kadm.OffsetResponses
-	// The group coordinator may be loading (a broker just started) or
-	// moving (its broker died): retried.
-	// A partition whose offset a transaction still holds answers
-	// UnstableOffsetCommit (stable only), which is waited out here until
-	// that transaction ends: its producer's successor aborts it, or its
-	// timeout does (at most the broker's transaction.max.timeout.ms, 15
-	// minutes by default).
-	unstableUntil := time.Now().Add(16 * time.Minute)
-	unstable := func(err error) bool { return errors.Is(err, kerr.UnstableOffsetCommit) }
-	for {
-		err = retryUnless(ctx, func(ctx context.Context) error {
-			var err error
-			fctx := ctx
-			if stable {
-				fctx = kadm.RequireStable(ctx)
+	resp, err := fetchOffsets(ctx, kadm.NewClient(cl), group, stable, func(resp kadm.OffsetResponses) error {
+		for p, o := range resp[topic] {
+			if o.Err != nil {
+				return fmt.Errorf("%s-%d: %w", topic, p, o.Err)
 			}
-			if resp, err = adm.FetchOffsets(fctx, group); err != nil {
-				return err
-			}
-			for p, o := range resp[topic] {
-				if o.Err != nil {
-					return fmt.Errorf("%s-%d: %w", topic, p, o.Err)
-				}
-			}
-			return nil
-		}, unstable)
-		if !unstable(err) || time.Now().After(unstableUntil) {
-			break
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("kafka: offsets of group %s, held by a transaction that has not ended: %w", group, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return map[int32]Committed{}, nil
 	}
@@ -622,6 +596,40 @@ func groupOffsets(ctx context.Context, c Conn, group, topic string, stable bool)
 		}
 	}
 	return out, nil
+}
+
+// fetchOffsets fetches the offsets group committed through adm, a client
+// made with offsetFetchRetry, retrying while brokers are away; check
+// returns the error of an answer. With stable, a partition whose offset
+// a transaction still holds answers UnstableOffsetCommit, which is waited
+// out until that transaction ends: its producer's successor aborts it, or
+// its timeout does (at most the broker's transaction.max.timeout.ms, 15
+// minutes by default).
+func fetchOffsets(ctx context.Context, adm *kadm.Client, group string, stable bool, check func(kadm.OffsetResponses) error) (kadm.OffsetResponses, error) {
+	unstable := func(err error) bool { return errors.Is(err, kerr.UnstableOffsetCommit) }
+	until := time.Now().Add(16 * time.Minute)
+	for {
+		var resp kadm.OffsetResponses
+		err := retryUnless(ctx, func(ctx context.Context) error {
+			fctx := ctx
+			if stable {
+				fctx = kadm.RequireStable(ctx)
+			}
+			var err error
+			if resp, err = adm.FetchOffsets(fctx, group); err == nil {
+				err = check(resp)
+			}
+			return err
+		}, unstable)
+		if !unstable(err) || time.Now().After(until) {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("held by a transaction that has not ended: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // EndOffsets returns the last stable offset of each partition of topic

@@ -450,12 +450,13 @@ func TestDeleteRetention(t *testing.T) {
 }
 
 // TestGroupOffsetsPendingTxn: offsets a transaction holds are waited for
-// by GroupOffsets until the transaction ends, however long it lasts (up
-// to the broker's longest transaction); CommittedOffsets answers at once
-// with the offsets of before. GroupOffsets failed after transientFor,
-// 45 s, with "no answer from the brokers" (franz-go retried the unstable
-// answer until the wait for brokers away ran out): an instance of a
-// group whose neighbour was paused or killed amid its commit stopped.
+// by GroupOffsets, and by a Source started from the group's offsets,
+// until the transaction ends, however long it lasts (up to the broker's
+// longest transaction); CommittedOffsets answers at once with the offsets
+// of before. Both failed after transientFor, 45 s, with "no answer from
+// the brokers" (franz-go retried the unstable answer until the wait for
+// brokers away ran out): an instance of a group whose neighbour was
+// paused or killed amid its commit stopped.
 func TestGroupOffsetsPendingTxn(t *testing.T) {
 	brokers := realBrokers(t)
 	withTransientFor(t, time.Second) // shorter than the transaction stays open
@@ -471,7 +472,9 @@ func TestGroupOffsetsPendingTxn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer txn.Close()
-	txn.Produce(ctx, in, nil, []byte("x"))
+	for range 10 {
+		txn.Produce(ctx, in, nil, []byte("x"))
+	}
 	if err := txn.Commit(ctx, in, Offsets{0: 5}, "chk=1"); err != nil {
 		t.Fatal(err)
 	}
@@ -492,9 +495,23 @@ func TestGroupOffsetsPendingTxn(t *testing.T) {
 		time.Sleep(3 * transientFor)
 		ended <- txn.cl.EndTransaction(ctx, kgo.TryCommit)
 	}()
+	started := make(chan error, 1)
+	go func() {
+		src, err := NewSource(ctx, SourceConfig{Brokers: brokers, Topic: in, Start: FromCommitted, Group: group, Bounded: true})
+		if err == nil {
+			if from := src.Partitions()[0]; from != 6 {
+				err = fmt.Errorf("it starts partition 0 at %d", from)
+			}
+			src.Close()
+		}
+		started <- err
+	}()
 	got, err := GroupOffsets(ctx, conn, group, in)
 	if err != nil || got[0] != (Committed{6, "chk=2"}) {
 		t.Fatalf("GroupOffsets while a transaction holds 6 for 3 s: %v, %v; want 0:6 chk=2 once it commits", got, err)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("a source from the group's offsets while a transaction holds 6 for 3 s: %v; want it to start at 6 once it commits", err)
 	}
 	if err := <-ended; err != nil {
 		t.Fatal(err)
