@@ -128,8 +128,8 @@ test: flink-tools ## What CI runs: flink-tools, test-go with a Kafka broker and 
 	$(MAKE) --no-print-directory test-go
 	@$(MAKE) --no-print-directory diff-flink-small
 
-test-go: lint ## Lint, every Go test (10 minute timeout), RACE_PKGS under -race; no Java needed (the Kafka tests need CEPHEUS_KAFKA_BROKERS, the lookup tests CEPHEUS_REDIS_ADDR, else they skip, or fail under CI).
-	$(GO) test -count=1 -timeout 10m -skip '$(HEAVY_TESTS)' ./...
+test-go: lint ## Lint, every Go test (15 minute timeout a package: cmd/cepheus alone takes 7-8 minutes), RACE_PKGS under -race; no Java needed (the Kafka tests need CEPHEUS_KAFKA_BROKERS, the lookup tests CEPHEUS_REDIS_ADDR, else they skip, or fail under CI).
+	$(GO) test -count=1 -timeout 15m -skip '$(HEAVY_TESTS)' ./...
 	$(GO) test -count=1 -timeout 10m -run '$(HEAVY_TESTS)' ./cmd/cepheus
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
