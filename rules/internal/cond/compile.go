@@ -1002,9 +1002,7 @@ func (c *regexpCache) get(p string) (*regexp.Regexp, int, error) {
 	cost, insts := 1, 1
 	parsed, err := syntax.Parse(p, syntax.Perl)
 	if err == nil {
-		var runes int
-		insts, runes = progSize(parsed)
-		if cost = insts + runes/8; cost > maxDynCost { // progCost
+		if cost, insts = progCost(parsed); cost > maxDynCost {
 			return nil, 0, fmt.Errorf("a pattern of a compiled size of about %d, more than the %d a pattern from an event may have (a repetition multiplies what it repeats, and a class such as \\pL counts its ranges)", cost, maxDynCost)
 		}
 	}
@@ -1025,10 +1023,11 @@ func (c *regexpCache) get(p string) (*regexp.Regexp, int, error) {
 // instructions (about 50 bytes each): a repetition counts what it repeats
 // as often as it may repeat it, as the compiler writes it out (an optional
 // copy with a branch of its own), and a class its ranges (8 runes an
-// instruction's worth), once: the copies share them.
-func progCost(re *syntax.Regexp) int {
+// instruction's worth), once: the copies share them. insts are the
+// instructions alone, which a match steps through.
+func progCost(re *syntax.Regexp) (cost, insts int) {
 	insts, runes := progSize(re)
-	return insts + runes/8
+	return insts + runes/8, insts
 }
 
 func progSize(re *syntax.Regexp) (insts, runes int) {
