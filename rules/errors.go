@@ -134,3 +134,7 @@ func (l ErrorList) Print(w io.Writer, snippets bool) error {
 // as the errors of this package say it, or "" when none is close enough
 // to be a slip. The command line names its commands with it too.
 func Suggest(name string, candidates []string) string { return cond.Suggest(name, candidates) }
+
+// Closest returns the candidate that Suggest names, or "" (the command
+// line suggests its flags with it, written with their dash).
+func Closest(name string, candidates []string) string { return cond.Closest(name, candidates) }

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 // badValue matches the flag package's error of a value a flag refused
@@ -79,50 +81,20 @@ func (fs *flagSet) parse(args []string) error {
 // closestFlag returns " (did you mean PREFIXf?)" for the flag f of fs
 // (but those of skip) closest to name, a misspelt flag or setting, or ""
 // when none is close enough to be a slip (-event for -events, -rule for
-// -rules).
+// -rules) or name is no short form of one (-evts for -events). The rule
+// language's errors choose their suggestions alike (rules.Closest).
 func closestFlag(fs *flag.FlagSet, name, prefix string, skip ...string) string {
-	best, bestD := "", -1
+	var names []string
 	fs.VisitAll(func(f *flag.Flag) {
-		if slices.Contains(skip, f.Name) {
-			return
-		}
-		// At a tie, one as long as name: a swap or a wrong letter is a
-		// likelier slip than a letter too many (-rulse: -rules, not -rule).
-		d := editDistance(strings.ToLower(name), f.Name)
-		if bestD < 0 || d < bestD || d == bestD && len(f.Name) == len(name) && len(best) != len(name) {
-			best, bestD = f.Name, d
+		if !slices.Contains(skip, f.Name) {
+			names = append(names, f.Name)
 		}
 	})
-	if bestD < 0 || bestD > min(3, (len(name)+1)/3) {
+	best := rules.Closest(name, names)
+	if best == "" {
 		return ""
 	}
 	return " (did you mean " + prefix + best + "?)"
-}
-
-// editDistance is the Levenshtein distance between a and b, a
-// transposition of two neighbours counting as one edit.
-func editDistance(a, b string) int {
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // Args returns the arguments that are not flags.

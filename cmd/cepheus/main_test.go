@@ -483,7 +483,8 @@ func TestMisspeltFlag(t *testing.T) {
 		{[]string{"run", "-rule", "r.cep"}, "run: flag provided but not defined: -rule (did you mean -rules?)\n"},
 		{[]string{"backtest", "-lookups", "x"}, "backtest: flag provided but not defined: -lookups (did you mean -lookup?)\n"},
 		{[]string{"gen", "-Days", "3"}, "gen: flag provided but not defined: -Days (did you mean -days?)\n"},
-		{[]string{"backtest", "-rulse", "r.cep"}, "backtest: flag provided but not defined: -rulse (did you mean -rules?)\n"}, // not -rule, as near
+		{[]string{"backtest", "-rulse", "r.cep"}, "backtest: flag provided but not defined: -rulse (did you mean -rules?)\n"},  // not -rule, as near
+		{[]string{"backtest", "-evts", "e.jsonl"}, "backtest: flag provided but not defined: -evts (did you mean -events?)\n"}, // a short form, as the rule language's names
 		{[]string{"run", "-nope"}, "run: flag provided but not defined: -nope\n"},
 		{[]string{"run", "-grpc", "x"}, "run: flag provided but not defined: -grpc\n"},
 	} {

@@ -213,6 +213,9 @@ func (v *ValueExpr) Fallback() string { return v.prog.fallback }
 // as the errors of unknown fields say it, or "" when none is close.
 func Suggest(name string, candidates []string) string { return suggest(name, candidates) }
 
+// Closest returns the candidate that Suggest names, or "".
+func Closest(name string, candidates []string) string { return closest(name, candidates) }
+
 // Identifiers returns the free identifiers an expression reads (field or
 // stage names), sorted and unique, so that the front end can build the
 // schema of a ruleset that declares none. Builtin function names, closure

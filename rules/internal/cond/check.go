@@ -622,6 +622,17 @@ func isExprIdent(s string) bool {
 // suggest returns " (did you mean x?)" for the candidate closest to
 // name by edit distance, or "" when none is close.
 func suggest(name string, candidates []string) string {
+	best := closest(name, candidates)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// closest returns the candidate closest to name by edit distance, when
+// it is near enough to be a slip, or else the one candidate that name is
+// a short form of; "" when there is none.
+func closest(name string, candidates []string) string {
 	best, bestD := "", -1
 	for _, cand := range candidates {
 		if cand == name {
@@ -640,7 +651,6 @@ func suggest(name string, candidates []string) string {
 		// amt for amount. Only when one candidate fits, or when the name
 		// is the first word of several and one of them is the shortest:
 		// card for card_id, beside card_country.
-		best = ""
 		var fits []string
 		for _, cand := range candidates {
 			if abbreviates(name, cand) {
@@ -651,14 +661,12 @@ func suggest(name string, candidates []string) string {
 		case 0:
 			return ""
 		case 1:
-			best = fits[0]
+			return fits[0]
 		default:
-			if best = shortestWordOf(name, fits); best == "" {
-				return ""
-			}
+			return shortestWordOf(name, fits)
 		}
 	}
-	return fmt.Sprintf(" (did you mean %s?)", best)
+	return best
 }
 
 // shortestWordOf returns the shortest of cands that starts with name as
