@@ -37,7 +37,7 @@ CEPHEUS_LDFLAGS := -X main.version=$(VERSION)
 DEMO_DIR ?= build/demo
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo lint test test-go flink-tools kafka-up kafka-down proto pgo conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
+.PHONY: help build demo lint cross test test-go flink-tools kafka-up kafka-down proto pgo conformance diff-flink diff-flink-small diff-flink-corpus diff-flink-explained clean
 
 help: ## List the targets.
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -128,7 +128,16 @@ test: flink-tools ## What CI runs: flink-tools, test-go with a Kafka broker and 
 	$(MAKE) --no-print-directory test-go
 	@$(MAKE) --no-print-directory diff-flink-small
 
-test-go: lint ## Lint, every Go test (15 minute timeout a package: cmd/cepheus alone takes 7-8 minutes), RACE_PKGS under -race; no Java needed (the Kafka tests need CEPHEUS_KAFKA_BROKERS, the lookup tests CEPHEUS_REDIS_ADDR, else they skip, or fail under CI).
+# CROSS are the systems cepheus is built for besides Linux, where no test
+# runs: make cross (part of test-go) keeps them building.
+CROSS ?= darwin/arm64 windows/amd64
+cross: ## Build cepheus for CROSS (macOS, Windows): no test runs there, but it must build.
+	@for p in $(CROSS); do \
+		echo "GOOS=$${p%/*} GOARCH=$${p#*/} go build ./cmd/cepheus"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -o /dev/null ./cmd/cepheus || exit 1; \
+	done
+
+test-go: lint cross ## Lint, cross builds, every Go test (15 minute timeout a package: cmd/cepheus alone takes 7-8 minutes), RACE_PKGS under -race; no Java needed (the Kafka tests need CEPHEUS_KAFKA_BROKERS, the lookup tests CEPHEUS_REDIS_ADDR, else they skip, or fail under CI).
 	$(GO) test -count=1 -timeout 15m -skip '$(HEAVY_TESTS)' ./...
 	$(GO) test -count=1 -timeout 10m -run '$(HEAVY_TESTS)' ./cmd/cepheus
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)

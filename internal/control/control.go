@@ -456,16 +456,7 @@ func ListenUnix(path string) (net.Listener, error) {
 			return nil, err
 		}
 	}
-	// The umask makes the socket 0600 from its creation: a chmod after
-	// Listen would leave a moment in which anyone could connect and keep
-	// the connection. The umask is the process's, narrowed for an
-	// instant: a file another goroutine creates meanwhile is 0600 at
-	// most, and a directory loses its search bit (unusable), so call
-	// this before the goroutines that create files start (serve does).
-	old := syscall.Umask(0o177)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	return ln, err
+	return listenPrivate(path)
 }
 
 // Close stops the server after the calls in progress (up to 5 s).
