@@ -66,10 +66,10 @@ func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
 	p.file(f)
 	rs.Source = p.b.String()
 	rs.Hash = hashOf(rs.Source)
-	if err := errs.finish().Err(); err != nil {
+	if err := errs.finish(tooManyErrors).Err(); err != nil {
 		return nil, err
 	}
-	rs.Warnings = c.warns.finish()
+	rs.Warnings = c.warns.finish(tooManyWarnings)
 	return rs, nil
 }
 

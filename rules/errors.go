@@ -10,8 +10,15 @@ import (
 )
 
 // MaxErrors is the most errors reported for one file; an [ErrorList] that
-// had more ends with a "too many errors" entry.
+// had more ends with a "too many errors" entry. It bounds a file's warnings
+// too (their list then ends with "warning: too many warnings").
 const MaxErrors = 20
+
+// The entries that end a list capped at [MaxErrors].
+const (
+	tooManyErrors   = "too many errors"
+	tooManyWarnings = "warning: too many warnings"
+)
 
 // Error is an error in a ruleset file, at a position. Error() is
 // "file:line:col: message"; [Error.Snippet] adds the source line and a caret
@@ -68,8 +75,10 @@ func (l ErrorList) Sort() { sort.Stable(l) }
 
 // finish sorts the list, keeps only the first error of each line (a second
 // error on a line is most often a consequence of the first) and caps the
-// list at [MaxErrors] per file.
-func (l ErrorList) finish() ErrorList {
+// list at [MaxErrors] per file, ending a longer one with an entry of the
+// message more ("too many errors", or for warnings "warning: too many
+// warnings").
+func (l ErrorList) finish(more string) ErrorList {
 	l.Sort()
 	var out ErrorList
 	perFile := map[string]int{}
@@ -86,7 +95,7 @@ func (l ErrorList) finish() ErrorList {
 		case n < MaxErrors:
 			out = append(out, e)
 		case n == MaxErrors:
-			out = append(out, &Error{Pos: e.Pos, Msg: "too many errors", line: e.line})
+			out = append(out, &Error{Pos: e.Pos, Msg: more, line: e.line})
 		}
 	}
 	return out

@@ -200,6 +200,33 @@ func TestErrorCap(t *testing.T) {
 	}
 }
 
+// TestWarningCap checks that a file's warnings are capped as its errors
+// are, and that the entry ending a capped list is a warning too: it said
+// "too many errors" of a file with none (30 rules without a window).
+func TestWarningCap(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("ruleset many\nevent time ts\n")
+	for i := range 30 {
+		fmt.Fprintf(&b, "rule r%d {\n  pattern {\n    begin a where x == 1\n    followedBy b where x == 2\n  }\n}\n", i)
+	}
+	rs, err := Load("many.cep", []byte(b.String()))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	list := rs.Warnings
+	if len(list) != MaxErrors+1 {
+		t.Fatalf("%d warnings, want %d:\n%v", len(list), MaxErrors+1, list)
+	}
+	for i, e := range list[:MaxErrors] {
+		if want := 6*i + 4; e.Pos.Line != want || !strings.HasPrefix(e.Msg, "warning: rule r") {
+			t.Errorf("warning %d: %v, want the window warning of line %d", i, e, want)
+		}
+	}
+	if last := list[MaxErrors]; last.Error() != "many.cep:124:3: warning: too many warnings" {
+		t.Errorf("last warning %v, want many.cep:124:3: warning: too many warnings", last)
+	}
+}
+
 // TestErrorSnippet checks the caret line, with tabs and wide characters
 // before the fault.
 func TestErrorSnippet(t *testing.T) {

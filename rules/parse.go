@@ -21,11 +21,11 @@ func ParseFile(name string, src []byte) (*File, error) {
 		// not a page of stray characters.
 		var errs ErrorList
 		errs.add(newSrcFile(name, string(src)), posAt(i), "not a ruleset: the file holds a NUL byte (a binary or compressed file?); a ruleset is text")
-		return &File{Path: name}, errs.finish().Err()
+		return &File{Path: name}, errs.finish(tooManyErrors).Err()
 	}
 	p := newRuleParser(name, string(src))
 	f := p.parseFile()
-	return f, p.errs.finish().Err()
+	return f, p.errs.finish(tooManyErrors).Err()
 }
 
 // ruleParser is a recursive-descent parser with one token of lookahead
