@@ -358,6 +358,38 @@ func TestBinaryFile(t *testing.T) {
 	}
 }
 
+// TestExprNodeBound checks the error of a condition over expr-lang's bound
+// of 10,000 nodes (a list of 9,998 values, 10,001 nodes with the list, the
+// field and the operator; one value fewer is accepted): it names the bound
+// and the way out, as the bound on tokens does, at the closing bracket, where
+// expr's parser passed it. It was expr's "compilation failed: expression
+// exceeds maximum allowed nodes", which the error catalogue did not list.
+func TestExprNodeBound(t *testing.T) {
+	src := func(values int) string {
+		var b strings.Builder
+		b.WriteString("ruleset big\nevent time ts\nrule r {\n  key card\n  pattern {\n    begin a where kind in [")
+		for i := range values {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", fmt.Sprint("t", i))
+		}
+		b.WriteString("]\n  }\n}\n")
+		return b.String()
+	}
+	if _, err := Load("big.cep", []byte(src(9997))); err != nil {
+		t.Fatalf("Load of 9,997 values: %v", err)
+	}
+	s := src(9998)
+	_, err := Load("big.cep", []byte(s))
+	line := s[strings.Index(s, "    begin") : strings.Index(s, "]\n")+1]
+	want := fmt.Sprintf("big.cep:6:%d: an expression of more than 10000 nodes: split it (a long list of values is a lookup)", len(line))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 || list[0].Error() != want {
+		t.Fatalf("Load of 9,998 values: %v, want %s", err, want)
+	}
+}
+
 // TestNestingBounds checks that a ruleset built to exhaust the parsers
 // (one sent to serve's control API, up to 64 MiB) is refused with an error
 // at the place that passes a bound, and that the lines after it are still

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
 
@@ -170,6 +171,11 @@ func (s *source) fromFileError(err error) *Error {
 	return site.fail("%s", firstLine(fe.Message))
 }
 
+// exprNodeLimit is the message of expr's parser for an expression of more
+// than conf.DefaultMaxNodes nodes, which names neither the bound nor a way
+// out; parse says both, as the front end's bound on tokens does.
+const exprNodeLimit = "compilation failed: expression exceeds maximum allowed nodes"
+
 // firstLine is s up to its first newline: an [Error]'s message is one line.
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
@@ -184,7 +190,11 @@ func firstLine(s string) string {
 func (c *compiler) parse() (*parser.Tree, error) {
 	tree, err := parser.Parse(c.src)
 	if err != nil {
-		return nil, c.fromFileError(err)
+		e := c.fromFileError(err)
+		if e.Msg == exprNodeLimit {
+			e.Msg = fmt.Sprintf("an expression of more than %d nodes: split it (a long list of values is a lookup)", conf.DefaultMaxNodes)
+		}
+		return nil, e
 	}
 	rewriteLookups(&tree.Node, lookupSet(c.env.Lookups), c.stages)
 	f := &folder{c: c}
