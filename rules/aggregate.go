@@ -77,18 +77,21 @@ func aggKind(fn string) event.Kind {
 // checkAggregates checks the aggregate declarations (after the schema
 // and the lookups).
 func (c *ruleChecker) checkAggregates() {
-	seen := map[string]bool{}
+	seen := map[string]Pos{}
 	for _, d := range c.aggregates {
 		n := d.Name
+		first, dup := seen[n.Value]
 		switch {
-		case seen[n.Value]:
-			c.errorf(n.Pos, "aggregate %s is defined twice", n)
+		case dup:
+			c.twice(n.Pos, first, "aggregate "+n.Value)
 		case c.schemaDecl != nil && c.declared(n.Value):
 			c.errorf(n.Pos, "aggregate %s has the name of a schema field; rename one", n)
 		case slices.Contains(c.lookupNames(), n.Value):
 			c.errorf(n.Pos, "aggregate %s has the name of a lookup; rename one", n)
 		}
-		seen[n.Value] = true
+		if !dup {
+			seen[n.Value] = n.Pos
+		}
 		if d.Key == nil {
 			c.errorf(n.Pos, "aggregate %s has no key: add 'key FIELD' (the events it counts together: a merchant's, a card's)", n)
 		} else {

@@ -59,6 +59,12 @@ func (c *ruleChecker) errorf(p Pos, format string, args ...any) {
 	c.errs.add(c.f.src, p, fmt.Sprintf(format, args...))
 }
 
+// twice reports the second definition at p of a name first defined at
+// first: "WHAT is defined twice (first at line N)".
+func (c *ruleChecker) twice(p, first Pos, what string) {
+	c.errorf(p, "%s is defined twice (first at line %d)", what, c.f.src.position(first).Line)
+}
+
 // warnf reports a warning at p: "warning: " and the message.
 func (c *ruleChecker) warnf(p Pos, format string, args ...any) {
 	c.warns.add(c.f.src, p, "warning: "+fmt.Sprintf(format, args...))
@@ -76,8 +82,8 @@ func (c *ruleChecker) check() {
 	c.bad = map[*RuleDecl]bool{}
 	c.timeSlots = map[int]bool{}
 	c.timeSlot = -1
-	ruleNames := map[string]bool{}
-	testNames := map[string]bool{}
+	ruleNames := map[string]Pos{}
+	testNames := map[string]Pos{}
 	for _, d := range c.f.Decls {
 		switch d := d.(type) {
 		case *EventTimeDecl:
@@ -97,16 +103,18 @@ func (c *ruleChecker) check() {
 		case *AggregateDecl:
 			c.aggregates = append(c.aggregates, d)
 		case *RuleDecl:
-			if ruleNames[d.Name.Value] {
-				c.errorf(d.Name.Pos, "rule %s is defined twice", d.Name)
+			if first, ok := ruleNames[d.Name.Value]; ok {
+				c.twice(d.Name.Pos, first, "rule "+d.Name.Value)
+			} else {
+				ruleNames[d.Name.Value] = d.Name.Pos
 			}
-			ruleNames[d.Name.Value] = true
 			c.rules = append(c.rules, d)
 		case *TestDecl:
-			if testNames[d.Name] {
-				c.errorf(d.Pos, "test %q is defined twice", d.Name)
+			if first, ok := testNames[d.Name]; ok {
+				c.twice(d.Pos, first, fmt.Sprintf("test %q", d.Name))
+			} else {
+				testNames[d.Name] = d.Pos
 			}
-			testNames[d.Name] = true
 			c.tests = append(c.tests, d)
 		}
 	}
@@ -392,7 +400,7 @@ func (c *ruleChecker) checkRule(r *RuleDecl) {
 		n := s.Name
 		switch {
 		case stages[n.Value] != nil:
-			c.ruleErrorf(r, n.Pos, "stage %s is defined twice in rule %s (Flink: duplicate pattern name)", n, r.Name)
+			c.ruleErrorf(r, n.Pos, "stage %s is defined twice in rule %s (first at line %d; Flink: duplicate pattern name)", n, r.Name, c.f.src.position(stages[n.Value].Name.Pos).Line)
 			continue
 		case reservedStageNames[n.Value]:
 			c.ruleErrorf(r, n.Pos, "stage name %s is reserved", n)

@@ -62,16 +62,19 @@ const longLookupTimeout = 10 * time.Second
 // checkLookups checks the lookup declarations (after the schema: key
 // fields must exist in a declared one).
 func (c *ruleChecker) checkLookups() {
-	seen := map[string]bool{}
+	seen := map[string]Pos{}
 	for _, d := range c.lookups {
 		n := d.Name
+		first, dup := seen[n.Value]
 		switch {
-		case seen[n.Value]:
-			c.errorf(n.Pos, "lookup %s is defined twice", n)
+		case dup:
+			c.twice(n.Pos, first, "lookup "+n.Value)
 		case c.schemaDecl != nil && c.declared(n.Value):
 			c.errorf(n.Pos, "lookup %s has the name of a schema field; rename one (%s.x would be ambiguous)", n, n)
 		}
-		seen[n.Value] = true
+		if !dup {
+			seen[n.Value] = n.Pos
+		}
 		if d.Key == nil {
 			c.errorf(n.Pos, "lookup %s has no key: add 'key FIELD' (the event fields its records are found by)", n)
 		} else {
