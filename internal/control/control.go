@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
 )
 
 // service implements cepheusv1.ControlServer over a monitor.
@@ -563,9 +564,23 @@ func (c *Client) Lost(err error) bool {
 
 // Validate validates a ruleset's source on the server.
 func (c *Client) Validate(ctx context.Context, name string, src []byte) (*cepheusv1.ValidateResponse, error) {
+	req := &cepheusv1.ValidateRequest{Name: name, Source: src}
+	if err := fits(req); err != nil {
+		return nil, err
+	}
 	return retryAborted(ctx, func() (*cepheusv1.ValidateResponse, error) {
-		return c.c.Validate(ctx, &cepheusv1.ValidateRequest{Name: name, Source: src})
+		return c.c.Validate(ctx, req)
 	})
+}
+
+// fits refuses a request larger than MaxMessage before it is sent:
+// gRPC's own refusal names a count of bytes and no remedy ("trying to
+// send message larger than max (68579194 vs. 67108864)").
+func fits(req proto.Message) error {
+	if n := proto.Size(req); n > MaxMessage {
+		return fmt.Errorf("control: the ruleset's source makes a request of %d bytes, more than the %d MiB (%d bytes) the control API takes: move the ruleset's data out of it (a long list of values is a lookup)", n, MaxMessage>>20, MaxMessage)
+	}
+	return nil
 }
 
 // Status asks the server what the engine does.
@@ -590,8 +605,12 @@ func (c *Client) TriggerCheckpoint(ctx context.Context) (int64, error) {
 // a shadow output a gRPC FAILED_PRECONDITION. A deploy that met another
 // one's switch (ABORTED) is sent again until ctx ends.
 func (c *Client) Deploy(ctx context.Context, d cep.Deploy) (*cep.DeployResult, error) {
+	req := &cepheusv1.DeployRequest{Name: d.Name, Source: d.Source, DropChanged: d.DropChanged, Shadow: d.Shadow, From: d.From}
+	if err := fits(req); err != nil {
+		return nil, err
+	}
 	return deployResult(retryAborted(ctx, func() (*cepheusv1.DeployResponse, error) {
-		return c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: d.Name, Source: d.Source, DropChanged: d.DropChanged, Shadow: d.Shadow, From: d.From})
+		return c.c.Deploy(ctx, req)
 	}))
 }
 

@@ -285,6 +285,40 @@ func TestValidateLarge(t *testing.T) {
 	}
 }
 
+// TestSourceTooLarge: a ruleset over the 64 MiB a request may carry is
+// refused by the client before it is sent, saying the limit and the way
+// out; it was gRPC's own "trying to send message larger than max
+// (68579194 vs. 67108864)" (the rulesets trial). One just under the limit
+// is still sent, and the server's answer comes back.
+func TestSourceTooLarge(t *testing.T) {
+	srv, err := Serve("127.0.0.1:0", cep.NewStreamMonitor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	big := []byte(strings.Repeat("#", MaxMessage))
+	want := "the ruleset's source makes a request of 67108878 bytes, more than the 64 MiB (67108864 bytes) the control API takes"
+	if _, err := c.Validate(ctx, "big.cep", big); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Validate of %d bytes: %v; want %q", len(big), err, want)
+	}
+	if _, err := c.Deploy(ctx, cep.Deploy{Name: "big.cep", Source: big}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Deploy of %d bytes: %v; want %q", len(big), err, want)
+	}
+	// Under the limit the request goes: the server answers (it does not
+	// compile: no rule).
+	r, err := c.Validate(ctx, "almost.cep", big[:MaxMessage-64])
+	if err != nil || r.GetOk() {
+		t.Errorf("Validate of %d bytes: %v, %v; want the server's answer, not ok", MaxMessage-64, r, err)
+	}
+}
+
 // abortingServer answers its first deploys, rollbacks and promotes
 // ABORTED, as a job whose other switch waits for its checkpoint.
 type abortingServer struct {
