@@ -254,21 +254,29 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// dialIdle serves the control API of a monitor that runs no job and
+// returns its client; both close at the test's end.
+func dialIdle(t *testing.T) *Client {
+	t.Helper()
+	srv, err := Serve("127.0.0.1:0", cep.NewStreamMonitor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c, err := Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestValidateLarge: a ruleset of 5 MiB (long comments), which cepheus
 // check and -rules take, is validated through the control API; gRPC's
 // default limit of 4 MiB refused it (RESOURCE_EXHAUSTED, received
 // message larger than max), so that it could not be deployed either.
 func TestValidateLarge(t *testing.T) {
-	srv, err := Serve("127.0.0.1:0", cep.NewStreamMonitor())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := Dial(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	src := strings.Repeat("# "+strings.Repeat("padding ", 12)+"\n", 55000) + testRules
@@ -291,16 +299,7 @@ func TestValidateLarge(t *testing.T) {
 // (68579194 vs. 67108864)" (the rulesets trial). One just under the limit
 // is still sent, and the server's answer comes back.
 func TestSourceTooLarge(t *testing.T) {
-	srv, err := Serve("127.0.0.1:0", cep.NewStreamMonitor())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := Dial(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	big := []byte(strings.Repeat("#", MaxMessage))
