@@ -10,8 +10,9 @@ import (
 )
 
 // MaxErrors is the most errors reported for one file; an [ErrorList] that
-// had more ends with a "too many errors" entry. It bounds a file's warnings
-// too (their list then ends with "warning: too many warnings").
+// had more ends with a "too many errors (N more)" entry. It bounds a file's
+// warnings too (their list then ends with "warning: too many warnings (N
+// more)").
 const MaxErrors = 20
 
 // The entries that end a list capped at [MaxErrors].
@@ -77,11 +78,12 @@ func (l ErrorList) Sort() { sort.Stable(l) }
 // error on a line is most often a consequence of the first) and caps the
 // list at [MaxErrors] per file, ending a longer one with an entry of the
 // message more ("too many errors", or for warnings "warning: too many
-// warnings").
+// warnings") and how many it leaves out ("(N more)").
 func (l ErrorList) finish(more string) ErrorList {
 	l.Sort()
 	var out ErrorList
 	perFile := map[string]int{}
+	capped := map[string]*Error{}
 	for i, e := range l {
 		if i > 0 {
 			prev := l[i-1].Pos
@@ -95,8 +97,12 @@ func (l ErrorList) finish(more string) ErrorList {
 		case n < MaxErrors:
 			out = append(out, e)
 		case n == MaxErrors:
-			out = append(out, &Error{Pos: e.Pos, Msg: more, line: e.line})
+			capped[e.Pos.Filename] = &Error{Pos: e.Pos, Msg: more, line: e.line}
+			out = append(out, capped[e.Pos.Filename])
 		}
+	}
+	for file, e := range capped {
+		e.Msg += fmt.Sprintf(" (%d more)", perFile[file]-MaxErrors)
 	}
 	return out
 }

@@ -192,8 +192,8 @@ func TestErrorCap(t *testing.T) {
 			t.Errorf("error %d on line %d, want %d (one per line)", i, e.Pos.Line, i+3)
 		}
 	}
-	if last := list[MaxErrors]; last.Msg != "too many errors" {
-		t.Errorf("last error %v, want too many errors", last)
+	if last := list[MaxErrors]; last.Msg != "too many errors (10 more)" {
+		t.Errorf("last error %v, want too many errors (10 more)", last)
 	}
 	if got := list.Error(); !strings.HasPrefix(got, "many.cep:3:1: ") || !strings.HasSuffix(got, "(and 20 more errors)") {
 		t.Errorf("Error() = %q", got)
@@ -222,8 +222,8 @@ func TestWarningCap(t *testing.T) {
 			t.Errorf("warning %d: %v, want the window warning of line %d", i, e, want)
 		}
 	}
-	if last := list[MaxErrors]; last.Error() != "many.cep:124:3: warning: too many warnings" {
-		t.Errorf("last warning %v, want many.cep:124:3: warning: too many warnings", last)
+	if last := list[MaxErrors]; last.Error() != "many.cep:124:3: warning: too many warnings (10 more)" {
+		t.Errorf("last warning %v, want many.cep:124:3: warning: too many warnings (10 more)", last)
 	}
 }
 

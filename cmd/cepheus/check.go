@@ -35,7 +35,7 @@ pattern without a window whose partial matches can wait for ever (its
 state grows without bound); and a lookup timeout over 10s.
 docs/rules.md ("Warnings") lists them.
 Warnings are printed only for files without errors, at most 20 per file
-as errors are (then "warning: too many warnings").
+as errors are (then "warning: too many warnings (N more)").
 
 The errors and warnings go to stderr. Check prints nothing when every file
 is clean, and exits with status 0 (warnings too, unless -strict); with
