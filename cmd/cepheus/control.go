@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,8 +54,9 @@ var rulesCommand = &command{
   deploy FILE    deploys a ruleset: the job switches to it at its next
                  checkpoint barrier (asked for at once). Prints the new
                  version, the checkpoint it switched at, the rules kept
-                 (their partial matches kept), changed, added and
-                 removed, and the time it took; a ruleset that does not
+                 (their partial matches kept; ten named, the others
+                 counted), changed, added and removed, and the time it
+                 took; a ruleset that does not
                  compile is refused with its problems at file:line:col
                  (exit 1) and the job keeps its version. The partial
                  matches of a changed rule drain (the old rule goes on
@@ -452,11 +454,21 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 		what  string
 		rules []string
 	}{{"kept", r.Kept}, {"changed", r.Changed}, {"added", r.Added}, {"removed", r.Removed}} {
-		if len(l.rules) > 0 {
-			fmt.Fprintf(w, "  %-8s %s\n", l.what, strings.Join(l.rules, ", "))
+		names := l.rules
+		if l.what == "kept" && len(names) > maxKeptShown {
+			// What a deploy changed is the news; among hundreds of
+			// rules the kept ones would bury it.
+			names = append(slices.Clip(names[:maxKeptShown]), fmt.Sprintf("and %d more", len(l.rules)-maxKeptShown))
+		}
+		if len(names) > 0 {
+			fmt.Fprintf(w, "  %-8s %s\n", l.what, strings.Join(names, ", "))
 		}
 	}
 }
+
+// maxKeptShown is the most kept rules a deploy's answer names; it counts
+// the others. The changed, added and removed ones are all named.
+const maxKeptShown = 10
 
 // listVersions prints the versions server keeps, one a line.
 func listVersions(ctx context.Context, c *control.Client, server string, w io.Writer) error {

@@ -352,6 +352,40 @@ func TestStatusHeader(t *testing.T) {
 	}
 }
 
+// TestPrintDeployManyKept: a deploy's answer names at most ten kept
+// rules and counts the others, and every changed, added and removed one
+// (the rulesets trial: 299 kept rules on one line buried the one
+// changed).
+func TestPrintDeployManyKept(t *testing.T) {
+	names := func(prefix string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("%s%02d", prefix, i))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		kept int
+		want string
+	}{
+		{10, "  kept     r00, r01, r02, r03, r04, r05, r06, r07, r08, r09\n"},
+		{299, "  kept     r00, r01, r02, r03, r04, r05, r06, r07, r08, r09, and 289 more\n"},
+	} {
+		var b bytes.Buffer
+		printDeploy(&b, "deployed", &cep.DeployResult{Ruleset: "big", Version: "14fdbee476340000", Previous: "5777ab63b8300000",
+			Kept: names("r", c.kept), Changed: names("c", 12), Added: []string{"new"}, Removed: []string{"old"}})
+		out := b.String()
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%d kept: %s\nwant the line %q", c.kept, out, c.want)
+		}
+		for _, want := range []string{"  changed  " + strings.Join(names("c", 12), ", ") + "\n", "  added    new\n", "  removed  old\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%d kept: %s\nwant the line %q", c.kept, out, want)
+			}
+		}
+	}
+}
+
 // TestStatusLookupsAggregates: status prints each lookup's figures as
 // run's summary does, and each velocity aggregate's (it printed neither).
 func TestStatusLookupsAggregates(t *testing.T) {
