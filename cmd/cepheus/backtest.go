@@ -95,7 +95,8 @@ With -label (for example -label is_fraud on the output of cepheus gen; an
 event is labelled when the field is true, a non-zero number, or "true",
 "1" or "yes"), the summary gives per-rule true and false positives and precision (an alert is
 true when any of its events is labelled), and per scenario the labelled
-events caught, the recall and the events missed.
+events caught, the recall, the events missed and the rules that caught
+them (the five that caught most, the others counted).
 
 A progress line goes to stderr every two seconds on long inputs: on a
 terminal one line rewritten in place, else (a log file, a CI job) a line
@@ -1136,7 +1137,16 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		}
 		sort.Slice(by, func(i, j int) bool { return by[i].n > by[j].n || by[i].n == by[j].n && by[i].rule < by[j].rule })
 		var parts []string
-		for _, b := range by {
+		for i, b := range by {
+			if i == maxCaughtBy {
+				// The rules that caught most; the alerts file has the rest.
+				more := "and 1 more rule"
+				if n := len(by) - i; n > 1 {
+					more = fmt.Sprintf("and %d more rules", n)
+				}
+				parts = append(parts, more)
+				break
+			}
 			parts = append(parts, fmt.Sprintf("%s %s", b.rule, humanize.Int(b.n)))
 		}
 		recall := "-"
@@ -1148,6 +1158,10 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 	}
 }
+
+// maxCaughtBy is the most rules a scenario's "caught by" names, those
+// that caught most of its events; the others are counted.
+const maxCaughtBy = 5
 
 // exampleTee passes alerts through and keeps the first few of each rule.
 type exampleTee struct {

@@ -344,6 +344,31 @@ func TestSummaryColumns(t *testing.T) {
 	}
 }
 
+// TestSummaryCaughtByBounded: a scenario's "caught by" names the five
+// rules that caught most of its events, then counts the others (the
+// rulesets trial: 66 rules on one line).
+func TestSummaryCaughtByBounded(t *testing.T) {
+	by := map[string]int64{}
+	for i := range 8 {
+		by[fmt.Sprintf("r%d", i)] = int64(10 + i)
+	}
+	s := &cep.Summary{Ruleset: "r"}
+	ls := &cep.LabelSummary{Field: "is_fraud", Labelled: 20, Caught: 20, Scenarios: []cep.ScenarioSummary{
+		{Scenario: "card_testing", Labelled: 20, Caught: 20, ByRule: by},
+		{Scenario: "dormant_card", Labelled: 20, Caught: 20, ByRule: map[string]int64{"r0": 5, "r1": 4, "r2": 3, "r3": 2, "r4": 1, "r5": 1}},
+	}}
+	var b strings.Builder
+	printSummary(&b, s, ls, time.Second, backtestFlags{label: "is_fraud"}, nil, nil, false)
+	for _, want := range []string{
+		"  r7 17, r6 16, r5 15, r4 14, r3 13, and 3 more rules\n",
+		"  r0 5, r1 4, r2 3, r3 2, r4 1, and 1 more rule\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary:\n%s\nwant a line ending %q", b.String(), want)
+		}
+	}
+}
+
 // orFailSrc is a rule that fails at run time: after a then c, the skip
 // wants the first event of b, which the match does not have.
 const orFailSrc = `ruleset orfail
