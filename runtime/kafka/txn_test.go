@@ -459,7 +459,6 @@ func TestDeleteRetention(t *testing.T) {
 // paused or killed amid its commit stopped.
 func TestGroupOffsetsPendingTxn(t *testing.T) {
 	brokers := realBrokers(t)
-	withTransientFor(t, time.Second) // shorter than the transaction stays open
 	ctx := testContext(t)
 	in := topicName(t)
 	conn := Conn{Brokers: brokers}
@@ -487,6 +486,10 @@ func TestGroupOffsetsPendingTxn(t *testing.T) {
 	if err := txn.commitOffsets(ctx, map[string]Offsets{in: {0: 6}}, func(string, int32) string { return "chk=2" }); err != nil {
 		t.Fatal(err)
 	}
+	// Shorter than the transaction stays open; set once the transaction
+	// is open, not before: on a broker just started, the first producer
+	// id and commit take longer than a second (the coordinators load).
+	withTransientFor(t, time.Second)
 	if got, err := CommittedOffsets(ctx, conn, group, in); err != nil || got[0] != (Committed{5, "chk=1"}) {
 		t.Fatalf("CommittedOffsets while a transaction holds 6: %v, %v; want 0:5 chk=1 at once", got, err)
 	}
