@@ -316,9 +316,10 @@ func groupDone(ctx context.Context, k *KafkaInput, ends map[int32]int64, reps []
 // offset listed here may be gone by the time they are fetched (CI: an
 // instance done with its own partitions failed with OFFSET_OUT_OF_RANGE
 // at the offset its neighbour had committed a moment before). Their
-// owner then committed past it: the offsets are read again and the
-// check starts over. Offsets that did not move, their records gone all
-// the same, are an error: no instance of the group deleted them.
+// owner then committed past it: the offsets are read again, until they
+// show its commit (movedOffsets), and the check starts over. Offsets that
+// did not move within movedWait, their records gone all the same, are an
+// error: no instance of the group deleted them.
 func repartitionDone(ctx context.Context, k *KafkaInput, topic string) (bool, error) {
 	if _, err := kafka.PartitionCount(ctx, k.conn(), topic); errors.Is(err, kafka.ErrNoTopic) {
 		return true, nil
@@ -358,16 +359,43 @@ func repartitionDone(ctx context.Context, k *KafkaInput, topic string) (bool, er
 		case !kafka.OutOfRange(rerr):
 			return false, fmt.Errorf("cep: stream: %w", rerr)
 		}
-		now, err := kafka.CommittedOffsets(ctx, k.conn(), k.Group, topic)
+		now, err := movedOffsets(ctx, k, topic, rc, parts)
 		if err != nil {
 			return false, fmt.Errorf("cep: stream: %w", err)
 		}
 		if !offsetsMoved(rc, now, parts) {
-			return false, fmt.Errorf("cep: stream: group %s: the records of topic %s after its committed offsets %v are gone, and no instance committed past them since: %w", k.Group, topic, from, rerr)
+			return false, fmt.Errorf("cep: stream: group %s: the records of topic %s after its committed offsets %v are gone, and no instance committed past them within %v: %w", k.Group, topic, from, movedWait, rerr)
 		}
 		rc = now
 	}
 }
+
+// movedOffsets returns the group's committed offsets of topic once one of
+// parts is past its offset in before, or after movedWait. An owner deletes
+// the records before its new offsets once its transaction's end answered
+// (purgeRepartitions), but the broker writes the commit markers that make
+// the offsets committed afterwards: until then CommittedOffsets, which
+// leaves out what a transaction holds, still has the offsets of before,
+// the records past them gone (a single read took this for records that no
+// instance deleted, an error).
+func movedOffsets(ctx context.Context, k *KafkaInput, topic string, before map[int32]kafka.Committed, parts []int32) (map[int32]kafka.Committed, error) {
+	until := time.Now().Add(movedWait)
+	for {
+		now, err := kafka.CommittedOffsets(ctx, k.conn(), k.Group, topic)
+		if err != nil || offsetsMoved(before, now, parts) || time.Now().After(until) {
+			return now, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// movedWait bounds movedOffsets: the markers take milliseconds, more on a
+// loaded broker.
+const movedWait = 10 * time.Second
 
 // offsetsMoved reports whether a partition of parts has a committed
 // offset in now past the one in before.

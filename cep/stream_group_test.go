@@ -22,7 +22,9 @@ import (
 // group's offsets and its reading of the records past them (CI: exit 1,
 // OFFSET_OUT_OF_RANGE). The check starts over from the new offsets: not
 // done while records are past them, done once they are at the end. Records
-// gone before offsets that no instance moved are an error, not a wait.
+// gone before offsets that no instance moved are an error, after a wait
+// of movedWait (not for ever). Records gone before the owner's new offsets
+// show (its commit's markers come after its deletion) are waited for.
 func TestGroupDoneOwnerPurges(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -120,6 +122,37 @@ func TestGroupDoneOwnerPurges(t *testing.T) {
 	done, err, _ := check(0)
 	if done || err == nil || !kafka.OutOfRange(err) || !strings.Contains(err.Error(), "no instance committed past them") {
 		t.Fatalf("records gone before offsets that did not move: done %v, %v; want an error saying so", done, err)
+	}
+
+	// The owner's purge before its commit shows: the broker writes a
+	// transaction's markers after EndTxn answered, and the owner deletes
+	// the records before its new offsets once it answered, so that the
+	// check finds the records gone while the committed offsets (those
+	// CommittedOffsets reads, without a transaction's) are still the old
+	// ones. Here the owner deletes before 140 and commits 140 a second
+	// later: not done (records 140-150 are past it), no error.
+	committed := make(chan error, 1)
+	reads := 0
+	k.beforeRepRead = func(string) {
+		if reads++; reads > 1 {
+			return
+		}
+		if err := txn.DeleteBefore(ctx, map[string]kafka.Offsets{rep: {0: 140}}); err != nil {
+			committed <- err
+			return
+		}
+		go func() {
+			time.Sleep(time.Second)
+			txn.ProduceTo(ctx, changelog, 0, markerKey, []byte("marker"))
+			committed <- txn.CommitTopics(ctx, map[string]kafka.Offsets{topic: {0: ends[0]}, rep: {0: 140}}, txnMetadata(chk+1, "a", false))
+		}()
+	}
+	done, err = groupDone(ctx, k, ends, reps, false)
+	if cerr := <-committed; cerr != nil {
+		t.Fatal(cerr)
+	}
+	if done || err != nil || reads != 2 {
+		t.Fatalf("the owner's records deleted before its commit at 140 shows: done %v, %v, after %d reads; want not done, no error, after reading again from 140", done, err, reads)
 	}
 }
 
