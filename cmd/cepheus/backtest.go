@@ -55,11 +55,12 @@ matched events; a dead letter gives its partition, TOPIC-P, and offset).
 
 Alerts are written as JSON lines (a deterministic alert id, rule, ruleset
 and its version hash, the rule's hash, severity, key, event time of
-detection, matched events by stage, emitted fields: docs/operations.md,
-"Output") to -alerts, stdout by default; when stdout is a terminal and
--alerts is not given, they are not printed there (the summary shows an
-example alert of each rule and says how to keep them: -alerts FILE, a
-pipe, or -alerts - to print them after all). Events that arrive
+detection, timed_out on a timed-out partial match's, matched events by
+stage, emitted fields: docs/operations.md, "Output") to -alerts, stdout by
+default; when stdout is a terminal and -alerts is not given, they are not
+printed there (the summary shows an example alert of each rule and says
+how to keep them: -alerts FILE, a pipe, or -alerts - to print them after
+all). Events that arrive
 behind the watermark go to -late; lines that are not valid JSON, or lack
 the time field or a key field, go to -dead-letter with the ruleset, their
 line number and the reason. Without -late and -dead-letter they are only
