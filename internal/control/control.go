@@ -330,10 +330,13 @@ const MaxMessage = 64 << 20
 // MaxSourceCalls is the most Validate and Deploy calls, those that carry
 // a ruleset's source (up to MaxMessage each), that a server takes at
 // once: one more is refused ABORTED as soon as its headers arrive,
-// before its message is read, so that callers cannot make the server
+// before its message is read, so that these calls cannot make the server
 // hold many messages of 64 MiB at once. The client sends a refused call
 // again (every 100 ms, until its context ends), as it does while another
-// deploy switches; deploys are taken one at a time anyway.
+// deploy switches; deploys are taken one at a time anyway. The other
+// calls are not counted, though their requests may be as large
+// (MaxRecvMsgSize is the server's, not a method's): a Status request of
+// 60 MiB (unknown fields) is read whatever the count.
 const MaxSourceCalls = 4
 
 // sourceCalls counts the calls carrying a source in progress
