@@ -240,6 +240,28 @@ func TestFmt(t *testing.T) {
 	}
 }
 
+// TestTestInterruptedInFile: a Ctrl-C while a file's tests run stops
+// them before the next test (exit 130 through errInterrupted); it was
+// seen only between files, so the last or only file ran on to its end
+// and exited 0 or 1.
+func TestTestInterruptedInFile(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out strings.Builder
+	ok, err := testFile(ctx, "../../rulesets/cards.cep", nil, false, &out)
+	var ie *errInterrupted
+	if ok || !errors.As(err, &ie) || ie.msg != "test interrupted in ../../rulesets/cards.cep after 0 tests" {
+		t.Errorf("testFile with ctx cancelled: %v, %v; want interrupted after 0 tests", ok, err)
+	}
+	if strings.Contains(out.String(), "ok\t") {
+		t.Errorf("an interrupted file reported as passed:\n%s", out.String())
+	}
+	ok, err = testFile(context.Background(), "../../rulesets/cards.cep", nil, false, &out)
+	if !ok || err != nil {
+		t.Errorf("testFile of cards.cep: %v, %v\n%s", ok, err, out.String())
+	}
+}
+
 func TestTest(t *testing.T) {
 	dir := t.TempDir()
 	good := writeFile(t, dir, "good.cep", goodSrc)

@@ -62,7 +62,7 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if ctx.Err() != nil {
 			return &errInterrupted{msg: "test interrupted before " + name}
 		}
-		ok, err := testFile(name, filter, *verbose, stdout)
+		ok, err := testFile(ctx, name, filter, *verbose, stdout)
 		if err != nil {
 			return err
 		}
@@ -74,8 +74,9 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// testFile runs the tests of one file and reports whether all passed.
-func testFile(name string, filter *regexp.Regexp, verbose bool, stdout io.Writer) (bool, error) {
+// testFile runs the tests of one file and reports whether all passed. A
+// cancelled ctx stops it before its next test, with what it found so far.
+func testFile(ctx context.Context, name string, filter *regexp.Regexp, verbose bool, stdout io.Writer) (bool, error) {
 	src, err := os.ReadFile(name)
 	if err != nil {
 		return false, err
@@ -96,6 +97,10 @@ func testFile(name string, filter *regexp.Regexp, verbose bool, stdout io.Writer
 	for _, t := range rs.Tests {
 		if filter != nil && !filter.MatchString(t.Name) {
 			continue
+		}
+		if ctx.Err() != nil {
+			io.WriteString(stdout, b.String())
+			return false, &errInterrupted{msg: fmt.Sprintf("test interrupted in %s after %s", name, plural(int64(ran), "test", "tests"))}
 		}
 		ran++
 		r := rulestest.Run(t)
