@@ -77,7 +77,7 @@ type StreamConfig struct {
 	// only to it): at least once. The calls are never concurrent (one at
 	// a time across the subtasks, on their goroutines), and a is valid
 	// only during the call (keep a.Clone()). A call returning an error
-	// stops the run with it; a run resumed from the state directory (in
+	// stops the run with it, and no call follows it; a run resumed from the state directory (in
 	// a Kafka group, also the instance that takes the partitions over)
 	// calls again for every alert after its latest complete checkpoint,
 	// with the same [Alert] ID (deduplicate by it): no alert whose call
@@ -152,8 +152,31 @@ type StreamConfig struct {
 	hooks streamHooks
 	// rules follows KafkaInput.RulesTopic, once Stream opened it.
 	rules *rulesTopic
-	// onAlertMu makes the calls of OnAlert one at a time.
-	onAlertMu *sync.Mutex
+	// onAlert makes the calls of OnAlert one at a time, and none after
+	// one failed.
+	onAlert *onAlertGate
+}
+
+// onAlertGate passes the calls of StreamConfig.OnAlert one at a time, for
+// one Stream call. After a call failed it makes no more: every later
+// alert, on any subtask, gets that call's error, so that the run stops
+// at its first failure (a subtask went on through its batch, and the
+// others through theirs, calling again a function that had just failed).
+type onAlertGate struct {
+	mu  sync.Mutex
+	err error
+}
+
+// call calls f with a unless a call failed before.
+func (g *onAlertGate) call(f func(*Alert) error, a *Alert) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err == nil {
+		if err := f(a); err != nil {
+			g.err = fmt.Errorf("cep: stream: OnAlert: %w", err)
+		}
+	}
+	return g.err
 }
 
 // streamHooks let the tests of package cep stop a run at a checkpoint and
@@ -386,7 +409,7 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		d.Kafka = &kc
 	}
 	if d.OnAlert != nil {
-		d.onAlertMu = new(sync.Mutex)
+		d.onAlert = new(onAlertGate)
 		if !d.Kafka.transactional() && d.AlertsDir == "" && d.Alerts == nil {
 			d.Alerts = io.Discard
 		}

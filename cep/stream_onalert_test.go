@@ -112,6 +112,9 @@ func TestStreamOnAlert(t *testing.T) {
 	if !errors.Is(err, errOnAlert) || !strings.Contains(err.Error(), "OnAlert") {
 		t.Fatalf("Stream with a failing OnAlert: %v, want its error, named", err)
 	}
+	if first.calls != first.failAt {
+		t.Errorf("OnAlert called %d times; its call %d failed, and none should follow (the run stops at it)", first.calls, first.failAt)
+	}
 	second := &onAlertRecorder{}
 	c.OnAlert = second.call
 	res, err := e.Stream(context.Background(), c)

@@ -544,11 +544,8 @@ func (s *streamSubtask) Collect(x emitted) error {
 	switch {
 	case x.alert != nil:
 		if f := s.j.cfg.OnAlert; f != nil && !x.shadow {
-			s.j.cfg.onAlertMu.Lock()
-			err := f(x.alert)
-			s.j.cfg.onAlertMu.Unlock()
-			if err != nil {
-				return fmt.Errorf("cep: stream: OnAlert: %w", err)
+			if err := s.j.cfg.onAlert.call(f, x.alert); err != nil {
+				return err
 			}
 		}
 		sink := s.alerts
