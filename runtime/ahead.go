@@ -52,7 +52,7 @@ func (g *aheadGuard) offer(ev *event.Event, rec Record, out guardSink) error {
 		}
 		return nil
 	}
-	if ev.Time <= g.max+g.bound {
+	if ev.Time <= g.max.Plus(int64(g.bound)) {
 		if err := g.rejectHeld(out, g.max); err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func (g *aheadGuard) judgeStart(out guardSink) error {
 	g.held = nil
 	g.started, g.max = true, median
 	for _, h := range held {
-		if h.ev.Time > g.max+g.bound {
+		if h.ev.Time > g.max.Plus(int64(g.bound)) {
 			if err := out.reject(h.rec, g.reason(h.ev.Time, "the stream (the median of its first events is "+median.String()+")")); err != nil {
 				return err
 			}

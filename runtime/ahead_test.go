@@ -68,6 +68,7 @@ func (d *deadSink) DeadLetter(r DeadRecord) error { d.recs = append(d.recs, r); 
 // events is judged against their median.
 func TestSubtaskMaxAhead(t *testing.T) {
 	const far = 253402300799000 // 9999-12-31T23:59:59Z
+	const maxT = int64(event.MaxTime)
 	for _, c := range []struct {
 		name         string
 		times        []int64
@@ -87,6 +88,11 @@ func TestSubtaskMaxAhead(t *testing.T) {
 			[]int64{2, 3, 4, 5, 6}, []int64{1}},
 		{"a short input", []int64{10000, far}, []int64{1}, []int64{2}},
 		{"within the bound", []int64{10000, 11000, 12000, 12500, 11500, 13000}, []int64{1, 2, 3, 4, 5, 6}, nil},
+		// The stream's time plus the bound is past MaxTime (-time-unit ms takes
+		// any number): it wrapped around to a time before the stream, and every
+		// event, however near, was called far ahead.
+		{"near the largest time", []int64{maxT - 600, maxT - 500, maxT - 400, maxT - 300, maxT - 200, maxT - 100, maxT - 50},
+			[]int64{1, 2, 3, 4, 5, 6, 7}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			passed, dead, wms := runAhead(t, c.times...)
