@@ -51,15 +51,16 @@ func OpenEventSource(path string) (*EventSource, error) {
 // [StreamConfig.Events] reads a directory: its *.jsonl and *.jsonl.gz
 // files, not hidden, each read to its end once) as one [EventSource]: the
 // files merged into one stream, each next record the head whose event
-// time (timeField, the ruleset's) is lowest (a record without one first;
-// ties by file name), so a backtest over a file split into files by time
+// time (timeField, the ruleset's, with numbers in unit, the run's
+// [InputPolicy.TimeUnit]) is lowest (a record without one first; ties by
+// file name), so a backtest over a file split into files by time
 // or by shard sees about the order of the whole file. The records are
 // numbered in that order (their "line"); a dead letter gives the file of
 // its line, and its line and offset there. The files are read until ctx is
 // done or Close: a run that reads the source after that fails (with an
 // error that wraps ctx's, or says the source is closed) rather than take
 // the rest of the input for absent.
-func OpenDirEventSource(ctx context.Context, dir, timeField string) (*EventSource, error) {
+func OpenDirEventSource(ctx context.Context, dir, timeField string, unit TimeUnit) (*EventSource, error) {
 	opened := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	r, err := runtime.NewPartitionReader(ctx, dir, runtime.ReaderConfig{Aligned: true})
@@ -68,7 +69,7 @@ func OpenDirEventSource(ctx context.Context, dir, timeField string) (*EventSourc
 		return nil, err
 	}
 	parts, chans := r.Aligned()
-	src, err := mergedEventSource(opened, "directory "+dir, chans, timeField, r, cancel)
+	src, err := mergedEventSource(opened, "directory "+dir, chans, timeField, unit, r, cancel)
 	if err != nil {
 		return nil, err
 	}

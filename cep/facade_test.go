@@ -59,7 +59,7 @@ func TestOpenDirEventSource(t *testing.T) {
 	}
 	want := run(src)
 	rs := loadRules(t, engineRules)
-	src, err = OpenDirEventSource(context.Background(), dir, rs.TimeField)
+	src, err = OpenDirEventSource(context.Background(), dir, rs.TimeField, Millis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestOpenDirEventSource(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "b.jsonl"), gz.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err = OpenDirEventSource(context.Background(), dir, rs.TimeField)
+	src, err = OpenDirEventSource(context.Background(), dir, rs.TimeField, Millis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +101,65 @@ func TestOpenDirEventSource(t *testing.T) {
 	}
 	if read, total := src.Progress(); read != size || total != size {
 		t.Fatalf("progress %d of %d bytes at the end, want %d of %d", read, total, size, size)
+	}
+}
+
+// TestOpenDirEventSourceTimeUnit: the files of a directory are merged in
+// the order of the times the run reads, in the run's time unit: epoch
+// seconds with a fraction (-time-unit s) split into two files by line give
+// the whole input's alerts and no late event. The merge read every number
+// as milliseconds and took a fraction for no time: it read a.jsonl, then
+// b.jsonl, whose events were all late.
+func TestOpenDirEventSourceTimeUnit(t *testing.T) {
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).Unix()
+	var whole, a, b strings.Builder
+	for i := range 600 {
+		line := fmt.Sprintf(`{"ts":%d.%03d,"card":"c%d","type":"auth","amount":%d,"country":"US"}`+"\n",
+			base+int64(i)*7, (i*137)%1000, i%5, (i*7919)%600)
+		whole.WriteString(line)
+		if i%2 == 0 {
+			a.WriteString(line)
+		} else {
+			b.WriteString(line)
+		}
+	}
+	dir := t.TempDir()
+	for name, content := range map[string]string{"a.jsonl": a.String(), "b.jsonl": b.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(src *EventSource) ([]string, int64) {
+		t.Helper()
+		var ids []string
+		e, err := New(WithRuleset(loadRules(t, engineRules)), WithOutOfOrderness(10*time.Second),
+			WithInputPolicy(InputPolicy{TimeUnit: Seconds, CheckNumericTimes: true}), WithObservers(idObserver{&ids}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := e.Run(context.Background(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Dead != 0 {
+			t.Fatalf("%d dead letters", sum.Dead)
+		}
+		slices.Sort(ids)
+		return ids, sum.Late
+	}
+	src, err := NewEventSource(strings.NewReader(whole.String()), "whole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := run(src)
+	src, err = OpenDirEventSource(context.Background(), dir, "ts", Seconds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	got, late := run(src)
+	if late != 0 || len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("the directory's alerts %v (%d late events), want the whole input's %v and none late", got, late, want)
 	}
 }
 
@@ -137,7 +196,7 @@ func TestDirEventSourceDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := OpenDirEventSource(context.Background(), dir, "ts")
+	src, err := OpenDirEventSource(context.Background(), dir, "ts", Millis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +260,7 @@ func TestMergedSourceRecords(t *testing.T) {
 			runtime.Record{Line: 8, Offset: 7, Data: []byte(`{"ts":2}`)},
 			runtime.Record{Line: 9, Offset: 8, Data: []byte(`{"ts":3,"x":"xx`), Reason: "line too long: more than 1048576 bytes"}),
 	}
-	src, err := mergedEventSource(context.Background(), "topic t", chans, "ts", fakeReader{}, func() {})
+	src, err := mergedEventSource(context.Background(), "topic t", chans, "ts", Millis, fakeReader{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +318,7 @@ func TestDirEventSourceStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	src, err := OpenDirEventSource(ctx, dir, "ts")
+	src, err := OpenDirEventSource(ctx, dir, "ts", Millis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +331,7 @@ func TestDirEventSourceStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	src, err = OpenDirEventSource(context.Background(), dir, "ts")
+	src, err = OpenDirEventSource(context.Background(), dir, "ts", Millis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +348,7 @@ func TestDirEventSourceStopped(t *testing.T) {
 	ch := make(chan runtime.Batch, 1)
 	ch <- runtime.Batch{Partition: runtime.Partition{Name: "t-0"}, Records: []runtime.Record{{Line: 1, Data: []byte(`{"ts":1}`)}}}
 	close(ch)
-	m, err := mergedEventSource(context.Background(), "topic t", []<-chan runtime.Batch{ch}, "ts", fakeReader{}, func() {})
+	m, err := mergedEventSource(context.Background(), "topic t", []<-chan runtime.Batch{ch}, "ts", Millis, fakeReader{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}

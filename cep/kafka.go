@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/event/jsonev"
 	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
@@ -430,6 +432,9 @@ type TopicReplay struct {
 	// TimeField is the events' time field (the ruleset's event time):
 	// the partitions are merged in its order.
 	TimeField string
+	// TimeUnit is the unit of the times written as numbers, the run's
+	// ([InputPolicy]): the merge reads the times as the run will.
+	TimeUnit TimeUnit
 }
 
 // OpenTopicEventSource reads a time range of a topic as an [EventSource]
@@ -457,7 +462,7 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 	for i, ch := range kr.chans {
 		chans[i] = ch
 	}
-	src, err := mergedEventSource(opened, "topic "+c.Topic, chans, c.TimeField, kr, cancel)
+	src, err := mergedEventSource(opened, "topic "+c.Topic, chans, c.TimeField, c.TimeUnit, kr, cancel)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +475,8 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 
 // mergedEventSource returns an [EventSource] named name over the
 // partitions whose batches chans deliver (aligned: a channel each, closed
-// after the partition's Done batch), merged by mergePartitions. r is their
+// after the partition's Done batch), merged by mergePartitions in the order
+// of their event times (timeField, numbers in unit). r is their
 // reader (its Err after the end, its Close at the source's), cancel the
 // reader's context's, opened the context the source was opened with.
 //
@@ -478,15 +484,21 @@ func OpenTopicEventSource(ctx context.Context, c TopicReplay) (*EventSource, err
 // source closed) is an error of the source, not its end: a run over it
 // would take the rest of the input for absent and release every pending
 // match at the final watermark.
-func mergedEventSource(opened context.Context, name string, chans []<-chan runtime.Batch, timeField string, r interface {
+func mergedEventSource(opened context.Context, name string, chans []<-chan runtime.Batch, timeField string, unit TimeUnit, r interface {
 	Err() error
 	Close() error
 }, cancel context.CancelFunc) (*EventSource, error) {
+	timeOf, err := recordTimes(timeField, unit)
+	if err != nil {
+		cancel()
+		r.Close()
+		return nil, err
+	}
 	m := &mergedSource{out: make(chan []runtime.Record, 4), quit: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := mergePartitions(chans, timeField, m.out, m.quit, &m.read)
+		err := mergePartitions(chans, timeOf, m.out, m.quit, &m.read)
 		if rerr := r.Err(); rerr != nil && (err == nil || errors.Is(err, errMergeStopped)) {
 			err = rerr
 		}
@@ -589,13 +601,42 @@ func blank(b []byte) bool {
 // stopped, or failed: see its Err).
 var errMergeStopped = errors.New("cep: merge of partitions stopped")
 
+// recordTimes returns what reads the event time of a record for the merge
+// of partitions: the time the run's decoder gives it (field timeField, an
+// RFC 3339 string or a number in unit), so that the merge takes the records
+// in the order of the times the run sees; ok is false for a record without
+// one (no JSON object, the field missing or no time). Before, the merge read
+// every number as milliseconds and refused fractions: epoch seconds with a
+// fraction (-time-unit s) came first whatever their time, and the files of
+// a directory or the partitions of a topic were read one after the other.
+// Not safe for concurrent use.
+func recordTimes(timeField string, unit TimeUnit) (func([]byte) (event.Time, bool), error) {
+	schema, err := event.NewSchema()
+	if err != nil {
+		return nil, err
+	}
+	dc := jsonev.Config{Schema: schema, TimeField: timeField, Open: true}
+	InputPolicy{TimeUnit: unit}.decoder(&dc)
+	dec, err := jsonev.NewDecoder(dc)
+	if err != nil {
+		return nil, err
+	}
+	return func(data []byte) (event.Time, bool) {
+		ev, err := dec.Decode(data)
+		if err != nil {
+			return 0, false
+		}
+		return ev.Time, true
+	}, nil
+}
+
 // mergePartitions sends the records of the partitions whose batches chans
-// deliver to out, in slices, the lowest event time first, each with its
+// deliver to out, in slices, the lowest event time first (timeOf's), each with its
 // partition's name in File (its Line and Offset its own), until the
 // partitions end (nil) or quit is closed (errMergeStopped). read counts
 // the bytes of their files read, as the batches taken say
 // ([runtime.Batch.Read]).
-func mergePartitions(chans []<-chan runtime.Batch, timeField string, out chan<- []runtime.Record, quit <-chan struct{}, read *atomic.Int64) error {
+func mergePartitions(chans []<-chan runtime.Batch, timeOf func([]byte) (event.Time, bool), out chan<- []runtime.Record, quit <-chan struct{}, read *atomic.Int64) error {
 	type head struct {
 		b    runtime.Batch
 		i    int
@@ -626,8 +667,8 @@ func mergePartitions(chans []<-chan runtime.Batch, timeField string, out chan<- 
 		}
 		if !h.done {
 			h.t = math.MinInt64
-			if t, ok := kafka.RecordTime(h.b.Records[h.i].Data, timeField); ok {
-				h.t = t.UnixMilli()
+			if t, ok := timeOf(h.b.Records[h.i].Data); ok {
+				h.t = int64(t)
 			}
 		}
 	}

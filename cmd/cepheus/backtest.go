@@ -394,10 +394,10 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		switch {
 		case replay != nil:
 			r := *replay
-			r.TimeField = rs.TimeField
+			r.TimeField, r.TimeUnit = rs.TimeField, input.TimeUnit
 			src, err = cep.OpenTopicEventSource(ctx, r)
 		case eventsDir:
-			src, err = cep.OpenDirEventSource(ctx, f.events, rs.TimeField)
+			src, err = cep.OpenDirEventSource(ctx, f.events, rs.TimeField, input.TimeUnit)
 		default:
 			src, err = cep.OpenEventSource(f.events)
 		}

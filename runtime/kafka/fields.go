@@ -257,14 +257,3 @@ func timeOf(v []byte) (t time.Time, ok bool) {
 	}
 	return time.UnixMilli(ms), true
 }
-
-// RecordTime returns the time in the top-level field of the JSON object
-// line (an RFC 3339 string or epoch milliseconds); ok is false when the
-// line is no object or the field is missing or holds anything else.
-func RecordTime(line []byte, field string) (t time.Time, ok bool) {
-	v, _, err := topFields(line, field, "")
-	if err != nil {
-		return time.Time{}, false
-	}
-	return timeOf(v)
-}
