@@ -171,6 +171,17 @@ func (c SourceConfig) Validate() error {
 	if !c.EndTime.IsZero() && !c.Bounded {
 		errs = append(errs, errors.New("kafka: an end time needs a bounded source"))
 	}
+	// ListOffsets takes a time of -1 for the end of a partition and -2 for
+	// its start, and refuses other negative ones (UNSUPPORTED_VERSION): a
+	// time in the last 2 ms of 1969 read the wrong range without a word.
+	for _, t := range []struct {
+		what string
+		at   time.Time
+	}{{"start", c.StartTime}, {"end", c.EndTime}} {
+		if !t.at.IsZero() && t.at.UnixMilli() < 0 {
+			errs = append(errs, fmt.Errorf("kafka: %s time %s is before 1970-01-01T00:00:00Z, where record timestamps begin", t.what, t.at.UTC().Format(time.RFC3339Nano)))
+		}
+	}
 	if c.Ends != nil && !c.Bounded {
 		errs = append(errs, errors.New("kafka: end offsets need a bounded source"))
 	}

@@ -706,4 +706,20 @@ func TestSourceConfigValidate(t *testing.T) {
 	if err := (SourceConfig{Brokers: []string{"b"}, Topic: "t", Start: FromTime}).Validate(); err == nil || !strings.Contains(err.Error(), "needs a start time") {
 		t.Errorf("FromTime without a time: %v", err)
 	}
+	// A time before 1970: ListOffsets reads -1 ms as the end of a partition
+	// and -2 ms as its start (backtest -from 1969-12-31T23:59:59.999Z read
+	// nothing and said no record was stamped after it; -to at that time read
+	// everything), and refuses earlier ones with UNSUPPORTED_VERSION.
+	for _, ms := range []int64{-1, -2, -3600000} {
+		at := time.UnixMilli(ms)
+		err := SourceConfig{Brokers: []string{"b"}, Topic: "t", Start: FromTime, StartTime: at, EndTime: at, Bounded: true}.Validate()
+		for _, want := range []string{"start time " + at.UTC().Format(time.RFC3339Nano) + " is before 1970", "end time " + at.UTC().Format(time.RFC3339Nano) + " is before 1970"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("times %d ms: Validate() = %v, want it to say %q", ms, err, want)
+			}
+		}
+	}
+	if err := (SourceConfig{Brokers: []string{"b"}, Topic: "t", Start: FromTime, StartTime: time.UnixMilli(0), EndTime: time.UnixMilli(1), Bounded: true}).Validate(); err != nil {
+		t.Errorf("the epoch and after: %v", err)
+	}
 }
