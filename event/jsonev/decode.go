@@ -1043,12 +1043,24 @@ func daysFromCivil(y, m, d int64) int64 {
 
 // rfc3339Hint says how to write a time that is RFC 3339 but for its
 // separator or its zone, the usual slips ("2026-01-01 10:00:00",
-// "2026-01-01T10:00:00"): " (no time zone: write \"...Z\" for UTC)",
-// " (write \"...T...\")". It is "" for any other text.
+// "2026-01-01T10:00:00", "2026-01-01T10:00:00+0530"): " (no time zone:
+// write \"...Z\" for UTC)", " (write \"...T...\")"; and a number in
+// quotes (an int64 as protobuf's JSON writes it) to drop them. It is ""
+// for any other text.
 func rfc3339Hint(s []byte) string {
+	if len(s) > 0 && (s[0] == '-' || '0' <= s[0] && s[0] <= '9') {
+		if n, err := scanNumber(s, 0); err == nil && n.end == len(s) {
+			return " (a number in quotes: write an epoch time as a JSON number, without them)"
+		}
+	}
 	fixed := []byte(string(s))
 	if i := 10; len(fixed) > i && fixed[i] == ' ' {
 		fixed[i] = 'T'
+	}
+	if n := len(fixed); n > 5 && (fixed[n-5] == '+' || fixed[n-5] == '-') {
+		// A zone without its colon, as ISO 8601's basic format and Java's
+		// "Z" pattern write it.
+		fixed = append(fixed[:n-2:n-2], ':', fixed[n-2], fixed[n-1])
 	}
 	if _, ok := parseRFC3339Millis(fixed); ok {
 		return " (write " + strconv.Quote(string(fixed)) + ")"

@@ -1283,17 +1283,25 @@ func TestParseUTCMillis(t *testing.T) {
 // zone is said how to write; any other text gets no hint.
 func TestRFC3339Hint(t *testing.T) {
 	for in, want := range map[string]string{
-		"2026-01-01T10:00:00":       ` (no time zone: write "2026-01-01T10:00:00Z" for UTC)`,
-		"2026-01-01 10:00:00.250":   ` (no time zone: write "2026-01-01T10:00:00.250Z" for UTC)`,
-		"2026-01-01 10:00:00Z":      ` (write "2026-01-01T10:00:00Z")`,
-		"2026-01-01 10:00:00-05:00": ` (write "2026-01-01T10:00:00-05:00")`,
-		"2023-02-29T00:00:00Z":      "",
-		"2023-02-29T00:00:00":       "",
-		"yesterday":                 "",
-		"2026-01-01":                "",
-		"2026-01-01 10:00":          "",
-		"2026-01-01T10:00:00ZZ":     "",
-		"":                          "",
+		"2026-01-01T10:00:00":        ` (no time zone: write "2026-01-01T10:00:00Z" for UTC)`,
+		"2026-01-01 10:00:00.250":    ` (no time zone: write "2026-01-01T10:00:00.250Z" for UTC)`,
+		"2026-01-01 10:00:00Z":       ` (write "2026-01-01T10:00:00Z")`,
+		"2026-01-01 10:00:00-05:00":  ` (write "2026-01-01T10:00:00-05:00")`,
+		"2026-01-01T10:00:00+0530":   ` (write "2026-01-01T10:00:00+05:30")`,
+		"2026-01-01 10:00:00.5-0800": ` (write "2026-01-01T10:00:00.5-08:00")`,
+		"1772359231000":              ` (a number in quotes: write an epoch time as a JSON number, without them)`,
+		"1772359231.25":              ` (a number in quotes: write an epoch time as a JSON number, without them)`,
+		"-1":                         ` (a number in quotes: write an epoch time as a JSON number, without them)`,
+		"2026-01-01T10:00:00+05":     "",
+		"1772359231000Z":             "",
+		"-":                          "",
+		"2023-02-29T00:00:00Z":       "",
+		"2023-02-29T00:00:00":        "",
+		"yesterday":                  "",
+		"2026-01-01":                 "",
+		"2026-01-01 10:00":           "",
+		"2026-01-01T10:00:00ZZ":      "",
+		"":                           "",
 	} {
 		if got := rfc3339Hint([]byte(in)); got != want {
 			t.Errorf("rfc3339Hint(%q) = %q, want %q", in, got, want)
