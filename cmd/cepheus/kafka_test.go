@@ -266,6 +266,44 @@ func TestBacktestTopic(t *testing.T) {
 	}
 }
 
+// TestProduceTimeUnit: produce -time-unit s stamps records with their
+// epoch seconds (a fraction too), which a backtest of a time range then
+// finds; without it the seconds were read as milliseconds, January 1970,
+// silently (the time trial), and the summary now says so.
+func TestProduceTimeUnit(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	t.Parallel()
+	dir := t.TempDir()
+	events := writeFile(t, dir, "events.jsonl", `{"ts": 1767225600.5, "k": "x", "name": "a"}
+{"ts": 1767225601, "k": "x", "name": "b"}
+{"ts": 1767225602.25, "k": "y", "name": "a"}
+`)
+	rulesFile := writeFile(t, dir, "good.cep", goodSrc)
+	ms := kafkaTopic(t, "unit-ms")
+	code, _, errOut := cepheus(t, "produce", "-brokers", brokers, "-topic", ms, "-partitions", "1", "-time-field", "ts", "-events", events)
+	// The fractions are no milliseconds (untimed); the whole second is,
+	// of January 1970.
+	want := "  1 record has a numeric ts before 2000 or from 2100 on, written so: is -time-unit ms right?"
+	if code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("produce of epoch seconds as milliseconds: exit %d, want 0 and %q\n%s", code, want, errOut)
+	}
+	s := kafkaTopic(t, "unit-s")
+	code, _, errOut = cepheus(t, "produce", "-brokers", brokers, "-topic", s, "-partitions", "1", "-time-field", "ts", "-time-unit", "s", "-events", events)
+	if code != 0 || strings.Contains(errOut, "before 2000") || strings.Contains(errOut, "without a usable") {
+		t.Errorf("produce -time-unit s: exit %d, want 0 and every time taken\n%s", code, errOut)
+	}
+	// The range of the first second of 2026 holds the first two records
+	// (the range ends at the first record stamped at or after -to).
+	code, _, errOut = cepheus(t, "backtest", "-rules", rulesFile, "-alerts", filepath.Join(dir, "alerts.jsonl"), "-time-unit", "s",
+		"-brokers", brokers, "-topic", s, "-from", "2026-01-01T00:00:00Z", "-to", "2026-01-01T00:00:02Z")
+	if want := "2 records, 2 events"; code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("backtest of the range: exit %d, want %q\n%s", code, want, errOut)
+	}
+	if code, _, errOut := cepheus(t, "produce", "-brokers", brokers, "-topic", s, "-time-field", "ts", "-time-unit", "us", "-events", events); code != 2 || !strings.Contains(errOut, `-time-unit "us": want ms or s`) {
+		t.Errorf("produce -time-unit us: exit %d, want 2 and the refusal\n%s", code, errOut)
+	}
+}
+
 // TestBacktestTopicUntimedLine produces a file with a line that has no time
 // in its middle (with -time-field) into one partition, then backtests a
 // range of the topic that holds every event: every record is replayed, the

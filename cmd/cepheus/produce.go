@@ -20,7 +20,7 @@ const brokersEnv = "CEPHEUS_KAFKA_BROKERS"
 var produceCommand = &command{
 	name:  "produce",
 	short: "write JSON-lines events into a Kafka topic",
-	usage: "cepheus produce -brokers B -topic T -events file.jsonl|file.jsonl.gz|- [-partitions N] [-key FIELD] [-time-field F] [-compression C]",
+	usage: "cepheus produce -brokers B -topic T -events file.jsonl|file.jsonl.gz|- [-partitions N] [-key FIELD] [-time-field F [-time-unit ms|s]] [-compression C]",
 	help: `Produce writes a file of JSON lines (cepheus gen writes one) to a Kafka
 topic, one record per line, in order, and returns once the brokers have
 acknowledged every record (acks=all, idempotent). The record's value is the
@@ -44,7 +44,10 @@ Without -key every record has a null key.
 
 Timestamps: a record's timestamp is the time it is appended, unless
 -time-field F names a top-level field holding an RFC 3339 time or epoch
-milliseconds. A line without a usable F (a line that is not JSON) then
+milliseconds (-time-unit s: epoch seconds, with a fraction or not, as
+run and backtest read them). A numeric time before 2000 or from 2100 on
+is written as it is and counted in the summary (epoch seconds read as
+milliseconds land in January 1970). A line without a usable F (a line that is not JSON) then
 gets the time of the last line before it that had one (the first lines:
 that of the first line with one, if it comes within 1,000 lines; else the
 append time), so that it does not end a time range of backtest -topic
@@ -71,6 +74,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	compression := fs.String("compression", "snappy", "codec of the record batches: snappy, lz4, zstd, gzip or none (none: the least CPU for the readers, the most bytes)")
 	secFlags := addKafkaSecurityFlags(fs)
 	timeField := fs.String("time-field", "", "top-level `field` holding each record's timestamp, RFC 3339 or epoch milliseconds (default: the append time)")
+	timeUnit := fs.String("time-unit", "ms", "unit of a -time-field written as a number: ms or s (epoch seconds, which may have a fraction)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -97,6 +101,15 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	default:
 		return fs.usagef("-compression %q: want snappy, lz4, zstd, gzip or none", *compression)
 	}
+	var unit time.Duration
+	switch *timeUnit {
+	case "ms":
+		unit = time.Millisecond
+	case "s":
+		unit = time.Second
+	default:
+		return fs.usagef("-time-unit %q: want ms or s", *timeUnit)
+	}
 	in, closeIn, err := openLines(*events)
 	if err != nil {
 		return err
@@ -110,6 +123,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		Partitions:  *partitions,
 		KeyField:    *key,
 		TimeField:   *timeField,
+		TimeUnit:    unit,
 		Compression: *compression,
 	}, in)
 	if err != nil {
@@ -135,6 +149,10 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 			how += fmt.Sprintf("; %s with the append time: no line had one in the first 1,000", humanize.Int(res.AppendTimed))
 		}
 		fmt.Fprintf(&b, "  %s without a usable %s: timestamped with %s\n", plural(res.Untimed, "record", "records"), *timeField, how)
+	}
+	if res.Implausible > 0 {
+		fmt.Fprintf(&b, "  %s a numeric %s before 2000 or from 2100 on, written so: is -time-unit %s right? (epoch seconds read as milliseconds land in January 1970)\n",
+			plural(res.Implausible, "record has", "records have"), *timeField, *timeUnit)
 	}
 	if res.NotJSON > 0 {
 		fmt.Fprintf(&b, "  %s not a JSON object, written as %s\n", plural(res.NotJSON, "line", "lines"), pick(res.NotJSON == 1, "it is", "they are"))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -230,9 +231,11 @@ func keyOf(v []byte) []byte {
 }
 
 // timeOf returns the time that the raw JSON value v of the time field
-// holds: an RFC 3339 string, or an integral number of epoch milliseconds
-// (not negative). ok is false for anything else, a missing field included.
-func timeOf(v []byte) (t time.Time, ok bool) {
+// holds: an RFC 3339 string, or a number of epoch milliseconds (integral)
+// or, when unit is time.Second, of epoch seconds (a fraction finer than a
+// millisecond truncated); never negative. ok is false for anything else,
+// a missing field included.
+func timeOf(v []byte, unit time.Duration) (t time.Time, ok bool) {
 	switch {
 	case len(v) == 0:
 		return time.Time{}, false
@@ -243,6 +246,8 @@ func timeOf(v []byte) (t time.Time, ok bool) {
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
 		return t, err == nil
+	case unit == time.Second:
+		return secondsTime(string(v))
 	}
 	ms, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
@@ -256,4 +261,41 @@ func timeOf(v []byte) (t time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	return time.UnixMilli(ms), true
+}
+
+// secondsTime reads a JSON number of epoch seconds: digits with an
+// optional fraction, read exactly (1714564800.123 is 123 ms, never 122
+// through a float), or an exponent form through a float.
+func secondsTime(s string) (time.Time, bool) {
+	if strings.HasPrefix(s, "-") {
+		return time.Time{}, false // -0.5 too
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	if strings.ContainsAny(s, "eE") || whole == "" {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f < 0 || f*1000 > math.MaxInt64/2 {
+			return time.Time{}, false
+		}
+		return time.UnixMilli(int64(math.Floor(f * 1000))), true
+	}
+	sec, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || sec < 0 || sec > math.MaxInt64/1000-1 {
+		return time.Time{}, false
+	}
+	ms := int64(0)
+	for i := range 3 {
+		ms *= 10
+		if i < len(frac) {
+			if frac[i] < '0' || frac[i] > '9' {
+				return time.Time{}, false
+			}
+			ms += int64(frac[i] - '0')
+		}
+	}
+	for i := 3; i < len(frac); i++ {
+		if frac[i] < '0' || frac[i] > '9' {
+			return time.Time{}, false
+		}
+	}
+	return time.UnixMilli(sec*1000 + ms), true
 }

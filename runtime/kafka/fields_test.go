@@ -98,9 +98,38 @@ func TestTimeOf(t *testing.T) {
 		{`true`, time.Time{}, false},
 		{``, time.Time{}, false},
 	} {
-		got, ok := timeOf([]byte(c.raw))
+		got, ok := timeOf([]byte(c.raw), 0)
 		if ok != c.ok || !got.Equal(c.want) {
 			t.Errorf("timeOf(%s) = %v, %v; want %v, %v", c.raw, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestTimeOfSeconds: with time.Second a number is epoch seconds, its
+// fraction read exactly to the millisecond (truncated past it), as the
+// engine's -time-unit s reads it; strings are RFC 3339 still.
+func TestTimeOfSeconds(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want time.Time
+		ok   bool
+	}{
+		{`1772460451`, time.UnixMilli(1772460451000), true},
+		{`1772460451.123`, time.UnixMilli(1772460451123), true}, // not 122, as 1772460451.123 * 1000 gives as a float
+		{`1772460451.1239`, time.UnixMilli(1772460451123), true},
+		{`1772460451.5`, time.UnixMilli(1772460451500), true},
+		{`1.7724604515e9`, time.UnixMilli(1772460451500), true},
+		{`0`, time.UnixMilli(0), true},
+		{`"2026-03-02T14:07:31.250Z"`, time.Date(2026, 3, 2, 14, 7, 31, 250e6, time.UTC), true},
+		{`-5`, time.Time{}, false},
+		{`-0.5`, time.Time{}, false},
+		{`1.2.3`, time.Time{}, false},
+		{`99999999999999999999`, time.Time{}, false},
+		{`null`, time.Time{}, false},
+	} {
+		got, ok := timeOf([]byte(c.raw), time.Second)
+		if ok != c.ok || !got.Equal(c.want) {
+			t.Errorf("timeOf(%s, s) = %v, %v; want %v, %v", c.raw, got, ok, c.want, c.ok)
 		}
 	}
 }
@@ -115,7 +144,7 @@ func BenchmarkTopFields(b *testing.B) {
 		if err != nil || keyOf(k) == nil {
 			b.Fatal(err)
 		}
-		if _, ok := timeOf(ts); !ok {
+		if _, ok := timeOf(ts, 0); !ok {
 			b.Fatal("no time")
 		}
 	}

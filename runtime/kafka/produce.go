@@ -50,6 +50,11 @@ type ProduceConfig struct {
 	// past would end every time range of its partition ([SourceConfig]
 	// EndTime) at that record.
 	TimeField string
+	// TimeUnit is the unit of a time written as a number in TimeField:
+	// time.Millisecond (the default, 0: an integral number) or
+	// time.Second (which may have a fraction; finer than a millisecond is
+	// truncated), as the engine's -time-unit ms and s read them.
+	TimeUnit time.Duration
 	// Compression is the codec of the record batches: "snappy" (the
 	// default, ""), "lz4", "zstd", "gzip" or "none". A reader pays for
 	// decompressing: "none" costs a consumer the least CPU, the broker
@@ -78,6 +83,11 @@ func (c ProduceConfig) Validate() error {
 	if _, ok := compressionCodecs[c.Compression]; !ok {
 		errs = append(errs, fmt.Errorf("kafka: compression %q: want snappy, lz4, zstd, gzip or none", c.Compression))
 	}
+	switch c.TimeUnit {
+	case 0, time.Millisecond, time.Second:
+	default:
+		errs = append(errs, fmt.Errorf("kafka: time unit %v: want a millisecond or a second", c.TimeUnit))
+	}
 	return errors.Join(errs...)
 }
 
@@ -95,6 +105,11 @@ type ProduceResult struct {
 	// was set (timestamped as [ProduceConfig] TimeField says); AppendTimed
 	// those of them that got the append time (no line had a time yet).
 	Untimed, AppendTimed int64
+	// Implausible counts the records whose time, written as a number, is
+	// before 2000 or from 2100 on: most often a number in another unit
+	// than TimeUnit (epoch seconds read as milliseconds land in January
+	// 1970). They are written with that time.
+	Implausible int64
 	// NotJSON counts the lines written that are not JSON objects (when
 	// KeyField or TimeField is set; otherwise lines are not read).
 	NotJSON int64
@@ -105,6 +120,13 @@ type ProduceResult struct {
 	// Partitions is the topic's partition count.
 	Partitions int
 }
+
+// The plausible window of a numeric time (ProduceResult.Implausible), as
+// the engine's check of numeric times has it.
+var (
+	plausibleFrom = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	plausibleTo   = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+)
 
 // untimedHeld is how many lines without a usable time at the start of a
 // file Produce holds to give them the time of the first line with one.
@@ -219,7 +241,10 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 						res.NullKeys++
 					}
 					if c.TimeField != "" {
-						if t, ok := timeOf(tv); ok {
+						if t, ok := timeOf(tv, c.TimeUnit); ok {
+							if len(tv) > 0 && tv[0] != '"' && (t.Before(plausibleFrom) || !t.Before(plausibleTo)) {
+								res.Implausible++
+							}
 							rec.Timestamp, lastTime = t, t
 							release(t)
 						} else {
