@@ -4,17 +4,22 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
 
 // cardKeyedRules writes the rules of rulesets/cards.cep keyed by card_id
@@ -342,7 +347,7 @@ func TestExactlyOnceKafka(t *testing.T) {
 				}
 				t.Logf("at least once: %d alerts for the backtest's %d", sum(got), sum(want))
 			} else if d := want.diff(got); d != "" {
-				t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+				t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s", d, alertPlaces(t, brokers, alerts, group, topic, want, got))
 			}
 			dl := consumeTopic(t, bin, brokers, deadTopic)
 			seen := map[string]bool{}
@@ -455,7 +460,7 @@ func TestExactlyOnceKafkaBrokerFailure(t *testing.T) {
 		t.Logf("%s: run through the broker failure: %s", tc.name, e.describe())
 		got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
 		if d := want.diff(got); d != "" {
-			t.Errorf("%s: the alerts topic (read_committed) differs from the backtest: %s", tc.name, d)
+			t.Errorf("%s: the alerts topic (read_committed) differs from the backtest: %s\n%s", tc.name, d, alertPlaces(t, brokers, alerts, topic, topic, want, got))
 		}
 	}
 }
@@ -513,7 +518,7 @@ func TestKafkaZombieFenced(t *testing.T) {
 	}
 	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
 	if d := want.diff(got); d != "" {
-		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s", d, alertPlaces(t, brokers, alerts, topic, topic, want, got))
 	}
 }
 
@@ -584,6 +589,7 @@ func TestKafkaStopBrokersFrozen(t *testing.T) {
 		t.Fatalf("still running 30 s after SIGTERM (checkpoint timeout 3s) with the broker frozen:\n%s", c.out.String())
 	}
 	e := c.exit()
+	first := e.stderr
 	t.Logf("stopped with the broker frozen: %s, %v after SIGTERM", e.describe(), time.Since(stopped).Round(time.Millisecond))
 	thaw()
 	if e.killed {
@@ -599,6 +605,81 @@ func TestKafkaStopBrokersFrozen(t *testing.T) {
 	}
 	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
 	if d := job.want.diff(got); d != "" {
-		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s", d, alertPlaces(t, brokers, alerts, job.topic, job.topic, job.want, got), first, e.stderr)
 	}
+}
+
+// alertPlaces describes where the alerts of topic that got has beyond
+// want sit (up to 10 of them): each copy's partition and offset, and the
+// transaction it came in, told by the offsets (a transaction's commit
+// marker takes an offset, so the records of one transaction are those
+// between two gaps); then the group's committed offsets of the input. For
+// a failure's message: which transactions of which run hold the copies.
+func alertPlaces(t *testing.T, brokers, topic, group, input string, want, got multiset) string {
+	t.Helper()
+	var extra []string
+	for id, n := range got {
+		if n > want[id] {
+			extra = append(extra, id)
+		}
+	}
+	slices.Sort(extra)
+	extra = extra[:min(len(extra), 10)]
+	type place struct {
+		p        int32
+		off      int64
+		txn      int   // of the partition, from 1
+		from, to int64 // the transaction's offsets
+	}
+	places := map[string][]place{}
+	txns := map[int32][][2]int64{} // by partition: each transaction's first and last offset
+	conn := kafka.Conn{Brokers: strings.Split(brokers, ",")}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	type rec struct {
+		p   int32
+		off int64
+		id  string
+	}
+	var recs []rec
+	_, err := kafka.ReadRecords(ctx, conn, topic, nil, nil, func(p int32, r kafka.SourceRecord) error {
+		var a struct {
+			ID string `json:"alert_id"`
+		}
+		_ = json.Unmarshal(r.Value, &a)
+		if ts := txns[p]; len(ts) == 0 || r.Offset > ts[len(ts)-1][1]+1 {
+			txns[p] = append(ts, [2]int64{r.Offset, r.Offset})
+		} else {
+			ts[len(ts)-1][1] = r.Offset
+		}
+		recs = append(recs, rec{p, r.Offset, a.ID})
+		return nil
+	})
+	if err != nil {
+		return fmt.Sprintf("(reading %s again: %v)", topic, err)
+	}
+	for _, r := range recs {
+		if !slices.Contains(extra, r.id) {
+			continue
+		}
+		for i, tx := range txns[r.p] {
+			if r.off >= tx[0] && r.off <= tx[1] {
+				places[r.id] = append(places[r.id], place{r.p, r.off, i + 1, tx[0], tx[1]})
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "where the copies are (transactions told by the offsets' gaps):")
+	for _, id := range extra {
+		fmt.Fprintf(&b, "\n  %.12s:", id)
+		for _, pl := range places[id] {
+			fmt.Fprintf(&b, " p%d@%d (transaction %d of %d, offsets %d-%d)", pl.p, pl.off, pl.txn, len(txns[pl.p]), pl.from, pl.to)
+		}
+	}
+	committed, err := kafka.GroupOffsets(ctx, conn, group, input)
+	fmt.Fprintf(&b, "\ngroup %s's offsets of %s (err %v):", group, input, err)
+	for _, p := range slices.Sorted(maps.Keys(committed)) {
+		fmt.Fprintf(&b, " p%d=%d %q", p, committed[p].Offset, committed[p].Metadata)
+	}
+	return b.String()
 }

@@ -72,7 +72,7 @@ func checkAlerts(t *testing.T, bin, brokers, group string, job eosJob) {
 	t.Helper()
 	got := alertIDSet(t, consumeTopic(t, bin, brokers, group+"-alerts"))
 	if d := job.want.diff(got); d != "" {
-		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s", d)
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s", d, alertPlaces(t, brokers, group+"-alerts", group, job.topic, job.want, got))
 	} else {
 		t.Logf("%d alerts in the topic, the backtest's", sum(got))
 	}
