@@ -299,6 +299,15 @@ func TestProduceTimeUnit(t *testing.T) {
 	if want := "2 records, 2 events"; code != 0 || !strings.Contains(errOut, want) {
 		t.Errorf("backtest of the range: exit %d, want %q\n%s", code, want, errOut)
 	}
+	// A time the broker refuses (Kafka 4: more than an hour ahead of its
+	// clock) fails the batch it came in: the error gives the lines refused
+	// and the time farthest from the clock, line 2's, not only the
+	// batch's first line, whose time is good.
+	farEvents := writeFile(t, dir, "events-2100.jsonl", `{"ts": 1767225600000, "k": "x", "name": "a"}`+"\n"+`{"ts": 4102444800001, "k": "x", "name": "b"}`+"\n")
+	code, _, errOut = cepheus(t, "produce", "-brokers", brokers, "-topic", kafkaTopic(t, "unit-2100"), "-partitions", "1", "-time-field", "ts", "-events", farEvents)
+	if want := "refused for a timestamp: a broker takes none more than the topic's message.timestamp.after.max.ms ahead of its clock (an hour by default since Kafka 4.0) or its message.timestamp.before.max.ms behind; the farthest from the clock is line 2's, 2100-01-01T00:00:00.001Z"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("produce of a line of 2100: exit %d, want 1 and %q\n%s", code, want, errOut)
+	}
 	if code, _, errOut := cepheus(t, "produce", "-brokers", brokers, "-topic", s, "-time-field", "ts", "-time-unit", "us", "-events", events); code != 2 || !strings.Contains(errOut, `-time-unit "us": want ms or s`) {
 		t.Errorf("produce -time-unit us: exit %d, want 2 and the refusal\n%s", code, errOut)
 	}

@@ -46,13 +46,16 @@ Timestamps: a record's timestamp is the time it is appended, unless
 -time-field F names a top-level field holding an RFC 3339 time or epoch
 milliseconds (-time-unit s: epoch seconds, with a fraction or not, as
 run and backtest read them). A numeric time before 2000 or from 2100 on
-is written as it is and counted in the summary (epoch seconds read as
-milliseconds land in January 1970). A line without a usable F (a line that is not JSON) then
-gets the time of the last line before it that had one (the first lines:
-that of the first line with one, if it comes within 1,000 lines; else the
-append time), so that it does not end a time range of backtest -topic
-there: such a range ends at a partition's first record stamped at or
-after -to.
+is counted in the summary (epoch seconds read as milliseconds land in
+January 1970) and written as it is, unless the broker refuses it (Kafka 4
+by default refuses a timestamp more than an hour ahead of its clock:
+message.timestamp.after.max.ms): the command then fails, naming the lines
+refused and the time farthest from the clock among them. A line without
+a usable F (a line that is not JSON) then gets the time of the last line
+before it that had one (the first lines: that of the first line with one,
+if it comes within 1,000 lines; else the append time), so that it does
+not end a time range of backtest -topic there: such a range ends at a
+partition's first record stamped at or after -to.
 
 -brokers is a comma-separated list of host:port, by default the value of
 $CEPHEUS_KAFKA_BROKERS (scripts/kafka.sh start prints the address of a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -108,7 +109,8 @@ type ProduceResult struct {
 	// Implausible counts the records whose time, written as a number, is
 	// before 2000 or from 2100 on: most often a number in another unit
 	// than TimeUnit (epoch seconds read as milliseconds land in January
-	// 1970). They are written with that time.
+	// 1970). They are written with that time (a broker refuses one ahead
+	// of its clock: see Produce).
 	Implausible int64
 	// NotJSON counts the lines written that are not JSON objects (when
 	// KeyField or TimeField is set; otherwise lines are not read).
@@ -142,7 +144,9 @@ const untimedHeld = 1000
 //
 // Records of one partition keep the order of their lines. Produce returns
 // once every record is acknowledged, or at the first record that fails
-// (the error names its line; records after it may have been written). A
+// (the error names its line; records after it may have been written; a
+// batch refused for a timestamp, the lines refused and the time among them
+// farthest from the clock). A
 // broker that does not answer fails it after about 30 s. Cancelling ctx
 // stops it; the result then counts what was acknowledged.
 func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, error) {
@@ -183,8 +187,36 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 		}
 		failed.Store(true)
 	}
+	// A broker refuses a whole batch for one record's timestamp
+	// (INVALID_TIMESTAMP), without saying which: the lowest line of the
+	// batch is most often a good one. The error gives the lines refused
+	// and the time farthest from the clock among them, the likely one.
+	var (
+		badTime        error // the first refusal's
+		badFrom, badTo int64 // the lines refused
+		farLine        int64
+		farTime        time.Time
+		farDist        time.Duration
+	)
+	refused := func(line int64, t time.Time, err error) {
+		d := time.Since(t).Abs()
+		mu.Lock()
+		defer mu.Unlock()
+		if badTime == nil {
+			badTime, badFrom, badTo = err, line, line
+		}
+		badFrom, badTo = min(badFrom, line), max(badTo, line)
+		if farLine == 0 || d > farDist || d == farDist && line < farLine {
+			farLine, farTime, farDist = line, t, d
+		}
+		failed.Store(true)
+	}
 	send := func(rec *kgo.Record, n int64) {
 		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+			if errors.Is(err, kerr.InvalidTimestamp) {
+				refused(n, rec.Timestamp, err)
+				return
+			}
 			if err != nil {
 				fail(n, fmt.Errorf("line %d: %w", n, err))
 				return
@@ -285,6 +317,15 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 	switch {
 	case firstErr != nil && ctx.Err() == nil:
 		return res, fmt.Errorf("kafka: produce to %s: %w", c.Topic, firstErr)
+	case badTime != nil && ctx.Err() == nil:
+		lines := fmt.Sprintf("line %d", badFrom)
+		if badTo > badFrom {
+			lines = fmt.Sprintf("lines %d to %d", badFrom, badTo)
+		}
+		return res, fmt.Errorf("kafka: produce to %s: %s refused for a timestamp: a broker takes none more than the topic's "+
+			"message.timestamp.after.max.ms ahead of its clock (an hour by default since Kafka 4.0) or its "+
+			"message.timestamp.before.max.ms behind; the farthest from the clock is line %d's, %s: %w",
+			c.Topic, lines, farLine, farTime.UTC().Format(time.RFC3339Nano), badTime)
 	case ctx.Err() != nil:
 		return res, ctx.Err()
 	case ferr != nil:

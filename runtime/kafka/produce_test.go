@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -287,6 +288,42 @@ func TestProduceTopicCreation(t *testing.T) {
 		}
 		sameLines(t, out.String(), []string{`{"k":"a","n":0}`, `{"k":"a","n":1}`, `{"k":"b"}`})
 	})
+}
+
+// TestProduceRefusedTimestamp: a broker refuses a record stamped more than
+// its message.timestamp.after.max.ms ahead of its clock (an hour, Kafka 4's
+// default, set here) with the whole batch it came in, without saying which
+// record. The error gives the lines refused and the time farthest from the
+// clock among them, line 401's; it named only the batch's first line, whose
+// time is good ("line 1: INVALID_TIMESTAMP" of a file whose line 401 was of
+// 2100).
+func TestProduceRefusedTimestamp(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	topic := topicName(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	hour := "3600000"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, map[string]*string{"message.timestamp.after.max.ms": &hour}, topic); err != nil {
+		t.Fatal(err)
+	}
+	var in strings.Builder
+	for i := range 800 {
+		ts := fmt.Sprintf("2026-01-01T00:%02d:%02dZ", i/60%60, i%60)
+		if i == 400 {
+			ts = "2100-01-01T00:00:00Z"
+		}
+		fmt.Fprintf(&in, "{\"ts\":%q,\"n\":%d}\n", ts, i)
+	}
+	_, err = Produce(ctx, ProduceConfig{Brokers: brokers, Topic: topic, Partitions: 1, TimeField: "ts", Compression: "none"}, strings.NewReader(in.String()))
+	want := "refused for a timestamp: a broker takes none more than the topic's message.timestamp.after.max.ms ahead of its clock (an hour by default since Kafka 4.0) or its message.timestamp.before.max.ms behind; the farthest from the clock is line 401's, 2100-01-01T00:00:00Z: INVALID_TIMESTAMP"
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, kerr.InvalidTimestamp) {
+		t.Fatalf("Produce with a line of 2100: %v; want an INVALID_TIMESTAMP error saying %q", err, want)
+	}
 }
 
 func TestProduceConfigValidate(t *testing.T) {
