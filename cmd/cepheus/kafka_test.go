@@ -299,6 +299,15 @@ func TestProduceTimeUnit(t *testing.T) {
 	if want := "2 records, 2 events"; code != 0 || !strings.Contains(errOut, want) {
 		t.Errorf("backtest of the range: exit %d, want %q\n%s", code, want, errOut)
 	}
+	// Under -time-unit s a time before 2000 is no slip of epoch seconds
+	// read as milliseconds: the summary asks about the unit without that
+	// reason (it gave it whatever the unit).
+	oldEvents := writeFile(t, dir, "events-1999.jsonl", `{"ts": 946684799, "k": "x", "name": "a"}`+"\n")
+	code, _, errOut = cepheus(t, "produce", "-brokers", brokers, "-topic", kafkaTopic(t, "unit-s-1999"), "-partitions", "1", "-time-field", "ts", "-time-unit", "s", "-events", oldEvents)
+	want = "  1 record has a numeric ts before 2000 or from 2100 on, written so: is -time-unit s right?\n"
+	if code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("produce -time-unit s of a time of 1999: exit %d, want 0 and %q\n%s", code, want, errOut)
+	}
 	// A time the broker refuses (Kafka 4: more than an hour ahead of its
 	// clock) fails the batch it came in: the error gives the lines refused
 	// and the time farthest from the clock, line 2's, not only the

@@ -154,8 +154,14 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		fmt.Fprintf(&b, "  %s without a usable %s: timestamped with %s\n", plural(res.Untimed, "record", "records"), *timeField, how)
 	}
 	if res.Implausible > 0 {
-		fmt.Fprintf(&b, "  %s a numeric %s before 2000 or from 2100 on, written so: is -time-unit %s right? (epoch seconds read as milliseconds land in January 1970)\n",
-			plural(res.Implausible, "record has", "records have"), *timeField, *timeUnit)
+		// Epoch seconds read as milliseconds are the usual slip; it is
+		// not the one of a time in seconds.
+		slip := ""
+		if unit == time.Millisecond {
+			slip = " (epoch seconds read as milliseconds land in January 1970)"
+		}
+		fmt.Fprintf(&b, "  %s a numeric %s before 2000 or from 2100 on, written so: is -time-unit %s right?%s\n",
+			plural(res.Implausible, "record has", "records have"), *timeField, *timeUnit, slip)
 	}
 	if res.NotJSON > 0 {
 		fmt.Fprintf(&b, "  %s not a JSON object, written as %s\n", plural(res.NotJSON, "line", "lines"), pick(res.NotJSON == 1, "it is", "they are"))
