@@ -680,7 +680,7 @@ func (d *Decoder) timeValue(data []byte, i int, f *decField) (int, error) {
 			if leapSecond(s) {
 				return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is a leap second (second 60), which times in milliseconds since the epoch cannot hold")
 			}
-			return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is not RFC 3339"+rfc3339Hint(s))
+			return i, timeErr(i, f, ": "+strconv.Quote(string(s))+" is not RFC 3339"+rfc3339Hint(s, d.format != TimeRFC3339))
 		}
 		ms = int64(t)
 
@@ -1045,10 +1045,11 @@ func daysFromCivil(y, m, d int64) int64 {
 // separator or its zone, the usual slips ("2026-01-01 10:00:00",
 // "2026-01-01T10:00:00", "2026-01-01T10:00:00+0530"): " (no time zone:
 // write \"...Z\" for UTC)", " (write \"...T...\")"; and a number in
-// quotes (an int64 as protobuf's JSON writes it) to drop them. It is ""
-// for any other text.
-func rfc3339Hint(s []byte) string {
-	if len(s) > 0 && (s[0] == '-' || '0' <= s[0] && s[0] <= '9') {
+// quotes (an int64 as protobuf's JSON writes it) to drop them, when
+// numbers is true (the decoder reads a number as a time: not under
+// TimeRFC3339). It is "" for any other text.
+func rfc3339Hint(s []byte, numbers bool) string {
+	if numbers && len(s) > 0 && (s[0] == '-' || '0' <= s[0] && s[0] <= '9') {
 		if n, err := scanNumber(s, 0); err == nil && n.end == len(s) {
 			return " (a number in quotes: write an epoch time as a JSON number, without them)"
 		}

@@ -1303,8 +1303,16 @@ func TestRFC3339Hint(t *testing.T) {
 		"2026-01-01T10:00:00ZZ":      "",
 		"":                           "",
 	} {
-		if got := rfc3339Hint([]byte(in)); got != want {
+		if got := rfc3339Hint([]byte(in), true); got != want {
 			t.Errorf("rfc3339Hint(%q) = %q, want %q", in, got, want)
 		}
+	}
+	// A decoder of RFC 3339 strings only (TimeRFC3339) refuses a number:
+	// a number in quotes gets no hint to drop them.
+	d := testDecoder(t, Config{TimeFormat: TimeRFC3339})
+	_, err := decodeValue(d, []byte(`{"ts":"1772359231000"}`))
+	var de *DecodeError
+	if want := `time field "ts": "1772359231000" is not RFC 3339`; !errors.As(err, &de) || de.Reason != want {
+		t.Errorf("a number in quotes under TimeRFC3339: %v, want %q", err, want)
 	}
 }
