@@ -317,6 +317,14 @@ func TestProduceTimeUnit(t *testing.T) {
 	if want := "refused for a timestamp: a broker takes none more than the topic's message.timestamp.after.max.ms ahead of its clock (an hour by default since Kafka 4.0) or its message.timestamp.before.max.ms behind; the farthest from the clock is line 2's, 2100-01-01T00:00:00.001Z"; code != 1 || !strings.Contains(errOut, want) {
 		t.Errorf("produce of a line of 2100: exit %d, want 1 and %q\n%s", code, want, errOut)
 	}
+	// Epoch milliseconds under -time-unit s are times after 2262, which a
+	// record cannot be stamped with: the command fails at the line (they
+	// were written as times of the 1850s).
+	msEvents := writeFile(t, dir, "events-ms.jsonl", `{"ts": 1767225600, "k": "x", "name": "a"}`+"\n"+`{"ts": 1767225600500, "k": "x", "name": "b"}`+"\n")
+	code, _, errOut = cepheus(t, "produce", "-brokers", brokers, "-topic", kafkaTopic(t, "unit-s-of-ms"), "-partitions", "1", "-time-field", "ts", "-time-unit", "s", "-events", msEvents)
+	if want := "line 2: ts 1767225600500 is 57971-02-25T00:08:20Z, after 2262-04-11T23:47:16.854Z"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("produce -time-unit s of epoch milliseconds: exit %d, want 1 and %q\n%s", code, want, errOut)
+	}
 	if code, _, errOut := cepheus(t, "produce", "-brokers", brokers, "-topic", s, "-time-field", "ts", "-time-unit", "us", "-events", events); code != 2 || !strings.Contains(errOut, `-time-unit "us": want ms or s`) {
 		t.Errorf("produce -time-unit us: exit %d, want 2 and the refusal\n%s", code, errOut)
 	}

@@ -50,12 +50,14 @@ is counted in the summary (epoch seconds read as milliseconds land in
 January 1970) and written as it is, unless the broker refuses it (Kafka 4
 by default refuses a timestamp more than an hour ahead of its clock:
 message.timestamp.after.max.ms): the command then fails, naming the lines
-refused and the time farthest from the clock among them. A line without
-a usable F (a line that is not JSON) then gets the time of the last line
-before it that had one (the first lines: that of the first line with one,
-if it comes within 1,000 lines; else the append time), so that it does
-not end a time range of backtest -topic there: such a range ends at a
-partition's first record stamped at or after -to.
+refused and the time farthest from the clock among them. A time after
+2262-04-11T23:47:16.854Z fails it at its line (the Kafka client writes a
+timestamp through int64 nanoseconds, which cannot hold it). A line
+without a usable F (a line that is not JSON) then gets the time of the
+last line before it that had one (the first lines: that of the first
+line with one, if it comes within 1,000 lines; else the append time), so
+that it does not end a time range of backtest -topic there: such a range
+ends at a partition's first record stamped at or after -to.
 
 -brokers is a comma-separated list of host:port, by default the value of
 $CEPHEUS_KAFKA_BROKERS (scripts/kafka.sh start prints the address of a

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,6 +131,11 @@ var (
 	plausibleTo   = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
+// lastRecordTime is the last time a record's timestamp can be written as:
+// franz-go sends Record.Timestamp as UnixNano()/1e6, which wraps after it
+// (a time of 3000 was written as one of 1830).
+var lastRecordTime = time.Unix(0, math.MaxInt64).UTC().Truncate(time.Millisecond)
+
 // untimedHeld is how many lines without a usable time at the start of a
 // file Produce holds to give them the time of the first line with one.
 const untimedHeld = 1000
@@ -143,12 +149,12 @@ const untimedHeld = 1000
 // reader to judge.
 //
 // Records of one partition keep the order of their lines. Produce returns
-// once every record is acknowledged, or at the first record that fails
-// (the error names its line; records after it may have been written; a
-// batch refused for a timestamp, the lines refused and the time among them
-// farthest from the clock). A
-// broker that does not answer fails it after about 30 s. Cancelling ctx
-// stops it; the result then counts what was acknowledged.
+// once every record is acknowledged, or at the first record that fails, a
+// time after 2262-04-11T23:47:16.854Z included (the error names its line;
+// records after it may have been written; a batch refused for a
+// timestamp, the lines refused and the time among them farthest from the
+// clock). A broker that does not answer fails it after about 30 s.
+// Cancelling ctx stops it; the result then counts what was acknowledged.
 func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, error) {
 	var res ProduceResult
 	if err := c.Validate(); err != nil {
@@ -273,7 +279,11 @@ func Produce(ctx context.Context, c ProduceConfig, r io.Reader) (ProduceResult, 
 						res.NullKeys++
 					}
 					if c.TimeField != "" {
-						if t, ok := timeOf(tv, c.TimeUnit); ok {
+						if t, ok := timeOf(tv, c.TimeUnit); ok && t.After(lastRecordTime) {
+							fail(line, fmt.Errorf("line %d: %s %s is %s, after %s, the last time a record's timestamp can be written as (the Kafka client counts it in int64 nanoseconds; later times wrap to ones before 1970)",
+								line, c.TimeField, tv, t.UTC().Format(time.RFC3339Nano), lastRecordTime.Format(time.RFC3339Nano)))
+							continue
+						} else if ok {
 							if len(tv) > 0 && tv[0] != '"' && (t.Before(plausibleFrom) || !t.Before(plausibleTo)) {
 								res.Implausible++
 							}

@@ -326,6 +326,31 @@ func TestProduceRefusedTimestamp(t *testing.T) {
 	}
 }
 
+// TestProduceAfter2262: a time after 2262-04-11T23:47:16.854Z, which
+// franz-go's int64 nanoseconds cannot hold, fails at its line, saying why;
+// it was written as a time before 1970 (3000-01-01 as 1830-11-23, epoch
+// milliseconds under time.Second as 1853), and counted only as implausible.
+func TestProduceAfter2262(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, brokers []string) {
+		ctx := testContext(t)
+		for _, c := range []struct {
+			unit time.Duration
+			ts   string
+			want string
+		}{
+			{0, `"3000-01-01T00:00:00Z"`, `line 2: ts "3000-01-01T00:00:00Z" is 3000-01-01T00:00:00Z, after 2262-04-11T23:47:16.854Z, the last time a record's timestamp can be written as`},
+			{time.Second, `1767225600500`, `line 2: ts 1767225600500 is 57971-02-25T00:08:20Z, after 2262-04-11T23:47:16.854Z`},
+			{0, `"2262-04-11T23:47:16.855Z"`, `line 2: ts "2262-04-11T23:47:16.855Z" is 2262-04-11T23:47:16.855Z, after`},
+		} {
+			in := `{"ts":"2026-01-01T00:00:00Z"}` + "\n" + `{"ts":` + c.ts + "}\n"
+			_, err := Produce(ctx, ProduceConfig{Brokers: brokers, Topic: topicName(t), Partitions: 1, TimeField: "ts", TimeUnit: c.unit}, strings.NewReader(in))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Produce of a time %s: %v, want an error saying %q", c.ts, err, c.want)
+			}
+		}
+	})
+}
+
 func TestProduceConfigValidate(t *testing.T) {
 	err := ProduceConfig{Partitions: -1}.Validate()
 	for _, want := range []string{"no brokers given", "no topic given", "partitions -1 is negative"} {
