@@ -123,7 +123,35 @@ func (l ErrorList) Error() string {
 	case 1:
 		return l[0].Error()
 	}
-	return fmt.Sprintf("%s (and %d more errors)", l[0], len(l)-1)
+	return fmt.Sprintf("%s (and %d more errors)", l[0], l.Count()-1)
+}
+
+// Count is the number of errors (or warnings) the list stands for: its
+// entries, the entry that ends a capped list counting as the N it leaves
+// out ("too many errors (N more)"). A list rebuilt from the messages of
+// another (the control API's problems) counts the same.
+func (l ErrorList) Count() int {
+	n := 0
+	for _, e := range l {
+		n += e.count()
+	}
+	return n
+}
+
+// count is how many errors e stands for: the N of the entry that ends a
+// capped list, else 1.
+func (e *Error) count() int {
+	for _, more := range []string{tooManyErrors, tooManyWarnings} {
+		rest, ok := strings.CutPrefix(e.Msg, more+" (")
+		if !ok {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscanf(rest, "%d more)", &n); err == nil && n > 0 && strings.HasSuffix(rest, " more)") {
+			return n
+		}
+	}
+	return 1
 }
 
 // Print writes every error on its own line, each followed by its source

@@ -195,8 +195,13 @@ func TestErrorCap(t *testing.T) {
 	if last := list[MaxErrors]; last.Msg != "too many errors (10 more)" {
 		t.Errorf("last error %v, want too many errors (10 more)", last)
 	}
-	if got := list.Error(); !strings.HasPrefix(got, "many.cep:3:1: ") || !strings.HasSuffix(got, "(and 20 more errors)") {
+	// The first error and the 29 others: the 19 listed after it and the
+	// 10 the cap leaves out (it said 20, counting the cap's entry as one).
+	if got := list.Error(); !strings.HasPrefix(got, "many.cep:3:1: ") || !strings.HasSuffix(got, "(and 29 more errors)") {
 		t.Errorf("Error() = %q", got)
+	}
+	if n := list.Count(); n != 30 {
+		t.Errorf("Count() = %d, want 30", n)
 	}
 }
 
@@ -224,6 +229,9 @@ func TestWarningCap(t *testing.T) {
 	}
 	if last := list[MaxErrors]; last.Error() != "many.cep:124:3: warning: too many warnings (10 more)" {
 		t.Errorf("last warning %v, want many.cep:124:3: warning: too many warnings (10 more)", last)
+	}
+	if n := list.Count(); n != 30 {
+		t.Errorf("Count() = %d, want 30", n)
 	}
 }
 

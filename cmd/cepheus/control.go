@@ -348,7 +348,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			for _, p := range r.GetProblems() {
 				fmt.Fprintf(stderr, "%s:%d:%d: %s\n", localName(p.GetFile(), file), p.GetLine(), p.GetColumn(), p.GetMessage())
 			}
-			return problemsError(file, len(r.GetProblems()))
+			return problemsError(file, control.ErrorsOf(r.GetProblems()).Count())
 		}
 		if err := control.ErrorsOf(r.GetWarnings()).Print(stderr, false); err != nil {
 			return err
@@ -363,7 +363,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			p.Pos.Filename = localName(p.Pos.Filename, file)
 			fmt.Fprintln(stderr, p)
 		}
-		return problemsError(file, len(invalid.Problems))
+		return problemsError(file, invalid.Problems.Count())
 	}
 	if err != nil {
 		msg := switchMessage(c, err)

@@ -528,7 +528,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			for _, p := range list {
 				log.Error(p.Error(), "file", p.Pos.Filename, "line", p.Pos.Line, "column", p.Pos.Column)
 			}
-			return fmt.Errorf("%s: %s", file, plural(int64(len(list)), "problem", "problems"))
+			return fmt.Errorf("%s: %s", file, plural(int64(list.Count()), "problem", "problems"))
 		}
 		if err := printErrors(stderr, err, true); err != nil {
 			return err

@@ -1300,3 +1300,23 @@ func TestServeUnixBusy(t *testing.T) {
 		t.Errorf("the busy server's socket: %v, inode %d, want it kept (inode %d)", err, after.Ino, before.Ino)
 	}
 }
+
+// TestProblemsCount: the problems of a ruleset with more errors than a
+// file reports, through the API and back, count every error: rules
+// validate and deploy said "21 problems" of a file with 30, counting the
+// entry that ends the capped list as one.
+func TestProblemsCount(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("ruleset many\nevent time ts\n")
+	for i := range 30 {
+		fmt.Fprintf(&b, "bogus%d }\n", i)
+	}
+	_, err := rules.Load("many.cep", []byte(b.String()))
+	ps := problemsOf("many.cep", err)
+	if len(ps) != rules.MaxErrors+1 {
+		t.Fatalf("%d problems, want %d (the capped list)", len(ps), rules.MaxErrors+1)
+	}
+	if n := ErrorsOf(ps).Count(); n != 30 {
+		t.Errorf("the problems count %d errors, want 30", n)
+	}
+}
