@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,6 +164,34 @@ func TestProgressLines(t *testing.T) {
 		if got := w.String(); got != c.want {
 			t.Errorf("tty %v, total %d: progress\n%q\nwant\n%q", c.tty, c.total, got, c.want)
 		}
+	}
+}
+
+// TestBacktestProgressCadence: a backtest whose records are slow (here a
+// clock that moves a second each time it is read) prints its progress
+// every two seconds or so, not only every 100,000 records: a rule whose
+// key holds many partial matches ran for minutes without a line.
+func TestBacktestProgressCadence(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(2000, 0, ""))
+	saved := backtestClock
+	defer func() { backtestClock = saved }()
+	var ticks atomic.Int64
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	backtestClock = func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Second) }
+	var stdout, stderr bytes.Buffer
+	if code := exitCode(run(context.Background(), []string{"backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "alerts.jsonl")}, &stdout, &stderr), &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var lines []string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.HasPrefix(l, "backtest: line ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "backtest: line 512,") {
+		t.Errorf("progress lines %q: want one every two seconds, the first at line 512 (two seconds in)", lines)
 	}
 }
 
