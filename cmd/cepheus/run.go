@@ -826,7 +826,7 @@ func progressLine(p cep.StreamProgress, m *rateMeter, processing bool) string {
 			formatDuration(time.Duration(st.MaxEventTime-st.Watermark)*time.Millisecond))
 	}
 	if st.Checkpoints > 0 {
-		fmt.Fprintf(&b, ", %s keys", humanize.Int(st.Keys))
+		fmt.Fprintf(&b, ", %s, %s", plural(st.Keys, "key", "keys"), plural(st.PartialMatches, "partial match", "partial matches"))
 	}
 	if st.LastCheckpoint > 0 {
 		fmt.Fprintf(&b, ", checkpoint %d", st.LastCheckpoint)
@@ -889,8 +889,9 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo string) {
 		fmt.Fprintf(w, "run: %s\n", line)
 	}
 	if st.Checkpoints > 0 {
-		fmt.Fprintf(w, "run: checkpoints took up to %s, subtasks stalled up to %s; %s keys hold state (%s events buffered)\n",
-			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), humanize.Int(st.Keys), humanize.Int(st.Buffered))
+		fmt.Fprintf(w, "run: checkpoints took up to %s, subtasks stalled up to %s; %s (%s, %s events buffered)\n",
+			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), plural(st.Keys, "key holds state", "keys hold state"),
+			plural(st.PartialMatches, "partial match", "partial matches"), humanize.Int(st.Buffered))
 	}
 	for _, rr := range r.Rules {
 		word := "alerts"

@@ -127,7 +127,7 @@ func logFinal(log *slog.Logger, err error) error {
 func logProgress(log *slog.Logger, p cep.StreamProgress, m *rateMeter) {
 	attrs := []any{
 		slog.Int64("records", p.Records), slog.Int64("decoded", p.Decoded), slog.Int64("dead", p.Dead),
-		slog.Int64("late", p.Late), slog.Int64("alerts", p.Alerts), slog.Int64("keys", p.Keys),
+		slog.Int64("late", p.Late), slog.Int64("alerts", p.Alerts), slog.Int64("keys", p.Keys), slog.Int64("partial_matches", p.PartialMatches),
 		slog.Int64("queued", p.Queued), slog.Int64("checkpoint", p.LastCheckpoint),
 		slog.Duration("checkpoint_duration", p.LastDuration), slog.Duration("elapsed", p.Elapsed.Round(time.Millisecond)),
 	}

@@ -635,6 +635,29 @@ func TestProgressLineProcessingTime(t *testing.T) {
 	}
 }
 
+// TestProgressPartialMatches: run's progress line and summary give the
+// partial matches held at the latest checkpoint beside the keys: a key
+// whose every event started a partial match under a 24h window held
+// 30,000 of them, its records ever slower, and the line said only "1 keys"
+// (one key is said in the singular too).
+func TestProgressPartialMatches(t *testing.T) {
+	var m rateMeter
+	st := cep.StreamStats{Records: 30_000, RunRecords: 30_000, Watermark: event.MinTime, Checkpoints: 2, LastCheckpoint: 2, Keys: 1, PartialMatches: 29_950, Buffered: 50}
+	if got, want := progressLine(cep.StreamProgress{StreamStats: st, Elapsed: time.Second}, &m, false), ", 1 key, 29,950 partial matches, checkpoint 2"; !strings.Contains(got, want) {
+		t.Errorf("progress line %q, want %q in it", got, want)
+	}
+	var b strings.Builder
+	printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r"}, Stats: st}, "")
+	if want := "; 1 key holds state (29,950 partial matches, 50 events buffered)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("run summary:\n%s\nwant %q in it", b.String(), want)
+	}
+	var log bytes.Buffer
+	logProgress(slog.New(slog.NewJSONHandler(&log, nil)), cep.StreamProgress{StreamStats: st, Elapsed: time.Second}, &rateMeter{})
+	if want := `"keys":1,"partial_matches":29950,`; !strings.Contains(log.String(), want) {
+		t.Errorf("serve's progress record %s, want %s in it", log.String(), want)
+	}
+}
+
 // TestProgressLineSingular: one record and one alert are said in the
 // singular ("1 alerts", a trial saw).
 func TestProgressLineSingular(t *testing.T) {
