@@ -1127,8 +1127,17 @@ func (j *job) graceAfterStop(ctx context.Context) {
 func (j *job) close() error {
 	if j.ended != nil {
 		close(j.ended)
-		if j.cutShort.Load() {
+		switch {
+		case !j.cutShort.Load():
+		case j.cfg.Kafka != nil:
 			j.logf("stopped, and still not ended %v later (the checkpoint timeout; Kafka unreachable?): what waited was cancelled, and the next run resumes from checkpoint %d", j.cfg.CheckpointTimeout, j.stats.LastCheckpoint)
+		default:
+			// No broker to wait for: a subtask's step (an event's
+			// matches, which a stop does not cut short: a key of many
+			// partial matches, an explosive pattern) or an output that
+			// takes no writes. It said "Kafka unreachable?" of a file
+			// run, then went on for minutes.
+			j.logf("stopped, and still not ended %v later (the checkpoint timeout): the final checkpoint is given up, and the run ends once its subtasks end what they are in (an event's step, which a stop does not cut short: a key of many partial matches, an explosive pattern; or a write to an output); the next run resumes from checkpoint %d", j.cfg.CheckpointTimeout, j.stats.LastCheckpoint)
 		}
 	}
 	if j.stop != nil {

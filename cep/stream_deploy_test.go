@@ -2071,6 +2071,18 @@ func TestStreamRollbackPromoteBetweenJobs(t *testing.T) {
 	f.stop()
 }
 
+// slowAtBarrier makes subtask 0 of cfg's job take a second at each
+// barrier while the flag it returns is set (a slow subtask).
+func slowAtBarrier(cfg *StreamConfig) *atomic.Bool {
+	var slow atomic.Bool
+	cfg.hooks.atBarrier = func(sub int, id int64) {
+		if sub == 0 && slow.Load() {
+			time.Sleep(time.Second)
+		}
+	}
+	return &slow
+}
+
 // TestStreamSwitchCheckpointTimeout: a switch whose checkpoint is not
 // complete within the checkpoint timeout (a slow subtask) does not
 // happen: the deploy is answered "deploy again", and the job goes on with
@@ -2091,12 +2103,7 @@ func TestStreamSwitchCheckpointTimeout(t *testing.T) {
 	d := newStreamDirs(t)
 	cfg := d.config(events)
 	cfg.CheckpointTimeout = 300 * time.Millisecond
-	var slow atomic.Bool
-	cfg.hooks.atBarrier = func(sub int, id int64) {
-		if sub == 0 && slow.Load() {
-			time.Sleep(time.Second)
-		}
-	}
+	slow := slowAtBarrier(&cfg)
 	f := follow(t, streamEngine(t, deployV1), cfg)
 	m := f.m
 	waitMonitor(t, m, n)

@@ -1528,3 +1528,34 @@ func TestStreamFinishedPartitionsIdle(t *testing.T) {
 		t.Errorf("at the end: partitions %v, of which idle or finished %v; want both finished", sn.PartitionWatermarks, sn.IdlePartitions)
 	}
 }
+
+// TestStreamStopCutShortWithoutKafka: a file run whose stop outlasts the
+// checkpoint timeout (a subtask busy in a step: here slow at its barrier)
+// says what it waits for; it said "Kafka unreachable?" of a run without
+// Kafka (the state trial: a rule whose one event's step wrote matches for
+// minutes), then went on.
+func TestStreamStopCutShortWithoutKafka(t *testing.T) {
+	input := engineInput(200)
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.config(events)
+	cfg.CheckpointTimeout = 100 * time.Millisecond
+	slow := slowAtBarrier(&cfg)
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	waitMonitor(t, f.m, int64(strings.Count(input, "\n")))
+	slow.Store(true)
+	f.end()
+	var said string
+	for _, l := range f.lines() {
+		if strings.HasPrefix(l, "stopped, and still not ended") {
+			said = l
+		}
+	}
+	if !strings.Contains(said, "still not ended 100ms later (the checkpoint timeout): ") || strings.Contains(said, "Kafka") ||
+		!strings.Contains(said, "an event's step, which a stop does not cut short") {
+		t.Errorf("the stop cut short said %q; want the step it waits for, and no word of Kafka", said)
+	}
+}
