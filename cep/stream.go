@@ -700,6 +700,10 @@ func (j *job) runRestored() int64 {
 // job is one [Engine.Stream]: the coordinator (the goroutine that called
 // Stream, which also reads and routes) and its subtasks.
 type job struct {
+	// nextProgress is when the coordinator reports its progress next
+	// (StreamConfig.Progress): at its ticks, and while it waits for a
+	// subtask that is behind (send).
+	nextProgress time.Time
 	// e is the engine the job runs: base, the one Stream was called on,
 	// or the one of the version its checkpoint names (hot-loading); prev,
 	// when set, is the engine that took the checkpoint it restores (a

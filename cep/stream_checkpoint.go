@@ -43,13 +43,50 @@ type inflight struct {
 var errStopped = errors.New("cep: stream: stopped")
 
 // send hands m to subtask i, waiting while its channel is full (the
-// backpressure), unless the job stopped.
+// backpressure), unless the job stopped. While it waits, the progress is
+// still reported at its interval: a subtask in a long step (a key of many
+// partial matches, an explosive pattern) held the coordinator here, and
+// the run printed no line at all for minutes.
 func (j *job) send(i int, m msg) error {
 	select {
 	case j.subs[i].in <- m:
 		return nil
 	case <-j.sctx.Done():
 		return errStopped
+	default:
+	}
+	var tick <-chan time.Time
+	if j.cfg.Progress != nil {
+		t := time.NewTicker(tickEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	waiting := time.Now()
+	for {
+		select {
+		case j.subs[i].in <- m:
+			return nil
+		case <-j.sctx.Done():
+			return errStopped
+		case now := <-tick:
+			if now.Sub(waiting) >= stuckSend {
+				j.reportProgress(now)
+			}
+		}
+	}
+}
+
+// stuckSend is how long send waits for a subtask before it reports the
+// progress: the backpressure's usual waits (a subtask writing its alerts)
+// are far shorter, and the loop reports after them.
+const stuckSend = time.Second
+
+// reportProgress reports the progress (StreamConfig.Progress) when it is
+// due at now, once the coordinator's loop has begun.
+func (j *job) reportProgress(now time.Time) {
+	if j.cfg.Progress != nil && !j.nextProgress.IsZero() && !now.Before(j.nextProgress) {
+		j.nextProgress = now.Add(j.cfg.ProgressInterval)
+		j.cfg.Progress(j.progress())
 	}
 }
 
@@ -107,7 +144,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 		// visible, and the instance is seen to be back, within a moment.
 		nextBarrier = lastDone.Add(min(c.CheckpointInterval, firstBarrierAfterRestart))
 	}
-	nextProgress := lastDone.Add(c.ProgressInterval)
+	j.nextProgress = lastDone.Add(c.ProgressInterval)
 	if err := src.routeHeldOfNone(); err != nil {
 		return false, err
 	}
@@ -272,10 +309,7 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 					return false, err
 				}
 			}
-			if c.Progress != nil && !now.Before(nextProgress) {
-				nextProgress = now.Add(c.ProgressInterval)
-				c.Progress(j.progress())
-			}
+			j.reportProgress(now)
 		case a := <-j.acks:
 			done, err := j.onAck(a)
 			if err != nil {

@@ -1559,3 +1559,54 @@ func TestStreamStopCutShortWithoutKafka(t *testing.T) {
 		t.Errorf("the stop cut short said %q; want the step it waits for, and no word of Kafka", said)
 	}
 }
+
+// TestStreamProgressWhileSubtaskBusy: while a subtask is behind in a
+// long step (here asleep at its first barrier) and the coordinator waits
+// to hand it more, the progress is still reported at its interval once
+// the wait passed stuckSend: the coordinator waited in its send, and a
+// run whose rule took minutes over one key printed no line at all (the
+// state trial).
+func TestStreamProgressWhileSubtaskBusy(t *testing.T) {
+	input := engineInput(60000)
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.config(events)
+	cfg.ProgressInterval = 50 * time.Millisecond
+	var mu sync.Mutex
+	var slept [2]time.Time // the busy subtask's sleep: its start and end
+	var reports []time.Time
+	cfg.hooks.atBarrier = func(sub int, id int64) {
+		if sub == 0 && id == 1 {
+			mu.Lock()
+			slept[0] = time.Now()
+			mu.Unlock()
+			time.Sleep(2 * time.Second)
+			mu.Lock()
+			slept[1] = time.Now()
+			mu.Unlock()
+		}
+	}
+	cfg.Progress = func(StreamProgress) {
+		mu.Lock()
+		reports = append(reports, time.Now())
+		mu.Unlock()
+	}
+	res, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	if err != nil || !res.Finished {
+		t.Fatalf("Stream: %v, %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	during := 0
+	for _, at := range reports {
+		if at.After(slept[0].Add(stuckSend+200*time.Millisecond)) && at.Before(slept[1]) {
+			during++
+		}
+	}
+	if slept[1].IsZero() || during < 3 {
+		t.Errorf("%d progress reports while a subtask was busy for two seconds (every 50ms asked) once the coordinator had waited %v, want 3 or more", during, stuckSend)
+	}
+}
