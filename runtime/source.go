@@ -201,9 +201,17 @@ var utf8BOM = []byte{0xef, 0xbb, 0xbf}
 // Name returns the name given at construction ("stdin" for "-").
 func (s *FileSource) Name() string { return s.name }
 
-// Progress implements [ProgressSource]. read runs ahead of the records
-// returned by up to the buffer size.
-func (s *FileSource) Progress() (read, total int64) { return s.counter.n, s.size }
+// Progress implements [ProgressSource]: read is the bytes of the lines
+// returned so far; of a gzip file, the compressed bytes read, which run
+// ahead of the lines returned by up to the buffer size. (Of a plain file
+// too, it said 100% at line 20,480 of 30,000 in a slow backtest: the
+// buffer's read-ahead.)
+func (s *FileSource) Progress() (read, total int64) {
+	if s.gz != nil {
+		return s.counter.n, s.size
+	}
+	return s.off, s.size
+}
 
 // Close closes the file, if the source opened it.
 func (s *FileSource) Close() error {

@@ -327,3 +327,29 @@ func TestSourceShortFirstLineDoesNotStall(t *testing.T) {
 		t.Fatal("the source waits for more input before yielding a 2-byte first line")
 	}
 }
+
+// TestFileSourceProgressLinesReturned: a plain file's progress is the
+// bytes of the lines returned, not what the buffer read ahead: a slow
+// backtest of 30,000 lines said 100% at line 20,480.
+func TestFileSourceProgressLinesReturned(t *testing.T) {
+	var b strings.Builder
+	for i := range 30000 {
+		fmt.Fprintf(&b, `{"ts":%d,"k":"k%d"}`+"\n", i, i%7)
+	}
+	s, err := OpenFileSource(writeFile(t, "in.jsonl", []byte(b.String())), SourceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var want int64
+	for range 100 {
+		r, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += int64(len(r.Data)) + 1
+	}
+	if read, total := s.Progress(); read != want || total != int64(b.Len()) {
+		t.Errorf("Progress after 100 lines = %d of %d, want %d of %d", read, total, want, b.Len())
+	}
+}
