@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -243,9 +242,8 @@ func Machine(rows []*Row, results []*Result) string {
 	if mem != "" {
 		parts = append(parts, mem)
 	}
-	var u syscall.Utsname
-	if syscall.Uname(&u) == nil {
-		parts = append(parts, "Linux "+utsString(u.Release[:]))
+	if k := kernel(); k != "" {
+		parts = append(parts, k)
 	}
 	seen := map[string]bool{}
 	for _, r := range rows {
@@ -264,17 +262,6 @@ func Machine(rows []*Row, results []*Result) string {
 		parts = append(parts, fmt.Sprintf("1-min load average %.1f to %.1f at the starts of the runs", lo, hi))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func utsString(cs []int8) string {
-	var b []byte
-	for _, c := range cs {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	return string(b)
 }
 
 // firstField returns the value of the first "name<sep> value" line of a
