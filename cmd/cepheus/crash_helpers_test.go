@@ -567,6 +567,20 @@ func (c *child) kill() {
 	<-c.done
 }
 
+// stacks ends a child that seems stuck with SIGQUIT, which makes the Go
+// runtime print every goroutine's stack before it exits, and returns its
+// output then (the stacks at its end): where it waits, for the failure's
+// message. A child that does not end within 10 s is killed.
+func (c *child) stacks() string {
+	_ = syscall.Kill(c.pid, syscall.SIGQUIT)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		c.kill()
+	}
+	return c.out.String()
+}
+
 // terminate sends SIGTERM and waits for the end, at most within: a child
 // still running then fails the test (and is killed by its deferred clean-up).
 func (c *child) terminate(t *testing.T, within time.Duration) crashExit {
