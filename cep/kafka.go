@@ -761,6 +761,24 @@ func stallLog(logf func(string, ...any), what, topic string) func([]kafka.Held) 
 	}
 }
 
+// offsetsHeldLog is the [kafka.GroupOffsetsHeld] callback that logs to
+// logf a wait for group's committed offsets of topic, held by an open
+// transaction, and its end: an instance that takes partitions over from
+// one stopped amid a commit restores nothing until that transaction
+// ends, which may take the other's transaction timeout.
+func offsetsHeldLog(logf func(string, ...any), group, topic string) func(time.Duration, bool) {
+	return func(waited time.Duration, ended bool) {
+		if ended {
+			logf("group %s: the transaction that held its committed offsets of topic %s has ended, after %v or more", group, topic, waited.Round(time.Second))
+			return
+		}
+		logf("warning: group %s: its committed offsets of topic %s have waited %v behind a transaction still open: "+
+			"an instance of the group that stopped amid a commit (killed, paused or cut off after its offsets, before the transaction's end) "+
+			"holds them until Kafka aborts the transaction, when that instance starts again or at most its transaction timeout after it began "+
+			"(-transaction-timeout); the partitions are restored once it ends", group, topic, waited.Round(time.Second))
+	}
+}
+
 // heldPartitions names the partitions of held: "partition 3 at offset
 // 120" for one, "partitions 0, 1 and 3" for more.
 func heldPartitions(held []kafka.Held) string {

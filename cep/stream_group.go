@@ -105,7 +105,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 		jk.partitions, jk.member = owned, m
 		if k.Bounded {
 			var err error
-			if jk.ends, jk.final, err = finalEnds(ctx, k, ends); err != nil {
+			if jk.ends, jk.final, err = finalEnds(ctx, k, ends, c.Logf); err != nil {
 				return last, err
 			}
 		}
@@ -168,8 +168,8 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 // job's checkpoints commit them as final again (a job that owns them
 // with partitions not yet at their ends commits every offset before its
 // final checkpoint).
-func finalEnds(ctx context.Context, k *KafkaInput, ends map[int32]int64) (out map[int32]int64, final map[int32]bool, err error) {
-	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
+func finalEnds(ctx context.Context, k *KafkaInput, ends map[int32]int64, logf func(string, ...any)) (out map[int32]int64, final map[int32]bool, err error) {
+	committed, err := kafka.GroupOffsetsHeld(ctx, k.conn(), k.Group, k.Topic, offsetsHeldLog(logf, k.Group, k.Topic))
 	if err != nil {
 		return nil, nil, fmt.Errorf("cep: stream: %w", err)
 	}

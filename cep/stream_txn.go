@@ -29,8 +29,12 @@ var ErrTransaction = kafka.ErrTxn
 
 // ErrFenced marks a Kafka job stopped because another instance with the
 // same group and instance id took over its transactions (this one was a
-// zombie: paused, partitioned off, or started twice). Stream does not
-// restart it. Errors that wrap it also wrap ErrTransaction.
+// zombie: paused, partitioned off, or started twice), or, when nothing
+// told that from the brokers' abort of its transaction at its timeout,
+// may have ([kafka.ErrEpochOver] says both). Stream does not restart it.
+// Errors that wrap it also wrap ErrTransaction. A transaction the brokers
+// aborted at its timeout with no newer producer since
+// ([kafka.ErrTimedOut]) is not fenced: Stream restarts the job.
 var ErrFenced = kafka.ErrFenced
 
 // countedPart reports whether the counters of part i of a restore by
@@ -226,7 +230,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 			return nil, fmt.Errorf("cep: stream: %w", err)
 		}
 	}
-	committed, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, k.Topic)
+	committed, err := kafka.GroupOffsetsHeld(ctx, k.conn(), k.Group, k.Topic, offsetsHeldLog(j.logf, k.Group, k.Topic))
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
@@ -234,7 +238,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	ko.committed = map[string]int64{}
 	repMarks := map[int32]chkMark{} // of owned repartition partitions
 	for _, rp := range ko.reps {
-		rc, err := kafka.GroupOffsets(ctx, k.conn(), k.Group, rp.topic)
+		rc, err := kafka.GroupOffsetsHeld(ctx, k.conn(), k.Group, rp.topic, offsetsHeldLog(j.logf, k.Group, rp.topic))
 		if err != nil {
 			return nil, fmt.Errorf("cep: stream: %w", err)
 		}

@@ -522,6 +522,58 @@ func TestKafkaZombieFenced(t *testing.T) {
 	}
 }
 
+// TestKafkaPausedPastTxnTimeout: an instance paused (SIGSTOP: a long GC,
+// a VM frozen) for longer than its transaction timeout, with no other
+// instance started meanwhile, finds on its resumption that the broker
+// aborted its open transaction; that is not a fence (no newer producer
+// took its transactional id), so it says so and restarts the job from its
+// last committed checkpoint instead of stopping as fenced (it did before
+// 2026-12-06), and the alerts topic holds the backtest's alerts, once each.
+func TestKafkaPausedPastTxnTimeout(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	t.Parallel()
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	job := newEOSJob(t, bin, dir, brokers, "eos-paused")
+	alerts := job.topic + "-alerts"
+	args := []string{"run", "-rules", job.rules, "-brokers", brokers, "-input-topic", job.topic, "-bounded",
+		"-alerts-topic", alerts, "-group", job.topic, "-state", filepath.Join(dir, "state"),
+		"-checkpoint-interval", "200ms", "-checkpoint-timeout", "1s", "-transaction-timeout", "2s", "-progress", "1h"}
+	c := startCommitted(t, bin, args)
+	time.Sleep(300 * time.Millisecond)
+	if err := syscall.Kill(c.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// The broker aborts a transaction at most its timeout (2 s) and its
+	// check's interval (1 s: scripts/kafka/server.properties) after it
+	// began.
+	time.Sleep(6 * time.Second)
+	if err := syscall.Kill(c.pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("still running 2 minutes after its resumption:\n%s", c.out.String())
+	}
+	e := c.exit()
+	if e.killed || e.code != 0 {
+		t.Fatalf("the paused run: %s, want exit 0\n%s", e.describe(), e.stderr)
+	}
+	for l := range strings.Lines(e.stderr) {
+		if strings.Contains(l, "restarting from") {
+			t.Logf("%s: %s", e.describe(), strings.TrimSpace(l))
+		}
+	}
+	if !strings.Contains(e.stderr, "aborted the transaction at its timeout") || !strings.Contains(e.stderr, "restarting from the last committed checkpoint") || strings.Contains(e.stderr, "fenced") {
+		t.Errorf("the paused run does not say that the broker aborted its transaction at its timeout and that it restarted from its last checkpoint, or says it was fenced:\n%s", e.stderr)
+	}
+	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
+	if d := job.want.diff(got); d != "" {
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run:\n%s", d, alertPlaces(t, brokers, alerts, job.topic, job.topic, job.want, got), e.stderr)
+	}
+}
+
 // TestKafkaStopBrokersFrozen: an instance stopped by SIGTERM while its
 // only broker is frozen (SIGSTOP: its connections hang, as with a network
 // cut) ends soon after its checkpoint timeout (and the 10 s its producer's
@@ -558,21 +610,8 @@ func TestKafkaStopBrokersFrozen(t *testing.T) {
 	args := []string{"run", "-rules", job.rules, "-brokers", brokers, "-input-topic", job.topic, "-bounded",
 		"-alerts-topic", alerts, "-group", job.topic, "-state", filepath.Join(dir, "state"),
 		"-checkpoint-interval", "200ms", "-checkpoint-timeout", "3s", "-progress", "1h"}
-	c := startChild(t, bin, args, "")
-	t.Cleanup(func() {
-		select {
-		case <-c.done:
-		default:
-			_ = syscall.Kill(-c.pid, syscall.SIGKILL)
-			<-c.done
-		}
-	})
+	c := startCommitted(t, bin, args)
 	// Frozen once the run has committed a checkpoint or two, mid-input.
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.out.String(), "first transaction committed"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint after 30 s:\n%s", c.out.String())
-		}
-	}
 	time.Sleep(500 * time.Millisecond)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -607,6 +646,28 @@ func TestKafkaStopBrokersFrozen(t *testing.T) {
 	if d := job.want.diff(got); d != "" {
 		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s", d, alertPlaces(t, brokers, alerts, job.topic, job.topic, job.want, got), first, e.stderr)
 	}
+}
+
+// startCommitted starts cepheus with args (a Kafka run), killed at the
+// test's end if still running, and returns once it has committed its
+// first transaction.
+func startCommitted(t *testing.T, bin string, args []string) *child {
+	t.Helper()
+	c := startChild(t, bin, args, "")
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+			<-c.done
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.out.String(), "first transaction committed"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint after 30 s:\n%s", c.out.String())
+		}
+	}
+	return c
 }
 
 // alertPlaces describes where the alerts of topic that got has beyond

@@ -465,6 +465,10 @@ func TestKafkaGroupDiedAmidCommit(t *testing.T) {
 	if !said([]*instance{b}, "partitions [0 1 2 3 4 5]") {
 		t.Errorf("instance b did not take a's partitions over")
 	}
+	// The wait, of half a minute or more, is told, and its end.
+	if !said([]*instance{b}, "its committed offsets of topic "+job.topic+" have waited") || !said([]*instance{b}, "the transaction that held its committed offsets of topic "+job.topic+" has ended") {
+		t.Errorf("instance b did not say that it waited for a's transaction, and when it ended\n%s", b.c.out.String())
+	}
 	checkAlerts(t, bin, brokers, group, job)
 	keepLogs(t, []*instance{b})
 }

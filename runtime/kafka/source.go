@@ -489,7 +489,7 @@ func (s *Source) resolve(ctx context.Context) error {
 	if c.Start == FromCommitted && len(c.Offsets) < len(logStarts[c.Topic]) {
 		// The fetch waits for pending transactional commits to resolve
 		// (KIP-447): an offset in an open transaction is not committed.
-		committed, err = fetchOffsets(ctx, adm, c.Group, true, func(r kadm.OffsetResponses) error { return r.Error() })
+		committed, err = fetchOffsets(ctx, adm, c.Group, true, nil, func(r kadm.OffsetResponses) error { return r.Error() })
 		if err != nil {
 			return fmt.Errorf("kafka: committed offsets of group %s: %w", c.Group, err)
 		}

@@ -85,6 +85,33 @@ type Txn struct {
 // wrap it also wrap ErrTxn.
 var ErrFenced = errors.New("kafka: fenced by a newer producer of the same transactional id (another instance took over)")
 
+// ErrEpochOver marks a transaction failed because the brokers ended its
+// producer's epoch, with nothing telling why: a newer producer of the
+// same transactional id fenced it (as [ErrFenced]), or the brokers
+// aborted the transaction at its timeout, the process having been paused
+// or cut off for longer than that, and then no instance took over (both
+// bump the epoch; a write after either is refused the same way). Errors
+// that wrap it also wrap ErrFenced: the instance stops, since retrying
+// would fence a successor if there is one.
+var ErrEpochOver error = epochOver{}
+
+// epochOver is ErrEpochOver's type: it is ErrFenced too.
+type epochOver struct{}
+
+func (epochOver) Error() string {
+	return "kafka: the brokers ended this producer's epoch: a newer producer of the same transactional id fenced it (another instance took over), or they aborted its transaction at the transaction timeout (this process was paused or cut off for longer than that) and nothing took over: then starting it again resumes from its last committed checkpoint"
+}
+
+func (epochOver) Is(target error) bool { return target == ErrFenced }
+
+// ErrTimedOut marks a transaction that the brokers aborted at its
+// timeout, no newer producer having taken its transactional id since
+// (the producer's next epoch was granted: KIP-588): the process was
+// paused or cut off for longer than the timeout. It is not a fence: the
+// producer's successor in this process (a new [Txn]) may go on. Errors
+// that wrap it also wrap ErrTxn.
+var ErrTimedOut = errors.New("kafka: the brokers aborted the transaction at its timeout (this process was paused or cut off for longer than the transaction timeout); no other producer took its transactional id")
+
 // ErrTxn marks a failure of a transaction: it was aborted, or its outcome
 // is unknown; whatever it carried must be produced again from the last
 // committed transaction. Use errors.Is(err, ErrTxn).
@@ -478,16 +505,41 @@ func (t *Txn) supports(ctx context.Context, key kmsg.Key, v int16) bool {
 }
 
 // fail aborts the open transaction after err; the returned error wraps
-// ErrTxn.
+// ErrTxn, and, when the brokers ended the producer's epoch, ErrFenced,
+// ErrTimedOut, or (nothing telling which) ErrEpochOver.
+// PRODUCER_FENCED (the transaction coordinator's answer to an older
+// epoch when a newer producer holds the id) and FENCED_INSTANCE_ID are
+// fences; INVALID_PRODUCER_EPOCH alone (a partition leader's answer to
+// any older epoch, the group coordinator's too) is also what a write
+// meets after the brokers aborted the transaction at its timeout, which
+// the coordinator tells apart: it grants the old epoch's abort and the
+// next epoch only when no newer producer took the id.
 func (t *Txn) fail(ctx context.Context, err error) error {
-	fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, ErrFenced)
+	fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, ErrFenced)
+	over := errors.Is(err, kerr.InvalidProducerEpoch)
 	_ = t.cl.AbortBufferedRecords(ctx)
 	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
-		fenced = fenced || errors.Is(aerr, kerr.ProducerFenced) || errors.Is(aerr, kerr.InvalidProducerEpoch)
+		fenced = fenced || errors.Is(aerr, kerr.ProducerFenced)
+		over = over || errors.Is(aerr, kerr.InvalidProducerEpoch)
 		err = fmt.Errorf("%w (and the abort: %v)", err, aerr)
 	}
-	if fenced {
+	if over && !fenced {
+		// The producer's next epoch, asked for with its current id and
+		// epoch (KIP-588: franz-go's client asks so after such an
+		// error, or the abort above was granted at the old epoch), is
+		// refused PRODUCER_FENCED if a newer producer holds the id.
+		switch _, _, perr := t.cl.ProducerID(ctx); {
+		case perr == nil:
+			return fmt.Errorf("%w: %w: transactional id %s: %w", ErrTxn, ErrTimedOut, t.id, err)
+		case errors.Is(perr, kerr.ProducerFenced):
+			fenced = true
+		}
+	}
+	switch {
+	case fenced:
 		return fmt.Errorf("%w: %w: transactional id %s: %w", ErrTxn, ErrFenced, t.id, err)
+	case over:
+		return fmt.Errorf("%w: %w: transactional id %s: %w", ErrTxn, ErrEpochOver, t.id, err)
 	}
 	return fmt.Errorf("%w: %w", ErrTxn, err)
 }
@@ -541,8 +593,22 @@ type Committed struct {
 // partitions (none: an empty map). Offsets a transaction still holds
 // are waited for (the fetch asks for stable offsets).
 func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]Committed, error) {
-	return groupOffsets(ctx, c, group, topic, true)
+	return groupOffsets(ctx, c, group, topic, true, nil)
 }
+
+// GroupOffsetsHeld is GroupOffsets telling held of a wait for a
+// transaction: once offsets have been held for 5 s, again every 30 s,
+// and once more (ended) when the wait is over.
+func GroupOffsetsHeld(ctx context.Context, c Conn, group, topic string, held func(waited time.Duration, ended bool)) (map[int32]Committed, error) {
+	return groupOffsets(ctx, c, group, topic, true, held)
+}
+
+// heldAfter and heldEvery are when GroupOffsetsHeld tells of a wait
+// (variables for tests).
+var (
+	heldAfter = 5 * time.Second
+	heldEvery = 30 * time.Second
+)
 
 // CommittedOffsets returns the offsets group has committed for topic's
 // partitions, as GroupOffsets does, but at once: offsets a transaction
@@ -551,7 +617,7 @@ func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]C
 // the group has committed something; what it will commit next is
 // GroupOffsets's question.
 func CommittedOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]Committed, error) {
-	return groupOffsets(ctx, c, group, topic, false)
+	return groupOffsets(ctx, c, group, topic, false, nil)
 }
 
 // unstableRetry is how long franz-go retries an offset fetch answered
@@ -569,13 +635,13 @@ var offsetFetchRetry = kgo.RetryTimeoutFn(func(key int16) time.Duration {
 	return 30 * time.Second // franz-go's default
 })
 
-func groupOffsets(ctx context.Context, c Conn, group, topic string, stable bool) (map[int32]Committed, error) {
+func groupOffsets(ctx context.Context, c Conn, group, topic string, stable bool, held func(time.Duration, bool)) (map[int32]Committed, error) {
 	cl, err := c.newClient(offsetFetchRetry)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	resp, err := fetchOffsets(ctx, kadm.NewClient(cl), group, stable, func(resp kadm.OffsetResponses) error {
+	resp, err := fetchOffsets(ctx, kadm.NewClient(cl), group, stable, held, func(resp kadm.OffsetResponses) error {
 		for p, o := range resp[topic] {
 			if o.Err != nil {
 				return fmt.Errorf("%s-%d: %w", topic, p, o.Err)
@@ -604,11 +670,23 @@ func groupOffsets(ctx context.Context, c Conn, group, topic string, stable bool)
 // a transaction still holds answers UnstableOffsetCommit, which is waited
 // out until that transaction ends: its producer's successor aborts it, or
 // its timeout does (at most the broker's transaction.max.timeout.ms, 15
-// minutes by default).
-func fetchOffsets(ctx context.Context, adm *kadm.Client, group string, stable bool, check func(kadm.OffsetResponses) error) (kadm.OffsetResponses, error) {
+// minutes by default). held, when not nil, is told of that wait (as
+// GroupOffsetsHeld says).
+func fetchOffsets(ctx context.Context, adm *kadm.Client, group string, stable bool, held func(time.Duration, bool), check func(kadm.OffsetResponses) error) (kadm.OffsetResponses, error) {
 	unstable := func(err error) bool { return errors.Is(err, kerr.UnstableOffsetCommit) }
 	until := time.Now().Add(16 * time.Minute)
+	var since time.Time      // of the first answer UnstableOffsetCommit
+	told := time.Duration(0) // the wait last told of
+	defer func() {
+		if told > 0 {
+			held(time.Since(since), true)
+		}
+	}()
 	for {
+		if waited := time.Since(since); held != nil && !since.IsZero() && waited >= heldAfter && (told == 0 || waited-told >= heldEvery) {
+			held(waited, false)
+			told = waited
+		}
 		var resp kadm.OffsetResponses
 		err := retryUnless(ctx, func(ctx context.Context) error {
 			fctx := ctx
@@ -623,6 +701,9 @@ func fetchOffsets(ctx context.Context, adm *kadm.Client, group string, stable bo
 		}, unstable)
 		if !unstable(err) || time.Now().After(until) {
 			return resp, err
+		}
+		if since.IsZero() {
+			since = time.Now()
 		}
 		select {
 		case <-ctx.Done():

@@ -85,9 +85,9 @@ func TestTxnCommitAndFence(t *testing.T) {
 	if len(state) != 1 || state[0] != "1/state=v1" {
 		t.Fatalf("changelog = %v, want [1/state=v1]", state)
 	}
-	// The fenced producer cannot commit.
-	if err := a.Commit(ctx, in, Offsets{0: 50}, "chk=2"); !errors.Is(err, ErrTxn) {
-		t.Fatalf("commit of the fenced producer: %v, want ErrTxn", err)
+	// The fenced producer cannot commit, and is told it was fenced.
+	if err := a.Commit(ctx, in, Offsets{0: 50}, "chk=2"); !errors.Is(err, ErrTxn) || !errors.Is(err, ErrFenced) || errors.Is(err, ErrEpochOver) || errors.Is(err, ErrTimedOut) {
+		t.Fatalf("commit of the fenced producer: %v, want ErrTxn and ErrFenced", err)
 	}
 	a.Close()
 	got, err = GroupOffsets(ctx, Conn{Brokers: brokers}, group, in)
@@ -477,21 +477,7 @@ func TestGroupOffsetsPendingTxn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer txn.Close()
-	for range 10 {
-		txn.Produce(ctx, in, nil, []byte("x"))
-	}
-	if err := txn.Commit(ctx, in, Offsets{0: 5}, "chk=1"); err != nil {
-		t.Fatal(err)
-	}
-	// The next transaction holds offset 6, as one whose producer stopped
-	// between its offsets and its end.
-	txn.Produce(ctx, in, nil, []byte("y"))
-	if err := txn.cl.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.commitOffsets(ctx, map[string]Offsets{in: {0: 6}}, func(string, int32) string { return "chk=2" }); err != nil {
-		t.Fatal(err)
-	}
+	holdOffsets(t, txn, in, 5, 6)
 	// Shorter than the transaction stays open; set once the transaction
 	// is open, not before: on a broker just started, the first producer
 	// id and commit take longer than a second (the coordinators load).
@@ -515,14 +501,112 @@ func TestGroupOffsetsPendingTxn(t *testing.T) {
 		}
 		started <- err
 	}()
-	got, err := GroupOffsets(ctx, conn, group, in)
+	saved := heldAfter
+	heldAfter = time.Second
+	t.Cleanup(func() { heldAfter = saved })
+	type told struct {
+		waited time.Duration
+		ended  bool
+	}
+	var tells []told
+	got, err := GroupOffsetsHeld(ctx, conn, group, in, func(waited time.Duration, ended bool) { tells = append(tells, told{waited, ended}) })
 	if err != nil || got[0] != (Committed{6, "chk=2"}) {
 		t.Fatalf("GroupOffsets while a transaction holds 6 for 3 s: %v, %v; want 0:6 chk=2 once it commits", got, err)
+	}
+	// Held for 3 s from the open transaction, of which franz-go's own
+	// retries take the first second or so: told once at 1 s or more,
+	// then of the end.
+	if len(tells) != 2 || tells[0].ended || tells[0].waited < time.Second || !tells[1].ended || tells[1].waited < tells[0].waited {
+		t.Fatalf("held was told %+v; want one wait of at least 1s, then its end", tells)
 	}
 	if err := <-started; err != nil {
 		t.Fatalf("a source from the group's offsets while a transaction holds 6 for 3 s: %v; want it to start at 6 once it commits", err)
 	}
 	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTxnFencedOrTimedOut: a producer whose transaction the broker
+// aborted at its timeout (a process paused for longer) is told so, not
+// that it was fenced, and whether its next write is a record or the
+// offsets; a producer whose id a newer one took is told it was fenced,
+// the same two ways.
+func TestTxnFencedOrTimedOut(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	conn := Conn{Brokers: brokers}
+	for _, c := range []struct {
+		name           string
+		newer, records bool
+		want           error
+	}{
+		{"timed out, records", false, true, ErrTimedOut},
+		{"timed out, offsets", false, false, ErrTimedOut},
+		{"fenced, records", true, true, ErrFenced},
+		{"fenced, offsets", true, false, ErrFenced},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := topicName(t)
+			if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			tc := TxnConfig{Brokers: brokers, TransactionalID: in + "-txn", Group: in + "-g", Timeout: 2 * time.Second}
+			txn, err := NewTxn(ctx, tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer txn.Close()
+			holdOffsets(t, txn, in, 1, 2)
+			if c.newer {
+				newer, err := NewTxn(ctx, tc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer newer.Close()
+			}
+			// Stable offsets wait for the transaction's end: the
+			// broker's abort at its timeout, or the newer producer's.
+			got, err := GroupOffsets(ctx, conn, tc.Group, in)
+			if err != nil || got[0] != (Committed{1, "chk=1"}) {
+				t.Fatalf("offsets once the transaction is aborted: %v, %v; want 0:1 chk=1", got, err)
+			}
+			if c.records {
+				txn.Produce(ctx, in, nil, []byte("z"))
+			}
+			err = txn.Commit(ctx, in, Offsets{0: 3}, "chk=3")
+			if !errors.Is(err, ErrTxn) || !errors.Is(err, c.want) {
+				t.Fatalf("the next commit: %v; want ErrTxn and %v", err, c.want)
+			}
+			if fenced := errors.Is(err, ErrFenced); fenced != c.newer {
+				t.Fatalf("the next commit: %v: fenced %v, want %v", err, fenced, c.newer)
+			}
+			if got, err := GroupOffsets(ctx, conn, tc.Group, in); err != nil || got[0] != (Committed{1, "chk=1"}) {
+				t.Fatalf("offsets after the refused commit: %v, %v; want 0:1 chk=1", got, err)
+			}
+		})
+	}
+}
+
+// holdOffsets commits offset committed of partition 0 of topic in with
+// metadata chk=1 (and 10 records), then leaves the next transaction open
+// holding offset held (chk=2), as one whose producer stopped between its
+// offsets and its end.
+func holdOffsets(t *testing.T, txn *Txn, in string, committed, held int64) {
+	t.Helper()
+	ctx := testContext(t)
+	for range 10 {
+		txn.Produce(ctx, in, nil, []byte("x"))
+	}
+	if err := txn.Commit(ctx, in, Offsets{0: committed}, "chk=1"); err != nil {
+		t.Fatal(err)
+	}
+	txn.Produce(ctx, in, nil, []byte("y"))
+	if err := txn.cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.commitOffsets(ctx, map[string]Offsets{in: {0: held}}, func(string, int32) string { return "chk=2" }); err != nil {
 		t.Fatal(err)
 	}
 }
