@@ -835,8 +835,10 @@ func (j *job) choosePlan() error {
 			return fmt.Errorf("%w: %w", ErrRestore, err)
 		}
 		runE = next
-		j.logf("the rules given (%s version %.12s) are not those of checkpoint %d (version %.12s): deploying them at the restore (kept %v, changed %v, added %v, removed %v)",
-			rs.Name, rs.Hash, j.restored, res.Previous, res.Kept, res.Changed, res.Added, res.Removed)
+		// The kept rules counted, not named: among hundreds they would
+		// bury what changed.
+		j.logf("the rules given (%s version %.12s) are not those of checkpoint %d (version %.12s): deploying them at the restore (%d kept, changed %v, added %v, removed %v)",
+			rs.Name, rs.Hash, j.restored, res.Previous, len(res.Kept), res.Changed, res.Added, res.Removed)
 	} else if runE.plan.Startup != startup.Hash {
 		p := *runE.plan
 		p.Startup = startup.Hash

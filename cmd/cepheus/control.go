@@ -455,10 +455,8 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 		rules []string
 	}{{"kept", r.Kept}, {"changed", r.Changed}, {"added", r.Added}, {"removed", r.Removed}} {
 		names := l.rules
-		if l.what == "kept" && len(names) > maxKeptShown {
-			// What a deploy changed is the news; among hundreds of
-			// rules the kept ones would bury it.
-			names = append(slices.Clip(names[:maxKeptShown]), fmt.Sprintf("and %d more", len(l.rules)-maxKeptShown))
+		if l.what == "kept" {
+			names = keptShown(names)
 		}
 		if len(names) > 0 {
 			fmt.Fprintf(w, "  %-8s %s\n", l.what, strings.Join(names, ", "))
@@ -466,9 +464,21 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 	}
 }
 
-// maxKeptShown is the most kept rules a deploy's answer names; it counts
-// the others. The changed, added and removed ones are all named.
+// maxKeptShown is the most kept rules a deploy's answer or log line
+// names; it counts the others. The changed, added and removed ones are
+// all named.
 const maxKeptShown = 10
+
+// keptShown is what a deploy's answer or log line says of the rules it
+// kept: at most maxKeptShown names, then "and N more". What a deploy
+// changed is the news; among hundreds of rules the kept ones would bury
+// it.
+func keptShown(kept []string) []string {
+	if len(kept) <= maxKeptShown {
+		return kept
+	}
+	return append(slices.Clip(kept[:maxKeptShown]), fmt.Sprintf("and %d more", len(kept)-maxKeptShown))
+}
 
 // listVersions prints the versions server keeps, one a line.
 func listVersions(ctx context.Context, c *control.Client, server string, w io.Writer) error {

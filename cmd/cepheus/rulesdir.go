@@ -126,7 +126,7 @@ func (w *rulesDirWatcher) look(ctx context.Context) {
 	default:
 		w.log.Info("rules-dir: deployed", "file", file, "ruleset", r.Ruleset, "version", fmt.Sprintf("%.12s", r.Version),
 			"previous", fmt.Sprintf("%.12s", r.Previous), "checkpoint", r.Checkpoint, "took", r.Took.Round(time.Millisecond),
-			"kept", strings.Join(r.Kept, ","), "changed", strings.Join(r.Changed, ","),
+			"kept", strings.Join(keptShown(r.Kept), ","), "changed", strings.Join(r.Changed, ","),
 			"added", strings.Join(r.Added, ","), "removed", strings.Join(r.Removed, ","))
 	}
 	w.seen = sum

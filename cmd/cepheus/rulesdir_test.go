@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 type switchingEngine struct {
 	busy     int // deploys answered cep.ErrSwitching, before the others go through
 	deployed []string
+	kept     []string // the deploys' kept rules
 }
 
 func (e *switchingEngine) Deploy(_ context.Context, d cep.Deploy) (*cep.DeployResult, error) {
@@ -25,7 +27,7 @@ func (e *switchingEngine) Deploy(_ context.Context, d cep.Deploy) (*cep.DeployRe
 		return nil, cep.ErrSwitching
 	}
 	e.deployed = append(e.deployed, string(d.Source))
-	return &cep.DeployResult{Ruleset: "r", Version: "v2"}, nil
+	return &cep.DeployResult{Ruleset: "r", Version: "v2", Kept: e.kept, Changed: []string{"c1"}}, nil
 }
 
 func (e *switchingEngine) Snapshot() cep.MonitorSnapshot {
@@ -57,5 +59,25 @@ func TestRulesDirSwitching(t *testing.T) {
 	w.look(context.Background())
 	if len(e.deployed) != 1 {
 		t.Errorf("deployed %q after a fourth look at the same file; want it once", e.deployed)
+	}
+}
+
+// TestRulesDirLogKept: the watcher's log line of a deploy that kept 300
+// rules names 10 of them and counts the others (it named all 300, burying
+// the changed rule), as `rules deploy`'s answer does.
+func TestRulesDirLogKept(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "r.cep"), []byte("v2 source"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	e := &switchingEngine{}
+	for i := range 300 {
+		e.kept = append(e.kept, fmt.Sprintf("r%03d", i))
+	}
+	w := &rulesDirWatcher{dir: dir, m: e, log: slog.New(slog.NewTextHandler(&logged, nil))}
+	w.look(context.Background())
+	if want := `kept="r000,r001,r002,r003,r004,r005,r006,r007,r008,r009,and 290 more" changed=c1 `; !strings.Contains(logged.String(), want) {
+		t.Errorf("the watcher's log: %q; want it to hold %q", logged.String(), want)
 	}
 }
