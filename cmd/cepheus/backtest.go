@@ -104,7 +104,8 @@ terminal one line rewritten in place, else (a log file, a CI job) a line
 of its own each time, starting with "backtest: ". The summary goes to
 stderr at the end. Flag values out of range are usage errors (exit 2).
 -rules may name a directory: each of its *.cep files is backtested in
-turn over the same events (not with stdin).
+turn over the same events (not with stdin); a file with the same rules
+as one before it (a copy: the same version) is skipped with a warning.
 
 Memory: keys whose state has not changed for a while are kept encoded,
 and the collector works harder as the process nears -memory-limit (368MiB
@@ -313,6 +314,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	var sets []*rules.Ruleset
 	bad := false
+	fileOf := map[string]string{} // by ruleset version: the first file of it
 	for _, name := range files {
 		src, err := os.ReadFile(name)
 		if err != nil {
@@ -329,6 +331,14 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		if err := rs.Warnings.Print(stderr, true); err != nil {
 			return err
 		}
+		if first, ok := fileOf[rs.Hash]; ok {
+			// A copy left beside its original (cards.cep and
+			// cards-old.cep, the same rules): each is backtested, so
+			// every alert would come twice, with the same id.
+			fmt.Fprintf(stderr, "warning: %s is the same ruleset as %s (%s version %.12s): backtested once\n", name, first, rs.Name, rs.Hash)
+			continue
+		}
+		fileOf[rs.Hash] = name
 		sets = append(sets, rs)
 	}
 	if bad {

@@ -309,3 +309,38 @@ func TestBacktestDirectory(t *testing.T) {
 		t.Errorf("alerts.jsonl in the events directory: %v, want it not created", err)
 	}
 }
+
+// TestBacktestRulesetCopies: a directory of rulesets holding a copy of
+// one (the same rules, another comment) backtests it once, with a
+// warning naming both files; it backtested both, every alert twice with
+// the same id.
+func TestBacktestRulesetCopies(t *testing.T) {
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	genSmall(t, events)
+	src, err := os.ReadFile("../../rulesets/cards.cep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := filepath.Join(dir, "rules")
+	if err := os.Mkdir(sets, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, sets, "cards.cep", string(src))
+	writeFile(t, sets, "cards-old.cep", "# the copy kept before an edit\n"+string(src))
+	code, _, stderr := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events, "-alerts", filepath.Join(dir, "one.jsonl"), "-q")
+	if code != 0 {
+		t.Fatalf("backtest of the file: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = cepheus(t, "backtest", "-rules", sets, "-events", events, "-alerts", filepath.Join(dir, "dir.jsonl"), "-q")
+	if code != 0 {
+		t.Fatalf("backtest of the directory: exit %d\n%s", code, stderr)
+	}
+	if want := "warning: " + filepath.Join(sets, "cards.cep") + " is the same ruleset as " + filepath.Join(sets, "cards-old.cep"); !strings.Contains(stderr, want) {
+		t.Errorf("backtest of the directory said\n%s\nwant %q", stderr, want)
+	}
+	one, both := alertIDs(t, filepath.Join(dir, "one.jsonl")), alertIDs(t, filepath.Join(dir, "dir.jsonl"))
+	if len(one) < 20 || !slices.Equal(one, both) {
+		t.Errorf("the directory's %d alerts differ from the file's %d (want the same, at least 20)", len(both), len(one))
+	}
+}
