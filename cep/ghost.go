@@ -112,34 +112,57 @@ func (o *SharedOperator) mayGhost(ev *event.Event, ts event.Time) bool {
 }
 
 // ghostOf returns the ghost of k with an element the watermark has not
-// passed (ok false: none; one whose elements it all passed is forgotten).
-func (o *SharedOperator) ghostOf(k event.Key) (g ghost, ok bool) {
-	if g, ok = o.ghosts[k]; ok && g.maxTs <= o.watermark {
-		delete(o.ghosts, k)
-		return ghost{}, false
+// passed (nil: none; one whose elements it all passed is forgotten).
+func (o *SharedOperator) ghostOf(k event.Key) *ghost {
+	g := o.ghosts[k]
+	if g != nil && g.maxTs <= o.watermark {
+		o.dropGhost(k, g)
+		return nil
 	}
-	return g, ok
+	return g
 }
 
 // addGhost holds ev at ts as a ghost element of k, which has no state;
-// g is k's ghost (ok: it has one).
-func (o *SharedOperator) addGhost(k event.Key, g ghost, ok bool, ev *event.Event, ts event.Time) {
-	if o.ghosts == nil {
-		o.ghosts = map[event.Key]ghost{}
-	}
-	if ok {
+// g is k's ghost (nil: it has none). A ghost is changed in place: a key
+// given a second element costs no map assignment.
+func (o *SharedOperator) addGhost(k event.Key, g *ghost, ev *event.Event, ts event.Time) {
+	if g != nil {
 		g.more = append(g.more, ghostElem{ev: ev, ts: ts})
 		g.maxTs = max(g.maxTs, ts)
-	} else {
-		g = ghost{first: ghostElem{ev: ev, ts: ts}, rank: ev.Seq, maxTs: ts}
-		o.ghostQ = append(o.ghostQ, ghostEntry{key: k, ts: ts})
+		return
 	}
+	if o.ghosts == nil {
+		o.ghosts = map[event.Key]*ghost{}
+	}
+	if n := len(o.freeGhosts); n > 0 {
+		g = o.freeGhosts[n-1]
+		o.freeGhosts = o.freeGhosts[:n-1]
+	} else {
+		g = &ghost{}
+	}
+	g.first, g.rank, g.maxTs = ghostElem{ev: ev, ts: ts}, ev.Seq, ts
 	o.ghosts[k] = g
+	o.ghostQ = append(o.ghostQ, ghostEntry{key: k, ts: ts})
+}
+
+// dropGhost forgets g, the ghost of k.
+func (o *SharedOperator) dropGhost(k event.Key, g *ghost) {
+	delete(o.ghosts, k)
+	o.freeGhost(g)
+}
+
+// freeGhost keeps g, which is no key's ghost any more, for another key:
+// its elements are cleared, the room of its more kept, so that a ghost
+// given more elements seldom allocates.
+func (o *SharedOperator) freeGhost(g *ghost) {
+	clear(g.more)
+	*g = ghost{more: g.more[:0]}
+	o.freeGhosts = append(o.freeGhosts, g)
 }
 
 // unghost buffers ghost g of k, which it no longer is: its elements the
 // watermark has not passed, in arrival order, k ranked by g.rank.
-func (o *SharedOperator) unghost(k event.Key, g ghost, out *Output) {
+func (o *SharedOperator) unghost(k event.Key, g *ghost, out *Output) {
 	delete(o.ghosts, k)
 	w := o.watermark
 	if g.first.ts > w {
@@ -150,6 +173,7 @@ func (o *SharedOperator) unghost(k event.Key, g ghost, out *Output) {
 			o.bufferRanked(k, e.ev, e.ts, g.rank, out)
 		}
 	}
+	o.freeGhost(g)
 }
 
 // unghostAll buffers every ghost (in the order of their ranks: it
@@ -166,7 +190,7 @@ func (o *SharedOperator) unghostAll() {
 	slices.SortFunc(keys, func(a, b event.Key) int { return cmp.Compare(o.ghosts[a].rank, o.ghosts[b].rank) })
 	var out Output
 	for _, k := range keys {
-		if g, ok := o.ghostOf(k); ok {
+		if g := o.ghostOf(k); g != nil {
 			o.unghost(k, g, &out)
 		}
 	}
@@ -186,10 +210,10 @@ func (o *SharedOperator) forgetGhosts(w event.Time) {
 	for ; i < len(q) && q[i].ts <= w; i++ {
 		e := q[i]
 		q[i] = ghostEntry{}
-		switch g, ok := o.ghosts[e.key]; {
-		case !ok:
+		switch g := o.ghosts[e.key]; {
+		case g == nil:
 		case g.maxTs <= w:
-			delete(o.ghosts, e.key)
+			o.dropGhost(e.key, g)
 		case e.ts < g.maxTs:
 			again = append(again, ghostEntry{key: e.key, ts: g.maxTs})
 		}

@@ -172,7 +172,8 @@ type SharedOperator struct {
 	// ghosts are the elements held aside for keys with no state, ghostQ
 	// them in arrival order from ghostHead (ghost.go). noGhosts turns them
 	// off (tests).
-	ghosts      map[event.Key]ghost
+	ghosts      map[event.Key]*ghost
+	freeGhosts  []*ghost // dropped ghosts, for reuse (dropGhost)
 	ghostQ      []ghostEntry
 	ghostHead   int
 	ghostAgain  []ghostEntry
@@ -791,10 +792,10 @@ func (o *SharedOperator) bufferDue(ts event.Time) event.Time {
 // buffer buffers ev at ts at key k, or holds it as a ghost (ghost.go).
 func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out *Output) {
 	if len(o.ghosts) > 0 {
-		if g, ok := o.ghostOf(k); ok {
+		if g := o.ghostOf(k); g != nil {
 			if n := 2 + len(g.more); len(g.more) < maxGhostMore && (o.cfg.MaxBufferedEvents <= 0 || n <= o.cfg.MaxBufferedEvents) && o.mayGhost(ev, ts) {
 				// No snapshot is in progress (mayGhost): nothing to copy first.
-				o.addGhost(k, g, true, ev, ts)
+				o.addGhost(k, g, ev, ts)
 				return
 			}
 			o.unghost(k, g, out)
@@ -806,7 +807,7 @@ func (o *SharedOperator) buffer(k event.Key, ev *event.Event, ts event.Time, out
 		ks = o.thaw(k)
 	}
 	if ks == nil && o.mayGhost(ev, ts) {
-		o.addGhost(k, ghost{}, false, ev, ts)
+		o.addGhost(k, nil, ev, ts)
 		return
 	}
 	o.bufferAt(k, ks, ev, ts, ev.Seq, out)
