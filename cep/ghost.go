@@ -203,9 +203,21 @@ func (o *SharedOperator) unghostAll() {
 // runs, and emit nothing. A ghost with a later element is queued again
 // for it; one behind an entry the watermark has not passed waits (ghostOf
 // and pending tell it apart).
+//
+// When the entries the watermark passes are at least half as many as the
+// ghosts, the ghosts are rebuilt instead (rebuildGhosts): one pass over
+// them costs less than a lookup and a deletion for each one forgotten.
 func (o *SharedOperator) forgetGhosts(w event.Time) {
 	q := o.ghostQ
 	i := o.ghostHead
+	passed := i
+	for passed < len(q) && q[passed].ts <= w {
+		passed++
+	}
+	if n := len(o.ghosts); n > 0 && 2*(passed-i) >= n {
+		o.rebuildGhosts(w)
+		return
+	}
 	again := o.ghostAgain[:0]
 	for ; i < len(q) && q[i].ts <= w; i++ {
 		e := q[i]
@@ -229,6 +241,32 @@ func (o *SharedOperator) forgetGhosts(w event.Time) {
 	o.ghostQ, o.ghostHead = append(q, again...), i
 	clear(again)
 	o.ghostAgain = again[:0]
+}
+
+// rebuildGhosts forgets every ghost the watermark w passes and keeps the
+// others in the spare map, which then takes the place of the ghosts' (the
+// old one, cleared, is the next spare: neither is made again), and queues
+// each ghost kept once, at its latest timestamp, in the order of those.
+func (o *SharedOperator) rebuildGhosts(w event.Time) {
+	kept := o.ghostSpare
+	if kept == nil {
+		kept = map[event.Key]*ghost{}
+	}
+	q := o.ghostQ
+	clear(q)
+	q = q[:0]
+	for k, g := range o.ghosts {
+		if g.maxTs <= w {
+			o.freeGhost(g)
+			continue
+		}
+		kept[k] = g
+		q = append(q, ghostEntry{key: k, ts: g.maxTs})
+	}
+	slices.SortFunc(q, func(a, b ghostEntry) int { return cmp.Compare(a.ts, b.ts) })
+	clear(o.ghosts)
+	o.ghosts, o.ghostSpare = kept, o.ghosts
+	o.ghostQ, o.ghostHead = q, 0
 }
 
 // pendingGhosts counts the keys with ghost elements the watermark has not

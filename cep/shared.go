@@ -173,7 +173,8 @@ type SharedOperator struct {
 	// them in arrival order from ghostHead (ghost.go). noGhosts turns them
 	// off (tests).
 	ghosts      map[event.Key]*ghost
-	freeGhosts  []*ghost // dropped ghosts, for reuse (dropGhost)
+	freeGhosts  []*ghost             // dropped ghosts, for reuse (dropGhost)
+	ghostSpare  map[event.Key]*ghost // empty, for rebuildGhosts
 	ghostQ      []ghostEntry
 	ghostHead   int
 	ghostAgain  []ghostEntry
