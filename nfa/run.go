@@ -97,9 +97,23 @@ func (n *NFA) PartialMatchesTimeOut() bool {
 // without a gap. Such a partial match is kept until it completes: for
 // ever if it never does. A pattern whose every wait is strict (next,
 // consecutive) or bounded has none ("", false).
+//
+// Under skip toNext and pastLastEvent a wait is no such wait when every
+// computation that can wait there completed a match at its latest take
+// (a trailing loop or optional stage, whose state proceeds to the end
+// unconditionally): that match prunes the computation itself, since it
+// started with (toNext), or not after (pastLastEvent), the match's first
+// event, so nothing waits past the event that brought it there. noSkip
+// prunes nothing, and toFirst and toLast prune a partial match only when
+// it started before the target's event, which may be the match's first
+// (their waits are reported as under noSkip).
 func (n *NFA) WaitsForever() (stage string, ok bool) {
 	if n.windowTime > 0 {
 		return "", false
+	}
+	var unsure map[*state]bool // states a computation can wait at without a match at its latest take
+	if k := n.skip.Kind; k == SkipToNext || k == SkipPastLastEvent {
+		unsure = n.waitsWithoutMatch()
 	}
 	first := -1
 	for _, s := range n.states {
@@ -114,6 +128,10 @@ func (n *NFA) WaitsForever() (stage string, ok bool) {
 				// taking them: it waits all the same).
 				continue
 			}
+			if unsure != nil && !unsure[s] {
+				// Pruned by the match it completed at its latest take.
+				continue
+			}
 			if first < 0 || d.stage < first {
 				first = d.stage
 			}
@@ -123,6 +141,60 @@ func (n *NFA) WaitsForever() (stage string, ok bool) {
 		return "", false
 	}
 	return n.stages[first], true
+}
+
+// waitsWithoutMatch returns the states a computation can be in, between
+// events, when its latest take completed no match: those reached by
+// proceeds and ignores from the target of a take whose state does not
+// proceed to the end unconditionally (see [Run.findFinalAfterProceed]).
+func (n *NFA) waitsWithoutMatch() map[*state]bool {
+	out := map[*state]bool{}
+	var stack []*state
+	for _, s := range n.states {
+		for _, t := range s.trans {
+			if t.act == actTake && !proceedsToEnd(t.dst) && !out[t.dst] {
+				out[t.dst] = true
+				stack = append(stack, t.dst)
+			}
+		}
+	}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range s.trans {
+			if t.act != actTake && !out[t.dst] {
+				out[t.dst] = true
+				stack = append(stack, t.dst)
+			}
+		}
+	}
+	return out
+}
+
+// proceedsToEnd reports whether s reaches the final state by proceeds
+// whose conditions accept every event (True), as a trailing loop's or
+// optional stage's state does: a take into s completes a match at once.
+func proceedsToEnd(s *state) bool {
+	seen := map[*state]bool{s: true}
+	stack := []*state{s}
+	for len(stack) > 0 {
+		cur := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if cur.isFinal() {
+			return true
+		}
+		for _, t := range cur.trans {
+			if t.act != actProceed || seen[t.dst] {
+				continue
+			}
+			if _, ok := t.cond.(trueCond); !ok && t.cond != nil {
+				continue
+			}
+			seen[t.dst] = true
+			stack = append(stack, t.dst)
+		}
+	}
+	return false
 }
 
 // neverHolds reports whether c is false for every event by its form: the

@@ -128,3 +128,88 @@ func TestWaitShortcut(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitsForeverSkip checks WaitsForever's answer under each skip
+// strategy, and the claim behind it: where no stage is reported, a run
+// fed many events of one key holds at most a few partial matches; where
+// one is, some input makes them grow without bound.
+func TestWaitsForeverSkip(t *testing.T) {
+	is := func(n string) Condition { return nameIs(n) }
+	// Each a below the price of the previous a of the loop: a partial
+	// match at the loop outlives an a that fails this, so toLast a waits.
+	falling := CondFunc(func(e *event.Event, ctx *Context) bool {
+		s, _ := e.Field(0).AsString()
+		a := ctx.Events("a")
+		if s != "a" || len(a) == 0 {
+			return s == "a"
+		}
+		p, _ := e.Field(1).AsFloat()
+		pa, _ := a[len(a)-1].Field(1).AsFloat()
+		return p < pa
+	})
+	loop := func() *Pattern { return Begin("a").Where(is("a")).OneOrMore() }
+	tests := []struct {
+		name string
+		p    *Pattern
+		skip SkipStrategy
+		want string // the stage reported, "" for none
+	}{
+		{"loop noSkip", loop(), NoSkip(), "a"},
+		{"loop toNext", loop(), SkipToNextEvent(), ""},
+		{"loop pastLastEvent", loop(), SkipPastLast(), ""},
+		{"loop toFirst", loop(), SkipToFirstOf("a"), "a"},
+		{"falling loop pastLastEvent", Begin("a").Where(falling).OneOrMore(), SkipPastLast(), ""},
+		{"falling loop toLast", Begin("a").Where(falling).OneOrMore(), SkipToLastOf("a"), "a"},
+		{"loop until pastLastEvent", loop().Until(is("c")), SkipPastLast(), ""},
+		{"loop combinations toNext", loop().AllowCombinations(), SkipToNextEvent(), ""},
+		{"followedBy noSkip", Begin("a").Where(is("a")).FollowedBy("b").Where(is("b")), NoSkip(), "b"},
+		{"followedBy pastLastEvent", Begin("a").Where(is("a")).FollowedBy("b").Where(is("b")), SkipPastLast(), "b"},
+		{"followedBy toNext", Begin("a").Where(is("a")).FollowedBy("b").Where(is("b")), SkipToNextEvent(), "b"},
+		{"followedBy optional pastLastEvent", Begin("a").Where(is("a")).FollowedBy("b").Where(is("b")).Optional(), SkipPastLast(), ""},
+		{"loop then followedBy pastLastEvent", loop().FollowedBy("b").Where(is("b")), SkipPastLast(), "a"},
+		{"next loop pastLastEvent", Begin("a").Where(is("a")).Next("b").Where(is("b")).OneOrMore(), SkipPastLast(), ""},
+		{"next loop then followedBy toNext", Begin("a").Where(is("a")).Next("b").Where(is("b")).OneOrMore().
+			FollowedBy("c").Where(is("c")), SkipToNextEvent(), "b"},
+		{"group loop toNext", BeginGroup(Begin("a").Where(is("a")).Next("b").Where(is("b"))).OneOrMore(), SkipToNextEvent(), ""},
+	}
+	// Inputs of one key; together they feed every wait above what keeps
+	// it: a's without b's, b's without c's, rising prices.
+	inputs := []func(i int) (string, float64){
+		func(i int) (string, float64) { return "a", float64(i) },
+		func(i int) (string, float64) { return []string{"a", "x"}[i%2], float64(i) },
+		func(i int) (string, float64) { return []string{"a", "b", "x"}[i%3], float64(i) },
+		func(i int) (string, float64) { return []string{"a", "b", "b", "x"}[i%4], float64(i) },
+	}
+	const events, bound = 300, 2
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := mustCompile(t, tc.p.Skip(tc.skip))
+			got, _ := n.WaitsForever()
+			if got != tc.want {
+				t.Fatalf("WaitsForever() = %q, want %q", got, tc.want)
+			}
+			most := 0
+			for _, in := range inputs {
+				r := n.NewRun()
+				var res Result
+				for i := range events {
+					name, price := in(i)
+					res.Reset()
+					if err := r.Process(ev(uint64(i+1), name, price, event.Time(i)), event.Time(i), &res); err != nil {
+						t.Fatal(err)
+					}
+					most = max(most, r.PartialMatches())
+					if most >= events/4 {
+						break // grown enough; noSkip's matches grow as its square
+					}
+				}
+			}
+			if tc.want == "" && most > bound {
+				t.Errorf("no stage reported, but %d partial matches held at once", most)
+			}
+			if tc.want != "" && most < events/4 {
+				t.Errorf("stage %s reported, but at most %d partial matches held at once: these inputs do not show the growth", tc.want, most)
+			}
+		})
+	}
+}
