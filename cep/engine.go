@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -502,6 +503,67 @@ type RuleSummary struct {
 	Overflow      int64 // events over the MaxBufferedEvents limit
 	NoKey         int64 // events skipped for lacking one of the rule's key fields
 	Dropped       int64 // partial matches dropped over the MaxPartialMatches limit
+	// DroppedKeys are the keys with the most of Dropped, most first, at
+	// most 3, counted since the process started (drops before a restore
+	// are in Dropped alone, and those of events replayed after it count
+	// again here).
+	DroppedKeys []KeyCount
+}
+
+// KeyCount is a key of a rule as [rules.Rule.KeyText] shows it
+// (card="c42"), and a count of it: exact, or at least Count when Exact
+// is false (more keys counted than followed; see [KeyDrops]).
+type KeyCount struct {
+	Key   string
+	Count int64
+	Exact bool
+}
+
+// summaryKeys is how many keys a RuleSummary names of its drops.
+const summaryKeys = 3
+
+// addKeyCounts adds the counts of add to into, by key (the drops of a
+// later job of a run to those of the jobs before), and returns the
+// maxDropKeys with the most, most first (into's order among equals). A
+// key in one of them alone is exact only if the other is not full (it
+// may have let the key go).
+func addKeyCounts(into, add []KeyCount) []KeyCount {
+	full := len(into) == maxDropKeys
+	for i := range into {
+		if len(add) == maxDropKeys && !slices.ContainsFunc(add, func(c KeyCount) bool { return c.Key == into[i].Key }) {
+			into[i].Exact = false
+		}
+	}
+	for _, a := range add {
+		if i := slices.IndexFunc(into, func(c KeyCount) bool { return c.Key == a.Key }); i >= 0 {
+			into[i].Count += a.Count
+			into[i].Exact = into[i].Exact && a.Exact
+			continue
+		}
+		a.Exact = a.Exact && !full
+		into = append(into, a)
+	}
+	slices.SortStableFunc(into, func(a, b KeyCount) int { return cmp.Compare(b.Count, a.Count) })
+	return into[:min(len(into), maxDropKeys)]
+}
+
+// droppedKeys returns the keys at which op dropped partial matches of
+// rule id, shown as rule r's, most first: each with its least count.
+func droppedKeys(op *SharedOperator, id int, r *rules.Rule) []KeyCount {
+	ks, _ := op.DroppedKeys(id)
+	out := make([]KeyCount, len(ks))
+	for i, k := range ks {
+		out[i] = KeyCount{Key: r.KeyText(k.Key), Count: int64(k.Dropped - k.Shared), Exact: k.Shared == 0}
+	}
+	return out
+}
+
+// topKeys returns the first summaryKeys of c, a copy (nil for none).
+func topKeys(c []KeyCount) []KeyCount {
+	if len(c) == 0 {
+		return nil
+	}
+	return slices.Clone(c[:min(len(c), summaryKeys)])
 }
 
 // InputStats are the counters of the input of a run.

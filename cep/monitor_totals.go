@@ -48,9 +48,10 @@ type ruleTotals struct {
 // publishes, and what a run's summary has besides (RuleSummary).
 type ruleTotal struct {
 	RuleCount
-	overflow, partials int64  // of Dropped: events over the buffer limit, partial matches over theirs
-	late               int64  // the highest late count of its operator seen (one per key specification, not per rule state)
-	lastCond, lastEmit string // the latest expression errors' messages (a run's summary alone reads them)
+	overflow, partials int64      // of Dropped: events over the buffer limit, partial matches over theirs
+	dropKeys           []KeyCount // the keys with the most of partials (a run's summary alone reads them)
+	late               int64      // the highest late count of its operator seen (one per key specification, not per rule state)
+	lastCond, lastEmit string     // the latest expression errors' messages (a run's summary alone reads them)
 }
 
 type ruleKey struct{ rule, severity, timeoutSeverity string }
@@ -81,10 +82,11 @@ type totalSlot struct {
 // subtasks.
 type ruleFigure struct {
 	alerts, timedOut   int64
-	overflow, partials int64 // events over the buffer limit, partial matches over theirs
-	noKey              int64 // events without one of its key fields
-	compared, overlap  int64 // of a shadow comparison
-	late               int64 // its operator's late events (a run's summary's; the monitor leaves it 0)
+	overflow, partials int64      // events over the buffer limit, partial matches over theirs
+	dropKeys           []KeyCount // the keys with the most of partials (a job's figures at its end; the monitor's have none)
+	noKey              int64      // events without one of its key fields
+	compared, overlap  int64      // of a shadow comparison
+	late               int64      // its operator's late events (a run's summary's; the monitor leaves it 0)
 }
 
 // grow adds to *total what v grew past *took.
@@ -120,6 +122,7 @@ func (t *ruleTotals) add(e *Engine, c []ruleFigure) {
 		grow(&rt.overflow, &sl.taken.overflow, f.overflow)
 		grow(&rt.partials, &sl.taken.partials, f.partials)
 		rt.Dropped = rt.overflow + rt.partials
+		rt.dropKeys = addKeyCounts(rt.dropKeys, f.dropKeys)
 		grow(&rt.NoKey, &sl.taken.noKey, f.noKey)
 		grow(&rt.ConditionErrors, &sl.expr.cond, int64(cr.rule.ConditionErrors()))
 		grow(&rt.EmitErrors, &sl.expr.emit, int64(cr.rule.EmitErrors()))
@@ -271,5 +274,6 @@ func (rt *ruleTotal) summary(former bool) RuleSummary {
 		ConditionErrors: uint64(rt.ConditionErrors), LastConditionError: rt.lastCond,
 		EmitErrors: uint64(rt.EmitErrors), LastEmitError: rt.lastEmit,
 		Late: rt.late, Overflow: rt.overflow, NoKey: rt.NoKey, Dropped: rt.partials,
+		DroppedKeys: topKeys(rt.dropKeys),
 	}
 }

@@ -146,6 +146,7 @@ func (r *run) finish(runErr error) (*Summary, error) {
 			Overflow:           rr.overflow,
 			NoKey:              rr.noKey,
 			Dropped:            int64(opStats.DroppedPartialMatches),
+			DroppedKeys:        topKeys(droppedKeys(r.host.keyOps[cr.spec].op, i, cr.rule)),
 		})
 	}
 	var rejected int64

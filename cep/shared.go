@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -202,11 +203,15 @@ type sharedRule struct {
 	nfa                        *nfa.NFA
 	err                        error // sticky: the rule's first run error (*KeyError)
 	dropped, matches, timeouts uint64
-	freeRuns                   []*nfa.Run
-	start                      *startGroup // the rules whose start states decide alike
-	maxPartial                 int
-	step                       bool // SharedRule.StepDeadlines
-	coldPresent                int  // cold keys at which the rule holds state
+	// dropKeys are the first keys (at most maxDropKeys) at which the rule
+	// dropped partial matches at the limit, with their drops since the
+	// operator was made (not restored: see DroppedKeys).
+	dropKeys    []KeyDrops
+	freeRuns    []*nfa.Run
+	start       *startGroup // the rules whose start states decide alike
+	maxPartial  int
+	step        bool // SharedRule.StepDeadlines
+	coldPresent int  // cold keys at which the rule holds state
 	// deferStart says that the rule's runs may start late (see
 	// ruleSlot.pend): its NFA's DeferrableStart holds and it has no
 	// partial-match limit; window is its NFA's window then (noWindow if
@@ -557,6 +562,61 @@ func (o *SharedOperator) RuleStats(id int) (Stats, error) {
 // cheap test of whether the rules' DroppedPartialMatches moved, not a
 // count (it starts at 0 in a restored operator).
 func (o *SharedOperator) Drops() uint64 { return o.drops }
+
+// maxDropKeys is how many keys a rule follows the drops of (DroppedKeys).
+const maxDropKeys = 8
+
+// KeyDrops is a key at which a rule dropped partial matches at its
+// MaxPartialMatches limit, and how many it dropped there: at least
+// Dropped - Shared, at most Dropped (Shared is 0 when exact).
+type KeyDrops struct {
+	Key     event.Key
+	Dropped uint64
+	// Shared is what of Dropped may have been dropped at keys no longer
+	// followed: the count the key took over (Space-Saving).
+	Shared uint64
+}
+
+// noteDrops counts d partial matches dropped at key k with the
+// Space-Saving algorithm (Metwally et al.): maxDropKeys counters, and a
+// key not followed takes over the counter of the fewest drops, keeping
+// its count as Shared. A key that dropped more than a maxDropKeys-th of
+// the rule's drops is always followed.
+func (r *sharedRule) noteDrops(k event.Key, d uint64) {
+	least := -1
+	for i := range r.dropKeys {
+		if r.dropKeys[i].Key == k {
+			r.dropKeys[i].Dropped += d
+			return
+		}
+		if least < 0 || r.dropKeys[i].Dropped < r.dropKeys[least].Dropped {
+			least = i
+		}
+	}
+	// A key's bytes may be lent by a store.
+	kd := KeyDrops{Key: event.Key(strings.Clone(string(k))), Dropped: d}
+	if len(r.dropKeys) < maxDropKeys {
+		r.dropKeys = append(r.dropKeys, kd)
+		return
+	}
+	kd.Shared = r.dropKeys[least].Dropped
+	kd.Dropped += kd.Shared
+	r.dropKeys[least] = kd
+}
+
+// DroppedKeys returns the keys at which rule id dropped the most partial
+// matches at its limit, most first, at most 8, with their drops since the
+// operator was made (a restored operator starts with none, unlike
+// DroppedPartialMatches); see [KeyDrops]. The slice is the caller's.
+func (o *SharedOperator) DroppedKeys(id int) ([]KeyDrops, error) {
+	i := o.pos(id)
+	if i < 0 {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownRule, id)
+	}
+	out := slices.Clone(o.rules[i].dropKeys)
+	slices.SortStableFunc(out, func(a, b KeyDrops) int { return cmp.Compare(b.Dropped-b.Shared, a.Dropped-a.Shared) })
+	return out, nil
+}
 
 // RuleCounts is RuleStats without the gauges (Keys and BufferedEvents stay
 // 0): the counters, read without scanning the keys.
@@ -1388,8 +1448,11 @@ func (o *SharedOperator) emit(i int, ks *keyState, at event.Time, out *Output) {
 	}
 	r.matches += uint64(len(o.res.Matches))
 	r.timeouts += uint64(len(o.res.Timeouts))
-	r.dropped += uint64(o.res.Dropped)
-	o.drops += uint64(o.res.Dropped)
+	if d := uint64(o.res.Dropped); d > 0 {
+		r.dropped += d
+		o.drops += d
+		r.noteDrops(ks.key, d)
+	}
 	o.res.Reset()
 }
 

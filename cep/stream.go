@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1091,11 +1092,18 @@ func (j *job) figures() []ruleFigure {
 			f.timedOut += rc.timedOut
 			f.overflow += rc.overflow
 			f.partials += int64(counts.DroppedPartialMatches)
+			f.dropKeys = append(f.dropKeys, droppedKeys(h.keyOps[cr.spec].op, i, cr.rule)...)
 			f.noKey += rc.noKey
 			f.compared += rc.compared
 			f.overlap += rc.overlap
 			f.late += int64(counts.Late)
 		}
+	}
+	for i := range c {
+		// A key is at one subtask: its count is that subtask's.
+		f := &c[i]
+		slices.SortStableFunc(f.dropKeys, func(a, b KeyCount) int { return cmp.Compare(b.Count, a.Count) })
+		f.dropKeys = f.dropKeys[:min(len(f.dropKeys), maxDropKeys)]
 	}
 	return c
 }

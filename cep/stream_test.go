@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -333,7 +334,7 @@ func compareSummary(t *testing.T, what string, want *Summary, got *StreamResult)
 		// ConditionErrors counts on the shared *rules.Rule, over every
 		// engine: not a counter of one run.
 		gr.ConditionErrors, wr.ConditionErrors = 0, 0
-		if gr != wr {
+		if !reflect.DeepEqual(gr, wr) {
 			t.Errorf("%s: rule summary %+v, Engine.Run's %+v", what, gr, wr)
 		}
 	}

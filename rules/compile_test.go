@@ -105,6 +105,22 @@ rule g {
 	if got := g.Key(ev); got != "" {
 		t.Errorf("global rule key = %q, want \"\"", got)
 	}
+	// KeyText shows a key as its fields and values, a long value cut.
+	long := &event.Event{Fields: []event.Value{event.String(strings.Repeat("é", 30)), event.String("7"), event.Int(1)}}
+	for _, tc := range []struct {
+		r    *Rule
+		ev   *event.Event
+		want string
+	}{
+		{r, ev, `a="x, y", b=7`},
+		{r, asString, `a="x, y", b="7"`},
+		{r, long, `a="` + strings.Repeat("é", 24) + `...", b="7"`},
+		{g, ev, ""},
+	} {
+		if got := tc.r.KeyText(tc.r.Key(tc.ev)); got != tc.want {
+			t.Errorf("KeyText(%q) = %s, want %s", tc.r.Key(tc.ev), got, tc.want)
+		}
+	}
 	if r.Severity != SeverityMedium || r.Severity.String() != "medium" {
 		t.Errorf("default severity %v, want medium", r.Severity)
 	}

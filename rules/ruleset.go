@@ -3,7 +3,9 @@ package rules
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/nfa"
@@ -200,6 +202,48 @@ func (r *Rule) Key(ev *event.Event) event.Key {
 		}
 	}
 	return event.Key(b.String())
+}
+
+// KeyText returns key k of this rule ([Rule.Key]) for display, each key
+// field with its value: card="c42" (a string quoted), or account=7,
+// branch="x" for several; "" for the rule without key fields. A value
+// longer than 48 bytes is cut short, ending in "...".
+func (r *Rule) KeyText(k event.Key) string {
+	if len(r.KeyFields) == 0 {
+		return ""
+	}
+	parts := strings.SplitN(string(k), "\x1f", len(r.KeyFields))
+	if len(r.KeyFields) == 1 {
+		parts = []string{string(k)} // a string key is itself, 0x1f included
+	}
+	var b strings.Builder
+	for i, f := range r.KeyFields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f)
+		b.WriteByte('=')
+		if i >= len(parts) {
+			b.WriteString("?")
+			continue
+		}
+		v, str := parts[i], true
+		if rest, ok := strings.CutPrefix(v, "\x00"); ok {
+			v, str = rest, false
+		}
+		if len(v) > 48 {
+			cut := 48
+			for cut > 0 && !utf8.RuneStart(v[cut]) {
+				cut--
+			}
+			v = v[:cut] + "..."
+		}
+		if str {
+			v = strconv.Quote(v)
+		}
+		b.WriteString(v)
+	}
+	return b.String()
 }
 
 // KeyValues returns the values of ev's key fields, in KeyFields order.

@@ -973,7 +973,11 @@ func ruleNotes(r cep.RuleSummary) []string {
 		notes = append(notes, plural(int64(r.EmitErrors), "emit error", "emit errors"))
 	}
 	if r.Dropped > 0 {
-		notes = append(notes, plural(r.Dropped, "partial match", "partial matches")+" dropped (limit)")
+		note := plural(r.Dropped, "partial match", "partial matches") + " dropped (limit)"
+		if len(r.DroppedKeys) > 0 {
+			note += ", most at key " + droppedAt(r.DroppedKeys)
+		}
+		notes = append(notes, note)
 	}
 	if r.Overflow > 0 {
 		notes = append(notes, plural(r.Overflow, "event", "events")+" over the buffer limit")
@@ -982,6 +986,24 @@ func ruleNotes(r cep.RuleSummary) []string {
 		notes = append(notes, plural(r.NoKey, "event", "events")+" without its key skipped")
 	}
 	return notes
+}
+
+// droppedAt lists the keys of a rule's drops with their counts, as
+// card="c1" (3,000), card="c2" (at least 150) (a lower bound when more
+// keys dropped than were followed: cep.KeyCount).
+func droppedAt(keys []cep.KeyCount) string {
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		least := ""
+		if !k.Exact {
+			least = "at least "
+		}
+		fmt.Fprintf(&b, "%s (%s%s)", k.Key, least, humanize.Int(k.Count))
+	}
+	return b.String()
 }
 
 // printRuleErrors prints the last run-time error of each rule whose

@@ -161,6 +161,9 @@ func logSummary(log *slog.Logger, r *cep.StreamResult) {
 		count("condition_errors", int64(rr.ConditionErrors))
 		count("emit_errors", int64(rr.EmitErrors))
 		count("partial_matches_dropped", rr.Dropped)
+		if len(rr.DroppedKeys) > 0 {
+			attrs = append(attrs, "partial_matches_dropped_at", droppedAt(rr.DroppedKeys))
+		}
 		count("events_over_buffer_limit", rr.Overflow)
 		count("events_without_key", rr.NoKey)
 		if rr.LastConditionError != "" {

@@ -736,3 +736,26 @@ func TestRunProcessingTimeOpenWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryDroppedKeys: the summary line of a rule that dropped partial
+// matches at -max-partial-matches names the keys with the most drops, in
+// run's lines and serve's record: it named none.
+func TestSummaryDroppedKeys(t *testing.T) {
+	res := &cep.StreamResult{Summary: cep.Summary{Ruleset: "cards", Rules: []cep.RuleSummary{
+		{Rule: "r", Severity: "high", Alerts: 2, Dropped: 3192, DroppedKeys: []cep.KeyCount{
+			{Key: `card="c1"`, Count: 3000, Exact: true}, {Key: `card="c2"`, Count: 150}}},
+		{Rule: "q", Severity: "low", Alerts: 1},
+	}}}
+	var b bytes.Buffer
+	printRunSummary(&b, res, "")
+	want := "\n  r                                   2 alerts  (3,192 partial matches dropped (limit), most at key card=\"c1\" (3,000), card=\"c2\" (at least 150))\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("run's summary lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	logSummary(slog.New(slog.NewTextHandler(&b, nil)), res)
+	want = `msg="rule summary" rule=r severity=high alerts=2 partial_matches_dropped=3192 partial_matches_dropped_at="card=\"c1\" (3,000), card=\"c2\" (at least 150)"` + "\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("serve's rule summaries lack %q:\n%s", want, b.String())
+	}
+}
