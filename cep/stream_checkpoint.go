@@ -44,9 +44,10 @@ var errStopped = errors.New("cep: stream: stopped")
 
 // send hands m to subtask i, waiting while its channel is full (the
 // backpressure), unless the job stopped. While it waits, the progress is
-// still reported at its interval: a subtask in a long step (a key of many
-// partial matches, an explosive pattern) held the coordinator here, and
-// the run printed no line at all for minutes.
+// still reported at its interval, and the monitor's figures published at
+// the loop's cadence: a subtask in a long step (a key of many partial
+// matches, an explosive pattern) held the coordinator here, and the run
+// printed no line at all for minutes, and its metrics stood still.
 func (j *job) send(i int, m msg) error {
 	select {
 	case j.subs[i].in <- m:
@@ -56,7 +57,7 @@ func (j *job) send(i int, m msg) error {
 	default:
 	}
 	var tick <-chan time.Time
-	if j.cfg.Progress != nil {
+	if j.cfg.Progress != nil || j.cfg.Monitor != nil {
 		t := time.NewTicker(tickEvery)
 		defer t.Stop()
 		tick = t.C
@@ -71,6 +72,13 @@ func (j *job) send(i int, m msg) error {
 		case now := <-tick:
 			if now.Sub(waiting) >= stuckSend {
 				j.reportProgress(now)
+			}
+			if j.cfg.Monitor != nil && !j.nextProgress.IsZero() {
+				// The monitor's figures (the metrics) go out as at the
+				// loop's ticks, once it has begun: a subtask in a long
+				// step held them at their last values (the other
+				// subtasks' alerts, the lookups, the partitions' lag).
+				j.publish(true)
 			}
 		}
 	}

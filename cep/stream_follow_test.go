@@ -1560,6 +1560,17 @@ func TestStreamStopCutShortWithoutKafka(t *testing.T) {
 	}
 }
 
+// busyConfig is the configuration of a stream of 60,000 events, far
+// more than the queues to the subtasks hold: a subtask asleep in a step
+// soon holds the coordinator in its send.
+func busyConfig(t *testing.T) StreamConfig {
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(engineInput(60000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return newStreamDirs(t).config(events)
+}
+
 // TestStreamProgressWhileSubtaskBusy: while a subtask is behind in a
 // long step (here asleep at its first barrier) and the coordinator waits
 // to hand it more, the progress is still reported at its interval once
@@ -1567,13 +1578,7 @@ func TestStreamStopCutShortWithoutKafka(t *testing.T) {
 // run whose rule took minutes over one key printed no line at all (the
 // state trial).
 func TestStreamProgressWhileSubtaskBusy(t *testing.T) {
-	input := engineInput(60000)
-	d := newStreamDirs(t)
-	events := filepath.Join(t.TempDir(), "events.jsonl")
-	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := d.config(events)
+	cfg := busyConfig(t)
 	cfg.ProgressInterval = 50 * time.Millisecond
 	var mu sync.Mutex
 	var slept [2]time.Time // the busy subtask's sleep: its start and end
@@ -1608,5 +1613,61 @@ func TestStreamProgressWhileSubtaskBusy(t *testing.T) {
 	}
 	if slept[1].IsZero() || during < 3 {
 		t.Errorf("%d progress reports while a subtask was busy for two seconds (every 50ms asked) once the coordinator had waited %v, want 3 or more", during, stuckSend)
+	}
+}
+
+// TestStreamMonitorWhileSubtaskBusy: while a subtask is behind in a long
+// step (asleep at its first barrier) and the coordinator waits to hand it
+// more, the monitor's figures (what /metrics serves at each scrape) are
+// still published at the coordinator's ticks: they stood still for as
+// long as the coordinator waited, though the progress line went on.
+func TestStreamMonitorWhileSubtaskBusy(t *testing.T) {
+	cfg := busyConfig(t)
+	cfg.Monitor = NewStreamMonitor()
+	busy := make(chan struct{})
+	cfg.hooks.atBarrier = func(sub int, id int64) {
+		if sub == 0 && id == 1 {
+			close(busy)
+			time.Sleep(2 * time.Second)
+		}
+	}
+	type scrape struct {
+		at      time.Time
+		elapsed time.Duration // changes only when the job publishes
+	}
+	scrapes := make(chan []scrape, 1)
+	stop := make(chan struct{})
+	go func() {
+		var got []scrape
+		defer func() { scrapes <- got }()
+		select {
+		case <-busy:
+		case <-stop:
+			return
+		}
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			got = append(got, scrape{time.Now(), cfg.Monitor.Snapshot().Progress.Elapsed})
+		}
+	}()
+	res, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	close(stop)
+	got := <-scrapes
+	if err != nil || !res.Finished {
+		t.Fatalf("Stream: %v, %v", res, err)
+	}
+	if len(got) == 0 {
+		t.Fatal("no subtask was busy at its first barrier")
+	}
+	// From half a second into the sleep (the coordinator waits by then:
+	// the queues hold far fewer than the input's events) to its end.
+	from := got[0].at.Add(500 * time.Millisecond)
+	published := map[time.Duration]bool{}
+	for _, s := range got {
+		if s.at.After(from) {
+			published[s.elapsed] = true
+		}
+	}
+	if len(published) < 5 {
+		t.Errorf("%d distinct figures published in the last 1.5s of a subtask's 2s step (the ticks are every %v), want 5 or more", len(published), tickEvery)
 	}
 }
