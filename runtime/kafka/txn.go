@@ -106,7 +106,8 @@ func (epochOver) Is(target error) bool { return target == ErrFenced }
 
 // ErrTimedOut marks a transaction that the brokers aborted at its
 // timeout, no newer producer having taken its transactional id since
-// (the producer's next epoch was granted: KIP-588): the process was
+// (the producer's next epoch was granted, KIP-588, and the id was still
+// at that epoch 2 s later): the process was
 // paused or cut off for longer than the timeout. It is not a fence: the
 // producer's successor in this process (a new [Txn]) may go on. Errors
 // that wrap it also wrap ErrTxn.
@@ -513,7 +514,9 @@ func (t *Txn) supports(ctx context.Context, key kmsg.Key, v int16) bool {
 // any older epoch, the group coordinator's too) is also what a write
 // meets after the brokers aborted the transaction at its timeout, which
 // the coordinator tells apart: it grants the old epoch's abort and the
-// next epoch only when no newer producer took the id.
+// next epoch only when no newer producer took the id, and the id stays
+// the producer's when a newer one has not just begun to take it
+// (heldBy).
 func (t *Txn) fail(ctx context.Context, err error) error {
 	fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, ErrFenced)
 	over := errors.Is(err, kerr.InvalidProducerEpoch)
@@ -528,9 +531,14 @@ func (t *Txn) fail(ctx context.Context, err error) error {
 		// epoch (KIP-588: franz-go's client asks so after such an
 		// error, or the abort above was granted at the old epoch), is
 		// refused PRODUCER_FENCED if a newer producer holds the id.
-		switch _, _, perr := t.cl.ProducerID(ctx); {
+		switch id, epoch, perr := t.cl.ProducerID(ctx); {
 		case perr == nil:
-			return fmt.Errorf("%w: %w: transactional id %s: %w", ErrTxn, ErrTimedOut, t.id, err)
+			switch held, told := t.heldBy(ctx, id, epoch); {
+			case held:
+				return fmt.Errorf("%w: %w: transactional id %s: %w", ErrTxn, ErrTimedOut, t.id, err)
+			case told:
+				fenced = true
+			}
 		case errors.Is(perr, kerr.ProducerFenced):
 			fenced = true
 		}
@@ -542,6 +550,38 @@ func (t *Txn) fail(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w: transactional id %s: %w", ErrTxn, ErrEpochOver, t.id, err)
 	}
 	return fmt.Errorf("%w: %w", ErrTxn, err)
+}
+
+// takeoverSettle is how long heldBy waits before it looks (a variable
+// for tests).
+var takeoverSettle = 2 * time.Second
+
+// heldBy reports whether the transactional id is still held by producer
+// id at epoch, the epoch the coordinator granted it after
+// INVALID_PRODUCER_EPOCH, once a newer producer's retry would have come
+// (told false: nothing tells). The grant does not tell a transaction
+// aborted at its timeout from one aborted by a newer producer's first
+// InitProducerId: the coordinator fences the old epoch the same way, and
+// answers the newer producer CONCURRENT_TRANSACTIONS; its retry, after
+// its backoff (franz-go's 20 ms, at most 1 s; the Java client's
+// retry.backoff.ms, 100 ms, at most 1 s), takes the id. Told ErrTimedOut
+// then, this producer's job would restart and fence the newer one, which
+// could meet the same and fence it back, in turn.
+func (t *Txn) heldBy(ctx context.Context, id int64, epoch int16) (held, told bool) {
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-time.After(takeoverSettle):
+	}
+	ds, err := t.adm.DescribeTransactions(ctx, t.id)
+	if err != nil {
+		return false, false
+	}
+	d, ok := ds[t.id]
+	if !ok || d.Err != nil {
+		return false, false
+	}
+	return d.ProducerID == id && d.ProducerEpoch == epoch, true
 }
 
 // DeleteBefore deletes the records of topics' partitions before the

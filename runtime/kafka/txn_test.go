@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -608,5 +609,77 @@ func holdOffsets(t *testing.T, txn *Txn, in string, committed, held int64) {
 	}
 	if err := txn.commitOffsets(ctx, map[string]Offsets{in: {0: held}}, func(string, int32) string { return "chk=2" }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTxnFencedAmidTakeover: a newer producer of the same transactional
+// id fences an open transaction by its first InitProducerId (the
+// coordinator aborts the transaction at a new epoch and answers
+// CONCURRENT_TRANSACTIONS), and takes the id by its retry, after its
+// backoff. The fenced producer's next commit, refused
+// INVALID_PRODUCER_EPOCH, asks for its next epoch between the two and is
+// granted it, as after a transaction timeout: it is told it was fenced,
+// not that its transaction timed out (its job would restart and fence
+// the newer producer). It was told ErrTimedOut.
+func TestTxnFencedAmidTakeover(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	conn := Conn{Brokers: brokers}
+	in := topicName(t)
+	if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := TxnConfig{Brokers: brokers, TransactionalID: in + "-txn", Group: in + "-g", Timeout: time.Minute}
+	txn, err := NewTxn(ctx, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	holdOffsets(t, txn, in, 1, 2)
+	// The newer producer, by hand: franz-go's would retry at once.
+	newer, err := conn.newClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close()
+	initNewer := func() error {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &tc.TransactionalID
+		req.TransactionTimeoutMillis = int32(time.Minute.Milliseconds())
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		resp, err := req.RequestWith(ctx, newer)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err := initNewer(); !errors.Is(err, kerr.ConcurrentTransactions) {
+		t.Fatalf("the newer producer's first InitProducerId: %v, want CONCURRENT_TRANSACTIONS (the open transaction aborted)", err)
+	}
+	if got, err := GroupOffsets(ctx, conn, tc.Group, in); err != nil || got[0] != (Committed{1, "chk=1"}) {
+		t.Fatalf("offsets once the transaction is aborted: %v, %v; want 0:1 chk=1", got, err)
+	}
+	// The newer producer retries 300 ms after the commit begins (the
+	// grant takes a few milliseconds; the check waits 2 s).
+	took := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		for {
+			err := initNewer()
+			if !errors.Is(err, kerr.ConcurrentTransactions) {
+				took <- err
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	txn.Produce(ctx, in, nil, []byte("z"))
+	err = txn.Commit(ctx, in, Offsets{0: 3}, "chk=3")
+	if terr := <-took; terr != nil {
+		t.Fatalf("the newer producer's retry: %v", terr)
+	}
+	if !errors.Is(err, ErrTxn) || !errors.Is(err, ErrFenced) || errors.Is(err, ErrTimedOut) {
+		t.Fatalf("the commit of the producer a newer one fenced: %v; want ErrTxn and ErrFenced, not ErrTimedOut", err)
 	}
 }
