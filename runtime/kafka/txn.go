@@ -638,7 +638,8 @@ func GroupOffsets(ctx context.Context, c Conn, group, topic string) (map[int32]C
 
 // GroupOffsetsHeld is GroupOffsets telling held of a wait for a
 // transaction: once offsets have been held for 5 s, again every 30 s,
-// and once more (ended) when the wait is over.
+// and once more (ended) when the transaction has ended; a wait that ends
+// otherwise (ctx, an error) is told by the error returned, not to held.
 func GroupOffsetsHeld(ctx context.Context, c Conn, group, topic string, held func(waited time.Duration, ended bool)) (map[int32]Committed, error) {
 	return groupOffsets(ctx, c, group, topic, true, held)
 }
@@ -717,11 +718,6 @@ func fetchOffsets(ctx context.Context, adm *kadm.Client, group string, stable bo
 	until := time.Now().Add(16 * time.Minute)
 	var since time.Time      // of the first answer UnstableOffsetCommit
 	told := time.Duration(0) // the wait last told of
-	defer func() {
-		if told > 0 {
-			held(time.Since(since), true)
-		}
-	}()
 	for {
 		if waited := time.Since(since); held != nil && !since.IsZero() && waited >= heldAfter && (told == 0 || waited-told >= heldEvery) {
 			held(waited, false)
@@ -740,6 +736,11 @@ func fetchOffsets(ctx context.Context, adm *kadm.Client, group string, stable bo
 			return err
 		}, unstable)
 		if !unstable(err) || time.Now().After(until) {
+			if told > 0 && err == nil {
+				// The transaction ended. A wait ended otherwise (the
+				// context, an error, the limit) is the error's to tell.
+				held(time.Since(since), true)
+			}
 			return resp, err
 		}
 		if since.IsZero() {

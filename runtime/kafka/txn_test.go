@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -525,6 +526,39 @@ func TestGroupOffsetsPendingTxn(t *testing.T) {
 	}
 	if err := <-ended; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGroupOffsetsHeldCancelled: a wait for offsets a transaction holds
+// that ends with its context, the transaction still open, is not told
+// ended (the log said the transaction had ended).
+func TestGroupOffsetsHeldCancelled(t *testing.T) {
+	brokers := realBrokers(t)
+	ctx := testContext(t)
+	in := topicName(t)
+	conn := Conn{Brokers: brokers}
+	if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := TxnConfig{Brokers: brokers, TransactionalID: in + "-txn", Group: in + "-g", Timeout: time.Minute}
+	txn, err := NewTxn(ctx, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	holdOffsets(t, txn, in, 5, 6)
+	saved := heldAfter
+	heldAfter = 100 * time.Millisecond
+	t.Cleanup(func() { heldAfter = saved })
+	var tells []bool
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	got, err := GroupOffsetsHeld(wctx, conn, tc.Group, in, func(_ time.Duration, ended bool) { tells = append(tells, ended) })
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GroupOffsetsHeld while a transaction holds 6 past its context: %v, %v; want the context's error", got, err)
+	}
+	if len(tells) == 0 || slices.Contains(tells, true) {
+		t.Fatalf("held was told ended %v; want at least one wait, none ended (the transaction is still open)", tells)
 	}
 }
 
