@@ -470,16 +470,8 @@ func TestGroupOffsetsPendingTxn(t *testing.T) {
 	ctx := testContext(t)
 	in := topicName(t)
 	conn := Conn{Brokers: brokers}
-	if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	group := in + "-g"
-	txn, err := NewTxn(ctx, TxnConfig{Brokers: brokers, TransactionalID: group + "-txn", Group: group})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txn.Close()
-	holdOffsets(t, txn, in, 5, 6)
+	txn, tc := heldTxn(t, brokers, in, 0, 5, 6)
+	group := tc.Group
 	// Shorter than the transaction stays open; set once the transaction
 	// is open, not before: on a broker just started, the first producer
 	// id and commit take longer than a second (the coordinators load).
@@ -537,16 +529,7 @@ func TestGroupOffsetsHeldCancelled(t *testing.T) {
 	ctx := testContext(t)
 	in := topicName(t)
 	conn := Conn{Brokers: brokers}
-	if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	tc := TxnConfig{Brokers: brokers, TransactionalID: in + "-txn", Group: in + "-g", Timeout: time.Minute}
-	txn, err := NewTxn(ctx, tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txn.Close()
-	holdOffsets(t, txn, in, 5, 6)
+	_, tc := heldTxn(t, brokers, in, time.Minute, 5, 6)
 	saved := heldAfter
 	heldAfter = 100 * time.Millisecond
 	t.Cleanup(func() { heldAfter = saved })
@@ -584,16 +567,7 @@ func TestTxnFencedOrTimedOut(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := topicName(t)
-			if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
-				t.Fatal(err)
-			}
-			tc := TxnConfig{Brokers: brokers, TransactionalID: in + "-txn", Group: in + "-g", Timeout: 2 * time.Second}
-			txn, err := NewTxn(ctx, tc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer txn.Close()
-			holdOffsets(t, txn, in, 1, 2)
+			txn, tc := heldTxn(t, brokers, in, 2*time.Second, 1, 2)
 			if c.newer {
 				newer, err := NewTxn(ctx, tc)
 				if err != nil {
@@ -624,13 +598,24 @@ func TestTxnFencedOrTimedOut(t *testing.T) {
 	}
 }
 
-// holdOffsets commits offset committed of partition 0 of topic in with
-// metadata chk=1 (and 10 records), then leaves the next transaction open
-// holding offset held (chk=2), as one whose producer stopped between its
-// offsets and its end.
-func holdOffsets(t *testing.T, txn *Txn, in string, committed, held int64) {
+// heldTxn makes topic in (one partition) and a Txn of transactional id
+// in-txn for group in-g with the transaction timeout given (0: the
+// default), closed at the test's end; the Txn commits offset committed of
+// the partition with metadata chk=1 (and 10 records), then leaves the
+// next transaction open holding offset held (chk=2), as one whose
+// producer stopped between its offsets and its end.
+func heldTxn(t *testing.T, brokers []string, in string, timeout time.Duration, committed, held int64) (*Txn, TxnConfig) {
 	t.Helper()
 	ctx := testContext(t)
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := TxnConfig{Brokers: brokers, TransactionalID: in + "-txn", Group: in + "-g", Timeout: timeout}
+	txn, err := NewTxn(ctx, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(txn.Close)
 	for range 10 {
 		txn.Produce(ctx, in, nil, []byte("x"))
 	}
@@ -644,6 +629,7 @@ func holdOffsets(t *testing.T, txn *Txn, in string, committed, held int64) {
 	if err := txn.commitOffsets(ctx, map[string]Offsets{in: {0: held}}, func(string, int32) string { return "chk=2" }); err != nil {
 		t.Fatal(err)
 	}
+	return txn, tc
 }
 
 // TestTxnFencedAmidTakeover: a newer producer of the same transactional
@@ -661,16 +647,7 @@ func TestTxnFencedAmidTakeover(t *testing.T) {
 	ctx := testContext(t)
 	conn := Conn{Brokers: brokers}
 	in := topicName(t)
-	if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: in, Partitions: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	tc := TxnConfig{Brokers: brokers, TransactionalID: in + "-txn", Group: in + "-g", Timeout: time.Minute}
-	txn, err := NewTxn(ctx, tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txn.Close()
-	holdOffsets(t, txn, in, 1, 2)
+	txn, tc := heldTxn(t, brokers, in, time.Minute, 1, 2)
 	// The newer producer, by hand: franz-go's would retry at once.
 	newer, err := conn.newClient()
 	if err != nil {
