@@ -788,9 +788,7 @@ func TestBacktestOutputFIFO(t *testing.T) {
 	rules := writeFile(t, dir, "r.cep", goodSrc)
 	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
 	fifo := filepath.Join(dir, "late.fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal("mkfifo:", err)
-	}
+	mkfifo(t, fifo)
 	done := make(chan string, 1)
 	go func() {
 		code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-late", fifo)
@@ -886,9 +884,7 @@ func TestRunEventsFIFO(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "r.cep", goodSrc)
 	fifo := filepath.Join(dir, "events.fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal("mkfifo:", err)
-	}
+	mkfifo(t, fifo)
 	input := abEvents(20, 0, "")
 	wrote := make(chan error, 1)
 	go func() {

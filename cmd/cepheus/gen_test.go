@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -244,9 +243,7 @@ func TestGenOutputFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	fifo := filepath.Join(dir, "events.fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal("mkfifo:", err)
-	}
+	mkfifo(t, fifo)
 	read := make(chan []byte, 1)
 	go func() {
 		f, err := os.Open(fifo)
