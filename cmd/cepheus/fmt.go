@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 
@@ -22,12 +23,13 @@ syntax error is not formatted; its errors are printed to stderr and the
 exit status is 1.
 
 With -w, fmt rewrites each file that is not canonical instead of printing
-it. With -d, it prints a unified diff of the changes instead, and the exit
-status is 1 when there are changes (0 when every file is canonical), so a
-CI job can run fmt -d. With -l, it lists the files that are not canonical,
-one a line, instead (the exit status stays 0, as with gofmt -l). The flags
-combine: -d -w prints the diff and rewrites the file; -l -w lists and
-rewrites.
+it, in place (its mode, owner and links kept); a write that fails (a full
+disk) puts the former content back and exits 1. With -d, it prints a
+unified diff of the changes instead, and the exit status is 1 when there
+are changes (0 when every file is canonical), so a CI job can run fmt -d.
+With -l, it lists the files that are not canonical, one a line, instead
+(the exit status stays 0, as with gofmt -l). The flags combine: -d -w
+prints the diff and rewrites the file; -l -w lists and rewrites.
 `,
 }
 
@@ -109,15 +111,50 @@ func formatOne(name string, src []byte, stdout, stderr io.Writer, mode fmtMode) 
 		if !changed {
 			return false, nil
 		}
-		st, err := os.Stat(name)
-		if err != nil {
-			return changed, err
-		}
-		return changed, os.WriteFile(name, out, st.Mode().Perm())
+		return changed, rewriteFile(name, src, out)
 	}
 	if !mode.diff && !mode.list {
 		_, err := stdout.Write(out)
 		return changed, err
 	}
 	return changed, nil
+}
+
+// rewriteFile replaces the content of the file name, orig, by out. It
+// writes in place, as gofmt -w does, so the file keeps its inode, owner,
+// mode and links and needs no write access to its directory, and it never
+// truncates the file first: a write that fails midway (a full disk, a
+// quota, a file size limit) puts orig back into the blocks the file
+// already had, so that a failed rewrite leaves the file as it was. Only
+// when that fails too is the file torn, and the error says so.
+func rewriteFile(name string, orig, out []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	n, err := f.Write(out)
+	if err == nil && len(out) < len(orig) {
+		err = f.Truncate(int64(len(out)))
+	}
+	if err == nil {
+		// A file system that reports write errors late (NFS, a quota)
+		// reports them here, while orig can still be put back.
+		err = f.Sync()
+	}
+	if err != nil && n > 0 {
+		_, rerr := f.WriteAt(orig, 0)
+		if rerr == nil {
+			rerr = f.Truncate(int64(len(orig)))
+		}
+		if rerr == nil {
+			rerr = f.Sync()
+		}
+		if rerr != nil {
+			err = fmt.Errorf("%w, and putting its former content back failed too (%v): the file is torn", err, rerr)
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

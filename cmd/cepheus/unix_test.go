@@ -1,0 +1,68 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFmtWriteFailureKeepsFile runs fmt -w under a file size limit that
+// the formatted ruleset exceeds (as a full disk or a quota would stop it
+// midway): the rewrite fails with exit 1 and leaves the file as it was.
+// Before, fmt -w truncated the file first, and the failed write left the
+// first 8 KiB of the formatted rules: the rules after them were lost.
+func TestFmtWriteFailureKeepsFile(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	// ulimit -f counts 512-byte blocks (POSIX): 16 are 8 KiB. The rules
+	// are written compactly, so that the file fits and its canonical form,
+	// indented, does not.
+	const limit = 16 * 512
+	var src strings.Builder
+	src.WriteString("ruleset big\nevent time ts\n")
+	for i := 0; ; i++ {
+		r := fmt.Sprintf("rule r%d {\nkey k\npattern {\nbegin a where amount > 1\nfollowedBy b where amount > a.amount\nwithin 10m\n}\n}\n", i)
+		if src.Len()+len(r) > limit-100 {
+			break
+		}
+		src.WriteString(r)
+	}
+	p := writeFile(t, dir, "big.cep", src.String())
+	code, formatted, stderr := cepheus(t, "fmt", p)
+	if code != 0 || len(formatted) <= limit {
+		t.Fatalf("fmt: exit %d, %d bytes (want more than %d)\n%s", code, len(formatted), limit, stderr)
+	}
+	cmd := exec.Command("sh", "-c", `ulimit -f 16 && exec "$0" fmt -w "$1"`, bin, p)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "cepheus: write "+p+": file too large\n") {
+		t.Errorf("fmt -w over the file size limit: %v, want exit 1 and the write error\n%s", err, out)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != src.String() {
+		t.Errorf("after the failed fmt -w the file has %d bytes (%v), want its former %d:\n%s", len(b), err, src.Len(), b[max(0, len(b)-200):])
+	}
+	// Without the limit the same rewrite goes through, in place: a hard
+	// link sees it, and the mode stays.
+	link := filepath.Join(dir, "link.cep")
+	if err := os.Link(p, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cepheus(t, "fmt", "-w", p); code != 0 {
+		t.Fatalf("fmt -w: exit %d\n%s", code, stderr)
+	}
+	for _, name := range []string{p, link} {
+		if b, err := os.ReadFile(name); err != nil || string(b) != formatted {
+			t.Errorf("%s after fmt -w: %d bytes (%v), want the %d formatted", name, len(b), err, len(formatted))
+		}
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("the mode after fmt -w: %v (%v), want 0640", st.Mode(), err)
+	}
+}
