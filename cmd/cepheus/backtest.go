@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -88,9 +89,9 @@ Bad input must not spoil a run (docs/decisions.md, "Bad times"):
     letters fails (exit 1) after its summary; one in which none of the
     first 10,000 lines decodes stops there.
 Every exit prints the summary of what was read: at the end, on an error
-(a truncated gzip file), on Ctrl-C (exit 130; another, a second or more later, kills), and
-when the alerts' reader goes away (| head -1: exit 141, as for a process a
-closed pipe killed).
+(a truncated gzip file), on Ctrl-C (exit 130; SIGTERM: 143; another
+signal, a second or more later, kills), and when the alerts' reader goes
+away (| head -1: exit 141, as for a process a closed pipe killed).
 
 With -label (for example -label is_fraud on the output of cepheus gen; an
 event is labelled when the field is true, a non-zero number, or "true",
@@ -593,11 +594,27 @@ func ranToEnd(err error) bool {
 	return err == nil || errors.As(err, &ie) && !ie.GaveUp
 }
 
-// errInterrupted is a run stopped by Ctrl-C: exit status 130, as a shell
-// gives a process killed by SIGINT.
-type errInterrupted struct{ msg string }
+// errInterrupted is a command stopped by a signal (Ctrl-C, SIGTERM): exit
+// status 128 plus the signal's number, as a shell gives a process the
+// signal killed (130 after SIGINT, 143 after SIGTERM).
+type errInterrupted struct {
+	msg string
+	sig syscall.Signal
+}
 
 func (e *errInterrupted) Error() string { return e.msg }
+
+// interrupted returns the error of a command that ctx stopped, with the
+// message format makes: of the signal that cancelled ctx, or of SIGINT
+// when no signal did (a test's cancelled context).
+func interrupted(ctx context.Context, format string, args ...any) *errInterrupted {
+	e := &errInterrupted{msg: fmt.Sprintf(format, args...), sig: syscall.SIGINT}
+	var s stopSignal
+	if errors.As(context.Cause(ctx), &s) {
+		e.sig = s.sig
+	}
+	return e
+}
 
 // backtestError explains the error that ended a run.
 func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backtestFlags) error {
@@ -606,7 +623,7 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 		line = sums[len(sums)-1].Line
 	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return &errInterrupted{msg: fmt.Sprintf("backtest interrupted at line %d; the summary above is partial", line)}
+		return interrupted(ctx, "backtest interrupted at line %d; the summary above is partial", line)
 	}
 	var ie *cep.InputError
 	if errors.As(err, &ie) {

@@ -495,32 +495,40 @@ func waitForSize(t *testing.T, path string, n int64) {
 }
 
 // TestBacktestSignals runs the binary: Ctrl-C (SIGINT) ends the run with
-// the partial summary and exit 130, and the alerts file holds whole JSON
-// lines; after kill -9 it holds whole lines too.
+// the partial summary and exit 130, SIGTERM with it and exit 143, and the
+// alerts file holds whole JSON lines; after kill -9 it holds whole lines
+// too.
 func TestBacktestSignals(t *testing.T) {
 	bin := buildCepheus(t)
 	dir := t.TempDir()
 	rules, events := bigEvents(t, dir)
 
-	alerts := filepath.Join(dir, "int.jsonl")
-	cmd := exec.Command(bin, "backtest", "-rules", rules, "-events", events, "-alerts", alerts)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitForSize(t, alerts, 1<<20)
-	cmd.Process.Signal(os.Interrupt)
-	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
-		t.Errorf("after SIGINT: %v, want exit 130\n%s", err, stderr.String())
-	}
-	for _, want := range []string{"Partial run of ruleset good", "backtest interrupted at line"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	// SIGINT and SIGTERM stop it with the summary; the exit status is a
+	// shell's for the signal (SIGTERM gave 130, as Ctrl-C, before).
+	for _, s := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		alerts := filepath.Join(dir, fmt.Sprintf("sig%d.jsonl", s.sig))
+		cmd := exec.Command(bin, "backtest", "-rules", rules, "-events", events, "-alerts", alerts)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
+		waitForSize(t, alerts, 1<<20)
+		cmd.Process.Signal(s.sig)
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != s.code {
+			t.Errorf("after %v: %v, want exit %d\n%s", s.sig, err, s.code, stderr.String())
+		}
+		for _, want := range []string{"Partial run of ruleset good", "backtest interrupted at line"} {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("after %v: stderr lacks %q:\n%s", s.sig, want, stderr.String())
+			}
+		}
+		checkWholeLines(t, alerts, true)
 	}
-	checkWholeLines(t, alerts, true)
 
 	for i := range 3 {
 		alerts := filepath.Join(dir, fmt.Sprintf("kill%d.jsonl", i))

@@ -88,7 +88,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return &errInterrupted{msg: fmt.Sprintf("consume interrupted: %s read from %s", plural(res.Records, "record", "records"), *topic)}
+			return interrupted(ctx, "consume interrupted: %s read from %s", plural(res.Records, "record", "records"), *topic)
 		}
 		return err
 	}

@@ -138,7 +138,7 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	done, err := cep.LoadLookup(ctx, rs, *name, *file, *target, auth)
 	if err != nil {
 		if ctx.Err() != nil {
-			return &errInterrupted{msg: fmt.Sprintf("enrich interrupted: lookup %s may be partly written (load it again)", *name)}
+			return interrupted(ctx, "enrich interrupted: lookup %s may be partly written (load it again)", *name)
 		}
 		return userErr(err)
 	}

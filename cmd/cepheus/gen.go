@@ -131,9 +131,9 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	switch {
 	case err != nil && ctx.Err() != nil && *out != "" && *out != "-":
-		return &errInterrupted{msg: fmt.Sprintf("gen interrupted: %s not written", *out)}
+		return interrupted(ctx, "gen interrupted: %s not written", *out)
 	case err != nil && ctx.Err() != nil:
-		return &errInterrupted{msg: "gen interrupted: the output is partial"}
+		return interrupted(ctx, "gen interrupted: the output is partial")
 	case err != nil:
 		return fmt.Errorf("gen: %w", err)
 	}

@@ -22,7 +22,8 @@
 //
 // A directory stands for the *.cep files directly in it. Exit status: 0
 // when all is well, 1 when errors were found (or a test failed), 2 for a
-// usage error, 130 after Ctrl-C (but run and serve, which stop at a final
+// usage error, 130 after Ctrl-C and 143 after SIGTERM, as a shell reports
+// a process the signal killed (but run and serve, which stop at a final
 // checkpoint and exit 0, and status and rules, whose call it cancels: 1),
 // 141 when standard output was closed (cepheus backtest ... | head -1: the
 // summary is printed all the same; gen and consume, whose output is all
@@ -47,27 +48,37 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stops := make(chan os.Signal, 1)
+	signal.Notify(stops, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		// The first Ctrl-C or SIGTERM cancels ctx (a run then stops with a
-		// final checkpoint, a backtest ends with its summary); one more
-		// after stopGrace kills, as without the handler. Those within it
-		// are the same stop: GNU timeout, as a shell ending a job,
-		// signals the process and then its process group, and the second
-		// signal killed one run in six midway through its final
-		// checkpoint (exit 143, a stray chk-N.tmp).
-		<-ctx.Done()
+		// The first Ctrl-C or SIGTERM cancels ctx, the signal its cause
+		// (a run then stops with a final checkpoint, a backtest ends with
+		// its summary and the signal's exit status); one more after
+		// stopGrace kills, as without the handler. Those within it are
+		// the same stop: GNU timeout, as a shell ending a job, signals
+		// the process and then its process group, and the second signal
+		// killed one run in six midway through its final checkpoint
+		// (exit 143, a stray chk-N.tmp).
+		sig := <-stops
+		cancel(stopSignal{sig.(syscall.Signal)})
 		time.Sleep(stopGrace)
-		stop()
+		signal.Stop(stops)
 	}()
 	// A write to a closed pipe (cepheus backtest ... | head -1) fails with
 	// EPIPE instead of killing the process, so the run ends as on any
 	// output error: with its summary (exit status 141, below).
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(stops)
 	os.Exit(exitCode(err, os.Stderr))
 }
+
+// stopSignal is the cause of the context a stop signal (SIGINT, SIGTERM)
+// cancelled.
+type stopSignal struct{ sig syscall.Signal }
+
+func (s stopSignal) Error() string { return s.sig.String() + " signal received" }
 
 // stopGrace is how long after the first stop signal the next ones are
 // taken for the same stop, not for a kill.
@@ -102,7 +113,7 @@ func exitCode(err error, stderr io.Writer) int {
 		return 1
 	case errors.As(err, &ie):
 		fmt.Fprintf(stderr, "cepheus: %v\n", err)
-		return 130
+		return 128 + int(ie.sig)
 	case errors.Is(err, errStreamClosed):
 		return 141
 	case closedStdout(err):
@@ -206,9 +217,10 @@ func printUsage(w io.Writer) {
 	b.WriteString("\tcepheus help [command]\n\t    the help of a command: what it does and its flags\n\n")
 	b.WriteString("Ruleset files (*.cep) are described in docs/rules.md. A directory stands for\n")
 	b.WriteString("the *.cep files directly in it. Exit status: 0 when all is well, 1 when errors\n")
-	b.WriteString("were found or a test failed, 2 for a usage error, 130 after Ctrl-C (but run\n")
-	b.WriteString("and serve, which stop at a final checkpoint and exit 0, and status and rules,\n")
-	b.WriteString("whose call it cancels: 1), 141 when standard output was closed (| head).\n")
+	b.WriteString("were found or a test failed, 2 for a usage error, 130 after Ctrl-C and 143\n")
+	b.WriteString("after SIGTERM (but run and serve, which stop at a final checkpoint and exit 0,\n")
+	b.WriteString("and status and rules, whose call it cancels: 1), 141 when standard output was\n")
+	b.WriteString("closed (| head).\n")
 	io.WriteString(w, b.String())
 }
 

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 )
@@ -781,11 +782,14 @@ func TestProblemsError(t *testing.T) {
 	}
 }
 
-// TestInterruptedExit130: consume, produce, test and enrich load stopped
-// by Ctrl-C (their context cancelled) exit 130, as gen and backtest do
-// and cepheus -h says, saying what they were doing; they exited 1 with
-// "context canceled" or their own message, as for an error.
-func TestInterruptedExit130(t *testing.T) {
+// TestInterruptedExitStatus: consume, produce, test, enrich load, gen and
+// backtest stopped by Ctrl-C (their context cancelled) exit 130, saying
+// what they were doing, and by SIGTERM 143: 128 plus the signal's number,
+// as a shell reports a process the signal killed, and as cepheus -h says.
+// consume, produce, test and enrich exited 1 with "context canceled" or
+// their own message, as for an error; all of them exited 130 after
+// SIGTERM too, which told a script a Ctrl-C.
+func TestInterruptedExitStatus(t *testing.T) {
 	dir := t.TempDir()
 	rulesFile := writeFile(t, dir, "good.cep", goodSrc)
 	records := writeFile(t, dir, "customer.jsonl", `{"customer_id": "c1", "home_country": "FR"}`+"\n")
@@ -807,13 +811,20 @@ func TestInterruptedExit130(t *testing.T) {
 		{[]string{"test", rulesFile}, "cepheus: test interrupted before " + rulesFile + "\n"},
 		{[]string{"enrich", "load", "-redis", nobody, "-rules", "../../rulesets/cards.cep", "-lookup", "customer", "-file", records},
 			"cepheus: enrich interrupted: lookup customer may be partly written (load it again)\n"},
+		{[]string{"gen", "-history-days", "0", "-events-per-day", "100", "-scenarios", "card_testing"}, "cepheus: gen interrupted: the output is partial\n"},
+		{[]string{"backtest", "-q", "-rules", rulesFile, "-events", events}, "cepheus: backtest interrupted at line 0; the summary above is partial\n"},
 	} {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		var stdout, stderr bytes.Buffer
-		err := run(ctx, c.args, &stdout, &stderr)
-		if code := exitCode(err, &stderr); code != 130 || !strings.HasSuffix(stderr.String(), c.want) {
-			t.Errorf("%s with its context cancelled: exit %d, want 130 and stderr ending %q:\n%s", c.args[0], code, c.want, stderr.String())
+		for _, s := range []struct {
+			cause error
+			code  int
+		}{{nil, 130}, {stopSignal{syscall.SIGINT}, 130}, {stopSignal{syscall.SIGTERM}, 143}} {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cancel(s.cause)
+			var stdout, stderr bytes.Buffer
+			err := run(ctx, c.args, &stdout, &stderr)
+			if code := exitCode(err, &stderr); code != s.code || !strings.HasSuffix(stderr.String(), c.want) {
+				t.Errorf("%s with its context cancelled by %v: exit %d, want %d and stderr ending %q:\n%s", c.args[0], s.cause, code, s.code, c.want, stderr.String())
+			}
 		}
 	}
 }

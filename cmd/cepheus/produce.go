@@ -133,7 +133,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	}, in)
 	if err != nil {
 		if ctx.Err() != nil {
-			return &errInterrupted{msg: fmt.Sprintf("produce interrupted: %s written to %s", plural(res.Records, "record", "records"), *topic)}
+			return interrupted(ctx, "produce interrupted: %s written to %s", plural(res.Records, "record", "records"), *topic)
 		}
 		return err
 	}

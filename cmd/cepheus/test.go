@@ -60,7 +60,7 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	found := false
 	for _, name := range files {
 		if ctx.Err() != nil {
-			return &errInterrupted{msg: "test interrupted before " + name}
+			return interrupted(ctx, "test interrupted before %s", name)
 		}
 		ok, err := testFile(ctx, name, filter, *verbose, stdout)
 		if err != nil {
@@ -100,7 +100,7 @@ func testFile(ctx context.Context, name string, filter *regexp.Regexp, verbose b
 		}
 		if ctx.Err() != nil {
 			io.WriteString(stdout, b.String())
-			return false, &errInterrupted{msg: fmt.Sprintf("test interrupted in %s after %s", name, plural(int64(ran), "test", "tests"))}
+			return false, interrupted(ctx, "test interrupted in %s after %s", name, plural(int64(ran), "test", "tests"))
 		}
 		ran++
 		r := rulestest.Run(t)
