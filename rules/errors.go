@@ -155,8 +155,12 @@ func (e *Error) count() int {
 }
 
 // Print writes every error on its own line, each followed by its source
-// line and a caret when snippets is true.
+// line and a caret when snippets is true. An empty list writes nothing,
+// not even an empty write (which /dev/full refuses).
 func (l ErrorList) Print(w io.Writer, snippets bool) error {
+	if len(l) == 0 {
+		return nil
+	}
 	var b strings.Builder
 	for _, e := range l {
 		b.WriteString(e.Error())

@@ -103,7 +103,9 @@ them (the five that caught most, the others counted).
 A progress line goes to stderr every two seconds on long inputs: on a
 terminal one line rewritten in place, else (a log file, a CI job) a line
 of its own each time, starting with "backtest: ". The summary goes to
-stderr at the end. Flag values out of range are usage errors (exit 2).
+stderr at the end; a stderr that cannot be written (its reader gone, a
+full disk) loses it and the warnings, and stops nothing. Flag values out
+of range are usage errors (exit 2).
 -rules may name a directory: each of its *.cep files is backtested in
 turn over the same events (not with stdin); a file with the same rules
 as one before it (a copy: the same version) is skipped with a warning.
@@ -329,9 +331,10 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			bad = true
 			continue
 		}
-		if err := rs.Warnings.Print(stderr, true); err != nil {
-			return err
-		}
+		// A standard error that cannot be written (its reader gone, a full
+		// disk) loses the warnings, as it loses the summary, and stops
+		// nothing.
+		_ = rs.Warnings.Print(stderr, true)
 		if first, ok := fileOf[rs.Hash]; ok {
 			// A copy left beside its original (cards.cep and
 			// cards-old.cep, the same rules): each is backtested, so

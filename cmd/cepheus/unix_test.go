@@ -3,11 +3,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -64,5 +68,47 @@ func TestFmtWriteFailureKeepsFile(t *testing.T) {
 	}
 	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o640 {
 		t.Errorf("the mode after fmt -w: %v (%v), want 0640", st.Mode(), err)
+	}
+}
+
+// failingWriter is an output that refuses every write, empty ones included
+// (a pipe whose reader is gone, /dev/full).
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// TestBacktestFailingStderr: a backtest whose standard error cannot be
+// written (its reader gone, /dev/full) writes its alerts and exits 0 as
+// with a working one, its warnings lost as its summary is, and check of a
+// ruleset with nothing to say exits 0. Before, the ruleset's warnings
+// were written with their error kept: a ruleset with a warning failed the
+// backtest before it read anything (exit 1, its message lost), and with
+// none an empty write did, on /dev/full (check too).
+func TestBacktestFailingStderr(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good.cep", goodSrc)
+	warned := writeFile(t, dir, "warned.cep", strings.Replace(goodSrc, `followedBy b where name == "b"`, `followedBy b where name == "b" && a.name != ""`, 1)+
+		"rule w {\n  key k\n  pattern {\n    begin x where x.name == \"a\"\n  }\n}\n")
+	events := writeFile(t, dir, "e.jsonl", abEvents(200, 0, ""))
+	if code, _, stderr := cepheus(t, "check", warned); code != 0 || !strings.Contains(stderr, "warning:") {
+		t.Fatalf("check %s: exit %d, want 0 and a warning:\n%s", warned, code, stderr)
+	}
+	for _, rules := range []string{good, warned} {
+		code, want, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events)
+		if code != 0 || want == "" {
+			t.Fatalf("backtest -rules %s: exit %d, %d bytes of alerts\n%s", rules, code, len(want), stderr)
+		}
+		for _, errno := range []error{syscall.EPIPE, syscall.ENOSPC} {
+			var stdout bytes.Buffer
+			broken := failingWriter{&os.PathError{Op: "write", Path: "/dev/stderr", Err: errno}}
+			err := run(context.Background(), []string{"backtest", "-rules", rules, "-events", events}, &stdout, broken)
+			if code := exitCode(err, io.Discard); code != 0 || stdout.String() != want {
+				t.Errorf("backtest -rules %s, stderr failing with %v: exit %d (%v), %d bytes of alerts; want 0 and the %d", rules, errno, code, err, stdout.Len(), len(want))
+			}
+		}
+	}
+	err := run(context.Background(), []string{"check", good}, io.Discard, failingWriter{syscall.ENOSPC})
+	if code := exitCode(err, io.Discard); code != 0 {
+		t.Errorf("check of a clean ruleset, stderr failing: exit %d (%v), want 0", code, err)
 	}
 }
