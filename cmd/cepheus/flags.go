@@ -44,13 +44,16 @@ func newFlagSet(c *command, stdout io.Writer) *flagSet {
 }
 
 // parse parses args. -h prints the help and returns errHelp (exit status
-// 0); a bad flag is a usage error of the command.
+// 0), or the error of writing it; a bad flag is a usage error of the
+// command.
 func (fs *flagSet) parse(args []string) error {
 	for {
 		err := fs.FlagSet.Parse(args)
 		switch {
 		case errors.Is(err, flag.ErrHelp):
-			fs.printHelp()
+			if err := fs.printHelp(); err != nil {
+				return err
+			}
 			return errHelp
 		case err != nil:
 			msg := err.Error()
@@ -117,19 +120,24 @@ func (fs *flagSet) usagef(format string, args ...any) error {
 	return &usageError{cmd: fs.cmd.name, msg: fs.cmd.name + ": " + fmt.Sprintf(format, args...)}
 }
 
-// printHelp prints the command's synopsis, help and flags to stdout. The
-// help ends with a line end whether or not its text does, so that a blank
-// line comes before the flags.
-func (fs *flagSet) printHelp() {
-	fmt.Fprintf(fs.stdout, "usage: %s\n\n%s\n", fs.cmd.usage, strings.TrimRight(fs.cmd.help, "\n"))
+// printHelp prints the command's synopsis, help and flags to stdout, and
+// returns the error of writing them (a full disk: cepheus help > FILE
+// must not succeed with a torn file). The help ends with a line end
+// whether or not its text does, so that a blank line comes before the
+// flags.
+func (fs *flagSet) printHelp() error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s\n\n%s\n", fs.cmd.usage, strings.TrimRight(fs.cmd.help, "\n"))
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {
-		fmt.Fprintf(fs.stdout, "\nFlags:\n")
-		fs.SetOutput(fs.stdout)
+		b.WriteString("\nFlags:\n")
+		fs.SetOutput(&b)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
+	_, err := io.WriteString(fs.stdout, b.String())
+	return err
 }
 
 // isSet reports whether the flag name was given on the command line.

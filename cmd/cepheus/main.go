@@ -187,7 +187,7 @@ func unknownCommand(name string) error {
 // run runs the command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		printUsage(stderr)
+		_ = printUsage(stderr) // (its error is the usage error's to tell)
 		return &usageError{msg: "no command given"}
 	}
 	name, rest := args[0], args[1:]
@@ -208,7 +208,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-func printUsage(w io.Writer) {
+// printUsage writes the usage to w and returns the error of the write.
+func printUsage(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("Cepheus is a complex event processing engine with Flink CEP semantics.\n\nUsage:\n\n")
 	for _, c := range commands() {
@@ -221,7 +222,8 @@ func printUsage(w io.Writer) {
 	b.WriteString("after SIGTERM (but run and serve, which stop at a final checkpoint and exit 0,\n")
 	b.WriteString("and status and rules, whose call it cancels: 1), 141 when standard output was\n")
 	b.WriteString("closed (| head).\n")
-	io.WriteString(w, b.String())
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // runHelp prints the usage, or the help of one command: what the
@@ -230,15 +232,13 @@ func printUsage(w io.Writer) {
 func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch len(args) {
 	case 0:
-		printUsage(stdout)
-		return nil
+		return printUsage(stdout)
 	case 1:
 		switch args[0] {
 		case "help", "-h", "-help", "--help":
 			// help is a command of the usage too (cepheus help
 			// [command]): its help is the usage.
-			printUsage(stdout)
-			return nil
+			return printUsage(stdout)
 		}
 	}
 	// cepheus help rules deploy: the help of rules, which describes its

@@ -731,6 +731,26 @@ func TestHelpProseWrapped(t *testing.T) {
 	}
 }
 
+// failingWriter is an output that refuses every write, empty ones included
+// (a pipe whose reader is gone, /dev/full).
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// TestHelpWriteError: help that cannot be written (cepheus help > FILE on
+// a full disk) exits 1 with the write's error, as version does; it exited
+// 0, the help lost or torn.
+func TestHelpWriteError(t *testing.T) {
+	full := failingWriter{&os.PathError{Op: "write", Path: "/dev/stdout", Err: syscall.ENOSPC}}
+	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "help"}, {"help", "backtest"}, {"backtest", "-h"}, {"rules", "-h"}, {"help", "rules", "deploy"}, {"version"}} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), args, full, &stderr)
+		if code := exitCode(err, &stderr); code != 1 || stderr.String() != "cepheus: write /dev/stdout: no space left on device\n" {
+			t.Errorf("%q with stdout full: exit %d, stderr %q; want 1 and the write error", args, code, stderr.String())
+		}
+	}
+}
+
 // TestUnknownCommand: a command that does not exist is a usage error; a
 // slip of a real one's name says which was meant, in help too.
 func TestUnknownCommand(t *testing.T) {

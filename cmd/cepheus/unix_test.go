@@ -71,12 +71,6 @@ func TestFmtWriteFailureKeepsFile(t *testing.T) {
 	}
 }
 
-// failingWriter is an output that refuses every write, empty ones included
-// (a pipe whose reader is gone, /dev/full).
-type failingWriter struct{ err error }
-
-func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
-
 // TestBacktestFailingStderr: a backtest whose standard error cannot be
 // written (its reader gone, /dev/full) writes its alerts and exits 0 as
 // with a working one, its warnings lost as its summary is, and check of a
