@@ -68,10 +68,11 @@ line number and the reason. Without -late and -dead-letter they are only
 counted: nothing is written into the working directory unless asked. The
 files are created only when there is something to write, but their paths
 are checked before the input is read, and each output needs a file of its
-own (not the events file). Output files only ever hold whole
-lines: each write ends at a line end, so even a killed run leaves whole
-JSON lines (a line without its newline can only be the tail of a write
-the kernel cut short; drop it).
+own (not the events file), named without .gz (they are plain JSON lines:
+compress the alerts on their way, -alerts - | gzip > FILE.gz). Output
+files only ever hold whole lines: each write ends at a line end, so even
+a killed run leaves whole JSON lines (a line without its newline can
+only be the tail of a write the kernel cut short; drop it).
 
 Bad input must not spoil a run (docs/decisions.md, "Bad times"):
   - Times written as numbers are epoch milliseconds. Unless -time-unit is
@@ -761,10 +762,10 @@ func clobbered(cmd string, output namedPath, inputs []namedPath) error {
 
 // checkOutputs checks, before any input is read, that every output path
 // (profiles included) can be written, that none of them is a file the
-// run reads (inputs), and that no two of them name the same file (each
+// run reads (inputs), that no two of them name the same file (each
 // output truncates its file and writes from the start, so two would
-// overwrite each other's lines). A device such as /dev/null may take
-// several outputs.
+// overwrite each other's lines), and that no JSON-lines output is named
+// as a gzip file. A device such as /dev/null may take several outputs.
 func checkOutputs(f backtestFlags, inputs []namedPath) error {
 	type output struct {
 		namedPath
@@ -779,6 +780,14 @@ func checkOutputs(f backtestFlags, inputs []namedPath) error {
 		}
 		if err := clobbered("backtest", o.namedPath, inputs); err != nil {
 			return err
+		}
+		// A name in .gz would pass for gzip (cepheus reads such a name
+		// as one, so would zcat) and hold plain lines.
+		switch gz := strings.HasSuffix(o.path, ".gz"); {
+		case gz && o.flag == "-alerts":
+			return fmt.Errorf("backtest: -alerts %s: the alerts are plain JSON lines, not gzip: name the file without .gz, or compress them on their way (-alerts - | gzip > %s)", o.path, o.path)
+		case gz && (o.flag == "-late" || o.flag == "-dead-letter"):
+			return fmt.Errorf("backtest: %s %s: the file holds plain JSON lines, not gzip: name it without .gz", o.flag, o.path)
 		}
 		st, err := os.Stat(o.path)
 		if err == nil {

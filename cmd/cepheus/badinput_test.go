@@ -263,6 +263,32 @@ func TestBacktestOutputsDistinct(t *testing.T) {
 	}
 }
 
+// TestBacktestOutputNamedGzip: an -alerts, -late or -dead-letter file
+// named in .gz is refused before anything is read or written, saying
+// that it would hold plain lines. Before, backtest wrote plain JSON lines
+// into it, which backtest -events, run and zcat then refused as "not gzip
+// data".
+func TestBacktestOutputNamedGzip(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	for _, c := range []struct{ flag, want string }{
+		{"-alerts", "the alerts are plain JSON lines, not gzip: name the file without .gz, or compress them on their way (-alerts - | gzip > "},
+		{"-late", "the file holds plain JSON lines, not gzip: name it without .gz\n"},
+		{"-dead-letter", "the file holds plain JSON lines, not gzip: name it without .gz\n"},
+	} {
+		out := filepath.Join(dir, "out.jsonl.gz")
+		code, stdout, stderr := cepheus(t, "backtest", "-rules", rules, "-events", events, c.flag, out)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "cepheus: backtest: "+c.flag+" "+out+": "+c.want) || strings.Contains(stderr, "Ruleset") {
+			t.Errorf("%s %s: exit %d, stdout %q\n%s", c.flag, out, code, stdout, stderr)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%s %s: the file was made: %v", c.flag, out, err)
+			os.Remove(out)
+		}
+	}
+}
+
 // TestBacktestTruncatedGzip: a gzip file cut short, or followed by bytes
 // that start no gzip member (trailing garbage, zero padding), ends a
 // backtest with an error after the summary of what was read, and a run
