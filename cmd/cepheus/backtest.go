@@ -511,8 +511,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		// A run over nothing succeeds (an empty file is a valid input),
 		// but a wrong path to a file being written, or a topic's name
 		// mistaken, looks the same: say so.
-		input := f.events
-		why := "it is empty, or only blank lines"
+		input, why := emptyInput(f.events, eventsDir)
 		switch {
 		case f.topic != "" && (f.from != "" || f.to != ""):
 			// The topic may hold many: none in the range.
@@ -520,10 +519,6 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 				cmp.Or(f.from, "its start"), cmp.Or(f.to, "its end"))
 		case f.topic != "":
 			input = "topic " + f.topic
-		case input == "-":
-			input = "stdin"
-		case eventsDir:
-			input, why = "directory "+input, "no *.jsonl or *.jsonl.gz files, or only empty ones"
 		}
 		fmt.Fprintf(stderr, "backtest: warning: %s holds no events (%s)\n", input, why)
 	}
@@ -548,6 +543,19 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		return backtestError(ctx, runErr, sums, f)
 	}
 	return err
+}
+
+// emptyInput names the input of -events (a file, a directory when dir,
+// or - for stdin) that held no record, and says why it may have, for the
+// warning of a backtest or a run over it.
+func emptyInput(events string, dir bool) (input, why string) {
+	switch {
+	case events == "-":
+		return "stdin", "it is empty, or only blank lines"
+	case dir:
+		return "directory " + events, "no *.jsonl or *.jsonl.gz files, or only empty ones"
+	}
+	return events, "it is empty, or only blank lines"
 }
 
 // check reports the flags whose values are out of range, in terms of the

@@ -653,6 +653,39 @@ func TestRunEmptyDirectory(t *testing.T) {
 	}
 }
 
+// TestRunEmptyInputWarned: a run over an input with no record (an empty
+// file, blank lines, a directory of empty files; stdin closed or
+// /dev/null) finishes its state directory, so that every later run on it
+// has nothing to do whatever its input: it warns, with -q too. Before, a
+// cron job's run -q over an empty stdin said nothing, and neither did
+// the runs after it, which read nothing.
+func TestRunEmptyInputWarned(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	in := filepath.Join(dir, "in")
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, in, "a.jsonl", "")
+	for i, c := range []struct{ events, input, why string }{
+		{writeFile(t, dir, "empty.jsonl", ""), "", "it is empty, or only blank lines"},
+		{writeFile(t, dir, "blank.jsonl", "\n\n"), "", "it is empty, or only blank lines"},
+		{in, "directory ", "no *.jsonl or *.jsonl.gz files, or only empty ones"},
+	} {
+		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
+		args := []string{"run", "-q", "-rules", rules, "-state", state, "-alerts", filepath.Join(dir, fmt.Sprintf("alerts%d", i))}
+		code, _, stderr := cepheus(t, append(args, "-events", c.events)...)
+		want := fmt.Sprintf("run: warning: %s%s holds no events (%s): the run of %s has finished, and a run on that state directory has nothing to do\n", c.input, c.events, c.why, state)
+		if code != 0 || stderr != want {
+			t.Errorf("run -q -events %s: exit %d, stderr %q; want 0 and %q", c.events, code, stderr, want)
+		}
+	}
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	if code, _, stderr := cepheus(t, "run", "-q", "-rules", rules, "-events", events, "-state", filepath.Join(dir, "s"), "-alerts", filepath.Join(dir, "a")); code != 0 || stderr != "" {
+		t.Errorf("run -q over events: exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+}
+
 // TestRunProfileNotAnInput: run's -cpuprofile may not be a file the run
 // reads (the events, the ruleset): it fails (exit 1) and leaves them be.
 func TestRunProfileNotAnInput(t *testing.T) {

@@ -44,7 +44,9 @@ the files are read as they grow, and new files of the directory as they
 appear, until the run is stopped; a line is decoded only once its newline
 has arrived. Without -follow the run ends at the end of the input as a
 backtest does (final watermark, final checkpoint, exit 0); run again on a
-state directory whose run has finished, it exits 0 at once.
+state directory whose run has finished, it exits 0 at once. An input
+that held no record (an empty file, stdin closed) finishes the state
+directory all the same, with a warning, -q or not.
 
 Output: -alerts DIR receives committed part files alerts-S-N.jsonl
 (subtask S, checkpoint N): a reader of DIR/*.jsonl sees every alert once,
@@ -719,6 +721,15 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			fmt.Fprintf(stderr, "run: warning: %s left open will never time out: in processing time a window ends on the wall clock, and the run ended with its input (run %s to have them time out)\n",
 				plural(res.Stats.PartialMatches, "partial match", "partial matches"), live)
 		}
+	}
+	if err == nil && res != nil && res.Finished && !res.AlreadyFinished && res.Records == 0 && f.inputTopic == "" {
+		// A run that read nothing (stdin closed, a file not yet
+		// written) finishes its state directory as any other: every
+		// later run on it has nothing to do, whatever its input. Even
+		// with -q, say so.
+		st, serr := os.Stat(f.events)
+		input, why := emptyInput(f.events, serr == nil && st.IsDir())
+		warnf("%s holds no events (%s): the run of %s has finished, and a run on that state directory has nothing to do", input, why, f.state)
 	}
 	if res != nil && !f.quiet && cmd == serveCommand {
 		say("ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d",
