@@ -33,7 +33,7 @@ The defaults give 60 days of sparse history and one dense day (about
 325,000 events). The same flags give the same bytes. The output goes to
 stdout, or to -o FILE (gzip-compressed when FILE ends in .gz), which
 appears whole once gen ends well (an interrupted gen leaves none). A
-summary goes to stderr.
+summary goes to stderr (none with -q, which keeps the warnings).
 
 -profiles DIR also writes the lookup data of the generated population,
 creating DIR: one JSON-lines file per lookup of rulesets/cards.cep, today
@@ -63,6 +63,7 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	maxDelay := fs.Duration("max-delay", d.MaxDelay, "disorder bound: how far behind the newest event an event may come")
 	out := fs.String("o", "", "write to this file instead of stdout (.gz: gzip)")
 	profiles := fs.String("profiles", "", "also write the population's lookup data (customer.jsonl) to this `dir`, creating it")
+	quiet := fs.Bool("q", false, "no summary; warnings are still written")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -137,29 +138,8 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case err != nil:
 		return fmt.Errorf("gen: %w", err)
 	}
-	elapsed := time.Since(began)
-	fmt.Fprintf(stderr, "gen: %s (%s fraud) in %.1fs", plural(int64(st.Events), "event", "events"), humanize.Int(int64(st.Fraud)), elapsed.Seconds())
-	if *out != "" {
-		fmt.Fprintf(stderr, " to %s", *out)
-	}
-	fmt.Fprintln(stderr)
-	names := make([]string, 0, len(st.Instances))
-	for n := range st.Instances {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		instances, events := "instances", "events"
-		if st.Instances[n] == 1 {
-			instances = "instance"
-		}
-		if st.ByScenario[n] == 1 {
-			events = "event"
-		}
-		fmt.Fprintf(stderr, "  %-20s %4s %-9s %6s %s\n", n, humanize.Int(int64(st.Instances[n])), instances, humanize.Int(int64(st.ByScenario[n])), events)
-	}
-	if len(profileFiles) > 0 {
-		fmt.Fprintf(stderr, "gen: profiles of %s to %s\n", plural(int64(cfg.Customers), "customer", "customers"), strings.Join(profileFiles, ", "))
+	if !*quiet {
+		printGenSummary(stderr, st, time.Since(began), *out, cfg.Customers, profileFiles)
 	}
 	// A scenario asked for that got no instance is a surprise: its rate
 	// is per 100,000 normal events, so small runs may get none.
@@ -179,6 +159,34 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			strings.Join(none, ", "), cfg.Scenarios[none[0]], cfg.Scenarios[none[0]]*float64(normal)/100_000, plural(int64(normal), "normal event", "normal events"), perDay)
 	}
 	return nil
+}
+
+// printGenSummary writes gen's summary: the events written (to out, when
+// not stdout) in elapsed, by scenario, and the profiles files.
+func printGenSummary(stderr io.Writer, st gen.Stats, elapsed time.Duration, out string, customers int, profileFiles []string) {
+	fmt.Fprintf(stderr, "gen: %s (%s fraud) in %.1fs", plural(int64(st.Events), "event", "events"), humanize.Int(int64(st.Fraud)), elapsed.Seconds())
+	if out != "" {
+		fmt.Fprintf(stderr, " to %s", out)
+	}
+	fmt.Fprintln(stderr)
+	names := make([]string, 0, len(st.Instances))
+	for n := range st.Instances {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		instances, events := "instances", "events"
+		if st.Instances[n] == 1 {
+			instances = "instance"
+		}
+		if st.ByScenario[n] == 1 {
+			events = "event"
+		}
+		fmt.Fprintf(stderr, "  %-20s %4s %-9s %6s %s\n", n, humanize.Int(int64(st.Instances[n])), instances, humanize.Int(int64(st.ByScenario[n])), events)
+	}
+	if len(profileFiles) > 0 {
+		fmt.Fprintf(stderr, "gen: profiles of %s to %s\n", plural(int64(customers), "customer", "customers"), strings.Join(profileFiles, ", "))
+	}
 }
 
 // genFlags names the flag of each gen.Config field.

@@ -73,6 +73,33 @@ func TestGenSummary(t *testing.T) {
 	}
 }
 
+// TestGenQuiet: gen -q writes the same events without its summary, so
+// that a cron job's gen says something only when something is wrong: its
+// warnings are kept. gen had no -q (a usage error), as backtest, run,
+// check and consume have.
+func TestGenQuiet(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"gen", "-days", "1", "-events-per-day", "2000", "-history-days", "0", "-scenarios", "card_testing,velocity_burst", "-fraud-rate", "100"}
+	loud, quiet := filepath.Join(dir, "loud.jsonl"), filepath.Join(dir, "quiet.jsonl")
+	if code, _, errOut := cepheus(t, append(args, "-o", loud)...); code != 0 || !strings.HasPrefix(errOut, "gen: ") {
+		t.Fatalf("gen: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, errOut := cepheus(t, append(args, "-o", quiet, "-q")...); code != 0 || out != "" || errOut != "" {
+		t.Errorf("gen -q: exit %d, stdout %q, stderr %q; want 0 and nothing", code, out, errOut)
+	}
+	a, err := os.ReadFile(loud)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(quiet); err != nil || !bytes.Equal(a, b) || len(a) == 0 {
+		t.Errorf("gen -q wrote %d bytes (%v), gen %d: want the same events", len(b), err, len(a))
+	}
+	code, _, errOut := cepheus(t, "gen", "-days", "1", "-events-per-day", "100", "-history-days", "0", "-scenarios", "card_testing", "-o", quiet, "-q")
+	if want := "gen: warning: no instance of card_testing was injected: "; code != 0 || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("gen -q with a scenario not injected: exit %d, stderr %q; want 0 and only the warning", code, errOut)
+	}
+}
+
 // TestGenProfiles: -profiles DIR creates DIR and writes customer.jsonl,
 // one line per customer, reported on stderr, with -o FILE and with
 // stdout; the events are the same bytes as without -profiles.
