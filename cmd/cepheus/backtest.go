@@ -66,13 +66,14 @@ behind the watermark go to -late; lines that are not valid JSON, or lack
 the time field or a key field, go to -dead-letter with the ruleset, their
 line number and the reason. Without -late and -dead-letter they are only
 counted: nothing is written into the working directory unless asked. The
-files are created only when there is something to write, but their paths
-are checked before the input is read, and each output needs a file of its
-own (not the events file), named without .gz (they are plain JSON lines:
-compress the alerts on their way, -alerts - | gzip > FILE.gz). Output
-files only ever hold whole lines: each write ends at a line end, so even
-a killed run leaves whole JSON lines (a line without its newline can
-only be the tail of a write the kernel cut short; drop it).
+files are created only when there is something to write (a file an
+earlier run left there is removed: the file, if any, is this run's), but
+their paths are checked before the input is read, and each output needs a
+file of its own (not the events file), named without .gz (they are plain
+JSON lines: compress the alerts on their way, -alerts - | gzip > FILE.gz).
+Output files only ever hold whole lines: each write ends at a line end,
+so even a killed run leaves whole JSON lines (a line without its newline
+can only be the tail of a write the kernel cut short; drop it).
 
 Bad input must not spoil a run (docs/decisions.md, "Bad times"):
   - Times written as numbers are epoch milliseconds. Unless -time-unit is
@@ -1332,8 +1333,10 @@ func seeFile(path, flag string) string {
 }
 
 // lazyFile creates its file on the first write, so a run without late
-// events or dead letters leaves no empty files behind. Without a path it
-// discards what it is given. It writes whole lines ([lineWriter]).
+// events or dead letters leaves no empty files behind; closed without a
+// write, it removes the regular file of its path that an earlier run left
+// (the file there, if any, is this run's). Without a path it discards what
+// it is given. It writes whole lines ([lineWriter]).
 type lazyFile struct {
 	path string
 	f    *os.File
@@ -1356,6 +1359,12 @@ func (l *lazyFile) Write(p []byte) (int, error) {
 
 func (l *lazyFile) Close() error {
 	if l.bw == nil {
+		// Yesterday's dead letters must not pass for today's (a cron
+		// job's [ -s dead.jsonl ]). A device, a FIFO or a symbolic link
+		// is left as it is.
+		if st, err := os.Lstat(l.path); l.path != "" && err == nil && st.Mode().IsRegular() {
+			return os.Remove(l.path)
+		}
 		return nil
 	}
 	err := l.bw.Flush()

@@ -140,6 +140,48 @@ func TestBacktestLateFile(t *testing.T) {
 	}
 }
 
+// TestBacktestOutputsOfAnEarlierRun: a backtest without late events or
+// dead letters leaves no -late or -dead-letter file, also where an earlier
+// run over other input left one: a cron job's [ -s dead.jsonl ] took
+// yesterday's dead letters for today's, which left the file as it was. A
+// device given as the file (/dev/null) stays.
+func TestBacktestOutputsOfAnEarlierRun(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	clean := `{"ts": 10000, "k": "x", "name": "a"}
+{"ts": 20000, "k": "x", "name": "b"}
+`
+	bad := writeFile(t, dir, "bad.jsonl", clean+`{"ts": 1000, "k": "x", "name": "b"}
+not json
+`)
+	late, dead := filepath.Join(dir, "late.jsonl"), filepath.Join(dir, "dead.jsonl")
+	args := []string{"backtest", "-rules", rules, "-late", late, "-dead-letter", dead, "-out-of-orderness", "1s", "-watermark-every", "1", "-time-unit", "ms", "-events"}
+	if code, _, stderr := cepheus(t, append(args, bad)...); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, p := range []string{late, dead} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Fatalf("the run over %s left %s empty or missing: %v", bad, p, err)
+		}
+	}
+	code, out, stderr := cepheus(t, append(args, writeFile(t, dir, "clean.jsonl", clean))...)
+	if code != 0 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("exit %d, alerts %q\n%s", code, out, stderr)
+	}
+	for _, p := range []string{late, dead} {
+		if b, err := os.ReadFile(p); !os.IsNotExist(err) {
+			t.Errorf("the run over clean input left %s (%v):\n%s", p, err, b)
+		}
+	}
+	args = []string{"backtest", "-rules", rules, "-late", os.DevNull, "-dead-letter", os.DevNull, "-time-unit", "ms", "-events", bad}
+	if code, _, stderr := cepheus(t, args...); code != 0 {
+		t.Fatalf("-late and -dead-letter %s: exit %d\n%s", os.DevNull, code, stderr)
+	}
+	if st, err := os.Stat(os.DevNull); err != nil || st.Mode().IsRegular() {
+		t.Errorf("%s: %v, %v", os.DevNull, st.Mode(), err)
+	}
+}
+
 // TestBacktestOutputModes: the alerts, late and dead-letter files a
 // backtest creates are 0600, whatever the umask allows (0 here; not
 // parallel: the umask is the process's): they hold customer data. They
