@@ -374,9 +374,9 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return &userError{err: err, msg: fmt.Sprintf("deploy of %s on %s: %s", file, *server, msg)}
 	}
-	if err := r.Warnings.Print(stderr, false); err != nil {
-		return err
-	}
+	// The version is deployed: a warning that cannot be written (stderr's
+	// reader gone) must not make the exit status say it was not.
+	_ = r.Warnings.Print(stderr, false)
 	printDeploy(stdout, "deployed", r)
 	return nil
 }

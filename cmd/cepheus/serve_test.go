@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,6 +282,28 @@ func TestServeDeployUnboundLookup(t *testing.T) {
 			t.Errorf("the restart with the deployed version's file and -lookup holder: rules list\n%s\nlog:\n%s\nwant the deployed version resumed, its lookup bound", list, logs.String())
 		}
 	})
+}
+
+// TestServeDeployFailingStderr: a deploy whose ruleset has a warning,
+// the deploying command's stderr unwritable (its reader gone), says on
+// stdout that it deployed and exits 0: the version is deployed. It exited
+// 1 without a word on stdout, which told a script that the deploy failed.
+func TestServeDeployFailingStderr(t *testing.T) {
+	dir := t.TempDir()
+	server, _ := serveInProcess(t, "-rules", writeFile(t, dir, "r.cep", goodSrc), "-events", writeFile(t, dir, "e.jsonl", ""),
+		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
+	v2 := writeFile(t, dir, "v2.cep", goodSrc+"rule w {\n  key k\n  pattern {\n    begin x where x.name == \"a\"\n  }\n}\n")
+	if code, _, errOut := cepheus(t, "rules", "validate", "-server", server, v2); code != 0 || !strings.Contains(errOut, "warning:") {
+		t.Fatalf("rules validate: exit %d, want 0 and a warning:\n%s", code, errOut)
+	}
+	var stdout bytes.Buffer
+	err := run(context.Background(), []string{"rules", "deploy", "-server", server, v2}, &stdout, failingWriter{&os.PathError{Op: "write", Path: "/dev/stderr", Err: syscall.EPIPE}})
+	if code := exitCode(err, io.Discard); code != 0 || !strings.HasPrefix(stdout.String(), "deployed ruleset good version ") {
+		t.Errorf("rules deploy with stderr failing: exit %d (%v), stdout %q; want 0 and the deploy", code, err, stdout.String())
+	}
+	if _, list, _ := cepheus(t, "rules", "list", "-server", server); !regexp.MustCompile(`(?m)^[0-9a-f]{12}  active .* good  2 rules$`).MatchString(list) {
+		t.Errorf("rules list after the deploy:\n%s\nwant the version of 2 rules active", list)
+	}
 }
 
 // TestServeDeployBeforeTheFirstWatermark: a deploy after events but
