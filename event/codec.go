@@ -39,7 +39,7 @@ func DecodeValue(b []byte) (Value, []byte, error) {
 	case KindNull:
 		return Null, b, nil
 	case KindBool:
-		if len(b) < 1 {
+		if len(b) < 1 || b[0] > 1 {
 			return Null, nil, ErrCorrupt
 		}
 		return Bool(b[0] == 1), b[1:], nil
