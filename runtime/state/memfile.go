@@ -15,10 +15,10 @@ import (
 // The file of a [Mem] store in a checkpoint:
 //
 //	memMagic, the format version (uvarint), the number of records
-//	(uvarint), then per record (in no particular order: sorting a million
-//	keys took most of the time of writing them) its encoded key and its
-//	value (each a uvarint length and the bytes), then the CRC-32C
-//	(Castagnoli) of everything before it, 4 bytes big endian.
+//	(uvarint), then per record (each key once, in no particular order:
+//	sorting a million keys took most of the time of writing them) its
+//	encoded key and its value (each a uvarint length and the bytes), then
+//	the CRC-32C (Castagnoli) of everything before it, 4 bytes big endian.
 const (
 	memMagic   = "cepheus-mem\n"
 	memVersion = 1
@@ -134,6 +134,9 @@ func decodeMem(b []byte) (*Mem, error) {
 		}
 		if _, err := DecodeKey(k); err != nil {
 			return nil, corrupt(err.Error())
+		}
+		if _, ok := m.recs[string(k)]; ok {
+			return nil, corrupt(fmt.Sprintf("key %x twice", k))
 		}
 		m.recs[string(k)] = v // a sub-slice of b, which m now owns
 		m.bytes += int64(len(k) + len(v))
