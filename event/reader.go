@@ -35,6 +35,16 @@ func (r *Reader) Byte() byte {
 	return c
 }
 
+// Bool reads a byte that is 0 (false) or 1 (true); any other byte is
+// corrupt.
+func (r *Reader) Bool() bool {
+	c := r.Byte()
+	if c > 1 {
+		r.Fail()
+	}
+	return c == 1
+}
+
 // Uvarint reads an unsigned varint.
 func (r *Reader) Uvarint() uint64 {
 	if r.Err != nil {

@@ -33,4 +33,12 @@ func TestReader(t *testing.T) {
 	if r.Bytes(3) != nil || !errors.Is(r.Err, errBad) || r.Uvarint() != 0 {
 		t.Fatalf("Bytes past the end: err = %v", r.Err)
 	}
+	// A bool is the byte 0 or 1; any other is corrupt, not false.
+	r = &Reader{B: []byte{0, 1, 2}, Corrupt: errBad}
+	if r.Bool() || !r.Bool() || r.Err != nil {
+		t.Fatalf("Bool of 0 and 1: err = %v", r.Err)
+	}
+	if r.Bool() || !errors.Is(r.Err, errBad) {
+		t.Fatalf("Bool of 2: err = %v", r.Err)
+	}
 }

@@ -162,16 +162,24 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 	d.B = d.B[8:]
 	r := &Run{nfa: n}
 	r.nextKey = d.Uvarint()
+	var prevKey uint64
 
+	// The events, the nodes and the counts come in ascending order, each
+	// once (AppendBinary sorts them); an event's key is at most nextKey,
+	// the last one given.
 	ne := d.Count()
 	for i := 0; i < ne && d.Err == nil; i++ {
 		e := &bufEvent{key: d.Uvarint()}
 		e.id.ts = event.Time(d.Varint())
 		e.id.id = int32(d.Varint())
 		e.refs = int32(d.Varint())
+		if d.Err == nil && (e.key > r.nextKey || i > 0 && e.key <= prevKey) {
+			d.Err = fmt.Errorf("%w: buffered event %d out of order", ErrCorruptRun, e.key)
+		}
 		if d.Err != nil {
 			break
 		}
+		prevKey = e.key
 		ev, rest, err := event.DecodeEvent(d.B)
 		if err != nil {
 			d.Err = fmt.Errorf("%w: %v", ErrCorruptRun, err)
@@ -197,7 +205,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		}
 		return nodes[i-1].ref()
 	}
-	for _, nd := range nodes {
+	for i, nd := range nodes {
 		if d.Err != nil {
 			break
 		}
@@ -208,10 +216,21 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		if d.Err == nil && (ev == nil || stage >= uint64(len(n.stages))) {
 			d.Err = ErrCorruptRun
 		}
+		if prev := nodes[max(i-1, 0)]; d.Err == nil && i > 0 && (key < prev.ev.key || key == prev.ev.key && int32(stage) <= prev.stage) {
+			d.Err = fmt.Errorf("%w: buffer node (%d, %d) out of order", ErrCorruptRun, key, stage)
+		}
 		nd.ev, nd.stage = ev, int32(stage)
 		nedges := d.Count()
 		for j := 0; j < nedges && d.Err == nil; j++ {
-			e := &edge{target: lookup(d.Uvarint())}
+			// An edge leads to the node of an earlier event: one
+			// decoded before this node (nodes are in event order), so
+			// the edges make no cycle.
+			t := d.Uvarint()
+			if d.Err == nil && t > 0 && (t > uint64(i) || nodes[t-1].ev.key >= key) {
+				d.Err = fmt.Errorf("%w: buffer node (%d, %d) has an edge to a later event", ErrCorruptRun, key, stage)
+				break
+			}
+			e := &edge{target: lookup(t)}
 			e.version = d.dewey()
 			e.refs = int32(d.Varint())
 			nd.edges = append(nd.edges, e)
@@ -222,8 +241,13 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 	}
 
 	nc := d.Count()
+	var prevTime event.Time
 	for i := 0; i < nc && d.Err == nil; i++ {
 		t := event.Time(d.Varint())
+		if d.Err == nil && i > 0 && t <= prevTime {
+			d.Err = fmt.Errorf("%w: event count at %d out of order", ErrCorruptRun, t)
+		}
+		prevTime = t
 		r.counts.put(t, int32(d.Varint()))
 		if i == 0 || t < r.countsMin {
 			r.countsMin = t
@@ -244,7 +268,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 			c.prevTs = event.Time(d.Varint())
 			c.prev = lookup(d.Uvarint())
 			c.doneAt = event.Time(d.Varint())
-			if d.Byte() == 1 {
+			if d.Bool() {
 				c.hasStart = true
 				c.startID.ts = event.Time(d.Varint())
 				c.startID.id = int32(d.Varint())
