@@ -129,13 +129,13 @@ func (s *Subtask[T]) decodeState(b []byte) error {
 	}
 	g := *s.cfg.Watermarks
 	g.n = int(r.Varint())
-	g.seen = r.Byte() == 1
+	g.seen = r.Bool()
 	g.max = event.Time(r.Varint())
 	g.emitted = event.Watermark(r.Varint())
 	var guard aheadGuard
 	if s.guard != nil {
 		guard = *s.guard
-		guard.started = r.Byte() == 1
+		guard.started = r.Bool()
 		guard.max = event.Time(r.Varint())
 		guard.held = nil
 	}
