@@ -734,7 +734,7 @@ func randomScenario(rng *rand.Rand, mode TimeMode) ([]*event.Event, []string) {
 	return mkEvents(in...), steps
 }
 
-func randomConfigs(t *testing.T) map[string]OperatorConfig {
+func randomConfigs(t testing.TB) map[string]OperatorConfig {
 	loop := nfa.Begin("a").Where(nameIs("a")).
 		FollowedBy("b").Where(nameIs("b")).OneOrMore().
 		FollowedBy("end").Where(nameIs("end")).
