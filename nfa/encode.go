@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -130,6 +131,17 @@ type decoder struct {
 	event.Reader
 }
 
+// int32 reads a signed varint that must fit an int32 (ids, counts and
+// reference counts are int32s: a larger one is corrupt, not truncated).
+func (d *decoder) int32() int32 {
+	v := d.Varint()
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		d.Fail()
+		return 0
+	}
+	return int32(v)
+}
+
 func (d *decoder) dewey() dewey {
 	n := d.Count()
 	if n == 0 {
@@ -141,7 +153,7 @@ func (d *decoder) dewey() dewey {
 	var buf [deweyInline]int32
 	digits := buf[:0]
 	for range n {
-		digits = append(digits, int32(d.Varint()))
+		digits = append(digits, d.int32())
 	}
 	return deweyOf(digits)
 }
@@ -171,8 +183,8 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 	for i := 0; i < ne && d.Err == nil; i++ {
 		e := &bufEvent{key: d.Uvarint()}
 		e.id.ts = event.Time(d.Varint())
-		e.id.id = int32(d.Varint())
-		e.refs = int32(d.Varint())
+		e.id.id = d.int32()
+		e.refs = d.int32()
 		if d.Err == nil && (e.key > r.nextKey || i > 0 && e.key <= prevKey) {
 			d.Err = fmt.Errorf("%w: buffered event %d out of order", ErrCorruptRun, e.key)
 		}
@@ -211,7 +223,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		}
 		key := d.Uvarint()
 		stage := d.Uvarint()
-		nd.refs = int32(d.Varint())
+		nd.refs = d.int32()
 		ev, _ := r.events.get(key)
 		if d.Err == nil && (ev == nil || stage >= uint64(len(n.stages))) {
 			d.Err = ErrCorruptRun
@@ -232,7 +244,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 			}
 			e := &edge{target: lookup(t)}
 			e.version = d.dewey()
-			e.refs = int32(d.Varint())
+			e.refs = d.int32()
 			nd.edges = append(nd.edges, e)
 		}
 		if d.Err == nil {
@@ -248,7 +260,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 			d.Err = fmt.Errorf("%w: event count at %d out of order", ErrCorruptRun, t)
 		}
 		prevTime = t
-		r.counts.put(t, int32(d.Varint()))
+		r.counts.put(t, d.int32())
 		if i == 0 || t < r.countsMin {
 			r.countsMin = t
 		}
@@ -271,7 +283,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 			if d.Bool() {
 				c.hasStart = true
 				c.startID.ts = event.Time(d.Varint())
-				c.startID.id = int32(d.Varint())
+				c.startID.id = d.int32()
 			}
 			// Append in encoded (array) order: it was a valid heap and
 			// its iteration order is part of the semantics.
