@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -175,14 +176,14 @@ func decodeRepMarker(b []byte) (upstream int32, u repUpstream, err error) {
 	if r.Byte() != repMarkerByte || r.Byte() != repMarkerVersion {
 		return 0, u, errRepMarker
 	}
-	upstream = int32(r.Uvarint())
+	up := r.Uvarint()
 	u.WM = event.Watermark(r.Varint())
 	flags := r.Byte()
-	if r.Err != nil || len(r.B) != 0 || upstream < 0 {
+	if r.Err != nil || len(r.B) != 0 || up > math.MaxInt32 || flags&^(repMarkerIdle|repMarkerFinal) != 0 {
 		return 0, u, errRepMarker
 	}
 	u.Seen, u.Idle, u.Final = true, flags&repMarkerIdle != 0, flags&repMarkerFinal != 0
-	return upstream, u, nil
+	return int32(up), u, nil
 }
 
 // repEvent is an event record of a repartition topic, decoded.

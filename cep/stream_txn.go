@@ -1048,8 +1048,11 @@ func joinChangelog(recs map[string][]byte) (map[string][]byte, error) {
 		case changelogWhole:
 			out[k] = v[1:]
 		case changelogChunked:
+			// A value's chunks are records of the changelog: no more
+			// than it holds (a count past int's range skipped the loop
+			// below, and the value was its first chunk alone).
 			n, m := binary.Uvarint(v[1:])
-			if m <= 0 || n < 2 {
+			if m <= 0 || n < 2 || n > uint64(len(recs)) {
 				return nil, fmt.Errorf("%w: changelog record %q: bad chunk count", ErrRestore, k)
 			}
 			whole := slices.Clone(v[1+m:])
