@@ -94,3 +94,48 @@ func FuzzJoinChangelog(f *testing.F) {
 		}
 	})
 }
+
+// FuzzApplyValues applies arbitrary bytes as what the lookups gave an
+// event (a repartition record's values): they fail, or set each lookup
+// field to null or a value of its declared kind, which appendValues
+// gives back.
+func FuzzApplyValues(f *testing.F) {
+	e, st := repLookupEngine(f)
+	ev := event.New(e.schema.Len())
+	f.Add(st.appendValues(nil, ev))
+	for _, fields := range st.fields {
+		for _, lf := range fields {
+			switch lf.Kind {
+			case event.KindString:
+				ev.Fields[lf.Slot] = event.String("gold")
+			case event.KindFloat:
+				ev.Fields[lf.Slot] = event.Float(2.5)
+			case event.KindInt:
+				ev.Fields[lf.Slot] = event.Int(7)
+			}
+		}
+	}
+	f.Add(st.appendValues(nil, ev))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev := event.New(e.schema.Len())
+		if err := st.applyValues(ev, b); err != nil {
+			return
+		}
+		for _, fields := range st.fields {
+			for _, lf := range fields {
+				if v := ev.Field(lf.Slot); !v.IsNull() && v.Kind() != lf.Kind {
+					t.Fatalf("%x sets lookup field %s (%v) to %v", b, lf.Name, lf.Kind, v)
+				}
+			}
+		}
+		again := event.New(e.schema.Len())
+		if err := st.applyValues(again, st.appendValues(nil, ev)); err != nil {
+			t.Fatalf("the values of %x do not apply again: %v", b, err)
+		}
+		for i := range ev.Fields {
+			if !sameValue(ev.Fields[i], again.Fields[i]) {
+				t.Fatalf("field %d is %v, then %v", i, ev.Fields[i], again.Fields[i])
+			}
+		}
+	})
+}

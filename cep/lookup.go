@@ -306,7 +306,9 @@ func (st *enrichStage) applyValues(ev *event.Event, b []byte) error {
 			v := f.Default
 			if given {
 				var err error
-				if v, b, err = event.DecodeValue(b); err != nil {
+				// A value of another kind than the field's is no value
+				// the lookup gave (a record of other lookups, damaged).
+				if v, b, err = event.DecodeValue(b); err != nil || !v.IsNull() && v.Kind() != f.Kind {
 					return errLookupValues
 				}
 			}

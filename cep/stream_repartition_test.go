@@ -84,43 +84,7 @@ func TestRepartitionTopic(t *testing.T) {
 // without lookups (as every build before repEnrichedByte wrote) carries
 // none; truncated records are refused.
 func TestRepEventRecords(t *testing.T) {
-	rs, err := CompileRuleset("rl.cep", []byte(`
-ruleset rl
-event time ts
-
-lookup profile {
-  key card
-  fields {
-    tier: string default "none"
-    score: float default 0
-  }
-}
-
-lookup merchant {
-  key shop
-  fields {
-    risk: int default 1
-  }
-}
-
-rule r {
-  key card
-  pattern {
-    begin a where profile.tier == "gold" && merchant.risk > 2
-  }
-}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(WithRuleset(rs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.newEnrichStage(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, st := repLookupEngine(t)
 	slot := func(name string) int {
 		s, ok := e.schema.Slot(name)
 		if !ok {
@@ -182,4 +146,47 @@ rule r {
 	if _, err := decodeRepEvent([]byte{repEnrichedByte, repEnrichedVersion - 1, 7}); !errors.Is(err, errRepEvent) {
 		t.Errorf("a record of an unknown version: %v, want errRepEvent", err)
 	}
+}
+
+// repLookupEngine is an engine with two lookups (three fields: a string,
+// a float and an int, each with a default) and its enrichment stage.
+func repLookupEngine(t testing.TB) (*Engine, *enrichStage) {
+	rs, err := CompileRuleset("rl.cep", []byte(`
+ruleset rl
+event time ts
+
+lookup profile {
+  key card
+  fields {
+    tier: string default "none"
+    score: float default 0
+  }
+}
+
+lookup merchant {
+  key shop
+  fields {
+    risk: int default 1
+  }
+}
+
+rule r {
+  key card
+  pattern {
+    begin a where profile.tier == "gold" && merchant.risk > 2
+  }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(WithRuleset(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.newEnrichStage(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, st
 }
