@@ -1082,7 +1082,9 @@ func (c *compiler) stringOp(n *ast.BinaryNode) (*compiledNode, error) {
 			p, _ := r.leaf.c.AsString()
 			re, err := regexp.Compile(p)
 			if err != nil {
-				return nil, c.errorf(n.Right, "bad regular expression: %v", err)
+				// regexp quotes the pattern, which may hold a newline:
+				// an Error's message is one line.
+				return nil, c.errorf(n.Right, "bad regular expression: %s", strings.ReplaceAll(err.Error(), "\n", `\n`))
 			}
 			match = func(s, _ string) (bool, *Error) { return re.MatchString(s), nil }
 			break
