@@ -243,3 +243,33 @@ func FuzzWatermarkState(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSinkPartName: a file sink takes a name of its directory as one of
+// its part files only if it is the name it would give that part (so that
+// the sinks of other subtasks or prefixes, and other files, are left
+// alone).
+func FuzzSinkPartName(f *testing.F) {
+	s, err := NewFileSink(f.TempDir(), "alerts", 1)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, n := range []string{s.inProgressName(), s.pendingName(7), s.CommittedName(1 << 40), "alerts-11-3.jsonl", ".alerts-1-03.pending", "alerts-1-.jsonl"} {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		var want string
+		switch kind, c := s.parseName(name); kind {
+		case partNone:
+			return
+		case partInProgress:
+			want = s.inProgressName()
+		case partPending:
+			want = s.pendingName(c)
+		case partCommitted:
+			want = s.CommittedName(c)
+		}
+		if want != name {
+			t.Fatalf("%q parses as the part file %q", name, want)
+		}
+	})
+}
