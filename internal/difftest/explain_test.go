@@ -2,6 +2,8 @@ package difftest
 
 import (
 	"bufio"
+	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -315,25 +317,54 @@ func TestResidualChecksAreTheExplanationsWithoutCounterfactual(t *testing.T) {
 
 // TestRepeatsCollided: an item holding one colliding event twice is what
 // a collision makes; one holding a non-colliding event twice, or colliding
-// events once each, is not.
+// events once each, is not. Limited to the stages a condition reads
+// through ctx, the event's first place must be in one.
 func TestRepeatsCollided(t *testing.T) {
 	coll := map[uint64]bool{3: true, 9: true}
 	st := func(name string, seqs ...uint64) conformance.StageEvents {
 		return conformance.StageEvents{Stage: name, Seqs: seqs}
 	}
+	anywhere := func(string) bool { return true }
+	s1 := func(stage string) bool { return stage == "s1" }
 	for _, tc := range []struct {
-		item conformance.StageSeqs
-		want bool
+		item  conformance.StageSeqs
+		first func(string) bool
+		want  bool
 	}{
-		{conformance.StageSeqs{st("s1", 3), st("s2", 2), st("s3", 3)}, true},
-		{conformance.StageSeqs{st("s1", 9, 7), st("s2", 8), st("s3", 9)}, true},
-		{conformance.StageSeqs{st("s1", 3, 9), st("s2", 2)}, false},
-		{conformance.StageSeqs{st("s1", 2), st("s2", 2)}, false}, // 2 cannot have collided
-		{conformance.StageSeqs{st("s1", 1), st("s2", 2)}, false},
+		{conformance.StageSeqs{st("s1", 3), st("s2", 2), st("s3", 3)}, anywhere, true},
+		{conformance.StageSeqs{st("s1", 9, 7), st("s2", 8), st("s3", 9)}, anywhere, true},
+		{conformance.StageSeqs{st("s1", 3, 9), st("s2", 2)}, anywhere, false},
+		{conformance.StageSeqs{st("s1", 2), st("s2", 2)}, anywhere, false}, // 2 cannot have collided
+		{conformance.StageSeqs{st("s1", 1), st("s2", 2)}, anywhere, false},
+		{conformance.StageSeqs{st("s1", 3), st("s3", 3)}, s1, true},
+		{conformance.StageSeqs{st("s1", 1), st("s2", 3), st("s3", 3)}, s1, false}, // first in s2
+		{conformance.StageSeqs{st("s1", 1), st("s3", 3, 3)}, s1, false},
 	} {
-		if got := repeatsCollided(tc.item, coll); got != tc.want {
+		if got := repeatsCollided(tc.item, coll, tc.first); got != tc.want {
 			t.Errorf("repeatsCollided(%v) = %v, want %v", tc.item, got, tc.want)
 		}
+	}
+}
+
+// TestContextStages: the stages a condition reads through ctx, in where,
+// until and chained conditions and inside groups.
+func TestContextStages(t *testing.T) {
+	str := func(s string) *string { return &s }
+	stages := []conformance.StageSpec{
+		{Name: "s1", Condition: str("true")},
+		{Name: "s2", Condition: str(`len(ctx("s1")) == 0 || last(ctx( "s1" )).price <= price`)},
+		{Name: "g", Group: &conformance.GroupSpec{Stages: []conformance.StageSpec{
+			{Name: "s3", Condition: str("true"), Until: str(`all(ctx("s2"), .name != name)`)},
+			{Name: "s4", Chain: []conformance.ChainedCondition{{Expr: `ctx("a \"b\"")[0].price == price`}}},
+		}}},
+	}
+	got := contextStages(stages)
+	want := map[string]bool{"s1": true, "s2": true, `a "b"`: true}
+	if !maps.Equal(got, want) {
+		t.Errorf("contextStages = %v, want %v", got, want)
+	}
+	if got := contextStages(stages[:1]); len(got) != 0 {
+		t.Errorf("contextStages(no ctx) = %v, want none", got)
 	}
 }
 
@@ -372,18 +403,24 @@ func TestLostPosition(t *testing.T) {
 	}
 }
 
+// firstExplained returns the first case of an explained corpus, Flink's
+// result on it and Cepheus's as it is now.
+func firstExplained(t *testing.T, dir string) (*conformance.Input, *conformance.Result, *conformance.Result) {
+	t.Helper()
+	cases, flink, _, err := ReadExplained(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &cases[0]
+	return in, flink.Cases[in.ID], roundTrip(in.ID, conformance.RunCase(in))
+}
+
 // TestEventIDCollisionLostPosition: event-id-collision accepts Flink's
 // match [1, 5] of times(3) on narrow seed 1307 case 3389 only with the
 // SharedBuffer.getEvent failure that shows the misread, and only as a
 // match that lost a position at a colliding event.
 func TestEventIDCollisionLostPosition(t *testing.T) {
-	cases, flink, _, err := ReadExplained("testdata/explained/picked-narrow-1307")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &cases[0]
-	f := flink.Cases[in.ID]
-	c := roundTrip(in.ID, conformance.RunCase(in))
+	in, f, c := firstExplained(t, "testdata/explained/picked-narrow-1307")
 	with := func(edit func(r *conformance.Result)) *conformance.Result {
 		r := *f
 		r.Matches = slices.Clone(f.Matches)
@@ -410,6 +447,58 @@ func TestEventIDCollisionLostPosition(t *testing.T) {
 		{"short of an event that took no id", with(item(1, 4)), false},
 	} {
 		if got := eventIDCollision(&Check{In: in, Flink: tc.flink, Cepheus: c}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestEventIDCollisionTwoPaths: on narrow seed 4405 case 4204 the c at 6
+// (event 7) takes the buffer id of the c at 6 before it (event 5), the
+// partial match that began at event 5 reads s1's price through that id,
+// finds event 7's (4 <= 4) and Flink emits {s1:[7] s3:[7]}, then fails on
+// the checkState of NFA.extractCurrentMatches. event-id-collision accepts
+// that item only with that failure (or getEvent's), only while s3's
+// condition reads s1 through ctx, and no Cepheus item after the collision
+// may be missing.
+func TestEventIDCollisionTwoPaths(t *testing.T) {
+	in, f, c := firstExplained(t, "testdata/explained/picked-narrow-4405")
+	str := func(s string) *string { return &s }
+	failing := func(msg string) *conformance.Result {
+		r := *f
+		r.Error = str(msg)
+		return &r
+	}
+	noCtx := *in
+	noCtx.Pattern.Stages = slices.Clone(in.Pattern.Stages)
+	noCtx.Pattern.Stages[2].Condition = str(`len(ctx("s2")) == 0 || last(ctx("s2")).price <= price`)
+	type variant struct {
+		name    string
+		in      *conformance.Input
+		flink   *conformance.Result
+		cepheus *conformance.Result
+		want    bool
+	}
+	variants := []variant{
+		{"as run", in, f, c, true},
+		{"a getEvent failure", in, failing(`java.lang.NullPointerException: Cannot invoke "org.apache.flink.cep.nfa.sharedbuffer.Lockable.getElement()" because the return value of "org.apache.flink.cep.nfa.sharedbuffer.SharedBuffer.getEvent(org.apache.flink.cep.nfa.sharedbuffer.EventId)" is null`), c, true},
+		{"another NullPointerException", in, failing("org.apache.flink.util.WrappingRuntimeException: java.lang.NullPointerException (cause: java.lang.NullPointerException: null)"), c, false},
+		{"an IllegalStateException outside a condition", in, failing("java.lang.IllegalStateException: null"), c, false},
+		{"non existent event", in, failing("java.lang.IllegalStateException: Referring to non existent event with id EventId{id=0, timestamp=6}"), c, false},
+		{"no condition reads s1", &noCtx, f, c, false},
+	}
+	first := firstCollision(in.Events)
+	for i, m := range c.Matches {
+		if m.Step != nil && *m.Step >= first && *m.Step < *f.ErrorStep {
+			r := *c
+			r.Matches = slices.Delete(slices.Clone(c.Matches), i, i+1)
+			variants = append(variants, variant{fmt.Sprintf("Cepheus without %v", m.Stages), in, f, &r, false})
+		}
+	}
+	if len(variants) < 8 {
+		t.Fatalf("Cepheus emitted %d matches between the collision and Flink's failure, want at least 2", len(variants)-6)
+	}
+	for _, tc := range variants {
+		if got := eventIDCollision(&Check{In: tc.in, Flink: tc.flink, Cepheus: tc.cepheus}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

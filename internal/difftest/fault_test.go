@@ -50,6 +50,11 @@ var explainedDirs = []string{
 	// EventComparator, Flink failing before the last late element came
 	// (case 8261).
 	filepath.Join("testdata", "explained", "picked-narrow-3037"),
+	// Narrow seed 4405: event-id-collision where Flink's condition read the
+	// replaced node and let a match through that holds the later event
+	// twice, before it failed on the checkState of
+	// NFA.extractCurrentMatches (case 4204).
+	filepath.Join("testdata", "explained", "picked-narrow-4405"),
 	// Narrow seed 3039: window-timer and restored-processing-clock at once,
 	// the counterfactual's clock step after the restore waking the key
 	// and timing out a partial match that Cepheus times out at the next
