@@ -67,7 +67,9 @@ the time field or a key field, go to -dead-letter with the ruleset, their
 line number and the reason. Without -late and -dead-letter they are only
 counted: nothing is written into the working directory unless asked. The
 files are created only when there is something to write (a file an
-earlier run left there is removed: the file, if any, is this run's), but
+earlier run left there is removed by a run that reads its whole input:
+the file, if any, is this run's; one stopped before, by an error or a
+signal, leaves it), but
 their paths are checked before the input is read, and each output needs a
 file of its own (not the events file), named without .gz (they are plain
 JSON lines: compress the alerts on their way, -alerts - | gzip > FILE.gz).
@@ -502,10 +504,12 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if cerr := deadWriter.Close(); err == nil {
 		err = cerr
 	}
-	if cerr := dead.Close(); err == nil {
+	// A run that stopped before the end of its input (a path mistyped,
+	// Ctrl-C) leaves the files of an earlier run as they are.
+	if cerr := dead.Close(ranToEnd(runErr)); err == nil {
 		err = cerr
 	}
-	if cerr := late.Close(); err == nil {
+	if cerr := late.Close(ranToEnd(runErr)); err == nil {
 		err = cerr
 	}
 	if runErr == nil && len(sums) > 0 && sums[0].Records == 0 {
@@ -1334,9 +1338,10 @@ func seeFile(path, flag string) string {
 
 // lazyFile creates its file on the first write, so a run without late
 // events or dead letters leaves no empty files behind; closed without a
-// write, it removes the regular file of its path that an earlier run left
-// (the file there, if any, is this run's). Without a path it discards what
-// it is given. It writes whole lines ([lineWriter]).
+// write after a run that read its whole input, it removes the regular file
+// of its path that an earlier run left (the file there, if any, is this
+// run's). Without a path it discards what it is given. It writes whole
+// lines ([lineWriter]).
 type lazyFile struct {
 	path string
 	f    *os.File
@@ -1357,12 +1362,16 @@ func (l *lazyFile) Write(p []byte) (int, error) {
 	return l.bw.Write(p)
 }
 
-func (l *lazyFile) Close() error {
+// Close flushes and closes the file; ranToEnd says that the run read its
+// whole input, so that a file it did not write is an earlier run's.
+func (l *lazyFile) Close(ranToEnd bool) error {
 	if l.bw == nil {
 		// Yesterday's dead letters must not pass for today's (a cron
 		// job's [ -s dead.jsonl ]). A device, a FIFO or a symbolic link
-		// is left as it is.
-		if st, err := os.Lstat(l.path); l.path != "" && err == nil && st.Mode().IsRegular() {
+		// is left as it is, and so is every file after a run that did
+		// not read its input to the end: it may be all there is of the
+		// last complete run.
+		if st, err := os.Lstat(l.path); ranToEnd && l.path != "" && err == nil && st.Mode().IsRegular() {
 			return os.Remove(l.path)
 		}
 		return nil

@@ -164,6 +164,16 @@ not json
 			t.Fatalf("the run over %s left %s empty or missing: %v", bad, p, err)
 		}
 	}
+	// A run that fails before it has read its input (a mistyped path)
+	// is no run whose outputs these are: it leaves them.
+	if code, _, stderr := cepheus(t, append(args, filepath.Join(dir, "missing.jsonl"))...); code != 1 {
+		t.Fatalf("missing events: exit %d\n%s", code, stderr)
+	}
+	for _, p := range []string{late, dead} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Fatalf("the run over a missing file removed or emptied %s: %v", p, err)
+		}
+	}
 	code, out, stderr := cepheus(t, append(args, writeFile(t, dir, "clean.jsonl", clean))...)
 	if code != 0 || strings.Count(out, "\n") != 1 {
 		t.Fatalf("exit %d, alerts %q\n%s", code, out, stderr)
