@@ -643,6 +643,8 @@ func (e crashExit) describe() string {
 		s += " (" + strings.TrimPrefix(m, "run: ") + ")"
 	} else if m := finishedAt.FindStringSubmatch(e.stderr); m != nil {
 		s += " (the state's run " + m[1] + ")"
+	} else if strings.Contains(e.stderr, "nothing to do") {
+		s += " (nothing to do: the job had finished)"
 	} else if !e.killed {
 		s += " (fresh start)"
 	}
