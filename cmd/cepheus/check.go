@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/cepheus-cep/cepheus/rules"
 )
@@ -13,7 +12,7 @@ import (
 var checkCommand = &command{
 	name:  "check",
 	short: "report the errors and warnings of ruleset files, at file:line:col",
-	usage: "cepheus check [-q] [-strict] files or directories...",
+	usage: "cepheus check [-q] [-strict] files, directories or -...",
 	help: `Check parses and compiles ruleset files, as the engine would before running
 them, and reports every error found: syntax errors, names that are not
 defined or defined twice, fields missing from a declared schema, errors
@@ -21,7 +20,8 @@ inside conditions and emit expressions, what Flink's Pattern API rejects,
 and malformed tests. Each error is printed as file:line:col: message, then
 the source line with a caret under the fault. At most 20 errors are
 reported per file; a second error on the same line is dropped. A directory
-stands for the *.cep files directly in it.
+stands for the *.cep files directly in it, and - for standard input (named
+<stdin> in the errors: for an editor that checks its unsaved buffer).
 
 It also reports, as file:line:col: warning: message, what is legal (Flink
 accepts it) but surely not meant: a stage reference that always reads
@@ -56,13 +56,13 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() == 0 {
 		return fs.usagef("no files given")
 	}
-	files, err := rulesetFiles(fs.Args())
+	files, err := rulesetSources(fs.Args())
 	if err != nil {
 		return err
 	}
 	found := false
-	for _, name := range files {
-		src, err := os.ReadFile(name)
+	for _, arg := range files {
+		name, src, err := readSource(arg)
 		if err != nil {
 			return err
 		}

@@ -173,8 +173,42 @@ func (f *optionalFloat) Set(s string) error {
 // rulesetFiles expands the arguments: a file stands for itself, a
 // directory for the *.cep files directly in it (in name order).
 func rulesetFiles(args []string) ([]string, error) {
+	return expandRulesets(args, false)
+}
+
+// stdinName is the name a ruleset read from standard input goes by in
+// errors and listings.
+const stdinName = "<stdin>"
+
+// rulesetSources is rulesetFiles for the commands that also read a
+// ruleset from standard input: an argument "-" stands for it (once).
+func rulesetSources(args []string) ([]string, error) {
+	return expandRulesets(args, true)
+}
+
+// readSource reads the ruleset file name, or standard input when name is
+// "-"; it returns the name to print with it.
+func readSource(name string) (string, []byte, error) {
+	if name != "-" {
+		src, err := os.ReadFile(name)
+		return name, src, err
+	}
+	src, err := io.ReadAll(os.Stdin)
+	return stdinName, src, err
+}
+
+func expandRulesets(args []string, stdin bool) ([]string, error) {
 	var out []string
+	read := false
 	for _, a := range args {
+		if a == "-" && stdin {
+			if read {
+				return nil, errors.New("-: standard input given twice")
+			}
+			read = true
+			out = append(out, a)
+			continue
+		}
 		st, err := os.Stat(a)
 		var pe *os.PathError
 		if errors.As(err, &pe) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/cepheus-cep/cepheus/rules"
 )
@@ -18,7 +19,7 @@ var fmtCommand = &command{
 one item per line, rule items and quantifiers in their fixed order,
 durations and names in canonical form, runs of blank lines collapsed, and
 every comment kept (the trailing comments of adjacent lines aligned, as
-gofmt aligns them). With no file, it formats standard input. A file with a
+gofmt aligns them). With no file, or -, it formats standard input. A file with a
 syntax error is not formatted; its errors are printed to stderr and the
 exit status is 1.
 
@@ -43,27 +44,20 @@ func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
-		if *write {
-			return fs.usagef("-w needs files")
-		}
-		src, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return err
-		}
-		changed, err := formatOne("<stdin>", src, stdout, stderr, fmtMode{diff: *diff, list: *list})
-		if err == nil && changed && *diff {
-			err = errFound
-		}
-		return err
+	names := fs.Args()
+	if len(names) == 0 {
+		names = []string{"-"}
 	}
-	files, err := rulesetFiles(fs.Args())
+	if *write && slices.Contains(names, "-") {
+		return fs.usagef("-w needs files: it cannot rewrite standard input")
+	}
+	files, err := rulesetSources(names)
 	if err != nil {
 		return err
 	}
 	found := false
-	for _, name := range files {
-		src, err := os.ReadFile(name)
+	for _, arg := range files {
+		name, src, err := readSource(arg)
 		if err != nil {
 			return err
 		}

@@ -99,6 +99,33 @@ func TestCheck(t *testing.T) {
 	if code, _, errOut := cepheus(t, "check", filepath.Join(dir, "missing.cep")); code != 1 || !strings.Contains(errOut, "missing.cep") {
 		t.Errorf("check of a missing file: %d, %q; want 1", code, errOut)
 	}
+	// - is standard input, named <stdin> in the errors, beside files.
+	withStdin(t, badSrc, func() { code, out, errOut = cepheus(t, "check", good, "-") })
+	if code != 1 || out != "" || !strings.Contains(errOut, "<stdin>:4:12: unknown severity urgent") || strings.Contains(errOut, good) {
+		t.Errorf("check good.cep - (bad.cep on standard input): exit %d, stdout %q, stderr\n%s; want 1 and <stdin>'s errors alone", code, out, errOut)
+	}
+	withStdin(t, goodSrc, func() { code, out, errOut = cepheus(t, "check", "-") })
+	if code != 0 || out != "" || errOut != "" {
+		t.Errorf("check - (good.cep on standard input): %d, %q, %q; want 0 and no output", code, out, errOut)
+	}
+	withStdin(t, goodSrc, func() { code, _, errOut = cepheus(t, "check", "-", "-") })
+	if code != 1 || !strings.Contains(errOut, "standard input given twice") {
+		t.Errorf("check - -: %d, %q; want 1 and an error", code, errOut)
+	}
+}
+
+// withStdin runs f with os.Stdin reading src.
+func withStdin(t *testing.T, src string, f func()) {
+	t.Helper()
+	in, err := os.Open(writeFile(t, t.TempDir(), "stdin.txt", src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	saved := os.Stdin
+	os.Stdin = in
+	defer func() { os.Stdin = saved }()
+	f()
 }
 
 // TestCheckWarnings: a file that compiles but reads a stage that always
@@ -218,18 +245,18 @@ func TestFmt(t *testing.T) {
 		{"-d", want, 0, ""},
 		{"-l", messy, 0, "<stdin>\n"},
 	} {
-		in, err := os.Open(writeFile(t, dir, "stdin.txt", c.src))
-		if err != nil {
-			t.Fatal(err)
+		// With no file, or -, beside a file.
+		for _, args := range [][]string{{c.flag}, {c.flag, "-", p}} {
+			var code int
+			var out string
+			withStdin(t, c.src, func() { code, out, _ = cepheus(t, append([]string{"fmt"}, args...)...) })
+			if code != c.code || !strings.HasPrefix(out, c.prefix) || c.prefix == "" && out != "" {
+				t.Errorf("fmt %s of standard input: exit %d, output %q; want %d and %q...", strings.Join(args, " "), code, out, c.code, c.prefix)
+			}
 		}
-		saved := os.Stdin
-		os.Stdin = in
-		code, out, _ := cepheus(t, "fmt", c.flag)
-		os.Stdin = saved
-		in.Close()
-		if code != c.code || !strings.HasPrefix(out, c.prefix) || c.prefix == "" && out != "" {
-			t.Errorf("fmt %s of standard input: exit %d, output %q; want %d and %q...", c.flag, code, out, c.code, c.prefix)
-		}
+	}
+	if code, _, errOut := cepheus(t, "fmt", "-w", p, "-"); code != 2 || !strings.Contains(errOut, "cannot rewrite standard input") {
+		t.Errorf("fmt -w FILE -: exit %d, %q; want 2", code, errOut)
 	}
 	bad := writeFile(t, dir, "bad.cep", "ruleset b\nrule r {\n  pattern {\n    begin (\n")
 	code, out, errOut := cepheus(t, "fmt", bad)
