@@ -483,6 +483,9 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	// process given it fails now, before it fences the first's Kafka
 	// producer or takes its place in the group (and also between two of
 	// the first's jobs, when no job holds the directory).
+	if err := c.checkOutputs(); err != nil {
+		return nil, err
+	}
 	runLock, err := state.LockRun(c.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
@@ -516,23 +519,44 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	return e.runJob(ctx, c, start)
 }
 
+// outputDirs lists the output directories of c's file sinks (none in
+// Kafka mode, whose outputs are topics), each with the name errors give.
+func (c *StreamConfig) outputDirs() []struct{ flag, dir string } {
+	if c.Kafka.transactional() {
+		return nil
+	}
+	var outs []struct{ flag, dir string }
+	for _, out := range []struct{ flag, dir string }{
+		{"alerts output", c.AlertsDir}, {"late events output", c.LateDir}, {"dead-letter output", c.DeadDir}, {"shadow alerts output", c.ShadowDir},
+	} {
+		if out.dir != "" {
+			outs = append(outs, out)
+		}
+	}
+	return outs
+}
+
+// checkOutputs fails a run whose output directory is a file (or a path
+// through one) before the run makes its state directory or any output
+// (runtime.CheckOutputDir).
+func (c *StreamConfig) checkOutputs() error {
+	for _, out := range c.outputDirs() {
+		if _, err := runtime.CheckOutputDir(out.dir); err != nil {
+			return fmt.Errorf("cep: stream: %s: %w", out.flag, err)
+		}
+	}
+	return nil
+}
+
 // lockOutputs locks the output directories of the file sinks for the
 // run (runtime.LockOutputDir), each once: a second run given one of them
 // fails here, before its sinks delete or rename the first's files. The
 // run's outputs may share a directory, by one path or by several (a
 // symlink): a second lock of it, refused as another run's, is not taken.
 func (c *StreamConfig) lockOutputs() ([]io.Closer, error) {
-	if c.Kafka.transactional() {
-		return nil, nil // its outputs are topics
-	}
 	var locks []io.Closer
 	var locked []os.FileInfo
-	for _, out := range []struct{ flag, dir string }{
-		{"alerts output", c.AlertsDir}, {"late events output", c.LateDir}, {"dead-letter output", c.DeadDir}, {"shadow alerts output", c.ShadowDir},
-	} {
-		if out.dir == "" {
-			continue
-		}
+	for _, out := range c.outputDirs() {
 		if st, err := os.Stat(out.dir); err == nil && slices.ContainsFunc(locked, func(l os.FileInfo) bool { return os.SameFile(l, st) }) {
 			continue
 		}

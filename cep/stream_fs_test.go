@@ -153,6 +153,42 @@ func TestStreamOutputInUse(t *testing.T) {
 	}
 }
 
+// TestStreamOutputNotADirectory: an output directory that is a file, or a
+// path through a file, fails the run before it makes anything: neither
+// the state directory nor the other outputs. The state directory was
+// made first, and the outputs before the failing one.
+func TestStreamOutputNotADirectory(t *testing.T) {
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(engineInput(10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		output string
+		set    func(d *streamDirs, file string)
+		want   string
+	}{
+		{"alerts output", func(d *streamDirs, file string) { d.alerts = file }, " is not a directory"},
+		{"dead-letter output", func(d *streamDirs, file string) { d.dead = filepath.Join(file, "dead") }, ": not a directory"},
+		{"late events output", func(d *streamDirs, file string) { d.late = file }, " is not a directory"},
+	} {
+		d := newStreamDirs(t)
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.set(&d, file)
+		_, err := streamEngine(t, engineRules).Stream(context.Background(), d.config(events))
+		if err == nil || !strings.Contains(err.Error(), c.output+": runtime: output directory") || !strings.HasSuffix(err.Error(), c.want) {
+			t.Errorf("%s through a file: %v, want it refused (...%s)", c.output, err, c.want)
+		}
+		for _, dir := range []string{d.state, d.alerts, d.late, d.dead} {
+			if st, err := os.Stat(dir); err == nil && st.IsDir() {
+				t.Errorf("%s through a file: the run made %s before it failed", c.output, dir)
+			}
+		}
+	}
+}
+
 // TestStreamCorruptCheckpoint: a restore from a damaged checkpoint fails,
 // saying what to do (the checkpoint is never skipped); done so (its
 // directory and its part files moved away), the run resumes from the

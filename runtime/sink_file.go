@@ -94,6 +94,24 @@ var _ CommitSink = (*FileSink)(nil)
 // checkpoint after the one restored.
 var ErrCommittedAhead = errors.New("runtime: file sink: committed part file of a later checkpoint")
 
+// CheckOutputDir reports whether the output directory dir exists, and
+// the error LockOutputDir would give for a dir that is not a directory
+// (a file, a path through a file) or cannot be looked at, without making
+// anything: a run checks every output before it creates its state
+// directory or another output.
+func CheckOutputDir(dir string) (exists bool, err error) {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("runtime: output directory: %w", err)
+	case !st.IsDir():
+		return true, fmt.Errorf("runtime: output directory %s is not a directory", dir)
+	}
+	return true, nil
+}
+
 // LockOutputDir locks the output directory dir for a whole run, creating
 // it if needed (durably, as [NewFileSink] does). The part files of every
 // run are named alike (P-S-N.jsonl, .P-S.inprogress), so two runs given
@@ -106,19 +124,17 @@ var ErrCommittedAhead = errors.New("runtime: file sink: committed part file of a
 // too, before anything is read: a sink would fail only at its first line,
 // which for late events or dead letters may come hours later.
 func LockOutputDir(dir string) (io.Closer, error) {
-	st, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	exists, err := CheckOutputDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("runtime: output directory: %w", err)
 		}
 		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
 			return nil, fmt.Errorf("runtime: output directory: %w", err)
 		}
-	case err != nil:
-		return nil, fmt.Errorf("runtime: output directory: %w", err)
-	case !st.IsDir():
-		return nil, fmt.Errorf("runtime: output directory %s is not a directory", dir)
 	}
 	if err := checkWritable(dir); err != nil {
 		return nil, fmt.Errorf("runtime: output directory %w", err)
