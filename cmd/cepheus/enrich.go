@@ -31,7 +31,8 @@ var enrichCommand = &command{
          there is replaced, also by a later line of the file with the
          same key: Redis holds the last record of each key. Prints how
          many records it wrote, and how many distinct keys they have
-         when lines repeat a key (the first such line named).
+         when lines repeat a key (the first such line named); with
+         -q, only the latter, as "enrich: warning: ...".
 
 -redis is HOST:PORT or a URL, redis://[USER@]HOST:PORT[/DB][?format=json&prefix=P]
 (rediss:// for TLS). The password comes from -redis-password-file or
@@ -60,6 +61,7 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&lf.passwordFile, "redis-password-file", "", "a file holding the Redis password (default $"+redisPasswordEnv+"; never printed)")
 	fs.BoolVar(&lf.redisTLS, "redis-tls", false, "connect over TLS (rediss:// says so too)")
 	fs.StringVar(&lf.redisCA, "redis-ca", "", "a PEM file of the CA the server's certificate is checked against (implies -redis-tls)")
+	quiet := fs.Bool("q", false, "no summary line, unless lines of the file repeat a key (then it is written, as a warning)")
 	sub := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
@@ -142,12 +144,18 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return userErr(err)
 	}
-	keys := ""
+	keys, lead := "", "enrich: "
 	if d := done.Duplicates; d.Count > 0 {
 		keys = fmt.Sprintf(", of %s: %s repeating the key of an earlier line (the first: %s:%d, key %q) replaced its record, so Redis holds the last record of each key",
 			plural(int64(done.Keys), "distinct key", "distinct keys"), plural(int64(d.Count), "line", "lines"), d.Path, d.Line, d.Key)
 	}
-	fmt.Fprintf(stderr, "enrich: lookup %s: %s from %s written in %s%s\n", *name, plural(int64(done.Records), "record", "records"), *file,
+	if *quiet {
+		if keys == "" {
+			return nil
+		}
+		lead = "enrich: warning: "
+	}
+	_, err = fmt.Fprintf(stderr, "%slookup %s: %s from %s written in %s%s\n", lead, *name, plural(int64(done.Records), "record", "records"), *file,
 		time.Since(began).Round(time.Millisecond), keys)
-	return nil
+	return err
 }

@@ -127,6 +127,17 @@ func TestKafkaProduceConsume(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "produce: 100 records (") || !strings.Contains(errOut, " (6 partitions)\n") {
 		t.Fatalf("second produce: exit %d, stderr\n%s", code, errOut)
 	}
+	// -q: no summary, its warnings alone (two lines keyed by no_such
+	// field, the first line not JSON).
+	quiet := filepath.Join(dir, "quiet.jsonl")
+	if err := os.WriteFile(quiet, []byte("not json\n"+some[0]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = cepheus(t, "produce", "-q", "-topic", topic, "-key", "no_such", "-events", quiet)
+	if want := "produce: warning: 2 records without no_such: null key\nproduce: warning: 1 line not a JSON object, written as it is\n"; code != 0 || errOut != want {
+		t.Fatalf("produce -q: exit %d, stderr\n%s\nwant 0 and\n%s", code, errOut, want)
+	}
+	some = append(slices.Clip(some), "not json", some[0])
 	code, out, errOut = cepheus(t, "consume", "-topic", topic, "-idle", "1s", "-q")
 	if code != 0 || errOut != "" {
 		t.Fatalf("consume -q: exit %d, stderr\n%s", code, errOut)

@@ -874,7 +874,7 @@ func TestEnrichLoadUsage(t *testing.T) {
 // TestEnrichLoadDuplicates: enrich load of a lookup file whose lines
 // repeat keys reports the records written and their distinct keys, naming
 // the first repeating line; a file without duplicates reports its records
-// alone.
+// alone. With -q only the former is written, as a warning.
 func TestEnrichLoadDuplicates(t *testing.T) {
 	addr := redisAddr(t)
 	dir := t.TempDir()
@@ -887,9 +887,9 @@ func TestEnrichLoadDuplicates(t *testing.T) {
 `)
 	clean := writeFile(t, dir, "clean.jsonl", `{"customer_id":"c1","home_country":"FR"}`+"\n")
 	url := fmt.Sprintf("redis://%s?prefix=test:%s:%s:", addr, t.Name(), strconv.FormatInt(time.Now().UnixNano(), 36))
-	load := func(file string) string {
+	load := func(file string, flags ...string) string {
 		t.Helper()
-		code, _, stderr := cepheus(t, "enrich", "load", "-redis", url, "-rules", "../../rulesets/cards.cep", "-lookup", "customer", "-file", file)
+		code, _, stderr := cepheus(t, append(append([]string{"enrich", "load"}, flags...), "-redis", url, "-rules", "../../rulesets/cards.cep", "-lookup", "customer", "-file", file)...)
 		if code != 0 {
 			t.Fatalf("enrich load %s: exit %d\n%s", file, code, stderr)
 		}
@@ -902,6 +902,13 @@ func TestEnrichLoadDuplicates(t *testing.T) {
 	}
 	if got, want := load(clean), "enrich: lookup customer: 1 record from "+clean+" written in T\n"; got != want {
 		t.Errorf("enrich load of a file without duplicates:\n got  %q\n want %q", got, want)
+	}
+	// -q: nothing, unless keys repeat: then the line, as a warning.
+	if got, want := load(prof, "-q"), "enrich: warning: "+strings.TrimPrefix(want, "enrich: "); got != want {
+		t.Errorf("enrich load -q of a file with duplicate keys:\n got  %q\n want %q", got, want)
+	}
+	if got := load(clean, "-q"); got != "" {
+		t.Errorf("enrich load -q of a file without duplicates: %q, want nothing", got)
 	}
 }
 

@@ -62,7 +62,8 @@ ends at a partition's first record stamped at or after -to.
 -brokers is a comma-separated list of host:port, by default the value of
 $CEPHEUS_KAFKA_BROKERS (scripts/kafka.sh start prints the address of a
 local broker). -events - reads stdin; a gzip-compressed file is detected
-by its first bytes. A summary goes to stderr. Brokers that do not answer
+by its first bytes. A summary goes to stderr (-q: only its warnings, as
+"produce: warning: ..." lines). Brokers that do not answer
 fail the command after 45 s ("no answer from the brokers within 45s").
 `,
 }
@@ -80,6 +81,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	secFlags := addKafkaSecurityFlags(fs)
 	timeField := fs.String("time-field", "", "top-level `field` holding each record's timestamp, RFC 3339 or epoch milliseconds (default: the append time)")
 	timeUnit := fs.String("time-unit", "ms", "unit of a -time-field written as a number: ms or s (epoch seconds, which may have a fraction)")
+	quiet := fs.Bool("q", false, "no summary; its warnings (records without a key or a usable time, implausible times, lines not JSON) are still written")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -138,22 +140,26 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "produce: %s (%s) to %s in %.1fs", plural(res.Records, "record", "records"),
-		humanBytes(res.Bytes), *topic, time.Since(began).Seconds())
-	created := ""
-	if res.Created {
-		created = ", created"
+	warn := "produce: warning: " // with -q a line of its own, else one under the summary's
+	if !*quiet {
+		warn = "  "
+		fmt.Fprintf(&b, "produce: %s (%s) to %s in %.1fs", plural(res.Records, "record", "records"),
+			humanBytes(res.Bytes), *topic, time.Since(began).Seconds())
+		created := ""
+		if res.Created {
+			created = ", created"
+		}
+		fmt.Fprintf(&b, " (%s%s)\n", plural(int64(res.Partitions), "partition", "partitions"), created)
 	}
-	fmt.Fprintf(&b, " (%s%s)\n", plural(int64(res.Partitions), "partition", "partitions"), created)
 	if *key != "" && res.NullKeys > 0 {
-		fmt.Fprintf(&b, "  %s without %s: null key\n", plural(res.NullKeys, "record", "records"), *key)
+		fmt.Fprintf(&b, warn+"%s without %s: null key\n", plural(res.NullKeys, "record", "records"), *key)
 	}
 	if *timeField != "" && res.Untimed > 0 {
 		how := "the time of the last line before with one (the first lines: of the first line with one)"
 		if res.AppendTimed > 0 {
 			how += fmt.Sprintf("; %s with the append time: no line had one in the first 1,000", humanize.Int(res.AppendTimed))
 		}
-		fmt.Fprintf(&b, "  %s without a usable %s: timestamped with %s\n", plural(res.Untimed, "record", "records"), *timeField, how)
+		fmt.Fprintf(&b, warn+"%s without a usable %s: timestamped with %s\n", plural(res.Untimed, "record", "records"), *timeField, how)
 	}
 	if res.Implausible > 0 {
 		// Epoch seconds read as milliseconds are the usual slip; it is
@@ -162,13 +168,13 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		if unit == time.Millisecond {
 			slip = " (epoch seconds read as milliseconds land in January 1970)"
 		}
-		fmt.Fprintf(&b, "  %s a numeric %s before 2000 or from 2100 on, written so: is -time-unit %s right?%s\n",
+		fmt.Fprintf(&b, warn+"%s a numeric %s before 2000 or from 2100 on, written so: is -time-unit %s right?%s\n",
 			plural(res.Implausible, "record has", "records have"), *timeField, *timeUnit, slip)
 	}
 	if res.NotJSON > 0 {
-		fmt.Fprintf(&b, "  %s not a JSON object, written as %s\n", plural(res.NotJSON, "line", "lines"), pick(res.NotJSON == 1, "it is", "they are"))
+		fmt.Fprintf(&b, warn+"%s not a JSON object, written as %s\n", plural(res.NotJSON, "line", "lines"), pick(res.NotJSON == 1, "it is", "they are"))
 	}
-	if res.Blank > 0 {
+	if res.Blank > 0 && !*quiet {
 		fmt.Fprintf(&b, "  %s skipped\n", plural(res.Blank, "blank line", "blank lines"))
 	}
 	_, err = io.WriteString(stderr, b.String())
