@@ -331,7 +331,7 @@ func TestTest(t *testing.T) {
 
 func TestHelpAndUsage(t *testing.T) {
 	code, out, _ := cepheus(t, "help")
-	if code != 0 || !strings.Contains(out, "cepheus check [-q] [-strict] files or directories...") {
+	if code != 0 || !strings.Contains(out, "cepheus check [-q] [-strict] files, directories or -...") {
 		t.Errorf("help: exit %d\n%s", code, out)
 	}
 	// Each command's synopsis with a line saying what it does.
@@ -411,7 +411,7 @@ func TestHelpAndUsage(t *testing.T) {
 	}
 	for _, h := range []string{"-h", "-help", "--help", "help"} {
 		code, out, errOut := cepheus(t, "help", h)
-		if code != 0 || !strings.Contains(out, "cepheus check [-q] [-strict] files or directories...") || errOut != "" {
+		if code != 0 || !strings.Contains(out, "cepheus check [-q] [-strict] files, directories or -...") || errOut != "" {
 			t.Errorf("help %s: exit %d\n%s%s", h, code, out, errOut)
 		}
 	}
