@@ -69,7 +69,10 @@ counted: nothing is written into the working directory unless asked. The
 files are created only when there is something to write (a file an
 earlier run left there is removed by a run that reads its whole input:
 the file, if any, is this run's; one stopped before, by an error or a
-signal, leaves it), but
+signal, leaves it). -alerts FILE is made at the first alert, or empty at
+the end of a run that read its whole input; a run stopped before its
+first alert (a mistyped -events or lookup file) leaves an earlier run's
+alerts file as it is. All
 their paths are checked before the input is read, and each output needs a
 file of its own (not the events file), named without .gz (they are plain
 JSON lines: compress the alerts on their way, -alerts - | gzip > FILE.gz).
@@ -359,6 +362,11 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		return fs.usagef("%v", err)
 	}
 
+	// An input that cannot be opened fails before any output is opened
+	// (truncated: -alerts FILE lost the alerts of an earlier run).
+	if err := checkEvents("backtest", f.events); err != nil {
+		return err
+	}
 	// Every output path is checked before the input is read: a run must
 	// not fail on its output after the whole input, nor overwrite it.
 	if err := checkOutputs(f, inputPaths(f.events, files, &f.lookups)); err != nil {
@@ -375,10 +383,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			f.examples = 1
 		}
 	}
-	alerts, closeAlerts, err := openAlerts(f.alerts, alertsOut)
-	if err != nil {
-		return err
-	}
+	alerts, closeAlerts := openAlerts(f.alerts, alertsOut)
 	var tee *exampleTee
 	if f.examples > 0 && !f.quiet {
 		tee = &exampleTee{w: alerts, per: f.examples, seen: map[string]int{}}
@@ -498,7 +503,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	// Whatever ended the run, the outputs get their whole lines and the
 	// summary of what was read is printed.
-	err = closeAlerts()
+	err = closeAlerts(ranToEnd(runErr))
 	// The dead-letter writer flushes into the lazy file, which then
 	// flushes and closes: both, in that order.
 	if cerr := deadWriter.Close(); err == nil {
@@ -863,24 +868,18 @@ func createWriteOnly(path string) (*os.File, error) {
 }
 
 // openAlerts opens the alerts output: stdout for "-", else a file created
-// now. Either way through a [lineWriter].
-func openAlerts(path string, stdout io.Writer) (io.Writer, func() error, error) {
+// at the first alert, or at the end of a run that read its whole input (a
+// [lazyFile]: a run that stopped first leaves an earlier run's file as it
+// is; it was truncated at the start). Either way through a [lineWriter].
+// The returned function flushes and closes it; ranToEnd says whether the
+// run read its whole input.
+func openAlerts(path string, stdout io.Writer) (io.Writer, func(ranToEnd bool) error) {
 	if path == "" || path == "-" {
 		lw := newLineWriter(stdout)
-		return lw, lw.Flush, nil
+		return lw, func(bool) error { return lw.Flush() }
 	}
-	fh, err := createWriteOnly(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	lw := newLineWriter(fh)
-	return lw, func() error {
-		err := lw.Flush()
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	}, nil
+	lf := &lazyFile{path: path, made: true}
+	return lf, lf.Close
 }
 
 // lineWriter buffers output and writes it only up to a line end, each time
@@ -1340,10 +1339,14 @@ func seeFile(path, flag string) string {
 // events or dead letters leaves no empty files behind; closed without a
 // write after a run that read its whole input, it removes the regular file
 // of its path that an earlier run left (the file there, if any, is this
-// run's). Without a path it discards what it is given. It writes whole
-// lines ([lineWriter]).
+// run's), or, made set (the alerts file), makes it empty. A run that did
+// not read its input to the end (a mistyped -events or lookup file,
+// Ctrl-C) before its first write leaves the file of an earlier run as it
+// is. Without a path it discards what it is given. It writes whole lines
+// ([lineWriter]).
 type lazyFile struct {
 	path string
+	made bool // a run that read its whole input leaves the file, empty if nothing was written
 	f    *os.File
 	bw   *lineWriter
 }
@@ -1366,6 +1369,13 @@ func (l *lazyFile) Write(p []byte) (int, error) {
 // whole input, so that a file it did not write is an earlier run's.
 func (l *lazyFile) Close(ranToEnd bool) error {
 	if l.bw == nil {
+		if ranToEnd && l.made {
+			_, err := l.Write(nil) // the run's file: no alerts
+			if err != nil {
+				return err
+			}
+			return l.Close(true)
+		}
 		// Yesterday's dead letters must not pass for today's (a cron
 		// job's [ -s dead.jsonl ]). A device, a FIFO or a symbolic link
 		// is left as it is, and so is every file after a run that did

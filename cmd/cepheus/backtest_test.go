@@ -165,14 +165,33 @@ not json
 		}
 	}
 	// A run that fails before it has read its input (a mistyped path)
-	// is no run whose outputs these are: it leaves them.
-	if code, _, stderr := cepheus(t, append(args, filepath.Join(dir, "missing.jsonl"))...); code != 1 {
+	// is no run whose outputs these are: it leaves them, and an alerts
+	// file (it was truncated).
+	const earlier = `{"alert_id":"earlier"}` + "\n"
+	alerts := writeFile(t, dir, "alerts.jsonl", earlier)
+	missing := append([]string{"backtest", "-alerts", alerts}, append(args[1:], filepath.Join(dir, "missing.jsonl"))...)
+	if code, _, stderr := cepheus(t, missing...); code != 1 {
 		t.Fatalf("missing events: exit %d\n%s", code, stderr)
 	}
 	for _, p := range []string{late, dead} {
 		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
 			t.Fatalf("the run over a missing file removed or emptied %s: %v", p, err)
 		}
+	}
+	if b, err := os.ReadFile(alerts); string(b) != earlier {
+		t.Errorf("the run over a missing file left %s holding %q (%v), want %q", alerts, b, err, earlier)
+	}
+	// Nor a run whose lookup file is missing (it fails before it reads an
+	// event); a run without alerts that read its input leaves it empty.
+	code, _, stderr := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", bad, "-lookup", "customer=file:"+filepath.Join(dir, "missing.jsonl"), "-alerts", alerts)
+	if b, err := os.ReadFile(alerts); code != 1 || string(b) != earlier {
+		t.Errorf("the run with a missing lookup file: exit %d, %s holding %q (%v), want 1 and %q\n%s", code, alerts, b, err, earlier, stderr)
+	}
+	if code, _, stderr := cepheus(t, "backtest", "-rules", rules, "-events", writeFile(t, dir, "none.jsonl", clean[:strings.IndexByte(clean, '\n')+1]), "-time-unit", "ms", "-alerts", alerts); code != 0 {
+		t.Fatalf("a run without alerts: exit %d\n%s", code, stderr)
+	}
+	if b, err := os.ReadFile(alerts); err != nil || len(b) != 0 {
+		t.Errorf("a run without alerts left %s holding %q (%v), want it empty", alerts, b, err)
 	}
 	code, out, stderr := cepheus(t, append(args, writeFile(t, dir, "clean.jsonl", clean))...)
 	if code != 0 || strings.Count(out, "\n") != 1 {

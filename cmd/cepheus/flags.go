@@ -233,3 +233,30 @@ func expandRulesets(args []string, stdin bool) ([]string, error) {
 	}
 	return out, nil
 }
+
+// checkEvents fails a command whose -events path (a file or a directory;
+// "" and "-" pass) cannot be opened, naming the flag and the path, before
+// it makes or truncates anything. A FIFO is not opened: the open would
+// wake a writer waiting for the command, and the close, no reader left
+// until the command opens it again, would lose what it wrote meanwhile or
+// break its pipe.
+func checkEvents(cmd, path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if err == nil && st.Mode()&os.ModeNamedPipe == 0 {
+		var in *os.File
+		if in, err = os.Open(path); err == nil {
+			in.Close()
+		}
+	}
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // not "stat PATH: ...", "open PATH: ..."
+		}
+		return fmt.Errorf("%s: -events %s: %w", cmd, path, err)
+	}
+	return nil
+}

@@ -560,24 +560,8 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	// A missing or unreadable input fails here, before the state directory
 	// is made (a directory with nothing to read fails in Stream, as early).
-	// A FIFO is not opened: the open would wake a writer waiting for the
-	// run, and the close, no reader left until the run opens it again,
-	// would lose what it wrote meanwhile or break its pipe.
-	if f.events != "" && f.events != "-" {
-		st, err := os.Stat(f.events)
-		if err == nil && st.Mode()&os.ModeNamedPipe == 0 {
-			var in *os.File
-			if in, err = os.Open(f.events); err == nil {
-				in.Close()
-			}
-		}
-		if err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err // not "stat PATH: ...", "open PATH: ..."
-			}
-			return fmt.Errorf("%s: -events %s: %w", cmd.name, f.events, err)
-		}
+	if err := checkEvents(cmd.name, f.events); err != nil {
+		return err
 	}
 	// warnf writes a warning: a line on stderr, or serve's log.
 	warnf := func(format string, args ...any) { fmt.Fprintf(stderr, cmd.name+": warning: "+format+"\n", args...) }

@@ -56,7 +56,7 @@ func TestBacktestErrorsWithoutPackagePrefixes(t *testing.T) {
 	for _, c := range []struct {
 		events, want string
 	}{
-		{missing, "cepheus: backtest: open " + missing + ": no such file or directory\n"},
+		{missing, "cepheus: backtest: -events " + missing + ": no such file or directory\n"},
 		{truncated, "cepheus: backtest: " + truncated + ": line "},
 		{undecodable, "cepheus: backtest: ruleset good: 1 of 1 line could not be decoded (line 1: column 1: want a JSON object, found 'n')\n"},
 	} {
