@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -326,7 +327,8 @@ func TestKafkaScaleOut(t *testing.T) {
 }
 
 // TestKafkaZombieGroup: of two instances of one job, one is paused with
-// SIGSTOP for longer than its session timeout, so that the group gives
+// SIGSTOP (right after a commit: internal/failpoint's stop-when) for
+// longer than its session timeout, so that the group gives
 // its partitions to the other, and then resumed: it cannot commit what it
 // did before the pause (the group refuses the offsets of its old
 // generation), says so, and goes on with the partitions the group gives
@@ -351,16 +353,23 @@ func TestKafkaZombieGroup(t *testing.T) {
 			}
 		}
 	}()
-	// A checkpoint a second, not every 200 ms: paused amid a commit (its
-	// offsets sent, its transaction not ended), a holds the offsets of
-	// its partitions until that transaction ends, and b waits for it
-	// before it takes them over (docs/kafka.md, Failure): up to a's
-	// transaction timeout (91 s), past this test's minute, since a
-	// resumes only after b took over. Rarer commits make that pause
-	// rarer; a CI run of the 42nd session met it (b printed nothing for
-	// the minute after the pause).
+	// a pauses itself (SIGSTOP) right after a commit, once the test
+	// makes the file pause: paused amid a commit (its offsets sent, its
+	// transaction not ended), a would hold the offsets of its partitions
+	// until that transaction ends, and b would wait for it before it
+	// takes them over (docs/kafka.md, Failure): up to a's transaction
+	// timeout (91 s), past this test's minute, since a resumes only after
+	// b took over. A SIGSTOP sent at a moment of the test's met a commit
+	// now and then: CI runs of the 42nd session and the 45th (loaded:
+	// b printed nothing for the minute after the pause).
+	pause := filepath.Join(dir, "pause")
 	for _, in := range ins {
-		in.start(t, bin, groupRun(job, brokers, group, dir, in.name, "-checkpoint-interval", "1s"))
+		fp := ""
+		if in.name == "a" {
+			fp = "kafka.after-commit/stop-when=" + pause
+		}
+		in.c = startChild(t, bin, groupRun(job, brokers, group, dir, in.name, "-checkpoint-interval", "1s"), fp)
+		in.starts++
 	}
 	a, b := ins[0], ins[1]
 	deadline := time.Now().Add(time.Minute)
@@ -374,8 +383,18 @@ func TestKafkaZombieGroup(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := syscall.Kill(a.c.pid, syscall.SIGSTOP); err != nil {
+	if err := os.WriteFile(pause, nil, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); processState(t, a.c.pid) != "T"; {
+		select {
+		case <-a.c.done:
+			t.Fatalf("instance a ended before it paused after a commit\na:\n%s", a.c.out.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance a has not paused after a commit within a minute of the test's asking\na:\n%s", a.c.out.String())
+		}
 	}
 	// Paused until b has taken all six partitions over (past a's session
 	// timeout, 2 s): waited for, not slept, as a busy machine (make test
@@ -509,4 +528,16 @@ func TestKafkaSecondStartSameState(t *testing.T) {
 	}
 	checkAlerts(t, bin, brokers, group, job)
 	keepLogs(t, []*instance{a})
+}
+
+// processState is the state letter of process pid (R, S, T, Z...) from
+// /proc.
+func processState(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[0]
 }

@@ -2,7 +2,11 @@
 // tests: the environment variable CEPHEUS_FAILPOINT names a point, and
 // the process sends itself SIGKILL when it reaches it, as a power cut or
 // kill -9 would. "name" kills at the first hit, "name@N" at the Nth (N
-// from 1). Unset (the normal case), a point costs one load of a boolean.
+// from 1). "name/stop-when=PATH" instead stops the process (SIGSTOP, as
+// a pause would; Unix only) at the first hit once the file PATH exists:
+// a test pauses it at a point of its choosing, at a moment of its
+// choosing, and resumes it with SIGCONT. Unset (the normal case), a point
+// costs one load of a boolean.
 package failpoint
 
 import (
@@ -22,7 +26,15 @@ var (
 	name  string
 	nth   int64
 	hits  atomic.Int64
+	// stopWhen is the file whose existence stops the process at the
+	// point ("name/stop-when=PATH"); stopped, that it did.
+	stopWhen string
+	stopped  atomic.Bool
 )
+
+// stopWhenSep separates a point's name from the file that stops the
+// process there.
+const stopWhenSep = "/stop-when="
 
 func load() {
 	v := os.Getenv(EnvVar)
@@ -30,7 +42,9 @@ func load() {
 		return
 	}
 	name, nth = v, 1
-	if i := strings.LastIndexByte(v, '@'); i >= 0 {
+	if n, path, ok := strings.Cut(v, stopWhenSep); ok && path != "" {
+		name, stopWhen = n, path
+	} else if i := strings.LastIndexByte(v, '@'); i >= 0 {
 		if n, err := strconv.ParseInt(v[i+1:], 10, 64); err == nil && n >= 1 {
 			name, nth = v[:i], n
 		}
@@ -45,9 +59,15 @@ func Armed() bool {
 }
 
 // Hit kills the process when point is the armed failpoint and this is its
-// Nth hit.
+// Nth hit, or stops it when the failpoint's file exists (once).
 func Hit(point string) {
 	if !Armed() || point != name {
+		return
+	}
+	if stopWhen != "" {
+		if _, err := os.Stat(stopWhen); err == nil && stopped.CompareAndSwap(false, true) {
+			stopSelf()
+		}
 		return
 	}
 	if hits.Add(1) == nth {

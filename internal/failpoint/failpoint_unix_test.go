@@ -1,0 +1,108 @@
+//go:build linux
+
+package failpoint
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// helperEnv makes the test binary a helper process: it hits the point
+// "p" once a 10 ms tick, 200 times, printing each hit, then exits 0.
+const helperEnv = "FAILPOINT_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		for i := 1; i <= 200; i++ {
+			Hit("other")
+			Hit("p")
+			os.Stdout.WriteString("hit " + strconv.Itoa(i) + "\n")
+			time.Sleep(10 * time.Millisecond)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// helper starts the test binary as a helper process armed with the
+// failpoint fp.
+func helper(t *testing.T, fp string) (*exec.Cmd, *bytes.Buffer, chan error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", EnvVar+"="+fp)
+	out := new(bytes.Buffer)
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, out, done
+}
+
+// TestKillAtNth: "p@3" kills the process at the third hit of p, not
+// before, with SIGKILL; other points pass.
+func TestKillAtNth(t *testing.T) {
+	cmd, out, done := helper(t, "p@3")
+	err := <-done
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if err == nil || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the helper: %v, want killed by SIGKILL", err)
+	}
+	if got := out.String(); got != "hit 1\nhit 2\n" {
+		t.Errorf("the helper printed %q, want two hits before the third killed it", got)
+	}
+}
+
+// TestStopWhen: "p/stop-when=FILE" lets the process run while FILE is
+// missing, stops it at the next hit of p once FILE is there, and only
+// once: resumed with SIGCONT, it runs to its end.
+func TestStopWhen(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pause")
+	cmd, _, done := helper(t, "p"+stopWhenSep+file)
+	defer cmd.Process.Kill()
+	time.Sleep(100 * time.Millisecond)
+	if state(t, cmd.Process.Pid) == "T" {
+		t.Fatal("the helper stopped before the file was made")
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for state(t, cmd.Process.Pid) != "T" {
+		if time.Now().After(deadline) {
+			t.Fatal("the helper did not stop within 10 s of the file")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the helper, resumed: %v, want exit 0 (stopped once)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the helper, resumed, did not end within 30 s (stopped again?)")
+	}
+}
+
+// state is the state letter of process pid (R, S, T, Z...) from /proc.
+func state(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return f[0]
+}
