@@ -32,7 +32,8 @@ dormant_card, auth_not_captured.
 The defaults give 60 days of sparse history and one dense day (about
 325,000 events). The same flags give the same bytes. The output goes to
 stdout, or to -o FILE (gzip-compressed when FILE ends in .gz), which
-appears whole once gen ends well (an interrupted gen leaves none). A
+appears whole once gen ends well (an interrupted gen leaves none; a
+symbolic link FILE is followed: the file it points to is written). A
 summary goes to stderr (none with -q, which keeps the warnings).
 
 -profiles DIR also writes the lookup data of the generated population,
@@ -225,6 +226,29 @@ func genConfigError(fs *flagSet, err error) error {
 	return fs.usagef("%s", strings.Join(msgs, "\ncepheus: gen: "))
 }
 
+// linkTarget returns the file the symbolic link path points to (through
+// every link, a dangling one's target included), or path when it is no
+// link: an output renamed over the link itself would replace the link by
+// a file, and the file it points to, which its user reads, would keep
+// the old data.
+func linkTarget(path string) string {
+	for range 40 { // as the kernel's limit of links followed
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			return path
+		}
+		to, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(path), to)
+		}
+		path = to
+	}
+	return path
+}
+
 // createOutput opens the output: stdout for "" or "-", else a hidden
 // file beside path, gzip-compressed when path ends in .gz. commit flushes
 // and closes it and renames it to path; abort removes it: a gen that
@@ -232,12 +256,13 @@ func genConfigError(fs *flagSet, err error) error {
 // whole one (nor replaces an older file of that name). A path that is
 // not a regular file (/dev/null, a FIFO) is written as it is: renamed
 // over, a device or a FIFO would become a regular file (as root, /dev/null
-// itself).
+// itself). A symbolic link is followed: the file it points to is written.
 func createOutput(path string, stdout io.Writer) (w io.Writer, commit func() error, abort func(), err error) {
 	if path == "" || path == "-" {
 		bw := bufio.NewWriterSize(stdout, 1<<16)
 		return bw, bw.Flush, func() { _ = bw.Flush() }, nil
 	}
+	path = linkTarget(path)
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
 	var f *os.File
 	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() && !st.IsDir() {
