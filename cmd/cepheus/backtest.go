@@ -421,6 +421,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			src, err = cep.OpenTopicEventSource(ctx, r)
 		case eventsDir:
 			src, err = cep.OpenDirEventSource(ctx, f.events, rs.TimeField, input.TimeUnit)
+		case f.events == "-":
+			// Read so that Ctrl-C stops a run waiting for a line.
+			src, err = cep.NewEventSource(newCtxReader(ctx, os.Stdin), "stdin")
 		default:
 			src, err = cep.OpenEventSource(f.events)
 		}
@@ -645,7 +648,14 @@ func backtestError(ctx context.Context, err error, sums []*cep.Summary, f backte
 		line = sums[len(sums)-1].Line
 	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return interrupted(ctx, "backtest interrupted at line %d; the summary above is partial", line)
+		where := fmt.Sprintf("at line %d", line)
+		if line == 0 {
+			where = "before its first line" // stdin with nothing written yet
+		}
+		if len(sums) == 0 || f.quiet {
+			return interrupted(ctx, "backtest interrupted %s", where)
+		}
+		return interrupted(ctx, "backtest interrupted %s; the summary above is partial", where)
 	}
 	var ie *cep.InputError
 	if errors.As(err, &ie) {

@@ -859,7 +859,8 @@ func TestInterruptedExitStatus(t *testing.T) {
 		{[]string{"enrich", "load", "-redis", nobody, "-rules", "../../rulesets/cards.cep", "-lookup", "customer", "-file", records},
 			"cepheus: enrich interrupted: lookup customer may be partly written (load it again)\n"},
 		{[]string{"gen", "-history-days", "0", "-events-per-day", "100", "-scenarios", "card_testing"}, "cepheus: gen interrupted: the output is partial\n"},
-		{[]string{"backtest", "-q", "-rules", rulesFile, "-events", events}, "cepheus: backtest interrupted at line 0; the summary above is partial\n"},
+		{[]string{"backtest", "-q", "-rules", rulesFile, "-events", events}, "cepheus: backtest interrupted before its first line\n"},
+		{[]string{"backtest", "-rules", rulesFile, "-events", events}, "\ncepheus: backtest interrupted before its first line; the summary above is partial\n"},
 	} {
 		for _, s := range []struct {
 			cause error

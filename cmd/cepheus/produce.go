@@ -117,7 +117,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	default:
 		return fs.usagef("-time-unit %q: want ms or s", *timeUnit)
 	}
-	in, closeIn, err := openLines(*events)
+	in, closeIn, err := openLines(ctx, *events)
 	if err != nil {
 		return err
 	}
@@ -199,14 +199,18 @@ func brokerList(fs *flagSet, flagValue string) ([]string, error) {
 	return out, nil
 }
 
-// openLines opens path ("-": stdin) for reading, decompressing it when it
-// starts with gzip's magic bytes.
-func openLines(path string) (r io.Reader, close func() error, err error) {
+// openLines opens path ("-": stdin, read so that a read waiting for input
+// ends when ctx is done) for reading, decompressing it when it starts
+// with gzip's magic bytes.
+func openLines(ctx context.Context, path string) (r io.Reader, close func() error, err error) {
 	var f *os.File
+	in := io.Reader(nil)
 	if path == "-" {
-		f = os.Stdin
+		f, in = os.Stdin, newCtxReader(ctx, os.Stdin)
 	} else if f, err = os.Open(path); err != nil {
 		return nil, nil, err
+	} else {
+		in = f
 	}
 	closeFile := func() error {
 		if f == os.Stdin {
@@ -214,7 +218,7 @@ func openLines(path string) (r io.Reader, close func() error, err error) {
 		}
 		return f.Close()
 	}
-	br := bufio.NewReaderSize(f, 1<<16)
+	br := bufio.NewReaderSize(in, 1<<16)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"io"
+)
+
+// ctxReader reads r in a goroutine of its own, so that a Read waiting for
+// input returns ctx's error once ctx is done: a command reading standard
+// input that nothing writes (a pipe whose writer idles) stops on Ctrl-C
+// at once, not at the writer's next line or its end. The goroutine reads
+// only when a Read asks for more, into one buffer, and stays blocked in
+// r's Read after ctx is done until r returns (the process is ending).
+type ctxReader struct {
+	ctx     context.Context
+	ask     chan struct{}
+	got     chan readResult
+	asked   bool   // a read is under way in the goroutine
+	pending []byte // what the last read got that Read has not passed on
+	err     error  // the last read's error, passed on once pending is
+}
+
+type readResult struct {
+	b   []byte
+	err error
+}
+
+func newCtxReader(ctx context.Context, r io.Reader) *ctxReader {
+	c := &ctxReader{ctx: ctx, ask: make(chan struct{}, 1), got: make(chan readResult, 1)}
+	go func() {
+		buf := make([]byte, 64<<10)
+		for range c.ask {
+			n, err := r.Read(buf)
+			c.got <- readResult{buf[:n], err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return c
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	for len(c.pending) == 0 {
+		if c.err != nil {
+			return 0, c.err
+		}
+		if !c.asked {
+			c.ask <- struct{}{}
+			c.asked = true
+		}
+		select {
+		case res := <-c.got:
+			c.asked = false
+			c.pending, c.err = res.b, res.err
+		case <-c.ctx.Done():
+			return 0, c.ctx.Err()
+		}
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+// TestCtxReader: it passes on what the reader gives, byte for byte, its
+// error after the last byte; a Read waiting on a reader that gives
+// nothing returns the context's error once it is done, and so does every
+// Read after.
+func TestCtxReader(t *testing.T) {
+	src := strings.Repeat("a line of input\n", 20000)
+	got, err := io.ReadAll(newCtxReader(context.Background(), iotest.HalfReader(strings.NewReader(src))))
+	if err != nil || string(got) != src {
+		t.Fatalf("ReadAll: %d bytes, %v; want the %d of the source", len(got), err, len(src))
+	}
+	if err := iotest.TestReader(newCtxReader(context.Background(), strings.NewReader(src)), []byte(src)); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if _, err := io.ReadAll(newCtxReader(context.Background(), iotest.ErrReader(boom))); err != boom {
+		t.Errorf("a failing reader: %v, want its error", err)
+	}
+
+	pr, pw := io.Pipe() // a writer that writes one line, then idles
+	defer pw.Close()
+	go pw.Write([]byte("first\n"))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := newCtxReader(ctx, pr)
+	buf := make([]byte, 100)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "first\n" {
+		t.Fatalf("the first line: %q, %v", buf[:n], err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(buf)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a Read with nothing to read returned %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the waiting Read, cancelled: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting Read did not return once its context was done")
+	}
+	if _, err := r.Read(buf); !errors.Is(err, context.Canceled) {
+		t.Errorf("a Read after: %v, want context.Canceled", err)
+	}
+}
+
+// TestBacktestStdinInterrupted: Ctrl-C stops a backtest reading standard
+// input that nothing writes at once, with the partial summary: it waited
+// for the writer's next line, or its end (a pipe from a tail -f, a
+// producer that idles).
+func TestBacktestStdinInterrupted(t *testing.T) {
+	rules := writeFile(t, t.TempDir(), "good.cep", goodSrc)
+	for _, c := range []struct {
+		name, written, want string
+	}{
+		{"a line written", `{"ts": 1, "k": "x", "name": "a"}` + "\n", "cepheus: backtest interrupted at line 1; the summary above is partial\n"},
+		{"nothing written", "", "cepheus: backtest interrupted before its first line\n"},
+	} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pw.WriteString(c.written); err != nil {
+			t.Fatal(err)
+		}
+		saved := os.Stdin
+		os.Stdin = pr
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(200*time.Millisecond, cancel)
+		var stdout, stderr bytes.Buffer
+		began := time.Now()
+		err = run(ctx, []string{"backtest", "-rules", rules, "-events", "-", "-time-unit", "ms"}, &stdout, &stderr)
+		took := time.Since(began)
+		code := exitCode(err, &stderr)
+		os.Stdin = saved
+		pw.Close()
+		pr.Close()
+		if code != 130 || !strings.HasSuffix(stderr.String(), c.want) || took > 10*time.Second {
+			t.Errorf("%s, then Ctrl-C: exit %d after %v, stderr\n%s\nwant 130 within 10 s and stderr ending %q", c.name, code, took.Round(time.Millisecond), stderr.String(), c.want)
+		}
+	}
+}
