@@ -46,7 +46,7 @@ of a repository of rules).
 
 func init() { checkCommand.run = runCheck }
 
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(checkCommand, stdout)
 	quiet := fs.Bool("q", false, "print only file:line:col: message, without the source line and caret")
 	strict := fs.Bool("strict", false, "exit 1 on a warning too")
@@ -62,7 +62,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	found := false
 	for _, arg := range files {
-		name, src, err := readSource(arg)
+		name, src, err := readSource(ctx, "check", arg)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -187,13 +188,18 @@ func rulesetSources(args []string) ([]string, error) {
 }
 
 // readSource reads the ruleset file name, or standard input when name is
-// "-"; it returns the name to print with it.
-func readSource(name string) (string, []byte, error) {
+// "-" (until ctx is done: Ctrl-C stops a command waiting for it); it
+// returns the name to print with it. cmd names the command in the error
+// of an interrupted read.
+func readSource(ctx context.Context, cmd, name string) (string, []byte, error) {
 	if name != "-" {
 		src, err := os.ReadFile(name)
 		return name, src, err
 	}
-	src, err := io.ReadAll(os.Stdin)
+	src, err := io.ReadAll(newCtxReader(ctx, os.Stdin))
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return stdinName, nil, interrupted(ctx, "%s interrupted while reading standard input", cmd)
+	}
 	return stdinName, src, err
 }
 

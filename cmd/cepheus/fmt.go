@@ -36,7 +36,7 @@ prints the diff and rewrites the file; -l -w lists and rewrites.
 
 func init() { fmtCommand.run = runFmt }
 
-func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runFmt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(fmtCommand, stdout)
 	write := fs.Bool("w", false, "rewrite the files instead of printing them")
 	diff := fs.Bool("d", false, "print a diff of the changes instead of the files; exit 1 if there are changes")
@@ -57,7 +57,7 @@ func runFmt(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	found := false
 	for _, arg := range files {
-		name, src, err := readSource(arg)
+		name, src, err := readSource(ctx, "fmt", arg)
 		if err != nil {
 			return err
 		}

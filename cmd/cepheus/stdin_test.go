@@ -99,3 +99,30 @@ func TestBacktestStdinInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckFmtStdinInterrupted: Ctrl-C stops check - and fmt waiting for
+// standard input at once (they waited for its end).
+func TestCheckFmtStdinInterrupted(t *testing.T) {
+	for _, args := range [][]string{{"check", "-"}, {"fmt"}, {"fmt", "-d", "-"}} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved := os.Stdin
+		os.Stdin = pr
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		var stdout, stderr bytes.Buffer
+		began := time.Now()
+		err = run(ctx, args, &stdout, &stderr)
+		took := time.Since(began)
+		code := exitCode(err, &stderr)
+		os.Stdin = saved
+		pw.Close()
+		pr.Close()
+		want := "cepheus: " + args[0] + " interrupted while reading standard input\n"
+		if code != 130 || stderr.String() != want || stdout.Len() != 0 || took > 10*time.Second {
+			t.Errorf("%s, then Ctrl-C: exit %d after %v, stdout %q, stderr %q; want 130 within 10 s and %q", strings.Join(args, " "), code, took.Round(time.Millisecond), stdout.String(), stderr.String(), want)
+		}
+	}
+}
