@@ -219,6 +219,7 @@ diff-flink-explained: ## Rewrite the explained corpus (DIFF_FLINK_EXPLAINED) of 
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 3032 -index 9960,12853 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-3032" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 3037 -index 8261 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-3037" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 4405 -index 4204 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-4405" -out "$(DIFF_FLINK_OUT)"
+	$(GO) run ./internal/difftest/cmd/diffflink -seed 4407 -index 7266 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-4407" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -cases internal/difftest/testdata/minimal/restored-processing-clock-next-element.json -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-3039" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 777 -index 140,2754 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-wide-777" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 1204 -index 2297 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-wide-1204" -out "$(DIFF_FLINK_OUT)"

@@ -1618,8 +1618,10 @@ func crossKeyTimerOrder(in *conformance.Input, flink, cepheus *conformance.Resul
 // key's element timer (elementTimer: Flink's heap order fired it first,
 // Cepheus's order of keys the failing key), and a key whose items only Cepheus
 // emitted must be one that Flink fired after the failing key (through a
-// stale timer of the failing key, or with no timer at Cepheus's deadline:
-// flinkFiresFirst; the failing key found by failingKey).
+// stale timer of the failing key, with no timer at Cepheus's deadline, or
+// in a tie with a window or element timer of the failing key that Flink's
+// heap broke the other way: flinkFiresFirst; the failing key found by
+// failingKey).
 // Keys must be reordered before e, or be on one side only in e.
 func keyOrderAtFailure(in *conformance.Input, flink, cepheus *conformance.Result, reorder func(f, c *conformance.Result) bool) bool {
 	if in.Driver != conformance.DriverOperator || flink.Error == nil || cepheus.Error == nil ||
@@ -1779,13 +1781,17 @@ func failingKey(in *conformance.Input, flink, cepheus *conformance.Result, e int
 // can have fired key j before key k, which Cepheus fired there at wake:
 // wake is after the time reached before e, and a window timer of j (start
 // + within of one of its elements that arrived before e; processing time:
-// the clock at its arrival + within + 1) falls in the step no later than
-// Flink's earliest timer of k (its buffered elements' timers and its own
-// window timers; none: Flink does not fire k in e at all). Either that
-// timer is stale (its partial match died, and Cepheus, firing j at its
-// real deadline, fired k first), or Cepheus woke k at a deadline Flink has
-// no timer for (window-timer), or the two timers are equal and Flink's
-// heap fired j first where Cepheus fired k first (its state is older).
+// the clock at its arrival + within + 1) or, in event time, the timer of
+// one of j's buffered elements (its timestamp, after the time reached
+// before e: elementTimer; at or after wake, as Cepheus is due to fire j at
+// that element too) falls in the step no later than Flink's earliest
+// timer of k (its buffered elements' timers and its own window timers;
+// none: Flink does not fire k in e at all). Either that window timer is
+// stale (its partial match died, and Cepheus, firing j at its real
+// deadline, fired k first), or Cepheus woke k at a deadline Flink has no
+// timer for (window-timer), or the two timers are equal and Flink's heap
+// fired j first where Cepheus fired k first (its state is older; narrow
+// seed 4407 case 7266: both keys' element timers at one time).
 func flinkFiresFirst(in *conformance.Input, j, k, wake int64, e int) bool {
 	within, ok := firstLastWindow(in.Pattern)
 	if !ok || e >= len(in.OperatorSteps) {
@@ -1814,8 +1820,15 @@ func flinkFiresFirst(in *conformance.Input, j, k, wake int64, e int) bool {
 		}
 		ts := *ev.Ts
 		switch {
-		case ev.ID == j && ts > 0 && ts+within > last && ts+within <= now:
-			firstJ = min(firstJ, ts+within)
+		case ev.ID == j:
+			if ts > last && ts <= now && ts >= wake {
+				// elementTimer; Cepheus fires j by that element too, so
+				// only one at or after wake leaves k first there.
+				firstJ = min(firstJ, ts)
+			}
+			if ts > 0 && ts+within > last && ts+within <= now {
+				firstJ = min(firstJ, ts+within)
+			}
 		case ev.ID == k:
 			if ts > last {
 				firstK = min(firstK, ts)

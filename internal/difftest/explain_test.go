@@ -670,6 +670,43 @@ func TestKeyOrderAtFailure(t *testing.T) {
 		}
 	}
 
+	// A tie with the failing key's element timer, Cepheus first (narrow
+	// seed 4407 case 7266, shrunk): at watermark 21 keys 1 and 2 both have
+	// an element buffered at 5. Flink's heap fires key 2 first, whose match
+	// misses its skip target; Cepheus fires key 1 first (its state is
+	// older), emits its timeouts, then fails on key 2.
+	in = load("cross-key-failure-element-tie.json")
+	etFlink := &conformance.Result{Output: []conformance.OutputItem{wm(3)}, ErrorClass: conformance.ErrorRun, ErrorStep: num(5),
+		Error: str("org.apache.flink.util.FlinkRuntimeException: Could not skip to s3. No such element in the found match " +
+			"{s1=[EventId{id=0, timestamp=1}], s2=[EventId{id=0, timestamp=5}]}")}
+	etCepheus := func(key string, w int64) *conformance.Result {
+		return &conformance.Result{Output: []conformance.OutputItem{wm(3)}, ErrorClass: conformance.ErrorRun, ErrorStep: num(5),
+			Error: str("step 5: cep: key " + strconv.Quote("\x00"+key) +
+				`: nfa: after-match skip target missing: could not skip to "s3": no such element in the found match`),
+			Timeouts: []conformance.TimeoutResult{timeout(10, w, 5, 1), timeout(12, w, 5, 4)}}
+	}
+	// Key 1's element at 6 instead: key 2's element timer (5) comes first
+	// on both sides, so Cepheus firing key 1 first (at 6) is no tie.
+	later := *in
+	later.Events = slices.Clone(in.Events)
+	ts6 := int64(6)
+	later.Events[3].Ts = &ts6
+	for _, tc := range []struct {
+		name    string
+		in      *conformance.Input
+		cepheus *conformance.Result
+		want    bool
+	}{
+		{"as run", in, etCepheus("2", 5), true},
+		{"cepheus names key 1", in, etCepheus("1", 5), false},
+		{"woken after the tie", in, etCepheus("2", 6), false},
+		{"key 1's element at 6", &later, etCepheus("2", 6), false},
+	} {
+		if got := crossKeyTimerOrder(tc.in, etFlink, tc.cepheus); got != tc.want {
+			t.Errorf("element timer tie, %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
 	// Keys tied at an earlier watermark come out in another order, then
 	// both fail at the same step (wide seed 777 case 140, in processing
 	// time).

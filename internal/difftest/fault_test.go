@@ -55,6 +55,10 @@ var explainedDirs = []string{
 	// twice, before it failed on the checkState of
 	// NFA.extractCurrentMatches (case 4204).
 	filepath.Join("testdata", "explained", "picked-narrow-4405"),
+	// Narrow seed 4407: cross-key-timer-order with both engines failing at
+	// one step, Cepheus having fired another key first in a tie with the
+	// failing key's element timer (case 7266).
+	filepath.Join("testdata", "explained", "picked-narrow-4407"),
 	// Narrow seed 3039: window-timer and restored-processing-clock at once,
 	// the counterfactual's clock step after the restore waking the key
 	// and timing out a partial match that Cepheus times out at the next
