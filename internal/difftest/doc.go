@@ -67,7 +67,13 @@
 // events in exact order. The step of a match also places it among
 // processing-time advances, which the output does not show. A Cepheus
 // error that is a panic, a crash or a timeout is a difference even when
-// Flink fails too. Cases with several rules (Input.Rules; Flink runs one
+// Flink fails too. A case that an engine did not finish within the case
+// timeout (10 s) runs again with 12 times that: through Cepheus alone,
+// after the Flink JVM has ended (beside it, on a busy host of few CPUs, a
+// case can take longer than alone), and then, if Cepheus finished it,
+// through Flink. A case Cepheus finished only then is named in the run's
+// output (SLOW, [Summary].SlowCepheus); one it does not finish alone
+// either keeps its timeout and is reported unexplained. Cases with several rules (Input.Rules; Flink runs one
 // CepOperator per rule) are compared rule by rule. Error messages are not
 // compared.
 //

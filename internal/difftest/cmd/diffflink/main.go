@@ -151,6 +151,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "diff-flink: explained by %s: %d\n", id, sum.ByExplanation[id])
 	}
 	fmt.Fprintf(stdout, "diff-flink: %d counterfactual cases rerun through Flink\n", sum.Counterfactuals)
+	if len(sum.SlowCepheus) > 0 {
+		fmt.Fprintf(stdout, "diff-flink: SLOW: Cepheus finished %d cases only when run again alone with a longer limit: %s\n",
+			len(sum.SlowCepheus), strings.Join(sum.SlowCepheus, " "))
+	}
 	for _, f := range sum.Findings {
 		fmt.Fprintf(stdout, "diff-flink: UNEXPLAINED %s -> %s\n", f.Original.ID, f.Path)
 	}
