@@ -957,6 +957,13 @@ func (r *Run) processMatches(potential, partial *compQueue, res *Result) error {
 }
 
 func (r *Run) prune(q *compQueue, pruning eventID) {
+	// The heap's root has the smallest start (computations without one
+	// come last): when it is kept, so is every other. Without this,
+	// every completed match scanned both queues (narrow seed 4407 case
+	// 21460: 10,405 matches over 117,208 partial matches in one step).
+	if first := q.peek(); first == nil || !first.hasStart || !r.shouldPrune(first.startID, pruning) {
+		return
+	}
 	discard := r.discard[:0]
 	for _, c := range q.q {
 		if c.hasStart && r.shouldPrune(c.startID, pruning) {
