@@ -973,10 +973,15 @@ const (
 // instructions in step over the input, linear in each: 9,000 instructions
 // against 100 KB took 19 s): more than maxDynSteps is an error, not run,
 // but for a pattern that is a literal string (a search for it).
+// oneLine writes the newlines of s as \n.
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", `\n`) }
+
 func (c *regexpCache) match(s, p string) (bool, error) {
 	re, insts, err := c.get(p)
 	if err != nil {
-		return false, fmt.Errorf("bad regular expression: %w", err)
+		// regexp quotes the pattern, which may hold a newline: a run-time
+		// error's message (a log line, a counter's last error) is one line.
+		return false, fmt.Errorf("bad regular expression: %s", oneLine(err.Error()))
 	}
 	if steps := int64(insts) * int64(len(s)); steps > maxDynSteps {
 		if _, literal := re.LiteralPrefix(); literal {
@@ -1084,7 +1089,7 @@ func (c *compiler) stringOp(n *ast.BinaryNode) (*compiledNode, error) {
 			if err != nil {
 				// regexp quotes the pattern, which may hold a newline:
 				// an Error's message is one line.
-				return nil, c.errorf(n.Right, "bad regular expression: %s", strings.ReplaceAll(err.Error(), "\n", `\n`))
+				return nil, c.errorf(n.Right, "bad regular expression: %s", oneLine(err.Error()))
 			}
 			match = func(s, _ string) (bool, *Error) { return re.MatchString(s), nil }
 			break

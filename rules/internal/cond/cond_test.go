@@ -194,6 +194,10 @@ func TestDynamicPattern(t *testing.T) {
 	if got := outcome(b, unitEvent("country", "FR", "x", "[")); got != "error" || !strings.Contains(b.LastError().Error(), "bad regular expression") {
 		t.Errorf("a bad pattern: %s (%v), want an error", got, b.LastError())
 	}
+	// A pattern holding a newline: the error is one line all the same.
+	if got := outcome(b, unitEvent("country", "FR", "x", "a\n(")); got != "error" || !strings.Contains(b.LastError().Error(), `a\n(`) || strings.Contains(b.LastError().Error(), "\n") {
+		t.Errorf("a bad pattern with a newline: %s (%q), want an error of one line", got, b.LastError())
+	}
 	long := strings.Repeat("a", maxDynPattern+1)
 	if got := outcome(b, unitEvent("country", long, "x", long)); got != "error" || !strings.Contains(b.LastError().Error(), "more than the 4096 a pattern from an event may have") {
 		t.Errorf("a pattern of %d bytes: %s (%v), want an error", len(long), got, b.LastError())
