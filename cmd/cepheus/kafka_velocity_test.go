@@ -131,11 +131,13 @@ func TestKafkaVelocity(t *testing.T) {
 	}
 
 	// File outputs: one run, then one killed after its third checkpoint
-	// and resumed with another parallelism.
+	// and resumed with another parallelism. A checkpoint every 5,000
+	// records besides every 20 ms (-checkpoint-records): the third comes
+	// within the first 15,000 of the 75,000 events however fast the host.
 	fileRun := func(name string, parallelism string, workers string) []string {
 		return []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
 			"-state", filepath.Join(dir, name+"-state"), "-alerts", filepath.Join(dir, name+"-alerts"),
-			"-parallelism", parallelism, "-checkpoint-interval", "20ms", "-aggregate-workers", workers}
+			"-parallelism", parallelism, "-checkpoint-interval", "20ms", "-checkpoint-records", "5000", "-aggregate-workers", workers}
 	}
 	if e := runChild(t, bin, fileRun("whole", "2", "1"), "", 0); e.killed || e.code != 0 {
 		t.Fatalf("run: %s\n%s", e.describe(), e.tail())
@@ -153,7 +155,10 @@ func TestKafkaVelocity(t *testing.T) {
 	group := topic + "-g"
 	// Instance a's partitions' aggregators on 2 workers each (salting
 	// hot keys), b's serial: a partition restored by the other instance
-	// changes setting.
+	// changes setting. A checkpoint every 5,000 records besides every
+	// 50 ms: a's third transaction commits at most 15,000 of the records
+	// it reads (about half of the 75,000 events), so it is killed with
+	// its partitions unfinished however fast the host.
 	instance := func(name string) []string {
 		workers := map[string]string{"a": "2"}[name]
 		if workers == "" {
@@ -162,7 +167,7 @@ func TestKafkaVelocity(t *testing.T) {
 		return []string{"run", "-rules", rules, "-brokers", brokers, "-input-topic", topic, "-bounded",
 			"-alerts-topic", group + "-alerts", "-group", group, "-record-key", "card_id",
 			"-instance-id", name, "-state", filepath.Join(dir, name+"-state"), "-session-timeout", "2s",
-			"-checkpoint-interval", "50ms", "-parallelism", "2", "-aggregate-workers", workers}
+			"-checkpoint-interval", "50ms", "-checkpoint-records", "5000", "-parallelism", "2", "-aggregate-workers", workers}
 	}
 	a := startChild(t, bin, instance("a"), "kafka.after-commit@3")
 	b := startChild(t, bin, instance("b"), "")
