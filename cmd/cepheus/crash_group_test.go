@@ -88,8 +88,11 @@ func checkAlerts(t *testing.T, bin, brokers, group string, job eosJob) {
 // static member back within its session timeout keeps its partitions),
 // every fourth time only after the session timeout, so that the other
 // takes its partitions over (restoring them from the changelog) and hands
-// them back when it returns. At the end both have exited 0 and a
-// read_committed consumer's alert ids equal the backtest's.
+// them back when it returns. The test kills at random moments; each
+// start also dies at a failpoint before its sixth commit, a commit every
+// 5,000 records, so that no start commits more than 25,000 records: the
+// job outlasts the kills however fast the host. At the end both have
+// exited 0 and a read_committed consumer's alert ids equal the backtest's.
 func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	bin := buildCepheus(t)
@@ -99,13 +102,26 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 	// merchant_id, are repartitioned.
 	job := newEOSJobOf(t, bin, dir, brokers, "eos-two", 400000, "../../rulesets/cards.cep")
 	group := job.topic + "-g"
-	// GOMAXPROCS=1 for the instances: the job lasts long enough for the
-	// kills on a fast machine too.
+	// GOMAXPROCS=1 for the instances: the slower they read, the more
+	// kills come at random moments rather than at the failpoints.
 	t.Setenv("GOMAXPROCS", "1")
 	r := crashRand(crashSeed(t), 13)
+	// A commit every 5,000 records and every second (every 200 ms, five
+	// commits would take a second); a start armed dies before its sixth
+	// commit (or just after its fifth): at most 25,000 records committed
+	// a start, so the 14 starts of the first 12 kills commit at most
+	// 350,000 of the 400,000 events.
+	args := func(in *instance) []string {
+		return groupRun(job, brokers, group, dir, in.name, "-checkpoint-interval", "1s", "-checkpoint-records", "5000")
+	}
+	armed := func(in *instance) {
+		t.Helper()
+		in.c = startChild(t, bin, args(in), []string{"kafka.before-commit@6", "kafka.after-commit@5"}[r.IntN(2)])
+		in.starts++
+	}
 	ins := []*instance{{name: "a"}, {name: "b"}}
 	for _, in := range ins {
-		in.start(t, bin, groupRun(job, brokers, group, dir, in.name))
+		armed(in)
 	}
 	defer func() {
 		for _, in := range ins {
@@ -114,7 +130,38 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 			}
 		}
 	}()
-	kills, moved := 0, 0
+	// running are the instances' done channels; a finished instance's
+	// is nil: never ready.
+	running := func() (done [2]<-chan struct{}) {
+		for i, in := range ins {
+			if !in.finished {
+				done[i] = in.c.done
+			}
+		}
+		return done
+	}
+	kills, atFailpoint, moved, takenOver := 0, 0, 0, 0
+	// killed takes the end of in's run, killed by the test or at its
+	// failpoint (byTest false); it reports false when the run exited
+	// instead (the job finished: ended checks that it exited 0).
+	killed := func(in *instance, byTest bool) bool {
+		t.Helper()
+		e := in.c.exit()
+		if !e.killed {
+			in.ended(t)
+			return false
+		}
+		in.logs = append(in.logs, e.stderr)
+		kills++
+		how := "by the test"
+		if !byTest {
+			atFailpoint++
+			how = "at its failpoint"
+		}
+		t.Logf("kill %d: instance %s (start %d) %s after %v, its last progress line at %d records", kills, in.name, in.starts, how,
+			e.elapsed.Round(time.Millisecond), lastRecords(e.stderr))
+		return true
+	}
 	deadline := time.Now().Add(4 * time.Minute)
 	for kills < 12 {
 		var live []*instance
@@ -131,51 +178,87 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 		}
 		victim := live[r.IntN(len(live))]
 		wait := time.NewTimer(80*time.Millisecond + time.Duration(r.Int64N(int64(320*time.Millisecond))))
-		// A finished instance's channel is nil: never ready.
-		var done [2]<-chan struct{}
-		for i, in := range ins {
-			if !in.finished {
-				done[i] = in.c.done
-			}
-		}
+		done := running()
+		byTest := false
 		select {
 		case <-done[0]:
-			wait.Stop()
-			ins[0].ended(t)
-			continue
+			victim = ins[0]
 		case <-done[1]:
-			wait.Stop()
-			ins[1].ended(t)
-			continue
+			victim = ins[1]
 		case <-wait.C:
+			victim.c.kill()
+			byTest = true
 		}
-		victim.c.kill()
-		victim.logs = append(victim.logs, victim.c.exit().stderr)
-		kills++
+		wait.Stop()
+		if !killed(victim, byTest) {
+			continue
+		}
+		other := ins[0]
+		if other == victim {
+			other = ins[1]
+		}
 		if kills%4 == 0 {
 			// Away for longer than its session timeout: its partitions
-			// move to the other instance.
-			time.Sleep(2500 * time.Millisecond)
+			// move to the other instance, which is started again if it
+			// dies at its failpoint meanwhile. The other has taken all
+			// six over when a run of it says so, or a start of it
+			// restores them, within the absence.
 			moved++
+			allSix := func(out string) int {
+				return strings.Count(out, "now reads partitions [0 1 2 3 4 5]") + strings.Count(out, "restoring partitions [0 1 2 3 4 5]")
+			}
+			took, seen := false, 0
+			if !other.finished {
+				seen = allSix(other.c.out.String())
+			}
+			for until := time.Now().Add(2500 * time.Millisecond); time.Now().Before(until); {
+				var died <-chan struct{}
+				if !other.finished {
+					died = other.c.done
+				}
+				select {
+				case <-died:
+					took = took || allSix(other.c.out.String()) > seen
+					if killed(other, false) {
+						armed(other)
+						seen = 0
+					}
+				case <-time.After(time.Until(until)):
+				}
+			}
+			if took || !other.finished && allSix(other.c.out.String()) > seen {
+				takenOver++
+			}
 		}
-		victim.start(t, bin, groupRun(job, brokers, group, dir, victim.name))
+		if kills < 12 {
+			armed(victim)
+		} else {
+			victim.start(t, bin, args(victim))
+		}
 	}
-	for _, in := range ins {
-		if in.finished {
-			continue
-		}
+	// The job to its end: a start that dies at its failpoint is started
+	// again unarmed.
+	for end := time.Now().Add(2 * time.Minute); !ins[0].finished || !ins[1].finished; {
+		done := running()
+		var in *instance
 		select {
-		case <-in.c.done:
-			in.ended(t)
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("instance %s still runs 2 minutes after the last kill\n%s", in.name, in.c.out.String())
+		case <-done[0]:
+			in = ins[0]
+		case <-done[1]:
+			in = ins[1]
+		case <-time.After(time.Until(end)):
+			t.Fatalf("the instances still run 2 minutes after the last kill\na:\n%s\nb:\n%s", ins[0].c.out.String(), ins[1].c.out.String())
+		}
+		if killed(in, false) {
+			in.start(t, bin, args(in))
 		}
 	}
-	t.Logf("%d kills, %d of them past the session timeout; starts: a %d, b %d", kills, moved, ins[0].starts, ins[1].starts)
+	t.Logf("%d kills, %d of them at a failpoint, %d past the session timeout (all six partitions taken over in %d); starts: a %d, b %d",
+		kills, atFailpoint, moved, takenOver, ins[0].starts, ins[1].starts)
 	if kills < 10 {
 		t.Errorf("%d kills, want at least 10 (the job ended first)", kills)
 	}
-	if moved > 0 && !said(ins, "now reads partitions [0 1 2 3 4 5]") {
+	if moved > 0 && takenOver == 0 {
 		t.Errorf("no instance took over all six partitions while the other was away")
 	}
 	checkAlerts(t, bin, brokers, group, job)
