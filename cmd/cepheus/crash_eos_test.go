@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -489,19 +488,12 @@ func TestKafkaZombieFenced(t *testing.T) {
 			"-alerts-topic", alerts, "-group", topic, "-instance-id", "a", "-state", filepath.Join(dir, state),
 			"-checkpoint-interval", "200ms", "-progress", "1h"}
 	}
-	zombie := exec.Command(bin, args("zombie")...)
-	var zerr bytes.Buffer
-	zombie.Stdout, zombie.Stderr = &zerr, &zerr
-	zombie.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := zombie.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- zombie.Wait() }()
-	t.Cleanup(func() { _ = zombie.Process.Kill() })
-	// Paused once it has committed a checkpoint or two.
-	time.Sleep(800 * time.Millisecond)
-	if err := zombie.Process.Signal(syscall.SIGSTOP); err != nil {
+	// Paused once it has committed its first checkpoint: waited for, not
+	// slept (800 ms, when a whole run of the job takes about 2 s on a
+	// 2-vCPU machine: a host two or three times as fast could finish it
+	// before the pause).
+	zombie := startCommitted(t, bin, args("zombie"))
+	if err := syscall.Kill(zombie.pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	e := runChild(t, bin, args("successor"), "", 0)
@@ -509,18 +501,18 @@ func TestKafkaZombieFenced(t *testing.T) {
 		t.Fatalf("the successor: %s\n%s", e.describe(), e.tail())
 	}
 	t.Logf("the successor: %s", e.describe())
-	if err := zombie.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := syscall.Kill(zombie.pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(zerr.String(), "fenced") {
-			t.Fatalf("the resumed zombie: %v, want exit 1 saying it was fenced\n%s", err, zerr.String())
+	case <-zombie.done:
+		z := zombie.exit()
+		if z.killed || z.code != 1 || !strings.Contains(z.stderr, "fenced") {
+			t.Fatalf("the resumed zombie: %s, want exit 1 saying it was fenced\n%s", z.describe(), z.stderr)
 		}
-		t.Logf("the resumed zombie: %s", strings.TrimSpace(zerr.String()[strings.LastIndex(strings.TrimSpace(zerr.String()), "\n")+1:]))
+		t.Logf("the resumed zombie: %s", strings.TrimSpace(z.stderr[strings.LastIndex(strings.TrimSpace(z.stderr), "\n")+1:]))
 	case <-time.After(90 * time.Second):
-		t.Fatalf("the resumed zombie still runs after 90s\n%s", zerr.String())
+		t.Fatalf("the resumed zombie still runs after 90s\n%s", zombie.out.String())
 	}
 	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
 	if d := want.diff(got); d != "" {
@@ -544,9 +536,20 @@ func TestKafkaPausedPastTxnTimeout(t *testing.T) {
 	alerts := job.topic + "-alerts"
 	args := []string{"run", "-rules", job.rules, "-brokers", brokers, "-input-topic", job.topic, "-bounded",
 		"-alerts-topic", alerts, "-group", job.topic, "-state", filepath.Join(dir, "state"),
-		"-checkpoint-interval", "200ms", "-checkpoint-timeout", "1s", "-transaction-timeout", "2s", "-progress", "1h"}
+		"-checkpoint-interval", "200ms", "-checkpoint-timeout", "1s", "-transaction-timeout", "2s", "-progress", "20ms"}
 	c := startCommitted(t, bin, args)
-	time.Sleep(300 * time.Millisecond)
+	// Paused once it has read 10,000 records more since its first
+	// commit (about 25 alerts in its open transaction): counted, not
+	// slept (300 ms, when the whole job takes about 2 s on a 2-vCPU
+	// machine: a host two or three times as fast could finish it before
+	// the pause).
+	first := lastRecords(c.out.String())
+	for deadline := time.Now().Add(30 * time.Second); lastRecords(c.out.String()) < first+10000; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not 10,000 records more read 30 s after the first commit:\n%s", c.out.String())
+		}
+	}
+	t.Logf("paused at %d records read (%d by the last progress line before the first commit)", lastRecords(c.out.String()), first)
 	if err := syscall.Kill(c.pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
