@@ -141,6 +141,9 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 		return done
 	}
 	kills, atFailpoint, moved, takenOver := 0, 0, 0, 0
+	// Every fourth kill keeps the instance away (the 4th, 8th and 12th,
+	// or the kill of the loop after one at a failpoint in an absence).
+	nextAway := 4
 	// killed takes the end of in's run, killed by the test or at its
 	// failpoint (byTest false); it reports false when the run exited
 	// instead (the job finished: ended checks that it exited 0).
@@ -197,7 +200,8 @@ func TestExactlyOnceKafkaTwoInstances(t *testing.T) {
 		if other == victim {
 			other = ins[1]
 		}
-		if kills%4 == 0 {
+		if kills >= nextAway {
+			nextAway += 4
 			// Away for longer than its session timeout: its partitions
 			// move to the other instance, which is started again if it
 			// dies at its failpoint meanwhile. The other has taken all
