@@ -544,7 +544,11 @@ func TestKafkaGroupDiedAmidCommit(t *testing.T) {
 	job := newEOSJob(t, bin, dir, brokers, "died-commit")
 	group := job.topic + "-g"
 	a, b := &instance{name: "a"}, &instance{name: "b"}
-	a.c = startChild(t, bin, groupRun(job, brokers, group, dir, "a", "-checkpoint-timeout", "15s", "-transaction-timeout", "50s"), "kafka.flushed@3")
+	// A checkpoint every 5,000 records besides every 200 ms: a's third
+	// commit is within its first 15,000 records, its partitions
+	// unfinished, however fast the host.
+	a.c = startChild(t, bin, groupRun(job, brokers, group, dir, "a", "-checkpoint-timeout", "15s", "-transaction-timeout", "50s",
+		"-checkpoint-records", "5000"), "kafka.flushed@3")
 	a.starts++
 	b.start(t, bin, groupRun(job, brokers, group, dir, "b"))
 	defer func() {
@@ -557,9 +561,11 @@ func TestKafkaGroupDiedAmidCommit(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("instance a has not reached its third commit after a minute\n%s", a.c.out.String())
 	}
-	if e := a.c.exit(); !e.killed {
-		t.Fatalf("instance a was not killed amid its third commit: %s\n%s", e.describe(), e.tail())
+	ea := a.c.exit()
+	if !ea.killed {
+		t.Fatalf("instance a was not killed amid its third commit: %s\n%s", ea.describe(), ea.tail())
 	}
+	t.Logf("instance a killed amid its third commit: %s, its last progress line at %d records", ea.describe(), lastRecords(ea.stderr))
 	select {
 	case <-b.c.done:
 		b.ended(t)
