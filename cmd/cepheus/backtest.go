@@ -72,7 +72,9 @@ the file, if any, is this run's; one stopped before, by an error or a
 signal, leaves it). -alerts FILE is made at the first alert, or empty at
 the end of a run that read its whole input; a run stopped before its
 first alert (a mistyped -events or lookup file) leaves an earlier run's
-alerts file as it is. All
+alerts file as it is. An output that is a FIFO the run wrote nothing to
+is opened and closed at the end all the same, so that a reader waiting
+on it gets its end of file. All
 their paths are checked before the input is read, and each output needs a
 file of its own (not the events file), named without .gz (they are plain
 JSON lines: compress the alerts on their way, -alerts - | gzip > FILE.gz).
@@ -1386,9 +1388,10 @@ func (l *lazyFile) Close(ranToEnd bool) error {
 			}
 			return l.Close(true)
 		}
+		endFIFO(l.path)
 		// Yesterday's dead letters must not pass for today's (a cron
-		// job's [ -s dead.jsonl ]). A device, a FIFO or a symbolic link
-		// is left as it is, and so is every file after a run that did
+		// job's [ -s dead.jsonl ]). A device, a FIFO (its reader given
+		// its end above) or a symbolic link is left as it is, and so is every file after a run that did
 		// not read its input to the end: it may be all there is of the
 		// last complete run.
 		if st, err := os.Lstat(l.path); ranToEnd && l.path != "" && err == nil && st.Mode().IsRegular() {
@@ -1402,6 +1405,21 @@ func (l *lazyFile) Close(ranToEnd bool) error {
 	}
 	l.bw = nil
 	return err
+}
+
+// endFIFO gives the reader of the FIFO at path, if there is one, its end
+// of file: an output the run did not write (no late events, or a run
+// that stopped before its first alert) is a FIFO its reader would wait
+// on for ever (cat FIFO). It opens the FIFO without blocking and closes
+// it; without a reader the open fails and nothing happens. Any other
+// path is left alone.
+func endFIFO(path string) {
+	if st, err := os.Stat(path); path == "" || err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		return
+	}
+	if fh, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+		fh.Close()
+	}
 }
 
 // writeAllocProfile writes the allocations profile (every allocation
