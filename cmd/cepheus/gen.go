@@ -242,7 +242,15 @@ func linkTarget(path string) string {
 			return path
 		}
 		if !filepath.IsAbs(to) {
-			to = filepath.Join(filepath.Dir(path), to)
+			// Relative to the link's directory as the kernel finds it:
+			// a ".." in to climbs out of the directory a symbolic link
+			// there points to, not lexically (data/link -> ../x, data a
+			// link to elsewhere/sub, is elsewhere/x, not ./x).
+			dir := filepath.Dir(path)
+			if real, err := filepath.EvalSymlinks(dir); err == nil {
+				dir = real
+			}
+			to = filepath.Join(dir, to)
 		}
 		path = to
 	}
