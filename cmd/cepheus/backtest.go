@@ -425,7 +425,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			src, err = cep.OpenDirEventSource(ctx, f.events, rs.TimeField, input.TimeUnit)
 		case f.events == "-":
 			// Read so that Ctrl-C stops a run waiting for a line.
-			src, err = cep.NewEventSource(newCtxReader(ctx, os.Stdin), "stdin")
+			src, err = cep.NewEventSource(stdinReader(ctx), "stdin")
 		default:
 			src, err = cep.OpenEventSource(f.events)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 )
 
 // ctxReader reads r in a goroutine of its own, so that a Read waiting for
@@ -60,4 +61,15 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	n := copy(p, c.pending)
 	c.pending = c.pending[n:]
 	return n, nil
+}
+
+// stdinReader returns standard input to read until ctx is done: through
+// a [ctxReader], or os.Stdin itself when it is a regular file (< FILE),
+// whose reads do not wait for a writer, and whose size a source then
+// knows (backtest's progress line gives how far it has read).
+func stdinReader(ctx context.Context) io.Reader {
+	if st, err := os.Stdin.Stat(); err == nil && st.Mode().IsRegular() {
+		return os.Stdin
+	}
+	return newCtxReader(ctx, os.Stdin)
 }

@@ -175,24 +175,56 @@ func TestBacktestProgressCadence(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "r.cep", goodSrc)
 	events := writeFile(t, dir, "e.jsonl", abEvents(2000, 0, ""))
-	saved := backtestClock
-	defer func() { backtestClock = saved }()
-	var ticks atomic.Int64
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	backtestClock = func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Second) }
+	slowBacktestClock(t)
 	var stdout, stderr bytes.Buffer
 	if code := exitCode(run(context.Background(), []string{"backtest", "-rules", rules, "-events", events, "-alerts", filepath.Join(dir, "alerts.jsonl")}, &stdout, &stderr), &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
+	lines := progressLines(stderr.String())
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "backtest: line 512,") {
+		t.Errorf("progress lines %q: want one every two seconds, the first at line 512 (two seconds in)", lines)
+	}
+}
+
+// TestBacktestProgressOfRedirectedStdin: -events - with standard input
+// a regular file (< FILE) gives how far the run has read in its progress
+// line, as -events FILE does: read through ctxReader (3ada2be), the
+// source no longer knew the input's size and the share was gone.
+func TestBacktestProgressOfRedirectedStdin(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	slowBacktestClock(t)
+	var stdout, stderr bytes.Buffer
+	withStdin(t, abEvents(2000, 0, ""), func() {
+		if code := exitCode(run(context.Background(), []string{"backtest", "-rules", rules, "-events", "-", "-alerts", filepath.Join(dir, "alerts.jsonl")}, &stdout, &stderr), &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	})
+	lines := progressLines(stderr.String())
+	if len(lines) == 0 || !regexp.MustCompile(`, [0-9]+%$`).MatchString(lines[0]) {
+		t.Errorf("progress lines %q: want each to end in the share of the input read", lines)
+	}
+}
+
+// slowBacktestClock makes the backtest clock move a second each time it
+// is read, for the test's duration.
+func slowBacktestClock(t *testing.T) {
+	saved := backtestClock
+	t.Cleanup(func() { backtestClock = saved })
+	var ticks atomic.Int64
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	backtestClock = func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Second) }
+}
+
+// progressLines returns the progress lines of a backtest's stderr.
+func progressLines(stderr string) []string {
 	var lines []string
-	for _, l := range strings.Split(stderr.String(), "\n") {
+	for _, l := range strings.Split(stderr, "\n") {
 		if strings.HasPrefix(l, "backtest: line ") {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) < 3 || !strings.HasPrefix(lines[0], "backtest: line 512,") {
-		t.Errorf("progress lines %q: want one every two seconds, the first at line 512 (two seconds in)", lines)
-	}
+	return lines
 }
 
 type fakeProgress struct{ total int64 }
