@@ -1391,9 +1391,9 @@ func (l *lazyFile) Close(ranToEnd bool) error {
 		endFIFO(l.path)
 		// Yesterday's dead letters must not pass for today's (a cron
 		// job's [ -s dead.jsonl ]). A device, a FIFO (its reader given
-		// its end above) or a symbolic link is left as it is, and so is every file after a run that did
-		// not read its input to the end: it may be all there is of the
-		// last complete run.
+		// its end above) or a symbolic link is left as it is, and so
+		// is every file after a run that did not read its input to the
+		// end: it may be all there is of the last complete run.
 		if st, err := os.Lstat(l.path); ranToEnd && l.path != "" && err == nil && st.Mode().IsRegular() {
 			return os.Remove(l.path)
 		}
