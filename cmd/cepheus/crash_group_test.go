@@ -323,9 +323,18 @@ func TestKafkaScaleOut(t *testing.T) {
 	// move with those of the input.
 	job := newEOSJobOf(t, bin, dir, brokers, "scale-out", 200000, "../../rulesets/cards.cep")
 	group := job.topic + "-g"
-	// GOMAXPROCS=1 for the instances: each takes a few seconds, so that
-	// the joins come mid-stream on a fast machine too.
+	// GOMAXPROCS=1 for the instances, and each sleeps 100 ms at the
+	// barrier of a checkpoint taken every 2,500 records (or 200 ms): at
+	// most 25,000 records a second an instance, so that the joins (a
+	// rebalance each, wall-clock time) come mid-stream however fast the
+	// host. Without the sleeps a quiet host here had read 80 % of the
+	// records by the time the third had restored its partitions.
 	t.Setenv("GOMAXPROCS", "1")
+	start := func(in *instance) {
+		t.Helper()
+		in.c = startChild(t, bin, groupRun(job, brokers, group, dir, in.name, "-checkpoint-records", "2500"), "barrier.before/sleep=100ms")
+		in.starts++
+	}
 	total := 0
 	for range readLines(t, job.events) {
 		total++
@@ -338,7 +347,7 @@ func TestKafkaScaleOut(t *testing.T) {
 			}
 		}
 	}()
-	ins[0].start(t, bin, groupRun(job, brokers, group, dir, "a"))
+	start(ins[0])
 	// waitFor waits until the instances started have read, together,
 	// a fraction of the events.
 	waitFor := func(frac float64) {
@@ -376,9 +385,9 @@ func TestKafkaScaleOut(t *testing.T) {
 		}
 	}
 	waitFor(0.1)
-	ins[1].start(t, bin, groupRun(job, brokers, group, dir, "b"))
+	start(ins[1])
 	restored(ins[1])
-	ins[2].start(t, bin, groupRun(job, brokers, group, dir, "c"))
+	start(ins[2])
 	restored(ins[2])
 	waitFor(0.4)
 	if err := syscall.Kill(ins[1].c.pid, syscall.SIGTERM); err != nil {

@@ -5,8 +5,11 @@
 // from 1). "name/stop-when=PATH" instead stops the process (SIGSTOP, as
 // a pause would; Unix only) at the first hit once the file PATH exists:
 // a test pauses it at a point of its choosing, at a moment of its
-// choosing, and resumes it with SIGCONT. Unset (the normal case), a point
-// costs one load of a boolean.
+// choosing, and resumes it with SIGCONT. "name/sleep=DURATION" makes the
+// goroutine that hits the point sleep that long at every hit: a test
+// bounds how fast a process runs (its checkpoints' barriers, say), so
+// that a host's speed does not decide what the test sees. Unset (the
+// normal case), a point costs one load of a boolean.
 package failpoint
 
 import (
@@ -15,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // EnvVar is the environment variable that arms a failpoint.
@@ -30,11 +34,16 @@ var (
 	// point ("name/stop-when=PATH"); stopped, that it did.
 	stopWhen string
 	stopped  atomic.Bool
+	// sleepFor is the sleep at every hit ("name/sleep=DURATION").
+	sleepFor time.Duration
 )
 
 // stopWhenSep separates a point's name from the file that stops the
 // process there.
 const stopWhenSep = "/stop-when="
+
+// sleepSep separates a point's name from the sleep at each of its hits.
+const sleepSep = "/sleep="
 
 func load() {
 	v := os.Getenv(EnvVar)
@@ -44,6 +53,11 @@ func load() {
 	name, nth = v, 1
 	if n, path, ok := strings.Cut(v, stopWhenSep); ok && path != "" {
 		name, stopWhen = n, path
+	} else if n, d, ok := strings.Cut(v, sleepSep); ok {
+		if sleepFor, _ = time.ParseDuration(d); sleepFor <= 0 {
+			return // not a sleep: armed with nothing, no point is hit
+		}
+		name = n
 	} else if i := strings.LastIndexByte(v, '@'); i >= 0 {
 		if n, err := strconv.ParseInt(v[i+1:], 10, 64); err == nil && n >= 1 {
 			name, nth = v[:i], n
@@ -62,6 +76,10 @@ func Armed() bool {
 // Nth hit, or stops it when the failpoint's file exists (once).
 func Hit(point string) {
 	if !Armed() || point != name {
+		return
+	}
+	if sleepFor > 0 {
+		time.Sleep(sleepFor)
 		return
 	}
 	if stopWhen != "" {

@@ -15,12 +15,17 @@ import (
 )
 
 // helperEnv makes the test binary a helper process: it hits the point
-// "p" once a 10 ms tick, 200 times, printing each hit, then exits 0.
+// "p" once a 10 ms tick, the variable's value times (200 if it is not a
+// number), printing each hit, then exits 0.
 const helperEnv = "FAILPOINT_TEST_HELPER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
-		for i := 1; i <= 200; i++ {
+		hits, err := strconv.Atoi(os.Getenv(helperEnv))
+		if err != nil {
+			hits = 200
+		}
+		for i := 1; i <= hits; i++ {
 			Hit("other")
 			Hit("p")
 			os.Stdout.WriteString("hit " + strconv.Itoa(i) + "\n")
@@ -33,10 +38,14 @@ func TestMain(m *testing.M) {
 
 // helper starts the test binary as a helper process armed with the
 // failpoint fp.
-func helper(t *testing.T, fp string) (*exec.Cmd, *bytes.Buffer, chan error) {
+func helper(t *testing.T, fp string, hits ...int) (*exec.Cmd, *bytes.Buffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", EnvVar+"="+fp)
+	n := "200"
+	if len(hits) > 0 {
+		n = strconv.Itoa(hits[0])
+	}
+	cmd.Env = append(os.Environ(), helperEnv+"="+n, EnvVar+"="+fp)
 	out := new(bytes.Buffer)
 	cmd.Stdout = out
 	if err := cmd.Start(); err != nil {
@@ -105,4 +114,22 @@ func state(t *testing.T, pid int) string {
 	// pid (comm) state ...: comm may hold spaces and parentheses.
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return f[0]
+}
+
+// TestSleep: "p/sleep=D" makes every hit of p sleep D, and the process
+// runs to its end; a D that is no duration arms nothing.
+func TestSleep(t *testing.T) {
+	began := time.Now()
+	_, out, done := helper(t, "p"+sleepSep+"40ms", 10)
+	if err := <-done; err != nil {
+		t.Fatalf("the helper: %v, want exit 0", err)
+	}
+	// 10 hits of p at 40 ms each, besides the 10 ms ticks.
+	if took := time.Since(began); took < 400*time.Millisecond || strings.Count(out.String(), "hit ") != 10 {
+		t.Errorf("the helper ran %v and printed %q, want at least 400 ms and 10 hits", took, out.String())
+	}
+	_, out, done = helper(t, "p"+sleepSep+"soon", 3)
+	if err := <-done; err != nil || strings.Count(out.String(), "hit ") != 3 {
+		t.Errorf("a sleep that is no duration: %v, %q; want it unarmed, 3 hits and exit 0", err, out.String())
+	}
 }
