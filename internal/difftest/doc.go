@@ -72,7 +72,7 @@
 // after the Flink JVM has ended (beside it, on a busy host of few CPUs, a
 // case can take longer than alone), and then, if Cepheus finished it,
 // through Flink. A case Cepheus finished only then is named in the run's
-// output (SLOW, [Summary].SlowCepheus); one it does not finish alone
+// output (SLOW, [Summary].SlowCepheus, counted in the summary line); one it does not finish alone
 // either keeps its timeout and is reported unexplained. Cases with several rules (Input.Rules; Flink runs one
 // CepOperator per rule) are compared rule by rule. Error messages are not
 // compared.

@@ -104,14 +104,20 @@ type Summary struct {
 
 // Line is the summary line: "diff-flink: A agreed, E explained, U
 // unexplained (profile P, max E events, K keys, R rules)", the maxima
-// taken over all cases, each on its own.
+// taken over all cases, each on its own, and ", S slow" after U when
+// Cepheus finished S cases only when run again alone (SlowCepheus): a
+// slowdown of the engine shows in the line a campaign ends with.
 func (s *Summary) Line() string {
 	profile := s.Profile
 	if profile == "" {
 		profile = "given cases"
 	}
-	return fmt.Sprintf("diff-flink: %d agreed, %d explained, %d unexplained (profile %s, max %d events, %d keys, %d rules)",
-		s.Agreed, s.Explained, s.Unexplained, profile, s.MaxEvents, s.MaxKeys, s.MaxRules)
+	slow := ""
+	if len(s.SlowCepheus) > 0 {
+		slow = fmt.Sprintf(", %d slow", len(s.SlowCepheus))
+	}
+	return fmt.Sprintf("diff-flink: %d agreed, %d explained, %d unexplained%s (profile %s, max %d events, %d keys, %d rules)",
+		s.Agreed, s.Explained, s.Unexplained, slow, profile, s.MaxEvents, s.MaxKeys, s.MaxRules)
 }
 
 // measure records the size of in in the maxima of s.

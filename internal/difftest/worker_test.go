@@ -186,3 +186,17 @@ func TestRerunSlow(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryLine: the line a campaign ends with names the cases Cepheus
+// finished only when run again alone, and says nothing of them when
+// there are none.
+func TestSummaryLine(t *testing.T) {
+	s := &Summary{Agreed: 7, Explained: 2, Unexplained: 1, Profile: "narrow", MaxEvents: 12, MaxKeys: 2, MaxRules: 1}
+	if got, want := s.Line(), "diff-flink: 7 agreed, 2 explained, 1 unexplained (profile narrow, max 12 events, 2 keys, 1 rules)"; got != want {
+		t.Errorf("Line() = %q, want %q", got, want)
+	}
+	s.SlowCepheus = []string{"s1-00003", "s1-00009"}
+	if got, want := s.Line(), "diff-flink: 7 agreed, 2 explained, 1 unexplained, 2 slow (profile narrow, max 12 events, 2 keys, 1 rules)"; got != want {
+		t.Errorf("Line() with two slow cases = %q, want %q", got, want)
+	}
+}
