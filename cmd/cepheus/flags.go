@@ -196,7 +196,7 @@ func readSource(ctx context.Context, cmd, name string) (string, []byte, error) {
 		src, err := os.ReadFile(name)
 		return name, src, err
 	}
-	src, err := io.ReadAll(newCtxReader(ctx, os.Stdin))
+	src, err := io.ReadAll(stdinReader(ctx))
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return stdinName, nil, interrupted(ctx, "%s interrupted while reading standard input", cmd)
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -255,20 +256,29 @@ func TestGenInterrupted(t *testing.T) {
 	}
 }
 
-// TestGenOutputFIFO: -o naming a FIFO (or a device, /dev/null) writes
-// into it and leaves it as it is: renamed over, a FIFO became a regular
-// file, and so did /dev/null under root.
-func TestGenOutputFIFO(t *testing.T) {
-	dir := t.TempDir()
-	args := []string{"gen", "-days", "1", "-events-per-day", "2000", "-history-days", "0", "-scenarios", "card_testing", "-seed", "3", "-o"}
+// genReference writes a small gen output to a plain file in dir and
+// returns the command line that made it, up to its -o (a test appends
+// another output), and the bytes it wrote.
+func genReference(t *testing.T, dir string) (args []string, want []byte) {
+	t.Helper()
+	args = []string{"gen", "-days", "1", "-events-per-day", "2000", "-history-days", "0", "-scenarios", "card_testing", "-seed", "3", "-o"}
 	file := filepath.Join(dir, "events.jsonl")
-	if code, _, errOut := cepheus(t, append(args, file)...); code != 0 {
+	if code, _, errOut := cepheus(t, append(slices.Clip(args), file)...); code != 0 {
 		t.Fatalf("gen -o %s: exit %d\n%s", file, code, errOut)
 	}
 	want, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return args, want
+}
+
+// TestGenOutputFIFO: -o naming a FIFO (or a device, /dev/null) writes
+// into it and leaves it as it is: renamed over, a FIFO became a regular
+// file, and so did /dev/null under root.
+func TestGenOutputFIFO(t *testing.T) {
+	dir := t.TempDir()
+	args, want := genReference(t, dir)
 	fifo := filepath.Join(dir, "events.fifo")
 	mkfifo(t, fifo)
 	read := make(chan []byte, 1)

@@ -16,15 +16,7 @@ import (
 // file its user reads kept the old events.
 func TestGenOutputSymlink(t *testing.T) {
 	dir := t.TempDir()
-	args := []string{"gen", "-days", "1", "-events-per-day", "2000", "-history-days", "0", "-scenarios", "card_testing", "-seed", "3", "-o"}
-	file := filepath.Join(dir, "events.jsonl")
-	if code, _, errOut := cepheus(t, append(args, file)...); code != 0 {
-		t.Fatalf("gen -o %s: exit %d\n%s", file, code, errOut)
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	args, want := genReference(t, dir)
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)

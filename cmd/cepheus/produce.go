@@ -200,23 +200,19 @@ func brokerList(fs *flagSet, flagValue string) ([]string, error) {
 }
 
 // openLines opens path ("-": stdin, read so that a read waiting for input
-// ends when ctx is done) for reading, decompressing it when it starts
-// with gzip's magic bytes.
+// ends when ctx is done: stdinReader) for reading, decompressing it when
+// it starts with gzip's magic bytes.
 func openLines(ctx context.Context, path string) (r io.Reader, close func() error, err error) {
-	var f *os.File
-	in := io.Reader(nil)
+	var in io.Reader
+	closeFile := func() error { return nil } // stdin stays open
 	if path == "-" {
-		f, in = os.Stdin, newCtxReader(ctx, os.Stdin)
-	} else if f, err = os.Open(path); err != nil {
-		return nil, nil, err
+		in = stdinReader(ctx)
 	} else {
-		in = f
-	}
-	closeFile := func() error {
-		if f == os.Stdin {
-			return nil
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, err
 		}
-		return f.Close()
+		in, closeFile = f, f.Close
 	}
 	br := bufio.NewReaderSize(in, 1<<16)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {

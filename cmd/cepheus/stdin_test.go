@@ -63,6 +63,33 @@ func TestCtxReader(t *testing.T) {
 	}
 }
 
+// interruptOnStdin runs the command of args in-process with standard
+// input a pipe that holds written and then idles, cancelling its context
+// (Ctrl-C) after wait; it returns the exit status, the outputs and how
+// long the command took.
+func interruptOnStdin(t *testing.T, written string, wait time.Duration, args ...string) (code int, stdout, stderr string, took time.Duration) {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	if _, err := pw.WriteString(written); err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdin
+	os.Stdin = pr
+	defer func() { os.Stdin = saved }()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(wait, cancel)
+	var out, errOut bytes.Buffer
+	began := time.Now()
+	err = run(ctx, args, &out, &errOut)
+	took = time.Since(began)
+	return exitCode(err, &errOut), out.String(), errOut.String(), took
+}
+
 // TestBacktestStdinInterrupted: Ctrl-C stops a backtest reading standard
 // input that nothing writes at once, with the partial summary: it waited
 // for the writer's next line, or its end (a pipe from a tail -f, a
@@ -75,27 +102,9 @@ func TestBacktestStdinInterrupted(t *testing.T) {
 		{"a line written", `{"ts": 1, "k": "x", "name": "a"}` + "\n", "cepheus: backtest interrupted at line 1; the summary above is partial\n"},
 		{"nothing written", "", "cepheus: backtest interrupted before its first line\n"},
 	} {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pw.WriteString(c.written); err != nil {
-			t.Fatal(err)
-		}
-		saved := os.Stdin
-		os.Stdin = pr
-		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(200*time.Millisecond, cancel)
-		var stdout, stderr bytes.Buffer
-		began := time.Now()
-		err = run(ctx, []string{"backtest", "-rules", rules, "-events", "-", "-time-unit", "ms"}, &stdout, &stderr)
-		took := time.Since(began)
-		code := exitCode(err, &stderr)
-		os.Stdin = saved
-		pw.Close()
-		pr.Close()
-		if code != 130 || !strings.HasSuffix(stderr.String(), c.want) || took > 10*time.Second {
-			t.Errorf("%s, then Ctrl-C: exit %d after %v, stderr\n%s\nwant 130 within 10 s and stderr ending %q", c.name, code, took.Round(time.Millisecond), stderr.String(), c.want)
+		code, _, stderr, took := interruptOnStdin(t, c.written, 200*time.Millisecond, "backtest", "-rules", rules, "-events", "-", "-time-unit", "ms")
+		if code != 130 || !strings.HasSuffix(stderr, c.want) || took > 10*time.Second {
+			t.Errorf("%s, then Ctrl-C: exit %d after %v, stderr\n%s\nwant 130 within 10 s and stderr ending %q", c.name, code, took.Round(time.Millisecond), stderr, c.want)
 		}
 	}
 }
@@ -104,25 +113,10 @@ func TestBacktestStdinInterrupted(t *testing.T) {
 // standard input at once (they waited for its end).
 func TestCheckFmtStdinInterrupted(t *testing.T) {
 	for _, args := range [][]string{{"check", "-"}, {"fmt"}, {"fmt", "-d", "-"}} {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		saved := os.Stdin
-		os.Stdin = pr
-		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(100*time.Millisecond, cancel)
-		var stdout, stderr bytes.Buffer
-		began := time.Now()
-		err = run(ctx, args, &stdout, &stderr)
-		took := time.Since(began)
-		code := exitCode(err, &stderr)
-		os.Stdin = saved
-		pw.Close()
-		pr.Close()
+		code, stdout, stderr, took := interruptOnStdin(t, "", 100*time.Millisecond, args...)
 		want := "cepheus: " + args[0] + " interrupted while reading standard input\n"
-		if code != 130 || stderr.String() != want || stdout.Len() != 0 || took > 10*time.Second {
-			t.Errorf("%s, then Ctrl-C: exit %d after %v, stdout %q, stderr %q; want 130 within 10 s and %q", strings.Join(args, " "), code, took.Round(time.Millisecond), stdout.String(), stderr.String(), want)
+		if code != 130 || stderr != want || stdout != "" || took > 10*time.Second {
+			t.Errorf("%s, then Ctrl-C: exit %d after %v, stdout %q, stderr %q; want 130 within 10 s and %q", strings.Join(args, " "), code, took.Round(time.Millisecond), stdout, stderr, want)
 		}
 	}
 }
