@@ -494,7 +494,7 @@ func mergedEventSource(opened context.Context, name string, chans []<-chan runti
 		r.Close()
 		return nil, err
 	}
-	m := &mergedSource{out: make(chan []runtime.Record, 4), quit: make(chan struct{})}
+	m := &mergedSource{out: make(chan []runtime.Record, 4), quit: make(chan struct{}), opened: opened, name: name}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -504,7 +504,7 @@ func mergedEventSource(opened context.Context, name string, chans []<-chan runti
 		}
 		if errors.Is(err, errMergeStopped) {
 			if cerr := opened.Err(); cerr != nil {
-				err = fmt.Errorf("%s: stopped before its end, as the context it was opened with is done: %w", name, cerr)
+				err = stoppedBeforeEnd(name, cerr)
 			} else {
 				err = fmt.Errorf("%s: closed", name)
 			}
@@ -539,6 +539,11 @@ type mergedSource struct {
 	out  chan []runtime.Record
 	quit chan struct{}
 	err  error // the merge's, set before out is closed
+	// opened is the context the source was opened with, name its name:
+	// once opened is done, Next fails, also where the merge had handed
+	// on every batch before (a small input read ahead whole).
+	opened context.Context
+	name   string
 
 	// read is the bytes of the partitions' files read, as far as the merge
 	// has taken their records; size, when positive, their size on disk
@@ -564,6 +569,9 @@ func (m *mergedSource) Progress() (read, total int64) {
 func (m *mergedSource) Next() (runtime.Record, error) {
 	for {
 		for len(m.recs) == 0 {
+			if cerr := m.opened.Err(); cerr != nil {
+				return runtime.Record{}, stoppedBeforeEnd(m.name, cerr)
+			}
 			recs, ok := <-m.out
 			if !ok {
 				if m.err != nil {
@@ -584,6 +592,12 @@ func (m *mergedSource) Next() (runtime.Record, error) {
 		}
 		return rec, nil
 	}
+}
+
+// stoppedBeforeEnd is the error of a merged source read after the
+// context it was opened with is done (cerr, its error).
+func stoppedBeforeEnd(name string, cerr error) error {
+	return fmt.Errorf("%s: stopped before its end, as the context it was opened with is done: %w", name, cerr)
 }
 
 // blank reports whether b holds only JSON whitespace.
