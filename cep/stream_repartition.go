@@ -483,6 +483,20 @@ func (s *streamSource) markersDue() bool {
 	return false
 }
 
+// endsFinal reports whether the markers ups, about to be committed, are
+// the first to say every input partition of the job final (read to its
+// end): that transaction commits the job's input at its ends.
+func (s *streamSource) endsFinal(ups map[int32]repUpstream) bool {
+	first := false
+	for _, p := range s.j.kafka.owned {
+		if !ups[p].Final {
+			return false
+		}
+		first = first || !s.rep.lastSent[p].Final
+	}
+	return first
+}
+
 // writeRepMarkers writes into the open transaction the markers of the
 // upstream partitions whose state changed since the last committed ones.
 func (j *job) writeRepMarkers(ups map[int32]repUpstream) {

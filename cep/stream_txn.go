@@ -814,8 +814,10 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 	for _, n := range slices.Sorted(maps.Keys(marked)) {
 		ko.txn.ProduceTo(ctx, ko.changelog, n, markerKey, m)
 	}
+	ends := false // for the failpoint only
 	if f.upstream != nil {
 		j.writeRepMarkers(f.upstream)
+		ends = failpoint.Armed() && j.src.endsFinal(f.upstream)
 	}
 	failpoint.Hit("kafka.before-commit")
 	if h := j.cfg.hooks.failCommit; h != nil {
@@ -841,6 +843,13 @@ func (j *job) commitKafka(f *inflight, meta []byte, headers [][]headerRecord) er
 		j.repCommitted(f.upstream)
 	}
 	failpoint.Hit("kafka.after-commit")
+	if ends && j.src.rep.pending() {
+		// The input is committed at its ends, with its final markers;
+		// the repartition partitions are not complete (those markers, at
+		// least, are still to be read): an instance that dies now leaves
+		// their last records to the partitions' next owner.
+		failpoint.Hit("kafka.ends-committed")
+	}
 	return nil
 }
 
