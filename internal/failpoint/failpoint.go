@@ -8,11 +8,15 @@
 // choosing, and resumes it with SIGCONT. "name/sleep=DURATION" makes the
 // goroutine that hits the point sleep that long at every hit: a test
 // bounds how fast a process runs (its checkpoints' barriers, say), so
-// that a host's speed does not decide what the test sees. Unset (the
+// that a host's speed does not decide what the test sees. Only the kill
+// takes a count: a stop or a sleep with one ("name@3/sleep=1s") would
+// never hit, and the process refuses it when it first reads the
+// variable (exit status 2, the spec on standard error). Unset (the
 // normal case), a point costs one load of a boolean.
 package failpoint
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -50,20 +54,51 @@ func load() {
 	if v == "" {
 		return
 	}
-	name, nth = v, 1
-	if n, path, ok := strings.Cut(v, stopWhenSep); ok && path != "" {
-		name, stopWhen = n, path
-	} else if n, d, ok := strings.Cut(v, sleepSep); ok {
-		if sleepFor, _ = time.ParseDuration(d); sleepFor <= 0 {
-			return // not a sleep: armed with nothing, no point is hit
-		}
-		name = n
-	} else if i := strings.LastIndexByte(v, '@'); i >= 0 {
-		if n, err := strconv.ParseInt(v[i+1:], 10, 64); err == nil && n >= 1 {
-			name, nth = v[:i], n
-		}
+	sp, err := parse(v)
+	if err != nil {
+		// A spec that can never hit would let a crash test pass
+		// without its crash: refuse it before anything runs past it.
+		fmt.Fprintf(os.Stderr, "failpoint: %v\n", err)
+		os.Exit(2)
 	}
-	armed.Store(true)
+	name, nth, stopWhen, sleepFor = sp.name, sp.nth, sp.stopWhen, sp.sleepFor
+	armed.Store(name != "")
+}
+
+// spec is a parsed CEPHEUS_FAILPOINT; an empty name arms nothing.
+type spec struct {
+	name     string
+	nth      int64
+	stopWhen string
+	sleepFor time.Duration
+}
+
+// parse reads the variable's value v: "NAME", "NAME@N",
+// "NAME/stop-when=PATH" or "NAME/sleep=DURATION". Only a kill takes a
+// count: a stop or a sleep whose NAME holds an '@' would never hit (no
+// point's name does), so parse refuses it. A sleep that is no positive
+// duration arms nothing.
+func parse(v string) (spec, error) {
+	sp := spec{name: v, nth: 1}
+	if n, path, ok := strings.Cut(v, stopWhenSep); ok && path != "" {
+		sp.name, sp.stopWhen = n, path
+	} else if n, d, ok := strings.Cut(v, sleepSep); ok {
+		if sp.sleepFor, _ = time.ParseDuration(d); sp.sleepFor <= 0 {
+			return spec{}, nil // not a sleep: armed with nothing, no point is hit
+		}
+		sp.name = n
+	} else {
+		if i := strings.LastIndexByte(v, '@'); i >= 0 {
+			if n, err := strconv.ParseInt(v[i+1:], 10, 64); err == nil && n >= 1 {
+				sp.name, sp.nth = v[:i], n
+			}
+		}
+		return sp, nil
+	}
+	if strings.Contains(sp.name, "@") {
+		return spec{}, fmt.Errorf("%s=%q: a stop (NAME/stop-when=FILE) or a sleep (NAME/sleep=DURATION) takes no count; only a kill does (NAME@N)", EnvVar, v)
+	}
+	return sp, nil
 }
 
 // Armed reports whether the environment arms a failpoint.

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 // helper starts the test binary as a helper process armed with the
-// failpoint fp.
+// failpoint fp; out gets its standard output and error.
 func helper(t *testing.T, fp string, hits ...int) (*exec.Cmd, *bytes.Buffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -48,6 +48,7 @@ func helper(t *testing.T, fp string, hits ...int) (*exec.Cmd, *bytes.Buffer, cha
 	cmd.Env = append(os.Environ(), helperEnv+"="+n, EnvVar+"="+fp)
 	out := new(bytes.Buffer)
 	cmd.Stdout = out
+	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,5 +132,27 @@ func TestSleep(t *testing.T) {
 	_, out, done = helper(t, "p"+sleepSep+"soon", 3)
 	if err := <-done; err != nil || strings.Count(out.String(), "hit ") != 3 {
 		t.Errorf("a sleep that is no duration: %v, %q; want it unarmed, 3 hits and exit 0", err, out.String())
+	}
+}
+
+// TestCountRefused: a stop or a sleep takes no count; "p@3/stop-when=FILE"
+// and "p@3/sleep=D" would never hit (no point is named "p@3"), so the
+// process refuses them at its first hit of any point, exit status 2, the
+// spec named, before a single hit of p.
+func TestCountRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pause")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, fp := range []string{"p@3" + stopWhenSep + file, "p@3" + sleepSep + "10ms"} {
+		cmd, out, done := helper(t, fp, 5)
+		err := <-done
+		if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 {
+			t.Errorf("%s: the helper: %v (exit status %d), want exit status 2", fp, err, code)
+		}
+		want := "failpoint: " + EnvVar + "=" + strconv.Quote(fp) + ": a stop (NAME/stop-when=FILE) or a sleep (NAME/sleep=DURATION) takes no count; only a kill does (NAME@N)\n"
+		if got := out.String(); got != want {
+			t.Errorf("%s: the helper printed %q, want %q", fp, got, want)
+		}
 	}
 }

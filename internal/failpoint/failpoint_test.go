@@ -1,0 +1,37 @@
+package failpoint
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestParse: what each form of CEPHEUS_FAILPOINT arms, and that a count
+// on a stop or a sleep is refused with the spec named.
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want spec
+		err  bool
+	}{
+		{v: "p", want: spec{name: "p", nth: 1}},
+		{v: "p@3", want: spec{name: "p", nth: 3}},
+		{v: "p/stop-when=/tmp/x", want: spec{name: "p", nth: 1, stopWhen: "/tmp/x"}},
+		{v: "p/sleep=20ms", want: spec{name: "p", nth: 1, sleepFor: 20 * time.Millisecond}},
+		{v: "p/sleep=soon", want: spec{}},
+		{v: "p@3/stop-when=/tmp/x", err: true},
+		{v: "p@3/sleep=20ms", err: true},
+		{v: "p@x/sleep=20ms", err: true},
+	} {
+		got, err := parse(c.v)
+		if c.err {
+			if err == nil || !strings.Contains(err.Error(), EnvVar+`="`+c.v+`"`) {
+				t.Errorf("parse(%q) = %+v, %v; want an error naming the spec", c.v, got, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("parse(%q) = %+v, %v; want %+v", c.v, got, err, c.want)
+		}
+	}
+}
