@@ -41,3 +41,24 @@ func BenchmarkProcess(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkDecodeRun measures decoding a run of fuzzRunNFA holding a few
+// hundred partial matches (a restore, or a cold key's next element).
+func BenchmarkDecodeRun(b *testing.B) {
+	n := fuzzRunNFA(b)
+	r := n.NewRun()
+	var res Result
+	for i, name := range []string{"a", "b", "a", "b", "b", "a", "b", "b", "b", "a", "b"} {
+		if err := r.Process(ev(uint64(i+1), name, 0, event.Time(i)), event.Time(i), &res); err != nil {
+			b.Fatal(err)
+		}
+	}
+	enc := r.AppendBinary(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := n.DecodeRun(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(r.PartialMatches()), "partials")
+}

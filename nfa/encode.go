@@ -19,7 +19,8 @@ const runEncodingVersion = 2
 
 // AppendBinary appends a compact, deterministic encoding of the run's state
 // to b: buffered events, buffer nodes and edges with their reference counts,
-// partial and completed matches in queue order. The encoding names states by
+// partial and completed matches in queue (heap array) order, which
+// [NFA.DecodeRun] keeps and checks. The encoding names states by
 // their index in the compiled NFA, so it can only be decoded by an NFA with
 // the same state graph ([NFA.DecodeRun] checks a fingerprint of the graph;
 // conditions are not part of it).
@@ -266,7 +267,7 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 		}
 	}
 
-	for _, q := range []*compQueue{&r.partial, &r.completed} {
+	for qi, q := range []*compQueue{&r.partial, &r.completed} {
 		nq := d.Count()
 		for i := 0; i < nq && d.Err == nil; i++ {
 			sid := d.Uvarint()
@@ -285,9 +286,13 @@ func (n *NFA) DecodeRun(b []byte) (*Run, []byte, error) {
 				c.startID.ts = event.Time(d.Varint())
 				c.startID.id = d.int32()
 			}
-			// Append in encoded (array) order: it was a valid heap and
-			// its iteration order is part of the semantics.
+			// Append in encoded (array) order: it was a valid heap
+			// (checked below) and its iteration order is part of the
+			// semantics.
 			q.q = append(q.q, c)
+		}
+		if d.Err == nil && !q.isHeap() {
+			d.Err = fmt.Errorf("%w: %s queue out of heap order", ErrCorruptRun, [...]string{"partial", "completed"}[qi])
 		}
 	}
 	if d.Err != nil {

@@ -167,3 +167,24 @@ func TestDecodeRunRejectsBadFlag(t *testing.T) {
 		t.Fatalf("a flag of 2: %v, want ErrCorruptRun", err)
 	}
 }
+
+// TestDecodeRunRejectsBadHeap: a run's queues are taken in their encoded
+// (array) order, so a record whose queue is no heap would mislead what
+// trusts the root (prune's shortcut: when the root is kept, so is every
+// other). Such a record is corrupt.
+func TestDecodeRunRejectsBadHeap(t *testing.T) {
+	n, r := fuzzRun(t)
+	q := r.partial.q
+	spoiled := false
+	for i := 1; i < len(q) && !spoiled; i++ {
+		if p := (i - 1) >> 1; compLess(q[i], q[p]) > 0 {
+			q[i], q[p], spoiled = q[p], q[i], true
+		}
+	}
+	if !spoiled {
+		t.Fatalf("no partial match to swap with its parent among %d", len(q))
+	}
+	if _, _, err := n.DecodeRun(r.AppendBinary(nil)); !errors.Is(err, ErrCorruptRun) {
+		t.Fatalf("DecodeRun: %v, want ErrCorruptRun", err)
+	}
+}

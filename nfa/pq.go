@@ -40,6 +40,19 @@ func (h *compQueue) peek() *computation {
 	return h.q[0]
 }
 
+// isHeap reports whether no element of the array sorts before its parent.
+// A decoded queue is taken in its array order (the order is part of the
+// semantics), so DecodeRun checks it: whatever trusts the root, such as
+// prune's shortcut, would be misled by a damaged record.
+func (h *compQueue) isHeap() bool {
+	for i := 1; i < len(h.q); i++ {
+		if compLess(h.q[i], h.q[(i-1)>>1]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // offer is PriorityQueue.offer: append, then sift up.
 func (h *compQueue) offer(x *computation) {
 	h.q = append(h.q, nil)
