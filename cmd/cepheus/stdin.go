@@ -41,7 +41,13 @@ func newCtxReader(ctx context.Context, r io.Reader) *ctxReader {
 	return c
 }
 
+// Read passes on what the goroutine's reads got. A Read into an empty p
+// returns 0, nil at once (io.Reader), starting no read of r: one could
+// wait for input that p has no room for.
 func (c *ctxReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	for len(c.pending) == 0 {
 		if c.err != nil {
 			return 0, c.err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -118,5 +119,35 @@ func TestCheckFmtStdinInterrupted(t *testing.T) {
 		if code != 130 || stderr != want || stdout != "" || took > 10*time.Second {
 			t.Errorf("%s, then Ctrl-C: exit %d after %v, stdout %q, stderr %q; want 130 within 10 s and %q", strings.Join(args, " "), code, took.Round(time.Millisecond), stdout, stderr, want)
 		}
+	}
+}
+
+// countingReader counts the Reads made of r.
+type countingReader struct {
+	r     io.Reader
+	calls atomic.Int32
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.calls.Add(1)
+	return c.r.Read(p)
+}
+
+// TestCtxReaderZeroLength: a Read into an empty buffer returns 0, nil at
+// once (io.Reader) and starts no read of the source, which may wait for
+// input that a zero-length Read has no room for; later Reads get the
+// source's bytes.
+func TestCtxReaderZeroLength(t *testing.T) {
+	src := &countingReader{r: strings.NewReader("first\n")}
+	r := newCtxReader(context.Background(), src)
+	if n, err := r.Read(nil); n != 0 || err != nil {
+		t.Fatalf("Read(nil) = %d, %v; want 0, nil", n, err)
+	}
+	// Had it started one, Read(nil) would have waited for its result.
+	if calls := src.calls.Load(); calls != 0 {
+		t.Fatalf("Read(nil) made %d reads of the source, want none", calls)
+	}
+	if got, err := io.ReadAll(r); err != nil || string(got) != "first\n" {
+		t.Fatalf("then ReadAll: %q, %v; want the source's line", got, err)
 	}
 }
