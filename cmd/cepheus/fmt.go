@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 
@@ -24,8 +26,14 @@ syntax error is not formatted; its errors are printed to stderr and the
 exit status is 1.
 
 With -w, fmt rewrites each file that is not canonical instead of printing
-it, in place (its mode, owner and links kept); a write that fails (a full
-disk) puts the former content back and exits 1. With -d, it prints a
+it: it writes a hidden file beside it (.NAME.partial), syncs it, gives it
+the file's mode, owner and group, and renames it over the file, so that a
+kill or a crash midway leaves the file as it was. A symbolic link's
+target is rewritten, the link kept. A file with other hard links, one
+whose owner cannot be kept, or one in a directory that takes no new file
+is rewritten in place (its mode, owner and links kept); there a write
+that fails (a full disk) puts the former content back and exits 1, but a
+kill midway can tear the file. With -d, it prints a
 unified diff of the changes instead, and the exit status is 1 when there
 are changes (0 when every file is canonical), so a CI job can run fmt -d.
 With -l, it lists the files that are not canonical, one a line, instead
@@ -114,14 +122,70 @@ func formatOne(name string, src []byte, stdout, stderr io.Writer, mode fmtMode) 
 	return changed, nil
 }
 
-// rewriteFile replaces the content of the file name, orig, by out. It
+// rewriteFile replaces the content of the file name, orig, by out. A
+// symbolic link's target is rewritten, the link kept. The file is
+// replaced whole (replaceFile): a kill or a crash mid-write leaves it as
+// it was. Where a replacement could not stand in for it, the file is
+// written in place (rewriteInPlace).
+func rewriteFile(name string, orig, out []byte) error {
+	path := linkTarget(name)
+	err := replaceFile(path, out)
+	if errors.Is(err, errInPlace) {
+		return rewriteInPlace(name, orig, out)
+	}
+	return err
+}
+
+// errInPlace says that replaceFile cannot stand a new file in for the
+// old one and wrote nothing.
+var errInPlace = errors.New("write the file in place")
+
+// replaceFile writes out to a hidden file beside path, syncs it, gives it
+// path's mode, owner and group, and renames it over path. It returns
+// errInPlace, having written nothing, where the new file could not stand
+// in for path: path has other hard links (they would keep the old
+// content), is not a regular file, its directory takes no new file (a
+// rewrite needs only the file writable), or the owner or group cannot be
+// given (a file of another user's that this one may write).
+func replaceFile(path string, out []byte) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || fileLinks(st) > 1 {
+		return errInPlace
+	}
+	pf, err := createPartial(path)
+	if errors.Is(err, fs.ErrPermission) {
+		return errInPlace
+	} else if err != nil {
+		return err
+	}
+	if err := chownLike(pf.File, st); err != nil {
+		pf.abort()
+		return errInPlace
+	}
+	// After the chown, which may clear the set-id bits.
+	err = pf.Chmod(st.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky))
+	if err == nil {
+		_, err = pf.Write(out)
+	}
+	if err != nil {
+		pf.abort()
+		return renamePathError(err, pf.tmp, path)
+	}
+	return pf.commit()
+}
+
+// rewriteInPlace replaces the content of the file name, orig, by out. It
 // writes in place, as gofmt -w does, so the file keeps its inode, owner,
 // mode and links and needs no write access to its directory, and it never
 // truncates the file first: a write that fails midway (a full disk, a
 // quota, a file size limit) puts orig back into the blocks the file
 // already had, so that a failed rewrite leaves the file as it was. Only
-// when that fails too is the file torn, and the error says so.
-func rewriteFile(name string, orig, out []byte) error {
+// when that fails too is the file torn, and the error says so. A kill
+// midway tears it.
+func rewriteInPlace(name string, orig, out []byte) error {
 	f, err := os.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return err

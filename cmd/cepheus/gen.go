@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -226,42 +225,12 @@ func genConfigError(fs *flagSet, err error) error {
 	return fs.usagef("%s", strings.Join(msgs, "\ncepheus: gen: "))
 }
 
-// linkTarget returns the file the symbolic link path points to (through
-// every link, a dangling one's target included), or path when it is no
-// link: an output renamed over the link itself would replace the link by
-// a file, and the file it points to, which its user reads, would keep
-// the old data.
-func linkTarget(path string) string {
-	for range 40 { // as the kernel's limit of links followed
-		st, err := os.Lstat(path)
-		if err != nil || st.Mode()&os.ModeSymlink == 0 {
-			return path
-		}
-		to, err := os.Readlink(path)
-		if err != nil {
-			return path
-		}
-		if !filepath.IsAbs(to) {
-			// Relative to the link's directory as the kernel finds it:
-			// a ".." in to climbs out of the directory a symbolic link
-			// there points to, not lexically (data/link -> ../x, data a
-			// link to elsewhere/sub, is elsewhere/x, not ./x).
-			dir := filepath.Dir(path)
-			if real, err := filepath.EvalSymlinks(dir); err == nil {
-				dir = real
-			}
-			to = filepath.Join(dir, to)
-		}
-		path = to
-	}
-	return path
-}
-
 // createOutput opens the output: stdout for "" or "-", else a hidden
-// file beside path, gzip-compressed when path ends in .gz. commit flushes
-// and closes it and renames it to path; abort removes it: a gen that
-// fails or is interrupted leaves no partial file that would pass for a
-// whole one (nor replaces an older file of that name). A path that is
+// file beside path (a partialFile), gzip-compressed when path ends in
+// .gz. commit flushes, syncs and closes it and renames it to path; abort
+// removes it: a gen that fails or is interrupted leaves no partial file
+// that would pass for a whole one (nor replaces an older file of that
+// name). A path that is
 // not a regular file (/dev/null, a FIFO) is written as it is: renamed
 // over, a device or a FIFO would become a regular file (as root, /dev/null
 // itself). A symbolic link is followed: the file it points to is written.
@@ -271,18 +240,17 @@ func createOutput(path string, stdout io.Writer) (w io.Writer, commit func() err
 		return bw, bw.Flush, func() { _ = bw.Flush() }, nil
 	}
 	path = linkTarget(path)
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
 	var f *os.File
+	var pf *partialFile
 	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() && !st.IsDir() {
-		tmp = ""
 		f, err = os.OpenFile(path, os.O_WRONLY, 0)
-	} else {
-		f, err = os.Create(tmp)
+	} else if pf, err = createPartial(path); err == nil {
+		f = pf.File
 	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
-			err = pe.Err // the hidden file's name would only puzzle
+			err = pe.Err // said once, after -o
 		}
 		return nil, nil, nil, fmt.Errorf("-o %s: %w", path, err)
 	}
@@ -300,26 +268,25 @@ func createOutput(path string, stdout io.Writer) (w io.Writer, commit func() err
 		}
 	}
 	abort = func() {
-		f.Close()
-		if tmp != "" {
-			os.Remove(tmp)
+		if pf != nil {
+			pf.abort()
+		} else {
+			f.Close()
 		}
 	}
 	commit = func() error {
 		err := flush()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if tmp == "" {
+		if pf == nil {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 			return err
 		}
-		if err == nil {
-			err = os.Rename(tmp, path)
-		}
 		if err != nil {
-			os.Remove(tmp)
+			pf.abort()
+			return err
 		}
-		return err
+		return pf.commit()
 	}
 	return w, commit, abort, nil
 }

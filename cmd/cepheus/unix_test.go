@@ -106,3 +106,127 @@ func TestBacktestFailingStderr(t *testing.T) {
 		t.Errorf("check of a clean ruleset, stderr failing: exit %d (%v), want 0", code, err)
 	}
 }
+
+// messyRules is a ruleset fmt changes, and formattedRules its canonical
+// form.
+const (
+	messyRules     = "ruleset   m\n\n\n  event time ts # time\nrule r {\n pattern {\n begin a oneOrMore within 120s greedy\n }\n severity low\n}\n"
+	formattedRules = "ruleset m\n\nevent time ts # time\nrule r {\n  severity low\n  pattern {\n    begin a oneOrMore within 2m greedy\n  }\n}\n"
+)
+
+// checkFile fails t unless the file name holds want with mode perm.
+func checkFile(t *testing.T, what, name, want string, perm os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil || string(b) != want {
+		t.Errorf("%s: %s holds %q (%v), want %q", what, name, b, err, want)
+	}
+	if st, err := os.Stat(name); err != nil || st.Mode().Perm() != perm {
+		t.Errorf("%s: %s has mode %v (%v), want %v", what, name, st.Mode(), err, perm)
+	}
+}
+
+// TestFmtWriteKilled: fmt -w killed after it wrote and synced the
+// canonical source, before it renamed it over the file (the failpoint
+// replace.synced), leaves the file as it was, whole, its mode kept; the
+// next fmt -w rewrites it and leaves no hidden file. Before, fmt -w wrote
+// over the file in place: a kill midway left it torn, part new, part old
+// (and with no such point the command was not killed at all).
+func TestFmtWriteKilled(t *testing.T) {
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	p := writeFile(t, dir, "m.cep", messyRules)
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "fmt", "-w", p)
+	cmd.Env = append(os.Environ(), "CEPHEUS_FAILPOINT=replace.synced")
+	out, err := cmd.CombinedOutput()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("fmt -w at replace.synced: %v, want killed by SIGKILL\n%s", err, out)
+	}
+	checkFile(t, "killed before the rename", p, messyRules, 0o640)
+	if code, _, stderr := cepheus(t, "fmt", "-w", p); code != 0 {
+		t.Fatalf("fmt -w: exit %d\n%s", code, stderr)
+	}
+	checkFile(t, "fmt -w after", p, formattedRules, 0o640)
+	if names, err := filepath.Glob(filepath.Join(dir, "*")); err != nil || len(names) != 1 {
+		t.Errorf("the directory after fmt -w holds %q (%v), want the file alone", names, err)
+	}
+}
+
+// TestFmtWriteSymlink: fmt -w of a symbolic link (relative, into another
+// directory) rewrites the file it points to, mode kept, and leaves the
+// link a link; no hidden file is left beside either.
+func TestFmtWriteSymlink(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := writeFile(t, data, "m.cep", messyRules)
+	if err := os.Chmod(target, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.cep")
+	if err := os.Symlink("data/m.cep", link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cepheus(t, "fmt", "-w", link); code != 0 {
+		t.Fatalf("fmt -w LINK: exit %d\n%s", code, stderr)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("after fmt -w LINK, the link is %v (%v): replaced", st.Mode(), err)
+	}
+	checkFile(t, "fmt -w LINK", target, formattedRules, 0o640)
+	for _, d := range []string{dir, data} {
+		if names, err := filepath.Glob(filepath.Join(d, ".*")); err != nil || len(names) != 0 {
+			t.Errorf("hidden files left in %s: %q (%v)", d, names, err)
+		}
+	}
+}
+
+// TestFmtWriteOwnerAndDirectory: fmt -w keeps the file's owner and group
+// (as root, which may give a file away), and rewrites in place a file its
+// user may write in a directory it may not (a new file there is refused:
+// the rewrite needs only the file writable).
+func TestFmtWriteOwnerAndDirectory(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("gives files away and runs the command as another user: needs root")
+	}
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	p := writeFile(t, dir, "m.cep", messyRules)
+	if err := os.Chown(p, 4321, 4321); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cepheus(t, "fmt", "-w", p); code != 0 {
+		t.Fatalf("fmt -w: exit %d\n%s", code, stderr)
+	}
+	checkFile(t, "fmt -w of another user's file", p, formattedRules, 0o644)
+	if st, err := os.Stat(p); err != nil {
+		t.Error(err)
+	} else if s := st.Sys().(*syscall.Stat_t); s.Uid != 4321 || s.Gid != 4321 {
+		t.Errorf("fmt -w gave the file away: owner %d, group %d; want 4321 and 4321", s.Uid, s.Gid)
+	}
+
+	// As nobody (65534): the file is writable by all, its directory (and
+	// the binary's, and the test's directory above them) only searchable.
+	if err := os.WriteFile(p, []byte(messyRules), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Dir(bin), filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "fmt", "-w", p)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fmt -w as nobody: %v\n%s", err, out)
+	}
+	checkFile(t, "fmt -w where no new file may be made", p, formattedRules, 0o666)
+}

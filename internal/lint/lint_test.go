@@ -50,10 +50,11 @@ var importRules = map[string]importRule{
 		"internal/failpoint", "internal/humanize",
 	}},
 	// Its crash tests read the records of a topic with their offsets
-	// (where the copies of a duplicated alert sit).
+	// (where the copies of a duplicated alert sit), and kill fmt -w and
+	// gen -o before their rename (internal/failpoint).
 	"cmd/cepheus": {imports: []string{
 		"cep", "event", "rules", "rulesets", "internal/gen", "internal/rulestest", "internal/metrics",
-		"internal/control", "internal/humanize",
+		"internal/control", "internal/humanize", "internal/failpoint",
 	}, tests: []string{"runtime/kafka"}},
 	// The gRPC control API of cepheus serve and its generated code: the
 	// only importers of grpc.

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
+)
+
+// linkTarget returns the file the symbolic link path points to (through
+// every link, a dangling one's target included), or path when it is no
+// link: an output renamed over the link itself would replace the link by
+// a file, and the file it points to, which its user reads, would keep
+// the old data.
+func linkTarget(path string) string {
+	for range 40 { // as the kernel's limit of links followed
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			return path
+		}
+		to, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(to) {
+			// Relative to the link's directory as the kernel finds it:
+			// a ".." in to climbs out of the directory a symbolic link
+			// there points to, not lexically (data/link -> ../x, data a
+			// link to elsewhere/sub, is elsewhere/x, not ./x).
+			dir := filepath.Dir(path)
+			if real, err := filepath.EvalSymlinks(dir); err == nil {
+				dir = real
+			}
+			to = filepath.Join(dir, to)
+		}
+		path = to
+	}
+	return path
+}
+
+// partialFile is the hidden file ".NAME.partial" beside the file path
+// that replaces path once whole: a command killed or failing while it
+// writes leaves path as it was (or missing, if it was), never torn. The
+// caller writes to File, then calls commit or abort. path is the file to
+// replace, not a symbolic link to it (see linkTarget).
+type partialFile struct {
+	*os.File
+	path, tmp string
+}
+
+// createPartial creates (or truncates: a killed command's leftover) the
+// hidden file beside path, mode 0666 before the umask. Errors name path,
+// not the hidden file, whose name would only puzzle.
+func createPartial(path string) (*partialFile, error) {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return nil, renamePathError(err, tmp, path)
+	}
+	return &partialFile{File: f, path: path, tmp: tmp}, nil
+}
+
+// commit syncs the hidden file (a power cut after the rename must not
+// find it empty), closes it and renames it over path. On an error it
+// removes the hidden file; path is then as it was.
+func (p *partialFile) commit() error {
+	err := p.Sync()
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// The crash tests kill the command here: path is still as it was.
+		failpoint.Hit("replace.synced")
+		err = os.Rename(p.tmp, p.path)
+	}
+	if err != nil {
+		os.Remove(p.tmp)
+	}
+	return renamePathError(err, p.tmp, p.path)
+}
+
+// abort closes and removes the hidden file; path is as it was.
+func (p *partialFile) abort() {
+	p.Close()
+	os.Remove(p.tmp)
+}
+
+// renamePathError returns err with the name tmp in its *os.PathError
+// replaced by path ("write big.cep: file too large").
+func renamePathError(err error, tmp, path string) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && pe.Path == tmp {
+		pe.Path = path
+	}
+	return err
+}
