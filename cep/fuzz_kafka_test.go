@@ -3,6 +3,8 @@ package cep
 import (
 	"bytes"
 	"encoding/binary"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -136,6 +138,36 @@ func FuzzApplyValues(f *testing.F) {
 			if !sameValue(ev.Fields[i], again.Fields[i]) {
 				t.Fatalf("field %d is %v, then %v", i, ev.Fields[i], again.Fields[i])
 			}
+		}
+	})
+}
+
+// FuzzTxnMetadata parses arbitrary strings as the metadata of committed
+// offsets: a string it takes is exactly what the engine writes for what
+// it read (txnMetadata, or "cepheus chk=N" without an instance, as the
+// first transactional builds wrote): one spelling of each checkpoint id,
+// no sign, no leading zero. The seeds are the engine's own metadata and
+// near misses.
+func FuzzTxnMetadata(f *testing.F) {
+	for _, s := range []string{
+		txnMetadata(1, "a", false), txnMetadata(42, "eu-west-1.node_7", true), txnMetadata(1<<63-1, "0", false),
+		"cepheus chk=7", "cepheus chk=+5 inst=a", "cepheus chk=05 inst=a", "cepheus chk=-5 inst=a",
+		"cepheus chk=0 inst=a", "cepheus chk= 5 inst=a", "cepheus chk=5_0 inst=a", "cepheus chk=0x5 inst=a",
+		"cepheus chk=9223372036854775808 inst=a", "cepheus chk=+5", "cepheus chk=05 inst=a final",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, inst, ok := parseTxnMetadata(s)
+		if !ok {
+			return
+		}
+		want := txnMetadata(id, inst, txnFinal(s))
+		if !strings.Contains(s, " inst=") {
+			want = "cepheus chk=" + strconv.FormatInt(id, 10)
+		}
+		if s != want {
+			t.Fatalf("%q is taken as checkpoint %d of instance %q, which the engine writes %q", s, id, inst, want)
 		}
 	})
 }

@@ -137,12 +137,22 @@ func txnMetadata(id int64, instance string, final bool) string {
 
 const txnFinalSuffix = " final"
 
+// parseTxnMetadata reads metadata s as txnMetadata writes it (or as
+// "cepheus chk=N", without an instance, as the first transactional
+// builds did): ok only for a checkpoint id in canonical decimal, the one
+// spelling txnMetadata gives it (no sign, no leading zero, above 0), so
+// that no other string passes for a checkpoint's offsets.
 func parseTxnMetadata(s string) (id int64, instance string, ok bool) {
 	rest, ok := strings.CutPrefix(s, "cepheus chk=")
 	n, instance, _ := strings.Cut(rest, " inst=")
 	instance = strings.TrimSuffix(instance, txnFinalSuffix)
+	if n == "" || n[0] < '1' || n[0] > '9' {
+		return 0, instance, false
+	}
+	// Past a first digit of 1 to 9, ParseInt in base 10 takes digits
+	// alone.
 	id, err := strconv.ParseInt(n, 10, 64)
-	return id, instance, ok && err == nil && id > 0
+	return id, instance, ok && err == nil
 }
 
 // txnFinal reports whether metadata s is of the offsets of a bounded

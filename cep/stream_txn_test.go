@@ -40,6 +40,33 @@ func TestPartitionOf(t *testing.T) {
 	}
 }
 
+// TestParseTxnMetadata: the metadata the engine writes reads back as
+// written, every checkpoint id and valid instance id, final or not; an id
+// in any other spelling (a sign, a leading zero, not a decimal) is no
+// checkpoint's, and neither is 0.
+func TestParseTxnMetadata(t *testing.T) {
+	for _, id := range []int64{1, 9, 10, 100, 123456789, 1<<63 - 1} {
+		for _, inst := range []string{"0", "a", "final", "eu-west-1.node_7"} {
+			for _, final := range []bool{false, true} {
+				meta := txnMetadata(id, inst, final)
+				if n, i, ok := parseTxnMetadata(meta); !ok || n != id || i != inst || txnFinal(meta) != final {
+					t.Errorf("%q: checkpoint %d, instance %q, ok %v, final %v; want %d, %q, true, %v", meta, n, i, ok, txnFinal(meta), id, inst, final)
+				}
+			}
+		}
+	}
+	if n, i, ok := parseTxnMetadata("cepheus chk=7"); !ok || n != 7 || i != "" {
+		t.Errorf(`"cepheus chk=7" (no instance): %d, %q, %v; want 7, "", true`, n, i, ok)
+	}
+	for _, n := range []string{"+5", "05", "-5", "0", "00", "", " 5", "5 ", "5_0", "0x5", "1e3", "9223372036854775808"} {
+		for _, meta := range []string{"cepheus chk=" + n + " inst=a", "cepheus chk=" + n + " inst=a final", "cepheus chk=" + n} {
+			if id, _, ok := parseTxnMetadata(meta); ok || txnFinal(meta) {
+				t.Errorf("%q: checkpoint %d, ok %v, final %v; want refused", meta, id, ok, txnFinal(meta))
+			}
+		}
+	}
+}
+
 // TestCheckInstanceID: an instance id is what a Kafka name may hold; the
 // metadata of the offsets a checkpoint commits ends in " final" after it
 // for a bounded job's last, so a space would make it ambiguous.
