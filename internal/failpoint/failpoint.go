@@ -9,8 +9,10 @@
 // goroutine that hits the point sleep that long at every hit: a test
 // bounds how fast a process runs (its checkpoints' barriers, say), so
 // that a host's speed does not decide what the test sees. Only the kill
-// takes a count: a stop or a sleep with one ("name@3/sleep=1s") would
-// never hit, and the process refuses it when it first reads the
+// takes a count. A spec that would arm a point no code hits, or arm
+// nothing (a stop or a sleep with a count, "name@3/sleep=1s"; a count
+// that is no whole number from 1; a sleep that is no positive duration;
+// an empty name or file), is refused when the process first reads the
 // variable (exit status 2, the spec on standard error). Unset (the
 // normal case), a point costs one load of a boolean.
 package failpoint
@@ -73,30 +75,39 @@ type spec struct {
 	sleepFor time.Duration
 }
 
-// parse reads the variable's value v: "NAME", "NAME@N",
-// "NAME/stop-when=PATH" or "NAME/sleep=DURATION". Only a kill takes a
-// count: a stop or a sleep whose NAME holds an '@' would never hit (no
-// point's name does), so parse refuses it. A sleep that is no positive
-// duration arms nothing.
+// parse reads the variable's value v: "NAME", "NAME@N" (N from 1),
+// "NAME/stop-when=PATH" or "NAME/sleep=DURATION" (a positive duration).
+// It refuses what would arm a point no code hits, or arm nothing: a
+// crash test so armed would pass without its kill, stop or sleep. No
+// point's name holds an '@', so an '@' must start a kill's count; a stop
+// or a sleep takes none ("name@3/sleep=1s").
 func parse(v string) (spec, error) {
 	sp := spec{name: v, nth: 1}
-	if n, path, ok := strings.Cut(v, stopWhenSep); ok && path != "" {
+	refuse := func(why string) (spec, error) {
+		return spec{}, fmt.Errorf("%s=%q: %s", EnvVar, v, why)
+	}
+	if n, path, ok := strings.Cut(v, stopWhenSep); ok {
+		if path == "" {
+			return refuse("a stop names the file whose existence stops the process (NAME/stop-when=FILE)")
+		}
 		sp.name, sp.stopWhen = n, path
 	} else if n, d, ok := strings.Cut(v, sleepSep); ok {
 		if sp.sleepFor, _ = time.ParseDuration(d); sp.sleepFor <= 0 {
-			return spec{}, nil // not a sleep: armed with nothing, no point is hit
+			return refuse("a sleep takes a positive duration (NAME/sleep=100ms)")
 		}
 		sp.name = n
-	} else {
-		if i := strings.LastIndexByte(v, '@'); i >= 0 {
-			if n, err := strconv.ParseInt(v[i+1:], 10, 64); err == nil && n >= 1 {
-				sp.name, sp.nth = v[:i], n
-			}
+	} else if i := strings.LastIndexByte(v, '@'); i >= 0 {
+		n, err := strconv.ParseInt(v[i+1:], 10, 64)
+		if err != nil || n < 1 {
+			return refuse("a kill's count is a whole number from 1 (NAME@N)")
 		}
-		return sp, nil
+		sp.name, sp.nth = v[:i], n
 	}
-	if strings.Contains(sp.name, "@") {
-		return spec{}, fmt.Errorf("%s=%q: a stop (NAME/stop-when=FILE) or a sleep (NAME/sleep=DURATION) takes no count; only a kill does (NAME@N)", EnvVar, v)
+	switch {
+	case strings.Contains(sp.name, "@") && (sp.stopWhen != "" || sp.sleepFor > 0):
+		return refuse("a stop (NAME/stop-when=FILE) or a sleep (NAME/sleep=DURATION) takes no count; only a kill does (NAME@N)")
+	case sp.name == "" || strings.Contains(sp.name, "@"):
+		return refuse("no point has that name")
 	}
 	return sp, nil
 }

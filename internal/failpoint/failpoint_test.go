@@ -18,10 +18,22 @@ func TestParse(t *testing.T) {
 		{v: "p@3", want: spec{name: "p", nth: 3}},
 		{v: "p/stop-when=/tmp/x", want: spec{name: "p", nth: 1, stopWhen: "/tmp/x"}},
 		{v: "p/sleep=20ms", want: spec{name: "p", nth: 1, sleepFor: 20 * time.Millisecond}},
-		{v: "p/sleep=soon", want: spec{}},
+		{v: "a.b-c@12", want: spec{name: "a.b-c", nth: 12}},
+		{v: "p/sleep=soon", err: true},
+		{v: "p/sleep=0", err: true},
+		{v: "p/sleep=-1s", err: true},
+		{v: "p/stop-when=", err: true},
 		{v: "p@3/stop-when=/tmp/x", err: true},
 		{v: "p@3/sleep=20ms", err: true},
 		{v: "p@x/sleep=20ms", err: true},
+		{v: "p@0", err: true},
+		{v: "p@-1", err: true},
+		{v: "p@x", err: true},
+		{v: "p@", err: true},
+		{v: "@3", err: true},
+		{v: "p@x@3", err: true},
+		{v: "/sleep=20ms", err: true},
+		{v: "/stop-when=/tmp/x", err: true},
 	} {
 		got, err := parse(c.v)
 		if c.err {

@@ -129,9 +129,10 @@ func TestSleep(t *testing.T) {
 	if took := time.Since(began); took < 400*time.Millisecond || strings.Count(out.String(), "hit ") != 10 {
 		t.Errorf("the helper ran %v and printed %q, want at least 400 ms and 10 hits", took, out.String())
 	}
-	_, out, done = helper(t, "p"+sleepSep+"soon", 3)
-	if err := <-done; err != nil || strings.Count(out.String(), "hit ") != 3 {
-		t.Errorf("a sleep that is no duration: %v, %q; want it unarmed, 3 hits and exit 0", err, out.String())
+	// A sleep that is no duration would arm nothing: refused.
+	cmd, out, done := helper(t, "p"+sleepSep+"soon", 3)
+	if err := <-done; err == nil || cmd.ProcessState.ExitCode() != 2 || strings.Contains(out.String(), "hit ") {
+		t.Errorf("a sleep that is no duration: %v, %q; want exit status 2 before any hit", err, out.String())
 	}
 }
 
