@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"syscall"
 
 	"github.com/cepheus-cep/cepheus/rules"
 )
@@ -29,9 +30,11 @@ With -w, fmt rewrites each file that is not canonical instead of printing
 it: it writes a hidden file beside it (.NAME.partial), syncs it, gives it
 the file's mode, owner and group, and renames it over the file, so that a
 kill or a crash midway leaves the file as it was. A symbolic link's
-target is rewritten, the link kept. A file with other hard links, one
-whose owner cannot be kept, or one in a directory that takes no new file
-is rewritten in place (its mode, owner and links kept); there a write
+target is rewritten, the link kept. A file its user may not write is
+refused (permission denied), as gofmt -w does. A file with other hard
+links, one whose owner cannot be kept, one in a directory that takes no
+new file, or one whose name is too long for the hidden file's is
+rewritten in place (its mode, owner and links kept); there a write
 that fails (a full disk) puts the former content back and exits 1, but a
 kill midway can tear the file. With -d, it prints a
 unified diff of the changes instead, and the exit status is 1 when there
@@ -141,12 +144,15 @@ func rewriteFile(name string, orig, out []byte) error {
 var errInPlace = errors.New("write the file in place")
 
 // replaceFile writes out to a hidden file beside path, syncs it, gives it
-// path's mode, owner and group, and renames it over path. It returns
-// errInPlace, having written nothing, where the new file could not stand
-// in for path: path has other hard links (they would keep the old
-// content), is not a regular file, its directory takes no new file (a
-// rewrite needs only the file writable), or the owner or group cannot be
-// given (a file of another user's that this one may write).
+// path's mode, owner and group, and renames it over path. A file its user
+// may not write is refused, as a rewrite in place would be (gofmt -w
+// too): a read-only mode says to keep it. It returns errInPlace, having
+// written nothing, where the new file could not stand in for path: path
+// has other hard links (they would keep the old content), is not a
+// regular file, its directory takes no new file (a rewrite needs only
+// the file writable), the hidden file's name would be too long, or the
+// owner or group cannot be given (a file of another user's that this one
+// may write).
 func replaceFile(path string, out []byte) error {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -155,8 +161,13 @@ func replaceFile(path string, out []byte) error {
 	if !st.Mode().IsRegular() || fileLinks(st) > 1 {
 		return errInPlace
 	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0) // no O_TRUNC: only asks
+	if err != nil {
+		return err
+	}
+	f.Close()
 	pf, err := createPartial(path)
-	if errors.Is(err, fs.ErrPermission) {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENAMETOOLONG) {
 		return errInPlace
 	} else if err != nil {
 		return err

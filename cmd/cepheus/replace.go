@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -49,12 +50,18 @@ type partialFile struct {
 	path, tmp string
 }
 
-// createPartial creates (or truncates: a killed command's leftover) the
-// hidden file beside path, mode 0666 before the umask. Errors name path,
-// not the hidden file, whose name would only puzzle.
+// createPartial creates the hidden file beside path, mode 0666 before
+// the umask, removing first what a killed command left there: the new
+// file is made afresh (O_EXCL), never opened through a symbolic link left
+// in its place, which would write into the file it points to and rename
+// the link over path. Errors name path, not the hidden file, whose name
+// would only puzzle.
 func createPartial(path string) (*partialFile, error) {
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
-	f, err := os.Create(tmp)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, renamePathError(err, tmp, path)
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
 		return nil, renamePathError(err, tmp, path)
 	}

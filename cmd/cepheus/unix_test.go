@@ -5,8 +5,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,20 +43,31 @@ func TestFmtWriteFailureKeepsFile(t *testing.T) {
 	if code != 0 || len(formatted) <= limit {
 		t.Fatalf("fmt: exit %d, %d bytes (want more than %d)\n%s", code, len(formatted), limit, stderr)
 	}
-	cmd := exec.Command("sh", "-c", `ulimit -f 16 && exec "$0" fmt -w "$1"`, bin, p)
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "cepheus: write "+p+": file too large\n") {
-		t.Errorf("fmt -w over the file size limit: %v, want exit 1 and the write error\n%s", err, out)
-	}
-	if b, err := os.ReadFile(p); err != nil || string(b) != src.String() {
-		t.Errorf("after the failed fmt -w the file has %d bytes (%v), want its former %d:\n%s", len(b), err, src.Len(), b[max(0, len(b)-200):])
+	// Over the limit the rewrite fails: through the hidden file that
+	// would replace it, then, with a hard link (which a new file would
+	// leave with the old content), in place, where the former content is
+	// put back into the file's blocks.
+	link := filepath.Join(dir, "link.cep")
+	for _, how := range []string{"replaced", "in place"} {
+		if how == "in place" {
+			if err := os.Link(p, link); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command("sh", "-c", `ulimit -f 16 && exec "$0" fmt -w "$1"`, bin, p)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "cepheus: write "+p+": file too large\n") {
+			t.Errorf("fmt -w (%s) over the file size limit: %v, want exit 1 and the write error\n%s", how, err, out)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != src.String() {
+			t.Errorf("after the failed fmt -w (%s) the file has %d bytes (%v), want its former %d:\n%s", how, len(b), err, src.Len(), b[max(0, len(b)-200):])
+		}
+		if _, err := os.Lstat(filepath.Join(dir, ".big.cep.partial")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("after the failed fmt -w (%s) the hidden file is there (%v)", how, err)
+		}
 	}
 	// Without the limit the same rewrite goes through, in place: a hard
 	// link sees it, and the mode stays.
-	link := filepath.Join(dir, "link.cep")
-	if err := os.Link(p, link); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Chmod(p, 0o640); err != nil {
 		t.Fatal(err)
 	}
@@ -229,4 +242,77 @@ func TestFmtWriteOwnerAndDirectory(t *testing.T) {
 		t.Fatalf("fmt -w as nobody: %v\n%s", err, out)
 	}
 	checkFile(t, "fmt -w where no new file may be made", p, formattedRules, 0o666)
+}
+
+// TestFmtWritePartialLink: a symbolic link left where fmt -w writes its
+// hidden file (.NAME.partial) is removed, not written through: the file it
+// points to keeps its content, and NAME stays a regular file.
+func TestFmtWritePartialLink(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "m.cep", messyRules)
+	victim := writeFile(t, dir, "victim.txt", "precious\n")
+	if err := os.Symlink("victim.txt", filepath.Join(dir, ".m.cep.partial")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cepheus(t, "fmt", "-w", p); code != 0 {
+		t.Fatalf("fmt -w: exit %d\n%s", code, stderr)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious\n" {
+		t.Errorf("fmt -w wrote through the leftover link: victim.txt holds %q (%v)", b, err)
+	}
+	if st, err := os.Lstat(p); err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("m.cep after fmt -w: %v (%v), want a regular file", st, err)
+	}
+	checkFile(t, "fmt -w over a leftover link", p, formattedRules, 0o644)
+	if _, err := os.Lstat(filepath.Join(dir, ".m.cep.partial")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the hidden file is left (%v)", err)
+	}
+}
+
+// TestFmtWriteLongName: a name so long that .NAME.partial would pass the
+// file system's limit (255 bytes) is rewritten in place, as before there
+// was a hidden file.
+func TestFmtWriteLongName(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, strings.Repeat("x", 250)+".cep", messyRules)
+	if code, _, stderr := cepheus(t, "fmt", "-w", p); code != 0 {
+		t.Fatalf("fmt -w of a %d-byte name: exit %d\n%s", len(filepath.Base(p)), code, stderr)
+	}
+	checkFile(t, "fmt -w of a long name", p, formattedRules, 0o644)
+}
+
+// TestFmtWriteReadOnly: a file its user may not write (0444), in a
+// directory they may, is refused (permission denied) and kept, as gofmt
+// -w does, not replaced by a new file. Run as nobody: root ignores modes.
+func TestFmtWriteReadOnly(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("runs the command as nobody: needs root")
+	}
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "d")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := writeFile(t, sub, "m.cep", messyRules)
+	for _, d := range []string{filepath.Dir(bin), filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{sub, p} {
+		if err := os.Chown(name, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(p, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "fmt", "-w", p)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "permission denied") {
+		t.Errorf("fmt -w of a read-only file: %v, want exit 1, permission denied\n%s", err, out)
+	}
+	checkFile(t, "a read-only file after fmt -w", p, messyRules, 0o444)
 }
