@@ -51,9 +51,11 @@ type Input struct {
 	OperatorSteps      []Step          `json:"operator_steps"`
 
 	// WakeEveryKey is a counterfactual for the Flink runner (difftest's
-	// window-timer explanation): before each watermark step, and each
-	// processing-time step that moves the clock past every earlier clock,
-	// Flink sets a timer at that time for every key it has seen, so that
+	// window-timer explanation): before each watermark step, each
+	// processing-time step that moves the clock past every earlier clock
+	// (the harness's clock starts at 0: a first step to 0 moves none) and,
+	// without a comparator, each step to the latest clock again, Flink
+	// sets a timer at that time for every key it has seen, so that
 	// every key is woken whenever time advances. Cepheus ignores it: it
 	// wakes a key at every deadline anyway.
 	WakeEveryKey bool `json:"wake_every_key,omitempty"`

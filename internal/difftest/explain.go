@@ -1998,10 +1998,10 @@ func staleTimer(in *conformance.Input, k, w int64, step int) bool {
 
 // wakeEveryKey is the counterfactual of window-timer: the same case, with
 // Flink told to set a timer for every key it has seen at every watermark
-// (in processing time, at every clock step past all earlier clocks and,
-// without a comparator, at every step to the latest clock again), so that
-// every key is woken whenever time advances, as Cepheus wakes a key at
-// each of its deadlines.
+// (in processing time, at every clock step past all earlier clocks, the
+// harness's clock starting at 0, and, without a comparator, at every step
+// to the latest clock again), so that every key is woken whenever time
+// advances, as Cepheus wakes a key at each of its deadlines.
 // Only operator cases whose pattern has a window can show the difference.
 func wakeEveryKey(in *conformance.Input) (conformance.Input, []int, bool) {
 	if in.Driver != conformance.DriverOperator || !hasWindow(in.Pattern) {
