@@ -2,6 +2,7 @@ package difftest
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -869,5 +870,39 @@ func TestClockRestoredStandsForNextElement(t *testing.T) {
 	inserted := cf.OperatorSteps[restore+1]
 	if inserted.ProcessingTime == nil || steps[restore+1] != next || steps[restore] != restore || steps[restore+2] != next {
 		t.Errorf("inserted step %+v stands for step %d; want a clock step standing for %d (steps %v)", inserted, steps[restore+1], next, steps)
+	}
+}
+
+// TestStaleTimerStartAfterZero: in processing time Flink's harness clock
+// starts at 0, and at 0 again after a restore, and a partial match that
+// starts at 0 gets no window timer (NFA.doProcess flags a new start only
+// after 0): an element that arrives at clock 0, or after a restore before
+// the next clock step, makes no stale timer; one that arrives at clock 5
+// makes one at 5 + within + 1.
+func TestStaleTimerStartAfterZero(t *testing.T) {
+	const src = `{"id": "stale", "driver": "operator_harness", "time_characteristic": "processing_time",
+	 "pattern": {"stages": [{"name": "s1", "contiguity": "begin", "condition": "true", "quantifier": {"kind": "one"}}], "within_ms": 7},
+	 "events": [{"seq": 1, "id": 1, "name": "a", "price": 1, "ts": 0, "type": "Event"},
+	            {"seq": 2, "id": 1, "name": "a", "price": 1, "ts": 0, "type": "Event"},
+	            {"seq": 3, "id": 2, "name": "a", "price": 1, "ts": 0, "type": "Event"}],
+	 "operator_steps": [{"processing_time": 0}, {"event": 1}, {"processing_time": 5}, {"event": 2},
+	                    {"snapshot_restore": true}, {"event": 3}, {"processing_time": 30}]}`
+	var in conformance.Input
+	if err := json.Unmarshal([]byte(src), &in); err != nil {
+		t.Fatal(err)
+	}
+	end := len(in.OperatorSteps)
+	for _, c := range []struct {
+		key, w int64
+		want   bool
+	}{
+		{1, 8, false},  // element 1 at clock 0: a start at 0 sets no timer
+		{1, 13, true},  // element 2 at clock 5
+		{2, 13, false}, // element 3 after the restore, at clock 0 again
+		{2, 8, false},
+	} {
+		if got := staleTimer(&in, c.key, c.w, end); got != c.want {
+			t.Errorf("staleTimer(key %d, %d) = %v, want %v", c.key, c.w, got, c.want)
+		}
 	}
 }
