@@ -700,6 +700,8 @@ func alertPlaces(t *testing.T, brokers, topic, group, input string, want, got mu
 		off      int64
 		txn      int   // of the partition, from 1
 		from, to int64 // the transaction's offsets
+		pid      int64 // the producer that wrote it, and its epoch
+		epoch    int16
 	}
 	places := map[string][]place{}
 	txns := map[int32][][2]int64{} // by partition: each transaction's first and last offset
@@ -707,9 +709,11 @@ func alertPlaces(t *testing.T, brokers, topic, group, input string, want, got mu
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	type rec struct {
-		p   int32
-		off int64
-		id  string
+		p     int32
+		off   int64
+		id    string
+		pid   int64
+		epoch int16
 	}
 	var recs []rec
 	_, err := kafka.ReadRecords(ctx, conn, topic, nil, nil, func(p int32, r kafka.SourceRecord) error {
@@ -722,7 +726,7 @@ func alertPlaces(t *testing.T, brokers, topic, group, input string, want, got mu
 		} else {
 			ts[len(ts)-1][1] = r.Offset
 		}
-		recs = append(recs, rec{p, r.Offset, a.ID})
+		recs = append(recs, rec{p, r.Offset, a.ID, r.ProducerID, r.ProducerEpoch})
 		return nil
 	})
 	if err != nil {
@@ -734,16 +738,16 @@ func alertPlaces(t *testing.T, brokers, topic, group, input string, want, got mu
 		}
 		for i, tx := range txns[r.p] {
 			if r.off >= tx[0] && r.off <= tx[1] {
-				places[r.id] = append(places[r.id], place{r.p, r.off, i + 1, tx[0], tx[1]})
+				places[r.id] = append(places[r.id], place{r.p, r.off, i + 1, tx[0], tx[1], r.pid, r.epoch})
 			}
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "where the copies are (transactions told by the offsets' gaps):")
+	fmt.Fprintf(&b, "where the copies are (transactions told by the offsets' gaps; the producer id and epoch that wrote each):")
 	for _, id := range extra {
 		fmt.Fprintf(&b, "\n  %.12s:", id)
 		for _, pl := range places[id] {
-			fmt.Fprintf(&b, " p%d@%d (transaction %d of %d, offsets %d-%d)", pl.p, pl.off, pl.txn, len(txns[pl.p]), pl.from, pl.to)
+			fmt.Fprintf(&b, " p%d@%d (transaction %d of %d, offsets %d-%d, producer %d epoch %d)", pl.p, pl.off, pl.txn, len(txns[pl.p]), pl.from, pl.to, pl.pid, pl.epoch)
 		}
 	}
 	committed, err := kafka.GroupOffsets(ctx, conn, group, input)

@@ -226,6 +226,11 @@ type SourceRecord struct {
 	// empty one is empty and not nil. They belong to the batch: the
 	// consumer may keep them.
 	Key, Value []byte
+	// ProducerID and ProducerEpoch are those of the producer that wrote
+	// the record (-1 for a producer that is neither idempotent nor
+	// transactional): which run of a transactional job wrote it.
+	ProducerID    int64
+	ProducerEpoch int16
 }
 
 // Batch is what a [Source] delivers: consecutive records of one partition,
@@ -757,7 +762,8 @@ func (s *Source) split(out []Batch, fp kgo.FetchPartition, st *partState) []Batc
 		var key, value []byte
 		key, arena = own(arena, r.Key)
 		value, arena = own(arena, r.Value)
-		b.Records = append(b.Records, SourceRecord{Offset: r.Offset, Time: r.Timestamp, Key: key, Value: value})
+		b.Records = append(b.Records, SourceRecord{Offset: r.Offset, Time: r.Timestamp, Key: key, Value: value,
+			ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch})
 		b.bytes += size
 	}
 	b.Next, b.End = st.next, end

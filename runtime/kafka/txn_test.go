@@ -99,6 +99,24 @@ func TestTxnCommitAndFence(t *testing.T) {
 	if got[0].Offset != 42 {
 		t.Fatalf("the fenced commit moved the offset to %d", got[0].Offset)
 	}
+	// Each record says which producer, and which epoch of it, wrote it:
+	// a's committed records one epoch, b's a later one of the same id.
+	b.Produce(ctx, out, []byte("k"), []byte("second"))
+	if err := b.Commit(ctx, in, Offsets{0: 50}, "chk=2"); err != nil {
+		t.Fatal(err)
+	}
+	epochs := map[string]int16{}
+	ids := map[int64]bool{}
+	if _, err := ReadRecords(ctx, Conn{Brokers: brokers}, out, nil, nil, func(_ int32, r SourceRecord) error {
+		ids[r.ProducerID] = true
+		epochs[string(r.Value[:6])] = r.ProducerEpoch
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[-1] || len(epochs) != 2 || epochs["second"] <= epochs["commit"] {
+		t.Fatalf("the records' producers %v and epochs %v: want one producer id, b's epoch after a's", ids, epochs)
+	}
 }
 
 // TestGroupOffsetsNone: a group that never committed has no offsets.
