@@ -29,7 +29,9 @@
 #
 # DIR defaults to $CEPHEUS_KAFKA_DIR, else build/kafka in the checkout.
 # Environment: JAVA (default java, 17 or later), MVN (Maven command and options, default mvn),
-#   CEPHEUS_CACHE (cache root), KAFKA_HEAP (default 512m), KAFKA_START_TIMEOUT (seconds, default 120).
+#   CEPHEUS_CACHE (cache root), KAFKA_HEAP (default 512m), KAFKA_START_TIMEOUT (seconds, default 120),
+#   KAFKA_LOG4J (the brokers' log4j2 properties, default scripts/kafka/log4j2.properties; it must log
+#   "Kafka Server started", which start waits for, at INFO).
 # Exit status: 0 on success, 1 when the brokers could not start (nothing is left running then),
 #   2 for a usage error.
 set -euo pipefail
@@ -316,7 +318,7 @@ launch() {
     # The broker must not hold the caller's stdout or stderr (a caller reading the address
     # with $(...) would wait for it to exit) nor the cache lock.
     "$java" -Xmx"${KAFKA_HEAP:-512m}" -Xms32m -XX:+UseSerialGC -Djava.awt.headless=true \
-      -Dlog4j2.configurationFile="$conf/log4j2.properties" \
+      -Dlog4j2.configurationFile="${KAFKA_LOG4J:-$conf/log4j2.properties}" \
       -cp "$lib/*" kafka.Kafka "$props" > "$dir/logs/node$i.log" 2>&1 < /dev/null 8>&- &
     pid=$!
     echo "$pid $props" >> "$dir/pids"
@@ -373,7 +375,7 @@ restart_node() {
   nodelog="$dir/logs/node$i.log"
   mv "$nodelog" "$nodelog.$(date +%s)" 2>/dev/null || true
   "$java" -Xmx"${KAFKA_HEAP:-512m}" -Xms32m -XX:+UseSerialGC -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$conf/log4j2.properties" \
+    -Dlog4j2.configurationFile="${KAFKA_LOG4J:-$conf/log4j2.properties}" \
     -cp "$lib/*" kafka.Kafka "$props" > "$nodelog" 2>&1 < /dev/null 8>&- &
   pid=$!
   tmp="$(mktemp "$dir/pids.XXXXXX")"

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
@@ -593,7 +595,22 @@ func TestKafkaPausedPastTxnTimeout(t *testing.T) {
 func TestKafkaStopBrokersFrozen(t *testing.T) {
 	kafkaBrokers(t) // the same skip or failure as the other Kafka tests
 	t.Parallel()
-	brokers, kdir := startOwnKafka(t)
+	// Its broker logs the transaction coordinator's steps (DEBUG), which
+	// a failure prints: an exactly-once breach seen twice in CI and never
+	// here is not explained yet (docs/kafka.md, "Broker failure").
+	base, err := os.ReadFile("../../scripts/kafka/log4j2.properties")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log4j := filepath.Join(t.TempDir(), "log4j2.properties")
+	debug := "\n# TestKafkaStopBrokersFrozen: the transactions' steps\n"
+	for i, l := range txnLoggers {
+		debug += fmt.Sprintf("logger.txn%d.name = %s\nlogger.txn%d.level = debug\n", i, l, i)
+	}
+	if err := os.WriteFile(log4j, append(base, debug...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	brokers, kdir := startOwnKafkaEnv(t, []string{"KAFKA_LOG4J=" + log4j})
 	pids, err := os.ReadFile(filepath.Join(kdir, "pids"))
 	if err != nil {
 		t.Fatal(err)
@@ -653,8 +670,41 @@ func TestKafkaStopBrokersFrozen(t *testing.T) {
 	}
 	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
 	if d := job.want.diff(got); d != "" {
-		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s", d, alertPlaces(t, brokers, alerts, job.topic, job.topic, job.want, got), first, e.stderr)
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s\nthe broker's log of the transactions:\n%s", d, alertPlaces(t, brokers, alerts, job.topic, job.topic, job.want, got), first, e.stderr, txnLog(filepath.Join(kdir, "logs", "node1.log"), "cepheus-"+job.topic+"-0"))
 	}
+}
+
+// txnLoggers are the broker's loggers of transactions: the coordinator,
+// the partitions' registration, and the group's transactional offsets.
+var txnLoggers = []string{
+	"kafka.coordinator.transaction",
+	"org.apache.kafka.coordinator.transaction",
+	"org.apache.kafka.server.transaction.AddPartitionsToTxnManager",
+	"org.apache.kafka.coordinator.group.OffsetMetadataManager",
+}
+
+// txnLog returns the lines of a broker's log that txnLoggers wrote or
+// that name the transactional id id, at most 400 of them, each cut at
+// 600 characters.
+func txnLog(file, id string) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	n := 0
+	for l := range strings.Lines(string(data)) {
+		if !strings.Contains(l, id) && !strings.Contains(l, "] DEBUG ") {
+			continue
+		}
+		if n++; n <= 400 {
+			b.WriteString("  " + strings.TrimRight(l[:min(len(l), 600)], "\n") + "\n")
+		}
+	}
+	if n > 400 {
+		fmt.Fprintf(&b, "  ... %d more lines\n", n-400)
+	}
+	return b.String()
 }
 
 // startCommitted starts cepheus with args (a Kafka run), killed at the
@@ -755,5 +805,89 @@ func alertPlaces(t *testing.T, brokers, topic, group, input string, want, got mu
 	for _, p := range slices.Sorted(maps.Keys(committed)) {
 		fmt.Fprintf(&b, " p%d=%d %q", p, committed[p].Offset, committed[p].Metadata)
 	}
+	// The batches as the brokers keep them, markers and aborted records
+	// included: of each partition holding a copy, and of the group's
+	// offsets partition those of the producers that wrote a copy.
+	pids := map[int64]bool{}
+	parts := map[int32]bool{}
+	for _, ps := range places {
+		for _, pl := range ps {
+			pids[pl.pid], parts[pl.p] = true, true
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(parts)) {
+		bs, err := kafka.LogBatches(ctx, conn, topic, p)
+		fmt.Fprintf(&b, "\nthe batches of %s-%d (err %v):%s", topic, p, err, describeBatches(bs, nil))
+	}
+	if n, err := kafka.PartitionCount(ctx, conn, "__consumer_offsets"); err == nil {
+		p := offsetsPartition(group, n)
+		bs, err := kafka.LogBatches(ctx, conn, "__consumer_offsets", p)
+		fmt.Fprintf(&b, "\nthe batches of producers %v in __consumer_offsets-%d (group %s's; err %v):%s", slices.Sorted(maps.Keys(pids)), p, group, err, describeBatches(bs, pids))
+	}
 	return b.String()
+}
+
+// describeBatches lists batches (of producers pids, all when nil) a line
+// each, consecutive batches of records of one producer epoch on one line.
+func describeBatches(bs []kafka.LogBatch, pids map[int64]bool) string {
+	var b strings.Builder
+	lines := 0
+	for i := 0; i < len(bs); {
+		f := bs[i]
+		if pids != nil && !pids[f.ProducerID] {
+			i++
+			continue
+		}
+		j, n := i+1, f.Records
+		for f.Marker == "" && j < len(bs) && bs[j].Marker == "" && bs[j].ProducerID == f.ProducerID && bs[j].ProducerEpoch == f.ProducerEpoch && bs[j].Transactional == f.Transactional {
+			n += bs[j].Records
+			j++
+		}
+		if lines++; lines <= 80 {
+			l := f
+			l.Last, l.Records = bs[j-1].Last, n
+			fmt.Fprintf(&b, "\n  %v", l)
+			if j-i > 1 {
+				fmt.Fprintf(&b, " (%d batches)", j-i)
+			}
+		}
+		i = j
+	}
+	if lines > 80 {
+		fmt.Fprintf(&b, "\n  ... %d more lines", lines-80)
+	}
+	return b.String()
+}
+
+// offsetsPartition is the partition of __consumer_offsets (of n) that
+// holds group's offsets: the absolute value of Java's String.hashCode of
+// its name (0 for the lowest int) modulo n, as Kafka's Utils.abs.
+func offsetsPartition(group string, n int) int32 {
+	var h int32
+	for _, c := range utf16.Encode([]rune(group)) {
+		h = 31*h + int32(c)
+	}
+	switch {
+	case h == math.MinInt32:
+		h = 0
+	case h < 0:
+		h = -h
+	}
+	return int32(int(h) % n)
+}
+
+// TestOffsetsPartition checks offsetsPartition against Java's (the
+// values printed by String.hashCode and Kafka's Utils.abs on Java 17).
+func TestOffsetsPartition(t *testing.T) {
+	for group, want := range map[string]int32{
+		"hello":                          22,
+		"polygenelubricants":             0, // its hash is the lowest int
+		"eos-frozen-1796599733793160180": 33,
+		"zzzzzzzzzz":                     36,
+		"ünïcödé-group":                  15,
+	} {
+		if got := offsetsPartition(group, 50); got != want {
+			t.Errorf("offsetsPartition(%q, 50) = %d, want %d", group, got, want)
+		}
+	}
 }

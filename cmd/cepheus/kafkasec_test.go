@@ -27,8 +27,17 @@ func startSecureKafka(t *testing.T) (string, string) {
 // directory (pids, logs).
 func startOwnKafka(t *testing.T, args ...string) (string, string) {
 	t.Helper()
+	return startOwnKafkaEnv(t, nil, args...)
+}
+
+// startOwnKafkaEnv is startOwnKafka with env added to the script's
+// environment. When the test fails and $CEPHEUS_KEEP_KAFKA_LOGS names a
+// directory, the brokers' logs are copied under it before they stop.
+func startOwnKafkaEnv(t *testing.T, env []string, args ...string) (string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command("../../scripts/kafka.sh", append(append([]string{"start"}, args...), "-dir", dir)...)
+	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -36,6 +45,18 @@ func startOwnKafka(t *testing.T, args ...string) (string, string) {
 		if out, err := exec.Command("../../scripts/kafka.sh", "stop", "-dir", dir).CombinedOutput(); err != nil {
 			t.Errorf("scripts/kafka.sh stop: %v\n%s", err, out)
 		}
+	})
+	t.Cleanup(func() { // before the stop
+		keep := os.Getenv("CEPHEUS_KEEP_KAFKA_LOGS")
+		if !t.Failed() || keep == "" {
+			return
+		}
+		to := filepath.Join(keep, fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+		if out, err := exec.Command("cp", "-r", filepath.Join(dir, "logs"), to).CombinedOutput(); err != nil {
+			t.Logf("keeping the brokers' logs: %v\n%s", err, out)
+			return
+		}
+		t.Logf("the brokers' logs are kept in %s", to)
 	})
 	if err != nil {
 		t.Fatalf("scripts/kafka.sh start %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
