@@ -595,55 +595,150 @@ func TestKafkaPausedPastTxnTimeout(t *testing.T) {
 func TestKafkaStopBrokersFrozen(t *testing.T) {
 	kafkaBrokers(t) // the same skip or failure as the other Kafka tests
 	t.Parallel()
-	// Its broker logs the transaction coordinator's steps (DEBUG), which
-	// a failure prints: an exactly-once breach seen twice in CI and never
-	// here is not explained yet (docs/kafka.md, "Broker failure").
+	fb := startFreezableKafka(t)
+	bin := buildCepheus(t)
+	dir := t.TempDir()
+	job := newEOSJob(t, bin, dir, fb.brokers, "eos-frozen")
+	args := fb.runArgs(job, dir)
+	c := startCommitted(t, bin, args)
+	// Frozen once the run has committed a checkpoint or two, mid-input.
+	time.Sleep(500 * time.Millisecond)
+	fb.freeze(t)
+	time.Sleep(300 * time.Millisecond) // the run meets the frozen broker
+	fb.stopFrozen(t, c)
+	// Run again with the broker back: to the end of the input.
+	fb.rerun(t, bin, args, job)
+}
+
+// TestKafkaFrozenAmidCommit freezes the only broker at a chosen step of a
+// checkpoint's commit, the run paused there (a failpoint's stop-when)
+// until the broker is frozen and then let go: what it sends next waits
+// in the frozen broker's sockets. The run is stopped (SIGTERM) and cut
+// short after its checkpoint timeout; the broker, thawed, reads what the
+// gone run left, and the run again to the end must give each alert once:
+// whether the commit then lands (the transaction's end sent) or not.
+func TestKafkaFrozenAmidCommit(t *testing.T) {
+	kafkaBrokers(t)
+	t.Parallel()
+	for _, point := range []string{
+		"kafka.flushed",       // the end of the transaction (commit) goes to the frozen broker
+		"kafka.before-commit", // the flush, the offsets and the end
+	} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			fb := startFreezableKafka(t)
+			bin := buildCepheus(t)
+			dir := t.TempDir()
+			job := newEOSJob(t, bin, dir, fb.brokers, "eos-amid")
+			args := fb.runArgs(job, dir)
+			pause := filepath.Join(dir, "pause")
+			c := startChild(t, bin, args, point+"/stop-when="+pause)
+			t.Cleanup(func() {
+				select {
+				case <-c.done:
+				default:
+					_ = syscall.Kill(c.pid, syscall.SIGCONT)
+					_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+					<-c.done
+				}
+			})
+			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.out.String(), "first transaction committed"); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no checkpoint after 30 s:\n%s", c.out.String())
+				}
+			}
+			if err := os.WriteFile(pause, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(30 * time.Second); processState(t, c.pid) != "T"; time.Sleep(5 * time.Millisecond) {
+				select {
+				case <-c.done:
+					t.Fatalf("the run ended before it paused at %s:\n%s", point, c.out.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the run has not paused at %s within 30 s:\n%s", point, c.out.String())
+				}
+			}
+			fb.freeze(t)
+			if err := syscall.Kill(c.pid, syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // what it sends waits in the broker's sockets
+			fb.stopFrozen(t, c)
+			fb.rerun(t, bin, args, job)
+		})
+	}
+}
+
+// freezableKafka is a broker of a test's own that it freezes (SIGSTOP)
+// and thaws, logging the transactions' steps (DEBUG), which a failure
+// prints: an exactly-once breach seen twice in CI and never here is not
+// explained yet (docs/kafka.md, "Broker failure").
+type freezableKafka struct {
+	brokers, dir string
+	pid          int
+	frozen       bool
+	first        string // the stopped run's standard error
+}
+
+func startFreezableKafka(t *testing.T) *freezableKafka {
+	t.Helper()
 	base, err := os.ReadFile("../../scripts/kafka/log4j2.properties")
 	if err != nil {
 		t.Fatal(err)
 	}
 	log4j := filepath.Join(t.TempDir(), "log4j2.properties")
-	debug := "\n# TestKafkaStopBrokersFrozen: the transactions' steps\n"
+	debug := "\n# " + t.Name() + ": the transactions' steps\n"
 	for i, l := range txnLoggers {
 		debug += fmt.Sprintf("logger.txn%d.name = %s\nlogger.txn%d.level = debug\n", i, l, i)
 	}
 	if err := os.WriteFile(log4j, append(base, debug...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	brokers, kdir := startOwnKafkaEnv(t, []string{"KAFKA_LOG4J=" + log4j})
-	pids, err := os.ReadFile(filepath.Join(kdir, "pids"))
+	fb := &freezableKafka{}
+	fb.brokers, fb.dir = startOwnKafkaEnv(t, []string{"KAFKA_LOG4J=" + log4j})
+	pids, err := os.ReadFile(filepath.Join(fb.dir, "pids"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, err := strconv.Atoi(strings.Fields(strings.TrimSpace(string(pids)))[0])
-	if err != nil {
+	if fb.pid, err = strconv.Atoi(strings.Fields(strings.TrimSpace(string(pids)))[0]); err != nil {
 		t.Fatal(err)
 	}
-	frozen := false
-	thaw := func() {
-		if frozen {
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Errorf("SIGCONT to the broker: %v", err)
-			}
-			frozen = false
+	t.Cleanup(func() { fb.thaw(t) })
+	return fb
+}
+
+func (fb *freezableKafka) freeze(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(fb.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	fb.frozen = true
+}
+
+func (fb *freezableKafka) thaw(t *testing.T) {
+	if fb.frozen {
+		if err := syscall.Kill(fb.pid, syscall.SIGCONT); err != nil {
+			t.Errorf("SIGCONT to the broker: %v", err)
 		}
+		fb.frozen = false
 	}
-	t.Cleanup(thaw)
-	bin := buildCepheus(t)
-	dir := t.TempDir()
-	job := newEOSJob(t, bin, dir, brokers, "eos-frozen")
-	alerts := job.topic + "-alerts"
-	args := []string{"run", "-rules", job.rules, "-brokers", brokers, "-input-topic", job.topic, "-bounded",
-		"-alerts-topic", alerts, "-group", job.topic, "-state", filepath.Join(dir, "state"),
+}
+
+// runArgs are the exactly-once run of job: bounded, a checkpoint every
+// 200 ms, cut short 3 s after a stop.
+func (fb *freezableKafka) runArgs(job eosJob, dir string) []string {
+	return []string{"run", "-rules", job.rules, "-brokers", fb.brokers, "-input-topic", job.topic, "-bounded",
+		"-alerts-topic", job.topic + "-alerts", "-group", job.topic, "-state", filepath.Join(dir, "state"),
 		"-checkpoint-interval", "200ms", "-checkpoint-timeout", "3s", "-progress", "1h"}
-	c := startCommitted(t, bin, args)
-	// Frozen once the run has committed a checkpoint or two, mid-input.
-	time.Sleep(500 * time.Millisecond)
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	frozen = true
-	time.Sleep(300 * time.Millisecond) // the run meets the frozen broker
+}
+
+// stopFrozen stops run c with SIGTERM, the broker frozen: it must exit
+// 0 saying it was cut short at its checkpoint timeout. Then the broker
+// is thawed.
+func (fb *freezableKafka) stopFrozen(t *testing.T, c *child) {
+	t.Helper()
 	stopped := time.Now()
 	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -654,23 +749,40 @@ func TestKafkaStopBrokersFrozen(t *testing.T) {
 		t.Fatalf("still running 30 s after SIGTERM (checkpoint timeout 3s) with the broker frozen:\n%s", c.out.String())
 	}
 	e := c.exit()
-	first := e.stderr
+	fb.first = e.stderr
 	t.Logf("stopped with the broker frozen: %s, %v after SIGTERM", e.describe(), time.Since(stopped).Round(time.Millisecond))
-	thaw()
+	fb.thaw(t)
 	if e.killed {
 		t.Fatalf("the stopped run was killed:\n%s", e.stderr)
 	}
 	if e.code != 0 || !strings.Contains(e.stderr, "still not ended 3s later") {
 		t.Errorf("the stopped run: %s, want exit 0 saying it was cut short after the checkpoint timeout\n%s", e.describe(), e.stderr)
 	}
-	// Run again with the broker back: to the end of the input.
-	e = runChild(t, bin, args, "", 0)
+}
+
+// rerun runs the job again, the broker back, to the end of its input;
+// the alerts topic (read_committed) must hold the backtest's alerts,
+// each once.
+func (fb *freezableKafka) rerun(t *testing.T, bin string, args []string, job eosJob) {
+	t.Helper()
+	e := runChild(t, bin, args, "", 0)
 	if e.killed || e.code != 0 {
 		t.Fatalf("the run after the broker came back: %s\n%s", e.describe(), e.stderr)
 	}
-	got := alertIDSet(t, consumeTopic(t, bin, brokers, alerts))
+	for l := range strings.Lines(fb.first) {
+		if strings.Contains(l, "stopped at checkpoint") {
+			t.Logf("the stopped run: %s", strings.TrimSpace(l))
+		}
+	}
+	for l := range strings.Lines(e.stderr) {
+		if strings.Contains(l, "restor") || strings.Contains(l, "resum") {
+			t.Logf("the run after: %s", strings.TrimSpace(l))
+		}
+	}
+	alerts := job.topic + "-alerts"
+	got := alertIDSet(t, consumeTopic(t, bin, fb.brokers, alerts))
 	if d := job.want.diff(got); d != "" {
-		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s\nthe broker's log of the transactions:\n%s", d, alertPlaces(t, brokers, alerts, job.topic, job.topic, job.want, got), first, e.stderr, txnLog(filepath.Join(kdir, "logs", "node1.log"), "cepheus-"+job.topic+"-0"))
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s\nthe broker's log of the transactions:\n%s", d, alertPlaces(t, fb.brokers, alerts, job.topic, job.topic, job.want, got), fb.first, e.stderr, txnLog(filepath.Join(fb.dir, "logs", "node1.log"), "cepheus-"+job.topic+"-0"))
 	}
 }
 
