@@ -600,7 +600,7 @@ func TestKafkaStopBrokersFrozen(t *testing.T) {
 	dir := t.TempDir()
 	job := newEOSJob(t, bin, dir, fb.brokers, "eos-frozen")
 	args := fb.runArgs(job, dir)
-	c := startCommitted(t, bin, args)
+	c := startCommitted(t, bin, args, fb.env())
 	// Frozen once the run has committed a checkpoint or two, mid-input.
 	time.Sleep(500 * time.Millisecond)
 	fb.freeze(t)
@@ -632,7 +632,7 @@ func TestKafkaFrozenAmidCommit(t *testing.T) {
 			job := newEOSJob(t, bin, dir, fb.brokers, "eos-amid")
 			args := fb.runArgs(job, dir)
 			pause := filepath.Join(dir, "pause")
-			c := startChild(t, bin, args, point+"/stop-when="+pause)
+			c := startChild(t, bin, args, point+"/stop-when="+pause, fb.env())
 			t.Cleanup(func() {
 				select {
 				case <-c.done:
@@ -680,7 +680,13 @@ type freezableKafka struct {
 	pid          int
 	frozen       bool
 	first        string // the stopped run's standard error
+	// clientLog is the runs' Kafka clients' log (kafka.ClientLogEnv),
+	// each line with the time and the run's process id.
+	clientLog string
 }
+
+// env is the runs' environment: their clients' log.
+func (fb *freezableKafka) env() string { return kafka.ClientLogEnv + "=" + fb.clientLog }
 
 func startFreezableKafka(t *testing.T) *freezableKafka {
 	t.Helper()
@@ -696,7 +702,7 @@ func startFreezableKafka(t *testing.T) *freezableKafka {
 	if err := os.WriteFile(log4j, append(base, debug...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fb := &freezableKafka{}
+	fb := &freezableKafka{clientLog: filepath.Join(t.TempDir(), "clients.log")}
 	fb.brokers, fb.dir = startOwnKafkaEnv(t, []string{"KAFKA_LOG4J=" + log4j})
 	pids, err := os.ReadFile(filepath.Join(fb.dir, "pids"))
 	if err != nil {
@@ -752,6 +758,9 @@ func (fb *freezableKafka) stopFrozen(t *testing.T, c *child) {
 	fb.first = e.stderr
 	t.Logf("stopped with the broker frozen: %s, %v after SIGTERM", e.describe(), time.Since(stopped).Round(time.Millisecond))
 	fb.thaw(t)
+	if log, err := os.ReadFile(fb.clientLog); err != nil || !strings.Contains(string(log), "ending transaction") {
+		t.Errorf("the stopped run's Kafka clients logged no transaction's end into %s (%v): %.2000s", fb.clientLog, err, log)
+	}
 	if e.killed {
 		t.Fatalf("the stopped run was killed:\n%s", e.stderr)
 	}
@@ -765,7 +774,7 @@ func (fb *freezableKafka) stopFrozen(t *testing.T, c *child) {
 // each once.
 func (fb *freezableKafka) rerun(t *testing.T, bin string, args []string, job eosJob) {
 	t.Helper()
-	e := runChild(t, bin, args, "", 0)
+	e := runChild(t, bin, args, "", 0, fb.env())
 	if e.killed || e.code != 0 {
 		t.Fatalf("the run after the broker came back: %s\n%s", e.describe(), e.stderr)
 	}
@@ -782,7 +791,7 @@ func (fb *freezableKafka) rerun(t *testing.T, bin string, args []string, job eos
 	alerts := job.topic + "-alerts"
 	got := alertIDSet(t, consumeTopic(t, bin, fb.brokers, alerts))
 	if d := job.want.diff(got); d != "" {
-		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s\nthe broker's log of the transactions:\n%s", d, alertPlaces(t, fb.brokers, alerts, job.topic, job.topic, job.want, got), fb.first, e.stderr, txnLog(filepath.Join(fb.dir, "logs", "node1.log"), "cepheus-"+job.topic+"-0"))
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s\nthe broker's log of the transactions:\n%s\nthe runs' Kafka clients' log of the producers:\n%s", d, alertPlaces(t, fb.brokers, alerts, job.topic, job.topic, job.want, got), fb.first, e.stderr, txnLog(filepath.Join(fb.dir, "logs", "node1.log"), "cepheus-"+job.topic+"-0"), producerLog(fb.clientLog))
 	}
 }
 
@@ -796,35 +805,50 @@ var txnLoggers = []string{
 }
 
 // txnLog returns the lines of a broker's log that txnLoggers wrote or
-// that name the transactional id id, at most 400 of them, each cut at
-// 600 characters.
+// that name the transactional id id.
 func txnLog(file, id string) string {
+	return logLines(file, 400, 600, func(l string) bool {
+		return strings.Contains(l, id) || strings.Contains(l, "] DEBUG ")
+	})
+}
+
+// producerLog returns the lines of a clients' log (kafka.ClientLogEnv)
+// of the producers and transactions.
+func producerLog(file string) string {
+	return logLines(file, 300, 400, func(l string) bool {
+		return strings.Contains(l, "transaction") || strings.Contains(l, "producer") || strings.Contains(l, "epoch") || strings.Contains(l, "sequence")
+	})
+}
+
+// logLines returns the lines of file that keep takes, at most n of them,
+// each cut at width characters and indented, for a failure's message.
+func logLines(file string, n, width int, keep func(string) bool) string {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err.Error()
 	}
 	var b strings.Builder
-	n := 0
+	kept := 0
 	for l := range strings.Lines(string(data)) {
-		if !strings.Contains(l, id) && !strings.Contains(l, "] DEBUG ") {
+		if !keep(l) {
 			continue
 		}
-		if n++; n <= 400 {
-			b.WriteString("  " + strings.TrimRight(l[:min(len(l), 600)], "\n") + "\n")
+		if kept++; kept <= n {
+			b.WriteString("  " + strings.TrimRight(l[:min(len(l), width)], "\n") + "\n")
 		}
 	}
-	if n > 400 {
-		fmt.Fprintf(&b, "  ... %d more lines\n", n-400)
+	if kept > n {
+		fmt.Fprintf(&b, "  ... %d more lines\n", kept-n)
 	}
 	return b.String()
 }
 
 // startCommitted starts cepheus with args (a Kafka run), killed at the
 // test's end if still running, and returns once it has committed its
-// first transaction.
-func startCommitted(t *testing.T, bin string, args []string) *child {
+// first transaction; env is added to its environment.
+func startCommitted(t *testing.T, bin string, args []string, env ...string) *child {
 	t.Helper()
-	c := startChild(t, bin, args, "")
+	c := startChild(t, bin, args, "", env...)
 	t.Cleanup(func() {
 		select {
 		case <-c.done:

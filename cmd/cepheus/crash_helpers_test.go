@@ -497,10 +497,11 @@ const crashChildTimeout = 60 * time.Second
 // runChild runs cepheus with args as a child process in its own process
 // group, which dies with the test (Pdeathsig), so a failed test leaves
 // nothing running; failpoint is its CEPHEUS_FAILPOINT, and killAfter > 0
-// sends SIGKILL that long after the start, unless it ended before.
-func runChild(t *testing.T, bin string, args []string, failpoint string, killAfter time.Duration) crashExit {
+// sends SIGKILL that long after the start, unless it ended before; env
+// is added to its environment.
+func runChild(t *testing.T, bin string, args []string, failpoint string, killAfter time.Duration, env ...string) crashExit {
 	t.Helper()
-	c := startChild(t, bin, args, failpoint)
+	c := startChild(t, bin, args, failpoint, env...)
 	var kill <-chan time.Time
 	if killAfter > 0 {
 		k := time.NewTimer(killAfter)
@@ -532,7 +533,7 @@ type child struct {
 
 // startChild starts cepheus with args as runChild does and returns at
 // once; the test ends it (kill, or waiting on done) before it returns.
-func startChild(t *testing.T, bin string, args []string, failpoint string) *child {
+func startChild(t *testing.T, bin string, args []string, failpoint string, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
@@ -543,6 +544,7 @@ func startChild(t *testing.T, bin string, args []string, failpoint string) *chil
 	if failpoint != "" {
 		cmd.Env = append(cmd.Env, "CEPHEUS_FAILPOINT="+failpoint)
 	}
+	cmd.Env = append(cmd.Env, env...)
 	c := &child{cmd: cmd, done: make(chan struct{}), out: &syncBuffer{}}
 	cmd.Stdout = c.out
 	cmd.Stderr = c.out

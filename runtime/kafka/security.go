@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -178,9 +179,35 @@ func (c Conn) newClient(more ...kgo.Opt) (*kgo.Client, error) {
 		return nil, err
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...), metadataMinAge}, sec...)
+	if l := clientLogger(); l != nil {
+		opts = append(opts, kgo.WithLogger(l))
+	}
 	cl, err := kgo.NewClient(append(opts, more...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
 	return cl, nil
 }
+
+// ClientLogEnv names a file that every Kafka client of the process
+// appends its log to (franz-go's, at INFO: connections, metadata, group
+// joins, the producer's ids and epochs, transactions' ends, failed
+// batches), each line with the time and the process id; unset, the
+// clients log nothing. For diagnosing a run against the brokers.
+const ClientLogEnv = "CEPHEUS_KAFKA_CLIENT_LOG"
+
+var clientLogger = sync.OnceValue(func() kgo.Logger {
+	path := os.Getenv(ClientLogEnv)
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "warning: %s: %v: the Kafka clients log nothing\n", ClientLogEnv, err)
+		return nil
+	}
+	pid := os.Getpid()
+	return kgo.BasicLogger(f, kgo.LogLevelInfo, func() string {
+		return fmt.Sprintf("%s [%d] ", time.Now().Format("15:04:05.000"), pid)
+	})
+})
