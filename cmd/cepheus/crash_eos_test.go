@@ -804,11 +804,13 @@ var txnLoggers = []string{
 	"org.apache.kafka.coordinator.group.OffsetMetadataManager",
 }
 
-// txnLog returns the lines of a broker's log that txnLoggers wrote or
-// that name the transactional id id.
+// txnLog returns the lines of a broker's log that txnLoggers wrote, that
+// name the transactional id id, or that tell of an error (a produce's
+// out-of-order sequence, say).
 func txnLog(file, id string) string {
 	return logLines(file, 400, 600, func(l string) bool {
-		return strings.Contains(l, id) || strings.Contains(l, "] DEBUG ")
+		return strings.Contains(l, id) || strings.Contains(l, "] DEBUG ") || strings.Contains(l, "] ERROR ") ||
+			strings.HasPrefix(l, "org.apache.kafka.common.errors.")
 	})
 }
 
