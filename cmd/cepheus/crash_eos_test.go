@@ -774,6 +774,14 @@ func (fb *freezableKafka) stopFrozen(t *testing.T, c *child) {
 // each once.
 func (fb *freezableKafka) rerun(t *testing.T, bin string, args []string, job eosJob) {
 	t.Helper()
+	// The transaction as the thawed broker holds it, and what its
+	// partitions hold open, as the run starts (not waited for: the run
+	// meets the broker as it comes back).
+	conn := kafka.Conn{Brokers: []string{fb.brokers}}
+	txnID, outputs := "cepheus-"+job.topic+"-0", []string{job.topic + "-alerts", job.topic + "-changelog"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := kafka.DescribeTxn(ctx, conn, txnID, outputs...)
 	e := runChild(t, bin, args, "", 0, fb.env())
 	if e.killed || e.code != 0 {
 		t.Fatalf("the run after the broker came back: %s\n%s", e.describe(), e.stderr)
@@ -791,7 +799,7 @@ func (fb *freezableKafka) rerun(t *testing.T, bin string, args []string, job eos
 	alerts := job.topic + "-alerts"
 	got := alertIDSet(t, consumeTopic(t, bin, fb.brokers, alerts))
 	if d := job.want.diff(got); d != "" {
-		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s\nthe broker's log of the transactions:\n%s\nthe runs' Kafka clients' log of the producers:\n%s", d, alertPlaces(t, fb.brokers, alerts, job.topic, job.topic, job.want, got), fb.first, e.stderr, txnLog(filepath.Join(fb.dir, "logs", "node1.log"), "cepheus-"+job.topic+"-0"), producerLog(fb.clientLog))
+		t.Errorf("the alerts topic (read_committed) differs from the backtest: %s\n%s\nthe run stopped with the broker frozen:\n%s\nthe run after it:\n%s\nthe broker's log of the transactions:\n%s\nthe runs' Kafka clients' log of the producers:\n%s\nas the run after it started: %s\nafter it: %s", d, alertPlaces(t, fb.brokers, alerts, job.topic, job.topic, job.want, got), fb.first, e.stderr, txnLog(filepath.Join(fb.dir, "logs", "node1.log"), txnID), producerLog(fb.clientLog), before, kafka.DescribeTxn(ctx, conn, txnID, outputs...))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -142,4 +143,55 @@ func parseBatches(b []byte, from int64) ([]LogBatch, int64, error) {
 		next = last + 1
 	}
 	return out, next, nil
+}
+
+// DescribeTxn describes, for a diagnosis, the transaction of
+// transactional id txnID as its coordinator holds it (state, producer id
+// and epoch, partitions) and every transaction the partitions of topics
+// hold open (by producer id and epoch, from its first offset): a
+// partition holding one its producer's coordinator does not list is a
+// hanging transaction, which a later marker of that producer would end
+// with its own.
+func DescribeTxn(ctx context.Context, c Conn, txnID string, topics ...string) string {
+	cl, err := c.newClient()
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var b strings.Builder
+	ds, err := adm.DescribeTransactions(ctx, txnID)
+	switch d, ok := ds[txnID]; {
+	case err != nil:
+		fmt.Fprintf(&b, "transaction %s: %v", txnID, err)
+	case !ok || d.Err != nil:
+		fmt.Fprintf(&b, "transaction %s: not described (%v)", txnID, d.Err)
+	default:
+		var parts []string
+		for _, tp := range d.Topics.Sorted() {
+			for _, p := range tp.Partitions {
+				parts = append(parts, fmt.Sprintf("%s-%d", tp.Topic, p))
+			}
+		}
+		fmt.Fprintf(&b, "transaction %s: %s, producer %d epoch %d, partitions %v", txnID, d.State, d.ProducerID, d.ProducerEpoch, parts)
+	}
+	set := kadm.TopicsSet{}
+	for _, t := range topics {
+		set.Add(t)
+	}
+	ps, err := adm.DescribeProducers(ctx, set)
+	if err != nil {
+		fmt.Fprintf(&b, "; producers of %v: %v", topics, err)
+	}
+	open := 0
+	for _, p := range ps.SortedProducers() {
+		if p.CurrentTxnStartOffset >= 0 {
+			open++
+			fmt.Fprintf(&b, "; %s-%d holds a transaction open from offset %d, producer %d epoch %d", p.Topic, p.Partition, p.CurrentTxnStartOffset, p.ProducerID, p.ProducerEpoch)
+		}
+	}
+	if open == 0 {
+		fmt.Fprintf(&b, "; no partition of %v holds a transaction open", topics)
+	}
+	return b.String()
 }

@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -78,6 +79,29 @@ func TestBatches(t *testing.T) {
 	// transaction under transaction version 2).
 	if got[0].ProducerEpoch != got[1].ProducerEpoch || got[3].ProducerEpoch <= got[1].ProducerEpoch || got[5].ProducerEpoch <= got[3].ProducerEpoch {
 		t.Errorf("epochs of the transactions' records: %v", got)
+	}
+	// The open transaction, as its coordinator and its partition hold it.
+	d := DescribeTxn(ctx, Conn{Brokers: brokers}, c.TransactionalID, topic)
+	for _, w := range []string{
+		fmt.Sprintf("Ongoing, producer %d epoch %d, partitions [%s-0]", committed, got[5].ProducerEpoch, topic),
+		fmt.Sprintf("%s-0 holds a transaction open from offset 5, producer %d epoch %d", topic, committed, got[5].ProducerEpoch),
+	} {
+		if !strings.Contains(d, w) {
+			t.Errorf("DescribeTxn = %q, want it to say %q", d, w)
+		}
+	}
+	if err := open.CommitTopics(ctx, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The commit's marker is written after the commit answers.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		d := DescribeTxn(ctx, Conn{Brokers: brokers}, c.TransactionalID, topic)
+		if strings.Contains(d, "no partition of ["+topic+"] holds a transaction open") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("DescribeTxn 10 s after the commit = %q, want no transaction open", d)
+		}
 	}
 	if _, err := LogBatches(ctx, Conn{Brokers: brokers}, topic, 3); err == nil {
 		t.Error("Batches of a partition the topic lacks: no error")
