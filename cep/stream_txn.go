@@ -229,7 +229,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	failpoint.Hit("kafka.before-fence")
 	ko.txn, err = kafka.NewTxn(ctx, kafka.TxnConfig{
 		Brokers: k.Brokers, Security: k.Security, TransactionalID: k.transactionalID(), Group: k.Group,
-		Member: k.member, Timeout: k.TxnTimeout, Manual: manual,
+		Member: k.member, Timeout: k.TxnTimeout, Manual: manual, Logf: j.logf,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)

@@ -51,6 +51,9 @@ type TxnConfig struct {
 	// MaxRecordBytes is the largest record the producer sends (default
 	// 1 MiB, the broker's default message.max.bytes).
 	MaxRecordBytes int
+	// Logf, when set, is told once when the check of a commit's partitions
+	// for an earlier transaction left open cannot be made ([ErrTxnLeftOpen]).
+	Logf func(format string, args ...any)
 }
 
 // Txn is a transactional producer whose every transaction carries records
@@ -77,7 +80,27 @@ type Txn struct {
 	// seen is set once a commit of offsets is seen by readers of the
 	// group's offsets (awaitGroup).
 	seen bool
+	// first is the offset of the open transaction's first record
+	// acknowledged in each partition, by topic (checkLeftOpen).
+	first map[string]map[int32]int64
+	// describe lists the producers of partitions (DescribeProducers; a
+	// variable for tests), logf tells of a check not made, once
+	// (unchecked).
+	describe  func(ctx context.Context, s kadm.TopicsSet) (kadm.DescribedProducersTopics, error)
+	logf      func(format string, args ...any)
+	unchecked bool
 }
+
+// ErrTxnLeftOpen marks a transaction aborted instead of committed because
+// a partition it wrote holds, before its first record there, records of
+// an earlier transaction of the same producer id that no marker ended: a
+// partition leader counts a producer's records from its first one after
+// its last marker into its current transaction, whatever their epoch, so
+// the commit's marker would commit them too. A transaction can be left so
+// only by the brokers (a stopped run's requests that a broker frozen
+// meanwhile appended once back, say); the abort's marker ends them with
+// it. Errors that wrap it also wrap ErrTxn.
+var ErrTxnLeftOpen = errors.New("kafka: a partition holds records of an earlier transaction of this producer left open, which the commit would commit too")
 
 // ErrFenced marks a transaction failed because a newer producer of the
 // same transactional id fenced this one: another instance took over, and
@@ -165,11 +188,13 @@ func NewTxn(ctx context.Context, c TxnConfig) (*Txn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: transactions: %w", err)
 	}
-	t := &Txn{cl: cl, adm: kadm.NewClient(cl), id: c.TransactionalID, group: c.Group, member: c.Member, next: map[string]map[int32]int64{}}
+	t := &Txn{cl: cl, adm: kadm.NewClient(cl), id: c.TransactionalID, group: c.Group, member: c.Member, next: map[string]map[int32]int64{}, logf: c.Logf}
 	for _, m := range c.Manual {
 		t.next[m] = map[int32]int64{}
 	}
 	t.promis = t.onProduced
+	t.describe = t.adm.DescribeProducers
+	t.first = map[string]map[int32]int64{}
 	if err := cl.BeginTransaction(); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("kafka: transactions: %w", err)
@@ -224,6 +249,14 @@ func (t *Txn) onProduced(r *kgo.Record, err error) {
 	}
 	if m := t.next[r.Topic]; m != nil && r.Offset+1 > m[r.Partition] {
 		m[r.Partition] = r.Offset + 1
+	}
+	f := t.first[r.Topic]
+	if f == nil {
+		f = map[int32]int64{}
+		t.first[r.Topic] = f
+	}
+	if o, ok := f[r.Partition]; !ok || r.Offset < o {
+		f[r.Partition] = r.Offset
 	}
 }
 
@@ -298,17 +331,76 @@ func (t *Txn) CommitTopicsWith(ctx context.Context, offsets map[string]Offsets, 
 			return t.fail(ctx, err)
 		}
 	}
+	if err := t.checkLeftOpen(ctx); err != nil {
+		return t.fail(ctx, err)
+	}
 	// Everything is in the transaction, the offsets too: only the commit
 	// is left.
 	failpoint.Hit("kafka.flushed")
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return t.fail(ctx, fmt.Errorf("commit: %w", err))
 	}
+	t.mu.Lock()
+	t.first = map[string]map[int32]int64{}
+	t.mu.Unlock()
 	if err := t.cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("%w: begin: %w", ErrTxn, err)
 	}
 	if len(some) > 0 && t.member == nil && !t.seen {
 		t.awaitGroup(ctx)
+	}
+	return nil
+}
+
+// checkLeftOpen returns an error wrapping ErrTxnLeftOpen when a partition
+// the open transaction wrote holds a transaction of this producer open
+// from before the transaction's first record there (every record is
+// acknowledged: the flush is done). When the brokers cannot say (an error,
+// no permission to describe the producers of a topic), the commit goes
+// on unchecked, as before the check, and Logf is told the first time.
+func (t *Txn) checkLeftOpen(ctx context.Context) error {
+	t.mu.Lock()
+	set := kadm.TopicsSet{}
+	first := map[string]map[int32]int64{}
+	for topic, ps := range t.first {
+		first[topic] = maps.Clone(ps)
+		for p := range ps {
+			set.Add(topic, p)
+		}
+	}
+	t.mu.Unlock()
+	if len(set) == 0 {
+		return nil
+	}
+	pid, _, err := t.cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("producer id: %w", err)
+	}
+	described, err := t.describe(ctx, set)
+	if err == nil {
+		described.EachPartition(func(p kadm.DescribedProducersPartition) {
+			if p.Err != nil {
+				err = errors.Join(err, fmt.Errorf("%s-%d: %w", p.Topic, p.Partition, p.Err))
+			}
+		})
+	}
+	if err != nil {
+		if !t.unchecked && t.logf != nil {
+			t.logf("warning: the brokers do not describe the producers of the transaction's partitions (%v): its commits go on without the check for an earlier transaction left open (ACL: DESCRIBE or READ on the output topics lets it run)", err)
+		}
+		t.unchecked = true
+		return nil
+	}
+	var left error
+	for _, d := range described.SortedProducers() {
+		f, ok := first[d.Topic][d.Partition]
+		if !ok || d.ProducerID != pid || d.CurrentTxnStartOffset < 0 || d.CurrentTxnStartOffset >= f {
+			continue
+		}
+		left = errors.Join(left, fmt.Errorf("%s-%d holds records of producer %d open from offset %d, before this transaction's first there at %d", d.Topic, d.Partition, pid, d.CurrentTxnStartOffset, f))
+	}
+	if left != nil {
+		return fmt.Errorf("%w: %w", ErrTxnLeftOpen, left)
 	}
 	return nil
 }

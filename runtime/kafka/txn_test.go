@@ -62,13 +62,7 @@ func TestTxnCommitAndFence(t *testing.T) {
 	if len(got) != 2 || got[0] != (Committed{42, "chk=1"}) || got[1] != (Committed{7, "chk=1"}) {
 		t.Fatalf("group offsets = %v, want 0:42 and 1:7 with metadata chk=1", got)
 	}
-	var values []string
-	if err := ReadTopic(ctx, Conn{Brokers: brokers}, out, func(_ int32, _, v []byte) error {
-		values = append(values, string(v))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	values := readValues(t, brokers, out)
 	if len(values) != 10 {
 		t.Fatalf("read_committed: %d records %v, want the 10 committed ones", len(values), values)
 	}
@@ -711,4 +705,109 @@ func TestTxnFencedAmidTakeover(t *testing.T) {
 	if !errors.Is(err, ErrTxn) || !errors.Is(err, ErrFenced) || errors.Is(err, ErrTimedOut) {
 		t.Fatalf("the commit of the producer a newer one fenced: %v; want ErrTxn and ErrFenced, not ErrTimedOut", err)
 	}
+}
+
+// TestTxnLeftOpen checks the commit's check for an earlier transaction
+// left open: a commit describes the producers of the partitions it
+// wrote, and the brokers' answer for this producer starts its
+// transaction at the first record it wrote (so a commit goes on); an
+// answer that starts it earlier (records of an earlier transaction no
+// marker ended, which the commit's marker would commit too) aborts the
+// transaction, nothing of it readable; an answer that cannot be had lets
+// the commit go on, said once.
+func TestTxnLeftOpen(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	out, group := topicName(t), topicName(t)+"-g"
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: out, Partitions: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	c := TxnConfig{Brokers: brokers, TransactionalID: topicName(t) + "-txn", Group: group, Timeout: 30 * time.Second, Manual: []string{out},
+		Logf: func(format string, args ...any) { said = append(said, fmt.Sprintf(format, args...)) }}
+	tx, err := NewTxn(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	real := tx.describe
+	var starts []string // each partition's transaction start for this producer, as the brokers said
+	tx.describe = func(ctx context.Context, s kadm.TopicsSet) (kadm.DescribedProducersTopics, error) {
+		d, err := real(ctx, s)
+		pid, _, _ := tx.cl.ProducerID(ctx)
+		d.EachProducer(func(p kadm.DescribedProducer) {
+			if p.ProducerID == pid {
+				starts = append(starts, fmt.Sprintf("%s-%d@%d", p.Topic, p.Partition, p.CurrentTxnStartOffset))
+			}
+		})
+		return d, err
+	}
+	for i := range 3 {
+		tx.ProduceTo(ctx, out, 0, nil, fmt.Appendf(nil, "a%d", i))
+	}
+	tx.ProduceTo(ctx, out, 1, nil, []byte("b"))
+	if err := tx.CommitTopics(ctx, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(starts)
+	if want := []string{out + "-0@0", out + "-1@0"}; !slices.Equal(starts, want) {
+		t.Fatalf("the first commit's check saw transactions starting at %v, want %v", starts, want)
+	}
+	// The second transaction: partition 0's first record at offset 4
+	// (3 records and the first commit's marker before it); the brokers'
+	// answer altered to start this producer's transaction at offset 2.
+	starts = nil
+	tx.describe = func(ctx context.Context, s kadm.TopicsSet) (kadm.DescribedProducersTopics, error) {
+		d, err := real(ctx, s)
+		for _, dt := range d {
+			dp := dt.Partitions[0]
+			for id, ap := range dp.ActiveProducers {
+				ap.CurrentTxnStartOffset = 2
+				dp.ActiveProducers[id] = ap
+			}
+		}
+		return d, err
+	}
+	tx.ProduceTo(ctx, out, 0, nil, []byte("left"))
+	err = tx.CommitTopics(ctx, nil, "")
+	if !errors.Is(err, ErrTxnLeftOpen) || !errors.Is(err, ErrTxn) || !strings.Contains(err.Error(), out+"-0 holds records of producer") || !strings.Contains(err.Error(), "open from offset 2, before this transaction's first there at 4") {
+		t.Fatalf("commit over a partition holding an earlier transaction open: %v, want ErrTxnLeftOpen naming %s-0, offsets 2 and 4", err, out)
+	}
+	values := readValues(t, brokers, out)
+	slices.Sort(values)
+	if want := []string{"a0", "a1", "a2", "b"}; !slices.Equal(values, want) {
+		t.Fatalf("read_committed after the abort: %v, want the first transaction's %v", values, want)
+	}
+	// The producers cannot be described: the commit goes on, said once.
+	tx2, err := NewTxn(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx2.Close()
+	tx2.describe = func(context.Context, kadm.TopicsSet) (kadm.DescribedProducersTopics, error) {
+		return nil, errors.New("no answer")
+	}
+	for range 2 {
+		tx2.ProduceTo(ctx, out, 1, nil, []byte("c"))
+		if err := tx2.CommitTopics(ctx, nil, ""); err != nil {
+			t.Fatalf("commit without the producers described: %v", err)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "no answer") || !strings.Contains(said[0], "without the check") {
+		t.Fatalf("said %q, want one warning naming the error", said)
+	}
+}
+
+// readValues returns the values of topic's records (read_committed).
+func readValues(t *testing.T, brokers []string, topic string) []string {
+	t.Helper()
+	var values []string
+	if err := ReadTopic(testContext(t), Conn{Brokers: brokers}, topic, func(_ int32, _, v []byte) error {
+		values = append(values, string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return values
 }
