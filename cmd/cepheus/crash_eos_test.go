@@ -792,7 +792,7 @@ func (fb *freezableKafka) rerun(t *testing.T, bin string, args []string, job eos
 		}
 	}
 	for l := range strings.Lines(e.stderr) {
-		if strings.Contains(l, "restor") || strings.Contains(l, "resum") {
+		if strings.Contains(l, "restor") || strings.Contains(l, "resum") || strings.Contains(l, "left open") {
 			t.Logf("the run after: %s", strings.TrimSpace(l))
 		}
 	}
