@@ -386,7 +386,7 @@ func (t *Txn) checkLeftOpen(ctx context.Context) error {
 	}
 	if err != nil {
 		if !t.unchecked && t.logf != nil {
-			t.logf("warning: the brokers do not describe the producers of the transaction's partitions (%v): its commits go on without the check for an earlier transaction left open (ACL: DESCRIBE or READ on the output topics lets it run)", err)
+			t.logf("warning: the brokers did not describe the producers of a transaction's partitions (%v): it commits without the check for an earlier transaction left open, as will any other they do not describe (said once; a principal needs READ on the output topics for it)", err)
 		}
 		t.unchecked = true
 		return nil
