@@ -28,8 +28,10 @@ exit status is 1.
 
 With -w, fmt rewrites each file that is not canonical instead of printing
 it: it writes a hidden file beside it (.NAME.partial), syncs it, gives it
-the file's mode, owner and group, and renames it over the file, so that a
-kill or a crash midway leaves the file as it was. A symbolic link's
+the file's mode, owner and group, and renames it over the file (then
+syncs the directory), so that a kill or a crash midway leaves the file as
+it was; a second fmt -w of the same file at the same time makes the first
+fail, the file left to the second. A symbolic link's
 target is rewritten, the link kept. A file its user may not write is
 refused (permission denied), as gofmt -w does. A file with other hard
 links, one whose owner cannot be kept, one in a directory that takes no

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -69,22 +70,40 @@ func createPartial(path string) (*partialFile, error) {
 }
 
 // commit syncs the hidden file (a power cut after the rename must not
-// find it empty), closes it and renames it over path. On an error it
-// removes the hidden file; path is then as it was.
+// find it empty), closes it and renames it over path, then syncs the
+// directory (so that the rename outlives a power cut where the system
+// allows it). On an error it removes the hidden file, if it is still
+// its own; path is then as it was. A hidden file of the same name that is
+// not its own (another command writing path at the same time removed
+// it and made its own) is left alone, and commit fails: renaming it
+// would put the other's unfinished file in place.
 func (p *partialFile) commit() error {
-	err := p.Sync()
+	own, err := p.Stat()
+	if err == nil {
+		err = p.Sync()
+	}
 	if cerr := p.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
 		// The crash tests kill the command here: path is still as it was.
 		failpoint.Hit("replace.synced")
+		if st, serr := os.Lstat(p.tmp); serr != nil || !os.SameFile(own, st) {
+			return fmt.Errorf("%s: another command replaced its unfinished copy (writing the same file at the same time?): %s is left as it was", p.path, p.path)
+		}
 		err = os.Rename(p.tmp, p.path)
 	}
 	if err != nil {
-		os.Remove(p.tmp)
+		if st, serr := os.Lstat(p.tmp); serr == nil && (own == nil || os.SameFile(own, st)) {
+			os.Remove(p.tmp)
+		}
+		return renamePathError(err, p.tmp, p.path)
 	}
-	return renamePathError(err, p.tmp, p.path)
+	if d, derr := os.Open(filepath.Dir(p.path)); derr == nil {
+		_ = d.Sync() // not every system syncs a directory: best effort
+		d.Close()
+	}
+	return nil
 }
 
 // abort closes and removes the hidden file; path is as it was.
