@@ -81,7 +81,7 @@ RACE_PKGS ?= ./rules/... ./internal/gen/ ./internal/difftest/ ./runtime/... ./ce
 # The tests that start Kafka brokers of their own (a 3-node cluster, a TLS one, one frozen) run on
 # their own after the others: beside the other packages' tests they would load the machine enough
 # to make timing-sensitive tests (backpressure, latency) flaky.
-HEAVY_TESTS ?= TestExactlyOnceKafkaBrokerFailure|TestKafkaSecure|TestKafkaStopBrokersFrozen|TestKafkaFrozenAmidCommit
+HEAVY_TESTS ?= TestExactlyOnceKafkaBrokerFailure|TestKafkaSecure|TestKafkaStopBrokersFrozen|TestKafkaFrozenAmidCommit|TestKafkaTxnLeftOpen
 
 # make test runs test-go with a Kafka broker of its own (scripts/kafka.sh,
 # in a temporary directory) for the Kafka tests, unless CEPHEUS_KAFKA_BROKERS

@@ -31,7 +31,9 @@
 # Environment: JAVA (default java, 17 or later), MVN (Maven command and options, default mvn),
 #   CEPHEUS_CACHE (cache root), KAFKA_HEAP (default 512m), KAFKA_START_TIMEOUT (seconds, default 120),
 #   KAFKA_LOG4J (the brokers' log4j2 properties, default scripts/kafka/log4j2.properties; it must log
-#   "Kafka Server started", which start waits for, at INFO).
+#   "Kafka Server started", which start waits for, at INFO), KAFKA_EXTRA_PROPERTIES (lines added to
+#   every node's server.properties), KAFKA_FORMAT_ARGS (options of the storage format, split on
+#   spaces, e.g. "--feature transaction.version=1").
 # Exit status: 0 on success, 1 when the brokers could not start (nothing is left running then),
 #   2 for a usage error.
 set -euo pipefail
@@ -292,13 +294,20 @@ launch() {
       fi
       echo "log.dirs=$dir/node$i/data"
       ((n == 1)) || cluster_settings
+      if [[ -n "${KAFKA_EXTRA_PROPERTIES:-}" ]]; then
+        echo "# From KAFKA_EXTRA_PROPERTIES."
+        printf '%s\n' "$KAFKA_EXTRA_PROPERTIES"
+      fi
     } > "$props"
   done
   # With a static controller.quorum.voters, format takes the cluster id and the config only.
-  local fmt_pids=() scram=()
+  local fmt_pids=() scram=() fmt_args=()
   if ((secure)); then
     scram=(--add-scram "SCRAM-SHA-512=[name=cepheus,password=$(cat "$dir/tls/password")]")
   fi
+  # KAFKA_FORMAT_ARGS may carry format's options (split on spaces): --feature transaction.version=1.
+  read -r -a fmt_args <<< "${KAFKA_FORMAT_ARGS:-}"
+  scram+=("${fmt_args[@]+"${fmt_args[@]}"}")
   for ((i = 1; i <= n; i++)); do
     "$java" -Xmx256m -XX:+UseSerialGC -Dlog4j2.configurationFile="$conf/log4j2-tools.properties" \
       -cp "$lib/*" kafka.tools.StorageTool format --cluster-id="$cid" -c "$dir/node$i/server.properties" "${scram[@]+"${scram[@]}"}" \

@@ -107,3 +107,34 @@ func TestBatches(t *testing.T) {
 		t.Error("Batches of a partition the topic lacks: no error")
 	}
 }
+
+// TestWriteLeftOpenRefused checks that a broker verifying a transaction's
+// partitions with its coordinator (the default) refuses WriteLeftOpen's
+// record, and that nothing is left in the partition (cmd/cepheus
+// TestKafkaTxnLeftOpen writes one to a broker that does not verify).
+func TestWriteLeftOpenRefused(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	topic := topicName(t)
+	if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: topic, Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	c := TxnConfig{Brokers: brokers, TransactionalID: topicName(t) + "-txn", Group: topicName(t) + "-g", Timeout: 30 * time.Second, Manual: []string{topic}}
+	tx, err := NewTxn(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.ProduceTo(ctx, topic, 0, nil, []byte("committed"))
+	if err := tx.CommitTopics(ctx, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	if off, err := WriteLeftOpen(ctx, Conn{Brokers: brokers}, c.TransactionalID, topic, 0, nil, []byte("left")); err == nil {
+		t.Fatalf("WriteLeftOpen to a verifying broker: written at offset %d, want it refused", off)
+	}
+	d := DescribeTxn(ctx, Conn{Brokers: brokers}, c.TransactionalID, topic)
+	if !strings.Contains(d, "no partition of ["+topic+"] holds a transaction open") {
+		t.Fatalf("after the refused write: %s", d)
+	}
+}
