@@ -38,7 +38,7 @@ func (b LogBatch) String() string {
 	return fmt.Sprintf("%d-%d: %d %s of producer %d epoch %d", b.First, b.Last, b.Records, what, b.ProducerID, b.ProducerEpoch)
 }
 
-// Batches lists the record batches of partition p of topic from its
+// LogBatches lists the record batches of partition p of topic from its
 // start to its high watermark, read from its leader (read_uncommitted, so
 // an open transaction's batches too).
 func LogBatches(ctx context.Context, c Conn, topic string, p int32) ([]LogBatch, error) {
