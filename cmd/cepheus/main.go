@@ -44,10 +44,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
 	"github.com/cepheus-cep/cepheus/rules"
 )
 
 func main() {
+	// A crash test's CEPHEUS_FAILPOINT is read now: a spec that names no
+	// point is refused before anything runs, whatever the command.
+	failpoint.Armed()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	stops := make(chan os.Signal, 1)
 	signal.Notify(stops, os.Interrupt, syscall.SIGTERM)

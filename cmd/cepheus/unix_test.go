@@ -144,7 +144,8 @@ func checkFile(t *testing.T, what, name, want string, perm os.FileMode) {
 // replace.synced), leaves the file as it was, whole, its mode kept; the
 // next fmt -w rewrites it and leaves no hidden file. Before, fmt -w wrote
 // over the file in place: a kill midway left it torn, part new, part old
-// (and with no such point the command was not killed at all).
+// (and with no such point the command was not killed at all). A
+// misspelt point is refused, the file untouched.
 func TestFmtWriteKilled(t *testing.T) {
 	bin := buildCepheus(t)
 	dir := t.TempDir()
@@ -159,6 +160,15 @@ func TestFmtWriteKilled(t *testing.T) {
 		t.Fatalf("fmt -w at replace.synced: %v, want killed by SIGKILL\n%s", err, out)
 	}
 	checkFile(t, "killed before the rename", p, messyRules, 0o640)
+	// A misspelt point would arm nothing and let the command run to its
+	// end: refused before the command runs.
+	cmd = exec.Command(bin, "fmt", "-w", p)
+	cmd.Env = append(os.Environ(), "CEPHEUS_FAILPOINT=replace.sync")
+	out, err = cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 || !strings.Contains(string(out), `failpoint: CEPHEUS_FAILPOINT="replace.sync": no point has that name (the points: `) {
+		t.Errorf("fmt -w at the misspelt replace.sync: %v (exit status %d), want exit status 2 naming the spec\n%s", err, code, out)
+	}
+	checkFile(t, "a misspelt point", p, messyRules, 0o640)
 	if code, _, stderr := cepheus(t, "fmt", "-w", p); code != 0 {
 		t.Fatalf("fmt -w: exit %d\n%s", code, stderr)
 	}

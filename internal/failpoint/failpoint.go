@@ -9,17 +9,21 @@
 // goroutine that hits the point sleep that long at every hit: a test
 // bounds how fast a process runs (its checkpoints' barriers, say), so
 // that a host's speed does not decide what the test sees. Only the kill
-// takes a count. A spec that would arm a point no code hits, or arm
-// nothing (a stop or a sleep with a count, "name@3/sleep=1s"; a count
+// takes a count. Every point's name is listed here ([Known]). A spec that
+// would arm a point no code hits (a name not listed: a misspelt one), or
+// arm nothing (a stop or a sleep with a count, "name@3/sleep=1s"; a count
 // that is no whole number from 1; a sleep that is no positive duration;
 // an empty name or file), is refused when the process first reads the
-// variable (exit status 2, the spec on standard error). Unset (the
-// normal case), a point costs one load of a boolean.
+// variable (exit status 2, the spec on standard error), as is, in an
+// armed process, a hit of a point not listed. Unset (the normal case), a
+// point costs one load of a boolean.
 package failpoint
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +47,32 @@ var (
 	// sleepFor is the sleep at every hit ("name/sleep=DURATION").
 	sleepFor time.Duration
 )
+
+// points lists every point's name: the code's calls of Hit name no other
+// (internal/lint checks the literal ones; the families' tests the sink's
+// and the checkpoint's), and a spec names one of them.
+var points = map[string]bool{
+	// cep: a job's checkpoint and its Kafka transactions.
+	"barrier.before": true, "barrier.after": true, "snapshot.mid": true, "commit.before-sinks": true,
+	"kafka.before-fence": true, "kafka.restore": true, "kafka.before-commit": true,
+	"kafka.after-commit": true, "kafka.ends-committed": true, "lookup.in-flight": true,
+	// runtime/kafka: a transaction's records all acknowledged, before its commit.
+	"kafka.flushed": true,
+	// runtime/state: the steps of a checkpoint's commit ("checkpoint." + step).
+	"checkpoint.written": true, "checkpoint.synced": true, "checkpoint.renamed": true,
+	"checkpoint.parent-synced": true, "checkpoint.marker-renamed": true, "checkpoint.complete": true,
+	// runtime: the file sink's steps ("sink." + step).
+	"sink.precommit.synced": true, "sink.precommit.renamed": true, "sink.commit.renamed": true,
+	"sink.recover.renamed": true, "sink.recover.deleted": true,
+	// cmd/cepheus: a file replaced in place (fmt -w, gen -o).
+	"replace.synced": true,
+}
+
+// Known reports whether some code hits the point name.
+func Known(name string) bool { return points[name] }
+
+// Points returns every point's name, sorted.
+func Points() []string { return slices.Sorted(maps.Keys(points)) }
 
 // stopWhenSep separates a point's name from the file that stops the
 // process there.
@@ -106,8 +136,8 @@ func parse(v string) (spec, error) {
 	switch {
 	case strings.Contains(sp.name, "@") && (sp.stopWhen != "" || sp.sleepFor > 0):
 		return refuse("a stop (NAME/stop-when=FILE) or a sleep (NAME/sleep=DURATION) takes no count; only a kill does (NAME@N)")
-	case sp.name == "" || strings.Contains(sp.name, "@"):
-		return refuse("no point has that name")
+	case sp.name == "" || strings.Contains(sp.name, "@") || !Known(sp.name):
+		return refuse("no point has that name (the points: " + strings.Join(Points(), ", ") + ")")
 	}
 	return sp, nil
 }
@@ -121,7 +151,16 @@ func Armed() bool {
 // Hit kills the process when point is the armed failpoint and this is its
 // Nth hit, or stops it when the failpoint's file exists (once).
 func Hit(point string) {
-	if !Armed() || point != name {
+	if !Armed() {
+		return
+	}
+	if !Known(point) {
+		// A point missing from the list could never be armed: a crash
+		// test meant for it would pass without its crash.
+		fmt.Fprintf(os.Stderr, "failpoint: the point %q is hit but not listed in package failpoint\n", point)
+		os.Exit(2)
+	}
+	if point != name {
 		return
 	}
 	if sleepFor > 0 {

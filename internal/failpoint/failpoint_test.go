@@ -6,6 +6,13 @@ import (
 	"time"
 )
 
+// The tests' own points, besides the code's.
+func init() {
+	for _, p := range []string{"p", "other", "a.b-c"} {
+		points[p] = true
+	}
+}
+
 // TestParse: what each form of CEPHEUS_FAILPOINT arms, and that a count
 // on a stop or a sleep is refused with the spec named.
 func TestParse(t *testing.T) {
@@ -34,6 +41,11 @@ func TestParse(t *testing.T) {
 		{v: "p@x@3", err: true},
 		{v: "/sleep=20ms", err: true},
 		{v: "/stop-when=/tmp/x", err: true},
+		{v: "kafka.before-commit@2", want: spec{name: "kafka.before-commit", nth: 2}},
+		{v: "kafka.befor-commit@2", err: true},
+		{v: "sink.commit.renamed/sleep=1s", want: spec{name: "sink.commit.renamed", nth: 1, sleepFor: time.Second}},
+		{v: "sink.commit/sleep=1s", err: true},
+		{v: "q", err: true},
 	} {
 		got, err := parse(c.v)
 		if c.err {
@@ -45,5 +57,15 @@ func TestParse(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("parse(%q) = %+v, %v; want %+v", c.v, got, err, c.want)
 		}
+	}
+}
+
+// TestUnknownRefused: a name no code hits is refused with the points
+// that exist, so that a misspelt point is told apart at once.
+func TestUnknownRefused(t *testing.T) {
+	_, err := parse("checkpoint.complet")
+	if err == nil || !strings.Contains(err.Error(), "no point has that name") ||
+		!strings.Contains(err.Error(), "barrier.before, checkpoint.complete, ") {
+		t.Errorf("parse of a misspelt point: %v; want it refused with the points listed", err)
 	}
 }

@@ -19,6 +19,10 @@ import (
 // number), printing each hit, then exits 0.
 const helperEnv = "FAILPOINT_TEST_HELPER"
 
+// unlistedEnv makes the helper also hit a point not listed, at its
+// second tick.
+const unlistedEnv = "FAILPOINT_TEST_UNLISTED"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		hits, err := strconv.Atoi(os.Getenv(helperEnv))
@@ -26,6 +30,9 @@ func TestMain(m *testing.M) {
 			hits = 200
 		}
 		for i := 1; i <= hits; i++ {
+			if os.Getenv(unlistedEnv) != "" && i == 2 {
+				Hit("unlisted")
+			}
 			Hit("other")
 			Hit("p")
 			os.Stdout.WriteString("hit " + strconv.Itoa(i) + "\n")
@@ -37,7 +44,9 @@ func TestMain(m *testing.M) {
 }
 
 // helper starts the test binary as a helper process armed with the
-// failpoint fp; out gets its standard output and error.
+// failpoint fp; out gets its standard output and error. hits, if given,
+// is how many times it hits p; a second value makes it also hit a point
+// not listed.
 func helper(t *testing.T, fp string, hits ...int) (*exec.Cmd, *bytes.Buffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -46,6 +55,9 @@ func helper(t *testing.T, fp string, hits ...int) (*exec.Cmd, *bytes.Buffer, cha
 		n = strconv.Itoa(hits[0])
 	}
 	cmd.Env = append(os.Environ(), helperEnv+"="+n, EnvVar+"="+fp)
+	if len(hits) > 1 {
+		cmd.Env = append(cmd.Env, unlistedEnv+"=1")
+	}
 	out := new(bytes.Buffer)
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -155,5 +167,25 @@ func TestCountRefused(t *testing.T) {
 		if got := out.String(); got != want {
 			t.Errorf("%s: the helper printed %q, want %q", fp, got, want)
 		}
+	}
+}
+
+// TestUnlistedHitRefused: an armed process that hits a point missing from
+// the list (which no spec could arm) stops there, exit status 2, naming
+// it; unarmed, the same hit passes.
+func TestUnlistedHitRefused(t *testing.T) {
+	cmd, out, done := helper(t, "p@100", 5, 1)
+	err := <-done
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 {
+		t.Errorf("the helper: %v (exit status %d), want exit status 2", err, code)
+	}
+	if want := "hit 1\nfailpoint: the point \"unlisted\" is hit but not listed in package failpoint\n"; out.String() != want {
+		t.Errorf("the helper printed %q, want %q", out.String(), want)
+	}
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=3", unlistedEnv+"=1", EnvVar+"=")
+	got, err := cmd.CombinedOutput()
+	if err != nil || string(got) != "hit 1\nhit 2\nhit 3\n" {
+		t.Errorf("unarmed, the helper: %v, %q; want 3 hits and exit 0", err, got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -436,5 +437,28 @@ func TestLockRunErrors(t *testing.T) {
 	_, err = LockRun(other)
 	if want := "state: cannot lock state dir " + other + ": open " + filepath.Join(other, runLockName) + ": is a directory"; err == nil || err.Error() != want {
 		t.Errorf("LockRun with %s a directory: %v, want %q", runLockName, err, want)
+	}
+}
+
+// TestCommitStepsListed: every step of a checkpoint's commit is a point
+// package failpoint lists ("checkpoint." + step), and it lists no other
+// point of that family: a crash test can arm each, and none it cannot hit.
+func TestCommitStepsListed(t *testing.T) {
+	var steps []string
+	for s := stepWritten; s <= stepComplete; s++ {
+		steps = append(steps, "checkpoint."+s.String())
+	}
+	if len(steps) != len(stepNames) {
+		t.Fatalf("%d steps from written to complete, %d names", len(steps), len(stepNames))
+	}
+	var listed []string
+	for _, p := range failpoint.Points() {
+		if strings.HasPrefix(p, "checkpoint.") {
+			listed = append(listed, p)
+		}
+	}
+	slices.Sort(steps)
+	if !slices.Equal(listed, steps) {
+		t.Errorf("package failpoint lists %q, the commit's steps are %q", listed, steps)
 	}
 }
