@@ -326,12 +326,15 @@ func (t *Txn) CommitTopicsWith(ctx context.Context, offsets map[string]Offsets, 
 			some[topic] = o
 		}
 	}
+	// The check needs every record acknowledged (the flush), not the
+	// offsets: it asks the partitions' leaders while the group's
+	// coordinator takes the offsets, its round trip hidden by theirs.
+	checked := make(chan error, 1)
+	go func() { checked <- t.checkLeftOpen(ctx) }()
 	if len(some) > 0 {
-		if err := t.commitOffsets(ctx, some, metadata); err != nil {
-			return t.fail(ctx, err)
-		}
+		err = t.commitOffsets(ctx, some, metadata)
 	}
-	if err := t.checkLeftOpen(ctx); err != nil {
+	if err := errors.Join(err, <-checked); err != nil {
 		return t.fail(ctx, err)
 	}
 	// Everything is in the transaction, the offsets too: only the commit

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -810,4 +811,53 @@ func readValues(t *testing.T, brokers []string, topic string) []string {
 		t.Fatal(err)
 	}
 	return values
+}
+
+// BenchmarkTxnCommit is a transaction of 6 records, one in each
+// partition of a topic, and its commit with the group's offsets of 6
+// partitions (as a job's checkpoint commits its input's), against the broker of
+// CEPHEUS_KAFKA_BROKERS: "checked" with the check for a transaction left
+// open (one DescribeProducers to the partitions' leaders before the
+// commit), "unchecked" with that check answered at once by an error (the
+// commit goes on unchecked, as when the brokers do not answer): their
+// difference is the check's cost. A job commits one such transaction a
+// checkpoint.
+func BenchmarkTxnCommit(b *testing.B) {
+	s := os.Getenv("CEPHEUS_KAFKA_BROKERS")
+	if s == "" {
+		b.Skip("no Kafka broker: set CEPHEUS_KAFKA_BROKERS (make kafka-up)")
+	}
+	brokers := strings.Split(s, ",")
+	for _, mode := range []string{"checked", "unchecked"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := b.Context()
+			out := fmt.Sprintf("bench-txn-commit-%s-%d", mode, time.Now().UnixNano())
+			if _, err := EnsureTopics(ctx, Conn{Brokers: brokers}, []TopicSpec{{Name: out, Partitions: 6}}); err != nil {
+				b.Fatal(err)
+			}
+			tx, err := NewTxn(ctx, TxnConfig{Brokers: brokers, TransactionalID: out + "-txn", Group: out + "-g",
+				Timeout: 30 * time.Second, Manual: []string{out}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tx.Close()
+			if mode == "unchecked" {
+				tx.unchecked = true // nothing to say
+				tx.describe = func(context.Context, kadm.TopicsSet) (kadm.DescribedProducersTopics, error) {
+					return nil, errors.New("not asked")
+				}
+			}
+			b.ReportAllocs()
+			next := Offsets{}
+			for b.Loop() {
+				for p := range int32(6) {
+					tx.ProduceTo(ctx, out, p, nil, []byte("alert"))
+					next[p]++
+				}
+				if err := tx.CommitTopics(ctx, map[string]Offsets{out: next}, "m"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
