@@ -45,9 +45,9 @@ func addKafkaSecurityFlags(fs *flagSet) *kafkaSecurityFlags {
 	f := &kafkaSecurityFlags{}
 	fs.StringVar(&f.config, "kafka-config", "", "file of Kafka security settings, key=value lines (default: $"+kafkaConfigEnv+")")
 	fs.BoolVar(&f.tls, "tls", false, "connect to the brokers with TLS")
-	fs.StringVar(&f.ca, "tls-ca", "", "with -tls, the PEM CA the brokers' certificates are checked against (default: the system's roots; $"+tlsCAEnv+")")
-	fs.StringVar(&f.cert, "tls-cert", "", "with -tls, a PEM client certificate (with -tls-key)")
-	fs.StringVar(&f.key, "tls-key", "", "with -tls, the PEM key of -tls-cert")
+	fs.StringVar(&f.ca, "tls-ca", "", "the PEM CA the brokers' certificates are checked against (default: the system's roots; $"+tlsCAEnv+"); implies -tls")
+	fs.StringVar(&f.cert, "tls-cert", "", "a PEM client certificate (with -tls-key); implies -tls")
+	fs.StringVar(&f.key, "tls-key", "", "the PEM key of -tls-cert")
 	fs.StringVar(&f.mechanism, "sasl", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 ($"+saslMechanismEnv+"); the password from $"+saslPasswordEnv+" or -kafka-config")
 	fs.StringVar(&f.user, "sasl-user", "", "SASL user ($"+saslUserEnv+")")
 	return f
