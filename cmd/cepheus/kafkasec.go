@@ -95,6 +95,11 @@ func (f *kafkaSecurityFlags) security(fs *flagSet, stderr io.Writer) (cep.KafkaS
 		}
 	}
 	if s.CAFile != "" || s.CertFile != "" {
+		if given["tls"] && !f.tls {
+			// Plain text asked for, a certificate set (perhaps by the
+			// environment or a config file): neither is taken silently.
+			return s, fs.usagef("-tls=false, but a CA (-tls-ca, $%s or tls.ca) or a client certificate (-tls-cert or tls.cert) is set, which only TLS uses: drop one or the other", tlsCAEnv)
+		}
 		s.TLS = true
 	}
 	s.SASL = strings.ToUpper(s.SASL)

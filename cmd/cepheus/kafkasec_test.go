@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +221,42 @@ func TestKafkaConfigReadableWarned(t *testing.T) {
 		if code != 2 || strings.Contains(stderr, want) != c.warn || strings.Contains(stderr, "secretpw") {
 			t.Errorf("%q, mode %o: exit %d, warned %v, want exit 2, warned %v\n%s", c.src, c.mode, code, !c.warn, c.warn, stderr)
 		}
+	}
+}
+
+// TestKafkaPlainWithCARefused: -tls=false with a CA or a client
+// certificate set (by a flag, the environment or a config file) is a
+// usage error naming both, not TLS taken silently; without -tls=false
+// the CA turns TLS on (the command then goes on to its next check).
+func TestKafkaPlainWithCARefused(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "client.properties")
+	if err := os.WriteFile(conf, []byte("tls.ca=/nonexistent/ca.pem\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"consume", "-brokers", "127.0.0.1:1", "-topic", "t", "-idle", "1s"}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  bool
+	}{
+		{"flag", []string{"-tls=false", "-tls-ca", "/nonexistent/ca.pem"}, false},
+		{"client certificate", []string{"-tls=false", "-tls-cert", "c.pem", "-tls-key", "k.pem"}, false},
+		{"environment", []string{"-tls=false"}, true},
+		{"config file", []string{"-tls=false", "-kafka-config", conf}, false},
+	} {
+		if c.env {
+			t.Setenv(tlsCAEnv, "/nonexistent/ca.pem")
+		}
+		code, _, stderr := cepheus(t, append(slices.Clone(base), c.args...)...)
+		if code != 2 || !strings.Contains(stderr, "-tls=false, but a CA (-tls-ca, $"+tlsCAEnv+" or tls.ca) or a client certificate (-tls-cert or tls.cert) is set, which only TLS uses") {
+			t.Errorf("%s: exit %d, want 2 refusing -tls=false with a CA\n%s", c.name, code, stderr)
+		}
+		os.Unsetenv(tlsCAEnv)
+	}
+	// Without -tls=false the CA is taken, TLS on: the missing file is what fails.
+	code, _, stderr := cepheus(t, append(slices.Clone(base), "-tls-ca", "/nonexistent/ca.pem")...)
+	if code == 0 || strings.Contains(stderr, "-tls=false") || !strings.Contains(stderr, "/nonexistent/ca.pem") {
+		t.Errorf("-tls-ca alone: exit %d, want a failure naming the CA file, not the refusal\n%s", code, stderr)
 	}
 }
