@@ -946,14 +946,18 @@ func TestStreamKafkaDeploy(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Stream after cancel: %v", err)
 	}
-	// A restart with the first version's rules resumes with the second.
+	// A bounded restart with the first version's rules resumes with the
+	// second and finishes the topic (what the stop left unread, if
+	// anything, then its final checkpoint).
 	m2 := NewStreamMonitor()
-	cfg = config(false)
+	cfg = config(true)
 	cfg.Monitor = m2
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
+	var res2 *StreamResult
 	go func() {
-		_, err := streamEngine(t, deployV1).Stream(ctx2, cfg)
+		var err error
+		res2, err = streamEngine(t, deployV1).Stream(ctx2, cfg)
 		done <- err
 	}()
 	for deadline := time.Now().Add(60 * time.Second); !m2.Ready(); time.Sleep(5 * time.Millisecond) {
@@ -964,9 +968,16 @@ func TestStreamKafkaDeploy(t *testing.T) {
 	if v2, got := loadRules(t, deployV2Kafka), m2.Snapshot().RulesetVersion; got != v2.Hash {
 		t.Errorf("restart: version %.12s, want %.12s", got, v2.Hash)
 	}
-	cancel2()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the restarted Stream after cancel: %v", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the bounded restart: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the bounded restart has not finished the topic after 60 s")
+	}
+	if !res2.Finished {
+		t.Errorf("the bounded restart ended without reading its input to the end: %+v", res2)
 	}
 	checkDeployAlerts(t, deployV2Kafka, input, res.Watermark, topicValues(t, brokers, topic+"-alerts"))
 }

@@ -309,12 +309,12 @@ func lastRecords(out string) int {
 }
 
 // TestKafkaScaleOut: one instance starts the job alone; a second and a
-// third join as it goes (each join moves some partitions: their owner
-// commits a final checkpoint, the new one restores them from the
-// changelog), then the second is stopped with SIGTERM (a final
-// checkpoint; its partitions move after its session timeout). The two
-// left finish the job, exit 0, and the alerts are the backtest's, once
-// each.
+// third join as it goes (each join moves some partitions: the joiner
+// must say it restored some from the changelog, where their owner's last
+// commit left them), then the second is stopped with SIGTERM (it must
+// say it stopped at a final checkpoint; its partitions move after its
+// session timeout). The two left finish the job, exit 0, and the alerts
+// are the backtest's, once each.
 func TestKafkaScaleOut(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	bin := buildCepheus(t)

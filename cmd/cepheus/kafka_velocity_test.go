@@ -302,12 +302,12 @@ func TestKafkaVelocity(t *testing.T) {
 // the test checks that the group's offsets say so (leftOver). Then:
 //   - taken over: the killed instance stays away; the other takes its
 //     partitions over past the session timeout, restoring them from the
-//     changelog (their input finished, their final markers sent: it
-//     writes none again), reads their last records and finishes the job
-//     alone;
+//     changelog (their input finished, their final markers sent), reads
+//     their last records and finishes the job alone;
 //   - restarted: the killed instance comes back at once (within its
-//     session timeout of 10 s), restores its partitions itself from its
-//     local copy and the changelog, and finishes them.
+//     session timeout of 10 s), restores from its local state (its
+//     local copy and the changelog, or its own local checkpoint; which
+//     partitions it gets back is the group's choice), and finishes.
 //
 // Both times every instance ends with exit status 0, and the alerts
 // topic, read read_committed, holds the backtest's alerts, each once.

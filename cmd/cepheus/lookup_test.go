@@ -67,7 +67,7 @@ func ownRedis(t *testing.T) (addr string, stop func()) {
 
 // TestRedisScriptTakenPort: scripts/redis.sh start, handed a port another
 // process holds (REDIS_SH_FIRST_PORT), says so and starts on another port,
-// and stop stops that server.
+// and stop stops that server (its process gone, its port closed).
 func TestRedisScriptTakenPort(t *testing.T) {
 	redisAddr(t) // Redis must be there in CI: the script installs it otherwise
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -85,9 +85,16 @@ func TestRedisScriptTakenPort(t *testing.T) {
 	if err != nil {
 		t.Fatalf("scripts/redis.sh start: %v\n%s", err, stderr.Bytes())
 	}
-	defer func() {
+	stopped := false
+	stop := func() {
+		stopped = true
 		if out, err := exec.Command("../../scripts/redis.sh", "stop", "-dir", dir).CombinedOutput(); err != nil {
 			t.Errorf("scripts/redis.sh stop: %v\n%s", err, out)
+		}
+	}
+	defer func() {
+		if !stopped {
+			stop()
 		}
 	}()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -100,12 +107,43 @@ func TestRedisScriptTakenPort(t *testing.T) {
 		t.Fatalf("the server at %s: %v", addr, err)
 	}
 	c.Close()
+	pid := redisPID(t, dir)
+	stop()
+	redisGone(t, pid, addr)
+}
+
+// redisPID returns the PID scripts/redis.sh recorded in dir.
+func redisPID(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		t.Fatalf("%s/pid holds %q: %v", dir, b, err)
+	}
+	return pid
+}
+
+// redisGone fails the test unless the server of pid, at addr, is gone:
+// no such process (a zombie counts as gone: the script's server is not
+// the test's child) and nothing answering at addr.
+func redisGone(t *testing.T, pid int, addr string) {
+	t.Helper()
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !bytes.Contains(b, []byte(") Z ")) {
+		t.Errorf("redis-server PID %d still runs after scripts/redis.sh stop: %s", pid, b)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("something still answers at %s after scripts/redis.sh stop", addr)
+	}
 }
 
 // TestRedisScriptRestart: scripts/redis.sh start after a stop of the same
 // directory starts the server on the port of the one before, so that a run
 // whose lookup is bound to that address finds it again (docs/operations.md,
-// "Lookups").
+// "Lookups"): a new server, the one before gone at the stop.
 func TestRedisScriptRestart(t *testing.T) {
 	redisAddr(t) // Redis must be there in CI: the script installs it otherwise
 	dir := t.TempDir()
@@ -122,11 +160,16 @@ func TestRedisScriptRestart(t *testing.T) {
 		return lines[len(lines)-1]
 	}
 	first := script("start")
+	firstPID := redisPID(t, dir)
 	script("stop")
+	redisGone(t, firstPID, first)
 	second := script("start")
 	defer script("stop")
 	if second != first {
 		t.Fatalf("start after stop: %s, want the address before, %s", second, first)
+	}
+	if pid := redisPID(t, dir); pid == firstPID {
+		t.Errorf("start after stop: PID %d, the stopped server's: no new server was started", pid)
 	}
 	c, err := net.DialTimeout("tcp", second, 2*time.Second)
 	if err != nil {

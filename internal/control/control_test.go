@@ -425,11 +425,6 @@ func TestStatusPartitionsOrdered(t *testing.T) {
 	}
 }
 
-// TestControlDeployRefused: a version that compiles but that the job
-// cannot take (another event time) is FAILED_PRECONDITION with the
-// engine's reason, and a deploy that meets another one's switch is
-// ABORTED (send it again): both were UNKNOWN, gRPC's code for an error
-// that says nothing of itself.
 // TestStatusTimedOut: a rule's count of timed-out partial matches and
 // its timeout block's severity go into the status.
 func TestStatusTimedOut(t *testing.T) {
@@ -510,6 +505,12 @@ func TestStatusBeforeAJob(t *testing.T) {
 	}
 }
 
+// TestControlDeployRefused: a version that compiles but that the job
+// cannot take (another event time) is FAILED_PRECONDITION with the
+// engine's reason, and the engine's refusal of a deploy that meets
+// another one's switch (cep.ErrSwitching, given to the mapping: no real
+// deploy is made to meet one here) is ABORTED (send it again): both were
+// UNKNOWN, gRPC's code for an error that says nothing of itself.
 func TestControlDeployRefused(t *testing.T) {
 	fx := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

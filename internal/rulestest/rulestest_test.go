@@ -315,7 +315,11 @@ test "stepped" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range RunAll(rs) {
+	results := RunAll(rs)
+	if len(results) != 1 {
+		t.Fatalf("%d results, want the one test's", len(results))
+	}
+	for _, r := range results {
 		if !r.Pass() {
 			t.Errorf("test %s fails:\n%s", r.Test.Name, r.Diff())
 		}
