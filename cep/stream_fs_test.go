@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -281,7 +282,28 @@ func TestStreamOutputsShareADirectory(t *testing.T) {
 	cfg := d.config(events)
 	cfg.LateDir, cfg.DeadDir = link, d.alerts+string(filepath.Separator)
 	res, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
-	if err != nil || !res.Finished || res.Alerts == 0 {
+	if err != nil || !res.Finished || res.Alerts == 0 || res.Dead == 0 {
 		t.Fatalf("Stream with its outputs in one directory (%s, %s, %s): %v, %+v", cfg.AlertsDir, cfg.LateDir, cfg.DeadDir, err, res)
+	}
+	// Each output's lines are in the directory, under its own prefix.
+	for _, o := range []struct {
+		prefix string
+		want   int64
+	}{{"alerts", res.Alerts}, {"late", res.Late}, {"dead", res.Dead}} {
+		files, err := filepath.Glob(filepath.Join(d.alerts, o.prefix+"-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += bytes.Count(b, []byte("\n"))
+		}
+		if int64(n) != o.want {
+			t.Errorf("%d lines in the %s part files of the shared directory (%d files), want the run's %d", n, o.prefix, len(files), o.want)
+		}
 	}
 }
