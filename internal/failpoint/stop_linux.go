@@ -3,7 +3,7 @@
 package failpoint
 
 import (
-	"runtime"
+	goruntime "runtime"
 	"syscall"
 )
 
@@ -14,7 +14,7 @@ import (
 // another thread while this one runs on for a moment, past the point (a
 // checkpoint's timeout, started just after it, then counted the pause).
 func stopSelf() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	_ = syscall.Tgkill(syscall.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
 }
