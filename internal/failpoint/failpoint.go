@@ -136,7 +136,7 @@ func parse(v string) (spec, error) {
 	switch {
 	case strings.Contains(sp.name, "@") && (sp.stopWhen != "" || sp.sleepFor > 0):
 		return refuse("a stop (NAME/stop-when=FILE) or a sleep (NAME/sleep=DURATION) takes no count; only a kill does (NAME@N)")
-	case sp.name == "" || strings.Contains(sp.name, "@") || !Known(sp.name):
+	case !Known(sp.name): // no listed name is empty or holds an '@'
 		return refuse("no point has that name (the points: " + strings.Join(Points(), ", ") + ")")
 	}
 	return sp, nil
