@@ -953,6 +953,9 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		return nil, fmt.Errorf("%w: the events held at checkpoint %d: %w", ErrRestore, j.restored, err)
 	}
 	j.startSubtasks()
+	// The switch's line before the monitor shows the switch (a caller
+	// that sees the new version finds the line written).
+	j.logSwitch()
 	if c.Monitor != nil {
 		if j.meta == nil {
 			c.Monitor.freshState()
@@ -961,29 +964,9 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		c.Monitor.jobStarted(j.nextID - 1)
 		j.publish(true)
 	}
-	if sw := j.switched; sw != nil && sw.req == nil {
-		j.logf("the draining rules of earlier versions have passed their windows: let go at checkpoint %d", sw.res.Checkpoint)
-	} else if sw != nil {
+	if sw := j.switched; sw != nil && sw.req != nil {
 		if c.Monitor != nil {
 			c.Monitor.switched(sw.res)
-		}
-		sw.res.Took = time.Since(sw.start)
-		as := "" // the active version's
-		if sw.res.Shadow {
-			as = " as the shadow"
-		}
-		if sw.dropShadow {
-			j.logf("dropped shadow version %.12s at checkpoint %d (%s) in %v", sw.res.Version, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond))
-		} else {
-			j.logf("switched to ruleset %s version %.12s%s at checkpoint %d (%s) in %v (kept %v, changed %v, added %v, removed %v)",
-				sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
-		}
-		if !sw.source && sw.rs != nil && !sw.dropShadow {
-			// The rules directory's watcher logs the warnings of what it
-			// deploys; a call's or the rules topic's are logged here.
-			for _, w := range sw.rs.Warnings {
-				j.logf("warning: %v (version %.12s)", w, sw.res.Version)
-			}
 		}
 		sw.reply(sw.res, nil)
 	}
@@ -1002,6 +985,36 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// logSwitch logs the switch the job started with, if any.
+func (j *job) logSwitch() {
+	sw := j.switched
+	switch {
+	case sw == nil:
+		return
+	case sw.req == nil:
+		j.logf("the draining rules of earlier versions have passed their windows: let go at checkpoint %d", sw.res.Checkpoint)
+		return
+	}
+	sw.res.Took = time.Since(sw.start)
+	as := "" // the active version's
+	if sw.res.Shadow {
+		as = " as the shadow"
+	}
+	if sw.dropShadow {
+		j.logf("dropped shadow version %.12s at checkpoint %d (%s) in %v", sw.res.Version, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond))
+		return
+	}
+	j.logf("switched to ruleset %s version %.12s%s at checkpoint %d (%s) in %v (kept %v, changed %v, added %v, removed %v)",
+		sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
+	if !sw.source && sw.rs != nil {
+		// The rules directory's watcher logs the warnings of what it
+		// deploys; a call's or the rules topic's are logged here.
+		for _, w := range sw.rs.Warnings {
+			j.logf("warning: %v (version %.12s)", w, sw.res.Version)
+		}
+	}
 }
 
 // corruptHint says what to do with damaged checkpoint id (0: not known),
