@@ -611,8 +611,8 @@ func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*
 				// new job of the version restores the latest complete
 				// checkpoint, as a restart would.
 				why := fmt.Sprintf("checkpoint %d was not complete after %v (the checkpoint timeout)", nc.id, nc.after)
-				next.reply(nil, fmt.Errorf("cep: the switch did not happen: %s; the job goes on with its version from checkpoint %d: deploy again", why, j.stats.LastCheckpoint))
 				j.logf("the switch to version %.12s did not happen: %s; the job goes on with its version from checkpoint %d", next.rs.Hash, why, j.stats.LastCheckpoint)
+				next.reply(nil, fmt.Errorf("cep: the switch did not happen: %s; the job goes on with its version from checkpoint %d: deploy again", why, j.stats.LastCheckpoint))
 				carried.restarts()
 				continue
 			case err == nil && ctx.Err() == nil && next.id > 0 && c.hooks.stopAtSwitch:

@@ -391,10 +391,14 @@ func (j *job) lowWatermark() event.Time {
 // publish hands the monitor the job's figures now.
 func (j *job) publish(ready bool) {
 	c := make([]ruleFigure, len(j.e.rules))
+	var alerts int64 // of the same snapshots as c
 	for _, s := range j.subs {
+		s.cellsMu.Lock()
 		for i := range s.ruleCells {
 			s.ruleCells[i].addTo(&c[i])
 		}
+		alerts += s.alertCount.Load()
+		s.cellsMu.Unlock()
 	}
 	parts := 0
 	var wms, lag map[string]int64
@@ -420,7 +424,9 @@ func (j *job) publish(ready bool) {
 	if j.src != nil {
 		aggs, held = j.src.aggStats()
 	}
-	j.cfg.Monitor.publish(j.e, j.progress(), c, ready, parts, wms, lag, idle, j.enrich.stats(), aggs, held)
+	p := j.progress()
+	p.Alerts = alerts
+	j.cfg.Monitor.publish(j.e, p, c, ready, parts, wms, lag, idle, j.enrich.stats(), aggs, held)
 }
 
 // progress is the progress report of now.

@@ -408,7 +408,9 @@ func TestStreamKafkaRulesTopicConcurrentCalls(t *testing.T) {
 	if act, _ := versions(a.m); act != v2.Hash {
 		t.Fatalf("instance a runs %.12s, want v2 %.12s: the rollback written against v1 after v2's deploy went back past v2", act, v2.Hash)
 	}
-	if got := a.logged("is not deployed: cep: the version the call names is not the active one: version " + v2.Hash[:12]); len(got) != 1 {
+	refused := "is not deployed: cep: the version the call names is not the active one: version " + v2.Hash[:12]
+	waitFor(t, 30*time.Second, "the log says the rollback is not deployed", func() bool { return len(a.logged(refused)) > 0 })
+	if got := a.logged(refused); len(got) != 1 {
 		t.Errorf("the log says of the rollback %q, want once that v2 is active", a.logged("rules topic"))
 	}
 

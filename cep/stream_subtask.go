@@ -109,9 +109,14 @@ type streamSubtask struct {
 	// alertCount and lateCount mirror the host's counters for the
 	// coordinator's progress reports.
 	alertCount, lateCount atomic.Int64
-	ruleCells             []ruleCells  // by rule, with a monitor
-	stored                uint64       // host.changes when the counters were last stored
-	processed             atomic.Int64 // elements processed
+	ruleCells             []ruleCells // by rule, with a monitor
+	// cellsMu makes alertCount and ruleCells one snapshot for the
+	// monitor (job.publish): read cell by cell while the subtask stored
+	// them, a rule's alerts lagged the total, or a shadow's overlap its
+	// active twin's alerts.
+	cellsMu   sync.Mutex
+	stored    uint64       // host.changes when the counters were last stored
+	processed atomic.Int64 // elements processed
 	// collected counts the outputs Collect wrote; timed, the processing
 	// time ticks that wrote any (job.quiet: a timer that fires on the wall
 	// clock changes neither the input's positions nor its watermark, yet
@@ -501,6 +506,10 @@ func (s *streamSubtask) run(ctx context.Context, acks chan<- ack) error {
 // storeCounters hands the host's counters to the coordinator's progress
 // reports and the monitor (the per-rule ones only when they moved).
 func (s *streamSubtask) storeCounters() {
+	if s.ruleCells != nil {
+		s.cellsMu.Lock()
+		defer s.cellsMu.Unlock()
+	}
 	s.alertCount.Store(s.host.alerts)
 	if s.ruleCells != nil && s.host.changes != s.stored {
 		s.stored = s.host.changes

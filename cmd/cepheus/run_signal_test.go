@@ -322,8 +322,14 @@ func TestRunFollowDeletedAfterKill(t *testing.T) {
 					t.Fatalf("%s is not open again after the restart: the test checks nothing", name)
 				}
 			} else {
-				// Ten checkpoint intervals after the close.
-				time.Sleep(500 * time.Millisecond)
+				// The close's checkpoint: the next one, unless it came
+				// before first was read (none follows it: the job is
+				// quiet then). Waited for up to 2 s (it was a sleep of
+				// 500 ms, ten checkpoint intervals, too short on a
+				// loaded host); the restart below fails without it.
+				first := latest(c)
+				for deadline := time.Now().Add(2 * time.Second); latest(c) == first && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				}
 			}
 			c.kill()
 			if err := os.Remove(filepath.Join(in, name)); err != nil {

@@ -216,6 +216,22 @@ func serveInProcess(t *testing.T, args ...string) (server string, logs *syncBuff
 	}
 }
 
+// waitStatus waits up to 30 s for cepheus status of server to say want
+// (ready is published before the first event is read: a test of a deploy
+// after the first event waits for "events 1,").
+func waitStatus(t *testing.T, server, want string, logs *syncBuffer) {
+	t.Helper()
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, out, _ = cepheus(t, "status", "-server", server); strings.Contains(out, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cepheus status does not say %q after 30s:\n%s\n%s", want, out, logs.String())
+		}
+	}
+}
+
 // TestStatusBeforeTheFirstEvent: cepheus status of a serve whose input
 // is still empty says that there is no watermark yet, for the job and
 // for each partition.
@@ -252,6 +268,7 @@ func TestServeDeployUnboundLookup(t *testing.T) {
 		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts")}
 	t.Run("deploy", func(t *testing.T) {
 		server, logs := serveInProcess(t, append([]string{"-rules", r}, common...)...)
+		waitStatus(t, server, "events 1,", logs) // the event read before the switch
 		if code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, v2); code != 0 {
 			t.Fatalf("rules deploy: exit %d\n%s%s", code, out, errOut)
 		}
@@ -763,12 +780,15 @@ func TestServeRulesDir(t *testing.T) {
 	if l := active(); !strings.Contains(l, " rules-dir ") {
 		t.Errorf("rules list after the rename: %q; want origin rules-dir", l)
 	}
-	if !strings.Contains(c.out.String(), "rules-dir: deployed") || !strings.Contains(c.out.String(), "version="+h2) {
-		t.Errorf("no log of the switch to %s:\n%s", h2, c.out.String())
-	}
-	if warn := "rules-dir: " + filepath.Join(rulesDir, "cards.cep") + ":53:"; !regexp.MustCompile(regexp.QuoteMeta(warn) + `\d+: warning: stage cashout takes one event`).MatchString(c.out.String()) {
-		t.Errorf("no warning %s...: stage cashout takes one event in the log:\n%s", warn, c.out.String())
-	}
+	// The watcher logs the deploy once its call returns, after the
+	// switch shows: wait for its lines.
+	waitFor("no log of the switch to "+h2, func() bool {
+		out := c.out.String()
+		return strings.Contains(out, "rules-dir: deployed") && strings.Contains(out, "version="+h2)
+	})
+	warn := "rules-dir: " + filepath.Join(rulesDir, "cards.cep") + ":53:"
+	warnRe := regexp.MustCompile(regexp.QuoteMeta(warn) + `\d+: warning: stage cashout takes one event`)
+	waitFor("no warning "+warn+"...: stage cashout takes one event in the log", func() bool { return warnRe.MatchString(c.out.String()) })
 	// A rollback through the control API stays: the directory has not
 	// changed since.
 	if code, out, errOut := cepheus(t, "rules", "rollback", "-server", server); code != 0 || !strings.Contains(out, "rolled back ruleset cards version "+h1) {

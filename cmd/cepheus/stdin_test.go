@@ -99,11 +99,12 @@ func TestBacktestStdinInterrupted(t *testing.T) {
 	rules := writeFile(t, t.TempDir(), "good.cep", goodSrc)
 	for _, c := range []struct {
 		name, written, want string
+		wait                time.Duration // before Ctrl-C: the line read by then on a loaded host
 	}{
-		{"a line written", `{"ts": 1, "k": "x", "name": "a"}` + "\n", "cepheus: backtest interrupted at line 1; the summary above is partial\n"},
-		{"nothing written", "", "cepheus: backtest interrupted before its first line\n"},
+		{"a line written", `{"ts": 1, "k": "x", "name": "a"}` + "\n", "cepheus: backtest interrupted at line 1; the summary above is partial\n", time.Second},
+		{"nothing written", "", "cepheus: backtest interrupted before its first line\n", 200 * time.Millisecond},
 	} {
-		code, _, stderr, took := interruptOnStdin(t, c.written, 200*time.Millisecond, "backtest", "-rules", rules, "-events", "-", "-time-unit", "ms")
+		code, _, stderr, took := interruptOnStdin(t, c.written, c.wait, "backtest", "-rules", rules, "-events", "-", "-time-unit", "ms")
 		if code != 130 || !strings.HasSuffix(stderr, c.want) || took > 10*time.Second {
 			t.Errorf("%s, then Ctrl-C: exit %d after %v, stderr\n%s\nwant 130 within 10 s and stderr ending %q", c.name, code, took.Round(time.Millisecond), stderr, c.want)
 		}

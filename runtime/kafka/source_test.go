@@ -610,8 +610,18 @@ func TestSourceBackpressure(t *testing.T) {
 			}
 		}
 		read(parts + 5)
-		time.Sleep(500 * time.Millisecond)
+		// The source fills its buffer again, then stalls: once its count
+		// stood still for 200 ms, it must stay so.
 		polled := s.polled.Load()
+		for deadline := time.Now().Add(10 * time.Second); ; polled = s.polled.Load() {
+			time.Sleep(200 * time.Millisecond)
+			if s.polled.Load() == polled {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the source still takes records from the client 10 s after its reader stopped: %d", s.polled.Load())
+			}
+		}
 		time.Sleep(500 * time.Millisecond)
 		held := s.polled.Load() - int64(got)
 		buffered := s.cl.BufferedFetchRecords()
