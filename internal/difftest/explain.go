@@ -64,6 +64,13 @@ var Explanations = []Explanation{
 		Applies: eventIDCollision,
 	},
 	{
+		ID: "event-id-collision-retimed",
+		Reason: "as event-id-collision, where its rule cannot tell from the two results alone: Flink given the " +
+			"same case with every timestamp that goes back raised to the latest before it (no collision) emits what Cepheus emits",
+		Counterfactual: retimeCollisions,
+		Applies:        eventIDCollisionRetimed,
+	},
+	{
 		ID: "cross-key-timer-order",
 		Reason: "keys that fire in one time advance come out in the order of their earliest timers; Flink " +
 			"breaks ties in heap order and also fires stale window timers, Cepheus fires keys by (due time, key creation)",

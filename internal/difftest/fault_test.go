@@ -59,6 +59,14 @@ var explainedDirs = []string{
 	// one step, Cepheus having fired another key first in a tie with the
 	// failing key's element timer (case 7266).
 	filepath.Join("testdata", "explained", "picked-narrow-4407"),
+	// Narrow seed 4811: event-id-collision-retimed where Flink lost a
+	// match through a collision without failing, under skipPastLastEvent
+	// (case 958).
+	filepath.Join("testdata", "explained", "picked-narrow-4811"),
+	// Narrow seed 1302: event-id-collision-retimed where Flink emits an
+	// item holding a colliding event twice and does not fail after it
+	// (case 5921; left unexplained before the counterfactual).
+	filepath.Join("testdata", "explained", "picked-narrow-1302"),
 	// Narrow seed 3039: window-timer and restored-processing-clock at once,
 	// the counterfactual's clock step after the restore waking the key
 	// and timing out a partial match that Cepheus times out at the next
