@@ -580,16 +580,19 @@ func TestRestartHeldAggregates(t *testing.T) {
 
 // TestRestartAggregatesSaysKept: a restart with other aggregates says in
 // its log which kept their windows and which start empty (it said only
-// that those it did not have, or had declared otherwise, start empty).
+// that those it did not have, or had declared otherwise, start empty),
+// and how many rules the restore's deploy kept, naming the others.
 func TestRestartAggregatesSaysKept(t *testing.T) {
 	input := deployInput(300)
 	lines := strings.SplitAfter(input, "\n")
 	half := lines[:len(lines)/2]
-	for _, c := range []struct{ v1, v2, want string }{
+	for _, c := range []struct{ v1, v2, want, rules string }{
 		{heldV1 + heldRecent + heldBusy, heldV1 + heldRecent + heldBusy + heldSpent + heldSpender,
-			"recent keeps its windows, spent starts empty (new, or declared otherwise)"},
+			"recent keeps its windows, spent starts empty (new, or declared otherwise)",
+			"(2 kept, changed [], added [spender], removed [])"},
 		{heldV1 + heldRecent + heldBusy + heldSpent + heldSpender, heldV1 + heldRecent5 + heldBusy + heldSpent + heldSpender,
-			"spent keeps its windows, recent starts empty (new, or declared otherwise)"},
+			"spent keeps its windows, recent starts empty (new, or declared otherwise)",
+			"(1 kept, changed [busy spender], added [], removed [])"},
 	} {
 		events := filepath.Join(t.TempDir(), "events.jsonl")
 		appendFile(t, events, half)
@@ -604,6 +607,12 @@ func TestRestartAggregatesSaysKept(t *testing.T) {
 		want := "the velocity aggregates changed since checkpoint "
 		if !slices.ContainsFunc(f.lines(), func(l string) bool { return strings.HasPrefix(l, want) && strings.Contains(l, ": "+c.want+"; ") }) {
 			t.Errorf("the restart's log does not say %q: %q", c.want, f.lines())
+		}
+		// The rules deployed at the restore: the kept ones counted, the
+		// others named.
+		rules := "deploying them at the restore " + c.rules
+		if !slices.ContainsFunc(f.lines(), func(l string) bool { return strings.HasSuffix(l, rules) }) {
+			t.Errorf("the restart's log does not say %q: %q", rules, f.lines())
 		}
 	}
 	decls := []*rules.Aggregate{{Name: "a"}, {Name: "b"}, {Name: "c"}}
