@@ -262,8 +262,15 @@ func runHeldSwitch(t *testing.T, v1, v2 string, sw heldSwitch, input string, wor
 // events of half allow (a followed file's goes out on a timer).
 func waitHeldWatermark(t *testing.T, m *StreamMonitor, half []string) {
 	t.Helper()
+	waitWatermarkOf(t, m, half, heldBound)
+}
+
+// waitWatermarkOf waits until m's watermark is the one lines allow: the
+// latest of their "ts" times less bound (and 1 ms).
+func waitWatermarkOf(t *testing.T, m *StreamMonitor, lines []string, bound time.Duration) {
+	t.Helper()
 	most := event.MinTime
-	for _, l := range half {
+	for _, l := range lines {
 		var ev struct {
 			Ts time.Time `json:"ts"`
 		}
@@ -271,7 +278,7 @@ func waitHeldWatermark(t *testing.T, m *StreamMonitor, half []string) {
 			most = max(most, event.Time(ev.Ts.UnixMilli()))
 		}
 	}
-	want := most - event.Time(heldBound.Milliseconds()) - 1
+	want := most - event.Time(bound.Milliseconds()) - 1
 	waitSnapshot(t, m, fmt.Sprintf("at watermark %v", want), func(sn MonitorSnapshot) bool { return sn.Progress.Watermark >= want })
 }
 
