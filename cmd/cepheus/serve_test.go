@@ -216,15 +216,15 @@ func serveInProcess(t *testing.T, args ...string) (server string, logs *syncBuff
 	}
 }
 
-// waitStatus waits up to 30 s for cepheus status of server to say want
-// (ready is published before the first event is read: a test of a deploy
-// after the first event waits for "events 1,").
-func waitStatus(t *testing.T, server, want string, logs *syncBuffer) {
+// waitStatus waits up to 30 s for cepheus status of server to say want,
+// and returns what it said (ready is published before the first event is
+// read: a test of a deploy after the first event waits for "events 1,").
+func waitStatus(t *testing.T, server, want string, logs *syncBuffer) string {
 	t.Helper()
 	var out string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, out, _ = cepheus(t, "status", "-server", server); strings.Contains(out, want) {
-			return
+			return out
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("cepheus status does not say %q after 30s:\n%s\n%s", want, out, logs.String())
@@ -239,15 +239,7 @@ func TestStatusBeforeTheFirstEvent(t *testing.T) {
 	dir := t.TempDir()
 	server, logs := serveInProcess(t, "-rules", writeFile(t, dir, "r.cep", goodSrc), "-events", writeFile(t, dir, "e.jsonl", ""),
 		"-follow", "-state", filepath.Join(dir, "state"), "-alerts", filepath.Join(dir, "alerts"))
-	var out string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, out, _ = cepheus(t, "status", "-server", server); strings.Contains(out, "partition e.jsonl") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no partition in cepheus status after 30s:\n%s\n%s", out, logs.String())
-		}
-	}
+	out := waitStatus(t, server, "partition e.jsonl", logs)
 	if !strings.Contains(out, "\nwatermark none yet;") || !strings.Contains(out, "\n  partition e.jsonl watermark none yet\n") || strings.Contains(out, "MIN") {
 		t.Errorf("cepheus status before the first event:\n%s\nwant no watermark yet, for the job and for e.jsonl", out)
 	}

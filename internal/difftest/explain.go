@@ -678,32 +678,34 @@ var ctxCall = regexp.MustCompile(`\bctx\(\s*("(?:[^"\\]|\\.)*")\s*\)`)
 // (where, chained, until, in groups too) reads through ctx("name").
 func contextStages(stages []conformance.StageSpec) map[string]bool {
 	out := map[string]bool{}
-	read := func(s *string) {
-		if s == nil {
-			return
-		}
-		for _, m := range ctxCall.FindAllStringSubmatch(*s, -1) {
+	eachCondition(stages, func(cond string) {
+		for _, m := range ctxCall.FindAllStringSubmatch(cond, -1) {
 			if name, err := strconv.Unquote(m[1]); err == nil {
 				out[name] = true
 			}
 		}
-	}
-	var walk func(stages []conformance.StageSpec)
-	walk = func(stages []conformance.StageSpec) {
-		for i := range stages {
-			s := &stages[i]
-			read(s.Condition)
-			read(s.Until)
-			for _, c := range s.Chain {
-				read(&c.Expr)
-			}
-			if s.Group != nil {
-				walk(s.Group.Stages)
-			}
+	})
+	return out
+}
+
+// eachCondition calls f with the text of every condition of the stages:
+// where, chained, until, in groups too.
+func eachCondition(stages []conformance.StageSpec, f func(cond string)) {
+	for i := range stages {
+		s := &stages[i]
+		if s.Condition != nil {
+			f(*s.Condition)
+		}
+		if s.Until != nil {
+			f(*s.Until)
+		}
+		for _, c := range s.Chain {
+			f(c.Expr)
+		}
+		if s.Group != nil {
+			eachCondition(s.Group.Stages, f)
 		}
 	}
-	walk(stages)
-	return out
 }
 
 // leastTaken returns the fewest events a match holds in each top-level

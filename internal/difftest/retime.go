@@ -70,22 +70,9 @@ var tsRead = regexp.MustCompile(`\bts\b`)
 // readsTimestamp says whether a condition of the stages (where, chained,
 // until, in groups too) reads a timestamp.
 func readsTimestamp(stages []conformance.StageSpec) bool {
-	reads := func(s *string) bool { return s != nil && tsRead.MatchString(*s) }
-	for i := range stages {
-		s := &stages[i]
-		if reads(s.Condition) || reads(s.Until) {
-			return true
-		}
-		for _, c := range s.Chain {
-			if reads(&c.Expr) {
-				return true
-			}
-		}
-		if s.Group != nil && readsTimestamp(s.Group.Stages) {
-			return true
-		}
-	}
-	return false
+	reads := false
+	eachCondition(stages, func(cond string) { reads = reads || tsRead.MatchString(cond) })
+	return reads
 }
 
 // eventIDCollisionRetimed recognises what event-id-collision's rule
