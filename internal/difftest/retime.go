@@ -45,7 +45,7 @@ func retimeCollisions(in *conformance.Input) (conformance.Input, []int, bool) {
 }
 
 // hasAnyWindow says whether the pattern, or any stage of it (in groups
-// too), has a window.
+// too), has a window: a within of either type, or a loop's gap window.
 func hasAnyWindow(p conformance.PatternSpec) bool {
 	if p.WithinMs != nil {
 		return true
@@ -54,7 +54,7 @@ func hasAnyWindow(p conformance.PatternSpec) bool {
 	walk = func(stages []conformance.StageSpec) bool {
 		for i := range stages {
 			s := &stages[i]
-			if s.WithinMs != nil || s.Group != nil && walk(s.Group.Stages) {
+			if s.WithinMs != nil || s.Quantifier.WindowMs != nil || s.Group != nil && walk(s.Group.Stages) {
 				return true
 			}
 		}

@@ -82,6 +82,7 @@ func TestRetimeCollisionsApplies(t *testing.T) {
 		"an untimed event":      func(c *conformance.Input) { c.Events[3].Ts = nil },
 		"a window":              func(c *conformance.Input) { c.Pattern.WithinMs = ptr(int64(5)) },
 		"a stage's window":      func(c *conformance.Input) { c.Pattern.Stages[1].WithinMs = ptr(int64(5)) },
+		"a loop's gap window":   func(c *conformance.Input) { c.Pattern.Stages[1].Quantifier.WindowMs = ptr(int64(5)) },
 		"a condition reads ts":  func(c *conformance.Input) { c.Pattern.Stages[1].Condition = cond(`ctx("s1")[0].ts < ts`) },
 		"the operator's driver": func(c *conformance.Input) { c.Driver = conformance.DriverOperator },
 	} {
