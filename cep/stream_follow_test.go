@@ -1671,3 +1671,55 @@ func TestStreamMonitorWhileSubtaskBusy(t *testing.T) {
 		t.Errorf("%d distinct figures published in the last 1.5s of a subtask's 2s step (the ticks are every %v), want 5 or more", len(published), tickEvery)
 	}
 }
+
+// TestStreamFollowReplacedWhileStopped: a followed file renamed away
+// while no run went on, and another created under its name (a rotation),
+// is refused at the restart, though the byte before the checkpoint's
+// position in it is a newline: the end of the last line read (the
+// checkpoint's mark) is not there. Read on from the old position, its
+// first lines were skipped without a word. Put back, the file read
+// resumes. The same for a file of a followed directory.
+func TestStreamFollowReplacedWhileStopped(t *testing.T) {
+	for _, inDir := range []bool{false, true} {
+		t.Run(map[bool]string{false: "file", true: "directory"}[inDir], func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "events.jsonl")
+			appendFile(t, path, []string{minuteLine(0), minuteLine(1)})
+			d := newStreamDirs(t)
+			cfg := d.config(path)
+			if inDir {
+				cfg = d.config(dir)
+			}
+			f := follow(t, streamEngine(t, engineRules), cfg)
+			waitMonitor(t, f.m, 2)
+			f.stop()
+			if err := os.Rename(path, filepath.Join(t.TempDir(), "events.jsonl.1")); err != nil {
+				t.Fatal(err)
+			}
+			// Another card's lines, as long as the old ones.
+			other := func(minute int) string { return strings.Replace(minuteLine(minute), `"c1"`, `"c9"`, 1) }
+			appendFile(t, path, []string{other(2), other(3), other(4)})
+			f = follow(t, streamEngine(t, engineRules), cfg)
+			select {
+			case <-f.ended:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the restart over another file runs on (%d records read):\n%s", f.m.Snapshot().Progress.Records, strings.Join(f.lines(), "\n"))
+			}
+			_, err := f.end()
+			if !errors.Is(err, runtime.ErrBadPosition) || !strings.Contains(err.Error(), "events.jsonl holds other bytes before position events.jsonl@") ||
+				!strings.Contains(err.Error(), "another file has taken its name") {
+				t.Fatalf("the restart over another file: %v, want ErrBadPosition saying another file has taken its name", err)
+			}
+			// The file read, put back and grown: read on from its position.
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			appendFile(t, path, []string{minuteLine(0), minuteLine(1), minuteLine(2)})
+			f = follow(t, streamEngine(t, engineRules), cfg)
+			waitMonitor(t, f.m, 3)
+			if res := f.stop(); res.Records != 3 {
+				t.Errorf("the file put back: %d records in all, want 3 (the first run's 2, its new line)", res.Records)
+			}
+		})
+	}
+}

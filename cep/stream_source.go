@@ -46,6 +46,9 @@ type streamSource struct {
 	// tails are the last bytes read of the files closed for inactivity
 	// (sourceMeta.ClosedTails).
 	tails map[string]fileTail
+	// marks are the marks of the files' positions (sourceMeta.Marks):
+	// the end of the last record before each.
+	marks map[string]runtime.Mark
 	// sinceWM counts the events since the last watermark check (every
 	// Engine's watermarkEvery events, as a backtest's generator);
 	// forwarded is the last watermark sent to the subtasks.
@@ -160,7 +163,12 @@ type sourceMeta struct {
 	// known): a restart that finds others there has another file under
 	// the name, created since, and reads it from its start as a new
 	// partition (resumeFiles).
-	ClosedTails     map[string]fileTail `json:",omitempty"`
+	ClosedTails map[string]fileTail `json:",omitempty"`
+	// Marks are the marks of the files' Positions (runtime.Mark: the
+	// end of the last record read before each), by name: a restart that
+	// finds other bytes there has another file under the name, and
+	// refuses it. A checkpoint of an earlier build has none.
+	Marks           map[string]runtime.Mark `json:",omitempty"`
 	Watermarks      []byte
 	Forwarded       int64
 	SinceWatermark  int
@@ -236,6 +244,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		added:     map[int]bool{},
 		closed:    map[int]bool{},
 		tails:     map[string]fileTail{},
+		marks:     map[string]runtime.Mark{},
 		forwarded: event.MinTime,
 		pending:   make([][]elem, len(j.subs)),
 		keySlot:   -1,
@@ -320,6 +329,13 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 		}
 		for _, p := range rc.Resume {
 			s.positions[p.File] = p
+			if mk, ok := m.Source.Marks[p.File]; ok {
+				if rc.Marks == nil {
+					rc.Marks = map[string]runtime.Mark{}
+				}
+				rc.Marks[p.File] = mk
+				s.marks[p.File] = mk
+			}
 			if slices.Contains(m.Source.Closed, p.File) {
 				if s.wasClosed == nil {
 					s.wasClosed = map[string]runtime.Position{}
@@ -590,6 +606,12 @@ func (s *streamSource) meta() (sourceMeta, error) {
 	}
 	for _, p := range s.positions {
 		m.Positions = append(m.Positions, p)
+		if mk, ok := s.marks[p.File]; ok {
+			if m.Marks == nil {
+				m.Marks = map[string]runtime.Mark{}
+			}
+			m.Marks[p.File] = mk
+		}
 	}
 	if s.index != nil {
 		m.Indexes, m.NextIndex = maps.Clone(s.index), s.nextIndex
@@ -667,6 +689,14 @@ func (t fileTail) replacedAt(path string) bool {
 	return err == nil && !same
 }
 
+// setMark sets the mark of partition p's position, just after rec: for a
+// file's partition (not standard input's, nor a topic's).
+func (s *streamSource) setMark(p runtime.Partition, rec *runtime.Record) {
+	if s.j.cfg.Kafka == nil && p.Path != "-" {
+		s.marks[p.Name] = runtime.MarkOf(rec)
+	}
+}
+
 // setPosition sets partition name's position, counting a change (moved).
 func (s *streamSource) setPosition(name string, p runtime.Position) {
 	if s.positions[name] != p {
@@ -685,6 +715,7 @@ func (s *streamSource) gone(p runtime.Partition) error {
 	delete(s.wasClosed, p.Name)
 	delete(s.index, p.Name)
 	delete(s.tails, p.Name)
+	delete(s.marks, p.Name)
 	delete(s.names, p.Index)
 	delete(s.added, p.Index)
 	s.moved++
@@ -773,12 +804,16 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 			// A barrier between two records of the batch: the
 			// partition's position is just after this one.
 			s.setPosition(p.Name, positionAfter(&b, i))
+			s.setMark(p, &b.Records[i])
 			if err := s.barrier(); err != nil {
 				return err
 			}
 		}
 	}
 	s.setPosition(p.Name, b.End)
+	if n := len(b.Records); n > 0 {
+		s.setMark(p, &b.Records[n-1])
+	}
 	if b.Closed {
 		// Closed for inactivity: quiet for CloseInactive at least, which
 		// makes it idle at the next tick when that is IdleTimeout or more

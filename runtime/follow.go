@@ -127,7 +127,29 @@ func (r *followReader) Read(p []byte) (int, error) {
 			r.info, r.offset, r.tail = fi, read, readTail(r.f, read)
 			return 0, errInactive
 		}
+		if r.closeAfter <= 0 && r.quiet >= quietPolls && fi.Size() == read {
+			if err := r.checkName(fi); err != nil {
+				return 0, err
+			}
+		}
 	}
+}
+
+// checkName returns an error when the name the file was opened by holds
+// another file now, fi being the file's own: a file that is never
+// closed (a followed single file, or a directory's without
+// CloseInactive), quiet, and renamed away with another created under its
+// name (logrotate's create), which its descriptor would never see: the
+// run would stand still without a word. A file closed for quiet is
+// checked at its scan instead (closedFile.check); one deleted, with no
+// file under the name, is read on.
+func (r *followReader) checkName(fi os.FileInfo) error {
+	now, err := os.Stat(r.f.Name())
+	if err != nil || os.SameFile(now, fi) {
+		return nil
+	}
+	return fmt.Errorf("replaced by another file while followed: another file has taken its name (a rotation?), and the file read, renamed away or deleted, has had nothing new for %d polls; the new file cannot be read on from the old one's position. Follow a directory instead, and give each new file a new name: each is a partition of its own",
+		r.quiet)
 }
 
 // errTruncated is the error of a followed file of size bytes of which

@@ -682,3 +682,41 @@ func recvLog(t *testing.T, r *PartitionReader, n int) (log []string, indexes []i
 	}
 	return log, indexes
 }
+
+// TestFollowOpenReplaced: a followed file that is never closed (a single
+// file, or a directory's without CloseInactive), renamed away and another
+// created under its name, is read on through its descriptor while it
+// grows; once quiet for quietPolls polls, the reading stops with an error
+// that says so (it stood still without a word: the new file never read).
+func TestFollowOpenReplaced(t *testing.T) {
+	for _, inDir := range []bool{false, true} {
+		t.Run(map[bool]string{false: "file", true: "directory"}[inDir], func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "a.jsonl")
+			appendTo(t, path, "a1\n")
+			in := path
+			if inDir {
+				in = dir
+			}
+			r := follow(t, context.Background(), in, ReaderConfig{PollInterval: time.Millisecond})
+			defer r.Close()
+			recvLines(t, r, 1)
+			moved := filepath.Join(t.TempDir(), "a.jsonl.1")
+			if err := os.Rename(path, moved); err != nil {
+				t.Fatal(err)
+			}
+			appendTo(t, moved, "a2\n") // written after the rotation: read on
+			appendTo(t, path, "b1\nb2\n")
+			var lines []string
+			for b := range r.Batches() {
+				lines = append(lines, batchLog(b)...)
+			}
+			if !slices.Contains(lines, "a.jsonl: 2@3:a2") || slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, ":b") }) {
+				t.Errorf("batches: %q, want the moved file's new line and none of the new file's", lines)
+			}
+			if err := r.Close(); err == nil || !strings.Contains(err.Error(), "a.jsonl: line 3: replaced by another file while followed: another file has taken its name") {
+				t.Fatalf("Close = %v", err)
+			}
+		})
+	}
+}

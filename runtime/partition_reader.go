@@ -67,6 +67,10 @@ type ReaderConfig struct {
 	// error ([ErrBadPosition]), as is one that does not fit its file
 	// ([OpenFileSourceAt]).
 	Resume []Position
+	// Marks are the marks of the Resume positions ([Mark]), by partition
+	// name: a file that holds other bytes before its position is refused
+	// ([ErrBadPosition]). A position without one is not checked so.
+	Marks map[string]Mark
 	// Indexes and NextIndex number the partitions ([NumberPartitions]):
 	// a resumed reading gives them those a checkpoint kept, so that a file
 	// keeps its index (and its events their Seqs) whatever files were
@@ -261,16 +265,21 @@ func SameTail(path string, tail []byte, at int64) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
+	return sameTailOf(f, tail, at)
+}
+
+// sameTailOf is SameTail of the open file f.
+func sameTailOf(f *os.File, tail []byte, at int64) (bool, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return false, err
 	}
-	if fi.Size() < at {
+	if fi.Size() < at || at < int64(len(tail)) {
 		return false, nil
 	}
-	b := readTail(f, at)
-	if b == nil {
-		return false, fmt.Errorf("runtime: source %s: its bytes before %d do not read", path, at)
+	b := make([]byte, len(tail))
+	if _, err := f.ReadAt(b, at-int64(len(b))); err != nil {
+		return false, fmt.Errorf("runtime: source %s: its bytes before %d do not read: %w", f.Name(), at, err)
 	}
 	return bytes.Equal(b, tail), nil
 }
@@ -684,6 +693,13 @@ func (r *PartitionReader) quietAt(p Partition, pos Position) (os.FileInfo, []byt
 	if gzipAt(f) {
 		return nil, nil, false
 	}
+	if m := r.cfg.Marks[p.Name]; len(m.Bytes) > 0 {
+		// Another file of the same size under the name: opened, the
+		// resume refuses it.
+		if same, err := sameTailOf(f, m.Bytes, m.At); err != nil || !same {
+			return nil, nil, false
+		}
+	}
 	return fi, readTail(f, fi.Size()), true
 }
 
@@ -720,10 +736,14 @@ func (r *PartitionReader) open(ctx context.Context, pr *partReader, pos Position
 		pump := newStreamPump(ctx, r.cfg.Stdin, wait)
 		r.pumps = append(r.pumps, pump)
 		r.mu.Unlock()
-		return openSourceAt(pump, "stdin", nil, pos, r.cfg.Source)
+		return openSourceAt(pump, "stdin", nil, pos, Mark{}, r.cfg.Source)
+	}
+	var mark Mark // the resume position's (a file opened again was checked as closed)
+	if closed == nil {
+		mark = r.cfg.Marks[p.Name]
 	}
 	if !r.cfg.Follow {
-		return OpenFileSourceAt(p.Path, pos, r.cfg.Source)
+		return openFileSourceAt(p.Path, pos, mark, r.cfg.Source)
 	}
 	f, err := os.Open(p.Path)
 	if err != nil {
@@ -746,7 +766,7 @@ func (r *PartitionReader) open(ctx context.Context, pr *partReader, pos Position
 		fr.closeAfter = r.cfg.CloseInactive
 	}
 	pr.fr = fr
-	s, err := openFollowed(fr, p.Path, pos, r.cfg.Source)
+	s, err := openFollowed(fr, p.Path, pos, mark, r.cfg.Source)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -759,15 +779,18 @@ func (r *PartitionReader) open(ctx context.Context, pr *partReader, pos Position
 // openFollowed builds the source of a followed file at pos. A gzip file
 // is decompressed member by member ([gzipMembers]), so that a member's
 // last lines are delivered before the next member's header has arrived.
-func openFollowed(fr *followReader, path string, pos Position, cfg SourceConfig) (*FileSource, error) {
+func openFollowed(fr *followReader, path string, pos Position, mark Mark, cfg SourceConfig) (*FileSource, error) {
 	magic, _ := bufio.NewReaderSize(fr, 16).Peek(len(gzipMagic))
 	if _, err := fr.f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("runtime: source %s: %w", path, err)
 	}
 	if !bytes.Equal(magic, gzipMagic) {
-		return openSourceAt(fr, path, fr.f, pos, cfg)
+		return openSourceAt(fr, path, fr.f, pos, mark, cfg)
 	}
 	if err := checkPosition(pos, path); err != nil {
+		return nil, err
+	}
+	if err := checkMark(mark, pos); err != nil {
 		return nil, err
 	}
 	gz := &gzipMembers{br: bufio.NewReaderSize(fr, 64<<10)}
@@ -778,7 +801,7 @@ func openFollowed(fr *followReader, path string, pos Position, cfg SourceConfig)
 		return nil, err
 	}
 	s.name = path
-	if err := s.resume(pos, nil); err != nil {
+	if err := s.resume(pos, mark, nil); err != nil {
 		return nil, err
 	}
 	return s, nil

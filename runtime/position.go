@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,6 +31,41 @@ type Position struct {
 	// Line is the number of lines before Offset: the next line read is
 	// line Line+1. Blank lines count, as in [Record].Line.
 	Line int64
+}
+
+// A Mark is the last bytes of the last record read before a [Position]:
+// at most [MarkBytes] of its line (terminator excluded), ending at byte At
+// of the (decompressed) stream. A checkpoint keeps one beside each file's
+// position, and a resume given it ([ReaderConfig].Marks) refuses a file
+// that holds other bytes there: another file took the name (a rotation
+// that renamed the file read away and created a new one, a rewrite),
+// whose first lines reading on from the old position would skip without
+// a word whenever the byte before the position happens to be a newline.
+// The zero Mark checks nothing (a checkpoint of an earlier build, a
+// position before the first record).
+type Mark struct {
+	At    int64
+	Bytes []byte
+}
+
+// MarkBytes bounds a [Mark].
+const MarkBytes = 64
+
+// MarkOf returns the mark of the position just after rec (a copy of the
+// end of its data).
+func MarkOf(rec *Record) Mark {
+	d := rec.Data
+	if len(d) > MarkBytes {
+		d = d[len(d)-MarkBytes:]
+	}
+	return Mark{At: rec.Offset + int64(len(rec.Data)), Bytes: append([]byte(nil), d...)}
+}
+
+// errReplaced is the error of a resume whose file holds other bytes than
+// its mark's.
+func errReplaced(name string, pos Position) error {
+	return fmt.Errorf("%w: %s holds other bytes before position %s than the run that took the checkpoint read there: another file has taken its name since (a rotation, a rewrite), and reading it on from there would skip its first lines; put back the file that was read to resume it (a followed directory reads a file under a new name as a new partition)",
+		ErrBadPosition, name, pos)
 }
 
 // ErrBadPosition is the error (wrapped, with the details) of resuming a
@@ -111,14 +147,19 @@ func (s *FileSource) Position() Position {
 // input whose last line has none): the input is not the one the position
 // was taken from.
 func OpenFileSourceAt(path string, pos Position, cfg SourceConfig) (*FileSource, error) {
+	return openFileSourceAt(path, pos, Mark{}, cfg)
+}
+
+// openFileSourceAt is OpenFileSourceAt, checking mark (of pos) too.
+func openFileSourceAt(path string, pos Position, mark Mark, cfg SourceConfig) (*FileSource, error) {
 	if path == "-" {
-		return openSourceAt(os.Stdin, "stdin", nil, pos, cfg)
+		return openSourceAt(os.Stdin, "stdin", nil, pos, mark, cfg)
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: source: %w", err)
 	}
-	s, err := openSourceAt(f, path, f, pos, cfg)
+	s, err := openSourceAt(f, path, f, pos, mark, cfg)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -127,12 +168,16 @@ func OpenFileSourceAt(path string, pos Position, cfg SourceConfig) (*FileSource,
 	return s, nil
 }
 
-// openSourceAt builds a FileSource named name over r and resumes it at pos.
-// seek, when r is a regular file, is that file: a plain input is then
-// resumed by seeking it (r may wrap it, reading from its current offset);
-// otherwise the stream is read and discarded up to the offset.
-func openSourceAt(r io.Reader, name string, seek *os.File, pos Position, cfg SourceConfig) (*FileSource, error) {
+// openSourceAt builds a FileSource named name over r and resumes it at pos,
+// checking mark. seek, when r is a regular file, is that file: a plain
+// input is then resumed by seeking it (r may wrap it, reading from its
+// current offset); otherwise the stream is read and discarded up to the
+// offset.
+func openSourceAt(r io.Reader, name string, seek *os.File, pos Position, mark Mark, cfg SourceConfig) (*FileSource, error) {
 	if err := checkPosition(pos, name); err != nil {
+		return nil, err
+	}
+	if err := checkMark(mark, pos); err != nil {
 		return nil, err
 	}
 	s, err := newFileSource(r, name, nil, cfg)
@@ -146,10 +191,22 @@ func openSourceAt(r io.Reader, name string, seek *os.File, pos Position, cfg Sou
 			seek = nil
 		}
 	}
-	if err := s.resume(pos, seek); err != nil {
+	if err := s.resume(pos, mark, seek); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkMark checks that mark can be the mark of pos: its bytes end at the
+// position at the latest.
+func checkMark(mark Mark, pos Position) error {
+	if len(mark.Bytes) == 0 {
+		return nil
+	}
+	if len(mark.Bytes) > MarkBytes || mark.At < int64(len(mark.Bytes)) || mark.At > pos.Offset {
+		return fmt.Errorf("%w: the mark of position %s (%d bytes ending at %d) does not fit it", ErrBadPosition, pos, len(mark.Bytes), mark.At)
+	}
+	return nil
 }
 
 // checkPosition checks that pos is a valid position of the input name.
@@ -164,13 +221,18 @@ func checkPosition(pos Position, name string) error {
 }
 
 // resume moves a fresh source to pos, by seeking f when it is set and the
-// input is plain, else by discarding.
-func (s *FileSource) resume(pos Position, f *os.File) error {
+// input is plain, else by discarding, and checks that the bytes before pos
+// are mark's (checkMark has checked that it fits pos).
+func (s *FileSource) resume(pos Position, mark Mark, f *os.File) error {
 	switch {
 	case pos.Line == 0 && (pos.Offset == 0 || pos.Offset == s.off):
 		return nil // the start (before or after a byte order mark)
 	case pos.Offset < s.off || pos.Line == 0:
 		return fmt.Errorf("%w: position %s does not fit the start of %s", ErrBadPosition, pos, s.name)
+	}
+	markFrom := mark.At - int64(len(mark.Bytes))
+	if len(mark.Bytes) > 0 && markFrom < s.off {
+		return fmt.Errorf("%w: the mark of position %s starts before the data of %s", ErrBadPosition, pos, s.name)
 	}
 	short := func() error {
 		return fmt.Errorf("%w: %s is shorter than position %s", ErrBadPosition, s.name, pos)
@@ -181,6 +243,15 @@ func (s *FileSource) resume(pos Position, f *os.File) error {
 	if f != nil && s.gz == nil {
 		if s.size < pos.Offset {
 			return short()
+		}
+		if len(mark.Bytes) > 0 {
+			b := make([]byte, len(mark.Bytes))
+			if _, err := f.ReadAt(b, markFrom); err != nil {
+				return fmt.Errorf("runtime: source %s: %w", s.name, err)
+			}
+			if !bytes.Equal(b, mark.Bytes) {
+				return errReplaced(s.name, pos)
+			}
 		}
 		var c [1]byte
 		if _, err := f.ReadAt(c[:], pos.Offset-1); err != nil {
@@ -196,19 +267,52 @@ func (s *FileSource) resume(pos Position, f *os.File) error {
 		s.r.Reset(&s.counter)
 		s.counter.n = pos.Offset
 	} else {
-		_, err := s.r.Discard(int(pos.Offset - s.off - 1))
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return short()
+		at := s.off // where the discarding stands
+		discard := func(to int64) error {
+			_, err := s.r.Discard(int(to - at))
+			at = to
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return short()
+			}
+			if err != nil {
+				return fmt.Errorf("runtime: source %s: %w", s.name, err)
+			}
+			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("runtime: source %s: %w", s.name, err)
+		if len(mark.Bytes) > 0 {
+			if err := discard(markFrom); err != nil {
+				return err
+			}
+			b := make([]byte, len(mark.Bytes))
+			_, err := io.ReadFull(s.r, b)
+			at = mark.At
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return short()
+			}
+			if err != nil {
+				return fmt.Errorf("runtime: source %s: %w", s.name, err)
+			}
+			if !bytes.Equal(b, mark.Bytes) {
+				return errReplaced(s.name, pos)
+			}
 		}
-		c, err := s.r.ReadByte()
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return short()
-		}
-		if err != nil {
-			return fmt.Errorf("runtime: source %s: %w", s.name, err)
+		// The byte before the position: the mark's last one when the
+		// mark ends there (a last line without its newline).
+		var c byte
+		if at < pos.Offset {
+			if err := discard(pos.Offset - 1); err != nil {
+				return err
+			}
+			var err error
+			c, err = s.r.ReadByte()
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return short()
+			}
+			if err != nil {
+				return fmt.Errorf("runtime: source %s: %w", s.name, err)
+			}
+		} else {
+			c = mark.Bytes[len(mark.Bytes)-1]
 		}
 		if c != '\n' {
 			if _, err := s.r.Peek(1); err != io.EOF {

@@ -60,6 +60,7 @@ func TestPositionEncoding(t *testing.T) {
 type stepped struct {
 	rec           string
 	before, after Position
+	mark          Mark // after's
 }
 
 // readStepped reads s to its end, with the position after each record.
@@ -78,6 +79,7 @@ func readStepped(t *testing.T, s *FileSource) []stepped {
 			rec:    fmt.Sprintf("%d@%d:%s", rec.Line, rec.Offset, rec.Data),
 			before: Position{File: partitionName(s.name), Offset: rec.Offset, Line: rec.Line - 1},
 			after:  s.Position(),
+			mark:   MarkOf(&rec),
 		})
 	}
 }
@@ -104,12 +106,13 @@ func TestResumeEveryPosition(t *testing.T) {
 					data, file = gzipBytes(t, in[:half], in[half:]), "in.jsonl.gz"
 				}
 				path := writeFile(t, file, data)
-				open := func(pos Position) (*FileSource, error) {
+				openMarked := func(pos Position, mark Mark) (*FileSource, error) {
 					if kind != "stdin pipe" {
-						return OpenFileSourceAt(path, pos, cfg)
+						return openFileSourceAt(path, pos, mark, cfg)
 					}
-					return openSourceAt(bytes.NewReader(data), "stdin", nil, pos, cfg)
+					return openSourceAt(bytes.NewReader(data), "stdin", nil, pos, mark, cfg)
 				}
+				open := func(pos Position) (*FileSource, error) { return openMarked(pos, Mark{}) }
 				if kind == "stdin pipe" {
 					file = "stdin"
 				}
@@ -146,6 +149,18 @@ func TestResumeEveryPosition(t *testing.T) {
 					}
 					if !slices.Equal(recs, want) {
 						t.Errorf("resume at %v:\n got %q\nwant %q", pos, recs, want)
+					}
+				}
+				// With the mark of the record before: the same records.
+				for i, st := range all {
+					s, err := openMarked(st.after, st.mark)
+					if err != nil {
+						t.Fatalf("resume at %v with mark %+v: %v", st.after, st.mark, err)
+					}
+					got := readStepped(t, s)
+					s.Close()
+					if len(got) != len(all)-i-1 || len(got) > 0 && got[0].rec != all[i+1].rec {
+						t.Errorf("resume at %v with its mark: %d records, want %d", st.after, len(got), len(all)-i-1)
 					}
 				}
 			})
@@ -196,6 +211,77 @@ func TestResumeRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(plain); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestResumeRefusesReplaced: a file that holds other bytes before the
+// position than its mark says (another file took the name: a rotation,
+// a rewrite) is refused, also where the byte before the position is a
+// newline, which the position alone cannot tell from the file read.
+func TestResumeRefusesReplaced(t *testing.T) {
+	old := "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n"
+	// Another file whose second line ends where the old one's did.
+	other := "{\"b\":1}\n{\"b\":2}\n{\"b\":3}\n{\"b\":4}\n"
+	for _, kind := range []string{"plain", "gzip", "stdin pipe"} {
+		t.Run(kind, func(t *testing.T) {
+			file, data := "in.jsonl", []byte(old)
+			if kind == "gzip" {
+				file, data = "in.jsonl.gz", gzipBytes(t, old)
+			}
+			path := writeFile(t, file, data)
+			open := func(pos Position, mark Mark) (*FileSource, error) {
+				if kind == "stdin pipe" {
+					pos.File = "stdin"
+					return openSourceAt(bytes.NewReader(data), "stdin", nil, pos, mark, SourceConfig{})
+				}
+				return openFileSourceAt(path, pos, mark, SourceConfig{})
+			}
+			s, err := open(Position{File: file}, Mark{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := readStepped(t, s)
+			s.Close()
+			pos, mark := all[1].after, all[1].mark
+			if mark.At != pos.Offset-1 || string(mark.Bytes) != "{\"a\":2}" {
+				t.Fatalf("mark after line 2: %+v (%q), position %v", mark, mark.Bytes, pos)
+			}
+			data = []byte(other)
+			if kind == "gzip" {
+				data = gzipBytes(t, other)
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Without the mark the other file is read on: its first two
+			// lines skipped without a word.
+			s, err = open(pos, Mark{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest := readStepped(t, s)
+			s.Close()
+			if len(rest) != 2 || !strings.Contains(rest[0].rec, `"b":3`) {
+				t.Fatalf("the other file without the mark: %v", rest)
+			}
+			s, err = open(pos, mark)
+			if err == nil {
+				s.Close()
+				t.Fatal("the other file with the old mark: no error")
+			}
+			if !errors.Is(err, ErrBadPosition) || !strings.Contains(err.Error(), "another file has taken its name") {
+				t.Errorf("the other file with the old mark: %v", err)
+			}
+			// A mark that cannot be the position's.
+			for _, m := range []Mark{{At: pos.Offset + 1, Bytes: []byte("x")}, {At: 2, Bytes: []byte("xyz")}, {At: pos.Offset, Bytes: make([]byte, MarkBytes+1)}} {
+				if s, err := open(pos, m); err == nil || !errors.Is(err, ErrBadPosition) {
+					if s != nil {
+						s.Close()
+					}
+					t.Errorf("mark %d bytes at %d: %v, want ErrBadPosition", len(m.Bytes), m.At, err)
+				}
+			}
+		})
 	}
 }
 
