@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -242,7 +243,11 @@ func createOutput(path string, stdout io.Writer) (w io.Writer, commit func() err
 	path = linkTarget(path)
 	var f *os.File
 	var pf *partialFile
-	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() && !st.IsDir() {
+	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+		// Refused before the work (the rename at its end failed, saying
+		// "file exists").
+		return nil, nil, nil, fmt.Errorf("-o %s is a directory: name the file to write (for example %s)", path, filepath.Join(path, "events.jsonl.gz"))
+	} else if serr == nil && !st.Mode().IsRegular() {
 		f, err = os.OpenFile(path, os.O_WRONLY, 0)
 	} else if pf, err = createPartial(path); err == nil {
 		f = pf.File

@@ -198,6 +198,30 @@ func TestGenProfilesError(t *testing.T) {
 	}
 }
 
+// TestGenOutputDirectory: -o naming a directory is refused before the
+// work, saying so (it failed after generating everything, with "rename
+// .dd.partial dd: file exists"), and nothing is left in it.
+func TestGenOutputDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dd")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cepheus(t, "gen", "-days", "1", "-history-days", "0", "-scenarios", "card_testing", "-customers", "100", "-o", dir)
+	if want := "gen: -o " + dir + " is a directory: name the file to write (for example " + filepath.Join(dir, "events.jsonl.gz") + ")"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("gen -o DIR: exit %d, stderr\n%s\nwant 1 and %q", code, errOut, want)
+	}
+	if strings.Contains(errOut, " events (") || strings.Contains(errOut, "instances") {
+		t.Errorf("gen -o DIR generated before refusing:\n%s", errOut)
+	}
+	left, err := os.ReadDir(filepath.Dir(dir))
+	if err != nil || len(left) != 1 {
+		t.Errorf("beside the directory: %v (%v), want it alone", left, err)
+	}
+	if in, err := os.ReadDir(dir); err != nil || len(in) != 0 {
+		t.Errorf("in the directory: %v (%v), want nothing", in, err)
+	}
+}
+
 // TestGenHelpNamesProfiles: the help says what -profiles writes and how a
 // ruleset binds it.
 func TestGenHelpNamesProfiles(t *testing.T) {
