@@ -50,7 +50,10 @@ var rulesCommand = &command{
 
   validate FILE  checks a ruleset on the server as cepheus check does,
                  without deploying it: prints its version, or its
-                 problems at file:line:col (exit 1)
+                 problems at file:line:col (exit 1). It does not ask
+                 the running job: a deploy may still be refused for
+                 what the job holds (a change of its velocity
+                 aggregates, of its event time field)
   deploy FILE    deploys a ruleset: the job switches to it at its next
                  checkpoint barrier (asked for at once). Prints the new
                  version, the checkpoint it switched at, the rules kept
