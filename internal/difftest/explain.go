@@ -2203,6 +2203,13 @@ func restoredWatermark(c *Check) bool {
 	if !ok {
 		return false
 	}
+	if c.CF.Error != nil && c.CF.ErrorStep != nil {
+		// Flink failed at step e on the counterfactual: the elements
+		// after e never arrived, the restored-late ones among them too
+		// (narrow seed 4815 case 9346: a second restore after the
+		// failure's step).
+		late = lateBefore(c.In, late, *c.CF.ErrorStep+1)
+	}
 	cf := *c.CF
 	cf.Late = late
 	return residual(c.In, &cf, c.Cepheus) != ""

@@ -67,6 +67,11 @@ var explainedDirs = []string{
 	// item holding a colliding event twice and does not fail after it
 	// (case 5921; left unexplained before the counterfactual).
 	filepath.Join("testdata", "explained", "picked-narrow-1302"),
+	// Narrow seed 4815: restored-watermark where both engines fail at one
+	// step (a skip to the match's first element) and a second restore
+	// after it would have made more elements late, had they arrived
+	// (case 9346).
+	filepath.Join("testdata", "explained", "picked-narrow-4815"),
 	// Narrow seed 3039: window-timer and restored-processing-clock at once,
 	// the counterfactual's clock step after the restore waking the key
 	// and timing out a partial match that Cepheus times out at the next
