@@ -516,7 +516,17 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	if c.Kafka.transactional() {
 		return e.streamGroup(ctx, c, start)
 	}
-	return e.runJob(ctx, c, start)
+	return e.runJob(ctx, c, start, new(lookupCarry))
+}
+
+// lookupCarry is the lookups of a run (their caches and counters), kept
+// across its jobs: the switches of one runJob, and the jobs of a group
+// member's partitions after each rebalance, so that the lookups'
+// counters count since the process started (they started again at 0
+// after each rebalance).
+type lookupCarry struct {
+	stage   *enrichStage
+	retired map[string]enrich.Stats // the counters of lookups a switch removed (enrichStage.carry)
 }
 
 // outputDirs lists the output directories of c's file sinks (none in
@@ -583,17 +593,18 @@ func (c *StreamConfig) lockOutputs() ([]io.Closer, error) {
 // runJob runs one job of c to its end. A hot-loading switch ends a job at
 // a checkpoint whose metadata names the next version: a new job restores
 // it, into the engine of that version, and goes on.
-func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time) (*StreamResult, error) {
+//
+// lk holds the lookups the job starts with (kept across a switch that
+// keeps them), and those it ended with when runJob returns.
+func (e *Engine) runJob(ctx context.Context, c StreamConfig, start time.Time, lk *lookupCarry) (*StreamResult, error) {
 	var switched *pendingSwitch
-	var lookups *enrichStage            // kept across a switch that keeps the lookups (their caches and counters)
-	var carried *runCarry               // the run's counters, going on across the switches
-	var retired map[string]enrich.Stats // the counters of lookups a switch removed (enrichStage.carry)
-	totals := new(ruleTotals)           // the rules' counters of the run, across the switches
+	var carried *runCarry     // the run's counters, going on across the switches
+	totals := new(ruleTotals) // the rules' counters of the run, across the switches
 	for {
-		j := &job{e: e, base: e, cfg: c, start: start, begun: time.Now(), stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lookups, carried: carried, retired: retired, totals: totals}
+		j := &job{e: e, base: e, cfg: c, start: start, begun: time.Now(), stats: StreamStats{Watermark: event.MinTime}, switched: switched, enrich: lk.stage, carried: carried, retired: lk.retired, totals: totals}
 		res, err := j.run(ctx)
 		carried = j.carry()
-		lookups, retired = j.enrich, j.retired
+		lk.stage, lk.retired = j.enrich, j.retired
 		if cerr := j.close(); err == nil && cerr != nil {
 			err = cerr
 		}

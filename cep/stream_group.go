@@ -65,6 +65,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 	}
 	defer m.Close()
 	var last *StreamResult
+	lookups := new(lookupCarry) // across the jobs of the member's partitions
 	fails := 0
 	poll := time.NewTicker(500 * time.Millisecond)
 	defer poll.Stop()
@@ -114,7 +115,7 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 		if last != nil || fails > 0 {
 			c.Logf("group %s: this instance now reads partitions %v of topic %s", k.Group, owned, k.Topic)
 		}
-		res, err, changes := e.runMember(ctx, jc, start, m, seen)
+		res, err, changes := e.runMember(ctx, jc, start, m, seen, lookups)
 		if res != nil {
 			res.Partitions = owned
 			last = res
@@ -231,7 +232,7 @@ func (e *Engine) emptyResult() *StreamResult {
 // yet acknowledged. A change of Seq at most seen (m.OwnedSeq's when the
 // partitions were read) is already in them: it is acknowledged at once,
 // the job going on.
-func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time, m *kafka.Member, seen uint64) (*StreamResult, error, []kafka.Change) {
+func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time, m *kafka.Member, seen uint64, lk *lookupCarry) (*StreamResult, error, []kafka.Change) {
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type outcome struct {
@@ -240,7 +241,7 @@ func (e *Engine) runMember(ctx context.Context, jc StreamConfig, start time.Time
 	}
 	out := make(chan outcome, 1)
 	go func() {
-		res, err := e.runJob(jctx, jc, start)
+		res, err := e.runJob(jctx, jc, start, lk)
 		out <- outcome{res, err}
 	}()
 	var changes []kafka.Change

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -660,4 +661,78 @@ func TestMonitorCountersNeverGoDown(t *testing.T) {
 	check("after the restore", figures{1000, 990, 10, 5, 4, 7, 40})
 	m.publish(e, progress(1100, 9, 5, 8, 45), c, true, 1, nil, nil, nil, nil, nil, 0)
 	check("past the highest", figures{1100, 1091, 10, 5, 5, 8, 45})
+}
+
+// TestKafkaLookupCountersAcrossRebalance: a group member's lookups (their
+// counters and caches) go on across the jobs of its partitions: after a
+// rebalance its job restores a checkpoint and reads on, and the lookups'
+// counters, counted since the process started, started again at 0 (an
+// outage before the rebalance vanished from the metrics, status and the
+// end summary).
+func TestKafkaLookupCountersAcrossRebalance(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	const n = 300
+	topic, _ := produceIDEvents(t, brokers, "lookup-rebalance", n)
+	rs := enrichedOnceRules(t, "open")
+	type instance struct {
+		m    *StreamMonitor
+		mu   sync.Mutex
+		log  []string
+		done chan struct{}
+	}
+	start := func(name string) (*instance, context.CancelFunc) {
+		in := &instance{m: NewStreamMonitor(), done: make(chan struct{})}
+		ctx, cancel := context.WithCancel(context.Background())
+		cfg := StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts", Group: topic,
+				InstanceID: name, SessionTimeout: 2 * time.Second},
+			StateDir: filepath.Join(t.TempDir(), name), CheckpointInterval: 100 * time.Millisecond, Parallelism: 1, Monitor: in.m,
+			Logf: func(format string, args ...any) {
+				in.mu.Lock()
+				in.log = append(in.log, fmt.Sprintf(format, args...))
+				in.mu.Unlock()
+			},
+		}
+		e := enrichedOnceEngine(t, rs, newChangingSource(func(string, int) bool { return false }))
+		go func() {
+			defer close(in.done)
+			if _, err := e.Stream(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("instance %s: %v", name, err)
+			}
+		}()
+		stop := func() { cancel(); <-in.done }
+		t.Cleanup(stop)
+		return in, stop
+	}
+	looked := func(in *instance) uint64 {
+		if ls := in.m.Snapshot().Lookups; len(ls) == 1 {
+			return ls[0].Misses
+		}
+		return 0
+	}
+	a, _ := start("a")
+	waitFor(t, 60*time.Second, "a looks every event up", func() bool { return looked(a) == n })
+	rebalanced := func(times int) bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		k := 0
+		for _, l := range a.log {
+			if strings.Contains(l, "this instance now reads partitions") {
+				k++
+			}
+		}
+		return k >= times && a.m.Ready()
+	}
+	b, stopB := start("b")
+	waitFor(t, 60*time.Second, "the group shares the partitions out", func() bool {
+		return rebalanced(1) && b.m.Ready() && b.m.Snapshot().Partitions > 0
+	})
+	if got := looked(a); got != n {
+		t.Errorf("a's lookups after the rebalance: %d keys looked up, want the %d before it (nothing new came)", got, n)
+	}
+	stopB()
+	waitFor(t, 60*time.Second, "a takes every partition again", func() bool { return rebalanced(2) })
+	if got := looked(a); got != n {
+		t.Errorf("a's lookups after b left: %d keys looked up, want %d", got, n)
+	}
 }
