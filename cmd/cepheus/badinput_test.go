@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 // abEvents writes n events for key k alternating names a and b one second
@@ -983,5 +985,36 @@ func TestRunEventsFIFO(t *testing.T) {
 	}
 	if err := <-wrote; err != nil {
 		t.Errorf("the FIFO's writer: %v", err)
+	}
+}
+
+// TestRunRecordKeyUnknown: -record-key naming a field the ruleset's
+// declared schema lacks is a usage error that names the field meant (a
+// slip was accepted: the record keys went unchecked and every rule was
+// repartitioned, without a word); one that no rule of an inferred schema
+// reads is a warning (the topic may be keyed by a field no rule reads).
+func TestRunRecordKeyUnknown(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	code, _, stderr := cepheus(t, "run", "-rules", "../../rulesets/cards.cep", "-input-topic", "t", "-alerts-topic", "a", "-group", "g",
+		"-brokers", "127.0.0.1:1", "-state", state, "-record-key", "cardid")
+	if want := "cepheus: run: -record-key cardid: ruleset cards declares no event field cardid (did you mean card_id?)\n"; code != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("-record-key cardid with cards.cep: exit %d, stderr\n%s\nwant 2 and %q", code, stderr, want)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the refused run made its state directory (stat: %v)", err)
+	}
+	// (The run over an inferred schema goes on to the brokers: the check
+	// alone, which the command's warning prints.)
+	rs, err := rules.Load("r.cep", []byte(goodSrc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused, warning := checkRecordKey(rs, "kard"); refused != "" ||
+		!strings.HasPrefix(warning, "-record-key kard: no rule of ruleset good reads field kard") || !strings.HasSuffix(warning, ": the records' keys are not checked, and every rule is repartitioned") {
+		t.Errorf("-record-key kard with an inferred schema: refused %q, warning %q", refused, warning)
+	}
+	if refused, warning := checkRecordKey(rs, rs.Schema.Field(rs.IDSlots[0]).Name); refused != "" || warning != "" {
+		t.Errorf("-record-key of a field the rules read: refused %q, warning %q", refused, warning)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -550,6 +551,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 		return fs.usagef("%v; a lookup of a version deployed since the rules file was taken is bound by a restart with that version's file as %s", err, as)
 	}
+	keyRefused, keyWarning := checkRecordKey(rs, f.recordKey)
+	if keyRefused != "" {
+		return fs.usagef("%s", keyRefused)
+	}
 	if mode == cep.ProcessingTime && len(rs.Aggregates) > 0 {
 		var names []string
 		for _, a := range rs.Aggregates {
@@ -570,6 +575,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	for _, w := range rs.Warnings {
 		warnf("%s: %s", w.Pos, strings.TrimPrefix(w.Msg, "warning: "))
+	}
+	if keyWarning != "" {
+		warnf("%s", keyWarning)
 	}
 	lookups, closeLookups, err := f.lookups.open(ctx, rs, warnf)
 	if err != nil {
@@ -947,4 +955,31 @@ func checkServeAddrs(httpAddr, grpcAddr string) []string {
 		}
 	}
 	return msgs
+}
+
+// checkRecordKey checks -record-key field against the event fields of
+// rs: a field its declared schema lacks is refused (a slip: the record
+// keys would not be checked and every rule would be repartitioned, without
+// a word); one that no rule of an inferred schema reads is a warning (the
+// topic may be keyed by a field the rules do not read, whose keys cannot
+// be checked then).
+func checkRecordKey(rs *rules.Ruleset, field string) (refused, warning string) {
+	if field == "" {
+		return "", ""
+	}
+	var fields []string
+	for _, slot := range rs.IDSlots {
+		fields = append(fields, rs.Schema.Field(slot).Name)
+	}
+	if slices.Contains(fields, field) {
+		return "", ""
+	}
+	hint := ""
+	if s := rules.Suggest(field, fields); s != "" {
+		hint = s
+	}
+	if rs.Declared {
+		return fmt.Sprintf("-record-key %s: ruleset %s declares no event field %s%s", field, rs.Name, field, hint), ""
+	}
+	return "", fmt.Sprintf("-record-key %s: no rule of ruleset %s reads field %s%s: the records' keys are not checked, and every rule is repartitioned", field, rs.Name, field, hint)
 }
