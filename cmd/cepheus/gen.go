@@ -112,6 +112,9 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return genConfigError(fs, err)
 	}
+	if err := outputBesideProfiles(*out, *profiles); err != nil {
+		return fs.usagef("%v", err)
+	}
 	// The profiles come first: they are quick, and a directory that cannot
 	// be written fails the command before the long part.
 	var profileFiles []string
@@ -294,4 +297,28 @@ func createOutput(path string, stdout io.Writer) (w io.Writer, commit func() err
 		return pf.commit()
 	}
 	return w, commit, abort, nil
+}
+
+// outputBesideProfiles refuses an -o that -profiles would take: its
+// directory (made by -profiles, then refused as a directory) or one of
+// the files it writes (the events written over the profiles, without a
+// word).
+func outputBesideProfiles(out, profiles string) error {
+	if out == "" || out == "-" || profiles == "" {
+		return nil
+	}
+	o, err1 := filepath.Abs(out)
+	p, err2 := filepath.Abs(profiles)
+	if err1 != nil || err2 != nil {
+		return nil // the writes report it
+	}
+	if o == p {
+		return fmt.Errorf("-o %s is the -profiles directory: name the events file (for example %s)", out, filepath.Join(out, "events.jsonl.gz"))
+	}
+	for _, name := range gen.ProfileFiles() {
+		if o == filepath.Join(p, name) {
+			return fmt.Errorf("-o %s is a file -profiles writes: name another events file", out)
+		}
+	}
+	return nil
 }

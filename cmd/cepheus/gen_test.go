@@ -222,6 +222,28 @@ func TestGenOutputDirectory(t *testing.T) {
 	}
 }
 
+// TestGenOutputBesideProfiles: -o naming the -profiles directory or a
+// file -profiles writes is a usage error, before anything is written (the
+// events were written over the profiles without a word, or -profiles made
+// the directory that -o was then refused as).
+func TestGenOutputBesideProfiles(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "P")
+	for _, c := range []struct{ out, want string }{
+		{p, "gen: -o " + p + " is the -profiles directory: name the events file"},
+		{p + "/", "gen: -o " + p + "/ is the -profiles directory"},
+		{filepath.Join(p, "customer.jsonl"), "gen: -o " + filepath.Join(p, "customer.jsonl") + " is a file -profiles writes: name another events file"},
+	} {
+		code, _, errOut := cepheus(t, "gen", "-days", "1", "-history-days", "0", "-scenarios", "card_testing", "-customers", "100", "-o", c.out, "-profiles", p)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("gen -o %s -profiles %s: exit %d, stderr\n%s\nwant 2 and %q", c.out, p, code, errOut, c.want)
+		}
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("gen -o %s -profiles %s wrote the profiles before refusing (stat: %v)", c.out, p, err)
+		}
+	}
+}
+
 // TestGenHelpNamesProfiles: the help says what -profiles writes and how a
 // ruleset binds it.
 func TestGenHelpNamesProfiles(t *testing.T) {

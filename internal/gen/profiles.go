@@ -121,6 +121,16 @@ var profileFiles = [...]struct {
 	{"customer.jsonl", (*Generator).WriteCustomerProfiles},
 }
 
+// ProfileFiles returns the names of the files [Generator.WriteProfiles]
+// writes in its directory.
+func ProfileFiles() []string {
+	var names []string
+	for _, pf := range profileFiles {
+		names = append(names, pf.name)
+	}
+	return names
+}
+
 // WriteProfiles creates dir (and its parents, as [os.MkdirAll]) and writes
 // in it one JSON-lines file per lookup of rulesets/cards.cep, replacing
 // files of the same name: customer.jsonl ([Generator.WriteCustomerProfiles]).
