@@ -282,6 +282,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			if err != nil {
 				return fs.usagef("%s %q: want an RFC 3339 time", t.flag, t.v)
 			}
+			if v.UnixMilli() < 0 {
+				return fs.usagef("%s %s is before 1970-01-01T00:00:00Z, where record timestamps begin", t.flag, t.v)
+			}
 			*t.to = v
 		}
 		if !replay.From.IsZero() && !replay.To.IsZero() && !replay.From.Before(replay.To) {

@@ -1018,3 +1018,31 @@ func TestRunRecordKeyUnknown(t *testing.T) {
 		t.Errorf("-record-key of a field the rules read: refused %q, warning %q", refused, warning)
 	}
 }
+
+// TestKafkaTimesBefore1970: -start and backtest's -from and -to before
+// 1970 are usage errors, before anything is made: Kafka's record
+// timestamps begin there, and the source refused them only once the run
+// had locked its state directory and made its alerts output (exit 1).
+func TestKafkaTimesBefore1970(t *testing.T) {
+	dir := t.TempDir()
+	state, alerts := filepath.Join(dir, "state"), filepath.Join(dir, "alerts.jsonl")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-rules", "../../rulesets/cards.cep", "-input-topic", "t", "-alerts", alerts, "-state", state, "-bounded", "-start", "1960-01-01T00:00:00Z"},
+			"cepheus: run: -start 1960-01-01T00:00:00Z is before 1970-01-01T00:00:00Z, where record timestamps begin\n"},
+		{[]string{"backtest", "-rules", "../../rulesets/cards.cep", "-topic", "t", "-alerts", alerts, "-to", "1969-12-31T23:59:59.999Z"},
+			"cepheus: backtest: -to 1969-12-31T23:59:59.999Z is before 1970-01-01T00:00:00Z, where record timestamps begin\n"},
+	} {
+		code, _, stderr := cepheus(t, append(c.args, "-brokers", "127.0.0.1:1")...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr\n%s\nwant 2 and %q", c.args, code, stderr, c.want)
+		}
+		for _, p := range []string{state, alerts} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("%q: %s was made (stat: %v)", c.args, p, err)
+			}
+		}
+	}
+}

@@ -386,6 +386,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 				msgs = append(msgs, fmt.Sprintf("-start %q: want earliest, latest, committed or an RFC 3339 time", f.start))
 				break
 			}
+			if t.UnixMilli() < 0 {
+				msgs = append(msgs, fmt.Sprintf("-start %s is before 1970-01-01T00:00:00Z, where record timestamps begin", f.start))
+				break
+			}
 			kafkaIn.Start, kafkaIn.StartTime = cep.KafkaFromTime, t
 		}
 		for _, b := range strings.Split(f.brokers, ",") {
@@ -506,7 +510,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	msgs = append(msgs, f.lookups.outOfRange()...)
 	if len(msgs) > 0 {
-		return fs.usagef("%s", strings.Join(msgs, "\ncepheus: run: "))
+		return fs.usagef("%s", strings.Join(msgs, "\ncepheus: "+cmd.name+": "))
 	}
 	var log *slog.Logger
 	if cmd == serveCommand {
@@ -942,7 +946,7 @@ func formerNote(rr cep.RuleSummary) string {
 // port of the kernel's choosing.
 func checkServeAddrs(httpAddr, grpcAddr string) []string {
 	var msgs []string
-	if _, _, err := net.SplitHostPort(httpAddr); err != nil {
+	if !hostPort(httpAddr) {
 		msgs = append(msgs, fmt.Sprintf("-http %q: want host:port (port 0 picks one); /metrics, /healthz and /readyz are always served", httpAddr))
 	}
 	if grpcAddr != "" && grpcAddr != "off" {
@@ -950,11 +954,23 @@ func checkServeAddrs(httpAddr, grpcAddr string) []string {
 			if path == "" {
 				msgs = append(msgs, fmt.Sprintf("-grpc %q: want unix:PATH, the path of the socket", grpcAddr))
 			}
-		} else if _, _, err := net.SplitHostPort(grpcAddr); err != nil {
+		} else if !hostPort(grpcAddr) {
 			msgs = append(msgs, fmt.Sprintf("-grpc %q: want host:port (port 0 picks one), unix:PATH (a Unix socket), or off for none", grpcAddr))
 		}
 	}
 	return msgs
+}
+
+// hostPort reports whether addr is host:port with a port a listener takes
+// (a number up to 65535, or a service's name): localhost:99999 failed only
+// once the job was being built, exit 1.
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	_, err = net.LookupPort("tcp", port)
+	return err == nil
 }
 
 // checkRecordKey checks -record-key field against the event fields of

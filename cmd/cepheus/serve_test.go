@@ -926,6 +926,10 @@ func TestServeAddrs(t *testing.T) {
 		{[]string{"-config", config, "-grpc", "off"}, `-http "": want host:port`},
 		{[]string{"-http", "127.0.0.1:0", "-grpc", "localhost"}, `-grpc "localhost": want host:port (port 0 picks one), unix:PATH (a Unix socket), or off for none`},
 		{[]string{"-http", "127.0.0.1:0", "-grpc", "unix:"}, `-grpc "unix:": want unix:PATH, the path of the socket`},
+		// A port no listener takes (it failed at the listener, exit 1),
+		// and every problem named as serve's.
+		{[]string{"-http", "localhost:99999", "-grpc", "localhost:70000"}, `-http "localhost:99999": want host:port (port 0 picks one); /metrics, /healthz and /readyz are always served
+cepheus: serve: -grpc "localhost:70000": want host:port`},
 	} {
 		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
 		args := append([]string{"serve", "-rules", rules, "-events", events, "-state", state, "-alerts", filepath.Join(dir, fmt.Sprintf("alerts%d", i))}, c.args...)
