@@ -25,9 +25,10 @@ var enrichCommand = &command{
          the way -lookup NAME=redis://HOST:PORT reads them: one hash a
          record (a field per lookup field), or with ?format=json one
          string holding a JSON object, under the key
-         cepheus:lookup:NAME:KEY (KEY: the key fields' values joined by
-         "|", a "|" or backslash inside a value escaped with a
-         backslash; ?prefix=P puts P before KEY instead). A record already
+         cepheus:lookup:NAME:KEY (KEY: a key of one field is its value
+         as it is; the values of several fields are joined by "|", a
+         "|" or backslash inside a value escaped with a backslash;
+         ?prefix=P puts P before KEY instead). A record already
          there is replaced, also by a later line of the file with the
          same key: Redis holds the last record of each key. Prints how
          many records it wrote, and how many distinct keys they have

@@ -830,7 +830,7 @@ func progressLine(p cep.StreamProgress, m *rateMeter, processing bool) string {
 	fmt.Fprintf(&b, ", %s, %s late, %s dead", plural(st.Alerts, "alert", "alerts"), humanize.Int(st.Late), humanize.Int(st.Dead))
 	if !processing && st.Watermark > event.MinTime && st.Watermark < event.MaxTime {
 		fmt.Fprintf(&b, ", watermark %s (lag %s)", time.UnixMilli(int64(st.Watermark)).UTC().Format(time.RFC3339),
-			formatDuration(time.Duration(st.MaxEventTime-st.Watermark)*time.Millisecond))
+			formatDuration(time.Duration(max(0, st.MaxEventTime-st.Watermark))*time.Millisecond)) // (as status and the metric: a job that took a partition's watermark over and read no event has no later time)
 	}
 	if st.Checkpoints > 0 {
 		fmt.Fprintf(&b, ", %s, %s", plural(st.Keys, "key", "keys"), plural(st.PartialMatches, "partial match", "partial matches"))

@@ -665,6 +665,13 @@ func TestProgressLineProcessingTime(t *testing.T) {
 	if got := progressLine(cep.StreamProgress{StreamStats: st, Elapsed: 2 * time.Second}, &m, true); strings.Contains(got, "watermark") {
 		t.Errorf("processing time: %q, want no watermark", got)
 	}
+	// A job that took a partition over with its watermark and read no
+	// event yet: lag 0, as status and the metric say (it said "lag
+	// -491016h31m55.793s").
+	st.MaxEventTime = 0
+	if got := progressLine(cep.StreamProgress{StreamStats: st, Elapsed: 3 * time.Second}, &m, false); !strings.Contains(got, "watermark 2030-12-31T23:59:54Z (lag 0s)") {
+		t.Errorf("no event read: %q, want lag 0s", got)
+	}
 }
 
 // TestProgressPartialMatches: run's progress line and summary give the
