@@ -471,6 +471,11 @@ func OpenLookupSource(rs *rules.Ruleset, name, target string, auth RedisAuth) (L
 // when the Redis server answered and refused the source's credentials.
 var ErrLookupLogin = enrich.ErrLoginRefused
 
+// ErrLookupDatabase is what the error of [PingLookupSource] is
+// (errors.Is) when the Redis server answered that it has no database of
+// the source's number.
+var ErrLookupDatabase = enrich.ErrNoDatabase
+
 // PingLookupSource checks that a Redis source answers (nil for other
 // sources).
 func PingLookupSource(ctx context.Context, src LookupSource) error {

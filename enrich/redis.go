@@ -300,6 +300,9 @@ func (s *RedisSource) Ping(ctx context.Context) error {
 		if redis.IsAuthError(err) {
 			return fmt.Errorf("enrich: %s: ping: %w", s, loginError(s.redact(err)))
 		}
+		if strings.Contains(err.Error(), "DB index is out of range") {
+			return fmt.Errorf("enrich: %s: ping: %w", s, noDatabase{s.redact(err)})
+		}
 		return fmt.Errorf("enrich: %s: ping: %w", s, s.explain(err))
 	}
 	return nil
@@ -310,6 +313,20 @@ func (s *RedisSource) Ping(ctx context.Context) error {
 // credentials (NOAUTH: none given to a server that wants them; WRONGPASS:
 // a wrong user or password): a setting to fix, not a server that is down.
 var ErrLoginRefused = errors.New("the server refused the login")
+
+// ErrNoDatabase is what the error of a [RedisSource.Ping] is (errors.Is)
+// when the server answered that it has no database of the URL's number
+// (SELECT: "ERR DB index is out of range"): a setting to fix, not a
+// server that is down.
+var ErrNoDatabase = errors.New("the server has no database of that number")
+
+// noDatabase is the server's refusal of the URL's database: ErrNoDatabase
+// and the server's answer.
+type noDatabase struct{ err error }
+
+func (e noDatabase) Error() string        { return ErrNoDatabase.Error() + ": " + e.err.Error() }
+func (e noDatabase) Unwrap() error        { return e.err }
+func (e noDatabase) Is(target error) bool { return target == ErrNoDatabase }
 
 // loginRefused is the server's refusal of the login: ErrLoginRefused and
 // the server's answer.

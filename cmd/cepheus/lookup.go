@@ -222,6 +222,12 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 				return nil, nil, fmt.Errorf("lookup %s: %s: %w\n  check the user and the password of its URL, or -redis-user ($%s) and -redis-password-file ($%s)",
 					name, src, err, redisUserEnv, redisPasswordEnv)
 			}
+			if errors.Is(err, cep.ErrLookupDatabase) {
+				cancel()
+				closeAll()
+				return nil, nil, fmt.Errorf("lookup %s: %s: %w\n  the number after the address in its URL picks one of the server's databases (16 by default: 0 to 15; its setting 'databases')",
+					name, src, err)
+			}
 			warnf("lookup %s: %s does not answer (%v): its 'on failure' policy applies until it does", name, src, err)
 		}
 		cancel()

@@ -1084,3 +1084,31 @@ func TestLookupLoginRefused(t *testing.T) {
 		t.Errorf("backtest without the password a server wants: exit %d, want 1 and NOAUTH\n%s", code, stderr)
 	}
 }
+
+// TestLookupNoDatabase: a Redis URL whose database number the server has
+// not (redis://HOST:PORT/99; 16 databases by default) stops backtest and
+// run before they read an event (exit 1), saying what the number is: the
+// server answers "ERR DB index is out of range", a setting to fix. It was
+// the warning of a server that does not answer, and every lookup failed.
+func TestLookupNoDatabase(t *testing.T) {
+	addr := redisAddr(t)
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:01:13.497Z","type":"auth","event_id":"evt_1","customer_id":"cust_1","card_id":"card_1","amount":72.33,"currency":"USD","merchant_id":"merch_1","merchant_country":"FR","mcc":"5541","card_country":"FR","lat":45.8,"lon":4.8}`+"\n")
+	for _, cmd := range []string{"backtest", "run"} {
+		state := filepath.Join(dir, "state")
+		args := []string{cmd, "-rules", "../../rulesets/cards.cep", "-events", events, "-lookup", "customer=redis://" + addr + "/99"}
+		if cmd == "backtest" {
+			args = append(args, "-alerts", filepath.Join(dir, "alerts.jsonl"))
+		} else {
+			args = append(args, "-state", state, "-alerts", filepath.Join(dir, "run-alerts"))
+		}
+		code, _, stderr := cepheus(t, args...)
+		want := "lookup customer: redis://" + addr + "/99?format=hash: the server has no database of that number: ERR DB index is out of range\n  the number after the address in its URL picks one of the server's databases"
+		if code != 1 || !strings.Contains(stderr, want) || strings.Contains(stderr, "does not answer") {
+			t.Errorf("%s with database 99: exit %d, want 1 and %q\n%s", cmd, code, want, stderr)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("%s with database 99 made the state directory: %v", cmd, err)
+		}
+	}
+}
