@@ -365,7 +365,11 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	}
 	j.restored = newest
 	j.firstID = newest + 1
-	j.logf("restored %d partitions in %v", len(marks), time.Since(t).Round(time.Millisecond))
+	if len(unmarked) > 0 {
+		j.logf("restored %d partitions in %v (partitions %v start afresh: the group has committed nothing there)", len(marks), time.Since(t).Round(time.Millisecond), unmarked)
+	} else {
+		j.logf("restored %d partitions in %v", len(marks), time.Since(t).Round(time.Millisecond))
+	}
 	return nil, nil
 }
 
