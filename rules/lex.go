@@ -194,7 +194,15 @@ func lexAny(l *ruleLexer) lexState {
 			}
 		}
 		if w := leadingWord(l.src[l.start+1:]); slices.Contains(quantWords, w) {
-			// oneOrMore.greedy: the quantifiers chained as in Java.
+			// oneOrMore.greedy: the quantifiers chained as in Java; the
+			// form meant is "oneOrMore greedy".
+			b := l.start
+			for b > 0 && isIdentPart(rune(l.src[b-1])) {
+				b--
+			}
+			if b < l.start {
+				w = string(l.src[b:l.start]) + " " + w
+			}
 			return l.errorf("unexpected '.': quantifiers are words after the stage name, separated by spaces: %s", w)
 		}
 		if l.start > 0 && isIdentStart(rune(l.src[l.start-1])) || l.start > 0 && '0' <= l.src[l.start-1] && l.src[l.start-1] <= '9' {
