@@ -69,6 +69,19 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 					}
 					return nil, fmt.Errorf("config %s:%d:%d: unknown setting %q%s", path, k.Line, k.Column, k.Value, hint)
 				}
+				if v.Kind == yaml.SequenceNode && listSettings[k.Value] {
+					// lookup: [customer=..., merchant=...]: the flag's
+					// comma-separated list (it was refused as no single
+					// value, with no word of the commas).
+					var items []string
+					for _, it := range v.Content {
+						if it.Kind != yaml.ScalarNode || strings.Contains(it.Value, ",") {
+							return nil, fmt.Errorf("config %s:%d:%d: setting %q: want a list of single values without commas", path, it.Line, it.Column, k.Value)
+						}
+						items = append(items, it.Value)
+					}
+					v = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: strings.Join(items, ","), Line: v.Line, Column: v.Column}
+				}
 				if v.Kind != yaml.ScalarNode {
 					return nil, fmt.Errorf("config %s:%d:%d: setting %q: want a single value", path, v.Line, v.Column, k.Value)
 				}
@@ -103,6 +116,10 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 	})
 	return src, err
 }
+
+// listSettings are the settings whose flags take a comma-separated list,
+// which a config file may also give as a YAML list.
+var listSettings = map[string]bool{"lookup": true, "brokers": true}
 
 // wantOf says what kind of value flag f takes, for the error of a value
 // v it refused (the flag package says only "parse error"): for a

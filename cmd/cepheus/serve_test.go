@@ -603,6 +603,7 @@ func TestServeConfig(t *testing.T) {
 		{"rules: r.cep\ncheckpoint-interval: 5 seconds\n", `bad.yaml:2:22: checkpoint-interval "5 seconds": parse error (want a duration such as 500ms, 10s or 5m: unknown unit " seconds" in duration "5 seconds")`},
 		{"rules: r.cep\nfollow: maybe\n", `bad.yaml:2:9: follow "maybe": parse error (want true or false)`},
 		{"rules: [a, b]\n", `bad.yaml:1:8: setting "rules": want a single value`},
+		{"rules: r.cep\nlookup: [a=file:x, [b]]\n", `bad.yaml:2:20: setting "lookup": want a list of single values without commas`},
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(c.file), 0o644); err != nil {
@@ -626,6 +627,15 @@ func TestServeConfigHidesPassword(t *testing.T) {
 	code, out, errOut := cepheus(t, "serve", "-config", cfg, "-print-config")
 	if want := `lookup: "customer=redis://analyst:***@10.0.0.5:6379/2,merchant=file:m.jsonl" # config file`; code != 0 || !strings.Contains(out, want+"\n") {
 		t.Errorf("serve -print-config: exit %d, want 0 with %q\n%s%s", code, want, out, errOut)
+	}
+	// The same as a YAML list (refused as no single value before).
+	list := filepath.Join(t.TempDir(), "serve.yaml")
+	if err := os.WriteFile(list, []byte("rules: r.cep\nlookup:\n  - customer=redis://analyst:S3cret@10.0.0.5:6379/2\n  - merchant=file:m.jsonl\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = cepheus(t, "serve", "-config", list, "-print-config")
+	if want := `lookup: "customer=redis://analyst:***@10.0.0.5:6379/2,merchant=file:m.jsonl" # config file`; code != 0 || !strings.Contains(out, want+"\n") {
+		t.Errorf("serve -print-config of a YAML list: exit %d, want 0 with %q\n%s%s", code, want, out, errOut)
 	}
 	t.Setenv("CEPHEUS_LOOKUP", "a=rediss://:p@ss:w0rd@h:1?format=json")
 	code, out, errOut = cepheus(t, "serve", "-config", cfg, "-print-config")
