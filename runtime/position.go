@@ -245,11 +245,11 @@ func (s *FileSource) resume(pos Position, mark Mark, f *os.File) error {
 			return short()
 		}
 		if len(mark.Bytes) > 0 {
-			b := make([]byte, len(mark.Bytes))
-			if _, err := f.ReadAt(b, markFrom); err != nil {
-				return fmt.Errorf("runtime: source %s: %w", s.name, err)
+			same, err := sameTailOf(f, mark.Bytes, mark.At)
+			if err != nil {
+				return err
 			}
-			if !bytes.Equal(b, mark.Bytes) {
+			if !same {
 				return errReplaced(s.name, pos)
 			}
 		}

@@ -213,20 +213,20 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 				// ping's) says less than how long it was given.
 				err = fmt.Errorf("no answer within %v", pingTimeout)
 			}
-			if errors.Is(err, cep.ErrLookupLogin) {
-				// An answer, not a server down: every event would get
-				// the defaults (or be a dead letter) until someone read
-				// the warning.
-				cancel()
-				closeAll()
-				return nil, nil, fmt.Errorf("lookup %s: %s: %w\n  check the user and the password of its URL, or -redis-user ($%s) and -redis-password-file ($%s)",
-					name, src, err, redisUserEnv, redisPasswordEnv)
+			// A refused login or database is an answer, not a server
+			// down: every event would get the defaults (or be a dead
+			// letter) until someone read the warning.
+			var fix string
+			switch {
+			case errors.Is(err, cep.ErrLookupLogin):
+				fix = fmt.Sprintf("check the user and the password of its URL, or -redis-user ($%s) and -redis-password-file ($%s)", redisUserEnv, redisPasswordEnv)
+			case errors.Is(err, cep.ErrLookupDatabase):
+				fix = "the number after the address in its URL picks one of the server's databases (16 by default: 0 to 15; its setting 'databases')"
 			}
-			if errors.Is(err, cep.ErrLookupDatabase) {
+			if fix != "" {
 				cancel()
 				closeAll()
-				return nil, nil, fmt.Errorf("lookup %s: %s: %w\n  the number after the address in its URL picks one of the server's databases (16 by default: 0 to 15; its setting 'databases')",
-					name, src, err)
+				return nil, nil, fmt.Errorf("lookup %s: %s: %w\n  %s", name, src, err, fix)
 			}
 			warnf("lookup %s: %s does not answer (%v): its 'on failure' policy applies until it does", name, src, err)
 		}
