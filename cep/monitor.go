@@ -274,7 +274,24 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, rea
 	m.s.Standby = false
 	m.s.IdlePartitions = idle
 	m.s.Lookups = lookups
-	m.s.Aggregates, m.s.AggregateHeld = aggs, held
+	m.s.Aggregates, m.s.AggregateHeld = droppedNeverDown(m.s.Aggregates, aggs), held
+}
+
+// droppedNeverDown returns aggs, the job's figures, with each aggregate's
+// Dropped (a counter, cepheus_aggregate_dropped_total) no lower than
+// was's: a job that restores a checkpoint, or holds fewer partitions
+// after a rebalance, counts from its own state's figure, which can be
+// lower. aggs is new at each publish; it is changed in place.
+func droppedNeverDown(was, aggs []AggregateStats) []AggregateStats {
+	for i := range aggs {
+		for _, w := range was {
+			if w.Name == aggs[i].Name {
+				aggs[i].Dropped = max(aggs[i].Dropped, w.Dropped)
+				break
+			}
+		}
+	}
+	return aggs
 }
 
 // highest returns p with its counters (records, decoded, dead letters and

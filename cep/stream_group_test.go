@@ -661,6 +661,30 @@ func TestMonitorCountersNeverGoDown(t *testing.T) {
 	check("after the restore", figures{1000, 990, 10, 5, 4, 7, 40})
 	m.publish(e, progress(1100, 9, 5, 8, 45), c, true, 1, nil, nil, nil, nil, nil, 0)
 	check("past the highest", figures{1100, 1091, 10, 5, 5, 8, 45})
+
+	// An aggregate's dropped events are a counter too
+	// (cepheus_aggregate_dropped_total); its keys are a gauge.
+	aggs := func(keys int, dropped uint64) []AggregateStats {
+		return []AggregateStats{{Name: "other", Keys: 1, Dropped: 9}, {Name: "velocity", Keys: keys, Dropped: dropped}}
+	}
+	checkAgg := func(when string, keys int, dropped uint64) {
+		t.Helper()
+		got := m.Snapshot().Aggregates
+		if len(got) != 2 || got[1].Keys != keys || got[1].Dropped != dropped || got[0].Dropped != 9 {
+			t.Errorf("%s: aggregates %+v; want velocity's keys %d, dropped %d", when, got, keys, dropped)
+		}
+	}
+	m.publish(e, progress(1200, 9, 5, 8, 45), c, true, 2, nil, nil, nil, nil, aggs(30, 12), 0)
+	checkAgg("two partitions", 30, 12)
+	// A rebalance left the instance one partition, whose state dropped 5.
+	m.publish(e, progress(1200, 9, 5, 8, 45), c, true, 1, nil, nil, nil, nil, aggs(14, 5), 0)
+	checkAgg("after the rebalance", 14, 12)
+	m.unassigned()
+	if got := m.Snapshot().Aggregates; len(got) != 2 || got[1].Dropped != 12 || got[1].Keys != 0 {
+		t.Errorf("unassigned: aggregates %+v; want velocity's dropped 12, no keys", got)
+	}
+	m.publish(e, progress(1200, 9, 5, 8, 45), c, true, 1, nil, nil, nil, nil, aggs(14, 13), 0)
+	checkAgg("past the highest", 14, 13)
 }
 
 // TestKafkaLookupCountersAcrossRebalance: a group member's lookups (their
