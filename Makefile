@@ -222,6 +222,7 @@ diff-flink-explained: ## Rewrite the explained corpus (DIFF_FLINK_EXPLAINED) of 
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 4407 -index 7266 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-4407" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 4811 -index 958 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-4811" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 1302 -index 5921 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-1302" -out "$(DIFF_FLINK_OUT)"
+	$(GO) run ./internal/difftest/cmd/diffflink -seed 4817 -index 15944 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-4817" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 4815 -index 9346 -profile narrow -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-4815" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -cases internal/difftest/testdata/minimal/restored-processing-clock-next-element.json -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-narrow-3039" -out "$(DIFF_FLINK_OUT)"
 	$(GO) run ./internal/difftest/cmd/diffflink -seed 777 -index 140,2754 -profile wide -noshrink -keep-explained "$(DIFF_FLINK_EXPLAINED)/picked-wide-777" -out "$(DIFF_FLINK_OUT)"

@@ -66,7 +66,7 @@ var Explanations = []Explanation{
 	{
 		ID: "event-id-collision-retimed",
 		Reason: "as event-id-collision, where its rule cannot tell from the two results alone: Flink given the " +
-			"same case with every timestamp that goes back raised to the latest before it (no collision) emits what Cepheus emits",
+			"same case with its timestamps spread apart in the order of the EventIds (no collision) emits what Cepheus emits",
 		Counterfactual: retimeCollisions,
 		Applies:        eventIDCollisionRetimed,
 	},
