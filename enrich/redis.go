@@ -526,6 +526,16 @@ func (s *RedisSource) explain(err error) error {
 	if !s.cfg.TLS && s.cfg.CAFile == "" && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
 		err = fmt.Errorf("%w (the server closed the connection without a reply, as one that speaks only TLS does: then use rediss:// or -redis-tls)", err)
 	}
+	// A bare "i/o timeout" said nothing of which end waited.
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			err = fmt.Errorf("%w (the connection was not accepted in time: is the address right and the host reachable?)", err)
+		} else {
+			err = fmt.Errorf("%w (the server accepted the connection but did not answer in time: is it a Redis server, and neither frozen nor overloaded?)", err)
+		}
+	}
 	return s.redact(err)
 }
 

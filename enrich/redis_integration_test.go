@@ -754,3 +754,50 @@ func TestRedisLoginRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisSilentServer: a server that accepts the connection and never
+// answers fails Ping with an error that says which end waited, not a bare
+// "i/o timeout"; a connection never accepted says so otherwise. It needs
+// no server.
+func TestRedisSilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	rs, err := OpenRedis(customerSpec(), RedisConfig{Addr: ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	const hint = "(the server accepted the connection but did not answer in time: is it a Redis server, and neither frozen nor overloaded?)"
+	if err := rs.Ping(ctx); err == nil || !strings.Contains(err.Error(), hint) {
+		t.Errorf("Ping: %v; want the hint %q", err, hint)
+	}
+	dial := rs.explain(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
+	if want := "i/o timeout (the connection was not accepted in time: is the address right and the host reachable?)"; !strings.HasSuffix(dial.Error(), want) {
+		t.Errorf("a dial's timeout: %v; want it to end %q", dial, want)
+	}
+}
