@@ -623,8 +623,13 @@ func TestKafkaStopBrokersFrozen(t *testing.T) {
 	dir := t.TempDir()
 	job := newEOSJob(t, bin, dir, fb.brokers, "eos-frozen")
 	args := fb.runArgs(job, dir)
-	c := startCommitted(t, bin, args, fb.env())
-	// Frozen once the run has committed a checkpoint or two, mid-input.
+	// Frozen once the run has committed a checkpoint or two, mid-input:
+	// the run sleeps 200 ms at the barrier of a checkpoint taken every
+	// 10,000 records (or 200 ms), so it reads at most 50,000 records a
+	// second and the 200,000 take it 4 s at least, however fast the host
+	// (without the sleeps about 2 s here: a host several times faster
+	// could have finished before the freeze).
+	c := startCommitted(t, bin, append(args, "-checkpoint-records", "10000"), fb.env(), "CEPHEUS_FAILPOINT=barrier.before/sleep=200ms")
 	time.Sleep(500 * time.Millisecond)
 	fb.freeze(t)
 	time.Sleep(300 * time.Millisecond) // the run meets the frozen broker
