@@ -23,6 +23,7 @@ type Labels struct {
 
 	labelled map[uint64]string // seq of each labelled event -> its scenario
 	present  int64             // events that have the label field (not null)
+	scenPres int64             // labelled events that have the scenario field (not null)
 	caught   map[uint64]bool   // labelled events inside some alert
 	rules    map[string]*RuleLabels
 	order    []string           // rules in the order of their first alert
@@ -55,7 +56,7 @@ func (l *Labels) Start(schema *event.Schema) error {
 	if !ok1 || !ok2 {
 		return fmt.Errorf("cep: labels: fields %q and %q not in the schema", l.field, l.scenario)
 	}
-	l.labelled, l.present = map[uint64]string{}, 0
+	l.labelled, l.present, l.scenPres = map[uint64]string{}, 0, 0
 	l.caught = map[uint64]bool{}
 	l.rules = map[string]*RuleLabels{}
 	l.order = nil
@@ -72,7 +73,11 @@ func (l *Labels) OnEvent(ev *event.Event) {
 	if !truthy(v) {
 		return
 	}
-	sc, _ := ev.Field(l.scenarioSlot).AsString()
+	scv := ev.Field(l.scenarioSlot)
+	if scv.Kind() != event.KindNull {
+		l.scenPres++
+	}
+	sc, _ := scv.AsString()
 	l.labelled[ev.Seq] = sc
 }
 
@@ -124,10 +129,14 @@ func truthy(v event.Value) bool {
 
 // LabelSummary is what a [Labels] counted in a run.
 type LabelSummary struct {
-	Field    string // the label field
-	Present  int64  // events that have the label field, true or not
-	Labelled int64  // labelled events in the input
-	Caught   int64  // of them, inside at least one alert
+	Field   string // the label field
+	Present int64  // events that have the label field, true or not
+	// ScenarioField is the field naming a labelled event's scenario, and
+	// ScenarioPresent the labelled events that have it.
+	ScenarioField   string
+	ScenarioPresent int64
+	Labelled        int64 // labelled events in the input
+	Caught          int64 // of them, inside at least one alert
 	// Rules are the rules that alerted, in the order of their first alert.
 	Rules     []RuleLabels
 	Scenarios []ScenarioSummary // by scenario name
@@ -184,7 +193,8 @@ func ratio(a, b int64) float64 {
 // Summary returns the statistics of the run so far (of the last run, once
 // it returned).
 func (l *Labels) Summary() *LabelSummary {
-	s := &LabelSummary{Field: l.field, Present: l.present, Labelled: int64(len(l.labelled)), Caught: int64(len(l.caught))}
+	s := &LabelSummary{Field: l.field, Present: l.present, Labelled: int64(len(l.labelled)), Caught: int64(len(l.caught)),
+		ScenarioField: l.scenario, ScenarioPresent: l.scenPres}
 	for _, name := range l.order {
 		s.Rules = append(s.Rules, *l.rules[name])
 	}

@@ -59,7 +59,7 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 					var de *jsonev.DecodeError
 					if errors.As(err, &de) {
 						reason := de.Reason
-						if s := Suggest(de.Unknown, rs.Schema.Names()); de.Unknown != "" && s != "" {
+						if s := Suggest(de.Unknown, eventFields(rs)); de.Unknown != "" && s != "" {
 							// " (not in the schema: did you mean x?)"
 							reason = strings.TrimSuffix(reason, ")") + ": " + s[len(" ("):]
 						}
@@ -134,6 +134,15 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 
 // givenAggregate returns the name of an aggregate whose value a test
 // event gives (not null), or "".
+// eventFields are the fields a test's event may give: the schema's but
+// the aggregates' (givenAggregate), which an unknown field's suggestion
+// must not offer.
+func eventFields(rs *Ruleset) []string {
+	return slices.DeleteFunc(rs.Schema.Names(), func(name string) bool {
+		return slices.ContainsFunc(rs.Aggregates, func(a *Aggregate) bool { return a.Name == name })
+	})
+}
+
 func givenAggregate(rs *Ruleset, ev *event.Event) string {
 	for _, a := range rs.Aggregates {
 		if slot, ok := rs.Schema.Slot(a.Name); ok && !ev.Field(slot).IsNull() {

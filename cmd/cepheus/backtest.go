@@ -1144,8 +1144,10 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 			fmt.Fprintf(bw, "  lookup %s: unbound, every event got its defaults\n", l.Name)
 			continue
 		}
-		fmt.Fprintf(bw, "  lookup %s: %s, %.1f%% from the cache; %s looked up at the source in %s (%s without a record)",
-			l.Name, plural(int64(l.Hits+l.Misses), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.NotFound)))
+		// Hits+Misses counts each batch's distinct keys: "N keys" read as
+		// the distinct keys of the whole input.
+		fmt.Fprintf(bw, "  lookup %s: %s (one per key of a batch of events), %.1f%% from the cache; %s looked up at the source in %s (%s without a record)",
+			l.Name, plural(int64(l.Hits+l.Misses), "key lookup", "key lookups"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.NotFound)))
 		if l.Failures > 0 {
 			fmt.Fprintf(bw, "; %s failed (%s)", plural(int64(l.Failures), "request", "requests"), plural(int64(l.Timeouts), "timeout", "timeouts"))
 		}
@@ -1217,6 +1219,10 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	}
 	if len(ls.Scenarios) == 0 {
 		return
+	}
+	if ls.ScenarioPresent == 0 {
+		// A misspelled -scenario put every labelled event in one row.
+		fmt.Fprintf(bw, "  (no labelled event has a field %s: is it the scenario field's name?)\n", ls.ScenarioField)
 	}
 	width = 22
 	for _, sc := range ls.Scenarios {

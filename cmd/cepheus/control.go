@@ -15,6 +15,7 @@ import (
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/internal/control"
 	"github.com/cepheus-cep/cepheus/internal/humanize"
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 var statusCommand = &command{
@@ -353,7 +354,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			return problemsError(file, control.ErrorsOf(r.GetProblems()).Count())
 		}
-		if err := control.ErrorsOf(r.GetWarnings()).Print(stderr, false); err != nil {
+		if err := localNames(control.ErrorsOf(r.GetWarnings()), file).Print(stderr, false); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s: ruleset %s version %.12s, %d rules: ok\n", file, r.GetRuleset(), r.GetVersion(), len(r.GetRules()))
@@ -379,7 +380,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	// The version is deployed: a warning that cannot be written (stderr's
 	// reader gone) must not make the exit status say it was not.
-	_ = r.Warnings.Print(stderr, false)
+	_ = localNames(r.Warnings, file).Print(stderr, false)
 	printDeploy(stdout, "deployed", r)
 	return nil
 }
@@ -516,4 +517,14 @@ func localName(name, path string) string {
 		return path
 	}
 	return name
+}
+
+// localNames returns ps with each file name the server gave (the base
+// name sent) replaced by path as given (localName): a warning said
+// abs.cep where an error said r/abs.cep.
+func localNames(ps rules.ErrorList, path string) rules.ErrorList {
+	for _, p := range ps {
+		p.Pos.Filename = localName(p.Pos.Filename, path)
+	}
+	return ps
 }

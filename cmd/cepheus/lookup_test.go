@@ -277,7 +277,7 @@ func TestLookupRedisEqualsFile(t *testing.T) {
 	if n := lookupAlerts(t, fileAlerts, "away_from_home"); n < 5 {
 		t.Fatalf("the backtest with the lookup file has %d away_from_home alerts, want at least 5", n)
 	}
-	if !regexp.MustCompile(`lookup customer: [0-9,]+ keys, [0-9.]+% from the cache`).MatchString(stderr) {
+	if !regexp.MustCompile(`lookup customer: [0-9,]+ key lookups \(one per key of a batch of events\), [0-9.]+% from the cache`).MatchString(stderr) {
 		t.Errorf("the summary does not tell the lookup's figures:\n%s", stderr)
 	}
 	prefix := "test:" + t.Name() + ":" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
@@ -795,7 +795,7 @@ func TestBacktestLookupLastError(t *testing.T) {
 	want = "WRONGTYPE Operation against a key holding the wrong kind of value (not a hash: records written as JSON strings are read with ?format=json)"
 	// Each key fails alone (the request is answered): ten records that
 	// did not read, the request no failure.
-	if !regexp.MustCompile(`: 10 keys, 0\.0% from the cache; 10 looked up at the source in 1 request \(0 without a record\); 10 records did not read: ` +
+	if !regexp.MustCompile(`: 10 key lookups \(one per key of a batch of events\), 0\.0% from the cache; 10 looked up at the source in 1 request \(0 without a record\); 10 records did not read: ` +
 		`10 events got the defaults, 0 went to the dead letters; last error: key ` +
 		regexp.QuoteMeta(prefix) + `c[0-9]: ` + regexp.QuoteMeta(want) + ` \(and 9 more records of its request that do not read\)$`).MatchString(line) {
 		t.Errorf("JSON strings read as hashes: the summary's lookup line\n %s\nwant it to end with ten records that did not read and the last error, key %sc...: %s (and 9 more ...)", line, prefix, want)

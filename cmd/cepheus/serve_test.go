@@ -120,13 +120,14 @@ func TestServe(t *testing.T) {
 	if code, _, errOut := cepheus(t, "rules", "validate", "-server", m[1], bad); code != 1 || !strings.Contains(errOut, bad+":5:") {
 		t.Errorf("cepheus rules validate of a bad ruleset: exit %d, want 1 with %s:5:col\n%s", code, bad, errOut)
 	}
-	// A ruleset that compiles with a warning is valid, the warning said.
+	// A ruleset that compiles with a warning is valid, the warning said,
+	// naming the file as given too (it said warn.cep until 2026-12-07).
 	warn := filepath.Join(dir, "warn.cep")
 	if err := os.WriteFile(warn, []byte("ruleset w\nevent time ts\nrule r {\n  pattern {\n    begin a where a.amount > 1\n  }\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut = cepheus(t, "rules", "validate", "-server", m[1], warn)
-	if want := "warn.cep:5:19: warning: stage a takes one event"; code != 0 || !strings.Contains(out, "ruleset w version") || !strings.HasPrefix(errOut, want) {
+	if want := warn + ":5:19: warning: stage a takes one event"; code != 0 || !strings.Contains(out, "ruleset w version") || !strings.HasPrefix(errOut, want) {
 		t.Errorf("cepheus rules validate of a ruleset with a warning: exit %d, want 0 and a line starting %q on stderr\n%s%s", code, want, out, errOut)
 	}
 	e := c.terminate(t, 30*time.Second)

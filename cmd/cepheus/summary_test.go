@@ -128,6 +128,19 @@ func TestBacktestSummaryWording(t *testing.T) {
 	if strings.Contains(errOut, "none of them true") || !strings.Contains(errOut, "Labelled events (nosuchfield): 1,") {
 		t.Errorf("-label nosuchfield, one yes:\n%s", errOut)
 	}
+	// A scenario field no labelled event has is named too (every
+	// labelled event then falls in one row, "(no scenario)"); once one
+	// has it, nothing is said.
+	const scNote = "(no labelled event has a field scenarios: is it the scenario field's name?)"
+	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "nosuchfield", "-scenario", "scenarios")
+	if !strings.Contains(errOut, scNote) || !strings.Contains(errOut, "(no scenario)") {
+		t.Errorf("-scenario scenarios: summary lacks %q:\n%s", scNote, errOut)
+	}
+	events = writeFile(t, dir, "e6.jsonl", strings.Replace(some, `"nosuchfield":"yes"`, `"nosuchfield":"yes","scenarios":"x"`, 1))
+	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "nosuchfield", "-scenario", "scenarios")
+	if strings.Contains(errOut, "no labelled event has a field") || !strings.Contains(errOut, "\n  x ") {
+		t.Errorf("-scenario scenarios over a labelled event that has it:\n%s", errOut)
+	}
 }
 
 // TestProgressLines: on a terminal the progress line is rewritten in
