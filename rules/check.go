@@ -503,6 +503,9 @@ func (c *ruleChecker) checkElems(r *RuleDecl, es []PatternElem, pos Pos, inGroup
 			if gap != nil {
 				c.gapWarnings(h, gap, name, i == 0 && !inGroup)
 			}
+			if q := h.Quant; q.AllowCombinations.Set && (q.Kind == QuantOneOrMore || q.Kind == QuantTimesOrMore) && !h.Contiguity.IsNot() {
+				c.warnf(q.AllowCombinations.Pos, "stage %s takes every combination of the events it matches, with no largest count: a key's partial matches, and the matches one event completes, double with each event it may take (20 make a million); give the loop a largest count (times N..M), or cap each key's partial matches (-max-partial-matches)", name)
+			}
 			if h.Quant.Gap != nil && loopGapReach(h.Quant, i == 0 && !inGroup) == 0 {
 				count := Quantifier{Kind: h.Quant.Kind, Min: h.Quant.Min, Max: h.Quant.Max}.String()
 				why := "no event comes before the first stage"

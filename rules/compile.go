@@ -289,6 +289,15 @@ func (rc *ruleCompiler) exprError(x *Expr, err error) {
 // is the expression up to the token,
 // rest the expression from the token on.
 func exprHint(msg, before, rest string) string {
+	if c, ok := strings.CutPrefix(msg, "unrecognized character: U+"); ok {
+		// Typographic quotes, as a word processor or a chat pastes them.
+		for _, q := range []string{"201C", "201D", "201E", "00AB", "00BB", "2018", "2019", "201A"} {
+			if strings.HasPrefix(c, q) {
+				return msg + ` (a string goes in straight quotes, " or ')`
+			}
+		}
+		return msg
+	}
 	tok, ok := strings.CutPrefix(msg, "unexpected token ")
 	if !ok {
 		return msg
@@ -316,6 +325,9 @@ func exprHint(msg, before, rest string) string {
 	case `Operator(",")`:
 		if i := strings.LastIndex(before, "("); i > 0 && strings.HasSuffix(strings.TrimSpace(before[:i]), " in") {
 			hint = "a list is written in brackets: in [a, b]"
+		} else if strings.TrimSpace(strings.TrimPrefix(rest, ",")) == "" {
+			// x: b.amount, as in a JSON object.
+			hint = "the expression ends at the end of its line: emit fields and clauses are one per line, with no comma between them"
 		}
 	case `Identifier("AND")`, `Identifier("OR")`, `Identifier("NOT")`:
 		hint = "did you mean " + strings.ToLower(tok[len(`Identifier("`):len(tok)-2]) + "?"

@@ -90,6 +90,13 @@ func (p *ruleParser) unexpected(want string, keywords ...string) {
 			break
 		}
 	}
+	// A misspelt keyword (folowedBy): a slip of a few letters, not a
+	// short form, which a keyword of four letters or more is not.
+	if w := p.tok.val; hint == "" && p.tok.kind == tokIdent && len(w) >= 4 {
+		if k := Closest(w, keywords); k != "" && len(k) >= len(w)-2 && len(k) <= len(w)+2 {
+			hint = " (did you mean " + k + "?)"
+		}
+	}
 	p.errorf("expected %s, found %s%s", want, p.tok.describe(), hint)
 }
 
@@ -1582,6 +1589,13 @@ func (p *ruleParser) parseHeadRest(h *elemHead) bool {
 			return false
 		}
 	}
+	if p.tok.kind == tokInt {
+		// begin a 3 times, as it is said.
+		n := p.tok.val
+		p.errorf("unexpected %s: a count follows its quantifier: times %s (exactly %s events) or timesOrMore %s (%s or more)", p.tok.describe(), n, n, n, n)
+		p.skipLine()
+		return false
+	}
 	return true
 }
 
@@ -1666,8 +1680,16 @@ func (p *ruleParser) parseQuantWord(q *Quantifier, w string, pos Pos) bool {
 			p.errorf("unexpected %s: a range of counts is written with '..': times %d..%s", p.tok.describe(), n.Value, p.rangeEnd())
 			return false
 		}
+		if p.isWord("or") && strings.HasPrefix(strings.TrimLeft(p.src.src[p.tok.pos+len("or"):], " \t"), "more") {
+			p.errorf("times %d or more is written timesOrMore %d", n.Value, n.Value)
+			return false
+		}
 		if p.tok.kind == tokDotDot {
 			p.next()
+			if p.tok.kind != tokInt {
+				p.errorf("expected the largest number of events, found %s (%d or more: timesOrMore %d)", p.tok.describe(), n.Value, n.Value)
+				return false
+			}
 			m, ok := p.parseInt("the largest number of events")
 			if !ok {
 				return false
@@ -1790,10 +1812,48 @@ func (p *ruleParser) parseEvents(c Comments, pos int) *EventsBlock {
 			p.skipLine()
 			continue
 		}
+		if first, close := unclosedEvent(p.src.src, x.Pos.Offset(), x.raw); close >= 0 {
+			// Read on from that '}', the events block's end.
+			closeLine := strings.Count(p.src.src[:close], "\n") + 1
+			p.errorAt(first, fmt.Sprintf("event not closed: a '}' missing here? (the '}' on line %d, meant to end the events block, closed it)", closeLine))
+			p.lex.pos, p.lex.start = close, close
+			p.next()
+			continue
+		}
 		l := &EventLine{Comments: Comments{Doc: doc}, JSON: x}
 		l.Line = p.endLine()
 		b.Lines = append(b.Lines, l)
 	}
+}
+
+// unclosedEvent tells an event left open on its line, whose '{' the
+// events block's '}' then closed, from an event written over several
+// lines: raw, the event's span at offset pos of src, ends with a line
+// holding only its '}', indented less than its '{' (an event over several
+// lines closes at or right of where it opened). It returns the offset of
+// the end of the event's first line and that of the '}', or -1, -1.
+func unclosedEvent(src string, pos int, raw string) (first, close int) {
+	nl := strings.IndexByte(raw, '\n')
+	last := raw[strings.LastIndexByte(raw, '\n')+1:]
+	if nl < 0 || strings.TrimSpace(last) != "}" {
+		return -1, -1
+	}
+	open := pos - (strings.LastIndexByte(src[:pos], '\n') + 1)
+	if indent := len(last) - len(strings.TrimLeft(last, " \t")); indent >= open {
+		return -1, -1
+	}
+	line := raw[:nl]
+	for i := 0; i < len(line); i++ { // up to a comment
+		if c := line[i]; c == '"' {
+			if end := skipQuoted(line, i); end > 0 {
+				i = end - 1
+			}
+		} else if c == '#' {
+			line = line[:i]
+			break
+		}
+	}
+	return pos + len(strings.TrimRight(line, " \t\r")), pos + strings.LastIndexByte(raw, '}')
 }
 
 func (p *ruleParser) parseExpect(c Comments, pos int) *ExpectBlock {

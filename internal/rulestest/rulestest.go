@@ -145,7 +145,8 @@ func Run(t *rules.Test) *Result {
 }
 
 // eventLines returns the events that the matches ms hold (their numbers
-// in seqs), in number order, each with its place in the file and its text.
+// in seqs), in number order, each with its place in the file and its
+// text, and the values of the ruleset's velocity aggregates at it.
 func eventLines(t *rules.Test, seqs map[string][]int, ms ...[]string) []string {
 	var nums []int
 	for _, list := range ms {
@@ -160,7 +161,18 @@ func eventLines(t *rules.Test, seqs map[string][]int, ms ...[]string) []string {
 			continue
 		}
 		src := t.Sources[n-1]
-		out = append(out, fmt.Sprintf("%d  %s: %s", n, src.Pos, src.Text))
+		line := fmt.Sprintf("%d  %s: %s", n, src.Pos, src.Text)
+		// The event's velocity aggregates, which its line does not hold
+		// (the test computes them), as a condition reads them: the
+		// current event counted in.
+		if ev := t.Events[n-1]; len(t.Aggregates) > 0 {
+			aggs := make([]string, len(t.Aggregates))
+			for i, a := range t.Aggregates {
+				aggs[i] = a.Name + " " + ev.Field(a.Slot).String()
+			}
+			line += "  (" + strings.Join(aggs, ", ") + ")"
+		}
+		out = append(out, line)
 	}
 	return out
 }

@@ -161,6 +161,57 @@ test "t" {
 	}
 }
 
+// TestDiffEventsAggregates: the events of a failed test are listed with
+// the values of the ruleset's velocity aggregates at each (which their
+// lines do not hold): an average that counts the current event in reads
+// there as it does in the condition (the trial's spike over the average
+// that never fired: 20, 30, 1000 average 350).
+func TestDiffEventsAggregates(t *testing.T) {
+	rs, err := rules.Load("t.cep", []byte(`ruleset t
+event time ts
+schema {
+  ts: time
+  k: string
+  amount: float
+}
+aggregate avg_amount {
+  key k
+  avg amount
+  window 1h
+}
+aggregate n {
+  key k
+  count
+  window 1h
+}
+rule spike {
+  key k
+  pattern {
+    begin a where amount > 5 * avg_amount
+  }
+}
+test "t" {
+  events {
+    {"ts": 1, "k": "x", "amount": 20}
+    {"ts": 2, "k": "x", "amount": 30}
+    {"ts": 3, "k": "x", "amount": 1000}
+  }
+  expect {
+    spike key "x" { a: [3] }
+  }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := RunAll(rs)[0].Diff()
+	want := "events of the missing and unexpected matches:\n" +
+		"  3  t.cep:28:5: {\"ts\": 3, \"k\": \"x\", \"amount\": 1000}  (avg_amount 350, n 3)\n"
+	if !strings.HasSuffix(d, want) {
+		t.Errorf("Diff =\n%s\nwant it to end\n%s", d, want)
+	}
+}
+
 func TestSurplus(t *testing.T) {
 	got := surplus([]string{"a", "a", "b", "d"}, []string{"a", "c", "d", "d"})
 	if strings.Join(got, ",") != "a,b" {

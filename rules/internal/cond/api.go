@@ -3,6 +3,7 @@ package cond
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -179,6 +180,11 @@ func CompileValueExpr(src string, env *Env) (*ValueExpr, error) {
 // A run-time error is returned as an *Error and counted by Errors.
 func (v *ValueExpr) Eval(match [][]*event.Event) (event.Value, error) {
 	val, err := v.prog.evalValue(frame{ev: &noEvent, stages: matchStages(match)})
+	if f, ok := val.AsFloat(); err == nil && ok && val.Kind() == event.KindFloat && (math.IsInf(f, 0) || math.IsNaN(f)) {
+		// JSON holds no infinity and no NaN: the alert's field would
+		// be null while cepheus test showed +Inf, and no error counted.
+		err = &Error{End: len(v.src), Msg: fmt.Sprintf("the value is %v, which an alert cannot hold (a division by zero?)", f)}
+	}
 	if err != nil {
 		v.errs.Add(1)
 		v.lastErr.Store(err)

@@ -510,6 +510,23 @@ func TestCondEmit(t *testing.T) {
 	if _, err := v.Eval(m); !errors.As(err, &ee) || ee.Msg != want {
 		t.Errorf("join over a null: %v, want the message %q", err, want)
 	}
+	// A float that JSON cannot hold (±Inf, NaN) is an error of the
+	// field, counted, not a value its alert would write as null.
+	for src, shown := range map[string]string{
+		`a.amount / 0.0`:                           "+Inf",
+		`-1.0 * a.amount / 0`:                      "-Inf",
+		`(a.amount - a.amount) / 0.0`:              "NaN",
+		`first(a.amount) / float(len(c) - len(c))`: "+Inf",
+	} {
+		v, err := CompileValueExpr(src, stageEnv)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		want := "the value is " + shown + ", which an alert cannot hold (a division by zero?)"
+		if got, err := v.Eval(m); !errors.As(err, &ee) || ee.Msg != want || !got.IsNull() || v.Errors() != 1 {
+			t.Errorf("%s = %v, %v (%d errors); want null and the error %q, counted", src, got, err, v.Errors(), want)
+		}
+	}
 }
 
 func TestCondErrors(t *testing.T) {
