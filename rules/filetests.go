@@ -48,6 +48,10 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 				// reported by the checker; anything else is a bug.
 				c.errorf(td.Pos, "internal error: %v", err)
 			}
+			// Epoch seconds, read as the milliseconds a test's numbers
+			// are (20 minutes become 1.2 s): the first such event of the
+			// test is warned of.
+			seconds, secondsAt, secondsEv, secondsTime := 0, NoPos, 0, int64(0)
 			for i, l := range td.Events.Lines {
 				if dec == nil {
 					break
@@ -74,12 +78,26 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 					c.errorf(l.JSON.Pos+Pos(off), "event %d: %s is an aggregate: the test computes its value from its events; leave it out", i+1, a)
 					continue
 				}
+				if secs := int64(ev.Time); rs.TimeField != "" && secs >= epochSeconds2000 && secs < epochSeconds2100 {
+					if seconds++; seconds == 1 {
+						secondsAt, secondsEv, secondsTime = l.JSON.Pos+Pos(max(strings.Index(l.JSON.raw, strconv.Quote(rs.TimeField)), 0)), i, secs
+					}
+				}
 				ev.Seq = uint64(i + 1)
 				for _, l := range rs.Lookups {
 					l.FillDefaults(ev)
 				}
 				t.Events = append(t.Events, ev)
 				t.Sources = append(t.Sources, EventSource{Pos: c.f.src.position(l.JSON.Pos), Text: oneLine(l.JSON.raw)})
+			}
+			if seconds > 0 {
+				more := ""
+				if seconds > 1 {
+					more = fmt.Sprintf(" (and %d more of the test's events)", seconds-1)
+				}
+				secs := secondsTime
+				c.warnf(secondsAt, "event %d: %s %d is read as epoch milliseconds, %v; as epoch seconds it is %v: a test reads a number as milliseconds (write %d000, or the time in RFC 3339)%s",
+					secondsEv+1, rs.TimeField, secs, event.Time(secs), event.Time(secs*1000), secs, more)
 			}
 		}
 		nEvents := 0
@@ -131,6 +149,13 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 		rs.Tests = append(rs.Tests, t)
 	}
 }
+
+// The epoch seconds of 2000-01-01 and 2100-01-01: a test event's time
+// between them is read as a time of January 1970 in milliseconds.
+const (
+	epochSeconds2000 = 946684800
+	epochSeconds2100 = 4102444800
+)
 
 // givenAggregate returns the name of an aggregate whose value a test
 // event gives (not null), or "".
