@@ -469,6 +469,18 @@ type Summary struct {
 	// order; Aggregates the figures of its velocity aggregates.
 	Lookups    []LookupStats
 	Aggregates []AggregateStats
+	// Absent are the fields that rules read and that no decoded event
+	// had (a field misnamed in the ruleset or in the input: each of its
+	// reads is null), in schema order; none when nothing decoded. A
+	// backtest's only.
+	Absent []AbsentField
+}
+
+// AbsentField is a field that no event of a run had, and the rules that
+// read it, in ruleset order.
+type AbsentField struct {
+	Field string
+	Rules []string
 }
 
 // RuleSummary is the outcome of one rule in a run. A live job's

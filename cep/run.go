@@ -12,6 +12,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
+	"github.com/cepheus-cep/cepheus/rules"
 	"github.com/cepheus-cep/cepheus/runtime"
 	"github.com/cepheus-cep/cepheus/runtime/state"
 )
@@ -24,6 +25,7 @@ type run struct {
 	host   *hostOperator
 	sink   *sink
 	enrich *enrichStage // nil without lookups
+	dec    *jsonev.Decoder
 }
 
 // emitted is one output of the engine's operator: an alert, or a late
@@ -61,7 +63,7 @@ func (e *Engine) newRun(src runtime.Source) (*run, error) {
 	if host.agg, err = e.newAggregator(c.aggWorkers); err != nil {
 		return nil, err
 	}
-	r := &run{e: e, host: host, sink: newSink(e)}
+	r := &run{e: e, host: host, sink: newSink(e), dec: dec}
 	if r.enrich, err = e.newEnrichStage(nil); err != nil {
 		return nil, err
 	}
@@ -124,6 +126,9 @@ func (r *run) finish(runErr error) (*Summary, error) {
 	}
 	if r.host.agg != nil {
 		s.Aggregates, _ = aggregateStats(e, r.host.agg)
+	}
+	if st.Decoded > 0 {
+		s.Absent = absentFields(rs, r.dec.Absent())
 	}
 	for i, cr := range e.rules {
 		rr := &r.host.rules[i]
@@ -977,4 +982,28 @@ func (s *sink) flush() error {
 		}
 	}
 	return s.err
+}
+
+// absentFields returns the fields of absent (no decoded event had them)
+// that rules of rs read, each with those rules: what a rule reads of the
+// input, not an aggregate's or a lookup's value, nor a field that only an
+// observer reads (a label).
+func absentFields(rs *rules.Ruleset, absent []string) []AbsentField {
+	var out []AbsentField
+	for _, f := range absent {
+		if slices.ContainsFunc(rs.Aggregates, func(a *rules.Aggregate) bool { return a.Name == f }) ||
+			slices.ContainsFunc(rs.Lookups, func(l *rules.Lookup) bool { return strings.HasPrefix(f, l.Name+".") }) {
+			continue
+		}
+		a := AbsentField{Field: f}
+		for _, r := range rs.Rules {
+			if slices.Contains(r.Reads, f) {
+				a.Rules = append(a.Rules, r.Name)
+			}
+		}
+		if len(a.Rules) > 0 {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -134,6 +134,7 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 		Source:   p.b.String(),
 	}
 	r.Hash = hashOf(header + r.Source)
+	r.Reads = ruleFields(rd, rc.c.lookupNames())
 	if rd.Description != nil {
 		r.Description = rd.Description.Value
 	}

@@ -132,6 +132,10 @@ type Rule struct {
 	// Aggregates names the velocity aggregates the rule's expressions
 	// read, in declaration order.
 	Aggregates []string
+	// Reads are the names the rule reads, sorted: its key fields and
+	// what its expressions read of the events (fields, lookups' fields
+	// as lookup.field, aggregates).
+	Reads []string
 	// Source is the canonical source of the rule, without comments.
 	Source string
 	// Hash is the hex SHA-256 of the rule's content: the event time field,

@@ -540,6 +540,25 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		}
 		fmt.Fprintf(stderr, "backtest: warning: %s holds no events (%s)\n", input, why)
 	}
+	for _, s := range sums {
+		// A field misnamed in the schema (or the input): each read is
+		// null, and status == "declined" is false without an error.
+		of := ""
+		if len(sums) > 1 {
+			of = "ruleset " + s.Ruleset + ": "
+		}
+		for _, a := range s.Absent {
+			by := "rule " + a.Rules[0]
+			switch n := len(a.Rules); {
+			case n > 4:
+				by = "rules " + strings.Join(a.Rules[:3], ", ") + " and " + plural(int64(n-3), "more", "more")
+			case n > 1:
+				by = "rules " + strings.Join(a.Rules[:n-1], ", ") + " and " + a.Rules[n-1]
+			}
+			fmt.Fprintf(stderr, "backtest: warning: %sno event had the field %s, which %s %s: each read of it is null (is it the field's name?)\n",
+				of, a.Field, by, map[bool]string{true: "reads", false: "read"}[len(a.Rules) == 1])
+		}
+	}
 	if !f.quiet {
 		for i, s := range sums {
 			partial := i == len(sums)-1 && !ranToEnd(runErr)

@@ -143,6 +143,63 @@ func TestBacktestSummaryWording(t *testing.T) {
 	}
 }
 
+// TestBacktestAbsentFields: a field that rules read and no event had (a
+// misnamed field: status == "declined" is false on null, no error) is
+// named with its rules; a field present as null, an aggregate's and a
+// lookup's values, and a field no rule reads are not.
+func TestBacktestAbsentFields(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", `ruleset absent
+event time ts
+schema {
+  ts: time
+  k: string
+  status: string
+  note: string
+  unread: string
+}
+lookup customer {
+  key k
+  fields {
+    tier: string default "basic"
+  }
+}
+aggregate n {
+  key k
+  count
+  window 1h
+}
+rule declines {
+  key k
+  pattern {
+    begin a times 2 where status == "declined"
+    within 1h
+  }
+}
+rule noted {
+  key k
+  pattern {
+    begin a where note == nil && n > 0 && customer.tier == "basic" && status != "x"
+  }
+}
+`)
+	events := writeFile(t, dir, "e.jsonl", `{"ts": "2026-01-01T00:00:00Z", "k": "x", "note": null}`+"\n"+`{"ts": "2026-01-01T00:00:01Z", "k": "x"}`+"\n")
+	code, _, errOut := cepheus(t, "backtest", "-q", "-rules", rules, "-events", events)
+	const want = "backtest: warning: no event had the field status, which rules declines and noted read: each read of it is null (is it the field's name?)\n"
+	if code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("backtest: exit %d, want 0 and %q:\n%s", code, want, errOut)
+	}
+	for _, f := range []string{"field note", "field unread", "tier", "field n,"} {
+		if strings.Contains(errOut, f) {
+			t.Errorf("backtest names %q among the absent fields:\n%s", f, errOut)
+		}
+	}
+	events = writeFile(t, dir, "e2.jsonl", `{"ts": "2026-01-01T00:00:00Z", "k": "x", "status": "declined", "note": "y"}`+"\n")
+	if _, _, errOut := cepheus(t, "backtest", "-q", "-rules", rules, "-events", events); strings.Contains(errOut, "no event had the field") {
+		t.Errorf("backtest over events that have every field read:\n%s", errOut)
+	}
+}
+
 // TestProgressLines: on a terminal the progress line is rewritten in
 // place; elsewhere every report is a plain line starting with
 // "backtest: ", also without an input size (stdin). A topic's progress

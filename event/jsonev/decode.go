@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -254,6 +255,12 @@ type Decoder struct {
 	strict  bool // Strict mode
 	open    bool // Config.Open
 
+	// watch are the fields (indexes, each with a slot) that no record
+	// decoded so far has had: [Decoder.Absent]. Each is dropped when a
+	// record has it, so that a stream whose records hold every field
+	// soon looks at none.
+	watch []int
+
 	// order[p] is the field index found at key position p in the previous
 	// record (-1: not a field of ours). Records of one stream usually list
 	// their keys in the same order, so a byte comparison usually replaces
@@ -342,7 +349,24 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 	}
 	d.vals = make([]event.Value, d.nSlots)
 	d.seen = make([]bool, len(d.fields))
+	for fi := range d.fields {
+		if d.fields[fi].slot >= 0 {
+			d.watch = append(d.watch, fi)
+		}
+	}
 	return d, nil
+}
+
+// Absent returns the fields of the schema (in its order) that no record
+// the decoder decoded had, null or not: a field misnamed in the schema or
+// in the input, which every event then has as null. A record that did not
+// decode counts for nothing.
+func (d *Decoder) Absent() []string {
+	out := make([]string, 0, len(d.watch))
+	for _, fi := range d.watch {
+		out = append(out, d.fields[fi].name)
+	}
+	return out
 }
 
 // newDecField returns the decField of a field, name and kind only (the
@@ -486,6 +510,9 @@ func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 		if d.vals[f.slot].IsNull() {
 			return nil, &DecodeError{Reason: "required field " + strconv.Quote(f.name) + " is null"}
 		}
+	}
+	if len(d.watch) > 0 {
+		d.watch = slices.DeleteFunc(d.watch, func(fi int) bool { return d.seen[fi] })
 	}
 	return d.newEvent(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -254,6 +255,34 @@ func TestDecodeOptionalTimeAfterATime(t *testing.T) {
 	}
 	if ev, err := decodeValue(d, []byte(`{"s":"x"}`)); err != nil || ev.Time != event.MinTime {
 		t.Fatalf("Decode without a time, after one with = %d, %v; want event.MinTime", ev.Time, err)
+	}
+}
+
+// TestDecodeAbsent: the fields no decoded record had, null or not, in
+// the schema's order; a record that did not decode counts for nothing,
+// and the time field outside the schema is none of them.
+func TestDecodeAbsent(t *testing.T) {
+	d := testDecoder(t, Config{})
+	if got := d.Absent(); !slices.Equal(got, []string{"s", "i", "f", "b", "a", "k"}) {
+		t.Fatalf("before any record: %q", got)
+	}
+	for _, rec := range []string{
+		`{"ts": 1, "i": 2, "k": "x"}`,
+		`{"ts": 2, "a": null}`,
+		`{"ts": 3, "s": "y", "b": 7}`, // does not decode (b is a bool)
+	} {
+		_, _ = d.Decode([]byte(rec))
+	}
+	if got, want := d.Absent(), []string{"s", "f", "b"}; !slices.Equal(got, want) {
+		t.Errorf("Absent = %q, want %q", got, want)
+	}
+	for _, rec := range []string{`{"ts": 4, "s": "y", "b": true, "f": 1.5}`, `{"ts": 5}`} {
+		if _, err := d.Decode([]byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := d.Absent(); len(got) != 0 {
+		t.Errorf("Absent = %q once every field came", got)
 	}
 }
 
