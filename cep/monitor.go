@@ -262,9 +262,12 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, rea
 			break
 		}
 		if cr.shadow {
-			sc := ShadowCount{Rule: cr.rule.Name, Shadow: c[i].alerts, Overlap: c[i].overlap}
+			// Compared with the active rule of its name since the later
+			// of the two rules' switches (sameTwin), or its alerts
+			// since the shadow's without one.
+			sc := ShadowCount{Rule: cr.rule.Name, Shadow: c[i].alerts}
 			if cr.twin >= 0 {
-				sc.Active = c[cr.twin].compared
+				sc.Active, sc.Shadow, sc.Overlap = c[cr.twin].compared, c[i].compared, c[i].overlap
 			}
 			m.s.Shadow = append(m.s.Shadow, sc)
 		}

@@ -38,6 +38,7 @@ type ruleTotals struct {
 	// expression errors of each compiled rule of the engine running.
 	ids      map[int]*taken
 	compared map[comparedKey]*int64
+	overlaps map[comparedKey]*int64 // of each shadow rule with an active twin, by the twin's comparison
 	exprs    map[*rules.Rule]*exprTaken
 
 	e     *Engine     // the engine slots are of
@@ -57,7 +58,7 @@ type ruleTotal struct {
 type ruleKey struct{ rule, severity, timeoutSeverity string }
 
 // taken is the highest figures of a rule state the totals took.
-type taken struct{ alerts, timedOut, overflow, partials, noKey, overlap int64 }
+type taken struct{ alerts, timedOut, overflow, partials, noKey int64 }
 
 // exprTaken is what the totals took of a compiled rule's expression
 // errors.
@@ -75,6 +76,7 @@ type totalSlot struct {
 	total    int        // index in rules, or in shadow for a shadow rule
 	taken    *taken     // of the rule's state
 	compared *int64     // a shadow rule's: of its twin's comparison (nil: no twin)
+	overlap  *int64     // a shadow rule's: of its overlap with that twin (nil: no twin)
 	expr     *exprTaken // an active or draining rule's: of its expression errors
 }
 
@@ -110,8 +112,8 @@ func (t *ruleTotals) add(e *Engine, c []ruleFigure) {
 		if cr.shadow {
 			sc := &t.shadow[sl.total]
 			grow(&sc.Shadow, &sl.taken.alerts, f.alerts)
-			grow(&sc.Overlap, &sl.taken.overlap, f.overlap)
 			if sl.compared != nil {
+				grow(&sc.Overlap, sl.overlap, f.overlap)
 				grow(&sc.Active, sl.compared, c[cr.twin].compared)
 			}
 			continue
@@ -181,6 +183,11 @@ func (t *ruleTotals) bind(e *Engine) {
 					sl.compared = new(int64)
 					t.compared[k] = sl.compared
 				}
+				// The overlap starts again with the twin (sameTwin).
+				if sl.overlap = t.overlaps[k]; sl.overlap == nil {
+					sl.overlap = new(int64)
+					t.overlaps[k] = sl.overlap
+				}
 			}
 			continue
 		}
@@ -232,7 +239,7 @@ func (t *ruleTotals) shadowOf(name string) int {
 // forgetIDs forgets what was taken of the rule states: a job without a
 // checkpoint numbers them again from 1, every figure from 0.
 func (t *ruleTotals) forgetIDs() {
-	t.ids, t.compared = map[int]*taken{}, map[comparedKey]*int64{}
+	t.ids, t.compared, t.overlaps = map[int]*taken{}, map[comparedKey]*int64{}, map[comparedKey]*int64{}
 	t.e = nil
 }
 

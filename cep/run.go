@@ -220,8 +220,10 @@ type keyOperator struct {
 
 // ruleCounters are the engine's counters of one rule (the operator keeps
 // the others). Of a shadow comparison: an active rule's compared are its
-// alerts while a shadow rule of its name runs; a shadow rule's overlap
-// the matches the active rule of its name raised too.
+// alerts while a shadow rule of its name runs; a shadow rule's compared
+// its alerts while that active rule runs (since the later of the two
+// switches: see sameTwin), its overlap the matches the active rule raised
+// too.
 type ruleCounters struct {
 	alerts, overflow, noKey int64
 	compared, overlap       int64
@@ -465,6 +467,7 @@ func (h *hostOperator) compareShadow(items []Item) {
 		if it.Rule >= 0 {
 			if cr := &h.e.rules[it.Rule]; cr.shadow && cr.twin >= 0 {
 				h.shadowSigs[sig(it.Rule, it)]++
+				h.rules[it.Rule].compared++
 			}
 		}
 	}
@@ -761,14 +764,33 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 			h.rules[t].timedOut += rc.timedOut
 			h.rules[t].overflow += rc.overflow
 			h.rules[t].noKey += rc.noKey
-			if from.plan == nil || h.e.plan == nil || from.plan.Shadow == h.e.plan.Shadow {
-				// (A new shadow is compared from its start.)
+			if (from.plan == nil || h.e.plan == nil || from.plan.Shadow == h.e.plan.Shadow) && sameTwin(from, ri, h.e, t) {
+				// (A new shadow is compared from its start, and a
+				// shadow rule from its active twin's last change.)
 				h.rules[t].compared += rc.compared
 				h.rules[t].overlap += rc.overlap
 			}
 		}
 	}
 	return nil
+}
+
+// sameTwin says whether rule i of engine a and rule j of engine b, the
+// same rule state, are compared with the same rule state: a shadow rule
+// whose active twin changed (a deploy of another active version that
+// changes the rule of its name) starts its comparison again, as the new
+// twin's does (its alerts compared, and the overlap, from 0: the overlap
+// kept beside an active count from 0 made only-active negative). An
+// active rule's comparison is its own (compared from its own id).
+func sameTwin(a *Engine, i int, b *Engine, j int) bool {
+	ta, tb := a.rules[i].twin, b.rules[j].twin
+	switch {
+	case !a.rules[i].shadow || ta < 0 && tb < 0:
+		return true
+	case ta < 0 || tb < 0:
+		return false // a twin came, or went
+	}
+	return a.rules[ta].id == b.rules[tb].id
 }
 
 // restoreMigrated restores the shared operator of key specification

@@ -1161,6 +1161,89 @@ func TestStreamShadow(t *testing.T) {
 	}
 }
 
+// TestStreamShadowTwinChanged: a deploy of another active version that
+// changes the rule a shadow rule is compared with starts that rule's
+// comparison again on both sides. The active rule's count started again
+// (a new rule state), the shadow's alerts and the overlap did not:
+// only-active (active - overlap) went negative (the trial's `ab 0 1 1 -1
+// 0` in cepheus status).
+func TestStreamShadowTwinChanged(t *testing.T) {
+	lines := strings.SplitAfter(deployInput(900), "\n")
+	quarter, half := len(lines)/4, len(lines)/2
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(strings.Join(lines[:quarter], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := newStreamDirs(t)
+	m := NewStreamMonitor()
+	cfg := d.config(events)
+	cfg.Follow, cfg.PollInterval, cfg.Monitor, cfg.ShadowDir = true, 2*time.Millisecond, m, filepath.Join(t.TempDir(), "shadow")
+	appendLines := func(from, to int) {
+		t.Helper()
+		f, err := os.OpenFile(events, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(strings.Join(lines[from:to], "")); err != nil {
+			t.Fatal(err)
+		}
+		waitMonitor(t, m, int64(strings.Count(strings.Join(lines[:to], ""), "\n")))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+		done <- err
+	}()
+	waitMonitor(t, m, int64(strings.Count(strings.Join(lines[:quarter], ""), "\n")))
+	if _, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2), Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	appendLines(quarter, half)
+	keep := func() ShadowCount {
+		for _, c := range m.Snapshot().Shadow {
+			if c.Rule == "keep" {
+				return c
+			}
+		}
+		t.Fatal("no comparison of keep")
+		return ShadowCount{}
+	}
+	// The same rule on both sides: every shadow match is the active
+	// rule's too (which also has those begun before the shadow's switch).
+	for deadline := time.Now().Add(10 * time.Second); keep().Shadow == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no shadow alert of keep in the first half: %+v", keep())
+		}
+	}
+	if c := keep(); c.Overlap != c.Shadow || c.Active < c.Shadow {
+		t.Fatalf("keep before the active deploy: %+v, want shadow = overlap <= active", c)
+	}
+	// The active version changes keep (the shadow does not).
+	v3 := strings.Replace(deployV1, "amount > 300", "amount > 299", 1)
+	if r, err := m.Deploy(ctx, Deploy{Source: []byte(v3)}); err != nil || !slices.Equal(r.Changed, []string{"keep"}) {
+		t.Fatalf("the active deploy changing keep: %+v, %v", r, err)
+	}
+	if c := keep(); c.Active != 0 || c.Shadow != 0 || c.Overlap != 0 {
+		t.Errorf("keep right after its active rule changed (no event since): %+v, want its comparison from 0", c)
+	}
+	appendLines(half, len(lines))
+	for deadline := time.Now().Add(10 * time.Second); keep().Shadow == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no shadow alert of keep in the second half: %+v", keep())
+		}
+	}
+	if c := keep(); c.Overlap > c.Active || c.Overlap > c.Shadow || c.Overlap == 0 {
+		t.Errorf("keep after the second half: %+v, want an overlap within both counts", c)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
+
 // lastEventTime is the latest "ts" of the JSON lines of deployInput
 // among lines (the dead letters have none).
 func lastEventTime(t *testing.T, lines []string) event.Time {
