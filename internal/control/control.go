@@ -523,6 +523,11 @@ func (c *Client) Message(err error) string {
 			// user's only.
 			return fmt.Sprintf("cepheus serve's socket refused the connection (%s): only serve's user (and root) may connect to it; run this as that user", why)
 		}
+		if strings.Contains(why, "http2: frame too large") {
+			// gRPC's words for an HTTP/1.1 server's answer: serve's
+			// -http port, or another web server.
+			return fmt.Sprintf("an HTTP server answers there, not cepheus serve's control API (%s): is it serve's -http port? Give its -grpc address with -server", why)
+		}
 		return fmt.Sprintf("no cepheus serve answers there (%s): start it, or give its -grpc address with -server", why)
 	}
 	if c.Lost(err) {

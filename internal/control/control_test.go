@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -105,6 +106,25 @@ func TestClientMessage(t *testing.T) {
 	denied := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /run/cepheus.sock: connect: permission denied"`)
 	if msg, want := gone.Message(denied), "cepheus serve's socket refused the connection (dial unix /run/cepheus.sock: connect: permission denied): only serve's user (and root) may connect to it; run this as that user"; msg != want {
 		t.Errorf("a socket's permission denied: message %q, want %q", msg, want)
+	}
+	// An HTTP/1.1 server (serve's -http port, given for its -grpc one):
+	// said, not gRPC's "frame too large". A real one answers the dial.
+	web := &http.Server{Handler: http.NotFoundHandler()}
+	wl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go web.Serve(wl)
+	defer web.Close()
+	webc, err := Dial(wl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer webc.Close()
+	_, err = webc.Status(ctx)
+	if msg := webc.Message(err); !strings.HasPrefix(msg, "an HTTP server answers there, not cepheus serve's control API (") ||
+		!strings.HasSuffix(msg, "): is it serve's -http port? Give its -grpc address with -server") {
+		t.Errorf("Status of an HTTP/1.1 server: %v, message %q; want that an HTTP server answers there", err, msg)
 	}
 	// The server's own UNAVAILABLE, come as it stopped (the connection
 	// no longer ready), is its message.
