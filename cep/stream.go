@@ -486,6 +486,8 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	if err := c.checkOutputs(); err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(c.StateDir)
+	made := errors.Is(statErr, os.ErrNotExist)
 	runLock, err := state.LockRun(c.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
@@ -493,6 +495,13 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	defer runLock.Close()
 	outLocks, err := c.lockOutputs()
 	if err != nil {
+		if made {
+			// Nothing of the run's in it but the lock: leave no
+			// directory behind a start that failed (another run's
+			// output directory).
+			runLock.Close()
+			state.UnmakeRunDir(c.StateDir)
+		}
 		return nil, err
 	}
 	defer func() {
@@ -517,6 +526,37 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 		return e.streamGroup(ctx, c, start)
 	}
 	return e.runJob(ctx, c, start, new(lookupCarry))
+}
+
+// CheckLocks says whether a Stream of cfg could take its state directory
+// and its output directories now, as Stream does first: each lock taken
+// and let go at once (a state directory it had to make is removed
+// again). cepheus serve asks before it listens on its ports, so that a
+// second serve given a running one's directories says that, rather than
+// that its ports are taken, and serves nothing meanwhile.
+func (cfg StreamConfig) CheckLocks() error {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := c.checkOutputs(); err != nil {
+		return err
+	}
+	_, statErr := os.Stat(c.StateDir)
+	made := errors.Is(statErr, os.ErrNotExist)
+	runLock, err := state.LockRun(c.StateDir)
+	if err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	outLocks, err := c.lockOutputs()
+	for _, l := range outLocks {
+		l.Close()
+	}
+	runLock.Close()
+	if made {
+		state.UnmakeRunDir(c.StateDir)
+	}
+	return err
 }
 
 // lookupCarry is the lookups of a run (their caches and counters), kept

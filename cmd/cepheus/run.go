@@ -657,6 +657,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		defer stop()
 	}
 	if cmd == serveCommand {
+		// A second serve given a running one's directories says so
+		// first: not that its ports are taken, after serving metrics.
+		if err := cfg.CheckLocks(); err != nil {
+			return &userError{err: err, msg: stripPrefixes(err.Error())}
+		}
 		cfg.Monitor = cep.NewStreamMonitor()
 		srv, err := metrics.Serve(httpAddr, cfg.Monitor)
 		if err != nil {

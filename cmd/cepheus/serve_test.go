@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -80,6 +81,27 @@ func TestServe(t *testing.T) {
 			t.Fatalf("/readyz still %d after 30s", code)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// A second serve given the running one's directories says so before
+	// it listens (it served metrics first, and said its ports were
+	// taken when they were the same), and leaves no state directory of
+	// its own behind.
+	second := func(state string) crashExit {
+		t.Helper()
+		return runChild(t, bin, []string{"serve", "-rules", "../../rulesets/cards.cep", "-events", events, "-follow",
+			"-state", state, "-alerts", filepath.Join(dir, "alerts"), "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0"}, "", 0)
+	}
+	if e := second(filepath.Join(dir, "state")); e.code != 1 || !strings.Contains(e.stderr, "state dir "+filepath.Join(dir, "state")+" is in use by another run") ||
+		strings.Contains(e.stderr, "metrics on") {
+		t.Errorf("a second serve on the same state: %s, want exit 1 saying the state dir is in use, before listening\n%s", e.describe(), e.stderr)
+	}
+	other := filepath.Join(dir, "state2")
+	if e := second(other); e.code != 1 || !strings.Contains(e.stderr, "output directory "+filepath.Join(dir, "alerts")+" is in use by another run") ||
+		strings.Contains(e.stderr, "metrics on") {
+		t.Errorf("a second serve on the same alerts: %s, want exit 1 saying the output directory is in use, before listening\n%s", e.describe(), e.stderr)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the second serve left its state directory %s behind (%v)", other, err)
 	}
 	lines := strings.Count(string(mustRead(t, events)), "\n")
 	var page string

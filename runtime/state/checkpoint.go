@@ -166,6 +166,14 @@ func LockRun(dir string) (io.Closer, error) {
 	return lock, nil
 }
 
+// UnmakeRunDir removes a state directory that [LockRun] made and that
+// holds nothing else (its lock released): the lock file, then the
+// directory, which stays if anything else is in it.
+func UnmakeRunDir(dir string) {
+	_ = vfs.Default.Remove(vfs.Default.PathJoin(dir, runLockName))
+	_ = vfs.Default.Remove(dir)
+}
+
 // lockError is the error of a lock file of dir that could not be taken:
 // inUse when another holder has it (the errno of a lock held elsewhere,
 // EAGAIN or EACCES, says nothing more to a reader), else what kept the
