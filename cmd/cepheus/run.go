@@ -678,7 +678,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 				say("no control API (-grpc %s)", cmp.Or(grpcAddr, `""`))
 			}
 		} else {
-			g, err := control.Serve(grpcAddr, cfg.Monitor)
+			g, err := control.Serve(grpcAddr, cfg.Monitor, control.Options{Refused: func(msg string) { log.Warn(msg) }})
 			if err != nil {
 				return &userError{err: err, msg: err.Error()}
 			}

@@ -40,7 +40,37 @@ import (
 // service implements cepheusv1.ControlServer over a monitor.
 type service struct {
 	cepheusv1.UnimplementedControlServer
-	m *cep.StreamMonitor
+	m       *cep.StreamMonitor
+	refused func(msg string) // Options.Refused
+}
+
+// Options are a control server's options (the zero value: none).
+type Options struct {
+	// Refused, when set, is told of each deploy, rollback or promote
+	// the server refused, in a line for serve's log ("deploy of r.cep
+	// refused: 2 problems, the first: r.cep:5:3: ..."): the caller had
+	// the answer, the server's log had nothing of it (its switches are
+	// logged).
+	Refused func(msg string)
+}
+
+// logRefused tells s.refused of a call (what: "deploy of r.cep",
+// "rollback", "promote") that ended in err.
+func (s *service) logRefused(ctx context.Context, what string, err error) {
+	if err == nil || s.refused == nil || ctx.Err() != nil {
+		return
+	}
+	var invalid *cep.ValidationError
+	msg := messageOf(err)
+	if errors.As(err, &invalid) && len(invalid.Problems) > 0 {
+		n := invalid.Problems.Count()
+		msg = fmt.Sprintf("%d problem", n)
+		if n != 1 {
+			msg += "s"
+		}
+		msg += ", the first: " + invalid.Problems[0].Error()
+	}
+	s.refused(what + " refused: " + msg)
 }
 
 func (s *service) Validate(_ context.Context, req *cepheusv1.ValidateRequest) (*cepheusv1.ValidateResponse, error) {
@@ -88,16 +118,19 @@ func (s *service) Deploy(ctx context.Context, req *cepheusv1.DeployRequest) (*ce
 		name = "ruleset.cep"
 	}
 	r, err := s.m.Deploy(ctx, cep.Deploy{Name: name, Source: req.GetSource(), DropChanged: req.GetDropChanged(), Shadow: req.GetShadow(), From: req.GetFrom(), Origin: "grpc"})
+	s.logRefused(ctx, "deploy of "+name, err)
 	return deployAnswer(ctx, name, r, err)
 }
 
 func (s *service) Promote(ctx context.Context, req *cepheusv1.PromoteRequest) (*cepheusv1.DeployResponse, error) {
 	r, err := s.m.Promote(ctx, cep.SwitchOptions{DropChanged: req.GetDropChanged(), From: req.GetFrom()})
+	s.logRefused(ctx, "promote", err)
 	return deployAnswer(ctx, "", r, err)
 }
 
 func (s *service) Rollback(ctx context.Context, req *cepheusv1.RollbackRequest) (*cepheusv1.DeployResponse, error) {
 	r, err := s.m.Rollback(ctx, cep.SwitchOptions{DropChanged: req.GetDropChanged(), From: req.GetFrom()})
+	s.logRefused(ctx, "rollback", err)
 	return deployAnswer(ctx, "", r, err)
 }
 
@@ -375,7 +408,7 @@ type Server struct {
 // [ListenUnix]) and serves the Control, health and reflection services in
 // the background. The health service says SERVING for "" and
 // cepheus.v1.Control once m is ready, NOT_SERVING before.
-func Serve(addr string, m *cep.StreamMonitor) (*Server, error) {
+func Serve(addr string, m *cep.StreamMonitor, o ...Options) (*Server, error) {
 	var ln net.Listener
 	var err error
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -386,15 +419,19 @@ func Serve(addr string, m *cep.StreamMonitor) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	return serve(ln, m, MaxSourceCalls), nil
+	var opt Options
+	if len(o) > 0 {
+		opt = o[0]
+	}
+	return serve(ln, m, MaxSourceCalls, opt), nil
 }
 
 // serve serves on ln, with at most maxSource calls carrying a source at
 // once.
-func serve(ln net.Listener, m *cep.StreamMonitor, maxSource int64) *Server {
+func serve(ln net.Listener, m *cep.StreamMonitor, maxSource int64, o Options) *Server {
 	calls := &sourceCalls{max: maxSource}
 	s := &Server{srv: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage), grpc.InTapHandle(calls.tap)), health: health.NewServer(), ln: ln, done: make(chan error, 1)}
-	cepheusv1.RegisterControlServer(s.srv, &service{m: m})
+	cepheusv1.RegisterControlServer(s.srv, &service{m: m, refused: o.Refused})
 	healthpb.RegisterHealthServer(s.srv, s.health)
 	reflection.Register(s.srv)
 	s.health.SetServingStatus(cepheusv1.Control_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)

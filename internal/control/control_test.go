@@ -65,7 +65,13 @@ func events(from, n int) string {
 // call to an address where nothing listens says that no server answers
 // there, without gRPC's wrapping.
 func TestClientMessage(t *testing.T) {
-	srv, err := Serve("127.0.0.1:0", cep.NewStreamMonitor())
+	var refusedMu sync.Mutex
+	var refused []string
+	srv, err := Serve("127.0.0.1:0", cep.NewStreamMonitor(), Options{Refused: func(msg string) {
+		refusedMu.Lock()
+		defer refusedMu.Unlock()
+		refused = append(refused, msg)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +93,19 @@ func TestClientMessage(t *testing.T) {
 	_, err = c.c.Deploy(ctx, &cepheusv1.DeployRequest{Name: "c.cep", Source: []byte(testRules), Shadow: true, DropChanged: true})
 	if msg := c.Message(err); status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(msg, "drop_changed goes with a deploy of the active version, not with shadow") {
 		t.Errorf("Deploy with shadow and drop_changed: %v, message %q; want INVALID_ARGUMENT saying drop_changed does not go with shadow", err, msg)
+	}
+	// The refusals the server's own log has (serve's WARN lines): the
+	// deploy without a job, and one that does not compile, its first
+	// problem named. (The bad request above is refused before a deploy.)
+	if _, err := c.Deploy(ctx, cep.Deploy{Name: "bad.cep", Source: []byte("ruleset b\nevent time ts\nrule r {\n  pattern {\n    begin a where amount > +\n  }\n}\n")}); err == nil {
+		t.Fatal("a deploy that does not compile: no error")
+	}
+	refusedMu.Lock()
+	got := slices.Clone(refused)
+	refusedMu.Unlock()
+	if len(got) != 2 || !strings.HasPrefix(got[0], "deploy of c.cep refused: ") ||
+		!strings.HasPrefix(got[1], "deploy of bad.cep refused: 1 problem, the first: bad.cep:5:") {
+		t.Errorf("the refusals told: %q; want the deploy without a job's, then bad.cep's with its first problem", got)
 	}
 	addr := srv.Addr()
 	srv.Close()
@@ -1254,7 +1273,7 @@ func TestSourceCallsBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := serve(ln, cep.NewStreamMonitor(), bound)
+		srv := serve(ln, cep.NewStreamMonitor(), bound, Options{})
 		defer srv.Close()
 		c, err := Dial(srv.Addr())
 		if err != nil {
