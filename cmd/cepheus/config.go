@@ -60,8 +60,14 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 			if m.Kind != yaml.MappingNode {
 				return nil, fmt.Errorf("config %s:%d: want a mapping of settings (name: value)", path, m.Line)
 			}
+			keys := map[string]*yaml.Node{}
 			for i := 0; i+1 < len(m.Content); i += 2 {
 				k, v := m.Content[i], m.Content[i+1]
+				if first, ok := keys[k.Value]; ok {
+					// YAML's last would win, without a word.
+					return nil, fmt.Errorf("config %s:%d:%d: setting %q given twice (first at line %d)", path, k.Line, k.Column, k.Value, first.Line)
+				}
+				keys[k.Value] = k
 				if fs.Lookup(k.Value) == nil || slices.Contains(skip, k.Value) {
 					hint := closestFlag(fs, k.Value, "", skip...)
 					if hint == "" {

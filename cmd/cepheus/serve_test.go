@@ -627,6 +627,7 @@ func TestServeConfig(t *testing.T) {
 		{"rules: r.cep\nfollow: maybe\n", `bad.yaml:2:9: follow "maybe": parse error (want true or false)`},
 		{"rules: [a, b]\n", `bad.yaml:1:8: setting "rules": want a single value`},
 		{"rules: r.cep\nlookup: [a=file:x, [b]]\n", `bad.yaml:2:20: setting "lookup": want a list of single values without commas`},
+		{"rules: x.cep\nstate: st\nrules: y.cep\n", `bad.yaml:3:1: setting "rules" given twice (first at line 1)`},
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(c.file), 0o644); err != nil {
