@@ -329,14 +329,14 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return &userError{err: err, msg: fmt.Sprintf("rollback on %s: %s", *server, switchMessage(c, err))}
 		}
-		printDeploy(stdout, "rolled back", r)
+		printDeploy(stdout, "rolled back", r, *dropChanged)
 		return nil
 	case "promote":
 		r, err := c.Promote(ctx, cep.SwitchOptions{DropChanged: *dropChanged, From: *from})
 		if err != nil {
 			return &userError{err: err, msg: fmt.Sprintf("promote on %s: %s", *server, switchMessage(c, err))}
 		}
-		printDeploy(stdout, "promoted", r)
+		printDeploy(stdout, "promoted", r, *dropChanged)
 		return nil
 	}
 	file, src, err := readRulesetArg(fs)
@@ -381,7 +381,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The version is deployed: a warning that cannot be written (stderr's
 	// reader gone) must not make the exit status say it was not.
 	_ = localNames(r.Warnings, file).Print(stderr, false)
-	printDeploy(stdout, "deployed", r)
+	printDeploy(stdout, "deployed", r, *dropChanged)
 	return nil
 }
 
@@ -430,7 +430,7 @@ func problemsError(file string, n int) error {
 }
 
 // printDeploy prints what a deploy, a rollback or a promote (done) did.
-func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
+func printDeploy(w io.Writer, done string, r *cep.DeployResult, dropChanged bool) {
 	role := "active"
 	if r.Shadow {
 		role = "shadow"
@@ -462,9 +462,24 @@ func printDeploy(w io.Writer, done string, r *cep.DeployResult) {
 		if l.what == "kept" {
 			names = keptShown(names)
 		}
-		if len(names) > 0 {
-			fmt.Fprintf(w, "  %-8s %s\n", l.what, strings.Join(names, ", "))
+		if len(names) == 0 {
+			continue
 		}
+		fmt.Fprintf(w, "  %-8s %s", l.what, strings.Join(names, ", "))
+		switch {
+		case l.what != "changed" || r.Shadow:
+		case dropChanged:
+			// A drain and a drop read alike otherwise.
+			fmt.Fprint(w, " (their old versions' partial matches dropped: -drop-changed)")
+		default:
+			fmt.Fprint(w, " (their old versions drain: they finish the matches begun before the switch)")
+		}
+		fmt.Fprintln(w)
+	}
+	if !r.Shadow && len(r.Kept)+len(r.Changed) == 0 && len(r.Removed) > 0 {
+		// Another ruleset deployed by mistake reads as any deploy.
+		fmt.Fprintf(w, "warning: no rule of the version replaced is kept: its %s and their state are gone (another ruleset deployed in its place?)\n",
+			plural(int64(len(r.Removed)), "rule", "rules"))
 	}
 }
 

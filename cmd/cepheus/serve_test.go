@@ -428,16 +428,40 @@ func TestPrintDeployManyKept(t *testing.T) {
 	} {
 		var b bytes.Buffer
 		printDeploy(&b, "deployed", &cep.DeployResult{Ruleset: "big", Version: "14fdbee476340000", Previous: "5777ab63b8300000",
-			Kept: names("r", c.kept), Changed: names("c", 12), Added: []string{"new"}, Removed: []string{"old"}})
+			Kept: names("r", c.kept), Changed: names("c", 12), Added: []string{"new"}, Removed: []string{"old"}}, false)
 		out := b.String()
 		if !strings.Contains(out, c.want) {
 			t.Errorf("%d kept: %s\nwant the line %q", c.kept, out, c.want)
 		}
-		for _, want := range []string{"  changed  " + strings.Join(names("c", 12), ", ") + "\n", "  added    new\n", "  removed  old\n"} {
+		for _, want := range []string{"  changed  " + strings.Join(names("c", 12), ", ") + " (their old versions drain: they finish the matches begun before the switch)\n", "  added    new\n", "  removed  old\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%d kept: %s\nwant the line %q", c.kept, out, want)
 			}
 		}
+	}
+}
+
+// TestDeployAnswerDropAndReplace: the answer of a deploy says whether the
+// changed rules drain or were dropped (-drop-changed: they read alike),
+// and warns when no rule of the version replaced is kept (another
+// ruleset deployed by mistake went through as any deploy).
+func TestDeployAnswerDropAndReplace(t *testing.T) {
+	var b bytes.Buffer
+	r := &cep.DeployResult{Ruleset: "cards", Version: "14fdbee476340000", Previous: "5777ab63b8300000", Kept: []string{"a"}, Changed: []string{"b"}}
+	printDeploy(&b, "rolled back", r, true)
+	if want := "  changed  b (their old versions' partial matches dropped: -drop-changed)\n"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "warning") {
+		t.Errorf("a rollback with -drop-changed:\n%s\nwant the line %q and no warning", b.String(), want)
+	}
+	b.Reset()
+	printDeploy(&b, "deployed", &cep.DeployResult{Ruleset: "mini", Version: "e6c4ad59afb00000", Previous: "14fdbee476340000",
+		Added: []string{"ab", "other"}, Removed: []string{"card_testing", "velocity_burst"}}, false)
+	if want := "warning: no rule of the version replaced is kept: its 2 rules and their state are gone (another ruleset deployed in its place?)\n"; !strings.HasSuffix(b.String(), want) {
+		t.Errorf("a deploy that keeps no rule:\n%s\nwant it to end %q", b.String(), want)
+	}
+	b.Reset()
+	printDeploy(&b, "deployed", &cep.DeployResult{Ruleset: "mini", Version: "e6c4ad59afb00000", Shadow: true, Added: []string{"ab"}}, false)
+	if strings.Contains(b.String(), "warning") {
+		t.Errorf("a shadow deploy:\n%s\nwant no warning", b.String())
 	}
 }
 
