@@ -1057,8 +1057,12 @@ func (j *job) logSwitch() {
 		j.logf("dropped shadow version %.12s at checkpoint %d (%s) in %v", sw.res.Version, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond))
 		return
 	}
-	j.logf("switched to ruleset %s version %.12s%s at checkpoint %d (%s) in %v (kept %v, changed %v, added %v, removed %v)",
-		sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond), sw.res.Kept, sw.res.Changed, sw.res.Added, sw.res.Removed)
+	changed := "changed"
+	if sw.req.d.DropChanged && len(sw.res.Changed) > 0 && !sw.res.Shadow {
+		changed = "changed, their partial matches dropped," // a drain reads alike otherwise
+	}
+	j.logf("switched to ruleset %s version %.12s%s at checkpoint %d (%s) in %v (kept %v, %s %v, added %v, removed %v)",
+		sw.res.Ruleset, sw.res.Version, as, sw.res.Checkpoint, switchPoint(sw.req, sw.res.Watermark), sw.res.Took.Round(time.Millisecond), sw.res.Kept, changed, sw.res.Changed, sw.res.Added, sw.res.Removed)
 	if !sw.source && sw.rs != nil {
 		// The rules directory's watcher logs the warnings of what it
 		// deploys; a call's or the rules topic's are logged here.

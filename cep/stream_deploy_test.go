@@ -525,12 +525,16 @@ rule errs {
 	cfg.ShadowDir = filepath.Join(t.TempDir(), "shadow")
 	var logMu sync.Mutex
 	letGo := 0 // the switches that let draining rules go
+	var switches []string
 	cfg.Logf = func(format string, args ...any) {
 		t.Logf(format, args...)
 		logMu.Lock()
 		defer logMu.Unlock()
 		if strings.HasPrefix(format, "the draining rules of earlier versions have passed their windows") {
 			letGo++
+		}
+		if strings.HasPrefix(format, "switched to ruleset") {
+			switches = append(switches, fmt.Sprintf(format, args...))
 		}
 	}
 	appendLines(chunks[0])
@@ -665,6 +669,12 @@ rule errs {
 	})
 	add(chunks[3])
 	step("v2 again")
+	// The log says which changed rules drain and which were dropped.
+	logMu.Lock()
+	if n := len(switches); n != 3 || strings.Contains(switches[0], "dropped") || !strings.Contains(switches[2], "changed, their partial matches dropped, [change errs]") {
+		t.Errorf("the switches' log lines: %q; want the third (-drop-changed) to say change's partial matches were dropped, the first not", switches)
+	}
+	logMu.Unlock()
 	// A shadow version, then a deploy that changes an active rule the
 	// shadow is compared with, then another shadow version.
 	deploy("shadow v1", func() (*DeployResult, error) { return m.Deploy(ctx, Deploy{Source: []byte(v1), Shadow: true}) })
