@@ -42,6 +42,20 @@ func (e *Error) Snippet() string {
 	return caret(e.line, e.Pos.Column)
 }
 
+// WithLines returns l with each error's source line, for its snippet,
+// taken from src, the source its positions are in: errors that came
+// without theirs (over the control API, which sends positions and
+// messages only).
+func (l ErrorList) WithLines(src []byte) ErrorList {
+	lines := strings.Split(string(src), "\n")
+	for _, e := range l {
+		if e.line == "" && e.Pos.Line >= 1 && e.Pos.Line <= len(lines) {
+			e.line = strings.TrimSuffix(lines[e.Pos.Line-1], "\r")
+		}
+	}
+	return l
+}
+
 // ErrorList is a list of errors, sorted by position once complete. The
 // front end returns one as its error (see [ErrorList.Err]); find it with
 // errors.As.

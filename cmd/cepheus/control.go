@@ -349,12 +349,14 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return &userError{err: err, msg: fmt.Sprintf("validate on %s: %s", *server, callMessage(c, err))}
 		}
 		if !r.GetOk() {
-			for _, p := range r.GetProblems() {
-				fmt.Fprintf(stderr, "%s:%d:%d: %s\n", localName(p.GetFile(), file), p.GetLine(), p.GetColumn(), p.GetMessage())
+			// With the source line and caret, as cepheus check prints them.
+			problems := localNames(control.ErrorsOf(r.GetProblems()), file).WithLines(src)
+			if err := problems.Print(stderr, true); err != nil {
+				return err
 			}
-			return problemsError(file, control.ErrorsOf(r.GetProblems()).Count())
+			return problemsError(file, problems.Count())
 		}
-		if err := localNames(control.ErrorsOf(r.GetWarnings()), file).Print(stderr, false); err != nil {
+		if err := localNames(control.ErrorsOf(r.GetWarnings()), file).WithLines(src).Print(stderr, true); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s: ruleset %s version %.12s, %d rules: ok\n", file, r.GetRuleset(), r.GetVersion(), len(r.GetRules()))
@@ -363,9 +365,8 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	r, err := c.Deploy(ctx, cep.Deploy{Name: filepath.Base(file), Source: src, DropChanged: *dropChanged, Shadow: *shadow, From: *from})
 	var invalid *cep.ValidationError
 	if errors.As(err, &invalid) {
-		for _, p := range invalid.Problems {
-			p.Pos.Filename = localName(p.Pos.Filename, file)
-			fmt.Fprintln(stderr, p)
+		if err := localNames(invalid.Problems, file).WithLines(src).Print(stderr, true); err != nil {
+			return err
 		}
 		return problemsError(file, invalid.Problems.Count())
 	}
@@ -380,7 +381,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	// The version is deployed: a warning that cannot be written (stderr's
 	// reader gone) must not make the exit status say it was not.
-	_ = localNames(r.Warnings, file).Print(stderr, false)
+	_ = localNames(r.Warnings, file).WithLines(src).Print(stderr, true)
 	printDeploy(stdout, "deployed", r, *dropChanged)
 	return nil
 }

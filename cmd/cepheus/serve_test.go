@@ -139,8 +139,9 @@ func TestServe(t *testing.T) {
 	}
 	// The problems name the file as given (the server sees its base
 	// name), so that an editor finds it.
-	if code, _, errOut := cepheus(t, "rules", "validate", "-server", m[1], bad); code != 1 || !strings.Contains(errOut, bad+":5:") {
-		t.Errorf("cepheus rules validate of a bad ruleset: exit %d, want 1 with %s:5:col\n%s", code, bad, errOut)
+	if code, _, errOut := cepheus(t, "rules", "validate", "-server", m[1], bad); code != 1 || !strings.Contains(errOut, bad+":5:") ||
+		!strings.Contains(errOut, "\n        begin a where amount > +\n") {
+		t.Errorf("cepheus rules validate of a bad ruleset: exit %d, want 1 with %s:5:col and the line, as check prints it\n%s", code, bad, errOut)
 	}
 	// A ruleset that compiles with a warning is valid, the warning said,
 	// naming the file as given too (it said warn.cep until 2026-12-07).
