@@ -214,7 +214,44 @@ func lexAny(l *ruleLexer) lexState {
 	if k, ok := punct[l.src[l.start]]; ok && l.pos == l.start+1 {
 		return l.emit(k)
 	}
+	if n, ok := spokenCount(l.src[:l.start], l.src[l.start:]); ok {
+		// times >= 3, times 3+, times 3..*: at least a count.
+		return l.errorf("unexpected character %q: at least %s events is written timesOrMore %s", l.src[l.start:l.pos], n, n)
+	}
 	return l.errorf("unexpected character %q", l.src[l.start:l.pos])
+}
+
+// spokenCount recognises an open count written as said, at the character
+// that starts rest, after before: "times >= N" (rest ">= N"), "times N+"
+// and "times N..*" (before ending in "times N" or "times N.."). It
+// returns N.
+func spokenCount(before, rest string) (string, bool) {
+	before = strings.TrimRight(before, " \t")
+	digits := func(s string) string {
+		i := len(s)
+		for i > 0 && '0' <= s[i-1] && s[i-1] <= '9' {
+			i--
+		}
+		return s[i:]
+	}
+	timesBefore := func(s string) bool { return strings.HasSuffix(strings.TrimRight(s, " \t"), "times") }
+	switch {
+	case strings.HasPrefix(rest, ">=") && timesBefore(before):
+		r := strings.TrimLeft(rest[2:], " \t")
+		if n := r[:len(r)-len(strings.TrimLeft(r, "0123456789"))]; n != "" {
+			return n, true
+		}
+	case rest[0] == '+':
+		if n := digits(before); n != "" && timesBefore(before[:len(before)-len(n)]) {
+			return n, true
+		}
+	case rest[0] == '*' && strings.HasSuffix(before, ".."):
+		b := before[:len(before)-2]
+		if n := digits(b); n != "" && timesBefore(b[:len(b)-len(n)]) {
+			return n, true
+		}
+	}
+	return "", false
 }
 
 var punct = map[byte]tokKind{
