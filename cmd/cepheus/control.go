@@ -243,7 +243,8 @@ func checkpointText(id, ms int64) string {
 	case id == 0:
 		return "no checkpoint yet"
 	case ms == 0:
-		return fmt.Sprintf("checkpoint %d (restored)", id)
+		// A restart's or a switch's: "restored" read as a restart.
+		return fmt.Sprintf("checkpoint %d (the job started from it)", id)
 	}
 	return fmt.Sprintf("checkpoint %d (%sms)", id, humanize.Int(ms))
 }

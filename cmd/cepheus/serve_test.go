@@ -373,13 +373,13 @@ func TestStatusCheckpointRestored(t *testing.T) {
 	if code != 0 || m == nil {
 		t.Fatalf("rules deploy: exit %d\n%s%s\n%s", code, out, errOut, logs.String())
 	}
-	if _, status, _ := cepheus(t, "status", "-server", server); !strings.Contains(status, "; checkpoint "+m[1]+" (restored), 0 failed;") {
+	if _, status, _ := cepheus(t, "status", "-server", server); !strings.Contains(status, "; checkpoint "+m[1]+" (the job started from it), 0 failed;") {
 		t.Errorf("cepheus status after a switch at checkpoint %s:\n%s\nwant it restored, without a duration", m[1], status)
 	}
 	for _, c := range []struct {
 		id, ms int64
 		want   string
-	}{{0, 0, "no checkpoint yet"}, {3, 0, "checkpoint 3 (restored)"}, {4, 1250, "checkpoint 4 (1,250ms)"}} {
+	}{{0, 0, "no checkpoint yet"}, {3, 0, "checkpoint 3 (the job started from it)"}, {4, 1250, "checkpoint 4 (1,250ms)"}} {
 		if got := checkpointText(c.id, c.ms); got != c.want {
 			t.Errorf("checkpointText(%d, %d) = %q, want %q", c.id, c.ms, got, c.want)
 		}
