@@ -492,16 +492,19 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	if err != nil {
 		return nil, fmt.Errorf("cep: stream: %w", err)
 	}
-	defer runLock.Close()
-	outLocks, err := c.lockOutputs()
-	if err != nil {
-		if made {
-			// Nothing of the run's in it but the lock: leave no
-			// directory behind a start that failed (another run's
-			// output directory).
-			runLock.Close()
+	unmake := false
+	defer func() {
+		runLock.Close()
+		if unmake {
 			state.UnmakeRunDir(c.StateDir)
 		}
+	}()
+	outLocks, err := c.lockOutputs()
+	if err != nil {
+		// Nothing of the run's in a state directory it made but the
+		// lock: leave none behind a start that failed (another run's
+		// output directory).
+		unmake = made
 		return nil, err
 	}
 	defer func() {

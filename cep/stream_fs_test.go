@@ -3,6 +3,7 @@ package cep
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,6 +144,11 @@ func TestStreamOutputInUse(t *testing.T) {
 		_, err := streamEngine(t, engineRules).Stream(context.Background(), second)
 		if err == nil || !strings.Contains(err.Error(), c.output+": runtime: output directory ") || !strings.Contains(err.Error(), "is in use by another run") {
 			t.Errorf("a second Stream sharing the first's %s: %v, want it in use", c.output, err)
+		}
+		// The state directory it made for the attempt is gone (it
+		// stayed, empty but for the lock, before 2026-12-07).
+		if _, err := os.Stat(own.state); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a second Stream sharing the first's %s left its state directory behind (%v)", c.output, err)
 		}
 	}
 	res := f.stop(t)
