@@ -680,12 +680,19 @@ func (c *Client) Promote(ctx context.Context, o cep.SwitchOptions) (*cep.DeployR
 
 // retryAborted calls call again, every 100 ms, while it answers ABORTED
 // (another deploy switching, which takes a checkpoint's time, or
-// MaxSourceCalls in progress) and ctx lasts; then returns its last
-// answer.
+// MaxSourceCalls in progress) and ctx lasts for another attempt (100 ms
+// more); then returns its last answer.
 func retryAborted[R any](ctx context.Context, call func() (R, error)) (R, error) {
 	for {
 		r, err := call()
 		if status.Code(err) != codes.Aborted {
+			return r, err
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < 100*time.Millisecond {
+			// The next attempt would start at or past the deadline, or
+			// so close to it that it ended there (DEADLINE_EXCEEDED,
+			// which for a deploy leaves unknown whether the job took
+			// it): ABORTED is the answer.
 			return r, err
 		}
 		select {

@@ -1286,8 +1286,11 @@ func TestSourceCallsBound(t *testing.T) {
 			r, err := c.Validate(ctx, "c.cep", []byte(testRules))
 			cancel()
 			switch {
-			case bound == 0 && (status.Code(err) != codes.Aborted || time.Since(start) < 250*time.Millisecond):
-				t.Fatalf("Validate with no place: %v after %v, want ABORTED once its context ended", err, time.Since(start))
+			case bound == 0 && (status.Code(err) != codes.Aborted || time.Since(start) < 190*time.Millisecond):
+				// The client stops when less than its 100 ms pause is
+				// left: an attempt started later ended at the deadline
+				// (DEADLINE_EXCEEDED, CI under load).
+				t.Fatalf("Validate with no place: %v after %v, want ABORTED once less than 100 ms of its context was left", err, time.Since(start))
 			case bound == 1 && (err != nil || !r.GetOk()):
 				t.Fatalf("Validate %d with one place, one call at a time: %v, %v", i, r, err)
 			}
