@@ -483,35 +483,11 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	// process given it fails now, before it fences the first's Kafka
 	// producer or takes its place in the group (and also between two of
 	// the first's jobs, when no job holds the directory).
-	if err := c.checkOutputs(); err != nil {
+	release, _, err := c.takeDirs()
+	if err != nil {
 		return nil, err
 	}
-	_, statErr := os.Stat(c.StateDir)
-	made := errors.Is(statErr, os.ErrNotExist)
-	runLock, err := state.LockRun(c.StateDir)
-	if err != nil {
-		return nil, fmt.Errorf("cep: stream: %w", err)
-	}
-	unmake := false
-	defer func() {
-		runLock.Close()
-		if unmake {
-			state.UnmakeRunDir(c.StateDir)
-		}
-	}()
-	outLocks, err := c.lockOutputs()
-	if err != nil {
-		// Nothing of the run's in a state directory it made but the
-		// lock: leave none behind a start that failed (another run's
-		// output directory).
-		unmake = made
-		return nil, err
-	}
-	defer func() {
-		for _, l := range outLocks {
-			l.Close()
-		}
-	}()
+	defer release()
 	if c.Kafka.transactional() && c.Kafka.RulesTopic != "" {
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -542,24 +518,48 @@ func (cfg StreamConfig) CheckLocks() error {
 	if err != nil {
 		return err
 	}
-	if err := c.checkOutputs(); err != nil {
+	release, made, err := c.takeDirs()
+	if err != nil {
 		return err
 	}
-	_, statErr := os.Stat(c.StateDir)
-	made := errors.Is(statErr, os.ErrNotExist)
-	runLock, err := state.LockRun(c.StateDir)
-	if err != nil {
-		return fmt.Errorf("cep: stream: %w", err)
-	}
-	outLocks, err := c.lockOutputs()
-	for _, l := range outLocks {
-		l.Close()
-	}
-	runLock.Close()
+	release()
 	if made {
 		state.UnmakeRunDir(c.StateDir)
 	}
-	return err
+	return nil
+}
+
+// takeDirs takes the locks a Stream holds for its whole run: its state
+// directory's (state.LockRun, making the directory when missing) and its
+// output directories' (lockOutputs), after checkOutputs. release lets
+// them go; made says the state directory was made here. A refusal lets
+// go what was taken, and removes a state directory made here (nothing is
+// in it but the lock: a start refused on another run's output directory
+// left it behind).
+func (c *StreamConfig) takeDirs() (release func(), made bool, err error) {
+	if err := c.checkOutputs(); err != nil {
+		return nil, false, err
+	}
+	_, statErr := os.Stat(c.StateDir)
+	made = errors.Is(statErr, os.ErrNotExist)
+	runLock, err := state.LockRun(c.StateDir)
+	if err != nil {
+		return nil, false, fmt.Errorf("cep: stream: %w", err)
+	}
+	outLocks, err := c.lockOutputs()
+	if err != nil {
+		runLock.Close()
+		if made {
+			state.UnmakeRunDir(c.StateDir)
+		}
+		return nil, false, err
+	}
+	return func() {
+		for _, l := range outLocks {
+			l.Close()
+		}
+		runLock.Close()
+	}, made, nil
 }
 
 // lookupCarry is the lookups of a run (their caches and counters), kept

@@ -760,32 +760,7 @@ func TestRedisLoginRefused(t *testing.T) {
 // "i/o timeout"; a connection never accepted says so otherwise. It needs
 // no server.
 func TestRedisSilentServer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var mu sync.Mutex
-	var held []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	rs, err := OpenRedis(customerSpec(), RedisConfig{Addr: ln.Addr().String()})
+	rs, err := OpenRedis(customerSpec(), RedisConfig{Addr: silentServer(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,9 +95,8 @@ func (c *ruleChecker) compileTests(rs *Ruleset) {
 				if seconds > 1 {
 					more = fmt.Sprintf(" (and %d more of the test's events)", seconds-1)
 				}
-				secs := secondsTime
 				c.warnf(secondsAt, "event %d: %s %d is read as epoch milliseconds, %v; as epoch seconds it is %v: a test reads a number as milliseconds (write %d000, or the time in RFC 3339)%s",
-					secondsEv+1, rs.TimeField, secs, event.Time(secs), event.Time(secs*1000), secs, more)
+					secondsEv+1, rs.TimeField, secondsTime, event.Time(secondsTime), event.Time(secondsTime*1000), secondsTime, more)
 			}
 		}
 		nEvents := 0
@@ -157,8 +156,6 @@ const (
 	epochSeconds2100 = 4102444800
 )
 
-// givenAggregate returns the name of an aggregate whose value a test
-// event gives (not null), or "".
 // eventFields are the fields a test's event may give: the schema's but
 // the aggregates' (givenAggregate), which an unknown field's suggestion
 // must not offer.
@@ -168,6 +165,8 @@ func eventFields(rs *Ruleset) []string {
 	})
 }
 
+// givenAggregate returns the name of an aggregate whose value a test
+// event gives (not null), or "".
 func givenAggregate(rs *Ruleset, ev *event.Event) string {
 	for _, a := range rs.Aggregates {
 		if slot, ok := rs.Schema.Slot(a.Name); ok && !ev.Field(slot).IsNull() {

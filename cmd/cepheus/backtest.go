@@ -548,15 +548,15 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			of = "ruleset " + s.Ruleset + ": "
 		}
 		for _, a := range s.Absent {
-			by := "rule " + a.Rules[0]
+			by := "rule " + a.Rules[0] + " reads"
 			switch n := len(a.Rules); {
 			case n > 4:
-				by = "rules " + strings.Join(a.Rules[:3], ", ") + " and " + plural(int64(n-3), "more", "more")
+				by = fmt.Sprintf("rules %s and %d more read", strings.Join(a.Rules[:3], ", "), n-3)
 			case n > 1:
-				by = "rules " + strings.Join(a.Rules[:n-1], ", ") + " and " + a.Rules[n-1]
+				by = "rules " + strings.Join(a.Rules[:n-1], ", ") + " and " + a.Rules[n-1] + " read"
 			}
-			fmt.Fprintf(stderr, "backtest: warning: %sno event had the field %s, which %s %s: each read of it is null (is it the field's name?)\n",
-				of, a.Field, by, map[bool]string{true: "reads", false: "read"}[len(a.Rules) == 1])
+			fmt.Fprintf(stderr, "backtest: warning: %sno event had the field %s, which %s: each read of it is null (is it the field's name?)\n",
+				of, a.Field, by)
 		}
 	}
 	if !f.quiet {
