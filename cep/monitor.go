@@ -242,14 +242,14 @@ func (m *StreamMonitor) Ready() bool {
 
 // publish sets the job's figures: its progress, its rules' counters and
 // whether it is ready.
-func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, ready bool, partitions int, wms, lag map[string]int64, idle map[string]bool, lookups []LookupStats, aggs []AggregateStats, held int) {
+func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, retired []retiredCount, ready bool, partitions int, wms, lag map[string]int64, idle map[string]bool, lookups []LookupStats, aggs []AggregateStats, held int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rs := e.cfg.ruleset
 	m.s.Ruleset, m.s.RulesetVersion = rs.Name, rs.Hash
 	m.plan = e.plan
 	t := &m.totals
-	t.add(e, c)
+	t.add(e, c, retired)
 	m.s.Rules, m.s.Former = t.counts(m.s.Rules[:0], m.s.Former[:0])
 	m.s.ShadowTotals = append(m.s.ShadowTotals[:0], t.shadow...)
 	// The shadow comparison since the shadow's deploy (cepheus status).

@@ -30,7 +30,7 @@ func BenchmarkMonitorHotPath(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			m.publish(e, StreamProgress{}, c, true, 8, wms, lag, nil, nil, nil, 0)
+			m.publish(e, StreamProgress{}, c, nil, true, 8, wms, lag, nil, nil, nil, 0)
 		}
 	})
 	b.Run("message", func(b *testing.B) {

@@ -37,6 +37,7 @@ type ruleTotals struct {
 	// of each active rule's comparison with a shadow version, and of the
 	// expression errors of each compiled rule of the engine running.
 	ids      map[int]*taken
+	retired  map[ruleKey]*taken // of the rule states let go (retiredCount), by name and severity
 	compared map[comparedKey]*int64
 	overlaps map[comparedKey]*int64 // of each shadow rule with an active twin, by the twin's comparison
 	exprs    map[*rules.Rule]*exprTaken
@@ -58,7 +59,12 @@ type ruleTotal struct {
 type ruleKey struct{ rule, severity, timeoutSeverity string }
 
 // taken is the highest figures of a rule state the totals took.
-type taken struct{ alerts, timedOut, overflow, partials, noKey int64 }
+type taken struct {
+	alerts, timedOut, overflow, partials, noKey int64
+	// gone says that the state was let go: its figures moved to the
+	// totals' retired ones (bind).
+	gone bool
+}
 
 // exprTaken is what the totals took of a compiled rule's expression
 // errors.
@@ -99,10 +105,31 @@ func grow(total, took *int64, v int64) {
 	}
 }
 
-// add takes the figures c of the rules of e (by index in e.rules).
-func (t *ruleTotals) add(e *Engine, c []ruleFigure) {
+// add takes the figures c of the rules of e (by index in e.rules), and
+// the counters of the rule states let go before e's job (retired, summed
+// over its subtasks).
+func (t *ruleTotals) add(e *Engine, c []ruleFigure, retired []retiredCount) {
 	if t.e != e {
 		t.bind(e)
+	}
+	for _, r := range retired {
+		// Taken already as a rule state's figures in this process
+		// (bind), they grow nothing; a restarted process takes them
+		// here, as the rule name's (Former once no rule has it).
+		tk := t.retired[r.key]
+		if tk == nil {
+			tk = new(taken)
+			t.retired[r.key] = tk
+		}
+		rt := &t.rules[t.ruleOfKey(r.key)]
+		grow(&rt.Alerts, &tk.alerts, r.alerts)
+		grow(&rt.TimedOut, &tk.timedOut, r.timedOut)
+		grow(&rt.overflow, &tk.overflow, r.overflow)
+		rt.Dropped = rt.overflow + rt.partials
+		grow(&rt.NoKey, &tk.noKey, r.noKey)
+	}
+	if len(retired) > 0 && len(t.active) < len(t.rules) {
+		t.active = append(t.active, make([]bool, len(t.rules)-len(t.active))...)
 	}
 	for i := range t.slots {
 		if i >= len(c) {
@@ -164,6 +191,9 @@ func (t *ruleTotals) bind(e *Engine) {
 	if e.plan != nil {
 		shadowVersion = e.plan.Shadow
 	}
+	if old := t.e; old != nil {
+		t.retire(old, e)
+	}
 	t.e = e
 	t.slots = make([]totalSlot, len(e.rules))
 	// Only the running rules' expression errors are kept: a rule
@@ -208,13 +238,47 @@ func (t *ruleTotals) bind(e *Engine) {
 	}
 }
 
+// retire moves what the totals took of the rule states of old that e let
+// go to what they took of the retired counters of their rule name: e's
+// job counts them among those (retiredCount), with the figures it took.
+func (t *ruleTotals) retire(old, e *Engine) {
+	for i := range old.rules {
+		cr := &old.rules[i]
+		tk := t.ids[cr.id]
+		if cr.shadow || tk == nil || tk.gone || e.ruleByID(cr.id) >= 0 {
+			continue
+		}
+		tk.gone = true
+		k := keyOf(cr.rule)
+		r := t.retired[k]
+		if r == nil {
+			r = new(taken)
+			t.retired[k] = r
+		}
+		r.alerts += tk.alerts
+		r.timedOut += tk.timedOut
+		r.overflow += tk.overflow
+		r.noKey += tk.noKey
+	}
+}
+
 // ruleOf returns the index in t.rules of r's name, severity and timeout
 // severity, added if new.
 func (t *ruleTotals) ruleOf(r *rules.Rule) int {
+	return t.ruleOfKey(keyOf(r))
+}
+
+// keyOf is the name and severities of r.
+func keyOf(r *rules.Rule) ruleKey {
 	k := ruleKey{rule: r.Name, severity: r.Severity.String()}
 	if r.Timeout != nil {
 		k.timeoutSeverity = r.Timeout.Severity.String()
 	}
+	return k
+}
+
+// ruleOfKey returns the index in t.rules of k, added if new.
+func (t *ruleTotals) ruleOfKey(k ruleKey) int {
 	i, ok := t.byKey[k]
 	if !ok {
 		i = len(t.rules)
@@ -240,6 +304,7 @@ func (t *ruleTotals) shadowOf(name string) int {
 // checkpoint numbers them again from 1, every figure from 0.
 func (t *ruleTotals) forgetIDs() {
 	t.ids, t.compared, t.overlaps = map[int]*taken{}, map[comparedKey]*int64{}, map[comparedKey]*int64{}
+	t.retired = map[ruleKey]*taken{}
 	t.e = nil
 }
 

@@ -207,6 +207,34 @@ type hostOperator struct {
 	// aggregates (a backtest's host; nil without aggregates, and in a
 	// live job, whose coordinator runs them).
 	agg runtime.Aggregation
+	// retired are the counters of the rule states a switch let go (a
+	// removed rule's, a changed one's once drained), by rule name and
+	// severity, checkpointed with the others: a restarted process's
+	// totals count them as the process that let them go did.
+	retired []retiredCount
+}
+
+// retiredCount is the counters of the rule states let go of one rule
+// name and severity (ruleCounters; a shadow rule's are not kept, nor its
+// partial matches over the limit, which its operator counted).
+type retiredCount struct {
+	key                               ruleKey
+	alerts, timedOut, overflow, noKey int64
+}
+
+// addRetired adds to list the counters c of a rule of key k.
+func addRetired(list []retiredCount, k ruleKey, c retiredCount) []retiredCount {
+	i := slices.IndexFunc(list, func(r retiredCount) bool { return r.key == k })
+	if i < 0 {
+		list = append(list, retiredCount{key: k})
+		i = len(list) - 1
+	}
+	r := &list[i]
+	r.alerts += c.alerts
+	r.timedOut += c.timedOut
+	r.overflow += c.overflow
+	r.noKey += c.noKey
+	return list
 }
 
 // keyOperator is the shared operator of the rules of one key
@@ -557,8 +585,9 @@ func sortTimeouts(items []Item, id func(*Item) string) []Item {
 }
 
 // counterStateVersion is the first byte of the counter record (1: without
-// the shadow counters; 2: without the timed-out alerts).
-const counterStateVersion = 3
+// the shadow counters; 2: without the timed-out alerts; 3: without the
+// retired rule states' counters).
+const counterStateVersion = 4
 
 // Snapshot writes, for each shared operator, what changed since the last
 // checkpoint ([SharedOperator.SnapshotTo]: its header record and a record
@@ -598,6 +627,17 @@ func (h *hostOperator) snapshotBegin(w state.Writer) error {
 		b = binary.AppendVarint(b, r.compared)
 		b = binary.AppendVarint(b, r.overlap)
 		b = binary.AppendVarint(b, r.timedOut)
+	}
+	b = binary.AppendUvarint(b, uint64(len(h.retired)))
+	for _, r := range h.retired {
+		for _, s := range [...]string{r.key.rule, r.key.severity, r.key.timeoutSeverity} {
+			b = binary.AppendUvarint(b, uint64(len(s)))
+			b = append(b, s...)
+		}
+		b = binary.AppendVarint(b, r.alerts)
+		b = binary.AppendVarint(b, r.timedOut)
+		b = binary.AppendVarint(b, r.overflow)
+		b = binary.AppendVarint(b, r.noKey)
 	}
 	if h.agg != nil {
 		if err := w.Put(h.e.aggregateRecord(), h.agg.AppendBinary(nil)); err != nil {
@@ -646,11 +686,11 @@ func (h *hostOperator) Restore(r state.Reader) error {
 	if err != nil {
 		return err
 	}
-	alerts, late, rules, err := decodeCounters(b, len(h.rules))
+	c, err := decodeCounters(b, len(h.rules))
 	if err != nil {
 		return err
 	}
-	h.alerts, h.late, h.rules = alerts, late, rules
+	h.alerts, h.late, h.rules, h.retired = c.alerts, c.late, c.rules, c.retired
 	if h.agg != nil {
 		b, err := oneRecord(r, h.e.aggregateRecord())
 		if err != nil {
@@ -663,34 +703,55 @@ func (h *hostOperator) Restore(r state.Reader) error {
 	return nil
 }
 
+// counterRecord is the engine's counters of one subtask.
+type counterRecord struct {
+	alerts, late int64
+	rules        []ruleCounters
+	retired      []retiredCount
+}
+
 // decodeCounters decodes the counter record of an engine of n rules.
-func decodeCounters(b []byte, n int) (alerts, late int64, rules []ruleCounters, err error) {
+func decodeCounters(b []byte, n int) (counterRecord, error) {
+	var c counterRecord
 	d := event.Reader{B: b, Corrupt: ErrCorruptSnapshot}
 	v := d.Byte()
 	if d.Err == nil && v > counterStateVersion {
-		return 0, 0, nil, state.LaterRecord("the engine's counters", uint64(v), counterStateVersion)
+		return c, state.LaterRecord("the engine's counters", uint64(v), counterStateVersion)
 	}
 	if v < 1 {
 		d.Fail()
 	}
-	alerts, late = d.Varint(), d.Varint()
+	c.alerts, c.late = d.Varint(), d.Varint()
 	if d.Count() != n {
 		d.Fail()
 	}
-	rules = make([]ruleCounters, n)
-	for i := range rules {
-		rules[i] = ruleCounters{alerts: d.Varint(), overflow: d.Varint(), noKey: d.Varint()}
+	c.rules = make([]ruleCounters, n)
+	for i := range c.rules {
+		c.rules[i] = ruleCounters{alerts: d.Varint(), overflow: d.Varint(), noKey: d.Varint()}
 		if v >= 2 {
-			rules[i].compared, rules[i].overlap = d.Varint(), d.Varint()
+			c.rules[i].compared, c.rules[i].overlap = d.Varint(), d.Varint()
 		}
 		if v >= 3 {
-			rules[i].timedOut = d.Varint()
+			c.rules[i].timedOut = d.Varint()
+		}
+	}
+	if v >= 4 {
+		for range d.Count() {
+			var r retiredCount
+			for _, s := range [...]*string{&r.key.rule, &r.key.severity, &r.key.timeoutSeverity} {
+				*s = string(d.Bytes(d.Count()))
+			}
+			r.alerts, r.timedOut, r.overflow, r.noKey = d.Varint(), d.Varint(), d.Varint(), d.Varint()
+			if d.Err != nil {
+				break
+			}
+			c.retired = append(c.retired, r)
 		}
 	}
 	if d.Err != nil || len(d.B) != 0 {
-		return 0, 0, nil, fmt.Errorf("%w: the engine's counters", ErrCorruptSnapshot)
+		return counterRecord{}, fmt.Errorf("%w: the engine's counters", ErrCorruptSnapshot)
 	}
-	return alerts, late, rules, nil
+	return c, nil
 }
 
 // counterKey is the state key of the engine's counters (one record per
@@ -730,7 +791,7 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 	if err := h.seed(fresh, parts, groups, prevs); err != nil {
 		return err
 	}
-	h.alerts, h.late = 0, 0
+	h.alerts, h.late, h.retired = 0, 0, nil
 	h.rules = make([]ruleCounters, len(h.rules))
 	if counted == nil {
 		return nil
@@ -747,16 +808,23 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 		if err != nil {
 			return err
 		}
-		alerts, late, rules, err := decodeCounters(b, len(from.rules))
+		c, err := decodeCounters(b, len(from.rules))
 		if err != nil {
 			return err
 		}
-		h.alerts += alerts
-		h.late += late
-		for ri, rc := range rules {
+		h.alerts += c.alerts
+		h.late += c.late
+		for _, r := range c.retired {
+			h.retired = addRetired(h.retired, r.key, r)
+		}
+		for ri, rc := range c.rules {
 			t := ri
 			if from != h.e {
 				if t = h.e.ruleByID(from.rules[ri].id); t < 0 {
+					if fr := &from.rules[ri]; !fr.shadow {
+						// Let go: its counters go on as the retired ones.
+						h.retired = addRetired(h.retired, keyOf(fr.rule), retiredCount{alerts: rc.alerts, timedOut: rc.timedOut, overflow: rc.overflow, noKey: rc.noKey})
+					}
 					continue
 				}
 			}

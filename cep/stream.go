@@ -1148,7 +1148,7 @@ func (j *job) result(already, finished bool) *StreamResult {
 		// run (its switches), as the monitor's do: a switch compiles the
 		// rules again, their expression errors from 0, and lets the rule
 		// states of removed and changed rules go with their counters.
-		j.totals.add(j.e, j.figures())
+		j.totals.add(j.e, j.figures(), j.retiredRules())
 		j.totals.takeLastErrors()
 	}
 	if !already && j.totals.e != nil {
@@ -1172,6 +1172,18 @@ func (j *job) result(already, finished bool) *StreamResult {
 		r.FirstDeadLine, r.FirstDeadReason, r.FirstDeadFile = j.src.firstDeadLine, j.src.firstDeadReason, j.src.firstDeadFile
 	}
 	return r
+}
+
+// retiredRules are the counters of the rule states let go before the job,
+// summed over its subtasks (set at their restore, constant after).
+func (j *job) retiredRules() []retiredCount {
+	var out []retiredCount
+	for _, s := range j.subs {
+		for _, r := range s.host.retired {
+			out = addRetired(out, r.key, r)
+		}
+	}
+	return out
 }
 
 // figures are the counters of the job's rules as its subtasks' hosts

@@ -426,7 +426,7 @@ func (j *job) publish(ready bool) {
 	}
 	p := j.progress()
 	p.Alerts = alerts
-	j.cfg.Monitor.publish(j.e, p, c, ready, parts, wms, lag, idle, j.enrich.stats(), aggs, held)
+	j.cfg.Monitor.publish(j.e, p, c, j.retiredRules(), ready, parts, wms, lag, idle, j.enrich.stats(), aggs, held)
 }
 
 // progress is the progress report of now.

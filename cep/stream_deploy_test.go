@@ -710,6 +710,37 @@ rule errs {
 			}
 		}
 	}
+
+	// A restart (another process: a new monitor) counts the alerts of
+	// the rule states let go before it as the first process did: gone's,
+	// keep/medium's and the drained change's (checkpointed as retired
+	// counters). The expression errors count from 0 in a new process
+	// (the rules are compiled again), the shadow's from its deploy.
+	m2 := NewStreamMonitor()
+	cfg.Monitor = m2
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	var res2 *StreamResult
+	go func() {
+		var err error
+		res2, err = streamEngine(t, v1).Stream(ctx2, cfg)
+		done <- err
+	}()
+	waitMonitor(t, m2, read)
+	restarted := counts(m2.Snapshot())
+	for k, was := range last {
+		if strings.HasPrefix(k, "shadow ") {
+			continue
+		}
+		if is := restarted[k]; is.alerts != was.alerts {
+			t.Errorf("rule %s after a restart: %d alerts, the first process ended with %d", k, is.alerts, was.alerts)
+		}
+	}
+	cancel2()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the restarted Stream after cancel: %v", err)
+	}
+	checkSummaryOfMonitor(t, res2, m2.Snapshot())
 }
 
 // checkSummaryOfMonitor checks that the rules of a run's summary are those

@@ -654,12 +654,12 @@ func TestMonitorCountersNeverGoDown(t *testing.T) {
 			t.Errorf("%s: %+v; want %+v", when, got, want)
 		}
 	}
-	m.publish(e, progress(1000, 10, 4, 7, 50), c, true, 1, nil, nil, nil, nil, nil, 0)
+	m.publish(e, progress(1000, 10, 4, 7, 50), c, nil, true, 1, nil, nil, nil, nil, nil, 0)
 	check("first job", figures{1000, 990, 10, 5, 4, 7, 50})
 	// The next job restored a checkpoint taken at record 900.
-	m.publish(e, progress(900, 8, 3, 6, 40), c, true, 1, nil, nil, nil, nil, nil, 0)
+	m.publish(e, progress(900, 8, 3, 6, 40), c, nil, true, 1, nil, nil, nil, nil, nil, 0)
 	check("after the restore", figures{1000, 990, 10, 5, 4, 7, 40})
-	m.publish(e, progress(1100, 9, 5, 8, 45), c, true, 1, nil, nil, nil, nil, nil, 0)
+	m.publish(e, progress(1100, 9, 5, 8, 45), c, nil, true, 1, nil, nil, nil, nil, nil, 0)
 	check("past the highest", figures{1100, 1091, 10, 5, 5, 8, 45})
 
 	// An aggregate's dropped events are a counter too
@@ -674,16 +674,16 @@ func TestMonitorCountersNeverGoDown(t *testing.T) {
 			t.Errorf("%s: aggregates %+v; want velocity's keys %d, dropped %d", when, got, keys, dropped)
 		}
 	}
-	m.publish(e, progress(1200, 9, 5, 8, 45), c, true, 2, nil, nil, nil, nil, aggs(30, 12), 0)
+	m.publish(e, progress(1200, 9, 5, 8, 45), c, nil, true, 2, nil, nil, nil, nil, aggs(30, 12), 0)
 	checkAgg("two partitions", 30, 12)
 	// A rebalance left the instance one partition, whose state dropped 5.
-	m.publish(e, progress(1200, 9, 5, 8, 45), c, true, 1, nil, nil, nil, nil, aggs(14, 5), 0)
+	m.publish(e, progress(1200, 9, 5, 8, 45), c, nil, true, 1, nil, nil, nil, nil, aggs(14, 5), 0)
 	checkAgg("after the rebalance", 14, 12)
 	m.unassigned()
 	if got := m.Snapshot().Aggregates; len(got) != 2 || got[1].Dropped != 12 || got[1].Keys != 0 {
 		t.Errorf("unassigned: aggregates %+v; want velocity's dropped 12, no keys", got)
 	}
-	m.publish(e, progress(1200, 9, 5, 8, 45), c, true, 1, nil, nil, nil, nil, aggs(14, 13), 0)
+	m.publish(e, progress(1200, 9, 5, 8, 45), c, nil, true, 1, nil, nil, nil, nil, aggs(14, 13), 0)
 	checkAgg("past the highest", 14, 13)
 }
 
