@@ -486,8 +486,8 @@ type StatusResponse struct {
 	// former are the rules counted in this process that the active version
 	// has not (a removed rule, a rule's former severity or timeout
 	// severity, a draining old version's of another severity), with their
-	// last figures: with rules they add up to alerts (in the process's
-	// life: a restart counts from the rules of the checkpoint it restored).
+	// last figures: with rules they add up to alerts (a restart goes on
+	// from the checkpoint's, the rules switches let go included).
 	Former []*RuleStatus `protobuf:"bytes,20,rep,name=former,proto3" json:"former,omitempty"`
 	// standby: the instance reads no partition of its Kafka group (more
 	// instances than partitions, or its partitions went to another); it
