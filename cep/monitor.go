@@ -165,6 +165,11 @@ type MonitorSnapshot struct {
 	ShadowVersion string
 	Shadow        []ShadowCount
 	ShadowTotals  []ShadowCount
+	// Draining are the rules of earlier versions that go on with their
+	// partial matches of before a switch (a changed rule's old version),
+	// in the engine's order: each is let go at the checkpoint after the
+	// watermark passes its Until (the switch's watermark plus its window).
+	Draining []DrainingRule
 	// Switches counts the switches of the job's ruleset version
 	// (deploys, rollbacks, promotes) in this process.
 	Switches int64
@@ -215,6 +220,13 @@ var CheckpointBucketBounds = []time.Duration{
 	5 * time.Second, 10 * time.Second, 30 * time.Second, time.Duration(1<<63 - 1),
 }
 
+// DrainingRule is a rule of an earlier version draining
+// (MonitorSnapshot.Draining): Version is that version's hash.
+type DrainingRule struct {
+	Rule, Version string
+	Until         event.Time
+}
+
 // Snapshot returns a copy of what the monitor holds now.
 func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	m.mu.Lock()
@@ -228,6 +240,7 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	s.KafkaLag = maps.Clone(s.KafkaLag)
 	s.IdlePartitions = maps.Clone(s.IdlePartitions)
 	s.Shadow = append([]ShadowCount(nil), s.Shadow...)
+	s.Draining = append([]DrainingRule(nil), s.Draining...)
 	s.Lookups = append([]LookupStats(nil), s.Lookups...)
 	s.Aggregates = append([]AggregateStats(nil), s.Aggregates...)
 	return s
@@ -254,8 +267,14 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, ret
 	m.s.ShadowTotals = append(m.s.ShadowTotals[:0], t.shadow...)
 	// The shadow comparison since the shadow's deploy (cepheus status).
 	m.s.ShadowVersion, m.s.Shadow = "", m.s.Shadow[:0]
+	m.s.Draining = m.s.Draining[:0]
 	if e.plan != nil {
 		m.s.ShadowVersion = e.plan.Shadow
+		for _, r := range e.plan.Rules {
+			if r.Drain && !r.Shadow {
+				m.s.Draining = append(m.s.Draining, DrainingRule{Rule: r.Rule, Version: r.Version, Until: r.Until})
+			}
+		}
 	}
 	for i, cr := range e.rules {
 		if i >= len(c) {

@@ -654,9 +654,20 @@ rule errs {
 		t.Fatal("rule errs has no condition errors before the first deploy: the test needs some")
 	}
 	// keep kept, change changed (draining), gone removed, fresh added.
+	v1Hash := m.Snapshot().RulesetVersion
 	deploy("deploy v2", func() (*DeployResult, error) { return m.Deploy(ctx, Deploy{Source: []byte(v2)}) })
+	// The monitor names the draining rules (cepheus status) until they
+	// are let go.
+	var draining []string
+	for _, r := range m.Snapshot().Draining {
+		draining = append(draining, fmt.Sprintf("%s %s until>0=%v", r.Rule, r.Version, r.Until > 0))
+	}
+	if want := []string{"change " + v1Hash + " until>0=true", "errs " + v1Hash + " until>0=true"}; !slices.Equal(draining, want) {
+		t.Errorf("draining after the deploy of v2: %q, want %q", draining, want)
+	}
 	add(chunks[1])
 	waitLetGo(1)
+	waitSnapshot(t, m, "no rule draining", func(sn MonitorSnapshot) bool { return len(sn.Draining) == 0 })
 	step("v2, change let go")
 	// change changed back, gone added back, fresh removed.
 	deploy("rollback", func() (*DeployResult, error) { return m.Rollback(ctx, SwitchOptions{}) })

@@ -29,7 +29,10 @@ keys held, queued events, then each rule's alerts (with a timeout block,
 how many of them timed out), condition errors, emit errors, events and
 partial matches dropped at the limits, and events without key; the rules
 of an earlier version that the active one has not (removed, or of
-another severity now), with their last figures; each input
+another severity now), with their last figures; the rules of earlier
+versions still draining (a changed rule's old version, going on with
+its partial matches of before the deploy), each with its version and
+the time the watermark must pass to let it go; each input
 partition's watermark, whether it is idle, and a Kafka partition's lag;
 each lookup's figures (keys from the cache and
 from the source, requests, failures, events given the defaults or sent
@@ -142,6 +145,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for _, r := range st.GetFormer() {
 		fmt.Fprintln(stdout, ruleLine(r, true))
+	}
+	for _, r := range st.GetDraining() {
+		// Its alerts are in its rule's line, under its severity.
+		fmt.Fprintf(stdout, "  draining: %s of version %.12s, its partial matches of before the switch, until the watermark passes %s\n",
+			r.GetRule(), r.GetVersion(), watermarkText(event.Time(r.GetUntilUnixMs())))
 	}
 	for _, p := range st.GetPartitions() {
 		fmt.Fprintln(stdout, partitionLine(p.GetPartition(), p.GetWatermarkUnixMs(), p.GetIdle(), p.Lag))

@@ -1068,11 +1068,18 @@ rule g {
 		}
 	}
 	waitAlerts("6")
-	if code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, writeFile(t, dir, "v2.cep", v2)); code != 0 {
+	code, out, errOut := cepheus(t, "rules", "deploy", "-server", server, writeFile(t, dir, "v2.cep", v2))
+	was := regexp.MustCompile(`\(was ([0-9a-f]{12})\)`).FindStringSubmatch(out)
+	if code != 0 || was == nil {
 		t.Fatalf("rules deploy: exit %d\n%s%s", code, out, errOut)
 	}
+	// r of v1 drains (its severity changed) until the watermark passes
+	// an hour after the switch's: status names it.
+	if _, st, _ := cepheus(t, "status", "-server", server); !regexp.MustCompile(`(?m)^  draining: r of version ` + was[1] + `, its partial matches of before the switch, until the watermark passes 2026-01-01T0[23]:`).MatchString(st) {
+		t.Errorf("cepheus status after the deploy:\n%s\nwant r of version %s draining", st, was[1])
+	}
 	appendEvents(3, base.Add(3*time.Hour))
-	out := waitAlerts("9")
+	out = waitAlerts("9")
 	row := regexp.MustCompile(`(?m)^  rule (\S+) +(\S+) +([0-9,]+) alerts +([0-9,]+) condition errors +([0-9,]+) emit errors +([0-9,]+) dropped +([0-9,]+) without key(  \[earlier version: not in the active one\])?$`)
 	var got []string
 	for _, m := range row.FindAllStringSubmatch(out, -1) {

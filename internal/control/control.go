@@ -227,6 +227,9 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 	for _, r := range sn.Former {
 		resp.Former = append(resp.Former, ruleStatus(r))
 	}
+	for _, r := range sn.Draining {
+		resp.Draining = append(resp.Draining, &cepheusv1.DrainingRule{Rule: r.Rule, Version: r.Version, UntilUnixMs: int64(r.Until)})
+	}
 	for _, r := range sn.Shadow {
 		resp.Shadow = append(resp.Shadow, &cepheusv1.ShadowRuleStatus{
 			Rule: r.Rule, Active: r.Active, Shadow: r.Shadow, Overlap: r.Overlap,

@@ -41,7 +41,7 @@ var Names = []string{
 	"cepheus_rule_emit_errors_total", "cepheus_rule_events_without_key_total",
 	"cepheus_partition_watermark_seconds", "cepheus_partition_idle", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
 	"cepheus_partial_matches", "cepheus_state_bytes", "cepheus_checkpoint_bytes", "cepheus_ruleset_switches_total",
-	"cepheus_shadow_ruleset_info", "cepheus_shadow_rule_alerts_total", "cepheus_shadow_rule_active_alerts_total",
+	"cepheus_rules_draining", "cepheus_shadow_ruleset_info", "cepheus_shadow_rule_alerts_total", "cepheus_shadow_rule_active_alerts_total",
 	"cepheus_shadow_rule_overlap_total",
 	"cepheus_lookup_keys_total", "cepheus_lookup_not_found_total", "cepheus_lookup_requests_total",
 	"cepheus_lookup_timeouts_total", "cepheus_lookup_failures_total", "cepheus_lookup_unreadable_total",
@@ -93,6 +93,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_state_bytes", "Size of the subtasks' state stores (memory: the records; Pebble: the files), at the latest checkpoint.")
 	d("cepheus_checkpoint_bytes", "Bytes of state records the latest checkpoint wrote (the keys changed since the one before).")
 	d("cepheus_ruleset_switches_total", "Switches of the running job's ruleset version (deploys, rollbacks, promotes) in this process.")
+	d("cepheus_rules_draining", "Rules of earlier versions draining: going on with their partial matches of before a switch until the watermark passes their window (cepheus status names them).")
 	d("cepheus_shadow_ruleset_info", "The shadow ruleset version running beside the active one (always 1; absent without one).", "version")
 	d("cepheus_shadow_rule_alerts_total", "Alerts of the shadow rules of one name (to the shadow output), over the shadow versions of this process.", "rule")
 	d("cepheus_shadow_rule_active_alerts_total", "Alerts of the active rule of a shadow rule's name while a shadow rule of that name ran, in this process.", "rule")
@@ -198,6 +199,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge("cepheus_state_bytes", float64(p.StateBytes))
 	gauge("cepheus_checkpoint_bytes", float64(p.CheckpointBytes))
 	counter("cepheus_ruleset_switches_total", float64(s.Switches))
+	gauge("cepheus_rules_draining", float64(len(s.Draining)))
 	if s.ShadowVersion != "" {
 		gauge("cepheus_shadow_ruleset_info", 1, s.ShadowVersion)
 	}

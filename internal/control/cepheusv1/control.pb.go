@@ -496,8 +496,13 @@ type StatusResponse struct {
 	// lookups are the counters of the job's lookups in this process, in
 	// declaration order (docs/rules.md, "Lookups"); aggregates the figures
 	// of its velocity aggregates.
-	Lookups       []*LookupStatus    `protobuf:"bytes,22,rep,name=lookups,proto3" json:"lookups,omitempty"`
-	Aggregates    []*AggregateStatus `protobuf:"bytes,23,rep,name=aggregates,proto3" json:"aggregates,omitempty"`
+	Lookups    []*LookupStatus    `protobuf:"bytes,22,rep,name=lookups,proto3" json:"lookups,omitempty"`
+	Aggregates []*AggregateStatus `protobuf:"bytes,23,rep,name=aggregates,proto3" json:"aggregates,omitempty"`
+	// draining are the rules of earlier versions still going on with their
+	// partial matches of before a switch (a changed rule's old version):
+	// each is let go at the checkpoint after the watermark passes
+	// until_unix_ms.
+	Draining      []*DrainingRule `protobuf:"bytes,24,rep,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -693,6 +698,74 @@ func (x *StatusResponse) GetAggregates() []*AggregateStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetDraining() []*DrainingRule {
+	if x != nil {
+		return x.Draining
+	}
+	return nil
+}
+
+// DrainingRule is a draining rule: its name and its version's hash.
+type DrainingRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	UntilUnixMs   int64                  `protobuf:"varint,3,opt,name=until_unix_ms,json=untilUnixMs,proto3" json:"until_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainingRule) Reset() {
+	*x = DrainingRule{}
+	mi := &file_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainingRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainingRule) ProtoMessage() {}
+
+func (x *DrainingRule) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainingRule.ProtoReflect.Descriptor instead.
+func (*DrainingRule) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DrainingRule) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *DrainingRule) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DrainingRule) GetUntilUnixMs() int64 {
+	if x != nil {
+		return x.UntilUnixMs
+	}
+	return 0
+}
+
 // LookupStatus is a lookup's counters in this process (the run summary's
 // and the metrics' figures). bound: a -lookup gives it a source (an
 // unbound one gives every event its defaults, and counts nothing).
@@ -725,7 +798,7 @@ type LookupStatus struct {
 
 func (x *LookupStatus) Reset() {
 	*x = LookupStatus{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +810,7 @@ func (x *LookupStatus) String() string {
 func (*LookupStatus) ProtoMessage() {}
 
 func (x *LookupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +823,7 @@ func (x *LookupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupStatus.ProtoReflect.Descriptor instead.
 func (*LookupStatus) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LookupStatus) GetName() string {
@@ -852,7 +925,7 @@ type AggregateStatus struct {
 
 func (x *AggregateStatus) Reset() {
 	*x = AggregateStatus{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +937,7 @@ func (x *AggregateStatus) String() string {
 func (*AggregateStatus) ProtoMessage() {}
 
 func (x *AggregateStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +950,7 @@ func (x *AggregateStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AggregateStatus.ProtoReflect.Descriptor instead.
 func (*AggregateStatus) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AggregateStatus) GetName() string {
@@ -927,7 +1000,7 @@ type ShadowRuleStatus struct {
 
 func (x *ShadowRuleStatus) Reset() {
 	*x = ShadowRuleStatus{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1012,7 @@ func (x *ShadowRuleStatus) String() string {
 func (*ShadowRuleStatus) ProtoMessage() {}
 
 func (x *ShadowRuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1025,7 @@ func (x *ShadowRuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShadowRuleStatus.ProtoReflect.Descriptor instead.
 func (*ShadowRuleStatus) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShadowRuleStatus) GetRule() string {
@@ -1005,7 +1078,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1090,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1103,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 type TriggerCheckpointResponse struct {
@@ -1042,7 +1115,7 @@ type TriggerCheckpointResponse struct {
 
 func (x *TriggerCheckpointResponse) Reset() {
 	*x = TriggerCheckpointResponse{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1127,7 @@ func (x *TriggerCheckpointResponse) String() string {
 func (*TriggerCheckpointResponse) ProtoMessage() {}
 
 func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1140,7 @@ func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TriggerCheckpointResponse) GetCheckpoint() int64 {
@@ -1104,7 +1177,7 @@ type DeployRequest struct {
 
 func (x *DeployRequest) Reset() {
 	*x = DeployRequest{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1189,7 @@ func (x *DeployRequest) String() string {
 func (*DeployRequest) ProtoMessage() {}
 
 func (x *DeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1202,7 @@ func (x *DeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRequest.ProtoReflect.Descriptor instead.
 func (*DeployRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeployRequest) GetName() string {
@@ -1208,7 +1281,7 @@ type DeployResponse struct {
 
 func (x *DeployResponse) Reset() {
 	*x = DeployResponse{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1293,7 @@ func (x *DeployResponse) String() string {
 func (*DeployResponse) ProtoMessage() {}
 
 func (x *DeployResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1306,7 @@ func (x *DeployResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployResponse.ProtoReflect.Descriptor instead.
 func (*DeployResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeployResponse) GetOk() bool {
@@ -1349,7 +1422,7 @@ type ListVersionsRequest struct {
 
 func (x *ListVersionsRequest) Reset() {
 	*x = ListVersionsRequest{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1434,7 @@ func (x *ListVersionsRequest) String() string {
 func (*ListVersionsRequest) ProtoMessage() {}
 
 func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1447,7 @@ func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 type VersionInfo struct {
@@ -1398,7 +1471,7 @@ type VersionInfo struct {
 
 func (x *VersionInfo) Reset() {
 	*x = VersionInfo{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1483,7 @@ func (x *VersionInfo) String() string {
 func (*VersionInfo) ProtoMessage() {}
 
 func (x *VersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1496,7 @@ func (x *VersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionInfo.ProtoReflect.Descriptor instead.
 func (*VersionInfo) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VersionInfo) GetRuleset() string {
@@ -1479,7 +1552,7 @@ type ListVersionsResponse struct {
 
 func (x *ListVersionsResponse) Reset() {
 	*x = ListVersionsResponse{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1564,7 @@ func (x *ListVersionsResponse) String() string {
 func (*ListVersionsResponse) ProtoMessage() {}
 
 func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1577,7 @@ func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListVersionsResponse) GetVersions() []*VersionInfo {
@@ -1528,7 +1601,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1613,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1626,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RollbackRequest) GetDropChanged() bool {
@@ -1583,7 +1656,7 @@ type PromoteRequest struct {
 
 func (x *PromoteRequest) Reset() {
 	*x = PromoteRequest{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1668,7 @@ func (x *PromoteRequest) String() string {
 func (*PromoteRequest) ProtoMessage() {}
 
 func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1681,7 @@ func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
 func (*PromoteRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PromoteRequest) GetDropChanged() bool {
@@ -1664,7 +1737,7 @@ const file_control_proto_rawDesc = "" +
 	"\x11watermark_unix_ms\x18\x02 \x01(\x03R\x0fwatermarkUnixMs\x12\x12\n" +
 	"\x04idle\x18\x03 \x01(\bR\x04idle\x12\x15\n" +
 	"\x03lag\x18\x04 \x01(\x03H\x00R\x03lag\x88\x01\x01B\x06\n" +
-	"\x04_lag\"\xec\x06\n" +
+	"\x04_lag\"\xa2\a\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aruleset\x18\x02 \x01(\tR\aruleset\x12\x18\n" +
@@ -1693,7 +1766,12 @@ const file_control_proto_rawDesc = "" +
 	"\alookups\x18\x16 \x03(\v2\x18.cepheus.v1.LookupStatusR\alookups\x12;\n" +
 	"\n" +
 	"aggregates\x18\x17 \x03(\v2\x1b.cepheus.v1.AggregateStatusR\n" +
-	"aggregates\"\xce\x02\n" +
+	"aggregates\x124\n" +
+	"\bdraining\x18\x18 \x03(\v2\x18.cepheus.v1.DrainingRuleR\bdraining\"`\n" +
+	"\fDrainingRule\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\"\n" +
+	"\runtil_unix_ms\x18\x03 \x01(\x03R\vuntilUnixMs\"\xce\x02\n" +
 	"\fLookupStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05bound\x18\x02 \x01(\bR\x05bound\x12\x12\n" +
@@ -1792,7 +1870,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_control_proto_goTypes = []any{
 	(*ValidateRequest)(nil),           // 0: cepheus.v1.ValidateRequest
 	(*Problem)(nil),                   // 1: cepheus.v1.Problem
@@ -1801,50 +1879,52 @@ var file_control_proto_goTypes = []any{
 	(*RuleStatus)(nil),                // 4: cepheus.v1.RuleStatus
 	(*PartitionStatus)(nil),           // 5: cepheus.v1.PartitionStatus
 	(*StatusResponse)(nil),            // 6: cepheus.v1.StatusResponse
-	(*LookupStatus)(nil),              // 7: cepheus.v1.LookupStatus
-	(*AggregateStatus)(nil),           // 8: cepheus.v1.AggregateStatus
-	(*ShadowRuleStatus)(nil),          // 9: cepheus.v1.ShadowRuleStatus
-	(*TriggerCheckpointRequest)(nil),  // 10: cepheus.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil), // 11: cepheus.v1.TriggerCheckpointResponse
-	(*DeployRequest)(nil),             // 12: cepheus.v1.DeployRequest
-	(*DeployResponse)(nil),            // 13: cepheus.v1.DeployResponse
-	(*ListVersionsRequest)(nil),       // 14: cepheus.v1.ListVersionsRequest
-	(*VersionInfo)(nil),               // 15: cepheus.v1.VersionInfo
-	(*ListVersionsResponse)(nil),      // 16: cepheus.v1.ListVersionsResponse
-	(*RollbackRequest)(nil),           // 17: cepheus.v1.RollbackRequest
-	(*PromoteRequest)(nil),            // 18: cepheus.v1.PromoteRequest
+	(*DrainingRule)(nil),              // 7: cepheus.v1.DrainingRule
+	(*LookupStatus)(nil),              // 8: cepheus.v1.LookupStatus
+	(*AggregateStatus)(nil),           // 9: cepheus.v1.AggregateStatus
+	(*ShadowRuleStatus)(nil),          // 10: cepheus.v1.ShadowRuleStatus
+	(*TriggerCheckpointRequest)(nil),  // 11: cepheus.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil), // 12: cepheus.v1.TriggerCheckpointResponse
+	(*DeployRequest)(nil),             // 13: cepheus.v1.DeployRequest
+	(*DeployResponse)(nil),            // 14: cepheus.v1.DeployResponse
+	(*ListVersionsRequest)(nil),       // 15: cepheus.v1.ListVersionsRequest
+	(*VersionInfo)(nil),               // 16: cepheus.v1.VersionInfo
+	(*ListVersionsResponse)(nil),      // 17: cepheus.v1.ListVersionsResponse
+	(*RollbackRequest)(nil),           // 18: cepheus.v1.RollbackRequest
+	(*PromoteRequest)(nil),            // 19: cepheus.v1.PromoteRequest
 }
 var file_control_proto_depIdxs = []int32{
 	1,  // 0: cepheus.v1.ValidateResponse.problems:type_name -> cepheus.v1.Problem
 	1,  // 1: cepheus.v1.ValidateResponse.warnings:type_name -> cepheus.v1.Problem
 	4,  // 2: cepheus.v1.StatusResponse.rules:type_name -> cepheus.v1.RuleStatus
 	5,  // 3: cepheus.v1.StatusResponse.partitions:type_name -> cepheus.v1.PartitionStatus
-	9,  // 4: cepheus.v1.StatusResponse.shadow:type_name -> cepheus.v1.ShadowRuleStatus
+	10, // 4: cepheus.v1.StatusResponse.shadow:type_name -> cepheus.v1.ShadowRuleStatus
 	4,  // 5: cepheus.v1.StatusResponse.former:type_name -> cepheus.v1.RuleStatus
-	7,  // 6: cepheus.v1.StatusResponse.lookups:type_name -> cepheus.v1.LookupStatus
-	8,  // 7: cepheus.v1.StatusResponse.aggregates:type_name -> cepheus.v1.AggregateStatus
-	1,  // 8: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
-	1,  // 9: cepheus.v1.DeployResponse.warnings:type_name -> cepheus.v1.Problem
-	15, // 10: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
-	0,  // 11: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
-	3,  // 12: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
-	10, // 13: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
-	12, // 14: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
-	14, // 15: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
-	17, // 16: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
-	18, // 17: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
-	2,  // 18: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
-	6,  // 19: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
-	11, // 20: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
-	13, // 21: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
-	16, // 22: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
-	13, // 23: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
-	13, // 24: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	8,  // 6: cepheus.v1.StatusResponse.lookups:type_name -> cepheus.v1.LookupStatus
+	9,  // 7: cepheus.v1.StatusResponse.aggregates:type_name -> cepheus.v1.AggregateStatus
+	7,  // 8: cepheus.v1.StatusResponse.draining:type_name -> cepheus.v1.DrainingRule
+	1,  // 9: cepheus.v1.DeployResponse.problems:type_name -> cepheus.v1.Problem
+	1,  // 10: cepheus.v1.DeployResponse.warnings:type_name -> cepheus.v1.Problem
+	16, // 11: cepheus.v1.ListVersionsResponse.versions:type_name -> cepheus.v1.VersionInfo
+	0,  // 12: cepheus.v1.Control.Validate:input_type -> cepheus.v1.ValidateRequest
+	3,  // 13: cepheus.v1.Control.Status:input_type -> cepheus.v1.StatusRequest
+	11, // 14: cepheus.v1.Control.TriggerCheckpoint:input_type -> cepheus.v1.TriggerCheckpointRequest
+	13, // 15: cepheus.v1.Control.Deploy:input_type -> cepheus.v1.DeployRequest
+	15, // 16: cepheus.v1.Control.ListVersions:input_type -> cepheus.v1.ListVersionsRequest
+	18, // 17: cepheus.v1.Control.Rollback:input_type -> cepheus.v1.RollbackRequest
+	19, // 18: cepheus.v1.Control.Promote:input_type -> cepheus.v1.PromoteRequest
+	2,  // 19: cepheus.v1.Control.Validate:output_type -> cepheus.v1.ValidateResponse
+	6,  // 20: cepheus.v1.Control.Status:output_type -> cepheus.v1.StatusResponse
+	12, // 21: cepheus.v1.Control.TriggerCheckpoint:output_type -> cepheus.v1.TriggerCheckpointResponse
+	14, // 22: cepheus.v1.Control.Deploy:output_type -> cepheus.v1.DeployResponse
+	17, // 23: cepheus.v1.Control.ListVersions:output_type -> cepheus.v1.ListVersionsResponse
+	14, // 24: cepheus.v1.Control.Rollback:output_type -> cepheus.v1.DeployResponse
+	14, // 25: cepheus.v1.Control.Promote:output_type -> cepheus.v1.DeployResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1859,7 +1939,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
