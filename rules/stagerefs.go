@@ -88,6 +88,7 @@ func (rc *ruleCompiler) stageRefWarnings() {
 				continue
 			}
 			stage++
+			rc.neverWarnings(e.head().Clauses, lookups)
 			for _, cl := range e.head().Clauses {
 				if cl.Expr == nil || rc.conds[cl] == nil {
 					continue
@@ -112,6 +113,44 @@ func (rc *ruleCompiler) stageRefWarnings() {
 	}
 	if t := rd.Timeout; t != nil && t.Emit != nil {
 		rc.emitRefWarnings(t.Emit, places, lookups, lastTakesOne(rd, places))
+	}
+}
+
+// neverWarnings warns of the conditions of a stage that can never hold
+// (cond.NeverHolds): its where clauses together when it has no other
+// (they are ANDed), else each where, or and until clause alone.
+func (rc *ruleCompiler) neverWarnings(clauses []*Clause, lookups []string) {
+	var wheres []*Clause
+	others := false
+	for _, cl := range clauses {
+		switch {
+		case cl.Expr == nil || rc.conds[cl] == nil:
+			if cl.Kind != ClauseGap {
+				return // one that did not compile: its error is enough
+			}
+		case cl.Kind == ClauseWhere:
+			wheres = append(wheres, cl)
+		default:
+			others = true
+		}
+	}
+	groups := [][]*Clause{wheres}
+	if others {
+		groups = groups[:0]
+		for _, cl := range clauses {
+			if cl.Expr != nil {
+				groups = append(groups, []*Clause{cl})
+			}
+		}
+	}
+	for _, g := range groups {
+		srcs := make([]string, len(g))
+		for i, cl := range g {
+			srcs[i] = cl.Expr.raw
+		}
+		if n, err := cond.NeverHolds(srcs, lookups...); err == nil && n != nil {
+			rc.c.warnf(g[n.Clause].Expr.Pos+Pos(n.Offset), "%s", cond.NeverText(n))
+		}
 	}
 }
 
