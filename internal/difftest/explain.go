@@ -1183,6 +1183,16 @@ func greedyUntilNullTarget(c *Check) bool {
 		strings.Contains(*flink.Error, "\"targetState\" is null") {
 		return cepheus.ErrorClass != conformance.ErrorCompile && greedyUntilAfterNot(in.Pattern.Stages, true)
 	}
+	// With a greedy loop with an until condition right before the
+	// notFollowedBy, the compiler fails too: that loop's createLooping
+	// copies its sink state, the optional loop's first state (a NOT stage
+	// makes no state of its own), transition by transition, and reaches
+	// the null target (getTargetState() is null, in copy). Wide seed 4824
+	// case 2928.
+	if flink.Error != nil && flink.ErrorClass == conformance.ErrorCompile &&
+		strings.Contains(*flink.Error, "getTargetState()\" is null") {
+		return cepheus.ErrorClass != conformance.ErrorCompile && greedyUntilCopied(in.Pattern.Stages)
+	}
 	// The null target fails where a transition is followed
 	// (getTargetState() is null), or later, where a partial match that
 	// took it is stepped ("currentState" is null).
@@ -1213,6 +1223,28 @@ func greedyUntilAfterNot(stages []conformance.StageSpec, between bool) bool {
 			j--
 		}
 		if j >= 0 && stages[j].Contiguity == "notFollowedBy" && (j == i-1) != between {
+			return true
+		}
+	}
+	return false
+}
+
+// greedyUntilCopied says whether, at some group level, a notFollowedBy
+// stage lies between a greedy loop with an until condition (no group)
+// and an optional greedy loop with an until condition (greedyUntilAfterNot's
+// loop, right after it): the first loop's compilation copies the second's
+// first state, null target included.
+func greedyUntilCopied(stages []conformance.StageSpec) bool {
+	for i := range stages {
+		s := &stages[i]
+		if s.Group != nil && greedyUntilCopied(s.Group.Stages) {
+			return true
+		}
+		if i == 0 || i+1 >= len(stages) || s.Contiguity != "notFollowedBy" {
+			continue
+		}
+		before := &stages[i-1]
+		if before.Group == nil && before.Quantifier.Greedy && before.Until != nil && greedyUntilAfterNot(stages[i:i+2], false) {
 			return true
 		}
 	}

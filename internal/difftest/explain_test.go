@@ -801,6 +801,61 @@ func TestGreedyUntilAfterNot(t *testing.T) {
 	}
 }
 
+// TestGreedyUntilCopied: Flink's compiler fails on the null target when a
+// greedy loop with an until condition comes right before the
+// notFollowedBy (its sink state, the optional loop's first state, is
+// copied), at any group level; not for a loop without until, nor a
+// reluctant one (checked against Flink 2.3: they compile). The shrunk
+// wide seed 4824 case 2928 is explained so (Flink emitted nothing: what
+// Cepheus emits has no Flink answer, so no fault can be told apart, and
+// the case is not in the fault-injection corpus).
+func TestGreedyUntilCopied(t *testing.T) {
+	until := "name == \"c\""
+	loop := func(name string, optional, greedy, withUntil bool) conformance.StageSpec {
+		s := conformance.StageSpec{Name: name, Contiguity: "followedBy",
+			Quantifier: conformance.QuantifierSpec{Kind: "oneOrMore", Min: 1, Optional: optional, Greedy: greedy}}
+		if withUntil {
+			s.Until = &until
+		}
+		return s
+	}
+	begin := conformance.StageSpec{Name: "a", Contiguity: "begin", Quantifier: conformance.QuantifierSpec{Kind: "one"}}
+	not := conformance.StageSpec{Name: "n", Contiguity: "notFollowedBy", Quantifier: conformance.QuantifierSpec{Kind: "one"}}
+	last := loop("l", true, true, true)
+	for _, tc := range []struct {
+		name   string
+		stages []conformance.StageSpec
+		want   bool
+	}{
+		{"greedy until before the NOT", []conformance.StageSpec{begin, loop("g", false, true, true), not, last}, true},
+		{"no until before", []conformance.StageSpec{begin, loop("g", false, true, false), not, last}, false},
+		{"reluctant before", []conformance.StageSpec{begin, loop("g", false, false, true), not, last}, false},
+		{"a stage between the NOT and the loop", []conformance.StageSpec{begin, loop("g", false, true, true), not, begin, last}, false},
+		{"the loop after not optional", []conformance.StageSpec{begin, loop("g", false, true, true), not, loop("l", false, true, true)}, false},
+		{"in a group", []conformance.StageSpec{begin, {Name: "grp", Contiguity: "followedBy",
+			Group: &conformance.GroupSpec{Stages: []conformance.StageSpec{loop("g", false, true, true), not, last}}}}, true},
+	} {
+		if got := greedyUntilCopied(tc.stages); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	cs, err := conformance.LoadFile("testdata/minimal/greedy-until-copied-sink.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &cs[0].Input
+	msg := `java.lang.NullPointerException: Cannot invoke "org.apache.flink.cep.nfa.State.equals(Object)" because the return value of "org.apache.flink.cep.nfa.StateTransition.getTargetState()" is null`
+	flink := &conformance.Result{Error: &msg, ErrorClass: conformance.ErrorCompile}
+	cepheus := conformance.RunCase(in)
+	if cepheus.Error != nil || !greedyUntilNullTarget(&Check{In: in, Flink: flink, Cepheus: cepheus}) {
+		t.Errorf("the shrunk case 2928: Cepheus's error %v; not explained by greedy-until-null-target", cepheus.Error)
+	}
+	other := "java.lang.NullPointerException: something else"
+	if greedyUntilNullTarget(&Check{In: in, Flink: &conformance.Result{Error: &other, ErrorClass: conformance.ErrorCompile}, Cepheus: cepheus}) {
+		t.Error("another compile error of Flink is explained by greedy-until-null-target")
+	}
+}
+
 // TestFlinkTimeout: a case Flink did not finish is explained only when
 // Cepheus finished it and emitted everything Flink had emitted before it
 // stopped, in order; what Cepheus emits from Flink's last step on is not
