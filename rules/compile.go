@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -281,14 +282,39 @@ func (rc *ruleCompiler) exprError(x *Expr, err error) {
 	rc.c.errorf(x.Pos+Pos(off), "%s", exprHint(ce.Msg, x.raw[:off], x.raw[off:]))
 }
 
-// exprHint adds the likely fix to a syntax error of expr whose token is a
-// common slip: = for ==, & for &&, AND for and, or a word of the rule
-// language written after a condition on the stage's line, a list in
-// parentheses (in ("a", "b")), a '#' comment inside brackets, an
-// expression cut short by the end of its line (expr's EOF is the end of
-// the span, rarely of the file). before
-// is the expression up to the token,
-// rest the expression from the token on.
+// inParen finds "in (" (a list written in parentheses).
+var inParen = regexp.MustCompile(`\sin\s*\(`)
+
+// bracketed is the list of "in (a, b)", src from its "(", written in
+// brackets: in ["a", "b"]; "in [a, b]" when its ")" is not on the line.
+func bracketed(src string) string {
+	depth := 0
+	var quote rune // in a string literal: its quote
+	escaped := false
+	for k, r := range src {
+		switch {
+		case quote != 0:
+			switch {
+			case escaped:
+				escaped = false
+			case r == '\\' && quote != '`':
+				escaped = true
+			case r == quote:
+				quote = 0
+			}
+		case r == '"' || r == '\'' || r == '`':
+			quote = r
+		case r == '(' || r == '[' || r == '{':
+			depth++
+		case r == ')' || r == ']' || r == '}':
+			if depth--; depth == 0 {
+				return "in [" + src[1:k] + "]"
+			}
+		}
+	}
+	return "in [a, b]"
+}
+
 func exprHint(msg, before, rest string) string {
 	if c, ok := strings.CutPrefix(msg, "unrecognized character: U+"); ok {
 		// Typographic quotes, as a word processor or a chat pastes them.
@@ -324,8 +350,8 @@ func exprHint(msg, before, rest string) string {
 		// one only inside brackets, most often a comment written there.
 		hint = "inside brackets '#' is expr's closure element, not a comment: a comment there starts with //"
 	case `Operator(",")`:
-		if i := strings.LastIndex(before, "("); i > 0 && strings.HasSuffix(strings.TrimSpace(before[:i]), " in") {
-			hint = "a list is written in brackets: in [a, b]"
+		if m := inParen.FindAllStringIndex(before, -1); m != nil {
+			hint = "a list is written in brackets: " + bracketed(before[m[len(m)-1][1]-1:]+rest)
 		} else if strings.TrimSpace(strings.TrimPrefix(rest, ",")) == "" {
 			// x: b.amount, as in a JSON object.
 			hint = "the expression ends at the end of its line: emit fields and clauses are one per line, with no comma between them"

@@ -32,7 +32,10 @@ negated one; an emit's use of an optional stage's field, which fails
 when the stage took no event; a within ... of previous or a loop gap
 that bounds nothing; a timeout block that can never raise an alert; a
 pattern without a window whose partial matches can wait for ever (its
-state grows without bound); and a lookup timeout over 10s.
+state grows without bound); a loop taking every combination with no
+largest count; a condition that can never hold (amount > 1000 &&
+amount < 100); a test event's numeric time that reads as epoch seconds;
+and a lookup timeout over 10s.
 docs/rules.md ("Warnings") lists them.
 Warnings are printed only for files without errors, at most 20 per file
 as errors are (then "warning: too many warnings (N more)").
