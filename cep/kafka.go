@@ -134,10 +134,11 @@ type KafkaInput struct {
 	// by that one field).
 	RecordKey string
 	// TrustRecordKeys skips the check of the records' keys. Without it, a
-	// transactional job with rules keyed by RecordKey stops at the first
-	// input record whose key is not that field's value (docs/kafka.md,
-	// "Record keys"): those rules' state would be split over the
-	// partitions, and their alerts wrong. Set it when the records are
+	// transactional job with rules keyed by RecordKey sends an input
+	// record whose key is not that field's value to the dead letters, and
+	// stops when 10 of 100 in a row are so (docs/kafka.md, "Record
+	// keys"): those rules' state would be split over the partitions, and
+	// their alerts wrong. Set it when the records are
 	// partitioned by that field but keyed by another encoding of it.
 	TrustRecordKeys bool
 

@@ -444,7 +444,7 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 // ctx's error with the result. The engine's own outputs (WithAlerts,
 // WithLate, WithDeadLetters) and observers are not used: cfg names the
 // outputs, and cfg.OnAlert hands the alerts to code, at least once.
-func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, error) {
+func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (_ *StreamResult, err error) {
 	switch {
 	case e.encoder == nil:
 		return nil, errNotNew
@@ -483,11 +483,19 @@ func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (*StreamResult, e
 	// process given it fails now, before it fences the first's Kafka
 	// producer or takes its place in the group (and also between two of
 	// the first's jobs, when no job holds the directory).
-	release, _, err := c.takeDirs()
+	release, made, err := c.takeDirs()
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer func() {
+		release()
+		if made && err != nil {
+			// A start that failed before its first checkpoint (a
+			// restore refused: the group's state is of another topic)
+			// leaves no empty state directory behind.
+			state.UnmakeRunDir(c.StateDir)
+		}
+	}()
 	if c.Kafka.transactional() && c.Kafka.RulesTopic != "" {
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -946,6 +954,11 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		j.restored = int64(chk.ID)
 	}
 	if in := inputOf(c); j.meta != nil && j.meta.Input != "" && j.meta.Input != in {
+		if c.Kafka.transactional() {
+			// Restored from the group's changelog, whatever the state
+			// directory holds.
+			return nil, fmt.Errorf("%w: group %s holds the state of a run over %s (in changelog topic %s), and this run reads %s: give the run a group of its own (-group), or read %s", ErrRestore, c.Kafka.Group, j.meta.Input, j.kafka.changelog, in, j.meta.Input)
+		}
 		return nil, fmt.Errorf("%w: %s holds the state of a run over %s, and this run reads %s: give it a state directory of its own", ErrRestore, c.StateDir, j.meta.Input, in)
 	}
 	if err := j.choosePlan(); err != nil {
@@ -1423,7 +1436,13 @@ func (j *job) restoreSubtasks(chk *state.Checkpoint) error {
 				// several instances' or jobs': not a parallelism.
 				from = fmt.Sprintf("%d subtask stores of the partitions' checkpoints", j.meta.Parallelism)
 			}
-			j.logf("redistributing the key groups of the changelog: %s -> parallelism %d, %s backend", from, n, c.Backend)
+			if j.prev != nil {
+				// A switch's job (a deploy, or the draining rules let
+				// go): the stores move to the new version's rules.
+				j.logf("moving the rules' state to version %.12s (from the changelog: %s -> parallelism %d, %s backend)", j.e.cfg.ruleset.Hash, from, n, c.Backend)
+			} else {
+				j.logf("redistributing the key groups of the changelog: %s -> parallelism %d, %s backend", from, n, c.Backend)
+			}
 			for _, p := range j.kafka.clParts {
 				parts = append(parts, p)
 			}

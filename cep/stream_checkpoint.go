@@ -712,7 +712,13 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	j.stats.Checkpoints++
 	j.stats.LastCheckpoint = f.id
 	if j.kafka != nil && j.stats.Checkpoints == 1 {
-		j.logf("first transaction committed: checkpoint %d, %v after the start", f.id, time.Since(j.start).Round(time.Millisecond))
+		if j.begun.Sub(j.start) > time.Second {
+			// A later job of the run (after a rebalance or a switch),
+			// as the first event's line says.
+			j.logf("the job's first transaction committed: checkpoint %d, %v after the job's start", f.id, time.Since(j.begun).Round(time.Millisecond))
+		} else {
+			j.logf("first transaction committed: checkpoint %d, %v after the start", f.id, time.Since(j.start).Round(time.Millisecond))
+		}
 	}
 	if h := j.cfg.hooks.afterCommit; h != nil && h(f.id) {
 		j.stopAsked = true // the loop stops at its next turn

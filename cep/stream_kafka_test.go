@@ -1217,6 +1217,38 @@ func TestStreamKafkaRecordKeys(t *testing.T) {
 	if err != nil || !res.Finished {
 		t.Fatalf("trusting the keys: %v, %+v", err, res)
 	}
+
+	// A stray record (one keyed by another field amid a topic keyed by
+	// card) goes to the dead letters with the reason, and the job goes
+	// on: it stopped the job, at every restart. Its alerts are those of
+	// the topic without it.
+	keyed := topic + "-by-card"
+	produceTopic(t, brokers, keyed, 3, input)
+	lines := strings.SplitAfter(input, "\n")
+	if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+		Brokers: brokers, Topic: keyed, Partitions: 3, KeyField: "country",
+	}, strings.NewReader(lines[0])); err != nil {
+		t.Fatal(err)
+	}
+	stray := config(keyed+"-c", false)
+	stray.Kafka.Topic, stray.Kafka.DeadTopic = keyed, keyed+"-c-dead"
+	if res, err = streamEngine(t, backtestRules).Stream(context.Background(), stray); err != nil || !res.Finished || res.Dead != 1 {
+		t.Fatalf("a topic keyed by card with one stray record: %v, %d dead letters, want it finished with 1", err, res.Dead)
+	}
+	dead := topicValues(t, brokers, keyed+"-c-dead")
+	if len(dead) != 1 || !strings.Contains(dead[0], `the record has key \"`) || !strings.Contains(dead[0], "but its card is") {
+		t.Errorf("the dead letters: %q, want the stray record's, saying why", dead)
+	}
+	clean := topic + "-clean"
+	produceTopic(t, brokers, clean, 3, input)
+	ref := config(clean+"-d", false)
+	ref.Kafka.Topic = clean
+	if _, err := streamEngine(t, backtestRules).Stream(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := alertIDsOf(topicValues(t, brokers, keyed+"-c-alerts")), alertIDsOf(topicValues(t, brokers, clean+"-d-alerts")); !slices.Equal(got, want) || len(want) == 0 {
+		t.Errorf("the alerts with the stray record: %d, without it: %d; want the same, some", len(got), len(want))
+	}
 }
 
 // TestStreamKafkaGroupNoTopic runs a transactional job over a topic that
@@ -1504,5 +1536,63 @@ func TestTopicEventSourceCloseTwice(t *testing.T) {
 	}
 	if _, err := e.Run(ctx, src); err == nil || !strings.Contains(err.Error(), "topic "+topic+": closed") {
 		t.Errorf("a run over the closed source: %v, want an error saying it is closed", err)
+	}
+}
+
+// TestStreamKafkaGroupOfAnotherTopic: a run given a group whose changelog
+// holds the state of a run over another topic is refused naming the
+// group, its checkpoint and the fix (another group, or that topic), even
+// with a new state directory, which it does not leave behind. It said
+// that the new state directory held that state, and to give the run a
+// state directory of its own, which it had.
+func TestStreamKafkaGroupOfAnotherTopic(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	t.Parallel()
+	stamp := time.Now().UnixNano()
+	first, second := fmt.Sprintf("group-topic-a-%d", stamp), fmt.Sprintf("group-topic-b-%d", stamp)
+	for _, topic := range []string{first, second} {
+		if _, err := KafkaProduce(context.Background(), KafkaProduceConfig{
+			Brokers: brokers, Topic: topic, Partitions: 2, KeyField: "card",
+		}, strings.NewReader(inOrderInput(40))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	group := first + "-g"
+	// A rule keyed by country, repartitioned: the group's repartition
+	// topic holds its offsets, so its state is restored whatever the
+	// input topic (the trial's cards ruleset); without one the run is
+	// refused earlier, the group having committed nothing on the topic.
+	rules := backtestRules + `
+rule by_country {
+  key country
+  pattern {
+    begin a where amount > 100
+    followedBy b where amount > 100
+    within 10m
+  }
+}
+`
+	config := func(topic, state string) StreamConfig {
+		return StreamConfig{
+			Kafka:    &KafkaInput{Brokers: brokers, Topic: topic, Bounded: true, AlertsTopic: group + "-alerts", Group: group},
+			StateDir: state, CheckpointInterval: 10 * time.Second,
+		}
+	}
+	if _, err := streamEngine(t, rules).Stream(context.Background(), config(first, filepath.Join(t.TempDir(), "state"))); err != nil {
+		t.Fatalf("the run over %s: %v", first, err)
+	}
+	// The alerts topic the run made has the input's partitions (it had
+	// the broker's default, one here).
+	if n, err := kafka.PartitionCount(context.Background(), kafka.Conn{Brokers: brokers}, group+"-alerts"); err != nil || n != 2 {
+		t.Errorf("the alerts topic made by the run: %d partitions (%v), want the input's 2", n, err)
+	}
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	_, err := streamEngine(t, rules).Stream(context.Background(), config(second, fresh))
+	want := regexp.MustCompile(`group ` + group + ` holds the state of a run over topic ` + first + ` \(in changelog topic ` + group + `-changelog\), and this run reads topic ` + second + `: give the run a group of its own \(-group\), or read topic ` + first + `$`)
+	if !errors.Is(err, ErrRestore) || !want.MatchString(err.Error()) {
+		t.Errorf("a run over %s with group %s: %v\nwant an ErrRestore matching %s", second, group, err, want)
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("the refused run left its new state directory %s behind (stat: %v)", fresh, err)
 	}
 }

@@ -86,6 +86,11 @@ type streamSource struct {
 	// by (keyField), checked at each record; -1: no check.
 	keySlot  int
 	keyField string
+	// The record-key check over blocks of keyBlock records: the records
+	// checked and failed in the block, and its first failure's error.
+	keyChecked, keyFailed int
+	keyFirst              *RecordKeyError
+	keyDead               int64 // records sent to the dead letters so (the first is logged)
 
 	// enrich is the lookups (nil without). With lookups, a batch's
 	// records are decoded and enriched together when it arrives
@@ -852,8 +857,13 @@ func (s *streamSource) record(p runtime.Partition, rec *runtime.Record, pre *pre
 		}
 	}
 	ev.Seq = event.SeqOf(p.Index, rec.Line)
-	if s.keySlot >= 0 && !recordKeyIs(rec.Key, ev.Field(s.keySlot)) {
-		return s.keyError(p, rec, ev)
+	if s.keySlot >= 0 {
+		if s.keyChecked++; s.keyChecked > keyBlock {
+			s.keyChecked, s.keyFailed, s.keyFirst = 1, 0, nil
+		}
+		if !recordKeyIs(rec.Key, ev.Field(s.keySlot)) {
+			return s.strayKey(p, rec, ev)
+		}
 	}
 	if s.guard == nil {
 		return s.accept(p.Index, ev, rec.Data)
@@ -1190,7 +1200,9 @@ func recordKeyIs(key []byte, v event.Value) bool {
 
 // RecordKeyError stops a transactional Kafka job at an input record whose
 // key is not the value of the field its rules beside the partitions are
-// keyed by (KafkaInput.RecordKey, docs/kafka.md "Record keys").
+// keyed by (KafkaInput.RecordKey, docs/kafka.md "Record keys"), when such
+// records are not stray (keyStop of keyBlock in a row); a stray one is a
+// dead letter.
 type RecordKeyError struct {
 	Partition string // TOPIC-P
 	Offset    int64
@@ -1203,20 +1215,47 @@ type RecordKeyError struct {
 }
 
 func (e *RecordKeyError) Error() string {
-	key := "no key"
-	if e.Key != nil {
-		key = "key " + strconv.Quote(string(e.Key))
-	}
-	msg := fmt.Sprintf("cep: stream: %s offset %d: the record has %s, but its %s is %s: the rules keyed by %s run beside the input's partitions, so the input must be keyed by it",
-		e.Partition, e.Offset, key, e.Field, e.Value, e.Field)
+	msg := fmt.Sprintf("cep: stream: %s offset %d: %s, so the input must be keyed by it", e.Partition, e.Offset, e.reason())
 	if e.KeyedBy != "" {
 		msg += "; the records look keyed by " + e.KeyedBy
 	}
 	return msg
 }
 
+// reason is what is wrong with the record, as its dead letter says.
+func (e *RecordKeyError) reason() string {
+	key := "no key"
+	if e.Key != nil {
+		key = "key " + strconv.Quote(string(e.Key))
+	}
+	return fmt.Sprintf("the record has %s, but its %s is %s: the rules keyed by %s run beside the input's partitions", key, e.Field, e.Value, e.Field)
+}
+
+// keyBlock and keyStop: a record whose key fails the check goes to the
+// dead letters, unless keyStop of keyBlock records in a row (a block)
+// failed: then the topic is keyed otherwise (or its producer went
+// wrong), and the job stops at the block's first failure
+// (RecordKeyError).
+const keyBlock, keyStop = 100, 10
+
+// strayKey sends rec, whose key is not its event's key field, to the dead
+// letters, or stops the job when such records are not stray (keyStop).
+func (s *streamSource) strayKey(p runtime.Partition, rec *runtime.Record, ev *event.Event) error {
+	ke := s.keyError(p, rec, ev)
+	if s.keyFailed++; s.keyFailed == 1 {
+		s.keyFirst = ke
+	}
+	if s.keyFailed >= keyStop {
+		return s.keyFirst
+	}
+	if s.keyDead++; s.keyDead == 1 {
+		s.j.logf("warning: %s offset %d: %s: sent to the dead letters (the job stops when %d of %d records in a row fail so: docs/kafka.md, \"Record keys\")", p.Name, rec.Offset, ke.reason(), keyStop, keyBlock)
+	}
+	return s.deadLetter(p, rec, ke.reason())
+}
+
 // keyError is the RecordKeyError of rec, whose event is ev.
-func (s *streamSource) keyError(p runtime.Partition, rec *runtime.Record, ev *event.Event) error {
+func (s *streamSource) keyError(p runtime.Partition, rec *runtime.Record, ev *event.Event) *RecordKeyError {
 	e := &RecordKeyError{Partition: p.Name, Offset: rec.Offset, Key: bytes.Clone(rec.Key), Field: s.keyField, Value: ev.Field(s.keySlot)}
 	if rec.Key != nil {
 		schema := s.j.e.schema

@@ -212,7 +212,10 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 		ko.changelog = k.Group + "-changelog"
 	}
 	ko.local, ko.reps = j.e.kafkaSpecs(k, n)
-	topics := []kafka.TopicSpec{{Name: k.AlertsTopic}, {Name: ko.changelog, Partitions: n, Compact: true}}
+	// The outputs made here get the input's partition count (the
+	// broker's default, often 1, capped their consumers at one); existing
+	// topics are used as they are.
+	topics := []kafka.TopicSpec{{Name: k.AlertsTopic, Partitions: n, AnyCount: true}, {Name: ko.changelog, Partitions: n, Compact: true}}
 	manual := []string{ko.changelog}
 	for _, rp := range ko.reps {
 		topics = append(topics, kafka.TopicSpec{Name: rp.topic, Partitions: n, Purged: true})
@@ -220,7 +223,7 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	}
 	for _, t := range []string{k.LateTopic, k.DeadTopic, k.ShadowTopic} {
 		if t != "" {
-			topics = append(topics, kafka.TopicSpec{Name: t})
+			topics = append(topics, kafka.TopicSpec{Name: t, Partitions: n, AnyCount: true})
 		}
 	}
 	if _, err := kafka.EnsureTopics(ctx, k.conn(), topics); err != nil {
@@ -355,10 +358,17 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	if err != nil {
 		return nil, err
 	}
+	why := "" // a switch's job restores as any job does: say why
+	if sw := j.switched; sw != nil {
+		why = " for the switch to the new version"
+		if sw.req == nil {
+			why = " for the switch that lets the draining rules go"
+		}
+	}
 	if base != nil {
-		j.logf("restoring partitions %v of topic %s from the local copy of checkpoint %d and changelog topic %s", ko.owned, k.Topic, base.ID, ko.changelog)
+		j.logf("restoring partitions %v of topic %s from the local copy of checkpoint %d and changelog topic %s%s", ko.owned, k.Topic, base.ID, ko.changelog, why)
 	} else {
-		j.logf("restoring partitions %v of topic %s from changelog topic %s", ko.owned, k.Topic, ko.changelog)
+		j.logf("restoring partitions %v of topic %s from changelog topic %s%s", ko.owned, k.Topic, ko.changelog, why)
 	}
 	if err := j.restoreChangelog(ctx, marks, len(fresh) > 0, base); err != nil {
 		return nil, err

@@ -511,8 +511,8 @@ func TestKafkaZombieFenced(t *testing.T) {
 	select {
 	case <-zombie.done:
 		z := zombie.exit()
-		if z.killed || z.code != 1 || !strings.Contains(z.stderr, "fenced") {
-			t.Fatalf("the resumed zombie: %s, want exit 1 saying it was fenced\n%s", z.describe(), z.stderr)
+		if z.killed || z.code != 1 || !strings.Contains(z.stderr, "fenced") || !strings.Contains(z.stderr, "(another process started with -group "+topic+" -instance-id a: each instance of a group needs its own -instance-id;") {
+			t.Fatalf("the resumed zombie: %s, want exit 1 saying it was fenced, and by what\n%s", z.describe(), z.stderr)
 		}
 		t.Logf("the resumed zombie: %s", strings.TrimSpace(z.stderr[strings.LastIndex(strings.TrimSpace(z.stderr), "\n")+1:]))
 	case <-time.After(90 * time.Second):

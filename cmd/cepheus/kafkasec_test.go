@@ -260,3 +260,28 @@ func TestKafkaPlainWithCARefused(t *testing.T) {
 		t.Errorf("-tls-ca alone: exit %d, want a failure naming the CA file, not the refusal\n%s", code, stderr)
 	}
 }
+
+// TestBrokerAddressRefused: a broker address with a listener's scheme or
+// without a port is a bad command line at once (exit 2, saying what to
+// give); each waited for the brokers' 45 s, then asked whether they were
+// up.
+func TestBrokerAddressRefused(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"consume", "-brokers", "PLAINTEXT://127.0.0.1:9092", "-topic", "t"}, "broker PLAINTEXT://127.0.0.1:9092: give host:port, without the listener's scheme PLAINTEXT:// (127.0.0.1:9092;"},
+		{[]string{"produce", "-brokers", "localhost:9092,127.0.0.1", "-topic", "t", "-events", rules}, "broker 127.0.0.1: give host:port (Kafka listens on 9092 by default: 127.0.0.1:9092)"},
+		{[]string{"run", "-rules", rules, "-brokers", "kafka1:", "-input-topic", "t", "-alerts-topic", "a", "-group", "g", "-state", filepath.Join(dir, "state")}, "broker kafka1:: give host:port (Kafka listens on 9092 by default: kafka1:9092)"},
+	} {
+		code, _, errOut := cepheus(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("cepheus %v: exit %d\n%s\nwant exit 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state")); !os.IsNotExist(err) {
+		t.Errorf("a refused run made its state directory: %v", err)
+	}
+}

@@ -4,14 +4,19 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/internal/humanize"
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 // brokersEnv names the environment variable that -brokers defaults to.
@@ -37,7 +42,9 @@ exists is used as it is; -partitions must then be its partition count.
 Keys: -key FIELD keys each record by the value of that top-level field: a
 string's characters, or the JSON text of a number, boolean, object or
 array. A line without the field (or with null there, or that is no JSON
-object) gets a null key, which Kafka spreads over the partitions. A keyed
+object) gets a null key, which Kafka spreads over the partitions; a
+-key that the first line lacks while it has a field of a close name is
+refused before anything is written (a slip). A keyed
 record goes to partition murmur2(key) mod partitions, as the Java client
 sends it: all events of one key land in one partition, in line order.
 Without -key every record has a null key.
@@ -117,6 +124,9 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	default:
 		return fs.usagef("-time-unit %q: want ms or s", *timeUnit)
 	}
+	if msg := keyFieldMissing(*events, *key); msg != "" {
+		return fs.usagef("%s", msg)
+	}
 	in, closeIn, err := openLines(ctx, *events)
 	if err != nil {
 		return err
@@ -181,6 +191,38 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	return err
 }
 
+// keyFieldMissing says that -key names a field the first line of events
+// (a plain file) lacks while it has one of a close name: a slip, which
+// gave every record a null key (exit 0, "174,197 records without cardid").
+// Any other first line passes (a field that some records lack is keyed
+// where it is).
+func keyFieldMissing(events, key string) string {
+	if key == "" || events == "-" {
+		return ""
+	}
+	f, err := os.Open(events)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || strings.HasSuffix(events, ".gz") {
+		return ""
+	}
+	line, _ := bufio.NewReaderSize(f, 64<<10).ReadSlice('\n')
+	var first map[string]json.RawMessage
+	if json.Unmarshal(line, &first) != nil {
+		return ""
+	}
+	if _, ok := first[key]; ok {
+		return ""
+	}
+	names := slices.Sorted(maps.Keys(first))
+	if hint := rules.Suggest(key, names); hint != "" {
+		return fmt.Sprintf("-key %s: the first record of %s has no field %s%s", key, events, key, hint)
+	}
+	return ""
+}
+
 // brokerList returns the brokers of -brokers, else of $CEPHEUS_KAFKA_BROKERS.
 func brokerList(fs *flagSet, flagValue string) ([]string, error) {
 	v := flagValue
@@ -190,6 +232,9 @@ func brokerList(fs *flagSet, flagValue string) ([]string, error) {
 	var out []string
 	for _, b := range strings.Split(v, ",") {
 		if b = strings.TrimSpace(b); b != "" {
+			if msg := brokerProblem(b); msg != "" {
+				return nil, fs.usagef("%s", msg)
+			}
 			out = append(out, b)
 		}
 	}
@@ -197,6 +242,19 @@ func brokerList(fs *flagSet, flagValue string) ([]string, error) {
 		return nil, fs.usagef("no brokers: give -brokers host:port or set $%s (scripts/kafka.sh start prints a local broker's address)", brokersEnv)
 	}
 	return out, nil
+}
+
+// brokerProblem says what is wrong with broker address b, or "": a
+// listener's scheme (PLAINTEXT://, Java's listener syntax) or no port
+// waited for the brokers' 45 s before an error that did not say why.
+func brokerProblem(b string) string {
+	if scheme, rest, ok := strings.Cut(b, "://"); ok {
+		return fmt.Sprintf("broker %s: give host:port, without the listener's scheme %s:// (%s; -tls and -sasl set the security)", b, scheme, rest)
+	}
+	if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+		return fmt.Sprintf("broker %s: give host:port (Kafka listens on 9092 by default: %s:9092)", b, strings.TrimSuffix(b, ":"))
+	}
+	return ""
 }
 
 // openLines opens path ("-": stdin, read so that a read waiting for input

@@ -85,8 +85,9 @@ crash some come twice, with the same alert id).
 Rules keyed by the field the input records are keyed by (-record-key)
 run beside the partitions they read; rules keyed otherwise are
 repartitioned through topics of the job (G-repartition-FIELDS). A record
-whose key is not its -record-key field's value stops the job with an
-error naming it (-trust-record-keys skips the check).
+whose key is not its -record-key field's value is a dead letter; 10 of
+100 in a row stop the job with an error naming the first (the topic is
+keyed otherwise); -trust-record-keys skips the check.
 With -input-topic a rule reads only the velocity aggregates keyed by
 its own key fields: each is computed on the partitions of its key.
 docs/kafka.md has the details.
@@ -394,6 +395,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 		for _, b := range strings.Split(f.brokers, ",") {
 			if b = strings.TrimSpace(b); b != "" {
+				if msg := brokerProblem(b); msg != "" {
+					msgs = append(msgs, msg)
+				}
 				kafkaIn.Brokers = append(kafkaIn.Brokers, b)
 			}
 		}
@@ -750,12 +754,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		}
 		msg := stripPrefixes(err.Error())
 		if ke := (*cep.RecordKeyError)(nil); errors.As(err, &ke) {
-			if ke.KeyedBy != "" {
-				msg += " (-record-key " + ke.KeyedBy + " if the topic is keyed by it: the rules keyed otherwise are then repartitioned;"
-			} else {
-				msg += " ("
-			}
-			msg += " -trust-record-keys if its keys are another encoding of " + ke.Field + "; docs/kafka.md, \"Record keys\")"
+			msg += recordKeyHint(ke)
+		}
+		if errors.Is(err, cep.ErrFenced) {
+			msg += fmt.Sprintf(" (another process started with -group %s -instance-id %s: each instance of a group needs its own -instance-id; a restart of this instance elsewhere stops this one, as it should)", f.group, f.instance)
 		}
 		switch {
 		case res == nil || res.Finished || errors.Is(err, cep.ErrRestore) || errors.Is(err, cep.ErrFenced):
@@ -770,6 +772,20 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		return &userError{err: err, msg: msg}
 	}
 	return nil
+}
+
+// recordKeyHint is what to do about a record's key that its event does
+// not match (docs/kafka.md, "Record keys").
+func recordKeyHint(ke *cep.RecordKeyError) string {
+	switch {
+	case ke.Key == nil:
+		// Trusting keys that are not there would split each key's state
+		// over the instances.
+		return " (the producer wrote it without a key: key the records by " + ke.Field + ", as cepheus produce -key " + ke.Field + " does; docs/kafka.md, \"Record keys\")"
+	case ke.KeyedBy != "":
+		return " (-record-key " + ke.KeyedBy + " if the topic is keyed by it: the rules keyed otherwise are then repartitioned; -trust-record-keys if its keys are another encoding of " + ke.Field + "; docs/kafka.md, \"Record keys\")"
+	}
+	return " (-trust-record-keys if its keys are another encoding of " + ke.Field + "; docs/kafka.md, \"Record keys\")"
 }
 
 // readRuleset reads the ruleset of a run: the file -rules names (or the
@@ -870,6 +886,8 @@ func (f *runFlags) deadLetterTo() string {
 		return "see " + f.dead
 	case f.deadTopic != "":
 		return "see topic " + f.deadTopic
+	case f.alertsTopic != "":
+		return "only counted (-dead-letter-topic T keeps them)" // -dead-letter is for file outputs
 	}
 	return "only counted (-dead-letter DIR keeps them)"
 }

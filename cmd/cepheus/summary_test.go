@@ -566,6 +566,20 @@ func TestRunSummaryFirstDeadLetter(t *testing.T) {
 			t.Errorf("%v: exit %d; want 0 and the summary saying\n%s\ngot\n%s", c.args, code, c.want, errOut)
 		}
 	}
+	// In Kafka mode the hint names -dead-letter-topic (-dead-letter is
+	// refused there; the hint named it).
+	for _, c := range []struct {
+		f    runFlags
+		want string
+	}{
+		{runFlags{alertsTopic: "alerts"}, "only counted (-dead-letter-topic T keeps them)"},
+		{runFlags{alertsTopic: "alerts", deadTopic: "dead"}, "see topic dead"},
+		{runFlags{}, "only counted (-dead-letter DIR keeps them)"},
+	} {
+		if got := c.f.deadLetterTo(); got != c.want {
+			t.Errorf("deadLetterTo of alerts topic %q, dead letter topic %q = %q, want %q", c.f.alertsTopic, c.f.deadTopic, got, c.want)
+		}
+	}
 	// A directory's: the line is of a file, which the summary names.
 	in := filepath.Join(dir, "in")
 	if err := os.Mkdir(in, 0o755); err != nil {
@@ -866,5 +880,23 @@ func TestSummaryDroppedKeys(t *testing.T) {
 	want = `msg="rule summary" rule=r severity=high alerts=2 partial_matches_dropped=3192 partial_matches_dropped_at="card=\"c1\" (3,000), card=\"c2\" (at least 150)"` + "\n"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("serve's rule summaries lack %q:\n%s", want, b.String())
+	}
+}
+
+// TestRecordKeyHint: a record without a key is told to be keyed (it was
+// told to trust its keys, which would split each key's state over the
+// instances, after a stray "( -"); one keyed by another field to name it.
+func TestRecordKeyHint(t *testing.T) {
+	for _, c := range []struct {
+		ke   cep.RecordKeyError
+		want string
+	}{
+		{cep.RecordKeyError{Field: "card_id"}, ` (the producer wrote it without a key: key the records by card_id, as cepheus produce -key card_id does; docs/kafka.md, "Record keys")`},
+		{cep.RecordKeyError{Field: "card_id", Key: []byte("m1"), KeyedBy: "merchant_id"}, ` (-record-key merchant_id if the topic is keyed by it: the rules keyed otherwise are then repartitioned; -trust-record-keys if its keys are another encoding of card_id; docs/kafka.md, "Record keys")`},
+		{cep.RecordKeyError{Field: "card_id", Key: []byte{0x1f, 0x8b}}, ` (-trust-record-keys if its keys are another encoding of card_id; docs/kafka.md, "Record keys")`},
+	} {
+		if got := recordKeyHint(&c.ke); got != c.want {
+			t.Errorf("recordKeyHint(key %q, keyed by %q):\n%s\nwant\n%s", c.ke.Key, c.ke.KeyedBy, got, c.want)
+		}
 	}
 }

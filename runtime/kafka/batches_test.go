@@ -138,3 +138,23 @@ func TestWriteLeftOpenRefused(t *testing.T) {
 		t.Fatalf("after the refused write: %s", d)
 	}
 }
+
+// TestEnsureTopicsAnyCount: a topic of AnyCount is made with Partitions,
+// and one that exists is taken whatever its count; without AnyCount
+// another count is ErrPartitionCount.
+func TestEnsureTopicsAnyCount(t *testing.T) {
+	brokers := realBrokers(t)
+	t.Parallel()
+	ctx := testContext(t)
+	topic := topicName(t)
+	conn := Conn{Brokers: brokers}
+	if n, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: topic, Partitions: 3, AnyCount: true}}); err != nil || n[0] != 3 {
+		t.Fatalf("made with 3 partitions: %v, %v", n, err)
+	}
+	if n, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: topic, Partitions: 5, AnyCount: true}}); err != nil || n[0] != 3 {
+		t.Errorf("an existing topic of 3 partitions, asked with 5 and any count: %v, %v; want it taken, 3", n, err)
+	}
+	if _, err := EnsureTopics(ctx, conn, []TopicSpec{{Name: topic, Partitions: 5}}); !errors.Is(err, ErrPartitionCount) {
+		t.Errorf("an existing topic of 3 partitions, asked with 5: %v, want ErrPartitionCount", err)
+	}
+}

@@ -986,6 +986,9 @@ func EnsureTopics(ctx context.Context, c Conn, topics []TopicSpec) ([]int, error
 		err := retryAtStart(ctx, func(ctx context.Context) error {
 			var err error
 			_, n, err = ensureTopicWith(ctx, adm, s.Name, s.Partitions, cfg)
+			if s.AnyCount && errors.Is(err, ErrPartitionCount) {
+				return nil
+			}
 			return err
 		})
 		if err != nil {
@@ -1006,6 +1009,10 @@ type TopicSpec struct {
 	// ([Txn.DeleteBefore]): it is made with purgedConfigs' small
 	// segments, since a broker frees only whole segments.
 	Purged bool
+	// AnyCount: Partitions is the count of a topic made here; one that
+	// exists is used whatever its count (an output; the others must have
+	// Partitions when it is not 0).
+	AnyCount bool
 }
 
 // compactedConfigs are the configs of a [TopicSpec.Compact] topic (the

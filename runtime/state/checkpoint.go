@@ -167,10 +167,22 @@ func LockRun(dir string) (io.Closer, error) {
 }
 
 // UnmakeRunDir removes a state directory that [LockRun] made and that
-// holds nothing else (its lock released): the lock file, then the
-// directory, which stays if anything else is in it.
+// holds nothing but its lock files (its locks released: the run's, and
+// the checkpoint directory's of [OpenCheckpointDir]); one holding anything
+// else stays as it is.
 func UnmakeRunDir(dir string) {
-	_ = vfs.Default.Remove(vfs.Default.PathJoin(dir, runLockName))
+	names, err := vfs.Default.List(dir)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if n != runLockName && n != lockName {
+			return
+		}
+	}
+	for _, n := range names {
+		_ = vfs.Default.Remove(vfs.Default.PathJoin(dir, n))
+	}
 	_ = vfs.Default.Remove(dir)
 }
 
