@@ -190,6 +190,12 @@ type MonitorSnapshot struct {
 type ShadowCount struct {
 	Rule                    string
 	Active, Shadow, Overlap int64
+	// Unchanged says that the shadow rule is the active one's content
+	// (the same rule hash): its state began empty at the shadow's deploy,
+	// so what it lacks is its windows filling (a rule reading 60 days of
+	// history misses what the active one has), not a change. Set in
+	// MonitorSnapshot.Shadow only.
+	Unchanged bool
 }
 
 // RuleCount is one rule's counters in a [MonitorSnapshot]: alerts,
@@ -287,6 +293,7 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, ret
 			sc := ShadowCount{Rule: cr.rule.Name, Shadow: c[i].alerts}
 			if cr.twin >= 0 {
 				sc.Active, sc.Shadow, sc.Overlap = c[cr.twin].compared, c[i].compared, c[i].overlap
+				sc.Unchanged = e.rules[cr.twin].rule.Hash == cr.rule.Hash
 			}
 			m.s.Shadow = append(m.s.Shadow, sc)
 		}

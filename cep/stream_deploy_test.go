@@ -691,6 +691,15 @@ rule errs {
 	deploy("shadow v1", func() (*DeployResult, error) { return m.Deploy(ctx, Deploy{Source: []byte(v1), Shadow: true}) })
 	add(chunks[4])
 	step("shadow v1 read")
+	// keep is the same rule in both versions, change is not: the shadow
+	// row of keep says so (its state began empty at the deploy).
+	same := map[string]bool{}
+	for _, r := range m.Snapshot().Shadow {
+		same[r.Rule] = r.Unchanged
+	}
+	if !same["keep"] || same["change"] || same["gone"] {
+		t.Errorf("the shadow rows' Unchanged: %v; want keep's alone (gone has no active twin)", same)
+	}
 	deploy("deploy v3", func() (*DeployResult, error) { return m.Deploy(ctx, Deploy{Source: []byte(v3)}) })
 	add(chunks[5])
 	step("v3")

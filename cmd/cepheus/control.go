@@ -159,7 +159,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "shadow version %.12s, compared with the active rules of the same names since its deploy:\n", st.GetShadowVersion())
 		fmt.Fprintf(stdout, "  %-28s %8s %8s %8s %11s %11s\n", "rule", "active", "shadow", "overlap", "only-active", "only-shadow")
 		for _, r := range st.GetShadow() {
-			fmt.Fprintf(stdout, "  %-28s %8s %8s %8s %11s %11s\n", r.GetRule(), n(r.GetActive()), n(r.GetShadow()), n(r.GetOverlap()), n(r.GetOnlyActive()), n(r.GetOnlyShadow()))
+			unchanged := ""
+			if r.GetUnchanged() && (r.GetOnlyActive() != 0 || r.GetOnlyShadow() != 0) {
+				// Its differences are its windows filling, not a change
+				// of the rule (the trial's dormant_card, 60 days of
+				// history: 35 only-active).
+				unchanged = "  [unchanged: its state began empty at the deploy]"
+			}
+			fmt.Fprintf(stdout, "  %-28s %8s %8s %8s %11s %11s%s\n", r.GetRule(), n(r.GetActive()), n(r.GetShadow()), n(r.GetOverlap()), n(r.GetOnlyActive()), n(r.GetOnlyShadow()), unchanged)
 		}
 	}
 	return nil

@@ -116,11 +116,13 @@ func TestServeShadow(t *testing.T) {
 	appendDay(2, "2026-01-02T00:00:00Z")
 	// The comparison: card_testing in both versions, velocity_burst_v2
 	// the shadow's alone (active 0, overlap 0, all only-shadow).
+	unchanged := map[string]bool{} // of each rule's row: marked unchanged
 	row := func(out, rule string) []int64 {
-		m := regexp.MustCompile(`(?m)^  ` + rule + ` +([\d,]+) +([\d,]+) +([\d,]+) +([\d,]+) +([\d,]+)$`).FindStringSubmatch(out)
+		m := regexp.MustCompile(`(?m)^  ` + rule + ` +([\d,]+) +([\d,]+) +([\d,]+) +([\d,]+) +([\d,]+)(  \[unchanged: its state began empty at the deploy\])?$`).FindStringSubmatch(out)
 		if m == nil {
 			return nil
 		}
+		unchanged[rule] = m[6] != ""
 		var n [5]int64
 		for i := range n {
 			fmt.Sscan(strings.ReplaceAll(m[i+1], ",", ""), &n[i])
@@ -141,6 +143,20 @@ func TestServeShadow(t *testing.T) {
 	}
 	if a := row(status, "card_testing"); a[0] == 0 || a[3] != a[0]-a[2] || a[4] != a[1]-a[2] {
 		t.Errorf("card_testing: %v; want active alerts, only-active and only-shadow the differences with the overlap\n%s", a, status)
+	}
+	// A shadow rule the same as the active one is marked: what it lacks
+	// is its windows filling since the deploy, not a change.
+	hashOf := func(rs *rules.Ruleset, name string) string {
+		for _, r := range rs.Rules {
+			if r.Name == name {
+				return r.Hash
+			}
+		}
+		return ""
+	}
+	a := row(status, "card_testing")
+	if want := hashOf(rs1, "card_testing") == hashOf(rs2, "card_testing") && (a[3] != 0 || a[4] != 0); unchanged["card_testing"] != want || unchanged["velocity_burst_v2"] {
+		t.Errorf("marked unchanged: %v; want card_testing %v (its rule hash in both versions, and a difference), velocity_burst_v2 (no active twin) not\n%s", unchanged, want, status)
 	}
 	// versionLines counts the lines of every file of d (those being
 	// written too) that carry version h (full hex) as ruleset_version. A

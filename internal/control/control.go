@@ -233,7 +233,7 @@ func statusOf(sn cep.MonitorSnapshot) *cepheusv1.StatusResponse {
 	for _, r := range sn.Shadow {
 		resp.Shadow = append(resp.Shadow, &cepheusv1.ShadowRuleStatus{
 			Rule: r.Rule, Active: r.Active, Shadow: r.Shadow, Overlap: r.Overlap,
-			OnlyActive: r.Active - r.Overlap, OnlyShadow: r.Shadow - r.Overlap,
+			OnlyActive: r.Active - r.Overlap, OnlyShadow: r.Shadow - r.Overlap, Unchanged: r.Unchanged,
 		})
 	}
 	for name, wm := range sn.PartitionWatermarks {

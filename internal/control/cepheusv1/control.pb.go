@@ -989,11 +989,15 @@ type ShadowRuleStatus struct {
 	// active and shadow are the alerts of each; overlap the matches both
 	// raised (the same events at the same key); only_active is active -
 	// overlap, only_shadow shadow - overlap.
-	Active        int64 `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
-	Shadow        int64 `protobuf:"varint,3,opt,name=shadow,proto3" json:"shadow,omitempty"`
-	Overlap       int64 `protobuf:"varint,4,opt,name=overlap,proto3" json:"overlap,omitempty"`
-	OnlyActive    int64 `protobuf:"varint,5,opt,name=only_active,json=onlyActive,proto3" json:"only_active,omitempty"`
-	OnlyShadow    int64 `protobuf:"varint,6,opt,name=only_shadow,json=onlyShadow,proto3" json:"only_shadow,omitempty"`
+	Active     int64 `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
+	Shadow     int64 `protobuf:"varint,3,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	Overlap    int64 `protobuf:"varint,4,opt,name=overlap,proto3" json:"overlap,omitempty"`
+	OnlyActive int64 `protobuf:"varint,5,opt,name=only_active,json=onlyActive,proto3" json:"only_active,omitempty"`
+	OnlyShadow int64 `protobuf:"varint,6,opt,name=only_shadow,json=onlyShadow,proto3" json:"only_shadow,omitempty"`
+	// unchanged: the shadow rule is the active rule's content (the same
+	// rule hash); its state began empty at the shadow's deploy, so it
+	// lacks what the active rule's windows held then (warming up).
+	Unchanged     bool `protobuf:"varint,7,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1068,6 +1072,13 @@ func (x *ShadowRuleStatus) GetOnlyShadow() int64 {
 		return x.OnlyShadow
 	}
 	return 0
+}
+
+func (x *ShadowRuleStatus) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
 }
 
 type TriggerCheckpointRequest struct {
@@ -1793,7 +1804,7 @@ const file_control_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04keys\x18\x02 \x01(\x03R\x04keys\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x19\n" +
-	"\bhot_keys\x18\x04 \x01(\x03R\ahotKeys\"\xb2\x01\n" +
+	"\bhot_keys\x18\x04 \x01(\x03R\ahotKeys\"\xd0\x01\n" +
 	"\x10ShadowRuleStatus\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06active\x18\x02 \x01(\x03R\x06active\x12\x16\n" +
@@ -1802,7 +1813,8 @@ const file_control_proto_rawDesc = "" +
 	"\vonly_active\x18\x05 \x01(\x03R\n" +
 	"onlyActive\x12\x1f\n" +
 	"\vonly_shadow\x18\x06 \x01(\x03R\n" +
-	"onlyShadow\"\x1a\n" +
+	"onlyShadow\x12\x1c\n" +
+	"\tunchanged\x18\a \x01(\bR\tunchanged\"\x1a\n" +
 	"\x18TriggerCheckpointRequest\";\n" +
 	"\x19TriggerCheckpointResponse\x12\x1e\n" +
 	"\n" +
