@@ -290,6 +290,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		if !replay.From.IsZero() && !replay.To.IsZero() && !replay.From.Before(replay.To) {
 			return fs.usagef("-from %s is not before -to %s", f.from, f.to)
 		}
+		if err := brokersRefuse(seeds, sec); err != nil {
+			return err
+		}
 	} else if f.from != "" || f.to != "" || f.brokers != "" {
 		return fs.usagef("-brokers, -from and -to go with -topic")
 	}

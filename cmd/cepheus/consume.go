@@ -74,6 +74,9 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	default:
 		return fs.usagef("-isolation %q: want read_committed or read_uncommitted", *isolation)
 	}
+	if err := brokersRefuse(seeds, sec); err != nil {
+		return err
+	}
 	began := time.Now()
 	bw := bufio.NewWriterSize(stdout, 1<<16)
 	res, err := cep.KafkaConsume(ctx, cep.KafkaConsumeConfig{

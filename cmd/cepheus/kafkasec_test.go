@@ -284,4 +284,18 @@ func TestBrokerAddressRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "state")); !os.IsNotExist(err) {
 		t.Errorf("a refused run made its state directory: %v", err)
 	}
+	// An address where nothing listens (port 1 of the loopback) fails
+	// produce, consume and a topic's backtest at once, saying so; they
+	// waited the client's 45 s.
+	for _, args := range [][]string{
+		{"consume", "-brokers", "127.0.0.1:1", "-topic", "t"},
+		{"produce", "-brokers", "127.0.0.1:1", "-topic", "t", "-events", rules},
+		{"backtest", "-rules", rules, "-brokers", "127.0.0.1:1", "-topic", "t"},
+	} {
+		begin := time.Now()
+		code, _, errOut := cepheus(t, args...)
+		if want := "no broker at 127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused (is Kafka up"; code != 1 || !strings.Contains(errOut, want) || time.Since(begin) > 10*time.Second {
+			t.Errorf("cepheus %v: exit %d after %v\n%s\nwant exit 1 at once and %q", args, code, time.Since(begin).Round(time.Millisecond), errOut, want)
+		}
+	}
 }

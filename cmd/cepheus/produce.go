@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
@@ -126,6 +128,9 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	}
 	if msg := keyFieldMissing(*events, *key); msg != "" {
 		return fs.usagef("%s", msg)
+	}
+	if err := brokersRefuse(seeds, sec); err != nil {
+		return err
 	}
 	in, closeIn, err := openLines(ctx, *events)
 	if err != nil {
@@ -242,6 +247,31 @@ func brokerList(fs *flagSet, flagValue string) ([]string, error) {
 		return nil, fs.usagef("no brokers: give -brokers host:port or set $%s (scripts/kafka.sh start prints a local broker's address)", brokersEnv)
 	}
 	return out, nil
+}
+
+// brokersRefuse says, when every one of seeds refuses a connection or
+// names no host, that nothing listens there, before a Kafka client
+// retries it for 45 s (produce, consume and a topic's backtest, which a
+// user runs by hand; a run or serve waits, a broker may be starting). A
+// seed that does not answer within a second is left to the client.
+func brokersRefuse(seeds []string, sec cep.KafkaSecurity) error {
+	if err := sec.Load(); err != nil {
+		return err // the settings first: a CA file missing is the cause to name
+	}
+	var errs []error
+	for _, s := range seeds {
+		c, err := net.DialTimeout("tcp", s, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		var dns *net.DNSError
+		if !errors.Is(err, syscall.ECONNREFUSED) && !(errors.As(err, &dns) && dns.IsNotFound) {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("no broker at %s: %w (is Kafka up, and is the address right? scripts/kafka.sh start prints a local broker's address)", strings.Join(seeds, ","), errors.Join(errs...))
 }
 
 // brokerProblem says what is wrong with broker address b, or "": a

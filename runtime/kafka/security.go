@@ -87,6 +87,13 @@ func (s Security) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// Load checks s as a client takes it, its files read (the CA, the client
+// certificate): what a client would fail on, before any broker is asked.
+func (s Security) Load() error {
+	_, err := s.opts()
+	return err
+}
+
 // opts are the client options of s.
 func (s Security) opts() ([]kgo.Opt, error) {
 	if err := s.Validate(); err != nil {
