@@ -528,7 +528,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			defer func() { result = logFinal(log, result) }()
 		}
 	}
-	file, src, err := readRuleset(f.rules, rulesDir)
+	file, src, err := readRuleset(cmd.name, f.rules, rulesDir)
 	if err != nil {
 		return err
 	}
@@ -788,9 +788,9 @@ func recordKeyHint(ke *cep.RecordKeyError) string {
 	return " (-trust-record-keys if its keys are another encoding of " + ke.Field + "; docs/kafka.md, \"Record keys\")"
 }
 
-// readRuleset reads the ruleset of a run: the file -rules names (or the
+// readRuleset reads the ruleset of a run (of command name): the file -rules names (or the
 // one *.cep file of the directory it names), or the one of -rules-dir.
-func readRuleset(rulesPath, rulesDir string) (string, []byte, error) {
+func readRuleset(name, rulesPath, rulesDir string) (string, []byte, error) {
 	if rulesDir != "" {
 		return readRulesDir(rulesDir)
 	}
@@ -800,9 +800,9 @@ func readRuleset(rulesPath, rulesDir string) (string, []byte, error) {
 	}
 	switch {
 	case len(files) == 0:
-		return "", nil, fmt.Errorf("run: no *.cep files in %s", rulesPath)
+		return "", nil, fmt.Errorf("%s: no *.cep files in %s", name, rulesPath)
 	case len(files) > 1:
-		return "", nil, fmt.Errorf("run: %s holds %d rulesets; a run takes one (name the file)", rulesPath, len(files))
+		return "", nil, fmt.Errorf("%s: %s holds %d rulesets; a run takes one (name the file)", name, rulesPath, len(files))
 	}
 	src, err := os.ReadFile(files[0])
 	if err != nil {
