@@ -105,9 +105,13 @@ away (| head -1: exit 141, as for a process a closed pipe killed).
 With -label (for example -label is_fraud on the output of cepheus gen; an
 event is labelled when the field is true, a non-zero number, or "true",
 "1" or "yes"), the summary gives per-rule true and false positives and precision (an alert is
-true when any of its events is labelled), and per scenario the labelled
-events caught, the recall, the events missed and the rules that caught
-them (the five that caught most, the others counted).
+true when any of its events is labelled, whatever its scenario) and the
+labelled events in the rule's alerts (caught: other scenarios' too), and
+per scenario the labelled events caught by any rule, the recall, the
+events missed and the rules that caught them (the five that caught most,
+the others counted). The figures count events, not instances: a
+scenario's events no stage takes (its captures, a login between two
+stages) count as missed even when the instance was caught.
 
 A progress line goes to stderr every two seconds on long inputs: on a
 terminal one line rewritten in place, else (a log file, a CI job) a line
@@ -290,9 +294,6 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		if !replay.From.IsZero() && !replay.To.IsZero() && !replay.From.Before(replay.To) {
 			return fs.usagef("-from %s is not before -to %s", f.from, f.to)
 		}
-		if err := brokersRefuse(seeds, sec); err != nil {
-			return err
-		}
 	} else if f.from != "" || f.to != "" || f.brokers != "" {
 		return fs.usagef("-brokers, -from and -to go with -topic")
 	}
@@ -389,6 +390,13 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		alertsOut = io.Discard
 		if !fs.isSet("examples") {
 			f.examples = 1
+		}
+	}
+	if replay != nil {
+		// After the rules' and the outputs' checks: those are named
+		// first.
+		if err := brokersRefuse(replay.Brokers, replay.Security); err != nil {
+			return err
 		}
 	}
 	alerts, closeAlerts := openAlerts(f.alerts, alertsOut)

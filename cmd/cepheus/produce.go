@@ -129,14 +129,14 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	if msg := keyFieldMissing(*events, *key); msg != "" {
 		return fs.usagef("%s", msg)
 	}
-	if err := brokersRefuse(seeds, sec); err != nil {
-		return err
-	}
 	in, closeIn, err := openLines(ctx, *events)
 	if err != nil {
 		return err
 	}
 	defer closeIn()
+	if err := brokersRefuse(seeds, sec); err != nil {
+		return err // after the input's check: a missing file is named first
+	}
 	began := time.Now()
 	res, err := cep.KafkaProduce(ctx, cep.KafkaProduceConfig{
 		Brokers:     seeds,
