@@ -28,6 +28,12 @@ func Compile(f *File) (*Ruleset, error) { return CompileLayout(f, nil) }
 // engine compiles a new version over the layout of the events it holds,
 // so that they need no remapping (nil: the file's own schema).
 func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
+	return compileLayout(f, layout, false)
+}
+
+// compileLayout is CompileLayout; with testsLenient the errors of the
+// file's tests are warnings and its tests are left out (LoadRules).
+func compileLayout(f *File, layout *event.Schema, testsLenient bool) (*Ruleset, error) {
 	if f.src == nil {
 		return nil, errors.New("rules: Compile needs a File from ParseFile")
 	}
@@ -62,7 +68,18 @@ func CompileLayout(f *File, layout *event.Schema) (*Ruleset, error) {
 		}
 		rs.Rules = append(rs.Rules, r)
 	}
-	c.compileTests(rs)
+	if testsLenient {
+		var testErrs ErrorList
+		c.errs = &testErrs
+		c.compileTests(rs)
+		c.errs = &errs
+		for _, e := range testErrs {
+			c.warns = append(c.warns, &Error{Pos: e.Pos, Msg: "warning: " + e.Msg + " (a test of the file: cepheus test checks it; the rules run without it)", line: e.line})
+		}
+		rs.Tests = nil
+	} else {
+		c.compileTests(rs)
+	}
 	p := &printer{}
 	p.file(f)
 	rs.Source = p.b.String()

@@ -251,3 +251,47 @@ func TestInferSchemaMemberOnlyField(t *testing.T) {
 		t.Errorf("schema %v lacks limit", rs.Schema.Names())
 	}
 }
+
+// TestLoadRules: a file whose test a change of its rule broke (the
+// analyst trial's threshold: timesOrMore 5 made 8, the test's match of 5)
+// is refused by Load, and loaded by LoadRules for a run of its rules: the
+// test's error a warning at its place, the tests left out, the rules and
+// the version those of the file.
+func TestLoadRules(t *testing.T) {
+	src := []byte(`ruleset r
+event time ts
+rule burst {
+  key card
+  pattern {
+    begin probes timesOrMore 8 where amount < 2
+    within 10m
+  }
+}
+test "five probes" {
+  events {
+    {"ts": "2026-01-01T00:00:00Z", "card": "c", "amount": 1}
+  }
+  expect {
+    burst key "c" { probes: [1, 1, 1, 1, 1] }
+  }
+}
+`)
+	if _, err := Load("r.cep", src); err == nil || !strings.Contains(err.Error(), "stage probes takes at least 8 events in a match, the test gives 5") {
+		t.Fatalf("Load: %v, want the test's error", err)
+	}
+	rs, err := LoadRules("r.cep", src)
+	if err != nil {
+		t.Fatalf("LoadRules: %v", err)
+	}
+	if len(rs.Rules) != 1 || rs.Rules[0].Name != "burst" || len(rs.Tests) != 0 {
+		t.Errorf("LoadRules: rules %d, tests %d; want burst, no test", len(rs.Rules), len(rs.Tests))
+	}
+	want := "r.cep:15:21: warning: stage probes takes at least 8 events in a match, the test gives 5 (a test of the file: cepheus test checks it; the rules run without it)"
+	if len(rs.Warnings) != 1 || rs.Warnings[0].Error() != want {
+		t.Errorf("LoadRules' warnings: %v, want\n%s", rs.Warnings, want)
+	}
+	// A rule's own error still refuses the file.
+	if _, err := LoadRules("r.cep", []byte(strings.Replace(string(src), "timesOrMore 8", "timesOrMore 8 within", 1))); err == nil {
+		t.Error("LoadRules of a rule that does not compile: no error")
+	}
+}

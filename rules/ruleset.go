@@ -370,6 +370,18 @@ type NamedValue struct {
 // compiler found.
 func Load(name string, src []byte) (*Ruleset, error) { return LoadLayout(name, src, nil) }
 
+// LoadRules is [Load] for a run of the rules alone (a backtest): the
+// errors of the file's tests are warnings, and its tests are left out.
+// A what-if change of a rule (a threshold) breaks the tests that expect
+// the old matches; the rules still run.
+func LoadRules(name string, src []byte) (*Ruleset, error) {
+	f, err := ParseFile(name, src)
+	if err != nil {
+		return nil, err
+	}
+	return compileLayout(f, nil, true)
+}
+
 // LoadLayout is [Load] over a slot layout ([CompileLayout]).
 func LoadLayout(name string, src []byte, layout *event.Schema) (*Ruleset, error) {
 	f, err := ParseFile(name, src)
