@@ -499,6 +499,16 @@ func LookupFileDuplicates(src LookupSource) LookupDuplicates {
 	return LookupDuplicates{}
 }
 
+// LookupFileMissing returns the fields of a lookup file source's lookup
+// that no record of the file gives (enrich.FileSource.Missing); none for
+// other sources.
+func LookupFileMissing(src LookupSource) []string {
+	if f, ok := src.(*enrich.FileSource); ok {
+		return f.Missing()
+	}
+	return nil
+}
+
 // LookupLoaded is what [LoadLookup] wrote: records, distinct keys, and
 // the lines that repeated a key (enrich.Loaded).
 type LookupLoaded = enrich.Loaded

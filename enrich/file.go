@@ -21,6 +21,7 @@ type FileSource struct {
 	path    string
 	records table
 	dups    Duplicates
+	missing []string // the spec's fields no record gives (Missing)
 }
 
 // Duplicates tells of the lines of a lookup file that repeat the key of an
@@ -79,18 +80,33 @@ func OpenFile(spec Spec, path string) (*FileSource, error) {
 		return nil, err
 	}
 	f := &FileSource{path: path, records: make(table)}
+	given := make([]bool, len(spec.Fields)) // a record gives the field, not null
 	err := readFile(spec, path, func(line int, key string, _ []string, rec []event.Value) error {
 		if _, ok := f.records[key]; ok {
 			f.dups.add(path, line, key)
 		}
 		f.records[key] = rec
+		for i, v := range rec {
+			given[i] = given[i] || !v.IsNull()
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	for i, fd := range spec.Fields {
+		if !given[i] && len(f.records) > 0 {
+			f.missing = append(f.missing, fd.Name)
+		}
+	}
 	return f, nil
 }
+
+// Missing returns the lookup's fields that no record of the file gives
+// (each missing or null in every line): a member named otherwise in the
+// file (homeCountry for home_country) gives every event the field's
+// default, silently. None for an empty file.
+func (f *FileSource) Missing() []string { return f.missing }
 
 // Len returns the number of records (distinct keys) of the file.
 func (f *FileSource) Len() int { return len(f.records) }

@@ -410,3 +410,26 @@ func TestOpenFileLookup(t *testing.T) {
 		t.Errorf("String() = %q", got)
 	}
 }
+
+// TestOpenFileFieldsMissing: the fields no record gives (missing or null in
+// every line) are named, in declaration order; a field one line gives is
+// not, nor any of an empty file's.
+func TestOpenFileFieldsMissing(t *testing.T) {
+	path := writeFile(t, "c.jsonl", `{"customer_id":"C1","Country":"DE","tenure":4,"vip":null}
+{"customer_id":"C2","score":0.5,"since":null}
+`)
+	f, err := OpenFile(fileSpec(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.Missing(), ","); got != "country,vip,since" {
+		t.Errorf("Missing() = %q, want country,vip,since", got)
+	}
+	empty, err := OpenFile(fileSpec(), writeFile(t, "e.jsonl", "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := empty.Missing(); len(m) != 0 {
+		t.Errorf("an empty file's Missing() = %q, want none", m)
+	}
+}

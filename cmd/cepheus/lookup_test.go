@@ -643,6 +643,23 @@ func TestLookupFileDuplicatesWarned(t *testing.T) {
 	}
 }
 
+// TestLookupFileFieldsMissing: a lookup file none of whose records gives
+// a field of the lookup (a member named otherwise: homeCountry) is
+// warned of, with the close member of its lines; every event got the
+// field's default and the rules reading it went quiet, silently.
+func TestLookupFileFieldsMissing(t *testing.T) {
+	dir := t.TempDir()
+	events := writeFile(t, dir, "e.jsonl", abEvents(10, 0, ""))
+	prof := writeFile(t, dir, "customer.jsonl", `{"customer_id":"c1","homeCountry":"FR","risk_tier":"low","tenure_days":3}
+{"customer_id":"c2","homeCountry":"DE","risk_tier":"high","tenure_days":null}
+`)
+	code, _, stderr := cepheus(t, "backtest", "-rules", "../../rulesets/cards.cep", "-events", events, "-alerts", os.DevNull, "-lookup", "customer=file:"+prof)
+	want := "warning: lookup customer: no record of " + prof + " gives home_country: every event gets the default (its lines have homeCountry: is that home_country?)\n"
+	if code != 0 || strings.Count(stderr, want) != 1 {
+		t.Errorf("a lookup file without home_country: exit %d, stderr:\n%s\nwant 0 and one warning %q", code, stderr, want)
+	}
+}
+
 // TestLookupClosedDownNamesTheLookup: a backtest whose events all go to
 // the dead letters because a lookup failing closed cannot reach its
 // source says so, not that the lines could not be decoded, and points at
