@@ -249,8 +249,19 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 		cancel()
 	}
 	for _, l := range rs.Lookups {
-		if sources[l.Name] == nil {
-			warnf("lookup %s is not bound (-lookup %s=file:PATH or redis://HOST:PORT): every event gets its defaults", l.Name, l.Name)
+		if sources[l.Name] != nil {
+			continue
+		}
+		// Of the rules run (-rule may leave out those that read it),
+		// those that read the lookup: they are what the defaults quiet.
+		var readers []string
+		for _, r := range rs.Rules {
+			if slices.ContainsFunc(r.Reads, func(n string) bool { return strings.HasPrefix(n, l.Name+".") }) {
+				readers = append(readers, r.Name)
+			}
+		}
+		if len(readers) > 0 {
+			warnf("lookup %s is not bound (-lookup %s=file:PATH or redis://HOST:PORT): every event gets its defaults (read by %s)", l.Name, l.Name, strings.Join(readers, ", "))
 		}
 	}
 	return cep.WithLookups(sources, lf.opts), closeAll, nil

@@ -303,6 +303,14 @@ func TestLookupRedisEqualsFile(t *testing.T) {
 	if n := lookupAlerts(t, out, "away_from_home"); n != 0 {
 		t.Errorf("unbound: %d away_from_home alerts, want none", n)
 	}
+	// The warning names the rules it quiets; with -rule leaving them out,
+	// there is none (the analyst trial's -rule card_testing warned).
+	if !strings.Contains(stderr, "every event gets its defaults (read by away_from_home)") {
+		t.Errorf("unbound: the warning does not name the rule reading the lookup\n%s", stderr)
+	}
+	if code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", out, "-rule", "card_testing"); code != 0 || strings.Contains(stderr, "is not bound") {
+		t.Errorf("unbound, -rule card_testing (no lookup read): exit %d, want 0 and no warning\n%s", code, stderr)
+	}
 	code, _, stderr = cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", out, "-lookup", "merchant=file:"+profiles)
 	if code != 2 || !strings.Contains(stderr, "-lookup merchant: no such lookup (the lookups declared: customer)") {
 		t.Errorf("an undeclared lookup: exit %d\n%s", code, stderr)
