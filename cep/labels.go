@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -28,6 +29,39 @@ type Labels struct {
 	rules    map[string]*RuleLabels
 	order    []string           // rules in the order of their first alert
 	caughtBy map[caughtKey]bool // (rule, labelled event) pairs seen in alerts
+
+	// events are the labelled events, by seq, when kept (KeepEvents).
+	keep   bool
+	events map[uint64]*event.Event
+}
+
+// KeepEvents makes l keep the labelled events, for [Labels.AppendMissed]
+// (their memory: one event per labelled event of the run).
+func (l *Labels) KeepEvents() { l.keep = true }
+
+// Missed returns the labelled events no alert holds, in input order; nil
+// unless [Labels.KeepEvents] was called before the run.
+func (l *Labels) Missed() []*event.Event {
+	var out []*event.Event
+	for seq, ev := range l.events {
+		if !l.caught[seq] {
+			out = append(out, ev)
+		}
+	}
+	slices.SortFunc(out, func(a, b *event.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// AppendMissed appends the labelled events no alert holds (Missed), one
+// JSON line each, as e writes an alert's events ("line", then the
+// fields), and returns how many.
+func (l *Labels) AppendMissed(b []byte, e *Engine) ([]byte, int) {
+	missed := l.Missed()
+	for _, ev := range missed {
+		b = e.encoder.enc.AppendEvent(b, ev)
+		b = append(b, '\n')
+	}
+	return b, len(missed)
 }
 
 type caughtKey struct {
@@ -61,6 +95,10 @@ func (l *Labels) Start(schema *event.Schema) error {
 	l.rules = map[string]*RuleLabels{}
 	l.order = nil
 	l.caughtBy = map[caughtKey]bool{}
+	l.events = nil
+	if l.keep {
+		l.events = map[uint64]*event.Event{}
+	}
 	return nil
 }
 
@@ -79,6 +117,9 @@ func (l *Labels) OnEvent(ev *event.Event) {
 	}
 	sc, _ := scv.AsString()
 	l.labelled[ev.Seq] = sc
+	if l.events != nil {
+		l.events[ev.Seq] = ev // a decoder makes each event anew: it stays as read
+	}
 }
 
 // OnAlert scores a.

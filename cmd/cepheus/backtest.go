@@ -114,7 +114,9 @@ per scenario the labelled events caught by any rule, the recall, the
 events missed and the rules that caught them (the five that caught most,
 the others counted). The figures count events, not instances: a
 scenario's events no stage takes (its captures, a login between two
-stages) count as missed even when the instance was caught.
+stages) count as missed even when the instance was caught. -missed FILE
+writes the labelled events no alert holds, one JSON line each, to read
+why (jq 'select(.type == "auth")' leaves the captures out).
 
 A progress line goes to stderr every two seconds on long inputs: on a
 terminal one line rewritten in place, else (a log file, a CI job) a line
@@ -145,6 +147,7 @@ type backtestFlags struct {
 	lookups                           lookupFlags
 	rules, events, alerts, late, dead string
 	label, scenario                   string
+	missed                            string // -missed FILE
 	outOfOrder                        time.Duration
 	maxPartial, maxBuffered           int
 	watermarkEvery, aggWorkers        int
@@ -240,6 +243,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never; a run none of whose first 10,000 lines decodes stops there whatever this says)")
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud): an event is labelled when it is true, a non-zero number, or \"true\", \"1\" or \"yes\"")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
+	fs.StringVar(&f.missed, "missed", "", "with -label, file for the labelled events no alert holds, one JSON line each (\"line\", then the fields, as in alerts), in input order: what the rules missed, to read with jq (one ruleset)")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default); lateness depends on it only for input more disordered than -out-of-orderness")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
@@ -370,6 +374,12 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if sets, err = selectRules(sets, f.only); err != nil {
 		return fs.usagef("%v", err)
 	}
+	switch {
+	case f.missed != "" && f.label == "":
+		return fs.usagef("-missed %s needs -label: the missed events are the labelled ones no alert holds", f.missed)
+	case f.missed != "" && len(sets) > 1:
+		return fs.usagef("-missed %s takes one ruleset; -rules %s holds %d (name the file)", f.missed, f.rules, len(sets))
+	}
 	if err := f.lookups.check(sets); err != nil {
 		return fs.usagef("%v", err)
 	}
@@ -398,7 +408,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if replay != nil {
 		// After the rules' and the outputs' checks: those are named
 		// first.
-		if err := brokersRefuse(replay.Brokers, replay.Security); err != nil {
+		if err := brokersRefuse(ctx, replay.Brokers, replay.Security); err != nil {
 			return err
 		}
 	}
@@ -428,6 +438,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	var sums []*cep.Summary
 	var labelSums []*cep.LabelSummary
+	var missedBuf []byte // -missed's lines (one ruleset)
+	missedN := 0
 	var elapsed []time.Duration // by ruleset run
 	var runErr error
 	for _, rs := range sets {
@@ -482,6 +494,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		var labels *cep.Labels
 		if f.label != "" {
 			labels = cep.NewLabels(f.label, f.scenario)
+			if f.missed != "" {
+				labels.KeepEvents()
+			}
 			opts = append(opts, cep.WithObservers(labels))
 		}
 		var sum *cep.Summary
@@ -517,6 +532,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 				ls = labels.Summary()
 			}
 			labelSums = append(labelSums, ls)
+			if f.missed != "" && labels != nil && err == nil {
+				missedBuf, missedN = labels.AppendMissed(nil, engine)
+			}
 		}
 		if err != nil {
 			runErr = err
@@ -537,6 +555,17 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		err = cerr
 	}
 	if cerr := late.Close(ranToEnd(runErr)); err == nil {
+		err = cerr
+	}
+	// -missed: made by a run that read its whole input, empty when
+	// nothing was missed (an earlier run's left by one that did not).
+	missed := &lazyFile{path: f.missed, made: f.missed != ""}
+	if len(missedBuf) > 0 && ranToEnd(runErr) {
+		if _, werr := missed.Write(missedBuf); err == nil {
+			err = werr
+		}
+	}
+	if cerr := missed.Close(ranToEnd(runErr)); err == nil {
 		err = cerr
 	}
 	if runErr == nil && len(sums) > 0 && sums[0].Records == 0 {
@@ -580,6 +609,10 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			if tee != nil {
 				tee.print(stderr, s.Ruleset)
 			}
+		}
+		if f.missed != "" && ranToEnd(runErr) {
+			fmt.Fprintf(stderr, "\nThe %s no alert holds: %s (one JSON line each, in input order).\n",
+				plural(int64(missedN), "labelled event", "labelled events"), f.missed)
 		}
 		if hideAlerts && len(sums) > 0 {
 			var n int64
@@ -839,7 +872,7 @@ func checkOutputs(f backtestFlags, inputs []namedPath) error {
 		st  os.FileInfo // nil when the file does not exist
 	}
 	var seen []output
-	for _, o := range []output{{namedPath: namedPath{"-alerts", f.alerts}}, {namedPath: namedPath{"-late", f.late}}, {namedPath: namedPath{"-dead-letter", f.dead}},
+	for _, o := range []output{{namedPath: namedPath{"-alerts", f.alerts}}, {namedPath: namedPath{"-late", f.late}}, {namedPath: namedPath{"-dead-letter", f.dead}}, {namedPath: namedPath{"-missed", f.missed}},
 		{namedPath: namedPath{"-cpuprofile", f.cpuProfile}}, {namedPath: namedPath{"-memprofile", f.memProfile}}} {
 		if o.path == "" || o.path == "-" {
 			continue
@@ -852,7 +885,7 @@ func checkOutputs(f backtestFlags, inputs []namedPath) error {
 		switch gz := strings.HasSuffix(o.path, ".gz"); {
 		case gz && o.flag == "-alerts":
 			return fmt.Errorf("backtest: -alerts %s: the alerts are plain JSON lines, not gzip: name the file without .gz, or compress them on their way (-alerts - | gzip > %s)", o.path, o.path)
-		case gz && (o.flag == "-late" || o.flag == "-dead-letter"):
+		case gz && (o.flag == "-late" || o.flag == "-dead-letter" || o.flag == "-missed"):
 			return fmt.Errorf("backtest: %s %s: the file holds plain JSON lines, not gzip: name it without .gz", o.flag, o.path)
 		}
 		st, err := os.Stat(o.path)
@@ -1423,7 +1456,7 @@ func (l *lazyFile) Write(p []byte) (int, error) {
 // whole input, so that a file it did not write is an earlier run's.
 func (l *lazyFile) Close(ranToEnd bool) error {
 	if l.bw == nil {
-		if ranToEnd && l.made {
+		if ranToEnd && l.made && l.path != "" {
 			_, err := l.Write(nil) // the run's file: no alerts
 			if err != nil {
 				return err

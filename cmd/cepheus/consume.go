@@ -74,7 +74,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	default:
 		return fs.usagef("-isolation %q: want read_committed or read_uncommitted", *isolation)
 	}
-	if err := brokersRefuse(seeds, sec); err != nil {
+	if err := brokersRefuse(ctx, seeds, sec); err != nil {
 		return err
 	}
 	began := time.Now()

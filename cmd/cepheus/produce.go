@@ -134,7 +134,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		return err
 	}
 	defer closeIn()
-	if err := brokersRefuse(seeds, sec); err != nil {
+	if err := brokersRefuse(ctx, seeds, sec); err != nil {
 		return err // after the input's check: a missing file is named first
 	}
 	began := time.Now()
@@ -254,13 +254,18 @@ func brokerList(fs *flagSet, flagValue string) ([]string, error) {
 // retries it for 45 s (produce, consume and a topic's backtest, which a
 // user runs by hand; a run or serve waits, a broker may be starting). A
 // seed that does not answer within a second is left to the client.
-func brokersRefuse(seeds []string, sec cep.KafkaSecurity) error {
+func brokersRefuse(ctx context.Context, seeds []string, sec cep.KafkaSecurity) error {
 	if err := sec.Load(); err != nil {
 		return err // the settings first: a CA file missing is the cause to name
 	}
 	var errs []error
 	for _, s := range seeds {
-		c, err := net.DialTimeout("tcp", s, time.Second)
+		if ctx.Err() != nil {
+			return nil // stopped: the command says so as it ends
+		}
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		c, err := new(net.Dialer).DialContext(dctx, "tcp", s)
+		cancel()
 		if err == nil {
 			c.Close()
 			return nil

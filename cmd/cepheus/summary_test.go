@@ -900,3 +900,66 @@ func TestRecordKeyHint(t *testing.T) {
 		}
 	}
 }
+
+// TestBacktestMissed: -missed writes the labelled events no alert holds,
+// one JSON line each in input order (as alerts write events), and the
+// summary names the file; it needs -label and one ruleset. The analyst
+// trial found the misses only by scripting over the input.
+func TestBacktestMissed(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "r.cep", goodSrc)
+	// x's a and b match (labelled, caught); y's a has no b (labelled,
+	// missed); z's c is labelled and no rule takes it (missed); w's a is
+	// not labelled.
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:00:01Z","k":"x","name":"a","fraud":true,"scenario":"s1"}
+{"ts":"2026-01-01T00:00:02Z","k":"y","name":"a","fraud":true,"scenario":"s2"}
+{"ts":"2026-01-01T00:00:03Z","k":"x","name":"b","fraud":true,"scenario":"s1"}
+{"ts":"2026-01-01T00:00:04Z","k":"z","name":"c","fraud":true,"scenario":"s2"}
+{"ts":"2026-01-01T00:00:05Z","k":"w","name":"a","fraud":false}
+`)
+	missed := filepath.Join(dir, "missed.jsonl")
+	code, _, errOut := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-label", "fraud", "-missed", missed)
+	if code != 0 || !strings.Contains(errOut, "The 2 labelled events no alert holds: "+missed+" (one JSON line each, in input order).") {
+		t.Fatalf("backtest -missed: exit %d\n%s", code, errOut)
+	}
+	got, err := os.ReadFile(missed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (The fields in the ruleset's slot order, times as alerts write them.)
+	want := `{"line":2,"k":"y","name":"a","ts":"2026-01-01T00:00:02.000Z","fraud":true,"scenario":"s2"}
+{"line":4,"k":"z","name":"c","ts":"2026-01-01T00:00:04.000Z","fraud":true,"scenario":"s2"}
+`
+	if string(got) != want {
+		t.Errorf("-missed wrote\n%s\nwant\n%s", got, want)
+	}
+	// Nothing missed: the file is there, empty (not an earlier run's).
+	writeFile(t, dir, "caught.jsonl", "")
+	caught := writeFile(t, dir, "e2.jsonl", `{"ts":"2026-01-01T00:00:01Z","k":"x","name":"a","fraud":true}
+{"ts":"2026-01-01T00:00:03Z","k":"x","name":"b","fraud":true}
+`)
+	if code, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", caught, "-alerts", os.DevNull, "-label", "fraud", "-missed", missed); code != 0 {
+		t.Fatalf("backtest -missed, nothing missed: exit %d\n%s", code, errOut)
+	}
+	if got, err := os.ReadFile(missed); err != nil || len(got) != 0 {
+		t.Errorf("-missed with nothing missed: %q, %v; want an empty file", got, err)
+	}
+	two := filepath.Join(dir, "two")
+	if err := os.Mkdir(two, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, two, "a.cep", goodSrc)
+	writeFile(t, two, "b.cep", strings.Replace(goodSrc, "ruleset good", "ruleset other", 1))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-missed", missed}, "-missed " + missed + " needs -label"},
+		{[]string{"-missed", missed, "-label", "fraud", "-rules", two}, "-missed " + missed + " takes one ruleset; -rules " + two + " holds 2 (name the file)"},
+	} {
+		args := append([]string{"backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull}, c.args...)
+		if code, _, errOut := cepheus(t, args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d\n%s\nwant exit 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
