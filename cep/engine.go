@@ -459,7 +459,11 @@ type Summary struct {
 	Ruleset        string
 	RulesetVersion string
 	InputStats
-	Late   int64 // late events
+	Late int64 // late events
+	// LateBy is the furthest a late event came behind the watermark (its
+	// operator's when it came): an -out-of-orderness more than that much
+	// larger takes such an event on time. A backtest's only.
+	LateBy time.Duration
 	Alerts int64
 	// Rules are the ruleset's rules, in ruleset order; a live job's
 	// (StreamResult) are then followed by those the run counted that the

@@ -202,16 +202,16 @@ func TestEngineRestoreErrors(t *testing.T) {
 // such (state.ErrCheckpointVersion, naming the versions), not as a
 // corrupt snapshot; one of this version with a rule too many is corrupt.
 func TestDecodeCountersLaterVersion(t *testing.T) {
-	// alerts 0, late 0, no rule, no retired rule.
-	if c, err := decodeCounters([]byte{counterStateVersion, 0, 0, 0, 0}, 0); err != nil || len(c.rules) != 0 {
+	// alerts 0, late 0, no rule, late by 0, no retired rule.
+	if c, err := decodeCounters([]byte{counterStateVersion, 0, 0, 0, 0, 0}, 0); err != nil || len(c.rules) != 0 {
 		t.Fatalf("decodeCounters(version %d) = %v, %v", counterStateVersion, c, err)
 	}
-	_, err := decodeCounters([]byte{counterStateVersion + 1, 0, 0, 0, 0}, 0)
+	_, err := decodeCounters([]byte{counterStateVersion + 1, 0, 0, 0, 0, 0}, 0)
 	want := fmt.Sprintf("the engine's counters of version %d, this build reads up to %d", counterStateVersion+1, counterStateVersion)
 	if !errors.Is(err, state.ErrCheckpointVersion) || errors.Is(err, ErrCorruptSnapshot) || !strings.Contains(err.Error(), want) {
 		t.Errorf("decodeCounters(version %d) = %v, want a later build's record", counterStateVersion+1, err)
 	}
-	if _, err := decodeCounters([]byte{counterStateVersion, 0, 0, 0, 0}, 1); !errors.Is(err, ErrCorruptSnapshot) {
+	if _, err := decodeCounters([]byte{counterStateVersion, 0, 0, 0, 0, 0}, 1); !errors.Is(err, ErrCorruptSnapshot) {
 		t.Errorf("decodeCounters of 0 rules for 1 = %v, want ErrCorruptSnapshot", err)
 	}
 }

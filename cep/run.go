@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/event/jsonev"
@@ -121,6 +122,7 @@ func (r *run) finish(runErr error) (*Summary, error) {
 		RulesetVersion: rs.Hash,
 		InputStats:     inputStats(st),
 		Late:           r.host.late,
+		LateBy:         time.Duration(r.host.lateBy) * time.Millisecond,
 		Alerts:         r.host.alerts,
 		Lookups:        r.enrich.stats(),
 	}
@@ -191,6 +193,7 @@ type hostOperator struct {
 	// observer): else they are only counted.
 	needAlerts    bool
 	alerts, late  int64
+	lateBy        event.Time     // the furthest a late event was behind its operator's watermark (Summary.LateBy)
 	shadowSigs    map[string]int // compareShadow's scratch
 	sigBuf        []byte
 	counterRecord state.Key
@@ -399,6 +402,7 @@ func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) er
 			// operator.
 			if ko.spec.rules[0] == 0 {
 				h.late++
+				h.lateBy = max(h.lateBy, ko.op.Watermark()-it.At)
 				if cerr := out.Collect(emitted{late: it.Event}); err == nil {
 					err = cerr
 				}
@@ -586,7 +590,7 @@ func sortTimeouts(items []Item, id func(*Item) string) []Item {
 
 // counterStateVersion is the first byte of the counter record (1: without
 // the shadow counters; 2: without the timed-out alerts; 3: without the
-// retired rule states' counters).
+// furthest late event and the retired rule states' counters).
 const counterStateVersion = 4
 
 // Snapshot writes, for each shared operator, what changed since the last
@@ -628,6 +632,7 @@ func (h *hostOperator) snapshotBegin(w state.Writer) error {
 		b = binary.AppendVarint(b, r.overlap)
 		b = binary.AppendVarint(b, r.timedOut)
 	}
+	b = binary.AppendVarint(b, int64(h.lateBy))
 	b = binary.AppendUvarint(b, uint64(len(h.retired)))
 	for _, r := range h.retired {
 		for _, s := range [...]string{r.key.rule, r.key.severity, r.key.timeoutSeverity} {
@@ -690,7 +695,7 @@ func (h *hostOperator) Restore(r state.Reader) error {
 	if err != nil {
 		return err
 	}
-	h.alerts, h.late, h.rules, h.retired = c.alerts, c.late, c.rules, c.retired
+	h.alerts, h.late, h.lateBy, h.rules, h.retired = c.alerts, c.late, c.lateBy, c.rules, c.retired
 	if h.agg != nil {
 		b, err := oneRecord(r, h.e.aggregateRecord())
 		if err != nil {
@@ -706,6 +711,7 @@ func (h *hostOperator) Restore(r state.Reader) error {
 // counterRecord is the engine's counters of one subtask.
 type counterRecord struct {
 	alerts, late int64
+	lateBy       event.Time
 	rules        []ruleCounters
 	retired      []retiredCount
 }
@@ -736,6 +742,7 @@ func decodeCounters(b []byte, n int) (counterRecord, error) {
 		}
 	}
 	if v >= 4 {
+		c.lateBy = event.Time(d.Varint())
 		for range d.Count() {
 			var r retiredCount
 			for _, s := range [...]*string{&r.key.rule, &r.key.severity, &r.key.timeoutSeverity} {
@@ -791,7 +798,7 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 	if err := h.seed(fresh, parts, groups, prevs); err != nil {
 		return err
 	}
-	h.alerts, h.late, h.retired = 0, 0, nil
+	h.alerts, h.late, h.lateBy, h.retired = 0, 0, 0, nil
 	h.rules = make([]ruleCounters, len(h.rules))
 	if counted == nil {
 		return nil
@@ -814,6 +821,7 @@ func (h *hostOperator) restoreParts(parts []state.Reader, groups state.KeyGroupR
 		}
 		h.alerts += c.alerts
 		h.late += c.late
+		h.lateBy = max(h.lateBy, c.lateBy)
 		for _, r := range c.retired {
 			h.retired = addRetired(h.retired, r.key, r)
 		}

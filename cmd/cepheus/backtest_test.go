@@ -135,7 +135,7 @@ func TestBacktestLateFile(t *testing.T) {
 	if got := string(b); !strings.HasPrefix(got, `{"ruleset":"good","line":3,`) || strings.Count(got, "\n") != 1 {
 		t.Errorf("late file:\n%s\nwant line 3 only, of ruleset good", got)
 	}
-	if !strings.Contains(stderr, "  1 event was late (behind the watermark, -out-of-orderness 1s)") {
+	if !strings.Contains(stderr, "  1 event was late (behind the watermark, -out-of-orderness 1s; the furthest 17.999s behind it, so -out-of-orderness 19s takes them all)") {
 		t.Errorf("summary does not report the late event:\n%s", stderr)
 	}
 }
