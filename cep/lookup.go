@@ -500,13 +500,13 @@ func LookupFileDuplicates(src LookupSource) LookupDuplicates {
 }
 
 // LookupFileMissing returns the fields of a lookup file source's lookup
-// that no record of the file gives (enrich.FileSource.Missing); none for
-// other sources.
-func LookupFileMissing(src LookupSource) []string {
+// that no record of the file gives, and then the member names of its first
+// line (enrich.FileSource.Missing); none for other sources.
+func LookupFileMissing(src LookupSource) (fields, members []string) {
 	if f, ok := src.(*enrich.FileSource); ok {
 		return f.Missing()
 	}
-	return nil
+	return nil, nil
 }
 
 // LookupLoaded is what [LoadLookup] wrote: records, distinct keys, and

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -22,6 +25,7 @@ type FileSource struct {
 	records table
 	dups    Duplicates
 	missing []string // the spec's fields no record gives (Missing)
+	members []string // with missing, the members of the first line (Missing)
 }
 
 // Duplicates tells of the lines of a lookup file that repeat the key of an
@@ -81,7 +85,8 @@ func OpenFile(spec Spec, path string) (*FileSource, error) {
 	}
 	f := &FileSource{path: path, records: make(table)}
 	given := make([]bool, len(spec.Fields)) // a record gives the field, not null
-	err := readFile(spec, path, func(line int, key string, _ []string, rec []event.Value) error {
+	var members []string
+	err := readFile(spec, path, &members, func(line int, key string, _ []string, rec []event.Value) error {
 		if _, ok := f.records[key]; ok {
 			f.dups.add(path, line, key)
 		}
@@ -99,14 +104,18 @@ func OpenFile(spec Spec, path string) (*FileSource, error) {
 			f.missing = append(f.missing, fd.Name)
 		}
 	}
+	if f.missing != nil {
+		f.members = members
+	}
 	return f, nil
 }
 
 // Missing returns the lookup's fields that no record of the file gives
 // (each missing or null in every line): a member named otherwise in the
 // file (homeCountry for home_country) gives every event the field's
-// default, silently. None for an empty file.
-func (f *FileSource) Missing() []string { return f.missing }
+// default, silently. None for an empty file. With them, members are the
+// member names of the file's first line, sorted, to find the one meant.
+func (f *FileSource) Missing() (fields, members []string) { return f.missing, f.members }
 
 // Len returns the number of records (distinct keys) of the file.
 func (f *FileSource) Len() int { return len(f.records) }
@@ -136,9 +145,10 @@ var utf8BOM = []byte{0xef, 0xbb, 0xbf}
 
 // readFile calls fn with each record of the lookup file at path, in file
 // order: its line number (from 1), its key, its key parts (reused between
-// calls) and its values. An error of fn stops the read and is returned as
-// it is.
-func readFile(spec Spec, path string, fn func(line int, key string, parts []string, rec []event.Value) error) error {
+// calls) and its values, and sets *members (when not nil) to the member
+// names of its first record, sorted. An error of fn stops the read and is
+// returned as it is.
+func readFile(spec Spec, path string, members *[]string, fn func(line int, key string, parts []string, rec []event.Value) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("enrich: lookup %s: %w", spec.Name, err)
@@ -169,6 +179,12 @@ func readFile(spec Spec, path string, fn func(line int, key string, parts []stri
 		data = bytes.TrimSpace(data)
 		if len(data) == 0 {
 			continue
+		}
+		if members != nil && *members == nil {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(data, &obj) == nil {
+				*members = slices.Sorted(maps.Keys(obj))
+			}
 		}
 		key, rec, err := codec.decodeObject(data, parts)
 		if err != nil {

@@ -422,14 +422,19 @@ func TestOpenFileFieldsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(f.Missing(), ","); got != "country,vip,since" {
+	fields, members := f.Missing()
+	if got := strings.Join(fields, ","); got != "country,vip,since" {
 		t.Errorf("Missing() = %q, want country,vip,since", got)
+	}
+	// The first line's members, to find the one meant (Country).
+	if got := strings.Join(members, ","); got != "Country,customer_id,tenure,vip" {
+		t.Errorf("Missing()'s members = %q, want the first line's, sorted", got)
 	}
 	empty, err := OpenFile(fileSpec(), writeFile(t, "e.jsonl", "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := empty.Missing(); len(m) != 0 {
+	if m, _ := empty.Missing(); len(m) != 0 {
 		t.Errorf("an empty file's Missing() = %q, want none", m)
 	}
 }

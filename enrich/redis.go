@@ -617,7 +617,7 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (Loaded,
 		batch = batch[:0]
 		return nil
 	}
-	err = readFile(spec, path, func(_ int, key string, parts []string, rec []event.Value) error {
+	err = readFile(spec, path, nil, func(_ int, key string, parts []string, rec []event.Value) error {
 		batch = append(batch, record{key: key, parts: append([]string(nil), parts...), rec: rec})
 		if len(batch) < loadBatch {
 			return nil
@@ -635,7 +635,7 @@ func Load(ctx context.Context, spec Spec, path string, cfg RedisConfig) (Loaded,
 // repeat one.
 func checkFile(ctx context.Context, spec Spec, path string) (keys int, dups Duplicates, err error) {
 	seen := make(map[string]struct{})
-	err = readFile(spec, path, func(line int, key string, _ []string, _ []event.Value) error {
+	err = readFile(spec, path, nil, func(line int, key string, _ []string, _ []event.Value) error {
 		if _, ok := seen[key]; ok {
 			dups.add(path, line, key)
 		}

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -203,12 +198,11 @@ func (lf *lookupFlags) open(ctx context.Context, rs *rules.Ruleset, warnf func(f
 			msgs = append(msgs, fmt.Sprintf("lookup %s: %s: %s repeating the key of an earlier line (the first: %s:%d, key %q); the last record of each key is used",
 				name, d.Path, plural(int64(d.Count), "line", "lines"), d.Path, d.Line, d.Key))
 		}
-		if missing := cep.LookupFileMissing(src); len(missing) > 0 {
+		if missing, members := cep.LookupFileMissing(src); len(missing) > 0 {
 			// A member named otherwise in the file gave every event the
 			// default, and the rules reading it went quiet, silently.
-			path := strings.TrimPrefix(target, "file:")
-			msgs = append(msgs, fmt.Sprintf("lookup %s: no record of %s gives %s: every event gets the default%s", name, path,
-				strings.Join(missing, ", "), memberHint(path, missing)))
+			msgs = append(msgs, fmt.Sprintf("lookup %s: no record of %s gives %s: every event gets the default%s", name, strings.TrimPrefix(target, "file:"),
+				strings.Join(missing, ", "), memberHint(missing, members)))
 		}
 		for _, msg := range msgs {
 			if !lf.warned[msg] {
@@ -371,42 +365,14 @@ func lastError(l cep.LookupStats) string {
 	return "; last error: " + l.LastError
 }
 
-// memberHint is " (its lines have X: is that Y?)" for the first field
-// of missing whose name is close to a member of the first line of the
-// lookup file at path (gzipped when it ends in .gz), or "".
-func memberHint(path string, missing []string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			return ""
+// memberHint is " (its lines have X: is that Y?)" for the first field of
+// missing whose name is close to one of members (the lookup file's first
+// line's), or "".
+func memberHint(missing, members []string) string {
+	for _, m := range missing {
+		if c := rules.Closest(m, members); c != "" {
+			return fmt.Sprintf(" (its lines have %s: is that %s?)", c, m)
 		}
-		defer zr.Close()
-		r = zr
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(bytes.TrimPrefix(sc.Bytes(), []byte("\xef\xbb\xbf")))
-		if len(line) == 0 {
-			continue
-		}
-		var first map[string]json.RawMessage
-		if json.Unmarshal(line, &first) != nil {
-			return ""
-		}
-		members := slices.Sorted(maps.Keys(first))
-		for _, m := range missing {
-			if c := rules.Closest(m, members); c != "" {
-				return fmt.Sprintf(" (its lines have %s: is that %s?)", c, m)
-			}
-		}
-		return ""
 	}
 	return ""
 }
