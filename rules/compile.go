@@ -229,6 +229,7 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 		return r
 	}
 	r.Pattern, r.NFA = last, n
+	r.decl, r.env, r.clauseConds = rd, rc.env, rc.conds
 	return r
 }
 

@@ -144,6 +144,11 @@ type Rule struct {
 	Hash string
 
 	conds []*cond.BoolExpr
+	// what Explain reads: the rule's declaration, the environment of its
+	// expressions and each clause's compiled condition.
+	decl        *RuleDecl
+	env         *cond.Env
+	clauseConds map[*Clause]*cond.BoolExpr
 }
 
 // TimeoutOutput is what a rule's timeout block says of its alerts for

@@ -23,8 +23,13 @@ releases everything (a backtest over a bounded input). The matches that
 come out are compared with the test's expect block as a multiset of
 (rule, key, events of each stage, and the emit values an expected match
 gives); on a mismatch, the missing and unexpected matches are printed in
-the notation of an expect line, then what was produced and the number of
-conditions that failed at run time (each counted as false), per rule.
+the notation of an expect line, each missing one with a why: line (the
+first reason found that the rule cannot produce it: an event that fails
+its stage's condition, with the values it read; events of other keys or
+out of order; the window; an event that next, followedBy, a loop or a
+negation cannot skip; see docs/rules.md, "Why a match is missing"), then
+what was produced and the number of conditions that failed at run time
+(each counted as false), per rule.
 
 A file that does not compile is reported as check would report it. Test
 prints a line per file (ok or FAIL, with the number of tests; ? when the

@@ -20,6 +20,7 @@
 package rulestest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -49,6 +50,11 @@ type Result struct {
 	// number order, each as "N  file:line:col: text": what a failure is
 	// about, without looking its numbers up in the file.
 	Events []string
+	// Why says, for each missing match in order, why it was not produced:
+	// a produced match of the same events whose emitted values differ, or
+	// what [rules.Rule.Explain] finds (the first fault of its events
+	// against the rule), or that it finds none.
+	Why []string
 }
 
 // Pass reports whether the test passed.
@@ -75,7 +81,15 @@ func (r *Result) Diff() string {
 			b.WriteString("  " + m + "\n")
 		}
 	}
-	list("missing (expected, not produced)", r.Missing)
+	if len(r.Missing) > 0 {
+		b.WriteString("missing (expected, not produced):\n")
+		for i, m := range r.Missing {
+			b.WriteString("  " + m + "\n")
+			if i < len(r.Why) {
+				b.WriteString("    why: " + r.Why[i] + "\n")
+			}
+		}
+	}
 	list("unexpected (produced, not expected)", r.Unexpected)
 	if len(r.Got) == 0 {
 		b.WriteString("produced: none\n")
@@ -99,14 +113,16 @@ func RunAll(rs *rules.Ruleset) []*Result {
 // Run runs one test.
 func Run(t *rules.Test) *Result {
 	r := &Result{Test: t}
-	// The event numbers of each match, by its string, to list the events
-	// of the missing and unexpected ones.
-	seqs := map[string][]int{}
-	for _, x := range t.Expect {
-		s := expectedString(&x)
+	rec := newRecord()
+	expected := map[string]*rules.ExpectedMatch{}
+	for i := range t.Expect {
+		x := &t.Expect[i]
+		s := expectedString(x)
+		expected[s] = x
+		rec.bare[s], rec.emitted[s] = bareString(x), x.Emits
 		r.Want = append(r.Want, s)
 		for _, st := range x.Stages {
-			seqs[s] = append(seqs[s], st...)
+			rec.seqs[s] = append(rec.seqs[s], st...)
 		}
 	}
 	// The emit fields a test compares, by rule and kind (all expected
@@ -127,7 +143,7 @@ func Run(t *rules.Test) *Result {
 	}
 	for _, rule := range t.Rules {
 		before := rule.ConditionErrors()
-		got, err := runRule(rule, t.Events, emits[ruleKind{rule, false}], emits[ruleKind{rule, true}], seqs)
+		got, err := runRule(rule, t.Events, emits[ruleKind{rule, false}], emits[ruleKind{rule, true}], rec)
 		if n := rule.ConditionErrors() - before; n > 0 {
 			r.CondErrors = append(r.CondErrors, fmt.Sprintf("rule %s: %d, the last: %s", rule.Name, n, rule.LastConditionError()))
 		}
@@ -140,8 +156,111 @@ func Run(t *rules.Test) *Result {
 	slices.Sort(r.Want)
 	r.Missing = surplus(r.Want, r.Got)
 	r.Unexpected = surplus(r.Got, r.Want)
-	r.Events = eventLines(t, seqs, r.Missing, r.Unexpected)
+	for _, m := range r.Missing {
+		w, named := why(t, expected[m], rec, r.Unexpected)
+		r.Why = append(r.Why, w)
+		for _, ev := range named {
+			rec.seqs[m] = append(rec.seqs[m], int(ev.Seq))
+		}
+	}
+	r.Events = eventLines(t, rec.seqs, r.Missing, r.Unexpected)
 	return r
+}
+
+// why says why the expected match x was not produced: a produced match of
+// its events (one of unexpected) whose emitted values differ, else what
+// its rule's Explain finds over the test's events of its key, and the
+// events outside the match the reason names.
+func why(t *rules.Test, x *rules.ExpectedMatch, rec *record, unexpected []string) (string, []*event.Event) {
+	if x == nil {
+		return "(no expected match of this text: an internal error)", nil
+	}
+	for _, u := range unexpected {
+		if rec.bare[u] == rec.bare[expectedString(x)] {
+			return "its events are a match, produced with other emitted values: " + emitDiff(x.Emits, rec.emitted[u]), nil
+		}
+	}
+	stages := make([][]*event.Event, len(x.Stages))
+	var first *event.Event
+	for i, nums := range x.Stages {
+		for _, n := range nums {
+			if n < 1 || n > len(t.Events) {
+				return fmt.Sprintf("event %d is not an event of the test", n), nil
+			}
+			ev := t.Events[n-1]
+			stages[i] = append(stages[i], ev)
+			if first == nil {
+				first = ev
+			}
+		}
+	}
+	if first == nil {
+		return "it holds no event", nil
+	}
+	if want, got := valuesText(x.Key), valuesText(x.Rule.KeyValues(first)); want != got {
+		return fmt.Sprintf("its events are of key %s (event %d), not %s", got, first.Seq, want), nil
+	}
+	// The key's events in the order the operator gives them to the rule:
+	// by time, ties in the test's order.
+	key := x.Rule.Key(first)
+	var stream []*event.Event
+	for _, ev := range t.Events {
+		if x.Rule.Key(ev) == key {
+			stream = append(stream, ev)
+		}
+	}
+	slices.SortStableFunc(stream, func(a, b *event.Event) int { return cmp.Compare(a.Time, b.Time) })
+	if s, named := x.Rule.Explain(stages, stream, x.TimedOut); s != "" {
+		return s, named
+	}
+	s := "its events pass every check test makes of them (keys, order, counts, windows, conditions, contiguity, negations)"
+	if d := x.Rule.SkipStrategy(); d != "" {
+		s += "; the rule's after-match skip strategy (skip " + d + ") drops the partial matches that overlap an earlier match"
+	}
+	return s, nil
+}
+
+// emitDiff names the emitted values of got that differ from want's, by
+// their printed form: "total 6020, not 6021".
+func emitDiff(want, got []rules.NamedValue) string {
+	var out []string
+	for _, w := range want {
+		for _, g := range got {
+			if g.Name == w.Name && g.Value.String() != w.Value.String() {
+				out = append(out, g.Name+" "+g.Value.String()+", not "+w.Value.String())
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// record is what a test's run keeps of each match, by its string: the
+// numbers of its events (to list the events of the missing and unexpected
+// ones), its string without emitted values, and its emitted values.
+type record struct {
+	seqs    map[string][]int
+	bare    map[string]string
+	emitted map[string][]rules.NamedValue
+}
+
+func newRecord() *record {
+	return &record{seqs: map[string][]int{}, bare: map[string]string{}, emitted: map[string][]rules.NamedValue{}}
+}
+
+// valuesText is vs as an expect line writes them.
+func valuesText(vs []event.Value) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.String()
+	}
+	return strings.Join(out, ", ")
+}
+
+// bareString is x's string without its emitted values.
+func bareString(x *rules.ExpectedMatch) string {
+	y := *x
+	y.Emits = nil
+	return y.String()
 }
 
 // eventLines returns the events that the matches ms hold (their numbers
@@ -187,9 +306,8 @@ type ruleKind struct {
 // runRule runs the events through one operator for rule and returns its
 // matches, with the values of the emit fields named in emits, and its
 // timed-out partial matches (a rule with a timeout block), with those of
-// its timeout block named in timeoutEmits. It records the event numbers
-// of each match in seqs.
-func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []string, seqs map[string][]int) ([]string, error) {
+// its timeout block named in timeoutEmits. It records each match in rec.
+func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []string, rec *record) ([]string, error) {
 	if rule.NFA == nil {
 		return nil, fmt.Errorf("not compiled")
 	}
@@ -203,20 +321,24 @@ func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []stri
 	var got []string
 	collect := func() {
 		for _, it := range out.Items {
-			var s string
+			var s, bare string
+			var values []rules.NamedValue
 			switch {
 			case it.Kind == cep.ItemMatch:
-				s = matchString(rule, false, it.Match, rule.Emits, emits)
+				s, values = matchString(rule, false, it.Match, rule.Emits, emits)
+				bare, _ = matchString(rule, false, it.Match, nil, nil)
 			case it.Kind == cep.ItemTimeout && rule.Timeout != nil:
-				s = matchString(rule, true, it.Match, rule.Timeout.Emits, timeoutEmits)
+				s, values = matchString(rule, true, it.Match, rule.Timeout.Emits, timeoutEmits)
+				bare, _ = matchString(rule, true, it.Match, nil, nil)
 			default:
 				continue
 			}
 			got = append(got, s)
-			if _, ok := seqs[s]; !ok {
+			if _, ok := rec.seqs[s]; !ok {
+				rec.bare[s], rec.emitted[s] = bare, values
 				for _, evs := range it.Match.Events {
 					for _, ev := range evs {
-						seqs[s] = append(seqs[s], int(ev.Seq))
+						rec.seqs[s] = append(rec.seqs[s], int(ev.Seq))
 					}
 				}
 			}
@@ -260,8 +382,8 @@ func surplus(a, b []string) []string {
 // rule [timedOut] key v1, v2 { stage: [1, 2], ... } emit { f: v }, stages
 // in pattern order, stages without events left out, and the fields of
 // fields named in emits (an emit that fails is written as the string
-// "error: ...").
-func matchString(rule *rules.Rule, timedOut bool, m nfa.Match, fields []rules.Emit, emits []string) string {
+// "error: ..."); and those emitted values.
+func matchString(rule *rules.Rule, timedOut bool, m nfa.Match, fields []rules.Emit, emits []string) (string, []rules.NamedValue) {
 	var key []event.Value
 	stages := make([][]int, len(m.Events))
 	for i, evs := range m.Events {
@@ -285,7 +407,7 @@ func matchString(rule *rules.Rule, timedOut bool, m nfa.Match, fields []rules.Em
 			values = append(values, rules.NamedValue{Name: name, Value: v})
 		}
 	}
-	return rules.FormatMatch(rule, timedOut, key, stages, values)
+	return rules.FormatMatch(rule, timedOut, key, stages, values), values
 }
 
 func expectedString(x *rules.ExpectedMatch) string { return x.String() }

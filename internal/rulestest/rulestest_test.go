@@ -145,6 +145,7 @@ test "t" {
 	d := RunAll(rs)[0].Diff()
 	want := "missing (expected, not produced):\n" +
 		"  r key \"x\" { a: [1], c: [2] } emit { d: 4 }\n" +
+		"    why: its events are a match, produced with other emitted values: d \"error: a.m is null (in c.n - a.m)\", not 4\n" +
 		"unexpected (produced, not expected):\n" +
 		"  r key \"x\" { a: [1], c: [2] } emit { d: \"error: a.m is null (in c.n - a.m)\" }\n" +
 		"produced:\n" +

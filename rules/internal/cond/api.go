@@ -113,7 +113,7 @@ func (b *BoolExpr) Eval(ev *event.Event, ctx *nfa.Context) bool {
 	fr := frame{ev: ev, stages: ctx}
 	var ok bool
 	var err *Error
-	if b.test != nil {
+	if b.test != nil { // not through eval, which does not inline: the hot path
 		ok, err = b.test(fr)
 	} else {
 		ok, err = b.prog.vm.evalBool(fr)
@@ -124,6 +124,15 @@ func (b *BoolExpr) Eval(ev *event.Event, ctx *nfa.Context) bool {
 		return false
 	}
 	return ok
+}
+
+// eval evaluates the condition on fr: natively, or on expr's VM (Eval
+// does it itself).
+func (b *BoolExpr) eval(fr frame) (bool, *Error) {
+	if b.test != nil {
+		return b.test(fr)
+	}
+	return b.prog.vm.evalBool(fr)
 }
 
 // Errors returns the number of evaluations that failed at run time.

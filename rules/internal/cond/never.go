@@ -45,21 +45,14 @@ func NeverHolds(srcs []string, lookups ...string) (*Never, error) {
 			return nil, err
 		}
 		s := newCondSource(src)
-		var conj func(n ast.Node)
-		conj = func(n ast.Node) {
-			if b, ok := n.(*ast.BinaryNode); ok && (b.Operator == "&&" || b.Operator == "and") {
-				conj(b.Left)
-				conj(b.Right)
-				return
-			}
+		forConjuncts(tree.Node, func(n ast.Node) {
 			if t, ok := comparison(n); ok {
 				loc := span(n)
 				t.clause, t.offset = i, s.byteOffset(loc.From)
 				t.text = closed(src, t.offset, s.byteOffset(loc.To), n)
 				terms = append(terms, t)
 			}
-		}
-		conj(tree.Node)
+		})
 	}
 	for j := range terms {
 		var same []int // the terms before j of its subject
