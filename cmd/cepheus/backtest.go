@@ -118,6 +118,15 @@ stages) count as missed even when the instance was caught. -missed FILE
 writes the labelled events no alert holds, one JSON line each, to read
 why (jq 'select(.type == "auth")' leaves the captures out).
 
+-baseline FILE compares -rules (one ruleset) with another version of it,
+say the one deployed: the same events go through FILE's ruleset after
+-rules's (read twice; not stdin), whose alerts are only counted, and the
+summary ends with a row per rule: changed, new or removed (by the rules'
+content hashes), its alerts and the baseline's, how many hold the same
+events in both runs (by stage), only in this one (new) and only in the
+baseline's (gone), and with -label each side's precision and labelled
+events caught, then each side's recall.
+
 A progress line goes to stderr every two seconds on long inputs: on a
 terminal one line rewritten in place, else (a log file, a CI job) a line
 of its own each time, starting with "backtest: ". The summary goes to
@@ -148,6 +157,7 @@ type backtestFlags struct {
 	rules, events, alerts, late, dead string
 	label, scenario                   string
 	missed                            string // -missed FILE
+	baseline                          string // -baseline FILE
 	outOfOrder                        time.Duration
 	maxPartial, maxBuffered           int
 	watermarkEvery, aggWorkers        int
@@ -244,6 +254,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud): an event is labelled when it is true, a non-zero number, or \"true\", \"1\" or \"yes\"")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
 	fs.StringVar(&f.missed, "missed", "", "with -label, file for the labelled events no alert holds, one JSON line each (\"line\", then the fields, as in alerts), in input order: what the rules missed, to read with jq (one ruleset)")
+	fs.StringVar(&f.baseline, "baseline", "", "a ruleset file to compare -rules with: backtested after it over the same events (its alerts only counted, none written), then each rule against its version there: alerts of the same events in both runs, only in this one, only in the baseline's, and with -label precision and labelled events caught (what a change of a rule gains and loses; one ruleset in -rules; not with -events -)")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default); lateness depends on it only for input more disordered than -out-of-orderness")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
@@ -380,7 +391,26 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	case f.missed != "" && len(sets) > 1:
 		return fs.usagef("-missed %s takes one ruleset; -rules %s holds %d (name the file)", f.missed, f.rules, len(sets))
 	}
-	if err := f.lookups.check(sets); err != nil {
+	var base *rules.Ruleset
+	if f.baseline != "" {
+		switch {
+		case len(sets) != 1:
+			return fs.usagef("-baseline %s compares one ruleset; -rules %s holds %d (name the file)", f.baseline, f.rules, len(sets))
+		case f.events == "-":
+			return fs.usagef("-baseline reads the events twice: give a file, not -events -")
+		}
+		if base, err = loadBaseline(f.baseline, f.only, stderr); err != nil {
+			return err
+		}
+		if base.Hash == sets[0].Hash {
+			fmt.Fprintf(stderr, "warning: -baseline %s is the same ruleset as %s (%s version %.12s): every alert will be the same\n", f.baseline, fileOf[base.Hash], base.Name, base.Hash)
+		}
+	}
+	checked := sets // a -lookup binds a lookup of the baseline, or of -rules
+	if base != nil {
+		checked = append(slices.Clone(sets), base)
+	}
+	if err := f.lookups.check(checked); err != nil {
 		return fs.usagef("%v", err)
 	}
 
@@ -391,7 +421,11 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	// Every output path is checked before the input is read: a run must
 	// not fail on its output after the whole input, nor overwrite it.
-	if err := checkOutputs(f, inputPaths(f.events, files, &f.lookups)); err != nil {
+	inputFiles := files
+	if base != nil {
+		inputFiles = append(slices.Clone(files), f.baseline)
+	}
+	if err := checkOutputs(f, inputPaths(f.events, inputFiles, &f.lookups)); err != nil {
 		return err
 	}
 	// Alerts are JSON lines for a file or a pipe; on a terminal they
@@ -442,7 +476,15 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	missedN := 0
 	var elapsed []time.Duration // by ruleset run
 	var runErr error
-	for _, rs := range sets {
+	// With -baseline, the baseline's run comes last (sums[len-1] once it
+	// ran), each run with its alertSet.
+	runs := sets
+	var compared []*alertSet
+	if base != nil {
+		runs = append(slices.Clone(sets), base)
+	}
+	for _, rs := range runs {
+		isBase := base != nil && rs == base
 		var src *cep.EventSource
 		var err error
 		switch {
@@ -467,10 +509,17 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		if f.topic != "" {
 			prog.unit = "record"
 		}
+		if isBase {
+			prog.of = "the baseline, "
+		}
+		runAlerts, runLate := alerts, lateOut
+		if isBase {
+			runAlerts, runLate = io.Discard, nil // counted only
+		}
 		opts := []cep.Option{
 			cep.WithRuleset(rs),
-			cep.WithAlerts(alerts),
-			cep.WithLate(lateOut),
+			cep.WithAlerts(runAlerts),
+			cep.WithLate(runLate),
 			cep.WithOutOfOrderness(f.outOfOrder),
 			cep.WithWatermarkEvery(f.watermarkEvery),
 			cep.WithLimits(f.maxPartial, f.maxBuffered),
@@ -478,8 +527,12 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			cep.WithProgress(progressEvery, prog.report),
 			cep.WithAggregateWorkers(f.aggWorkers),
 		}
-		if f.dead != "" {
+		if f.dead != "" && !isBase {
 			opts = append(opts, cep.WithDeadLetters(deadWriter))
+		}
+		if base != nil {
+			compared = append(compared, newAlertSet())
+			opts = append(opts, cep.WithObservers(compared[len(compared)-1]))
 		}
 		// A backtest is a batch job whose heap is mostly short-lived
 		// events: collecting less often costs memory (about 1.7x the
@@ -494,7 +547,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		var labels *cep.Labels
 		if f.label != "" {
 			labels = cep.NewLabels(f.label, f.scenario)
-			if f.missed != "" {
+			if f.missed != "" && !isBase {
 				labels.KeepEvents()
 			}
 			opts = append(opts, cep.WithObservers(labels))
@@ -532,7 +585,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 				ls = labels.Summary()
 			}
 			labelSums = append(labelSums, ls)
-			if f.missed != "" && labels != nil && err == nil {
+			if f.missed != "" && labels != nil && err == nil && !isBase {
 				missedBuf, missedN = labels.AppendMissed(nil, engine)
 			}
 		}
@@ -583,6 +636,13 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		}
 		fmt.Fprintf(stderr, "backtest: warning: %s holds no events (%s)\n", input, why)
 	}
+	// The -rules runs' summaries, and the baseline's when it ran.
+	var baseSum *cep.Summary
+	var baseLabels *cep.LabelSummary
+	if base != nil && len(sums) == len(runs) {
+		baseSum, baseLabels = sums[len(sums)-1], labelSums[len(sums)-1]
+		sums, labelSums = sums[:len(sums)-1], labelSums[:len(sums)-1]
+	}
 	for _, s := range sums {
 		// A field misnamed in the schema (or the input): each read is
 		// null, and status == "declined" is false without an error.
@@ -604,11 +664,15 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	if !f.quiet {
 		for i, s := range sums {
-			partial := i == len(sums)-1 && !ranToEnd(runErr)
+			partial := i == len(sums)-1 && !ranToEnd(runErr) && baseSum == nil
 			printSummary(stderr, s, labelSums[i], elapsed[i], f, late, dead, partial)
 			if tee != nil {
 				tee.print(stderr, s.Ruleset)
 			}
+		}
+		if baseSum != nil {
+			printComparison(stderr, baselineRun{sets[0], sums[0], labelSums[0], compared[0]},
+				baselineRun{base, baseSum, baseLabels, compared[1]}, f.baseline, !ranToEnd(runErr))
 		}
 		if f.missed != "" && ranToEnd(runErr) {
 			fmt.Fprintf(stderr, "\nThe %s no alert holds: %s (one JSON line each, in input order).\n",
@@ -1039,6 +1103,7 @@ type progressPrinter struct {
 	printed bool
 	src     interface{ Progress() (read, total int64) }
 	unit    string // what the input's numbered items are: "line" (empty) or "record"
+	of      string // "" or "the baseline, ": which run it reports
 }
 
 func (p *progressPrinter) report(bp cep.Progress) {
@@ -1055,7 +1120,7 @@ func (p *progressPrinter) report(bp cep.Progress) {
 	if unit == "" {
 		unit = "line"
 	}
-	line := fmt.Sprintf("backtest: %s %d, %s events/s, %s", unit, bp.Line, humanize.Int(int64(rate)), plural(bp.Alerts, "alert", "alerts"))
+	line := fmt.Sprintf("backtest: %s%s %d, %s events/s, %s", p.of, unit, bp.Line, humanize.Int(int64(rate)), plural(bp.Alerts, "alert", "alerts"))
 	if read, total := p.src.Progress(); total > 0 {
 		line += fmt.Sprintf(", %.0f%%", 100*float64(read)/float64(total))
 	}

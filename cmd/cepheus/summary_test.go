@@ -995,3 +995,131 @@ func TestBacktestLateBy(t *testing.T) {
 		t.Errorf("backtest with a millisecond less: exit %d, want 1 late event\n%s", code, errOut)
 	}
 }
+
+// TestBacktestBaseline: -baseline backtests a second ruleset over the
+// same events and compares each rule: the alerts of the same events in
+// both runs, in one only, a rule changed, added or removed, and with
+// -label precision, caught events and recall; only the -rules run's
+// alerts are written. An analyst comparing a threshold's change ran two
+// backtests and diffed their summaries by hand.
+func TestBacktestBaseline(t *testing.T) {
+	dir := t.TempDir()
+	// big: amounts over 100 (over 50 in the candidate); pair: a then b
+	// (the same in both); gone only in the baseline, small only in the
+	// candidate.
+	baseline := writeFile(t, dir, "base.cep", `ruleset cards
+event time ts
+rule big {
+  key k
+  pattern {
+    begin x where amount > 100
+  }
+}
+rule pair {
+  key k
+  pattern {
+    begin a where name == "a"
+    followedBy b where name == "b"
+    within 1m
+  }
+}
+rule gone {
+  key k
+  pattern {
+    begin x where name == "c"
+  }
+}
+`)
+	candidate := writeFile(t, dir, "cand.cep", `ruleset cards
+event time ts
+rule big {
+  key k
+  pattern {
+    begin x where amount > 50
+  }
+}
+rule pair {
+  key k
+  pattern {
+    begin a where name == "a"
+    followedBy b where name == "b"
+    within 1m
+  }
+}
+rule small {
+  key k
+  pattern {
+    begin x where amount < 5
+  }
+}
+`)
+	// Amounts 200 (fraud), 80 (fraud), 60 (not), 3 (fraud); a then b of
+	// key y (fraud); a c (not).
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:00:01Z","k":"x","name":"p","amount":200,"fraud":true}
+{"ts":"2026-01-01T00:00:02Z","k":"x","name":"p","amount":80,"fraud":true}
+{"ts":"2026-01-01T00:00:03Z","k":"z","name":"p","amount":60,"fraud":false}
+{"ts":"2026-01-01T00:00:04Z","k":"y","name":"a","amount":3,"fraud":true}
+{"ts":"2026-01-01T00:00:05Z","k":"y","name":"b","amount":10,"fraud":true}
+{"ts":"2026-01-01T00:00:06Z","k":"w","name":"c","amount":10,"fraud":false}
+`)
+	alerts := filepath.Join(dir, "alerts.jsonl")
+	code, _, errOut := cepheus(t, "backtest", "-rules", candidate, "-baseline", baseline, "-events", events, "-alerts", alerts, "-label", "fraud")
+	if code != 0 {
+		t.Fatalf("backtest -baseline: exit %d\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"Against the baseline " + baseline + " (ruleset cards, version ",
+		"  rule                   change     alerts baseline     same     new    gone precision  baseline   caught baseline\n" +
+			"  big                    changed         3        1        1       2       0     66.7%    100.0%        2        1\n" +
+			"  pair                                   1        1        1       0       0    100.0%    100.0%        2        2\n" +
+			"  small                  new             1        -        0       1       0    100.0%         -        1        -\n" +
+			"  gone                   removed         -        1        0       0       1         -      0.0%        -        0\n",
+		"  Labelled events caught by some alert: 4, recall 100.0% (baseline 3, 75.0%)\n",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the comparison lacks\n%s\nin\n%s", want, errOut)
+		}
+	}
+	// Only the candidate's alerts are written: those of a run of it alone
+	// (with -label, whose fields the alerts show).
+	got, err := os.ReadFile(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := filepath.Join(dir, "alone.jsonl")
+	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", candidate, "-events", events, "-alerts", alone, "-label", "fraud"); code != 0 {
+		t.Fatalf("backtest: exit %d\n%s", code, errOut)
+	}
+	if want, err := os.ReadFile(alone); err != nil || string(got) != string(want) || len(want) == 0 {
+		t.Errorf("-baseline wrote alerts\n%s\nwant those of the candidate alone\n%s (%v)", got, want, err)
+	}
+	// The same ruleset: a warning, every alert the same.
+	code, _, errOut = cepheus(t, "backtest", "-rules", baseline, "-baseline", baseline, "-events", events, "-alerts", os.DevNull)
+	if code != 0 || !strings.Contains(errOut, "warning: -baseline "+baseline+" is the same ruleset as "+baseline) ||
+		!strings.Contains(errOut, "  big                                    1        1        1       0       0\n") {
+		t.Errorf("-baseline of the same ruleset: exit %d\n%s", code, errOut)
+	}
+	two := filepath.Join(dir, "two")
+	if err := os.Mkdir(two, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, two, "a.cep", goodSrc)
+	writeFile(t, two, "b.cep", strings.Replace(goodSrc, "ruleset good", "ruleset other", 1))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rules", two, "-events", events}, "-baseline " + baseline + " compares one ruleset; -rules " + two + " holds 2 (name the file)"},
+		{[]string{"-rules", candidate, "-events", "-"}, "-baseline reads the events twice: give a file, not -events -"},
+	} {
+		args := append([]string{"backtest", "-baseline", baseline, "-alerts", os.DevNull}, c.args...)
+		if code, _, errOut := cepheus(t, args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d\n%s\nwant exit 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+	// The baseline is an input: -alerts does not overwrite it.
+	code, _, errOut = cepheus(t, "backtest", "-rules", candidate, "-baseline", baseline, "-events", events, "-alerts", baseline)
+	if code != 1 || !strings.Contains(errOut, "-alerts "+baseline+" is a ruleset file") {
+		t.Errorf("-alerts of the baseline's file: exit %d\n%s", code, errOut)
+	}
+}
