@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
+	"github.com/cepheus-cep/cepheus/rules"
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
 
 // The sources of a setting of cepheus serve, in precedence order.
@@ -121,6 +125,59 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 		src[f.Name] = fromDefault
 	})
 	return src, err
+}
+
+// otherEnv are the program's environment variables that no setting of
+// serve reads under envName: the config file's, the passwords' and the
+// diagnosis log's (which a misspelt name is compared with too), then the
+// test and script variables (which it is not).
+var otherEnv = []string{"CEPHEUS_CONFIG", saslPasswordEnv, redisPasswordEnv, kafka.ClientLogEnv}
+
+var internalEnv = []string{
+	failpoint.EnvVar, "CEPHEUS_REDIS_ADDR", "CEPHEUS_REDIS_DIR", "CEPHEUS_KAFKA_DIR", "CEPHEUS_KEEP_KAFKA_LOGS",
+	"CEPHEUS_CACHE", "CEPHEUS_LDFLAGS", "CEPHEUS_SEED", "CEPHEUS_STREAM_SEED", "CEPHEUS_CRASH_SEED", "CEPHEUS_SINK_KILL_CHILD",
+}
+
+// misspeltEnv returns a warning for each variable of environ (NAME=value)
+// named CEPHEUS_ that no setting of fs reads, nor another part of the
+// program, and that is close to a variable one reads: a slip that would be
+// ignored without a word. A variable far from every one is left alone
+// (another tool's, or a script's).
+func misspeltEnv(fs *flag.FlagSet, environ []string, skip ...string) []string {
+	var read []string // the variables read, as lower-case words without CEPHEUS_
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(skip, f.Name) {
+			read = append(read, envName(f.Name))
+		}
+	})
+	for _, v := range ownEnv {
+		read = append(read, v)
+	}
+	read = append(read, otherEnv...)
+	words := make([]string, len(read))
+	byWords := map[string]string{}
+	for i, v := range read {
+		words[i] = envWords(v)
+		byWords[words[i]] = v
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "CEPHEUS_") || slices.Contains(read, name) || slices.Contains(internalEnv, name) {
+			continue
+		}
+		if best := rules.Closest(envWords(name), words); best != "" {
+			out = append(out, fmt.Sprintf("$%s is no setting and is ignored (did you mean $%s?)", name, byWords[best]))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// envWords is an environment variable's name without CEPHEUS_, in lower
+// case, _ as - (the setting's name, for a setting's variable).
+func envWords(name string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, "CEPHEUS_"), "_", "-"))
 }
 
 // listSettings are the settings whose flags take a comma-separated list,

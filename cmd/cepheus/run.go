@@ -264,6 +264,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		if err != nil {
 			return fs.usagef("%v", err)
 		}
+		for _, w := range misspeltEnv(fs.FlagSet, os.Environ(), skip...) {
+			fmt.Fprintf(stderr, "serve: warning: %s\n", w)
+		}
 		if printCfg {
 			printConfig(stdout, fs.FlagSet, setFrom, skip...)
 			return nil

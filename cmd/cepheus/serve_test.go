@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -1136,3 +1137,36 @@ func (f fakeRuleStatus) GetDropped() int64          { return f.dropped }
 func (f fakeRuleStatus) GetNoKey() int64            { return f.noKey }
 func (f fakeRuleStatus) GetTimedOut() int64         { return f.timedOut }
 func (f fakeRuleStatus) GetTimeoutSeverity() string { return f.timeoutSeverity }
+
+// TestMisspeltEnv: a CEPHEUS_ variable close to a setting's, which serve
+// would ignore, is warned of with the name it is close to; the settings'
+// own, the program's other variables and names far from any setting are
+// not (the SRE trial's CEPHEUS_CHEKPOINT_INTERVAL was ignored silently).
+func TestMisspeltEnv(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Duration("checkpoint-interval", 0, "")
+	fs.String("rules-dir", "", "")
+	fs.String("brokers", "", "")
+	fs.String("config", "", "")
+	got := misspeltEnv(fs, []string{
+		"CEPHEUS_CHEKPOINT_INTERVAL=1s",
+		"CEPHEUS_RULES_DIRR=x",
+		"CEPHEUS_CHECKPOINT_INTERVAL=1s",
+		"CEPHEUS_KAFKA_BROKERS=localhost:9092",
+		"CEPHEUS_FAILPOINT=x",
+		"CEPHEUS_REDIS_ADDR=x",
+		"CEPHEUS_SOMETHING_ELSE_ENTIRELY=1",
+		"HOME=/root",
+		"CEPHEUS_CONFIGG=x",
+		"CEPHEUS_KAFKA_BROKER=x",
+	}, "config")
+	want := []string{
+		"$CEPHEUS_CHEKPOINT_INTERVAL is no setting and is ignored (did you mean $CEPHEUS_CHECKPOINT_INTERVAL?)",
+		"$CEPHEUS_CONFIGG is no setting and is ignored (did you mean $CEPHEUS_CONFIG?)",
+		"$CEPHEUS_KAFKA_BROKER is no setting and is ignored (did you mean $CEPHEUS_KAFKA_BROKERS?)",
+		"$CEPHEUS_RULES_DIRR is no setting and is ignored (did you mean $CEPHEUS_RULES_DIR?)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("misspeltEnv =\n%q\nwant\n%q", got, want)
+	}
+}
