@@ -22,7 +22,7 @@
 //
 // A directory stands for the *.cep files directly in it. Exit status: 0
 // when all is well, 1 when errors were found (or a test failed), 2 for a
-// usage error, 130 after Ctrl-C and 143 after SIGTERM, as a shell reports
+// usage error, 130 after Ctrl-C, 143 after SIGTERM and 129 after SIGHUP, as a shell reports
 // a process the signal killed (but run and serve, which stop at a final
 // checkpoint and exit 0, and status and rules, whose call it cancels: 1),
 // 141 when standard output was closed (cepheus backtest ... | head -1: the
@@ -54,9 +54,17 @@ func main() {
 	failpoint.Armed()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	stops := make(chan os.Signal, 1)
-	signal.Notify(stops, os.Interrupt, syscall.SIGTERM)
+	stopOn := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		// SIGHUP (the terminal of a run in the foreground closed) stops
+		// as SIGTERM does; it ended the process at once, with no final
+		// checkpoint and no summary. Under nohup it stays ignored (Notify
+		// would make it heard again).
+		stopOn = append(stopOn, syscall.SIGHUP)
+	}
+	signal.Notify(stops, stopOn...)
 	go func() {
-		// The first Ctrl-C or SIGTERM cancels ctx, the signal its cause
+		// The first Ctrl-C, SIGTERM or SIGHUP cancels ctx, the signal its cause
 		// (a run then stops with a final checkpoint, a backtest ends with
 		// its summary and the signal's exit status); one more after
 		// stopGrace kills, as without the handler. Those within it are
@@ -78,11 +86,31 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// stopSignal is the cause of the context a stop signal (SIGINT, SIGTERM)
+// stopSignal is the cause of the context a stop signal (SIGINT, SIGTERM,
+// SIGHUP)
 // cancelled.
 type stopSignal struct{ sig syscall.Signal }
 
 func (s stopSignal) Error() string { return s.sig.String() + " signal received" }
+
+// stopCause returns " on SIGTERM" (SIGINT, SIGHUP) when a stop signal
+// cancelled ctx, "" otherwise: which signal stopped a run, in its last
+// line (a closed terminal's SIGHUP ended it without a word).
+func stopCause(ctx context.Context) string {
+	var s stopSignal
+	if !errors.As(context.Cause(ctx), &s) {
+		return ""
+	}
+	switch s.sig {
+	case syscall.SIGINT:
+		return " on SIGINT"
+	case syscall.SIGTERM:
+		return " on SIGTERM"
+	case syscall.SIGHUP:
+		return " on SIGHUP"
+	}
+	return " on " + s.sig.String()
+}
 
 // stopGrace is how long after the first stop signal the next ones are
 // taken for the same stop, not for a kill.
@@ -222,10 +250,10 @@ func printUsage(w io.Writer) error {
 	b.WriteString("\tcepheus help [command]\n\t    the help of a command: what it does and its flags\n\n")
 	b.WriteString("Ruleset files (*.cep) are described in docs/rules.md. A directory stands for\n")
 	b.WriteString("the *.cep files directly in it. Exit status: 0 when all is well, 1 when errors\n")
-	b.WriteString("were found or a test failed, 2 for a usage error, 130 after Ctrl-C and 143\n")
-	b.WriteString("after SIGTERM (but run and serve, which stop at a final checkpoint and exit 0,\n")
-	b.WriteString("and status and rules, whose call it cancels: 1), 141 when standard output was\n")
-	b.WriteString("closed (| head).\n")
+	b.WriteString("were found or a test failed, 2 for a usage error, 130 after Ctrl-C, 143 after\n")
+	b.WriteString("SIGTERM and 129 after SIGHUP (but run and serve, which stop at a final\n")
+	b.WriteString("checkpoint and exit 0, and status and rules, whose call it cancels: 1), 141\n")
+	b.WriteString("when standard output was closed (| head).\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -106,7 +106,8 @@ before hot-loading) is refused with an error; a torn newest checkpoint
 falls back to the one before. -parallelism may change between runs: key
 groups are redistributed.
 
-Stop: SIGINT or SIGTERM takes a final checkpoint and exits 0; another
+Stop: SIGINT, SIGTERM or SIGHUP (the terminal closed; ignored under
+nohup) takes a final checkpoint and exits 0, naming the signal; another
 signal more than a second later exits at once (those within the second
 are the same stop: GNU timeout signals the process, then its
 group). Progress goes to stderr every -progress interval.
@@ -751,7 +752,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if err != nil {
 		if res != nil && !res.Finished && errors.Is(err, ctx.Err()) && ctx.Err() != nil {
 			if !f.quiet {
-				say("stopped at checkpoint %d; run the same command to resume", res.Stats.LastCheckpoint)
+				say("stopped at checkpoint %d%s; run the same command to resume", res.Stats.LastCheckpoint, stopCause(ctx))
 			}
 			return nil
 		}

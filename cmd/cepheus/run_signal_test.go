@@ -138,6 +138,48 @@ func TestRunSignals(t *testing.T) {
 	if err := cmd.Wait(); err != nil || !strings.Contains(stderr.String(), "stopped at checkpoint") {
 		t.Fatalf("after SIGTERM to the process and its group: %v, want exit 0 and the stop message\n%s", err, stderr)
 	}
+	// SIGHUP (the terminal closed) stops as SIGTERM does: it ended the
+	// process at once, with no final checkpoint (exit 129).
+	resumed := func() (*exec.Cmd, *syncBuffer) {
+		t.Helper()
+		cmd, stderr := run(state, alerts)
+		for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "resuming from checkpoint"); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the run does not resume:\n%s", stderr)
+			}
+		}
+		return cmd, stderr
+	}
+	cmd, stderr = resumed()
+	syscall.Kill(cmd.Process.Pid, syscall.SIGHUP)
+	if err := cmd.Wait(); err != nil || !regexp.MustCompile(`stopped at checkpoint \d+ on SIGHUP;`).MatchString(stderr.String()) {
+		t.Fatalf("after SIGHUP: %v, want exit 0 and the stop on SIGHUP\n%s", err, stderr)
+	}
+	// Under nohup SIGHUP stays ignored: the run goes on, and SIGTERM
+	// 50 ms later stops it (a SIGHUP heard would have been the stop's
+	// cause, named in its line).
+	if nohup, err := exec.LookPath("nohup"); err == nil {
+		args := append([]string{bin}, "run", "-rules", rules, "-events", events, "-state", state, "-alerts", alerts,
+			"-checkpoint-interval", "50ms", "-parallelism", "2")
+		cmd := exec.Command(nohup, args...)
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "resuming from checkpoint"); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the run under nohup does not resume:\n%s", stderr.String())
+			}
+		}
+		syscall.Kill(cmd.Process.Pid, syscall.SIGHUP)
+		time.Sleep(50 * time.Millisecond)
+		syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil || !regexp.MustCompile(`stopped at checkpoint \d+ on SIGTERM;`).MatchString(stderr.String()) {
+			t.Fatalf("under nohup, after SIGHUP then SIGTERM: %v, want exit 0 and the stop on SIGTERM\n%s", err, stderr.String())
+		}
+	}
 	finish(state, alerts)
 }
 

@@ -77,7 +77,7 @@ with its figures as fields; no event value at info level; at the end,
 the totals and a record per rule, lookup and aggregate; the error it
 ends with, and a ruleset's problems at the start, as ERROR records).
 
-SIGINT or SIGTERM stops it as run: a final checkpoint, then exit 0.`,
+SIGINT, SIGTERM or SIGHUP stops it as run: a final checkpoint, then exit 0.`,
 }
 
 func init() {
