@@ -721,7 +721,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	}
 	res, err := e.Stream(ctx, cfg)
 	if res != nil && !f.quiet && !res.AlreadyFinished && cmd != serveCommand {
-		printRunSummary(stderr, res, f.deadLetterTo())
+		group := "" // whose checkpoints: the group's in its changelog, else the state directory's
+		if f.alertsTopic != "" {
+			group = f.group
+		}
+		printRunSummary(stderr, res, f.deadLetterTo(), group)
 		if err == nil && res.Finished && f.timeMode == "processing" && res.Stats.PartialMatches > 0 {
 			live := "with -follow"
 			if f.inputTopic != "" {
@@ -911,9 +915,16 @@ func firstDeadLetter(r *cep.StreamResult, deadTo string) string {
 	return fmt.Sprintf("%s (first: %s: %s): %s", plural(r.Stats.Dead, "dead letter", "dead letters"), where, r.FirstDeadReason, deadTo)
 }
 
-func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo string) {
+// printRunSummary prints a run's summary; group, for a transactional
+// Kafka run, is the group whose checkpoints it resumed from (an instance
+// that took another's partitions over resumed from the group's, not its
+// own).
+func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo, group string) {
 	st := r.Stats
-	if r.Restored > 0 {
+	switch {
+	case r.Restored > 0 && group != "":
+		fmt.Fprintf(w, "run: resumed from checkpoint %d of group %s\n", r.Restored, group)
+	case r.Restored > 0:
 		fmt.Fprintf(w, "run: resumed from checkpoint %d\n", r.Restored)
 	}
 	fmt.Fprintf(w, "run: ruleset %s: %s, %s, %s, %s late, %s; %s taken, last %d\n",

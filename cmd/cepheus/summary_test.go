@@ -347,7 +347,7 @@ func TestSummaryAggregates(t *testing.T) {
 			"run: aggregate merchants_1h: 1 event dropped at the bound\n"},
 	} {
 		var b strings.Builder
-		printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r", Aggregates: aggs}, Finished: c.finished}, "")
+		printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r", Aggregates: aggs}, Finished: c.finished}, "", "")
 		if out := b.String(); !strings.HasSuffix(out, c.want) {
 			t.Errorf("run summary (finished %v):\n%s\nwant it to end with\n%s", c.finished, out, c.want)
 		}
@@ -396,7 +396,7 @@ func TestRunSummaryFormerRules(t *testing.T) {
 		{Rule: "once", Severity: "low", Alerts: 1},
 	}}}
 	var b bytes.Buffer
-	printRunSummary(&b, res, "")
+	printRunSummary(&b, res, "", "")
 	for _, want := range []string{
 		"\n  once                                1 alert\n",
 		"\n  r                               3,786 alerts\n",
@@ -770,7 +770,7 @@ func TestProgressPartialMatches(t *testing.T) {
 		t.Errorf("progress line %q, want %q in it", got, want)
 	}
 	var b strings.Builder
-	printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r"}, Stats: st}, "")
+	printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r"}, Stats: st}, "", "")
 	if want := "; 1 key holds state (29,950 partial matches, 50 events buffered)\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("run summary:\n%s\nwant %q in it", b.String(), want)
 	}
@@ -870,7 +870,7 @@ func TestSummaryDroppedKeys(t *testing.T) {
 		{Rule: "q", Severity: "low", Alerts: 1},
 	}}}
 	var b bytes.Buffer
-	printRunSummary(&b, res, "")
+	printRunSummary(&b, res, "", "")
 	want := "\n  r                                   2 alerts  (3,192 partial matches dropped (limit), most at key card=\"c1\" (3,000), card=\"c2\" (at least 150))\n"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("run's summary lacks %q:\n%s", want, b.String())
@@ -1121,5 +1121,22 @@ rule small {
 	code, _, errOut = cepheus(t, "backtest", "-rules", candidate, "-baseline", baseline, "-events", events, "-alerts", baseline)
 	if code != 1 || !strings.Contains(errOut, "-alerts "+baseline+" is a ruleset file") {
 		t.Errorf("-alerts of the baseline's file: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestRunSummaryResumedOf: a Kafka run's summary says whose checkpoint it
+// resumed from, the group's (an instance that took over another's
+// partitions read it as its own); a file run's says the number alone.
+func TestRunSummaryResumedOf(t *testing.T) {
+	res := &cep.StreamResult{Summary: cep.Summary{Ruleset: "cards"}, Restored: 7}
+	for _, c := range []struct{ group, want string }{
+		{"fraud", "run: resumed from checkpoint 7 of group fraud\n"},
+		{"", "run: resumed from checkpoint 7\n"},
+	} {
+		var b bytes.Buffer
+		printRunSummary(&b, res, "", c.group)
+		if !strings.HasPrefix(b.String(), c.want) {
+			t.Errorf("group %q: the summary begins\n%s\nwant %q", c.group, b.String(), c.want)
+		}
 	}
 }
