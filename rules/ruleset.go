@@ -382,7 +382,7 @@ func Load(name string, src []byte) (*Ruleset, error) { return LoadLayout(name, s
 func LoadRules(name string, src []byte) (*Ruleset, error) {
 	f, err := ParseFile(name, src)
 	if err != nil {
-		return nil, err
+		return nil, besideSyntax(f, err, nil)
 	}
 	return compileLayout(f, nil, true)
 }
@@ -391,7 +391,7 @@ func LoadRules(name string, src []byte) (*Ruleset, error) {
 func LoadLayout(name string, src []byte, layout *event.Schema) (*Ruleset, error) {
 	f, err := ParseFile(name, src)
 	if err != nil {
-		return nil, err
+		return nil, besideSyntax(f, err, layout)
 	}
 	return CompileLayout(f, layout)
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/rules/internal/cond"
@@ -80,6 +81,7 @@ func (rc *ruleCompiler) stageRefWarnings() {
 	}
 	lookups := rc.c.lookupNames()
 	stage := -1
+	keyless := false // warned of a rule without key comparing events
 	var walk func(es []PatternElem)
 	walk = func(es []PatternElem) {
 		for _, e := range es {
@@ -101,6 +103,11 @@ func (rc *ruleCompiler) stageRefWarnings() {
 					if msg := emptyRef(places, stage, r); msg != "" {
 						rc.c.warnf(cl.Expr.Pos+Pos(r.Offset), "%s", msg)
 					}
+					if rd.Key == nil && !keyless && r.Field != "" && r.Stage != stage {
+						keyless = true
+						rc.c.warnf(cl.Expr.Pos+Pos(r.Offset), "rule %s has no key, so its matches take their events from the whole stream (one partition, as Flink's CEP without keyBy), and this condition compares the event with another of the match (%s.%s): a match may join events of different cards or customers; add key FIELD to the rule%s to match each one's events apart",
+							rd.Name, rc.env.Stages[r.Stage], r.Field, rc.idFields())
+					}
 				}
 			}
 		}
@@ -114,6 +121,28 @@ func (rc *ruleCompiler) stageRefWarnings() {
 	if t := rd.Timeout; t != nil && t.Emit != nil {
 		rc.emitRefWarnings(t.Emit, places, lookups, lastTakesOne(rd, places))
 	}
+}
+
+// idFields returns " (say key F)" for the schema's fields that look like
+// an entity's id (named id or ending in _id; at most three, "F or G"),
+// "" when it has none.
+func (rc *ruleCompiler) idFields() string {
+	var ids []string
+	if rc.c.schema == nil {
+		return ""
+	}
+	for _, name := range rc.c.schema.Names() {
+		if name == "id" || strings.HasSuffix(name, "_id") {
+			ids = append(ids, "key "+name)
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	if len(ids) > 3 {
+		ids = ids[:3]
+	}
+	return " (say " + strings.Join(ids, " or ") + ")"
 }
 
 // neverWarnings warns of the conditions of a stage that can never hold

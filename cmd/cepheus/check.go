@@ -17,7 +17,9 @@ var checkCommand = &command{
 them, and reports every error found: syntax errors, names that are not
 defined or defined twice, fields missing from a declared schema, errors
 inside conditions and emit expressions, what Flink's Pattern API rejects,
-and malformed tests. Each error is printed as file:line:col: message, then
+and malformed tests (beside a syntax error, the other rules are still
+checked: their errors come in the same run; the tests are then not).
+Each error is printed as file:line:col: message, then
 the source line with a caret under the fault. At most 20 errors are
 reported per file; a second error on the same line is dropped. A directory
 stands for the *.cep files directly in it, and - for standard input (named
@@ -34,8 +36,9 @@ that bounds nothing; a timeout block that can never raise an alert; a
 pattern without a window whose partial matches can wait for ever (its
 state grows without bound); a loop taking every combination with no
 largest count; a condition that can never hold (amount > 1000 &&
-amount < 100); a test event's numeric time that reads as epoch seconds;
-and a lookup timeout over 10s.
+amount < 100); a rule without key whose conditions compare the events of
+a match (its matches may join different cards' events); a test event's
+numeric time that reads as epoch seconds; and a lookup timeout over 10s.
 docs/rules.md ("Warnings") lists them.
 Warnings are printed only for files without errors, at most 20 per file
 as errors are (then "warning: too many warnings (N more)").
