@@ -442,6 +442,10 @@ func (h *hostOperator) dispatch(err error, out runtime.Collector[emitted]) error
 			it.Rule = -1 // the match belongs to the other side of a switch
 			continue
 		}
+		if it.Kind == ItemMatch && cr.rule.Timeout != nil && cr.rule.Timeout.Only {
+			it.Rule = -1 // the rule alerts for its timed-out partial matches alone
+			continue
+		}
 		h.rules[it.Rule].alerts++
 		if it.Kind == ItemTimeout {
 			h.rules[it.Rule].timedOut++

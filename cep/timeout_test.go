@@ -143,6 +143,44 @@ func TestBacktestTimeoutAlerts(t *testing.T) {
 	}
 }
 
+// TestTimeoutOnly: a timeout block that says only makes the rule alert
+// for its timed-out partial matches alone (Flink's timeout side output
+// without the main one: an auth without capture, not every captured
+// one); those alerts are those of the timed-out matches without only
+// (their keys and times; the ids differ, the rule's text does).
+func TestTimeoutOnly(t *testing.T) {
+	input := `{"ts":"2026-01-01T10:00:00Z","card":"a","type":"auth","amount":10}
+{"ts":"2026-01-01T10:00:00Z","card":"b","type":"auth","amount":20}
+{"ts":"2026-01-01T10:05:00Z","card":"a","type":"capture","amount":10}
+{"ts":"2026-01-01T10:30:00Z","card":"d","type":"auth","amount":40}`
+	_, all := runBacktest(t, input, WithRuleset(loadRules(t, timeoutRules)))
+	only := strings.Replace(strings.Replace(timeoutRules, "    severity low\n", "    only\n    severity low\n", 1), `  emit {
+    amount: auth.amount
+  }
+`, "", 1)
+	sum, got := runBacktest(t, input, WithRuleset(loadRules(t, only)))
+	var want []string
+	of := func(a map[string]any) string {
+		return fmt.Sprint(a["key"], " ", a["detected_at"], " ", a["emit"])
+	}
+	for _, a := range all {
+		if a["timed_out"] == true {
+			want = append(want, of(a))
+		}
+	}
+	var ids []string
+	for _, a := range got {
+		if a["timed_out"] != true {
+			t.Errorf("an alert of a completed match, with only: %v", a)
+		}
+		ids = append(ids, of(a))
+	}
+	if len(all) != 3 || len(want) != 2 || !slices.Equal(ids, want) || sum.Alerts != 2 || sum.Rules[0].Alerts != 2 || sum.Rules[0].TimedOut != 2 {
+		t.Errorf("with only: alerts %v (summary %d, rule %d, timed out %d); want the 2 timed-out of the 3 without it: %v",
+			ids, sum.Alerts, sum.Rules[0].Alerts, sum.Rules[0].TimedOut, want)
+	}
+}
+
 // TestTimeoutAlertOrder: the timed-out alerts of one key come in the
 // order of their times (then of their ids) whether they time out one
 // watermark at a time or many in one advance (the automaton gives those

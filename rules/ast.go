@@ -165,7 +165,11 @@ type RuleDecl struct {
 // given) and those emitted fields, computed from the events taken so far.
 type TimeoutBlock struct {
 	Comments
-	Pos      Pos
+	Pos Pos
+	// Only is the item `only`: the rule raises alerts for its timed-out
+	// partial matches alone, none for its completed matches (Flink's
+	// timeout side output without the main one).
+	Only     *WordItem
 	Severity *NameItem
 	Emit     *EmitBlock
 	EndDoc   []string
@@ -176,6 +180,12 @@ type StringItem struct {
 	Comments
 	Pos   Pos
 	Value string
+}
+
+// WordItem is a keyword alone on its line: a timeout block's `only`.
+type WordItem struct {
+	Comments
+	Pos Pos
 }
 
 // NameItem is a keyword and a name: `severity high`, a test's `rule r`.

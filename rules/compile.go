@@ -181,11 +181,14 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	defer rc.stageRefWarnings() // after the emits: their expressions too
 	r.Emits = rc.compileEmits(rd.Emit)
 	if t := rd.Timeout; t != nil {
-		r.Timeout = &TimeoutOutput{Severity: r.Severity, Emits: rc.compileEmits(t.Emit)}
+		r.Timeout = &TimeoutOutput{Only: t.Only != nil, Severity: r.Severity, Emits: rc.compileEmits(t.Emit)}
 		if t.Severity != nil {
 			if s, ok := parseSeverity(t.Severity.Name.Value); ok {
 				r.Timeout.Severity = s
 			}
+		}
+		if t.Only != nil && rd.Emit != nil {
+			rc.c.warnf(rd.Emit.Pos, "the emit block of rule %s is never used: its timeout block says only, so its completed matches raise no alert (the timeout block's emit gives the alerts' fields)", rd.Name)
 		}
 	}
 	if rc.c.bad[rd] || rd.Pattern == nil {

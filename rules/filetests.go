@@ -191,6 +191,9 @@ func (c *ruleChecker) expectedMatch(r *Rule, rd *RuleDecl, m *ExpectLine, nEvent
 		} else {
 			emit = rd.Timeout.Emit
 		}
+	} else if rd.Timeout != nil && rd.Timeout.Only != nil {
+		c.errorf(pos, "rule %s raises no alert for a completed match: its timeout block says only (expect its timed-out partial matches: %s timedOut ...)", m.Rule, m.Rule)
+		ok = false
 	}
 	nKeys := 0
 	if rd.Key != nil {

@@ -797,6 +797,13 @@ func (p *ruleParser) parseTimeout(c Comments, pos int) *TimeoutBlock {
 		ic := Comments{Doc: doc}
 		ipos := p.tok.pos
 		switch {
+		case p.isWord("only"):
+			if p.givenTwice("only", t.Only != nil) {
+				continue
+			}
+			p.next()
+			ic.Line = p.endLine()
+			t.Only = &WordItem{Comments: ic, Pos: posAt(ipos)}
 		case p.isWord("severity"):
 			if p.givenTwice("severity", t.Severity != nil) {
 				continue
@@ -814,12 +821,12 @@ func (p *ruleParser) parseTimeout(c Comments, pos int) *TimeoutBlock {
 			if hint := p.misplacedWindow(); hint != "" {
 				p.errorf("unexpected \"within\" in a timeout block%s", hint)
 			} else {
-				p.unexpected("severity or emit (a timeout block's items)", "severity", "emit")
+				p.unexpected("only, severity or emit (a timeout block's items)", "only", "severity", "emit")
 			}
 			p.skipLine()
 		}
 	}
-	for _, c := range []*Comments{commentsOf(t.Severity), commentsOf(t.Emit)} {
+	for _, c := range []*Comments{commentsOf(t.Only), commentsOf(t.Severity), commentsOf(t.Emit)} {
 		if c != nil {
 			c.Doc = trimDoc(c.Doc)
 			break

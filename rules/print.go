@@ -239,6 +239,9 @@ func (p *printer) rule(d *RuleDecl) {
 		p.emit(d.Emit)
 		if t := d.Timeout; t != nil {
 			p.block(t.Comments, "timeout", t.EndDoc, func() {
+				if it := t.Only; it != nil {
+					p.line(it.Comments, "only")
+				}
 				if it := t.Severity; it != nil {
 					p.line(it.Comments, "severity "+it.Name.String())
 				}

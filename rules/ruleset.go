@@ -154,6 +154,9 @@ type Rule struct {
 // TimeoutOutput is what a rule's timeout block says of its alerts for
 // partial matches its window drops.
 type TimeoutOutput struct {
+	// Only says that the rule alerts for its timed-out partial matches
+	// alone (the block's `only`): its completed matches raise none.
+	Only bool
 	// Severity is the block's severity, the rule's when it gives none.
 	Severity Severity
 	// Emits are the block's emitted fields, computed from the events the

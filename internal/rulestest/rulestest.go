@@ -324,6 +324,8 @@ func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []stri
 			var s, bare string
 			var values []rules.NamedValue
 			switch {
+			case it.Kind == cep.ItemMatch && rule.Timeout != nil && rule.Timeout.Only:
+				continue // no alert: the rule's timeout block says only
 			case it.Kind == cep.ItemMatch:
 				s, values = matchString(rule, false, it.Match, rule.Emits, emits)
 				bare, _ = matchString(rule, false, it.Match, nil, nil)

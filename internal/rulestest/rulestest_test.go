@@ -330,6 +330,47 @@ test "unexpected timeout" {
 	}
 }
 
+// TestRunTimeoutsOnly: a rule whose timeout block says only produces no
+// completed match in a test: the timed-out ones alone (the same events
+// as TestRunTimeouts's, without x's paid order).
+func TestRunTimeoutsOnly(t *testing.T) {
+	const src = `ruleset t
+event time ts
+rule paid {
+  key k
+  pattern {
+    begin order where name == "order"
+    followedBy pay where name == "pay"
+    within 10ms
+  }
+  timeout {
+    only
+    emit {
+      unpaid: order.n
+    }
+  }
+}
+test "timeouts only" {
+  events {
+    {"ts": 1, "k": "x", "name": "order", "n": 1}
+    {"ts": 5, "k": "x", "name": "pay", "n": 0}
+    {"ts": 2, "k": "y", "name": "order", "n": 2}
+    {"ts": 12, "k": "y", "name": "pay", "n": 0}
+  }
+  expect {
+    paid timedOut key "y" { order: [3] } emit { unpaid: 2 }
+  }
+}
+`
+	rs, err := rules.Load("t.cep", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := RunAll(rs)[0]; !r.Pass() || len(r.Got) != 1 {
+		t.Errorf("test timeouts only: %d produced, want the timed-out one alone:\n%s", len(r.Got), r.Diff())
+	}
+}
+
 // TestRunTimeoutsStepped: a rule with a timeout block and a skip strategy
 // gives in its tests what a backtest gives (cep's TestTimeoutSkipCadence,
 // the same events): the partial match [1] times out at its deadline, the
