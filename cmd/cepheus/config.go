@@ -15,7 +15,6 @@ import (
 
 	"github.com/cepheus-cep/cepheus/internal/failpoint"
 	"github.com/cepheus-cep/cepheus/rules"
-	"github.com/cepheus-cep/cepheus/runtime/kafka"
 )
 
 // The sources of a setting of cepheus serve, in precedence order.
@@ -131,7 +130,7 @@ func applyConfig(fs *flag.FlagSet, path string, getenv func(string) string, skip
 // serve reads under envName: the config file's, the passwords' and the
 // diagnosis log's (which a misspelt name is compared with too), then the
 // test and script variables (which it is not).
-var otherEnv = []string{"CEPHEUS_CONFIG", saslPasswordEnv, redisPasswordEnv, kafka.ClientLogEnv}
+var otherEnv = []string{"CEPHEUS_CONFIG", saslPasswordEnv, redisPasswordEnv, "CEPHEUS_KAFKA_CLIENT_LOG"} // runtime/kafka.ClientLogEnv
 
 var internalEnv = []string{
 	failpoint.EnvVar, "CEPHEUS_REDIS_ADDR", "CEPHEUS_REDIS_DIR", "CEPHEUS_KAFKA_DIR", "CEPHEUS_KEEP_KAFKA_LOGS",

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cepheus-cep/cepheus/internal/failpoint"
+	"github.com/cepheus-cep/cepheus/runtime/kafka"
 	"io"
 	"net"
 	"net/http"
@@ -1168,5 +1170,8 @@ func TestMisspeltEnv(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("misspeltEnv =\n%q\nwant\n%q", got, want)
+	}
+	if !slices.Contains(otherEnv, kafka.ClientLogEnv) || !slices.Contains(internalEnv, failpoint.EnvVar) {
+		t.Errorf("otherEnv %q lacks %s, or internalEnv %q lacks %s", otherEnv, kafka.ClientLogEnv, internalEnv, failpoint.EnvVar)
 	}
 }
