@@ -108,7 +108,7 @@ func (x *explainer) naming(ev *event.Event) uint64 {
 	return ev.Seq
 }
 
-func (x *explainer) name(i int) string { return x.leaves[i].node.Name.Value }
+func (x *explainer) name(i int) string { return quoteName(x.leaves[i].node.Name.Value) }
 
 func (x *explainer) grouped() bool {
 	for _, l := range x.leaves {
@@ -368,7 +368,7 @@ func (x *explainer) whyNot(i int, ev *event.Event, ctx [][]*event.Event) string 
 // conjunction or its terms do not compile alone (a let).
 func (x *explainer) falseTerm(b *cond.BoolExpr, ev *event.Event, ctx [][]*event.Event) string {
 	src := b.Source()
-	terms, err := cond.Conjuncts(src, x.r.env.Lookups...)
+	terms, err := cond.Conjuncts(src)
 	if err != nil {
 		return src + " is false"
 	}
@@ -535,6 +535,40 @@ func (x *explainer) after(prev, start *event.Event) []*event.Event {
 			break
 		}
 		out = append(out, ev)
+	}
+	return out
+}
+
+// Unchecked names what r uses that [Rule.Explain] does not check (for a
+// timed-out partial match when timedOut): the gaps (within d of
+// previous), loop gaps, groups, and for a timed-out one the counts, the
+// window and the contiguity ([Rule.SkipStrategy] names the after-match
+// skip, which it does not check either).
+func (r *Rule) Unchecked(timedOut bool) []string {
+	if r.decl == nil || r.decl.Pattern == nil {
+		return nil
+	}
+	var gaps, loopGaps, groups bool
+	walkElems(r.decl.Pattern.Elems, func(e PatternElem) {
+		h := e.head()
+		if _, ok := e.(*GroupNode); ok {
+			groups = true
+		}
+		loopGaps = loopGaps || h.Quant.Gap != nil
+		gaps = gaps || slices.ContainsFunc(h.Clauses, func(cl *Clause) bool { return cl.Kind == ClauseGap })
+	})
+	var out []string
+	if timedOut {
+		out = append(out, "the counts, the window and the contiguity of a timed-out partial match")
+	}
+	if gaps {
+		out = append(out, "the gaps (within d of previous)")
+	}
+	if loopGaps {
+		out = append(out, "the loop gaps")
+	}
+	if groups {
+		out = append(out, "the groups (the order, counts and contiguity of their stages)")
 	}
 	return out
 }

@@ -253,7 +253,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never; a run none of whose first 10,000 lines decodes stops there whatever this says)")
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud): an event is labelled when it is true, a non-zero number, or \"true\", \"1\" or \"yes\"")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
-	fs.StringVar(&f.missed, "missed", "", "with -label, file for the labelled events no alert holds, one JSON line each (\"line\", then the fields, as in alerts), in input order: what the rules missed, to read with jq (one ruleset)")
+	fs.StringVar(&f.missed, "missed", "", "with -label, file for the labelled events no alert holds, one JSON line each (\"line\", then the fields, as in alerts), in input order: what the rules missed, to read with jq (one ruleset; with -baseline, those -rules missed)")
 	fs.StringVar(&f.baseline, "baseline", "", "a ruleset file to compare -rules with: backtested after it over the same events (its alerts only counted, none written), then each rule against its version there: alerts of the same events in both runs, only in this one, only in the baseline's, and with -label precision and labelled events caught (what a change of a rule gains and loses; one ruleset in -rules; not with -events -)")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default); lateness depends on it only for input more disordered than -out-of-orderness")
@@ -398,6 +398,11 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			return fs.usagef("-baseline %s compares one ruleset; -rules %s holds %d (name the file)", f.baseline, f.rules, len(sets))
 		case f.events == "-":
 			return fs.usagef("-baseline reads the events twice: give a file, not -events -")
+		case f.baseline == "-":
+			return fs.usagef("-baseline takes a ruleset file, not standard input")
+		}
+		if st, err := os.Stat(f.baseline); err == nil && st.IsDir() {
+			return fs.usagef("-baseline %s is a directory: name the ruleset file", f.baseline)
 		}
 		if base, err = loadBaseline(f.baseline, f.only, stderr); err != nil {
 			return err
@@ -476,6 +481,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	missedN := 0
 	var elapsed []time.Duration // by ruleset run
 	var runErr error
+	herePassed := false // the -rules runs read their input to the end
+	warned := map[string]bool{}
 	// With -baseline, the baseline's run comes last (sums[len-1] once it
 	// ran), each run with its alertSet.
 	runs := sets
@@ -553,7 +560,14 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			opts = append(opts, cep.WithObservers(labels))
 		}
 		var sum *cep.Summary
-		warnf := func(format string, args ...any) { fmt.Fprintf(stderr, "backtest: warning: "+format+"\n", args...) }
+		warnf := func(format string, args ...any) {
+			// Once: the baseline's run would repeat -rules's (an unbound
+			// lookup both declare).
+			if msg := fmt.Sprintf(format, args...); !warned[msg] {
+				warned[msg] = true
+				fmt.Fprintf(stderr, "backtest: warning: %s\n", msg)
+			}
+		}
 		lookups, closeLookups, err := f.lookups.open(ctx, rs, warnf)
 		if err != nil {
 			src.Close()
@@ -593,10 +607,16 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			runErr = err
 			break
 		}
+		if !isBase {
+			herePassed = true
+		}
 	}
+	// The outputs are the -rules runs' alone: whole once they ran to the
+	// end, even when the baseline's was cut short.
+	outputsDone := ranToEnd(runErr) || base != nil && herePassed
 	// Whatever ended the run, the outputs get their whole lines and the
 	// summary of what was read is printed.
-	err = closeAlerts(ranToEnd(runErr))
+	err = closeAlerts(outputsDone)
 	// The dead-letter writer flushes into the lazy file, which then
 	// flushes and closes: both, in that order.
 	if cerr := deadWriter.Close(); err == nil {
@@ -604,21 +624,21 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	// A run that stopped before the end of its input (a path mistyped,
 	// Ctrl-C) leaves the files of an earlier run as they are.
-	if cerr := dead.Close(ranToEnd(runErr)); err == nil {
+	if cerr := dead.Close(outputsDone); err == nil {
 		err = cerr
 	}
-	if cerr := late.Close(ranToEnd(runErr)); err == nil {
+	if cerr := late.Close(outputsDone); err == nil {
 		err = cerr
 	}
 	// -missed: made by a run that read its whole input, empty when
 	// nothing was missed (an earlier run's left by one that did not).
 	missed := &lazyFile{path: f.missed, made: f.missed != ""}
-	if len(missedBuf) > 0 && ranToEnd(runErr) {
+	if len(missedBuf) > 0 && outputsDone {
 		if _, werr := missed.Write(missedBuf); err == nil {
 			err = werr
 		}
 	}
-	if cerr := missed.Close(ranToEnd(runErr)); err == nil {
+	if cerr := missed.Close(outputsDone); err == nil {
 		err = cerr
 	}
 	if runErr == nil && len(sums) > 0 && sums[0].Records == 0 {
@@ -670,11 +690,15 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 				tee.print(stderr, s.Ruleset)
 			}
 		}
-		if baseSum != nil {
+		switch {
+		case baseSum != nil && ranToEnd(runErr):
 			printComparison(stderr, baselineRun{sets[0], sums[0], labelSums[0], compared[0]},
-				baselineRun{base, baseSum, baseLabels, compared[1]}, f.baseline, !ranToEnd(runErr))
+				baselineRun{base, baseSum, baseLabels, compared[1]}, f.baseline)
+		case baseSum != nil:
+			// Half a baseline against a whole run would read as changes.
+			fmt.Fprintf(stderr, "\nThe baseline's run (%s) was cut short at line %d: no comparison.\n", f.baseline, baseSum.Line)
 		}
-		if f.missed != "" && ranToEnd(runErr) {
+		if f.missed != "" && outputsDone {
 			fmt.Fprintf(stderr, "\nThe %s no alert holds: %s (one JSON line each, in input order).\n",
 				plural(int64(missedN), "labelled event", "labelled events"), f.missed)
 		}
@@ -688,6 +712,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		}
 	}
 	if runErr != nil {
+		if baseSum != nil && ctx.Err() != nil && errors.Is(runErr, ctx.Err()) {
+			return interrupted(ctx, "backtest interrupted at line %d of the baseline's run; the summary of %s above is whole, the comparison left out", baseSum.Line, f.rules)
+		}
 		return backtestError(ctx, runErr, sums, f)
 	}
 	return err

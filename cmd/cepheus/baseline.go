@@ -97,18 +97,14 @@ type baselineRun struct {
 
 // printComparison prints the rules of here (the -rules run) against those
 // of base (the -baseline run of file), over the same events.
-func printComparison(w io.Writer, here, base baselineRun, file string, partial bool) {
+func printComparison(w io.Writer, here, base baselineRun, file string) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	version := base.rs.Hash
 	if len(version) > 12 {
 		version = version[:12]
 	}
-	what := "over the same events"
-	if partial {
-		what = "over the events read (the run was cut short: partial)"
-	}
-	fmt.Fprintf(bw, "\nAgainst the baseline %s (ruleset %s, version %s), %s:\n", file, base.rs.Name, version, what)
+	fmt.Fprintf(bw, "\nAgainst the baseline %s (ruleset %s, version %s), over the same events:\n", file, base.rs.Name, version)
 	labels := here.labels != nil && base.labels != nil
 	baseRules := map[string]*rules.Rule{}
 	for _, r := range base.rs.Rules {

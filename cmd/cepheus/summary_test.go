@@ -1111,6 +1111,8 @@ rule small {
 	}{
 		{[]string{"-rules", two, "-events", events}, "-baseline " + baseline + " compares one ruleset; -rules " + two + " holds 2 (name the file)"},
 		{[]string{"-rules", candidate, "-events", "-"}, "-baseline reads the events twice: give a file, not -events -"},
+		{[]string{"-rules", candidate, "-events", events, "-baseline", two}, "-baseline " + two + " is a directory: name the ruleset file"},
+		{[]string{"-rules", candidate, "-events", events, "-baseline", "-"}, "-baseline takes a ruleset file, not standard input"},
 	} {
 		args := append([]string{"backtest", "-baseline", baseline, "-alerts", os.DevNull}, c.args...)
 		if code, _, errOut := cepheus(t, args...); code != 2 || !strings.Contains(errOut, c.want) {

@@ -157,7 +157,7 @@ func Run(t *rules.Test) *Result {
 	r.Missing = surplus(r.Want, r.Got)
 	r.Unexpected = surplus(r.Got, r.Want)
 	for _, m := range r.Missing {
-		w, named := why(t, expected[m], rec, r.Unexpected)
+		w, named := why(t, expected[m], rec, r)
 		r.Why = append(r.Why, w)
 		for _, ev := range named {
 			rec.seqs[m] = append(rec.seqs[m], int(ev.Seq))
@@ -171,11 +171,15 @@ func Run(t *rules.Test) *Result {
 // its events (one of unexpected) whose emitted values differ, else what
 // its rule's Explain finds over the test's events of its key, and the
 // events outside the match the reason names.
-func why(t *rules.Test, x *rules.ExpectedMatch, rec *record, unexpected []string) (string, []*event.Event) {
+func why(t *rules.Test, x *rules.ExpectedMatch, rec *record, r *Result) (string, []*event.Event) {
 	if x == nil {
 		return "(no expected match of this text: an internal error)", nil
 	}
-	for _, u := range unexpected {
+	s := expectedString(x)
+	if got := count(r.Got, s); got > 0 {
+		return fmt.Sprintf("it is expected %s and produced %s", times(count(r.Want, s)), times(got)), nil
+	}
+	for _, u := range r.Unexpected {
 		if rec.bare[u] == rec.bare[expectedString(x)] {
 			return "its events are a match, produced with other emitted values: " + emitDiff(x.Emits, rec.emitted[u]), nil
 		}
@@ -213,11 +217,55 @@ func why(t *rules.Test, x *rules.ExpectedMatch, rec *record, unexpected []string
 	if s, named := x.Rule.Explain(stages, stream, x.TimedOut); s != "" {
 		return s, named
 	}
-	s := "its events pass every check test makes of them (keys, order, counts, windows, conditions, contiguity, negations)"
-	if d := x.Rule.SkipStrategy(); d != "" {
-		s += "; the rule's after-match skip strategy (skip " + d + ") drops the partial matches that overlap an earlier match"
+	s = "no reason found by the checks test makes"
+	if r.Err != nil {
+		return s + "; the run failed (above): what the rules would have produced after the failure is missing", nil
 	}
-	return s, nil
+	un := x.Rule.Unchecked(x.TimedOut)
+	// A skip strategy drops the partial matches that overlap a match:
+	// named as the likely cause when a match produced of the rule and key
+	// shares an event, else among what is not checked.
+	skip := ""
+	if d := x.Rule.SkipStrategy(); d != "" {
+		un = append(un, "the after-match skip (skip "+d+")")
+		var nums []int
+		for _, st := range x.Stages {
+			nums = append(nums, st...)
+		}
+		for _, g := range r.Got {
+			if rec.rule[g] == x.Rule && rec.key[g] == valuesText(x.Key) && slices.ContainsFunc(rec.seqs[g], func(n int) bool { return slices.Contains(nums, n) }) {
+				un = un[:len(un)-1]
+				skip = "; the after-match skip (skip " + d + ") may have dropped it: the match produced " + g + " shares its events"
+				break
+			}
+		}
+	}
+	if len(un) > 0 {
+		s += "; not checked: " + strings.Join(un, ", ")
+	}
+	return s + skip, nil
+}
+
+// count is the number of times s is in l.
+func count(l []string, s string) int {
+	n := 0
+	for _, e := range l {
+		if e == s {
+			n++
+		}
+	}
+	return n
+}
+
+// times writes a number of times: once, twice, 3 times.
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // emitDiff names the emitted values of got that differ from want's, by
@@ -241,10 +289,15 @@ type record struct {
 	seqs    map[string][]int
 	bare    map[string]string
 	emitted map[string][]rules.NamedValue
+	// rule and key are a produced match's rule and key values (as
+	// valuesText writes them).
+	rule map[string]*rules.Rule
+	key  map[string]string
 }
 
 func newRecord() *record {
-	return &record{seqs: map[string][]int{}, bare: map[string]string{}, emitted: map[string][]rules.NamedValue{}}
+	return &record{seqs: map[string][]int{}, bare: map[string]string{}, emitted: map[string][]rules.NamedValue{},
+		rule: map[string]*rules.Rule{}, key: map[string]string{}}
 }
 
 // valuesText is vs as an expect line writes them.
@@ -336,6 +389,15 @@ func runRule(rule *rules.Rule, events []*event.Event, emits, timeoutEmits []stri
 				continue
 			}
 			got = append(got, s)
+			if _, ok := rec.rule[s]; !ok {
+				rec.rule[s] = rule
+				for _, evs := range it.Match.Events {
+					if len(evs) > 0 {
+						rec.key[s] = valuesText(rule.KeyValues(evs[0]))
+						break
+					}
+				}
+			}
 			if _, ok := rec.seqs[s]; !ok {
 				rec.bare[s], rec.emitted[s] = bare, values
 				for _, evs := range it.Match.Events {

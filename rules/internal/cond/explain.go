@@ -2,6 +2,7 @@ package cond
 
 import (
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
 
 	"github.com/cepheus-cep/cepheus/event"
 )
@@ -27,13 +28,15 @@ func (b *BoolExpr) EvalStages(ev *event.Event, stages [][]*event.Event) (bool, e
 
 // Conjuncts returns the sources of the terms src ANDs at its top (a && b
 // && c gives a, b and c; parentheses group a term), in source order: src
-// alone when it is no conjunction. Errors are *Error.
-func Conjuncts(src string, lookups ...string) ([]string, error) {
-	tree, err := parseNames(src, lookups)
-	if err != nil {
-		return nil, err
-	}
+// alone when it is no conjunction. Errors are *Error. (The terms are cut
+// from the tree as parsed, before lookups' fields are rewritten, whose
+// nodes no longer span their source: customer.home_country.)
+func Conjuncts(src string) ([]string, error) {
 	s := newCondSource(src)
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil, s.fromFileError(err)
+	}
 	var out []string
 	forConjuncts(tree.Node, func(n ast.Node) {
 		loc := span(n)
