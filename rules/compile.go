@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -336,7 +337,29 @@ func bracketed(src string) string {
 	return "in [a, b]"
 }
 
+// durationCall is expr's duration("15m") at the start of a source.
+var durationCall = regexp.MustCompile(`^duration\(\s*["']([^"']+)["']\s*\)`)
+
 func exprHint(msg, before, rest string) string {
+	// A duration written as in the rule's own lines (15m), or through
+	// expr's duration(): in an expression it is a number of milliseconds.
+	if lit, ok := strings.CutPrefix(msg, "bad number syntax: "); ok {
+		if d, err := parseDurationText(strings.Trim(lit, `"`)); err == nil && d > 0 {
+			return fmt.Sprintf("%s (a duration in an expression is a number of milliseconds: write %d for %s)", msg, d.Milliseconds(), formatDuration(d))
+		}
+		return msg
+	}
+	if strings.HasPrefix(msg, "duration() is not allowed") {
+		if m := durationCall.FindStringSubmatch(rest); m != nil {
+			if d, err := parseDurationText(m[1]); err == nil && d > 0 {
+				return fmt.Sprintf("%s: write %d for %s", msg, d.Milliseconds(), formatDuration(d))
+			}
+			if d, err := time.ParseDuration(m[1]); err == nil && d > 0 {
+				return fmt.Sprintf("%s: write %d for %s", msg, d.Milliseconds(), formatDuration(d))
+			}
+		}
+		return msg
+	}
 	if c, ok := strings.CutPrefix(msg, "unrecognized character: U+"); ok {
 		// Typographic quotes, as a word processor or a chat pastes them.
 		for _, q := range []string{"201C", "201D", "201E", "00AB", "00BB", "2018", "2019", "201A"} {
