@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
 	"github.com/cepheus-cep/cepheus/rules/internal/cond"
@@ -381,7 +382,11 @@ func (c *ruleChecker) checkRule(r *RuleDecl) {
 			continue
 		}
 		if _, ok := parseSeverity(sev.Name.Value); !ok {
-			c.errorf(sev.Name.Pos, "unknown severity %s (want info, low, medium, high or critical)", sev.Name)
+			hint := ""
+			if _, ok := parseSeverity(strings.ToLower(sev.Name.Value)); ok {
+				hint = " (did you mean " + strings.ToLower(sev.Name.Value) + "?)"
+			}
+			c.errorf(sev.Name.Pos, "unknown severity %s (want info, low, medium, high or critical)%s", sev.Name, hint)
 		}
 	}
 	if r.Key != nil {

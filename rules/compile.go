@@ -349,6 +349,12 @@ func exprHint(msg, before, rest string) string {
 		}
 		return msg
 	}
+	for _, m := range []string{"or", "where", "until"} {
+		if strings.HasSuffix(msg, " has no method "+m) {
+			// Flink's .or(...) chained on a condition.
+			return fmt.Sprintf("%s (Flink's .%s(...) is a clause of its own here: %s CONDITION, on a line of the stage)", msg, m, m)
+		}
+	}
 	if strings.HasPrefix(msg, "duration() is not allowed") {
 		if m := durationCall.FindStringSubmatch(rest); m != nil {
 			if d, err := parseDurationText(m[1]); err == nil && d > 0 {
@@ -389,6 +395,11 @@ func exprHint(msg, before, rest string) string {
 		}
 	case `Operator("&")`:
 		hint = "did you mean &&?"
+	case `Operator(">")`:
+		if strings.HasSuffix(strings.TrimRight(before, " "), "-") {
+			// t -> t.getType() == "auth", a Java lambda.
+			hint = "a condition is no Java lambda: it reads the event's fields by name (type == \"auth\", not t -> t.getType().equals(\"auth\"))"
+		}
 	case `Operator("#")`:
 		// A '#' outside brackets ends the span (a comment), so expr sees
 		// one only inside brackets, most often a comment written there.

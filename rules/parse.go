@@ -428,6 +428,16 @@ func (p *ruleParser) parseDuration() (Duration, bool) {
 	return d, true
 }
 
+// unitWords are the units a duration is often written with elsewhere
+// (Flink's, Java's, English), by the unit they stand for.
+var unitWords = map[string]string{
+	"msec": "ms", "msecs": "ms", "millis": "ms", "milli": "ms", "millisecond": "ms", "milliseconds": "ms",
+	"sec": "s", "secs": "s", "second": "s", "seconds": "s",
+	"min": "m", "mins": "m", "minute": "m", "minutes": "m",
+	"hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+	"day": "d", "days": "d", "ms": "ms", "s": "s", "m": "m", "h": "h", "d": "d", // 5M, 30S
+}
+
 // parseDurationText parses integer-unit pairs: 500ms, 30s, 10m, 2h, 1d,
 // 1h30m. The result is positive and at most maxDuration.
 func parseDurationText(s string) (time.Duration, error) {
@@ -454,6 +464,9 @@ func parseDurationText(s string) (time.Duration, error) {
 		}
 		unit, ok := units[s[i:j]]
 		if !ok {
+			if u, ok := unitWords[strings.ToLower(s[i:j])]; ok {
+				return 0, fmt.Errorf("duration %q: unknown unit %q (use ms, s, m, h or d: write %s%s)", text, s[i:j], s[:i], u)
+			}
 			return 0, fmt.Errorf("duration %q: unknown unit %q (use ms, s, m, h or d)", text, s[i:j])
 		}
 		n, err := strconv.ParseInt(s[:i], 10, 64)
