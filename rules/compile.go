@@ -223,6 +223,13 @@ func (rc *ruleCompiler) compile(header string) *Rule {
 	if rd.Timeout != nil && !n.PartialMatchesTimeOut() {
 		rc.c.warnf(rd.Timeout.Pos, "the timeout block of rule %s never raises an alert: no partial match of its pattern waits where a window can end it (a match of one event completes at once, the wait for a trailing notFollowedBy ends as a match, and a loop gap on the first stage bounds nothing)", rd.Name)
 	}
+	if es := rd.Pattern.Elems; len(es) > 0 {
+		if st, ok := es[len(es)-1].(*StageNode); ok && st.Quant.Greedy.Set {
+			// Flink's compiler makes greedy a condition on the edges into
+			// the next stage: after the last one there is none.
+			rc.c.warnf(st.Quant.Greedy.Pos, "greedy on stage %s changes nothing: it is the pattern's last stage, and greedy only keeps a loop from ending at an event the next stage also accepts (the loop gives a match at each count it reaches, greedy or not)", st.Name)
+		}
+	}
 	if stage, ok := n.WaitsForever(); ok {
 		rc.c.warnf(rd.Pattern.Pos, "rule %s has no window: a partial match waiting at stage %s is kept until it completes, for ever if it never does (each key's state grows with the matches it begins and never ends); add a window to the pattern (within d)", rd.Name, stage)
 	}

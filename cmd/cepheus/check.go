@@ -37,7 +37,8 @@ pattern without a window whose partial matches can wait for ever (its
 state grows without bound); a loop taking every combination with no
 largest count; a condition that can never hold (amount > 1000 &&
 amount < 100); a rule without key whose conditions compare the events of
-a match (its matches may join different cards' events); a test event's
+a match (its matches may join different cards' events); greedy on the
+pattern's last stage, which changes nothing; a test event's
 numeric time that reads as epoch seconds; and a lookup timeout over 10s.
 docs/rules.md ("Warnings") lists them.
 Warnings are printed only for files without errors, at most 20 per file
