@@ -382,14 +382,15 @@ func (x *explainer) falseTerm(b *cond.BoolExpr, ev *event.Event, ctx [][]*event.
 		if ok, _ := tb.EvalStages(ev, ctx); ok {
 			continue
 		}
-		return t + " is false" + x.values(t, ev)
+		return t + " is false" + x.values(t, ev, ctx)
 	}
 	return src + " is false"
 }
 
 // values returns " (f = v, ...)" for the fields of the current event that
-// the expression src reads, "" when it reads none.
-func (x *explainer) values(src string, ev *event.Event) string {
+// the expression src reads, then those of the stages' last events it reads
+// (s.f, from ctx), "" when it reads none.
+func (x *explainer) values(src string, ev *event.Event, ctx [][]*event.Event) string {
 	ids, err := cond.Identifiers(src, x.r.env.Lookups...)
 	if err != nil || x.r.env.Schema == nil {
 		return ""
@@ -398,6 +399,21 @@ func (x *explainer) values(src string, ev *event.Event) string {
 	for _, id := range ids {
 		if slot, ok := x.r.env.Schema.Slot(id); ok {
 			out = append(out, id+" = "+ev.Field(slot).String())
+		}
+	}
+	refs, _ := cond.StageRefs(src, x.r.env.Stages, x.r.env.Lookups...)
+	seen := map[string]bool{}
+	for _, r := range refs {
+		slot, ok := x.r.env.Schema.Slot(r.Field)
+		name := x.r.env.Stages[r.Stage] + "." + r.Field
+		if r.Field == "" || !ok || seen[name] || r.Stage >= len(ctx) {
+			continue
+		}
+		seen[name] = true
+		if evs := ctx[r.Stage]; len(evs) > 0 {
+			out = append(out, name+" = "+evs[len(evs)-1].Field(slot).String())
+		} else {
+			out = append(out, name+" = null (no event of the stage yet)")
 		}
 	}
 	if len(out) == 0 {
