@@ -510,7 +510,13 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 				// A field of an inferred (or untyped) schema: its values
 				// are scalars (an object in an event is a dead letter), so
 				// x.f reads nothing, ever (a typed field's is a type error).
-				return "", c.errorf(id, "%s is a field, whose values have no fields: %s reads nothing%s", id.Value, c.text(n), c.nearestStage(id.Value))
+				hint := c.nearestStage(id.Value)
+				if s, ok := n.Property.(*ast.StringNode); ok && !strings.HasPrefix(hint, " (did you mean") {
+					// Not a misspelt stage: a nested object's field, as
+					// a Java getter or a JSON path reads it.
+					hint += fmt.Sprintf("; events are flat JSON objects (a nested object is a dead letter): a nested field is a field of its own, flattened upstream (%s_%s)", id.Value, s.Value)
+				}
+				return "", c.errorf(id, "%s is a field, whose values have no fields: %s reads nothing%s", id.Value, c.text(n), hint)
 			}
 		}
 		if s, ok := n.Property.(*ast.StringNode); ok {
