@@ -125,7 +125,9 @@ summary ends with a row per rule: changed, new or removed (by the rules'
 content hashes), its alerts and the baseline's, how many hold the same
 events in both runs (by stage), only in this one (new) and only in the
 baseline's (gone), and with -label each side's precision and labelled
-events caught, then each side's recall.
+events caught; then, for a rule with both new and gone alerts, how many
+of them share events with the other side's (the same incidents, other
+events: a count threshold moved), and each side's recall.
 
 A progress line goes to stderr every two seconds on long inputs: on a
 terminal one line rewritten in place, else (a log file, a CI job) a line

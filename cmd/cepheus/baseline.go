@@ -46,10 +46,17 @@ func loadBaseline(path string, only []string, w io.Writer) (*rules.Ruleset, erro
 // and emitted values).
 type alertSet struct {
 	byRule map[string]map[string]int64
+	// seqs are the events' numbers of each alert signature (by rule), and
+	// events those of all the rule's alerts: whether an alert one run
+	// alone gave shares events with the other run's.
+	seqs   map[string][]uint64
+	events map[string]map[uint64]bool
 	buf    []byte
 }
 
-func newAlertSet() *alertSet { return &alertSet{byRule: map[string]map[string]int64{}} }
+func newAlertSet() *alertSet {
+	return &alertSet{byRule: map[string]map[string]int64{}, seqs: map[string][]uint64{}, events: map[string]map[uint64]bool{}}
+}
 
 // OnAlert counts a.
 func (s *alertSet) OnAlert(a *cep.Alert) {
@@ -69,8 +76,34 @@ func (s *alertSet) OnAlert(a *cep.Alert) {
 	if m == nil {
 		m = map[string]int64{}
 		s.byRule[a.Rule] = m
+		s.events[a.Rule] = map[uint64]bool{}
 	}
-	m[string(b)]++
+	sig := a.Rule + "\x00" + string(b)
+	if m[string(b)]++; m[string(b)] == 1 {
+		var seqs []uint64
+		for _, evs := range a.Matched {
+			for _, ev := range evs {
+				seqs = append(seqs, ev.Seq)
+				s.events[a.Rule][ev.Seq] = true
+			}
+		}
+		s.seqs[sig] = seqs
+	}
+}
+
+// overlapping returns how many of the alerts of rule that a gave and b
+// did not share an event with an alert of b's of the rule: the same
+// incidents, detected with other events.
+func overlapping(a, b *alertSet, rule string) int64 {
+	var n int64
+	other := b.events[rule]
+	for sig, k := range a.byRule[rule] {
+		extra := k - min(k, b.byRule[rule][sig])
+		if extra > 0 && slices.ContainsFunc(a.seqs[rule+"\x00"+sig], func(q uint64) bool { return other[q] }) {
+			n += extra
+		}
+	}
+	return n
 }
 
 // compareAlerts returns, for rule, the alerts of here and of base that
@@ -161,6 +194,22 @@ func printComparison(w io.Writer, here, base baselineRun, file string) {
 		}
 	}
 	fmt.Fprintf(bw, "  (same: alerts of the same events, by stage, in both runs; new: only in this run; gone: only in the baseline's)\n")
+	// The new and gone alerts of a rule in both runs that overlap: the
+	// same incidents, with other events (a count threshold moved).
+	for _, r := range here.rs.Rules {
+		if baseRules[r.Name] == nil {
+			continue
+		}
+		_, onlyHere, onlyBase := compareAlerts(here.alerts, base.alerts, r.Name)
+		if onlyHere == 0 || onlyBase == 0 {
+			continue
+		}
+		nh, nb := overlapping(here.alerts, base.alerts, r.Name), overlapping(base.alerts, here.alerts, r.Name)
+		if nh > 0 || nb > 0 {
+			fmt.Fprintf(bw, "  %s: %s of the %s new share events with a gone one, %s of the %s gone with a new one (the same incidents, other events)\n",
+				r.Name, humanize.Int(nh), humanize.Int(onlyHere), humanize.Int(nb), humanize.Int(onlyBase))
+		}
+	}
 	if labels && here.labels.Labelled > 0 {
 		fmt.Fprintf(bw, "  Labelled events caught by some alert: %s, recall %.1f%% (baseline %s, %.1f%%)\n",
 			humanize.Int(here.labels.Caught), 100*here.labels.Recall(), humanize.Int(base.labels.Caught), 100*base.labels.Recall())
