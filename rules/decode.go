@@ -52,6 +52,19 @@ func (rs *Ruleset) DecodeEvent(data []byte) (*event.Event, error) {
 	return ev, nil
 }
 
+// LenientDecoder returns a decoder of events of the ruleset's schema in
+// the lenient mode of streams and backtests (a field outside the schema
+// skipped: an alert's matched events carry their "line"), for reading
+// events written back (cepheus explain). The error wraps a
+// [*jsonev.DecodeError].
+func (rs *Ruleset) LenientDecoder() (func(data []byte) (*event.Event, error), error) {
+	dec, err := jsonev.NewDecoder(rs.DecoderConfig(jsonev.Lenient))
+	if err != nil {
+		return nil, err
+	}
+	return dec.Decode, nil
+}
+
 func (rs *Ruleset) decodeEvent(data []byte) (*event.Event, error) {
 	dec, err := jsonev.NewDecoder(rs.DecoderConfig(jsonev.Strict))
 	if err != nil {

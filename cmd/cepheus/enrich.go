@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -101,23 +100,9 @@ func runEnrich(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cep.CheckLookupTarget(url); err != nil {
 		return fs.usagef("-redis: %v", err)
 	}
-	files, err := rulesetFiles([]string{*rulesPath})
+	rs, err := loadOneRuleset(fs, *rulesPath, rules.Load, stderr)
 	if err != nil {
 		return err
-	}
-	if len(files) != 1 {
-		return fs.usagef("-rules %s holds %d rulesets; name the file", *rulesPath, len(files))
-	}
-	src, err := os.ReadFile(files[0])
-	if err != nil {
-		return err
-	}
-	rs, err := rules.Load(files[0], src)
-	if err != nil {
-		if err := printErrors(stderr, err, true); err != nil {
-			return err
-		}
-		return errFound
 	}
 	if !declares(rs, *name) {
 		known := " (it declares no lookup)"

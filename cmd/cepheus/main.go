@@ -7,6 +7,7 @@
 //	cepheus test [-run regexp] [-v] [files or directories]
 //	                                       run the tests written inside ruleset files
 //	cepheus backtest -rules R -events E    replay a file of events through a ruleset
+//	cepheus explain -rules R [alerts]      say why alerts fired, condition by condition
 //	cepheus run -rules R -events E -state S -alerts A
 //	                                       run a ruleset live, checkpointed, exactly once
 //	cepheus serve [the flags of run]       run, with metrics, a control API and hot-loading
@@ -193,7 +194,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, runCommand, serveCommand, statusCommand, rulesCommand, genCommand,
+	return []*command{checkCommand, fmtCommand, testCommand, backtestCommand, explainCommand, runCommand, serveCommand, statusCommand, rulesCommand, genCommand,
 		enrichCommand, produceCommand, consumeCommand, versionCommand}
 }
 

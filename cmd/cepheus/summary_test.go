@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -1158,5 +1159,85 @@ func TestRunSummaryResumedOf(t *testing.T) {
 		if !strings.HasPrefix(b.String(), c.want) {
 			t.Errorf("group %q: the summary begins\n%s\nwant %q", c.group, b.String(), c.want)
 		}
+	}
+}
+
+// TestExplain: explain says why each alert fired: each clause of each
+// event's stage with its value, a && chain's terms with theirs and the
+// values they read (the event's and an earlier stage's), the window; an
+// alert of another version of the rule, or of a rule the ruleset lacks,
+// is said so; -id keeps the alerts it starts; a line that is no alert is
+// skipped with a warning.
+func TestExplain(t *testing.T) {
+	dir := t.TempDir()
+	src := `ruleset cards
+event time ts
+schema {
+  ts: time
+  card: string
+  kind: string
+  amount: float
+}
+rule large_then_more {
+  key card
+  pattern {
+    begin large where kind == "auth" && amount > 100
+    followedBy more where amount > large.amount
+    within 10m
+  }
+}
+`
+	rulesFile := writeFile(t, dir, "r.cep", src)
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T10:00:00Z","card":"c1","kind":"auth","amount":500}
+{"ts":"2026-01-01T10:01:00Z","card":"c1","kind":"auth","amount":300}
+{"ts":"2026-01-01T10:03:00Z","card":"c1","kind":"auth","amount":700}
+`)
+	alerts := filepath.Join(dir, "alerts.jsonl")
+	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", rulesFile, "-events", events, "-alerts", alerts); code != 0 {
+		t.Fatalf("backtest: exit %d\n%s", code, errOut)
+	}
+	b, err := os.ReadFile(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		ID string `json:"alert_id"`
+	}
+	if err := json.Unmarshal(bytes.SplitN(b, []byte("\n"), 2)[0], &a); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cepheus(t, "explain", "-rules", rulesFile, alerts)
+	want := "alert " + a.ID + `: rule large_then_more, key {"card":"c1"}, detected at 2026-01-01T10:03:00.000Z
+  stage large, line 1:
+    where kind == "auth" && amount > 100: true
+      kind == "auth": true (kind = "auth")
+      amount > 100: true (amount = 500)
+  stage more, line 3:
+    where amount > large.amount: true (amount = 700, large.amount = 500)
+  within 10m: line 1 to line 3, 3m apart
+
+`
+	if code != 0 || !strings.Contains(out, want) || strings.Count(out, "\nalert ")+1 != 2 {
+		t.Errorf("explain: exit %d\n%s\nwant 2 alerts, the first\n%s\n%s", code, out, want, errOut)
+	}
+	// Another version of the rule, a rule the ruleset lacks, -id, and a
+	// line that is no alert.
+	other := writeFile(t, dir, "other.cep", strings.Replace(src, "amount > 100", "amount > 600", 1))
+	mixed := writeFile(t, dir, "mixed.jsonl", string(b)+"not an alert\n"+strings.Replace(string(b), `"rule":"large_then_more"`, `"rule":"gone"`, 1))
+	code, out, errOut = cepheus(t, "explain", "-rules", other, "-id", a.ID[:8], mixed)
+	for _, w := range []string{
+		"  (raised by another version of the rule, rule_hash ",
+		"      amount > 600: false (amount = 500)\n",
+		"  ruleset cards has no rule gone\n",
+	} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("explain with another version: exit %d, want %q in\n%s", code, w, out)
+		}
+	}
+	if !strings.Contains(errOut, "explain: warning: "+mixed+":3 is not an alert (no alert_id and rule), skipped") {
+		t.Errorf("a line that is no alert: no warning\n%s", errOut)
+	}
+	if code, out, errOut = cepheus(t, "explain", "-rules", rulesFile, "-id", "zz", alerts); code != 0 || out != "" || !strings.Contains(errOut, "no alert whose id starts with zz") {
+		t.Errorf("-id matching none: exit %d\n%s\n%s", code, out, errOut)
 	}
 }

@@ -1,0 +1,99 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules/internal/cond"
+)
+
+// Trace writes what the conditions of r read of the events of a match
+// (stages, by stage index of r.NFA.Stages(), as an alert's matched events
+// give them, each event named by name): for each event, its stage and each
+// where, or and until clause of the stage, true or false, with the terms
+// of a && chain each with its value and the values of the fields it reads
+// (the event's, and the earlier stages' last events', as the automaton
+// read them: the match's events before it, by stage); then the time from
+// the first event to the last against the pattern's window. It is why an
+// alert fired, in the rule's own terms. A clause that reads what the
+// events do not carry (a velocity aggregate, which alerts leave out)
+// reads null there and may show false.
+func (r *Rule) Trace(stages [][]*event.Event, name func(*event.Event) string) string {
+	if r.decl == nil || r.decl.Pattern == nil {
+		return ""
+	}
+	x := &explainer{r: r, stages: stages, pos: map[*event.Event]int{}}
+	x.leaves = leavesOf(r.decl.Pattern.Elems, false, nil)
+	if len(x.leaves) != len(stages) {
+		return ""
+	}
+	// The match's events in the order the rule read them: by time, then
+	// in stage order (a tie keeps the order the match took them).
+	for _, evs := range stages {
+		x.all = append(x.all, evs...)
+	}
+	x.stream = append([]*event.Event(nil), x.all...)
+	sortByTime(x.stream)
+	for i, ev := range x.stream {
+		x.pos[ev] = i
+	}
+	var b strings.Builder
+	for i, l := range x.leaves {
+		for j, ev := range stages[i] {
+			ctx := x.context(ev)
+			fmt.Fprintf(&b, "stage %s, %s:\n", x.name(i), name(ev))
+			for _, cl := range l.node.Clauses {
+				cb := r.clauseConds[cl]
+				if cb == nil {
+					continue
+				}
+				if cl.Kind == ClauseUntil && j == 0 {
+					continue // a loop's first event is not tested against until
+				}
+				ok, err := cb.EvalStages(ev, ctx)
+				terms, terr := cond.Conjuncts(cb.Source())
+				if terr != nil || len(terms) < 2 {
+					// One term: its values on the clause's line.
+					fmt.Fprintf(&b, "  %s %s: %s%s\n", cl.Kind, cb.Source(), truth(ok, err), x.values(cb.Source(), ev, ctx))
+					continue
+				}
+				fmt.Fprintf(&b, "  %s %s: %s\n", cl.Kind, cb.Source(), truth(ok, err))
+				for _, t := range terms {
+					tb, terr := cond.CompileBoolExpr(t, r.env)
+					if terr != nil {
+						break // a let's terms do not stand alone
+					}
+					tok, terr := tb.EvalStages(ev, ctx)
+					fmt.Fprintf(&b, "    %s: %s%s\n", t, truth(tok, terr), x.values(t, ev, ctx))
+				}
+			}
+		}
+	}
+	if w := r.NFA.Window(); w > 0 && len(x.stream) > 1 {
+		first, last := x.stream[0], x.stream[len(x.stream)-1]
+		fmt.Fprintf(&b, "within %s: %s to %s, %s apart\n", formatDuration(millis(w)), name(first), name(last),
+			formatDuration(millis(int64(last.Time)-int64(first.Time))))
+	}
+	return b.String()
+}
+
+// truth writes a condition's value: true, false, or its run-time error.
+func truth(ok bool, err error) string {
+	switch {
+	case err != nil:
+		return "false (an error: " + ExprErrorMessage(err) + ")"
+	case ok:
+		return "true"
+	}
+	return "false"
+}
+
+// sortByTime sorts evs by time, keeping the order of equal times.
+func sortByTime(evs []*event.Event) {
+	for i := 1; i < len(evs); i++ {
+		for j := i; j > 0 && evs[j].Time < evs[j-1].Time; j-- {
+			evs[j], evs[j-1] = evs[j-1], evs[j]
+		}
+	}
+}
