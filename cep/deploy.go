@@ -487,6 +487,12 @@ func (sw *pendingSwitch) reply(res *DeployResult, err error) {
 func (j *job) askSwitch(req *deployReq) {
 	sw := &pendingSwitch{req: req, start: time.Now()}
 	cur := j.e.plan
+	if req != nil && inputOf(&j.cfg) == "stdin" {
+		// A switch starts a job from the switch's checkpoint, reading the
+		// input again from its positions: standard input cannot be.
+		sw.reply(nil, refused{errors.New("cep: deploy: the run reads standard input, which a switch cannot read again from its checkpoint (a switch starts the job again from there): deploy to a run over a file (-events FILE -follow) or a topic, or restart this one with the new rules")})
+		return
+	}
 	if req == nil {
 		sw.rs = j.e.cfg.ruleset
 	} else {

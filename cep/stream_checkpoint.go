@@ -258,7 +258,10 @@ func (j *job) loop(ctx context.Context) (finished bool, err error) {
 			if j.next == nil {
 				j.takeRules()
 			}
-			if j.next == nil && j.e.expired(j.lowWatermark()) {
+			if j.next == nil && j.e.expired(j.lowWatermark()) && inputOf(c) != "stdin" {
+				// (Over standard input, which a job cannot read again from
+				// a checkpoint, the drained rules stay: past their
+				// windows, they hold nothing more.)
 				j.askSwitch(nil)
 			}
 			if c.live() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -1722,4 +1723,82 @@ func TestStreamFollowReplacedWhileStopped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStreamStdinResumeChangedRules: a run over standard input, stopped
+// and resumed with a changed rule, ends once its input does: the changed
+// rule's earlier version drains, and once its window has passed it stays
+// (a switch's job would read the input again from its checkpoint, which
+// standard input cannot: the run failed there with "stdin is shorter than
+// position"); a deploy to such a run is refused, saying why.
+func TestStreamStdinResumeChangedRules(t *testing.T) {
+	input := engineInput(2000)
+	lines := strings.SplitAfter(input, "\n")
+	d := newStreamDirs(t)
+	cfg := d.config("-")
+	cfg.Stdin = &slowLines{lines: lines} // a line a millisecond: cancelled midway
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.ProgressInterval = time.Millisecond
+	cfg.Progress = func(p StreamProgress) {
+		if p.Checkpoints >= 2 && p.Records >= 800 {
+			cancel()
+		}
+	}
+	if res, err := streamEngine(t, engineRules).Stream(ctx, cfg); !errors.Is(err, context.Canceled) || res == nil || res.Finished {
+		t.Fatalf("the first run: %v, want it cancelled midway", err)
+	}
+	changed := strings.Replace(engineRules, "within 5m", "within 6m", 1)
+	var logged strings.Builder
+	var mu sync.Mutex
+	cfg = d.config("-")
+	cfg.Stdin = strings.NewReader(input)
+	cfg.Logf = func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(&logged, format+"\n", args...)
+		mu.Unlock()
+	}
+	res, err := streamEngine(t, changed).Stream(context.Background(), cfg)
+	if err != nil || !res.Finished {
+		t.Fatalf("resumed with a changed rule: %v (finished %v)\n%s", err, res != nil && res.Finished, logged.String())
+	}
+	if !strings.Contains(logged.String(), "deploying them at the restore") {
+		t.Errorf("the resumed run does not say it deployed the changed rules:\n%s", logged.String())
+	}
+
+	// A deploy to a run over standard input is refused, saying why.
+	m := NewStreamMonitor()
+	live := newStreamDirs(t).config("-")
+	live.Stdin, live.Monitor = &slowLines{lines: lines}, m
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := streamEngine(t, engineRules).Stream(ctx, live)
+		done <- err
+	}()
+	waitMonitor(t, m, 100)
+	_, err = m.Deploy(ctx, Deploy{Source: []byte(changed)})
+	if err == nil || !strings.Contains(err.Error(), "the run reads standard input, which a switch cannot read again from its checkpoint") {
+		t.Errorf("a deploy to a run over stdin: %v, want it refused saying why", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the run over stdin after the refused deploy: %v", err)
+	}
+}
+
+// slowLines reads its lines one at a time, a millisecond apart.
+type slowLines struct{ lines []string }
+
+func (r *slowLines) Read(p []byte) (int, error) {
+	if len(r.lines) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(time.Millisecond)
+	n := copy(p, r.lines[0])
+	if r.lines[0] = r.lines[0][n:]; r.lines[0] == "" {
+		r.lines = r.lines[1:]
+	}
+	return n, nil
 }
