@@ -75,6 +75,7 @@ type keySpec struct {
 	id    state.OperatorID
 	key   func(*event.Event) event.Key
 	slots []int // key slots an event may lack (hasNullKey)
+	all   []int // every key slot (hasEmptyKey)
 	rules []int // indexes in Engine.rules
 	// names are the names of rules, in order: the "rules" of an event
 	// the spec's operator refused for its buffer limit.
@@ -282,6 +283,7 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 				id:    state.OperatorID("cep/" + rs.Name + "/" + strings.Join(r.KeyFields, ",")),
 				key:   r.Key,
 				slots: nullableKeys(r, rs),
+				all:   r.KeySlots,
 			})
 		}
 		e.specs[si].rules = append(e.specs[si].rules, i)
@@ -518,7 +520,11 @@ type RuleSummary struct {
 	Late          int64
 	Overflow      int64 // events over the MaxBufferedEvents limit
 	NoKey         int64 // events skipped for lacking one of the rule's key fields
-	Dropped       int64 // partial matches dropped over the MaxPartialMatches limit
+	// EmptyKey counts the events whose key (one of its fields) is the
+	// empty string: matched together as one key. A backtest's figure
+	// ([Engine.Run]); a stream's summary leaves it 0.
+	EmptyKey int64
+	Dropped  int64 // partial matches dropped over the MaxPartialMatches limit
 	// DroppedKeys are the keys with the most of Dropped, most first, at
 	// most 3, counted since the process started (drops before a restore
 	// are in Dropped alone, and those of events replayed after it count

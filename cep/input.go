@@ -161,6 +161,17 @@ func hasNullKey(ev *event.Event, slots []int) bool {
 	return false
 }
 
+// hasEmptyKey reports whether one of ev's key fields in slots is the
+// empty string.
+func hasEmptyKey(ev *event.Event, slots []int) bool {
+	for _, s := range slots {
+		if v, ok := ev.Field(s).AsString(); ok && v == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // nullableKeys returns the key slots of r that the decoder does not
 // require, so that an event may hold null there (a key field of only some
 // rules of rs).

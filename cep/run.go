@@ -152,6 +152,7 @@ func (r *run) finish(runErr error) (*Summary, error) {
 			Late:               int64(opStats.Late),
 			Overflow:           rr.overflow,
 			NoKey:              rr.noKey,
+			EmptyKey:           rr.emptyKey,
 			Dropped:            int64(opStats.DroppedPartialMatches),
 			DroppedKeys:        topKeys(droppedKeys(r.host.keyOps[cr.spec].op, i, cr.rule)),
 		})
@@ -257,6 +258,7 @@ type keyOperator struct {
 // too.
 type ruleCounters struct {
 	alerts, overflow, noKey int64
+	emptyKey                int64 // events whose key is an empty string (a backtest's figure: not checkpointed)
 	compared, overlap       int64
 	timedOut                int64 // of alerts, those of timed-out partial matches
 }
@@ -328,6 +330,13 @@ func (h *hostOperator) processMasked(ev *event.Event, ts event.Time, mask uint64
 			}
 			h.changes++ // (the monitor's status and metrics have them)
 			continue
+		}
+		if hasEmptyKey(ev, ko.spec.all) {
+			// Matched as one key, as Flink does: counted, for the
+			// summary's word (web clients without a device id).
+			for _, r := range ko.spec.rules {
+				h.rules[r].emptyKey++
+			}
 		}
 		err := ko.op.ProcessElement(ev, ts, &ko.out)
 		if derr := h.drain(ko, out); derr != nil || err != nil {

@@ -400,3 +400,27 @@ func TestSortTimeouts(t *testing.T) {
 		t.Errorf("sorted %q, want %q", got, want)
 	}
 }
+
+// TestBacktestEmptyKey: events whose key is the empty string are matched
+// together as one key, as Flink does, and counted per rule for the
+// summary (the marketplace trial's web clients without a device id made
+// one large partition without a word).
+func TestBacktestEmptyKey(t *testing.T) {
+	input := `{"ts":"2026-01-01T10:00:00Z","card":"","type":"auth","amount":10}
+{"ts":"2026-01-01T10:01:00Z","card":"","type":"capture","amount":20}
+{"ts":"2026-01-01T10:02:00Z","card":"a","type":"auth","amount":30}`
+	sum, alerts := runBacktest(t, input, WithRuleset(loadRules(t, timeoutRules)))
+	r := sum.Rules[0]
+	if r.EmptyKey != 2 {
+		t.Errorf("empty keys %d, want 2", r.EmptyKey)
+	}
+	var emptyMatch bool
+	for _, a := range alerts {
+		if a["key"].(map[string]any)["card"] == "" && a["timed_out"] == nil {
+			emptyMatch = true
+		}
+	}
+	if !emptyMatch {
+		t.Errorf("no match of the empty key's auth and capture: %v", alerts)
+	}
+}

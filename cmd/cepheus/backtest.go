@@ -1201,6 +1201,9 @@ func ruleNotes(r cep.RuleSummary) []string {
 	if r.NoKey > 0 {
 		notes = append(notes, plural(r.NoKey, "event", "events")+" without its key skipped")
 	}
+	if r.EmptyKey > 0 {
+		notes = append(notes, plural(r.EmptyKey, "event", "events")+" with an empty key, matched together as one key")
+	}
 	return notes
 }
 
