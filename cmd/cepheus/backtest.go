@@ -456,7 +456,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	alerts, closeAlerts := openAlerts(f.alerts, alertsOut)
 	var tee *exampleTee
 	if f.examples > 0 && !f.quiet {
-		tee = &exampleTee{w: alerts, per: f.examples, seen: map[string]int{}}
+		tee = &exampleTee{w: alerts, per: f.examples, seen: map[string]int{}, label: f.label}
 		alerts = tee
 	}
 	late := &lazyFile{path: f.late}
@@ -1446,6 +1446,9 @@ type exampleTee struct {
 	seen map[string]int
 	kept []string
 	part []byte
+	// label is -label's field: an example holding a labelled event is
+	// marked true, else false, as the summary counts them.
+	label string
 }
 
 func (t *exampleTee) Write(p []byte) (int, error) {
@@ -1477,24 +1480,43 @@ func (t *exampleTee) print(w io.Writer, ruleset string) {
 	fmt.Fprintf(w, "\n  Example alerts:\n")
 	for _, line := range t.kept {
 		var a struct {
-			Rule       string                      `json:"rule"`
-			Ruleset    string                      `json:"ruleset"`
-			Severity   string                      `json:"severity"`
-			Key        map[string]any              `json:"key"`
-			DetectedAt string                      `json:"detected_at"`
-			Matched    map[string][]map[string]any `json:"matched"`
-			Emit       map[string]any              `json:"emit"`
-			ID         string                      `json:"alert_id"`
+			Rule       string          `json:"rule"`
+			Ruleset    string          `json:"ruleset"`
+			Severity   string          `json:"severity"`
+			Key        map[string]any  `json:"key"`
+			DetectedAt string          `json:"detected_at"`
+			Matched    json.RawMessage `json:"matched"`
+			Emit       json.RawMessage `json:"emit"`
+			ID         string          `json:"alert_id"`
 		}
 		if json.Unmarshal([]byte(line), &a) != nil || a.Ruleset != ruleset {
 			continue
 		}
-		fmt.Fprintf(w, "    [%s] %s %s key %s at %s\n", a.Severity, a.Rule, a.ID[:12], compactJSON(a.Key), a.DetectedAt)
-		stages := make([]string, 0, len(a.Matched))
-		for s, evs := range a.Matched {
+		// The stages in the alert's order, the pattern's.
+		names, raws := objectMembers(a.Matched)
+		mark := ""
+		if t.label != "" {
+			mark = " (false)"
+			for _, raw := range raws {
+				var evs []map[string]any
+				_ = json.Unmarshal(raw, &evs)
+				for _, e := range evs {
+					if labelled(e[t.label]) {
+						mark = " (true)"
+					}
+				}
+			}
+		}
+		fmt.Fprintf(w, "    [%s] %s %s key %s at %s%s\n", a.Severity, a.Rule, a.ID[:12], compactJSON(a.Key), a.DetectedAt, mark)
+		stages := make([]string, 0, len(names))
+		for i, s := range names {
+			var evs []struct {
+				Line json.Number `json:"line"`
+			}
+			_ = json.Unmarshal(raws[i], &evs)
 			lines := make([]string, len(evs))
-			for i, e := range evs {
-				lines[i] = fmt.Sprint(e["line"])
+			for j, e := range evs {
+				lines[j] = e.Line.String()
 			}
 			word := "lines"
 			if len(lines) == 1 {
@@ -1502,13 +1524,51 @@ func (t *exampleTee) print(w io.Writer, ruleset string) {
 			}
 			stages = append(stages, fmt.Sprintf("%s: %s %s", s, word, strings.Join(lines, ",")))
 		}
-		sort.Strings(stages)
 		fmt.Fprintf(w, "        %s", strings.Join(stages, "; "))
-		if len(a.Emit) > 0 {
-			fmt.Fprintf(w, "; emit %s", compactJSON(a.Emit))
+		var emit bytes.Buffer
+		if json.Compact(&emit, a.Emit) == nil && emit.Len() > 2 { // its fields in the rule's order
+			fmt.Fprintf(w, "; emit %s", emit.String())
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// labelled reports whether a label's JSON value marks an event, as
+// cep.Labels reads it: true, a non-zero number, or "true", "1" or "yes".
+func labelled(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case float64:
+		return v != 0
+	case string:
+		return v == "true" || v == "1" || v == "yes"
+	}
+	return false
+}
+
+// objectMembers returns the names and values of a JSON object's members,
+// in their order (none when raw is no object).
+func objectMembers(raw json.RawMessage) ([]string, []json.RawMessage) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil
+	}
+	var names []string
+	var values []json.RawMessage
+	for dec.More() {
+		t, err := dec.Token()
+		name, ok := t.(string)
+		if err != nil || !ok {
+			break
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			break
+		}
+		names, values = append(names, name), append(values, v)
+	}
+	return names, values
 }
 
 func compactJSON(v any) string {

@@ -1241,3 +1241,39 @@ rule large_then_more {
 		t.Errorf("-id matching none: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// TestBacktestExamplesOrder: an example alert's stages and emitted fields
+// come in the rule's order (they came sorted by name), and with -label
+// each example says whether it is true (holds a labelled event).
+func TestBacktestExamplesOrder(t *testing.T) {
+	dir := t.TempDir()
+	rulesFile := writeFile(t, dir, "r.cep", `ruleset order
+event time ts
+rule r {
+  key k
+  pattern {
+    begin zed where name == "a"
+    followedBy alpha where name == "b"
+    within 1m
+  }
+  emit {
+    z: zed.n
+    a: alpha.n
+  }
+}
+`)
+	events := writeFile(t, dir, "e.jsonl", `{"ts":"2026-01-01T00:00:01Z","k":"x","name":"a","n":1,"fraud":true}
+{"ts":"2026-01-01T00:00:02Z","k":"x","name":"b","n":2,"fraud":false}
+{"ts":"2026-01-01T00:00:03Z","k":"y","name":"a","n":3,"fraud":false}
+{"ts":"2026-01-01T00:00:04Z","k":"y","name":"b","n":4}
+`)
+	code, _, errOut := cepheus(t, "backtest", "-rules", rulesFile, "-events", events, "-alerts", os.DevNull, "-examples", "2", "-label", "fraud")
+	for _, want := range []string{
+		` key {"k":"x"} at 2026-01-01T00:00:02.000Z (true)` + "\n        zed: line 1; alpha: line 2; emit {\"z\":1,\"a\":2}\n",
+		` key {"k":"y"} at 2026-01-01T00:00:04.000Z (false)` + "\n        zed: line 3; alpha: line 4; emit {\"z\":3,\"a\":4}\n",
+	} {
+		if code != 0 || !strings.Contains(errOut, want) {
+			t.Errorf("backtest -examples: exit %d, want %q in\n%s", code, want, errOut)
+		}
+	}
+}
