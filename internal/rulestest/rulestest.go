@@ -318,8 +318,15 @@ func bareString(x *rules.ExpectedMatch) string {
 
 // eventLines returns the events that the matches ms hold (their numbers
 // in seqs), in number order, each with its place in the file and its
-// text, and the values of the ruleset's velocity aggregates at it.
+// text, and the values at it of the velocity aggregates the test's rules
+// read (not every aggregate of the ruleset).
 func eventLines(t *rules.Test, seqs map[string][]int, ms ...[]string) []string {
+	var read []*rules.Aggregate
+	for _, a := range t.Aggregates {
+		if slices.ContainsFunc(t.Rules, func(r *rules.Rule) bool { return slices.Contains(r.Aggregates, a.Name) }) {
+			read = append(read, a)
+		}
+	}
 	var nums []int
 	for _, list := range ms {
 		for _, m := range list {
@@ -337,9 +344,9 @@ func eventLines(t *rules.Test, seqs map[string][]int, ms ...[]string) []string {
 		// The event's velocity aggregates, which its line does not hold
 		// (the test computes them), as a condition reads them: the
 		// current event counted in.
-		if ev := t.Events[n-1]; len(t.Aggregates) > 0 {
-			aggs := make([]string, len(t.Aggregates))
-			for i, a := range t.Aggregates {
+		if ev := t.Events[n-1]; len(read) > 0 {
+			aggs := make([]string, len(read))
+			for i, a := range read {
 				aggs[i] = a.Name + " " + ev.Field(a.Slot).String()
 			}
 			line += "  (" + strings.Join(aggs, ", ") + ")"
