@@ -33,7 +33,21 @@ type Labels struct {
 	// events are the labelled events, by seq, when kept (KeepEvents).
 	keep   bool
 	events map[uint64]*event.Event
+
+	// caseField names the field of a labelled event's case (CountCases;
+	// "" for none), caseSlot its slot, cases the case of each labelled
+	// event that has one.
+	caseField string
+	caseSlot  int
+	cases     map[uint64]string
 }
+
+// CountCases makes l also count cases: field names the case (the fraud
+// instance) a labelled event belongs to, and a case is caught when some
+// alert holds one of its labelled events (recall by instance, where the
+// events' recall counts captures and logins no stage takes). Call it
+// before the run.
+func (l *Labels) CountCases(field string) { l.caseField = field }
 
 // KeepEvents makes l keep the labelled events, for [Labels.AppendMissed]
 // (their memory: one event per labelled event of the run).
@@ -79,8 +93,14 @@ func NewLabels(field, scenarioField string) *Labels {
 	return &Labels{field: field, scenario: scenarioField}
 }
 
-// Fields returns the label and scenario fields.
-func (l *Labels) Fields() []string { return []string{l.field, l.scenario} }
+// Fields returns the label and scenario fields, and the case field when
+// cases are counted.
+func (l *Labels) Fields() []string {
+	if l.caseField != "" {
+		return []string{l.field, l.scenario, l.caseField}
+	}
+	return []string{l.field, l.scenario}
+}
 
 // Start resets the statistics and finds the fields in schema.
 func (l *Labels) Start(schema *event.Schema) error {
@@ -90,6 +110,13 @@ func (l *Labels) Start(schema *event.Schema) error {
 	if !ok1 || !ok2 {
 		return fmt.Errorf("cep: labels: fields %q and %q not in the schema", l.field, l.scenario)
 	}
+	if l.caseField != "" {
+		var ok bool
+		if l.caseSlot, ok = schema.Slot(l.caseField); !ok {
+			return fmt.Errorf("cep: labels: field %q not in the schema", l.caseField)
+		}
+	}
+	l.cases = map[uint64]string{}
 	l.labelled, l.present, l.scenPres = map[uint64]string{}, 0, 0
 	l.caught = map[uint64]bool{}
 	l.rules = map[string]*RuleLabels{}
@@ -117,6 +144,11 @@ func (l *Labels) OnEvent(ev *event.Event) {
 	}
 	sc, _ := scv.AsString()
 	l.labelled[ev.Seq] = sc
+	if l.caseField != "" {
+		if cv := ev.Field(l.caseSlot); !cv.IsNull() {
+			l.cases[ev.Seq] = cv.String()
+		}
+	}
 	if l.events != nil {
 		l.events[ev.Seq] = ev // a decoder makes each event anew: it stays as read
 	}
@@ -178,6 +210,11 @@ type LabelSummary struct {
 	ScenarioPresent int64
 	Labelled        int64 // labelled events in the input
 	Caught          int64 // of them, inside at least one alert
+	// CaseField is the field naming a labelled event's case ("" when
+	// cases are not counted: CountCases); Cases the cases of the labelled
+	// events that name one, CasesCaught those some alert holds an event of.
+	CaseField          string
+	Cases, CasesCaught int64
 	// Rules are the rules that alerted, in the order of their first alert.
 	Rules     []RuleLabels
 	Scenarios []ScenarioSummary // by scenario name
@@ -214,6 +251,9 @@ type ScenarioSummary struct {
 	Scenario string
 	Labelled int64 // labelled events of the scenario
 	Caught   int64 // of them, inside at least one alert
+	// Cases and CasesCaught are the scenario's cases and those caught
+	// (LabelSummary.CaseField).
+	Cases, CasesCaught int64
 	// ByRule counts, per rule, the scenario's events its alerts caught.
 	ByRule map[string]int64
 }
@@ -255,6 +295,26 @@ func (l *Labels) Summary() *LabelSummary {
 	}
 	for k := range l.caughtBy {
 		byScenario[l.labelled[k.seq]].ByRule[k.rule]++
+	}
+	if l.caseField != "" {
+		s.CaseField = l.caseField
+		// A case counts in the scenario its labelled events name (in
+		// each, should they name several), caught when any is.
+		type caseKey struct{ scenario, id string }
+		caught := map[caseKey]bool{}
+		for seq, id := range l.cases {
+			k := caseKey{l.labelled[seq], id}
+			caught[k] = caught[k] || l.caught[seq]
+		}
+		for k, c := range caught {
+			ss := byScenario[k.scenario]
+			ss.Cases++
+			s.Cases++
+			if c {
+				ss.CasesCaught++
+				s.CasesCaught++
+			}
+		}
 	}
 	slices.Sort(order)
 	for _, sc := range order {

@@ -116,7 +116,10 @@ the others counted). The figures count events, not instances: a
 scenario's events no stage takes (its captures, a login between two
 stages) count as missed even when the instance was caught. -missed FILE
 writes the labelled events no alert holds, one JSON line each, to read
-why (jq 'select(.type == "auth")' leaves the captures out).
+why (jq 'select(.type == "auth")' leaves the captures out). -case FIELD
+counts cases too (the fraud instances a field of the labelled events
+names): a case is caught when an alert holds any of its labelled
+events, overall and per scenario (recall by instance).
 
 -baseline FILE compares -rules (one ruleset) with another version of it,
 say the one deployed: the same events go through FILE's ruleset after
@@ -157,7 +160,7 @@ const backtestGCPercent = 400
 type backtestFlags struct {
 	lookups                           lookupFlags
 	rules, events, alerts, late, dead string
-	label, scenario                   string
+	label, scenario, caseField        string
 	missed                            string // -missed FILE
 	baseline                          string // -baseline FILE
 	outOfOrder                        time.Duration
@@ -255,6 +258,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never; a run none of whose first 10,000 lines decodes stops there whatever this says)")
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud): an event is labelled when it is true, a non-zero number, or \"true\", \"1\" or \"yes\"")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
+	fs.StringVar(&f.caseField, "case", "", "with -label, field that names the case (the fraud instance) of a labelled event: the summary also counts cases, each caught when an alert holds any of its labelled events (recall by instance; the events' recall counts the captures and logins no stage takes)")
 	fs.StringVar(&f.missed, "missed", "", "with -label, file for the labelled events no alert holds, one JSON line each (\"line\", then the fields, as in alerts), in input order: what the rules missed, to read with jq (one ruleset; with -baseline, those -rules missed)")
 	fs.StringVar(&f.baseline, "baseline", "", "a ruleset file to compare -rules with: backtested after it over the same events (its alerts only counted, none written), then each rule against its version there: alerts of the same events in both runs, only in this one, only in the baseline's, and with -label precision and labelled events caught (what a change of a rule gains and loses; one ruleset in -rules; not with -events -)")
 	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
@@ -388,6 +392,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		return fs.usagef("%v", err)
 	}
 	switch {
+	case f.caseField != "" && f.label == "":
+		return fs.usagef("-case %s needs -label: the cases are those of the labelled events", f.caseField)
 	case f.missed != "" && f.label == "":
 		return fs.usagef("-missed %s needs -label: the missed events are the labelled ones no alert holds", f.missed)
 	case f.missed != "" && len(sets) > 1:
@@ -556,6 +562,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		var labels *cep.Labels
 		if f.label != "" {
 			labels = cep.NewLabels(f.label, f.scenario)
+			if f.caseField != "" {
+				labels.CountCases(f.caseField)
+			}
 			if f.missed != "" && !isBase {
 				labels.KeepEvents()
 			}
@@ -1378,6 +1387,17 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	}
 	fmt.Fprintf(bw, "\n  Labelled events (%s): %s, caught by some alert: %s, recall %s\n",
 		f.label, humanize.Int(ls.Labelled), humanize.Int(ls.Caught), recall)
+	if ls.CaseField != "" {
+		caseRecall := "-"
+		if ls.Cases > 0 {
+			caseRecall = fmt.Sprintf("%.1f%%", 100*ratioOf(ls.CasesCaught, ls.Cases))
+		}
+		fmt.Fprintf(bw, "  Cases (%s): %s, caught (an alert holds one of their labelled events): %s, recall %s\n",
+			ls.CaseField, humanize.Int(ls.Cases), humanize.Int(ls.CasesCaught), caseRecall)
+		if ls.Cases == 0 && ls.Labelled > 0 {
+			fmt.Fprintf(bw, "  (no labelled event has a field %s: is it the case field's name?)\n", ls.CaseField)
+		}
+	}
 	if ls.Present == 0 && s.Decoded > 0 {
 		// A misspelled -label reads as a run without fraud.
 		fmt.Fprintf(bw, "  (no event has a field %s: is it the label field's name?)\n", f.label)
@@ -1397,7 +1417,12 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	for _, sc := range ls.Scenarios {
 		width = max(width, len(sc.Scenario))
 	}
-	fmt.Fprintf(bw, "\n  %-*s %9s %8s %7s %7s  %s\n", width, "scenario", "labelled", "caught", "recall", "missed", "caught by")
+	cases := ls.CaseField != ""
+	fmt.Fprintf(bw, "\n  %-*s %9s %8s %7s %7s", width, "scenario", "labelled", "caught", "recall", "missed")
+	if cases {
+		fmt.Fprintf(bw, " %6s %7s", "cases", "caught")
+	}
+	fmt.Fprintf(bw, "  %s\n", "caught by")
 	for _, sc := range ls.Scenarios {
 		name := sc.Scenario
 		if name == "" {
@@ -1429,10 +1454,22 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		if sc.Labelled > 0 {
 			recall = fmt.Sprintf("%.1f%%", 100*sc.Recall())
 		}
-		line := fmt.Sprintf("  %-*s %9s %8s %7s %7s  %s", width, name, humanize.Int(sc.Labelled), humanize.Int(sc.Caught),
-			recall, humanize.Int(sc.Missed()), strings.Join(parts, ", "))
+		line := fmt.Sprintf("  %-*s %9s %8s %7s %7s", width, name, humanize.Int(sc.Labelled), humanize.Int(sc.Caught),
+			recall, humanize.Int(sc.Missed()))
+		if cases {
+			line += fmt.Sprintf(" %6s %7s", humanize.Int(sc.Cases), humanize.Int(sc.CasesCaught))
+		}
+		line += "  " + strings.Join(parts, ", ")
 		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 	}
+}
+
+// ratioOf is a / b, 0 when b is 0.
+func ratioOf(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 // maxCaughtBy is the most rules a scenario's "caught by" names, those
