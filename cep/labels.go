@@ -40,6 +40,16 @@ type Labels struct {
 	caseField string
 	caseSlot  int
 	cases     map[uint64]string
+
+	late int64 // labelled events that came late (OnLate)
+}
+
+// OnLate counts ev when it is labelled: behind the watermark, no rule saw
+// it, so it is missed whatever the rules.
+func (l *Labels) OnLate(ev *event.Event) {
+	if _, ok := l.labelled[ev.Seq]; ok {
+		l.late++
+	}
 }
 
 // CountCases makes l also count cases: field names the case (the fraud
@@ -116,7 +126,7 @@ func (l *Labels) Start(schema *event.Schema) error {
 			return fmt.Errorf("cep: labels: field %q not in the schema", l.caseField)
 		}
 	}
-	l.cases = map[uint64]string{}
+	l.cases, l.late = map[uint64]string{}, 0
 	l.labelled, l.present, l.scenPres = map[uint64]string{}, 0, 0
 	l.caught = map[uint64]bool{}
 	l.rules = map[string]*RuleLabels{}
@@ -210,6 +220,7 @@ type LabelSummary struct {
 	ScenarioPresent int64
 	Labelled        int64 // labelled events in the input
 	Caught          int64 // of them, inside at least one alert
+	Late            int64 // of them, late: behind the watermark, seen by no rule
 	// CaseField is the field naming a labelled event's case ("" when
 	// cases are not counted: CountCases); Cases the cases of the labelled
 	// events that name one, CasesCaught those some alert holds an event of.
@@ -274,7 +285,7 @@ func ratio(a, b int64) float64 {
 // Summary returns the statistics of the run so far (of the last run, once
 // it returned).
 func (l *Labels) Summary() *LabelSummary {
-	s := &LabelSummary{Field: l.field, Present: l.present, Labelled: int64(len(l.labelled)), Caught: int64(len(l.caught)),
+	s := &LabelSummary{Field: l.field, Present: l.present, Labelled: int64(len(l.labelled)), Caught: int64(len(l.caught)), Late: l.late,
 		ScenarioField: l.scenario, ScenarioPresent: l.scenPres}
 	for _, name := range l.order {
 		s.Rules = append(s.Rules, *l.rules[name])

@@ -12,6 +12,14 @@ type Observer interface {
 	OnAlert(a *Alert)
 }
 
+// LateObserver is an [EventObserver] that also hears of the events that
+// came late (behind the watermark: no rule saw them), as the run finds
+// them, after their OnEvent.
+type LateObserver interface {
+	EventObserver
+	OnLate(ev *event.Event)
+}
+
 // EventObserver is an [Observer] that also sees every event of a run,
 // before the rules do.
 type EventObserver interface {

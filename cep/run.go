@@ -189,6 +189,7 @@ type hostOperator struct {
 	rules  []ruleCounters
 	out    Output // the matches of one call, for dispatch
 	events []EventObserver
+	lates  []LateObserver
 	alert  Alert // scratch
 	// needAlerts says that someone reads the alerts (a writer or an
 	// observer): else they are only counted.
@@ -274,6 +275,9 @@ func (e *Engine) newHost(mode TimeMode) (*hostOperator, error) {
 	for _, o := range e.cfg.observers {
 		if eo, ok := o.(EventObserver); ok {
 			h.events = append(h.events, eo)
+		}
+		if lo, ok := o.(LateObserver); ok {
+			h.lates = append(h.lates, lo)
 		}
 	}
 	for i := range e.specs {
@@ -412,6 +416,9 @@ func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) er
 			if ko.spec.rules[0] == 0 {
 				h.late++
 				h.lateBy = max(h.lateBy, ko.op.Watermark()-it.At)
+				for _, o := range h.lates {
+					o.OnLate(it.Event)
+				}
 				if cerr := out.Collect(emitted{late: it.Event}); err == nil {
 					err = cerr
 				}

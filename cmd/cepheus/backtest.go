@@ -1387,6 +1387,10 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	}
 	fmt.Fprintf(bw, "\n  Labelled events (%s): %s, caught by some alert: %s, recall %s\n",
 		f.label, humanize.Int(ls.Labelled), humanize.Int(ls.Caught), recall)
+	if ls.Late > 0 {
+		fmt.Fprintf(bw, "  (%s late, behind the watermark: no rule saw them, so they count as missed; see the late events above)\n",
+			plural(ls.Late, "labelled event came", "labelled events came"))
+	}
 	if ls.CaseField != "" {
 		caseRecall := "-"
 		if ls.Cases > 0 {
