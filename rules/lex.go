@@ -336,6 +336,11 @@ func lexNumber(l *ruleLexer) lexState {
 	}
 	if isIdentPart(l.peek()) {
 		l.next()
+		if num := l.src[l.start : l.pos-1]; strings.HasSuffix(num, ".") {
+			// times 3.optional(): Flink's chained call after a count.
+			return l.errorf("malformed number %q (a quantifier's words follow its count with a space: times %s optional, not Flink's times(%s).optional())",
+				l.src[l.start:l.pos], strings.TrimSuffix(num, "."), strings.TrimSuffix(num, "."))
+		}
 		return l.errorf("malformed number %q", l.src[l.start:l.pos])
 	}
 	return l.emit(kind)
