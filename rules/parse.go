@@ -1315,7 +1315,16 @@ func (p *ruleParser) parseElems(inGroup bool, within **WithinItem) ([]PatternEle
 		if len(elems) > 0 && continued(lastExpr(elems[len(elems)-1].head().Clauses)) {
 			p.errorf("expected a stage or a clause, found %s; %s", p.tok.describe(), continuedHint)
 		} else if p.isWord("Pattern") && strings.HasPrefix(p.src.src[p.tok.pos+len("Pattern"):], ".") {
-			p.errorf("Flink's Pattern.begin(\"a\") is written begin a (the pattern block is the Pattern, its first stage begins it)")
+			skip := ""
+			line, _, _ := strings.Cut(p.src.src[p.tok.pos:], "\n")
+			if i := strings.Index(line, "AfterMatchSkipStrategy."); i >= 0 {
+				// begin("a", AfterMatchSkipStrategy.skipPastLastEvent()):
+				// the rule's skip line.
+				if f, ok := flinkSkip(line[i:]); ok {
+					skip = "; its skip strategy is the rule's line " + f + ", after the pattern block"
+				}
+			}
+			p.errorf("Flink's Pattern.begin(\"a\") is written begin a (the pattern block is the Pattern, its first stage begins it)%s", skip)
 		} else {
 			p.unexpected("a stage (begin, next, followedBy, followedByAny, notNext, notFollowedBy) or a clause (where, or, until, within)", append(contiguityWords[:], clauseWords[:]...)...)
 		}
