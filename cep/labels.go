@@ -242,6 +242,9 @@ func (s *LabelSummary) Rule(name string) RuleLabels {
 	return RuleLabels{Rule: name}
 }
 
+// CaseRecall is CasesCaught / Cases over all scenarios (0 without cases).
+func (s *LabelSummary) CaseRecall() float64 { return ratio(s.CasesCaught, s.Cases) }
+
 // Recall is Caught / Labelled over all scenarios.
 func (s *LabelSummary) Recall() float64 { return ratio(s.Caught, s.Labelled) }
 

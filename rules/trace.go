@@ -1,7 +1,9 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -34,7 +36,7 @@ func (r *Rule) Trace(stages [][]*event.Event, name func(*event.Event) string) st
 		x.all = append(x.all, evs...)
 	}
 	x.stream = append([]*event.Event(nil), x.all...)
-	sortByTime(x.stream)
+	slices.SortStableFunc(x.stream, func(a, b *event.Event) int { return cmp.Compare(a.Time, b.Time) })
 	for i, ev := range x.stream {
 		x.pos[ev] = i
 	}
@@ -87,13 +89,4 @@ func truth(ok bool, err error) string {
 		return "true"
 	}
 	return "false"
-}
-
-// sortByTime sorts evs by time, keeping the order of equal times.
-func sortByTime(evs []*event.Event) {
-	for i := 1; i < len(evs); i++ {
-		for j := i; j > 0 && evs[j].Time < evs[j-1].Time; j-- {
-			evs[j], evs[j-1] = evs[j-1], evs[j]
-		}
-	}
 }

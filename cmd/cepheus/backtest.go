@@ -1394,7 +1394,7 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	if ls.CaseField != "" {
 		caseRecall := "-"
 		if ls.Cases > 0 {
-			caseRecall = fmt.Sprintf("%.1f%%", 100*ratioOf(ls.CasesCaught, ls.Cases))
+			caseRecall = fmt.Sprintf("%.1f%%", 100*ls.CaseRecall())
 		}
 		fmt.Fprintf(bw, "  Cases (%s): %s, caught (an alert holds one of their labelled events): %s, recall %s\n",
 			ls.CaseField, humanize.Int(ls.Cases), humanize.Int(ls.CasesCaught), caseRecall)
@@ -1466,14 +1466,6 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		line += "  " + strings.Join(parts, ", ")
 		fmt.Fprintln(bw, strings.TrimRight(line, " "))
 	}
-}
-
-// ratioOf is a / b, 0 when b is 0.
-func ratioOf(a, b int64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
 }
 
 // maxCaughtBy is the most rules a scenario's "caught by" names, those

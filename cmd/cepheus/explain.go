@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -144,7 +145,7 @@ func explainAlert(w io.Writer, rs *rules.Ruleset, dec func([]byte) (*event.Event
 	}
 	stages := make([][]*event.Event, len(r.NFA.Stages()))
 	for name, evs := range a.Matched {
-		i := indexOf(r.NFA.Stages(), name)
+		i := slices.Index(r.NFA.Stages(), name)
 		if i < 0 {
 			fmt.Fprintf(w, "  the rule has no stage %s (another version of it?)\n\n", name)
 			return nil
@@ -192,13 +193,4 @@ func loadOneRuleset(fs *flagSet, path string, load func(string, []byte) (*rules.
 		return nil, errFound
 	}
 	return rs, nil
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
 }
