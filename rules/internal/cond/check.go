@@ -234,7 +234,8 @@ func (c *compiler) resolve(n *ast.IdentifierNode) (nameRef, error) {
 		return nameRef{slot: slot, stage: -1}, nil
 	}
 	what := "name"
-	if c.env.Declared {
+	if l, _, ok := strings.Cut(n.Value, "."); c.env.Declared || ok && slices.Contains(c.env.Lookups, l) {
+		// A lookup's fields are declared even where the event's are not.
 		what = "field"
 	}
 	hint := suggest(n.Value, c.names())
