@@ -77,6 +77,12 @@ type keySpec struct {
 	slots []int // key slots an event may lack (hasNullKey)
 	all   []int // every key slot (hasEmptyKey)
 	rules []int // indexes in Engine.rules
+	// counted are the rules of rules whose counters of the events the
+	// operator refuses (without the key, over the buffer limit) grow:
+	// all but a draining rule beside an active one of its name, which
+	// is offered the same events (the rule's figures would count each
+	// twice while it drains).
+	counted []int
 	// names are the names of rules, in order: the "rules" of an event
 	// the spec's operator refused for its buffer limit.
 	names []string
@@ -290,6 +296,20 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 		e.specs[si].names = append(e.specs[si].names, r.Name)
 		cr.spec, cr.twin = si, -1
 		e.rules = append(e.rules, cr)
+	}
+	active := map[string]bool{}
+	for i := range e.rules {
+		if e.rules[i].active() {
+			active[e.rules[i].rule.Name] = true
+		}
+	}
+	for si := range e.specs {
+		sp := &e.specs[si]
+		for _, i := range sp.rules {
+			if cr := &e.rules[i]; !cr.drain || !active[cr.rule.Name] {
+				sp.counted = append(sp.counted, i)
+			}
+		}
 	}
 	var others []*rules.Ruleset // the versions of the draining and shadow rules
 	for _, cr := range extra {

@@ -329,7 +329,7 @@ func (h *hostOperator) processMasked(ev *event.Event, ts event.Time, mask uint64
 		}
 		ko := &h.keyOps[i]
 		if hasNullKey(ev, ko.spec.slots) {
-			for _, r := range ko.spec.rules {
+			for _, r := range ko.spec.counted {
 				h.rules[r].noKey++
 			}
 			h.changes++ // (the monitor's status and metrics have them)
@@ -338,7 +338,7 @@ func (h *hostOperator) processMasked(ev *event.Event, ts event.Time, mask uint64
 		if hasEmptyKey(ev, ko.spec.all) {
 			// Matched as one key, as Flink does: counted, for the
 			// summary's word (web clients without a device id).
-			for _, r := range ko.spec.rules {
+			for _, r := range ko.spec.counted {
 				h.rules[r].emptyKey++
 			}
 		}
@@ -424,7 +424,7 @@ func (h *hostOperator) drain(ko *keyOperator, out runtime.Collector[emitted]) er
 				}
 			}
 		case ItemOverflow:
-			for _, r := range ko.spec.rules {
+			for _, r := range ko.spec.counted {
 				h.rules[r].overflow++
 				h.changes++
 			}

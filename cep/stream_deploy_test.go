@@ -2299,3 +2299,72 @@ func TestStreamSwitchCheckpointTimeout(t *testing.T) {
 	}
 	checkDeployAlerts(t, deployV2, input, res.Watermark, committedLines(t, d.alerts))
 }
+
+// TestStreamSwitchCountsInputOnce: the events a rule skips for lacking
+// its key are counted once per event while a changed rule drains, though
+// both its versions are offered them. (Before the switch every rule is
+// keyed by card, so an event without one is a dead letter; deployV2's
+// fresh_country is keyed by country.)
+func TestStreamSwitchCountsInputOnce(t *testing.T) {
+	input := deployInput(400)
+	lines := strings.SplitAfter(strings.TrimSuffix(input, "\n"), "\n")
+	lines[len(lines)-1] += "\n"
+	half := len(lines) / 2
+	before := lines[:half]
+	// After the switch, 5 events without a card at the times of the
+	// first lines: within change's 10 minutes of it, while its old
+	// version drains.
+	var after []string
+	for i, l := range lines[half:] {
+		after = append(after, l)
+		var ev struct{ Ts string }
+		if i < 5 && json.Unmarshal([]byte(l), &ev) == nil && ev.Ts != "" {
+			after = append(after, fmt.Sprintf(`{"ts":%q,"type":"auth","amount":600,"country":"US"}`+"\n", ev.Ts))
+		}
+	}
+	keyless := len(after) - len(lines[half:])
+	if keyless < 3 {
+		t.Fatalf("%d events without a card, want 3 at least", keyless)
+	}
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendFile(t, events, before)
+	f := follow(t, streamEngine(t, deployV1), newStreamDirs(t).config(events))
+	waitMonitor(t, f.m, int64(len(before)))
+	res, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(deployV2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Changed, []string{"change"}) {
+		t.Fatalf("the deploy changed %v, want [change]", res.Changed)
+	}
+	appendFile(t, events, after)
+	waitMonitor(t, f.m, int64(len(before)+len(after)))
+	fin := f.stop()
+	type figure struct {
+		rule  string
+		noKey int64
+	}
+	var got []figure
+	for _, r := range fin.Rules {
+		got = append(got, figure{r.Rule, r.NoKey})
+	}
+	sn := f.m.Snapshot()
+	for _, r := range append(sn.Rules, sn.Former...) {
+		got = append(got, figure{r.Rule, r.NoKey})
+	}
+	if len(got) != 2*5 {
+		t.Fatalf("the figures of %d rules in the summary and the monitor, want 5 in each: %v", len(got), got)
+	}
+	for _, r := range got {
+		want := int64(keyless)
+		switch r.rule {
+		case "gone":
+			want = 0 // removed at the switch
+		case "fresh_country":
+			want = 0 // keyed by country, which they have
+		}
+		if r.noKey != want {
+			t.Errorf("rule %s: %d events without its key, want %d (summary and monitor: %v)", r.rule, r.noKey, want, got)
+		}
+	}
+}
