@@ -1735,23 +1735,11 @@ func TestStreamStdinResumeChangedRules(t *testing.T) {
 	input := engineInput(2000)
 	lines := strings.SplitAfter(input, "\n")
 	d := newStreamDirs(t)
-	cfg := d.config("-")
-	cfg.Stdin = &slowLines{lines: lines} // a line a millisecond: cancelled midway
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cfg.ProgressInterval = time.Millisecond
-	cfg.Progress = func(p StreamProgress) {
-		if p.Checkpoints >= 2 && p.Records >= 800 {
-			cancel()
-		}
-	}
-	if res, err := streamEngine(t, engineRules).Stream(ctx, cfg); !errors.Is(err, context.Canceled) || res == nil || res.Finished {
-		t.Fatalf("the first run: %v, want it cancelled midway", err)
-	}
+	stopStdinMidway(t, d, input)
 	changed := strings.Replace(engineRules, "within 5m", "within 6m", 1)
 	var logged strings.Builder
 	var mu sync.Mutex
-	cfg = d.config("-")
+	cfg := d.config("-")
 	cfg.Stdin = strings.NewReader(input)
 	cfg.Logf = func(format string, args ...any) {
 		mu.Lock()
@@ -1770,7 +1758,7 @@ func TestStreamStdinResumeChangedRules(t *testing.T) {
 	m := NewStreamMonitor()
 	live := newStreamDirs(t).config("-")
 	live.Stdin, live.Monitor = &slowLines{lines: lines}, m
-	ctx, cancel = context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
@@ -1785,6 +1773,48 @@ func TestStreamStdinResumeChangedRules(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("the run over stdin after the refused deploy: %v", err)
+	}
+}
+
+// TestStreamStdinResumeOtherStream: a run over standard input resumed
+// with another stream piped in (of the same lines' lengths: the position
+// falls at a line's start of it) is refused, saying so, instead of
+// skipping the new stream's first lines without a word; given its own
+// stream again, it resumes and ends as a backtest of it.
+func TestStreamStdinResumeOtherStream(t *testing.T) {
+	input := engineInput(2000)
+	d := newStreamDirs(t)
+	stopStdinMidway(t, d, input)
+	other := strings.NewReplacer(`"card":"c`, `"card":"k`, "not json", "NOT JSON").Replace(input)
+	cfg := d.config("-")
+	cfg.Stdin = strings.NewReader(other)
+	_, err := streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	if want := "stdin holds other bytes before position stdin@"; !errors.Is(err, runtime.ErrBadPosition) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("resumed with another stream: %v; want runtime.ErrBadPosition saying %q", err, want)
+	}
+	cfg.Stdin = strings.NewReader(input)
+	if res, err := streamEngine(t, engineRules).Stream(context.Background(), cfg); err != nil || !res.Finished {
+		t.Fatalf("resumed with its own stream: %v", err)
+	}
+	checkLikeBacktest(t, d, input)
+}
+
+// stopStdinMidway runs engineRules over input piped in slowly, into d,
+// and cancels the run midway, after two checkpoints at least.
+func stopStdinMidway(t *testing.T, d streamDirs, input string) {
+	t.Helper()
+	cfg := d.config("-")
+	cfg.Stdin = &slowLines{lines: strings.SplitAfter(input, "\n")} // a line a millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.ProgressInterval = time.Millisecond
+	cfg.Progress = func(p StreamProgress) {
+		if p.Checkpoints >= 2 && p.Records >= 800 {
+			cancel()
+		}
+	}
+	if res, err := streamEngine(t, engineRules).Stream(ctx, cfg); !errors.Is(err, context.Canceled) || res == nil || res.Finished {
+		t.Fatalf("the first run: %v, want it cancelled midway", err)
 	}
 }
 

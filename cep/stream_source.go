@@ -695,9 +695,10 @@ func (t fileTail) replacedAt(path string) bool {
 }
 
 // setMark sets the mark of partition p's position, just after rec: for a
-// file's partition (not standard input's, nor a topic's).
+// file's partition or standard input's (a resume refuses another stream
+// piped in), not a topic's.
 func (s *streamSource) setMark(p runtime.Partition, rec *runtime.Record) {
-	if s.j.cfg.Kafka == nil && p.Path != "-" {
+	if s.j.cfg.Kafka == nil {
 		s.marks[p.Name] = runtime.MarkOf(rec)
 	}
 }

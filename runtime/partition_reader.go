@@ -736,7 +736,7 @@ func (r *PartitionReader) open(ctx context.Context, pr *partReader, pos Position
 		pump := newStreamPump(ctx, r.cfg.Stdin, wait)
 		r.pumps = append(r.pumps, pump)
 		r.mu.Unlock()
-		return openSourceAt(pump, "stdin", nil, pos, Mark{}, r.cfg.Source)
+		return openSourceAt(pump, "stdin", nil, pos, r.cfg.Marks[p.Name], r.cfg.Source)
 	}
 	var mark Mark // the resume position's (a file opened again was checked as closed)
 	if closed == nil {

@@ -64,6 +64,10 @@ func MarkOf(rec *Record) Mark {
 // errReplaced is the error of a resume whose file holds other bytes than
 // its mark's.
 func errReplaced(name string, pos Position) error {
+	if name == "stdin" {
+		return fmt.Errorf("%w: stdin holds other bytes before position %s than the run that took the checkpoint read there: it is another stream, and reading it on from there would skip its first lines; pipe in the stream the run read, from its first byte, to resume it (or give another stream a new state directory)",
+			ErrBadPosition, pos)
+	}
 	return fmt.Errorf("%w: %s holds other bytes before position %s than the run that took the checkpoint read there: another file has taken its name since (a rotation, a rewrite), and reading it on from there would skip its first lines; put back the file that was read to resume it (a followed directory reads a file under a new name as a new partition)",
 		ErrBadPosition, name, pos)
 }
