@@ -26,14 +26,16 @@ true or false, the terms of a && chain each with its value and the
 values of the fields it read (the event's, and the earlier stages' last
 events', as the rule read them), then the time from its first event to
 its last against the pattern's window. Events are named by their line
-in the input (the alert's "line"). -id keeps the alerts whose id starts
-with it.
+in the input (the alert's "line"), and, of a run over a directory, by
+the index of their file too ("partition 1 line 40", as the alert's
+"partition": the files in name order from 0). -id keeps the alerts whose
+id starts with it.
 
 An alert of a rule the ruleset does not have, or of another version of
 the rule (its rule_hash differs: explained with this version, which may
-not have fired), is said so. Alerts do not carry the values of velocity
-aggregates: a condition reading one reads null here, and may show false.
-Lines that are not alerts are skipped with a warning.`,
+not have fired), is said so. An alert's events carry the values of the
+velocity aggregates its rule reads, as each event had them: a condition
+reading one is explained with them. Lines that are not alerts are skipped with a warning.`,
 }
 
 func init() { explainCommand.run = runExplain }
@@ -144,6 +146,8 @@ func explainAlert(w io.Writer, rs *rules.Ruleset, dec func([]byte) (*event.Event
 		fmt.Fprintf(w, "  (raised by another version of the rule, rule_hash %.12s; explained with this one, %.12s)\n", a.RuleHash, r.Hash)
 	}
 	stages := make([][]*event.Event, len(r.NFA.Stages()))
+	where := map[*event.Event]string{} // "line N", "partition P line N"
+	parted := false
 	for name, evs := range a.Matched {
 		i := slices.Index(r.NFA.Stages(), name)
 		if i < 0 {
@@ -151,19 +155,33 @@ func explainAlert(w io.Writer, rs *rules.Ruleset, dec func([]byte) (*event.Event
 			return nil
 		}
 		for _, raw := range evs {
-			var line struct {
-				Line uint64 `json:"line"`
+			var at struct {
+				Line      uint64 `json:"line"`
+				Partition *int   `json:"partition"` // a directory's file after the first (run)
 			}
-			_ = json.Unmarshal(raw, &line)
+			_ = json.Unmarshal(raw, &at)
 			ev, err := dec(raw)
 			if err != nil {
 				return fmt.Errorf("an event of stage %s does not decode with the ruleset's schema: %v", name, err)
 			}
-			ev.Seq = line.Line
+			ev.Seq = at.Line
+			where[ev] = fmt.Sprintf("line %d", at.Line)
+			if at.Partition != nil {
+				where[ev] = fmt.Sprintf("partition %d line %d", *at.Partition, at.Line)
+				parted = true
+			}
 			stages[i] = append(stages[i], ev)
 		}
 	}
-	trace := r.Trace(stages, func(ev *event.Event) string { return fmt.Sprintf("line %d", ev.Seq) })
+	if parted {
+		// The first file's events carry no partition.
+		for ev, w := range where {
+			if !strings.HasPrefix(w, "partition ") {
+				where[ev] = "partition 0 " + w
+			}
+		}
+	}
+	trace := r.Trace(stages, func(ev *event.Event) string { return where[ev] })
 	for l := range strings.Lines(trace) {
 		fmt.Fprintf(w, "  %s", l)
 	}

@@ -1240,6 +1240,29 @@ rule large_then_more {
 	if code, out, errOut = cepheus(t, "explain", "-rules", rulesFile, "-id", "zz", alerts); code != 0 || out != "" || !strings.Contains(errOut, "no alert whose id starts with zz") {
 		t.Errorf("-id matching none: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// An alert of a run over a directory: its events of a file after the
+	// first carry the file's index, and every event is named with its.
+	first := string(bytes.SplitN(b, []byte("\n"), 2)[0]) + "\n"
+	parted := writeFile(t, dir, "parted.jsonl", strings.Replace(first, `{"line":3,`, `{"line":3,"partition":2,`, 1))
+	code, out, errOut = cepheus(t, "explain", "-rules", rulesFile, parted)
+	for _, w := range []string{"  stage large, partition 0 line 1:\n", "  stage more, partition 2 line 3:\n", "  within 10m: partition 0 line 1 to partition 2 line 3, 3m apart\n"} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("explain of events of several files: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
+		}
+	}
+	// A velocity aggregate the rule reads: its value is in the alert's
+	// events, and explained with it.
+	aggSrc := strings.Replace(src, "rule large_then_more", "aggregate spend {\n  key card\n  sum amount\n  window 1h\n}\n\nrule large_then_more", 1)
+	aggSrc = strings.Replace(aggSrc, "followedBy more where amount > large.amount", "followedBy more where amount > large.amount && spend > 1000", 1)
+	aggRules := writeFile(t, dir, "agg.cep", aggSrc)
+	aggAlerts := filepath.Join(dir, "agg-alerts.jsonl")
+	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", aggRules, "-events", events, "-alerts", aggAlerts); code != 0 {
+		t.Fatalf("backtest with an aggregate: exit %d\n%s", code, errOut)
+	}
+	code, out, errOut = cepheus(t, "explain", "-rules", aggRules, aggAlerts)
+	if w := "      spend > 1000: true (spend = 1500)\n"; code != 0 || !strings.Contains(out, w) {
+		t.Errorf("explain of a rule reading an aggregate: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
+	}
 }
 
 // TestBacktestExamplesOrder: an example alert's stages and emitted fields
