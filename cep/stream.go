@@ -285,6 +285,18 @@ type StreamResult struct {
 	// Partitions are the input partitions the instance's last job read
 	// (a transactional Kafka job: the instance's share of its group).
 	Partitions []int32
+	// Unended are, of a followed run over files stopped before their
+	// end, the plain files whose bytes after the last line read hold no
+	// line end (a line its writer had not ended at the stop): read once
+	// it is ended, by the run that resumes.
+	Unended []UnendedFile
+}
+
+// UnendedFile is a followed file with a last line not ended yet:
+// [StreamResult].Unended.
+type UnendedFile struct {
+	File  string // the partition's name
+	Bytes int64  // the bytes after its last line end
 }
 
 // ErrRestore is wrapped by the errors of a checkpoint that cannot be
@@ -1049,6 +1061,9 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 	}
 	res := j.result(false, finished)
 	if !finished {
+		if c.Follow && j.src != nil {
+			res.Unended = j.src.unended(c.Events)
+		}
 		return res, ctx.Err()
 	}
 	return res, nil

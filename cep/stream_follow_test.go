@@ -1832,3 +1832,27 @@ func (r *slowLines) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestStreamFollowUnended: a followed run stopped while a file's last
+// line has no line end yet says so (StreamResult.Unended): of a directory,
+// the file that has one, with its bytes; not a file whose lines all end.
+func TestStreamFollowUnended(t *testing.T) {
+	lines := strings.SplitAfter(strings.TrimSuffix(engineInput(200), "\n"), "\n")
+	dir := t.TempDir()
+	appendFile(t, filepath.Join(dir, "a.jsonl"), lines[:100])
+	partial := `{"ts":"2026-01-01T10:30:00Z","card":"c1"`
+	appendFile(t, filepath.Join(dir, "b.jsonl"), append(slices.Clone(lines[100:len(lines)-1]), lines[len(lines)-1]+"\n", partial))
+	f := follow(t, streamEngine(t, engineRules), newStreamDirs(t).config(dir))
+	waitMonitor(t, f.m, int64(len(lines)))
+	res := f.stop()
+	if want := []UnendedFile{{File: "b.jsonl", Bytes: int64(len(partial))}}; !slices.Equal(res.Unended, want) {
+		t.Errorf("unended files at the stop: %+v, want %+v", res.Unended, want)
+	}
+	// Once the line is ended, a run reads it and names no file.
+	appendFile(t, filepath.Join(dir, "b.jsonl"), []string{`,"type":"auth","amount":1,"country":"US"}` + "\n"})
+	f = follow(t, streamEngine(t, engineRules), newStreamDirs(t).config(dir))
+	waitMonitor(t, f.m, int64(len(lines)+1))
+	if res := f.stop(); len(res.Unended) != 0 {
+		t.Errorf("unended files once every line ended: %+v", res.Unended)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -692,6 +693,58 @@ type fileTail struct {
 func (t fileTail) replacedAt(path string) bool {
 	same, err := runtime.SameTail(path, t.Bytes, t.At)
 	return err == nil && !same
+}
+
+// maxUnended bounds the bytes unended reads after a position.
+const maxUnended = 1 << 20
+
+// unended returns the plain files of events (a file or a directory) whose
+// bytes after their position hold no line end (StreamResult.Unended), by
+// name. A gzip file's position counts the bytes decompressed: left out.
+func (s *streamSource) unended(events string) []UnendedFile {
+	if s.j.cfg.Kafka != nil || events == "-" {
+		return nil
+	}
+	dir := ""
+	if fi, err := os.Stat(events); err == nil && fi.IsDir() {
+		dir = events
+	}
+	var out []UnendedFile
+	for _, name := range slices.Sorted(maps.Keys(s.positions)) {
+		path := events
+		if dir != "" {
+			path = filepath.Join(dir, name)
+		} else if name != filepath.Base(events) {
+			continue
+		}
+		if n := unendedBytes(path, s.positions[name].Offset); n > 0 {
+			out = append(out, UnendedFile{File: name, Bytes: n})
+		}
+	}
+	return out
+}
+
+// unendedBytes returns how many bytes path holds after offset when none
+// of them is a line end (and there are at most maxUnended), else 0.
+func unendedBytes(path string, offset int64) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() <= offset || fi.Size()-offset > maxUnended {
+		return 0
+	}
+	var magic [2]byte
+	if _, err := f.ReadAt(magic[:], 0); err == nil && magic == [2]byte{0x1f, 0x8b} {
+		return 0 // gzip
+	}
+	b := make([]byte, fi.Size()-offset)
+	if _, err := f.ReadAt(b, offset); err != nil || bytes.IndexByte(b, '\n') >= 0 {
+		return 0
+	}
+	return int64(len(b))
 }
 
 // setMark sets the mark of partition p's position, just after rec: for a

@@ -758,6 +758,10 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			if !f.quiet {
 				say("stopped at checkpoint %d%s; run the same command to resume", res.Stats.LastCheckpoint, stopCause(ctx))
 			}
+			for _, u := range res.Unended {
+				// Even with -q: bytes that no output holds yet.
+				say("%s ends with %s and no line end (a line its writer has not ended): read once it is ended, by the run that resumes", u.File, plural(u.Bytes, "byte", "bytes"))
+			}
 			return nil
 		}
 		msg := stripPrefixes(err.Error())
