@@ -19,9 +19,11 @@ import (
 // read them: the match's events before it, by stage); then the time from
 // the first event to the last against the pattern's window. It is why an
 // alert fired, in the rule's own terms. A clause that reads what the
-// events do not carry (a velocity aggregate, which alerts leave out)
-// reads null there and may show false.
-func (r *Rule) Trace(stages [][]*event.Event, name func(*event.Event) string) string {
+// events do not carry reads null there and may show false (an alert's
+// events carry the velocity aggregates its rule reads). Of a timed-out
+// partial match (timedOut), the last line says what did not come in time:
+// the stages after its last event's that took none.
+func (r *Rule) Trace(stages [][]*event.Event, timedOut bool, name func(*event.Event) string) string {
 	if r.decl == nil || r.decl.Pattern == nil {
 		return ""
 	}
@@ -77,7 +79,42 @@ func (r *Rule) Trace(stages [][]*event.Event, name func(*event.Event) string) st
 		fmt.Fprintf(&b, "within %s: %s to %s, %s apart\n", formatDuration(millis(w)), name(first), name(last),
 			formatDuration(millis(int64(last.Time)-int64(first.Time))))
 	}
+	if timedOut && len(x.stream) > 0 {
+		x.timedOut(&b, name(x.stream[0]))
+	}
 	return b.String()
+}
+
+// timedOut writes what a timed-out partial match lacked: the stages after
+// the last one holding events (but negated ones) took no event before
+// the window, counted from its first event (at first), ended.
+func (x *explainer) timedOut(b *strings.Builder, first string) {
+	last := -1
+	for i, evs := range x.stages {
+		if len(evs) > 0 {
+			last = i
+		}
+	}
+	var missing []string
+	for i := last + 1; i < len(x.leaves); i++ {
+		if !x.leaves[i].node.Contiguity.IsNot() {
+			missing = append(missing, x.name(i))
+		}
+	}
+	w := "its window"
+	if win := x.r.NFA.Window(); win > 0 {
+		w = formatDuration(millis(win))
+	}
+	switch len(missing) {
+	case 0:
+		// The last stage took events: a loop the window ended (or its
+		// until had not come).
+		fmt.Fprintf(b, "timed out: the match was not complete within %s of %s\n", w, first)
+	case 1:
+		fmt.Fprintf(b, "timed out: stage %s took no event within %s of %s\n", missing[0], w, first)
+	default:
+		fmt.Fprintf(b, "timed out: stages %s took no event within %s of %s\n", strings.Join(missing, ", "), w, first)
+	}
 }
 
 // truth writes a condition's value: true, false, or its run-time error.

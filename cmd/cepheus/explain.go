@@ -25,7 +25,8 @@ alert holds, its stage and each where, or and until clause of the stage,
 true or false, the terms of a && chain each with its value and the
 values of the fields it read (the event's, and the earlier stages' last
 events', as the rule read them), then the time from its first event to
-its last against the pattern's window. Events are named by their line
+its last against the pattern's window; of a timed-out alert, the stages
+that took no event before the window ended. Events are named by their line
 in the input (the alert's "line"), and, of a run over a directory, by
 the index of their file too ("partition 1 line 40", as the alert's
 "partition": the files in name order from 0). -id keeps the alerts whose
@@ -181,7 +182,7 @@ func explainAlert(w io.Writer, rs *rules.Ruleset, dec func([]byte) (*event.Event
 			}
 		}
 	}
-	trace := r.Trace(stages, func(ev *event.Event) string { return where[ev] })
+	trace := r.Trace(stages, a.TimedOut, func(ev *event.Event) string { return where[ev] })
 	for l := range strings.Lines(trace) {
 		fmt.Fprintf(w, "  %s", l)
 	}

@@ -1263,6 +1263,27 @@ rule large_then_more {
 	if w := "      spend > 1000: true (spend = 1500)\n"; code != 0 || !strings.Contains(out, w) {
 		t.Errorf("explain of a rule reading an aggregate: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
 	}
+	// A timed-out partial match: what did not come within the window.
+	toSrc := strings.Replace(src, "    within 10m\n  }\n", "    within 10m\n  }\n  timeout {\n    only\n  }\n", 1)
+	toRules := writeFile(t, dir, "to.cep", toSrc)
+	toEvents := writeFile(t, dir, "to.jsonl", `{"ts":"2026-01-01T10:00:00Z","card":"c9","kind":"auth","amount":500}
+{"ts":"2026-01-01T11:00:00Z","card":"c8","kind":"auth","amount":5}
+`)
+	toAlerts := filepath.Join(dir, "to-alerts.jsonl")
+	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", toRules, "-events", toEvents, "-alerts", toAlerts); code != 0 {
+		t.Fatalf("backtest with a timeout block: exit %d\n%s", code, errOut)
+	}
+	code, out, errOut = cepheus(t, "explain", "-rules", toRules, toAlerts)
+	if w := `timed-out alert `; code != 0 || !strings.HasPrefix(out, w) || !strings.HasSuffix(out, `: rule large_then_more, key {"card":"c9"}, detected at 2026-01-01T10:10:00.000Z
+  stage large, line 1:
+    where kind == "auth" && amount > 100: true
+      kind == "auth": true (kind = "auth")
+      amount > 100: true (amount = 500)
+  timed out: stage more took no event within 10m of line 1
+
+`) {
+		t.Errorf("explain of a timed-out alert: exit %d\n%s\n%s", code, out, errOut)
+	}
 }
 
 // TestBacktestExamplesOrder: an example alert's stages and emitted fields
