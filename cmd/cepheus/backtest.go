@@ -1314,7 +1314,15 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 		if s.LateBy > 0 {
 			by = fmt.Sprintf("; the furthest %s behind it, so -out-of-orderness %s takes them all", formatDuration(s.LateBy), formatDuration(f.outOfOrder+s.LateBy+time.Millisecond))
 		}
-		fmt.Fprintf(bw, "  %s late (behind the watermark, -out-of-orderness %s%s): %s\n", plural(s.Late, "event was", "events were"), formatDuration(f.outOfOrder), by,
+		// The watermark's cadence too: an event further behind than the
+		// bound is late only if a watermark went by since the newer one
+		// (a trial took -out-of-orderness for the bound of lateness).
+		every := f.watermarkEvery
+		if every == 0 {
+			every = 256
+		}
+		fmt.Fprintf(bw, "  %s late (behind the watermark, set every %s to %s before the newest time: -out-of-orderness %s, -watermark-every %d%s): %s\n",
+			plural(s.Late, "event was", "events were"), plural(int64(every), "event", "events"), formatDuration(f.outOfOrder), formatDuration(f.outOfOrder), every, by,
 			seeFile(late.path, "-late"))
 	}
 	for _, l := range s.Lookups {

@@ -135,7 +135,7 @@ func TestBacktestLateFile(t *testing.T) {
 	if got := string(b); !strings.HasPrefix(got, `{"ruleset":"good","line":3,`) || strings.Count(got, "\n") != 1 {
 		t.Errorf("late file:\n%s\nwant line 3 only, of ruleset good", got)
 	}
-	if !strings.Contains(stderr, "  1 event was late (behind the watermark, -out-of-orderness 1s; the furthest 17.999s behind it, so -out-of-orderness 19s takes them all)") {
+	if !strings.Contains(stderr, "  1 event was late (behind the watermark, set every 1 event to 1s before the newest time: -out-of-orderness 1s, -watermark-every 1; the furthest 17.999s behind it, so -out-of-orderness 19s takes them all)") {
 		t.Errorf("summary does not report the late event:\n%s", stderr)
 	}
 }

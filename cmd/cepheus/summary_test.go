@@ -982,7 +982,7 @@ func TestBacktestLateBy(t *testing.T) {
 {"ts":"2026-01-01T00:02:06Z","k":"x","name":"b"}
 `)
 	code, _, errOut := cepheus(t, "backtest", "-rules", rules, "-events", events, "-alerts", os.DevNull, "-watermark-every", "1")
-	want := "2 events were late (behind the watermark, -out-of-orderness 5s; the furthest 1m29.999s behind it, so -out-of-orderness 1m35s takes them all)"
+	want := "2 events were late (behind the watermark, set every 1 event to 5s before the newest time: -out-of-orderness 5s, -watermark-every 1; the furthest 1m29.999s behind it, so -out-of-orderness 1m35s takes them all)"
 	if code != 0 || !strings.Contains(errOut, want) {
 		t.Fatalf("backtest: exit %d\n%s\nwant %q", code, errOut, want)
 	}
