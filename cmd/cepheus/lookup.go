@@ -332,10 +332,18 @@ func declares(rs *rules.Ruleset, name string) bool {
 // userErr makes err a user error (its message printed as it is).
 func userErr(err error) error { return &userError{msg: stripPrefixes(err.Error()), err: err} }
 
-// printLookupSummary prints each lookup's counters.
-func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats) {
+// printLookupSummary prints each lookup's counters. They count from the
+// process's start (a lookup's cache and its figures are not in the
+// checkpoints): a resumed run's (resumed) says so, since the records and
+// alerts above them count from the run's start.
+func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats, resumed bool) {
 	for _, l := range ls {
-		fmt.Fprintf(w, "%s: %s\n", cmd, lookupText(l))
+		text := lookupText(l)
+		if resumed && l.Bound {
+			name := "lookup " + l.Name + ":"
+			text = name + " since this process started," + strings.TrimPrefix(text, name)
+		}
+		fmt.Fprintf(w, "%s: %s\n", cmd, text)
 	}
 }
 

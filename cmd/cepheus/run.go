@@ -958,7 +958,7 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo, group string) {
 		fmt.Fprintln(w)
 	}
 	printRuleErrors(w, r.Rules)
-	printLookupSummary(w, "run", r.Lookups)
+	printLookupSummary(w, "run", r.Lookups, r.Restored > 0)
 	for _, a := range r.Aggregates {
 		fmt.Fprintf(w, "run: aggregate %s: ", a.Name)
 		if !r.Finished {

@@ -375,12 +375,21 @@ func TestRunLookupSummaryLastError(t *testing.T) {
 	fine.Name, fine.Bound, fine.Misses, fine.Requests = "merchant", true, 1, 1
 	unbound.Name = "device"
 	var b bytes.Buffer
-	printLookupSummary(&b, "run", []cep.LookupStats{failing, fine, unbound})
+	printLookupSummary(&b, "run", []cep.LookupStats{failing, fine, unbound}, false)
 	want := "run: lookup customer: 0 keys from the cache (0.0%), 4 looked up at the source (0 without a record) in 3 requests; 2 failed (1 timeout): 4 events with the defaults, 0 dead letters; last error: no answer within 250ms\n" +
 		"run: lookup merchant: 0 keys from the cache (0.0%), 1 looked up at the source (0 without a record) in 1 request; 0 failed (0 timeouts): 0 events with the defaults, 0 dead letters\n" +
 		"run: lookup device: unbound, every event got its defaults\n"
 	if got := b.String(); got != want {
 		t.Errorf("lookup lines\n got  %q\n want %q", got, want)
+	}
+	// A resumed run's figures count from the process's start, unlike the
+	// records and alerts: said so.
+	b.Reset()
+	printLookupSummary(&b, "run", []cep.LookupStats{fine, unbound}, true)
+	want = "run: lookup merchant: since this process started, 0 keys from the cache (0.0%), 1 looked up at the source (0 without a record) in 1 request; 0 failed (0 timeouts): 0 events with the defaults, 0 dead letters\n" +
+		"run: lookup device: unbound, every event got its defaults\n"
+	if got := b.String(); got != want {
+		t.Errorf("lookup lines of a resumed run\n got  %q\n want %q", got, want)
 	}
 }
 
