@@ -726,6 +726,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			group = f.group
 		}
 		printRunSummary(stderr, res, f.deadLetterTo(), group)
+		if line := openTimeouts(rs, res, &f); line != "" {
+			fmt.Fprintf(stderr, "run: %s\n", line)
+		}
 		if err == nil && res.Finished && f.timeMode == "processing" && res.Stats.PartialMatches > 0 {
 			live := "with -follow"
 			if f.inputTopic != "" {
@@ -967,6 +970,32 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo, group string) {
 		}
 		fmt.Fprintf(w, "%s dropped at the bound\n", plural(int64(a.Dropped), "event", "events"))
 	}
+}
+
+// openTimeouts is, for a live run stopped with partial matches open whose
+// ruleset rs has rules with a timeout block, when their timed-out alerts
+// come: as the watermark passes their windows' ends, which takes newer
+// events (a trial waited for them on a quiet input); "" otherwise.
+func openTimeouts(rs *rules.Ruleset, res *cep.StreamResult, f *runFlags) string {
+	live := f.follow || f.inputTopic != "" && !f.bounded
+	if !live || res.Finished || res.Stats.PartialMatches == 0 || f.timeMode == "processing" || res.Stats.Watermark <= event.MinTime {
+		return ""
+	}
+	var names []string
+	for _, r := range rs.Rules {
+		if r.Timeout != nil {
+			names = append(names, r.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	quiet := "on a quiet input, -wall-clock-advance moves it on"
+	if f.wallClock {
+		quiet = "-wall-clock-advance moves it on while the input is quiet"
+	}
+	return fmt.Sprintf("the watermark stands at %s: the timed-out alerts of %s come as it passes their windows' ends, which newer events move it to (%s)",
+		time.UnixMilli(int64(res.Stats.Watermark)).UTC().Format(time.RFC3339), strings.Join(names, ", "), quiet)
 }
 
 // formerNote says of a rule of a run's summary that the active version

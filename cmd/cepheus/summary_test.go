@@ -20,6 +20,7 @@ import (
 
 	"github.com/cepheus-cep/cepheus/cep"
 	"github.com/cepheus-cep/cepheus/event"
+	"github.com/cepheus-cep/cepheus/rules"
 )
 
 // TestBacktestFlagValues: out-of-range flag values are usage errors (exit
@@ -1379,5 +1380,59 @@ func TestBacktestLateLabelled(t *testing.T) {
 	want := "  (2 labelled events came late, behind the watermark: no rule saw them, so they count as missed; see the late events above)\n"
 	if code != 0 || !strings.Contains(errOut, want) {
 		t.Errorf("backtest: exit %d, want %q in\n%s", code, want, errOut)
+	}
+}
+
+// TestRunOpenTimeouts: a live run stopped with partial matches open says
+// when the timed-out alerts of its rules with a timeout block come; a run
+// that finished, read in processing time, has no such rule or none open
+// says nothing.
+func TestRunOpenTimeouts(t *testing.T) {
+	src := `ruleset r
+event time ts
+rule reset {
+  key k
+  pattern {
+    begin a where name == "reset"
+    followedBy b where name == "login"
+    within 30m
+  }
+  timeout {
+    only
+  }
+}
+`
+	rs, err := rules.Load("r.cep", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := rules.Load("p.cep", []byte(strings.Replace(src, "  timeout {\n    only\n  }\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := &cep.StreamResult{}
+	stopped.Stats.PartialMatches, stopped.Stats.Watermark = 3, event.Time(time.Date(2026, 3, 2, 11, 41, 51, 0, time.UTC).UnixMilli())
+	want := "the watermark stands at 2026-03-02T11:41:51Z: the timed-out alerts of reset come as it passes their windows' ends, which newer events move it to (on a quiet input, -wall-clock-advance moves it on)"
+	if got := openTimeouts(rs, stopped, &runFlags{follow: true}); got != want {
+		t.Errorf("a followed run stopped:\n got  %q\n want %q", got, want)
+	}
+	finished := *stopped
+	finished.Finished = true
+	none := *stopped
+	none.Stats.PartialMatches = 0
+	for what, c := range map[string]struct {
+		rs  *rules.Ruleset
+		res *cep.StreamResult
+		f   runFlags
+	}{
+		"not live":        {rs, stopped, runFlags{}},
+		"finished":        {rs, &finished, runFlags{follow: true}},
+		"processing time": {rs, stopped, runFlags{follow: true, timeMode: "processing"}},
+		"no timeout rule": {plain, stopped, runFlags{follow: true}},
+		"none open":       {rs, &none, runFlags{follow: true}},
+	} {
+		if got := openTimeouts(c.rs, c.res, &c.f); got != "" {
+			t.Errorf("%s: %q, want nothing", what, got)
+		}
 	}
 }
