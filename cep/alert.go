@@ -97,6 +97,12 @@ func alertID(rs *rules.Ruleset, rule *rules.Rule, key event.Key, match [][]*even
 // the engine reuses it and its slices for the next alert (a copy of the
 // struct shares them), so keep [Alert.Clone]'s copy. The matched events
 // themselves are never modified and may be kept.
+//
+// Its JSON line, as the sinks write it, is [Engine.AlertEncoder]'s
+// AppendAlert (json.Marshal knows no schema: it writes the key and
+// emitted values, [event.Value.MarshalJSON], but not the names of the
+// matched events' fields). A matched event's field by name: its slot in
+// [Engine.Schema].
 type Alert struct {
 	// jsonev.Alert holds the fields, promoted: ID (the deterministic
 	// alert id, [AlertID]), Rule, Ruleset, RulesetVersion (the full hex

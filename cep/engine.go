@@ -172,6 +172,32 @@ func WithLimits(maxPartialMatches, maxBufferedEvents int) Option {
 // decode none).
 func WithInputPolicy(p InputPolicy) Option { return func(c *config) { c.input = p } }
 
+// DefaultOutOfOrderness is the watermark bound of cepheus backtest and run
+// (-out-of-orderness), which [CommandDefaults] sets.
+const DefaultOutOfOrderness = 5 * time.Second
+
+// DefaultInputPolicy returns the input policy of cepheus backtest: times
+// written as numbers checked as epoch milliseconds, an event more than 24h
+// ahead of the stream held until the next ones judge it, a run failing
+// when more than half its records are dead letters, or stopped when none
+// of its first 10,000 decodes ([Engine.Stream] applies the first two, as
+// cepheus run does).
+func DefaultInputPolicy() InputPolicy {
+	return InputPolicy{CheckNumericTimes: true, MaxAhead: 24 * time.Hour, MaxDeadFraction: 0.5, GiveUpAfter: 10_000}
+}
+
+// CommandDefaults returns the options that make an engine read its input
+// as cepheus backtest and run do by default: [WithOutOfOrderness]
+// ([DefaultOutOfOrderness]) and [WithInputPolicy] ([DefaultInputPolicy]).
+// The engine's own defaults take the input as ordered and check nothing,
+// as conformance runs need; an embedding program that compares its alerts
+// with the commands' starts from these:
+//
+//	e, err := cep.New(append(cep.CommandDefaults(), cep.WithRuleset(rs))...)
+func CommandDefaults() []Option {
+	return []Option{WithOutOfOrderness(DefaultOutOfOrderness), WithInputPolicy(DefaultInputPolicy())}
+}
+
 // WithGCPercent sets the garbage collector's target percentage
 // ([debug.SetGCPercent]) while Run runs, and restores the previous one
 // when it returns. A run's heap is mostly short-lived events: collecting

@@ -1,6 +1,7 @@
 package cep
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"sync"
@@ -257,6 +258,25 @@ func (m *StreamMonitor) Ready() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.s.Ready
+}
+
+// WaitReady returns once a run with the monitor is ready ([StreamMonitor.Ready]:
+// a job runs with its state restored), or with ctx's error. A program that
+// starts [Engine.Stream] in a goroutine waits with it before its first
+// [StreamMonitor.Deploy], which returns ErrNoJob until the run has begun.
+// A run that fails before it is ready is told to Stream's caller alone:
+// give ctx a deadline, or cancel it then.
+func (m *StreamMonitor) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !m.Ready() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 // publish sets the job's figures: its progress, its rules' counters and

@@ -46,7 +46,14 @@ type StreamConfig struct {
 	// of them (*.jsonl and *.jsonl.gz, each a partition, in name order),
 	// or "-" for standard input (Stdin, default os.Stdin).
 	Events string
-	Stdin  io.Reader
+	// Stdin is read in a goroutine of its own. A read that blocks cannot
+	// be interrupted in general: unless Stdin has SetReadDeadline (an
+	// *os.File of a pipe or a socket: unblocked at once), the goroutine
+	// stays in its pending Read after Stream returns, and what that Read
+	// returns is dropped (nothing more is read). A program that goes on
+	// using the reader after Stream (a pipe it feeds) closes its writing
+	// end first, or hands Stream an *os.File.
+	Stdin io.Reader
 	// Kafka, instead of Events, reads a Kafka topic ([KafkaInput]).
 	Kafka *KafkaInput
 	// Follow keeps reading the files as they grow, and a directory's new
@@ -453,15 +460,20 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 // final watermark, a final checkpoint marked finished, and nil; run again
 // on that StateDir, it returns at once (AlreadyFinished). When ctx is
 // cancelled it stops reading, takes a final checkpoint and returns
-// ctx's error with the result. The engine's own outputs (WithAlerts,
-// WithLate, WithDeadLetters) and observers are not used: cfg names the
-// outputs, and cfg.OnAlert hands the alerts to code, at least once.
+// ctx's error with the result. cfg names the outputs, and cfg.OnAlert
+// hands the alerts to code, at least once; an engine built with Run's
+// outputs (WithAlerts, WithLate, WithDeadLetters, WithObservers) is
+// refused, as Stream would not use them.
 func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (_ *StreamResult, err error) {
 	switch {
 	case e.encoder == nil:
 		return nil, errNotNew
 	case ctx == nil:
 		return nil, errors.New("cep: Stream: nil Context")
+	case e.cfg.alerts != nil || e.cfg.late != nil || e.cfg.dead != nil || len(e.cfg.observers) > 0:
+		// Said, not ignored: a program that set them waited for
+		// output that never came.
+		return nil, errors.New("cep: Stream: the engine has outputs of Run (WithAlerts, WithLate, WithDeadLetters or WithObservers), which Stream does not use: give StreamConfig its outputs (AlertsDir or Alerts, OnAlert, LateDir, DeadDir) and build the engine without them")
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {

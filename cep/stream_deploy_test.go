@@ -2368,3 +2368,43 @@ func TestStreamSwitchCountsInputOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamWaitReady: a deploy right after Stream is started in a
+// goroutine returns ErrNoJob until the run has begun; WaitReady waits for
+// it, and the deploy after it switches.
+func TestStreamWaitReady(t *testing.T) {
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendFile(t, events, strings.SplitAfter(strings.TrimSuffix(deployInput(100), "\n"), "\n"))
+	m := NewStreamMonitor()
+	cfg := newStreamDirs(t).config(events)
+	cfg.Follow, cfg.PollInterval, cfg.Monitor = true, 2*time.Millisecond, m
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	e := streamEngine(t, deployV1)
+	go func() {
+		_, err := e.Stream(ctx, cfg)
+		done <- err
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if err := m.WaitReady(wctx); err != nil {
+		t.Fatalf("WaitReady: %v", err)
+	}
+	if !m.Ready() {
+		t.Fatal("WaitReady returned, the monitor is not ready")
+	}
+	if _, err := m.Deploy(ctx, Deploy{Source: []byte(deployV2)}); err != nil {
+		t.Fatalf("a deploy after WaitReady: %v", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stream after cancel: %v", err)
+	}
+	// No run: WaitReady waits for ctx.
+	short, scancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer scancel()
+	if err := NewStreamMonitor().WaitReady(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitReady without a run: %v, want the deadline's error", err)
+	}
+}

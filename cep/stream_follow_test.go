@@ -1856,3 +1856,32 @@ func TestStreamFollowUnended(t *testing.T) {
 		t.Errorf("unended files once every line ended: %+v", res.Unended)
 	}
 }
+
+// TestStreamRefusesRunOutputs: an engine built with Run's outputs is
+// refused by Stream, saying so (it ran without them: an embedding
+// program's observer was never called), before anything is made.
+func TestStreamRefusesRunOutputs(t *testing.T) {
+	rs := loadRules(t, engineRules)
+	var sink strings.Builder
+	for what, opt := range map[string]Option{
+		"WithAlerts":      WithAlerts(&sink),
+		"WithLate":        WithLate(&sink),
+		"WithDeadLetters": WithDeadLetters(NewDeadLetterWriter(&sink)),
+		"WithObservers":   WithObservers(idObserver{ids: new([]string)}),
+	} {
+		e, err := New(WithRuleset(rs), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := newStreamDirs(t)
+		cfg := d.config("-")
+		cfg.Stdin = strings.NewReader(engineInput(10))
+		_, err = e.Stream(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "which Stream does not use") {
+			t.Errorf("%s: %v, want Stream to refuse it", what, err)
+		}
+		if _, serr := os.Stat(d.state); !errors.Is(serr, os.ErrNotExist) {
+			t.Errorf("%s: the refused Stream made %s: %v", what, d.state, serr)
+		}
+	}
+}

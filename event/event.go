@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -182,6 +183,13 @@ func (v Value) Any() any {
 	}
 	return nil
 }
+
+// MarshalJSON writes v as JSON: null, true or false, a number or a
+// string (json.Marshal of a cep.Alert's key and emitted values, say). A
+// time field's value is its epoch milliseconds here, having no schema:
+// the alert format's encoder writes it as RFC 3339. A NaN or infinite
+// float is an error, as for a float64.
+func (v Value) MarshalJSON() ([]byte, error) { return json.Marshal(v.Any()) }
 
 // FromAny converts a Go value (nil, bool, any integer type, float32/64,
 // string) to a Value. Other types yield ok == false.

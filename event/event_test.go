@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	goruntime "runtime"
@@ -191,5 +192,24 @@ func TestNew(t *testing.T) {
 				t.Fatalf("event %d field %d: %v after collections, want %q", i, j, v, want)
 			}
 		}
+	}
+}
+
+// TestValueMarshalJSON: a Value is written as its JSON value, in a struct
+// too (it was an empty object); a NaN float is an error, as a float64's.
+func TestValueMarshalJSON(t *testing.T) {
+	got, err := json.Marshal(struct {
+		Key  []Value
+		Emit map[string]Value
+	}{
+		Key:  []Value{String("c1"), Null},
+		Emit: map[string]Value{"n": Int(3), "x": Float(1.5), "ok": Bool(true), "s": String(`a "b"`), "e": String("")},
+	})
+	want := `{"Key":["c1",null],"Emit":{"e":"","n":3,"ok":true,"s":"a \"b\"","x":1.5}}`
+	if err != nil || string(got) != want {
+		t.Errorf("json.Marshal: %s, %v; want %s", got, err, want)
+	}
+	if b, err := json.Marshal(Float(math.NaN())); err == nil {
+		t.Errorf("json.Marshal of a NaN: %s, want an error", b)
 	}
 }

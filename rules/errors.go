@@ -57,8 +57,8 @@ func (l ErrorList) WithLines(src []byte) ErrorList {
 }
 
 // ErrorList is a list of errors, sorted by position once complete. The
-// front end returns one as its error (see [ErrorList.Err]); find it with
-// errors.As.
+// front end returns one as its error (see [ErrorList.Err]); find it, or
+// its first *[Error], with errors.As.
 type ErrorList []*Error
 
 // add appends an error at p of f.
@@ -138,6 +138,17 @@ func (l ErrorList) Error() string {
 		return l[0].Error()
 	}
 	return fmt.Sprintf("%s (and %d more errors)", l[0], l.Count()-1)
+}
+
+// Unwrap returns the list's errors, so that errors.As finds the first
+// *[Error] in an error that wraps a list (errors.As with an ErrorList
+// target finds the list itself).
+func (l ErrorList) Unwrap() []error {
+	out := make([]error, len(l))
+	for i, e := range l {
+		out[i] = e
+	}
+	return out
 }
 
 // Count is the number of errors (or warnings) the list stands for: its

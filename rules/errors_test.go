@@ -245,6 +245,11 @@ func TestErrorSnippet(t *testing.T) {
 		t.Fatalf("Load: %v, want one error", err)
 	}
 	e := list[0]
+	// The first *Error is found in the list, also wrapped.
+	var first *Error
+	if !errors.As(fmt.Errorf("deploy: %w", err), &first) || first != e {
+		t.Errorf("errors.As(*Error) of the wrapped list: %v, want its first error", first)
+	}
 	if got, want := e.Error(), `s.cep:4:20: unexpected "bad" at the end of the line`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}

@@ -238,7 +238,7 @@ const backtestMemoryLimit = 368 << 20
 
 // giveUpAfter is how many lines a backtest reads without decoding any
 // before it stops.
-const giveUpAfter = 10_000
+var giveUpAfter = cep.DefaultInputPolicy().GiveUpAfter
 
 func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (result error) {
 	var f backtestFlags
@@ -254,14 +254,14 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	fs.StringVar(&f.late, "late", "", "file for late events (created only if there are any; default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "file for undecodable lines (created only if there are any; default: only counted)")
 	fs.StringVar(&f.timeUnit, "time-unit", "", "unit of times written as numbers: ms or s (default: ms, refusing numbers that are no time in 2000..2100; s refuses them too; ms takes any number)")
-	fs.DurationVar(&f.maxAhead, "max-ahead", 24*time.Hour, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
-	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", 0.5, "fail the run when more than this fraction of the lines are dead letters (1: never; a run none of whose first 10,000 lines decodes stops there whatever this says)")
+	fs.DurationVar(&f.maxAhead, "max-ahead", cep.DefaultInputPolicy().MaxAhead, "an event further ahead of the stream's newest time goes to the dead letters, unless the next events confirm the jump (0: off)")
+	fs.Float64Var(&f.maxDeadFraction, "max-dead-fraction", cep.DefaultInputPolicy().MaxDeadFraction, "fail the run when more than this fraction of the lines are dead letters (1: never; a run none of whose first 10,000 lines decodes stops there whatever this says)")
 	fs.StringVar(&f.label, "label", "", "field that labels fraudulent events (for example is_fraud): an event is labelled when it is true, a non-zero number, or \"true\", \"1\" or \"yes\"")
 	fs.StringVar(&f.scenario, "scenario", "scenario", "field that names a labelled event's scenario")
 	fs.StringVar(&f.caseField, "case", "", "with -label, field that names the case (the fraud instance) of a labelled event: the summary also counts cases, each caught when an alert holds any of its labelled events (recall by instance; the events' recall counts the captures and logins no stage takes)")
 	fs.StringVar(&f.missed, "missed", "", "with -label, file for the labelled events no alert holds, one JSON line each (\"line\", then the fields, as in alerts), in input order: what the rules missed, to read with jq (one ruleset; with -baseline, those -rules missed)")
 	fs.StringVar(&f.baseline, "baseline", "", "a ruleset file to compare -rules with: backtested after it over the same events (its alerts only counted, none written), then each rule against its version there: alerts of the same events in both runs, only in this one, only in the baseline's, and with -label precision and labelled events caught (what a change of a rule gains and loses; one ruleset in -rules; not with -events -)")
-	fs.DurationVar(&f.outOfOrder, "out-of-orderness", 5*time.Second, "watermark bound: how far an event may come behind the newest one without being late")
+	fs.DurationVar(&f.outOfOrder, "out-of-orderness", cep.DefaultOutOfOrderness, "watermark bound: how far an event may come behind the newest one without being late")
 	fs.IntVar(&f.watermarkEvery, "watermark-every", 256, "events between two watermarks (1: after every event, as Flink's per-record watermarks; 0: the default); lateness depends on it only for input more disordered than -out-of-orderness")
 	fs.IntVar(&f.maxPartial, "max-partial-matches", 0, "per-key cap on partial matches per rule (0: unlimited)")
 	fs.IntVar(&f.maxBuffered, "max-buffered-events", 0, "per-key cap on events waiting for the watermark (0: unlimited)")

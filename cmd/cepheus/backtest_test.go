@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cepheus-cep/cepheus/cep"
 )
 
 // genSmall writes a day of 20,000 card events with two fraud scenarios
@@ -413,5 +416,56 @@ func TestBacktestRulesetCopies(t *testing.T) {
 	one, both := alertIDs(t, filepath.Join(dir, "one.jsonl")), alertIDs(t, filepath.Join(dir, "dir.jsonl"))
 	if len(one) < 20 || !slices.Equal(one, both) {
 		t.Errorf("the directory's %d alerts differ from the file's %d (want the same, at least 20)", len(both), len(one))
+	}
+}
+
+// TestCommandDefaults: an engine built with cep.CommandDefaults gives the
+// alerts of cepheus backtest over the same input, byte for byte; without
+// them (the engine's own defaults: the input taken as ordered) the same
+// input gives late events.
+func TestCommandDefaults(t *testing.T) {
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	genSmall(t, events)
+	alerts := filepath.Join(dir, "alerts.jsonl")
+	if code, _, stderr := cepheus(t, "backtest", "-q", "-rules", "../../rulesets/cards.cep", "-events", events, "-alerts", alerts); code != 0 {
+		t.Fatalf("backtest: exit %d\n%s", code, stderr)
+	}
+	want, err := os.ReadFile(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../../rulesets/cards.cep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := cep.CompileRuleset("cards.cep", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(opts ...cep.Option) ([]byte, *cep.Summary) {
+		t.Helper()
+		var out bytes.Buffer
+		e, err := cep.New(append(opts, cep.WithRuleset(rs), cep.WithAlerts(&out))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := cep.OpenEventSource(events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		sum, err := e.Run(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes(), sum
+	}
+	got, sum := run(cep.CommandDefaults()...)
+	if len(want) == 0 || !bytes.Equal(got, want) {
+		t.Errorf("the engine with CommandDefaults: %d bytes of alerts (%d alerts), backtest's %d bytes", len(got), sum.Alerts, len(want))
+	}
+	if _, sum := run(); sum.Late == 0 {
+		t.Errorf("the engine's own defaults gave no late event: the input shows nothing of CommandDefaults")
 	}
 }
