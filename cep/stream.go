@@ -93,6 +93,18 @@ type StreamConfig struct {
 	// the run (the subtask waits for it, and the reader for the
 	// subtask). The shadow version's alerts are not passed to it.
 	OnAlert func(a *Alert) error
+	// OnLate and OnDeadLetter, when set, are called with every late event
+	// (at or behind the watermark when it arrived; read its fields by
+	// [Engine.Schema]: events are never modified, and may be kept) and
+	// with every dead letter (a record that did not become an event: its
+	// Data is valid only during the call), as OnAlert is with alerts: at
+	// least once, one call at a time with OnAlert's (a late event on its
+	// subtask's goroutine, a dead letter on the reader's), a call that
+	// returns an error stopping the run; besides LateDir and DeadDir, or
+	// without them. An event refused for -max-buffered-events is not
+	// passed to OnLate (it goes to LateDir alone, marked so).
+	OnLate       func(ev *event.Event) error
+	OnDeadLetter func(d DeadLetter) error
 	// LateDir and DeadDir receive the late events (late-S-N.jsonl) and
 	// the dead letters (dead-0-N.jsonl) exactly once; empty: only
 	// counted.
@@ -160,28 +172,39 @@ type StreamConfig struct {
 	hooks streamHooks
 	// rules follows KafkaInput.RulesTopic, once Stream opened it.
 	rules *rulesTopic
-	// onAlert makes the calls of OnAlert one at a time, and none after
-	// one failed.
-	onAlert *onAlertGate
+	// gate makes the calls of OnAlert, OnLate and OnDeadLetter one at a
+	// time, and none after one failed.
+	gate *callbackGate
 }
 
-// onAlertGate passes the calls of StreamConfig.OnAlert one at a time, for
-// one Stream call. After a call failed it makes no more: every later
-// alert, on any subtask, gets that call's error, so that the run stops
-// at its first failure (a subtask went on through its batch, and the
-// others through theirs, calling again a function that had just failed).
-type onAlertGate struct {
+// DeadLetter is a record of the input that did not become an event
+// (StreamConfig.OnDeadLetter): where it was read, why, and its bytes.
+type DeadLetter struct {
+	File   string // the input partition: a file's name, a topic's partition
+	Line   int64  // its line (a Kafka record's offset plus one)
+	Offset int64  // its byte offset in the (decompressed) file; -1: not known
+	Reason string
+	Data   []byte // the raw record, valid only during the call
+}
+
+// callbackGate passes the calls of StreamConfig's OnAlert, OnLate and
+// OnDeadLetter one at a time, for one Stream call. After a call failed it
+// makes no more: every later call, on any goroutine, gets that call's
+// error, so that the run stops at its first failure (a subtask went on
+// through its batch, and the others through theirs, calling again a
+// function that had just failed).
+type callbackGate struct {
 	mu  sync.Mutex
 	err error
 }
 
-// call calls f with a unless a call failed before.
-func (g *onAlertGate) call(f func(*Alert) error, a *Alert) error {
+// call calls f, named what, unless a call failed before.
+func (g *callbackGate) call(what string, f func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.err == nil {
-		if err := f(a); err != nil {
-			g.err = fmt.Errorf("cep: stream: OnAlert: %w", err)
+		if err := f(); err != nil {
+			g.err = fmt.Errorf("cep: stream: %s: %w", what, err)
 		}
 	}
 	return g.err
@@ -428,8 +451,10 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 		}
 		d.Kafka = &kc
 	}
+	if d.OnAlert != nil || d.OnLate != nil || d.OnDeadLetter != nil {
+		d.gate = new(callbackGate)
+	}
 	if d.OnAlert != nil {
-		d.onAlert = new(onAlertGate)
 		if !d.Kafka.transactional() && d.AlertsDir == "" && d.Alerts == nil {
 			d.Alerts = io.Discard
 		}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 // alertIDs returns the alert_id of each alert line.
@@ -162,5 +166,85 @@ func TestStreamOnAlert(t *testing.T) {
 	}
 	if !sameMultiset(want, alone.ids) {
 		t.Errorf("OnAlert as the only output:\n%s", multisetDiff(want, alone.ids))
+	}
+}
+
+// TestStreamOnLateOnDeadLetter: OnLate and OnDeadLetter see every late
+// event and dead letter the run counts and its directories get, one call
+// at a time with OnAlert's; without the directories they alone are the
+// outputs; a call that fails stops the run with its error, named.
+func TestStreamOnLateOnDeadLetter(t *testing.T) {
+	input := engineInput(3000)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendFile(t, events, strings.SplitAfter(strings.TrimSuffix(input, "\n"), "\n"))
+	e := streamEngine(t, engineRules)
+	card, _ := e.Schema().Slot("card")
+	var mu sync.Mutex
+	busy := false
+	var lates, deads []string
+	enter := func() {
+		mu.Lock()
+		if busy {
+			t.Error("two calls overlapped")
+		}
+		busy = true
+		mu.Unlock()
+	}
+	leave := func() { mu.Lock(); busy = false; mu.Unlock() }
+	d := newStreamDirs(t)
+	c := d.config(events)
+	c.OnAlert = func(*Alert) error { enter(); defer leave(); return nil }
+	c.OnLate = func(ev *event.Event) error {
+		enter()
+		defer leave()
+		s, _ := ev.Field(card).AsString()
+		lates = append(lates, fmt.Sprintf("%d %s", ev.Line(), s))
+		return nil
+	}
+	c.OnDeadLetter = func(dl DeadLetter) error {
+		enter()
+		defer leave()
+		deads = append(deads, fmt.Sprintf("%s:%d %s %q", dl.File, dl.Line, dl.Reason, dl.Data))
+		return nil
+	}
+	res, err := e.Stream(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Late == 0 || res.Dead == 0 {
+		t.Fatalf("%d late events, %d dead letters: the input should give both", res.Late, res.Dead)
+	}
+	if int64(len(lates)) != res.Late || len(lates) != len(committedLines(t, d.late)) {
+		t.Errorf("OnLate called %d times; the run counted %d late events, its directory has %d", len(lates), res.Late, len(committedLines(t, d.late)))
+	}
+	if int64(len(deads)) != res.Dead || len(deads) != len(committedLines(t, d.dead)) {
+		t.Errorf("OnDeadLetter called %d times; the run counted %d dead letters, its directory has %d", len(deads), res.Dead, len(committedLines(t, d.dead)))
+	}
+	if want := `events.jsonl:2 column 1: want a JSON object`; !strings.HasPrefix(deads[0], want) || !strings.HasSuffix(deads[0], `"not json"`) {
+		t.Errorf("the first dead letter: %s, want it to start %q and hold the line", deads[0], want)
+	}
+	for _, l := range lates {
+		if !strings.Contains(l, " c") {
+			t.Errorf("a late event without its card: %s", l)
+		}
+	}
+
+	// Without the directories, and a dead letter's call failing.
+	errAway := errors.New("the dead-letter queue is away")
+	calls := 0
+	d = newStreamDirs(t)
+	c = d.config(events)
+	c.LateDir, c.DeadDir = "", ""
+	c.OnDeadLetter = func(DeadLetter) error {
+		if calls++; calls == 3 {
+			return errAway
+		}
+		return nil
+	}
+	if _, err := e.Stream(context.Background(), c); !errors.Is(err, errAway) || !strings.Contains(err.Error(), "OnDeadLetter") {
+		t.Errorf("Stream with a failing OnDeadLetter: %v, want its error, named", err)
+	}
+	if calls != 3 {
+		t.Errorf("OnDeadLetter called %d times; its call 3 failed, and none should follow", calls)
 	}
 }

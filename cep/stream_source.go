@@ -1075,6 +1075,12 @@ func (s *streamSource) deadLetter(p runtime.Partition, rec *runtime.Record, reas
 	if s.firstDeadLine == 0 {
 		s.firstDeadLine, s.firstDeadReason, s.firstDeadFile = rec.Line, reason, p.Name
 	}
+	if f := j.cfg.OnDeadLetter; f != nil {
+		d := DeadLetter{File: p.Name, Line: rec.Line, Offset: rec.Offset, Reason: reason, Data: rec.Data}
+		if err := j.cfg.gate.call("OnDeadLetter", func() error { return f(d) }); err != nil {
+			return err
+		}
+	}
 	if j.dead == nil {
 		return nil
 	}

@@ -553,7 +553,7 @@ func (s *streamSubtask) Collect(x emitted) error {
 	switch {
 	case x.alert != nil:
 		if f := s.j.cfg.OnAlert; f != nil && !x.shadow {
-			if err := s.j.cfg.onAlert.call(f, x.alert); err != nil {
+			if err := s.j.cfg.gate.call("OnAlert", func() error { return f(x.alert) }); err != nil {
 				return err
 			}
 		}
@@ -568,6 +568,13 @@ func (s *streamSubtask) Collect(x emitted) error {
 			return kw.WriteKeyed(alertKey(x.alert), s.buf)
 		}
 		return sink.Write(s.buf)
+	case x.late != nil && x.limit == nil && s.j.cfg.OnLate != nil:
+		f := s.j.cfg.OnLate
+		if err := s.j.cfg.gate.call("OnLate", func() error { return f(x.late) }); err != nil || s.late == nil {
+			return err
+		}
+		s.buf = s.j.e.encoder.appendLate(s.buf[:0], x.late)
+		return s.late.Write(s.buf)
 	case x.late != nil && s.late != nil && x.limit != nil:
 		s.buf = s.j.e.encoder.appendOverflow(s.buf[:0], x.late, x.limit)
 		return s.late.Write(s.buf)
