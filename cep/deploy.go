@@ -79,6 +79,11 @@ type DeployResult struct {
 	// it says that is legal but surely not meant. None for a rollback or
 	// a promote.
 	Warnings rules.ErrorList
+	// Unbound are the lookups of the version that no source of the
+	// engine binds (WithLookups binds them at New): every event gets
+	// their declared defaults (the log says so too). To bind one, start
+	// the engine again with the version and a source for it.
+	Unbound []string
 }
 
 // VersionState is the state of a ruleset version in a running engine.

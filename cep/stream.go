@@ -1081,6 +1081,9 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		j.publish(true)
 	}
 	if sw := j.switched; sw != nil && sw.req != nil {
+		if !sw.res.Unchanged {
+			sw.res.Unbound = j.e.UnboundLookups()
+		}
 		if c.Monitor != nil {
 			c.Monitor.switched(sw.res)
 		}

@@ -329,8 +329,12 @@ lookup other {
 		return 0
 	}
 	before := keys()
-	if _, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(v2src)}); err != nil {
+	res, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(v2src)})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(res.Unbound, []string{"other"}) {
+		t.Errorf("the deploy's unbound lookups: %v, want [other]", res.Unbound)
 	}
 	if now := keys(); now < before {
 		t.Errorf("lookup holder's keys went from %d to %d at the deploy", before, now)
