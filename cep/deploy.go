@@ -81,8 +81,8 @@ type DeployResult struct {
 	Warnings rules.ErrorList
 	// Unbound are the lookups of the version that no source of the
 	// engine binds (WithLookups binds them at New): every event gets
-	// their declared defaults (the log says so too). To bind one, start
-	// the engine again with the version and a source for it.
+	// their declared defaults. To bind one, start the engine again with
+	// the version and a source for it.
 	Unbound []string
 }
 

@@ -323,16 +323,20 @@ func build(c config, extra []compiledRule) (*Engine, error) {
 		cr.spec, cr.twin = si, -1
 		e.rules = append(e.rules, cr)
 	}
-	active := map[string]bool{}
+	// A name's counting rule: its active one, else its newest draining
+	// one (a removed rule's versions may drain together; the newest come
+	// last).
+	counting := map[string]int{}
 	for i := range e.rules {
-		if e.rules[i].active() {
-			active[e.rules[i].rule.Name] = true
+		cr := &e.rules[i]
+		if j, ok := counting[cr.rule.Name]; cr.active() || cr.drain && (!ok || !e.rules[j].active()) {
+			counting[cr.rule.Name] = i
 		}
 	}
 	for si := range e.specs {
 		sp := &e.specs[si]
 		for _, i := range sp.rules {
-			if cr := &e.rules[i]; !cr.drain || !active[cr.rule.Name] {
+			if cr := &e.rules[i]; !cr.drain || counting[cr.rule.Name] == i {
 				sp.counted = append(sp.counted, i)
 			}
 		}

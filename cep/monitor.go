@@ -25,7 +25,10 @@ type StreamMonitor struct {
 	// running says that a run (an Engine.Stream call) goes on: a job
 	// runs, restores, or follows another (a switch, a rebalance).
 	running bool
-	recent  []switchDone
+	// readies counts the times a job turned ready, ends the Stream calls
+	// that returned (WaitReady).
+	readies, ends int
+	recent        []switchDone
 	// started is the id of the newest checkpoint the running job has
 	// begun (at its start, the one it restored; 0: none).
 	started int64
@@ -260,23 +263,53 @@ func (m *StreamMonitor) Ready() bool {
 	return m.s.Ready
 }
 
-// WaitReady returns once a run with the monitor is ready ([StreamMonitor.Ready]:
-// a job runs with its state restored), or with ctx's error. A program that
-// starts [Engine.Stream] in a goroutine waits with it before its first
-// [StreamMonitor.Deploy], which returns ErrNoJob until the run has begun.
-// A run that fails before it is ready is told to Stream's caller alone:
-// give ctx a deadline, or cancel it then.
+// WaitReady returns nil once a run with the monitor is ready
+// ([StreamMonitor.Ready]: a job runs with its state restored; also when it
+// was ready only for a moment), ErrNoJob when a Stream call with the
+// monitor returns before any was (it failed, or found its state directory
+// finished), or ctx's error. A program that starts [Engine.Stream] in a
+// goroutine waits with it before its first [StreamMonitor.Deploy], which
+// returns ErrNoJob until the run has begun. Called after the run ended,
+// it waits for ctx; so does a Kafka standby until it gets partitions.
 func (m *StreamMonitor) WaitReady(ctx context.Context) error {
+	r0, e0 := m.marks()
+	return m.waitReady(ctx, r0, e0)
+}
+
+// marks returns the counts of readies and ends WaitReady waits past.
+func (m *StreamMonitor) marks() (readies, ends int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.readies, m.ends
+}
+
+// waitReady is WaitReady past the counts r0 and e0.
+func (m *StreamMonitor) waitReady(ctx context.Context, r0, e0 int) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for !m.Ready() {
+	for {
+		m.mu.Lock()
+		ready, ended := m.s.Ready || m.readies > r0, m.ends > e0
+		m.mu.Unlock()
+		switch {
+		case ready:
+			return nil
+		case ended:
+			return ErrNoJob
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
 	}
-	return nil
+}
+
+// streamEnded notes that a Stream call with the monitor returned.
+func (m *StreamMonitor) streamEnded() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ends++
 }
 
 // publish sets the job's figures: its progress, its rules' counters and
@@ -319,6 +352,9 @@ func (m *StreamMonitor) publish(e *Engine, p StreamProgress, c []ruleFigure, ret
 		}
 	}
 	p.StreamStats = highest(m.s.Progress.StreamStats, p.StreamStats)
+	if ready && !m.s.Ready {
+		m.readies++
+	}
 	m.s.Progress, m.s.Ready, m.s.Partitions, m.s.PartitionWatermarks, m.s.KafkaLag = p, ready, partitions, wms, lag
 	m.s.Standby = false
 	m.s.IdlePartitions = idle

@@ -47,12 +47,13 @@ type StreamConfig struct {
 	// or "-" for standard input (Stdin, default os.Stdin).
 	Events string
 	// Stdin is read in a goroutine of its own. A read that blocks cannot
-	// be interrupted in general: unless Stdin has SetReadDeadline (an
-	// *os.File of a pipe or a socket: unblocked at once), the goroutine
-	// stays in its pending Read after Stream returns, and what that Read
-	// returns is dropped (nothing more is read). A program that goes on
-	// using the reader after Stream (a pipe it feeds) closes its writing
-	// end first, or hands Stream an *os.File.
+	// be interrupted in general: unless Stdin takes a read deadline (an
+	// *os.File made by os.Pipe, or a socket: unblocked at once; not an
+	// inherited os.Stdin, whose pipe or terminal is in blocking mode), the
+	// goroutine stays in its pending Read after Stream returns, and what
+	// that Read returns is dropped (nothing more is read). A program that
+	// goes on using the reader after Stream (a pipe it feeds) closes its
+	// writing end first, or hands Stream the reading end of an os.Pipe.
 	Stdin io.Reader
 	// Kafka, instead of Events, reads a Kafka topic ([KafkaInput]).
 	Kafka *KafkaInput
@@ -490,6 +491,9 @@ func (c *StreamConfig) withDefaults() (StreamConfig, error) {
 // outputs (WithAlerts, WithLate, WithDeadLetters, WithObservers) is
 // refused, as Stream would not use them.
 func (e *Engine) Stream(ctx context.Context, cfg StreamConfig) (_ *StreamResult, err error) {
+	if m := cfg.Monitor; m != nil {
+		defer m.streamEnded() // (WaitReady)
+	}
 	switch {
 	case e.encoder == nil:
 		return nil, errNotNew
@@ -1081,8 +1085,14 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		j.publish(true)
 	}
 	if sw := j.switched; sw != nil && sw.req != nil {
-		if !sw.res.Unchanged {
-			sw.res.Unbound = j.e.UnboundLookups()
+		if !sw.res.Unchanged && sw.rs != nil {
+			// The version's own (not those of the rules still
+			// draining, nor of a shadow beside it).
+			for _, l := range sw.rs.Lookups {
+				if j.e.cfg.lookupSources[l.Name] == nil {
+					sw.res.Unbound = append(sw.res.Unbound, l.Name)
+				}
+			}
 		}
 		if c.Monitor != nil {
 			c.Monitor.switched(sw.res)

@@ -2315,18 +2315,10 @@ func TestStreamSwitchCountsInputOnce(t *testing.T) {
 	lines[len(lines)-1] += "\n"
 	half := len(lines) / 2
 	before := lines[:half]
-	// After the switch, 5 events without a card at the times of the
-	// first lines: within change's 10 minutes of it, while its old
-	// version drains.
-	var after []string
-	for i, l := range lines[half:] {
-		after = append(after, l)
-		var ev struct{ Ts string }
-		if i < 5 && json.Unmarshal([]byte(l), &ev) == nil && ev.Ts != "" {
-			after = append(after, fmt.Sprintf(`{"ts":%q,"type":"auth","amount":600,"country":"US"}`+"\n", ev.Ts))
-		}
-	}
-	keyless := len(after) - len(lines[half:])
+	// After the switch, events without a card at the times of the first
+	// lines: within change's 10 minutes of it, while its old version
+	// drains.
+	after, keyless := withKeyless(lines[half:])
 	if keyless < 3 {
 		t.Fatalf("%d events without a card, want 3 at least", keyless)
 	}
@@ -2373,9 +2365,10 @@ func TestStreamSwitchCountsInputOnce(t *testing.T) {
 	}
 }
 
-// TestStreamWaitReady: a deploy right after Stream is started in a
-// goroutine returns ErrNoJob until the run has begun; WaitReady waits for
-// it, and the deploy after it switches.
+// TestStreamWaitReady: WaitReady waits for a run started in a goroutine
+// to be ready, and a deploy after it switches (a deploy before the run has
+// begun returns ErrNoJob); a run that ends before it was ready (its state
+// directory finished) ends the wait with ErrNoJob.
 func TestStreamWaitReady(t *testing.T) {
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	appendFile(t, events, strings.SplitAfter(strings.TrimSuffix(deployInput(100), "\n"), "\n"))
@@ -2405,10 +2398,96 @@ func TestStreamWaitReady(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Stream after cancel: %v", err)
 	}
-	// No run: WaitReady waits for ctx.
+	// No run: WaitReady waits for ctx, and a deploy has no job.
+	idle := NewStreamMonitor()
 	short, scancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer scancel()
-	if err := NewStreamMonitor().WaitReady(short); !errors.Is(err, context.DeadlineExceeded) {
+	if err := idle.WaitReady(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("WaitReady without a run: %v, want the deadline's error", err)
 	}
+	if _, err := idle.Deploy(context.Background(), Deploy{Source: []byte(deployV2)}); !errors.Is(err, ErrNoJob) {
+		t.Errorf("a deploy without a run: %v, want ErrNoJob", err)
+	}
+	// A run over a finished state directory returns before it is ready.
+	bounded := newStreamDirs(t).config(events)
+	if _, err := e.Stream(context.Background(), bounded); err != nil {
+		t.Fatal(err)
+	}
+	m2 := NewStreamMonitor()
+	bounded.Monitor = m2
+	waited := make(chan error, 1)
+	r0, e0 := m2.marks() // (WaitReady's first step, before the run)
+	go func() { waited <- m2.waitReady(context.Background(), r0, e0) }()
+	if res, err := e.Stream(context.Background(), bounded); err != nil || !res.AlreadyFinished {
+		t.Fatalf("a run over a finished state: %v", err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, ErrNoJob) {
+			t.Errorf("WaitReady over a run that ended before it was ready: %v, want ErrNoJob", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("WaitReady still waits a minute after the run ended before it was ready")
+	}
+}
+
+// TestStreamRemovedDrainsCountOnce: a rule changed twice and then removed
+// has two old versions draining together, no active one: the events
+// without its key are counted once each, by the newest.
+func TestStreamRemovedDrainsCountOnce(t *testing.T) {
+	input := deployInput(400)
+	lines := strings.SplitAfter(strings.TrimSuffix(input, "\n"), "\n")
+	lines[len(lines)-1] += "\n"
+	half := len(lines) / 2
+	after, keyless := withKeyless(lines[half:])
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	appendFile(t, events, lines[:half])
+	f := follow(t, streamEngine(t, deployV1), newStreamDirs(t).config(events))
+	waitMonitor(t, f.m, int64(half))
+	changeRule := "rule change {\n  key card\n  pattern {\n    begin a where type == \"auth\" && amount > 450\n"
+	if !strings.Contains(deployV2, changeRule) {
+		t.Fatal("deployV2's change rule is not as this test expects")
+	}
+	v3 := strings.Replace(deployV2, "amount > 450", "amount > 400", 1)
+	i := strings.Index(deployV2, changeRule)
+	end := i + strings.Index(deployV2[i:], "\n}\n") + 3
+	v4 := deployV2[:i] + deployV2[end:]
+	for n, src := range []string{deployV2, v3, v4} {
+		if _, err := f.m.Deploy(context.Background(), Deploy{Source: []byte(src)}); err != nil {
+			t.Fatalf("deploy %d: %v", n+2, err)
+		}
+	}
+	if sn := f.m.Snapshot(); len(sn.Draining) != 2 {
+		t.Fatalf("draining after the deploys: %+v, want change's two old versions", sn.Draining)
+	}
+	appendFile(t, events, after)
+	waitMonitor(t, f.m, int64(half+len(after)))
+	fin := f.stop()
+	found := false
+	for _, r := range fin.Rules {
+		if r.Rule == "change" {
+			found = true
+			if r.NoKey != int64(keyless) {
+				t.Errorf("removed rule change, two old versions draining: %d events without its key, want %d", r.NoKey, keyless)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no figures of rule change in the summary: %+v", fin.Rules)
+	}
+}
+
+// withKeyless returns lines with an event without a card (keyed by
+// country alone) after each of the first five that are events, at its
+// time, and how many it added.
+func withKeyless(lines []string) ([]string, int) {
+	var out []string
+	for i, l := range lines {
+		out = append(out, l)
+		var ev struct{ Ts string }
+		if i < 5 && json.Unmarshal([]byte(l), &ev) == nil && ev.Ts != "" {
+			out = append(out, fmt.Sprintf(`{"ts":%q,"type":"auth","amount":600,"country":"US"}`+"\n", ev.Ts))
+		}
+	}
+	return out, len(out) - len(lines)
 }

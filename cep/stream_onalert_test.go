@@ -247,4 +247,17 @@ func TestStreamOnLateOnDeadLetter(t *testing.T) {
 	if calls != 3 {
 		t.Errorf("OnDeadLetter called %d times; its call 3 failed, and none should follow", calls)
 	}
+	// Without the directories, OnLate alone gets the late events.
+	lateCalls := 0
+	d = newStreamDirs(t)
+	c = d.config(events)
+	c.LateDir, c.DeadDir = "", ""
+	c.OnLate = func(*event.Event) error { lateCalls++; return nil }
+	res, err = e.Stream(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(lateCalls) != res.Late || res.Late == 0 {
+		t.Errorf("OnLate without LateDir called %d times; the run counted %d late events", lateCalls, res.Late)
+	}
 }

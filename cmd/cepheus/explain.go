@@ -27,10 +27,11 @@ values of the fields it read (the event's, and the earlier stages' last
 events', as the rule read them), then the time from its first event to
 its last against the pattern's window; of a timed-out alert, the stages
 that took no event before the window ended. Events are named by their line
-in the input (the alert's "line"), and, of a run over a directory, by
-the index of their file too ("partition 1 line 40", as the alert's
-"partition": the files in name order from 0). -id keeps the alerts whose
-id starts with it.
+in the input (the alert's "line"), and, of a run over several
+partitions, by the index of their partition too ("partition 1 line 40",
+the alert's "partition": a directory's file, numbered as run numbers
+them; a topic's partition). -id keeps the alerts whose id starts with
+it.
 
 An alert of a rule the ruleset does not have, or of another version of
 the rule (its rule_hash differs: explained with this version, which may

@@ -726,7 +726,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			group = f.group
 		}
 		printRunSummary(stderr, res, f.deadLetterTo(), group)
-		if line := openTimeouts(rs, res, &f); line != "" {
+		if line := openTimeouts(rs, res, &f); line != "" && err != nil && errors.Is(err, ctx.Err()) {
 			fmt.Fprintf(stderr, "run: %s\n", line)
 		}
 		if err == nil && res.Finished && f.timeMode == "processing" && res.Stats.PartialMatches > 0 {
@@ -990,12 +990,17 @@ func openTimeouts(rs *rules.Ruleset, res *cep.StreamResult, f *runFlags) string 
 	if len(names) == 0 {
 		return ""
 	}
+	of := "of " + strings.Join(names, ", ")
+	if res.RulesetVersion != rs.Hash {
+		// Another version runs (deployed): its rules are not rs's.
+		of = "of the rules with a timeout block"
+	}
 	quiet := "on a quiet input, -wall-clock-advance moves it on"
 	if f.wallClock {
 		quiet = "-wall-clock-advance moves it on while the input is quiet"
 	}
-	return fmt.Sprintf("the watermark stands at %s: the timed-out alerts of %s come as it passes their windows' ends, which newer events move it to (%s)",
-		time.UnixMilli(int64(res.Stats.Watermark)).UTC().Format(time.RFC3339), strings.Join(names, ", "), quiet)
+	return fmt.Sprintf("the watermark stands at %s: the timed-out alerts %s come as it passes their windows' ends, which newer events move it to (%s)",
+		time.UnixMilli(int64(res.Stats.Watermark)).UTC().Format(time.RFC3339), of, quiet)
 }
 
 // formerNote says of a rule of a run's summary that the active version

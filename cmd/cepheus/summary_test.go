@@ -1411,10 +1411,16 @@ rule reset {
 		t.Fatal(err)
 	}
 	stopped := &cep.StreamResult{}
+	stopped.RulesetVersion = rs.Hash
 	stopped.Stats.PartialMatches, stopped.Stats.Watermark = 3, event.Time(time.Date(2026, 3, 2, 11, 41, 51, 0, time.UTC).UnixMilli())
 	want := "the watermark stands at 2026-03-02T11:41:51Z: the timed-out alerts of reset come as it passes their windows' ends, which newer events move it to (on a quiet input, -wall-clock-advance moves it on)"
 	if got := openTimeouts(rs, stopped, &runFlags{follow: true}); got != want {
 		t.Errorf("a followed run stopped:\n got  %q\n want %q", got, want)
+	}
+	deployed := *stopped
+	deployed.RulesetVersion = "another"
+	if got, want := openTimeouts(rs, &deployed, &runFlags{follow: true}), "the timed-out alerts of the rules with a timeout block come"; !strings.Contains(got, want) {
+		t.Errorf("a run of another version:\n got  %q\n want it to say %q", got, want)
 	}
 	finished := *stopped
 	finished.Finished = true
