@@ -1442,3 +1442,30 @@ rule reset {
 		}
 	}
 }
+
+// TestBacktestLowRecallHint: without -case, a scenario whose recall is
+// low though its events were caught gets the hint that recall counts
+// events and -case counts instances; with -case, or none low, no hint.
+func TestBacktestLowRecallHint(t *testing.T) {
+	hint := "(recall counts labelled events, and an alert holds a few of a long instance's: -case FIELD counts the instances caught)"
+	print := func(ls *cep.LabelSummary) string {
+		var b strings.Builder
+		printSummary(&b, &cep.Summary{Ruleset: "r", InputStats: cep.InputStats{Decoded: 400}}, ls, time.Second, backtestFlags{label: "is_fraud"}, nil, nil, false)
+		return b.String()
+	}
+	low := &cep.LabelSummary{Field: "is_fraud", Present: 400, ScenarioField: "scenario", ScenarioPresent: 333, Labelled: 333, Caught: 62,
+		Scenarios: []cep.ScenarioSummary{{Scenario: "ato", Labelled: 50, Caught: 50}, {Scenario: "stuffing", Labelled: 283, Caught: 12}}}
+	if out := print(low); !strings.Contains(out, hint) {
+		t.Errorf("a scenario at 4.2%% recall: no hint\n%s", out)
+	}
+	cased := *low
+	cased.CaseField, cased.Cases, cased.CasesCaught = "case_id", 7, 7
+	if out := print(&cased); strings.Contains(out, hint) {
+		t.Errorf("with -case: the hint\n%s", out)
+	}
+	high := *low
+	high.Scenarios = low.Scenarios[:1]
+	if out := print(&high); strings.Contains(out, hint) {
+		t.Errorf("no scenario low: the hint\n%s", out)
+	}
+}
