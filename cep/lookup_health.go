@@ -14,7 +14,8 @@ import (
 // source, the error, the policy and what it does to the events), a
 // reminder at most once a minute while they go on failing, and a line
 // when it answers again (how long it failed, how many events' lookups
-// failed meanwhile). Never a line per batch: the source counts as
+// failed meanwhile), and a warning when the keys it answers stop having
+// records (records). Never a line per batch: the source counts as
 // answering again only once a whole Enrich call's requests were all
 // answered, and a failure that begins less than a minute after the last
 // warning (a source that comes and goes) is warned of once that minute
@@ -30,6 +31,60 @@ type lookupHealth struct {
 	events       int64     // events whose lookup failed since then
 	short        int64     // events of the failures not warned of, since the last warning
 	warnedAt     time.Time // the last warning (zero: none yet)
+
+	// Records: the keys the source answered since the start, those of
+	// them it had a record for, and those answered without one since the
+	// last with one (dry: their run was warned of).
+	keys, found, since0 int64
+	dry                 bool
+}
+
+// The least run of keys answered without a record that is warned of:
+// neverFound while the source has had no record yet, else dryFloor or
+// dryGaps times the mean run between two keys with a record so far,
+// whichever is more (a run that long has odds of about e^-20 at the rate
+// seen before, so a sparse lookup, most of whose keys have no record, is
+// not warned of by chance).
+const (
+	neverFound = 1000
+	dryFloor   = 100
+	dryGaps    = 20
+)
+
+// records follows whether the keys the source answers have records: a
+// source emptied while the job runs (a Redis restarted without its data,
+// a flush) answers every key without one, and its events get the
+// defaults without a failure to warn of. It warns once of such a run of
+// keys (or of a source that has had no record from the start), and says
+// when records come back.
+func (h *lookupHealth) records(o enrich.Outcome, logf func(string, ...any)) {
+	if o.NotFound < o.Keys {
+		if h.dry {
+			logf("lookup %s: its source %s has records again, after %s without one",
+				h.name, h.source, quantity(h.since0, "key", "keys"))
+		}
+		h.keys += int64(o.Keys)
+		h.found += int64(o.Keys - o.NotFound)
+		h.since0, h.dry = 0, false
+		return
+	}
+	least := int64(neverFound)
+	if h.found > 0 {
+		least = max(dryFloor, dryGaps*(h.keys-h.since0)/h.found) // the rate before the run
+	}
+	h.keys += int64(o.Keys)
+	h.since0 += int64(o.Keys)
+	if h.dry || h.since0 < least {
+		return
+	}
+	h.dry = true
+	if h.found == 0 {
+		logf("warning: lookup %s: none of the %s looked up at its source %s had a record, and their events got the lookup's defaults: does the source hold this lookup's records (the file, the Redis database, ?format=json)?",
+			h.name, quantity(h.since0, "key", "keys"), h.source)
+		return
+	}
+	logf("warning: lookup %s: the last %s looked up at its source %s had no record, where %.1f%% of those before had one: their events get the lookup's defaults; was the source emptied, or its records moved (another Redis database, another file)?",
+		h.name, quantity(h.since0, "key", "keys"), h.source, 100*float64(h.found)/float64(h.keys-h.since0))
 }
 
 // lookupReminder is the least time between two warnings of a lookup.
@@ -38,6 +93,9 @@ const lookupReminder = time.Minute
 // observe takes the outcome of an Enrich call at now and logs what
 // changed.
 func (h *lookupHealth) observe(o enrich.Outcome, now time.Time, logf func(string, ...any)) {
+	if o.Keys > 0 {
+		defer h.records(o, logf)
+	}
 	switch {
 	case o.Failed > 0:
 		if !h.failing {

@@ -292,6 +292,62 @@ func TestLookupHealthLog(t *testing.T) {
 		"lookup holder: its source mem answers again, after 52s of failures: 6 events' lookups failed meanwhile (they got the defaults)")
 }
 
+// TestLookupHealthRecords: a live job's log warns once when the keys a
+// lookup's source answers stop having records (a source emptied while the
+// job runs: its events get the defaults, and no request fails), after a
+// run of keys whose length the rate of records seen before sets (a sparse
+// lookup is not warned of by chance), and says when records come back; a
+// source that has had no record from the start is warned of after the
+// first 1,000 keys. Failures do not end such a run.
+func TestLookupHealthRecords(t *testing.T) {
+	var lines []string
+	logf := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	// call observes a call that answered keys keys, notFound of them
+	// without a record, and returns the lines it logged.
+	call := func(h *lookupHealth, keys, notFound int) []string {
+		n := len(lines)
+		h.observe(enrich.Outcome{Answered: 1, Keys: keys, NotFound: notFound}, now, logf)
+		return lines[n:]
+	}
+	want := func(when string, got []string, lines ...string) {
+		t.Helper()
+		if !slices.Equal(got, lines) {
+			t.Errorf("%s: lines %q, want %q", when, got, lines)
+		}
+	}
+
+	full := &lookupHealth{name: "user", source: "redis://127.0.0.1:6379"}
+	want("records", call(full, 500, 10))
+	want("no record for 99 keys", call(full, 99, 99))
+	want("the 100th", call(full, 1, 1),
+		"warning: lookup user: the last 100 keys looked up at its source redis://127.0.0.1:6379 had no record, where 98.0% of those before had one: their events get the lookup's defaults; was the source emptied, or its records moved (another Redis database, another file)?")
+	want("still none", call(full, 5000, 5000))
+	// A failure, then answers without a record: the same run.
+	full.observe(enrich.Outcome{Failed: 1, Events: 3, Err: errors.New("connection refused")}, now, func(string, ...any) {})
+	want("none after a failure", call(full, 10, 10),
+		"lookup user: its source redis://127.0.0.1:6379 answers again, after 0s of failures: 3 events' lookups failed meanwhile (they got the defaults)")
+	want("a record again", call(full, 3, 2),
+		"lookup user: its source redis://127.0.0.1:6379 has records again, after 5,110 keys without one")
+	want("records", call(full, 50, 0))
+
+	// One key in 100 with a record: a run of 20 times that, 2,000, is
+	// warned of, not one of 1,000.
+	sparse := &lookupHealth{name: "addr", source: "mem"}
+	want("sparse records", call(sparse, 10_000, 9_900))
+	want("a sparse run", call(sparse, 1_999, 1_999))
+	want("a sparse run's end", call(sparse, 1, 1),
+		"warning: lookup addr: the last 2,000 keys looked up at its source mem had no record, where 1.0% of those before had one: their events get the lookup's defaults; was the source emptied, or its records moved (another Redis database, another file)?")
+
+	never := &lookupHealth{name: "device", source: "file:devices.jsonl"}
+	want("none yet", call(never, 999, 999))
+	want("none of the first 1,000", call(never, 1, 1),
+		"warning: lookup device: none of the 1,000 keys looked up at its source file:devices.jsonl had a record, and their events got the lookup's defaults: does the source hold this lookup's records (the file, the Redis database, ?format=json)?")
+	want("still none", call(never, 2000, 2000))
+	want("a first record", call(never, 1, 0),
+		"lookup device: its source file:devices.jsonl has records again, after 3,000 keys without one")
+}
+
 // TestStreamLookupHealthLog: a live job whose lookup's source fails for
 // a while, then answers, logs one warning and one line when it answers
 // again, whatever the number of batches in between.

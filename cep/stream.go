@@ -1049,6 +1049,14 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		default:
 			j.logf("resuming from checkpoint %d (the changelog; ruleset %s version %.12s; parallelism %d, %s backend)", j.restored, name, version, j.meta.Parallelism, j.meta.Backend)
 		}
+		if t := j.taken; j.switched == nil && j.carried == nil && version != t.Hash {
+			// The rules given are those the job last took (a restart with
+			// others deploys them at the restore): a version made active
+			// since goes on, which an operator who restarts with the old
+			// file to go back would not know.
+			j.logf("the rules given (%s version %.12s) are those the job was started with; it runs version %.12s, made active since (a deploy, rollback or promote), and goes on with it: rules rollback or deploy change it",
+				t.Name, t.Hash, version)
+		}
 	}
 	j.nextID = max(j.restored, j.firstID-1) + 1
 	j.startRecs = j.stats.Records

@@ -1178,10 +1178,21 @@ func TestStreamShadow(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
+	// The restarts so far ran the version given (v1): no word of another.
+	startedWith := fmt.Sprintf("the rules given (deploy version %.12s) are those the job was started with; it runs version ", v1.Hash)
+	if logged(startedWith) {
+		t.Errorf("a restart running the rules given logs %q...", startedWith)
+	}
+	logf := cfg.Logf
 	cfg = d.config(events)
-	cfg.ShadowDir = shadowDir
+	cfg.ShadowDir, cfg.Logf = shadowDir, logf
 	if fin, err := streamEngine(t, deployV1).Stream(context.Background(), cfg); err != nil || fin.RulesetVersion != v2.Hash {
 		t.Fatalf("restart: %v, %+v", err, fin)
+	}
+	// A restart with the file the job started with goes on with the
+	// version promoted since, and says so.
+	if want := startedWith + fmt.Sprintf("%.12s, made active since (a deploy, rollback or promote), and goes on with it", v2.Hash); !logged(want) {
+		t.Errorf("the log of a restart with the first rules after a promote has no line %q...", want)
 	}
 
 	// The main output: a deploy of v2 at the promote.

@@ -1026,6 +1026,57 @@ func TestStreamFollowRestartClosedIdle(t *testing.T) {
 	}
 }
 
+// TestStreamFollowBacklogIdle: a followed directory's files that were
+// last written long ago (finished daily files a run starts over, or
+// catches up on after an outage) are idle once read to their ends when
+// that was -idle-timeout or more ago: the watermark moves to the newest
+// file's times within the test, instead of after a whole idle timeout (an
+// hour here) with the oldest file holding it back and every newer event
+// waiting in memory. A file written to lately still holds it back.
+func TestStreamFollowBacklogIdle(t *testing.T) {
+	dir := t.TempDir()
+	line := minuteLine
+	write := func(name string, minutes ...int) string {
+		var b strings.Builder
+		for _, m := range minutes {
+			b.WriteString(line(m))
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	day1 := write("day-1.jsonl", 0, 1, 2)
+	day2 := write("day-2.jsonl", 20, 21, 22)
+	ago := time.Now().Add(-2 * time.Hour)
+	for _, p := range []string{day1, day2} {
+		if err := os.Chtimes(p, ago, ago); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newStreamDirs(t)
+	cfg := d.config(dir)
+	cfg.IdleTimeout, cfg.CloseInactive = time.Hour, 2*time.Hour
+	f := follow(t, streamEngine(t, engineRules), cfg)
+	// 10:22 less the 10 s bound (and a millisecond).
+	at22 := event.Time(time.Date(2026, 1, 1, 10, 21, 49, 999e6, time.UTC).UnixMilli())
+	waitSnapshot(t, f.m, "both files idle: the watermark at day-2's 10:22", func(s MonitorSnapshot) bool {
+		return s.Progress.Records == 6 && s.Progress.Watermark >= at22
+	})
+	// A file written now holds the watermark back at its own time.
+	write("live.jsonl", 30)
+	waitSnapshot(t, f.m, "live.jsonl read", func(s MonitorSnapshot) bool { return s.Progress.Records == 7 })
+	appendFile(t, day2, []string{line(40)})
+	waitSnapshot(t, f.m, "day-2's 10:40 read", func(s MonitorSnapshot) bool { return s.Progress.Records == 8 })
+	time.Sleep(300 * time.Millisecond) // ticks of the coordinator
+	at30 := event.Time(time.Date(2026, 1, 1, 10, 29, 49, 999e6, time.UTC).UnixMilli())
+	if wm := f.m.Snapshot().Progress.Watermark; wm != at30 {
+		t.Errorf("watermark %v with live.jsonl written now at 10:30 and day-2 at 10:40, want %v (live.jsonl's: a file written lately holds it back)", wm, at30)
+	}
+	f.stop()
+}
+
 // TestStreamFollowIdleAcrossSwitch: a partition idle before a deploy is
 // idle after it. A switch starts a new job, whose partitions each held
 // the watermark back again for a whole -idle-timeout (the alerts of a

@@ -873,6 +873,11 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 	if n := len(b.Records); n > 0 {
 		s.setMark(p, &b.Records[n-1])
 	}
+	if b.Unmodified > 0 {
+		// Caught up to the end of a file written to long ago (a backlog):
+		// idle at the next tick when that was IdleTimeout or more.
+		s.pw.Unmodified(p.Index, b.Unmodified)
+	}
 	if b.Closed {
 		// Closed for inactivity: quiet for CloseInactive at least, which
 		// makes it idle at the next tick when that is IdleTimeout or more

@@ -138,12 +138,15 @@ type Lookup struct {
 // Outcome is what the requests of one Enrich call did: how many the
 // source answered, how many failed for good (after their retries), the
 // events of those (given the defaults under [FailOpen], rejected under
-// [FailClosed]) and the error of the last of them. A call whose keys the
-// cache served all sent no request: its Outcome is zero.
+// [FailClosed]) and the error of the last of them, and the keys the
+// answered requests read (a record that did not read not among them) and
+// how many of those had no record. A call whose keys the cache served all
+// sent no request: its Outcome is zero.
 type Outcome struct {
 	Answered, Failed int
 	Events           int
 	Err              error
+	Keys, NotFound   int
 }
 
 // waiter is an event of a batch that waits for the fetch of a key.
@@ -462,6 +465,7 @@ func (l *Lookup) fetchMisses(ctx context.Context, now int64) error {
 			if !found {
 				notFound++
 			}
+			l.last.Keys++
 			l.results[lo+j] = result{vals: vals}
 			if l.cache != nil {
 				l.cache.put(key, vals, found, now)
@@ -470,6 +474,7 @@ func (l *Lookup) fetchMisses(ctx context.Context, now int64) error {
 		l.outs[r] = requestOut{} // drop the records: the cache keeps its own
 	}
 	l.st.notFound.Add(notFound)
+	l.last.NotFound = int(notFound)
 	return nil
 }
 

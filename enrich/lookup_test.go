@@ -327,13 +327,19 @@ func TestEnrichRetriesThenOpen(t *testing.T) {
 		enrich(t, l, evs)
 		checkFields(t, evs, c1Want, c3Want)
 		checkStats(t, l.Stats(), Stats{Misses: 4, Requests: 4, Failures: 3, Defaulted: 3, LastError: "connection refused"})
-		if o := l.LastOutcome(); o != (Outcome{Answered: 1}) {
-			t.Errorf("the outcome of the answered call: %+v, want 1 request answered", o)
+		if o := l.LastOutcome(); o != (Outcome{Answered: 1, Keys: 2}) {
+			t.Errorf("the outcome of the answered call: %+v, want 1 request answered, of 2 keys with a record", o)
 		}
 		// A call the cache serves sends no request.
 		enrich(t, l, events("C1"))
 		if o := l.LastOutcome(); o != (Outcome{}) {
 			t.Errorf("the outcome of a call the cache served: %+v, want none", o)
+		}
+		// A key the source has no record for: counted apart (the cache's
+		// key is not).
+		enrich(t, l, events("C1", "C9", "C9"))
+		if o := l.LastOutcome(); o != (Outcome{Answered: 1, Keys: 1, NotFound: 1}) {
+			t.Errorf("the outcome of a call of a key without a record: %+v, want 1 request answered, of 1 key without a record", o)
 		}
 	})
 }

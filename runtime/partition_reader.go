@@ -133,6 +133,12 @@ type Batch struct {
 	// far and waits for more: a followed file at its end, or standard
 	// input with nothing to read. It may come in a batch without records.
 	CaughtUp bool
+	// Unmodified, in a CaughtUp batch of a followed file, is how long the
+	// file had not been modified when the reader reached its end (its
+	// modification time's age; 0 when unknown or in the future): no
+	// record was written to it for that long, however recently they
+	// were read ([PartitionWatermarks.Unmodified]).
+	Unmodified time.Duration
 	// Done marks the last batch of a partition: the end of a file read
 	// without following, or of standard input.
 	Done bool
@@ -843,6 +849,11 @@ func (pr *partReader) wait() error {
 	}
 	pr.cur.CaughtUp = true
 	pr.caughtUp = true
+	if pr.fr != nil {
+		if fi, err := pr.fr.f.Stat(); err == nil {
+			pr.cur.Unmodified = max(0, time.Since(fi.ModTime()))
+		}
+	}
 	return pr.flush(true)
 }
 

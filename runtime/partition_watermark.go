@@ -235,6 +235,30 @@ func (w *PartitionWatermarks) Quiet(p int, d time.Duration) {
 	}
 }
 
+// Unmodified tells that the followed file of the partition with index p,
+// caught up to its end, had not been modified for d ([Batch.Unmodified]):
+// no record was written to it for d, however recently its records were
+// read (a directory of finished files read when a run starts, or after an
+// outage). Its quiet time counts from its modification time, so that the
+// next Tick makes it idle when d reaches IdleTimeout, as if it had been
+// watched that long: the files of a backlog no longer hold the watermark
+// back, and their events in memory, for a whole IdleTimeout after they
+// were read.
+func (w *PartitionWatermarks) Unmodified(p int, d time.Duration) {
+	pw := w.parts[p]
+	if pw == nil || pw.finished || d <= 0 {
+		return
+	}
+	now := w.cfg.Now()
+	if at := now.Add(-d); pw.active || at.Before(pw.since) {
+		pw.since = at
+	}
+	if pw.active {
+		// The records were read now, as Tick would have seen them.
+		pw.active, w.lastRecord = false, now
+	}
+}
+
 // Finish marks the partition with index p ended (its Done batch): it no
 // longer holds the combined watermark back. It returns the combined
 // watermark and true when that advanced.

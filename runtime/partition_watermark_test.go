@@ -370,6 +370,54 @@ func TestPartitionWatermarksQuiet(t *testing.T) {
 	}
 }
 
+// TestPartitionWatermarksUnmodified: a partition whose file had not been
+// modified for IdleTimeout when its records were read to its end is idle
+// at the next Tick, records read or not; one modified more lately is idle
+// once IdleTimeout has passed since its modification; the latest record's
+// time is that of the reading (the wall-clock advance counts from it).
+func TestPartitionWatermarksUnmodified(t *testing.T) {
+	clk := newFakeClock()
+	w, err := NewPartitionWatermarks(PartitionWatermarksConfig{OutOfOrderness: 10 * time.Millisecond, IdleTimeout: time.Minute, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"backlog", "recent", "live"} {
+		if err := w.Add(part(i, name), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.step(time.Second)
+	w.OnEvent(0, 5000)
+	w.OnEvent(1, 3000)
+	w.OnEvent(2, 1000)
+	w.Unmodified(0, 2*time.Hour)
+	w.Unmodified(1, 30*time.Second)
+	w.Tick()
+	if !w.Idle(0) || w.Idle(1) || w.Idle(2) {
+		t.Fatalf("idle: backlog %v recent %v live %v; want backlog alone", w.Idle(0), w.Idle(1), w.Idle(2))
+	}
+	if got := w.Current(); got != 989 {
+		t.Fatalf("watermark %v, want 989 (live's, the lowest of the partitions not idle)", got)
+	}
+	// recent's 30 s: idle 30 s later, not a whole timeout after its
+	// records were read.
+	clk.step(30 * time.Second)
+	w.OnEvent(2, 1000)
+	w.Tick()
+	if !w.Idle(1) || w.Idle(2) {
+		t.Fatalf("30 s on: recent idle %v, live idle %v; want recent idle, live not", w.Idle(1), w.Idle(2))
+	}
+	if w.lastRecord != clk.now() {
+		t.Errorf("latest record at %v, want the last Tick's %v", w.lastRecord, clk.now())
+	}
+	// A partition that finished is left alone.
+	w.Finish(2)
+	w.Unmodified(2, time.Hour)
+	if w.Idle(2) {
+		t.Error("a finished partition made idle")
+	}
+}
+
 // TestPartitionWatermarksCarry: the combiner of the job after a switch
 // takes the activity of the one before: a partition idle before is idle
 // at the first Tick, one with a record just before the switch is not,

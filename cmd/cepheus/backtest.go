@@ -161,6 +161,7 @@ type backtestFlags struct {
 	lookups                           lookupFlags
 	rules, events, alerts, late, dead string
 	label, scenario, caseField        string
+	labelNear                         string // a declared field close to -label, when none is it (set once the rulesets load)
 	missed                            string // -missed FILE
 	baseline                          string // -baseline FILE
 	outOfOrder                        time.Duration
@@ -390,6 +391,13 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	if sets, err = selectRules(sets, f.only); err != nil {
 		return fs.usagef("%v", err)
+	}
+	for _, rs := range sets {
+		// A misspelt -label reads as a run without fraud: the summary
+		// names the declared field it is close to.
+		if names := rs.Schema.Names(); f.label != "" && f.labelNear == "" && !slices.Contains(names, f.label) {
+			f.labelNear = rules.Closest(f.label, names)
+		}
 	}
 	switch {
 	case f.caseField != "" && f.label == "":
@@ -1345,12 +1353,7 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 				plural(int64(l.Defaulted), "event got", "events got"), humanize.Int(int64(l.Rejected))+" went",
 				lastError(l))
 		}
-		if l.Misses > 0 && l.NotFound >= l.Misses && l.Failures == 0 {
-			// Every key read came back without a record: an empty file,
-			// another Redis database, JSON strings read as hashes.
-			fmt.Fprint(bw, "; no key had a record: does the source hold this lookup's records (the file, the Redis database, ?format=json)?")
-		}
-		fmt.Fprintln(bw)
+		fmt.Fprintln(bw, noRecordHint(l))
 	}
 	for _, a := range s.Aggregates {
 		// (At the end of the input no window holds an event: the final
@@ -1412,7 +1415,11 @@ func printSummary(w io.Writer, s *cep.Summary, ls *cep.LabelSummary, elapsed tim
 	}
 	if ls.Present == 0 && s.Decoded > 0 {
 		// A misspelled -label reads as a run without fraud.
-		fmt.Fprintf(bw, "  (no event has a field %s: is it the label field's name?)\n", f.label)
+		near := ""
+		if f.labelNear != "" {
+			near = " the schema declares " + f.labelNear
+		}
+		fmt.Fprintf(bw, "  (no event has a field %s: is it the label field's name?%s)\n", f.label, near)
 	} else if ls.Present > 0 && ls.Labelled == 0 {
 		// A label of another form (a scenario name) reads the same way.
 		fmt.Fprintf(bw, "  (%s a field %s, none of them true: a label is true, a non-zero number, or \"true\", \"1\" or \"yes\")\n",

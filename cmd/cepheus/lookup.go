@@ -348,6 +348,9 @@ func printLookupSummary(w io.Writer, cmd string, ls []cep.LookupStats, resumed b
 }
 
 // lookupText is a lookup's figures, as a summary and status give them.
+// The events of keys without a record get the defaults as those of a
+// failed request do under "on failure open": the figure after a failure
+// counts the latter alone, and the line says which it counts.
 func lookupText(l cep.LookupStats) string {
 	if !l.Bound {
 		return fmt.Sprintf("lookup %s: unbound, every event got its defaults", l.Name)
@@ -356,10 +359,29 @@ func lookupText(l cep.LookupStats) string {
 	if l.Unreadable > 0 {
 		unreadable = ", " + humanize.Int(int64(l.Unreadable)) + " that did not read"
 	}
-	return fmt.Sprintf("lookup %s: %s from the cache (%.1f%%), %s looked up at the source (%s without a record%s) in %s; %s failed (%s): %s with the defaults, %s%s",
-		l.Name, plural(int64(l.Hits), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)), unreadable,
-		plural(int64(l.Requests), "request", "requests"), humanize.Int(int64(l.Failures)), plural(int64(l.Timeouts), "timeout", "timeouts"),
-		plural(int64(l.Defaulted), "event", "events"), plural(int64(l.Rejected), "dead letter", "dead letters"), lastError(l))
+	noRecord := ""
+	if l.NotFound > 0 {
+		noRecord = ", whose events got the defaults"
+	}
+	failed := "none failed"
+	if l.Failures > 0 || l.Unreadable > 0 {
+		failed = fmt.Sprintf("%s failed (%s): their events: %s got the defaults, %s went to the dead letters",
+			humanize.Int(int64(l.Failures)), plural(int64(l.Timeouts), "timeout", "timeouts"),
+			humanize.Int(int64(l.Defaulted)), humanize.Int(int64(l.Rejected)))
+	}
+	return fmt.Sprintf("lookup %s: %s from the cache (%.1f%%), %s looked up at the source (%s without a record%s%s) in %s; %s%s%s",
+		l.Name, plural(int64(l.Hits), "key", "keys"), 100*l.HitRate(), humanize.Int(int64(l.Misses)), humanize.Int(int64(l.NotFound)), noRecord, unreadable,
+		plural(int64(l.Requests), "request", "requests"), failed, lastError(l), noRecordHint(l))
+}
+
+// noRecordHint is what a lookup's summary line ends with when every key
+// looked up at its source came back without a record (an empty file,
+// another Redis database, JSON strings read as hashes), else "".
+func noRecordHint(l cep.LookupStats) string {
+	if l.Misses == 0 || l.NotFound < l.Misses || l.Failures > 0 {
+		return ""
+	}
+	return "; no key had a record: does the source hold this lookup's records (the file, the Redis database, ?format=json)?"
 }
 
 // lastError is what a summary's lookup line ends with when requests of

@@ -420,7 +420,7 @@ func TestLookupRedisDown(t *testing.T) {
 			out := stderr.String()
 			// "1 timeout", "1 event", "1 dead letter" too (CI met one
 			// timeout; the regexp wanted "timeouts").
-			m := regexp.MustCompile(`run: lookup customer: .* ([0-9,]+) failed \(([0-9,]+) timeouts?\): ([0-9,]+) events? with the defaults, ([0-9,]+) dead letters?`).FindStringSubmatch(out)
+			m := regexp.MustCompile(`run: lookup customer: .* ([0-9,]+) failed \(([0-9,]+) timeouts?\): their events: ([0-9,]+) got the defaults, ([0-9,]+) went to the dead letters`).FindStringSubmatch(out)
 			if m == nil {
 				t.Fatalf("no lookup summary:\n%s", out)
 			}
@@ -430,7 +430,7 @@ func TestLookupRedisDown(t *testing.T) {
 				t.Errorf("no request failed after Redis stopped:\n%s", out)
 			}
 			// It says why (a refused connection, a reset, a timeout).
-			if why := regexp.MustCompile(`run: lookup customer: .* dead letters?; last error: (.+)`).FindStringSubmatch(out); why == nil {
+			if why := regexp.MustCompile(`run: lookup customer: .* went to the dead letters; last error: (.+)`).FindStringSubmatch(out); why == nil {
 				t.Errorf("the lookup summary does not say why its requests failed:\n%s", out)
 			} else {
 				t.Logf("the last error: %s", why[1])

@@ -480,7 +480,7 @@ func TestStatusLookupsAggregates(t *testing.T) {
 	b.WriteString("\n")
 	printStatusFigures(&b, []cep.LookupStats{customer, {Name: "device"}}, []cep.AggregateStats{{Name: "merchant_cards", Keys: 12, Dropped: 3, HotKeys: 1}})
 	for _, want := range []string{
-		"\n  lookup customer: 90 keys from the cache (90.0%), 10 looked up at the source (2 without a record) in 4 requests; 1 failed (1 timeout): 5 events with the defaults, 0 dead letters; last error: no answer within 250ms\n",
+		"\n  lookup customer: 90 keys from the cache (90.0%), 10 looked up at the source (2 without a record, whose events got the defaults) in 4 requests; 1 failed (1 timeout): their events: 5 got the defaults, 0 went to the dead letters; last error: no answer within 250ms\n",
 		"\n  lookup device: unbound, every event got its defaults\n",
 		"\n  aggregate merchant_cards: 12 keys with events in their window, 3 events dropped at the bound, 1 key hot\n",
 	} {

@@ -109,6 +109,12 @@ func TestBacktestSummaryWording(t *testing.T) {
 	if !strings.Contains(errOut, note) {
 		t.Errorf("-label nosuchfield: summary lacks %q:\n%s", note, errOut)
 	}
+	// One close to a declared field: named.
+	declared := writeFile(t, dir, "declared.cep", strings.Replace(goodSrc, "event time ts\n", "event time ts\nschema {\n  ts: time\n  k: string\n  name: string\n  is_fraud: bool\n}\n", 1))
+	_, _, errOut = cepheus(t, "backtest", "-rules", declared, "-events", events, "-label", "isfraud")
+	if want := "(no event has a field isfraud: is it the label field's name? the schema declares is_fraud)"; !strings.Contains(errOut, want) {
+		t.Errorf("-label isfraud: summary lacks %q:\n%s", want, errOut)
+	}
 	falseLabels := strings.ReplaceAll(abEvents(2, 0, ""), `"k":`, `"nosuchfield":false,"k":`)
 	events = writeFile(t, dir, "e3.jsonl", falseLabels)
 	_, _, errOut = cepheus(t, "backtest", "-rules", rules, "-events", events, "-label", "nosuchfield")
@@ -366,19 +372,24 @@ func TestSummaryAggregates(t *testing.T) {
 }
 
 // TestRunLookupSummaryLastError: the lookup lines of run's summary say
-// why the requests of a lookup failed, after how many; a lookup none of
-// whose requests failed, or an unbound one, has no such part.
+// why the requests of a lookup failed, after how many, and what their
+// events got; a lookup none of whose requests failed says so, and one
+// whose keys all came back without a record asks whether its source holds
+// the records (every event got the defaults, and no figure of a failure
+// says so); an unbound one says what its events got.
 func TestRunLookupSummaryLastError(t *testing.T) {
-	var failing, fine, unbound cep.LookupStats
+	var failing, fine, empty, unbound cep.LookupStats
 	failing.Name, failing.Bound = "customer", true
 	failing.Misses, failing.Requests, failing.Failures, failing.Timeouts, failing.Defaulted = 4, 3, 2, 1, 4
 	failing.LastError = "no answer within 250ms"
 	fine.Name, fine.Bound, fine.Misses, fine.Requests = "merchant", true, 1, 1
+	empty.Name, empty.Bound, empty.Hits, empty.Misses, empty.NotFound, empty.Requests = "user", true, 2, 3, 3, 1
 	unbound.Name = "device"
 	var b bytes.Buffer
-	printLookupSummary(&b, "run", []cep.LookupStats{failing, fine, unbound}, false)
-	want := "run: lookup customer: 0 keys from the cache (0.0%), 4 looked up at the source (0 without a record) in 3 requests; 2 failed (1 timeout): 4 events with the defaults, 0 dead letters; last error: no answer within 250ms\n" +
-		"run: lookup merchant: 0 keys from the cache (0.0%), 1 looked up at the source (0 without a record) in 1 request; 0 failed (0 timeouts): 0 events with the defaults, 0 dead letters\n" +
+	printLookupSummary(&b, "run", []cep.LookupStats{failing, fine, empty, unbound}, false)
+	want := "run: lookup customer: 0 keys from the cache (0.0%), 4 looked up at the source (0 without a record) in 3 requests; 2 failed (1 timeout): their events: 4 got the defaults, 0 went to the dead letters; last error: no answer within 250ms\n" +
+		"run: lookup merchant: 0 keys from the cache (0.0%), 1 looked up at the source (0 without a record) in 1 request; none failed\n" +
+		"run: lookup user: 2 keys from the cache (40.0%), 3 looked up at the source (3 without a record, whose events got the defaults) in 1 request; none failed; no key had a record: does the source hold this lookup's records (the file, the Redis database, ?format=json)?\n" +
 		"run: lookup device: unbound, every event got its defaults\n"
 	if got := b.String(); got != want {
 		t.Errorf("lookup lines\n got  %q\n want %q", got, want)
@@ -387,7 +398,7 @@ func TestRunLookupSummaryLastError(t *testing.T) {
 	// records and alerts: said so.
 	b.Reset()
 	printLookupSummary(&b, "run", []cep.LookupStats{fine, unbound}, true)
-	want = "run: lookup merchant: since this process started, 0 keys from the cache (0.0%), 1 looked up at the source (0 without a record) in 1 request; 0 failed (0 timeouts): 0 events with the defaults, 0 dead letters\n" +
+	want = "run: lookup merchant: since this process started, 0 keys from the cache (0.0%), 1 looked up at the source (0 without a record) in 1 request; none failed\n" +
 		"run: lookup device: unbound, every event got its defaults\n"
 	if got := b.String(); got != want {
 		t.Errorf("lookup lines of a resumed run\n got  %q\n want %q", got, want)

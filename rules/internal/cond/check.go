@@ -515,7 +515,7 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 				if s, ok := n.Property.(*ast.StringNode); ok && !strings.HasPrefix(hint, " (did you mean") {
 					// Not a misspelt stage: a nested object's field, as
 					// a Java getter or a JSON path reads it.
-					hint += fmt.Sprintf("; events are flat JSON objects (a nested object is a dead letter): a nested field is a field of its own, flattened upstream (%s_%s)", id.Value, s.Value)
+					hint += fmt.Sprintf("; events are flat JSON objects (a nested object is a dead letter): a nested field is a field of its own, flattened upstream (%s_%s), and a lookup's fields are read so once the ruleset declares lookup %s { ... }", id.Value, s.Value, id.Value)
 				}
 				return "", c.errorf(id, "%s is a field, whose values have no fields: %s reads nothing%s", id.Value, c.text(n), hint)
 			}

@@ -611,8 +611,8 @@ func TestCondUndeclared(t *testing.T) {
 	// run time on every event).
 	staged := &Env{Schema: unitSchema, Stages: []string{"large", "other"}}
 	for src, want := range map[string]string{
-		`country != x.country`: "x is a field, whose values have no fields: x.country reads nothing (the stages: large, other); events are flat JSON objects (a nested object is a dead letter): a nested field is a field of its own, flattened upstream (x_country)",
-		`x.a > 1`:              "x is a field, whose values have no fields: x.a reads nothing (the stages: large, other); events are flat JSON objects (a nested object is a dead letter): a nested field is a field of its own, flattened upstream (x_a)",
+		`country != x.country`: "x is a field, whose values have no fields: x.country reads nothing (the stages: large, other); events are flat JSON objects (a nested object is a dead letter): a nested field is a field of its own, flattened upstream (x_country), and a lookup's fields are read so once the ruleset declares lookup x { ... }",
+		`x.a > 1`:              "x is a field, whose values have no fields: x.a reads nothing (the stages: large, other); events are flat JSON objects (a nested object is a dead letter): a nested field is a field of its own, flattened upstream (x_a), and a lookup's fields are read so once the ruleset declares lookup x { ... }",
 	} {
 		if _, err := CompileBoolExpr(src, staged); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", src, err, want)
