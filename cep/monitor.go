@@ -156,6 +156,10 @@ type MonitorSnapshot struct {
 	// records between the job's position and the partition's end, as its
 	// latest fetch saw it).
 	KafkaLag map[string]int64
+	// FileUnread is each followed file's backlog: the bytes it held past
+	// the reader's position, as its latest batch saw it (0 once read to
+	// its end; a file closed for quiet keeps its last figure).
+	FileUnread map[string]int64
 	// KafkaCommits and KafkaAborts count the checkpoint transactions of a
 	// transactional Kafka job committed and failed in this process.
 	KafkaCommits, KafkaAborts int64
@@ -248,6 +252,7 @@ func (m *StreamMonitor) Snapshot() MonitorSnapshot {
 	s.CheckpointBuckets = append([]uint64(nil), s.CheckpointBuckets...)
 	s.PartitionWatermarks = maps.Clone(s.PartitionWatermarks)
 	s.KafkaLag = maps.Clone(s.KafkaLag)
+	s.FileUnread = maps.Clone(s.FileUnread)
 	s.IdlePartitions = maps.Clone(s.IdlePartitions)
 	s.Shadow = append([]ShadowCount(nil), s.Shadow...)
 	s.Draining = append([]DrainingRule(nil), s.Draining...)
@@ -310,6 +315,13 @@ func (m *StreamMonitor) streamEnded() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ends++
+}
+
+// setUnread sets the followed files' backlog (MonitorSnapshot.FileUnread).
+func (m *StreamMonitor) setUnread(unread map[string]int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s.FileUnread = unread
 }
 
 // publish sets the job's figures: its progress, its rules' counters and

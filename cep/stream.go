@@ -590,6 +590,18 @@ func (cfg StreamConfig) CheckLocks() error {
 	return nil
 }
 
+// CheckStateDir reports, without making anything, whether dir can be the
+// StateDir of a new Stream: an error when another run holds it, or when it
+// (or a directory above it) is a file. Stream checks the same as it
+// starts; a caller with much to do before (lookups to load from a file)
+// calls it first, so that a second run is refused at once.
+func CheckStateDir(dir string) error {
+	if err := state.CheckRunLock(dir); err != nil {
+		return fmt.Errorf("cep: stream: %w", err)
+	}
+	return nil
+}
+
 // takeDirs takes the locks a Stream holds for its whole run: its state
 // directory's (state.LockRun, making the directory when missing) and its
 // output directories' (lockOutputs), after checkOutputs. release lets
@@ -948,7 +960,12 @@ type jobMeta struct {
 	Dead         runtime.PendingState
 	Alerts, Late []runtime.PendingState // by subtask
 	Shadow       []runtime.PendingState `json:",omitempty"` // the shadow alerts', by subtask
-	Stats        StreamStats
+	// Outputs are the absolute paths of the output directories the run
+	// wrote to, by part file prefix (alerts, late, shadow, dead): a
+	// restore into the same directory takes a committed part file of the
+	// checkpoint missing there as taken by a consumer (recoverFile).
+	Outputs map[string]string `json:",omitempty"`
+	Stats   StreamStats
 	// Plan is what the engine that took the checkpoint runs (versions,
 	// layout, rules); Next, at a hot-loading switch, what the job that
 	// restores it runs.
@@ -1070,8 +1087,13 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 	if err := j.openSinks(c.Parallelism); err != nil {
 		return nil, err
 	}
+	restoreStart := time.Now()
 	if err := j.restoreSubtasks(chk); err != nil {
 		return nil, err
+	}
+	if took := time.Since(restoreStart); chk != nil && took >= time.Second {
+		// A large state takes seconds to read, said nothing of meanwhile.
+		j.logf("restored the state of checkpoint %d in %v", j.restored, took.Round(time.Millisecond))
 	}
 	j.graceAfterStop(ctx)
 	if j.src, err = j.openSource(ctx); err != nil {
@@ -1397,7 +1419,7 @@ func (j *job) openSinks(first int) error {
 			return err
 		}
 		j.dead = s
-		if err := s.Recover(j.restoredSink(func(m *jobMeta, _ int) (runtime.PendingState, bool) { return m.Dead, true }, 0)); err != nil {
+		if err := j.recoverFile(s, "dead", j.cfg.DeadDir, j.restoredSink(func(m *jobMeta, _ int) (runtime.PendingState, bool) { return m.Dead, true }, 0)); err != nil {
 			return fmt.Errorf("cep: stream: dead letters: %w", err)
 		}
 	}
@@ -1426,7 +1448,7 @@ func (j *job) openSinks(first int) error {
 			if err != nil {
 				return err
 			}
-			err = fs.Recover(j.restoredSink(func(m *jobMeta, s int) (runtime.PendingState, bool) {
+			err = j.recoverFile(fs, out.prefix, out.dir, j.restoredSink(func(m *jobMeta, s int) (runtime.PendingState, bool) {
 				if st := out.of(m); s < len(st) {
 					return st[s], true
 				}
@@ -1461,6 +1483,51 @@ func (j *job) restoredSink(of func(*jobMeta, int) (runtime.PendingState, bool), 
 		return st
 	}
 	return runtime.PendingState{Subtask: s, Checkpoint: j.restored}
+}
+
+// outputPaths are the absolute paths of c's output directories by part
+// file prefix (jobMeta.Outputs).
+func outputPaths(c *StreamConfig) map[string]string {
+	m := map[string]string{}
+	for prefix, dir := range map[string]string{"alerts": c.AlertsDir, "late": c.LateDir, "shadow": c.ShadowDir, "dead": c.DeadDir} {
+		if abs := absDir(dir); abs != "" {
+			m[prefix] = abs
+		}
+	}
+	return m
+}
+
+// absDir is dir's absolute path, or "" for no dir (or one whose path
+// cannot be made absolute).
+func absDir(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	return abs
+}
+
+// recoverFile recovers the file sink fs, writing part files named after
+// prefix into dir, from restored. In the directory the restored
+// checkpoint's run wrote to, a part file of the checkpoint neither pending
+// nor committed was committed and taken by a consumer (moved or deleted):
+// said, not refused. Elsewhere it is refused (another directory, whose
+// lines a resume would lose).
+func (j *job) recoverFile(fs *runtime.FileSink, prefix, dir string, restored runtime.PendingState) error {
+	if m := j.meta; m != nil && m.Outputs[prefix] != "" && m.Outputs[prefix] == absDir(dir) {
+		fs.TakenOK()
+	}
+	if err := fs.Recover(restored); err != nil {
+		return err
+	}
+	for _, name := range fs.Consumed() {
+		j.logf("%s of checkpoint %d: not in %s, taken by a consumer after its commit (the run that took the checkpoint wrote to this directory)",
+			name, restored.Checkpoint, dir)
+	}
+	return nil
 }
 
 // groupRange is the key groups subtask i of n owns.

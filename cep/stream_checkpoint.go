@@ -430,6 +430,9 @@ func (j *job) publish(ready bool) {
 	p := j.progress()
 	p.Alerts = alerts
 	j.cfg.Monitor.publish(j.e, p, c, j.retiredRules(), ready, parts, wms, lag, idle, j.enrich.stats(), aggs, held)
+	if src := j.src; src != nil && src.unread != nil {
+		j.cfg.Monitor.setUnread(maps.Clone(src.unread))
+	}
 }
 
 // progress is the progress report of now.
@@ -575,11 +578,12 @@ func (j *job) barrier(final bool) error {
 	f.meta = jobMeta{
 		Format: streamFormat, Ruleset: rs.Name, RulesetVersion: rs.Hash, Rules: ruleHashes(rs), Time: j.cfg.Time,
 		KeyGroups: keyGroups, Parallelism: len(j.subs), Backend: j.cfg.Backend, Finished: final, Input: inputOf(&j.cfg),
-		Alerts: make([]runtime.PendingState, len(j.subs)),
-		Late:   make([]runtime.PendingState, len(j.subs)),
-		Shadow: make([]runtime.PendingState, len(j.subs)),
-		Stats:  j.stats,
-		Plan:   j.e.plan,
+		Alerts:  make([]runtime.PendingState, len(j.subs)),
+		Late:    make([]runtime.PendingState, len(j.subs)),
+		Shadow:  make([]runtime.PendingState, len(j.subs)),
+		Outputs: outputPaths(&j.cfg),
+		Stats:   j.stats,
+		Plan:    j.e.plan,
 	}
 	if t := j.taken.Hash; j.e.plan.Startup != t {
 		// The rules source holds the active version now (a watcher's

@@ -1061,9 +1061,13 @@ func TestStreamFollowBacklogIdle(t *testing.T) {
 	f := follow(t, streamEngine(t, engineRules), cfg)
 	// 10:22 less the 10 s bound (and a millisecond).
 	at22 := event.Time(time.Date(2026, 1, 1, 10, 21, 49, 999e6, time.UTC).UnixMilli())
-	waitSnapshot(t, f.m, "both files idle: the watermark at day-2's 10:22", func(s MonitorSnapshot) bool {
+	sn := waitSnapshot(t, f.m, "both files idle: the watermark at day-2's 10:22", func(s MonitorSnapshot) bool {
 		return s.Progress.Records == 6 && s.Progress.Watermark >= at22
 	})
+	// Read to their ends: no backlog (cepheus_input_unread_bytes).
+	if want := map[string]int64{"day-1.jsonl": 0, "day-2.jsonl": 0}; !maps.Equal(sn.FileUnread, want) {
+		t.Errorf("files' unread bytes %v, want %v", sn.FileUnread, want)
+	}
 	// A file written now holds the watermark back at its own time.
 	write("live.jsonl", 30)
 	waitSnapshot(t, f.m, "live.jsonl read", func(s MonitorSnapshot) bool { return s.Progress.Records == 7 })

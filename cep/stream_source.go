@@ -67,6 +67,9 @@ type streamSource struct {
 	// backlog is each Kafka partition's lag as its latest batch said
 	// (records between its position and its end), for the monitor.
 	backlog map[string]int64
+	// unread is each followed file's bytes past the reader's position, as
+	// its latest batch said (Batch.Unread), for the monitor.
+	unread map[string]int64
 	// wantBarrier says that a barrier is due but waits for the guard to
 	// hold nothing: it goes out after the record that empties it.
 	wantBarrier bool
@@ -517,15 +520,24 @@ func (s *streamSource) pick() (p int, need, ok bool) {
 	return p, !c.opened || c.next >= len(c.b.Records), true
 }
 
-// noteBacklog keeps a Kafka batch's lag for the monitor.
+// noteBacklog keeps a Kafka batch's lag, or a followed file's bytes not
+// read yet, for the monitor.
 func (s *streamSource) noteBacklog(b runtime.Batch) {
-	if s.j.cfg.Kafka == nil || s.j.cfg.Monitor == nil {
-		return
+	switch {
+	case s.j.cfg.Monitor == nil:
+	case s.j.cfg.Kafka != nil:
+		if s.backlog == nil {
+			s.backlog = map[string]int64{}
+		}
+		s.backlog[b.Partition.Name] = b.Backlog
+	case s.j.cfg.Follow && b.Gone:
+		delete(s.unread, b.Partition.Name)
+	case s.j.cfg.Follow:
+		if s.unread == nil {
+			s.unread = map[string]int64{}
+		}
+		s.unread[b.Partition.Name] = b.Unread
 	}
-	if s.backlog == nil {
-		s.backlog = map[string]int64{}
-	}
-	s.backlog[b.Partition.Name] = b.Backlog
 }
 
 // setBatch takes the next batch b of partition p (aligned reading).

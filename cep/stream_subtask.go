@@ -168,17 +168,22 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 		}
 		return s, nil
 	}
+	alerts := restored(func(m *jobMeta) []runtime.PendingState { return m.Alerts })
 	if c.AlertsDir != "" {
 		fs, err := runtime.NewFileSink(c.AlertsDir, "alerts", i)
 		if err != nil {
 			return nil, err
 		}
 		s.alerts = fs
+		err = j.recoverFile(fs, "alerts", c.AlertsDir, alerts)
+		if err != nil {
+			return nil, fmt.Errorf("cep: stream: alerts of subtask %d: %w", i, err)
+		}
 	} else {
 		s.alerts = runtime.NewWriterSink(j.sharedAlerts(), i)
-	}
-	if err := s.alerts.Recover(restored(func(m *jobMeta) []runtime.PendingState { return m.Alerts })); err != nil {
-		return nil, fmt.Errorf("cep: stream: alerts of subtask %d: %w", i, err)
+		if err := s.alerts.Recover(alerts); err != nil {
+			return nil, fmt.Errorf("cep: stream: alerts of subtask %d: %w", i, err)
+		}
 	}
 	if c.LateDir != "" {
 		fs, err := runtime.NewFileSink(c.LateDir, "late", i)
@@ -186,7 +191,7 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 			return nil, err
 		}
 		s.late = fs
-		if err := fs.Recover(restored(func(m *jobMeta) []runtime.PendingState { return m.Late })); err != nil {
+		if err := j.recoverFile(fs, "late", c.LateDir, restored(func(m *jobMeta) []runtime.PendingState { return m.Late })); err != nil {
 			return nil, fmt.Errorf("cep: stream: late events of subtask %d: %w", i, err)
 		}
 	}
@@ -196,7 +201,7 @@ func (j *job) newSubtask(i int) (*streamSubtask, error) {
 			return nil, err
 		}
 		s.shadow = fs
-		if err := fs.Recover(restored(func(m *jobMeta) []runtime.PendingState { return m.Shadow })); err != nil {
+		if err := j.recoverFile(fs, "shadow", c.ShadowDir, restored(func(m *jobMeta) []runtime.PendingState { return m.Shadow })); err != nil {
 			return nil, fmt.Errorf("cep: stream: shadow alerts of subtask %d: %w", i, err)
 		}
 	}

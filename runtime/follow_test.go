@@ -290,6 +290,50 @@ func TestFollowBackpressure(t *testing.T) {
 	quiet(t, r, 10*time.Millisecond)
 }
 
+// TestFollowUnreadUnmodified: a followed file's batches say how many of
+// its bytes the reader had not read yet (its backlog: the file less what
+// was read, down to 0 at its end), and its caught-up batch how long the
+// file had not been modified (its modification time's age).
+func TestFollowUnreadUnmodified(t *testing.T) {
+	var sb strings.Builder
+	const n = 2000
+	for i := range n {
+		fmt.Fprintf(&sb, "%04d%s\n", i, strings.Repeat("x", 95))
+	}
+	path := writeFile(t, "backlog.jsonl", []byte(sb.String()))
+	ago := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(path, ago, ago); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(sb.Len())
+	r := follow(t, context.Background(), path, ReaderConfig{BatchRecords: 100, Source: SourceConfig{BufferBytes: 4096}})
+	defer r.Close()
+	var first, last Batch
+	for records := 0; records < n; {
+		b := recv(t, r)
+		if len(b.Records) == 0 {
+			continue
+		}
+		if records == 0 {
+			first = b
+		}
+		records += len(b.Records)
+		last = b
+	}
+	if first.Unread <= 0 || first.Unread != size-first.Read {
+		t.Errorf("the first batch: %d bytes unread, read %d of %d; want the rest, more than 0", first.Unread, first.Read, size)
+	}
+	if first.Unmodified != 0 {
+		t.Errorf("the first batch, not caught up: unmodified for %v, want 0", first.Unmodified)
+	}
+	for !last.CaughtUp {
+		last = recv(t, r)
+	}
+	if last.Unread != 0 || last.Unmodified < 2*time.Hour || last.Unmodified > 3*time.Hour {
+		t.Errorf("the caught-up batch: %d bytes unread, unmodified for %v; want 0 and the file's 2h", last.Unread, last.Unmodified)
+	}
+}
+
 // TestFollowQuietFile: a followed file with nothing new for quietPolls
 // polls is looked at every quietFactor polls, and at every poll again once
 // it has grown: a directory of files that no longer grow (rotated ones)

@@ -139,6 +139,11 @@ type Batch struct {
 	// record was written to it for that long, however recently they
 	// were read ([PartitionWatermarks.Unmodified]).
 	Unmodified time.Duration
+	// Unread, in a batch of a followed file, is how many bytes the file
+	// held past Read when the reader sent the batch (its size less Read,
+	// compressed bytes in a gzip file): the backlog of a file written
+	// faster than the job reads it. 0 for other inputs.
+	Unread int64
 	// Done marks the last batch of a partition: the end of a file read
 	// without following, or of standard input.
 	Done bool
@@ -867,6 +872,11 @@ func (pr *partReader) flush(always bool) error {
 	b.End = pr.end
 	if pr.src != nil {
 		b.Read, _ = pr.src.Progress()
+	}
+	if pr.fr != nil {
+		if fi, err := pr.fr.f.Stat(); err == nil {
+			b.Unread = max(0, fi.Size()-b.Read)
+		}
 	}
 	b.chunk = nil
 	select {

@@ -64,6 +64,14 @@ import (
 // Recover compares checkpoint numbers only: committed files of another
 // job numbered up to N are not told apart from this job's.
 //
+// A part file of restored.Parts that is neither pending nor committed is
+// an error (another output directory than the run before's, or one
+// emptied under it), unless the caller knows the directory is the one
+// the restored checkpoint's run wrote to ([FileSink.TakenOK]): its
+// committed file was then taken by a consumer (moved or deleted, as
+// consumers of committed part files do), and [FileSink.Consumed] names
+// it.
+//
 // A FileSink is not safe for concurrent use. Several subtasks (and
 // several prefixes, say alerts, late events and dead letters) may share a
 // directory: each touches only its own names.
@@ -75,6 +83,12 @@ type FileSink struct {
 	recovered bool
 	last      int64   // the latest checkpoint pre-committed or restored
 	pending   []int64 // checkpoints with a pending part file, ascending
+
+	// taken: Recover takes a part file of the restored checkpoint that
+	// is neither pending nor committed as taken by a consumer (TakenOK);
+	// consumed are the committed names it found so.
+	taken    bool
+	consumed []string
 
 	f *os.File // the in-progress file; nil when no line was written since the last PreCommit
 	w *bufio.Writer
@@ -444,6 +458,10 @@ func (s *FileSink) Recover(restored PendingState) error {
 			if err := s.fp("recover.renamed"); err != nil {
 				return s.fail(err)
 			}
+		case !committed[c] && s.taken:
+			// Committed (a consumer takes only committed names), then
+			// taken away: nothing to do.
+			s.consumed = append(s.consumed, s.CommittedName(c))
 		case !committed[c]:
 			// Most often another output directory than the run before's:
 			// say which one resumes. Or the directory was removed (or
@@ -481,6 +499,17 @@ func (s *FileSink) Recover(restored PendingState) error {
 	s.pending = nil
 	return nil
 }
+
+// TakenOK tells Recover that the sink's directory is the one the restored
+// checkpoint's run wrote to: a part file of the checkpoint found neither
+// pending nor committed was committed and taken by a consumer, not lost
+// (see the type's documentation, "Recovery"). Call it before Recover.
+func (s *FileSink) TakenOK() { s.taken = true }
+
+// Consumed returns the committed names of the restored checkpoint's part
+// files that Recover found taken by a consumer (TakenOK), in checkpoint
+// order.
+func (s *FileSink) Consumed() []string { return s.consumed }
 
 // restoredName names the checkpoint a sink recovers, for its errors:
 // "restored checkpoint N", or "on a fresh start (no checkpoint

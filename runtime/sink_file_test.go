@@ -310,6 +310,17 @@ func TestFileSinkRecoverErrors(t *testing.T) {
 	if err := r.Recover(missing); err == nil || err.Error() != want {
 		t.Fatalf("Recover of a state whose part file is gone: %v, want %s", err, want)
 	}
+	// In the directory the checkpoint's run wrote to, the part file was
+	// committed and taken by a consumer: named, not refused.
+	r, _ = NewFileSink(dir, "late", 0)
+	r.TakenOK()
+	if err := r.Recover(missing); err != nil {
+		t.Fatalf("Recover of a state whose part file a consumer took: %v", err)
+	}
+	if got := r.Consumed(); !slices.Equal(got, []string{"late-0-3.jsonl"}) {
+		t.Fatalf("consumed %q, want late-0-3.jsonl", got)
+	}
+	r.Close()
 	r, _ = NewFileSink(dir, "late", 0)
 	if err := r.Write(modelLine(0)); err == nil {
 		t.Fatal("Write before Recover: no error")

@@ -386,21 +386,47 @@ var partFile = regexp.MustCompile(`^(alerts|late|dead)-[0-9]+-[0-9]+\.jsonl$`)
 // crashDirs are the directories of one chain of runs.
 type crashDirs struct {
 	state, alerts, late, dead string
+	// consumed holds the committed part files a consumer took, in a
+	// directory per output directory (consume).
+	consumed string
 }
 
 func newCrashDirs(root string) crashDirs {
 	return crashDirs{
-		state:  filepath.Join(root, "state"),
-		alerts: filepath.Join(root, "alerts"),
-		late:   filepath.Join(root, "late"),
-		dead:   filepath.Join(root, "dead"),
+		state:    filepath.Join(root, "state"),
+		consumed: filepath.Join(root, "consumed"),
+		alerts:   filepath.Join(root, "alerts"),
+		late:     filepath.Join(root, "late"),
+		dead:     filepath.Join(root, "dead"),
+	}
+}
+
+// consume moves every committed part file (*.jsonl) of the output
+// directories into the consumed directory, as a consumer that takes each
+// file once does.
+func (d crashDirs) consume(t *testing.T) {
+	t.Helper()
+	for _, dir := range []string{d.alerts, d.late, d.dead} {
+		names, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(d.consumed, filepath.Base(dir))
+		if err := os.MkdirAll(to, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			if err := os.Rename(name, filepath.Join(to, filepath.Base(name))); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
 // committed reads what a reader of the output directories sees: every
-// *.jsonl file; files are the names of the input's partitions. It also
-// returns the directories' other names (in-progress and pending files, or
-// anything else), as dir/name.
+// *.jsonl file, and those a consumer took (consume); files are the names
+// of the input's partitions. It also returns the directories' other names
+// (in-progress and pending files, or anything else), as dir/name.
 func (d crashDirs) committed(t *testing.T, files []string) (crashOutputs, []string) {
 	t.Helper()
 	o := newCrashOutputs()
@@ -413,23 +439,25 @@ func (d crashDirs) committed(t *testing.T, files []string) (crashOutputs, []stri
 		{d.late, "late-", func(w string, l []byte) { o.addLate(t, w, l) }},
 		{d.dead, "dead-0-", func(w string, l []byte) { o.addDead(t, w, files, l) }},
 	} {
-		entries, err := os.ReadDir(out.dir)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if !strings.HasSuffix(name, ".jsonl") {
-				others = append(others, filepath.Join(filepath.Base(out.dir), name))
+		for _, dir := range []string{out.dir, filepath.Join(d.consumed, filepath.Base(out.dir))} {
+			entries, err := os.ReadDir(dir)
+			if os.IsNotExist(err) {
 				continue
 			}
-			if !partFile.MatchString(name) || !strings.HasPrefix(name, out.prefix) {
-				t.Fatalf("%s: %s is no part file name of this directory", out.dir, name)
+			if err != nil {
+				t.Fatal(err)
 			}
-			jsonLines(t, filepath.Join(out.dir, name), out.add)
+			for _, e := range entries {
+				name := e.Name()
+				if !strings.HasSuffix(name, ".jsonl") {
+					others = append(others, filepath.Join(filepath.Base(dir), name))
+					continue
+				}
+				if !partFile.MatchString(name) || !strings.HasPrefix(name, out.prefix) {
+					t.Fatalf("%s: %s is no part file name of this directory", dir, name)
+				}
+				jsonLines(t, filepath.Join(dir, name), out.add)
+			}
 		}
 	}
 	return o, others

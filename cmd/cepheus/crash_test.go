@@ -35,8 +35,12 @@ type crashScenario struct {
 	name  string
 	dir   bool // the input is the directory of partitions, not the file
 	kafka bool // the input is the file produced into a Kafka topic
-	steps []crashConfig
-	final crashConfig
+	// consume: after each kill, a consumer takes every committed part
+	// file away (crashDirs.consume), those of the checkpoint the next
+	// run restores among them.
+	consume bool
+	steps   []crashConfig
+	final   crashConfig
 }
 
 // crashAt is a run of parallelism p on backend b killed at failpoint.
@@ -110,6 +114,12 @@ func crashScenarios(seed uint64, run time.Duration) []crashScenario {
 			crashAt(2, mem, "barrier.after@2"), crashAt(2, mem, "barrier.after"), crashAt(3, peb, "snapshot.mid"),
 			crashAt(1, peb, "checkpoint.complete"), crashAt(2, mem, "sink.commit.renamed"),
 		}, final: crashDone(2, mem)},
+		// A consumer takes the committed part files after each kill, the
+		// restored checkpoint's among them: the restart goes on (it
+		// refused, their names missing), and nothing is written twice.
+		{name: "consumed/sink.commit.renamed@2", consume: true, steps: []crashConfig{
+			crashAt(2, mem, "sink.commit.renamed@2"), crashAt(3, peb, "checkpoint.complete"), crashAt(1, mem, "sink.commit.renamed"),
+		}, final: crashDone(2, peb)},
 		// The directory of partitions, one of them gzip-compressed (a
 		// restore decompresses it again up to its position).
 		{name: "partitions/checkpoint.complete@2", dir: true, steps: []crashConfig{
@@ -338,8 +348,10 @@ func (s *crashSuite) chain(t *testing.T, sc crashScenario) {
 		ref = s.kafka
 	}
 	d := newCrashDirs(t.TempDir())
+	taken := false // a restart said a consumer took a restored part file
 	for i, c := range sc.steps {
 		e := runChild(t, s.bin, s.runArgs(ref, d, c), c.failpoint, c.killAfter)
+		taken = taken || strings.Contains(e.stderr, "taken by a consumer after its commit")
 		t.Logf("start %d: %v: %s", i+1, c, e.describe())
 		switch {
 		case e.killed && c.failpoint != "":
@@ -361,9 +373,15 @@ func (s *crashSuite) chain(t *testing.T, sc crashScenario) {
 			t.Logf("the run finished before its kill: the chain ends here")
 			break
 		}
+		if sc.consume {
+			d.consume(t)
+		}
 	}
 	e := runChild(t, s.bin, s.runArgs(ref, d, sc.final), "", 0)
 	t.Logf("final start: %v: %s", sc.final, e.describe())
+	if taken = taken || strings.Contains(e.stderr, "taken by a consumer after its commit"); sc.consume && !taken {
+		t.Errorf("no restart said that a consumer took a part file of the checkpoint it restored")
+	}
 	if e.killed || e.code != 0 {
 		t.Fatalf("final start (%v): %s, want exit 0\n%s", sc.final, e.describe(), e.tail())
 	}

@@ -60,9 +60,13 @@ func guardMemoryLimit(ctx context.Context, floor int64, note func(format string,
 		}
 		raised := 2 * live
 		debug.SetMemoryLimit(raised)
-		note("the live heap (%d MiB) neared the memory limit (%d MiB): raised to %d MiB, "+
+		neared := "neared"
+		if live >= limit {
+			neared = "passed" // between two looks (a restore reads much at once)
+		}
+		note("the live heap (%d MiB) %s the memory limit (%d MiB): raised to %d MiB, "+
 			"as the collector would otherwise take much of the CPU (-memory-limit sets a limit of your own; 0: none)",
-			live>>20, limit>>20, raised>>20)
+			live>>20, neared, limit>>20, raised>>20)
 	}
 }
 

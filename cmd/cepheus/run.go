@@ -591,11 +591,18 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	if keyWarning != "" {
 		warnf("%s", keyWarning)
 	}
+	// Another run on the state directory refuses this one now, not once
+	// the lookups have loaded (a large file takes seconds).
+	if err := cep.CheckStateDir(f.state); err != nil {
+		return err
+	}
+	loading := time.Now()
 	lookups, closeLookups, err := f.lookups.open(ctx, rs, warnf)
 	if err != nil {
 		return err
 	}
 	defer closeLookups()
+	loaded := time.Since(loading)
 	opts := []cep.Option{
 		lookups,
 		cep.WithRuleset(rs),
@@ -643,9 +650,15 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		cfg.Logf = engineLogf(f.quiet, func(l string) { log.Info(l) }, func(w string) { log.Warn(w) })
 		if !f.quiet {
 			var m rateMeter
-			cfg.Progress = func(p cep.StreamProgress) { logProgress(log, p, &m) }
+			cfg.Progress = func(p cep.StreamProgress) { logProgress(log, p, &m, mode == cep.ProcessingTime) }
 		}
-	} else {
+	}
+	if loaded >= time.Second && !f.quiet {
+		// A large lookup file is read before the run starts: the restart
+		// takes that much more than the run's "first event" line says.
+		say("the lookups' sources opened in %v (a file's records read), before the run's start", loaded.Round(time.Millisecond))
+	}
+	if cmd != serveCommand {
 		cfg.Logf = engineLogf(f.quiet, func(l string) { say("%s", l) }, func(w string) { say("warning: %s", w) })
 		if !f.quiet {
 			var m rateMeter

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cepheus-cep/cepheus/cep"
+	"github.com/cepheus-cep/cepheus/event"
 )
 
 var serveCommand = &command{
@@ -124,12 +125,19 @@ func logFinal(log *slog.Logger, err error) error {
 
 // logProgress logs a progress report with its figures as attributes
 // (never an event value), the rate since the previous report (m).
-func logProgress(log *slog.Logger, p cep.StreamProgress, m *rateMeter) {
+func logProgress(log *slog.Logger, p cep.StreamProgress, m *rateMeter, processing bool) {
 	attrs := []any{
 		slog.Int64("records", p.Records), slog.Int64("decoded", p.Decoded), slog.Int64("dead", p.Dead),
 		slog.Int64("late", p.Late), slog.Int64("alerts", p.Alerts), slog.Int64("keys", p.Keys), slog.Int64("partial_matches", p.PartialMatches),
 		slog.Int64("queued", p.Queued), slog.Int64("checkpoint", p.LastCheckpoint),
-		slog.Duration("checkpoint_duration", p.LastDuration), slog.Duration("elapsed", p.Elapsed.Round(time.Millisecond)),
+		slog.Duration("checkpoint_duration", p.LastDuration), slog.Duration("checkpoint_stall", p.LastStall),
+		slog.Duration("elapsed", p.Elapsed.Round(time.Millisecond)),
+	}
+	if wm := p.Watermark; !processing && wm > event.MinTime && wm < event.MaxTime {
+		// As run's progress line: the watermark, and how far it is
+		// behind the newest event time read.
+		attrs = append(attrs, slog.String("watermark", time.UnixMilli(int64(wm)).UTC().Format(time.RFC3339)),
+			slog.Duration("lag", time.Duration(max(0, p.MaxEventTime-wm))*time.Millisecond))
 	}
 	if r, ok := m.rate(p); ok {
 		attrs = append(attrs, slog.Int64("records_per_second", r))

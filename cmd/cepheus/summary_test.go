@@ -797,9 +797,25 @@ func TestProgressPartialMatches(t *testing.T) {
 		t.Errorf("run summary:\n%s\nwant %q in it", b.String(), want)
 	}
 	var log bytes.Buffer
-	logProgress(slog.New(slog.NewJSONHandler(&log, nil)), cep.StreamProgress{StreamStats: st, Elapsed: time.Second}, &rateMeter{})
+	logProgress(slog.New(slog.NewJSONHandler(&log, nil)), cep.StreamProgress{StreamStats: st, Elapsed: time.Second}, &rateMeter{}, false)
 	if want := `"keys":1,"partial_matches":29950,`; !strings.Contains(log.String(), want) {
 		t.Errorf("serve's progress record %s, want %s in it", log.String(), want)
+	}
+	// serve's record has the watermark, its lag and the stall, as run's
+	// line has (they were left out); in processing time no watermark.
+	st.Watermark = event.Time(time.Date(2026, 3, 2, 18, 10, 25, 0, time.UTC).UnixMilli())
+	st.MaxEventTime = st.Watermark + 49_755
+	st.LastDuration, st.LastStall = 422*time.Millisecond, 89*time.Millisecond
+	for _, processing := range []bool{false, true} {
+		log.Reset()
+		logProgress(slog.New(slog.NewJSONHandler(&log, nil)), cep.StreamProgress{StreamStats: st, Elapsed: time.Second}, &rateMeter{}, processing)
+		if want := `"checkpoint_stall":89000000`; !strings.Contains(log.String(), want) {
+			t.Errorf("serve's progress record (processing time %v) %s, want %s in it", processing, log.String(), want)
+		}
+		watermark := `"watermark":"2026-03-02T18:10:25Z","lag":49755000000`
+		if got := strings.Contains(log.String(), watermark); got == processing {
+			t.Errorf("serve's progress record (processing time %v) %s: has %s %v, want %v", processing, log.String(), watermark, got, !processing)
+		}
 	}
 }
 

@@ -39,7 +39,7 @@ var Names = []string{
 	"cepheus_last_checkpoint", "cepheus_state_durable_timestamp_seconds", "cepheus_checkpoint_stall_seconds", "cepheus_partitions",
 	"cepheus_ready", "cepheus_ruleset_info", "cepheus_rule_condition_errors_total", "cepheus_rule_dropped_total",
 	"cepheus_rule_emit_errors_total", "cepheus_rule_events_without_key_total",
-	"cepheus_partition_watermark_seconds", "cepheus_partition_idle", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records",
+	"cepheus_partition_watermark_seconds", "cepheus_partition_idle", "cepheus_kafka_transactions_total", "cepheus_kafka_consumer_lag_records", "cepheus_input_unread_bytes",
 	"cepheus_partial_matches", "cepheus_state_bytes", "cepheus_checkpoint_bytes", "cepheus_ruleset_switches_total",
 	"cepheus_rules_draining", "cepheus_shadow_ruleset_info", "cepheus_shadow_rule_alerts_total", "cepheus_shadow_rule_active_alerts_total",
 	"cepheus_shadow_rule_overlap_total",
@@ -89,6 +89,7 @@ func newCollector(m *cep.StreamMonitor) *collector {
 	d("cepheus_partition_idle", "1 while an input partition does not hold the watermark back: idle (no record for -idle-timeout; in Kafka mode, caught up) or finished (a bounded input read to its end); 0 while it does.", "partition")
 	d("cepheus_kafka_transactions_total", "Checkpoint transactions of a Kafka job, by outcome.", "outcome")
 	d("cepheus_kafka_consumer_lag_records", "Records of a Kafka partition (input or repartition) past the job's position, as its latest fetch saw them.", "partition")
+	d("cepheus_input_unread_bytes", "Bytes of a followed input file past the reader's position, as its latest batch saw them: the file's backlog.", "partition")
 	d("cepheus_partial_matches", "Partial matches the rules hold, at the latest checkpoint.")
 	d("cepheus_state_bytes", "Size of the subtasks' state stores (memory: the records; Pebble: the files), at the latest checkpoint.")
 	d("cepheus_checkpoint_bytes", "Bytes of state records the latest checkpoint wrote (the keys changed since the one before).")
@@ -191,6 +192,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, n := range s.KafkaLag {
 		gauge("cepheus_kafka_consumer_lag_records", float64(n), name)
+	}
+	for name, n := range s.FileUnread {
+		gauge("cepheus_input_unread_bytes", float64(n), name)
 	}
 	counter("cepheus_kafka_transactions_total", float64(s.KafkaCommits), "committed")
 	counter("cepheus_kafka_transactions_total", float64(s.KafkaAborts), "failed")

@@ -189,6 +189,11 @@ func TestMetricsOfALiveJob(t *testing.T) {
 	if at := s["cepheus_state_durable_timestamp_seconds"]; at < float64(started.Unix()) || at > float64(time.Now().Unix()+1) {
 		t.Errorf("state durable at %v: not between the job's start (%v) and now", at, started.Unix())
 	}
+	// The followed file read to its end: its backlog series says 0 bytes.
+	waitFor("the file's unread bytes", func(s map[string]float64) bool {
+		n, ok := s[`cepheus_input_unread_bytes{partition="`+filepath.Base(input)+`"}`]
+		return ok && n == 0
+	})
 	// The file just read from is not idle: its series says 0.
 	idleSeries := 0
 	for name, v := range s {
@@ -335,10 +340,12 @@ aggregate cards_per_country {
 	}
 	for _, n := range Names {
 		// The consumer lag has a series per Kafka partition: none for a
-		// file (cep's Kafka tests check the monitor's lag); the shadow
-		// series exist only with a shadow version (TestMetricsOfALiveJob
-		// deploys one).
-		if !families[n] && n != "cepheus_kafka_consumer_lag_records" && !strings.HasPrefix(n, "cepheus_shadow_") {
+		// file (cep's Kafka tests check the monitor's lag), and the
+		// unread bytes one per followed file: none for a file read to
+		// its end (TestMetricsOfALiveJob follows one); the shadow series
+		// exist only with a shadow version (TestMetricsOfALiveJob deploys
+		// one).
+		if !families[n] && n != "cepheus_kafka_consumer_lag_records" && n != "cepheus_input_unread_bytes" && !strings.HasPrefix(n, "cepheus_shadow_") {
 			t.Errorf("%s is not exported", n)
 		}
 		delete(families, n)

@@ -9,6 +9,8 @@ import (
 	"hash/crc32"
 	"io"
 	iofs "io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,13 +159,65 @@ const runLockName = "RUN.LOCK"
 // the first's jobs. Close releases it.
 func LockRun(dir string) (io.Closer, error) {
 	if err := vfs.Default.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state: state dir: %w", err)
+		return nil, notDirError(dir, err)
 	}
 	lock, err := vfs.Default.Lock(vfs.Default.PathJoin(dir, runLockName))
 	if err != nil {
 		return nil, lockError("state dir "+dir+" is in use by another run", dir, err)
 	}
 	return lock, nil
+}
+
+// CheckRunLock reports, without making anything, whether dir can be the
+// state directory of a new run: an error when another run holds it
+// (LockRun's lock taken and let go at once), or when it, or a directory
+// above it, is a file. A run that loads much before it locks (lookups
+// read from a file) is refused at once so.
+func CheckRunLock(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		return nil
+	case err != nil || !st.IsDir():
+		return notDirError(dir, err)
+	}
+	path := vfs.Default.PathJoin(dir, runLockName)
+	if _, err := os.Stat(path); errors.Is(err, iofs.ErrNotExist) {
+		return nil // never locked: no lock file is made here
+	}
+	lock, err := vfs.Default.Lock(path)
+	if err != nil {
+		return lockError("state dir "+dir+" is in use by another run", dir, err)
+	}
+	return lock.Close()
+}
+
+// notDirError is the error of a state directory dir that cannot be made
+// (err): it, or a directory above it, is a file.
+func notDirError(dir string, err error) error {
+	switch file := fileOnPath(dir); {
+	case file == filepath.Clean(dir):
+		return fmt.Errorf("state: state dir %s is a file, not a directory", dir)
+	case file != "":
+		return fmt.Errorf("state: state dir %s: %s is a file, not a directory", dir, file)
+	}
+	return fmt.Errorf("state: state dir: %w", err)
+}
+
+// fileOnPath is dir, or the nearest directory above it, that exists,
+// when that is a file; "" when it is a directory.
+func fileOnPath(dir string) string {
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if st, err := os.Stat(p); err == nil {
+			if st.IsDir() {
+				return ""
+			}
+			return p
+		}
+		if p == filepath.Dir(p) {
+			return ""
+		}
+	}
 }
 
 // UnmakeRunDir removes a state directory that [LockRun] made and that

@@ -440,6 +440,55 @@ func TestLockRunErrors(t *testing.T) {
 	}
 }
 
+// TestCheckRunLock: the check before a run makes nothing, passes a
+// directory to be made and one whose lock is free (which stays free),
+// refuses one another run holds, and says which path is a file when the
+// directory, or one above it, is (mkdir's "not a directory" named no
+// file).
+func TestCheckRunLock(t *testing.T) {
+	root := t.TempDir()
+	missing := filepath.Join(root, "a", "state")
+	if err := CheckRunLock(missing); err != nil {
+		t.Errorf("a directory to be made: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "a")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the check made %s: %v", filepath.Join(root, "a"), err)
+	}
+	dir := filepath.Join(root, "state")
+	lock, err := LockRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "state: state dir " + dir + " is in use by another run"; fmt.Sprint(CheckRunLock(dir)) != want {
+		t.Errorf("a locked directory: %v, want %q", CheckRunLock(dir), want)
+	}
+	if err := lock.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRunLock(dir); err != nil {
+		t.Errorf("a directory whose lock is free: %v", err)
+	}
+	if lock, err = LockRun(dir); err != nil {
+		t.Fatalf("the lock after a check: %v", err)
+	}
+	lock.Close()
+	file := filepath.Join(root, "statefile")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, want string }{
+		{file, "state: state dir " + file + " is a file, not a directory"},
+		{filepath.Join(file, "sub", "state"), "state: state dir " + filepath.Join(file, "sub", "state") + ": " + file + " is a file, not a directory"},
+	} {
+		if err := CheckRunLock(c.dir); fmt.Sprint(err) != c.want {
+			t.Errorf("CheckRunLock(%s): %v, want %q", c.dir, err, c.want)
+		}
+		if _, err := LockRun(c.dir); fmt.Sprint(err) != c.want {
+			t.Errorf("LockRun(%s): %v, want %q", c.dir, err, c.want)
+		}
+	}
+}
+
 // TestCommitStepsListed: every step of a checkpoint's commit is a point
 // package failpoint lists ("checkpoint." + step), and it lists no other
 // point of that family: a crash test can arm each, and none it cannot hit.
