@@ -44,6 +44,10 @@ func (r *Rule) Trace(stages [][]*event.Event, timedOut bool, name func(*event.Ev
 	}
 	var b strings.Builder
 	for i, l := range x.leaves {
+		if l.node.Contiguity.IsNot() {
+			x.absent(&b, i, timedOut, name)
+			continue
+		}
 		for j, ev := range stages[i] {
 			ctx := x.context(ev)
 			fmt.Fprintf(&b, "stage %s, %s:\n", x.name(i), name(ev))
@@ -83,6 +87,46 @@ func (r *Rule) Trace(stages [][]*event.Event, timedOut bool, name func(*event.Ev
 		x.timedOut(&b, name(x.stream[0]))
 	}
 	return b.String()
+}
+
+// absent writes what the negated stage i held the match to: no event
+// matching it came between the events of the stages around it (the one
+// right after, for notNext), or, a trailing notFollowedBy, within the
+// window. Nothing for a stage a timed-out match had not reached, or one
+// without a stage with events before it.
+func (x *explainer) absent(b *strings.Builder, i int, timedOut bool, name func(*event.Event) string) {
+	var before, after *event.Event
+	for k := i - 1; k >= 0 && before == nil; k-- {
+		if evs := x.stages[k]; len(evs) > 0 {
+			before = evs[len(evs)-1]
+		}
+	}
+	for k := i + 1; k < len(x.stages) && after == nil; k++ {
+		if evs := x.stages[k]; len(evs) > 0 {
+			after = evs[0]
+		}
+	}
+	node := x.leaves[i].node
+	var conds []string
+	for _, cl := range node.Clauses {
+		if cb := x.r.clauseConds[cl]; cb != nil {
+			conds = append(conds, fmt.Sprintf("%s %s", cl.Kind, cb.Source()))
+		}
+	}
+	head := fmt.Sprintf("stage %s, %s %s:", x.name(i), node.Contiguity, strings.Join(conds, " "))
+	switch {
+	case before == nil || timedOut && after == nil:
+	case node.Contiguity == ContNotNext:
+		fmt.Fprintf(b, "%s the event after %s did not match\n", head, name(before))
+	case after != nil:
+		fmt.Fprintf(b, "%s no event matched between %s and %s\n", head, name(before), name(after))
+	default:
+		w := "its window"
+		if win := x.r.NFA.Window(); win > 0 {
+			w = formatDuration(millis(win))
+		}
+		fmt.Fprintf(b, "%s no event matched within %s of %s\n", head, w, name(x.stream[0]))
+	}
 }
 
 // timedOut writes what a timed-out partial match lacked: the stages after

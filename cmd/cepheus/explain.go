@@ -24,7 +24,9 @@ rule of the ruleset -rules names, says why it fired: for each event the
 alert holds, its stage and each where, or and until clause of the stage,
 true or false, the terms of a && chain each with its value and the
 values of the fields it read (the event's, and the earlier stages' last
-events', as the rule read them), then the time from its first event to
+events', as the rule read them), for a negated stage that no event
+matched it where it stood (between the stages around it, or within the
+window), then the time from its first event to
 its last against the pattern's window; of a timed-out alert, the stages
 that took no event before the window ended. Events are named by their line
 in the input (the alert's "line"), and, of a run over several

@@ -1300,6 +1300,38 @@ rule large_then_more {
 	if w := "      spend > 1000: true (spend = 1500)\n"; code != 0 || !strings.Contains(out, w) {
 		t.Errorf("explain of a rule reading an aggregate: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
 	}
+	// A negated stage: what it held the match to (the trial read no word
+	// of the notFollowedBy that made its alert hold).
+	negSrc := strings.Replace(src, `    begin large where kind == "auth" && amount > 100
+    followedBy more where amount > large.amount
+`, `    begin large where kind == "auth" && amount > 100
+    notFollowedBy refund where kind == "refund"
+    followedBy more where amount > large.amount
+`, 1)
+	negRules := writeFile(t, dir, "neg.cep", negSrc)
+	negAlerts := filepath.Join(dir, "neg-alerts.jsonl")
+	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", negRules, "-events", events, "-alerts", negAlerts); code != 0 {
+		t.Fatalf("backtest with a negated stage: exit %d\n%s", code, errOut)
+	}
+	code, out, errOut = cepheus(t, "explain", "-rules", negRules, negAlerts)
+	if w := "  stage refund, notFollowedBy where kind == \"refund\": no event matched between line 1 and line 3\n  stage more, line 3:\n"; code != 0 || !strings.Contains(out, w) {
+		t.Errorf("explain of a rule with a negated stage: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
+	}
+	// A trailing notFollowedBy: none within the window.
+	trailSrc := strings.Replace(src, "    followedBy more where amount > large.amount\n", "    notFollowedBy more where amount > large.amount\n", 1)
+	trailRules := writeFile(t, dir, "trail.cep", trailSrc)
+	trailEvents := writeFile(t, dir, "trail.jsonl", `{"ts":"2026-01-01T10:00:00Z","card":"c2","kind":"auth","amount":500}
+{"ts":"2026-01-01T10:01:00Z","card":"c2","kind":"auth","amount":300}
+{"ts":"2026-01-01T11:00:00Z","card":"c3","kind":"auth","amount":5}
+`)
+	trailAlerts := filepath.Join(dir, "trail-alerts.jsonl")
+	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", trailRules, "-events", trailEvents, "-alerts", trailAlerts); code != 0 {
+		t.Fatalf("backtest with a trailing negated stage: exit %d\n%s", code, errOut)
+	}
+	code, out, errOut = cepheus(t, "explain", "-rules", trailRules, trailAlerts)
+	if w := "  stage more, notFollowedBy where amount > large.amount: no event matched within 10m of line 1\n"; code != 0 || !strings.Contains(out, w) {
+		t.Errorf("explain of a rule ending with a negated stage: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
+	}
 	// A timed-out partial match: what did not come within the window.
 	toSrc := strings.Replace(src, "    within 10m\n  }\n", "    within 10m\n  }\n  timeout {\n    only\n  }\n", 1)
 	toRules := writeFile(t, dir, "to.cep", toSrc)
