@@ -59,7 +59,11 @@ const (
 // when records come back.
 func (h *lookupHealth) records(o enrich.Outcome, logf func(string, ...any)) {
 	if o.NotFound < o.Keys {
-		if h.dry {
+		switch {
+		case h.dry && h.found == 0:
+			logf("lookup %s: a key looked up at its source %s had a record, the first after %s without one",
+				h.name, h.source, quantity(h.since0, "key", "keys"))
+		case h.dry:
 			logf("lookup %s: its source %s has records again, after %s without one",
 				h.name, h.source, quantity(h.since0, "key", "keys"))
 		}
@@ -79,7 +83,7 @@ func (h *lookupHealth) records(o enrich.Outcome, logf func(string, ...any)) {
 	}
 	h.dry = true
 	if h.found == 0 {
-		logf("warning: lookup %s: none of the %s looked up at its source %s had a record, and their events got the lookup's defaults: does the source hold this lookup's records (the file, the Redis database, ?format=json)?",
+		logf("warning: lookup %s: none of the %s looked up at its source %s had a record, and their events got the lookup's defaults: does the source hold this lookup's records (the file, the Redis database, ?format=json)? (A lookup most of whose keys have none by design, a list of known bad keys, may say so.)",
 			h.name, quantity(h.since0, "key", "keys"), h.source)
 		return
 	}

@@ -342,10 +342,10 @@ func TestLookupHealthRecords(t *testing.T) {
 	never := &lookupHealth{name: "device", source: "file:devices.jsonl"}
 	want("none yet", call(never, 999, 999))
 	want("none of the first 1,000", call(never, 1, 1),
-		"warning: lookup device: none of the 1,000 keys looked up at its source file:devices.jsonl had a record, and their events got the lookup's defaults: does the source hold this lookup's records (the file, the Redis database, ?format=json)?")
+		"warning: lookup device: none of the 1,000 keys looked up at its source file:devices.jsonl had a record, and their events got the lookup's defaults: does the source hold this lookup's records (the file, the Redis database, ?format=json)? (A lookup most of whose keys have none by design, a list of known bad keys, may say so.)")
 	want("still none", call(never, 2000, 2000))
 	want("a first record", call(never, 1, 0),
-		"lookup device: its source file:devices.jsonl has records again, after 3,000 keys without one")
+		"lookup device: a key looked up at its source file:devices.jsonl had a record, the first after 3,000 keys without one")
 }
 
 // TestStreamLookupHealthLog: a live job whose lookup's source fails for

@@ -878,6 +878,9 @@ type job struct {
 	// last took it: the one it started with, or one its watcher deployed
 	// since (Deploy.Origin); checkpoints record it as plan.Startup.
 	taken *Ruleset
+	// outIDs are the ids of the run's output directories by part file
+	// prefix (outputIDs), for the checkpoints and the sinks' recovery.
+	outIDs map[string]string
 	// dirAsked is the version a watcher of the rules source put into the
 	// rules topic, whose switch comes back from the topic.
 	dirAsked  string
@@ -960,10 +963,11 @@ type jobMeta struct {
 	Dead         runtime.PendingState
 	Alerts, Late []runtime.PendingState // by subtask
 	Shadow       []runtime.PendingState `json:",omitempty"` // the shadow alerts', by subtask
-	// Outputs are the absolute paths of the output directories the run
-	// wrote to, by part file prefix (alerts, late, shadow, dead): a
-	// restore into the same directory takes a committed part file of the
-	// checkpoint missing there as taken by a consumer (recoverFile).
+	// Outputs are the ids of the output directories the run wrote to
+	// (runtime.OutputDirID), by part file prefix (alerts, late, shadow,
+	// dead): a restore into the directory of the same id takes a
+	// committed part file of the checkpoint missing there as taken by a
+	// consumer (recoverFile).
 	Outputs map[string]string `json:",omitempty"`
 	Stats   StreamStats
 	// Plan is what the engine that took the checkpoint runs (versions,
@@ -1032,6 +1036,9 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		return nil, fmt.Errorf("%w: %s holds the state of a run over %s, and this run reads %s: give it a state directory of its own", ErrRestore, c.StateDir, j.meta.Input, in)
 	}
 	if err := j.choosePlan(); err != nil {
+		return nil, err
+	}
+	if j.outIDs, err = outputIDs(c); err != nil {
 		return nil, err
 	}
 	if j.meta != nil {
@@ -1485,39 +1492,33 @@ func (j *job) restoredSink(of func(*jobMeta, int) (runtime.PendingState, bool), 
 	return runtime.PendingState{Subtask: s, Checkpoint: j.restored}
 }
 
-// outputPaths are the absolute paths of c's output directories by part
-// file prefix (jobMeta.Outputs).
-func outputPaths(c *StreamConfig) map[string]string {
+// outputIDs are the ids of c's output directories by part file prefix
+// (jobMeta.Outputs), each written at the directory's first use. The
+// directories are the run's, locked (takeDirs).
+func outputIDs(c *StreamConfig) (map[string]string, error) {
 	m := map[string]string{}
 	for prefix, dir := range map[string]string{"alerts": c.AlertsDir, "late": c.LateDir, "shadow": c.ShadowDir, "dead": c.DeadDir} {
-		if abs := absDir(dir); abs != "" {
-			m[prefix] = abs
+		if dir == "" {
+			continue
 		}
+		id, err := runtime.OutputDirID(dir)
+		if err != nil {
+			return nil, fmt.Errorf("cep: stream: %s: %w", dir, err)
+		}
+		m[prefix] = id
 	}
-	return m
-}
-
-// absDir is dir's absolute path, or "" for no dir (or one whose path
-// cannot be made absolute).
-func absDir(dir string) string {
-	if dir == "" {
-		return ""
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return ""
-	}
-	return abs
+	return m, nil
 }
 
 // recoverFile recovers the file sink fs, writing part files named after
 // prefix into dir, from restored. In the directory the restored
-// checkpoint's run wrote to, a part file of the checkpoint neither pending
-// nor committed was committed and taken by a consumer (moved or deleted):
-// said, not refused. Elsewhere it is refused (another directory, whose
-// lines a resume would lose).
+// checkpoint's run wrote to (its id the checkpoint's), a part file of the
+// checkpoint neither pending nor committed was committed and taken by a
+// consumer (moved or deleted): said, not refused. Elsewhere, the same
+// path or not, it is refused (another directory, whose lines a resume
+// would lose).
 func (j *job) recoverFile(fs *runtime.FileSink, prefix, dir string, restored runtime.PendingState) error {
-	if m := j.meta; m != nil && m.Outputs[prefix] != "" && m.Outputs[prefix] == absDir(dir) {
+	if m := j.meta; m != nil && m.Outputs[prefix] != "" && m.Outputs[prefix] == j.outIDs[prefix] {
 		fs.TakenOK()
 	}
 	if err := fs.Recover(restored); err != nil {

@@ -581,7 +581,7 @@ func (j *job) barrier(final bool) error {
 		Alerts:  make([]runtime.PendingState, len(j.subs)),
 		Late:    make([]runtime.PendingState, len(j.subs)),
 		Shadow:  make([]runtime.PendingState, len(j.subs)),
-		Outputs: outputPaths(&j.cfg),
+		Outputs: j.outIDs,
 		Stats:   j.stats,
 		Plan:    j.e.plan,
 	}

@@ -168,6 +168,57 @@ func TestStreamFollow(t *testing.T) {
 	checkLikeBacktest(t, d, input)
 }
 
+// TestStreamOutputRecreated: an output directory removed and made again
+// under the same path (a volume not mounted, a link moved) is not the
+// directory the checkpoint's run wrote to: a restore that finds a part
+// file of its checkpoint neither pending nor committed there is refused,
+// not taken as consumed (the pending file of the real directory, left
+// there by a crash after the checkpoint completed, would never be
+// committed); with the real directory back, it commits it.
+func TestStreamOutputRecreated(t *testing.T) {
+	input := engineInput(300)
+	d := newStreamDirs(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(events, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.config(events)
+	cfg.CheckpointInterval, cfg.Parallelism = time.Hour, 1 // the final checkpoint alone
+	if _, err := streamEngine(t, engineRules).Stream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	// A crash after the final checkpoint completed, before its part file
+	// was renamed: pending again.
+	parts, err := filepath.Glob(filepath.Join(d.alerts, "alerts-*.jsonl"))
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("committed part files %v (%v), want some", parts, err)
+	}
+	for _, p := range parts {
+		pending := "." + strings.TrimSuffix(filepath.Base(p), ".jsonl") + ".pending"
+		if err := os.Rename(p, filepath.Join(d.alerts, pending)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real := d.alerts + ".real"
+	if err := os.Rename(d.alerts, real); err != nil {
+		t.Fatal(err)
+	}
+	_, err = streamEngine(t, engineRules).Stream(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "is missing from "+d.alerts) {
+		t.Fatalf("a restore into a directory made again at the same path: %v, want the part file missing", err)
+	}
+	if err := os.RemoveAll(d.alerts); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(real, d.alerts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streamEngine(t, engineRules).Stream(context.Background(), cfg); err != nil {
+		t.Fatalf("a restore with the real directory back: %v", err)
+	}
+	checkLikeBacktest(t, d, input)
+}
+
 // TestStreamStdin reads standard input; a second run on the finished
 // state reads nothing and writes nothing.
 func TestStreamStdin(t *testing.T) {
@@ -1029,7 +1080,8 @@ func TestStreamFollowRestartClosedIdle(t *testing.T) {
 // TestStreamFollowBacklogIdle: a followed directory's files that were
 // last written long ago (finished daily files a run starts over, or
 // catches up on after an outage) are idle once read to their ends when
-// that was -idle-timeout or more ago: the watermark moves to the newest
+// that was -close-inactive or more ago (and that is -idle-timeout or
+// more), as files that start closed at a resume are: the watermark moves to the newest
 // file's times within the test, instead of after a whole idle timeout (an
 // hour here) with the oldest file holding it back and every newer event
 // waiting in memory. A file written to lately still holds it back.
@@ -1049,7 +1101,7 @@ func TestStreamFollowBacklogIdle(t *testing.T) {
 	}
 	day1 := write("day-1.jsonl", 0, 1, 2)
 	day2 := write("day-2.jsonl", 20, 21, 22)
-	ago := time.Now().Add(-2 * time.Hour)
+	ago := time.Now().Add(-3 * time.Hour) // more than -close-inactive
 	for _, p := range []string{day1, day2} {
 		if err := os.Chtimes(p, ago, ago); err != nil {
 			t.Fatal(err)

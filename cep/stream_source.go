@@ -885,9 +885,11 @@ func (s *streamSource) onBatch(b runtime.Batch) error {
 	if n := len(b.Records); n > 0 {
 		s.setMark(p, &b.Records[n-1])
 	}
-	if b.Unmodified > 0 {
+	if b.Unmodified > 0 && (s.guard == nil || s.guard.Holding() == 0) {
 		// Caught up to the end of a file written to long ago (a backlog):
-		// idle at the next tick when that was IdleTimeout or more.
+		// idle at the next tick when that was IdleTimeout or more. Not
+		// while the far-ahead check holds events back: its partitions'
+		// events must come before the watermark passes them.
 		s.pw.Unmodified(p.Index, b.Unmodified)
 	}
 	if b.Closed {

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cepheus-cep/cepheus/runtime"
 )
 
 // The tests of Engine.Stream compare runs instead of hard-coding answers:
@@ -387,6 +389,9 @@ func committedParts(t *testing.T, dir, prefix string) []string {
 	}
 	var parts []part
 	for _, e := range entries {
+		if e.Name() == runtime.OutputIDFile {
+			continue // the directory's id, not output
+		}
 		m := partFile.FindStringSubmatch(e.Name())
 		if m == nil {
 			t.Errorf("%s: %s is not a committed part file", dir, e.Name())
@@ -559,6 +564,9 @@ func listOutputFiles(t *testing.T, dirs ...string) []string {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
+			if e.Name() == runtime.OutputIDFile {
+				continue // the directory's id, not output
+			}
 			fi, err := e.Info()
 			if err != nil {
 				t.Fatal(err)

@@ -54,6 +54,9 @@ type followReader struct {
 	// before Read returns errInactive; quietFor is the time waited since
 	// it last had something new.
 	closeAfter, quietFor time.Duration
+	// caughtUpOnce: the reader reached the file's end since it opened it
+	// (Batch.Unmodified is of the first time alone).
+	caughtUpOnce bool
 	// info, offset and tail, set when Read returned errInactive, are the
 	// file's last stat, the bytes read of it and the last of them
 	// (closedFile.tail).

@@ -292,29 +292,41 @@ func TestFollowBackpressure(t *testing.T) {
 
 // TestFollowUnreadUnmodified: a followed file's batches say how many of
 // its bytes the reader had not read yet (its backlog: the file less what
-// was read, down to 0 at its end), and its caught-up batch how long the
-// file had not been modified (its modification time's age).
+// was read, down to 0 at its end). The first time the reader reaches the
+// end of a directory's file it has opened, the batch says how long the
+// file had not been modified, when that is -close-inactive or more (a
+// backlog); not later, when the reader has watched the file itself (a
+// modification time need not follow the writes), nor for a file modified
+// more lately.
 func TestFollowUnreadUnmodified(t *testing.T) {
 	var sb strings.Builder
 	const n = 2000
 	for i := range n {
 		fmt.Fprintf(&sb, "%04d%s\n", i, strings.Repeat("x", 95))
 	}
-	path := writeFile(t, "backlog.jsonl", []byte(sb.String()))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "backlog.jsonl")
+	appendTo(t, path, sb.String())
+	appendTo(t, filepath.Join(dir, "recent.jsonl"), "r\n")
 	ago := time.Now().Add(-2 * time.Hour)
 	if err := os.Chtimes(path, ago, ago); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chtimes(filepath.Join(dir, "recent.jsonl"), time.Now().Add(-30*time.Minute), time.Now().Add(-30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	size := int64(sb.Len())
-	r := follow(t, context.Background(), path, ReaderConfig{BatchRecords: 100, Source: SourceConfig{BufferBytes: 4096}})
+	r := follow(t, context.Background(), dir, ReaderConfig{BatchRecords: 100, CloseInactive: time.Hour, Source: SourceConfig{BufferBytes: 4096}})
 	defer r.Close()
 	var first, last Batch
-	for records := 0; records < n; {
+	var recent []Batch
+	for records := 0; records < n || !last.CaughtUp; {
 		b := recv(t, r)
-		if len(b.Records) == 0 {
+		if b.Partition.Name == "recent.jsonl" {
+			recent = append(recent, b)
 			continue
 		}
-		if records == 0 {
+		if len(b.Records) > 0 && records == 0 {
 			first = b
 		}
 		records += len(b.Records)
@@ -326,11 +338,29 @@ func TestFollowUnreadUnmodified(t *testing.T) {
 	if first.Unmodified != 0 {
 		t.Errorf("the first batch, not caught up: unmodified for %v, want 0", first.Unmodified)
 	}
-	for !last.CaughtUp {
-		last = recv(t, r)
-	}
 	if last.Unread != 0 || last.Unmodified < 2*time.Hour || last.Unmodified > 3*time.Hour {
 		t.Errorf("the caught-up batch: %d bytes unread, unmodified for %v; want 0 and the file's 2h", last.Unread, last.Unmodified)
+	}
+	for _, b := range recent {
+		if b.Unmodified != 0 {
+			t.Errorf("recent.jsonl, modified 30m ago (under -close-inactive): unmodified for %v, want 0", b.Unmodified)
+		}
+	}
+	// Written to again, with its modification time put back: the reader
+	// has seen it grow, and no longer goes by the time.
+	appendTo(t, path, "more\n")
+	if err := os.Chtimes(path, ago, ago); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		b := recv(t, r)
+		if b.Partition.Name != "backlog.jsonl" || len(b.Records) == 0 {
+			continue
+		}
+		if b.Unmodified != 0 {
+			t.Errorf("the end after an append: unmodified for %v, want 0 (the reader watched the file itself)", b.Unmodified)
+		}
+		break
 	}
 }
 

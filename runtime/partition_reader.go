@@ -133,11 +133,13 @@ type Batch struct {
 	// far and waits for more: a followed file at its end, or standard
 	// input with nothing to read. It may come in a batch without records.
 	CaughtUp bool
-	// Unmodified, in a CaughtUp batch of a followed file, is how long the
-	// file had not been modified when the reader reached its end (its
-	// modification time's age; 0 when unknown or in the future): no
-	// record was written to it for that long, however recently they
-	// were read ([PartitionWatermarks.Unmodified]).
+	// Unmodified, in the first CaughtUp batch of a followed directory's
+	// file since the reader opened it, is how long the file had not been
+	// modified when the reader reached its end (its modification time's
+	// age), when that is ReaderConfig.CloseInactive or more (as a file
+	// that starts closed at a resume); 0 otherwise: no record was
+	// written to it for that long, however recently they were read
+	// ([PartitionWatermarks.Unmodified]).
 	Unmodified time.Duration
 	// Unread, in a batch of a followed file, is how many bytes the file
 	// held past Read when the reader sent the batch (its size less Read,
@@ -854,9 +856,17 @@ func (pr *partReader) wait() error {
 	}
 	pr.cur.CaughtUp = true
 	pr.caughtUp = true
-	if pr.fr != nil {
-		if fi, err := pr.fr.f.Stat(); err == nil {
-			pr.cur.Unmodified = max(0, time.Since(fi.ModTime()))
+	if fr := pr.fr; fr != nil && fr.closeAfter > 0 && !fr.caughtUpOnce {
+		// The end of a file read since it was opened: written to last
+		// before the run came to it (a backlog), idle as a file closed
+		// for quiet would be. Later ends are the reader's own to judge:
+		// a modification time need not follow the writes (a writer's
+		// clock behind, a network file system's cached attributes).
+		fr.caughtUpOnce = true
+		if fi, err := fr.f.Stat(); err == nil {
+			if age := time.Since(fi.ModTime()); age >= fr.closeAfter {
+				pr.cur.Unmodified = age
+			}
 		}
 	}
 	return pr.flush(true)

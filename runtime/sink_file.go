@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -498,6 +500,63 @@ func (s *FileSink) Recover(restored PendingState) error {
 	s.last = restored.Checkpoint
 	s.pending = nil
 	return nil
+}
+
+// OutputIDFile is the hidden file that names an output directory
+// ([OutputDirID]): not output, and never written again once made.
+const OutputIDFile = ".cepheus-output-id"
+
+// OutputDirID returns the id of the output directory dir, a random hex
+// string that its first use writes into the hidden file
+// .cepheus-output-id there (durably: written, synced, renamed into place,
+// the directory synced). A restore compares it with the id its checkpoint
+// recorded: the same path may be another directory (removed and made
+// again, another volume mounted, a link moved), which one with the
+// checkpoint's id is not. The caller holds the directory's lock
+// ([LockOutputDir]).
+func OutputDirID(dir string) (string, error) {
+	path := filepath.Join(dir, OutputIDFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("runtime: output directory id: %w", err)
+	}
+	var r [16]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("runtime: output directory id: %w", err)
+	}
+	id := hex.EncodeToString(r[:])
+	tmp := path + ".tmp"
+	if err := writeSynced(tmp, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("runtime: output directory id: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("runtime: output directory id: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return "", fmt.Errorf("runtime: output directory id: %w", err)
+	}
+	return id, nil
+}
+
+// writeSynced writes b to a new file at path (mode 0600), synced.
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // TakenOK tells Recover that the sink's directory is the one the restored

@@ -908,3 +908,29 @@ func TestLockOutputDir(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputDirID: an output directory's id is written at its first use
+// and read back after; a directory made again under the same path gets
+// another.
+func TestOutputDirID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	id, err := OutputDirID(dir)
+	if err != nil || len(id) != 32 {
+		t.Fatalf("first id %q, %v; want 32 hex digits", id, err)
+	}
+	if again, err := OutputDirID(dir); err != nil || again != id {
+		t.Fatalf("id read back %q, %v; want %q", again, err, id)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if other, err := OutputDirID(dir); err != nil || other == id || len(other) != 32 {
+		t.Fatalf("id of the directory made again %q, %v; want another than %q", other, err, id)
+	}
+}

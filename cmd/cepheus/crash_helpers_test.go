@@ -449,6 +449,9 @@ func (d crashDirs) committed(t *testing.T, files []string) (crashOutputs, []stri
 			}
 			for _, e := range entries {
 				name := e.Name()
+				if name == outputIDFile {
+					continue // the directory's id, for the checkpoints
+				}
 				if !strings.HasSuffix(name, ".jsonl") {
 					others = append(others, filepath.Join(filepath.Base(dir), name))
 					continue

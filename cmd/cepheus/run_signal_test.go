@@ -19,6 +19,10 @@ import (
 	"time"
 )
 
+// outputIDFile is the hidden file naming an output directory
+// (runtime.OutputIDFile): not output.
+const outputIDFile = ".cepheus-output-id"
+
 // alertIDs returns the sorted alert ids of the JSON-lines files of paths.
 func alertIDs(t *testing.T, paths ...string) []string {
 	t.Helper()
@@ -118,6 +122,9 @@ func TestRunSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
+		if e.Name() == outputIDFile {
+			continue // the directory's id, not output
+		}
 		if !strings.HasSuffix(e.Name(), ".jsonl") || strings.HasPrefix(e.Name(), ".") {
 			t.Errorf("after a clean stop, %s is left in %s", e.Name(), alerts)
 		}
