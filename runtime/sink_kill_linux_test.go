@@ -32,19 +32,7 @@ func writeKillCheckpoint(dir string, pos int, st PendingState) error {
 		return err
 	}
 	tmp := filepath.Join(dir, "chk.tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeSynced(tmp, b); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, "chk")); err != nil {
