@@ -1287,16 +1287,22 @@ rule large_then_more {
 			t.Errorf("explain of events of several files: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
 		}
 	}
+	// explainOf backtests the ruleset src over evs (a file's path) and
+	// explains the alerts: explain's exit, stdout and stderr.
+	explainOf := func(name, src, evs string) (int, string, string) {
+		t.Helper()
+		rules := writeFile(t, dir, name+".cep", src)
+		alerts := filepath.Join(dir, name+"-alerts.jsonl")
+		if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", rules, "-events", evs, "-alerts", alerts); code != 0 {
+			t.Fatalf("backtest of %s: exit %d\n%s", name, code, errOut)
+		}
+		return cepheus(t, "explain", "-rules", rules, alerts)
+	}
 	// A velocity aggregate the rule reads: its value is in the alert's
 	// events, and explained with it.
 	aggSrc := strings.Replace(src, "rule large_then_more", "aggregate spend {\n  key card\n  sum amount\n  window 1h\n}\n\nrule large_then_more", 1)
 	aggSrc = strings.Replace(aggSrc, "followedBy more where amount > large.amount", "followedBy more where amount > large.amount && spend > 1000", 1)
-	aggRules := writeFile(t, dir, "agg.cep", aggSrc)
-	aggAlerts := filepath.Join(dir, "agg-alerts.jsonl")
-	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", aggRules, "-events", events, "-alerts", aggAlerts); code != 0 {
-		t.Fatalf("backtest with an aggregate: exit %d\n%s", code, errOut)
-	}
-	code, out, errOut = cepheus(t, "explain", "-rules", aggRules, aggAlerts)
+	code, out, errOut = explainOf("agg", aggSrc, events)
 	if w := "      spend > 1000: true (spend = 1500)\n"; code != 0 || !strings.Contains(out, w) {
 		t.Errorf("explain of a rule reading an aggregate: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
 	}
@@ -1308,41 +1314,26 @@ rule large_then_more {
     notFollowedBy refund where kind == "refund"
     followedBy more where amount > large.amount
 `, 1)
-	negRules := writeFile(t, dir, "neg.cep", negSrc)
-	negAlerts := filepath.Join(dir, "neg-alerts.jsonl")
-	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", negRules, "-events", events, "-alerts", negAlerts); code != 0 {
-		t.Fatalf("backtest with a negated stage: exit %d\n%s", code, errOut)
-	}
-	code, out, errOut = cepheus(t, "explain", "-rules", negRules, negAlerts)
+	code, out, errOut = explainOf("neg", negSrc, events)
 	if w := "  stage refund, notFollowedBy where kind == \"refund\": no event matched between line 1 and line 3\n  stage more, line 3:\n"; code != 0 || !strings.Contains(out, w) {
 		t.Errorf("explain of a rule with a negated stage: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
 	}
 	// A trailing notFollowedBy: none within the window.
 	trailSrc := strings.Replace(src, "    followedBy more where amount > large.amount\n", "    notFollowedBy more where amount > large.amount\n", 1)
-	trailRules := writeFile(t, dir, "trail.cep", trailSrc)
 	trailEvents := writeFile(t, dir, "trail.jsonl", `{"ts":"2026-01-01T10:00:00Z","card":"c2","kind":"auth","amount":500}
 {"ts":"2026-01-01T10:01:00Z","card":"c2","kind":"auth","amount":300}
 {"ts":"2026-01-01T11:00:00Z","card":"c3","kind":"auth","amount":5}
 `)
-	trailAlerts := filepath.Join(dir, "trail-alerts.jsonl")
-	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", trailRules, "-events", trailEvents, "-alerts", trailAlerts); code != 0 {
-		t.Fatalf("backtest with a trailing negated stage: exit %d\n%s", code, errOut)
-	}
-	code, out, errOut = cepheus(t, "explain", "-rules", trailRules, trailAlerts)
+	code, out, errOut = explainOf("trail", trailSrc, trailEvents)
 	if w := "  stage more, notFollowedBy where amount > large.amount: no event matched within 10m of line 1\n"; code != 0 || !strings.Contains(out, w) {
 		t.Errorf("explain of a rule ending with a negated stage: exit %d, want %q in\n%s\n%s", code, w, out, errOut)
 	}
 	// A timed-out partial match: what did not come within the window.
 	toSrc := strings.Replace(src, "    within 10m\n  }\n", "    within 10m\n  }\n  timeout {\n    only\n  }\n", 1)
-	toRules := writeFile(t, dir, "to.cep", toSrc)
 	toEvents := writeFile(t, dir, "to.jsonl", `{"ts":"2026-01-01T10:00:00Z","card":"c9","kind":"auth","amount":500}
 {"ts":"2026-01-01T11:00:00Z","card":"c8","kind":"auth","amount":5}
 `)
-	toAlerts := filepath.Join(dir, "to-alerts.jsonl")
-	if code, _, errOut := cepheus(t, "backtest", "-q", "-rules", toRules, "-events", toEvents, "-alerts", toAlerts); code != 0 {
-		t.Fatalf("backtest with a timeout block: exit %d\n%s", code, errOut)
-	}
-	code, out, errOut = cepheus(t, "explain", "-rules", toRules, toAlerts)
+	code, out, errOut = explainOf("to", toSrc, toEvents)
 	if w := `timed-out alert `; code != 0 || !strings.HasPrefix(out, w) || !strings.HasSuffix(out, `: rule large_then_more, key {"card":"c9"}, detected at 2026-01-01T10:10:00.000Z
   stage large, line 1:
     where kind == "auth" && amount > 100: true
