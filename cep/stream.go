@@ -316,6 +316,11 @@ type StreamResult struct {
 	// Partitions are the input partitions the instance's last job read
 	// (a transactional Kafka job: the instance's share of its group).
 	Partitions []int32
+	// CommittedAlerts is, of Stats.Alerts, those of the latest complete
+	// checkpoint (Stats.LastCheckpoint): with exactly-once outputs, those
+	// written. A run that failed detected the others after it; the run
+	// that resumes from that checkpoint detects and writes them again.
+	CommittedAlerts int64
 	// Unended are, of a followed run over files stopped before their
 	// end, the plain files whose bytes after the last line read hold no
 	// line end (a line its writer had not ended at the stop): read once
@@ -923,6 +928,7 @@ type job struct {
 	flight *inflight
 
 	stats     StreamStats
+	committed int64 // the alerts of the latest complete checkpoint (restored or taken)
 	routed    int64 // elements routed to the subtasks
 	startRecs int64 // stats.Records when the run started
 	restored  int64
@@ -1047,6 +1053,7 @@ func (j *job) run(ctx context.Context) (_ *StreamResult, err error) {
 		j.stats.MaxDuration, j.stats.MaxStall = 0, 0
 		j.stats.LastCheckpoint = j.restored
 		j.stats.LastDuration, j.stats.LastStall = 0, 0
+		j.committed = j.meta.Stats.Alerts
 		if j.meta.Finished {
 			// The final checkpoint is complete, but a crash may have
 			// come before every sink committed it: finish that first.
@@ -1280,6 +1287,7 @@ func (j *job) result(already, finished bool) *StreamResult {
 		r.Aggregates, _ = j.src.aggStats()
 	}
 	r.Late, r.Alerts = st.Late, st.Alerts
+	r.CommittedAlerts = j.committed
 	r.Records, r.Decoded, r.Dead, r.Ahead = st.Records, st.Decoded, st.Dead, st.Ahead
 	r.Watermark = st.Watermark
 	r.BytesRead, r.TotalBytes = -1, -1

@@ -718,6 +718,7 @@ func (j *job) onAck(a ack) (done bool, err error) {
 	}
 	j.stats.Checkpoints++
 	j.stats.LastCheckpoint = f.id
+	j.committed = f.meta.Stats.Alerts
 	if j.kafka != nil && j.stats.Checkpoints == 1 {
 		if j.begun.Sub(j.start) > time.Second {
 			// A later job of the run (after a rebalance or a switch),

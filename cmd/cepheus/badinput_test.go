@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -919,7 +920,21 @@ func TestRunOutputBrokenMidRun(t *testing.T) {
 					t.Fatal("no alerts committed in 20 s")
 				}
 			}
-			time.Sleep(50 * time.Millisecond) // the run reads what is there
+			// The run reads what is there, and commits its alerts: the
+			// lines in the directory hold still.
+			committed := -1
+			for still := 0; still < 10; time.Sleep(10 * time.Millisecond) {
+				n := 0
+				files, _ := filepath.Glob(filepath.Join(alerts, "*.jsonl"))
+				for _, f := range files {
+					n += len(readLines(t, f))
+				}
+				if n == committed {
+					still++
+				} else {
+					committed, still = n, 0
+				}
+			}
 			if err := os.RemoveAll(alerts); err != nil {
 				t.Fatal(err)
 			}
@@ -935,6 +950,16 @@ func TestRunOutputBrokenMidRun(t *testing.T) {
 				if r.code != 1 || !strings.Contains(r.stderr, alerts) || !strings.Contains(r.stderr, "not a directory") ||
 					!regexp.MustCompile(c.want).MatchString(r.stderr) {
 					t.Errorf("exit %d\n%s", r.code, r.stderr)
+				}
+				// The summary says how many of its alerts are written:
+				// those of the files committed before the directory went.
+				m := regexp.MustCompile(`(?:written: (\d+)|none) of these (\d+) alerts? `).FindStringSubmatch(r.stderr)
+				if m == nil {
+					t.Fatalf("no line on the alerts written:\n%s", r.stderr)
+				}
+				written, _ := strconv.Atoi(m[1]) // "" for none: 0
+				if n, _ := strconv.Atoi(m[2]); written != committed || n <= written {
+					t.Errorf("%d alerts committed before the directory went, %d detected in all; the summary says:\n%s", committed, n, r.stderr)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("the run did not fail in 30 s with its output directory gone")

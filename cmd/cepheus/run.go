@@ -739,6 +739,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			group = f.group
 		}
 		printRunSummary(stderr, res, f.deadLetterTo(), group)
+		if line := uncommittedAlerts(res, f.alerts != "-" && (f.alertsTopic == "" || f.delivery == "exactly-once")); line != "" {
+			fmt.Fprintf(stderr, "run: %s\n", line)
+		}
 		if line := openTimeouts(rs, res, &f); line != "" && err != nil && errors.Is(err, ctx.Err()) {
 			fmt.Fprintf(stderr, "run: %s\n", line)
 		}
@@ -983,6 +986,23 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo, group string) {
 		}
 		fmt.Fprintf(w, "%s dropped at the bound\n", plural(int64(a.Dropped), "event", "events"))
 	}
+}
+
+// uncommittedAlerts is, for a run with exactly-once outputs (exactly) that
+// ended with alerts detected after its latest complete checkpoint (a
+// failure, a stop cut short), the summary's line saying how many of its
+// alerts are written: the others come with the run that resumes, which
+// detects them again. Empty otherwise.
+func uncommittedAlerts(r *cep.StreamResult, exactly bool) string {
+	n := r.Alerts - r.CommittedAlerts
+	if !exactly || n <= 0 {
+		return ""
+	}
+	if r.Stats.LastCheckpoint == 0 {
+		return fmt.Sprintf("none of these %s is written (no checkpoint was complete): the run that starts over detects and writes them again", plural(r.Alerts, "alert", "alerts"))
+	}
+	return fmt.Sprintf("written: %s of these %s (checkpoint %d's); %s after it, not written: the run that resumes from checkpoint %d detects and writes those again",
+		humanize.Int(r.CommittedAlerts), plural(r.Alerts, "alert", "alerts"), r.Stats.LastCheckpoint, plural(n, "alert detected", "alerts detected"), r.Stats.LastCheckpoint)
 }
 
 // openTimeouts is, for a live run stopped with partial matches open whose
