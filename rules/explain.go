@@ -468,6 +468,9 @@ func (x *explainer) contiguity() string {
 					}
 				}
 			}
+			if why := x.greedy(i, pi, prev, f); why != "" {
+				return why
+			}
 		}
 		if q.AllowCombinations.Set {
 			continue
@@ -487,6 +490,34 @@ func (x *explainer) contiguity() string {
 				}
 			}
 		}
+	}
+	return ""
+}
+
+// greedy checks, when stage pi right before stage i is a greedy loop,
+// that no event from its last event prev to f, stage i's first, passes
+// the loop's condition: as in Flink's compiler, greedy adds "not the
+// loop's condition" to each edge of the stage after the loop, so such an
+// event is the loop's or ends the partial match (the docs trial's storm of
+// resets broken by another event, then a reset: no match). A loop with an
+// until clause is not checked: its until proceeds through a copy of the
+// next stage without the greedy condition.
+func (x *explainer) greedy(i, pi int, prev, f *event.Event) string {
+	q := &x.leaves[pi].node.Quant
+	loops := q.Kind == QuantOneOrMore || q.Kind == QuantTimesOrMore || q.Kind == QuantTimes && q.Min != q.Max
+	if !q.Greedy.Set || !loops || x.until(pi) != nil {
+		return ""
+	}
+	for _, ev := range append(x.between(prev, f), f) {
+		if !x.passes(pi, ev, x.context(ev)) {
+			continue
+		}
+		if ev == f {
+			return fmt.Sprintf("stage %s is a greedy loop, and event %d, which stage %s would take, passes the loop's condition: greedy gives such an event to the loop (or, when the loop can take no more, ends the partial match), never to the stage after it",
+				x.name(pi), f.Seq, x.name(i))
+		}
+		return fmt.Sprintf("stage %s is a greedy loop, and event %d passes its condition after its last event %d, before event %d (stage %s): greedy lets no event the loop's condition accepts pass the stage after the loop, so the loop takes it or, when it can take no more (its count reached, a consecutive loop broken), the partial match ends there",
+			x.name(pi), x.naming(ev), prev.Seq, f.Seq, x.name(i))
 	}
 	return ""
 }

@@ -459,7 +459,9 @@ func TestFlagsAfterFiles(t *testing.T) {
 }
 
 // TestRulesArgOfSeveral: rules validate and deploy of a directory holding
-// several rulesets name the directory.
+// several rulesets name the directory; run and serve, given it as -rules,
+// fail as on another bad command line (exit 2 and where their help is;
+// they exited 1, the docs trial).
 func TestRulesArgOfSeveral(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "a.cep", goodSrc)
@@ -468,6 +470,18 @@ func TestRulesArgOfSeveral(t *testing.T) {
 		want := "cepheus: rules: " + dir + " holds 2 rulesets; name the file\n"
 		if code, _, errOut := cepheus(t, "rules", sub, "-server", "127.0.0.1:1", dir); code != 2 || !strings.HasPrefix(errOut, want) {
 			t.Errorf("rules %s DIR: exit %d, stderr %q; want 2 and %q", sub, code, errOut, want)
+		}
+	}
+	events := writeFile(t, t.TempDir(), "e.jsonl", abEvents(4, 0, ""))
+	for _, cmd := range []string{"run", "serve"} {
+		out := t.TempDir()
+		args := []string{cmd, "-rules", dir, "-events", events, "-state", filepath.Join(out, "state"), "-alerts", filepath.Join(out, "alerts")}
+		if cmd == "serve" {
+			args = append(args, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0")
+		}
+		want := "cepheus: " + cmd + ": " + dir + " holds 2 rulesets; a run takes one (name the file)\nRun 'cepheus help " + cmd + "' for usage.\n"
+		if code, _, errOut := cepheus(t, args...); code != 2 || errOut != want {
+			t.Errorf("%s -rules DIR: exit %d, stderr %q; want 2 and %q", cmd, code, errOut, want)
 		}
 	}
 }

@@ -208,7 +208,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.alertsTopic, "alerts-topic", "", "with -input-topic, write the alerts to this Kafka topic, one transaction per checkpoint (exactly once for read_committed consumers; needs -group)")
 	fs.StringVar(&f.lateTopic, "late-topic", "", "with -alerts-topic, write the late events to this topic (default: only counted)")
 	fs.StringVar(&f.deadTopic, "dead-letter-topic", "", "with -alerts-topic, write the dead letters to this topic (default: only counted)")
-	fs.StringVar(&f.shadowTopic, "shadow-topic", "", "with -alerts-topic, write the alerts of a shadow version (cepheus rules deploy -shadow) to this topic, in each checkpoint's transaction (default: no shadow deploys)")
+	fs.StringVar(&f.shadowTopic, "shadow-topic", "", "with -alerts-topic, write the alerts of a shadow version (cepheus rules deploy -shadow, to serve; with -rules-topic, to any serve of the group) to this topic, in each checkpoint's transaction (default: no shadow deploys; a restored shadow is dropped)")
 	fs.StringVar(&f.rulesTopic, "rules-topic", "", "with -alerts-topic, the group's rules topic (compacted, created if need be): a deploy to any instance goes into it and every instance of the group deploys it; a restart runs its newest versions (default: each instance deploys on its own)")
 	fs.StringVar(&f.group, "group", "", "with -alerts-topic, the consumer group the input offsets are committed to (required with it); with -start committed, the group whose committed offsets the input starts at")
 	fs.StringVar(&f.changelogTopic, "changelog-topic", "", "with -alerts-topic, the compacted topic of the state changes (default: GROUP-changelog)")
@@ -224,7 +224,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 	fs.StringVar(&f.alerts, "alerts", "", "directory of committed alert files (exactly once), or - for stdout (at most once) (this or -alerts-topic)")
 	fs.StringVar(&f.late, "late", "", "directory of committed late-event files (default: only counted)")
 	fs.StringVar(&f.dead, "dead-letter", "", "directory of committed dead-letter files (default: only counted)")
-	fs.StringVar(&f.shadowDir, "shadow-alerts", "", "directory of the committed alert files shadow-S-N.jsonl of a shadow version (cepheus rules deploy -shadow), exactly once (default: no shadow deploys)")
+	fs.StringVar(&f.shadowDir, "shadow-alerts", "", "directory of the committed alert files shadow-S-N.jsonl of a shadow version (cepheus rules deploy -shadow, to serve: run has no control API, and keeps the shadow of a state directory that serve ran), exactly once (default: no shadow deploys; a restored shadow is dropped)")
 	fs.BoolVar(&f.follow, "follow", false, "keep reading the input as it grows, until stopped")
 	fs.DurationVar(&f.poll, "poll", 100*time.Millisecond, "with -follow, how often a file at its end, and the directory, are looked at (a file with nothing new for 100 looks: every 10; 0: the default)")
 	fs.DurationVar(&f.closeInactive, "close-inactive", 5*time.Minute, "with -follow, a file of the -events directory with nothing new for this long is closed (its descriptor and goroutine freed) until it grows, which the directory's scan looks for every 10 -poll; its position and watermark stay (0: never)")
@@ -739,7 +739,7 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			group = f.group
 		}
 		printRunSummary(stderr, res, f.deadLetterTo(), group)
-		if line := uncommittedAlerts(res, f.alerts != "-" && (f.alertsTopic == "" || f.delivery == "exactly-once")); line != "" {
+		if line := uncommittedAlerts(res, f.exactlyOnce()); line != "" {
 			fmt.Fprintf(stderr, "run: %s\n", line)
 		}
 		if line := openTimeouts(rs, res, &f); line != "" && err != nil && errors.Is(err, ctx.Err()) {
@@ -768,6 +768,9 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 			res.Ruleset, plural(res.Records, "record", "records"), plural(res.Decoded, "event", "events"), plural(res.Alerts, "alert", "alerts"),
 			humanize.Int(res.Late), plural(res.Dead, "dead letter", "dead letters"), plural(res.Stats.Checkpoints, "checkpoint", "checkpoints"), res.Stats.LastCheckpoint)
 		if line := firstDeadLetter(res, f.deadLetterTo()); line != "" {
+			say("%s", line)
+		}
+		if line := uncommittedAlerts(res, f.exactlyOnce()); line != "" {
 			say("%s", line)
 		}
 		logSummary(log, res)
@@ -831,9 +834,10 @@ func readRuleset(name, rulesPath, rulesDir string) (string, []byte, error) {
 	}
 	switch {
 	case len(files) == 0:
-		return "", nil, fmt.Errorf("%s: no *.cep files in %s", name, rulesPath)
+		return "", nil, &usageError{cmd: name, msg: fmt.Sprintf("%s: no *.cep files in %s", name, rulesPath)}
 	case len(files) > 1:
-		return "", nil, fmt.Errorf("%s: %s holds %d rulesets; a run takes one (name the file)", name, rulesPath, len(files))
+		// A command line to correct, as backtest's (exit 2).
+		return "", nil, &usageError{cmd: name, msg: fmt.Sprintf("%s: %s holds %d rulesets; a run takes one (name the file)", name, rulesPath, len(files))}
 	}
 	src, err := os.ReadFile(files[0])
 	if err != nil {
@@ -910,6 +914,12 @@ func engineLogf(quiet bool, info, warn func(string)) func(format string, args ..
 	}
 }
 
+// exactlyOnce says whether the run's alerts are written exactly once: at
+// the commits of the checkpoints.
+func (f *runFlags) exactlyOnce() bool {
+	return f.alerts != "-" && (f.alertsTopic == "" || f.delivery == "exactly-once")
+}
+
 // deadLetterTo says where the run's dead letters go, for the summary.
 func (f *runFlags) deadLetterTo() string {
 	switch {
@@ -957,9 +967,9 @@ func printRunSummary(w io.Writer, r *cep.StreamResult, deadTo, group string) {
 		fmt.Fprintf(w, "run: %s\n", line)
 	}
 	if st.Checkpoints > 0 {
-		fmt.Fprintf(w, "run: checkpoints took up to %s, subtasks stalled up to %s; %s (%s, %s events buffered)\n",
+		fmt.Fprintf(w, "run: checkpoints took up to %s, subtasks stalled up to %s; %s (%s, %s)\n",
 			st.MaxDuration.Round(time.Millisecond), st.MaxStall.Round(time.Millisecond), plural(st.Keys, "key holds state", "keys hold state"),
-			plural(st.PartialMatches, "partial match", "partial matches"), humanize.Int(st.Buffered))
+			plural(st.PartialMatches, "partial match", "partial matches"), plural(st.Buffered, "event buffered", "events buffered"))
 	}
 	for _, rr := range r.Rules {
 		word := "alerts"

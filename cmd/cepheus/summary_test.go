@@ -796,6 +796,13 @@ func TestProgressPartialMatches(t *testing.T) {
 	if want := "; 1 key holds state (29,950 partial matches, 50 events buffered)\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("run summary:\n%s\nwant %q in it", b.String(), want)
 	}
+	b.Reset()
+	one := st
+	one.Buffered = 1
+	printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r"}, Stats: one}, "", "")
+	if want := "(29,950 partial matches, 1 event buffered)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("run summary:\n%s\nwant %q in it", b.String(), want)
+	}
 	var log bytes.Buffer
 	logProgress(slog.New(slog.NewJSONHandler(&log, nil)), cep.StreamProgress{StreamStats: st, Elapsed: time.Second}, &rateMeter{}, false)
 	if want := `"keys":1,"partial_matches":29950,`; !strings.Contains(log.String(), want) {

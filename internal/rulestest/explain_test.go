@@ -84,6 +84,7 @@ func TestExplainSound(t *testing.T) {
 func reasonKind(why string) string {
 	for _, k := range []struct{ kind, text string }{
 		{"keys", "of different keys"},
+		{"greedy", "is a greedy loop"},
 		{"order", "event-time order"},
 		{"order", "in the test's order"},
 		{"order", "taken twice"},
@@ -350,6 +351,8 @@ func TestWhy(t *testing.T) {
 		"negation":        `event 2 passes the notFollowedBy stage n between event 1 (stage a) and event 3 (stage b): the partial match ends there`,
 		"notNext":         `event 2 comes right after event 1 (stage a) and passes the notNext stage n: the partial match ends there`,
 		"consecutive":     `stage a is consecutive, but event 2 comes between its events 1 and 3`,
+		"greedy":          `stage a is a greedy loop, and event 4 passes its condition after its last event 2, before event 5 (stage b): greedy lets no event the loop's condition accepts pass the stage after the loop, so the loop takes it or, when it can take no more (its count reached, a consecutive loop broken), the partial match ends there`,
+		"greedy takes":    `stage a is a greedy loop, and event 3, which stage b would take, passes the loop's condition: greedy gives such an event to the loop (or, when the loop can take no more, ends the partial match), never to the stage after it`,
 		"emitted":         `its events are a match, produced with other emitted values: total 3, not 4`,
 		"run-time error":  `event 2 does not pass stage c: its condition kind == "c" && amount > b.amount fails at run time, which counts as false: b.amount is null (in amount > b.amount)`,
 		"skip":            `no reason found by the checks test makes; the after-match skip (skip pastLastEvent) may have dropped it: the match produced skipping key "c1" { a: [1], b: [3] } shares its events`,
