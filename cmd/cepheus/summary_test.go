@@ -798,9 +798,13 @@ func TestProgressPartialMatches(t *testing.T) {
 	}
 	b.Reset()
 	one := st
+	one.Dead, one.Ahead = 3, 1
 	one.Buffered = 1
 	printRunSummary(&b, &cep.StreamResult{Summary: cep.Summary{Ruleset: "r"}, Stats: one}, "", "")
 	if want := "(29,950 partial matches, 1 event buffered)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("run summary:\n%s\nwant %q in it", b.String(), want)
+	}
+	if want := "3 dead letters; 2 checkpoints taken, last 2\nrun: of them, 1 event was more than -max-ahead ahead of the stream\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("run summary:\n%s\nwant %q in it", b.String(), want)
 	}
 	var log bytes.Buffer
