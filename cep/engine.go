@@ -527,9 +527,25 @@ type Summary struct {
 	Aggregates []AggregateStats
 	// Absent are the fields that rules read and that no decoded event
 	// had (a field misnamed in the ruleset or in the input: each of its
-	// reads is null), in schema order; none when nothing decoded. A
-	// backtest's only.
+	// reads is null), in schema order; none when nothing decoded. A live
+	// job's are of the events this process decoded.
 	Absent []AbsentField
+	// Mixed are the fields of no declared type (an inferred schema) that
+	// rules read and that some decoded events gave as a number, others
+	// as a string: a string never equals a number (==, in) nor orders
+	// with one (<: a condition error). A live job's count the events this
+	// process decoded.
+	Mixed []MixedField
+}
+
+// MixedField is a field of no declared type that a run's events gave as
+// a number and as a string (Summary.Mixed), how many gave each, and the
+// rules that read it, in ruleset order.
+type MixedField struct {
+	Field            string
+	Numbers, Strings int64
+	Rules            []string
+	Key              bool // a key field of some of them ("7" and 7 are two keys)
 }
 
 // AbsentField is a field that no event of a run had, and the rules that

@@ -132,6 +132,7 @@ func (r *run) finish(runErr error) (*Summary, error) {
 	if st.Decoded > 0 {
 		s.Absent = absentFields(rs, r.dec.Absent())
 	}
+	s.Mixed = mixedFields(rs, r.dec.Mixed())
 	for i, cr := range e.rules {
 		rr := &r.host.rules[i]
 		opStats, _ := r.host.keyOps[cr.spec].op.RuleCounts(i) // the summary reads counters only
@@ -1106,6 +1107,27 @@ func (s *sink) flush() error {
 // that rules of rs read, each with those rules: what a rule reads of the
 // input, not an aggregate's or a lookup's value, nor a field that only an
 // observer reads (a label).
+// mixedFields are the fields of mixed that rules of rs read, with those
+// rules.
+func mixedFields(rs *rules.Ruleset, mixed []jsonev.MixedField) []MixedField {
+	var out []MixedField
+	for _, f := range mixed {
+		m := MixedField{Field: f.Name, Numbers: f.Numbers, Strings: f.Strings}
+		for _, r := range rs.Rules {
+			// A key field too: "123" and 123 are two keys.
+			key := slices.Contains(r.KeyFields, f.Name)
+			if key || slices.Contains(r.Reads, f.Name) {
+				m.Rules = append(m.Rules, r.Name)
+				m.Key = m.Key || key
+			}
+		}
+		if len(m.Rules) > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func absentFields(rs *rules.Ruleset, absent []string) []AbsentField {
 	var out []AbsentField
 	for _, f := range absent {

@@ -1285,6 +1285,10 @@ func (j *job) result(already, finished bool) *StreamResult {
 	r.Lookups = j.enrich.stats()
 	if j.src != nil {
 		r.Aggregates, _ = j.src.aggStats()
+		r.Mixed = mixedFields(rs, j.src.dec.Mixed())
+		if j.src.dec.Decoded() > 0 {
+			r.Absent = absentFields(rs, j.src.dec.Absent())
+		}
 	}
 	r.Late, r.Alerts = st.Late, st.Alerts
 	r.CommittedAlerts = j.committed

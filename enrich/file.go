@@ -72,8 +72,8 @@ func (d *Duplicates) add(path string, line int, key string) {
 // give "3" and 1e6 gives "1000000" (a number that is no whole int64 is an
 // error); a float field's 3 gives "3" and 1000000 gives "1e+06"; a field of
 // no declared kind takes a number without '.' or exponent that fits int64
-// as an int (42 gives "42") and any other as a float (1.50 gives "1.5", 1e6
-// gives "1e+06"); a time field's (spec.KeyTimes) RFC 3339 string or
+// as an int (42 gives "42"; beyond int64 it is an error, as in events) and
+// any other as a float (1.50 gives "1.5", 1e6 gives "1e+06"); a time field's (spec.KeyTimes) RFC 3339 string or
 // number of epoch milliseconds gives the milliseconds in decimal, as the
 // event's time value does.
 //

@@ -1,6 +1,7 @@
 package enrich
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -104,6 +105,11 @@ func jsonKeyPart(raw json.RawMessage, kind event.Kind, isTime bool) (string, err
 	default:
 		if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return strconv.FormatInt(i, 10), nil
+		}
+		if !bytes.ContainsAny(raw, ".eE") {
+			// As the event decoder refuses it in a field of no declared
+			// kind: a float would be another number.
+			return "", fmt.Errorf("the whole number %s is beyond int64, and a float would not keep its digits: write it as a string (an id)", describeJSON(raw))
 		}
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)

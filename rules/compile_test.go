@@ -181,7 +181,8 @@ func TestDecodeEvent(t *testing.T) {
 		{declared, `[1]`, `rules: column 1: want a JSON object, found an array`},
 		{declared, `{"ts": 1`, `rules: column 9: unexpected end of input, want ',' or '}'`},
 		{inferred, `{"ts": 1, "n": 2, "m": 2.0, "other": {"x": 1}}`, `[2 2 1] @1`},
-		{inferred, `{"ts": 1, "n": 99999999999999999999}`, `[null 1e+20 1] @1`},
+		{inferred, `{"ts": 1, "n": 99999999999999999999}`, `rules: column 16: field "n": the whole number 99999999999999999999 is beyond int64, and a float would not keep its digits: send it as a string (an id), or declare the field float to take it rounded`},
+		{inferred, `{"ts": 1, "n": 99999999999999999999.0}`, `[null 1e+20 1] @1`},
 		{inferred, `{"ts": 1, "n": 1, "n": 2}`, `rules: column 19: field "n" is given twice`},
 	} {
 		ev, err := tt.rs.DecodeEvent([]byte(tt.in))

@@ -316,7 +316,15 @@ func TestFollowUnreadUnmodified(t *testing.T) {
 		t.Fatal(err)
 	}
 	size := int64(sb.Len())
-	r := follow(t, context.Background(), dir, ReaderConfig{BatchRecords: 100, CloseInactive: time.Hour, Source: SourceConfig{BufferBytes: 4096}})
+	// Polls far apart next to the append and the time put back below, so
+	// that the reader's look at the file falls between the two once in
+	// thousands of runs, not once in forty (which passed without the fix:
+	// the reader saw the append's time).
+	r, err := NewPartitionReader(context.Background(), dir, ReaderConfig{Follow: true, PollInterval: 250 * time.Millisecond,
+		BatchRecords: 100, CloseInactive: time.Hour, Source: SourceConfig{BufferBytes: 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer r.Close()
 	var first, last Batch
 	var recent []Batch

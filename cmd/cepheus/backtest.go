@@ -690,15 +690,10 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 			of = "ruleset " + s.Ruleset + ": "
 		}
 		for _, a := range s.Absent {
-			by := "rule " + a.Rules[0] + " reads"
-			switch n := len(a.Rules); {
-			case n > 4:
-				by = fmt.Sprintf("rules %s and %d more read", strings.Join(a.Rules[:3], ", "), n-3)
-			case n > 1:
-				by = "rules " + strings.Join(a.Rules[:n-1], ", ") + " and " + a.Rules[n-1] + " read"
-			}
-			fmt.Fprintf(stderr, "backtest: warning: %sno event had the field %s, which %s: each read of it is null (is it the field's name?)\n",
-				of, a.Field, by)
+			fmt.Fprintf(stderr, "backtest: warning: %s%s\n", of, absentText(a))
+		}
+		for _, m := range s.Mixed {
+			fmt.Fprintf(stderr, "backtest: warning: %s%s\n", of, mixedText(m))
 		}
 	}
 	if !f.quiet {
@@ -1267,6 +1262,40 @@ func printRuleErrors(w io.Writer, rules []cep.RuleSummary) {
 			fmt.Fprintf(w, "    %s: %s\n", r.Rule, msg)
 		}
 	}
+}
+
+// absentText is the warning of a field that rules read and that no event
+// had.
+func absentText(a cep.AbsentField) string {
+	by := "rule " + a.Rules[0] + " reads"
+	switch n := len(a.Rules); {
+	case n > 4:
+		by = fmt.Sprintf("rules %s and %d more read", strings.Join(a.Rules[:3], ", "), n-3)
+	case n > 1:
+		by = "rules " + strings.Join(a.Rules[:n-1], ", ") + " and " + a.Rules[n-1] + " read"
+	}
+	return fmt.Sprintf("no event had the field %s, which %s: each read of it is null (is it the field's name?)", a.Field, by)
+}
+
+// mixedText is the warning of a field of no declared type that events
+// gave as a number and as a string (the messy-data trial: a producer's
+// "amount": "0.00" never equalled 0, with no word).
+func mixedText(m cep.MixedField) string {
+	by := "rule " + m.Rules[0]
+	switch n := len(m.Rules); {
+	case n > 4:
+		by = fmt.Sprintf("rules %s and %d more", strings.Join(m.Rules[:3], ", "), n-3)
+	case n > 1:
+		by = "rules " + strings.Join(m.Rules[:n-1], ", ") + " and " + m.Rules[n-1]
+	}
+	what := "a string never equals a number (==, in), nor compares with one (<, >: a condition error)"
+	fix := fmt.Sprintf("or convert it where it is read (float(%s))", m.Field)
+	if m.Key {
+		what = "as a key, \"7\" and 7 are two keys, whose events never match together; and " + what
+		fix = "or have the producers agree"
+	}
+	return fmt.Sprintf("field %s (of no declared type; read by %s) came as a number in %s and as a string in %s: %s; declare its type (the events of the other kind then go to the dead letters), %s",
+		m.Field, by, plural(m.Numbers, "event", "events"), humanize.Int(m.Strings), what, fix)
 }
 
 // printSummary prints the summary of one ruleset's run, with its label

@@ -1071,3 +1071,59 @@ func TestKafkaTimesBefore1970(t *testing.T) {
 		}
 	}
 }
+
+// TestMixedKinds: a field of no declared type that some events give as a
+// number and others as a string is warned of by backtest and run, with
+// the counts and the rules that read it (the messy-data trial: a
+// producer's "amount": "0.00" never equalled 0, with no word); a key
+// field's warning says that "7" and 7 are two keys. Fields of one kind are
+// not warned of. A field that no event had is warned of by both.
+func TestMixedKinds(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "m.cep", "ruleset m\nevent time ts\nrule zero {\n  key card\n  pattern {\n    begin a where amount == 0\n  }\n}\n")
+	mixed := writeFile(t, dir, "mixed.jsonl", `{"ts":"2026-01-01T00:00:01Z","card":"c1","amount":0}
+{"ts":"2026-01-01T00:00:02Z","card":"c1","amount":"0.00"}
+{"ts":"2026-01-01T00:00:03Z","card":7,"amount":1}
+`)
+	same := writeFile(t, dir, "same.jsonl", `{"ts":"2026-01-01T00:00:01Z","card":"c1","amount":0}
+{"ts":"2026-01-01T00:00:02Z","card":"c2","amount":0.5}
+`)
+	amount := "warning: field amount (of no declared type; read by rule zero) came as a number in 2 events and as a string in 1: a string never equals a number (==, in), nor compares with one (<, >: a condition error); declare its type (the events of the other kind then go to the dead letters), or convert it where it is read (float(amount))\n"
+	card := "warning: field card (of no declared type; read by rule zero) came as a number in 1 event and as a string in 2: as a key, \"7\" and 7 are two keys, whose events never match together; and a string never equals a number (==, in), nor compares with one (<, >: a condition error); declare its type (the events of the other kind then go to the dead letters), or have the producers agree\n"
+	for _, cmd := range []string{"backtest", "run"} {
+		for _, c := range []struct {
+			events string
+			want   []string
+		}{{mixed, []string{amount, card}}, {same, nil}} {
+			out := t.TempDir()
+			args := []string{cmd, "-q", "-rules", rules, "-events", c.events, "-alerts", filepath.Join(out, "alerts")}
+			if cmd == "run" {
+				args = append(args, "-state", filepath.Join(out, "state"))
+			}
+			code, _, stderr := cepheus(t, args...)
+			if code != 0 {
+				t.Fatalf("%s %s: exit %d\n%s", cmd, c.events, code, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, cmd+": "+w) {
+					t.Errorf("%s %s: stderr\n%s\nwant %q", cmd, c.events, stderr, cmd+": "+w)
+				}
+			}
+			if c.want == nil && strings.Contains(stderr, "came as a number") {
+				t.Errorf("%s %s: a warning of fields of one kind each:\n%s", cmd, c.events, stderr)
+			}
+		}
+		// A field no event had: run warns too, as backtest did alone
+		// (the messy-data trial's renamed field).
+		typo := writeFile(t, dir, "typo.cep", "ruleset m\nevent time ts\nrule zero {\n  key card\n  pattern {\n    begin a where amout == 0\n  }\n}\n")
+		out := t.TempDir()
+		args := []string{cmd, "-q", "-rules", typo, "-events", same, "-alerts", filepath.Join(out, "alerts")}
+		if cmd == "run" {
+			args = append(args, "-state", filepath.Join(out, "state"))
+		}
+		want := cmd + ": warning: no event had the field amout, which rule zero reads: each read of it is null (is it the field's name?)\n"
+		if code, _, stderr := cepheus(t, args...); code != 0 || !strings.Contains(stderr, want) {
+			t.Errorf("%s over a misspelt field: exit %d, stderr\n%s\nwant %q", cmd, code, stderr, want)
+		}
+	}
+}

@@ -754,6 +754,16 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 				plural(res.Stats.PartialMatches, "partial match", "partial matches"), live)
 		}
 	}
+	if res != nil && !res.AlreadyFinished {
+		// Even with -q, as the backtest's (of the events this process
+		// decoded).
+		for _, a := range res.Absent {
+			warnf("%s", absentText(a))
+		}
+		for _, m := range res.Mixed {
+			warnf("%s", mixedText(m))
+		}
+	}
 	if err == nil && res != nil && res.Finished && !res.AlreadyFinished && res.Records == 0 && f.inputTopic == "" {
 		// A run that read nothing (stdin closed, a file not yet
 		// written) finishes its state directory as any other: every

@@ -221,7 +221,9 @@ type strField struct{ slot, start, end int }
 // Values convert by the declared [event.Field] kind:
 //
 //   - any (KindNull): a string, a bool, an int for a number written
-//     without '.' or exponent that fits int64, otherwise a float;
+//     without '.' or exponent that fits int64, a float for one written
+//     with them; a number without them beyond int64 is an error (a float
+//     would not keep its digits);
 //   - KindString, KindBool: only that JSON type;
 //   - KindInt: a number whose value, computed exactly in decimal, is a
 //     whole number in int64 range: 3, -3, 3.0, 3e2, 1.5e1; 3.5, 1e19 or
@@ -266,6 +268,12 @@ type Decoder struct {
 	// their keys in the same order, so a byte comparison usually replaces
 	// the map lookup.
 	order []int
+
+	// untyped are the fields of no declared kind (not times), and kinds
+	// how many decoded records gave each a number and a string (Mixed).
+	untyped []int
+	kinds   [][2]int64
+	decoded int64 // the records decoded
 
 	// Per-record scratch (see Decode). A slot given a non-empty string
 	// holds event.String("") in vals until newEvent sets the string.
@@ -347,6 +355,12 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 			d.reqIdx = append(d.reqIdx, fi)
 		}
 	}
+	for fi, f := range d.fields {
+		if f.slot >= 0 && f.kind == event.KindNull && !f.isTime {
+			d.untyped = append(d.untyped, fi)
+		}
+	}
+	d.kinds = make([][2]int64, len(d.untyped))
 	d.vals = make([]event.Value, d.nSlots)
 	d.seen = make([]bool, len(d.fields))
 	for fi := range d.fields {
@@ -365,6 +379,33 @@ func (d *Decoder) Absent() []string {
 	out := make([]string, 0, len(d.watch))
 	for _, fi := range d.watch {
 		out = append(out, d.fields[fi].name)
+	}
+	return out
+}
+
+// Decoded returns how many records the decoder decoded (those that did
+// not decode aside).
+func (d *Decoder) Decoded() int64 { return d.decoded }
+
+// MixedField is a field of no declared kind that the records a decoder
+// decoded gave as a number and as a string: [Decoder.Mixed].
+type MixedField struct {
+	Name             string
+	Numbers, Strings int64 // the records that gave it each
+}
+
+// Mixed returns the fields of no declared kind (an inferred schema), in
+// schema order, that some decoded records gave as a number and others as
+// a string: producers that disagree ("amount": "12.50" beside 12.5), whose
+// strings a comparison with a number never finds equal (==, in) and
+// cannot order (<: an error). A record that did not decode counts for
+// nothing.
+func (d *Decoder) Mixed() []MixedField {
+	var out []MixedField
+	for i, fi := range d.untyped {
+		if k := d.kinds[i]; k[0] > 0 && k[1] > 0 {
+			out = append(out, MixedField{Name: d.fields[fi].name, Numbers: k[0], Strings: k[1]})
+		}
 	}
 	return out
 }
@@ -513,6 +554,15 @@ func (d *Decoder) Decode(data []byte) (*event.Event, error) {
 	}
 	if len(d.watch) > 0 {
 		d.watch = slices.DeleteFunc(d.watch, func(fi int) bool { return d.seen[fi] })
+	}
+	d.decoded++
+	for i, fi := range d.untyped {
+		switch d.vals[d.fields[fi].slot].Kind() {
+		case event.KindInt, event.KindFloat:
+			d.kinds[i][0]++
+		case event.KindString:
+			d.kinds[i][1]++
+		}
 	}
 	return d.newEvent(), nil
 }
@@ -877,7 +927,7 @@ func (p *plainNumber) value(kind event.Kind) (event.Value, bool) {
 		return event.Float(f), ok
 	case event.KindNull:
 		if p.frac == 0 {
-			v, ok := p.int() // an integer beyond int64 is a float
+			v, ok := p.int() // an integer beyond int64 is an error (anyNumber)
 			return event.Int(v), ok
 		}
 		f, ok := p.float()
@@ -899,6 +949,12 @@ func (d *Decoder) anyNumber(data []byte, i int, f *decField) (int, error) {
 		if n.isInt && !n.overflow {
 			d.set(f.slot, event.Int(n.intVal()))
 			return n.end, nil
+		}
+		if n.isInt {
+			// An id, most likely: as a float it would be another number
+			// (two such ids one key, one alert id; the messy-data trial).
+			return i, errAt(i, "field "+strconv.Quote(f.name)+": the whole number "+string(text)+
+				" is beyond int64, and a float would not keep its digits: send it as a string (an id), or declare the field float to take it rounded")
 		}
 		fl, err := parseFloat(text)
 		if err != nil {
