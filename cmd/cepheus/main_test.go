@@ -890,3 +890,35 @@ func TestInterruptedExitStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestTestPassWithConditionErrors: a test that passes while a condition
+// failed on its events (an expect none over an amount sent as a string)
+// says so, with the errors, even without -v; the file's tests still pass.
+func TestTestPassWithConditionErrors(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "e.cep", `ruleset e
+event time ts
+rule big {
+  key card
+  pattern {
+    begin a where amount > 100
+  }
+}
+test "a string amount" {
+  events {
+    {"ts": 1, "card": "c1", "amount": "150.00"}
+  }
+  expect none
+}
+test "a number" {
+  events {
+    {"ts": 1, "card": "c1", "amount": 50}
+  }
+  expect none
+}
+`)
+	code, out, errOut := cepheus(t, "test", file)
+	want := "--- PASS: " + file + ":9:1: \"a string amount\", with condition errors (each counted as false):\n    rule big: 1, the last: cannot compare string with int\nok\t" + file + "\t2 tests\n"
+	if code != 0 || out != want {
+		t.Errorf("exit %d, stdout\n%s\nwant\n%s\nstderr %s", code, out, want, errOut)
+	}
+}
