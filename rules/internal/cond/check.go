@@ -499,6 +499,16 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 		if n.Method {
 			note("method call")
 		}
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "$env" && !bound[id.Value] {
+			// expr's environment, as a reader of fields named otherwise
+			// than identifiers would try (the messy-data trial's
+			// $env["merchant-country"]).
+			name := c.text(n.Property)
+			if s, ok := n.Property.(*ast.StringNode); ok {
+				name = s.Value
+			}
+			return "", c.errorf(id, "$env (expr's environment) is not read here: a condition reads a field by its name, an identifier, so a field named %s is renamed upstream (to %s)", name, identifierOf(name))
+		}
 		if id, ok := n.Node.(*ast.IdentifierNode); ok && !bound[id.Value] {
 			// x.f reads field f of stage x's event: an x that is neither
 			// a stage nor a field is most likely a misspelt stage.
@@ -1038,4 +1048,22 @@ func isIdentName(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// identifierOf is name with each character an identifier may not hold
+// made '_' (and a leading digit preceded by one).
+func identifierOf(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		switch {
+		case unicode.IsLetter(r) || r == '_' || unicode.IsDigit(r) && i > 0:
+			b.WriteRune(r)
+		case unicode.IsDigit(r):
+			b.WriteString("_")
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
 }

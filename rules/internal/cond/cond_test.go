@@ -552,6 +552,7 @@ func TestCondErrors(t *testing.T) {
 		{src: `amount >`, off: 7, msg: "unexpected token"},
 		{src: `5 % 0 == 1`, off: 2, msg: "integer divide by zero"},
 		{src: `x in "abc"`, off: 5, msg: "in needs a list on its right, got string"},
+		{src: `$env["merchant-country"] == "FR"`, off: 0, end: 4, msg: "$env (expr's environment) is not read here: a condition reads a field by its name, an identifier, so a field named merchant-country is renamed upstream (to merchant_country)"},
 		{src: `"gift" in x`, off: 10, end: 11, msg: "in needs a list on its right, and the field x holds a string, a number or a bool, never a list"},
 		{src: `country matches "["`, off: 16, msg: "bad regular expression"},
 		{src: `lenn(country) > 1`, off: 0, end: 4, msg: "unknown function lenn (did you mean len?)"},
