@@ -528,13 +528,14 @@ type Summary struct {
 	// Absent are the fields that rules read and that no decoded event
 	// had (a field misnamed in the ruleset or in the input: each of its
 	// reads is null), in schema order; none when nothing decoded. A live
-	// job's are of the events this process decoded.
+	// run's: only of a run from a fresh state, before any switch (a job
+	// sees the events since it started).
 	Absent []AbsentField
 	// Mixed are the fields of no declared type (an inferred schema) that
 	// rules read and that some decoded events gave as a number, others
 	// as a string: a string never equals a number (==, in) nor orders
-	// with one (<: a condition error). A live job's count the events this
-	// process decoded.
+	// with one (<: a condition error). A live run's count the events its
+	// last job decoded (since the resume or the latest switch).
 	Mixed []MixedField
 }
 

@@ -195,7 +195,7 @@ func (e *Engine) derive(p *plan) (*Engine, error) {
 		if i < 0 {
 			return nil, fmt.Errorf("cep: plan: version %.12s is not kept", hash)
 		}
-		rs, err := rules.LoadLayout(fmt.Sprintf("version %.12s", hash), []byte(p.Versions[i].Source), layout)
+		rs, err := rules.LoadStored(fmt.Sprintf("version %.12s", hash), []byte(p.Versions[i].Source), layout)
 		if err != nil {
 			return nil, fmt.Errorf("cep: plan: version %.12s: %w", hash, err)
 		}

@@ -1286,7 +1286,10 @@ func (j *job) result(already, finished bool) *StreamResult {
 	if j.src != nil {
 		r.Aggregates, _ = j.src.aggStats()
 		r.Mixed = mixedFields(rs, j.src.dec.Mixed())
-		if j.src.dec.Decoded() > 0 {
+		if j.src.dec.Decoded() > 0 && j.restored == 0 && j.carried == nil {
+			// The decoder is the job's: a run resumed, or a job after a
+			// switch, has not seen the events before it (a field they
+			// had would be said absent).
 			r.Absent = absentFields(rs, j.src.dec.Absent())
 		}
 	}

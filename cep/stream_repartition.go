@@ -595,7 +595,7 @@ func (s *streamSource) onRepBatch(b runtime.Batch) error {
 		if err != nil {
 			return fmt.Errorf("cep: stream: %s offset %d: %w", b.Partition.Name, rec.Offset, err)
 		}
-		ev, err := s.dec.Decode(re.raw)
+		ev, err := s.repDec.Decode(re.raw)
 		if err != nil {
 			return fmt.Errorf("cep: stream: %s offset %d: a repartition record that does not decode: %w", b.Partition.Name, rec.Offset, err)
 		}

@@ -25,6 +25,7 @@ type streamSource struct {
 	j         *job
 	reader    batchSource
 	dec       *jsonev.Decoder
+	repDec    *jsonev.Decoder // of repartition records: dec counts the input's alone (Mixed)
 	pw        *runtime.PartitionWatermarks
 	positions map[string]runtime.Position
 	names     map[int]string // partition names by index
@@ -217,6 +218,10 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cep: %w", err)
 	}
+	repDec, err := jsonev.NewDecoder(dc)
+	if err != nil {
+		return nil, fmt.Errorf("cep: %w", err)
+	}
 	pwc := runtime.PartitionWatermarksConfig{OutOfOrderness: j.e.cfg.outOfOrderness}
 	if c.live() {
 		pwc.IdleTimeout, pwc.WallClockAdvance = c.IdleTimeout, c.WallClockAdvance
@@ -247,7 +252,7 @@ func (j *job) openSource(ctx context.Context) (*streamSource, error) {
 	}
 	s := &streamSource{
 		enrich: j.enrich,
-		j:      j, dec: dec, pw: pw,
+		j:      j, dec: dec, repDec: repDec, pw: pw,
 		positions: map[string]runtime.Position{},
 		names:     map[int]string{},
 		added:     map[int]bool{},

@@ -296,3 +296,39 @@ test "five probes" {
 		t.Error("LoadRules of a rule that does not compile: no error")
 	}
 }
+
+// TestLoadStored: a version a checkpoint kept compiles with its tests'
+// errors as warnings (a test event an earlier build decoded, an untyped
+// whole number beyond int64, which this one refuses: the review's resume
+// that failed), to the hash of its whole source; a rule's own error still
+// refuses it.
+func TestLoadStored(t *testing.T) {
+	src := []byte(`ruleset r
+event time ts
+rule big {
+  key acct
+  pattern {
+    begin a where amount > 100
+  }
+}
+test "a long id" {
+  events {
+    {"ts": 1, "acct": 12345678901234567890, "amount": 5}
+  }
+  expect none
+}
+`)
+	if _, err := Load("r.cep", src); err == nil || !strings.Contains(err.Error(), "is beyond int64") {
+		t.Fatalf("Load: %v, want the test event's error", err)
+	}
+	rs, err := LoadStored("version x", src, nil)
+	if err != nil {
+		t.Fatalf("LoadStored: %v", err)
+	}
+	if rs.Hash != hashOf(rs.Source) || !strings.Contains(rs.Source, "12345678901234567890") || len(rs.Tests) != 0 || len(rs.Warnings) != 1 {
+		t.Errorf("LoadStored: hash %.12s of its source %v, %d tests, warnings %v; want the whole source's, no test, one warning", rs.Hash, rs.Hash == hashOf(rs.Source), len(rs.Tests), rs.Warnings)
+	}
+	if _, err := LoadStored("version x", []byte(strings.Replace(string(src), "amount > 100", "amount >", 1)), nil); err == nil {
+		t.Error("LoadStored of a rule that does not compile: no error")
+	}
+}

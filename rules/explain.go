@@ -501,11 +501,15 @@ func (x *explainer) contiguity() string {
 // event is the loop's or ends the partial match (the docs trial's storm of
 // resets broken by another event, then a reset: no match). A loop with an
 // until clause is not checked: its until proceeds through a copy of the
-// next stage without the greedy condition.
+// next stage without the greedy condition. Nor is a loop that takes one
+// event at most (times 0..1 is an optional times 1, which the compiler
+// gives no greedy condition), nor a stage after it that is optional
+// (times 0..n: its own ignore state goes without the greedy condition).
 func (x *explainer) greedy(i, pi int, prev, f *event.Event) string {
-	q := &x.leaves[pi].node.Quant
-	loops := q.Kind == QuantOneOrMore || q.Kind == QuantTimesOrMore || q.Kind == QuantTimes && q.Min != q.Max
-	if !q.Greedy.Set || !loops || x.until(pi) != nil {
+	q, next := &x.leaves[pi].node.Quant, &x.leaves[i].node.Quant
+	loops := q.Kind == QuantOneOrMore || q.Kind == QuantTimesOrMore || q.Kind == QuantTimes && max(q.Min, 1) != q.Max
+	optional := next.Optional.Set || next.Kind == QuantTimes && next.Min == 0
+	if !q.Greedy.Set || !loops || optional || x.until(pi) != nil {
 		return ""
 	}
 	for _, ev := range append(x.between(prev, f), f) {

@@ -390,6 +390,20 @@ func LoadRules(name string, src []byte) (*Ruleset, error) {
 	return compileLayout(f, nil, true)
 }
 
+// LoadStored is [LoadLayout] for a version a checkpoint kept: as with
+// [LoadRules], the errors of its tests are warnings and its tests are left
+// out, so that a test a later build refuses (its decoder made stricter:
+// an untyped whole number beyond int64) does not keep the state from
+// resuming. The version's hash is that of its whole source, tests
+// included, as ever.
+func LoadStored(name string, src []byte, layout *event.Schema) (*Ruleset, error) {
+	f, err := ParseFile(name, src)
+	if err != nil {
+		return nil, besideSyntax(f, err, layout)
+	}
+	return compileLayout(f, layout, true)
+}
+
 // LoadLayout is [Load] over a slot layout ([CompileLayout]).
 func LoadLayout(name string, src []byte, layout *event.Schema) (*Ruleset, error) {
 	f, err := ParseFile(name, src)

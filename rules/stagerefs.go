@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cepheus-cep/cepheus/event"
@@ -91,6 +92,7 @@ func (rc *ruleCompiler) stageRefWarnings() {
 			}
 			stage++
 			rc.neverWarnings(e.head().Clauses, lookups)
+			rc.inFieldWarnings(e.head().Clauses, lookups)
 			for _, cl := range e.head().Clauses {
 				if cl.Expr == nil || rc.conds[cl] == nil {
 					continue
@@ -179,6 +181,33 @@ func (rc *ruleCompiler) neverWarnings(clauses []*Clause, lookups []string) {
 		}
 		if n, err := cond.NeverHolds(srcs, lookups...); err == nil && n != nil {
 			rc.c.warnf(g[n.Clause].Expr.Pos+Pos(n.Offset), "%s", cond.NeverText(n))
+		}
+	}
+}
+
+// inFieldWarnings warns of the membership tests of clauses over an event
+// field of no declared type (x in tags): it holds a string, a number or a
+// bool, never a list, so the test never holds, and an event with a JSON
+// array there is a dead letter, for every rule (the messy-data trial's
+// "gift" in tags). A warning, not an error: a version kept by a checkpoint
+// of an earlier build must compile as it did.
+func (rc *ruleCompiler) inFieldWarnings(clauses []*Clause, lookups []string) {
+	isField := func(name string) bool {
+		slot, ok := rc.env.Schema.Slot(name)
+		switch {
+		case !ok || slices.Contains(rc.env.Stages, name):
+			return false
+		case slices.ContainsFunc(rc.c.aggregates, func(d *AggregateDecl) bool { return d.Name.Value == name }):
+			return false
+		}
+		return !rc.env.Declared || rc.env.Schema.Field(slot).Kind == event.KindNull
+	}
+	for _, cl := range clauses {
+		if cl.Expr == nil || rc.conds[cl] == nil {
+			continue
+		}
+		if f, off, err := cond.InOverField(cl.Expr.raw, isField, lookups...); err == nil && f != "" {
+			rc.c.warnf(cl.Expr.Pos+Pos(off), "in needs a list on its right, and the field %s holds a string, a number or a bool, never a list: this never holds (and an event with a JSON array in %s does not decode, a dead letter for every rule); write the list in the rule (x in [\"a\", \"b\"]), or test a substring with contains", f, f)
 		}
 	}
 }

@@ -1026,7 +1026,7 @@ func uncommittedAlerts(r *cep.StreamResult, exactly bool) string {
 	if r.Stats.LastCheckpoint == 0 {
 		return fmt.Sprintf("none of these %s is written (no checkpoint was complete): the run that starts over detects and writes them again", plural(r.Alerts, "alert", "alerts"))
 	}
-	return fmt.Sprintf("written: %s of these %s (checkpoint %d's); %s after it, not written: the run that resumes from checkpoint %d detects and writes those again",
+	return fmt.Sprintf("written: %s of these %s, those of checkpoint %d, the latest complete (a commit of it cut short is finished by the run that resumes); %s after it, not written: the run that resumes from checkpoint %d detects and writes those again",
 		humanize.Int(r.CommittedAlerts), plural(r.Alerts, "alert", "alerts"), r.Stats.LastCheckpoint, plural(n, "alert detected", "alerts detected"), r.Stats.LastCheckpoint)
 }
 

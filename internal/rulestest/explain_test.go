@@ -73,6 +73,8 @@ func TestExplainSound(t *testing.T) {
 	if explained*2 < altered {
 		t.Errorf("Explain finds a fault in %d of %d altered matches that are not produced: fewer than half", explained, altered)
 	}
+	// (The greedy reason, reached after every other check, comes a few
+	// dozen times in a run: too few to require here; TestWhy makes it.)
 	for _, kind := range []string{"keys", "order", "window", "condition", "until", "next", "followedBy", "loop", "negation"} {
 		if reasons[kind] == 0 {
 			t.Errorf("no altered match explained by a reason of kind %s: %v", kind, reasons)
@@ -253,8 +255,8 @@ func randomRuleset(r *rand.Rand) string {
 		fmt.Fprintf(&b, "    %s %s", cont, name)
 		loop := false
 		if !not {
-			if q := r.IntN(6); q < 4 {
-				b.WriteString([]string{" oneOrMore", " times 2", " times 1..3", " timesOrMore 2"}[q])
+			if q := r.IntN(8); q < 6 {
+				b.WriteString([]string{" oneOrMore", " times 2", " times 1..3", " timesOrMore 2", " times 0..2", " times 0..1"}[q])
 				loop = true
 			}
 			if loop && r.IntN(3) == 0 {
@@ -263,7 +265,7 @@ func randomRuleset(r *rand.Rand) string {
 			if i > 0 && r.IntN(5) == 0 {
 				b.WriteString(" optional")
 			}
-			if loop && r.IntN(4) == 0 {
+			if loop && r.IntN(2) == 0 {
 				b.WriteString(" greedy")
 			}
 		}

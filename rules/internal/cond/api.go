@@ -477,3 +477,38 @@ func stageOf(n ast.Node, index map[string]int, bound map[string]bool) (int, bool
 	}
 	return 0, false
 }
+
+// InOverField finds in the condition src a membership test whose right
+// side is a name isField says is an event field of no declared type (x in
+// tags): such a field holds a string, a number or a bool, never a list,
+// and an event with a JSON array there does not decode, so the test never
+// holds. It returns the name and its byte offset in src ("" when there is
+// none). Errors are *Error.
+func InOverField(src string, isField func(string) bool, lookups ...string) (field string, offset int, err error) {
+	tree, err := parseNames(src, lookups)
+	if err != nil {
+		return "", 0, err
+	}
+	v := &inFinder{isField: isField}
+	ast.Walk(&tree.Node, v)
+	if v.found == nil {
+		return "", 0, nil
+	}
+	s := newCondSource(src)
+	return v.found.Value, s.byteOffset(span(v.found).From), nil
+}
+
+type inFinder struct {
+	isField func(string) bool
+	found   *ast.IdentifierNode
+}
+
+func (v *inFinder) Visit(n *ast.Node) {
+	b, ok := (*n).(*ast.BinaryNode)
+	if !ok || b.Operator != "in" || v.found != nil {
+		return
+	}
+	if id, ok := b.Right.(*ast.IdentifierNode); ok && v.isField(id.Value) {
+		v.found = id
+	}
+}

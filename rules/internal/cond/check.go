@@ -503,11 +503,15 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 			// expr's environment, as a reader of fields named otherwise
 			// than identifiers would try (the messy-data trial's
 			// $env["merchant-country"]).
-			name := c.text(n.Property)
-			if s, ok := n.Property.(*ast.StringNode); ok {
-				name = s.Value
+			const msg = "$env (expr's environment) is not read here: a condition reads a field by its name, an identifier"
+			s, ok := n.Property.(*ast.StringNode)
+			switch {
+			case !ok:
+				return "", c.errorf(id, "%s", msg)
+			case identifierOf(s.Value) == s.Value:
+				return "", c.errorf(id, "%s: write %s", msg, s.Value)
 			}
-			return "", c.errorf(id, "$env (expr's environment) is not read here: a condition reads a field by its name, an identifier, so a field named %s is renamed upstream (to %s)", name, identifierOf(name))
+			return "", c.errorf(id, "%s, so a field named %s is renamed upstream (to %s)", msg, s.Value, identifierOf(s.Value))
 		}
 		if id, ok := n.Node.(*ast.IdentifierNode); ok && !bound[id.Value] {
 			// x.f reads field f of stage x's event: an x that is neither

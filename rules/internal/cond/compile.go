@@ -1153,13 +1153,6 @@ func (c *compiler) in(n *ast.BinaryNode) (*compiledNode, error) {
 		return nil, err
 	}
 	if r.typ != tyList {
-		if r.typ == tyAny && (r.leaf.kind == leafField || r.leaf.kind == leafElem) {
-			// An event field of no declared type: the VM would compile
-			// it, and every event holding an array there is a dead letter
-			// (the messy-data trial's "gift" in tags lost the events of
-			// every rule).
-			return nil, c.errorf(n.Right, "in needs a list on its right, and the field %s holds a string, a number or a bool, never a list (events are flat: an array in a field the rules read makes the event a dead letter); write the list in the rule (x in [\"a\", \"b\"]), or test a substring with contains", c.text(n.Right))
-		}
 		if r.typ == tyAny {
 			return nil, unsupported("in on a value of unknown type")
 		}
