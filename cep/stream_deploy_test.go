@@ -2502,3 +2502,128 @@ func withKeyless(lines []string) ([]string, int) {
 	}
 	return out, len(out) - len(lines)
 }
+
+// TestStreamKafkaVersionsTakeover: two instances of a group without a
+// rules topic each deploy on their own; with a on the second version and
+// b still on the first, b stops and a takes its partitions over: each
+// partition's state is read with the rules of the checkpoint that wrote
+// it, and a goes on, moving it to its version (the Kafka trial's group,
+// whose every instance failed "encoded for another pattern", for good,
+// on the keys of the other version's partitions). Its alerts are each
+// once in the alerts topic.
+func TestStreamKafkaVersionsTakeover(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	lines := strings.SplitAfter(deployInput(900), "\n")
+	half := len(lines) / 2
+	topic := fmt.Sprintf("stream-kafka-takeover-%d", time.Now().UnixNano())
+	produceTopic(t, brokers, topic, 4, strings.Join(lines[:half], ""))
+	config := func(inst string) StreamConfig {
+		return StreamConfig{
+			Kafka: &KafkaInput{Brokers: brokers, Topic: topic, AlertsTopic: topic + "-alerts", Group: topic,
+				InstanceID: inst, SessionTimeout: 2 * time.Second},
+			StateDir: filepath.Join(t.TempDir(), "state-"+inst), CheckpointInterval: 100 * time.Millisecond, Parallelism: 1, Logf: t.Logf,
+		}
+	}
+	type instance struct {
+		m      *StreamMonitor
+		cancel context.CancelFunc
+		done   chan error
+	}
+	start := func(inst string) *instance {
+		i := &instance{m: NewStreamMonitor(), done: make(chan error, 1)}
+		cfg := config(inst)
+		cfg.Monitor = i.m
+		var ctx context.Context
+		ctx, i.cancel = context.WithCancel(context.Background())
+		t.Cleanup(i.cancel)
+		go func() {
+			_, err := streamEngine(t, deployV1).Stream(ctx, cfg)
+			i.done <- err
+		}()
+		return i
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 60 s: %s", what)
+			}
+		}
+	}
+	a, b := start("a"), start("b")
+	records := func() int64 { return a.m.Snapshot().Progress.Records + b.m.Snapshot().Progress.Records }
+	waitFor("both instances ready, each with partitions, the first half read", func() bool {
+		return a.m.Ready() && b.m.Ready() && a.m.Snapshot().Partitions > 0 && b.m.Snapshot().Partitions > 0 && records() >= int64(half)
+	})
+	// The rule change of another pattern (a state of v1's cannot be read
+	// with v2's rules, nor one of v2's with v1's).
+	v2src := strings.Replace(deployV2Kafka, `begin a where type == "auth" && amount > 450`, `begin a times 2 where type == "auth" && amount > 450`, 1)
+	v2 := loadRules(t, v2src)
+	res, err := a.m.Deploy(context.Background(), Deploy{Source: []byte(v2src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if act, _ := versions(b.m); act == v2.Hash {
+		t.Fatal("b switched too: no rules topic, each instance deploys on its own")
+	}
+	// Both checkpoint after the switch, with records: a's partitions
+	// under v2, b's under v1.
+	q := half + (len(lines)-half)/2
+	// Then, on 80 cards, a large auth: partial matches of the rule
+	// change, whose pattern v2 changes (times 2), under each version.
+	var extra strings.Builder
+	at := time.UnixMilli(int64(lastEventTime(t, lines[:q]))).UTC()
+	for i := range 80 {
+		fmt.Fprintf(&extra, `{"ts":%q,"card":"x%d","type":"auth","amount":600,"country":"FR"}`+"\n", at.Format(time.RFC3339Nano), i)
+	}
+	produceTopic(t, brokers, topic, 4, strings.Join(lines[half:q], "")+extra.String())
+	waitFor("the third quarter read", func() bool { return records() >= int64(q+80) })
+	after := b.m.Snapshot().Progress.LastCheckpoint
+	waitFor("checkpoints of both after the switch", func() bool {
+		return a.m.Snapshot().Progress.LastCheckpoint > res.Checkpoint && b.m.Snapshot().Progress.LastCheckpoint > after
+	})
+	b.cancel()
+	if err := <-b.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("b's stop: %v", err)
+	}
+	waitFor("a reading every partition", func() bool {
+		select {
+		case err := <-a.done:
+			t.Fatalf("a ended: %v", err)
+		default:
+		}
+		return a.m.Ready() && a.m.Snapshot().Partitions == 4
+	})
+	produceTopic(t, brokers, topic, 4, strings.Join(lines[q:], ""))
+	total := int64(len(lines) - 1 + 80)
+	waitFor("a reading the whole topic", func() bool {
+		select {
+		case err := <-a.done:
+			t.Fatalf("a ended: %v", err)
+		default:
+		}
+		return a.m.Snapshot().Progress.Records >= total-b.m.Snapshot().Progress.Records
+	})
+	if act, _ := versions(a.m); act != v2.Hash {
+		t.Errorf("a runs %.12s, want v2 %.12s", act, v2.Hash)
+	}
+	a.cancel()
+	if err := <-a.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a's stop: %v", err)
+	}
+	ids := map[string]int{}
+	for _, v := range topicValues(t, brokers, topic+"-alerts") {
+		var al struct {
+			ID string `json:"alert_id"`
+		}
+		if err := json.Unmarshal([]byte(v), &al); err != nil || al.ID == "" {
+			t.Fatalf("alert %s: %v", v, err)
+		}
+		if ids[al.ID]++; ids[al.ID] == 2 {
+			t.Errorf("alert %s twice", al.ID)
+		}
+	}
+	if len(ids) == 0 {
+		t.Error("no alert in the alerts topic")
+	}
+}

@@ -114,6 +114,10 @@ func (e *Engine) streamGroup(ctx context.Context, c StreamConfig, start time.Tim
 		jc.Kafka = &jk
 		if last != nil || fails > 0 {
 			c.Logf("group %s: this instance now reads partitions %v of topic %s", k.Group, owned, k.Topic)
+		} else {
+			// The first assignment too (the Kafka trial could not tell
+			// from the logs which instance read what until a rebalance).
+			c.Logf("group %s: this instance reads partitions %v of topic %s", k.Group, owned, k.Topic)
 		}
 		res, err, changes := e.runMember(ctx, jc, start, m, seen, lookups)
 		if res != nil {

@@ -644,7 +644,9 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 	var stores []*state.Mem
 	var countedParts []bool
 	var plans []*plan
+	firstStore := map[chkMark]int{} // of each checkpoint, its first store's index
 	for i, mk := range order {
+		firstStore[mk] = len(stores)
 		for _, hs := range byMark[mk].m.Headers {
 			plans = append(plans, byMark[mk].meta.Plan)
 			mem := state.NewMem()
@@ -670,6 +672,7 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 			}
 		}
 	}
+	part := kafka.NewKeyPartitioner()
 	for ks, v := range recs {
 		k, err := state.DecodeKey([]byte(ks))
 		if err != nil {
@@ -678,7 +681,21 @@ func (j *job) restoreChangelog(ctx context.Context, marks map[int32]chkMark, fre
 		if int(k.KeyGroup) >= keyGroups {
 			return fmt.Errorf("%w: changelog %s: record %s in key group %d of %d", ErrRestore, ko.changelog, k, k.KeyGroup, keyGroups)
 		}
-		if err := stores[owner[k.KeyGroup]].Put(k, v); err != nil {
+		to := owner[k.KeyGroup]
+		if !single {
+			// A store of the checkpoint of the record's partition (the
+			// changelog is partitioned as the input, by the record key),
+			// which the engine that wrote it reads: instances of a group
+			// may run two versions, around a deploy (the Kafka trial's
+			// group, whose every instance failed on the other version's
+			// keys: "encoded for another pattern").
+			if mk, ok := marks[part(recordKey(k.Key), ko.parts)]; ok {
+				if i, ok := firstStore[chkMark{id: mk.id, instance: mk.instance}]; ok {
+					to = i
+				}
+			}
+		}
+		if err := stores[to].Put(k, v); err != nil {
 			return err
 		}
 	}

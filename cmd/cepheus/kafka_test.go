@@ -152,6 +152,13 @@ func TestKafkaProduceConsume(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "no such topic") {
 		t.Errorf("consume of a missing topic: exit %d, stderr\n%s\nwant exit 1 saying so", code, errOut)
 	}
+	// A group over a missing input topic says how to make it.
+	missing, dir := kafkaTopic(t, "missing-input"), t.TempDir()
+	code, _, errOut = cepheus(t, "run", "-rules", writeFile(t, dir, "r.cep", goodSrc), "-input-topic", missing, "-alerts-topic", missing+"-alerts",
+		"-group", missing, "-state", filepath.Join(dir, "state"))
+	if want := "no such topic (is -input-topic " + missing + " spelt as the producers write it? The input topic must exist: create it first"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("run over a missing input topic: exit %d, stderr\n%s\nwant exit 1 and %q", code, errOut, want)
+	}
 }
 
 // TestKafkaUsage: the command lines produce and consume refuse, without a

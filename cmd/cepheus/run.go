@@ -800,6 +800,11 @@ func runStream(ctx context.Context, cmd *command, args []string, stdout, stderr 
 		if ke := (*cep.RecordKeyError)(nil); errors.As(err, &ke) {
 			msg += recordKeyHint(ke)
 		}
+		if errors.Is(err, cep.ErrKafkaNoTopic) && f.inputTopic != "" && strings.Contains(msg, "topic "+f.inputTopic+":") {
+			// (The Kafka trial's instances, started before the producer
+			// made the topic, all ended at once with the bare error.)
+			msg += fmt.Sprintf(" (is -input-topic %s spelt as the producers write it? The input topic must exist: create it first, with the partitions the job needs (cepheus produce -partitions N creates it), then start the instances)", f.inputTopic)
+		}
 		if errors.Is(err, cep.ErrFenced) {
 			msg += fmt.Sprintf(" (another process started with -group %s -instance-id %s: each instance of a group needs its own -instance-id; a restart of this instance elsewhere stops this one, as it should)", f.group, f.instance)
 		}
