@@ -1103,12 +1103,8 @@ func (s *sink) flush() error {
 	return s.err
 }
 
-// absentFields returns the fields of absent (no decoded event had them)
-// that rules of rs read, each with those rules: what a rule reads of the
-// input, not an aggregate's or a lookup's value, nor a field that only an
-// observer reads (a label).
-// mixedFields are the fields of mixed that rules of rs read, with those
-// rules.
+// mixedFields are the fields of mixed that rules of rs read (or key by),
+// with those rules.
 func mixedFields(rs *rules.Ruleset, mixed []jsonev.MixedField) []MixedField {
 	var out []MixedField
 	for _, f := range mixed {
@@ -1128,6 +1124,10 @@ func mixedFields(rs *rules.Ruleset, mixed []jsonev.MixedField) []MixedField {
 	return out
 }
 
+// absentFields returns the fields of absent (no decoded event had them)
+// that rules of rs read, each with those rules: what a rule reads of the
+// input, not an aggregate's or a lookup's value, nor a field that only an
+// observer reads (a label).
 func absentFields(rs *rules.Ruleset, absent []string) []AbsentField {
 	var out []AbsentField
 	for _, f := range absent {
