@@ -498,7 +498,7 @@ func (x *explainer) contiguity() string {
 // that no event from its last event prev to f, stage i's first, passes
 // the loop's condition: as in Flink's compiler, greedy adds "not the
 // loop's condition" to each edge of the stage after the loop, so such an
-// event is the loop's or ends the partial match (the docs trial's storm of
+// event is the loop's or ends the partial match (the telecom trial's storm of
 // resets broken by another event, then a reset: no match). A loop with an
 // until clause is not checked: its until proceeds through a copy of the
 // next stage without the greedy condition. Nor is a loop that takes one
