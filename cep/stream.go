@@ -1379,7 +1379,9 @@ func (j *job) close() error {
 		switch {
 		case !j.cutShort.Load():
 		case j.cfg.Kafka != nil:
-			j.logf("stopped, and still not ended %v later (the checkpoint timeout; Kafka unreachable?): what waited was cancelled, and the next run resumes from checkpoint %d", j.cfg.CheckpointTimeout, j.stats.LastCheckpoint)
+			// A warning: the Kafka trial's broker restarts showed only
+			// this line, at INFO, of a job a rebalance stopped.
+			j.logf("warning: stopped (by a signal, or by a rebalance of the group), and still not ended %v later (the checkpoint timeout; Kafka unreachable?): what waited was cancelled, and the next job resumes from checkpoint %d", j.cfg.CheckpointTimeout, j.stats.LastCheckpoint)
 		default:
 			// No broker to wait for: a subtask's step (an event's
 			// matches, which a stop does not cut short: a key of many
