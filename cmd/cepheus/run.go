@@ -868,6 +868,19 @@ func readRuleset(name, rulesPath, rulesDir string) (string, []byte, error) {
 type rateMeter struct {
 	records int64
 	elapsed time.Duration
+	// high are the highest counters reported (steady).
+	high struct{ records, decoded, dead, late, alerts int64 }
+}
+
+// steady keeps p's counters from going down: a job of a Kafka group that
+// restores another instance's checkpoint after a rebalance counts from
+// that checkpoint's (the Kafka trial's serve log went from records=100374
+// to records=0), as the monitor's counters and metrics never do.
+func (m *rateMeter) steady(p *cep.StreamProgress) {
+	h := &m.high
+	h.records, h.decoded, h.dead = max(h.records, p.Records), max(h.decoded, p.Decoded), max(h.dead, p.Dead)
+	h.late, h.alerts = max(h.late, p.Late), max(h.alerts, p.Alerts)
+	p.Records, p.Decoded, p.Dead, p.Late, p.Alerts = h.records, h.decoded, h.dead, h.late, h.alerts
 }
 
 // rate reads p: its rate since the previous reading (since the start at
@@ -892,6 +905,7 @@ func (m *rateMeter) rate(p cep.StreamProgress) (int64, bool) {
 // no watermark: the one of the events' times moves no window there, and
 // said the run stood at a time its rules do not run on.
 func progressLine(p cep.StreamProgress, m *rateMeter, processing bool) string {
+	m.steady(&p)
 	st := p.StreamStats
 	var b strings.Builder
 	b.WriteString(plural(st.Records, "record", "records"))

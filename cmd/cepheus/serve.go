@@ -126,6 +126,7 @@ func logFinal(log *slog.Logger, err error) error {
 // logProgress logs a progress report with its figures as attributes
 // (never an event value), the rate since the previous report (m).
 func logProgress(log *slog.Logger, p cep.StreamProgress, m *rateMeter, processing bool) {
+	m.steady(&p)
 	attrs := []any{
 		slog.Int64("records", p.Records), slog.Int64("decoded", p.Decoded), slog.Int64("dead", p.Dead),
 		slog.Int64("late", p.Late), slog.Int64("alerts", p.Alerts), slog.Int64("keys", p.Keys), slog.Int64("partial_matches", p.PartialMatches),

@@ -857,6 +857,20 @@ func TestProgressLineRateNewJob(t *testing.T) {
 	if got, want := at(15_700, 1_700, 40*time.Second), "15,700 records (100/s)"; !strings.HasPrefix(got, want) {
 		t.Errorf("then: %q, want it to start %q", got, want)
 	}
+	// A job that restored another instance's checkpoint counts from its
+	// counters: the lines and the log's records never go down (the
+	// Kafka trial's serve log fell from records=100374 to records=0).
+	if got, want := at(300, 300, 50*time.Second), "15,700 records (30/s)"; !strings.HasPrefix(got, want) {
+		t.Errorf("after a lower restore: %q, want it to start %q", got, want)
+	}
+	var log bytes.Buffer
+	lm := rateMeter{}
+	for _, n := range []int64{100_374, 0} {
+		logProgress(slog.New(slog.NewJSONHandler(&log, nil)), cep.StreamProgress{StreamStats: cep.StreamStats{Records: n, Alerts: n / 1000}, Elapsed: time.Second}, &lm, false)
+	}
+	if got := strings.Count(log.String(), `"records":100374,`); got != 2 {
+		t.Errorf("serve's progress log, records 100,374 then 0: %d lines of 100374, want 2:\n%s", got, log.String())
+	}
 }
 
 // TestProgressLineRate: run's progress line gives the rate since the
