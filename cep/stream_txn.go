@@ -376,9 +376,9 @@ func (j *job) kafkaRestorePoint(ctx context.Context) (*state.Checkpoint, error) 
 	j.restored = newest
 	j.firstID = newest + 1
 	if len(unmarked) > 0 {
-		j.logf("restored %d partitions in %v (partitions %v start afresh: the group has committed nothing there)", len(marks), time.Since(t).Round(time.Millisecond), unmarked)
+		j.logf("restored %s in %v (partitions %v start afresh: the group has committed nothing there)", partitionsText(len(marks)), time.Since(t).Round(time.Millisecond), unmarked)
 	} else {
-		j.logf("restored %d partitions in %v", len(marks), time.Since(t).Round(time.Millisecond))
+		j.logf("restored %s in %v", partitionsText(len(marks)), time.Since(t).Round(time.Millisecond))
 	}
 	return nil, nil
 }
@@ -1135,4 +1135,12 @@ const streamTxnRetries = 3
 // failed transaction, unless another instance fenced this one.
 func isTxnFailure(err error) bool {
 	return errors.Is(err, ErrTransaction) && !errors.Is(err, ErrFenced)
+}
+
+// partitionsText is "1 partition" or "N partitions".
+func partitionsText(n int) string {
+	if n == 1 {
+		return "1 partition"
+	}
+	return fmt.Sprintf("%d partitions", n)
 }
