@@ -2542,17 +2542,9 @@ func TestStreamKafkaVersionsTakeover(t *testing.T) {
 		}()
 		return i
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("after 60 s: %s", what)
-			}
-		}
-	}
 	a, b := start("a"), start("b")
 	records := func() int64 { return a.m.Snapshot().Progress.Records + b.m.Snapshot().Progress.Records }
-	waitFor("both instances ready, each with partitions, the first half read", func() bool {
+	waitFor(t, 60*time.Second, "both instances ready, each with partitions, the first half read", func() bool {
 		return a.m.Ready() && b.m.Ready() && a.m.Snapshot().Partitions > 0 && b.m.Snapshot().Partitions > 0 && records() >= int64(half)
 	})
 	// The rule change of another pattern (a state of v1's cannot be read
@@ -2577,16 +2569,16 @@ func TestStreamKafkaVersionsTakeover(t *testing.T) {
 		fmt.Fprintf(&extra, `{"ts":%q,"card":"x%d","type":"auth","amount":600,"country":"FR"}`+"\n", at.Format(time.RFC3339Nano), i)
 	}
 	produceTopic(t, brokers, topic, 4, strings.Join(lines[half:q], "")+extra.String())
-	waitFor("the third quarter read", func() bool { return records() >= int64(q+80) })
+	waitFor(t, 60*time.Second, "the third quarter read", func() bool { return records() >= int64(q+80) })
 	after := b.m.Snapshot().Progress.LastCheckpoint
-	waitFor("checkpoints of both after the switch", func() bool {
+	waitFor(t, 60*time.Second, "checkpoints of both after the switch", func() bool {
 		return a.m.Snapshot().Progress.LastCheckpoint > res.Checkpoint && b.m.Snapshot().Progress.LastCheckpoint > after
 	})
 	b.cancel()
 	if err := <-b.done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("b's stop: %v", err)
 	}
-	waitFor("a reading every partition", func() bool {
+	waitFor(t, 60*time.Second, "a reading every partition", func() bool {
 		select {
 		case err := <-a.done:
 			t.Fatalf("a ended: %v", err)
@@ -2596,7 +2588,7 @@ func TestStreamKafkaVersionsTakeover(t *testing.T) {
 	})
 	produceTopic(t, brokers, topic, 4, strings.Join(lines[q:], ""))
 	total := int64(len(lines) - 1 + 80)
-	waitFor("a reading the whole topic", func() bool {
+	waitFor(t, 60*time.Second, "a reading the whole topic", func() bool {
 		select {
 		case err := <-a.done:
 			t.Fatalf("a ended: %v", err)

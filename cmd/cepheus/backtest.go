@@ -1267,27 +1267,30 @@ func printRuleErrors(w io.Writer, rules []cep.RuleSummary) {
 // absentText is the warning of a field that rules read and that no event
 // had.
 func absentText(a cep.AbsentField) string {
-	by := "rule " + a.Rules[0] + " reads"
-	switch n := len(a.Rules); {
-	case n > 4:
-		by = fmt.Sprintf("rules %s and %d more read", strings.Join(a.Rules[:3], ", "), n-3)
-	case n > 1:
-		by = "rules " + strings.Join(a.Rules[:n-1], ", ") + " and " + a.Rules[n-1] + " read"
+	verb := " reads"
+	if len(a.Rules) > 1 {
+		verb = " read"
 	}
-	return fmt.Sprintf("no event had the field %s, which %s: each read of it is null (is it the field's name?)", a.Field, by)
+	return fmt.Sprintf("no event had the field %s, which %s%s: each read of it is null (is it the field's name?)", a.Field, rulesText(a.Rules), verb)
+}
+
+// rulesText names rules (at least one): "rule a", "rules a and b",
+// "rules a, b, c and 4 more".
+func rulesText(rules []string) string {
+	switch n := len(rules); {
+	case n > 4:
+		return fmt.Sprintf("rules %s and %d more", strings.Join(rules[:3], ", "), n-3)
+	case n > 1:
+		return "rules " + strings.Join(rules[:n-1], ", ") + " and " + rules[n-1]
+	}
+	return "rule " + rules[0]
 }
 
 // mixedText is the warning of a field of no declared type that events
 // gave as a number and as a string (the messy-data trial: a producer's
 // "amount": "0.00" never equalled 0, with no word).
 func mixedText(m cep.MixedField) string {
-	by := "rule " + m.Rules[0]
-	switch n := len(m.Rules); {
-	case n > 4:
-		by = fmt.Sprintf("rules %s and %d more", strings.Join(m.Rules[:3], ", "), n-3)
-	case n > 1:
-		by = "rules " + strings.Join(m.Rules[:n-1], ", ") + " and " + m.Rules[n-1]
-	}
+	by := rulesText(m.Rules)
 	what := "a string never equals a number (==, in), nor compares with one (<, >: a condition error)"
 	fix := fmt.Sprintf("or convert it where it is read (float(%s))", m.Field)
 	if m.Key {

@@ -508,7 +508,7 @@ func (c *compiler) scan(n ast.Node, bound map[string]bool) (string, error) {
 			switch {
 			case !ok:
 				return "", c.errorf(id, "%s", msg)
-			case identifierOf(s.Value) == s.Value:
+			case isIdentName(s.Value):
 				return "", c.errorf(id, "%s: write %s", msg, s.Value)
 			}
 			return "", c.errorf(id, "%s, so a field named %s is renamed upstream (to %s)", msg, s.Value, identifierOf(s.Value))
